@@ -1,0 +1,34 @@
+# Shared by the deploy/local scripts: versions, cache paths, logging.
+# Sourced, never executed.
+
+LOCAL_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+GOMOD_DIR="$LOCAL_DIR/gomod"
+
+# The pinned versions are read from the wrapper modules, so go.mod is the one
+# place a version is written down.
+mod_version() { # module-dir module-path
+  awk -v m="$2" '$1 == "require" && $2 == m { print $3 } $1 == m && $2 ~ /^v/ { print $2; exit }' \
+    "$GOMOD_DIR/$1/go.mod" | head -n 1
+}
+K8S_VERSION=$(mod_version kubernetes k8s.io/kubernetes)
+ETCD_VERSION=$(mod_version etcd go.etcd.io/etcd/server/v3)
+KWOK_VERSION=$(mod_version kwok sigs.k8s.io/kwok)
+
+CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/nodegate"
+CACHE_KEY="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}"
+CACHE_BIN="$CACHE_ROOT/$CACHE_KEY/bin"
+
+BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok)
+
+log() { printf '[deploy/local] %s\n' "$*" >&2; }
+die() { printf '[deploy/local] error: %s\n' "$*" >&2; exit 1; }
+
+# Where the binaries are: $NODEGATE_LOCAL_BIN when the user names a directory
+# that already holds them, the version-keyed cache otherwise.
+bin_dir() {
+  if [ -n "${NODEGATE_LOCAL_BIN:-}" ]; then
+    printf '%s\n' "$NODEGATE_LOCAL_BIN"
+  else
+    printf '%s\n' "$CACHE_BIN"
+  fi
+}
