@@ -1,0 +1,164 @@
+//! Compact projections of the cluster objects the gate reasons about.
+//!
+//! The watchers in the binary translate Nodes, DaemonSets and Pods into these
+//! plain structs and keep nothing else, so the core never sees (or allocates
+//! for) a whole Kubernetes object. Field semantics follow the Kubernetes API:
+//! an empty string stands for an unset optional string, exactly as upstream
+//! helpers treat it. This module holds data only; it must never do I/O.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+pub type Labels = BTreeMap<String, String>;
+
+/// A node taint. `effect` is one of `NoSchedule`, `PreferNoSchedule`,
+/// `NoExecute` on a valid object; kept as a string so the rules can mirror
+/// upstream's string comparisons.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    pub effect: String,
+}
+
+impl Taint {
+    pub fn new(
+        key: impl Into<String>,
+        value: impl Into<String>,
+        effect: impl Into<String>,
+    ) -> Self {
+        Taint {
+            key: key.into(),
+            value: value.into(),
+            effect: effect.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Taint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.value.is_empty() {
+            write!(f, "{}:{}", self.key, self.effect)
+        } else {
+            write!(f, "{}={}:{}", self.key, self.value, self.effect)
+        }
+    }
+}
+
+/// A pod toleration. Empty strings mean "unset": an empty `operator` is
+/// `Equal`, an empty `effect` matches every effect, an empty `key` (with
+/// `Exists`) matches every key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Toleration {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub operator: String,
+    #[serde(default)]
+    pub value: String,
+    #[serde(default)]
+    pub effect: String,
+}
+
+/// One requirement of a node selector term (`matchExpressions` or
+/// `matchFields`). The operator is kept as written so that an invalid one can
+/// be reported by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSelectorRequirement {
+    pub key: String,
+    pub operator: String,
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSelectorTerm {
+    #[serde(default)]
+    pub match_expressions: Vec<NodeSelectorRequirement>,
+    #[serde(default)]
+    pub match_fields: Vec<NodeSelectorRequirement>,
+}
+
+/// The placement-relevant part of a pod template (or of a pod).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodPlacement {
+    #[serde(default)]
+    pub node_selector: Labels,
+    /// `affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+    /// .nodeSelectorTerms`; `None` when the required node affinity is unset.
+    #[serde(default)]
+    pub required_node_affinity: Option<Vec<NodeSelectorTerm>>,
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+    /// `spec.nodeName`; empty when unset.
+    #[serde(default)]
+    pub node_name: String,
+    #[serde(default)]
+    pub host_network: bool,
+}
+
+/// What the gate needs of a Node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub name: String,
+    pub uid: String,
+    /// The resourceVersion the conditional untaint patch tests against.
+    pub resource_version: String,
+    pub labels: Labels,
+    pub taints: Vec<Taint>,
+    pub created: Timestamp,
+    /// `nodegate.dev/gated-since`, when the node was re-gated; the deadline
+    /// counts from here instead of from `created`. An unparsable annotation
+    /// is reported by the adapter and treated as absent.
+    pub gated_since: Option<Timestamp>,
+}
+
+/// What the gate needs of a DaemonSet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonSetInfo {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub labels: Labels,
+    /// Only the `nodegate.dev/*` annotations are kept.
+    pub annotations: Labels,
+    pub template: PodPlacement,
+    pub min_ready_seconds: i32,
+}
+
+impl DaemonSetInfo {
+    /// `namespace/name`, the way people name a DaemonSet.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// What the gate needs of a Pod.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodInfo {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// `spec.nodeName`; empty while the pod is not bound.
+    pub node_name: String,
+    pub labels: Labels,
+    /// UID of the owner reference with `controller: true`, if any.
+    pub controller_uid: Option<String>,
+    /// `metadata.deletionTimestamp` is set.
+    pub terminating: bool,
+    /// `status.phase` as written (`Pending`, `Running`, ...).
+    pub phase: String,
+    /// The `Ready` condition is `True`.
+    pub ready: bool,
+    /// `lastTransitionTime` of the `Ready` condition, when present.
+    pub ready_since: Option<Timestamp>,
+}
+
+impl PodInfo {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}

@@ -1,0 +1,224 @@
+//! End-to-end test support: a real local control plane per test.
+//!
+//! `TestCluster::start()` starts etcd, kube-apiserver, kube-controller-manager,
+//! kube-scheduler and kwok with `deploy/local/up` in a fresh state directory
+//! and stops them again when the value is dropped. Setting
+//! `NODEGATE_E2E_KUBECONFIG` points every test at an existing cluster instead
+//! (the tests then share it: run them one at a time with `--test-threads=1`).
+//!
+//! There is no fallback: when no cluster can be had the test panics with the
+//! reason, so an e2e test can never pass without having run.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node};
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde_json::json;
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn local_script(name: &str) -> PathBuf {
+    repo_root().join("deploy/local").join(name)
+}
+
+pub struct TestCluster {
+    pub client: Client,
+    pub kubeconfig: PathBuf,
+    /// Set when this value started the cluster and must stop it.
+    state_dir: Option<PathBuf>,
+}
+
+impl TestCluster {
+    /// A running cluster for one test; panics (failing the test) when none can
+    /// be had.
+    pub async fn start(test_name: &str) -> TestCluster {
+        if let Ok(path) = std::env::var("NODEGATE_E2E_KUBECONFIG") {
+            let kubeconfig = PathBuf::from(path);
+            let client = client_for(&kubeconfig).await;
+            return TestCluster {
+                client,
+                kubeconfig,
+                state_dir: None,
+            };
+        }
+        let base = std::env::var_os("NODEGATE_E2E_STATE_ROOT")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| std::env::temp_dir().join("nodegate-e2e"));
+        std::fs::create_dir_all(&base)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", base.display()));
+        let state_dir = base.join(format!("{test_name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&state_dir);
+        let started = Instant::now();
+        let out = Command::new(local_script("up"))
+            .arg("--state-dir")
+            .arg(&state_dir)
+            .arg("--quiet")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run deploy/local/up: {e}"));
+        if !out.status.success() {
+            // Leave nothing running behind a failed start.
+            let _ = Command::new(local_script("down"))
+                .arg("--state-dir")
+                .arg(&state_dir)
+                .output();
+            panic!(
+                "deploy/local/up failed ({}): no cluster for e2e test {test_name}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let kubeconfig = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("export KUBECONFIG="))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| panic!("deploy/local/up printed no KUBECONFIG line: {stdout}"));
+        eprintln!(
+            "[e2e {test_name}] cluster up in {:.1}s at {}",
+            started.elapsed().as_secs_f64(),
+            state_dir.display()
+        );
+        let client = client_for(&kubeconfig).await;
+        TestCluster {
+            client,
+            kubeconfig,
+            state_dir: Some(state_dir),
+        }
+    }
+
+    pub fn state_dir(&self) -> Option<&Path> {
+        self.state_dir.as_deref()
+    }
+
+    /// Creates a namespace for the test's objects.
+    pub async fn namespace(&self, name: &str) {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))
+            .expect("static namespace manifest");
+        match api.create(&PostParams::default(), &ns).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("cannot create namespace {name}: {e}"),
+        }
+    }
+
+    pub async fn create_node(&self, node: &Node) -> Node {
+        let api: Api<Node> = Api::all(self.client.clone());
+        api.create(&PostParams::default(), node)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create node {:?}: {e}", node.metadata.name))
+    }
+
+    /// Runs the cluster's own kubectl against it (for failure output).
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        let bin = Command::new(local_script("build"))
+            .arg("--print-dir")
+            .output();
+        let kubectl = match bin {
+            Ok(o) => PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()).join("kubectl"),
+            Err(_) => PathBuf::from("kubectl"),
+        };
+        match Command::new(kubectl)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .output()
+        {
+            Ok(o) => format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => format!("(kubectl failed to run: {e})"),
+        }
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        let Some(dir) = &self.state_dir else { return };
+        if std::env::var_os("NODEGATE_E2E_KEEP").is_some() {
+            eprintln!(
+                "NODEGATE_E2E_KEEP set: cluster left running; stop it with deploy/local/down --state-dir {}",
+                dir.display()
+            );
+            return;
+        }
+        let _ = Command::new(local_script("down"))
+            .arg("--state-dir")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+pub async fn client_for(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig)
+        .unwrap_or_else(|e| panic!("cannot read kubeconfig {}: {e}", kubeconfig.display()));
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("bad kubeconfig {}: {e}", kubeconfig.display()));
+    Client::try_from(config).unwrap_or_else(|e| panic!("cannot build a client: {e}"))
+}
+
+/// A kwok-managed fake node with the given labels and taints
+/// (`(key, value, effect)`, empty value for none).
+pub fn fake_node(name: &str, labels: &[(&str, &str)], taints: &[(&str, &str, &str)]) -> Node {
+    let mut all_labels = serde_json::Map::new();
+    all_labels.insert("kubernetes.io/hostname".into(), json!(name));
+    all_labels.insert("type".into(), json!("kwok"));
+    for (k, v) in labels {
+        all_labels.insert((*k).into(), json!(v));
+    }
+    let taints: Vec<_> = taints
+        .iter()
+        .map(|(k, v, e)| {
+            if v.is_empty() {
+                json!({"key": k, "effect": e})
+            } else {
+                json!({"key": k, "value": v, "effect": e})
+            }
+        })
+        .collect();
+    let resources = json!({"cpu": "8", "memory": "32Gi", "pods": "110"});
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "labels": all_labels,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+        },
+        "spec": {"taints": taints},
+        "status": {"allocatable": resources, "capacity": resources},
+    }))
+    .expect("fake node manifest is a valid Node")
+}
+
+/// Polls `check` until it returns `Some`, or panics with `what` and the last
+/// state `describe` reports after `timeout`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        let last = match check().await {
+            Ok(v) => return v,
+            Err(state) => state,
+        };
+        if Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}; last seen: {last}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
