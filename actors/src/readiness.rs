@@ -1,0 +1,393 @@
+//! Is an expected member Ready on the node?
+//!
+//! This module owns semantics.md section 4 (a DaemonSet's pod on the node is
+//! Ready, Running, not being deleted, owned by that DaemonSet, and available
+//! for the DaemonSet's `minReadySeconds`) and the critical-pod entries of
+//! section 3 (a Ready pod matching a namespace and label selector). When a
+//! member is not Ready it says what it is waiting for, precisely enough for an
+//! operator and for the gate to know when to look again. It is pure: time is
+//! an argument, it never reads a clock, never does I/O, never panics on
+//! cluster data.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use crate::selector::{LabelSelector, SelectorError};
+
+pub const PHASE_RUNNING: &str = "Running";
+
+/// Where one expected member stands on one node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MemberState {
+    /// Satisfied, by this pod (its name).
+    Ready {
+        pod: String,
+    },
+    NotReady(Waiting),
+}
+
+impl MemberState {
+    pub fn is_ready(&self) -> bool {
+        matches!(self, MemberState::Ready { .. })
+    }
+
+    /// When a member waiting only for `minReadySeconds` becomes Ready with no
+    /// further change to any pod — the moment the gate should look again.
+    pub fn recheck_at(&self) -> Option<Timestamp> {
+        match self {
+            MemberState::Ready { .. } => None,
+            MemberState::NotReady(w) => w.available_at(),
+        }
+    }
+}
+
+impl fmt::Display for MemberState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemberState::Ready { pod } => write!(f, "pod {pod} is Ready"),
+            MemberState::NotReady(w) => write!(f, "{w}"),
+        }
+    }
+}
+
+/// What a member that is not Ready is waiting for. Pod names are bare names;
+/// the namespace is the DaemonSet's or the entry's. The derived ordering is
+/// structural: only a last tie-breaker, so that results never depend on the
+/// order pods are seen in.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "waiting", rename_all = "camelCase")]
+pub enum Waiting {
+    /// No pod of this member is on the node (yet).
+    NoPod,
+    /// The pod's phase is not `Running`.
+    NotRunning { pod: String, phase: String },
+    /// Running, but its `Ready` condition is not `True`.
+    NotReady { pod: String },
+    /// Being deleted (`deletionTimestamp` set).
+    Terminating { pod: String },
+    /// Ready, but not yet for the DaemonSet's `minReadySeconds`.
+    #[serde(rename_all = "camelCase")]
+    NotAvailableYet {
+        pod: String,
+        ready_for: Duration,
+        min_ready: Duration,
+        available_at: Timestamp,
+    },
+    /// Ready, but its Ready condition has no `lastTransitionTime`, so
+    /// `minReadySeconds` cannot be counted. Upstream `IsPodAvailable` never
+    /// calls such a pod available, and neither do we; unlike
+    /// `NotAvailableYet` there is no moment to look again.
+    #[serde(rename_all = "camelCase")]
+    ReadySinceUnknown { pod: String, min_ready: Duration },
+}
+
+impl Waiting {
+    pub fn available_at(&self) -> Option<Timestamp> {
+        match self {
+            Waiting::NotAvailableYet { available_at, .. } => Some(*available_at),
+            _ => None,
+        }
+    }
+
+    pub fn pod(&self) -> Option<&str> {
+        match self {
+            Waiting::NoPod => None,
+            Waiting::NotRunning { pod, .. }
+            | Waiting::NotReady { pod }
+            | Waiting::Terminating { pod }
+            | Waiting::NotAvailableYet { pod, .. }
+            | Waiting::ReadySinceUnknown { pod, .. } => Some(pod),
+        }
+    }
+
+    /// Lower is closer to Ready; used to report the most promising pod when
+    /// several fall short.
+    fn rank(&self) -> u8 {
+        match self {
+            Waiting::NotAvailableYet { .. } => 0,
+            Waiting::ReadySinceUnknown { .. } => 1,
+            Waiting::NotReady { .. } => 2,
+            Waiting::NotRunning { .. } => 3,
+            Waiting::Terminating { .. } => 4,
+            Waiting::NoPod => 5,
+        }
+    }
+
+    fn closer_than(&self, other: &Waiting) -> bool {
+        let by_rank = self.rank().cmp(&other.rank());
+        let by_time = self.available_at().cmp(&other.available_at());
+        let by_name = self.pod().cmp(&other.pod());
+        by_rank
+            .then(by_time)
+            .then(by_name)
+            .then_with(|| self.cmp(other))
+            == Ordering::Less
+    }
+}
+
+impl fmt::Display for Waiting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Waiting::NoPod => f.write_str("no pod yet"),
+            Waiting::NotRunning { pod, phase } if phase.is_empty() => {
+                write!(f, "pod {pod} has no phase yet")
+            }
+            Waiting::NotRunning { pod, phase } => write!(f, "pod {pod} is {phase}"),
+            Waiting::NotReady { pod } => write!(f, "pod {pod} is not Ready"),
+            Waiting::Terminating { pod } => write!(f, "pod {pod} is terminating"),
+            Waiting::NotAvailableYet {
+                pod,
+                ready_for,
+                min_ready,
+                ..
+            } => write!(
+                f,
+                "pod {pod} Ready for {} of minReadySeconds {}",
+                human(*ready_for),
+                human(*min_ready)
+            ),
+            Waiting::ReadySinceUnknown { pod, min_ready } => write!(
+                f,
+                "pod {pod} is Ready but its Ready condition has no lastTransitionTime, \
+                 so minReadySeconds {} cannot be counted",
+                human(*min_ready)
+            ),
+        }
+    }
+}
+
+/// Whole seconds when the duration is whole ("3s"), else milliseconds
+/// ("2.5s"): enough to read, stable to test.
+fn human(d: Duration) -> String {
+    let millis = d.as_millis();
+    let fraction = format!("{:03}", millis % 1000);
+    let fraction = fraction.trim_end_matches('0');
+    if fraction.is_empty() {
+        format!("{}s", millis / 1000)
+    } else {
+        format!("{}.{fraction}s", millis / 1000)
+    }
+}
+
+/// Keeps the best of several candidate states: any Ready pod (the smallest
+/// name, so the answer does not depend on iteration order), else the waiting
+/// reason closest to Ready.
+#[derive(Default)]
+struct Best {
+    ready: Option<String>,
+    waiting: Option<Waiting>,
+}
+
+impl Best {
+    fn offer(&mut self, state: MemberState) {
+        match state {
+            MemberState::Ready { pod } => {
+                if self.ready.as_ref().is_none_or(|r| pod < *r) {
+                    self.ready = Some(pod);
+                }
+            }
+            MemberState::NotReady(w) => {
+                if self.waiting.as_ref().is_none_or(|b| w.closer_than(b)) {
+                    self.waiting = Some(w);
+                }
+            }
+        }
+    }
+
+    fn finish(self) -> MemberState {
+        match (self.ready, self.waiting) {
+            (Some(pod), _) => MemberState::Ready { pod },
+            (None, Some(w)) => MemberState::NotReady(w),
+            (None, None) => MemberState::NotReady(Waiting::NoPod),
+        }
+    }
+}
+
+/// The checks every member shares: not being deleted, `Running`, `Ready`.
+fn running_and_ready(pod: &PodInfo) -> Result<(), Waiting> {
+    let name = pod.name.clone();
+    if pod.terminating {
+        return Err(Waiting::Terminating { pod: name });
+    }
+    if pod.phase != PHASE_RUNNING {
+        return Err(Waiting::NotRunning {
+            pod: name,
+            phase: pod.phase.clone(),
+        });
+    }
+    if !pod.ready {
+        return Err(Waiting::NotReady { pod: name });
+    }
+    Ok(())
+}
+
+/// One pod judged against its DaemonSet.
+fn daemon_pod_state(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> MemberState {
+    if let Err(w) = running_and_ready(pod) {
+        return MemberState::NotReady(w);
+    }
+    if min_ready.is_zero() {
+        return MemberState::Ready {
+            pod: pod.name.clone(),
+        };
+    }
+    let min_ready_signed = SignedDuration::try_from(min_ready).unwrap_or(SignedDuration::MAX);
+    match pod.ready_since {
+        // Upstream counts a Ready pod with no transition time as never
+        // available; so do we. The gate waits for another pod, a pod update
+        // that carries the time, or its deadline.
+        None => MemberState::NotReady(Waiting::ReadySinceUnknown {
+            pod: pod.name.clone(),
+            min_ready,
+        }),
+        Some(since) => {
+            let available_at = since
+                .checked_add(min_ready_signed)
+                .unwrap_or(Timestamp::MAX);
+            // Available once `since + minReadySeconds <= now`: current
+            // upstream `IsPodAvailable` is inclusive, and it lets a re-check
+            // scheduled at exactly `available_at` see the pod as available.
+            if available_at <= now {
+                MemberState::Ready {
+                    pod: pod.name.clone(),
+                }
+            } else {
+                // A transition time in the future (clock skew) reads as
+                // "Ready for 0s".
+                let ready_for =
+                    Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
+                MemberState::NotReady(Waiting::NotAvailableYet {
+                    pod: pod.name.clone(),
+                    ready_for,
+                    min_ready,
+                    available_at,
+                })
+            }
+        }
+    }
+}
+
+/// Where DaemonSet `ds` stands on a node, given the pods bound to that node.
+/// Only pods whose controller owner is `ds` (by UID) count; any one Ready,
+/// Running, undeleted and available pod satisfies the member. Otherwise the
+/// most promising reason is reported: not yet available (earliest first),
+/// then Ready with no transition time, not Ready, not Running, terminating,
+/// and finally no pod at all; ties go to the smaller pod name.
+/// A negative `minReadySeconds` (which the API refuses) counts as zero.
+pub fn daemonset_member<'a>(
+    ds: &DaemonSetInfo,
+    pods_on_node: impl IntoIterator<Item = &'a PodInfo>,
+    now: Timestamp,
+) -> MemberState {
+    let min_ready = Duration::from_secs(u64::try_from(ds.min_ready_seconds).unwrap_or(0));
+    let mut best = Best::default();
+    for pod in pods_on_node {
+        if pod.controller_uid.as_deref() != Some(ds.uid.as_str()) {
+            continue;
+        }
+        best.offer(daemon_pod_state(pod, min_ready, now));
+    }
+    best.finish()
+}
+
+/// A configured critical pod: something that is not a DaemonSet (a static
+/// or mirror pod, say) but must be Ready on a node before it opens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CriticalPodEntry {
+    /// A label for people, e.g. "kube-system/kube-proxy".
+    pub name: String,
+    pub namespace: String,
+    /// Which pods in `namespace` satisfy the entry.
+    pub selector: LabelSelector,
+    /// Which nodes the entry applies to; every gated node when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<LabelSelector>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CriticalPodEntryError {
+    #[error("critical pod {name:?}: namespace must not be empty")]
+    NoNamespace { name: String },
+    #[error("critical pod {name:?}: selector: {source}")]
+    Selector { name: String, source: SelectorError },
+    #[error("critical pod {name:?}: nodeSelector: {source}")]
+    NodeSelector { name: String, source: SelectorError },
+}
+
+impl CriticalPodEntry {
+    /// Configuration loading calls this; an invalid selector would otherwise
+    /// match nothing and the entry would wait until the deadline.
+    pub fn validate(&self) -> Result<(), CriticalPodEntryError> {
+        let name = || self.name.clone();
+        if self.namespace.is_empty() {
+            return Err(CriticalPodEntryError::NoNamespace { name: name() });
+        }
+        self.selector
+            .validate()
+            .map_err(|source| CriticalPodEntryError::Selector {
+                name: name(),
+                source,
+            })?;
+        if let Some(sel) = &self.node_selector {
+            sel.validate()
+                .map_err(|source| CriticalPodEntryError::NodeSelector {
+                    name: name(),
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether `entry` is expected on `node` at all.
+pub fn critical_applies(entry: &CriticalPodEntry, node: &NodeInfo) -> bool {
+    entry
+        .node_selector
+        .as_ref()
+        .is_none_or(|s| s.matches(&node.labels))
+}
+
+/// Where a critical-pod entry stands on a node, given the pods bound to it:
+/// satisfied by any pod in the entry's namespace matching its selector that
+/// is not being deleted, `Running` and `Ready`. There is no
+/// `minReadySeconds` for these; `now` is taken so that callers treat every
+/// member alike.
+pub fn critical_member<'a>(
+    entry: &CriticalPodEntry,
+    pods_on_node: impl IntoIterator<Item = &'a PodInfo>,
+    _now: Timestamp,
+) -> MemberState {
+    let mut best = Best::default();
+    for pod in pods_on_node {
+        if pod.namespace != entry.namespace || !entry.selector.matches(&pod.labels) {
+            continue;
+        }
+        best.offer(match running_and_ready(pod) {
+            Ok(()) => MemberState::Ready {
+                pod: pod.name.clone(),
+            },
+            Err(w) => MemberState::NotReady(w),
+        });
+    }
+    best.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human(Duration::from_secs(3)), "3s");
+        assert_eq!(human(Duration::ZERO), "0s");
+        assert_eq!(human(Duration::from_millis(2500)), "2.5s");
+        assert_eq!(human(Duration::from_millis(1)), "0.001s");
+        assert_eq!(human(Duration::from_millis(1250)), "1.25s");
+    }
+}

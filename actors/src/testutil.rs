@@ -1,0 +1,131 @@
+//! Small builders for tests: nodes, DaemonSets, pods, taints, tolerations
+//! and node selector terms with the boring fields filled in.
+//!
+//! Public (not `cfg(test)`) so that the integration tests in `tests/` and
+//! other modules' tests can share them. Test support only: production code
+//! must never call it. Everything here is plain data construction — no I/O,
+//! no clock.
+
+use jiff::Timestamp;
+
+use crate::model::{
+    DaemonSetInfo, Labels, NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodInfo,
+    PodPlacement, Taint, Toleration,
+};
+
+/// Labels from pairs.
+pub fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// `secs` seconds after the Unix epoch.
+pub fn ts(secs: i64) -> Timestamp {
+    Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// A taint with no value.
+pub fn taint(key: &str, effect: &str) -> Taint {
+    Taint::new(key, "", effect)
+}
+
+/// A taint with a value.
+pub fn taint_v(key: &str, value: &str, effect: &str) -> Taint {
+    Taint::new(key, value, effect)
+}
+
+pub fn toleration(key: &str, operator: &str, value: &str, effect: &str) -> Toleration {
+    Toleration {
+        key: key.to_string(),
+        operator: operator.to_string(),
+        value: value.to_string(),
+        effect: effect.to_string(),
+    }
+}
+
+/// A node selector requirement.
+pub fn req(key: &str, operator: &str, values: &[&str]) -> NodeSelectorRequirement {
+    NodeSelectorRequirement {
+        key: key.to_string(),
+        operator: operator.to_string(),
+        values: values.iter().map(|v| v.to_string()).collect(),
+    }
+}
+
+/// A term with only `matchExpressions`.
+pub fn term(expressions: Vec<NodeSelectorRequirement>) -> NodeSelectorTerm {
+    NodeSelectorTerm {
+        match_expressions: expressions,
+        match_fields: Vec::new(),
+    }
+}
+
+/// A term with only `matchFields`.
+pub fn field_term(fields: Vec<NodeSelectorRequirement>) -> NodeSelectorTerm {
+    NodeSelectorTerm {
+        match_expressions: Vec::new(),
+        match_fields: fields,
+    }
+}
+
+/// A node created at the epoch, never re-gated.
+pub fn mk_node(name: &str, node_labels: &[(&str, &str)], taints: Vec<Taint>) -> NodeInfo {
+    NodeInfo {
+        name: name.to_string(),
+        uid: format!("uid-{name}"),
+        resource_version: "1".to_string(),
+        labels: labels(node_labels),
+        taints,
+        created: Timestamp::UNIX_EPOCH,
+        gated_since: None,
+    }
+}
+
+/// A DaemonSet with UID `uid-<namespace>-<name>`, no labels or annotations
+/// and `minReadySeconds` 0.
+pub fn mk_ds(namespace: &str, name: &str, template: PodPlacement) -> DaemonSetInfo {
+    DaemonSetInfo {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        uid: format!("uid-{namespace}-{name}"),
+        labels: Labels::new(),
+        annotations: Labels::new(),
+        template,
+        min_ready_seconds: 0,
+    }
+}
+
+/// A template that only tolerates what it is given.
+pub fn template_with_tolerations(tolerations: Vec<Toleration>) -> PodPlacement {
+    PodPlacement {
+        tolerations,
+        ..PodPlacement::default()
+    }
+}
+
+/// A template with only required node affinity.
+pub fn template_with_affinity(terms: Vec<NodeSelectorTerm>) -> PodPlacement {
+    PodPlacement {
+        required_node_affinity: Some(terms),
+        ..PodPlacement::default()
+    }
+}
+
+/// A pod on `node` owned (as controller) by the object with `owner_uid`:
+/// Running, Ready since the epoch, not terminating.
+pub fn mk_pod(name: &str, node: &str, owner_uid: &str) -> PodInfo {
+    PodInfo {
+        namespace: "kube-system".to_string(),
+        name: name.to_string(),
+        uid: format!("uid-{name}"),
+        node_name: node.to_string(),
+        labels: Labels::new(),
+        controller_uid: Some(owner_uid.to_string()),
+        terminating: false,
+        phase: "Running".to_string(),
+        ready: true,
+        ready_since: Some(Timestamp::UNIX_EPOCH),
+    }
+}
