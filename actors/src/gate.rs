@@ -1,0 +1,1679 @@
+//! The gate of one node: a pure, event-sourced state machine.
+//!
+//! This module owns every decision about one gated node — which DaemonSets and
+//! critical pods it waits for and why, whether each is Ready, when its deadline
+//! falls, and when and how its managed taints are removed — as three plain
+//! functions: [`decide`] turns an [`Input`] into [`Event`]s (facts), [`apply`]
+//! folds one event into the [`GateState`], and [`effects`] says what the shell
+//! must do because of an event. Events carry everything `apply` needs, so
+//! folding a node's journal from [`GateState::default`] rebuilds its live state
+//! exactly; `apply` never looks at the configuration, the clock or the input.
+//! This module must never do I/O, read the clock, use randomness or spawn
+//! anything: time comes in as `now`, and every write, timer and retry leaves as
+//! an [`Effect`] for the actor shell (`node_actor`) to carry out.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
+use crate::placement::{self, PlacementConfig, Verdict};
+use crate::readiness::{self, CriticalPodEntry, MemberState, Waiting};
+
+/// Kubernetes rejects an Event whose note is longer than this (events.k8s.io/v1).
+const MAX_NOTE_BYTES: usize = 1024;
+
+// ---------------------------------------------------------------------------
+// Configuration
+// ---------------------------------------------------------------------------
+
+/// What a gate does when its deadline passes with members still not Ready.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTimeout {
+    /// Remove the taint anyway (the default): a broken DaemonSet must not keep
+    /// a node closed for ever.
+    #[default]
+    Open,
+    /// Leave the taint and mark the node `nodegate.dev/timed-out`; the gate
+    /// still opens if every member later becomes Ready.
+    Keep,
+}
+
+/// The default `--timeout`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The settings every gate shares. Built once by the binary from flags and the
+/// config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateConfig {
+    pub placement: PlacementConfig,
+    pub critical: Vec<CriticalPodEntry>,
+    /// `None` means no deadline (`--timeout 0`).
+    pub timeout: Option<Duration>,
+    pub on_timeout: OnTimeout,
+    pub dry_run: bool,
+}
+
+impl Default for GateConfig {
+    /// The defaults `nodegate run` documents: the default managed and
+    /// transient taints, 120 s, open on timeout, writes enabled.
+    fn default() -> Self {
+        GateConfig {
+            placement: PlacementConfig::default(),
+            critical: Vec::new(),
+            timeout: Some(DEFAULT_TIMEOUT),
+            on_timeout: OnTimeout::Open,
+            dry_run: false,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Members
+// ---------------------------------------------------------------------------
+
+/// Who a gate may wait for. DaemonSets are named `namespace/name` (a name is
+/// held by one live object at a time; a recreated DaemonSet replaces the old
+/// one under the same name), critical-pod entries `critical:NAME` — a colon can
+/// appear in neither a namespace nor a DaemonSet name, so the two never clash.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MemberId {
+    DaemonSet(String),
+    Critical(String),
+}
+
+impl MemberId {
+    pub fn daemonset(ds: &DaemonSetInfo) -> Self {
+        MemberId::DaemonSet(ds.key())
+    }
+}
+
+impl fmt::Display for MemberId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemberId::DaemonSet(key) => f.write_str(key),
+            MemberId::Critical(name) => write!(f, "critical:{name}"),
+        }
+    }
+}
+
+impl std::str::FromStr for MemberId {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.strip_prefix("critical:") {
+            Some(name) => MemberId::Critical(name.to_string()),
+            None => MemberId::DaemonSet(s.to_string()),
+        })
+    }
+}
+
+// A string form keeps journal lines short ("member":"kube-system/cilium") and
+// lets members be JSON map keys.
+impl Serialize for MemberId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for MemberId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(s.parse()
+            .unwrap_or_else(|never: std::convert::Infallible| match never {}))
+    }
+}
+
+/// Whether the gate waits for a member, and if not, why not (in words, as the
+/// placement rules put it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expectation {
+    Expected,
+    NotExpected { reason: String },
+}
+
+/// Where an expected member stands on this node. Kept as text plus the one
+/// time that matters, so that it compares equal across inputs while nothing
+/// changes (the readiness module's own `Waiting` renders `ready_for`, which
+/// grows with `now`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Readiness {
+    Ready {
+        pod: String,
+    },
+    Waiting {
+        why: String,
+        /// When a Ready pod becomes available (minReadySeconds): the gate
+        /// re-checks at that time instead of polling.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        available_at: Option<Timestamp>,
+    },
+}
+
+impl Readiness {
+    fn from_member_state(state: MemberState) -> Self {
+        match state {
+            MemberState::Ready { pod } => Readiness::Ready { pod },
+            MemberState::NotReady(Waiting::NotAvailableYet {
+                pod,
+                min_ready,
+                available_at,
+                ..
+            }) => Readiness::Waiting {
+                why: format!(
+                    "pod {pod} is Ready but not available until {available_at} (minReadySeconds {})",
+                    min_ready.as_secs()
+                ),
+                available_at: Some(available_at),
+            },
+            MemberState::NotReady(waiting) => Readiness::Waiting {
+                why: waiting.to_string(),
+                available_at: None,
+            },
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        matches!(self, Readiness::Ready { .. })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub expectation: Expectation,
+    /// Tracked for expected members only; `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<Readiness>,
+}
+
+impl Member {
+    pub fn is_expected(&self) -> bool {
+        self.expectation == Expectation::Expected
+    }
+}
+
+/// An expected member that was not Ready, and why — what a Warning names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Blocker {
+    pub member: MemberId,
+    pub why: String,
+}
+
+// ---------------------------------------------------------------------------
+// State
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Closed, waiting for members (also the phase before the first snapshot).
+    #[default]
+    Waiting,
+    /// An untaint write is in flight, backing off, or waiting for leadership.
+    Opening,
+    /// The managed taints are gone: nodegate removed them.
+    Opened,
+    /// The deadline passed with `--on-timeout=keep`; still opens if every
+    /// member becomes Ready.
+    TimedOutKept,
+    /// Dry-run: the gate would have opened. Nothing more is decided.
+    WouldOpen,
+    /// The gate ended without opening: node deleted, taint removed by someone
+    /// else, or the node was not gated at all.
+    Gone,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpenedBy {
+    Ready,
+    Timeout,
+}
+
+impl OpenedBy {
+    /// The value of the `nodegate.dev/opened-by` annotation.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpenedBy::Ready => "ready",
+            OpenedBy::Timeout => "timeout",
+        }
+    }
+}
+
+impl fmt::Display for OpenedBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The Node object was deleted (watch).
+    NodeDeleted,
+    /// The API server answered 404 for the node (patch or re-read).
+    NodeNotFound,
+    /// Every managed taint disappeared and nodegate did not remove it.
+    TaintRemovedElsewhere,
+    /// The node carried no managed taint when the gate started.
+    NotGated,
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StopReason::NodeDeleted => "node deleted",
+            StopReason::NodeNotFound => "node not found",
+            StopReason::TaintRemovedElsewhere => "managed taint removed by another writer",
+            StopReason::NotGated => "node carries no managed taint",
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteKind {
+    /// Remove the managed taints (and annotate opened-at / opened-by).
+    Untaint { opened_by: OpenedBy },
+    /// Annotate `nodegate.dev/timed-out` (`--on-timeout=keep`).
+    MarkTimedOut,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteStatus {
+    InFlight,
+    /// Conflict: waiting for a fresh read of the node.
+    Refreshing,
+    /// Waiting for the retry timer of `attempt`.
+    Backoff,
+    /// The executor refused because this replica does not hold the lease.
+    AwaitingLeader,
+}
+
+/// The one write a gate may have outstanding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Write {
+    pub kind: WriteKind,
+    pub attempt: u32,
+    pub status: WriteStatus,
+    /// For an untaint: the resourceVersion the last patch tested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// What the deadline found, kept for the Warning that follows the write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeoutRecord {
+    pub deadline: Timestamp,
+    pub action: OnTimeout,
+    pub expected: usize,
+    pub not_ready: Vec<Blocker>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenedRecord {
+    pub opened_by: OpenedBy,
+    pub at: Timestamp,
+    /// The resourceVersion the successful patch tested: any later sighting of
+    /// the node at this version is stale (see `Router`).
+    pub resource_version: String,
+}
+
+/// Keyed timers. A generation is bumped whenever a timer is (re)armed, so a
+/// `TimerFired` carrying an older generation is recognised and dropped.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timers {
+    pub deadline: Option<Timestamp>,
+    pub deadline_generation: u64,
+    pub recheck: Option<Timestamp>,
+    pub recheck_generation: u64,
+}
+
+/// Everything one gate knows. Changed only by [`apply`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateState {
+    /// The node as last seen; `None` until the first snapshot.
+    pub node: Option<NodeInfo>,
+    /// Every DaemonSet in the cluster, by `namespace/name`: any of them may
+    /// become expected when the node or the DaemonSet changes.
+    pub daemonsets: BTreeMap<String, DaemonSetInfo>,
+    /// Pods bound to this node, by uid.
+    pub pods: BTreeMap<String, PodInfo>,
+    pub members: BTreeMap<MemberId, Member>,
+    pub timers: Timers,
+    pub phase: Phase,
+    pub write: Option<Write>,
+    pub timed_out: Option<TimeoutRecord>,
+    pub timeout_marked: bool,
+    pub opened: Option<OpenedRecord>,
+    pub stopped: Option<StopReason>,
+}
+
+impl GateState {
+    /// Opened or gone: no input changes anything any more.
+    pub fn is_finished(&self) -> bool {
+        matches!(self.phase, Phase::Opened | Phase::Gone)
+    }
+
+    pub fn expected(&self) -> impl Iterator<Item = (&MemberId, &Member)> {
+        self.members.iter().filter(|(_, m)| m.is_expected())
+    }
+
+    /// True when every expected member is Ready — vacuously for an empty set.
+    pub fn all_ready(&self) -> bool {
+        self.expected()
+            .all(|(_, m)| m.readiness.as_ref().is_some_and(Readiness::is_ready))
+    }
+
+    /// The expected members that are not Ready, and why.
+    pub fn blockers(&self) -> Vec<Blocker> {
+        self.expected()
+            .filter_map(|(id, m)| match &m.readiness {
+                Some(Readiness::Ready { .. }) => None,
+                Some(Readiness::Waiting { why, .. }) => Some(Blocker {
+                    member: id.clone(),
+                    why: why.clone(),
+                }),
+                None => Some(Blocker {
+                    member: id.clone(),
+                    why: "not evaluated yet".to_string(),
+                }),
+            })
+            .collect()
+    }
+
+    /// When the gate started: `nodegate.dev/gated-since` for a re-gated node,
+    /// the node's creation otherwise.
+    pub fn gate_start(&self) -> Option<Timestamp> {
+        self.node.as_ref().map(gate_start)
+    }
+}
+
+fn gate_start(node: &NodeInfo) -> Timestamp {
+    node.gated_since.unwrap_or(node.created)
+}
+
+// ---------------------------------------------------------------------------
+// Inputs
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimerKind {
+    Deadline,
+    /// A member becomes available (minReadySeconds) at a known time.
+    Recheck,
+    /// The backoff before write attempt `generation`.
+    Retry,
+}
+
+/// What the executor reports for a write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PatchOutcome {
+    Applied,
+    /// 409, or 422 from a failed `test` operation: the node changed.
+    Conflict,
+    NotFound,
+    Failed(String),
+    /// This replica does not hold the lease; nothing was written.
+    NotLeader,
+}
+
+/// Everything that can happen to a gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Input {
+    /// The cluster as it is now (start, or restart after a failure). Pods not
+    /// bound to the node are ignored.
+    Snapshot {
+        node: NodeInfo,
+        daemonsets: Vec<DaemonSetInfo>,
+        pods: Vec<PodInfo>,
+    },
+    NodeChanged(NodeInfo),
+    NodeDeleted,
+    DaemonSetUpserted(DaemonSetInfo),
+    DaemonSetDeleted {
+        uid: String,
+    },
+    PodUpserted(PodInfo),
+    PodDeleted {
+        uid: String,
+    },
+    TimerFired {
+        kind: TimerKind,
+        generation: u64,
+    },
+    /// Result of [`Effect::RemoveTaints`].
+    PatchResult(PatchOutcome),
+    /// Result of [`Effect::MarkTimedOut`].
+    MarkResult(PatchOutcome),
+    /// Result of [`Effect::RefreshNode`]: `Ok(None)` is a 404.
+    NodeRefreshed(Result<Option<NodeInfo>, String>),
+    LeadershipGained,
+}
+
+// ---------------------------------------------------------------------------
+// Events
+// ---------------------------------------------------------------------------
+
+/// A managed taint and where it sits in `spec.taints`, for the patch's
+/// `test` + `remove` pair.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexedTaint {
+    pub index: usize,
+    pub taint: Taint,
+}
+
+/// The facts of a gate's life, in the order they happened. Serialized
+/// externally tagged in snake_case, e.g.
+/// `{"member_ready":{"member":"kube-system/cilium","pod":"cilium-x7f"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    // --- what the gate saw ---
+    Snapshot {
+        node: NodeInfo,
+        daemonsets: Vec<DaemonSetInfo>,
+        pods: Vec<PodInfo>,
+    },
+    NodeUpdated {
+        node: NodeInfo,
+    },
+    /// Only the resourceVersion moved (status updates): kept short.
+    NodeVersionChanged {
+        resource_version: String,
+    },
+    DaemonSetUpdated {
+        daemonset: DaemonSetInfo,
+    },
+    DaemonSetRemoved {
+        daemonset: String,
+        uid: String,
+    },
+    PodUpdated {
+        pod: PodInfo,
+    },
+    PodRemoved {
+        pod: String,
+        uid: String,
+    },
+
+    // --- the expected set and its readiness ---
+    MemberExpected {
+        member: MemberId,
+    },
+    MemberNotExpected {
+        member: MemberId,
+        reason: String,
+    },
+    MemberRemoved {
+        member: MemberId,
+    },
+    MemberReady {
+        member: MemberId,
+        pod: String,
+    },
+    MemberWaiting {
+        member: MemberId,
+        why: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        available_at: Option<Timestamp>,
+    },
+
+    // --- timers ---
+    DeadlineSet {
+        at: Timestamp,
+        generation: u64,
+    },
+    RecheckScheduled {
+        at: Timestamp,
+        generation: u64,
+    },
+    RecheckFired {
+        generation: u64,
+    },
+
+    // --- decisions and writes ---
+    TimedOut {
+        deadline: Timestamp,
+        action: OnTimeout,
+        expected: usize,
+        not_ready: Vec<Blocker>,
+    },
+    /// Dry-run: the gate would have removed these taints now.
+    WouldOpen {
+        opened_by: OpenedBy,
+        taints: Vec<IndexedTaint>,
+        at: Timestamp,
+    },
+    UntaintSent {
+        attempt: u32,
+        opened_by: OpenedBy,
+        resource_version: String,
+        taints: Vec<IndexedTaint>,
+        at: Timestamp,
+    },
+    MarkSent {
+        attempt: u32,
+    },
+    WriteConflict {
+        attempt: u32,
+    },
+    WriteFailed {
+        attempt: u32,
+        error: String,
+    },
+    WriteDeferred {
+        attempt: u32,
+    },
+    RetryScheduled {
+        attempt: u32,
+    },
+    WriteAbandoned {
+        reason: String,
+    },
+    Opened {
+        opened_by: OpenedBy,
+        at: Timestamp,
+        resource_version: String,
+    },
+    TimeoutMarked,
+    Stopped {
+        reason: StopReason,
+    },
+}
+
+// ---------------------------------------------------------------------------
+// Effects
+// ---------------------------------------------------------------------------
+
+/// One conditional JSON patch (semantics.md §5): `test` the resourceVersion,
+/// `test` + `remove` each taint at its index (highest index first, so earlier
+/// removals do not shift later ones — the executor must keep this order), and
+/// add the `nodegate.dev/opened-at` / `opened-by` annotations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UntaintPatch {
+    pub node: String,
+    pub resource_version: String,
+    /// Sorted by descending index.
+    pub taints: Vec<IndexedTaint>,
+    pub opened_by: OpenedBy,
+    pub opened_at: Timestamp,
+}
+
+/// Set `nodegate.dev/timed-out` on the node (`--on-timeout=keep`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeoutMark {
+    pub node: String,
+    pub deadline: Timestamp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// A Kubernetes Event (events.k8s.io/v1) regarding the node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeEvent {
+    pub node: String,
+    pub node_uid: String,
+    #[serde(rename = "type")]
+    pub type_: EventType,
+    /// `GateOpened`, `GateTimedOut`, `GateWouldOpen`.
+    pub reason: String,
+    /// At most 1024 bytes, as the API requires.
+    pub note: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    RemoveTaints(UntaintPatch),
+    RecordEvent(NodeEvent),
+    MarkTimedOut(TimeoutMark),
+    /// Deliver `TimerFired { kind, generation }` at `at` (or at once if past).
+    ScheduleTimer {
+        kind: TimerKind,
+        at: Timestamp,
+        generation: u64,
+    },
+    /// Deliver `TimerFired { kind: Retry, generation: attempt }` after a
+    /// jittered exponential backoff for `attempt`; the shell picks the delay.
+    ScheduleRetry {
+        attempt: u32,
+    },
+    /// Re-read the node and deliver `NodeRefreshed`.
+    RefreshNode,
+    /// The gate is over; always the last effect of its step.
+    Stop(String),
+}
+
+// ---------------------------------------------------------------------------
+// decide
+// ---------------------------------------------------------------------------
+
+/// Turns an input into the facts it establishes, given the state before it.
+/// Returns no events when the input changes nothing (duplicates, stale timers,
+/// results for a write that is no longer outstanding).
+pub fn decide(state: &GateState, input: &Input, cfg: &GateConfig, now: Timestamp) -> Vec<Event> {
+    if state.is_finished() {
+        return Vec::new();
+    }
+    let mut d = Decider {
+        s: state.clone(),
+        events: Vec::new(),
+        cfg,
+        now,
+    };
+    d.input(input);
+    d.events
+}
+
+/// Folds one fact into the state. Never fails and never consults anything but
+/// the event: an event that does not fit the state (e.g. a member update for a
+/// member that is not there) changes nothing.
+pub fn apply(state: &mut GateState, ev: &Event) {
+    match ev {
+        Event::Snapshot {
+            node,
+            daemonsets,
+            pods,
+        } => {
+            state.node = Some(node.clone());
+            state.daemonsets = daemonsets.iter().map(|ds| (ds.key(), ds.clone())).collect();
+            state.pods = pods.iter().map(|p| (p.uid.clone(), p.clone())).collect();
+        }
+        Event::NodeUpdated { node } => state.node = Some(node.clone()),
+        Event::NodeVersionChanged { resource_version } => {
+            if let Some(node) = &mut state.node {
+                node.resource_version = resource_version.clone();
+            }
+        }
+        Event::DaemonSetUpdated { daemonset } => {
+            state.daemonsets.insert(daemonset.key(), daemonset.clone());
+        }
+        Event::DaemonSetRemoved { daemonset, .. } => {
+            state.daemonsets.remove(daemonset);
+        }
+        Event::PodUpdated { pod } => {
+            state.pods.insert(pod.uid.clone(), pod.clone());
+        }
+        Event::PodRemoved { uid, .. } => {
+            state.pods.remove(uid);
+        }
+        Event::MemberExpected { member } => {
+            let m = state.members.entry(member.clone()).or_insert(Member {
+                expectation: Expectation::Expected,
+                readiness: None,
+            });
+            m.expectation = Expectation::Expected;
+        }
+        Event::MemberNotExpected { member, reason } => {
+            state.members.insert(
+                member.clone(),
+                Member {
+                    expectation: Expectation::NotExpected {
+                        reason: reason.clone(),
+                    },
+                    readiness: None,
+                },
+            );
+        }
+        Event::MemberRemoved { member } => {
+            state.members.remove(member);
+        }
+        Event::MemberReady { member, pod } => {
+            if let Some(m) = state.members.get_mut(member) {
+                m.readiness = Some(Readiness::Ready { pod: pod.clone() });
+            }
+        }
+        Event::MemberWaiting {
+            member,
+            why,
+            available_at,
+        } => {
+            if let Some(m) = state.members.get_mut(member) {
+                m.readiness = Some(Readiness::Waiting {
+                    why: why.clone(),
+                    available_at: *available_at,
+                });
+            }
+        }
+        Event::DeadlineSet { at, generation } => {
+            state.timers.deadline = Some(*at);
+            state.timers.deadline_generation = *generation;
+        }
+        Event::RecheckScheduled { at, generation } => {
+            state.timers.recheck = Some(*at);
+            state.timers.recheck_generation = *generation;
+        }
+        Event::RecheckFired { .. } => state.timers.recheck = None,
+        Event::TimedOut {
+            deadline,
+            action,
+            expected,
+            not_ready,
+        } => {
+            state.timed_out = Some(TimeoutRecord {
+                deadline: *deadline,
+                action: *action,
+                expected: *expected,
+                not_ready: not_ready.clone(),
+            });
+            if *action == OnTimeout::Keep {
+                state.phase = Phase::TimedOutKept;
+            }
+        }
+        Event::WouldOpen { opened_by, at, .. } => {
+            state.phase = Phase::WouldOpen;
+            state.opened = Some(OpenedRecord {
+                opened_by: *opened_by,
+                at: *at,
+                resource_version: state
+                    .node
+                    .as_ref()
+                    .map(|n| n.resource_version.clone())
+                    .unwrap_or_default(),
+            });
+        }
+        Event::UntaintSent {
+            attempt,
+            opened_by,
+            resource_version,
+            ..
+        } => {
+            state.phase = Phase::Opening;
+            state.write = Some(Write {
+                kind: WriteKind::Untaint {
+                    opened_by: *opened_by,
+                },
+                attempt: *attempt,
+                status: WriteStatus::InFlight,
+                resource_version: Some(resource_version.clone()),
+                last_error: None,
+            });
+        }
+        Event::MarkSent { attempt } => {
+            state.write = Some(Write {
+                kind: WriteKind::MarkTimedOut,
+                attempt: *attempt,
+                status: WriteStatus::InFlight,
+                resource_version: None,
+                last_error: None,
+            });
+        }
+        Event::WriteConflict { .. } => set_write_status(state, WriteStatus::Refreshing),
+        Event::WriteFailed { error, .. } => {
+            if let Some(w) = &mut state.write {
+                w.last_error = Some(error.clone());
+            }
+        }
+        Event::WriteDeferred { .. } => set_write_status(state, WriteStatus::AwaitingLeader),
+        Event::RetryScheduled { attempt } => {
+            if let Some(w) = &mut state.write {
+                w.attempt = *attempt;
+                w.status = WriteStatus::Backoff;
+            }
+        }
+        Event::WriteAbandoned { .. } => {
+            state.write = None;
+            state.phase = match &state.timed_out {
+                Some(t) if t.action == OnTimeout::Keep => Phase::TimedOutKept,
+                _ => Phase::Waiting,
+            };
+        }
+        Event::Opened {
+            opened_by,
+            at,
+            resource_version,
+        } => {
+            state.phase = Phase::Opened;
+            state.write = None;
+            state.opened = Some(OpenedRecord {
+                opened_by: *opened_by,
+                at: *at,
+                resource_version: resource_version.clone(),
+            });
+        }
+        Event::TimeoutMarked => {
+            state.timeout_marked = true;
+            state.write = None;
+        }
+        Event::Stopped { reason } => {
+            state.phase = Phase::Gone;
+            state.write = None;
+            state.stopped = Some(*reason);
+        }
+    }
+}
+
+fn set_write_status(state: &mut GateState, status: WriteStatus) {
+    if let Some(w) = &mut state.write {
+        w.status = status;
+    }
+}
+
+/// What the shell must do because of `ev`, given the state after the whole
+/// step (so a timer armed and made moot in the same step is not scheduled).
+pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
+    let Some(node) = &state.node else {
+        return Vec::new();
+    };
+    match ev {
+        Event::DeadlineSet { at, generation }
+            if state.phase == Phase::Waiting && state.timers.deadline_generation == *generation =>
+        {
+            vec![Effect::ScheduleTimer {
+                kind: TimerKind::Deadline,
+                at: *at,
+                generation: *generation,
+            }]
+        }
+        Event::RecheckScheduled { at, generation }
+            if matches!(state.phase, Phase::Waiting | Phase::TimedOutKept)
+                && state.timers.recheck_generation == *generation =>
+        {
+            vec![Effect::ScheduleTimer {
+                kind: TimerKind::Recheck,
+                at: *at,
+                generation: *generation,
+            }]
+        }
+        Event::RetryScheduled { attempt }
+            if state
+                .write
+                .as_ref()
+                .is_some_and(|w| w.attempt == *attempt && w.status == WriteStatus::Backoff) =>
+        {
+            vec![Effect::ScheduleRetry { attempt: *attempt }]
+        }
+        Event::UntaintSent {
+            opened_by,
+            resource_version,
+            taints,
+            at,
+            ..
+        } => {
+            let mut taints = taints.clone();
+            taints.sort_by_key(|t| std::cmp::Reverse(t.index));
+            vec![Effect::RemoveTaints(UntaintPatch {
+                node: node.name.clone(),
+                resource_version: resource_version.clone(),
+                taints,
+                opened_by: *opened_by,
+                opened_at: *at,
+            })]
+        }
+        Event::MarkSent { .. } => match &state.timed_out {
+            Some(t) => vec![Effect::MarkTimedOut(TimeoutMark {
+                node: node.name.clone(),
+                deadline: t.deadline,
+            })],
+            None => Vec::new(),
+        },
+        Event::WriteConflict { .. } => vec![Effect::RefreshNode],
+        Event::TimedOut {
+            deadline,
+            action,
+            expected,
+            not_ready,
+        } if cfg.dry_run => {
+            let what = match action {
+                OnTimeout::Open => "would open the node anyway",
+                OnTimeout::Keep => "would keep the node closed",
+            };
+            let note = format!(
+                "dry-run: deadline passed {} after the gate started; {what}; {}",
+                since(node, *deadline),
+                not_ready_text(*expected, not_ready)
+            );
+            vec![record(node, EventType::Warning, "GateTimedOut", note)]
+        }
+        Event::WouldOpen {
+            opened_by: OpenedBy::Ready,
+            taints,
+            at,
+        } => {
+            let note = format!(
+                "dry-run: would remove {} now: {}, {} after the gate started",
+                taint_list(taints),
+                ready_text(state),
+                since(node, *at)
+            );
+            vec![record(node, EventType::Normal, "GateWouldOpen", note)]
+        }
+        Event::Opened {
+            opened_by: OpenedBy::Ready,
+            at,
+            ..
+        } => {
+            let note = format!(
+                "opened: {}, {} after the gate started",
+                ready_text(state),
+                since(node, *at)
+            );
+            vec![
+                record(node, EventType::Normal, "GateOpened", note),
+                Effect::Stop("opened".to_string()),
+            ]
+        }
+        Event::Opened {
+            opened_by: OpenedBy::Timeout,
+            at,
+            ..
+        } => {
+            let note = match &state.timed_out {
+                Some(t) => format!(
+                    "deadline passed {} after the gate started; opened anyway {} after the gate started; {}",
+                    since(node, t.deadline),
+                    since(node, *at),
+                    not_ready_text(t.expected, &t.not_ready)
+                ),
+                None => format!(
+                    "opened by timeout {} after the gate started",
+                    since(node, *at)
+                ),
+            };
+            vec![
+                record(node, EventType::Warning, "GateTimedOut", note),
+                Effect::Stop("opened by timeout".to_string()),
+            ]
+        }
+        Event::TimeoutMarked => match &state.timed_out {
+            Some(t) => {
+                let note = format!(
+                    "deadline passed {} after the gate started; kept closed (--on-timeout=keep); {}",
+                    since(node, t.deadline),
+                    not_ready_text(t.expected, &t.not_ready)
+                );
+                vec![record(node, EventType::Warning, "GateTimedOut", note)]
+            }
+            None => Vec::new(),
+        },
+        Event::Stopped { reason } => vec![Effect::Stop(reason.to_string())],
+        _ => Vec::new(),
+    }
+}
+
+/// The result of one input: the events (already applied) and the effects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Step {
+    pub events: Vec<Event>,
+    pub effects: Vec<Effect>,
+}
+
+/// `decide`, then `apply` each event, then `effects` — what the actor runs per
+/// input.
+pub fn step(state: &mut GateState, input: &Input, cfg: &GateConfig, now: Timestamp) -> Step {
+    let events = decide(state, input, cfg, now);
+    for ev in &events {
+        apply(state, ev);
+    }
+    let mut effects: Vec<Effect> = events
+        .iter()
+        .flat_map(|ev| effects(state, ev, cfg))
+        .collect();
+    // Stop must come last so the shell runs every other effect first.
+    effects.sort_by_key(|e| matches!(e, Effect::Stop(_)));
+    Step { events, effects }
+}
+
+// ---------------------------------------------------------------------------
+// The decider: a scratch copy of the state that every emitted event is
+// applied to at once, so later decisions in the same step see earlier facts.
+// ---------------------------------------------------------------------------
+
+struct Decider<'a> {
+    s: GateState,
+    events: Vec<Event>,
+    cfg: &'a GateConfig,
+    now: Timestamp,
+}
+
+/// Why `reconcile` runs, for the write transitions that only a particular
+/// input may trigger.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Trigger {
+    Observation,
+    RetryDue,
+    Refreshed,
+    Leadership,
+}
+
+impl Decider<'_> {
+    fn emit(&mut self, ev: Event) {
+        apply(&mut self.s, &ev);
+        self.events.push(ev);
+    }
+
+    fn input(&mut self, input: &Input) {
+        if let Input::Snapshot {
+            node,
+            daemonsets,
+            pods,
+        } = input
+        {
+            return self.snapshot(node, daemonsets, pods);
+        }
+        // Nothing but a snapshot can start a gate: deciding on a partial view
+        // (say, a node without its DaemonSets) would open it at once.
+        let Some(node_name) = self.s.node.as_ref().map(|n| n.name.clone()) else {
+            return;
+        };
+        match input {
+            Input::Snapshot { .. } => {}
+            Input::NodeChanged(node) => {
+                if node.name == node_name {
+                    self.observe_node(node);
+                    self.reconcile(Trigger::Observation);
+                }
+            }
+            Input::NodeDeleted => self.emit(Event::Stopped {
+                reason: StopReason::NodeDeleted,
+            }),
+            Input::DaemonSetUpserted(ds) => {
+                if self.s.daemonsets.get(&ds.key()) != Some(ds) {
+                    self.emit(Event::DaemonSetUpdated {
+                        daemonset: ds.clone(),
+                    });
+                }
+                self.reconcile(Trigger::Observation);
+            }
+            Input::DaemonSetDeleted { uid } => {
+                let key = self
+                    .s
+                    .daemonsets
+                    .iter()
+                    .find(|(_, ds)| &ds.uid == uid)
+                    .map(|(k, _)| k.clone());
+                if let Some(key) = key {
+                    self.emit(Event::DaemonSetRemoved {
+                        daemonset: key,
+                        uid: uid.clone(),
+                    });
+                }
+                self.reconcile(Trigger::Observation);
+            }
+            Input::PodUpserted(pod) => {
+                if pod.node_name == node_name {
+                    if self.s.pods.get(&pod.uid) != Some(pod) {
+                        self.emit(Event::PodUpdated { pod: pod.clone() });
+                    }
+                } else if self.s.pods.contains_key(&pod.uid) {
+                    self.emit(Event::PodRemoved {
+                        pod: pod.key(),
+                        uid: pod.uid.clone(),
+                    });
+                }
+                self.reconcile(Trigger::Observation);
+            }
+            Input::PodDeleted { uid } => {
+                if let Some(pod) = self.s.pods.get(uid) {
+                    let key = pod.key();
+                    self.emit(Event::PodRemoved {
+                        pod: key,
+                        uid: uid.clone(),
+                    });
+                }
+                self.reconcile(Trigger::Observation);
+            }
+            Input::TimerFired { kind, generation } => self.timer(*kind, *generation),
+            Input::PatchResult(outcome) => self.patch_result(outcome),
+            Input::MarkResult(outcome) => self.mark_result(outcome),
+            Input::NodeRefreshed(result) => self.refreshed(result, &node_name),
+            Input::LeadershipGained => self.reconcile(Trigger::Leadership),
+        }
+    }
+
+    fn snapshot(&mut self, node: &NodeInfo, daemonsets: &[DaemonSetInfo], pods: &[PodInfo]) {
+        // Keyed as the state keys them (a list may repeat an object; the
+        // last copy wins), so an unchanged cluster compares equal.
+        let daemonsets: BTreeMap<String, DaemonSetInfo> =
+            daemonsets.iter().map(|ds| (ds.key(), ds.clone())).collect();
+        let pods: BTreeMap<String, PodInfo> = pods
+            .iter()
+            .filter(|p| p.node_name == node.name)
+            .map(|p| (p.uid.clone(), p.clone()))
+            .collect();
+        let first = self.s.node.is_none();
+        let unchanged = self.s.node.as_ref() == Some(node)
+            && self.s.daemonsets == daemonsets
+            && self.s.pods == pods;
+        if !unchanged {
+            self.emit(Event::Snapshot {
+                node: node.clone(),
+                daemonsets: daemonsets.into_values().collect(),
+                pods: pods.into_values().collect(),
+            });
+        }
+        if first && self.managed_taints().is_empty() {
+            return self.emit(Event::Stopped {
+                reason: StopReason::NotGated,
+            });
+        }
+        self.reconcile(Trigger::Observation);
+    }
+
+    fn observe_node(&mut self, node: &NodeInfo) {
+        let Some(old) = &self.s.node else { return };
+        if old == node {
+            return;
+        }
+        let mut same_but_version = old.clone();
+        same_but_version.resource_version = node.resource_version.clone();
+        if &same_but_version == node {
+            self.emit(Event::NodeVersionChanged {
+                resource_version: node.resource_version.clone(),
+            });
+        } else {
+            self.emit(Event::NodeUpdated { node: node.clone() });
+        }
+    }
+
+    fn timer(&mut self, kind: TimerKind, generation: u64) {
+        match kind {
+            TimerKind::Deadline => {
+                let t = &self.s.timers;
+                if t.deadline_generation != generation || self.s.phase != Phase::Waiting {
+                    return;
+                }
+                let Some(at) = t.deadline else { return };
+                if self.now < at {
+                    // Fired early (the shell's timer and the clock disagree):
+                    // re-arm rather than lose the deadline.
+                    self.emit(Event::DeadlineSet {
+                        at,
+                        generation: generation + 1,
+                    });
+                }
+                self.reconcile(Trigger::Observation);
+            }
+            TimerKind::Recheck => {
+                if self.s.timers.recheck_generation != generation || self.s.timers.recheck.is_none()
+                {
+                    return;
+                }
+                self.emit(Event::RecheckFired { generation });
+                self.reconcile(Trigger::Observation);
+            }
+            TimerKind::Retry => {
+                let due = self.s.write.as_ref().is_some_and(|w| {
+                    w.status == WriteStatus::Backoff && u64::from(w.attempt) == generation
+                });
+                if due {
+                    self.reconcile(Trigger::RetryDue);
+                }
+            }
+        }
+    }
+
+    fn patch_result(&mut self, outcome: &PatchOutcome) {
+        let Some(w) = self.s.write.clone() else {
+            return;
+        };
+        let WriteKind::Untaint { opened_by } = w.kind else {
+            return;
+        };
+        if w.status != WriteStatus::InFlight {
+            return;
+        }
+        match outcome {
+            PatchOutcome::Applied => {
+                let resource_version = w.resource_version.clone().unwrap_or_default();
+                self.emit(Event::Opened {
+                    opened_by,
+                    at: self.now,
+                    resource_version,
+                });
+            }
+            PatchOutcome::Conflict => {
+                self.emit(Event::WriteConflict { attempt: w.attempt });
+                self.reconcile(Trigger::Observation);
+            }
+            PatchOutcome::NotFound => self.emit(Event::Stopped {
+                reason: StopReason::NodeNotFound,
+            }),
+            PatchOutcome::Failed(error) => {
+                self.emit(Event::WriteFailed {
+                    attempt: w.attempt,
+                    error: error.clone(),
+                });
+                self.emit(Event::RetryScheduled {
+                    attempt: w.attempt.saturating_add(1),
+                });
+                self.reconcile(Trigger::Observation);
+            }
+            PatchOutcome::NotLeader => {
+                self.emit(Event::WriteDeferred { attempt: w.attempt });
+                self.reconcile(Trigger::Observation);
+            }
+        }
+    }
+
+    fn mark_result(&mut self, outcome: &PatchOutcome) {
+        let Some(w) = self.s.write.clone() else {
+            return;
+        };
+        if w.kind != WriteKind::MarkTimedOut || w.status != WriteStatus::InFlight {
+            return;
+        }
+        match outcome {
+            PatchOutcome::Applied => self.emit(Event::TimeoutMarked),
+            PatchOutcome::NotFound => {
+                return self.emit(Event::Stopped {
+                    reason: StopReason::NodeNotFound,
+                });
+            }
+            PatchOutcome::NotLeader => self.emit(Event::WriteDeferred { attempt: w.attempt }),
+            // The mark is an unconditional merge patch: a conflict is just a
+            // failure worth retrying.
+            PatchOutcome::Conflict | PatchOutcome::Failed(_) => {
+                let error = match outcome {
+                    PatchOutcome::Failed(e) => e.clone(),
+                    _ => "conflict".to_string(),
+                };
+                self.emit(Event::WriteFailed {
+                    attempt: w.attempt,
+                    error,
+                });
+                self.emit(Event::RetryScheduled {
+                    attempt: w.attempt.saturating_add(1),
+                });
+            }
+        }
+        self.reconcile(Trigger::Observation);
+    }
+
+    fn refreshed(&mut self, result: &Result<Option<NodeInfo>, String>, node_name: &str) {
+        match result {
+            Ok(None) => self.emit(Event::Stopped {
+                reason: StopReason::NodeNotFound,
+            }),
+            Ok(Some(node)) => {
+                if node.name == node_name {
+                    self.observe_node(node);
+                }
+                self.reconcile(Trigger::Refreshed);
+            }
+            Err(error) => {
+                if let Some(w) = self.s.write.clone()
+                    && w.status == WriteStatus::Refreshing
+                {
+                    self.emit(Event::WriteFailed {
+                        attempt: w.attempt,
+                        error: format!("re-reading the node: {error}"),
+                    });
+                    self.emit(Event::RetryScheduled {
+                        attempt: w.attempt.saturating_add(1),
+                    });
+                }
+                self.reconcile(Trigger::Observation);
+            }
+        }
+    }
+
+    fn managed_taints(&self) -> Vec<IndexedTaint> {
+        let Some(node) = &self.s.node else {
+            return Vec::new();
+        };
+        node.taints
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| self.cfg.placement.is_managed(t))
+            .map(|(index, taint)| IndexedTaint {
+                index,
+                taint: taint.clone(),
+            })
+            .collect()
+    }
+
+    /// Re-derives everything that follows from what the gate has seen, and
+    /// decides. Safe to run on any input: with nothing new it emits nothing.
+    fn reconcile(&mut self, trigger: Trigger) {
+        if self.s.is_finished() {
+            return;
+        }
+        let untaint_in_flight = self.s.write.as_ref().is_some_and(|w| {
+            matches!(w.kind, WriteKind::Untaint { .. }) && w.status == WriteStatus::InFlight
+        });
+        // Our own patch may already show in the watch before its response
+        // arrives; while it is in flight the response decides.
+        if self.managed_taints().is_empty() {
+            if !untaint_in_flight {
+                self.emit(Event::Stopped {
+                    reason: StopReason::TaintRemovedElsewhere,
+                });
+            }
+            // With our taint gone, DaemonSets that wait for it to go would
+            // show up as expected: nothing worth recomputing.
+            return;
+        }
+        self.recompute_members();
+        self.recompute_deadline();
+        self.recompute_recheck();
+        self.decide_opening(trigger);
+    }
+
+    fn recompute_members(&mut self) {
+        let Some(node) = self.s.node.clone() else {
+            return;
+        };
+        let mut desired: BTreeMap<MemberId, (Expectation, Option<Readiness>)> = BTreeMap::new();
+        for ds in self.s.daemonsets.values() {
+            let entry = match placement::evaluate(&node, ds, &self.cfg.placement) {
+                Verdict::Expected => (
+                    Expectation::Expected,
+                    Some(Readiness::from_member_state(readiness::daemonset_member(
+                        ds,
+                        self.s.pods.values(),
+                        self.now,
+                    ))),
+                ),
+                Verdict::NotExpected(reason) => (
+                    Expectation::NotExpected {
+                        reason: reason.to_string(),
+                    },
+                    None,
+                ),
+            };
+            desired.insert(MemberId::daemonset(ds), entry);
+        }
+        for entry in &self.cfg.critical {
+            let value = if readiness::critical_applies(entry, &node) {
+                (
+                    Expectation::Expected,
+                    Some(Readiness::from_member_state(readiness::critical_member(
+                        entry,
+                        self.s.pods.values(),
+                        self.now,
+                    ))),
+                )
+            } else {
+                (
+                    Expectation::NotExpected {
+                        reason: "the node does not match the entry's node selector".to_string(),
+                    },
+                    None,
+                )
+            };
+            desired.insert(MemberId::Critical(entry.name.clone()), value);
+        }
+
+        let gone: Vec<MemberId> = self
+            .s
+            .members
+            .keys()
+            .filter(|id| !desired.contains_key(*id))
+            .cloned()
+            .collect();
+        for member in gone {
+            self.emit(Event::MemberRemoved { member });
+        }
+        for (member, (expectation, readiness)) in desired {
+            let current = self.s.members.get(&member);
+            if current.map(|m| &m.expectation) != Some(&expectation) {
+                match &expectation {
+                    Expectation::Expected => self.emit(Event::MemberExpected {
+                        member: member.clone(),
+                    }),
+                    Expectation::NotExpected { reason } => self.emit(Event::MemberNotExpected {
+                        member: member.clone(),
+                        reason: reason.clone(),
+                    }),
+                }
+            }
+            let current = self
+                .s
+                .members
+                .get(&member)
+                .and_then(|m| m.readiness.as_ref());
+            if let Some(readiness) = readiness
+                && current != Some(&readiness)
+            {
+                match readiness {
+                    Readiness::Ready { pod } => self.emit(Event::MemberReady { member, pod }),
+                    Readiness::Waiting { why, available_at } => self.emit(Event::MemberWaiting {
+                        member,
+                        why,
+                        available_at,
+                    }),
+                }
+            }
+        }
+    }
+
+    fn recompute_deadline(&mut self) {
+        let (Some(timeout), Some(start)) = (self.cfg.timeout, self.s.gate_start()) else {
+            return;
+        };
+        // A timeout too large to add is no deadline at all.
+        let Some(at) = SignedDuration::try_from(timeout)
+            .ok()
+            .and_then(|d| start.checked_add(d).ok())
+        else {
+            return;
+        };
+        if self.s.timers.deadline != Some(at) {
+            let generation = self.s.timers.deadline_generation + 1;
+            self.emit(Event::DeadlineSet { at, generation });
+        }
+    }
+
+    fn recompute_recheck(&mut self) {
+        if !matches!(self.s.phase, Phase::Waiting | Phase::TimedOutKept) {
+            return;
+        }
+        let next = self
+            .s
+            .expected()
+            .filter_map(|(_, m)| match &m.readiness {
+                Some(Readiness::Waiting {
+                    available_at: Some(at),
+                    ..
+                }) => Some(*at),
+                _ => None,
+            })
+            .min();
+        // No recheck needed: a pending one is left to fire and find nothing.
+        if let Some(at) = next
+            && self.s.timers.recheck != Some(at)
+        {
+            let generation = self.s.timers.recheck_generation + 1;
+            self.emit(Event::RecheckScheduled { at, generation });
+        }
+    }
+
+    fn decide_opening(&mut self, trigger: Trigger) {
+        if self.s.phase == Phase::WouldOpen {
+            return;
+        }
+        let all_ready = self.s.all_ready();
+
+        // An opening decided because everything was Ready no longer stands
+        // once something is not; one already sent cannot be called back.
+        if let Some(w) = &self.s.write
+            && w.kind
+                == (WriteKind::Untaint {
+                    opened_by: OpenedBy::Ready,
+                })
+            && w.status != WriteStatus::InFlight
+            && !all_ready
+        {
+            let blockers = self.s.blockers();
+            let reason = format!("no longer all Ready: {}", blocker_list(&blockers));
+            self.emit(Event::WriteAbandoned { reason });
+        }
+
+        if !all_ready
+            && self.s.timed_out.is_none()
+            && matches!(self.s.phase, Phase::Waiting)
+            && let Some(deadline) = self.s.timers.deadline
+            && self.now >= deadline
+        {
+            let not_ready = self.s.blockers();
+            let expected = self.s.expected().count();
+            self.emit(Event::TimedOut {
+                deadline,
+                action: self.cfg.on_timeout,
+                expected,
+                not_ready,
+            });
+        }
+
+        let open_by = if all_ready {
+            Some(OpenedBy::Ready)
+        } else if self
+            .s
+            .timed_out
+            .as_ref()
+            .is_some_and(|t| t.action == OnTimeout::Open)
+        {
+            Some(OpenedBy::Timeout)
+        } else {
+            None
+        };
+
+        if self.cfg.dry_run {
+            if let Some(opened_by) = open_by {
+                let taints = self.managed_taints();
+                self.emit(Event::WouldOpen {
+                    opened_by,
+                    taints,
+                    at: self.now,
+                });
+            }
+            return;
+        }
+
+        match (open_by, self.s.write.clone()) {
+            (Some(opened_by), None) => self.send_untaint(opened_by, 1),
+            (Some(opened_by), Some(w)) if w.kind == WriteKind::MarkTimedOut => {
+                // The mark no longer matters once the node can open; an
+                // in-flight one is let finish first (one write at a time).
+                if w.status != WriteStatus::InFlight {
+                    self.emit(Event::WriteAbandoned {
+                        reason: "opening instead".to_string(),
+                    });
+                    self.send_untaint(opened_by, 1);
+                }
+            }
+            (_, Some(w)) => self.advance_write(&w, trigger),
+            (None, None) => {
+                if self
+                    .s
+                    .timed_out
+                    .as_ref()
+                    .is_some_and(|t| t.action == OnTimeout::Keep)
+                    && !self.s.timeout_marked
+                {
+                    self.emit(Event::MarkSent { attempt: 1 });
+                }
+            }
+        }
+    }
+
+    /// Moves an outstanding write on when the trigger is the one it waits for.
+    fn advance_write(&mut self, w: &Write, trigger: Trigger) {
+        let next = match (w.status, trigger) {
+            (WriteStatus::Backoff, Trigger::RetryDue) => w.attempt,
+            (WriteStatus::AwaitingLeader, Trigger::Leadership) => w.attempt.saturating_add(1),
+            (WriteStatus::Refreshing, Trigger::Refreshed) => {
+                return self.emit(Event::RetryScheduled {
+                    attempt: w.attempt.saturating_add(1),
+                });
+            }
+            _ => return,
+        };
+        match w.kind {
+            WriteKind::Untaint { opened_by } => self.send_untaint(opened_by, next),
+            WriteKind::MarkTimedOut => self.emit(Event::MarkSent { attempt: next }),
+        }
+    }
+
+    fn send_untaint(&mut self, opened_by: OpenedBy, attempt: u32) {
+        let taints = self.managed_taints();
+        let Some(node) = &self.s.node else { return };
+        let resource_version = node.resource_version.clone();
+        self.emit(Event::UntaintSent {
+            attempt,
+            opened_by,
+            resource_version,
+            taints,
+            at: self.now,
+        });
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Event notes
+// ---------------------------------------------------------------------------
+
+fn record(node: &NodeInfo, type_: EventType, reason: &str, note: String) -> Effect {
+    Effect::RecordEvent(NodeEvent {
+        node: node.name.clone(),
+        node_uid: node.uid.clone(),
+        type_,
+        reason: reason.to_string(),
+        note: truncate(note, MAX_NOTE_BYTES),
+    })
+}
+
+fn since(node: &NodeInfo, at: Timestamp) -> String {
+    let d = at.duration_since(gate_start(node));
+    format!("{:.1}s", d.as_secs_f64())
+}
+
+fn ready_text(state: &GateState) -> String {
+    match state.expected().count() {
+        0 => "no expected members".to_string(),
+        1 => "the 1 expected member is Ready".to_string(),
+        n => format!("all {n} expected members Ready"),
+    }
+}
+
+fn not_ready_text(expected: usize, not_ready: &[Blocker]) -> String {
+    format!(
+        "{} of {expected} expected members not Ready: {}",
+        not_ready.len(),
+        blocker_list(not_ready)
+    )
+}
+
+fn blocker_list(blockers: &[Blocker]) -> String {
+    let parts: Vec<String> = blockers
+        .iter()
+        .map(|b| format!("{} ({})", b.member, b.why))
+        .collect();
+    parts.join("; ")
+}
+
+fn taint_list(taints: &[IndexedTaint]) -> String {
+    let parts: Vec<String> = taints.iter().map(|t| t.taint.to_string()).collect();
+    parts.join(", ")
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    const ELLIPSIS: &str = "…";
+    let mut cut = max - ELLIPSIS.len();
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    s.truncate(cut);
+    s.push_str(ELLIPSIS);
+    s
+}

@@ -1,0 +1,103 @@
+//! A node's journal: the bounded, timestamped list of its gate's events.
+//!
+//! The journal is what an operator reads (`/debug/nodes/NAME`, logs) and the
+//! test oracle: [`replay`] folds it into a [`GateState`] that must equal the
+//! live one. To stay bounded without breaking replay, the oldest entries are
+//! not simply dropped: each evicted event is first folded into a checkpoint
+//! state (`base`), and replay starts from that checkpoint instead of the empty
+//! state. The checkpoint costs one more `GateState` per node, which is small
+//! next to a journal, and keeps replay exact however long a gate lives — a
+//! pinned first event would not, because the events after it that were
+//! evicted matter as much. This module must never do I/O or read the clock:
+//! the time of each entry is handed in.
+
+use std::collections::VecDeque;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::gate::{Event, GateState, apply};
+
+/// How many events a node keeps unless told otherwise: a gate's whole life is
+/// typically a few dozen events.
+pub const DEFAULT_CAPACITY: usize = 512;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub at: Timestamp,
+    pub event: Event,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Journal {
+    /// The fold of every evicted entry.
+    base: GateState,
+    entries: VecDeque<Entry>,
+    cap: usize,
+    dropped: u64,
+}
+
+impl Default for Journal {
+    fn default() -> Self {
+        Journal::new(DEFAULT_CAPACITY)
+    }
+}
+
+impl Journal {
+    /// A journal keeping at most `cap` entries (at least one).
+    pub fn new(cap: usize) -> Self {
+        let cap = cap.max(1);
+        Journal {
+            base: GateState::default(),
+            entries: VecDeque::with_capacity(cap.min(64)),
+            cap,
+            dropped: 0,
+        }
+    }
+
+    pub fn record(&mut self, at: Timestamp, event: Event) {
+        self.entries.push_back(Entry { at, event });
+        while self.entries.len() > self.cap {
+            if let Some(old) = self.entries.pop_front() {
+                apply(&mut self.base, &old.event);
+                self.dropped += 1;
+            }
+        }
+    }
+
+    pub fn entries(&self) -> impl ExactSizeIterator<Item = &Entry> {
+        self.entries.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// How many entries were evicted (and folded into the checkpoint).
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// The state before the first retained entry.
+    pub fn base(&self) -> &GateState {
+        &self.base
+    }
+}
+
+/// The state the journal describes: the checkpoint with every retained entry
+/// folded in.
+pub fn replay(journal: &Journal) -> GateState {
+    let mut state = journal.base.clone();
+    for entry in &journal.entries {
+        apply(&mut state, &entry.event);
+    }
+    state
+}

@@ -1,0 +1,341 @@
+//! The NodeActor: the shell around one node's pure gate.
+//!
+//! It owns the node's [`GateState`] and [`Journal`], turns each message into
+//! an [`Input`], runs [`gate::step`], records the events, and carries out the
+//! effects: writes, Kubernetes Events and node re-reads go to the injected
+//! [`EffectExecutor`] on spawned tasks whose results come back as `Input`
+//! messages (so the mailbox keeps flowing while a patch is in flight), and
+//! timers become delayed self-messages, one per [`TimerKind`], the previous one
+//! aborted. Time comes only from the injected [`Clock`]. The actor never
+//! decides anything itself, never talks to the API server except through the
+//! executor, and never picks a random number (the executor chooses the
+//! jittered retry delays).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use ractor::concurrency::JoinHandle;
+use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort};
+use serde::{Deserialize, Serialize};
+use tracing::Instrument;
+
+use crate::gate::{
+    self, Effect, Event, GateConfig, GateState, Input, NodeEvent, Phase, TimeoutMark, TimerKind,
+    UntaintPatch,
+};
+use crate::journal::{Entry, Journal};
+use crate::model::NodeInfo;
+use crate::router::Router;
+
+/// Where time comes from. The binary passes the system clock; tests pass
+/// whatever they need.
+pub trait Clock: Send + Sync + 'static {
+    fn now(&self) -> Timestamp;
+}
+
+/// Carries out a gate's writes and reads against the cluster. Implemented by
+/// the binary with kube; it also enforces leadership (answering
+/// [`gate::PatchOutcome::NotLeader`] and dropping Events when this replica
+/// does not hold the lease) and the concurrency and QPS limits.
+pub trait EffectExecutor: Send + Sync + 'static {
+    /// The conditional JSON patch of semantics.md §5.
+    fn remove_taints(&self, patch: UntaintPatch)
+    -> impl Future<Output = gate::PatchOutcome> + Send;
+    /// Annotate `nodegate.dev/timed-out`.
+    fn mark_timed_out(&self, mark: TimeoutMark) -> impl Future<Output = gate::PatchOutcome> + Send;
+    /// Best effort: a lost Event is logged, never retried by the gate.
+    fn record_event(&self, event: NodeEvent) -> impl Future<Output = ()> + Send;
+    /// A fresh read of the node; `Ok(None)` for 404.
+    fn get_node(&self, name: &str)
+    -> impl Future<Output = Result<Option<NodeInfo>, String>> + Send;
+    /// The delay before write attempt `attempt` (2, 3, ...) or before the
+    /// `attempt`-th restart of a failed gate: jittered exponential backoff,
+    /// e.g. a random point in [ceiling/2, ceiling] of [`backoff_ceiling`].
+    fn retry_delay(&self, attempt: u32) -> Duration;
+}
+
+/// The un-jittered exponential part of a backoff: `base * 2^(attempt-2)` for
+/// the first retry onwards, capped at `max`.
+pub fn backoff_ceiling(attempt: u32, base: Duration, max: Duration) -> Duration {
+    let doublings = attempt.saturating_sub(2).min(31);
+    base.checked_mul(1u32 << doublings)
+        .map_or(max, |d| d.min(max))
+}
+
+/// The handles every gate shares (kube-rs controller style `Context`).
+pub struct GateContext<E, C> {
+    pub config: Arc<GateConfig>,
+    pub router: Arc<Router>,
+    pub executor: Arc<E>,
+    pub clock: Arc<C>,
+    pub journal_capacity: usize,
+}
+
+/// A gate's live state and journal, as `/debug/nodes/NAME` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateView {
+    pub node: String,
+    pub state: GateState,
+    pub journal: Vec<Entry>,
+    pub journal_dropped: u64,
+}
+
+pub enum NodeMsg {
+    /// Anything the gate should know, as is (effect results, timers, tests).
+    /// Boxed so the frequent small hints do not pay for a snapshot's size.
+    Input(Box<Input>),
+    /// The node changed in the index: re-read it (absent = deleted).
+    NodeTouched,
+    /// A DaemonSet changed in the index: re-read it (absent = deleted).
+    DaemonSetTouched {
+        uid: String,
+    },
+    /// A pod on this node changed in the index: re-read it (absent = deleted).
+    PodTouched {
+        uid: String,
+    },
+    View(RpcReplyPort<GateView>),
+}
+
+impl NodeMsg {
+    pub fn input(input: Input) -> Self {
+        NodeMsg::Input(Box::new(input))
+    }
+}
+
+pub struct NodeActor<E, C> {
+    ctx: Arc<GateContext<E, C>>,
+}
+
+impl<E, C> NodeActor<E, C> {
+    pub fn new(ctx: Arc<GateContext<E, C>>) -> Self {
+        NodeActor { ctx }
+    }
+}
+
+pub struct NodeActorState {
+    name: String,
+    gate: GateState,
+    journal: Journal,
+    timers: HashMap<TimerKind, JoinHandle<Result<(), MessagingErr<NodeMsg>>>>,
+    span: tracing::Span,
+}
+
+impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
+    type Msg = NodeMsg;
+    type State = NodeActorState;
+    /// The node's name.
+    type Arguments = String;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<NodeMsg>,
+        name: String,
+    ) -> Result<NodeActorState, ActorProcessingErr> {
+        // Registered before the snapshot is read (post_start), so every change
+        // indexed after that read also reaches this actor as a hint.
+        self.ctx.router.register(&name, myself);
+        let span = tracing::info_span!("gate", node = %name);
+        Ok(NodeActorState {
+            journal: Journal::new(self.ctx.journal_capacity),
+            gate: GateState::default(),
+            timers: HashMap::new(),
+            name,
+            span,
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<NodeMsg>,
+        state: &mut NodeActorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match self.ctx.router.snapshot(&state.name) {
+            Some(snapshot) => self.process(&myself, state, snapshot),
+            None => {
+                tracing::debug!(parent: &state.span, "node left the index before its gate started");
+                self.ctx.router.unregister(&state.name, myself.get_id());
+                myself.stop(Some("node not in the index".to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<NodeMsg>,
+        msg: NodeMsg,
+        state: &mut NodeActorState,
+    ) -> Result<(), ActorProcessingErr> {
+        let router = &self.ctx.router;
+        let input = match msg {
+            NodeMsg::Input(input) => *input,
+            NodeMsg::NodeTouched => match router.node(&state.name) {
+                Some(node) => Input::NodeChanged(node),
+                None => Input::NodeDeleted,
+            },
+            NodeMsg::DaemonSetTouched { uid } => match router.daemonset(&uid) {
+                Some(ds) => Input::DaemonSetUpserted(ds),
+                None => Input::DaemonSetDeleted { uid },
+            },
+            NodeMsg::PodTouched { uid } => match router.pod(&state.name, &uid) {
+                Some(pod) => Input::PodUpserted(pod),
+                None => Input::PodDeleted { uid },
+            },
+            NodeMsg::View(reply) => {
+                let view = GateView {
+                    node: state.name.clone(),
+                    state: state.gate.clone(),
+                    journal: state.journal.entries().cloned().collect(),
+                    journal_dropped: state.journal.dropped(),
+                };
+                // The caller may have given up waiting; nothing to do then.
+                let _ = reply.send(view);
+                return Ok(());
+            }
+        };
+        self.process(&myself, state, input);
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<NodeMsg>,
+        state: &mut NodeActorState,
+    ) -> Result<(), ActorProcessingErr> {
+        for (_, timer) in state.timers.drain() {
+            timer.abort();
+        }
+        self.ctx.router.unregister(&state.name, myself.get_id());
+        Ok(())
+    }
+}
+
+impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
+    fn process(&self, myself: &ActorRef<NodeMsg>, state: &mut NodeActorState, input: Input) {
+        let now = self.ctx.clock.now();
+        let step = gate::step(&mut state.gate, &input, &self.ctx.config, now);
+        for event in step.events {
+            log_event(&state.span, &event);
+            state.journal.record(now, event);
+        }
+        for effect in step.effects {
+            self.run(myself, state, effect, now);
+        }
+    }
+
+    fn run(
+        &self,
+        myself: &ActorRef<NodeMsg>,
+        state: &mut NodeActorState,
+        effect: Effect,
+        now: Timestamp,
+    ) {
+        let executor = Arc::clone(&self.ctx.executor);
+        let me = myself.clone();
+        let span = state.span.clone();
+        match effect {
+            Effect::RemoveTaints(patch) => {
+                tokio::spawn(
+                    async move {
+                        let outcome = executor.remove_taints(patch).await;
+                        let _ = me.cast(NodeMsg::input(Input::PatchResult(outcome)));
+                    }
+                    .instrument(span),
+                );
+            }
+            Effect::MarkTimedOut(mark) => {
+                tokio::spawn(
+                    async move {
+                        let outcome = executor.mark_timed_out(mark).await;
+                        let _ = me.cast(NodeMsg::input(Input::MarkResult(outcome)));
+                    }
+                    .instrument(span),
+                );
+            }
+            Effect::RecordEvent(event) => {
+                tokio::spawn(async move { executor.record_event(event).await }.instrument(span));
+            }
+            Effect::RefreshNode => {
+                let name = state.name.clone();
+                tokio::spawn(
+                    async move {
+                        let result = executor.get_node(&name).await;
+                        let _ = me.cast(NodeMsg::input(Input::NodeRefreshed(result)));
+                    }
+                    .instrument(span),
+                );
+            }
+            Effect::ScheduleTimer {
+                kind,
+                at,
+                generation,
+            } => {
+                let delay = until(now, at);
+                self.arm(myself, state, kind, delay, generation);
+            }
+            Effect::ScheduleRetry { attempt } => {
+                let delay = self.ctx.executor.retry_delay(attempt);
+                self.arm(myself, state, TimerKind::Retry, delay, u64::from(attempt));
+            }
+            Effect::Stop(reason) => {
+                if state.gate.phase == Phase::Opened
+                    && let Some(opened) = &state.gate.opened
+                {
+                    self.ctx
+                        .router
+                        .remember_opened(&state.name, &opened.resource_version);
+                }
+                // Unregister now, not in post_stop, so no hint is routed to a
+                // gate that is on its way out.
+                self.ctx.router.unregister(&state.name, myself.get_id());
+                myself.stop(Some(reason));
+            }
+        }
+    }
+
+    fn arm(
+        &self,
+        myself: &ActorRef<NodeMsg>,
+        state: &mut NodeActorState,
+        kind: TimerKind,
+        delay: Duration,
+        generation: u64,
+    ) {
+        let handle = myself.send_after(delay, move || {
+            NodeMsg::input(Input::TimerFired { kind, generation })
+        });
+        if let Some(previous) = state.timers.insert(kind, handle) {
+            previous.abort();
+        }
+    }
+}
+
+/// A timer due in the past fires at once.
+fn until(now: Timestamp, at: Timestamp) -> Duration {
+    let d = at.duration_since(now);
+    if d.is_negative() {
+        Duration::ZERO
+    } else {
+        Duration::try_from(d).unwrap_or(Duration::ZERO)
+    }
+}
+
+fn log_event(span: &tracing::Span, event: &Event) {
+    let json =
+        serde_json::to_string(event).unwrap_or_else(|e| format!("<unserializable event: {e}>"));
+    match event {
+        Event::TimedOut { .. }
+        | Event::UntaintSent { .. }
+        | Event::WouldOpen { .. }
+        | Event::Opened { .. }
+        | Event::WriteConflict { .. }
+        | Event::WriteFailed { .. }
+        | Event::WriteAbandoned { .. }
+        | Event::Stopped { .. } => tracing::info!(parent: span, event = %json, "gate"),
+        _ => tracing::debug!(parent: span, event = %json, "gate"),
+    }
+}

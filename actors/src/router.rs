@@ -1,0 +1,312 @@
+//! The router: where the shared watchers hand over what they see.
+//!
+//! It owns the compact indexes (nodes by name, DaemonSets by uid, pods by the
+//! node they are bound to) and the map from node name to the live gate actor.
+//! A change is written to its index first and then, when the node it concerns
+//! is gated, a *hint* naming the object goes straight to that node's actor —
+//! no global lock, no trip through the supervisor. The actor reads the object
+//! back from the index when it handles the hint, so it always sees the newest
+//! version even if hints and its start-up snapshot interleave (a message
+//! carrying the object could arrive after a snapshot that already holds a
+//! newer version, and briefly regress the gate). Only a node that needs a new
+//! gate goes to the supervisor. The router never talks to the API server,
+//! never decides anything about a gate, and never blocks: a DashMap guard is
+//! never held across an await.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use ractor::rpc::CallResult;
+use ractor::{ActorId, ActorRef};
+
+use crate::gate::{GateConfig, Input};
+use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use crate::node_actor::{GateView, NodeMsg};
+use crate::supervisor::SupervisorMsg;
+
+/// How long `view` waits for a busy actor before giving up.
+const VIEW_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub struct Router {
+    config: Arc<GateConfig>,
+    gates: DashMap<String, ActorRef<NodeMsg>>,
+    nodes: DashMap<String, NodeInfo>,
+    daemonsets: DashMap<String, DaemonSetInfo>,
+    /// node name → pod uid → pod.
+    pods: DashMap<String, HashMap<String, PodInfo>>,
+    /// The resourceVersion each node was at when nodegate opened it. The
+    /// watch may still show that version (taint and all) after the gate
+    /// stopped; it must not start a new gate.
+    opened_at_version: DashMap<String, String>,
+    supervisor: RwLock<Option<ActorRef<SupervisorMsg>>>,
+    synced: AtomicBool,
+}
+
+impl Router {
+    pub fn new(config: Arc<GateConfig>) -> Self {
+        Router {
+            config,
+            gates: DashMap::new(),
+            nodes: DashMap::new(),
+            daemonsets: DashMap::new(),
+            pods: DashMap::new(),
+            opened_at_version: DashMap::new(),
+            supervisor: RwLock::new(None),
+            synced: AtomicBool::new(false),
+        }
+    }
+
+    pub fn config(&self) -> &Arc<GateConfig> {
+        &self.config
+    }
+
+    // --- fed by the watchers ---
+
+    pub fn node_upserted(&self, node: NodeInfo) {
+        let name = node.name.clone();
+        let version = node.resource_version.clone();
+        let gated = self.carries_managed_taint(&node);
+        self.nodes.insert(name.clone(), node);
+        if self.hint(&name, NodeMsg::NodeTouched) {
+            return;
+        }
+        if gated {
+            self.request_gate(&name, &version);
+        } else {
+            self.opened_at_version.remove(&name);
+        }
+    }
+
+    pub fn node_deleted(&self, name: &str) {
+        self.nodes.remove(name);
+        self.pods.remove(name);
+        self.opened_at_version.remove(name);
+        self.hint(name, NodeMsg::NodeTouched);
+    }
+
+    pub fn daemonset_upserted(&self, ds: DaemonSetInfo) {
+        let uid = ds.uid.clone();
+        self.daemonsets.insert(uid.clone(), ds);
+        self.fan_out(|| NodeMsg::DaemonSetTouched { uid: uid.clone() });
+    }
+
+    pub fn daemonset_deleted(&self, uid: &str) {
+        self.daemonsets.remove(uid);
+        self.fan_out(|| NodeMsg::DaemonSetTouched {
+            uid: uid.to_string(),
+        });
+    }
+
+    /// Pods not bound to a node yet are of no interest to any gate.
+    pub fn pod_upserted(&self, pod: PodInfo) {
+        if pod.node_name.is_empty() {
+            return;
+        }
+        let node = pod.node_name.clone();
+        let uid = pod.uid.clone();
+        self.pods
+            .entry(node.clone())
+            .or_default()
+            .insert(uid.clone(), pod);
+        self.hint(&node, NodeMsg::PodTouched { uid });
+    }
+
+    pub fn pod_deleted(&self, node_name: &str, uid: &str) {
+        if let Some(mut bucket) = self.pods.get_mut(node_name) {
+            bucket.remove(uid);
+        }
+        self.pods
+            .remove_if(node_name, |_, bucket| bucket.is_empty());
+        self.hint(
+            node_name,
+            NodeMsg::PodTouched {
+                uid: uid.to_string(),
+            },
+        );
+    }
+
+    /// Called once every watcher has delivered its initial list. Until then no
+    /// gate starts: a gate that saw the node before the DaemonSets would find
+    /// nothing to wait for and open at once.
+    pub fn mark_synced(&self) {
+        self.synced.store(true, Ordering::SeqCst);
+        let gated: Vec<(String, String)> = self
+            .nodes
+            .iter()
+            .filter(|n| self.carries_managed_taint(n.value()))
+            .map(|n| (n.name.clone(), n.resource_version.clone()))
+            .collect();
+        for (name, version) in gated {
+            if !self.gates.contains_key(&name) {
+                self.request_gate(&name, &version);
+            }
+        }
+    }
+
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::SeqCst)
+    }
+
+    /// This replica now holds the lease: gates re-send writes that the
+    /// executor refused while it did not.
+    pub fn leadership_gained(&self) {
+        self.fan_out(|| NodeMsg::input(Input::LeadershipGained));
+    }
+
+    // --- read by gates, the supervisor and the debug endpoints ---
+
+    pub fn node(&self, name: &str) -> Option<NodeInfo> {
+        self.nodes.get(name).map(|n| n.clone())
+    }
+
+    pub fn daemonset(&self, uid: &str) -> Option<DaemonSetInfo> {
+        self.daemonsets.get(uid).map(|d| d.clone())
+    }
+
+    pub fn pod(&self, node_name: &str, uid: &str) -> Option<PodInfo> {
+        self.pods
+            .get(node_name)
+            .and_then(|bucket| bucket.get(uid).cloned())
+    }
+
+    /// The cluster as the indexes show it, as a gate's first input.
+    pub fn snapshot(&self, name: &str) -> Option<Input> {
+        let node = self.node(name)?;
+        let daemonsets = self.daemonsets.iter().map(|d| d.value().clone()).collect();
+        let pods = self
+            .pods
+            .get(name)
+            .map(|b| b.values().cloned().collect())
+            .unwrap_or_default();
+        Some(Input::Snapshot {
+            node,
+            daemonsets,
+            pods,
+        })
+    }
+
+    /// Whether the indexes say this node needs a gate now.
+    pub fn needs_gate(&self, name: &str) -> bool {
+        let Some((gated, version)) = self
+            .nodes
+            .get(name)
+            .map(|n| (self.carries_managed_taint(&n), n.resource_version.clone()))
+        else {
+            return false;
+        };
+        gated
+            && self
+                .opened_at_version
+                .get(name)
+                .is_none_or(|v| *v != version)
+    }
+
+    pub fn gate(&self, name: &str) -> Option<ActorRef<NodeMsg>> {
+        self.gates.get(name).map(|g| g.clone())
+    }
+
+    pub fn gated_nodes(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.gates.iter().map(|g| g.key().clone()).collect();
+        names.sort();
+        names
+    }
+
+    pub fn gate_count(&self) -> usize {
+        self.gates.len()
+    }
+
+    /// A live gate's state and journal; `None` when the node has no gate (or
+    /// it did not answer within a few seconds).
+    pub async fn view(&self, name: &str) -> Option<GateView> {
+        let gate = self.gate(name)?;
+        match gate.call(NodeMsg::View, Some(VIEW_TIMEOUT)).await {
+            Ok(CallResult::Success(view)) => Some(view),
+            _ => None,
+        }
+    }
+
+    // --- bookkeeping for the actor system ---
+
+    pub(crate) fn register(&self, name: &str, gate: ActorRef<NodeMsg>) {
+        self.gates.insert(name.to_string(), gate);
+    }
+
+    /// Forgets `name`'s gate only if it is still `id`: a replacement may
+    /// already be registered.
+    pub(crate) fn unregister(&self, name: &str, id: ActorId) {
+        self.gates.remove_if(name, |_, gate| gate.get_id() == id);
+    }
+
+    pub(crate) fn remember_opened(&self, name: &str, resource_version: &str) {
+        // Only worth remembering while the index still shows that version.
+        if self
+            .nodes
+            .get(name)
+            .is_some_and(|n| n.resource_version == resource_version)
+        {
+            self.opened_at_version
+                .insert(name.to_string(), resource_version.to_string());
+        }
+    }
+
+    pub(crate) fn set_supervisor(&self, supervisor: Option<ActorRef<SupervisorMsg>>) {
+        match self.supervisor.write() {
+            Ok(mut slot) => *slot = supervisor,
+            Err(poisoned) => *poisoned.into_inner() = supervisor,
+        }
+    }
+
+    fn supervisor(&self) -> Option<ActorRef<SupervisorMsg>> {
+        match self.supervisor.read() {
+            Ok(slot) => slot.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn carries_managed_taint(&self, node: &NodeInfo) -> bool {
+        node.taints
+            .iter()
+            .any(|t| self.config.placement.is_managed(t))
+    }
+
+    fn request_gate(&self, name: &str, version: &str) {
+        if !self.is_synced() {
+            return;
+        }
+        if self
+            .opened_at_version
+            .get(name)
+            .is_some_and(|v| *v == version)
+        {
+            return;
+        }
+        self.opened_at_version.remove(name);
+        if let Some(supervisor) = self.supervisor() {
+            // A stopped supervisor means shutdown: nothing to start.
+            let _ = supervisor.cast(SupervisorMsg::Spawn {
+                node: name.to_string(),
+            });
+        }
+    }
+
+    /// Sends `msg` to `name`'s gate if it has one. A gate that stopped a
+    /// moment ago simply misses it.
+    fn hint(&self, name: &str, msg: NodeMsg) -> bool {
+        match self.gates.get(name) {
+            Some(gate) => {
+                let _ = gate.cast(msg);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn fan_out(&self, msg: impl Fn() -> NodeMsg) {
+        for gate in self.gates.iter() {
+            let _ = gate.cast(msg());
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! The supervisor: starts, links and restarts the per-node gate actors.
+//!
+//! The router asks it for a gate when a node carries a managed taint and has
+//! none; it spawns a linked [`NodeActor`] (which seeds itself from the
+//! router's indexes), forgets it when it stops (opened, node gone), and
+//! restarts one that panicked or failed — from the cluster's current state as
+//! the indexes show it, after a backoff that grows with repeated failures of
+//! the same node. ractor's default supervision would stop the supervisor when
+//! any child ends; that is overridden here. DaemonSet changes reach live gates
+//! through the router's fan-out, not through this mailbox. The supervisor
+//! never decides anything about a gate and never talks to the cluster.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ractor::concurrency::JoinHandle;
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SpawnErr, SupervisionEvent};
+
+use crate::node_actor::{Clock, EffectExecutor, GateContext, NodeActor};
+
+pub enum SupervisorMsg {
+    /// Start a gate for this node if the indexes say it needs one and it has
+    /// none (duplicates are harmless).
+    Spawn { node: String },
+}
+
+pub struct Supervisor<E, C> {
+    ctx: Arc<GateContext<E, C>>,
+}
+
+impl<E: EffectExecutor, C: Clock> Supervisor<E, C> {
+    pub fn new(ctx: Arc<GateContext<E, C>>) -> Self {
+        Supervisor { ctx }
+    }
+}
+
+pub struct SupervisorState {
+    children: HashMap<ActorId, String>,
+    /// Failures per node since its gate last ended cleanly.
+    failures: HashMap<String, u32>,
+}
+
+/// Starts the gate actor system. Feed the router in `ctx` from the watchers
+/// and call `Router::mark_synced` once their initial lists are in; stop the
+/// returned actor to stop every gate.
+pub async fn start<E: EffectExecutor, C: Clock>(
+    ctx: Arc<GateContext<E, C>>,
+) -> Result<(ActorRef<SupervisorMsg>, JoinHandle<()>), SpawnErr> {
+    Actor::spawn(None, Supervisor::new(ctx), ()).await
+}
+
+impl<E: EffectExecutor, C: Clock> Actor for Supervisor<E, C> {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        _: (),
+    ) -> Result<SupervisorState, ActorProcessingErr> {
+        self.ctx.router.set_supervisor(Some(myself));
+        Ok(SupervisorState {
+            children: HashMap::new(),
+            failures: HashMap::new(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        msg: SupervisorMsg,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SupervisorMsg::Spawn { node } => self.spawn_gate(&myself, state, node).await,
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        event: SupervisionEvent,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match event {
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                if let Some(node) = state.children.remove(&cell.get_id()) {
+                    self.ctx.router.unregister(&node, cell.get_id());
+                    state.failures.remove(&node);
+                    tracing::debug!(%node, reason = reason.as_deref().unwrap_or(""), "gate ended");
+                }
+            }
+            SupervisionEvent::ActorFailed(cell, error) => {
+                if let Some(node) = state.children.remove(&cell.get_id()) {
+                    self.ctx.router.unregister(&node, cell.get_id());
+                    let failures = state.failures.entry(node.clone()).or_insert(0);
+                    *failures = failures.saturating_add(1);
+                    // Failure n waits like write attempt n+1: the first
+                    // restart is quick, a crash loop backs off.
+                    let delay = self.ctx.executor.retry_delay(failures.saturating_add(1));
+                    tracing::error!(%node, %error, failures = *failures, ?delay, "gate failed; restarting from the indexes");
+                    myself.send_after(delay, move || SupervisorMsg::Spawn { node });
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        _: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        self.ctx.router.set_supervisor(None);
+        myself.stop_children(Some("shutting down".to_string()));
+        Ok(())
+    }
+}
+
+impl<E: EffectExecutor, C: Clock> Supervisor<E, C> {
+    async fn spawn_gate(
+        &self,
+        myself: &ActorRef<SupervisorMsg>,
+        state: &mut SupervisorState,
+        node: String,
+    ) {
+        let router = &self.ctx.router;
+        if router.gate(&node).is_some() || !router.needs_gate(&node) {
+            return;
+        }
+        let actor = NodeActor::new(Arc::clone(&self.ctx));
+        match Actor::spawn_linked(None, actor, node.clone(), myself.get_cell()).await {
+            Ok((gate, _)) => {
+                tracing::debug!(%node, "gate started");
+                state.children.insert(gate.get_id(), node);
+            }
+            Err(error) => tracing::error!(%node, %error, "could not start a gate"),
+        }
+    }
+}

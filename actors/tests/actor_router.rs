@@ -1,0 +1,92 @@
+//! The router's compact indexes, as plain synchronous tests: no actors are
+//! running, so these exercise only what the watchers feed and what a gate or
+//! the supervisor reads back.
+
+mod gate_support;
+
+use std::sync::Arc;
+
+use gate_support::*;
+use nodegate_actors::gate::{GateConfig, Input};
+use nodegate_actors::model::PodInfo;
+use nodegate_actors::router::Router;
+use nodegate_actors::testutil::{mk_pod, taint};
+
+fn router() -> Router {
+    Router::new(Arc::new(GateConfig::default()))
+}
+
+#[test]
+fn snapshot_holds_the_node_every_daemonset_and_only_that_nodes_pods() {
+    let r = router();
+    let (a, b) = (tolerant_ds("cilium"), tolerant_ds("csi"));
+    r.node_upserted(gated_node());
+    r.daemonset_upserted(a.clone());
+    r.daemonset_upserted(b.clone());
+    r.pod_upserted(ready_pod("cilium-1", &a));
+    r.pod_upserted(mk_pod("cilium-2", "node-b", &a.uid));
+
+    let Some(Input::Snapshot {
+        node,
+        mut daemonsets,
+        pods,
+    }) = r.snapshot(NODE)
+    else {
+        panic!("no snapshot for a known node");
+    };
+    assert_eq!(node, gated_node());
+    daemonsets.sort_by_key(|d| d.key());
+    assert_eq!(daemonsets, vec![a, b]);
+    assert_eq!(
+        pods.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        vec!["cilium-1"]
+    );
+    assert!(r.snapshot("unknown").is_none());
+}
+
+#[test]
+fn unbound_pods_are_not_indexed_and_deleted_pods_leave_the_index() {
+    let r = router();
+    let a = tolerant_ds("cilium");
+    r.pod_upserted(PodInfo {
+        node_name: String::new(),
+        ..ready_pod("cilium-pending", &a)
+    });
+    r.pod_upserted(ready_pod("cilium-1", &a));
+    assert!(r.pod(NODE, "uid-cilium-1").is_some());
+    assert!(r.pod("", "uid-cilium-pending").is_none());
+    r.pod_deleted(NODE, "uid-cilium-1");
+    assert!(r.pod(NODE, "uid-cilium-1").is_none());
+}
+
+#[test]
+fn a_node_needs_a_gate_only_while_it_carries_a_managed_taint() {
+    let r = router();
+    r.node_upserted(node(vec![taint("example.com/other", "NoSchedule")]));
+    assert!(!r.needs_gate(NODE));
+    r.node_upserted(gated_node());
+    assert!(r.needs_gate(NODE));
+    r.node_deleted(NODE);
+    assert!(!r.needs_gate(NODE));
+    assert!(r.node(NODE).is_none());
+}
+
+#[test]
+fn daemonsets_are_indexed_by_uid() {
+    let r = router();
+    let a = tolerant_ds("cilium");
+    r.daemonset_upserted(a.clone());
+    assert_eq!(r.daemonset(&a.uid), Some(a.clone()));
+    r.daemonset_deleted(&a.uid);
+    assert_eq!(r.daemonset(&a.uid), None);
+}
+
+#[test]
+fn nothing_is_gated_without_a_supervisor_or_before_sync() {
+    let r = router();
+    r.node_upserted(gated_node());
+    r.mark_synced();
+    assert!(r.is_synced());
+    assert_eq!(r.gate_count(), 0);
+    assert!(r.gated_nodes().is_empty());
+}

@@ -1,0 +1,371 @@
+//! The actor system end to end, in process: router, supervisor and node
+//! actors on tokio, with a recording executor standing in for the binary's
+//! kube adapters (no API server, real or fake) and the real clock.
+
+mod gate_support;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use gate_support::*;
+use jiff::Timestamp;
+use nodegate_actors::gate::{
+    EventType, GateConfig, NodeEvent, OpenedBy, PatchOutcome, Phase, TimeoutMark, UntaintPatch,
+};
+use nodegate_actors::model::NodeInfo;
+use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext};
+use nodegate_actors::router::Router;
+use nodegate_actors::supervisor::{self, SupervisorMsg};
+use ractor::ActorRef;
+
+/// Records every effect; patch outcomes can be scripted (default: Applied).
+#[derive(Default)]
+struct Recorder {
+    patches: Mutex<Vec<UntaintPatch>>,
+    marks: Mutex<Vec<TimeoutMark>>,
+    events: Mutex<Vec<NodeEvent>>,
+    outcomes: Mutex<VecDeque<PatchOutcome>>,
+    node_on_refresh: Mutex<Option<NodeInfo>>,
+    refreshes: AtomicUsize,
+}
+
+impl Recorder {
+    fn patches(&self) -> Vec<UntaintPatch> {
+        self.patches.lock().unwrap().clone()
+    }
+    fn events(&self) -> Vec<NodeEvent> {
+        self.events.lock().unwrap().clone()
+    }
+    fn script(&self, outcomes: Vec<PatchOutcome>) {
+        self.outcomes.lock().unwrap().extend(outcomes);
+    }
+}
+
+impl EffectExecutor for Recorder {
+    async fn remove_taints(&self, patch: UntaintPatch) -> PatchOutcome {
+        self.patches.lock().unwrap().push(patch);
+        self.outcomes
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(PatchOutcome::Applied)
+    }
+    async fn mark_timed_out(&self, mark: TimeoutMark) -> PatchOutcome {
+        self.marks.lock().unwrap().push(mark);
+        PatchOutcome::Applied
+    }
+    async fn record_event(&self, event: NodeEvent) {
+        self.events.lock().unwrap().push(event);
+    }
+    async fn get_node(&self, _name: &str) -> Result<Option<NodeInfo>, String> {
+        self.refreshes.fetch_add(1, Ordering::SeqCst);
+        Ok(self.node_on_refresh.lock().unwrap().clone())
+    }
+    fn retry_delay(&self, _attempt: u32) -> Duration {
+        Duration::from_millis(20)
+    }
+}
+
+/// The real clock, which can be told to panic once (to crash a gate).
+#[derive(Default)]
+struct TestClock {
+    panic_once: AtomicBool,
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> Timestamp {
+        if self.panic_once.swap(false, Ordering::SeqCst) {
+            panic!("injected clock failure");
+        }
+        Timestamp::now()
+    }
+}
+
+struct System {
+    router: Arc<Router>,
+    exec: Arc<Recorder>,
+    clock: Arc<TestClock>,
+    supervisor: ActorRef<SupervisorMsg>,
+}
+
+impl System {
+    async fn start(config: GateConfig) -> Self {
+        let config = Arc::new(config);
+        let router = Arc::new(Router::new(Arc::clone(&config)));
+        let exec = Arc::new(Recorder::default());
+        let clock = Arc::new(TestClock::default());
+        let ctx = Arc::new(GateContext {
+            config,
+            router: Arc::clone(&router),
+            executor: Arc::clone(&exec),
+            clock: Arc::clone(&clock),
+            journal_capacity: 256,
+        });
+        let (supervisor, _) = supervisor::start(ctx).await.expect("supervisor starts");
+        System {
+            router,
+            exec,
+            clock,
+            supervisor,
+        }
+    }
+}
+
+impl Drop for System {
+    fn drop(&mut self) {
+        self.supervisor.stop(None);
+    }
+}
+
+/// A gated node created just now, so the default deadline is far away.
+fn fresh_node() -> NodeInfo {
+    NodeInfo {
+        created: Timestamp::now(),
+        ..gated_node()
+    }
+}
+
+async fn eventually(what: &str, check: impl Fn() -> bool) {
+    for _ in 0..300 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// Gives the actors time to do something they must not do.
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_opens_once_when_its_pods_become_ready_and_then_stops() {
+    let sys = System::start(cfg()).await;
+    let cilium = tolerant_ds("cilium");
+    sys.router.daemonset_upserted(cilium.clone());
+    sys.router.node_upserted(fresh_node());
+    sys.router.pod_upserted(unready_pod("cilium-1", &cilium));
+    sys.router.mark_synced();
+
+    eventually("the gate to start", || sys.router.gate(NODE).is_some()).await;
+    settle().await;
+    assert!(
+        sys.exec.patches().is_empty(),
+        "opened before cilium was Ready"
+    );
+
+    sys.router.pod_upserted(ready_pod("cilium-1", &cilium));
+    eventually("the untaint patch", || sys.exec.patches().len() == 1).await;
+    eventually("the gate to stop", || sys.router.gate(NODE).is_none()).await;
+    let patch = &sys.exec.patches()[0];
+    assert_eq!(
+        (patch.node.as_str(), patch.resource_version.as_str()),
+        (NODE, "1")
+    );
+    assert_eq!(patch.opened_by, OpenedBy::Ready);
+    eventually("the GateOpened event", || {
+        sys.exec.events().iter().any(|e| e.reason == "GateOpened")
+    })
+    .await;
+
+    // The watch may still show the node as it was when we opened it; that
+    // stale sighting must not start a second gate.
+    sys.router.node_upserted(fresh_node());
+    settle().await;
+    assert!(sys.router.gate(NODE).is_none());
+    assert_eq!(sys.exec.patches().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_gate_starts_before_the_indexes_are_synced() {
+    let sys = System::start(cfg()).await;
+    sys.router.node_upserted(fresh_node());
+    settle().await;
+    assert!(sys.router.gate(NODE).is_none());
+
+    // The DaemonSet arrives after the node, as separate watches allow.
+    sys.router.daemonset_upserted(tolerant_ds("cilium"));
+    sys.router.mark_synced();
+    eventually("the gate to start", || sys.router.gate(NODE).is_some()).await;
+    settle().await;
+    assert!(sys.exec.patches().is_empty(), "cilium has no pod yet");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_that_panics_is_restarted_from_the_indexes() {
+    let sys = System::start(cfg()).await;
+    let cilium = tolerant_ds("cilium");
+    sys.router.daemonset_upserted(cilium.clone());
+    sys.router.node_upserted(fresh_node());
+    sys.router.mark_synced();
+    eventually("the gate to start", || sys.router.gate(NODE).is_some()).await;
+    let first = sys.router.gate(NODE).map(|g| g.get_id());
+
+    sys.clock.panic_once.store(true, Ordering::SeqCst);
+    sys.router.pod_upserted(pending_pod("cilium-1", &cilium));
+    eventually("a replacement gate", || {
+        sys.router
+            .gate(NODE)
+            .is_some_and(|g| Some(g.get_id()) != first)
+    })
+    .await;
+    // The replacement saw the pod that arrived with the crash.
+    let view = sys.router.view(NODE).await.expect("view");
+    assert!(view.state.pods.contains_key("uid-cilium-1"));
+    assert!(sys.exec.patches().is_empty());
+
+    sys.router.pod_upserted(ready_pod("cilium-1", &cilium));
+    eventually("the untaint patch", || sys.exec.patches().len() == 1).await;
+    eventually("the gate to stop", || sys.router.gate(NODE).is_none()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn view_shows_the_expected_set_and_the_journal() {
+    let sys = System::start(cfg()).await;
+    sys.router.daemonset_upserted(tolerant_ds("cilium"));
+    sys.router.daemonset_upserted(intolerant_ds("web"));
+    sys.router.node_upserted(fresh_node());
+    sys.router.mark_synced();
+    eventually("the gate to start", || sys.router.gate(NODE).is_some()).await;
+
+    let view = sys.router.view(NODE).await.expect("a live gate answers");
+    assert_eq!(view.state.phase, Phase::Waiting);
+    let expected: Vec<String> = view
+        .state
+        .expected()
+        .map(|(id, _)| id.to_string())
+        .collect();
+    assert_eq!(expected, vec!["kube-system/cilium".to_string()]);
+    let json = serde_json::to_value(&view).unwrap();
+    assert!(
+        json["journal"][0]["event"]["snapshot"].is_object(),
+        "{json}"
+    );
+    assert!(sys.router.view("no-such-node").await.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadline_fires_on_time_and_opens_by_timeout() {
+    let mut config = cfg();
+    config.timeout = Some(Duration::from_millis(400));
+    let sys = System::start(config).await;
+    sys.router.daemonset_upserted(tolerant_ds("broken"));
+    let started = Instant::now();
+    sys.router.node_upserted(fresh_node());
+    sys.router.mark_synced();
+
+    eventually("the timeout patch", || sys.exec.patches().len() == 1).await;
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(350),
+        "opened early: {elapsed:?}"
+    );
+    assert_eq!(sys.exec.patches()[0].opened_by, OpenedBy::Timeout);
+    eventually("the GateTimedOut warning", || {
+        sys.exec
+            .events()
+            .iter()
+            .any(|e| e.type_ == EventType::Warning && e.note.contains("kube-system/broken"))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_is_re_read_and_retried_against_the_new_version() {
+    let sys = System::start(cfg()).await;
+    sys.exec.script(vec![PatchOutcome::Conflict]);
+    *sys.exec.node_on_refresh.lock().unwrap() = Some(NodeInfo {
+        resource_version: "2".into(),
+        ..fresh_node()
+    });
+    sys.router.node_upserted(fresh_node());
+    sys.router.mark_synced();
+
+    eventually("the retried patch", || sys.exec.patches().len() == 2).await;
+    let versions: Vec<String> = sys
+        .exec
+        .patches()
+        .iter()
+        .map(|p| p.resource_version.clone())
+        .collect();
+    assert_eq!(versions, vec!["1".to_string(), "2".to_string()]);
+    assert_eq!(sys.exec.refreshes.load(Ordering::SeqCst), 1);
+    eventually("the gate to stop", || sys.router.gate(NODE).is_none()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_writes_once_it_gains_leadership() {
+    let sys = System::start(cfg()).await;
+    sys.exec.script(vec![PatchOutcome::NotLeader]);
+    sys.router.node_upserted(fresh_node());
+    sys.router.mark_synced();
+    eventually("the refused patch", || sys.exec.patches().len() == 1).await;
+    settle().await;
+    assert_eq!(sys.exec.patches().len(), 1, "no retry without the lease");
+    sys.router.leadership_gained();
+    eventually("the patch as leader", || sys.exec.patches().len() == 2).await;
+    eventually("the gate to stop", || sys.router.gate(NODE).is_none()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemonset_added_mid_wait_reaches_the_live_gate() {
+    let sys = System::start(cfg()).await;
+    let (cilium, csi) = (tolerant_ds("cilium"), tolerant_ds("csi"));
+    sys.router.daemonset_upserted(cilium.clone());
+    sys.router.pod_upserted(unready_pod("cilium-1", &cilium));
+    sys.router.node_upserted(fresh_node());
+    sys.router.mark_synced();
+    eventually("the gate to start", || sys.router.gate(NODE).is_some()).await;
+
+    sys.router.daemonset_upserted(csi.clone());
+    sys.router.pod_upserted(ready_pod("cilium-1", &cilium));
+    settle().await;
+    assert!(sys.exec.patches().is_empty(), "csi has no pod yet");
+    sys.router.pod_upserted(ready_pod("csi-1", &csi));
+    eventually("the untaint patch", || sys.exec.patches().len() == 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_deleted_mid_wait_stops_its_gate() {
+    let sys = System::start(cfg()).await;
+    sys.router.daemonset_upserted(tolerant_ds("broken"));
+    sys.router.node_upserted(fresh_node());
+    sys.router.mark_synced();
+    eventually("the gate to start", || sys.router.gate(NODE).is_some()).await;
+    sys.router.node_deleted(NODE);
+    eventually("the gate to stop", || sys.router.gate(NODE).is_none()).await;
+    assert!(sys.exec.patches().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_nodes_open_independently() {
+    let sys = System::start(cfg()).await;
+    let cilium = tolerant_ds("cilium");
+    sys.router.daemonset_upserted(cilium.clone());
+    sys.router.mark_synced();
+    let names: Vec<String> = (0..50).map(|i| format!("node-{i}")).collect();
+    for name in &names {
+        sys.router.node_upserted(NodeInfo {
+            name: name.clone(),
+            uid: format!("uid-{name}"),
+            ..fresh_node()
+        });
+    }
+    eventually("50 gates", || sys.router.gate_count() == 50).await;
+    for name in &names {
+        let mut pod = ready_pod(&format!("cilium-{name}"), &cilium);
+        pod.node_name = name.clone();
+        sys.router.pod_upserted(pod);
+    }
+    eventually("50 patches", || sys.exec.patches().len() == 50).await;
+    eventually("every gate to stop", || sys.router.gate_count() == 0).await;
+    let mut patched: Vec<String> = sys.exec.patches().iter().map(|p| p.node.clone()).collect();
+    patched.sort();
+    let mut want = names.clone();
+    want.sort();
+    assert_eq!(patched, want);
+}

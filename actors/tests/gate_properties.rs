@@ -1,0 +1,269 @@
+//! Properties of the pure gate over random input sequences: the journal
+//! replays to the live state (also when bounded), writes are only ever the
+//! managed taints at their exact index and only when the gate may open,
+//! dry-run never writes, one write at a time, and observing the same thing
+//! twice changes nothing.
+
+mod gate_support;
+
+use std::time::Duration;
+
+use gate_support::*;
+use jiff::Timestamp;
+use nodegate_actors::gate::{
+    Effect, GateState, Input, OnTimeout, OpenedBy, PatchOutcome, TimerKind, WriteStatus, decide,
+    step,
+};
+use nodegate_actors::journal::{Journal, replay};
+use nodegate_actors::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_actors::testutil::{mk_pod, taint, ts};
+use proptest::prelude::*;
+
+fn daemonsets() -> Vec<DaemonSetInfo> {
+    let mut slow = tolerant_ds("slow");
+    slow.min_ready_seconds = 10;
+    vec![
+        tolerant_ds("cilium"),
+        gpu_ds("nvidia"),
+        intolerant_ds("web"),
+        slow,
+    ]
+}
+
+fn node_variant(labels: u8, taints: u8, version: u8) -> NodeInfo {
+    let mut n = node(match taints % 4 {
+        0 => vec![managed()],
+        1 => vec![taint("example.com/foreign", "NoSchedule"), managed()],
+        2 => vec![
+            managed(),
+            taint("node.kubernetes.io/not-ready", "NoSchedule"),
+        ],
+        _ => vec![],
+    });
+    if labels % 2 == 1 {
+        n.labels.insert("role".into(), "gpu".into());
+    }
+    n.resource_version = version.to_string();
+    n
+}
+
+fn pod_variant(ds: &DaemonSetInfo, which: u8, state: u8, ready_since: u8) -> PodInfo {
+    let mut p = mk_pod(&format!("{}-{}", ds.name, which % 2), NODE, &ds.uid);
+    match state % 4 {
+        0 => p.ready_since = Some(ts(i64::from(ready_since))),
+        1 => {
+            p.ready = false;
+            p.ready_since = None;
+        }
+        2 => {
+            p.phase = "Pending".into();
+            p.ready = false;
+        }
+        _ => p.terminating = true,
+    }
+    p
+}
+
+fn outcome() -> impl Strategy<Value = PatchOutcome> {
+    prop_oneof![
+        3 => Just(PatchOutcome::Applied),
+        3 => Just(PatchOutcome::Conflict),
+        1 => Just(PatchOutcome::NotFound),
+        2 => Just(PatchOutcome::Failed("boom".into())),
+        2 => Just(PatchOutcome::NotLeader),
+    ]
+}
+
+fn input() -> impl Strategy<Value = Input> {
+    let dss = daemonsets();
+    let ds_index = 0..dss.len();
+    prop_oneof![
+        2 => (any::<u8>(), any::<u8>(), any::<u8>()).prop_map(|(l, t, v)| Input::NodeChanged(node_variant(l, t, v))),
+        6 => (ds_index.clone(), any::<u8>(), any::<u8>(), any::<u8>()).prop_map(move |(d, w, s, r)| {
+            Input::PodUpserted(pod_variant(&daemonsets()[d], w, s, r))
+        }),
+        2 => (ds_index.clone(), any::<u8>()).prop_map(move |(d, w)| {
+            Input::PodDeleted { uid: format!("uid-{}-{}", daemonsets()[d].name, w % 2) }
+        }),
+        1 => ds_index.clone().prop_map(move |d| Input::DaemonSetUpserted(daemonsets()[d].clone())),
+        1 => ds_index.prop_map(move |d| Input::DaemonSetDeleted { uid: daemonsets()[d].uid.clone() }),
+        3 => (prop_oneof![Just(TimerKind::Deadline), Just(TimerKind::Recheck), Just(TimerKind::Retry)], 0u64..4)
+            .prop_map(|(kind, generation)| Input::TimerFired { kind, generation }),
+        3 => outcome().prop_map(Input::PatchResult),
+        1 => outcome().prop_map(Input::MarkResult),
+        2 => prop_oneof![
+            (any::<u8>(), any::<u8>(), any::<u8>()).prop_map(|(l, t, v)| Ok(Some(node_variant(l, t, v)))),
+            Just(Ok(None)),
+            Just(Err("timeout".to_string())),
+        ]
+        .prop_map(Input::NodeRefreshed),
+        1 => Just(Input::LeadershipGained),
+        1 => Just(Input::NodeDeleted),
+    ]
+}
+
+fn is_observation(input: &Input) -> bool {
+    matches!(
+        input,
+        Input::Snapshot { .. }
+            | Input::NodeChanged(_)
+            | Input::DaemonSetUpserted(_)
+            | Input::DaemonSetDeleted { .. }
+            | Input::PodUpserted(_)
+            | Input::PodDeleted { .. }
+    )
+}
+
+#[derive(Debug, Clone)]
+struct Scenario {
+    dry_run: bool,
+    keep: bool,
+    timeout: Option<u64>,
+    journal_cap: usize,
+    start_labels: u8,
+    start_pods: Vec<(usize, u8, u8, u8)>,
+    inputs: Vec<(u8, Input)>,
+}
+
+fn scenario() -> impl Strategy<Value = Scenario> {
+    (
+        any::<bool>(),
+        any::<bool>(),
+        prop_oneof![Just(None), (1u64..200).prop_map(Some)],
+        1usize..40,
+        any::<u8>(),
+        prop::collection::vec((0usize..4, any::<u8>(), any::<u8>(), any::<u8>()), 0..5),
+        prop::collection::vec((0u8..30, input()), 1..60),
+    )
+        .prop_map(
+            |(dry_run, keep, timeout, journal_cap, start_labels, start_pods, inputs)| Scenario {
+                dry_run,
+                keep,
+                timeout,
+                journal_cap,
+                start_labels,
+                start_pods,
+                inputs,
+            },
+        )
+}
+
+/// Checks what must hold of one step; `before` is the state it started from.
+fn check_step(
+    before: &GateState,
+    after: &GateState,
+    input: &Input,
+    effects: &[Effect],
+    dry_run: bool,
+    now: Timestamp,
+) {
+    let cfg = cfg();
+    let stops = effects
+        .iter()
+        .filter(|e| matches!(e, Effect::Stop(_)))
+        .count();
+    assert!(stops <= 1);
+    if stops == 1 {
+        assert!(
+            matches!(effects.last(), Some(Effect::Stop(_))),
+            "Stop must be last: {effects:?}"
+        );
+    }
+    // A new write may start only when none is in flight, or in the step that
+    // takes the in-flight one's result.
+    let in_flight_before = before
+        .write
+        .as_ref()
+        .is_some_and(|w| w.status == WriteStatus::InFlight)
+        && !matches!(input, Input::PatchResult(_) | Input::MarkResult(_));
+    for effect in effects {
+        match effect {
+            Effect::RemoveTaints(patch) => {
+                assert!(!dry_run, "dry-run wrote: {input:?}");
+                assert!(!in_flight_before, "second write while one is in flight");
+                let node = after.node.as_ref().expect("a patch needs a node");
+                assert_eq!(patch.resource_version, node.resource_version);
+                assert!(!patch.taints.is_empty());
+                for t in &patch.taints {
+                    assert!(
+                        cfg.placement.is_managed(&t.taint),
+                        "foreign taint in patch: {}",
+                        t.taint
+                    );
+                    assert_eq!(
+                        node.taints.get(t.index),
+                        Some(&t.taint),
+                        "index does not point at the taint"
+                    );
+                }
+                let managed = node
+                    .taints
+                    .iter()
+                    .filter(|t| cfg.placement.is_managed(t))
+                    .count();
+                assert_eq!(
+                    patch.taints.len(),
+                    managed,
+                    "every managed taint goes in the one patch"
+                );
+                assert!(patch.taints.windows(2).all(|w| w[0].index > w[1].index));
+                match patch.opened_by {
+                    OpenedBy::Ready => assert!(after.all_ready(), "opened with members not Ready"),
+                    OpenedBy::Timeout => {
+                        let t = after
+                            .timed_out
+                            .as_ref()
+                            .expect("timeout opening without a timeout");
+                        assert_eq!(t.action, OnTimeout::Open);
+                        assert!(now >= t.deadline, "opened before the deadline");
+                    }
+                }
+            }
+            Effect::MarkTimedOut(_) => {
+                assert!(!dry_run);
+                assert!(!in_flight_before, "second write while one is in flight");
+            }
+            _ => {}
+        }
+    }
+    if before.is_finished() {
+        assert_eq!(before, after, "a finished gate moved");
+    }
+}
+
+proptest! {
+    // Failures are turned into named tests in gate_transitions.rs rather than
+    // persisted next to the sources.
+    #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_histories_keep_every_invariant(s in scenario()) {
+        let mut c = cfg();
+        c.dry_run = s.dry_run;
+        c.on_timeout = if s.keep { OnTimeout::Keep } else { OnTimeout::Open };
+        c.timeout = s.timeout.map(Duration::from_secs);
+        let mut state = GateState::default();
+        let mut journal = Journal::new(s.journal_cap);
+        let mut now = ts(0);
+
+        let dss = daemonsets();
+        let pods = s.start_pods.iter().map(|(d, w, st, r)| pod_variant(&dss[*d], *w, *st, *r)).collect();
+        let first = Input::Snapshot { node: node_variant(s.start_labels, 0, 1), daemonsets: dss.clone(), pods };
+        let inputs = std::iter::once((0u8, first)).chain(s.inputs.iter().cloned());
+
+        for (advance, input) in inputs {
+            now = now.checked_add(jiff::SignedDuration::from_secs(i64::from(advance))).unwrap();
+            let before = state.clone();
+            let st = step(&mut state, &input, &c, now);
+            for ev in &st.events {
+                journal.record(now, ev.clone());
+            }
+            prop_assert_eq!(&replay(&journal), &state, "replay diverged after {:?}", input);
+            check_step(&before, &state, &input, &st.effects, s.dry_run, now);
+            if is_observation(&input) {
+                let again = decide(&state, &input, &c, now);
+                prop_assert!(again.is_empty(), "repeating {:?} gave {:?}", input, again);
+            }
+        }
+    }
+}

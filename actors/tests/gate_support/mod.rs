@@ -1,0 +1,176 @@
+//! Builders and a replay-checking harness shared by the gate and actor tests.
+#![allow(dead_code)] // each test crate uses a different part
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use nodegate_actors::gate::{
+    Effect, Event, GateConfig, GateState, Input, NodeEvent, OnTimeout, Step, UntaintPatch, step,
+};
+use nodegate_actors::journal::{Journal, replay};
+use nodegate_actors::model::{DaemonSetInfo, NodeInfo, PodInfo, PodPlacement, Taint};
+use nodegate_actors::placement::PlacementConfig;
+use nodegate_actors::testutil::{
+    mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
+};
+
+pub const NODE: &str = "node-a";
+pub const MANAGED_KEY: &str = "nodegate.dev/initializing";
+
+pub fn managed() -> Taint {
+    taint(MANAGED_KEY, "NoSchedule")
+}
+
+/// Defaults as the binary ships them: 120 s, open on timeout.
+pub fn cfg() -> GateConfig {
+    let c = GateConfig::default();
+    assert_eq!(c.timeout, Some(Duration::from_secs(120)));
+    assert_eq!((c.on_timeout, c.dry_run), (OnTimeout::Open, false));
+    assert_eq!(c.placement, PlacementConfig::default());
+    c
+}
+
+/// `node-a`, created at the epoch, labelled zone=a, with these taints.
+pub fn node(taints: Vec<Taint>) -> NodeInfo {
+    mk_node(NODE, &[("zone", "a")], taints)
+}
+
+pub fn gated_node() -> NodeInfo {
+    node(vec![managed()])
+}
+
+/// A DaemonSet that tolerates everything (as CNI agents do).
+pub fn tolerant_ds(name: &str) -> DaemonSetInfo {
+    mk_ds(
+        "kube-system",
+        name,
+        template_with_tolerations(vec![toleration("", "Exists", "", "")]),
+    )
+}
+
+/// A DaemonSet with no tolerations: it cannot start until the gate opens.
+pub fn intolerant_ds(name: &str) -> DaemonSetInfo {
+    mk_ds("kube-system", name, PodPlacement::default())
+}
+
+/// A tolerant DaemonSet that only runs on nodes labelled role=gpu.
+pub fn gpu_ds(name: &str) -> DaemonSetInfo {
+    let mut ds = tolerant_ds(name);
+    ds.template
+        .node_selector
+        .insert("role".to_string(), "gpu".to_string());
+    ds
+}
+
+pub fn ready_pod(name: &str, ds: &DaemonSetInfo) -> PodInfo {
+    mk_pod(name, NODE, &ds.uid)
+}
+
+pub fn unready_pod(name: &str, ds: &DaemonSetInfo) -> PodInfo {
+    PodInfo {
+        ready: false,
+        ready_since: None,
+        ..mk_pod(name, NODE, &ds.uid)
+    }
+}
+
+pub fn pending_pod(name: &str, ds: &DaemonSetInfo) -> PodInfo {
+    PodInfo {
+        phase: "Pending".to_string(),
+        ready: false,
+        ready_since: None,
+        ..mk_pod(name, NODE, &ds.uid)
+    }
+}
+
+/// One gate driven by hand: every step is journalled and the journal's
+/// replay is checked against the live state after every input.
+pub struct Gate {
+    pub state: GateState,
+    pub cfg: GateConfig,
+    pub journal: Journal,
+    pub now: Timestamp,
+}
+
+impl Gate {
+    pub fn new(cfg: GateConfig) -> Self {
+        Gate {
+            state: GateState::default(),
+            cfg,
+            journal: Journal::new(10_000),
+            now: ts(0),
+        }
+    }
+
+    pub fn with_journal(mut self, journal: Journal) -> Self {
+        self.journal = journal;
+        self
+    }
+
+    /// Moves the clock to `secs` after the epoch.
+    pub fn at(&mut self, secs: i64) -> &mut Self {
+        self.now = ts(secs);
+        self
+    }
+
+    pub fn feed(&mut self, input: Input) -> Step {
+        let step = step(&mut self.state, &input, &self.cfg, self.now);
+        for ev in &step.events {
+            self.journal.record(self.now, ev.clone());
+        }
+        assert_eq!(
+            replay(&self.journal),
+            self.state,
+            "journal replay diverged after {input:?}"
+        );
+        step
+    }
+
+    pub fn start(
+        &mut self,
+        node: NodeInfo,
+        daemonsets: Vec<DaemonSetInfo>,
+        pods: Vec<PodInfo>,
+    ) -> Step {
+        self.feed(Input::Snapshot {
+            node,
+            daemonsets,
+            pods,
+        })
+    }
+}
+
+pub fn patches(step: &Step) -> Vec<&UntaintPatch> {
+    step.effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::RemoveTaints(p) => Some(p),
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn recorded(step: &Step) -> Vec<&NodeEvent> {
+    step.effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::RecordEvent(ev) => Some(ev),
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn writes(step: &Step) -> usize {
+    step.effects
+        .iter()
+        .filter(|e| matches!(e, Effect::RemoveTaints(_) | Effect::MarkTimedOut(_)))
+        .count()
+}
+
+pub fn has_event(step: &Step, pred: impl Fn(&Event) -> bool) -> bool {
+    step.events.iter().any(pred)
+}
+
+pub fn stops(step: &Step) -> bool {
+    step.effects.iter().any(|e| matches!(e, Effect::Stop(_)))
+}
