@@ -1,11 +1,66 @@
-//! The `nodegate` binary: wires the CLI to the gate.
+//! The `nodegate` binary: parses the command line, validates settings (exit
+//! status 2 on a bad value, before touching the cluster) and hands over to
+//! the command. Wiring only; behaviour lives in the modules.
+
+use std::process::ExitCode;
 
 use clap::Parser;
 
-mod cli;
+use nodegate::cli::{Cli, Command, LogFormat};
+use nodegate::{config, run};
 
-fn main() -> std::process::ExitCode {
-    let cli = cli::Cli::parse();
-    eprintln!("nodegate: {:?} is not wired up yet", cli.command);
-    std::process::ExitCode::from(2)
+/// Exit status for a bad flag, value or config file.
+const EXIT_USAGE: u8 = 2;
+
+fn init_tracing(format: LogFormat, filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command {
+        Command::Run(args) => {
+            let settings = match config::run_settings(&args) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(EXIT_USAGE);
+                }
+            };
+            init_tracing(settings.log_format, &settings.log_level);
+            match runtime.block_on(run::run(settings)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!("{e:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Explain(_) => {
+            eprintln!("error: explain is not available in this build yet");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
 }

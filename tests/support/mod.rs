@@ -222,3 +222,84 @@ where
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// A `nodegate run` process against a test cluster, its output in a log file.
+pub struct Nodegate {
+    child: std::process::Child,
+    pub log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Nodegate {
+    /// Starts the real binary with `args` after `run`.
+    pub fn start(cluster: &TestCluster, args: &[&str]) -> Nodegate {
+        let dir = tempfile::tempdir().expect("temp dir for nodegate log");
+        let log = dir.path().join("nodegate.log");
+        let out = std::fs::File::create(&log).expect("create nodegate log");
+        let err = out.try_clone().expect("clone log handle");
+        let child = Command::new(env!("CARGO_BIN_EXE_nodegate"))
+            .arg("run")
+            .args(args)
+            .env("KUBECONFIG", &cluster.kubeconfig)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start nodegate: {e}"));
+        Nodegate {
+            child,
+            log,
+            _dir: dir,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_else(|e| format!("(no log: {e})"))
+    }
+
+    /// SIGKILL: the process dies with no chance to clean up.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then waits up to `timeout` for a clean exit; returns the exit
+    /// status, or `None` if it had to be killed.
+    pub fn terminate(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status();
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.kill();
+        None
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Nodegate {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!(
+                "---- nodegate log ({}) ----\n{}\n---- end of nodegate log ----",
+                self.log.display(),
+                self.logs()
+            );
+        }
+    }
+}

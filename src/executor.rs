@@ -1,0 +1,122 @@
+//! The binary's side of the gate actors: the system clock and an
+//! `EffectExecutor` that carries writes out through the `Writer`.
+//!
+//! Leadership is enforced here, right before each write: a replica that does
+//! not hold the lease answers `NotLeader` and writes nothing, so its gates stay
+//! warm and re-send when it becomes leader. Nothing here decides about a gate.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use nodegate_actors::gate::{NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
+use nodegate_actors::model::NodeInfo;
+use nodegate_actors::node_actor::{Clock, EffectExecutor, backoff_ceiling};
+use rand::Rng;
+
+use crate::writer::Writer;
+
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
+    }
+}
+
+/// First retry after a conflict waits around this long; each further one
+/// doubles it, up to `RETRY_MAX`.
+pub const RETRY_BASE: Duration = Duration::from_millis(50);
+pub const RETRY_MAX: Duration = Duration::from_secs(10);
+
+pub struct KubeExecutor {
+    pub writer: Writer,
+    /// Whether this replica may write. Without leader election it is always
+    /// true.
+    pub leader: Arc<AtomicBool>,
+}
+
+impl KubeExecutor {
+    fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::SeqCst)
+    }
+}
+
+impl EffectExecutor for KubeExecutor {
+    async fn remove_taints(&self, patch: UntaintPatch) -> PatchOutcome {
+        if !self.is_leader() {
+            return PatchOutcome::NotLeader;
+        }
+        self.writer.remove_taints(&patch).await
+    }
+
+    async fn mark_timed_out(&self, mark: TimeoutMark) -> PatchOutcome {
+        if !self.is_leader() {
+            return PatchOutcome::NotLeader;
+        }
+        self.writer.mark_timed_out(&mark).await
+    }
+
+    async fn record_event(&self, event: NodeEvent) {
+        // Followers stay silent: the leader records the same facts.
+        if self.is_leader() {
+            self.writer.record_event(&event).await;
+        }
+    }
+
+    async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
+        self.writer.get_node(name).await
+    }
+
+    fn retry_delay(&self, attempt: u32) -> Duration {
+        jittered(
+            backoff_ceiling(attempt, RETRY_BASE, RETRY_MAX),
+            &mut rand::rng(),
+        )
+    }
+}
+
+/// A random point in [ceiling/2, ceiling], so that many gates that conflicted
+/// together do not retry together.
+pub fn jittered(ceiling: Duration, rng: &mut impl Rng) -> Duration {
+    let half = ceiling / 2;
+    let spread = ceiling.saturating_sub(half).as_micros() as u64;
+    half + Duration::from_micros(rng.random_range(0..=spread))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    #[test]
+    fn jitter_stays_within_half_to_full_ceiling() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for attempt in 2..12 {
+            let ceiling = backoff_ceiling(attempt, RETRY_BASE, RETRY_MAX);
+            for _ in 0..100 {
+                let d = jittered(ceiling, &mut rng);
+                assert!(
+                    d >= ceiling / 2 && d <= ceiling,
+                    "attempt {attempt}: {d:?} not in [{:?}, {ceiling:?}]",
+                    ceiling / 2
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn jitter_spreads_retries() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let ceiling = Duration::from_millis(400);
+        let distinct: std::collections::BTreeSet<_> =
+            (0..50).map(|_| jittered(ceiling, &mut rng)).collect();
+        assert!(
+            distinct.len() > 40,
+            "jitter must spread retries, got {} distinct delays of 50",
+            distinct.len()
+        );
+    }
+}

@@ -1,0 +1,154 @@
+//! The patch protocol: the exact bytes nodegate sends to change a Node.
+//!
+//! Opening a gate is one conditional JSON patch (semantics.md §5): it tests
+//! the node's resourceVersion and each managed taint at its index, removes
+//! those taints (highest index first), and records `nodegate.dev/opened-at` and
+//! `nodegate.dev/opened-by`. Any change to the node since nodegate last saw it
+//! makes a test fail, so the API server refuses the whole patch instead of
+//! nodegate clobbering another writer. This module only builds patches; it
+//! never sends them.
+
+use jiff::{Timestamp, Unit};
+use nodegate_actors::gate::{TimeoutMark, UntaintPatch};
+use serde_json::{Value, json};
+
+pub const OPENED_AT_ANNOTATION: &str = "nodegate.dev/opened-at";
+pub const OPENED_BY_ANNOTATION: &str = "nodegate.dev/opened-by";
+pub const TIMED_OUT_ANNOTATION: &str = "nodegate.dev/timed-out";
+
+/// RFC 3339 at millisecond precision, the form nodegate writes everywhere.
+pub fn rfc3339(t: Timestamp) -> String {
+    t.round(Unit::Millisecond).unwrap_or(t).to_string()
+}
+
+/// Escapes a key for use as one JSON Pointer segment (RFC 6901).
+fn pointer_segment(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// The untaint patch. `annotations_present` says whether the node as last
+/// seen had a `metadata.annotations` map: JSON patch cannot add a key to a map
+/// that does not exist, and must not replace one that does.
+pub fn untaint(p: &UntaintPatch, annotations_present: bool) -> json_patch::Patch {
+    let mut ops = vec![
+        json!({"op": "test", "path": "/metadata/resourceVersion", "value": p.resource_version}),
+    ];
+    // The gate hands the taints sorted by descending index, so removing them in
+    // order never shifts an index still to be removed; sort again anyway, since
+    // a wrong order here would remove someone else's taint.
+    let mut taints: Vec<_> = p.taints.iter().collect();
+    taints.sort_by_key(|t| std::cmp::Reverse(t.index));
+    for t in taints {
+        let path = format!("/spec/taints/{}", t.index);
+        // The taint is tested field by field rather than as a whole object: a
+        // taint may carry a `timeAdded` the compact model does not keep, and a
+        // whole-object test would then fail on every retry. Key, effect and
+        // value identify a taint; the resourceVersion test above already
+        // guarantees nothing else changed.
+        ops.push(json!({"op": "test", "path": format!("{path}/key"), "value": t.taint.key}));
+        ops.push(json!({"op": "test", "path": format!("{path}/effect"), "value": t.taint.effect}));
+        if !t.taint.value.is_empty() {
+            ops.push(
+                json!({"op": "test", "path": format!("{path}/value"), "value": t.taint.value}),
+            );
+        }
+        ops.push(json!({"op": "remove", "path": path}));
+    }
+    let opened_at = rfc3339(p.opened_at);
+    if annotations_present {
+        for (k, v) in [
+            (OPENED_AT_ANNOTATION, opened_at.as_str()),
+            (OPENED_BY_ANNOTATION, p.opened_by.as_str()),
+        ] {
+            ops.push(json!({"op": "add", "path": format!("/metadata/annotations/{}", pointer_segment(k)), "value": v}));
+        }
+    } else {
+        ops.push(
+            json!({"op": "add", "path": "/metadata/annotations", "value": {
+                OPENED_AT_ANNOTATION: opened_at, OPENED_BY_ANNOTATION: p.opened_by.as_str(),
+            }}),
+        );
+    }
+    // Every op above is built from the json! macro in a shape json_patch
+    // accepts; a failure here is a bug in this function, reported as such.
+    serde_json::from_value(Value::Array(ops))
+        .unwrap_or_else(|e| panic!("untaint patch is malformed: {e}"))
+}
+
+/// The merge patch that marks a node whose deadline passed with
+/// `--on-timeout=keep`. Additive only: it touches one annotation.
+pub fn mark_timed_out(m: &TimeoutMark) -> Value {
+    json!({"metadata": {"annotations": {TIMED_OUT_ANNOTATION: rfc3339(m.deadline)}}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nodegate_actors::gate::{IndexedTaint, OpenedBy};
+    use nodegate_actors::model::Taint;
+
+    fn patch(indexes: &[usize]) -> UntaintPatch {
+        UntaintPatch {
+            node: "n1".into(),
+            resource_version: "77".into(),
+            taints: indexes
+                .iter()
+                .map(|&i| IndexedTaint {
+                    index: i,
+                    taint: Taint::new(format!("k{i}"), "", "NoSchedule"),
+                })
+                .collect(),
+            opened_by: OpenedBy::Ready,
+            opened_at: "2026-11-21T10:00:00.123456Z".parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn untaint_tests_version_then_removes_taints_from_the_highest_index() {
+        let ops = serde_json::to_value(untaint(&patch(&[1, 3]), true)).unwrap();
+        let expected = json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": "77"},
+            {"op": "test", "path": "/spec/taints/3/key", "value": "k3"},
+            {"op": "test", "path": "/spec/taints/3/effect", "value": "NoSchedule"},
+            {"op": "remove", "path": "/spec/taints/3"},
+            {"op": "test", "path": "/spec/taints/1/key", "value": "k1"},
+            {"op": "test", "path": "/spec/taints/1/effect", "value": "NoSchedule"},
+            {"op": "remove", "path": "/spec/taints/1"},
+            {"op": "add", "path": "/metadata/annotations/nodegate.dev~1opened-at", "value": "2026-11-21T10:00:00.123Z"},
+            {"op": "add", "path": "/metadata/annotations/nodegate.dev~1opened-by", "value": "ready"},
+        ]);
+        assert_eq!(ops, expected);
+    }
+
+    #[test]
+    fn untaint_creates_the_annotation_map_only_when_the_node_has_none() {
+        let ops = serde_json::to_value(untaint(&patch(&[0]), false)).unwrap();
+        let last = &ops[4];
+        assert_eq!(last["path"], "/metadata/annotations");
+        assert_eq!(last["value"][OPENED_BY_ANNOTATION], "ready");
+    }
+
+    #[test]
+    fn taint_values_are_part_of_the_test() {
+        let mut p = patch(&[0]);
+        p.taints[0].taint.value = "v".into();
+        let ops = serde_json::to_value(untaint(&p, true)).unwrap();
+        assert_eq!(
+            ops[3],
+            json!({"op": "test", "path": "/spec/taints/0/value", "value": "v"})
+        );
+        assert_eq!(ops[4], json!({"op": "remove", "path": "/spec/taints/0"}));
+    }
+
+    #[test]
+    fn timed_out_mark_sets_one_annotation() {
+        let m = TimeoutMark {
+            node: "n".into(),
+            deadline: "2026-11-21T10:02:00Z".parse().unwrap(),
+        };
+        assert_eq!(
+            mark_timed_out(&m),
+            json!({"metadata": {"annotations": {"nodegate.dev/timed-out": "2026-11-21T10:02:00Z"}}})
+        );
+    }
+}

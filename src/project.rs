@@ -1,0 +1,329 @@
+//! Projections: whole Kubernetes objects in, the compact model of
+//! `nodegate_actors::model` out.
+//!
+//! This is the only place that knows the shape of the API objects; the rest of
+//! the program sees only what the gate reasons about. Projections never fail:
+//! a field the gate cannot use (an unparsable annotation, a missing timestamp)
+//! is reported to the caller and treated as absent, because a controller must
+//! keep working on the rest of the cluster while one object is odd.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{self as core, Node, Pod};
+use nodegate_actors::model::{
+    DaemonSetInfo, NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodInfo, PodPlacement,
+    Taint, Toleration,
+};
+
+/// Annotation recording when a re-gated node's gate started.
+pub const GATED_SINCE_ANNOTATION: &str = "nodegate.dev/gated-since";
+/// Prefix of the annotations nodegate reads and writes on its objects.
+pub const ANNOTATION_PREFIX: &str = "nodegate.dev/";
+
+/// Something a projection had to ignore; the caller logs it once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Oddity {
+    pub object: String,
+    pub what: String,
+}
+
+pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
+    let mut odd = Vec::new();
+    let Some(name) = n.metadata.name.clone() else {
+        return (
+            None,
+            vec![Oddity {
+                object: "node".into(),
+                what: "has no name".into(),
+            }],
+        );
+    };
+    let created = match &n.metadata.creation_timestamp {
+        Some(t) => t.0,
+        None => {
+            // The API server always sets it; an object without one cannot have a
+            // meaningful deadline, so the epoch makes it "long past" and the
+            // gate decides at once rather than waiting forever.
+            odd.push(Oddity {
+                object: format!("node/{name}"),
+                what: "has no creationTimestamp".into(),
+            });
+            Timestamp::UNIX_EPOCH
+        }
+    };
+    let gated_since = n
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(GATED_SINCE_ANNOTATION))
+        .and_then(|v| match v.parse::<Timestamp>() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                odd.push(Oddity {
+                    object: format!("node/{name}"),
+                    what: format!(
+                        "annotation {GATED_SINCE_ANNOTATION}={v:?} is not an RFC 3339 time ({e}); using creationTimestamp"
+                    ),
+                });
+                None
+            }
+        });
+    let taints = n
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .map(|ts| ts.iter().map(taint).collect())
+        .unwrap_or_default();
+    let info = NodeInfo {
+        uid: n.metadata.uid.clone().unwrap_or_default(),
+        resource_version: n.metadata.resource_version.clone().unwrap_or_default(),
+        labels: labels(n.metadata.labels.as_ref()),
+        taints,
+        created,
+        gated_since,
+        name,
+    };
+    (Some(info), odd)
+}
+
+pub fn taint(t: &core::Taint) -> Taint {
+    Taint {
+        key: t.key.clone(),
+        value: t.value.clone().unwrap_or_default(),
+        effect: t.effect.clone(),
+    }
+}
+
+pub fn daemonset(ds: &DaemonSet) -> Option<DaemonSetInfo> {
+    let namespace = ds.metadata.namespace.clone()?;
+    let name = ds.metadata.name.clone()?;
+    let spec = ds.spec.as_ref();
+    let template = spec
+        .and_then(|s| s.template.spec.as_ref())
+        .map(placement)
+        .unwrap_or_default();
+    let annotations = ds
+        .metadata
+        .annotations
+        .as_ref()
+        .map(|a| {
+            a.iter()
+                .filter(|(k, _)| k.starts_with(ANNOTATION_PREFIX))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(DaemonSetInfo {
+        uid: ds.metadata.uid.clone().unwrap_or_default(),
+        labels: labels(ds.metadata.labels.as_ref()),
+        annotations,
+        template,
+        min_ready_seconds: spec.and_then(|s| s.min_ready_seconds).unwrap_or(0),
+        namespace,
+        name,
+    })
+}
+
+/// The placement-relevant part of a pod spec.
+pub fn placement(spec: &core::PodSpec) -> PodPlacement {
+    let required = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|na| {
+            na.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|sel| sel.node_selector_terms.iter().map(term).collect());
+    PodPlacement {
+        node_selector: spec
+            .node_selector
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
+        required_node_affinity: required,
+        tolerations: spec
+            .tolerations
+            .as_ref()
+            .map(|ts| ts.iter().map(toleration).collect())
+            .unwrap_or_default(),
+        node_name: spec.node_name.clone().unwrap_or_default(),
+        host_network: spec.host_network.unwrap_or(false),
+    }
+}
+
+fn term(t: &core::NodeSelectorTerm) -> NodeSelectorTerm {
+    let reqs = |rs: &Option<Vec<core::NodeSelectorRequirement>>| {
+        rs.as_ref()
+            .map(|rs| {
+                rs.iter()
+                    .map(|r| NodeSelectorRequirement {
+                        key: r.key.clone(),
+                        operator: r.operator.clone(),
+                        values: r.values.clone().unwrap_or_default(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    NodeSelectorTerm {
+        match_expressions: reqs(&t.match_expressions),
+        match_fields: reqs(&t.match_fields),
+    }
+}
+
+fn toleration(t: &core::Toleration) -> Toleration {
+    Toleration {
+        key: t.key.clone().unwrap_or_default(),
+        operator: t.operator.clone().unwrap_or_default(),
+        value: t.value.clone().unwrap_or_default(),
+        effect: t.effect.clone().unwrap_or_default(),
+    }
+}
+
+pub fn pod(p: &Pod) -> Option<PodInfo> {
+    let namespace = p.metadata.namespace.clone()?;
+    let name = p.metadata.name.clone()?;
+    let controller_uid = p
+        .metadata
+        .owner_references
+        .as_ref()
+        .and_then(|refs| refs.iter().find(|r| r.controller == Some(true)))
+        .map(|r| r.uid.clone());
+    let status = p.status.as_ref();
+    let ready_cond = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+    Some(PodInfo {
+        uid: p.metadata.uid.clone().unwrap_or_default(),
+        node_name: p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default(),
+        labels: labels(p.metadata.labels.as_ref()),
+        controller_uid,
+        terminating: p.metadata.deletion_timestamp.is_some(),
+        phase: status.and_then(|s| s.phase.clone()).unwrap_or_default(),
+        ready: ready_cond.is_some_and(|c| c.status == "True"),
+        ready_since: ready_cond
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| t.0),
+        namespace,
+        name,
+    })
+}
+
+fn labels(l: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
+    l.cloned().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn node_projection_keeps_taints_labels_and_gated_since() {
+        let n: Node = serde_json::from_value(json!({
+            "metadata": {
+                "name": "n1", "uid": "u1", "resourceVersion": "42",
+                "creationTimestamp": "2026-01-02T03:04:05Z",
+                "labels": {"zone": "a"},
+                "annotations": {"nodegate.dev/gated-since": "2026-01-02T04:00:00Z"},
+            },
+            "spec": {"taints": [
+                {"key": "nodegate.dev/initializing", "effect": "NoSchedule"},
+                {"key": "gpu", "value": "true", "effect": "NoExecute"},
+            ]},
+        }))
+        .unwrap();
+        let (info, odd) = node(&n);
+        let info = info.unwrap();
+        assert!(odd.is_empty());
+        assert_eq!(info.resource_version, "42");
+        assert_eq!(info.labels.get("zone").map(String::as_str), Some("a"));
+        assert_eq!(
+            info.taints[0],
+            Taint::new("nodegate.dev/initializing", "", "NoSchedule")
+        );
+        assert_eq!(info.taints[1], Taint::new("gpu", "true", "NoExecute"));
+        assert_eq!(info.created.to_string(), "2026-01-02T03:04:05Z");
+        assert_eq!(
+            info.gated_since.map(|t| t.to_string()).as_deref(),
+            Some("2026-01-02T04:00:00Z")
+        );
+    }
+
+    #[test]
+    fn unparsable_gated_since_is_reported_and_ignored() {
+        let n: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "creationTimestamp": "2026-01-02T03:04:05Z",
+                         "annotations": {"nodegate.dev/gated-since": "yesterday"}},
+        }))
+        .unwrap();
+        let (info, odd) = node(&n);
+        assert_eq!(info.unwrap().gated_since, None);
+        assert_eq!(odd.len(), 1);
+        assert!(odd[0].what.contains("\"yesterday\""), "{odd:?}");
+    }
+
+    #[test]
+    fn daemonset_projection_keeps_placement_and_only_nodegate_annotations() {
+        let ds: DaemonSet = serde_json::from_value(json!({
+            "metadata": {"name": "cilium", "namespace": "kube-system", "uid": "d1",
+                         "annotations": {"nodegate.dev/ignore": "true", "other": "x"}},
+            "spec": {
+                "minReadySeconds": 10,
+                "selector": {"matchLabels": {"app": "cilium"}},
+                "template": {"spec": {
+                    "containers": [{"name": "c"}],
+                    "hostNetwork": true,
+                    "nodeSelector": {"kubernetes.io/os": "linux"},
+                    "tolerations": [{"operator": "Exists"}],
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}],
+                                               "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]}]
+                    }}},
+                }},
+            },
+        }))
+        .unwrap();
+        let info = daemonset(&ds).unwrap();
+        assert_eq!(info.key(), "kube-system/cilium");
+        assert_eq!(info.min_ready_seconds, 10);
+        assert_eq!(info.annotations.len(), 1);
+        assert!(info.template.host_network);
+        assert_eq!(info.template.tolerations[0].operator, "Exists");
+        let terms = info.template.required_node_affinity.unwrap();
+        assert_eq!(terms[0].match_expressions[0].values, vec!["b".to_string()]);
+        assert_eq!(terms[0].match_fields[0].key, "metadata.name");
+    }
+
+    #[test]
+    fn pod_projection_reads_controller_owner_and_ready_transition() {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "pu",
+                         "deletionTimestamp": "2026-01-01T00:00:00Z",
+                         "ownerReferences": [
+                            {"apiVersion": "v1", "kind": "X", "name": "x", "uid": "not-controller"},
+                            {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "d1", "controller": true}]},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+            "status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:05Z"}]},
+        }))
+        .unwrap();
+        let info = pod(&p).unwrap();
+        assert_eq!(info.controller_uid.as_deref(), Some("d1"));
+        assert!(info.terminating);
+        assert!(info.ready);
+        assert_eq!(info.node_name, "n1");
+        assert_eq!(
+            info.ready_since.map(|t| t.to_string()).as_deref(),
+            Some("2026-01-01T00:00:05Z")
+        );
+    }
+}

@@ -1,0 +1,275 @@
+//! The shared watchers: one watch stream per kind for the whole process.
+//!
+//! Nodes (all), DaemonSets (all), DaemonSet pods (server-side filtered to pods
+//! that carry the DaemonSet controller's `pod-template-generation` label and
+//! are bound to a node), and one watch per critical-pod entry. Each event is
+//! projected to the compact model at once and handed to the router; whole
+//! objects are never kept. A watch that fails restarts with backoff, and after
+//! a re-list the objects that vanished meanwhile are deleted from the index.
+//! This module decides nothing about gates.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, Resource};
+use nodegate_actors::readiness::CriticalPodEntry;
+use nodegate_actors::router::Router;
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+
+use crate::project;
+use crate::writer::AnnotationPresence;
+
+/// The DaemonSet controller puts this label on every pod it creates; filtering
+/// on it server-side keeps every other pod in the cluster off the wire.
+pub const DAEMONSET_POD_LABEL: &str = "pod-template-generation";
+
+/// Counts of what the watchers did, for health and metrics.
+#[derive(Debug, Default)]
+pub struct WatchStats {
+    pub restarts: AtomicU64,
+    pub events: AtomicU64,
+}
+
+/// What one watch feeds into the router, per object.
+trait Sink<K>: Send + 'static {
+    /// Indexes the object; returns its identity for re-list bookkeeping, or
+    /// `None` when the object was skipped.
+    fn upsert(&mut self, obj: &K) -> Option<(String, String)>;
+    /// Removes an object by the identity `upsert` returned.
+    fn delete(&mut self, id: &(String, String));
+}
+
+struct NodeSink {
+    router: Arc<Router>,
+    annotations: AnnotationPresence,
+}
+
+impl Sink<Node> for NodeSink {
+    fn upsert(&mut self, n: &Node) -> Option<(String, String)> {
+        let (info, oddities) = project::node(n);
+        for o in oddities {
+            tracing::warn!(object = %o.object, "{}", o.what);
+        }
+        let info = info?;
+        let name = info.name.clone();
+        self.annotations
+            .insert(name.clone(), n.metadata.annotations.is_some());
+        self.router.node_upserted(info);
+        Some((name, String::new()))
+    }
+    fn delete(&mut self, id: &(String, String)) {
+        self.annotations.remove(&id.0);
+        self.router.node_deleted(&id.0);
+    }
+}
+
+struct DaemonSetSink {
+    router: Arc<Router>,
+}
+
+impl Sink<DaemonSet> for DaemonSetSink {
+    fn upsert(&mut self, ds: &DaemonSet) -> Option<(String, String)> {
+        let info = project::daemonset(ds)?;
+        let uid = info.uid.clone();
+        self.router.daemonset_upserted(info);
+        Some((uid, String::new()))
+    }
+    fn delete(&mut self, id: &(String, String)) {
+        self.router.daemonset_deleted(&id.0);
+    }
+}
+
+/// Pods, keyed by (node, uid): a pod never moves between nodes, and the router
+/// indexes pods by node.
+struct PodSink {
+    router: Arc<Router>,
+}
+
+impl Sink<Pod> for PodSink {
+    fn upsert(&mut self, p: &Pod) -> Option<(String, String)> {
+        let info = project::pod(p)?;
+        if info.node_name.is_empty() {
+            return None;
+        }
+        let id = (info.node_name.clone(), info.uid.clone());
+        self.router.pod_upserted(info);
+        Some(id)
+    }
+    fn delete(&mut self, id: &(String, String)) {
+        self.router.pod_deleted(&id.0, &id.1);
+    }
+}
+
+fn delete_id<K: Resource>(obj: &K, by_name: bool) -> (String, String) {
+    let meta = obj.meta();
+    if by_name {
+        (meta.name.clone().unwrap_or_default(), String::new())
+    } else {
+        (meta.uid.clone().unwrap_or_default(), String::new())
+    }
+}
+
+/// Runs one watch until the process ends. Sends `()` on `synced` once, after
+/// the first complete list.
+async fn run<K, S>(
+    kind: &'static str,
+    api: Api<K>,
+    config: watcher::Config,
+    mut sink: S,
+    synced: mpsc::Sender<&'static str>,
+    stats: Arc<WatchStats>,
+    id_of_deleted: impl Fn(&K) -> (String, String) + Send + 'static,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    S: Sink<K>,
+{
+    // The objects this watch has indexed, so a re-list can delete the ones
+    // that disappeared while the watch was down.
+    let mut known: HashMap<(String, String), ()> = HashMap::new();
+    let mut relist: Option<HashMap<(String, String), ()>> = None;
+    let mut first_sync = true;
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    while let Some(item) = stream.next().await {
+        stats.events.fetch_add(1, Ordering::Relaxed);
+        match item {
+            Ok(Event::Apply(obj)) => {
+                if let Some(id) = sink.upsert(&obj) {
+                    known.insert(id, ());
+                }
+            }
+            Ok(Event::Delete(obj)) => {
+                // A pod's identity needs its node, which the deleted object
+                // still carries; nodes and DaemonSets go by name / uid.
+                let id = match sink_identity(&mut known, &obj, &id_of_deleted) {
+                    Some(id) => id,
+                    None => continue,
+                };
+                sink.delete(&id);
+            }
+            Ok(Event::Init) => relist = Some(HashMap::new()),
+            Ok(Event::InitApply(obj)) => {
+                if let Some(id) = sink.upsert(&obj) {
+                    known.insert(id.clone(), ());
+                    if let Some(seen) = relist.as_mut() {
+                        seen.insert(id, ());
+                    }
+                }
+            }
+            Ok(Event::InitDone) => {
+                if let Some(seen) = relist.take() {
+                    let gone: Vec<_> = known
+                        .keys()
+                        .filter(|k| !seen.contains_key(*k))
+                        .cloned()
+                        .collect();
+                    for id in gone {
+                        known.remove(&id);
+                        sink.delete(&id);
+                    }
+                }
+                if first_sync {
+                    first_sync = false;
+                    let _ = synced.send(kind).await;
+                }
+            }
+            Err(e) => {
+                stats.restarts.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(kind, error = %e, "watch failed; retrying with backoff");
+            }
+        }
+    }
+}
+
+fn sink_identity<K>(
+    known: &mut HashMap<(String, String), ()>,
+    obj: &K,
+    id_of_deleted: &impl Fn(&K) -> (String, String),
+) -> Option<(String, String)> {
+    let id = id_of_deleted(obj);
+    known.remove(&id).map(|_| id)
+}
+
+fn pod_id(p: &Pod) -> (String, String) {
+    (
+        p.spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default(),
+        p.metadata.uid.clone().unwrap_or_default(),
+    )
+}
+
+/// Starts every watcher; returns once each has delivered its initial list, or
+/// with the kinds still missing if `timeout` passes first.
+pub async fn start(
+    client: Client,
+    router: Arc<Router>,
+    annotations: AnnotationPresence,
+    critical: &[CriticalPodEntry],
+    stats: Arc<WatchStats>,
+) -> mpsc::Receiver<&'static str> {
+    let watches = 3 + critical.len();
+    let (tx, rx) = mpsc::channel(watches);
+    let bound = "spec.nodeName!=";
+
+    tokio::spawn(run(
+        "nodes",
+        Api::<Node>::all(client.clone()),
+        watcher::Config::default(),
+        NodeSink {
+            router: Arc::clone(&router),
+            annotations,
+        },
+        tx.clone(),
+        Arc::clone(&stats),
+        |n: &Node| delete_id(n, true),
+    ));
+    tokio::spawn(run(
+        "daemonsets",
+        Api::<DaemonSet>::all(client.clone()),
+        watcher::Config::default(),
+        DaemonSetSink {
+            router: Arc::clone(&router),
+        },
+        tx.clone(),
+        Arc::clone(&stats),
+        |d: &DaemonSet| delete_id(d, false),
+    ));
+    tokio::spawn(run(
+        "daemonset pods",
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default()
+            .labels(DAEMONSET_POD_LABEL)
+            .fields(bound),
+        PodSink {
+            router: Arc::clone(&router),
+        },
+        tx.clone(),
+        Arc::clone(&stats),
+        pod_id,
+    ));
+    for entry in critical {
+        let selector = entry.selector.to_string();
+        tokio::spawn(run(
+            "critical pods",
+            Api::<Pod>::namespaced(client.clone(), &entry.namespace),
+            watcher::Config::default().labels(&selector).fields(bound),
+            PodSink {
+                router: Arc::clone(&router),
+            },
+            tx.clone(),
+            Arc::clone(&stats),
+            pod_id,
+        ));
+    }
+    rx
+}

@@ -1,0 +1,246 @@
+//! The writer: carries out the gate's effects against the API server.
+//!
+//! Every request nodegate makes on its own behalf (untaint patches, timed-out
+//! marks, node re-reads, Events) goes through here, bounded by
+//! `--max-concurrent-patches` and a token bucket of `--kube-qps` /
+//! `--kube-burst`. API errors are classified into the outcomes the gate
+//! reasons about (applied, conflict, not found, failed); this module never
+//! decides anything about a gate itself.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::events::v1::Event as KubeEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use nodegate_actors::gate::{EventType, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
+use nodegate_actors::model::NodeInfo;
+use serde_json::json;
+use tokio::sync::{Mutex, Semaphore};
+use tokio::time::Instant;
+
+use crate::{patch, project};
+
+/// The controller's name in Events and as the field manager of its writes.
+pub const CONTROLLER_NAME: &str = "nodegate.dev/nodegate";
+pub const FIELD_MANAGER: &str = "nodegate";
+
+/// A token bucket: `qps` tokens a second, at most `burst` saved up.
+pub struct RateLimiter {
+    qps: f64,
+    burst: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl RateLimiter {
+    pub fn new(qps: f64, burst: u32) -> Self {
+        let burst = f64::from(burst.max(1));
+        RateLimiter {
+            qps,
+            burst,
+            state: Mutex::new((burst, Instant::now())),
+        }
+    }
+
+    /// Waits until a request may go.
+    pub async fn acquire(&self) {
+        let wait = {
+            let mut s = self.state.lock().await;
+            let now = Instant::now();
+            let refill = now.duration_since(s.1).as_secs_f64() * self.qps;
+            s.0 = (s.0 + refill).min(self.burst);
+            s.1 = now;
+            s.0 -= 1.0;
+            if s.0 >= 0.0 {
+                Duration::ZERO
+            } else {
+                Duration::from_secs_f64(-s.0 / self.qps)
+            }
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+/// Whether the last seen version of each node had an annotations map; the
+/// untaint patch must know (see `patch::untaint`). Kept by the node watcher.
+pub type AnnotationPresence = Arc<DashMap<String, bool>>;
+
+pub struct Writer {
+    client: Client,
+    patches: Semaphore,
+    limiter: RateLimiter,
+    annotations: AnnotationPresence,
+    /// `reportingInstance` of Events: this replica's identity.
+    instance: String,
+}
+
+impl Writer {
+    pub fn new(
+        client: Client,
+        max_concurrent_patches: usize,
+        qps: f64,
+        burst: u32,
+        annotations: AnnotationPresence,
+        instance: String,
+    ) -> Self {
+        Writer {
+            client,
+            patches: Semaphore::new(max_concurrent_patches),
+            limiter: RateLimiter::new(qps, burst),
+            annotations,
+            instance,
+        }
+    }
+
+    fn nodes(&self) -> Api<Node> {
+        Api::all(self.client.clone())
+    }
+
+    pub async fn remove_taints(&self, p: &UntaintPatch) -> PatchOutcome {
+        let Ok(_permit) = self.patches.acquire().await else {
+            return PatchOutcome::Failed("writer is shutting down".into());
+        };
+        self.limiter.acquire().await;
+        let present = self.annotations.get(&p.node).map(|v| *v).unwrap_or(true);
+        let body = patch::untaint(p, present);
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        outcome(
+            self.nodes()
+                .patch(&p.node, &params, &Patch::Json::<()>(body))
+                .await
+                .map(|_| ()),
+        )
+    }
+
+    pub async fn mark_timed_out(&self, m: &TimeoutMark) -> PatchOutcome {
+        let Ok(_permit) = self.patches.acquire().await else {
+            return PatchOutcome::Failed("writer is shutting down".into());
+        };
+        self.limiter.acquire().await;
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        outcome(
+            self.nodes()
+                .patch(&m.node, &params, &Patch::Merge(patch::mark_timed_out(m)))
+                .await
+                .map(|_| ()),
+        )
+    }
+
+    /// A fresh read of a node after a conflict; `Ok(None)` when it is gone.
+    pub async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
+        self.limiter.acquire().await;
+        match self.nodes().get_opt(name).await {
+            Ok(Some(n)) => {
+                self.annotations
+                    .insert(name.to_string(), n.metadata.annotations.is_some());
+                Ok(project::node(&n).0)
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(format!("reading node {name}: {e}")),
+        }
+    }
+
+    /// Records an Event (events.k8s.io/v1) regarding a node. Failures are
+    /// logged, never retried: an Event is a courtesy, the journal is the record.
+    pub async fn record_event(&self, ev: &NodeEvent) {
+        self.limiter.acquire().await;
+        let api: Api<KubeEvent> = Api::namespaced(self.client.clone(), "default");
+        let now = jiff::Timestamp::now();
+        let body = json!({
+            // The same naming client-go's recorder uses: unique per node and
+            // instant, and a valid object name (a generateName ending in '.'
+            // is not).
+            "metadata": {"name": format!("{}.{:x}", ev.node, now.as_nanosecond()), "namespace": "default"},
+            "eventTime": MicroTime(now),
+            "type": match ev.type_ { EventType::Normal => "Normal", EventType::Warning => "Warning" },
+            "reason": ev.reason,
+            "note": truncate(&ev.note, 1024),
+            "action": action_for(&ev.reason),
+            "reportingController": CONTROLLER_NAME,
+            "reportingInstance": self.instance,
+            "regarding": {"apiVersion": "v1", "kind": "Node", "name": ev.node, "uid": ev.node_uid},
+        });
+        let event: KubeEvent = match serde_json::from_value(body) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(node = %ev.node, reason = %ev.reason, error = %e, "cannot build event");
+                return;
+            }
+        };
+        if let Err(e) = api.create(&PostParams::default(), &event).await {
+            tracing::warn!(node = %ev.node, reason = %ev.reason, error = %e, "cannot record event");
+        }
+    }
+}
+
+fn action_for(reason: &str) -> &'static str {
+    match reason {
+        "GateOpened" | "GateWouldOpen" => "Open",
+        "GateTimedOut" => "Timeout",
+        _ => "Gate",
+    }
+}
+
+/// Cuts a note to the API's limit without splitting a character.
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max.saturating_sub(3);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}
+
+/// 409 (resourceVersion moved) and 422 (a `test` op failed) both mean "the
+/// node changed since the gate looked"; the gate re-reads and re-decides.
+pub fn outcome(r: Result<(), kube::Error>) -> PatchOutcome {
+    match r {
+        Ok(()) => PatchOutcome::Applied,
+        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => PatchOutcome::Conflict,
+        Err(kube::Error::Api(e)) if e.code == 404 => PatchOutcome::NotFound,
+        Err(e) => PatchOutcome::Failed(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncate_respects_char_boundaries() {
+        let s = "é".repeat(600);
+        let t = truncate(&s, 1024);
+        assert!(t.len() <= 1024);
+        assert!(t.ends_with("..."));
+        assert_eq!(truncate("short", 1024), "short");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rate_limiter_lets_a_burst_through_then_paces() {
+        let l = RateLimiter::new(10.0, 3);
+        let start = Instant::now();
+        for _ in 0..3 {
+            l.acquire().await;
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO, "the burst must not wait");
+        l.acquire().await;
+        let waited = start.elapsed();
+        assert!(
+            waited >= Duration::from_millis(99),
+            "the fourth request must wait ~100ms, waited {waited:?}"
+        );
+    }
+}

@@ -1,0 +1,707 @@
+//! The gate end to end: the real `nodegate run` binary against the real local
+//! control plane (deploy/local), one cluster per scenario.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::events::v1::Event as KubeEvent;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::await_condition;
+use serde_json::json;
+use support::{Nodegate, TestCluster, fake_node, wait_for};
+
+const NS: &str = "infra";
+const TAINT: &str = "nodegate.dev/initializing";
+
+struct DsSpec<'a> {
+    name: &'a str,
+    /// Tolerate nodegate's startup taint (every infrastructure DaemonSet
+    /// that must run before workloads does).
+    tolerate_gate: bool,
+    hold: bool,
+    ready_after: Option<&'a str>,
+    node_selector: &'a [(&'a str, &'a str)],
+}
+
+impl<'a> DsSpec<'a> {
+    fn new(name: &'a str) -> Self {
+        DsSpec {
+            name,
+            tolerate_gate: true,
+            hold: false,
+            ready_after: None,
+            node_selector: &[],
+        }
+    }
+}
+
+fn daemonset(s: &DsSpec) -> DaemonSet {
+    let mut labels = BTreeMap::from([("app".to_string(), s.name.to_string())]);
+    if s.hold {
+        labels.insert("nodegate.test/hold-not-ready".into(), "true".into());
+    }
+    let mut annotations = BTreeMap::new();
+    if let Some(d) = s.ready_after {
+        annotations.insert("nodegate.test/ready-after".to_string(), d.to_string());
+    }
+    let tolerations = if s.tolerate_gate {
+        json!([{"key": TAINT, "operator": "Exists"}])
+    } else {
+        json!([])
+    };
+    let node_selector: BTreeMap<_, _> = s
+        .node_selector
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": s.name, "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"app": s.name}},
+            "template": {
+                "metadata": {"labels": labels, "annotations": annotations},
+                "spec": {
+                    "containers": [{"name": "agent", "image": "registry.invalid/agent:1"}],
+                    "tolerations": tolerations,
+                    "nodeSelector": node_selector,
+                },
+            },
+        },
+    }))
+    .expect("daemonset manifest")
+}
+
+fn gated_node(name: &str, labels: &[(&str, &str)]) -> Node {
+    fake_node(name, labels, &[(TAINT, "", "NoSchedule")])
+}
+
+fn has_gate_taint(n: &Node) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == TAINT))
+}
+
+fn taint_keys(n: &Node) -> Vec<String> {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .map(|ts| ts.iter().map(|t| t.key.clone()).collect())
+        .unwrap_or_default()
+}
+
+fn annotation(n: &Node, key: &str) -> Option<String> {
+    n.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key).cloned())
+}
+
+fn is_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+struct Env {
+    cluster: TestCluster,
+    nodes: Api<Node>,
+    pods: Api<Pod>,
+    daemonsets: Api<DaemonSet>,
+}
+
+impl Env {
+    async fn new(test: &str) -> Env {
+        let cluster = TestCluster::start(test).await;
+        cluster.namespace(NS).await;
+        let c = cluster.client.clone();
+        Env {
+            nodes: Api::all(c.clone()),
+            pods: Api::namespaced(c.clone(), NS),
+            daemonsets: Api::namespaced(c, NS),
+            cluster,
+        }
+    }
+
+    async fn create_ds(&self, s: DsSpec<'_>) {
+        self.daemonsets
+            .create(&PostParams::default(), &daemonset(&s))
+            .await
+            .expect("create daemonset");
+    }
+
+    async fn node(&self, name: &str) -> Node {
+        self.nodes
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("get node {name}: {e}"))
+    }
+
+    /// Waits until the node has no gate taint; returns when it was observed.
+    async fn wait_open(&self, name: &str, within: Duration, ng: &Nodegate) -> Instant {
+        let cond = |n: Option<&Node>| n.is_some_and(|n| !has_gate_taint(n));
+        match tokio::time::timeout(within, await_condition(self.nodes.clone(), name, cond)).await {
+            Ok(Ok(_)) => Instant::now(),
+            other => panic!(
+                "node {name} did not open within {within:?} ({other:?})\nnode: {:?}\npods:\n{}\nnodegate log:\n{}",
+                self.nodes
+                    .get(name)
+                    .await
+                    .ok()
+                    .map(|n| (taint_keys(&n), n.metadata.annotations)),
+                self.cluster.kubectl(&["get", "pods", "-A", "-o", "wide"]),
+                ng.logs()
+            ),
+        }
+    }
+
+    async fn pod_on(&self, app: &str, node: &str) -> Result<Pod, String> {
+        let list = self
+            .pods
+            .list(&ListParams::default().labels(&format!("app={app}")))
+            .await
+            .map_err(|e| e.to_string())?;
+        list.items
+            .into_iter()
+            .find(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+            .ok_or_else(|| format!("no {app} pod on {node} yet"))
+    }
+
+    async fn wait_pod_ready(&self, app: &str, node: &str) {
+        wait_for(
+            &format!("{app} Ready on {node}"),
+            Duration::from_secs(60),
+            || async {
+                let p = self.pod_on(app, node).await?;
+                if is_ready(&p) {
+                    Ok(())
+                } else {
+                    Err(format!("{app} on {node} not Ready"))
+                }
+            },
+        )
+        .await
+    }
+
+    async fn release(&self, app: &str, node: &str) {
+        let p = self.pod_on(app, node).await.expect("held pod exists");
+        let name = p.metadata.name.expect("pod name");
+        self.pods
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"metadata": {"labels": {"nodegate.test/hold-not-ready": null}}}),
+                ),
+            )
+            .await
+            .expect("release held pod");
+    }
+
+    async fn events_for(&self, node: &str) -> Vec<KubeEvent> {
+        let api: Api<KubeEvent> = Api::namespaced(self.cluster.client.clone(), "default");
+        api.list(&ListParams::default())
+            .await
+            .map(|l| {
+                l.items
+                    .into_iter()
+                    .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(node))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// (a) The gate waits for every expected DaemonSet, including one held
+/// NotReady, and opens promptly once the held pod is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_daemonset_keeps_the_node_closed_until_released() {
+    let env = Env::new("gate-held").await;
+    env.create_ds(DsSpec::new("cni")).await;
+    env.create_ds(DsSpec {
+        ready_after: Some("1s"),
+        ..DsSpec::new("logs")
+    })
+    .await;
+    env.create_ds(DsSpec {
+        hold: true,
+        ..DsSpec::new("csi")
+    })
+    .await;
+    let ng = Nodegate::start(
+        &env.cluster,
+        &[
+            "--timeout",
+            "5m",
+            "--log-level",
+            "info,nodegate_actors=debug",
+        ],
+    );
+    env.cluster.create_node(&gated_node("node-a", &[])).await;
+
+    env.wait_pod_ready("cni", "node-a").await;
+    env.wait_pod_ready("logs", "node-a").await;
+    // Two of three Ready, the third held: the node must stay closed.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        has_gate_taint(&env.node("node-a").await),
+        "opened while csi was held:\n{}",
+        ng.logs()
+    );
+
+    let released = Instant::now();
+    env.release("csi", "node-a").await;
+    let opened = env.wait_open("node-a", Duration::from_secs(10), &ng).await;
+    let took = opened.duration_since(released);
+    eprintln!("node-a opened {took:?} after the held pod was released");
+    assert!(
+        took <= Duration::from_secs(1),
+        "the gate must open within 1 s of release, took {took:?}\n{}",
+        ng.logs()
+    );
+
+    let node = env.node("node-a").await;
+    assert_eq!(
+        annotation(&node, "nodegate.dev/opened-by").as_deref(),
+        Some("ready")
+    );
+    let opened_at: Timestamp = annotation(&node, "nodegate.dev/opened-at")
+        .expect("opened-at annotation")
+        .parse()
+        .expect("opened-at is RFC 3339");
+    let csi = env.pod_on("csi", "node-a").await.expect("csi pod");
+    let csi_ready_at = csi
+        .status
+        .and_then(|s| s.conditions)
+        .and_then(|cs| cs.into_iter().find(|c| c.type_ == "Ready"))
+        .and_then(|c| c.last_transition_time)
+        .expect("csi Ready transition time")
+        .0;
+    // Ready transition times have second precision; opened-at must not be
+    // before the second the last member became Ready.
+    assert!(
+        opened_at.as_second() >= csi_ready_at.as_second(),
+        "opened at {opened_at} before csi Ready at {csi_ready_at}"
+    );
+    let events = env.events_for("node-a").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("GateOpened")
+                && e.type_.as_deref() == Some("Normal")),
+        "no GateOpened event: {events:?}"
+    );
+}
+
+/// (b) A DaemonSet that does not tolerate the startup taint cannot start until
+/// the gate opens, so it is not waited for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemonset_not_tolerating_the_gate_is_not_waited_for() {
+    let env = Env::new("gate-intolerant").await;
+    env.create_ds(DsSpec::new("cni")).await;
+    env.create_ds(DsSpec {
+        tolerate_gate: false,
+        ..DsSpec::new("late-agent")
+    })
+    .await;
+    let ng = Nodegate::start(&env.cluster, &["--timeout", "5m"]);
+    env.cluster.create_node(&gated_node("node-b", &[])).await;
+
+    env.wait_open("node-b", Duration::from_secs(30), &ng).await;
+    assert_eq!(
+        annotation(&env.node("node-b").await, "nodegate.dev/opened-by").as_deref(),
+        Some("ready")
+    );
+    // Once open, the intolerant DaemonSet's pod arrives as usual.
+    env.wait_pod_ready("late-agent", "node-b").await;
+}
+
+/// (c) The deadline opens a node whose DaemonSet never becomes Ready, on time,
+/// with a Warning naming the blocker; `--on-timeout keep` keeps it closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadline_opens_on_time_and_names_the_blocker() {
+    let env = Env::new("gate-deadline").await;
+    env.create_ds(DsSpec::new("cni")).await;
+    env.create_ds(DsSpec {
+        hold: true,
+        ..DsSpec::new("broken-agent")
+    })
+    .await;
+    let ng = Nodegate::start(&env.cluster, &["--timeout", "5s"]);
+    let created = env.cluster.create_node(&gated_node("node-c", &[])).await;
+    let created_at = created
+        .metadata
+        .creation_timestamp
+        .expect("creationTimestamp")
+        .0;
+
+    env.wait_open("node-c", Duration::from_secs(15), &ng).await;
+    let node = env.node("node-c").await;
+    assert_eq!(
+        annotation(&node, "nodegate.dev/opened-by").as_deref(),
+        Some("timeout")
+    );
+    let opened_at: Timestamp = annotation(&node, "nodegate.dev/opened-at")
+        .expect("opened-at")
+        .parse()
+        .expect("RFC 3339");
+    let late = opened_at.duration_since(created_at).as_secs_f64() - 5.0;
+    eprintln!("deadline fired {late:+.3}s from creationTimestamp + 5s");
+    // creationTimestamp is truncated to the second, so the true deadline lies
+    // in [created+5s, created+6s).
+    assert!(
+        (-1.0..=1.0).contains(&(late - 0.5)),
+        "deadline error {late:+.3}s exceeds 1 s"
+    );
+
+    let events = wait_for("GateTimedOut event", Duration::from_secs(10), || async {
+        let evs = env.events_for("node-c").await;
+        if evs
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("GateTimedOut"))
+        {
+            Ok(evs)
+        } else {
+            Err(format!("{evs:?}"))
+        }
+    })
+    .await;
+    let warning = events
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("GateTimedOut"))
+        .expect("warning");
+    assert_eq!(warning.type_.as_deref(), Some("Warning"));
+    let note = warning.note.clone().unwrap_or_default();
+    assert!(
+        note.contains("infra/broken-agent"),
+        "the warning must name the blocking DaemonSet: {note}"
+    );
+    assert!(
+        !note.contains("infra/cni"),
+        "a Ready member is not a blocker: {note}"
+    );
+    drop(ng);
+
+    // keep: same situation, the taint stays and the node is marked.
+    let ng = Nodegate::start(&env.cluster, &["--timeout", "3s", "--on-timeout", "keep"]);
+    env.cluster.create_node(&gated_node("node-c2", &[])).await;
+    let marked = wait_for(
+        "timed-out mark on node-c2",
+        Duration::from_secs(15),
+        || async {
+            let n = env.node("node-c2").await;
+            if annotation(&n, "nodegate.dev/timed-out").is_some() {
+                Ok(n)
+            } else {
+                Err(format!("{:?}", taint_keys(&n)))
+            }
+        },
+    )
+    .await;
+    assert!(
+        has_gate_taint(&marked),
+        "--on-timeout keep must keep the taint\n{}",
+        ng.logs()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        has_gate_taint(&env.node("node-c2").await),
+        "the taint must stay after the deadline"
+    );
+}
+
+/// (d) Another writer's taint, added while the gate waits and again at the
+/// moment it opens, survives: the conditional patch never clobbers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_taints_added_concurrently_survive() {
+    let env = Env::new("gate-foreign").await;
+    env.create_ds(DsSpec {
+        hold: true,
+        ..DsSpec::new("cni")
+    })
+    .await;
+    let ng = Nodegate::start(&env.cluster, &["--timeout", "5m"]);
+    env.cluster.create_node(&gated_node("node-d", &[])).await;
+    wait_for("cni pod on node-d", Duration::from_secs(60), || {
+        env.pod_on("cni", "node-d")
+    })
+    .await;
+
+    let add_taint = |key: &'static str| {
+        let nodes = env.nodes.clone();
+        async move {
+            // Read-modify-write with the resourceVersion, like any careful writer.
+            for _ in 0..20 {
+                let mut n = nodes.get("node-d").await.expect("get node");
+                let spec = n.spec.get_or_insert_with(Default::default);
+                spec.taints.get_or_insert_with(Vec::new).push(
+                    serde_json::from_value(json!({"key": key, "effect": "NoSchedule"}))
+                        .expect("taint"),
+                );
+                match nodes.replace("node-d", &PostParams::default(), &n).await {
+                    Ok(_) => return,
+                    Err(kube::Error::Api(e)) if e.code == 409 => continue,
+                    Err(e) => panic!("add taint {key}: {e}"),
+                }
+            }
+            panic!("could not add taint {key} after 20 conflicts");
+        }
+    };
+    add_taint("example.com/early").await;
+    // Release and write at the same moment, to race the gate's patch.
+    let (_, _) = tokio::join!(
+        env.release("cni", "node-d"),
+        add_taint("example.com/racing")
+    );
+
+    env.wait_open("node-d", Duration::from_secs(15), &ng).await;
+    let keys = taint_keys(&env.node("node-d").await);
+    assert!(
+        keys.contains(&"example.com/early".to_string()),
+        "early foreign taint lost: {keys:?}"
+    );
+    assert!(
+        keys.contains(&"example.com/racing".to_string()),
+        "racing foreign taint lost: {keys:?}"
+    );
+    assert!(!keys.contains(&TAINT.to_string()));
+}
+
+/// (e) Killed and restarted mid-wait, nodegate still fires the deadline
+/// counted from the node's creation, not from its own start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_mid_wait_keeps_the_original_deadline() {
+    let env = Env::new("gate-restart").await;
+    env.create_ds(DsSpec {
+        hold: true,
+        ..DsSpec::new("broken-agent")
+    })
+    .await;
+    let mut ng = Nodegate::start(&env.cluster, &["--timeout", "8s"]);
+    let created = env.cluster.create_node(&gated_node("node-e", &[])).await;
+    let created_at = created
+        .metadata
+        .creation_timestamp
+        .expect("creationTimestamp")
+        .0;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    ng.kill();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(has_gate_taint(&env.node("node-e").await));
+    let ng = Nodegate::start(&env.cluster, &["--timeout", "8s"]);
+
+    env.wait_open("node-e", Duration::from_secs(15), &ng).await;
+    let opened_at: Timestamp = annotation(&env.node("node-e").await, "nodegate.dev/opened-at")
+        .expect("opened-at")
+        .parse()
+        .expect("RFC 3339");
+    let after = opened_at.duration_since(created_at).as_secs_f64();
+    eprintln!("restarted gate opened {after:.3}s after creation (deadline 8s)");
+    assert!(
+        (7.0..=9.5).contains(&after),
+        "deadline must count from creation: opened {after:.3}s after"
+    );
+}
+
+/// (f) A node deleted mid-wait ends its gate quietly; nodegate keeps working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_deleted_mid_wait_ends_its_gate() {
+    let env = Env::new("gate-deleted").await;
+    env.create_ds(DsSpec {
+        hold: true,
+        ..DsSpec::new("cni")
+    })
+    .await;
+    let mut ng = Nodegate::start(
+        &env.cluster,
+        &[
+            "--timeout",
+            "5m",
+            "--log-level",
+            "info,nodegate_actors=debug",
+        ],
+    );
+    env.cluster.create_node(&gated_node("node-f", &[])).await;
+    wait_for("cni pod on node-f", Duration::from_secs(60), || {
+        env.pod_on("cni", "node-f")
+    })
+    .await;
+    env.nodes
+        .delete("node-f", &DeleteParams::default())
+        .await
+        .expect("delete node");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        ng.is_running(),
+        "nodegate died after a node deletion:\n{}",
+        ng.logs()
+    );
+
+    // Still gating: a fresh node with the same DaemonSet released opens.
+    env.cluster.create_node(&gated_node("node-f2", &[])).await;
+    wait_for("cni pod on node-f2", Duration::from_secs(60), || {
+        env.pod_on("cni", "node-f2")
+    })
+    .await;
+    env.release("cni", "node-f2").await;
+    env.wait_open("node-f2", Duration::from_secs(15), &ng).await;
+    assert!(
+        !ng.logs().contains("panicked"),
+        "a gate panicked:\n{}",
+        ng.logs()
+    );
+}
+
+/// (g) Fifty nodes joining at once all open, each only after its own pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_nodes_at_once_all_open_correctly() {
+    let env = Env::new("gate-fifty").await;
+    env.create_ds(DsSpec::new("cni")).await;
+    env.create_ds(DsSpec {
+        ready_after: Some("2s"),
+        ..DsSpec::new("logs")
+    })
+    .await;
+    let ng = Nodegate::start(&env.cluster, &["--timeout", "5m"]);
+    let names: Vec<String> = (0..50).map(|i| format!("pool-{i}")).collect();
+    for n in &names {
+        env.cluster.create_node(&gated_node(n, &[])).await;
+    }
+    for n in &names {
+        env.wait_open(n, Duration::from_secs(120), &ng).await;
+    }
+    for n in &names {
+        let node = env.node(n).await;
+        assert_eq!(
+            annotation(&node, "nodegate.dev/opened-by").as_deref(),
+            Some("ready"),
+            "{n}"
+        );
+        let opened_at: Timestamp = annotation(&node, "nodegate.dev/opened-at")
+            .expect("opened-at")
+            .parse()
+            .expect("RFC 3339");
+        for app in ["cni", "logs"] {
+            let p = env.pod_on(app, n).await.expect("pod");
+            let ready_at = p
+                .status
+                .and_then(|s| s.conditions)
+                .and_then(|cs| {
+                    cs.into_iter()
+                        .find(|c| c.type_ == "Ready" && c.status == "True")
+                })
+                .and_then(|c| c.last_transition_time)
+                .unwrap_or_else(|| panic!("{app} on {n} not Ready although the node opened"))
+                .0;
+            assert!(
+                opened_at.as_second() >= ready_at.as_second(),
+                "{n} opened at {opened_at} before {app} Ready at {ready_at}"
+            );
+        }
+    }
+}
+
+/// (h) A workload's pods land on a gated node only after it opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workloads_schedule_only_after_the_gate_opens() {
+    let env = Env::new("gate-workload").await;
+    env.create_ds(DsSpec {
+        hold: true,
+        ..DsSpec::new("cni")
+    })
+    .await;
+    let ng = Nodegate::start(&env.cluster, &["--timeout", "5m"]);
+    env.cluster
+        .create_node(&gated_node("node-h", &[("pool", "apps")]))
+        .await;
+    let deploy: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": NS},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"nodeSelector": {"pool": "apps"}, "containers": [{"name": "web", "image": "registry.invalid/web:1"}]},
+            },
+        },
+    }))
+    .expect("deployment manifest");
+    Api::<Deployment>::namespaced(env.cluster.client.clone(), NS)
+        .create(&PostParams::default(), &deploy)
+        .await
+        .expect("create deployment");
+    wait_for("cni pod on node-h", Duration::from_secs(60), || {
+        env.pod_on("cni", "node-h")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let web = env
+        .pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .expect("list web pods");
+    assert_eq!(web.items.len(), 2, "the Deployment's pods exist");
+    for p in &web.items {
+        assert!(
+            p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none(),
+            "web pod scheduled onto a gated node: {:?}",
+            p.metadata.name
+        );
+    }
+
+    env.release("cni", "node-h").await;
+    env.wait_open("node-h", Duration::from_secs(15), &ng).await;
+    let opened_at: Timestamp = annotation(&env.node("node-h").await, "nodegate.dev/opened-at")
+        .expect("opened-at")
+        .parse()
+        .expect("RFC 3339");
+    wait_for(
+        "web pods scheduled on node-h",
+        Duration::from_secs(60),
+        || async {
+            let web = env
+                .pods
+                .list(&ListParams::default().labels("app=web"))
+                .await
+                .map_err(|e| e.to_string())?;
+            let bound = web
+                .items
+                .iter()
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some("node-h"))
+                .count();
+            if bound == 2 {
+                Ok(())
+            } else {
+                Err(format!("{bound}/2 bound"))
+            }
+        },
+    )
+    .await;
+    let web = env
+        .pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .expect("list web pods");
+    for p in web.items {
+        let scheduled = p
+            .status
+            .and_then(|s| s.conditions)
+            .and_then(|cs| {
+                cs.into_iter()
+                    .find(|c| c.type_ == "PodScheduled" && c.status == "True")
+            })
+            .and_then(|c| c.last_transition_time)
+            .expect("PodScheduled time")
+            .0;
+        assert!(
+            scheduled.as_second() >= opened_at.as_second(),
+            "web pod scheduled at {scheduled}, before the gate opened at {opened_at}"
+        );
+    }
+}
