@@ -237,9 +237,15 @@ impl Nodegate {
         let log = dir.path().join("nodegate.log");
         let out = std::fs::File::create(&log).expect("create nodegate log");
         let err = out.try_clone().expect("clone log handle");
+        // Every journal event of every gate goes to the log, so a failing
+        // test prints the trace of why each gate did what it did.
+        let mut args: Vec<&str> = args.to_vec();
+        if !args.contains(&"--log-level") {
+            args.extend(["--log-level", "info,nodegate_actors=debug"]);
+        }
         let child = Command::new(env!("CARGO_BIN_EXE_nodegate"))
             .arg("run")
-            .args(args)
+            .args(&args)
             .env("KUBECONFIG", &cluster.kubeconfig)
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
