@@ -705,3 +705,23 @@ async fn workloads_schedule_only_after_the_gate_opens() {
         );
     }
 }
+
+/// `--dry-run` decides and records, but never writes to the node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_decides_but_never_writes() {
+    let env = Env::new("gate-dry-run").await;
+    env.create_ds(DsSpec::new("cni")).await;
+    let ng = Nodegate::start(&env.cluster, &["--timeout", "5m", "--dry-run"]);
+    env.cluster.create_node(&gated_node("node-dry", &[])).await;
+    env.wait_pod_ready("cni", "node-dry").await;
+    let events = wait_for("GateWouldOpen event", Duration::from_secs(20), || async {
+        let evs = env.events_for("node-dry").await;
+        if evs.iter().any(|e| e.reason.as_deref() == Some("GateWouldOpen")) { Ok(evs) } else { Err(format!("{evs:?}")) }
+    })
+    .await;
+    assert!(!events.iter().any(|e| e.reason.as_deref() == Some("GateOpened")), "{events:?}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let node = env.node("node-dry").await;
+    assert!(has_gate_taint(&node), "dry-run removed the taint:\n{}", ng.logs());
+    assert_eq!(annotation(&node, "nodegate.dev/opened-at"), None, "dry-run annotated the node");
+}
