@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod config;
 pub mod executor;
+pub mod explain;
 pub mod patch;
 pub mod project;
 pub mod run;

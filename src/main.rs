@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use nodegate::cli::{Cli, Command, LogFormat};
-use nodegate::{config, run};
+use nodegate::{config, explain, run};
 
 /// Exit status for a bad flag, value or config file.
 const EXIT_USAGE: u8 = 2;
@@ -58,9 +58,6 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Explain(_) => {
-            eprintln!("error: explain is not available in this build yet");
-            ExitCode::from(EXIT_USAGE)
-        }
+        Command::Explain(args) => runtime.block_on(explain::main(args)),
     }
 }

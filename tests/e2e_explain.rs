@@ -1,0 +1,779 @@
+//! `nodegate explain` end to end: the real binary against the real local
+//! control plane (deploy/local), on a cluster set up the way a new user's
+//! would look — a cordoned node, a GPU node, zone labels, an arm64 node, and
+//! the usual mix of DaemonSets — checking the answer and the reason for every
+//! DaemonSet on every node.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::{TestCluster, fake_node, wait_for};
+
+const NS: &str = "infra";
+const GATE: &str = "nodegate.dev/initializing";
+const ZONE: &str = "topology.kubernetes.io/zone";
+const ARCH: &str = "kubernetes.io/arch";
+const GPU: &str = "nvidia.com/gpu";
+const UNSCHEDULABLE: &str = "node.kubernetes.io/unschedulable";
+
+const CONFIG: &str = "\
+criticalPods:
+- name: agent-everywhere
+  namespace: infra
+  selector:
+    matchLabels: {app: everywhere}
+- name: arm-firmware
+  namespace: infra
+  selector:
+    matchLabels: {app: firmware}
+  nodeSelector:
+    matchLabels: {kubernetes.io/arch: arm64}
+";
+
+/// A DaemonSet in `NS` whose pod spec is `spec_extra` over one container.
+fn daemonset(name: &str, spec_extra: Value, annotations: Value, hold: bool) -> DaemonSet {
+    let mut pod_spec = json!({
+        "containers": [{"name": "agent", "image": "registry.invalid/agent:1"}],
+    });
+    if let (Some(base), Some(extra)) = (pod_spec.as_object_mut(), spec_extra.as_object()) {
+        for (k, v) in extra {
+            base.insert(k.clone(), v.clone());
+        }
+    }
+    let mut labels = json!({"app": name});
+    if hold {
+        labels["nodegate.test/hold-not-ready"] = json!("true");
+    }
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NS, "annotations": annotations},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }))
+    .expect("daemonset manifest")
+}
+
+fn tolerate(keys: &[&str]) -> Value {
+    Value::Array(
+        keys.iter()
+            .map(|k| json!({"key": k, "operator": "Exists"}))
+            .collect(),
+    )
+}
+
+/// The DaemonSets a new user's cluster typically has, one for each way a
+/// DaemonSet can stand on a node.
+fn daemonsets() -> Vec<DaemonSet> {
+    let mut patient = daemonset(
+        "patient",
+        json!({"tolerations": tolerate(&[GATE, GPU])}),
+        json!({}),
+        false,
+    );
+    if let Some(spec) = patient.spec.as_mut() {
+        spec.min_ready_seconds = Some(3600);
+    }
+    vec![
+        // A log agent: tolerates everything.
+        daemonset(
+            "everywhere",
+            json!({"tolerations": [{"operator": "Exists"}]}),
+            json!({}),
+            false,
+        ),
+        daemonset(
+            "arm-only",
+            json!({"nodeSelector": {ARCH: "arm64"}, "tolerations": tolerate(&[GATE])}),
+            json!({}),
+            false,
+        ),
+        daemonset(
+            "zone-a",
+            json!({
+                "tolerations": tolerate(&[GATE]),
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": ZONE, "operator": "In", "values": ["a"]}]}]}}},
+            }),
+            json!({}),
+            false,
+        ),
+        daemonset(
+            "no-gpu",
+            json!({"tolerations": tolerate(&[GATE])}),
+            json!({}),
+            false,
+        ),
+        daemonset(
+            "ignored",
+            json!({"tolerations": [{"operator": "Exists"}]}),
+            json!({"nodegate.dev/ignore": "true"}),
+            false,
+        ),
+        daemonset(
+            "held",
+            json!({"tolerations": tolerate(&[GATE, GPU])}),
+            json!({}),
+            true,
+        ),
+        // Does not tolerate nodegate's taint: can only start once it is gone.
+        daemonset("after-gate", json!({}), json!({}), false),
+        patient,
+        // More CPU than any node has: the scheduler leaves it Pending.
+        daemonset(
+            "hungry",
+            json!({
+                "nodeSelector": {ARCH: "arm64"},
+                "tolerations": tolerate(&[GATE]),
+                "containers": [{"name": "agent", "image": "registry.invalid/agent:1",
+                                "resources": {"requests": {"cpu": "100"}}}],
+            }),
+            json!({}),
+            false,
+        ),
+    ]
+}
+
+fn taints_of(n: &Node) -> Vec<String> {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .map(|ts| ts.iter().map(|t| t.key.clone()).collect())
+        .unwrap_or_default()
+}
+
+fn pod_state(p: &Pod) -> (bool, bool) {
+    let conds = p.status.as_ref().and_then(|s| s.conditions.as_ref());
+    let is = |ty: &str, st: &str| {
+        conds.is_some_and(|cs| cs.iter().any(|c| c.type_ == ty && c.status == st))
+    };
+    (is("Ready", "True"), is("PodScheduled", "False"))
+}
+
+/// Waits until every pod the DaemonSet controller, scheduler and kwok will
+/// produce is there and in its final state.
+async fn wait_settled(pods: &Api<Pod>) {
+    // (app, node or "" for unbound, Ready?)
+    let want: &[(&str, &str, bool)] = &[
+        ("everywhere", "ng-cordoned", true),
+        ("everywhere", "ng-gpu", true),
+        ("everywhere", "ng-arm", true),
+        ("everywhere", "ng-edge", true),
+        ("ignored", "ng-cordoned", true),
+        ("ignored", "ng-gpu", true),
+        ("ignored", "ng-arm", true),
+        ("ignored", "ng-edge", true),
+        ("arm-only", "ng-arm", true),
+        ("zone-a", "ng-cordoned", true),
+        ("zone-a", "ng-arm", true),
+        ("no-gpu", "ng-cordoned", true),
+        ("no-gpu", "ng-arm", true),
+        ("held", "ng-cordoned", false),
+        ("held", "ng-gpu", false),
+        ("held", "ng-arm", false),
+        ("after-gate", "ng-cordoned", true),
+        ("patient", "ng-cordoned", true),
+        ("patient", "ng-gpu", true),
+        ("patient", "ng-arm", true),
+        ("hungry", "", false),
+    ];
+    wait_for(
+        "every DaemonSet pod in its final state",
+        Duration::from_secs(120),
+        || async {
+            let list = pods
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut have: Vec<(String, String, bool)> = Vec::new();
+            for p in &list.items {
+                let app = p
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("app"))
+                    .cloned()
+                    .unwrap_or_default();
+                let node = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_default();
+                let (ready, unschedulable) = pod_state(p);
+                // The unbound pod counts once the scheduler has said why.
+                if node.is_empty() && !unschedulable {
+                    continue;
+                }
+                have.push((app, node, ready));
+            }
+            have.sort();
+            let mut want: Vec<(String, String, bool)> = want
+                .iter()
+                .map(|(a, n, r)| (a.to_string(), n.to_string(), *r))
+                .collect();
+            want.sort();
+            if have == want {
+                Ok(())
+            } else {
+                Err(format!("want {want:?}\nhave {have:?}"))
+            }
+        },
+    )
+    .await
+}
+
+fn explain(kubeconfig: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nodegate"))
+        .arg("explain")
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run nodegate explain: {e}"))
+}
+
+fn explain_json(kubeconfig: &Path, config: &Path, node: &str) -> Value {
+    let out = explain(
+        kubeconfig,
+        &[
+            node,
+            "-o",
+            "json",
+            "--config",
+            config.to_str().expect("utf-8 path"),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "explain {node} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "explain {node} -o json printed no JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn show_table(kubeconfig: &Path, config: &Path, node: &str) {
+    let out = explain(
+        kubeconfig,
+        &[node, "--config", config.to_str().expect("utf-8 path")],
+    );
+    assert!(out.status.success(), "explain {node} (table) failed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("---- nodegate explain {node} ----\n{text}");
+    for line in text.lines() {
+        assert!(line.chars().count() <= 100, "line wider than 100: {line:?}");
+    }
+}
+
+/// What one DaemonSet (or critical entry) must look like in a node's report.
+struct Want {
+    name: &'static str,
+    expected: bool,
+    /// `None`: not expected (JSON null).
+    ready: Option<bool>,
+    code: &'static str,
+    /// Substrings of `reason` (not expected) or `waiting` (not Ready).
+    says: &'static [&'static str],
+}
+
+const fn want(
+    name: &'static str,
+    expected: bool,
+    ready: Option<bool>,
+    code: &'static str,
+    says: &'static [&'static str],
+) -> Want {
+    Want {
+        name,
+        expected,
+        ready,
+        code,
+        says,
+    }
+}
+
+fn check_members(node: &str, report: &Value, list: &str, wants: &[Want]) {
+    let rows = report[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("{node}: no {list} array in {report:#}"));
+    for w in wants {
+        let row = rows
+            .iter()
+            .find(|r| r["name"] == w.name)
+            .unwrap_or_else(|| panic!("{node}: no {list} row {} in {report:#}", w.name));
+        let ctx = format!("{node} {}: {row:#}", w.name);
+        assert_eq!(row["namespace"], NS, "{ctx}");
+        assert_eq!(row["expected"], w.expected, "{ctx}");
+        assert_eq!(row["ready"], json!(w.ready), "{ctx}");
+        assert_eq!(row["reason_code"], w.code, "{ctx}");
+        let reason = row["reason"].as_str().unwrap_or_default();
+        assert!(!reason.is_empty(), "{ctx}");
+        let text = match w.ready {
+            Some(false) => row["waiting"].as_str().unwrap_or_default(),
+            _ => reason,
+        };
+        for s in w.says {
+            assert!(text.contains(s), "{ctx}\nwant {s:?} in {text:?}");
+        }
+        match w.ready {
+            Some(true) => {
+                assert!(row["pod"].is_string(), "{ctx}");
+                assert!(row["waiting"].is_null(), "{ctx}");
+            }
+            Some(false) => assert!(row["waiting"].is_string(), "{ctx}"),
+            None => {
+                assert!(row["pod"].is_null(), "{ctx}");
+                assert!(row["waiting"].is_null(), "{ctx}");
+            }
+        }
+    }
+    let mut names: Vec<&str> = rows.iter().filter_map(|r| r["name"].as_str()).collect();
+    if list == "daemonsets" {
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted, "{node}: daemonsets not sorted");
+    }
+    names.retain(|n| !wants.iter().any(|w| w.name == *n));
+    assert!(names.is_empty(), "{node}: unchecked {list} rows {names:?}");
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn explain_gives_the_right_answer_and_reason_for_every_daemonset_on_a_new_users_cluster() {
+    let cluster = TestCluster::start("explain").await;
+    cluster.namespace(NS).await;
+    let c = cluster.client.clone();
+    let nodes: Api<Node> = Api::all(c.clone());
+    let pods: Api<Pod> = Api::namespaced(c.clone(), NS);
+    let dss: Api<DaemonSet> = Api::namespaced(c, NS);
+
+    let gate = (GATE, "", "NoSchedule");
+    cluster
+        .create_node(&fake_node(
+            "ng-cordoned",
+            &[(ZONE, "a"), (ARCH, "amd64")],
+            &[],
+        ))
+        .await;
+    cluster
+        .create_node(&fake_node(
+            "ng-gpu",
+            &[(ZONE, "b"), (ARCH, "amd64")],
+            &[gate, (GPU, "present", "NoSchedule")],
+        ))
+        .await;
+    cluster
+        .create_node(&fake_node(
+            "ng-arm",
+            &[(ZONE, "a"), (ARCH, "arm64")],
+            &[gate],
+        ))
+        .await;
+    cluster
+        .create_node(&fake_node(
+            "ng-edge",
+            &[(ZONE, "c"), (ARCH, "amd64")],
+            &[
+                gate,
+                ("dedicated", "edge", "NoExecute"),
+                (
+                    "node.cloudprovider.kubernetes.io/uninitialized",
+                    "true",
+                    "NoSchedule",
+                ),
+            ],
+        ))
+        .await;
+    // `kubectl cordon`: the node lifecycle controller turns it into a taint.
+    nodes
+        .patch(
+            "ng-cordoned",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordon ng-cordoned");
+    wait_for(
+        "the cordon's taint on ng-cordoned",
+        Duration::from_secs(60),
+        || async {
+            let n = nodes.get("ng-cordoned").await.map_err(|e| e.to_string())?;
+            let keys = taints_of(&n);
+            if keys.iter().any(|k| k == UNSCHEDULABLE) {
+                Ok(())
+            } else {
+                Err(format!("taints {keys:?}"))
+            }
+        },
+    )
+    .await;
+
+    for ds in daemonsets() {
+        dss.create(&PostParams::default(), &ds)
+            .await
+            .expect("create daemonset");
+    }
+    wait_settled(&pods).await;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("nodegate.yaml");
+    std::fs::write(&config, CONFIG).expect("write config");
+    let kc = cluster.kubeconfig.as_path();
+
+    for node in ["ng-cordoned", "ng-gpu", "ng-arm", "ng-edge"] {
+        show_table(kc, &config, node);
+    }
+
+    // The cordoned node: not gated, and every DaemonSet pod tolerates the
+    // cordon, so even the one that does not tolerate nodegate's taint runs.
+    let r = explain_json(kc, &config, "ng-cordoned");
+    assert_eq!(r["node"], "ng-cordoned");
+    assert_eq!(r["gated"], false);
+    assert_eq!(r["would_open"], false);
+    assert!(
+        r["verdict"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("not gated: the node carries no managed taint")),
+        "{r:#}"
+    );
+    check_members(
+        "ng-cordoned",
+        &r,
+        "daemonsets",
+        &[
+            want("after-gate", true, Some(true), "expected", &[]),
+            want(
+                "arm-only",
+                false,
+                None,
+                "node_selector",
+                &[
+                    "kubernetes.io/arch=arm64",
+                    "the node has kubernetes.io/arch=amd64",
+                ],
+            ),
+            want("everywhere", true, Some(true), "expected", &[]),
+            want("held", true, Some(false), "expected", &["is not Ready"]),
+            want(
+                "hungry",
+                false,
+                None,
+                "node_selector",
+                &["kubernetes.io/arch=arm64"],
+            ),
+            want(
+                "ignored",
+                false,
+                None,
+                "ignore_annotation",
+                &["nodegate.dev/ignore"],
+            ),
+            want("no-gpu", true, Some(true), "expected", &[]),
+            want(
+                "patient",
+                true,
+                Some(false),
+                "expected",
+                &["Ready for", "of minReadySeconds 3600s"],
+            ),
+            want("zone-a", true, Some(true), "expected", &[]),
+        ],
+    );
+    check_members(
+        "ng-cordoned",
+        &r,
+        "critical_pods",
+        &[
+            want("agent-everywhere", true, Some(true), "expected", &[]),
+            want(
+                "arm-firmware",
+                false,
+                None,
+                "node_selector",
+                &["kubernetes.io/arch=arm64"],
+            ),
+        ],
+    );
+    assert!(strings(&r["taints"]["managed"]).is_empty(), "{r:#}");
+    assert!(
+        strings(&r["taints"]["other"]).contains(&format!("{UNSCHEDULABLE}:NoSchedule")),
+        "{r:#}"
+    );
+
+    // The GPU node in zone b: gated; the GPU taint and the zone keep most
+    // DaemonSets away, each for its own reason.
+    let r = explain_json(kc, &config, "ng-gpu");
+    assert_eq!(r["gated"], true);
+    assert_eq!(r["would_open"], false);
+    check_members(
+        "ng-gpu",
+        &r,
+        "daemonsets",
+        &[
+            want(
+                "after-gate",
+                false,
+                None,
+                "untolerated_taint",
+                &["nvidia.com/gpu=present:NoSchedule"],
+            ),
+            want(
+                "arm-only",
+                false,
+                None,
+                "node_selector",
+                &["kubernetes.io/arch=arm64"],
+            ),
+            want("everywhere", true, Some(true), "expected", &[]),
+            want("held", true, Some(false), "expected", &["is not Ready"]),
+            want(
+                "hungry",
+                false,
+                None,
+                "node_selector",
+                &["kubernetes.io/arch=arm64"],
+            ),
+            want("ignored", false, None, "ignore_annotation", &[]),
+            want(
+                "no-gpu",
+                false,
+                None,
+                "untolerated_taint",
+                &["nvidia.com/gpu=present:NoSchedule"],
+            ),
+            want(
+                "patient",
+                true,
+                Some(false),
+                "expected",
+                &["of minReadySeconds 3600s"],
+            ),
+            want(
+                "zone-a",
+                false,
+                None,
+                "node_affinity",
+                &["term 1", "topology.kubernetes.io/zone=b", "[\"a\"]"],
+            ),
+        ],
+    );
+    let zone_a = r["daemonsets"]
+        .as_array()
+        .and_then(|a| a.iter().find(|d| d["name"] == "zone-a"))
+        .expect("zone-a row");
+    assert_eq!(zone_a["node_affinity"][0]["term"], 1, "{zone_a:#}");
+    assert_eq!(zone_a["node_affinity"][0]["matches"], false, "{zone_a:#}");
+    assert_eq!(
+        strings(&r["taints"]["managed"]),
+        vec![format!("{GATE}:NoSchedule")]
+    );
+    assert!(
+        strings(&r["taints"]["other"]).contains(&format!("{GPU}=present:NoSchedule")),
+        "{r:#}"
+    );
+    let verdict = r["verdict"].as_str().unwrap_or_default();
+    assert!(
+        verdict.starts_with("closed: waiting for 2 of 4: infra/held (pod held-"),
+        "{verdict}"
+    );
+
+    // The arm64 node in zone a: gated; the DaemonSet that does not tolerate
+    // nodegate's taint would deadlock, so it is not waited for.
+    let r = explain_json(kc, &config, "ng-arm");
+    assert_eq!(r["gated"], true);
+    assert_eq!(r["would_open"], false);
+    check_members(
+        "ng-arm",
+        &r,
+        "daemonsets",
+        &[
+            want(
+                "after-gate",
+                false,
+                None,
+                "starts_after_gate",
+                &[
+                    "starts after the gate opens",
+                    "nodegate.dev/initializing:NoSchedule",
+                ],
+            ),
+            want("arm-only", true, Some(true), "expected", &[]),
+            want("everywhere", true, Some(true), "expected", &[]),
+            want("held", true, Some(false), "expected", &["is not Ready"]),
+            want(
+                "hungry",
+                true,
+                Some(false),
+                "expected",
+                &["is Pending, not scheduled", "Insufficient cpu"],
+            ),
+            want("ignored", false, None, "ignore_annotation", &[]),
+            want("no-gpu", true, Some(true), "expected", &[]),
+            want(
+                "patient",
+                true,
+                Some(false),
+                "expected",
+                &["of minReadySeconds 3600s"],
+            ),
+            want("zone-a", true, Some(true), "expected", &[]),
+        ],
+    );
+    check_members(
+        "ng-arm",
+        &r,
+        "critical_pods",
+        &[
+            want("agent-everywhere", true, Some(true), "expected", &[]),
+            want(
+                "arm-firmware",
+                true,
+                Some(false),
+                "expected",
+                &["no pod matching app=firmware in namespace infra"],
+            ),
+        ],
+    );
+    let hungry = r["daemonsets"]
+        .as_array()
+        .and_then(|a| a.iter().find(|d| d["name"] == "hungry"))
+        .expect("hungry row");
+    assert!(
+        hungry["pod"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("hungry-")),
+        "{hungry:#}"
+    );
+    assert!(
+        r["verdict"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("closed: waiting for 4 of 9: ")),
+        "{r:#}"
+    );
+
+    // The edge node: only the agent that tolerates everything belongs, and
+    // it is Ready, so the gate would open now. The cloud provider's taint is
+    // transient and does not count.
+    let r = explain_json(kc, &config, "ng-edge");
+    assert_eq!(r["gated"], true);
+    assert_eq!(r["would_open"], true);
+    assert_eq!(
+        r["verdict"],
+        "would open now: all 2 expected members are Ready"
+    );
+    check_members(
+        "ng-edge",
+        &r,
+        "daemonsets",
+        &[
+            want(
+                "after-gate",
+                false,
+                None,
+                "untolerated_taint",
+                &["dedicated=edge:NoExecute"],
+            ),
+            want("arm-only", false, None, "node_selector", &[]),
+            want("everywhere", true, Some(true), "expected", &[]),
+            want(
+                "held",
+                false,
+                None,
+                "untolerated_taint",
+                &["dedicated=edge:NoExecute"],
+            ),
+            want("hungry", false, None, "node_selector", &[]),
+            want("ignored", false, None, "ignore_annotation", &[]),
+            want(
+                "no-gpu",
+                false,
+                None,
+                "untolerated_taint",
+                &["dedicated=edge:NoExecute"],
+            ),
+            want(
+                "patient",
+                false,
+                None,
+                "untolerated_taint",
+                &["dedicated=edge:NoExecute"],
+            ),
+            want(
+                "zone-a",
+                false,
+                None,
+                "node_affinity",
+                &["topology.kubernetes.io/zone=c"],
+            ),
+        ],
+    );
+    // The node lifecycle controller may briefly add its own not-ready taints
+    // (transient too) while kwok's heartbeat catches up.
+    let transient = strings(&r["taints"]["transient"]);
+    assert!(
+        transient.contains(
+            &"node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule".to_string()
+        ),
+        "{transient:?}"
+    );
+    assert_eq!(
+        strings(&r["taints"]["other"]),
+        vec!["dedicated=edge:NoExecute".to_string()]
+    );
+
+    // A node that does not exist: exit 1 and a message that says so.
+    let out = explain(kc, &["ng-missing"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("node \"ng-missing\" not found"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_bad_flag_value_exits_2_and_names_the_value_before_touching_the_cluster() {
+    // No cluster at all: the settings must be refused before any request.
+    let nowhere = Path::new("/nonexistent/kubeconfig");
+    let cases: &[(&[&str], &str)] = &[
+        (&["n1", "--taint", "x:Bogus"], "x:Bogus"),
+        (&["n1", "--exclude", "no-slash"], "no-slash"),
+        (&["n1", "--exclude-selector", "a in (b"], "a in (b"),
+        (
+            &["n1", "--config", "/nonexistent/nodegate.yaml"],
+            "/nonexistent/nodegate.yaml",
+        ),
+        // clap's own refusals share the status.
+        (&["n1", "-o", "yaml"], "yaml"),
+        (&[], "NODE"),
+    ];
+    for (args, needle) in cases {
+        let out = explain(nowhere, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{args:?} should name {needle:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
