@@ -24,6 +24,10 @@ pub enum Command {
     /// Show, for one node, which DaemonSets must be Ready there and why, what
     /// each is waiting for, and whether the gate would open now.
     Explain(ExplainArgs),
+    /// Show every gated node as the cluster has it now: age, how many of its
+    /// expected members are Ready, what blocks it and the time to its
+    /// deadline.
+    Status(StatusArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
@@ -104,6 +108,46 @@ pub struct RunArgs {
     /// Default: info.
     #[arg(long, value_name = "FILTER")]
     pub log_level: Option<String>,
+
+    /// Run as one of several replicas: only the holder of a
+    /// coordination.k8s.io Lease writes; the others keep their watches and
+    /// gates warm to take over.
+    #[arg(long)]
+    pub leader_elect: bool,
+
+    /// Name of the leader-election Lease. Default: nodegate.
+    #[arg(long, value_name = "NAME")]
+    pub lease_name: Option<String>,
+
+    /// Namespace of the leader-election Lease. Default: $POD_NAMESPACE, else
+    /// the kubeconfig's namespace, else 'default'.
+    #[arg(long, value_name = "NAMESPACE")]
+    pub lease_namespace: Option<String>,
+
+    /// How long a follower waits, after last seeing the lease renewed, before
+    /// taking it over; whole seconds. Default: 15s.
+    #[arg(long, value_name = "DURATION")]
+    pub lease_duration: Option<String>,
+
+    /// How long the leader keeps writing without a successful renewal; must
+    /// be shorter than --lease-duration. Default: 10s.
+    #[arg(long, value_name = "DURATION")]
+    pub renew_deadline: Option<String>,
+
+    /// How often the leader renews and a follower tries to acquire; must be
+    /// shorter than --renew-deadline. Default: 2s.
+    #[arg(long, value_name = "DURATION")]
+    pub retry_period: Option<String>,
+
+    /// Address of the HTTP server (/healthz, /readyz, /metrics,
+    /// /debug/nodes); port 0 picks a free port. Default: 0.0.0.0:8080.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub http_addr: Option<String>,
+
+    /// How many recently finished gates /debug/nodes/NAME still shows.
+    /// Default: 100.
+    #[arg(long, value_name = "N")]
+    pub debug_history: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
@@ -124,6 +168,25 @@ pub struct ExplainArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
     pub output: OutputFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub gate: GateArgs,
+
+    /// The deadline nodegate runs with (as for `nodegate run`), to show the
+    /// time left. Default: 120s.
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+
+    /// Keep the table on screen and refresh it in place.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
+
+    /// Time between refreshes with --watch.
+    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    pub interval: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -5,6 +5,7 @@
 //! exits with status 2 on any of them. Nothing here talks to the cluster.
 
 use std::collections::BTreeSet;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -15,13 +16,20 @@ use nodegate_actors::readiness::CriticalPodEntry;
 use nodegate_actors::selector::{LabelSelector, check_label_key};
 use serde::Deserialize;
 
-use crate::cli::{GateArgs, LogFormat, OnTimeout, RunArgs};
+use crate::cli::{GateArgs, LogFormat, OnTimeout, RunArgs, StatusArgs};
 
 pub const DEFAULT_TAINT: &str = "nodegate.dev/initializing:NoSchedule";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 pub const DEFAULT_MAX_CONCURRENT_PATCHES: usize = 16;
 pub const DEFAULT_KUBE_QPS: f64 = 50.0;
 pub const DEFAULT_KUBE_BURST: u32 = 100;
+/// Leader-election defaults: kube-controller-manager's, which operators know.
+pub const DEFAULT_LEASE_NAME: &str = "nodegate";
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
+pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
+pub const DEFAULT_HTTP_ADDR: &str = "0.0.0.0:8080";
+pub const DEFAULT_DEBUG_HISTORY: usize = 100;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -58,6 +66,14 @@ pub struct FileConfig {
     pub kube_burst: Option<u32>,
     pub log_format: Option<LogFormat>,
     pub log_level: Option<String>,
+    pub leader_elect: Option<bool>,
+    pub lease_name: Option<String>,
+    pub lease_namespace: Option<String>,
+    pub lease_duration: Option<String>,
+    pub renew_deadline: Option<String>,
+    pub retry_period: Option<String>,
+    pub http_addr: Option<String>,
+    pub debug_history: Option<usize>,
 }
 
 impl FileConfig {
@@ -99,6 +115,32 @@ pub struct RunSettings {
     pub kube_burst: u32,
     pub log_format: LogFormat,
     pub log_level: String,
+    pub leader_election: LeaderElection,
+    pub http_addr: SocketAddr,
+    /// Finished gates kept for /debug/nodes/NAME.
+    pub debug_history: usize,
+}
+
+/// `--leader-elect` and its timings, with client-go's meaning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderElection {
+    pub enabled: bool,
+    pub lease_name: String,
+    /// `None`: $POD_NAMESPACE, else the kubeconfig's namespace (resolved when
+    /// the client exists).
+    pub lease_namespace: Option<String>,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+/// What `nodegate status` needs.
+#[derive(Debug, Clone)]
+pub struct StatusSettings {
+    pub gate: GateSettings,
+    pub timeout: Option<Duration>,
+    pub watch: bool,
+    pub interval: Duration,
 }
 
 /// Flags win over the file; a list given on the command line replaces the
@@ -201,13 +243,7 @@ pub fn run_settings(args: &RunArgs) -> Result<RunSettings, ConfigError> {
     let mut file = load_file(&args.gate)?;
     let gate = gate_settings(&args.gate, &mut file)?;
 
-    let timeout = match pick(args.timeout.clone(), file.timeout.take()) {
-        None => Some(DEFAULT_TIMEOUT),
-        Some(s) => {
-            let d = parse_duration("--timeout", &s)?;
-            if d.is_zero() { None } else { Some(d) }
-        }
-    };
+    let timeout = timeout_setting(args.timeout.clone(), file.timeout.take())?;
     let max_concurrent_patches = pick(args.max_concurrent_patches, file.max_concurrent_patches)
         .unwrap_or(DEFAULT_MAX_CONCURRENT_PATCHES);
     if max_concurrent_patches == 0 {
@@ -229,7 +265,18 @@ pub fn run_settings(args: &RunArgs) -> Result<RunSettings, ConfigError> {
     tracing_subscriber::EnvFilter::try_new(&log_level)
         .map_err(|e| invalid(format!("--log-level {log_level:?}"), e.to_string()))?;
 
+    let leader_election = leader_election(args, &mut file)?;
+    let http_addr = parse_http_addr(
+        &pick(args.http_addr.clone(), file.http_addr.take())
+            .unwrap_or_else(|| DEFAULT_HTTP_ADDR.to_string()),
+    )?;
+    let debug_history =
+        pick(args.debug_history, file.debug_history).unwrap_or(DEFAULT_DEBUG_HISTORY);
+
     Ok(RunSettings {
+        leader_election,
+        http_addr,
+        debug_history,
         gate,
         timeout,
         on_timeout: pick(args.on_timeout, file.on_timeout).unwrap_or(OnTimeout::Open),
@@ -242,31 +289,181 @@ pub fn run_settings(args: &RunArgs) -> Result<RunSettings, ConfigError> {
     })
 }
 
-const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+fn timeout_setting(
+    flag: Option<String>,
+    file: Option<String>,
+) -> Result<Option<Duration>, ConfigError> {
+    match pick(flag, file) {
+        None => Ok(Some(DEFAULT_TIMEOUT)),
+        Some(s) => {
+            let d = parse_duration("--timeout", &s)?;
+            Ok(if d.is_zero() { None } else { Some(d) })
+        }
+    }
+}
+
+fn leader_election(args: &RunArgs, file: &mut FileConfig) -> Result<LeaderElection, ConfigError> {
+    let duration = |flag: &str, given: Option<String>, default: Duration| match given {
+        Some(s) => parse_duration(flag, &s),
+        None => Ok(default),
+    };
+    let lease_duration = duration(
+        "--lease-duration",
+        pick(args.lease_duration.clone(), file.lease_duration.take()),
+        DEFAULT_LEASE_DURATION,
+    )?;
+    let renew_deadline = duration(
+        "--renew-deadline",
+        pick(args.renew_deadline.clone(), file.renew_deadline.take()),
+        DEFAULT_RENEW_DEADLINE,
+    )?;
+    let retry_period = duration(
+        "--retry-period",
+        pick(args.retry_period.clone(), file.retry_period.take()),
+        DEFAULT_RETRY_PERIOD,
+    )?;
+    check_lease_timings(lease_duration, renew_deadline, retry_period)?;
+
+    let lease_name = pick(args.lease_name.clone(), file.lease_name.take())
+        .unwrap_or_else(|| DEFAULT_LEASE_NAME.to_string());
+    check_dns_subdomain(&lease_name)
+        .map_err(|m| invalid(format!("--lease-name {lease_name:?}"), m))?;
+    let lease_namespace = pick(args.lease_namespace.clone(), file.lease_namespace.take());
+    if let Some(ns) = &lease_namespace {
+        check_dns_label(ns).map_err(|m| invalid(format!("--lease-namespace {ns:?}"), m))?;
+    }
+    Ok(LeaderElection {
+        enabled: args.leader_elect || file.leader_elect.unwrap_or(false),
+        lease_name,
+        lease_namespace,
+        lease_duration,
+        renew_deadline,
+        retry_period,
+    })
+}
+
+/// The order client-go requires, for the same reasons: the leader must give
+/// up writing (renew deadline) before a follower may take the lease over
+/// (lease duration), and must get more than one try (retry period) at
+/// renewing before that.
+pub fn check_lease_timings(
+    lease_duration: Duration,
+    renew_deadline: Duration,
+    retry_period: Duration,
+) -> Result<(), ConfigError> {
+    let show = |d: Duration| humantime::format_duration(d).to_string();
+    let all = format!(
+        "--lease-duration {} --renew-deadline {} --retry-period {}",
+        show(lease_duration),
+        show(renew_deadline),
+        show(retry_period)
+    );
+    if retry_period.is_zero() {
+        return Err(invalid(all, "--retry-period must be longer than 0"));
+    }
+    if lease_duration.subsec_nanos() != 0 || lease_duration < Duration::from_secs(1) {
+        return Err(invalid(
+            all,
+            format!(
+                "--lease-duration {} must be a whole number of seconds, at least 1s (the Lease stores seconds)",
+                show(lease_duration)
+            ),
+        ));
+    }
+    if lease_duration <= renew_deadline {
+        return Err(invalid(
+            all,
+            format!(
+                "--lease-duration {} must be longer than --renew-deadline {}",
+                show(lease_duration),
+                show(renew_deadline)
+            ),
+        ));
+    }
+    if renew_deadline <= retry_period {
+        return Err(invalid(
+            all,
+            format!(
+                "--renew-deadline {} must be longer than --retry-period {}",
+                show(renew_deadline),
+                show(retry_period)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `HOST:PORT` with an IP host, or `:PORT` for every interface.
+pub fn parse_http_addr(s: &str) -> Result<SocketAddr, ConfigError> {
+    let full = match s.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => s.to_string(),
+    };
+    full.parse().map_err(|_| {
+        invalid(
+            format!("--http-addr {s:?}"),
+            "expected IP:PORT, e.g. 0.0.0.0:8080, 127.0.0.1:0 or :8080",
+        )
+    })
+}
+
+fn check_dns_label(s: &str) -> Result<(), String> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err("must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit".into())
+    }
+}
+
+fn check_dns_subdomain(s: &str) -> Result<(), String> {
+    if s.is_empty() || s.len() > 253 || s.split('.').any(|p| check_dns_label(p).is_err()) {
+        return Err("must be a DNS subdomain: lowercase letters, digits, '-' and '.', at most 253 characters".into());
+    }
+    Ok(())
+}
+
+pub fn status_settings(args: &StatusArgs) -> Result<StatusSettings, ConfigError> {
+    let mut file = load_file(&args.gate)?;
+    let gate = gate_settings(&args.gate, &mut file)?;
+    let timeout = timeout_setting(args.timeout.clone(), file.timeout.take())?;
+    let interval = parse_duration("--interval", &args.interval)?;
+    if interval < Duration::from_millis(100) {
+        return Err(invalid(
+            format!("--interval {:?}", args.interval),
+            "must be at least 100ms",
+        ));
+    }
+    Ok(StatusSettings {
+        gate,
+        timeout,
+        watch: args.watch,
+        interval,
+    })
+}
 
 pub fn parse_managed_taint(s: &str) -> Result<ManagedTaint, ConfigError> {
     let at = || format!("--taint {s:?}");
-    let (key, effect) = match s.rsplit_once(':') {
-        Some((k, e)) => (k, e),
-        None => (s, "NoSchedule"),
-    };
-    if key.contains('=') {
+    if s.rsplit_once(':').map_or(s, |(k, _)| k).contains('=') {
         return Err(invalid(
             at(),
             "a managed taint is matched by key and effect; drop the '=VALUE'",
         ));
     }
-    check_label_key(key).map_err(|m| invalid(at(), m))?;
-    if !EFFECTS.contains(&effect) {
-        return Err(invalid(
-            at(),
-            format!("unknown effect {effect:?}; use NoSchedule, PreferNoSchedule or NoExecute"),
-        ));
-    }
-    Ok(ManagedTaint {
-        key: key.to_string(),
-        effect: effect.to_string(),
-    })
+    // EFFECT is optional on the command line; the placement rules own what a
+    // valid managed taint is (PreferNoSchedule, for one, keeps nothing off a
+    // node and so cannot gate it).
+    let spelled = if s.contains(':') {
+        s.to_string()
+    } else {
+        format!("{s}:NoSchedule")
+    };
+    ManagedTaint::parse(&spelled).map_err(|e| invalid(at(), e.problem))
 }
 
 pub fn parse_transient(s: &str) -> Result<TransientTaint, ConfigError> {
@@ -375,7 +572,7 @@ mod tests {
     #[test]
     fn bad_values_are_named_in_the_error() {
         let cases: &[(&[&str], &str)] = &[
-            (&["--timeout", "-5s"], "-5s"),
+            (&["--timeout=-5s"], "-5s"),
             (&["--timeout", "soon"], "soon"),
             (&["--taint", "x:Sometimes"], "Sometimes"),
             (&["--taint", "bad key:NoSchedule"], "bad key"),
@@ -387,7 +584,7 @@ mod tests {
                 &["--max-concurrent-patches", "0"],
                 "--max-concurrent-patches",
             ),
-            (&["--kube-qps", "-1"], "--kube-qps"),
+            (&["--kube-qps=-1"], "--kube-qps"),
         ];
         for (flags, needle) in cases {
             let e = err_of(flags);
@@ -435,5 +632,119 @@ mod tests {
         .unwrap();
         let e = err_of(&["--config", path.to_str().unwrap()]);
         assert!(e.contains("criticalPods[0] (x)"), "{e}");
+    }
+
+    #[test]
+    fn operations_defaults_match_the_documentation() {
+        let s = run_settings(&run_args(&[])).unwrap();
+        let le = &s.leader_election;
+        assert!(!le.enabled);
+        assert_eq!(le.lease_name, "nodegate");
+        assert_eq!(le.lease_namespace, None);
+        assert_eq!(
+            (le.lease_duration, le.renew_deadline, le.retry_period),
+            (
+                Duration::from_secs(15),
+                Duration::from_secs(10),
+                Duration::from_secs(2)
+            )
+        );
+        assert_eq!(s.http_addr.to_string(), "0.0.0.0:8080");
+        assert_eq!(s.debug_history, 100);
+    }
+
+    #[test]
+    fn lease_timings_must_be_in_order_and_the_error_names_all_three() {
+        let ok = run_settings(&run_args(&[
+            "--leader-elect",
+            "--lease-duration",
+            "4s",
+            "--renew-deadline",
+            "3s",
+            "--retry-period",
+            "500ms",
+        ]))
+        .unwrap();
+        assert!(ok.leader_election.enabled);
+        assert_eq!(ok.leader_election.retry_period, Duration::from_millis(500));
+
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["--lease-duration", "10s", "--renew-deadline", "10s"],
+                "--lease-duration 10s must be longer than --renew-deadline 10s",
+            ),
+            (
+                &["--lease-duration", "5s", "--renew-deadline", "8s"],
+                "--lease-duration 5s must be longer than --renew-deadline 8s",
+            ),
+            (
+                &["--renew-deadline", "2s", "--retry-period", "3s"],
+                "--renew-deadline 2s must be longer than --retry-period 3s",
+            ),
+            (
+                &["--retry-period", "0"],
+                "--retry-period must be longer than 0",
+            ),
+            (
+                &["--lease-duration", "15500ms"],
+                "must be a whole number of seconds",
+            ),
+            (&["--lease-duration", "soon"], "--lease-duration \"soon\""),
+        ];
+        for (flags, needle) in cases {
+            let e = err_of(flags);
+            assert!(
+                e.contains(needle),
+                "error for {flags:?} should say {needle:?}: {e}"
+            );
+        }
+        // Every order error names the three values, so the fix is obvious.
+        let e = err_of(&["--lease-duration", "5s", "--renew-deadline", "8s"]);
+        assert!(
+            e.starts_with("--lease-duration 5s --renew-deadline 8s --retry-period 2s: "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn http_addr_and_lease_names_are_checked() {
+        let s = run_settings(&run_args(&["--http-addr", ":9090"])).unwrap();
+        assert_eq!(s.http_addr.to_string(), "0.0.0.0:9090");
+        let s = run_settings(&run_args(&["--http-addr", "127.0.0.1:0"])).unwrap();
+        assert_eq!(s.http_addr.port(), 0);
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["--http-addr", "localhost:80"],
+                "--http-addr \"localhost:80\"",
+            ),
+            (&["--http-addr", "8080"], "--http-addr \"8080\""),
+            (&["--lease-name", "Nodegate"], "--lease-name \"Nodegate\""),
+            (&["--lease-namespace", "kube.system"], "--lease-namespace"),
+        ];
+        for (flags, needle) in cases {
+            let e = err_of(flags);
+            assert!(
+                e.contains(needle),
+                "error for {flags:?} should name {needle:?}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn leader_election_can_come_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(
+            &path,
+            "leaderElect: true\nleaseName: ng\nleaseNamespace: ops\nleaseDuration: 20s\nhttpAddr: 127.0.0.1:9000\ndebugHistory: 5\n",
+        )
+        .unwrap();
+        let s = run_settings(&run_args(&["--config", path.to_str().unwrap()])).unwrap();
+        assert!(s.leader_election.enabled);
+        assert_eq!(s.leader_election.lease_name, "ng");
+        assert_eq!(s.leader_election.lease_namespace.as_deref(), Some("ops"));
+        assert_eq!(s.leader_election.lease_duration, Duration::from_secs(20));
+        assert_eq!(s.http_addr.to_string(), "127.0.0.1:9000");
+        assert_eq!(s.debug_history, 5);
     }
 }

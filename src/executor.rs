@@ -2,11 +2,12 @@
 //! `EffectExecutor` that carries writes out through the `Writer`.
 //!
 //! Leadership is enforced here, right before each write: a replica that does
-//! not hold the lease answers `NotLeader` and writes nothing, so its gates stay
-//! warm and re-send when it becomes leader. Nothing here decides about a gate.
+//! not hold the lease (or whose last renewal is older than the renew deadline)
+//! answers `NotLeader` and writes nothing, so its gates stay warm and re-send
+//! when it becomes leader. Every write actually sent is counted in the
+//! metrics by its result. Nothing here decides about a gate.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -15,6 +16,8 @@ use nodegate_actors::model::NodeInfo;
 use nodegate_actors::node_actor::{Clock, EffectExecutor, backoff_ceiling};
 use rand::Rng;
 
+use crate::leader::Leadership;
+use crate::metrics::{Metrics, WriteKind};
 use crate::writer::Writer;
 
 pub struct SystemClock;
@@ -32,14 +35,15 @@ pub const RETRY_MAX: Duration = Duration::from_secs(10);
 
 pub struct KubeExecutor {
     pub writer: Writer,
-    /// Whether this replica may write. Without leader election it is always
-    /// true.
-    pub leader: Arc<AtomicBool>,
+    /// Whether this replica may write. Without leader election it always
+    /// may.
+    pub leader: Arc<Leadership>,
+    pub metrics: Arc<Metrics>,
 }
 
 impl KubeExecutor {
     fn is_leader(&self) -> bool {
-        self.leader.load(Ordering::SeqCst)
+        self.leader.is_leader()
     }
 }
 
@@ -48,14 +52,19 @@ impl EffectExecutor for KubeExecutor {
         if !self.is_leader() {
             return PatchOutcome::NotLeader;
         }
-        self.writer.remove_taints(&patch).await
+        let outcome = self.writer.remove_taints(&patch, || self.is_leader()).await;
+        self.metrics.patch_attempt(WriteKind::Untaint, &outcome);
+        outcome
     }
 
     async fn mark_timed_out(&self, mark: TimeoutMark) -> PatchOutcome {
         if !self.is_leader() {
             return PatchOutcome::NotLeader;
         }
-        self.writer.mark_timed_out(&mark).await
+        let outcome = self.writer.mark_timed_out(&mark, || self.is_leader()).await;
+        self.metrics
+            .patch_attempt(WriteKind::MarkTimedOut, &outcome);
+        outcome
     }
 
     async fn record_event(&self, event: NodeEvent) {

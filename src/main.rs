@@ -2,12 +2,13 @@
 //! status 2 on a bad value, before touching the cluster) and hands over to
 //! the command. Wiring only; behaviour lives in the modules.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
 
 use nodegate::cli::{Cli, Command, LogFormat};
-use nodegate::{config, explain, run};
+use nodegate::{config, explain, run, status};
 
 /// Exit status for a bad flag, value or config file.
 const EXIT_USAGE: u8 = 2;
@@ -15,8 +16,12 @@ const EXIT_USAGE: u8 = 2;
 fn init_tracing(format: LogFormat, filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colour only for a person at a terminal: a log file or a collector
+    // would get escape codes in every line.
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
@@ -59,5 +64,6 @@ fn main() -> ExitCode {
             }
         }
         Command::Explain(args) => runtime.block_on(explain::main(args)),
+        Command::Status(args) => runtime.block_on(status::main(args)),
     }
 }

@@ -1,20 +1,28 @@
-//! `nodegate run`: wires watchers, router, supervisor and executor together,
-//! then waits for SIGTERM / SIGINT.
+//! `nodegate run`: wires the HTTP server, metrics, leader election,
+//! watchers, router, supervisor and executor together, then waits for
+//! SIGTERM / SIGINT and shuts down in order (lease released first).
+//! Wiring only: no behaviour of its own.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use dashmap::DashMap;
-use nodegate_actors::gate::{self, GateConfig};
+use jiff::Timestamp;
+use nodegate_actors::gate::{self, Event, GateConfig, GateState};
+use nodegate_actors::journal::Journal;
 use nodegate_actors::node_actor::GateContext;
+use nodegate_actors::observe::{GateObserver, RouterEvent};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
+use tokio::sync::watch as signal;
 
 use crate::cli::OnTimeout;
 use crate::config::RunSettings;
 use crate::executor::{KubeExecutor, SystemClock};
+use crate::http::{self, AppState, Health, History};
+use crate::leader::{self, Elector, Leadership};
+use crate::metrics::Metrics;
 use crate::watch::{self, WatchStats};
 use crate::writer::Writer;
 
@@ -47,16 +55,82 @@ pub async fn client() -> anyhow::Result<kube::Client> {
         .await
         .context("cannot find cluster credentials (in-cluster service account or KUBECONFIG)")?;
     let agent = format!("nodegate/{}", env!("CARGO_PKG_VERSION"));
-    if let Ok(v) = http::HeaderValue::from_str(&agent) {
-        config.headers.push((http::header::USER_AGENT, v));
+    if let Ok(v) = ::http::HeaderValue::from_str(&agent) {
+        config.headers.push((::http::header::USER_AGENT, v));
     }
     kube::Client::try_from(config).context("cannot build a Kubernetes client")
+}
+
+/// Feeds what the router and the gates report to the metrics and to the
+/// debug history.
+struct Observers {
+    metrics: Arc<Metrics>,
+    history: Arc<History>,
+}
+
+impl GateObserver for Observers {
+    fn router_event(&self, event: RouterEvent, routed: bool) {
+        self.metrics.router_event(event, routed);
+    }
+    fn gate_started(&self, node: &str, generation: u64) {
+        self.metrics.gate_started(node, generation);
+    }
+    fn gate_step(&self, node: &str, at: Timestamp, events: &[Event], state: &GateState) {
+        self.metrics.gate_step(node, at, events, state);
+    }
+    fn gate_stopped(&self, node: &str, generation: u64, state: &GateState, journal: &Journal) {
+        self.metrics.gate_stopped(node, generation);
+        self.history.gate_stopped(node, state, journal);
+    }
+}
+
+/// The Lease's namespace: the flag, else the pod's own namespace (downward
+/// API), else the kubeconfig's (or in-cluster service account's) namespace.
+pub fn lease_namespace(
+    flag: Option<&str>,
+    pod_namespace: Option<&str>,
+    client_default: &str,
+) -> String {
+    flag.or(pod_namespace.filter(|ns| !ns.is_empty()))
+        .unwrap_or(client_default)
+        .to_string()
 }
 
 pub async fn run(settings: RunSettings) -> anyhow::Result<()> {
     let client = client().await?;
     let config = Arc::new(gate_config(&settings));
     let router = Arc::new(Router::new(Arc::clone(&config)));
+    let election = &settings.leader_election;
+    let leadership = Arc::new(if election.enabled {
+        Leadership::follower()
+    } else {
+        Leadership::always()
+    });
+    let metrics = Arc::new(Metrics::new(Arc::clone(&leadership)));
+    let history = Arc::new(History::new(settings.debug_history));
+    router.set_observer(Arc::new(Observers {
+        metrics: Arc::clone(&metrics),
+        history: Arc::clone(&history),
+    }));
+    let (shutdown, shutdown_rx) = signal::channel(false);
+    let health = Arc::new(Health::default());
+    let stats = Arc::new(WatchStats::default());
+
+    // The HTTP server comes first, so that probes answer (and say "not
+    // ready") while the initial lists load.
+    let (_, http_task) = http::serve(
+        settings.http_addr,
+        AppState {
+            router: Arc::clone(&router),
+            metrics: Arc::clone(&metrics),
+            history,
+            watch_stats: Arc::clone(&stats),
+            health: Arc::clone(&health),
+        },
+        shutdown_rx.clone(),
+    )
+    .await?;
+
     let annotations = Arc::new(DashMap::new());
     let writer = Writer::new(
         client.clone(),
@@ -68,7 +142,8 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<()> {
     );
     let executor = Arc::new(KubeExecutor {
         writer,
-        leader: Arc::new(AtomicBool::new(true)),
+        leader: Arc::clone(&leadership),
+        metrics,
     });
     let ctx = Arc::new(GateContext {
         config: Arc::clone(&config),
@@ -80,16 +155,51 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<()> {
     let (supervisor, supervisor_done) = supervisor::start(ctx)
         .await
         .context("cannot start the gate supervisor")?;
+    let supervisor_task = {
+        let health = Arc::clone(&health);
+        tokio::spawn(async move {
+            let _ = supervisor_done.await;
+            health.supervisor_stopped();
+        })
+    };
+
+    let elector_task = if election.enabled {
+        let namespace = lease_namespace(
+            election.lease_namespace.as_deref(),
+            std::env::var("POD_NAMESPACE").ok().as_deref(),
+            client.default_namespace(),
+        );
+        let elector = Elector::new(
+            client.clone(),
+            &namespace,
+            election,
+            leader::identity(&instance_name()),
+        );
+        let gained = Arc::clone(&router);
+        let health = Arc::clone(&health);
+        let leadership = Arc::clone(&leadership);
+        let stop = shutdown_rx.clone();
+        Some(tokio::spawn(async move {
+            // Leadership first (inside `run`), then the gates are told:
+            // a gate that re-sends at once must find the executor willing.
+            elector
+                .run(leadership, move || gained.leadership_gained(), stop)
+                .await;
+            health.elector_stopped();
+        }))
+    } else {
+        None
+    };
 
     tracing::info!(
         taints = ?settings.gate.placement.managed_taints.iter().map(|t| format!("{}:{}", t.key, t.effect)).collect::<Vec<_>>(),
         timeout = ?settings.timeout,
         on_timeout = ?settings.on_timeout,
         dry_run = settings.dry_run,
+        leader_elect = election.enabled,
         "nodegate starting"
     );
 
-    let stats = Arc::new(WatchStats::default());
     let mut synced = watch::start(
         client,
         Arc::clone(&router),
@@ -106,21 +216,29 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<()> {
             }
         }
     };
-    tokio::select! {
+    let stopped_early = tokio::select! {
         _ = sync => {
             router.mark_synced();
             tracing::info!(gates = router.gate_count(), "watches synced; gating");
+            false
         }
-        _ = shutdown_signal() => {
-            supervisor.stop(Some("shutdown before sync".into()));
-            return Ok(());
-        }
+        _ = shutdown_signal() => true,
+    };
+    if !stopped_early {
+        shutdown_signal().await;
     }
-
-    shutdown_signal().await;
     tracing::info!("shutting down");
+
+    // The elector steps down and releases the lease before anything else
+    // stops, so a follower takes over while this replica winds down.
+    let _ = shutdown.send(true);
+    if let Some(task) = elector_task {
+        let wait = election.renew_deadline + Duration::from_secs(1);
+        let _ = tokio::time::timeout(wait, task).await;
+    }
     supervisor.stop(Some("shutdown".into()));
-    let _ = tokio::time::timeout(Duration::from_secs(5), supervisor_done).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), supervisor_task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), http_task).await;
     Ok(())
 }
 
@@ -146,5 +264,18 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {}
         _ = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_namespace_prefers_the_flag_then_the_pod_then_the_client() {
+        assert_eq!(lease_namespace(Some("ops"), Some("ng"), "default"), "ops");
+        assert_eq!(lease_namespace(None, Some("ng"), "default"), "ng");
+        assert_eq!(lease_namespace(None, Some(""), "team"), "team");
+        assert_eq!(lease_namespace(None, None, "team"), "team");
     }
 }

@@ -101,11 +101,21 @@ impl Writer {
         Api::all(self.client.clone())
     }
 
-    pub async fn remove_taints(&self, p: &UntaintPatch) -> PatchOutcome {
+    /// `may_write` is asked once more right before the request goes out:
+    /// waiting for a permit and a rate token can take long enough for this
+    /// replica to lose the lease.
+    pub async fn remove_taints(
+        &self,
+        p: &UntaintPatch,
+        may_write: impl Fn() -> bool,
+    ) -> PatchOutcome {
         let Ok(_permit) = self.patches.acquire().await else {
             return PatchOutcome::Failed("writer is shutting down".into());
         };
         self.limiter.acquire().await;
+        if !may_write() {
+            return PatchOutcome::NotLeader;
+        }
         let present = self.annotations.get(&p.node).map(|v| *v).unwrap_or(true);
         let body = patch::untaint(p, present);
         let params = PatchParams {
@@ -120,11 +130,21 @@ impl Writer {
         )
     }
 
-    pub async fn mark_timed_out(&self, m: &TimeoutMark) -> PatchOutcome {
+    /// `may_write` is asked once more right before the request goes out:
+    /// waiting for a permit and a rate token can take long enough for this
+    /// replica to lose the lease.
+    pub async fn mark_timed_out(
+        &self,
+        m: &TimeoutMark,
+        may_write: impl Fn() -> bool,
+    ) -> PatchOutcome {
         let Ok(_permit) = self.patches.acquire().await else {
             return PatchOutcome::Failed("writer is shutting down".into());
         };
         self.limiter.acquire().await;
+        if !may_write() {
+            return PatchOutcome::NotLeader;
+        }
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..Default::default()

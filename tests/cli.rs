@@ -10,7 +10,10 @@ fn nodegate(args: &[&str]) -> (i32, String) {
         .env("KUBECONFIG", "/nonexistent/nodegate-test-kubeconfig")
         .output()
         .expect("run nodegate");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -18,17 +21,26 @@ fn invalid_run_settings_exit_2_naming_the_value() {
     let cases: &[(&[&str], &str)] = &[
         (&["run", "--timeout=-5s"], "-5s"),
         (&["run", "--timeout", "soon"], "soon"),
-        (&["run", "--taint", "nodegate.dev/initializing:Sometimes"], "Sometimes"),
+        (
+            &["run", "--taint", "nodegate.dev/initializing:Sometimes"],
+            "Sometimes",
+        ),
         (&["run", "--taint", "Bad Key"], "Bad Key"),
         (&["run", "--exclude-selector", "tier in (a"], "tier in (a"),
         (&["run", "--exclude", "no-namespace"], "no-namespace"),
         (&["run", "--on-timeout", "maybe"], "maybe"),
-        (&["run", "--config", "/nonexistent/nodegate.yaml"], "/nonexistent/nodegate.yaml"),
+        (
+            &["run", "--config", "/nonexistent/nodegate.yaml"],
+            "/nonexistent/nodegate.yaml",
+        ),
     ];
     for (args, needle) in cases {
         let (code, stderr) = nodegate(args);
         assert_eq!(code, 2, "{args:?} should exit 2, stderr: {stderr}");
-        assert!(stderr.contains(needle), "{args:?}: stderr should name {needle:?}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: stderr should name {needle:?}: {stderr}"
+        );
     }
 }
 
@@ -44,7 +56,10 @@ fn unknown_config_keys_are_refused() {
 
 #[test]
 fn help_lists_the_commands() {
-    let out = Command::new(env!("CARGO_BIN_EXE_nodegate")).arg("--help").output().expect("run nodegate");
+    let out = Command::new(env!("CARGO_BIN_EXE_nodegate"))
+        .arg("--help")
+        .output()
+        .expect("run nodegate");
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     for cmd in ["run", "explain"] {

@@ -9,6 +9,7 @@ pub mod gate;
 pub mod journal;
 pub mod model;
 pub mod node_actor;
+pub mod observe;
 pub mod placement;
 pub mod readiness;
 pub mod router;

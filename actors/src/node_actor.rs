@@ -6,7 +6,9 @@
 //! [`EffectExecutor`] on spawned tasks whose results come back as `Input`
 //! messages (so the mailbox keeps flowing while a patch is in flight), and
 //! timers become delayed self-messages, one per [`TimerKind`], the previous one
-//! aborted. Time comes only from the injected [`Clock`]. The actor never
+//! aborted. Time comes only from the injected [`Clock`]. What the gate does
+//! is reported to the router's [`GateObserver`](crate::observe::GateObserver)
+//! (start, each step, stop) and logged in the gate's span. The actor never
 //! decides anything itself, never talks to the API server except through the
 //! executor, and never picks a random number (the executor chooses the
 //! jittered retry delays).
@@ -14,6 +16,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -122,6 +125,18 @@ pub struct NodeActorState {
     journal: Journal,
     timers: HashMap<TimerKind, JoinHandle<Result<(), MessagingErr<NodeMsg>>>>,
     span: tracing::Span,
+    /// This incarnation among all gates the process started (see
+    /// [`next_generation`]).
+    generation: u64,
+}
+
+/// Gate incarnations started by this process. A number, not a node-keyed
+/// map, so that nothing grows with the nodes ever seen; it still tells a
+/// restarted or re-gated node's log lines and observations from the old ones.
+static GATES_STARTED: AtomicU64 = AtomicU64::new(0);
+
+fn next_generation() -> u64 {
+    GATES_STARTED.fetch_add(1, Ordering::Relaxed) + 1
 }
 
 impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
@@ -138,13 +153,16 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
         // Registered before the snapshot is read (post_start), so every change
         // indexed after that read also reaches this actor as a hint.
         self.ctx.router.register(&name, myself);
-        let span = tracing::info_span!("gate", node = %name);
+        let generation = next_generation();
+        let span = tracing::info_span!("gate", node = %name, generation);
+        self.ctx.router.observer().gate_started(&name, generation);
         Ok(NodeActorState {
             journal: Journal::new(self.ctx.journal_capacity),
             gate: GateState::default(),
             timers: HashMap::new(),
             name,
             span,
+            generation,
         })
     }
 
@@ -210,6 +228,12 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
             timer.abort();
         }
         self.ctx.router.unregister(&state.name, myself.get_id());
+        self.ctx.router.observer().gate_stopped(
+            &state.name,
+            state.generation,
+            &state.gate,
+            &state.journal,
+        );
         Ok(())
     }
 }
@@ -218,8 +242,14 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
     fn process(&self, myself: &ActorRef<NodeMsg>, state: &mut NodeActorState, input: Input) {
         let now = self.ctx.clock.now();
         let step = gate::step(&mut state.gate, &input, &self.ctx.config, now);
+        if !step.events.is_empty() {
+            self.ctx
+                .router
+                .observer()
+                .gate_step(&state.name, now, &step.events, &state.gate);
+        }
         for event in step.events {
-            log_event(&state.span, &event);
+            log_event(&state.span, &event, &state.gate);
             state.journal.record(now, event);
         }
         for effect in step.effects {
@@ -324,18 +354,59 @@ fn until(now: Timestamp, at: Timestamp) -> Duration {
     }
 }
 
-fn log_event(span: &tracing::Span, event: &Event) {
+/// Every journal event is one debug line (the journal, as it is written);
+/// the two moments an operator watches for get a line of their own at a
+/// higher level: an opening at info, a deadline at warn. A failed write is a
+/// warning too: it is an API error someone may need to act on.
+fn log_event(span: &tracing::Span, event: &Event, state: &GateState) {
     let json =
         serde_json::to_string(event).unwrap_or_else(|e| format!("<unserializable event: {e}>"));
+    tracing::debug!(parent: span, event = %json, "gate");
+    let expected = state.expected().count();
+    let since_start = |at: &Timestamp| {
+        state
+            .gate_start()
+            .map(|start| at.duration_since(start).as_secs_f64())
+            .unwrap_or_default()
+    };
     match event {
-        Event::TimedOut { .. }
-        | Event::UntaintSent { .. }
-        | Event::WouldOpen { .. }
-        | Event::Opened { .. }
-        | Event::WriteConflict { .. }
-        | Event::WriteFailed { .. }
-        | Event::WriteAbandoned { .. }
-        | Event::Stopped { .. } => tracing::info!(parent: span, event = %json, "gate"),
-        _ => tracing::debug!(parent: span, event = %json, "gate"),
+        Event::Opened { opened_by, at, .. } => tracing::info!(
+            parent: span,
+            opened_by = %opened_by,
+            after_seconds = format_args!("{:.1}", since_start(at)),
+            expected,
+            "gate opened"
+        ),
+        Event::WouldOpen { opened_by, at, .. } => tracing::info!(
+            parent: span,
+            opened_by = %opened_by,
+            after_seconds = format_args!("{:.1}", since_start(at)),
+            expected,
+            "dry-run: gate would open"
+        ),
+        Event::TimedOut {
+            deadline,
+            action,
+            expected,
+            not_ready,
+        } => {
+            let blocked_by: Vec<String> = not_ready
+                .iter()
+                .map(|b| format!("{} ({})", b.member, b.why))
+                .collect();
+            tracing::warn!(
+                parent: span,
+                %deadline,
+                action = ?action,
+                expected,
+                not_ready = not_ready.len(),
+                blocked_by = %blocked_by.join("; "),
+                "gate deadline passed"
+            );
+        }
+        Event::WriteFailed { attempt, error } => {
+            tracing::warn!(parent: span, attempt, %error, "gate write failed; retrying")
+        }
+        _ => {}
     }
 }

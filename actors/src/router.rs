@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -25,6 +25,7 @@ use ractor::{ActorId, ActorRef};
 use crate::gate::{GateConfig, Input};
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use crate::node_actor::{GateView, NodeMsg};
+use crate::observe::{GateObserver, NoObserver, RouterEvent};
 use crate::supervisor::SupervisorMsg;
 
 /// How long `view` waits for a busy actor before giving up.
@@ -43,6 +44,9 @@ pub struct Router {
     opened_at_version: DashMap<String, String>,
     supervisor: RwLock<Option<ActorRef<SupervisorMsg>>>,
     synced: AtomicBool,
+    /// Set at most once, before the watchers start; read on every event, so
+    /// a lock-free cell rather than a lock.
+    observer: OnceLock<Arc<dyn GateObserver>>,
 }
 
 impl Router {
@@ -56,6 +60,22 @@ impl Router {
             opened_at_version: DashMap::new(),
             supervisor: RwLock::new(None),
             synced: AtomicBool::new(false),
+            observer: OnceLock::new(),
+        }
+    }
+
+    /// Installs the observer of the router and every gate. Only the first
+    /// call counts (returns false after that): set it before feeding the
+    /// router, so that no event goes unobserved.
+    pub fn set_observer(&self, observer: Arc<dyn GateObserver>) -> bool {
+        self.observer.set(observer).is_ok()
+    }
+
+    /// The installed observer, or one that ignores everything.
+    pub fn observer(&self) -> &dyn GateObserver {
+        match self.observer.get() {
+            Some(o) => o.as_ref(),
+            None => &NoObserver,
         }
     }
 
@@ -70,7 +90,10 @@ impl Router {
         let version = node.resource_version.clone();
         let gated = self.carries_managed_taint(&node);
         self.nodes.insert(name.clone(), node);
-        if self.hint(&name, NodeMsg::NodeTouched) {
+        let routed = self.hint(&name, NodeMsg::NodeTouched);
+        self.observer()
+            .router_event(RouterEvent::NodeUpserted, routed);
+        if routed {
             return;
         }
         if gated {
@@ -84,20 +107,26 @@ impl Router {
         self.nodes.remove(name);
         self.pods.remove(name);
         self.opened_at_version.remove(name);
-        self.hint(name, NodeMsg::NodeTouched);
+        let routed = self.hint(name, NodeMsg::NodeTouched);
+        self.observer()
+            .router_event(RouterEvent::NodeDeleted, routed);
     }
 
     pub fn daemonset_upserted(&self, ds: DaemonSetInfo) {
         let uid = ds.uid.clone();
         self.daemonsets.insert(uid.clone(), ds);
-        self.fan_out(|| NodeMsg::DaemonSetTouched { uid: uid.clone() });
+        let routed = self.fan_out(|| NodeMsg::DaemonSetTouched { uid: uid.clone() });
+        self.observer()
+            .router_event(RouterEvent::DaemonSetUpserted, routed);
     }
 
     pub fn daemonset_deleted(&self, uid: &str) {
         self.daemonsets.remove(uid);
-        self.fan_out(|| NodeMsg::DaemonSetTouched {
+        let routed = self.fan_out(|| NodeMsg::DaemonSetTouched {
             uid: uid.to_string(),
         });
+        self.observer()
+            .router_event(RouterEvent::DaemonSetDeleted, routed);
     }
 
     /// Pods not bound to a node yet are of no interest to any gate.
@@ -111,7 +140,9 @@ impl Router {
             .entry(node.clone())
             .or_default()
             .insert(uid.clone(), pod);
-        self.hint(&node, NodeMsg::PodTouched { uid });
+        let routed = self.hint(&node, NodeMsg::PodTouched { uid });
+        self.observer()
+            .router_event(RouterEvent::PodUpserted, routed);
     }
 
     pub fn pod_deleted(&self, node_name: &str, uid: &str) {
@@ -120,12 +151,14 @@ impl Router {
         }
         self.pods
             .remove_if(node_name, |_, bucket| bucket.is_empty());
-        self.hint(
+        let routed = self.hint(
             node_name,
             NodeMsg::PodTouched {
                 uid: uid.to_string(),
             },
         );
+        self.observer()
+            .router_event(RouterEvent::PodDeleted, routed);
     }
 
     /// Called once every watcher has delivered its initial list. Until then no
@@ -304,9 +337,13 @@ impl Router {
         }
     }
 
-    fn fan_out(&self, msg: impl Fn() -> NodeMsg) {
+    /// Sends `msg` to every live gate; true when there was at least one.
+    fn fan_out(&self, msg: impl Fn() -> NodeMsg) -> bool {
+        let mut any = false;
         for gate in self.gates.iter() {
             let _ = gate.cast(msg());
+            any = true;
         }
+        any
     }
 }

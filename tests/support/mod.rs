@@ -233,6 +233,13 @@ pub struct Nodegate {
 impl Nodegate {
     /// Starts the real binary with `args` after `run`.
     pub fn start(cluster: &TestCluster, args: &[&str]) -> Nodegate {
+        Self::start_as(&cluster.kubeconfig, &[], args)
+    }
+
+    /// Starts the real binary with `args` after `run`, with its credentials
+    /// from `kubeconfig` (e.g. one carrying only a ServiceAccount token) and
+    /// extra environment variables (e.g. POD_NAME, POD_NAMESPACE).
+    pub fn start_as(kubeconfig: &Path, env: &[(&str, &str)], args: &[&str]) -> Nodegate {
         let dir = tempfile::tempdir().expect("temp dir for nodegate log");
         let log = dir.path().join("nodegate.log");
         let out = std::fs::File::create(&log).expect("create nodegate log");
@@ -243,11 +250,18 @@ impl Nodegate {
         if !args.contains(&"--log-level") {
             args.extend(["--log-level", "info,nodegate_actors=debug"]);
         }
+        // Tests run side by side, several nodegates each: every one serves
+        // HTTP on a free loopback port (see `Nodegate::http_addr`), never on
+        // the default 0.0.0.0:8080.
+        if !args.contains(&"--http-addr") {
+            args.extend(["--http-addr", "127.0.0.1:0"]);
+        }
         let child = Command::new(env!("CARGO_BIN_EXE_nodegate"))
             .arg("run")
             .args(&args)
-            .env("KUBECONFIG", &cluster.kubeconfig)
+            .env("KUBECONFIG", kubeconfig)
             .env("NO_COLOR", "1")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -308,4 +322,90 @@ impl Drop for Nodegate {
             );
         }
     }
+}
+
+impl Nodegate {
+    /// The address the HTTP server bound (`--http-addr`, port 0 in tests),
+    /// read from its `listening on ADDR` log line; waits up to `timeout`.
+    pub fn http_addr(&self, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let logs = self.logs();
+            if let Some(addr) = logs.lines().find_map(|l| {
+                let rest = &l[l.find("listening on ")? + "listening on ".len()..];
+                rest.split(|c: char| c.is_whitespace() || c == '"')
+                    .next()
+                    .map(str::to_string)
+            }) {
+                return addr;
+            }
+            if Instant::now() >= deadline {
+                panic!("nodegate logged no `listening on` line within {timeout:?}:\n{logs}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// One plain HTTP/1.1 GET (no client library needed for nodegate's own
+/// endpoints): the status code and the body.
+pub async fn http_get(addr: &str, path: &str) -> Result<(u16, String), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| format!("send GET {path}: {e}"))?;
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw))
+        .await
+        .map_err(|_| format!("GET {path}: no complete answer within 10s"))?
+        .map_err(|e| format!("read GET {path}: {e}"))?;
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("GET {path}: malformed answer {text:?}"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("GET {path}: no status in {head:?}"))?;
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    Ok((
+        status,
+        if chunked {
+            dechunk(body)
+        } else {
+            body.to_string()
+        },
+    ))
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// The value of the Prometheus sample `series` (the name with its labels
+/// exactly as exported, e.g. `nodegate_leader` or
+/// `nodegate_patch_attempts_total{kind="untaint",result="ok"}`).
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.split(' ').next()?.parse().ok())
 }

@@ -1,0 +1,155 @@
+//! The observer hook: what the router and the gates report to an installed
+//! `GateObserver`, in process with a recording executor (no API server).
+
+mod gate_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gate_support::*;
+use jiff::Timestamp;
+use nodegate_actors::gate::{
+    Event, GateState, NodeEvent, PatchOutcome, Phase, TimeoutMark, UntaintPatch,
+};
+use nodegate_actors::journal::Journal;
+use nodegate_actors::model::NodeInfo;
+use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext};
+use nodegate_actors::observe::{GateObserver, RouterEvent};
+use nodegate_actors::router::Router;
+use nodegate_actors::supervisor;
+
+struct Applying;
+
+impl EffectExecutor for Applying {
+    async fn remove_taints(&self, _: UntaintPatch) -> PatchOutcome {
+        PatchOutcome::Applied
+    }
+    async fn mark_timed_out(&self, _: TimeoutMark) -> PatchOutcome {
+        PatchOutcome::Applied
+    }
+    async fn record_event(&self, _: NodeEvent) {}
+    async fn get_node(&self, _: &str) -> Result<Option<NodeInfo>, String> {
+        Ok(None)
+    }
+    fn retry_delay(&self, _: u32) -> Duration {
+        Duration::from_millis(10)
+    }
+}
+
+struct Now;
+
+impl Clock for Now {
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
+    }
+}
+
+#[derive(Default)]
+struct Seen {
+    router: Mutex<Vec<(RouterEvent, bool)>>,
+    started: Mutex<Vec<(String, u64)>>,
+    steps: Mutex<Vec<Event>>,
+    stopped: Mutex<Vec<(String, u64, Phase, usize)>>,
+}
+
+impl GateObserver for Seen {
+    fn router_event(&self, event: RouterEvent, routed: bool) {
+        self.router.lock().unwrap().push((event, routed));
+    }
+    fn gate_started(&self, node: &str, generation: u64) {
+        self.started
+            .lock()
+            .unwrap()
+            .push((node.to_string(), generation));
+    }
+    fn gate_step(&self, _: &str, _: Timestamp, events: &[Event], _: &GateState) {
+        self.steps.lock().unwrap().extend(events.iter().cloned());
+    }
+    fn gate_stopped(&self, node: &str, generation: u64, state: &GateState, journal: &Journal) {
+        self.stopped.lock().unwrap().push((
+            node.to_string(),
+            generation,
+            state.phase,
+            journal.len(),
+        ));
+    }
+}
+
+async fn eventually(what: &str, check: impl Fn() -> bool) {
+    for _ in 0..300 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observer_sees_router_events_and_a_gate_from_start_to_stop() {
+    let config = Arc::new(cfg());
+    let router = Arc::new(Router::new(Arc::clone(&config)));
+    let seen = Arc::new(Seen::default());
+    assert!(router.set_observer(seen.clone()));
+    assert!(
+        !router.set_observer(Arc::new(Seen::default())),
+        "only the first observer counts"
+    );
+    let ctx = Arc::new(GateContext {
+        config,
+        router: Arc::clone(&router),
+        executor: Arc::new(Applying),
+        clock: Arc::new(Now),
+        journal_capacity: 64,
+    });
+    let (sup, _) = supervisor::start(ctx).await.expect("supervisor starts");
+
+    let cilium = tolerant_ds("cilium");
+    router.daemonset_upserted(cilium.clone());
+    router.node_upserted(NodeInfo {
+        created: Timestamp::now(),
+        ..gated_node()
+    });
+    router.pod_upserted(unready_pod("cilium-1", &cilium));
+    router.mark_synced();
+    eventually("the gate to start", || router.gate(NODE).is_some()).await;
+    // Now the pod event is routed to the live gate.
+    router.pod_upserted(ready_pod("cilium-1", &cilium));
+    eventually("the gate to stop", || {
+        !seen.stopped.lock().unwrap().is_empty()
+    })
+    .await;
+
+    let events = seen.router.lock().unwrap().clone();
+    assert_eq!(
+        &events[..3],
+        &[
+            (RouterEvent::DaemonSetUpserted, false),
+            (RouterEvent::NodeUpserted, false),
+            (RouterEvent::PodUpserted, false),
+        ],
+        "nothing is routed before a gate exists"
+    );
+    assert_eq!(events[3], (RouterEvent::PodUpserted, true));
+
+    let started = seen.started.lock().unwrap().clone();
+    let stopped = seen.stopped.lock().unwrap().clone();
+    assert_eq!(started.len(), 1);
+    assert_eq!(started[0].0, NODE);
+    assert_eq!(stopped.len(), 1);
+    let (node, generation, phase, journal_len) = stopped[0].clone();
+    assert_eq!(
+        (node.as_str(), generation),
+        (NODE, started[0].1),
+        "start and stop name the same incarnation"
+    );
+    assert_eq!(phase, Phase::Opened);
+    let steps = seen.steps.lock().unwrap().clone();
+    assert_eq!(
+        steps.len(),
+        journal_len,
+        "every journal event is observed once"
+    );
+    assert!(steps.iter().any(|e| matches!(e, Event::Opened { .. })));
+    sup.stop(None);
+}

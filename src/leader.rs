@@ -1,0 +1,641 @@
+//! Leader election on a coordination.k8s.io/v1 Lease, with client-go's
+//! meaning of `--lease-duration`, `--renew-deadline` and `--retry-period`.
+//!
+//! This module owns the Lease and the [`Leadership`] flag that the executor
+//! checks right before every write. The leader renews every retry period and
+//! stops writing on its own once `--renew-deadline` has passed since the start
+//! of its last successful renewal — before any follower may take the lease
+//! (`--lease-duration` after the follower last saw it change), so two
+//! replicas never both believe they lead unless their clocks run at very
+//! different rates (and even then every write is conditional). A follower
+//! watches the Lease so that it tries at once when the lease is released, and
+//! otherwise wakes when the lease it last saw would expire. On shutdown the
+//! leader releases the lease (empty holder) so a follower takes over within
+//! moments. Every write to the Lease is conditional on the resourceVersion
+//! just read. This module never writes anything but its own Lease and never
+//! decides anything about a gate.
+//!
+//! Why not the kube-lease-manager crate (0.13 supports kube 5): it counts
+//! whole seconds only, has no renew deadline (a leader cut off from the API
+//! server keeps believing it leads until it reaches the server again), and
+//! a follower sleeps until the holder's lease runs out without looking at it,
+//! so a released lease is not taken over at once.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, PostParams};
+use kube::runtime::watcher;
+use rand::Rng;
+use tokio::sync::{Notify, watch};
+
+use crate::config::LeaderElection;
+
+/// Whether this replica may write now. Shared by the elector (which sets
+/// it), the executor (which checks it before each write) and the metrics.
+#[derive(Debug)]
+pub struct Leadership {
+    elected: bool,
+    held: Mutex<Held>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    leader: bool,
+    /// The leader stops writing at this instant unless a renewal moves it.
+    /// `None`: no expiry (leader election disabled).
+    until: Option<Instant>,
+}
+
+impl Leadership {
+    /// Without `--leader-elect`: this replica always writes.
+    pub fn always() -> Self {
+        Leadership {
+            elected: false,
+            held: Mutex::new(Held {
+                leader: true,
+                until: None,
+            }),
+        }
+    }
+
+    /// With `--leader-elect`: a follower until the elector says otherwise.
+    pub fn follower() -> Self {
+        Leadership {
+            elected: true,
+            held: Mutex::new(Held {
+                leader: false,
+                until: None,
+            }),
+        }
+    }
+
+    /// Whether leader election is on.
+    pub fn is_elected(&self) -> bool {
+        self.elected
+    }
+
+    /// True while this replica holds the lease and its last renewal is
+    /// recent enough. Checked right before every write.
+    pub fn is_leader(&self) -> bool {
+        self.is_leader_at(Instant::now())
+    }
+
+    fn is_leader_at(&self, now: Instant) -> bool {
+        let held = self.held();
+        held.leader && held.until.is_none_or(|until| now < until)
+    }
+
+    fn held(&self) -> Held {
+        match self.held.lock() {
+            Ok(h) => *h,
+            Err(poisoned) => *poisoned.into_inner(),
+        }
+    }
+
+    fn set(&self, held: Held) {
+        match self.held.lock() {
+            Ok(mut h) => *h = held,
+            Err(poisoned) => *poisoned.into_inner() = held,
+        }
+    }
+
+    /// Leads until `until`.
+    fn lead_until(&self, until: Instant) {
+        self.set(Held {
+            leader: true,
+            until: Some(until),
+        });
+    }
+
+    fn step_down(&self) {
+        self.set(Held {
+            leader: false,
+            until: None,
+        });
+    }
+}
+
+/// What the Lease says, as far as the election cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRecord {
+    pub holder: String,
+    /// `leaseDurationSeconds` as written by the holder; 0 when unset.
+    pub duration_seconds: i32,
+    pub transitions: i32,
+    pub acquire_time: Option<Timestamp>,
+}
+
+impl LeaseRecord {
+    fn from_lease(lease: &Lease) -> LeaseRecord {
+        let spec = lease.spec.as_ref();
+        LeaseRecord {
+            holder: spec
+                .and_then(|s| s.holder_identity.clone())
+                .unwrap_or_default(),
+            duration_seconds: spec.and_then(|s| s.lease_duration_seconds).unwrap_or(0),
+            transitions: spec.and_then(|s| s.lease_transitions).unwrap_or(0),
+            acquire_time: spec.and_then(|s| s.acquire_time.as_ref()).map(|t| t.0),
+        }
+    }
+}
+
+/// Whether `me` may write `record` now: it is ours, free (no holder, as a
+/// released lease is), or nobody has changed it for its whole duration.
+/// Expiry is judged by *this* process's clock since it last saw the record
+/// change (`observed_at`), never by the holder's timestamps, so clock skew
+/// between replicas does not matter — client-go's rule.
+pub fn may_take(
+    record: &LeaseRecord,
+    me: &str,
+    observed_at: Instant,
+    fallback_duration: Duration,
+    now: Instant,
+) -> bool {
+    if record.holder.is_empty() || record.holder == me {
+        return true;
+    }
+    now >= observed_at + record_duration(record, fallback_duration)
+}
+
+fn record_duration(record: &LeaseRecord, fallback: Duration) -> Duration {
+    match u64::try_from(record.duration_seconds) {
+        Ok(s) if s > 0 => Duration::from_secs(s),
+        _ => fallback,
+    }
+}
+
+/// The lease after `me` acquires or renews it at `now`.
+pub fn next_record(
+    old: Option<&LeaseRecord>,
+    me: &str,
+    duration: Duration,
+    now: Timestamp,
+) -> LeaseSpec {
+    let seconds = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
+    let (acquire_time, transitions) = match old {
+        Some(r) if r.holder == me => (r.acquire_time.unwrap_or(now), r.transitions),
+        // Taking over from someone (or from a released lease) is a
+        // transition; creating the lease is not.
+        Some(r) => (now, r.transitions.saturating_add(1)),
+        None => (now, 0),
+    };
+    LeaseSpec {
+        holder_identity: Some(me.to_string()),
+        lease_duration_seconds: Some(seconds),
+        acquire_time: Some(MicroTime(acquire_time)),
+        renew_time: Some(MicroTime(now)),
+        lease_transitions: Some(transitions),
+        ..Default::default()
+    }
+}
+
+/// This replica's identity in the Lease: the pod (or host) name plus a random
+/// suffix, because two processes on one host must never share an identity.
+pub fn identity(instance: &str) -> String {
+    let suffix: u32 = rand::rng().random();
+    format!("{instance}_{suffix:08x}")
+}
+
+/// Runs the election for one Lease.
+pub struct Elector {
+    api: Api<Lease>,
+    name: String,
+    namespace: String,
+    identity: String,
+    lease_duration: Duration,
+    renew_deadline: Duration,
+    retry_period: Duration,
+    /// The record as last read, its resourceVersion, and when (locally) it
+    /// last changed.
+    observed: Option<(LeaseRecord, String, Instant)>,
+}
+
+/// The outcome of one attempt.
+enum Attempt {
+    Holding,
+    HeldByOther {
+        holder: String,
+        expires: Instant,
+    },
+    /// Another replica wrote the Lease between our read and our write: the
+    /// ordinary race of two followers, not worth a warning.
+    Raced(String),
+    Failed(String),
+}
+
+impl Elector {
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        settings: &LeaderElection,
+        identity: String,
+    ) -> Self {
+        Elector {
+            api: Api::namespaced(client, namespace),
+            name: settings.lease_name.clone(),
+            namespace: namespace.to_string(),
+            identity,
+            lease_duration: settings.lease_duration,
+            renew_deadline: settings.renew_deadline,
+            retry_period: settings.retry_period,
+            observed: None,
+        }
+    }
+
+    fn lease_ref(&self) -> String {
+        format!("lease {}/{}", self.namespace, self.name)
+    }
+
+    /// Campaigns, leads, and campaigns again after losing the lease, until
+    /// `shutdown` changes (or its sender is dropped); then, if leading,
+    /// stops writing and releases the lease. `on_gain` runs each time this
+    /// replica becomes leader, after `leadership` says so.
+    pub async fn run(
+        mut self,
+        leadership: Arc<Leadership>,
+        on_gain: impl Fn() + Send,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let changed = Arc::new(Notify::new());
+        let lease_watch = tokio::spawn(watch_lease(
+            self.api.clone(),
+            self.name.clone(),
+            Arc::clone(&changed),
+        ));
+        tracing::info!(identity = %self.identity, lease = %self.lease_ref(), "campaigning for leadership");
+        'campaign: loop {
+            // Follower: try now, then whenever the lease changes, the lease
+            // we saw would expire, or a (jittered) retry period passed.
+            loop {
+                let started = Instant::now();
+                match self.try_acquire_or_renew().await {
+                    Attempt::Holding => {
+                        leadership.lead_until(started + self.renew_deadline);
+                        tracing::info!(identity = %self.identity, lease = %self.lease_ref(), "became leader");
+                        on_gain();
+                        break;
+                    }
+                    Attempt::HeldByOther { holder, expires } => {
+                        tracing::debug!(%holder, "lease held by another replica");
+                        let wait = self.follower_wait(Some(expires));
+                        tokio::select! {
+                            _ = shutdown.changed() => break 'campaign,
+                            _ = changed.notified() => {}
+                            _ = tokio::time::sleep(wait) => {}
+                        }
+                    }
+                    Attempt::Raced(why) => {
+                        tracing::debug!(lease = %self.lease_ref(), %why, "lost a race for the lease");
+                        let wait = self.follower_wait(None);
+                        tokio::select! {
+                            _ = shutdown.changed() => break 'campaign,
+                            _ = changed.notified() => {}
+                            _ = tokio::time::sleep(wait) => {}
+                        }
+                    }
+                    Attempt::Failed(error) => {
+                        tracing::warn!(lease = %self.lease_ref(), %error, "cannot acquire the lease; retrying");
+                        let wait = self.follower_wait(None);
+                        tokio::select! {
+                            _ = shutdown.changed() => break 'campaign,
+                            _ = tokio::time::sleep(wait) => {}
+                        }
+                    }
+                }
+            }
+            // Leader: renew every retry period; give up at the deadline.
+            loop {
+                tokio::select! {
+                    _ = shutdown.changed() => {
+                        // Stop writing first: the lease must never be free
+                        // while this replica could still write.
+                        leadership.step_down();
+                        self.release().await;
+                        break 'campaign;
+                    }
+                    _ = tokio::time::sleep(self.retry_period) => {}
+                }
+                let started = Instant::now();
+                let lapsed = !leadership.is_leader();
+                match self.try_acquire_or_renew().await {
+                    Attempt::Holding => {
+                        leadership.lead_until(started + self.renew_deadline);
+                        // A renewal that lands after the deadline lapsed is
+                        // still safe (the write was conditional), but gates
+                        // refused meanwhile must hear they may write again.
+                        if lapsed {
+                            tracing::info!(lease = %self.lease_ref(), "leading again after a late renewal");
+                            on_gain();
+                        }
+                    }
+                    Attempt::HeldByOther { holder, .. } => {
+                        leadership.step_down();
+                        tracing::warn!(%holder, lease = %self.lease_ref(), "lost leadership: the lease has another holder");
+                        continue 'campaign;
+                    }
+                    Attempt::Raced(error) | Attempt::Failed(error) => {
+                        if leadership.is_leader() {
+                            tracing::warn!(lease = %self.lease_ref(), %error, "cannot renew the lease; retrying");
+                        } else {
+                            leadership.step_down();
+                            tracing::warn!(
+                                lease = %self.lease_ref(),
+                                %error,
+                                renew_deadline = ?self.renew_deadline,
+                                "lost leadership: no renewal within the renew deadline"
+                            );
+                            continue 'campaign;
+                        }
+                    }
+                }
+            }
+        }
+        lease_watch.abort();
+    }
+
+    /// How long a follower sleeps: a retry period with up to 20% jitter (so
+    /// replicas do not move in step), but no later than just after the lease
+    /// it saw expires.
+    fn follower_wait(&self, expires: Option<Instant>) -> Duration {
+        let jitter = self
+            .retry_period
+            .mul_f64(rand::rng().random_range(0.0..0.2));
+        let retry = self.retry_period + jitter;
+        match expires {
+            Some(at) => {
+                retry.min(at.saturating_duration_since(Instant::now()) + Duration::from_millis(1))
+            }
+            None => retry,
+        }
+    }
+
+    /// One read and, when this replica may hold the lease, one conditional
+    /// write; bounded by the renew deadline.
+    async fn try_acquire_or_renew(&mut self) -> Attempt {
+        match tokio::time::timeout(self.renew_deadline, self.attempt()).await {
+            Ok(a) => a,
+            Err(_) => Attempt::Failed(format!(
+                "no answer from the API server within {:?}",
+                self.renew_deadline
+            )),
+        }
+    }
+
+    async fn attempt(&mut self) -> Attempt {
+        let lease = match self.api.get_opt(&self.name).await {
+            Ok(l) => l,
+            Err(e) => return Attempt::Failed(format!("reading {}: {e}", self.lease_ref())),
+        };
+        let Some(lease) = lease else {
+            return self.create().await;
+        };
+        let record = LeaseRecord::from_lease(&lease);
+        let version = lease.metadata.resource_version.clone().unwrap_or_default();
+        let now = Instant::now();
+        let observed_at = match &self.observed {
+            Some((_, v, at)) if *v == version => *at,
+            _ => now,
+        };
+        self.observed = Some((record.clone(), version.clone(), observed_at));
+        if !may_take(
+            &record,
+            &self.identity,
+            observed_at,
+            self.lease_duration,
+            now,
+        ) {
+            return Attempt::HeldByOther {
+                expires: observed_at + record_duration(&record, self.lease_duration),
+                holder: record.holder,
+            };
+        }
+        let mut updated = lease;
+        updated.spec = Some(next_record(
+            Some(&record),
+            &self.identity,
+            self.lease_duration,
+            Timestamp::now(),
+        ));
+        // `replace` sends the resourceVersion just read: a concurrent writer
+        // makes this a 409, never a lost update.
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &updated)
+            .await
+        {
+            Ok(written) => self.holding(&written),
+            Err(kube::Error::Api(e)) if e.code == 409 => Attempt::Raced(format!(
+                "{} changed while this replica was writing it",
+                self.lease_ref()
+            )),
+            Err(e) => Attempt::Failed(format!("updating {}: {e}", self.lease_ref())),
+        }
+    }
+
+    async fn create(&mut self) -> Attempt {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                namespace: Some(self.namespace.clone()),
+                ..Default::default()
+            },
+            spec: Some(next_record(
+                None,
+                &self.identity,
+                self.lease_duration,
+                Timestamp::now(),
+            )),
+        };
+        match self.api.create(&PostParams::default(), &lease).await {
+            Ok(written) => self.holding(&written),
+            Err(kube::Error::Api(e)) if e.code == 409 => Attempt::Raced(format!(
+                "{} was created by another replica meanwhile",
+                self.lease_ref()
+            )),
+            Err(kube::Error::Api(e)) if e.code == 404 => Attempt::Failed(format!(
+                "cannot create {}: namespace {} does not exist (set --lease-namespace)",
+                self.lease_ref(),
+                self.namespace
+            )),
+            Err(e) => Attempt::Failed(format!("creating {}: {e}", self.lease_ref())),
+        }
+    }
+
+    fn holding(&mut self, written: &Lease) -> Attempt {
+        self.observed = Some((
+            LeaseRecord::from_lease(written),
+            written
+                .metadata
+                .resource_version
+                .clone()
+                .unwrap_or_default(),
+            Instant::now(),
+        ));
+        Attempt::Holding
+    }
+
+    /// Empties the holder (client-go's release) if this replica still holds
+    /// the lease, so a follower may take it at once. Best effort, bounded:
+    /// if it fails, the followers wait for the lease to expire.
+    async fn release(&mut self) {
+        let release = async {
+            let mut lease = match self.api.get_opt(&self.name).await {
+                Ok(Some(l)) => l,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(format!("reading {}: {e}", self.lease_ref())),
+            };
+            let Some(spec) = lease.spec.as_mut() else {
+                return Ok(());
+            };
+            if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+                return Ok(());
+            }
+            spec.holder_identity = None;
+            spec.lease_duration_seconds = Some(1);
+            spec.renew_time = Some(MicroTime(Timestamp::now()));
+            self.api
+                .replace(&self.name, &PostParams::default(), &lease)
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("updating {}: {e}", self.lease_ref()))
+        };
+        match tokio::time::timeout(self.renew_deadline, release).await {
+            Ok(Ok(())) => {
+                tracing::info!(lease = %self.lease_ref(), "released the lease");
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "cannot release the lease; followers wait for it to expire");
+            }
+            Err(_) => tracing::warn!(
+                lease = %self.lease_ref(),
+                "releasing the lease timed out; followers wait for it to expire"
+            ),
+        }
+    }
+}
+
+/// Wakes the campaign whenever the Lease changes, so a released lease is
+/// taken over at once rather than at the next retry. Without it (e.g. no
+/// RBAC to watch Leases) the election still works, by polling.
+async fn watch_lease(api: Api<Lease>, name: String, changed: Arc<Notify>) {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = watcher::watcher(api, config).boxed();
+    let mut warned = false;
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(_) => changed.notify_one(),
+            Err(error) => {
+                if !warned {
+                    warned = true;
+                    tracing::warn!(%error, "cannot watch the lease; relying on --retry-period polling");
+                }
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(holder: &str, seconds: i32) -> LeaseRecord {
+        LeaseRecord {
+            holder: holder.to_string(),
+            duration_seconds: seconds,
+            transitions: 3,
+            acquire_time: Some(Timestamp::UNIX_EPOCH),
+        }
+    }
+
+    #[test]
+    fn who_may_take_the_lease() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let fallback = s(15);
+        // (record, seconds since observed, may take)
+        let cases: &[(LeaseRecord, u64, bool, &str)] = &[
+            (record("me", 4), 0, true, "own lease: renew"),
+            (record("me", 4), 100, true, "own lease, however old"),
+            (record("", 1), 0, true, "released lease: at once"),
+            (record("other", 4), 0, false, "fresh lease of another"),
+            (record("other", 4), 3, false, "not yet expired"),
+            (
+                record("other", 4),
+                4,
+                true,
+                "expired after its own duration",
+            ),
+            (
+                record("other", 0),
+                10,
+                false,
+                "no duration: ours (15s) counts",
+            ),
+            (
+                record("other", 0),
+                15,
+                true,
+                "no duration: expired after ours",
+            ),
+        ];
+        for (r, after, want, why) in cases {
+            assert_eq!(
+                may_take(r, "me", t0, fallback, t0 + s(*after)),
+                *want,
+                "{why}"
+            );
+        }
+    }
+
+    #[test]
+    fn renewing_keeps_acquire_time_and_taking_over_counts_a_transition() {
+        let now: Timestamp = "2030-01-01T00:00:00Z".parse().unwrap();
+        let d = Duration::from_secs(4);
+
+        let renewed = next_record(Some(&record("me", 4)), "me", d, now);
+        assert_eq!(renewed.lease_transitions, Some(3));
+        assert_eq!(
+            renewed.acquire_time.map(|t| t.0),
+            Some(Timestamp::UNIX_EPOCH)
+        );
+        assert_eq!(renewed.renew_time.map(|t| t.0), Some(now));
+        assert_eq!(renewed.lease_duration_seconds, Some(4));
+
+        let taken = next_record(Some(&record("other", 4)), "me", d, now);
+        assert_eq!(taken.holder_identity.as_deref(), Some("me"));
+        assert_eq!(taken.lease_transitions, Some(4));
+        assert_eq!(taken.acquire_time.map(|t| t.0), Some(now));
+
+        let created = next_record(None, "me", d, now);
+        assert_eq!(created.lease_transitions, Some(0));
+    }
+
+    #[test]
+    fn leadership_ends_at_the_renew_deadline_and_on_step_down() {
+        let l = Leadership::follower();
+        assert!(!l.is_leader());
+        let t0 = Instant::now();
+        l.lead_until(t0 + Duration::from_secs(10));
+        assert!(l.is_leader_at(t0));
+        assert!(l.is_leader_at(t0 + Duration::from_secs(9)));
+        assert!(
+            !l.is_leader_at(t0 + Duration::from_secs(10)),
+            "no writes once the renew deadline passed without a renewal"
+        );
+        l.step_down();
+        assert!(!l.is_leader_at(t0));
+        assert!(Leadership::always().is_leader());
+    }
+
+    #[test]
+    fn identities_differ_between_processes_on_one_host() {
+        assert_ne!(identity("host"), identity("host"));
+        assert!(identity("host").starts_with("host_"));
+    }
+}

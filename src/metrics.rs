@@ -1,0 +1,894 @@
+//! Prometheus metrics: every series nodegate exports, and the bookkeeping
+//! that turns gate events into them.
+//!
+//! This module owns the registry (every name prefixed `nodegate_`) and the
+//! small per-gate records needed to compute durations; it is fed by the gate
+//! observer (`gate_started` / `gate_step` / `gate_stopped`), the router
+//! observer, the executor (patch attempts), and, right before each scrape,
+//! [`Metrics::refresh`], which reads the live state (actors, gate ages,
+//! leadership, watch restarts) and drops the series of DaemonSets and nodes
+//! that are gone. Outcome metrics (gate durations, reaction, time-to-Ready,
+//! timeouts) are recorded by the leader only, so summing them over replicas
+//! counts every node once; state gauges are reported by every replica. Label
+//! values that are known up front start at zero so that an idle controller
+//! exports zeros, not "no data". This module must never block a gate: every
+//! hook takes one short lock and does arithmetic, nothing else; it never
+//! talks to the cluster.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use dashmap::DashMap;
+
+use jiff::Timestamp;
+use nodegate_actors::gate::{Event, GateState, MemberId, OnTimeout, OpenedBy, PatchOutcome, Phase};
+use nodegate_actors::observe::RouterEvent;
+use nodegate_actors::router::Router;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::leader::Leadership;
+
+/// The Content-Type of [`Metrics::encode`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Creation → open: seconds to many minutes.
+const GATE_BUCKETS: [f64; 15] = [
+    1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1200.0,
+];
+/// Last member Ready → taint removed: milliseconds, unless a failover or a
+/// conflict storm is in the way.
+const REACTION_BUCKETS: [f64; 12] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DaemonSetLabels {
+    namespace: String,
+    name: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BlockerLabels {
+    /// `daemonset` or `critical` (a critical-pod entry).
+    kind: &'static str,
+    namespace: String,
+    name: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    action: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PatchLabels {
+    kind: &'static str,
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouterLabels {
+    kind: &'static str,
+    routed: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabels {
+    node: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabels {
+    version: &'static str,
+}
+
+/// Which write a patch attempt was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    Untaint,
+    MarkTimedOut,
+}
+
+impl WriteKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            WriteKind::Untaint => "untaint",
+            WriteKind::MarkTimedOut => "mark_timed_out",
+        }
+    }
+}
+
+/// The `result` label of a patch attempt; `None` for a write that was never
+/// sent (this replica is not the leader).
+pub fn patch_result(outcome: &PatchOutcome) -> Option<&'static str> {
+    match outcome {
+        PatchOutcome::Applied => Some("ok"),
+        PatchOutcome::Conflict => Some("conflict"),
+        PatchOutcome::NotFound => Some("not_found"),
+        PatchOutcome::Failed(_) => Some("error"),
+        PatchOutcome::NotLeader => None,
+    }
+}
+
+const PATCH_RESULTS: [&str; 4] = ["ok", "conflict", "not_found", "error"];
+
+/// What the metrics remember of one live gate.
+#[derive(Debug, Default)]
+struct GateTrack {
+    generation: u64,
+    start: Option<Timestamp>,
+    phase: Phase,
+    /// A re-gated node (`nodegate.dev/gated-since`): its DaemonSets were
+    /// running long before, so they say nothing about time-to-Ready.
+    regated: bool,
+    /// Since when every expected member has been Ready, as the gate saw it.
+    all_ready_since: Option<Timestamp>,
+    /// DaemonSets whose time-to-Ready was recorded for this node.
+    ready_recorded: HashSet<String>,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    leadership: Arc<Leadership>,
+
+    gated_nodes: Gauge,
+    live_actors: Gauge,
+    gate_age: Family<NodeLabels, Gauge<f64, AtomicU64>>,
+    gate_duration: Family<OutcomeLabels, Histogram>,
+    reaction: Histogram,
+    daemonset_ready: Family<DaemonSetLabels, Histogram>,
+    timeout_blockers: Family<BlockerLabels, Counter>,
+    gates_timed_out: Family<ActionLabels, Counter>,
+    patch_attempts: Family<PatchLabels, Counter>,
+    router_events: Family<RouterLabels, Counter>,
+    leader: Gauge,
+    watch_restarts: Counter,
+    /// The watchers' own restart count at the last refresh.
+    watch_restarts_seen: AtomicU64,
+
+    /// Per live gate; sharded, because every gate step touches it.
+    gates: DashMap<String, GateTrack>,
+    /// `namespace/name` → uid of every DaemonSet with a labelled series, so
+    /// that a refresh can drop the series of one that is gone.
+    daemonset_series: Mutex<BTreeMap<String, String>>,
+    /// Nodes that have a `gate_age` series.
+    age_series: Mutex<HashSet<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere while holding the lock leaves plain counters behind,
+    // still good to read.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn seconds_between(from: Timestamp, to: Timestamp) -> f64 {
+    to.duration_since(from).as_secs_f64().max(0.0)
+}
+
+impl Metrics {
+    pub fn new(leadership: Arc<Leadership>) -> Metrics {
+        let mut registry = Registry::with_prefix("nodegate");
+        let m = Metrics {
+            leadership,
+            gated_nodes: Gauge::default(),
+            live_actors: Gauge::default(),
+            gate_age: Family::default(),
+            gate_duration: Family::new_with_constructor(|| Histogram::new(GATE_BUCKETS)),
+            reaction: Histogram::new(REACTION_BUCKETS),
+            daemonset_ready: Family::new_with_constructor(|| Histogram::new(GATE_BUCKETS)),
+            timeout_blockers: Family::default(),
+            gates_timed_out: Family::default(),
+            patch_attempts: Family::default(),
+            router_events: Family::default(),
+            leader: Gauge::default(),
+            watch_restarts: Counter::default(),
+            watch_restarts_seen: AtomicU64::new(0),
+            gates: DashMap::new(),
+            daemonset_series: Mutex::new(BTreeMap::new()),
+            age_series: Mutex::new(HashSet::new()),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "gated_nodes",
+            "Nodes whose gate is closed now (waiting, opening, or kept closed after a timeout)",
+            m.gated_nodes.clone(),
+        );
+        registry.register(
+            "live_actors",
+            "Gate actors running now (one per gated node)",
+            m.live_actors.clone(),
+        );
+        registry.register(
+            "gate_age_seconds",
+            "Seconds since the gate of each closed node started (creation or nodegate.dev/gated-since)",
+            m.gate_age.clone(),
+        );
+        registry.register(
+            "gate_duration_seconds",
+            "Gate start (node creation or gated-since) to taint removed, by outcome (ready | timeout); leader only",
+            m.gate_duration.clone(),
+        );
+        registry.register(
+            "reaction_seconds",
+            "Every expected member Ready (as observed) to taint removed; leader only",
+            m.reaction.clone(),
+        );
+        registry.register(
+            "daemonset_ready_seconds",
+            "Node creation to the DaemonSet's pod Ready on that node, for new nodes; leader only",
+            m.daemonset_ready.clone(),
+        );
+        registry.register(
+            "timeout_blockers",
+            "Gate deadlines passed with this member not Ready (a DaemonSet or a critical-pod entry); leader only",
+            m.timeout_blockers.clone(),
+        );
+        registry.register(
+            "gates_timed_out",
+            "Gate deadlines passed, by --on-timeout action (open | keep); leader only",
+            m.gates_timed_out.clone(),
+        );
+        registry.register(
+            "patch_attempts",
+            "Writes sent to the API server, by kind (untaint | mark_timed_out) and result (ok | conflict | not_found | error)",
+            m.patch_attempts.clone(),
+        );
+        registry.register(
+            "router_events",
+            "Watch events handled by the router, by kind and whether they went on to a live gate",
+            m.router_events.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader-election lease (always 1 without --leader-elect)",
+            m.leader.clone(),
+        );
+        registry.register(
+            "watch_restarts",
+            "Watch streams that failed and were restarted",
+            m.watch_restarts.clone(),
+        );
+        let build_info = Family::<VersionLabels, Gauge>::default();
+        build_info
+            .get_or_create(&VersionLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        registry.register("build_info", "Always 1; the version as a label", build_info);
+
+        // Zeros for every label value known up front.
+        for outcome in [OpenedBy::Ready, OpenedBy::Timeout] {
+            m.gate_duration.get_or_create_owned(&OutcomeLabels {
+                outcome: outcome.as_str(),
+            });
+        }
+        for action in [OnTimeout::Open, OnTimeout::Keep] {
+            m.gates_timed_out.get_or_create_owned(&ActionLabels {
+                action: action_str(action),
+            });
+        }
+        for kind in [WriteKind::Untaint, WriteKind::MarkTimedOut] {
+            for result in PATCH_RESULTS {
+                m.patch_attempts.get_or_create_owned(&PatchLabels {
+                    kind: kind.as_str(),
+                    result,
+                });
+            }
+        }
+        for event in RouterEvent::ALL {
+            for routed in ["true", "false"] {
+                m.router_events.get_or_create_owned(&RouterLabels {
+                    kind: event.as_str(),
+                    routed,
+                });
+            }
+        }
+        m.leader.set(i64::from(m.leadership.is_leader()));
+        Metrics { registry, ..m }
+    }
+
+    /// The registry in Prometheus / OpenMetrics text. Call [`Self::refresh`]
+    /// first.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+
+    // --- fed by the executor ---
+
+    pub fn patch_attempt(&self, kind: WriteKind, outcome: &PatchOutcome) {
+        if let Some(result) = patch_result(outcome) {
+            self.patch_attempts
+                .get_or_create(&PatchLabels {
+                    kind: kind.as_str(),
+                    result,
+                })
+                .inc();
+        }
+    }
+
+    // --- fed by the router and the gates (see nodegate_actors::observe) ---
+
+    pub fn router_event(&self, event: RouterEvent, routed: bool) {
+        self.router_events
+            .get_or_create(&RouterLabels {
+                kind: event.as_str(),
+                routed: if routed { "true" } else { "false" },
+            })
+            .inc();
+    }
+
+    pub fn gate_started(&self, node: &str, generation: u64) {
+        self.gates.insert(
+            node.to_string(),
+            GateTrack {
+                generation,
+                ..GateTrack::default()
+            },
+        );
+    }
+
+    pub fn gate_step(&self, node: &str, at: Timestamp, events: &[Event], state: &GateState) {
+        let leader = self.leadership.is_leader();
+        let mut track = self.gates.entry(node.to_string()).or_default();
+        track.start = state.gate_start();
+        track.phase = state.phase;
+        track.regated = state.node.as_ref().is_some_and(|n| n.gated_since.is_some());
+        for event in events {
+            match event {
+                Event::MemberReady {
+                    member: MemberId::DaemonSet(key),
+                    pod,
+                } if leader && !track.regated => {
+                    if let Some(start) = track.start
+                        && track.ready_recorded.insert(key.clone())
+                    {
+                        // The pod's own Ready transition is the truth (and
+                        // survives a restart of nodegate); when the snapshot
+                        // lacks it, when the gate saw it will do.
+                        let ready_at = state
+                            .pods
+                            .values()
+                            .find(|p| &p.name == pod && p.ready)
+                            .and_then(|p| p.ready_since)
+                            .unwrap_or(at);
+                        if let Some(labels) = self.daemonset_labels(key, state) {
+                            self.daemonset_ready
+                                .get_or_create(&labels)
+                                .observe(seconds_between(start, ready_at));
+                        }
+                    }
+                }
+                Event::TimedOut {
+                    action, not_ready, ..
+                } if leader => {
+                    self.gates_timed_out
+                        .get_or_create(&ActionLabels {
+                            action: action_str(*action),
+                        })
+                        .inc();
+                    for blocker in not_ready {
+                        let labels = match &blocker.member {
+                            MemberId::DaemonSet(key) => {
+                                self.daemonset_labels(key, state).map(|l| BlockerLabels {
+                                    kind: "daemonset",
+                                    namespace: l.namespace,
+                                    name: l.name,
+                                })
+                            }
+                            MemberId::Critical(name) => Some(BlockerLabels {
+                                kind: "critical",
+                                namespace: String::new(),
+                                name: name.clone(),
+                            }),
+                        };
+                        if let Some(labels) = labels {
+                            self.timeout_blockers.get_or_create(&labels).inc();
+                        }
+                    }
+                }
+                Event::Opened { opened_by, at, .. } if leader => {
+                    if let Some(start) = track.start {
+                        self.gate_duration
+                            .get_or_create(&OutcomeLabels {
+                                outcome: opened_by.as_str(),
+                            })
+                            .observe(seconds_between(start, *at));
+                    }
+                    if *opened_by == OpenedBy::Ready
+                        && let Some(since) = track.all_ready_since
+                    {
+                        self.reaction.observe(seconds_between(since, *at));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if state.all_ready() {
+            track.all_ready_since.get_or_insert(at);
+        } else {
+            track.all_ready_since = None;
+        }
+    }
+
+    pub fn gate_stopped(&self, node: &str, generation: u64) {
+        // A newer incarnation may have started already (its pre_start can
+        // run before the old one's post_stop).
+        self.gates
+            .remove_if(node, |_, t| t.generation == generation);
+    }
+
+    /// The labels of DaemonSet `key`, remembering its uid so the series can
+    /// be dropped when it is gone.
+    fn daemonset_labels(&self, key: &str, state: &GateState) -> Option<DaemonSetLabels> {
+        let (namespace, name) = key.split_once('/')?;
+        if let Some(ds) = state.daemonsets.get(key) {
+            lock(&self.daemonset_series).insert(key.to_string(), ds.uid.clone());
+        }
+        Some(DaemonSetLabels {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        })
+    }
+
+    // --- before each scrape ---
+
+    /// Brings the state gauges up to date and drops the series of nodes and
+    /// DaemonSets that are gone. `watch_restarts` is the watchers' own count.
+    pub fn refresh(&self, router: &Router, watch_restarts: u64, now: Timestamp) {
+        self.refresh_with(
+            |node| router.gate(node).is_some(),
+            |uid| router.daemonset(uid).is_some(),
+            router.gate_count(),
+            watch_restarts,
+            now,
+        );
+    }
+
+    /// [`Self::refresh`] with the router's answers passed in.
+    fn refresh_with(
+        &self,
+        has_gate: impl Fn(&str) -> bool,
+        daemonset_exists: impl Fn(&str) -> bool,
+        live_actors: usize,
+        watch_restarts: u64,
+        now: Timestamp,
+    ) {
+        self.leader.set(i64::from(self.leadership.is_leader()));
+        self.live_actors
+            .set(i64::try_from(live_actors).unwrap_or(i64::MAX));
+        let seen = self
+            .watch_restarts_seen
+            .swap(watch_restarts, Ordering::Relaxed);
+        self.watch_restarts
+            .inc_by(watch_restarts.saturating_sub(seen));
+
+        let mut closed: HashMap<String, Option<Timestamp>> = HashMap::new();
+        {
+            // A gate that panicked never reported its stop; its node has no
+            // registered gate until the supervisor restarts it.
+            self.gates.retain(|node, _| has_gate(node));
+            for track in self.gates.iter() {
+                if !matches!(track.phase, Phase::Opened | Phase::Gone) {
+                    closed.insert(track.key().clone(), track.start);
+                }
+            }
+        }
+        self.gated_nodes
+            .set(i64::try_from(closed.len()).unwrap_or(i64::MAX));
+        let mut ages = lock(&self.age_series);
+        for node in ages.iter() {
+            if !closed.contains_key(node) {
+                self.gate_age.remove(&NodeLabels { node: node.clone() });
+            }
+        }
+        ages.retain(|node| closed.contains_key(node));
+        for (node, start) in closed {
+            // A gate that has not seen its node yet has no age to show.
+            if let Some(start) = start {
+                self.gate_age
+                    .get_or_create(&NodeLabels { node: node.clone() })
+                    .set(seconds_between(start, now));
+                ages.insert(node);
+            }
+        }
+        drop(ages);
+
+        let mut series = lock(&self.daemonset_series);
+        series.retain(|key, uid| {
+            if daemonset_exists(uid) {
+                return true;
+            }
+            if let Some((namespace, name)) = key.split_once('/') {
+                self.daemonset_ready.remove(&DaemonSetLabels {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                });
+                self.timeout_blockers.remove(&BlockerLabels {
+                    kind: "daemonset",
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                });
+            }
+            false
+        });
+    }
+}
+
+fn action_str(action: OnTimeout) -> &'static str {
+    match action {
+        OnTimeout::Open => "open",
+        OnTimeout::Keep => "keep",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use nodegate_actors::gate::{self, GateConfig, Input};
+    use nodegate_actors::model::{DaemonSetInfo, NodeInfo, PodInfo};
+    use nodegate_actors::testutil::{
+        mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
+    };
+
+    const NODE: &str = "node-a";
+
+    fn gated(created: i64) -> NodeInfo {
+        NodeInfo {
+            created: ts(created),
+            ..mk_node(
+                NODE,
+                &[],
+                vec![taint("nodegate.dev/initializing", "NoSchedule")],
+            )
+        }
+    }
+
+    fn tolerant(name: &str) -> DaemonSetInfo {
+        mk_ds(
+            "infra",
+            name,
+            template_with_tolerations(vec![toleration("", "Exists", "", "")]),
+        )
+    }
+
+    fn pod(name: &str, ds: &DaemonSetInfo, ready_at: Option<i64>) -> PodInfo {
+        PodInfo {
+            ready: ready_at.is_some(),
+            ready_since: ready_at.map(ts),
+            ..mk_pod(name, NODE, &ds.uid)
+        }
+    }
+
+    /// One gate driven by hand, its steps reported to the metrics exactly as
+    /// the node actor reports them.
+    struct Driven<'a> {
+        m: &'a Metrics,
+        state: GateState,
+        cfg: GateConfig,
+    }
+
+    impl Driven<'_> {
+        fn feed(&mut self, at: i64, input: Input) {
+            let step = gate::step(&mut self.state, &input, &self.cfg, ts(at));
+            if !step.events.is_empty() {
+                self.m.gate_step(NODE, ts(at), &step.events, &self.state);
+            }
+        }
+    }
+
+    fn drive(m: &Metrics, cfg: GateConfig) -> Driven<'_> {
+        m.gate_started(NODE, 1);
+        Driven {
+            m,
+            state: GateState::default(),
+            cfg,
+        }
+    }
+
+    fn router_with(dss: &[&DaemonSetInfo]) -> Router {
+        let r = Router::new(Arc::new(GateConfig::default()));
+        for ds in dss {
+            r.daemonset_upserted((*ds).clone());
+        }
+        r
+    }
+
+    fn text(m: &Metrics) -> String {
+        m.encode().expect("encodes")
+    }
+
+    /// The value of the sample line that starts with `series ` exactly.
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .and_then(|v| v.split(' ').next()?.parse().ok())
+    }
+
+    #[test]
+    fn an_idle_controller_exports_zeros() {
+        let m = Metrics::new(Arc::new(Leadership::always()));
+        m.refresh(&router_with(&[]), 0, ts(0));
+        let t = text(&m);
+        for (series, want) in [
+            ("nodegate_gated_nodes", 0.0),
+            ("nodegate_live_actors", 0.0),
+            ("nodegate_leader", 1.0),
+            ("nodegate_watch_restarts_total", 0.0),
+            ("nodegate_reaction_seconds_count", 0.0),
+            (
+                "nodegate_gate_duration_seconds_count{outcome=\"ready\"}",
+                0.0,
+            ),
+            (
+                "nodegate_gate_duration_seconds_count{outcome=\"timeout\"}",
+                0.0,
+            ),
+            ("nodegate_gates_timed_out_total{action=\"open\"}", 0.0),
+            (
+                "nodegate_patch_attempts_total{kind=\"untaint\",result=\"conflict\"}",
+                0.0,
+            ),
+            (
+                "nodegate_router_events_total{kind=\"pod_upserted\",routed=\"true\"}",
+                0.0,
+            ),
+        ] {
+            assert_eq!(sample(&t, series), Some(want), "{series} in\n{t}");
+        }
+        for line in t.lines().filter(|l| !l.starts_with('#')) {
+            assert!(line.starts_with("nodegate_"), "unprefixed series: {line}");
+        }
+    }
+
+    #[test]
+    fn an_opening_records_duration_reaction_and_time_to_ready() {
+        let m = Metrics::new(Arc::new(Leadership::always()));
+        let cni = tolerant("cni");
+        let csi = tolerant("csi");
+        let mut g = drive(&m, GateConfig::default());
+        g.feed(
+            1,
+            Input::Snapshot {
+                node: gated(0),
+                daemonsets: vec![cni.clone(), csi.clone()],
+                pods: vec![pod("cni-1", &cni, Some(1)), pod("csi-1", &csi, None)],
+            },
+        );
+        m.refresh_with(|n| n == NODE, |_| true, 1, 0, ts(5));
+        assert_eq!(sample(&text(&m), "nodegate_gated_nodes"), Some(1.0));
+
+        // csi turns Ready at 9 (cluster time), seen at 10; opened at 10.2.
+        g.feed(10, Input::PodUpserted(pod("csi-1", &csi, Some(9))));
+        let opened = "1970-01-01T00:00:10.2Z".parse::<Timestamp>().unwrap();
+        let step = gate::step(
+            &mut g.state,
+            &Input::PatchResult(PatchOutcome::Applied),
+            &g.cfg,
+            opened,
+        );
+        m.gate_step(NODE, opened, &step.events, &g.state);
+        m.patch_attempt(WriteKind::Untaint, &PatchOutcome::Applied);
+        m.patch_attempt(WriteKind::Untaint, &PatchOutcome::NotLeader);
+
+        let t = text(&m);
+        assert_eq!(
+            sample(
+                &t,
+                "nodegate_gate_duration_seconds_count{outcome=\"ready\"}"
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(&t, "nodegate_gate_duration_seconds_sum{outcome=\"ready\"}"),
+            Some(10.2)
+        );
+        let reaction = sample(&t, "nodegate_reaction_seconds_sum").unwrap();
+        assert!((reaction - 0.2).abs() < 1e-9, "reaction {reaction}");
+        assert_eq!(
+            sample(
+                &t,
+                "nodegate_daemonset_ready_seconds_sum{namespace=\"infra\",name=\"csi\"}"
+            ),
+            Some(9.0),
+            "time-to-Ready uses the pod's Ready transition\n{t}"
+        );
+        assert_eq!(
+            sample(
+                &t,
+                "nodegate_daemonset_ready_seconds_sum{namespace=\"infra\",name=\"cni\"}"
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(
+                &t,
+                "nodegate_patch_attempts_total{kind=\"untaint\",result=\"ok\"}"
+            ),
+            Some(1.0)
+        );
+        let attempts: f64 = PATCH_RESULTS
+            .iter()
+            .filter_map(|r| {
+                sample(
+                    &t,
+                    &format!("nodegate_patch_attempts_total{{kind=\"untaint\",result=\"{r}\"}}"),
+                )
+            })
+            .sum();
+        assert_eq!(
+            attempts, 1.0,
+            "a write refused for want of leadership is no attempt"
+        );
+    }
+
+    #[test]
+    fn a_deadline_counts_each_blocker_and_the_timeout_outcome() {
+        let m = Metrics::new(Arc::new(Leadership::always()));
+        let cni = tolerant("cni");
+        let broken = tolerant("broken");
+        let mut g = drive(
+            &m,
+            GateConfig {
+                timeout: Some(Duration::from_secs(5)),
+                ..GateConfig::default()
+            },
+        );
+        g.feed(
+            1,
+            Input::Snapshot {
+                node: gated(0),
+                daemonsets: vec![cni.clone(), broken.clone()],
+                pods: vec![pod("cni-1", &cni, Some(1)), pod("broken-1", &broken, None)],
+            },
+        );
+        let generation = g.state.timers.deadline_generation;
+        g.feed(
+            5,
+            Input::TimerFired {
+                kind: gate::TimerKind::Deadline,
+                generation,
+            },
+        );
+        g.feed(5, Input::PatchResult(PatchOutcome::Applied));
+        let t = text(&m);
+        assert_eq!(
+            sample(&t, "nodegate_gates_timed_out_total{action=\"open\"}"),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(
+                &t,
+                "nodegate_timeout_blockers_total{kind=\"daemonset\",namespace=\"infra\",name=\"broken\"}"
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(
+                &t,
+                "nodegate_timeout_blockers_total{kind=\"daemonset\",namespace=\"infra\",name=\"cni\"}"
+            ),
+            None,
+            "a Ready member is no blocker"
+        );
+        assert_eq!(
+            sample(
+                &t,
+                "nodegate_gate_duration_seconds_sum{outcome=\"timeout\"}"
+            ),
+            Some(5.0)
+        );
+
+        // The broken DaemonSet is deleted: its series go with it.
+        m.refresh(&router_with(&[&cni]), 0, ts(6));
+        let t = text(&m);
+        assert!(
+            !t.contains("name=\"broken\""),
+            "series of a deleted DaemonSet:\n{t}"
+        );
+        assert!(t.contains("name=\"cni\""), "cni still exists:\n{t}");
+    }
+
+    #[test]
+    fn a_follower_records_no_outcomes() {
+        let m = Metrics::new(Arc::new(Leadership::follower()));
+        let cni = tolerant("cni");
+        let mut g = drive(&m, GateConfig::default());
+        g.feed(
+            1,
+            Input::Snapshot {
+                node: gated(0),
+                daemonsets: vec![cni.clone()],
+                pods: vec![pod("cni-1", &cni, Some(1))],
+            },
+        );
+        g.feed(2, Input::PatchResult(PatchOutcome::NotLeader));
+        m.refresh(&router_with(&[&cni]), 0, ts(3));
+        let t = text(&m);
+        assert_eq!(sample(&t, "nodegate_leader"), Some(0.0));
+        assert!(
+            !t.contains("nodegate_daemonset_ready_seconds_count{"),
+            "{t}"
+        );
+        assert_eq!(
+            sample(
+                &t,
+                "nodegate_gate_duration_seconds_count{outcome=\"ready\"}"
+            ),
+            Some(0.0)
+        );
+    }
+
+    #[test]
+    fn watch_restarts_follow_the_watchers_count() {
+        let m = Metrics::new(Arc::new(Leadership::always()));
+        let r = router_with(&[]);
+        m.refresh(&r, 2, ts(0));
+        m.refresh(&r, 5, ts(1));
+        assert_eq!(
+            sample(&text(&m), "nodegate_watch_restarts_total"),
+            Some(5.0)
+        );
+    }
+
+    #[test]
+    fn gate_ages_are_shown_while_closed_and_dropped_after() {
+        let m = Metrics::new(Arc::new(Leadership::always()));
+        let cni = tolerant("cni");
+        let mut g = drive(&m, GateConfig::default());
+        g.feed(
+            100,
+            Input::Snapshot {
+                node: gated(90),
+                daemonsets: vec![cni.clone()],
+                pods: vec![pod("cni-1", &cni, None)],
+            },
+        );
+        let live = |n: &str| n == NODE;
+        m.refresh_with(live, |_| true, 1, 0, ts(130));
+        let t = text(&m);
+        assert_eq!(sample(&t, "nodegate_gated_nodes"), Some(1.0));
+        assert_eq!(sample(&t, "nodegate_live_actors"), Some(1.0));
+        assert_eq!(
+            sample(&t, "nodegate_gate_age_seconds{node=\"node-a\"}"),
+            Some(40.0)
+        );
+
+        // A stop for an older incarnation changes nothing.
+        m.gate_stopped(NODE, 0);
+        m.refresh_with(live, |_| true, 1, 0, ts(131));
+        assert_eq!(sample(&text(&m), "nodegate_gated_nodes"), Some(1.0));
+
+        m.gate_stopped(NODE, 1);
+        m.refresh_with(|_| false, |_| true, 0, 0, ts(132));
+        let t = text(&m);
+        assert_eq!(sample(&t, "nodegate_gated_nodes"), Some(0.0));
+        assert!(
+            !t.contains("node-a"),
+            "series of a node no longer gated:\n{t}"
+        );
+    }
+
+    #[test]
+    fn a_gate_that_vanished_without_a_stop_is_forgotten() {
+        let m = Metrics::new(Arc::new(Leadership::always()));
+        m.gate_started(NODE, 7);
+        m.refresh_with(|_| false, |_| true, 0, 0, ts(0));
+        assert_eq!(sample(&text(&m), "nodegate_gated_nodes"), Some(0.0));
+    }
+}

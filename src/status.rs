@@ -1,0 +1,409 @@
+//! `nodegate status [--watch]`: the gated nodes of a cluster, as a table.
+//!
+//! This module owns the status command. It reads the cluster itself — nodes
+//! that carry a managed taint, every DaemonSet, the pods bound to those nodes
+//! — and runs each node through the very gate the controller runs
+//! (`nodegate_actors::gate`, in dry-run, on a snapshot), so the table cannot
+//! disagree with the controller about what is expected, what is Ready and
+//! when the deadline falls. It works whether or not nodegate is running, and
+//! it must never write to the cluster. With `--watch` it redraws the table in
+//! place on a terminal (like `kubectl get -w` progress, not scrolling) and
+//! prints one table per refresh otherwise. Reading the cluster and the clock
+//! happens only in [`main`] and [`gather`]; building and rendering rows are
+//! pure.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write as _};
+use std::process::ExitCode;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams};
+use nodegate_actors::gate::{self, GateConfig, GateState, Input, OnTimeout, Readiness};
+use nodegate_actors::model::{DaemonSetInfo, NodeInfo, PodInfo};
+
+use crate::cli::StatusArgs;
+use crate::config::{self, StatusSettings};
+use crate::project;
+
+const EXIT_FAILURE: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+/// Pod lists in flight at once, one per gated node.
+const LIST_CONCURRENCY: usize = 8;
+/// Blockers named in the table before "+N more".
+const MAX_BLOCKERS_SHOWN: usize = 3;
+
+/// What the cluster shows, projected.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Nodes carrying a managed taint.
+    pub nodes: Vec<NodeInfo>,
+    pub daemonsets: Vec<DaemonSetInfo>,
+    /// Pods bound to each gated node.
+    pub pods: BTreeMap<String, Vec<PodInfo>>,
+}
+
+/// One line of the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub node: String,
+    pub age: String,
+    pub ready: String,
+    pub blocked_by: String,
+    pub deadline: String,
+}
+
+pub async fn main(args: StatusArgs) -> ExitCode {
+    let settings = match config::status_settings(&args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let client = match crate::run::client().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: cannot connect to the cluster: {e:#}");
+            return ExitCode::from(EXIT_FAILURE);
+        }
+    };
+    if !settings.watch {
+        return match table_now(&client, &settings).await {
+            Ok(text) => print(&text),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(EXIT_FAILURE)
+            }
+        };
+    }
+
+    let tty = std::io::stdout().is_terminal();
+    let mut drawn_lines = 0usize;
+    loop {
+        let mut text = match table_now(&client, &settings).await {
+            Ok(t) => t,
+            // A watch outlives a blip of the API server; say so and go on.
+            Err(e) => format!("error: {e:#}\n"),
+        };
+        if tty {
+            text.push_str(&format!(
+                "refreshed {} UTC every {} (Ctrl-C to stop)\n",
+                Timestamp::now().strftime("%H:%M:%S"),
+                humantime::format_duration(settings.interval)
+            ));
+            // Back to the first line of the previous table, then clear to
+            // the end of the screen: an update in place, scrollback intact.
+            let up = if drawn_lines > 0 {
+                format!("\x1b[{drawn_lines}F\x1b[J")
+            } else {
+                String::new()
+            };
+            drawn_lines = text.lines().count();
+            text = up + &text;
+        } else {
+            text.push('\n');
+        }
+        if print(&text) != ExitCode::SUCCESS {
+            return ExitCode::from(EXIT_FAILURE);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(settings.interval) => {}
+            _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
+        }
+    }
+}
+
+fn print(text: &str) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        // `nodegate status | head` is not a failure.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: cannot write the table: {e}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+async fn table_now(client: &kube::Client, settings: &StatusSettings) -> anyhow::Result<String> {
+    let snapshot = gather(client, settings).await?;
+    let now = Timestamp::now();
+    Ok(render(&rows(&snapshot, &gate_config(settings), now)))
+}
+
+/// The gate configuration the controller runs with, in dry-run: the table
+/// shows what the gate would decide and never asks for a write.
+pub fn gate_config(s: &StatusSettings) -> GateConfig {
+    GateConfig {
+        placement: s.gate.placement.clone(),
+        critical: s.gate.critical.clone(),
+        timeout: s.timeout,
+        on_timeout: OnTimeout::Open,
+        dry_run: true,
+    }
+}
+
+/// Reads what the table needs: every node (to find the gated ones), every
+/// DaemonSet, and the pods bound to each gated node.
+pub async fn gather(client: &kube::Client, settings: &StatusSettings) -> anyhow::Result<Snapshot> {
+    use anyhow::Context as _;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let nodes = nodes
+        .list(&ListParams::default())
+        .await
+        .context("listing nodes")?;
+    let placement = &settings.gate.placement;
+    let gated: Vec<NodeInfo> = nodes
+        .items
+        .iter()
+        .filter_map(|n| project::node(n).0)
+        .filter(|n| n.taints.iter().any(|t| placement.is_managed(t)))
+        .collect();
+    if gated.is_empty() {
+        return Ok(Snapshot::default());
+    }
+    let daemonsets: Api<DaemonSet> = Api::all(client.clone());
+    let daemonsets = daemonsets
+        .list(&ListParams::default())
+        .await
+        .context("listing DaemonSets")?
+        .items
+        .iter()
+        .filter_map(project::daemonset)
+        .collect();
+    let pods: Vec<(String, Vec<PodInfo>)> =
+        futures::stream::iter(gated.iter().map(|n| n.name.clone()))
+            .map(|name| {
+                let api: Api<Pod> = Api::all(client.clone());
+                async move {
+                    let list = api
+                        .list(&ListParams::default().fields(&format!("spec.nodeName={name}")))
+                        .await
+                        .with_context(|| format!("listing the pods on node {name}"))?;
+                    let pods = list.items.iter().filter_map(project::pod).collect();
+                    Ok::<_, anyhow::Error>((name, pods))
+                }
+            })
+            .buffer_unordered(LIST_CONCURRENCY)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<Result<_, _>>()?;
+    Ok(Snapshot {
+        nodes: gated,
+        daemonsets,
+        pods: pods.into_iter().collect(),
+    })
+}
+
+/// Runs each gated node through the gate, on the snapshot, at `now`.
+pub fn rows(snapshot: &Snapshot, cfg: &GateConfig, now: Timestamp) -> Vec<Row> {
+    let mut rows: Vec<Row> = snapshot
+        .nodes
+        .iter()
+        .map(|node| {
+            let mut state = GateState::default();
+            let input = Input::Snapshot {
+                node: node.clone(),
+                daemonsets: snapshot.daemonsets.clone(),
+                pods: snapshot.pods.get(&node.name).cloned().unwrap_or_default(),
+            };
+            gate::step(&mut state, &input, cfg, now);
+            row(node, &state, now)
+        })
+        .collect();
+    rows.sort_by(|a, b| a.node.cmp(&b.node));
+    rows
+}
+
+fn row(node: &NodeInfo, state: &GateState, now: Timestamp) -> Row {
+    let expected = state.expected().count();
+    let ready = state
+        .expected()
+        .filter(|(_, m)| m.readiness.as_ref().is_some_and(Readiness::is_ready))
+        .count();
+    let blockers = state.blockers();
+    let mut blocked: Vec<String> = blockers
+        .iter()
+        .take(MAX_BLOCKERS_SHOWN)
+        .map(|b| b.member.to_string())
+        .collect();
+    if blockers.len() > MAX_BLOCKERS_SHOWN {
+        blocked.push(format!("+{} more", blockers.len() - MAX_BLOCKERS_SHOWN));
+    }
+    let start = node.gated_since.unwrap_or(node.created);
+    let deadline = match state.timers.deadline {
+        None => "none".to_string(),
+        Some(at) if at > now => short_duration(at.duration_since(now)),
+        Some(at) => format!("passed {} ago", short_duration(now.duration_since(at))),
+    };
+    Row {
+        node: node.name.clone(),
+        age: short_duration(now.duration_since(start)),
+        ready: format!("{ready}/{expected} ready"),
+        blocked_by: if blocked.is_empty() {
+            "-".to_string()
+        } else {
+            blocked.join(", ")
+        },
+        deadline,
+    }
+}
+
+/// kubectl-style: `45s`, `2m05s`, `3h12m`, `2d4h`.
+pub fn short_duration(d: jiff::SignedDuration) -> String {
+    let s = d.as_secs().max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86400 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d{}h", s / 86400, (s % 86400) / 3600),
+    }
+}
+
+pub fn render(rows: &[Row]) -> String {
+    if rows.is_empty() {
+        return "No gated nodes.\n".to_string();
+    }
+    let header = ["NODE", "AGE", "READY", "BLOCKED BY", "DEADLINE"];
+    let cells: Vec<[&str; 5]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.node.as_str(),
+                r.age.as_str(),
+                r.ready.as_str(),
+                r.blocked_by.as_str(),
+                r.deadline.as_str(),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for c in &cells {
+        for (w, cell) in widths.iter_mut().zip(c) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |c: &[&str; 5]| {
+        let mut l = String::new();
+        for (i, cell) in c.iter().enumerate() {
+            if i + 1 == c.len() {
+                l.push_str(cell);
+            } else {
+                l.push_str(&format!("{cell:<w$}   ", w = widths[i]));
+            }
+        }
+        l.trim_end().to_string() + "\n"
+    };
+    let mut out = line(&header);
+    for c in &cells {
+        out.push_str(&line(c));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    use nodegate_actors::model::PodInfo;
+    use nodegate_actors::testutil::{
+        mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
+    };
+
+    const TAINT: &str = "nodegate.dev/initializing";
+
+    fn tolerant(name: &str) -> DaemonSetInfo {
+        mk_ds(
+            "infra",
+            name,
+            template_with_tolerations(vec![toleration("", "Exists", "", "")]),
+        )
+    }
+
+    fn cfg(timeout: Option<u64>) -> GateConfig {
+        GateConfig {
+            timeout: timeout.map(Duration::from_secs),
+            dry_run: true,
+            ..GateConfig::default()
+        }
+    }
+
+    #[test]
+    fn rows_count_ready_members_name_blockers_and_the_time_left() {
+        let dss: Vec<_> = ["a", "b", "c", "d", "e"].map(tolerant).into();
+        let node = mk_node("n1", &[], vec![taint(TAINT, "NoSchedule")]);
+        let mut pods: Vec<PodInfo> = vec![mk_pod("a-1", "n1", &dss[0].uid)];
+        pods.push(PodInfo {
+            ready: false,
+            ..mk_pod("b-1", "n1", &dss[1].uid)
+        });
+        let snap = Snapshot {
+            nodes: vec![node],
+            daemonsets: dss,
+            pods: BTreeMap::from([("n1".to_string(), pods)]),
+        };
+        let rows = rows(&snap, &cfg(Some(120)), ts(55));
+        assert_eq!(
+            rows,
+            vec![Row {
+                node: "n1".into(),
+                age: "55s".into(),
+                ready: "1/5 ready".into(),
+                blocked_by: "infra/b, infra/c, infra/d, +1 more".into(),
+                deadline: "1m05s".into(),
+            }]
+        );
+        let late = super::rows(&snap, &cfg(Some(30)), ts(55));
+        assert_eq!(late[0].deadline, "passed 25s ago");
+        let none = super::rows(&snap, &cfg(None), ts(55));
+        assert_eq!(none[0].deadline, "none");
+    }
+
+    #[test]
+    fn the_table_is_aligned_and_says_so_when_empty() {
+        assert_eq!(render(&[]), "No gated nodes.\n");
+        let t = render(&[
+            Row {
+                node: "node-long-name".into(),
+                age: "5s".into(),
+                ready: "0/1 ready".into(),
+                blocked_by: "infra/csi".into(),
+                deadline: "1m55s".into(),
+            },
+            Row {
+                node: "n2".into(),
+                age: "2m05s".into(),
+                ready: "3/3 ready".into(),
+                blocked_by: "-".into(),
+                deadline: "none".into(),
+            },
+        ]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3);
+        let col = |l: &str, word: &str| l.find(word).expect(word);
+        assert_eq!(col(lines[0], "AGE"), col(lines[1], "5s"));
+        assert_eq!(col(lines[0], "DEADLINE"), col(lines[2], "none"));
+        assert_eq!(col(lines[0], "BLOCKED BY"), col(lines[1], "infra/csi"));
+    }
+
+    #[test]
+    fn short_durations_read_like_kubectl() {
+        let s = jiff::SignedDuration::from_secs;
+        for (secs, want) in [
+            (0, "0s"),
+            (59, "59s"),
+            (65, "1m05s"),
+            (3600, "1h00m"),
+            (90061, "1d1h"),
+            (-5, "0s"),
+        ] {
+            assert_eq!(short_duration(s(secs)), want);
+        }
+    }
+}

@@ -1,0 +1,697 @@
+//! Operating nodegate end to end, against the real local control plane:
+//! two replicas under leader election (only the leader writes; a killed
+//! leader fails over within a lease; SIGTERM hands over at once), the probes,
+//! the metrics, the per-node debug trace and `nodegate status`.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::await_condition;
+use serde_json::{Value, json};
+use support::{Nodegate, TestCluster, fake_node, http_get, metric, wait_for};
+
+const NS: &str = "infra";
+const TAINT: &str = "nodegate.dev/initializing";
+/// Short lease settings, so failover fits in a test.
+const LEASE_DURATION: Duration = Duration::from_secs(4);
+const ELECTION: &[&str] = &[
+    "--leader-elect",
+    "--lease-name",
+    "nodegate-e2e",
+    "--lease-namespace",
+    "default",
+    "--lease-duration",
+    "4s",
+    "--renew-deadline",
+    "3s",
+    "--retry-period",
+    "1s",
+    "--timeout",
+    "5m",
+];
+
+/// A DaemonSet that tolerates the gate; `held` ones run only on nodes
+/// labelled hold=yes, Running but not Ready until released.
+fn daemonset(name: &str, held: bool) -> DaemonSet {
+    let mut labels = BTreeMap::from([("app".to_string(), name.to_string())]);
+    let mut node_selector = BTreeMap::new();
+    if held {
+        labels.insert("nodegate.test/hold-not-ready".into(), "true".into());
+        node_selector.insert("hold".to_string(), "yes".to_string());
+    }
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [{"name": "agent", "image": "registry.invalid/agent:1"}],
+                    "tolerations": [{"key": TAINT, "operator": "Exists"}],
+                    "nodeSelector": node_selector,
+                },
+            },
+        },
+    }))
+    .expect("daemonset manifest")
+}
+
+fn has_gate_taint(n: &Node) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == TAINT))
+}
+
+fn is_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+struct Env {
+    cluster: TestCluster,
+    nodes: Api<Node>,
+    pods: Api<Pod>,
+    daemonsets: Api<DaemonSet>,
+}
+
+impl Env {
+    async fn new(test: &str) -> Env {
+        let cluster = TestCluster::start(test).await;
+        cluster.namespace(NS).await;
+        let c = cluster.client.clone();
+        Env {
+            nodes: Api::all(c.clone()),
+            pods: Api::namespaced(c.clone(), NS),
+            daemonsets: Api::namespaced(c, NS),
+            cluster,
+        }
+    }
+
+    async fn create_ds(&self, name: &str, held: bool) {
+        self.daemonsets
+            .create(&PostParams::default(), &daemonset(name, held))
+            .await
+            .expect("create daemonset");
+    }
+
+    async fn create_node(&self, name: &str, held: bool) {
+        let labels: &[(&str, &str)] = if held { &[("hold", "yes")] } else { &[] };
+        self.cluster
+            .create_node(&fake_node(name, labels, &[(TAINT, "", "NoSchedule")]))
+            .await;
+    }
+
+    async fn pod_on(&self, app: &str, node: &str) -> Result<Pod, String> {
+        let list = self
+            .pods
+            .list(&ListParams::default().labels(&format!("app={app}")))
+            .await
+            .map_err(|e| e.to_string())?;
+        list.items
+            .into_iter()
+            .find(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+            .ok_or_else(|| format!("no {app} pod on {node} yet"))
+    }
+
+    async fn wait_pod(&self, app: &str, node: &str, ready: bool) {
+        wait_for(
+            &format!("{app} on {node} (ready={ready})"),
+            Duration::from_secs(60),
+            || async {
+                let p = self.pod_on(app, node).await?;
+                let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+                if running && is_ready(&p) == ready {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{app} on {node}: running={running} ready={}",
+                        is_ready(&p)
+                    ))
+                }
+            },
+        )
+        .await
+    }
+
+    async fn release(&self, app: &str, node: &str) {
+        let p = self.pod_on(app, node).await.expect("held pod exists");
+        let name = p.metadata.name.expect("pod name");
+        self.pods
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"metadata": {"labels": {"nodegate.test/hold-not-ready": null}}}),
+                ),
+            )
+            .await
+            .expect("release held pod");
+    }
+
+    /// Waits until the node has no gate taint; returns when it was seen.
+    async fn wait_open(&self, name: &str, within: Duration, logs: &[&Nodegate]) -> Instant {
+        let cond = |n: Option<&Node>| n.is_some_and(|n| !has_gate_taint(n));
+        match tokio::time::timeout(within, await_condition(self.nodes.clone(), name, cond)).await {
+            Ok(Ok(_)) => Instant::now(),
+            other => panic!(
+                "node {name} did not open within {within:?} ({other:?})\npods:\n{}\nlogs:\n{}",
+                self.cluster.kubectl(&["get", "pods", "-A", "-o", "wide"]),
+                logs.iter()
+                    .map(|n| n.logs())
+                    .collect::<Vec<_>>()
+                    .join("\n----\n")
+            ),
+        }
+    }
+
+    async fn annotation(&self, node: &str, key: &str) -> Option<String> {
+        self.nodes
+            .get(node)
+            .await
+            .ok()
+            .and_then(|n| n.metadata.annotations)
+            .and_then(|a| a.get(key).cloned())
+    }
+}
+
+async fn get(addr: &str, path: &str) -> (u16, String) {
+    http_get(addr, path)
+        .await
+        .unwrap_or_else(|e| panic!("GET http://{addr}{path}: {e}"))
+}
+
+async fn metrics(addr: &str) -> String {
+    let (status, body) = get(addr, "/metrics").await;
+    assert_eq!(status, 200, "/metrics answered {status}: {body}");
+    body
+}
+
+async fn json_at(addr: &str, path: &str) -> (u16, Value) {
+    let (status, body) = get(addr, path).await;
+    let v = serde_json::from_str(&body)
+        .unwrap_or_else(|e| panic!("GET {path}: not JSON ({e}): {body}"));
+    (status, v)
+}
+
+async fn is_leader(addr: &str) -> Option<bool> {
+    let text = http_get(addr, "/metrics").await.ok()?.1;
+    metric(&text, "nodegate_leader").map(|v| v == 1.0)
+}
+
+async fn wait_leader(addr: &str, want: bool, within: Duration, who: &Nodegate) {
+    let start = Instant::now();
+    loop {
+        if is_leader(addr).await == Some(want) {
+            return;
+        }
+        if start.elapsed() > within {
+            panic!(
+                "nodegate at {addr} did not report nodegate_leader {} within {within:?}\n{}",
+                u8::from(want),
+                who.logs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn wait_ready(addr: &str, who: &Nodegate) {
+    let start = Instant::now();
+    loop {
+        if let Ok((200, _)) = http_get(addr, "/readyz").await {
+            return;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            panic!("{addr}/readyz never answered 200\n{}", who.logs());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn writes_sent(text: &str) -> f64 {
+    ["untaint", "mark_timed_out"]
+        .iter()
+        .flat_map(|kind| {
+            ["ok", "conflict", "not_found", "error"].map(|result| {
+                metric(
+                    text,
+                    &format!(
+                        "nodegate_patch_attempts_total{{kind=\"{kind}\",result=\"{result}\"}}"
+                    ),
+                )
+                .unwrap_or_else(|| panic!("no patch counter for {kind}/{result}:\n{text}"))
+            })
+        })
+        .sum()
+}
+
+fn untaint_ok(text: &str) -> f64 {
+    metric(
+        text,
+        "nodegate_patch_attempts_total{kind=\"untaint\",result=\"ok\"}",
+    )
+    .unwrap_or(0.0)
+}
+
+/// Two replicas: only the leader patches; SIGKILL of the leader while a
+/// node waits for a held DaemonSet, then release: the follower opens the
+/// node within one lease duration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_writes_and_a_killed_leader_fails_over_within_a_lease() {
+    let env = Env::new("ops-failover").await;
+    env.create_ds("cni", false).await;
+    env.create_ds("csi", true).await;
+
+    let mut a = Nodegate::start_as(
+        &env.cluster.kubeconfig,
+        &[("POD_NAME", "nodegate-a")],
+        ELECTION,
+    );
+    let a_addr = a.http_addr(Duration::from_secs(30));
+    wait_leader(&a_addr, true, Duration::from_secs(30), &a).await;
+    let b = Nodegate::start_as(
+        &env.cluster.kubeconfig,
+        &[("POD_NAME", "nodegate-b")],
+        ELECTION,
+    );
+    let b_addr = b.http_addr(Duration::from_secs(30));
+    wait_ready(&b_addr, &b).await;
+    assert_eq!(
+        is_leader(&b_addr).await,
+        Some(false),
+        "two leaders:\n{}",
+        b.logs()
+    );
+
+    // A node with nothing held opens, written by the leader alone.
+    env.create_node("node-free", false).await;
+    env.wait_open("node-free", Duration::from_secs(30), &[&a, &b])
+        .await;
+    // The watch may show the node open before the leader has read the
+    // patch's answer (and counted it).
+    wait_for(
+        "the leader's patch counter",
+        Duration::from_secs(5),
+        || async {
+            let ma = metrics(&a_addr).await;
+            if untaint_ok(&ma) == 1.0 {
+                Ok(())
+            } else {
+                Err(ma)
+            }
+        },
+    )
+    .await;
+    let mb = metrics(&b_addr).await;
+    assert_eq!(
+        writes_sent(&mb),
+        0.0,
+        "the follower must send no write:\n{mb}"
+    );
+    assert_eq!(metric(&mb, "nodegate_leader"), Some(0.0));
+
+    // A node waiting for a held DaemonSet; the follower's gate is warm.
+    env.create_node("node-held", true).await;
+    env.wait_pod("cni", "node-held", true).await;
+    env.wait_pod("csi", "node-held", false).await;
+    let warm = wait_for(
+        "the follower's gate for node-held",
+        Duration::from_secs(20),
+        || async {
+            let (status, v) = json_at(&b_addr, "/debug/nodes/node-held").await;
+            let csi_waiting = v["expected"].as_array().is_some_and(|ms| {
+                ms.iter()
+                    .any(|m| m["member"] == "infra/csi" && m["ready"] == false)
+            });
+            if status == 200 && v["live"] == true && csi_waiting {
+                Ok(v)
+            } else {
+                Err(v.to_string())
+            }
+        },
+    )
+    .await;
+    assert_eq!(warm["phase"], "waiting", "{warm}");
+
+    let killed = Instant::now();
+    a.kill();
+    env.release("csi", "node-held").await;
+    let released = Instant::now();
+    let opened = env
+        .wait_open("node-held", Duration::from_secs(20), &[&a, &b])
+        .await;
+    let from_kill = opened.duration_since(killed);
+    let from_release = opened.duration_since(released);
+    eprintln!(
+        "FAILOVER: leader SIGKILLed -> node opened by the follower in {:.2}s \
+         (held pod released -> opened {:.2}s; --lease-duration 4s --renew-deadline 3s --retry-period 1s)",
+        from_kill.as_secs_f64(),
+        from_release.as_secs_f64()
+    );
+    assert!(
+        from_release <= LEASE_DURATION + Duration::from_millis(500),
+        "the follower must open the node within one lease duration of the last member turning Ready; \
+         took {from_release:?}\n{}",
+        b.logs()
+    );
+    assert_eq!(
+        env.annotation("node-held", "nodegate.dev/opened-by")
+            .await
+            .as_deref(),
+        Some("ready")
+    );
+    let mb = wait_for(
+        "the new leader's patch counter",
+        Duration::from_secs(5),
+        || async {
+            let mb = metrics(&b_addr).await;
+            if untaint_ok(&mb) == 1.0 {
+                Ok(mb)
+            } else {
+                Err(mb)
+            }
+        },
+    )
+    .await;
+    assert_eq!(metric(&mb, "nodegate_leader"), Some(1.0), "{mb}");
+}
+
+/// SIGTERM of the leader releases the lease: the follower leads within
+/// moments, long before the lease would have expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_releases_the_lease_and_a_follower_takes_over_at_once() {
+    let env = Env::new("ops-handover").await;
+    let mut a = Nodegate::start_as(
+        &env.cluster.kubeconfig,
+        &[("POD_NAME", "nodegate-a")],
+        ELECTION,
+    );
+    let a_addr = a.http_addr(Duration::from_secs(30));
+    wait_leader(&a_addr, true, Duration::from_secs(30), &a).await;
+    let b = Nodegate::start_as(
+        &env.cluster.kubeconfig,
+        &[("POD_NAME", "nodegate-b")],
+        ELECTION,
+    );
+    let b_addr = b.http_addr(Duration::from_secs(30));
+    wait_ready(&b_addr, &b).await;
+    // Let the follower see a few renewals first, as in a steady state.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(is_leader(&b_addr).await, Some(false));
+
+    let term = Instant::now();
+    let sent = Command::new("kill")
+        .arg("-TERM")
+        .arg(a.pid().to_string())
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    wait_leader(&b_addr, true, LEASE_DURATION, &b).await;
+    let handover = term.elapsed();
+    eprintln!(
+        "HANDOVER: leader SIGTERMed -> follower leads in {:.3}s (lease duration {:?})",
+        handover.as_secs_f64(),
+        LEASE_DURATION
+    );
+    assert!(
+        handover < LEASE_DURATION / 2,
+        "a released lease must be taken over at once, took {handover:?}\n{}",
+        b.logs()
+    );
+    let status = a.terminate(Duration::from_secs(10));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the leader must exit cleanly on SIGTERM ({status:?}):\n{}",
+        a.logs()
+    );
+    assert!(a.logs().contains("released the lease"), "{}", a.logs());
+
+    let leases: Api<Lease> = Api::namespaced(env.cluster.client.clone(), "default");
+    let lease = leases.get("nodegate-e2e").await.expect("lease exists");
+    let spec = lease.spec.expect("lease spec");
+    let holder = spec.holder_identity.unwrap_or_default();
+    assert!(holder.starts_with("nodegate-b_"), "holder {holder:?}");
+    assert_eq!(spec.lease_duration_seconds, Some(4));
+    assert!(spec.lease_transitions.unwrap_or(0) >= 1);
+}
+
+/// /healthz, /readyz, /metrics and the debug endpoints answer as
+/// docs/operations.md says, through a gate's whole life; `nodegate status`
+/// shows the same gate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_metrics_and_debug_endpoints_answer_as_documented() {
+    let env = Env::new("ops-endpoints").await;
+    env.create_ds("cni", false).await;
+    env.create_ds("csi", true).await;
+    let ng = Nodegate::start(&env.cluster, &["--timeout", "5m", "--debug-history", "10"]);
+    let addr = ng.http_addr(Duration::from_secs(30));
+
+    let (status, body) = get(&addr, "/healthz").await;
+    assert_eq!((status, body.trim()), (200, "ok"));
+    wait_ready(&addr, &ng).await;
+
+    // Idle: zeros, not "no data"; every series named nodegate_*.
+    let idle = metrics(&addr).await;
+    for (series, want) in [
+        ("nodegate_gated_nodes", 0.0),
+        ("nodegate_live_actors", 0.0),
+        ("nodegate_leader", 1.0),
+        ("nodegate_watch_restarts_total", 0.0),
+        ("nodegate_reaction_seconds_count", 0.0),
+        (
+            "nodegate_gate_duration_seconds_count{outcome=\"ready\"}",
+            0.0,
+        ),
+        (
+            "nodegate_gate_duration_seconds_count{outcome=\"timeout\"}",
+            0.0,
+        ),
+        ("nodegate_gates_timed_out_total{action=\"open\"}", 0.0),
+        (
+            "nodegate_patch_attempts_total{kind=\"untaint\",result=\"ok\"}",
+            0.0,
+        ),
+    ] {
+        assert_eq!(metric(&idle, series), Some(want), "{series}:\n{idle}");
+    }
+    assert!(
+        metric(
+            &idle,
+            "nodegate_router_events_total{kind=\"daemonset_upserted\",routed=\"false\"}"
+        )
+        .is_some_and(|v| v >= 2.0),
+        "{idle}"
+    );
+    for line in idle
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        assert!(line.starts_with("nodegate_"), "unprefixed series {line:?}");
+    }
+
+    // A gate in progress.
+    env.create_node("node-held", true).await;
+    env.wait_pod("cni", "node-held", true).await;
+    env.wait_pod("csi", "node-held", false).await;
+    let detail = wait_for(
+        "node-held's gate with cni Ready",
+        Duration::from_secs(20),
+        || async {
+            let (status, v) = json_at(&addr, "/debug/nodes/node-held").await;
+            let cni_ready = v["expected"].as_array().is_some_and(|ms| {
+                ms.iter()
+                    .any(|m| m["member"] == "infra/cni" && m["ready"] == true)
+            });
+            if status == 200 && cni_ready {
+                Ok(v)
+            } else {
+                Err(v.to_string())
+            }
+        },
+    )
+    .await;
+    assert_eq!(detail["node"], "node-held");
+    assert_eq!(detail["live"], true);
+    assert_eq!(detail["phase"], "waiting");
+    assert_eq!(
+        (
+            detail["expected_count"].as_u64(),
+            detail["ready_count"].as_u64()
+        ),
+        (Some(2), Some(1))
+    );
+    let csi = detail["expected"]
+        .as_array()
+        .and_then(|ms| ms.iter().find(|m| m["member"] == "infra/csi"))
+        .unwrap_or_else(|| panic!("no csi member: {detail}"));
+    assert_eq!(csi["ready"], false);
+    assert!(
+        csi["waiting"]
+            .as_str()
+            .is_some_and(|w| w.contains("not Ready")),
+        "{csi}"
+    );
+    let journal = detail["journal"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no journal: {detail}"));
+    assert!(
+        journal[0]["event"].get("snapshot").is_some(),
+        "first event: {}",
+        journal[0]
+    );
+    let mut last = Timestamp::UNIX_EPOCH;
+    for entry in journal {
+        let at: Timestamp = entry["at"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("`at` is not RFC 3339: {entry}"));
+        assert!(at >= last, "journal out of order at {entry}");
+        last = at;
+    }
+    assert!(
+        journal
+            .iter()
+            .any(|e| e["event"]["member_ready"]["member"] == "infra/cni"),
+        "{}",
+        detail["journal"]
+    );
+
+    let (_, list) = json_at(&addr, "/debug/nodes").await;
+    let row = list["gated"]
+        .as_array()
+        .and_then(|g| g.iter().find(|n| n["node"] == "node-held"))
+        .unwrap_or_else(|| panic!("node-held not listed: {list}"));
+    assert_eq!(
+        (row["expected"].as_u64(), row["ready"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert!(
+        row["deadline"].is_string() && row["age_seconds"].is_number(),
+        "{row}"
+    );
+
+    let busy = metrics(&addr).await;
+    assert_eq!(metric(&busy, "nodegate_gated_nodes"), Some(1.0), "{busy}");
+    assert_eq!(metric(&busy, "nodegate_live_actors"), Some(1.0), "{busy}");
+    assert!(
+        metric(&busy, "nodegate_gate_age_seconds{node=\"node-held\"}").is_some(),
+        "{busy}"
+    );
+
+    // `nodegate status` sees the same gate, from the cluster alone.
+    let out = Command::new(env!("CARGO_BIN_EXE_nodegate"))
+        .args(["status", "--timeout", "5m"])
+        .env("KUBECONFIG", &env.cluster.kubeconfig)
+        .output()
+        .expect("run nodegate status");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "status failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("nodegate status:\n{table}");
+    let line = table
+        .lines()
+        .find(|l| l.starts_with("node-held"))
+        .unwrap_or_else(|| panic!("node-held missing:\n{table}"));
+    assert!(
+        line.contains("1/2 ready") && line.contains("infra/csi"),
+        "{line}"
+    );
+    assert!(table.starts_with("NODE"), "{table}");
+
+    // Open it: the trace stays readable after the actor is gone.
+    env.release("csi", "node-held").await;
+    env.wait_open("node-held", Duration::from_secs(15), &[&ng])
+        .await;
+    let done = wait_for(
+        "node-held in the history",
+        Duration::from_secs(10),
+        || async {
+            let (status, v) = json_at(&addr, "/debug/nodes/node-held").await;
+            if status == 200 && v["live"] == false {
+                Ok(v)
+            } else {
+                Err(v.to_string())
+            }
+        },
+    )
+    .await;
+    assert_eq!(done["phase"], "opened");
+    assert!(
+        done["journal"]
+            .as_array()
+            .and_then(|j| j.last())
+            .is_some_and(|e| e["event"].get("opened").is_some()),
+        "{}",
+        done["journal"]
+    );
+    let (status, _) = json_at(&addr, "/debug/nodes/no-such-node").await;
+    assert_eq!(status, 404);
+
+    let after = wait_for(
+        "metrics after the opening",
+        Duration::from_secs(10),
+        || async {
+            let t = metrics(&addr).await;
+            if metric(&t, "nodegate_gated_nodes") == Some(0.0) {
+                Ok(t)
+            } else {
+                Err(t)
+            }
+        },
+    )
+    .await;
+    for (series, want) in [
+        (
+            "nodegate_gate_duration_seconds_count{outcome=\"ready\"}",
+            1.0,
+        ),
+        ("nodegate_reaction_seconds_count", 1.0),
+        (
+            "nodegate_daemonset_ready_seconds_count{namespace=\"infra\",name=\"csi\"}",
+            1.0,
+        ),
+        (
+            "nodegate_daemonset_ready_seconds_count{namespace=\"infra\",name=\"cni\"}",
+            1.0,
+        ),
+        (
+            "nodegate_patch_attempts_total{kind=\"untaint\",result=\"ok\"}",
+            1.0,
+        ),
+    ] {
+        assert_eq!(metric(&after, series), Some(want), "{series}:\n{after}");
+    }
+    assert!(
+        !after.contains("node=\"node-held\""),
+        "series of a node no longer gated:\n{after}"
+    );
+
+    // A DaemonSet that is gone takes its series with it.
+    env.daemonsets
+        .delete("csi", &DeleteParams::default())
+        .await
+        .expect("delete csi");
+    wait_for("csi's series to go", Duration::from_secs(15), || async {
+        let t = metrics(&addr).await;
+        if t.contains("name=\"csi\"") {
+            Err(t)
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+}
