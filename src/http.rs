@@ -177,7 +177,13 @@ pub async fn serve(
 }
 
 async fn healthz(State(s): State<AppState>) -> Response {
-    let problems = s.health.problems();
+    let mut problems: Vec<String> = s.health.problems().into_iter().map(String::from).collect();
+    problems.extend(
+        s.watch_stats
+            .stopped()
+            .into_iter()
+            .map(|kind| format!("the {kind} watch has stopped")),
+    );
     if problems.is_empty() {
         (StatusCode::OK, "ok\n").into_response()
     } else {

@@ -37,6 +37,37 @@ pub const DAEMONSET_POD_LABEL: &str = "pod-template-generation";
 pub struct WatchStats {
     pub restarts: AtomicU64,
     pub events: AtomicU64,
+    /// Watch loops that ended. A watch retries errors for ever, so a loop
+    /// ends only by a panic or a closed stream: the process is then blind to
+    /// that kind and `/healthz` says so.
+    stopped: std::sync::Mutex<Vec<&'static str>>,
+}
+
+impl WatchStats {
+    /// The kinds whose watch loop has ended.
+    pub fn stopped(&self) -> Vec<&'static str> {
+        match self.stopped.lock() {
+            Ok(v) => v.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+}
+
+/// Records a watch loop's end however it ends, unwinding included (a panic
+/// is logged by the runtime; at shutdown the runtime drops the loops too, and
+/// nothing is served any more by then).
+struct StopGuard {
+    kind: &'static str,
+    stats: Arc<WatchStats>,
+}
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        match self.stats.stopped.lock() {
+            Ok(mut v) => v.push(self.kind),
+            Err(poisoned) => poisoned.into_inner().push(self.kind),
+        }
+    }
 }
 
 /// What one watch feeds into the router, per object.
@@ -132,6 +163,10 @@ async fn run<K, S>(
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     S: Sink<K>,
 {
+    let _guard = StopGuard {
+        kind,
+        stats: Arc::clone(&stats),
+    };
     // The objects this watch has indexed, so a re-list can delete the ones
     // that disappeared while the watch was down.
     let mut known: HashMap<(String, String), ()> = HashMap::new();
