@@ -3,224 +3,20 @@
 
 mod support;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::events::v1::Event as KubeEvent;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::await_condition;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
-use support::{Nodegate, TestCluster, fake_node, wait_for};
-
-const NS: &str = "infra";
-const TAINT: &str = "nodegate.dev/initializing";
-
-struct DsSpec<'a> {
-    name: &'a str,
-    /// Tolerate nodegate's startup taint (every infrastructure DaemonSet
-    /// that must run before workloads does).
-    tolerate_gate: bool,
-    hold: bool,
-    ready_after: Option<&'a str>,
-    node_selector: &'a [(&'a str, &'a str)],
-}
-
-impl<'a> DsSpec<'a> {
-    fn new(name: &'a str) -> Self {
-        DsSpec {
-            name,
-            tolerate_gate: true,
-            hold: false,
-            ready_after: None,
-            node_selector: &[],
-        }
-    }
-}
-
-fn daemonset(s: &DsSpec) -> DaemonSet {
-    let mut labels = BTreeMap::from([("app".to_string(), s.name.to_string())]);
-    if s.hold {
-        labels.insert("nodegate.test/hold-not-ready".into(), "true".into());
-    }
-    let mut annotations = BTreeMap::new();
-    if let Some(d) = s.ready_after {
-        annotations.insert("nodegate.test/ready-after".to_string(), d.to_string());
-    }
-    let tolerations = if s.tolerate_gate {
-        json!([{"key": TAINT, "operator": "Exists"}])
-    } else {
-        json!([])
-    };
-    let node_selector: BTreeMap<_, _> = s
-        .node_selector
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    serde_json::from_value(json!({
-        "metadata": {"name": s.name, "namespace": NS},
-        "spec": {
-            "selector": {"matchLabels": {"app": s.name}},
-            "template": {
-                "metadata": {"labels": labels, "annotations": annotations},
-                "spec": {
-                    "containers": [{"name": "agent", "image": "registry.invalid/agent:1"}],
-                    "tolerations": tolerations,
-                    "nodeSelector": node_selector,
-                },
-            },
-        },
-    }))
-    .expect("daemonset manifest")
-}
-
-fn gated_node(name: &str, labels: &[(&str, &str)]) -> Node {
-    fake_node(name, labels, &[(TAINT, "", "NoSchedule")])
-}
-
-fn has_gate_taint(n: &Node) -> bool {
-    n.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|ts| ts.iter().any(|t| t.key == TAINT))
-}
-
-fn taint_keys(n: &Node) -> Vec<String> {
-    n.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .map(|ts| ts.iter().map(|t| t.key.clone()).collect())
-        .unwrap_or_default()
-}
-
-fn annotation(n: &Node, key: &str) -> Option<String> {
-    n.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key).cloned())
-}
-
-fn is_ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-struct Env {
-    cluster: TestCluster,
-    nodes: Api<Node>,
-    pods: Api<Pod>,
-    daemonsets: Api<DaemonSet>,
-}
-
-impl Env {
-    async fn new(test: &str) -> Env {
-        let cluster = TestCluster::start(test).await;
-        cluster.namespace(NS).await;
-        let c = cluster.client.clone();
-        Env {
-            nodes: Api::all(c.clone()),
-            pods: Api::namespaced(c.clone(), NS),
-            daemonsets: Api::namespaced(c, NS),
-            cluster,
-        }
-    }
-
-    async fn create_ds(&self, s: DsSpec<'_>) {
-        self.daemonsets
-            .create(&PostParams::default(), &daemonset(&s))
-            .await
-            .expect("create daemonset");
-    }
-
-    async fn node(&self, name: &str) -> Node {
-        self.nodes
-            .get(name)
-            .await
-            .unwrap_or_else(|e| panic!("get node {name}: {e}"))
-    }
-
-    /// Waits until the node has no gate taint; returns when it was observed.
-    async fn wait_open(&self, name: &str, within: Duration, ng: &Nodegate) -> Instant {
-        let cond = |n: Option<&Node>| n.is_some_and(|n| !has_gate_taint(n));
-        match tokio::time::timeout(within, await_condition(self.nodes.clone(), name, cond)).await {
-            Ok(Ok(_)) => Instant::now(),
-            other => panic!(
-                "node {name} did not open within {within:?} ({other:?})\nnode: {:?}\npods:\n{}\nnodegate log:\n{}",
-                self.nodes
-                    .get(name)
-                    .await
-                    .ok()
-                    .map(|n| (taint_keys(&n), n.metadata.annotations)),
-                self.cluster.kubectl(&["get", "pods", "-A", "-o", "wide"]),
-                ng.logs()
-            ),
-        }
-    }
-
-    async fn pod_on(&self, app: &str, node: &str) -> Result<Pod, String> {
-        let list = self
-            .pods
-            .list(&ListParams::default().labels(&format!("app={app}")))
-            .await
-            .map_err(|e| e.to_string())?;
-        list.items
-            .into_iter()
-            .find(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-            .ok_or_else(|| format!("no {app} pod on {node} yet"))
-    }
-
-    async fn wait_pod_ready(&self, app: &str, node: &str) {
-        wait_for(
-            &format!("{app} Ready on {node}"),
-            Duration::from_secs(60),
-            || async {
-                let p = self.pod_on(app, node).await?;
-                if is_ready(&p) {
-                    Ok(())
-                } else {
-                    Err(format!("{app} on {node} not Ready"))
-                }
-            },
-        )
-        .await
-    }
-
-    async fn release(&self, app: &str, node: &str) {
-        let p = self.pod_on(app, node).await.expect("held pod exists");
-        let name = p.metadata.name.expect("pod name");
-        self.pods
-            .patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(
-                    json!({"metadata": {"labels": {"nodegate.test/hold-not-ready": null}}}),
-                ),
-            )
-            .await
-            .expect("release held pod");
-    }
-
-    async fn events_for(&self, node: &str) -> Vec<KubeEvent> {
-        let api: Api<KubeEvent> = Api::namespaced(self.cluster.client.clone(), "default");
-        api.list(&ListParams::default())
-            .await
-            .map(|l| {
-                l.items
-                    .into_iter()
-                    .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(node))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-}
+use support::gate::{DsSpec, Env, NS, TAINT, annotation, has_gate_taint, taint_keys};
+use support::{Nodegate, wait_for};
 
 /// (a) The gate waits for every expected DaemonSet, including one held
 /// NotReady, and opens promptly once the held pod is released.
@@ -247,10 +43,10 @@ async fn held_daemonset_keeps_the_node_closed_until_released() {
             "info,nodegate_actors=debug",
         ],
     );
-    env.cluster.create_node(&gated_node("node-a", &[])).await;
+    env.create_node("node-a", &[]).await;
 
-    env.wait_pod_ready("cni", "node-a").await;
-    env.wait_pod_ready("logs", "node-a").await;
+    env.wait_pod("cni", "node-a", true).await;
+    env.wait_pod("logs", "node-a", true).await;
     // Two of three Ready, the third held: the node must stay closed.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
@@ -261,7 +57,9 @@ async fn held_daemonset_keeps_the_node_closed_until_released() {
 
     let released = Instant::now();
     env.release("csi", "node-a").await;
-    let opened = env.wait_open("node-a", Duration::from_secs(10), &ng).await;
+    let opened = env
+        .wait_open("node-a", Duration::from_secs(10), &[&ng])
+        .await;
     let took = opened.duration_since(released);
     eprintln!("node-a opened {took:?} after the held pod was released");
     assert!(
@@ -315,15 +113,16 @@ async fn daemonset_not_tolerating_the_gate_is_not_waited_for() {
     })
     .await;
     let ng = Nodegate::start(&env.cluster, &["--timeout", "5m"]);
-    env.cluster.create_node(&gated_node("node-b", &[])).await;
+    env.create_node("node-b", &[]).await;
 
-    env.wait_open("node-b", Duration::from_secs(30), &ng).await;
+    env.wait_open("node-b", Duration::from_secs(30), &[&ng])
+        .await;
     assert_eq!(
         annotation(&env.node("node-b").await, "nodegate.dev/opened-by").as_deref(),
         Some("ready")
     );
     // Once open, the intolerant DaemonSet's pod arrives as usual.
-    env.wait_pod_ready("late-agent", "node-b").await;
+    env.wait_pod("late-agent", "node-b", true).await;
 }
 
 /// (c) The deadline opens a node whose DaemonSet never becomes Ready, on time,
@@ -338,14 +137,15 @@ async fn deadline_opens_on_time_and_names_the_blocker() {
     })
     .await;
     let ng = Nodegate::start(&env.cluster, &["--timeout", "5s"]);
-    let created = env.cluster.create_node(&gated_node("node-c", &[])).await;
+    let created = env.create_node("node-c", &[]).await;
     let created_at = created
         .metadata
         .creation_timestamp
         .expect("creationTimestamp")
         .0;
 
-    env.wait_open("node-c", Duration::from_secs(15), &ng).await;
+    env.wait_open("node-c", Duration::from_secs(15), &[&ng])
+        .await;
     let node = env.node("node-c").await;
     assert_eq!(
         annotation(&node, "nodegate.dev/opened-by").as_deref(),
@@ -394,7 +194,7 @@ async fn deadline_opens_on_time_and_names_the_blocker() {
 
     // keep: same situation, the taint stays and the node is marked.
     let ng = Nodegate::start(&env.cluster, &["--timeout", "3s", "--on-timeout", "keep"]);
-    env.cluster.create_node(&gated_node("node-c2", &[])).await;
+    env.create_node("node-c2", &[]).await;
     let marked = wait_for(
         "timed-out mark on node-c2",
         Duration::from_secs(15),
@@ -431,7 +231,7 @@ async fn foreign_taints_added_concurrently_survive() {
     })
     .await;
     let ng = Nodegate::start(&env.cluster, &["--timeout", "5m"]);
-    env.cluster.create_node(&gated_node("node-d", &[])).await;
+    env.create_node("node-d", &[]).await;
     wait_for("cni pod on node-d", Duration::from_secs(60), || {
         env.pod_on("cni", "node-d")
     })
@@ -464,7 +264,8 @@ async fn foreign_taints_added_concurrently_survive() {
         add_taint("example.com/racing")
     );
 
-    env.wait_open("node-d", Duration::from_secs(15), &ng).await;
+    env.wait_open("node-d", Duration::from_secs(15), &[&ng])
+        .await;
     let keys = taint_keys(&env.node("node-d").await);
     assert!(
         keys.contains(&"example.com/early".to_string()),
@@ -488,7 +289,7 @@ async fn restart_mid_wait_keeps_the_original_deadline() {
     })
     .await;
     let mut ng = Nodegate::start(&env.cluster, &["--timeout", "8s"]);
-    let created = env.cluster.create_node(&gated_node("node-e", &[])).await;
+    let created = env.create_node("node-e", &[]).await;
     let created_at = created
         .metadata
         .creation_timestamp
@@ -500,7 +301,8 @@ async fn restart_mid_wait_keeps_the_original_deadline() {
     assert!(has_gate_taint(&env.node("node-e").await));
     let ng = Nodegate::start(&env.cluster, &["--timeout", "8s"]);
 
-    env.wait_open("node-e", Duration::from_secs(15), &ng).await;
+    env.wait_open("node-e", Duration::from_secs(15), &[&ng])
+        .await;
     let opened_at: Timestamp = annotation(&env.node("node-e").await, "nodegate.dev/opened-at")
         .expect("opened-at")
         .parse()
@@ -531,7 +333,7 @@ async fn node_deleted_mid_wait_ends_its_gate() {
             "info,nodegate_actors=debug",
         ],
     );
-    env.cluster.create_node(&gated_node("node-f", &[])).await;
+    env.create_node("node-f", &[]).await;
     wait_for("cni pod on node-f", Duration::from_secs(60), || {
         env.pod_on("cni", "node-f")
     })
@@ -548,13 +350,14 @@ async fn node_deleted_mid_wait_ends_its_gate() {
     );
 
     // Still gating: a fresh node with the same DaemonSet released opens.
-    env.cluster.create_node(&gated_node("node-f2", &[])).await;
+    env.create_node("node-f2", &[]).await;
     wait_for("cni pod on node-f2", Duration::from_secs(60), || {
         env.pod_on("cni", "node-f2")
     })
     .await;
     env.release("cni", "node-f2").await;
-    env.wait_open("node-f2", Duration::from_secs(15), &ng).await;
+    env.wait_open("node-f2", Duration::from_secs(15), &[&ng])
+        .await;
     assert!(
         !ng.logs().contains("panicked"),
         "a gate panicked:\n{}",
@@ -579,10 +382,10 @@ async fn fifty_nodes_at_once_all_open_correctly() {
     let ng = Nodegate::start(&env.cluster, &["--timeout", "5m"]);
     let names: Vec<String> = (0..50).map(|i| format!("pool-{i}")).collect();
     for n in &names {
-        env.cluster.create_node(&gated_node(n, &[])).await;
+        env.create_node(n, &[]).await;
     }
     for n in &names {
-        env.wait_open(n, Duration::from_secs(120), &ng).await;
+        env.wait_open(n, Duration::from_secs(120), &[&ng]).await;
     }
     let first_ready = first_ready.lock().map(|m| m.clone()).unwrap_or_default();
     for n in &names {
@@ -654,9 +457,7 @@ async fn workloads_schedule_only_after_the_gate_opens() {
     })
     .await;
     let ng = Nodegate::start(&env.cluster, &["--timeout", "5m"]);
-    env.cluster
-        .create_node(&gated_node("node-h", &[("pool", "apps")]))
-        .await;
+    env.create_node("node-h", &[("pool", "apps")]).await;
     let deploy: Deployment = serde_json::from_value(json!({
         "metadata": {"name": "web", "namespace": NS},
         "spec": {
@@ -693,7 +494,8 @@ async fn workloads_schedule_only_after_the_gate_opens() {
     }
 
     env.release("cni", "node-h").await;
-    env.wait_open("node-h", Duration::from_secs(15), &ng).await;
+    env.wait_open("node-h", Duration::from_secs(15), &[&ng])
+        .await;
     let opened_at: Timestamp = annotation(&env.node("node-h").await, "nodegate.dev/opened-at")
         .expect("opened-at")
         .parse()
@@ -749,8 +551,8 @@ async fn dry_run_decides_but_never_writes() {
     let env = Env::new("gate-dry-run").await;
     env.create_ds(DsSpec::new("cni")).await;
     let ng = Nodegate::start(&env.cluster, &["--timeout", "5m", "--dry-run"]);
-    env.cluster.create_node(&gated_node("node-dry", &[])).await;
-    env.wait_pod_ready("cni", "node-dry").await;
+    env.create_node("node-dry", &[]).await;
+    env.wait_pod("cni", "node-dry", true).await;
     let events = wait_for("GateWouldOpen event", Duration::from_secs(20), || async {
         let evs = env.events_for("node-dry").await;
         if evs

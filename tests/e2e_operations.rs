@@ -5,21 +5,16 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::await_condition;
-use serde_json::{Value, json};
-use support::{Nodegate, TestCluster, fake_node, http_get, metric, wait_for};
+use kube::api::{Api, DeleteParams};
+use serde_json::Value;
+use support::gate::{DsSpec, Env};
+use support::{Nodegate, http_get, metric, wait_for};
 
-const NS: &str = "infra";
-const TAINT: &str = "nodegate.dev/initializing";
 /// Short lease settings, so failover fits in a test.
 const LEASE_DURATION: Duration = Duration::from_secs(4);
 const ELECTION: &[&str] = &[
@@ -38,150 +33,16 @@ const ELECTION: &[&str] = &[
     "5m",
 ];
 
-/// A DaemonSet that tolerates the gate; `held` ones run only on nodes
-/// labelled hold=yes, Running but not Ready until released.
-fn daemonset(name: &str, held: bool) -> DaemonSet {
-    let mut labels = BTreeMap::from([("app".to_string(), name.to_string())]);
-    let mut node_selector = BTreeMap::new();
-    if held {
-        labels.insert("nodegate.test/hold-not-ready".into(), "true".into());
-        node_selector.insert("hold".to_string(), "yes".to_string());
-    }
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "containers": [{"name": "agent", "image": "registry.invalid/agent:1"}],
-                    "tolerations": [{"key": TAINT, "operator": "Exists"}],
-                    "nodeSelector": node_selector,
-                },
-            },
-        },
-    }))
-    .expect("daemonset manifest")
-}
+/// Labels of a node the held DaemonSets run on.
+const HOLD: &[(&str, &str)] = &[("hold", "yes")];
 
-fn has_gate_taint(n: &Node) -> bool {
-    n.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|ts| ts.iter().any(|t| t.key == TAINT))
-}
-
-fn is_ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-struct Env {
-    cluster: TestCluster,
-    nodes: Api<Node>,
-    pods: Api<Pod>,
-    daemonsets: Api<DaemonSet>,
-}
-
-impl Env {
-    async fn new(test: &str) -> Env {
-        let cluster = TestCluster::start(test).await;
-        cluster.namespace(NS).await;
-        let c = cluster.client.clone();
-        Env {
-            nodes: Api::all(c.clone()),
-            pods: Api::namespaced(c.clone(), NS),
-            daemonsets: Api::namespaced(c, NS),
-            cluster,
-        }
-    }
-
-    async fn create_ds(&self, name: &str, held: bool) {
-        self.daemonsets
-            .create(&PostParams::default(), &daemonset(name, held))
-            .await
-            .expect("create daemonset");
-    }
-
-    async fn create_node(&self, name: &str, held: bool) {
-        let labels: &[(&str, &str)] = if held { &[("hold", "yes")] } else { &[] };
-        self.cluster
-            .create_node(&fake_node(name, labels, &[(TAINT, "", "NoSchedule")]))
-            .await;
-    }
-
-    async fn pod_on(&self, app: &str, node: &str) -> Result<Pod, String> {
-        let list = self
-            .pods
-            .list(&ListParams::default().labels(&format!("app={app}")))
-            .await
-            .map_err(|e| e.to_string())?;
-        list.items
-            .into_iter()
-            .find(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-            .ok_or_else(|| format!("no {app} pod on {node} yet"))
-    }
-
-    async fn wait_pod(&self, app: &str, node: &str, ready: bool) {
-        wait_for(
-            &format!("{app} on {node} (ready={ready})"),
-            Duration::from_secs(60),
-            || async {
-                let p = self.pod_on(app, node).await?;
-                let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-                if running && is_ready(&p) == ready {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "{app} on {node}: running={running} ready={}",
-                        is_ready(&p)
-                    ))
-                }
-            },
-        )
-        .await
-    }
-
-    async fn release(&self, app: &str, node: &str) {
-        let p = self.pod_on(app, node).await.expect("held pod exists");
-        let name = p.metadata.name.expect("pod name");
-        self.pods
-            .patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(
-                    json!({"metadata": {"labels": {"nodegate.test/hold-not-ready": null}}}),
-                ),
-            )
-            .await
-            .expect("release held pod");
-    }
-
-    /// Waits until the node has no gate taint; returns when it was seen.
-    async fn wait_open(&self, name: &str, within: Duration, logs: &[&Nodegate]) -> Instant {
-        let cond = |n: Option<&Node>| n.is_some_and(|n| !has_gate_taint(n));
-        match tokio::time::timeout(within, await_condition(self.nodes.clone(), name, cond)).await {
-            Ok(Ok(_)) => Instant::now(),
-            other => panic!(
-                "node {name} did not open within {within:?} ({other:?})\npods:\n{}\nlogs:\n{}",
-                self.cluster.kubectl(&["get", "pods", "-A", "-o", "wide"]),
-                logs.iter()
-                    .map(|n| n.logs())
-                    .collect::<Vec<_>>()
-                    .join("\n----\n")
-            ),
-        }
-    }
-
-    async fn annotation(&self, node: &str, key: &str) -> Option<String> {
-        self.nodes
-            .get(node)
-            .await
-            .ok()
-            .and_then(|n| n.metadata.annotations)
-            .and_then(|a| a.get(key).cloned())
+/// A DaemonSet that runs only on nodes labelled hold=yes, Running but not
+/// Ready until released.
+fn held(name: &str) -> DsSpec<'_> {
+    DsSpec {
+        hold: true,
+        node_selector: HOLD,
+        ..DsSpec::new(name)
     }
 }
 
@@ -270,8 +131,8 @@ fn untaint_ok(text: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_writes_and_a_killed_leader_fails_over_within_a_lease() {
     let env = Env::new("ops-failover").await;
-    env.create_ds("cni", false).await;
-    env.create_ds("csi", true).await;
+    env.create_ds(DsSpec::new("cni")).await;
+    env.create_ds(held("csi")).await;
 
     let mut a = Nodegate::start_as(
         &env.cluster.kubeconfig,
@@ -295,7 +156,7 @@ async fn only_the_leader_writes_and_a_killed_leader_fails_over_within_a_lease() 
     );
 
     // A node with nothing held opens, written by the leader alone.
-    env.create_node("node-free", false).await;
+    env.create_node("node-free", &[]).await;
     env.wait_open("node-free", Duration::from_secs(30), &[&a, &b])
         .await;
     // The watch may show the node open before the leader has read the
@@ -322,7 +183,7 @@ async fn only_the_leader_writes_and_a_killed_leader_fails_over_within_a_lease() 
     assert_eq!(metric(&mb, "nodegate_leader"), Some(0.0));
 
     // A node waiting for a held DaemonSet; the follower's gate is warm.
-    env.create_node("node-held", true).await;
+    env.create_node("node-held", HOLD).await;
     env.wait_pod("cni", "node-held", true).await;
     env.wait_pod("csi", "node-held", false).await;
     let warm = wait_for(
@@ -452,8 +313,8 @@ async fn sigterm_releases_the_lease_and_a_follower_takes_over_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_metrics_and_debug_endpoints_answer_as_documented() {
     let env = Env::new("ops-endpoints").await;
-    env.create_ds("cni", false).await;
-    env.create_ds("csi", true).await;
+    env.create_ds(DsSpec::new("cni")).await;
+    env.create_ds(held("csi")).await;
     let ng = Nodegate::start(&env.cluster, &["--timeout", "5m", "--debug-history", "10"]);
     let addr = ng.http_addr(Duration::from_secs(30));
 
@@ -501,7 +362,7 @@ async fn probes_metrics_and_debug_endpoints_answer_as_documented() {
     }
 
     // A gate in progress.
-    env.create_node("node-held", true).await;
+    env.create_node("node-held", HOLD).await;
     env.wait_pod("cni", "node-held", true).await;
     env.wait_pod("csi", "node-held", false).await;
     let detail = wait_for(

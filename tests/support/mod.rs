@@ -10,6 +10,8 @@
 //! reason, so an e2e test can never pass without having run.
 #![allow(dead_code)]
 
+pub mod gate;
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
