@@ -13,11 +13,16 @@ mod_version() { # module-dir module-path
 K8S_VERSION=$(mod_version kubernetes k8s.io/kubernetes)
 ETCD_VERSION=$(mod_version etcd go.etcd.io/etcd/server/v3)
 KWOK_VERSION=$(mod_version kwok sigs.k8s.io/kwok)
+HELM_VERSION=$(mod_version helm helm.sh/helm/v4)
 
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/nodegate"
-CACHE_KEY="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}"
+# One token per component, joined by '_': `build` reuses a component's
+# binaries from an older cache directory that has the same token, so bumping
+# one version rebuilds only that component.
+CACHE_KEY="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}"
 CACHE_BIN="$CACHE_ROOT/$CACHE_KEY/bin"
 
+# What `up` needs. Helm is separate: only the chart tests and the user need it.
 BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok)
 
 log() { printf '[deploy/local] %s\n' "$*" >&2; }
@@ -30,5 +35,19 @@ bin_dir() {
     printf '%s\n' "$NODEGATE_LOCAL_BIN"
   else
     printf '%s\n' "$CACHE_BIN"
+  fi
+}
+
+# Where helm is. With NODEGATE_LOCAL_BIN, helm there is optional: a `helm` on
+# PATH will do, and only the tests that render the chart fail without either.
+helm_dir() {
+  if [ -z "${NODEGATE_LOCAL_BIN:-}" ]; then
+    printf '%s\n' "$CACHE_BIN"
+  elif [ -x "$NODEGATE_LOCAL_BIN/helm" ]; then
+    printf '%s\n' "$NODEGATE_LOCAL_BIN"
+  elif command -v helm >/dev/null 2>&1; then
+    dirname "$(command -v helm)"
+  else
+    return 1
   fi
 }

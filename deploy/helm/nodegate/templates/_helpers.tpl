@@ -1,0 +1,93 @@
+{{/* Names, labels and the nodegate argument list shared by the templates. */}}
+
+{{- define "nodegate.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The release name alone when it already says nodegate, so that
+`helm install nodegate` gives the same object names as the kustomize base. */}}
+{{- define "nodegate.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "nodegate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "nodegate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "nodegate.labels" -}}
+{{ include "nodegate.selectorLabels" . }}
+app.kubernetes.io/part-of: nodegate
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "nodegate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "nodegate.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "nodegate.leaseNamespace" -}}
+{{- default .Release.Namespace .Values.leaderElection.leaseNamespace -}}
+{{- end -}}
+
+{{- define "nodegate.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* An IPv6 bind address needs brackets before the port. */}}
+{{- define "nodegate.httpAddr" -}}
+{{- $a := toString .Values.http.bindAddress -}}
+{{- if and (contains ":" $a) (not (hasPrefix "[" $a)) -}}
+{{- printf "[%s]:%v" $a .Values.http.port -}}
+{{- else -}}
+{{- printf "%s:%v" $a .Values.http.port -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Every flag is passed explicitly, defaults included, so `kubectl describe`
+shows exactly what the process runs with. Built as a list and emitted with
+toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
+{{- define "nodegate.args" -}}
+{{- $c := .Values.config -}}
+{{- $a := list "run" -}}
+{{- range $c.taints }}{{ $a = append $a (printf "--taint=%s" .) }}{{ end -}}
+{{- range $c.transientTaints }}{{ $a = append $a (printf "--transient-taint=%s" .) }}{{ end -}}
+{{- range $c.exclude }}{{ $a = append $a (printf "--exclude=%s" .) }}{{ end -}}
+{{- with $c.excludeSelector }}{{ $a = append $a (printf "--exclude-selector=%s" .) }}{{ end -}}
+{{- if $c.criticalPods }}{{ $a = append $a "--config=/etc/nodegate/config.yaml" }}{{ end -}}
+{{- $a = append $a (printf "--timeout=%v" $c.timeout) -}}
+{{- $a = append $a (printf "--on-timeout=%v" $c.onTimeout) -}}
+{{- if $c.dryRun }}{{ $a = append $a "--dry-run" }}{{ end -}}
+{{- $a = append $a (printf "--max-concurrent-patches=%v" $c.maxConcurrentPatches) -}}
+{{- $a = append $a (printf "--kube-qps=%v" $c.kubeQps) -}}
+{{- $a = append $a (printf "--kube-burst=%v" $c.kubeBurst) -}}
+{{- $a = append $a (printf "--log-format=%v" $c.logFormat) -}}
+{{- $a = append $a (printf "--log-level=%v" $c.logLevel) -}}
+{{- with .Values.leaderElection -}}
+{{- if .enabled -}}
+{{- $a = append $a "--leader-elect" -}}
+{{- $a = append $a (printf "--lease-name=%v" .leaseName) -}}
+{{- $a = append $a (printf "--lease-namespace=%s" (include "nodegate.leaseNamespace" $)) -}}
+{{- $a = append $a (printf "--lease-duration=%v" .leaseDuration) -}}
+{{- $a = append $a (printf "--renew-deadline=%v" .renewDeadline) -}}
+{{- $a = append $a (printf "--retry-period=%v" .retryPeriod) -}}
+{{- end -}}
+{{- end -}}
+{{- $a = append $a (printf "--http-addr=%s" (include "nodegate.httpAddr" .)) -}}
+{{- $a = append $a (printf "--debug-history=%v" .Values.http.debugHistory) -}}
+{{- range .Values.extraArgs }}{{ $a = append $a (toString .) }}{{ end -}}
+{{- toYaml $a -}}
+{{- end -}}

@@ -1,0 +1,832 @@
+//! What deploy/ ships, proven on the real API server (deploy/local): the
+//! kustomize base and the rendered Helm chart pass server-side dry-run (and
+//! Pod Security "restricted"), the chart renders the same objects as the
+//! base, and nodegate runs a whole gate scenario — readiness, a deadline,
+//! leader election with a failover — with nothing but a token of the
+//! ServiceAccount that deploy/ creates, bound by deploy/'s RBAC. The same
+//! token is checked to be refused what nodegate must never do.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::events::v1::Event as KubeEvent;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{Value, json};
+use support::{Nodegate, TestCluster, fake_node, repo_root, wait_for};
+
+const NS: &str = "nodegate-system";
+const SA: &str = "nodegate";
+const TAINT: &str = "nodegate.dev/initializing";
+
+// ---------------------------------------------------------------------------
+// Tools: the cluster's own kubectl and the cached Helm build
+// ---------------------------------------------------------------------------
+
+/// The directory `deploy/local/build` prints for `flag`; panics with its
+/// message when it cannot provide one.
+fn build_dir(flag: &str) -> PathBuf {
+    let out = Command::new(support::local_script("build"))
+        .arg(flag)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run deploy/local/build {flag}: {e}"));
+    assert!(
+        out.status.success(),
+        "deploy/local/build {flag} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+fn kubectl_bin() -> PathBuf {
+    build_dir("--print-dir").join("kubectl")
+}
+
+/// Helm from the version-keyed cache (built on first use), or, with
+/// NODEGATE_LOCAL_BIN, from there or PATH; the test fails without one.
+fn helm_bin() -> PathBuf {
+    build_dir("--helm").join("helm")
+}
+
+struct Output {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(program: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(program)
+        .args(args)
+        .current_dir(repo_root())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().expect("piped stdin");
+        pipe.write_all(input.as_bytes())
+            .unwrap_or_else(|e| panic!("writing to {}: {e}", program.display()));
+    }
+    let out = child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("waiting for {}: {e}", program.display()));
+    Output {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn must(what: &str, o: Output) -> Output {
+    assert!(o.ok, "{what} failed:\n{}\n{}", o.stdout, o.stderr);
+    o
+}
+
+fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut all = vec!["--kubeconfig", kubeconfig.to_str().expect("utf-8 path")];
+    all.extend_from_slice(args);
+    run(&kubectl_bin(), &all, stdin)
+}
+
+fn kustomize(dir: &str) -> String {
+    must(
+        &format!("kubectl kustomize {dir}"),
+        run(&kubectl_bin(), &["kustomize", dir], None),
+    )
+    .stdout
+}
+
+fn helm_template(extra: &[&str]) -> String {
+    let mut args = vec![
+        "template",
+        "nodegate",
+        "deploy/helm/nodegate",
+        "--namespace",
+        NS,
+    ];
+    args.extend_from_slice(extra);
+    must("helm template", run(&helm_bin(), &args, None)).stdout
+}
+
+/// The objects of a multi-document YAML stream (empty documents skipped).
+fn objects(yaml: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(yaml)
+        .map(|doc| {
+            serde::Deserialize::deserialize(doc)
+                .unwrap_or_else(|e| panic!("rendered YAML does not parse: {e}\n{yaml}"))
+        })
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+fn to_stream(objs: &[&Value]) -> String {
+    objs.iter()
+        .map(|o| serde_yaml::to_string(o).expect("a JSON value is valid YAML"))
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+fn kind_name(o: &Value) -> (String, String) {
+    (
+        o["kind"].as_str().unwrap_or_default().to_string(),
+        o["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+fn find<'a>(objs: &'a [Value], kind: &str) -> &'a Value {
+    objs.iter()
+        .find(|o| o["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in the rendered objects"))
+}
+
+/// Applies `objs` with server-side dry-run and checks every one was accepted
+/// and that Pod Security had nothing to say about any of them.
+fn dry_run(cluster: &TestCluster, what: &str, objs: &[&Value]) {
+    let out = must(
+        &format!("{what}: kubectl apply --dry-run=server"),
+        kubectl(
+            &cluster.kubeconfig,
+            &["apply", "--dry-run=server", "-f", "-"],
+            Some(&to_stream(objs)),
+        ),
+    );
+    let accepted = out
+        .stdout
+        .lines()
+        .filter(|l| l.ends_with("(server dry run)"))
+        .count();
+    assert_eq!(
+        accepted,
+        objs.len(),
+        "{what}: every object must be accepted:\n{}",
+        out.stdout
+    );
+    assert!(
+        !out.stderr.contains("PodSecurity"),
+        "{what}: the pods must pass Pod Security \"restricted\":\n{}",
+        out.stderr
+    );
+    eprintln!("{what}: {accepted} objects pass server-side dry-run");
+}
+
+// ---------------------------------------------------------------------------
+// 1. Server-side dry-run of everything deploy/ ships
+// ---------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kustomize_base_and_helm_chart_pass_server_side_dry_run() {
+    let cluster = TestCluster::start("deploy-dry-run").await;
+    let base = objects(&kustomize("deploy/kustomize/base"));
+
+    // A namespaced object cannot be dry-run into a namespace that only
+    // exists in the same dry-run, so the Namespace goes in for real first;
+    // with its Pod Security labels in place, the dry-run of the Deployment
+    // also reports any "restricted" violation.
+    let ns: Vec<&Value> = base.iter().filter(|o| o["kind"] == "Namespace").collect();
+    assert_eq!(ns.len(), 1, "the base has exactly one Namespace");
+    assert_eq!(
+        ns[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted",
+        "the namespace must enforce Pod Security restricted"
+    );
+    must(
+        "create the namespace",
+        kubectl(
+            &cluster.kubeconfig,
+            &["apply", "-f", "-"],
+            Some(&to_stream(&ns)),
+        ),
+    );
+    dry_run(&cluster, "kustomize base", &base.iter().collect::<Vec<_>>());
+
+    let chart = objects(&helm_template(&[]));
+    dry_run(&cluster, "helm chart", &chart.iter().collect::<Vec<_>>());
+
+    // The chart's optional paths: the config file (criticalPods), dry-run,
+    // json logs, an IPv6 bind address, extra tolerations.
+    let custom = objects(&helm_template(&[
+        "--set-json",
+        r#"config.criticalPods=[{"name":"kube-proxy","namespace":"kube-system","selector":{"matchLabels":{"k8s-app":"kube-proxy"}}}]"#,
+        "--set",
+        "config.dryRun=true,config.logFormat=json,http.bindAddress=::,http.port=9090",
+        "--set-json",
+        r#"tolerations=[{"key":"example.com/pool","operator":"Exists"}]"#,
+    ]));
+    assert!(
+        custom.iter().any(|o| o["kind"] == "ConfigMap"),
+        "criticalPods must render the config file"
+    );
+    dry_run(
+        &cluster,
+        "helm chart (custom values)",
+        &custom.iter().collect::<Vec<_>>(),
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 2. The chart and the base describe the same deployment
+// ---------------------------------------------------------------------------
+
+/// Needs no cluster: both renderings are compared object by object.
+#[test]
+fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
+    let base = objects(&kustomize("deploy/kustomize/base"));
+    let chart = objects(&helm_template(&[]));
+
+    let names = |objs: &[Value]| -> Vec<(String, String)> {
+        let mut v: Vec<_> = objs
+            .iter()
+            .map(kind_name)
+            // Helm leaves the namespace to `helm install --create-namespace`.
+            .filter(|(k, _)| k != "Namespace")
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(&base), names(&chart), "same kinds and names");
+
+    for kind in ["ClusterRole", "Role"] {
+        assert_eq!(
+            find(&base, kind)["rules"],
+            find(&chart, kind)["rules"],
+            "{kind} rules differ between deploy/kustomize and deploy/helm"
+        );
+    }
+    for kind in ["ClusterRoleBinding", "RoleBinding"] {
+        for field in ["roleRef", "subjects"] {
+            assert_eq!(
+                find(&base, kind)[field],
+                find(&chart, kind)[field],
+                "{kind} {field}"
+            );
+        }
+    }
+
+    let base_dep = find(&base, "Deployment");
+    let chart_dep = find(&chart, "Deployment");
+    assert_eq!(base_dep["spec"]["replicas"], chart_dep["spec"]["replicas"]);
+    assert_eq!(base_dep["spec"]["strategy"], chart_dep["spec"]["strategy"]);
+    let pod = |d: &Value| d["spec"]["template"]["spec"].clone();
+    let (bp, cp) = (pod(base_dep), pod(chart_dep));
+    for field in [
+        "serviceAccountName",
+        "priorityClassName",
+        "tolerations",
+        "affinity",
+        "securityContext",
+        "automountServiceAccountToken",
+        "enableServiceLinks",
+    ] {
+        assert_eq!(bp[field], cp[field], "pod spec {field}");
+    }
+    let (bc, cc) = (&bp["containers"][0], &cp["containers"][0]);
+    for field in [
+        "image",
+        "ports",
+        "env",
+        "livenessProbe",
+        "readinessProbe",
+        "resources",
+        "securityContext",
+    ] {
+        assert_eq!(bc[field], cc[field], "container {field}");
+    }
+    // The base passes only what differs from the binary's defaults; the
+    // chart passes every flag. Each flag the base sets, the chart sets alike.
+    let chart_args: Vec<&str> = cc["args"]
+        .as_array()
+        .expect("chart args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for a in bc["args"].as_array().expect("base args") {
+        let a = a.as_str().expect("string arg");
+        assert!(
+            chart_args.contains(&a),
+            "the base passes {a:?}, the chart does not: {chart_args:?}"
+        );
+    }
+
+    for kind in ["Service", "PodDisruptionBudget"] {
+        assert_eq!(
+            find(&base, kind)["spec"],
+            find(&chart, kind)["spec"]
+                .as_object()
+                .map(|spec| {
+                    // The chart spells out the Service type; kustomize leaves
+                    // the API default.
+                    let mut s = spec.clone();
+                    if s.get("type") == Some(&json!("ClusterIP")) {
+                        s.remove("type");
+                    }
+                    Value::Object(s)
+                })
+                .unwrap_or_default(),
+            "{kind} spec"
+        );
+    }
+
+    // The optional ServiceMonitor, both ways.
+    let with_sm = objects(&kustomize("deploy/kustomize/overlays/servicemonitor"));
+    let chart_sm = objects(&helm_template(&["--set", "serviceMonitor.enabled=true"]));
+    assert_eq!(
+        find(&with_sm, "ServiceMonitor")["spec"],
+        find(&chart_sm, "ServiceMonitor")["spec"],
+        "ServiceMonitor spec"
+    );
+}
+
+/// The container args of the Deployment in `objs`.
+fn container_args(objs: &[Value]) -> Vec<String> {
+    find(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("container args")
+        .iter()
+        .map(|a| a.as_str().expect("string arg").to_string())
+        .collect()
+}
+
+/// Runs the real binary with `args` and a kubeconfig that cannot exist:
+/// settings are validated first (exit 2 on any bad flag or value), so
+/// reaching "cannot find cluster credentials" (exit 1) means nodegate took
+/// every argument.
+fn assert_accepted(what: &str, args: &[String]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nodegate"))
+        .args(args)
+        .env("KUBECONFIG", "/nonexistent/nodegate-e2e-kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run nodegate: {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && stderr.contains("cluster credentials"),
+        "{what}: nodegate must accept {args:?}, got {:?}:\n{stderr}",
+        out.status.code()
+    );
+}
+
+/// Needs no cluster: the arguments deploy/ passes are ones nodegate takes,
+/// and the config file the chart writes for criticalPods parses.
+#[test]
+fn deployed_arguments_are_accepted_by_nodegate() {
+    assert_accepted(
+        "kustomize base",
+        &container_args(&objects(&kustomize("deploy/kustomize/base"))),
+    );
+    assert_accepted("helm chart", &container_args(&objects(&helm_template(&[]))));
+
+    let custom = objects(&helm_template(&[
+        "--set-json",
+        r#"config.criticalPods=[{"name":"kube-proxy","namespace":"kube-system","selector":{"matchLabels":{"k8s-app":"kube-proxy"}}}]"#,
+        "--set-json",
+        r#"config.exclude=["kube-system/debug"]"#,
+        "--set",
+        "config.dryRun=true,config.excludeSelector=team in (obs),config.transientTaints[0]=example.com/boot*",
+        "--set",
+        "config.onTimeout=keep,config.logFormat=json,http.bindAddress=::,leaderElection.leaseNamespace=elsewhere",
+    ]));
+    let file = find(&custom, "ConfigMap")["data"]["config.yaml"]
+        .as_str()
+        .expect("config.yaml in the ConfigMap")
+        .to_string();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, file).expect("write config");
+    let args: Vec<String> = container_args(&custom)
+        .into_iter()
+        .map(|a| {
+            if a.starts_with("--config=") {
+                format!("--config={}", path.display())
+            } else {
+                a
+            }
+        })
+        .collect();
+    assert!(
+        args.iter().any(|a| a.starts_with("--config=")),
+        "criticalPods must pass --config: {args:?}"
+    );
+    assert_accepted("helm chart (custom values)", &args);
+}
+
+// ---------------------------------------------------------------------------
+// 3. nodegate with nothing but deploy/'s RBAC
+// ---------------------------------------------------------------------------
+
+/// A kubeconfig that carries only `token` and the cluster's CA: no client
+/// certificate, no admin token, nothing else to fall back on.
+fn token_kubeconfig(admin: &Path, token: &str, dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(admin)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", admin.display()));
+    let kc: Value = serde_yaml::from_str(&text).expect("admin kubeconfig parses");
+    let cluster = &kc["clusters"][0]["cluster"];
+    let server = cluster["server"].as_str().expect("server URL");
+    let ca = cluster["certificate-authority-data"]
+        .as_str()
+        .expect("certificate-authority-data");
+    let sa_kc = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": {"server": server, "certificate-authority-data": ca}}],
+        "users": [{"name": "nodegate", "user": {"token": token}}],
+        "contexts": [{"name": "nodegate", "context": {"cluster": "local", "user": "nodegate", "namespace": NS}}],
+        "current-context": "nodegate",
+    });
+    let path = dir.join("nodegate-sa.kubeconfig");
+    std::fs::write(&path, serde_yaml::to_string(&sa_kc).expect("yaml"))
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    path
+}
+
+/// `kubectl auth can-i` as the ServiceAccount itself (a
+/// SelfSubjectAccessReview with its token): true for "yes".
+fn can_i(sa_kubeconfig: &Path, args: &[&str]) -> bool {
+    let mut all = vec!["auth", "can-i"];
+    all.extend_from_slice(args);
+    let out = kubectl(sa_kubeconfig, &all, None);
+    match out.stdout.trim() {
+        "yes" => true,
+        "no" => false,
+        other => panic!(
+            "kubectl auth can-i {args:?}: unexpected answer {other:?}\n{}",
+            out.stderr
+        ),
+    }
+}
+
+fn daemonset(name: &str, hold: bool, ready_after: Option<&str>, pool: Option<&str>) -> DaemonSet {
+    let mut labels = BTreeMap::from([("app".to_string(), name.to_string())]);
+    if hold {
+        labels.insert("nodegate.test/hold-not-ready".into(), "true".into());
+    }
+    let annotations: BTreeMap<String, String> = ready_after
+        .map(|d| ("nodegate.test/ready-after".to_string(), d.to_string()))
+        .into_iter()
+        .collect();
+    let node_selector: BTreeMap<String, String> = pool
+        .map(|p| ("example.com/pool".to_string(), p.to_string()))
+        .into_iter()
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "infra"},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": labels, "annotations": annotations},
+                "spec": {
+                    "containers": [{"name": "agent", "image": "registry.invalid/agent:1"}],
+                    "tolerations": [{"key": TAINT, "operator": "Exists"}],
+                    "nodeSelector": node_selector,
+                },
+            },
+        },
+    }))
+    .expect("daemonset manifest")
+}
+
+fn annotation(n: &Node, key: &str) -> Option<String> {
+    n.metadata.annotations.as_ref()?.get(key).cloned()
+}
+
+fn gated(n: &Node) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == TAINT))
+}
+
+async fn wait_opened(
+    nodes: &Api<Node>,
+    name: &str,
+    within: Duration,
+    logs: &dyn Fn() -> String,
+) -> String {
+    let what = format!("{name} to open");
+    let seen = wait_for(&what, within, || async {
+        match nodes.get(name).await {
+            Ok(n) if !gated(&n) => Ok(annotation(&n, "nodegate.dev/opened-by")),
+            Ok(n) => Err(format!(
+                "still tainted: {:?}",
+                n.spec.and_then(|s| s.taints)
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    });
+    // A panic inside wait_for would lose nodegate's side of the story.
+    match tokio::time::timeout(within + Duration::from_secs(5), seen).await {
+        Ok(by) => {
+            by.unwrap_or_else(|| panic!("{name} opened without nodegate.dev/opened-by\n{}", logs()))
+        }
+        Err(_) => panic!("{name} did not open within {within:?}\n{}", logs()),
+    }
+}
+
+async fn lease_holder(leases: &Api<Lease>) -> Option<String> {
+    leases
+        .get_opt("nodegate")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+        .filter(|h| !h.is_empty())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
+    let cluster = TestCluster::start("deploy-rbac").await;
+    let admin = cluster.kubeconfig.clone();
+
+    // --- deploy/'s identity and permissions, for real; the Deployment is
+    // not created (kwok runs no real containers): nodegate runs out of
+    // cluster below, as that ServiceAccount.
+    let base = objects(&kustomize("deploy/kustomize/base"));
+    let identity: Vec<&Value> = base
+        .iter()
+        .filter(|o| {
+            matches!(
+                o["kind"].as_str(),
+                Some(
+                    "Namespace"
+                        | "ServiceAccount"
+                        | "ClusterRole"
+                        | "ClusterRoleBinding"
+                        | "Role"
+                        | "RoleBinding"
+                )
+            )
+        })
+        .collect();
+    assert_eq!(
+        identity.len(),
+        6,
+        "namespace, account, two roles, two bindings"
+    );
+    must(
+        "apply deploy/'s ServiceAccount and RBAC",
+        kubectl(&admin, &["apply", "-f", "-"], Some(&to_stream(&identity))),
+    );
+    // TokenRequest, as the kubelet does for a pod's projected token.
+    let token = must(
+        "kubectl create token",
+        kubectl(
+            &admin,
+            &["-n", NS, "create", "token", SA, "--duration=1h"],
+            None,
+        ),
+    )
+    .stdout
+    .trim()
+    .to_string();
+    assert!(!token.is_empty(), "TokenRequest returned no token");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sa = token_kubeconfig(&admin, &token, dir.path());
+
+    let whoami = must(
+        "kubectl auth whoami",
+        kubectl(
+            &sa,
+            &[
+                "auth",
+                "whoami",
+                "-o",
+                "jsonpath={.status.userInfo.username}",
+            ],
+            None,
+        ),
+    );
+    assert_eq!(
+        whoami.stdout.trim(),
+        format!("system:serviceaccount:{NS}:{SA}")
+    );
+
+    // --- what it may and may not do, asked of the API server with its token.
+    let allowed: &[&[&str]] = &[
+        &["get", "nodes"],
+        &["list", "nodes"],
+        &["watch", "nodes"],
+        &["patch", "nodes"],
+        &["list", "daemonsets.apps", "-A"],
+        &["watch", "daemonsets.apps", "-A"],
+        &["list", "pods", "-A"],
+        &["watch", "pods", "-A"],
+        &["create", "events.events.k8s.io", "-n", "default"],
+        &["create", "leases.coordination.k8s.io", "-n", NS],
+        &["get", "leases.coordination.k8s.io/nodegate", "-n", NS],
+        &["update", "leases.coordination.k8s.io/nodegate", "-n", NS],
+    ];
+    let forbidden: &[&[&str]] = &[
+        &["get", "secrets", "-A"],
+        &["list", "secrets", "-n", NS],
+        &["get", "configmaps", "-n", "kube-system"],
+        &["patch", "pods", "-A"],
+        &["delete", "pods", "-A"],
+        &["create", "pods", "-n", NS],
+        &["get", "pods", "-A"],
+        &["delete", "nodes"],
+        &["update", "nodes"],
+        &["create", "nodes"],
+        &["patch", "nodes", "--subresource=status"],
+        &["patch", "daemonsets.apps", "-A"],
+        &["get", "daemonsets.apps", "-A"],
+        &["create", "events", "-n", "default"],
+        &["patch", "events.events.k8s.io", "-n", "default"],
+        &["delete", "events.events.k8s.io", "-n", "default"],
+        &[
+            "update",
+            "leases.coordination.k8s.io/kube-controller-manager",
+            "-n",
+            NS,
+        ],
+        &[
+            "update",
+            "leases.coordination.k8s.io/nodegate",
+            "-n",
+            "kube-system",
+        ],
+        &["create", "leases.coordination.k8s.io", "-n", "kube-system"],
+        &["delete", "leases.coordination.k8s.io/nodegate", "-n", NS],
+        &["create", "serviceaccounts/token", "-n", NS],
+        &["impersonate", "users"],
+        &["escalate", "clusterroles.rbac.authorization.k8s.io"],
+        &["bind", "clusterroles.rbac.authorization.k8s.io"],
+        &["create", "clusterrolebindings.rbac.authorization.k8s.io"],
+    ];
+    let wrong: Vec<String> = allowed
+        .iter()
+        .filter(|a| !can_i(&sa, a))
+        .map(|a| format!("refused but needed: {}", a.join(" ")))
+        .chain(
+            forbidden
+                .iter()
+                .filter(|a| can_i(&sa, a))
+                .map(|a| format!("allowed but must not be: {}", a.join(" "))),
+        )
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "RBAC of deploy/kustomize/base:\n{}",
+        wrong.join("\n")
+    );
+    // And one real request, not just a review: the API server says 403.
+    let secrets = kubectl(&sa, &["get", "secrets", "-A"], None);
+    assert!(
+        !secrets.ok && secrets.stderr.contains("Forbidden"),
+        "reading secrets must be Forbidden: {}{}",
+        secrets.stdout,
+        secrets.stderr
+    );
+
+    // --- a gate scenario, run by two replicas holding only that token.
+    cluster.namespace("infra").await;
+    let ds: Api<DaemonSet> = Api::namespaced(cluster.client.clone(), "infra");
+    for d in [
+        daemonset("cni", false, None, None),
+        daemonset("logs", false, Some("1s"), None),
+        // Broken on the "gpu" pool only: its pods there never turn Ready.
+        daemonset("gpu-agent", true, None, Some("gpu")),
+    ] {
+        ds.create(&PostParams::default(), &d)
+            .await
+            .expect("create daemonset");
+    }
+    let election = [
+        "--leader-elect",
+        "--lease-namespace",
+        NS,
+        "--lease-duration",
+        "4s",
+        "--renew-deadline",
+        "3s",
+        "--retry-period",
+        "1s",
+        "--timeout",
+        "8s",
+        "--http-addr",
+        "127.0.0.1:0",
+    ];
+    let mut replicas: Vec<(String, Nodegate)> = ["nodegate-a", "nodegate-b"]
+        .into_iter()
+        .map(|name| {
+            let ng =
+                Nodegate::start_as(&sa, &[("POD_NAME", name), ("POD_NAMESPACE", NS)], &election);
+            (name.to_string(), ng)
+        })
+        .collect();
+    let logs = |rs: &[(String, Nodegate)]| -> String {
+        rs.iter()
+            .map(|(n, ng)| format!("---- {n} ----\n{}", ng.logs()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), NS);
+    let first_leader = wait_for("a leader", Duration::from_secs(30), || async {
+        lease_holder(&leases)
+            .await
+            .ok_or_else(|| "no holder yet".to_string())
+    })
+    .await;
+    eprintln!("leader: {first_leader}");
+
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let taint = [(TAINT, "", "NoSchedule")];
+    cluster.create_node(&fake_node("web-0", &[], &taint)).await;
+    cluster
+        .create_node(&fake_node("gpu-0", &[("example.com/pool", "gpu")], &taint))
+        .await;
+
+    let l = || logs(&replicas);
+    assert_eq!(
+        wait_opened(&nodes, "web-0", Duration::from_secs(30), &l).await,
+        "ready"
+    );
+    assert_eq!(
+        wait_opened(&nodes, "gpu-0", Duration::from_secs(30), &l).await,
+        "timeout"
+    );
+
+    // The Events were recorded, with the ServiceAccount's own permission.
+    let events: Api<KubeEvent> = Api::namespaced(cluster.client.clone(), "default");
+    wait_for(
+        "GateOpened and GateTimedOut events",
+        Duration::from_secs(15),
+        || async {
+            let evs = events
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let reasons: Vec<(String, String)> = evs
+                .items
+                .iter()
+                .map(|e| {
+                    (
+                        e.regarding
+                            .as_ref()
+                            .and_then(|r| r.name.clone())
+                            .unwrap_or_default(),
+                        e.reason.clone().unwrap_or_default(),
+                    )
+                })
+                .collect();
+            let has = |n: &str, r: &str| reasons.iter().any(|(a, b)| a == n && b == r);
+            if has("web-0", "GateOpened") && has("gpu-0", "GateTimedOut") {
+                Ok(())
+            } else {
+                Err(format!("{reasons:?}"))
+            }
+        },
+    )
+    .await;
+
+    // --- failover: the leader dies without releasing the lease; the
+    // follower takes over after the lease duration and gates the next node.
+    let leader_at = replicas
+        .iter()
+        .position(|(name, _)| first_leader.starts_with(name.as_str()))
+        .unwrap_or_else(|| panic!("lease holder {first_leader} is neither replica"));
+    let (dead_name, mut dead) = replicas.remove(leader_at);
+    dead.kill();
+    eprintln!("killed the leader {dead_name}");
+    cluster.create_node(&fake_node("web-1", &[], &taint)).await;
+    let l = || logs(&replicas);
+    assert_eq!(
+        wait_opened(&nodes, "web-1", Duration::from_secs(30), &l).await,
+        "ready"
+    );
+    let second_leader = lease_holder(&leases).await.unwrap_or_default();
+    assert!(
+        second_leader.starts_with(replicas[0].0.as_str()),
+        "the surviving replica {} must hold the lease, holder is {second_leader:?}",
+        replicas[0].0
+    );
+
+    // No request of either replica was refused: deploy/'s RBAC is enough.
+    let all = format!(
+        "---- {dead_name} ----\n{}\n{}",
+        dead.logs(),
+        logs(&replicas)
+    );
+    for refusal in ["forbidden", "Forbidden", "cannot watch the lease"] {
+        assert!(
+            !all.contains(refusal),
+            "nodegate hit a permission it lacks ({refusal:?}):\n{all}"
+        );
+    }
+}
