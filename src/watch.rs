@@ -8,7 +8,7 @@
 //! a re-list the objects that vanished meanwhile are deleted from the index.
 //! This module decides nothing about gates.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -123,13 +123,25 @@ impl Sink<DaemonSet> for DaemonSetSink {
 /// indexes pods by node.
 struct PodSink {
     router: Arc<Router>,
+    /// Namespaces whose pods keep their labels; `None` keeps every pod's.
+    /// A DaemonSet member is matched by its controller's uid, so a pod's
+    /// labels matter only to a critical-pod entry, which selects within its
+    /// own namespace. Dropping them elsewhere roughly halves what the index,
+    /// every gate and every journal entry hold per pod (the scale benchmark's
+    /// memory was mostly pod copies).
+    keep_labels_in: Option<Arc<HashSet<String>>>,
 }
 
 impl Sink<Pod> for PodSink {
     fn upsert(&mut self, p: &Pod) -> Option<(String, String)> {
-        let info = project::pod(p)?;
+        let mut info = project::pod(p)?;
         if info.node_name.is_empty() {
             return None;
+        }
+        if let Some(keep) = &self.keep_labels_in
+            && !keep.contains(&info.namespace)
+        {
+            info.labels = Default::default();
         }
         let id = (info.node_name.clone(), info.uid.clone());
         self.router.pod_upserted(info);
@@ -255,6 +267,10 @@ pub async fn start(
     let watches = 3 + critical.len();
     let (tx, rx) = mpsc::channel(watches);
     let bound = "spec.nodeName!=";
+    // The same pod may come from both pod watches; in these namespaces both
+    // must index it identically, labels and all.
+    let critical_namespaces: Arc<HashSet<String>> =
+        Arc::new(critical.iter().map(|e| e.namespace.clone()).collect());
 
     tokio::spawn(run(
         "nodes",
@@ -287,6 +303,7 @@ pub async fn start(
             .fields(bound),
         PodSink {
             router: Arc::clone(&router),
+            keep_labels_in: Some(Arc::clone(&critical_namespaces)),
         },
         tx.clone(),
         Arc::clone(&stats),
@@ -300,6 +317,7 @@ pub async fn start(
             watcher::Config::default().labels(&selector).fields(bound),
             PodSink {
                 router: Arc::clone(&router),
+                keep_labels_in: None,
             },
             tx.clone(),
             Arc::clone(&stats),

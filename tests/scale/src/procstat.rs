@@ -1,0 +1,217 @@
+//! Memory and CPU of processes, read from /proc by polling.
+//!
+//! A watched process counts together with its descendants (the controller may
+//! be started through a wrapper). Resident memory is sampled (the peak of the
+//! sum over the tree); CPU time is utime + stime, kept per pid so a child that
+//! exits still counts with its last reading. The kernel's own high-water mark
+//! (VmHWM) of the root process is read too: it cannot miss a short peak
+//! between two polls. Linux only; nothing here writes anything.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Clock ticks per second for /proc/PID/stat times. 100 on every Linux this
+/// benchmark is meant for; `getconf CLK_TCK` says otherwise if it is not.
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+fn page_size() -> u64 {
+    std::process::Command::new("getconf")
+        .arg("PAGESIZE")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(4096)
+}
+
+/// (ppid, utime + stime in ticks, rss in pages) from /proc/PID/stat.
+fn read_stat(pid: u32) -> Option<(u32, u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold spaces: split after it.
+    let after = &text[text.rfind(')')? + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields from 3 on (state is 3): ppid 4, utime 14, stime 15, rss 24.
+    let ppid = f.get(1)?.parse().ok()?;
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    let rss = f.get(21)?.parse().ok()?;
+    Some((ppid, utime + stime, rss))
+}
+
+/// VmHWM of a live process, in KiB.
+pub fn high_water_kib(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Every process and its parent, for finding descendants.
+fn all_parents() -> HashMap<u32, u32> {
+    let mut map = HashMap::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            if let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok())
+                && let Some((ppid, _, _)) = read_stat(pid)
+            {
+                map.insert(pid, ppid);
+            }
+        }
+    }
+    map
+}
+
+fn tree(root: u32, parents: &HashMap<u32, u32>) -> Vec<u32> {
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        out.extend(parents.iter().filter(|(_, pp)| **pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out
+}
+
+/// One watched process tree.
+#[derive(Debug, Clone)]
+pub struct Tracked {
+    pub name: String,
+    pub root: u32,
+    /// Count the root's descendants too.
+    children: bool,
+    /// Last CPU reading per pid, in ticks.
+    cpu: HashMap<u32, u64>,
+    /// CPU ticks of the tree when measurement started.
+    baseline: u64,
+    peak_rss_pages: u64,
+    samples: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Usage {
+    pub peak_rss_mib: f64,
+    /// The kernel's high-water mark of the root process (MiB), when it was
+    /// still alive to be asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vm_hwm_mib: Option<f64>,
+    pub cpu_s: f64,
+    pub samples: u64,
+}
+
+pub struct Sampler {
+    pub tracked: Vec<Tracked>,
+    ticks: f64,
+    page: u64,
+}
+
+impl Sampler {
+    pub fn new() -> Sampler {
+        Sampler {
+            tracked: Vec::new(),
+            ticks: clock_ticks(),
+            page: page_size(),
+        }
+    }
+
+    pub fn track(&mut self, name: &str, root: u32, children: bool) {
+        self.tracked.push(Tracked {
+            name: name.to_string(),
+            root,
+            children,
+            cpu: HashMap::new(),
+            baseline: 0,
+            peak_rss_pages: 0,
+            samples: 0,
+        });
+    }
+
+    /// Reads every tracked tree once.
+    pub fn sample(&mut self) {
+        let parents = all_parents();
+        for t in &mut self.tracked {
+            let mut rss = 0;
+            let mut seen = false;
+            let pids = if t.children {
+                tree(t.root, &parents)
+            } else {
+                vec![t.root]
+            };
+            for pid in pids {
+                if let Some((_, cpu, pages)) = read_stat(pid) {
+                    t.cpu.insert(pid, cpu);
+                    rss += pages;
+                    seen = true;
+                }
+            }
+            if seen {
+                t.samples += 1;
+                t.peak_rss_pages = t.peak_rss_pages.max(rss);
+            }
+        }
+    }
+
+    /// From now on CPU counts from here, and peaks start again, for every
+    /// tracked tree but those named in `keep` (which count their whole life).
+    pub fn reset(&mut self, keep: &[&str]) {
+        self.sample();
+        for t in self
+            .tracked
+            .iter_mut()
+            .filter(|t| !keep.contains(&t.name.as_str()))
+        {
+            t.baseline = t.cpu.values().sum();
+            t.peak_rss_pages = 0;
+            t.samples = 0;
+        }
+        self.sample();
+    }
+
+    pub fn usage(&self) -> Vec<(String, Usage)> {
+        self.tracked
+            .iter()
+            .map(|t| {
+                let cpu: u64 = t.cpu.values().sum();
+                (
+                    t.name.clone(),
+                    Usage {
+                        peak_rss_mib: (t.peak_rss_pages * self.page) as f64 / 1_048_576.0,
+                        vm_hwm_mib: high_water_kib(t.root).map(|k| k as f64 / 1024.0),
+                        cpu_s: cpu.saturating_sub(t.baseline) as f64 / self.ticks,
+                        samples: t.samples,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+/// How often the sampler polls: fine enough to catch the controller's
+/// memory peak during the burst of node joins, cheap enough (a few ms of CPU
+/// a second) not to disturb it.
+pub const INTERVAL: Duration = Duration::from_millis(100);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_this_process() {
+        let me = std::process::id();
+        let (_, _, rss) = read_stat(me).expect("own /proc/PID/stat");
+        assert!(rss > 0);
+        assert!(high_water_kib(me).is_some_and(|k| k > 0));
+        let mut s = Sampler::new();
+        s.track("me", me, false);
+        s.sample();
+        let u = s.usage();
+        assert!(u[0].1.peak_rss_mib > 0.0);
+    }
+}
