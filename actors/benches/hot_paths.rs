@@ -255,20 +255,20 @@ fn route_and_decide(bencher: Bencher) {
         .counter(ItemsCount::new(EVENTS_PER_SAMPLE))
         .bench_local(|| {
             rt.block_on(async {
-                let target = steps.0.load(Ordering::Relaxed) + EVENTS_PER_SAMPLE as u64;
-                for i in 0..EVENTS_PER_SAMPLE {
-                    let node = i % GATED_NODES;
-                    // Each node's pod alternates between not Ready and Ready.
-                    router.pod_upserted(flips[node][next[node]].clone());
-                    next[node] ^= 1;
-                    // Let the actors drain now and then, as the watch stream's
-                    // own awaits would.
-                    if i % 256 == 255 {
+                let mut target = steps.0.load(Ordering::Relaxed);
+                // One event per node per round, then wait until every gate
+                // has decided it: a gate reads a pod back from the index when
+                // it handles the hint, so a burst of flips to one node would
+                // coalesce into fewer decisions and flatter the number.
+                for _ in 0..EVENTS_PER_SAMPLE / GATED_NODES {
+                    for (node, flip) in flips.iter().enumerate() {
+                        router.pod_upserted(flip[next[node]].clone());
+                        next[node] ^= 1;
+                    }
+                    target += GATED_NODES as u64;
+                    while steps.0.load(Ordering::Relaxed) < target {
                         tokio::task::yield_now().await;
                     }
-                }
-                while steps.0.load(Ordering::Relaxed) < target {
-                    tokio::task::yield_now().await;
                 }
             });
         });

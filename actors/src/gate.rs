@@ -671,8 +671,23 @@ pub fn decide(state: &GateState, input: &Input, cfg: &GateConfig, now: Timestamp
     if state.is_finished() {
         return Vec::new();
     }
+    let mut scratch = state.clone();
+    decide_in_place(&mut scratch, input, cfg, now)
+}
+
+/// `decide` on the state itself: each event is applied as it is emitted, so
+/// afterwards `state` is what folding the returned events gives.
+fn decide_in_place(
+    state: &mut GateState,
+    input: &Input,
+    cfg: &GateConfig,
+    now: Timestamp,
+) -> Vec<Event> {
+    if state.is_finished() {
+        return Vec::new();
+    }
     let mut d = Decider {
-        s: state.clone(),
+        s: state,
         events: Vec::new(),
         cfg,
         now,
@@ -1017,10 +1032,7 @@ pub struct Step {
 /// `decide`, then `apply` each event, then `effects` — what the actor runs per
 /// input.
 pub fn step(state: &mut GateState, input: &Input, cfg: &GateConfig, now: Timestamp) -> Step {
-    let events = decide(state, input, cfg, now);
-    for ev in &events {
-        apply(state, ev);
-    }
+    let events = decide_in_place(state, input, cfg, now);
     let mut effects: Vec<Effect> = events
         .iter()
         .flat_map(|ev| effects(state, ev, cfg))
@@ -1036,7 +1048,7 @@ pub fn step(state: &mut GateState, input: &Input, cfg: &GateConfig, now: Timesta
 // ---------------------------------------------------------------------------
 
 struct Decider<'a> {
-    s: GateState,
+    s: &'a mut GateState,
     events: Vec<Event>,
     cfg: &'a GateConfig,
     now: Timestamp,
@@ -1054,7 +1066,7 @@ enum Trigger {
 
 impl Decider<'_> {
     fn emit(&mut self, ev: Event) {
-        apply(&mut self.s, &ev);
+        apply(self.s, &ev);
         self.events.push(ev);
     }
 

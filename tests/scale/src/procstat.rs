@@ -112,6 +112,12 @@ pub struct Sampler {
     page: u64,
 }
 
+impl Default for Sampler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Sampler {
     pub fn new() -> Sampler {
         Sampler {

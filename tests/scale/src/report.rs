@@ -100,6 +100,11 @@ pub struct Correctness {
     /// unless the hold label failed).
     pub stuck_opened_ready: usize,
     pub retainted: usize,
+    /// Of the premature opens, those where every expected DaemonSet had been
+    /// Ready at some revision before the open and one stopped being Ready
+    /// while the controller's write was on its way (a race no watch-based
+    /// controller can close: the conditional patch can only test the node).
+    pub premature_after_all_ready: usize,
     /// The node event without the taint arrived before the pod event that
     /// made it openable (separate watch streams); reaction counted as 0.
     pub watch_order_inversions: usize,
@@ -225,6 +230,7 @@ pub fn compute(i: Inputs<'_>) -> Result {
         stuck_opened_ready: 0,
         retainted: 0,
         watch_order_inversions: 0,
+        premature_after_all_ready: 0,
     };
     let mut last_open = i.create_started;
     let bench: Vec<(&String, &NodeRecord)> = i
@@ -276,6 +282,19 @@ pub fn compute(i: Inputs<'_>) -> Result {
             gate_ready.push(ms(open.at.saturating_duration_since(added.at)));
         } else if open.wall < deadline {
             c.premature_opens += 1;
+            let all_ready_once = expected
+                .iter()
+                .filter_map(|ds| n.ds.get(ds))
+                .flat_map(|pods| pods.values().flatten())
+                .filter(|(s, ready)| *ready && s.rv <= open.rv)
+                .any(|(s, _)| {
+                    expected
+                        .iter()
+                        .all(|ds| ready_as_of(n.ds.get(ds), s.rv).is_some())
+                });
+            if all_ready_once {
+                c.premature_after_all_ready += 1;
+            }
             let not_ready_for_ms = expected
                 .iter()
                 .zip(&readies)
@@ -453,8 +472,9 @@ pub fn table(r: &Result) -> String {
     s += "\n\n";
     let k = &r.correctness;
     s += &format!(
-        "premature opens {}   never opened {}   opened at deadline (not stuck) {}   re-tainted {}   watch-order inversions {}\n",
+        "premature opens {} ({} after all were Ready once)   never opened {}   opened at deadline (not stuck) {}   re-tainted {}   watch-order inversions {}\n",
         k.premature_opens,
+        k.premature_after_all_ready,
         k.never_opened,
         k.opened_at_deadline_not_stuck,
         k.retainted,
