@@ -569,6 +569,17 @@ mod tests {
         );
     }
 
+    /// Each flag set must be refused with an error that contains its needle.
+    fn assert_each_error_names(cases: &[(&[&str], &str)]) {
+        for (flags, needle) in cases {
+            let e = err_of(flags);
+            assert!(
+                e.contains(needle),
+                "error for {flags:?} should name {needle:?}: {e}"
+            );
+        }
+    }
+
     #[test]
     fn bad_values_are_named_in_the_error() {
         let cases: &[(&[&str], &str)] = &[
@@ -586,13 +597,7 @@ mod tests {
             ),
             (&["--kube-qps=-1"], "--kube-qps"),
         ];
-        for (flags, needle) in cases {
-            let e = err_of(flags);
-            assert!(
-                e.contains(needle),
-                "error for {flags:?} should name {needle:?}: {e}"
-            );
-        }
+        assert_each_error_names(cases);
     }
 
     #[test]
@@ -721,13 +726,7 @@ mod tests {
             (&["--lease-name", "Nodegate"], "--lease-name \"Nodegate\""),
             (&["--lease-namespace", "kube.system"], "--lease-namespace"),
         ];
-        for (flags, needle) in cases {
-            let e = err_of(flags);
-            assert!(
-                e.contains(needle),
-                "error for {flags:?} should name {needle:?}: {e}"
-            );
-        }
+        assert_each_error_names(cases);
     }
 
     #[test]
