@@ -125,16 +125,11 @@ fn untaint_ok(text: &str) -> f64 {
     .unwrap_or(0.0)
 }
 
-/// Two replicas: only the leader patches; SIGKILL of the leader while a
-/// node waits for a held DaemonSet, then release: the follower opens the
-/// node within one lease duration.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn only_the_leader_writes_and_a_killed_leader_fails_over_within_a_lease() {
-    let env = Env::new("ops-failover").await;
-    env.create_ds(DsSpec::new("cni")).await;
-    env.create_ds(held("csi")).await;
-
-    let mut a = Nodegate::start_as(
+/// Two replicas under leader election: `a` started first and leading, `b`
+/// started second and ready (synced) as a follower. Returns each with its
+/// HTTP address.
+async fn leader_and_follower(env: &Env) -> (Nodegate, String, Nodegate, String) {
+    let a = Nodegate::start_as(
         &env.cluster.kubeconfig,
         &[("POD_NAME", "nodegate-a")],
         ELECTION,
@@ -148,6 +143,19 @@ async fn only_the_leader_writes_and_a_killed_leader_fails_over_within_a_lease() 
     );
     let b_addr = b.http_addr(Duration::from_secs(30));
     wait_ready(&b_addr, &b).await;
+    (a, a_addr, b, b_addr)
+}
+
+/// Two replicas: only the leader patches; SIGKILL of the leader while a
+/// node waits for a held DaemonSet, then release: the follower opens the
+/// node within one lease duration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_writes_and_a_killed_leader_fails_over_within_a_lease() {
+    let env = Env::new("ops-failover").await;
+    env.create_ds(DsSpec::new("cni")).await;
+    env.create_ds(held("csi")).await;
+
+    let (mut a, a_addr, b, b_addr) = leader_and_follower(&env).await;
     assert_eq!(
         is_leader(&b_addr).await,
         Some(false),
@@ -253,20 +261,7 @@ async fn only_the_leader_writes_and_a_killed_leader_fails_over_within_a_lease() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_releases_the_lease_and_a_follower_takes_over_at_once() {
     let env = Env::new("ops-handover").await;
-    let mut a = Nodegate::start_as(
-        &env.cluster.kubeconfig,
-        &[("POD_NAME", "nodegate-a")],
-        ELECTION,
-    );
-    let a_addr = a.http_addr(Duration::from_secs(30));
-    wait_leader(&a_addr, true, Duration::from_secs(30), &a).await;
-    let b = Nodegate::start_as(
-        &env.cluster.kubeconfig,
-        &[("POD_NAME", "nodegate-b")],
-        ELECTION,
-    );
-    let b_addr = b.http_addr(Duration::from_secs(30));
-    wait_ready(&b_addr, &b).await;
+    let (mut a, _a_addr, b, b_addr) = leader_and_follower(&env).await;
     // Let the follower see a few renewals first, as in a steady state.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(is_leader(&b_addr).await, Some(false));
