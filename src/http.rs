@@ -397,15 +397,15 @@ mod tests {
         let mut state = GateState::default();
         let mut journal = Journal::new(64);
         let inputs = [
-            Input::Snapshot {
-                node: mk_node(
+            Input::snapshot(
+                mk_node(
                     node,
                     &[],
                     vec![taint("nodegate.dev/initializing", "NoSchedule")],
                 ),
-                daemonsets: vec![ds.clone()],
-                pods: vec![mk_pod("cni-1", node, &ds.uid)],
-            },
+                vec![ds.clone()],
+                vec![mk_pod("cni-1", node, &ds.uid)],
+            ),
             Input::PatchResult(PatchOutcome::Applied),
         ];
         for (i, input) in inputs.iter().enumerate() {

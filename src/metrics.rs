@@ -664,17 +664,17 @@ mod tests {
         let mut g = drive(&m, GateConfig::default());
         g.feed(
             1,
-            Input::Snapshot {
-                node: gated(0),
-                daemonsets: vec![cni.clone(), csi.clone()],
-                pods: vec![pod("cni-1", &cni, Some(1)), pod("csi-1", &csi, None)],
-            },
+            Input::snapshot(
+                gated(0),
+                vec![cni.clone(), csi.clone()],
+                vec![pod("cni-1", &cni, Some(1)), pod("csi-1", &csi, None)],
+            ),
         );
         m.refresh_with(|n| n == NODE, |_| true, 1, 0, ts(5));
         assert_eq!(sample(&text(&m), "nodegate_gated_nodes"), Some(1.0));
 
         // csi turns Ready at 9 (cluster time), seen at 10; opened at 10.2.
-        g.feed(10, Input::PodUpserted(pod("csi-1", &csi, Some(9))));
+        g.feed(10, Input::pod_upserted(pod("csi-1", &csi, Some(9))));
         let opened = "1970-01-01T00:00:10.2Z".parse::<Timestamp>().unwrap();
         let step = gate::step(
             &mut g.state,
@@ -751,11 +751,11 @@ mod tests {
         );
         g.feed(
             1,
-            Input::Snapshot {
-                node: gated(0),
-                daemonsets: vec![cni.clone(), broken.clone()],
-                pods: vec![pod("cni-1", &cni, Some(1)), pod("broken-1", &broken, None)],
-            },
+            Input::snapshot(
+                gated(0),
+                vec![cni.clone(), broken.clone()],
+                vec![pod("cni-1", &cni, Some(1)), pod("broken-1", &broken, None)],
+            ),
         );
         let generation = g.state.timers.deadline_generation;
         g.feed(
@@ -811,11 +811,11 @@ mod tests {
         let mut g = drive(&m, GateConfig::default());
         g.feed(
             1,
-            Input::Snapshot {
-                node: gated(0),
-                daemonsets: vec![cni.clone()],
-                pods: vec![pod("cni-1", &cni, Some(1))],
-            },
+            Input::snapshot(
+                gated(0),
+                vec![cni.clone()],
+                vec![pod("cni-1", &cni, Some(1))],
+            ),
         );
         g.feed(2, Input::PatchResult(PatchOutcome::NotLeader));
         m.refresh(&router_with(&[&cni]), 0, ts(3));
@@ -853,11 +853,7 @@ mod tests {
         let mut g = drive(&m, GateConfig::default());
         g.feed(
             100,
-            Input::Snapshot {
-                node: gated(90),
-                daemonsets: vec![cni.clone()],
-                pods: vec![pod("cni-1", &cni, None)],
-            },
+            Input::snapshot(gated(90), vec![cni.clone()], vec![pod("cni-1", &cni, None)]),
         );
         let live = |n: &str| n == NODE;
         m.refresh_with(live, |_| true, 1, 0, ts(130));

@@ -207,11 +207,11 @@ pub fn rows(snapshot: &Snapshot, cfg: &GateConfig, now: Timestamp) -> Vec<Row> {
         .iter()
         .map(|node| {
             let mut state = GateState::default();
-            let input = Input::Snapshot {
-                node: node.clone(),
-                daemonsets: snapshot.daemonsets.clone(),
-                pods: snapshot.pods.get(&node.name).cloned().unwrap_or_default(),
-            };
+            let input = Input::snapshot(
+                node.clone(),
+                snapshot.daemonsets.clone(),
+                snapshot.pods.get(&node.name).cloned().unwrap_or_default(),
+            );
             gate::step(&mut state, &input, cfg, now);
             row(node, &state, now)
         })

@@ -126,11 +126,7 @@ fn gate_with_pods(d: usize) -> (GateState, GateConfig, PodInfo) {
     let mut state = GateState::default();
     gate::step(
         &mut state,
-        &Input::Snapshot {
-            node: n,
-            daemonsets: dss,
-            pods: pods.clone(),
-        },
+        &Input::snapshot(n, dss, pods.clone()),
         &cfg,
         Timestamp::now(),
     );
@@ -142,7 +138,7 @@ fn gate_step_pod_event(bencher: Bencher, d: usize) {
     let (mut state, cfg, pod) = gate_with_pods(d);
     let mut flip = pod.clone();
     flip.ready = false;
-    let inputs = [Input::PodUpserted(flip), Input::PodUpserted(pod)];
+    let inputs = [Input::pod_upserted(flip), Input::pod_upserted(pod)];
     let now = Timestamp::now();
     let mut i = 0usize;
     bencher.bench_local(|| {

@@ -12,8 +12,10 @@
 //! anything: time comes in as `now`, and every write, timer and retry leaves as
 //! an [`Effect`] for the actor shell (`node_actor`) to carry out.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -344,9 +346,9 @@ pub struct GateState {
     pub node: Option<NodeInfo>,
     /// Every DaemonSet in the cluster, by `namespace/name`: any of them may
     /// become expected when the node or the DaemonSet changes.
-    pub daemonsets: BTreeMap<String, DaemonSetInfo>,
+    pub daemonsets: BTreeMap<String, Arc<DaemonSetInfo>>,
     /// Pods bound to this node, by uid.
-    pub pods: BTreeMap<String, PodInfo>,
+    pub pods: BTreeMap<String, Arc<PodInfo>>,
     pub members: BTreeMap<MemberId, Member>,
     pub timers: Timers,
     pub phase: Phase,
@@ -436,16 +438,16 @@ pub enum Input {
     /// bound to the node are ignored.
     Snapshot {
         node: NodeInfo,
-        daemonsets: Vec<DaemonSetInfo>,
-        pods: Vec<PodInfo>,
+        daemonsets: Vec<Arc<DaemonSetInfo>>,
+        pods: Vec<Arc<PodInfo>>,
     },
     NodeChanged(NodeInfo),
     NodeDeleted,
-    DaemonSetUpserted(DaemonSetInfo),
+    DaemonSetUpserted(Arc<DaemonSetInfo>),
     DaemonSetDeleted {
         uid: String,
     },
-    PodUpserted(PodInfo),
+    PodUpserted(Arc<PodInfo>),
     PodDeleted {
         uid: String,
     },
@@ -460,6 +462,26 @@ pub enum Input {
     /// Result of [`Effect::RefreshNode`]: `Ok(None)` is a 404.
     NodeRefreshed(Result<Option<NodeInfo>, String>),
     LeadershipGained,
+}
+
+impl Input {
+    /// A snapshot from owned objects (tests, one-off evaluations); the
+    /// router shares its own copies instead.
+    pub fn snapshot(node: NodeInfo, daemonsets: Vec<DaemonSetInfo>, pods: Vec<PodInfo>) -> Self {
+        Input::Snapshot {
+            node,
+            daemonsets: daemonsets.into_iter().map(Arc::new).collect(),
+            pods: pods.into_iter().map(Arc::new).collect(),
+        }
+    }
+
+    pub fn pod_upserted(pod: PodInfo) -> Self {
+        Input::PodUpserted(Arc::new(pod))
+    }
+
+    pub fn daemonset_upserted(ds: DaemonSetInfo) -> Self {
+        Input::DaemonSetUpserted(Arc::new(ds))
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -483,8 +505,8 @@ pub enum Event {
     // --- what the gate saw ---
     Snapshot {
         node: NodeInfo,
-        daemonsets: Vec<DaemonSetInfo>,
-        pods: Vec<PodInfo>,
+        daemonsets: Vec<Arc<DaemonSetInfo>>,
+        pods: Vec<Arc<PodInfo>>,
     },
     NodeUpdated {
         node: NodeInfo,
@@ -494,14 +516,14 @@ pub enum Event {
         resource_version: String,
     },
     DaemonSetUpdated {
-        daemonset: DaemonSetInfo,
+        daemonset: Arc<DaemonSetInfo>,
     },
     DaemonSetRemoved {
         daemonset: String,
         uid: String,
     },
     PodUpdated {
-        pod: PodInfo,
+        pod: Arc<PodInfo>,
     },
     PodRemoved {
         pod: String,
@@ -1088,20 +1110,25 @@ impl Decider<'_> {
             Input::Snapshot { .. } => {}
             Input::NodeChanged(node) => {
                 if node.name == node_name {
-                    self.observe_node(node);
-                    self.reconcile(Trigger::Observation);
+                    let scope = if self.observe_node(node) {
+                        Scope::All
+                    } else {
+                        Scope::Nothing
+                    };
+                    self.reconcile_scoped(Trigger::Observation, &scope);
                 }
             }
             Input::NodeDeleted => self.emit(Event::Stopped {
                 reason: StopReason::NodeDeleted,
             }),
             Input::DaemonSetUpserted(ds) => {
-                if self.s.daemonsets.get(&ds.key()) != Some(ds) {
+                let key = ds.key();
+                if self.s.daemonsets.get(&key) != Some(ds) {
                     self.emit(Event::DaemonSetUpdated {
                         daemonset: ds.clone(),
                     });
                 }
-                self.reconcile(Trigger::Observation);
+                self.reconcile_scoped(Trigger::Observation, &Scope::DaemonSet(Cow::Owned(key)));
             }
             Input::DaemonSetDeleted { uid } => {
                 let key = self
@@ -1110,15 +1137,30 @@ impl Decider<'_> {
                     .iter()
                     .find(|(_, ds)| &ds.uid == uid)
                     .map(|(k, _)| k.clone());
-                if let Some(key) = key {
-                    self.emit(Event::DaemonSetRemoved {
-                        daemonset: key,
-                        uid: uid.clone(),
-                    });
+                match key {
+                    Some(key) => {
+                        self.emit(Event::DaemonSetRemoved {
+                            daemonset: key.clone(),
+                            uid: uid.clone(),
+                        });
+                        self.reconcile_scoped(
+                            Trigger::Observation,
+                            &Scope::DaemonSet(Cow::Owned(key)),
+                        );
+                    }
+                    None => self.reconcile_scoped(Trigger::Observation, &Scope::Nothing),
                 }
-                self.reconcile(Trigger::Observation);
             }
             Input::PodUpserted(pod) => {
+                // The owner before the change, when it differs (a pod's
+                // namespace never changes).
+                let old_owner = self
+                    .s
+                    .pods
+                    .get(&pod.uid)
+                    .and_then(|old| old.controller_uid.as_ref())
+                    .filter(|old| Some(*old) != pod.controller_uid.as_ref())
+                    .map(|old| Cow::Owned(old.clone()));
                 if pod.node_name == node_name {
                     if self.s.pods.get(&pod.uid) != Some(pod) {
                         self.emit(Event::PodUpdated { pod: pod.clone() });
@@ -1129,18 +1171,27 @@ impl Decider<'_> {
                         uid: pod.uid.clone(),
                     });
                 }
-                self.reconcile(Trigger::Observation);
+                let scope = Scope::Pods {
+                    owners: [pod.controller_uid.as_deref().map(Cow::Borrowed), old_owner],
+                    namespace: Cow::Borrowed(&pod.namespace),
+                };
+                self.reconcile_scoped(Trigger::Observation, &scope);
             }
-            Input::PodDeleted { uid } => {
-                if let Some(pod) = self.s.pods.get(uid) {
+            Input::PodDeleted { uid } => match self.s.pods.get(uid) {
+                Some(pod) => {
+                    let scope = Scope::Pods {
+                        owners: [pod.controller_uid.clone().map(Cow::Owned), None],
+                        namespace: Cow::Owned(pod.namespace.clone()),
+                    };
                     let key = pod.key();
                     self.emit(Event::PodRemoved {
                         pod: key,
                         uid: uid.clone(),
                     });
+                    self.reconcile_scoped(Trigger::Observation, &scope);
                 }
-                self.reconcile(Trigger::Observation);
-            }
+                None => self.reconcile_scoped(Trigger::Observation, &Scope::Nothing),
+            },
             Input::TimerFired { kind, generation } => self.timer(*kind, *generation),
             Input::PatchResult(outcome) => self.patch_result(outcome),
             Input::MarkResult(outcome) => self.mark_result(outcome),
@@ -1149,12 +1200,17 @@ impl Decider<'_> {
         }
     }
 
-    fn snapshot(&mut self, node: &NodeInfo, daemonsets: &[DaemonSetInfo], pods: &[PodInfo]) {
+    fn snapshot(
+        &mut self,
+        node: &NodeInfo,
+        daemonsets: &[Arc<DaemonSetInfo>],
+        pods: &[Arc<PodInfo>],
+    ) {
         // Keyed as the state keys them (a list may repeat an object; the
         // last copy wins), so an unchanged cluster compares equal.
-        let daemonsets: BTreeMap<String, DaemonSetInfo> =
+        let daemonsets: BTreeMap<String, Arc<DaemonSetInfo>> =
             daemonsets.iter().map(|ds| (ds.key(), ds.clone())).collect();
-        let pods: BTreeMap<String, PodInfo> = pods
+        let pods: BTreeMap<String, Arc<PodInfo>> = pods
             .iter()
             .filter(|p| p.node_name == node.name)
             .map(|p| (p.uid.clone(), p.clone()))
@@ -1170,7 +1226,7 @@ impl Decider<'_> {
                 pods: pods.into_values().collect(),
             });
         }
-        if first && self.managed_taints().is_empty() {
+        if first && !self.has_managed_taint() {
             return self.emit(Event::Stopped {
                 reason: StopReason::NotGated,
             });
@@ -1178,19 +1234,29 @@ impl Decider<'_> {
         self.reconcile(Trigger::Observation);
     }
 
-    fn observe_node(&mut self, node: &NodeInfo) {
-        let Some(old) = &self.s.node else { return };
+    /// Records a sighting of the node; true when more than its
+    /// resourceVersion changed (labels or taints may decide members).
+    fn observe_node(&mut self, node: &NodeInfo) -> bool {
+        let Some(old) = &self.s.node else {
+            return false;
+        };
         if old == node {
-            return;
+            return false;
         }
-        let mut same_but_version = old.clone();
-        same_but_version.resource_version = node.resource_version.clone();
-        if &same_but_version == node {
+        let only_version = old.name == node.name
+            && old.uid == node.uid
+            && old.labels == node.labels
+            && old.taints == node.taints
+            && old.created == node.created
+            && old.gated_since == node.gated_since;
+        if only_version {
             self.emit(Event::NodeVersionChanged {
                 resource_version: node.resource_version.clone(),
             });
+            false
         } else {
             self.emit(Event::NodeUpdated { node: node.clone() });
+            true
         }
     }
 
@@ -1354,6 +1420,11 @@ impl Decider<'_> {
     /// Re-derives everything that follows from what the gate has seen, and
     /// decides. Safe to run on any input: with nothing new it emits nothing.
     fn reconcile(&mut self, trigger: Trigger) {
+        self.reconcile_scoped(trigger, &Scope::All);
+    }
+
+    /// `reconcile`, re-deriving only the members `scope` names.
+    fn reconcile_scoped(&mut self, trigger: Trigger, scope: &Scope<'_>) {
         if self.s.is_finished() {
             return;
         }
@@ -1362,7 +1433,7 @@ impl Decider<'_> {
         });
         // Our own patch may already show in the watch before its response
         // arrives; while it is in flight the response decides.
-        if self.managed_taints().is_empty() {
+        if !self.has_managed_taint() {
             if !untaint_in_flight {
                 self.emit(Event::Stopped {
                     reason: StopReason::TaintRemovedElsewhere,
@@ -1372,96 +1443,139 @@ impl Decider<'_> {
             // show up as expected: nothing worth recomputing.
             return;
         }
-        self.recompute_members();
+        self.recompute_members(scope);
         self.recompute_deadline();
         self.recompute_recheck();
         self.decide_opening(trigger);
     }
 
-    fn recompute_members(&mut self) {
-        let Some(node) = self.s.node.clone() else {
+    fn has_managed_taint(&self) -> bool {
+        self.s
+            .node
+            .as_ref()
+            .is_some_and(|n| n.taints.iter().any(|t| self.cfg.placement.is_managed(t)))
+    }
+
+    /// Brings `members` in line with what the gate has seen: every member
+    /// for [`Scope::All`], else only those the input can have changed, plus
+    /// any member whose pod became available by the passing of time. Either
+    /// way the result equals [`derive_members`] at `now`; the scope only
+    /// saves the work that could not change anything.
+    fn recompute_members(&mut self, scope: &Scope<'_>) {
+        let Some(node) = self.s.node.as_ref() else {
             return;
         };
-        let mut desired: BTreeMap<MemberId, (Expectation, Option<Readiness>)> = BTreeMap::new();
-        for ds in self.s.daemonsets.values() {
-            let entry = match placement::evaluate(&node, ds, &self.cfg.placement) {
-                Verdict::Expected => (
-                    Expectation::Expected,
-                    Some(Readiness::from_member_state(readiness::daemonset_member(
-                        ds,
-                        self.s.pods.values(),
-                        self.now,
-                    ))),
-                ),
-                Verdict::NotExpected(reason) => (
-                    Expectation::NotExpected {
-                        reason: reason.to_string(),
-                    },
-                    None,
-                ),
-            };
-            desired.insert(MemberId::daemonset(ds), entry);
-        }
-        for entry in &self.cfg.critical {
-            let value = if readiness::critical_applies(entry, &node) {
-                (
-                    Expectation::Expected,
-                    Some(Readiness::from_member_state(readiness::critical_member(
-                        entry,
-                        self.s.pods.values(),
-                        self.now,
-                    ))),
-                )
-            } else {
-                (
-                    Expectation::NotExpected {
-                        reason: "the node does not match the entry's node selector".to_string(),
-                    },
-                    None,
-                )
-            };
-            desired.insert(MemberId::Critical(entry.name.clone()), value);
-        }
-
-        let gone: Vec<MemberId> = self
-            .s
-            .members
-            .keys()
-            .filter(|id| !desired.contains_key(*id))
-            .cloned()
-            .collect();
-        for member in gone {
-            self.emit(Event::MemberRemoved { member });
-        }
-        for (member, (expectation, readiness)) in desired {
-            let current = self.s.members.get(&member);
-            if current.map(|m| &m.expectation) != Some(&expectation) {
-                match &expectation {
-                    Expectation::Expected => self.emit(Event::MemberExpected {
-                        member: member.clone(),
-                    }),
-                    Expectation::NotExpected { reason } => self.emit(Event::MemberNotExpected {
-                        member: member.clone(),
-                        reason: reason.clone(),
-                    }),
-                }
-            }
-            let current = self
+        if let Scope::All = scope {
+            let desired = derive_all(node, &self.s.daemonsets, &self.s.pods, self.cfg, self.now);
+            let gone: Vec<MemberId> = self
                 .s
                 .members
-                .get(&member)
-                .and_then(|m| m.readiness.as_ref());
-            if let Some(readiness) = readiness
-                && current != Some(&readiness)
-            {
-                match readiness {
-                    Readiness::Ready { pod } => self.emit(Event::MemberReady { member, pod }),
-                    Readiness::Waiting { why, available_at } => self.emit(Event::MemberWaiting {
-                        member,
-                        why,
-                        available_at,
-                    }),
+                .keys()
+                .filter(|id| !desired.contains_key(*id))
+                .cloned()
+                .collect();
+            for member in gone {
+                self.emit(Event::MemberRemoved { member });
+            }
+            for (member, m) in desired {
+                self.sync_member(member, Some(m));
+            }
+            return;
+        }
+        // Members whose pods alone changed keep their expectation (the node
+        // and the DaemonSet did not change); only their readiness is derived.
+        let mut work: Vec<(MemberId, bool)> = Vec::new();
+        match scope {
+            Scope::All | Scope::Nothing => {}
+            Scope::DaemonSet(key) => work.push((MemberId::DaemonSet(key.to_string()), false)),
+            Scope::Pods { owners, namespace } => {
+                for (key, ds) in &self.s.daemonsets {
+                    if owners.iter().flatten().any(|o| **o == *ds.uid) {
+                        work.push((MemberId::DaemonSet(key.clone()), true));
+                    }
                 }
+                for entry in &self.cfg.critical {
+                    if entry.namespace == **namespace {
+                        work.push((MemberId::Critical(entry.name.clone()), true));
+                    }
+                }
+            }
+        }
+        for (id, m) in &self.s.members {
+            if let Some(Readiness::Waiting {
+                available_at: Some(at),
+                ..
+            }) = &m.readiness
+                && *at <= self.now
+                && !work.iter().any(|(w, _)| w == id)
+            {
+                work.push((id.clone(), true));
+            }
+        }
+        for (id, readiness_only) in work {
+            let Some(node) = self.s.node.as_ref() else {
+                return;
+            };
+            let desired = match (readiness_only, self.s.members.get(&id)) {
+                (true, Some(current)) if !current.is_expected() => continue,
+                (true, Some(_)) => {
+                    derive_readiness(&id, &self.s, self.cfg, self.now).map(|r| Member {
+                        expectation: Expectation::Expected,
+                        readiness: Some(r),
+                    })
+                }
+                _ => derive_member(
+                    &id,
+                    node,
+                    &self.s.daemonsets,
+                    &self.s.pods,
+                    self.cfg,
+                    self.now,
+                ),
+            };
+            self.sync_member(id, desired);
+        }
+    }
+
+    /// Emits what makes `members[id]` equal `desired` (`None`: no member).
+    fn sync_member(&mut self, member: MemberId, desired: Option<Member>) {
+        let Some(Member {
+            expectation,
+            readiness,
+        }) = desired
+        else {
+            if self.s.members.contains_key(&member) {
+                self.emit(Event::MemberRemoved { member });
+            }
+            return;
+        };
+        let current = self.s.members.get(&member);
+        if current.map(|m| &m.expectation) != Some(&expectation) {
+            match expectation {
+                Expectation::Expected => self.emit(Event::MemberExpected {
+                    member: member.clone(),
+                }),
+                Expectation::NotExpected { reason } => self.emit(Event::MemberNotExpected {
+                    member: member.clone(),
+                    reason,
+                }),
+            }
+        }
+        let current = self
+            .s
+            .members
+            .get(&member)
+            .and_then(|m| m.readiness.as_ref());
+        if let Some(readiness) = readiness
+            && current != Some(&readiness)
+        {
+            match readiness {
+                Readiness::Ready { pod } => self.emit(Event::MemberReady { member, pod }),
+                Readiness::Waiting { why, available_at } => self.emit(Event::MemberWaiting {
+                    member,
+                    why,
+                    available_at,
+                }),
             }
         }
     }
@@ -1625,6 +1739,158 @@ impl Decider<'_> {
             taints,
             at: self.now,
         });
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Deriving members
+// ---------------------------------------------------------------------------
+
+/// Which members an input can have changed (see `Decider::recompute_members`).
+enum Scope<'i> {
+    /// The node, a timer, a write or the leadership changed: every member.
+    All,
+    /// Only the node's resourceVersion or nothing at all changed.
+    Nothing,
+    /// One DaemonSet (`namespace/name`) changed or went away.
+    DaemonSet(Cow<'i, str>),
+    /// A pod changed or went away: the members of its controller (before and
+    /// after the change) and the critical entries of its namespace.
+    Pods {
+        owners: [Option<Cow<'i, str>>; 2],
+        namespace: Cow<'i, str>,
+    },
+}
+
+/// Every member the gate should have, derived from scratch from what it has
+/// seen: each DaemonSet's placement verdict and, when expected, its readiness
+/// at `now`; each critical-pod entry likewise. The gate keeps its `members`
+/// equal to this after every step (tests check it); it only avoids
+/// re-deriving what an input cannot have changed.
+pub fn derive_members(
+    state: &GateState,
+    cfg: &GateConfig,
+    now: Timestamp,
+) -> BTreeMap<MemberId, Member> {
+    match &state.node {
+        Some(node) => derive_all(node, &state.daemonsets, &state.pods, cfg, now),
+        None => BTreeMap::new(),
+    }
+}
+
+fn derive_all(
+    node: &NodeInfo,
+    daemonsets: &BTreeMap<String, Arc<DaemonSetInfo>>,
+    pods: &BTreeMap<String, Arc<PodInfo>>,
+    cfg: &GateConfig,
+    now: Timestamp,
+) -> BTreeMap<MemberId, Member> {
+    let mut out = BTreeMap::new();
+    for ds in daemonsets.values() {
+        out.insert(
+            MemberId::daemonset(ds),
+            daemonset_member(node, ds, pods, cfg, now),
+        );
+    }
+    for entry in &cfg.critical {
+        out.insert(
+            MemberId::Critical(entry.name.clone()),
+            critical_member(node, entry, pods, now),
+        );
+    }
+    out
+}
+
+/// One member derived from scratch; `None` when it no longer exists.
+fn derive_member(
+    id: &MemberId,
+    node: &NodeInfo,
+    daemonsets: &BTreeMap<String, Arc<DaemonSetInfo>>,
+    pods: &BTreeMap<String, Arc<PodInfo>>,
+    cfg: &GateConfig,
+    now: Timestamp,
+) -> Option<Member> {
+    match id {
+        MemberId::DaemonSet(key) => daemonsets
+            .get(key)
+            .map(|ds| daemonset_member(node, ds, pods, cfg, now)),
+        MemberId::Critical(name) => cfg
+            .critical
+            .iter()
+            .find(|e| e.name == *name)
+            .map(|entry| critical_member(node, entry, pods, now)),
+    }
+}
+
+/// The readiness of a member already known to be expected.
+fn derive_readiness(
+    id: &MemberId,
+    state: &GateState,
+    cfg: &GateConfig,
+    now: Timestamp,
+) -> Option<Readiness> {
+    let state = match id {
+        MemberId::DaemonSet(key) => readiness::daemonset_member(
+            state.daemonsets.get(key)?,
+            state.pods.values().map(AsRef::as_ref),
+            now,
+        ),
+        MemberId::Critical(name) => readiness::critical_member(
+            cfg.critical.iter().find(|e| e.name == *name)?,
+            state.pods.values().map(AsRef::as_ref),
+            now,
+        ),
+    };
+    Some(Readiness::from_member_state(state))
+}
+
+fn daemonset_member(
+    node: &NodeInfo,
+    ds: &DaemonSetInfo,
+    pods: &BTreeMap<String, Arc<PodInfo>>,
+    cfg: &GateConfig,
+    now: Timestamp,
+) -> Member {
+    match placement::evaluate(node, ds, &cfg.placement) {
+        Verdict::Expected => Member {
+            expectation: Expectation::Expected,
+            readiness: Some(Readiness::from_member_state(readiness::daemonset_member(
+                ds,
+                pods.values().map(AsRef::as_ref),
+                now,
+            ))),
+        },
+        Verdict::NotExpected(reason) => Member {
+            expectation: Expectation::NotExpected {
+                reason: reason.to_string(),
+            },
+            readiness: None,
+        },
+    }
+}
+
+fn critical_member(
+    node: &NodeInfo,
+    entry: &CriticalPodEntry,
+    pods: &BTreeMap<String, Arc<PodInfo>>,
+    now: Timestamp,
+) -> Member {
+    if readiness::critical_applies(entry, node) {
+        Member {
+            expectation: Expectation::Expected,
+            readiness: Some(Readiness::from_member_state(readiness::critical_member(
+                entry,
+                pods.values().map(AsRef::as_ref),
+                now,
+            ))),
+        }
+    } else {
+        Member {
+            expectation: Expectation::NotExpected {
+                reason: "the node does not match the entry's node selector".to_string(),
+            },
+            readiness: None,
+        }
     }
 }
 

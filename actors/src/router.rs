@@ -35,9 +35,10 @@ pub struct Router {
     config: Arc<GateConfig>,
     gates: DashMap<String, ActorRef<NodeMsg>>,
     nodes: DashMap<String, NodeInfo>,
-    daemonsets: DashMap<String, DaemonSetInfo>,
+    /// Shared with every gate (and its journal) that holds the same version.
+    daemonsets: DashMap<String, Arc<DaemonSetInfo>>,
     /// node name → pod uid → pod.
-    pods: DashMap<String, HashMap<String, PodInfo>>,
+    pods: DashMap<String, HashMap<String, Arc<PodInfo>>>,
     /// The resourceVersion each node was at when nodegate opened it. The
     /// watch may still show that version (taint and all) after the gate
     /// stopped; it must not start a new gate.
@@ -114,7 +115,7 @@ impl Router {
 
     pub fn daemonset_upserted(&self, ds: DaemonSetInfo) {
         let uid = ds.uid.clone();
-        self.daemonsets.insert(uid.clone(), ds);
+        self.daemonsets.insert(uid.clone(), Arc::new(ds));
         let routed = self.fan_out(|| NodeMsg::DaemonSetTouched { uid: uid.clone() });
         self.observer()
             .router_event(RouterEvent::DaemonSetUpserted, routed);
@@ -139,7 +140,7 @@ impl Router {
         self.pods
             .entry(node.clone())
             .or_default()
-            .insert(uid.clone(), pod);
+            .insert(uid.clone(), Arc::new(pod));
         let routed = self.hint(&node, NodeMsg::PodTouched { uid });
         self.observer()
             .router_event(RouterEvent::PodUpserted, routed);
@@ -195,11 +196,11 @@ impl Router {
         self.nodes.get(name).map(|n| n.clone())
     }
 
-    pub fn daemonset(&self, uid: &str) -> Option<DaemonSetInfo> {
+    pub fn daemonset(&self, uid: &str) -> Option<Arc<DaemonSetInfo>> {
         self.daemonsets.get(uid).map(|d| d.clone())
     }
 
-    pub fn pod(&self, node_name: &str, uid: &str) -> Option<PodInfo> {
+    pub fn pod(&self, node_name: &str, uid: &str) -> Option<Arc<PodInfo>> {
         self.pods
             .get(node_name)
             .and_then(|bucket| bucket.get(uid).cloned())

@@ -36,7 +36,7 @@ fn snapshot_holds_the_node_every_daemonset_and_only_that_nodes_pods() {
     };
     assert_eq!(node, gated_node());
     daemonsets.sort_by_key(|d| d.key());
-    assert_eq!(daemonsets, vec![a, b]);
+    assert_eq!(daemonsets, vec![Arc::new(a), Arc::new(b)]);
     assert_eq!(
         pods.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
         vec!["cilium-1"]
@@ -76,7 +76,7 @@ fn daemonsets_are_indexed_by_uid() {
     let r = router();
     let a = tolerant_ds("cilium");
     r.daemonset_upserted(a.clone());
-    assert_eq!(r.daemonset(&a.uid), Some(a.clone()));
+    assert_eq!(r.daemonset(&a.uid).as_deref(), Some(&a));
     r.daemonset_deleted(&a.uid);
     assert_eq!(r.daemonset(&a.uid), None);
 }

@@ -16,6 +16,8 @@ use nodegate_actors::gate::{
 };
 use nodegate_actors::journal::{Journal, replay};
 use nodegate_actors::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_actors::readiness::CriticalPodEntry;
+use nodegate_actors::selector::LabelSelector;
 use nodegate_actors::testutil::{mk_pod, taint, ts};
 use proptest::prelude::*;
 
@@ -49,6 +51,15 @@ fn node_variant(labels: u8, taints: u8, version: u8) -> NodeInfo {
 
 fn pod_variant(ds: &DaemonSetInfo, which: u8, state: u8, ready_since: u8) -> PodInfo {
     let mut p = mk_pod(&format!("{}-{}", ds.name, which % 2), NODE, &ds.uid);
+    // Some versions carry the label a critical-pod entry selects, and some
+    // have lost their controller (an orphaned pod): the member it counted
+    // for must be re-derived too.
+    if which % 4 >= 2 {
+        p.labels.insert("k8s-app".into(), "kube-proxy".into());
+    }
+    if which % 8 >= 6 {
+        p.controller_uid = None;
+    }
     match state % 4 {
         0 => p.ready_since = Some(ts(i64::from(ready_since))),
         1 => {
@@ -62,6 +73,28 @@ fn pod_variant(ds: &DaemonSetInfo, which: u8, state: u8, ready_since: u8) -> Pod
         _ => p.terminating = true,
     }
     p
+}
+
+/// One entry every node expects, one only GPU nodes do.
+fn critical_entries() -> Vec<CriticalPodEntry> {
+    let selector = |k: &str, v: &str| LabelSelector {
+        match_labels: [(k.to_string(), v.to_string())].into(),
+        ..Default::default()
+    };
+    vec![
+        CriticalPodEntry {
+            name: "kube-proxy".into(),
+            namespace: "kube-system".into(),
+            selector: selector("k8s-app", "kube-proxy"),
+            node_selector: None,
+        },
+        CriticalPodEntry {
+            name: "gpu-proxy".into(),
+            namespace: "kube-system".into(),
+            selector: selector("k8s-app", "kube-proxy"),
+            node_selector: Some(selector("role", "gpu")),
+        },
+    ]
 }
 
 fn outcome() -> impl Strategy<Value = PatchOutcome> {
@@ -80,12 +113,12 @@ fn input() -> impl Strategy<Value = Input> {
     prop_oneof![
         2 => (any::<u8>(), any::<u8>(), any::<u8>()).prop_map(|(l, t, v)| Input::NodeChanged(node_variant(l, t, v))),
         6 => (ds_index.clone(), any::<u8>(), any::<u8>(), any::<u8>()).prop_map(move |(d, w, s, r)| {
-            Input::PodUpserted(pod_variant(&daemonsets()[d], w, s, r))
+            Input::pod_upserted(pod_variant(&daemonsets()[d], w, s, r))
         }),
         2 => (ds_index.clone(), any::<u8>()).prop_map(move |(d, w)| {
             Input::PodDeleted { uid: format!("uid-{}-{}", daemonsets()[d].name, w % 2) }
         }),
-        1 => ds_index.clone().prop_map(move |d| Input::DaemonSetUpserted(daemonsets()[d].clone())),
+        1 => ds_index.clone().prop_map(move |d| Input::daemonset_upserted(daemonsets()[d].clone())),
         1 => ds_index.prop_map(move |d| Input::DaemonSetDeleted { uid: daemonsets()[d].uid.clone() }),
         3 => (prop_oneof![Just(TimerKind::Deadline), Just(TimerKind::Recheck), Just(TimerKind::Retry)], 0u64..4)
             .prop_map(|(kind, generation)| Input::TimerFired { kind, generation }),
@@ -239,6 +272,7 @@ proptest! {
     #[test]
     fn random_histories_keep_every_invariant(s in scenario()) {
         let mut c = cfg();
+        c.critical = critical_entries();
         c.dry_run = s.dry_run;
         c.on_timeout = if s.keep { OnTimeout::Keep } else { OnTimeout::Open };
         c.timeout = s.timeout.map(Duration::from_secs);
@@ -248,7 +282,7 @@ proptest! {
 
         let dss = daemonsets();
         let pods = s.start_pods.iter().map(|(d, w, st, r)| pod_variant(&dss[*d], *w, *st, *r)).collect();
-        let first = Input::Snapshot { node: node_variant(s.start_labels, 0, 1), daemonsets: dss.clone(), pods };
+        let first = Input::snapshot(node_variant(s.start_labels, 0, 1), dss.clone(), pods);
         let inputs = std::iter::once((0u8, first)).chain(s.inputs.iter().cloned());
 
         for (advance, input) in inputs {
@@ -260,6 +294,7 @@ proptest! {
             }
             prop_assert_eq!(&replay(&journal), &state, "replay diverged after {:?}", input);
             check_step(&before, &state, &input, &st.effects, s.dry_run, now);
+            assert_members_derived(&state, &input, &c, now);
             if is_observation(&input) {
                 let again = decide(&state, &input, &c, now);
                 prop_assert!(again.is_empty(), "repeating {:?} gave {:?}", input, again);

@@ -48,12 +48,12 @@ fn opens_when_the_last_member_becomes_ready_and_not_before() {
 
     let step = g
         .at(2)
-        .feed(Input::PodUpserted(unready_pod("fluent-bit-1", &b)));
+        .feed(Input::pod_upserted(unready_pod("fluent-bit-1", &b)));
     assert!(patches(&step).is_empty());
 
     let step = g
         .at(5)
-        .feed(Input::PodUpserted(ready_pod("fluent-bit-1", &b)));
+        .feed(Input::pod_upserted(ready_pod("fluent-bit-1", &b)));
     assert!(has_event(
         &step,
         |e| matches!(e, Event::MemberReady { pod, .. } if pod == "fluent-bit-1")
@@ -94,16 +94,16 @@ fn member_ready_then_not_ready_again_keeps_the_gate_closed() {
 
     let step = g
         .at(2)
-        .feed(Input::PodUpserted(unready_pod("cilium-1", &a)));
+        .feed(Input::pod_upserted(unready_pod("cilium-1", &a)));
     assert!(has_event(
         &step,
         |e| matches!(e, Event::MemberWaiting { member, .. } if *member == ds_member("cilium"))
     ));
 
-    let step = g.at(3).feed(Input::PodUpserted(ready_pod("csi-1", &b)));
+    let step = g.at(3).feed(Input::pod_upserted(ready_pod("csi-1", &b)));
     assert!(patches(&step).is_empty(), "cilium is not Ready any more");
 
-    let step = g.at(4).feed(Input::PodUpserted(ready_pod("cilium-1", &a)));
+    let step = g.at(4).feed(Input::pod_upserted(ready_pod("cilium-1", &a)));
     assert_eq!(patches(&step).len(), 1);
 }
 
@@ -119,7 +119,7 @@ fn a_terminating_pod_does_not_count_and_another_ready_pod_does() {
     assert!(patches(&step).is_empty());
     let step = g
         .at(2)
-        .feed(Input::PodUpserted(ready_pod("cilium-new", &a)));
+        .feed(Input::pod_upserted(ready_pod("cilium-new", &a)));
     assert_eq!(patches(&step).len(), 1);
 }
 
@@ -142,7 +142,7 @@ fn a_member_that_stops_being_ready_during_backoff_abandons_the_retry() {
 
     let step = g
         .at(3)
-        .feed(Input::PodUpserted(unready_pod("cilium-1", &a)));
+        .feed(Input::pod_upserted(unready_pod("cilium-1", &a)));
     assert!(has_event(&step, |e| matches!(
         e,
         Event::WriteAbandoned { .. }
@@ -156,7 +156,7 @@ fn a_member_that_stops_being_ready_during_backoff_abandons_the_retry() {
     });
     assert!(step.events.is_empty(), "the retry was abandoned");
 
-    let step = g.at(5).feed(Input::PodUpserted(ready_pod("cilium-1", &a)));
+    let step = g.at(5).feed(Input::pod_upserted(ready_pod("cilium-1", &a)));
     assert_eq!(patches(&step).len(), 1);
     assert_eq!(g.state.write.as_ref().map(|w| w.attempt), Some(1));
 }
@@ -174,16 +174,18 @@ fn daemonset_added_mid_wait_must_now_be_waited_for() {
         vec![unready_pod("cilium-1", &a)],
     );
 
-    let step = g.at(2).feed(Input::DaemonSetUpserted(b.clone()));
+    let step = g.at(2).feed(Input::daemonset_upserted(b.clone()));
     assert!(has_event(
         &step,
         |e| matches!(e, Event::MemberExpected { member } if *member == ds_member("ebs-csi"))
     ));
 
-    let step = g.at(3).feed(Input::PodUpserted(ready_pod("cilium-1", &a)));
+    let step = g.at(3).feed(Input::pod_upserted(ready_pod("cilium-1", &a)));
     assert!(patches(&step).is_empty(), "ebs-csi has no pod yet");
 
-    let step = g.at(4).feed(Input::PodUpserted(ready_pod("ebs-csi-1", &b)));
+    let step = g
+        .at(4)
+        .feed(Input::pod_upserted(ready_pod("ebs-csi-1", &b)));
     assert_eq!(patches(&step).len(), 1);
 }
 
@@ -197,7 +199,7 @@ fn pod_seen_before_its_daemonset_counts_once_the_daemonset_arrives() {
         vec![a.clone()],
         vec![unready_pod("cilium-1", &a), ready_pod("ebs-csi-1", &b)],
     );
-    g.at(2).feed(Input::DaemonSetUpserted(b.clone()));
+    g.at(2).feed(Input::daemonset_upserted(b.clone()));
     assert_eq!(
         g.state.members[&ds_member("ebs-csi")].readiness,
         Some(Readiness::Ready {
@@ -250,7 +252,7 @@ fn daemonset_changed_to_select_other_nodes_stops_being_waited_for() {
     b2.template
         .node_selector
         .insert("role".into(), "gpu".into());
-    let step = g.at(2).feed(Input::DaemonSetUpserted(b2));
+    let step = g.at(2).feed(Input::daemonset_upserted(b2));
     assert!(has_event(
         &step,
         |e| matches!(e, Event::MemberNotExpected { member, .. } if *member == ds_member("agent"))
@@ -279,14 +281,14 @@ fn node_relabelled_so_a_daemonset_starts_being_expected() {
         |e| matches!(e, Event::MemberExpected { member } if *member == ds_member("nvidia"))
     ));
 
-    let step = g.at(3).feed(Input::PodUpserted(ready_pod("cilium-1", &a)));
+    let step = g.at(3).feed(Input::pod_upserted(ready_pod("cilium-1", &a)));
     assert!(
         patches(&step).is_empty(),
         "nvidia is now expected and has no pod"
     );
     let step = g
         .at(4)
-        .feed(Input::PodUpserted(ready_pod("nvidia-1", &gpu)));
+        .feed(Input::pod_upserted(ready_pod("nvidia-1", &gpu)));
     let p = patches(&step);
     assert_eq!(p.len(), 1);
     assert_eq!(p[0].resource_version, "2");
@@ -387,7 +389,7 @@ fn critical_pod_entry_is_waited_for_on_matching_nodes() {
 
     let mut proxy = nodegate_actors::testutil::mk_pod("kube-proxy-abc", NODE, "uid-node-a");
     proxy.labels = labels(&[("k8s-app", "kube-proxy")]);
-    let step = g.at(2).feed(Input::PodUpserted(proxy));
+    let step = g.at(2).feed(Input::pod_upserted(proxy));
     assert_eq!(patches(&step).len(), 1);
 }
 
@@ -399,7 +401,7 @@ fn pods_on_other_nodes_are_ignored() {
     g.at(1)
         .start(gated_node(), vec![a.clone()], vec![elsewhere.clone()]);
     assert!(g.state.pods.is_empty());
-    let step = g.at(2).feed(Input::PodUpserted(elsewhere));
+    let step = g.at(2).feed(Input::pod_upserted(elsewhere));
     assert!(step.events.is_empty());
 }
 
@@ -618,7 +620,7 @@ fn on_timeout_keep_marks_the_node_and_keeps_the_taint_until_members_are_ready() 
 
     let step = g
         .at(300)
-        .feed(Input::PodUpserted(ready_pod("broken-1", &b)));
+        .feed(Input::pod_upserted(ready_pod("broken-1", &b)));
     let p = patches(&step);
     assert_eq!(p.len(), 1);
     assert_eq!(p[0].opened_by, OpenedBy::Ready);
@@ -976,7 +978,7 @@ fn only_one_write_is_in_flight_at_a_time() {
     n.resource_version = "2".into();
     let step = g.at(2).feed(Input::NodeChanged(n));
     assert_eq!(writes(&step), 0);
-    let step = g.at(2).feed(Input::PodUpserted(ready_pod("cilium-2", &a)));
+    let step = g.at(2).feed(Input::pod_upserted(ready_pod("cilium-2", &a)));
     assert_eq!(writes(&step), 0);
 }
 
@@ -994,7 +996,7 @@ fn dry_run_decides_and_records_but_writes_nothing() {
         vec![unready_pod("cilium-1", &a)],
     );
     assert_eq!(writes(&step), 0);
-    let step = g.at(4).feed(Input::PodUpserted(ready_pod("cilium-1", &a)));
+    let step = g.at(4).feed(Input::pod_upserted(ready_pod("cilium-1", &a)));
     assert_eq!(writes(&step), 0);
     assert!(has_event(&step, |e| matches!(
         e,
@@ -1018,8 +1020,8 @@ fn dry_run_decides_and_records_but_writes_nothing() {
 
     // It does not flip back and forth afterwards.
     g.at(5)
-        .feed(Input::PodUpserted(unready_pod("cilium-1", &a)));
-    let step = g.at(6).feed(Input::PodUpserted(ready_pod("cilium-1", &a)));
+        .feed(Input::pod_upserted(unready_pod("cilium-1", &a)));
+    let step = g.at(6).feed(Input::pod_upserted(ready_pod("cilium-1", &a)));
     assert!(!has_event(&step, |e| matches!(e, Event::WouldOpen { .. })));
 }
 
@@ -1108,8 +1110,8 @@ fn inputs_before_the_snapshot_are_ignored() {
     let mut g = Gate::new(cfg());
     for input in [
         Input::NodeChanged(gated_node()),
-        Input::DaemonSetUpserted(a.clone()),
-        Input::PodUpserted(ready_pod("cilium-1", &a)),
+        Input::daemonset_upserted(a.clone()),
+        Input::pod_upserted(ready_pod("cilium-1", &a)),
         Input::LeadershipGained,
     ] {
         assert!(g.feed(input).events.is_empty());
@@ -1120,17 +1122,17 @@ fn inputs_before_the_snapshot_are_ignored() {
 fn repeating_an_input_changes_nothing() {
     let (a, b) = (tolerant_ds("cilium"), tolerant_ds("csi"));
     let mut g = Gate::new(cfg());
-    let snapshot = Input::Snapshot {
-        node: gated_node(),
-        daemonsets: vec![a.clone(), b.clone()],
-        pods: vec![ready_pod("cilium-1", &a)],
-    };
+    let snapshot = Input::snapshot(
+        gated_node(),
+        vec![a.clone(), b.clone()],
+        vec![ready_pod("cilium-1", &a)],
+    );
     g.at(1).feed(snapshot.clone());
     for input in [
         snapshot,
         Input::NodeChanged(gated_node()),
-        Input::DaemonSetUpserted(b.clone()),
-        Input::PodUpserted(ready_pod("cilium-1", &a)),
+        Input::daemonset_upserted(b.clone()),
+        Input::pod_upserted(ready_pod("cilium-1", &a)),
         Input::PodDeleted {
             uid: "never-seen".into(),
         },
@@ -1145,11 +1147,11 @@ fn a_snapshot_listing_an_object_twice_is_still_unchanged_when_repeated() {
     let a = tolerant_ds("cilium");
     let mut g = Gate::new(cfg());
     let pod = ready_pod("cilium-1", &a);
-    let snapshot = Input::Snapshot {
-        node: gated_node(),
-        daemonsets: vec![a.clone(), a.clone()],
-        pods: vec![pod.clone(), pod],
-    };
+    let snapshot = Input::snapshot(
+        gated_node(),
+        vec![a.clone(), a.clone()],
+        vec![pod.clone(), pod],
+    );
     g.at(1).feed(snapshot.clone());
     assert_eq!(g.state.pods.len(), 1);
     assert!(decide(&g.state, &snapshot, &g.cfg, ts(1)).is_empty());
@@ -1183,7 +1185,7 @@ fn a_bounded_journal_still_replays_to_the_live_state() {
         } else {
             unready_pod("cilium-1", &a)
         };
-        g.at(2 + i).feed(Input::PodUpserted(pod));
+        g.at(2 + i).feed(Input::pod_upserted(pod));
     }
     assert_eq!(g.journal.len(), 3);
     assert!(g.journal.dropped() > 0);

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use nodegate_actors::gate::{
-    Effect, Event, GateConfig, GateState, Input, NodeEvent, OnTimeout, Step, UntaintPatch, step,
+    Effect, Event, GateConfig, GateState, Input, NodeEvent, OnTimeout, Step, UntaintPatch,
+    derive_members, step,
 };
 use nodegate_actors::journal::{Journal, replay};
 use nodegate_actors::model::{DaemonSetInfo, NodeInfo, PodInfo, PodPlacement, Taint};
@@ -123,6 +124,7 @@ impl Gate {
             self.state,
             "journal replay diverged after {input:?}"
         );
+        assert_members_derived(&self.state, &input, &self.cfg, self.now);
         step
     }
 
@@ -132,11 +134,7 @@ impl Gate {
         daemonsets: Vec<DaemonSetInfo>,
         pods: Vec<PodInfo>,
     ) -> Step {
-        self.feed(Input::Snapshot {
-            node,
-            daemonsets,
-            pods,
-        })
+        self.feed(Input::snapshot(node, daemonsets, pods))
     }
 }
 
@@ -173,4 +171,31 @@ pub fn has_event(step: &Step, pred: impl Fn(&Event) -> bool) -> bool {
 
 pub fn stops(step: &Step) -> bool {
     step.effects.iter().any(|e| matches!(e, Effect::Stop(_)))
+}
+
+/// After an observation the gate re-derives only the members the input can
+/// have changed; the result must be what deriving every member from scratch
+/// gives. (Once the gate is finished, or while its taint is gone, it stops
+/// deriving members, so there is nothing to compare.)
+pub fn assert_members_derived(state: &GateState, input: &Input, cfg: &GateConfig, now: Timestamp) {
+    let observation = matches!(
+        input,
+        Input::Snapshot { .. }
+            | Input::NodeChanged(_)
+            | Input::DaemonSetUpserted(_)
+            | Input::DaemonSetDeleted { .. }
+            | Input::PodUpserted(_)
+            | Input::PodDeleted { .. }
+    );
+    let gated = state
+        .node
+        .as_ref()
+        .is_some_and(|n| n.taints.iter().any(|t| cfg.placement.is_managed(t)));
+    if observation && gated && !state.is_finished() {
+        assert_eq!(
+            state.members,
+            derive_members(state, cfg, now),
+            "members differ from a full derivation after {input:?}"
+        );
+    }
 }
