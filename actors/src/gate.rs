@@ -503,13 +503,15 @@ pub struct IndexedTaint {
 #[serde(rename_all = "snake_case")]
 pub enum Event {
     // --- what the gate saw ---
+    /// The node is boxed here and below so that the frequent small events
+    /// do not each take a node's room (journal entries, moves).
     Snapshot {
-        node: NodeInfo,
+        node: Box<NodeInfo>,
         daemonsets: Vec<Arc<DaemonSetInfo>>,
         pods: Vec<Arc<PodInfo>>,
     },
     NodeUpdated {
-        node: NodeInfo,
+        node: Box<NodeInfo>,
     },
     /// Only the resourceVersion moved (status updates): kept short.
     NodeVersionChanged {
@@ -728,11 +730,11 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             daemonsets,
             pods,
         } => {
-            state.node = Some(node.clone());
+            state.node = Some(NodeInfo::clone(node));
             state.daemonsets = daemonsets.iter().map(|ds| (ds.key(), ds.clone())).collect();
             state.pods = pods.iter().map(|p| (p.uid.clone(), p.clone())).collect();
         }
-        Event::NodeUpdated { node } => state.node = Some(node.clone()),
+        Event::NodeUpdated { node } => state.node = Some(NodeInfo::clone(node)),
         Event::NodeVersionChanged { resource_version } => {
             if let Some(node) = &mut state.node {
                 node.resource_version = resource_version.clone();
@@ -744,9 +746,13 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         Event::DaemonSetRemoved { daemonset, .. } => {
             state.daemonsets.remove(daemonset);
         }
-        Event::PodUpdated { pod } => {
-            state.pods.insert(pod.uid.clone(), pod.clone());
-        }
+        Event::PodUpdated { pod } => match state.pods.get_mut(&pod.uid) {
+            // A new version of a known pod: no new key to allocate.
+            Some(slot) => *slot = Arc::clone(pod),
+            None => {
+                state.pods.insert(pod.uid.clone(), Arc::clone(pod));
+            }
+        },
         Event::PodRemoved { uid, .. } => {
             state.pods.remove(uid);
         }
@@ -1221,7 +1227,7 @@ impl Decider<'_> {
             && self.s.pods == pods;
         if !unchanged {
             self.emit(Event::Snapshot {
-                node: node.clone(),
+                node: Box::new(node.clone()),
                 daemonsets: daemonsets.into_values().collect(),
                 pods: pods.into_values().collect(),
             });
@@ -1255,7 +1261,9 @@ impl Decider<'_> {
             });
             false
         } else {
-            self.emit(Event::NodeUpdated { node: node.clone() });
+            self.emit(Event::NodeUpdated {
+                node: Box::new(node.clone()),
+            });
             true
         }
     }

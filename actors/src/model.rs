@@ -137,7 +137,7 @@ impl DaemonSetInfo {
 }
 
 /// What the gate needs of a Pod.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Eq, Serialize, Deserialize)]
 pub struct PodInfo {
     pub namespace: String,
     pub name: String,
@@ -155,6 +155,23 @@ pub struct PodInfo {
     pub ready: bool,
     /// `lastTransitionTime` of the `Ready` condition, when present.
     pub ready_since: Option<Timestamp>,
+}
+
+/// Field by field like a derived `==`, but the fields a pod's updates change
+/// (its status) first: most comparisons are of two versions of one pod.
+impl PartialEq for PodInfo {
+    fn eq(&self, other: &Self) -> bool {
+        self.ready == other.ready
+            && self.terminating == other.terminating
+            && self.ready_since == other.ready_since
+            && self.phase == other.phase
+            && self.uid == other.uid
+            && self.node_name == other.node_name
+            && self.controller_uid == other.controller_uid
+            && self.name == other.name
+            && self.namespace == other.namespace
+            && self.labels == other.labels
+    }
 }
 
 impl PodInfo {

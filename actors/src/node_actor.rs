@@ -363,7 +363,7 @@ fn log_event(span: &tracing::Span, event: &Event, state: &GateState) {
     // front (a snapshot carries every DaemonSet and pod) was a measurable share
     // of the gate's CPU at scale with debug logging off.
     tracing::debug!(parent: span, event = %AsJson(event), "gate");
-    let expected = state.expected().count();
+    let expected = || state.expected().count();
     let since_start = |at: &Timestamp| {
         state
             .gate_start()
@@ -375,14 +375,14 @@ fn log_event(span: &tracing::Span, event: &Event, state: &GateState) {
             parent: span,
             opened_by = %opened_by,
             after_seconds = format_args!("{:.1}", since_start(at)),
-            expected,
+            expected = expected(),
             "gate opened"
         ),
         Event::WouldOpen { opened_by, at, .. } => tracing::info!(
             parent: span,
             opened_by = %opened_by,
             after_seconds = format_args!("{:.1}", since_start(at)),
-            expected,
+            expected = expected(),
             "dry-run: gate would open"
         ),
         Event::TimedOut {

@@ -28,21 +28,27 @@ use crate::node_actor::{GateView, NodeMsg};
 use crate::observe::{GateObserver, NoObserver, RouterEvent};
 use crate::supervisor::SupervisorMsg;
 
+/// Every lookup on the hot path hashes a node name or a uid, several times
+/// per event: a fast seeded hasher rather than SipHash. The keys come from
+/// the API server, not from arbitrary clients.
+type Hasher = foldhash::fast::RandomState;
+type Map<V> = DashMap<String, V, Hasher>;
+
 /// How long `view` waits for a busy actor before giving up.
 const VIEW_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct Router {
     config: Arc<GateConfig>,
-    gates: DashMap<String, ActorRef<NodeMsg>>,
-    nodes: DashMap<String, NodeInfo>,
+    gates: Map<ActorRef<NodeMsg>>,
+    nodes: Map<NodeInfo>,
     /// Shared with every gate (and its journal) that holds the same version.
-    daemonsets: DashMap<String, Arc<DaemonSetInfo>>,
+    daemonsets: Map<Arc<DaemonSetInfo>>,
     /// node name → pod uid → pod.
-    pods: DashMap<String, HashMap<String, Arc<PodInfo>>>,
+    pods: Map<HashMap<String, Arc<PodInfo>, Hasher>>,
     /// The resourceVersion each node was at when nodegate opened it. The
     /// watch may still show that version (taint and all) after the gate
     /// stopped; it must not start a new gate.
-    opened_at_version: DashMap<String, String>,
+    opened_at_version: Map<String>,
     supervisor: RwLock<Option<ActorRef<SupervisorMsg>>>,
     synced: AtomicBool,
     /// Set at most once, before the watchers start; read on every event, so
@@ -54,11 +60,11 @@ impl Router {
     pub fn new(config: Arc<GateConfig>) -> Self {
         Router {
             config,
-            gates: DashMap::new(),
-            nodes: DashMap::new(),
-            daemonsets: DashMap::new(),
-            pods: DashMap::new(),
-            opened_at_version: DashMap::new(),
+            gates: Map::default(),
+            nodes: Map::default(),
+            daemonsets: Map::default(),
+            pods: Map::default(),
+            opened_at_version: Map::default(),
             supervisor: RwLock::new(None),
             synced: AtomicBool::new(false),
             observer: OnceLock::new(),
@@ -135,13 +141,29 @@ impl Router {
         if pod.node_name.is_empty() {
             return;
         }
-        let node = pod.node_name.clone();
-        let uid = pod.uid.clone();
-        self.pods
-            .entry(node.clone())
-            .or_default()
-            .insert(uid.clone(), Arc::new(pod));
-        let routed = self.hint(&node, NodeMsg::PodTouched { uid });
+        let pod = Arc::new(pod);
+        // The common case, a known pod on a known node, allocates nothing
+        // for the index.
+        match self.pods.get_mut(&pod.node_name) {
+            Some(mut bucket) => match bucket.get_mut(&pod.uid) {
+                Some(slot) => *slot = Arc::clone(&pod),
+                None => {
+                    bucket.insert(pod.uid.clone(), Arc::clone(&pod));
+                }
+            },
+            None => {
+                self.pods
+                    .entry(pod.node_name.clone())
+                    .or_default()
+                    .insert(pod.uid.clone(), Arc::clone(&pod));
+            }
+        }
+        let routed = self.hint(
+            &pod.node_name,
+            NodeMsg::PodTouched {
+                uid: pod.uid.clone(),
+            },
+        );
         self.observer()
             .router_event(RouterEvent::PodUpserted, routed);
     }
