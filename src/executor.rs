@@ -4,7 +4,8 @@
 //! Leadership is enforced here, right before each write: a replica that does
 //! not hold the lease (or whose last renewal is older than the renew deadline)
 //! answers `NotLeader` and writes nothing, so its gates stay warm and re-send
-//! when it becomes leader. Every write actually sent is counted in the
+//! when it becomes leader. An untaint the gate withdrew before it went out
+//! answers `Withdrawn`. Every write actually sent is counted in the
 //! metrics by its result. Nothing here decides about a gate.
 
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use nodegate_actors::gate::{NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
 use nodegate_actors::model::NodeInfo;
-use nodegate_actors::node_actor::{Clock, EffectExecutor, backoff_ceiling};
+use nodegate_actors::node_actor::{Clock, EffectExecutor, Withdrawal, backoff_ceiling};
 use rand::Rng;
 
 use crate::leader::Leadership;
@@ -48,11 +49,21 @@ impl KubeExecutor {
 }
 
 impl EffectExecutor for KubeExecutor {
-    async fn remove_taints(&self, patch: UntaintPatch) -> PatchOutcome {
+    async fn remove_taints(&self, patch: UntaintPatch, withdrawal: Withdrawal) -> PatchOutcome {
         if !self.is_leader() {
             return PatchOutcome::NotLeader;
         }
-        let outcome = self.writer.remove_taints(&patch, || self.is_leader()).await;
+        // Asked right before the request, after any wait for a patch slot or
+        // a rate token: the gate may have seen a member stop being Ready
+        // meanwhile, and an untaint not yet sent can still be called back.
+        let outcome = self
+            .writer
+            .remove_taints(&patch, || self.is_leader() && !withdrawal.is_requested())
+            .await;
+        let outcome = match outcome {
+            PatchOutcome::NotLeader if withdrawal.is_requested() => PatchOutcome::Withdrawn,
+            other => other,
+        };
         self.metrics.patch_attempt(WriteKind::Untaint, &outcome);
         outcome
     }

@@ -110,14 +110,14 @@ impl WriteKind {
 }
 
 /// The `result` label of a patch attempt; `None` for a write that was never
-/// sent (this replica is not the leader).
+/// sent (this replica is not the leader, or the gate withdrew it).
 pub fn patch_result(outcome: &PatchOutcome) -> Option<&'static str> {
     match outcome {
         PatchOutcome::Applied => Some("ok"),
         PatchOutcome::Conflict => Some("conflict"),
         PatchOutcome::NotFound => Some("not_found"),
         PatchOutcome::Failed(_) => Some("error"),
-        PatchOutcome::NotLeader => None,
+        PatchOutcome::NotLeader | PatchOutcome::Withdrawn => None,
     }
 }
 

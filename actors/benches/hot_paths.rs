@@ -25,7 +25,7 @@ use nodegate_actors::gate::{
     self, GateConfig, GateState, Input, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
 };
 use nodegate_actors::model::{DaemonSetInfo, NodeInfo, PodInfo};
-use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext};
+use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext, Withdrawal};
 use nodegate_actors::observe::GateObserver;
 use nodegate_actors::placement;
 use nodegate_actors::router::Router;
@@ -151,7 +151,7 @@ fn gate_step_pod_event(bencher: Bencher, d: usize) {
 struct NoWrites;
 
 impl EffectExecutor for NoWrites {
-    async fn remove_taints(&self, _: UntaintPatch) -> PatchOutcome {
+    async fn remove_taints(&self, _: UntaintPatch, _: Withdrawal) -> PatchOutcome {
         PatchOutcome::Applied
     }
     async fn mark_timed_out(&self, _: TimeoutMark) -> PatchOutcome {

@@ -309,6 +309,10 @@ pub struct Write {
     pub resource_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// An untaint decided because every member was Ready, in flight when a
+    /// member stopped being Ready: asked not to be sent if it has not been.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub withdrawing: bool,
 }
 
 /// What the deadline found, kept for the Warning that follows the write.
@@ -428,6 +432,9 @@ pub enum PatchOutcome {
     Failed(String),
     /// This replica does not hold the lease; nothing was written.
     NotLeader,
+    /// The gate withdrew the write ([`Effect::WithdrawWrite`]) before it
+    /// was sent; nothing was written.
+    Withdrawn,
 }
 
 /// Everything that can happen to a gate.
@@ -600,6 +607,12 @@ pub enum Event {
     WriteDeferred {
         attempt: u32,
     },
+    /// The in-flight untaint no longer stands (a member stopped being
+    /// Ready); if it has not been sent yet, it will not be.
+    WithdrawRequested {
+        attempt: u32,
+        reason: String,
+    },
     RetryScheduled {
         attempt: u32,
     },
@@ -680,6 +693,9 @@ pub enum Effect {
     },
     /// Re-read the node and deliver `NodeRefreshed`.
     RefreshNode,
+    /// Do not send the in-flight untaint if it is still waiting for a patch
+    /// slot or a rate token; its result then is `PatchOutcome::Withdrawn`.
+    WithdrawWrite,
     /// The gate is over; always the last effect of its step.
     Stop(String),
 }
@@ -846,6 +862,7 @@ pub fn apply(state: &mut GateState, ev: &Event) {
                 status: WriteStatus::InFlight,
                 resource_version: Some(resource_version.clone()),
                 last_error: None,
+                withdrawing: false,
             });
         }
         Event::MarkSent { attempt } => {
@@ -855,6 +872,7 @@ pub fn apply(state: &mut GateState, ev: &Event) {
                 status: WriteStatus::InFlight,
                 resource_version: None,
                 last_error: None,
+                withdrawing: false,
             });
         }
         Event::WriteConflict { .. } => set_write_status(state, WriteStatus::Refreshing),
@@ -864,6 +882,11 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             }
         }
         Event::WriteDeferred { .. } => set_write_status(state, WriteStatus::AwaitingLeader),
+        Event::WithdrawRequested { .. } => {
+            if let Some(w) = &mut state.write {
+                w.withdrawing = true;
+            }
+        }
         Event::RetryScheduled { attempt } => {
             if let Some(w) = &mut state.write {
                 w.attempt = *attempt;
@@ -967,6 +990,7 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
             None => Vec::new(),
         },
         Event::WriteConflict { .. } => vec![Effect::RefreshNode],
+        Event::WithdrawRequested { .. } => vec![Effect::WithdrawWrite],
         Event::TimedOut {
             deadline,
             action,
@@ -1345,6 +1369,12 @@ impl Decider<'_> {
                 self.emit(Event::WriteDeferred { attempt: w.attempt });
                 self.reconcile(Trigger::Observation);
             }
+            PatchOutcome::Withdrawn => {
+                self.emit(Event::WriteAbandoned {
+                    reason: "withdrawn before it was sent".to_string(),
+                });
+                self.reconcile(Trigger::Observation);
+            }
         }
     }
 
@@ -1363,6 +1393,11 @@ impl Decider<'_> {
                 });
             }
             PatchOutcome::NotLeader => self.emit(Event::WriteDeferred { attempt: w.attempt }),
+            // Only an untaint is ever withdrawn; a mark answered so was not
+            // written, so it is sent again like a deferred one.
+            PatchOutcome::Withdrawn => self.emit(Event::RetryScheduled {
+                attempt: w.attempt.saturating_add(1),
+            }),
             // The mark is an unconditional merge patch: a conflict is just a
             // failure worth retrying.
             PatchOutcome::Conflict | PatchOutcome::Failed(_) => {
@@ -1527,7 +1562,7 @@ impl Decider<'_> {
             let desired = match (readiness_only, self.s.members.get(&id)) {
                 (true, Some(current)) if !current.is_expected() => continue,
                 (true, Some(_)) => {
-                    derive_readiness(&id, &self.s, self.cfg, self.now).map(|r| Member {
+                    derive_readiness(&id, self.s, self.cfg, self.now).map(|r| Member {
                         expectation: Expectation::Expected,
                         readiness: Some(r),
                     })
@@ -1636,7 +1671,9 @@ impl Decider<'_> {
         let all_ready = self.s.all_ready();
 
         // An opening decided because everything was Ready no longer stands
-        // once something is not; one already sent cannot be called back.
+        // once something is not. One waiting to be retried is dropped; one in
+        // flight is withdrawn if the executor has not sent it yet (one already
+        // sent cannot be called back).
         if let Some(w) = &self.s.write
             && w.kind
                 == (WriteKind::Untaint {
@@ -1648,6 +1685,21 @@ impl Decider<'_> {
             let blockers = self.s.blockers();
             let reason = format!("no longer all Ready: {}", blocker_list(&blockers));
             self.emit(Event::WriteAbandoned { reason });
+        }
+
+        if let Some(w) = &self.s.write
+            && w.kind
+                == (WriteKind::Untaint {
+                    opened_by: OpenedBy::Ready,
+                })
+            && w.status == WriteStatus::InFlight
+            && !w.withdrawing
+            && !all_ready
+        {
+            let attempt = w.attempt;
+            let blockers = self.s.blockers();
+            let reason = format!("no longer all Ready: {}", blocker_list(&blockers));
+            self.emit(Event::WithdrawRequested { attempt, reason });
         }
 
         if !all_ready

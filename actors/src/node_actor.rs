@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -44,9 +44,15 @@ pub trait Clock: Send + Sync + 'static {
 /// [`gate::PatchOutcome::NotLeader`] and dropping Events when this replica
 /// does not hold the lease) and the concurrency and QPS limits.
 pub trait EffectExecutor: Send + Sync + 'static {
-    /// The conditional JSON patch of semantics.md §5.
-    fn remove_taints(&self, patch: UntaintPatch)
-    -> impl Future<Output = gate::PatchOutcome> + Send;
+    /// The conditional JSON patch of semantics.md §5. Right before sending
+    /// (after any wait for a patch slot or rate token) the executor checks
+    /// `withdrawal`, and answers [`gate::PatchOutcome::Withdrawn`] without
+    /// writing if the gate asked for it.
+    fn remove_taints(
+        &self,
+        patch: UntaintPatch,
+        withdrawal: Withdrawal,
+    ) -> impl Future<Output = gate::PatchOutcome> + Send;
     /// Annotate `nodegate.dev/timed-out`.
     fn mark_timed_out(&self, mark: TimeoutMark) -> impl Future<Output = gate::PatchOutcome> + Send;
     /// Best effort: a lost Event is logged, never retried by the gate.
@@ -58,6 +64,21 @@ pub trait EffectExecutor: Send + Sync + 'static {
     /// `attempt`-th restart of a failed gate: jittered exponential backoff,
     /// e.g. a random point in [ceiling/2, ceiling] of [`backoff_ceiling`].
     fn retry_delay(&self, attempt: u32) -> Duration;
+}
+
+/// The gate's way to call back an untaint it handed to the executor, for as
+/// long as the executor has not sent it ([`Effect::WithdrawWrite`]).
+#[derive(Debug, Clone, Default)]
+pub struct Withdrawal(Arc<AtomicBool>);
+
+impl Withdrawal {
+    pub fn is_requested(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    pub fn request(&self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 /// The un-jittered exponential part of a backoff: `base * 2^(attempt-2)` for
@@ -124,6 +145,8 @@ pub struct NodeActorState {
     gate: GateState,
     journal: Journal,
     timers: HashMap<TimerKind, JoinHandle<Result<(), MessagingErr<NodeMsg>>>>,
+    /// The withdrawal handle of the untaint last handed to the executor.
+    withdrawal: Withdrawal,
     span: tracing::Span,
     /// This incarnation among all gates the process started (see
     /// [`next_generation`]).
@@ -160,6 +183,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
             journal: Journal::new(self.ctx.journal_capacity),
             gate: GateState::default(),
             timers: HashMap::new(),
+            withdrawal: Withdrawal::default(),
             name,
             span,
             generation,
@@ -269,9 +293,11 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
         let span = state.span.clone();
         match effect {
             Effect::RemoveTaints(patch) => {
+                let withdrawal = Withdrawal::default();
+                state.withdrawal = withdrawal.clone();
                 tokio::spawn(
                     async move {
-                        let outcome = executor.remove_taints(patch).await;
+                        let outcome = executor.remove_taints(patch, withdrawal).await;
                         let _ = me.cast(NodeMsg::input(Input::PatchResult(outcome)));
                     }
                     .instrument(span),
@@ -289,6 +315,7 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
             Effect::RecordEvent(event) => {
                 tokio::spawn(async move { executor.record_event(event).await }.instrument(span));
             }
+            Effect::WithdrawWrite => state.withdrawal.request(),
             Effect::RefreshNode => {
                 let name = state.name.clone();
                 tokio::spawn(

@@ -13,7 +13,7 @@ use nodegate_actors::gate::{
 };
 use nodegate_actors::journal::Journal;
 use nodegate_actors::model::NodeInfo;
-use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext};
+use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext, Withdrawal};
 use nodegate_actors::observe::{GateObserver, RouterEvent};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
@@ -21,7 +21,7 @@ use nodegate_actors::supervisor;
 struct Applying;
 
 impl EffectExecutor for Applying {
-    async fn remove_taints(&self, _: UntaintPatch) -> PatchOutcome {
+    async fn remove_taints(&self, _: UntaintPatch, _: Withdrawal) -> PatchOutcome {
         PatchOutcome::Applied
     }
     async fn mark_timed_out(&self, _: TimeoutMark) -> PatchOutcome {

@@ -15,7 +15,7 @@ use nodegate_actors::gate::{
     EventType, GateConfig, NodeEvent, OpenedBy, PatchOutcome, Phase, TimeoutMark, UntaintPatch,
 };
 use nodegate_actors::model::NodeInfo;
-use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext};
+use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext, Withdrawal};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor::{self, SupervisorMsg};
 use ractor::ActorRef;
@@ -29,6 +29,11 @@ struct Recorder {
     outcomes: Mutex<VecDeque<PatchOutcome>>,
     node_on_refresh: Mutex<Option<NodeInfo>>,
     refreshes: AtomicUsize,
+    /// When set, an untaint waits for a permit before it is "sent", the way
+    /// the binary's writer waits for a patch slot and a rate token.
+    hold: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
+    /// Untaints handed over (whether or not they were then sent).
+    handed: AtomicUsize,
 }
 
 impl Recorder {
@@ -44,7 +49,15 @@ impl Recorder {
 }
 
 impl EffectExecutor for Recorder {
-    async fn remove_taints(&self, patch: UntaintPatch) -> PatchOutcome {
+    async fn remove_taints(&self, patch: UntaintPatch, withdrawal: Withdrawal) -> PatchOutcome {
+        self.handed.fetch_add(1, Ordering::SeqCst);
+        let hold = self.hold.lock().unwrap().clone();
+        if let Some(hold) = hold {
+            hold.acquire().await.expect("hold semaphore open").forget();
+        }
+        if withdrawal.is_requested() {
+            return PatchOutcome::Withdrawn;
+        }
         self.patches.lock().unwrap().push(patch);
         self.outcomes
             .lock()
@@ -294,6 +307,53 @@ async fn a_conflict_is_re_read_and_retried_against_the_new_version() {
         .collect();
     assert_eq!(versions, vec!["1".to_string(), "2".to_string()]);
     assert_eq!(sys.exec.refreshes.load(Ordering::SeqCst), 1);
+    eventually("the gate to stop", || sys.router.gate(NODE).is_none()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untaint_not_yet_sent_is_withdrawn_when_a_member_stops_being_ready() {
+    let sys = System::start(cfg()).await;
+    let hold = Arc::new(tokio::sync::Semaphore::new(0));
+    *sys.exec.hold.lock().unwrap() = Some(Arc::clone(&hold));
+    let cilium = tolerant_ds("cilium");
+    sys.router.daemonset_upserted(cilium.clone());
+    sys.router.node_upserted(fresh_node());
+    sys.router.pod_upserted(ready_pod("cilium-1", &cilium));
+    sys.router.mark_synced();
+
+    // The untaint is decided and handed over, but waits (for a "rate
+    // token") while cilium's pod turns NotReady.
+    eventually("the untaint to be handed over", || {
+        sys.exec.handed.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    sys.router.pod_upserted(unready_pod("cilium-1", &cilium));
+    let withdrawn = async {
+        loop {
+            let view = sys.router.view(NODE).await.expect("the gate is live");
+            if view.state.write.as_ref().is_some_and(|w| w.withdrawing) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(3), withdrawn)
+        .await
+        .expect("the gate asks to withdraw its untaint");
+    hold.add_permits(1);
+    settle().await;
+    assert!(
+        sys.exec.patches().is_empty(),
+        "a withdrawn untaint was sent"
+    );
+    let view = sys.router.view(NODE).await.expect("the gate stays live");
+    assert_eq!(view.state.phase, Phase::Waiting);
+    assert!(view.state.write.is_none());
+
+    // Ready again: a fresh untaint goes out and the node opens.
+    hold.add_permits(1);
+    sys.router.pod_upserted(ready_pod("cilium-1", &cilium));
+    eventually("the second untaint", || sys.exec.patches().len() == 1).await;
     eventually("the gate to stop", || sys.router.gate(NODE).is_none()).await;
 }
 

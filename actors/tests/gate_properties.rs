@@ -104,6 +104,7 @@ fn outcome() -> impl Strategy<Value = PatchOutcome> {
         1 => Just(PatchOutcome::NotFound),
         2 => Just(PatchOutcome::Failed("boom".into())),
         2 => Just(PatchOutcome::NotLeader),
+        1 => Just(PatchOutcome::Withdrawn),
     ]
 }
 

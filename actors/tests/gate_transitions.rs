@@ -161,6 +161,101 @@ fn a_member_that_stops_being_ready_during_backoff_abandons_the_retry() {
     assert_eq!(g.state.write.as_ref().map(|w| w.attempt), Some(1));
 }
 
+#[test]
+fn in_flight_untaint_is_withdrawn_when_a_member_stops_being_ready() {
+    let a = tolerant_ds("cilium");
+    let mut g = Gate::new(cfg());
+    let step = g.at(1).start(
+        gated_node(),
+        vec![a.clone()],
+        vec![ready_pod("cilium-1", &a)],
+    );
+    assert_eq!(patches(&step).len(), 1);
+
+    // The node lifecycle controller marks the pod NotReady while the patch
+    // waits for a slot: the gate asks for it back, once.
+    let step = g
+        .at(2)
+        .feed(Input::pod_upserted(unready_pod("cilium-1", &a)));
+    assert!(step.effects.contains(&Effect::WithdrawWrite));
+    assert!(has_event(&step, |e| matches!(
+        e,
+        Event::WithdrawRequested { attempt: 1, reason } if reason.contains("kube-system/cilium")
+    )));
+    assert_eq!(g.state.phase, Phase::Opening);
+    let mut pending = unready_pod("cilium-1", &a);
+    pending.phase = "Pending".into();
+    let step = g.at(3).feed(Input::pod_upserted(pending));
+    assert!(
+        !step.effects.contains(&Effect::WithdrawWrite),
+        "asked twice"
+    );
+
+    // The executor had not sent it: the gate waits again, and opens with a
+    // fresh attempt once the pod is Ready again.
+    let step = g.at(4).feed(Input::PatchResult(PatchOutcome::Withdrawn));
+    assert!(has_event(&step, |e| matches!(
+        e,
+        Event::WriteAbandoned { .. }
+    )));
+    assert_eq!(g.state.phase, Phase::Waiting);
+    assert!(g.state.write.is_none());
+    assert_eq!(writes(&step), 0);
+    let step = g.at(5).feed(Input::pod_upserted(ready_pod("cilium-1", &a)));
+    assert_eq!(patches(&step).len(), 1);
+    assert_eq!(g.state.write.as_ref().map(|w| w.attempt), Some(1));
+    g.at(6).feed(Input::PatchResult(PatchOutcome::Applied));
+    assert_eq!(g.state.phase, Phase::Opened);
+}
+
+#[test]
+fn withdrawn_too_late_the_untaint_still_opens_the_node() {
+    let a = tolerant_ds("cilium");
+    let mut g = Gate::new(cfg());
+    g.at(1).start(
+        gated_node(),
+        vec![a.clone()],
+        vec![ready_pod("cilium-1", &a)],
+    );
+    g.at(2)
+        .feed(Input::pod_upserted(unready_pod("cilium-1", &a)));
+    assert!(g.state.write.as_ref().is_some_and(|w| w.withdrawing));
+    // Already sent when the request came: the API server applied it.
+    let step = g.at(3).feed(Input::PatchResult(PatchOutcome::Applied));
+    assert!(has_event(&step, |e| matches!(
+        e,
+        Event::Opened {
+            opened_by: OpenedBy::Ready,
+            ..
+        }
+    )));
+    assert!(stops(&step));
+}
+
+#[test]
+fn an_untaint_by_timeout_is_never_withdrawn() {
+    let a = tolerant_ds("cilium");
+    let mut g = Gate::new(cfg());
+    g.at(1).start(
+        gated_node(),
+        vec![a.clone()],
+        vec![unready_pod("cilium-1", &a)],
+    );
+    let step = g.at(121).feed(Input::TimerFired {
+        kind: TimerKind::Deadline,
+        generation: 1,
+    });
+    assert_eq!(
+        patches(&step).first().map(|p| p.opened_by),
+        Some(OpenedBy::Timeout)
+    );
+    let mut pending = unready_pod("cilium-1", &a);
+    pending.phase = "Pending".into();
+    let step = g.at(122).feed(Input::pod_upserted(pending));
+    assert!(!step.effects.contains(&Effect::WithdrawWrite));
+    assert!(g.state.write.as_ref().is_some_and(|w| !w.withdrawing));
+}
+
 // --- the expected set --------------------------------------------------------
 
 #[test]
