@@ -531,8 +531,22 @@ pub enum Event {
         daemonset: String,
         uid: String,
     },
+    /// A pod seen for the first time, or one whose identity (owner, labels,
+    /// node) changed.
     PodUpdated {
         pod: Arc<PodInfo>,
+    },
+    /// Only a known pod's status changed — the common case, kept short so
+    /// that a journal does not hold a whole copy of every version of a pod.
+    PodStatusChanged {
+        pod: String,
+        uid: String,
+        phase: String,
+        ready: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ready_since: Option<Timestamp>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        terminating: bool,
     },
     PodRemoved {
         pod: String,
@@ -761,6 +775,22 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         }
         Event::DaemonSetRemoved { daemonset, .. } => {
             state.daemonsets.remove(daemonset);
+        }
+        Event::PodStatusChanged {
+            uid,
+            phase,
+            ready,
+            ready_since,
+            terminating,
+            ..
+        } => {
+            if let Some(slot) = state.pods.get_mut(uid) {
+                let p = Arc::make_mut(slot);
+                p.phase.clone_from(phase);
+                p.ready = *ready;
+                p.ready_since = *ready_since;
+                p.terminating = *terminating;
+            }
         }
         Event::PodUpdated { pod } => match state.pods.get_mut(&pod.uid) {
             // A new version of a known pod: no new key to allocate.
@@ -1122,6 +1152,36 @@ impl Decider<'_> {
         self.events.push(ev);
     }
 
+    /// Records a new version of a pod bound to the node: only its status
+    /// when nothing else changed. The state then holds the indexed version
+    /// itself, which equals what applying the event gives (replay checks
+    /// it) without a copy of the pod per gate.
+    fn pod_changed(&mut self, pod: &Arc<PodInfo>) {
+        let status_only = self.s.pods.get(&pod.uid).is_some_and(|old| {
+            old.namespace == pod.namespace
+                && old.name == pod.name
+                && old.node_name == pod.node_name
+                && old.controller_uid == pod.controller_uid
+                && old.labels == pod.labels
+        });
+        if !status_only {
+            return self.emit(Event::PodUpdated {
+                pod: Arc::clone(pod),
+            });
+        }
+        self.events.push(Event::PodStatusChanged {
+            pod: pod.name.clone(),
+            uid: pod.uid.clone(),
+            phase: pod.phase.clone(),
+            ready: pod.ready,
+            ready_since: pod.ready_since,
+            terminating: pod.terminating,
+        });
+        if let Some(slot) = self.s.pods.get_mut(&pod.uid) {
+            *slot = Arc::clone(pod);
+        }
+    }
+
     fn input(&mut self, input: &Input) {
         if let Input::Snapshot {
             node,
@@ -1193,7 +1253,7 @@ impl Decider<'_> {
                     .map(|old| Cow::Owned(old.clone()));
                 if pod.node_name == node_name {
                     if self.s.pods.get(&pod.uid) != Some(pod) {
-                        self.emit(Event::PodUpdated { pod: pod.clone() });
+                        self.pod_changed(pod);
                     }
                 } else if self.s.pods.contains_key(&pod.uid) {
                     self.emit(Event::PodRemoved {
@@ -1544,14 +1604,27 @@ impl Decider<'_> {
                 }
             }
         }
+        // Time alone changes a member only through minReadySeconds: one
+        // waiting for a pod that is available by now, or one Ready whose
+        // DaemonSet counts availability (another pod may have become
+        // available, and the member reports the first by name).
         for (id, m) in &self.s.members {
-            if let Some(Readiness::Waiting {
-                available_at: Some(at),
-                ..
-            }) = &m.readiness
-                && *at <= self.now
-                && !work.iter().any(|(w, _)| w == id)
-            {
+            let timely = match (&m.readiness, id) {
+                (
+                    Some(Readiness::Waiting {
+                        available_at: Some(at),
+                        ..
+                    }),
+                    _,
+                ) => *at <= self.now,
+                (Some(Readiness::Ready { .. }), MemberId::DaemonSet(key)) => self
+                    .s
+                    .daemonsets
+                    .get(key)
+                    .is_some_and(|ds| ds.min_ready_seconds > 0),
+                _ => false,
+            };
+            if timely && !work.iter().any(|(w, _)| w == id) {
                 work.push((id.clone(), true));
             }
         }

@@ -22,6 +22,9 @@ use crate::gate::{Event, GateState, apply};
 /// typically a few dozen events.
 pub const DEFAULT_CAPACITY: usize = 512;
 
+/// Entries a journal starts with room for, and grows by.
+const GROWTH: usize = 16;
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
     pub at: Timestamp,
@@ -49,13 +52,20 @@ impl Journal {
         let cap = cap.max(1);
         Journal {
             base: GateState::default(),
-            entries: VecDeque::with_capacity(cap.min(64)),
+            entries: VecDeque::with_capacity(cap.min(GROWTH)),
             cap,
             dropped: 0,
         }
     }
 
     pub fn record(&mut self, at: Timestamp, event: Event) {
+        // Grown by a few entries at a time rather than doubled: a gate's life
+        // is a few dozen events, and a thousand gates' journals half empty
+        // would be most of the process's memory.
+        if self.entries.len() == self.entries.capacity() && self.entries.len() < self.cap {
+            let more = GROWTH.min(self.cap - self.entries.len());
+            self.entries.reserve_exact(more);
+        }
         self.entries.push_back(Entry { at, event });
         while self.entries.len() > self.cap {
             if let Some(old) = self.entries.pop_front() {
