@@ -177,10 +177,7 @@ fn main() {
             router: Arc::clone(&router),
             executor: Arc::new(NoWrites),
             clock: Arc::new(SystemClock),
-            journal_capacity: std::env::var("JCAP")
-                .ok()
-                .and_then(|r| r.parse().ok())
-                .unwrap_or(512),
+            journal_capacity: env_or("JCAP", 512),
         });
         let (sup, _) = supervisor::start(ctx).await.expect("supervisor");
         router.mark_synced();
@@ -188,10 +185,7 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let mut sent = 0u64;
-        let rounds: usize = std::env::var("ROUNDS")
-            .ok()
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(5);
+        let rounds = env_or("ROUNDS", 5).min(5);
         for round in 0..rounds {
             for n in &names {
                 for (i, ds) in dss.iter().enumerate() {
