@@ -538,10 +538,14 @@ pub enum Event {
     },
     /// Only a known pod's status changed — the common case, kept short so
     /// that a journal does not hold a whole copy of every version of a pod.
+    ///
+    /// The strings are boxed slices rather than `String`s: this is the most
+    /// frequent journal entry, and every byte of the largest variant is paid
+    /// by every entry of every journal.
     PodStatusChanged {
-        pod: String,
-        uid: String,
-        phase: String,
+        pod: Box<str>,
+        uid: Box<str>,
+        phase: Box<str>,
         ready: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ready_since: Option<Timestamp>,
@@ -784,9 +788,10 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             terminating,
             ..
         } => {
-            if let Some(slot) = state.pods.get_mut(uid) {
+            if let Some(slot) = state.pods.get_mut(&**uid) {
                 let p = Arc::make_mut(slot);
-                p.phase.clone_from(phase);
+                p.phase.clear();
+                p.phase.push_str(phase);
                 p.ready = *ready;
                 p.ready_since = *ready_since;
                 p.terminating = *terminating;
@@ -1170,9 +1175,9 @@ impl Decider<'_> {
             });
         }
         self.events.push(Event::PodStatusChanged {
-            pod: pod.name.clone(),
-            uid: pod.uid.clone(),
-            phase: pod.phase.clone(),
+            pod: pod.name.as_str().into(),
+            uid: pod.uid.as_str().into(),
+            phase: pod.phase.as_str().into(),
             ready: pod.ready,
             ready_since: pod.ready_since,
             terminating: pod.terminating,
@@ -1607,7 +1612,13 @@ impl Decider<'_> {
         // Time alone changes a member only through minReadySeconds: one
         // waiting for a pod that is available by now, or one Ready whose
         // DaemonSet counts availability (another pod may have become
-        // available, and the member reports the first by name).
+        // available, and the member reports the first by name). Most
+        // clusters have no such DaemonSet: then no Ready member is looked up.
+        let counts_availability = self
+            .s
+            .daemonsets
+            .values()
+            .any(|ds| ds.min_ready_seconds > 0);
         for (id, m) in &self.s.members {
             let timely = match (&m.readiness, id) {
                 (
@@ -1617,11 +1628,14 @@ impl Decider<'_> {
                     }),
                     _,
                 ) => *at <= self.now,
-                (Some(Readiness::Ready { .. }), MemberId::DaemonSet(key)) => self
-                    .s
-                    .daemonsets
-                    .get(key)
-                    .is_some_and(|ds| ds.min_ready_seconds > 0),
+                (Some(Readiness::Ready { .. }), MemberId::DaemonSet(key)) => {
+                    counts_availability
+                        && self
+                            .s
+                            .daemonsets
+                            .get(key)
+                            .is_some_and(|ds| ds.min_ready_seconds > 0)
+                }
                 _ => false,
             };
             if timely && !work.iter().any(|(w, _)| w == id) {
