@@ -1161,8 +1161,8 @@ impl Decider<'_> {
     /// when nothing else changed. The state then holds the indexed version
     /// itself, which equals what applying the event gives (replay checks
     /// it) without a copy of the pod per gate.
-    fn pod_changed(&mut self, pod: &Arc<PodInfo>) {
-        let status_only = self.s.pods.get(&pod.uid).is_some_and(|old| {
+    fn pod_changed(&mut self, pod: &Arc<PodInfo>, old: Option<&PodInfo>) {
+        let status_only = old.is_some_and(|old| {
             old.namespace == pod.namespace
                 && old.name == pod.name
                 && old.node_name == pod.node_name
@@ -1187,6 +1187,11 @@ impl Decider<'_> {
         }
     }
 
+    /// Whether `name` is the gated node's (false before the first snapshot).
+    fn is_this_node(&self, name: &str) -> bool {
+        self.s.node.as_ref().is_some_and(|n| n.name == name)
+    }
+
     fn input(&mut self, input: &Input) {
         if let Input::Snapshot {
             node,
@@ -1198,13 +1203,13 @@ impl Decider<'_> {
         }
         // Nothing but a snapshot can start a gate: deciding on a partial view
         // (say, a node without its DaemonSets) would open it at once.
-        let Some(node_name) = self.s.node.as_ref().map(|n| n.name.clone()) else {
+        if self.s.node.is_none() {
             return;
-        };
+        }
         match input {
             Input::Snapshot { .. } => {}
             Input::NodeChanged(node) => {
-                if node.name == node_name {
+                if self.is_this_node(&node.name) {
                     let scope = if self.observe_node(node) {
                         Scope::All
                     } else {
@@ -1247,20 +1252,21 @@ impl Decider<'_> {
                 }
             }
             Input::PodUpserted(pod) => {
+                // One lookup of the version the gate knows: every pod event
+                // passes here.
+                let old = self.s.pods.get(&pod.uid).map(Arc::clone);
                 // The owner before the change, when it differs (a pod's
                 // namespace never changes).
-                let old_owner = self
-                    .s
-                    .pods
-                    .get(&pod.uid)
+                let old_owner = old
+                    .as_ref()
                     .and_then(|old| old.controller_uid.as_ref())
                     .filter(|old| Some(*old) != pod.controller_uid.as_ref())
                     .map(|old| Cow::Owned(old.clone()));
-                if pod.node_name == node_name {
-                    if self.s.pods.get(&pod.uid) != Some(pod) {
-                        self.pod_changed(pod);
+                if self.is_this_node(&pod.node_name) {
+                    if old.as_deref() != Some(&**pod) {
+                        self.pod_changed(pod, old.as_deref());
                     }
-                } else if self.s.pods.contains_key(&pod.uid) {
+                } else if old.is_some() {
                     self.emit(Event::PodRemoved {
                         pod: pod.key(),
                         uid: pod.uid.clone(),
@@ -1290,7 +1296,7 @@ impl Decider<'_> {
             Input::TimerFired { kind, generation } => self.timer(*kind, *generation),
             Input::PatchResult(outcome) => self.patch_result(outcome),
             Input::MarkResult(outcome) => self.mark_result(outcome),
-            Input::NodeRefreshed(result) => self.refreshed(result, &node_name),
+            Input::NodeRefreshed(result) => self.refreshed(result),
             Input::LeadershipGained => self.reconcile(Trigger::Leadership),
         }
     }
@@ -1482,13 +1488,13 @@ impl Decider<'_> {
         self.reconcile(Trigger::Observation);
     }
 
-    fn refreshed(&mut self, result: &Result<Option<NodeInfo>, String>, node_name: &str) {
+    fn refreshed(&mut self, result: &Result<Option<NodeInfo>, String>) {
         match result {
             Ok(None) => self.emit(Event::Stopped {
                 reason: StopReason::NodeNotFound,
             }),
             Ok(Some(node)) => {
-                if node.name == node_name {
+                if self.is_this_node(&node.name) {
                     self.observe_node(node);
                 }
                 self.reconcile(Trigger::Refreshed);
