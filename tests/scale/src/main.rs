@@ -509,6 +509,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             driver,
             apiserver: metrics::delta(&before, &after),
             apiserver_labels: after.label_names.iter().cloned().collect(),
+            apiserver_node_patch: metrics::node_patch_latency(&before, &after),
             create_started,
             create_s,
         })

@@ -153,6 +153,10 @@ pub struct Result {
     /// apiserver_request_total (top rows).
     pub apiserver_requests: Vec<(crate::metrics::Key, f64)>,
     pub apiserver_request_total_labels: Vec<String>,
+    /// How long kube-apiserver took to serve node PATCHes during the
+    /// measurement, every client's (the controller's untaint patches among
+    /// them): the floor under any reaction time.
+    pub apiserver_node_patch_ms: Option<crate::metrics::BucketQuantiles>,
     /// Seconds from the first node create to the last open sighting.
     pub wall_s: f64,
     pub create_s: f64,
@@ -210,6 +214,7 @@ pub struct Inputs<'a> {
     pub driver: Option<Usage>,
     pub apiserver: BTreeMap<crate::metrics::Key, f64>,
     pub apiserver_labels: Vec<String>,
+    pub apiserver_node_patch: Option<crate::metrics::BucketQuantiles>,
     pub create_started: std::time::Instant,
     pub create_s: f64,
 }
@@ -427,6 +432,7 @@ pub fn compute(i: Inputs<'_>) -> Result {
         driver: i.driver,
         apiserver_requests: apiserver,
         apiserver_request_total_labels: i.apiserver_labels,
+        apiserver_node_patch_ms: i.apiserver_node_patch,
         wall_s: round(last_open.duration_since(i.create_started).as_secs_f64()),
         create_s: round(i.create_s),
         pod_events: i.record.pod_events,
@@ -469,7 +475,14 @@ pub fn table(r: &Result) -> String {
     s += &pct_row("join→pods Ready", &r.pods_ready_ms);
     s += "\n";
     s += &pct_row("deadline error", &r.deadline_error_ms);
-    s += "\n\n";
+    s += "\n";
+    if let Some(q) = &r.apiserver_node_patch_ms {
+        s += &format!(
+            "{:<28} {:>9.1} {:>9.1} {:>9.1} {:>9} {:>7}\n",
+            "API server: PATCH nodes", q.p50, q.p90, q.p99, "", q.count
+        );
+    }
+    s += "\n";
     let k = &r.correctness;
     s += &format!(
         "premature opens {} ({} after all were Ready once)   never opened {}   opened at deadline (not stuck) {}   re-tainted {}   watch-order inversions {}\n",
