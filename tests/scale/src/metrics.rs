@@ -31,33 +31,9 @@ pub struct Scrape {
     pub counts: BTreeMap<Key, f64>,
     pub label_names: BTreeSet<String>,
     /// `apiserver_request_duration_seconds` of PATCH on nodes (not a
-    /// subresource): cumulative count per bucket bound `le`, in seconds,
-    /// summed over the other labels.
-    pub node_patch_buckets: BTreeMap<Bound, f64>,
-}
-
-/// A histogram bucket's upper bound, ordered (`+Inf` last).
-#[derive(Debug, Clone, Copy)]
-pub struct Bound(pub f64);
-
-impl PartialEq for Bound {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other).is_eq()
-    }
-}
-
-impl Eq for Bound {}
-
-impl PartialOrd for Bound {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Bound {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
-    }
+    /// subresource): cumulative count per bucket bound `le` (seconds, as the
+    /// API server prints it), summed over the other labels.
+    pub node_patch_buckets: BTreeMap<String, f64>,
 }
 
 /// Quantiles of a latency histogram, in milliseconds, interpolated linearly
@@ -108,13 +84,8 @@ pub fn parse(text: &str) -> Scrape {
                 && l.get("resource") == Some(&"nodes")
                 && l.get("group").copied().unwrap_or("").is_empty()
                 && l.get("subresource").copied().unwrap_or("").is_empty();
-            let le = match l.get("le") {
-                Some(&"+Inf") => Some(f64::INFINITY),
-                Some(le) => le.parse::<f64>().ok(),
-                None => None,
-            };
-            if node_patch && let Some(le) = le {
-                *out.node_patch_buckets.entry(Bound(le)).or_insert(0.0) += value;
+            if node_patch && let Some(le) = l.get("le") {
+                *out.node_patch_buckets.entry(le.to_string()).or_insert(0.0) += value;
             }
             continue;
         }
@@ -144,14 +115,17 @@ pub fn parse(text: &str) -> Scrape {
 
 /// The node PATCH latency between two scrapes; `None` when there was none.
 pub fn node_patch_latency(before: &Scrape, after: &Scrape) -> Option<BucketQuantiles> {
-    let buckets: Vec<(f64, f64)> = after
+    let mut buckets: Vec<(f64, f64)> = after
         .node_patch_buckets
         .iter()
-        .map(|(le, n)| {
+        .filter_map(|(le, n)| {
+            // Rust parses Prometheus' "+Inf" as infinity.
+            let bound = le.parse::<f64>().ok()?;
             let earlier = before.node_patch_buckets.get(le).copied().unwrap_or(0.0);
-            (le.0, n - earlier)
+            Some((bound, n - earlier))
         })
         .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
     let count = buckets.last().map(|(_, n)| *n)?;
     if count <= 0.0 {
         return None;
