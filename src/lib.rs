@@ -1,18 +1,18 @@
-//! nodegate's binary crate as a library: the CLI, settings and the adapters
-//! between the cluster and the gate core (`nodegate_actors`). `main.rs` only
-//! parses the command line and calls in here; the end-to-end tests use the
-//! projections to compare nodegate's verdicts with the real cluster.
+//! nodegate's binary crate as a library, grouped by room:
+//!
+//! - `commands`: what a user runs (`run`, `explain`, `status`);
+//! - `cluster`: the adapters between the Kubernetes API and the gate core —
+//!   projections of cluster objects, the shared watches, leader election, and
+//!   the one write path (patch, writer, executor);
+//! - `serve`: the HTTP side (health, metrics, the debug journal);
+//! - `settings`: the command line and the config file, turned into the core's
+//!   configuration once.
+//!
+//! `main.rs` only parses the command line and calls in here; the end-to-end
+//! tests use the projections to compare nodegate's verdicts with the real
+//! cluster.
 
-pub mod cli;
-pub mod config;
-pub mod executor;
-pub mod explain;
-pub mod http;
-pub mod leader;
-pub mod metrics;
-pub mod patch;
-pub mod project;
-pub mod run;
-pub mod status;
-pub mod watch;
-pub mod writer;
+pub mod cluster;
+pub mod commands;
+pub mod serve;
+pub mod settings;

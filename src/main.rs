@@ -7,8 +7,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use nodegate::cli::{Cli, Command, LogFormat};
-use nodegate::{config, explain, run, status};
+use nodegate::commands::{explain, run, status};
+use nodegate::settings::cli::{Cli, Command, LogFormat};
+use nodegate::settings::config;
 
 /// Exit status for a bad flag, value or config file.
 const EXIT_USAGE: u8 = 2;

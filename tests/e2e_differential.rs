@@ -17,7 +17,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
-use nodegate_actors::placement::{PlacementConfig, evaluate};
+use nodegate_core::placement::{PlacementConfig, evaluate};
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
@@ -317,11 +317,11 @@ async fn differential(seed: u64) {
     let mut disagreements = Vec::new();
     let mut expected_pairs = 0;
     for n in &nodes.items {
-        let (Some(node), _) = nodegate::project::node(n) else {
+        let (Some(node), _) = nodegate::cluster::project::node(n) else {
             continue;
         };
         for ds in &live {
-            let info = nodegate::project::daemonset(ds).expect("daemonset projects");
+            let info = nodegate::cluster::project::daemonset(ds).expect("daemonset projects");
             let ours = evaluate(&node, &info, &config);
             let theirs = second
                 .get(&info.name)

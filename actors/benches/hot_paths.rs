@@ -21,16 +21,16 @@ use std::time::Duration;
 use divan::counter::ItemsCount;
 use divan::{Bencher, black_box};
 use jiff::Timestamp;
-use nodegate_actors::gate::{
-    self, GateConfig, GateState, Input, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
-};
-use nodegate_actors::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext, Withdrawal};
 use nodegate_actors::observe::GateObserver;
-use nodegate_actors::placement;
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
-use nodegate_actors::testutil::{
+use nodegate_core::gate::{
+    self, GateConfig, GateState, Input, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
+};
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_core::placement;
+use nodegate_core::testutil::{
     mk_ds, mk_node, mk_pod, req, taint, template_with_tolerations, term, toleration,
 };
 

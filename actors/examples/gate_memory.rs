@@ -18,13 +18,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_actors::gate::{self, GateConfig, GateState, NodeEvent, PatchOutcome, TimeoutMark};
-use nodegate_actors::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext, Withdrawal};
 use nodegate_actors::observe::GateObserver;
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
-use nodegate_actors::testutil::{
+use nodegate_core::gate::{self, GateConfig, GateState, NodeEvent, PatchOutcome, TimeoutMark};
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_core::testutil::{
     mk_ds, mk_node, mk_pod, req, taint, template_with_tolerations, term, toleration,
 };
 

@@ -1,18 +1,12 @@
-//! nodegate's gate core and the actor system around it.
+//! nodegate's actor system: one `NodeActor` per gated node, fed by shared
+//! watchers through the `router`, spawned and restarted by the `supervisor`.
 //!
-//! The pure modules (`model`, `selector`, `placement`, `readiness`, `gate`,
-//! `journal`) take time as an argument and never do I/O; everything that
-//! touches the cluster lives in the `nodegate` binary and reaches this crate
-//! through compact projections (`model`) and effects.
+//! The reasoning lives in the pure core (`nodegate_core`); this crate only
+//! runs it: it delivers inputs to each node's gate, keeps its journal, arms
+//! its timers, and hands the effects it returns to the executors behind the
+//! `ports` the binary implements. It never talks to the API server itself.
 
-pub mod gate;
-pub mod journal;
-pub mod model;
 pub mod node_actor;
 pub mod observe;
-pub mod placement;
-pub mod readiness;
 pub mod router;
-pub mod selector;
 pub mod supervisor;
-pub mod testutil;

@@ -25,13 +25,13 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort};
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 
-use crate::gate::{
+use crate::router::Router;
+use nodegate_core::gate::{
     self, Effect, Event, GateConfig, GateState, Input, NodeEvent, Phase, TimeoutMark, TimerKind,
     UntaintPatch,
 };
-use crate::journal::{Entry, Journal};
-use crate::model::NodeInfo;
-use crate::router::Router;
+use nodegate_core::journal::{Entry, Journal};
+use nodegate_core::model::NodeInfo;
 
 /// Where time comes from. The binary passes the system clock; tests pass
 /// whatever they need.

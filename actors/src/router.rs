@@ -22,11 +22,11 @@ use dashmap::DashMap;
 use ractor::rpc::CallResult;
 use ractor::{ActorId, ActorRef};
 
-use crate::gate::{GateConfig, Input};
-use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use crate::node_actor::{GateView, NodeMsg};
 use crate::observe::{GateObserver, NoObserver, RouterEvent};
 use crate::supervisor::SupervisorMsg;
+use nodegate_core::gate::{GateConfig, Input};
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 /// Every lookup on the hot path hashes a node name or a uid, several times
 /// per event: a fast seeded hasher rather than SipHash. The keys come from

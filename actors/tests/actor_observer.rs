@@ -1,6 +1,7 @@
 //! The observer hook: what the router and the gates report to an installed
 //! `GateObserver`, in process with a recording executor (no API server).
 
+#[path = "../core/tests/gate_support/mod.rs"]
 mod gate_support;
 
 use std::sync::{Arc, Mutex};
@@ -8,15 +9,15 @@ use std::time::Duration;
 
 use gate_support::*;
 use jiff::Timestamp;
-use nodegate_actors::gate::{
-    Event, GateState, NodeEvent, PatchOutcome, Phase, TimeoutMark, UntaintPatch,
-};
-use nodegate_actors::journal::Journal;
-use nodegate_actors::model::NodeInfo;
 use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext, Withdrawal};
 use nodegate_actors::observe::{GateObserver, RouterEvent};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
+use nodegate_core::gate::{
+    Event, GateState, NodeEvent, PatchOutcome, Phase, TimeoutMark, UntaintPatch,
+};
+use nodegate_core::journal::Journal;
+use nodegate_core::model::NodeInfo;
 
 struct Applying;
 

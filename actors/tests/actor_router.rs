@@ -2,15 +2,16 @@
 //! running, so these exercise only what the watchers feed and what a gate or
 //! the supervisor reads back.
 
+#[path = "../core/tests/gate_support/mod.rs"]
 mod gate_support;
 
 use std::sync::Arc;
 
 use gate_support::*;
-use nodegate_actors::gate::{GateConfig, Input};
-use nodegate_actors::model::PodInfo;
 use nodegate_actors::router::Router;
-use nodegate_actors::testutil::{mk_pod, taint};
+use nodegate_core::gate::{GateConfig, Input};
+use nodegate_core::model::PodInfo;
+use nodegate_core::testutil::{mk_pod, taint};
 
 fn router() -> Router {
     Router::new(Arc::new(GateConfig::default()))

@@ -2,6 +2,7 @@
 //! actors on tokio, with a recording executor standing in for the binary's
 //! kube adapters (no API server, real or fake) and the real clock.
 
+#[path = "../core/tests/gate_support/mod.rs"]
 mod gate_support;
 
 use std::collections::VecDeque;
@@ -11,13 +12,13 @@ use std::time::{Duration, Instant};
 
 use gate_support::*;
 use jiff::Timestamp;
-use nodegate_actors::gate::{
-    EventType, GateConfig, NodeEvent, OpenedBy, PatchOutcome, Phase, TimeoutMark, UntaintPatch,
-};
-use nodegate_actors::model::NodeInfo;
 use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext, Withdrawal};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor::{self, SupervisorMsg};
+use nodegate_core::gate::{
+    EventType, GateConfig, NodeEvent, OpenedBy, PatchOutcome, Phase, TimeoutMark, UntaintPatch,
+};
+use nodegate_core::model::NodeInfo;
 use ractor::ActorRef;
 
 /// Records every effect; patch outcomes can be scripted (default: Applied).

@@ -4,9 +4,9 @@
 //! does for every gate it opens. Not run by `tests/run`.
 
 use divan::{Bencher, black_box};
-use nodegate::patch;
-use nodegate_actors::gate::{IndexedTaint, OpenedBy, UntaintPatch};
-use nodegate_actors::model::Taint;
+use nodegate::cluster::patch;
+use nodegate_core::gate::{IndexedTaint, OpenedBy, UntaintPatch};
+use nodegate_core::model::Taint;
 
 fn main() {
     divan::main();

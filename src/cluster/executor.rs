@@ -12,14 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_actors::gate::{NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
-use nodegate_actors::model::NodeInfo;
 use nodegate_actors::node_actor::{Clock, EffectExecutor, Withdrawal, backoff_ceiling};
+use nodegate_core::gate::{NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
+use nodegate_core::model::NodeInfo;
 use rand::Rng;
 
-use crate::leader::Leadership;
-use crate::metrics::{Metrics, WriteKind};
-use crate::writer::Writer;
+use crate::cluster::leader::Leadership;
+use crate::cluster::writer::Writer;
+use crate::serve::metrics::{Metrics, WriteKind};
 
 pub struct SystemClock;
 

@@ -21,16 +21,16 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::StreamExt;
 use jiff::Timestamp;
-use nodegate_actors::gate::{Expectation, GateState, Phase, Readiness, StopReason};
-use nodegate_actors::journal::Journal;
 use nodegate_actors::node_actor::GateView;
 use nodegate_actors::router::Router;
+use nodegate_core::gate::{Expectation, GateState, Phase, Readiness, StopReason};
+use nodegate_core::journal::Journal;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use crate::metrics::{self, Metrics};
-use crate::watch::WatchStats;
+use crate::cluster::watch::WatchStats;
+use crate::serve::metrics::{self, Metrics};
 
 /// Gate views asked for at once by `/debug/nodes`; each is one actor
 /// round-trip.
@@ -382,8 +382,8 @@ fn detail(view: &GateView, live: bool, now: Timestamp) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nodegate_actors::gate::{self, GateConfig, Input, PatchOutcome};
-    use nodegate_actors::testutil::{
+    use nodegate_core::gate::{self, GateConfig, Input, PatchOutcome};
+    use nodegate_core::testutil::{
         mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
     };
 

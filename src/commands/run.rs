@@ -9,22 +9,22 @@ use std::time::Duration;
 use anyhow::Context as _;
 use dashmap::DashMap;
 use jiff::Timestamp;
-use nodegate_actors::gate::{self, Event, GateConfig, GateState};
-use nodegate_actors::journal::Journal;
 use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::observe::{GateObserver, RouterEvent};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
+use nodegate_core::gate::{self, Event, GateConfig, GateState};
+use nodegate_core::journal::Journal;
 use tokio::sync::watch as signal;
 
-use crate::cli::OnTimeout;
-use crate::config::RunSettings;
-use crate::executor::{KubeExecutor, SystemClock};
-use crate::http::{self, AppState, Health, History};
-use crate::leader::{self, Elector, Leadership};
-use crate::metrics::Metrics;
-use crate::watch::{self, WatchStats};
-use crate::writer::Writer;
+use crate::cluster::executor::{KubeExecutor, SystemClock};
+use crate::cluster::leader::{self, Elector, Leadership};
+use crate::cluster::watch::{self, WatchStats};
+use crate::cluster::writer::Writer;
+use crate::serve::http::{self, AppState, Health, History};
+use crate::serve::metrics::Metrics;
+use crate::settings::cli::OnTimeout;
+use crate::settings::config::RunSettings;
 
 /// Entries kept per gate journal; enough for a long gate's every event on a
 /// node with dozens of DaemonSets.

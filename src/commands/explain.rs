@@ -5,8 +5,8 @@
 //! the very placement and readiness functions the controller's gate uses, and
 //! prints it as an aligned table or as one JSON object. It must never write to
 //! the cluster, and it must never judge a member by rules of its own: every
-//! "expected" and every "Ready" comes from `nodegate_actors::placement` and
-//! `nodegate_actors::readiness`, so that explain and the gate cannot disagree.
+//! "expected" and every "Ready" comes from `nodegate_core::placement` and
+//! `nodegate_core::readiness`, so that explain and the gate cannot disagree.
 //! Only [`main`] and [`gather`] do I/O or read the clock; building and
 //! rendering the report are pure functions of their arguments.
 
@@ -21,15 +21,15 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use serde::Serialize;
 
-use nodegate_actors::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
-use nodegate_actors::placement::{
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
+use nodegate_core::placement::{
     self, NODE_NAME_FIELD, NODE_OP_IN, NotExpectedReason, PlacementConfig, Verdict,
 };
-use nodegate_actors::readiness::{self, CriticalPodEntry, MemberState, Waiting};
+use nodegate_core::readiness::{self, CriticalPodEntry, MemberState, Waiting};
 
-use crate::cli::{ExplainArgs, OutputFormat};
-use crate::config::{self, ConfigError, GateSettings};
-use crate::project;
+use crate::cluster::project;
+use crate::settings::cli::{ExplainArgs, OutputFormat};
+use crate::settings::config::{self, ConfigError, GateSettings};
 
 /// The node does not exist, or the cluster could not be read.
 pub const EXIT_FAILURE: u8 = 1;
@@ -94,7 +94,7 @@ pub async fn main(args: ExplainArgs) -> ExitCode {
 async fn explain(args: &ExplainArgs) -> Result<String, ExplainError> {
     let mut file = config::load_file(&args.gate)?;
     let settings = config::gate_settings(&args.gate, &mut file)?;
-    let client = crate::run::client()
+    let client = crate::commands::run::client()
         .await
         .map_err(|source| ExplainError::Cluster {
             what: "cannot connect to the cluster".into(),
@@ -961,9 +961,9 @@ pub fn human_age(secs: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nodegate_actors::model::{PodPlacement, Toleration};
-    use nodegate_actors::selector::LabelSelector;
-    use nodegate_actors::testutil::{
+    use nodegate_core::model::{PodPlacement, Toleration};
+    use nodegate_core::selector::LabelSelector;
+    use nodegate_core::testutil::{
         mk_ds, mk_node, mk_pod, req, taint, taint_v, template_with_affinity,
         template_with_tolerations, term, toleration, ts,
     };

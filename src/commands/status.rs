@@ -3,7 +3,7 @@
 //! This module owns the status command. It reads the cluster itself — nodes
 //! that carry a managed taint, every DaemonSet, the pods bound to those nodes
 //! — and runs each node through the very gate the controller runs
-//! (`nodegate_actors::gate`, in dry-run, on a snapshot), so the table cannot
+//! (`nodegate_core::gate`, in dry-run, on a snapshot), so the table cannot
 //! disagree with the controller about what is expected, what is Ready and
 //! when the deadline falls. It works whether or not nodegate is running, and
 //! it must never write to the cluster. With `--watch` it redraws the table in
@@ -21,12 +21,12 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
-use nodegate_actors::gate::{self, GateConfig, GateState, Input, OnTimeout, Readiness};
-use nodegate_actors::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_core::gate::{self, GateConfig, GateState, Input, OnTimeout, Readiness};
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
-use crate::cli::StatusArgs;
-use crate::config::{self, StatusSettings};
-use crate::project;
+use crate::cluster::project;
+use crate::settings::cli::StatusArgs;
+use crate::settings::config::{self, StatusSettings};
 
 const EXIT_FAILURE: u8 = 1;
 const EXIT_USAGE: u8 = 2;
@@ -63,7 +63,7 @@ pub async fn main(args: StatusArgs) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let client = match crate::run::client().await {
+    let client = match crate::commands::run::client().await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: cannot connect to the cluster: {e:#}");
@@ -311,8 +311,8 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    use nodegate_actors::model::PodInfo;
-    use nodegate_actors::testutil::{
+    use nodegate_core::model::PodInfo;
+    use nodegate_core::testutil::{
         mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
     };
 

@@ -1,13 +1,13 @@
 //! `evaluate`: exclusions, the steady-state view of taints and nodegate's own
 //! taint (semantics.md sections 2 and 3), and how verdicts read.
 
-use nodegate_actors::model::{DaemonSetInfo, NodeInfo, PodPlacement, Taint};
-use nodegate_actors::placement::{
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodPlacement, Taint};
+use nodegate_core::placement::{
     IGNORE_ANNOTATION, ManagedTaint, NotExpectedReason, PlacementConfig, TransientTaint, Verdict,
     evaluate, exclusion_reason, should_run,
 };
-use nodegate_actors::selector::LabelSelector;
-use nodegate_actors::testutil::{
+use nodegate_core::selector::LabelSelector;
+use nodegate_core::testutil::{
     labels, mk_ds, mk_node, req, taint, taint_v, template_with_affinity, template_with_tolerations,
     term, toleration,
 };

@@ -4,14 +4,14 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_actors::gate::{
+use nodegate_core::gate::{
     Effect, Event, GateConfig, GateState, Input, NodeEvent, OnTimeout, Step, UntaintPatch,
     derive_members, step,
 };
-use nodegate_actors::journal::{Journal, replay};
-use nodegate_actors::model::{DaemonSetInfo, NodeInfo, PodInfo, PodPlacement, Taint};
-use nodegate_actors::placement::PlacementConfig;
-use nodegate_actors::testutil::{
+use nodegate_core::journal::{Journal, replay};
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, PodPlacement, Taint};
+use nodegate_core::placement::PlacementConfig;
+use nodegate_core::testutil::{
     mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
 };
 

@@ -20,13 +20,13 @@ use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
-use nodegate_actors::readiness::CriticalPodEntry;
 use nodegate_actors::router::Router;
+use nodegate_core::readiness::CriticalPodEntry;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
-use crate::project;
-use crate::writer::AnnotationPresence;
+use crate::cluster::project;
+use crate::cluster::writer::AnnotationPresence;
 
 /// The DaemonSet controller puts this label on every pod it creates; filtering
 /// on it server-side keeps every other pod in the cluster off the wire.

@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use nodegate_actors::model::Labels;
-use nodegate_actors::selector::{
+use nodegate_core::model::Labels;
+use nodegate_core::selector::{
     LabelSelector, LabelSelectorRequirement, SelectorError, check_label_key, check_label_value,
 };
-use nodegate_actors::testutil::labels;
+use nodegate_core::testutil::labels;
 use proptest::prelude::*;
 
 fn sel(match_labels: &[(&str, &str)], exprs: Vec<LabelSelectorRequirement>) -> LabelSelector {

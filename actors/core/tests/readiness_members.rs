@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use nodegate_actors::model::{DaemonSetInfo, PodInfo, PodPlacement};
-use nodegate_actors::readiness::{
+use nodegate_core::model::{DaemonSetInfo, PodInfo, PodPlacement};
+use nodegate_core::readiness::{
     CriticalPodEntry, MemberState, Waiting, critical_applies, critical_member, daemonset_member,
 };
-use nodegate_actors::selector::LabelSelector;
-use nodegate_actors::testutil::{labels, mk_ds, mk_node, mk_pod, ts};
+use nodegate_core::selector::LabelSelector;
+use nodegate_core::testutil::{labels, mk_ds, mk_node, mk_pod, ts};
 use proptest::prelude::*;
 
 const NOW: i64 = 1_000;
@@ -549,13 +549,14 @@ fn an_empty_critical_selector_matches_any_pod_in_the_namespace() {
 #[test]
 fn an_invalid_critical_selector_matches_nothing_and_fails_validation() {
     let mut entry = proxy_entry();
-    entry.selector.match_expressions.push(
-        nodegate_actors::selector::LabelSelectorRequirement::new(
+    entry
+        .selector
+        .match_expressions
+        .push(nodegate_core::selector::LabelSelectorRequirement::new(
             "k8s-app",
             "NotIn",
             Vec::<String>::new(),
-        ),
-    );
+        ));
     assert_eq!(
         critical_member(&entry, [&proxy_pod("p")], ts(NOW)),
         MemberState::NotReady(Waiting::NoPod)

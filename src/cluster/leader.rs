@@ -33,7 +33,7 @@ use kube::runtime::watcher;
 use rand::Rng;
 use tokio::sync::{Notify, watch};
 
-use crate::config::LeaderElection;
+use crate::settings::config::LeaderElection;
 
 /// Whether this replica may write now. Shared by the elector (which sets
 /// it), the executor (which checks it before each write) and the metrics.

@@ -9,7 +9,7 @@
 //! never sends them.
 
 use jiff::{Timestamp, Unit};
-use nodegate_actors::gate::{TimeoutMark, UntaintPatch};
+use nodegate_core::gate::{TimeoutMark, UntaintPatch};
 use serde_json::{Value, json};
 
 pub const OPENED_AT_ANNOTATION: &str = "nodegate.dev/opened-at";
@@ -84,8 +84,8 @@ pub fn mark_timed_out(m: &TimeoutMark) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nodegate_actors::gate::{IndexedTaint, OpenedBy};
-    use nodegate_actors::model::Taint;
+    use nodegate_core::gate::{IndexedTaint, OpenedBy};
+    use nodegate_core::model::Taint;
 
     fn patch(indexes: &[usize]) -> UntaintPatch {
         UntaintPatch {

@@ -22,9 +22,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use dashmap::DashMap;
 
 use jiff::Timestamp;
-use nodegate_actors::gate::{Event, GateState, MemberId, OnTimeout, OpenedBy, PatchOutcome, Phase};
 use nodegate_actors::observe::RouterEvent;
 use nodegate_actors::router::Router;
+use nodegate_core::gate::{Event, GateState, MemberId, OnTimeout, OpenedBy, PatchOutcome, Phase};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -32,7 +32,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::leader::Leadership;
+use crate::cluster::leader::Leadership;
 
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -540,9 +540,9 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use nodegate_actors::gate::{self, GateConfig, Input};
-    use nodegate_actors::model::{DaemonSetInfo, NodeInfo, PodInfo};
-    use nodegate_actors::testutil::{
+    use nodegate_core::gate::{self, GateConfig, Input};
+    use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
+    use nodegate_core::testutil::{
         mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
     };
 

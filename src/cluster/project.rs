@@ -1,5 +1,5 @@
 //! Projections: whole Kubernetes objects in, the compact model of
-//! `nodegate_actors::model` out.
+//! `nodegate_core::model` out.
 //!
 //! This is the only place that knows the shape of the API objects; the rest of
 //! the program sees only what the gate reasons about. Projections never fail:
@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{self as core, Node, Pod};
-use nodegate_actors::model::{
+use nodegate_core::model::{
     DaemonSetInfo, NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodInfo, PodPlacement,
     Taint, Toleration,
 };

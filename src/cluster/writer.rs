@@ -20,13 +20,13 @@ use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use nodegate_actors::gate::{EventType, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
-use nodegate_actors::model::NodeInfo;
+use nodegate_core::gate::{EventType, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
+use nodegate_core::model::NodeInfo;
 use serde_json::json;
 use tokio::sync::{Mutex, Semaphore};
 use tokio::time::Instant;
 
-use crate::{patch, project};
+use crate::cluster::{patch, project};
 
 /// The controller's name in Events and as the field manager of its writes.
 pub const CONTROLLER_NAME: &str = "nodegate.dev/nodegate";

@@ -2,13 +2,13 @@
 //! taint half of `should_run`, against k8s.io/api `ToleratesTaint` and
 //! pkg/controller/daemon/util `AddOrUpdateDaemonPodTolerations`.
 
-use nodegate_actors::model::{PodPlacement, Taint, Toleration};
-use nodegate_actors::placement::{
+use nodegate_core::model::{PodPlacement, Taint, Toleration};
+use nodegate_core::placement::{
     ManagedTaint, NotExpectedReason, PlacementConfig, TransientTaint, default_daemon_tolerations,
     default_transient_taints, first_untolerated_taint, should_run, tolerates,
     with_default_tolerations,
 };
-use nodegate_actors::testutil::{labels, taint, taint_v, template_with_tolerations, toleration};
+use nodegate_core::testutil::{labels, taint, taint_v, template_with_tolerations, toleration};
 
 #[test]
 fn tolerates_follows_upstream_rules() {

@@ -5,15 +5,15 @@
 mod gate_support;
 
 use gate_support::*;
-use nodegate_actors::gate::{
+use nodegate_core::gate::{
     Effect, Event, EventType, Expectation, Input, MemberId, OnTimeout, OpenedBy, PatchOutcome,
     Phase, Readiness, StopReason, TimerKind, WriteStatus, decide,
 };
-use nodegate_actors::model::PodInfo;
-use nodegate_actors::placement::ManagedTaint;
-use nodegate_actors::readiness::CriticalPodEntry;
-use nodegate_actors::selector::LabelSelector;
-use nodegate_actors::testutil::{labels, taint, taint_v, ts};
+use nodegate_core::model::PodInfo;
+use nodegate_core::placement::ManagedTaint;
+use nodegate_core::readiness::CriticalPodEntry;
+use nodegate_core::selector::LabelSelector;
+use nodegate_core::testutil::{labels, taint, taint_v, ts};
 
 fn ds_member(name: &str) -> MemberId {
     MemberId::DaemonSet(format!("kube-system/{name}"))
@@ -482,7 +482,7 @@ fn critical_pod_entry_is_waited_for_on_matching_nodes() {
     );
     assert!(!g.state.members[&MemberId::Critical("gpu-only".into())].is_expected());
 
-    let mut proxy = nodegate_actors::testutil::mk_pod("kube-proxy-abc", NODE, "uid-node-a");
+    let mut proxy = nodegate_core::testutil::mk_pod("kube-proxy-abc", NODE, "uid-node-a");
     proxy.labels = labels(&[("k8s-app", "kube-proxy")]);
     let step = g.at(2).feed(Input::pod_upserted(proxy));
     assert_eq!(patches(&step).len(), 1);
@@ -492,7 +492,7 @@ fn critical_pod_entry_is_waited_for_on_matching_nodes() {
 fn pods_on_other_nodes_are_ignored() {
     let a = tolerant_ds("cilium");
     let mut g = Gate::new(cfg());
-    let elsewhere = nodegate_actors::testutil::mk_pod("cilium-other", "node-b", &a.uid);
+    let elsewhere = nodegate_core::testutil::mk_pod("cilium-other", "node-b", &a.uid);
     g.at(1)
         .start(gated_node(), vec![a.clone()], vec![elsewhere.clone()]);
     assert!(g.state.pods.is_empty());
@@ -1271,7 +1271,7 @@ fn a_status_only_node_update_is_journalled_briefly() {
 #[test]
 fn a_bounded_journal_still_replays_to_the_live_state() {
     let a = tolerant_ds("cilium");
-    let mut g = Gate::new(cfg()).with_journal(nodegate_actors::journal::Journal::new(3));
+    let mut g = Gate::new(cfg()).with_journal(nodegate_core::journal::Journal::new(3));
     g.at(1)
         .start(gated_node(), vec![a.clone(), tolerant_ds("csi")], vec![]);
     for i in 0..20 {

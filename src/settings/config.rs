@@ -9,14 +9,14 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use nodegate_actors::placement::{
+use nodegate_core::placement::{
     ManagedTaint, PlacementConfig, TransientTaint, default_transient_taints,
 };
-use nodegate_actors::readiness::CriticalPodEntry;
-use nodegate_actors::selector::{LabelSelector, check_label_key};
+use nodegate_core::readiness::CriticalPodEntry;
+use nodegate_core::selector::{LabelSelector, check_label_key};
 use serde::Deserialize;
 
-use crate::cli::{GateArgs, LogFormat, OnTimeout, RunArgs, StatusArgs};
+use crate::settings::cli::{GateArgs, LogFormat, OnTimeout, RunArgs, StatusArgs};
 
 pub const DEFAULT_TAINT: &str = "nodegate.dev/initializing:NoSchedule";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -523,11 +523,11 @@ mod tests {
     fn run_args(extra: &[&str]) -> RunArgs {
         let mut argv = vec!["nodegate", "run"];
         argv.extend_from_slice(extra);
-        match crate::cli::Cli::try_parse_from(argv)
+        match crate::settings::cli::Cli::try_parse_from(argv)
             .expect("flags parse")
             .command
         {
-            crate::cli::Command::Run(r) => *r,
+            crate::settings::cli::Command::Run(r) => *r,
             other => panic!("not run: {other:?}"),
         }
     }

@@ -10,15 +10,15 @@ use std::time::Duration;
 
 use gate_support::*;
 use jiff::Timestamp;
-use nodegate_actors::gate::{
+use nodegate_core::gate::{
     Effect, GateState, Input, OnTimeout, OpenedBy, PatchOutcome, TimerKind, WriteStatus, decide,
     step,
 };
-use nodegate_actors::journal::{Journal, replay};
-use nodegate_actors::model::{DaemonSetInfo, NodeInfo, PodInfo};
-use nodegate_actors::readiness::CriticalPodEntry;
-use nodegate_actors::selector::LabelSelector;
-use nodegate_actors::testutil::{mk_pod, taint, ts};
+use nodegate_core::journal::{Journal, replay};
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_core::readiness::CriticalPodEntry;
+use nodegate_core::selector::LabelSelector;
+use nodegate_core::testutil::{mk_pod, taint, ts};
 use proptest::prelude::*;
 
 fn daemonsets() -> Vec<DaemonSetInfo> {

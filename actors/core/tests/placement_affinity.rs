@@ -1,12 +1,12 @@
 //! Node name, nodeSelector and required node affinity, case by case against
 //! upstream `nodeaffinity` (k8s.io/component-helpers, Kubernetes 1.36).
 
-use nodegate_actors::model::{NodeSelectorTerm, PodPlacement};
-use nodegate_actors::placement::{
+use nodegate_core::model::{NodeSelectorTerm, PodPlacement};
+use nodegate_core::placement::{
     NotExpectedReason, TermFailure, TermList, check_node_selector, explain_terms, match_term,
     node_matches_terms, should_run,
 };
-use nodegate_actors::testutil::{field_term, labels, req, template_with_affinity, term};
+use nodegate_core::testutil::{field_term, labels, req, template_with_affinity, term};
 
 const NODE: &str = "node-1";
 
