@@ -2,7 +2,9 @@
 //! flag `nodegate run --help` lists is documented (docs/configuration.md, or
 //! docs/operations.md for the operational ones) and is a value of the Helm
 //! chart (deploy/helm/nodegate/values.yaml names each flag next to its value),
-//! and every document the README links to exists. No cluster needed.
+//! and every document the README links to exists, and every citation of a
+//! numbered section of docs/semantics.md names a section that is there. No
+//! cluster needed.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -121,4 +123,135 @@ fn readme_links_to_documents_that_exist() {
         broken.is_empty(),
         "README.md links to missing files: {broken:?}"
     );
+}
+
+/// The numbers of the `## N. Title` headings of docs/semantics.md.
+fn semantics_sections() -> BTreeSet<u32> {
+    read("docs/semantics.md")
+        .lines()
+        .filter_map(|l| {
+            let (number, _) = l.strip_prefix("## ")?.split_once(". ")?;
+            number.parse().ok()
+        })
+        .collect()
+}
+
+/// Reads a number at the start of `s` (after spaces); returns it and the rest.
+fn leading_number(s: &str) -> Option<(u32, &str)> {
+    let s = s.trim_start();
+    let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    Some((s[..end].parse().ok()?, &s[end..]))
+}
+
+/// The sections a citation names, given the text right after a mention of
+/// semantics.md: `§N`, `section N`, `sections N and M`, `sections N to M`
+/// (also across a line break inside a `//` comment, and after a Markdown
+/// link's target). `None` when the mention cites no section; `Some` of an
+/// empty list when it starts like a citation but names no number.
+fn cited_sections(after: &str) -> Option<Vec<u32>> {
+    let mut s = after;
+    // A Markdown link's target (`](…)`) or an anchor after the file name.
+    if let Some(rest) = s.strip_prefix("](") {
+        s = rest.split_once(')').map_or("", |(_, r)| r);
+    }
+    if s.starts_with('#') {
+        let end = s.find([')', ' ', '\n']).unwrap_or(s.len());
+        s = &s[end..];
+    }
+    s = s.strip_prefix(')').unwrap_or(s);
+    // A citation wrapped onto the next comment line.
+    s = s.trim_start().trim_start_matches(['/', '!']).trim_start();
+    if let Some(rest) = s.strip_prefix('§') {
+        return Some(
+            leading_number(rest)
+                .map(|(n, _)| vec![n])
+                .unwrap_or_default(),
+        );
+    }
+    if let Some(rest) = s.strip_prefix("sections") {
+        let (first, mut rest) = leading_number(rest)?;
+        let mut cited = vec![first];
+        loop {
+            let t = rest.trim_start();
+            let (range, after_word) = if let Some(r) = t.strip_prefix("to ") {
+                (true, r)
+            } else if let Some(r) = t.strip_prefix("and ").or_else(|| t.strip_prefix(',')) {
+                (false, r)
+            } else {
+                break;
+            };
+            let Some((n, r)) = leading_number(after_word) else {
+                break;
+            };
+            match (range, cited.last()) {
+                (true, Some(&from)) => cited.extend(from + 1..=n),
+                _ => cited.push(n),
+            }
+            rest = r;
+        }
+        return Some(cited);
+    }
+    if let Some(rest) = s.strip_prefix("section") {
+        return leading_number(rest).map(|(n, _)| vec![n]);
+    }
+    None
+}
+
+#[test]
+fn semantics_citations_name_sections_that_exist() {
+    let sections = semantics_sections();
+    assert!(
+        !sections.is_empty(),
+        "docs/semantics.md has no `## N. Title` headings"
+    );
+    let out = Command::new("git")
+        .args(["ls-files", "-z", "--", "*.rs", "*.md"])
+        .current_dir(root())
+        .output()
+        .expect("run git ls-files");
+    assert!(out.status.success(), "git ls-files failed");
+    let files = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut citations = 0;
+    let mut broken = Vec::new();
+    for path in files.split('\0').filter(|p| !p.is_empty()) {
+        let text = read(path);
+        for (i, mention) in text.match_indices("semantics.md") {
+            let Some(cited) = cited_sections(&text[i + mention.len()..]) else {
+                continue;
+            };
+            let line = text[..i].matches('\n').count() + 1;
+            if cited.is_empty() {
+                broken.push(format!("{path}:{line}: a citation with no section number"));
+            }
+            for n in cited {
+                citations += 1;
+                if !sections.contains(&n) {
+                    broken.push(format!("{path}:{line}: cites section {n}"));
+                }
+            }
+        }
+    }
+    assert!(
+        citations > 0,
+        "found no citation of semantics.md sections in the tracked files"
+    );
+    assert!(
+        broken.is_empty(),
+        "citations of sections docs/semantics.md does not have (it has {sections:?}): {broken:#?}"
+    );
+}
+
+#[test]
+fn semantics_citations_are_read_as_written() {
+    assert_eq!(cited_sections(" §5): test"), Some(vec![5]));
+    assert_eq!(cited_sections(" section 4 (a pod)"), Some(vec![4]));
+    assert_eq!(cited_sections(" sections 2 and 3), and"), Some(vec![2, 3]));
+    assert_eq!(cited_sections(" sections 1 to 3: the"), Some(vec![1, 2, 3]));
+    assert_eq!(cited_sections("\n//! §2."), Some(vec![2]));
+    assert_eq!(cited_sections("](other.md#x) §6 has"), Some(vec![6]));
+    assert_eq!(cited_sections(") §6 has"), Some(vec![6]));
+    assert_eq!(cited_sections(" §"), Some(vec![]));
+    assert_eq!(cited_sections("), so"), None);
+    assert_eq!(cited_sections(" sections are numbered"), None);
+    assert_eq!(cited_sections("\")"), None);
 }
