@@ -8,5 +8,6 @@ pub mod executor;
 pub mod leader;
 pub mod patch;
 pub mod project;
+pub mod relist;
 pub mod watch;
 pub mod writer;

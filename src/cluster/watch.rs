@@ -4,11 +4,12 @@
 //! that carry the DaemonSet controller's `pod-template-generation` label and
 //! are bound to a node), and one watch per critical-pod entry. Each event is
 //! projected to the compact model at once and handed to the router; whole
-//! objects are never kept. A watch that fails restarts with backoff, and after
-//! a re-list the objects that vanished meanwhile are deleted from the index.
+//! objects are never kept. A watch that fails restarts with backoff; a
+//! re-list is swapped into the index whole once it is complete (see
+//! `relist`), deleting the objects that vanished meanwhile.
 //! This module decides nothing about gates.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,11 +22,13 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 use nodegate_actors::router::Router;
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_core::readiness::CriticalPodEntry;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
 use crate::cluster::project;
+use crate::cluster::relist::{Listing, Op, Order};
 use crate::cluster::writer::AnnotationPresence;
 
 /// The DaemonSet controller puts this label on every pod it creates; filtering
@@ -70,14 +73,29 @@ impl Drop for StopGuard {
     }
 }
 
-/// What one watch feeds into the router, per object.
+/// What one watch feeds into the router, per object. Objects are projected
+/// first (so a re-list can be held as compact projections), then indexed.
 trait Sink<K>: Send + 'static {
-    /// Indexes the object; returns its identity for re-list bookkeeping, or
-    /// `None` when the object was skipped.
-    fn upsert(&mut self, obj: &K) -> Option<(String, String)>;
-    /// Removes an object by the identity `upsert` returned.
-    fn delete(&mut self, id: &(String, String));
+    /// The projection the router indexes.
+    type Item: Send;
+    /// How a re-list of this kind is swapped in (see `relist`).
+    const RELIST_ORDER: Order;
+    /// Projects the object; returns its identity for re-list bookkeeping
+    /// with the projection, or `None` when the object is skipped.
+    fn project(&mut self, obj: &K) -> Option<(Id, Self::Item)>;
+    /// Indexes a projection.
+    fn upsert(&mut self, item: Self::Item);
+    /// Removes an object by the identity `project` returned.
+    fn delete(&mut self, id: &Id);
+    /// Within a re-list, lower ranks are indexed first.
+    fn rank(_item: &Self::Item) -> u8 {
+        0
+    }
 }
+
+/// An indexed object's identity: a node's name or a DaemonSet's uid (with an
+/// empty second part), or a pod's (node, uid).
+type Id = (String, String);
 
 struct NodeSink {
     router: Arc<Router>,
@@ -85,19 +103,26 @@ struct NodeSink {
 }
 
 impl Sink<Node> for NodeSink {
-    fn upsert(&mut self, n: &Node) -> Option<(String, String)> {
+    /// The node and whether it has any annotations (for the writer).
+    type Item = (NodeInfo, bool);
+    const RELIST_ORDER: Order = Order::UpsertsFirst;
+
+    fn project(&mut self, n: &Node) -> Option<(Id, Self::Item)> {
         let (info, oddities) = project::node(n);
         for o in oddities {
             tracing::warn!(object = %o.object, "{}", o.what);
         }
         let info = info?;
-        let name = info.name.clone();
-        self.annotations
-            .insert(name.clone(), n.metadata.annotations.is_some());
-        self.router.node_upserted(info);
-        Some((name, String::new()))
+        Some((
+            (info.name.clone(), String::new()),
+            (info, n.metadata.annotations.is_some()),
+        ))
     }
-    fn delete(&mut self, id: &(String, String)) {
+    fn upsert(&mut self, (info, annotated): Self::Item) {
+        self.annotations.insert(info.name.clone(), annotated);
+        self.router.node_upserted(info);
+    }
+    fn delete(&mut self, id: &Id) {
         self.annotations.remove(&id.0);
         self.router.node_deleted(&id.0);
     }
@@ -108,13 +133,18 @@ struct DaemonSetSink {
 }
 
 impl Sink<DaemonSet> for DaemonSetSink {
-    fn upsert(&mut self, ds: &DaemonSet) -> Option<(String, String)> {
+    type Item = DaemonSetInfo;
+    /// Every DaemonSet may add an expected member: add before removing.
+    const RELIST_ORDER: Order = Order::UpsertsFirst;
+
+    fn project(&mut self, ds: &DaemonSet) -> Option<(Id, Self::Item)> {
         let info = project::daemonset(ds)?;
-        let uid = info.uid.clone();
-        self.router.daemonset_upserted(info);
-        Some((uid, String::new()))
+        Some(((info.uid.clone(), String::new()), info))
     }
-    fn delete(&mut self, id: &(String, String)) {
+    fn upsert(&mut self, info: Self::Item) {
+        self.router.daemonset_upserted(info);
+    }
+    fn delete(&mut self, id: &Id) {
         self.router.daemonset_deleted(&id.0);
     }
 }
@@ -133,7 +163,12 @@ struct PodSink {
 }
 
 impl Sink<Pod> for PodSink {
-    fn upsert(&mut self, p: &Pod) -> Option<(String, String)> {
+    type Item = PodInfo;
+    /// Fewer pods can only keep a gate closed: remove before adding, and
+    /// index the pods that are not Ready before the Ready ones.
+    const RELIST_ORDER: Order = Order::DeletesFirst;
+
+    fn project(&mut self, p: &Pod) -> Option<(Id, Self::Item)> {
         let mut info = project::pod(p)?;
         if info.node_name.is_empty() {
             return None;
@@ -143,16 +178,20 @@ impl Sink<Pod> for PodSink {
         {
             info.labels = Default::default();
         }
-        let id = (info.node_name.clone(), info.uid.clone());
-        self.router.pod_upserted(info);
-        Some(id)
+        Some(((info.node_name.clone(), info.uid.clone()), info))
     }
-    fn delete(&mut self, id: &(String, String)) {
+    fn upsert(&mut self, info: Self::Item) {
+        self.router.pod_upserted(info);
+    }
+    fn delete(&mut self, id: &Id) {
         self.router.pod_deleted(&id.0, &id.1);
+    }
+    fn rank(info: &Self::Item) -> u8 {
+        u8::from(info.ready)
     }
 }
 
-fn delete_id<K: Resource>(obj: &K, by_name: bool) -> (String, String) {
+fn delete_id<K: Resource>(obj: &K, by_name: bool) -> Id {
     let meta = obj.meta();
     if by_name {
         (meta.name.clone().unwrap_or_default(), String::new())
@@ -170,7 +209,7 @@ async fn run<K, S>(
     mut sink: S,
     synced: mpsc::Sender<&'static str>,
     stats: Arc<WatchStats>,
-    id_of_deleted: impl Fn(&K) -> (String, String) + Send + 'static,
+    id_of_deleted: impl Fn(&K) -> Id + Send + 'static,
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     S: Sink<K>,
@@ -180,47 +219,41 @@ async fn run<K, S>(
         stats: Arc::clone(&stats),
     };
     // The objects this watch has indexed, so a re-list can delete the ones
-    // that disappeared while the watch was down.
-    let mut known: HashMap<(String, String), ()> = HashMap::new();
-    let mut relist: Option<HashMap<(String, String), ()>> = None;
+    // that disappeared while the watch was down; the re-list itself is
+    // swapped in whole at InitDone.
+    let mut listing: Listing<Id, S::Item> = Listing::default();
     let mut first_sync = true;
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     while let Some(item) = stream.next().await {
         stats.events.fetch_add(1, Ordering::Relaxed);
         match item {
             Ok(Event::Apply(obj)) => {
-                if let Some(id) = sink.upsert(&obj) {
-                    known.insert(id, ());
+                if let Some((id, item)) = sink.project(&obj) {
+                    listing.applied(id);
+                    sink.upsert(item);
                 }
             }
             Ok(Event::Delete(obj)) => {
                 // A pod's identity needs its node, which the deleted object
                 // still carries; nodes and DaemonSets go by name / uid.
-                let id = match sink_identity(&mut known, &obj, &id_of_deleted) {
-                    Some(id) => id,
-                    None => continue,
-                };
-                sink.delete(&id);
+                let id = id_of_deleted(&obj);
+                if listing.deleted(&id) {
+                    sink.delete(&id);
+                }
             }
-            Ok(Event::Init) => relist = Some(HashMap::new()),
+            Ok(Event::Init) => listing.begin(),
             Ok(Event::InitApply(obj)) => {
-                if let Some(id) = sink.upsert(&obj) {
-                    known.insert(id.clone(), ());
-                    if let Some(seen) = relist.as_mut() {
-                        seen.insert(id, ());
-                    }
+                if let Some((id, item)) = sink.project(&obj)
+                    && let Some(item) = listing.listed(id, item)
+                {
+                    sink.upsert(item);
                 }
             }
             Ok(Event::InitDone) => {
-                if let Some(seen) = relist.take() {
-                    let gone: Vec<_> = known
-                        .keys()
-                        .filter(|k| !seen.contains_key(*k))
-                        .cloned()
-                        .collect();
-                    for id in gone {
-                        known.remove(&id);
-                        sink.delete(&id);
+                for op in listing.done(S::RELIST_ORDER, S::rank) {
+                    match op {
+                        Op::Upsert(item) => sink.upsert(item),
+                        Op::Delete(id) => sink.delete(&id),
                     }
                 }
                 if first_sync {
@@ -236,16 +269,7 @@ async fn run<K, S>(
     }
 }
 
-fn sink_identity<K>(
-    known: &mut HashMap<(String, String), ()>,
-    obj: &K,
-    id_of_deleted: &impl Fn(&K) -> (String, String),
-) -> Option<(String, String)> {
-    let id = id_of_deleted(obj);
-    known.remove(&id).map(|_| id)
-}
-
-fn pod_id(p: &Pod) -> (String, String) {
+fn pod_id(p: &Pod) -> Id {
     (
         p.spec
             .as_ref()
