@@ -21,8 +21,9 @@ use std::time::Duration;
 use divan::counter::ItemsCount;
 use divan::{Bencher, black_box};
 use jiff::Timestamp;
-use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext, Withdrawal};
+use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::observe::GateObserver;
+use nodegate_actors::ports::{Clock, EffectExecutor, Withdrawal};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
 use nodegate_core::gate::{

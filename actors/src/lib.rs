@@ -8,5 +8,6 @@
 
 pub mod node_actor;
 pub mod observe;
+pub mod ports;
 pub mod router;
 pub mod supervisor;

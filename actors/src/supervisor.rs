@@ -16,7 +16,8 @@ use std::sync::Arc;
 use ractor::concurrency::JoinHandle;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SpawnErr, SupervisionEvent};
 
-use crate::node_actor::{Clock, EffectExecutor, GateContext, NodeActor};
+use crate::node_actor::{GateContext, NodeActor};
+use crate::ports::{Clock, EffectExecutor};
 
 pub enum SupervisorMsg {
     /// Start a gate for this node if the indexes say it needs one and it has
