@@ -6,13 +6,15 @@
 //! [`EffectExecutor`] on spawned tasks whose results come back as `Input`
 //! messages (so the mailbox keeps flowing while a patch is in flight), and
 //! timers become delayed self-messages, one per [`TimerKind`], the previous one
-//! aborted. Time comes only from the injected [`Clock`]. What the gate does
-//! is reported to the router's [`GateObserver`](crate::observe::GateObserver)
-//! (start, each step, stop) and logged in the gate's span. The outside world
-//! it reaches is defined in `ports`. The actor never decides anything itself,
-//! never talks to the API server except through the executor, and never picks
-//! a random number (the executor chooses the jittered retry delays, by the
-//! policy in `ports`).
+//! aborted. Time comes only from the injected [`Clock`]. It reads the objects
+//! the router's hints name back from the router's indexes, and registers and
+//! unregisters itself there. What the gate does is reported to the router's
+//! [`GateObserver`](crate::observe::GateObserver) (start, each step, stop) and
+//! logged in the gate's span. Its messages ([`NodeMsg`], [`GateView`]) are
+//! defined in `messages`, the outside world it reaches in `ports`. The actor
+//! never decides anything itself, never talks to the API server except
+//! through the executor, and never picks a random number (the executor
+//! chooses the jittered retry delays, by the policy in `ports`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,14 +23,14 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use ractor::concurrency::JoinHandle;
-use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort};
-use serde::{Deserialize, Serialize};
+use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr};
 use tracing::Instrument;
 
+use crate::messages::{GateView, NodeMsg};
 use crate::ports::{Clock, EffectExecutor, Withdrawal};
 use crate::router::Router;
 use nodegate_core::gate::{self, Effect, Event, GateConfig, GateState, Input, Phase, TimerKind};
-use nodegate_core::journal::{Entry, Journal};
+use nodegate_core::journal::Journal;
 
 /// The handles every gate shares (kube-rs controller style `Context`).
 pub struct GateContext<E, C> {
@@ -39,38 +41,6 @@ pub struct GateContext<E, C> {
     /// Entries each gate's journal keeps; the binary passes
     /// `nodegate_core::journal::DEFAULT_CAPACITY`.
     pub journal_capacity: usize,
-}
-
-/// A gate's live state and journal, as `/debug/nodes/NAME` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GateView {
-    pub node: String,
-    pub state: GateState,
-    pub journal: Vec<Entry>,
-    pub journal_dropped: u64,
-}
-
-pub enum NodeMsg {
-    /// Anything the gate should know, as is (effect results, timers, tests).
-    /// Boxed so the frequent small hints do not pay for a snapshot's size.
-    Input(Box<Input>),
-    /// The node changed in the index: re-read it (absent = deleted).
-    NodeTouched,
-    /// A DaemonSet changed in the index: re-read it (absent = deleted).
-    DaemonSetTouched {
-        uid: String,
-    },
-    /// A pod on this node changed in the index: re-read it (absent = deleted).
-    PodTouched {
-        uid: String,
-    },
-    View(RpcReplyPort<GateView>),
-}
-
-impl NodeMsg {
-    pub fn input(input: Input) -> Self {
-        NodeMsg::Input(Box::new(input))
-    }
 }
 
 pub struct NodeActor<E, C> {
