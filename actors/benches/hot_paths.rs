@@ -29,6 +29,7 @@ use nodegate_actors::supervisor;
 use nodegate_core::gate::{
     self, GateConfig, GateState, Input, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
 };
+use nodegate_core::journal;
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_core::placement;
 use nodegate_core::testutil::{
@@ -229,7 +230,7 @@ fn route_and_decide(bencher: Bencher) {
             router: Arc::clone(&router),
             executor: Arc::new(NoWrites),
             clock: Arc::new(SystemClock),
-            journal_capacity: 512,
+            journal_capacity: journal::DEFAULT_CAPACITY,
         });
         let (sup, _) = match supervisor::start(ctx).await {
             Ok(s) => s,
