@@ -21,13 +21,15 @@ use std::time::Duration;
 use divan::counter::ItemsCount;
 use divan::{Bencher, black_box};
 use jiff::Timestamp;
-use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext, Withdrawal};
+use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::observe::GateObserver;
+use nodegate_actors::ports::{Clock, EffectExecutor, Withdrawal};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
 use nodegate_core::gate::{
     self, GateConfig, GateState, Input, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
 };
+use nodegate_core::journal;
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_core::placement;
 use nodegate_core::testutil::{
@@ -228,7 +230,7 @@ fn route_and_decide(bencher: Bencher) {
             router: Arc::clone(&router),
             executor: Arc::new(NoWrites),
             clock: Arc::new(SystemClock),
-            journal_capacity: 512,
+            journal_capacity: journal::DEFAULT_CAPACITY,
         });
         let (sup, _) = match supervisor::start(ctx).await {
             Ok(s) => s,

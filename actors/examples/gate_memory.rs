@@ -11,18 +11,21 @@
 //! of it: this is the gate core's share of `nodegate run`'s memory.
 //!
 //! `ROUNDS=K` plays only the first K pod versions (default all 5);
-//! `JCAP=N` sets the journal capacity per gate (default 512, the binary's).
+//! `JCAP=N` sets the journal capacity per gate (default the binary's,
+//! `nodegate_core::journal::DEFAULT_CAPACITY`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext, Withdrawal};
+use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::observe::GateObserver;
+use nodegate_actors::ports::{Clock, EffectExecutor, Withdrawal};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
 use nodegate_core::gate::{self, GateConfig, GateState, NodeEvent, PatchOutcome, TimeoutMark};
+use nodegate_core::journal;
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_core::testutil::{
     mk_ds, mk_node, mk_pod, req, taint, template_with_tolerations, term, toleration,
@@ -177,7 +180,7 @@ fn main() {
             router: Arc::clone(&router),
             executor: Arc::new(NoWrites),
             clock: Arc::new(SystemClock),
-            journal_capacity: env_or("JCAP", 512),
+            journal_capacity: env_or("JCAP", journal::DEFAULT_CAPACITY),
         });
         let (sup, _) = supervisor::start(ctx).await.expect("supervisor");
         router.mark_synced();

@@ -6,88 +6,31 @@
 //! [`EffectExecutor`] on spawned tasks whose results come back as `Input`
 //! messages (so the mailbox keeps flowing while a patch is in flight), and
 //! timers become delayed self-messages, one per [`TimerKind`], the previous one
-//! aborted. Time comes only from the injected [`Clock`]. What the gate does
-//! is reported to the router's [`GateObserver`](crate::observe::GateObserver)
-//! (start, each step, stop) and logged in the gate's span. The actor never
-//! decides anything itself, never talks to the API server except through the
-//! executor, and never picks a random number (the executor chooses the
-//! jittered retry delays).
+//! aborted. Time comes only from the injected [`Clock`]. It reads the objects
+//! the router's hints name back from the router's indexes, and registers and
+//! unregisters itself there. What the gate does is reported to the router's
+//! [`GateObserver`](crate::observe::GateObserver) (start, each step, stop) and
+//! logged in the gate's span. Its messages ([`NodeMsg`], [`GateView`]) are
+//! defined in `messages`, the outside world it reaches in `ports`. The actor
+//! never decides anything itself, never talks to the API server except
+//! through the executor, and never picks a random number (the executor
+//! chooses the jittered retry delays, by the policy in `ports`).
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
 use ractor::concurrency::JoinHandle;
-use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort};
-use serde::{Deserialize, Serialize};
+use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr};
 use tracing::Instrument;
 
+use crate::messages::{GateView, NodeMsg};
+use crate::ports::{Clock, EffectExecutor, Withdrawal};
 use crate::router::Router;
-use nodegate_core::gate::{
-    self, Effect, Event, GateConfig, GateState, Input, NodeEvent, Phase, TimeoutMark, TimerKind,
-    UntaintPatch,
-};
-use nodegate_core::journal::{Entry, Journal};
-use nodegate_core::model::NodeInfo;
-
-/// Where time comes from. The binary passes the system clock; tests pass
-/// whatever they need.
-pub trait Clock: Send + Sync + 'static {
-    fn now(&self) -> Timestamp;
-}
-
-/// Carries out a gate's writes and reads against the cluster. Implemented by
-/// the binary with kube; it also enforces leadership (answering
-/// [`gate::PatchOutcome::NotLeader`] and dropping Events when this replica
-/// does not hold the lease) and the concurrency and QPS limits.
-pub trait EffectExecutor: Send + Sync + 'static {
-    /// The conditional JSON patch of semantics.md §5. Right before sending
-    /// (after any wait for a patch slot or rate token) the executor checks
-    /// `withdrawal`, and answers [`gate::PatchOutcome::Withdrawn`] without
-    /// writing if the gate asked for it.
-    fn remove_taints(
-        &self,
-        patch: UntaintPatch,
-        withdrawal: Withdrawal,
-    ) -> impl Future<Output = gate::PatchOutcome> + Send;
-    /// Annotate `nodegate.dev/timed-out`.
-    fn mark_timed_out(&self, mark: TimeoutMark) -> impl Future<Output = gate::PatchOutcome> + Send;
-    /// Best effort: a lost Event is logged, never retried by the gate.
-    fn record_event(&self, event: NodeEvent) -> impl Future<Output = ()> + Send;
-    /// A fresh read of the node; `Ok(None)` for 404.
-    fn get_node(&self, name: &str)
-    -> impl Future<Output = Result<Option<NodeInfo>, String>> + Send;
-    /// The delay before write attempt `attempt` (2, 3, ...) or before the
-    /// `attempt`-th restart of a failed gate: jittered exponential backoff,
-    /// e.g. a random point in [ceiling/2, ceiling] of [`backoff_ceiling`].
-    fn retry_delay(&self, attempt: u32) -> Duration;
-}
-
-/// The gate's way to call back an untaint it handed to the executor, for as
-/// long as the executor has not sent it ([`Effect::WithdrawWrite`]).
-#[derive(Debug, Clone, Default)]
-pub struct Withdrawal(Arc<AtomicBool>);
-
-impl Withdrawal {
-    pub fn is_requested(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-
-    pub fn request(&self) {
-        self.0.store(true, Ordering::Release);
-    }
-}
-
-/// The un-jittered exponential part of a backoff: `base * 2^(attempt-2)` for
-/// the first retry onwards, capped at `max`.
-pub fn backoff_ceiling(attempt: u32, base: Duration, max: Duration) -> Duration {
-    let doublings = attempt.saturating_sub(2).min(31);
-    base.checked_mul(1u32 << doublings)
-        .map_or(max, |d| d.min(max))
-}
+use nodegate_core::gate::{self, Effect, Event, GateConfig, GateState, Input, Phase, TimerKind};
+use nodegate_core::journal::Journal;
 
 /// The handles every gate shares (kube-rs controller style `Context`).
 pub struct GateContext<E, C> {
@@ -95,39 +38,9 @@ pub struct GateContext<E, C> {
     pub router: Arc<Router>,
     pub executor: Arc<E>,
     pub clock: Arc<C>,
+    /// Entries each gate's journal keeps; the binary passes
+    /// `nodegate_core::journal::DEFAULT_CAPACITY`.
     pub journal_capacity: usize,
-}
-
-/// A gate's live state and journal, as `/debug/nodes/NAME` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GateView {
-    pub node: String,
-    pub state: GateState,
-    pub journal: Vec<Entry>,
-    pub journal_dropped: u64,
-}
-
-pub enum NodeMsg {
-    /// Anything the gate should know, as is (effect results, timers, tests).
-    /// Boxed so the frequent small hints do not pay for a snapshot's size.
-    Input(Box<Input>),
-    /// The node changed in the index: re-read it (absent = deleted).
-    NodeTouched,
-    /// A DaemonSet changed in the index: re-read it (absent = deleted).
-    DaemonSetTouched {
-        uid: String,
-    },
-    /// A pod on this node changed in the index: re-read it (absent = deleted).
-    PodTouched {
-        uid: String,
-    },
-    View(RpcReplyPort<GateView>),
-}
-
-impl NodeMsg {
-    pub fn input(input: Input) -> Self {
-        NodeMsg::Input(Box::new(input))
-    }
 }
 
 pub struct NodeActor<E, C> {

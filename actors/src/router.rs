@@ -9,9 +9,12 @@
 //! version even if hints and its start-up snapshot interleave (a message
 //! carrying the object could arrive after a snapshot that already holds a
 //! newer version, and briefly regress the gate). Only a node that needs a new
-//! gate goes to the supervisor. The router never talks to the API server,
-//! never decides anything about a gate, and never blocks: a DashMap guard is
-//! never held across an await.
+//! gate becomes a [`SpawnRequest`], sent to whoever listens for them (the
+//! supervisor, which installs itself with `set_spawn_requests` while it runs;
+//! with no listener the request is dropped). The router knows only the
+//! message vocabulary (`messages`), not the actors or the supervisor. It never
+//! talks to the API server, never decides anything about a gate, and never
+//! blocks: a DashMap guard is never held across an await.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,11 +23,10 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 use ractor::rpc::CallResult;
-use ractor::{ActorId, ActorRef};
+use ractor::{ActorId, ActorRef, DerivedActorRef};
 
-use crate::node_actor::{GateView, NodeMsg};
+use crate::messages::{GateView, NodeMsg, SpawnRequest};
 use crate::observe::{GateObserver, NoObserver, RouterEvent};
-use crate::supervisor::SupervisorMsg;
 use nodegate_core::gate::{GateConfig, Input};
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
@@ -49,7 +51,10 @@ pub struct Router {
     /// watch may still show that version (taint and all) after the gate
     /// stopped; it must not start a new gate.
     opened_at_version: Map<String>,
-    supervisor: RwLock<Option<ActorRef<SupervisorMsg>>>,
+    /// Where gate requests go: the running supervisor's mailbox, seen only as
+    /// a receiver of `SpawnRequest`s; `None` before it starts and after it
+    /// stopped.
+    spawn_requests: RwLock<Option<DerivedActorRef<SpawnRequest>>>,
     synced: AtomicBool,
     /// Set at most once, before the watchers start; read on every event, so
     /// a lock-free cell rather than a lock.
@@ -65,7 +70,7 @@ impl Router {
             daemonsets: Map::default(),
             pods: Map::default(),
             opened_at_version: Map::default(),
-            supervisor: RwLock::new(None),
+            spawn_requests: RwLock::new(None),
             synced: AtomicBool::new(false),
             observer: OnceLock::new(),
         }
@@ -308,15 +313,17 @@ impl Router {
         }
     }
 
-    pub(crate) fn set_supervisor(&self, supervisor: Option<ActorRef<SupervisorMsg>>) {
-        match self.supervisor.write() {
-            Ok(mut slot) => *slot = supervisor,
-            Err(poisoned) => *poisoned.into_inner() = supervisor,
+    /// Installs (or, with `None`, removes) the receiver of this router's
+    /// `SpawnRequest`s; the last call wins.
+    pub(crate) fn set_spawn_requests(&self, receiver: Option<DerivedActorRef<SpawnRequest>>) {
+        match self.spawn_requests.write() {
+            Ok(mut slot) => *slot = receiver,
+            Err(poisoned) => *poisoned.into_inner() = receiver,
         }
     }
 
-    fn supervisor(&self) -> Option<ActorRef<SupervisorMsg>> {
-        match self.supervisor.read() {
+    fn spawn_requests(&self) -> Option<DerivedActorRef<SpawnRequest>> {
+        match self.spawn_requests.read() {
             Ok(slot) => slot.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         }
@@ -340,9 +347,9 @@ impl Router {
             return;
         }
         self.opened_at_version.remove(name);
-        if let Some(supervisor) = self.supervisor() {
-            // A stopped supervisor means shutdown: nothing to start.
-            let _ = supervisor.cast(SupervisorMsg::Spawn {
+        if let Some(receiver) = self.spawn_requests() {
+            // A stopped receiver means shutdown: nothing to start.
+            let _ = receiver.send_message(SpawnRequest {
                 node: name.to_string(),
             });
         }

@@ -1,14 +1,21 @@
 //! The supervisor: starts, links and restarts the per-node gate actors.
 //!
-//! The router asks it for a gate when a node carries a managed taint and has
-//! none; it spawns a linked [`NodeActor`] (which seeds itself from the
-//! router's indexes), forgets it when it stops (opened, node gone), and
+//! The router asks for a gate, with a [`SpawnRequest`], when a node carries a
+//! managed taint and has none. While it runs, the supervisor is where those
+//! requests go: it installs its own mailbox in the router (seen there only as
+//! a receiver of `SpawnRequest`s) when it starts and removes it when it stops,
+//! so a request made before it started or after it stopped is dropped, and
+//! requests are handled one at a time in the order they arrive, its own
+//! delayed restarts included. For each it spawns a linked [`NodeActor`]
+//! (which seeds itself from the router's indexes) unless the node has a gate
+//! or no longer needs one, forgets it when it stops (opened, node gone), and
 //! restarts one that panicked or failed — from the cluster's current state as
-//! the indexes show it, after a backoff that grows with repeated failures of
-//! the same node. ractor's default supervision would stop the supervisor when
-//! any child ends; that is overridden here. DaemonSet changes reach live gates
-//! through the router's fan-out, not through this mailbox. The supervisor
-//! never decides anything about a gate and never talks to the cluster.
+//! the indexes show it, after the executor's retry delay for attempt n+1 at
+//! the node's n-th failure in a row, so a crash loop backs off. ractor's
+//! default supervision would stop the supervisor when any child ends; that is
+//! overridden here. DaemonSet changes reach live gates through the router's
+//! fan-out, not through this mailbox. The supervisor never decides anything
+//! about a gate and never talks to the cluster.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,12 +23,31 @@ use std::sync::Arc;
 use ractor::concurrency::JoinHandle;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SpawnErr, SupervisionEvent};
 
-use crate::node_actor::{Clock, EffectExecutor, GateContext, NodeActor};
+use crate::messages::SpawnRequest;
+use crate::node_actor::{GateContext, NodeActor};
+use crate::ports::{Clock, EffectExecutor};
 
 pub enum SupervisorMsg {
-    /// Start a gate for this node if the indexes say it needs one and it has
-    /// none (duplicates are harmless).
-    Spawn { node: String },
+    /// From the router, or the supervisor's own delayed restart of a failed
+    /// gate.
+    Spawn(SpawnRequest),
+}
+
+impl From<SpawnRequest> for SupervisorMsg {
+    fn from(request: SpawnRequest) -> Self {
+        SupervisorMsg::Spawn(request)
+    }
+}
+
+/// How a request the router sent comes back to it when the mailbox is
+/// closed (ractor's `DerivedActorRef` needs the way back). Total while
+/// `Spawn` is the only message; a second variant would make this a `TryFrom`.
+impl From<SupervisorMsg> for SpawnRequest {
+    fn from(msg: SupervisorMsg) -> Self {
+        match msg {
+            SupervisorMsg::Spawn(request) => request,
+        }
+    }
 }
 
 pub struct Supervisor<E, C> {
@@ -59,7 +85,9 @@ impl<E: EffectExecutor, C: Clock> Actor for Supervisor<E, C> {
         myself: ActorRef<SupervisorMsg>,
         _: (),
     ) -> Result<SupervisorState, ActorProcessingErr> {
-        self.ctx.router.set_supervisor(Some(myself));
+        self.ctx
+            .router
+            .set_spawn_requests(Some(myself.get_derived()));
         Ok(SupervisorState {
             children: HashMap::new(),
             failures: HashMap::new(),
@@ -73,7 +101,9 @@ impl<E: EffectExecutor, C: Clock> Actor for Supervisor<E, C> {
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            SupervisorMsg::Spawn { node } => self.spawn_gate(&myself, state, node).await,
+            SupervisorMsg::Spawn(SpawnRequest { node }) => {
+                self.spawn_gate(&myself, state, node).await
+            }
         }
         Ok(())
     }
@@ -101,7 +131,7 @@ impl<E: EffectExecutor, C: Clock> Actor for Supervisor<E, C> {
                     // restart is quick, a crash loop backs off.
                     let delay = self.ctx.executor.retry_delay(failures.saturating_add(1));
                     tracing::error!(%node, %error, failures = *failures, ?delay, "gate failed; restarting from the indexes");
-                    myself.send_after(delay, move || SupervisorMsg::Spawn { node });
+                    myself.send_after(delay, move || SpawnRequest { node }.into());
                 }
             }
             _ => {}
@@ -114,7 +144,7 @@ impl<E: EffectExecutor, C: Clock> Actor for Supervisor<E, C> {
         myself: ActorRef<SupervisorMsg>,
         _: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
-        self.ctx.router.set_supervisor(None);
+        self.ctx.router.set_spawn_requests(None);
         myself.stop_children(Some("shutting down".to_string()));
         Ok(())
     }

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use gate_support::*;
 use jiff::Timestamp;
-use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext, Withdrawal};
+use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::observe::{GateObserver, RouterEvent};
+use nodegate_actors::ports::{Clock, EffectExecutor, Withdrawal};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
 use nodegate_core::gate::{

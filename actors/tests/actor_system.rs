@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use gate_support::*;
 use jiff::Timestamp;
-use nodegate_actors::node_actor::{Clock, EffectExecutor, GateContext, Withdrawal};
+use nodegate_actors::node_actor::GateContext;
+use nodegate_actors::ports::{Clock, EffectExecutor, Withdrawal};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor::{self, SupervisorMsg};
 use nodegate_core::gate::{

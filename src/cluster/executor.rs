@@ -6,13 +6,15 @@
 //! answers `NotLeader` and writes nothing, so its gates stay warm and re-send
 //! when it becomes leader. An untaint the gate withdrew before it went out
 //! answers `Withdrawn`. Every write actually sent is counted in the
-//! metrics by its result. Nothing here decides about a gate.
+//! metrics by its result. Retry delays follow the backoff policy of
+//! `nodegate_actors::ports` (base, max, ceiling, jitter's range); only the
+//! random draw is made here. Nothing here decides about a gate.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_actors::node_actor::{Clock, EffectExecutor, Withdrawal, backoff_ceiling};
+use nodegate_actors::ports::{self, Clock, EffectExecutor, Withdrawal, retry_ceiling};
 use nodegate_core::gate::{NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
 use nodegate_core::model::NodeInfo;
 use rand::Rng;
@@ -28,11 +30,6 @@ impl Clock for SystemClock {
         Timestamp::now()
     }
 }
-
-/// First retry after a conflict waits around this long; each further one
-/// doubles it, up to `RETRY_MAX`.
-pub const RETRY_BASE: Duration = Duration::from_millis(50);
-pub const RETRY_MAX: Duration = Duration::from_secs(10);
 
 pub struct KubeExecutor {
     pub writer: Writer,
@@ -90,24 +87,20 @@ impl EffectExecutor for KubeExecutor {
     }
 
     fn retry_delay(&self, attempt: u32) -> Duration {
-        jittered(
-            backoff_ceiling(attempt, RETRY_BASE, RETRY_MAX),
-            &mut rand::rng(),
-        )
+        jittered(retry_ceiling(attempt), &mut rand::rng())
     }
 }
 
-/// A random point in [ceiling/2, ceiling], so that many gates that conflicted
-/// together do not retry together.
+/// `ports::jitter` of `ceiling`, drawn from `rng`: a random point in
+/// [ceiling/2, ceiling].
 pub fn jittered(ceiling: Duration, rng: &mut impl Rng) -> Duration {
-    let half = ceiling / 2;
-    let spread = ceiling.saturating_sub(half).as_micros() as u64;
-    half + Duration::from_micros(rng.random_range(0..=spread))
+    ports::jitter(ceiling, |spread| rng.random_range(0..=spread))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nodegate_actors::ports::{RETRY_BASE, RETRY_MAX, backoff_ceiling};
     use rand::SeedableRng;
     use rand::rngs::StdRng;
 

@@ -279,6 +279,13 @@ fn pod_id(p: &Pod) -> Id {
     )
 }
 
+/// How many watch streams `start` opens, each of which reports its first
+/// complete list once: nodes, DaemonSets, DaemonSet pods, and one per
+/// critical-pod entry.
+pub fn watch_count(critical: &[CriticalPodEntry]) -> usize {
+    3 + critical.len()
+}
+
 /// Starts every watcher; returns once each has delivered its initial list, or
 /// with the kinds still missing if `timeout` passes first.
 pub async fn start(
@@ -288,8 +295,7 @@ pub async fn start(
     critical: &[CriticalPodEntry],
     stats: Arc<WatchStats>,
 ) -> mpsc::Receiver<&'static str> {
-    let watches = 3 + critical.len();
-    let (tx, rx) = mpsc::channel(watches);
+    let (tx, rx) = mpsc::channel(watch_count(critical));
     let bound = "spec.nodeName!=";
     // The same pod may come from both pod watches; in these namespaces both
     // must index it identically, labels and all.

@@ -14,7 +14,7 @@ use nodegate_actors::observe::{GateObserver, RouterEvent};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
 use nodegate_core::gate::{self, Event, GateConfig, GateState};
-use nodegate_core::journal::Journal;
+use nodegate_core::journal::{self, Journal};
 use tokio::sync::watch as signal;
 
 use crate::cluster::executor::{KubeExecutor, SystemClock};
@@ -25,10 +25,6 @@ use crate::serve::http::{self, AppState, Health, History};
 use crate::serve::metrics::Metrics;
 use crate::settings::cli::OnTimeout;
 use crate::settings::config::RunSettings;
-
-/// Entries kept per gate journal; enough for a long gate's every event on a
-/// node with dozens of DaemonSets.
-pub const JOURNAL_CAPACITY: usize = 512;
 
 pub fn gate_config(s: &RunSettings) -> GateConfig {
     GateConfig {
@@ -150,7 +146,7 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<()> {
         router: Arc::clone(&router),
         executor,
         clock: Arc::new(SystemClock),
-        journal_capacity: JOURNAL_CAPACITY,
+        journal_capacity: journal::DEFAULT_CAPACITY,
     });
     let (supervisor, supervisor_done) = supervisor::start(ctx)
         .await
@@ -208,7 +204,7 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<()> {
         stats,
     )
     .await;
-    let watches = 3 + settings.gate.critical.len();
+    let watches = watch::watch_count(&settings.gate.critical);
     let sync = async {
         for _ in 0..watches {
             if let Some(kind) = synced.recv().await {

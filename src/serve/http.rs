@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::StreamExt;
 use jiff::Timestamp;
-use nodegate_actors::node_actor::GateView;
+use nodegate_actors::messages::GateView;
 use nodegate_actors::router::Router;
 use nodegate_core::gate::{Expectation, GateState, Phase, Readiness, StopReason};
 use nodegate_core::journal::Journal;

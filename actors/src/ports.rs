@@ -1,0 +1,127 @@
+//! The ports: everything through which the gate actors reach the outside.
+//!
+//! A gate reads time from a [`Clock`] and hands its writes, Events and node
+//! re-reads to an [`EffectExecutor`]; the binary implements both (system
+//! clock, kube), tests and benches pass their own. A [`Withdrawal`] is the
+//! handle by which a gate calls back an untaint it already handed over.
+//!
+//! The retry backoff policy lives here and only here: [`RETRY_BASE`],
+//! [`RETRY_MAX`], the exponential ceiling ([`backoff_ceiling`],
+//! [`retry_ceiling`]) and the jitter's shape ([`jitter`], a point in
+//! [ceiling/2, ceiling]). The random number itself is drawn by whoever
+//! implements the executor and passed in: this crate never picks one, so
+//! every actor stays deterministic given its inputs and its executor.
+//!
+//! This module only defines; it holds no state, does no I/O, reads no clock
+//! and knows nothing of the router, the supervisor or the actors.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use nodegate_core::gate::{self, NodeEvent, TimeoutMark, UntaintPatch};
+use nodegate_core::model::NodeInfo;
+
+/// Where time comes from. The binary passes the system clock; tests pass
+/// whatever they need.
+pub trait Clock: Send + Sync + 'static {
+    fn now(&self) -> Timestamp;
+}
+
+/// Carries out a gate's writes and reads against the cluster. Implemented by
+/// the binary with kube; it also enforces leadership (answering
+/// [`gate::PatchOutcome::NotLeader`] and dropping Events when this replica
+/// does not hold the lease) and the concurrency and QPS limits.
+pub trait EffectExecutor: Send + Sync + 'static {
+    /// The conditional JSON patch of semantics.md §5. Right before sending
+    /// (after any wait for a patch slot or rate token) the executor checks
+    /// `withdrawal`, and answers [`gate::PatchOutcome::Withdrawn`] without
+    /// writing if the gate asked for it.
+    fn remove_taints(
+        &self,
+        patch: UntaintPatch,
+        withdrawal: Withdrawal,
+    ) -> impl Future<Output = gate::PatchOutcome> + Send;
+    /// Annotate `nodegate.dev/timed-out`.
+    fn mark_timed_out(&self, mark: TimeoutMark) -> impl Future<Output = gate::PatchOutcome> + Send;
+    /// Best effort: a lost Event is logged, never retried by the gate.
+    fn record_event(&self, event: NodeEvent) -> impl Future<Output = ()> + Send;
+    /// A fresh read of the node; `Ok(None)` for 404.
+    fn get_node(&self, name: &str)
+    -> impl Future<Output = Result<Option<NodeInfo>, String>> + Send;
+    /// The delay before write attempt `attempt` (2, 3, ...) or before the
+    /// `attempt`-th restart of a failed gate. The binary answers with this
+    /// module's policy, `jitter(retry_ceiling(attempt), ..)` over its own
+    /// random numbers; tests may answer anything.
+    fn retry_delay(&self, attempt: u32) -> Duration;
+}
+
+/// The gate's way to call back an untaint it handed to the executor, for as
+/// long as the executor has not sent it
+/// ([`Effect::WithdrawWrite`](nodegate_core::gate::Effect::WithdrawWrite)).
+#[derive(Debug, Clone, Default)]
+pub struct Withdrawal(Arc<AtomicBool>);
+
+impl Withdrawal {
+    pub fn is_requested(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    pub fn request(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// First retry after a conflict waits around this long; each further one
+/// doubles it, up to [`RETRY_MAX`].
+pub const RETRY_BASE: Duration = Duration::from_millis(50);
+/// The longest a retry (or a failed gate's restart) waits.
+pub const RETRY_MAX: Duration = Duration::from_secs(10);
+
+/// The un-jittered exponential part of a backoff: `base * 2^(attempt-2)` for
+/// the first retry onwards, capped at `max`.
+pub fn backoff_ceiling(attempt: u32, base: Duration, max: Duration) -> Duration {
+    let doublings = attempt.saturating_sub(2).min(31);
+    base.checked_mul(1u32 << doublings)
+        .map_or(max, |d| d.min(max))
+}
+
+/// nodegate's retry ceiling for `attempt`: [`backoff_ceiling`] between
+/// [`RETRY_BASE`] and [`RETRY_MAX`].
+pub fn retry_ceiling(attempt: u32) -> Duration {
+    backoff_ceiling(attempt, RETRY_BASE, RETRY_MAX)
+}
+
+/// A point in [ceiling/2, ceiling], so that many gates that conflicted
+/// together do not retry together: `ceiling/2` plus `pick(spread)`
+/// microseconds, where `spread` is the width of that range in microseconds
+/// and `pick` is the caller's uniform random draw from `0..=spread`.
+pub fn jitter(ceiling: Duration, pick: impl FnOnce(u64) -> u64) -> Duration {
+    let half = ceiling / 2;
+    let spread = ceiling.saturating_sub(half).as_micros() as u64;
+    half + Duration::from_micros(pick(spread).min(spread))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ceiling_doubles_from_the_base_up_to_the_max() {
+        assert_eq!(retry_ceiling(2), RETRY_BASE);
+        assert_eq!(retry_ceiling(3), RETRY_BASE * 2);
+        assert_eq!(retry_ceiling(4), RETRY_BASE * 4);
+        assert_eq!(retry_ceiling(40), RETRY_MAX);
+        assert_eq!(retry_ceiling(u32::MAX), RETRY_MAX);
+    }
+
+    #[test]
+    fn jitter_spans_half_to_full_ceiling() {
+        let ceiling = Duration::from_millis(400);
+        assert_eq!(jitter(ceiling, |_| 0), ceiling / 2);
+        assert_eq!(jitter(ceiling, |spread| spread), ceiling);
+        assert_eq!(jitter(ceiling, |_| u64::MAX), ceiling);
+    }
+}
