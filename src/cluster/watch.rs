@@ -200,8 +200,8 @@ fn delete_id<K: Resource>(obj: &K, by_name: bool) -> Id {
     }
 }
 
-/// Runs one watch until the process ends. Sends `()` on `synced` once, after
-/// the first complete list.
+/// Runs one watch until the process ends. Sends its `kind` on `synced` once,
+/// after the first complete list.
 async fn run<K, S>(
     kind: &'static str,
     api: Api<K>,
@@ -286,8 +286,9 @@ pub fn watch_count(critical: &[CriticalPodEntry]) -> usize {
     3 + critical.len()
 }
 
-/// Starts every watcher; returns once each has delivered its initial list, or
-/// with the kinds still missing if `timeout` passes first.
+/// Starts every watcher and returns at once with a receiver on which each
+/// watch sends its kind after its first complete list (the caller waits for
+/// all of them before it reports ready).
 pub async fn start(
     client: Client,
     router: Arc<Router>,
