@@ -115,9 +115,12 @@ impl Router {
         }
     }
 
+    /// The node's pods stay indexed: Kubernetes keeps pods bound to a node
+    /// name when the Node object goes (the pod garbage collector deletes
+    /// them later, and the pod watch then removes them here), and a node
+    /// re-created under that name must find the ones still running.
     pub fn node_deleted(&self, name: &str) {
         self.nodes.remove(name);
-        self.pods.remove(name);
         self.opened_at_version.remove(name);
         let routed = self.hint(name, NodeMsg::NodeTouched);
         self.observer()

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use gate_support::*;
 use nodegate_actors::router::Router;
 use nodegate_core::gate::{GateConfig, Input};
-use nodegate_core::model::PodInfo;
+use nodegate_core::model::{NodeInfo, PodInfo};
 use nodegate_core::testutil::{mk_pod, taint};
 
 fn router() -> Router {
@@ -90,4 +90,31 @@ fn nothing_is_gated_without_a_supervisor_or_before_sync() {
     assert!(r.is_synced());
     assert_eq!(r.gate_count(), 0);
     assert!(r.gated_nodes().is_empty());
+}
+
+#[test]
+fn pods_bound_to_a_node_outlive_its_deletion_and_serve_a_node_recreated_under_that_name() {
+    // Kubernetes keeps pods bound to a node name when the Node object is
+    // deleted; a node re-created under the name finds them running.
+    let r = router();
+    let a = tolerant_ds("cilium");
+    r.node_upserted(gated_node());
+    r.daemonset_upserted(a.clone());
+    r.pod_upserted(ready_pod("cilium-1", &a));
+    r.node_deleted(NODE);
+    assert!(r.snapshot(NODE).is_none(), "no node, no snapshot");
+    assert!(r.pod(NODE, "uid-cilium-1").is_some());
+
+    let recreated = NodeInfo {
+        uid: "uid-node-a-2".into(),
+        ..gated_node()
+    };
+    r.node_upserted(recreated);
+    let Some(Input::Snapshot { pods, .. }) = r.snapshot(NODE) else {
+        panic!("no snapshot for the re-created node");
+    };
+    assert_eq!(
+        pods.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        vec!["cilium-1"]
+    );
 }
