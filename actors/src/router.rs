@@ -127,10 +127,19 @@ impl Router {
             .router_event(RouterEvent::NodeDeleted, routed);
     }
 
+    /// A DaemonSet whose projection did not change (a status update: its
+    /// pods' progress changes the counts on every step of a rollout) reaches
+    /// no gate; fanning it out would put one message in every live gate's
+    /// mailbox for nothing.
     pub fn daemonset_upserted(&self, ds: DaemonSetInfo) {
         let uid = ds.uid.clone();
-        self.daemonsets.insert(uid.clone(), Arc::new(ds));
-        let routed = self.fan_out(|| NodeMsg::DaemonSetTouched { uid: uid.clone() });
+        let unchanged = self.daemonsets.get(&uid).is_some_and(|known| **known == ds);
+        let routed = if unchanged {
+            false
+        } else {
+            self.daemonsets.insert(uid.clone(), Arc::new(ds));
+            self.fan_out(|| NodeMsg::DaemonSetTouched { uid: uid.clone() })
+        };
         self.observer()
             .router_event(RouterEvent::DaemonSetUpserted, routed);
     }

@@ -155,3 +155,45 @@ async fn observer_sees_router_events_and_a_gate_from_start_to_stop() {
     assert!(steps.iter().any(|e| matches!(e, Event::Opened { .. })));
     sup.stop(None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemonset_seen_again_unchanged_is_not_fanned_out_to_the_gates() {
+    // DaemonSet status updates (every pod's progress changes the counts)
+    // project to the same placement-relevant fields: no gate needs them.
+    let config = Arc::new(cfg());
+    let router = Arc::new(Router::new(Arc::clone(&config)));
+    let seen = Arc::new(Seen::default());
+    assert!(router.set_observer(seen.clone()));
+    let ctx = Arc::new(GateContext {
+        config,
+        router: Arc::clone(&router),
+        executor: Arc::new(Applying),
+        clock: Arc::new(Now),
+        journal_capacity: 64,
+    });
+    let (sup, _) = supervisor::start(ctx).await.expect("supervisor starts");
+    let cilium = tolerant_ds("cilium");
+    router.daemonset_upserted(cilium.clone());
+    router.node_upserted(NodeInfo {
+        created: Timestamp::now(),
+        ..gated_node()
+    });
+    router.mark_synced();
+    eventually("the gate to start", || router.gate(NODE).is_some()).await;
+
+    router.daemonset_upserted(cilium.clone());
+    let mut changed = cilium.clone();
+    changed.min_ready_seconds = 5;
+    router.daemonset_upserted(changed);
+
+    let events = seen.router.lock().unwrap().clone();
+    assert_eq!(
+        &events[events.len() - 2..],
+        &[
+            (RouterEvent::DaemonSetUpserted, false),
+            (RouterEvent::DaemonSetUpserted, true),
+        ],
+        "only the changed DaemonSet reaches the gate"
+    );
+    sup.stop(None);
+}
