@@ -4,7 +4,7 @@
 //! - `cluster`: the adapters between the Kubernetes API and the gate core —
 //!   projections of cluster objects, the shared watches, leader election, and
 //!   the one write path (patch, writer, executor);
-//! - `serve`: the HTTP side (health, metrics, the debug journal);
+//! - `serve`: the HTTP side (routing, health, metrics, the debug journal);
 //! - `settings`: the command line and the config file, turned into the core's
 //!   configuration once.
 //!
