@@ -13,7 +13,7 @@ use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::observe::{GateObserver, RouterEvent};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
-use nodegate_core::gate::{self, Event, GateConfig, GateState};
+use nodegate_core::gate::{Event, GateConfig, GateState};
 use nodegate_core::journal::Journal;
 use tokio::sync::watch as signal;
 
@@ -24,25 +24,11 @@ use crate::cluster::writer::Writer;
 use crate::serve::health::{Health, History};
 use crate::serve::http::{self, AppState};
 use crate::serve::metrics::Metrics;
-use crate::settings::cli::OnTimeout;
 use crate::settings::config::RunSettings;
 
 /// Entries kept per gate journal; enough for a long gate's every event on a
 /// node with dozens of DaemonSets.
 pub const JOURNAL_CAPACITY: usize = 512;
-
-pub fn gate_config(s: &RunSettings) -> GateConfig {
-    GateConfig {
-        placement: s.gate.placement.clone(),
-        critical: s.gate.critical.clone(),
-        timeout: s.timeout,
-        on_timeout: match s.on_timeout {
-            OnTimeout::Open => gate::OnTimeout::Open,
-            OnTimeout::Keep => gate::OnTimeout::Keep,
-        },
-        dry_run: s.dry_run,
-    }
-}
 
 /// The identity this replica reports in Events and, later, the lease.
 pub fn instance_name() -> String {
@@ -99,7 +85,7 @@ pub fn lease_namespace(
 
 pub async fn run(settings: RunSettings) -> anyhow::Result<()> {
     let client = client().await?;
-    let config = Arc::new(gate_config(&settings));
+    let config = Arc::new(GateConfig::from(&settings));
     let router = Arc::new(Router::new(Arc::clone(&config)));
     let election = &settings.leader_election;
     let leadership = Arc::new(if election.enabled {

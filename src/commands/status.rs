@@ -21,7 +21,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
-use nodegate_core::gate::{self, GateConfig, GateState, Input, OnTimeout, Readiness};
+use nodegate_core::gate::{self, GateConfig, GateState, Input, Readiness};
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 use crate::cluster::project;
@@ -129,22 +129,13 @@ fn print(text: &str) -> ExitCode {
     }
 }
 
+/// The table, now. The gate runs in dry-run (`GateConfig::from` a
+/// `StatusSettings`): the table shows what the gate would decide and never
+/// asks for a write.
 async fn table_now(client: &kube::Client, settings: &StatusSettings) -> anyhow::Result<String> {
     let snapshot = gather(client, settings).await?;
     let now = Timestamp::now();
-    Ok(render(&rows(&snapshot, &gate_config(settings), now)))
-}
-
-/// The gate configuration the controller runs with, in dry-run: the table
-/// shows what the gate would decide and never asks for a write.
-pub fn gate_config(s: &StatusSettings) -> GateConfig {
-    GateConfig {
-        placement: s.gate.placement.clone(),
-        critical: s.gate.critical.clone(),
-        timeout: s.timeout,
-        on_timeout: OnTimeout::Open,
-        dry_run: true,
-    }
+    Ok(render(&rows(&snapshot, &GateConfig::from(settings), now)))
 }
 
 /// Reads what the table needs: every node (to find the gated ones), every
