@@ -1,12 +1,13 @@
 //! `nodegate run`: wires the HTTP server, metrics, leader election,
 //! watchers, router, supervisor and executor together, then waits for
 //! SIGTERM / SIGINT and shuts down in order (lease released first).
-//! Wiring only: no behaviour of its own.
+//! Wiring only: no behaviour of its own. What fails before the watches start
+//! (credentials, the HTTP port, the supervisor) is returned as a
+//! [`crate::Error`] for `main` to log and exit on.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use dashmap::DashMap;
 use jiff::Timestamp;
 use nodegate_actors::node_actor::GateContext;
@@ -17,10 +18,12 @@ use nodegate_core::gate::{Event, GateConfig, GateState};
 use nodegate_core::journal::Journal;
 use tokio::sync::watch as signal;
 
+use crate::cluster::client::client;
 use crate::cluster::executor::{KubeExecutor, SystemClock};
 use crate::cluster::leader::{self, Elector, Leadership};
 use crate::cluster::watch::{self, WatchStats};
 use crate::cluster::writer::Writer;
+use crate::error::{Error, Result};
 use crate::serve::health::{Health, History};
 use crate::serve::http::{self, AppState};
 use crate::serve::metrics::Metrics;
@@ -35,17 +38,6 @@ pub fn instance_name() -> String {
     std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| format!("nodegate-{}", std::process::id()))
-}
-
-pub async fn client() -> anyhow::Result<kube::Client> {
-    let mut config = kube::Config::infer()
-        .await
-        .context("cannot find cluster credentials (in-cluster service account or KUBECONFIG)")?;
-    let agent = format!("nodegate/{}", env!("CARGO_PKG_VERSION"));
-    if let Ok(v) = ::http::HeaderValue::from_str(&agent) {
-        config.headers.push((::http::header::USER_AGENT, v));
-    }
-    kube::Client::try_from(config).context("cannot build a Kubernetes client")
 }
 
 /// Feeds what the router and the gates report to the metrics and to the
@@ -83,7 +75,7 @@ pub fn lease_namespace(
         .to_string()
 }
 
-pub async fn run(settings: RunSettings) -> anyhow::Result<()> {
+pub async fn run(settings: RunSettings) -> Result<()> {
     let client = client().await?;
     let config = Arc::new(GateConfig::from(&settings));
     let router = Arc::new(Router::new(Arc::clone(&config)));
@@ -139,9 +131,7 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<()> {
         clock: Arc::new(SystemClock),
         journal_capacity: JOURNAL_CAPACITY,
     });
-    let (supervisor, supervisor_done) = supervisor::start(ctx)
-        .await
-        .context("cannot start the gate supervisor")?;
+    let (supervisor, supervisor_done) = supervisor::start(ctx).await.map_err(Error::Supervisor)?;
     let supervisor_task = {
         let health = Arc::clone(&health);
         tokio::spawn(async move {

@@ -13,7 +13,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use anyhow::Context as _;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
@@ -29,6 +28,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::cluster::watch::WatchStats;
+use crate::error::{Error, Result};
 use crate::serve::health::{Health, History};
 use crate::serve::metrics::{self, Metrics};
 
@@ -61,13 +61,13 @@ pub async fn serve(
     addr: SocketAddr,
     state: AppState,
     mut shutdown: watch::Receiver<bool>,
-) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .with_context(|| format!("cannot listen on {addr} (--http-addr)"))?;
-    let bound = listener
-        .local_addr()
-        .with_context(|| format!("cannot read the address bound for {addr}"))?;
+        .map_err(Error::io(format!("cannot listen on {addr} (--http-addr)")))?;
+    let bound = listener.local_addr().map_err(Error::io(format!(
+        "cannot read the address bound for {addr}"
+    )))?;
     tracing::info!("listening on {bound}");
     let server = axum::serve(listener, app(state)).with_graceful_shutdown(async move {
         let _ = shutdown.changed().await;

@@ -3,8 +3,8 @@
 //! [`GateConfig`] in one place ([`GateSettings::gate_config`]).
 //!
 //! Every error ([`ConfigError`]) names the bad value and where it came from,
-//! and the process exits with status 2 on any of them. Nothing here talks to
-//! the cluster.
+//! and the process exits with status 2 on any of them (see `crate::error`).
+//! Nothing here talks to the cluster.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -456,7 +456,7 @@ pub fn parse_http_addr(s: &str) -> Result<SocketAddr, ConfigError> {
     })
 }
 
-fn check_dns_label(s: &str) -> Result<(), String> {
+fn check_dns_label(s: &str) -> Result<(), &'static str> {
     let ok = !s.is_empty()
         && s.len() <= 63
         && s.bytes()
@@ -466,13 +466,17 @@ fn check_dns_label(s: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err("must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit".into())
+        Err(
+            "must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
+        )
     }
 }
 
-fn check_dns_subdomain(s: &str) -> Result<(), String> {
+fn check_dns_subdomain(s: &str) -> Result<(), &'static str> {
     if s.is_empty() || s.len() > 253 || s.split('.').any(|p| check_dns_label(p).is_err()) {
-        return Err("must be a DNS subdomain: lowercase letters, digits, '-' and '.', at most 253 characters".into());
+        return Err(
+            "must be a DNS subdomain: lowercase letters, digits, '-' and '.', at most 253 characters",
+        );
     }
     Ok(())
 }
