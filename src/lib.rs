@@ -2,11 +2,13 @@
 //!
 //! - `commands`: what a user runs (`run`, `explain`, `status`);
 //! - `cluster`: the adapters between the Kubernetes API and the gate core —
-//!   projections of cluster objects, the shared watches, leader election, and
-//!   the one write path (patch, writer, executor);
-//! - `serve`: the HTTP side (health, metrics, the debug journal);
+//!   the client, projections of cluster objects, the shared watches, leader
+//!   election, and the one write path (patch, writer, executor);
+//! - `serve`: the HTTP side (routing, health, metrics, the debug journal);
 //! - `settings`: the command line and the config file, turned into the core's
-//!   configuration once.
+//!   configuration once;
+//! - `error`: the one error type, and the exit status each kind of error
+//!   ends the process with.
 //!
 //! `main.rs` only parses the command line and calls in here; the end-to-end
 //! tests use the projections to compare nodegate's verdicts with the real
@@ -14,5 +16,8 @@
 
 pub mod cluster;
 pub mod commands;
+pub mod error;
 pub mod serve;
 pub mod settings;
+
+pub use error::{Error, Result};

@@ -1,18 +1,17 @@
 //! The `nodegate` binary: parses the command line, validates settings (exit
 //! status 2 on a bad value, before touching the cluster) and hands over to
-//! the command. Wiring only; behaviour lives in the modules.
+//! the command. Wiring only; behaviour lives in the modules, exit statuses in
+//! `nodegate::error`.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
 
+use nodegate::Error;
 use nodegate::commands::{explain, run, status};
 use nodegate::settings::cli::{Cli, Command, LogFormat};
 use nodegate::settings::config;
-
-/// Exit status for a bad flag, value or config file.
-const EXIT_USAGE: u8 = 2;
 
 fn init_tracing(format: LogFormat, filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
@@ -42,8 +41,9 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
+            let e = Error::io("cannot start the async runtime")(e);
+            eprintln!("error: {}", e.report());
+            return ExitCode::from(e.exit_code());
         }
     };
     match cli.command {
@@ -51,16 +51,17 @@ fn main() -> ExitCode {
             let settings = match config::run_settings(&args) {
                 Ok(s) => s,
                 Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::from(EXIT_USAGE);
+                    let e = Error::from(e);
+                    eprintln!("error: {}", e.report());
+                    return ExitCode::from(e.exit_code());
                 }
             };
             init_tracing(settings.log_format, &settings.log_level);
             match runtime.block_on(run::run(settings)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    tracing::error!("{e:#}");
-                    ExitCode::FAILURE
+                    tracing::error!("{}", e.report());
+                    ExitCode::from(e.exit_code())
                 }
             }
         }

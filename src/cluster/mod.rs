@@ -1,9 +1,11 @@
-//! Everything that talks to the Kubernetes API: compact projections of its
-//! objects (`project`), the shared watches that feed the router (`watch`),
-//! leader election (`leader`), and the one write path every gate uses
+//! Everything that talks to the Kubernetes API: the client every command
+//! uses (`client`), compact projections of its objects (`project`), the
+//! shared watches that feed the router (`watch`), leader election (`leader`),
+//! and the one write path every gate uses
 //! (`patch` builds the conditional patch, `writer` sends it, `executor`
 //! carries out a gate's effects within the concurrency limits).
 
+pub mod client;
 pub mod executor;
 pub mod leader;
 pub mod patch;

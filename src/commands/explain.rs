@@ -27,14 +27,12 @@ use nodegate_core::placement::{
 };
 use nodegate_core::readiness::{self, CriticalPodEntry, MemberState, Waiting};
 
+use crate::cluster::client::client;
 use crate::cluster::project;
+use crate::error::{EXIT_FAILURE, EXIT_USAGE};
 use crate::settings::cli::{ExplainArgs, OutputFormat};
 use crate::settings::config::{self, ConfigError, GateSettings};
 
-/// The node does not exist, or the cluster could not be read.
-pub const EXIT_FAILURE: u8 = 1;
-/// A bad flag, value or config file.
-pub const EXIT_USAGE: u8 = 2;
 /// The human table is laid out for a terminal this wide.
 pub const TABLE_WIDTH: usize = 100;
 
@@ -94,12 +92,10 @@ pub async fn main(args: ExplainArgs) -> ExitCode {
 async fn explain(args: &ExplainArgs) -> Result<String, ExplainError> {
     let mut file = config::load_file(&args.gate)?;
     let settings = config::gate_settings(&args.gate, &mut file)?;
-    let client = crate::commands::run::client()
-        .await
-        .map_err(|source| ExplainError::Cluster {
-            what: "cannot connect to the cluster".into(),
-            source,
-        })?;
+    let client = client().await.map_err(|source| ExplainError::Cluster {
+        what: "cannot connect to the cluster".into(),
+        source: source.into(),
+    })?;
     // API times have whole seconds; so does `now`, so that durations read
     // "Ready for 3s", not "Ready for 3.412s".
     let now = Timestamp::now();

@@ -1,60 +1,40 @@
 //! `nodegate run`: wires the HTTP server, metrics, leader election,
 //! watchers, router, supervisor and executor together, then waits for
 //! SIGTERM / SIGINT and shuts down in order (lease released first).
-//! Wiring only: no behaviour of its own.
+//! Wiring only: no behaviour of its own. What fails before the watches start
+//! (credentials, the HTTP port, the supervisor) is returned as a
+//! [`crate::Error`] for `main` to log and exit on.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use dashmap::DashMap;
 use jiff::Timestamp;
 use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::observe::{GateObserver, RouterEvent};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
-use nodegate_core::gate::{self, Event, GateConfig, GateState};
+use nodegate_core::gate::{Event, GateConfig, GateState};
 use nodegate_core::journal::{self, Journal};
 use tokio::sync::watch as signal;
 
+use crate::cluster::client::client;
 use crate::cluster::executor::{KubeExecutor, SystemClock};
 use crate::cluster::leader::{self, Elector, Leadership};
 use crate::cluster::watch::{self, WatchStats};
 use crate::cluster::writer::Writer;
-use crate::serve::http::{self, AppState, Health, History};
+use crate::error::{Error, Result};
+use crate::serve::health::{Health, History};
+use crate::serve::http::{self, AppState};
 use crate::serve::metrics::Metrics;
-use crate::settings::cli::OnTimeout;
 use crate::settings::config::RunSettings;
 
-pub fn gate_config(s: &RunSettings) -> GateConfig {
-    GateConfig {
-        placement: s.gate.placement.clone(),
-        critical: s.gate.critical.clone(),
-        timeout: s.timeout,
-        on_timeout: match s.on_timeout {
-            OnTimeout::Open => gate::OnTimeout::Open,
-            OnTimeout::Keep => gate::OnTimeout::Keep,
-        },
-        dry_run: s.dry_run,
-    }
-}
 
 /// The identity this replica reports in Events and, later, the lease.
 pub fn instance_name() -> String {
     std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| format!("nodegate-{}", std::process::id()))
-}
-
-pub async fn client() -> anyhow::Result<kube::Client> {
-    let mut config = kube::Config::infer()
-        .await
-        .context("cannot find cluster credentials (in-cluster service account or KUBECONFIG)")?;
-    let agent = format!("nodegate/{}", env!("CARGO_PKG_VERSION"));
-    if let Ok(v) = ::http::HeaderValue::from_str(&agent) {
-        config.headers.push((::http::header::USER_AGENT, v));
-    }
-    kube::Client::try_from(config).context("cannot build a Kubernetes client")
 }
 
 /// Feeds what the router and the gates report to the metrics and to the
@@ -92,9 +72,9 @@ pub fn lease_namespace(
         .to_string()
 }
 
-pub async fn run(settings: RunSettings) -> anyhow::Result<()> {
+pub async fn run(settings: RunSettings) -> Result<()> {
     let client = client().await?;
-    let config = Arc::new(gate_config(&settings));
+    let config = Arc::new(GateConfig::from(&settings));
     let router = Arc::new(Router::new(Arc::clone(&config)));
     let election = &settings.leader_election;
     let leadership = Arc::new(if election.enabled {
@@ -148,9 +128,7 @@ pub async fn run(settings: RunSettings) -> anyhow::Result<()> {
         clock: Arc::new(SystemClock),
         journal_capacity: journal::DEFAULT_CAPACITY,
     });
-    let (supervisor, supervisor_done) = supervisor::start(ctx)
-        .await
-        .context("cannot start the gate supervisor")?;
+    let (supervisor, supervisor_done) = supervisor::start(ctx).await.map_err(Error::Supervisor)?;
     let supervisor_task = {
         let health = Arc::clone(&health);
         tokio::spawn(async move {

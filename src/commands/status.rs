@@ -10,7 +10,8 @@
 //! place on a terminal (like `kubectl get -w` progress, not scrolling) and
 //! prints one table per refresh otherwise. Reading the cluster and the clock
 //! happens only in [`main`] and [`gather`]; building and rendering rows are
-//! pure.
+//! pure. Errors are [`crate::Error`]s, printed on stderr with their causes;
+//! the exit status is the error's own.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write as _};
@@ -21,15 +22,15 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
-use nodegate_core::gate::{self, GateConfig, GateState, Input, OnTimeout, Readiness};
+use nodegate_core::gate::{self, GateConfig, GateState, Input, Readiness};
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
+use crate::cluster::client::client;
 use crate::cluster::project;
+use crate::error::{Error, Result};
 use crate::settings::cli::StatusArgs;
 use crate::settings::config::{self, StatusSettings};
 
-const EXIT_FAILURE: u8 = 1;
-const EXIT_USAGE: u8 = 2;
 /// Pod lists in flight at once, one per gated node.
 const LIST_CONCURRENCY: usize = 8;
 /// Blockers named in the table before "+N more".
@@ -58,25 +59,16 @@ pub struct Row {
 pub async fn main(args: StatusArgs) -> ExitCode {
     let settings = match config::status_settings(&args) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
+        Err(e) => return exit("error", &e.into()),
     };
-    let client = match crate::commands::run::client().await {
+    let client = match client().await {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: cannot connect to the cluster: {e:#}");
-            return ExitCode::from(EXIT_FAILURE);
-        }
+        Err(e) => return exit("error: cannot connect to the cluster", &e),
     };
     if !settings.watch {
-        return match table_now(&client, &settings).await {
-            Ok(text) => print(&text),
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                ExitCode::from(EXIT_FAILURE)
-            }
+        return match table_now(&client, &settings).await.and_then(|t| print(&t)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => exit("error", &e),
         };
     }
 
@@ -86,7 +78,7 @@ pub async fn main(args: StatusArgs) -> ExitCode {
         let mut text = match table_now(&client, &settings).await {
             Ok(t) => t,
             // A watch outlives a blip of the API server; say so and go on.
-            Err(e) => format!("error: {e:#}\n"),
+            Err(e) => format!("error: {}\n", e.report()),
         };
         if tty {
             text.push_str(&format!(
@@ -106,8 +98,8 @@ pub async fn main(args: StatusArgs) -> ExitCode {
         } else {
             text.push('\n');
         }
-        if print(&text) != ExitCode::SUCCESS {
-            return ExitCode::from(EXIT_FAILURE);
+        if let Err(e) = print(&text) {
+            return exit("error", &e);
         }
         tokio::select! {
             _ = tokio::time::sleep(settings.interval) => {}
@@ -116,46 +108,40 @@ pub async fn main(args: StatusArgs) -> ExitCode {
     }
 }
 
-fn print(text: &str) -> ExitCode {
+/// Says what went wrong on stderr (`PREFIX: message: cause: …`) and ends
+/// with the error's exit status.
+fn exit(prefix: &str, e: &Error) -> ExitCode {
+    eprintln!("{prefix}: {}", e.report());
+    ExitCode::from(e.exit_code())
+}
+
+fn print(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => Ok(()),
         // `nodegate status | head` is not a failure.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: cannot write the table: {e}");
-            ExitCode::from(EXIT_FAILURE)
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Error::io("cannot write the table")(e)),
     }
 }
 
-async fn table_now(client: &kube::Client, settings: &StatusSettings) -> anyhow::Result<String> {
+/// The table, now. The gate runs in dry-run (`GateConfig::from` a
+/// `StatusSettings`): the table shows what the gate would decide and never
+/// asks for a write.
+async fn table_now(client: &kube::Client, settings: &StatusSettings) -> Result<String> {
     let snapshot = gather(client, settings).await?;
     let now = Timestamp::now();
-    Ok(render(&rows(&snapshot, &gate_config(settings), now)))
-}
-
-/// The gate configuration the controller runs with, in dry-run: the table
-/// shows what the gate would decide and never asks for a write.
-pub fn gate_config(s: &StatusSettings) -> GateConfig {
-    GateConfig {
-        placement: s.gate.placement.clone(),
-        critical: s.gate.critical.clone(),
-        timeout: s.timeout,
-        on_timeout: OnTimeout::Open,
-        dry_run: true,
-    }
+    Ok(render(&rows(&snapshot, &GateConfig::from(settings), now)))
 }
 
 /// Reads what the table needs: every node (to find the gated ones), every
 /// DaemonSet, and the pods bound to each gated node.
-pub async fn gather(client: &kube::Client, settings: &StatusSettings) -> anyhow::Result<Snapshot> {
-    use anyhow::Context as _;
+pub async fn gather(client: &kube::Client, settings: &StatusSettings) -> Result<Snapshot> {
     let nodes: Api<Node> = Api::all(client.clone());
     let nodes = nodes
         .list(&ListParams::default())
         .await
-        .context("listing nodes")?;
+        .map_err(Error::kube("listing nodes"))?;
     let placement = &settings.gate.placement;
     let gated: Vec<NodeInfo> = nodes
         .items
@@ -170,7 +156,7 @@ pub async fn gather(client: &kube::Client, settings: &StatusSettings) -> anyhow:
     let daemonsets = daemonsets
         .list(&ListParams::default())
         .await
-        .context("listing DaemonSets")?
+        .map_err(Error::kube("listing DaemonSets"))?
         .items
         .iter()
         .filter_map(project::daemonset)
@@ -183,16 +169,19 @@ pub async fn gather(client: &kube::Client, settings: &StatusSettings) -> anyhow:
                     let list = api
                         .list(&ListParams::default().fields(&format!("spec.nodeName={name}")))
                         .await
-                        .with_context(|| format!("listing the pods on node {name}"))?;
+                        .map_err(|source| Error::Kube {
+                            what: format!("listing the pods on node {name}"),
+                            source,
+                        })?;
                     let pods = list.items.iter().filter_map(project::pod).collect();
-                    Ok::<_, anyhow::Error>((name, pods))
+                    Ok::<_, Error>((name, pods))
                 }
             })
             .buffer_unordered(LIST_CONCURRENCY)
             .collect::<Vec<_>>()
             .await
             .into_iter()
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<_>>()?;
     Ok(Snapshot {
         nodes: gated,
         daemonsets,

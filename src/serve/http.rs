@@ -1,19 +1,18 @@
-//! The HTTP server: `/healthz`, `/readyz`, `/metrics`, `/debug/nodes` and
-//! `/debug/nodes/{name}`, plus the bounded history of finished gates that the
-//! debug endpoints still show.
+//! The HTTP server: routing and handlers for `/healthz`, `/readyz`,
+//! `/metrics`, `/debug/nodes` and `/debug/nodes/{name}`, and the JSON those
+//! debug endpoints show.
 //!
 //! Handlers only read: the router's indexes and gate views, the metrics
-//! registry, the history. Nothing here can change a gate or write to the
+//! registry, the health record and the history of finished gates
+//! (`serve::health`). Nothing here can change a gate or write to the
 //! cluster, and no handler holds a lock across an await. The bound address is
 //! logged as `listening on HOST:PORT` (port 0 picks a free one), which tests
 //! and scripts may parse.
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
-use anyhow::Context as _;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
@@ -23,114 +22,19 @@ use futures::StreamExt;
 use jiff::Timestamp;
 use nodegate_actors::messages::GateView;
 use nodegate_actors::router::Router;
-use nodegate_core::gate::{Expectation, GateState, Phase, Readiness, StopReason};
-use nodegate_core::journal::Journal;
+use nodegate_core::gate::{Expectation, GateState, Phase, Readiness};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::cluster::watch::WatchStats;
+use crate::error::{Error, Result};
+use crate::serve::health::{Health, History};
 use crate::serve::metrics::{self, Metrics};
 
 /// Gate views asked for at once by `/debug/nodes`; each is one actor
 /// round-trip.
 const VIEW_CONCURRENCY: usize = 32;
-
-/// The last N gates that finished (opened, or ended because the node or its
-/// taint went away), newest last, as `/debug/nodes/{name}` shows them after
-/// the actor is gone.
-pub struct History {
-    capacity: usize,
-    views: Mutex<VecDeque<GateView>>,
-}
-
-impl History {
-    pub fn new(capacity: usize) -> Self {
-        History {
-            capacity,
-            views: Mutex::new(VecDeque::with_capacity(capacity.min(1024))),
-        }
-    }
-
-    /// Keeps a finished gate; a gate stopped by shutdown, or one that never
-    /// gated anything, is not worth a slot.
-    pub fn gate_stopped(&self, node: &str, state: &GateState, journal: &Journal) {
-        if self.capacity == 0 || !state.is_finished() || state.stopped == Some(StopReason::NotGated)
-        {
-            return;
-        }
-        let view = GateView {
-            node: node.to_string(),
-            state: state.clone(),
-            journal: journal.entries().cloned().collect(),
-            journal_dropped: journal.dropped(),
-        };
-        let mut views = self.views.lock().unwrap_or_else(|p| p.into_inner());
-        views.retain(|v| v.node != node);
-        views.push_back(view);
-        while views.len() > self.capacity {
-            views.pop_front();
-        }
-    }
-
-    pub fn get(&self, node: &str) -> Option<GateView> {
-        let views = self.views.lock().unwrap_or_else(|p| p.into_inner());
-        views.iter().rev().find(|v| v.node == node).cloned()
-    }
-
-    fn recent(&self) -> Vec<Value> {
-        let views = self.views.lock().unwrap_or_else(|p| p.into_inner());
-        views
-            .iter()
-            .rev()
-            .map(|v| {
-                json!({
-                    "node": v.node,
-                    "phase": v.state.phase,
-                    "opened_by": v.state.opened.as_ref().map(|o| o.opened_by),
-                    "opened_at": v.state.opened.as_ref().map(|o| o.at),
-                    "stopped": v.state.stopped.map(|s| s.to_string()),
-                })
-            })
-            .collect()
-    }
-}
-
-/// What `/healthz` checks: the loops that must run for the process to be of
-/// any use.
-#[derive(Debug)]
-pub struct Health {
-    supervisor: AtomicBool,
-    elector: AtomicBool,
-}
-
-impl Default for Health {
-    fn default() -> Self {
-        Health {
-            supervisor: AtomicBool::new(true),
-            elector: AtomicBool::new(true),
-        }
-    }
-}
-
-impl Health {
-    pub fn supervisor_stopped(&self) {
-        self.supervisor.store(false, Ordering::SeqCst);
-    }
-    pub fn elector_stopped(&self) {
-        self.elector.store(false, Ordering::SeqCst);
-    }
-    fn problems(&self) -> Vec<&'static str> {
-        let mut p = Vec::new();
-        if !self.supervisor.load(Ordering::SeqCst) {
-            p.push("the gate supervisor has stopped");
-        }
-        if !self.elector.load(Ordering::SeqCst) {
-            p.push("the leader-election loop has stopped");
-        }
-        p
-    }
-}
 
 #[derive(Clone)]
 pub struct AppState {
@@ -157,13 +61,13 @@ pub async fn serve(
     addr: SocketAddr,
     state: AppState,
     mut shutdown: watch::Receiver<bool>,
-) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .with_context(|| format!("cannot listen on {addr} (--http-addr)"))?;
-    let bound = listener
-        .local_addr()
-        .with_context(|| format!("cannot read the address bound for {addr}"))?;
+        .map_err(Error::io(format!("cannot listen on {addr} (--http-addr)")))?;
+    let bound = listener.local_addr().map_err(Error::io(format!(
+        "cannot read the address bound for {addr}"
+    )))?;
     tracing::info!("listening on {bound}");
     let server = axum::serve(listener, app(state)).with_graceful_shutdown(async move {
         let _ = shutdown.changed().await;
@@ -382,55 +286,8 @@ fn detail(view: &GateView, live: bool, now: Timestamp) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nodegate_core::gate::{self, GateConfig, Input, PatchOutcome};
-    use nodegate_core::testutil::{
-        mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
-    };
-
-    fn opened_gate(node: &str) -> (GateState, Journal) {
-        let cfg = GateConfig::default();
-        let ds = mk_ds(
-            "infra",
-            "cni",
-            template_with_tolerations(vec![toleration("", "Exists", "", "")]),
-        );
-        let mut state = GateState::default();
-        let mut journal = Journal::new(64);
-        let inputs = [
-            Input::snapshot(
-                mk_node(
-                    node,
-                    &[],
-                    vec![taint("nodegate.dev/initializing", "NoSchedule")],
-                ),
-                vec![ds.clone()],
-                vec![mk_pod("cni-1", node, &ds.uid)],
-            ),
-            Input::PatchResult(PatchOutcome::Applied),
-        ];
-        for (i, input) in inputs.iter().enumerate() {
-            let at = ts(i64::try_from(i).unwrap_or(0) + 1);
-            for e in gate::step(&mut state, input, &cfg, at).events {
-                journal.record(at, e);
-            }
-        }
-        (state, journal)
-    }
-
-    #[test]
-    fn history_keeps_the_last_n_finished_gates() {
-        let h = History::new(2);
-        for n in ["a", "b", "c"] {
-            let (state, journal) = opened_gate(n);
-            h.gate_stopped(n, &state, &journal);
-        }
-        assert!(h.get("a").is_none(), "the oldest is evicted");
-        assert!(h.get("b").is_some() && h.get("c").is_some());
-        // Shutdown stops unfinished gates: not kept.
-        h.gate_stopped("d", &GateState::default(), &Journal::new(4));
-        assert!(h.get("d").is_none());
-        assert!(History::new(0).get("a").is_none());
-    }
+    use crate::serve::health::tests::opened_gate;
+    use nodegate_core::testutil::ts;
 
     #[test]
     fn detail_shows_members_with_reasons_and_the_journal_in_order() {

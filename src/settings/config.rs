@@ -1,14 +1,17 @@
 //! Settings: the command line merged over an optional YAML file, validated
-//! before anything touches the cluster.
+//! before anything touches the cluster, and turned into the core's
+//! [`GateConfig`] in one place ([`GateSettings::gate_config`]).
 //!
-//! Every error names the bad value and where it came from, and the process
-//! exits with status 2 on any of them. Nothing here talks to the cluster.
+//! Every error ([`ConfigError`]) names the bad value and where it came from,
+//! and the process exits with status 2 on any of them (see `crate::error`).
+//! Nothing here talks to the cluster.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use nodegate_core::gate::{self, GateConfig};
 use nodegate_core::placement::{
     ManagedTaint, PlacementConfig, TransientTaint, default_transient_taints,
 };
@@ -96,11 +99,57 @@ impl FileConfig {
     }
 }
 
-/// What placement needs, shared by `run` and `explain`.
+/// What placement needs, shared by `run`, `explain` and `status`.
 #[derive(Debug, Clone)]
 pub struct GateSettings {
     pub placement: PlacementConfig,
     pub critical: Vec<CriticalPodEntry>,
+}
+
+impl GateSettings {
+    /// The core's gate configuration: these settings' placement and critical
+    /// pods, with the deadline and the write policy the command runs with.
+    /// The one place a [`GateConfig`] is assembled from settings, so that a
+    /// new field is a compile error here and nowhere else.
+    pub fn gate_config(
+        &self,
+        timeout: Option<Duration>,
+        on_timeout: OnTimeout,
+        dry_run: bool,
+    ) -> GateConfig {
+        GateConfig {
+            placement: self.placement.clone(),
+            critical: self.critical.clone(),
+            timeout,
+            on_timeout: on_timeout.into(),
+            dry_run,
+        }
+    }
+}
+
+impl From<OnTimeout> for gate::OnTimeout {
+    fn from(o: OnTimeout) -> gate::OnTimeout {
+        match o {
+            OnTimeout::Open => gate::OnTimeout::Open,
+            OnTimeout::Keep => gate::OnTimeout::Keep,
+        }
+    }
+}
+
+/// `nodegate run`: the gate exactly as configured.
+impl From<&RunSettings> for GateConfig {
+    fn from(s: &RunSettings) -> GateConfig {
+        s.gate.gate_config(s.timeout, s.on_timeout, s.dry_run)
+    }
+}
+
+/// `nodegate status`: the gate in dry-run, opening on timeout, whatever the
+/// file says about `onTimeout` or `dryRun` (status has neither flag): the
+/// table shows what the gate would decide and never asks for a write.
+impl From<&StatusSettings> for GateConfig {
+    fn from(s: &StatusSettings) -> GateConfig {
+        s.gate.gate_config(s.timeout, OnTimeout::Open, true)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -407,7 +456,7 @@ pub fn parse_http_addr(s: &str) -> Result<SocketAddr, ConfigError> {
     })
 }
 
-fn check_dns_label(s: &str) -> Result<(), String> {
+fn check_dns_label(s: &str) -> Result<(), &'static str> {
     let ok = !s.is_empty()
         && s.len() <= 63
         && s.bytes()
@@ -417,13 +466,17 @@ fn check_dns_label(s: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err("must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit".into())
+        Err(
+            "must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
+        )
     }
 }
 
-fn check_dns_subdomain(s: &str) -> Result<(), String> {
+fn check_dns_subdomain(s: &str) -> Result<(), &'static str> {
     if s.is_empty() || s.len() > 253 || s.split('.').any(|p| check_dns_label(p).is_err()) {
-        return Err("must be a DNS subdomain: lowercase letters, digits, '-' and '.', at most 253 characters".into());
+        return Err(
+            "must be a DNS subdomain: lowercase letters, digits, '-' and '.', at most 253 characters",
+        );
     }
     Ok(())
 }
@@ -727,6 +780,39 @@ mod tests {
             (&["--lease-namespace", "kube.system"], "--lease-namespace"),
         ];
         assert_each_error_names(cases);
+    }
+
+    #[test]
+    fn run_and_status_turn_settings_into_the_gate_config_each_their_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        std::fs::write(&path, "onTimeout: keep\ndryRun: false\ntimeout: 30s\n").unwrap();
+        let p = path.to_str().unwrap();
+        let run = run_settings(&run_args(&["--config", p, "--exclude", "ns/a"])).unwrap();
+        let cfg = GateConfig::from(&run);
+        assert_eq!(cfg.on_timeout, gate::OnTimeout::Keep);
+        assert!(!cfg.dry_run);
+        assert_eq!(cfg.timeout, Some(Duration::from_secs(30)));
+        assert_eq!(cfg.placement.excluded, run.gate.placement.excluded);
+        assert_eq!(
+            cfg.placement.managed_taints,
+            run.gate.placement.managed_taints
+        );
+
+        // Status reads the same file, but always runs the gate in dry-run,
+        // opening on timeout.
+        let status =
+            match crate::settings::cli::Cli::try_parse_from(["nodegate", "status", "--config", p])
+                .expect("flags parse")
+                .command
+            {
+                crate::settings::cli::Command::Status(s) => status_settings(&s).unwrap(),
+                other => panic!("not status: {other:?}"),
+            };
+        let cfg = GateConfig::from(&status);
+        assert_eq!(cfg.on_timeout, gate::OnTimeout::Open);
+        assert!(cfg.dry_run);
+        assert_eq!(cfg.timeout, Some(Duration::from_secs(30)));
     }
 
     #[test]
