@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::event::IndexedTaint;
 use super::input::TimerKind;
+use super::notes::Reason;
 use super::state::OpenedBy;
 
 /// One conditional JSON patch (semantics.md §5): `test` the resourceVersion,
@@ -43,8 +44,9 @@ pub struct NodeEvent {
     #[serde(rename = "type")]
     pub type_: EventType,
     /// `GateOpened`, `GateTimedOut`, `GateWouldOpen`.
-    pub reason: String,
-    /// At most 1024 bytes, as the API requires.
+    pub reason: Reason,
+    /// At most 1024 bytes, as the API requires: cut by the core (`notes`),
+    /// so the shell sends it as it is.
     pub note: String,
 }
 

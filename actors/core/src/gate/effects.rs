@@ -1,10 +1,10 @@
 //! What the shell must do because of an event.
 
-use super::config::{GateConfig, OnTimeout};
-use super::effect::{Effect, EventType, TimeoutMark, UntaintPatch};
+use super::config::GateConfig;
+use super::effect::{Effect, TimeoutMark, UntaintPatch};
 use super::event::Event;
 use super::input::TimerKind;
-use super::notes::{not_ready_text, ready_text, record, since, taint_list};
+use super::notes;
 use super::state::{GateState, OpenedBy, Phase, WriteStatus};
 
 /// What the shell must do because of `ev`, given the state after the whole
@@ -72,77 +72,38 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
             action,
             expected,
             not_ready,
-        } if cfg.dry_run => {
-            let what = match action {
-                OnTimeout::Open => "would open the node anyway",
-                OnTimeout::Keep => "would keep the node closed",
-            };
-            let note = format!(
-                "dry-run: deadline passed {} after the gate started; {what}; {}",
-                since(node, *deadline),
-                not_ready_text(*expected, not_ready)
-            );
-            vec![record(node, EventType::Warning, "GateTimedOut", note)]
-        }
+        } if cfg.dry_run => vec![Effect::RecordEvent(notes::dry_run_timed_out(
+            node, *deadline, *action, *expected, not_ready,
+        ))],
         Event::WouldOpen {
             opened_by: OpenedBy::Ready,
             taints,
             at,
-        } => {
-            let note = format!(
-                "dry-run: would remove {} now: {}, {} after the gate started",
-                taint_list(taints),
-                ready_text(state),
-                since(node, *at)
-            );
-            vec![record(node, EventType::Normal, "GateWouldOpen", note)]
-        }
+        } => vec![Effect::RecordEvent(notes::would_open(
+            node, state, taints, *at,
+        ))],
         Event::Opened {
             opened_by: OpenedBy::Ready,
             at,
             ..
-        } => {
-            let note = format!(
-                "opened: {}, {} after the gate started",
-                ready_text(state),
-                since(node, *at)
-            );
-            vec![
-                record(node, EventType::Normal, "GateOpened", note),
-                Effect::Stop("opened".to_string()),
-            ]
-        }
+        } => vec![
+            Effect::RecordEvent(notes::opened(node, state, *at)),
+            Effect::Stop("opened".to_string()),
+        ],
         Event::Opened {
             opened_by: OpenedBy::Timeout,
             at,
             ..
-        } => {
-            let note = match &state.timed_out {
-                Some(t) => format!(
-                    "deadline passed {} after the gate started; opened anyway {} after the gate started; {}",
-                    since(node, t.deadline),
-                    since(node, *at),
-                    not_ready_text(t.expected, &t.not_ready)
-                ),
-                None => format!(
-                    "opened by timeout {} after the gate started",
-                    since(node, *at)
-                ),
-            };
-            vec![
-                record(node, EventType::Warning, "GateTimedOut", note),
-                Effect::Stop("opened by timeout".to_string()),
-            ]
-        }
+        } => vec![
+            Effect::RecordEvent(notes::opened_by_timeout(
+                node,
+                state.timed_out.as_ref(),
+                *at,
+            )),
+            Effect::Stop("opened by timeout".to_string()),
+        ],
         Event::TimeoutMarked => match &state.timed_out {
-            Some(t) => {
-                let note = format!(
-                    "deadline passed {} after the gate started; kept closed (--on-timeout=keep); {}",
-                    since(node, t.deadline),
-                    not_ready_text(t.expected, &t.not_ready)
-                );
-                vec![record(node, EventType::Warning, "GateTimedOut", note)]
-            }
+            Some(t) => vec![Effect::RecordEvent(notes::kept_closed(node, t))],
             None => Vec::new(),
         },
         Event::Stopped { reason } => vec![Effect::Stop(reason.to_string())],

@@ -22,7 +22,8 @@
 //! - `handle`, the decider behind [`decide`]: a small dispatcher handing each
 //!   input family to `handle/observations.rs`, `handle/timers.rs` or
 //!   `handle/writes.rs`, all ending in `handle/opening.rs`'s `reconcile`;
-//! - `notes`: every human text of a Kubernetes Event.
+//! - `notes`: every Kubernetes Event the gate records — its [`Reason`] and
+//!   its note, cut to the API's limit in one place.
 
 mod apply;
 mod config;
@@ -46,6 +47,7 @@ pub use effects::effects;
 pub use event::{Event, IndexedTaint};
 pub use input::{Input, PatchOutcome, TimerKind};
 pub use member::{Blocker, Expectation, Member, MemberId, Readiness};
+pub use notes::Reason;
 pub use state::{
     GateState, OpenedBy, OpenedRecord, Phase, StopReason, TimeoutRecord, Timers, Write, WriteKind,
     WriteStatus,

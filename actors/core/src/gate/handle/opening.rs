@@ -9,7 +9,7 @@ use super::{Decider, Trigger};
 use crate::gate::config::OnTimeout;
 use crate::gate::event::{Event, IndexedTaint};
 use crate::gate::member::Readiness;
-use crate::gate::notes::blocker_list;
+use crate::gate::notes;
 use crate::gate::state::{OpenedBy, Phase, StopReason, Write, WriteKind, WriteStatus};
 
 impl Decider<'_> {
@@ -126,8 +126,7 @@ impl Decider<'_> {
             && w.status != WriteStatus::InFlight
             && !all_ready
         {
-            let blockers = self.s.blockers();
-            let reason = format!("no longer all Ready: {}", blocker_list(&blockers));
+            let reason = notes::no_longer_all_ready(&self.s.blockers());
             self.emit(Event::WriteAbandoned { reason });
         }
 
@@ -141,8 +140,7 @@ impl Decider<'_> {
             && !all_ready
         {
             let attempt = w.attempt;
-            let blockers = self.s.blockers();
-            let reason = format!("no longer all Ready: {}", blocker_list(&blockers));
+            let reason = notes::no_longer_all_ready(&self.s.blockers());
             self.emit(Event::WithdrawRequested { attempt, reason });
         }
 
