@@ -953,7 +953,10 @@ fn node_deleted_mid_wait_stops() {
         .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
     let step = g.at(2).feed(Input::NodeDeleted);
     assert_eq!(g.state.stopped, Some(StopReason::NodeDeleted));
-    assert_eq!(step.effects, vec![Effect::Stop("node deleted".into())]);
+    assert_eq!(
+        step.effects,
+        vec![Effect::Stop(StopReason::NodeDeleted.into())]
+    );
     // Nothing moves a finished gate.
     assert!(
         g.at(3)

@@ -1,7 +1,7 @@
 //! What the shell must do because of an event.
 
 use super::config::GateConfig;
-use super::effect::{Effect, TimeoutMark, UntaintPatch};
+use super::effect::{Effect, Ending, TimeoutMark, UntaintPatch};
 use super::event::Event;
 use super::input::TimerKind;
 use super::notes;
@@ -88,7 +88,7 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
             ..
         } => vec![
             Effect::RecordEvent(notes::opened(node, state, *at)),
-            Effect::Stop("opened".to_string()),
+            Effect::Stop(Ending::Opened(OpenedBy::Ready)),
         ],
         Event::Opened {
             opened_by: OpenedBy::Timeout,
@@ -100,13 +100,13 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
                 state.timed_out.as_ref(),
                 *at,
             )),
-            Effect::Stop("opened by timeout".to_string()),
+            Effect::Stop(Ending::Opened(OpenedBy::Timeout)),
         ],
         Event::TimeoutMarked => match &state.timed_out {
             Some(t) => vec![Effect::RecordEvent(notes::kept_closed(node, t))],
             None => Vec::new(),
         },
-        Event::Stopped { reason } => vec![Effect::Stop(reason.to_string())],
+        Event::Stopped { reason } => vec![Effect::Stop(Ending::Stopped(*reason))],
         _ => Vec::new(),
     }
 }
