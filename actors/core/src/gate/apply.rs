@@ -6,7 +6,7 @@ use super::config::OnTimeout;
 use super::event::Event;
 use super::member::{Expectation, Member, Readiness};
 use super::state::{GateState, OpenedRecord, Phase, TimeoutRecord, Write, WriteKind, WriteStatus};
-use crate::model::NodeInfo;
+use crate::model::{NodeInfo, PodInfo};
 
 /// Folds one fact into the state. Never fails and never consults anything but
 /// the event: an event that does not fit the state (e.g. a member update for a
@@ -34,21 +34,9 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         Event::DaemonSetRemoved { daemonset, .. } => {
             state.daemonsets.remove(daemonset);
         }
-        Event::PodStatusChanged {
-            uid,
-            phase,
-            ready,
-            ready_since,
-            terminating,
-            ..
-        } => {
+        Event::PodStatusChanged { uid, .. } => {
             if let Some(slot) = state.pods.get_mut(&**uid) {
-                let p = Arc::make_mut(slot);
-                p.phase.clear();
-                p.phase.push_str(phase);
-                p.ready = *ready;
-                p.ready_since = *ready_since;
-                p.terminating = *terminating;
+                set_status(Arc::make_mut(slot), ev);
             }
         }
         Event::PodUpdated { pod } => match state.pods.get_mut(&pod.uid) {
@@ -211,6 +199,56 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             state.write = None;
             state.stopped = Some(*reason);
         }
+    }
+}
+
+/// `apply` for an event that `shared` — the version of a pod the caller
+/// holds, shared with the router's index — already embodies: a status-only
+/// change of that pod ([`Event::PodStatusChanged`]) makes the state hold
+/// `shared` itself, where [`apply`] would edit a copy of the old version into
+/// an equal value. Same state by value (the replay of a journal, which has
+/// only the event, rebuilds it exactly), but no copy of the pod per gate, and
+/// no copy made only to be thrown away. Any other event is applied as it is.
+///
+/// This lives here rather than as the decider overwriting the slot after
+/// `emit`, so that every change to the state stays in this module: an
+/// `apply` followed by an overwrite would clone the pod (the index holds
+/// another reference) for nothing on the most frequent input.
+pub(super) fn apply_sharing(state: &mut GateState, ev: &Event, shared: &Arc<PodInfo>) {
+    let Event::PodStatusChanged { uid, .. } = ev else {
+        return apply(state, ev);
+    };
+    match state.pods.get_mut(&**uid) {
+        Some(slot) if **uid == *shared.uid => {
+            debug_assert!(
+                {
+                    let mut folded = PodInfo::clone(slot);
+                    set_status(&mut folded, ev);
+                    folded == **shared
+                },
+                "the shared pod {uid} is not what applying the event gives"
+            );
+            *slot = Arc::clone(shared);
+        }
+        _ => apply(state, ev),
+    }
+}
+
+/// Copies the status a [`Event::PodStatusChanged`] carries into `p`.
+fn set_status(p: &mut PodInfo, ev: &Event) {
+    if let Event::PodStatusChanged {
+        phase,
+        ready,
+        ready_since,
+        terminating,
+        ..
+    } = ev
+    {
+        p.phase.clear();
+        p.phase.push_str(phase);
+        p.ready = *ready;
+        p.ready_since = *ready_since;
+        p.terminating = *terminating;
     }
 }
 

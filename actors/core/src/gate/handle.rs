@@ -15,13 +15,16 @@ mod opening;
 mod timers;
 mod writes;
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 
-use super::apply::apply;
+use super::apply::{apply, apply_sharing};
 use super::config::GateConfig;
 use super::event::Event;
 use super::input::Input;
 use super::state::{GateState, StopReason};
+use crate::model::PodInfo;
 
 /// `decide` on the state itself: each event is applied as it is emitted, so
 /// afterwards `state` is what folding the returned events gives.
@@ -66,6 +69,14 @@ impl Decider<'_> {
     /// caller. Every event of a step goes through here.
     fn emit(&mut self, ev: Event) {
         apply(self.s, &ev);
+        self.events.push(ev);
+    }
+
+    /// `emit` for an event that `shared`, a pod version the router's index
+    /// holds, already embodies: the state keeps `shared` rather than a copy
+    /// (see `apply_sharing`).
+    fn emit_sharing(&mut self, ev: Event, shared: &Arc<PodInfo>) {
+        apply_sharing(self.s, &ev, shared);
         self.events.push(ev);
     }
 

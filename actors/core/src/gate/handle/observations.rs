@@ -143,9 +143,10 @@ impl Decider<'_> {
     }
 
     /// Records a new version of a pod bound to the node: only its status
-    /// when nothing else changed. The state then holds the indexed version
-    /// itself, which equals what applying the event gives (replay checks
-    /// it) without a copy of the pod per gate.
+    /// when nothing else changed. Either way the state then holds the
+    /// indexed version itself — for a status change through `emit_sharing`,
+    /// since it equals what applying the event gives (replay checks it) —
+    /// without a copy of the pod per gate.
     fn pod_changed(&mut self, pod: &Arc<PodInfo>, old: Option<&PodInfo>) {
         let status_only = old.is_some_and(|old| {
             old.namespace == pod.namespace
@@ -159,17 +160,15 @@ impl Decider<'_> {
                 pod: Arc::clone(pod),
             });
         }
-        self.events.push(Event::PodStatusChanged {
+        let ev = Event::PodStatusChanged {
             pod: pod.name.as_str().into(),
             uid: pod.uid.as_str().into(),
             phase: pod.phase.as_str().into(),
             ready: pod.ready,
             ready_since: pod.ready_since,
             terminating: pod.terminating,
-        });
-        if let Some(slot) = self.s.pods.get_mut(&pod.uid) {
-            *slot = Arc::clone(pod);
-        }
+        };
+        self.emit_sharing(ev, pod);
     }
 
     pub(super) fn pod_deleted(&mut self, uid: &str) {
