@@ -124,12 +124,22 @@ impl Serialize for Ending {
 
 impl<'de> Deserialize<'de> for Ending {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Ending::ALL
-            .into_iter()
-            .find(|e| e.to_string() == s)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown gate ending `{s}`")))
+        deserialize_words(d, &Ending::ALL, "gate ending")
     }
+}
+
+/// Reads back one of `all`, serialized as its `Display` words ([`Ending`],
+/// [`Reason`](super::Reason)).
+pub(super) fn deserialize_words<'de, D, T>(d: D, all: &[T], what: &str) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Copy + fmt::Display,
+{
+    let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+    all.iter()
+        .copied()
+        .find(|v| v.to_string() == s)
+        .ok_or_else(|| serde::de::Error::custom(format!("unknown {what} `{s}`")))
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::config::OnTimeout;
-use super::effect::{EventType, NodeEvent};
+use super::effect::{EventType, NodeEvent, deserialize_words};
 use super::event::IndexedTaint;
 use super::member::Blocker;
 use super::state::{GateState, TimeoutRecord, gate_start};
@@ -42,7 +42,7 @@ impl Reason {
     ];
 
     /// The Event's `reason` as the API shows it.
-    pub const fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Reason::GateOpened => "GateOpened",
             Reason::GateTimedOut => "GateTimedOut",
@@ -50,13 +50,6 @@ impl Reason {
         }
     }
 }
-
-/// Every reason's string, for a deserialization error.
-const REASON_NAMES: [&str; 3] = [
-    Reason::ALL[0].as_str(),
-    Reason::ALL[1].as_str(),
-    Reason::ALL[2].as_str(),
-];
 
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -84,11 +77,7 @@ impl Serialize for Reason {
 
 impl<'de> Deserialize<'de> for Reason {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Reason::ALL
-            .into_iter()
-            .find(|r| r.as_str() == s)
-            .ok_or_else(|| serde::de::Error::unknown_variant(&s, &REASON_NAMES))
+        deserialize_words(d, &Reason::ALL, "Event reason")
     }
 }
 

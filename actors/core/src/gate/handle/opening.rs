@@ -118,30 +118,21 @@ impl Decider<'_> {
         // once something is not. One waiting to be retried is dropped; one in
         // flight is withdrawn if the executor has not sent it yet (one already
         // sent cannot be called back).
-        if let Some(w) = &self.s.write
+        if !all_ready
+            && let Some(w) = &self.s.write
             && w.kind
                 == (WriteKind::Untaint {
                     opened_by: OpenedBy::Ready,
                 })
-            && w.status != WriteStatus::InFlight
-            && !all_ready
         {
-            let reason = notes::no_longer_all_ready(&self.s.blockers());
-            self.emit(Event::WriteAbandoned { reason });
-        }
-
-        if let Some(w) = &self.s.write
-            && w.kind
-                == (WriteKind::Untaint {
-                    opened_by: OpenedBy::Ready,
-                })
-            && w.status == WriteStatus::InFlight
-            && !w.withdrawing
-            && !all_ready
-        {
-            let attempt = w.attempt;
-            let reason = notes::no_longer_all_ready(&self.s.blockers());
-            self.emit(Event::WithdrawRequested { attempt, reason });
+            if w.status != WriteStatus::InFlight {
+                let reason = notes::no_longer_all_ready(&self.s.blockers());
+                self.emit(Event::WriteAbandoned { reason });
+            } else if !w.withdrawing {
+                let attempt = w.attempt;
+                let reason = notes::no_longer_all_ready(&self.s.blockers());
+                self.emit(Event::WithdrawRequested { attempt, reason });
+            }
         }
 
         if !all_ready
