@@ -262,7 +262,7 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
                 // Unregister now, not in post_stop, so no hint is routed to a
                 // gate that is on its way out.
                 self.ctx.router.unregister(&state.name, myself.get_id());
-                myself.stop(Some(reason));
+                myself.stop(Some(reason.to_string()));
             }
         }
     }

@@ -20,7 +20,7 @@ use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use nodegate_core::gate::{EventType, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
+use nodegate_core::gate::{EventType, NodeEvent, PatchOutcome, Reason, TimeoutMark, UntaintPatch};
 use nodegate_core::model::NodeInfo;
 use serde_json::json;
 use tokio::sync::{Mutex, Semaphore};
@@ -217,9 +217,10 @@ impl Writer {
             "metadata": {"name": format!("{}.{:x}", ev.node, now.as_nanosecond()), "namespace": "default"},
             "eventTime": MicroTime(now),
             "type": match ev.type_ { EventType::Normal => "Normal", EventType::Warning => "Warning" },
-            "reason": ev.reason,
-            "note": truncate(&ev.note, 1024),
-            "action": action_for(&ev.reason),
+            "reason": ev.reason.as_str(),
+            // Already within the API's 1024 bytes: the core cuts every note.
+            "note": ev.note,
+            "action": action_for(ev.reason),
             "reportingController": CONTROLLER_NAME,
             "reportingInstance": self.instance,
             "regarding": {"apiVersion": "v1", "kind": "Node", "name": ev.node, "uid": ev.node_uid},
@@ -237,24 +238,11 @@ impl Writer {
     }
 }
 
-fn action_for(reason: &str) -> &'static str {
+fn action_for(reason: Reason) -> &'static str {
     match reason {
-        "GateOpened" | "GateWouldOpen" => "Open",
-        "GateTimedOut" => "Timeout",
-        _ => "Gate",
+        Reason::GateOpened | Reason::GateWouldOpen => "Open",
+        Reason::GateTimedOut => "Timeout",
     }
-}
-
-/// Cuts a note to the API's limit without splitting a character.
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max.saturating_sub(3);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
 }
 
 /// 409 (resourceVersion moved) and 422 (a `test` op failed) both mean "the
@@ -271,15 +259,6 @@ pub fn outcome(r: Result<(), kube::Error>) -> PatchOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn truncate_respects_char_boundaries() {
-        let s = "é".repeat(600);
-        let t = truncate(&s, 1024);
-        assert!(t.len() <= 1024);
-        assert!(t.ends_with("..."));
-        assert_eq!(truncate("short", 1024), "short");
-    }
 
     #[tokio::test(start_paused = true)]
     async fn rate_limiter_lets_a_burst_through_then_paces() {

@@ -136,18 +136,6 @@ fn input() -> impl Strategy<Value = Input> {
     ]
 }
 
-fn is_observation(input: &Input) -> bool {
-    matches!(
-        input,
-        Input::Snapshot { .. }
-            | Input::NodeChanged(_)
-            | Input::DaemonSetUpserted(_)
-            | Input::DaemonSetDeleted { .. }
-            | Input::PodUpserted(_)
-            | Input::PodDeleted { .. }
-    )
-}
-
 #[derive(Debug, Clone)]
 struct Scenario {
     dry_run: bool,

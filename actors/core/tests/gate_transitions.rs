@@ -953,7 +953,10 @@ fn node_deleted_mid_wait_stops() {
         .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
     let step = g.at(2).feed(Input::NodeDeleted);
     assert_eq!(g.state.stopped, Some(StopReason::NodeDeleted));
-    assert_eq!(step.effects, vec![Effect::Stop("node deleted".into())]);
+    assert_eq!(
+        step.effects,
+        vec![Effect::Stop(StopReason::NodeDeleted.into())]
+    );
     // Nothing moves a finished gate.
     assert!(
         g.at(3)
@@ -1285,4 +1288,27 @@ fn a_bounded_journal_still_replays_to_the_live_state() {
     assert_eq!(g.journal.len(), 3);
     assert!(g.journal.dropped() > 0);
     // (the harness has checked replay == live after every input)
+}
+
+#[test]
+fn a_status_change_keeps_the_indexed_pod_itself_not_a_copy() {
+    let agent = tolerant_ds("agent");
+    let mut g = Gate::new(cfg());
+    g.at(1).start(
+        gated_node(),
+        vec![agent.clone()],
+        vec![unready_pod("agent-x1", &agent)],
+    );
+    let indexed = std::sync::Arc::new(ready_pod("agent-x1", &agent));
+    let step = g
+        .at(3)
+        .feed(Input::PodUpserted(std::sync::Arc::clone(&indexed)));
+    assert!(has_event(&step, |e| matches!(
+        e,
+        Event::PodStatusChanged { .. }
+    )));
+    assert!(std::sync::Arc::ptr_eq(
+        &g.state.pods["uid-agent-x1"],
+        &indexed
+    ));
 }

@@ -173,12 +173,10 @@ pub fn stops(step: &Step) -> bool {
     step.effects.iter().any(|e| matches!(e, Effect::Stop(_)))
 }
 
-/// After an observation the gate re-derives only the members the input can
-/// have changed; the result must be what deriving every member from scratch
-/// gives. (Once the gate is finished, or while its taint is gone, it stops
-/// deriving members, so there is nothing to compare.)
-pub fn assert_members_derived(state: &GateState, input: &Input, cfg: &GateConfig, now: Timestamp) {
-    let observation = matches!(
+/// An input that reports what the cluster looks like (as opposed to a
+/// timer, a write's result or the leadership).
+pub fn is_observation(input: &Input) -> bool {
+    matches!(
         input,
         Input::Snapshot { .. }
             | Input::NodeChanged(_)
@@ -186,7 +184,15 @@ pub fn assert_members_derived(state: &GateState, input: &Input, cfg: &GateConfig
             | Input::DaemonSetDeleted { .. }
             | Input::PodUpserted(_)
             | Input::PodDeleted { .. }
-    );
+    )
+}
+
+/// After an observation the gate re-derives only the members the input can
+/// have changed; the result must be what deriving every member from scratch
+/// gives. (Once the gate is finished, or while its taint is gone, it stops
+/// deriving members, so there is nothing to compare.)
+pub fn assert_members_derived(state: &GateState, input: &Input, cfg: &GateConfig, now: Timestamp) {
+    let observation = is_observation(input);
     let gated = state
         .node
         .as_ref()

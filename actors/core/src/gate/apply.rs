@@ -1,0 +1,259 @@
+//! Folding one event into the state.
+
+use std::sync::Arc;
+
+use super::config::OnTimeout;
+use super::event::Event;
+use super::member::{Expectation, Member, Readiness};
+use super::state::{GateState, OpenedRecord, Phase, TimeoutRecord, Write, WriteKind, WriteStatus};
+use crate::model::{NodeInfo, PodInfo};
+
+/// Folds one fact into the state. Never fails and never consults anything but
+/// the event: an event that does not fit the state (e.g. a member update for a
+/// member that is not there) changes nothing.
+pub fn apply(state: &mut GateState, ev: &Event) {
+    match ev {
+        Event::Snapshot {
+            node,
+            daemonsets,
+            pods,
+        } => {
+            state.node = Some(NodeInfo::clone(node));
+            state.daemonsets = daemonsets.iter().map(|ds| (ds.key(), ds.clone())).collect();
+            state.pods = pods.iter().map(|p| (p.uid.clone(), p.clone())).collect();
+        }
+        Event::NodeUpdated { node } => state.node = Some(NodeInfo::clone(node)),
+        Event::NodeVersionChanged { resource_version } => {
+            if let Some(node) = &mut state.node {
+                node.resource_version = resource_version.clone();
+            }
+        }
+        Event::DaemonSetUpdated { daemonset } => {
+            state.daemonsets.insert(daemonset.key(), daemonset.clone());
+        }
+        Event::DaemonSetRemoved { daemonset, .. } => {
+            state.daemonsets.remove(daemonset);
+        }
+        Event::PodStatusChanged { uid, .. } => {
+            if let Some(slot) = state.pods.get_mut(&**uid) {
+                set_status(Arc::make_mut(slot), ev);
+            }
+        }
+        Event::PodUpdated { pod } => match state.pods.get_mut(&pod.uid) {
+            // A new version of a known pod: no new key to allocate.
+            Some(slot) => *slot = Arc::clone(pod),
+            None => {
+                state.pods.insert(pod.uid.clone(), Arc::clone(pod));
+            }
+        },
+        Event::PodRemoved { uid, .. } => {
+            state.pods.remove(uid);
+        }
+        Event::MemberExpected { member } => {
+            let m = state.members.entry(member.clone()).or_insert(Member {
+                expectation: Expectation::Expected,
+                readiness: None,
+            });
+            m.expectation = Expectation::Expected;
+        }
+        Event::MemberNotExpected { member, reason } => {
+            state.members.insert(
+                member.clone(),
+                Member {
+                    expectation: Expectation::NotExpected {
+                        reason: reason.clone(),
+                    },
+                    readiness: None,
+                },
+            );
+        }
+        Event::MemberRemoved { member } => {
+            state.members.remove(member);
+        }
+        Event::MemberReady { member, pod } => {
+            if let Some(m) = state.members.get_mut(member) {
+                m.readiness = Some(Readiness::Ready { pod: pod.clone() });
+            }
+        }
+        Event::MemberWaiting {
+            member,
+            why,
+            available_at,
+        } => {
+            if let Some(m) = state.members.get_mut(member) {
+                m.readiness = Some(Readiness::Waiting {
+                    why: why.clone(),
+                    available_at: *available_at,
+                });
+            }
+        }
+        Event::DeadlineSet { at, generation } => {
+            state.timers.deadline = Some(*at);
+            state.timers.deadline_generation = *generation;
+        }
+        Event::RecheckScheduled { at, generation } => {
+            state.timers.recheck = Some(*at);
+            state.timers.recheck_generation = *generation;
+        }
+        Event::RecheckFired { .. } => state.timers.recheck = None,
+        Event::TimedOut {
+            deadline,
+            action,
+            expected,
+            not_ready,
+        } => {
+            state.timed_out = Some(TimeoutRecord {
+                deadline: *deadline,
+                action: *action,
+                expected: *expected,
+                not_ready: not_ready.clone(),
+            });
+            if *action == OnTimeout::Keep {
+                state.phase = Phase::TimedOutKept;
+            }
+        }
+        Event::WouldOpen { opened_by, at, .. } => {
+            state.phase = Phase::WouldOpen;
+            state.opened = Some(OpenedRecord {
+                opened_by: *opened_by,
+                at: *at,
+                resource_version: state
+                    .node
+                    .as_ref()
+                    .map(|n| n.resource_version.clone())
+                    .unwrap_or_default(),
+            });
+        }
+        Event::UntaintSent {
+            attempt,
+            opened_by,
+            resource_version,
+            ..
+        } => {
+            state.phase = Phase::Opening;
+            state.write = Some(Write {
+                kind: WriteKind::Untaint {
+                    opened_by: *opened_by,
+                },
+                attempt: *attempt,
+                status: WriteStatus::InFlight,
+                resource_version: Some(resource_version.clone()),
+                last_error: None,
+                withdrawing: false,
+            });
+        }
+        Event::MarkSent { attempt } => {
+            state.write = Some(Write {
+                kind: WriteKind::MarkTimedOut,
+                attempt: *attempt,
+                status: WriteStatus::InFlight,
+                resource_version: None,
+                last_error: None,
+                withdrawing: false,
+            });
+        }
+        Event::WriteConflict { .. } => set_write_status(state, WriteStatus::Refreshing),
+        Event::WriteFailed { error, .. } => {
+            if let Some(w) = &mut state.write {
+                w.last_error = Some(error.clone());
+            }
+        }
+        Event::WriteDeferred { .. } => set_write_status(state, WriteStatus::AwaitingLeader),
+        Event::WithdrawRequested { .. } => {
+            if let Some(w) = &mut state.write {
+                w.withdrawing = true;
+            }
+        }
+        Event::RetryScheduled { attempt } => {
+            if let Some(w) = &mut state.write {
+                w.attempt = *attempt;
+                w.status = WriteStatus::Backoff;
+            }
+        }
+        Event::WriteAbandoned { .. } => {
+            state.write = None;
+            state.phase = match &state.timed_out {
+                Some(t) if t.action == OnTimeout::Keep => Phase::TimedOutKept,
+                _ => Phase::Waiting,
+            };
+        }
+        Event::Opened {
+            opened_by,
+            at,
+            resource_version,
+        } => {
+            state.phase = Phase::Opened;
+            state.write = None;
+            state.opened = Some(OpenedRecord {
+                opened_by: *opened_by,
+                at: *at,
+                resource_version: resource_version.clone(),
+            });
+        }
+        Event::TimeoutMarked => {
+            state.timeout_marked = true;
+            state.write = None;
+        }
+        Event::Stopped { reason } => {
+            state.phase = Phase::Gone;
+            state.write = None;
+            state.stopped = Some(*reason);
+        }
+    }
+}
+
+/// `apply` for an event that `shared` — the version of a pod the caller
+/// holds, shared with the router's index — already embodies: a status-only
+/// change of that pod ([`Event::PodStatusChanged`]) makes the state hold
+/// `shared` itself, where [`apply`] would edit a copy of the old version into
+/// an equal value. Same state by value (the replay of a journal, which has
+/// only the event, rebuilds it exactly), but no copy of the pod per gate, and
+/// no copy made only to be thrown away. Any other event is applied as it is.
+///
+/// This lives here rather than as the decider overwriting the slot after
+/// `emit`, so that every change to the state stays in this module: an
+/// `apply` followed by an overwrite would clone the pod (the index holds
+/// another reference) for nothing on the most frequent input.
+pub(super) fn apply_sharing(state: &mut GateState, ev: &Event, shared: &Arc<PodInfo>) {
+    let Event::PodStatusChanged { uid, .. } = ev else {
+        return apply(state, ev);
+    };
+    match state.pods.get_mut(&**uid) {
+        Some(slot) if **uid == *shared.uid => {
+            debug_assert!(
+                {
+                    let mut folded = PodInfo::clone(slot);
+                    set_status(&mut folded, ev);
+                    folded == **shared
+                },
+                "the shared pod {uid} is not what applying the event gives"
+            );
+            *slot = Arc::clone(shared);
+        }
+        _ => apply(state, ev),
+    }
+}
+
+/// Copies the status a [`Event::PodStatusChanged`] carries into `p`.
+fn set_status(p: &mut PodInfo, ev: &Event) {
+    if let Event::PodStatusChanged {
+        phase,
+        ready,
+        ready_since,
+        terminating,
+        ..
+    } = ev
+    {
+        p.phase.clear();
+        p.phase.push_str(phase);
+        p.ready = *ready;
+        p.ready_since = *ready_since;
+        p.terminating = *terminating;
+    }
+}
+
+fn set_write_status(state: &mut GateState, status: WriteStatus) {
+    if let Some(w) = &mut state.write {
+        w.status = status;
+    }
+}

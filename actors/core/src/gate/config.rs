@@ -1,0 +1,50 @@
+//! The settings every gate shares, and what it does when its deadline passes.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::placement::PlacementConfig;
+use crate::readiness::CriticalPodEntry;
+
+/// What a gate does when its deadline passes with members still not Ready.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTimeout {
+    /// Remove the taint anyway (the default): a broken DaemonSet must not keep
+    /// a node closed for ever.
+    #[default]
+    Open,
+    /// Leave the taint and mark the node `nodegate.dev/timed-out`; the gate
+    /// still opens if every member later becomes Ready.
+    Keep,
+}
+
+/// The default `--timeout`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The settings every gate shares. Built once by the binary from flags and the
+/// config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateConfig {
+    pub placement: PlacementConfig,
+    pub critical: Vec<CriticalPodEntry>,
+    /// `None` means no deadline (`--timeout 0`).
+    pub timeout: Option<Duration>,
+    pub on_timeout: OnTimeout,
+    pub dry_run: bool,
+}
+
+impl Default for GateConfig {
+    /// The defaults `nodegate run` documents: the default managed and
+    /// transient taints, 120 s, open on timeout, writes enabled.
+    fn default() -> Self {
+        GateConfig {
+            placement: PlacementConfig::default(),
+            critical: Vec::new(),
+            timeout: Some(DEFAULT_TIMEOUT),
+            on_timeout: OnTimeout::Open,
+            dry_run: false,
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! Deriving members from scratch: each DaemonSet's placement verdict and
+//! readiness, and each critical-pod entry's.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+
+use super::config::GateConfig;
+use super::member::{Expectation, Member, MemberId, Readiness};
+use super::state::GateState;
+use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use crate::placement::{self, Verdict};
+use crate::readiness::{self, CriticalPodEntry};
+
+/// Every member the gate should have, derived from scratch from what it has
+/// seen: each DaemonSet's placement verdict and, when expected, its readiness
+/// at `now`; each critical-pod entry likewise. The gate keeps its `members`
+/// equal to this after every step (tests check it); it only avoids
+/// re-deriving what an input cannot have changed.
+pub fn derive_members(
+    state: &GateState,
+    cfg: &GateConfig,
+    now: Timestamp,
+) -> BTreeMap<MemberId, Member> {
+    match &state.node {
+        Some(node) => derive_all(node, &state.daemonsets, &state.pods, cfg, now),
+        None => BTreeMap::new(),
+    }
+}
+
+pub(super) fn derive_all(
+    node: &NodeInfo,
+    daemonsets: &BTreeMap<String, Arc<DaemonSetInfo>>,
+    pods: &BTreeMap<String, Arc<PodInfo>>,
+    cfg: &GateConfig,
+    now: Timestamp,
+) -> BTreeMap<MemberId, Member> {
+    let mut out = BTreeMap::new();
+    for ds in daemonsets.values() {
+        out.insert(
+            MemberId::daemonset(ds),
+            daemonset_member(node, ds, pods, cfg, now),
+        );
+    }
+    for entry in &cfg.critical {
+        out.insert(
+            MemberId::Critical(entry.name.clone()),
+            critical_member(node, entry, pods, now),
+        );
+    }
+    out
+}
+
+/// One member derived from scratch; `None` when it no longer exists.
+pub(super) fn derive_member(
+    id: &MemberId,
+    node: &NodeInfo,
+    daemonsets: &BTreeMap<String, Arc<DaemonSetInfo>>,
+    pods: &BTreeMap<String, Arc<PodInfo>>,
+    cfg: &GateConfig,
+    now: Timestamp,
+) -> Option<Member> {
+    match id {
+        MemberId::DaemonSet(key) => daemonsets
+            .get(key)
+            .map(|ds| daemonset_member(node, ds, pods, cfg, now)),
+        MemberId::Critical(name) => cfg
+            .critical
+            .iter()
+            .find(|e| e.name == *name)
+            .map(|entry| critical_member(node, entry, pods, now)),
+    }
+}
+
+/// The readiness of a member already known to be expected.
+pub(super) fn derive_readiness(
+    id: &MemberId,
+    state: &GateState,
+    cfg: &GateConfig,
+    now: Timestamp,
+) -> Option<Readiness> {
+    let state = match id {
+        MemberId::DaemonSet(key) => readiness::daemonset_member(
+            state.daemonsets.get(key)?,
+            state.pods.values().map(AsRef::as_ref),
+            now,
+        ),
+        MemberId::Critical(name) => readiness::critical_member(
+            cfg.critical.iter().find(|e| e.name == *name)?,
+            state.pods.values().map(AsRef::as_ref),
+            now,
+        ),
+    };
+    Some(Readiness::from_member_state(state))
+}
+
+fn daemonset_member(
+    node: &NodeInfo,
+    ds: &DaemonSetInfo,
+    pods: &BTreeMap<String, Arc<PodInfo>>,
+    cfg: &GateConfig,
+    now: Timestamp,
+) -> Member {
+    match placement::evaluate(node, ds, &cfg.placement) {
+        Verdict::Expected => Member {
+            expectation: Expectation::Expected,
+            readiness: Some(Readiness::from_member_state(readiness::daemonset_member(
+                ds,
+                pods.values().map(AsRef::as_ref),
+                now,
+            ))),
+        },
+        Verdict::NotExpected(reason) => Member {
+            expectation: Expectation::NotExpected {
+                reason: reason.to_string(),
+            },
+            readiness: None,
+        },
+    }
+}
+
+fn critical_member(
+    node: &NodeInfo,
+    entry: &CriticalPodEntry,
+    pods: &BTreeMap<String, Arc<PodInfo>>,
+    now: Timestamp,
+) -> Member {
+    if readiness::critical_applies(entry, node) {
+        Member {
+            expectation: Expectation::Expected,
+            readiness: Some(Readiness::from_member_state(readiness::critical_member(
+                entry,
+                pods.values().map(AsRef::as_ref),
+                now,
+            ))),
+        }
+    } else {
+        Member {
+            expectation: Expectation::NotExpected {
+                reason: "the node does not match the entry's node selector".to_string(),
+            },
+            readiness: None,
+        }
+    }
+}

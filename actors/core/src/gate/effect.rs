@@ -1,0 +1,172 @@
+//! What the shell must do: the writes, Kubernetes Events, timers and re-reads
+//! a gate asks for, as values.
+
+use std::fmt;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use super::event::IndexedTaint;
+use super::input::TimerKind;
+use super::notes::Reason;
+use super::state::{OpenedBy, StopReason};
+
+/// One conditional JSON patch (semantics.md §5): `test` the resourceVersion,
+/// `test` + `remove` each taint at its index (highest index first, so earlier
+/// removals do not shift later ones — the executor must keep this order), and
+/// add the `nodegate.dev/opened-at` / `opened-by` annotations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UntaintPatch {
+    pub node: String,
+    pub resource_version: String,
+    /// Sorted by descending index.
+    pub taints: Vec<IndexedTaint>,
+    pub opened_by: OpenedBy,
+    pub opened_at: Timestamp,
+}
+
+/// Set `nodegate.dev/timed-out` on the node (`--on-timeout=keep`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeoutMark {
+    pub node: String,
+    pub deadline: Timestamp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// A Kubernetes Event (events.k8s.io/v1) regarding the node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeEvent {
+    pub node: String,
+    pub node_uid: String,
+    #[serde(rename = "type")]
+    pub type_: EventType,
+    /// `GateOpened`, `GateTimedOut`, `GateWouldOpen`.
+    pub reason: Reason,
+    /// At most 1024 bytes, as the API requires: cut by the core (`notes`),
+    /// so the shell sends it as it is.
+    pub note: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    RemoveTaints(UntaintPatch),
+    RecordEvent(NodeEvent),
+    MarkTimedOut(TimeoutMark),
+    /// Deliver `TimerFired { kind, generation }` at `at` (or at once if past).
+    ScheduleTimer {
+        kind: TimerKind,
+        at: Timestamp,
+        generation: u64,
+    },
+    /// Deliver `TimerFired { kind: Retry, generation: attempt }` after a
+    /// jittered exponential backoff for `attempt`; the shell picks the delay.
+    ScheduleRetry {
+        attempt: u32,
+    },
+    /// Re-read the node and deliver `NodeRefreshed`.
+    RefreshNode,
+    /// Do not send the in-flight untaint if it is still waiting for a patch
+    /// slot or a rate token; its result then is `PatchOutcome::Withdrawn`.
+    WithdrawWrite,
+    /// The gate is over, and how; always the last effect of its step.
+    Stop(Ending),
+}
+
+/// How a gate ended, as [`Effect::Stop`] tells the shell. Shown — and
+/// serialized — in the words the shell logs (`opened`, `opened by timeout`,
+/// or the [`StopReason`]'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// nodegate removed the managed taints.
+    Opened(OpenedBy),
+    /// The gate ended without opening.
+    Stopped(StopReason),
+}
+
+impl Ending {
+    const ALL: [Ending; 6] = [
+        Ending::Opened(OpenedBy::Ready),
+        Ending::Opened(OpenedBy::Timeout),
+        Ending::Stopped(StopReason::NodeDeleted),
+        Ending::Stopped(StopReason::NodeNotFound),
+        Ending::Stopped(StopReason::TaintRemovedElsewhere),
+        Ending::Stopped(StopReason::NotGated),
+    ];
+}
+
+impl From<StopReason> for Ending {
+    fn from(reason: StopReason) -> Self {
+        Ending::Stopped(reason)
+    }
+}
+
+impl fmt::Display for Ending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Ending::Opened(OpenedBy::Ready) => f.write_str("opened"),
+            Ending::Opened(OpenedBy::Timeout) => f.write_str("opened by timeout"),
+            Ending::Stopped(reason) => reason.fmt(f),
+        }
+    }
+}
+
+impl Serialize for Ending {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Ending {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        deserialize_words(d, &Ending::ALL, "gate ending")
+    }
+}
+
+/// Reads back one of `all`, serialized as its `Display` words ([`Ending`],
+/// [`Reason`](super::Reason)).
+pub(super) fn deserialize_words<'de, D, T>(d: D, all: &[T], what: &str) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Copy + fmt::Display,
+{
+    let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+    all.iter()
+        .copied()
+        .find(|v| v.to_string() == s)
+        .ok_or_else(|| serde::de::Error::custom(format!("unknown {what} `{s}`")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ending_reads_as_the_words_the_shell_logs() {
+        let words: Vec<String> = Ending::ALL.iter().map(Ending::to_string).collect();
+        assert_eq!(
+            words,
+            [
+                "opened",
+                "opened by timeout",
+                "node deleted",
+                "node not found",
+                "managed taint removed by another writer",
+                "node carries no managed taint",
+            ]
+        );
+        for e in Ending::ALL {
+            let json = serde_json::to_string(&Effect::Stop(e)).unwrap();
+            assert_eq!(json, format!(r#"{{"stop":"{e}"}}"#));
+            assert_eq!(
+                serde_json::from_str::<Effect>(&json).unwrap(),
+                Effect::Stop(e)
+            );
+        }
+    }
+}

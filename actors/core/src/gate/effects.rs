@@ -1,0 +1,112 @@
+//! What the shell must do because of an event.
+
+use super::config::GateConfig;
+use super::effect::{Effect, Ending, TimeoutMark, UntaintPatch};
+use super::event::Event;
+use super::input::TimerKind;
+use super::notes;
+use super::state::{GateState, OpenedBy, Phase, WriteStatus};
+
+/// What the shell must do because of `ev`, given the state after the whole
+/// step (so a timer armed and made moot in the same step is not scheduled).
+pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
+    let Some(node) = &state.node else {
+        return Vec::new();
+    };
+    match ev {
+        Event::DeadlineSet { at, generation }
+            if state.phase == Phase::Waiting && state.timers.deadline_generation == *generation =>
+        {
+            vec![Effect::ScheduleTimer {
+                kind: TimerKind::Deadline,
+                at: *at,
+                generation: *generation,
+            }]
+        }
+        Event::RecheckScheduled { at, generation }
+            if matches!(state.phase, Phase::Waiting | Phase::TimedOutKept)
+                && state.timers.recheck_generation == *generation =>
+        {
+            vec![Effect::ScheduleTimer {
+                kind: TimerKind::Recheck,
+                at: *at,
+                generation: *generation,
+            }]
+        }
+        Event::RetryScheduled { attempt }
+            if state
+                .write
+                .as_ref()
+                .is_some_and(|w| w.attempt == *attempt && w.status == WriteStatus::Backoff) =>
+        {
+            vec![Effect::ScheduleRetry { attempt: *attempt }]
+        }
+        Event::UntaintSent {
+            opened_by,
+            resource_version,
+            taints,
+            at,
+            ..
+        } => {
+            let mut taints = taints.clone();
+            taints.sort_by_key(|t| std::cmp::Reverse(t.index));
+            vec![Effect::RemoveTaints(UntaintPatch {
+                node: node.name.clone(),
+                resource_version: resource_version.clone(),
+                taints,
+                opened_by: *opened_by,
+                opened_at: *at,
+            })]
+        }
+        Event::MarkSent { .. } => match &state.timed_out {
+            Some(t) => vec![Effect::MarkTimedOut(TimeoutMark {
+                node: node.name.clone(),
+                deadline: t.deadline,
+            })],
+            None => Vec::new(),
+        },
+        Event::WriteConflict { .. } => vec![Effect::RefreshNode],
+        Event::WithdrawRequested { .. } => vec![Effect::WithdrawWrite],
+        Event::TimedOut {
+            deadline,
+            action,
+            expected,
+            not_ready,
+        } if cfg.dry_run => vec![Effect::RecordEvent(notes::dry_run_timed_out(
+            node, *deadline, *action, *expected, not_ready,
+        ))],
+        Event::WouldOpen {
+            opened_by: OpenedBy::Ready,
+            taints,
+            at,
+        } => vec![Effect::RecordEvent(notes::would_open(
+            node, state, taints, *at,
+        ))],
+        Event::Opened {
+            opened_by: OpenedBy::Ready,
+            at,
+            ..
+        } => vec![
+            Effect::RecordEvent(notes::opened(node, state, *at)),
+            Effect::Stop(Ending::Opened(OpenedBy::Ready)),
+        ],
+        Event::Opened {
+            opened_by: OpenedBy::Timeout,
+            at,
+            ..
+        } => vec![
+            Effect::RecordEvent(notes::opened_by_timeout(
+                node,
+                state.timed_out.as_ref(),
+                *at,
+            )),
+            Effect::Stop(Ending::Opened(OpenedBy::Timeout)),
+        ],
+        Event::TimeoutMarked => match &state.timed_out {
+            Some(t) => vec![Effect::RecordEvent(notes::kept_closed(node, t))],
+            None => Vec::new(),
+        },
+        Event::Stopped { reason } => vec![Effect::Stop(Ending::Stopped(*reason))],
+        _ => Vec::new(),
+    }
+}

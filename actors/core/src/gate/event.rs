@@ -1,0 +1,165 @@
+//! The facts of a gate's life: what [`decide`](super::decide) establishes,
+//! [`apply`](super::apply) folds and the journal keeps.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use super::config::OnTimeout;
+use super::member::{Blocker, MemberId};
+use super::state::{OpenedBy, StopReason};
+use crate::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
+
+/// A managed taint and where it sits in `spec.taints`, for the patch's
+/// `test` + `remove` pair.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexedTaint {
+    pub index: usize,
+    pub taint: Taint,
+}
+
+/// The facts of a gate's life, in the order they happened. Serialized
+/// externally tagged in snake_case, e.g.
+/// `{"member_ready":{"member":"kube-system/cilium","pod":"cilium-x7f"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    // --- what the gate saw ---
+    /// The node is boxed here and below so that the frequent small events
+    /// do not each take a node's room (journal entries, moves).
+    Snapshot {
+        node: Box<NodeInfo>,
+        daemonsets: Vec<Arc<DaemonSetInfo>>,
+        pods: Vec<Arc<PodInfo>>,
+    },
+    NodeUpdated {
+        node: Box<NodeInfo>,
+    },
+    /// Only the resourceVersion moved (status updates): kept short.
+    NodeVersionChanged {
+        resource_version: String,
+    },
+    DaemonSetUpdated {
+        daemonset: Arc<DaemonSetInfo>,
+    },
+    DaemonSetRemoved {
+        daemonset: String,
+        uid: String,
+    },
+    /// A pod seen for the first time, or one whose identity (owner, labels,
+    /// node) changed.
+    PodUpdated {
+        pod: Arc<PodInfo>,
+    },
+    /// Only a known pod's status changed — the common case, kept short so
+    /// that a journal does not hold a whole copy of every version of a pod.
+    ///
+    /// The strings are boxed slices rather than `String`s: this is the most
+    /// frequent journal entry, and every byte of the largest variant is paid
+    /// by every entry of every journal.
+    PodStatusChanged {
+        pod: Box<str>,
+        uid: Box<str>,
+        phase: Box<str>,
+        ready: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ready_since: Option<Timestamp>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        terminating: bool,
+    },
+    PodRemoved {
+        pod: String,
+        uid: String,
+    },
+
+    // --- the expected set and its readiness ---
+    MemberExpected {
+        member: MemberId,
+    },
+    MemberNotExpected {
+        member: MemberId,
+        reason: String,
+    },
+    MemberRemoved {
+        member: MemberId,
+    },
+    MemberReady {
+        member: MemberId,
+        pod: String,
+    },
+    MemberWaiting {
+        member: MemberId,
+        why: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        available_at: Option<Timestamp>,
+    },
+
+    // --- timers ---
+    DeadlineSet {
+        at: Timestamp,
+        generation: u64,
+    },
+    RecheckScheduled {
+        at: Timestamp,
+        generation: u64,
+    },
+    RecheckFired {
+        generation: u64,
+    },
+
+    // --- decisions and writes ---
+    TimedOut {
+        deadline: Timestamp,
+        action: OnTimeout,
+        expected: usize,
+        not_ready: Vec<Blocker>,
+    },
+    /// Dry-run: the gate would have removed these taints now.
+    WouldOpen {
+        opened_by: OpenedBy,
+        taints: Vec<IndexedTaint>,
+        at: Timestamp,
+    },
+    UntaintSent {
+        attempt: u32,
+        opened_by: OpenedBy,
+        resource_version: String,
+        taints: Vec<IndexedTaint>,
+        at: Timestamp,
+    },
+    MarkSent {
+        attempt: u32,
+    },
+    WriteConflict {
+        attempt: u32,
+    },
+    WriteFailed {
+        attempt: u32,
+        error: String,
+    },
+    WriteDeferred {
+        attempt: u32,
+    },
+    /// The in-flight untaint no longer stands (a member stopped being
+    /// Ready); if it has not been sent yet, it will not be.
+    WithdrawRequested {
+        attempt: u32,
+        reason: String,
+    },
+    RetryScheduled {
+        attempt: u32,
+    },
+    WriteAbandoned {
+        reason: String,
+    },
+    Opened {
+        opened_by: OpenedBy,
+        at: Timestamp,
+        resource_version: String,
+    },
+    TimeoutMarked,
+    Stopped {
+        reason: StopReason,
+    },
+}

@@ -1,0 +1,119 @@
+//! The decider: turns one input into events. A small dispatcher hands each
+//! input family to its own module — `observations` (snapshot, node,
+//! DaemonSet and pod inputs), `timers`, `writes` (patch and mark results,
+//! node re-reads) — and each of them ends in `reconcile` (`opening`), which
+//! brings the members in line with what the gate has seen (`members`) and
+//! decides whether and how the gate opens.
+//!
+//! The decider works on a scratch copy of the state that every emitted event
+//! is applied to at once, so later decisions in the same step see earlier
+//! facts.
+
+mod members;
+mod observations;
+mod opening;
+mod timers;
+mod writes;
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+
+use super::apply::{apply, apply_sharing};
+use super::config::GateConfig;
+use super::event::Event;
+use super::input::Input;
+use super::state::{GateState, StopReason};
+use crate::model::PodInfo;
+
+/// `decide` on the state itself: each event is applied as it is emitted, so
+/// afterwards `state` is what folding the returned events gives.
+pub(super) fn decide_in_place(
+    state: &mut GateState,
+    input: &Input,
+    cfg: &GateConfig,
+    now: Timestamp,
+) -> Vec<Event> {
+    if state.is_finished() {
+        return Vec::new();
+    }
+    let mut d = Decider {
+        s: state,
+        events: Vec::new(),
+        cfg,
+        now,
+    };
+    d.input(input);
+    d.events
+}
+
+struct Decider<'a> {
+    s: &'a mut GateState,
+    events: Vec<Event>,
+    cfg: &'a GateConfig,
+    now: Timestamp,
+}
+
+/// Why `reconcile` runs, for the write transitions that only a particular
+/// input may trigger.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Trigger {
+    Observation,
+    RetryDue,
+    Refreshed,
+    Leadership,
+}
+
+impl Decider<'_> {
+    /// Records a fact: applied to the state at once, then kept for the
+    /// caller. Every event of a step goes through here.
+    fn emit(&mut self, ev: Event) {
+        apply(self.s, &ev);
+        self.events.push(ev);
+    }
+
+    /// `emit` for an event that `shared`, a pod version the router's index
+    /// holds, already embodies: the state keeps `shared` rather than a copy
+    /// (see `apply_sharing`).
+    fn emit_sharing(&mut self, ev: Event, shared: &Arc<PodInfo>) {
+        apply_sharing(self.s, &ev, shared);
+        self.events.push(ev);
+    }
+
+    /// Whether `name` is the gated node's (false before the first snapshot).
+    fn is_this_node(&self, name: &str) -> bool {
+        self.s.node.as_ref().is_some_and(|n| n.name == name)
+    }
+
+    fn input(&mut self, input: &Input) {
+        if let Input::Snapshot {
+            node,
+            daemonsets,
+            pods,
+        } = input
+        {
+            return self.snapshot(node, daemonsets, pods);
+        }
+        // Nothing but a snapshot can start a gate: deciding on a partial view
+        // (say, a node without its DaemonSets) would open it at once.
+        if self.s.node.is_none() {
+            return;
+        }
+        match input {
+            Input::Snapshot { .. } => {}
+            Input::NodeChanged(node) => self.node_changed(node),
+            Input::NodeDeleted => self.emit(Event::Stopped {
+                reason: StopReason::NodeDeleted,
+            }),
+            Input::DaemonSetUpserted(ds) => self.daemonset_upserted(ds),
+            Input::DaemonSetDeleted { uid } => self.daemonset_deleted(uid),
+            Input::PodUpserted(pod) => self.pod_upserted(pod),
+            Input::PodDeleted { uid } => self.pod_deleted(uid),
+            Input::TimerFired { kind, generation } => self.timer(*kind, *generation),
+            Input::PatchResult(outcome) => self.patch_result(outcome),
+            Input::MarkResult(outcome) => self.mark_result(outcome),
+            Input::NodeRefreshed(result) => self.refreshed(result),
+            Input::LeadershipGained => self.reconcile(Trigger::Leadership),
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Keeping the members in line with what the gate has seen, re-deriving only
+//! those an input can have changed.
+
+use std::borrow::Cow;
+
+use super::Decider;
+use crate::gate::derive::{derive_all, derive_member, derive_readiness};
+use crate::gate::event::Event;
+use crate::gate::member::{Expectation, Member, MemberId, Readiness};
+
+/// Which members an input can have changed (see `Decider::recompute_members`).
+pub(super) enum Scope<'i> {
+    /// The node, a timer, a write or the leadership changed: every member.
+    All,
+    /// Only the node's resourceVersion or nothing at all changed.
+    Nothing,
+    /// One DaemonSet (`namespace/name`) changed or went away.
+    DaemonSet(Cow<'i, str>),
+    /// A pod changed or went away: the members of its controller (before and
+    /// after the change) and the critical entries of its namespace.
+    Pods {
+        owners: [Option<Cow<'i, str>>; 2],
+        namespace: Cow<'i, str>,
+    },
+}
+
+impl Decider<'_> {
+    /// Brings `members` in line with what the gate has seen: every member
+    /// for [`Scope::All`], else only those the input can have changed, plus
+    /// any member whose pod became available by the passing of time. Either
+    /// way the result equals [`derive_members`] at `now`; the scope only
+    /// saves the work that could not change anything.
+    pub(super) fn recompute_members(&mut self, scope: &Scope<'_>) {
+        let Some(node) = self.s.node.as_ref() else {
+            return;
+        };
+        if let Scope::All = scope {
+            let desired = derive_all(node, &self.s.daemonsets, &self.s.pods, self.cfg, self.now);
+            let gone: Vec<MemberId> = self
+                .s
+                .members
+                .keys()
+                .filter(|id| !desired.contains_key(*id))
+                .cloned()
+                .collect();
+            for member in gone {
+                self.emit(Event::MemberRemoved { member });
+            }
+            for (member, m) in desired {
+                self.sync_member(member, Some(m));
+            }
+            return;
+        }
+        // Members whose pods alone changed keep their expectation (the node
+        // and the DaemonSet did not change); only their readiness is derived.
+        let mut work: Vec<(MemberId, bool)> = Vec::new();
+        match scope {
+            Scope::All | Scope::Nothing => {}
+            Scope::DaemonSet(key) => work.push((MemberId::DaemonSet(key.to_string()), false)),
+            Scope::Pods { owners, namespace } => {
+                for (key, ds) in &self.s.daemonsets {
+                    if owners.iter().flatten().any(|o| **o == *ds.uid) {
+                        work.push((MemberId::DaemonSet(key.clone()), true));
+                    }
+                }
+                for entry in &self.cfg.critical {
+                    if entry.namespace == **namespace {
+                        work.push((MemberId::Critical(entry.name.clone()), true));
+                    }
+                }
+            }
+        }
+        // Time alone changes a member only through minReadySeconds: one
+        // waiting for a pod that is available by now, or one Ready whose
+        // DaemonSet counts availability (another pod may have become
+        // available, and the member reports the first by name). Most
+        // clusters have no such DaemonSet: then no Ready member is looked up.
+        let counts_availability = self
+            .s
+            .daemonsets
+            .values()
+            .any(|ds| ds.min_ready_seconds > 0);
+        for (id, m) in &self.s.members {
+            let timely = match (&m.readiness, id) {
+                (
+                    Some(Readiness::Waiting {
+                        available_at: Some(at),
+                        ..
+                    }),
+                    _,
+                ) => *at <= self.now,
+                (Some(Readiness::Ready { .. }), MemberId::DaemonSet(key)) => {
+                    counts_availability
+                        && self
+                            .s
+                            .daemonsets
+                            .get(key)
+                            .is_some_and(|ds| ds.min_ready_seconds > 0)
+                }
+                _ => false,
+            };
+            if timely && !work.iter().any(|(w, _)| w == id) {
+                work.push((id.clone(), true));
+            }
+        }
+        for (id, readiness_only) in work {
+            let Some(node) = self.s.node.as_ref() else {
+                return;
+            };
+            let desired = match (readiness_only, self.s.members.get(&id)) {
+                (true, Some(current)) if !current.is_expected() => continue,
+                (true, Some(_)) => {
+                    derive_readiness(&id, self.s, self.cfg, self.now).map(|r| Member {
+                        expectation: Expectation::Expected,
+                        readiness: Some(r),
+                    })
+                }
+                _ => derive_member(
+                    &id,
+                    node,
+                    &self.s.daemonsets,
+                    &self.s.pods,
+                    self.cfg,
+                    self.now,
+                ),
+            };
+            self.sync_member(id, desired);
+        }
+    }
+
+    /// Emits what makes `members[id]` equal `desired` (`None`: no member).
+    pub(super) fn sync_member(&mut self, member: MemberId, desired: Option<Member>) {
+        let Some(Member {
+            expectation,
+            readiness,
+        }) = desired
+        else {
+            if self.s.members.contains_key(&member) {
+                self.emit(Event::MemberRemoved { member });
+            }
+            return;
+        };
+        let current = self.s.members.get(&member);
+        if current.map(|m| &m.expectation) != Some(&expectation) {
+            match expectation {
+                Expectation::Expected => self.emit(Event::MemberExpected {
+                    member: member.clone(),
+                }),
+                Expectation::NotExpected { reason } => self.emit(Event::MemberNotExpected {
+                    member: member.clone(),
+                    reason,
+                }),
+            }
+        }
+        let current = self
+            .s
+            .members
+            .get(&member)
+            .and_then(|m| m.readiness.as_ref());
+        if let Some(readiness) = readiness
+            && current != Some(&readiness)
+        {
+            match readiness {
+                Readiness::Ready { pod } => self.emit(Event::MemberReady { member, pod }),
+                Readiness::Waiting { why, available_at } => self.emit(Event::MemberWaiting {
+                    member,
+                    why,
+                    available_at,
+                }),
+            }
+        }
+    }
+}

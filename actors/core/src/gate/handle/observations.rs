@@ -1,0 +1,191 @@
+//! Observations: the snapshot that starts (or restarts) a gate, and the node,
+//! DaemonSet and pod inputs that follow it.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::members::Scope;
+use super::{Decider, Trigger};
+use crate::gate::event::Event;
+use crate::gate::state::StopReason;
+use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
+
+impl Decider<'_> {
+    pub(super) fn snapshot(
+        &mut self,
+        node: &NodeInfo,
+        daemonsets: &[Arc<DaemonSetInfo>],
+        pods: &[Arc<PodInfo>],
+    ) {
+        // Keyed as the state keys them (a list may repeat an object; the
+        // last copy wins), so an unchanged cluster compares equal.
+        let daemonsets: BTreeMap<String, Arc<DaemonSetInfo>> =
+            daemonsets.iter().map(|ds| (ds.key(), ds.clone())).collect();
+        let pods: BTreeMap<String, Arc<PodInfo>> = pods
+            .iter()
+            .filter(|p| p.node_name == node.name)
+            .map(|p| (p.uid.clone(), p.clone()))
+            .collect();
+        let first = self.s.node.is_none();
+        let unchanged = self.s.node.as_ref() == Some(node)
+            && self.s.daemonsets == daemonsets
+            && self.s.pods == pods;
+        if !unchanged {
+            self.emit(Event::Snapshot {
+                node: Box::new(node.clone()),
+                daemonsets: daemonsets.into_values().collect(),
+                pods: pods.into_values().collect(),
+            });
+        }
+        if first && !self.has_managed_taint() {
+            return self.emit(Event::Stopped {
+                reason: StopReason::NotGated,
+            });
+        }
+        self.reconcile(Trigger::Observation);
+    }
+
+    pub(super) fn node_changed(&mut self, node: &NodeInfo) {
+        if self.is_this_node(&node.name) {
+            let scope = if self.observe_node(node) {
+                Scope::All
+            } else {
+                Scope::Nothing
+            };
+            self.reconcile_scoped(Trigger::Observation, &scope);
+        }
+    }
+
+    /// Records a sighting of the node; true when more than its
+    /// resourceVersion changed (labels or taints may decide members).
+    pub(super) fn observe_node(&mut self, node: &NodeInfo) -> bool {
+        let Some(old) = &self.s.node else {
+            return false;
+        };
+        if old == node {
+            return false;
+        }
+        let only_version = old.name == node.name
+            && old.uid == node.uid
+            && old.labels == node.labels
+            && old.taints == node.taints
+            && old.created == node.created
+            && old.gated_since == node.gated_since;
+        if only_version {
+            self.emit(Event::NodeVersionChanged {
+                resource_version: node.resource_version.clone(),
+            });
+            false
+        } else {
+            self.emit(Event::NodeUpdated {
+                node: Box::new(node.clone()),
+            });
+            true
+        }
+    }
+
+    pub(super) fn daemonset_upserted(&mut self, ds: &Arc<DaemonSetInfo>) {
+        let key = ds.key();
+        if self.s.daemonsets.get(&key) != Some(ds) {
+            self.emit(Event::DaemonSetUpdated {
+                daemonset: ds.clone(),
+            });
+        }
+        self.reconcile_scoped(Trigger::Observation, &Scope::DaemonSet(Cow::Owned(key)));
+    }
+
+    pub(super) fn daemonset_deleted(&mut self, uid: &str) {
+        let key = self
+            .s
+            .daemonsets
+            .iter()
+            .find(|(_, ds)| ds.uid == uid)
+            .map(|(k, _)| k.clone());
+        match key {
+            Some(key) => {
+                self.emit(Event::DaemonSetRemoved {
+                    daemonset: key.clone(),
+                    uid: uid.to_string(),
+                });
+                self.reconcile_scoped(Trigger::Observation, &Scope::DaemonSet(Cow::Owned(key)));
+            }
+            None => self.reconcile_scoped(Trigger::Observation, &Scope::Nothing),
+        }
+    }
+
+    pub(super) fn pod_upserted(&mut self, pod: &Arc<PodInfo>) {
+        // One lookup of the version the gate knows: every pod event
+        // passes here.
+        let old = self.s.pods.get(&pod.uid).map(Arc::clone);
+        // The owner before the change, when it differs (a pod's
+        // namespace never changes).
+        let old_owner = old
+            .as_ref()
+            .and_then(|old| old.controller_uid.as_ref())
+            .filter(|old| Some(*old) != pod.controller_uid.as_ref())
+            .map(|old| Cow::Owned(old.clone()));
+        if self.is_this_node(&pod.node_name) {
+            if old.as_deref() != Some(&**pod) {
+                self.pod_changed(pod, old.as_deref());
+            }
+        } else if old.is_some() {
+            self.emit(Event::PodRemoved {
+                pod: pod.key(),
+                uid: pod.uid.clone(),
+            });
+        }
+        let scope = Scope::Pods {
+            owners: [pod.controller_uid.as_deref().map(Cow::Borrowed), old_owner],
+            namespace: Cow::Borrowed(&pod.namespace),
+        };
+        self.reconcile_scoped(Trigger::Observation, &scope);
+    }
+
+    /// Records a new version of a pod bound to the node: only its status
+    /// when nothing else changed. Either way the state then holds the
+    /// indexed version itself — for a status change through `emit_sharing`,
+    /// since it equals what applying the event gives (replay checks it) —
+    /// without a copy of the pod per gate.
+    fn pod_changed(&mut self, pod: &Arc<PodInfo>, old: Option<&PodInfo>) {
+        let status_only = old.is_some_and(|old| {
+            old.namespace == pod.namespace
+                && old.name == pod.name
+                && old.node_name == pod.node_name
+                && old.controller_uid == pod.controller_uid
+                && old.labels == pod.labels
+        });
+        if !status_only {
+            return self.emit(Event::PodUpdated {
+                pod: Arc::clone(pod),
+            });
+        }
+        let ev = Event::PodStatusChanged {
+            pod: pod.name.as_str().into(),
+            uid: pod.uid.as_str().into(),
+            phase: pod.phase.as_str().into(),
+            ready: pod.ready,
+            ready_since: pod.ready_since,
+            terminating: pod.terminating,
+        };
+        self.emit_sharing(ev, pod);
+    }
+
+    pub(super) fn pod_deleted(&mut self, uid: &str) {
+        match self.s.pods.get(uid) {
+            Some(pod) => {
+                let scope = Scope::Pods {
+                    owners: [pod.controller_uid.clone().map(Cow::Owned), None],
+                    namespace: Cow::Owned(pod.namespace.clone()),
+                };
+                let key = pod.key();
+                self.emit(Event::PodRemoved {
+                    pod: key,
+                    uid: uid.to_string(),
+                });
+                self.reconcile_scoped(Trigger::Observation, &scope);
+            }
+            None => self.reconcile_scoped(Trigger::Observation, &Scope::Nothing),
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! Reconciling: after every input, re-derive what follows from what the gate
+//! has seen (members, deadline, recheck) and decide whether and how it opens —
+//! the untaint write, its retries and withdrawal, the timeout and its mark.
+
+use jiff::SignedDuration;
+
+use super::members::Scope;
+use super::{Decider, Trigger};
+use crate::gate::config::OnTimeout;
+use crate::gate::event::{Event, IndexedTaint};
+use crate::gate::member::Readiness;
+use crate::gate::notes;
+use crate::gate::state::{OpenedBy, Phase, StopReason, Write, WriteKind, WriteStatus};
+
+impl Decider<'_> {
+    pub(super) fn managed_taints(&self) -> Vec<IndexedTaint> {
+        let Some(node) = &self.s.node else {
+            return Vec::new();
+        };
+        node.taints
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| self.cfg.placement.is_managed(t))
+            .map(|(index, taint)| IndexedTaint {
+                index,
+                taint: taint.clone(),
+            })
+            .collect()
+    }
+
+    /// Re-derives everything that follows from what the gate has seen, and
+    /// decides. Safe to run on any input: with nothing new it emits nothing.
+    pub(super) fn reconcile(&mut self, trigger: Trigger) {
+        self.reconcile_scoped(trigger, &Scope::All);
+    }
+
+    /// `reconcile`, re-deriving only the members `scope` names.
+    pub(super) fn reconcile_scoped(&mut self, trigger: Trigger, scope: &Scope<'_>) {
+        if self.s.is_finished() {
+            return;
+        }
+        let untaint_in_flight = self.s.write.as_ref().is_some_and(|w| {
+            matches!(w.kind, WriteKind::Untaint { .. }) && w.status == WriteStatus::InFlight
+        });
+        // Our own patch may already show in the watch before its response
+        // arrives; while it is in flight the response decides.
+        if !self.has_managed_taint() {
+            if !untaint_in_flight {
+                self.emit(Event::Stopped {
+                    reason: StopReason::TaintRemovedElsewhere,
+                });
+            }
+            // With our taint gone, DaemonSets that wait for it to go would
+            // show up as expected: nothing worth recomputing.
+            return;
+        }
+        self.recompute_members(scope);
+        self.recompute_deadline();
+        self.recompute_recheck();
+        self.decide_opening(trigger);
+    }
+
+    pub(super) fn has_managed_taint(&self) -> bool {
+        self.s
+            .node
+            .as_ref()
+            .is_some_and(|n| n.taints.iter().any(|t| self.cfg.placement.is_managed(t)))
+    }
+
+    pub(super) fn recompute_deadline(&mut self) {
+        let (Some(timeout), Some(start)) = (self.cfg.timeout, self.s.gate_start()) else {
+            return;
+        };
+        // A timeout too large to add is no deadline at all.
+        let Some(at) = SignedDuration::try_from(timeout)
+            .ok()
+            .and_then(|d| start.checked_add(d).ok())
+        else {
+            return;
+        };
+        if self.s.timers.deadline != Some(at) {
+            let generation = self.s.timers.deadline_generation + 1;
+            self.emit(Event::DeadlineSet { at, generation });
+        }
+    }
+
+    pub(super) fn recompute_recheck(&mut self) {
+        if !matches!(self.s.phase, Phase::Waiting | Phase::TimedOutKept) {
+            return;
+        }
+        let next = self
+            .s
+            .expected()
+            .filter_map(|(_, m)| match &m.readiness {
+                Some(Readiness::Waiting {
+                    available_at: Some(at),
+                    ..
+                }) => Some(*at),
+                _ => None,
+            })
+            .min();
+        // No recheck needed: a pending one is left to fire and find nothing.
+        if let Some(at) = next
+            && self.s.timers.recheck != Some(at)
+        {
+            let generation = self.s.timers.recheck_generation + 1;
+            self.emit(Event::RecheckScheduled { at, generation });
+        }
+    }
+
+    pub(super) fn decide_opening(&mut self, trigger: Trigger) {
+        if self.s.phase == Phase::WouldOpen {
+            return;
+        }
+        let all_ready = self.s.all_ready();
+
+        // An opening decided because everything was Ready no longer stands
+        // once something is not. One waiting to be retried is dropped; one in
+        // flight is withdrawn if the executor has not sent it yet (one already
+        // sent cannot be called back).
+        if !all_ready
+            && let Some(w) = &self.s.write
+            && w.kind
+                == (WriteKind::Untaint {
+                    opened_by: OpenedBy::Ready,
+                })
+        {
+            if w.status != WriteStatus::InFlight {
+                let reason = notes::no_longer_all_ready(&self.s.blockers());
+                self.emit(Event::WriteAbandoned { reason });
+            } else if !w.withdrawing {
+                let attempt = w.attempt;
+                let reason = notes::no_longer_all_ready(&self.s.blockers());
+                self.emit(Event::WithdrawRequested { attempt, reason });
+            }
+        }
+
+        if !all_ready
+            && self.s.timed_out.is_none()
+            && matches!(self.s.phase, Phase::Waiting)
+            && let Some(deadline) = self.s.timers.deadline
+            && self.now >= deadline
+        {
+            let not_ready = self.s.blockers();
+            let expected = self.s.expected().count();
+            self.emit(Event::TimedOut {
+                deadline,
+                action: self.cfg.on_timeout,
+                expected,
+                not_ready,
+            });
+        }
+
+        let open_by = if all_ready {
+            Some(OpenedBy::Ready)
+        } else if self
+            .s
+            .timed_out
+            .as_ref()
+            .is_some_and(|t| t.action == OnTimeout::Open)
+        {
+            Some(OpenedBy::Timeout)
+        } else {
+            None
+        };
+
+        if self.cfg.dry_run {
+            if let Some(opened_by) = open_by {
+                let taints = self.managed_taints();
+                self.emit(Event::WouldOpen {
+                    opened_by,
+                    taints,
+                    at: self.now,
+                });
+            }
+            return;
+        }
+
+        match (open_by, self.s.write.clone()) {
+            (Some(opened_by), None) => self.send_untaint(opened_by, 1),
+            (Some(opened_by), Some(w)) if w.kind == WriteKind::MarkTimedOut => {
+                // The mark no longer matters once the node can open; an
+                // in-flight one is let finish first (one write at a time).
+                if w.status != WriteStatus::InFlight {
+                    self.emit(Event::WriteAbandoned {
+                        reason: "opening instead".to_string(),
+                    });
+                    self.send_untaint(opened_by, 1);
+                }
+            }
+            (_, Some(w)) => self.advance_write(&w, trigger),
+            (None, None) => {
+                if self
+                    .s
+                    .timed_out
+                    .as_ref()
+                    .is_some_and(|t| t.action == OnTimeout::Keep)
+                    && !self.s.timeout_marked
+                {
+                    self.emit(Event::MarkSent { attempt: 1 });
+                }
+            }
+        }
+    }
+
+    /// Moves an outstanding write on when the trigger is the one it waits for.
+    pub(super) fn advance_write(&mut self, w: &Write, trigger: Trigger) {
+        let next = match (w.status, trigger) {
+            (WriteStatus::Backoff, Trigger::RetryDue) => w.attempt,
+            (WriteStatus::AwaitingLeader, Trigger::Leadership) => w.attempt.saturating_add(1),
+            (WriteStatus::Refreshing, Trigger::Refreshed) => {
+                return self.emit(Event::RetryScheduled {
+                    attempt: w.attempt.saturating_add(1),
+                });
+            }
+            _ => return,
+        };
+        match w.kind {
+            WriteKind::Untaint { opened_by } => self.send_untaint(opened_by, next),
+            WriteKind::MarkTimedOut => self.emit(Event::MarkSent { attempt: next }),
+        }
+    }
+
+    pub(super) fn send_untaint(&mut self, opened_by: OpenedBy, attempt: u32) {
+        let taints = self.managed_taints();
+        let Some(node) = &self.s.node else { return };
+        let resource_version = node.resource_version.clone();
+        self.emit(Event::UntaintSent {
+            attempt,
+            opened_by,
+            resource_version,
+            taints,
+            at: self.now,
+        });
+    }
+}

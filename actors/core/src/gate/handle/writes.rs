@@ -1,0 +1,126 @@
+//! The results of the gate's writes: untaint patches, timed-out marks, and
+//! the node re-read after a conflict.
+
+use super::{Decider, Trigger};
+use crate::gate::event::Event;
+use crate::gate::input::PatchOutcome;
+use crate::gate::state::{StopReason, WriteKind, WriteStatus};
+use crate::model::NodeInfo;
+
+impl Decider<'_> {
+    pub(super) fn patch_result(&mut self, outcome: &PatchOutcome) {
+        let Some(w) = self.s.write.clone() else {
+            return;
+        };
+        let WriteKind::Untaint { opened_by } = w.kind else {
+            return;
+        };
+        if w.status != WriteStatus::InFlight {
+            return;
+        }
+        match outcome {
+            PatchOutcome::Applied => {
+                let resource_version = w.resource_version.clone().unwrap_or_default();
+                self.emit(Event::Opened {
+                    opened_by,
+                    at: self.now,
+                    resource_version,
+                });
+            }
+            PatchOutcome::Conflict => {
+                self.emit(Event::WriteConflict { attempt: w.attempt });
+                self.reconcile(Trigger::Observation);
+            }
+            PatchOutcome::NotFound => self.emit(Event::Stopped {
+                reason: StopReason::NodeNotFound,
+            }),
+            PatchOutcome::Failed(error) => {
+                self.emit(Event::WriteFailed {
+                    attempt: w.attempt,
+                    error: error.clone(),
+                });
+                self.emit(Event::RetryScheduled {
+                    attempt: w.attempt.saturating_add(1),
+                });
+                self.reconcile(Trigger::Observation);
+            }
+            PatchOutcome::NotLeader => {
+                self.emit(Event::WriteDeferred { attempt: w.attempt });
+                self.reconcile(Trigger::Observation);
+            }
+            PatchOutcome::Withdrawn => {
+                self.emit(Event::WriteAbandoned {
+                    reason: "withdrawn before it was sent".to_string(),
+                });
+                self.reconcile(Trigger::Observation);
+            }
+        }
+    }
+
+    pub(super) fn mark_result(&mut self, outcome: &PatchOutcome) {
+        let Some(w) = self.s.write.clone() else {
+            return;
+        };
+        if w.kind != WriteKind::MarkTimedOut || w.status != WriteStatus::InFlight {
+            return;
+        }
+        match outcome {
+            PatchOutcome::Applied => self.emit(Event::TimeoutMarked),
+            PatchOutcome::NotFound => {
+                return self.emit(Event::Stopped {
+                    reason: StopReason::NodeNotFound,
+                });
+            }
+            PatchOutcome::NotLeader => self.emit(Event::WriteDeferred { attempt: w.attempt }),
+            // Only an untaint is ever withdrawn; a mark answered so was not
+            // written, so it is sent again like a deferred one.
+            PatchOutcome::Withdrawn => self.emit(Event::RetryScheduled {
+                attempt: w.attempt.saturating_add(1),
+            }),
+            // The mark is an unconditional merge patch: a conflict is just a
+            // failure worth retrying.
+            PatchOutcome::Conflict | PatchOutcome::Failed(_) => {
+                let error = match outcome {
+                    PatchOutcome::Failed(e) => e.clone(),
+                    _ => "conflict".to_string(),
+                };
+                self.emit(Event::WriteFailed {
+                    attempt: w.attempt,
+                    error,
+                });
+                self.emit(Event::RetryScheduled {
+                    attempt: w.attempt.saturating_add(1),
+                });
+            }
+        }
+        self.reconcile(Trigger::Observation);
+    }
+
+    pub(super) fn refreshed(&mut self, result: &Result<Option<NodeInfo>, String>) {
+        match result {
+            Ok(None) => self.emit(Event::Stopped {
+                reason: StopReason::NodeNotFound,
+            }),
+            Ok(Some(node)) => {
+                if self.is_this_node(&node.name) {
+                    self.observe_node(node);
+                }
+                self.reconcile(Trigger::Refreshed);
+            }
+            Err(error) => {
+                if let Some(w) = self.s.write.clone()
+                    && w.status == WriteStatus::Refreshing
+                {
+                    self.emit(Event::WriteFailed {
+                        attempt: w.attempt,
+                        error: format!("re-reading the node: {error}"),
+                    });
+                    self.emit(Event::RetryScheduled {
+                        attempt: w.attempt.saturating_add(1),
+                    });
+                }
+                self.reconcile(Trigger::Observation);
+            }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Everything that can happen to a gate: observations of the cluster, timers
+//! firing, and the results of the writes it asked for.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimerKind {
+    Deadline,
+    /// A member becomes available (minReadySeconds) at a known time.
+    Recheck,
+    /// The backoff before write attempt `generation`.
+    Retry,
+}
+
+/// What the executor reports for a write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PatchOutcome {
+    Applied,
+    /// 409, or 422 from a failed `test` operation: the node changed.
+    Conflict,
+    NotFound,
+    Failed(String),
+    /// This replica does not hold the lease; nothing was written.
+    NotLeader,
+    /// The gate withdrew the write ([`Effect::WithdrawWrite`](super::Effect::WithdrawWrite)) before it
+    /// was sent; nothing was written.
+    Withdrawn,
+}
+
+/// Everything that can happen to a gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Input {
+    /// The cluster as it is now (start, or restart after a failure). Pods not
+    /// bound to the node are ignored.
+    Snapshot {
+        node: NodeInfo,
+        daemonsets: Vec<Arc<DaemonSetInfo>>,
+        pods: Vec<Arc<PodInfo>>,
+    },
+    NodeChanged(NodeInfo),
+    NodeDeleted,
+    DaemonSetUpserted(Arc<DaemonSetInfo>),
+    DaemonSetDeleted {
+        uid: String,
+    },
+    PodUpserted(Arc<PodInfo>),
+    PodDeleted {
+        uid: String,
+    },
+    TimerFired {
+        kind: TimerKind,
+        generation: u64,
+    },
+    /// Result of [`Effect::RemoveTaints`](super::Effect::RemoveTaints).
+    PatchResult(PatchOutcome),
+    /// Result of [`Effect::MarkTimedOut`](super::Effect::MarkTimedOut).
+    MarkResult(PatchOutcome),
+    /// Result of [`Effect::RefreshNode`](super::Effect::RefreshNode): `Ok(None)` is a 404.
+    NodeRefreshed(Result<Option<NodeInfo>, String>),
+    LeadershipGained,
+}
+
+impl Input {
+    /// A snapshot from owned objects (tests, one-off evaluations); the
+    /// router shares its own copies instead.
+    pub fn snapshot(node: NodeInfo, daemonsets: Vec<DaemonSetInfo>, pods: Vec<PodInfo>) -> Self {
+        Input::Snapshot {
+            node,
+            daemonsets: daemonsets.into_iter().map(Arc::new).collect(),
+            pods: pods.into_iter().map(Arc::new).collect(),
+        }
+    }
+
+    pub fn pod_upserted(pod: PodInfo) -> Self {
+        Input::PodUpserted(Arc::new(pod))
+    }
+
+    pub fn daemonset_upserted(ds: DaemonSetInfo) -> Self {
+        Input::DaemonSetUpserted(Arc::new(ds))
+    }
+}

@@ -1,0 +1,138 @@
+//! Who a gate may wait for ([`MemberId`]), whether it waits for each
+//! ([`Expectation`]) and where each stands ([`Readiness`]).
+
+use std::fmt;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::model::DaemonSetInfo;
+use crate::readiness::{MemberState, Waiting};
+
+/// Who a gate may wait for. DaemonSets are named `namespace/name` (a name is
+/// held by one live object at a time; a recreated DaemonSet replaces the old
+/// one under the same name), critical-pod entries `critical:NAME` — a colon can
+/// appear in neither a namespace nor a DaemonSet name, so the two never clash.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MemberId {
+    DaemonSet(String),
+    Critical(String),
+}
+
+impl MemberId {
+    pub fn daemonset(ds: &DaemonSetInfo) -> Self {
+        MemberId::DaemonSet(ds.key())
+    }
+}
+
+impl fmt::Display for MemberId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemberId::DaemonSet(key) => f.write_str(key),
+            MemberId::Critical(name) => write!(f, "critical:{name}"),
+        }
+    }
+}
+
+impl std::str::FromStr for MemberId {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.strip_prefix("critical:") {
+            Some(name) => MemberId::Critical(name.to_string()),
+            None => MemberId::DaemonSet(s.to_string()),
+        })
+    }
+}
+
+// A string form keeps journal lines short ("member":"kube-system/cilium") and
+// lets members be JSON map keys.
+impl Serialize for MemberId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for MemberId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(s.parse()
+            .unwrap_or_else(|never: std::convert::Infallible| match never {}))
+    }
+}
+
+/// Whether the gate waits for a member, and if not, why not (in words, as the
+/// placement rules put it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expectation {
+    Expected,
+    NotExpected { reason: String },
+}
+
+/// Where an expected member stands on this node. Kept as text plus the one
+/// time that matters, so that it compares equal across inputs while nothing
+/// changes (the readiness module's own `Waiting` renders `ready_for`, which
+/// grows with `now`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Readiness {
+    Ready {
+        pod: String,
+    },
+    Waiting {
+        why: String,
+        /// When a Ready pod becomes available (minReadySeconds): the gate
+        /// re-checks at that time instead of polling.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        available_at: Option<Timestamp>,
+    },
+}
+
+impl Readiness {
+    pub(super) fn from_member_state(state: MemberState) -> Self {
+        match state {
+            MemberState::Ready { pod } => Readiness::Ready { pod },
+            MemberState::NotReady(Waiting::NotAvailableYet {
+                pod,
+                min_ready,
+                available_at,
+                ..
+            }) => Readiness::Waiting {
+                why: format!(
+                    "pod {pod} is Ready but not available until {available_at} (minReadySeconds {})",
+                    min_ready.as_secs()
+                ),
+                available_at: Some(available_at),
+            },
+            MemberState::NotReady(waiting) => Readiness::Waiting {
+                why: waiting.to_string(),
+                available_at: None,
+            },
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        matches!(self, Readiness::Ready { .. })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub expectation: Expectation,
+    /// Tracked for expected members only; `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<Readiness>,
+}
+
+impl Member {
+    pub fn is_expected(&self) -> bool {
+        self.expectation == Expectation::Expected
+    }
+}
+
+/// An expected member that was not Ready, and why — what a Warning names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Blocker {
+    pub member: MemberId,
+    pub why: String,
+}

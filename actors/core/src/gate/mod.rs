@@ -1,0 +1,87 @@
+//! The gate of one node: a pure, event-sourced state machine.
+//!
+//! This module owns every decision about one gated node — which DaemonSets and
+//! critical pods it waits for and why, whether each is Ready, when its deadline
+//! falls, and when and how its managed taints are removed — as three plain
+//! functions: [`decide`] turns an [`Input`] into [`Event`]s (facts), [`apply`]
+//! folds one event into the [`GateState`], and [`effects`] says what the shell
+//! must do because of an event. Events carry everything `apply` needs, so
+//! folding a node's journal from [`GateState::default`] rebuilds its live state
+//! exactly; `apply` never looks at the configuration, the clock or the input.
+//! This module must never do I/O, read the clock, use randomness or spawn
+//! anything: time comes in as `now`, and every write, timer and retry leaves as
+//! an [`Effect`] for the actor shell (`node_actor`) to carry out.
+//!
+//! The module is laid out by what each part owns:
+//!
+//! - the vocabulary: [`GateConfig`] (`config`), members (`member`), the
+//!   [`GateState`] and its records (`state`), [`Input`] (`input`), [`Event`]
+//!   (`event`) and [`Effect`] (`effect`);
+//! - `apply` (folding an event into the state), `effects` (what an event asks
+//!   of the shell) and `derive` (members derived from scratch);
+//! - `handle`, the decider behind [`decide`]: a small dispatcher handing each
+//!   input family to `handle/observations.rs`, `handle/timers.rs` or
+//!   `handle/writes.rs`, all ending in `handle/opening.rs`'s `reconcile`;
+//! - `notes`: every Kubernetes Event the gate records — its [`Reason`] and
+//!   its note, cut to the API's limit in one place.
+
+mod apply;
+mod config;
+mod derive;
+mod effect;
+mod effects;
+mod event;
+mod handle;
+mod input;
+mod member;
+mod notes;
+mod state;
+
+use jiff::Timestamp;
+
+pub use apply::apply;
+pub use config::{DEFAULT_TIMEOUT, GateConfig, OnTimeout};
+pub use derive::derive_members;
+pub use effect::{Effect, Ending, EventType, NodeEvent, TimeoutMark, UntaintPatch};
+pub use effects::effects;
+pub use event::{Event, IndexedTaint};
+pub use input::{Input, PatchOutcome, TimerKind};
+pub use member::{Blocker, Expectation, Member, MemberId, Readiness};
+pub use notes::Reason;
+pub use state::{
+    GateState, OpenedBy, OpenedRecord, Phase, StopReason, TimeoutRecord, Timers, Write, WriteKind,
+    WriteStatus,
+};
+
+use handle::decide_in_place;
+
+/// Turns an input into the facts it establishes, given the state before it.
+/// Returns no events when the input changes nothing (duplicates, stale timers,
+/// results for a write that is no longer outstanding).
+pub fn decide(state: &GateState, input: &Input, cfg: &GateConfig, now: Timestamp) -> Vec<Event> {
+    if state.is_finished() {
+        return Vec::new();
+    }
+    let mut scratch = state.clone();
+    decide_in_place(&mut scratch, input, cfg, now)
+}
+
+/// The result of one input: the events (already applied) and the effects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Step {
+    pub events: Vec<Event>,
+    pub effects: Vec<Effect>,
+}
+
+/// `decide`, then `apply` each event, then `effects` — what the actor runs per
+/// input.
+pub fn step(state: &mut GateState, input: &Input, cfg: &GateConfig, now: Timestamp) -> Step {
+    let events = decide_in_place(state, input, cfg, now);
+    let mut effects: Vec<Effect> = events
+        .iter()
+        .flat_map(|ev| effects(state, ev, cfg))
+        .collect();
+    // Stop must come last so the shell runs every other effect first.
+    effects.sort_by_key(|e| matches!(e, Effect::Stop(_)));
+    Step { events, effects }
+}

@@ -1,0 +1,257 @@
+//! Every Kubernetes Event the gate records, in words: the closed set of
+//! reasons ([`Reason`]) and every note, built here and cut here — in one
+//! place, with one ending — to the API's limit. The shell sends a
+//! [`NodeEvent`] as it is.
+
+use std::fmt;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use super::config::OnTimeout;
+use super::effect::{EventType, NodeEvent, deserialize_words};
+use super::event::IndexedTaint;
+use super::member::Blocker;
+use super::state::{GateState, TimeoutRecord, gate_start};
+use crate::model::NodeInfo;
+
+/// Kubernetes rejects an Event whose note is longer than this (events.k8s.io/v1).
+const MAX_NOTE_BYTES: usize = 1024;
+
+/// What a note cut to [`MAX_NOTE_BYTES`] ends with.
+const ELLIPSIS: &str = "…";
+
+/// The `reason` of a Kubernetes Event the gate records. Serialized (and
+/// sent) as [`as_str`](Self::as_str), e.g. `"GateOpened"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// Every expected member was Ready and the managed taints were removed.
+    GateOpened,
+    /// The deadline passed: the node was opened anyway, kept closed
+    /// (`--on-timeout=keep`), or — in dry-run — would have been.
+    GateTimedOut,
+    /// Dry-run: every expected member is Ready and the gate would open now.
+    GateWouldOpen,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 3] = [
+        Reason::GateOpened,
+        Reason::GateTimedOut,
+        Reason::GateWouldOpen,
+    ];
+
+    /// The Event's `reason` as the API shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::GateOpened => "GateOpened",
+            Reason::GateTimedOut => "GateTimedOut",
+            Reason::GateWouldOpen => "GateWouldOpen",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for Reason {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Reason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl Serialize for Reason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Reason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        deserialize_words(d, &Reason::ALL, "Event reason")
+    }
+}
+
+// --- the Events ------------------------------------------------------------
+
+/// Dry-run: the deadline passed with members not Ready.
+pub(super) fn dry_run_timed_out(
+    node: &NodeInfo,
+    deadline: Timestamp,
+    action: OnTimeout,
+    expected: usize,
+    not_ready: &[Blocker],
+) -> NodeEvent {
+    let what = match action {
+        OnTimeout::Open => "would open the node anyway",
+        OnTimeout::Keep => "would keep the node closed",
+    };
+    let note = format!(
+        "dry-run: deadline passed {} after the gate started; {what}; {}",
+        since(node, deadline),
+        not_ready_text(expected, not_ready)
+    );
+    event(node, EventType::Warning, Reason::GateTimedOut, note)
+}
+
+/// Dry-run: every expected member is Ready; the gate would remove `taints`.
+pub(super) fn would_open(
+    node: &NodeInfo,
+    state: &GateState,
+    taints: &[IndexedTaint],
+    at: Timestamp,
+) -> NodeEvent {
+    let note = format!(
+        "dry-run: would remove {} now: {}, {} after the gate started",
+        taint_list(taints),
+        ready_text(state),
+        since(node, at)
+    );
+    event(node, EventType::Normal, Reason::GateWouldOpen, note)
+}
+
+/// The gate opened because every expected member was Ready.
+pub(super) fn opened(node: &NodeInfo, state: &GateState, at: Timestamp) -> NodeEvent {
+    let note = format!(
+        "opened: {}, {} after the gate started",
+        ready_text(state),
+        since(node, at)
+    );
+    event(node, EventType::Normal, Reason::GateOpened, note)
+}
+
+/// The gate opened because its deadline passed (`--on-timeout=open`).
+pub(super) fn opened_by_timeout(
+    node: &NodeInfo,
+    timed_out: Option<&TimeoutRecord>,
+    at: Timestamp,
+) -> NodeEvent {
+    let note = match timed_out {
+        Some(t) => format!(
+            "deadline passed {} after the gate started; opened anyway {} after the gate started; {}",
+            since(node, t.deadline),
+            since(node, at),
+            not_ready_text(t.expected, &t.not_ready)
+        ),
+        None => format!(
+            "opened by timeout {} after the gate started",
+            since(node, at)
+        ),
+    };
+    event(node, EventType::Warning, Reason::GateTimedOut, note)
+}
+
+/// The deadline passed and the node is marked and kept closed
+/// (`--on-timeout=keep`).
+pub(super) fn kept_closed(node: &NodeInfo, t: &TimeoutRecord) -> NodeEvent {
+    let note = format!(
+        "deadline passed {} after the gate started; kept closed (--on-timeout=keep); {}",
+        since(node, t.deadline),
+        not_ready_text(t.expected, &t.not_ready)
+    );
+    event(node, EventType::Warning, Reason::GateTimedOut, note)
+}
+
+/// Why an untaint decided because every member was Ready no longer stands
+/// (the reason of a withdrawn or abandoned write, kept in the journal).
+pub(super) fn no_longer_all_ready(blockers: &[Blocker]) -> String {
+    format!("no longer all Ready: {}", blocker_list(blockers))
+}
+
+// --- the pieces ------------------------------------------------------------
+
+/// The one constructor of a [`NodeEvent`]: the note is cut here.
+fn event(node: &NodeInfo, type_: EventType, reason: Reason, note: String) -> NodeEvent {
+    NodeEvent {
+        node: node.name.clone(),
+        node_uid: node.uid.clone(),
+        type_,
+        reason,
+        note: truncate(note, MAX_NOTE_BYTES),
+    }
+}
+
+fn since(node: &NodeInfo, at: Timestamp) -> String {
+    let d = at.duration_since(gate_start(node));
+    format!("{:.1}s", d.as_secs_f64())
+}
+
+fn ready_text(state: &GateState) -> String {
+    match state.expected().count() {
+        0 => "no expected members".to_string(),
+        1 => "the 1 expected member is Ready".to_string(),
+        n => format!("all {n} expected members Ready"),
+    }
+}
+
+fn not_ready_text(expected: usize, not_ready: &[Blocker]) -> String {
+    format!(
+        "{} of {expected} expected members not Ready: {}",
+        not_ready.len(),
+        blocker_list(not_ready)
+    )
+}
+
+fn blocker_list(blockers: &[Blocker]) -> String {
+    let parts: Vec<String> = blockers
+        .iter()
+        .map(|b| format!("{} ({})", b.member, b.why))
+        .collect();
+    parts.join("; ")
+}
+
+fn taint_list(taints: &[IndexedTaint]) -> String {
+    let parts: Vec<String> = taints.iter().map(|t| t.taint.to_string()).collect();
+    parts.join(", ")
+}
+
+/// Cuts `s` to at most `max` bytes, on a character boundary, ending in
+/// [`ELLIPSIS`] when anything was cut.
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    let mut cut = max - ELLIPSIS.len();
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    s.truncate(cut);
+    s.push_str(ELLIPSIS);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Moved from the shell's writer, which no longer cuts notes a second
+    // time; the ending is the core's "…".
+    #[test]
+    fn truncate_respects_char_boundaries() {
+        let s = "é".repeat(600);
+        let t = truncate(s, MAX_NOTE_BYTES);
+        assert!(t.len() <= 1024);
+        assert!(t.ends_with(ELLIPSIS));
+        assert_eq!(truncate("short".to_string(), 1024), "short");
+    }
+
+    #[test]
+    fn reasons_serialize_as_their_api_strings() {
+        for r in Reason::ALL {
+            let json = serde_json::to_string(&r).unwrap();
+            assert_eq!(json, format!("\"{}\"", r.as_str()));
+            assert_eq!(serde_json::from_str::<Reason>(&json).unwrap(), r);
+            assert_eq!(r, r.as_str());
+        }
+        assert!(serde_json::from_str::<Reason>("\"Gate\"").is_err());
+    }
+}

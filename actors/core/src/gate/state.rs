@@ -1,0 +1,210 @@
+//! Everything one gate knows ([`GateState`]) and the records it keeps: its
+//! phase, its one outstanding write, its timers, and how it ended.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use super::config::OnTimeout;
+use super::member::{Blocker, Member, MemberId, Readiness};
+use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Closed, waiting for members (also the phase before the first snapshot).
+    #[default]
+    Waiting,
+    /// An untaint write is in flight, backing off, or waiting for leadership.
+    Opening,
+    /// The managed taints are gone: nodegate removed them.
+    Opened,
+    /// The deadline passed with `--on-timeout=keep`; still opens if every
+    /// member becomes Ready.
+    TimedOutKept,
+    /// Dry-run: the gate would have opened. Nothing more is decided.
+    WouldOpen,
+    /// The gate ended without opening: node deleted, taint removed by someone
+    /// else, or the node was not gated at all.
+    Gone,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpenedBy {
+    Ready,
+    Timeout,
+}
+
+impl OpenedBy {
+    /// The value of the `nodegate.dev/opened-by` annotation.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpenedBy::Ready => "ready",
+            OpenedBy::Timeout => "timeout",
+        }
+    }
+}
+
+impl fmt::Display for OpenedBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The Node object was deleted (watch).
+    NodeDeleted,
+    /// The API server answered 404 for the node (patch or re-read).
+    NodeNotFound,
+    /// Every managed taint disappeared and nodegate did not remove it.
+    TaintRemovedElsewhere,
+    /// The node carried no managed taint when the gate started.
+    NotGated,
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StopReason::NodeDeleted => "node deleted",
+            StopReason::NodeNotFound => "node not found",
+            StopReason::TaintRemovedElsewhere => "managed taint removed by another writer",
+            StopReason::NotGated => "node carries no managed taint",
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteKind {
+    /// Remove the managed taints (and annotate opened-at / opened-by).
+    Untaint { opened_by: OpenedBy },
+    /// Annotate `nodegate.dev/timed-out` (`--on-timeout=keep`).
+    MarkTimedOut,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteStatus {
+    InFlight,
+    /// Conflict: waiting for a fresh read of the node.
+    Refreshing,
+    /// Waiting for the retry timer of `attempt`.
+    Backoff,
+    /// The executor refused because this replica does not hold the lease.
+    AwaitingLeader,
+}
+
+/// The one write a gate may have outstanding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Write {
+    pub kind: WriteKind,
+    pub attempt: u32,
+    pub status: WriteStatus,
+    /// For an untaint: the resourceVersion the last patch tested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// An untaint decided because every member was Ready, in flight when a
+    /// member stopped being Ready: asked not to be sent if it has not been.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub withdrawing: bool,
+}
+
+/// What the deadline found, kept for the Warning that follows the write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeoutRecord {
+    pub deadline: Timestamp,
+    pub action: OnTimeout,
+    pub expected: usize,
+    pub not_ready: Vec<Blocker>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenedRecord {
+    pub opened_by: OpenedBy,
+    pub at: Timestamp,
+    /// The resourceVersion the successful patch tested: any later sighting of
+    /// the node at this version is stale (see `Router`).
+    pub resource_version: String,
+}
+
+/// Keyed timers. A generation is bumped whenever a timer is (re)armed, so a
+/// `TimerFired` carrying an older generation is recognised and dropped.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Timers {
+    pub deadline: Option<Timestamp>,
+    pub deadline_generation: u64,
+    pub recheck: Option<Timestamp>,
+    pub recheck_generation: u64,
+}
+
+/// Everything one gate knows. Changed only by [`apply`](super::apply).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateState {
+    /// The node as last seen; `None` until the first snapshot.
+    pub node: Option<NodeInfo>,
+    /// Every DaemonSet in the cluster, by `namespace/name`: any of them may
+    /// become expected when the node or the DaemonSet changes.
+    pub daemonsets: BTreeMap<String, Arc<DaemonSetInfo>>,
+    /// Pods bound to this node, by uid.
+    pub pods: BTreeMap<String, Arc<PodInfo>>,
+    pub members: BTreeMap<MemberId, Member>,
+    pub timers: Timers,
+    pub phase: Phase,
+    pub write: Option<Write>,
+    pub timed_out: Option<TimeoutRecord>,
+    pub timeout_marked: bool,
+    pub opened: Option<OpenedRecord>,
+    pub stopped: Option<StopReason>,
+}
+
+impl GateState {
+    /// Opened or gone: no input changes anything any more.
+    pub fn is_finished(&self) -> bool {
+        matches!(self.phase, Phase::Opened | Phase::Gone)
+    }
+
+    pub fn expected(&self) -> impl Iterator<Item = (&MemberId, &Member)> {
+        self.members.iter().filter(|(_, m)| m.is_expected())
+    }
+
+    /// True when every expected member is Ready — vacuously for an empty set.
+    pub fn all_ready(&self) -> bool {
+        self.expected()
+            .all(|(_, m)| m.readiness.as_ref().is_some_and(Readiness::is_ready))
+    }
+
+    /// The expected members that are not Ready, and why.
+    pub fn blockers(&self) -> Vec<Blocker> {
+        self.expected()
+            .filter_map(|(id, m)| match &m.readiness {
+                Some(Readiness::Ready { .. }) => None,
+                Some(Readiness::Waiting { why, .. }) => Some(Blocker {
+                    member: id.clone(),
+                    why: why.clone(),
+                }),
+                None => Some(Blocker {
+                    member: id.clone(),
+                    why: "not evaluated yet".to_string(),
+                }),
+            })
+            .collect()
+    }
+
+    /// When the gate started: `nodegate.dev/gated-since` for a re-gated node,
+    /// the node's creation otherwise.
+    pub fn gate_start(&self) -> Option<Timestamp> {
+        self.node.as_ref().map(gate_start)
+    }
+}
+
+pub(super) fn gate_start(node: &NodeInfo) -> Timestamp {
+    node.gated_since.unwrap_or(node.created)
+}
