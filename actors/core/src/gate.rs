@@ -130,12 +130,17 @@ impl<'de> Deserialize<'de> for MemberId {
 }
 
 /// Whether the gate waits for a member, and if not, why not (in words, as the
-/// placement rules put it).
+/// placement rules put it, and as a stable code such as "node_selector" or
+/// "starts_after_gate": `NotExpectedReason::code` for DaemonSets).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Expectation {
     Expected,
-    NotExpected { reason: String },
+    NotExpected {
+        reason: String,
+        #[serde(default)]
+        code: String,
+    },
 }
 
 /// Where an expected member stands on this node. Kept as text plus the one
@@ -150,6 +155,9 @@ pub enum Readiness {
     },
     Waiting {
         why: String,
+        /// The pod it waits on; `None` when there is no pod yet.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pod: Option<String>,
         /// When a Ready pod becomes available (minReadySeconds): the gate
         /// re-checks at that time instead of polling.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -167,16 +175,61 @@ impl Readiness {
                 available_at,
                 ..
             }) => Readiness::Waiting {
-                why: format!(
-                    "pod {pod} is Ready but not available until {available_at} (minReadySeconds {})",
-                    min_ready.as_secs()
-                ),
+                why: Readiness::not_available_text(&pod, min_ready, available_at, None),
+                pod: Some(pod),
                 available_at: Some(available_at),
             },
             MemberState::NotReady(waiting) => Readiness::Waiting {
                 why: waiting.to_string(),
+                pod: waiting.pod().map(str::to_string),
                 available_at: None,
             },
+        }
+    }
+
+    /// The one wording for a pod that is Ready but not yet available
+    /// (`minReadySeconds`). The gate's own text must stay equal while
+    /// nothing changes, so without `now` it says "less than"; a report made
+    /// at one moment (`now`) says how long, in the readiness module's words.
+    pub fn not_available_text(
+        pod: &str,
+        min_ready: Duration,
+        available_at: Timestamp,
+        now: Option<Timestamp>,
+    ) -> String {
+        let head = match now {
+            Some(now) => {
+                let left =
+                    Duration::try_from(available_at.duration_since(now)).unwrap_or(Duration::ZERO);
+                Waiting::NotAvailableYet {
+                    pod: pod.to_string(),
+                    ready_for: min_ready.saturating_sub(left),
+                    min_ready,
+                    available_at,
+                }
+                .to_string()
+            }
+            None => format!(
+                "pod {pod} Ready for less than minReadySeconds {}s",
+                min_ready.as_secs()
+            ),
+        };
+        format!("{head}, available at {available_at}")
+    }
+
+    /// A critical-pod entry's readiness: "no pod yet" names what it looks
+    /// for, since nothing owns the pod it waits on.
+    fn of_critical(entry: &CriticalPodEntry, state: MemberState) -> Self {
+        match state {
+            MemberState::NotReady(Waiting::NoPod) => Readiness::Waiting {
+                why: format!(
+                    "no pod matching {} in namespace {} on the node yet",
+                    entry.selector, entry.namespace
+                ),
+                pod: None,
+                available_at: None,
+            },
+            state => Readiness::from_member_state(state),
         }
     }
 
@@ -564,6 +617,8 @@ pub enum Event {
     MemberNotExpected {
         member: MemberId,
         reason: String,
+        #[serde(default)]
+        code: String,
     },
     MemberRemoved {
         member: MemberId,
@@ -575,6 +630,8 @@ pub enum Event {
     MemberWaiting {
         member: MemberId,
         why: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pod: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         available_at: Option<Timestamp>,
     },
@@ -814,12 +871,17 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             });
             m.expectation = Expectation::Expected;
         }
-        Event::MemberNotExpected { member, reason } => {
+        Event::MemberNotExpected {
+            member,
+            reason,
+            code,
+        } => {
             state.members.insert(
                 member.clone(),
                 Member {
                     expectation: Expectation::NotExpected {
                         reason: reason.clone(),
+                        code: code.clone(),
                     },
                     readiness: None,
                 },
@@ -836,11 +898,13 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         Event::MemberWaiting {
             member,
             why,
+            pod,
             available_at,
         } => {
             if let Some(m) = state.members.get_mut(member) {
                 m.readiness = Some(Readiness::Waiting {
                     why: why.clone(),
+                    pod: pod.clone(),
                     available_at: *available_at,
                 });
             }
@@ -1691,9 +1755,10 @@ impl Decider<'_> {
                 Expectation::Expected => self.emit(Event::MemberExpected {
                     member: member.clone(),
                 }),
-                Expectation::NotExpected { reason } => self.emit(Event::MemberNotExpected {
+                Expectation::NotExpected { reason, code } => self.emit(Event::MemberNotExpected {
                     member: member.clone(),
                     reason,
+                    code,
                 }),
             }
         }
@@ -1707,9 +1772,14 @@ impl Decider<'_> {
         {
             match readiness {
                 Readiness::Ready { pod } => self.emit(Event::MemberReady { member, pod }),
-                Readiness::Waiting { why, available_at } => self.emit(Event::MemberWaiting {
+                Readiness::Waiting {
+                    why,
+                    pod,
+                    available_at,
+                } => self.emit(Event::MemberWaiting {
                     member,
                     why,
+                    pod,
                     available_at,
                 }),
             }
@@ -1988,11 +2058,12 @@ fn derive_readiness(
             state.pods.values().map(AsRef::as_ref),
             now,
         ),
-        MemberId::Critical(name) => readiness::critical_member(
-            cfg.critical.iter().find(|e| e.name == *name)?,
-            state.pods.values().map(AsRef::as_ref),
-            now,
-        ),
+        MemberId::Critical(name) => {
+            let entry = cfg.critical.iter().find(|e| e.name == *name)?;
+            let member =
+                readiness::critical_member(entry, state.pods.values().map(AsRef::as_ref), now);
+            return Some(Readiness::of_critical(entry, member));
+        }
     };
     Some(Readiness::from_member_state(state))
 }
@@ -2016,6 +2087,7 @@ fn daemonset_member(
         Verdict::NotExpected(reason) => Member {
             expectation: Expectation::NotExpected {
                 reason: reason.to_string(),
+                code: reason.code().to_string(),
             },
             readiness: None,
         },
@@ -2031,16 +2103,21 @@ fn critical_member(
     if readiness::critical_applies(entry, node) {
         Member {
             expectation: Expectation::Expected,
-            readiness: Some(Readiness::from_member_state(readiness::critical_member(
+            readiness: Some(Readiness::of_critical(
                 entry,
-                pods.values().map(AsRef::as_ref),
-                now,
-            ))),
+                readiness::critical_member(entry, pods.values().map(AsRef::as_ref), now),
+            )),
         }
     } else {
+        let selector = entry
+            .node_selector
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
         Member {
             expectation: Expectation::NotExpected {
-                reason: "the node does not match the entry's node selector".to_string(),
+                reason: format!("the node does not match the entry's node selector {selector:?}"),
+                code: "node_selector".to_string(),
             },
             readiness: None,
         }
