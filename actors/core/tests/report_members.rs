@@ -28,14 +28,16 @@ const NODE: &str = "n1";
 const NOW: i64 = 1_000;
 
 fn cfg(excluded: &[&str], critical: Vec<CriticalPodEntry>) -> GateConfig {
-    let mut placement = PlacementConfig::default();
-    placement.excluded = excluded
-        .iter()
-        .map(|k| {
-            let (ns, name) = k.split_once('/').unwrap_or(("", k));
-            (ns.to_string(), name.to_string())
-        })
-        .collect();
+    let placement = PlacementConfig {
+        excluded: excluded
+            .iter()
+            .map(|k| {
+                let (ns, name) = k.split_once('/').unwrap_or(("", k));
+                (ns.to_string(), name.to_string())
+            })
+            .collect(),
+        ..PlacementConfig::default()
+    };
     GateConfig {
         placement,
         critical,
@@ -163,6 +165,15 @@ fn check_row(row: &MemberRow, member: &Member, now: Timestamp) {
     }
 }
 
+/// (label, expected, ready, code, waiting)
+type Want = (
+    &'static str,
+    bool,
+    Option<bool>,
+    &'static str,
+    Option<&'static str>,
+);
+
 /// One node with every kind of member.
 #[test]
 fn every_kind_of_member_reads_as_the_gate_has_it() {
@@ -238,8 +249,7 @@ fn every_kind_of_member_reads_as_the_gate_has_it() {
     let r = report::build(&state, &cfg, &ReadFacts::default(), ts(NOW)).expect("a report");
     check_report(&r, &state);
 
-    // (label, expected, ready, code, waiting)
-    let want: &[(&str, bool, Option<bool>, &str, Option<&str>)] = &[
+    let want: &[Want] = &[
         ("infra/after", false, None, "starts_after_gate", None),
         ("infra/amd", false, None, "node_selector", None),
         ("infra/excluded", false, None, "excluded_by_name", None),
