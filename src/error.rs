@@ -55,6 +55,13 @@ pub enum Error {
     /// The gate supervisor actor could not be spawned.
     #[error("cannot start the gate supervisor")]
     Supervisor(#[source] ractor::SpawnErr),
+    /// `nodegate explain` was asked about a node the cluster does not have.
+    #[error("node {0:?} not found")]
+    NodeNotFound(String),
+    /// Something read or produced that cannot be used as it is: `what` names
+    /// it, `why` says what is wrong with it.
+    #[error("{what}: {why}")]
+    Invalid { what: String, why: String },
 }
 
 impl Error {
@@ -78,7 +85,9 @@ impl Error {
             | Error::Client(_)
             | Error::Kube { .. }
             | Error::Io { .. }
-            | Error::Supervisor(_) => EXIT_FAILURE,
+            | Error::Supervisor(_)
+            | Error::NodeNotFound(_)
+            | Error::Invalid { .. } => EXIT_FAILURE,
         }
     }
 
@@ -92,6 +101,8 @@ impl Error {
             Error::Kube { .. } => "kube",
             Error::Io { .. } => "io",
             Error::Supervisor(_) => "supervisor",
+            Error::NodeNotFound(_) => "not_found",
+            Error::Invalid { .. } => "invalid",
         }
     }
 

@@ -200,7 +200,7 @@ fn members(state: &GateState) -> Vec<MemberView<'_>> {
         .map(|(id, m)| {
             let (reason, expected) = match &m.expectation {
                 Expectation::Expected => (None, true),
-                Expectation::NotExpected { reason } => (Some(reason.as_str()), false),
+                Expectation::NotExpected { reason, .. } => (Some(reason.as_str()), false),
             };
             let (ready, pod, waiting) = match &m.readiness {
                 Some(Readiness::Ready { pod }) => (Some(true), Some(pod.as_str()), None),

@@ -423,7 +423,9 @@ fn daemonset_not_tolerating_the_managed_taint_is_not_waited_for() {
     );
     let member = &g.state.members[&ds_member("web-agent")];
     match &member.expectation {
-        Expectation::NotExpected { reason } => assert!(reason.contains(MANAGED_KEY), "{reason}"),
+        Expectation::NotExpected { reason, .. } => {
+            assert!(reason.contains(MANAGED_KEY), "{reason}")
+        }
         other => panic!("expected not expected, got {other:?}"),
     }
     assert_eq!(patches(&step).len(), 1);
@@ -442,7 +444,7 @@ fn a_transient_taint_does_not_keep_a_daemonset_from_being_expected() {
     n.taints.push(managed());
     g.at(1).start(n, vec![plain], vec![]);
     match &g.state.members[&ds_member("needs-plain-node")].expectation {
-        Expectation::NotExpected { reason } => {
+        Expectation::NotExpected { reason, .. } => {
             assert!(reason.contains("example.com/dedicated"), "{reason}")
         }
         other => panic!("{other:?}"),
@@ -1159,6 +1161,7 @@ fn events_read_well_as_json() {
     let ev = Event::MemberWaiting {
         member: MemberId::Critical("kube-proxy".into()),
         why: "no pod yet".into(),
+        pod: None,
         available_at: None,
     };
     assert_eq!(

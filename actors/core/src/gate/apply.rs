@@ -56,12 +56,17 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             });
             m.expectation = Expectation::Expected;
         }
-        Event::MemberNotExpected { member, reason } => {
+        Event::MemberNotExpected {
+            member,
+            reason,
+            code,
+        } => {
             state.members.insert(
                 member.clone(),
                 Member {
                     expectation: Expectation::NotExpected {
                         reason: reason.clone(),
+                        code: code.clone(),
                     },
                     readiness: None,
                 },
@@ -78,11 +83,13 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         Event::MemberWaiting {
             member,
             why,
+            pod,
             available_at,
         } => {
             if let Some(m) = state.members.get_mut(member) {
                 m.readiness = Some(Readiness::Waiting {
                     why: why.clone(),
+                    pod: pod.clone(),
                     available_at: *available_at,
                 });
             }

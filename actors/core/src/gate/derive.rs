@@ -86,11 +86,12 @@ pub(super) fn derive_readiness(
             state.pods.values().map(AsRef::as_ref),
             now,
         ),
-        MemberId::Critical(name) => readiness::critical_member(
-            cfg.critical.iter().find(|e| e.name == *name)?,
-            state.pods.values().map(AsRef::as_ref),
-            now,
-        ),
+        MemberId::Critical(name) => {
+            let entry = cfg.critical.iter().find(|e| e.name == *name)?;
+            let member =
+                readiness::critical_member(entry, state.pods.values().map(AsRef::as_ref), now);
+            return Some(Readiness::of_critical(entry, member));
+        }
     };
     Some(Readiness::from_member_state(state))
 }
@@ -114,6 +115,7 @@ fn daemonset_member(
         Verdict::NotExpected(reason) => Member {
             expectation: Expectation::NotExpected {
                 reason: reason.to_string(),
+                code: reason.code().to_string(),
             },
             readiness: None,
         },
@@ -129,16 +131,21 @@ fn critical_member(
     if readiness::critical_applies(entry, node) {
         Member {
             expectation: Expectation::Expected,
-            readiness: Some(Readiness::from_member_state(readiness::critical_member(
+            readiness: Some(Readiness::of_critical(
                 entry,
-                pods.values().map(AsRef::as_ref),
-                now,
-            ))),
+                readiness::critical_member(entry, pods.values().map(AsRef::as_ref), now),
+            )),
         }
     } else {
+        let selector = entry
+            .node_selector
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
         Member {
             expectation: Expectation::NotExpected {
-                reason: "the node does not match the entry's node selector".to_string(),
+                reason: format!("the node does not match the entry's node selector {selector:?}"),
+                code: "node_selector".to_string(),
             },
             readiness: None,
         }

@@ -80,6 +80,8 @@ pub enum Event {
     MemberNotExpected {
         member: MemberId,
         reason: String,
+        #[serde(default)]
+        code: String,
     },
     MemberRemoved {
         member: MemberId,
@@ -91,6 +93,8 @@ pub enum Event {
     MemberWaiting {
         member: MemberId,
         why: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pod: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         available_at: Option<Timestamp>,
     },

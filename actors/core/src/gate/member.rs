@@ -2,12 +2,13 @@
 //! ([`Expectation`]) and where each stands ([`Readiness`]).
 
 use std::fmt;
+use std::time::Duration;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::model::DaemonSetInfo;
-use crate::readiness::{MemberState, Waiting};
+use crate::readiness::{CriticalPodEntry, MemberState, Waiting};
 
 /// Who a gate may wait for. DaemonSets are named `namespace/name` (a name is
 /// held by one live object at a time; a recreated DaemonSet replaces the old
@@ -61,12 +62,17 @@ impl<'de> Deserialize<'de> for MemberId {
 }
 
 /// Whether the gate waits for a member, and if not, why not (in words, as the
-/// placement rules put it).
+/// placement rules put it, and as a stable code such as "node_selector" or
+/// "starts_after_gate": `NotExpectedReason::code` for DaemonSets).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Expectation {
     Expected,
-    NotExpected { reason: String },
+    NotExpected {
+        reason: String,
+        #[serde(default)]
+        code: String,
+    },
 }
 
 /// Where an expected member stands on this node. Kept as text plus the one
@@ -81,6 +87,9 @@ pub enum Readiness {
     },
     Waiting {
         why: String,
+        /// The pod it waits on; `None` when there is no pod yet.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pod: Option<String>,
         /// When a Ready pod becomes available (minReadySeconds): the gate
         /// re-checks at that time instead of polling.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,16 +107,61 @@ impl Readiness {
                 available_at,
                 ..
             }) => Readiness::Waiting {
-                why: format!(
-                    "pod {pod} is Ready but not available until {available_at} (minReadySeconds {})",
-                    min_ready.as_secs()
-                ),
+                why: Readiness::not_available_text(&pod, min_ready, available_at, None),
+                pod: Some(pod),
                 available_at: Some(available_at),
             },
             MemberState::NotReady(waiting) => Readiness::Waiting {
                 why: waiting.to_string(),
+                pod: waiting.pod().map(str::to_string),
                 available_at: None,
             },
+        }
+    }
+
+    /// The one wording for a pod that is Ready but not yet available
+    /// (`minReadySeconds`). The gate's own text must stay equal while
+    /// nothing changes, so without `now` it says "less than"; a report made
+    /// at one moment (`now`) says how long, in the readiness module's words.
+    pub fn not_available_text(
+        pod: &str,
+        min_ready: Duration,
+        available_at: Timestamp,
+        now: Option<Timestamp>,
+    ) -> String {
+        let head = match now {
+            Some(now) => {
+                let left =
+                    Duration::try_from(available_at.duration_since(now)).unwrap_or(Duration::ZERO);
+                Waiting::NotAvailableYet {
+                    pod: pod.to_string(),
+                    ready_for: min_ready.saturating_sub(left),
+                    min_ready,
+                    available_at,
+                }
+                .to_string()
+            }
+            None => format!(
+                "pod {pod} Ready for less than minReadySeconds {}s",
+                min_ready.as_secs()
+            ),
+        };
+        format!("{head}, available at {available_at}")
+    }
+
+    /// A critical-pod entry's readiness: "no pod yet" names what it looks
+    /// for, since nothing owns the pod it waits on.
+    pub(super) fn of_critical(entry: &CriticalPodEntry, state: MemberState) -> Self {
+        match state {
+            MemberState::NotReady(Waiting::NoPod) => Readiness::Waiting {
+                why: format!(
+                    "no pod matching {} in namespace {} on the node yet",
+                    entry.selector, entry.namespace
+                ),
+                pod: None,
+                available_at: None,
+            },
+            state => Readiness::from_member_state(state),
         }
     }
 

@@ -146,9 +146,10 @@ impl Decider<'_> {
                 Expectation::Expected => self.emit(Event::MemberExpected {
                     member: member.clone(),
                 }),
-                Expectation::NotExpected { reason } => self.emit(Event::MemberNotExpected {
+                Expectation::NotExpected { reason, code } => self.emit(Event::MemberNotExpected {
                     member: member.clone(),
                     reason,
+                    code,
                 }),
             }
         }
@@ -162,9 +163,14 @@ impl Decider<'_> {
         {
             match readiness {
                 Readiness::Ready { pod } => self.emit(Event::MemberReady { member, pod }),
-                Readiness::Waiting { why, available_at } => self.emit(Event::MemberWaiting {
+                Readiness::Waiting {
+                    why,
+                    pod,
+                    available_at,
+                } => self.emit(Event::MemberWaiting {
                     member,
                     why,
+                    pod,
                     available_at,
                 }),
             }

@@ -1,0 +1,322 @@
+//! `nodegate explain NODE`: one node's gate, explained to a person.
+//!
+//! This module owns the explain command's I/O: it reads the node, every
+//! DaemonSet and the pods bound to (or aimed at) the node once, and prints
+//! the report as an aligned table (`table`) or as one JSON object. It must
+//! never write to the cluster, and it judges and words nothing itself: the
+//! report comes from `nodegate_core::report`, which runs what was read
+//! through the controller's own gate (`nodegate_core::gate::step`, with the
+//! `GateConfig` the controller builds from the same settings) and reads every
+//! member from the gate's state, so that explain and the gate cannot
+//! disagree. Only [`main`] and [`gather`] do I/O or read the clock; building
+//! and rendering the report are pure functions of their arguments.
+
+mod table;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams};
+
+use nodegate_core::gate::GateConfig;
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_core::placement::{NODE_NAME_FIELD, NODE_OP_IN};
+use nodegate_core::report::{self, ReadFacts};
+pub use nodegate_core::report::{MemberRow, PodDetail, Report, TaintSplit, TermResult};
+
+use crate::cluster::client::client;
+use crate::cluster::project;
+use crate::error::{EXIT_FAILURE, Error, Result};
+use crate::settings::cli::{self, ExplainArgs, OutputFormat};
+use crate::settings::config::{self, GateSettings};
+
+pub use table::{human_age, render_table, wrap};
+
+/// The human table is laid out for a terminal this wide.
+pub const TABLE_WIDTH: usize = 100;
+
+// ---------------------------------------------------------------------------
+// The command
+
+/// Runs `nodegate explain`: validates the settings (exit 2 before any cluster
+/// access), reads the cluster, prints the report on stdout. Warnings about odd
+/// objects and errors go to stderr.
+pub async fn main(args: ExplainArgs) -> ExitCode {
+    let text = match explain(&args).await {
+        Ok(text) => text,
+        Err(e) => {
+            eprintln!("error: {}", e.report());
+            return ExitCode::from(e.exit_code());
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        // `nodegate explain n | head` is not a failure.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: cannot write the report: {e}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+async fn explain(args: &ExplainArgs) -> Result<String> {
+    let mut file = config::load_file(&args.gate)?;
+    let settings = config::gate_settings(&args.gate, &mut file)?;
+    let client = client().await?;
+    // API times have whole seconds; so does `now`, so that durations read
+    // "Ready for 3s", not "Ready for 3.412s".
+    let now = Timestamp::now();
+    let now = Timestamp::from_second(now.as_second()).unwrap_or(now);
+    let view = gather(&client, &args.node, &settings, now).await?;
+    for w in &view.warnings {
+        eprintln!("warning: {w}");
+    }
+    let report = build_report(&view, &settings, now);
+    match args.output {
+        OutputFormat::Table => Ok(render_table(&report, TABLE_WIDTH)),
+        OutputFormat::Json => serde_json::to_string_pretty(&report)
+            .map(|s| s + "\n")
+            .map_err(|e| Error::Invalid {
+                what: "the report".into(),
+                why: format!("cannot be encoded as JSON: {e}"),
+            }),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Reading the cluster
+
+/// Everything the report is built from, already projected.
+#[derive(Debug, Clone)]
+pub struct ClusterView {
+    pub node: NodeInfo,
+    pub daemonsets: Vec<DaemonSetInfo>,
+    /// Pods bound to the node.
+    pub pods: Vec<PodInfo>,
+    /// DaemonSet pods created for the node but not bound to it yet: they
+    /// never satisfy a member, but they say why a member has no pod here.
+    pub unscheduled: Vec<PodInfo>,
+    /// What the full Pod objects say beyond the compact model, by
+    /// `namespace/name`.
+    pub details: BTreeMap<String, PodDetail>,
+    /// Odd objects the projections had to work around.
+    pub warnings: Vec<String>,
+}
+
+/// The gate configuration the controller builds from the same settings, in
+/// dry-run and without a deadline: explain shows what the gate waits for,
+/// never asks for a write, and has no gate start to count a deadline from.
+/// The one place explain turns settings into a `GateConfig`.
+pub fn gate_config(settings: &GateSettings) -> GateConfig {
+    settings.gate_config(None, cli::OnTimeout::Open, true)
+}
+
+/// Builds the report from what was read, through the gate, at `now`.
+pub fn build_report(view: &ClusterView, settings: &GateSettings, now: Timestamp) -> Report {
+    let facts = ReadFacts {
+        unscheduled: view.unscheduled.clone(),
+        details: view.details.clone(),
+    };
+    report::explain(
+        &view.node,
+        &view.daemonsets,
+        &view.pods,
+        &facts,
+        &gate_config(settings),
+        now,
+    )
+}
+
+/// Reads the node, all DaemonSets and the pods on the node; and, only when
+/// some expected DaemonSet has no pod here, the unscheduled pods the
+/// DaemonSet controller aimed at the node.
+pub async fn gather(
+    client: &kube::Client,
+    node_name: &str,
+    settings: &GateSettings,
+    now: Timestamp,
+) -> Result<ClusterView> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let raw_node = nodes
+        .get_opt(node_name)
+        .await
+        .map_err(Error::kube(format!("cannot read node {node_name:?}")))?
+        .ok_or_else(|| Error::NodeNotFound(node_name.to_string()))?;
+    let (node, oddities) = project::node(&raw_node);
+    let mut warnings: Vec<String> = oddities
+        .into_iter()
+        .map(|o| format!("{}: {}", o.object, o.what))
+        .collect();
+    let node = node.ok_or_else(|| Error::Invalid {
+        what: format!("node {node_name:?}"),
+        why: "the API server returned a node without a name".into(),
+    })?;
+
+    let daemonsets: Api<DaemonSet> = Api::all(client.clone());
+    let mut dss: Vec<DaemonSetInfo> = Vec::new();
+    for ds in daemonsets
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube("cannot list DaemonSets"))?
+    {
+        match project::daemonset(&ds) {
+            Some(info) => dss.push(info),
+            None => warnings.push("a DaemonSet without namespace or name was skipped".into()),
+        }
+    }
+
+    let pods_api: Api<Pod> = Api::all(client.clone());
+    let on_node = pods_api
+        .list(&ListParams::default().fields(&format!("spec.nodeName={node_name}")))
+        .await
+        .map_err(Error::kube(format!(
+            "cannot list the pods on node {node_name:?}"
+        )))?;
+    let mut details = BTreeMap::new();
+    let mut pods = Vec::new();
+    for p in &on_node {
+        if let Some(info) = project::pod(p) {
+            details.insert(info.key(), pod_detail(p));
+            pods.push(info);
+        }
+    }
+
+    let mut view = ClusterView {
+        node,
+        daemonsets: dss,
+        pods,
+        unscheduled: Vec::new(),
+        details,
+        warnings,
+    };
+    // A cluster can hold many pending pods; list them only when they can
+    // explain something.
+    let state = report::gate_state(
+        &view.node,
+        &view.daemonsets,
+        &view.pods,
+        &gate_config(settings),
+        now,
+    );
+    if report::some_daemonset_has_no_pod(&state) {
+        let pending = pods_api
+            .list(&ListParams::default().fields("spec.nodeName=,status.phase=Pending"))
+            .await
+            .map_err(Error::kube("cannot list unscheduled pods"))?;
+        for p in pending.iter().filter(|p| aimed_at(p, node_name)) {
+            if let Some(info) = project::pod(p) {
+                view.details.insert(info.key(), pod_detail(p));
+                view.unscheduled.push(info);
+            }
+        }
+    }
+    Ok(view)
+}
+
+/// Whether an unbound pod was made for `node`: the DaemonSet controller pins
+/// each daemon pod with a required `matchFields` term on `metadata.name`.
+pub fn aimed_at(pod: &Pod, node: &str) -> bool {
+    let Some(terms) = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|na| {
+            na.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|sel| &sel.node_selector_terms)
+    else {
+        return false;
+    };
+    terms.iter().any(|t| {
+        t.match_fields.iter().flatten().any(|r| {
+            r.key == NODE_NAME_FIELD
+                && r.operator == NODE_OP_IN
+                && r.values.iter().flatten().any(|v| v == node)
+        })
+    })
+}
+
+/// Long kubelet messages (image pull errors, say) would drown the table.
+const MESSAGE_LIMIT: usize = 160;
+
+fn shorten(s: &str) -> String {
+    let s = s.trim();
+    match s.char_indices().nth(MESSAGE_LIMIT) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// The scheduler's message is "0/4 nodes are available: 1 Insufficient cpu,
+/// ..." followed by what preemption tried; the first sentence is the answer.
+fn first_sentence(message: &str) -> &str {
+    match message.find(". ") {
+        Some(i) => &message[..=i],
+        None => message,
+    }
+}
+
+/// What a full Pod adds to the compact model: plain data for the report.
+pub fn pod_detail(p: &Pod) -> PodDetail {
+    let status = p.status.as_ref();
+    let unschedulable = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled"))
+        .filter(|c| c.status == "False")
+        .map(|c| {
+            let reason = c.reason.as_deref().unwrap_or("").trim();
+            let message = c.message.as_deref().unwrap_or("").trim();
+            match (reason.is_empty(), message.is_empty()) {
+                (_, false) => shorten(first_sentence(message)),
+                (false, true) => reason.to_string(),
+                (true, true) => "no reason given".to_string(),
+            }
+        });
+    let mut containers = Vec::new();
+    let all = status
+        .into_iter()
+        .flat_map(|s| {
+            s.init_container_statuses
+                .iter()
+                .flatten()
+                .chain(s.container_statuses.iter().flatten())
+        })
+        .filter(|c| !c.ready);
+    for c in all {
+        let state = c.state.as_ref();
+        if let Some(w) = state.and_then(|s| s.waiting.as_ref()) {
+            let reason = w.reason.as_deref().unwrap_or("waiting");
+            match w.message.as_deref().filter(|m| !m.trim().is_empty()) {
+                Some(m) => {
+                    containers.push(format!("container {}: {reason}: {}", c.name, shorten(m)))
+                }
+                None => containers.push(format!("container {}: {reason}", c.name)),
+            }
+        } else if state.is_some_and(|s| s.running.is_some()) {
+            // Names the container whose readiness probe holds the pod back.
+            containers.push(format!("container {}: running but not Ready", c.name));
+        } else if let Some(t) = state.and_then(|s| s.terminated.as_ref())
+            && t.exit_code != 0
+        {
+            let reason = t.reason.as_deref().unwrap_or("Error");
+            containers.push(format!(
+                "container {}: {reason}, exit code {}",
+                c.name, t.exit_code
+            ));
+        }
+    }
+    PodDetail {
+        unschedulable,
+        containers,
+    }
+}

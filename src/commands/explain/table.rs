@@ -1,0 +1,202 @@
+//! The human form of an explain report: an aligned table that fits a
+//! terminal. Pure: it lays out the report's words and adds none of its own
+//! about the gate.
+
+use std::fmt::Write as _;
+
+use nodegate_core::report::{MemberRow, Report};
+
+const GAP: &str = "  ";
+const MIN_WHY_WIDTH: usize = 30;
+/// Longer member names go on a line of their own so the columns stay narrow.
+const MAX_NAME_WIDTH: usize = 40;
+
+/// The human form: a header about the node, the DaemonSet table (and the
+/// critical-pod table when any are configured), the taints and the verdict,
+/// laid out for a terminal `width` columns wide.
+pub fn render_table(report: &Report, width: usize) -> String {
+    let mut out = String::new();
+    let gate = if report.gated {
+        format!("gated by {}", report.taints.managed.join(", "))
+    } else {
+        "not gated (no managed taint)".to_string()
+    };
+    let age = report
+        .evaluated_at
+        .duration_since(report.created)
+        .as_secs()
+        .max(0);
+    let header = format!(
+        "Node {}, created {} ({} ago): {gate}",
+        report.node,
+        report.created,
+        human_age(age),
+    );
+    push_wrapped(&mut out, "", "", &header, width);
+    let counts = format!(
+        "{} of {} DaemonSets and critical pods expected here, {} of them Ready",
+        report.expected_members,
+        report.daemonsets.len() + report.critical_pods.len(),
+        report.ready_members,
+    );
+    push_wrapped(&mut out, "", "", &counts, width);
+    out.push('\n');
+
+    let name_width = report
+        .daemonsets
+        .iter()
+        .chain(&report.critical_pods)
+        .map(|r| r.label.chars().count())
+        .chain(["DAEMONSET".len(), "CRITICAL POD".len()])
+        .filter(|w| *w <= MAX_NAME_WIDTH)
+        .max()
+        .unwrap_or(0);
+    member_table(&mut out, "DAEMONSET", &report.daemonsets, name_width, width);
+    if report.daemonsets.is_empty() {
+        out.push_str("(no DaemonSets in the cluster)\n");
+    }
+    if !report.critical_pods.is_empty() {
+        out.push('\n');
+        member_table(
+            &mut out,
+            "CRITICAL POD",
+            &report.critical_pods,
+            name_width,
+            width,
+        );
+    }
+
+    out.push_str("\nTAINTS\n");
+    for (kind, list) in [
+        ("managed", &report.taints.managed),
+        ("transient", &report.taints.transient),
+        ("other", &report.taints.other),
+    ] {
+        let text = if list.is_empty() {
+            "none".to_string()
+        } else {
+            list.join(", ")
+        };
+        let first = format!("  {kind:<11}");
+        let rest = " ".repeat(first.len());
+        push_wrapped(&mut out, &first, &rest, &text, width);
+    }
+
+    out.push('\n');
+    push_wrapped(&mut out, "GATE  ", "      ", &report.verdict, width);
+    out
+}
+
+fn member_table(
+    out: &mut String,
+    title: &str,
+    rows: &[MemberRow],
+    name_width: usize,
+    width: usize,
+) {
+    const EXPECTED: &str = "EXPECTED";
+    const READY: &str = "READY";
+    let lead = |name: &str, expected: &str, ready: &str| {
+        format!("{name:<name_width$}{GAP}{expected:<8}{GAP}{ready:<5}{GAP}")
+    };
+    let header = lead(title, EXPECTED, READY);
+    let indent = " ".repeat(header.chars().count());
+    let why_width = width.saturating_sub(indent.len()).max(MIN_WHY_WIDTH);
+    let _ = writeln!(out, "{header}WHY");
+    for row in rows {
+        let name = if row.label.chars().count() > name_width {
+            let _ = writeln!(out, "{}", row.label);
+            ""
+        } else {
+            row.label.as_str()
+        };
+        let expected = if row.expected { "yes" } else { "no" };
+        let ready = match row.ready {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "-",
+        };
+        let first = lead(name, expected, ready);
+        let mut lines: Vec<(String, bool)> = Vec::new();
+        for (i, text) in why_lines(row).iter().enumerate() {
+            // An indented line (an affinity term) wraps with a hanging
+            // indent so the next term stands out; plain text wraps flush.
+            let extra = text.len() - text.trim_start().len();
+            let hang = if extra > 0 { extra + 2 } else { 0 };
+            let avail = why_width.saturating_sub(hang).max(MIN_WHY_WIDTH / 2);
+            for (j, l) in wrap(text.trim_start(), avail).into_iter().enumerate() {
+                let pad = if j == 0 { extra } else { hang };
+                lines.push((format!("{}{l}", " ".repeat(pad)), i == 0 && j == 0));
+            }
+        }
+        for (line, is_first) in lines {
+            let prefix = if is_first {
+                first.as_str()
+            } else {
+                indent.as_str()
+            };
+            let _ = writeln!(out, "{}", format!("{prefix}{line}").trim_end());
+        }
+    }
+}
+
+fn why_lines(row: &MemberRow) -> Vec<String> {
+    if !row.expected {
+        if row.detail.is_empty() {
+            return vec![row.reason.clone()];
+        }
+        return row.detail.clone();
+    }
+    match (&row.ready, &row.pod, &row.waiting) {
+        (Some(true), Some(pod), _) => vec![format!("pod {pod} is Ready")],
+        (_, _, Some(w)) => vec![w.clone()],
+        _ => vec![String::new()],
+    }
+}
+
+/// `first` before the first line, `rest` before the others.
+fn push_wrapped(out: &mut String, first: &str, rest: &str, text: &str, width: usize) {
+    let avail = width
+        .saturating_sub(first.chars().count())
+        .max(MIN_WHY_WIDTH);
+    for (i, line) in wrap(text, avail).into_iter().enumerate() {
+        let prefix = if i == 0 { first } else { rest };
+        let _ = writeln!(out, "{prefix}{line}");
+    }
+}
+
+/// Greedy word wrap. A word longer than `width` gets a line of its own
+/// rather than being cut, so names and taints stay copyable.
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let needed = if line.is_empty() {
+            word.chars().count()
+        } else {
+            line.chars().count() + 1 + word.chars().count()
+        };
+        if needed > width && !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// "45s", "3m12s", "2h5m", "3d4h": the two largest units are enough.
+pub fn human_age(secs: i64) -> String {
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m{s}s"),
+        (0, _, _) => format!("{h}h{m}m"),
+        _ => format!("{d}d{h}h"),
+    }
+}

@@ -1,0 +1,143 @@
+use super::*;
+
+#[test]
+fn table_is_aligned_and_fits_a_100_column_terminal() {
+    let text = render_table(&sample_report(), 100);
+    eprintln!("{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "Node arm-1, created 1970-01-01T00:00:00Z (11d13h ago): gated by nodegate.dev/initializing:NoSchedule"
+    );
+    assert_eq!(
+        lines[1],
+        "8 of 13 DaemonSets and critical pods expected here, 1 of them Ready"
+    );
+    for l in &lines {
+        assert!(l.chars().count() <= 100, "too wide: {l:?}");
+    }
+    let header = lines
+        .iter()
+        .find(|l| l.starts_with("DAEMONSET"))
+        .expect("table header");
+    let why_col = header.find("WHY").unwrap();
+    assert_eq!(
+        header.find("EXPECTED"),
+        Some(header.find("DAEMONSET").unwrap() + "kube-system/everywhere".len() + 2)
+    );
+    let everywhere = lines
+        .iter()
+        .find(|l| l.starts_with("kube-system/everywhere "))
+        .unwrap();
+    assert_eq!(everywhere.find("pod everywhere-x is Ready"), Some(why_col));
+    assert!(everywhere.contains(" yes "));
+    // A wrapped reason continues under WHY.
+    let after = lines
+        .iter()
+        .position(|l| l.starts_with("infra/after-gate "))
+        .unwrap();
+    assert!(
+        lines[after + 1].starts_with(&" ".repeat(why_col)),
+        "{:?}",
+        lines[after + 1]
+    );
+    assert!(
+        lines[after + 1]
+            .chars()
+            .nth(why_col)
+            .is_some_and(|c| c != ' ')
+    );
+    // Affinity terms get a line each.
+    assert!(
+        text.contains("no term of its required node affinity matches:\n"),
+        "{text}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.trim_start().starts_with("term 2: label gpu is missing")),
+        "{text}"
+    );
+    // The critical table shares the name column.
+    let crit = lines
+        .iter()
+        .find(|l| l.starts_with("CRITICAL POD"))
+        .unwrap();
+    assert_eq!(crit.find("WHY"), Some(why_col));
+    assert!(text.contains("\nTAINTS\n  managed    nodegate.dev/initializing:NoSchedule\n  transient  node.kubernetes.io/not-ready:NoSchedule\n  other      dedicated=infra:PreferNoSchedule\n"), "{text}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("GATE  closed: waiting for 7 of 8: infra/going")),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_long_name_gets_its_own_line_and_the_columns_stay_put() {
+    let node = mk_node("n", &[], vec![]);
+    let long = "a-very-long-namespace-name/an-even-longer-daemonset-name";
+    let (ns, name) = long.split_once('/').unwrap();
+    let r = build_report(
+        &view(
+            node,
+            vec![
+                mk_ds(ns, name, PodPlacement::default()),
+                mk_ds("a", "b", PodPlacement::default()),
+            ],
+            vec![],
+        ),
+        &settings(),
+        ts(NOW),
+    );
+    let text = render_table(&r, 100);
+    let lines: Vec<&str> = text.lines().collect();
+    let header = lines.iter().find(|l| l.starts_with("DAEMONSET")).unwrap();
+    assert_eq!(header.find("EXPECTED"), Some("CRITICAL POD".len() + 2));
+    let i = lines
+        .iter()
+        .position(|l| *l == long)
+        .expect("name on its own line");
+    assert!(
+        lines[i + 1].starts_with(&" ".repeat("CRITICAL POD".len())),
+        "{text}"
+    );
+    assert!(lines[i + 1].contains("no pod yet"), "{text}");
+}
+
+#[test]
+fn an_empty_cluster_says_so() {
+    let r = build_report(
+        &view(mk_node("n", &[], vec![]), vec![], vec![]),
+        &settings(),
+        ts(NOW),
+    );
+    let text = render_table(&r, 100);
+    assert!(text.contains("(no DaemonSets in the cluster)"), "{text}");
+    assert!(text.contains("managed    none"), "{text}");
+}
+
+#[test]
+fn wrap_breaks_between_words_and_keeps_long_words_whole() {
+    assert_eq!(wrap("a bb ccc dddd", 6), vec!["a bb", "ccc", "dddd"]);
+    assert_eq!(wrap("short", 100), vec!["short"]);
+    assert_eq!(wrap("", 10), vec![""]);
+    assert_eq!(
+        wrap("x averyveryverylongword y", 5),
+        vec!["x", "averyveryverylongword", "y"]
+    );
+}
+
+#[test]
+fn human_age_shows_the_two_largest_units() {
+    let cases = [
+        (0, "0s"),
+        (45, "45s"),
+        (192, "3m12s"),
+        (7500, "2h5m"),
+        (273_600, "3d4h"),
+    ];
+    for (secs, want) in cases {
+        assert_eq!(human_age(secs), want);
+    }
+}
