@@ -206,6 +206,13 @@ impl Writer {
 
     /// Records an Event (events.k8s.io/v1) regarding a node. Failures are
     /// logged, never retried: an Event is a courtesy, the journal is the record.
+    ///
+    /// Not kube-runtime's `events::Recorder`, although the object is the same:
+    /// the Recorder keeps every Event it published for six minutes to merge
+    /// repeats into a series (one full Event object per opened node: tens of
+    /// MiB in a 10,000-node scale-up, for a merge that an opening, which
+    /// happens once per node, never needs), and a merge is a `patch`, a verb
+    /// nodegate's RBAC deliberately does not grant on Events.
     pub async fn record_event(&self, ev: &NodeEvent) {
         self.limiter.acquire_background().await;
         let api: Api<KubeEvent> = Api::namespaced(self.client.clone(), "default");
