@@ -184,8 +184,12 @@ pub async fn run(settings: RunSettings) -> Result<()> {
     let watches = watch::watch_count(&settings.gate.critical);
     let sync = async {
         for _ in 0..watches {
-            if let Some(kind) = synced.recv().await {
-                tracing::debug!(kind, "initial list complete");
+            match synced.recv().await {
+                Some(kind) => tracing::debug!(kind, "initial list complete"),
+                // Every watch ended before its first list: never report
+                // synced (no gate may start on a partial view); /healthz
+                // names the stopped watches.
+                None => std::future::pending::<()>().await,
             }
         }
     };
