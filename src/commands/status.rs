@@ -224,7 +224,7 @@ fn row(node: &NodeInfo, state: &GateState, now: Timestamp) -> Row {
     if blockers.len() > MAX_BLOCKERS_SHOWN {
         blocked.push(format!("+{} more", blockers.len() - MAX_BLOCKERS_SHOWN));
     }
-    let start = node.gated_since.unwrap_or(node.created);
+    let start = state.gate_start().unwrap_or(node.created);
     let deadline = match state.timers.deadline {
         None => "none".to_string(),
         Some(at) if at > now => short_duration(at.duration_since(now)),

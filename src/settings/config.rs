@@ -22,7 +22,8 @@ use serde::Deserialize;
 use crate::settings::cli::{GateArgs, LogFormat, OnTimeout, RunArgs, StatusArgs};
 
 pub const DEFAULT_TAINT: &str = "nodegate.dev/initializing:NoSchedule";
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The default `--timeout`, the core's own.
+pub use nodegate_core::gate::DEFAULT_TIMEOUT;
 pub const DEFAULT_MAX_CONCURRENT_PATCHES: usize = 16;
 pub const DEFAULT_KUBE_QPS: f64 = 50.0;
 pub const DEFAULT_KUBE_BURST: u32 = 100;
