@@ -294,19 +294,62 @@ pub enum NotExpectedReason {
     StartsAfterGate { taint: Taint },
 }
 
+/// Why a member is not expected, as a stable name (metrics labels, logs,
+/// explain's `reasonCode`). One byte, so a gate's members and journal carry
+/// it for free; serialized as its snake_case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasonCode {
+    ExcludedByName,
+    ExcludedBySelector,
+    IgnoreAnnotation,
+    NodeName,
+    /// A DaemonSet's nodeSelector, or a critical-pod entry's node selector.
+    NodeSelector,
+    NodeAffinity,
+    UntoleratedTaint,
+    StartsAfterGate,
+}
+
+impl ReasonCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasonCode::ExcludedByName => "excluded_by_name",
+            ReasonCode::ExcludedBySelector => "excluded_by_selector",
+            ReasonCode::IgnoreAnnotation => "ignore_annotation",
+            ReasonCode::NodeName => "node_name",
+            ReasonCode::NodeSelector => "node_selector",
+            ReasonCode::NodeAffinity => "node_affinity",
+            ReasonCode::UntoleratedTaint => "untolerated_taint",
+            ReasonCode::StartsAfterGate => "starts_after_gate",
+        }
+    }
+}
+
+impl fmt::Display for ReasonCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl NotExpectedReason {
     /// A short, stable name for metrics labels and logs.
     pub fn code(&self) -> &'static str {
+        self.kind().as_str()
+    }
+
+    /// [`Self::code`] as a value.
+    pub fn kind(&self) -> ReasonCode {
         match self {
-            NotExpectedReason::ExcludedByName => "excluded_by_name",
-            NotExpectedReason::ExcludedBySelector { .. } => "excluded_by_selector",
-            NotExpectedReason::IgnoreAnnotation => "ignore_annotation",
-            NotExpectedReason::NodeNameMismatch { .. } => "node_name",
+            NotExpectedReason::ExcludedByName => ReasonCode::ExcludedByName,
+            NotExpectedReason::ExcludedBySelector { .. } => ReasonCode::ExcludedBySelector,
+            NotExpectedReason::IgnoreAnnotation => ReasonCode::IgnoreAnnotation,
+            NotExpectedReason::NodeNameMismatch { .. } => ReasonCode::NodeName,
             NotExpectedReason::NodeSelectorKeyMissing { .. }
-            | NotExpectedReason::NodeSelectorValueDiffers { .. } => "node_selector",
-            NotExpectedReason::NodeAffinityNoTermMatched { .. } => "node_affinity",
-            NotExpectedReason::UntoleratedTaint { .. } => "untolerated_taint",
-            NotExpectedReason::StartsAfterGate { .. } => "starts_after_gate",
+            | NotExpectedReason::NodeSelectorValueDiffers { .. } => ReasonCode::NodeSelector,
+            NotExpectedReason::NodeAffinityNoTermMatched { .. } => ReasonCode::NodeAffinity,
+            NotExpectedReason::UntoleratedTaint { .. } => ReasonCode::UntoleratedTaint,
+            NotExpectedReason::StartsAfterGate { .. } => ReasonCode::StartsAfterGate,
         }
     }
 

@@ -22,7 +22,7 @@ use serde::Serialize;
 use crate::gate::{self, Expectation, GateConfig, GateState, Input, MemberId, Readiness};
 use crate::gate::{Member, StopReason};
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
-use crate::placement::{self, PlacementConfig};
+use crate::placement::{self, PlacementConfig, ReasonCode};
 use crate::readiness::{CriticalPodEntry, PHASE_RUNNING};
 
 /// The reason code of an expected member.
@@ -174,10 +174,11 @@ pub fn is_gated(state: &GateState) -> bool {
 
 /// Some expected DaemonSet has no pod on the node: only then can unbound
 /// pods aimed at the node explain anything.
-pub fn some_daemonset_has_no_pod(state: &GateState) -> bool {
+pub fn some_daemonset_has_no_pod(state: &GateState, cfg: &GateConfig, now: Timestamp) -> bool {
     state.expected().any(|(id, m)| {
         matches!(id, MemberId::DaemonSet(_))
-            && matches!(m.readiness, Some(Readiness::Waiting { pod: None, .. }))
+            && matches!(m.readiness, Some(Readiness::Waiting { .. }))
+            && gate::waited_pod(id, state, cfg, now).is_none()
     })
 }
 
@@ -220,12 +221,12 @@ fn build_for(
     dss.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     let daemonsets: Vec<MemberRow> = dss
         .into_iter()
-        .map(|ds| daemonset_row(state, node, ds, &cfg.placement, facts, now))
+        .map(|ds| daemonset_row(state, node, ds, cfg, facts, now))
         .collect();
     let critical_pods: Vec<MemberRow> = cfg
         .critical
         .iter()
-        .map(|entry| critical_row(state, entry, facts, now))
+        .map(|entry| critical_row(state, entry, cfg, facts, now))
         .collect();
 
     let gated = is_gated(state);
@@ -322,10 +323,11 @@ fn daemonset_row(
     state: &GateState,
     node: &NodeInfo,
     ds: &DaemonSetInfo,
-    cfg: &PlacementConfig,
+    gate_cfg: &GateConfig,
     facts: &ReadFacts,
     now: Timestamp,
 ) -> MemberRow {
+    let cfg = &gate_cfg.placement;
     let id = MemberId::daemonset(ds);
     let mut row = empty_row(&id, &ds.namespace, &ds.name);
     row.node_affinity = ds.template.required_node_affinity.as_ref().map(|terms| {
@@ -343,8 +345,8 @@ fn daemonset_row(
     match &member.expectation {
         Expectation::NotExpected { reason, code } => {
             row.reason = reason.clone();
-            row.reason_code = code.clone();
-            if code == "node_affinity"
+            row.reason_code = code.to_string();
+            if *code == ReasonCode::NodeAffinity
                 && let Some(terms) = row.node_affinity.as_ref().filter(|t| !t.is_empty())
             {
                 // One line per term reads better than the one-sentence form.
@@ -365,6 +367,7 @@ fn daemonset_row(
                 namespace: &ds.namespace,
                 owner_uid: Some(&ds.uid),
                 min_ready,
+                pod: gate::waited_pod(&id, state, gate_cfg, now),
             };
             fill_readiness(
                 &mut row,
@@ -382,6 +385,7 @@ fn daemonset_row(
 fn critical_row(
     state: &GateState,
     entry: &CriticalPodEntry,
+    cfg: &GateConfig,
     facts: &ReadFacts,
     now: Timestamp,
 ) -> MemberRow {
@@ -392,7 +396,7 @@ fn critical_row(
     match &member.expectation {
         Expectation::NotExpected { reason, code } => {
             row.reason = reason.clone();
-            row.reason_code = code.clone();
+            row.reason_code = code.to_string();
         }
         Expectation::Expected => {
             row.expected = true;
@@ -413,6 +417,7 @@ fn critical_row(
                 namespace: &entry.namespace,
                 owner_uid: None,
                 min_ready: Duration::ZERO,
+                pod: gate::waited_pod(&id, state, cfg, now),
             };
             fill_readiness(
                 &mut row,
@@ -434,6 +439,9 @@ struct Waits<'a> {
     /// entry.
     owner_uid: Option<&'a str>,
     min_ready: Duration,
+    /// The pod it waits on (the gate's readiness rules); `None` when there
+    /// is no pod yet.
+    pod: Option<String>,
 }
 
 /// Ready/pod/waiting of an expected member, from the gate's readiness. For
@@ -454,7 +462,7 @@ fn fill_readiness(
             row.pod = Some(pod.clone());
         }
         None => row.waiting = Some(NOT_EVALUATED.to_string()),
-        Some(Readiness::Waiting { why, pod: None, .. }) => {
+        Some(Readiness::Waiting { why, .. }) if waits.pod.is_none() => {
             let pending = facts
                 .unscheduled
                 .iter()
@@ -479,11 +487,10 @@ fn fill_readiness(
             }
         }
         Some(Readiness::Waiting {
-            why,
-            pod: Some(pod),
-            available_at,
+            why, available_at, ..
         }) => {
-            row.pod = Some(pod.clone());
+            let pod = waits.pod.as_deref().unwrap_or_default();
+            row.pod = waits.pod.clone();
             row.waiting = Some(match available_at {
                 Some(at) => Readiness::not_available_text(pod, waits.min_ready, *at, Some(now)),
                 None => {

@@ -1161,7 +1161,6 @@ fn events_read_well_as_json() {
     let ev = Event::MemberWaiting {
         member: MemberId::Critical("kube-proxy".into()),
         why: "no pod yet".into(),
-        pod: None,
         available_at: None,
     };
     assert_eq!(

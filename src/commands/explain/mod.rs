@@ -199,14 +199,9 @@ pub async fn gather(
     };
     // A cluster can hold many pending pods; list them only when they can
     // explain something.
-    let state = report::gate_state(
-        &view.node,
-        &view.daemonsets,
-        &view.pods,
-        &gate_config(settings),
-        now,
-    );
-    if report::some_daemonset_has_no_pod(&state) {
+    let cfg = gate_config(settings);
+    let state = report::gate_state(&view.node, &view.daemonsets, &view.pods, &cfg, now);
+    if report::some_daemonset_has_no_pod(&state, &cfg, now) {
         let pending = pods_api
             .list(&ListParams::default().fields("spec.nodeName=,status.phase=Pending"))
             .await

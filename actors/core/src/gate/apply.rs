@@ -66,7 +66,7 @@ pub fn apply(state: &mut GateState, ev: &Event) {
                 Member {
                     expectation: Expectation::NotExpected {
                         reason: reason.clone(),
-                        code: code.clone(),
+                        code: *code,
                     },
                     readiness: None,
                 },
@@ -83,13 +83,11 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         Event::MemberWaiting {
             member,
             why,
-            pod,
             available_at,
         } => {
             if let Some(m) = state.members.get_mut(member) {
                 m.readiness = Some(Readiness::Waiting {
                     why: why.clone(),
-                    pod: pod.clone(),
                     available_at: *available_at,
                 });
             }

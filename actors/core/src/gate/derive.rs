@@ -10,8 +10,8 @@ use super::config::GateConfig;
 use super::member::{Expectation, Member, MemberId, Readiness};
 use super::state::GateState;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
-use crate::placement::{self, Verdict};
-use crate::readiness::{self, CriticalPodEntry};
+use crate::placement::{self, ReasonCode, Verdict};
+use crate::readiness::{self, CriticalPodEntry, MemberState};
 
 /// Every member the gate should have, derived from scratch from what it has
 /// seen: each DaemonSet's placement verdict and, when expected, its readiness
@@ -80,20 +80,45 @@ pub(super) fn derive_readiness(
     cfg: &GateConfig,
     now: Timestamp,
 ) -> Option<Readiness> {
-    let state = match id {
-        MemberId::DaemonSet(key) => readiness::daemonset_member(
-            state.daemonsets.get(key)?,
-            state.pods.values().map(AsRef::as_ref),
-            now,
-        ),
-        MemberId::Critical(name) => {
+    Some(match (id, member_state(id, state, cfg, now)?) {
+        (MemberId::Critical(name), member) => {
             let entry = cfg.critical.iter().find(|e| e.name == *name)?;
-            let member =
-                readiness::critical_member(entry, state.pods.values().map(AsRef::as_ref), now);
-            return Some(Readiness::of_critical(entry, member));
+            Readiness::of_critical(entry, member)
         }
-    };
-    Some(Readiness::from_member_state(state))
+        (MemberId::DaemonSet(_), member) => Readiness::from_member_state(member),
+    })
+}
+
+/// The pod an expected member waits on, by the same readiness rules the
+/// gate's own members follow; `None` when it is Ready or has no pod yet.
+/// For presentation: the gate keeps only the words, not the pod.
+pub fn waited_pod(
+    id: &MemberId,
+    state: &GateState,
+    cfg: &GateConfig,
+    now: Timestamp,
+) -> Option<String> {
+    match member_state(id, state, cfg, now)? {
+        MemberState::NotReady(w) => w.pod().map(str::to_string),
+        MemberState::Ready { .. } => None,
+    }
+}
+
+fn member_state(
+    id: &MemberId,
+    state: &GateState,
+    cfg: &GateConfig,
+    now: Timestamp,
+) -> Option<MemberState> {
+    let pods = state.pods.values().map(AsRef::as_ref);
+    Some(match id {
+        MemberId::DaemonSet(key) => {
+            readiness::daemonset_member(state.daemonsets.get(key)?, pods, now)
+        }
+        MemberId::Critical(name) => {
+            readiness::critical_member(cfg.critical.iter().find(|e| e.name == *name)?, pods, now)
+        }
+    })
 }
 
 fn daemonset_member(
@@ -115,7 +140,7 @@ fn daemonset_member(
         Verdict::NotExpected(reason) => Member {
             expectation: Expectation::NotExpected {
                 reason: reason.to_string(),
-                code: reason.code().to_string(),
+                code: reason.kind(),
             },
             readiness: None,
         },
@@ -145,7 +170,7 @@ fn critical_member(
         Member {
             expectation: Expectation::NotExpected {
                 reason: format!("the node does not match the entry's node selector {selector:?}"),
-                code: "node_selector".to_string(),
+                code: ReasonCode::NodeSelector,
             },
             readiness: None,
         }

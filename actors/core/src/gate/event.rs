@@ -10,6 +10,7 @@ use super::config::OnTimeout;
 use super::member::{Blocker, MemberId};
 use super::state::{OpenedBy, StopReason};
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
+use crate::placement::ReasonCode;
 
 /// A managed taint and where it sits in `spec.taints`, for the patch's
 /// `test` + `remove` pair.
@@ -80,8 +81,7 @@ pub enum Event {
     MemberNotExpected {
         member: MemberId,
         reason: String,
-        #[serde(default)]
-        code: String,
+        code: ReasonCode,
     },
     MemberRemoved {
         member: MemberId,
@@ -93,8 +93,6 @@ pub enum Event {
     MemberWaiting {
         member: MemberId,
         why: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pod: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         available_at: Option<Timestamp>,
     },

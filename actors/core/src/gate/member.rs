@@ -8,6 +8,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::model::DaemonSetInfo;
+use crate::placement::ReasonCode;
 use crate::readiness::{CriticalPodEntry, MemberState, Waiting};
 
 /// Who a gate may wait for. DaemonSets are named `namespace/name` (a name is
@@ -68,11 +69,7 @@ impl<'de> Deserialize<'de> for MemberId {
 #[serde(rename_all = "snake_case")]
 pub enum Expectation {
     Expected,
-    NotExpected {
-        reason: String,
-        #[serde(default)]
-        code: String,
-    },
+    NotExpected { reason: String, code: ReasonCode },
 }
 
 /// Where an expected member stands on this node. Kept as text plus the one
@@ -87,9 +84,6 @@ pub enum Readiness {
     },
     Waiting {
         why: String,
-        /// The pod it waits on; `None` when there is no pod yet.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pod: Option<String>,
         /// When a Ready pod becomes available (minReadySeconds): the gate
         /// re-checks at that time instead of polling.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -108,12 +102,10 @@ impl Readiness {
                 ..
             }) => Readiness::Waiting {
                 why: Readiness::not_available_text(&pod, min_ready, available_at, None),
-                pod: Some(pod),
                 available_at: Some(available_at),
             },
             MemberState::NotReady(waiting) => Readiness::Waiting {
                 why: waiting.to_string(),
-                pod: waiting.pod().map(str::to_string),
                 available_at: None,
             },
         }
@@ -158,7 +150,6 @@ impl Readiness {
                     "no pod matching {} in namespace {} on the node yet",
                     entry.selector, entry.namespace
                 ),
-                pod: None,
                 available_at: None,
             },
             state => Readiness::from_member_state(state),

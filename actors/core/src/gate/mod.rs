@@ -41,7 +41,7 @@ use jiff::Timestamp;
 
 pub use apply::apply;
 pub use config::{DEFAULT_TIMEOUT, GateConfig, OnTimeout};
-pub use derive::derive_members;
+pub use derive::{derive_members, waited_pod};
 pub use effect::{Effect, Ending, EventType, NodeEvent, TimeoutMark, UntaintPatch};
 pub use effects::effects;
 pub use event::{Event, IndexedTaint};

@@ -163,14 +163,9 @@ impl Decider<'_> {
         {
             match readiness {
                 Readiness::Ready { pod } => self.emit(Event::MemberReady { member, pod }),
-                Readiness::Waiting {
-                    why,
-                    pod,
-                    available_at,
-                } => self.emit(Event::MemberWaiting {
+                Readiness::Waiting { why, available_at } => self.emit(Event::MemberWaiting {
                     member,
                     why,
-                    pod,
                     available_at,
                 }),
             }
