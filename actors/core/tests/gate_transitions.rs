@@ -7,7 +7,7 @@ mod gate_support;
 use gate_support::*;
 use nodegate_core::gate::{
     Effect, Event, EventType, Expectation, Input, MemberId, OnTimeout, OpenedBy, PatchOutcome,
-    Phase, Readiness, StopReason, TimerKind, WriteStatus, decide,
+    Phase, Readiness, Step, StopReason, TimerKind, WriteStatus, decide,
 };
 use nodegate_core::model::PodInfo;
 use nodegate_core::placement::ManagedTaint;
@@ -679,6 +679,89 @@ fn a_deadline_timer_that_fires_early_is_rearmed() {
         .len(),
         1
     );
+}
+
+/// The deadline timer the shell holds after `steps`, as the node actor keeps
+/// it: the last one scheduled replaces any earlier one.
+fn armed_deadline<'a>(steps: impl IntoIterator<Item = &'a Step>) -> Option<(jiff::Timestamp, u64)> {
+    steps
+        .into_iter()
+        .flat_map(|s| &s.effects)
+        .filter_map(|e| match e {
+            Effect::ScheduleTimer {
+                kind: TimerKind::Deadline,
+                at,
+                generation,
+            } => Some((*at, *generation)),
+            _ => None,
+        })
+        .last()
+}
+
+#[test]
+fn a_gate_that_opens_in_its_first_step_still_arms_its_deadline() {
+    // A follower or a restarted process finds every member Ready at once;
+    // the untaint it sends is then withdrawn, and the member never recovers.
+    let a = tolerant_ds("cilium");
+    let mut g = Gate::new(cfg());
+    let mut steps = vec![g.at(10).start(
+        gated_node(),
+        vec![a.clone()],
+        vec![ready_pod("cilium-1", &a)],
+    )];
+    assert_eq!(patches(&steps[0]).len(), 1);
+    steps.push(
+        g.at(20)
+            .feed(Input::pod_upserted(unready_pod("cilium-1", &a))),
+    );
+    steps.push(g.at(21).feed(Input::PatchResult(PatchOutcome::Withdrawn)));
+    assert_eq!(g.state.phase, Phase::Waiting);
+
+    let (at, generation) = armed_deadline(&steps).expect("no deadline timer was ever armed");
+    assert_eq!(at, ts(120));
+    let step = g.at(120).feed(Input::TimerFired {
+        kind: TimerKind::Deadline,
+        generation,
+    });
+    assert!(has_event(&step, |e| matches!(e, Event::TimedOut { .. })));
+    assert_eq!(
+        patches(&step).first().map(|p| p.opened_by),
+        Some(OpenedBy::Timeout)
+    );
+}
+
+#[test]
+fn a_deadline_that_moves_while_an_untaint_is_out_is_armed_again() {
+    let a = tolerant_ds("cilium");
+    let mut g = Gate::new(cfg());
+    let mut steps = vec![g.at(10).start(
+        gated_node(),
+        vec![a.clone()],
+        vec![ready_pod("cilium-1", &a)],
+    )];
+    // Re-gated meanwhile: the deadline moves to 50 + 120 s.
+    let mut regated = gated_node();
+    regated.gated_since = Some(ts(50));
+    steps.push(g.at(60).feed(Input::NodeChanged(regated)));
+    assert_eq!(g.state.phase, Phase::Opening);
+    // The retry backs off, and the member stops being Ready meanwhile.
+    steps.push(g.at(61).feed(Input::PatchResult(PatchOutcome::Failed(
+        "etcd timeout".into(),
+    ))));
+    steps.push(
+        g.at(62)
+            .feed(Input::pod_upserted(unready_pod("cilium-1", &a))),
+    );
+    assert_eq!(g.state.phase, Phase::Waiting);
+
+    let (at, generation) = armed_deadline(&steps).expect("no deadline timer was ever armed");
+    assert_eq!(at, ts(170), "the moved deadline");
+    let step = g.at(170).feed(Input::TimerFired {
+        kind: TimerKind::Deadline,
+        generation,
+    });
+    assert!(has_event(&step, |e| matches!(e, Event::TimedOut { .. })));
+    assert_eq!(patches(&step).len(), 1);
 }
 
 #[test]
