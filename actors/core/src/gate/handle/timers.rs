@@ -4,14 +4,16 @@
 use super::{Decider, Trigger};
 use crate::gate::event::Event;
 use crate::gate::input::TimerKind;
-use crate::gate::state::{Phase, WriteStatus};
+use crate::gate::state::WriteStatus;
 
 impl Decider<'_> {
     pub(super) fn timer(&mut self, kind: TimerKind, generation: u64) {
         match kind {
             TimerKind::Deadline => {
+                // Fires in any phase: where it means nothing (an untaint
+                // out, already timed out) deciding again changes nothing.
                 let t = &self.s.timers;
-                if t.deadline_generation != generation || self.s.phase != Phase::Waiting {
+                if t.deadline_generation != generation {
                     return;
                 }
                 let Some(at) = t.deadline else { return };
