@@ -250,6 +250,28 @@ impl Router {
 
     /// The cluster as the indexes show it, as a gate's first input.
     pub fn snapshot(&self, name: &str) -> Option<Input> {
+        self.indexed(name, |node, daemonsets, pods| Input::Snapshot {
+            node,
+            daemonsets,
+            pods,
+        })
+    }
+
+    /// The same view as [`snapshot`](Self::snapshot), as a live gate's
+    /// periodic re-examination.
+    pub fn reexamination(&self, name: &str) -> Option<Input> {
+        self.indexed(name, |node, daemonsets, pods| Input::Reexamine {
+            node,
+            daemonsets,
+            pods,
+        })
+    }
+
+    fn indexed(
+        &self,
+        name: &str,
+        input: impl FnOnce(NodeInfo, Vec<Arc<DaemonSetInfo>>, Vec<Arc<PodInfo>>) -> Input,
+    ) -> Option<Input> {
         let node = self.node(name)?;
         let daemonsets = self.daemonsets.iter().map(|d| d.value().clone()).collect();
         let pods = self
@@ -257,11 +279,7 @@ impl Router {
             .get(name)
             .map(|b| b.values().cloned().collect())
             .unwrap_or_default();
-        Some(Input::Snapshot {
-            node,
-            daemonsets,
-            pods,
-        })
+        Some(input(node, daemonsets, pods))
     }
 
     /// Whether the indexes say this node needs a gate now.

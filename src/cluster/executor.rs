@@ -7,14 +7,17 @@
 //! when it becomes leader. An untaint the gate withdrew before it went out
 //! answers `Withdrawn`. Every write actually sent is counted in the
 //! metrics by its result. Retry delays follow the backoff policy of
-//! `nodegate_actors::ports` (base, max, ceiling, jitter's range); only the
-//! random draw is made here. Nothing here decides about a gate.
+//! `nodegate_actors::ports` (base, max, ceiling, jitter's range), and so do
+//! the delays between a gate's periodic re-examinations; only the random
+//! draw is made here. Nothing here decides about a gate.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_actors::ports::{self, Clock, EffectExecutor, Withdrawal, retry_ceiling};
+use nodegate_actors::ports::{
+    self, Clock, EffectExecutor, REEXAMINE_PERIOD, Withdrawal, retry_ceiling,
+};
 use nodegate_core::gate::{NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
 use nodegate_core::model::NodeInfo;
 use rand::Rng;
@@ -88,6 +91,11 @@ impl EffectExecutor for KubeExecutor {
 
     fn retry_delay(&self, attempt: u32) -> Duration {
         jittered(retry_ceiling(attempt), &mut rand::rng())
+    }
+
+    fn reexamine_delay(&self) -> Duration {
+        let mut rng = rand::rng();
+        ports::reexamine_jitter(REEXAMINE_PERIOD, |spread| rng.random_range(0..=spread))
     }
 }
 
