@@ -459,3 +459,16 @@ async fn a_gate_whose_hint_was_lost_opens_on_its_periodic_reexamination() {
     assert_eq!(sys.exec.patches()[0].opened_by, OpenedBy::Ready);
     eventually("the gate to stop", || sys.router.gate(NODE).is_none()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_refused_for_leadership_is_re_sent_though_leadership_gained_never_comes() {
+    let sys = System::start(cfg()).await;
+    sys.exec.reexamine_ms.store(200, Ordering::SeqCst);
+    sys.exec.script(vec![PatchOutcome::NotLeader]);
+    sys.router.node_upserted(fresh_node());
+    sys.router.mark_synced();
+    eventually("the refused patch", || sys.exec.patches().len() == 1).await;
+    // The elector's renewal came back late; the gates were never told.
+    eventually("the patch re-sent", || sys.exec.patches().len() == 2).await;
+    eventually("the gate to stop", || sys.router.gate(NODE).is_none()).await;
+}

@@ -1114,6 +1114,89 @@ fn not_leader_defers_the_write_until_leadership_is_gained() {
     assert_eq!(g.state.write.as_ref().map(|w| w.attempt), Some(2));
 }
 
+/// The gate's own view again, as the periodic re-examination brings it.
+fn reexamine_unchanged(g: &Gate) -> Input {
+    Input::Reexamine {
+        node: g.state.node.clone().expect("a started gate"),
+        daemonsets: g.state.daemonsets.values().cloned().collect(),
+        pods: g.state.pods.values().cloned().collect(),
+    }
+}
+
+#[test]
+fn a_write_refused_for_leadership_is_re_sent_on_the_periodic_reexamination() {
+    // The elector renewed late and never said leadership came back: the
+    // LeadershipGained this write waits for never comes.
+    let mut g = Gate::new(cfg());
+    g.at(1).start(gated_node(), vec![], vec![]);
+    g.at(2).feed(Input::PatchResult(PatchOutcome::NotLeader));
+    let input = reexamine_unchanged(&g);
+    let step = g.at(32).feed(input);
+    let p = patches(&step);
+    assert_eq!(p.len(), 1, "{:?}", step.events);
+    assert_eq!(p[0].opened_by, OpenedBy::Ready);
+    assert_eq!(g.state.write.as_ref().map(|w| w.attempt), Some(2));
+    // Refused again (still no lease): the next period tries again.
+    g.at(33).feed(Input::PatchResult(PatchOutcome::NotLeader));
+    let input = reexamine_unchanged(&g);
+    assert_eq!(patches(&g.at(63).feed(input)).len(), 1);
+    g.at(64).feed(Input::PatchResult(PatchOutcome::Applied));
+    assert_eq!(g.state.phase, Phase::Opened);
+}
+
+#[test]
+fn an_opening_by_timeout_refused_for_leadership_is_re_sent_on_the_periodic_reexamination() {
+    let mut g = Gate::new(cfg());
+    g.at(200)
+        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    g.at(201).feed(Input::PatchResult(PatchOutcome::NotLeader));
+    let input = reexamine_unchanged(&g);
+    let step = g.at(231).feed(input);
+    assert_eq!(
+        patches(&step).first().map(|p| p.opened_by),
+        Some(OpenedBy::Timeout)
+    );
+}
+
+#[test]
+fn a_mark_refused_for_leadership_is_re_sent_on_the_periodic_reexamination() {
+    let mut c = cfg();
+    c.on_timeout = OnTimeout::Keep;
+    let mut g = Gate::new(c);
+    g.at(200)
+        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    g.at(201).feed(Input::MarkResult(PatchOutcome::NotLeader));
+    let input = reexamine_unchanged(&g);
+    let step = g.at(231).feed(input);
+    assert!(
+        step.effects
+            .iter()
+            .any(|e| matches!(e, Effect::MarkTimedOut(_))),
+        "{:?}",
+        step.events
+    );
+}
+
+#[test]
+fn the_deadline_re_sends_a_write_waiting_for_leadership() {
+    let a = tolerant_ds("cilium");
+    let mut g = Gate::new(cfg());
+    let first = g.at(10).start(
+        gated_node(),
+        vec![a.clone()],
+        vec![ready_pod("cilium-1", &a)],
+    );
+    g.at(11).feed(Input::PatchResult(PatchOutcome::NotLeader));
+    let (at, generation) = armed_deadline([&first]).expect("a deadline timer");
+    let step = g.at(at.as_second()).feed(Input::TimerFired {
+        kind: TimerKind::Deadline,
+        generation,
+    });
+    let p = patches(&step);
+    assert_eq!(p.len(), 1, "{:?}", step.events);
+    assert_eq!(p[0].opened_by, OpenedBy::Ready);
+}
+
 #[test]
 fn failed_write_retries_and_a_stale_retry_timer_is_ignored() {
     let mut g = Gate::new(cfg());
