@@ -10,8 +10,10 @@ impl Decider<'_> {
     pub(super) fn timer(&mut self, kind: TimerKind, generation: u64) {
         match kind {
             TimerKind::Deadline => {
-                // Fires in any phase: where it means nothing (an untaint
-                // out, already timed out) deciding again changes nothing.
+                // Acted on in any phase: it decides the deadline while
+                // Waiting and, like a re-examination, re-sends a write that
+                // waits for leadership; elsewhere (an untaint in flight,
+                // already timed out) deciding again changes nothing.
                 let t = &self.s.timers;
                 if t.deadline_generation != generation {
                     return;
@@ -25,7 +27,7 @@ impl Decider<'_> {
                         generation: generation + 1,
                     });
                 }
-                self.reconcile(Trigger::Observation);
+                self.reconcile(Trigger::Reexamine);
             }
             TimerKind::Recheck => {
                 if self.s.timers.recheck_generation != generation || self.s.timers.recheck.is_none()
