@@ -46,11 +46,17 @@ impl KubeExecutor {
     fn is_leader(&self) -> bool {
         self.leader.is_leader()
     }
+
+    /// Whether a node write may go out now (a refusal is remembered, so the
+    /// elector tells the gates when this replica leads again).
+    fn admits_write(&self) -> bool {
+        self.leader.admits_write()
+    }
 }
 
 impl EffectExecutor for KubeExecutor {
     async fn remove_taints(&self, patch: UntaintPatch, withdrawal: Withdrawal) -> PatchOutcome {
-        if !self.is_leader() {
+        if !self.admits_write() {
             return PatchOutcome::NotLeader;
         }
         // Asked right before the request, after any wait for a patch slot or
@@ -58,7 +64,7 @@ impl EffectExecutor for KubeExecutor {
         // meanwhile, and an untaint not yet sent can still be called back.
         let outcome = self
             .writer
-            .remove_taints(&patch, || self.is_leader() && !withdrawal.is_requested())
+            .remove_taints(&patch, || !withdrawal.is_requested() && self.admits_write())
             .await;
         let outcome = match outcome {
             PatchOutcome::NotLeader if withdrawal.is_requested() => PatchOutcome::Withdrawn,
@@ -69,10 +75,13 @@ impl EffectExecutor for KubeExecutor {
     }
 
     async fn mark_timed_out(&self, mark: TimeoutMark) -> PatchOutcome {
-        if !self.is_leader() {
+        if !self.admits_write() {
             return PatchOutcome::NotLeader;
         }
-        let outcome = self.writer.mark_timed_out(&mark, || self.is_leader()).await;
+        let outcome = self
+            .writer
+            .mark_timed_out(&mark, || self.admits_write())
+            .await;
         self.metrics
             .patch_attempt(WriteKind::MarkTimedOut, &outcome);
         outcome

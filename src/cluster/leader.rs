@@ -104,12 +104,32 @@ impl Leadership {
         }
     }
 
+    /// Whether a write may go out now: checked by the executor right
+    /// before each node write, which it refuses (`NotLeader`) otherwise.
+    pub fn admits_write(&self) -> bool {
+        self.admits_write_at(Instant::now())
+    }
+
+    fn admits_write_at(&self, now: Instant) -> bool {
+        self.is_leader_at(now)
+    }
+
     /// Leads until `until`.
     fn lead_until(&self, until: Instant) {
         self.set(Held {
             leader: true,
             until: Some(until),
         });
+    }
+
+    /// Records a successful renewal (or acquisition) of the lease, begun at
+    /// `started` and answered at `answered`: this replica leads until
+    /// `until`. Returns whether the gates must be told they may write again
+    /// (`LeadershipGained`).
+    fn renewed(&self, started: Instant, _answered: Instant, until: Instant) -> bool {
+        let lapsed = !self.is_leader_at(started);
+        self.lead_until(until);
+        lapsed
     }
 
     fn step_down(&self) {
@@ -275,7 +295,7 @@ impl Elector {
                 let started = Instant::now();
                 match self.try_acquire_or_renew().await {
                     Attempt::Holding => {
-                        leadership.lead_until(started + self.renew_deadline);
+                        leadership.renewed(started, Instant::now(), started + self.renew_deadline);
                         tracing::info!(identity = %self.identity, lease = %self.lease_ref(), "became leader");
                         on_gain();
                         break;
@@ -321,14 +341,13 @@ impl Elector {
                     _ = tokio::time::sleep(self.retry_period) => {}
                 }
                 let started = Instant::now();
-                let lapsed = !leadership.is_leader();
                 match self.try_acquire_or_renew().await {
                     Attempt::Holding => {
-                        leadership.lead_until(started + self.renew_deadline);
                         // A renewal that lands after the deadline lapsed is
                         // still safe (the write was conditional), but gates
                         // refused meanwhile must hear they may write again.
-                        if lapsed {
+                        let answered = Instant::now();
+                        if leadership.renewed(started, answered, started + self.renew_deadline) {
                             tracing::info!(lease = %self.lease_ref(), "leading again after a late renewal");
                             on_gain();
                         }
