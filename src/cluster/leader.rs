@@ -653,6 +653,56 @@ mod tests {
     }
 
     #[test]
+    fn a_renewal_answered_after_the_renew_deadline_tells_the_gates() {
+        // Lease requests take 9 s: the renewal begun at t0+2, while still
+        // leading, answers at t0+11, a second after leadership lapsed.
+        let s = Duration::from_secs;
+        let l = Leadership::follower();
+        let t0 = Instant::now();
+        assert!(l.renewed(t0, t0, t0 + s(10)), "became leader");
+        assert!(
+            l.renewed(t0 + s(2), t0 + s(11), t0 + s(12)),
+            "writes were refused between t0+10 and t0+11: the gates must hear"
+        );
+        // The next renewal, quick and in time, owes the gates nothing.
+        let ms = Duration::from_millis;
+        assert!(!l.renewed(t0 + ms(11_500), t0 + ms(11_600), t0 + ms(21_500)));
+    }
+
+    #[test]
+    fn leading_again_after_a_refused_write_tells_the_gates_twice() {
+        let s = Duration::from_secs;
+        let l = Leadership::follower();
+        let t0 = Instant::now();
+        l.renewed(t0, t0, t0 + s(10));
+        assert!(l.admits_write_at(t0 + s(9)));
+        // The renewal begun at t0+9 is slow; a write is refused at t0+10.
+        assert!(!l.admits_write_at(t0 + s(10)));
+        assert!(
+            l.renewed(t0 + s(9), t0 + s(10), t0 + s(19)),
+            "a write was refused: the gates must hear"
+        );
+        // The refusal's answer may reach its gate after that announcement:
+        // the next renewal, begun after the refusal, announces once more...
+        assert!(l.renewed(t0 + s(12), t0 + s(12), t0 + s(22)));
+        // ...and after that nothing is owed.
+        assert!(!l.renewed(t0 + s(14), t0 + s(14), t0 + s(24)));
+    }
+
+    #[test]
+    fn timely_renewals_tell_nobody() {
+        let s = Duration::from_secs;
+        let l = Leadership::follower();
+        let t0 = Instant::now();
+        l.renewed(t0, t0, t0 + s(10));
+        for k in 1..5 {
+            let at = t0 + s(2 * k);
+            assert!(l.admits_write_at(at));
+            assert!(!l.renewed(at, at + s(1), at + s(10)), "renewal {k}");
+        }
+    }
+
+    #[test]
     fn identities_differ_between_processes_on_one_host() {
         assert_ne!(identity("host"), identity("host"));
         assert!(identity("host").starts_with("host_"));
