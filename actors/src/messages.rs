@@ -41,6 +41,9 @@ pub enum NodeMsg {
         uid: String,
     },
     View(RpcReplyPort<GateView>),
+    /// The periodic re-examination is due: re-read everything from the
+    /// index (the node absent = deleted). The actor sends it to itself.
+    Reexamine,
 }
 
 impl NodeMsg {

@@ -6,7 +6,10 @@
 //! [`EffectExecutor`] on spawned tasks whose results come back as `Input`
 //! messages (so the mailbox keeps flowing while a patch is in flight), and
 //! timers become delayed self-messages, one per [`TimerKind`], the previous one
-//! aborted. Time comes only from the injected [`Clock`]. It reads the objects
+//! aborted. While the gate lives it also re-examines itself from the router's
+//! indexes on a period the executor jitters ([`NodeMsg::Reexamine`]), so that
+//! no lost message can hold its node closed. Time comes only from the
+//! injected [`Clock`]. It reads the objects
 //! the router's hints name back from the router's indexes, and registers and
 //! unregisters itself there. What the gate does is reported to the router's
 //! [`GateObserver`](crate::observe::GateObserver) (start, each step, stop) and
@@ -58,6 +61,8 @@ pub struct NodeActorState {
     gate: GateState,
     journal: Journal,
     timers: HashMap<TimerKind, JoinHandle<Result<(), MessagingErr<NodeMsg>>>>,
+    /// The next periodic re-examination ([`NodeMsg::Reexamine`]).
+    reexamine: Option<JoinHandle<Result<(), MessagingErr<NodeMsg>>>>,
     /// The withdrawal handle of the untaint last handed to the executor.
     withdrawal: Withdrawal,
     span: tracing::Span,
@@ -96,6 +101,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
             journal: Journal::new(self.ctx.journal_capacity),
             gate: GateState::default(),
             timers: HashMap::new(),
+            reexamine: None,
             withdrawal: Withdrawal::default(),
             name,
             span,
@@ -109,7 +115,10 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
         state: &mut NodeActorState,
     ) -> Result<(), ActorProcessingErr> {
         match self.ctx.router.snapshot(&state.name) {
-            Some(snapshot) => self.process(&myself, state, snapshot),
+            Some(snapshot) => {
+                self.process(&myself, state, snapshot);
+                self.arm_reexamine(&myself, state);
+            }
             None => {
                 tracing::debug!(parent: &state.span, "node left the index before its gate started");
                 self.ctx.router.unregister(&state.name, myself.get_id());
@@ -140,6 +149,14 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
                 Some(pod) => Input::PodUpserted(pod),
                 None => Input::PodDeleted { uid },
             },
+            NodeMsg::Reexamine => {
+                let input = router
+                    .reexamination(&state.name)
+                    .unwrap_or(Input::NodeDeleted);
+                self.process(&myself, state, input);
+                self.arm_reexamine(&myself, state);
+                return Ok(());
+            }
             NodeMsg::View(reply) => {
                 let view = GateView {
                     node: state.name.clone(),
@@ -162,6 +179,9 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
         state: &mut NodeActorState,
     ) -> Result<(), ActorProcessingErr> {
         for (_, timer) in state.timers.drain() {
+            timer.abort();
+        }
+        if let Some(timer) = state.reexamine.take() {
             timer.abort();
         }
         self.ctx.router.unregister(&state.name, myself.get_id());
@@ -264,6 +284,19 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
                 self.ctx.router.unregister(&state.name, myself.get_id());
                 myself.stop(Some(reason.to_string()));
             }
+        }
+    }
+
+    /// Schedules the next periodic re-examination, after a delay the
+    /// executor picks (jittered there, never here), while the gate lives.
+    fn arm_reexamine(&self, myself: &ActorRef<NodeMsg>, state: &mut NodeActorState) {
+        if state.gate.is_finished() {
+            return;
+        }
+        let delay = self.ctx.executor.reexamine_delay();
+        let handle = myself.send_after(delay, || NodeMsg::Reexamine);
+        if let Some(previous) = state.reexamine.replace(handle) {
+            previous.abort();
         }
     }
 

@@ -8,7 +8,8 @@
 //! The retry backoff policy lives here and only here: [`RETRY_BASE`],
 //! [`RETRY_MAX`], the exponential ceiling ([`backoff_ceiling`],
 //! [`retry_ceiling`]) and the jitter's shape ([`jitter`], a point in
-//! [ceiling/2, ceiling]). The random number itself is drawn by whoever
+//! [ceiling/2, ceiling]); so does the periodic re-examination's
+//! ([`REEXAMINE_PERIOD`], [`reexamine_jitter`]). The random number itself is drawn by whoever
 //! implements the executor and passed in: this crate never picks one, so
 //! every actor stays deterministic given its inputs and its executor.
 //!
@@ -56,6 +57,14 @@ pub trait EffectExecutor: Send + Sync + 'static {
     /// module's policy, `jitter(retry_ceiling(attempt), ..)` over its own
     /// random numbers; tests may answer anything.
     fn retry_delay(&self, attempt: u32) -> Duration;
+    /// The wait before a gate's next periodic re-examination
+    /// ([`gate::Input::Reexamine`]). The binary answers
+    /// `reexamine_jitter(REEXAMINE_PERIOD, ..)` over its own random numbers,
+    /// so that gates started together do not look again together; the
+    /// default is the bare period.
+    fn reexamine_delay(&self) -> Duration {
+        REEXAMINE_PERIOD
+    }
 }
 
 /// The gate's way to call back an untaint it handed to the executor, for as
@@ -104,6 +113,21 @@ pub fn jitter(ceiling: Duration, pick: impl FnOnce(u64) -> u64) -> Duration {
     half + Duration::from_micros(pick(spread).min(spread))
 }
 
+/// How often, on average, a live gate re-examines itself from the router's
+/// indexes even if no message came: the bound on how long a lost message
+/// (a hint, a leadership change) can hold a node closed.
+pub const REEXAMINE_PERIOD: Duration = Duration::from_secs(30);
+
+/// A point in [3/4 period, 5/4 period], so that gates started together
+/// drift apart: `3/4 period` plus `pick(spread)` microseconds, where
+/// `spread` is half the period in microseconds and `pick` is the caller's
+/// uniform random draw from `0..=spread`.
+pub fn reexamine_jitter(period: Duration, pick: impl FnOnce(u64) -> u64) -> Duration {
+    let low = period.mul_f64(0.75);
+    let spread = (period / 2).as_micros() as u64;
+    low + Duration::from_micros(pick(spread).min(spread))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +147,22 @@ mod tests {
         assert_eq!(jitter(ceiling, |_| 0), ceiling / 2);
         assert_eq!(jitter(ceiling, |spread| spread), ceiling);
         assert_eq!(jitter(ceiling, |_| u64::MAX), ceiling);
+    }
+
+    #[test]
+    fn reexamination_jitter_spans_three_quarters_to_five_quarters_of_the_period() {
+        let period = Duration::from_secs(30);
+        assert_eq!(
+            reexamine_jitter(period, |_| 0),
+            Duration::from_millis(22_500)
+        );
+        assert_eq!(
+            reexamine_jitter(period, |spread| spread),
+            Duration::from_millis(37_500)
+        );
+        assert_eq!(
+            reexamine_jitter(period, |_| u64::MAX),
+            Duration::from_millis(37_500)
+        );
     }
 }

@@ -56,6 +56,8 @@ pub struct Router {
     /// stopped.
     spawn_requests: RwLock<Option<DerivedActorRef<SpawnRequest>>>,
     synced: AtomicBool,
+    /// Test seam ([`Router::lose_hints`]): hints are dropped, not sent.
+    losing_hints: AtomicBool,
     /// Set at most once, before the watchers start; read on every event, so
     /// a lock-free cell rather than a lock.
     observer: OnceLock<Arc<dyn GateObserver>>,
@@ -72,6 +74,7 @@ impl Router {
             opened_at_version: Map::default(),
             spawn_requests: RwLock::new(None),
             synced: AtomicBool::new(false),
+            losing_hints: AtomicBool::new(false),
             observer: OnceLock::new(),
         }
     }
@@ -247,6 +250,28 @@ impl Router {
 
     /// The cluster as the indexes show it, as a gate's first input.
     pub fn snapshot(&self, name: &str) -> Option<Input> {
+        self.indexed(name, |node, daemonsets, pods| Input::Snapshot {
+            node,
+            daemonsets,
+            pods,
+        })
+    }
+
+    /// The same view as [`snapshot`](Self::snapshot), as a live gate's
+    /// periodic re-examination.
+    pub fn reexamination(&self, name: &str) -> Option<Input> {
+        self.indexed(name, |node, daemonsets, pods| Input::Reexamine {
+            node,
+            daemonsets,
+            pods,
+        })
+    }
+
+    fn indexed(
+        &self,
+        name: &str,
+        input: impl FnOnce(NodeInfo, Vec<Arc<DaemonSetInfo>>, Vec<Arc<PodInfo>>) -> Input,
+    ) -> Option<Input> {
         let node = self.node(name)?;
         let daemonsets = self.daemonsets.iter().map(|d| d.value().clone()).collect();
         let pods = self
@@ -254,11 +279,7 @@ impl Router {
             .get(name)
             .map(|b| b.values().cloned().collect())
             .unwrap_or_default();
-        Some(Input::Snapshot {
-            node,
-            daemonsets,
-            pods,
-        })
+        Some(input(node, daemonsets, pods))
     }
 
     /// Whether the indexes say this node needs a gate now.
@@ -367,10 +388,24 @@ impl Router {
         }
     }
 
+    /// Test seam: while `lose` is true every hint and fan-out is dropped
+    /// after the index is updated, as a lost message would be, so tests can
+    /// show that a gate does not depend on any one message. Never called
+    /// outside tests.
+    #[doc(hidden)]
+    pub fn lose_hints(&self, lose: bool) {
+        self.losing_hints.store(lose, Ordering::Relaxed);
+    }
+
+    fn hints_lost(&self) -> bool {
+        self.losing_hints.load(Ordering::Relaxed)
+    }
+
     /// Sends `msg` to `name`'s gate if it has one. A gate that stopped a
     /// moment ago simply misses it.
     fn hint(&self, name: &str, msg: NodeMsg) -> bool {
         match self.gates.get(name) {
+            Some(_) if self.hints_lost() => true,
             Some(gate) => {
                 let _ = gate.cast(msg);
                 true
@@ -382,8 +417,11 @@ impl Router {
     /// Sends `msg` to every live gate; true when there was at least one.
     fn fan_out(&self, msg: impl Fn() -> NodeMsg) -> bool {
         let mut any = false;
+        let lost = self.hints_lost();
         for gate in self.gates.iter() {
-            let _ = gate.cast(msg());
+            if !lost {
+                let _ = gate.cast(msg());
+            }
             any = true;
         }
         any

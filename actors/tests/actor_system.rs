@@ -6,7 +6,7 @@
 mod gate_support;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,9 @@ struct Recorder {
     hold: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
     /// Untaints handed over (whether or not they were then sent).
     handed: AtomicUsize,
+    /// The period of the gates' re-examination in milliseconds, for gates
+    /// started after it is set; 0: the default (30 s, longer than any test).
+    reexamine_ms: AtomicU64,
 }
 
 impl Recorder {
@@ -80,6 +83,12 @@ impl EffectExecutor for Recorder {
     }
     fn retry_delay(&self, _attempt: u32) -> Duration {
         Duration::from_millis(20)
+    }
+    fn reexamine_delay(&self) -> Duration {
+        match self.reexamine_ms.load(Ordering::SeqCst) {
+            0 => nodegate_actors::ports::REEXAMINE_PERIOD,
+            ms => Duration::from_millis(ms),
+        }
     }
 }
 
@@ -430,4 +439,36 @@ async fn many_nodes_open_independently() {
     let mut want = names.clone();
     want.sort();
     assert_eq!(patched, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_whose_hint_was_lost_opens_on_its_periodic_reexamination() {
+    let sys = System::start(cfg()).await;
+    sys.exec.reexamine_ms.store(200, Ordering::SeqCst);
+    let cilium = tolerant_ds("cilium");
+    sys.router.daemonset_upserted(cilium.clone());
+    sys.router.node_upserted(fresh_node());
+    sys.router.pod_upserted(unready_pod("cilium-1", &cilium));
+    sys.router.mark_synced();
+    eventually("the gate to start", || sys.router.gate(NODE).is_some()).await;
+
+    // The pod turns Ready in the index, but the hint is lost on the way.
+    sys.router.lose_hints(true);
+    sys.router.pod_upserted(ready_pod("cilium-1", &cilium));
+    eventually("the untaint patch", || sys.exec.patches().len() == 1).await;
+    assert_eq!(sys.exec.patches()[0].opened_by, OpenedBy::Ready);
+    eventually("the gate to stop", || sys.router.gate(NODE).is_none()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_refused_for_leadership_is_re_sent_though_leadership_gained_never_comes() {
+    let sys = System::start(cfg()).await;
+    sys.exec.reexamine_ms.store(200, Ordering::SeqCst);
+    sys.exec.script(vec![PatchOutcome::NotLeader]);
+    sys.router.node_upserted(fresh_node());
+    sys.router.mark_synced();
+    eventually("the refused patch", || sys.exec.patches().len() == 1).await;
+    // The elector's renewal came back late; the gates were never told.
+    eventually("the patch re-sent", || sys.exec.patches().len() == 2).await;
+    eventually("the gate to stop", || sys.router.gate(NODE).is_none()).await;
 }

@@ -7,14 +7,17 @@
 //! when it becomes leader. An untaint the gate withdrew before it went out
 //! answers `Withdrawn`. Every write actually sent is counted in the
 //! metrics by its result. Retry delays follow the backoff policy of
-//! `nodegate_actors::ports` (base, max, ceiling, jitter's range); only the
-//! random draw is made here. Nothing here decides about a gate.
+//! `nodegate_actors::ports` (base, max, ceiling, jitter's range), and so do
+//! the delays between a gate's periodic re-examinations; only the random
+//! draw is made here. Nothing here decides about a gate.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_actors::ports::{self, Clock, EffectExecutor, Withdrawal, retry_ceiling};
+use nodegate_actors::ports::{
+    self, Clock, EffectExecutor, REEXAMINE_PERIOD, Withdrawal, retry_ceiling,
+};
 use nodegate_core::gate::{NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
 use nodegate_core::model::NodeInfo;
 use rand::Rng;
@@ -43,11 +46,17 @@ impl KubeExecutor {
     fn is_leader(&self) -> bool {
         self.leader.is_leader()
     }
+
+    /// Whether a node write may go out now (a refusal is remembered, so the
+    /// elector tells the gates when this replica leads again).
+    fn admits_write(&self) -> bool {
+        self.leader.admits_write()
+    }
 }
 
 impl EffectExecutor for KubeExecutor {
     async fn remove_taints(&self, patch: UntaintPatch, withdrawal: Withdrawal) -> PatchOutcome {
-        if !self.is_leader() {
+        if !self.admits_write() {
             return PatchOutcome::NotLeader;
         }
         // Asked right before the request, after any wait for a patch slot or
@@ -55,7 +64,7 @@ impl EffectExecutor for KubeExecutor {
         // meanwhile, and an untaint not yet sent can still be called back.
         let outcome = self
             .writer
-            .remove_taints(&patch, || self.is_leader() && !withdrawal.is_requested())
+            .remove_taints(&patch, || !withdrawal.is_requested() && self.admits_write())
             .await;
         let outcome = match outcome {
             PatchOutcome::NotLeader if withdrawal.is_requested() => PatchOutcome::Withdrawn,
@@ -66,10 +75,13 @@ impl EffectExecutor for KubeExecutor {
     }
 
     async fn mark_timed_out(&self, mark: TimeoutMark) -> PatchOutcome {
-        if !self.is_leader() {
+        if !self.admits_write() {
             return PatchOutcome::NotLeader;
         }
-        let outcome = self.writer.mark_timed_out(&mark, || self.is_leader()).await;
+        let outcome = self
+            .writer
+            .mark_timed_out(&mark, || self.admits_write())
+            .await;
         self.metrics
             .patch_attempt(WriteKind::MarkTimedOut, &outcome);
         outcome
@@ -88,6 +100,11 @@ impl EffectExecutor for KubeExecutor {
 
     fn retry_delay(&self, attempt: u32) -> Duration {
         jittered(retry_ceiling(attempt), &mut rand::rng())
+    }
+
+    fn reexamine_delay(&self) -> Duration {
+        let mut rng = rand::rng();
+        ports::reexamine_jitter(REEXAMINE_PERIOD, |spread| rng.random_range(0..=spread))
     }
 }
 

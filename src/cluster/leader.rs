@@ -49,6 +49,9 @@ struct Held {
     /// The leader stops writing at this instant unless a renewal moves it.
     /// `None`: no expiry (leader election disabled).
     until: Option<Instant>,
+    /// The latest node write refused since the gates were last told they may
+    /// write (see [`Leadership::renewed`]).
+    refused_at: Option<Instant>,
 }
 
 impl Leadership {
@@ -59,6 +62,7 @@ impl Leadership {
             held: Mutex::new(Held {
                 leader: true,
                 until: None,
+                refused_at: None,
             }),
         }
     }
@@ -70,6 +74,7 @@ impl Leadership {
             held: Mutex::new(Held {
                 leader: false,
                 until: None,
+                refused_at: None,
             }),
         }
     }
@@ -86,37 +91,76 @@ impl Leadership {
     }
 
     fn is_leader_at(&self, now: Instant) -> bool {
-        let held = self.held();
-        held.leader && held.until.is_none_or(|until| now < until)
+        self.held().leads_at(now)
     }
 
     fn held(&self) -> Held {
+        *self.lock()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
         match self.held.lock() {
-            Ok(h) => *h,
-            Err(poisoned) => *poisoned.into_inner(),
+            Ok(h) => h,
+            Err(poisoned) => poisoned.into_inner(),
         }
     }
 
-    fn set(&self, held: Held) {
-        match self.held.lock() {
-            Ok(mut h) => *h = held,
-            Err(poisoned) => *poisoned.into_inner() = held,
+    /// Whether a write may go out now: checked by the executor right
+    /// before each node write, which it refuses (`NotLeader`) otherwise. A
+    /// refusal is remembered, so that the gates are told when this replica
+    /// may write again ([`renewed`](Self::renewed)).
+    pub fn admits_write(&self) -> bool {
+        self.admits_write_at(Instant::now())
+    }
+
+    fn admits_write_at(&self, now: Instant) -> bool {
+        let mut held = self.lock();
+        let admits = held.leads_at(now);
+        if !admits {
+            held.refused_at = Some(now);
         }
+        admits
     }
 
     /// Leads until `until`.
+    #[cfg(test)]
     fn lead_until(&self, until: Instant) {
-        self.set(Held {
-            leader: true,
-            until: Some(until),
-        });
+        let mut held = self.lock();
+        held.leader = true;
+        held.until = Some(until);
+    }
+
+    /// Records a successful renewal (or acquisition) of the lease, begun at
+    /// `started` and answered at `answered`: this replica leads until
+    /// `until`. Returns whether the gates must be told they may write again
+    /// (`LeadershipGained`): when this replica did not lead at the moment
+    /// the answer came (a follower, or a renewal so slow that the renew
+    /// deadline passed while it was on its way), or when a write was
+    /// refused since the gates were last told. A refusal made after the
+    /// renewal began is owed once more, at the next renewal: its `NotLeader`
+    /// may reach the gate only after this announcement.
+    fn renewed(&self, started: Instant, answered: Instant, until: Instant) -> bool {
+        let mut held = self.lock();
+        let lapsed = !held.leads_at(answered);
+        let refused = held.refused_at;
+        if refused.is_some_and(|at| at < started) {
+            held.refused_at = None;
+        }
+        held.leader = true;
+        held.until = Some(until);
+        lapsed || refused.is_some()
     }
 
     fn step_down(&self) {
-        self.set(Held {
-            leader: false,
-            until: None,
-        });
+        let mut held = self.lock();
+        held.leader = false;
+        held.until = None;
+    }
+}
+
+impl Held {
+    fn leads_at(&self, now: Instant) -> bool {
+        self.leader && self.until.is_none_or(|until| now < until)
     }
 }
 
@@ -254,7 +298,10 @@ impl Elector {
     /// Campaigns, leads, and campaigns again after losing the lease, until
     /// `shutdown` changes (or its sender is dropped); then, if leading,
     /// stops writing and releases the lease. `on_gain` runs each time this
-    /// replica becomes leader, after `leadership` says so.
+    /// replica becomes leader, after `leadership` says so, and again after
+    /// any renewal that [`Leadership::renewed`] says the gates must hear of
+    /// (one that landed after the renew deadline, or that follows a refused
+    /// write).
     pub async fn run(
         mut self,
         leadership: Arc<Leadership>,
@@ -275,7 +322,7 @@ impl Elector {
                 let started = Instant::now();
                 match self.try_acquire_or_renew().await {
                     Attempt::Holding => {
-                        leadership.lead_until(started + self.renew_deadline);
+                        leadership.renewed(started, Instant::now(), started + self.renew_deadline);
                         tracing::info!(identity = %self.identity, lease = %self.lease_ref(), "became leader");
                         on_gain();
                         break;
@@ -321,15 +368,16 @@ impl Elector {
                     _ = tokio::time::sleep(self.retry_period) => {}
                 }
                 let started = Instant::now();
-                let lapsed = !leadership.is_leader();
                 match self.try_acquire_or_renew().await {
                     Attempt::Holding => {
-                        leadership.lead_until(started + self.renew_deadline);
                         // A renewal that lands after the deadline lapsed is
                         // still safe (the write was conditional), but gates
                         // refused meanwhile must hear they may write again.
-                        if lapsed {
-                            tracing::info!(lease = %self.lease_ref(), "leading again after a late renewal");
+                        // The lapse is judged when the answer lands, not when
+                        // the request left (Lease requests can take seconds).
+                        let answered = Instant::now();
+                        if leadership.renewed(started, answered, started + self.renew_deadline) {
+                            tracing::info!(lease = %self.lease_ref(), "leading again after a late renewal or a refused write");
                             on_gain();
                         }
                     }
@@ -631,6 +679,56 @@ mod tests {
         l.step_down();
         assert!(!l.is_leader_at(t0));
         assert!(Leadership::always().is_leader());
+    }
+
+    #[test]
+    fn a_renewal_answered_after_the_renew_deadline_tells_the_gates() {
+        // Lease requests take 9 s: the renewal begun at t0+2, while still
+        // leading, answers at t0+11, a second after leadership lapsed.
+        let s = Duration::from_secs;
+        let l = Leadership::follower();
+        let t0 = Instant::now();
+        assert!(l.renewed(t0, t0, t0 + s(10)), "became leader");
+        assert!(
+            l.renewed(t0 + s(2), t0 + s(11), t0 + s(12)),
+            "writes were refused between t0+10 and t0+11: the gates must hear"
+        );
+        // The next renewal, quick and in time, owes the gates nothing.
+        let ms = Duration::from_millis;
+        assert!(!l.renewed(t0 + ms(11_500), t0 + ms(11_600), t0 + ms(21_500)));
+    }
+
+    #[test]
+    fn leading_again_after_a_refused_write_tells_the_gates_twice() {
+        let s = Duration::from_secs;
+        let l = Leadership::follower();
+        let t0 = Instant::now();
+        l.renewed(t0, t0, t0 + s(10));
+        assert!(l.admits_write_at(t0 + s(9)));
+        // The renewal begun at t0+9 is slow; a write is refused at t0+10.
+        assert!(!l.admits_write_at(t0 + s(10)));
+        assert!(
+            l.renewed(t0 + s(9), t0 + s(10), t0 + s(19)),
+            "a write was refused: the gates must hear"
+        );
+        // The refusal's answer may reach its gate after that announcement:
+        // the next renewal, begun after the refusal, announces once more...
+        assert!(l.renewed(t0 + s(12), t0 + s(12), t0 + s(22)));
+        // ...and after that nothing is owed.
+        assert!(!l.renewed(t0 + s(14), t0 + s(14), t0 + s(24)));
+    }
+
+    #[test]
+    fn timely_renewals_tell_nobody() {
+        let s = Duration::from_secs;
+        let l = Leadership::follower();
+        let t0 = Instant::now();
+        l.renewed(t0, t0, t0 + s(10));
+        for k in 1..5 {
+            let at = t0 + s(2 * k);
+            assert!(l.admits_write_at(at));
+            assert!(!l.renewed(at, at + s(1), at + s(10)), "renewal {k}");
+        }
     }
 
     #[test]

@@ -132,6 +132,12 @@ fn input() -> impl Strategy<Value = Input> {
         ]
         .prop_map(Input::NodeRefreshed),
         1 => Just(Input::LeadershipGained),
+        1 => (any::<u8>(), any::<u8>(), any::<u8>(), prop::collection::vec((0usize..4, any::<u8>(), any::<u8>(), any::<u8>()), 0..4))
+            .prop_map(|(l, t, v, pods)| {
+                let dss = daemonsets();
+                let pods = pods.iter().map(|(d, w, s, r)| pod_variant(&dss[*d], *w, *s, *r)).collect();
+                Input::reexamine(node_variant(l, t, v), dss, pods)
+            }),
         1 => Just(Input::NodeDeleted),
     ]
 }

@@ -7,7 +7,7 @@ mod gate_support;
 use gate_support::*;
 use nodegate_core::gate::{
     Effect, Event, EventType, Expectation, Input, MemberId, OnTimeout, OpenedBy, PatchOutcome,
-    Phase, Readiness, StopReason, TimerKind, WriteStatus, decide,
+    Phase, Readiness, Step, StopReason, TimerKind, WriteStatus, decide,
 };
 use nodegate_core::model::PodInfo;
 use nodegate_core::placement::ManagedTaint;
@@ -683,6 +683,89 @@ fn a_deadline_timer_that_fires_early_is_rearmed() {
     );
 }
 
+/// The deadline timer the shell holds after `steps`, as the node actor keeps
+/// it: the last one scheduled replaces any earlier one.
+fn armed_deadline<'a>(steps: impl IntoIterator<Item = &'a Step>) -> Option<(jiff::Timestamp, u64)> {
+    steps
+        .into_iter()
+        .flat_map(|s| &s.effects)
+        .filter_map(|e| match e {
+            Effect::ScheduleTimer {
+                kind: TimerKind::Deadline,
+                at,
+                generation,
+            } => Some((*at, *generation)),
+            _ => None,
+        })
+        .last()
+}
+
+#[test]
+fn a_gate_that_opens_in_its_first_step_still_arms_its_deadline() {
+    // A follower or a restarted process finds every member Ready at once;
+    // the untaint it sends is then withdrawn, and the member never recovers.
+    let a = tolerant_ds("cilium");
+    let mut g = Gate::new(cfg());
+    let mut steps = vec![g.at(10).start(
+        gated_node(),
+        vec![a.clone()],
+        vec![ready_pod("cilium-1", &a)],
+    )];
+    assert_eq!(patches(&steps[0]).len(), 1);
+    steps.push(
+        g.at(20)
+            .feed(Input::pod_upserted(unready_pod("cilium-1", &a))),
+    );
+    steps.push(g.at(21).feed(Input::PatchResult(PatchOutcome::Withdrawn)));
+    assert_eq!(g.state.phase, Phase::Waiting);
+
+    let (at, generation) = armed_deadline(&steps).expect("no deadline timer was ever armed");
+    assert_eq!(at, ts(120));
+    let step = g.at(120).feed(Input::TimerFired {
+        kind: TimerKind::Deadline,
+        generation,
+    });
+    assert!(has_event(&step, |e| matches!(e, Event::TimedOut { .. })));
+    assert_eq!(
+        patches(&step).first().map(|p| p.opened_by),
+        Some(OpenedBy::Timeout)
+    );
+}
+
+#[test]
+fn a_deadline_that_moves_while_an_untaint_is_out_is_armed_again() {
+    let a = tolerant_ds("cilium");
+    let mut g = Gate::new(cfg());
+    let mut steps = vec![g.at(10).start(
+        gated_node(),
+        vec![a.clone()],
+        vec![ready_pod("cilium-1", &a)],
+    )];
+    // Re-gated meanwhile: the deadline moves to 50 + 120 s.
+    let mut regated = gated_node();
+    regated.gated_since = Some(ts(50));
+    steps.push(g.at(60).feed(Input::NodeChanged(regated)));
+    assert_eq!(g.state.phase, Phase::Opening);
+    // The retry backs off, and the member stops being Ready meanwhile.
+    steps.push(g.at(61).feed(Input::PatchResult(PatchOutcome::Failed(
+        "etcd timeout".into(),
+    ))));
+    steps.push(
+        g.at(62)
+            .feed(Input::pod_upserted(unready_pod("cilium-1", &a))),
+    );
+    assert_eq!(g.state.phase, Phase::Waiting);
+
+    let (at, generation) = armed_deadline(&steps).expect("no deadline timer was ever armed");
+    assert_eq!(at, ts(170), "the moved deadline");
+    let step = g.at(170).feed(Input::TimerFired {
+        kind: TimerKind::Deadline,
+        generation,
+    });
+    assert!(has_event(&step, |e| matches!(e, Event::TimedOut { .. })));
+    assert_eq!(patches(&step).len(), 1);
+}
+
 #[test]
 fn on_timeout_keep_marks_the_node_and_keeps_the_taint_until_members_are_ready() {
     let mut c = cfg();
@@ -1033,6 +1116,89 @@ fn not_leader_defers_the_write_until_leadership_is_gained() {
     assert_eq!(g.state.write.as_ref().map(|w| w.attempt), Some(2));
 }
 
+/// The gate's own view again, as the periodic re-examination brings it.
+fn reexamine_unchanged(g: &Gate) -> Input {
+    Input::Reexamine {
+        node: g.state.node.clone().expect("a started gate"),
+        daemonsets: g.state.daemonsets.values().cloned().collect(),
+        pods: g.state.pods.values().cloned().collect(),
+    }
+}
+
+#[test]
+fn a_write_refused_for_leadership_is_re_sent_on_the_periodic_reexamination() {
+    // The elector renewed late and never said leadership came back: the
+    // LeadershipGained this write waits for never comes.
+    let mut g = Gate::new(cfg());
+    g.at(1).start(gated_node(), vec![], vec![]);
+    g.at(2).feed(Input::PatchResult(PatchOutcome::NotLeader));
+    let input = reexamine_unchanged(&g);
+    let step = g.at(32).feed(input);
+    let p = patches(&step);
+    assert_eq!(p.len(), 1, "{:?}", step.events);
+    assert_eq!(p[0].opened_by, OpenedBy::Ready);
+    assert_eq!(g.state.write.as_ref().map(|w| w.attempt), Some(2));
+    // Refused again (still no lease): the next period tries again.
+    g.at(33).feed(Input::PatchResult(PatchOutcome::NotLeader));
+    let input = reexamine_unchanged(&g);
+    assert_eq!(patches(&g.at(63).feed(input)).len(), 1);
+    g.at(64).feed(Input::PatchResult(PatchOutcome::Applied));
+    assert_eq!(g.state.phase, Phase::Opened);
+}
+
+#[test]
+fn an_opening_by_timeout_refused_for_leadership_is_re_sent_on_the_periodic_reexamination() {
+    let mut g = Gate::new(cfg());
+    g.at(200)
+        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    g.at(201).feed(Input::PatchResult(PatchOutcome::NotLeader));
+    let input = reexamine_unchanged(&g);
+    let step = g.at(231).feed(input);
+    assert_eq!(
+        patches(&step).first().map(|p| p.opened_by),
+        Some(OpenedBy::Timeout)
+    );
+}
+
+#[test]
+fn a_mark_refused_for_leadership_is_re_sent_on_the_periodic_reexamination() {
+    let mut c = cfg();
+    c.on_timeout = OnTimeout::Keep;
+    let mut g = Gate::new(c);
+    g.at(200)
+        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    g.at(201).feed(Input::MarkResult(PatchOutcome::NotLeader));
+    let input = reexamine_unchanged(&g);
+    let step = g.at(231).feed(input);
+    assert!(
+        step.effects
+            .iter()
+            .any(|e| matches!(e, Effect::MarkTimedOut(_))),
+        "{:?}",
+        step.events
+    );
+}
+
+#[test]
+fn the_deadline_re_sends_a_write_waiting_for_leadership() {
+    let a = tolerant_ds("cilium");
+    let mut g = Gate::new(cfg());
+    let first = g.at(10).start(
+        gated_node(),
+        vec![a.clone()],
+        vec![ready_pod("cilium-1", &a)],
+    );
+    g.at(11).feed(Input::PatchResult(PatchOutcome::NotLeader));
+    let (at, generation) = armed_deadline([&first]).expect("a deadline timer");
+    let step = g.at(at.as_second()).feed(Input::TimerFired {
+        kind: TimerKind::Deadline,
+        generation,
+    });
+    let p = patches(&step);
+    assert_eq!(p.len(), 1, "{:?}", step.events);
+    assert_eq!(p[0].opened_by, OpenedBy::Ready);
+}
+
 #[test]
 fn failed_write_retries_and_a_stale_retry_timer_is_ignored() {
     let mut g = Gate::new(cfg());
@@ -1080,6 +1246,64 @@ fn only_one_write_is_in_flight_at_a_time() {
     assert_eq!(writes(&step), 0);
     let step = g.at(2).feed(Input::pod_upserted(ready_pod("cilium-2", &a)));
     assert_eq!(writes(&step), 0);
+}
+
+// --- the periodic re-examination --------------------------------------------
+
+#[test]
+fn a_stale_gate_opens_on_the_periodic_reexamination() {
+    let a = tolerant_ds("cilium");
+    let mut g = Gate::new(cfg());
+    g.at(1).start(
+        gated_node(),
+        vec![a.clone()],
+        vec![unready_pod("cilium-1", &a)],
+    );
+    // Nothing new: the re-examination decides nothing and journals nothing.
+    let step = g.at(31).feed(Input::reexamine(
+        gated_node(),
+        vec![a.clone()],
+        vec![unready_pod("cilium-1", &a)],
+    ));
+    assert!(step.events.is_empty(), "{:?}", step.events);
+    assert!(step.effects.is_empty(), "{:?}", step.effects);
+
+    // The pod became Ready in the index, but its hint never reached the gate.
+    let step = g.at(61).feed(Input::reexamine(
+        gated_node(),
+        vec![a.clone()],
+        vec![ready_pod("cilium-1", &a)],
+    ));
+    assert!(has_event(&step, |e| matches!(
+        e,
+        Event::MemberReady { pod, .. } if pod == "cilium-1"
+    )));
+    let p = patches(&step);
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].opened_by, OpenedBy::Ready);
+}
+
+#[test]
+fn a_reexamination_sees_a_taint_removal_whose_hint_was_lost() {
+    let mut g = Gate::new(cfg());
+    g.at(1)
+        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    let step = g.at(31).feed(Input::reexamine(
+        node(vec![]),
+        vec![tolerant_ds("broken")],
+        vec![],
+    ));
+    assert_eq!(g.state.stopped, Some(StopReason::TaintRemovedElsewhere));
+    assert_eq!(writes(&step), 0);
+    assert!(stops(&step));
+}
+
+#[test]
+fn a_reexamination_before_the_snapshot_starts_nothing() {
+    let mut g = Gate::new(cfg());
+    let step = g.feed(Input::reexamine(gated_node(), vec![], vec![]));
+    assert!(step.events.is_empty());
+    assert!(g.state.node.is_none());
 }
 
 // --- dry-run -----------------------------------------------------------------

@@ -14,8 +14,15 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
         return Vec::new();
     };
     match ev {
+        // Armed whatever the phase while the gate lives: an untaint out now
+        // may be withdrawn or abandoned later, and the gate must still time
+        // out then. Not once the deadline was decided (it is decided once),
+        // nor after a dry-run "would open" (nothing more is decided).
         Event::DeadlineSet { at, generation }
-            if state.phase == Phase::Waiting && state.timers.deadline_generation == *generation =>
+            if !state.is_finished()
+                && state.timed_out.is_none()
+                && state.phase != Phase::WouldOpen
+                && state.timers.deadline_generation == *generation =>
         {
             vec![Effect::ScheduleTimer {
                 kind: TimerKind::Deadline,

@@ -1,6 +1,6 @@
 //! The decider: turns one input into events. A small dispatcher hands each
 //! input family to its own module — `observations` (snapshot, node,
-//! DaemonSet and pod inputs), `timers`, `writes` (patch and mark results,
+//! DaemonSet and pod inputs, the periodic re-examination), `timers`, `writes` (patch and mark results,
 //! node re-reads) — and each of them ends in `reconcile` (`opening`), which
 //! brings the members in line with what the gate has seen (`members`) and
 //! decides whether and how the gate opens.
@@ -62,6 +62,8 @@ enum Trigger {
     RetryDue,
     Refreshed,
     Leadership,
+    /// The periodic re-examination.
+    Reexamine,
 }
 
 impl Decider<'_> {
@@ -114,6 +116,11 @@ impl Decider<'_> {
             Input::MarkResult(outcome) => self.mark_result(outcome),
             Input::NodeRefreshed(result) => self.refreshed(result),
             Input::LeadershipGained => self.reconcile(Trigger::Leadership),
+            Input::Reexamine {
+                node,
+                daemonsets,
+                pods,
+            } => self.reexamine(node, daemonsets, pods),
         }
     }
 }

@@ -65,6 +65,15 @@ pub enum Input {
     /// Result of [`Effect::RefreshNode`](super::Effect::RefreshNode): `Ok(None)` is a 404.
     NodeRefreshed(Result<Option<NodeInfo>, String>),
     LeadershipGained,
+    /// The periodic re-examination (semantics.md §5): the cluster as the
+    /// indexes show it now, fed to a live gate on a jittered period whether
+    /// or not anything changed, so that no lost message can hold a node
+    /// closed. Handled like a snapshot, but it never starts a gate.
+    Reexamine {
+        node: NodeInfo,
+        daemonsets: Vec<Arc<DaemonSetInfo>>,
+        pods: Vec<Arc<PodInfo>>,
+    },
 }
 
 impl Input {
@@ -72,6 +81,16 @@ impl Input {
     /// router shares its own copies instead.
     pub fn snapshot(node: NodeInfo, daemonsets: Vec<DaemonSetInfo>, pods: Vec<PodInfo>) -> Self {
         Input::Snapshot {
+            node,
+            daemonsets: daemonsets.into_iter().map(Arc::new).collect(),
+            pods: pods.into_iter().map(Arc::new).collect(),
+        }
+    }
+
+    /// A re-examination from owned objects (tests); the node actor shares
+    /// the router's copies instead.
+    pub fn reexamine(node: NodeInfo, daemonsets: Vec<DaemonSetInfo>, pods: Vec<PodInfo>) -> Self {
+        Input::Reexamine {
             node,
             daemonsets: daemonsets.into_iter().map(Arc::new).collect(),
             pods: pods.into_iter().map(Arc::new).collect(),

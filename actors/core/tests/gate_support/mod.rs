@@ -184,6 +184,7 @@ pub fn is_observation(input: &Input) -> bool {
             | Input::DaemonSetDeleted { .. }
             | Input::PodUpserted(_)
             | Input::PodDeleted { .. }
+            | Input::Reexamine { .. }
     )
 }
 

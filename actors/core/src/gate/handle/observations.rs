@@ -1,5 +1,5 @@
-//! Observations: the snapshot that starts (or restarts) a gate, and the node,
-//! DaemonSet and pod inputs that follow it.
+//! Observations: the snapshot that starts (or restarts) a gate, the node,
+//! DaemonSet and pod inputs that follow it, and the periodic re-examination.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -18,6 +18,40 @@ impl Decider<'_> {
         daemonsets: &[Arc<DaemonSetInfo>],
         pods: &[Arc<PodInfo>],
     ) {
+        let first = self.s.node.is_none();
+        self.observe_all(node, daemonsets, pods);
+        if first && !self.has_managed_taint() {
+            return self.emit(Event::Stopped {
+                reason: StopReason::NotGated,
+            });
+        }
+        self.reconcile(Trigger::Observation);
+    }
+
+    /// The periodic re-examination: the whole view again, as a snapshot
+    /// would bring it, for a gate already started. Anything a lost hint
+    /// would have told shows up here; with nothing new it emits nothing.
+    pub(super) fn reexamine(
+        &mut self,
+        node: &NodeInfo,
+        daemonsets: &[Arc<DaemonSetInfo>],
+        pods: &[Arc<PodInfo>],
+    ) {
+        if !self.is_this_node(&node.name) {
+            return;
+        }
+        self.observe_all(node, daemonsets, pods);
+        self.reconcile(Trigger::Reexamine);
+    }
+
+    /// Records the whole view (one `Snapshot` event) unless it is what the
+    /// gate already holds.
+    fn observe_all(
+        &mut self,
+        node: &NodeInfo,
+        daemonsets: &[Arc<DaemonSetInfo>],
+        pods: &[Arc<PodInfo>],
+    ) {
         // Keyed as the state keys them (a list may repeat an object; the
         // last copy wins), so an unchanged cluster compares equal.
         let daemonsets: BTreeMap<String, Arc<DaemonSetInfo>> =
@@ -27,7 +61,6 @@ impl Decider<'_> {
             .filter(|p| p.node_name == node.name)
             .map(|p| (p.uid.clone(), p.clone()))
             .collect();
-        let first = self.s.node.is_none();
         let unchanged = self.s.node.as_ref() == Some(node)
             && self.s.daemonsets == daemonsets
             && self.s.pods == pods;
@@ -38,12 +71,6 @@ impl Decider<'_> {
                 pods: pods.into_values().collect(),
             });
         }
-        if first && !self.has_managed_taint() {
-            return self.emit(Event::Stopped {
-                reason: StopReason::NotGated,
-            });
-        }
-        self.reconcile(Trigger::Observation);
     }
 
     pub(super) fn node_changed(&mut self, node: &NodeInfo) {

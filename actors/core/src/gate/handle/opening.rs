@@ -207,7 +207,13 @@ impl Decider<'_> {
     pub(super) fn advance_write(&mut self, w: &Write, trigger: Trigger) {
         let next = match (w.status, trigger) {
             (WriteStatus::Backoff, Trigger::RetryDue) => w.attempt,
-            (WriteStatus::AwaitingLeader, Trigger::Leadership) => w.attempt.saturating_add(1),
+            // Not only on LeadershipGained: that one message may never come
+            // (a lapse the elector did not see), so the periodic
+            // re-examination and the deadline re-send too. A follower's
+            // executor refuses again at no cost.
+            (WriteStatus::AwaitingLeader, Trigger::Leadership | Trigger::Reexamine) => {
+                w.attempt.saturating_add(1)
+            }
             (WriteStatus::Refreshing, Trigger::Refreshed) => {
                 return self.emit(Event::RetryScheduled {
                     attempt: w.attempt.saturating_add(1),

@@ -4,14 +4,18 @@
 use super::{Decider, Trigger};
 use crate::gate::event::Event;
 use crate::gate::input::TimerKind;
-use crate::gate::state::{Phase, WriteStatus};
+use crate::gate::state::WriteStatus;
 
 impl Decider<'_> {
     pub(super) fn timer(&mut self, kind: TimerKind, generation: u64) {
         match kind {
             TimerKind::Deadline => {
+                // Acted on in any phase: it decides the deadline while
+                // Waiting and, like a re-examination, re-sends a write that
+                // waits for leadership; elsewhere (an untaint in flight,
+                // already timed out) deciding again changes nothing.
                 let t = &self.s.timers;
-                if t.deadline_generation != generation || self.s.phase != Phase::Waiting {
+                if t.deadline_generation != generation {
                     return;
                 }
                 let Some(at) = t.deadline else { return };
@@ -23,7 +27,7 @@ impl Decider<'_> {
                         generation: generation + 1,
                     });
                 }
-                self.reconcile(Trigger::Observation);
+                self.reconcile(Trigger::Reexamine);
             }
             TimerKind::Recheck => {
                 if self.s.timers.recheck_generation != generation || self.s.timers.recheck.is_none()
