@@ -1,0 +1,36 @@
+//! The configured opt-outs: a DaemonSet named in the exclusions, matched by
+//! the exclude selector, or annotated `nodegate.dev/ignore: "true"` is never
+//! waited for, whatever the node. It never looks at the node.
+
+use super::config::PlacementConfig;
+use super::reason::NotExpectedReason;
+use crate::model::DaemonSetInfo;
+
+/// A DaemonSet annotated `nodegate.dev/ignore: "true"` is never waited for.
+pub const IGNORE_ANNOTATION: &str = "nodegate.dev/ignore";
+
+/// Why a DaemonSet is left out whatever the node: named in the exclusions,
+/// matched by the exclude selector, or annotated `nodegate.dev/ignore:
+/// "true"` (exactly "true", as Kubernetes reads boolean annotations).
+///
+/// An empty exclude selector would match every DaemonSet and so open every
+/// gate at once; no one configures that on purpose, so it counts as unset.
+pub fn exclusion_reason(ds: &DaemonSetInfo, cfg: &PlacementConfig) -> Option<NotExpectedReason> {
+    if cfg
+        .excluded
+        .contains(&(ds.namespace.clone(), ds.name.clone()))
+    {
+        return Some(NotExpectedReason::ExcludedByName);
+    }
+    if let Some(selector) = cfg.exclude_selector.as_ref().filter(|s| !s.is_empty())
+        && selector.matches(&ds.labels)
+    {
+        return Some(NotExpectedReason::ExcludedBySelector {
+            selector: selector.to_string(),
+        });
+    }
+    if ds.annotations.get(IGNORE_ANNOTATION).map(String::as_str) == Some("true") {
+        return Some(NotExpectedReason::IgnoreAnnotation);
+    }
+    None
+}
