@@ -640,36 +640,4 @@ fn add(selector: &mut LabelSelector, parsed: Parsed) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lexer_splits_operators_glued_to_words() {
-        assert_eq!(
-            lex("a!=b,!c,d==e"),
-            vec![
-                Token::Word("a".into()),
-                Token::NotEq,
-                Token::Word("b".into()),
-                Token::Comma,
-                Token::Bang,
-                Token::Word("c".into()),
-                Token::Comma,
-                Token::Word("d".into()),
-                Token::EqEq,
-                Token::Word("e".into()),
-                Token::End,
-            ]
-        );
-    }
-
-    #[test]
-    fn dns_subdomain_rejects_uppercase_and_edge_dashes() {
-        assert!(is_dns_subdomain("example.com"));
-        assert!(is_dns_subdomain("a-b.c1"));
-        assert!(!is_dns_subdomain("Example.com"));
-        assert!(!is_dns_subdomain("-a.com"));
-        assert!(!is_dns_subdomain("a..com"));
-        assert!(!is_dns_subdomain("a_b.com"));
-    }
-}
+mod tests;

@@ -1,0 +1,354 @@
+//! metrics' unit tests: the exported text after a sequence of gate events,
+//! router observations and refreshes, read back sample by sample.
+
+use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nodegate_core::gate::{self, GateConfig, Input};
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_core::testutil::{
+    mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
+};
+
+const NODE: &str = "node-a";
+
+fn gated(created: i64) -> NodeInfo {
+    NodeInfo {
+        created: ts(created),
+        ..mk_node(
+            NODE,
+            &[],
+            vec![taint("nodegate.dev/initializing", "NoSchedule")],
+        )
+    }
+}
+
+fn tolerant(name: &str) -> DaemonSetInfo {
+    mk_ds(
+        "infra",
+        name,
+        template_with_tolerations(vec![toleration("", "Exists", "", "")]),
+    )
+}
+
+fn pod(name: &str, ds: &DaemonSetInfo, ready_at: Option<i64>) -> PodInfo {
+    PodInfo {
+        ready: ready_at.is_some(),
+        ready_since: ready_at.map(ts),
+        ..mk_pod(name, NODE, &ds.uid)
+    }
+}
+
+/// One gate driven by hand, its steps reported to the metrics exactly as
+/// the node actor reports them.
+struct Driven<'a> {
+    m: &'a Metrics,
+    state: GateState,
+    cfg: GateConfig,
+}
+
+impl Driven<'_> {
+    fn feed(&mut self, at: i64, input: Input) {
+        let step = gate::step(&mut self.state, &input, &self.cfg, ts(at));
+        if !step.events.is_empty() {
+            self.m.gate_step(NODE, ts(at), &step.events, &self.state);
+        }
+    }
+}
+
+fn drive(m: &Metrics, cfg: GateConfig) -> Driven<'_> {
+    m.gate_started(NODE, 1);
+    Driven {
+        m,
+        state: GateState::default(),
+        cfg,
+    }
+}
+
+fn router_with(dss: &[&DaemonSetInfo]) -> Router {
+    let r = Router::new(Arc::new(GateConfig::default()));
+    for ds in dss {
+        r.daemonset_upserted((*ds).clone());
+    }
+    r
+}
+
+fn text(m: &Metrics) -> String {
+    m.encode().expect("encodes")
+}
+
+/// The value of the sample line that starts with `series ` exactly.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.split(' ').next()?.parse().ok())
+}
+
+#[test]
+fn an_idle_controller_exports_zeros() {
+    let m = Metrics::new(Arc::new(Leadership::always()));
+    m.refresh(&router_with(&[]), 0, ts(0));
+    let t = text(&m);
+    for (series, want) in [
+        ("nodegate_gated_nodes", 0.0),
+        ("nodegate_live_actors", 0.0),
+        ("nodegate_leader", 1.0),
+        ("nodegate_watch_restarts_total", 0.0),
+        ("nodegate_reaction_seconds_count", 0.0),
+        (
+            "nodegate_gate_duration_seconds_count{outcome=\"ready\"}",
+            0.0,
+        ),
+        (
+            "nodegate_gate_duration_seconds_count{outcome=\"timeout\"}",
+            0.0,
+        ),
+        ("nodegate_gates_timed_out_total{action=\"open\"}", 0.0),
+        (
+            "nodegate_patch_attempts_total{kind=\"untaint\",result=\"conflict\"}",
+            0.0,
+        ),
+        (
+            "nodegate_router_events_total{kind=\"pod_upserted\",routed=\"true\"}",
+            0.0,
+        ),
+    ] {
+        assert_eq!(sample(&t, series), Some(want), "{series} in\n{t}");
+    }
+    for line in t.lines().filter(|l| !l.starts_with('#')) {
+        assert!(line.starts_with("nodegate_"), "unprefixed series: {line}");
+    }
+}
+
+#[test]
+fn an_opening_records_duration_reaction_and_time_to_ready() {
+    let m = Metrics::new(Arc::new(Leadership::always()));
+    let cni = tolerant("cni");
+    let csi = tolerant("csi");
+    let mut g = drive(&m, GateConfig::default());
+    g.feed(
+        1,
+        Input::snapshot(
+            gated(0),
+            vec![cni.clone(), csi.clone()],
+            vec![pod("cni-1", &cni, Some(1)), pod("csi-1", &csi, None)],
+        ),
+    );
+    m.refresh_with(|n| n == NODE, |_| true, 1, 0, ts(5));
+    assert_eq!(sample(&text(&m), "nodegate_gated_nodes"), Some(1.0));
+
+    // csi turns Ready at 9 (cluster time), seen at 10; opened at 10.2.
+    g.feed(10, Input::pod_upserted(pod("csi-1", &csi, Some(9))));
+    let opened = "1970-01-01T00:00:10.2Z".parse::<Timestamp>().unwrap();
+    let step = gate::step(
+        &mut g.state,
+        &Input::PatchResult(PatchOutcome::Applied),
+        &g.cfg,
+        opened,
+    );
+    m.gate_step(NODE, opened, &step.events, &g.state);
+    m.patch_attempt(WriteKind::Untaint, &PatchOutcome::Applied);
+    m.patch_attempt(WriteKind::Untaint, &PatchOutcome::NotLeader);
+
+    let t = text(&m);
+    assert_eq!(
+        sample(
+            &t,
+            "nodegate_gate_duration_seconds_count{outcome=\"ready\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&t, "nodegate_gate_duration_seconds_sum{outcome=\"ready\"}"),
+        Some(10.2)
+    );
+    let reaction = sample(&t, "nodegate_reaction_seconds_sum").unwrap();
+    assert!((reaction - 0.2).abs() < 1e-9, "reaction {reaction}");
+    assert_eq!(
+        sample(
+            &t,
+            "nodegate_daemonset_ready_seconds_sum{namespace=\"infra\",name=\"csi\"}"
+        ),
+        Some(9.0),
+        "time-to-Ready uses the pod's Ready transition\n{t}"
+    );
+    assert_eq!(
+        sample(
+            &t,
+            "nodegate_daemonset_ready_seconds_sum{namespace=\"infra\",name=\"cni\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &t,
+            "nodegate_patch_attempts_total{kind=\"untaint\",result=\"ok\"}"
+        ),
+        Some(1.0)
+    );
+    let attempts: f64 = PATCH_RESULTS
+        .iter()
+        .filter_map(|r| {
+            sample(
+                &t,
+                &format!("nodegate_patch_attempts_total{{kind=\"untaint\",result=\"{r}\"}}"),
+            )
+        })
+        .sum();
+    assert_eq!(
+        attempts, 1.0,
+        "a write refused for want of leadership is no attempt"
+    );
+}
+
+#[test]
+fn a_deadline_counts_each_blocker_and_the_timeout_outcome() {
+    let m = Metrics::new(Arc::new(Leadership::always()));
+    let cni = tolerant("cni");
+    let broken = tolerant("broken");
+    let mut g = drive(
+        &m,
+        GateConfig {
+            timeout: Some(Duration::from_secs(5)),
+            ..GateConfig::default()
+        },
+    );
+    g.feed(
+        1,
+        Input::snapshot(
+            gated(0),
+            vec![cni.clone(), broken.clone()],
+            vec![pod("cni-1", &cni, Some(1)), pod("broken-1", &broken, None)],
+        ),
+    );
+    let generation = g.state.timers.deadline_generation;
+    g.feed(
+        5,
+        Input::TimerFired {
+            kind: gate::TimerKind::Deadline,
+            generation,
+        },
+    );
+    g.feed(5, Input::PatchResult(PatchOutcome::Applied));
+    let t = text(&m);
+    assert_eq!(
+        sample(&t, "nodegate_gates_timed_out_total{action=\"open\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &t,
+            "nodegate_timeout_blockers_total{kind=\"daemonset\",namespace=\"infra\",name=\"broken\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &t,
+            "nodegate_timeout_blockers_total{kind=\"daemonset\",namespace=\"infra\",name=\"cni\"}"
+        ),
+        None,
+        "a Ready member is no blocker"
+    );
+    assert_eq!(
+        sample(
+            &t,
+            "nodegate_gate_duration_seconds_sum{outcome=\"timeout\"}"
+        ),
+        Some(5.0)
+    );
+
+    // The broken DaemonSet is deleted: its series go with it.
+    m.refresh(&router_with(&[&cni]), 0, ts(6));
+    let t = text(&m);
+    assert!(
+        !t.contains("name=\"broken\""),
+        "series of a deleted DaemonSet:\n{t}"
+    );
+    assert!(t.contains("name=\"cni\""), "cni still exists:\n{t}");
+}
+
+#[test]
+fn a_follower_records_no_outcomes() {
+    let m = Metrics::new(Arc::new(Leadership::follower()));
+    let cni = tolerant("cni");
+    let mut g = drive(&m, GateConfig::default());
+    g.feed(
+        1,
+        Input::snapshot(
+            gated(0),
+            vec![cni.clone()],
+            vec![pod("cni-1", &cni, Some(1))],
+        ),
+    );
+    g.feed(2, Input::PatchResult(PatchOutcome::NotLeader));
+    m.refresh(&router_with(&[&cni]), 0, ts(3));
+    let t = text(&m);
+    assert_eq!(sample(&t, "nodegate_leader"), Some(0.0));
+    assert!(
+        !t.contains("nodegate_daemonset_ready_seconds_count{"),
+        "{t}"
+    );
+    assert_eq!(
+        sample(
+            &t,
+            "nodegate_gate_duration_seconds_count{outcome=\"ready\"}"
+        ),
+        Some(0.0)
+    );
+}
+
+#[test]
+fn watch_restarts_follow_the_watchers_count() {
+    let m = Metrics::new(Arc::new(Leadership::always()));
+    let r = router_with(&[]);
+    m.refresh(&r, 2, ts(0));
+    m.refresh(&r, 5, ts(1));
+    assert_eq!(
+        sample(&text(&m), "nodegate_watch_restarts_total"),
+        Some(5.0)
+    );
+}
+
+#[test]
+fn gate_ages_are_shown_while_closed_and_dropped_after() {
+    let m = Metrics::new(Arc::new(Leadership::always()));
+    let cni = tolerant("cni");
+    let mut g = drive(&m, GateConfig::default());
+    g.feed(
+        100,
+        Input::snapshot(gated(90), vec![cni.clone()], vec![pod("cni-1", &cni, None)]),
+    );
+    let live = |n: &str| n == NODE;
+    m.refresh_with(live, |_| true, 1, 0, ts(130));
+    let t = text(&m);
+    assert_eq!(sample(&t, "nodegate_gated_nodes"), Some(1.0));
+    assert_eq!(sample(&t, "nodegate_live_actors"), Some(1.0));
+    assert_eq!(
+        sample(&t, "nodegate_gate_age_seconds{node=\"node-a\"}"),
+        Some(40.0)
+    );
+
+    // A stop for an older incarnation changes nothing.
+    m.gate_stopped(NODE, 0);
+    m.refresh_with(live, |_| true, 1, 0, ts(131));
+    assert_eq!(sample(&text(&m), "nodegate_gated_nodes"), Some(1.0));
+
+    m.gate_stopped(NODE, 1);
+    m.refresh_with(|_| false, |_| true, 0, 0, ts(132));
+    let t = text(&m);
+    assert_eq!(sample(&t, "nodegate_gated_nodes"), Some(0.0));
+    assert!(
+        !t.contains("node-a"),
+        "series of a node no longer gated:\n{t}"
+    );
+}
+
+#[test]
+fn a_gate_that_vanished_without_a_stop_is_forgotten() {
+    let m = Metrics::new(Arc::new(Leadership::always()));
+    m.gate_started(NODE, 7);
+    m.refresh_with(|_| false, |_| true, 0, 0, ts(0));
+    assert_eq!(sample(&text(&m), "nodegate_gated_nodes"), Some(0.0));
+}

@@ -1,0 +1,265 @@
+//! settings' unit tests: defaults, flags over the YAML file, and every
+//! validation error naming the bad value.
+
+use super::*;
+use clap::Parser;
+
+fn run_args(extra: &[&str]) -> RunArgs {
+    let mut argv = vec!["nodegate", "run"];
+    argv.extend_from_slice(extra);
+    match crate::settings::cli::Cli::try_parse_from(argv)
+        .expect("flags parse")
+        .command
+    {
+        crate::settings::cli::Command::Run(r) => *r,
+        other => panic!("not run: {other:?}"),
+    }
+}
+
+fn err_of(extra: &[&str]) -> String {
+    run_settings(&run_args(extra))
+        .expect_err("must be rejected")
+        .to_string()
+}
+
+#[test]
+fn defaults_match_the_documentation() {
+    let s = run_settings(&run_args(&[])).unwrap();
+    assert_eq!(s.timeout, Some(Duration::from_secs(120)));
+    assert_eq!(s.on_timeout, OnTimeout::Open);
+    assert!(!s.dry_run);
+    assert_eq!(s.gate.placement.managed_taints.len(), 1);
+    assert_eq!(
+        s.gate.placement.managed_taints[0].key,
+        "nodegate.dev/initializing"
+    );
+    assert_eq!(s.gate.placement.managed_taints[0].effect, "NoSchedule");
+    assert_eq!(s.max_concurrent_patches, DEFAULT_MAX_CONCURRENT_PATCHES);
+}
+
+#[test]
+fn zero_timeout_means_no_deadline() {
+    assert_eq!(
+        run_settings(&run_args(&["--timeout", "0"]))
+            .unwrap()
+            .timeout,
+        None
+    );
+    assert_eq!(
+        run_settings(&run_args(&["--timeout", "0s"]))
+            .unwrap()
+            .timeout,
+        None
+    );
+}
+
+/// Each flag set must be refused with an error that contains its needle.
+fn assert_each_error_names(cases: &[(&[&str], &str)]) {
+    for (flags, needle) in cases {
+        let e = err_of(flags);
+        assert!(
+            e.contains(needle),
+            "error for {flags:?} should name {needle:?}: {e}"
+        );
+    }
+}
+
+#[test]
+fn bad_values_are_named_in_the_error() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--timeout=-5s"], "-5s"),
+        (&["--timeout", "soon"], "soon"),
+        (&["--taint", "x:Sometimes"], "Sometimes"),
+        (&["--taint", "bad key:NoSchedule"], "bad key"),
+        (&["--taint", "k=v:NoSchedule"], "k=v:NoSchedule"),
+        (&["--exclude", "just-a-name"], "just-a-name"),
+        (&["--transient-taint", "a*b"], "a*b"),
+        (&["--transient-taint", "nodegate.dev/*"], "nodegate.dev/*"),
+        (
+            &["--max-concurrent-patches", "0"],
+            "--max-concurrent-patches",
+        ),
+        (&["--kube-qps=-1"], "--kube-qps"),
+    ];
+    assert_each_error_names(cases);
+}
+
+#[test]
+fn flags_override_the_file_and_unknown_keys_are_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(
+        &path,
+        "timeout: 30s\nonTimeout: keep\nexclude: [kube-system/a]\ncriticalPods:\n- name: proxy\n  namespace: kube-system\n  selector:\n    matchLabels: {k8s-app: kube-proxy}\n",
+    )
+    .unwrap();
+    let p = path.to_str().unwrap();
+    let s = run_settings(&run_args(&["--config", p, "--timeout", "45s"])).unwrap();
+    assert_eq!(s.timeout, Some(Duration::from_secs(45)));
+    assert_eq!(s.on_timeout, OnTimeout::Keep);
+    assert!(
+        s.gate
+            .placement
+            .excluded
+            .contains(&("kube-system".to_string(), "a".to_string()))
+    );
+    assert_eq!(s.gate.critical.len(), 1);
+
+    std::fs::write(&path, "timeotu: 30s\n").unwrap();
+    let e = err_of(&["--config", p]);
+    assert!(e.contains("timeotu"), "{e}");
+}
+
+#[test]
+fn critical_pod_entries_need_a_selector() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(
+        &path,
+        "criticalPods:\n- name: x\n  namespace: kube-system\n  selector: {}\n",
+    )
+    .unwrap();
+    let e = err_of(&["--config", path.to_str().unwrap()]);
+    assert!(e.contains("criticalPods[0] (x)"), "{e}");
+}
+
+#[test]
+fn operations_defaults_match_the_documentation() {
+    let s = run_settings(&run_args(&[])).unwrap();
+    let le = &s.leader_election;
+    assert!(!le.enabled);
+    assert_eq!(le.lease_name, "nodegate");
+    assert_eq!(le.lease_namespace, None);
+    assert_eq!(
+        (le.lease_duration, le.renew_deadline, le.retry_period),
+        (
+            Duration::from_secs(15),
+            Duration::from_secs(10),
+            Duration::from_secs(2)
+        )
+    );
+    assert_eq!(s.http_addr.to_string(), "0.0.0.0:8080");
+    assert_eq!(s.debug_history, 100);
+}
+
+#[test]
+fn lease_timings_must_be_in_order_and_the_error_names_all_three() {
+    let ok = run_settings(&run_args(&[
+        "--leader-elect",
+        "--lease-duration",
+        "4s",
+        "--renew-deadline",
+        "3s",
+        "--retry-period",
+        "500ms",
+    ]))
+    .unwrap();
+    assert!(ok.leader_election.enabled);
+    assert_eq!(ok.leader_election.retry_period, Duration::from_millis(500));
+
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--lease-duration", "10s", "--renew-deadline", "10s"],
+            "--lease-duration 10s must be longer than --renew-deadline 10s",
+        ),
+        (
+            &["--lease-duration", "5s", "--renew-deadline", "8s"],
+            "--lease-duration 5s must be longer than --renew-deadline 8s",
+        ),
+        (
+            &["--renew-deadline", "2s", "--retry-period", "3s"],
+            "--renew-deadline 2s must be longer than --retry-period 3s",
+        ),
+        (
+            &["--retry-period", "0"],
+            "--retry-period must be longer than 0",
+        ),
+        (
+            &["--lease-duration", "15500ms"],
+            "must be a whole number of seconds",
+        ),
+        (&["--lease-duration", "soon"], "--lease-duration \"soon\""),
+    ];
+    for (flags, needle) in cases {
+        let e = err_of(flags);
+        assert!(
+            e.contains(needle),
+            "error for {flags:?} should say {needle:?}: {e}"
+        );
+    }
+    // Every order error names the three values, so the fix is obvious.
+    let e = err_of(&["--lease-duration", "5s", "--renew-deadline", "8s"]);
+    assert!(
+        e.starts_with("--lease-duration 5s --renew-deadline 8s --retry-period 2s: "),
+        "{e}"
+    );
+}
+
+#[test]
+fn http_addr_and_lease_names_are_checked() {
+    let s = run_settings(&run_args(&["--http-addr", ":9090"])).unwrap();
+    assert_eq!(s.http_addr.to_string(), "0.0.0.0:9090");
+    let s = run_settings(&run_args(&["--http-addr", "127.0.0.1:0"])).unwrap();
+    assert_eq!(s.http_addr.port(), 0);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--http-addr", "localhost:80"],
+            "--http-addr \"localhost:80\"",
+        ),
+        (&["--http-addr", "8080"], "--http-addr \"8080\""),
+        (&["--lease-name", "Nodegate"], "--lease-name \"Nodegate\""),
+        (&["--lease-namespace", "kube.system"], "--lease-namespace"),
+    ];
+    assert_each_error_names(cases);
+}
+
+#[test]
+fn run_and_status_turn_settings_into_the_gate_config_each_their_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(&path, "onTimeout: keep\ndryRun: false\ntimeout: 30s\n").unwrap();
+    let p = path.to_str().unwrap();
+    let run = run_settings(&run_args(&["--config", p, "--exclude", "ns/a"])).unwrap();
+    let cfg = GateConfig::from(&run);
+    assert_eq!(cfg.on_timeout, gate::OnTimeout::Keep);
+    assert!(!cfg.dry_run);
+    assert_eq!(cfg.timeout, Some(Duration::from_secs(30)));
+    assert_eq!(cfg.placement.excluded, run.gate.placement.excluded);
+    assert_eq!(
+        cfg.placement.managed_taints,
+        run.gate.placement.managed_taints
+    );
+
+    // Status reads the same file, but always runs the gate in dry-run,
+    // opening on timeout.
+    let status =
+        match crate::settings::cli::Cli::try_parse_from(["nodegate", "status", "--config", p])
+            .expect("flags parse")
+            .command
+        {
+            crate::settings::cli::Command::Status(s) => status_settings(&s).unwrap(),
+            other => panic!("not status: {other:?}"),
+        };
+    let cfg = GateConfig::from(&status);
+    assert_eq!(cfg.on_timeout, gate::OnTimeout::Open);
+    assert!(cfg.dry_run);
+    assert_eq!(cfg.timeout, Some(Duration::from_secs(30)));
+}
+
+#[test]
+fn leader_election_can_come_from_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(
+        &path,
+        "leaderElect: true\nleaseName: ng\nleaseNamespace: ops\nleaseDuration: 20s\nhttpAddr: 127.0.0.1:9000\ndebugHistory: 5\n",
+    )
+    .unwrap();
+    let s = run_settings(&run_args(&["--config", path.to_str().unwrap()])).unwrap();
+    assert!(s.leader_election.enabled);
+    assert_eq!(s.leader_election.lease_name, "ng");
+    assert_eq!(s.leader_election.lease_namespace.as_deref(), Some("ops"));
+    assert_eq!(s.leader_election.lease_duration, Duration::from_secs(20));
+    assert_eq!(s.http_addr.to_string(), "127.0.0.1:9000");
+    assert_eq!(s.debug_history, 5);
+}
