@@ -13,8 +13,8 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{self as core, Node, Pod};
 use nodegate_core::model::{
-    DaemonSetInfo, NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodInfo, PodPlacement,
-    Taint, Toleration,
+    DaemonSetInfo, NodeInfo, NodeReady, NodeSelectorRequirement, NodeSelectorTerm, PodInfo,
+    PodPlacement, Taint, Toleration,
 };
 
 /// Annotation recording when a re-gated node's gate started.
@@ -76,6 +76,12 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         .and_then(|s| s.taints.as_ref())
         .map(|ts| ts.iter().map(taint).collect())
         .unwrap_or_default();
+    let ready = n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map_or(NodeReady::Unknown, |c| NodeReady::from_status(&c.status));
     let info = NodeInfo {
         uid: n.metadata.uid.clone().unwrap_or_default(),
         resource_version: n.metadata.resource_version.clone().unwrap_or_default(),
@@ -83,6 +89,7 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         taints,
         created,
         gated_since,
+        ready,
         name,
     };
     (Some(info), odd)
@@ -256,6 +263,34 @@ mod tests {
             info.gated_since.map(|t| t.to_string()).as_deref(),
             Some("2026-01-02T04:00:00Z")
         );
+    }
+
+    #[test]
+    fn node_projection_reads_the_ready_condition() {
+        let with = |conditions: serde_json::Value| {
+            let n: Node = serde_json::from_value(json!({
+                "metadata": {"name": "n1", "creationTimestamp": "2026-01-02T03:04:05Z"},
+                "status": {"conditions": conditions},
+            }))
+            .unwrap();
+            node(&n).0.unwrap().ready
+        };
+        let cond = |status: &str| {
+            json!([
+                {"type": "MemoryPressure", "status": "False"},
+                {"type": "Ready", "status": status},
+            ])
+        };
+        assert_eq!(with(cond("True")), NodeReady::True);
+        assert_eq!(with(cond("False")), NodeReady::False);
+        assert_eq!(with(cond("Unknown")), NodeReady::Unknown);
+        assert_eq!(
+            with(json!([])),
+            NodeReady::Unknown,
+            "no Ready condition yet"
+        );
+        let bare: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
+        assert_eq!(node(&bare).0.unwrap().ready, NodeReady::Unknown);
     }
 
     #[test]

@@ -29,7 +29,6 @@ use crate::serve::http::{self, AppState};
 use crate::serve::metrics::Metrics;
 use crate::settings::config::RunSettings;
 
-
 /// The identity this replica reports in Events and, later, the lease.
 pub fn instance_name() -> String {
     std::env::var("POD_NAME")
