@@ -21,6 +21,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use serde::Serialize;
 
+use nodegate_core::gate;
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
 use nodegate_core::placement::{
     self, NODE_NAME_FIELD, NODE_OP_IN, NotExpectedReason, PlacementConfig, Verdict,
@@ -346,10 +347,14 @@ pub struct Report {
     pub node: String,
     /// The node carries at least one of nodegate's managed taints.
     pub gated: bool,
-    /// Every expected member is Ready now, so a gated node would open. Also
-    /// computed for a node that is not gated: it says whether it would open
-    /// at once if it were.
+    /// Every expected member is Ready now, and so is the node itself, so a
+    /// gated node would open. Also computed for a node that is not gated: it
+    /// says whether it would open at once if it were.
     pub would_open: bool,
+    /// Why the node itself keeps its gate closed (its Ready condition is not
+    /// True, or it carries the not-ready or unreachable taint), in the gate's
+    /// words; null when the node is Ready.
+    pub node_not_ready: Option<String>,
     /// The gate's answer in one sentence.
     pub verdict: String,
     pub evaluated_at: Timestamp,
@@ -458,12 +463,15 @@ pub fn build_report(view: &ClusterView, settings: &GateSettings, now: Timestamp)
         .copied()
         .filter(|r| r.ready != Some(true))
         .collect();
-    let would_open = blockers.is_empty();
+    // The gate's own rule and words (semantics.md §5).
+    let node_not_ready = gate::node_wait_reason(node);
+    let would_open = blockers.is_empty() && node_not_ready.is_none();
     Report {
         node: node.name.clone(),
         gated,
         would_open,
-        verdict: verdict(gated, expected.len(), &blockers),
+        verdict: verdict(gated, expected.len(), &blockers, node_not_ready.as_deref()),
+        node_not_ready,
         evaluated_at: now,
         created: node.created,
         expected_members: expected.len(),
@@ -474,7 +482,12 @@ pub fn build_report(view: &ClusterView, settings: &GateSettings, now: Timestamp)
     }
 }
 
-fn verdict(gated: bool, expected: usize, blockers: &[&MemberRow]) -> String {
+fn verdict(
+    gated: bool,
+    expected: usize,
+    blockers: &[&MemberRow],
+    node_not_ready: Option<&str>,
+) -> String {
     let waiting = || {
         let list: Vec<String> = blockers
             .iter()
@@ -486,11 +499,15 @@ fn verdict(gated: bool, expected: usize, blockers: &[&MemberRow]) -> String {
                 )
             })
             .collect();
-        format!(
+        let members = format!(
             "waiting for {} of {expected}: {}",
             blockers.len(),
             list.join(", ")
-        )
+        );
+        match node_not_ready {
+            Some(node) => format!("{members}; {node}"),
+            None => members,
+        }
     };
     let all_ready = || match expected {
         0 => "nothing here to wait for".to_string(),
@@ -498,12 +515,21 @@ fn verdict(gated: bool, expected: usize, blockers: &[&MemberRow]) -> String {
         n => format!("all {n} expected members are Ready"),
     };
     match (gated, blockers.is_empty()) {
-        (true, true) => format!("would open now: {}", all_ready()),
+        (true, true) => match node_not_ready {
+            None => format!("would open now: {}", all_ready()),
+            Some(node) => format!("closed: {node}; {}", all_ready()),
+        },
         (true, false) => format!("closed: {}", waiting()),
-        (false, true) => format!(
-            "not gated: the node carries no managed taint; were it gated, it would open now ({})",
-            all_ready()
-        ),
+        (false, true) => match node_not_ready {
+            None => format!(
+                "not gated: the node carries no managed taint; were it gated, it would open now ({})",
+                all_ready()
+            ),
+            Some(node) => format!(
+                "not gated: the node carries no managed taint; were it gated, it would stay closed: {node}; {}",
+                all_ready()
+            ),
+        },
         (false, false) => format!(
             "not gated: the node carries no managed taint; were it gated, it would be {}",
             waiting()
@@ -1367,6 +1393,45 @@ mod tests {
         let empty = build_report(&view(node, vec![], vec![]), &settings(), ts(NOW));
         assert!(empty.would_open);
         assert_eq!(empty.verdict, "would open now: nothing here to wait for");
+    }
+
+    #[test]
+    fn verdict_says_closed_when_the_node_itself_is_not_ready() {
+        let mut node = mk_node("n", &[], vec![taint(GATE, "NoSchedule")]);
+        node.ready = nodegate_core::model::NodeReady::Unknown;
+        let ds = mk_ds("kube-system", "cni", tolerate_all());
+        let pod = pod_of(&ds, "cni-x", "n");
+        let r = build_report(
+            &view(node.clone(), vec![ds.clone()], vec![pod]),
+            &settings(),
+            ts(NOW),
+        );
+        assert!(r.gated && !r.would_open);
+        assert_eq!(r.ready_members, 1);
+        assert_eq!(
+            r.node_not_ready.as_deref(),
+            Some("the node is not Ready (its Ready condition is Unknown)")
+        );
+        assert_eq!(
+            r.verdict,
+            "closed: the node is not Ready (its Ready condition is Unknown); its one expected member is Ready"
+        );
+        // With a member not Ready either, the node comes after the members.
+        let r = build_report(&view(node, vec![ds], vec![]), &settings(), ts(NOW));
+        assert!(
+            r.verdict.starts_with(
+                "closed: waiting for 1 of 1: kube-system/cni (no pod yet); the node is not Ready"
+            ),
+            "{}",
+            r.verdict
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(
+            json["node_not_ready"]
+                .as_str()
+                .unwrap()
+                .starts_with("the node is not Ready")
+        );
     }
 
     #[test]

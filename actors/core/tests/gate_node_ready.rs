@@ -9,7 +9,8 @@ mod gate_support;
 
 use gate_support::*;
 use nodegate_core::gate::{
-    Effect, Event, EventType, Input, OnTimeout, OpenedBy, PatchOutcome, Phase, TimerKind,
+    Effect, Event, EventType, Input, NODE_NOT_READY, OnTimeout, OpenedBy, PatchOutcome, Phase,
+    TimerKind,
 };
 use nodegate_core::model::{NodeInfo, NodeReady, Taint};
 use nodegate_core::testutil::taint;
@@ -34,6 +35,11 @@ fn all_members_ready_on_a_node_whose_ready_condition_is_unknown_does_not_open() 
     assert!(g.state.all_ready());
     assert!(patches(&step).is_empty(), "the node is not Ready");
     assert_eq!(g.state.phase, Phase::Waiting);
+    assert!(!g.state.may_open_by_ready());
+    assert_eq!(
+        g.state.node_wait_reason().as_deref(),
+        Some("the node is not Ready (its Ready condition is Unknown)")
+    );
 
     let step = g
         .at(2)
@@ -142,6 +148,10 @@ fn the_not_ready_and_unreachable_taints_keep_a_node_closed_whatever_its_conditio
             .at(1)
             .start(n, vec![a.clone()], vec![ready_pod("cilium-1", &a)]);
         assert!(patches(&step).is_empty(), "opened a node tainted {t}");
+        assert_eq!(
+            g.state.node_wait_reason(),
+            Some(format!("the node is not Ready (it carries {t})"))
+        );
         let step = g
             .at(2)
             .feed(Input::NodeChanged(gated_at(NodeReady::True, "2")));
@@ -167,8 +177,10 @@ fn at_the_deadline_a_node_that_is_not_ready_opens_by_timeout() {
         e,
         Event::TimedOut {
             action: OnTimeout::Open,
+            not_ready,
+            node_not_ready: Some(why),
             ..
-        }
+        } if not_ready.is_empty() && why.starts_with(NODE_NOT_READY)
     )));
     let p = patches(&step);
     assert_eq!(p.len(), 1);
@@ -184,6 +196,13 @@ fn at_the_deadline_a_node_that_is_not_ready_opens_by_timeout() {
     assert!(
         ev[0].note.contains("the node is not Ready"),
         "the Warning says why: {}",
+        ev[0].note
+    );
+    assert!(
+        ev[0].note.ends_with(
+            "the node is not Ready (its Ready condition is Unknown); the 1 expected member is Ready"
+        ),
+        "{}",
         ev[0].note
     );
     assert_eq!(

@@ -15,7 +15,7 @@ use nodegate_core::gate::{
     step,
 };
 use nodegate_core::journal::{Journal, replay};
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
 use nodegate_core::readiness::CriticalPodEntry;
 use nodegate_core::selector::LabelSelector;
 use nodegate_core::testutil::{mk_pod, taint, ts};
@@ -44,6 +44,12 @@ fn node_variant(labels: u8, taints: u8, version: u8) -> NodeInfo {
     });
     if labels % 2 == 1 {
         n.labels.insert("role".into(), "gpu".into());
+    }
+    // Some versions are of a node that is not Ready (semantics.md §5).
+    match (labels / 2) % 8 {
+        6 => n.ready = NodeReady::Unknown,
+        7 => n.ready = NodeReady::False,
+        _ => {}
     }
     n.resource_version = version.to_string();
     n
@@ -230,7 +236,13 @@ fn check_step(
                 );
                 assert!(patch.taints.windows(2).all(|w| w[0].index > w[1].index));
                 match patch.opened_by {
-                    OpenedBy::Ready => assert!(after.all_ready(), "opened with members not Ready"),
+                    OpenedBy::Ready => {
+                        assert!(after.all_ready(), "opened with members not Ready");
+                        assert!(
+                            after.may_open_by_ready(),
+                            "opened by readiness a node that is not Ready"
+                        );
+                    }
                     OpenedBy::Timeout => {
                         let t = after
                             .timed_out

@@ -101,12 +101,14 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             action,
             expected,
             not_ready,
+            node_not_ready,
         } => {
             state.timed_out = Some(TimeoutRecord {
                 deadline: *deadline,
                 action: *action,
                 expected: *expected,
                 not_ready: not_ready.clone(),
+                node_not_ready: node_not_ready.clone(),
             });
             if *action == OnTimeout::Keep {
                 state.phase = Phase::TimedOutKept;

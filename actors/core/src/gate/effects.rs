@@ -72,8 +72,14 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
             action,
             expected,
             not_ready,
+            node_not_ready,
         } if cfg.dry_run => vec![Effect::RecordEvent(notes::dry_run_timed_out(
-            node, *deadline, *action, *expected, not_ready,
+            node,
+            *deadline,
+            *action,
+            *expected,
+            not_ready,
+            node_not_ready.as_deref(),
         ))],
         Event::WouldOpen {
             opened_by: OpenedBy::Ready,

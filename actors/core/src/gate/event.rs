@@ -114,6 +114,9 @@ pub enum Event {
         action: OnTimeout,
         expected: usize,
         not_ready: Vec<Blocker>,
+        /// Why the node itself was not Ready, when it was not.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node_not_ready: Option<String>,
     },
     /// Dry-run: the gate would have removed these taints now.
     WouldOpen {

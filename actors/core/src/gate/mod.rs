@@ -47,7 +47,7 @@ pub use effects::effects;
 pub use event::{Event, IndexedTaint};
 pub use input::{Input, PatchOutcome, TimerKind};
 pub use member::{Blocker, Expectation, Member, MemberId, Readiness};
-pub use notes::Reason;
+pub use notes::{NODE_NOT_READY, Reason, node_wait_reason};
 pub use state::{
     GateState, OpenedBy, OpenedRecord, Phase, StopReason, TimeoutRecord, Timers, Write, WriteKind,
     WriteStatus,

@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use super::config::OnTimeout;
 use super::member::{Blocker, Member, MemberId, Readiness};
+use super::notes;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use crate::readiness;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -124,6 +126,9 @@ pub struct TimeoutRecord {
     pub action: OnTimeout,
     pub expected: usize,
     pub not_ready: Vec<Blocker>,
+    /// Why the node itself was not Ready, when it was not (semantics.md §5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_not_ready: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,6 +184,23 @@ impl GateState {
     pub fn all_ready(&self) -> bool {
         self.expected()
             .all(|(_, m)| m.readiness.as_ref().is_some_and(Readiness::is_ready))
+    }
+
+    /// Why the node itself keeps the gate closed although its members may
+    /// all be Ready (semantics.md §5), in the gate's words; `None` when the
+    /// node is Ready (or not seen yet).
+    pub fn node_wait_reason(&self) -> Option<String> {
+        self.node.as_ref().and_then(notes::node_wait_reason)
+    }
+
+    /// True when the gate may open by readiness: every expected member is
+    /// Ready, and so is the node itself.
+    pub fn may_open_by_ready(&self) -> bool {
+        self.all_ready()
+            && self
+                .node
+                .as_ref()
+                .is_some_and(|n| readiness::node_not_ready(n).is_none())
     }
 
     /// The expected members that are not Ready, and why.

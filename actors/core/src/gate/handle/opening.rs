@@ -112,30 +112,37 @@ impl Decider<'_> {
         if self.s.phase == Phase::WouldOpen {
             return;
         }
-        let all_ready = self.s.all_ready();
+        // Every expected member Ready, and the node itself too: a node whose
+        // Ready condition has just gone Unknown still shows its pods Ready
+        // until the lifecycle controller gets to them (semantics.md §5).
+        let may_open = self.s.may_open_by_ready();
 
         // An opening decided because everything was Ready no longer stands
         // once something is not. One waiting to be retried is dropped; one in
         // flight is withdrawn if the executor has not sent it yet (one already
         // sent cannot be called back).
-        if !all_ready
+        if !may_open
             && let Some(w) = &self.s.write
             && w.kind
                 == (WriteKind::Untaint {
                     opened_by: OpenedBy::Ready,
                 })
         {
-            if w.status != WriteStatus::InFlight {
-                let reason = notes::no_longer_all_ready(&self.s.blockers());
+            let (in_flight, withdrawing, attempt) =
+                (w.status == WriteStatus::InFlight, w.withdrawing, w.attempt);
+            let reason = || {
+                notes::no_longer_all_ready(self.s.node_wait_reason().as_deref(), &self.s.blockers())
+            };
+            if !in_flight {
+                let reason = reason();
                 self.emit(Event::WriteAbandoned { reason });
-            } else if !w.withdrawing {
-                let attempt = w.attempt;
-                let reason = notes::no_longer_all_ready(&self.s.blockers());
+            } else if !withdrawing {
+                let reason = reason();
                 self.emit(Event::WithdrawRequested { attempt, reason });
             }
         }
 
-        if !all_ready
+        if !may_open
             && self.s.timed_out.is_none()
             && matches!(self.s.phase, Phase::Waiting)
             && let Some(deadline) = self.s.timers.deadline
@@ -148,10 +155,11 @@ impl Decider<'_> {
                 action: self.cfg.on_timeout,
                 expected,
                 not_ready,
+                node_not_ready: self.s.node_wait_reason(),
             });
         }
 
-        let open_by = if all_ready {
+        let open_by = if may_open {
             Some(OpenedBy::Ready)
         } else if self
             .s
