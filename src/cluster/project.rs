@@ -17,6 +17,8 @@ use nodegate_core::model::{
     PodPlacement, Taint, Toleration,
 };
 
+use crate::cluster::patch::OPENED_AT_ANNOTATION;
+
 /// Annotation recording when a re-gated node's gate started.
 pub const GATED_SINCE_ANNOTATION: &str = "nodegate.dev/gated-since";
 /// Prefix of the annotations nodegate reads and writes on its objects.
@@ -76,6 +78,23 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         .and_then(|s| s.taints.as_ref())
         .map(|ts| ts.iter().map(taint).collect())
         .unwrap_or_default();
+    let opened_at = n
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(OPENED_AT_ANNOTATION))
+        .and_then(|v| match v.parse::<Timestamp>() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                odd.push(Oddity {
+                    object: format!("node/{name}"),
+                    what: format!(
+                        "annotation {OPENED_AT_ANNOTATION}={v:?} is not an RFC 3339 time ({e}); ignored"
+                    ),
+                });
+                None
+            }
+        });
     let ready = n
         .status
         .as_ref()
@@ -90,6 +109,7 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         created,
         gated_since,
         ready,
+        opened_at,
         name,
     };
     (Some(info), odd)
@@ -291,6 +311,30 @@ mod tests {
         );
         let bare: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
         assert_eq!(node(&bare).0.unwrap().ready, NodeReady::Unknown);
+    }
+
+    #[test]
+    fn node_projection_reads_nodegates_opened_at() {
+        let n: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "creationTimestamp": "2026-01-02T03:04:05Z",
+                         "annotations": {"nodegate.dev/opened-at": "2026-01-02T03:05:00.123Z",
+                                         "nodegate.dev/opened-by": "ready"}},
+        }))
+        .unwrap();
+        let (info, odd) = node(&n);
+        assert!(odd.is_empty());
+        assert_eq!(
+            info.unwrap().opened_at.map(|t| t.to_string()).as_deref(),
+            Some("2026-01-02T03:05:00.123Z")
+        );
+        let n: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "creationTimestamp": "2026-01-02T03:04:05Z",
+                         "annotations": {"nodegate.dev/opened-at": "soon"}},
+        }))
+        .unwrap();
+        let (info, odd) = node(&n);
+        assert_eq!(info.unwrap().opened_at, None);
+        assert_eq!(odd.len(), 1, "{odd:?}");
     }
 
     #[test]

@@ -116,7 +116,7 @@ pub fn patch_result(outcome: &PatchOutcome) -> Option<&'static str> {
         PatchOutcome::Applied => Some("ok"),
         PatchOutcome::Conflict => Some("conflict"),
         PatchOutcome::NotFound => Some("not_found"),
-        PatchOutcome::Failed(_) => Some("error"),
+        PatchOutcome::Failed(_) | PatchOutcome::Ambiguous(_) => Some("error"),
         PatchOutcome::NotLeader | PatchOutcome::Withdrawn => None,
     }
 }

@@ -151,6 +151,11 @@ pub struct NodeInfo {
     /// opens by readiness only while it is `True`).
     #[serde(default)]
     pub ready: NodeReady,
+    /// `nodegate.dev/opened-at`, the time nodegate's untaint patch wrote
+    /// (semantics.md §5): how a gate recognises its own patch whose answer
+    /// was lost. An unparsable annotation is reported and treated as absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_at: Option<Timestamp>,
 }
 
 /// What the gate needs of a DaemonSet.

@@ -81,6 +81,7 @@ pub fn mk_node(name: &str, node_labels: &[(&str, &str)], taints: Vec<Taint>) -> 
         created: Timestamp::UNIX_EPOCH,
         gated_since: None,
         ready: NodeReady::True,
+        opened_at: None,
     }
 }
 

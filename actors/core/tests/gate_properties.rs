@@ -109,6 +109,7 @@ fn outcome() -> impl Strategy<Value = PatchOutcome> {
         3 => Just(PatchOutcome::Conflict),
         1 => Just(PatchOutcome::NotFound),
         2 => Just(PatchOutcome::Failed("boom".into())),
+        2 => Just(PatchOutcome::Ambiguous("no answer".into())),
         2 => Just(PatchOutcome::NotLeader),
         1 => Just(PatchOutcome::Withdrawn),
     ]

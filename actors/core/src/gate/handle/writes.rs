@@ -34,7 +34,7 @@ impl Decider<'_> {
             PatchOutcome::NotFound => self.emit(Event::Stopped {
                 reason: StopReason::NodeNotFound,
             }),
-            PatchOutcome::Failed(error) => {
+            PatchOutcome::Failed(error) | PatchOutcome::Ambiguous(error) => {
                 self.emit(Event::WriteFailed {
                     attempt: w.attempt,
                     error: error.clone(),
@@ -79,9 +79,9 @@ impl Decider<'_> {
             }),
             // The mark is an unconditional merge patch: a conflict is just a
             // failure worth retrying.
-            PatchOutcome::Conflict | PatchOutcome::Failed(_) => {
+            PatchOutcome::Conflict | PatchOutcome::Failed(_) | PatchOutcome::Ambiguous(_) => {
                 let error = match outcome {
-                    PatchOutcome::Failed(e) => e.clone(),
+                    PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => e.clone(),
                     _ => "conflict".to_string(),
                 };
                 self.emit(Event::WriteFailed {
