@@ -9,7 +9,8 @@ mod gate_support;
 use gate_support::*;
 use jiff::{SignedDuration, Timestamp};
 use nodegate_core::gate::{
-    Effect, Event, EventType, Input, OpenedBy, PatchOutcome, Phase, StopReason, TimerKind,
+    Effect, Event, EventType, Input, MAX_UNANSWERED, OpenedBy, PatchOutcome, Phase, StopReason,
+    TimerKind,
 };
 use nodegate_core::model::NodeInfo;
 use nodegate_core::testutil::ts;
@@ -232,4 +233,48 @@ fn a_refused_write_is_not_ambiguous_and_retries_without_a_re_read() {
         "403 forbidden".into(),
     )));
     assert_eq!(step.effects, vec![Effect::ScheduleRetry { attempt: 2 }]);
+}
+
+#[test]
+fn only_the_latest_unanswered_patches_are_remembered() {
+    let mut g = Gate::new(cfg());
+    g.at(1).start(gated_node(), vec![], vec![]);
+    let mut sent = vec![ts(1)];
+    let mut now = 1;
+    for attempt in 2..=u32::try_from(MAX_UNANSWERED).unwrap() + 1 {
+        now += 10;
+        g.at(now).feed(lost());
+        g.at(now)
+            .feed(Input::NodeRefreshed(Err("connection refused".into())));
+        now += 1;
+        let step = g.at(now).feed(Input::TimerFired {
+            kind: TimerKind::Retry,
+            generation: u64::from(attempt),
+        });
+        sent.push(patches(&step)[0].opened_at);
+    }
+    g.at(now + 10).feed(lost());
+    assert_eq!(g.state.unanswered.len(), MAX_UNANSWERED);
+    assert_eq!(
+        g.state.unanswered.first().map(|u| u.opened_at),
+        Some(sent[1]),
+        "the oldest is forgotten"
+    );
+    // The first patch's opened-at is no longer recognised; a later one is.
+    let mut forgotten = g.state.clone();
+    let mut gate = Gate::new(cfg());
+    std::mem::swap(&mut gate.state, &mut forgotten);
+    gate.journal = g.journal.clone();
+    gate.at(now + 11)
+        .feed(Input::NodeRefreshed(Ok(Some(opened_node(
+            "2",
+            Some(sent[0]),
+        )))));
+    assert_eq!(gate.state.stopped, Some(StopReason::TaintRemovedElsewhere));
+    g.at(now + 11)
+        .feed(Input::NodeRefreshed(Ok(Some(opened_node(
+            "2",
+            Some(sent[1]),
+        )))));
+    assert_eq!(g.state.phase, Phase::Opened);
 }

@@ -141,6 +141,12 @@ pub enum Event {
         attempt: u32,
         error: String,
     },
+    /// No answer to the untaint (a timeout, a connection lost) or a 5xx: it
+    /// may have been applied. The gate re-reads the node before it retries.
+    WriteUnanswered {
+        attempt: u32,
+        error: String,
+    },
     WriteDeferred {
         attempt: u32,
     },

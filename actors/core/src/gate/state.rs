@@ -111,6 +111,10 @@ pub struct Write {
     /// For an untaint: the resourceVersion the last patch tested.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_version: Option<String>,
+    /// For an untaint: the `nodegate.dev/opened-at` the last patch wrote, as
+    /// written (milliseconds; see [`annotation_time`](super::annotation_time)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// An untaint decided because every member was Ready, in flight when a
@@ -130,6 +134,23 @@ pub struct TimeoutRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_not_ready: Option<String>,
 }
+
+/// An untaint patch whose answer was lost (a timeout, a connection lost, a
+/// 5xx): it may have been applied. Should the node show these taints gone
+/// and this `opened-at`, the gate opened it (semantics.md §5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnansweredUntaint {
+    pub opened_by: OpenedBy,
+    /// The `nodegate.dev/opened-at` it wrote, as written (milliseconds).
+    pub opened_at: Timestamp,
+    /// The resourceVersion it tested.
+    pub resource_version: String,
+}
+
+/// How many unanswered untaints a gate remembers, the latest: enough for
+/// minutes of an API server that answers nothing, without a gate growing
+/// for as long as one does.
+pub const MAX_UNANSWERED: usize = 32;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenedRecord {
@@ -164,6 +185,10 @@ pub struct GateState {
     pub timers: Timers,
     pub phase: Phase,
     pub write: Option<Write>,
+    /// The untaint patches whose answer was lost, oldest first (at most
+    /// [`MAX_UNANSWERED`]): any of them may have opened the node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unanswered: Vec<UnansweredUntaint>,
     pub timed_out: Option<TimeoutRecord>,
     pub timeout_marked: bool,
     pub opened: Option<OpenedRecord>,

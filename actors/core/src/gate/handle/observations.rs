@@ -59,9 +59,10 @@ impl Decider<'_> {
 
     /// Records a sighting of the node; true when its labels, taints or
     /// start may have changed (what members and the deadline derive from).
-    /// A change of its Ready condition alone is recorded whole too — the
-    /// gate opens by readiness only on a Ready node (semantics.md §5) — but
-    /// decides no member.
+    /// A change of its Ready condition or of its `opened-at` alone is
+    /// recorded whole too — the gate opens by readiness only on a Ready node,
+    /// and recognises its own lost patch by the annotation (semantics.md §5)
+    /// — but decides no member.
     pub(super) fn observe_node(&mut self, node: &NodeInfo) -> bool {
         let Some(old) = &self.s.node else {
             return false;
@@ -75,7 +76,7 @@ impl Decider<'_> {
             && old.taints == node.taints
             && old.created == node.created
             && old.gated_since == node.gated_since;
-        if same_members && old.ready == node.ready {
+        if same_members && old.ready == node.ready && old.opened_at == node.opened_at {
             self.emit(Event::NodeVersionChanged {
                 resource_version: node.resource_version.clone(),
             });

@@ -10,7 +10,9 @@ use crate::gate::config::OnTimeout;
 use crate::gate::event::{Event, IndexedTaint};
 use crate::gate::member::Readiness;
 use crate::gate::notes;
-use crate::gate::state::{OpenedBy, Phase, StopReason, Write, WriteKind, WriteStatus};
+use crate::gate::state::{
+    OpenedBy, Phase, StopReason, UnansweredUntaint, Write, WriteKind, WriteStatus,
+};
 
 impl Decider<'_> {
     pub(super) fn managed_taints(&self) -> Vec<IndexedTaint> {
@@ -43,12 +45,22 @@ impl Decider<'_> {
             matches!(w.kind, WriteKind::Untaint { .. }) && w.status == WriteStatus::InFlight
         });
         // Our own patch may already show in the watch before its response
-        // arrives; while it is in flight the response decides.
+        // arrives; while it is in flight the response decides. Once no patch
+        // is in flight, the taints gone with an `opened-at` one of ours wrote
+        // whose answer was lost is our opening; anything else is another
+        // writer's.
         if !self.has_managed_taint() {
             if !untaint_in_flight {
-                self.emit(Event::Stopped {
-                    reason: StopReason::TaintRemovedElsewhere,
-                });
+                match self.own_unanswered_opening() {
+                    Some(u) => self.emit(Event::Opened {
+                        opened_by: u.opened_by,
+                        at: u.opened_at,
+                        resource_version: u.resource_version,
+                    }),
+                    None => self.emit(Event::Stopped {
+                        reason: StopReason::TaintRemovedElsewhere,
+                    }),
+                }
             }
             // With our taint gone, DaemonSets that wait for it to go would
             // show up as expected: nothing worth recomputing.
@@ -58,6 +70,18 @@ impl Decider<'_> {
         self.recompute_deadline();
         self.recompute_recheck();
         self.decide_opening(trigger);
+    }
+
+    /// The unanswered untaint whose `nodegate.dev/opened-at` the node shows,
+    /// if any: that patch was applied.
+    fn own_unanswered_opening(&self) -> Option<UnansweredUntaint> {
+        let shown = self.s.node.as_ref()?.opened_at?;
+        self.s
+            .unanswered
+            .iter()
+            .rev()
+            .find(|u| u.opened_at == shown)
+            .cloned()
     }
 
     pub(super) fn has_managed_taint(&self) -> bool {
