@@ -7,9 +7,12 @@
 //! a token nobody else is waiting for, so a burst of openings is never held
 //! back by the Events that report them (the scale benchmark showed
 //! deadline openings of 950 nodes waiting ~20 s behind their own Events).
-//! API errors are classified into the outcomes the gate reasons about
-//! (applied, conflict, not found, failed); this module never decides
-//! anything about a gate itself.
+//! Each request, once sent, gets `--kube-request-timeout` to answer: a hung
+//! connection must not hold a patch slot, or a gate's write, past its
+//! deadline. API errors are classified into the outcomes the gate reasons
+//! about (applied, conflict, not found, failed, and ambiguous: no answer or
+//! a 5xx, so perhaps applied); this module never decides anything about a
+//! gate itself.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -120,7 +123,6 @@ pub struct Writer {
     patches: Semaphore,
     limiter: RateLimiter,
     /// `--kube-request-timeout`: the longest one request may go unanswered.
-    #[allow(dead_code)] // not applied yet
     request_timeout: Duration,
     annotations: AnnotationPresence,
     /// `reportingInstance` of Events: this replica's identity.
@@ -171,7 +173,21 @@ impl Writer {
             field_manager: Some(FIELD_MANAGER.into()),
             ..Default::default()
         };
-        outcome(self.nodes().patch(node, &params, patch).await.map(|_| ()))
+        let nodes = self.nodes();
+        let request = nodes.patch(node, &params, patch);
+        match tokio::time::timeout(self.request_timeout, request).await {
+            Ok(answer) => outcome(answer.map(|_| ())),
+            // Sent, and never answered: it may have been applied.
+            Err(_) => PatchOutcome::Ambiguous(self.no_answer()),
+        }
+    }
+
+    /// The error of a request given up after `--kube-request-timeout`.
+    fn no_answer(&self) -> String {
+        format!(
+            "no answer within {}",
+            humantime::format_duration(self.request_timeout)
+        )
     }
 
     pub async fn remove_taints(
@@ -198,14 +214,17 @@ impl Writer {
     /// A fresh read of a node after a conflict; `Ok(None)` when it is gone.
     pub async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
         self.limiter.acquire().await;
-        match self.nodes().get_opt(name).await {
-            Ok(Some(n)) => {
+        let nodes = self.nodes();
+        let request = nodes.get_opt(name);
+        match tokio::time::timeout(self.request_timeout, request).await {
+            Ok(Ok(Some(n))) => {
                 self.annotations
                     .insert(name.to_string(), n.metadata.annotations.is_some());
                 Ok(project::node(&n).0)
             }
-            Ok(None) => Ok(None),
-            Err(e) => Err(format!("reading node {name}: {e}")),
+            Ok(Ok(None)) => Ok(None),
+            Ok(Err(e)) => Err(format!("reading node {name}: {e}")),
+            Err(_) => Err(format!("reading node {name}: {}", self.no_answer())),
         }
     }
 
@@ -237,8 +256,17 @@ impl Writer {
                 return;
             }
         };
-        if let Err(e) = api.create(&PostParams::default(), &event).await {
-            tracing::warn!(node = %ev.node, reason = %ev.reason, error = %e, "cannot record event");
+        let params = PostParams::default();
+        let request = api.create(&params, &event);
+        match tokio::time::timeout(self.request_timeout, request).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(node = %ev.node, reason = %ev.reason, error = %e, "cannot record event")
+            }
+            Err(_) => {
+                let error = self.no_answer();
+                tracing::warn!(node = %ev.node, reason = %ev.reason, %error, "cannot record event")
+            }
         }
     }
 }
@@ -252,12 +280,30 @@ fn action_for(reason: Reason) -> &'static str {
 
 /// 409 (resourceVersion moved) and 422 (a `test` op failed) both mean "the
 /// node changed since the gate looked"; the gate re-reads and re-decides.
+/// A 5xx, or an error of the connection once the request may have gone out,
+/// leaves open whether it was applied: ambiguous, and the gate re-reads
+/// before it retries (semantics.md §5). Any other answer (a 4xx), and a
+/// request that could not be built or authenticated, wrote nothing.
 pub fn outcome(r: Result<(), kube::Error>) -> PatchOutcome {
     match r {
         Ok(()) => PatchOutcome::Applied,
         Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => PatchOutcome::Conflict,
         Err(kube::Error::Api(e)) if e.code == 404 => PatchOutcome::NotFound,
-        Err(e) => PatchOutcome::Failed(e.to_string()),
+        Err(kube::Error::Api(e)) if e.code >= 500 => {
+            PatchOutcome::Ambiguous(kube::Error::Api(e).to_string())
+        }
+        Err(
+            e @ (kube::Error::Api(_)
+            | kube::Error::BuildRequest(_)
+            | kube::Error::HttpError(_)
+            | kube::Error::Auth(_)
+            | kube::Error::TlsRequired
+            | kube::Error::InferConfig(_)
+            | kube::Error::InferKubeconfig(_)
+            | kube::Error::ProxyProtocolUnsupported { .. }
+            | kube::Error::ProxyProtocolDisabled { .. }),
+        ) => PatchOutcome::Failed(e.to_string()),
+        Err(e) => PatchOutcome::Ambiguous(e.to_string()),
     }
 }
 
