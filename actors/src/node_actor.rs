@@ -363,10 +363,17 @@ fn log_event(span: &tracing::Span, event: &Event, state: &GateState) {
             action,
             expected,
             not_ready,
+            node_not_ready,
         } => {
-            let blocked_by: Vec<String> = not_ready
+            // The node first, when it was not Ready itself.
+            let blocked_by: Vec<String> = node_not_ready
                 .iter()
-                .map(|b| format!("{} ({})", b.member, b.why))
+                .cloned()
+                .chain(
+                    not_ready
+                        .iter()
+                        .map(|b| format!("{} ({})", b.member, b.why)),
+                )
                 .collect();
             tracing::warn!(
                 parent: span,

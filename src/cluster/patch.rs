@@ -8,17 +8,18 @@
 //! nodegate clobbering another writer. This module only builds patches; it
 //! never sends them.
 
-use jiff::{Timestamp, Unit};
-use nodegate_core::gate::{TimeoutMark, UntaintPatch};
+use jiff::Timestamp;
+use nodegate_core::gate::{TimeoutMark, UntaintPatch, annotation_time};
 use serde_json::{Value, json};
 
 pub const OPENED_AT_ANNOTATION: &str = "nodegate.dev/opened-at";
 pub const OPENED_BY_ANNOTATION: &str = "nodegate.dev/opened-by";
 pub const TIMED_OUT_ANNOTATION: &str = "nodegate.dev/timed-out";
 
-/// RFC 3339 at millisecond precision, the form nodegate writes everywhere.
+/// RFC 3339 at millisecond precision, the form nodegate writes everywhere
+/// (the core's `annotation_time`, which the gate compares `opened-at` at).
 pub fn rfc3339(t: Timestamp) -> String {
-    t.round(Unit::Millisecond).unwrap_or(t).to_string()
+    annotation_time(t).to_string()
 }
 
 /// Escapes a key for use as one JSON Pointer segment (RFC 6901).

@@ -13,9 +13,11 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{self as core, Node, Pod};
 use nodegate_core::model::{
-    DaemonSetInfo, NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodInfo, PodPlacement,
-    Taint, Toleration,
+    DaemonSetInfo, NodeInfo, NodeReady, NodeSelectorRequirement, NodeSelectorTerm, PodInfo,
+    PodPlacement, Taint, Toleration,
 };
+
+use crate::cluster::patch::OPENED_AT_ANNOTATION;
 
 /// Annotation recording when a re-gated node's gate started.
 pub const GATED_SINCE_ANNOTATION: &str = "nodegate.dev/gated-since";
@@ -76,6 +78,29 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         .and_then(|s| s.taints.as_ref())
         .map(|ts| ts.iter().map(taint).collect())
         .unwrap_or_default();
+    let opened_at = n
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(OPENED_AT_ANNOTATION))
+        .and_then(|v| match v.parse::<Timestamp>() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                odd.push(Oddity {
+                    object: format!("node/{name}"),
+                    what: format!(
+                        "annotation {OPENED_AT_ANNOTATION}={v:?} is not an RFC 3339 time ({e}); ignored"
+                    ),
+                });
+                None
+            }
+        });
+    let ready = n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map_or(NodeReady::Unknown, |c| NodeReady::from_status(&c.status));
     let info = NodeInfo {
         uid: n.metadata.uid.clone().unwrap_or_default(),
         resource_version: n.metadata.resource_version.clone().unwrap_or_default(),
@@ -83,6 +108,8 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         taints,
         created,
         gated_since,
+        ready,
+        opened_at,
         name,
     };
     (Some(info), odd)
@@ -256,6 +283,58 @@ mod tests {
             info.gated_since.map(|t| t.to_string()).as_deref(),
             Some("2026-01-02T04:00:00Z")
         );
+    }
+
+    #[test]
+    fn node_projection_reads_the_ready_condition() {
+        let with = |conditions: serde_json::Value| {
+            let n: Node = serde_json::from_value(json!({
+                "metadata": {"name": "n1", "creationTimestamp": "2026-01-02T03:04:05Z"},
+                "status": {"conditions": conditions},
+            }))
+            .unwrap();
+            node(&n).0.unwrap().ready
+        };
+        let cond = |status: &str| {
+            json!([
+                {"type": "MemoryPressure", "status": "False"},
+                {"type": "Ready", "status": status},
+            ])
+        };
+        assert_eq!(with(cond("True")), NodeReady::True);
+        assert_eq!(with(cond("False")), NodeReady::False);
+        assert_eq!(with(cond("Unknown")), NodeReady::Unknown);
+        assert_eq!(
+            with(json!([])),
+            NodeReady::Unknown,
+            "no Ready condition yet"
+        );
+        let bare: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
+        assert_eq!(node(&bare).0.unwrap().ready, NodeReady::Unknown);
+    }
+
+    #[test]
+    fn node_projection_reads_nodegates_opened_at() {
+        let n: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "creationTimestamp": "2026-01-02T03:04:05Z",
+                         "annotations": {"nodegate.dev/opened-at": "2026-01-02T03:05:00.123Z",
+                                         "nodegate.dev/opened-by": "ready"}},
+        }))
+        .unwrap();
+        let (info, odd) = node(&n);
+        assert!(odd.is_empty());
+        assert_eq!(
+            info.unwrap().opened_at.map(|t| t.to_string()).as_deref(),
+            Some("2026-01-02T03:05:00.123Z")
+        );
+        let n: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "creationTimestamp": "2026-01-02T03:04:05Z",
+                         "annotations": {"nodegate.dev/opened-at": "soon"}},
+        }))
+        .unwrap();
+        let (info, odd) = node(&n);
+        assert_eq!(info.unwrap().opened_at, None);
+        assert_eq!(odd.len(), 1, "{odd:?}");
     }
 
     #[test]

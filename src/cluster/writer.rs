@@ -7,9 +7,12 @@
 //! a token nobody else is waiting for, so a burst of openings is never held
 //! back by the Events that report them (the scale benchmark showed
 //! deadline openings of 950 nodes waiting ~20 s behind their own Events).
-//! API errors are classified into the outcomes the gate reasons about
-//! (applied, conflict, not found, failed); this module never decides
-//! anything about a gate itself.
+//! Each request, once sent, gets `--kube-request-timeout` to answer: a hung
+//! connection must not hold a patch slot, or a gate's write, past its
+//! deadline. API errors are classified into the outcomes the gate reasons
+//! about (applied, conflict, not found, failed, and ambiguous: no answer or
+//! a 5xx, so perhaps applied); this module never decides anything about a
+//! gate itself.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,6 +122,8 @@ pub struct Writer {
     client: Client,
     patches: Semaphore,
     limiter: RateLimiter,
+    /// `--kube-request-timeout`: the longest one request may go unanswered.
+    request_timeout: Duration,
     annotations: AnnotationPresence,
     /// `reportingInstance` of Events: this replica's identity.
     instance: String,
@@ -130,6 +135,7 @@ impl Writer {
         max_concurrent_patches: usize,
         qps: f64,
         burst: u32,
+        request_timeout: Duration,
         annotations: AnnotationPresence,
         instance: String,
     ) -> Self {
@@ -137,6 +143,7 @@ impl Writer {
             client,
             patches: Semaphore::new(max_concurrent_patches),
             limiter: RateLimiter::new(qps, burst),
+            request_timeout,
             annotations,
             instance,
         }
@@ -166,7 +173,21 @@ impl Writer {
             field_manager: Some(FIELD_MANAGER.into()),
             ..Default::default()
         };
-        outcome(self.nodes().patch(node, &params, patch).await.map(|_| ()))
+        let nodes = self.nodes();
+        let request = nodes.patch(node, &params, patch);
+        match tokio::time::timeout(self.request_timeout, request).await {
+            Ok(answer) => outcome(answer.map(|_| ())),
+            // Sent, and never answered: it may have been applied.
+            Err(_) => PatchOutcome::Ambiguous(self.no_answer()),
+        }
+    }
+
+    /// The error of a request given up after `--kube-request-timeout`.
+    fn no_answer(&self) -> String {
+        format!(
+            "no answer within {}",
+            humantime::format_duration(self.request_timeout)
+        )
     }
 
     pub async fn remove_taints(
@@ -193,14 +214,17 @@ impl Writer {
     /// A fresh read of a node after a conflict; `Ok(None)` when it is gone.
     pub async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
         self.limiter.acquire().await;
-        match self.nodes().get_opt(name).await {
-            Ok(Some(n)) => {
+        let nodes = self.nodes();
+        let request = nodes.get_opt(name);
+        match tokio::time::timeout(self.request_timeout, request).await {
+            Ok(Ok(Some(n))) => {
                 self.annotations
                     .insert(name.to_string(), n.metadata.annotations.is_some());
                 Ok(project::node(&n).0)
             }
-            Ok(None) => Ok(None),
-            Err(e) => Err(format!("reading node {name}: {e}")),
+            Ok(Ok(None)) => Ok(None),
+            Ok(Err(e)) => Err(format!("reading node {name}: {e}")),
+            Err(_) => Err(format!("reading node {name}: {}", self.no_answer())),
         }
     }
 
@@ -239,8 +263,17 @@ impl Writer {
                 return;
             }
         };
-        if let Err(e) = api.create(&PostParams::default(), &event).await {
-            tracing::warn!(node = %ev.node, reason = %ev.reason, error = %e, "cannot record event");
+        let params = PostParams::default();
+        let request = api.create(&params, &event);
+        match tokio::time::timeout(self.request_timeout, request).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(node = %ev.node, reason = %ev.reason, error = %e, "cannot record event")
+            }
+            Err(_) => {
+                let error = self.no_answer();
+                tracing::warn!(node = %ev.node, reason = %ev.reason, %error, "cannot record event")
+            }
         }
     }
 }
@@ -254,18 +287,172 @@ fn action_for(reason: Reason) -> &'static str {
 
 /// 409 (resourceVersion moved) and 422 (a `test` op failed) both mean "the
 /// node changed since the gate looked"; the gate re-reads and re-decides.
+/// A 5xx, or an error of the connection once the request may have gone out,
+/// leaves open whether it was applied: ambiguous, and the gate re-reads
+/// before it retries (semantics.md §5). Any other answer (a 4xx), and a
+/// request that could not be built or authenticated, wrote nothing.
 pub fn outcome(r: Result<(), kube::Error>) -> PatchOutcome {
     match r {
         Ok(()) => PatchOutcome::Applied,
         Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => PatchOutcome::Conflict,
         Err(kube::Error::Api(e)) if e.code == 404 => PatchOutcome::NotFound,
-        Err(e) => PatchOutcome::Failed(e.to_string()),
+        Err(kube::Error::Api(e)) if e.code >= 500 => {
+            PatchOutcome::Ambiguous(kube::Error::Api(e).to_string())
+        }
+        Err(
+            e @ (kube::Error::Api(_)
+            | kube::Error::BuildRequest(_)
+            | kube::Error::HttpError(_)
+            | kube::Error::Auth(_)
+            | kube::Error::TlsRequired
+            | kube::Error::InferConfig(_)
+            | kube::Error::InferKubeconfig(_)
+            | kube::Error::ProxyProtocolUnsupported { .. }
+            | kube::Error::ProxyProtocolDisabled { .. }),
+        ) => PatchOutcome::Failed(e.to_string()),
+        Err(e) => PatchOutcome::Ambiguous(e.to_string()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::core::Status;
+    use nodegate_core::gate::{IndexedTaint, OpenedBy};
+    use nodegate_core::model::Taint;
+
+    /// A client whose API server takes every request and never answers: a
+    /// hung connection.
+    fn silent_client() -> Client {
+        let service = tower::service_fn(|_req: http::Request<kube::client::Body>| {
+            std::future::pending::<
+                Result<http::Response<kube::client::Body>, std::convert::Infallible>,
+            >()
+        });
+        Client::new(service, "default")
+    }
+
+    /// A writer with `slots` patch slots, no rate limit to speak of, and the
+    /// default 10 s request timeout.
+    fn writer(slots: usize) -> Writer {
+        Writer::new(
+            silent_client(),
+            slots,
+            1000.0,
+            1000,
+            Duration::from_secs(10),
+            Arc::new(DashMap::new()),
+            "test".into(),
+        )
+    }
+
+    fn untaint(node: &str) -> UntaintPatch {
+        UntaintPatch {
+            node: node.into(),
+            resource_version: "7".into(),
+            taints: vec![IndexedTaint {
+                index: 0,
+                taint: Taint::new("nodegate.dev/initializing", "", "NoSchedule"),
+            }],
+            opened_by: OpenedBy::Ready,
+            opened_at: jiff::Timestamp::UNIX_EPOCH,
+        }
+    }
+
+    /// Far longer than any request may take: a call still waiting then has
+    /// no timeout at all.
+    const PATIENCE: Duration = Duration::from_secs(600);
+
+    fn is_ambiguous_timeout(o: &PatchOutcome) -> bool {
+        matches!(o, PatchOutcome::Ambiguous(e) if e.contains("no answer within 10s"))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_left_unanswered_is_given_up_as_ambiguous_and_frees_its_slot() {
+        let w = writer(1);
+        let start = Instant::now();
+        let first = tokio::time::timeout(PATIENCE, w.remove_taints(&untaint("n1"), || true))
+            .await
+            .expect("the patch was still waiting after 10 minutes: no per-request timeout");
+        assert!(is_ambiguous_timeout(&first), "{first:?}");
+        let waited = start.elapsed();
+        assert!(
+            waited >= Duration::from_secs(10) && waited < Duration::from_secs(11),
+            "{waited:?}"
+        );
+        // The one patch slot is free again for the next write.
+        let mark = TimeoutMark {
+            node: "n2".into(),
+            deadline: jiff::Timestamp::UNIX_EPOCH,
+        };
+        let second = tokio::time::timeout(PATIENCE, w.mark_timed_out(&mark, || true))
+            .await
+            .expect("the slot of the hung patch was never freed");
+        assert!(is_ambiguous_timeout(&second), "{second:?}");
+        assert!(start.elapsed() < Duration::from_secs(21));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_left_unanswered_is_given_up() {
+        let w = writer(1);
+        let read = tokio::time::timeout(PATIENCE, w.get_node("n1"))
+            .await
+            .expect("the re-read was still waiting after 10 minutes");
+        assert!(
+            read.as_ref()
+                .is_err_and(|e| e.contains("n1") && e.contains("no answer within 10s")),
+            "{read:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_event_left_unanswered_is_given_up() {
+        let w = writer(1);
+        let ev = NodeEvent {
+            node: "n1".into(),
+            node_uid: "u1".into(),
+            type_: EventType::Normal,
+            reason: Reason::GateOpened,
+            note: "opened".into(),
+        };
+        tokio::time::timeout(PATIENCE, w.record_event(&ev))
+            .await
+            .expect("the Event was still waiting after 10 minutes");
+    }
+
+    #[test]
+    fn answers_that_may_hide_an_applied_write_are_ambiguous() {
+        let api = |code: u16| {
+            outcome(Err(kube::Error::Api(
+                Status::failure("boom", "InternalError")
+                    .with_code(code)
+                    .boxed(),
+            )))
+        };
+        for code in [500, 502, 503, 504] {
+            assert!(
+                matches!(api(code), PatchOutcome::Ambiguous(_)),
+                "{code}: {:?}",
+                api(code)
+            );
+        }
+        for code in [400, 401, 403, 429] {
+            assert!(
+                matches!(api(code), PatchOutcome::Failed(_)),
+                "{code}: {:?}",
+                api(code)
+            );
+        }
+        assert_eq!(api(409), PatchOutcome::Conflict);
+        assert_eq!(api(422), PatchOutcome::Conflict);
+        assert_eq!(api(404), PatchOutcome::NotFound);
+        // The connection broke: sent, perhaps applied.
+        let reset = outcome(Err(kube::Error::Service("connection reset by peer".into())));
+        assert!(matches!(reset, PatchOutcome::Ambiguous(_)), "{reset:?}");
+        // Never sent.
+        let unsent = outcome(Err(kube::Error::TlsRequired));
+        assert!(matches!(unsent, PatchOutcome::Failed(_)), "{unsent:?}");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn rate_limiter_lets_a_burst_through_then_paces() {

@@ -112,6 +112,7 @@ pub async fn run(settings: RunSettings) -> Result<()> {
         settings.max_concurrent_patches,
         settings.kube_qps,
         settings.kube_burst,
+        settings.kube_request_timeout,
         Arc::clone(&annotations),
         instance_name(),
     );

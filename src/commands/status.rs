@@ -216,10 +216,17 @@ fn row(node: &NodeInfo, state: &GateState, now: Timestamp) -> Row {
         .filter(|(_, m)| m.readiness.as_ref().is_some_and(Readiness::is_ready))
         .count();
     let blockers = state.blockers();
-    let mut blocked: Vec<String> = blockers
-        .iter()
-        .take(MAX_BLOCKERS_SHOWN)
-        .map(|b| b.member.to_string())
+    // The node itself first, when it keeps the gate closed (semantics.md §5).
+    let mut blocked: Vec<String> = state
+        .node_wait_reason()
+        .map(|_| gate::NODE_NOT_READY.to_string())
+        .into_iter()
+        .chain(
+            blockers
+                .iter()
+                .take(MAX_BLOCKERS_SHOWN)
+                .map(|b| b.member.to_string()),
+        )
         .collect();
     if blockers.len() > MAX_BLOCKERS_SHOWN {
         blocked.push(format!("+{} more", blockers.len() - MAX_BLOCKERS_SHOWN));
@@ -352,6 +359,21 @@ mod tests {
         assert_eq!(late[0].deadline, "passed 25s ago");
         let none = super::rows(&snap, &cfg(None), ts(55));
         assert_eq!(none[0].deadline, "none");
+    }
+
+    #[test]
+    fn a_node_that_is_not_ready_is_named_as_its_own_blocker() {
+        let dss = vec![tolerant("a")];
+        let mut node = mk_node("n1", &[], vec![taint(TAINT, "NoSchedule")]);
+        node.ready = nodegate_core::model::NodeReady::Unknown;
+        let snap = Snapshot {
+            nodes: vec![node],
+            pods: BTreeMap::from([("n1".to_string(), vec![mk_pod("a-1", "n1", &dss[0].uid)])]),
+            daemonsets: dss,
+        };
+        let rows = rows(&snap, &cfg(Some(120)), ts(55));
+        assert_eq!(rows[0].ready, "1/1 ready");
+        assert_eq!(rows[0].blocked_by, "the node is not Ready");
     }
 
     #[test]

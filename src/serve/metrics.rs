@@ -116,7 +116,7 @@ pub fn patch_result(outcome: &PatchOutcome) -> Option<&'static str> {
         PatchOutcome::Applied => Some("ok"),
         PatchOutcome::Conflict => Some("conflict"),
         PatchOutcome::NotFound => Some("not_found"),
-        PatchOutcome::Failed(_) => Some("error"),
+        PatchOutcome::Failed(_) | PatchOutcome::Ambiguous(_) => Some("error"),
         PatchOutcome::NotLeader | PatchOutcome::Withdrawn => None,
     }
 }
@@ -132,7 +132,8 @@ struct GateTrack {
     /// A re-gated node (`nodegate.dev/gated-since`): its DaemonSets were
     /// running long before, so they say nothing about time-to-Ready.
     regated: bool,
-    /// Since when every expected member has been Ready, as the gate saw it.
+    /// Since when every expected member, and the node itself, has been Ready,
+    /// as the gate saw it: since when it may open by readiness.
     all_ready_since: Option<Timestamp>,
     /// DaemonSets whose time-to-Ready was recorded for this node.
     ready_recorded: HashSet<String>,
@@ -221,7 +222,7 @@ impl Metrics {
         );
         registry.register(
             "reaction_seconds",
-            "Every expected member Ready (as observed) to taint removed; leader only",
+            "Every expected member and the node Ready (as observed) to taint removed; leader only",
             m.reaction.clone(),
         );
         registry.register(
@@ -416,7 +417,7 @@ impl Metrics {
                 _ => {}
             }
         }
-        if state.all_ready() {
+        if state.may_open_by_ready() {
             track.all_ready_since.get_or_insert(at);
         } else {
             track.all_ready_since = None;

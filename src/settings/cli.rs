@@ -100,6 +100,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub kube_burst: Option<u32>,
 
+    /// How long one of nodegate's own API requests (patch, re-read, Event)
+    /// may go unanswered before it is given up; a write given up may have
+    /// been applied. Default: 10s.
+    #[arg(long, value_name = "DURATION")]
+    pub kube_request_timeout: Option<String>,
+
     /// Log format. Default: text.
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,

@@ -27,6 +27,7 @@ pub use nodegate_core::gate::DEFAULT_TIMEOUT;
 pub const DEFAULT_MAX_CONCURRENT_PATCHES: usize = 16;
 pub const DEFAULT_KUBE_QPS: f64 = 50.0;
 pub const DEFAULT_KUBE_BURST: u32 = 100;
+pub const DEFAULT_KUBE_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Leader-election defaults: kube-controller-manager's, which operators know.
 pub const DEFAULT_LEASE_NAME: &str = "nodegate";
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
@@ -68,6 +69,7 @@ pub struct FileConfig {
     pub max_concurrent_patches: Option<usize>,
     pub kube_qps: Option<f64>,
     pub kube_burst: Option<u32>,
+    pub kube_request_timeout: Option<String>,
     pub log_format: Option<LogFormat>,
     pub log_level: Option<String>,
     pub leader_elect: Option<bool>,
@@ -163,6 +165,8 @@ pub struct RunSettings {
     pub max_concurrent_patches: usize,
     pub kube_qps: f64,
     pub kube_burst: u32,
+    /// The longest nodegate waits for the answer to one of its own requests.
+    pub kube_request_timeout: Duration,
     pub log_format: LogFormat,
     pub log_level: String,
     pub leader_election: LeaderElection,
@@ -310,6 +314,22 @@ pub fn run_settings(args: &RunArgs) -> Result<RunSettings, ConfigError> {
     if kube_burst == 0 {
         return Err(invalid("--kube-burst 0", "must be at least 1"));
     }
+    let kube_request_timeout = match pick(
+        args.kube_request_timeout.clone(),
+        file.kube_request_timeout.take(),
+    ) {
+        Some(s) => {
+            let d = parse_duration("--kube-request-timeout", &s)?;
+            if d.is_zero() {
+                return Err(invalid(
+                    format!("--kube-request-timeout {s:?}"),
+                    "must be more than 0",
+                ));
+            }
+            d
+        }
+        None => DEFAULT_KUBE_REQUEST_TIMEOUT,
+    };
     let log_level =
         pick(args.log_level.clone(), file.log_level.take()).unwrap_or_else(|| "info".into());
     tracing_subscriber::EnvFilter::try_new(&log_level)
@@ -334,6 +354,7 @@ pub fn run_settings(args: &RunArgs) -> Result<RunSettings, ConfigError> {
         max_concurrent_patches,
         kube_qps,
         kube_burst,
+        kube_request_timeout,
         log_format: pick(args.log_format, file.log_format).unwrap_or(LogFormat::Text),
         log_level,
     })

@@ -100,6 +100,39 @@ pub struct PodPlacement {
     pub host_network: bool,
 }
 
+/// The status of a node's `Ready` condition, as the kubelet and the node
+/// lifecycle controller set it. A node the gate has never seen Ready reads as
+/// `Unknown`, as upstream treats a node without the condition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum NodeReady {
+    True,
+    False,
+    /// `Unknown`, any other value, or no `Ready` condition at all.
+    #[default]
+    Unknown,
+}
+
+impl NodeReady {
+    /// The condition's `status` as the API writes it.
+    pub fn from_status(status: &str) -> Self {
+        match status {
+            "True" => NodeReady::True,
+            "False" => NodeReady::False,
+            _ => NodeReady::Unknown,
+        }
+    }
+}
+
+impl std::fmt::Display for NodeReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NodeReady::True => "True",
+            NodeReady::False => "False",
+            NodeReady::Unknown => "Unknown",
+        })
+    }
+}
+
 /// What the gate needs of a Node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeInfo {
@@ -114,6 +147,15 @@ pub struct NodeInfo {
     /// counts from here instead of from `created`. An unparsable annotation
     /// is reported by the adapter and treated as absent.
     pub gated_since: Option<Timestamp>,
+    /// The status of the node's `Ready` condition (semantics.md §5: a node
+    /// opens by readiness only while it is `True`).
+    #[serde(default)]
+    pub ready: NodeReady,
+    /// `nodegate.dev/opened-at`, the time nodegate's untaint patch wrote
+    /// (semantics.md §5): how a gate recognises its own patch whose answer
+    /// was lost. An unparsable annotation is reported and treated as absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_at: Option<Timestamp>,
 }
 
 /// What the gate needs of a DaemonSet.

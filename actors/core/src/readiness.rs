@@ -3,7 +3,8 @@
 //! This module owns semantics.md section 4 (a DaemonSet's pod on the node is
 //! Ready, Running, not being deleted, owned by that DaemonSet, and available
 //! for the DaemonSet's `minReadySeconds`) and the critical-pod entries of
-//! section 3 (a Ready pod matching a namespace and label selector). When a
+//! section 3 (a Ready pod matching a namespace and label selector), and
+//! whether the node itself is Ready (section 5). When a
 //! member is not Ready it says what it is waiting for, precisely enough for an
 //! operator and for the gate to know when to look again. It is pure: time is
 //! an argument, it never reads a clock, never does I/O, never panics on
@@ -16,7 +17,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use crate::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo, Taint};
 use crate::selector::{LabelSelector, SelectorError};
 
 pub const PHASE_RUNNING: &str = "Running";
@@ -378,9 +379,74 @@ pub fn critical_member<'a>(
     best.finish()
 }
 
+/// The taint the node lifecycle controller puts on a node whose Ready
+/// condition is False (`NoSchedule` while it joins, `NoExecute` later).
+pub const NODE_NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
+/// The taint it puts on a node whose Ready condition is Unknown.
+pub const NODE_UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
+
+/// Why a node itself is not Ready (semantics.md §5): a gate opens by
+/// readiness only on a node that is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeNotReady {
+    /// Its `Ready` condition is not `True`.
+    Condition(NodeReady),
+    /// It carries the not-ready or unreachable taint, whatever its condition
+    /// says (the two are written separately, the taint possibly later).
+    Tainted(Taint),
+}
+
+/// Whether the node itself is Ready: its `Ready` condition is `True` and it
+/// carries neither [`NODE_NOT_READY_TAINT`] nor [`NODE_UNREACHABLE_TAINT`]
+/// (any effect). `None` when it is; otherwise why not, the condition first.
+pub fn node_not_ready(node: &NodeInfo) -> Option<NodeNotReady> {
+    if node.ready != NodeReady::True {
+        return Some(NodeNotReady::Condition(node.ready));
+    }
+    node.taints
+        .iter()
+        .find(|t| t.key == NODE_NOT_READY_TAINT || t.key == NODE_UNREACHABLE_TAINT)
+        .map(|t| NodeNotReady::Tainted(t.clone()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::{mk_node, taint};
+
+    #[test]
+    fn a_node_is_ready_when_its_condition_is_true_and_it_carries_no_not_ready_taint() {
+        let mut n = mk_node(
+            "n",
+            &[],
+            vec![taint("nodegate.dev/initializing", "NoSchedule")],
+        );
+        assert_eq!(node_not_ready(&n), None);
+        for ready in [NodeReady::False, NodeReady::Unknown] {
+            n.ready = ready;
+            assert_eq!(node_not_ready(&n), Some(NodeNotReady::Condition(ready)));
+        }
+        n.ready = NodeReady::True;
+        for (key, effect) in [
+            (NODE_NOT_READY_TAINT, "NoSchedule"),
+            (NODE_NOT_READY_TAINT, "NoExecute"),
+            (NODE_UNREACHABLE_TAINT, "NoExecute"),
+        ] {
+            let mut t = n.clone();
+            t.taints.push(taint(key, effect));
+            assert_eq!(
+                node_not_ready(&t),
+                Some(NodeNotReady::Tainted(taint(key, effect)))
+            );
+        }
+        // Other start-up taints are the members' business, not the node's.
+        n.taints.push(taint(
+            "node.kubernetes.io/network-unavailable",
+            "NoSchedule",
+        ));
+        assert_eq!(node_not_ready(&n), None);
+    }
 
     #[test]
     fn human_durations() {

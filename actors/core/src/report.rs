@@ -37,10 +37,14 @@ pub struct Report {
     pub node: String,
     /// The node carries at least one of nodegate's managed taints.
     pub gated: bool,
-    /// Every expected member is Ready now, so a gated node would open. Also
-    /// computed for a node that is not gated: it says whether it would open
-    /// at once if it were.
+    /// Every expected member is Ready now, and so is the node itself, so a
+    /// gated node would open. Also computed for a node that is not gated: it
+    /// says whether it would open at once if it were.
     pub would_open: bool,
+    /// Why the node itself keeps its gate closed (its Ready condition is not
+    /// True, or it carries the not-ready or unreachable taint), in the gate's
+    /// words; null when the node is Ready.
+    pub node_not_ready: Option<String>,
     /// The gate's answer in one sentence.
     pub verdict: String,
     pub evaluated_at: Timestamp,
@@ -230,6 +234,7 @@ fn build_for(
         .collect();
 
     let gated = is_gated(state);
+    let node_not_ready = state.node_wait_reason();
     let expected = state.expected().count();
     let blockers: Vec<&MemberRow> = daemonsets
         .iter()
@@ -239,8 +244,9 @@ fn build_for(
     Report {
         node: node.name.clone(),
         gated,
-        would_open: state.all_ready(),
-        verdict: verdict(gated, expected, &blockers),
+        would_open: state.may_open_by_ready(),
+        verdict: verdict(gated, expected, &blockers, node_not_ready.as_deref()),
+        node_not_ready,
         evaluated_at: now,
         created: node.created,
         expected_members: expected,
@@ -253,7 +259,12 @@ fn build_for(
 
 /// The gate's answer in one sentence, naming each blocker and what it waits
 /// for.
-pub fn verdict(gated: bool, expected: usize, blockers: &[&MemberRow]) -> String {
+pub fn verdict(
+    gated: bool,
+    expected: usize,
+    blockers: &[&MemberRow],
+    node_not_ready: Option<&str>,
+) -> String {
     let waiting = || {
         let list: Vec<String> = blockers
             .iter()
@@ -265,11 +276,15 @@ pub fn verdict(gated: bool, expected: usize, blockers: &[&MemberRow]) -> String 
                 )
             })
             .collect();
-        format!(
+        let members = format!(
             "waiting for {} of {expected}: {}",
             blockers.len(),
             list.join(", ")
-        )
+        );
+        match node_not_ready {
+            Some(node) => format!("{members}; {node}"),
+            None => members,
+        }
     };
     let all_ready = || match expected {
         0 => "nothing here to wait for".to_string(),
@@ -277,12 +292,21 @@ pub fn verdict(gated: bool, expected: usize, blockers: &[&MemberRow]) -> String 
         n => format!("all {n} expected members are Ready"),
     };
     match (gated, blockers.is_empty()) {
-        (true, true) => format!("would open now: {}", all_ready()),
+        (true, true) => match node_not_ready {
+            None => format!("would open now: {}", all_ready()),
+            Some(node) => format!("closed: {node}; {}", all_ready()),
+        },
         (true, false) => format!("closed: {}", waiting()),
-        (false, true) => format!(
-            "not gated: the node carries no managed taint; were it gated, it would open now ({})",
-            all_ready()
-        ),
+        (false, true) => match node_not_ready {
+            None => format!(
+                "not gated: the node carries no managed taint; were it gated, it would open now ({})",
+                all_ready()
+            ),
+            Some(node) => format!(
+                "not gated: the node carries no managed taint; were it gated, it would stay closed: {node}; {}",
+                all_ready()
+            ),
+        },
         (false, false) => format!(
             "not gated: the node carries no managed taint; were it gated, it would be {}",
             waiting()

@@ -9,7 +9,7 @@
 use jiff::Timestamp;
 
 use crate::model::{
-    DaemonSetInfo, Labels, NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodInfo,
+    DaemonSetInfo, Labels, NodeInfo, NodeReady, NodeSelectorRequirement, NodeSelectorTerm, PodInfo,
     PodPlacement, Taint, Toleration,
 };
 
@@ -70,7 +70,7 @@ pub fn field_term(fields: Vec<NodeSelectorRequirement>) -> NodeSelectorTerm {
     }
 }
 
-/// A node created at the epoch, never re-gated.
+/// A node created at the epoch, never re-gated, Ready.
 pub fn mk_node(name: &str, node_labels: &[(&str, &str)], taints: Vec<Taint>) -> NodeInfo {
     NodeInfo {
         name: name.to_string(),
@@ -80,6 +80,8 @@ pub fn mk_node(name: &str, node_labels: &[(&str, &str)], taints: Vec<Taint>) -> 
         taints,
         created: Timestamp::UNIX_EPOCH,
         gated_since: None,
+        ready: NodeReady::True,
+        opened_at: None,
     }
 }
 

@@ -11,11 +11,11 @@ use std::time::Duration;
 use gate_support::*;
 use jiff::Timestamp;
 use nodegate_core::gate::{
-    Effect, GateState, Input, OnTimeout, OpenedBy, PatchOutcome, TimerKind, WriteStatus, decide,
-    step,
+    Effect, GateState, Input, OnTimeout, OpenedBy, PatchOutcome, Phase, TimerKind, WriteStatus,
+    decide, step,
 };
 use nodegate_core::journal::{Journal, replay};
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
 use nodegate_core::readiness::CriticalPodEntry;
 use nodegate_core::selector::LabelSelector;
 use nodegate_core::testutil::{mk_pod, taint, ts};
@@ -45,8 +45,45 @@ fn node_variant(labels: u8, taints: u8, version: u8) -> NodeInfo {
     if labels % 2 == 1 {
         n.labels.insert("role".into(), "gpu".into());
     }
+    // Some versions without the taint carry an `opened-at`: one the gate
+    // did not write, or (`LOST_PATCH`, filled in by `as_left_by_lost_patch`)
+    // the one its latest unanswered patch wrote (semantics.md §5).
+    if taints % 4 == 3 {
+        n.opened_at = match version % 4 {
+            0 => None,
+            1 => Some(ts(i64::from(version))),
+            _ => Some(LOST_PATCH),
+        };
+    }
+    // Some versions are of a node that is not Ready (semantics.md §5).
+    match (labels / 2) % 8 {
+        6 => n.ready = NodeReady::Unknown,
+        7 => n.ready = NodeReady::False,
+        _ => {}
+    }
     n.resource_version = version.to_string();
     n
+}
+
+/// Stands for "the `opened-at` of the gate's latest unanswered patch" in a
+/// generated node; see [`as_left_by_lost_patch`].
+const LOST_PATCH: Timestamp = Timestamp::MIN;
+
+/// `input` with a node carrying [`LOST_PATCH`] given the `opened-at` the
+/// gate's latest unanswered patch wrote (none if it has none): the node as
+/// that patch left it, had the API server applied it.
+fn as_left_by_lost_patch(input: Input, state: &GateState) -> Input {
+    let fill = |mut n: NodeInfo| {
+        if n.opened_at == Some(LOST_PATCH) {
+            n.opened_at = state.unanswered.last().map(|u| u.opened_at);
+        }
+        n
+    };
+    match input {
+        Input::NodeChanged(n) => Input::NodeChanged(fill(n)),
+        Input::NodeRefreshed(Ok(Some(n))) => Input::NodeRefreshed(Ok(Some(fill(n)))),
+        other => other,
+    }
 }
 
 fn pod_variant(ds: &DaemonSetInfo, which: u8, state: u8, ready_since: u8) -> PodInfo {
@@ -103,6 +140,7 @@ fn outcome() -> impl Strategy<Value = PatchOutcome> {
         3 => Just(PatchOutcome::Conflict),
         1 => Just(PatchOutcome::NotFound),
         2 => Just(PatchOutcome::Failed("boom".into())),
+        2 => Just(PatchOutcome::Ambiguous("no answer".into())),
         2 => Just(PatchOutcome::NotLeader),
         1 => Just(PatchOutcome::Withdrawn),
     ]
@@ -236,7 +274,13 @@ fn check_step(
                 );
                 assert!(patch.taints.windows(2).all(|w| w[0].index > w[1].index));
                 match patch.opened_by {
-                    OpenedBy::Ready => assert!(after.all_ready(), "opened with members not Ready"),
+                    OpenedBy::Ready => {
+                        assert!(after.all_ready(), "opened with members not Ready");
+                        assert!(
+                            after.may_open_by_ready(),
+                            "opened by readiness a node that is not Ready"
+                        );
+                    }
                     OpenedBy::Timeout => {
                         let t = after
                             .timed_out
@@ -256,6 +300,25 @@ fn check_step(
     }
     if before.is_finished() {
         assert_eq!(before, after, "a finished gate moved");
+    }
+    // Opened without the answer of a patch: only by finding on the node the
+    // `opened-at` of one whose answer was lost, its taints gone.
+    if after.phase == Phase::Opened
+        && before.phase != Phase::Opened
+        && !matches!(input, Input::PatchResult(PatchOutcome::Applied))
+    {
+        let node = after.node.as_ref().expect("an opened gate has a node");
+        assert!(!node.taints.iter().any(|t| cfg.placement.is_managed(t)));
+        let opened = after.opened.as_ref().expect("an opened record");
+        assert!(
+            after
+                .unanswered
+                .iter()
+                .any(|u| Some(u.opened_at) == node.opened_at
+                    && u.opened_at == opened.at
+                    && u.opened_by == opened.opened_by),
+            "opened by {input:?} without a patch of its own on the node"
+        );
     }
 }
 
@@ -282,6 +345,7 @@ proptest! {
 
         for (advance, input) in inputs {
             now = now.checked_add(jiff::SignedDuration::from_secs(i64::from(advance))).unwrap();
+            let input = as_left_by_lost_patch(input, &state);
             let before = state.clone();
             let st = step(&mut state, &input, &c, now);
             for ev in &st.events {

@@ -35,6 +35,18 @@ fn defaults_match_the_documentation() {
     );
     assert_eq!(s.gate.placement.managed_taints[0].effect, "NoSchedule");
     assert_eq!(s.max_concurrent_patches, DEFAULT_MAX_CONCURRENT_PATCHES);
+    assert_eq!(s.kube_request_timeout, Duration::from_secs(10));
+}
+
+#[test]
+fn the_request_timeout_is_a_positive_duration() {
+    let s = run_settings(&run_args(&["--kube-request-timeout", "2500ms"])).unwrap();
+    assert_eq!(s.kube_request_timeout, Duration::from_millis(2500));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(&path, "kubeRequestTimeout: 30s\n").unwrap();
+    let s = run_settings(&run_args(&["--config", path.to_str().unwrap()])).unwrap();
+    assert_eq!(s.kube_request_timeout, Duration::from_secs(30));
 }
 
 #[test]
@@ -80,6 +92,8 @@ fn bad_values_are_named_in_the_error() {
             "--max-concurrent-patches",
         ),
         (&["--kube-qps=-1"], "--kube-qps"),
+        (&["--kube-request-timeout", "0"], "--kube-request-timeout"),
+        (&["--kube-request-timeout", "never"], "never"),
     ];
     assert_each_error_names(cases);
 }

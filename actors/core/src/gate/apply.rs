@@ -3,9 +3,13 @@
 use std::sync::Arc;
 
 use super::config::OnTimeout;
+use super::effect::annotation_time;
 use super::event::Event;
 use super::member::{Expectation, Member, Readiness};
-use super::state::{GateState, OpenedRecord, Phase, TimeoutRecord, Write, WriteKind, WriteStatus};
+use super::state::{
+    GateState, MAX_UNANSWERED, OpenedRecord, Phase, TimeoutRecord, UnansweredUntaint, Write,
+    WriteKind, WriteStatus,
+};
 use crate::model::{NodeInfo, PodInfo};
 
 /// Folds one fact into the state. Never fails and never consults anything but
@@ -106,12 +110,14 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             action,
             expected,
             not_ready,
+            node_not_ready,
         } => {
             state.timed_out = Some(TimeoutRecord {
                 deadline: *deadline,
                 action: *action,
                 expected: *expected,
                 not_ready: not_ready.clone(),
+                node_not_ready: node_not_ready.clone(),
             });
             if *action == OnTimeout::Keep {
                 state.phase = Phase::TimedOutKept;
@@ -133,6 +139,7 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             attempt,
             opened_by,
             resource_version,
+            at,
             ..
         } => {
             state.phase = Phase::Opening;
@@ -143,6 +150,7 @@ pub fn apply(state: &mut GateState, ev: &Event) {
                 attempt: *attempt,
                 status: WriteStatus::InFlight,
                 resource_version: Some(resource_version.clone()),
+                opened_at: Some(annotation_time(*at)),
                 last_error: None,
                 withdrawing: false,
             });
@@ -153,6 +161,7 @@ pub fn apply(state: &mut GateState, ev: &Event) {
                 attempt: *attempt,
                 status: WriteStatus::InFlight,
                 resource_version: None,
+                opened_at: None,
                 last_error: None,
                 withdrawing: false,
             });
@@ -161,6 +170,24 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         Event::WriteFailed { error, .. } => {
             if let Some(w) = &mut state.write {
                 w.last_error = Some(error.clone());
+            }
+        }
+        Event::WriteUnanswered { error, .. } => {
+            if let Some(w) = &mut state.write {
+                w.last_error = Some(error.clone());
+                w.status = WriteStatus::Refreshing;
+                if let (WriteKind::Untaint { opened_by }, Some(opened_at), Some(rv)) =
+                    (&w.kind, w.opened_at, &w.resource_version)
+                {
+                    if state.unanswered.len() == MAX_UNANSWERED {
+                        state.unanswered.remove(0);
+                    }
+                    state.unanswered.push(UnansweredUntaint {
+                        opened_by: *opened_by,
+                        opened_at,
+                        resource_version: rv.clone(),
+                    });
+                }
             }
         }
         Event::WriteDeferred { .. } => set_write_status(state, WriteStatus::AwaitingLeader),

@@ -3,13 +3,20 @@
 
 use std::fmt;
 
-use jiff::Timestamp;
+use jiff::{Timestamp, Unit};
 use serde::{Deserialize, Serialize};
 
 use super::event::IndexedTaint;
 use super::input::TimerKind;
 use super::notes::Reason;
 use super::state::{OpenedBy, StopReason};
+
+/// A time as nodegate writes it into an annotation: RFC 3339 at millisecond
+/// precision. The untaint patch's `opened-at` is this, so that the gate can
+/// recognise the annotation it reads back (semantics.md §5).
+pub fn annotation_time(t: Timestamp) -> Timestamp {
+    t.round(Unit::Millisecond).unwrap_or(t)
+}
 
 /// One conditional JSON patch (semantics.md §5): `test` the resourceVersion,
 /// `test` + `remove` each taint at its index (highest index first, so earlier
@@ -22,6 +29,7 @@ pub struct UntaintPatch {
     /// Sorted by descending index.
     pub taints: Vec<IndexedTaint>,
     pub opened_by: OpenedBy,
+    /// Already at the annotation's precision ([`annotation_time`]).
     pub opened_at: Timestamp,
 }
 

@@ -1,7 +1,7 @@
 //! What the shell must do because of an event.
 
 use super::config::GateConfig;
-use super::effect::{Effect, Ending, TimeoutMark, UntaintPatch};
+use super::effect::{Effect, Ending, TimeoutMark, UntaintPatch, annotation_time};
 use super::event::Event;
 use super::input::TimerKind;
 use super::notes;
@@ -62,7 +62,7 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
                 resource_version: resource_version.clone(),
                 taints,
                 opened_by: *opened_by,
-                opened_at: *at,
+                opened_at: annotation_time(*at),
             })]
         }
         Event::MarkSent { .. } => match &state.timed_out {
@@ -73,14 +73,29 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
             None => Vec::new(),
         },
         Event::WriteConflict { .. } => vec![Effect::RefreshNode],
+        // Unless the same step found the node opened (the watch showed it).
+        Event::WriteUnanswered { .. }
+            if state
+                .write
+                .as_ref()
+                .is_some_and(|w| w.status == WriteStatus::Refreshing) =>
+        {
+            vec![Effect::RefreshNode]
+        }
         Event::WithdrawRequested { .. } => vec![Effect::WithdrawWrite],
         Event::TimedOut {
             deadline,
             action,
             expected,
             not_ready,
+            node_not_ready,
         } if cfg.dry_run => vec![Effect::RecordEvent(notes::dry_run_timed_out(
-            node, *deadline, *action, *expected, not_ready,
+            node,
+            *deadline,
+            *action,
+            *expected,
+            not_ready,
+            node_not_ready.as_deref(),
         ))],
         Event::WouldOpen {
             opened_by: OpenedBy::Ready,

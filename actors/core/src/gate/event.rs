@@ -116,6 +116,9 @@ pub enum Event {
         action: OnTimeout,
         expected: usize,
         not_ready: Vec<Blocker>,
+        /// Why the node itself was not Ready, when it was not.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node_not_ready: Option<String>,
     },
     /// Dry-run: the gate would have removed these taints now.
     WouldOpen {
@@ -137,6 +140,12 @@ pub enum Event {
         attempt: u32,
     },
     WriteFailed {
+        attempt: u32,
+        error: String,
+    },
+    /// No answer to the untaint (a timeout, a connection lost) or a 5xx: it
+    /// may have been applied. The gate re-reads the node before it retries.
+    WriteUnanswered {
         attempt: u32,
         error: String,
     },

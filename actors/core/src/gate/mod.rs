@@ -42,15 +42,17 @@ use jiff::Timestamp;
 pub use apply::apply;
 pub use config::{DEFAULT_TIMEOUT, GateConfig, OnTimeout};
 pub use derive::{derive_members, waited_pod};
-pub use effect::{Effect, Ending, EventType, NodeEvent, TimeoutMark, UntaintPatch};
+pub use effect::{
+    Effect, Ending, EventType, NodeEvent, TimeoutMark, UntaintPatch, annotation_time,
+};
 pub use effects::effects;
 pub use event::{Event, IndexedTaint};
 pub use input::{Input, PatchOutcome, TimerKind};
 pub use member::{Blocker, Expectation, Member, MemberId, Readiness};
-pub use notes::Reason;
+pub use notes::{NODE_NOT_READY, Reason, node_wait_reason};
 pub use state::{
-    GateState, OpenedBy, OpenedRecord, Phase, StopReason, TimeoutRecord, Timers, Write, WriteKind,
-    WriteStatus,
+    GateState, MAX_UNANSWERED, OpenedBy, OpenedRecord, Phase, StopReason, TimeoutRecord, Timers,
+    UnansweredUntaint, Write, WriteKind, WriteStatus,
 };
 
 use handle::decide_in_place;

@@ -14,6 +14,23 @@ use super::event::IndexedTaint;
 use super::member::Blocker;
 use super::state::{GateState, TimeoutRecord, gate_start};
 use crate::model::NodeInfo;
+use crate::readiness::{self, NodeNotReady};
+
+/// Why a gate whose members are all Ready does not open by readiness: the
+/// node itself is not (semantics.md §5). The one wording of it — the journal,
+/// the Warnings, `explain` and `status` all say it so.
+pub const NODE_NOT_READY: &str = "the node is not Ready";
+
+/// Why the node keeps its gate closed although every member may be Ready, in
+/// words ([`NODE_NOT_READY`] and what says so); `None` when the node is Ready.
+pub fn node_wait_reason(node: &NodeInfo) -> Option<String> {
+    readiness::node_not_ready(node).map(|why| match why {
+        NodeNotReady::Condition(status) => {
+            format!("{NODE_NOT_READY} (its Ready condition is {status})")
+        }
+        NodeNotReady::Tainted(taint) => format!("{NODE_NOT_READY} (it carries {taint})"),
+    })
+}
 
 /// Kubernetes rejects an Event whose note is longer than this (events.k8s.io/v1).
 const MAX_NOTE_BYTES: usize = 1024;
@@ -90,6 +107,7 @@ pub(super) fn dry_run_timed_out(
     action: OnTimeout,
     expected: usize,
     not_ready: &[Blocker],
+    node_not_ready: Option<&str>,
 ) -> NodeEvent {
     let what = match action {
         OnTimeout::Open => "would open the node anyway",
@@ -98,7 +116,7 @@ pub(super) fn dry_run_timed_out(
     let note = format!(
         "dry-run: deadline passed {} after the gate started; {what}; {}",
         since(node, deadline),
-        not_ready_text(expected, not_ready)
+        not_ready_text(expected, not_ready, node_not_ready)
     );
     event(node, EventType::Warning, Reason::GateTimedOut, note)
 }
@@ -140,7 +158,7 @@ pub(super) fn opened_by_timeout(
             "deadline passed {} after the gate started; opened anyway {} after the gate started; {}",
             since(node, t.deadline),
             since(node, at),
-            not_ready_text(t.expected, &t.not_ready)
+            not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())
         ),
         None => format!(
             "opened by timeout {} after the gate started",
@@ -156,15 +174,21 @@ pub(super) fn kept_closed(node: &NodeInfo, t: &TimeoutRecord) -> NodeEvent {
     let note = format!(
         "deadline passed {} after the gate started; kept closed (--on-timeout=keep); {}",
         since(node, t.deadline),
-        not_ready_text(t.expected, &t.not_ready)
+        not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())
     );
     event(node, EventType::Warning, Reason::GateTimedOut, note)
 }
 
 /// Why an untaint decided because every member was Ready no longer stands
-/// (the reason of a withdrawn or abandoned write, kept in the journal).
-pub(super) fn no_longer_all_ready(blockers: &[Blocker]) -> String {
-    format!("no longer all Ready: {}", blocker_list(blockers))
+/// (the reason of a withdrawn or abandoned write, kept in the journal):
+/// the node itself (`node_not_ready`, from [`node_wait_reason`]) and the
+/// members that are not Ready.
+pub(super) fn no_longer_all_ready(node_not_ready: Option<&str>, blockers: &[Blocker]) -> String {
+    let mut parts: Vec<String> = node_not_ready.map(str::to_string).into_iter().collect();
+    if !blockers.is_empty() {
+        parts.push(blocker_list(blockers));
+    }
+    format!("no longer all Ready: {}", parts.join("; "))
 }
 
 // --- the pieces ------------------------------------------------------------
@@ -186,19 +210,33 @@ fn since(node: &NodeInfo, at: Timestamp) -> String {
 }
 
 fn ready_text(state: &GateState) -> String {
-    match state.expected().count() {
+    all_ready_text(state.expected().count())
+}
+
+fn all_ready_text(expected: usize) -> String {
+    match expected {
         0 => "no expected members".to_string(),
         1 => "the 1 expected member is Ready".to_string(),
         n => format!("all {n} expected members Ready"),
     }
 }
 
-fn not_ready_text(expected: usize, not_ready: &[Blocker]) -> String {
-    format!(
-        "{} of {expected} expected members not Ready: {}",
-        not_ready.len(),
-        blocker_list(not_ready)
-    )
+/// What kept a gate closed at its deadline: the node itself, if it was not
+/// Ready, then the members that were not.
+fn not_ready_text(expected: usize, not_ready: &[Blocker], node_not_ready: Option<&str>) -> String {
+    let members = if not_ready.is_empty() {
+        all_ready_text(expected)
+    } else {
+        format!(
+            "{} of {expected} expected members not Ready: {}",
+            not_ready.len(),
+            blocker_list(not_ready)
+        )
+    };
+    match node_not_ready {
+        Some(node) => format!("{node}; {members}"),
+        None => members,
+    }
 }
 
 fn blocker_list(blockers: &[Blocker]) -> String {

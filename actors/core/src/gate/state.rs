@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use super::config::OnTimeout;
 use super::member::{Blocker, Member, MemberId, Readiness};
+use super::notes;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use crate::readiness;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -109,6 +111,10 @@ pub struct Write {
     /// For an untaint: the resourceVersion the last patch tested.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_version: Option<String>,
+    /// For an untaint: the `nodegate.dev/opened-at` the last patch wrote, as
+    /// written (milliseconds; see [`annotation_time`](super::annotation_time)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// An untaint decided because every member was Ready, in flight when a
@@ -124,7 +130,27 @@ pub struct TimeoutRecord {
     pub action: OnTimeout,
     pub expected: usize,
     pub not_ready: Vec<Blocker>,
+    /// Why the node itself was not Ready, when it was not (semantics.md §5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_not_ready: Option<String>,
 }
+
+/// An untaint patch whose answer was lost (a timeout, a connection lost, a
+/// 5xx): it may have been applied. Should the node show these taints gone
+/// and this `opened-at`, the gate opened it (semantics.md §5).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnansweredUntaint {
+    pub opened_by: OpenedBy,
+    /// The `nodegate.dev/opened-at` it wrote, as written (milliseconds).
+    pub opened_at: Timestamp,
+    /// The resourceVersion it tested.
+    pub resource_version: String,
+}
+
+/// How many unanswered untaints a gate remembers, the latest: enough for
+/// minutes of an API server that answers nothing, without a gate growing
+/// for as long as one does.
+pub const MAX_UNANSWERED: usize = 32;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenedRecord {
@@ -159,6 +185,10 @@ pub struct GateState {
     pub timers: Timers,
     pub phase: Phase,
     pub write: Option<Write>,
+    /// The untaint patches whose answer was lost, oldest first (at most
+    /// [`MAX_UNANSWERED`]): any of them may have opened the node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unanswered: Vec<UnansweredUntaint>,
     pub timed_out: Option<TimeoutRecord>,
     pub timeout_marked: bool,
     pub opened: Option<OpenedRecord>,
@@ -179,6 +209,23 @@ impl GateState {
     pub fn all_ready(&self) -> bool {
         self.expected()
             .all(|(_, m)| m.readiness.as_ref().is_some_and(Readiness::is_ready))
+    }
+
+    /// Why the node itself keeps the gate closed although its members may
+    /// all be Ready (semantics.md §5), in the gate's words; `None` when the
+    /// node is Ready (or not seen yet).
+    pub fn node_wait_reason(&self) -> Option<String> {
+        self.node.as_ref().and_then(notes::node_wait_reason)
+    }
+
+    /// True when the gate may open by readiness: every expected member is
+    /// Ready, and so is the node itself.
+    pub fn may_open_by_ready(&self) -> bool {
+        self.all_ready()
+            && self
+                .node
+                .as_ref()
+                .is_some_and(|n| readiness::node_not_ready(n).is_none())
     }
 
     /// The expected members that are not Ready, and why.

@@ -232,6 +232,45 @@ fn verdict_would_open_when_every_expected_member_is_ready() {
 }
 
 #[test]
+fn verdict_says_closed_when_the_node_itself_is_not_ready() {
+    let mut node = mk_node("n", &[], vec![taint(GATE, "NoSchedule")]);
+    node.ready = nodegate_core::model::NodeReady::Unknown;
+    let ds = mk_ds("kube-system", "cni", tolerate_all());
+    let pod = pod_of(&ds, "cni-x", "n");
+    let r = build_report(
+        &view(node.clone(), vec![ds.clone()], vec![pod]),
+        &settings(),
+        ts(NOW),
+    );
+    assert!(r.gated && !r.would_open);
+    assert_eq!(r.ready_members, 1);
+    assert_eq!(
+        r.node_not_ready.as_deref(),
+        Some("the node is not Ready (its Ready condition is Unknown)")
+    );
+    assert_eq!(
+        r.verdict,
+        "closed: the node is not Ready (its Ready condition is Unknown); its one expected member is Ready"
+    );
+    // With a member not Ready either, the node comes after the members.
+    let r = build_report(&view(node, vec![ds], vec![]), &settings(), ts(NOW));
+    assert!(
+        r.verdict.starts_with(
+            "closed: waiting for 1 of 1: kube-system/cni (no pod yet); the node is not Ready"
+        ),
+        "{}",
+        r.verdict
+    );
+    let json = serde_json::to_value(&r).unwrap();
+    assert!(
+        json["node_not_ready"]
+            .as_str()
+            .unwrap()
+            .starts_with("the node is not Ready")
+    );
+}
+
+#[test]
 fn verdict_for_a_node_without_managed_taint_says_not_gated() {
     let node = mk_node(
         "n",

@@ -84,8 +84,12 @@ impl Decider<'_> {
         }
     }
 
-    /// Records a sighting of the node; true when more than its
-    /// resourceVersion changed (labels or taints may decide members).
+    /// Records a sighting of the node; true when its labels, taints or
+    /// start may have changed (what members and the deadline derive from).
+    /// A change of its Ready condition or of its `opened-at` alone is
+    /// recorded whole too — the gate opens by readiness only on a Ready node,
+    /// and recognises its own lost patch by the annotation (semantics.md §5)
+    /// — but decides no member.
     pub(super) fn observe_node(&mut self, node: &NodeInfo) -> bool {
         let Some(old) = &self.s.node else {
             return false;
@@ -93,23 +97,22 @@ impl Decider<'_> {
         if old == node {
             return false;
         }
-        let only_version = old.name == node.name
+        let same_members = old.name == node.name
             && old.uid == node.uid
             && old.labels == node.labels
             && old.taints == node.taints
             && old.created == node.created
             && old.gated_since == node.gated_since;
-        if only_version {
+        if same_members && old.ready == node.ready && old.opened_at == node.opened_at {
             self.emit(Event::NodeVersionChanged {
                 resource_version: node.resource_version.clone(),
             });
-            false
         } else {
             self.emit(Event::NodeUpdated {
                 node: Box::new(node.clone()),
             });
-            true
         }
+        !same_members
     }
 
     pub(super) fn daemonset_upserted(&mut self, ds: &Arc<DaemonSetInfo>) {

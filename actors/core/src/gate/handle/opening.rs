@@ -10,7 +10,9 @@ use crate::gate::config::OnTimeout;
 use crate::gate::event::{Event, IndexedTaint};
 use crate::gate::member::Readiness;
 use crate::gate::notes;
-use crate::gate::state::{OpenedBy, Phase, StopReason, Write, WriteKind, WriteStatus};
+use crate::gate::state::{
+    OpenedBy, Phase, StopReason, UnansweredUntaint, Write, WriteKind, WriteStatus,
+};
 
 impl Decider<'_> {
     pub(super) fn managed_taints(&self) -> Vec<IndexedTaint> {
@@ -43,12 +45,22 @@ impl Decider<'_> {
             matches!(w.kind, WriteKind::Untaint { .. }) && w.status == WriteStatus::InFlight
         });
         // Our own patch may already show in the watch before its response
-        // arrives; while it is in flight the response decides.
+        // arrives; while it is in flight the response decides. Once no patch
+        // is in flight, the taints gone with an `opened-at` one of ours wrote
+        // whose answer was lost is our opening; anything else is another
+        // writer's.
         if !self.has_managed_taint() {
             if !untaint_in_flight {
-                self.emit(Event::Stopped {
-                    reason: StopReason::TaintRemovedElsewhere,
-                });
+                match self.own_unanswered_opening() {
+                    Some(u) => self.emit(Event::Opened {
+                        opened_by: u.opened_by,
+                        at: u.opened_at,
+                        resource_version: u.resource_version,
+                    }),
+                    None => self.emit(Event::Stopped {
+                        reason: StopReason::TaintRemovedElsewhere,
+                    }),
+                }
             }
             // With our taint gone, DaemonSets that wait for it to go would
             // show up as expected: nothing worth recomputing.
@@ -58,6 +70,18 @@ impl Decider<'_> {
         self.recompute_deadline();
         self.recompute_recheck();
         self.decide_opening(trigger);
+    }
+
+    /// The unanswered untaint whose `nodegate.dev/opened-at` the node shows,
+    /// if any: that patch was applied.
+    fn own_unanswered_opening(&self) -> Option<UnansweredUntaint> {
+        let shown = self.s.node.as_ref()?.opened_at?;
+        self.s
+            .unanswered
+            .iter()
+            .rev()
+            .find(|u| u.opened_at == shown)
+            .cloned()
     }
 
     pub(super) fn has_managed_taint(&self) -> bool {
@@ -112,30 +136,37 @@ impl Decider<'_> {
         if self.s.phase == Phase::WouldOpen {
             return;
         }
-        let all_ready = self.s.all_ready();
+        // Every expected member Ready, and the node itself too: a node whose
+        // Ready condition has just gone Unknown still shows its pods Ready
+        // until the lifecycle controller gets to them (semantics.md §5).
+        let may_open = self.s.may_open_by_ready();
 
         // An opening decided because everything was Ready no longer stands
         // once something is not. One waiting to be retried is dropped; one in
         // flight is withdrawn if the executor has not sent it yet (one already
         // sent cannot be called back).
-        if !all_ready
+        if !may_open
             && let Some(w) = &self.s.write
             && w.kind
                 == (WriteKind::Untaint {
                     opened_by: OpenedBy::Ready,
                 })
         {
-            if w.status != WriteStatus::InFlight {
-                let reason = notes::no_longer_all_ready(&self.s.blockers());
+            let (in_flight, withdrawing, attempt) =
+                (w.status == WriteStatus::InFlight, w.withdrawing, w.attempt);
+            let reason = || {
+                notes::no_longer_all_ready(self.s.node_wait_reason().as_deref(), &self.s.blockers())
+            };
+            if !in_flight {
+                let reason = reason();
                 self.emit(Event::WriteAbandoned { reason });
-            } else if !w.withdrawing {
-                let attempt = w.attempt;
-                let reason = notes::no_longer_all_ready(&self.s.blockers());
+            } else if !withdrawing {
+                let reason = reason();
                 self.emit(Event::WithdrawRequested { attempt, reason });
             }
         }
 
-        if !all_ready
+        if !may_open
             && self.s.timed_out.is_none()
             && matches!(self.s.phase, Phase::Waiting)
             && let Some(deadline) = self.s.timers.deadline
@@ -148,10 +179,11 @@ impl Decider<'_> {
                 action: self.cfg.on_timeout,
                 expected,
                 not_ready,
+                node_not_ready: self.s.node_wait_reason(),
             });
         }
 
-        let open_by = if all_ready {
+        let open_by = if may_open {
             Some(OpenedBy::Ready)
         } else if self
             .s

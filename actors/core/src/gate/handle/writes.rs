@@ -34,6 +34,16 @@ impl Decider<'_> {
             PatchOutcome::NotFound => self.emit(Event::Stopped {
                 reason: StopReason::NodeNotFound,
             }),
+            // It may have been applied: look at the node before retrying
+            // (a re-read that shows it opened ends the gate as opened, see
+            // `reconcile_scoped`), as after a conflict.
+            PatchOutcome::Ambiguous(error) => {
+                self.emit(Event::WriteUnanswered {
+                    attempt: w.attempt,
+                    error: error.clone(),
+                });
+                self.reconcile(Trigger::Observation);
+            }
             PatchOutcome::Failed(error) => {
                 self.emit(Event::WriteFailed {
                     attempt: w.attempt,
@@ -78,10 +88,11 @@ impl Decider<'_> {
                 attempt: w.attempt.saturating_add(1),
             }),
             // The mark is an unconditional merge patch: a conflict is just a
-            // failure worth retrying.
-            PatchOutcome::Conflict | PatchOutcome::Failed(_) => {
+            // failure worth retrying, and so is a lost answer (sending the
+            // same annotation twice is harmless).
+            PatchOutcome::Conflict | PatchOutcome::Failed(_) | PatchOutcome::Ambiguous(_) => {
                 let error = match outcome {
-                    PatchOutcome::Failed(e) => e.clone(),
+                    PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => e.clone(),
                     _ => "conflict".to_string(),
                 };
                 self.emit(Event::WriteFailed {
