@@ -95,7 +95,8 @@ fn check_report(report: &Report, state: &GateState, cfg: &GateConfig) {
     assert_eq!(report.expected_members, state.expected().count());
     let ready = rows.iter().filter(|r| r.ready == Some(true)).count();
     assert_eq!(report.ready_members, ready);
-    assert_eq!(report.would_open, state.all_ready());
+    assert_eq!(report.would_open, state.may_open_by_ready());
+    assert_eq!(report.node_not_ready, state.node_wait_reason());
     assert_eq!(report.gated, report::is_gated(state));
     let blockers = state.blockers();
     if !blockers.is_empty() {
