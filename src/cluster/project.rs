@@ -55,46 +55,30 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
             Timestamp::UNIX_EPOCH
         }
     };
-    let gated_since = n
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(GATED_SINCE_ANNOTATION))
-        .and_then(|v| match v.parse::<Timestamp>() {
+    let annotations = n.metadata.annotations.as_ref();
+    let mut time_annotation = |key: &str, otherwise: &str| {
+        let v = annotations?.get(key)?;
+        match v.parse::<Timestamp>() {
             Ok(t) => Some(t),
             Err(e) => {
                 odd.push(Oddity {
                     object: format!("node/{name}"),
                     what: format!(
-                        "annotation {GATED_SINCE_ANNOTATION}={v:?} is not an RFC 3339 time ({e}); using creationTimestamp"
+                        "annotation {key}={v:?} is not an RFC 3339 time ({e}); {otherwise}"
                     ),
                 });
                 None
             }
-        });
+        }
+    };
+    let gated_since = time_annotation(GATED_SINCE_ANNOTATION, "using creationTimestamp");
+    let opened_at = time_annotation(OPENED_AT_ANNOTATION, "ignored");
     let taints = n
         .spec
         .as_ref()
         .and_then(|s| s.taints.as_ref())
         .map(|ts| ts.iter().map(taint).collect())
         .unwrap_or_default();
-    let opened_at = n
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(OPENED_AT_ANNOTATION))
-        .and_then(|v| match v.parse::<Timestamp>() {
-            Ok(t) => Some(t),
-            Err(e) => {
-                odd.push(Oddity {
-                    object: format!("node/{name}"),
-                    what: format!(
-                        "annotation {OPENED_AT_ANNOTATION}={v:?} is not an RFC 3339 time ({e}); ignored"
-                    ),
-                });
-                None
-            }
-        });
     let ready = n
         .status
         .as_ref()
