@@ -1,12 +1,12 @@
 //! The binary's one error type, and the one place its exit statuses are
 //! defined.
 //!
-//! This module owns [`Error`] (what a fallible path of `run`, `status` or
-//! `main` reports: a bad setting, missing cluster credentials, a failed API
-//! request, local I/O, an actor that would not start), its exit status
-//! ([`Error::exit_code`]: [`EXIT_USAGE`] for a bad setting, [`EXIT_FAILURE`]
-//! for everything else) and a short, stable label for each kind
-//! ([`Error::metric_label`]). A variant's message is the text a user reads
+//! This module owns [`Error`] (what a fallible path of `run`, `explain`,
+//! `status` or `main` reports: a bad setting, missing cluster credentials, a
+//! failed API request, local I/O, an actor that would not start), its exit
+//! status ([`Error::exit_code`]: [`EXIT_USAGE`] for a bad setting,
+//! [`EXIT_FAILURE`] for everything else) and a short, stable label for each
+//! kind ([`Error::metric_label`]). A variant's message is the text a user reads
 //! today; the cause is kept as the error's `source`, and [`Error::report`]
 //! prints the whole chain the way `anyhow`'s `{:#}` does (`message: cause:
 //! cause's cause`). The settings' own validation error, [`ConfigError`], stays

@@ -1,6 +1,7 @@
-//! The `nodegate` binary: parses the command line, validates settings (exit
-//! status 2 on a bad value, before touching the cluster) and hands over to
-//! the command. Wiring only; behaviour lives in the modules, exit statuses in
+//! The `nodegate` binary: parses the command line, validates `run`'s
+//! settings (exit status 2 on a bad value, before touching the cluster; the
+//! `explain` and `status` commands validate their own) and hands over to the
+//! command. Wiring only; behaviour lives in the modules, exit statuses in
 //! `nodegate::error`.
 
 use std::io::IsTerminal;

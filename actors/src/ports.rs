@@ -52,8 +52,9 @@ pub trait EffectExecutor: Send + Sync + 'static {
     /// A fresh read of the node; `Ok(None)` for 404.
     fn get_node(&self, name: &str)
     -> impl Future<Output = Result<Option<NodeInfo>, String>> + Send;
-    /// The delay before write attempt `attempt` (2, 3, ...) or before the
-    /// `attempt`-th restart of a failed gate. The binary answers with this
+    /// The delay before write attempt `attempt` (2, 3, ...), or, with
+    /// `attempt` n+1, before a gate is restarted after its n-th failure in a
+    /// row (see `supervisor`). The binary answers with this
     /// module's policy, `jitter(retry_ceiling(attempt), ..)` over its own
     /// random numbers; tests may answer anything.
     fn retry_delay(&self, attempt: u32) -> Duration;

@@ -85,7 +85,8 @@ impl Leadership {
     }
 
     /// True while this replica holds the lease and its last renewal is
-    /// recent enough. Checked right before every write.
+    /// recent enough. Asked before an Event is recorded, by the metrics and
+    /// by the elector; node writes ask [`admits_write`](Self::admits_write).
     pub fn is_leader(&self) -> bool {
         self.is_leader_at(Instant::now())
     }

@@ -211,7 +211,8 @@ impl Writer {
             .await
     }
 
-    /// A fresh read of a node after a conflict; `Ok(None)` when it is gone.
+    /// A fresh read of a node after a conflict or an unanswered patch;
+    /// `Ok(None)` when it is gone.
     pub async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
         self.limiter.acquire().await;
         let nodes = self.nodes();

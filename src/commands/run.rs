@@ -29,7 +29,8 @@ use crate::serve::http::{self, AppState};
 use crate::serve::metrics::Metrics;
 use crate::settings::config::RunSettings;
 
-/// The identity this replica reports in Events and, later, the lease.
+/// The identity this replica reports in Events (`reportingInstance`); its
+/// Lease identity is this plus a random suffix (`leader::identity`).
 pub fn instance_name() -> String {
     std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))

@@ -9,9 +9,9 @@
 //! it must never write to the cluster. With `--watch` it redraws the table in
 //! place on a terminal (like `kubectl get -w` progress, not scrolling) and
 //! prints one table per refresh otherwise. Reading the cluster and the clock
-//! happens only in [`main`] and [`gather`]; building and rendering rows are
-//! pure. Errors are [`crate::Error`]s, printed on stderr with their causes;
-//! the exit status is the error's own.
+//! happens only in [`main`], `table_now` and [`gather`]; building and
+//! rendering rows are pure. Errors are [`crate::Error`]s, printed on stderr
+//! with their causes; the exit status is the error's own.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write as _};

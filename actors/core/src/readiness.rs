@@ -322,8 +322,11 @@ pub enum CriticalPodEntryError {
 }
 
 impl CriticalPodEntry {
-    /// Configuration loading calls this; an invalid selector would otherwise
-    /// match nothing and the entry would wait until the deadline.
+    /// The rules an entry must meet; an invalid selector would otherwise
+    /// match nothing and the entry would wait until the deadline. The
+    /// binary's configuration loading (`settings::config::gate_settings`)
+    /// checks the same rules itself, in its own words, and does not call
+    /// this.
     pub fn validate(&self) -> Result<(), CriticalPodEntryError> {
         let name = || self.name.clone();
         if self.namespace.is_empty() {

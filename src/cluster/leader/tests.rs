@@ -1,5 +1,6 @@
-//! leader election's unit tests: who may take the lease, the next record, and
-//! when the gates are told that leadership began or ended.
+//! leader election's unit tests: who may take the lease, the next record,
+//! when leadership ends, when the gates are told they may write again, and
+//! the replica's identity.
 
 use super::*;
 

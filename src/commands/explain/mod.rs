@@ -8,8 +8,9 @@
 //! through the controller's own gate (`nodegate_core::gate::step`, with the
 //! `GateConfig` the controller builds from the same settings) and reads every
 //! member from the gate's state, so that explain and the gate cannot
-//! disagree. Only [`main`] and [`gather`] do I/O or read the clock; building
-//! and rendering the report are pure functions of their arguments.
+//! disagree. Only [`main`] (with its helper `explain`) and [`gather`] do I/O
+//! or read the clock; building and rendering the report are pure functions
+//! of their arguments.
 
 mod table;
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! The facts of a gate's life: what [`decide`](super::decide) establishes,
-//! [`apply`](super::apply) folds and the journal keeps.
+//! [`apply`](fn@super::apply) folds and the journal keeps.
 
 use std::sync::Arc;
 

@@ -64,7 +64,7 @@ impl<'de> Deserialize<'de> for MemberId {
 
 /// Whether the gate waits for a member, and if not, why not (in words, as the
 /// placement rules put it, and as a stable code such as "node_selector" or
-/// "starts_after_gate": `NotExpectedReason::code` for DaemonSets).
+/// "starts_after_gate": `NotExpectedReason::kind` for DaemonSets).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Expectation {

@@ -3,14 +3,15 @@
 //! This module owns every decision about one gated node — which DaemonSets and
 //! critical pods it waits for and why, whether each is Ready, when its deadline
 //! falls, and when and how its managed taints are removed — as three plain
-//! functions: [`decide`] turns an [`Input`] into [`Event`]s (facts), [`apply`]
-//! folds one event into the [`GateState`], and [`effects`] says what the shell
-//! must do because of an event. Events carry everything `apply` needs, so
-//! folding a node's journal from [`GateState::default`] rebuilds its live state
-//! exactly; `apply` never looks at the configuration, the clock or the input.
-//! This module must never do I/O, read the clock, use randomness or spawn
-//! anything: time comes in as `now`, and every write, timer and retry leaves as
-//! an [`Effect`] for the actor shell (`node_actor`) to carry out.
+//! functions: [`decide`] turns an [`Input`] into [`Event`]s (facts),
+//! [`apply`](fn@apply) folds one event into the [`GateState`], and
+//! [`effects`](fn@effects) says what the shell must do because of an event.
+//! Events carry everything `apply` needs, so folding a node's journal from
+//! [`GateState::default`] rebuilds its live state exactly; `apply` never
+//! looks at the configuration, the clock or the input. This module must never
+//! do I/O, read the clock, use randomness or spawn anything: time comes in as
+//! `now`, and every write, timer and retry leaves as an [`Effect`] for the
+//! actor shell (`node_actor`) to carry out.
 //!
 //! The module is laid out by what each part owns:
 //!

@@ -171,7 +171,7 @@ pub struct Timers {
     pub recheck_generation: u64,
 }
 
-/// Everything one gate knows. Changed only by [`apply`](super::apply).
+/// Everything one gate knows. Changed only by [`apply`](fn@super::apply).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateState {
     /// The node as last seen; `None` until the first snapshot.

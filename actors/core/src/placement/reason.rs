@@ -46,9 +46,10 @@ pub enum NotExpectedReason {
     StartsAfterGate { taint: Taint },
 }
 
-/// Why a member is not expected, as a stable name (metrics labels, logs,
-/// explain's `reasonCode`). One byte, so a gate's members and journal carry
-/// it for free; serialized as its snake_case name.
+/// Why a member is not expected, as a stable name (the journal's
+/// `member_not_expected` events, explain's `reason_code`). One byte, so a
+/// gate's members and journal carry it for free; serialized as its
+/// snake_case name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReasonCode {
@@ -85,7 +86,7 @@ impl fmt::Display for ReasonCode {
 }
 
 impl NotExpectedReason {
-    /// A short, stable name for metrics labels and logs.
+    /// A short, stable name: [`Self::kind`] as text.
     pub fn code(&self) -> &'static str {
         self.kind().as_str()
     }

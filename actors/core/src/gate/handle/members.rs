@@ -28,8 +28,9 @@ impl Decider<'_> {
     /// Brings `members` in line with what the gate has seen: every member
     /// for [`Scope::All`], else only those the input can have changed, plus
     /// any member whose pod became available by the passing of time. Either
-    /// way the result equals [`derive_members`] at `now`; the scope only
-    /// saves the work that could not change anything.
+    /// way the result equals
+    /// [`derive_members`](crate::gate::derive_members) at `now`; the scope
+    /// only saves the work that could not change anything.
     pub(super) fn recompute_members(&mut self, scope: &Scope<'_>) {
         let Some(node) = self.s.node.as_ref() else {
             return;
