@@ -19,7 +19,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::chaos::{
     ELECTION, Faults, GRACE, Replica, Stopwatch, Verdicts, await_openings, daemonset_uids,
-    deadline_of, gate_events, opening_revision, pod_ready, rv_of, taint_list, unready_members_at,
+    deadline_of, gate_events, instant_of, opening_revision, pod_ready, rv_of, taint_list,
+    unready_members_at,
 };
 use support::gate::{Env, NS, TAINT, annotation, gated_node, has_gate_taint};
 use support::{fake_node, wait_for};
@@ -66,6 +67,7 @@ async fn create_daemonsets(env: &Env, specs: &[(&str, bool)]) {
 }
 
 /// A node as created: its name, creationTimestamp, resourceVersion and uid.
+#[derive(Clone)]
 struct Created {
     name: String,
     at: Timestamp,
@@ -650,16 +652,31 @@ async fn leader_killed_mid_burst_opens_every_node_once() {
     verdicts.conclude(&[&a, &b], &faults).await;
 }
 
-/// 4. Two replicas; nodes wait for a held DaemonSet (two are released
-/// mid-way) with deadlines spread over a stretch in which kube-apiserver is
-/// stopped five times for 3 s (SIGSTOP/SIGCONT). Every node is open by its
+/// 4. Two replicas; kube-apiserver is stopped eight times for 1.5 s
+/// (SIGSTOP/SIGCONT), 0.8 s apart. The leader renews every retry period (1 s)
+/// after its last renewal answered, so from the second stall on each renewal
+/// starts 0.2 s into a stall and is answered at its end: the renew deadline
+/// (3 s from the renewal's start) passes in the last ~0.6 s of the next
+/// stall, and the renewal after lands in time again. Three nodes per stall
+/// wait for a held DaemonSet with deadlines (set by
+/// `nodegate.dev/gated-since`) in that last 0.6 s: their openings by timeout
+/// are decided exactly while this replica does not lead. Two more nodes are
+/// released between stalls and must open by ready. Every node is open by its
 /// deadline, or by the end of the last stall when that is later, + 2 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fails on this base (f82af1d): from the second or third stall on, the leader's \
+            renewal lands before its new renew deadline, so leader.rs never sees a lapse and \
+            sends no LeadershipGained; the openings by timeout it refused meanwhile stay \
+            awaiting_leader for ever (18 and 21 of 24 nodes still closed past deadline + 2 s in \
+            two runs). Fixed on main by 776679d (a renewal announces refusals it owes) with \
+            be8edb4; passes there. Remove this once main is merged."]
 async fn apiserver_stalls_do_not_hold_nodes_past_their_deadline() {
-    const TIMEOUT: Duration = Duration::from_secs(20);
-    const STALLS: usize = 5;
-    const STALL: Duration = Duration::from_secs(3);
-    const BETWEEN: Duration = Duration::from_secs(1);
+    const TIMEOUT: Duration = Duration::from_secs(30);
+    const STALLS: u32 = 8;
+    const STALL: Duration = Duration::from_millis(1500);
+    const PERIOD: Duration = Duration::from_millis(2300);
+    /// Where, before a stall's end, the deadlines of its nodes fall.
+    const BEFORE_END: [i64; 3] = [100, 250, 400];
     let _took = Stopwatch::start("apiserver_stalls_do_not_hold_nodes_past_their_deadline");
     let env = Env::new("chaos-stalls").await;
     let faults = Faults::new(&env.cluster);
@@ -667,58 +684,99 @@ async fn apiserver_stalls_do_not_hold_nodes_past_their_deadline() {
     let args: Vec<&str> = ELECTION
         .iter()
         .copied()
-        .chain(["--timeout", "20s"])
+        .chain(["--timeout", "30s"])
         .collect();
     let a = Replica::start(&env.cluster, "nodegate-a", &args).await;
     a.wait_leader(Duration::from_secs(30)).await;
     let b = Replica::start(&env.cluster, "nodegate-b", &args).await;
     faults.note("nodegate-a leads, nodegate-b follows");
 
-    // One node a second: deadlines spread over the stalls.
-    let mut nodes = Vec::new();
-    let first = Instant::now();
-    for i in 1..=8 {
-        nodes.push(create(&env, &gated_node(&format!("stall-{i}"), &[])).await);
-        tokio::time::sleep(Duration::from_secs(1)).await;
+    // The plan, in wall-clock time: stall j runs [start_j, start_j + 3 s).
+    // Far enough ahead for creating the nodes and their pods.
+    let first_stall = Timestamp::now() + jiff::SignedDuration::from_secs(10);
+    let stall_start =
+        |j: u32| first_stall + jiff::SignedDuration::try_from(PERIOD * j).expect("fits");
+    let stall_end = |j: u32| stall_start(j) + jiff::SignedDuration::try_from(STALL).expect("fits");
+    let last_end = stall_end(STALLS - 1);
+    // (name, exact deadline)
+    let mut plan: Vec<(String, Timestamp)> = Vec::new();
+    for j in 0..STALLS {
+        for (k, ms) in BEFORE_END.iter().enumerate() {
+            plan.push((
+                format!("stall-{}{}", j + 1, ['a', 'b', 'c'][k]),
+                stall_end(j) - jiff::SignedDuration::from_millis(*ms),
+            ));
+        }
     }
-    faults.note("8 gated nodes created, one a second");
-    tokio::time::sleep_until((first + Duration::from_secs(12)).into()).await;
-    let mut last_end = Instant::now();
-    for s in 1..=STALLS {
-        last_end = faults.stall("kube-apiserver", STALL).await;
-        if s == 2 {
-            // Two nodes become Ready between stalls.
-            for n in ["stall-2", "stall-5"] {
-                if env.pod_on("agent", n).await.is_ok() {
-                    env.release("agent", n).await;
-                    faults.note(format!("agent released on {n}"));
-                }
+    for r in ["ready-1", "ready-2"] {
+        plan.push((r.to_string(), last_end + jiff::SignedDuration::from_secs(4)));
+    }
+    let timeout = jiff::SignedDuration::try_from(TIMEOUT).expect("fits");
+    let mut nodes = Vec::new();
+    for (name, deadline) in &plan {
+        let mut node = gated_node(name, &[]);
+        node.metadata.annotations.get_or_insert_default().insert(
+            "nodegate.dev/gated-since".into(),
+            (*deadline - timeout).to_string(),
+        );
+        nodes.push(create(&env, &node).await);
+    }
+    faults.note(format!(
+        "{} gated nodes created; deadlines in the last second of each stall, and two after them",
+        nodes.len()
+    ));
+    let ready_nodes: Vec<Created> = nodes
+        .iter()
+        .filter(|n| n.name.starts_with("ready-"))
+        .cloned()
+        .collect();
+    wait_pods(&env, &ready_nodes, &[("cni", true), ("agent", false)]).await;
+
+    assert!(
+        Timestamp::now() < first_stall,
+        "setting up took too long: the first stall should have begun already"
+    );
+    for j in 0..STALLS {
+        tokio::time::sleep_until(instant_of(stall_start(j)).into()).await;
+        let frozen = faults.freeze("kube-apiserver");
+        tokio::time::sleep_until(instant_of(stall_end(j)).into()).await;
+        frozen.thaw();
+        if j == 2 {
+            for n in ["ready-1", "ready-2"] {
+                env.release("agent", n).await;
+                faults.note(format!("agent released on {n}"));
             }
         }
-        if s < STALLS {
-            tokio::time::sleep(BETWEEN).await;
-        }
     }
+    let last_end = Instant::now();
     faults.note("last stall over");
 
-    let promised = nodes
+    let promised = plan
         .iter()
-        .map(|n| {
-            (
-                n.name.clone(),
-                deadline_of(n.at, TIMEOUT).max(last_end) + GRACE,
-            )
-        })
+        .map(|(n, deadline)| (n.clone(), instant_of(*deadline).max(last_end) + GRACE))
         .collect();
     let opened = await_openings(&faults, &env.nodes, &promised).await;
     faults.note("every node open, or late");
     let mut verdicts = Verdicts::default();
     judge_openings(&opened, &mut verdicts);
     let openings = check_ready_openings(&env, &nodes, &opened, &mut verdicts).await;
+    for n in ["ready-1", "ready-2"] {
+        if let Some(o) = openings.get(n)
+            && o.by != "ready"
+        {
+            verdicts.fail(
+                n,
+                format!(
+                    "every member was Ready from the fourth stall on, before the deadline, yet \
+                     it opened by {:?}",
+                    o.by
+                ),
+            );
+        }
+    }
     eprintln!("opened-by: {:?}", opened_by(&openings));
     for r in [&a, &b] {
         eprintln!("{} leadership:\n{}", r.name, r.leadership_lines(30));
     }
-
     verdicts.conclude(&[&a, &b], &faults).await;
 }

@@ -505,9 +505,16 @@ impl Verdicts {
 /// creationTimestamp, cut to the second, so the true deadline lies up to a
 /// second later), as an `Instant`: the latest moment the deadline can be.
 pub fn deadline_of(created: Timestamp, timeout: Duration) -> Instant {
-    let latest = created
-        + jiff::SignedDuration::try_from(timeout + Duration::from_secs(1)).expect("timeout fits");
-    let ahead = latest.duration_since(Timestamp::now());
+    instant_of(
+        created
+            + jiff::SignedDuration::try_from(timeout + Duration::from_secs(1))
+                .expect("timeout fits"),
+    )
+}
+
+/// A wall-clock time as an `Instant` of this process.
+pub fn instant_of(t: Timestamp) -> Instant {
+    let ahead = t.duration_since(Timestamp::now());
     if ahead.is_negative() {
         Instant::now() - Duration::try_from(ahead.abs()).unwrap_or_default()
     } else {
