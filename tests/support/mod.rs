@@ -10,6 +10,7 @@
 //! reason, so an e2e test can never pass without having run.
 #![allow(dead_code)]
 
+pub mod chaos;
 pub mod gate;
 
 use std::future::Future;

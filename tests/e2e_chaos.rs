@@ -1,0 +1,782 @@
+//! Chaos end to end: real faults injected into the real processes of a local
+//! control plane (deploy/local) while `nodegate run` gates nodes, each
+//! scenario on a cluster of its own. The faults and checks are in
+//! `support/chaos.rs`. The checks read only the API (nodes and pods at exact
+//! revisions, Events) and promise nothing beyond what nodegate promises: a
+//! node opens by its deadline, or by the end of the fault when that is later,
+//! plus a grace of 2 s; it opens `by ready` only at a revision where every
+//! expected member had a Ready pod on it.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::chaos::{
+    ELECTION, Faults, GRACE, Replica, Stopwatch, Verdicts, await_openings, daemonset_uids,
+    deadline_of, gate_events, instant_of, opening_revision, pod_ready, rv_of, taint_list,
+    unready_members_at,
+};
+use support::gate::{Env, NS, TAINT, annotation, gated_node, has_gate_taint};
+use support::{fake_node, wait_for};
+
+const HOLD_LABEL: &str = "nodegate.test/hold-not-ready";
+const FOREIGN_TAINT: &str = "example.com/foreign";
+const FOREIGN_ANNOTATION: &str = "example.com/owner";
+
+/// A DaemonSet on every node that tolerates the gate's taint and the foreign
+/// one; `hold`: its pods are Running but not Ready until released.
+/// `OnDelete`: a change of the template reaches only pods created later.
+fn daemonset(name: &str, hold: bool) -> DaemonSet {
+    let mut labels = json!({"app": name});
+    if hold {
+        labels[HOLD_LABEL] = json!("true");
+    }
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "updateStrategy": {"type": "OnDelete"},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [{"name": "agent", "image": "registry.invalid/agent:1"}],
+                    "tolerations": [
+                        {"key": TAINT, "operator": "Exists"},
+                        {"key": FOREIGN_TAINT, "operator": "Exists"},
+                    ],
+                },
+            },
+        },
+    }))
+    .expect("daemonset manifest")
+}
+
+async fn create_daemonsets(env: &Env, specs: &[(&str, bool)]) {
+    for (name, hold) in specs {
+        env.daemonsets
+            .create(&PostParams::default(), &daemonset(name, *hold))
+            .await
+            .expect("create daemonset");
+    }
+}
+
+/// A node as created: its name, creationTimestamp, resourceVersion and uid.
+#[derive(Clone)]
+struct Created {
+    name: String,
+    at: Timestamp,
+    rv: u64,
+    uid: String,
+}
+
+async fn create(env: &Env, node: &Node) -> Created {
+    let n = env.cluster.create_node(node).await;
+    Created {
+        name: n.metadata.name.clone().expect("name"),
+        at: n
+            .metadata
+            .creation_timestamp
+            .clone()
+            .expect("creationTimestamp")
+            .0,
+        rv: rv_of(&n),
+        uid: n.metadata.uid.clone().expect("uid"),
+    }
+}
+
+/// Waits until every node has its pod of each `(app, ready)` in that state.
+async fn wait_pods(env: &Env, nodes: &[Created], apps: &[(&str, bool)]) {
+    for n in nodes {
+        for (app, ready) in apps {
+            env.wait_pod(app, &n.name, *ready).await;
+        }
+    }
+}
+
+/// The pod of `app` on `node`, through `pods` (which may be a side door).
+async fn pod_of(pods: &Api<Pod>, app: &str, node: &str) -> Pod {
+    pods.list(&ListParams::default().labels(&format!("app={app}")))
+        .await
+        .expect("list pods")
+        .items
+        .into_iter()
+        .find(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .unwrap_or_else(|| panic!("no {app} pod on {node}"))
+}
+
+/// Sets the pod's Ready condition as a kubelet would, and (un)holds it so
+/// that kwok leaves it so.
+async fn set_ready(pods: &Api<Pod>, pod: &str, ready: bool) {
+    let hold = if ready { json!(null) } else { json!("true") };
+    pods.patch(
+        pod,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {HOLD_LABEL: hold}}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("label pod {pod}: {e}"));
+    let status = if ready { "True" } else { "False" };
+    let now = Timestamp::now().to_string();
+    pods.patch_status(
+        pod,
+        &PatchParams::default(),
+        &Patch::Strategic(json!({"status": {"conditions": [
+            {"type": "Ready", "status": status, "lastTransitionTime": now, "reason": "Chaos"},
+            {"type": "ContainersReady", "status": status, "lastTransitionTime": now, "reason": "Chaos"},
+        ]}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("set {pod} ready={ready}: {e}"));
+}
+
+/// How a node opened: its `opened-by`, and the expected members that had no
+/// Ready pod on it at the revision its taint went.
+struct Opening {
+    by: String,
+    unready: Vec<String>,
+}
+
+/// Checks every node that opened `by ready`: at the revision its taint went,
+/// every expected member (every DaemonSet of the test namespace here) had a
+/// Ready pod on it. Returns how each open node opened.
+async fn check_ready_openings(
+    env: &Env,
+    nodes: &[Created],
+    opened: &BTreeMap<String, Result<Instant, String>>,
+    verdicts: &mut Verdicts,
+) -> BTreeMap<String, Opening> {
+    let members = daemonset_uids(&env.cluster.client).await;
+    let mut by = BTreeMap::new();
+    for n in nodes {
+        if !matches!(opened.get(&n.name), Some(Ok(_))) {
+            continue;
+        }
+        let (rev, at) = match opening_revision(&env.nodes, &n.name, n.rv).await {
+            Ok(x) => x,
+            Err(e) => {
+                verdicts.fail(&n.name, format!("cannot find its opening revision: {e}"));
+                continue;
+            }
+        };
+        let opened_by = annotation(&at, "nodegate.dev/opened-by").unwrap_or_default();
+        let unready = match unready_members_at(&env.pods, &n.name, rev, &members).await {
+            Ok(u) => u,
+            Err(e) => {
+                verdicts.fail(&n.name, e);
+                continue;
+            }
+        };
+        if opened_by == "ready" && !unready.is_empty() {
+            verdicts.fail(
+                &n.name,
+                format!(
+                    "opened by ready at revision {rev} while these expected members had no \
+                     Ready pod on it: {}",
+                    unready.join("; ")
+                ),
+            );
+        }
+        by.insert(
+            n.name.clone(),
+            Opening {
+                by: opened_by,
+                unready,
+            },
+        );
+    }
+    by
+}
+
+fn opened_by(openings: &BTreeMap<String, Opening>) -> BTreeMap<&str, &str> {
+    openings
+        .iter()
+        .map(|(n, o)| (n.as_str(), o.by.as_str()))
+        .collect()
+}
+
+fn judge_openings(opened: &BTreeMap<String, Result<Instant, String>>, verdicts: &mut Verdicts) {
+    for (node, r) in opened {
+        if let Err(e) = r {
+            verdicts.fail(node, e);
+        }
+    }
+}
+
+/// 1. Nodes wait for a held DaemonSet. kube-apiserver is killed; while it is
+/// down, through a second API server no component knows, Ready pods are
+/// deleted or made not Ready and held pods made Ready. It is started again
+/// from its own command line, so every watch resumed from before gets 410
+/// and re-lists. No node may open `by ready` at a revision where one of its
+/// members had no Ready pod; the nodes whose members all became Ready open
+/// by ready; all open by deadline (or fault end) + 2 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relist_after_apiserver_restart_opens_no_node_early() {
+    const TIMEOUT: Duration = Duration::from_secs(25);
+    let _took = Stopwatch::start("relist_after_apiserver_restart_opens_no_node_early");
+    let env = Env::new("chaos-relist").await;
+    let faults = Faults::new(&env.cluster);
+    // Started first: it takes the API server's start-up time, which the
+    // outage itself should not.
+    let side = faults.side_door().await;
+    // `base` is Ready everywhere; `agent` is held everywhere.
+    create_daemonsets(&env, &[("base", false), ("agent", true)]).await;
+    let ng = Replica::start(&env.cluster, "nodegate", &["--timeout", "25s"]).await;
+    // del: base pod deleted, agent made Ready. unready: base pod made not
+    // Ready, agent made Ready. ready: agent made Ready. still: untouched.
+    let groups = ["del", "unready", "ready", "still"];
+    let mut nodes = Vec::new();
+    for g in groups {
+        for i in 1..=2 {
+            nodes.push(create(&env, &gated_node(&format!("{g}-{i}"), &[])).await);
+        }
+    }
+    faults.note("8 gated nodes created");
+    wait_pods(&env, &nodes, &[("base", true), ("agent", false)]).await;
+    // From now on a re-created base pod is held (OnDelete: no pod changes).
+    env.daemonsets
+        .patch(
+            "base",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"template": {"metadata": {"labels": {HOLD_LABEL: "true"}}}}}),
+            ),
+        )
+        .await
+        .expect("hold base's new pods");
+
+    faults.stop("kube-apiserver").await;
+    let pods: Api<Pod> = Api::namespaced(side.client.clone(), NS);
+    for n in &nodes {
+        let group = n.name.split('-').next().unwrap_or_default();
+        let base = pod_of(&pods, "base", &n.name).await;
+        let base = base.metadata.name.expect("pod name");
+        match n.name.as_str() {
+            // Gone at once, and terminating (kwok deletes it when back).
+            "del-1" => {
+                pods.delete(&base, &DeleteParams::default().grace_period(0))
+                    .await
+                    .expect("delete base pod");
+            }
+            "del-2" => {
+                pods.delete(&base, &DeleteParams::default())
+                    .await
+                    .expect("delete base pod");
+            }
+            _ if group == "unready" => set_ready(&pods, &base, false).await,
+            _ => {}
+        }
+        if group != "still" {
+            let agent = pod_of(&pods, "agent", &n.name).await;
+            set_ready(&pods, &agent.metadata.name.expect("pod name"), true).await;
+        }
+    }
+    faults.note("through the side door: base pods of del-* deleted, of unready-* not Ready; agent pods of del-*, unready-*, ready-* Ready");
+    let fault_end = faults.start("kube-apiserver").await;
+    drop(side);
+
+    let promised: BTreeMap<String, Instant> = nodes
+        .iter()
+        .map(|n| {
+            (
+                n.name.clone(),
+                deadline_of(n.at, TIMEOUT).max(fault_end) + GRACE,
+            )
+        })
+        .collect();
+    let opened = await_openings(&faults, &env.nodes, &promised).await;
+    faults.note("every node open, or late");
+    let mut verdicts = Verdicts::default();
+    judge_openings(&opened, &mut verdicts);
+    let openings = check_ready_openings(&env, &nodes, &opened, &mut verdicts).await;
+    for (node, o) in &openings {
+        if node.starts_with("ready-") && o.by != "ready" {
+            verdicts.fail(
+                node,
+                format!(
+                    "every member was Ready from the outage on, long before the deadline, \
+                     yet it opened by {:?}",
+                    o.by
+                ),
+            );
+        }
+        // The oracle's own check: these nodes never had every member Ready,
+        // so it must see a blocker at the revision they opened.
+        if !node.starts_with("ready-") && o.unready.is_empty() {
+            verdicts.fail(
+                node,
+                format!(
+                    "the check itself is broken: it saw every member Ready when the node \
+                     opened (by {:?}), which never happened here",
+                    o.by
+                ),
+            );
+        }
+    }
+    eprintln!("opened-by: {:?}", opened_by(&openings));
+    // The scenario is only what it claims if the watches re-listed.
+    let logs = ng.ng.logs();
+    let relisted: BTreeSet<&str> = logs
+        .lines()
+        .filter(|l| l.contains("watch failed") && l.contains("too old resource version"))
+        .filter_map(|l| l.split("kind=\"").nth(1)?.split('"').next())
+        .collect();
+    eprintln!("watches that got 410 Gone and re-listed: {relisted:?}");
+    for kind in ["nodes", "daemonsets", "daemonset pods"] {
+        if !relisted.contains(kind) {
+            verdicts.fail(
+                "(all)",
+                format!("the {kind} watch got no 410 Gone: the restart forced no re-list of it"),
+            );
+        }
+    }
+    verdicts.conclude(&[&ng], &faults).await;
+}
+
+/// 2. A gated node whose members are all Ready opens; it is deleted and
+/// re-created under the same name (new uid), tainted again, while its
+/// DaemonSet pods keep running (Kubernetes keeps pods bound to a deleted
+/// node's name). It must open by ready well before its new deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_recreated_under_the_same_name_opens_by_ready() {
+    const TIMEOUT: Duration = Duration::from_secs(60);
+    const WITHIN: Duration = Duration::from_secs(15);
+    let _took = Stopwatch::start("node_recreated_under_the_same_name_opens_by_ready");
+    let env = Env::new("chaos-recreate").await;
+    let faults = Faults::new(&env.cluster);
+    create_daemonsets(&env, &[("cni", false), ("csi", false)]).await;
+    let ng = Replica::start(&env.cluster, "nodegate", &["--timeout", "60s"]).await;
+    let names = ["again-1", "again-2", "again-3"];
+    let mut first = Vec::new();
+    for n in names {
+        first.push(create(&env, &gated_node(n, &[])).await);
+    }
+    let mut verdicts = Verdicts::default();
+    let promised = first
+        .iter()
+        .map(|n| (n.name.clone(), deadline_of(n.at, TIMEOUT) + GRACE))
+        .collect();
+    let opened = await_openings(&faults, &env.nodes, &promised).await;
+    judge_openings(&opened, &mut verdicts);
+    check_ready_openings(&env, &first, &opened, &mut verdicts).await;
+    faults.note("first incarnations open");
+    wait_pods(&env, &first, &[("cni", true), ("csi", true)]).await;
+    let pods_before = pods_on(&env, &names).await;
+
+    for n in names {
+        env.nodes
+            .delete(n, &DeleteParams::default())
+            .await
+            .expect("delete node");
+    }
+    for n in names {
+        wait_for(&format!("{n} gone"), Duration::from_secs(30), || async {
+            match env.nodes.get_opt(n).await {
+                Ok(None) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+    }
+    faults.note("nodes deleted");
+    let mut again = Vec::new();
+    for n in names {
+        again.push(create(&env, &gated_node(n, &[])).await);
+    }
+    let recreated = Instant::now();
+    faults.note("nodes re-created under the same names, tainted");
+    for (before, after) in first.iter().zip(&again) {
+        assert_ne!(before.uid, after.uid, "{}: same uid", after.name);
+    }
+    // The premise: the same pods, still Ready, are bound to the names.
+    let pods_after = pods_on(&env, &names).await;
+    assert_eq!(
+        pods_before, pods_after,
+        "the premise failed: the pods did not survive the node's deletion"
+    );
+
+    let promised = again
+        .iter()
+        .map(|n| {
+            (
+                n.name.clone(),
+                (recreated + WITHIN).min(deadline_of(n.at, TIMEOUT) + GRACE),
+            )
+        })
+        .collect();
+    let opened = await_openings(&faults, &env.nodes, &promised).await;
+    for (node, r) in &opened {
+        if let Err(e) = r {
+            verdicts.fail(
+                node,
+                format!(
+                    "re-created with every member's pod Ready, not open within {WITHIN:?} \
+                     (deadline {TIMEOUT:?}): {e}"
+                ),
+            );
+        }
+    }
+    let openings = check_ready_openings(&env, &again, &opened, &mut verdicts).await;
+    for n in &again {
+        let now = env.node(&n.name).await;
+        if now.metadata.uid.as_deref() != Some(n.uid.as_str()) {
+            verdicts.fail(&n.name, "the re-created node was replaced again");
+        }
+        if let Some(o) = openings.get(&n.name)
+            && o.by != "ready"
+        {
+            verdicts.fail(&n.name, format!("opened by {:?}, not by ready", o.by));
+        }
+    }
+    verdicts.conclude(&[&ng], &faults).await;
+}
+
+/// Per node name, its pods (name, uid, Ready) by `spec.nodeName`.
+async fn pods_on(env: &Env, names: &[&str]) -> BTreeMap<String, BTreeSet<(String, String, bool)>> {
+    let mut out = BTreeMap::new();
+    for n in names {
+        let pods = env
+            .pods
+            .list(&ListParams::default().fields(&format!("spec.nodeName={n}")))
+            .await
+            .expect("list pods");
+        out.insert(
+            n.to_string(),
+            pods.items
+                .iter()
+                .map(|p| {
+                    (
+                        p.metadata.name.clone().unwrap_or_default(),
+                        p.metadata.uid.clone().unwrap_or_default(),
+                        pod_ready(p),
+                    )
+                })
+                .collect(),
+        );
+    }
+    out
+}
+
+/// 3. Two replicas; twenty nodes wait for a held DaemonSet, some carrying a
+/// foreign taint and annotation. Their pods are released one after another
+/// and the leader is SIGKILLed mid-burst. Every node opens by ready, with
+/// exactly one gate Event, and the foreign taint and annotation stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_killed_mid_burst_opens_every_node_once() {
+    const TIMEOUT: Duration = Duration::from_secs(60);
+    const N: usize = 20;
+    let _took = Stopwatch::start("leader_killed_mid_burst_opens_every_node_once");
+    let env = Env::new("chaos-leader").await;
+    let faults = Faults::new(&env.cluster);
+    create_daemonsets(&env, &[("cni", false), ("agent", true)]).await;
+    let args: Vec<&str> = ELECTION
+        .iter()
+        .copied()
+        .chain(["--timeout", "60s"])
+        .collect();
+    let mut a = Replica::start(&env.cluster, "nodegate-a", &args).await;
+    a.wait_leader(Duration::from_secs(30)).await;
+    let b = Replica::start(&env.cluster, "nodegate-b", &args).await;
+    faults.note("nodegate-a leads, nodegate-b follows");
+
+    // Every other node carries a foreign taint (before or after the gate's)
+    // and annotation.
+    let mut nodes = Vec::new();
+    let mut foreign: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for i in 1..=N {
+        let name = format!("burst-{i:02}");
+        let gate = (TAINT, "", "NoSchedule");
+        let other = (FOREIGN_TAINT, "x", "NoSchedule");
+        let soft = (FOREIGN_TAINT, "", "PreferNoSchedule");
+        let taints: Vec<(&str, &str, &str)> = match i % 4 {
+            1 => vec![other, gate],
+            3 => vec![gate, soft, other],
+            _ => vec![gate],
+        };
+        let mut node = fake_node(&name, &[], &taints);
+        if i % 2 == 1 {
+            node.metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(FOREIGN_ANNOTATION.into(), "chaos-test".into());
+        }
+        foreign.insert(
+            name.clone(),
+            taint_list(&node)
+                .into_iter()
+                .filter(|t| !t.starts_with(TAINT))
+                .collect(),
+        );
+        nodes.push(create(&env, &node).await);
+    }
+    faults.note(format!("{N} gated nodes created"));
+    wait_pods(&env, &nodes, &[("cni", true), ("agent", false)]).await;
+    faults.note("cni Ready and agent held on every node");
+
+    // The burst: agent released on one node after another.
+    let releases = {
+        let pods = env.pods.clone();
+        let names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+        tokio::spawn(async move {
+            for n in names {
+                let pod = pod_of(&pods, "agent", &n).await;
+                pods.patch(
+                    &pod.metadata.name.expect("pod name"),
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"labels": {HOLD_LABEL: null}}})),
+                )
+                .await
+                .expect("release agent");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    };
+    faults.note("burst: releasing agent on each node, 100 ms apart");
+    let open_count = || async {
+        env.nodes
+            .list(&ListParams::default())
+            .await
+            .map(|l| {
+                l.items
+                    .iter()
+                    .filter(|n| {
+                        n.metadata
+                            .name
+                            .as_deref()
+                            .is_some_and(|x| x.starts_with("burst-"))
+                            && !has_gate_taint(n)
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let waiting_since = Instant::now();
+    let mut open = 0;
+    while open < N / 4 && waiting_since.elapsed() < Duration::from_secs(10) {
+        open = open_count().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        a.is_leader().await,
+        Some(true),
+        "nodegate-a no longer leads"
+    );
+    faults.kill(&mut a);
+    faults.note(format!("{open}/{N} nodes open at the kill"));
+    releases.await.expect("releases");
+    faults.note("every agent released");
+
+    let promised = nodes
+        .iter()
+        .map(|n| (n.name.clone(), deadline_of(n.at, TIMEOUT) + GRACE))
+        .collect();
+    let opened = await_openings(&faults, &env.nodes, &promised).await;
+    faults.note("every node open, or late");
+    let mut verdicts = Verdicts::default();
+    judge_openings(&opened, &mut verdicts);
+    let openings = check_ready_openings(&env, &nodes, &opened, &mut verdicts).await;
+    for (node, o) in &openings {
+        if o.by != "ready" {
+            verdicts.fail(
+                node,
+                format!(
+                    "opened by {:?}: every member was Ready long before the deadline",
+                    o.by
+                ),
+            );
+        }
+    }
+    for n in &nodes {
+        let now = env.node(&n.name).await;
+        let kept: Vec<String> = taint_list(&now)
+            .into_iter()
+            .filter(|t| !t.starts_with(TAINT))
+            .collect();
+        if kept != foreign[&n.name] {
+            verdicts.fail(
+                &n.name,
+                format!("foreign taints were {:?}, now {kept:?}", foreign[&n.name]),
+            );
+        }
+        let i: usize = n.name["burst-".len()..].parse().expect("number");
+        if i % 2 == 1 && annotation(&now, FOREIGN_ANNOTATION).as_deref() != Some("chaos-test") {
+            verdicts.fail(&n.name, format!("annotation {FOREIGN_ANNOTATION} lost"));
+        }
+    }
+
+    // Events: one per node. Wait for each node's first, then a moment for
+    // any second one.
+    let settle = Instant::now();
+    loop {
+        let mut missing = 0;
+        for n in &nodes {
+            if gate_events(&env.cluster.client, &n.name, None)
+                .await
+                .is_empty()
+            {
+                missing += 1;
+            }
+        }
+        if missing == 0 || settle.elapsed() > Duration::from_secs(10) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for n in &nodes {
+        let events = gate_events(&env.cluster.client, &n.name, None).await;
+        if events.len() != 1 {
+            verdicts.fail(
+                &n.name,
+                format!(
+                    "{} gate Events, not 1: {:?}",
+                    events.len(),
+                    events
+                        .iter()
+                        .map(|e| format!(
+                            "{} by {} at {:?}",
+                            e.reason.as_deref().unwrap_or("?"),
+                            e.reporting_instance.as_deref().unwrap_or("?"),
+                            e.event_time.as_ref().map(|t| t.0)
+                        ))
+                        .collect::<Vec<_>>()
+                ),
+            );
+        }
+    }
+    verdicts.conclude(&[&a, &b], &faults).await;
+}
+
+/// 4. Two replicas; kube-apiserver is stopped eight times for 1.5 s
+/// (SIGSTOP/SIGCONT), 0.8 s apart. The leader renews every retry period (1 s)
+/// after its last renewal answered, so from the second stall on each renewal
+/// starts 0.2 s into a stall and is answered at its end: the renew deadline
+/// (3 s from the renewal's start) passes in the last ~0.6 s of the next
+/// stall, and the renewal after lands in time again. Three nodes per stall
+/// wait for a held DaemonSet with deadlines (set by
+/// `nodegate.dev/gated-since`) in that last 0.6 s: their openings by timeout
+/// are decided exactly while this replica does not lead. Two more nodes are
+/// released between stalls and must open by ready. Every node is open by its
+/// deadline, or by the end of the last stall when that is later, + 2 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "fails on this base (f82af1d): from the second or third stall on, the leader's \
+            renewal lands before its new renew deadline, so leader.rs never sees a lapse and \
+            sends no LeadershipGained; the openings by timeout it refused meanwhile stay \
+            awaiting_leader for ever (18 and 21 of 24 nodes still closed past deadline + 2 s in \
+            two runs). Fixed on main by 776679d (a renewal announces refusals it owes) with \
+            be8edb4; passes there. Remove this once main is merged."]
+async fn apiserver_stalls_do_not_hold_nodes_past_their_deadline() {
+    const TIMEOUT: Duration = Duration::from_secs(30);
+    const STALLS: u32 = 8;
+    const STALL: Duration = Duration::from_millis(1500);
+    const PERIOD: Duration = Duration::from_millis(2300);
+    /// Where, before a stall's end, the deadlines of its nodes fall.
+    const BEFORE_END: [i64; 3] = [100, 250, 400];
+    let _took = Stopwatch::start("apiserver_stalls_do_not_hold_nodes_past_their_deadline");
+    let env = Env::new("chaos-stalls").await;
+    let faults = Faults::new(&env.cluster);
+    create_daemonsets(&env, &[("cni", false), ("agent", true)]).await;
+    let args: Vec<&str> = ELECTION
+        .iter()
+        .copied()
+        .chain(["--timeout", "30s"])
+        .collect();
+    let a = Replica::start(&env.cluster, "nodegate-a", &args).await;
+    a.wait_leader(Duration::from_secs(30)).await;
+    let b = Replica::start(&env.cluster, "nodegate-b", &args).await;
+    faults.note("nodegate-a leads, nodegate-b follows");
+
+    // The plan, in wall-clock time: stall j runs [start_j, start_j + 3 s).
+    // Far enough ahead for creating the nodes and their pods.
+    let first_stall = Timestamp::now() + jiff::SignedDuration::from_secs(10);
+    let stall_start =
+        |j: u32| first_stall + jiff::SignedDuration::try_from(PERIOD * j).expect("fits");
+    let stall_end = |j: u32| stall_start(j) + jiff::SignedDuration::try_from(STALL).expect("fits");
+    let last_end = stall_end(STALLS - 1);
+    // (name, exact deadline)
+    let mut plan: Vec<(String, Timestamp)> = Vec::new();
+    for j in 0..STALLS {
+        for (k, ms) in BEFORE_END.iter().enumerate() {
+            plan.push((
+                format!("stall-{}{}", j + 1, ['a', 'b', 'c'][k]),
+                stall_end(j) - jiff::SignedDuration::from_millis(*ms),
+            ));
+        }
+    }
+    for r in ["ready-1", "ready-2"] {
+        plan.push((r.to_string(), last_end + jiff::SignedDuration::from_secs(4)));
+    }
+    let timeout = jiff::SignedDuration::try_from(TIMEOUT).expect("fits");
+    let mut nodes = Vec::new();
+    for (name, deadline) in &plan {
+        let mut node = gated_node(name, &[]);
+        node.metadata.annotations.get_or_insert_default().insert(
+            "nodegate.dev/gated-since".into(),
+            (*deadline - timeout).to_string(),
+        );
+        nodes.push(create(&env, &node).await);
+    }
+    faults.note(format!(
+        "{} gated nodes created; deadlines in the last second of each stall, and two after them",
+        nodes.len()
+    ));
+    let ready_nodes: Vec<Created> = nodes
+        .iter()
+        .filter(|n| n.name.starts_with("ready-"))
+        .cloned()
+        .collect();
+    wait_pods(&env, &ready_nodes, &[("cni", true), ("agent", false)]).await;
+
+    assert!(
+        Timestamp::now() < first_stall,
+        "setting up took too long: the first stall should have begun already"
+    );
+    for j in 0..STALLS {
+        tokio::time::sleep_until(instant_of(stall_start(j)).into()).await;
+        let frozen = faults.freeze("kube-apiserver");
+        tokio::time::sleep_until(instant_of(stall_end(j)).into()).await;
+        frozen.thaw();
+        if j == 2 {
+            for n in ["ready-1", "ready-2"] {
+                env.release("agent", n).await;
+                faults.note(format!("agent released on {n}"));
+            }
+        }
+    }
+    let last_end = Instant::now();
+    faults.note("last stall over");
+
+    let promised = plan
+        .iter()
+        .map(|(n, deadline)| (n.clone(), instant_of(*deadline).max(last_end) + GRACE))
+        .collect();
+    let opened = await_openings(&faults, &env.nodes, &promised).await;
+    faults.note("every node open, or late");
+    let mut verdicts = Verdicts::default();
+    judge_openings(&opened, &mut verdicts);
+    let openings = check_ready_openings(&env, &nodes, &opened, &mut verdicts).await;
+    for n in ["ready-1", "ready-2"] {
+        if let Some(o) = openings.get(n)
+            && o.by != "ready"
+        {
+            verdicts.fail(
+                n,
+                format!(
+                    "every member was Ready from the fourth stall on, before the deadline, yet \
+                     it opened by {:?}",
+                    o.by
+                ),
+            );
+        }
+    }
+    eprintln!("opened-by: {:?}", opened_by(&openings));
+    for r in [&a, &b] {
+        eprintln!("{} leadership:\n{}", r.name, r.leadership_lines(30));
+    }
+    verdicts.conclude(&[&a, &b], &faults).await;
+}
