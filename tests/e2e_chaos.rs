@@ -664,12 +664,6 @@ async fn leader_killed_mid_burst_opens_every_node_once() {
 /// released between stalls and must open by ready. Every node is open by its
 /// deadline, or by the end of the last stall when that is later, + 2 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails on this base (f82af1d): from the second or third stall on, the leader's \
-            renewal lands before its new renew deadline, so leader.rs never sees a lapse and \
-            sends no LeadershipGained; the openings by timeout it refused meanwhile stay \
-            awaiting_leader for ever (18 and 21 of 24 nodes still closed past deadline + 2 s in \
-            two runs). Fixed on main by 776679d (a renewal announces refusals it owes) with \
-            be8edb4; passes there. Remove this once main is merged."]
 async fn apiserver_stalls_do_not_hold_nodes_past_their_deadline() {
     const TIMEOUT: Duration = Duration::from_secs(30);
     const STALLS: u32 = 8;
