@@ -15,7 +15,7 @@ use nodegate_core::gate::{self, GateConfig};
 use nodegate_core::placement::{
     ManagedTaint, PlacementConfig, TransientTaint, default_transient_taints,
 };
-use nodegate_core::readiness::CriticalPodEntry;
+use nodegate_core::readiness::{CriticalPodEntry, CriticalPodEntryError};
 use nodegate_core::selector::{LabelSelector, check_label_key};
 use serde::Deserialize;
 
@@ -264,22 +264,19 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
         if !names.insert(c.name.clone()) {
             return Err(invalid(at, "the name is used twice"));
         }
-        if c.namespace.is_empty() {
-            return Err(invalid(at, "needs a namespace"));
-        }
-        if c.selector.is_empty() {
-            return Err(invalid(
+        c.validate().map_err(|e| match e {
+            CriticalPodEntryError::NoNamespace { .. } => invalid(at, "needs a namespace"),
+            CriticalPodEntryError::EmptySelector { .. } => invalid(
                 at,
                 "needs a non-empty selector (an empty one would match every pod)",
-            ));
-        }
-        c.selector
-            .validate()
-            .map_err(|e| invalid(format!("{at}.selector"), e.to_string()))?;
-        if let Some(ns) = &c.node_selector {
-            ns.validate()
-                .map_err(|e| invalid(format!("{at}.nodeSelector"), e.to_string()))?;
-        }
+            ),
+            CriticalPodEntryError::Selector { source, .. } => {
+                invalid(format!("{at}.selector"), source.to_string())
+            }
+            CriticalPodEntryError::NodeSelector { source, .. } => {
+                invalid(format!("{at}.nodeSelector"), source.to_string())
+            }
+        })?;
     }
 
     Ok(GateSettings {

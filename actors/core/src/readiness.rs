@@ -315,6 +315,10 @@ pub struct CriticalPodEntry {
 pub enum CriticalPodEntryError {
     #[error("critical pod {name:?}: namespace must not be empty")]
     NoNamespace { name: String },
+    #[error(
+        "critical pod {name:?}: selector must not be empty (an empty one would match every pod)"
+    )]
+    EmptySelector { name: String },
     #[error("critical pod {name:?}: selector: {source}")]
     Selector { name: String, source: SelectorError },
     #[error("critical pod {name:?}: nodeSelector: {source}")]
@@ -323,14 +327,17 @@ pub enum CriticalPodEntryError {
 
 impl CriticalPodEntry {
     /// The rules an entry must meet; an invalid selector would otherwise
-    /// match nothing and the entry would wait until the deadline. The
+    /// match nothing and the entry would wait until the deadline, an empty
+    /// one would match every pod. The one place these rules live: the
     /// binary's configuration loading (`settings::config::gate_settings`)
-    /// checks the same rules itself, in its own words, and does not call
-    /// this.
+    /// calls this and words each error for the config file.
     pub fn validate(&self) -> Result<(), CriticalPodEntryError> {
         let name = || self.name.clone();
         if self.namespace.is_empty() {
             return Err(CriticalPodEntryError::NoNamespace { name: name() });
+        }
+        if self.selector.is_empty() {
+            return Err(CriticalPodEntryError::EmptySelector { name: name() });
         }
         self.selector
             .validate()

@@ -583,6 +583,12 @@ fn critical_entry_validation() {
         ..LabelSelector::default()
     });
     assert!(e.validate().unwrap_err().to_string().starts_with(r#"critical pod "kube-system/kube-proxy": nodeSelector: label selector: matchLabels["bad key"]"#));
+    let mut e = proxy_entry();
+    e.selector = LabelSelector::default();
+    assert_eq!(
+        e.validate().unwrap_err().to_string(),
+        r#"critical pod "kube-system/kube-proxy": selector must not be empty (an empty one would match every pod)"#
+    );
 }
 
 #[test]
