@@ -1,0 +1,313 @@
+//! The kubectl string form of a label selector
+//! (`tier=infra,zone in (a,b),!spot`): a lexer and a recursive-descent parser
+//! that build a [`LabelSelector`] and name the part that is wrong in a
+//! [`SelectorError`]. Pure, and never panics on user input.
+
+use super::*;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Token {
+    /// A key, a value, or the words `in` / `notin` (which are operators only
+    /// where an operator may stand, as upstream).
+    Word(String),
+    Bang,
+    Eq,
+    EqEq,
+    NotEq,
+    Gt,
+    Lt,
+    Open,
+    Close,
+    Comma,
+    End,
+}
+
+impl Token {
+    fn describe(&self) -> String {
+        match self {
+            Token::Word(w) => format!("{w:?}"),
+            Token::Bang => "\"!\"".into(),
+            Token::Eq => "\"=\"".into(),
+            Token::EqEq => "\"==\"".into(),
+            Token::NotEq => "\"!=\"".into(),
+            Token::Gt => "\">\"".into(),
+            Token::Lt => "\"<\"".into(),
+            Token::Open => "\"(\"".into(),
+            Token::Close => "\")\"".into(),
+            Token::Comma => "\",\"".into(),
+            Token::End => "the end".into(),
+        }
+    }
+}
+
+fn is_special(c: char) -> bool {
+    matches!(c, '=' | '!' | '(' | ')' | ',' | '<' | '>')
+}
+
+fn is_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\r' | '\n')
+}
+
+fn lex(s: &str) -> Vec<Token> {
+    let mut tokens = Vec::new();
+    let mut chars = s.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if is_space(c) {
+            chars.next();
+            continue;
+        }
+        chars.next();
+        let token = match c {
+            '!' if chars.peek() == Some(&'=') => {
+                chars.next();
+                Token::NotEq
+            }
+            '!' => Token::Bang,
+            '=' if chars.peek() == Some(&'=') => {
+                chars.next();
+                Token::EqEq
+            }
+            '=' => Token::Eq,
+            '>' => Token::Gt,
+            '<' => Token::Lt,
+            '(' => Token::Open,
+            ')' => Token::Close,
+            ',' => Token::Comma,
+            _ => {
+                let mut word = String::from(c);
+                while let Some(&n) = chars.peek() {
+                    if is_space(n) || is_special(n) {
+                        break;
+                    }
+                    word.push(n);
+                    chars.next();
+                }
+                Token::Word(word)
+            }
+        };
+        tokens.push(token);
+    }
+    tokens.push(Token::End);
+    tokens
+}
+
+enum Parsed {
+    Equals(String, String),
+    Set(String, &'static str, Vec<String>),
+    Exists(String),
+    DoesNotExist(String),
+}
+
+pub(super) struct Parser {
+    tokens: Vec<Token>,
+    pos: usize,
+}
+
+impl Parser {
+    pub(super) fn new(s: &str) -> Self {
+        Parser {
+            tokens: lex(s),
+            pos: 0,
+        }
+    }
+
+    fn peek(&self) -> &Token {
+        self.tokens.get(self.pos).unwrap_or(&Token::End)
+    }
+
+    fn next(&mut self) -> Token {
+        let t = self.peek().clone();
+        if self.pos < self.tokens.len() {
+            self.pos += 1;
+        }
+        t
+    }
+
+    pub(super) fn parse(mut self) -> Result<LabelSelector, String> {
+        let mut selector = LabelSelector::default();
+        if *self.peek() == Token::End {
+            return Ok(selector);
+        }
+        loop {
+            let requirement = self.requirement()?;
+            add(&mut selector, requirement);
+            match self.next() {
+                Token::End => return Ok(selector),
+                Token::Comma => {
+                    if *self.peek() == Token::End {
+                        return Err("expected a requirement after the last \",\"".to_string());
+                    }
+                }
+                other => {
+                    return Err(format!(
+                        "expected \",\" or the end after a requirement, found {}",
+                        other.describe()
+                    ));
+                }
+            }
+        }
+    }
+
+    fn requirement(&mut self) -> Result<Parsed, String> {
+        let negated = *self.peek() == Token::Bang;
+        if negated {
+            self.next();
+        }
+        let key = match self.next() {
+            Token::Word(w) => w,
+            other if negated => {
+                return Err(format!(
+                    "expected a label key after \"!\", found {}",
+                    other.describe()
+                ));
+            }
+            other => {
+                return Err(format!("expected a label key, found {}", other.describe()));
+            }
+        };
+        check_label_key(&key)?;
+        if negated {
+            return match self.peek() {
+                Token::Comma | Token::End => Ok(Parsed::DoesNotExist(key)),
+                other => Err(format!(
+                    "\"!{key}\" means the label is absent and takes no operator or value, found {}",
+                    other.describe()
+                )),
+            };
+        }
+        if matches!(self.peek(), Token::Comma | Token::End) {
+            return Ok(Parsed::Exists(key));
+        }
+        match self.next() {
+            Token::Eq | Token::EqEq => {
+                let value = self.exact_value(&key, "=")?;
+                Ok(Parsed::Equals(key, value))
+            }
+            Token::NotEq => {
+                let value = self.exact_value(&key, "!=")?;
+                Ok(Parsed::Set(key, OP_NOT_IN, vec![value]))
+            }
+            Token::Word(w) if w == "in" => {
+                let values = self.values(&key, "in")?;
+                Ok(Parsed::Set(key, OP_IN, values))
+            }
+            Token::Word(w) if w == "notin" => {
+                let values = self.values(&key, "notin")?;
+                Ok(Parsed::Set(key, OP_NOT_IN, values))
+            }
+            Token::Gt | Token::Lt => Err(format!(
+                "\"{key}\": > and < (Gt, Lt) are not supported in a label selector; \
+                 use =, ==, !=, in, notin, a bare key or !key"
+            )),
+            other => Err(format!(
+                "expected an operator (=, ==, !=, in, notin), \",\" or the end after \"{key}\", found {}",
+                other.describe()
+            )),
+        }
+    }
+
+    fn exact_value(&mut self, key: &str, op: &str) -> Result<String, String> {
+        let value = match self.peek() {
+            // `k=` is the empty value, as upstream.
+            Token::Comma | Token::End => String::new(),
+            Token::Word(w) => {
+                let w = w.clone();
+                self.next();
+                w
+            }
+            other => {
+                return Err(format!(
+                    "expected a value after \"{key}{op}\", found {}",
+                    other.describe()
+                ));
+            }
+        };
+        check_label_value(&value).map_err(|p| format!("{p} (the value of {key:?})"))?;
+        Ok(value)
+    }
+
+    fn values(&mut self, key: &str, op: &str) -> Result<Vec<String>, String> {
+        match self.next() {
+            Token::Open => {}
+            other => {
+                return Err(format!(
+                    "expected \"(\" after \"{key} {op}\", found {}",
+                    other.describe()
+                ));
+            }
+        }
+        // Upstream reads `()` as the single empty value and lets empty items
+        // stand between commas (`(a,,b)`, `(,a)`, `(a,)`); so do we.
+        let mut values: Vec<String> = Vec::new();
+        let push = |values: &mut Vec<String>, v: String| {
+            if !values.contains(&v) {
+                values.push(v);
+            }
+        };
+        let mut expect_item = true;
+        loop {
+            match self.next() {
+                Token::Word(w) if expect_item => {
+                    push(&mut values, w);
+                    expect_item = false;
+                }
+                Token::Comma => {
+                    if expect_item {
+                        push(&mut values, String::new());
+                    }
+                    expect_item = true;
+                }
+                Token::Close => {
+                    if expect_item {
+                        push(&mut values, String::new());
+                    }
+                    break;
+                }
+                Token::End => {
+                    return Err(format!("missing \")\" after the values of {key:?}"));
+                }
+                other if expect_item => {
+                    return Err(format!(
+                        "expected a value, \",\" or \")\" in the values of {key:?}, found {}",
+                        other.describe()
+                    ));
+                }
+                other => {
+                    return Err(format!(
+                        "expected \",\" or \")\" between the values of {key:?}, found {}",
+                        other.describe()
+                    ));
+                }
+            }
+        }
+        for v in &values {
+            check_label_value(v).map_err(|p| format!("{p} (a value of {key:?})"))?;
+        }
+        Ok(values)
+    }
+}
+
+fn add(selector: &mut LabelSelector, parsed: Parsed) {
+    let expr = match parsed {
+        Parsed::Equals(key, value) => match selector.match_labels.get(&key) {
+            None => {
+                selector.match_labels.insert(key, value);
+                return;
+            }
+            Some(existing) if *existing == value => return,
+            // `a=x,a=y` must keep both constraints (and so match nothing),
+            // which a map cannot hold.
+            Some(_) => LabelSelectorRequirement::new(key, OP_IN, [value]),
+        },
+        Parsed::Set(key, op, values) => LabelSelectorRequirement::new(key, op, values),
+        Parsed::Exists(key) => LabelSelectorRequirement::new(key, OP_EXISTS, Vec::<String>::new()),
+        Parsed::DoesNotExist(key) => {
+            LabelSelectorRequirement::new(key, OP_DOES_NOT_EXIST, Vec::<String>::new())
+        }
+    };
+    selector.match_expressions.push(expr);
+}
+
+#[cfg(test)]
+#[path = "parse_tests.rs"]
+mod tests;
