@@ -396,7 +396,9 @@ mod tests {
             .expect("body");
         let v: Value = serde_json::from_slice(&body).expect("JSON body");
         assert!(
-            v["error"].as_str().is_some_and(|e| e.contains("too many debug requests")),
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("too many debug requests")),
             "{v}"
         );
         // A finished request gives its permit back.

@@ -353,7 +353,10 @@ pub fn run_settings(args: &RunArgs) -> Result<RunSettings, ConfigError> {
     };
     if debug_addr.is_some_and(|d| d.port() != 0 && d == http_addr) {
         return Err(invalid(
-            format!("--debug-addr {:?}", debug_addr.map(|d| d.to_string()).unwrap_or_default()),
+            format!(
+                "--debug-addr {:?}",
+                debug_addr.map(|d| d.to_string()).unwrap_or_default()
+            ),
             "must differ from --http-addr",
         ));
     }

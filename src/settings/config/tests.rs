@@ -165,13 +165,24 @@ fn debug_addr_may_be_turned_off_and_must_not_be_the_http_addr() {
     let s = run_settings(&run_args(&["--debug-addr", ""])).unwrap();
     assert_eq!(s.debug_addr, None);
     let s = run_settings(&run_args(&["--debug-addr", ":9091"])).unwrap();
-    assert_eq!(s.debug_addr.map(|a| a.to_string()).as_deref(), Some("0.0.0.0:9091"));
+    assert_eq!(
+        s.debug_addr.map(|a| a.to_string()).as_deref(),
+        Some("0.0.0.0:9091")
+    );
     // Port 0 twice is two free ports, not a clash.
-    let s = run_settings(&run_args(&["--http-addr", "127.0.0.1:0", "--debug-addr", "127.0.0.1:0"]))
-        .unwrap();
+    let s = run_settings(&run_args(&[
+        "--http-addr",
+        "127.0.0.1:0",
+        "--debug-addr",
+        "127.0.0.1:0",
+    ]))
+    .unwrap();
     assert_eq!(s.debug_addr.map(|a| a.port()), Some(0));
     let cases: &[(&[&str], &str)] = &[
-        (&["--debug-addr", "localhost:1"], "--debug-addr \"localhost:1\""),
+        (
+            &["--debug-addr", "localhost:1"],
+            "--debug-addr \"localhost:1\"",
+        ),
         (
             &["--http-addr", "0.0.0.0:8080", "--debug-addr", ":8080"],
             "must differ from --http-addr",
