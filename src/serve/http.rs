@@ -146,21 +146,24 @@ async fn listen(
     Ok((bound, task))
 }
 
-/// A permit to serve one debug request, or the 503 that refuses it when
-/// [`DEBUG_CONCURRENCY`] are being served already.
-fn debug_permit(permits: &Arc<Semaphore>) -> std::result::Result<OwnedSemaphorePermit, Response> {
-    Arc::clone(permits).try_acquire_owned().map_err(|_| {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [(header::RETRY_AFTER, "1")],
-            Json(json!({
-                "error": format!(
-                    "too many debug requests at once (at most {DEBUG_CONCURRENCY}); retry shortly"
-                )
-            })),
-        )
-            .into_response()
-    })
+/// A permit to serve one debug request; `None` when [`DEBUG_CONCURRENCY`]
+/// are being served already.
+fn debug_permit(permits: &Arc<Semaphore>) -> Option<OwnedSemaphorePermit> {
+    Arc::clone(permits).try_acquire_owned().ok()
+}
+
+/// The answer to a debug request beyond the bound.
+fn too_many_debug_requests() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "1")],
+        Json(json!({
+            "error": format!(
+                "too many debug requests at once (at most {DEBUG_CONCURRENCY}); retry shortly"
+            )
+        })),
+    )
+        .into_response()
 }
 
 async fn healthz(State(s): State<AppState>) -> Response {
@@ -211,9 +214,8 @@ async fn metrics_text(State(s): State<AppState>) -> Response {
 }
 
 async fn debug_nodes(State(s): State<DebugState>) -> Response {
-    let _permit = match debug_permit(&s.permits) {
-        Ok(p) => p,
-        Err(refused) => return refused,
+    let Some(_permit) = debug_permit(&s.permits) else {
+        return too_many_debug_requests();
     };
     let now = Timestamp::now();
     let router = Arc::clone(&s.router);
@@ -244,9 +246,8 @@ async fn debug_nodes(State(s): State<DebugState>) -> Response {
 }
 
 async fn debug_node(State(s): State<DebugState>, Path(name): Path<String>) -> Response {
-    let _permit = match debug_permit(&s.permits) {
-        Ok(p) => p,
-        Err(refused) => return refused,
+    let Some(_permit) = debug_permit(&s.permits) else {
+        return too_many_debug_requests();
     };
     let now = Timestamp::now();
     if let Some(view) = s.router.view(&name).await {
@@ -388,7 +389,8 @@ mod tests {
         let held: Vec<_> = (0..DEBUG_CONCURRENCY)
             .map(|_| debug_permit(&permits).expect("within the bound"))
             .collect();
-        let refused = debug_permit(&permits).expect_err("one beyond the bound");
+        assert!(debug_permit(&permits).is_none(), "one beyond the bound");
+        let refused = too_many_debug_requests();
         assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
         let body = axum::body::to_bytes(refused.into_body(), 1 << 16)
@@ -403,7 +405,7 @@ mod tests {
         );
         // A finished request gives its permit back.
         drop(held);
-        assert!(debug_permit(&permits).is_ok());
+        assert!(debug_permit(&permits).is_some());
     }
 
     #[test]
