@@ -260,19 +260,32 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
     };
     assert_eq!(names(&base), names(&chart), "same kinds and names");
 
-    for kind in ["ClusterRole", "Role"] {
-        assert_eq!(
-            find(&base, kind)["rules"],
-            find(&chart, kind)["rules"],
-            "{kind} rules differ between deploy/kustomize and deploy/helm"
-        );
-    }
-    for kind in ["ClusterRoleBinding", "RoleBinding"] {
-        for field in ["roleRef", "subjects"] {
+    // Same names (checked above), so each object pairs with its namesake.
+    let named = |objs: &[Value], kind: &str, name: &str| -> Value {
+        objs.iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+    };
+    for o in &base {
+        let (kind, name) = kind_name(o);
+        let fields: &[&str] = match kind.as_str() {
+            "ClusterRole" | "Role" => &["rules"],
+            "ClusterRoleBinding" | "RoleBinding" => &["roleRef", "subjects"],
+            "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => &["spec"],
+            _ => continue,
+        };
+        let c = named(&chart, &kind, &name);
+        for field in fields {
             assert_eq!(
-                find(&base, kind)[field],
-                find(&chart, kind)[field],
-                "{kind} {field}"
+                o[*field], c[*field],
+                "{kind} {name} {field} differs between deploy/kustomize and deploy/helm"
+            );
+        }
+        if kind.ends_with("Role") || kind.ends_with("RoleBinding") {
+            assert_eq!(
+                o["metadata"]["namespace"], c["metadata"]["namespace"],
+                "{kind} {name} namespace"
             );
         }
     }
@@ -288,6 +301,7 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
         "priorityClassName",
         "tolerations",
         "affinity",
+        "topologySpreadConstraints",
         "securityContext",
         "automountServiceAccountToken",
         "enableServiceLinks",
@@ -306,6 +320,24 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
     ] {
         assert_eq!(bc[field], cc[field], "container {field}");
     }
+    // The base passes no --taint, so nodegate manages its default taint:
+    // the pods must tolerate that one (or a fully gated cluster could never
+    // start them).
+    assert!(
+        !bc["args"].to_string().contains("--taint"),
+        "the base now passes --taint: check its tolerations match"
+    );
+    assert!(
+        bp["tolerations"].as_array().is_some_and(|ts| ts
+            .iter()
+            .any(|t| t["key"] == TAINT && t["operator"] == "Exists")),
+        "the base's pods must tolerate {TAINT}: {}",
+        bp["tolerations"]
+    );
+    // Two replicas in two zones, required.
+    let spread = &bp["topologySpreadConstraints"][0];
+    assert_eq!(spread["topologyKey"], "topology.kubernetes.io/zone");
+    assert_eq!(spread["whenUnsatisfiable"], "DoNotSchedule");
     // The base passes only what differs from the binary's defaults; the
     // chart passes every flag. Each flag the base sets, the chart sets alike.
     let chart_args: Vec<&str> = cc["args"]
@@ -569,14 +601,16 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
                         | "ClusterRoleBinding"
                         | "Role"
                         | "RoleBinding"
+                        | "ValidatingAdmissionPolicy"
+                        | "ValidatingAdmissionPolicyBinding"
                 )
             )
         })
         .collect();
     assert_eq!(
         identity.len(),
-        6,
-        "namespace, account, two roles, two bindings"
+        10,
+        "namespace, account, three roles, three bindings, the admission policy and its binding"
     );
     must(
         "apply deploy/'s ServiceAccount and RBAC",
@@ -646,6 +680,9 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
         &["patch", "daemonsets.apps", "-A"],
         &["get", "daemonsets.apps", "-A"],
         &["create", "events", "-n", "default"],
+        // Events only where nodegate writes them.
+        &["create", "events.events.k8s.io", "-n", NS],
+        &["create", "events.events.k8s.io", "-n", "kube-system"],
         &["patch", "events.events.k8s.io", "-n", "default"],
         &["delete", "events.events.k8s.io", "-n", "default"],
         &[
@@ -692,6 +729,10 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
         secrets.stdout,
         secrets.stderr
     );
+
+    // --- the admission policy: with the token, a Node changes only by its
+    // nodegate.dev/ taints and annotations.
+    admission_policy_limits_node_changes(&cluster, &sa).await;
 
     // --- a gate scenario, run by two replicas holding only that token.
     cluster.namespace("infra").await;
@@ -829,4 +870,185 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
             "nodegate hit a permission it lacks ({refusal:?}):\n{all}"
         );
     }
+}
+
+/// A `kubectl patch node` as the ServiceAccount: `Ok` or the API server's
+/// refusal.
+fn sa_patch(sa: &Path, node: &str, kind: &str, patch: &Value) -> Result<(), String> {
+    let out = kubectl(
+        sa,
+        &[
+            "patch",
+            "node",
+            node,
+            "--type",
+            kind,
+            "-p",
+            &patch.to_string(),
+        ],
+        None,
+    );
+    if out.ok { Ok(()) } else { Err(out.stderr) }
+}
+
+/// deploy/'s ValidatingAdmissionPolicy, on the real API server, with the
+/// ServiceAccount's token: foreign taints, labels, other annotations and the
+/// rest of the spec are refused; removing the managed taint and writing
+/// nodegate.dev/ annotations (what the untaint patch does) is allowed.
+async fn admission_policy_limits_node_changes(cluster: &TestCluster, sa: &Path) {
+    let node = "vap-0";
+    // Not a nodegate taint at index 0, the managed one at index 1.
+    cluster
+        .create_node(&fake_node(
+            node,
+            &[("example.com/pool", "vap")],
+            &[
+                ("example.com/foreign", "", "NoSchedule"),
+                (TAINT, "", "NoSchedule"),
+            ],
+        ))
+        .await;
+    // Refused by the policy, by the rule whose message contains `rule`.
+    let refused_by_policy = |what: &str, rule: &str, r: Result<(), String>| {
+        let err = r
+            .err()
+            .unwrap_or_else(|| panic!("{what}: must be refused, was allowed"));
+        assert!(
+            err.contains("ValidatingAdmissionPolicy")
+                && err.contains("nodegate-node-changes")
+                && err.contains(rule),
+            "{what}: refused, but not by the policy's rule {rule:?}: {err}"
+        );
+    };
+    // The policy takes effect once the API server has loaded it: wait for
+    // the first refusal.
+    let remove_foreign = json!([
+        {"op": "test", "path": "/spec/taints/0/key", "value": "example.com/foreign"},
+        {"op": "remove", "path": "/spec/taints/0"},
+    ]);
+    let first = wait_for(
+        "the admission policy to refuse removing a foreign taint",
+        Duration::from_secs(30),
+        || async {
+            match sa_patch(sa, node, "json", &remove_foreign) {
+                Ok(()) => panic!("removing a foreign taint was allowed"),
+                Err(e) if e.contains("ValidatingAdmissionPolicy") => Ok(e),
+                Err(e) => Err(e),
+            }
+        },
+    )
+    .await;
+    eprintln!("foreign taint: {}", first.trim());
+    assert!(first.contains("another taint changed"), "{first}");
+    refused_by_policy(
+        "add a foreign taint",
+        "another taint changed",
+        sa_patch(
+            sa,
+            node,
+            "json",
+            &json!([{"op": "add", "path": "/spec/taints/-", "value": {"key": "example.com/other", "effect": "NoSchedule"}}]),
+        ),
+    );
+    refused_by_policy(
+        "change a label",
+        "labels",
+        sa_patch(
+            sa,
+            node,
+            "merge",
+            &json!({"metadata": {"labels": {"example.com/pool": "other"}}}),
+        ),
+    );
+    refused_by_policy(
+        "add a label",
+        "labels",
+        sa_patch(
+            sa,
+            node,
+            "merge",
+            &json!({"metadata": {"labels": {"nodegate.dev/x": "y"}}}),
+        ),
+    );
+    refused_by_policy(
+        "write another annotation",
+        "only nodegate.dev/ annotations",
+        sa_patch(
+            sa,
+            node,
+            "merge",
+            &json!({"metadata": {"annotations": {"example.com/note": "x"}}}),
+        ),
+    );
+    refused_by_policy(
+        "cordon",
+        "no node spec field",
+        sa_patch(sa, node, "merge", &json!({"spec": {"unschedulable": true}})),
+    );
+    refused_by_policy(
+        "set providerID",
+        "no node spec field",
+        sa_patch(
+            sa,
+            node,
+            "merge",
+            &json!({"spec": {"providerID": "kwok://x"}}),
+        ),
+    );
+    // What the untaint patch does: remove the managed taint, record opened-at.
+    sa_patch(
+        sa,
+        node,
+        "json",
+        &json!([
+            {"op": "test", "path": "/spec/taints/1/key", "value": TAINT},
+            {"op": "remove", "path": "/spec/taints/1"},
+            {"op": "add", "path": "/metadata/annotations/nodegate.dev~1opened-at", "value": "2026-01-01T00:00:00.000Z"},
+        ]),
+    )
+    .unwrap_or_else(|e| panic!("removing the managed taint with opened-at must be allowed: {e}"));
+    // And the timed-out mark; and putting a managed taint back.
+    sa_patch(
+        sa,
+        node,
+        "merge",
+        &json!({"metadata": {"annotations": {"nodegate.dev/timed-out": "2026-01-01T00:00:00.000Z"}}}),
+    )
+    .unwrap_or_else(|e| panic!("writing nodegate.dev/timed-out must be allowed: {e}"));
+    sa_patch(
+        sa,
+        node,
+        "json",
+        &json!([{"op": "add", "path": "/spec/taints/-", "value": {"key": TAINT, "effect": "NoSchedule"}}]),
+    )
+    .unwrap_or_else(|e| panic!("adding a managed taint must be allowed: {e}"));
+    let n: Node = Api::all(cluster.client.clone())
+        .get(node)
+        .await
+        .expect("get vap-0");
+    let keys: Vec<String> = n
+        .spec
+        .and_then(|s| s.taints)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| t.key)
+        .collect();
+    assert_eq!(
+        keys,
+        ["example.com/foreign", TAINT],
+        "the foreign taint stayed"
+    );
+    assert_eq!(
+        n.metadata
+            .labels
+            .unwrap_or_default()
+            .get("example.com/pool")
+            .map(String::as_str),
+        Some("vap")
+    );
+    // Out of the way of the gate scenario: an admin deletes it.
+    Api::<Node>::all(cluster.client.clone())
+        .delete(node, &Default::default())
+        .await
+        .expect("delete vap-0");
 }

@@ -218,7 +218,8 @@ async fn explain_and_the_running_controller_agree_on_every_member() {
         &cluster,
         &["--config", config_arg, "--dry-run", "--timeout", "0"],
     );
-    let addr = ng.http_addr(Duration::from_secs(30));
+    // The debug endpoints are on their own listener (--debug-addr).
+    let addr = ng.debug_addr(Duration::from_secs(30));
     let members = daemonsets().len() + 1 + 2;
 
     let mut seen: BTreeSet<String> = BTreeSet::new();

@@ -194,11 +194,12 @@ async fn only_the_leader_writes_and_a_killed_leader_fails_over_within_a_lease() 
     env.create_node("node-held", HOLD).await;
     env.wait_pod("cni", "node-held", true).await;
     env.wait_pod("csi", "node-held", false).await;
+    let b_debug = b.debug_addr(Duration::from_secs(30));
     let warm = wait_for(
         "the follower's gate for node-held",
         Duration::from_secs(20),
         || async {
-            let (status, v) = json_at(&b_addr, "/debug/nodes/node-held").await;
+            let (status, v) = json_at(&b_debug, "/debug/nodes/node-held").await;
             let csi_waiting = v["expected"].as_array().is_some_and(|ms| {
                 ms.iter()
                     .any(|m| m["member"] == "infra/csi" && m["ready"] == false)
@@ -312,9 +313,14 @@ async fn probes_metrics_and_debug_endpoints_answer_as_documented() {
     env.create_ds(held("csi")).await;
     let ng = Nodegate::start(&env.cluster, &["--timeout", "5m", "--debug-history", "10"]);
     let addr = ng.http_addr(Duration::from_secs(30));
+    let debug = ng.debug_addr(Duration::from_secs(30));
+    assert_ne!(addr, debug, "the debug endpoints have their own listener");
 
     let (status, body) = get(&addr, "/healthz").await;
     assert_eq!((status, body.trim()), (200, "ok"));
+    // The metrics and probes address does not serve the debug endpoints.
+    let (status, _) = get(&addr, "/debug/nodes").await;
+    assert_eq!(status, 404, "/debug/nodes must not be on --http-addr");
     wait_ready(&addr, &ng).await;
 
     // Idle: zeros, not "no data"; every series named nodegate_*.
@@ -364,7 +370,7 @@ async fn probes_metrics_and_debug_endpoints_answer_as_documented() {
         "node-held's gate with cni Ready",
         Duration::from_secs(20),
         || async {
-            let (status, v) = json_at(&addr, "/debug/nodes/node-held").await;
+            let (status, v) = json_at(&debug, "/debug/nodes/node-held").await;
             let cni_ready = v["expected"].as_array().is_some_and(|ms| {
                 ms.iter()
                     .any(|m| m["member"] == "infra/cni" && m["ready"] == true)
@@ -423,7 +429,7 @@ async fn probes_metrics_and_debug_endpoints_answer_as_documented() {
         detail["journal"]
     );
 
-    let (_, list) = json_at(&addr, "/debug/nodes").await;
+    let (_, list) = json_at(&debug, "/debug/nodes").await;
     let row = list["gated"]
         .as_array()
         .and_then(|g| g.iter().find(|n| n["node"] == "node-held"))
@@ -476,7 +482,7 @@ async fn probes_metrics_and_debug_endpoints_answer_as_documented() {
         "node-held in the history",
         Duration::from_secs(10),
         || async {
-            let (status, v) = json_at(&addr, "/debug/nodes/node-held").await;
+            let (status, v) = json_at(&debug, "/debug/nodes/node-held").await;
             if status == 200 && v["live"] == false {
                 Ok(v)
             } else {
@@ -494,7 +500,7 @@ async fn probes_metrics_and_debug_endpoints_answer_as_documented() {
         "{}",
         done["journal"]
     );
-    let (status, _) = json_at(&addr, "/debug/nodes/no-such-node").await;
+    let (status, _) = json_at(&debug, "/debug/nodes/no-such-node").await;
     assert_eq!(status, 404);
 
     let after = wait_for(

@@ -25,7 +25,7 @@ use crate::cluster::watch::{self, WatchStats};
 use crate::cluster::writer::Writer;
 use crate::error::{Error, Result};
 use crate::serve::health::{Health, History};
-use crate::serve::http::{self, AppState};
+use crate::serve::http::{self, AppState, DebugState};
 use crate::serve::metrics::Metrics;
 use crate::settings::config::RunSettings;
 
@@ -99,13 +99,24 @@ pub async fn run(settings: RunSettings) -> Result<()> {
         AppState {
             router: Arc::clone(&router),
             metrics: Arc::clone(&metrics),
-            history,
             watch_stats: Arc::clone(&stats),
             health: Arc::clone(&health),
         },
         shutdown_rx.clone(),
     )
     .await?;
+    let debug_task = match settings.debug_addr {
+        Some(addr) => Some(
+            http::serve_debug(
+                addr,
+                DebugState::new(Arc::clone(&router), history),
+                shutdown_rx.clone(),
+            )
+            .await?
+            .1,
+        ),
+        None => None,
+    };
 
     let annotations = Arc::new(DashMap::new());
     let writer = Writer::new(
@@ -218,6 +229,9 @@ pub async fn run(settings: RunSettings) -> Result<()> {
     supervisor.stop(Some("shutdown".into()));
     let _ = tokio::time::timeout(Duration::from_secs(5), supervisor_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(2), http_task).await;
+    if let Some(task) = debug_task {
+        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+    }
     Ok(())
 }
 

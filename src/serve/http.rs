@@ -1,13 +1,21 @@
-//! The HTTP server: routing and handlers for `/healthz`, `/readyz`,
-//! `/metrics`, `/debug/nodes` and `/debug/nodes/{name}`, and the JSON those
-//! debug endpoints show.
+//! The HTTP servers: routing and handlers for `/healthz`, `/readyz` and
+//! `/metrics` on `--http-addr`, and for `/debug/nodes` and
+//! `/debug/nodes/{name}` on their own listener, `--debug-addr` (they show node
+//! labels, taints and pod names, so they are kept off the address that
+//! probes and Prometheus reach), and the JSON those debug endpoints show.
+//!
+//! The debug endpoints are bounded: at most [`DEBUG_CONCURRENCY`] debug
+//! requests are served at once; one more is answered at once with 503 and
+//! `Retry-After`, so a busy scraper or a loop of `curl` cannot keep every
+//! gate busy answering views.
 //!
 //! Handlers only read: the router's indexes and gate views, the metrics
 //! registry, the health record and the history of finished gates
 //! (`serve::health`). Nothing here can change a gate or write to the
 //! cluster, and no handler holds a lock across an await. The bound address is
-//! logged as `listening on HOST:PORT` (port 0 picks a free one), which tests
-//! and scripts may parse.
+//! logged as `listening on HOST:PORT` (port 0 picks a free one), the debug
+//! listener's as `debug listener on HOST:PORT`; tests and scripts may parse
+//! both.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,7 +33,7 @@ use nodegate_actors::router::Router;
 use nodegate_core::gate::{Expectation, GateState, Phase, Readiness};
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::cluster::watch::WatchStats;
 use crate::error::{Error, Result};
@@ -36,11 +44,34 @@ use crate::serve::metrics::{self, Metrics};
 /// round-trip.
 const VIEW_CONCURRENCY: usize = 32;
 
+/// Debug requests (`/debug/nodes` and `/debug/nodes/{name}`) served at once;
+/// one more is refused with 503. A listing visits every gate, so this bounds
+/// the actor round trips debug traffic can cost to
+/// `DEBUG_CONCURRENCY × VIEW_CONCURRENCY` in flight.
+pub const DEBUG_CONCURRENCY: usize = 2;
+
+/// What the debug listener's handlers read, and the permits that bound them.
+#[derive(Clone)]
+pub struct DebugState {
+    pub router: Arc<Router>,
+    pub history: Arc<History>,
+    pub permits: Arc<Semaphore>,
+}
+
+impl DebugState {
+    pub fn new(router: Arc<Router>, history: Arc<History>) -> DebugState {
+        DebugState {
+            router,
+            history,
+            permits: Arc::new(Semaphore::new(DEBUG_CONCURRENCY)),
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct AppState {
     pub router: Arc<Router>,
     pub metrics: Arc<Metrics>,
-    pub history: Arc<History>,
     pub watch_stats: Arc<WatchStats>,
     pub health: Arc<Health>,
 }
@@ -50,34 +81,89 @@ pub fn app(state: AppState) -> axum::Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
+        .with_state(state)
+}
+
+/// The debug listener's routes.
+pub fn debug_app(state: DebugState) -> axum::Router {
+    axum::Router::new()
         .route("/debug/nodes", get(debug_nodes))
         .route("/debug/nodes/{name}", get(debug_node))
         .with_state(state)
 }
 
-/// Binds `addr` and serves until `shutdown` changes; returns once bound, with
-/// the address actually bound (port 0 → a free port).
+/// Binds `addr` and serves health, readiness and metrics until `shutdown`
+/// changes; returns once bound, with the address actually bound (port 0 → a
+/// free port).
 pub async fn serve(
     addr: SocketAddr,
     state: AppState,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    listen(addr, "--http-addr", "listening on", app(state), shutdown).await
+}
+
+/// Binds `addr` (`--debug-addr`) and serves the debug endpoints until
+/// `shutdown` changes.
+pub async fn serve_debug(
+    addr: SocketAddr,
+    state: DebugState,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    listen(
+        addr,
+        "--debug-addr",
+        "debug listener on",
+        debug_app(state),
+        shutdown,
+    )
+    .await
+}
+
+async fn listen(
+    addr: SocketAddr,
+    flag: &str,
+    what: &str,
+    app: axum::Router,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(Error::io(format!("cannot listen on {addr} (--http-addr)")))?;
+        .map_err(Error::io(format!("cannot listen on {addr} ({flag})")))?;
     let bound = listener.local_addr().map_err(Error::io(format!(
         "cannot read the address bound for {addr}"
     )))?;
-    tracing::info!("listening on {bound}");
-    let server = axum::serve(listener, app(state)).with_graceful_shutdown(async move {
+    tracing::info!("{what} {bound}");
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         let _ = shutdown.changed().await;
     });
+    let flag = flag.to_string();
     let task = tokio::spawn(async move {
         if let Err(error) = server.await {
-            tracing::error!(%error, "the HTTP server failed");
+            tracing::error!(%error, "the HTTP server of {flag} failed");
         }
     });
     Ok((bound, task))
+}
+
+/// A permit to serve one debug request; `None` when [`DEBUG_CONCURRENCY`]
+/// are being served already.
+fn debug_permit(permits: &Arc<Semaphore>) -> Option<OwnedSemaphorePermit> {
+    Arc::clone(permits).try_acquire_owned().ok()
+}
+
+/// The answer to a debug request beyond the bound.
+fn too_many_debug_requests() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "1")],
+        Json(json!({
+            "error": format!(
+                "too many debug requests at once (at most {DEBUG_CONCURRENCY}); retry shortly"
+            )
+        })),
+    )
+        .into_response()
 }
 
 async fn healthz(State(s): State<AppState>) -> Response {
@@ -127,7 +213,10 @@ async fn metrics_text(State(s): State<AppState>) -> Response {
     }
 }
 
-async fn debug_nodes(State(s): State<AppState>) -> Response {
+async fn debug_nodes(State(s): State<DebugState>) -> Response {
+    let Some(_permit) = debug_permit(&s.permits) else {
+        return too_many_debug_requests();
+    };
     let now = Timestamp::now();
     let router = Arc::clone(&s.router);
     let names = router.gated_nodes();
@@ -156,7 +245,10 @@ async fn debug_nodes(State(s): State<AppState>) -> Response {
     .into_response()
 }
 
-async fn debug_node(State(s): State<AppState>, Path(name): Path<String>) -> Response {
+async fn debug_node(State(s): State<DebugState>, Path(name): Path<String>) -> Response {
+    let Some(_permit) = debug_permit(&s.permits) else {
+        return too_many_debug_requests();
+    };
     let now = Timestamp::now();
     if let Some(view) = s.router.view(&name).await {
         return Json(detail(&view, true, now)).into_response();
@@ -290,6 +382,31 @@ mod tests {
     use super::*;
     use crate::serve::health::tests::opened_gate;
     use nodegate_core::testutil::ts;
+
+    #[tokio::test]
+    async fn debug_requests_beyond_the_bound_get_503_and_retry_after() {
+        let permits = Arc::new(Semaphore::new(DEBUG_CONCURRENCY));
+        let held: Vec<_> = (0..DEBUG_CONCURRENCY)
+            .map(|_| debug_permit(&permits).expect("within the bound"))
+            .collect();
+        assert!(debug_permit(&permits).is_none(), "one beyond the bound");
+        let refused = too_many_debug_requests();
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
+        let body = axum::body::to_bytes(refused.into_body(), 1 << 16)
+            .await
+            .expect("body");
+        let v: Value = serde_json::from_slice(&body).expect("JSON body");
+        assert!(
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("too many debug requests")),
+            "{v}"
+        );
+        // A finished request gives its permit back.
+        drop(held);
+        assert!(debug_permit(&permits).is_some());
+    }
 
     #[test]
     fn detail_shows_members_with_reasons_and_the_journal_in_order() {

@@ -145,10 +145,16 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION")]
     pub retry_period: Option<String>,
 
-    /// Address of the HTTP server (/healthz, /readyz, /metrics,
-    /// /debug/nodes); port 0 picks a free port. Default: 0.0.0.0:8080.
+    /// Address of the HTTP server (/healthz, /readyz, /metrics); port 0
+    /// picks a free port. Default: 0.0.0.0:8080.
     #[arg(long, value_name = "HOST:PORT")]
     pub http_addr: Option<String>,
+
+    /// Address of the debug listener (/debug/nodes, /debug/nodes/NAME: node
+    /// labels, taints, pod names), kept apart from --http-addr; empty turns
+    /// it off. Default: 127.0.0.1:8081.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub debug_addr: Option<String>,
 
     /// How many recently finished gates /debug/nodes/NAME still shows.
     /// Default: 100.

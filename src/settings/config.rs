@@ -34,6 +34,8 @@ pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
 pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
 pub const DEFAULT_HTTP_ADDR: &str = "0.0.0.0:8080";
+/// Loopback only: the debug endpoints show node labels, taints and pod names.
+pub const DEFAULT_DEBUG_ADDR: &str = "127.0.0.1:8081";
 pub const DEFAULT_DEBUG_HISTORY: usize = 100;
 
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +81,7 @@ pub struct FileConfig {
     pub renew_deadline: Option<String>,
     pub retry_period: Option<String>,
     pub http_addr: Option<String>,
+    pub debug_addr: Option<String>,
     pub debug_history: Option<usize>,
 }
 
@@ -171,6 +174,8 @@ pub struct RunSettings {
     pub log_level: String,
     pub leader_election: LeaderElection,
     pub http_addr: SocketAddr,
+    /// `None`: no debug listener (`--debug-addr ""`).
+    pub debug_addr: Option<SocketAddr>,
     /// Finished gates kept for /debug/nodes/NAME.
     pub debug_history: usize,
 }
@@ -337,12 +342,28 @@ pub fn run_settings(args: &RunArgs) -> Result<RunSettings, ConfigError> {
         &pick(args.http_addr.clone(), file.http_addr.take())
             .unwrap_or_else(|| DEFAULT_HTTP_ADDR.to_string()),
     )?;
+    let debug_addr = match pick(args.debug_addr.clone(), file.debug_addr.take())
+        .unwrap_or_else(|| DEFAULT_DEBUG_ADDR.to_string())
+    {
+        s if s.trim().is_empty() => None,
+        s => Some(parse_addr("--debug-addr", &s)?),
+    };
+    if debug_addr.is_some_and(|d| d.port() != 0 && d == http_addr) {
+        return Err(invalid(
+            format!(
+                "--debug-addr {:?}",
+                debug_addr.map(|d| d.to_string()).unwrap_or_default()
+            ),
+            "must differ from --http-addr",
+        ));
+    }
     let debug_history =
         pick(args.debug_history, file.debug_history).unwrap_or(DEFAULT_DEBUG_HISTORY);
 
     Ok(RunSettings {
         leader_election,
         http_addr,
+        debug_addr,
         debug_history,
         gate,
         timeout,
@@ -463,13 +484,18 @@ pub fn check_lease_timings(
 
 /// `HOST:PORT` with an IP host, or `:PORT` for every interface.
 pub fn parse_http_addr(s: &str) -> Result<SocketAddr, ConfigError> {
+    parse_addr("--http-addr", s)
+}
+
+/// `HOST:PORT` with an IP host, or `:PORT` for every interface, for `flag`.
+fn parse_addr(flag: &str, s: &str) -> Result<SocketAddr, ConfigError> {
     let full = match s.strip_prefix(':') {
         Some(port) => format!("0.0.0.0:{port}"),
         None => s.to_string(),
     };
     full.parse().map_err(|_| {
         invalid(
-            format!("--http-addr {s:?}"),
+            format!("{flag} {s:?}"),
             "expected IP:PORT, e.g. 0.0.0.0:8080, 127.0.0.1:0 or :8080",
         )
     })

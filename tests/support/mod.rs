@@ -259,6 +259,10 @@ impl Nodegate {
         if !args.contains(&"--http-addr") {
             args.extend(["--http-addr", "127.0.0.1:0"]);
         }
+        // The debug listener likewise (see `Nodegate::debug_addr`).
+        if !args.contains(&"--debug-addr") {
+            args.extend(["--debug-addr", "127.0.0.1:0"]);
+        }
         let child = Command::new(env!("CARGO_BIN_EXE_nodegate"))
             .arg("run")
             .args(&args)
@@ -331,11 +335,21 @@ impl Nodegate {
     /// The address the HTTP server bound (`--http-addr`, port 0 in tests),
     /// read from its `listening on ADDR` log line; waits up to `timeout`.
     pub fn http_addr(&self, timeout: Duration) -> String {
+        self.logged_addr("listening on ", timeout)
+    }
+
+    /// The address the debug listener bound (`--debug-addr`, port 0 in
+    /// tests), read from its `debug listener on ADDR` log line.
+    pub fn debug_addr(&self, timeout: Duration) -> String {
+        self.logged_addr("debug listener on ", timeout)
+    }
+
+    fn logged_addr(&self, marker: &str, timeout: Duration) -> String {
         let deadline = Instant::now() + timeout;
         loop {
             let logs = self.logs();
             if let Some(addr) = logs.lines().find_map(|l| {
-                let rest = &l[l.find("listening on ")? + "listening on ".len()..];
+                let rest = &l[l.find(marker)? + marker.len()..];
                 rest.split(|c: char| c.is_whitespace() || c == '"')
                     .next()
                     .map(str::to_string)
@@ -343,7 +357,7 @@ impl Nodegate {
                 return addr;
             }
             if Instant::now() >= deadline {
-                panic!("nodegate logged no `listening on` line within {timeout:?}:\n{logs}");
+                panic!("nodegate logged no `{marker}` line within {timeout:?}:\n{logs}");
             }
             std::thread::sleep(Duration::from_millis(50));
         }

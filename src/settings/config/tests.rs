@@ -153,7 +153,42 @@ fn operations_defaults_match_the_documentation() {
         )
     );
     assert_eq!(s.http_addr.to_string(), "0.0.0.0:8080");
+    assert_eq!(
+        s.debug_addr.map(|a| a.to_string()).as_deref(),
+        Some("127.0.0.1:8081")
+    );
     assert_eq!(s.debug_history, 100);
+}
+
+#[test]
+fn debug_addr_may_be_turned_off_and_must_not_be_the_http_addr() {
+    let s = run_settings(&run_args(&["--debug-addr", ""])).unwrap();
+    assert_eq!(s.debug_addr, None);
+    let s = run_settings(&run_args(&["--debug-addr", ":9091"])).unwrap();
+    assert_eq!(
+        s.debug_addr.map(|a| a.to_string()).as_deref(),
+        Some("0.0.0.0:9091")
+    );
+    // Port 0 twice is two free ports, not a clash.
+    let s = run_settings(&run_args(&[
+        "--http-addr",
+        "127.0.0.1:0",
+        "--debug-addr",
+        "127.0.0.1:0",
+    ]))
+    .unwrap();
+    assert_eq!(s.debug_addr.map(|a| a.port()), Some(0));
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--debug-addr", "localhost:1"],
+            "--debug-addr \"localhost:1\"",
+        ),
+        (
+            &["--http-addr", "0.0.0.0:8080", "--debug-addr", ":8080"],
+            "must differ from --http-addr",
+        ),
+    ];
+    assert_each_error_names(cases);
 }
 
 #[test]
@@ -266,7 +301,7 @@ fn leader_election_can_come_from_the_file() {
     let path = dir.path().join("c.yaml");
     std::fs::write(
         &path,
-        "leaderElect: true\nleaseName: ng\nleaseNamespace: ops\nleaseDuration: 20s\nhttpAddr: 127.0.0.1:9000\ndebugHistory: 5\n",
+        "leaderElect: true\nleaseName: ng\nleaseNamespace: ops\nleaseDuration: 20s\nhttpAddr: 127.0.0.1:9000\ndebugAddr: \"\"\ndebugHistory: 5\n",
     )
     .unwrap();
     let s = run_settings(&run_args(&["--config", path.to_str().unwrap()])).unwrap();
@@ -275,5 +310,6 @@ fn leader_election_can_come_from_the_file() {
     assert_eq!(s.leader_election.lease_namespace.as_deref(), Some("ops"));
     assert_eq!(s.leader_election.lease_duration, Duration::from_secs(20));
     assert_eq!(s.http_addr.to_string(), "127.0.0.1:9000");
+    assert_eq!(s.debug_addr, None);
     assert_eq!(s.debug_history, 5);
 }

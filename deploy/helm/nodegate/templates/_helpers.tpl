@@ -88,6 +88,7 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- end -}}
 {{- end -}}
 {{- $a = append $a (printf "--http-addr=%s" (include "nodegate.httpAddr" .)) -}}
+{{- $a = append $a (printf "--debug-addr=%s" (toString .Values.http.debugAddr)) -}}
 {{- $a = append $a (printf "--debug-history=%v" .Values.http.debugHistory) -}}
 {{- range .Values.extraArgs }}{{ $a = append $a (toString .) }}{{ end -}}
 {{- toYaml $a -}}
