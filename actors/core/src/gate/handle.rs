@@ -116,6 +116,7 @@ impl Decider<'_> {
             Input::MarkResult(outcome) => self.mark_result(outcome),
             Input::NodeRefreshed(result) => self.refreshed(result),
             Input::LeadershipGained => self.reconcile(Trigger::Leadership),
+            Input::ServerTime(_) => {}
             Input::Reexamine {
                 node,
                 daemonsets,
