@@ -77,9 +77,14 @@ fn a_controller_clock_ten_minutes_ahead_opens_only_when_the_server_clock_passes_
     let step = g.at(660).feed(Input::ServerTime(ts(60)));
     assert!(!timed_out(&step) && patches(&step).is_empty());
 
-    // At the re-armed instant the server's clock has reached the deadline.
-    g.at(720).feed(Input::ServerTime(ts(120)));
-    let step = g.at(720).feed(deadline_fired(timers[0].1));
+    // At the re-armed instant the shell brings fresh evidence with the
+    // timer: the server's clock has reached the deadline.
+    let evidence = g.at(720).feed(Input::ServerTime(ts(120)));
+    let timer = g.at(720).feed(deadline_fired(timers[0].1));
+    let step = Step {
+        events: [evidence.events, timer.events].concat(),
+        effects: [evidence.effects, timer.effects].concat(),
+    };
     assert!(timed_out(&step), "{:?}", step.events);
     let p = patches(&step);
     assert_eq!(p.len(), 1);
@@ -116,9 +121,9 @@ fn a_gated_since_in_the_future_is_clamped_to_the_servers_now() {
     let journal = journal_json(&g);
     assert!(journal.contains("gated_since_clamped"), "{journal}");
 
-    g.at(1120).feed(Input::ServerTime(ts(1120)));
-    let generation = g.state.timers.deadline_generation;
-    let step = g.at(1120).feed(deadline_fired(generation));
+    let step = g.at(1119).feed(Input::ServerTime(ts(1119)));
+    assert!(!timed_out(&step));
+    let step = g.at(1120).feed(Input::ServerTime(ts(1120)));
     assert!(timed_out(&step));
     assert_eq!(patches(&step).len(), 1);
 }
@@ -169,7 +174,8 @@ fn a_controller_clock_behind_delays_the_opening_by_the_skew() {
 #[test]
 fn server_time_is_journalled_only_while_it_can_matter() {
     let mut g = Gate::new(cfg());
-    g.at(0).start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    g.at(0)
+        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
     let first = g.at(10).feed(Input::ServerTime(ts(10)));
     assert_eq!(first.events.len(), 1, "{:?}", first.events);
     // Not newer: nothing.

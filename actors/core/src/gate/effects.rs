@@ -30,6 +30,21 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
                 generation: *generation,
             }]
         }
+        // The deadline not yet passed by the server's clock: the same timer,
+        // later, under the same conditions.
+        Event::DeadlineHeld {
+            until, generation, ..
+        } if !state.is_finished()
+            && state.timed_out.is_none()
+            && state.phase != Phase::WouldOpen
+            && state.timers.deadline_generation == *generation =>
+        {
+            vec![Effect::ScheduleTimer {
+                kind: TimerKind::Deadline,
+                at: *until,
+                generation: *generation,
+            }]
+        }
         Event::RecheckScheduled { at, generation }
             if matches!(state.phase, Phase::Waiting | Phase::TimedOutKept)
                 && state.timers.recheck_generation == *generation =>

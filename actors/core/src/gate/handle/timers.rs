@@ -1,6 +1,9 @@
 //! Timers: the deadline, a member's availability recheck, and the backoff
 //! before a write is retried.
 
+use jiff::Timestamp;
+
+use super::members::Scope;
 use super::{Decider, Trigger};
 use crate::gate::event::Event;
 use crate::gate::input::TimerKind;
@@ -26,6 +29,15 @@ impl Decider<'_> {
                         at,
                         generation: generation + 1,
                     });
+                } else if self.s.timed_out.is_none()
+                    && let Some(server) = self.s.server_time
+                    && server < at
+                {
+                    // Passed by the local clock but not by the server's, as
+                    // far as the evidence shows: the controller's clock is
+                    // ahead. Look again when the rest of the gap has passed
+                    // (the shell brings fresh evidence with the timer).
+                    self.hold_deadline(at, server, generation);
                 }
                 self.reconcile(Trigger::Reexamine);
             }
@@ -45,6 +57,46 @@ impl Decider<'_> {
                     self.reconcile(Trigger::RetryDue);
                 }
             }
+        }
+    }
+}
+
+impl Decider<'_> {
+    fn hold_deadline(&mut self, deadline: Timestamp, server: Timestamp, generation: u64) {
+        let gap = deadline.duration_since(server);
+        let ahead = self.now.duration_since(server);
+        let Ok(until) = self.now.checked_add(gap) else {
+            return;
+        };
+        self.emit(Event::DeadlineHeld {
+            deadline,
+            server_time: server,
+            until,
+            generation: generation + 1,
+            reason: format!(
+                "the deadline has not passed by the API server's clock (it read at least {server}): \
+                 the controller's clock is ahead of the API server's by {}s",
+                ahead.as_secs()
+            ),
+        });
+    }
+
+    /// New evidence of the API server's clock. Journalled only while it can
+    /// still decide something: a deadline undecided and not yet passed by
+    /// the evidence before it (so a gate records a few, not one per look).
+    pub(super) fn server_time(&mut self, at: Timestamp) {
+        let s = &self.s;
+        let matters = self.cfg.timeout.is_some()
+            && s.timed_out.is_none()
+            && s.server_time.is_none_or(|old| {
+                at > old && s.timers.deadline.is_none_or(|deadline| old < deadline)
+            });
+        if !matters {
+            return;
+        }
+        self.emit(Event::ServerTimeSeen { at });
+        if self.s.node.is_some() {
+            self.reconcile_scoped(Trigger::Observation, &Scope::Nothing);
         }
     }
 }
