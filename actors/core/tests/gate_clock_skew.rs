@@ -185,3 +185,25 @@ fn server_time_is_journalled_only_while_it_can_matter() {
     assert!(g.state.timed_out.is_some());
     assert!(g.at(140).feed(Input::ServerTime(ts(140))).events.is_empty());
 }
+
+#[test]
+fn the_warning_of_a_clamped_gate_counts_from_the_clamped_start() {
+    let mut n = gated_node();
+    n.gated_since = Some(ts(5000));
+    let mut g = Gate::new(cfg());
+    g.at(1000).feed(Input::ServerTime(ts(1000)));
+    g.at(1000).start(n, vec![tolerant_ds("broken")], vec![]);
+    g.at(1120).feed(Input::ServerTime(ts(1120)));
+    let step = g
+        .at(1121)
+        .feed(Input::PatchResult(nodegate_core::gate::PatchOutcome::Applied));
+    let ev = recorded(&step);
+    assert_eq!(ev.len(), 1);
+    assert!(
+        ev[0]
+            .note
+            .starts_with("deadline passed 120.0s after the gate started; opened anyway 121.0s"),
+        "{}",
+        ev[0].note
+    );
+}
