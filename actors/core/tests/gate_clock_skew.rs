@@ -194,9 +194,9 @@ fn the_warning_of_a_clamped_gate_counts_from_the_clamped_start() {
     g.at(1000).feed(Input::ServerTime(ts(1000)));
     g.at(1000).start(n, vec![tolerant_ds("broken")], vec![]);
     g.at(1120).feed(Input::ServerTime(ts(1120)));
-    let step = g
-        .at(1121)
-        .feed(Input::PatchResult(nodegate_core::gate::PatchOutcome::Applied));
+    let step = g.at(1121).feed(Input::PatchResult(
+        nodegate_core::gate::PatchOutcome::Applied,
+    ));
     let ev = recorded(&step);
     assert_eq!(ev.len(), 1);
     assert!(

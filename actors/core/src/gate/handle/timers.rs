@@ -7,7 +7,7 @@ use super::members::Scope;
 use super::{Decider, Trigger};
 use crate::gate::event::Event;
 use crate::gate::input::TimerKind;
-use crate::gate::state::WriteStatus;
+use crate::gate::state::{Phase, WriteStatus};
 
 impl Decider<'_> {
     pub(super) fn timer(&mut self, kind: TimerKind, generation: u64) {
@@ -30,6 +30,7 @@ impl Decider<'_> {
                         generation: generation + 1,
                     });
                 } else if self.s.timed_out.is_none()
+                    && self.s.phase != Phase::WouldOpen
                     && let Some(server) = self.s.server_time
                     && server < at
                 {
