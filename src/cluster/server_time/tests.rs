@@ -3,7 +3,7 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta, Time};
 
-use super::ServerTime;
+use super::{ServerTime, http_date};
 
 fn ts(secs: i64) -> Timestamp {
     Timestamp::from_second(secs).unwrap()
@@ -49,4 +49,13 @@ fn an_object_gives_its_newest_server_stamp() {
     });
     let now = st.now().unwrap();
     assert!(now >= ts(300) && now < ts(301), "{now}");
+}
+
+#[test]
+fn an_http_date_is_read() {
+    assert_eq!(
+        http_date("Tue, 24 Nov 2026 01:44:41 GMT"),
+        Some("2026-11-24T01:44:41Z".parse().unwrap())
+    );
+    assert_eq!(http_date("yesterday"), None);
 }
