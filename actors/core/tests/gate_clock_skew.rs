@@ -66,7 +66,11 @@ fn a_controller_clock_ten_minutes_ahead_opens_only_when_the_server_clock_passes_
     assert!(!timed_out(&step) && patches(&step).is_empty());
     let timers = deadline_timers(&step);
     assert_eq!(timers.len(), 1, "{:?}", step.effects);
-    assert_eq!(timers[0].0, ts(720), "re-armed for the remaining gap");
+    assert_eq!(
+        timers[0].0,
+        ts(718),
+        "re-armed for the remaining gap, less the evidence's slack"
+    );
     let journal = journal_json(&g);
     assert!(
         journal.contains("the controller's clock is ahead of the API server's by 600s"),
@@ -79,8 +83,8 @@ fn a_controller_clock_ten_minutes_ahead_opens_only_when_the_server_clock_passes_
 
     // At the re-armed instant the shell brings fresh evidence with the
     // timer: the server's clock has reached the deadline.
-    let evidence = g.at(720).feed(Input::ServerTime(ts(120)));
-    let timer = g.at(720).feed(deadline_fired(timers[0].1));
+    let evidence = g.at(718).feed(Input::ServerTime(ts(118)));
+    let timer = g.at(718).feed(deadline_fired(timers[0].1));
     let step = Step {
         events: [evidence.events, timer.events].concat(),
         effects: [evidence.effects, timer.effects].concat(),
@@ -97,9 +101,10 @@ fn evidence_that_passes_the_deadline_decides_it_without_a_timer() {
     g.at(600).feed(Input::ServerTime(ts(0)));
     g.at(600)
         .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
-    let step = g.at(700).feed(Input::ServerTime(ts(119)));
+    let step = g.at(700).feed(Input::ServerTime(ts(117)));
     assert!(!timed_out(&step));
-    let step = g.at(701).feed(Input::ServerTime(ts(121)));
+    // Within the slack (the evidence counts whole seconds and arrives late).
+    let step = g.at(701).feed(Input::ServerTime(ts(118)));
     assert!(timed_out(&step), "{:?}", step.events);
     assert_eq!(patches(&step).len(), 1);
 }
@@ -115,15 +120,16 @@ fn a_gated_since_in_the_future_is_clamped_to_the_servers_now() {
     let step = g.at(1000).start(n, vec![tolerant_ds("broken")], vec![]);
     assert_eq!(
         deadline_timers(&step),
-        vec![(ts(1120), g.state.timers.deadline_generation)],
-        "the deadline counts from the server's now, not from the future"
+        vec![(ts(1122), g.state.timers.deadline_generation)],
+        "the deadline counts from the server's now (the evidence and its \
+         slack), not from the future"
     );
     let journal = journal_json(&g);
     assert!(journal.contains("gated_since_clamped"), "{journal}");
 
     let step = g.at(1119).feed(Input::ServerTime(ts(1119)));
     assert!(!timed_out(&step));
-    let step = g.at(1120).feed(Input::ServerTime(ts(1120)));
+    let step = g.at(1122).feed(Input::ServerTime(ts(1122)));
     assert!(timed_out(&step));
     assert_eq!(patches(&step).len(), 1);
 }
@@ -193,8 +199,8 @@ fn the_warning_of_a_clamped_gate_counts_from_the_clamped_start() {
     let mut g = Gate::new(cfg());
     g.at(1000).feed(Input::ServerTime(ts(1000)));
     g.at(1000).start(n, vec![tolerant_ds("broken")], vec![]);
-    g.at(1120).feed(Input::ServerTime(ts(1120)));
-    let step = g.at(1121).feed(Input::PatchResult(
+    g.at(1122).feed(Input::ServerTime(ts(1122)));
+    let step = g.at(1123).feed(Input::PatchResult(
         nodegate_core::gate::PatchOutcome::Applied,
     ));
     let ev = recorded(&step);
@@ -206,4 +212,33 @@ fn the_warning_of_a_clamped_gate_counts_from_the_clamped_start() {
         "{}",
         ev[0].note
     );
+}
+
+#[test]
+fn synchronised_clocks_do_not_hold_the_deadline_for_the_evidences_lateness() {
+    // Clocks agree; the evidence is a second late, as its whole seconds and
+    // its way here make it: the deadline is acted on at once, no hold.
+    let mut g = Gate::new(cfg());
+    g.at(0).feed(Input::ServerTime(ts(0)));
+    g.at(0)
+        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    g.at(120).feed(Input::ServerTime(ts(119)));
+    let generation = g.state.timers.deadline_generation;
+    let step = g.at(120).feed(deadline_fired(generation));
+    assert!(
+        g.state.timed_out.is_some(),
+        "held for a second of lateness: {:?}",
+        step.events
+    );
+    assert!(!journal_json(&g).contains("deadline_held"));
+}
+
+#[test]
+fn a_gated_since_a_second_ahead_of_late_evidence_is_not_clamped() {
+    let mut n = gated_node();
+    n.gated_since = Some(ts(1001));
+    let mut g = Gate::new(cfg());
+    g.at(1001).feed(Input::ServerTime(ts(1000)));
+    g.at(1001).start(n, vec![tolerant_ds("broken")], vec![]);
+    assert!(!journal_json(&g).contains("gated_since_clamped"));
 }
