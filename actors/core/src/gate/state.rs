@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use super::config::OnTimeout;
@@ -147,6 +147,14 @@ pub struct UnansweredUntaint {
     pub resource_version: String,
 }
 
+/// How far behind the API server's now its evidence may be without any skew
+/// at all: the stamps and the `Date` header count whole seconds, and they
+/// take a moment to arrive. A deadline within this of the evidence counts
+/// as passed by the server's clock, and a `gated-since` within this ahead of
+/// it as not in the future (semantics.md §5, "Clock skew"), so that
+/// synchronised clocks never hold a deadline nor clamp a `gated-since`.
+pub const SERVER_TIME_SLACK: SignedDuration = SignedDuration::from_secs(2);
+
 /// How many unanswered untaints a gate remembers, the latest: enough for
 /// minutes of an API server that answers nothing, without a gate growing
 /// for as long as one does.
@@ -276,9 +284,17 @@ impl GateState {
     }
 
     /// Whether `deadline` has passed by the API server's clock, as far as
-    /// the evidence shows; true without any evidence (semantics.md §5).
+    /// the evidence shows (within [`SERVER_TIME_SLACK`]); true without any
+    /// evidence (semantics.md §5).
     pub fn server_reached(&self, deadline: Timestamp) -> bool {
-        self.server_time.is_none_or(|server| server >= deadline)
+        self.server_now().is_none_or(|server| server >= deadline)
+    }
+
+    /// The API server's now as the gate judges it: the evidence plus
+    /// [`SERVER_TIME_SLACK`]; `None` without evidence.
+    pub fn server_now(&self) -> Option<Timestamp> {
+        self.server_time
+            .map(|at| at.checked_add(SERVER_TIME_SLACK).unwrap_or(at))
     }
 }
 

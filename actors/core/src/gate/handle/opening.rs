@@ -126,7 +126,7 @@ impl Decider<'_> {
         {
             return;
         }
-        let now = self.s.server_time.unwrap_or(self.now);
+        let now = self.s.server_now().unwrap_or(self.now);
         if since > now {
             self.emit(Event::GatedSinceClamped {
                 gated_since: since,

@@ -31,7 +31,7 @@ impl Decider<'_> {
                     });
                 } else if self.s.timed_out.is_none()
                     && self.s.phase != Phase::WouldOpen
-                    && let Some(server) = self.s.server_time
+                    && let Some(server) = self.s.server_now()
                     && server < at
                 {
                     // Passed by the local clock but not by the server's, as
@@ -63,8 +63,11 @@ impl Decider<'_> {
 }
 
 impl Decider<'_> {
-    fn hold_deadline(&mut self, deadline: Timestamp, server: Timestamp, generation: u64) {
-        let gap = deadline.duration_since(server);
+    /// Holds the deadline for the gap between it and `judged`, the server's
+    /// now as the gate judges it (the evidence plus the slack).
+    fn hold_deadline(&mut self, deadline: Timestamp, judged: Timestamp, generation: u64) {
+        let server = self.s.server_time.unwrap_or(judged);
+        let gap = deadline.duration_since(judged);
         let ahead = self.now.duration_since(server);
         let Ok(until) = self.now.checked_add(gap) else {
             return;
