@@ -196,7 +196,27 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
 }
 
 impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
+    /// Runs one input through the gate. A snapshot, a re-examination and the
+    /// deadline timer — the inputs that may decide the deadline by time —
+    /// are preceded by the newest evidence of the API server's clock, if
+    /// any (semantics.md §5, "Clock skew").
     fn process(&self, myself: &ActorRef<NodeMsg>, state: &mut NodeActorState, input: Input) {
+        let judges_time = matches!(
+            input,
+            Input::Snapshot { .. }
+                | Input::Reexamine { .. }
+                | Input::TimerFired {
+                    kind: TimerKind::Deadline,
+                    ..
+                }
+        );
+        if judges_time && let Some(server) = self.ctx.clock.server_now() {
+            self.process_one(myself, state, Input::ServerTime(server));
+        }
+        self.process_one(myself, state, input);
+    }
+
+    fn process_one(&self, myself: &ActorRef<NodeMsg>, state: &mut NodeActorState, input: Input) {
         let now = self.ctx.clock.now();
         let step = gate::step(&mut state.gate, &input, &self.ctx.config, now);
         if !step.events.is_empty() {
@@ -385,6 +405,25 @@ fn log_event(span: &tracing::Span, event: &Event, state: &GateState) {
                 "gate deadline passed"
             );
         }
+        Event::DeadlineHeld {
+            deadline,
+            server_time,
+            until,
+            reason,
+            ..
+        } => tracing::warn!(
+            parent: span,
+            %deadline,
+            %server_time,
+            %until,
+            "gate deadline held: {reason}"
+        ),
+        Event::GatedSinceClamped { gated_since, to } => tracing::warn!(
+            parent: span,
+            %gated_since,
+            %to,
+            "nodegate.dev/gated-since is later than the API server's clock; counting from its now"
+        ),
         Event::WriteFailed { attempt, error } => {
             tracing::warn!(parent: span, attempt, %error, "gate write failed; retrying")
         }

@@ -29,6 +29,16 @@ use nodegate_core::model::NodeInfo;
 /// whatever they need.
 pub trait Clock: Send + Sync + 'static {
     fn now(&self) -> Timestamp;
+    /// Evidence of the API server's clock: a time the server's clock has
+    /// certainly reached (semantics.md §5, "Clock skew"), or `None` when
+    /// there is none. The node actor hands it to its gate
+    /// ([`gate::Input::ServerTime`]) with the snapshot, each re-examination
+    /// and each deadline timer. The binary's answer is the newest time the
+    /// API server stamped on an object it saw, carried forward on the
+    /// monotonic clock.
+    fn server_now(&self) -> Option<Timestamp> {
+        None
+    }
 }
 
 /// Carries out a gate's writes and reads against the cluster. Implemented by

@@ -96,6 +96,8 @@ impl EffectExecutor for Recorder {
 #[derive(Default)]
 struct TestClock {
     panic_once: AtomicBool,
+    /// When set, the API server's clock is this far behind ours.
+    server_behind: std::sync::Mutex<Option<Duration>>,
 }
 
 impl Clock for TestClock {
@@ -104,6 +106,11 @@ impl Clock for TestClock {
             panic!("injected clock failure");
         }
         Timestamp::now()
+    }
+
+    fn server_now(&self) -> Option<Timestamp> {
+        let behind = (*self.server_behind.lock().unwrap())?;
+        Some(Timestamp::now() - behind)
     }
 }
 
@@ -296,6 +303,34 @@ async fn deadline_fires_on_time_and_opens_by_timeout() {
             .any(|e| e.type_ == EventType::Warning && e.note.contains("kube-system/broken"))
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_clock_ahead_of_the_servers_does_not_open_new_nodes_at_once() {
+    let mut config = cfg();
+    // The gate allows the evidence 2 s of slack (SERVER_TIME_SLACK): it
+    // opens about 500 ms after the node's creation by the server's clock.
+    config.timeout = Some(Duration::from_millis(2500));
+    let sys = System::start(config).await;
+    // Our clock is ten minutes ahead: the server created the node "now" by
+    // its clock, ten minutes ago by ours.
+    let skew = Duration::from_secs(600);
+    *sys.clock.server_behind.lock().unwrap() = Some(skew);
+    sys.router.daemonset_upserted(tolerant_ds("broken"));
+    let started = Instant::now();
+    sys.router.node_upserted(NodeInfo {
+        created: Timestamp::now() - skew,
+        ..gated_node()
+    });
+    sys.router.mark_synced();
+
+    eventually("the timeout patch", || sys.exec.patches().len() == 1).await;
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(450),
+        "opened by the local clock alone: {elapsed:?}"
+    );
+    assert_eq!(sys.exec.patches()[0].opened_by, OpenedBy::Timeout);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,6 +23,7 @@ use nodegate_core::model::NodeInfo;
 use rand::Rng;
 
 use crate::cluster::leader::Leadership;
+use crate::cluster::server_time::SERVER_TIME;
 use crate::cluster::writer::Writer;
 use crate::serve::metrics::{Metrics, WriteKind};
 
@@ -31,6 +32,12 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
         Timestamp::now()
+    }
+
+    /// The newest time the API server stamped on an object the watches or
+    /// the election saw, carried forward (`cluster::server_time`).
+    fn server_now(&self) -> Option<Timestamp> {
+        SERVER_TIME.now()
     }
 }
 

@@ -33,6 +33,7 @@ use kube::runtime::watcher;
 use rand::Rng;
 use tokio::sync::{Notify, watch};
 
+use crate::cluster::server_time::SERVER_TIME;
 use crate::settings::config::LeaderElection;
 
 /// Whether this replica may write now. Shared by the elector (which sets
@@ -443,6 +444,9 @@ impl Elector {
         let Some(lease) = lease else {
             return self.create().await;
         };
+        // The last renewal's managedFields time is the server's clock then
+        // (semantics.md §5, "Clock skew"): evidence on every replica.
+        SERVER_TIME.saw_object(&lease.metadata);
         let record = LeaseRecord::from_lease(&lease);
         let version = lease.metadata.resource_version.clone().unwrap_or_default();
         let now = Instant::now();
@@ -516,6 +520,7 @@ impl Elector {
     }
 
     fn holding(&mut self, written: &Lease) -> Attempt {
+        SERVER_TIME.saw_object(&written.metadata);
         self.observed = Some((
             LeaseRecord::from_lease(written),
             written

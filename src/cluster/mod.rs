@@ -1,6 +1,7 @@
 //! Everything that talks to the Kubernetes API: the client every command
 //! uses (`client`), compact projections of its objects (`project`), the
 //! shared watches that feed the router (`watch`), leader election (`leader`),
+//! the evidence of the API server's clock they gather (`server_time`),
 //! and the one write path every gate uses
 //! (`patch` builds the conditional patch, `writer` sends it, `executor`
 //! carries out a gate's effects within the concurrency limits).
@@ -11,5 +12,6 @@ pub mod leader;
 pub mod patch;
 pub mod project;
 pub mod relist;
+pub mod server_time;
 pub mod watch;
 pub mod writer;

@@ -6,7 +6,10 @@
 //! projected to the compact model at once and handed to the router; whole
 //! objects are never kept. A watch that fails restarts with backoff; a
 //! re-list is swapped into the index whole once it is complete (see
-//! `relist`), deleting the objects that vanished meanwhile.
+//! `relist`), deleting the objects that vanished meanwhile. Every object's
+//! server-stamped times are evidence of the API server's clock
+//! (`server_time`), and `start` also starts that module's probe of the
+//! server's clock.
 //! This module decides nothing about gates.
 
 use std::collections::HashSet;
@@ -29,6 +32,7 @@ use tokio::sync::mpsc;
 
 use crate::cluster::project;
 use crate::cluster::relist::{Listing, Op, Order};
+use crate::cluster::server_time::{self, SERVER_TIME};
 use crate::cluster::writer::AnnotationPresence;
 
 /// The DaemonSet controller puts this label on every pod it creates; filtering
@@ -228,6 +232,7 @@ async fn run<K, S>(
         stats.events.fetch_add(1, Ordering::Relaxed);
         match item {
             Ok(Event::Apply(obj)) => {
+                SERVER_TIME.saw_object(obj.meta());
                 if let Some((id, item)) = sink.project(&obj) {
                     listing.applied(id);
                     sink.upsert(item);
@@ -243,6 +248,7 @@ async fn run<K, S>(
             }
             Ok(Event::Init) => listing.begin(),
             Ok(Event::InitApply(obj)) => {
+                SERVER_TIME.saw_object(obj.meta());
                 if let Some((id, item)) = sink.project(&obj)
                     && let Some(item) = listing.listed(id, item)
                 {
@@ -297,6 +303,8 @@ pub async fn start(
     stats: Arc<WatchStats>,
 ) -> mpsc::Receiver<&'static str> {
     let (tx, rx) = mpsc::channel(watch_count(critical));
+    // Evidence of the API server's clock when the lists' stamps are old.
+    tokio::spawn(server_time::probe(client.clone()));
     let bound = "spec.nodeName!=";
     // The same pod may come from both pod watches; in these namespaces both
     // must index it identically, labels and all.

@@ -170,6 +170,7 @@ fn input() -> impl Strategy<Value = Input> {
         ]
         .prop_map(Input::NodeRefreshed),
         1 => Just(Input::LeadershipGained),
+        1 => (0i64..400).prop_map(|s| Input::ServerTime(ts(s))),
         1 => (any::<u8>(), any::<u8>(), any::<u8>(), prop::collection::vec((0usize..4, any::<u8>(), any::<u8>(), any::<u8>()), 0..4))
             .prop_map(|(l, t, v, pods)| {
                 let dss = daemonsets();

@@ -7,8 +7,8 @@ use super::effect::annotation_time;
 use super::event::Event;
 use super::member::{Expectation, Member, Readiness};
 use super::state::{
-    GateState, MAX_UNANSWERED, OpenedRecord, Phase, TimeoutRecord, UnansweredUntaint, Write,
-    WriteKind, WriteStatus,
+    GateState, GatedSinceClamp, MAX_UNANSWERED, OpenedRecord, Phase, TimeoutRecord,
+    UnansweredUntaint, Write, WriteKind, WriteStatus,
 };
 use crate::model::{NodeInfo, PodInfo};
 
@@ -99,6 +99,16 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         Event::DeadlineSet { at, generation } => {
             state.timers.deadline = Some(*at);
             state.timers.deadline_generation = *generation;
+        }
+        Event::DeadlineHeld { generation, .. } => {
+            state.timers.deadline_generation = *generation;
+        }
+        Event::ServerTimeSeen { at } => state.server_time = Some(*at),
+        Event::GatedSinceClamped { gated_since, to } => {
+            state.gated_since_clamp = Some(GatedSinceClamp {
+                gated_since: *gated_since,
+                to: *to,
+            });
         }
         Event::RecheckScheduled { at, generation } => {
             state.timers.recheck = Some(*at);

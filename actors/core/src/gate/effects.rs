@@ -13,6 +13,8 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
     let Some(node) = &state.node else {
         return Vec::new();
     };
+    // What the Events' notes count from.
+    let start = state.gate_start().unwrap_or(node.created);
     match ev {
         // Armed whatever the phase while the gate lives: an untaint out now
         // may be withdrawn or abandoned later, and the gate must still time
@@ -27,6 +29,21 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
             vec![Effect::ScheduleTimer {
                 kind: TimerKind::Deadline,
                 at: *at,
+                generation: *generation,
+            }]
+        }
+        // The deadline not yet passed by the server's clock: the same timer,
+        // later, under the same conditions.
+        Event::DeadlineHeld {
+            until, generation, ..
+        } if !state.is_finished()
+            && state.timed_out.is_none()
+            && state.phase != Phase::WouldOpen
+            && state.timers.deadline_generation == *generation =>
+        {
+            vec![Effect::ScheduleTimer {
+                kind: TimerKind::Deadline,
+                at: *until,
                 generation: *generation,
             }]
         }
@@ -91,6 +108,7 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
             node_not_ready,
         } if cfg.dry_run => vec![Effect::RecordEvent(notes::dry_run_timed_out(
             node,
+            start,
             *deadline,
             *action,
             *expected,
@@ -119,13 +137,14 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
         } => vec![
             Effect::RecordEvent(notes::opened_by_timeout(
                 node,
+                start,
                 state.timed_out.as_ref(),
                 *at,
             )),
             Effect::Stop(Ending::Opened(OpenedBy::Timeout)),
         ],
         Event::TimeoutMarked => match &state.timed_out {
-            Some(t) => vec![Effect::RecordEvent(notes::kept_closed(node, t))],
+            Some(t) => vec![Effect::RecordEvent(notes::kept_closed(node, start, t))],
             None => Vec::new(),
         },
         Event::Stopped { reason } => vec![Effect::Stop(Ending::Stopped(*reason))],

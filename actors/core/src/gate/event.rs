@@ -102,6 +102,26 @@ pub enum Event {
         at: Timestamp,
         generation: u64,
     },
+    /// The deadline timer fired, but the deadline has not passed by the API
+    /// server's clock as the evidence shows it (`server_time`): the timer is
+    /// armed again for `until` (local time), the remaining gap later.
+    DeadlineHeld {
+        deadline: Timestamp,
+        server_time: Timestamp,
+        until: Timestamp,
+        generation: u64,
+        reason: String,
+    },
+    /// New evidence of the API server's clock: its time was at least `at`.
+    ServerTimeSeen {
+        at: Timestamp,
+    },
+    /// The node's `gated-since` was later than the server's now (`to`): the
+    /// gate counts from `to` instead.
+    GatedSinceClamped {
+        gated_since: Timestamp,
+        to: Timestamp,
+    },
     RecheckScheduled {
         at: Timestamp,
         generation: u64,

@@ -96,6 +96,11 @@ impl Decider<'_> {
         {
             return self.snapshot(node, daemonsets, pods);
         }
+        // Evidence of the server's clock is kept even before the snapshot,
+        // so that the first decision already has it.
+        if let Input::ServerTime(at) = input {
+            return self.server_time(*at);
+        }
         // Nothing but a snapshot can start a gate: deciding on a partial view
         // (say, a node without its DaemonSets) would open it at once.
         if self.s.node.is_none() {
@@ -116,6 +121,8 @@ impl Decider<'_> {
             Input::MarkResult(outcome) => self.mark_result(outcome),
             Input::NodeRefreshed(result) => self.refreshed(result),
             Input::LeadershipGained => self.reconcile(Trigger::Leadership),
+            // Handled above, before the gate has started.
+            Input::ServerTime(_) => {}
             Input::Reexamine {
                 node,
                 daemonsets,

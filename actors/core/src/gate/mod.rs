@@ -52,8 +52,8 @@ pub use input::{Input, PatchOutcome, TimerKind};
 pub use member::{Blocker, Expectation, Member, MemberId, Readiness};
 pub use notes::{NODE_NOT_READY, Reason, node_wait_reason};
 pub use state::{
-    GateState, MAX_UNANSWERED, OpenedBy, OpenedRecord, Phase, StopReason, TimeoutRecord, Timers,
-    UnansweredUntaint, Write, WriteKind, WriteStatus,
+    GateState, GatedSinceClamp, MAX_UNANSWERED, OpenedBy, OpenedRecord, Phase, SERVER_TIME_SLACK,
+    StopReason, TimeoutRecord, Timers, UnansweredUntaint, Write, WriteKind, WriteStatus,
 };
 
 use handle::decide_in_place;

@@ -12,7 +12,7 @@ use super::config::OnTimeout;
 use super::effect::{EventType, NodeEvent, deserialize_words};
 use super::event::IndexedTaint;
 use super::member::Blocker;
-use super::state::{GateState, TimeoutRecord, gate_start};
+use super::state::{GateState, TimeoutRecord};
 use crate::model::NodeInfo;
 use crate::readiness::{self, NodeNotReady};
 
@@ -103,6 +103,7 @@ impl<'de> Deserialize<'de> for Reason {
 /// Dry-run: the deadline passed with members not Ready.
 pub(super) fn dry_run_timed_out(
     node: &NodeInfo,
+    start: Timestamp,
     deadline: Timestamp,
     action: OnTimeout,
     expected: usize,
@@ -115,7 +116,7 @@ pub(super) fn dry_run_timed_out(
     };
     let note = format!(
         "dry-run: deadline passed {} after the gate started; {what}; {}",
-        since(node, deadline),
+        since(start, deadline),
         not_ready_text(expected, not_ready, node_not_ready)
     );
     event(node, EventType::Warning, Reason::GateTimedOut, note)
@@ -132,7 +133,7 @@ pub(super) fn would_open(
         "dry-run: would remove {} now: {}, {} after the gate started",
         taint_list(taints),
         ready_text(state),
-        since(node, at)
+        since(state.gate_start().unwrap_or(node.created), at)
     );
     event(node, EventType::Normal, Reason::GateWouldOpen, note)
 }
@@ -142,7 +143,7 @@ pub(super) fn opened(node: &NodeInfo, state: &GateState, at: Timestamp) -> NodeE
     let note = format!(
         "opened: {}, {} after the gate started",
         ready_text(state),
-        since(node, at)
+        since(state.gate_start().unwrap_or(node.created), at)
     );
     event(node, EventType::Normal, Reason::GateOpened, note)
 }
@@ -150,19 +151,20 @@ pub(super) fn opened(node: &NodeInfo, state: &GateState, at: Timestamp) -> NodeE
 /// The gate opened because its deadline passed (`--on-timeout=open`).
 pub(super) fn opened_by_timeout(
     node: &NodeInfo,
+    start: Timestamp,
     timed_out: Option<&TimeoutRecord>,
     at: Timestamp,
 ) -> NodeEvent {
     let note = match timed_out {
         Some(t) => format!(
             "deadline passed {} after the gate started; opened anyway {} after the gate started; {}",
-            since(node, t.deadline),
-            since(node, at),
+            since(start, t.deadline),
+            since(start, at),
             not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())
         ),
         None => format!(
             "opened by timeout {} after the gate started",
-            since(node, at)
+            since(start, at)
         ),
     };
     event(node, EventType::Warning, Reason::GateTimedOut, note)
@@ -170,10 +172,10 @@ pub(super) fn opened_by_timeout(
 
 /// The deadline passed and the node is marked and kept closed
 /// (`--on-timeout=keep`).
-pub(super) fn kept_closed(node: &NodeInfo, t: &TimeoutRecord) -> NodeEvent {
+pub(super) fn kept_closed(node: &NodeInfo, start: Timestamp, t: &TimeoutRecord) -> NodeEvent {
     let note = format!(
         "deadline passed {} after the gate started; kept closed (--on-timeout=keep); {}",
-        since(node, t.deadline),
+        since(start, t.deadline),
         not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())
     );
     event(node, EventType::Warning, Reason::GateTimedOut, note)
@@ -204,8 +206,10 @@ fn event(node: &NodeInfo, type_: EventType, reason: Reason, note: String) -> Nod
     }
 }
 
-fn since(node: &NodeInfo, at: Timestamp) -> String {
-    let d = at.duration_since(gate_start(node));
+/// `at` counted from the gate's start ([`GateState::gate_start`]: a
+/// `gated-since` in the future clamped, semantics.md §5).
+fn since(start: Timestamp, at: Timestamp) -> String {
+    let d = at.duration_since(start);
     format!("{:.1}s", d.as_secs_f64())
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use super::config::OnTimeout;
@@ -147,6 +147,14 @@ pub struct UnansweredUntaint {
     pub resource_version: String,
 }
 
+/// How far behind the API server's now its evidence may be without any skew
+/// at all: the stamps and the `Date` header count whole seconds, and they
+/// take a moment to arrive. A deadline within this of the evidence counts
+/// as passed by the server's clock, and a `gated-since` within this ahead of
+/// it as not in the future (semantics.md §5, "Clock skew"), so that
+/// synchronised clocks never hold a deadline nor clamp a `gated-since`.
+pub const SERVER_TIME_SLACK: SignedDuration = SignedDuration::from_secs(2);
+
 /// How many unanswered untaints a gate remembers, the latest: enough for
 /// minutes of an API server that answers nothing, without a gate growing
 /// for as long as one does.
@@ -171,6 +179,16 @@ pub struct Timers {
     pub recheck_generation: u64,
 }
 
+/// A `nodegate.dev/gated-since` later than the API server's now when the
+/// gate first saw it (an agent's clock ahead): the gate counts from `to`,
+/// the server's now then, instead (semantics.md §5, "Clock skew").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatedSinceClamp {
+    /// The annotation's value; a new value is judged afresh.
+    pub gated_since: Timestamp,
+    pub to: Timestamp,
+}
+
 /// Everything one gate knows. Changed only by [`apply`](fn@super::apply).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateState {
@@ -193,6 +211,14 @@ pub struct GateState {
     pub timeout_marked: bool,
     pub opened: Option<OpenedRecord>,
     pub stopped: Option<StopReason>,
+    /// The newest evidence of the API server's clock the gate was given
+    /// ([`Input::ServerTime`](super::Input::ServerTime)): the server's time
+    /// was at least this. `None` until some comes; the gate then trusts its
+    /// own clock alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_time: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gated_since_clamp: Option<GatedSinceClamp>,
 }
 
 impl GateState {
@@ -245,10 +271,30 @@ impl GateState {
             .collect()
     }
 
-    /// When the gate started: `nodegate.dev/gated-since` for a re-gated node,
-    /// the node's creation otherwise.
+    /// When the gate started: `nodegate.dev/gated-since` for a re-gated node
+    /// (clamped to the server's now if it was in the future), the node's
+    /// creation otherwise.
     pub fn gate_start(&self) -> Option<Timestamp> {
-        self.node.as_ref().map(gate_start)
+        self.node
+            .as_ref()
+            .map(|n| match (n.gated_since, self.gated_since_clamp) {
+                (Some(since), Some(c)) if c.gated_since == since => c.to,
+                _ => gate_start(n),
+            })
+    }
+
+    /// Whether `deadline` has passed by the API server's clock, as far as
+    /// the evidence shows (within [`SERVER_TIME_SLACK`]); true without any
+    /// evidence (semantics.md §5).
+    pub fn server_reached(&self, deadline: Timestamp) -> bool {
+        self.server_now().is_none_or(|server| server >= deadline)
+    }
+
+    /// The API server's now as the gate judges it: the evidence plus
+    /// [`SERVER_TIME_SLACK`]; `None` without evidence.
+    pub fn server_now(&self) -> Option<Timestamp> {
+        self.server_time
+            .map(|at| at.checked_add(SERVER_TIME_SLACK).unwrap_or(at))
     }
 }
 

@@ -92,7 +92,11 @@ impl Decider<'_> {
     }
 
     pub(super) fn recompute_deadline(&mut self) {
-        let (Some(timeout), Some(start)) = (self.cfg.timeout, self.s.gate_start()) else {
+        let Some(timeout) = self.cfg.timeout else {
+            return;
+        };
+        self.clamp_gated_since();
+        let Some(start) = self.s.gate_start() else {
             return;
         };
         // A timeout too large to add is no deadline at all.
@@ -105,6 +109,29 @@ impl Decider<'_> {
         if self.s.timers.deadline != Some(at) {
             let generation = self.s.timers.deadline_generation + 1;
             self.emit(Event::DeadlineSet { at, generation });
+        }
+    }
+
+    /// A `gated-since` later than the server's now (by the evidence, or by
+    /// the local clock without any) is clamped to that now, once per value:
+    /// an agent's clock ahead must not put the deadline off (semantics.md §5).
+    fn clamp_gated_since(&mut self) {
+        let Some(since) = self.s.node.as_ref().and_then(|n| n.gated_since) else {
+            return;
+        };
+        if self
+            .s
+            .gated_since_clamp
+            .is_some_and(|c| c.gated_since == since)
+        {
+            return;
+        }
+        let now = self.s.server_now().unwrap_or(self.now);
+        if since > now {
+            self.emit(Event::GatedSinceClamped {
+                gated_since: since,
+                to: now,
+            });
         }
     }
 
@@ -171,6 +198,7 @@ impl Decider<'_> {
             && matches!(self.s.phase, Phase::Waiting)
             && let Some(deadline) = self.s.timers.deadline
             && self.now >= deadline
+            && self.s.server_reached(deadline)
         {
             let not_ready = self.s.blockers();
             let expected = self.s.expected().count();

@@ -1,10 +1,13 @@
 //! Timers: the deadline, a member's availability recheck, and the backoff
 //! before a write is retried.
 
+use jiff::Timestamp;
+
+use super::members::Scope;
 use super::{Decider, Trigger};
 use crate::gate::event::Event;
 use crate::gate::input::TimerKind;
-use crate::gate::state::WriteStatus;
+use crate::gate::state::{Phase, WriteStatus};
 
 impl Decider<'_> {
     pub(super) fn timer(&mut self, kind: TimerKind, generation: u64) {
@@ -26,6 +29,16 @@ impl Decider<'_> {
                         at,
                         generation: generation + 1,
                     });
+                } else if self.s.timed_out.is_none()
+                    && self.s.phase != Phase::WouldOpen
+                    && let Some(server) = self.s.server_now()
+                    && server < at
+                {
+                    // Passed by the local clock but not by the server's, as
+                    // far as the evidence shows: the controller's clock is
+                    // ahead. Look again when the rest of the gap has passed
+                    // (the shell brings fresh evidence with the timer).
+                    self.hold_deadline(at, server, generation);
                 }
                 self.reconcile(Trigger::Reexamine);
             }
@@ -45,6 +58,49 @@ impl Decider<'_> {
                     self.reconcile(Trigger::RetryDue);
                 }
             }
+        }
+    }
+}
+
+impl Decider<'_> {
+    /// Holds the deadline for the gap between it and `judged`, the server's
+    /// now as the gate judges it (the evidence plus the slack).
+    fn hold_deadline(&mut self, deadline: Timestamp, judged: Timestamp, generation: u64) {
+        let server = self.s.server_time.unwrap_or(judged);
+        let gap = deadline.duration_since(judged);
+        let ahead = self.now.duration_since(server);
+        let Ok(until) = self.now.checked_add(gap) else {
+            return;
+        };
+        self.emit(Event::DeadlineHeld {
+            deadline,
+            server_time: server,
+            until,
+            generation: generation + 1,
+            reason: format!(
+                "the deadline has not passed by the API server's clock (it read at least {server}): \
+                 the controller's clock is ahead of the API server's by {}s",
+                ahead.as_secs()
+            ),
+        });
+    }
+
+    /// New evidence of the API server's clock. Journalled only while it can
+    /// still decide something: a deadline undecided and not yet passed by
+    /// the evidence before it (so a gate records a few, not one per look).
+    pub(super) fn server_time(&mut self, at: Timestamp) {
+        let s = &self.s;
+        let matters = self.cfg.timeout.is_some()
+            && s.timed_out.is_none()
+            && s.server_time.is_none_or(|old| {
+                at > old && s.timers.deadline.is_none_or(|deadline| old < deadline)
+            });
+        if !matters {
+            return;
+        }
+        self.emit(Event::ServerTimeSeen { at });
+        if self.s.node.is_some() {
+            self.reconcile_scoped(Trigger::Observation, &Scope::Nothing);
         }
     }
 }
