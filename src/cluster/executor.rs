@@ -23,11 +23,15 @@ use nodegate_core::model::NodeInfo;
 use rand::Rng;
 
 use crate::cluster::leader::Leadership;
-use crate::cluster::server_time::SERVER_TIME;
+use crate::cluster::server_time::ServerTime;
 use crate::cluster::writer::Writer;
 use crate::serve::metrics::{Metrics, WriteKind};
 
-pub struct SystemClock;
+/// The system clock, and the evidence of the API server's clock that the
+/// watches and the election gather (`cluster::server_time`).
+pub struct SystemClock {
+    pub server_time: Arc<ServerTime>,
+}
 
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
@@ -37,7 +41,7 @@ impl Clock for SystemClock {
     /// The newest time the API server stamped on an object the watches or
     /// the election saw, carried forward (`cluster::server_time`).
     fn server_now(&self) -> Option<Timestamp> {
-        SERVER_TIME.now()
+        self.server_time.now()
     }
 }
 

@@ -33,7 +33,7 @@ use kube::runtime::watcher;
 use rand::Rng;
 use tokio::sync::{Notify, watch};
 
-use crate::cluster::server_time::SERVER_TIME;
+use crate::cluster::server_time::ServerTime;
 use crate::settings::config::LeaderElection;
 
 /// Whether this replica may write now. Shared by the elector (which sets
@@ -259,6 +259,9 @@ pub struct Elector {
     /// The record as last read, its resourceVersion, and when (locally) it
     /// last changed.
     observed: Option<(LeaseRecord, String, Instant)>,
+    /// Where the Lease's server-stamped times go as evidence of the API
+    /// server's clock.
+    server_time: Arc<ServerTime>,
 }
 
 /// The outcome of one attempt.
@@ -280,6 +283,7 @@ impl Elector {
         namespace: &str,
         settings: &LeaderElection,
         identity: String,
+        server_time: Arc<ServerTime>,
     ) -> Self {
         Elector {
             api: Api::namespaced(client, namespace),
@@ -290,6 +294,7 @@ impl Elector {
             renew_deadline: settings.renew_deadline,
             retry_period: settings.retry_period,
             observed: None,
+            server_time,
         }
     }
 
@@ -446,7 +451,7 @@ impl Elector {
         };
         // The last renewal's managedFields time is the server's clock then
         // (semantics.md §5, "Clock skew"): evidence on every replica.
-        SERVER_TIME.saw_object(&lease.metadata);
+        self.server_time.saw_object(&lease.metadata);
         let record = LeaseRecord::from_lease(&lease);
         let version = lease.metadata.resource_version.clone().unwrap_or_default();
         let now = Instant::now();
@@ -520,7 +525,7 @@ impl Elector {
     }
 
     fn holding(&mut self, written: &Lease) -> Attempt {
-        SERVER_TIME.saw_object(&written.metadata);
+        self.server_time.saw_object(&written.metadata);
         self.observed = Some((
             LeaseRecord::from_lease(written),
             written

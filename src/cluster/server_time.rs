@@ -21,6 +21,7 @@
 //! the probe and the leader election, read by the gates' clock. It decides
 //! nothing.
 
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -29,9 +30,6 @@ use kube::client::Body;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-/// The process's evidence of the API server's clock.
-pub static SERVER_TIME: ServerTime = ServerTime::new();
 
 /// The best evidence seen so far: a server time and the monotonic instant
 /// it was seen at.
@@ -100,12 +98,12 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Asks the API server for its clock, at once and then every
 /// [`PROBE_PERIOD`], for as long as the process runs.
-pub async fn probe(client: Client) {
+pub async fn probe(client: Client, server_time: Arc<ServerTime>) {
     let mut warned = false;
     loop {
         let wait = match tokio::time::timeout(PROBE_TIMEOUT, server_date(&client)).await {
             Ok(Ok(at)) => {
-                SERVER_TIME.saw(at);
+                server_time.saw(at);
                 PROBE_PERIOD
             }
             Ok(Err(error)) => {

@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 
 use crate::cluster::project;
 use crate::cluster::relist::{Listing, Op, Order};
-use crate::cluster::server_time::{self, SERVER_TIME};
+use crate::cluster::server_time::{self, ServerTime};
 use crate::cluster::writer::AnnotationPresence;
 
 /// The DaemonSet controller puts this label on every pod it creates; filtering
@@ -204,6 +204,15 @@ fn delete_id<K: Resource>(obj: &K, by_name: bool) -> Id {
     }
 }
 
+/// Where a watch loop reports: its first complete list (`synced`), its
+/// counts, and the server-stamped times of what it sees.
+#[derive(Clone)]
+struct Reports {
+    synced: mpsc::Sender<&'static str>,
+    stats: Arc<WatchStats>,
+    server_time: Arc<ServerTime>,
+}
+
 /// Runs one watch until the process ends. Sends its `kind` on `synced` once,
 /// after the first complete list.
 async fn run<K, S>(
@@ -211,13 +220,17 @@ async fn run<K, S>(
     api: Api<K>,
     config: watcher::Config,
     mut sink: S,
-    synced: mpsc::Sender<&'static str>,
-    stats: Arc<WatchStats>,
+    reports: Reports,
     id_of_deleted: impl Fn(&K) -> Id + Send + 'static,
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     S: Sink<K>,
 {
+    let Reports {
+        synced,
+        stats,
+        server_time,
+    } = reports;
     let _guard = StopGuard {
         kind,
         stats: Arc::clone(&stats),
@@ -232,7 +245,7 @@ async fn run<K, S>(
         stats.events.fetch_add(1, Ordering::Relaxed);
         match item {
             Ok(Event::Apply(obj)) => {
-                SERVER_TIME.saw_object(obj.meta());
+                server_time.saw_object(obj.meta());
                 if let Some((id, item)) = sink.project(&obj) {
                     listing.applied(id);
                     sink.upsert(item);
@@ -248,7 +261,7 @@ async fn run<K, S>(
             }
             Ok(Event::Init) => listing.begin(),
             Ok(Event::InitApply(obj)) => {
-                SERVER_TIME.saw_object(obj.meta());
+                server_time.saw_object(obj.meta());
                 if let Some((id, item)) = sink.project(&obj)
                     && let Some(item) = listing.listed(id, item)
                 {
@@ -301,10 +314,16 @@ pub async fn start(
     annotations: AnnotationPresence,
     critical: &[CriticalPodEntry],
     stats: Arc<WatchStats>,
+    server_time: Arc<ServerTime>,
 ) -> mpsc::Receiver<&'static str> {
     let (tx, rx) = mpsc::channel(watch_count(critical));
+    let reports = Reports {
+        synced: tx,
+        stats,
+        server_time: Arc::clone(&server_time),
+    };
     // Evidence of the API server's clock when the lists' stamps are old.
-    tokio::spawn(server_time::probe(client.clone()));
+    tokio::spawn(server_time::probe(client.clone(), Arc::clone(&server_time)));
     let bound = "spec.nodeName!=";
     // The same pod may come from both pod watches; in these namespaces both
     // must index it identically, labels and all.
@@ -319,8 +338,7 @@ pub async fn start(
             router: Arc::clone(&router),
             annotations,
         },
-        tx.clone(),
-        Arc::clone(&stats),
+        reports.clone(),
         |n: &Node| delete_id(n, true),
     ));
     tokio::spawn(run(
@@ -330,8 +348,7 @@ pub async fn start(
         DaemonSetSink {
             router: Arc::clone(&router),
         },
-        tx.clone(),
-        Arc::clone(&stats),
+        reports.clone(),
         |d: &DaemonSet| delete_id(d, false),
     ));
     tokio::spawn(run(
@@ -344,8 +361,7 @@ pub async fn start(
             router: Arc::clone(&router),
             keep_labels_in: Some(Arc::clone(&critical_namespaces)),
         },
-        tx.clone(),
-        Arc::clone(&stats),
+        reports.clone(),
         pod_id,
     ));
     for entry in critical {
@@ -358,8 +374,7 @@ pub async fn start(
                 router: Arc::clone(&router),
                 keep_labels_in: None,
             },
-            tx.clone(),
-            Arc::clone(&stats),
+            reports.clone(),
             pod_id,
         ));
     }

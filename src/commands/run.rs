@@ -21,6 +21,7 @@ use tokio::sync::watch as signal;
 use crate::cluster::client::client;
 use crate::cluster::executor::{KubeExecutor, SystemClock};
 use crate::cluster::leader::{self, Elector, Leadership};
+use crate::cluster::server_time::ServerTime;
 use crate::cluster::watch::{self, WatchStats};
 use crate::cluster::writer::Writer;
 use crate::error::{Error, Result};
@@ -118,6 +119,9 @@ pub async fn run(settings: RunSettings) -> Result<()> {
         None => None,
     };
 
+    // Evidence of the API server's clock, gathered by the watches, the
+    // election and a probe, read by every gate's deadline.
+    let server_time = Arc::new(ServerTime::new());
     let annotations = Arc::new(DashMap::new());
     let writer = Writer::new(
         client.clone(),
@@ -137,7 +141,9 @@ pub async fn run(settings: RunSettings) -> Result<()> {
         config: Arc::clone(&config),
         router: Arc::clone(&router),
         executor,
-        clock: Arc::new(SystemClock),
+        clock: Arc::new(SystemClock {
+            server_time: Arc::clone(&server_time),
+        }),
         journal_capacity: journal::DEFAULT_CAPACITY,
     });
     let (supervisor, supervisor_done) = supervisor::start(ctx).await.map_err(Error::Supervisor)?;
@@ -160,6 +166,7 @@ pub async fn run(settings: RunSettings) -> Result<()> {
             &namespace,
             election,
             leader::identity(&instance_name()),
+            Arc::clone(&server_time),
         );
         let gained = Arc::clone(&router);
         let health = Arc::clone(&health);
@@ -192,6 +199,7 @@ pub async fn run(settings: RunSettings) -> Result<()> {
         annotations,
         &settings.gate.critical,
         stats,
+        server_time,
     )
     .await;
     let watches = watch::watch_count(&settings.gate.critical);
