@@ -17,9 +17,9 @@
 //! `GET /version` (which every authenticated client may read) is the
 //! server's clock when it answered, to the second.
 //!
-//! One instance serves the process ([`SERVER_TIME`]), fed by the watches,
-//! the probe and the leader election, read by the gates' clock. It decides
-//! nothing.
+//! `run` makes one [`ServerTime`] and hands it to the watches, the probe and
+//! the leader election, which feed it, and to the gates' clock, which reads
+//! it. It decides nothing.
 
 use std::sync::Arc;
 use std::sync::Mutex;
