@@ -1,0 +1,117 @@
+//! The parsers of single values from flags and the config file: addresses,
+//! DNS names, taints, exclusions, durations. Each error names the flag and
+//! the value.
+
+use super::*;
+
+/// `HOST:PORT` with an IP host, or `:PORT` for every interface.
+pub fn parse_http_addr(s: &str) -> Result<SocketAddr, ConfigError> {
+    parse_addr("--http-addr", s)
+}
+
+/// `HOST:PORT` with an IP host, or `:PORT` for every interface, for `flag`.
+pub(super) fn parse_addr(flag: &str, s: &str) -> Result<SocketAddr, ConfigError> {
+    let full = match s.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => s.to_string(),
+    };
+    full.parse().map_err(|_| {
+        invalid(
+            format!("{flag} {s:?}"),
+            "expected IP:PORT, e.g. 0.0.0.0:8080, 127.0.0.1:0 or :8080",
+        )
+    })
+}
+
+pub(super) fn check_dns_label(s: &str) -> Result<(), &'static str> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(
+            "must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
+        )
+    }
+}
+
+pub(super) fn check_dns_subdomain(s: &str) -> Result<(), &'static str> {
+    if s.is_empty() || s.len() > 253 || s.split('.').any(|p| check_dns_label(p).is_err()) {
+        return Err(
+            "must be a DNS subdomain: lowercase letters, digits, '-' and '.', at most 253 characters",
+        );
+    }
+    Ok(())
+}
+
+pub fn parse_managed_taint(s: &str) -> Result<ManagedTaint, ConfigError> {
+    let at = || format!("--taint {s:?}");
+    if s.rsplit_once(':').map_or(s, |(k, _)| k).contains('=') {
+        return Err(invalid(
+            at(),
+            "a managed taint is matched by key and effect; drop the '=VALUE'",
+        ));
+    }
+    // EFFECT is optional on the command line; the placement rules own what a
+    // valid managed taint is (PreferNoSchedule, for one, keeps nothing off a
+    // node and so cannot gate it).
+    let spelled = if s.contains(':') {
+        s.to_string()
+    } else {
+        format!("{s}:NoSchedule")
+    };
+    ManagedTaint::parse(&spelled).map_err(|e| invalid(at(), e.problem))
+}
+
+pub fn parse_transient(s: &str) -> Result<TransientTaint, ConfigError> {
+    let at = || format!("--transient-taint {s:?}");
+    let key = s.strip_suffix('*').unwrap_or(s);
+    if key.is_empty() {
+        return Err(invalid(at(), "needs a key or a key prefix"));
+    }
+    if key.contains('*') {
+        return Err(invalid(
+            at(),
+            "'*' is only allowed at the end, to mark a prefix",
+        ));
+    }
+    if !s.ends_with('*') {
+        check_label_key(key).map_err(|m| invalid(at(), m))?;
+    }
+    Ok(TransientTaint::parse(s))
+}
+
+pub fn parse_exclude(s: &str) -> Result<(String, String), ConfigError> {
+    match s.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((ns.to_string(), name.to_string()))
+        }
+        _ => Err(invalid(
+            format!("--exclude {s:?}"),
+            "expected NAMESPACE/NAME, e.g. kube-system/cilium",
+        )),
+    }
+}
+
+pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, ConfigError> {
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(invalid(
+            format!("{flag} {s:?}"),
+            "a duration cannot be negative",
+        ));
+    }
+    if t == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(t).map_err(|e| {
+        invalid(
+            format!("{flag} {s:?}"),
+            format!("not a duration ({e}); use e.g. 90s, 2m, 1h30m"),
+        )
+    })
+}
