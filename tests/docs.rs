@@ -10,8 +10,12 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
 
+/// This clone, read when the test runs (the build cache is shared between
+/// clones, so the compile-time path may be another one).
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
 fn read(rel: &str) -> String {

@@ -208,6 +208,62 @@ fn judge_openings(opened: &BTreeMap<String, Result<Instant, String>>, verdicts: 
     }
 }
 
+/// Pods the re-list scenario's pod watch lists after the test's own (their
+/// namespace sorts after it): a re-list long enough that a gate, running on
+/// the other core, acts while it is still being delivered. Without them the
+/// whole re-list is delivered within microseconds and the gates would see only
+/// its end, whatever order it was applied in.
+const FILLER: usize = 1500;
+const FILLER_NS: &str = "zz-filler";
+
+/// `count` pending pods that look like DaemonSet pods to nodegate's pod watch
+/// (bound, `pod-template-generation` label), on a node kwok does not manage,
+/// so nothing ever changes them.
+async fn create_filler(env: &Env, count: usize) {
+    let client = env.cluster.client.clone();
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": FILLER_NS}})).expect("namespace"),
+        )
+        .await
+        .expect("create filler namespace");
+    env.nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "filler"}})).expect("node"),
+        )
+        .await
+        .expect("create filler node");
+    const WRITERS: usize = 16;
+    let mut writers = tokio::task::JoinSet::new();
+    for w in 0..WRITERS {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), FILLER_NS);
+        writers.spawn(async move {
+            for i in (w..count).step_by(WRITERS) {
+                let pod: Pod = serde_json::from_value(json!({
+                    "metadata": {
+                        "name": format!("filler-{i:05}"),
+                        "labels": {"pod-template-generation": "1"},
+                    },
+                    "spec": {
+                        "nodeName": "filler",
+                        "containers": [{"name": "c", "image": "filler"}],
+                    },
+                }))
+                .expect("filler pod");
+                pods.create(&PostParams::default(), &pod)
+                    .await
+                    .expect("create filler pod");
+            }
+        });
+    }
+    while let Some(done) = writers.join_next().await {
+        done.expect("filler writer");
+    }
+}
+
 /// 1. Nodes wait for a held DaemonSet. kube-apiserver is killed; while it is
 /// down, through a second API server no component knows, Ready pods are
 /// deleted or made not Ready and held pods made Ready. It is started again
@@ -237,6 +293,10 @@ async fn relist_after_apiserver_restart_opens_no_node_early() {
         }
     }
     faults.note("8 gated nodes created");
+    create_filler(&env, FILLER).await;
+    faults.note(format!(
+        "{FILLER} filler DaemonSet-like pods created in namespace {FILLER_NS}"
+    ));
     wait_pods(&env, &nodes, &[("base", true), ("agent", false)]).await;
     // From now on a re-created base pod is held (OnDelete: no pod changes).
     env.daemonsets
@@ -465,7 +525,8 @@ async fn pods_on(env: &Env, names: &[&str]) -> BTreeMap<String, BTreeSet<(String
 /// 3. Two replicas; twenty nodes wait for a held DaemonSet, some carrying a
 /// foreign taint and annotation. Their pods are released one after another
 /// and the leader is SIGKILLed mid-burst. Every node opens by ready, with
-/// exactly one gate Event, and the foreign taint and annotation stay.
+/// one gate Event (none only for a node opened just before the kill), and
+/// the foreign taint and annotation stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_killed_mid_burst_opens_every_node_once() {
     const TIMEOUT: Duration = Duration::from_secs(60);
@@ -566,6 +627,7 @@ async fn leader_killed_mid_burst_opens_every_node_once() {
         Some(true),
         "nodegate-a no longer leads"
     );
+    let killed_at = faults.at(Instant::now());
     faults.kill(&mut a);
     faults.note(format!("{open}/{N} nodes open at the kill"));
     releases.await.expect("releases");
@@ -609,8 +671,16 @@ async fn leader_killed_mid_burst_opens_every_node_once() {
         }
     }
 
-    // Events: one per node. Wait for each node's first, then a moment for
-    // any second one.
+    // Events: one per node, never two. The one exception the semantics
+    // allow (docs/semantics.md, "Leadership"): a node nodegate-a opened just
+    // before it was killed, whose Event it did not get to record — its
+    // opened-at (nodegate's clock) precedes the kill. Wait for each node's
+    // first Event, then a moment for any second one.
+    let opened_before_kill = |node: &Node| {
+        annotation(node, "nodegate.dev/opened-at")
+            .and_then(|t| t.parse::<Timestamp>().ok())
+            .is_some_and(|t| faults.wall(t) <= killed_at)
+    };
     let settle = Instant::now();
     loop {
         let mut missing = 0;
@@ -628,8 +698,13 @@ async fn leader_killed_mid_burst_opens_every_node_once() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut unrecorded = Vec::new();
     for n in &nodes {
         let events = gate_events(&env.cluster.client, &n.name, None).await;
+        if events.is_empty() && opened_before_kill(&env.node(&n.name).await) {
+            unrecorded.push(n.name.clone());
+            continue;
+        }
         if events.len() != 1 {
             verdicts.fail(
                 &n.name,
@@ -648,6 +723,24 @@ async fn leader_killed_mid_burst_opens_every_node_once() {
                 ),
             );
         }
+    }
+    // Only a write in flight at the kill can lose its Event: with the
+    // releases 100 ms apart, that is one node, two at most.
+    if unrecorded.len() > 2 {
+        for node in &unrecorded {
+            verdicts.fail(
+                node,
+                format!(
+                    "no gate Event; {} nodes opened before the kill lack one, more than \
+                     the writes that can be in flight",
+                    unrecorded.len()
+                ),
+            );
+        }
+    } else if !unrecorded.is_empty() {
+        faults.note(format!(
+            "no Event for {unrecorded:?}: opened by nodegate-a just before the kill"
+        ));
     }
     verdicts.conclude(&[&a, &b], &faults).await;
 }

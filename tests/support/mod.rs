@@ -24,8 +24,13 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use serde_json::json;
 
+/// The repository this test runs in. Cargo sets `CARGO_MANIFEST_DIR` when it
+/// runs a test, so a test binary built from a clone elsewhere (the build cache
+/// is shared between clones) still finds this clone's scripts.
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
 pub fn local_script(name: &str) -> PathBuf {
@@ -243,6 +248,7 @@ impl Nodegate {
     /// from `kubeconfig` (e.g. one carrying only a ServiceAccount token) and
     /// extra environment variables (e.g. POD_NAME, POD_NAMESPACE).
     pub fn start_as(kubeconfig: &Path, env: &[(&str, &str)], args: &[&str]) -> Nodegate {
+        remember_panics();
         let dir = tempfile::tempdir().expect("temp dir for nodegate log");
         let log = dir.path().join("nodegate.log");
         let out = std::fs::File::create(&log).expect("create nodegate log");
@@ -318,16 +324,70 @@ impl Nodegate {
     }
 }
 
+/// Lines of a nodegate log printed when a test fails; the whole log is kept
+/// on disk and its path printed.
+const LOG_TAIL_LINES: usize = 80;
+
+thread_local! {
+    /// The message of the panic this thread is unwinding from, if any, so the
+    /// log dumps printed while it unwinds can end with it again: a CI that
+    /// shows only a failure's last lines then still shows why it failed.
+    static PANIC_MESSAGE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Installs (once) a panic hook that remembers the panic's message for
+/// [`PANIC_MESSAGE`] before the default hook prints it.
+fn remember_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let payload = info.payload();
+            let text = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "(a panic without a message)".into());
+            let at = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            PANIC_MESSAGE.with(|m| *m.borrow_mut() = Some(format!("{text}{at}")));
+            previous(info);
+        }));
+    });
+}
+
 impl Drop for Nodegate {
     fn drop(&mut self) {
         self.kill();
-        if std::thread::panicking() {
-            eprintln!(
-                "---- nodegate log ({}) ----\n{}\n---- end of nodegate log ----",
-                self.log.display(),
-                self.logs()
-            );
+        if !std::thread::panicking() {
+            return;
         }
+        // Keep the whole log: the temp dir would be removed with `self`.
+        let kept = std::env::temp_dir().join(format!(
+            "nodegate-failed-{}-{}.log",
+            std::process::id(),
+            self.child.id()
+        ));
+        let whole = match std::fs::copy(&self.log, &kept) {
+            Ok(_) => kept.display().to_string(),
+            Err(e) => format!("(not kept: {e})"),
+        };
+        let logs = self.logs();
+        let lines: Vec<&str> = logs.lines().collect();
+        let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
+        eprintln!(
+            "---- nodegate log, last {} of {} lines (whole log: {whole}) ----\n{tail}\n---- end of nodegate log ----",
+            lines.len().min(LOG_TAIL_LINES),
+            lines.len(),
+        );
+        PANIC_MESSAGE.with(|m| {
+            if let Some(msg) = m.borrow().as_deref() {
+                let head: Vec<&str> = msg.lines().take(40).collect();
+                eprintln!("---- the failure, again ----\n{}", head.join("\n"));
+            }
+        });
     }
 }
 
