@@ -362,10 +362,14 @@ impl Router {
         }
     }
 
+    /// Whether the node is gated: inside `--node-selector` and carrying a
+    /// managed taint.
     fn carries_managed_taint(&self, node: &NodeInfo) -> bool {
-        node.taints
-            .iter()
-            .any(|t| self.config.placement.is_managed(t))
+        self.config.scope.includes(&node.labels)
+            && node
+                .taints
+                .iter()
+                .any(|t| self.config.placement.is_managed(t))
     }
 
     fn request_gate(&self, name: &str, version: &str) {

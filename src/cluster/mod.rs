@@ -4,9 +4,11 @@
 //! the evidence of the API server's clock they gather (`server_time`),
 //! and the one write path every gate uses
 //! (`patch` builds the conditional patch, `writer` sends it, `executor`
-//! carries out a gate's effects within the concurrency limits).
+//! carries out a gate's effects within the concurrency limits), and the
+//! path every taint nodegate puts on takes (`entrance`).
 
 pub mod client;
+pub mod entrance;
 pub mod executor;
 pub mod leader;
 pub mod patch;

@@ -228,7 +228,7 @@ pub fn pod(p: &Pod) -> Option<PodInfo> {
     })
 }
 
-fn labels(l: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
+pub fn labels(l: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
     l.cloned().unwrap_or_default()
 }
 

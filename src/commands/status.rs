@@ -324,6 +324,7 @@ mod tests {
 
     fn cfg(timeout: Option<u64>) -> GateConfig {
         GateConfig {
+            scope: Default::default(),
             timeout: timeout.map(Duration::from_secs),
             dry_run: true,
             ..GateConfig::default()

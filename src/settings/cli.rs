@@ -24,6 +24,9 @@ pub enum Command {
     /// Show, for one node, which DaemonSets must be Ready there and why, what
     /// each is waiting for, and whether the gate would open now.
     Explain(ExplainArgs),
+    /// Put the startup taint on existing nodes that never had it and have no
+    /// workload yet (once, at install), and print what was done to each.
+    Backfill(BackfillArgs),
     /// Show every gated node as the cluster has it now: age, how many of its
     /// expected members are Ready, what blocks it and the time to its
     /// deadline.
@@ -62,6 +65,11 @@ pub struct GateArgs {
     /// (kubectl syntax, e.g. 'team=observability,tier notin (debug)').
     #[arg(long, value_name = "SELECTOR")]
     pub exclude_selector: Option<String>,
+
+    /// The nodes nodegate manages at all, a label selector (kubectl syntax):
+    /// nodes outside it are never gated or tainted. Default: every node.
+    #[arg(long, value_name = "SELECTOR")]
+    pub node_selector: Option<String>,
 
     /// YAML file with the same settings (camelCase keys) plus criticalPods.
     /// A flag given on the command line overrides the file's value.
@@ -160,6 +168,53 @@ pub struct RunArgs {
     /// Default: 100.
     #[arg(long, value_name = "N")]
     pub debug_history: Option<usize>,
+
+    /// Serve the mutating admission webhook that adds the startup taint at
+    /// Node CREATE, over HTTPS on this address (path /mutate-node). Every
+    /// replica serves it, followers too. Default: off.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub webhook_addr: Option<String>,
+
+    /// The webhook's serving certificate from a directory holding tls.crt
+    /// and tls.key (e.g. a cert-manager Secret mounted there), re-read when
+    /// the files change.
+    #[arg(long, value_name = "DIR")]
+    pub webhook_cert_dir: Option<String>,
+
+    /// Let nodegate manage the webhook's certificate: a CA and a serving
+    /// certificate kept in this Secret (created if absent, shared by every
+    /// replica, rotated before it expires). Needs --webhook-configuration and
+    /// --webhook-host.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    pub webhook_cert_secret: Option<String>,
+
+    /// The MutatingWebhookConfiguration whose webhooks' caBundle nodegate
+    /// keeps set to its CA (with --webhook-cert-secret).
+    #[arg(long, value_name = "NAME")]
+    pub webhook_configuration: Option<String>,
+
+    /// A DNS name or IP address the serving certificate is valid for (with
+    /// --webhook-cert-secret), e.g. the Service's
+    /// nodegate-webhook.nodegate.svc. Repeatable.
+    #[arg(long = "webhook-host", value_name = "HOST")]
+    pub webhook_hosts: Vec<String>,
+
+    /// How long a certificate nodegate issues is valid (with
+    /// --webhook-cert-secret); it is renewed when a third of that remains.
+    /// Default: 365d.
+    #[arg(long, value_name = "DURATION")]
+    pub webhook_cert_validity: Option<String>,
+
+    /// The late-taint net: put the startup taint on a new node seen without
+    /// one (created less than --new-node-window ago, no workload pod bound
+    /// to it yet), for the nodes the webhook missed.
+    #[arg(long)]
+    pub taint_new_nodes: bool,
+
+    /// How new a node must be for --taint-new-nodes to taint it, counted
+    /// from its creation. Default: 2m.
+    #[arg(long, value_name = "DURATION")]
+    pub new_node_window: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
@@ -199,6 +254,25 @@ pub struct StatusArgs {
     /// Time between refreshes with --watch.
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     pub interval: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BackfillArgs {
+    #[command(flatten)]
+    pub gate: GateArgs,
+
+    /// Only nodes matching this label selector (kubectl syntax), within
+    /// --node-selector.
+    #[arg(long, value_name = "SELECTOR")]
+    pub selector: Option<String>,
+
+    /// Report what would be done, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: OutputFormat,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use nodegate_core::entrance::Scope;
 use nodegate_core::gate::{self, GateConfig};
 use nodegate_core::placement::{
     ManagedTaint, PlacementConfig, TransientTaint, default_transient_taints,
@@ -64,6 +65,7 @@ pub struct FileConfig {
     pub transient_taints: Option<Vec<String>>,
     pub exclude: Option<Vec<String>>,
     pub exclude_selector: Option<String>,
+    pub node_selector: Option<String>,
     pub critical_pods: Option<Vec<CriticalPodEntry>>,
     pub timeout: Option<String>,
     pub on_timeout: Option<OnTimeout>,
@@ -83,6 +85,14 @@ pub struct FileConfig {
     pub http_addr: Option<String>,
     pub debug_addr: Option<String>,
     pub debug_history: Option<usize>,
+    pub webhook_addr: Option<String>,
+    pub webhook_cert_dir: Option<String>,
+    pub webhook_cert_secret: Option<String>,
+    pub webhook_configuration: Option<String>,
+    pub webhook_hosts: Option<Vec<String>>,
+    pub webhook_cert_validity: Option<String>,
+    pub taint_new_nodes: Option<bool>,
+    pub new_node_window: Option<String>,
 }
 
 impl FileConfig {
@@ -108,6 +118,8 @@ impl FileConfig {
 /// What placement needs, shared by `run`, `explain` and `status`.
 #[derive(Debug, Clone)]
 pub struct GateSettings {
+    /// `--node-selector`: the nodes nodegate manages at all.
+    pub scope: Scope,
     pub placement: PlacementConfig,
     pub critical: Vec<CriticalPodEntry>,
 }
@@ -124,6 +136,7 @@ impl GateSettings {
         dry_run: bool,
     ) -> GateConfig {
         GateConfig {
+            scope: self.scope.clone(),
             placement: self.placement.clone(),
             critical: self.critical.clone(),
             timeout,
@@ -178,6 +191,10 @@ pub struct RunSettings {
     pub debug_addr: Option<SocketAddr>,
     /// Finished gates kept for /debug/nodes/NAME.
     pub debug_history: usize,
+    /// The admission webhook (`--webhook-*`); `None`: off.
+    pub webhook: Option<WebhookSettings>,
+    /// The late-taint net (`--taint-new-nodes`, `--new-node-window`).
+    pub net: NetSettings,
 }
 
 /// `--leader-elect` and its timings, with client-go's meaning.
@@ -284,7 +301,19 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
         })?;
     }
 
+    let scope = Scope {
+        node_selector: match pick(args.node_selector.clone(), file.node_selector.take()) {
+            Some(s) if s.trim().is_empty() => None,
+            Some(s) => Some(
+                LabelSelector::parse(&s)
+                    .map_err(|e| invalid(format!("--node-selector {s:?}"), e.to_string()))?,
+            ),
+            None => None,
+        },
+    };
+
     Ok(GateSettings {
+        scope,
         placement: PlacementConfig {
             managed_taints: managed,
             transient_taints: transient,
@@ -359,8 +388,24 @@ pub fn run_settings(args: &RunArgs) -> Result<RunSettings, ConfigError> {
     }
     let debug_history =
         pick(args.debug_history, file.debug_history).unwrap_or(DEFAULT_DEBUG_HISTORY);
+    let webhook = webhook_settings(args, &mut file)?;
+    if let Some(w) = &webhook {
+        let clash = [Some(http_addr), debug_addr]
+            .into_iter()
+            .flatten()
+            .any(|a| a.port() != 0 && a == w.addr);
+        if clash {
+            return Err(invalid(
+                format!("--webhook-addr {:?}", w.addr.to_string()),
+                "must differ from --http-addr and --debug-addr",
+            ));
+        }
+    }
+    let net = net_settings(args, &mut file)?;
 
     Ok(RunSettings {
+        webhook,
+        net,
         leader_election,
         http_addr,
         debug_addr,
@@ -501,6 +546,11 @@ pub fn status_settings(args: &StatusArgs) -> Result<StatusSettings, ConfigError>
     })
 }
 
+mod entrances;
+pub use entrances::{
+    DEFAULT_CERT_VALIDITY, DEFAULT_NEW_NODE_WINDOW, NetSettings, WebhookCerts, WebhookSettings,
+};
+use entrances::{net_settings, webhook_settings};
 mod values;
 use values::{check_dns_label, check_dns_subdomain, parse_addr};
 pub use values::{

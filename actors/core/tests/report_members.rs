@@ -39,6 +39,7 @@ fn cfg(excluded: &[&str], critical: Vec<CriticalPodEntry>) -> GateConfig {
         ..PlacementConfig::default()
     };
     GateConfig {
+        scope: Default::default(),
         placement,
         critical,
         timeout: None,

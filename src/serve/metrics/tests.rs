@@ -210,6 +210,7 @@ fn a_deadline_counts_each_blocker_and_the_timeout_outcome() {
     let mut g = drive(
         &m,
         GateConfig {
+            scope: Default::default(),
             timeout: Some(Duration::from_secs(5)),
             ..GateConfig::default()
         },

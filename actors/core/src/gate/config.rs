@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::entrance::Scope;
 use crate::placement::PlacementConfig;
 use crate::readiness::CriticalPodEntry;
 
@@ -27,6 +28,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 /// config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GateConfig {
+    /// Which nodes nodegate manages at all (`--node-selector`): a node
+    /// outside it is never gated, whatever its taints.
+    pub scope: Scope,
     pub placement: PlacementConfig,
     pub critical: Vec<CriticalPodEntry>,
     /// `None` means no deadline (`--timeout 0`).
@@ -40,6 +44,7 @@ impl Default for GateConfig {
     /// transient taints, 120 s, open on timeout, writes enabled.
     fn default() -> Self {
         GateConfig {
+            scope: Scope::default(),
             placement: PlacementConfig::default(),
             critical: Vec::new(),
             timeout: Some(DEFAULT_TIMEOUT),

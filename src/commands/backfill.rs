@@ -1,0 +1,226 @@
+//! `nodegate backfill`: at install, put the startup taint on the nodes that
+//! never had it and have no workload yet (semantics.md §6.3), with
+//! `nodegate.dev/gated-since` = now so their deadline counts from the
+//! backfill. Prints one line per node: what was done, or why not.
+//!
+//! The decisions are the core's (`entrance::backfill`, `workload_pods`); the
+//! write is the entrances' one conditional patch. A node that changed between
+//! the read and the patch is read again and decided again.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::ListParams;
+use nodegate_core::entrance::{self, NodeFacts, Scope, Skip};
+use nodegate_core::placement::ManagedTaint;
+use nodegate_core::selector::LabelSelector;
+use serde::Serialize;
+
+use crate::cluster::client::client;
+use crate::cluster::entrance::{node_facts, pods_on, put_taint};
+use crate::error::{Error, Result};
+use crate::settings::cli::{BackfillArgs, OutputFormat};
+use crate::settings::config::{self, ConfigError};
+use nodegate_core::gate::PatchOutcome;
+
+/// Reads and patches of one node before backfill gives up on it (each retry
+/// follows a change by someone else).
+const ATTEMPTS: usize = 3;
+
+/// One node's line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Line {
+    pub node: String,
+    /// `tainted`, `would-taint` (dry run), `skipped` or `failed`.
+    pub action: &'static str,
+    /// What was put on, or why not.
+    pub detail: String,
+}
+
+struct Backfill {
+    scope: Scope,
+    /// `--selector`, within the scope.
+    selector: Option<LabelSelector>,
+    managed: Vec<ManagedTaint>,
+    dry_run: bool,
+}
+
+fn settings(args: &BackfillArgs) -> Result<Backfill, ConfigError> {
+    let mut file = config::load_file(&args.gate)?;
+    let gate = config::gate_settings(&args.gate, &mut file)?;
+    let selector = match &args.selector {
+        Some(s) => Some(LabelSelector::parse(s).map_err(|e| ConfigError::Invalid {
+            source_: format!("--selector {s:?}"),
+            message: e.to_string(),
+        })?),
+        None => None,
+    };
+    Ok(Backfill {
+        scope: gate.scope,
+        selector,
+        managed: gate.placement.managed_taints,
+        dry_run: args.dry_run,
+    })
+}
+
+pub async fn main(args: BackfillArgs) -> ExitCode {
+    let b = match settings(&args) {
+        Ok(b) => b,
+        Err(e) => return exit(&e.into()),
+    };
+    let client = match client().await {
+        Ok(c) => c,
+        Err(e) => return exit(&e),
+    };
+    let lines = match backfill(&client, &b).await {
+        Ok(lines) => lines,
+        Err(e) => return exit(&e),
+    };
+    let text = match args.output {
+        OutputFormat::Table => table(&lines),
+        OutputFormat::Json => match serde_json::to_string_pretty(&lines) {
+            Ok(j) => j + "\n",
+            Err(e) => {
+                return exit(&Error::Invalid {
+                    what: "the JSON output".into(),
+                    why: e.to_string(),
+                });
+            }
+        },
+    };
+    if let Err(e) = std::io::stdout().write_all(text.as_bytes()) {
+        return exit(&Error::io("writing to stdout")(e));
+    }
+    if lines.iter().any(|l| l.action == "failed") {
+        ExitCode::from(crate::error::EXIT_FAILURE)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn exit(e: &Error) -> ExitCode {
+    eprintln!("error: {}", e.report());
+    ExitCode::from(e.exit_code())
+}
+
+async fn backfill(client: &kube::Client, b: &Backfill) -> Result<Vec<Line>> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let list = nodes
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube("listing nodes"))?;
+    let mut lines = Vec::new();
+    for n in &list.items {
+        let facts = node_facts(n);
+        lines.push(one(client, &nodes, b, facts).await);
+    }
+    lines.sort_by(|a, b| a.node.cmp(&b.node));
+    Ok(lines)
+}
+
+async fn one(client: &kube::Client, nodes: &Api<Node>, b: &Backfill, first: NodeFacts) -> Line {
+    let name = first.name.clone();
+    let line = |action, detail: String| Line {
+        node: name.clone(),
+        action,
+        detail,
+    };
+    if b.selector
+        .as_ref()
+        .is_some_and(|s| !s.matches(&first.labels))
+    {
+        return line("skipped", "excluded by --selector".into());
+    }
+    let mut facts = first;
+    for _ in 0..ATTEMPTS {
+        if let Err(skip) = entrance::backfill(&facts.view(), &b.scope, &b.managed) {
+            return line("skipped", skip.to_string());
+        }
+        let pods = match pods_on(client, &facts.name).await {
+            Ok(p) => p,
+            Err(e) => return line("failed", format!("listing its pods: {e}")),
+        };
+        let workload = entrance::workload_pods(&pods);
+        if !workload.is_empty() {
+            return line("skipped", Skip::HasWorkload(workload).to_string());
+        }
+        let Some(taint) = b.managed.first().map(ManagedTaint::to_taint) else {
+            return line("skipped", "no managed taint configured".into());
+        };
+        if b.dry_run {
+            return line("would-taint", taint.to_string());
+        }
+        match put_taint(client, &facts, &taint, Some(Timestamp::now())).await {
+            PatchOutcome::Applied => return line("tainted", taint.to_string()),
+            PatchOutcome::Conflict => match nodes.get_opt(&facts.name).await {
+                Ok(Some(n)) => facts = node_facts(&n),
+                Ok(None) => return line("skipped", "deleted meanwhile".into()),
+                Err(e) => return line("failed", format!("reading it again: {e}")),
+            },
+            PatchOutcome::NotFound => return line("skipped", "deleted meanwhile".into()),
+            // Backfill takes no part in leader election or withdrawal; the
+            // gate's writer reports these, this patch never does.
+            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
+                return line("failed", "not sent".into());
+            }
+            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => return line("failed", e),
+        }
+    }
+    line(
+        "failed",
+        format!("it changed under each of {ATTEMPTS} attempts; run backfill again"),
+    )
+}
+
+/// The table: one line per node, aligned.
+pub fn table(lines: &[Line]) -> String {
+    if lines.is_empty() {
+        return "no nodes\n".into();
+    }
+    let w_node = lines.iter().map(|l| l.node.len()).max().unwrap_or(0).max(4);
+    let w_action = lines
+        .iter()
+        .map(|l| l.action.len())
+        .max()
+        .unwrap_or(0)
+        .max(6);
+    let mut out = format!("{:w_node$}  {:w_action$}  DETAIL\n", "NODE", "ACTION");
+    for l in lines {
+        out.push_str(&format!(
+            "{:w_node$}  {:w_action$}  {}\n",
+            l.node, l.action, l.detail
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_aligns_its_columns() {
+        let lines = vec![
+            Line {
+                node: "a".into(),
+                action: "tainted",
+                detail: "nodegate.dev/initializing:NoSchedule".into(),
+            },
+            Line {
+                node: "worker-long".into(),
+                action: "skipped",
+                detail: "has workload pods: web/api".into(),
+            },
+        ];
+        assert_eq!(
+            table(&lines),
+            "NODE         ACTION   DETAIL\n\
+             a            tainted  nodegate.dev/initializing:NoSchedule\n\
+             worker-long  skipped  has workload pods: web/api\n"
+        );
+        assert_eq!(table(&[]), "no nodes\n");
+    }
+}
