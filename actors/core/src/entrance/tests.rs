@@ -48,6 +48,9 @@ impl Node {
     }
 }
 
+/// How a table row changes the default node.
+type Change = Box<dyn Fn(&mut Node)>;
+
 fn gpu_only() -> Scope {
     Scope {
         node_selector: Some(LabelSelector::parse("pool=gpu").expect("selector")),
@@ -58,7 +61,7 @@ fn gpu_only() -> Scope {
 fn admission_table() {
     let startup = Taint::new("nodegate.dev/initializing", "", "NoSchedule");
     let foreign = Taint::new("example.com/other", "x", "NoSchedule");
-    let cases: Vec<(&str, Box<dyn Fn(&mut Node)>, bool, Scope, Admission)> = vec![
+    let cases: Vec<(&str, Change, bool, Scope, Admission)> = vec![
         (
             "no spec.taints at all: the list is created",
             Box::new(|_| {}),
@@ -149,7 +152,6 @@ fn admission_table() {
 fn late_taint_table() {
     let now = ts("2026-01-01T00:01:00Z");
     let window = SignedDuration::from_secs(120);
-    type Change = Box<dyn Fn(&mut Node)>;
     let cases: Vec<(&str, Change, Result<(), Skip>)> = vec![
         ("new, untainted, in scope", Box::new(|_| {}), Ok(())),
         (
