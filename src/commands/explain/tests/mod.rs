@@ -22,6 +22,7 @@ const NOW: i64 = 1_000_000;
 
 fn settings() -> GateSettings {
     GateSettings {
+        scope: Default::default(),
         placement: PlacementConfig::default(),
         critical: Vec::new(),
     }
