@@ -31,6 +31,7 @@ pub fn node_facts(n: &Node) -> NodeFacts {
     let spec_taints = n.spec.as_ref().and_then(|s| s.taints.as_ref());
     NodeFacts {
         name: n.metadata.name.clone().unwrap_or_default(),
+        uid: n.metadata.uid.clone().unwrap_or_default(),
         resource_version: n.metadata.resource_version.clone().unwrap_or_default(),
         labels: labels(n.metadata.labels.as_ref()),
         taints: spec_taints

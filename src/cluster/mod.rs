@@ -5,12 +5,14 @@
 //! and the one write path every gate uses
 //! (`patch` builds the conditional patch, `writer` sends it, `executor`
 //! carries out a gate's effects within the concurrency limits), and the
-//! path every taint nodegate puts on takes (`entrance`).
+//! path every taint nodegate puts on takes (`entrance`; the late-taint net,
+//! `net`, is one of its users).
 
 pub mod client;
 pub mod entrance;
 pub mod executor;
 pub mod leader;
+pub mod net;
 pub mod patch;
 pub mod project;
 pub mod relist;

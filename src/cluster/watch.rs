@@ -30,6 +30,7 @@ use nodegate_core::readiness::CriticalPodEntry;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
+use crate::cluster::net::Net;
 use crate::cluster::project;
 use crate::cluster::relist::{Listing, Op, Order};
 use crate::cluster::server_time::{self, ServerTime};
@@ -104,6 +105,8 @@ type Id = (String, String);
 struct NodeSink {
     router: Arc<Router>,
     annotations: AnnotationPresence,
+    /// The late-taint net, with `--taint-new-nodes`.
+    net: Option<Arc<Net>>,
 }
 
 impl Sink<Node> for NodeSink {
@@ -112,6 +115,9 @@ impl Sink<Node> for NodeSink {
     const RELIST_ORDER: Order = Order::UpsertsFirst;
 
     fn project(&mut self, n: &Node) -> Option<(Id, Self::Item)> {
+        if let Some(net) = &self.net {
+            net.offer_node(n);
+        }
         let (info, oddities) = project::node(n);
         for o in oddities {
             tracing::warn!(object = %o.object, "{}", o.what);
@@ -128,6 +134,9 @@ impl Sink<Node> for NodeSink {
     }
     fn delete(&mut self, id: &Id) {
         self.annotations.remove(&id.0);
+        if let Some(net) = &self.net {
+            net.forget(&id.0);
+        }
         self.router.node_deleted(&id.0);
     }
 }
@@ -315,6 +324,7 @@ pub async fn start(
     critical: &[CriticalPodEntry],
     stats: Arc<WatchStats>,
     server_time: Arc<ServerTime>,
+    net: Option<Arc<Net>>,
 ) -> mpsc::Receiver<&'static str> {
     let (tx, rx) = mpsc::channel(watch_count(critical));
     let reports = Reports {
@@ -337,6 +347,7 @@ pub async fn start(
         NodeSink {
             router: Arc::clone(&router),
             annotations,
+            net,
         },
         reports.clone(),
         |n: &Node| delete_id(n, true),

@@ -23,9 +23,12 @@ use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use nodegate_core::entrance::NodeFacts;
 use nodegate_core::gate::{EventType, NodeEvent, PatchOutcome, Reason, TimeoutMark, UntaintPatch};
-use nodegate_core::model::NodeInfo;
+use nodegate_core::model::{NodeInfo, Taint};
 use serde_json::json;
+
+use crate::cluster::entrance;
 use tokio::sync::{Mutex, Semaphore};
 use tokio::time::Instant;
 
@@ -149,6 +152,12 @@ impl Writer {
         }
     }
 
+    /// The client this writer sends with (for the reads an entrance makes
+    /// before it writes).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     fn nodes(&self) -> Api<Node> {
         Api::all(self.client.clone())
     }
@@ -209,6 +218,26 @@ impl Writer {
         let body = patch::mark_timed_out(m);
         self.patch_node(&m.node, &Patch::Merge(body), may_write)
             .await
+    }
+
+    /// An entrance's taint (semantics.md §6): the conditional patch of
+    /// [`entrance::add_taint`], through the same slots, rate and leadership
+    /// check as every other node write.
+    pub async fn add_taint(
+        &self,
+        facts: &NodeFacts,
+        taint: &Taint,
+        gated_since: Option<jiff::Timestamp>,
+        may_write: impl Fn() -> bool,
+    ) -> PatchOutcome {
+        let body = entrance::add_taint(facts, taint, gated_since);
+        match serde_json::from_value::<json_patch::Patch>(body) {
+            Ok(p) => {
+                self.patch_node(&facts.name, &Patch::Json::<()>(p), may_write)
+                    .await
+            }
+            Err(e) => PatchOutcome::Failed(format!("building the taint patch: {e}")),
+        }
     }
 
     /// A fresh read of a node after a conflict or an unanswered patch;
@@ -283,6 +312,7 @@ fn action_for(reason: Reason) -> &'static str {
     match reason {
         Reason::GateOpened | Reason::GateWouldOpen => "Open",
         Reason::GateTimedOut => "Timeout",
+        Reason::LateTaint | Reason::LateTaintSkipped => "Taint",
     }
 }
 

@@ -21,6 +21,7 @@ use tokio::sync::watch as signal;
 use crate::cluster::client::client;
 use crate::cluster::executor::{KubeExecutor, SystemClock};
 use crate::cluster::leader::{self, Elector, Leadership};
+use crate::cluster::net::{Net, NetConfig};
 use crate::cluster::server_time::ServerTime;
 use crate::cluster::watch::{self, WatchStats};
 use crate::cluster::writer::Writer;
@@ -137,6 +138,22 @@ pub async fn run(settings: RunSettings) -> Result<()> {
         leader: Arc::clone(&leadership),
         metrics,
     });
+    // The late-taint net: fed by the node watch, writes through the same
+    // executor (slots, rate, leadership) as the gates.
+    let net = settings.net.enabled.then(|| {
+        Arc::new(Net::new(
+            NetConfig {
+                scope: settings.gate.scope.clone(),
+                managed: settings.gate.placement.managed_taints.clone(),
+                window: settings.net.window,
+                dry_run: settings.dry_run,
+            },
+            Arc::clone(&server_time),
+        ))
+    });
+    let net_task = net
+        .clone()
+        .map(|net| tokio::spawn(net.run(Arc::clone(&executor), shutdown_rx.clone())));
     let ctx = Arc::new(GateContext {
         config: Arc::clone(&config),
         router: Arc::clone(&router),
@@ -190,6 +207,8 @@ pub async fn run(settings: RunSettings) -> Result<()> {
         on_timeout = ?settings.on_timeout,
         dry_run = settings.dry_run,
         leader_elect = election.enabled,
+        webhook = settings.webhook.as_ref().map(|w| w.addr.to_string()),
+        taint_new_nodes = settings.net.enabled,
         "nodegate starting"
     );
 
@@ -200,6 +219,7 @@ pub async fn run(settings: RunSettings) -> Result<()> {
         &settings.gate.critical,
         stats,
         server_time,
+        net,
     )
     .await;
     let watches = watch::watch_count(&settings.gate.critical);
@@ -238,6 +258,9 @@ pub async fn run(settings: RunSettings) -> Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(5), supervisor_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(2), http_task).await;
     if let Some(task) = debug_task {
+        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+    }
+    if let Some(task) = net_task {
         let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
     }
     Ok(())

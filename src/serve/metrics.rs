@@ -122,6 +122,12 @@ pub fn patch_result(outcome: &PatchOutcome) -> Option<&'static str> {
 }
 
 const PATCH_RESULTS: [&str; 4] = ["ok", "conflict", "not_found", "error"];
+const LATE_TAINT_RESULTS: [&str; 3] = ["tainted", "skipped", "failed"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
 
 /// What the metrics remember of one live gate.
 #[derive(Debug, Default)]
@@ -153,6 +159,7 @@ pub struct Metrics {
     gates_timed_out: Family<ActionLabels, Counter>,
     patch_attempts: Family<PatchLabels, Counter>,
     router_events: Family<RouterLabels, Counter>,
+    late_taints: Family<ResultLabels, Counter>,
     leader: Gauge,
     watch_restarts: Counter,
     /// The watchers' own restart count at the last refresh.
@@ -192,6 +199,7 @@ impl Metrics {
             gates_timed_out: Family::default(),
             patch_attempts: Family::default(),
             router_events: Family::default(),
+            late_taints: Family::default(),
             leader: Gauge::default(),
             watch_restarts: Counter::default(),
             watch_restarts_seen: AtomicU64::new(0),
@@ -251,6 +259,11 @@ impl Metrics {
             m.router_events.clone(),
         );
         registry.register(
+            "late_taints",
+            "New nodes the late-taint net (--taint-new-nodes) found without a managed taint, by result (tainted | skipped: a workload pod was bound already | failed: a request failed, tried again)",
+            m.late_taints.clone(),
+        );
+        registry.register(
             "leader",
             "1 while this replica holds the leader-election lease (always 1 without --leader-elect)",
             m.leader.clone(),
@@ -295,6 +308,9 @@ impl Metrics {
                 });
             }
         }
+        for result in LATE_TAINT_RESULTS {
+            m.late_taints.get_or_create_owned(&ResultLabels { result });
+        }
         m.leader.set(i64::from(m.leadership.is_leader()));
         Metrics { registry, ..m }
     }
@@ -318,6 +334,15 @@ impl Metrics {
                 })
                 .inc();
         }
+    }
+
+    // --- fed by the late-taint net ---
+
+    /// One decision or failure of the net: `tainted`, `skipped` or `failed`.
+    pub fn late_taint(&self, result: &'static str) {
+        self.late_taints
+            .get_or_create(&ResultLabels { result })
+            .inc();
     }
 
     // --- fed by the router and the gates (see nodegate_actors::observe) ---

@@ -55,6 +55,7 @@ pub struct NodeView<'a> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeFacts {
     pub name: String,
+    pub uid: String,
     pub resource_version: String,
     pub labels: Labels,
     pub taints: Vec<Taint>,

@@ -49,13 +49,21 @@ pub enum Reason {
     GateTimedOut,
     /// Dry-run: every expected member is Ready and the gate would open now.
     GateWouldOpen,
+    /// The late-taint net put the startup taint on a new node that arrived
+    /// without it (semantics.md §6.2).
+    LateTaint,
+    /// The net found a new node without the taint, but a workload pod was
+    /// already bound to it: left alone.
+    LateTaintSkipped,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 3] = [
+    pub const ALL: [Reason; 5] = [
         Reason::GateOpened,
         Reason::GateTimedOut,
         Reason::GateWouldOpen,
+        Reason::LateTaint,
+        Reason::LateTaintSkipped,
     ];
 
     /// The Event's `reason` as the API shows it.
@@ -64,6 +72,8 @@ impl Reason {
             Reason::GateOpened => "GateOpened",
             Reason::GateTimedOut => "GateTimedOut",
             Reason::GateWouldOpen => "GateWouldOpen",
+            Reason::LateTaint => "LateTaint",
+            Reason::LateTaintSkipped => "LateTaintSkipped",
         }
     }
 }

@@ -1,0 +1,323 @@
+//! The entrances that put the startup taint on without the admission
+//! webhook, on the real control plane (deploy/local): the late-taint net
+//! (`--taint-new-nodes`) and `nodegate backfill`, each with the node selector
+//! and the ignore annotation keeping nodegate's hands off other nodes.
+//! (The webhook itself: tests/e2e_webhook.rs.)
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+use support::gate::{DsSpec, Env, NS, TAINT, annotation, has_gate_taint};
+use support::{Nodegate, fake_node, http_get, metric, wait_for};
+
+const IGNORE: &str = "nodegate.dev/ignore";
+
+/// A node as an unconfigured pool registers it: no taint at all.
+fn bare_node(name: &str, pool: &str, annotations: &[(&str, &str)]) -> Node {
+    let mut n = fake_node(name, &[("pool", pool)], &[]);
+    if let Some(spec) = n.spec.as_mut() {
+        spec.taints = None;
+    }
+    let a = n.metadata.annotations.get_or_insert_default();
+    for (k, v) in annotations {
+        a.insert(k.to_string(), v.to_string());
+    }
+    n
+}
+
+/// A workload pod (no controller) bound straight to `node`.
+async fn bind_workload(env: &Env, name: &str, node: &str) {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "app", "image": "registry.invalid/web:1"}],
+        },
+    }))
+    .expect("workload pod");
+    env.pods
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("create workload pod");
+}
+
+/// A webhook for Node CREATE that nobody answers, with failurePolicy Ignore:
+/// what the API server sees while every nodegate replica is down.
+async fn unanswered_webhook(env: &Env) {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        l.local_addr().expect("its address").port()
+    };
+    let cfg: MutatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": "nodegate"},
+        "webhooks": [{
+            "name": "nodes.nodegate.dev",
+            "clientConfig": {"url": format!("https://127.0.0.1:{port}/mutate-node")},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["nodes"]}],
+            "failurePolicy": "Ignore",
+            "sideEffects": "None",
+            "timeoutSeconds": 2,
+            "admissionReviewVersions": ["v1"],
+        }],
+    }))
+    .expect("webhook configuration");
+    Api::<MutatingWebhookConfiguration>::all(env.cluster.client.clone())
+        .create(&PostParams::default(), &cfg)
+        .await
+        .expect("create webhook configuration");
+}
+
+/// The reasons of nodegate's Events about `node`.
+async fn reasons(env: &Env, node: &str) -> Vec<String> {
+    env.events_for(node)
+        .await
+        .into_iter()
+        .filter(|e| e.reporting_controller.as_deref() == Some("nodegate.dev/nodegate"))
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+async fn metrics(ng: &Nodegate) -> String {
+    let addr = ng.http_addr(Duration::from_secs(30));
+    http_get(&addr, "/metrics").await.expect("GET /metrics").1
+}
+
+/// (c) and (b), the net's side: with the webhook unanswered, nodes register
+/// untainted; a nodegate started afterwards with `--taint-new-nodes` taints
+/// the new idle node in its scope (LateTaint), which is then gated and opened
+/// as usual, and leaves alone the one with a workload bound (LateTaintSkipped),
+/// the one outside `--node-selector` and the one annotated ignore. A node
+/// outside the selector that carries the startup taint is not gated either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_net_taints_new_idle_nodes_in_scope_and_nothing_else() {
+    let env = Env::new("entrances-net").await;
+    env.create_ds(DsSpec::new("agent")).await;
+    unanswered_webhook(&env).await;
+
+    let nodes = [
+        bare_node("idle", "gated", &[]),
+        bare_node("busy", "gated", &[]),
+        bare_node("elsewhere", "other", &[]),
+        bare_node("hands-off", "gated", &[(IGNORE, "true")]),
+        fake_node(
+            "elsewhere-tainted",
+            &[("pool", "other")],
+            &[(TAINT, "", "NoSchedule")],
+        ),
+    ];
+    for n in &nodes {
+        let created = env.cluster.create_node(n).await;
+        let name = created.metadata.name.clone().unwrap_or_default();
+        // The webhook did not answer; failurePolicy Ignore let it in as sent.
+        assert_eq!(
+            has_gate_taint(&created),
+            name == "elsewhere-tainted",
+            "node {name} as created: {:?}",
+            created.spec
+        );
+    }
+    bind_workload(&env, "web", "busy").await;
+
+    let ng = Nodegate::start(
+        &env.cluster,
+        &[
+            "--taint-new-nodes",
+            "--node-selector",
+            "pool=gated",
+            "--timeout",
+            "60s",
+        ],
+    );
+    wait_for("LateTaint on idle", Duration::from_secs(30), || async {
+        let r = reasons(&env, "idle").await;
+        r.contains(&"LateTaint".to_string())
+            .then_some(())
+            .ok_or(format!("{r:?}"))
+    })
+    .await;
+    env.wait_open("idle", Duration::from_secs(30), &[&ng]).await;
+    assert_eq!(
+        env.annotation("idle", "nodegate.dev/opened-by")
+            .await
+            .as_deref(),
+        Some("ready"),
+        "the late-tainted node is gated and opened as usual"
+    );
+    wait_for(
+        "LateTaintSkipped on busy",
+        Duration::from_secs(30),
+        || async {
+            let r = reasons(&env, "busy").await;
+            r.contains(&"LateTaintSkipped".to_string())
+                .then_some(())
+                .ok_or(format!("{r:?}"))
+        },
+    )
+    .await;
+    let skipped = env
+        .events_for("busy")
+        .await
+        .into_iter()
+        .find_map(|e| e.note)
+        .unwrap_or_default();
+    assert!(
+        skipped.contains(&format!("{NS}/web")),
+        "the Event names the workload pod: {skipped:?}"
+    );
+
+    // Every candidate was decided in the pass that tainted idle; a second
+    // after it, nothing else has been touched.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for name in ["busy", "elsewhere", "hands-off"] {
+        let n = env.node(name).await;
+        assert!(!has_gate_taint(&n), "{name} was tainted: {:?}", n.spec);
+    }
+    for name in ["elsewhere", "hands-off", "elsewhere-tainted"] {
+        assert_eq!(reasons(&env, name).await, Vec::<String>::new(), "{name}");
+    }
+    let kept = env.node("elsewhere-tainted").await;
+    assert!(
+        has_gate_taint(&kept) && annotation(&kept, "nodegate.dev/opened-at").is_none(),
+        "a node outside --node-selector is never gated: {:?}",
+        kept.spec
+    );
+
+    let text = metrics(&ng).await;
+    for (result, want) in [("tainted", 1.0), ("skipped", 1.0), ("failed", 0.0)] {
+        let series = format!("nodegate_late_taints_total{{result=\"{result}\"}}");
+        assert_eq!(metric(&text, &series), Some(want), "{series}");
+    }
+}
+
+/// One `nodegate backfill` run's JSON lines, as node → (action, detail).
+fn backfill(env: &Env, args: &[&str]) -> (i32, BTreeMap<String, (String, String)>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nodegate"))
+        .arg("backfill")
+        .args(args)
+        .args(["-o", "json"])
+        .env("KUBECONFIG", &env.cluster.kubeconfig)
+        .output()
+        .expect("run nodegate backfill");
+    let code = out.status.code().unwrap_or(-1);
+    let lines: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let by_node = lines
+        .iter()
+        .map(|l| {
+            let s = |k: &str| l[k].as_str().unwrap_or_default().to_string();
+            (s("node"), (s("action"), s("detail")))
+        })
+        .collect();
+    (code, by_node)
+}
+
+/// (e): `backfill --dry-run` changes nothing and reports exactly the set a
+/// real `backfill` then taints; each other node says why it was skipped; a
+/// second run finds nothing left to do; a bad selector exits 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_dry_run_reports_what_backfill_then_taints() {
+    let env = Env::new("entrances-backfill").await;
+    let nodes = [
+        bare_node("old-1", "gated", &[]),
+        bare_node("old-2", "gated", &[]),
+        bare_node("old-busy", "gated", &[]),
+        bare_node("old-hands-off", "gated", &[(IGNORE, "true")]),
+        bare_node(
+            "old-opened",
+            "gated",
+            &[("nodegate.dev/opened-at", "2026-01-01T00:00:00Z")],
+        ),
+        fake_node(
+            "old-gated",
+            &[("pool", "gated")],
+            &[(TAINT, "", "NoSchedule")],
+        ),
+        bare_node("other-pool", "other", &[]),
+    ];
+    for n in &nodes {
+        env.cluster.create_node(n).await;
+    }
+    bind_workload(&env, "db", "old-busy").await;
+    // What nodegate may change: its taint and its annotations (the node
+    // lifecycle controller and kwok change the rest meanwhile).
+    let versions = || async {
+        let mut v = BTreeMap::new();
+        for n in &nodes {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            let now = env.node(&name).await;
+            let ours: BTreeMap<String, String> = now
+                .metadata
+                .annotations
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(k, _)| k.starts_with("nodegate.dev/"))
+                .collect();
+            v.insert(name, (has_gate_taint(&now), ours));
+        }
+        v
+    };
+    let before = versions().await;
+
+    let (code, dry) = backfill(&env, &["--selector", "pool=gated", "--dry-run"]);
+    assert_eq!(code, 0, "dry run: {dry:?}");
+    assert_eq!(versions().await, before, "the dry run changed a node");
+    let would: Vec<&String> = dry
+        .iter()
+        .filter(|(_, (a, _))| a == "would-taint")
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(would, ["old-1", "old-2"], "dry run: {dry:?}");
+
+    let (code, done) = backfill(&env, &["--selector", "pool=gated"]);
+    assert_eq!(code, 0, "backfill: {done:?}");
+    let tainted: Vec<&String> = done
+        .iter()
+        .filter(|(_, (a, _))| a == "tainted")
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        tainted, would,
+        "backfill did not taint what the dry run said"
+    );
+    let detail = |node: &str| done.get(node).map(|(_, d)| d.as_str()).unwrap_or("");
+    for (node, why) in [
+        ("old-busy", format!("has workload pods: {NS}/db")),
+        ("old-hands-off", format!("annotated {IGNORE}=true")),
+        ("old-opened", "opened before".to_string()),
+        ("old-gated", format!("already carries {TAINT}:NoSchedule")),
+        ("other-pool", "excluded by --selector".to_string()),
+    ] {
+        assert_eq!(
+            done.get(node).map(|(a, _)| a.as_str()),
+            Some("skipped"),
+            "{node}"
+        );
+        assert!(detail(node).contains(&why), "{node}: {:?}", detail(node));
+    }
+    for node in ["old-1", "old-2"] {
+        let n = env.node(node).await;
+        assert!(has_gate_taint(&n), "{node}: {:?}", n.spec);
+        let since = annotation(&n, "nodegate.dev/gated-since").unwrap_or_default();
+        assert!(
+            since.parse::<jiff::Timestamp>().is_ok(),
+            "{node}: gated-since {since:?}"
+        );
+    }
+
+    let (code, again) = backfill(&env, &["--selector", "pool=gated"]);
+    assert_eq!(code, 0);
+    assert!(
+        again.values().all(|(a, _)| a == "skipped"),
+        "a second backfill found work: {again:?}"
+    );
+
+    let (code, _) = backfill(&env, &["--selector", "pool in"]);
+    assert_eq!(code, 2, "a bad --selector is a usage error");
+}
