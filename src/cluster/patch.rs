@@ -9,7 +9,9 @@
 //! never sends them.
 
 use jiff::Timestamp;
-use nodegate_core::gate::{TimeoutMark, UntaintPatch, annotation_time};
+use nodegate_core::gate::{OpenedBy, TimeoutMark, UntaintPatch, annotation_time};
+
+use crate::cluster::project::OPEN_ANNOTATION;
 use serde_json::{Value, json};
 
 pub const OPENED_AT_ANNOTATION: &str = "nodegate.dev/opened-at";
@@ -69,6 +71,12 @@ pub fn untaint(p: &UntaintPatch, annotations_present: bool) -> json_patch::Patch
                 OPENED_AT_ANNOTATION: opened_at, OPENED_BY_ANNOTATION: p.opened_by.as_str(),
             }}),
         );
+    }
+    // A manual opening consumes its request: the same patch removes the
+    // annotation (it is there: the resourceVersion test pins the node the
+    // gate saw it on).
+    if p.opened_by == OpenedBy::Manual {
+        ops.push(json!({"op": "remove", "path": format!("/metadata/annotations/{}", pointer_segment(OPEN_ANNOTATION))}));
     }
     // Every op above is built from the json! macro in a shape json_patch
     // accepts; a failure here is a bug in this function, reported as such.

@@ -21,6 +21,10 @@ use crate::cluster::patch::OPENED_AT_ANNOTATION;
 
 /// Annotation recording when a re-gated node's gate started.
 pub const GATED_SINCE_ANNOTATION: &str = "nodegate.dev/gated-since";
+/// `"true"`: decide, write nothing for this node (semantics.md §6.6).
+pub const SUSPEND_ANNOTATION: &str = "nodegate.dev/suspend";
+/// `"true"`: open this node now; removed by the opening patch.
+pub const OPEN_ANNOTATION: &str = "nodegate.dev/open";
 /// Prefix of the annotations nodegate reads and writes on its objects.
 pub const ANNOTATION_PREFIX: &str = "nodegate.dev/";
 
@@ -72,6 +76,11 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         }
     };
     let gated_since = time_annotation(GATED_SINCE_ANNOTATION, "using creationTimestamp");
+    let flag = |key: &str| {
+        annotations
+            .and_then(|a| a.get(key))
+            .is_some_and(|v| v == "true")
+    };
     let opened_at = time_annotation(OPENED_AT_ANNOTATION, "ignored");
     let taints = n
         .spec
@@ -95,6 +104,8 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         ready,
         opened_at,
         name,
+        suspended: flag(SUSPEND_ANNOTATION),
+        open_requested: flag(OPEN_ANNOTATION),
     };
     (Some(info), odd)
 }

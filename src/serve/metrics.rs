@@ -225,7 +225,7 @@ impl Metrics {
         );
         registry.register(
             "gate_duration_seconds",
-            "Gate start (node creation or gated-since) to taint removed, by outcome (ready | timeout); leader only",
+            "Gate start (node creation or gated-since) to taint removed, by outcome (ready | timeout | manual); leader only",
             m.gate_duration.clone(),
         );
         registry.register(
@@ -282,7 +282,7 @@ impl Metrics {
         registry.register("build_info", "Always 1; the version as a label", build_info);
 
         // Zeros for every label value known up front.
-        for outcome in [OpenedBy::Ready, OpenedBy::Timeout] {
+        for outcome in [OpenedBy::Ready, OpenedBy::Timeout, OpenedBy::Manual] {
             m.gate_duration.get_or_create_owned(&OutcomeLabels {
                 outcome: outcome.as_str(),
             });

@@ -66,6 +66,7 @@ pub struct FileConfig {
     pub exclude: Option<Vec<String>>,
     pub exclude_selector: Option<String>,
     pub node_selector: Option<String>,
+    pub suspend: Option<bool>,
     pub critical_pods: Option<Vec<CriticalPodEntry>>,
     pub timeout: Option<String>,
     pub on_timeout: Option<OnTimeout>,
@@ -120,6 +121,8 @@ impl FileConfig {
 pub struct GateSettings {
     /// `--node-selector`: the nodes nodegate manages at all.
     pub scope: Scope,
+    /// `suspend: true` (config file only): decide, write nothing.
+    pub suspend: bool,
     pub placement: PlacementConfig,
     pub critical: Vec<CriticalPodEntry>,
 }
@@ -142,6 +145,7 @@ impl GateSettings {
             timeout,
             on_timeout: on_timeout.into(),
             dry_run,
+            suspend: self.suspend,
         }
     }
 }
@@ -314,6 +318,7 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
 
     Ok(GateSettings {
         scope,
+        suspend: file.suspend.unwrap_or(false),
         placement: PlacementConfig {
             managed_taints: managed,
             transient_taints: transient,

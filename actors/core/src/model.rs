@@ -134,7 +134,7 @@ impl std::fmt::Display for NodeReady {
 }
 
 /// What the gate needs of a Node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeInfo {
     pub name: String,
     pub uid: String,
@@ -156,6 +156,14 @@ pub struct NodeInfo {
     /// was lost. An unparsable annotation is reported and treated as absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opened_at: Option<Timestamp>,
+    /// `nodegate.dev/suspend: "true"`: the gate decides and journals, but
+    /// writes nothing for this node until it is lifted (semantics.md §6.6).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspended: bool,
+    /// `nodegate.dev/open: "true"`: open now, whatever the members
+    /// (`opened-by: manual`); the untaint removes the annotation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub open_requested: bool,
 }
 
 /// What the gate needs of a DaemonSet.

@@ -82,6 +82,8 @@ pub fn mk_node(name: &str, node_labels: &[(&str, &str)], taints: Vec<Taint>) -> 
         gated_since: None,
         ready: NodeReady::True,
         opened_at: None,
+        suspended: false,
+        open_requested: false,
     }
 }
 

@@ -290,6 +290,12 @@ fn check_step(
                         assert_eq!(t.action, OnTimeout::Open);
                         assert!(now >= t.deadline, "opened before the deadline");
                     }
+                    OpenedBy::Manual => {
+                        assert!(
+                            after.node.as_ref().is_some_and(|n| n.open_requested),
+                            "opened manually a node nobody asked to open"
+                        );
+                    }
                 }
             }
             Effect::MarkTimedOut(_) => {

@@ -45,6 +45,7 @@ fn cfg(excluded: &[&str], critical: Vec<CriticalPodEntry>) -> GateConfig {
         timeout: None,
         on_timeout: OnTimeout::Open,
         dry_run: true,
+        suspend: false,
     }
 }
 

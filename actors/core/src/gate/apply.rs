@@ -133,6 +133,8 @@ pub fn apply(state: &mut GateState, ev: &Event) {
                 state.phase = Phase::TimedOutKept;
             }
         }
+        Event::WritesSuspended { .. } => state.suspended = true,
+        Event::WritesResumed => state.suspended = false,
         Event::WouldOpen { opened_by, at, .. } => {
             state.phase = Phase::WouldOpen;
             state.opened = Some(OpenedRecord {

@@ -37,6 +37,9 @@ pub struct GateConfig {
     pub timeout: Option<Duration>,
     pub on_timeout: OnTimeout,
     pub dry_run: bool,
+    /// `suspend: true` in the config file: every gate decides and journals
+    /// but writes nothing (semantics.md §6.6).
+    pub suspend: bool,
 }
 
 impl Default for GateConfig {
@@ -50,6 +53,7 @@ impl Default for GateConfig {
             timeout: Some(DEFAULT_TIMEOUT),
             on_timeout: OnTimeout::Open,
             dry_run: false,
+            suspend: false,
         }
     }
 }

@@ -98,9 +98,10 @@ pub enum Ending {
 }
 
 impl Ending {
-    const ALL: [Ending; 6] = [
+    const ALL: [Ending; 7] = [
         Ending::Opened(OpenedBy::Ready),
         Ending::Opened(OpenedBy::Timeout),
+        Ending::Opened(OpenedBy::Manual),
         Ending::Stopped(StopReason::NodeDeleted),
         Ending::Stopped(StopReason::NodeNotFound),
         Ending::Stopped(StopReason::TaintRemovedElsewhere),
@@ -119,6 +120,7 @@ impl fmt::Display for Ending {
         match self {
             Ending::Opened(OpenedBy::Ready) => f.write_str("opened"),
             Ending::Opened(OpenedBy::Timeout) => f.write_str("opened by timeout"),
+            Ending::Opened(OpenedBy::Manual) => f.write_str("opened manually"),
             Ending::Stopped(reason) => reason.fmt(f),
         }
     }
@@ -162,6 +164,7 @@ mod tests {
             [
                 "opened",
                 "opened by timeout",
+                "opened manually",
                 "node deleted",
                 "node not found",
                 "managed taint removed by another writer",

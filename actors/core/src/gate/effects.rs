@@ -143,6 +143,14 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
             )),
             Effect::Stop(Ending::Opened(OpenedBy::Timeout)),
         ],
+        Event::Opened {
+            opened_by: OpenedBy::Manual,
+            at,
+            ..
+        } => vec![
+            Effect::RecordEvent(notes::opened_manually(node, state, *at)),
+            Effect::Stop(Ending::Opened(OpenedBy::Manual)),
+        ],
         Event::TimeoutMarked => match &state.timed_out {
             Some(t) => vec![Effect::RecordEvent(notes::kept_closed(node, start, t))],
             None => Vec::new(),

@@ -140,6 +140,18 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         node_not_ready: Option<String>,
     },
+    /// A write the gate would send now is held: the node is annotated
+    /// `nodegate.dev/suspend: "true"` or the config says `suspend: true`.
+    /// Journalled once per hold.
+    WritesSuspended {
+        /// The opening that waits, if it is one (else the timed-out mark).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        opened_by: Option<OpenedBy>,
+        /// `annotation` or `config`.
+        by: String,
+    },
+    /// The suspension was lifted; the gate acts on what it finds.
+    WritesResumed,
     /// Dry-run: the gate would have removed these taints now.
     WouldOpen {
         opened_by: OpenedBy,

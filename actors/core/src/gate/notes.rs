@@ -180,6 +180,16 @@ pub(super) fn opened_by_timeout(
     event(node, EventType::Warning, Reason::GateTimedOut, note)
 }
 
+/// The node was opened because it was annotated `nodegate.dev/open: "true"`.
+pub(super) fn opened_manually(node: &NodeInfo, state: &GateState, at: Timestamp) -> NodeEvent {
+    let note = format!(
+        "opened on request (nodegate.dev/open=true), {} after the gate started; {}",
+        since(state.gate_start().unwrap_or(node.created), at),
+        ready_text(state)
+    );
+    event(node, EventType::Normal, Reason::GateOpened, note)
+}
+
 /// The deadline passed and the node is marked and kept closed
 /// (`--on-timeout=keep`).
 pub(super) fn kept_closed(node: &NodeInfo, start: Timestamp, t: &TimeoutRecord) -> NodeEvent {

@@ -39,6 +39,8 @@ pub enum Phase {
 pub enum OpenedBy {
     Ready,
     Timeout,
+    /// The node was annotated `nodegate.dev/open: "true"`.
+    Manual,
 }
 
 impl OpenedBy {
@@ -47,6 +49,7 @@ impl OpenedBy {
         match self {
             OpenedBy::Ready => "ready",
             OpenedBy::Timeout => "timeout",
+            OpenedBy::Manual => "manual",
         }
     }
 }
@@ -219,6 +222,10 @@ pub struct GateState {
     pub server_time: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gated_since_clamp: Option<GatedSinceClamp>,
+    /// A write is held by a suspension (`WritesSuspended`), until it is sent
+    /// or the suspension is lifted (`WritesResumed`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspended: bool,
 }
 
 impl GateState {

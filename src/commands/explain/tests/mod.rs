@@ -23,6 +23,7 @@ const NOW: i64 = 1_000_000;
 fn settings() -> GateSettings {
     GateSettings {
         scope: Default::default(),
+        suspend: false,
         placement: PlacementConfig::default(),
         critical: Vec::new(),
     }

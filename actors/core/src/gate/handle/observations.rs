@@ -86,10 +86,11 @@ impl Decider<'_> {
 
     /// Records a sighting of the node; true when its labels, taints or
     /// start may have changed (what members and the deadline derive from).
-    /// A change of its Ready condition or of its `opened-at` alone is
-    /// recorded whole too — the gate opens by readiness only on a Ready node,
-    /// and recognises its own lost patch by the annotation (semantics.md §5)
-    /// — but decides no member.
+    /// A change of its Ready condition, its `opened-at` or its switches
+    /// (`suspend`, `open`) alone is recorded whole too — the gate opens by
+    /// readiness only on a Ready node, recognises its own lost patch by the
+    /// annotation (semantics.md §5) and obeys the switches (§6.6) — but
+    /// decides no member.
     pub(super) fn observe_node(&mut self, node: &NodeInfo) -> bool {
         let Some(old) = &self.s.node else {
             return false;
@@ -103,7 +104,12 @@ impl Decider<'_> {
             && old.taints == node.taints
             && old.created == node.created
             && old.gated_since == node.gated_since;
-        if same_members && old.ready == node.ready && old.opened_at == node.opened_at {
+        if same_members
+            && old.ready == node.ready
+            && old.opened_at == node.opened_at
+            && old.suspended == node.suspended
+            && old.open_requested == node.open_requested
+        {
             self.emit(Event::NodeVersionChanged {
                 resource_version: node.resource_version.clone(),
             });

@@ -211,7 +211,10 @@ impl Decider<'_> {
             });
         }
 
-        let open_by = if may_open {
+        let node = self.s.node.as_ref();
+        let open_by = if node.is_some_and(|n| n.open_requested) {
+            Some(OpenedBy::Manual)
+        } else if may_open {
             Some(OpenedBy::Ready)
         } else if self
             .s
@@ -234,6 +237,51 @@ impl Decider<'_> {
                 });
             }
             return;
+        }
+
+        // Suspended: decide and journal, write nothing; an in-flight write
+        // is let finish. Lifted: act at once on what the gate finds.
+        let suspended_by = if self.cfg.suspend {
+            Some("config")
+        } else if self.s.node.as_ref().is_some_and(|n| n.suspended) {
+            Some("annotation")
+        } else {
+            None
+        };
+        if let Some(by) = suspended_by {
+            let keep_mark = self
+                .s
+                .timed_out
+                .as_ref()
+                .is_some_and(|t| t.action == OnTimeout::Keep)
+                && !self.s.timeout_marked;
+            let in_flight = self
+                .s
+                .write
+                .as_ref()
+                .is_some_and(|w| w.status == WriteStatus::InFlight);
+            let would_send = open_by.is_some() || keep_mark || self.s.write.is_some();
+            if would_send && !in_flight && !self.s.suspended {
+                self.emit(Event::WritesSuspended {
+                    opened_by: open_by,
+                    by: by.to_string(),
+                });
+            }
+            return;
+        }
+        if self.s.suspended {
+            self.emit(Event::WritesResumed);
+            // A write held in backoff or behind a re-read missed the input
+            // that would have moved it on: send it now.
+            if let Some(w) = self.s.write.clone()
+                && w.status != WriteStatus::InFlight
+            {
+                let attempt = w.attempt.saturating_add(1);
+                return match w.kind {
+                    WriteKind::Untaint { opened_by } => self.send_untaint(opened_by, attempt),
+                    WriteKind::MarkTimedOut => self.emit(Event::MarkSent { attempt }),
+                };
+            }
         }
 
         match (open_by, self.s.write.clone()) {
