@@ -341,10 +341,11 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
         let mut c = named(&chart, &kind, &name);
         // The chart spells out the Service type; kustomize leaves the API
         // default.
-        if kind == "Service" && c["spec"]["type"] == "ClusterIP" {
-            if let Some(spec) = c["spec"].as_object_mut() {
-                spec.remove("type");
-            }
+        if kind == "Service"
+            && c["spec"]["type"] == "ClusterIP"
+            && let Some(spec) = c["spec"].as_object_mut()
+        {
+            spec.remove("type");
         }
         for field in fields {
             assert_eq!(
@@ -1382,6 +1383,20 @@ fn sa_patch(sa: &Path, node: &str, kind: &str, patch: &Value) -> Result<(), Stri
     if out.ok { Ok(()) } else { Err(out.stderr) }
 }
 
+/// Refused by the admission policy, by the rule whose message contains
+/// `rule`.
+fn refused_by_policy(what: &str, rule: &str, r: Result<(), String>) {
+    let err = r
+        .err()
+        .unwrap_or_else(|| panic!("{what}: must be refused, was allowed"));
+    assert!(
+        err.contains("ValidatingAdmissionPolicy")
+            && err.contains("nodegate-node-changes")
+            && err.contains(rule),
+        "{what}: refused, but not by the policy's rule {rule:?}: {err}"
+    );
+}
+
 /// deploy/'s ValidatingAdmissionPolicy, on the real API server, with the
 /// ServiceAccount's token: foreign taints, labels, other annotations and the
 /// rest of the spec are refused; removing the managed taint and writing
@@ -1399,18 +1414,6 @@ async fn admission_policy_limits_node_changes(cluster: &TestCluster, sa: &Path) 
             ],
         ))
         .await;
-    // Refused by the policy, by the rule whose message contains `rule`.
-    let refused_by_policy = |what: &str, rule: &str, r: Result<(), String>| {
-        let err = r
-            .err()
-            .unwrap_or_else(|| panic!("{what}: must be refused, was allowed"));
-        assert!(
-            err.contains("ValidatingAdmissionPolicy")
-                && err.contains("nodegate-node-changes")
-                && err.contains(rule),
-            "{what}: refused, but not by the policy's rule {rule:?}: {err}"
-        );
-    };
     // The policy takes effect once the API server has loaded it: wait for
     // the first refusal.
     let remove_foreign = json!([
@@ -1543,18 +1546,14 @@ async fn admission_policy_limits_node_changes(cluster: &TestCluster, sa: &Path) 
         .await
         .expect("delete vap-0");
 
-    the_policy_lets_nodegate_put_its_taint_on(cluster, sa, &refused_by_policy).await;
+    the_policy_lets_nodegate_put_its_taint_on(cluster, sa).await;
 }
 
 /// The entrances (the late-taint net, backfill) put the startup taint on a
 /// node that has none, with `nodegate.dev/gated-since`: the very patch
 /// nodegate sends (`cluster::entrance::add_taint`) is allowed by the policy;
 /// the same patch carrying anything more is not.
-async fn the_policy_lets_nodegate_put_its_taint_on(
-    cluster: &TestCluster,
-    sa: &Path,
-    refused_by_policy: &dyn Fn(&str, &str, Result<(), String>),
-) {
+async fn the_policy_lets_nodegate_put_its_taint_on(cluster: &TestCluster, sa: &Path) {
     let nodes: Api<Node> = Api::all(cluster.client.clone());
     // No taints at all (the patch creates spec.taints), and a node that
     // already carries a foreign one (the patch appends).
