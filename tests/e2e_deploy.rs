@@ -4,7 +4,11 @@
 //! base, and nodegate runs a whole gate scenario — readiness, a deadline,
 //! leader election with a failover — with nothing but a token of the
 //! ServiceAccount that deploy/ creates, bound by deploy/'s RBAC. The same
-//! token is checked to be refused what nodegate must never do.
+//! token is checked to be refused what nodegate must never do, to reach the
+//! admission webhook's one Secret and one webhook configuration and no
+//! other, and to be held by the admission policy to adding or removing its
+//! own taint and nodegate.dev/ annotations. The cert-manager variant is
+//! compared both ways and dry-run without its CRD kinds.
 
 mod support;
 
