@@ -4,7 +4,11 @@
 //! base, and nodegate runs a whole gate scenario — readiness, a deadline,
 //! leader election with a failover — with nothing but a token of the
 //! ServiceAccount that deploy/ creates, bound by deploy/'s RBAC. The same
-//! token is checked to be refused what nodegate must never do.
+//! token is checked to be refused what nodegate must never do, to reach the
+//! admission webhook's one Secret and one webhook configuration and no
+//! other, and to be held by the admission policy to adding or removing its
+//! own taint and nodegate.dev/ annotations. The cert-manager variant is
+//! compared both ways and dry-run without its CRD kinds.
 
 mod support;
 
@@ -19,6 +23,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use kube::api::{Api, ListParams, PostParams};
+use nodegate::cluster::entrance::{add_taint, node_facts};
+use nodegate_core::model::Taint;
 use serde_json::{Value, json};
 use support::{Nodegate, TestCluster, fake_node, repo_root, wait_for};
 
@@ -236,6 +242,64 @@ async fn kustomize_base_and_helm_chart_pass_server_side_dry_run() {
         "helm chart (custom values)",
         &custom.iter().collect::<Vec<_>>(),
     );
+
+    // The webhook's other settings: strict failurePolicy, an object
+    // selector, the node selector and more certificate names.
+    let strict = objects(&helm_template(&[
+        "--set",
+        "webhook.failurePolicy=Fail,webhook.timeoutSeconds=5,webhook.extraHosts[0]=10.0.0.1",
+        "--set",
+        "config.managedNodeSelector=example.com/pool in (web),config.taintNewNodes=false",
+        "--set-json",
+        r#"webhook.objectSelector={"matchExpressions":[{"key":"example.com/pool","operator":"In","values":["web"]}]}"#,
+    ]));
+    assert_eq!(
+        find(&strict, "MutatingWebhookConfiguration")["webhooks"][0]["failurePolicy"],
+        "Fail"
+    );
+    dry_run(
+        &cluster,
+        "helm chart (strict webhook)",
+        &strict.iter().collect::<Vec<_>>(),
+    );
+
+    // The cert-manager variant, both ways. This cluster has no cert-manager
+    // CRDs, so its Certificate and Issuer cannot be dry-run (the API server
+    // has no such kinds); every other object of the variant is.
+    for (what, objs) in [
+        (
+            "kustomize cert-manager overlay",
+            objects(&kustomize("deploy/kustomize/overlays/cert-manager")),
+        ),
+        (
+            "helm chart (webhook.certManager.enabled)",
+            objects(&helm_template(&[
+                "--set",
+                "webhook.certManager.enabled=true",
+            ])),
+        ),
+    ] {
+        let (cert_manager, rest): (Vec<&Value>, Vec<&Value>) = objs
+            .iter()
+            .filter(|o| o["kind"] != "Namespace")
+            .partition(|o| {
+                o["apiVersion"]
+                    .as_str()
+                    .is_some_and(|v| v.starts_with("cert-manager.io/"))
+            });
+        let mut kinds: Vec<String> = cert_manager.iter().map(|o| kind_name(o).0).collect();
+        kinds.sort();
+        assert_eq!(
+            kinds,
+            ["Certificate", "Issuer"],
+            "{what}: cert-manager objects"
+        );
+        dry_run(
+            &cluster,
+            &format!("{what}, without Certificate and Issuer"),
+            &rest,
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -273,9 +337,20 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
             "ClusterRole" | "Role" => &["rules"],
             "ClusterRoleBinding" | "RoleBinding" => &["roleRef", "subjects"],
             "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => &["spec"],
+            "MutatingWebhookConfiguration" => &["webhooks"],
+            "Secret" => &["type", "data"],
+            "Service" | "PodDisruptionBudget" => &["spec"],
             _ => continue,
         };
-        let c = named(&chart, &kind, &name);
+        let mut c = named(&chart, &kind, &name);
+        // The chart spells out the Service type; kustomize leaves the API
+        // default.
+        if kind == "Service"
+            && c["spec"]["type"] == "ClusterIP"
+            && let Some(spec) = c["spec"].as_object_mut()
+        {
+            spec.remove("type");
+        }
         for field in fields {
             assert_eq!(
                 o[*field], c[*field],
@@ -324,7 +399,12 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
     // the pods must tolerate that one (or a fully gated cluster could never
     // start them).
     assert!(
-        !bc["args"].to_string().contains("--taint"),
+        !bc["args"]
+            .as_array()
+            .expect("base args")
+            .iter()
+            .filter_map(Value::as_str)
+            .any(|a| a == "--taint" || a.starts_with("--taint=")),
         "the base now passes --taint: check its tolerations match"
     );
     assert!(
@@ -354,24 +434,81 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
         );
     }
 
-    for kind in ["Service", "PodDisruptionBudget"] {
-        assert_eq!(
-            find(&base, kind)["spec"],
-            find(&chart, kind)["spec"]
-                .as_object()
-                .map(|spec| {
-                    // The chart spells out the Service type; kustomize leaves
-                    // the API default.
-                    let mut s = spec.clone();
-                    if s.get("type") == Some(&json!("ClusterIP")) {
-                        s.remove("type");
-                    }
-                    Value::Object(s)
-                })
-                .unwrap_or_default(),
-            "{kind} spec"
+    // The webhook: the container listens where the Service sends it, and
+    // the base's shipped choices are the ones the docs promise.
+    let hook = &find(&base, "MutatingWebhookConfiguration")["webhooks"][0];
+    assert_eq!(hook["name"], "nodes.nodegate.dev");
+    assert_eq!(
+        hook["failurePolicy"], "Ignore",
+        "the default never blocks registration"
+    );
+    assert_eq!(hook["sideEffects"], "None");
+    assert_eq!(hook["rules"][0]["operations"], json!(["CREATE"]));
+    assert_eq!(hook["rules"][0]["resources"], json!(["nodes"]));
+    assert_eq!(hook["clientConfig"]["service"]["name"], "nodegate-webhook");
+    assert_eq!(hook["clientConfig"]["service"]["path"], "/mutate-node");
+    assert!(
+        hook["timeoutSeconds"].as_i64().is_some_and(|t| t <= 5),
+        "every node registration waits for the webhook: {}",
+        hook["timeoutSeconds"]
+    );
+    assert!(
+        bc["ports"].as_array().is_some_and(|ps| ps
+            .iter()
+            .any(|p| p["name"] == "webhook" && p["containerPort"] == 9443)),
+        "the container must declare the webhook port: {}",
+        bc["ports"]
+    );
+    let base_args: Vec<&str> = bc["args"]
+        .as_array()
+        .expect("base args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for a in [
+        "--webhook-addr=0.0.0.0:9443",
+        "--webhook-cert-secret=nodegate-system/nodegate-webhook-tls",
+        "--webhook-configuration=nodegate",
+        "--webhook-host=nodegate-webhook.nodegate-system.svc",
+        "--taint-new-nodes",
+    ] {
+        assert!(
+            base_args.contains(&a),
+            "the base must pass {a}: {base_args:?}"
         );
     }
+    let secret = named(&base, "Secret", "nodegate-webhook-tls");
+    assert_eq!(secret["type"], "kubernetes.io/tls");
+    assert_eq!(
+        secret["data"],
+        json!({"tls.crt": "", "tls.key": ""}),
+        "the Secret ships empty: nodegate fills it"
+    );
+    // A failurePolicy other than Ignore or Fail is refused by the chart.
+    let bad = run(
+        &helm_bin(),
+        &[
+            "template",
+            "nodegate",
+            "deploy/helm/nodegate",
+            "--namespace",
+            NS,
+            "--set",
+            "webhook.failurePolicy=Never",
+        ],
+        None,
+    );
+    assert!(
+        !bad.ok
+            && bad
+                .stderr
+                .contains("webhook.failurePolicy must be Ignore or Fail"),
+        "the chart must refuse webhook.failurePolicy=Never:\n{}{}",
+        bad.stdout,
+        bad.stderr
+    );
+
+    cert_manager_variant_is_the_same_both_ways();
 
     // The optional ServiceMonitor, both ways.
     let with_sm = objects(&kustomize("deploy/kustomize/overlays/servicemonitor"));
@@ -381,6 +518,93 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
         find(&chart_sm, "ServiceMonitor")["spec"],
         "ServiceMonitor spec"
     );
+}
+
+/// The kustomize cert-manager overlay and the chart with
+/// webhook.certManager.enabled: the same objects, the certificate from a
+/// mounted Secret, and no access to Secrets or webhook configurations.
+fn cert_manager_variant_is_the_same_both_ways() {
+    let kz = objects(&kustomize("deploy/kustomize/overlays/cert-manager"));
+    let chart = objects(&helm_template(&[
+        "--set",
+        "webhook.certManager.enabled=true",
+    ]));
+    let names = |objs: &[Value]| -> Vec<(String, String)> {
+        let mut v: Vec<_> = objs
+            .iter()
+            .map(kind_name)
+            .filter(|(k, _)| k != "Namespace")
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        names(&kz),
+        names(&chart),
+        "cert-manager variant: same kinds and names"
+    );
+    for (kind, name) in names(&kz) {
+        assert!(
+            !(kind == "Secret" || name.ends_with("-webhook-certs")),
+            "the cert-manager variant must not ship {kind} {name}"
+        );
+    }
+    for kind in ["Certificate", "Issuer"] {
+        assert_eq!(
+            find(&kz, kind)["spec"],
+            find(&chart, kind)["spec"],
+            "{kind} spec"
+        );
+    }
+    let cert = find(&kz, "Certificate");
+    assert_eq!(cert["spec"]["secretName"], "nodegate-webhook-tls");
+    assert_eq!(
+        cert["spec"]["dnsNames"][0], "nodegate-webhook.nodegate-system.svc",
+        "the certificate covers the name the API server calls"
+    );
+    let (kh, ch) = (
+        find(&kz, "MutatingWebhookConfiguration"),
+        find(&chart, "MutatingWebhookConfiguration"),
+    );
+    assert_eq!(
+        kh["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        "nodegate-system/nodegate-webhook",
+        "the cainjector fills the caBundle from the Certificate"
+    );
+    assert_eq!(
+        kh["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        ch["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+    );
+    assert_eq!(kh["webhooks"], ch["webhooks"], "webhooks");
+    let pod = |objs: &[Value]| find(objs, "Deployment")["spec"]["template"]["spec"].clone();
+    let (kp, cp) = (pod(&kz), pod(&chart));
+    assert_eq!(kp["volumes"], cp["volumes"], "volumes");
+    assert_eq!(
+        kp["containers"][0]["volumeMounts"], cp["containers"][0]["volumeMounts"],
+        "volumeMounts"
+    );
+    let (ka, ca) = (container_args(&kz), container_args(&chart));
+    for a in &ka {
+        assert!(
+            ca.contains(a),
+            "the overlay passes {a:?}, the chart does not: {ca:?}"
+        );
+    }
+    let mount = kp["containers"][0]["volumeMounts"][0]["mountPath"]
+        .as_str()
+        .expect("the certificate's mount path");
+    assert!(
+        ka.contains(&format!("--webhook-cert-dir={mount}")),
+        "--webhook-cert-dir must name the mounted Secret ({mount}): {ka:?}"
+    );
+    for a in ka.iter().chain(&ca) {
+        assert!(
+            !a.starts_with("--webhook-cert-secret")
+                && !a.starts_with("--webhook-configuration")
+                && !a.starts_with("--webhook-host"),
+            "the cert-manager variant must not run the self-managed certificate: {a}"
+        );
+    }
 }
 
 /// The container args of the Deployment in `objs`.
@@ -422,6 +646,37 @@ fn deployed_arguments_are_accepted_by_nodegate() {
         &container_args(&objects(&kustomize("deploy/kustomize/base"))),
     );
     assert_accepted("helm chart", &container_args(&objects(&helm_template(&[]))));
+    assert_accepted(
+        "kustomize cert-manager overlay",
+        &container_args(&objects(&kustomize(
+            "deploy/kustomize/overlays/cert-manager",
+        ))),
+    );
+    assert_accepted(
+        "helm chart (webhook.certManager.enabled)",
+        &container_args(&objects(&helm_template(&[
+            "--set",
+            "webhook.certManager.enabled=true",
+        ]))),
+    );
+    assert_accepted(
+        "helm chart (webhook values)",
+        &container_args(&objects(&helm_template(&[
+            "--set",
+            "webhook.port=10443,webhook.certValidity=720h,webhook.extraHosts[0]=10.0.0.1",
+            "--set",
+            "config.managedNodeSelector=example.com/pool in (web),config.newNodeWindow=90s",
+            "--set",
+            "http.bindAddress=::",
+        ]))),
+    );
+    assert_accepted(
+        "helm chart (no webhook, no net)",
+        &container_args(&objects(&helm_template(&[
+            "--set",
+            "webhook.enabled=false,config.taintNewNodes=false",
+        ]))),
+    );
 
     let custom = objects(&helm_template(&[
         "--set-json",
@@ -603,15 +858,21 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
                         | "RoleBinding"
                         | "ValidatingAdmissionPolicy"
                         | "ValidatingAdmissionPolicyBinding"
+                        | "Secret"
+                        | "MutatingWebhookConfiguration"
                 )
             )
         })
         .collect();
     assert_eq!(
         identity.len(),
-        10,
-        "namespace, account, three roles, three bindings, the admission policy and its binding"
+        16,
+        "namespace, account, five roles, five bindings, the admission policy and its binding, \
+         the webhook's empty Secret and its configuration"
     );
+    // The webhook configuration is applied for real, and no nodegate-webhook
+    // Service exists: every node below is created while the API server
+    // cannot reach the webhook, and failurePolicy Ignore lets it register.
     must(
         "apply deploy/'s ServiceAccount and RBAC",
         kubectl(&admin, &["apply", "-f", "-"], Some(&to_stream(&identity))),
@@ -664,10 +925,71 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
         &["create", "leases.coordination.k8s.io", "-n", NS],
         &["get", "leases.coordination.k8s.io/nodegate", "-n", NS],
         &["update", "leases.coordination.k8s.io/nodegate", "-n", NS],
+        // The self-managed webhook certificate: its one Secret, and the
+        // caBundle of its one webhook configuration.
+        &["get", "secrets/nodegate-webhook-tls", "-n", NS],
+        &["update", "secrets/nodegate-webhook-tls", "-n", NS],
+        &["patch", "secrets/nodegate-webhook-tls", "-n", NS],
+        &["list", "secrets/nodegate-webhook-tls", "-n", NS],
+        &["watch", "secrets/nodegate-webhook-tls", "-n", NS],
+        &[
+            "get",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
+        ],
+        &[
+            "update",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
+        ],
+        &[
+            "patch",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
+        ],
     ];
     let forbidden: &[&[&str]] = &[
         &["get", "secrets", "-A"],
         &["list", "secrets", "-n", NS],
+        &["watch", "secrets", "-n", NS],
+        // No Secret but the webhook's own, and that one only in its place.
+        &["get", "secrets/other-tls", "-n", NS],
+        &["update", "secrets/other-tls", "-n", NS],
+        &["patch", "secrets/other-tls", "-n", NS],
+        &["create", "secrets", "-n", NS],
+        &["delete", "secrets/nodegate-webhook-tls", "-n", NS],
+        &["get", "secrets/nodegate-webhook-tls", "-n", "kube-system"],
+        &["update", "secrets/nodegate-webhook-tls", "-n", "default"],
+        // No webhook configuration but its own, and no other kind of it.
+        &[
+            "get",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/other-webhooks",
+        ],
+        &[
+            "update",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/other-webhooks",
+        ],
+        &[
+            "patch",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/other-webhooks",
+        ],
+        &[
+            "list",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+        ],
+        &[
+            "create",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+        ],
+        &[
+            "delete",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
+        ],
+        &[
+            "update",
+            "validatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
+        ],
+        &[
+            "update",
+            "validatingadmissionpolicies.admissionregistration.k8s.io/nodegate-node-changes",
+        ],
         &["get", "configmaps", "-n", "kube-system"],
         &["patch", "pods", "-A"],
         &["delete", "pods", "-A"],
@@ -730,6 +1052,8 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
         secrets.stderr
     );
 
+    webhook_certificate_writes_reach_only_its_own_objects(&admin, &sa);
+
     // --- the admission policy: with the token, a Node changes only by its
     // nodegate.dev/ taints and annotations.
     admission_policy_limits_node_changes(&cluster, &sa).await;
@@ -747,6 +1071,28 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
             .await
             .expect("create daemonset");
     }
+    // The replicas run with the base's own arguments (the webhook with its
+    // self-managed certificate, the late-taint net), the webhook on a free
+    // loopback port instead of 0.0.0.0:9443, plus short lease timings: any
+    // write the webhook's certificate or the net needs and deploy/'s RBAC
+    // lacks shows up as a refusal in their logs (checked at the end).
+    let deployed: Vec<String> = container_args(&base)
+        .into_iter()
+        .filter(|a| a != "run" && a != "--leader-elect")
+        .map(|a| {
+            if a.starts_with("--webhook-addr=") {
+                "--webhook-addr=127.0.0.1:0".to_string()
+            } else {
+                a
+            }
+        })
+        .collect();
+    assert!(
+        deployed
+            .iter()
+            .any(|a| a.starts_with("--webhook-cert-secret=")),
+        "the base runs the self-managed webhook certificate: {deployed:?}"
+    );
     let election = [
         "--leader-elect",
         "--lease-namespace",
@@ -765,8 +1111,12 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
     let mut replicas: Vec<(String, Nodegate)> = ["nodegate-a", "nodegate-b"]
         .into_iter()
         .map(|name| {
-            let ng =
-                Nodegate::start_as(&sa, &[("POD_NAME", name), ("POD_NAMESPACE", NS)], &election);
+            let args: Vec<&str> = deployed
+                .iter()
+                .map(String::as_str)
+                .chain(election)
+                .collect();
+            let ng = Nodegate::start_as(&sa, &[("POD_NAME", name), ("POD_NAMESPACE", NS)], &args);
             (name.to_string(), ng)
         })
         .collect();
@@ -872,6 +1222,152 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
     }
 }
 
+/// Real requests with the ServiceAccount's token (not only access reviews):
+/// it reads and writes the webhook's Secret and sets the caBundle of its
+/// webhook configuration; the same requests on a neighbouring Secret or
+/// webhook configuration, and creating a Secret, are Forbidden.
+fn webhook_certificate_writes_reach_only_its_own_objects(admin: &Path, sa: &Path) {
+    // The neighbours, created by the admin; the ServiceAccount's requests on
+    // them must fail on RBAC, not on absence.
+    must(
+        "create the neighbouring Secret and webhook configuration",
+        kubectl(
+            admin,
+            &["apply", "-f", "-"],
+            Some(&to_stream(&[
+                &json!({
+                    "apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "other-tls", "namespace": NS},
+                    "type": "Opaque", "data": {"key": "c2VjcmV0"},
+                }),
+                &json!({
+                    "apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": "MutatingWebhookConfiguration",
+                    "metadata": {"name": "other-webhooks"},
+                    "webhooks": [],
+                }),
+            ])),
+        ),
+    );
+    // A real PEM bundle: the cluster's own CA, as nodegate would write its.
+    let text = std::fs::read_to_string(admin).expect("admin kubeconfig");
+    let kc: Value = serde_yaml::from_str(&text).expect("admin kubeconfig parses");
+    let ca_bundle = kc["clusters"][0]["cluster"]["certificate-authority-data"]
+        .as_str()
+        .expect("certificate-authority-data")
+        .to_string();
+    let set_ca =
+        json!([{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": ca_bundle}]);
+    let mark = json!({"metadata": {"annotations": {"nodegate.test/written-by": "nodegate"}}});
+
+    let ok =
+        |what: &str, o: Output| assert!(o.ok, "{what} must be allowed:\n{}{}", o.stdout, o.stderr);
+    let forbidden = |what: &str, o: Output| {
+        assert!(
+            !o.ok && o.stderr.to_lowercase().contains("forbidden"),
+            "{what} must be Forbidden:\n{}{}",
+            o.stdout,
+            o.stderr
+        )
+    };
+    ok(
+        "reading the webhook's Secret",
+        kubectl(
+            sa,
+            &["-n", NS, "get", "secret", "nodegate-webhook-tls"],
+            None,
+        ),
+    );
+    ok(
+        "writing the webhook's Secret",
+        kubectl(
+            sa,
+            &[
+                "-n",
+                NS,
+                "patch",
+                "secret",
+                "nodegate-webhook-tls",
+                "--type",
+                "merge",
+                "-p",
+                &mark.to_string(),
+            ],
+            None,
+        ),
+    );
+    ok(
+        "setting the caBundle of the nodegate webhook configuration",
+        kubectl(
+            sa,
+            &[
+                "patch",
+                "mutatingwebhookconfiguration",
+                "nodegate",
+                "--type",
+                "json",
+                "-p",
+                &set_ca.to_string(),
+            ],
+            None,
+        ),
+    );
+    forbidden(
+        "reading another Secret",
+        kubectl(sa, &["-n", NS, "get", "secret", "other-tls"], None),
+    );
+    forbidden(
+        "writing another Secret",
+        kubectl(
+            sa,
+            &[
+                "-n",
+                NS,
+                "patch",
+                "secret",
+                "other-tls",
+                "--type",
+                "merge",
+                "-p",
+                &mark.to_string(),
+            ],
+            None,
+        ),
+    );
+    forbidden(
+        "creating a Secret",
+        kubectl(
+            sa,
+            &[
+                "-n",
+                NS,
+                "create",
+                "secret",
+                "generic",
+                "nodegate-extra",
+                "--from-literal=k=v",
+            ],
+            None,
+        ),
+    );
+    forbidden(
+        "writing another webhook configuration",
+        kubectl(
+            sa,
+            &[
+                "patch",
+                "mutatingwebhookconfiguration",
+                "other-webhooks",
+                "--type",
+                "merge",
+                "-p",
+                &mark.to_string(),
+            ],
+            None,
+        ),
+    );
+}
+
 /// A `kubectl patch node` as the ServiceAccount: `Ok` or the API server's
 /// refusal.
 fn sa_patch(sa: &Path, node: &str, kind: &str, patch: &Value) -> Result<(), String> {
@@ -891,6 +1387,20 @@ fn sa_patch(sa: &Path, node: &str, kind: &str, patch: &Value) -> Result<(), Stri
     if out.ok { Ok(()) } else { Err(out.stderr) }
 }
 
+/// Refused by the admission policy, by the rule whose message contains
+/// `rule`.
+fn refused_by_policy(what: &str, rule: &str, r: Result<(), String>) {
+    let err = r
+        .err()
+        .unwrap_or_else(|| panic!("{what}: must be refused, was allowed"));
+    assert!(
+        err.contains("ValidatingAdmissionPolicy")
+            && err.contains("nodegate-node-changes")
+            && err.contains(rule),
+        "{what}: refused, but not by the policy's rule {rule:?}: {err}"
+    );
+}
+
 /// deploy/'s ValidatingAdmissionPolicy, on the real API server, with the
 /// ServiceAccount's token: foreign taints, labels, other annotations and the
 /// rest of the spec are refused; removing the managed taint and writing
@@ -908,18 +1418,6 @@ async fn admission_policy_limits_node_changes(cluster: &TestCluster, sa: &Path) 
             ],
         ))
         .await;
-    // Refused by the policy, by the rule whose message contains `rule`.
-    let refused_by_policy = |what: &str, rule: &str, r: Result<(), String>| {
-        let err = r
-            .err()
-            .unwrap_or_else(|| panic!("{what}: must be refused, was allowed"));
-        assert!(
-            err.contains("ValidatingAdmissionPolicy")
-                && err.contains("nodegate-node-changes")
-                && err.contains(rule),
-            "{what}: refused, but not by the policy's rule {rule:?}: {err}"
-        );
-    };
     // The policy takes effect once the API server has loaded it: wait for
     // the first refusal.
     let remove_foreign = json!([
@@ -1051,4 +1549,138 @@ async fn admission_policy_limits_node_changes(cluster: &TestCluster, sa: &Path) 
         .delete(node, &Default::default())
         .await
         .expect("delete vap-0");
+
+    the_policy_lets_nodegate_put_its_taint_on(cluster, sa).await;
+}
+
+/// The entrances (the late-taint net, backfill) put the startup taint on a
+/// node that has none, with `nodegate.dev/gated-since`: the very patch
+/// nodegate sends (`cluster::entrance::add_taint`) is allowed by the policy;
+/// the same patch carrying anything more is not.
+async fn the_policy_lets_nodegate_put_its_taint_on(cluster: &TestCluster, sa: &Path) {
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    // No taints at all (the patch creates spec.taints), and a node that
+    // already carries a foreign one (the patch appends).
+    cluster
+        .create_node(&fake_node("vap-bare", &[("example.com/pool", "vap")], &[]))
+        .await;
+    cluster
+        .create_node(&fake_node(
+            "vap-foreign",
+            &[],
+            &[("example.com/foreign", "", "NoSchedule")],
+        ))
+        .await;
+    let startup = Taint::new(TAINT, "", "NoSchedule");
+    let since: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("a time");
+    // nodegate's patch for the node as it is now, plus `extra` built from
+    // that read; sent again while the node changed in between (the node
+    // controller and kwok still write to a new node: the patch's
+    // resourceVersion test then fails, which is not the answer sought).
+    let send = |name: &'static str, extra: fn(&Node) -> Option<Value>| {
+        let nodes = nodes.clone();
+        let startup = startup.clone();
+        async move {
+            for _ in 0..50 {
+                let node = nodes.get(name).await.expect("read the node");
+                let mut patch = add_taint(&node_facts(&node), &startup, Some(since));
+                if let Some(op) = extra(&node) {
+                    patch.as_array_mut().expect("a JSON patch").push(op);
+                }
+                match sa_patch(sa, name, "json", &patch) {
+                    Err(e) if e.contains("the server rejected our request") => {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    other => return other,
+                }
+            }
+            Err(format!("{name}: the node kept changing under the patch"))
+        }
+    };
+
+    // More than nodegate's patch: refused, by the rule for what was added.
+    refused_by_policy(
+        "the startup taint and a label",
+        "labels",
+        send("vap-bare", |_| {
+            Some(
+                json!({"op": "add", "path": "/metadata/labels/example.com~1gated", "value": "yes"}),
+            )
+        })
+        .await,
+    );
+    refused_by_policy(
+        "the startup taint and a foreign taint",
+        "another taint changed",
+        send("vap-bare", |_| {
+            Some(json!({"op": "add", "path": "/spec/taints/-", "value": {"key": "example.com/other", "effect": "NoSchedule"}}))
+        })
+        .await,
+    );
+    refused_by_policy(
+        "the startup taint and another annotation",
+        "only nodegate.dev/ annotations",
+        send("vap-bare", |_| {
+            Some(json!({"op": "add", "path": "/metadata/annotations/example.com~1gated", "value": "yes"}))
+        })
+        .await,
+    );
+    refused_by_policy(
+        "the startup taint and a foreign taint's effect",
+        "another taint changed",
+        send("vap-foreign", |n| {
+            let at = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .and_then(|ts| ts.iter().position(|t| t.key == "example.com/foreign"))
+                .expect("the foreign taint is there");
+            Some(json!({"op": "replace", "path": format!("/spec/taints/{at}/effect"), "value": "NoExecute"}))
+        })
+        .await,
+    );
+
+    // Exactly nodegate's patch: allowed, on both shapes of node.
+    for name in ["vap-bare", "vap-foreign"] {
+        send(name, |_| None).await.unwrap_or_else(|e| {
+            panic!("{name}: nodegate's add-taint patch with gated-since must be allowed: {e}")
+        });
+        let after = nodes.get(name).await.expect("read the node");
+        let keys: Vec<String> = after
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| t.key)
+            // The node controller's own taint comes and goes on a new node.
+            .filter(|k| !k.starts_with("node.kubernetes.io/"))
+            .collect();
+        let expected: Vec<&str> = if name == "vap-foreign" {
+            vec!["example.com/foreign", TAINT]
+        } else {
+            vec![TAINT]
+        };
+        assert_eq!(
+            keys, expected,
+            "{name}: the startup taint added, nothing else"
+        );
+        assert_eq!(
+            annotation(&after, "nodegate.dev/gated-since").as_deref(),
+            Some("2026-01-01T00:00:00Z"),
+            "{name}: gated-since"
+        );
+        assert!(
+            after
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| !l.keys().any(|k| k.starts_with("example.com/gated"))),
+            "{name}: no label added"
+        );
+        nodes
+            .delete(name, &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("delete {name}: {e}"));
+    }
 }

@@ -57,6 +57,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
+{{/* The webhook listens on the same address as the HTTP server, on its own
+port. */}}
+{{- define "nodegate.webhookAddr" -}}
+{{- $a := toString .Values.http.bindAddress -}}
+{{- if and (contains ":" $a) (not (hasPrefix "[" $a)) -}}
+{{- printf "[%s]:%v" $a .Values.webhook.port -}}
+{{- else -}}
+{{- printf "%s:%v" $a .Values.webhook.port -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Where the cert-manager variant mounts the webhook's Secret. */}}
+{{- define "nodegate.webhookCertDir" -}}
+/etc/nodegate-webhook
+{{- end -}}
+
 {{/* Every flag is passed explicitly, defaults included, so `kubectl describe`
 shows exactly what the process runs with. Built as a list and emitted with
 toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
@@ -67,6 +83,7 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- range $c.transientTaints }}{{ $a = append $a (printf "--transient-taint=%s" .) }}{{ end -}}
 {{- range $c.exclude }}{{ $a = append $a (printf "--exclude=%s" .) }}{{ end -}}
 {{- with $c.excludeSelector }}{{ $a = append $a (printf "--exclude-selector=%s" .) }}{{ end -}}
+{{- with $c.managedNodeSelector }}{{ $a = append $a (printf "--node-selector=%s" .) }}{{ end -}}
 {{- if $c.criticalPods }}{{ $a = append $a "--config=/etc/nodegate/config.yaml" }}{{ end -}}
 {{- $a = append $a (printf "--timeout=%v" $c.timeout) -}}
 {{- $a = append $a (printf "--on-timeout=%v" $c.onTimeout) -}}
@@ -90,6 +107,23 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- $a = append $a (printf "--http-addr=%s" (include "nodegate.httpAddr" .)) -}}
 {{- $a = append $a (printf "--debug-addr=%s" (toString .Values.http.debugAddr)) -}}
 {{- $a = append $a (printf "--debug-history=%v" .Values.http.debugHistory) -}}
+{{- with .Values.webhook -}}
+{{- if .enabled -}}
+{{- $fullname := include "nodegate.fullname" $ -}}
+{{- $a = append $a (printf "--webhook-addr=%s" (include "nodegate.webhookAddr" $)) -}}
+{{- if .certManager.enabled -}}
+{{- $a = append $a (printf "--webhook-cert-dir=%s" (include "nodegate.webhookCertDir" $)) -}}
+{{- else -}}
+{{- $a = append $a (printf "--webhook-cert-secret=%s/%s-webhook-tls" $.Release.Namespace $fullname) -}}
+{{- $a = append $a (printf "--webhook-configuration=%s" $fullname) -}}
+{{- $a = append $a (printf "--webhook-host=%s-webhook.%s.svc" $fullname $.Release.Namespace) -}}
+{{- range .extraHosts }}{{ $a = append $a (printf "--webhook-host=%s" .) }}{{ end -}}
+{{- $a = append $a (printf "--webhook-cert-validity=%v" .certValidity) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if $c.taintNewNodes }}{{ $a = append $a "--taint-new-nodes" }}{{ end -}}
+{{- $a = append $a (printf "--new-node-window=%v" $c.newNodeWindow) -}}
 {{- range .Values.extraArgs }}{{ $a = append $a (toString .) }}{{ end -}}
 {{- toYaml $a -}}
 {{- end -}}
