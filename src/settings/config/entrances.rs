@@ -108,10 +108,8 @@ pub(super) fn webhook_settings(
         }
         (Some(dir), None) => {
             for (flag, given) in [
-                (
-                    "--webhook-configuration",
-                    configuration.is_some() || !hosts.is_empty(),
-                ),
+                ("--webhook-configuration", configuration.is_some()),
+                ("--webhook-host", !hosts.is_empty()),
                 ("--webhook-cert-validity", validity.is_some()),
             ] {
                 if given {
