@@ -38,7 +38,7 @@ pub struct GateConfig {
     pub on_timeout: OnTimeout,
     pub dry_run: bool,
     /// `suspend: true` in the config file: every gate decides and journals
-    /// but writes nothing (semantics.md §6.6).
+    /// but writes nothing (semantics.md §6.4).
     pub suspend: bool,
 }
 
