@@ -115,22 +115,65 @@ pub fn parse(text: &str) -> Scrape {
 
 /// The node PATCH latency between two scrapes; `None` when there was none.
 pub fn node_patch_latency(before: &Scrape, after: &Scrape) -> Option<BucketQuantiles> {
-    let mut buckets: Vec<(f64, f64)> = after
-        .node_patch_buckets
+    let sorted = |m: &BTreeMap<String, f64>| {
+        // Rust parses Prometheus' "+Inf" as infinity.
+        let mut v: Vec<(f64, f64)> = m
+            .iter()
+            .filter_map(|(le, n)| Some((le.parse::<f64>().ok()?, *n)))
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v
+    };
+    quantiles_between(
+        &sorted(&before.node_patch_buckets),
+        &sorted(&after.node_patch_buckets),
+    )
+}
+
+/// The cumulative buckets of histogram `family` in a Prometheus text page,
+/// summed over the samples whose labels include every pair of `having`, as
+/// (upper bound in seconds, count), sorted by bound. (The webhook benchmark
+/// reads its histograms with it; the scale driver reads its own in `parse`.)
+#[allow(dead_code)]
+pub fn buckets(text: &str, family: &str, having: &[(&str, &str)]) -> Vec<(f64, f64)> {
+    let prefix = format!("{family}_bucket{{");
+    let mut by_bound: BTreeMap<String, f64> = BTreeMap::new();
+    for line in text.lines() {
+        let Some((l, value)) = line.strip_prefix(&prefix).and_then(labels_and_value) else {
+            continue;
+        };
+        if having.iter().all(|(k, v)| l.get(k) == Some(v))
+            && let Some(le) = l.get("le")
+        {
+            *by_bound.entry(le.to_string()).or_insert(0.0) += value;
+        }
+    }
+    let mut out: Vec<(f64, f64)> = by_bound
+        .into_iter()
+        .filter_map(|(le, n)| Some((le.parse::<f64>().ok()?, n)))
+        .collect();
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out
+}
+
+/// Quantiles of the observations between two readings of the same
+/// histogram ([`buckets`]); `None` when nothing was observed in between.
+pub fn quantiles_between(before: &[(f64, f64)], after: &[(f64, f64)]) -> Option<BucketQuantiles> {
+    let delta: Vec<(f64, f64)> = after
         .iter()
-        .filter_map(|(le, n)| {
-            // Rust parses Prometheus' "+Inf" as infinity.
-            let bound = le.parse::<f64>().ok()?;
-            let earlier = before.node_patch_buckets.get(le).copied().unwrap_or(0.0);
-            Some((bound, n - earlier))
+        .map(|&(le, n)| {
+            let earlier = before
+                .iter()
+                .find(|(b, _)| *b == le)
+                .map_or(0.0, |(_, c)| *c);
+            (le, n - earlier)
         })
         .collect();
-    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let count = buckets.last().map(|(_, n)| *n)?;
+    let count = delta.last().map(|(_, n)| *n)?;
     if count <= 0.0 {
         return None;
     }
-    let q = |q: f64| quantile_ms(&buckets, q * count);
+    let q = |q: f64| quantile_ms(&delta, q * count);
     Some(BucketQuantiles {
         count,
         p50: q(0.5),
@@ -213,6 +256,24 @@ apiserver_request_duration_seconds_bucket{{component=\"apiserver\",dry_run=\"\",
             );
         }
         page
+    }
+
+    #[test]
+    fn any_histogram_is_read_by_family_and_labels() {
+        let page = "x_seconds_bucket{name=\"a\",le=\"0.001\"} 5\n\
+x_seconds_bucket{name=\"a\",le=\"0.002\"} 9\n\
+x_seconds_bucket{name=\"a\",le=\"+Inf\"} 10\n\
+x_seconds_bucket{name=\"b\",le=\"0.001\"} 100\n\
+x_seconds_count{name=\"a\"} 10\n";
+        let a = buckets(page, "x_seconds", &[("name", "a")]);
+        assert_eq!(a, vec![(0.001, 5.0), (0.002, 9.0), (f64::INFINITY, 10.0)]);
+        let q = quantiles_between(&[], &a).expect("observations");
+        assert_eq!(q.count, 10.0);
+        // The 5th of 10 is the last in the first bucket: 1 ms.
+        assert!((q.p50 - 1.0).abs() < 1e-9, "p50 {}", q.p50);
+        // The 9th: the last of the four in (1, 2] ms.
+        assert!((q.p90 - 2.0).abs() < 1e-9, "p90 {}", q.p90);
+        assert_eq!(quantiles_between(&a, &a), None);
     }
 
     #[test]
