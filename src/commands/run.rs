@@ -106,6 +106,21 @@ pub async fn run(settings: RunSettings) -> Result<()> {
         shutdown_rx.clone(),
     )
     .await?;
+    // The admission webhook answers from here on, leader or not.
+    let webhook = match &settings.webhook {
+        Some(w) => Some(
+            crate::serve::webhook::start(
+                w,
+                &client,
+                settings.gate.scope.clone(),
+                settings.gate.placement.managed_taints.clone(),
+                Arc::clone(&metrics),
+                shutdown_rx.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
     let debug_task = match settings.debug_addr {
         Some(addr) => Some(
             http::serve_debug(
@@ -239,6 +254,9 @@ pub async fn run(settings: RunSettings) -> Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(2), http_task).await;
     if let Some(task) = debug_task {
         let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+    }
+    if let Some(w) = webhook {
+        w.stopped(Duration::from_secs(2)).await;
     }
     Ok(())
 }

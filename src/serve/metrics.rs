@@ -34,6 +34,10 @@ use prometheus_client::registry::Registry;
 
 use crate::cluster::leader::Leadership;
 
+mod entrances;
+use entrances::EntranceMetrics;
+pub use entrances::{AdmissionResult, CertProblem, LateTaint};
+
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -165,6 +169,8 @@ pub struct Metrics {
     daemonset_series: Mutex<BTreeMap<String, String>>,
     /// Nodes that have a `gate_age` series.
     age_series: Mutex<HashSet<String>>,
+    /// The webhook's and the late-taint net's series (`metrics/entrances.rs`).
+    entrances: EntranceMetrics,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -198,6 +204,7 @@ impl Metrics {
             gates: DashMap::new(),
             daemonset_series: Mutex::new(BTreeMap::new()),
             age_series: Mutex::new(HashSet::new()),
+            entrances: EntranceMetrics::register(&mut registry),
             registry: Registry::default(),
         };
         registry.register(
@@ -318,6 +325,33 @@ impl Metrics {
                 })
                 .inc();
         }
+    }
+
+    // --- fed by the entrances (the webhook, the late-taint net) ---
+
+    /// One review answered by the webhook, and how long it took (seconds).
+    pub fn webhook_admission(&self, result: AdmissionResult, seconds: f64) {
+        self.entrances.admission(result, seconds);
+    }
+
+    /// One node the late-taint net dealt with: `"tainted"`, `"skipped"` or
+    /// `"failed"` (any other word counts as `"failed"`).
+    pub fn late_taint(&self, result: &str) {
+        self.entrances
+            .late_taint(LateTaint::parse(result).unwrap_or(LateTaint::Failed));
+    }
+
+    /// The expiry of the serving certificate now presented.
+    pub fn webhook_certificate_expiry(&self, unix_seconds: i64) {
+        self.entrances.certificate_expiry(unix_seconds);
+    }
+
+    pub fn webhook_certificate_error(&self, problem: CertProblem) {
+        self.entrances.certificate_error(problem);
+    }
+
+    pub fn webhook_ca_bundle_repaired(&self) {
+        self.entrances.ca_bundle_repaired();
     }
 
     // --- fed by the router and the gates (see nodegate_actors::observe) ---
