@@ -186,6 +186,6 @@ mod tests {
     }
 
     fn slot_cert(slot: &CertSlot) -> Vec<u8> {
-        slot.0.load().cert[0].to_vec()
+        slot.current().cert[0].to_vec()
     }
 }

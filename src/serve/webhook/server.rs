@@ -48,6 +48,10 @@ impl CertSlot {
     pub fn set(&self, key: CertifiedKey) {
         self.0.store(Arc::new(key));
     }
+    /// The certificate new handshakes get now.
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        self.0.load_full()
+    }
 }
 
 impl ResolvesServerCert for CertSlot {
