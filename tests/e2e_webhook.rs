@@ -107,7 +107,10 @@ async fn wait_bundle(api: &Api<MutatingWebhookConfiguration>, logs: &[&Nodegate]
     found.unwrap_or_else(|_| {
         panic!(
             "no caBundle on every webhook within 30s\n{}",
-            logs.iter().map(|n| n.logs()).collect::<Vec<_>>().join("\n----\n")
+            logs.iter()
+                .map(|n| n.logs())
+                .collect::<Vec<_>>()
+                .join("\n----\n")
         )
     })
 }
@@ -140,7 +143,10 @@ async fn wait_admitting(env: &Env, logs: &[&Nodegate]) -> Duration {
             }
             Err(e) => panic!(
                 "the API server could not call the webhook within 20s: {e}\n{}",
-                logs.iter().map(|n| n.logs()).collect::<Vec<_>>().join("\n----\n")
+                logs.iter()
+                    .map(|n| n.logs())
+                    .collect::<Vec<_>>()
+                    .join("\n----\n")
             ),
         }
     }
@@ -227,7 +233,10 @@ async fn a_node_created_without_a_taint_is_tainted_at_admission_then_opened() {
     let port = free_port();
     let configs = register(&env, &[port]).await;
     let args = webhook_args(port, "1h");
-    let ng = Nodegate::start(&env.cluster, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let ng = Nodegate::start(
+        &env.cluster,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
     let bundle = wait_bundle(&configs, &[&ng]).await;
     let took = wait_admitting(&env, &[&ng]).await;
     eprintln!("the API server called the webhook after {took:?}");
@@ -264,12 +273,15 @@ async fn a_node_created_without_a_taint_is_tainted_at_admission_then_opened() {
     // (f) Garbage straight to the webhook, over TLS verified by the CA the
     // caBundle carries.
     let http_addr = ng.http_addr(Duration::from_secs(5));
-    for body in ["this is not json", "{\"request\": {\"uid\": \"u-7\", \"kind\": 3}}"] {
+    for body in [
+        "this is not json",
+        "{\"request\": {\"uid\": \"u-7\", \"kind\": 3}}",
+    ] {
         let (_, answer) = https(port, &bundle, &post(body)).await;
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         let json_body = answer.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-        let v: serde_json::Value = serde_json::from_str(json_body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {answer}"));
+        let v: serde_json::Value =
+            serde_json::from_str(json_body).unwrap_or_else(|e| panic!("not JSON ({e}): {answer}"));
         assert_eq!(v["kind"], "AdmissionReview", "{v}");
         assert_eq!(v["response"]["allowed"], true, "{v}");
         assert!(
@@ -280,20 +292,29 @@ async fn a_node_created_without_a_taint_is_tainted_at_admission_then_opened() {
         );
     }
     let (_, answer) = https(port, &bundle, &post("{\"request\": {\"uid\": \"u-7\"}}")).await;
-    assert!(answer.contains("\"uid\":\"u-7\""), "the uid is kept: {answer}");
+    assert!(
+        answer.contains("\"uid\":\"u-7\""),
+        "the uid is kept: {answer}"
+    );
 
     let (_, metrics) = support::http_get(&http_addr, "/metrics")
         .await
         .expect("metrics");
     let count = |r: &str| {
-        support::metric(&metrics, &format!("nodegate_webhook_admissions_total{{result=\"{r}\"}}"))
-            .unwrap_or(-1.0)
+        support::metric(
+            &metrics,
+            &format!("nodegate_webhook_admissions_total{{result=\"{r}\"}}"),
+        )
+        .unwrap_or(-1.0)
     };
     assert!(count("tainted") >= 2.0, "{metrics}");
     assert_eq!(count("error"), 3.0, "{metrics}");
     assert!(
-        support::metric(&metrics, "nodegate_webhook_certificate_expiry_timestamp_seconds")
-            .is_some_and(|v| v > 1e9),
+        support::metric(
+            &metrics,
+            "nodegate_webhook_certificate_expiry_timestamp_seconds"
+        )
+        .is_some_and(|v| v > 1e9),
         "{metrics}"
     );
 }
@@ -330,7 +351,10 @@ async fn two_replicas_share_one_certificate_and_rotate_it_without_a_failed_admis
     let start = |port: u16| {
         let mut args = webhook_args(port, "60s");
         args.extend(election.iter().map(|s| s.to_string()));
-        Nodegate::start(&env.cluster, &args.iter().map(String::as_str).collect::<Vec<_>>())
+        Nodegate::start(
+            &env.cluster,
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
     };
     let (a, b) = (start(ports[0]), start(ports[1]));
     let logs = [&a, &b];
@@ -338,19 +362,29 @@ async fn two_replicas_share_one_certificate_and_rotate_it_without_a_failed_admis
     wait_admitting(&env, &logs).await;
 
     let first = secret(&env).await;
-    assert_eq!(data(&first, "ca.crt"), bundle, "the caBundle is the Secret's CA");
+    assert_eq!(
+        data(&first, "ca.crt"),
+        bundle,
+        "the caBundle is the Secret's CA"
+    );
     let first_crt = der_of(&data(&first, "tls.crt"));
     // Both replicas serve the Secret's certificate (one issued, the other
     // took it).
     for port in ports {
         let (served, _) = https(port, &bundle, &post("{}")).await;
-        assert_eq!(served, first_crt, "replica on {port} serves another certificate");
+        assert_eq!(
+            served, first_crt,
+            "replica on {port} serves another certificate"
+        );
     }
     let issued = logs
         .iter()
         .map(|n| n.logs().matches("issuing certificates").count())
         .sum::<usize>();
-    assert_eq!(issued, 1, "exactly one replica issued the first certificate");
+    assert_eq!(
+        issued, 1,
+        "exactly one replica issued the first certificate"
+    );
 
     // Nodes created continuously across the renewal.
     let started = Instant::now();
@@ -389,17 +423,25 @@ async fn two_replicas_share_one_certificate_and_rotate_it_without_a_failed_admis
         a.logs()
     );
     let renewed = secret(&env).await;
-    assert_eq!(data(&renewed, "ca.crt"), bundle, "same CA after a serving renewal");
+    assert_eq!(
+        data(&renewed, "ca.crt"),
+        bundle,
+        "same CA after a serving renewal"
+    );
     let renewed_crt = der_of(&data(&renewed, "tls.crt"));
-    wait_for("both replicas serving the renewed certificate", Duration::from_secs(15), || async {
-        for port in ports {
-            let (served, _) = https(port, &bundle, &post("{}")).await;
-            if served != renewed_crt {
-                return Err(format!("replica on {port} still serves the old one"));
+    wait_for(
+        "both replicas serving the renewed certificate",
+        Duration::from_secs(15),
+        || async {
+            for port in ports {
+                let (served, _) = https(port, &bundle, &post("{}")).await;
+                if served != renewed_crt {
+                    return Err(format!("replica on {port} still serves the old one"));
+                }
             }
-        }
-        Ok(())
-    })
+            Ok(())
+        },
+    )
     .await;
     eprintln!("{i} nodes created, every one tainted at admission");
 }

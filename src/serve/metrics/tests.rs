@@ -360,7 +360,10 @@ fn the_entrances_export_zeros_then_count() {
     let t = text(&m);
     for r in ["tainted", "unchanged", "error"] {
         assert_eq!(
-            sample(&t, &format!("nodegate_webhook_admissions_total{{result=\"{r}\"}}")),
+            sample(
+                &t,
+                &format!("nodegate_webhook_admissions_total{{result=\"{r}\"}}")
+            ),
             Some(0.0),
             "{t}"
         );
@@ -388,7 +391,10 @@ fn the_entrances_export_zeros_then_count() {
         Some(1.0)
     );
     assert_eq!(
-        sample(&t, "nodegate_webhook_admission_duration_seconds_bucket{le=\"0.0005\"}"),
+        sample(
+            &t,
+            "nodegate_webhook_admission_duration_seconds_bucket{le=\"0.0005\"}"
+        ),
         Some(1.0),
         "{t}"
     );
@@ -409,7 +415,10 @@ fn the_entrances_export_zeros_then_count() {
         Some(1.8e9)
     );
     assert_eq!(
-        sample(&t, "nodegate_webhook_certificate_errors_total{problem=\"ca_bundle\"}"),
+        sample(
+            &t,
+            "nodegate_webhook_certificate_errors_total{problem=\"ca_bundle\"}"
+        ),
         Some(1.0)
     );
 }
