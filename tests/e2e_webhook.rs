@@ -246,10 +246,11 @@ async fn a_node_created_without_a_taint_is_tainted_at_admission_then_opened() {
         .create(&PostParams::default(), &untainted("node-a"))
         .await
         .unwrap_or_else(|e| panic!("create node-a: {e}\n{}", ng.logs()));
-    assert_eq!(
+    // (The API server's own admission adds node.kubernetes.io/not-ready too.)
+    assert!(
+        has_gate_taint(&created),
+        "the create must return the startup taint, got {:?}\n{}",
         taint_keys(&created),
-        vec![TAINT.to_string()],
-        "the create must return the startup taint\n{}",
         ng.logs()
     );
     // A node that brings other taints keeps them and gets ours appended.
@@ -261,9 +262,11 @@ async fn a_node_created_without_a_taint_is_tainted_at_admission_then_opened() {
         )
         .await
         .expect("create node-b");
-    assert_eq!(
-        taint_keys(&other),
-        vec!["example.com/other".to_string(), TAINT.to_string()]
+    let keys = taint_keys(&other);
+    let at = |k: &str| keys.iter().position(|t| t == k);
+    assert!(
+        at("example.com/other").is_some() && at("example.com/other") < at(TAINT),
+        "node-b keeps its taint and gets the startup taint after it: {keys:?}"
     );
     env.wait_pod("cni", "node-a", true).await;
     env.wait_open("node-a", Duration::from_secs(30), &[&ng])
@@ -379,7 +382,7 @@ async fn two_replicas_share_one_certificate_and_rotate_it_without_a_failed_admis
     }
     let issued = logs
         .iter()
-        .map(|n| n.logs().matches("issuing certificates").count())
+        .map(|n| n.logs().matches("wrote new certificates").count())
         .sum::<usize>();
     assert_eq!(
         issued, 1,

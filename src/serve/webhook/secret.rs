@@ -165,11 +165,6 @@ impl Managed {
                 // Keep and Wait come only with a readable Secret.
                 return old.ok_or_else(|| "nothing stored and nothing issued".into());
             };
-            if let Decision::Fresh(why) | Decision::RotateCa(why) | Decision::Reissue(why) =
-                &decision
-            {
-                tracing::info!(secret = %self.name, "webhook: issuing certificates: {why}");
-            }
             let exists = secret.is_some();
             let body = with_material(secret, &self.namespace, &self.name, &new);
             let params = PostParams {
@@ -182,7 +177,14 @@ impl Managed {
                 self.secrets.create(&params, &body).await
             };
             match written {
-                Ok(_) => return Ok(new),
+                Ok(_) => {
+                    if let Decision::Fresh(why) | Decision::RotateCa(why) | Decision::Reissue(why) =
+                        &decision
+                    {
+                        tracing::info!(secret = %self.name, "webhook: wrote new certificates to the Secret: {why}");
+                    }
+                    return Ok(new);
+                }
                 // Another replica wrote first: read what it wrote.
                 Err(e) if is_code(&e, 409) => {
                     tracing::info!(secret = %self.name, "webhook: another replica wrote the Secret first; reading it again");
