@@ -124,6 +124,12 @@ pub fn answer(body: &[u8], scope: &Scope, managed: &[ManagedTaint]) -> Answer {
     }
 }
 
+/// The answer to a request whose body could not even be read (`why`):
+/// allowed, with an empty uid and a warning.
+pub fn unreadable(why: String) -> Answer {
+    refuse_to_judge(String::new(), format!("the body cannot be read: {why}"))
+}
+
 /// Allowed unchanged, with a warning: nodegate never blocks a node it cannot
 /// judge.
 fn refuse_to_judge(uid: String, why: String) -> Answer {

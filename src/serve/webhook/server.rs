@@ -106,11 +106,7 @@ impl Handler {
         let started = Instant::now();
         let answer = match body {
             Ok(bytes) => review::answer(&bytes, &self.scope, &self.managed),
-            Err(e) => review::answer(
-                format!("unreadable body: {e}").as_bytes(),
-                &self.scope,
-                &self.managed,
-            ),
+            Err(e) => review::unreadable(e.to_string()),
         };
         let text = serde_json::to_vec(&answer.body).unwrap_or_default();
         self.metrics
