@@ -20,6 +20,9 @@ use super::server::{CertSlot, certified_key};
 use crate::error::{Error, Result};
 use crate::serve::metrics::{CertProblem, Metrics};
 
+/// The bytes of `tls.crt` and `tls.key` as last read.
+pub type Pair = (Vec<u8>, Vec<u8>);
+
 /// How often the files are read again.
 pub const POLL: Duration = Duration::from_secs(5);
 
@@ -28,7 +31,7 @@ fn files(dir: &Path) -> (PathBuf, PathBuf) {
 }
 
 /// The two files' bytes.
-fn read(dir: &Path) -> Result<(Vec<u8>, Vec<u8>)> {
+fn read(dir: &Path) -> Result<Pair> {
     let (crt, key) = files(dir);
     let c = std::fs::read(&crt).map_err(Error::io(format!(
         "cannot read the webhook certificate {} (--webhook-cert-dir)",
@@ -42,7 +45,7 @@ fn read(dir: &Path) -> Result<(Vec<u8>, Vec<u8>)> {
 }
 
 /// Loads the pair at startup: the error names the files and what is wrong.
-pub fn load(dir: &Path) -> Result<(CertifiedKey, i64, (Vec<u8>, Vec<u8>))> {
+pub fn load(dir: &Path) -> Result<(CertifiedKey, i64, Pair)> {
     let (c, k) = read(dir)?;
     let (key, not_after) = certified_key(&c, &k).map_err(|why| Error::Invalid {
         what: format!(
@@ -61,7 +64,7 @@ pub fn spawn_reload(
     dir: PathBuf,
     slot: Arc<CertSlot>,
     metrics: Arc<Metrics>,
-    mut seen: (Vec<u8>, Vec<u8>),
+    mut seen: Pair,
     mut shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -125,11 +128,7 @@ mod tests {
     #[test]
     fn startup_errors_name_the_file() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let e = load(dir.path())
-            .err()
-            .expect("no files")
-            .report()
-            .to_string();
+        let e = load(dir.path()).expect_err("no files").report().to_string();
         assert!(
             e.contains("tls.crt") && e.contains("--webhook-cert-dir"),
             "{e}"
@@ -137,14 +136,10 @@ mod tests {
         let (c, _) = pair();
         let (_, other_key) = pair();
         std::fs::write(dir.path().join("tls.crt"), &c).expect("write");
-        let e = load(dir.path()).err().expect("no key").report().to_string();
+        let e = load(dir.path()).expect_err("no key").report().to_string();
         assert!(e.contains("tls.key"), "{e}");
         std::fs::write(dir.path().join("tls.key"), &other_key).expect("write");
-        let e = load(dir.path())
-            .err()
-            .expect("mismatch")
-            .report()
-            .to_string();
+        let e = load(dir.path()).expect_err("mismatch").report().to_string();
         assert!(e.contains("does not belong"), "{e}");
     }
 

@@ -33,6 +33,9 @@ use server::{CertSlot, Handler};
 /// before nodegate gives up (and exits, to be restarted).
 const STARTUP_ATTEMPTS: u32 = 5;
 
+/// Starts the task that keeps the certificate in the slot current.
+type Keeper = Box<dyn FnOnce(Arc<CertSlot>) -> JoinHandle<()>>;
+
 /// The running webhook: its address and its tasks.
 pub struct Webhook {
     pub addr: SocketAddr,
@@ -65,10 +68,7 @@ pub async fn start(
         managed,
         metrics: Arc::clone(&metrics),
     });
-    let (slot, keeper): (
-        Arc<CertSlot>,
-        Box<dyn FnOnce(Arc<CertSlot>) -> JoinHandle<()>>,
-    ) = match &settings.certs {
+    let (slot, keeper): (Arc<CertSlot>, Keeper) = match &settings.certs {
         WebhookCerts::Dir(dir) => {
             let (key, not_after, seen) = certdir::load(dir)?;
             metrics.webhook_certificate_expiry(not_after);
