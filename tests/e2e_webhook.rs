@@ -389,7 +389,13 @@ async fn two_replicas_share_one_certificate_and_rotate_it_without_a_failed_admis
         "exactly one replica issued the first certificate"
     );
 
-    // Nodes created continuously across the renewal.
+    let (_, first_parsed) =
+        x509_parser::parse_x509_certificate(&first_crt).expect("the served certificate parses");
+    let first_expiry = first_parsed.validity().not_after.timestamp();
+
+    // Nodes created continuously across the renewal, and a fresh TLS
+    // handshake with each replica every round (the API server keeps its
+    // connections, so only new ones show what a replica serves now).
     let started = Instant::now();
     let mut rotated_at = None;
     let mut i = 0;
@@ -408,9 +414,19 @@ async fn two_replicas_share_one_certificate_and_rotate_it_without_a_failed_admis
                 )
             });
         assert!(has_gate_taint(&created), "{name} came back untainted");
+        for port in ports {
+            https(port, &bundle, &post("{}")).await;
+        }
         let now_crt = der_of(&data(&secret(&env).await, "tls.crt"));
         if rotated_at.is_none() && now_crt != first_crt {
             rotated_at = Some(started.elapsed());
+            // Renewed with a third of the validity left (20 s), not at expiry.
+            let left = first_expiry - jiff::Timestamp::now().as_second();
+            assert!(
+                left >= 10,
+                "renewed only {left}s before the old certificate expired\n{}",
+                a.logs()
+            );
             eprintln!("renewed after {:?}, {i} nodes so far", started.elapsed());
         }
         if let Some(at) = rotated_at
