@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Node, Secret};
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::json;
@@ -463,4 +463,22 @@ async fn two_replicas_share_one_certificate_and_rotate_it_without_a_failed_admis
     )
     .await;
     eprintln!("{i} nodes created, every one tainted at admission");
+
+    // An upgrade that re-applies the configuration blanks the caBundle of
+    // one webhook: the replicas write it back within a period or two.
+    configs
+        .patch(
+            CONFIG,
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([
+                    {"op": "remove", "path": "/webhooks/1/clientConfig/caBundle"}
+                ]))
+                .expect("patch"),
+            ),
+        )
+        .await
+        .expect("blank the caBundle");
+    let repaired = wait_bundle(&configs, &logs).await;
+    assert_eq!(repaired, bundle, "the blanked caBundle is written back");
 }
