@@ -107,6 +107,21 @@ pub async fn run(settings: RunSettings) -> Result<()> {
         shutdown_rx.clone(),
     )
     .await?;
+    // The admission webhook answers from here on, leader or not.
+    let webhook = match &settings.webhook {
+        Some(w) => Some(
+            crate::serve::webhook::start(
+                w,
+                &client,
+                settings.gate.scope.clone(),
+                settings.gate.placement.managed_taints.clone(),
+                Arc::clone(&metrics),
+                shutdown_rx.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
     let debug_task = match settings.debug_addr {
         Some(addr) => Some(
             http::serve_debug(
@@ -262,6 +277,9 @@ pub async fn run(settings: RunSettings) -> Result<()> {
     }
     if let Some(task) = net_task {
         let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+    }
+    if let Some(w) = webhook {
+        w.stopped(Duration::from_secs(2)).await;
     }
     Ok(())
 }

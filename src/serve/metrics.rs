@@ -34,6 +34,10 @@ use prometheus_client::registry::Registry;
 
 use crate::cluster::leader::Leadership;
 
+mod entrances;
+use entrances::EntranceMetrics;
+pub use entrances::{AdmissionResult, CertProblem, LateTaint};
+
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -122,12 +126,6 @@ pub fn patch_result(outcome: &PatchOutcome) -> Option<&'static str> {
 }
 
 const PATCH_RESULTS: [&str; 4] = ["ok", "conflict", "not_found", "error"];
-const LATE_TAINT_RESULTS: [&str; 3] = ["tainted", "skipped", "failed"];
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabels {
-    result: &'static str,
-}
 
 /// What the metrics remember of one live gate.
 #[derive(Debug, Default)]
@@ -159,7 +157,6 @@ pub struct Metrics {
     gates_timed_out: Family<ActionLabels, Counter>,
     patch_attempts: Family<PatchLabels, Counter>,
     router_events: Family<RouterLabels, Counter>,
-    late_taints: Family<ResultLabels, Counter>,
     leader: Gauge,
     watch_restarts: Counter,
     /// The watchers' own restart count at the last refresh.
@@ -172,6 +169,8 @@ pub struct Metrics {
     daemonset_series: Mutex<BTreeMap<String, String>>,
     /// Nodes that have a `gate_age` series.
     age_series: Mutex<HashSet<String>>,
+    /// The webhook's and the late-taint net's series (`metrics/entrances.rs`).
+    entrances: EntranceMetrics,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -199,13 +198,13 @@ impl Metrics {
             gates_timed_out: Family::default(),
             patch_attempts: Family::default(),
             router_events: Family::default(),
-            late_taints: Family::default(),
             leader: Gauge::default(),
             watch_restarts: Counter::default(),
             watch_restarts_seen: AtomicU64::new(0),
             gates: DashMap::new(),
             daemonset_series: Mutex::new(BTreeMap::new()),
             age_series: Mutex::new(HashSet::new()),
+            entrances: EntranceMetrics::register(&mut registry),
             registry: Registry::default(),
         };
         registry.register(
@@ -259,11 +258,6 @@ impl Metrics {
             m.router_events.clone(),
         );
         registry.register(
-            "late_taints",
-            "New nodes the late-taint net (--taint-new-nodes) found without a managed taint, by result (tainted | skipped: a workload pod was bound already | failed: a request failed, tried again)",
-            m.late_taints.clone(),
-        );
-        registry.register(
             "leader",
             "1 while this replica holds the leader-election lease (always 1 without --leader-elect)",
             m.leader.clone(),
@@ -308,9 +302,6 @@ impl Metrics {
                 });
             }
         }
-        for result in LATE_TAINT_RESULTS {
-            m.late_taints.get_or_create_owned(&ResultLabels { result });
-        }
         m.leader.set(i64::from(m.leadership.is_leader()));
         Metrics { registry, ..m }
     }
@@ -336,13 +327,31 @@ impl Metrics {
         }
     }
 
-    // --- fed by the late-taint net ---
+    // --- fed by the entrances (the webhook, the late-taint net) ---
 
-    /// One decision or failure of the net: `tainted`, `skipped` or `failed`.
-    pub fn late_taint(&self, result: &'static str) {
-        self.late_taints
-            .get_or_create(&ResultLabels { result })
-            .inc();
+    /// One review answered by the webhook, and how long it took (seconds).
+    pub fn webhook_admission(&self, result: AdmissionResult, seconds: f64) {
+        self.entrances.admission(result, seconds);
+    }
+
+    /// One node the late-taint net dealt with: `"tainted"`, `"skipped"` or
+    /// `"failed"` (any other word counts as `"failed"`).
+    pub fn late_taint(&self, result: &str) {
+        self.entrances
+            .late_taint(LateTaint::parse(result).unwrap_or(LateTaint::Failed));
+    }
+
+    /// The expiry of the serving certificate now presented.
+    pub fn webhook_certificate_expiry(&self, unix_seconds: i64) {
+        self.entrances.certificate_expiry(unix_seconds);
+    }
+
+    pub fn webhook_certificate_error(&self, problem: CertProblem) {
+        self.entrances.certificate_error(problem);
+    }
+
+    pub fn webhook_ca_bundle_repaired(&self) {
+        self.entrances.ca_bundle_repaired();
     }
 
     // --- fed by the router and the gates (see nodegate_actors::observe) ---

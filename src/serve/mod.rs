@@ -5,3 +5,4 @@
 pub mod health;
 pub mod http;
 pub mod metrics;
+pub mod webhook;

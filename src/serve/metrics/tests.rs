@@ -353,3 +353,72 @@ fn a_gate_that_vanished_without_a_stop_is_forgotten() {
     m.refresh_with(|_| false, |_| true, 0, 0, ts(0));
     assert_eq!(sample(&text(&m), "nodegate_gated_nodes"), Some(0.0));
 }
+
+#[test]
+fn the_entrances_export_zeros_then_count() {
+    let m = Metrics::new(Arc::new(Leadership::always()));
+    let t = text(&m);
+    for r in ["tainted", "unchanged", "error"] {
+        assert_eq!(
+            sample(
+                &t,
+                &format!("nodegate_webhook_admissions_total{{result=\"{r}\"}}")
+            ),
+            Some(0.0),
+            "{t}"
+        );
+    }
+    for r in ["tainted", "skipped", "failed"] {
+        assert_eq!(
+            sample(&t, &format!("nodegate_late_taints_total{{result=\"{r}\"}}")),
+            Some(0.0),
+            "{t}"
+        );
+    }
+    m.webhook_admission(AdmissionResult::Tainted, 0.0004);
+    m.webhook_admission(AdmissionResult::Error, 0.002);
+    m.late_taint("skipped");
+    m.late_taint("what");
+    m.webhook_certificate_expiry(1_800_000_000);
+    m.webhook_certificate_error(CertProblem::CaBundle);
+    let t = text(&m);
+    assert_eq!(
+        sample(&t, "nodegate_webhook_admissions_total{result=\"tainted\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&t, "nodegate_webhook_admissions_total{result=\"error\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &t,
+            "nodegate_webhook_admission_duration_seconds_bucket{le=\"0.0005\"}"
+        ),
+        Some(1.0),
+        "{t}"
+    );
+    assert_eq!(
+        sample(&t, "nodegate_webhook_admission_duration_seconds_count"),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(&t, "nodegate_late_taints_total{result=\"skipped\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&t, "nodegate_late_taints_total{result=\"failed\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&t, "nodegate_webhook_certificate_expiry_timestamp_seconds"),
+        Some(1.8e9)
+    );
+    assert_eq!(
+        sample(
+            &t,
+            "nodegate_webhook_certificate_errors_total{problem=\"ca_bundle\"}"
+        ),
+        Some(1.0)
+    );
+}

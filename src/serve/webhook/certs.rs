@@ -1,0 +1,370 @@
+//! The self-managed certificates: what nodegate issues (a CA and a serving
+//! certificate, with rcgen), what it reads back from its Secret, and when it
+//! renews them — the last as a pure function of what is stored and now.
+//!
+//! Lifetimes: the serving certificate lives `--webhook-cert-validity` and is
+//! renewed when less than a third of that remains; the CA lives ten times as
+//! long and is renewed likewise. A renewed CA is put in front of the bundle
+//! (`ca.crt`) and the old one stays behind it until it expires, so the
+//! webhook configuration's caBundle trusts both. The serving certificate is
+//! only signed by a CA that has been in the bundle for [`settle`] already:
+//! every replica must have written the new bundle into the webhook
+//! configuration, and the API server must have reloaded it, before a
+//! certificate that needs it is served.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
+
+/// The Secret's keys.
+pub const TLS_CRT: &str = "tls.crt";
+pub const TLS_KEY: &str = "tls.key";
+pub const CA_CRT: &str = "ca.crt";
+pub const CA_KEY: &str = "ca.key";
+
+/// How far back a new certificate's notBefore is set, for clocks a little
+/// behind this replica's.
+pub const BACKDATE: i64 = 60;
+
+/// How much longer than a serving certificate the CA lives.
+pub const CA_LIFETIMES: u32 = 10;
+
+/// How long a new CA must have been in the bundle before it signs the
+/// serving certificate: a sixth of the serving validity, 10 s to 1 h.
+pub fn settle(validity: Duration) -> Duration {
+    (validity / 6).clamp(Duration::from_secs(10), Duration::from_secs(3600))
+}
+
+/// What nodegate needs to know of one certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertFacts {
+    pub not_before: i64,
+    pub not_after: i64,
+    /// DNS names and IP addresses, as written in `--webhook-host`.
+    pub sans: BTreeSet<String>,
+    pub subject: Vec<u8>,
+    pub issuer: Vec<u8>,
+}
+
+/// What is in the Secret, read and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// The bundle, signing CA first.
+    pub cas: Vec<CertFacts>,
+    /// `ca.key` parses and is the first CA's key.
+    pub ca_key_matches: bool,
+    pub serving: Option<CertFacts>,
+    /// `tls.key` parses and is the serving certificate's key.
+    pub serving_key_matches: bool,
+}
+
+/// What to do with the Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Good as it is.
+    Keep,
+    /// Serving due, but the newest CA is too recent to sign: wait.
+    Wait,
+    /// A new CA and serving certificate: nothing usable is stored.
+    Fresh(String),
+    /// Put a new CA in front of the bundle; keep the serving certificate.
+    RotateCa(String),
+    /// A new serving certificate from the current CA.
+    Reissue(String),
+}
+
+/// The decision for `stored` at `now` (Unix seconds).
+pub fn decide(
+    stored: Option<&Stored>,
+    now: i64,
+    validity: Duration,
+    hosts: &BTreeSet<String>,
+) -> Decision {
+    let v = secs(validity);
+    let ca_v = v * i64::from(CA_LIFETIMES);
+    let Some(s) = stored else {
+        return Decision::Fresh("the Secret holds no certificates yet".into());
+    };
+    let Some(ca) = s.cas.first() else {
+        return Decision::Fresh("the Secret has no CA".into());
+    };
+    if !s.ca_key_matches {
+        return Decision::Fresh("the Secret's ca.key is missing or not the CA's key".into());
+    }
+    if ca.not_after <= now {
+        return Decision::Fresh("the CA has expired".into());
+    }
+    if ca.not_after - now < ca_v / 3 {
+        return Decision::RotateCa(format!("the CA expires in {}s", ca.not_after - now));
+    }
+    let Some(serving) = s.serving.as_ref().filter(|_| s.serving_key_matches) else {
+        return Decision::Reissue("no usable serving certificate and key".into());
+    };
+    if serving.not_after <= now {
+        return Decision::Reissue("the serving certificate has expired".into());
+    }
+    if !s.cas.iter().any(|c| c.subject == serving.issuer) {
+        return Decision::Reissue("the serving certificate's CA is not in the bundle".into());
+    }
+    let why = if serving.not_after - now < v / 3 {
+        format!(
+            "the serving certificate expires in {}s",
+            serving.not_after - now
+        )
+    } else if &serving.sans != hosts {
+        format!(
+            "the serving certificate covers {:?}, not {:?}",
+            serving.sans, hosts
+        )
+    } else {
+        return Decision::Keep;
+    };
+    if now - (ca.not_before + BACKDATE) < secs(settle(validity)) && serving.issuer != ca.subject {
+        return Decision::Wait;
+    }
+    Decision::Reissue(why)
+}
+
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX / 100)
+}
+
+/// The four PEM texts the Secret holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Material {
+    pub ca_crt: String,
+    pub ca_key: String,
+    pub tls_crt: String,
+    pub tls_key: String,
+}
+
+/// Reads the Secret's data: `None` when any of the four is missing or the
+/// certificates do not parse.
+pub fn read(ca_crt: &[u8], ca_key: &[u8], tls_crt: &[u8], tls_key: &[u8]) -> Option<Stored> {
+    let cas = parse_all(ca_crt)?;
+    let ca_key_matches = match (
+        KeyPair::from_pem(std::str::from_utf8(ca_key).ok()?),
+        cas.first(),
+    ) {
+        (Ok(k), Some((_, spki))) => k.public_key_raw() == spki.as_slice(),
+        _ => false,
+    };
+    let serving = parse_all(tls_crt).and_then(|v| v.into_iter().next());
+    let serving_key_matches = match (
+        std::str::from_utf8(tls_key).ok().map(KeyPair::from_pem),
+        &serving,
+    ) {
+        (Some(Ok(k)), Some((_, spki))) => k.public_key_raw() == spki.as_slice(),
+        _ => false,
+    };
+    Some(Stored {
+        cas: cas.into_iter().map(|(f, _)| f).collect(),
+        ca_key_matches,
+        serving: serving.map(|(f, _)| f),
+        serving_key_matches,
+    })
+}
+
+/// Every certificate in a PEM text, with its public key bits; `None` if one
+/// does not parse or there is none.
+fn parse_all(pem: &[u8]) -> Option<Vec<(CertFacts, Vec<u8>)>> {
+    let mut out = Vec::new();
+    for p in x509_parser::pem::Pem::iter_from_buffer(pem) {
+        let p = p.ok()?;
+        let cert = p.parse_x509().ok()?;
+        let mut sans = BTreeSet::new();
+        if let Ok(Some(ext)) = cert.subject_alternative_name() {
+            for name in &ext.value.general_names {
+                match name {
+                    x509_parser::extensions::GeneralName::DNSName(d) => {
+                        sans.insert(d.to_string());
+                    }
+                    x509_parser::extensions::GeneralName::IPAddress(b) => {
+                        let ip = match b.len() {
+                            4 => <[u8; 4]>::try_from(*b).ok().map(IpAddr::from),
+                            16 => <[u8; 16]>::try_from(*b).ok().map(IpAddr::from),
+                            _ => None,
+                        };
+                        if let Some(ip) = ip {
+                            sans.insert(ip.to_string());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out.push((
+            CertFacts {
+                not_before: cert.validity().not_before.timestamp(),
+                not_after: cert.validity().not_after.timestamp(),
+                sans,
+                subject: cert.subject().as_raw().to_vec(),
+                issuer: cert.issuer().as_raw().to_vec(),
+            },
+            cert.public_key().subject_public_key.data.to_vec(),
+        ));
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// The hosts as the certificate will list them (IP addresses normalized).
+pub fn host_set(hosts: &[String]) -> BTreeSet<String> {
+    hosts
+        .iter()
+        .map(|h| {
+            h.parse::<IpAddr>()
+                .map_or_else(|_| h.clone(), |ip| ip.to_string())
+        })
+        .collect()
+}
+
+fn at(unix: i64) -> Result<time::OffsetDateTime, String> {
+    time::OffsetDateTime::from_unix_timestamp(unix).map_err(|e| format!("time {unix}: {e}"))
+}
+
+fn ca_params(now: i64, validity: Duration) -> Result<CertificateParams, String> {
+    let mut p = CertificateParams::default();
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    p.distinguished_name
+        .push(DnType::CommonName, format!("nodegate webhook CA {now}"));
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    p.not_before = at(now - BACKDATE)?;
+    p.not_after = at(now.saturating_add(secs(validity) * i64::from(CA_LIFETIMES)))?;
+    Ok(p)
+}
+
+/// A new CA: its certificate and key in PEM.
+pub fn new_ca(now: i64, validity: Duration) -> Result<(String, String), String> {
+    let key = KeyPair::generate().map_err(|e| format!("generating the CA key: {e}"))?;
+    let cert = ca_params(now, validity)?
+        .self_signed(&key)
+        .map_err(|e| format!("signing the CA: {e}"))?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// A serving certificate for `hosts`, signed by the CA (`ca_crt` is the
+/// signing CA's PEM, the first of a bundle), valid `validity` from now.
+pub fn new_serving(
+    ca_crt: &str,
+    ca_key: &str,
+    hosts: &[String],
+    now: i64,
+    validity: Duration,
+) -> Result<(String, String), String> {
+    let ca_key = KeyPair::from_pem(ca_key).map_err(|e| format!("reading ca.key: {e}"))?;
+    let first = pem_first(ca_crt).ok_or("ca.crt holds no certificate")?;
+    let issuer =
+        Issuer::from_ca_cert_pem(&first, ca_key).map_err(|e| format!("reading ca.crt: {e}"))?;
+    let mut p = CertificateParams::default();
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    p.distinguished_name.push(
+        DnType::CommonName,
+        hosts.first().cloned().unwrap_or_else(|| "nodegate".into()),
+    );
+    p.subject_alt_names = hosts
+        .iter()
+        .map(|h| match h.parse::<IpAddr>() {
+            Ok(ip) => Ok(SanType::IpAddress(ip)),
+            Err(_) => h
+                .clone()
+                .try_into()
+                .map(SanType::DnsName)
+                .map_err(|e| format!("--webhook-host {h:?}: {e}")),
+        })
+        .collect::<Result<_, _>>()?;
+    p.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    p.use_authority_key_identifier_extension = true;
+    p.not_before = at(now - BACKDATE)?;
+    p.not_after = at(now.saturating_add(secs(validity)))?;
+    let key = KeyPair::generate().map_err(|e| format!("generating the serving key: {e}"))?;
+    let cert = p
+        .signed_by(&key, &issuer)
+        .map_err(|e| format!("signing the serving certificate: {e}"))?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// The first PEM block of a bundle.
+fn pem_first(bundle: &str) -> Option<String> {
+    const END: &str = "-----END CERTIFICATE-----";
+    let start = bundle.find("-----BEGIN CERTIFICATE-----")?;
+    let end = bundle[start..].find(END)? + start + END.len();
+    Some(format!("{}\n", &bundle[start..end]))
+}
+
+/// The certificates of `bundle` still valid at `now`, in order.
+fn unexpired(bundle: &str, now: i64) -> String {
+    let mut out = String::new();
+    let mut rest = bundle;
+    while let Some(block) = pem_first(rest) {
+        let still = parse_all(block.as_bytes())
+            .and_then(|v| v.first().map(|(f, _)| f.not_after > now))
+            .unwrap_or(false);
+        if still {
+            out.push_str(&block);
+        }
+        let cut = rest
+            .find("-----END CERTIFICATE-----")
+            .map_or(rest.len(), |i| i + 25);
+        rest = &rest[cut..];
+    }
+    out
+}
+
+/// Carries out `decision` on what is stored (`old`, when there is
+/// anything): the new Secret data, or `None` for Keep and Wait.
+pub fn carry_out(
+    decision: &Decision,
+    old: Option<&Material>,
+    hosts: &[String],
+    now: i64,
+    validity: Duration,
+) -> Result<Option<Material>, String> {
+    let fresh = || -> Result<Material, String> {
+        let (ca_crt, ca_key) = new_ca(now, validity)?;
+        let (tls_crt, tls_key) = new_serving(&ca_crt, &ca_key, hosts, now, validity)?;
+        Ok(Material {
+            ca_crt,
+            ca_key,
+            tls_crt,
+            tls_key,
+        })
+    };
+    Ok(match (decision, old) {
+        (Decision::Keep | Decision::Wait, _) => None,
+        (Decision::Fresh(_), _) | (_, None) => Some(fresh()?),
+        (Decision::RotateCa(_), Some(old)) => {
+            let (ca_crt, ca_key) = new_ca(now, validity)?;
+            Some(Material {
+                ca_crt: format!("{ca_crt}{}", unexpired(&old.ca_crt, now)),
+                ca_key,
+                ..old.clone()
+            })
+        }
+        (Decision::Reissue(_), Some(old)) => {
+            let (tls_crt, tls_key) = new_serving(&old.ca_crt, &old.ca_key, hosts, now, validity)?;
+            Some(Material {
+                ca_crt: unexpired(&old.ca_crt, now),
+                tls_crt,
+                tls_key,
+                ..old.clone()
+            })
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests;
