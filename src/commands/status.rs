@@ -147,7 +147,10 @@ pub async fn gather(client: &kube::Client, settings: &StatusSettings) -> Result<
         .items
         .iter()
         .filter_map(|n| project::node(n).0)
-        .filter(|n| n.taints.iter().any(|t| placement.is_managed(t)))
+        .filter(|n| {
+            settings.gate.scope.includes(&n.labels)
+                && n.taints.iter().any(|t| placement.is_managed(t))
+        })
         .collect();
     if gated.is_empty() {
         return Ok(Snapshot::default());

@@ -64,6 +64,12 @@ struct Args {
     /// Leave the cluster running.
     #[arg(long)]
     keep: bool,
+    /// Run nodegate with a --node-selector that leaves the webhook's nodes
+    /// out: the API server still calls the webhook for each, and nodegate
+    /// answers "allowed" without a patch. Measures the call alone, without
+    /// the patch the API server applies.
+    #[arg(long)]
+    unchanged: bool,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -74,7 +80,8 @@ struct Kind {
     /// Time spent creating this kind's chunks, end to end.
     wall_s: f64,
     creates_per_s: f64,
-    /// Webhook kind: creates that came back without the taint.
+    /// Webhook kind: creates that came back without the taint (with
+    /// `--unchanged`: with it).
     untainted: usize,
 }
 
@@ -83,6 +90,8 @@ struct Report {
     nodes: usize,
     chunk: usize,
     concurrency: usize,
+    /// `--unchanged`: the webhook answered without a patch.
+    unchanged: bool,
     through_webhook: Kind,
     tainted_by_client: Kind,
     /// wall time through the webhook / wall time without it.
@@ -149,9 +158,11 @@ async fn http_addr(log_file: &Path) -> anyhow::Result<String> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let text = std::fs::read_to_string(log_file).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(10).collect();
     bail!(
-        "nodegate logged no HTTP address within 10 s; see {}",
-        log_file.display()
+        "nodegate logged no HTTP address within 10 s; its log ends:\n{}",
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
     )
 }
 
@@ -197,6 +208,7 @@ async fn create_chunk(
     names: Vec<String>,
     via: &'static str,
     concurrency: usize,
+    want_taint: bool,
 ) -> anyhow::Result<(Vec<f64>, usize)> {
     let queue = Arc::new(std::sync::Mutex::new(names));
     let mut workers = tokio::task::JoinSet::new();
@@ -218,7 +230,7 @@ async fn create_chunk(
                     .spec
                     .and_then(|s| s.taints)
                     .is_some_and(|ts| ts.iter().any(|t| t.key == TAINT));
-                if !tainted {
+                if tainted != want_taint {
                     out.1 += 1;
                 }
             }
@@ -280,6 +292,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let log_file = state_dir.join("nodegate.log");
     let out = std::fs::File::create(&log_file)?;
     let webhook_addr = format!("127.0.0.1:{port}");
+    let scope: &[&str] = if args.unchanged {
+        &["--node-selector", "bench.nodegate.dev/via!=webhook"]
+    } else {
+        &[]
+    };
     let child = Command::new(&bin)
         .args([
             "run",
@@ -298,6 +315,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             "--webhook-host",
             "127.0.0.1",
         ])
+        .args(scope)
         .env("KUBECONFIG", &cluster.kubeconfig)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
@@ -317,10 +335,17 @@ async fn run(args: Args) -> anyhow::Result<()> {
         match nodes.create(&PostParams::default(), &probe).await {
             Ok(n) => {
                 let _ = nodes.delete("probe", &DeleteParams::default()).await;
-                if n.spec.and_then(|s| s.taints).is_some_and(|t| !t.is_empty()) {
+                let tainted = n
+                    .spec
+                    .and_then(|s| s.taints)
+                    .is_some_and(|ts| ts.iter().any(|t| t.key == TAINT));
+                if tainted != args.unchanged {
                     break;
                 }
-                bail!("the probe node came back untainted: the webhook is not patching");
+                bail!(
+                    "the probe node came back {}tainted: the webhook does not answer as configured",
+                    if tainted { "" } else { "un" }
+                );
             }
             Err(e) if started.elapsed() > Duration::from_secs(60) => {
                 bail!(
@@ -361,7 +386,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         for via in order {
             let names: Vec<String> = (from..to).rev().map(|i| format!("{via}-{i:05}")).collect();
             let t = Instant::now();
-            let (lat, untainted) = create_chunk(&nodes, names, via, args.concurrency).await?;
+            let want_taint = via == "client" || !args.unchanged;
+            let (lat, untainted) =
+                create_chunk(&nodes, names, via, args.concurrency, want_taint).await?;
             let took = t.elapsed().as_secs_f64();
             if via == "webhook" {
                 wh.0.extend(lat);
@@ -397,6 +424,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         nodes: args.nodes,
         chunk: args.chunk,
         concurrency: args.concurrency,
+        unchanged: args.unchanged,
         wall_ratio: wh.1 / cl.1.max(1e-9),
         through_webhook: kind(wh.0, wh.1, wh.2),
         tainted_by_client: kind(cl.0, cl.1, 0),
@@ -411,8 +439,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     if report.through_webhook.untainted > 0 {
         bail!(
-            "{} nodes created through the webhook came back without the taint",
-            report.through_webhook.untainted
+            "{} nodes created through the webhook came back {} the taint",
+            report.through_webhook.untainted,
+            if args.unchanged { "with" } else { "without" }
         );
     }
     drop(cluster);
