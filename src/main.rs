@@ -58,7 +58,7 @@ fn main() -> ExitCode {
                 }
             };
             init_tracing(settings.log_format, &settings.log_level);
-            match runtime.block_on(run::run(settings)) {
+            match runtime.block_on(run::run(*args, settings)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!("{}", e.report());

@@ -226,7 +226,6 @@ fn route_and_decide(bencher: Bencher) {
             }
         }
         let ctx = Arc::new(GateContext {
-            config: Arc::clone(&config),
             router: Arc::clone(&router),
             executor: Arc::new(NoWrites),
             clock: Arc::new(SystemClock),

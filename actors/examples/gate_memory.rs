@@ -176,7 +176,6 @@ fn main() {
             router.node_upserted(node(n));
         }
         let ctx = Arc::new(GateContext {
-            config: Arc::clone(&config),
             router: Arc::clone(&router),
             executor: Arc::new(NoWrites),
             clock: Arc::new(SystemClock),

@@ -6,12 +6,14 @@
 //! its timers, and hands the effects it returns to the executors behind the
 //! `ports` the binary implements. It never talks to the API server itself.
 //!
-//! Modules, each using only those listed before it: `ports` (clock,
+//! Modules, each using only those listed before it: `live` (the gate
+//! configuration in force, swapped whole on a config reload), `ports` (clock,
 //! executor, withdrawal, the retry backoff policy) and `observe` (the
 //! observer hook) reach the outside; `messages` is what the actors say to
 //! each other; `router` indexes and routes; `node_actor` runs one gate;
 //! `supervisor` spawns and restarts the node actors at the router's request.
 
+pub mod live;
 pub mod messages;
 pub mod node_actor;
 pub mod observe;

@@ -32,12 +32,15 @@ use tracing::Instrument;
 use crate::messages::{GateView, NodeMsg};
 use crate::ports::{Clock, EffectExecutor, Withdrawal};
 use crate::router::Router;
-use nodegate_core::gate::{self, Effect, Event, GateConfig, GateState, Input, Phase, TimerKind};
+use nodegate_core::gate::{self, Effect, Event, GateState, Input, Phase, TimerKind};
 use nodegate_core::journal::Journal;
 
 /// The handles every gate shares (kube-rs controller style `Context`).
+///
+/// The gate configuration is not here: it is the router's
+/// ([`Router::live`]), read afresh at every step so that a config reload
+/// reaches every gate.
 pub struct GateContext<E, C> {
-    pub config: Arc<GateConfig>,
     pub router: Arc<Router>,
     pub executor: Arc<E>,
     pub clock: Arc<C>,
@@ -218,7 +221,8 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
 
     fn process_one(&self, myself: &ActorRef<NodeMsg>, state: &mut NodeActorState, input: Input) {
         let now = self.ctx.clock.now();
-        let step = gate::step(&mut state.gate, &input, &self.ctx.config, now);
+        let config = self.ctx.router.live().load();
+        let step = gate::step(&mut state.gate, &input, &config, now);
         if !step.events.is_empty() {
             self.ctx
                 .router

@@ -15,6 +15,11 @@
 //! message vocabulary (`messages`), not the actors or the supervisor. It never
 //! talks to the API server, never decides anything about a gate, and never
 //! blocks: a DashMap guard is never held across an await.
+//!
+//! It also holds the gate configuration in force ([`LiveConfig`]), which a
+//! config reload replaces through [`Router::reconfigure`]: every live gate is
+//! then re-examined under the new configuration, and nodes the new one gates
+//! get a gate.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +30,7 @@ use dashmap::DashMap;
 use ractor::rpc::CallResult;
 use ractor::{ActorId, ActorRef, DerivedActorRef};
 
+use crate::live::LiveConfig;
 use crate::messages::{GateView, NodeMsg, SpawnRequest};
 use crate::observe::{GateObserver, NoObserver, RouterEvent};
 use nodegate_core::gate::{GateConfig, Input};
@@ -40,7 +46,9 @@ type Map<V> = DashMap<String, V, Hasher>;
 const VIEW_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct Router {
-    config: Arc<GateConfig>,
+    /// The gate configuration in force, shared with every gate (read at each
+    /// step) and the entrances.
+    config: Arc<LiveConfig>,
     gates: Map<ActorRef<NodeMsg>>,
     nodes: Map<NodeInfo>,
     /// Shared with every gate (and its journal) that holds the same version.
@@ -65,8 +73,14 @@ pub struct Router {
 
 impl Router {
     pub fn new(config: Arc<GateConfig>) -> Self {
+        Self::with_live(Arc::new(LiveConfig::new(config)))
+    }
+
+    /// A router reading the configuration `live` holds (shared with others
+    /// that read it too: the binary's entrances).
+    pub fn with_live(live: Arc<LiveConfig>) -> Self {
         Router {
-            config,
+            config: live,
             gates: Map::default(),
             nodes: Map::default(),
             daemonsets: Map::default(),
@@ -94,8 +108,36 @@ impl Router {
         }
     }
 
-    pub fn config(&self) -> &Arc<GateConfig> {
+    /// The configuration in force now.
+    pub fn config(&self) -> Arc<GateConfig> {
+        self.config.current()
+    }
+
+    /// The holder of the configuration in force.
+    pub fn live(&self) -> &Arc<LiveConfig> {
         &self.config
+    }
+
+    /// Puts a new gate configuration in force (a config reload). Every live
+    /// gate is re-examined under it at once — its members, deadline and
+    /// suspension re-derived, an opening it now allows sent — and every node
+    /// the new scope and taints gate that has no gate yet gets one. A gate
+    /// whose node the new configuration no longer gates is not stopped here:
+    /// its own re-examination decides (it stops once its node carries no
+    /// managed taint, and otherwise finishes as it would have). Returns the
+    /// number of live gates re-examined.
+    pub fn reconfigure(&self, config: Arc<GateConfig>) -> usize {
+        self.config.store(config);
+        let lost = self.hints_lost();
+        let mut live = 0;
+        for gate in self.gates.iter() {
+            if !lost {
+                let _ = gate.cast(NodeMsg::Reexamine);
+            }
+            live += 1;
+        }
+        self.request_missing_gates();
+        live
     }
 
     // --- fed by the watchers ---
@@ -209,6 +251,15 @@ impl Router {
     /// nothing to wait for and open at once.
     pub fn mark_synced(&self) {
         self.synced.store(true, Ordering::SeqCst);
+        self.request_missing_gates();
+    }
+
+    /// Requests a gate for every indexed node that is gated and has none
+    /// (nothing before the initial lists are in).
+    fn request_missing_gates(&self) {
+        if !self.is_synced() {
+            return;
+        }
         let gated: Vec<(String, String)> = self
             .nodes
             .iter()
@@ -365,11 +416,9 @@ impl Router {
     /// Whether the node is gated: inside `--node-selector` and carrying a
     /// managed taint.
     fn carries_managed_taint(&self, node: &NodeInfo) -> bool {
-        self.config.scope.includes(&node.labels)
-            && node
-                .taints
-                .iter()
-                .any(|t| self.config.placement.is_managed(t))
+        let config = self.config.load();
+        config.scope.includes(&node.labels)
+            && node.taints.iter().any(|t| config.placement.is_managed(t))
     }
 
     fn request_gate(&self, name: &str, version: &str) {

@@ -98,7 +98,6 @@ async fn observer_sees_router_events_and_a_gate_from_start_to_stop() {
         "only the first observer counts"
     );
     let ctx = Arc::new(GateContext {
-        config,
         router: Arc::clone(&router),
         executor: Arc::new(Applying),
         clock: Arc::new(Now),
@@ -165,7 +164,6 @@ async fn a_daemonset_seen_again_unchanged_is_not_fanned_out_to_the_gates() {
     let seen = Arc::new(Seen::default());
     assert!(router.set_observer(seen.clone()));
     let ctx = Arc::new(GateContext {
-        config,
         router: Arc::clone(&router),
         executor: Arc::new(Applying),
         clock: Arc::new(Now),

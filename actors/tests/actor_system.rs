@@ -128,7 +128,6 @@ impl System {
         let exec = Arc::new(Recorder::default());
         let clock = Arc::new(TestClock::default());
         let ctx = Arc::new(GateContext {
-            config,
             router: Arc::clone(&router),
             executor: Arc::clone(&exec),
             clock: Arc::clone(&clock),
@@ -506,4 +505,58 @@ async fn a_write_refused_for_leadership_is_re_sent_though_leadership_gained_neve
     // The elector's renewal came back late; the gates were never told.
     eventually("the patch re-sent", || sys.exec.patches().len() == 2).await;
     eventually("the gate to stop", || sys.router.gate(NODE).is_none()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconfigure_changes_the_expected_set_of_live_gates() {
+    let sys = System::start(cfg()).await;
+    let (cilium, agent) = (tolerant_ds("cilium"), tolerant_ds("agent"));
+    sys.router.daemonset_upserted(cilium.clone());
+    sys.router.daemonset_upserted(agent.clone());
+    sys.router.node_upserted(fresh_node());
+    sys.router.pod_upserted(ready_pod("cilium-1", &cilium));
+    sys.router.pod_upserted(unready_pod("agent-1", &agent));
+    sys.router.mark_synced();
+    eventually("the gate to start", || sys.router.gate(NODE).is_some()).await;
+    settle().await;
+    assert!(sys.exec.patches().is_empty(), "agent is not Ready");
+
+    // No message about the node or its pods: only the new configuration.
+    let mut config = (*sys.router.config()).clone();
+    config
+        .placement
+        .excluded
+        .insert(("kube-system".into(), "agent".into()));
+    assert_eq!(sys.router.reconfigure(Arc::new(config)), 1);
+    eventually("the untaint patch", || sys.exec.patches().len() == 1).await;
+    assert_eq!(sys.exec.patches()[0].opened_by, OpenedBy::Ready);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconfigure_gates_nodes_the_new_taints_manage() {
+    let sys = System::start(cfg()).await;
+    sys.router.daemonset_upserted(intolerant_ds("web"));
+    let mut node = fresh_node();
+    node.taints = vec![nodegate_core::testutil::taint(
+        "example.com/boot",
+        "NoSchedule",
+    )];
+    sys.router.node_upserted(node);
+    sys.router.mark_synced();
+    settle().await;
+    assert!(sys.router.gate(NODE).is_none(), "not a managed taint yet");
+
+    let mut config = (*sys.router.config()).clone();
+    config.placement.managed_taints = vec![nodegate_core::placement::ManagedTaint::new(
+        "example.com/boot",
+        "NoSchedule",
+    )];
+    assert_eq!(sys.router.reconfigure(Arc::new(config)), 0);
+    // A gate starts and, with nothing it waits for (web cannot start before
+    // the gate opens), opens.
+    eventually("the untaint patch", || sys.exec.patches().len() == 1).await;
+    assert_eq!(
+        sys.exec.patches()[0].taints[0].taint.key,
+        "example.com/boot"
+    );
 }

@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Node;
-use nodegate_core::entrance::{self, NodeFacts, Scope, Skip};
+use nodegate_actors::live::LiveConfig;
+use nodegate_core::entrance::{self, NodeFacts, Skip};
 use nodegate_core::gate::{EventType, NodeEvent, PatchOutcome, Reason};
 use nodegate_core::placement::ManagedTaint;
 use tokio::sync::{Notify, watch};
@@ -31,11 +32,12 @@ use crate::cluster::server_time::ServerTime;
 /// failed request, or while this replica does not lead).
 const RETRY: Duration = Duration::from_secs(1);
 
-/// What the net was set up with.
+/// What the net was set up with. Scope and managed taints are read from the
+/// gate configuration in force at each decision, so a config reload reaches
+/// the net too; the window and dry-run are fixed at start.
 #[derive(Debug, Clone)]
 pub struct NetConfig {
-    pub scope: Scope,
-    pub managed: Vec<ManagedTaint>,
+    pub live: Arc<LiveConfig>,
     pub window: Duration,
     pub dry_run: bool,
 }
@@ -81,10 +83,11 @@ impl Net {
     }
 
     fn decide(&self, facts: &NodeFacts, now: Timestamp) -> Result<(), Skip> {
+        let config = self.config.live.load();
         entrance::late_taint(
             &facts.view(),
-            &self.config.scope,
-            &self.config.managed,
+            &config.scope,
+            &config.placement.managed_taints,
             now,
             self.window,
         )
@@ -197,7 +200,15 @@ impl Net {
             }
             return;
         }
-        let Some(taint) = self.config.managed.first().map(ManagedTaint::to_taint) else {
+        let Some(taint) = self
+            .config
+            .live
+            .load()
+            .placement
+            .managed_taints
+            .first()
+            .map(ManagedTaint::to_taint)
+        else {
             return;
         };
         if self.config.dry_run {

@@ -1,6 +1,7 @@
 //! `nodegate run`: wires the HTTP server, metrics, leader election,
 //! watchers, router, supervisor and executor together, then waits for
-//! SIGTERM / SIGINT and shuts down in order (lease released first).
+//! SIGTERM / SIGINT and shuts down in order (lease released first). The
+//! config file is reloaded without a restart by [`reload`].
 //! Wiring only: no behaviour of its own. What fails before the watches start
 //! (credentials, the HTTP port, the supervisor) is returned as a
 //! [`crate::Error`] for `main` to log and exit on.
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use dashmap::DashMap;
 use jiff::Timestamp;
+use nodegate_actors::live::LiveConfig;
 use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::observe::{GateObserver, RouterEvent};
 use nodegate_actors::router::Router;
@@ -29,7 +31,10 @@ use crate::error::{Error, Result};
 use crate::serve::health::{Health, History};
 use crate::serve::http::{self, AppState, DebugState};
 use crate::serve::metrics::Metrics;
+use crate::settings::cli::RunArgs;
 use crate::settings::config::RunSettings;
+
+pub mod reload;
 
 /// The identity this replica reports in Events (`reportingInstance`); its
 /// Lease identity is this plus a random suffix (`leader::identity`).
@@ -74,10 +79,13 @@ pub fn lease_namespace(
         .to_string()
 }
 
-pub async fn run(settings: RunSettings) -> Result<()> {
+/// `args` are kept to re-read the config file under the same flags.
+pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     let client = client().await?;
-    let config = Arc::new(GateConfig::from(&settings));
-    let router = Arc::new(Router::new(Arc::clone(&config)));
+    // The gate configuration in force: read by the router, every gate and
+    // the entrances; replaced whole by a config reload.
+    let live = Arc::new(LiveConfig::new(Arc::new(GateConfig::from(&settings))));
+    let router = Arc::new(Router::with_live(Arc::clone(&live)));
     let election = &settings.leader_election;
     let leadership = Arc::new(if election.enabled {
         Leadership::follower()
@@ -92,6 +100,12 @@ pub async fn run(settings: RunSettings) -> Result<()> {
     }));
     let (shutdown, shutdown_rx) = signal::channel(false);
     let health = Arc::new(Health::default());
+    let config_file = args.gate.config.clone();
+    health.config_started(
+        config_file.as_ref().map(|p| p.display().to_string()),
+        Timestamp::now(),
+    );
+    metrics.config.started(Timestamp::now().as_second());
     let stats = Arc::new(WatchStats::default());
 
     // The HTTP server comes first, so that probes answer (and say "not
@@ -113,8 +127,7 @@ pub async fn run(settings: RunSettings) -> Result<()> {
             crate::serve::webhook::start(
                 w,
                 &client,
-                settings.gate.scope.clone(),
-                settings.gate.placement.managed_taints.clone(),
+                Arc::clone(&live),
                 Arc::clone(&metrics),
                 shutdown_rx.clone(),
             )
@@ -151,15 +164,14 @@ pub async fn run(settings: RunSettings) -> Result<()> {
     let executor = Arc::new(KubeExecutor {
         writer,
         leader: Arc::clone(&leadership),
-        metrics,
+        metrics: Arc::clone(&metrics),
     });
     // The late-taint net: fed by the node watch, writes through the same
     // executor (slots, rate, leadership) as the gates.
     let net = settings.net.enabled.then(|| {
         Arc::new(Net::new(
             NetConfig {
-                scope: settings.gate.scope.clone(),
-                managed: settings.gate.placement.managed_taints.clone(),
+                live: Arc::clone(&live),
                 window: settings.net.window,
                 dry_run: settings.dry_run,
             },
@@ -170,7 +182,6 @@ pub async fn run(settings: RunSettings) -> Result<()> {
         .clone()
         .map(|net| tokio::spawn(net.run(Arc::clone(&executor), shutdown_rx.clone())));
     let ctx = Arc::new(GateContext {
-        config: Arc::clone(&config),
         router: Arc::clone(&router),
         executor,
         clock: Arc::new(SystemClock {
@@ -227,6 +238,18 @@ pub async fn run(settings: RunSettings) -> Result<()> {
         "nodegate starting"
     );
 
+    let reload_task = reload::spawn(
+        reload::Reloader {
+            args,
+            started: settings.clone(),
+            router: Arc::clone(&router),
+            metrics,
+            health: Arc::clone(&health),
+        },
+        config_file,
+        shutdown_rx.clone(),
+    );
+
     let mut synced = watch::start(
         client,
         Arc::clone(&router),
@@ -275,6 +298,7 @@ pub async fn run(settings: RunSettings) -> Result<()> {
     if let Some(task) = debug_task {
         let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
     }
+    let _ = tokio::time::timeout(Duration::from_secs(2), reload_task).await;
     if let Some(task) = net_task {
         let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
     }

@@ -1,7 +1,9 @@
 //! What the process knows about itself for the HTTP side: [`Health`], the
 //! loops `/healthz` checks (the gate supervisor, the leader-election loop),
 //! and [`History`], the bounded list of finished gates that `/debug/nodes`
-//! and `/debug/nodes/{name}` still show after their actors are gone.
+//! and `/debug/nodes/{name}` still show after their actors are gone; and
+//! the config file's record (in force since when, the last reload refused)
+//! that `/readyz?verbose` shows.
 //!
 //! This module owns those two records; `run` and the gate observer write
 //! them, the HTTP handlers read them. Every method takes one short lock or an
@@ -12,6 +14,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use jiff::Timestamp;
 use nodegate_actors::messages::GateView;
 use nodegate_core::gate::{GateState, StopReason};
 use nodegate_core::journal::Journal;
@@ -80,11 +83,25 @@ impl History {
 }
 
 /// What `/healthz` checks: the loops that must run for the process to be of
-/// any use.
+/// any use; and the config file's story, which `/readyz?verbose` tells.
 #[derive(Debug)]
 pub struct Health {
     supervisor: AtomicBool,
     elector: AtomicBool,
+    config: Mutex<ConfigRecord>,
+}
+
+/// The configuration in force and the last reload's trouble.
+#[derive(Debug, Default)]
+struct ConfigRecord {
+    /// `--config`, if any.
+    file: Option<String>,
+    /// When the configuration in force was applied (start or a reload).
+    applied_at: Option<Timestamp>,
+    /// The last reload refused, when it was and why; cleared by one applied.
+    refused: Option<(Timestamp, String)>,
+    /// Keys the last reload applied changed that only a restart applies.
+    needs_restart: Vec<&'static str>,
 }
 
 impl Default for Health {
@@ -92,7 +109,24 @@ impl Default for Health {
         Health {
             supervisor: AtomicBool::new(true),
             elector: AtomicBool::new(true),
+            config: Mutex::new(ConfigRecord::default()),
         }
+    }
+}
+
+/// One line of `/readyz?verbose`: `[+]` for a check that passes, `[!]` for a
+/// warning that does not make the replica unready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    pub ok: bool,
+    pub name: &'static str,
+    pub detail: String,
+}
+
+impl std::fmt::Display for Check {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mark = if self.ok { '+' } else { '!' };
+        write!(f, "[{mark}]{} {}", self.name, self.detail)
     }
 }
 
@@ -103,6 +137,70 @@ impl Health {
     pub fn elector_stopped(&self) {
         self.elector.store(false, Ordering::SeqCst);
     }
+    fn config(&self) -> std::sync::MutexGuard<'_, ConfigRecord> {
+        self.config.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The configuration read at start is in force (from `file`, if any).
+    pub fn config_started(&self, file: Option<String>, at: Timestamp) {
+        let mut c = self.config();
+        c.file = file;
+        c.applied_at = Some(at);
+    }
+
+    /// A reload put a new configuration in force.
+    pub fn config_applied(&self, at: Timestamp, needs_restart: Vec<&'static str>) {
+        let mut c = self.config();
+        c.applied_at = Some(at);
+        c.refused = None;
+        c.needs_restart = needs_restart;
+    }
+
+    /// A reload was refused; the configuration in force stays.
+    pub fn config_refused(&self, at: Timestamp, why: String) {
+        self.config().refused = Some((at, why));
+    }
+
+    /// The config file's lines of `/readyz?verbose`. A refused reload or a
+    /// key waiting for a restart is a warning, not unreadiness: the
+    /// configuration in force still works, and the admission webhook (served
+    /// to the API server through the readiness of these pods) must stay up.
+    pub fn config_checks(&self) -> Vec<Check> {
+        let c = self.config();
+        let from = c.file.as_deref().map_or_else(
+            || " (flags only, no --config)".to_string(),
+            |f| format!(" from {f}"),
+        );
+        let applied = c
+            .applied_at
+            .map_or_else(|| "not yet".to_string(), |t| t.to_string());
+        let mut checks = vec![Check {
+            ok: true,
+            name: "config",
+            detail: format!("in force since {applied}{from}"),
+        }];
+        if let Some((at, why)) = &c.refused {
+            checks.push(Check {
+                ok: false,
+                name: "config-reload",
+                detail: format!(
+                    "the reload at {at} was refused, the configuration applied at {applied} stays in force: {why}"
+                ),
+            });
+        }
+        if !c.needs_restart.is_empty() {
+            checks.push(Check {
+                ok: false,
+                name: "config-restart",
+                detail: format!(
+                    "the file changes keys that only a restart applies (their start values stay in force): {}",
+                    c.needs_restart.join(", ")
+                ),
+            });
+        }
+        checks
+    }
+
     /// What is wrong, one phrase per stopped loop; empty when healthy.
     pub fn problems(&self) -> Vec<&'static str> {
         let mut p = Vec::new();
@@ -154,6 +252,37 @@ pub(crate) mod tests {
             }
         }
         (state, journal)
+    }
+
+    #[test]
+    fn a_refused_reload_is_a_warning_until_one_is_applied() {
+        let h = Health::default();
+        h.config_started(Some("/etc/nodegate/config.yaml".into()), ts(1));
+        let lines = |h: &Health| {
+            h.config_checks()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            lines(&h),
+            ["[+]config in force since 1970-01-01T00:00:01Z from /etc/nodegate/config.yaml"]
+        );
+        h.config_refused(ts(5), "timeout: bad".into());
+        let l = lines(&h);
+        assert_eq!(l.len(), 2);
+        assert!(
+            l[1].starts_with("[!]config-reload ") && l[1].ends_with("timeout: bad"),
+            "{l:?}"
+        );
+        h.config_applied(ts(9), vec!["httpAddr"]);
+        let l = lines(&h);
+        assert_eq!(l.len(), 2, "{l:?}");
+        assert!(l[0].contains("since 1970-01-01T00:00:09Z"), "{l:?}");
+        assert!(
+            l[1].starts_with("[!]config-restart ") && l[1].ends_with("httpAddr"),
+            "{l:?}"
+        );
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The HTTP servers: routing and handlers for `/healthz`, `/readyz` and
+//! The HTTP servers: routing and handlers for `/healthz`, `/readyz` (and
+//! `/readyz?verbose`, which also tells the config file's story) and
 //! `/metrics` on `--http-addr`, and for `/debug/nodes` and
 //! `/debug/nodes/{name}` on their own listener, `--debug-addr` (they show node
 //! labels, taints and pod names, so they are kept off the address that
@@ -23,7 +24,7 @@ use std::sync::atomic::Ordering;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
+use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::StreamExt;
@@ -185,15 +186,41 @@ async fn healthz(State(s): State<AppState>) -> Response {
     }
 }
 
-async fn readyz(State(s): State<AppState>) -> Response {
-    if s.router.is_synced() {
-        (StatusCode::OK, "ok\n").into_response()
+/// Ready once the initial lists are in. `?verbose` lists the checks, one a
+/// line, Kubernetes style (`[+]` passes; `[!]` is a warning that leaves the
+/// replica ready: the config file's trouble, see `Health::config_checks`).
+async fn readyz(State(s): State<AppState>, uri: Uri) -> Response {
+    let synced = s.router.is_synced();
+    let verbose = uri.query().is_some_and(|q| {
+        q.split('&')
+            .any(|kv| kv == "verbose" || kv.starts_with("verbose="))
+    });
+    if !verbose {
+        return if synced {
+            (StatusCode::OK, "ok\n").into_response()
+        } else {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not ready: the initial lists of nodes, DaemonSets and pods are not in yet\n",
+            )
+                .into_response()
+        };
+    }
+    let mut text = if synced {
+        "[+]synced ok\n".to_string()
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: the initial lists of nodes, DaemonSets and pods are not in yet\n",
-        )
-            .into_response()
+        "[-]synced failed: the initial lists of nodes, DaemonSets and pods are not in yet\n"
+            .to_string()
+    };
+    for check in s.health.config_checks() {
+        text.push_str(&format!("{check}\n"));
+    }
+    if synced {
+        text.push_str("readyz check passed\n");
+        (StatusCode::OK, text).into_response()
+    } else {
+        text.push_str("readyz check failed\n");
+        (StatusCode::SERVICE_UNAVAILABLE, text).into_response()
     }
 }
 

@@ -37,6 +37,8 @@ use crate::cluster::leader::Leadership;
 mod entrances;
 use entrances::EntranceMetrics;
 pub use entrances::{AdmissionResult, CertProblem, LateTaint};
+mod reload;
+pub use reload::ConfigMetrics;
 
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -171,6 +173,8 @@ pub struct Metrics {
     age_series: Mutex<HashSet<String>>,
     /// The webhook's and the late-taint net's series (`metrics/entrances.rs`).
     entrances: EntranceMetrics,
+    /// The config reload's series (`metrics/reload.rs`).
+    pub config: ConfigMetrics,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -205,6 +209,7 @@ impl Metrics {
             daemonset_series: Mutex::new(BTreeMap::new()),
             age_series: Mutex::new(HashSet::new()),
             entrances: EntranceMetrics::register(&mut registry),
+            config: ConfigMetrics::register(&mut registry),
             registry: Registry::default(),
         };
         registry.register(

@@ -330,7 +330,12 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
 }
 
 pub fn run_settings(args: &RunArgs) -> Result<RunSettings, ConfigError> {
-    let mut file = load_file(&args.gate)?;
+    run_settings_from(args, load_file(&args.gate)?)
+}
+
+/// [`run_settings`] over a config file already read and parsed (a reload
+/// reads the file once, to compare and to parse the same bytes).
+pub fn run_settings_from(args: &RunArgs, mut file: FileConfig) -> Result<RunSettings, ConfigError> {
     let gate = gate_settings(&args.gate, &mut file)?;
 
     let timeout = timeout_setting(args.timeout.clone(), file.timeout.take())?;

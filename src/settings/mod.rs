@@ -1,5 +1,7 @@
 //! The command line (`cli`) and the config file (`config`), validated and
-//! merged into settings before anything touches the cluster.
+//! merged into settings before anything touches the cluster, and what a
+//! reload of the config file would change (`reload`).
 
 pub mod cli;
 pub mod config;
+pub mod reload;

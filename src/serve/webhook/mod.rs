@@ -19,8 +19,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nodegate_core::entrance::Scope;
-use nodegate_core::placement::ManagedTaint;
+use nodegate_actors::live::LiveConfig;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -54,18 +53,17 @@ impl Webhook {
 
 /// Loads the certificate (from the directory, or by converging the Secret),
 /// binds the address and starts serving; then keeps the certificate current
-/// until `shutdown` changes.
+/// until `shutdown` changes. Scope and managed taints are read from `live`
+/// for every review, so a config reload reaches the webhook at once.
 pub async fn start(
     settings: &WebhookSettings,
     client: &kube::Client,
-    scope: Scope,
-    managed: Vec<ManagedTaint>,
+    live: Arc<LiveConfig>,
     metrics: Arc<Metrics>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<Webhook> {
     let handler = Arc::new(Handler {
-        scope,
-        managed,
+        live,
         metrics: Arc::clone(&metrics),
     });
     let (slot, keeper): (Arc<CertSlot>, Keeper) = match &settings.certs {

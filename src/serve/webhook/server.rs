@@ -17,8 +17,7 @@ use axum::body::Body;
 use http::{Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use nodegate_core::entrance::Scope;
-use nodegate_core::placement::ManagedTaint;
+use nodegate_actors::live::LiveConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
@@ -86,8 +85,8 @@ pub fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<(CertifiedKey, i
 
 /// What the handler reads.
 pub struct Handler {
-    pub scope: Scope,
-    pub managed: Vec<ManagedTaint>,
+    /// The gate configuration in force: scope and managed taints.
+    pub live: Arc<LiveConfig>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -105,7 +104,10 @@ impl Handler {
         let body = axum::body::to_bytes(Body::new(req.into_body()), MAX_BODY).await;
         let started = Instant::now();
         let answer = match body {
-            Ok(bytes) => review::answer(&bytes, &self.scope, &self.managed),
+            Ok(bytes) => {
+                let config = self.live.load();
+                review::answer(&bytes, &config.scope, &config.placement.managed_taints)
+            }
             Err(e) => review::unreadable(e.to_string()),
         };
         let text = serde_json::to_vec(&answer.body).unwrap_or_default();

@@ -1,0 +1,41 @@
+//! The gate configuration in force: one [`GateConfig`] shared by the router,
+//! every gate and the entrances, replaced whole when the config file is
+//! reloaded. Readers take the current one with a lock-free load at each use
+//! (a gate at every step), so a reload reaches everyone without a message;
+//! what must *react* to a new configuration (live gates re-deriving their
+//! members) is the router's job ([`crate::router::Router::reconfigure`]).
+
+use std::sync::Arc;
+
+use arc_swap::{ArcSwap, Guard};
+use nodegate_core::gate::GateConfig;
+
+pub struct LiveConfig(ArcSwap<GateConfig>);
+
+impl LiveConfig {
+    pub fn new(config: Arc<GateConfig>) -> Self {
+        LiveConfig(ArcSwap::new(config))
+    }
+
+    /// The configuration in force now; cheap, for one use (do not keep it
+    /// across an await: take it again next time).
+    pub fn load(&self) -> Guard<Arc<GateConfig>> {
+        self.0.load()
+    }
+
+    /// The configuration in force now, to keep.
+    pub fn current(&self) -> Arc<GateConfig> {
+        self.0.load_full()
+    }
+
+    /// Puts `config` in force for every later load.
+    pub(crate) fn store(&self, config: Arc<GateConfig>) {
+        self.0.store(config);
+    }
+}
+
+impl std::fmt::Debug for LiveConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("LiveConfig").field(&*self.0.load()).finish()
+    }
+}

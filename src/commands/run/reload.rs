@@ -1,0 +1,150 @@
+//! The config reload of `nodegate run`: the `--config` file is read again
+//! every [`POLL`] (its contents compared, so a ConfigMap volume's symlink
+//! swap is seen) and at once on SIGHUP; what [`decide`] accepts is put in
+//! force through the router (every live gate re-examined under it, newly
+//! gated nodes given a gate), and what it refuses is logged, counted and
+//! shown on `/readyz?verbose` while the configuration in force stays.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use nodegate_actors::router::Router;
+use tokio::sync::watch;
+
+use crate::serve::health::Health;
+use crate::serve::metrics::Metrics;
+use crate::settings::cli::RunArgs;
+use crate::settings::config::RunSettings;
+use crate::settings::reload::{FilePoller, Look, POLL, decide};
+
+/// What a reload reads and where it puts its outcome.
+pub struct Reloader {
+    pub args: RunArgs,
+    pub started: RunSettings,
+    pub router: Arc<Router>,
+    pub metrics: Arc<Metrics>,
+    pub health: Arc<Health>,
+}
+
+impl Reloader {
+    /// Carries out what a look at the file found; true when a new
+    /// configuration was put in force.
+    pub fn handle(&self, look: Look, origin: &str) -> bool {
+        let now = Timestamp::now();
+        let outcome = match look {
+            Look::Unchanged => return false,
+            Look::Unreadable(why) => Err(why),
+            Look::Changed(text) => decide(
+                &self.args,
+                &text,
+                origin,
+                &self.started,
+                &self.router.config(),
+            ),
+        };
+        match outcome {
+            Ok(reloaded) => {
+                let gates = self.router.reconfigure(Arc::new(reloaded.config));
+                self.metrics.config.reload_applied(now.as_second());
+                tracing::info!(
+                    file = origin,
+                    live_gates = gates,
+                    "config reloaded: the new settings are in force; live gates re-examined"
+                );
+                if !reloaded.needs_restart.is_empty() {
+                    tracing::warn!(
+                        file = origin,
+                        keys = %reloaded.needs_restart.join(", "),
+                        "config reload: these keys changed but only a restart applies them; their start values stay in force"
+                    );
+                }
+                self.health.config_applied(now, reloaded.needs_restart);
+                true
+            }
+            Err(why) => {
+                self.metrics.config.reload_refused();
+                tracing::error!(
+                    file = origin,
+                    "config reload refused, the settings in force stay: {why}"
+                );
+                self.health.config_refused(now, why);
+                false
+            }
+        }
+    }
+}
+
+/// Polls `path` and listens for SIGHUP until `shutdown` changes. Without a
+/// `--config` file, SIGHUP is only logged (the flags cannot change).
+pub fn spawn(
+    reloader: Reloader,
+    path: Option<PathBuf>,
+    mut shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut poller = path.as_deref().map(FilePoller::new);
+        let origin = path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let mut hangup = hangups();
+        loop {
+            let force = tokio::select! {
+                _ = tokio::time::sleep(POLL), if poller.is_some() => false,
+                _ = next_hangup(&mut hangup) => true,
+                _ = shutdown.changed() => return,
+            };
+            match poller.as_mut() {
+                Some(p) => {
+                    if force {
+                        tracing::info!(file = origin, "SIGHUP: reading the config file again");
+                    }
+                    let look = p.look(force);
+                    reloader.handle(look, &origin);
+                }
+                None => tracing::info!("SIGHUP: no --config file to read again; nothing changes"),
+            }
+        }
+    })
+}
+
+#[cfg(unix)]
+type Hangups = Option<tokio::signal::unix::Signal>;
+#[cfg(not(unix))]
+type Hangups = Option<()>;
+
+#[cfg(unix)]
+fn hangups() -> Hangups {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::hangup()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGHUP; the config file is still polled");
+            None
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn hangups() -> Hangups {
+    None
+}
+
+/// The next SIGHUP; never, without a listener.
+#[cfg(unix)]
+async fn next_hangup(h: &mut Hangups) {
+    match h {
+        Some(s) => {
+            if s.recv().await.is_none() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
+#[cfg(not(unix))]
+async fn next_hangup(_: &mut Hangups) {
+    std::future::pending::<()>().await
+}

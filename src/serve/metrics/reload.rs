@@ -1,0 +1,64 @@
+//! The config reload's series: reloads applied and refused, whether the last
+//! one was applied, and when the configuration in force was applied.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+pub struct ConfigMetrics {
+    reloads: Counter,
+    failures: Counter,
+    last_successful: Gauge,
+    applied_at: Gauge,
+}
+
+impl ConfigMetrics {
+    pub(super) fn register(registry: &mut Registry) -> ConfigMetrics {
+        let m = ConfigMetrics {
+            reloads: Counter::default(),
+            failures: Counter::default(),
+            last_successful: Gauge::default(),
+            applied_at: Gauge::default(),
+        };
+        registry.register(
+            "config_reloads",
+            "Config file reloads applied without a restart (file change or SIGHUP)",
+            m.reloads.clone(),
+        );
+        registry.register(
+            "config_reload_failures",
+            "Config file reloads refused (unreadable, invalid, or changing a key that needs a restart); the settings in force stayed",
+            m.failures.clone(),
+        );
+        registry.register(
+            "config_last_reload_successful",
+            "1 unless the last config reload was refused (1 before any reload)",
+            m.last_successful.clone(),
+        );
+        registry.register(
+            "config_applied_timestamp_seconds",
+            "When the gate configuration in force was applied (Unix seconds): start, or the last reload applied",
+            m.applied_at.clone(),
+        );
+        m.last_successful.set(1);
+        m
+    }
+
+    /// The configuration read at start is in force since `unix_seconds`.
+    pub fn started(&self, unix_seconds: i64) {
+        self.applied_at.set(unix_seconds);
+    }
+
+    /// A reload put a new configuration in force at `unix_seconds`.
+    pub fn reload_applied(&self, unix_seconds: i64) {
+        self.reloads.inc();
+        self.last_successful.set(1);
+        self.applied_at.set(unix_seconds);
+    }
+
+    /// A reload was refused; the configuration in force stays.
+    pub fn reload_refused(&self) {
+        self.failures.inc();
+        self.last_successful.set(0);
+    }
+}

@@ -1,0 +1,171 @@
+//! Config reload: what a new `--config` file would put in force, decided
+//! without touching anything ([`decide`]), and the poller that notices the
+//! file changed ([`FilePoller`]). `nodegate run` carries the decision out
+//! (`commands::run::reload`).
+//!
+//! The new file goes through exactly what the file went through at start
+//! ([`run_settings_from`]: the same parser, the same validation, flags still
+//! winning over the file), so a file that would not start nodegate is never
+//! applied. Of the result only the gate configuration is put in force: every
+//! key of [`GateConfig`] except `criticalPods` and `dryRun`. Keys read once
+//! at start (addresses, leader election, client limits, logging, the
+//! entrances' switches, `dryRun`) keep their start values; changing one is
+//! applied with a warning naming it ([`Reloaded::needs_restart`]).
+//! `criticalPods` needs watches set up at start: a file that changes it is
+//! refused whole.
+
+use std::path::{Path, PathBuf};
+
+use nodegate_core::gate::GateConfig;
+
+use crate::settings::cli::RunArgs;
+use crate::settings::config::{FileConfig, RunSettings, run_settings_from};
+
+/// What a valid new file puts in force.
+#[derive(Debug)]
+pub struct Reloaded {
+    pub config: GateConfig,
+    /// Keys (as the file spells them) whose new value differs from the one
+    /// in force but that only a restart applies.
+    pub needs_restart: Vec<&'static str>,
+}
+
+/// Decides a reload of the file's bytes `text` (read from `origin`) against
+/// the settings nodegate started with and the gate configuration in force.
+/// The error says what a person must fix; nothing is changed either way.
+pub fn decide(
+    args: &RunArgs,
+    text: &str,
+    origin: &str,
+    started: &RunSettings,
+    current: &GateConfig,
+) -> Result<Reloaded, String> {
+    let file = FileConfig::parse(text, origin).map_err(|e| e.to_string())?;
+    let new = run_settings_from(args, file).map_err(|e| format!("{origin}: {e}"))?;
+    if new.gate.critical != current.critical {
+        return Err(format!(
+            "{origin}: criticalPods changed, and that key needs a restart (the watches of \
+             critical pods are set up at start); the file was not applied: restore the \
+             criticalPods in force, or restart nodegate to apply it"
+        ));
+    }
+    let needs_restart = restart_only_changes(started, &new);
+    let mut config = GateConfig::from(&new);
+    // Read once at start by the late-taint net too: kept as started.
+    config.dry_run = started.dry_run;
+    Ok(Reloaded {
+        config,
+        needs_restart,
+    })
+}
+
+/// The keys read once at start whose value in `new` differs from `started`.
+fn restart_only_changes(started: &RunSettings, new: &RunSettings) -> Vec<&'static str> {
+    let (s, n) = (started, new);
+    let (se, ne) = (&s.leader_election, &n.leader_election);
+    let changed = [
+        (s.dry_run != n.dry_run, "dryRun"),
+        (
+            s.max_concurrent_patches != n.max_concurrent_patches,
+            "maxConcurrentPatches",
+        ),
+        (s.kube_qps != n.kube_qps, "kubeQps"),
+        (s.kube_burst != n.kube_burst, "kubeBurst"),
+        (
+            s.kube_request_timeout != n.kube_request_timeout,
+            "kubeRequestTimeout",
+        ),
+        (s.log_format != n.log_format, "logFormat"),
+        (s.log_level != n.log_level, "logLevel"),
+        (se.enabled != ne.enabled, "leaderElect"),
+        (se.lease_name != ne.lease_name, "leaseName"),
+        (se.lease_namespace != ne.lease_namespace, "leaseNamespace"),
+        (se.lease_duration != ne.lease_duration, "leaseDuration"),
+        (se.renew_deadline != ne.renew_deadline, "renewDeadline"),
+        (se.retry_period != ne.retry_period, "retryPeriod"),
+        (s.http_addr != n.http_addr, "httpAddr"),
+        (s.debug_addr != n.debug_addr, "debugAddr"),
+        (s.debug_history != n.debug_history, "debugHistory"),
+        (s.webhook != n.webhook, "webhook*"),
+        (s.net.enabled != n.net.enabled, "taintNewNodes"),
+        (s.net.window != n.net.window, "newNodeWindow"),
+    ];
+    changed
+        .into_iter()
+        .filter_map(|(differs, key)| differs.then_some(key))
+        .collect()
+}
+
+/// How often the file is read again.
+pub const POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What a look at the file found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Look {
+    /// Same bytes as last time (or still unreadable).
+    Unchanged,
+    /// New bytes, to decide on.
+    Changed(String),
+    /// The file cannot be read (or is not UTF-8) any more.
+    Unreadable(String),
+}
+
+/// Notices that the config file changed by comparing its *contents* with
+/// the last read. Reading the path follows symlinks, so a ConfigMap volume's
+/// update (a new `..data` directory swapped in by renaming a symlink, which
+/// a watch on the file itself would miss) is seen like any edit.
+#[derive(Debug)]
+pub struct FilePoller {
+    path: PathBuf,
+    /// The text last read; `None` while the file cannot be read.
+    seen: Option<String>,
+}
+
+impl FilePoller {
+    /// Starts from the file as it is now (as applied at start).
+    pub fn new(path: &Path) -> FilePoller {
+        let mut poller = FilePoller {
+            path: path.to_path_buf(),
+            seen: None,
+        };
+        poller.seen = poller.read().ok();
+        poller
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read(&self) -> Result<String, String> {
+        let bytes = std::fs::read(&self.path)
+            .map_err(|e| format!("cannot read config file {}: {e}", self.path.display()))?;
+        String::from_utf8(bytes)
+            .map_err(|_| format!("config file {} is not UTF-8 text", self.path.display()))
+    }
+
+    /// Reads the file; `force` (SIGHUP) reports it as changed even if its
+    /// text is the same, and reports an unreadable file again.
+    pub fn look(&mut self, force: bool) -> Look {
+        match self.read() {
+            Ok(text) => {
+                if !force && self.seen.as_deref() == Some(text.as_str()) {
+                    return Look::Unchanged;
+                }
+                self.seen = Some(text.clone());
+                Look::Changed(text)
+            }
+            Err(why) => {
+                // Reported once when it goes, not at every poll.
+                let was_readable = self.seen.take().is_some();
+                if was_readable || force {
+                    Look::Unreadable(why)
+                } else {
+                    Look::Unchanged
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
