@@ -1,0 +1,209 @@
+//! Config reload on the real control plane, with the real binary started
+//! with `--config FILE`: the file is rewritten while nodegate runs.
+//!
+//! - `suspend: true` written while a gate waits holds its writes past the
+//!   deadline; `suspend: false` lets it open at once (by timeout).
+//! - An invalid file is refused: gates keep working under the settings in
+//!   force, the failure is counted and `/readyz?verbose` names the error;
+//!   a later valid file that excludes the held DaemonSet opens the node
+//!   waiting only for it; SIGHUP re-reads the file at once.
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use support::gate::{DsSpec, Env, NS, annotation, has_gate_taint};
+use support::{Nodegate, http_get, metric, wait_for};
+
+/// Replaces the file at once (write a sibling, rename over it), as an editor
+/// or a ConfigMap update does: the poller never reads half a file.
+fn write_config(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap_or_else(|e| panic!("write {}: {e}", tmp.display()));
+    std::fs::rename(&tmp, path).unwrap_or_else(|e| panic!("rename to {}: {e}", path.display()));
+}
+
+async fn get(addr: &str, path: &str) -> (u16, String) {
+    http_get(addr, path)
+        .await
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+}
+
+/// Waits until the metric `series` reads `want`.
+async fn wait_metric(ng: &Nodegate, addr: &str, series: &str, want: f64) {
+    let what = format!("{series} = {want}");
+    let found = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            let (_, text) = get(addr, "/metrics").await;
+            if metric(&text, series) == Some(want) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    if found.is_err() {
+        let (_, text) = get(addr, "/metrics").await;
+        panic!(
+            "{what} not reached within 15s (now {:?})\nnodegate logs:\n{}",
+            metric(&text, series),
+            ng.logs()
+        );
+    }
+}
+
+async fn wait_ready(addr: &str) {
+    wait_for("/readyz 200", Duration::from_secs(30), || async {
+        match http_get(addr, "/readyz").await {
+            Ok((200, _)) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await
+}
+
+const RELOADS: &str = "nodegate_config_reloads_total";
+const FAILURES: &str = "nodegate_config_reload_failures_total";
+const LAST_OK: &str = "nodegate_config_last_reload_successful";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspend_written_live_holds_the_deadline_and_lifted_opens_at_once() {
+    const TIMEOUT_S: u64 = 12;
+    let env = Env::new("reload-suspend").await;
+    // Never Ready: only the deadline can open the node.
+    env.create_ds(DsSpec {
+        hold: true,
+        ..DsSpec::new("agent")
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("config.yaml");
+    write_config(&file, &format!("timeout: {TIMEOUT_S}s\n"));
+    let ng = Nodegate::start(
+        &env.cluster,
+        &["--config", file.to_str().expect("utf-8 path")],
+    );
+    let addr = ng.http_addr(Duration::from_secs(30));
+    wait_ready(&addr).await;
+
+    env.create_node("held", &[]).await;
+    let created = Instant::now();
+    write_config(&file, &format!("timeout: {TIMEOUT_S}s\nsuspend: true\n"));
+    wait_metric(&ng, &addr, RELOADS, 1.0).await;
+    env.wait_pod("agent", "held", false).await;
+
+    // The deadline passes under `suspend: true`: nothing is written.
+    let past_deadline = Duration::from_secs(TIMEOUT_S + 4);
+    tokio::time::sleep(past_deadline.saturating_sub(created.elapsed())).await;
+    let n = env.node("held").await;
+    assert!(
+        has_gate_taint(&n),
+        "suspended by the reloaded file, yet opened: {:?}\n{}",
+        n.metadata.annotations,
+        ng.logs()
+    );
+    assert!(annotation(&n, "nodegate.dev/opened-at").is_none());
+    let ours: Vec<_> = env
+        .events_for("held")
+        .await
+        .into_iter()
+        .filter(|e| e.reporting_controller.as_deref() == Some("nodegate.dev/nodegate"))
+        .map(|e| (e.reason, e.note))
+        .collect();
+    assert!(ours.is_empty(), "suspended, yet nodegate recorded {ours:?}");
+
+    // Lifted by the file: the gate acts at once on the deadline it passed.
+    write_config(&file, &format!("timeout: {TIMEOUT_S}s\nsuspend: false\n"));
+    env.wait_open("held", Duration::from_secs(8), &[&ng]).await;
+    assert_eq!(
+        env.annotation("held", "nodegate.dev/opened-by")
+            .await
+            .as_deref(),
+        Some("timeout")
+    );
+    let (_, text) = get(&addr, "/metrics").await;
+    assert_eq!(metric(&text, RELOADS), Some(2.0));
+    assert_eq!(metric(&text, FAILURES), Some(0.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_file_is_refused_and_a_valid_one_changes_the_expected_set() {
+    let env = Env::new("reload-invalid").await;
+    env.create_ds(DsSpec {
+        hold: true,
+        ..DsSpec::new("agent")
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("config.yaml");
+    write_config(&file, "timeout: 120s\n");
+    let ng = Nodegate::start(
+        &env.cluster,
+        &["--config", file.to_str().expect("utf-8 path")],
+    );
+    let addr = ng.http_addr(Duration::from_secs(30));
+    wait_ready(&addr).await;
+    env.create_node("waits", &[]).await;
+    env.wait_pod("agent", "waits", false).await;
+
+    // An invalid file: refused, counted, named on /readyz?verbose.
+    write_config(&file, "timeout: soon\n");
+    wait_metric(&ng, &addr, FAILURES, 1.0).await;
+    let (_, text) = get(&addr, "/metrics").await;
+    assert_eq!(metric(&text, LAST_OK), Some(0.0));
+    assert_eq!(metric(&text, RELOADS), Some(0.0));
+    let (status, body) = get(&addr, "/readyz?verbose").await;
+    assert_eq!(
+        status, 200,
+        "a refused reload leaves the replica ready: {body}"
+    );
+    assert!(
+        body.lines()
+            .any(|l| l.starts_with("[!]config-reload ") && l.contains("\"soon\"")),
+        "/readyz?verbose does not name the error:\n{body}"
+    );
+    assert!(ng.logs().contains("config reload refused"), "{}", ng.logs());
+
+    // The settings in force keep working: a new node opens by ready.
+    env.create_node("new", &[]).await;
+    env.wait_pod("agent", "new", false).await;
+    env.release("agent", "new").await;
+    env.wait_open("new", Duration::from_secs(20), &[&ng]).await;
+    assert_eq!(
+        env.annotation("new", "nodegate.dev/opened-by")
+            .await
+            .as_deref(),
+        Some("ready")
+    );
+    assert!(has_gate_taint(&env.node("waits").await));
+
+    // A valid file that excludes the held agent: the node waiting only for
+    // it opens by ready, without a restart.
+    write_config(&file, &format!("timeout: 120s\nexclude: [{NS}/agent]\n"));
+    env.wait_open("waits", Duration::from_secs(10), &[&ng])
+        .await;
+    assert_eq!(
+        env.annotation("waits", "nodegate.dev/opened-by")
+            .await
+            .as_deref(),
+        Some("ready")
+    );
+    let (_, text) = get(&addr, "/metrics").await;
+    assert_eq!(metric(&text, RELOADS), Some(1.0));
+    assert_eq!(metric(&text, LAST_OK), Some(1.0));
+    let (_, body) = get(&addr, "/readyz?verbose").await;
+    assert!(
+        !body.contains("config-reload"),
+        "an applied reload clears the error:\n{body}"
+    );
+
+    // SIGHUP re-reads the file at once, changed or not.
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &ng.pid().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(hup.success());
+    wait_metric(&ng, &addr, RELOADS, 2.0).await;
+    assert!(ng.logs().contains("SIGHUP: reading the config file again"));
+}
