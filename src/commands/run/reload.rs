@@ -148,3 +148,81 @@ async fn next_hangup(h: &mut Hangups) {
 async fn next_hangup(_: &mut Hangups) {
     std::future::pending::<()>().await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::leader::Leadership;
+    use crate::settings::cli::{Cli, Command};
+    use crate::settings::config::run_settings;
+    use clap::Parser;
+    use nodegate_core::gate::GateConfig;
+
+    fn reloader() -> Reloader {
+        let args = match Cli::try_parse_from(["nodegate", "run"]).map(|c| c.command) {
+            Ok(Command::Run(r)) => *r,
+            other => panic!("not run: {other:?}"),
+        };
+        let started = run_settings(&args).expect("defaults are valid");
+        Reloader {
+            router: Arc::new(Router::new(Arc::new(GateConfig::from(&started)))),
+            metrics: Arc::new(Metrics::new(Arc::new(Leadership::always()))),
+            health: Arc::new(Health::default()),
+            args,
+            started,
+        }
+    }
+
+    fn series(r: &Reloader, name: &str) -> Option<String> {
+        let text = r.metrics.encode().expect("encode");
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ').map(str::to_string))
+    }
+
+    #[test]
+    fn a_refused_reload_is_counted_and_shown_and_changes_nothing() {
+        let r = reloader();
+        let before = r.router.config();
+        assert!(!r.handle(Look::Changed("timeout: soon\n".into()), "c.yaml"));
+        assert_eq!(r.router.config(), before, "the settings in force stay");
+        assert_eq!(
+            series(&r, "nodegate_config_reload_failures_total").as_deref(),
+            Some("1")
+        );
+        assert_eq!(
+            series(&r, "nodegate_config_last_reload_successful").as_deref(),
+            Some("0")
+        );
+        let shown: Vec<String> = r
+            .health
+            .config_checks()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert!(shown.iter().any(|l| l.contains("\"soon\"")), "{shown:?}");
+        // Unreadable: refused too.
+        assert!(!r.handle(Look::Unreadable("cannot read c.yaml".into()), "c.yaml"));
+        assert_eq!(
+            series(&r, "nodegate_config_reload_failures_total").as_deref(),
+            Some("2")
+        );
+    }
+
+    #[test]
+    fn an_applied_reload_is_in_force_counted_and_clears_the_error() {
+        let r = reloader();
+        assert!(!r.handle(Look::Changed("suspend: maybe\n".into()), "c.yaml"));
+        assert!(r.handle(Look::Changed("suspend: true\n".into()), "c.yaml"));
+        assert!(r.router.config().suspend);
+        assert_eq!(
+            series(&r, "nodegate_config_reloads_total").as_deref(),
+            Some("1")
+        );
+        assert_eq!(
+            series(&r, "nodegate_config_last_reload_successful").as_deref(),
+            Some("1")
+        );
+        assert_eq!(r.health.config_checks().len(), 1, "the error is cleared");
+        assert!(!r.handle(Look::Unchanged, "c.yaml"), "nothing to do");
+    }
+}
