@@ -136,6 +136,11 @@ impl FilePoller {
         &self.path
     }
 
+    /// The text last read, if the file could be read.
+    pub fn text(&self) -> Option<&str> {
+        self.seen.as_deref()
+    }
+
     fn read(&self) -> Result<String, String> {
         let bytes = std::fs::read(&self.path)
             .map_err(|e| format!("cannot read config file {}: {e}", self.path.display()))?;

@@ -28,6 +28,21 @@ pub struct Reloader {
 }
 
 impl Reloader {
+    /// The file may have changed between its read at start and the poller's
+    /// first read (start-up takes seconds: the client, the listeners, the
+    /// webhook's certificate): decides that first read too, unless it would
+    /// put in force what already is.
+    pub fn catch_up(&self, poller: &FilePoller, origin: &str) {
+        let Some(text) = poller.text() else { return };
+        let current = self.router.config();
+        match decide(&self.args, text, origin, &self.started, &current) {
+            Ok(r) if r.config == *current => {}
+            _ => {
+                self.handle(Look::Changed(text.to_string()), origin);
+            }
+        }
+    }
+
     /// Carries out what a look at the file found; true when a new
     /// configuration was put in force.
     pub fn handle(&self, look: Look, origin: &str) -> bool {
@@ -88,6 +103,9 @@ pub fn spawn(
             .as_ref()
             .map(|p| p.display().to_string())
             .unwrap_or_default();
+        if let Some(p) = &poller {
+            reloader.catch_up(p, &origin);
+        }
         let mut hangup = hangups();
         loop {
             let force = tokio::select! {
@@ -224,5 +242,30 @@ mod tests {
         );
         assert_eq!(r.health.config_checks().len(), 1, "the error is cleared");
         assert!(!r.handle(Look::Unchanged, "c.yaml"), "nothing to do");
+    }
+
+    #[test]
+    fn catching_up_applies_only_a_file_that_changed_since_start() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("c.yaml");
+        let r = reloader();
+        // As at start (the defaults): nothing is counted.
+        std::fs::write(&path, "timeout: 120s\n").expect("write");
+        r.catch_up(&FilePoller::new(&path), "c.yaml");
+        assert_eq!(
+            series(&r, "nodegate_config_reloads_total").as_deref(),
+            Some("0")
+        );
+        // Changed meanwhile: applied.
+        std::fs::write(&path, "suspend: true\n").expect("write");
+        r.catch_up(&FilePoller::new(&path), "c.yaml");
+        assert!(r.router.config().suspend);
+        // Broken meanwhile: refused and shown.
+        std::fs::write(&path, "suspend: maybe\n").expect("write");
+        r.catch_up(&FilePoller::new(&path), "c.yaml");
+        assert_eq!(
+            series(&r, "nodegate_config_reload_failures_total").as_deref(),
+            Some("1")
+        );
     }
 }

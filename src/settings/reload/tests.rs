@@ -178,3 +178,14 @@ fn an_unreadable_file_is_reported_once_then_again_when_back() {
         "back: decided again"
     );
 }
+
+#[test]
+fn the_poller_starts_from_the_file_as_it_is() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("config.yaml");
+    assert_eq!(FilePoller::new(&path).text(), None, "no file yet");
+    std::fs::write(&path, "suspend: true\n").expect("write");
+    let poller = FilePoller::new(&path);
+    assert_eq!(poller.text(), Some("suspend: true\n"));
+    assert_eq!(poller.path(), path.as_path());
+}
