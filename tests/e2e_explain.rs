@@ -2,7 +2,9 @@
 //! control plane (deploy/local), on a cluster set up the way a new user's
 //! would look — a cordoned node, a GPU node, zone labels, an arm64 node, and
 //! the usual mix of DaemonSets (tests/explain_support) — checking the answer
-//! and the reason for every DaemonSet on every node.
+//! and the reason for every DaemonSet on every node; that the same binary
+//! works as `kubectl nodegate`; and (`agrees`, below) that explain and the
+//! running controller agree, member for member.
 
 mod explain_support;
 mod support;
@@ -402,6 +404,64 @@ async fn explain_gives_the_right_answer_and_reason_for_every_daemonset_on_a_new_
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("node \"ng-missing\" not found"), "{stderr}");
     assert!(out.stdout.is_empty());
+
+    // The same binary is a kubectl plugin: installed on PATH as
+    // `kubectl-nodegate`, `kubectl nodegate explain NODE` answers exactly as
+    // `nodegate explain NODE`.
+    let plugins = tempfile::tempdir().expect("plugin dir");
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_nodegate"),
+        plugins.path().join("kubectl-nodegate"),
+    )
+    .expect("install kubectl-nodegate");
+    let bin = std::process::Command::new(support::local_script("build"))
+        .arg("--print-dir")
+        .output()
+        .expect("deploy/local/build --print-dir");
+    let kubectl =
+        std::path::PathBuf::from(String::from_utf8_lossy(&bin.stdout).trim()).join("kubectl");
+    let path = format!(
+        "{}:{}",
+        plugins.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let config_arg = config.display().to_string();
+    let args = ["ng-edge", "-o", "json", "--config", config_arg.as_str()];
+    let via_kubectl = std::process::Command::new(&kubectl)
+        .args(["nodegate", "explain"])
+        .args(args)
+        .env("PATH", &path)
+        .env("KUBECONFIG", kc)
+        .output()
+        .expect("run kubectl nodegate explain");
+    assert!(
+        via_kubectl.status.success(),
+        "kubectl nodegate explain: {}",
+        String::from_utf8_lossy(&via_kubectl.stderr)
+    );
+    let plugin: Value = serde_json::from_slice(&via_kubectl.stdout).expect("plugin JSON");
+    let direct = explain_json(kc, &config, "ng-edge");
+    // Each member's verdict (times in the texts may differ by a second).
+    let members = |r: &Value| -> Vec<(Value, Value, Value)> {
+        r["daemonsets"]
+            .as_array()
+            .map(|rows| {
+                rows.iter()
+                    .map(|d| {
+                        (
+                            d["name"].clone(),
+                            d["expected"].clone(),
+                            d["reason_code"].clone(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(plugin["node"], "ng-edge");
+    assert!(!members(&plugin).is_empty(), "{plugin:#}");
+    assert_eq!(members(&plugin), members(&direct));
+    assert_eq!(plugin["gated"], direct["gated"]);
 }
 
 #[test]
@@ -431,3 +491,8 @@ fn a_bad_flag_value_exits_2_and_names_the_value_before_touching_the_cluster() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
+
+// Explain and the running controller agree, member for member (its own
+// file: this one is long enough).
+#[path = "e2e_explain/agrees.rs"]
+mod agrees;

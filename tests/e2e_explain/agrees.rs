@@ -11,16 +11,14 @@
 //! that it does, so that agreeing cannot be vacuous; and the comparison is
 //! shown to catch a disagreement.
 
-mod explain_support;
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
-use explain_support::*;
 use serde_json::{Value, json};
-use support::{Nodegate, TestCluster, http_get, wait_for};
+
+use super::explain_support::*;
+use super::support::{Nodegate, TestCluster, http_get, wait_for};
 
 /// The gated nodes: the controller keeps a live gate for each.
 const GATED: [&str; 3] = ["ng-gpu", "ng-arm", "ng-edge"];
