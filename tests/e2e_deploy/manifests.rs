@@ -1,0 +1,525 @@
+//! What deploy/ ships, rendered and dry-run: the kustomize base, the chart,
+//! the cert-manager variant, and the arguments the real binary must accept.
+
+use super::*;
+
+// ---------------------------------------------------------------------------
+// 1. Server-side dry-run of everything deploy/ ships
+// ---------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kustomize_base_and_helm_chart_pass_server_side_dry_run() {
+    let cluster = TestCluster::start("deploy-dry-run").await;
+    let base = objects(&kustomize("deploy/kustomize/base"));
+
+    // A namespaced object cannot be dry-run into a namespace that only
+    // exists in the same dry-run, so the Namespace goes in for real first;
+    // with its Pod Security labels in place, the dry-run of the Deployment
+    // also reports any "restricted" violation.
+    let ns: Vec<&Value> = base.iter().filter(|o| o["kind"] == "Namespace").collect();
+    assert_eq!(ns.len(), 1, "the base has exactly one Namespace");
+    assert_eq!(
+        ns[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted",
+        "the namespace must enforce Pod Security restricted"
+    );
+    must(
+        "create the namespace",
+        kubectl(
+            &cluster.kubeconfig,
+            &["apply", "-f", "-"],
+            Some(&to_stream(&ns)),
+        ),
+    );
+    dry_run(&cluster, "kustomize base", &base.iter().collect::<Vec<_>>());
+
+    let chart = objects(&helm_template(&[]));
+    dry_run(&cluster, "helm chart", &chart.iter().collect::<Vec<_>>());
+
+    // The chart's optional paths: the config file (criticalPods), dry-run,
+    // json logs, an IPv6 bind address, extra tolerations.
+    let custom = objects(&helm_template(&[
+        "--set-json",
+        r#"config.criticalPods=[{"name":"kube-proxy","namespace":"kube-system","selector":{"matchLabels":{"k8s-app":"kube-proxy"}}}]"#,
+        "--set",
+        "config.dryRun=true,config.logFormat=json,http.bindAddress=::,http.port=9090",
+        "--set-json",
+        r#"tolerations=[{"key":"example.com/pool","operator":"Exists"}]"#,
+    ]));
+    assert!(
+        custom.iter().any(|o| o["kind"] == "ConfigMap"),
+        "criticalPods must render the config file"
+    );
+    dry_run(
+        &cluster,
+        "helm chart (custom values)",
+        &custom.iter().collect::<Vec<_>>(),
+    );
+
+    // The webhook's other settings: strict failurePolicy, an object
+    // selector, the node selector and more certificate names.
+    let strict = objects(&helm_template(&[
+        "--set",
+        "webhook.failurePolicy=Fail,webhook.timeoutSeconds=5,webhook.extraHosts[0]=10.0.0.1",
+        "--set",
+        "config.managedNodeSelector=example.com/pool in (web),config.taintNewNodes=false",
+        "--set-json",
+        r#"webhook.objectSelector={"matchExpressions":[{"key":"example.com/pool","operator":"In","values":["web"]}]}"#,
+    ]));
+    assert_eq!(
+        find(&strict, "MutatingWebhookConfiguration")["webhooks"][0]["failurePolicy"],
+        "Fail"
+    );
+    dry_run(
+        &cluster,
+        "helm chart (strict webhook)",
+        &strict.iter().collect::<Vec<_>>(),
+    );
+
+    // The cert-manager variant, both ways. This cluster has no cert-manager
+    // CRDs, so its Certificate and Issuer cannot be dry-run (the API server
+    // has no such kinds); every other object of the variant is.
+    for (what, objs) in [
+        (
+            "kustomize cert-manager overlay",
+            objects(&kustomize("deploy/kustomize/overlays/cert-manager")),
+        ),
+        (
+            "helm chart (webhook.certManager.enabled)",
+            objects(&helm_template(&[
+                "--set",
+                "webhook.certManager.enabled=true",
+            ])),
+        ),
+    ] {
+        let (cert_manager, rest): (Vec<&Value>, Vec<&Value>) = objs
+            .iter()
+            .filter(|o| o["kind"] != "Namespace")
+            .partition(|o| {
+                o["apiVersion"]
+                    .as_str()
+                    .is_some_and(|v| v.starts_with("cert-manager.io/"))
+            });
+        let mut kinds: Vec<String> = cert_manager.iter().map(|o| kind_name(o).0).collect();
+        kinds.sort();
+        assert_eq!(
+            kinds,
+            ["Certificate", "Issuer"],
+            "{what}: cert-manager objects"
+        );
+        dry_run(
+            &cluster,
+            &format!("{what}, without Certificate and Issuer"),
+            &rest,
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 2. The chart and the base describe the same deployment
+// ---------------------------------------------------------------------------
+
+/// Needs no cluster: both renderings are compared object by object.
+#[test]
+fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
+    let base = objects(&kustomize("deploy/kustomize/base"));
+    let chart = objects(&helm_template(&[]));
+
+    let names = |objs: &[Value]| -> Vec<(String, String)> {
+        let mut v: Vec<_> = objs
+            .iter()
+            .map(kind_name)
+            // Helm leaves the namespace to `helm install --create-namespace`.
+            .filter(|(k, _)| k != "Namespace")
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(&base), names(&chart), "same kinds and names");
+
+    // Same names (checked above), so each object pairs with its namesake.
+    let named = |objs: &[Value], kind: &str, name: &str| -> Value {
+        objs.iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+    };
+    for o in &base {
+        let (kind, name) = kind_name(o);
+        let fields: &[&str] = match kind.as_str() {
+            "ClusterRole" | "Role" => &["rules"],
+            "ClusterRoleBinding" | "RoleBinding" => &["roleRef", "subjects"],
+            "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => &["spec"],
+            "MutatingWebhookConfiguration" => &["webhooks"],
+            "Secret" => &["type", "data"],
+            "Service" | "PodDisruptionBudget" => &["spec"],
+            _ => continue,
+        };
+        let mut c = named(&chart, &kind, &name);
+        // The chart spells out the Service type; kustomize leaves the API
+        // default.
+        if kind == "Service"
+            && c["spec"]["type"] == "ClusterIP"
+            && let Some(spec) = c["spec"].as_object_mut()
+        {
+            spec.remove("type");
+        }
+        for field in fields {
+            assert_eq!(
+                o[*field], c[*field],
+                "{kind} {name} {field} differs between deploy/kustomize and deploy/helm"
+            );
+        }
+        if kind.ends_with("Role") || kind.ends_with("RoleBinding") {
+            assert_eq!(
+                o["metadata"]["namespace"], c["metadata"]["namespace"],
+                "{kind} {name} namespace"
+            );
+        }
+    }
+
+    let base_dep = find(&base, "Deployment");
+    let chart_dep = find(&chart, "Deployment");
+    assert_eq!(base_dep["spec"]["replicas"], chart_dep["spec"]["replicas"]);
+    assert_eq!(base_dep["spec"]["strategy"], chart_dep["spec"]["strategy"]);
+    let pod = |d: &Value| d["spec"]["template"]["spec"].clone();
+    let (bp, cp) = (pod(base_dep), pod(chart_dep));
+    for field in [
+        "serviceAccountName",
+        "priorityClassName",
+        "tolerations",
+        "affinity",
+        "topologySpreadConstraints",
+        "securityContext",
+        "automountServiceAccountToken",
+        "enableServiceLinks",
+    ] {
+        assert_eq!(bp[field], cp[field], "pod spec {field}");
+    }
+    let (bc, cc) = (&bp["containers"][0], &cp["containers"][0]);
+    for field in [
+        "image",
+        "ports",
+        "env",
+        "livenessProbe",
+        "readinessProbe",
+        "resources",
+        "securityContext",
+    ] {
+        assert_eq!(bc[field], cc[field], "container {field}");
+    }
+    // The base passes no --taint, so nodegate manages its default taint:
+    // the pods must tolerate that one (or a fully gated cluster could never
+    // start them).
+    assert!(
+        !bc["args"]
+            .as_array()
+            .expect("base args")
+            .iter()
+            .filter_map(Value::as_str)
+            .any(|a| a == "--taint" || a.starts_with("--taint=")),
+        "the base now passes --taint: check its tolerations match"
+    );
+    assert!(
+        bp["tolerations"].as_array().is_some_and(|ts| ts
+            .iter()
+            .any(|t| t["key"] == TAINT && t["operator"] == "Exists")),
+        "the base's pods must tolerate {TAINT}: {}",
+        bp["tolerations"]
+    );
+    // Two replicas in two zones, required.
+    let spread = &bp["topologySpreadConstraints"][0];
+    assert_eq!(spread["topologyKey"], "topology.kubernetes.io/zone");
+    assert_eq!(spread["whenUnsatisfiable"], "DoNotSchedule");
+    // The base passes only what differs from the binary's defaults; the
+    // chart passes every flag. Each flag the base sets, the chart sets alike.
+    let chart_args: Vec<&str> = cc["args"]
+        .as_array()
+        .expect("chart args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for a in bc["args"].as_array().expect("base args") {
+        let a = a.as_str().expect("string arg");
+        assert!(
+            chart_args.contains(&a),
+            "the base passes {a:?}, the chart does not: {chart_args:?}"
+        );
+    }
+
+    // The webhook: the container listens where the Service sends it, and
+    // the base's shipped choices are the ones the docs promise.
+    let hook = &find(&base, "MutatingWebhookConfiguration")["webhooks"][0];
+    assert_eq!(hook["name"], "nodes.nodegate.dev");
+    assert_eq!(
+        hook["failurePolicy"], "Ignore",
+        "the default never blocks registration"
+    );
+    assert_eq!(hook["sideEffects"], "None");
+    assert_eq!(hook["rules"][0]["operations"], json!(["CREATE"]));
+    assert_eq!(hook["rules"][0]["resources"], json!(["nodes"]));
+    assert_eq!(hook["clientConfig"]["service"]["name"], "nodegate-webhook");
+    assert_eq!(hook["clientConfig"]["service"]["path"], "/mutate-node");
+    assert!(
+        hook["timeoutSeconds"].as_i64().is_some_and(|t| t <= 5),
+        "every node registration waits for the webhook: {}",
+        hook["timeoutSeconds"]
+    );
+    assert!(
+        bc["ports"].as_array().is_some_and(|ps| ps
+            .iter()
+            .any(|p| p["name"] == "webhook" && p["containerPort"] == 9443)),
+        "the container must declare the webhook port: {}",
+        bc["ports"]
+    );
+    let base_args: Vec<&str> = bc["args"]
+        .as_array()
+        .expect("base args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for a in [
+        "--webhook-addr=0.0.0.0:9443",
+        "--webhook-cert-secret=nodegate-system/nodegate-webhook-tls",
+        "--webhook-configuration=nodegate",
+        "--webhook-host=nodegate-webhook.nodegate-system.svc",
+        "--taint-new-nodes",
+    ] {
+        assert!(
+            base_args.contains(&a),
+            "the base must pass {a}: {base_args:?}"
+        );
+    }
+    let secret = named(&base, "Secret", "nodegate-webhook-tls");
+    assert_eq!(secret["type"], "kubernetes.io/tls");
+    assert_eq!(
+        secret["data"],
+        json!({"tls.crt": "", "tls.key": ""}),
+        "the Secret ships empty: nodegate fills it"
+    );
+    // A failurePolicy other than Ignore or Fail is refused by the chart.
+    let bad = run(
+        &helm_bin(),
+        &[
+            "template",
+            "nodegate",
+            "deploy/helm/nodegate",
+            "--namespace",
+            NS,
+            "--set",
+            "webhook.failurePolicy=Never",
+        ],
+        None,
+    );
+    assert!(
+        !bad.ok
+            && bad
+                .stderr
+                .contains("webhook.failurePolicy must be Ignore or Fail"),
+        "the chart must refuse webhook.failurePolicy=Never:\n{}{}",
+        bad.stdout,
+        bad.stderr
+    );
+
+    cert_manager_variant_is_the_same_both_ways();
+
+    // The optional ServiceMonitor, both ways.
+    let with_sm = objects(&kustomize("deploy/kustomize/overlays/servicemonitor"));
+    let chart_sm = objects(&helm_template(&["--set", "serviceMonitor.enabled=true"]));
+    assert_eq!(
+        find(&with_sm, "ServiceMonitor")["spec"],
+        find(&chart_sm, "ServiceMonitor")["spec"],
+        "ServiceMonitor spec"
+    );
+}
+
+/// The kustomize cert-manager overlay and the chart with
+/// webhook.certManager.enabled: the same objects, the certificate from a
+/// mounted Secret, and no access to Secrets or webhook configurations.
+fn cert_manager_variant_is_the_same_both_ways() {
+    let kz = objects(&kustomize("deploy/kustomize/overlays/cert-manager"));
+    let chart = objects(&helm_template(&[
+        "--set",
+        "webhook.certManager.enabled=true",
+    ]));
+    let names = |objs: &[Value]| -> Vec<(String, String)> {
+        let mut v: Vec<_> = objs
+            .iter()
+            .map(kind_name)
+            .filter(|(k, _)| k != "Namespace")
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        names(&kz),
+        names(&chart),
+        "cert-manager variant: same kinds and names"
+    );
+    for (kind, name) in names(&kz) {
+        assert!(
+            !(kind == "Secret" || name.ends_with("-webhook-certs")),
+            "the cert-manager variant must not ship {kind} {name}"
+        );
+    }
+    for kind in ["Certificate", "Issuer"] {
+        assert_eq!(
+            find(&kz, kind)["spec"],
+            find(&chart, kind)["spec"],
+            "{kind} spec"
+        );
+    }
+    let cert = find(&kz, "Certificate");
+    assert_eq!(cert["spec"]["secretName"], "nodegate-webhook-tls");
+    assert_eq!(
+        cert["spec"]["dnsNames"][0], "nodegate-webhook.nodegate-system.svc",
+        "the certificate covers the name the API server calls"
+    );
+    let (kh, ch) = (
+        find(&kz, "MutatingWebhookConfiguration"),
+        find(&chart, "MutatingWebhookConfiguration"),
+    );
+    assert_eq!(
+        kh["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        "nodegate-system/nodegate-webhook",
+        "the cainjector fills the caBundle from the Certificate"
+    );
+    assert_eq!(
+        kh["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        ch["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+    );
+    assert_eq!(kh["webhooks"], ch["webhooks"], "webhooks");
+    let pod = |objs: &[Value]| find(objs, "Deployment")["spec"]["template"]["spec"].clone();
+    let (kp, cp) = (pod(&kz), pod(&chart));
+    assert_eq!(kp["volumes"], cp["volumes"], "volumes");
+    assert_eq!(
+        kp["containers"][0]["volumeMounts"], cp["containers"][0]["volumeMounts"],
+        "volumeMounts"
+    );
+    let (ka, ca) = (container_args(&kz), container_args(&chart));
+    for a in &ka {
+        assert!(
+            ca.contains(a),
+            "the overlay passes {a:?}, the chart does not: {ca:?}"
+        );
+    }
+    let mount = kp["containers"][0]["volumeMounts"][0]["mountPath"]
+        .as_str()
+        .expect("the certificate's mount path");
+    assert!(
+        ka.contains(&format!("--webhook-cert-dir={mount}")),
+        "--webhook-cert-dir must name the mounted Secret ({mount}): {ka:?}"
+    );
+    for a in ka.iter().chain(&ca) {
+        assert!(
+            !a.starts_with("--webhook-cert-secret")
+                && !a.starts_with("--webhook-configuration")
+                && !a.starts_with("--webhook-host"),
+            "the cert-manager variant must not run the self-managed certificate: {a}"
+        );
+    }
+}
+
+/// The container args of the Deployment in `objs`.
+pub(super) fn container_args(objs: &[Value]) -> Vec<String> {
+    find(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("container args")
+        .iter()
+        .map(|a| a.as_str().expect("string arg").to_string())
+        .collect()
+}
+
+/// Runs the real binary with `args` and a kubeconfig that cannot exist:
+/// settings are validated first (exit 2 on any bad flag or value), so
+/// reaching "cannot find cluster credentials" (exit 1) means nodegate took
+/// every argument.
+fn assert_accepted(what: &str, args: &[String]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nodegate"))
+        .args(args)
+        .env("KUBECONFIG", "/nonexistent/nodegate-e2e-kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run nodegate: {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && stderr.contains("cluster credentials"),
+        "{what}: nodegate must accept {args:?}, got {:?}:\n{stderr}",
+        out.status.code()
+    );
+}
+
+/// Needs no cluster: the arguments deploy/ passes are ones nodegate takes,
+/// and the config file the chart writes for criticalPods parses.
+#[test]
+fn deployed_arguments_are_accepted_by_nodegate() {
+    assert_accepted(
+        "kustomize base",
+        &container_args(&objects(&kustomize("deploy/kustomize/base"))),
+    );
+    assert_accepted("helm chart", &container_args(&objects(&helm_template(&[]))));
+    assert_accepted(
+        "kustomize cert-manager overlay",
+        &container_args(&objects(&kustomize(
+            "deploy/kustomize/overlays/cert-manager",
+        ))),
+    );
+    assert_accepted(
+        "helm chart (webhook.certManager.enabled)",
+        &container_args(&objects(&helm_template(&[
+            "--set",
+            "webhook.certManager.enabled=true",
+        ]))),
+    );
+    assert_accepted(
+        "helm chart (webhook values)",
+        &container_args(&objects(&helm_template(&[
+            "--set",
+            "webhook.port=10443,webhook.certValidity=720h,webhook.extraHosts[0]=10.0.0.1",
+            "--set",
+            "config.managedNodeSelector=example.com/pool in (web),config.newNodeWindow=90s",
+            "--set",
+            "http.bindAddress=::",
+        ]))),
+    );
+    assert_accepted(
+        "helm chart (no webhook, no net)",
+        &container_args(&objects(&helm_template(&[
+            "--set",
+            "webhook.enabled=false,config.taintNewNodes=false",
+        ]))),
+    );
+
+    let custom = objects(&helm_template(&[
+        "--set-json",
+        r#"config.criticalPods=[{"name":"kube-proxy","namespace":"kube-system","selector":{"matchLabels":{"k8s-app":"kube-proxy"}}}]"#,
+        "--set-json",
+        r#"config.exclude=["kube-system/debug"]"#,
+        "--set",
+        "config.dryRun=true,config.excludeSelector=team in (obs),config.transientTaints[0]=example.com/boot*",
+        "--set",
+        "config.onTimeout=keep,config.logFormat=json,http.bindAddress=::,leaderElection.leaseNamespace=elsewhere",
+    ]));
+    let file = find(&custom, "ConfigMap")["data"]["config.yaml"]
+        .as_str()
+        .expect("config.yaml in the ConfigMap")
+        .to_string();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, file).expect("write config");
+    let args: Vec<String> = container_args(&custom)
+        .into_iter()
+        .map(|a| {
+            if a.starts_with("--config=") {
+                format!("--config={}", path.display())
+            } else {
+                a
+            }
+        })
+        .collect();
+    assert!(
+        args.iter().any(|a| a.starts_with("--config=")),
+        "criticalPods must pass --config: {args:?}"
+    );
+    assert_accepted("helm chart (custom values)", &args);
+}

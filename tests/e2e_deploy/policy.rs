@@ -1,0 +1,468 @@
+//! What the ServiceAccount may write: the webhook's own Secret and
+//! configuration only, and on Nodes only what the admission policy lets
+//! nodegate change.
+
+use super::*;
+
+/// Real requests with the ServiceAccount's token (not only access reviews):
+/// it reads and writes the webhook's Secret and sets the caBundle of its
+/// webhook configuration; the same requests on a neighbouring Secret or
+/// webhook configuration, and creating a Secret, are Forbidden.
+pub(super) fn webhook_certificate_writes_reach_only_its_own_objects(admin: &Path, sa: &Path) {
+    // The neighbours, created by the admin; the ServiceAccount's requests on
+    // them must fail on RBAC, not on absence.
+    must(
+        "create the neighbouring Secret and webhook configuration",
+        kubectl(
+            admin,
+            &["apply", "-f", "-"],
+            Some(&to_stream(&[
+                &json!({
+                    "apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "other-tls", "namespace": NS},
+                    "type": "Opaque", "data": {"key": "c2VjcmV0"},
+                }),
+                &json!({
+                    "apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": "MutatingWebhookConfiguration",
+                    "metadata": {"name": "other-webhooks"},
+                    "webhooks": [],
+                }),
+            ])),
+        ),
+    );
+    // A real PEM bundle: the cluster's own CA, as nodegate would write its.
+    let text = std::fs::read_to_string(admin).expect("admin kubeconfig");
+    let kc: Value = serde_yaml::from_str(&text).expect("admin kubeconfig parses");
+    let ca_bundle = kc["clusters"][0]["cluster"]["certificate-authority-data"]
+        .as_str()
+        .expect("certificate-authority-data")
+        .to_string();
+    let set_ca =
+        json!([{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": ca_bundle}]);
+    let mark = json!({"metadata": {"annotations": {"nodegate.test/written-by": "nodegate"}}});
+
+    let ok =
+        |what: &str, o: Output| assert!(o.ok, "{what} must be allowed:\n{}{}", o.stdout, o.stderr);
+    let forbidden = |what: &str, o: Output| {
+        assert!(
+            !o.ok && o.stderr.to_lowercase().contains("forbidden"),
+            "{what} must be Forbidden:\n{}{}",
+            o.stdout,
+            o.stderr
+        )
+    };
+    ok(
+        "reading the webhook's Secret",
+        kubectl(
+            sa,
+            &["-n", NS, "get", "secret", "nodegate-webhook-tls"],
+            None,
+        ),
+    );
+    ok(
+        "writing the webhook's Secret",
+        kubectl(
+            sa,
+            &[
+                "-n",
+                NS,
+                "patch",
+                "secret",
+                "nodegate-webhook-tls",
+                "--type",
+                "merge",
+                "-p",
+                &mark.to_string(),
+            ],
+            None,
+        ),
+    );
+    ok(
+        "setting the caBundle of the nodegate webhook configuration",
+        kubectl(
+            sa,
+            &[
+                "patch",
+                "mutatingwebhookconfiguration",
+                "nodegate",
+                "--type",
+                "json",
+                "-p",
+                &set_ca.to_string(),
+            ],
+            None,
+        ),
+    );
+    forbidden(
+        "reading another Secret",
+        kubectl(sa, &["-n", NS, "get", "secret", "other-tls"], None),
+    );
+    forbidden(
+        "writing another Secret",
+        kubectl(
+            sa,
+            &[
+                "-n",
+                NS,
+                "patch",
+                "secret",
+                "other-tls",
+                "--type",
+                "merge",
+                "-p",
+                &mark.to_string(),
+            ],
+            None,
+        ),
+    );
+    forbidden(
+        "creating a Secret",
+        kubectl(
+            sa,
+            &[
+                "-n",
+                NS,
+                "create",
+                "secret",
+                "generic",
+                "nodegate-extra",
+                "--from-literal=k=v",
+            ],
+            None,
+        ),
+    );
+    forbidden(
+        "writing another webhook configuration",
+        kubectl(
+            sa,
+            &[
+                "patch",
+                "mutatingwebhookconfiguration",
+                "other-webhooks",
+                "--type",
+                "merge",
+                "-p",
+                &mark.to_string(),
+            ],
+            None,
+        ),
+    );
+}
+
+/// A `kubectl patch node` as the ServiceAccount: `Ok` or the API server's
+/// refusal.
+fn sa_patch(sa: &Path, node: &str, kind: &str, patch: &Value) -> Result<(), String> {
+    let out = kubectl(
+        sa,
+        &[
+            "patch",
+            "node",
+            node,
+            "--type",
+            kind,
+            "-p",
+            &patch.to_string(),
+        ],
+        None,
+    );
+    if out.ok { Ok(()) } else { Err(out.stderr) }
+}
+
+/// Refused by the admission policy, by the rule whose message contains
+/// `rule`.
+fn refused_by_policy(what: &str, rule: &str, r: Result<(), String>) {
+    let err = r
+        .err()
+        .unwrap_or_else(|| panic!("{what}: must be refused, was allowed"));
+    assert!(
+        err.contains("ValidatingAdmissionPolicy")
+            && err.contains("nodegate-node-changes")
+            && err.contains(rule),
+        "{what}: refused, but not by the policy's rule {rule:?}: {err}"
+    );
+}
+
+/// deploy/'s ValidatingAdmissionPolicy, on the real API server, with the
+/// ServiceAccount's token: foreign taints, labels, other annotations and the
+/// rest of the spec are refused; removing the managed taint and writing
+/// nodegate.dev/ annotations (what the untaint patch does) is allowed.
+pub(super) async fn admission_policy_limits_node_changes(cluster: &TestCluster, sa: &Path) {
+    let node = "vap-0";
+    // Not a nodegate taint at index 0, the managed one at index 1.
+    cluster
+        .create_node(&fake_node(
+            node,
+            &[("example.com/pool", "vap")],
+            &[
+                ("example.com/foreign", "", "NoSchedule"),
+                (TAINT, "", "NoSchedule"),
+            ],
+        ))
+        .await;
+    // The policy takes effect once the API server has loaded it: wait for
+    // the first refusal.
+    let remove_foreign = json!([
+        {"op": "test", "path": "/spec/taints/0/key", "value": "example.com/foreign"},
+        {"op": "remove", "path": "/spec/taints/0"},
+    ]);
+    let first = wait_for(
+        "the admission policy to refuse removing a foreign taint",
+        Duration::from_secs(30),
+        || async {
+            match sa_patch(sa, node, "json", &remove_foreign) {
+                Ok(()) => panic!("removing a foreign taint was allowed"),
+                Err(e) if e.contains("ValidatingAdmissionPolicy") => Ok(e),
+                Err(e) => Err(e),
+            }
+        },
+    )
+    .await;
+    eprintln!("foreign taint: {}", first.trim());
+    assert!(first.contains("another taint changed"), "{first}");
+    refused_by_policy(
+        "add a foreign taint",
+        "another taint changed",
+        sa_patch(
+            sa,
+            node,
+            "json",
+            &json!([{"op": "add", "path": "/spec/taints/-", "value": {"key": "example.com/other", "effect": "NoSchedule"}}]),
+        ),
+    );
+    refused_by_policy(
+        "change a label",
+        "labels",
+        sa_patch(
+            sa,
+            node,
+            "merge",
+            &json!({"metadata": {"labels": {"example.com/pool": "other"}}}),
+        ),
+    );
+    refused_by_policy(
+        "add a label",
+        "labels",
+        sa_patch(
+            sa,
+            node,
+            "merge",
+            &json!({"metadata": {"labels": {"nodegate.dev/x": "y"}}}),
+        ),
+    );
+    refused_by_policy(
+        "write another annotation",
+        "only nodegate.dev/ annotations",
+        sa_patch(
+            sa,
+            node,
+            "merge",
+            &json!({"metadata": {"annotations": {"example.com/note": "x"}}}),
+        ),
+    );
+    refused_by_policy(
+        "cordon",
+        "no node spec field",
+        sa_patch(sa, node, "merge", &json!({"spec": {"unschedulable": true}})),
+    );
+    refused_by_policy(
+        "set providerID",
+        "no node spec field",
+        sa_patch(
+            sa,
+            node,
+            "merge",
+            &json!({"spec": {"providerID": "kwok://x"}}),
+        ),
+    );
+    // What the untaint patch does: remove the managed taint, record opened-at.
+    sa_patch(
+        sa,
+        node,
+        "json",
+        &json!([
+            {"op": "test", "path": "/spec/taints/1/key", "value": TAINT},
+            {"op": "remove", "path": "/spec/taints/1"},
+            {"op": "add", "path": "/metadata/annotations/nodegate.dev~1opened-at", "value": "2026-01-01T00:00:00.000Z"},
+        ]),
+    )
+    .unwrap_or_else(|e| panic!("removing the managed taint with opened-at must be allowed: {e}"));
+    // And the timed-out mark; and putting a managed taint back.
+    sa_patch(
+        sa,
+        node,
+        "merge",
+        &json!({"metadata": {"annotations": {"nodegate.dev/timed-out": "2026-01-01T00:00:00.000Z"}}}),
+    )
+    .unwrap_or_else(|e| panic!("writing nodegate.dev/timed-out must be allowed: {e}"));
+    sa_patch(
+        sa,
+        node,
+        "json",
+        &json!([{"op": "add", "path": "/spec/taints/-", "value": {"key": TAINT, "effect": "NoSchedule"}}]),
+    )
+    .unwrap_or_else(|e| panic!("adding a managed taint must be allowed: {e}"));
+    let n: Node = Api::all(cluster.client.clone())
+        .get(node)
+        .await
+        .expect("get vap-0");
+    let keys: Vec<String> = n
+        .spec
+        .and_then(|s| s.taints)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| t.key)
+        .collect();
+    assert_eq!(
+        keys,
+        ["example.com/foreign", TAINT],
+        "the foreign taint stayed"
+    );
+    assert_eq!(
+        n.metadata
+            .labels
+            .unwrap_or_default()
+            .get("example.com/pool")
+            .map(String::as_str),
+        Some("vap")
+    );
+    // Out of the way of the gate scenario: an admin deletes it.
+    Api::<Node>::all(cluster.client.clone())
+        .delete(node, &Default::default())
+        .await
+        .expect("delete vap-0");
+
+    the_policy_lets_nodegate_put_its_taint_on(cluster, sa).await;
+}
+
+/// The entrances (the late-taint net, backfill) put the startup taint on a
+/// node that has none, with `nodegate.dev/gated-since`: the very patch
+/// nodegate sends (`cluster::entrance::add_taint`) is allowed by the policy;
+/// the same patch carrying anything more is not.
+async fn the_policy_lets_nodegate_put_its_taint_on(cluster: &TestCluster, sa: &Path) {
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    // No taints at all (the patch creates spec.taints), and a node that
+    // already carries a foreign one (the patch appends).
+    cluster
+        .create_node(&fake_node("vap-bare", &[("example.com/pool", "vap")], &[]))
+        .await;
+    cluster
+        .create_node(&fake_node(
+            "vap-foreign",
+            &[],
+            &[("example.com/foreign", "", "NoSchedule")],
+        ))
+        .await;
+    let startup = Taint::new(TAINT, "", "NoSchedule");
+    let since: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("a time");
+    // nodegate's patch for the node as it is now, plus `extra` built from
+    // that read; sent again while the node changed in between (the node
+    // controller and kwok still write to a new node: the patch's
+    // resourceVersion test then fails, which is not the answer sought).
+    let send = |name: &'static str, extra: fn(&Node) -> Option<Value>| {
+        let nodes = nodes.clone();
+        let startup = startup.clone();
+        async move {
+            for _ in 0..50 {
+                let node = nodes.get(name).await.expect("read the node");
+                let mut patch = add_taint(&node_facts(&node), &startup, Some(since));
+                if let Some(op) = extra(&node) {
+                    patch.as_array_mut().expect("a JSON patch").push(op);
+                }
+                match sa_patch(sa, name, "json", &patch) {
+                    Err(e) if e.contains("the server rejected our request") => {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    other => return other,
+                }
+            }
+            Err(format!("{name}: the node kept changing under the patch"))
+        }
+    };
+
+    // More than nodegate's patch: refused, by the rule for what was added.
+    refused_by_policy(
+        "the startup taint and a label",
+        "labels",
+        send("vap-bare", |_| {
+            Some(
+                json!({"op": "add", "path": "/metadata/labels/example.com~1gated", "value": "yes"}),
+            )
+        })
+        .await,
+    );
+    refused_by_policy(
+        "the startup taint and a foreign taint",
+        "another taint changed",
+        send("vap-bare", |_| {
+            Some(json!({"op": "add", "path": "/spec/taints/-", "value": {"key": "example.com/other", "effect": "NoSchedule"}}))
+        })
+        .await,
+    );
+    refused_by_policy(
+        "the startup taint and another annotation",
+        "only nodegate.dev/ annotations",
+        send("vap-bare", |_| {
+            Some(json!({"op": "add", "path": "/metadata/annotations/example.com~1gated", "value": "yes"}))
+        })
+        .await,
+    );
+    refused_by_policy(
+        "the startup taint and a foreign taint's effect",
+        "another taint changed",
+        send("vap-foreign", |n| {
+            let at = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .and_then(|ts| ts.iter().position(|t| t.key == "example.com/foreign"))
+                .expect("the foreign taint is there");
+            Some(json!({"op": "replace", "path": format!("/spec/taints/{at}/effect"), "value": "NoExecute"}))
+        })
+        .await,
+    );
+
+    // Exactly nodegate's patch: allowed, on both shapes of node.
+    for name in ["vap-bare", "vap-foreign"] {
+        send(name, |_| None).await.unwrap_or_else(|e| {
+            panic!("{name}: nodegate's add-taint patch with gated-since must be allowed: {e}")
+        });
+        let after = nodes.get(name).await.expect("read the node");
+        let keys: Vec<String> = after
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| t.key)
+            // The node controller's own taint comes and goes on a new node.
+            .filter(|k| !k.starts_with("node.kubernetes.io/"))
+            .collect();
+        let expected: Vec<&str> = if name == "vap-foreign" {
+            vec!["example.com/foreign", TAINT]
+        } else {
+            vec![TAINT]
+        };
+        assert_eq!(
+            keys, expected,
+            "{name}: the startup taint added, nothing else"
+        );
+        assert_eq!(
+            annotation(&after, "nodegate.dev/gated-since").as_deref(),
+            Some("2026-01-01T00:00:00Z"),
+            "{name}: gated-since"
+        );
+        assert!(
+            after
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| !l.keys().any(|k| k.starts_with("example.com/gated"))),
+            "{name}: no label added"
+        );
+        nodes
+            .delete(name, &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("delete {name}: {e}"));
+    }
+}
