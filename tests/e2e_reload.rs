@@ -66,15 +66,19 @@ async fn wait_ready(addr: &str) {
     .await
 }
 
-const RELOADS: &str = "nodegate_config_reloads_total";
-const FAILURES: &str = "nodegate_config_reload_failures_total";
-const LAST_OK: &str = "nodegate_config_last_reload_successful";
+/// A cluster whose one DaemonSet, `agent`, is held (never Ready), and a
+/// nodegate started with `--config` on a file holding `config`: the file,
+/// its directory (kept alive), nodegate and its HTTP address.
+struct Setup {
+    env: Env,
+    _dir: tempfile::TempDir,
+    file: std::path::PathBuf,
+    ng: Nodegate,
+    addr: String,
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn suspend_written_live_holds_the_deadline_and_lifted_opens_at_once() {
-    const TIMEOUT_S: u64 = 12;
-    let env = Env::new("reload-suspend").await;
-    // Never Ready: only the deadline can open the node.
+async fn held_agent_with_config(test: &str, config: &str) -> Setup {
+    let env = Env::new(test).await;
     env.create_ds(DsSpec {
         hold: true,
         ..DsSpec::new("agent")
@@ -82,12 +86,36 @@ async fn suspend_written_live_holds_the_deadline_and_lifted_opens_at_once() {
     .await;
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("config.yaml");
-    write_config(&file, &format!("timeout: {TIMEOUT_S}s\n"));
+    write_config(&file, config);
     let ng = Nodegate::start(
         &env.cluster,
         &["--config", file.to_str().expect("utf-8 path")],
     );
     let addr = ng.http_addr(Duration::from_secs(30));
+    Setup {
+        env,
+        _dir: dir,
+        file,
+        ng,
+        addr,
+    }
+}
+
+const RELOADS: &str = "nodegate_config_reloads_total";
+const FAILURES: &str = "nodegate_config_reload_failures_total";
+const LAST_OK: &str = "nodegate_config_last_reload_successful";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspend_written_live_holds_the_deadline_and_lifted_opens_at_once() {
+    const TIMEOUT_S: u64 = 12;
+    // The agent is never Ready: only the deadline can open the node.
+    let Setup {
+        env,
+        file,
+        ng,
+        addr,
+        _dir,
+    } = held_agent_with_config("reload-suspend", &format!("timeout: {TIMEOUT_S}s\n")).await;
     wait_ready(&addr).await;
 
     env.create_node("held", &[]).await;
@@ -132,20 +160,13 @@ async fn suspend_written_live_holds_the_deadline_and_lifted_opens_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_file_is_refused_and_a_valid_one_changes_the_expected_set() {
-    let env = Env::new("reload-invalid").await;
-    env.create_ds(DsSpec {
-        hold: true,
-        ..DsSpec::new("agent")
-    })
-    .await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let file = dir.path().join("config.yaml");
-    write_config(&file, "timeout: 120s\n");
-    let ng = Nodegate::start(
-        &env.cluster,
-        &["--config", file.to_str().expect("utf-8 path")],
-    );
-    let addr = ng.http_addr(Duration::from_secs(30));
+    let Setup {
+        env,
+        file,
+        ng,
+        addr,
+        _dir,
+    } = held_agent_with_config("reload-invalid", "timeout: 120s\n").await;
     wait_ready(&addr).await;
     env.create_node("waits", &[]).await;
     env.wait_pod("agent", "waits", false).await;

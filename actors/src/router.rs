@@ -416,9 +416,7 @@ impl Router {
     /// Whether the node is gated: inside `--node-selector` and carrying a
     /// managed taint.
     fn carries_managed_taint(&self, node: &NodeInfo) -> bool {
-        let config = self.config.load();
-        config.scope.includes(&node.labels)
-            && node.taints.iter().any(|t| config.placement.is_managed(t))
+        self.config.load().gates(node)
     }
 
     fn request_gate(&self, name: &str, version: &str) {

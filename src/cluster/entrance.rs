@@ -76,7 +76,11 @@ pub async fn pods_on(client: &kube::Client, node: &str) -> Result<Vec<BoundPod>,
 /// (`facts`): it tests the resourceVersion, so any change since makes the API
 /// server refuse it whole. With `gated_since`, it also sets
 /// `nodegate.dev/gated-since` (the deadline then counts from there).
-pub fn add_taint(facts: &NodeFacts, taint: &Taint, gated_since: Option<Timestamp>) -> Value {
+pub fn add_taint(
+    facts: &NodeFacts,
+    taint: &Taint,
+    gated_since: Option<Timestamp>,
+) -> json_patch::Patch {
     let mut ops = vec![
         json!({"op": "test", "path": "/metadata/resourceVersion", "value": facts.resource_version}),
     ];
@@ -94,7 +98,10 @@ pub fn add_taint(facts: &NodeFacts, taint: &Taint, gated_since: Option<Timestamp
             ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": {GATED_SINCE_ANNOTATION: at}}));
         }
     }
-    Value::Array(ops)
+    // Every op above is built from the json! macro in a shape json_patch
+    // accepts; a failure here is a bug in this function, reported as such.
+    serde_json::from_value(Value::Array(ops))
+        .unwrap_or_else(|e| panic!("add-taint patch is malformed: {e}"))
 }
 
 /// Sends [`add_taint`] as nodegate's field manager.
@@ -104,11 +111,7 @@ pub async fn put_taint(
     taint: &Taint,
     gated_since: Option<Timestamp>,
 ) -> PatchOutcome {
-    let body = add_taint(facts, taint, gated_since);
-    let patch: json_patch::Patch = match serde_json::from_value(body) {
-        Ok(p) => p,
-        Err(e) => return PatchOutcome::Failed(format!("building the taint patch: {e}")),
-    };
+    let patch = add_taint(facts, taint, gated_since);
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
@@ -136,6 +139,10 @@ mod tests {
         }
     }
 
+    fn json(p: json_patch::Patch) -> Value {
+        serde_json::to_value(p).expect("a patch serializes")
+    }
+
     fn startup() -> Taint {
         Taint::new("nodegate.dev/initializing", "", "NoSchedule")
     }
@@ -143,7 +150,7 @@ mod tests {
     #[test]
     fn the_patch_tests_the_version_and_appends_to_an_existing_list() {
         assert_eq!(
-            add_taint(&facts(true, true), &startup(), None),
+            json(add_taint(&facts(true, true), &startup(), None)),
             json!([
                 {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
                 {"op": "add", "path": "/spec/taints/-", "value": {"key": "nodegate.dev/initializing", "effect": "NoSchedule"}},
@@ -155,7 +162,7 @@ mod tests {
     fn the_patch_creates_the_lists_it_needs() {
         let at: Timestamp = "2026-01-01T00:00:00.5Z".parse().expect("time");
         assert_eq!(
-            add_taint(&facts(false, false), &startup(), Some(at)),
+            json(add_taint(&facts(false, false), &startup(), Some(at))),
             json!([
                 {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
                 {"op": "add", "path": "/spec/taints", "value": [{"key": "nodegate.dev/initializing", "effect": "NoSchedule"}]},
@@ -163,7 +170,7 @@ mod tests {
             ])
         );
         assert_eq!(
-            add_taint(&facts(true, true), &startup(), Some(at))[2],
+            json(add_taint(&facts(true, true), &startup(), Some(at)))[2],
             json!({"op": "add", "path": "/metadata/annotations/nodegate.dev~1gated-since", "value": "2026-01-01T00:00:00.5Z"})
         );
     }

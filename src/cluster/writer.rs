@@ -230,14 +230,9 @@ impl Writer {
         gated_since: Option<jiff::Timestamp>,
         may_write: impl Fn() -> bool,
     ) -> PatchOutcome {
-        let body = entrance::add_taint(facts, taint, gated_since);
-        match serde_json::from_value::<json_patch::Patch>(body) {
-            Ok(p) => {
-                self.patch_node(&facts.name, &Patch::Json::<()>(p), may_write)
-                    .await
-            }
-            Err(e) => PatchOutcome::Failed(format!("building the taint patch: {e}")),
-        }
+        let patch = entrance::add_taint(facts, taint, gated_since);
+        self.patch_node(&facts.name, &Patch::Json::<()>(patch), may_write)
+            .await
     }
 
     /// A fresh read of a node after a conflict or an unanswered patch;

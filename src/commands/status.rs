@@ -142,15 +142,12 @@ pub async fn gather(client: &kube::Client, settings: &StatusSettings) -> Result<
         .list(&ListParams::default())
         .await
         .map_err(Error::kube("listing nodes"))?;
-    let placement = &settings.gate.placement;
+    let config = GateConfig::from(settings);
     let gated: Vec<NodeInfo> = nodes
         .items
         .iter()
         .filter_map(|n| project::node(n).0)
-        .filter(|n| {
-            settings.gate.scope.includes(&n.labels)
-                && n.taints.iter().any(|t| placement.is_managed(t))
-        })
+        .filter(|n| config.gates(n))
         .collect();
     if gated.is_empty() {
         return Ok(Snapshot::default());

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::entrance::Scope;
+use crate::model::NodeInfo;
 use crate::placement::PlacementConfig;
 use crate::readiness::CriticalPodEntry;
 
@@ -40,6 +41,16 @@ pub struct GateConfig {
     /// `suspend: true` in the config file: every gate decides and journals
     /// but writes nothing (semantics.md §6.4).
     pub suspend: bool,
+}
+
+impl GateConfig {
+    /// Whether `node` is gated: inside `--node-selector` and carrying at
+    /// least one managed taint. The one definition the router (which gates to
+    /// run) and `status` (which nodes to list) share.
+    pub fn gates(&self, node: &NodeInfo) -> bool {
+        self.scope.includes(&node.labels)
+            && node.taints.iter().any(|t| self.placement.is_managed(t))
+    }
 }
 
 impl Default for GateConfig {
