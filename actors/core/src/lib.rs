@@ -10,6 +10,7 @@
 //! client in it, so the compiler keeps it that way. The actor system
 //! (`nodegate-actors`) and the binary carry out the effects the gate returns.
 
+pub mod budget;
 pub mod entrance;
 pub mod gate;
 pub mod journal;
