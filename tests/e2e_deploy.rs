@@ -23,7 +23,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use kube::api::{Api, ListParams, PostParams};
-use nodegate::cluster::entrance::{add_taint, node_facts};
+use nodegate::cluster::entrance::{add_taint, gated_since, node_facts};
 use nodegate_core::model::Taint;
 use serde_json::{Value, json};
 use support::{Nodegate, TestCluster, fake_node, repo_root, wait_for};

@@ -45,6 +45,14 @@ type Map<V> = DashMap<String, V, Hasher>;
 /// How long `view` waits for a busy actor before giving up.
 const VIEW_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// One node and what it depends on, as the indexes hold them now.
+#[derive(Debug, Clone)]
+pub struct IndexedNode {
+    pub node: NodeInfo,
+    pub daemonsets: Vec<Arc<DaemonSetInfo>>,
+    pub pods: Vec<Arc<PodInfo>>,
+}
+
 pub struct Router {
     /// The gate configuration in force, shared with every gate (read at each
     /// step) and the entrances.
@@ -137,6 +145,7 @@ impl Router {
             live += 1;
         }
         self.request_missing_gates();
+        self.observer().open_node_touched(None);
         live
     }
 
@@ -153,6 +162,7 @@ impl Router {
         if routed {
             return;
         }
+        self.observer().open_node_touched(Some(&name));
         if gated {
             self.request_gate(&name, &version);
         } else {
@@ -170,6 +180,9 @@ impl Router {
         let routed = self.hint(name, NodeMsg::NodeTouched);
         self.observer()
             .router_event(RouterEvent::NodeDeleted, routed);
+        if !routed {
+            self.observer().open_node_touched(Some(name));
+        }
     }
 
     /// A DaemonSet whose projection did not change (a status update: its
@@ -183,6 +196,7 @@ impl Router {
             false
         } else {
             self.daemonsets.insert(uid.clone(), Arc::new(ds));
+            self.observer().open_node_touched(None);
             self.fan_out(|| NodeMsg::DaemonSetTouched { uid: uid.clone() })
         };
         self.observer()
@@ -191,6 +205,7 @@ impl Router {
 
     pub fn daemonset_deleted(&self, uid: &str) {
         self.daemonsets.remove(uid);
+        self.observer().open_node_touched(None);
         let routed = self.fan_out(|| NodeMsg::DaemonSetTouched {
             uid: uid.to_string(),
         });
@@ -228,6 +243,9 @@ impl Router {
         );
         self.observer()
             .router_event(RouterEvent::PodUpserted, routed);
+        if !routed {
+            self.observer().open_node_touched(Some(&pod.node_name));
+        }
     }
 
     pub fn pod_deleted(&self, node_name: &str, uid: &str) {
@@ -244,6 +262,9 @@ impl Router {
         );
         self.observer()
             .router_event(RouterEvent::PodDeleted, routed);
+        if !routed {
+            self.observer().open_node_touched(Some(node_name));
+        }
     }
 
     /// Called once every watcher has delivered its initial list. Until then no
@@ -252,6 +273,7 @@ impl Router {
     pub fn mark_synced(&self) {
         self.synced.store(true, Ordering::SeqCst);
         self.request_missing_gates();
+        self.observer().open_node_touched(None);
     }
 
     /// Requests a gate for every indexed node that is gated and has none
@@ -318,11 +340,32 @@ impl Router {
         })
     }
 
-    fn indexed(
+    /// A node without a gate as the indexes show it, for re-gating: the
+    /// node, every DaemonSet and the pods bound to it.
+    pub fn open_view(&self, name: &str) -> Option<IndexedNode> {
+        self.indexed(name, |node, daemonsets, pods| IndexedNode {
+            node,
+            daemonsets,
+            pods,
+        })
+    }
+
+    /// How many indexed nodes `pred` holds for (re-gating's budget: counted
+    /// from what the cluster shows, so it holds across restarts).
+    pub fn count_nodes(&self, pred: impl Fn(&NodeInfo) -> bool) -> usize {
+        self.nodes.iter().filter(|n| pred(n.value())).count()
+    }
+
+    /// The names of every indexed node.
+    pub fn node_names(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.key().clone()).collect()
+    }
+
+    fn indexed<T>(
         &self,
         name: &str,
-        input: impl FnOnce(NodeInfo, Vec<Arc<DaemonSetInfo>>, Vec<Arc<PodInfo>>) -> Input,
-    ) -> Option<Input> {
+        input: impl FnOnce(NodeInfo, Vec<Arc<DaemonSetInfo>>, Vec<Arc<PodInfo>>) -> T,
+    ) -> Option<T> {
         let node = self.node(name)?;
         let daemonsets = self.daemonsets.iter().map(|d| d.value().clone()).collect();
         let pods = self

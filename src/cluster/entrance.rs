@@ -14,7 +14,7 @@ use nodegate_core::entrance::{BoundPod, IGNORE_ANNOTATION, NodeFacts};
 use nodegate_core::model::Taint;
 use serde_json::{Value, json};
 
-use crate::cluster::patch::{OPENED_AT_ANNOTATION, rfc3339};
+use crate::cluster::patch::{OPENED_AT_ANNOTATION, pointer_segment, rfc3339};
 use crate::cluster::project::{GATED_SINCE_ANNOTATION, labels, taint};
 use nodegate_core::gate::PatchOutcome;
 
@@ -74,12 +74,12 @@ pub async fn pods_on(client: &kube::Client, node: &str) -> Result<Vec<BoundPod>,
 
 /// The conditional patch that puts `taint` on the node as it was read
 /// (`facts`): it tests the resourceVersion, so any change since makes the API
-/// server refuse it whole. With `gated_since`, it also sets
-/// `nodegate.dev/gated-since` (the deadline then counts from there).
+/// server refuse it whole. It also sets `annotations` (nodegate's own, e.g.
+/// `nodegate.dev/gated-since`, from which the deadline then counts).
 pub fn add_taint(
     facts: &NodeFacts,
     taint: &Taint,
-    gated_since: Option<Timestamp>,
+    annotations: &[(&str, String)],
 ) -> json_patch::Patch {
     let mut ops = vec![
         json!({"op": "test", "path": "/metadata/resourceVersion", "value": facts.resource_version}),
@@ -90,12 +90,17 @@ pub fn add_taint(
     } else {
         ops.push(json!({"op": "add", "path": "/spec/taints", "value": [t]}));
     }
-    if let Some(at) = gated_since {
-        let at = rfc3339(at);
+    if !annotations.is_empty() {
         if facts.annotations_present {
-            ops.push(json!({"op": "add", "path": "/metadata/annotations/nodegate.dev~1gated-since", "value": at}));
+            for (k, v) in annotations {
+                ops.push(json!({"op": "add", "path": format!("/metadata/annotations/{}", pointer_segment(k)), "value": v}));
+            }
         } else {
-            ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": {GATED_SINCE_ANNOTATION: at}}));
+            let map: serde_json::Map<String, Value> = annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), Value::String(v.clone())))
+                .collect();
+            ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": map}));
         }
     }
     // Every op above is built from the json! macro in a shape json_patch
@@ -104,14 +109,19 @@ pub fn add_taint(
         .unwrap_or_else(|e| panic!("add-taint patch is malformed: {e}"))
 }
 
+/// `nodegate.dev/gated-since` at `at`, as [`add_taint`] takes it.
+pub fn gated_since(at: Timestamp) -> (&'static str, String) {
+    (GATED_SINCE_ANNOTATION, rfc3339(at))
+}
+
 /// Sends [`add_taint`] as nodegate's field manager.
 pub async fn put_taint(
     client: &kube::Client,
     facts: &NodeFacts,
     taint: &Taint,
-    gated_since: Option<Timestamp>,
+    annotations: &[(&str, String)],
 ) -> PatchOutcome {
-    let patch = add_taint(facts, taint, gated_since);
+    let patch = add_taint(facts, taint, annotations);
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
@@ -150,7 +160,7 @@ mod tests {
     #[test]
     fn the_patch_tests_the_version_and_appends_to_an_existing_list() {
         assert_eq!(
-            json(add_taint(&facts(true, true), &startup(), None)),
+            json(add_taint(&facts(true, true), &startup(), &[])),
             json!([
                 {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
                 {"op": "add", "path": "/spec/taints/-", "value": {"key": "nodegate.dev/initializing", "effect": "NoSchedule"}},
@@ -162,7 +172,11 @@ mod tests {
     fn the_patch_creates_the_lists_it_needs() {
         let at: Timestamp = "2026-01-01T00:00:00.5Z".parse().expect("time");
         assert_eq!(
-            json(add_taint(&facts(false, false), &startup(), Some(at))),
+            json(add_taint(
+                &facts(false, false),
+                &startup(),
+                &[gated_since(at)]
+            )),
             json!([
                 {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
                 {"op": "add", "path": "/spec/taints", "value": [{"key": "nodegate.dev/initializing", "effect": "NoSchedule"}]},
@@ -170,7 +184,11 @@ mod tests {
             ])
         );
         assert_eq!(
-            json(add_taint(&facts(true, true), &startup(), Some(at)))[2],
+            json(add_taint(
+                &facts(true, true),
+                &startup(),
+                &[gated_since(at)]
+            ))[2],
             json!({"op": "add", "path": "/metadata/annotations/nodegate.dev~1gated-since", "value": "2026-01-01T00:00:00.5Z"})
         );
     }

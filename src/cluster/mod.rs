@@ -6,7 +6,7 @@
 //! (`patch` builds the conditional patch, `writer` sends it, `executor`
 //! carries out a gate's effects within the concurrency limits), and the
 //! path every taint nodegate puts on takes (`entrance`; the late-taint net,
-//! `net`, is one of its users).
+//! `net`, and re-gating, `regate`, are its users).
 
 pub mod client;
 pub mod entrance;
@@ -15,6 +15,7 @@ pub mod leader;
 pub mod net;
 pub mod patch;
 pub mod project;
+pub mod regate;
 pub mod relist;
 pub mod server_time;
 pub mod watch;

@@ -217,7 +217,7 @@ impl Net {
             return;
         }
         let outcome = writer
-            .add_taint(&facts, &taint, None, || executor.leader.admits_write())
+            .add_taint(&facts, &taint, &[], || executor.leader.admits_write())
             .await;
         match outcome {
             PatchOutcome::Applied => {

@@ -25,7 +25,7 @@ pub fn rfc3339(t: Timestamp) -> String {
 }
 
 /// Escapes a key for use as one JSON Pointer segment (RFC 6901).
-fn pointer_segment(key: &str) -> String {
+pub fn pointer_segment(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 

@@ -18,6 +18,7 @@ use nodegate_core::model::{
 };
 
 use crate::cluster::patch::OPENED_AT_ANNOTATION;
+use nodegate_core::entrance::IGNORE_ANNOTATION;
 
 /// Annotation recording when a re-gated node's gate started.
 pub const GATED_SINCE_ANNOTATION: &str = "nodegate.dev/gated-since";
@@ -25,6 +26,8 @@ pub const GATED_SINCE_ANNOTATION: &str = "nodegate.dev/gated-since";
 pub const SUSPEND_ANNOTATION: &str = "nodegate.dev/suspend";
 /// `"true"`: open this node now; removed by the opening patch.
 pub const OPEN_ANNOTATION: &str = "nodegate.dev/open";
+/// Why nodegate last re-gated the node (see `cluster::regate`).
+pub const REGATED_FOR_ANNOTATION: &str = "nodegate.dev/regated-for";
 /// Prefix of the annotations nodegate reads and writes on its objects.
 pub const ANNOTATION_PREFIX: &str = "nodegate.dev/";
 
@@ -106,6 +109,17 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         name,
         suspended: flag(SUSPEND_ANNOTATION),
         open_requested: flag(OPEN_ANNOTATION),
+        ignored: flag(IGNORE_ANNOTATION),
+        regated_for: annotations
+            .and_then(|a| a.get(REGATED_FOR_ANNOTATION))
+            .map(|v| v.as_str().into()),
+        boot_id: n
+            .status
+            .as_ref()
+            .and_then(|s| s.node_info.as_ref())
+            .map(|i| i.boot_id.as_str())
+            .filter(|b| !b.is_empty())
+            .map(Into::into),
     };
     (Some(info), odd)
 }

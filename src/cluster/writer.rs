@@ -227,10 +227,10 @@ impl Writer {
         &self,
         facts: &NodeFacts,
         taint: &Taint,
-        gated_since: Option<jiff::Timestamp>,
+        annotations: &[(&str, String)],
         may_write: impl Fn() -> bool,
     ) -> PatchOutcome {
-        let patch = entrance::add_taint(facts, taint, gated_since);
+        let patch = entrance::add_taint(facts, taint, annotations);
         self.patch_node(&facts.name, &Patch::Json::<()>(patch), may_write)
             .await
     }
@@ -308,6 +308,7 @@ fn action_for(reason: Reason) -> &'static str {
         Reason::GateOpened | Reason::GateWouldOpen => "Open",
         Reason::GateTimedOut => "Timeout",
         Reason::LateTaint | Reason::LateTaintSkipped => "Taint",
+        Reason::NodeRegated | Reason::RegateBudgetExhausted => "Regate",
     }
 }
 

@@ -20,7 +20,7 @@ use nodegate_core::selector::LabelSelector;
 use serde::Serialize;
 
 use crate::cluster::client::client;
-use crate::cluster::entrance::{node_facts, pods_on, put_taint};
+use crate::cluster::entrance::{gated_since, node_facts, pods_on, put_taint};
 use crate::error::{Error, Result};
 use crate::settings::cli::{BackfillArgs, OutputFormat};
 use crate::settings::config::{self, ConfigError};
@@ -153,7 +153,7 @@ async fn one(client: &kube::Client, nodes: &Api<Node>, b: &Backfill, first: Node
         if b.dry_run {
             return line("would-taint", taint.to_string());
         }
-        match put_taint(client, &facts, &taint, Some(Timestamp::now())).await {
+        match put_taint(client, &facts, &taint, &[gated_since(Timestamp::now())]).await {
             PatchOutcome::Applied => return line("tainted", taint.to_string()),
             PatchOutcome::Conflict => match nodes.get_opt(&facts.name).await {
                 Ok(Some(n)) => facts = node_facts(&n),

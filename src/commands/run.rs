@@ -24,6 +24,7 @@ use crate::cluster::client::client;
 use crate::cluster::executor::{KubeExecutor, SystemClock};
 use crate::cluster::leader::{self, Elector, Leadership};
 use crate::cluster::net::{Net, NetConfig};
+use crate::cluster::regate::Regater;
 use crate::cluster::server_time::ServerTime;
 use crate::cluster::watch::{self, WatchStats};
 use crate::cluster::writer::Writer;
@@ -49,6 +50,7 @@ pub fn instance_name() -> String {
 struct Observers {
     metrics: Arc<Metrics>,
     history: Arc<History>,
+    regater: Arc<Regater>,
 }
 
 impl GateObserver for Observers {
@@ -64,6 +66,9 @@ impl GateObserver for Observers {
     fn gate_stopped(&self, node: &str, generation: u64, state: &GateState, journal: &Journal) {
         self.metrics.gate_stopped(node, generation);
         self.history.gate_stopped(node, state, journal);
+    }
+    fn open_node_touched(&self, node: Option<&str>) {
+        self.regater.touched(node);
     }
 }
 
@@ -94,9 +99,20 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     });
     let metrics = Arc::new(Metrics::new(Arc::clone(&leadership)));
     let history = Arc::new(History::new(settings.debug_history));
+    // Evidence of the API server's clock, gathered by the watches, the
+    // election and a probe, read by every gate's deadline and by re-gating.
+    let server_time = Arc::new(ServerTime::new());
+    // Re-gating watches open nodes through the router's observer; with
+    // --regate-after 0 (which a reload may change) it looks at nothing.
+    let regater = Arc::new(Regater::new(
+        Arc::clone(&router),
+        Arc::clone(&server_time),
+        settings.dry_run,
+    ));
     router.set_observer(Arc::new(Observers {
         metrics: Arc::clone(&metrics),
         history: Arc::clone(&history),
+        regater: Arc::clone(&regater),
     }));
     let (shutdown, shutdown_rx) = signal::channel(false);
     let health = Arc::new(Health::default());
@@ -148,9 +164,6 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         None => None,
     };
 
-    // Evidence of the API server's clock, gathered by the watches, the
-    // election and a probe, read by every gate's deadline.
-    let server_time = Arc::new(ServerTime::new());
     let annotations = Arc::new(DashMap::new());
     let writer = Writer::new(
         client.clone(),
@@ -181,6 +194,7 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     let net_task = net
         .clone()
         .map(|net| tokio::spawn(net.run(Arc::clone(&executor), shutdown_rx.clone())));
+    let regate_task = tokio::spawn(regater.run(Arc::clone(&executor), shutdown_rx.clone()));
     let ctx = Arc::new(GateContext {
         router: Arc::clone(&router),
         executor,
@@ -235,6 +249,7 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         leader_elect = election.enabled,
         webhook = settings.webhook.as_ref().map(|w| w.addr.to_string()),
         taint_new_nodes = settings.net.enabled,
+        regate_after = ?settings.gate.regate.as_ref().map(|r| r.after),
         "nodegate starting"
     );
 
@@ -299,6 +314,7 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
     }
     let _ = tokio::time::timeout(Duration::from_secs(2), reload_task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(2), regate_task).await;
     if let Some(task) = net_task {
         let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
     }

@@ -50,6 +50,9 @@ pub struct Snapshot {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
     pub node: String,
+    /// `start-up`, or `re-gated: MEMBERS|reboot` for an open node nodegate
+    /// closed again.
+    pub gate: String,
     pub age: String,
     pub ready: String,
     pub blocked_by: String,
@@ -202,14 +205,28 @@ pub fn rows(snapshot: &Snapshot, cfg: &GateConfig, now: Timestamp) -> Vec<Row> {
                 snapshot.pods.get(&node.name).cloned().unwrap_or_default(),
             );
             gate::step(&mut state, &input, cfg, now);
-            row(node, &state, now)
+            row(node, &state, cfg, now)
         })
         .collect();
     rows.sort_by(|a, b| a.node.cmp(&b.node));
     rows
 }
 
-fn row(node: &NodeInfo, state: &GateState, now: Timestamp) -> Row {
+/// Why the node is closed: a new node's start-up, or a re-gate (and what
+/// for, as `nodegate.dev/regated-for` says).
+fn gate_kind(node: &NodeInfo, cfg: &GateConfig) -> String {
+    let regated = cfg
+        .regate
+        .as_ref()
+        .is_some_and(|rc| node.taints.iter().any(|t| rc.taint.matches(t)));
+    match (regated, node.regated_for.as_deref()) {
+        (true, Some(why)) => format!("re-gated: {why}"),
+        (true, None) => "re-gated".to_string(),
+        (false, _) => "start-up".to_string(),
+    }
+}
+
+fn row(node: &NodeInfo, state: &GateState, cfg: &GateConfig, now: Timestamp) -> Row {
     let expected = state.expected().count();
     let ready = state
         .expected()
@@ -239,6 +256,7 @@ fn row(node: &NodeInfo, state: &GateState, now: Timestamp) -> Row {
     };
     Row {
         node: node.name.clone(),
+        gate: gate_kind(node, cfg),
         age: short_duration(now.duration_since(start)),
         ready: format!("{ready}/{expected} ready"),
         blocked_by: if blocked.is_empty() {
@@ -265,12 +283,13 @@ pub fn render(rows: &[Row]) -> String {
     if rows.is_empty() {
         return "No gated nodes.\n".to_string();
     }
-    let header = ["NODE", "AGE", "READY", "BLOCKED BY", "DEADLINE"];
-    let cells: Vec<[&str; 5]> = rows
+    let header = ["NODE", "GATE", "AGE", "READY", "BLOCKED BY", "DEADLINE"];
+    let cells: Vec<[&str; 6]> = rows
         .iter()
         .map(|r| {
             [
                 r.node.as_str(),
+                r.gate.as_str(),
                 r.age.as_str(),
                 r.ready.as_str(),
                 r.blocked_by.as_str(),
@@ -284,7 +303,7 @@ pub fn render(rows: &[Row]) -> String {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let line = |c: &[&str; 5]| {
+    let line = |c: &[&str; 6]| {
         let mut l = String::new();
         for (i, cell) in c.iter().enumerate() {
             if i + 1 == c.len() {
@@ -350,6 +369,7 @@ mod tests {
             rows,
             vec![Row {
                 node: "n1".into(),
+                gate: "start-up".into(),
                 age: "55s".into(),
                 ready: "1/5 ready".into(),
                 blocked_by: "infra/b, infra/c, infra/d, +1 more".into(),
@@ -378,11 +398,46 @@ mod tests {
     }
 
     #[test]
+    fn a_regated_node_says_what_for_and_takes_the_regate_deadline() {
+        use nodegate_core::placement::ManagedTaint;
+        use nodegate_core::regate::RegateConfig;
+        let degraded = ManagedTaint::new("nodegate.dev/degraded", "NoSchedule");
+        let mut c = cfg(Some(120));
+        c.placement.managed_taints.push(degraded.clone());
+        c.regate = Some(RegateConfig {
+            after: Duration::from_secs(60),
+            taint: degraded,
+            timeout: None,
+            on_reboot: false,
+            max_unavailable: Default::default(),
+        });
+        let dss = vec![tolerant("agent")];
+        let mut node = mk_node(
+            "n1",
+            &[],
+            vec![taint("nodegate.dev/degraded", "NoSchedule")],
+        );
+        node.regated_for = Some("infra/agent".into());
+        node.gated_since = Some(ts(50));
+        let snap = Snapshot {
+            nodes: vec![node],
+            pods: BTreeMap::new(),
+            daemonsets: dss,
+        };
+        let rows = rows(&snap, &c, ts(500));
+        assert_eq!(rows[0].gate, "re-gated: infra/agent");
+        assert_eq!(rows[0].age, "7m30s");
+        assert_eq!(rows[0].blocked_by, "infra/agent");
+        assert_eq!(rows[0].deadline, "none", "--regate-timeout 0: no deadline");
+    }
+
+    #[test]
     fn the_table_is_aligned_and_says_so_when_empty() {
         assert_eq!(render(&[]), "No gated nodes.\n");
         let t = render(&[
             Row {
                 node: "node-long-name".into(),
+                gate: "start-up".into(),
                 age: "5s".into(),
                 ready: "0/1 ready".into(),
                 blocked_by: "infra/csi".into(),
@@ -390,6 +445,7 @@ mod tests {
             },
             Row {
                 node: "n2".into(),
+                gate: "re-gated: infra/csi".into(),
                 age: "2m05s".into(),
                 ready: "3/3 ready".into(),
                 blocked_by: "-".into(),

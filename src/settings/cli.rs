@@ -71,6 +71,32 @@ pub struct GateArgs {
     #[arg(long, value_name = "SELECTOR")]
     pub node_selector: Option<String>,
 
+    /// Re-gate an open node when a DaemonSet that belongs on it has had no
+    /// Ready pod for this long (the grace a rolling update needs); 0 turns
+    /// re-gating off. Default: 0.
+    #[arg(long, value_name = "DURATION")]
+    pub regate_after: Option<String>,
+
+    /// The taint a re-gated node gets, KEY[:EFFECT]; never a startup taint.
+    /// Default: nodegate.dev/degraded:NoSchedule.
+    #[arg(long, value_name = "KEY[:EFFECT]")]
+    pub regate_taint: Option<String>,
+
+    /// A re-gated node's deadline, counted from its re-gating; 0 keeps it
+    /// closed until its DaemonSets are Ready. Default: 0.
+    #[arg(long, value_name = "DURATION")]
+    pub regate_timeout: Option<String>,
+
+    /// Most managed nodes that may carry the re-gate taint at once, a count
+    /// or a percentage (rounded down, at least 1). Default: 10%.
+    #[arg(long, value_name = "N|P%")]
+    pub regate_max_unavailable: Option<String>,
+
+    /// Also re-gate an open node at once when its boot id
+    /// (status.nodeInfo.bootID) changes: it rebooted.
+    #[arg(long)]
+    pub regate_on_reboot: bool,
+
     /// YAML file with the same settings (camelCase keys) plus criticalPods.
     /// A flag given on the command line overrides the file's value.
     #[arg(long = "config", value_name = "FILE")]

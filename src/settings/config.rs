@@ -17,6 +17,7 @@ use nodegate_core::placement::{
     ManagedTaint, PlacementConfig, TransientTaint, default_transient_taints,
 };
 use nodegate_core::readiness::{CriticalPodEntry, CriticalPodEntryError};
+use nodegate_core::regate::RegateConfig;
 use nodegate_core::selector::{LabelSelector, check_label_key};
 use serde::Deserialize;
 
@@ -94,6 +95,11 @@ pub struct FileConfig {
     pub webhook_cert_validity: Option<String>,
     pub taint_new_nodes: Option<bool>,
     pub new_node_window: Option<String>,
+    pub regate_after: Option<String>,
+    pub regate_taint: Option<String>,
+    pub regate_timeout: Option<String>,
+    pub regate_max_unavailable: Option<String>,
+    pub regate_on_reboot: Option<bool>,
 }
 
 impl FileConfig {
@@ -125,6 +131,9 @@ pub struct GateSettings {
     pub suspend: bool,
     pub placement: PlacementConfig,
     pub critical: Vec<CriticalPodEntry>,
+    /// `--regate-*`; `None` when re-gating is off. Its taint is also among
+    /// `placement`'s managed taints (last, so never the one an entrance adds).
+    pub regate: Option<RegateConfig>,
 }
 
 impl GateSettings {
@@ -146,6 +155,7 @@ impl GateSettings {
             on_timeout: on_timeout.into(),
             dry_run,
             suspend: self.suspend,
+            regate: self.regate.clone(),
         }
     }
 }
@@ -316,8 +326,14 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
         },
     };
 
+    let regate = regate_settings(args, file, &managed)?;
+    if let Some(rc) = &regate {
+        managed.push(rc.taint.clone());
+    }
+
     Ok(GateSettings {
         scope,
+        regate,
         suspend: file.suspend.unwrap_or(false),
         placement: PlacementConfig {
             managed_taints: managed,
@@ -561,6 +577,8 @@ pub use entrances::{
     DEFAULT_CERT_VALIDITY, DEFAULT_NEW_NODE_WINDOW, NetSettings, WebhookCerts, WebhookSettings,
 };
 use entrances::{net_settings, webhook_settings};
+mod regate;
+use regate::regate_settings;
 mod values;
 use values::{check_dns_label, check_dns_subdomain, parse_addr};
 pub use values::{

@@ -365,9 +365,12 @@ async fn the_policy_lets_nodegate_put_its_taint_on(cluster: &TestCluster, sa: &P
         async move {
             for _ in 0..50 {
                 let node = nodes.get(name).await.expect("read the node");
-                let mut patch =
-                    serde_json::to_value(add_taint(&node_facts(&node), &startup, Some(since)))
-                        .expect("the patch serializes");
+                let mut patch = serde_json::to_value(add_taint(
+                    &node_facts(&node),
+                    &startup,
+                    &[gated_since(since)],
+                ))
+                .expect("the patch serializes");
                 if let Some(op) = extra(&node) {
                     patch.as_array_mut().expect("a JSON patch").push(op);
                 }

@@ -130,7 +130,16 @@ impl std::fmt::Display for Skip {
 }
 
 /// The checks every entrance makes first, in the order an operator asks
-/// them: is it ours, may we touch it, is it gated already.
+/// them: is it ours, may we touch it, is it gated already. Re-gating makes
+/// only these.
+pub fn open_and_ours(
+    node: &NodeView<'_>,
+    scope: &Scope,
+    managed: &[ManagedTaint],
+) -> Result<(), Skip> {
+    common(node, scope, managed)
+}
+
 fn common(node: &NodeView<'_>, scope: &Scope, managed: &[ManagedTaint]) -> Result<(), Skip> {
     if !scope.includes(node.labels) {
         return Err(Skip::OutOfScope);

@@ -17,6 +17,7 @@ pub mod journal;
 pub mod model;
 pub mod placement;
 pub mod readiness;
+pub mod regate;
 pub mod report;
 pub mod selector;
 pub mod testutil;

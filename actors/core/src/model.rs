@@ -164,6 +164,16 @@ pub struct NodeInfo {
     /// (`opened-by: manual`); the untaint removes the annotation.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub open_requested: bool,
+    /// Annotated `nodegate.dev/ignore: "true"`: no entrance taints it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignored: bool,
+    /// `status.nodeInfo.bootID`: changes when the node reboots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<Box<str>>,
+    /// `nodegate.dev/regated-for`: why nodegate last re-gated this node (the
+    /// members, or `reboot`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regated_for: Option<Box<str>>,
 }
 
 /// What the gate needs of a DaemonSet.

@@ -84,6 +84,9 @@ pub fn mk_node(name: &str, node_labels: &[(&str, &str)], taints: Vec<Taint>) -> 
         opened_at: None,
         suspended: false,
         open_requested: false,
+        ignored: false,
+        boot_id: None,
+        regated_for: None,
     }
 }
 

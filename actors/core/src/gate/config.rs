@@ -8,6 +8,7 @@ use crate::entrance::Scope;
 use crate::model::NodeInfo;
 use crate::placement::PlacementConfig;
 use crate::readiness::CriticalPodEntry;
+use crate::regate::RegateConfig;
 
 /// What a gate does when its deadline passes with members still not Ready.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,6 +42,8 @@ pub struct GateConfig {
     /// `suspend: true` in the config file: every gate decides and journals
     /// but writes nothing (semantics.md §6.4).
     pub suspend: bool,
+    /// `--regate-after` and friends; `None`: open nodes are never re-gated.
+    pub regate: Option<RegateConfig>,
 }
 
 impl GateConfig {
@@ -50,6 +53,29 @@ impl GateConfig {
     pub fn gates(&self, node: &NodeInfo) -> bool {
         self.scope.includes(&node.labels)
             && node.taints.iter().any(|t| self.placement.is_managed(t))
+    }
+}
+
+impl GateConfig {
+    /// The deadline of `node`'s gate: `--regate-timeout` for a node that
+    /// carries only the re-gate taint (it was open and broke), else
+    /// `--timeout`.
+    pub fn timeout_for(&self, node: &NodeInfo) -> Option<Duration> {
+        match &self.regate {
+            Some(rc) if self.regated(node, rc) => rc.timeout,
+            _ => self.timeout,
+        }
+    }
+
+    /// Whether the node carries the re-gate taint and no other managed taint.
+    fn regated(&self, node: &NodeInfo, rc: &RegateConfig) -> bool {
+        let mut managed = node.taints.iter().filter(|t| self.placement.is_managed(t));
+        let mut any = false;
+        let only_regate = managed.all(|t| {
+            any = true;
+            rc.taint.matches(t)
+        });
+        any && only_regate
     }
 }
 
@@ -65,6 +91,7 @@ impl Default for GateConfig {
             on_timeout: OnTimeout::Open,
             dry_run: false,
             suspend: false,
+            regate: None,
         }
     }
 }

@@ -55,15 +55,22 @@ pub enum Reason {
     /// The net found a new node without the taint, but a workload pod was
     /// already bound to it: left alone.
     LateTaintSkipped,
+    /// An open node's member had no Ready pod for the grace, or the node
+    /// rebooted: nodegate put the re-gate taint on (semantics.md §6.4).
+    NodeRegated,
+    /// A node would be re-gated, but the budget is used up.
+    RegateBudgetExhausted,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 5] = [
+    pub const ALL: [Reason; 7] = [
         Reason::GateOpened,
         Reason::GateTimedOut,
         Reason::GateWouldOpen,
         Reason::LateTaint,
         Reason::LateTaintSkipped,
+        Reason::NodeRegated,
+        Reason::RegateBudgetExhausted,
     ];
 
     /// The Event's `reason` as the API shows it.
@@ -74,6 +81,8 @@ impl Reason {
             Reason::GateWouldOpen => "GateWouldOpen",
             Reason::LateTaint => "LateTaint",
             Reason::LateTaintSkipped => "LateTaintSkipped",
+            Reason::NodeRegated => "NodeRegated",
+            Reason::RegateBudgetExhausted => "RegateBudgetExhausted",
         }
     }
 }

@@ -26,6 +26,7 @@ fn settings() -> GateSettings {
         suspend: false,
         placement: PlacementConfig::default(),
         critical: Vec::new(),
+        regate: None,
     }
 }
 

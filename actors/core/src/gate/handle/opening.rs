@@ -92,7 +92,7 @@ impl Decider<'_> {
     }
 
     pub(super) fn recompute_deadline(&mut self) {
-        let Some(timeout) = self.cfg.timeout else {
+        let Some(timeout) = self.s.node.as_ref().and_then(|n| self.cfg.timeout_for(n)) else {
             return;
         };
         self.clamp_gated_since();

@@ -90,7 +90,11 @@ impl Decider<'_> {
     /// the evidence before it (so a gate records a few, not one per look).
     pub(super) fn server_time(&mut self, at: Timestamp) {
         let s = &self.s;
-        let matters = self.cfg.timeout.is_some()
+        let matters = s
+            .node
+            .as_ref()
+            .map_or(self.cfg.timeout, |n| self.cfg.timeout_for(n))
+            .is_some()
             && s.timed_out.is_none()
             && s.server_time.is_none_or(|old| {
                 at > old && s.timers.deadline.is_none_or(|deadline| old < deadline)

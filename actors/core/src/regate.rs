@@ -1,0 +1,325 @@
+//! Re-gating an open node (semantics.md §6.4): when an expected member has
+//! had no Ready pod for the grace, or the node rebooted, nodegate puts the
+//! re-gate taint back on and the gate runs as for a new node.
+//!
+//! [`examine`] is the whole decision for one node, over what the router's
+//! indexes hold plus the little [`Watched`] remembers between looks; the
+//! [`MaxUnavailable`] budget is checked by the caller, which counts the
+//! cluster's nodes. Pure: time is an argument.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::budget::MaxUnavailable;
+use crate::gate::GateConfig;
+use crate::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
+use crate::placement::{
+    self, ManagedTaint, Verdict, first_untolerated_taint, with_default_tolerations,
+};
+use crate::readiness::{self, MemberState};
+
+/// The default `--regate-taint`: a managed taint, but never the startup
+/// taint (autoscalers treat a startup taint that comes back as permanent).
+pub const DEFAULT_REGATE_TAINT_KEY: &str = "nodegate.dev/degraded";
+
+/// `--regate-*`, present only when `--regate-after` is not zero.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegateConfig {
+    /// The grace: how long a member may have no Ready pod before the node is
+    /// re-gated. Never zero.
+    pub after: Duration,
+    pub taint: ManagedTaint,
+    /// A re-gated node's deadline; `None`: it stays closed until its members
+    /// are Ready.
+    pub timeout: Option<Duration>,
+    pub on_reboot: bool,
+    pub max_unavailable: MaxUnavailable,
+}
+
+/// What is remembered about one open node between looks: the boot id it
+/// was first seen with (`--regate-on-reboot`), and since when each broken
+/// member that has no Ready condition to count from was first seen broken.
+/// Empty for a healthy node, which is then not remembered at all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Watched {
+    pub boot_id: Option<Box<str>>,
+    /// (member, first seen broken), sorted by member.
+    pub missing_since: Vec<(Box<str>, Timestamp)>,
+}
+
+impl Watched {
+    pub fn is_empty(&self) -> bool {
+        self.boot_id.is_none() && self.missing_since.is_empty()
+    }
+}
+
+/// Where the broken-since time of a member comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Since {
+    /// The `lastTransitionTime` of its pod's Ready condition (cluster time:
+    /// a restart of nodegate does not reset it).
+    PodCondition,
+    /// When nodegate first saw the member without a Ready pod (no pod, or a
+    /// pod without a Ready condition to count from).
+    FirstSeen,
+}
+
+/// An expected member without a Ready pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Broken {
+    /// The DaemonSet, `namespace/name`.
+    pub member: String,
+    pub since: Timestamp,
+    pub source: Since,
+    /// What it waits for, in the gate's words.
+    pub waiting: String,
+}
+
+impl Broken {
+    pub fn broken_for(&self, now: Timestamp) -> SignedDuration {
+        now.duration_since(self.since)
+    }
+}
+
+/// Why a node is re-gated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger {
+    /// These members have had no Ready pod for the grace or longer.
+    Members(Vec<Broken>),
+    /// `status.nodeInfo.bootID` changed (`--regate-on-reboot`).
+    Reboot { from: String, to: String },
+}
+
+impl Trigger {
+    /// The `nodegate.dev/regated-for` annotation: the members, comma
+    /// separated, or `reboot`.
+    pub fn annotation(&self) -> String {
+        match self {
+            Trigger::Members(m) => m
+                .iter()
+                .map(|b| b.member.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+            Trigger::Reboot { .. } => "reboot".to_string(),
+        }
+    }
+
+    /// The metric label: `members` or `reboot`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Trigger::Members(_) => "members",
+            Trigger::Reboot { .. } => "reboot",
+        }
+    }
+}
+
+/// Why an open node is not watched at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotWatched {
+    /// `--regate-after` is 0.
+    Off,
+    /// Outside `--node-selector`.
+    OutOfScope,
+    /// Annotated `nodegate.dev/ignore: "true"`.
+    Ignored,
+    /// It carries a managed taint: its gate is in charge.
+    Gated,
+    /// Its own Ready condition is not True: the node lifecycle controller
+    /// taints such a node itself.
+    NodeNotReady,
+}
+
+/// [`examine`]'s verdict for one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    NotWatched(NotWatched),
+    /// Every expected member that tolerates the re-gate taint is Ready.
+    Healthy,
+    /// Some are broken, none for the whole grace yet; look again at
+    /// `regate_at`.
+    Broken {
+        members: Vec<Broken>,
+        regate_at: Timestamp,
+    },
+    /// Re-gate the node now (if the budget allows).
+    Regate(Trigger),
+}
+
+/// The decision for one node at `now`. `memory` is updated: the boot id is
+/// recorded the first time, and first-seen times are kept for broken members
+/// without a Ready condition and dropped for the others.
+pub fn examine<'a>(
+    node: &NodeInfo,
+    daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
+    pods: &[Arc<PodInfo>],
+    cfg: &GateConfig,
+    memory: &mut Watched,
+    now: Timestamp,
+) -> Health {
+    let Some(rc) = &cfg.regate else {
+        *memory = Watched::default();
+        return Health::NotWatched(NotWatched::Off);
+    };
+    let not_watched = if !cfg.scope.includes(&node.labels) {
+        Some(NotWatched::OutOfScope)
+    } else if node.ignored {
+        Some(NotWatched::Ignored)
+    } else if node.taints.iter().any(|t| cfg.placement.is_managed(t)) {
+        Some(NotWatched::Gated)
+    } else {
+        None
+    };
+    if let Some(why) = not_watched {
+        *memory = Watched::default();
+        return Health::NotWatched(why);
+    }
+    if rc.on_reboot
+        && let Some(now_boot) = node.boot_id.as_deref().filter(|b| !b.is_empty())
+    {
+        match memory.boot_id.as_deref() {
+            Some(seen) if seen != now_boot => {
+                let from = seen.to_string();
+                memory.boot_id = Some(now_boot.into());
+                memory.missing_since.clear();
+                return Health::Regate(Trigger::Reboot {
+                    from,
+                    to: now_boot.to_string(),
+                });
+            }
+            Some(_) => {}
+            None => memory.boot_id = Some(now_boot.into()),
+        }
+    }
+    if node.ready != NodeReady::True {
+        memory.missing_since.clear();
+        return Health::NotWatched(NotWatched::NodeNotReady);
+    }
+    let regate_taint = rc.taint.to_taint();
+    let mut broken = Vec::new();
+    for ds in daemonsets {
+        if !matches!(
+            placement::evaluate(node, ds, &cfg.placement),
+            Verdict::Expected
+        ) {
+            continue;
+        }
+        let tolerations =
+            with_default_tolerations(&ds.template.tolerations, ds.template.host_network);
+        if first_untolerated_taint([&regate_taint], &tolerations).is_some() {
+            continue;
+        }
+        let on_node = pods.iter().map(AsRef::as_ref);
+        if let MemberState::NotReady(waiting) = readiness::daemonset_member(ds, on_node, now) {
+            let (since, source) = match condition_since(ds, pods) {
+                Some(t) => (t, Since::PodCondition),
+                None => (first_seen(memory, &ds.key(), now), Since::FirstSeen),
+            };
+            broken.push(Broken {
+                member: ds.key(),
+                since,
+                source,
+                waiting: waiting.to_string(),
+            });
+        }
+    }
+    memory.missing_since.retain(|(m, _)| {
+        broken
+            .iter()
+            .any(|b| b.source == Since::FirstSeen && *b.member == **m)
+    });
+    let grace = SignedDuration::try_from(rc.after).unwrap_or(SignedDuration::MAX);
+    let due_at = |b: &Broken| b.since.checked_add(grace).unwrap_or(Timestamp::MAX);
+    let (due, waiting): (Vec<Broken>, Vec<Broken>) =
+        broken.into_iter().partition(|b| due_at(b) <= now);
+    if !due.is_empty() {
+        return Health::Regate(Trigger::Members(due));
+    }
+    match waiting.iter().map(due_at).min() {
+        Some(regate_at) => Health::Broken {
+            members: waiting,
+            regate_at,
+        },
+        None => Health::Healthy,
+    }
+}
+
+/// The latest `lastTransitionTime` of a Ready condition that is not True,
+/// among the member's own pods on the node that are not being deleted: the
+/// newest pod decides, so a pod replaced by a rolling update counts from its
+/// replacement.
+fn condition_since(ds: &DaemonSetInfo, pods: &[Arc<PodInfo>]) -> Option<Timestamp> {
+    pods.iter()
+        .filter(|p| p.controller_uid.as_deref() == Some(ds.uid.as_str()))
+        .filter(|p| !p.terminating && !p.ready)
+        .filter_map(|p| p.ready_since)
+        .max()
+}
+
+fn first_seen(memory: &mut Watched, member: &str, now: Timestamp) -> Timestamp {
+    match memory
+        .missing_since
+        .binary_search_by(|(m, _)| (**m).cmp(member))
+    {
+        Ok(i) => memory.missing_since[i].1,
+        Err(i) => {
+            memory.missing_since.insert(i, (member.into(), now));
+            now
+        }
+    }
+}
+
+/// The budget: whether one more node may carry the re-gate taint, with
+/// `in_use` of the `managed` nodes already carrying it.
+pub fn budget_allows(rc: &RegateConfig, managed: usize, in_use: usize) -> Result<(), Exhausted> {
+    if rc.max_unavailable.room(managed, in_use) > 0 {
+        Ok(())
+    } else {
+        Err(Exhausted {
+            allowed: rc.max_unavailable.allowed(managed),
+            in_use,
+            managed,
+            max_unavailable: rc.max_unavailable,
+        })
+    }
+}
+
+/// The budget is used up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exhausted {
+    pub allowed: usize,
+    pub in_use: usize,
+    pub managed: usize,
+    pub max_unavailable: MaxUnavailable,
+}
+
+impl std::fmt::Display for Exhausted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} of the {} re-gated nodes --regate-max-unavailable {} allows ({} managed nodes) are already re-gated",
+            self.in_use, self.allowed, self.max_unavailable, self.managed
+        )
+    }
+}
+
+/// Words for an Event and the log: each member, what it waits for and how
+/// long it has been broken.
+pub fn describe(members: &[Broken], now: Timestamp) -> String {
+    members
+        .iter()
+        .map(|b| {
+            format!(
+                "{} ({}; for {}s)",
+                b.member,
+                b.waiting,
+                b.broken_for(now).as_secs().max(0)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests;

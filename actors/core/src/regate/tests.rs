@@ -1,0 +1,415 @@
+use std::collections::BTreeSet;
+
+use super::*;
+use crate::model::Taint;
+use crate::placement::{EFFECT_NO_SCHEDULE, ManagedTaint, TOLERATION_OP_EXISTS};
+use crate::testutil::{mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts};
+
+const GRACE: u64 = 60;
+
+fn cfg() -> GateConfig {
+    let regate = ManagedTaint::new(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE);
+    let mut cfg = GateConfig::default();
+    cfg.placement.managed_taints.push(regate.clone());
+    cfg.regate = Some(RegateConfig {
+        after: Duration::from_secs(GRACE),
+        taint: regate,
+        timeout: None,
+        on_reboot: true,
+        max_unavailable: MaxUnavailable::default(),
+    });
+    cfg
+}
+
+/// A DaemonSet that tolerates everything (as node agents usually do).
+fn agent(name: &str) -> Arc<DaemonSetInfo> {
+    Arc::new(mk_ds(
+        "infra",
+        name,
+        template_with_tolerations(vec![toleration("", TOLERATION_OP_EXISTS, "", "")]),
+    ))
+}
+
+/// `agent`'s pod on node `n1`, not Ready since `since` (seconds).
+fn broken_pod(ds: &DaemonSetInfo, since: i64) -> Arc<PodInfo> {
+    let mut p = mk_pod(&format!("{}-pod", ds.name), "n1", &ds.uid);
+    p.ready = false;
+    p.ready_since = Some(ts(since));
+    Arc::new(p)
+}
+
+fn ready_pod(ds: &DaemonSetInfo) -> Arc<PodInfo> {
+    Arc::new(mk_pod(&format!("{}-pod", ds.name), "n1", &ds.uid))
+}
+
+fn node() -> NodeInfo {
+    mk_node("n1", &[], vec![])
+}
+
+fn look(
+    node: &NodeInfo,
+    ds: &[Arc<DaemonSetInfo>],
+    pods: &[Arc<PodInfo>],
+    memory: &mut Watched,
+    now: i64,
+) -> Health {
+    examine(node, ds, pods, &cfg(), memory, ts(now))
+}
+
+fn members(h: &Health) -> BTreeSet<String> {
+    match h {
+        Health::Regate(Trigger::Members(m)) | Health::Broken { members: m, .. } => {
+            m.iter().map(|b| b.member.clone()).collect()
+        }
+        _ => BTreeSet::new(),
+    }
+}
+
+#[test]
+fn a_healthy_node_is_healthy_and_remembers_nothing_but_its_boot() {
+    let ds = agent("cni");
+    let mut m = Watched::default();
+    assert_eq!(
+        look(
+            &node(),
+            std::slice::from_ref(&ds),
+            &[ready_pod(&ds)],
+            &mut m,
+            1000
+        ),
+        Health::Healthy
+    );
+    assert!(m.is_empty(), "{m:?}");
+}
+
+#[test]
+fn grace_counts_from_the_ready_condition_and_is_inclusive() {
+    let ds = agent("cni");
+    let pods = [broken_pod(&ds, 1000)];
+    let mut m = Watched::default();
+    let just_before = look(
+        &node(),
+        std::slice::from_ref(&ds),
+        &pods,
+        &mut m,
+        1000 + GRACE as i64 - 1,
+    );
+    assert_eq!(
+        just_before,
+        Health::Broken {
+            members: vec![Broken {
+                member: "infra/cni".into(),
+                since: ts(1000),
+                source: Since::PodCondition,
+                waiting: "pod cni-pod is not Ready".into(),
+            }],
+            regate_at: ts(1000 + GRACE as i64),
+        }
+    );
+    // Exactly at the grace: re-gated.
+    let at = look(
+        &node(),
+        std::slice::from_ref(&ds),
+        &pods,
+        &mut m,
+        1000 + GRACE as i64,
+    );
+    assert!(matches!(at, Health::Regate(Trigger::Members(_))), "{at:?}");
+    assert_eq!(members(&at), BTreeSet::from(["infra/cni".to_string()]));
+    // Cluster time: nothing remembered, so a restart changes nothing.
+    assert!(m.is_empty());
+}
+
+#[test]
+fn a_pod_flapping_ready_inside_the_grace_starts_it_again() {
+    let ds = agent("cni");
+    let mut m = Watched::default();
+    // Broken since 1000, Ready again at 1050, broken again since 1055.
+    assert!(matches!(
+        look(
+            &node(),
+            std::slice::from_ref(&ds),
+            &[broken_pod(&ds, 1000)],
+            &mut m,
+            1050
+        ),
+        Health::Broken { .. }
+    ));
+    assert_eq!(
+        look(
+            &node(),
+            std::slice::from_ref(&ds),
+            &[ready_pod(&ds)],
+            &mut m,
+            1050
+        ),
+        Health::Healthy
+    );
+    let again = look(
+        &node(),
+        std::slice::from_ref(&ds),
+        &[broken_pod(&ds, 1055)],
+        &mut m,
+        1100,
+    );
+    assert!(
+        matches!(again, Health::Broken { regate_at, .. } if regate_at == ts(1055 + GRACE as i64)),
+        "{again:?}"
+    );
+}
+
+#[test]
+fn a_replaced_pod_counts_from_the_replacement() {
+    let ds = agent("cni");
+    let mut old = (*broken_pod(&ds, 0)).clone();
+    old.terminating = true;
+    old.uid = "old".into();
+    let new = broken_pod(&ds, 990);
+    let h = look(
+        &node(),
+        std::slice::from_ref(&ds),
+        &[Arc::new(old), new],
+        &mut Watched::default(),
+        1000,
+    );
+    assert!(
+        matches!(h, Health::Broken { regate_at, .. } if regate_at == ts(990 + GRACE as i64)),
+        "{h:?}"
+    );
+}
+
+#[test]
+fn a_member_with_no_pod_counts_from_when_it_was_first_seen_missing() {
+    let ds = agent("csi");
+    let mut m = Watched::default();
+    let first = look(&node(), std::slice::from_ref(&ds), &[], &mut m, 500);
+    assert!(
+        matches!(first, Health::Broken { regate_at, .. } if regate_at == ts(500 + GRACE as i64)),
+        "{first:?}"
+    );
+    assert_eq!(m.missing_since, vec![("infra/csi".into(), ts(500))]);
+    // Later looks keep the first time; at the grace it is due.
+    assert!(matches!(
+        look(&node(), std::slice::from_ref(&ds), &[], &mut m, 559),
+        Health::Broken { .. }
+    ));
+    let due = look(&node(), std::slice::from_ref(&ds), &[], &mut m, 560);
+    match due {
+        Health::Regate(Trigger::Members(b)) => {
+            assert_eq!(b[0].source, Since::FirstSeen);
+            assert_eq!(b[0].since, ts(500));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Once it has a Ready pod, it is forgotten.
+    assert_eq!(
+        look(
+            &node(),
+            std::slice::from_ref(&ds),
+            &[ready_pod(&ds)],
+            &mut m,
+            600
+        ),
+        Health::Healthy
+    );
+    assert!(m.missing_since.is_empty());
+}
+
+#[test]
+fn a_member_that_does_not_tolerate_the_regate_taint_never_regates() {
+    let picky = Arc::new(mk_ds("infra", "picky", template_with_tolerations(vec![])));
+    let h = look(
+        &node(),
+        std::slice::from_ref(&picky),
+        &[broken_pod(&picky, 0)],
+        &mut Watched::default(),
+        10_000,
+    );
+    assert_eq!(h, Health::Healthy);
+    // A toleration of exactly the re-gate taint is enough.
+    let tolerant = Arc::new(mk_ds(
+        "infra",
+        "tolerant",
+        template_with_tolerations(vec![toleration(
+            DEFAULT_REGATE_TAINT_KEY,
+            TOLERATION_OP_EXISTS,
+            "",
+            "",
+        )]),
+    ));
+    let h = look(
+        &node(),
+        &[picky.clone(), tolerant.clone()],
+        &[broken_pod(&picky, 0), broken_pod(&tolerant, 0)],
+        &mut Watched::default(),
+        10_000,
+    );
+    assert_eq!(members(&h), BTreeSet::from(["infra/tolerant".to_string()]));
+}
+
+#[test]
+fn a_member_not_expected_on_the_node_is_not_watched() {
+    let mut elsewhere = mk_ds(
+        "infra",
+        "gpu",
+        template_with_tolerations(vec![toleration("", TOLERATION_OP_EXISTS, "", "")]),
+    );
+    elsewhere
+        .template
+        .node_selector
+        .insert("gpu".into(), "true".into());
+    let h = look(
+        &node(),
+        &[Arc::new(elsewhere)],
+        &[],
+        &mut Watched::default(),
+        10_000,
+    );
+    assert_eq!(h, Health::Healthy);
+}
+
+#[test]
+fn gated_ignored_out_of_scope_and_not_ready_nodes_are_not_watched() {
+    let ds = agent("cni");
+    let pods = [broken_pod(&ds, 0)];
+    let mut m = Watched {
+        boot_id: Some("b".into()),
+        missing_since: vec![("x".into(), ts(1))],
+    };
+    let mut gated = node();
+    gated
+        .taints
+        .push(taint(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE));
+    assert_eq!(
+        look(&gated, std::slice::from_ref(&ds), &pods, &mut m, 10_000),
+        Health::NotWatched(NotWatched::Gated)
+    );
+    assert!(m.is_empty(), "a gated node is forgotten");
+    let mut ignored = node();
+    ignored.ignored = true;
+    assert_eq!(
+        look(&ignored, std::slice::from_ref(&ds), &pods, &mut m, 10_000),
+        Health::NotWatched(NotWatched::Ignored)
+    );
+    let mut down = node();
+    down.ready = NodeReady::False;
+    assert_eq!(
+        look(&down, std::slice::from_ref(&ds), &pods, &mut m, 10_000),
+        Health::NotWatched(NotWatched::NodeNotReady)
+    );
+    let mut scoped = cfg();
+    scoped.scope.node_selector = Some("pool=gpu".parse().expect("selector"));
+    assert_eq!(
+        examine(
+            &node(),
+            std::slice::from_ref(&ds),
+            &pods,
+            &scoped,
+            &mut m,
+            ts(10_000)
+        ),
+        Health::NotWatched(NotWatched::OutOfScope)
+    );
+    let mut off = cfg();
+    off.regate = None;
+    assert_eq!(
+        examine(&node(), &[ds], &pods, &off, &mut m, ts(10_000)),
+        Health::NotWatched(NotWatched::Off)
+    );
+}
+
+#[test]
+fn a_new_boot_id_regates_at_once_and_only_once() {
+    let ds = agent("cni");
+    let pods = [ready_pod(&ds)];
+    let mut m = Watched::default();
+    let mut n = node();
+    n.boot_id = Some("boot-1".into());
+    assert_eq!(
+        look(&n, std::slice::from_ref(&ds), &pods, &mut m, 100),
+        Health::Healthy
+    );
+    assert_eq!(m.boot_id.as_deref(), Some("boot-1"));
+    n.boot_id = Some("boot-2".into());
+    assert_eq!(
+        look(&n, std::slice::from_ref(&ds), &pods, &mut m, 101),
+        Health::Regate(Trigger::Reboot {
+            from: "boot-1".into(),
+            to: "boot-2".into()
+        })
+    );
+    assert_eq!(
+        look(&n, std::slice::from_ref(&ds), &pods, &mut m, 102),
+        Health::Healthy
+    );
+    // Without --regate-on-reboot a new boot id is nothing.
+    let mut no_reboot = cfg();
+    if let Some(rc) = no_reboot.regate.as_mut() {
+        rc.on_reboot = false;
+    }
+    n.boot_id = Some("boot-3".into());
+    assert_eq!(
+        examine(&n, &[ds], &pods, &no_reboot, &mut m, ts(103)),
+        Health::Healthy
+    );
+}
+
+#[test]
+fn the_budget_holds_at_its_limit() {
+    let mut rc = cfg().regate.expect("regate");
+    rc.max_unavailable = MaxUnavailable::Count(3);
+    assert_eq!(budget_allows(&rc, 20, 2), Ok(()));
+    let e = budget_allows(&rc, 20, 3).unwrap_err();
+    assert_eq!((e.allowed, e.in_use, e.managed), (3, 3, 20));
+    assert!(e.to_string().contains("--regate-max-unavailable 3"), "{e}");
+    // The default 10 %: at least one, even in a small cluster, and counted
+    // from the nodes that carry the taint now (so across restarts).
+    rc.max_unavailable = MaxUnavailable::default();
+    assert_eq!(budget_allows(&rc, 5, 0), Ok(()));
+    assert!(budget_allows(&rc, 5, 1).is_err());
+    assert_eq!(budget_allows(&rc, 40, 3), Ok(()));
+    assert!(budget_allows(&rc, 40, 4).is_err());
+}
+
+#[test]
+fn regated_nodes_get_the_regate_timeout_and_new_nodes_the_startup_one() {
+    let mut c = cfg();
+    c.timeout = Some(Duration::from_secs(120));
+    if let Some(rc) = c.regate.as_mut() {
+        rc.timeout = Some(Duration::from_secs(900));
+    }
+    let mut n = node();
+    n.taints = vec![taint(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE)];
+    assert_eq!(c.timeout_for(&n), Some(Duration::from_secs(900)));
+    n.taints
+        .push(taint("nodegate.dev/initializing", EFFECT_NO_SCHEDULE));
+    assert_eq!(c.timeout_for(&n), Some(Duration::from_secs(120)));
+    n.taints = vec![Taint::new("other", "", EFFECT_NO_SCHEDULE)];
+    assert_eq!(c.timeout_for(&n), Some(Duration::from_secs(120)));
+}
+
+#[test]
+fn the_annotation_names_the_members_or_the_reboot() {
+    let b = |m: &str| Broken {
+        member: m.into(),
+        since: ts(0),
+        source: Since::FirstSeen,
+        waiting: "no pod".into(),
+    };
+    assert_eq!(
+        Trigger::Members(vec![b("infra/a"), b("infra/b")]).annotation(),
+        "infra/a,infra/b"
+    );
+    assert_eq!(
+        Trigger::Reboot {
+            from: "x".into(),
+            to: "y".into()
+        }
+        .annotation(),
+        "reboot"
+    );
+    assert_eq!(
+        describe(&[b("infra/a")], ts(90)),
+        "infra/a (no pod; for 90s)"
+    );
+}

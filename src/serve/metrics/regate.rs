@@ -1,0 +1,99 @@
+//! Re-gating's series: nodes re-gated (by trigger), re-gates the budget
+//! refused, and the gauges of what the open nodes look like now.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct TriggerLabels {
+    trigger: &'static str,
+}
+
+pub struct RegateMetrics {
+    regates: Family<TriggerLabels, Counter>,
+    budget_exhausted: Counter,
+    regated: Gauge,
+    budget_allowed: Gauge,
+    broken: Gauge,
+    suspended: Gauge,
+}
+
+/// What the open nodes look like at one look (the gauges).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RegateGauges {
+    /// Managed nodes carrying the re-gate taint.
+    pub regated: usize,
+    /// How many the budget allows at once.
+    pub budget_allowed: usize,
+    /// Open nodes with a member broken but still inside the grace.
+    pub broken: usize,
+    /// Managed nodes whose writes are suspended (annotation or config).
+    pub suspended: usize,
+}
+
+impl RegateMetrics {
+    pub(super) fn register(registry: &mut Registry) -> RegateMetrics {
+        let m = RegateMetrics {
+            regates: Family::default(),
+            budget_exhausted: Counter::default(),
+            regated: Gauge::default(),
+            budget_allowed: Gauge::default(),
+            broken: Gauge::default(),
+            suspended: Gauge::default(),
+        };
+        registry.register(
+            "regates",
+            "Open nodes nodegate re-gated, by trigger (members | reboot)",
+            m.regates.clone(),
+        );
+        registry.register(
+            "regate_budget_exhausted",
+            "Re-gates not made because --regate-max-unavailable nodes already carried the re-gate taint",
+            m.budget_exhausted.clone(),
+        );
+        registry.register(
+            "regated_nodes",
+            "Managed nodes carrying the re-gate taint now (the budget in use)",
+            m.regated.clone(),
+        );
+        registry.register(
+            "regate_budget_nodes",
+            "Managed nodes --regate-max-unavailable allows to carry the re-gate taint at once",
+            m.budget_allowed.clone(),
+        );
+        registry.register(
+            "regate_broken_nodes",
+            "Open nodes with a member that has no Ready pod and not re-gated (yet): inside --regate-after, or held by the budget, suspension or leadership",
+            m.broken.clone(),
+        );
+        registry.register(
+            "suspended_nodes",
+            "Managed nodes nodegate writes nothing to: annotated nodegate.dev/suspend, or every one with suspend: true",
+            m.suspended.clone(),
+        );
+        for trigger in ["members", "reboot"] {
+            m.regates.get_or_create_owned(&TriggerLabels { trigger });
+        }
+        m
+    }
+
+    /// A node re-gated: `trigger` is `members` or `reboot`.
+    pub fn regated(&self, trigger: &'static str) {
+        self.regates.get_or_create(&TriggerLabels { trigger }).inc();
+    }
+
+    pub fn budget_exhausted(&self) {
+        self.budget_exhausted.inc();
+    }
+
+    pub fn gauges(&self, g: RegateGauges) {
+        let set = |gauge: &Gauge, n: usize| gauge.set(i64::try_from(n).unwrap_or(i64::MAX));
+        set(&self.regated, g.regated);
+        set(&self.budget_allowed, g.budget_allowed);
+        set(&self.broken, g.broken);
+        set(&self.suspended, g.suspended);
+    }
+}

@@ -1,0 +1,387 @@
+//! Re-gating on the real control plane, with the real binary: open nodes
+//! whose DaemonSet breaks, or that reboot, get the re-gate taint and open
+//! again when their members are Ready; a rolling update that stays inside the
+//! grace re-gates nothing; a bad rollout re-gates no more nodes than the
+//! budget allows.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use support::gate::{DsSpec, Env, NS, annotation, daemonset, taint_keys};
+use support::{Nodegate, fake_node, wait_for};
+
+const DEGRADED: &str = "nodegate.dev/degraded";
+/// The grace: long enough for kwok to replace a pod, short for a test.
+const GRACE: &str = "6s";
+
+/// A DaemonSet that tolerates every taint (as node agents do), on the nodes
+/// labelled `role=ROLE`, rolled out to every node at once (a bad rollout
+/// reaches them all) when `all_at_once`.
+fn agent(name: &str, role: &str, ready_after: Option<&str>, all_at_once: bool) -> DaemonSet {
+    let spec = DsSpec {
+        node_selector: &[("role", role)],
+        ready_after,
+        ..DsSpec::new(name)
+    };
+    let mut ds = serde_json::to_value(daemonset(&spec)).expect("daemonset json");
+    ds["spec"]["template"]["spec"]["tolerations"] = json!([{"operator": "Exists"}]);
+    if all_at_once {
+        ds["spec"]["updateStrategy"] =
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "100%"}});
+    }
+    serde_json::from_value(ds).expect("daemonset manifest")
+}
+
+/// An untainted node: open from the start, as after its gate opened.
+fn open_node(name: &str, role: &str) -> Node {
+    fake_node(name, &[("role", role)], &[])
+}
+
+async fn create(env: &Env, ds: &DaemonSet) {
+    env.daemonsets
+        .create(&PostParams::default(), ds)
+        .await
+        .expect("create daemonset");
+}
+
+/// A new revision of `name` whose pods are held not Ready (a bad rollout),
+/// or, with `hold` false, whose pods are fine (a routine rollout).
+async fn roll(env: &Env, name: &str, hold: bool, revision: &str) {
+    let mut labels = json!({"nodegate.test/revision": revision});
+    if hold {
+        labels["nodegate.test/hold-not-ready"] = json!("true");
+    }
+    env.daemonsets
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"metadata": {"labels": labels}}}})),
+        )
+        .await
+        .expect("roll the daemonset");
+}
+
+async fn boot_id(env: &Env, node: &str, id: &str) {
+    let status = json!({"status": {"nodeInfo": {"bootID": id}}});
+    env.nodes
+        .patch_status(node, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("patch the boot id");
+}
+
+async fn has_degraded(env: &Env, node: &str) -> bool {
+    taint_keys(&env.node(node).await)
+        .iter()
+        .any(|k| k == DEGRADED)
+}
+
+async fn events(env: &Env, node: &str, reason: &str) -> usize {
+    env.events_for(node)
+        .await
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .count()
+}
+
+/// Waits until every pod of `app` on `nodes` is Ready and of the newest
+/// revision (the rollout finished).
+async fn wait_rolled_out(env: &Env, app: &str, revision: &str, count: usize) {
+    wait_for(
+        &format!("{app} rolled out to revision {revision}"),
+        Duration::from_secs(90),
+        || async {
+            let pods = env
+                .pods
+                .list(
+                    &ListParams::default()
+                        .labels(&format!("app={app},nodegate.test/revision={revision}")),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            let ready = pods
+                .items
+                .iter()
+                .filter(|p| support::gate::is_ready(p) && p.metadata.deletion_timestamp.is_none())
+                .count();
+            if ready == count {
+                Ok(())
+            } else {
+                Err(format!("{ready} of {count} Ready"))
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_agent_and_reboot_regate_and_a_routine_rollout_does_not() {
+    let env = Env::new("regate").await;
+    create(&env, &agent("agent", "a", None, false)).await;
+    create(&env, &agent("roller", "r", Some("1s"), false)).await;
+    for (n, role) in [
+        ("broken", "a"),
+        ("rebooted", "a"),
+        ("roll-1", "r"),
+        ("roll-2", "r"),
+    ] {
+        env.cluster.create_node(&open_node(n, role)).await;
+    }
+    for n in ["broken", "rebooted"] {
+        env.wait_pod("agent", n, true).await;
+    }
+    for n in ["roll-1", "roll-2"] {
+        env.wait_pod("roller", n, true).await;
+    }
+    // kwok's nodes report no boot id: give one, as a kubelet does.
+    boot_id(&env, "rebooted", "boot-1").await;
+    let ng = Nodegate::start(
+        &env.cluster,
+        &[
+            "--regate-after",
+            GRACE,
+            "--regate-on-reboot",
+            "--regate-max-unavailable",
+            "3",
+        ],
+    );
+    let _ = ng.http_addr(Duration::from_secs(30));
+
+    // (b) A routine rollout (new pods Ready a second after they start) stays
+    // inside the grace: nothing is re-gated.
+    roll(&env, "roller", false, "2").await;
+    // (d) A new boot id: re-gated at once. (The first one must have been
+    // seen: nodegate looks at every node once its watches are in.)
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let kept = env
+        .node("rebooted")
+        .await
+        .status
+        .and_then(|s| s.node_info)
+        .map(|i| i.boot_id);
+    assert_eq!(kept.as_deref(), Some("boot-1"), "kwok kept the boot id");
+    boot_id(&env, "rebooted", "boot-2").await;
+    wait_for(
+        "rebooted re-gated for the reboot",
+        Duration::from_secs(30),
+        || async {
+            match env
+                .annotation("rebooted", "nodegate.dev/regated-for")
+                .await
+                .as_deref()
+            {
+                Some("reboot") => Ok(()),
+                other => Err(format!("regated-for {other:?}\n{}", ng.logs())),
+            }
+        },
+    )
+    .await;
+    // Its pods are still Ready: the gate opens it again at once.
+    env.wait_open("rebooted", Duration::from_secs(30), &[&ng])
+        .await;
+    wait_for(
+        "rebooted open, without the re-gate taint",
+        Duration::from_secs(30),
+        || async {
+            if has_degraded(&env, "rebooted").await {
+                Err("still degraded".to_string())
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+
+    // (a) The agent's new revision is held not Ready: after the grace the
+    // node is re-gated, naming the member.
+    roll(&env, "agent", true, "2").await;
+    wait_for("broken re-gated", Duration::from_secs(60), || async {
+        if has_degraded(&env, "broken").await {
+            Ok(())
+        } else {
+            Err(format!("not re-gated\n{}", ng.logs()))
+        }
+    })
+    .await;
+    let n = env.node("broken").await;
+    assert_eq!(
+        annotation(&n, "nodegate.dev/regated-for").as_deref(),
+        Some("infra/agent")
+    );
+    assert!(annotation(&n, "nodegate.dev/gated-since").is_some());
+    assert_eq!(
+        events(&env, "broken", "NodeRegated").await,
+        1,
+        "{}",
+        ng.logs()
+    );
+
+    // Workloads are no longer scheduled there: a pod pinned to the node by
+    // its hostname label stays Pending, refused for an untolerated taint
+    // (the only one the node carries is the re-gate taint).
+    let workload: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "workload", "namespace": NS},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": "broken"},
+            "containers": [{"name": "app", "image": "registry.invalid/app:1"}],
+        },
+    }))
+    .expect("pod manifest");
+    env.pods
+        .create(&PostParams::default(), &workload)
+        .await
+        .expect("create workload");
+    wait_for(
+        "the workload is refused by the scheduler",
+        Duration::from_secs(30),
+        || async {
+            let p = env.pods.get("workload").await.map_err(|e| e.to_string())?;
+            let unschedulable = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c.type_ == "PodScheduled"
+                            && c.status == "False"
+                            && c.message
+                                .as_deref()
+                                .is_some_and(|m| m.contains("untolerated taint"))
+                    })
+                });
+            let bound = p.spec.as_ref().and_then(|s| s.node_name.clone());
+            match (unschedulable, bound) {
+                (_, Some(n)) => panic!("the workload was bound to {n} while the node was re-gated"),
+                (true, None) => Ok(()),
+                (false, None) => Err(format!("not yet judged: {:?}", p.status)),
+            }
+        },
+    )
+    .await;
+
+    // The hold is lifted: the node opens again, by readiness.
+    env.release("agent", "broken").await;
+    wait_for("broken opened again", Duration::from_secs(30), || async {
+        let n = env.node("broken").await;
+        if taint_keys(&n).iter().any(|k| k == DEGRADED) {
+            Err("still re-gated".to_string())
+        } else {
+            Ok(annotation(&n, "nodegate.dev/opened-by"))
+        }
+    })
+    .await;
+    assert_eq!(
+        env.annotation("broken", "nodegate.dev/opened-by")
+            .await
+            .as_deref(),
+        Some("ready")
+    );
+
+    // (b), judged at the end: the routine rollout finished long ago, and no
+    // node of it was ever re-gated.
+    wait_rolled_out(&env, "roller", "2", 2).await;
+    for n in ["roll-1", "roll-2"] {
+        assert!(
+            !has_degraded(&env, n).await,
+            "{n} re-gated by a routine rollout\n{}",
+            ng.logs()
+        );
+        assert_eq!(events(&env, n, "NodeRegated").await, 0, "{n}");
+        assert!(
+            env.annotation(n, "nodegate.dev/regated-for")
+                .await
+                .is_none(),
+            "{n}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_rollout_regates_no_more_nodes_than_the_budget() {
+    const NODES: usize = 20;
+    const BUDGET: usize = 3;
+    let env = Env::new("regate-budget").await;
+    create(&env, &agent("agent", "fleet", None, true)).await;
+    let names: Vec<String> = (0..NODES).map(|i| format!("fleet-{i:02}")).collect();
+    for n in &names {
+        env.cluster.create_node(&open_node(n, "fleet")).await;
+    }
+    for n in &names {
+        env.wait_pod("agent", n, true).await;
+    }
+    let ng = Nodegate::start(
+        &env.cluster,
+        &[
+            "--regate-after",
+            GRACE,
+            "--regate-max-unavailable",
+            &BUDGET.to_string(),
+        ],
+    );
+    let _ = ng.http_addr(Duration::from_secs(30));
+    roll(&env, "agent", true, "bad").await;
+
+    // Watch the whole fleet until every node has been refused or re-gated:
+    // at no look may more than the budget carry the taint.
+    let mut most = 0;
+    let mut regated = BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let nodes = env
+            .nodes
+            .list(&ListParams::default().labels("role=fleet"))
+            .await
+            .expect("list nodes");
+        let now: BTreeSet<String> = nodes
+            .items
+            .iter()
+            .filter(|n| taint_keys(n).iter().any(|k| k == DEGRADED))
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        most = most.max(now.len());
+        assert!(
+            now.len() <= BUDGET,
+            "{} nodes re-gated at once (budget {BUDGET}): {now:?}\n{}",
+            now.len(),
+            ng.logs()
+        );
+        regated.extend(now);
+        let mut refused = 0;
+        for n in &names {
+            if events(&env, n, "RegateBudgetExhausted").await > 0 {
+                refused += 1;
+            }
+        }
+        if regated.len() == BUDGET && refused == NODES - BUDGET {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "after 90s: re-gated {regated:?}, {refused} nodes with RegateBudgetExhausted\n{}",
+            ng.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(most, BUDGET);
+    // Nothing more: a while later the same three carry it, one NodeRegated
+    // each, and no other node was re-gated.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut total = 0;
+    for n in &names {
+        let count = events(&env, n, "NodeRegated").await;
+        assert_eq!(
+            count,
+            usize::from(regated.contains(n)),
+            "{n}: {count} NodeRegated"
+        );
+        total += count;
+        assert_eq!(has_degraded(&env, n).await, regated.contains(n), "{n}");
+    }
+    assert_eq!(total, BUDGET);
+}
