@@ -232,7 +232,7 @@ async fn an_invalid_file_is_refused_and_a_valid_one_changes_the_expected_set() {
     assert!(ng.logs().contains("SIGHUP: reading the config file again"));
 }
 
-/// The switches on the real control plane (semantics.md §6.4): a node
+/// The switches on the real control plane (semantics.md §6.6): a node
 /// annotated `nodegate.dev/open: "true"` opens at once, whatever its members,
 /// and loses the annotation; a node annotated `nodegate.dev/suspend: "true"`
 /// is not written while its deadline passes, and opens as soon as the

@@ -22,7 +22,7 @@ use nodegate_core::entrance::IGNORE_ANNOTATION;
 
 /// Annotation recording when a re-gated node's gate started.
 pub const GATED_SINCE_ANNOTATION: &str = "nodegate.dev/gated-since";
-/// `"true"`: decide, write nothing for this node (semantics.md §6.4).
+/// `"true"`: decide, write nothing for this node (semantics.md §6.6).
 pub const SUSPEND_ANNOTATION: &str = "nodegate.dev/suspend";
 /// `"true"`: open this node now; removed by the opening patch.
 pub const OPEN_ANNOTATION: &str = "nodegate.dev/open";

@@ -157,7 +157,7 @@ pub struct NodeInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opened_at: Option<Timestamp>,
     /// `nodegate.dev/suspend: "true"`: the gate decides and journals, but
-    /// writes nothing for this node until it is lifted (semantics.md §6.4).
+    /// writes nothing for this node until it is lifted (semantics.md §6.6).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspended: bool,
     /// `nodegate.dev/open: "true"`: open now, whatever the members

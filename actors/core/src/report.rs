@@ -25,7 +25,9 @@ use crate::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
 use crate::placement::{self, PlacementConfig, ReasonCode};
 use crate::readiness::CriticalPodEntry;
 
+mod regate;
 mod words;
+pub use regate::{BrokenMember, RegateReport};
 pub use words::{describe_waiting, expected_reason, verdict};
 
 /// The reason code of an expected member.
@@ -61,6 +63,10 @@ pub struct Report {
     /// In configuration order.
     pub critical_pods: Vec<MemberRow>,
     pub taints: TaintSplit,
+    /// Re-gating's view of the node (`--regate-after`); absent when it is
+    /// off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regate: Option<RegateReport>,
 }
 
 /// One DaemonSet or critical-pod entry on the node.
@@ -257,6 +263,7 @@ fn build_for(
         taints: split_taints(&node.taints, &cfg.placement),
         daemonsets,
         critical_pods,
+        regate: regate::regate_report(node, state, cfg, now),
     }
 }
 

@@ -1,4 +1,4 @@
-//! The switches an operator reaches for (semantics.md §6.4): a suspension
+//! The switches an operator reaches for (semantics.md §6.6): a suspension
 //! (node annotation or config) under which the gate decides and journals but
 //! writes nothing, acting at once when it is lifted; and the one-shot
 //! `nodegate.dev/open` that opens a node whatever its members.

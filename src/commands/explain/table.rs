@@ -84,6 +84,22 @@ pub fn render_table(report: &Report, width: usize) -> String {
 
     out.push('\n');
     push_wrapped(&mut out, "GATE  ", "      ", &report.verdict, width);
+    if let Some(r) = &report.regate {
+        push_wrapped(&mut out, "REGATE  ", "        ", &r.verdict, width);
+        for b in &r.broken {
+            let counted = match b.counted_from {
+                "pod_ready_condition" => "since its pod's Ready condition changed",
+                _ => "counted from now: no pod to count from",
+            };
+            let line = format!(
+                "{} broken for {} ({counted}): {}",
+                b.member,
+                human_age(b.broken_for_seconds),
+                b.waiting
+            );
+            push_wrapped(&mut out, "  ", "    ", &line, width);
+        }
+    }
     out
 }
 

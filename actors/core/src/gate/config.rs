@@ -40,7 +40,7 @@ pub struct GateConfig {
     pub on_timeout: OnTimeout,
     pub dry_run: bool,
     /// `suspend: true` in the config file: every gate decides and journals
-    /// but writes nothing (semantics.md §6.4).
+    /// but writes nothing (semantics.md §6.6).
     pub suspend: bool,
     /// `--regate-after` and friends; `None`: open nodes are never re-gated.
     pub regate: Option<RegateConfig>,

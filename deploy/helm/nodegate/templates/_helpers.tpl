@@ -124,6 +124,13 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- end -}}
 {{- if $c.taintNewNodes }}{{ $a = append $a "--taint-new-nodes" }}{{ end -}}
 {{- $a = append $a (printf "--new-node-window=%v" $c.newNodeWindow) -}}
+{{- if ne (toString $c.regateAfter) "0" -}}
+{{- $a = append $a (printf "--regate-after=%v" $c.regateAfter) -}}
+{{- $a = append $a (printf "--regate-taint=%v" $c.regateTaint) -}}
+{{- $a = append $a (printf "--regate-timeout=%v" $c.regateTimeout) -}}
+{{- $a = append $a (printf "--regate-max-unavailable=%v" $c.regateMaxUnavailable) -}}
+{{- if $c.regateOnReboot }}{{ $a = append $a "--regate-on-reboot" }}{{ end -}}
+{{- end -}}
 {{- range .Values.extraArgs }}{{ $a = append $a (toString .) }}{{ end -}}
 {{- toYaml $a -}}
 {{- end -}}

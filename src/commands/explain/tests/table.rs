@@ -141,3 +141,58 @@ fn human_age_shows_the_two_largest_units() {
         assert_eq!(human_age(secs), want);
     }
 }
+
+/// An open node under `--regate-after 60s`: one member broken for 30 s (its
+/// pod's Ready condition), one with no pod, one healthy.
+#[test]
+fn an_open_node_shows_each_broken_member_and_when_it_would_be_regated() {
+    use nodegate_core::placement::ManagedTaint;
+    use nodegate_core::regate::RegateConfig;
+    let degraded = ManagedTaint::new("nodegate.dev/degraded", "NoSchedule");
+    let mut settings = settings();
+    settings.placement.managed_taints.push(degraded.clone());
+    settings.regate = Some(RegateConfig {
+        after: std::time::Duration::from_secs(60),
+        taint: degraded,
+        timeout: None,
+        on_reboot: false,
+        max_unavailable: Default::default(),
+    });
+    let cni = mk_ds("infra", "cni", tolerate_all());
+    let csi = mk_ds("infra", "csi", tolerate_all());
+    let logs = mk_ds("infra", "logs", tolerate_all());
+    let mut broken = pod_of(&cni, "cni-1", "n1");
+    broken.ready = false;
+    broken.ready_since = Some(ts(NOW - 30));
+    let node = mk_node("n1", &[], vec![]);
+    let v = view(
+        node,
+        vec![cni, csi, logs.clone()],
+        vec![broken, pod_of(&logs, "logs-1", "n1")],
+    );
+    let report = build_report(&v, &settings, ts(NOW));
+    let r = report.regate.as_ref().expect("re-gating is on");
+    assert!(r.verdict.starts_with("re-gated in 30s"), "{}", r.verdict);
+    let got: Vec<(&str, i64, &str)> = r
+        .broken
+        .iter()
+        .map(|b| (b.member.as_str(), b.broken_for_seconds, b.counted_from))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("infra/cni", 30, "pod_ready_condition"),
+            ("infra/csi", 0, "first_seen")
+        ]
+    );
+    let table = render_table(&report, TABLE_WIDTH);
+    assert!(table.contains("REGATE  re-gated in 30s"), "{table}");
+    assert!(
+        table.contains("infra/cni broken for 30s (since its pod's Ready condition changed): pod cni-1 is not Ready"),
+        "{table}"
+    );
+    // Off: no section at all.
+    let off = build_report(&v, &super::settings(), ts(NOW));
+    assert!(off.regate.is_none());
+    assert!(!render_table(&off, TABLE_WIDTH).contains("REGATE"));
+}

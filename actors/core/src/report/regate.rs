@@ -1,0 +1,130 @@
+//! The re-gating part of an explain report (semantics.md §6.4): for an open
+//! node, what re-gating makes of it now — each member without a Ready pod,
+//! how long it has been broken and when the grace runs out — and for a
+//! re-gated node, what it was re-gated for. Judged by the core's own
+//! [`regate::examine`], with nothing remembered (explain sees the node once,
+//! so a member with no pod counts from now, as for a controller that just
+//! started).
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use crate::gate::{GateConfig, GateState};
+use crate::model::{NodeInfo, PodInfo};
+use crate::regate::{self, Health, NotWatched, Since, Trigger, Watched};
+
+/// Re-gating's view of the node. Absent from the report when re-gating is
+/// off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RegateReport {
+    /// What re-gating makes of the node now, in one sentence.
+    pub verdict: String,
+    /// `nodegate.dev/regated-for` of a node carrying the re-gate taint.
+    pub regated_for: Option<String>,
+    /// Expected members (that tolerate the re-gate taint) without a Ready pod.
+    pub broken: Vec<BrokenMember>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BrokenMember {
+    pub member: String,
+    pub broken_for_seconds: i64,
+    /// `pod_ready_condition` (its pod's Ready condition changed then) or
+    /// `first_seen` (no pod to count from: counted from now).
+    pub counted_from: &'static str,
+    pub waiting: String,
+}
+
+pub fn regate_report(
+    node: &NodeInfo,
+    state: &GateState,
+    cfg: &GateConfig,
+    now: Timestamp,
+) -> Option<RegateReport> {
+    let rc = cfg.regate.as_ref()?;
+    let pods: Vec<Arc<PodInfo>> = state.pods.values().cloned().collect();
+    let health = regate::examine(
+        node,
+        state.daemonsets.values(),
+        &pods,
+        cfg,
+        &mut Watched::default(),
+        now,
+    );
+    let carries = node.taints.iter().any(|t| rc.taint.matches(t));
+    let regated_for = carries.then(|| node.regated_for.as_deref().unwrap_or("").to_string());
+    let grace = humantime_secs(rc.after.as_secs());
+    let (verdict, broken) = match health {
+        Health::NotWatched(NotWatched::Gated) => (
+            match &regated_for {
+                Some(why) if !why.is_empty() => {
+                    format!("re-gated for {why}; it opens again when its members are Ready")
+                }
+                Some(_) => "re-gated; it opens again when its members are Ready".to_string(),
+                None => "closed by a startup taint: re-gating watches it once it opens".to_string(),
+            },
+            Vec::new(),
+        ),
+        Health::NotWatched(NotWatched::OutOfScope) => {
+            ("not watched: outside --node-selector".to_string(), Vec::new())
+        }
+        Health::NotWatched(NotWatched::Ignored) => (
+            "not watched: annotated nodegate.dev/ignore=true".to_string(),
+            Vec::new(),
+        ),
+        Health::NotWatched(NotWatched::NodeNotReady) => (
+            "not watched while the node itself is not Ready (the node lifecycle controller taints it)"
+                .to_string(),
+            Vec::new(),
+        ),
+        Health::NotWatched(NotWatched::Off) => return None,
+        Health::Healthy => (
+            format!(
+                "every member that tolerates {} has a Ready pod: nothing to re-gate",
+                rc.taint.to_taint()
+            ),
+            Vec::new(),
+        ),
+        Health::Broken { members, regate_at } => (
+            format!(
+                "re-gated in {}s (at {regate_at:.0}) if still broken then (grace {grace})",
+                regate_at.duration_since(now).as_secs().max(0)
+            ),
+            members,
+        ),
+        Health::Regate(Trigger::Members(members)) => (
+            format!(
+                "due for re-gating now (broken for the grace, {grace}): the controller re-gates it unless \
+                 the budget is used up or writes are suspended"
+            ),
+            members,
+        ),
+        Health::Regate(Trigger::Reboot { .. }) => ("due for re-gating: it rebooted".to_string(), Vec::new()),
+    };
+    Some(RegateReport {
+        verdict,
+        regated_for: regated_for.filter(|w| !w.is_empty()),
+        broken: broken
+            .into_iter()
+            .map(|b| BrokenMember {
+                broken_for_seconds: b.broken_for(now).as_secs().max(0),
+                counted_from: match b.source {
+                    Since::PodCondition => "pod_ready_condition",
+                    Since::FirstSeen => "first_seen",
+                },
+                member: b.member,
+                waiting: b.waiting,
+            })
+            .collect(),
+    })
+}
+
+fn humantime_secs(s: u64) -> String {
+    match s {
+        0..60 => format!("{s}s"),
+        _ if s % 60 == 0 => format!("{}m", s / 60),
+        _ => format!("{}m{}s", s / 60, s % 60),
+    }
+}
