@@ -35,6 +35,7 @@ use crate::messages::{GateView, NodeMsg, SpawnRequest};
 use crate::observe::{GateObserver, NoObserver, RouterEvent};
 use nodegate_core::gate::{GateConfig, Input};
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_core::regate::{self, RegateConfig};
 
 /// Every lookup on the hot path hashes a node name or a uid, several times
 /// per event: a fast seeded hasher rather than SipHash. The keys come from
@@ -354,6 +355,12 @@ impl Router {
     /// from what the cluster shows, so it holds across restarts).
     pub fn count_nodes(&self, pred: impl Fn(&NodeInfo) -> bool) -> usize {
         self.nodes.iter().filter(|n| pred(n.value())).count()
+    }
+
+    /// Re-gating's budget over the indexed nodes: (nodes in scope, of them
+    /// carrying the re-gate taint).
+    pub fn budget_counts(&self, cfg: &GateConfig, rc: &RegateConfig) -> (usize, usize) {
+        regate::budget_counts(self.nodes.iter(), cfg, rc)
     }
 
     /// The names of every indexed node.

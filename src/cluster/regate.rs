@@ -330,16 +330,13 @@ impl Regater {
 
     fn count(&self, cfg: &GateConfig, rc: &RegateConfig) -> (usize, usize) {
         let pending: HashSet<String> = self.lock().pending.clone();
-        let managed = self.router.count_nodes(|n| cfg.scope.includes(&n.labels));
-        let shown = self.router.count_nodes(|n| {
-            cfg.scope.includes(&n.labels) && n.taints.iter().any(|t| rc.taint.matches(t))
-        });
+        let (managed, shown) = self.router.budget_counts(cfg, rc);
         let unseen = pending
             .iter()
             .filter(|n| {
                 self.router
                     .node(n)
-                    .is_some_and(|n| !n.taints.iter().any(|t| rc.taint.matches(t)))
+                    .is_some_and(|n| !regate::carries(&n, rc))
             })
             .count();
         (managed, shown + unseen)

@@ -270,6 +270,32 @@ fn first_seen(memory: &mut Watched, member: &str, now: Timestamp) -> Timestamp {
     }
 }
 
+/// What the budget counts, from the nodes as the cluster shows them (so a
+/// restarted or new leader counts the same): the nodes in scope, and those of
+/// them carrying the re-gate taint now.
+pub fn budget_counts<N: std::ops::Deref<Target = NodeInfo>>(
+    nodes: impl IntoIterator<Item = N>,
+    cfg: &GateConfig,
+    rc: &RegateConfig,
+) -> (usize, usize) {
+    let mut managed = 0;
+    let mut in_use = 0;
+    for n in nodes {
+        if cfg.scope.includes(&n.labels) {
+            managed += 1;
+            if carries(&n, rc) {
+                in_use += 1;
+            }
+        }
+    }
+    (managed, in_use)
+}
+
+/// Whether `node` carries the re-gate taint.
+pub fn carries(node: &NodeInfo, rc: &RegateConfig) -> bool {
+    node.taints.iter().any(|t| rc.taint.matches(t))
+}
+
 /// The budget: whether one more node may carry the re-gate taint, with
 /// `in_use` of the `managed` nodes already carrying it.
 pub fn budget_allows(rc: &RegateConfig, managed: usize, in_use: usize) -> Result<(), Exhausted> {

@@ -413,3 +413,30 @@ fn the_annotation_names_the_members_or_the_reboot() {
         "infra/a (no pod; for 90s)"
     );
 }
+
+#[test]
+fn the_budget_is_counted_from_the_taints_the_cluster_shows() {
+    let c = cfg();
+    let mut rc = c.regate.clone().expect("regate");
+    rc.max_unavailable = MaxUnavailable::Count(2);
+    let degraded = || taint(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE);
+    let mut nodes: Vec<NodeInfo> = (0..10)
+        .map(|i| mk_node(&format!("n{i}"), &[("pool", "a")], vec![]))
+        .collect();
+    nodes[0].taints.push(degraded());
+    nodes[1].taints.push(degraded());
+    // What a replica that just started (or just became leader) sees: two
+    // nodes re-gated by its predecessor, so the budget is already used up.
+    let (managed, in_use) = budget_counts(&nodes, &c, &rc);
+    assert_eq!((managed, in_use), (10, 2));
+    assert!(budget_allows(&rc, managed, in_use).is_err());
+    // One reopens: room for one more.
+    nodes[1].taints.clear();
+    let (managed, in_use) = budget_counts(&nodes, &c, &rc);
+    assert_eq!(budget_allows(&rc, managed, in_use), Ok(()));
+    // Nodes outside the scope count for neither side.
+    let mut scoped = c.clone();
+    scoped.scope.node_selector = Some("pool=b".parse().expect("selector"));
+    nodes.push(mk_node("other", &[("pool", "b")], vec![degraded()]));
+    assert_eq!(budget_counts(&nodes, &scoped, &rc), (1, 1));
+}

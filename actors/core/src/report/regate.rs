@@ -124,7 +124,7 @@ pub fn regate_report(
 fn humantime_secs(s: u64) -> String {
     match s {
         0..60 => format!("{s}s"),
-        _ if s % 60 == 0 => format!("{}m", s / 60),
+        _ if s.is_multiple_of(60) => format!("{}m", s / 60),
         _ => format!("{}m{}s", s / 60, s % 60),
     }
 }
