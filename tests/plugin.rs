@@ -187,7 +187,7 @@ fn krew_manifest_renders_for_a_release_and_installs_as_kubectl_nodegate() {
     let plugins = dir.path().join("bin");
     std::fs::create_dir_all(&plugins).expect("mkdir");
     std::os::unix::fs::symlink(&bin, plugins.join("kubectl-nodegate")).expect("symlink");
-    let help = run(&mut Command::new(plugins.join("kubectl-nodegate")).arg("--help"));
+    let help = run(Command::new(plugins.join("kubectl-nodegate")).arg("--help"));
     for cmd in ["explain", "status", "backfill", "completion"] {
         assert!(
             help.contains(cmd),
