@@ -76,7 +76,7 @@ impl Prometheus {
     /// second as job `nodegate`, evaluating the rules in `rules_file` every
     /// second; returns once it answers ready.
     pub async fn start(bin: &Path, target: &str, rules_file: &Path) -> Prometheus {
-        let dir = tempfile::tempdir().expect("temp dir for Prometheus");
+        let mut dir = tempfile::tempdir().expect("temp dir for Prometheus");
         let config = dir.path().join("prometheus.yml");
         std::fs::write(
             &config,
@@ -95,44 +95,57 @@ impl Prometheus {
             dir.path(),
             &["check", "config", config.to_str().expect("utf-8 path")],
         );
-        let addr = format!("127.0.0.1:{}", free_port());
-        let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("create log");
-        let child = Command::new(bin.join("prometheus"))
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address={addr}"))
-            .arg("--log.level=warn")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("clone log handle"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start prometheus: {e}"));
-        let mut p = Prometheus { child, addr, dir };
-        let started = Instant::now();
-        let addr = p.addr.clone();
-        let ready = tokio::time::timeout(Duration::from_secs(60), async {
+        // The port is picked free, then bound by Prometheus: should another
+        // process take it in between, Prometheus exits and is started again
+        // on another.
+        let log_path = dir.path().join("prometheus.log");
+        for attempt in 1..=3 {
+            let addr = format!("127.0.0.1:{}", free_port());
+            let log = std::fs::File::create(&log_path).expect("create log");
+            let child = Command::new(bin.join("prometheus"))
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.path().join("data").display()
+                ))
+                .arg(format!("--web.listen-address={addr}"))
+                .arg("--log.level=warn")
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("clone log handle"))
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start prometheus: {e}"));
+            let mut p = Prometheus { child, addr, dir };
+            let started = Instant::now();
+            let deadline = started + Duration::from_secs(60);
             loop {
-                if let Ok((200, _)) = http_get(&addr, "/-/ready").await {
-                    return;
+                if let Ok((200, _)) = http_get(&p.addr, "/-/ready").await {
+                    eprintln!(
+                        "[e2e monitoring] prometheus ready on {} in {:.1}s",
+                        p.addr,
+                        started.elapsed().as_secs_f64()
+                    );
+                    return p;
+                }
+                if !p.is_running() || Instant::now() >= deadline {
+                    break;
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-        })
-        .await;
-        if ready.is_err() || !p.is_running() {
+            let logs = p.logs();
+            let running = p.is_running();
+            if attempt < 3 && !running && logs.contains("address already in use") {
+                eprintln!("[e2e monitoring] {} was taken; another port", p.addr);
+                let _ = p.child.wait();
+                dir = std::mem::replace(&mut p.dir, tempfile::tempdir().expect("temp dir"));
+                continue;
+            }
             panic!(
-                "prometheus did not become ready on {addr} within 60s:\n{}",
-                p.logs()
+                "prometheus did not become ready on {} within 60s (running: {}):\n{logs}",
+                p.addr, running
             );
         }
-        eprintln!(
-            "[e2e monitoring] prometheus ready on {addr} in {:.1}s",
-            started.elapsed().as_secs_f64()
-        );
-        p
+        unreachable!("every attempt returns, retries or panics")
     }
 
     fn is_running(&mut self) -> bool {
