@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use nodegate::Error;
-use nodegate::commands::{backfill, explain, run, status};
+use nodegate::commands::{backfill, completion, explain, run, status};
 use nodegate::settings::cli::{Cli, Command, LogFormat};
 use nodegate::settings::config;
 
@@ -69,5 +69,6 @@ fn main() -> ExitCode {
         Command::Explain(args) => runtime.block_on(explain::main(args)),
         Command::Status(args) => runtime.block_on(status::main(args)),
         Command::Backfill(args) => runtime.block_on(backfill::main(args)),
+        Command::Completion(args) => completion::main(args),
     }
 }

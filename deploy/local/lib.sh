@@ -25,6 +25,28 @@ CACHE_BIN="$CACHE_ROOT/$CACHE_KEY/bin"
 # What `up` needs. Helm is separate: only the chart tests and the user need it.
 BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok)
 
+# Prometheus (the server and promtool) for the monitoring tests only: kept
+# in its own version-keyed cache directory, apart from the control plane's,
+# so that neither bumping it nor the control plane rebuilds the other. The
+# module is github.com/prometheus/prometheus v0.3MM.P, which is Prometheus
+# 3.MM.P.
+PROMETHEUS_MODULE_VERSION=$(mod_version prometheus github.com/prometheus/prometheus)
+PROMETHEUS_VERSION=$(printf '%s\n' "$PROMETHEUS_MODULE_VERSION" |
+  awk -F. '{ printf "%d.%d.%s", int($2 / 100), $2 % 100, $3 }')
+PROMETHEUS_CACHE_BIN="$CACHE_ROOT/prometheus-$PROMETHEUS_MODULE_VERSION/bin"
+PROMETHEUS_BINARIES=(prometheus promtool)
+
+# Where prometheus and promtool are: $NODEGATE_LOCAL_BIN when it holds both,
+# the version-keyed cache otherwise.
+prometheus_dir() {
+  if [ -n "${NODEGATE_LOCAL_BIN:-}" ] && [ -x "$NODEGATE_LOCAL_BIN/prometheus" ] &&
+    [ -x "$NODEGATE_LOCAL_BIN/promtool" ]; then
+    printf '%s\n' "$NODEGATE_LOCAL_BIN"
+  else
+    printf '%s\n' "$PROMETHEUS_CACHE_BIN"
+  fi
+}
+
 log() { printf '[deploy/local] %s\n' "$*" >&2; }
 die() { printf '[deploy/local] error: %s\n' "$*" >&2; exit 1; }
 

@@ -1,8 +1,9 @@
 //! The commands a user runs: `nodegate run` (the controller), `nodegate
 //! explain NODE`, `nodegate status` and `nodegate backfill`. Each reasons through the gate core;
-//! none has rules of its own.
+//! none has rules of its own. `nodegate completion SHELL` only prints a script.
 
 pub mod backfill;
+pub mod completion;
 pub mod explain;
 pub mod run;
 pub mod status;

@@ -31,6 +31,9 @@ pub enum Command {
     /// expected members are Ready, what blocks it and the time to its
     /// deadline.
     Status(StatusArgs),
+    /// Print a completion script for a shell on stdout (e.g. `nodegate
+    /// completion bash > /etc/bash_completion.d/nodegate`).
+    Completion(CompletionArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
@@ -305,4 +308,18 @@ pub struct BackfillArgs {
 pub enum OutputFormat {
     Table,
     Json,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompletionArgs {
+    /// The shell the script is for.
+    #[arg(value_enum)]
+    pub shell: CompletionShell,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }
