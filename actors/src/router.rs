@@ -357,6 +357,11 @@ impl Router {
         self.nodes.iter().filter(|n| pred(n.value())).count()
     }
 
+    /// `f` of every indexed node it answers for (re-gating's gauges).
+    pub fn nodes_where<T>(&self, f: impl Fn(&NodeInfo) -> Option<T>) -> Vec<T> {
+        self.nodes.iter().filter_map(|n| f(n.value())).collect()
+    }
+
     /// Re-gating's budget over the indexed nodes: (nodes in scope, of them
     /// carrying the re-gate taint).
     pub fn budget_counts(&self, cfg: &GateConfig, rc: &RegateConfig) -> (usize, usize) {

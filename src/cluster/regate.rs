@@ -417,13 +417,24 @@ impl Regater {
         let suspended = self
             .router
             .count_nodes(|n| cfg.scope.includes(&n.labels) && (cfg.suspend || n.suspended));
-        let (regated, allowed) = match &cfg.regate {
+        let (regated, allowed, ages) = match &cfg.regate {
             Some(rc) => {
                 let (managed, in_use) = self.count(cfg, rc);
-                (in_use, rc.max_unavailable.allowed(managed))
+                let now = self.now();
+                let ages = self.router.nodes_where(|n| {
+                    (cfg.scope.includes(&n.labels) && regate::carries(n, rc)).then(|| {
+                        let since = n.gated_since.unwrap_or(n.created);
+                        (
+                            n.name.clone(),
+                            now.duration_since(since).as_secs_f64().max(0.0),
+                        )
+                    })
+                });
+                (in_use, rc.max_unavailable.allowed(managed), ages)
             }
-            None => (0, 0),
+            None => (0, 0, Vec::new()),
         };
+        executor.metrics.regate.regated_ages(&ages);
         executor.metrics.regate.gauges(RegateGauges {
             regated,
             budget_allowed: allowed,

@@ -1,6 +1,10 @@
 //! Re-gating's series: nodes re-gated (by trigger), re-gates the budget
 //! refused, and the gauges of what the open nodes look like now.
 
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -12,7 +16,15 @@ struct TriggerLabels {
     trigger: &'static str,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct NodeLabels {
+    node: String,
+}
+
 pub struct RegateMetrics {
+    regated_age: Family<NodeLabels, Gauge<f64, AtomicU64>>,
+    /// Nodes that have a `regated_age` series now.
+    aged: Mutex<HashSet<String>>,
     regates: Family<TriggerLabels, Counter>,
     budget_exhausted: Counter,
     regated: Gauge,
@@ -37,6 +49,8 @@ pub struct RegateGauges {
 impl RegateMetrics {
     pub(super) fn register(registry: &mut Registry) -> RegateMetrics {
         let m = RegateMetrics {
+            regated_age: Family::default(),
+            aged: Mutex::new(HashSet::new()),
             regates: Family::default(),
             budget_exhausted: Counter::default(),
             regated: Gauge::default(),
@@ -74,6 +88,11 @@ impl RegateMetrics {
             "Managed nodes nodegate writes nothing to: annotated nodegate.dev/suspend, or every one with suspend: true",
             m.suspended.clone(),
         );
+        registry.register(
+            "regated_node_age_seconds",
+            "Seconds since each node carrying the re-gate taint was re-gated (nodegate.dev/gated-since); one series per re-gated node",
+            m.regated_age.clone(),
+        );
         for trigger in ["members", "reboot"] {
             m.regates.get_or_create_owned(&TriggerLabels { trigger });
         }
@@ -87,6 +106,22 @@ impl RegateMetrics {
 
     pub fn budget_exhausted(&self) {
         self.budget_exhausted.inc();
+    }
+
+    /// The re-gated nodes now and how long each has been re-gated; series
+    /// of nodes no longer re-gated go.
+    pub fn regated_ages(&self, ages: &[(String, f64)]) {
+        let mut aged = self.aged.lock().unwrap_or_else(|p| p.into_inner());
+        let now: HashSet<String> = ages.iter().map(|(n, _)| n.clone()).collect();
+        for gone in aged.difference(&now) {
+            self.regated_age.remove(&NodeLabels { node: gone.clone() });
+        }
+        for (node, secs) in ages {
+            self.regated_age
+                .get_or_create(&NodeLabels { node: node.clone() })
+                .set(*secs);
+        }
+        *aged = now;
     }
 
     pub fn gauges(&self, g: RegateGauges) {

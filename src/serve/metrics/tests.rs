@@ -422,3 +422,38 @@ fn the_entrances_export_zeros_then_count() {
         Some(1.0)
     );
 }
+
+#[test]
+fn the_regate_series_are_exported_and_a_reopened_node_loses_its_age() {
+    let m = Metrics::new(Arc::new(Leadership::always()));
+    let text = m.encode().expect("encode");
+    for name in [
+        "nodegate_regates_total{trigger=\"members\"} 0",
+        "nodegate_regate_budget_exhausted_total 0",
+        "nodegate_regated_nodes 0",
+        "nodegate_suspended_nodes 0",
+    ] {
+        assert!(text.contains(name), "{name} missing from:\n{text}");
+    }
+    // One series per re-gated node, none while there is none (so
+    // tests/e2e_monitoring.rs lists it as DECLARED_ONLY, and this test proves
+    // the name the alert reads).
+    assert!(
+        !text.contains("nodegate_regated_node_age_seconds"),
+        "{text}"
+    );
+    m.regate
+        .regated_ages(&[("n1".into(), 90.0), ("n2".into(), 5.0)]);
+    let text = m.encode().expect("encode");
+    assert!(
+        text.contains("nodegate_regated_node_age_seconds{node=\"n1\"} 90"),
+        "{text}"
+    );
+    m.regate.regated_ages(&[("n2".into(), 6.0)]);
+    let text = m.encode().expect("encode");
+    assert!(!text.contains("node=\"n1\""), "{text}");
+    assert!(
+        text.contains("nodegate_regated_node_age_seconds{node=\"n2\"} 6"),
+        "{text}"
+    );
+}
