@@ -33,6 +33,7 @@ use crate::serve::http::{self, AppState, DebugState};
 use crate::serve::metrics::Metrics;
 use crate::settings::cli::RunArgs;
 use crate::settings::config::RunSettings;
+use crate::trace::{self, TraceSink};
 
 pub mod reload;
 
@@ -49,6 +50,8 @@ pub fn instance_name() -> String {
 struct Observers {
     metrics: Arc<Metrics>,
     history: Arc<History>,
+    /// `None` unless traces are exported (`--otlp-endpoint`).
+    traces: Option<TraceSink>,
 }
 
 impl GateObserver for Observers {
@@ -64,6 +67,9 @@ impl GateObserver for Observers {
     fn gate_stopped(&self, node: &str, generation: u64, state: &GateState, journal: &Journal) {
         self.metrics.gate_stopped(node, generation);
         self.history.gate_stopped(node, state, journal);
+        if let Some(traces) = &self.traces {
+            traces.gate_stopped(state, journal);
+        }
     }
 }
 
@@ -94,11 +100,23 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     });
     let metrics = Arc::new(Metrics::new(Arc::clone(&leadership)));
     let history = Arc::new(History::new(settings.debug_history));
+    let (shutdown, shutdown_rx) = signal::channel(false);
+    // Each opened gate as a trace, when a collector is named.
+    let (traces, trace_task) =
+        match trace::config::from_settings(settings.otlp_endpoint.as_deref(), &instance_name())? {
+            Some(config) => {
+                tracing::info!(url = %config.url, "exporting each gate as an OpenTelemetry trace");
+                let (sink, task) =
+                    trace::export::start(config, metrics.traces.clone(), shutdown_rx.clone());
+                (Some(sink), Some(task))
+            }
+            None => (None, None),
+        };
     router.set_observer(Arc::new(Observers {
         metrics: Arc::clone(&metrics),
         history: Arc::clone(&history),
+        traces,
     }));
-    let (shutdown, shutdown_rx) = signal::channel(false);
     let health = Arc::new(Health::default());
     let config_file = args.gate.config.clone();
     health.config_started(
@@ -304,6 +322,10 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     }
     if let Some(w) = webhook {
         w.stopped(Duration::from_secs(2)).await;
+    }
+    // After the gates: the traces of those that stopped are queued by now.
+    if let Some(task) = trace_task {
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
     }
     Ok(())
 }

@@ -39,6 +39,8 @@ use entrances::EntranceMetrics;
 pub use entrances::{AdmissionResult, CertProblem, LateTaint};
 mod reload;
 pub use reload::ConfigMetrics;
+mod traces;
+pub use traces::{SpanDrop, TraceMetrics};
 
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -175,6 +177,8 @@ pub struct Metrics {
     entrances: EntranceMetrics,
     /// The config reload's series (`metrics/reload.rs`).
     pub config: ConfigMetrics,
+    /// The trace exporter's series (`metrics/traces.rs`).
+    pub traces: TraceMetrics,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -210,6 +214,7 @@ impl Metrics {
             age_series: Mutex::new(HashSet::new()),
             entrances: EntranceMetrics::register(&mut registry),
             config: ConfigMetrics::register(&mut registry),
+            traces: TraceMetrics::register(&mut registry),
             registry: Registry::default(),
         };
         registry.register(
