@@ -6,7 +6,8 @@
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` is; `OTEL_TRACES_EXPORTER=none` or
 //! `OTEL_SDK_DISABLED=true` turn the variables' endpoint off (never the
 //! flag's). The transport is OTLP over HTTP with protobuf bodies; any other
-//! `OTEL_EXPORTER_OTLP_PROTOCOL` is refused at start rather than ignored.
+//! `OTEL_EXPORTER_OTLP_PROTOCOL`, and any compression, is refused at start
+//! rather than ignored.
 
 use std::time::Duration;
 
@@ -74,6 +75,17 @@ pub fn resolve_url(
             format!("{}={:?}", proto.0, proto.1),
             "nodegate exports traces as OTLP over HTTP with protobuf only: unset it or set http/protobuf (port 4318 on a collector)",
         ));
+    }
+    for name in [
+        "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+        "OTEL_EXPORTER_OTLP_COMPRESSION",
+    ] {
+        if let Some(c) = var(name).filter(|c| c.trim() != "none") {
+            return Err(invalid(
+                format!("{name}={c:?}"),
+                "nodegate sends trace bodies uncompressed: unset it or set none",
+            ));
+        }
     }
     if let Some(base) = flag {
         check_endpoint("--otlp-endpoint", base)?;
@@ -246,6 +258,9 @@ mod tests {
         );
         let ok = env_of(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")]);
         assert!(resolve_url(Some("http://c:4318"), &ok).is_ok());
+        let gzip = env_of(&[("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")]);
+        let err = resolve_url(Some("http://c:4318"), &gzip).unwrap_err();
+        assert!(err.to_string().contains("COMPRESSION"), "{err}");
     }
 
     #[test]
