@@ -133,3 +133,77 @@ async fn export(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use nodegate_core::gate::{self, GateConfig, Input, PatchOutcome};
+    use nodegate_core::model::{NodeInfo, PodInfo};
+    use nodegate_core::testutil::{
+        mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
+    };
+
+    use super::*;
+    use crate::cluster::leader::Leadership;
+    use crate::serve::metrics::Metrics;
+
+    /// A gate that opened at once, with its journal: a root and one member.
+    fn opened_gate() -> (GateState, Journal) {
+        let ds = mk_ds(
+            "infra",
+            "cni",
+            template_with_tolerations(vec![toleration("", "Exists", "", "")]),
+        );
+        let node = NodeInfo {
+            created: ts(0),
+            ..mk_node(
+                "node-a",
+                &[],
+                vec![taint("nodegate.dev/initializing", "NoSchedule")],
+            )
+        };
+        let pod = PodInfo {
+            ready: true,
+            ready_since: Some(ts(1)),
+            ..mk_pod("cni-1", "node-a", &ds.uid)
+        };
+        let (mut state, mut journal) = (GateState::default(), Journal::default());
+        let cfg = GateConfig::default();
+        for input in [
+            Input::snapshot(node, vec![ds], vec![pod]),
+            Input::PatchResult(PatchOutcome::Applied),
+        ] {
+            for event in gate::step(&mut state, &input, &cfg, ts(2)).events {
+                journal.record(ts(2), event);
+            }
+        }
+        assert!(state.opened.is_some());
+        (state, journal)
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts_the_trace_and_never_waits() {
+        let metrics = Metrics::new(Arc::new(Leadership::always())).traces.clone();
+        // No task drains this queue of one: the first trace fills it.
+        let (tx, mut rx) = mpsc::channel(1);
+        let sink = TraceSink {
+            queue: tx,
+            metrics: metrics.clone(),
+        };
+        let (state, journal) = opened_gate();
+        sink.gate_stopped(&state, &journal);
+        assert_eq!(metrics.dropped_count(SpanDrop::QueueFull), 0);
+        sink.gate_stopped(&state, &journal);
+        assert_eq!(
+            metrics.dropped_count(SpanDrop::QueueFull),
+            2,
+            "the second trace's root and member span"
+        );
+        assert!(rx.try_recv().is_ok(), "the first one is queued");
+        // A gate that did not open sends nothing, and drops nothing.
+        sink.gate_stopped(&GateState::default(), &Journal::default());
+        assert!(rx.try_recv().is_err());
+        assert_eq!(metrics.dropped_count(SpanDrop::QueueFull), 2);
+    }
+}
