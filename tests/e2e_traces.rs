@@ -197,13 +197,21 @@ async fn each_gate_is_a_trace_that_matches_the_cluster_across_a_restart() {
          nodegate must draw it there, not at its own start ({restarted})\n{trace_b:#?}"
     );
 
+    // Counted once the collector has answered, a moment after it wrote
+    // the file.
     let addr = second.http_addr(Duration::from_secs(10));
-    let text = http_get(&addr, "/metrics").await.expect("GET /metrics").1;
-    assert_eq!(
-        metric(&text, "nodegate_trace_spans_exported_total"),
-        Some(3.0),
-        "the second nodegate exported node-b's three spans\n{text}"
-    );
+    let text = wait_for(
+        "the second nodegate to count node-b's three spans as exported",
+        Duration::from_secs(10),
+        || async {
+            let text = http_get(&addr, "/metrics").await?.1;
+            match metric(&text, "nodegate_trace_spans_exported_total") {
+                Some(3.0) => Ok(text),
+                other => Err(format!("nodegate_trace_spans_exported_total is {other:?}")),
+            }
+        },
+    )
+    .await;
     assert_eq!(
         metric(
             &text,

@@ -87,6 +87,9 @@ pub fn lease_namespace(
 
 /// `args` are kept to re-read the config file under the same flags.
 pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
+    // The OTEL_* variables are checked before anything else starts.
+    let trace_config =
+        trace::config::from_settings(settings.otlp_endpoint.as_deref(), &instance_name())?;
     let client = client().await?;
     // The gate configuration in force: read by the router, every gate and
     // the entrances; replaced whole by a config reload.
@@ -102,16 +105,15 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     let history = Arc::new(History::new(settings.debug_history));
     let (shutdown, shutdown_rx) = signal::channel(false);
     // Each opened gate as a trace, when a collector is named.
-    let (traces, trace_task) =
-        match trace::config::from_settings(settings.otlp_endpoint.as_deref(), &instance_name())? {
-            Some(config) => {
-                tracing::info!(url = %config.url, "exporting each gate as an OpenTelemetry trace");
-                let (sink, task) =
-                    trace::export::start(config, metrics.traces.clone(), shutdown_rx.clone());
-                (Some(sink), Some(task))
-            }
-            None => (None, None),
-        };
+    let (traces, trace_task) = match trace_config {
+        Some(config) => {
+            tracing::info!(url = %config.url, "exporting each gate as an OpenTelemetry trace");
+            let (sink, task) =
+                trace::export::start(config, metrics.traces.clone(), shutdown_rx.clone());
+            (Some(sink), Some(task))
+        }
+        None => (None, None),
+    };
     router.set_observer(Arc::new(Observers {
         metrics: Arc::clone(&metrics),
         history: Arc::clone(&history),
