@@ -9,9 +9,11 @@
 //! `OTEL_EXPORTER_OTLP_PROTOCOL`, and any compression, is refused at start
 //! rather than ignored.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use opentelemetry::{Key, KeyValue};
+use opentelemetry_http::HttpClient;
 use opentelemetry_http::hyper::HyperClient;
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
@@ -163,20 +165,26 @@ pub fn from_settings(
         return Ok(None);
     };
     let timeout = resolve_timeout(&env)?;
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_native_roots()
-        .map_err(|e| {
-            invalid(
-                format!("--otlp-endpoint {url:?}"),
-                format!("cannot load the system's root certificates for https: {e}"),
-            )
-        })?
-        .https_or_http()
-        .enable_http1()
-        .build();
+    // TLS, and the system's root certificates, only for an https:// URL.
+    let client: Arc<dyn HttpClient> = if url.starts_with("https://") {
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_native_roots()
+            .map_err(|e| {
+                invalid(
+                    format!("--otlp-endpoint {url:?}"),
+                    format!("cannot load the system's root certificates for https: {e}"),
+                )
+            })?
+            .https_only()
+            .enable_http1()
+            .build();
+        Arc::new(HyperClient::new(connector, timeout, None))
+    } else {
+        Arc::new(HyperClient::with_default_connector(timeout, None))
+    };
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
-        .with_http_client(HyperClient::new(connector, timeout, None))
+        .with_shared_http_client(client)
         .with_protocol(Protocol::HttpBinary)
         .with_endpoint(url.clone())
         .with_timeout(timeout)
