@@ -12,7 +12,7 @@
 //! the old process's journal.
 
 use jiff::{SignedDuration, Timestamp};
-use nodegate_core::gate::{Event, GateState, MemberId, OpenedBy, Readiness};
+use nodegate_core::gate::{Event, GateState, MemberId, OpenedRecord, Readiness};
 use nodegate_core::journal::Journal;
 
 /// An attribute's value.
@@ -106,7 +106,7 @@ pub fn gate_trace(state: &GateState, journal: &Journal) -> Option<GateTrace> {
     let opened = state.opened.as_ref()?;
     let node = state.node.as_ref()?;
     let start = state.gate_start()?;
-    let end = opened_at(journal, opened.opened_by).unwrap_or(opened.at);
+    let end = opened_at(journal, opened).unwrap_or(opened.at);
     let end = end.max(start);
     // A member not Ready when the gate timed out waited until the deadline;
     // one never Ready at a manual opening, until the opening.
@@ -187,16 +187,18 @@ pub fn gate_trace(state: &GateState, journal: &Journal) -> Option<GateTrace> {
     })
 }
 
-/// The `nodegate.dev/opened-at` of the untaint that opened the gate: the
-/// last one sent with this cause.
-fn opened_at(journal: &Journal, by: OpenedBy) -> Option<Timestamp> {
-    journal
-        .entries()
-        .filter_map(|e| match &e.event {
-            Event::UntaintSent { opened_by, at, .. } if *opened_by == by => Some(*at),
+/// The `nodegate.dev/opened-at` of the untaint that opened the gate. A gate
+/// found open by an earlier untaint whose answer was lost records that
+/// untaint's time as its opening; one whose patch was answered records when
+/// the answer came, and its `opened-at` is the last untaint sent.
+fn opened_at(journal: &Journal, opened: &OpenedRecord) -> Option<Timestamp> {
+    let sent = || {
+        journal.entries().filter_map(|e| match &e.event {
+            Event::UntaintSent { opened_by, at, .. } if *opened_by == opened.opened_by => Some(*at),
             _ => None,
         })
-        .last()
+    };
+    sent().find(|at| *at == opened.at).or_else(|| sent().last())
 }
 
 /// When member `id` became Ready through `pod`: the pod's Ready transition

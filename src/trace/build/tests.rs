@@ -296,3 +296,52 @@ fn spans_are_otel_spans_of_one_trace_under_the_root() {
         "times pass through unchanged"
     );
 }
+
+#[test]
+fn a_gate_opened_by_an_untaint_whose_answer_was_lost_ends_at_that_untaints_opened_at() {
+    let cni = tolerant("cni");
+    let mut g = Gate::new(GateConfig::default());
+    g.feed(
+        1,
+        Input::snapshot(
+            gated(0),
+            vec![cni.clone()],
+            vec![pod("cni-1", &cni, Some(1))],
+        ),
+    );
+    // The first untaint (opened-at 1) gets no answer; the node, re-read,
+    // still shows the taint, so a second one goes out at 5 and is lost too.
+    g.feed(
+        2,
+        Input::PatchResult(PatchOutcome::Ambiguous("timeout".into())),
+    );
+    g.feed(3, Input::NodeRefreshed(Ok(Some(gated(0)))));
+    g.feed(
+        5,
+        Input::TimerFired {
+            kind: TimerKind::Retry,
+            generation: 2,
+        },
+    );
+    g.feed(
+        6,
+        Input::PatchResult(PatchOutcome::Ambiguous("timeout".into())),
+    );
+    // Then the node shows the first one applied after all.
+    let opened = NodeInfo {
+        taints: vec![],
+        opened_at: Some(ts(1)),
+        ..gated(0)
+    };
+    g.feed(7, Input::NodeRefreshed(Ok(Some(opened))));
+    let sent: Vec<Timestamp> = g
+        .journal
+        .entries()
+        .filter_map(|e| match &e.event {
+            gate::Event::UntaintSent { at, .. } => Some(*at),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, [ts(1), ts(5)], "{:#?}", g.journal);
+    assert_eq!(g.trace().root.end, ts(1), "the opened-at the node shows");
+}
