@@ -5,6 +5,7 @@
 //!   the client, projections of cluster objects, the shared watches, leader
 //!   election, and the one write path (patch, writer, executor);
 //! - `serve`: the HTTP side (routing, health, metrics, the debug journal);
+//! - `trace`: each gate as an OpenTelemetry trace, exported over OTLP;
 //! - `settings`: the command line and the config file, turned into the core's
 //!   configuration once;
 //! - `error`: the one error type, and the exit status each kind of error
@@ -19,5 +20,6 @@ pub mod commands;
 pub mod error;
 pub mod serve;
 pub mod settings;
+pub mod trace;
 
 pub use error::{Error, Result};

@@ -73,3 +73,9 @@ helm_dir() {
     return 1
   fi
 }
+
+# The trace backend of the trace e2e test: a minimal OpenTelemetry Collector
+# (deploy/local/gomod/otelcol), built on demand by `build --otelcol` into its
+# own version-keyed directory, apart from the control plane's.
+OTELCOL_VERSION=$(mod_version otelcol go.opentelemetry.io/collector/otelcol)
+OTELCOL_BIN="$CACHE_ROOT/otelcol-$OTELCOL_VERSION/bin"

@@ -34,6 +34,7 @@ use crate::serve::http::{self, AppState, DebugState};
 use crate::serve::metrics::Metrics;
 use crate::settings::cli::RunArgs;
 use crate::settings::config::RunSettings;
+use crate::trace::{self, TraceSink};
 
 pub mod reload;
 
@@ -51,6 +52,8 @@ struct Observers {
     metrics: Arc<Metrics>,
     history: Arc<History>,
     regater: Arc<Regater>,
+    /// `None` unless traces are exported (`--otlp-endpoint`).
+    traces: Option<TraceSink>,
 }
 
 impl GateObserver for Observers {
@@ -66,6 +69,9 @@ impl GateObserver for Observers {
     fn gate_stopped(&self, node: &str, generation: u64, state: &GateState, journal: &Journal) {
         self.metrics.gate_stopped(node, generation);
         self.history.gate_stopped(node, state, journal);
+        if let Some(traces) = &self.traces {
+            traces.gate_stopped(state, journal);
+        }
     }
     fn open_node_touched(&self, node: Option<&str>) {
         self.regater.touched(node);
@@ -86,6 +92,9 @@ pub fn lease_namespace(
 
 /// `args` are kept to re-read the config file under the same flags.
 pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
+    // The OTEL_* variables are checked before anything else starts.
+    let trace_config =
+        trace::config::from_settings(settings.otlp_endpoint.as_deref(), &instance_name())?;
     let client = client().await?;
     // The gate configuration in force: read by the router, every gate and
     // the entrances; replaced whole by a config reload.
@@ -109,12 +118,23 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         Arc::clone(&server_time),
         settings.dry_run,
     ));
+    let (shutdown, shutdown_rx) = signal::channel(false);
+    // Each opened gate as a trace, when a collector is named.
+    let (traces, trace_task) = match trace_config {
+        Some(config) => {
+            tracing::info!(url = %config.url, "exporting each gate as an OpenTelemetry trace");
+            let (sink, task) =
+                trace::export::start(config, metrics.traces.clone(), shutdown_rx.clone());
+            (Some(sink), Some(task))
+        }
+        None => (None, None),
+    };
     router.set_observer(Arc::new(Observers {
         metrics: Arc::clone(&metrics),
         history: Arc::clone(&history),
         regater: Arc::clone(&regater),
+        traces,
     }));
-    let (shutdown, shutdown_rx) = signal::channel(false);
     let health = Arc::new(Health::default());
     let config_file = args.gate.config.clone();
     health.config_started(
@@ -320,6 +340,10 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     }
     if let Some(w) = webhook {
         w.stopped(Duration::from_secs(2)).await;
+    }
+    // After the gates: the traces of those that stopped are queued by now.
+    if let Some(task) = trace_task {
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
     }
     Ok(())
 }

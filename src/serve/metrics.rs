@@ -41,6 +41,8 @@ mod reload;
 pub use reload::ConfigMetrics;
 mod regate;
 pub use regate::{RegateGauges, RegateMetrics};
+mod traces;
+pub use traces::{SpanDrop, TraceMetrics};
 
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -179,6 +181,8 @@ pub struct Metrics {
     pub config: ConfigMetrics,
     /// Re-gating's series (`metrics/regate.rs`).
     pub regate: RegateMetrics,
+    /// The trace exporter's series (`metrics/traces.rs`).
+    pub traces: TraceMetrics,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -215,6 +219,7 @@ impl Metrics {
             entrances: EntranceMetrics::register(&mut registry),
             config: ConfigMetrics::register(&mut registry),
             regate: RegateMetrics::register(&mut registry),
+            traces: TraceMetrics::register(&mut registry),
             registry: Registry::default(),
         };
         registry.register(

@@ -198,6 +198,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub debug_history: Option<usize>,
 
+    /// Send each gate as an OpenTelemetry trace to this OTLP/HTTP collector,
+    /// a base URL (spans go to URL/v1/traces), e.g.
+    /// http://otel-collector:4318. Default: off, unless
+    /// OTEL_EXPORTER_OTLP_ENDPOINT is set.
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+
     /// Serve the mutating admission webhook that adds the startup taint at
     /// Node CREATE, over HTTPS on this address (path /mutate-node). Every
     /// replica serves it, followers too. Default: off.

@@ -87,6 +87,7 @@ pub struct FileConfig {
     pub http_addr: Option<String>,
     pub debug_addr: Option<String>,
     pub debug_history: Option<usize>,
+    pub otlp_endpoint: Option<String>,
     pub webhook_addr: Option<String>,
     pub webhook_cert_dir: Option<String>,
     pub webhook_cert_secret: Option<String>,
@@ -205,6 +206,9 @@ pub struct RunSettings {
     pub debug_addr: Option<SocketAddr>,
     /// Finished gates kept for /debug/nodes/NAME.
     pub debug_history: usize,
+    /// `--otlp-endpoint`: the collector's base URL, checked; `None`: the
+    /// `OTEL_*` variables decide (`crate::trace::config`).
+    pub otlp_endpoint: Option<String>,
     /// The admission webhook (`--webhook-*`); `None`: off.
     pub webhook: Option<WebhookSettings>,
     /// The late-taint net (`--taint-new-nodes`, `--new-node-window`).
@@ -414,6 +418,11 @@ pub fn run_settings_from(args: &RunArgs, mut file: FileConfig) -> Result<RunSett
     }
     let debug_history =
         pick(args.debug_history, file.debug_history).unwrap_or(DEFAULT_DEBUG_HISTORY);
+    let otlp_endpoint = pick(args.otlp_endpoint.clone(), file.otlp_endpoint.take())
+        .filter(|u| !u.trim().is_empty());
+    if let Some(url) = &otlp_endpoint {
+        crate::trace::config::check_endpoint("--otlp-endpoint", url)?;
+    }
     let webhook = webhook_settings(args, &mut file)?;
     if let Some(w) = &webhook {
         let clash = [Some(http_addr), debug_addr]
@@ -436,6 +445,7 @@ pub fn run_settings_from(args: &RunArgs, mut file: FileConfig) -> Result<RunSett
         http_addr,
         debug_addr,
         debug_history,
+        otlp_endpoint,
         gate,
         timeout,
         on_timeout: pick(args.on_timeout, file.on_timeout).unwrap_or(OnTimeout::Open),

@@ -86,6 +86,7 @@ fn restart_only_changes(started: &RunSettings, new: &RunSettings) -> Vec<&'stati
         (s.http_addr != n.http_addr, "httpAddr"),
         (s.debug_addr != n.debug_addr, "debugAddr"),
         (s.debug_history != n.debug_history, "debugHistory"),
+        (s.otlp_endpoint != n.otlp_endpoint, "otlpEndpoint"),
         (s.webhook != n.webhook, "webhook*"),
         (s.net.enabled != n.net.enabled, "taintNewNodes"),
         (s.net.window != n.net.window, "newNodeWindow"),

@@ -313,3 +313,27 @@ fn leader_election_can_come_from_the_file() {
     assert_eq!(s.debug_addr, None);
     assert_eq!(s.debug_history, 5);
 }
+
+#[test]
+fn otlp_endpoint_is_off_by_default_checked_and_taken_from_the_flag_or_the_file() {
+    assert_eq!(run_settings(&run_args(&[])).unwrap().otlp_endpoint, None);
+    let err = err_of(&["--otlp-endpoint", "otel-collector:4318"]);
+    assert!(
+        err.contains("--otlp-endpoint") && err.contains("otel-collector:4318"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(&path, "otlpEndpoint: http://file:4318\n").unwrap();
+    let config = path.to_str().unwrap();
+    let s = run_settings(&run_args(&["--config", config])).unwrap();
+    assert_eq!(s.otlp_endpoint.as_deref(), Some("http://file:4318"));
+    let s = run_settings(&run_args(&[
+        "--config",
+        config,
+        "--otlp-endpoint",
+        "https://flag:4318",
+    ]))
+    .unwrap();
+    assert_eq!(s.otlp_endpoint.as_deref(), Some("https://flag:4318"));
+}

@@ -1,0 +1,84 @@
+//! The trace exporter's series: spans exported, and spans dropped — the
+//! queue was full (the collector is slower than the gates) or the
+//! collector refused or never answered the export.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+/// Why spans were dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpanDrop {
+    QueueFull,
+    ExportFailed,
+}
+
+impl SpanDrop {
+    const ALL: [SpanDrop; 2] = [SpanDrop::QueueFull, SpanDrop::ExportFailed];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            SpanDrop::QueueFull => "queue_full",
+            SpanDrop::ExportFailed => "export_failed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+/// Cheap to clone: the counters are shared.
+#[derive(Clone)]
+pub struct TraceMetrics {
+    exported: Counter,
+    dropped: Family<ReasonLabels, Counter>,
+}
+
+impl TraceMetrics {
+    pub(super) fn register(registry: &mut Registry) -> TraceMetrics {
+        let m = TraceMetrics {
+            exported: Counter::default(),
+            dropped: Family::default(),
+        };
+        registry.register(
+            "trace_spans_exported",
+            "Gate trace spans the OTLP collector accepted (--otlp-endpoint)",
+            m.exported.clone(),
+        );
+        registry.register(
+            "trace_spans_dropped",
+            "Gate trace spans not exported, by reason: queue_full (the exporter fell behind; gates never wait for it) or export_failed (the collector refused or did not answer)",
+            m.dropped.clone(),
+        );
+        for reason in SpanDrop::ALL {
+            let _ = m.dropped.get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            });
+        }
+        m
+    }
+
+    pub fn exported(&self, spans: usize) {
+        self.exported.inc_by(spans as u64);
+    }
+
+    pub fn dropped(&self, reason: SpanDrop, spans: usize) {
+        self.dropped
+            .get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            })
+            .inc_by(spans as u64);
+    }
+
+    /// Spans dropped for `reason` so far.
+    pub fn dropped_count(&self, reason: SpanDrop) -> u64 {
+        self.dropped
+            .get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            })
+            .get()
+    }
+}

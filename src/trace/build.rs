@@ -1,0 +1,350 @@
+//! From a finished gate to the spans of its trace: a pure function of the
+//! gate's state and journal ([`gate_trace`]), no clock, no I/O, no exporter.
+//!
+//! Every time comes from what the gate itself knows, so that a nodegate
+//! restarted in the middle of a gate still draws it right: the start is the
+//! node's creation (or `nodegate.dev/gated-since`), the end the
+//! `nodegate.dev/opened-at` nodegate wrote, and a member's end the moment
+//! the pod that made it Ready became Ready (its Ready condition's
+//! `lastTransitionTime`, plus the DaemonSet's `minReadySeconds`) — all of it
+//! in the state a new incarnation rebuilds from the cluster. Only the
+//! journal's facts (conflicts, retries, …) before a restart are lost with
+//! the old process's journal.
+
+use jiff::{SignedDuration, Timestamp};
+use nodegate_core::gate::{Event, GateState, MemberId, OpenedRecord, Readiness};
+use nodegate_core::journal::Journal;
+
+/// An attribute's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Str(String),
+    Int(i64),
+    Bool(bool),
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value::Str(s.to_string())
+    }
+}
+
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Value::Str(s)
+    }
+}
+
+impl From<i64> for Value {
+    fn from(n: i64) -> Self {
+        Value::Int(n)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(b: bool) -> Self {
+        Value::Bool(b)
+    }
+}
+
+pub type Attributes = Vec<(&'static str, Value)>;
+
+/// A point in a span's life: one of the journal's facts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanEvent {
+    pub name: &'static str,
+    pub at: Timestamp,
+    pub attributes: Attributes,
+}
+
+/// One span, with its times fixed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanPlan {
+    pub name: String,
+    pub start: Timestamp,
+    pub end: Timestamp,
+    pub attributes: Attributes,
+    pub events: Vec<SpanEvent>,
+    /// `Some(description)`: the span's status is an error.
+    pub error: Option<String>,
+}
+
+impl SpanPlan {
+    /// The value of attribute `key`, if the span has it.
+    pub fn attribute(&self, key: &str) -> Option<&Value> {
+        self.attributes
+            .iter()
+            .find_map(|(k, v)| (*k == key).then_some(v))
+    }
+}
+
+/// The trace of one gate: a root span and one child per expected member.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateTrace {
+    pub node: String,
+    /// The node's uid: with the gate's start, it names the trace (see
+    /// `ids`), so a gate exported twice is one trace.
+    pub node_uid: String,
+    pub root: SpanPlan,
+    pub members: Vec<SpanPlan>,
+}
+
+impl GateTrace {
+    /// How many spans the trace has.
+    pub fn span_count(&self) -> usize {
+        1 + self.members.len()
+    }
+}
+
+/// The name of the root span.
+pub const ROOT_SPAN: &str = "gate";
+
+/// The trace of a gate that opened (by readiness, by timeout or by hand);
+/// `None` for one that ended any other way (node deleted, not gated, taint
+/// removed by another writer, dry-run), which has no opening to end at.
+pub fn gate_trace(state: &GateState, journal: &Journal) -> Option<GateTrace> {
+    let opened = state.opened.as_ref()?;
+    let node = state.node.as_ref()?;
+    let start = state.gate_start()?;
+    let end = opened_at(journal, opened).unwrap_or(opened.at);
+    let end = end.max(start);
+    // A member not Ready when the gate timed out waited until the deadline;
+    // one never Ready at a manual opening, until the opening.
+    let deadline = state
+        .timed_out
+        .as_ref()
+        .map(|t| t.deadline.clamp(start, end));
+
+    let mut members = Vec::new();
+    let mut ready = 0i64;
+    for (id, member) in state.expected() {
+        let span = match &member.readiness {
+            Some(Readiness::Ready { pod }) => {
+                ready += 1;
+                let at = ready_at(state, journal, id, pod).clamp(start, end);
+                let mut span = member_span(id, start, at, journal);
+                span.attributes
+                    .push(("nodegate.member.pod", pod.as_str().into()));
+                span
+            }
+            other => {
+                let why = match other {
+                    Some(Readiness::Waiting { why, .. }) => why.clone(),
+                    _ => "not evaluated yet".to_string(),
+                };
+                let mut span = member_span(id, start, deadline.unwrap_or(end), journal);
+                span.attributes
+                    .push(("nodegate.member.waiting_for", why.as_str().into()));
+                span.error = Some(format!("not Ready: {why}"));
+                span
+            }
+        };
+        members.push(span);
+    }
+
+    let mut attributes: Attributes = vec![
+        ("k8s.node.name", node.name.as_str().into()),
+        ("k8s.node.uid", node.uid.as_str().into()),
+        ("nodegate.outcome", opened.opened_by.as_str().into()),
+        ("nodegate.members.expected", (members.len() as i64).into()),
+        ("nodegate.members.ready", ready.into()),
+        (
+            "nodegate.gate.start",
+            if node.gated_since.is_some() {
+                "gated-since"
+            } else {
+                "creation"
+            }
+            .into(),
+        ),
+    ];
+    if let Some(deadline) = state.timed_out.as_ref().map(|t| t.deadline) {
+        attributes.push(("nodegate.deadline", deadline.to_string().into()));
+    }
+    if journal.dropped() > 0 {
+        // The oldest facts were folded away: their events are missing.
+        attributes.push((
+            "nodegate.journal.dropped",
+            (journal.dropped() as i64).into(),
+        ));
+    }
+    let root = SpanPlan {
+        name: ROOT_SPAN.to_string(),
+        start,
+        end,
+        attributes,
+        events: journal
+            .entries()
+            .filter_map(|e| gate_event(e.at, &e.event))
+            .collect(),
+        error: None,
+    };
+    Some(GateTrace {
+        node: node.name.clone(),
+        node_uid: node.uid.clone(),
+        root,
+        members,
+    })
+}
+
+/// The `nodegate.dev/opened-at` of the untaint that opened the gate. A gate
+/// found open by an earlier untaint whose answer was lost records that
+/// untaint's time as its opening; one whose patch was answered records when
+/// the answer came, and its `opened-at` is the last untaint sent.
+fn opened_at(journal: &Journal, opened: &OpenedRecord) -> Option<Timestamp> {
+    let sent = || {
+        journal.entries().filter_map(|e| match &e.event {
+            Event::UntaintSent { opened_by, at, .. } if *opened_by == opened.opened_by => Some(*at),
+            _ => None,
+        })
+    };
+    sent().find(|at| *at == opened.at).or_else(|| sent().last())
+}
+
+/// When member `id` became Ready through `pod`: the pod's Ready transition
+/// (plus `minReadySeconds` for a DaemonSet's pod), else when the gate saw it
+/// Ready, else when the journal begins (it was Ready before).
+fn ready_at(state: &GateState, journal: &Journal, id: &MemberId, pod: &str) -> Timestamp {
+    let min_ready = match id {
+        MemberId::DaemonSet(key) => state
+            .daemonsets
+            .get(key)
+            .map_or(0, |ds| i64::from(ds.min_ready_seconds.max(0))),
+        MemberId::Critical(_) => 0,
+    };
+    let from_pod = state
+        .pods
+        .values()
+        .find(|p| p.name == pod)
+        .and_then(|p| p.ready_since)
+        .and_then(|t| t.checked_add(SignedDuration::from_secs(min_ready)).ok());
+    let seen = || {
+        journal
+            .entries()
+            .filter_map(|e| match &e.event {
+                Event::MemberReady { member, .. } if member == id => Some(e.at),
+                _ => None,
+            })
+            .last()
+    };
+    let first = || journal.entries().next().map(|e| e.at);
+    from_pod
+        .or_else(seen)
+        .or_else(first)
+        .unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+fn member_span(id: &MemberId, start: Timestamp, end: Timestamp, journal: &Journal) -> SpanPlan {
+    let kind = match id {
+        MemberId::DaemonSet(_) => "daemonset",
+        MemberId::Critical(_) => "critical_pod",
+    };
+    let events = journal
+        .entries()
+        .filter_map(|e| match &e.event {
+            Event::MemberWaiting { member, why, .. } if member == id => Some(SpanEvent {
+                name: "waiting",
+                at: e.at,
+                attributes: vec![("why", why.as_str().into())],
+            }),
+            Event::MemberReady { member, pod } if member == id => Some(SpanEvent {
+                name: "ready",
+                at: e.at,
+                attributes: vec![("pod", pod.as_str().into())],
+            }),
+            _ => None,
+        })
+        .collect();
+    SpanPlan {
+        name: id.to_string(),
+        start,
+        end: end.max(start),
+        attributes: vec![
+            ("nodegate.member", id.to_string().into()),
+            ("nodegate.member.kind", kind.into()),
+        ],
+        events,
+        error: None,
+    }
+}
+
+/// The journal's facts that the root span shows as events; the others
+/// (observations, timers) are in the spans' times already.
+fn gate_event(at: Timestamp, event: &Event) -> Option<SpanEvent> {
+    let attempt = |n: &u32| ("attempt", Value::Int(i64::from(*n)));
+    let (name, attributes): (&'static str, Attributes) = match event {
+        Event::GatedSinceClamped { gated_since, to } => (
+            "gated-since clamped",
+            vec![
+                ("gated_since", gated_since.to_string().into()),
+                ("to", to.to_string().into()),
+            ],
+        ),
+        Event::DeadlineHeld {
+            deadline,
+            server_time,
+            reason,
+            ..
+        } => (
+            "deadline held",
+            vec![
+                ("deadline", deadline.to_string().into()),
+                ("server_time", server_time.to_string().into()),
+                ("reason", reason.as_str().into()),
+            ],
+        ),
+        Event::TimedOut {
+            deadline,
+            action,
+            not_ready,
+            ..
+        } => (
+            "timed out",
+            vec![
+                ("deadline", deadline.to_string().into()),
+                ("action", format!("{action:?}").to_lowercase().into()),
+                ("not_ready", (not_ready.len() as i64).into()),
+            ],
+        ),
+        Event::WritesSuspended { by, .. } => ("writes suspended", vec![("by", by.as_str().into())]),
+        Event::WritesResumed => ("writes resumed", vec![]),
+        Event::UntaintSent {
+            attempt: n,
+            opened_by,
+            ..
+        } => (
+            "untaint sent",
+            vec![attempt(n), ("opened_by", opened_by.as_str().into())],
+        ),
+        Event::WriteConflict { attempt: n } => ("conflict", vec![attempt(n)]),
+        Event::WriteFailed { attempt: n, error } => (
+            "write failed",
+            vec![attempt(n), ("error", error.as_str().into())],
+        ),
+        Event::WriteUnanswered { attempt: n, error } => (
+            "write unanswered",
+            vec![attempt(n), ("error", error.as_str().into())],
+        ),
+        Event::WriteDeferred { attempt: n } => ("leadership lost", vec![attempt(n)]),
+        Event::WithdrawRequested { attempt: n, reason } => (
+            "withdrawal",
+            vec![attempt(n), ("reason", reason.as_str().into())],
+        ),
+        Event::RetryScheduled { attempt: n } => ("retry", vec![attempt(n)]),
+        Event::WriteAbandoned { reason } => {
+            ("write abandoned", vec![("reason", reason.as_str().into())])
+        }
+        Event::Opened { opened_by, .. } => {
+            ("opened", vec![("opened_by", opened_by.as_str().into())])
+        }
+        _ => return None,
+    };
+    Some(SpanEvent {
+        name,
+        at,
+        attributes,
+    })
+}
+
+#[cfg(test)]
+mod tests;
