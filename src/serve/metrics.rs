@@ -433,6 +433,11 @@ impl Metrics {
                                 namespace: String::new(),
                                 name: name.clone(),
                             }),
+                            MemberId::Condition(type_) => Some(BlockerLabels {
+                                kind: "condition",
+                                namespace: String::new(),
+                                name: type_.clone(),
+                            }),
                         };
                         if let Some(labels) = labels {
                             self.timeout_blockers.get_or_create(&labels).inc();

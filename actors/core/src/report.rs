@@ -25,7 +25,9 @@ use crate::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
 use crate::placement::{self, PlacementConfig, ReasonCode};
 use crate::readiness::CriticalPodEntry;
 
+mod conditions;
 mod words;
+pub use conditions::RuleRow;
 pub use words::{describe_waiting, expected_reason, verdict};
 
 /// The reason code of an expected member.
@@ -60,6 +62,11 @@ pub struct Report {
     pub daemonsets: Vec<MemberRow>,
     /// In configuration order.
     pub critical_pods: Vec<MemberRow>,
+    /// `criticalConditions` members, in configuration order.
+    pub conditions: Vec<MemberRow>,
+    /// Each `conditionTaints` rule's verdict for the node, in
+    /// configuration order.
+    pub condition_taints: Vec<RuleRow>,
     pub taints: TaintSplit,
 }
 
@@ -235,6 +242,11 @@ fn build_for(
         .iter()
         .map(|entry| critical_row(state, entry, cfg, facts, now))
         .collect();
+    let conditions: Vec<MemberRow> = cfg
+        .conditions
+        .iter()
+        .map(|c| conditions::condition_row(state, c))
+        .collect();
 
     let gated = is_gated(state);
     let node_not_ready = state.node_wait_reason();
@@ -242,6 +254,7 @@ fn build_for(
     let blockers: Vec<&MemberRow> = daemonsets
         .iter()
         .chain(&critical_pods)
+        .chain(&conditions)
         .filter(|r| r.expected && r.ready != Some(true))
         .collect();
     Report {
@@ -257,6 +270,8 @@ fn build_for(
         taints: split_taints(&node.taints, &cfg.placement),
         daemonsets,
         critical_pods,
+        conditions,
+        condition_taints: conditions::rule_rows(node, cfg, now),
     }
 }
 

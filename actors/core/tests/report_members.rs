@@ -46,6 +46,7 @@ fn cfg(excluded: &[&str], critical: Vec<CriticalPodEntry>) -> GateConfig {
         on_timeout: OnTimeout::Open,
         dry_run: true,
         suspend: false,
+        ..GateConfig::default()
     }
 }
 

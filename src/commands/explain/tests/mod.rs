@@ -26,6 +26,8 @@ fn settings() -> GateSettings {
         suspend: false,
         placement: PlacementConfig::default(),
         critical: Vec::new(),
+        conditions: Vec::new(),
+        condition_taints: Vec::new(),
     }
 }
 

@@ -1,0 +1,165 @@
+//! The config file's node-condition keys (semantics.md §6.5):
+//! `criticalConditions` (conditions waited for like members) and
+//! `conditionTaints` (rules that put a taint on nodes matching conditions).
+//! Every error names the entry and the field to fix; both keys are reloaded
+//! with the rest of the gate configuration.
+
+use nodegate_core::budget::MaxUnavailable;
+use nodegate_core::conditions::rules::{
+    ConditionTaintRule, MatchMode, RemovePolicy, Requirement, RuleError, StatusPattern,
+    validate_rules,
+};
+use nodegate_core::conditions::{CriticalCondition, CriticalConditionError, validate_critical};
+use nodegate_core::model::Taint;
+use nodegate_core::placement::ManagedTaint;
+
+use super::*;
+
+/// One `conditionTaints` entry as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawRule {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub conditions: Vec<RawRequirement>,
+    #[serde(default, rename = "match")]
+    pub match_mode: MatchMode,
+    pub node_selector: Option<String>,
+    pub taint: RawTaint,
+    #[serde(default)]
+    pub remove: RemovePolicy,
+    pub max_unavailable: Option<serde_yaml::Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawRequirement {
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(rename = "for")]
+    pub for_: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawTaint {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub value: String,
+    #[serde(default)]
+    pub effect: String,
+}
+
+/// `criticalConditions`, checked.
+pub fn critical_conditions(
+    list: Option<Vec<CriticalCondition>>,
+) -> Result<Vec<CriticalCondition>, ConfigError> {
+    let list = list.unwrap_or_default();
+    validate_critical(&list).map_err(|e| match e {
+        CriticalConditionError::NoType { index } => invalid(
+            format!("criticalConditions[{index}].type"),
+            "must not be empty",
+        ),
+        CriticalConditionError::NoStatus { type_ } => invalid(
+            format!("criticalConditions ({type_}).status"),
+            "must not be empty (e.g. True)",
+        ),
+        CriticalConditionError::Duplicate { type_ } => invalid(
+            format!("criticalConditions ({type_}).type"),
+            "the condition type is listed twice",
+        ),
+        CriticalConditionError::NodeSelector { type_, source } => invalid(
+            format!("criticalConditions ({type_}).nodeSelector"),
+            source.to_string(),
+        ),
+    })?;
+    Ok(list)
+}
+
+/// `conditionTaints`, read and checked against the managed taints.
+pub fn condition_taints(
+    raw: Option<Vec<RawRule>>,
+    managed: &[ManagedTaint],
+) -> Result<Vec<ConditionTaintRule>, ConfigError> {
+    let mut rules = Vec::new();
+    for (i, r) in raw.unwrap_or_default().into_iter().enumerate() {
+        let at = |field: &str| {
+            if r.name.is_empty() {
+                format!("conditionTaints[{i}].{field}")
+            } else {
+                format!("conditionTaints rule {:?}: {field}", r.name)
+            }
+        };
+        let mut conditions = Vec::new();
+        for (j, c) in r.conditions.iter().enumerate() {
+            let status = StatusPattern::new(&c.status).map_err(|e| {
+                invalid(
+                    at(&format!("conditions[{j}].status")),
+                    format!("{:?} is not a regular expression: {e}", c.status),
+                )
+            })?;
+            let for_ = match &c.for_ {
+                Some(d) => Some(parse_duration(&at(&format!("conditions[{j}].for")), d)?),
+                None => None,
+            };
+            conditions.push(Requirement {
+                type_: c.type_.clone(),
+                status,
+                for_,
+            });
+        }
+        let node_selector = match &r.node_selector {
+            Some(s) if s.trim().is_empty() => None,
+            Some(s) => Some(
+                LabelSelector::parse(s).map_err(|e| invalid(at("nodeSelector"), e.to_string()))?,
+            ),
+            None => None,
+        };
+        let max_unavailable = match &r.max_unavailable {
+            None => None,
+            Some(v) => {
+                let text = match v {
+                    serde_yaml::Value::Number(n) => n.to_string(),
+                    serde_yaml::Value::String(s) => s.clone(),
+                    other => format!("{other:?}"),
+                };
+                Some(
+                    text.parse::<MaxUnavailable>()
+                        .map_err(|e| invalid(at("maxUnavailable"), e.to_string()))?,
+                )
+            }
+        };
+        rules.push(ConditionTaintRule {
+            name: r.name.clone(),
+            conditions,
+            match_mode: r.match_mode,
+            node_selector,
+            taint: Taint::new(&r.taint.key, &r.taint.value, &r.taint.effect),
+            remove: r.remove,
+            max_unavailable,
+        });
+    }
+    let is_managed = |key: &str| managed.iter().any(|m| m.key == key);
+    validate_rules(&rules, is_managed).map_err(|e| {
+        let field = match &e {
+            RuleError::NoName { index } => {
+                return invalid(
+                    format!("conditionTaints[{index}].name"),
+                    "must not be empty",
+                );
+            }
+            RuleError::Duplicate { .. } => "name",
+            RuleError::NoConditions { .. } => "conditions",
+            RuleError::NoType { .. } => "conditions[].type",
+            RuleError::NoTaintKey { .. } | RuleError::ManagedTaint { .. } => "taint.key",
+            RuleError::Effect { .. } => "taint.effect",
+            RuleError::SameTaint { .. } => "taint",
+            RuleError::NodeSelector { .. } => "nodeSelector",
+        };
+        invalid(format!("conditionTaints ({field})"), e.to_string())
+    })?;
+    Ok(rules)
+}
