@@ -6,9 +6,11 @@
 //! (`patch` builds the conditional patch, `writer` sends it, `executor`
 //! carries out a gate's effects within the concurrency limits), and the
 //! path every taint nodegate puts on takes (`entrance`; the late-taint net,
-//! `net`, is one of its users).
+//! `net`, is one of its users), and the condition rules' taints
+//! (`conditions`).
 
 pub mod client;
+pub mod conditions;
 pub mod entrance;
 pub mod executor;
 pub mod leader;

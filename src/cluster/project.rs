@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{self as core, Node, Pod};
+use k8s_openapi::api::storage::v1::CSINode;
 use nodegate_core::model::{
     DaemonSetInfo, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement, NodeSelectorTerm,
     PodInfo, PodPlacement, Taint, Toleration,
@@ -263,6 +264,16 @@ pub fn pod(p: &Pod) -> Option<PodInfo> {
         namespace,
         name,
     })
+}
+
+/// A CSINode: its node's name (a CSINode is named after its node) and the
+/// names of the CSI drivers it lists.
+pub fn csinode(c: &CSINode) -> Option<(String, Vec<String>)> {
+    let name = c.metadata.name.clone()?;
+    Some((
+        name,
+        c.spec.drivers.iter().map(|d| d.name.clone()).collect(),
+    ))
 }
 
 pub fn labels(l: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {

@@ -37,7 +37,9 @@ use crate::cluster::leader::Leadership;
 mod entrances;
 use entrances::EntranceMetrics;
 pub use entrances::{AdmissionResult, CertProblem, LateTaint};
+mod conditions;
 mod reload;
+pub use conditions::ConditionMetrics;
 pub use reload::ConfigMetrics;
 
 /// The Content-Type of [`Metrics::encode`]'s output.
@@ -175,6 +177,8 @@ pub struct Metrics {
     entrances: EntranceMetrics,
     /// The config reload's series (`metrics/reload.rs`).
     pub config: ConfigMetrics,
+    /// The condition rules' series (`metrics/conditions.rs`).
+    pub conditions: ConditionMetrics,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -210,6 +214,7 @@ impl Metrics {
             age_series: Mutex::new(HashSet::new()),
             entrances: EntranceMetrics::register(&mut registry),
             config: ConfigMetrics::register(&mut registry),
+            conditions: ConditionMetrics::register(&mut registry),
             registry: Registry::default(),
         };
         registry.register(

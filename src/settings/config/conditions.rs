@@ -163,3 +163,108 @@ pub fn condition_taints(
     })?;
     Ok(rules)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(yaml: &str) -> Result<GateSettings, String> {
+        let mut file = FileConfig::parse(yaml, "c.yaml").map_err(|e| e.to_string())?;
+        let args = GateArgs::default();
+        gate_settings(&args, &mut file).map_err(|e| e.to_string())
+    }
+
+    const OOS: &str = "conditionTaints:
+- name: preempted
+  conditions:
+  - type: Preempted
+    status: \"True\"
+    for: 10s
+  taint: {key: node.kubernetes.io/out-of-service, value: nodeshutdown, effect: NoExecute}
+  remove: never
+  maxUnavailable: 10%
+- name: kaput
+  match: anyOf
+  nodeSelector: pool=spot
+  conditions:
+  - {type: KernelDeadlock, status: \"True\"}
+  - {type: Disk, status: Kaput}
+  taint: {key: example.com/broken, effect: NoSchedule}
+  maxUnavailable: 2
+criticalConditions:
+- {type: NetworkReady, status: \"True\"}
+- type: GPUDriverReady
+  status: \"True\"
+  nodeSelector: {matchLabels: {gpu: \"true\"}}
+";
+
+    #[test]
+    fn the_documented_example_reads() {
+        let s = settings(OOS).unwrap();
+        let [oos, kaput] = &s.condition_taints[..] else {
+            panic!("{:?}", s.condition_taints);
+        };
+        assert_eq!(oos.remove, RemovePolicy::Never);
+        assert_eq!(oos.conditions[0].for_, Some(Duration::from_secs(10)));
+        assert_eq!(oos.max_unavailable, Some(MaxUnavailable::Percent(10)));
+        assert_eq!(kaput.match_mode, MatchMode::AnyOf);
+        assert_eq!(kaput.max_unavailable, Some(MaxUnavailable::Count(2)));
+        assert!(kaput.conditions[1].status.matches("Kaput"));
+        assert!(!kaput.conditions[1].status.matches("NotKaput"));
+        assert_eq!(s.conditions.len(), 2);
+        let cfg = s.gate_config(None, crate::settings::cli::OnTimeout::Open, false);
+        assert_eq!(cfg.condition_taints.len(), 2);
+        assert_eq!(cfg.conditions.len(), 2);
+    }
+
+    #[test]
+    fn each_invalid_rule_is_named_with_its_field() {
+        let rule = |extra: &str, cond: &str, taint: &str| {
+            format!(
+                "conditionTaints:\n- name: r1\n{extra}  conditions:\n  - {cond}\n  taint: {taint}\n"
+            )
+        };
+        let good_cond = "{type: A, status: \"True\"}";
+        let good_taint = "{key: example.com/a, effect: NoSchedule}";
+        for (yaml, wants) in [
+            (
+                rule("", "{type: A, status: \"(\"}", good_taint),
+                &["\"r1\"", "conditions[0].status", "regular expression"][..],
+            ),
+            (
+                rule("", good_cond, "{key: example.com/a, effect: NoEntry}"),
+                &["\"r1\"", "taint.effect", "NoEntry"],
+            ),
+            (
+                rule("", good_cond, "{key: nodegate.dev/initializing, effect: NoSchedule}"),
+                &["\"r1\"", "taint.key", "managed"],
+            ),
+            (
+                rule("", "{type: A, status: \"True\", for: soon}", good_taint),
+                &["\"r1\"", "conditions[0].for"],
+            ),
+            (
+                rule("  maxUnavailable: lots\n", good_cond, good_taint),
+                &["\"r1\"", "maxUnavailable", "lots"],
+            ),
+            (
+                format!(
+                    "{}{}",
+                    rule("", good_cond, good_taint),
+                    rule("", good_cond, "{key: example.com/b, effect: NoSchedule}")
+                        .trim_start_matches("conditionTaints:\n")
+                ),
+                &["\"r1\"", "twice"],
+            ),
+            (
+                "criticalConditions:\n- {type: A, status: \"True\"}\n- {type: A, status: \"False\"}\n".to_string(),
+                &["criticalConditions (A)", "twice"],
+            ),
+        ] {
+            let e = settings(&yaml).expect_err(&yaml);
+            for w in wants {
+                assert!(e.contains(w), "{e:?} lacks {w:?} for\n{yaml}");
+            }
+        }
+    }
+}

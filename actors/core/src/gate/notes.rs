@@ -55,15 +55,23 @@ pub enum Reason {
     /// The net found a new node without the taint, but a workload pod was
     /// already bound to it: left alone.
     LateTaintSkipped,
+    /// A `conditionTaints` rule put its taint on a node that matches it
+    /// (semantics.md §6.5).
+    ConditionTaintAdded,
+    /// A `remove: whenCleared` rule took its taint off a node that no
+    /// longer matches it.
+    ConditionTaintRemoved,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 5] = [
+    pub const ALL: [Reason; 7] = [
         Reason::GateOpened,
         Reason::GateTimedOut,
         Reason::GateWouldOpen,
         Reason::LateTaint,
         Reason::LateTaintSkipped,
+        Reason::ConditionTaintAdded,
+        Reason::ConditionTaintRemoved,
     ];
 
     /// The Event's `reason` as the API shows it.
@@ -74,6 +82,8 @@ impl Reason {
             Reason::GateWouldOpen => "GateWouldOpen",
             Reason::LateTaint => "LateTaint",
             Reason::LateTaintSkipped => "LateTaintSkipped",
+            Reason::ConditionTaintAdded => "ConditionTaintAdded",
+            Reason::ConditionTaintRemoved => "ConditionTaintRemoved",
         }
     }
 }
