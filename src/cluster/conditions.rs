@@ -166,10 +166,8 @@ impl Tainter {
             let rule = &rules[d.rule];
             let action = rules::decide(rule, &d.node, &d.verdict, tainted[d.rule], managed);
             match action {
-                Some(RuleAction::Add) => {
-                    if self.add(executor, rule, &d, now).await {
-                        tainted[d.rule] += 1;
-                    }
+                Some(RuleAction::Add) if self.add(executor, rule, &d, now).await => {
+                    tainted[d.rule] += 1;
                 }
                 Some(RuleAction::Remove) => self.remove(executor, rule, &d).await,
                 Some(RuleAction::BudgetBlocked) => {
@@ -180,7 +178,7 @@ impl Tainter {
                         executor.metrics.conditions.budget_blocked(&rule.name);
                     }
                 }
-                None => {}
+                Some(RuleAction::Add) | None => {}
             }
         }
     }

@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod conditions;
+pub mod csi;
 pub mod entrance;
 pub mod executor;
 pub mod leader;
