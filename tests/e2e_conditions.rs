@@ -65,7 +65,7 @@ pub struct Shared {
     pub ng: Nodegate,
     pub addr: String,
     _dir: tempfile::TempDir,
-    _file: PathBuf,
+    file: PathBuf,
 }
 
 /// Sets condition `type_` of `node` to `status` with a status patch (merged
@@ -124,7 +124,7 @@ async fn conditions_csi_and_the_ready_annotation() {
         ng,
         addr,
         _dir: dir,
-        _file: file,
+        file,
     };
     tokio::join!(
         kwok_keeps_a_foreign_condition(&s),
@@ -172,4 +172,28 @@ async fn kwok_keeps_a_foreign_condition(s: &Shared) {
         n.status.and_then(|s| s.conditions)
     );
     assert_eq!(condition(&n, "Ready").as_deref(), Some("True"));
+}
+
+/// `nodegate explain NODE -o json` with the scenarios' config file, as an
+/// operator runs it.
+pub async fn explain_json(s: &Shared, node: &str) -> serde_json::Value {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_nodegate"))
+        .args(["explain", node, "-o", "json", "--config"])
+        .arg(&s.file)
+        .env("KUBECONFIG", &s.env.cluster.kubeconfig)
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("cannot run nodegate explain: {e}"));
+    assert!(
+        out.status.success(),
+        "explain {node} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "explain {node} printed no JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
 }

@@ -49,8 +49,9 @@ pub struct Tainter {
 struct State {
     /// (rule, node) taints added but not yet shown by the watch.
     unseen: HashMap<(String, String), Instant>,
-    /// (rule, node) additions held back by the budget now (counted once).
-    blocked: HashSet<(String, String)>,
+    /// (rule, node) writes held back now — by the budget, or by dry run —
+    /// each logged (and a budget's counted) once, until it is no longer due.
+    held: HashSet<(String, String)>,
 }
 
 /// One write a pass found due.
@@ -154,11 +155,11 @@ impl Tainter {
         for (rule, count) in rules.iter().zip(&matching) {
             executor.metrics.conditions.matching(&rule.name, *count);
         }
-        let still_blocked: HashSet<(String, String)> = due
+        let still_due: HashSet<(String, String)> = due
             .iter()
             .map(|d| (rules[d.rule].name.clone(), d.node.name.clone()))
             .collect();
-        self.lock().blocked.retain(|k| still_blocked.contains(k));
+        self.lock().held.retain(|k| still_due.contains(k));
         if due.is_empty() || !(self.dry_run || executor.leader.admits_write()) {
             return;
         }
@@ -171,8 +172,7 @@ impl Tainter {
                 }
                 Some(RuleAction::Remove) => self.remove(executor, rule, &d).await,
                 Some(RuleAction::BudgetBlocked) => {
-                    let key = (rule.name.clone(), d.node.name.clone());
-                    if self.lock().blocked.insert(key) {
+                    if self.first_hold(rule, &d.node.name) {
                         tracing::info!(rule = %rule.name, node = %d.node.name, taint = %rule.taint,
                             "condition taint held back: the rule's maxUnavailable is used up");
                         executor.metrics.conditions.budget_blocked(&rule.name);
@@ -193,8 +193,10 @@ impl Tainter {
     ) -> bool {
         let node = &d.node.name;
         if self.dry_run {
-            tracing::info!(rule = %rule.name, %node, taint = %rule.taint, why = %d.verdict.why,
-                "dry run: would put the condition taint on");
+            if self.first_hold(rule, node) {
+                tracing::info!(rule = %rule.name, %node, taint = %rule.taint, why = %d.verdict.why,
+                    "dry run: would put the condition taint on");
+            }
             return false;
         }
         let body = patch::add(&d.node, &rule.taint, now);
@@ -222,8 +224,10 @@ impl Tainter {
     async fn remove(&self, executor: &KubeExecutor, rule: &ConditionTaintRule, d: &Due) {
         let node = &d.node.name;
         if self.dry_run {
-            tracing::info!(rule = %rule.name, %node, taint = %rule.taint, why = %d.verdict.why,
-                "dry run: would take the condition taint off");
+            if self.first_hold(rule, node) {
+                tracing::info!(rule = %rule.name, %node, taint = %rule.taint, why = %d.verdict.why,
+                    "dry run: would take the condition taint off");
+            }
             return;
         }
         let Some(index) = d
@@ -252,6 +256,14 @@ impl Tainter {
             rule.name, d.verdict.why, rule.taint
         );
         record(executor, &d.node, Reason::ConditionTaintRemoved, note).await;
+    }
+
+    /// True the first time a write for (rule, node) is held back, until it
+    /// is no longer due.
+    fn first_hold(&self, rule: &ConditionTaintRule, node: &str) -> bool {
+        self.lock()
+            .held
+            .insert((rule.name.clone(), node.to_string()))
     }
 
     /// Whether the write was applied; anything else is logged and left for

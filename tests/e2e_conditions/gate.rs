@@ -8,7 +8,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::support::gate::{DsSpec, daemonset, has_gate_taint};
-use super::{Shared, set_condition};
+use super::{Shared, explain_json, set_condition};
 
 /// How long a node that should stay closed is watched for staying closed.
 const STAYS_CLOSED: Duration = Duration::from_secs(3);
@@ -31,6 +31,19 @@ pub async fn network_ready(s: &Shared) {
     still_gated(s, "net-1", "without NetworkReady").await;
     set_condition(&s.env.nodes, "net-1", "NetworkReady", "False").await;
     still_gated(s, "net-1", "with NetworkReady=False").await;
+    // explain names the member and what it waits for, like any member.
+    let r = explain_json(s, "net-1").await;
+    let row = &r["conditions"][0];
+    assert_eq!(row["name"], "NetworkReady", "{r}");
+    assert_eq!(
+        (row["expected"].as_bool(), row["ready"].as_bool()),
+        (Some(true), Some(false)),
+        "{r}"
+    );
+    assert_eq!(
+        row["waiting"], "condition NetworkReady is False, waiting for True",
+        "{r}"
+    );
     set_condition(&s.env.nodes, "net-1", "NetworkReady", "True").await;
     s.env
         .wait_open("net-1", Duration::from_secs(20), &[&s.ng])

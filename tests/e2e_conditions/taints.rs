@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::support::gate::NS;
 use super::support::{fake_node, metric, wait_for};
-use super::{Shared, metrics, set_condition};
+use super::{Shared, explain_json, metrics, set_condition};
 
 const OOS: &str = "node.kubernetes.io/out-of-service";
 const KAPUT: &str = "example.com/kaput";
@@ -127,6 +127,25 @@ pub async fn preempted_spot_node(s: &Shared) {
         taints(&n)
     );
     assert!(find(&n, KAPUT).is_none(), "Disk=NotKaput matched Kaput");
+
+    // explain shows each rule's verdict for the node.
+    let r = explain_json(s, "spot-1").await;
+    let rules = r["condition_taints"].as_array().expect("condition_taints");
+    let verdict = |name: &str| {
+        rules
+            .iter()
+            .find(|v| v["rule"] == name)
+            .unwrap_or_else(|| panic!("no rule {name} in {r}"))
+    };
+    assert_eq!(verdict("preempted")["matches"], true, "{r}");
+    assert_eq!(verdict("preempted")["tainted"], true, "{r}");
+    assert_eq!(verdict("kaput")["matches"], false, "{r}");
+    assert!(
+        verdict("kaput")["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("Disk=NotKaput does not match")),
+        "{r}"
+    );
 
     // The real taint-eviction controller evicts the pod.
     wait_for(
