@@ -8,7 +8,9 @@
 //! - `taints::preempted_spot_node`: `Preempted=True` puts
 //!   `node.kubernetes.io/out-of-service:NoExecute` (with `timeAdded`) on the
 //!   node, the real taint-eviction controller evicts a pod without a
-//!   toleration, a foreign taint added at the same moment survives; clearing
+//!   toleration, a foreign taint added at the same moment survives (and,
+//!   forced: nodegate's add and remove patches built from a view older
+//!   than another agent's taint are refused by the API server); clearing
 //!   the condition takes the taint off (`remove: whenCleared`), while a
 //!   `remove: never` rule's taint stays.
 //! - `gate::csi_driver`: a CSI DaemonSet's pod is Ready, but the node opens

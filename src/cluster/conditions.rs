@@ -12,7 +12,7 @@
 //! what it would do. A patch refused because the node changed is simply
 //! decided again on the newer view at the next pass.
 
-mod patch;
+pub mod patch;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};

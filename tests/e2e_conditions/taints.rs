@@ -15,6 +15,7 @@ use super::{Shared, explain_json, metrics, set_condition};
 const OOS: &str = "node.kubernetes.io/out-of-service";
 const KAPUT: &str = "example.com/kaput";
 const FOREIGN: &str = "example.com/foreign";
+const FOREIGN_2: &str = "example.com/foreign-2";
 
 fn taints(n: &Node) -> Vec<Taint> {
     n.spec
@@ -45,8 +46,8 @@ async fn wait_taint(s: &Shared, node: &str, key: &str, present: bool) -> Node {
 
 /// Appends a taint as a careful agent does: a JSON patch conditional on the
 /// version it read, again on a conflict.
-async fn add_foreign_taint(s: &Shared) {
-    let t = json!({"key": FOREIGN, "effect": "NoSchedule"});
+async fn add_foreign_taint(s: &Shared, key: &str) {
+    let t = json!({"key": key, "effect": "NoSchedule"});
     for _ in 0..20 {
         let n = s.env.node("spot-1").await;
         let rv = n.metadata.resource_version.clone().unwrap_or_default();
@@ -69,6 +70,56 @@ async fn add_foreign_taint(s: &Shared) {
         }
     }
     panic!("could not add the foreign taint in 20 attempts");
+}
+
+/// The race a blind write loses, forced: nodegate's patches built from a
+/// view of the node read *before* another agent changed its taints are
+/// refused by the real API server, and the other agent's taint survives.
+async fn stale_writes_are_refused(s: &Shared) {
+    use nodegate::cluster::conditions::patch;
+    let before = s.env.node("spot-1").await;
+    let (stale, _) = nodegate::cluster::project::node(&before);
+    let stale = stale.expect("projected node");
+    add_foreign_taint(s, FOREIGN).await;
+    let ours = nodegate_core::model::Taint::new(OOS, "nodeshutdown", "NoExecute");
+    let refused = |r: Result<Node, kube::Error>| match r {
+        Err(kube::Error::Api(e)) => e.code == 409 || e.code == 422,
+        _ => false,
+    };
+    let add = patch::add(&stale, &ours, jiff::Timestamp::now());
+    let r = s
+        .env
+        .nodes
+        .patch("spot-1", &PatchParams::default(), &Patch::Json::<()>(add))
+        .await;
+    assert!(refused(r), "an add built from a stale view was not refused");
+    // And a removal from a stale view: the taint at index 0 then was ours
+    // (as the stale view says), now it is the foreign one's place.
+    let mut stale_tainted = stale.clone();
+    stale_tainted.taints = vec![ours.clone()];
+    let remove = patch::remove(&stale_tainted, 0).expect("index 0");
+    let r = s
+        .env
+        .nodes
+        .patch(
+            "spot-1",
+            &PatchParams::default(),
+            &Patch::Json::<()>(remove),
+        )
+        .await;
+    assert!(
+        refused(r),
+        "a removal built from a stale view was not refused"
+    );
+    let n = s.env.node("spot-1").await;
+    assert_eq!(
+        taints(&n)
+            .iter()
+            .map(|t| t.key.as_str())
+            .collect::<Vec<_>>(),
+        vec![FOREIGN],
+        "only the foreign taint may be on the node"
+    );
 }
 
 /// (b) and (c) on one spot node.
@@ -104,6 +155,8 @@ pub async fn preempted_spot_node(s: &Shared) {
         }
     })
     .await;
+    stale_writes_are_refused(s).await;
+
     // A status that only contains the pattern does not match it: the regex
     // is anchored, so NotKaput puts no taint on.
     set_condition(nodes, "spot-1", "Disk", "NotKaput").await;
@@ -111,7 +164,7 @@ pub async fn preempted_spot_node(s: &Shared) {
     // The node is preempted; at the same moment another agent adds a taint
     // of its own, a plain JSON patch appending to the list.
     set_condition(nodes, "spot-1", "Preempted", "True").await;
-    add_foreign_taint(s).await;
+    add_foreign_taint(s, FOREIGN_2).await;
 
     let n = wait_taint(s, "spot-1", OOS, true).await;
     let oos = find(&n, OOS).expect("out-of-service taint");
@@ -122,8 +175,8 @@ pub async fn preempted_spot_node(s: &Shared) {
         "NoExecute without timeAdded: {oos:?}"
     );
     assert!(
-        find(&n, FOREIGN).is_some(),
-        "the foreign taint was lost: {:?}",
+        find(&n, FOREIGN).is_some() && find(&n, FOREIGN_2).is_some(),
+        "a foreign taint was lost: {:?}",
         taints(&n)
     );
     assert!(find(&n, KAPUT).is_none(), "Disk=NotKaput matched Kaput");
@@ -179,7 +232,9 @@ pub async fn preempted_spot_node(s: &Shared) {
         "remove: never came off: {:?}",
         taints(&n2)
     );
-    assert!(find(&n, FOREIGN).is_some() && find(&n2, FOREIGN).is_some());
+    for t in [FOREIGN, FOREIGN_2] {
+        assert!(find(&n, t).is_some() && find(&n2, t).is_some(), "{t} lost");
+    }
 
     let reasons: Vec<String> = s
         .env
