@@ -18,10 +18,13 @@
 //! - `gate::ready_annotation`: a pod annotated `nodegate.dev/ready: "true"`
 //!   whose probe keeps it not Ready satisfies its member.
 //!
-//! Node conditions are set with status patches. kwok (deploy/local) keeps a
-//! condition type it does not manage: its node stages write only the
-//! conditions of its own template, merged by type; `kwok_keeps_a_foreign_condition`
-//! below checks it on every run.
+//! Node conditions are set with status patches. kwok (deploy/local) leaves
+//! a condition type it does not manage alone: after it has initialised a
+//! node, its only node stage is the heartbeat, which comes ten minutes or
+//! more later, beyond any test here; `kwok_keeps_a_foreign_condition`
+//! checks on every run that a status-patched condition stays (and says
+//! whether kwok had initialised the node when it was set). deploy/local's
+//! kwok stages needed no change.
 
 mod support;
 
@@ -141,9 +144,9 @@ async fn conditions_csi_and_the_ready_annotation() {
     );
 }
 
-/// A condition type kwok does not manage survives kwok's own status writes
-/// (its node initialisation, which runs on a node not yet Ready, rewrites
-/// the node's conditions from its template).
+/// A condition type kwok does not manage stays on a kwok node: set right
+/// after the node is created (before or after kwok initialises it, which
+/// the log line says), it is still there once the node is Ready.
 async fn kwok_keeps_a_foreign_condition(s: &Shared) {
     let nodes = &s.env.nodes;
     s.env
@@ -151,6 +154,15 @@ async fn kwok_keeps_a_foreign_condition(s: &Shared) {
         .create_node(&support::fake_node("probe", &[("scenario", "probe")], &[]))
         .await;
     set_condition(nodes, "probe", "ProbeCondition", "True").await;
+    let at_set = nodes.get("probe").await.expect("probe node");
+    eprintln!(
+        "[e2e conditions] kwok had {} the probe node when the foreign condition was set",
+        if condition(&at_set, "Ready").is_some() {
+            "already initialised"
+        } else {
+            "not yet initialised"
+        }
+    );
     // kwok marks the node Ready (its initialisation stage) and the
     // condition must still be there after that.
     wait_for(
