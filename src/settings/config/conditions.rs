@@ -6,8 +6,7 @@
 
 use nodegate_core::budget::MaxUnavailable;
 use nodegate_core::conditions::rules::{
-    ConditionTaintRule, MatchMode, RemovePolicy, Requirement, RuleError, StatusPattern,
-    validate_rules,
+    ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern, validate_rules,
 };
 use nodegate_core::conditions::{CriticalCondition, CriticalConditionError, validate_critical};
 use nodegate_core::model::Taint;
@@ -143,24 +142,8 @@ pub fn condition_taints(
         });
     }
     let is_managed = |key: &str| managed.iter().any(|m| m.key == key);
-    validate_rules(&rules, is_managed).map_err(|e| {
-        let field = match &e {
-            RuleError::NoName { index } => {
-                return invalid(
-                    format!("conditionTaints[{index}].name"),
-                    "must not be empty",
-                );
-            }
-            RuleError::Duplicate { .. } => "name",
-            RuleError::NoConditions { .. } => "conditions",
-            RuleError::NoType { .. } => "conditions[].type",
-            RuleError::NoTaintKey { .. } | RuleError::ManagedTaint { .. } => "taint.key",
-            RuleError::Effect { .. } => "taint.effect",
-            RuleError::SameTaint { .. } => "taint",
-            RuleError::NodeSelector { .. } => "nodeSelector",
-        };
-        invalid(format!("conditionTaints ({field})"), e.to_string())
-    })?;
+    // The core's errors name the rule and the field themselves.
+    validate_rules(&rules, is_managed).map_err(|e| invalid("conditionTaints", e.to_string()))?;
     Ok(rules)
 }
 

@@ -27,7 +27,10 @@ pub struct StatusPattern {
 }
 
 impl StatusPattern {
+    /// An expression that does not parse is reported as written (the
+    /// anchors are added only once it does).
     pub fn new(source: &str) -> Result<Self, regex::Error> {
+        Regex::new(source)?;
         Ok(StatusPattern {
             anchored: Regex::new(&format!("^(?:{source})$"))?,
             source: source.to_string(),
@@ -97,33 +100,33 @@ pub const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
 /// A rule that cannot work, naming the rule and the field to fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RuleError {
-    #[error("conditionTaints rule #{index}: name must not be empty")]
+    #[error("rule #{index}: name must not be empty")]
     NoName { index: usize },
-    #[error("conditionTaints rule {name:?} is defined twice; give each rule its own name")]
+    #[error("rule {name:?} is defined twice; give each rule its own name")]
     Duplicate { name: String },
-    #[error("conditionTaints rule {name:?}: conditions must list at least one condition")]
+    #[error("rule {name:?}: conditions must list at least one condition")]
     NoConditions { name: String },
-    #[error("conditionTaints rule {name:?}: conditions[{index}].type must not be empty")]
+    #[error("rule {name:?}: conditions[{index}].type must not be empty")]
     NoType { name: String, index: usize },
-    #[error("conditionTaints rule {name:?}: taint.key must not be empty")]
+    #[error("rule {name:?}: taint.key must not be empty")]
     NoTaintKey { name: String },
     #[error(
-        "conditionTaints rule {name:?}: taint.effect {effect:?} is not one of NoSchedule, PreferNoSchedule, NoExecute"
+        "rule {name:?}: taint.effect {effect:?} is not one of NoSchedule, PreferNoSchedule, NoExecute"
     )]
     Effect { name: String, effect: String },
     #[error(
-        "conditionTaints rule {name:?}: taint.key {key:?} is one of nodegate's managed taints; a rule's taint must be its own"
+        "rule {name:?}: taint.key {key:?} is one of nodegate's managed taints; a rule's taint must be its own"
     )]
     ManagedTaint { name: String, key: String },
     #[error(
-        "conditionTaints rules {first:?} and {second:?} both set taint {taint}; each taint belongs to one rule"
+        "rules {first:?} and {second:?} both set taint {taint}; each taint belongs to one rule"
     )]
     SameTaint {
         first: String,
         second: String,
         taint: String,
     },
-    #[error("conditionTaints rule {name:?}: nodeSelector: {source}")]
+    #[error("rule {name:?}: nodeSelector: {source}")]
     NodeSelector { name: String, source: SelectorError },
 }
 
