@@ -55,6 +55,34 @@ fn unknown_config_keys_are_refused() {
 }
 
 #[test]
+fn an_invalid_condition_rule_exits_2_naming_the_rule_and_the_field() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("nodegate.yaml");
+    for (rule, needles) in [
+        (
+            "  conditions: [{type: Disk, status: \"(\"}]\n  taint: {key: example.com/k, effect: NoSchedule}\n",
+            &["\"kaput\"", "conditions[0].status", "\"(\""][..],
+        ),
+        (
+            "  conditions: [{type: Disk, status: Kaput}]\n  taint: {key: example.com/k, effect: NoEntry}\n",
+            &["\"kaput\"", "taint.effect", "NoEntry"],
+        ),
+        (
+            "  conditions: [{type: Disk, status: Kaput}]\n  taint: {key: nodegate.dev/initializing, effect: NoSchedule}\n",
+            &["\"kaput\"", "taint.key", "managed"],
+        ),
+    ] {
+        std::fs::write(&path, format!("conditionTaints:\n- name: kaput\n{rule}"))
+            .expect("write config");
+        let (code, stderr) = nodegate(&["run", "--config", path.to_str().expect("utf-8 path")]);
+        assert_eq!(code, 2, "{stderr}");
+        for n in needles {
+            assert!(stderr.contains(n), "stderr should name {n}: {stderr}");
+        }
+    }
+}
+
+#[test]
 fn help_lists_the_commands() {
     let out = Command::new(env!("CARGO_BIN_EXE_nodegate"))
         .arg("--help")

@@ -78,6 +78,9 @@ pub struct Router {
     /// Set at most once, before the watchers start; read on every event, so
     /// a lock-free cell rather than a lock.
     observer: OnceLock<Arc<dyn GateObserver>>,
+    /// node name → the CSI drivers its CSINode lists (the CSINode watch);
+    /// copied into the indexed node as `NodeInfo::csi_drivers`.
+    csi_drivers: Map<Vec<String>>,
 }
 
 impl Router {
@@ -99,6 +102,7 @@ impl Router {
             synced: AtomicBool::new(false),
             losing_hints: AtomicBool::new(false),
             observer: OnceLock::new(),
+            csi_drivers: Map::default(),
         }
     }
 
@@ -152,11 +156,14 @@ impl Router {
 
     // --- fed by the watchers ---
 
-    pub fn node_upserted(&self, node: NodeInfo) {
+    pub fn node_upserted(&self, mut node: NodeInfo) {
         let name = node.name.clone();
         let version = node.resource_version.clone();
         let gated = self.carries_managed_taint(&node);
+        node.csi_drivers = self.csi_drivers.get(&name).map(|d| d.clone());
         self.nodes.insert(name.clone(), node);
+        // A CSINode seen between the read above and the insert.
+        self.sync_csi_drivers(&name);
         let routed = self.hint(&name, NodeMsg::NodeTouched);
         self.observer()
             .router_event(RouterEvent::NodeUpserted, routed);
@@ -184,6 +191,40 @@ impl Router {
         if !routed {
             self.observer().open_node_touched(Some(name));
         }
+    }
+
+    /// The CSINode of node `name` lists `drivers` (the CSINode watch). The
+    /// indexed node carries them from now on; its gate, if any, hears of it
+    /// like of any change of its node.
+    pub fn csinode_upserted(&self, name: &str, drivers: Vec<String>) {
+        self.csi_drivers.insert(name.to_string(), drivers);
+        if self.sync_csi_drivers(name) {
+            self.hint(name, NodeMsg::NodeTouched);
+        }
+    }
+
+    /// The CSINode of node `name` is gone: no driver is registered there.
+    pub fn csinode_deleted(&self, name: &str) {
+        self.csi_drivers.remove(name);
+        if self.sync_csi_drivers(name) {
+            self.hint(name, NodeMsg::NodeTouched);
+        }
+    }
+
+    /// Copies the CSI drivers held for `name` into its indexed node; true
+    /// when that changed the node. Every writer of either index ends with
+    /// this, under the node's entry lock, so the two converge whatever the
+    /// interleaving of the node and CSINode watches.
+    fn sync_csi_drivers(&self, name: &str) -> bool {
+        let Some(mut node) = self.nodes.get_mut(name) else {
+            return false;
+        };
+        let want = self.csi_drivers.get(name).map(|d| d.clone());
+        if node.csi_drivers == want {
+            return false;
+        }
+        node.csi_drivers = want;
+        true
     }
 
     /// A DaemonSet whose projection did not change (a status update: its
@@ -310,6 +351,15 @@ impl Router {
 
     pub fn node(&self, name: &str) -> Option<NodeInfo> {
         self.nodes.get(name).map(|n| n.clone())
+    }
+
+    /// Calls `f` with every indexed node, in no particular order (the
+    /// condition-rule tainter's scan). Holds one shard's read lock at a
+    /// time: `f` must not call back into the router's node index.
+    pub fn for_each_node(&self, mut f: impl FnMut(&NodeInfo)) {
+        for n in self.nodes.iter() {
+            f(n.value());
+        }
     }
 
     pub fn daemonset(&self, uid: &str) -> Option<Arc<DaemonSetInfo>> {

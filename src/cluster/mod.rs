@@ -6,9 +6,12 @@
 //! (`patch` builds the conditional patch, `writer` sends it, `executor`
 //! carries out a gate's effects within the concurrency limits), and the
 //! path every taint nodegate puts on takes (`entrance`; the late-taint net,
-//! `net`, and re-gating, `regate`, are its users).
+//! `net`, and re-gating, `regate`, are its users), and the condition rules'
+//! taints (`conditions`).
 
 pub mod client;
+pub mod conditions;
+pub mod csi;
 pub mod entrance;
 pub mod executor;
 pub mod leader;

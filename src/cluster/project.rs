@@ -12,9 +12,10 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{self as core, Node, Pod};
+use k8s_openapi::api::storage::v1::CSINode;
 use nodegate_core::model::{
-    DaemonSetInfo, NodeInfo, NodeReady, NodeSelectorRequirement, NodeSelectorTerm, PodInfo,
-    PodPlacement, Taint, Toleration,
+    DaemonSetInfo, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement, NodeSelectorTerm,
+    PodInfo, PodPlacement, Taint, Toleration,
 };
 
 use crate::cluster::patch::OPENED_AT_ANNOTATION;
@@ -30,6 +31,8 @@ pub const OPEN_ANNOTATION: &str = "nodegate.dev/open";
 pub const REGATED_FOR_ANNOTATION: &str = "nodegate.dev/regated-for";
 /// Prefix of the annotations nodegate reads and writes on its objects.
 pub const ANNOTATION_PREFIX: &str = "nodegate.dev/";
+/// `"true"` on a member pod: it declares itself Ready (semantics.md §6.7).
+pub const POD_READY_ANNOTATION: &str = "nodegate.dev/ready";
 
 /// Something a projection had to ignore; the caller logs it once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +100,25 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
         .map_or(NodeReady::Unknown, |c| NodeReady::from_status(&c.status));
+    let conditions = n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .map(|cs| {
+            cs.iter()
+                .map(|c| {
+                    let cond = NodeCondition {
+                        status: c.status.clone(),
+                        since: c.last_transition_time.as_ref().map(|t| t.0),
+                    };
+                    (c.type_.clone(), cond)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let info = NodeInfo {
+        conditions,
+        csi_drivers: None,
         uid: n.metadata.uid.clone().unwrap_or_default(),
         resource_version: n.metadata.resource_version.clone().unwrap_or_default(),
         labels: labels(n.metadata.labels.as_ref()),
@@ -248,9 +269,25 @@ pub fn pod(p: &Pod) -> Option<PodInfo> {
         ready_since: ready_cond
             .and_then(|c| c.last_transition_time.as_ref())
             .map(|t| t.0),
+        ready_annotation: p
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(POD_READY_ANNOTATION))
+            .is_some_and(|v| v == "true"),
         namespace,
         name,
     })
+}
+
+/// A CSINode: its node's name (a CSINode is named after its node) and the
+/// names of the CSI drivers it lists.
+pub fn csinode(c: &CSINode) -> Option<(String, Vec<String>)> {
+    let name = c.metadata.name.clone()?;
+    Some((
+        name,
+        c.spec.drivers.iter().map(|d| d.name.clone()).collect(),
+    ))
 }
 
 pub fn labels(l: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {

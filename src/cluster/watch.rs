@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::storage::v1::CSINode;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -204,6 +205,29 @@ impl Sink<Pod> for PodSink {
     }
 }
 
+/// CSINodes, by node name (a CSINode is named after its node): the CSI
+/// drivers each lists, for DaemonSets annotated `nodegate.dev/csi-driver`.
+struct CsiNodeSink {
+    router: Arc<Router>,
+}
+
+impl Sink<CSINode> for CsiNodeSink {
+    type Item = (String, Vec<String>);
+    /// A listed driver can only open a node: remove before adding.
+    const RELIST_ORDER: Order = Order::DeletesFirst;
+
+    fn project(&mut self, c: &CSINode) -> Option<(Id, Self::Item)> {
+        let (name, drivers) = project::csinode(c)?;
+        Some(((name.clone(), String::new()), (name, drivers)))
+    }
+    fn upsert(&mut self, (name, drivers): Self::Item) {
+        self.router.csinode_upserted(&name, drivers);
+    }
+    fn delete(&mut self, id: &Id) {
+        self.router.csinode_deleted(&id.0);
+    }
+}
+
 fn delete_id<K: Resource>(obj: &K, by_name: bool) -> Id {
     let meta = obj.meta();
     if by_name {
@@ -308,10 +332,10 @@ fn pod_id(p: &Pod) -> Id {
 }
 
 /// How many watch streams `start` opens, each of which reports its first
-/// complete list once: nodes, DaemonSets, DaemonSet pods, and one per
-/// critical-pod entry.
+/// complete list once: nodes, DaemonSets, DaemonSet pods, CSINodes, and one
+/// per critical-pod entry.
 pub fn watch_count(critical: &[CriticalPodEntry]) -> usize {
-    3 + critical.len()
+    4 + critical.len()
 }
 
 /// Starts every watcher and returns at once with a receiver on which each
@@ -374,6 +398,16 @@ pub async fn start(
         },
         reports.clone(),
         pod_id,
+    ));
+    tokio::spawn(run(
+        "csinodes",
+        Api::<CSINode>::all(client.clone()),
+        watcher::Config::default(),
+        CsiNodeSink {
+            router: Arc::clone(&router),
+        },
+        reports.clone(),
+        |c: &CSINode| delete_id(c, true),
     ));
     for entry in critical {
         let selector = entry.selector.to_string();

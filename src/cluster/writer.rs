@@ -235,6 +235,19 @@ impl Writer {
             .await
     }
 
+    /// A JSON patch of a node built elsewhere (a condition rule's taint,
+    /// `cluster::conditions`), through the same slots, rate and leadership
+    /// check as every other node write.
+    pub async fn patch_node_json(
+        &self,
+        node: &str,
+        patch: json_patch::Patch,
+        may_write: impl Fn() -> bool,
+    ) -> PatchOutcome {
+        self.patch_node(node, &Patch::Json::<()>(patch), may_write)
+            .await
+    }
+
     /// A fresh read of a node after a conflict or an unanswered patch;
     /// `Ok(None)` when it is gone.
     pub async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
@@ -309,6 +322,8 @@ fn action_for(reason: Reason) -> &'static str {
         Reason::GateTimedOut => "Timeout",
         Reason::LateTaint | Reason::LateTaintSkipped => "Taint",
         Reason::NodeRegated | Reason::RegateBudgetExhausted => "Regate",
+        Reason::ConditionTaintAdded => "Taint",
+        Reason::ConditionTaintRemoved => "Untaint",
     }
 }
 

@@ -21,6 +21,7 @@ use nodegate_core::journal::{self, Journal};
 use tokio::sync::watch as signal;
 
 use crate::cluster::client::client;
+use crate::cluster::conditions::Tainter;
 use crate::cluster::executor::{KubeExecutor, SystemClock};
 use crate::cluster::leader::{self, Elector, Leadership};
 use crate::cluster::net::{Net, NetConfig};
@@ -215,6 +216,17 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         .clone()
         .map(|net| tokio::spawn(net.run(Arc::clone(&executor), shutdown_rx.clone())));
     let regate_task = tokio::spawn(regater.run(Arc::clone(&executor), shutdown_rx.clone()));
+    // The condition rules' taints: read the router's node index, write
+    // through the same executor (slots, rate, leadership) as the gates.
+    let tainter_task = tokio::spawn(
+        Arc::new(Tainter::new(
+            Arc::clone(&live),
+            Arc::clone(&router),
+            Arc::clone(&server_time),
+            settings.dry_run,
+        ))
+        .run(Arc::clone(&executor), shutdown_rx.clone()),
+    );
     let ctx = Arc::new(GateContext {
         router: Arc::clone(&router),
         executor,
@@ -338,6 +350,7 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     if let Some(task) = net_task {
         let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
     }
+    let _ = tokio::time::timeout(Duration::from_secs(2), tainter_task).await;
     if let Some(w) = webhook {
         w.stopped(Duration::from_secs(2)).await;
     }

@@ -146,7 +146,7 @@ pub async fn gather(client: &kube::Client, settings: &StatusSettings) -> Result<
         .await
         .map_err(Error::kube("listing nodes"))?;
     let config = GateConfig::from(settings);
-    let gated: Vec<NodeInfo> = nodes
+    let mut gated: Vec<NodeInfo> = nodes
         .items
         .iter()
         .filter_map(|n| project::node(n).0)
@@ -154,6 +154,13 @@ pub async fn gather(client: &kube::Client, settings: &StatusSettings) -> Result<
         .collect();
     if gated.is_empty() {
         return Ok(Snapshot::default());
+    }
+    // As the controller sees them (its CSINode watch); unreadable, none.
+    let csi = crate::cluster::csi::all_drivers(client)
+        .await
+        .unwrap_or_default();
+    for n in &mut gated {
+        n.csi_drivers = csi.get(&n.name).cloned();
     }
     let daemonsets: Api<DaemonSet> = Api::all(client.clone());
     let daemonsets = daemonsets

@@ -37,7 +37,9 @@ use crate::cluster::leader::Leadership;
 mod entrances;
 use entrances::EntranceMetrics;
 pub use entrances::{AdmissionResult, CertProblem, LateTaint};
+mod conditions;
 mod reload;
+pub use conditions::ConditionMetrics;
 pub use reload::ConfigMetrics;
 mod regate;
 pub use regate::{RegateGauges, RegateMetrics};
@@ -183,6 +185,8 @@ pub struct Metrics {
     pub regate: RegateMetrics,
     /// The trace exporter's series (`metrics/traces.rs`).
     pub traces: TraceMetrics,
+    /// The condition rules' series (`metrics/conditions.rs`).
+    pub conditions: ConditionMetrics,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -220,6 +224,7 @@ impl Metrics {
             config: ConfigMetrics::register(&mut registry),
             regate: RegateMetrics::register(&mut registry),
             traces: TraceMetrics::register(&mut registry),
+            conditions: ConditionMetrics::register(&mut registry),
             registry: Registry::default(),
         };
         registry.register(
@@ -442,6 +447,11 @@ impl Metrics {
                                 kind: "critical",
                                 namespace: String::new(),
                                 name: name.clone(),
+                            }),
+                            MemberId::Condition(type_) => Some(BlockerLabels {
+                                kind: "condition",
+                                namespace: String::new(),
+                                name: type_.clone(),
                             }),
                         };
                         if let Some(labels) = labels {

@@ -11,6 +11,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use nodegate_core::conditions::CriticalCondition;
+use nodegate_core::conditions::rules::ConditionTaintRule;
 use nodegate_core::entrance::Scope;
 use nodegate_core::gate::{self, GateConfig};
 use nodegate_core::placement::{
@@ -69,6 +71,8 @@ pub struct FileConfig {
     pub node_selector: Option<String>,
     pub suspend: Option<bool>,
     pub critical_pods: Option<Vec<CriticalPodEntry>>,
+    pub critical_conditions: Option<Vec<CriticalCondition>>,
+    pub condition_taints: Option<Vec<conditions::RawRule>>,
     pub timeout: Option<String>,
     pub on_timeout: Option<OnTimeout>,
     pub dry_run: Option<bool>,
@@ -135,6 +139,10 @@ pub struct GateSettings {
     /// `--regate-*`; `None` when re-gating is off. Its taint is also among
     /// `placement`'s managed taints (last, so never the one an entrance adds).
     pub regate: Option<RegateConfig>,
+    /// `criticalConditions` (semantics.md §6.5).
+    pub conditions: Vec<CriticalCondition>,
+    /// `conditionTaints` (semantics.md §6.5).
+    pub condition_taints: Vec<ConditionTaintRule>,
 }
 
 impl GateSettings {
@@ -152,6 +160,8 @@ impl GateSettings {
             scope: self.scope.clone(),
             placement: self.placement.clone(),
             critical: self.critical.clone(),
+            conditions: self.conditions.clone(),
+            condition_taints: self.condition_taints.clone(),
             timeout,
             on_timeout: on_timeout.into(),
             dry_run,
@@ -334,10 +344,14 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
     if let Some(rc) = &regate {
         managed.push(rc.taint.clone());
     }
+    let conditions = conditions::critical_conditions(file.critical_conditions.take())?;
+    let condition_taints = conditions::condition_taints(file.condition_taints.take(), &managed)?;
 
     Ok(GateSettings {
         scope,
         regate,
+        conditions,
+        condition_taints,
         suspend: file.suspend.unwrap_or(false),
         placement: PlacementConfig {
             managed_taints: managed,
@@ -582,6 +596,7 @@ pub fn status_settings(args: &StatusArgs) -> Result<StatusSettings, ConfigError>
     })
 }
 
+mod conditions;
 mod entrances;
 pub use entrances::{
     DEFAULT_CERT_VALIDITY, DEFAULT_NEW_NODE_WINDOW, NetSettings, WebhookCerts, WebhookSettings,

@@ -210,7 +210,7 @@ fn ready_at(state: &GateState, journal: &Journal, id: &MemberId, pod: &str) -> T
             .daemonsets
             .get(key)
             .map_or(0, |ds| i64::from(ds.min_ready_seconds.max(0))),
-        MemberId::Critical(_) => 0,
+        MemberId::Critical(_) | MemberId::Condition(_) => 0,
     };
     let from_pod = state
         .pods
@@ -238,6 +238,7 @@ fn member_span(id: &MemberId, start: Timestamp, end: Timestamp, journal: &Journa
     let kind = match id {
         MemberId::DaemonSet(_) => "daemonset",
         MemberId::Critical(_) => "critical_pod",
+        MemberId::Condition(_) => "node_condition",
     };
     let events = journal
         .entries()

@@ -11,6 +11,7 @@
 //! (`nodegate-actors`) and the binary carry out the effects the gate returns.
 
 pub mod budget;
+pub mod conditions;
 pub mod entrance;
 pub mod gate;
 pub mod journal;

@@ -174,6 +174,25 @@ pub struct NodeInfo {
     /// members, or `reboot`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regated_for: Option<Box<str>>,
+    /// The node's conditions by type (`Ready` included), as the kubelet,
+    /// node-problem-detector or a readiness reporter write them: what
+    /// `criticalConditions` and `conditionTaints` read (semantics.md §6.5).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub conditions: BTreeMap<String, NodeCondition>,
+    /// The CSI drivers the node's CSINode lists; `None` while nodegate has
+    /// seen no CSINode for it (semantics.md §6.7, `nodegate.dev/csi-driver`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csi_drivers: Option<Vec<String>>,
+}
+
+/// One node condition: its status as written (`True`, `False`, `Unknown`
+/// or anything else a reporter chose) and since when it holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeCondition {
+    pub status: String,
+    /// `lastTransitionTime`, when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Timestamp>,
 }
 
 /// What the gate needs of a DaemonSet.
@@ -215,6 +234,10 @@ pub struct PodInfo {
     pub ready: bool,
     /// `lastTransitionTime` of the `Ready` condition, when present.
     pub ready_since: Option<Timestamp>,
+    /// `nodegate.dev/ready: "true"`: the pod declares itself done (an init
+    /// or warm-up pod without a probe; semantics.md §6.7).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ready_annotation: bool,
 }
 
 /// Field by field like a derived `==`, but the fields a pod's updates change
@@ -224,6 +247,7 @@ impl PartialEq for PodInfo {
         self.ready == other.ready
             && self.terminating == other.terminating
             && self.ready_since == other.ready_since
+            && self.ready_annotation == other.ready_annotation
             && self.phase == other.phase
             && self.uid == other.uid
             && self.node_name == other.node_name

@@ -227,8 +227,17 @@ fn running_and_ready(pod: &PodInfo) -> Result<(), Waiting> {
     Ok(())
 }
 
-/// One pod judged against its DaemonSet.
+/// One pod judged against its DaemonSet. A pod annotated
+/// `nodegate.dev/ready: "true"` ([`PodInfo::ready_annotation`]) that is
+/// Running and not being deleted is Ready whatever its probe says
+/// (semantics.md §6.7); the annotation carries no time, so
+/// `minReadySeconds` is not counted for it.
 fn daemon_pod_state(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> MemberState {
+    if pod.ready_annotation && !pod.terminating && pod.phase == PHASE_RUNNING {
+        return MemberState::Ready {
+            pod: pod.name.clone(),
+        };
+    }
     if let Err(w) = running_and_ready(pod) {
         return MemberState::NotReady(w);
     }
@@ -294,6 +303,24 @@ pub fn daemonset_member<'a>(
         best.offer(daemon_pod_state(pod, min_ready, now));
     }
     best.finish()
+}
+
+/// The DaemonSet annotation naming the CSI drivers its pod registers
+/// (`NAME[,NAME]`, semantics.md §6.7).
+pub const CSI_DRIVER_ANNOTATION: &str = "nodegate.dev/csi-driver";
+
+/// The CSI drivers `ds` names in [`CSI_DRIVER_ANNOTATION`]; empty when it
+/// names none. Blank entries are skipped.
+pub fn csi_drivers(ds: &DaemonSetInfo) -> Vec<&str> {
+    ds.annotations
+        .get(CSI_DRIVER_ANNOTATION)
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|d| !d.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A configured critical pod: something that is not a DaemonSet (a static
@@ -423,6 +450,7 @@ pub fn node_not_ready(node: &NodeInfo) -> Option<NodeNotReady> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::PodPlacement;
     use crate::testutil::{mk_node, taint};
 
     #[test]
@@ -456,6 +484,38 @@ mod tests {
             "NoSchedule",
         ));
         assert_eq!(node_not_ready(&n), None);
+    }
+
+    #[test]
+    fn a_running_pod_annotated_ready_counts_whatever_its_probe_says() {
+        let mut ds = crate::testutil::mk_ds("kube-system", "warm", PodPlacement::default());
+        ds.min_ready_seconds = 30;
+        let now = Timestamp::from_second(1_000).unwrap();
+        let mut pod = crate::testutil::mk_pod("warm-x", "n", &ds.uid);
+        pod.ready = false;
+        pod.ready_since = None;
+        let state = |p: &PodInfo| daemonset_member(&ds, [p], now);
+        assert!(!state(&pod).is_ready(), "no annotation: the probe decides");
+        pod.ready_annotation = true;
+        assert_eq!(
+            state(&pod),
+            MemberState::Ready {
+                pod: "warm-x".into()
+            }
+        );
+        let mut pending = pod.clone();
+        pending.phase = "Pending".into();
+        assert!(!state(&pending).is_ready(), "it must be Running");
+        let mut dying = pod.clone();
+        dying.terminating = true;
+        assert!(!state(&dying).is_ready(), "not while being deleted");
+        let mut foreign = pod.clone();
+        foreign.controller_uid = Some("someone-else".into());
+        assert_eq!(
+            state(&foreign),
+            MemberState::NotReady(Waiting::NoPod),
+            "only the DaemonSet's own pods count"
+        );
     }
 
     #[test]

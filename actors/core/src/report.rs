@@ -26,8 +26,10 @@ use crate::placement::{self, PlacementConfig, ReasonCode};
 use crate::readiness::CriticalPodEntry;
 
 mod regate;
-mod words;
 pub use regate::{BrokenMember, RegateReport};
+mod conditions;
+mod words;
+pub use conditions::RuleRow;
 pub use words::{describe_waiting, expected_reason, verdict};
 
 /// The reason code of an expected member.
@@ -62,6 +64,11 @@ pub struct Report {
     pub daemonsets: Vec<MemberRow>,
     /// In configuration order.
     pub critical_pods: Vec<MemberRow>,
+    /// `criticalConditions` members, in configuration order.
+    pub conditions: Vec<MemberRow>,
+    /// Each `conditionTaints` rule's verdict for the node, in
+    /// configuration order.
+    pub condition_taints: Vec<RuleRow>,
     pub taints: TaintSplit,
     /// Re-gating's view of the node (`--regate-after`); absent when it is
     /// off.
@@ -241,6 +248,11 @@ fn build_for(
         .iter()
         .map(|entry| critical_row(state, entry, cfg, facts, now))
         .collect();
+    let conditions: Vec<MemberRow> = cfg
+        .conditions
+        .iter()
+        .map(|c| conditions::condition_row(state, c))
+        .collect();
 
     let gated = is_gated(state);
     let node_not_ready = state.node_wait_reason();
@@ -248,6 +260,7 @@ fn build_for(
     let blockers: Vec<&MemberRow> = daemonsets
         .iter()
         .chain(&critical_pods)
+        .chain(&conditions)
         .filter(|r| r.expected && r.ready != Some(true))
         .collect();
     Report {
@@ -264,6 +277,8 @@ fn build_for(
         daemonsets,
         critical_pods,
         regate: regate::regate_report(node, state, cfg, now),
+        conditions,
+        condition_taints: conditions::rule_rows(node, cfg, now),
     }
 }
 

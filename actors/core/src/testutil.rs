@@ -84,9 +84,7 @@ pub fn mk_node(name: &str, node_labels: &[(&str, &str)], taints: Vec<Taint>) -> 
         opened_at: None,
         suspended: false,
         open_requested: false,
-        ignored: false,
-        boot_id: None,
-        regated_for: None,
+        ..NodeInfo::default()
     }
 }
 
@@ -134,5 +132,6 @@ pub fn mk_pod(name: &str, node: &str, owner_uid: &str) -> PodInfo {
         phase: "Running".to_string(),
         ready: true,
         ready_since: Some(Timestamp::UNIX_EPOCH),
+        ready_annotation: false,
     }
 }

@@ -46,7 +46,7 @@ fn cfg(excluded: &[&str], critical: Vec<CriticalPodEntry>) -> GateConfig {
         on_timeout: OnTimeout::Open,
         dry_run: true,
         suspend: false,
-        regate: None,
+        ..GateConfig::default()
     }
 }
 

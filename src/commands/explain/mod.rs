@@ -156,10 +156,16 @@ pub async fn gather(
         .into_iter()
         .map(|o| format!("{}: {}", o.object, o.what))
         .collect();
-    let node = node.ok_or_else(|| Error::Invalid {
+    let mut node = node.ok_or_else(|| Error::Invalid {
         what: format!("node {node_name:?}"),
         why: "the API server returned a node without a name".into(),
     })?;
+    match crate::cluster::csi::drivers_of(client, node_name).await {
+        Ok(drivers) => node.csi_drivers = drivers,
+        Err(e) => warnings.push(format!(
+            "cannot read the node's CSINode ({e}); CSI drivers are shown as not registered"
+        )),
+    }
 
     let daemonsets: Api<DaemonSet> = Api::all(client.clone());
     let mut dss: Vec<DaemonSetInfo> = Vec::new();

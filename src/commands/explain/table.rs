@@ -36,7 +36,7 @@ pub fn render_table(report: &Report, width: usize) -> String {
     let counts = format!(
         "{} of {} DaemonSets and critical pods expected here, {} of them Ready",
         report.expected_members,
-        report.daemonsets.len() + report.critical_pods.len(),
+        report.daemonsets.len() + report.critical_pods.len() + report.conditions.len(),
         report.ready_members,
     );
     push_wrapped(&mut out, "", "", &counts, width);
@@ -46,6 +46,7 @@ pub fn render_table(report: &Report, width: usize) -> String {
         .daemonsets
         .iter()
         .chain(&report.critical_pods)
+        .chain(&report.conditions)
         .map(|r| r.label.chars().count())
         .chain(["DAEMONSET".len(), "CRITICAL POD".len()])
         .filter(|w| *w <= MAX_NAME_WIDTH)
@@ -64,6 +65,26 @@ pub fn render_table(report: &Report, width: usize) -> String {
             name_width,
             width,
         );
+    }
+
+    if !report.conditions.is_empty() {
+        out.push('\n');
+        member_table(&mut out, "CONDITION", &report.conditions, name_width, width);
+    }
+    if !report.condition_taints.is_empty() {
+        out.push_str("\nCONDITION TAINT RULES\n");
+        for r in &report.condition_taints {
+            let state = match (r.matches, r.tainted, r.action) {
+                (_, _, Some(a)) => format!("matches={}, would {a} the taint", r.matches),
+                (true, true, None) => "matches, taint on".to_string(),
+                (false, false, None) => "does not match, no taint".to_string(),
+                (false, true, None) => "does not match, taint kept (remove: never)".to_string(),
+                (true, false, None) => "matches".to_string(),
+            };
+            let first = format!("  {} ({}): {state}", r.rule, r.taint);
+            push_wrapped(&mut out, "", "    ", &first, width);
+            push_wrapped(&mut out, "    ", "    ", &r.why, width);
+        }
     }
 
     out.push_str("\nTAINTS\n");

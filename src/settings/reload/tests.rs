@@ -189,3 +189,28 @@ fn the_poller_starts_from_the_file_as_it_is() {
     assert_eq!(poller.text(), Some("suspend: true\n"));
     assert_eq!(poller.path(), path.as_path());
 }
+
+#[test]
+fn condition_keys_are_applied_live_and_an_invalid_rule_is_refused() {
+    let s = started("timeout: 60s\n", &[]);
+    let r = reload(
+        &s,
+        "timeout: 60s\ncriticalConditions:\n- {type: NetworkReady, status: \"True\"}\n\
+         conditionTaints:\n- name: p\n  conditions: [{type: Preempted, status: \"True\"}]\n  \
+         taint: {key: example.com/p, effect: NoSchedule}\n",
+    )
+    .expect("condition keys reload");
+    assert_eq!(r.config.conditions.len(), 1);
+    assert_eq!(r.config.condition_taints.len(), 1);
+    assert!(r.needs_restart.is_empty(), "{:?}", r.needs_restart);
+    let e = reload(
+        &s,
+        "conditionTaints:\n- name: p\n  conditions: [{type: Preempted, status: \"(\"}]\n  \
+         taint: {key: example.com/p, effect: NoSchedule}\n",
+    )
+    .expect_err("a bad regular expression is refused");
+    assert!(
+        e.contains("\"p\"") && e.contains("conditions[0].status"),
+        "{e}"
+    );
+}

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::conditions::CriticalCondition;
+use crate::conditions::rules::ConditionTaintRule;
 use crate::entrance::Scope;
 use crate::model::NodeInfo;
 use crate::placement::PlacementConfig;
@@ -35,6 +37,13 @@ pub struct GateConfig {
     pub scope: Scope,
     pub placement: PlacementConfig,
     pub critical: Vec<CriticalPodEntry>,
+    /// `criticalConditions`: node conditions waited for like members
+    /// (semantics.md §6.5).
+    pub conditions: Vec<CriticalCondition>,
+    /// `conditionTaints`: rules that put a taint on managed nodes matching
+    /// conditions (semantics.md §6.5). Not read by the gates; carried here
+    /// so that the rules are reloaded with the rest of the configuration.
+    pub condition_taints: Vec<ConditionTaintRule>,
     /// `None` means no deadline (`--timeout 0`).
     pub timeout: Option<Duration>,
     pub on_timeout: OnTimeout,
@@ -87,6 +96,8 @@ impl Default for GateConfig {
             scope: Scope::default(),
             placement: PlacementConfig::default(),
             critical: Vec::new(),
+            conditions: Vec::new(),
+            condition_taints: Vec::new(),
             timeout: Some(DEFAULT_TIMEOUT),
             on_timeout: OnTimeout::Open,
             dry_run: false,

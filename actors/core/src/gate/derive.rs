@@ -9,6 +9,7 @@ use jiff::Timestamp;
 use super::config::GateConfig;
 use super::member::{Expectation, Member, MemberId, Readiness};
 use super::state::GateState;
+use crate::conditions::CriticalCondition;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use crate::placement::{self, ReasonCode, Verdict};
 use crate::readiness::{self, CriticalPodEntry, MemberState};
@@ -49,6 +50,12 @@ pub(super) fn derive_all(
             critical_member(node, entry, pods, now),
         );
     }
+    for cond in &cfg.conditions {
+        out.insert(
+            MemberId::Condition(cond.type_.clone()),
+            condition_member(node, cond),
+        );
+    }
     out
 }
 
@@ -70,6 +77,11 @@ pub(super) fn derive_member(
             .iter()
             .find(|e| e.name == *name)
             .map(|entry| critical_member(node, entry, pods, now)),
+        MemberId::Condition(type_) => cfg
+            .conditions
+            .iter()
+            .find(|c| c.type_ == *type_)
+            .map(|c| condition_member(node, c)),
     }
 }
 
@@ -80,12 +92,24 @@ pub(super) fn derive_readiness(
     cfg: &GateConfig,
     now: Timestamp,
 ) -> Option<Readiness> {
+    if let MemberId::Condition(type_) = id {
+        let cond = cfg.conditions.iter().find(|c| c.type_ == *type_)?;
+        return Some(condition_readiness(state.node.as_ref()?, cond));
+    }
     Some(match (id, member_state(id, state, cfg, now)?) {
         (MemberId::Critical(name), member) => {
             let entry = cfg.critical.iter().find(|e| e.name == *name)?;
             Readiness::of_critical(entry, member)
         }
-        (MemberId::DaemonSet(_), member) => Readiness::from_member_state(member),
+        (MemberId::DaemonSet(key), member) => {
+            let ds = state.daemonsets.get(key)?;
+            csi_readiness(
+                state.node.as_ref()?,
+                ds,
+                Readiness::from_member_state(member),
+            )
+        }
+        (MemberId::Condition(_), _) => return None,
     })
 }
 
@@ -118,6 +142,7 @@ fn member_state(
         MemberId::Critical(name) => {
             readiness::critical_member(cfg.critical.iter().find(|e| e.name == *name)?, pods, now)
         }
+        MemberId::Condition(_) => return None,
     })
 }
 
@@ -131,11 +156,15 @@ fn daemonset_member(
     match placement::evaluate(node, ds, &cfg.placement) {
         Verdict::Expected => Member {
             expectation: Expectation::Expected,
-            readiness: Some(Readiness::from_member_state(readiness::daemonset_member(
+            readiness: Some(csi_readiness(
+                node,
                 ds,
-                pods.values().map(AsRef::as_ref),
-                now,
-            ))),
+                Readiness::from_member_state(readiness::daemonset_member(
+                    ds,
+                    pods.values().map(AsRef::as_ref),
+                    now,
+                )),
+            )),
         },
         Verdict::NotExpected(reason) => Member {
             expectation: Expectation::NotExpected {
@@ -174,5 +203,77 @@ fn critical_member(
             },
             readiness: None,
         }
+    }
+}
+
+/// A `criticalConditions` entry on `node`: expected where its node selector
+/// matches, Ready once the node reports the wanted status.
+fn condition_member(node: &NodeInfo, cond: &CriticalCondition) -> Member {
+    if cond.applies(node) {
+        Member {
+            expectation: Expectation::Expected,
+            readiness: Some(condition_readiness(node, cond)),
+        }
+    } else {
+        let selector = cond
+            .node_selector
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        Member {
+            expectation: Expectation::NotExpected {
+                reason: format!(
+                    "the node does not match the condition's node selector {selector:?}"
+                ),
+                code: ReasonCode::NodeSelector,
+            },
+            readiness: None,
+        }
+    }
+}
+
+fn condition_readiness(node: &NodeInfo, cond: &CriticalCondition) -> Readiness {
+    match cond.waiting(node) {
+        None => Readiness::Ready {
+            pod: format!("condition {}={}", cond.type_, cond.status),
+        },
+        Some(why) => Readiness::Waiting {
+            why,
+            available_at: None,
+        },
+    }
+}
+
+/// A Ready DaemonSet annotated `nodegate.dev/csi-driver: NAME[,NAME]` is
+/// Ready on the node only once the node's CSINode lists every named driver
+/// (semantics.md §6.7); otherwise it waits, naming the missing drivers.
+fn csi_readiness(node: &NodeInfo, ds: &DaemonSetInfo, readiness: Readiness) -> Readiness {
+    let Readiness::Ready { pod } = &readiness else {
+        return readiness;
+    };
+    let wanted = readiness::csi_drivers(ds);
+    if wanted.is_empty() {
+        return readiness;
+    }
+    let listed = node.csi_drivers.as_deref().unwrap_or_default();
+    let missing: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|w| !listed.iter().any(|l| l == w))
+        .collect();
+    if missing.is_empty() {
+        return readiness;
+    }
+    let whose = if node.csi_drivers.is_none() {
+        "the node has no CSINode yet"
+    } else {
+        "the node's CSINode does not list it yet"
+    };
+    Readiness::Waiting {
+        why: format!(
+            "pod {pod} is Ready but CSI driver {} is not registered ({whose})",
+            missing.join(", ")
+        ),
+        available_at: None,
     }
 }

@@ -19,6 +19,8 @@ use crate::readiness::{CriticalPodEntry, MemberState, Waiting};
 pub enum MemberId {
     DaemonSet(String),
     Critical(String),
+    /// A `criticalConditions` entry, by condition type (`condition:TYPE`).
+    Condition(String),
 }
 
 impl MemberId {
@@ -32,6 +34,7 @@ impl fmt::Display for MemberId {
         match self {
             MemberId::DaemonSet(key) => f.write_str(key),
             MemberId::Critical(name) => write!(f, "critical:{name}"),
+            MemberId::Condition(type_) => write!(f, "condition:{type_}"),
         }
     }
 }
@@ -39,10 +42,13 @@ impl fmt::Display for MemberId {
 impl std::str::FromStr for MemberId {
     type Err = std::convert::Infallible;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s.strip_prefix("critical:") {
-            Some(name) => MemberId::Critical(name.to_string()),
-            None => MemberId::DaemonSet(s.to_string()),
-        })
+        Ok(
+            match (s.strip_prefix("critical:"), s.strip_prefix("condition:")) {
+                (Some(name), _) => MemberId::Critical(name.to_string()),
+                (None, Some(type_)) => MemberId::Condition(type_.to_string()),
+                (None, None) => MemberId::DaemonSet(s.to_string()),
+            },
+        )
     }
 }
 

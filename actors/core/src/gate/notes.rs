@@ -60,10 +60,16 @@ pub enum Reason {
     NodeRegated,
     /// A node would be re-gated, but the budget is used up.
     RegateBudgetExhausted,
+    /// A `conditionTaints` rule put its taint on a node that matches it
+    /// (semantics.md §6.5).
+    ConditionTaintAdded,
+    /// A `remove: whenCleared` rule took its taint off a node that no
+    /// longer matches it.
+    ConditionTaintRemoved,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 7] = [
+    pub const ALL: [Reason; 9] = [
         Reason::GateOpened,
         Reason::GateTimedOut,
         Reason::GateWouldOpen,
@@ -71,6 +77,8 @@ impl Reason {
         Reason::LateTaintSkipped,
         Reason::NodeRegated,
         Reason::RegateBudgetExhausted,
+        Reason::ConditionTaintAdded,
+        Reason::ConditionTaintRemoved,
     ];
 
     /// The Event's `reason` as the API shows it.
@@ -83,6 +91,8 @@ impl Reason {
             Reason::LateTaintSkipped => "LateTaintSkipped",
             Reason::NodeRegated => "NodeRegated",
             Reason::RegateBudgetExhausted => "RegateBudgetExhausted",
+            Reason::ConditionTaintAdded => "ConditionTaintAdded",
+            Reason::ConditionTaintRemoved => "ConditionTaintRemoved",
         }
     }
 }

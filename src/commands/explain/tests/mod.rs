@@ -27,6 +27,8 @@ fn settings() -> GateSettings {
         placement: PlacementConfig::default(),
         critical: Vec::new(),
         regate: None,
+        conditions: Vec::new(),
+        condition_taints: Vec::new(),
     }
 }
 

@@ -196,3 +196,57 @@ fn an_open_node_shows_each_broken_member_and_when_it_would_be_regated() {
     assert!(off.regate.is_none());
     assert!(!render_table(&off, TABLE_WIDTH).contains("REGATE"));
 }
+
+#[test]
+fn condition_members_and_rule_verdicts_have_their_own_sections() {
+    use nodegate_core::conditions::CriticalCondition;
+    use nodegate_core::conditions::rules::{
+        ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern,
+    };
+    use nodegate_core::model::{NodeCondition, Taint};
+    let mut s = settings();
+    s.conditions = vec![CriticalCondition {
+        type_: "NetworkReady".into(),
+        status: "True".into(),
+        node_selector: None,
+    }];
+    s.condition_taints = vec![ConditionTaintRule {
+        name: "preempted".into(),
+        conditions: vec![Requirement {
+            type_: "Preempted".into(),
+            status: StatusPattern::new("True").unwrap(),
+            for_: None,
+        }],
+        match_mode: MatchMode::AllOf,
+        node_selector: None,
+        taint: Taint::new("node.kubernetes.io/out-of-service", "", "NoExecute"),
+        remove: RemovePolicy::WhenCleared,
+        max_unavailable: None,
+    }];
+    let mut node = mk_node("n", &[], vec![taint(GATE, "NoSchedule")]);
+    node.conditions.insert(
+        "Preempted".into(),
+        NodeCondition {
+            status: "True".into(),
+            since: None,
+        },
+    );
+    let r = build_report(&view(node, vec![], vec![]), &s, ts(NOW));
+    assert_eq!(r.conditions.len(), 1);
+    assert_eq!(r.condition_taints[0].action, Some("add"));
+    let text = render_table(&r, 100);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("condition:NetworkReady"))
+        .unwrap_or_else(|| panic!("no condition row:\n{text}"));
+    assert!(
+        line.contains("does not report condition NetworkReady"),
+        "{text}"
+    );
+    assert!(text.contains("CONDITION TAINT RULES"), "{text}");
+    assert!(
+        text.contains("preempted (node.kubernetes.io/out-of-service:NoExecute): matches=true, would add the taint"),
+        "{text}"
+    );
+    assert!(text.contains("Preempted=True matches \"True\""), "{text}");
+}

@@ -103,7 +103,9 @@ impl Decider<'_> {
             && old.labels == node.labels
             && old.taints == node.taints
             && old.created == node.created
-            && old.gated_since == node.gated_since;
+            && old.gated_since == node.gated_since
+            && old.conditions == node.conditions
+            && old.csi_drivers == node.csi_drivers;
         if same_members
             && old.ready == node.ready
             && old.opened_at == node.opened_at
@@ -190,6 +192,7 @@ impl Decider<'_> {
                 && old.node_name == pod.node_name
                 && old.controller_uid == pod.controller_uid
                 && old.labels == pod.labels
+                && old.ready_annotation == pod.ready_annotation
         });
         if !status_only {
             return self.emit(Event::PodUpdated {

@@ -1,0 +1,227 @@
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::rules::{
+    ConditionTaintRule, MatchMode, RemovePolicy, Requirement, RuleAction, RuleError, StatusPattern,
+    decide, evaluate, validate_rules,
+};
+use super::*;
+use crate::budget::MaxUnavailable;
+use crate::model::{NodeCondition, Taint};
+use crate::testutil::mk_node;
+
+fn ts(s: i64) -> Timestamp {
+    Timestamp::from_second(s).unwrap()
+}
+
+fn node_with(conds: &[(&str, &str, Option<i64>)]) -> NodeInfo {
+    let mut n = mk_node("n", &[("pool", "spot")], vec![]);
+    for (t, s, since) in conds {
+        n.conditions.insert(
+            t.to_string(),
+            NodeCondition {
+                status: s.to_string(),
+                since: since.map(ts),
+            },
+        );
+    }
+    n
+}
+
+fn req(type_: &str, status: &str, for_s: Option<u64>) -> Requirement {
+    Requirement {
+        type_: type_.into(),
+        status: StatusPattern::new(status).unwrap(),
+        for_: for_s.map(Duration::from_secs),
+    }
+}
+
+fn rule(conditions: Vec<Requirement>) -> ConditionTaintRule {
+    ConditionTaintRule {
+        name: "r".into(),
+        conditions,
+        match_mode: MatchMode::AllOf,
+        node_selector: None,
+        taint: Taint::new("node.kubernetes.io/out-of-service", "", "NoExecute"),
+        remove: RemovePolicy::WhenCleared,
+        max_unavailable: None,
+    }
+}
+
+#[test]
+fn a_status_pattern_matches_the_whole_status() {
+    let p = StatusPattern::new("Kaput").unwrap();
+    assert!(p.matches("Kaput"));
+    assert!(!p.matches("NotKaput"));
+    assert!(!p.matches("Kaputt"));
+    let alt = StatusPattern::new("True|Unknown").unwrap();
+    assert!(alt.matches("True") && alt.matches("Unknown"));
+    assert!(
+        !alt.matches("TrueUnknown"),
+        "alternation is anchored as a whole"
+    );
+    assert!(!alt.matches("False"));
+    assert!(StatusPattern::new("(").is_err());
+}
+
+#[test]
+fn an_absent_condition_reads_as_unknown() {
+    let n = node_with(&[]);
+    assert_eq!(status_of(&n, "NetworkReady"), "Unknown");
+    let unknown = rule(vec![req("Preempted", "Unknown", None)]);
+    let v = evaluate(&unknown, &n, ts(100));
+    assert!(v.matches, "{v:?}");
+    assert!(v.why.contains("not reported"), "{}", v.why);
+    let c = CriticalCondition {
+        type_: "NetworkReady".into(),
+        status: "True".into(),
+        node_selector: None,
+    };
+    let why = c.waiting(&n).unwrap();
+    assert!(
+        why.contains("does not report") && why.contains("Unknown"),
+        "{why}"
+    );
+    assert_eq!(
+        c.waiting(&node_with(&[("NetworkReady", "True", None)])),
+        None
+    );
+    let why = c
+        .waiting(&node_with(&[("NetworkReady", "False", None)]))
+        .unwrap();
+    assert_eq!(why, "condition NetworkReady is False, waiting for True");
+}
+
+#[test]
+fn for_counts_from_last_transition_time_inclusive() {
+    let r = rule(vec![req("Preempted", "True", Some(30))]);
+    let n = node_with(&[("Preempted", "True", Some(100))]);
+    let early = evaluate(&r, &n, ts(129));
+    assert!(!early.matches);
+    assert_eq!(early.recheck_at, Some(ts(130)), "{early:?}");
+    assert!(
+        evaluate(&r, &n, ts(130)).matches,
+        "exactly `for` later holds"
+    );
+    assert!(evaluate(&r, &n, ts(500)).matches);
+    // No transition time: `for` cannot be counted, and there is no moment
+    // to look again.
+    let n = node_with(&[("Preempted", "True", None)]);
+    let v = evaluate(&r, &n, ts(10_000));
+    assert!(!v.matches && v.recheck_at.is_none(), "{v:?}");
+    // A status that does not match never holds, however long.
+    let n = node_with(&[("Preempted", "False", Some(0))]);
+    assert!(!evaluate(&r, &n, ts(10_000)).matches);
+}
+
+#[test]
+fn all_of_needs_every_condition_any_of_one() {
+    let mut r = rule(vec![req("A", "True", None), req("B", "True", None)]);
+    let one = node_with(&[("A", "True", None), ("B", "False", None)]);
+    let both = node_with(&[("A", "True", None), ("B", "True", None)]);
+    let none = node_with(&[]);
+    assert!(!evaluate(&r, &one, ts(0)).matches);
+    assert!(evaluate(&r, &both, ts(0)).matches);
+    r.match_mode = MatchMode::AnyOf;
+    assert!(evaluate(&r, &one, ts(0)).matches);
+    assert!(evaluate(&r, &both, ts(0)).matches);
+    assert!(!evaluate(&r, &none, ts(0)).matches);
+}
+
+#[test]
+fn a_node_selector_limits_the_rule() {
+    let mut r = rule(vec![req("Preempted", "True", None)]);
+    r.node_selector = Some(LabelSelector::parse("pool=ondemand").unwrap());
+    let n = node_with(&[("Preempted", "True", None)]);
+    let v = evaluate(&r, &n, ts(0));
+    assert!(!v.matches && v.why.contains("node selector"), "{v:?}");
+}
+
+#[test]
+fn when_cleared_removes_never_keeps() {
+    let mut r = rule(vec![req("Preempted", "True", None)]);
+    let mut n = node_with(&[("Preempted", "True", None)]);
+    let v = evaluate(&r, &n, ts(0));
+    assert_eq!(decide(&r, &n, &v, 0, 10), Some(RuleAction::Add));
+    n.taints.push(r.taint.clone());
+    assert_eq!(decide(&r, &n, &v, 1, 10), None, "already on");
+    n.conditions.get_mut("Preempted").unwrap().status = "False".into();
+    let v = evaluate(&r, &n, ts(0));
+    assert_eq!(decide(&r, &n, &v, 1, 10), Some(RuleAction::Remove));
+    r.remove = RemovePolicy::Never;
+    assert_eq!(decide(&r, &n, &v, 1, 10), None, "never: it stays");
+    // Another taint of the same key but another effect is not the rule's.
+    let mut other = node_with(&[]);
+    other
+        .taints
+        .push(Taint::new(&r.taint.key, "", "NoSchedule"));
+    r.remove = RemovePolicy::WhenCleared;
+    let v = evaluate(&r, &other, ts(0));
+    assert_eq!(decide(&r, &other, &v, 0, 10), None);
+}
+
+#[test]
+fn the_budget_holds_back_new_taints_only() {
+    let mut r = rule(vec![req("Preempted", "True", None)]);
+    r.max_unavailable = Some(MaxUnavailable::Count(2));
+    let n = node_with(&[("Preempted", "True", None)]);
+    let v = evaluate(&r, &n, ts(0));
+    assert_eq!(decide(&r, &n, &v, 1, 10), Some(RuleAction::Add));
+    assert_eq!(decide(&r, &n, &v, 2, 10), Some(RuleAction::BudgetBlocked));
+    let mut tainted = n.clone();
+    tainted.taints.push(r.taint.clone());
+    tainted.conditions.clear();
+    let v = evaluate(&r, &tainted, ts(0));
+    assert_eq!(
+        decide(&r, &tainted, &v, 5, 10),
+        Some(RuleAction::Remove),
+        "removing is never held back"
+    );
+}
+
+#[test]
+fn invalid_rules_are_named_with_their_field() {
+    let managed = |k: &str| k == "nodegate.dev/initializing";
+    let ok = rule(vec![req("Preempted", "True", None)]);
+    assert_eq!(validate_rules(std::slice::from_ref(&ok), managed), Ok(()));
+    let mut bad_effect = ok.clone();
+    bad_effect.taint.effect = "NoEntry".into();
+    let e = validate_rules(&[bad_effect], managed).unwrap_err();
+    assert!(matches!(e, RuleError::Effect { .. }), "{e}");
+    assert!(e.to_string().contains("\"r\"") && e.to_string().contains("taint.effect"));
+    let mut ours = ok.clone();
+    ours.taint.key = "nodegate.dev/initializing".into();
+    let e = validate_rules(&[ours], managed).unwrap_err();
+    assert!(e.to_string().contains("managed"), "{e}");
+    let e = validate_rules(&[ok.clone(), ok.clone()], managed).unwrap_err();
+    assert_eq!(e, RuleError::Duplicate { name: "r".into() });
+    let mut twin = ok.clone();
+    twin.name = "s".into();
+    let e = validate_rules(&[ok.clone(), twin], managed).unwrap_err();
+    assert!(matches!(e, RuleError::SameTaint { .. }), "{e}");
+    let e = validate_rules(&[rule(vec![])], managed).unwrap_err();
+    assert!(matches!(e, RuleError::NoConditions { .. }), "{e}");
+}
+
+#[test]
+fn critical_conditions_are_checked() {
+    let c = |t: &str, s: &str| CriticalCondition {
+        type_: t.into(),
+        status: s.into(),
+        node_selector: None,
+    };
+    assert_eq!(validate_critical(&[c("NetworkReady", "True")]), Ok(()));
+    assert!(matches!(
+        validate_critical(&[c("A", "True"), c("A", "False")]),
+        Err(CriticalConditionError::Duplicate { .. })
+    ));
+    assert!(matches!(
+        validate_critical(&[c("", "True")]),
+        Err(CriticalConditionError::NoType { index: 0 })
+    ));
+    assert!(matches!(
+        validate_critical(&[c("A", "")]),
+        Err(CriticalConditionError::NoStatus { .. })
+    ));
+}

@@ -1,0 +1,253 @@
+//! The config file's node-condition keys (semantics.md §6.5):
+//! `criticalConditions` (conditions waited for like members) and
+//! `conditionTaints` (rules that put a taint on nodes matching conditions).
+//! Every error names the entry and the field to fix; both keys are reloaded
+//! with the rest of the gate configuration.
+
+use nodegate_core::budget::MaxUnavailable;
+use nodegate_core::conditions::rules::{
+    ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern, validate_rules,
+};
+use nodegate_core::conditions::{CriticalCondition, CriticalConditionError, validate_critical};
+use nodegate_core::model::Taint;
+use nodegate_core::placement::ManagedTaint;
+
+use super::*;
+
+/// One `conditionTaints` entry as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawRule {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub conditions: Vec<RawRequirement>,
+    #[serde(default, rename = "match")]
+    pub match_mode: MatchMode,
+    pub node_selector: Option<String>,
+    pub taint: RawTaint,
+    #[serde(default)]
+    pub remove: RemovePolicy,
+    pub max_unavailable: Option<serde_yaml::Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawRequirement {
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(rename = "for")]
+    pub for_: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawTaint {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub value: String,
+    #[serde(default)]
+    pub effect: String,
+}
+
+/// `criticalConditions`, checked.
+pub fn critical_conditions(
+    list: Option<Vec<CriticalCondition>>,
+) -> Result<Vec<CriticalCondition>, ConfigError> {
+    let list = list.unwrap_or_default();
+    validate_critical(&list).map_err(|e| match e {
+        CriticalConditionError::NoType { index } => invalid(
+            format!("criticalConditions[{index}].type"),
+            "must not be empty",
+        ),
+        CriticalConditionError::NoStatus { type_ } => invalid(
+            format!("criticalConditions ({type_}).status"),
+            "must not be empty (e.g. True)",
+        ),
+        CriticalConditionError::Duplicate { type_ } => invalid(
+            format!("criticalConditions ({type_}).type"),
+            "the condition type is listed twice",
+        ),
+        CriticalConditionError::NodeSelector { type_, source } => invalid(
+            format!("criticalConditions ({type_}).nodeSelector"),
+            source.to_string(),
+        ),
+    })?;
+    Ok(list)
+}
+
+/// `conditionTaints`, read and checked against the managed taints.
+pub fn condition_taints(
+    raw: Option<Vec<RawRule>>,
+    managed: &[ManagedTaint],
+) -> Result<Vec<ConditionTaintRule>, ConfigError> {
+    let mut rules = Vec::new();
+    for (i, r) in raw.unwrap_or_default().into_iter().enumerate() {
+        let at = |field: &str| {
+            if r.name.is_empty() {
+                format!("conditionTaints[{i}].{field}")
+            } else {
+                format!("conditionTaints rule {:?}: {field}", r.name)
+            }
+        };
+        let mut conditions = Vec::new();
+        for (j, c) in r.conditions.iter().enumerate() {
+            let status = StatusPattern::new(&c.status).map_err(|e| {
+                invalid(
+                    at(&format!("conditions[{j}].status")),
+                    format!("{:?} is not a regular expression: {e}", c.status),
+                )
+            })?;
+            let for_ = match &c.for_ {
+                Some(d) => Some(parse_duration(&at(&format!("conditions[{j}].for")), d)?),
+                None => None,
+            };
+            conditions.push(Requirement {
+                type_: c.type_.clone(),
+                status,
+                for_,
+            });
+        }
+        let node_selector = match &r.node_selector {
+            Some(s) if s.trim().is_empty() => None,
+            Some(s) => Some(
+                LabelSelector::parse(s).map_err(|e| invalid(at("nodeSelector"), e.to_string()))?,
+            ),
+            None => None,
+        };
+        let max_unavailable = match &r.max_unavailable {
+            None => None,
+            Some(v) => {
+                let text = match v {
+                    serde_yaml::Value::Number(n) => n.to_string(),
+                    serde_yaml::Value::String(s) => s.clone(),
+                    other => format!("{other:?}"),
+                };
+                Some(
+                    text.parse::<MaxUnavailable>()
+                        .map_err(|e| invalid(at("maxUnavailable"), e.to_string()))?,
+                )
+            }
+        };
+        rules.push(ConditionTaintRule {
+            name: r.name.clone(),
+            conditions,
+            match_mode: r.match_mode,
+            node_selector,
+            taint: Taint::new(&r.taint.key, &r.taint.value, &r.taint.effect),
+            remove: r.remove,
+            max_unavailable,
+        });
+    }
+    let is_managed = |key: &str| managed.iter().any(|m| m.key == key);
+    // The core's errors name the rule and the field themselves.
+    validate_rules(&rules, is_managed).map_err(|e| invalid("conditionTaints", e.to_string()))?;
+    Ok(rules)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(yaml: &str) -> Result<GateSettings, String> {
+        let mut file = FileConfig::parse(yaml, "c.yaml").map_err(|e| e.to_string())?;
+        let args = GateArgs::default();
+        gate_settings(&args, &mut file).map_err(|e| e.to_string())
+    }
+
+    const OOS: &str = "conditionTaints:
+- name: preempted
+  conditions:
+  - type: Preempted
+    status: \"True\"
+    for: 10s
+  taint: {key: node.kubernetes.io/out-of-service, value: nodeshutdown, effect: NoExecute}
+  remove: never
+  maxUnavailable: 10%
+- name: kaput
+  match: anyOf
+  nodeSelector: pool=spot
+  conditions:
+  - {type: KernelDeadlock, status: \"True\"}
+  - {type: Disk, status: Kaput}
+  taint: {key: example.com/broken, effect: NoSchedule}
+  maxUnavailable: 2
+criticalConditions:
+- {type: NetworkReady, status: \"True\"}
+- type: GPUDriverReady
+  status: \"True\"
+  nodeSelector: {matchLabels: {gpu: \"true\"}}
+";
+
+    #[test]
+    fn the_documented_example_reads() {
+        let s = settings(OOS).unwrap();
+        let [oos, kaput] = &s.condition_taints[..] else {
+            panic!("{:?}", s.condition_taints);
+        };
+        assert_eq!(oos.remove, RemovePolicy::Never);
+        assert_eq!(oos.conditions[0].for_, Some(Duration::from_secs(10)));
+        assert_eq!(oos.max_unavailable, Some(MaxUnavailable::Percent(10)));
+        assert_eq!(kaput.match_mode, MatchMode::AnyOf);
+        assert_eq!(kaput.max_unavailable, Some(MaxUnavailable::Count(2)));
+        assert!(kaput.conditions[1].status.matches("Kaput"));
+        assert!(!kaput.conditions[1].status.matches("NotKaput"));
+        assert_eq!(s.conditions.len(), 2);
+        let cfg = s.gate_config(None, crate::settings::cli::OnTimeout::Open, false);
+        assert_eq!(cfg.condition_taints.len(), 2);
+        assert_eq!(cfg.conditions.len(), 2);
+    }
+
+    #[test]
+    fn each_invalid_rule_is_named_with_its_field() {
+        let rule = |extra: &str, cond: &str, taint: &str| {
+            format!(
+                "conditionTaints:\n- name: r1\n{extra}  conditions:\n  - {cond}\n  taint: {taint}\n"
+            )
+        };
+        let good_cond = "{type: A, status: \"True\"}";
+        let good_taint = "{key: example.com/a, effect: NoSchedule}";
+        for (yaml, wants) in [
+            (
+                rule("", "{type: A, status: \"(\"}", good_taint),
+                &["\"r1\"", "conditions[0].status", "regular expression"][..],
+            ),
+            (
+                rule("", good_cond, "{key: example.com/a, effect: NoEntry}"),
+                &["\"r1\"", "taint.effect", "NoEntry"],
+            ),
+            (
+                rule("", good_cond, "{key: nodegate.dev/initializing, effect: NoSchedule}"),
+                &["\"r1\"", "taint.key", "managed"],
+            ),
+            (
+                rule("", "{type: A, status: \"True\", for: soon}", good_taint),
+                &["\"r1\"", "conditions[0].for"],
+            ),
+            (
+                rule("  maxUnavailable: lots\n", good_cond, good_taint),
+                &["\"r1\"", "maxUnavailable", "lots"],
+            ),
+            (
+                format!(
+                    "{}{}",
+                    rule("", good_cond, good_taint),
+                    rule("", good_cond, "{key: example.com/b, effect: NoSchedule}")
+                        .trim_start_matches("conditionTaints:\n")
+                ),
+                &["\"r1\"", "twice"],
+            ),
+            (
+                "criticalConditions:\n- {type: A, status: \"True\"}\n- {type: A, status: \"False\"}\n".to_string(),
+                &["criticalConditions (A)", "twice"],
+            ),
+        ] {
+            let e = settings(&yaml).expect_err(&yaml);
+            for w in wants {
+                assert!(e.contains(w), "{e:?} lacks {w:?} for\n{yaml}");
+            }
+        }
+    }
+}

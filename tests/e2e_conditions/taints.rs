@@ -1,0 +1,269 @@
+//! Condition-rule taints: out-of-service on a preempted spot node, the real
+//! taint-eviction controller acting on it, a foreign taint surviving, and
+//! the two removal policies.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::support::gate::NS;
+use super::support::{fake_node, metric, wait_for};
+use super::{Shared, explain_json, metrics, set_condition};
+
+const OOS: &str = "node.kubernetes.io/out-of-service";
+const KAPUT: &str = "example.com/kaput";
+const FOREIGN: &str = "example.com/foreign";
+const FOREIGN_2: &str = "example.com/foreign-2";
+
+fn taints(n: &Node) -> Vec<Taint> {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+}
+
+fn find(n: &Node, key: &str) -> Option<Taint> {
+    taints(n).into_iter().find(|t| t.key == key)
+}
+
+async fn wait_taint(s: &Shared, node: &str, key: &str, present: bool) -> Node {
+    let what = format!("taint {key} on {node} present={present}");
+    let within = Duration::from_secs(20);
+    let found = tokio::time::timeout(within, async {
+        loop {
+            let n = s.env.node(node).await;
+            if find(&n, key).is_some() == present {
+                return n;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    found.unwrap_or_else(|_| panic!("{what}: not within {within:?}\n{}", s.ng.logs()))
+}
+
+/// Appends a taint as a careful agent does: a JSON patch conditional on the
+/// version it read, again on a conflict.
+async fn add_foreign_taint(s: &Shared, key: &str) {
+    let t = json!({"key": key, "effect": "NoSchedule"});
+    for _ in 0..20 {
+        let n = s.env.node("spot-1").await;
+        let rv = n.metadata.resource_version.clone().unwrap_or_default();
+        let add = if taints(&n).is_empty() {
+            json!({"op": "add", "path": "/spec/taints", "value": [t]})
+        } else {
+            json!({"op": "add", "path": "/spec/taints/-", "value": t})
+        };
+        let ops = json!([{"op": "test", "path": "/metadata/resourceVersion", "value": rv}, add]);
+        let patch: json_patch::Patch = serde_json::from_value(ops).expect("patch");
+        match s
+            .env
+            .nodes
+            .patch("spot-1", &PatchParams::default(), &Patch::Json::<()>(patch))
+            .await
+        {
+            Ok(_) => return,
+            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => continue,
+            Err(e) => panic!("add the foreign taint: {e}"),
+        }
+    }
+    panic!("could not add the foreign taint in 20 attempts");
+}
+
+/// The race a blind write loses, forced: nodegate's patches built from a
+/// view of the node read *before* another agent changed its taints are
+/// refused by the real API server, and the other agent's taint survives.
+async fn stale_writes_are_refused(s: &Shared) {
+    use nodegate::cluster::conditions::patch;
+    let before = s.env.node("spot-1").await;
+    let (stale, _) = nodegate::cluster::project::node(&before);
+    let stale = stale.expect("projected node");
+    add_foreign_taint(s, FOREIGN).await;
+    let ours = nodegate_core::model::Taint::new(OOS, "nodeshutdown", "NoExecute");
+    let refused = |r: Result<Node, kube::Error>| match r {
+        Err(kube::Error::Api(e)) => e.code == 409 || e.code == 422,
+        _ => false,
+    };
+    let add = patch::add(&stale, &ours, jiff::Timestamp::now());
+    let r = s
+        .env
+        .nodes
+        .patch("spot-1", &PatchParams::default(), &Patch::Json::<()>(add))
+        .await;
+    assert!(refused(r), "an add built from a stale view was not refused");
+    // And a removal from a stale view: the taint at index 0 then was ours
+    // (as the stale view says), now it is the foreign one's place.
+    let mut stale_tainted = stale.clone();
+    stale_tainted.taints = vec![ours.clone()];
+    let remove = patch::remove(&stale_tainted, 0).expect("index 0");
+    let r = s
+        .env
+        .nodes
+        .patch(
+            "spot-1",
+            &PatchParams::default(),
+            &Patch::Json::<()>(remove),
+        )
+        .await;
+    assert!(
+        refused(r),
+        "a removal built from a stale view was not refused"
+    );
+    // (The node lifecycle controller may be lifting its not-ready taint
+    // meanwhile: only ours and the foreign one are checked.)
+    let n = s.env.node("spot-1").await;
+    assert!(
+        find(&n, FOREIGN).is_some() && find(&n, OOS).is_none(),
+        "the foreign taint must survive and ours must not be there: {:?}",
+        taints(&n)
+    );
+}
+
+/// (b) and (c) on one spot node.
+pub async fn preempted_spot_node(s: &Shared) {
+    let nodes = &s.env.nodes;
+    s.env
+        .cluster
+        .create_node(&fake_node("spot-1", &[("scenario", "spot")], &[]))
+        .await;
+    // A workload pod without a toleration for out-of-service, bound to the
+    // node directly.
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "workload", "namespace": NS},
+        "spec": {"nodeName": "spot-1",
+                 "containers": [{"name": "app", "image": "registry.invalid/app:1"}]},
+    }))
+    .expect("pod manifest");
+    s.env
+        .pods
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("create the workload pod");
+    wait_for("the workload to run", Duration::from_secs(30), || async {
+        let p = s
+            .env
+            .pods
+            .get("workload")
+            .await
+            .map_err(|e| e.to_string())?;
+        match p.status.and_then(|st| st.phase).as_deref() {
+            Some("Running") => Ok(()),
+            other => Err(format!("phase {other:?}")),
+        }
+    })
+    .await;
+    stale_writes_are_refused(s).await;
+
+    // A status that only contains the pattern does not match it: the regex
+    // is anchored, so NotKaput puts no taint on.
+    set_condition(nodes, "spot-1", "Disk", "NotKaput").await;
+
+    // The node is preempted; at the same moment another agent adds a taint
+    // of its own, a plain JSON patch appending to the list.
+    set_condition(nodes, "spot-1", "Preempted", "True").await;
+    add_foreign_taint(s, FOREIGN_2).await;
+
+    let n = wait_taint(s, "spot-1", OOS, true).await;
+    let oos = find(&n, OOS).expect("out-of-service taint");
+    assert_eq!(oos.effect, "NoExecute");
+    assert_eq!(oos.value.as_deref(), Some("nodeshutdown"));
+    assert!(
+        oos.time_added.is_some(),
+        "NoExecute without timeAdded: {oos:?}"
+    );
+    assert!(
+        find(&n, FOREIGN).is_some() && find(&n, FOREIGN_2).is_some(),
+        "a foreign taint was lost: {:?}",
+        taints(&n)
+    );
+    assert!(find(&n, KAPUT).is_none(), "Disk=NotKaput matched Kaput");
+
+    // explain shows each rule's verdict for the node.
+    let r = explain_json(s, "spot-1").await;
+    let rules = r["condition_taints"].as_array().expect("condition_taints");
+    let verdict = |name: &str| {
+        rules
+            .iter()
+            .find(|v| v["rule"] == name)
+            .unwrap_or_else(|| panic!("no rule {name} in {r}"))
+    };
+    assert_eq!(verdict("preempted")["matches"], true, "{r}");
+    assert_eq!(verdict("preempted")["tainted"], true, "{r}");
+    assert_eq!(verdict("kaput")["matches"], false, "{r}");
+    assert!(
+        verdict("kaput")["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("Disk=NotKaput does not match")),
+        "{r}"
+    );
+
+    // The real taint-eviction controller evicts the pod.
+    wait_for(
+        "the workload to be evicted",
+        Duration::from_secs(60),
+        || async {
+            match s.env.pods.get_opt("workload").await {
+                Ok(None) => Ok(()),
+                Ok(Some(p)) if p.metadata.deletion_timestamp.is_some() => Ok(()),
+                Ok(Some(p)) => Err(format!("still there: {:?}", p.status.and_then(|s| s.phase))),
+                Err(e) => Err(e.to_string()),
+            }
+        },
+    )
+    .await;
+
+    // A remove: never rule's taint.
+    set_condition(nodes, "spot-1", "Disk", "Kaput").await;
+    wait_taint(s, "spot-1", KAPUT, true).await;
+
+    // (c) Both conditions clear: whenCleared takes its taint off, never
+    // keeps its own; the foreign taint is untouched throughout.
+    set_condition(nodes, "spot-1", "Preempted", "False").await;
+    set_condition(nodes, "spot-1", "Disk", "Fine").await;
+    let n = wait_taint(s, "spot-1", OOS, false).await;
+    // The same pass that took out-of-service off judged the kaput rule.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let n2 = s.env.node("spot-1").await;
+    assert!(
+        find(&n2, KAPUT).is_some(),
+        "remove: never came off: {:?}",
+        taints(&n2)
+    );
+    for t in [FOREIGN, FOREIGN_2] {
+        assert!(find(&n, t).is_some() && find(&n2, t).is_some(), "{t} lost");
+    }
+
+    let reasons: Vec<String> = s
+        .env
+        .events_for("spot-1")
+        .await
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    for want in ["ConditionTaintAdded", "ConditionTaintRemoved"] {
+        assert!(
+            reasons.iter().any(|r| r == want),
+            "no {want} Event: {reasons:?}"
+        );
+    }
+    let text = metrics(&s.addr).await;
+    for (series, want) in [
+        (
+            "nodegate_condition_taints_added_total{rule=\"preempted\"}",
+            1.0,
+        ),
+        (
+            "nodegate_condition_taints_removed_total{rule=\"preempted\"}",
+            1.0,
+        ),
+        ("nodegate_condition_taints_added_total{rule=\"kaput\"}", 1.0),
+        (
+            "nodegate_condition_rule_matching_nodes{rule=\"kaput\"}",
+            0.0,
+        ),
+    ] {
+        assert_eq!(metric(&text, series), Some(want), "{series}\n{text}");
+    }
+}
