@@ -18,7 +18,7 @@ use nodegate_core::model::{
     PodInfo, PodPlacement, Taint, Toleration,
 };
 
-use crate::cluster::patch::OPENED_AT_ANNOTATION;
+use crate::cluster::patch::{OPENED_AT_ANNOTATION, OPENED_BY_ANNOTATION};
 use nodegate_core::entrance::IGNORE_ANNOTATION;
 
 /// Annotation recording when a re-gated node's gate started.
@@ -131,6 +131,9 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         suspended: flag(SUSPEND_ANNOTATION),
         open_requested: flag(OPEN_ANNOTATION),
         ignored: flag(IGNORE_ANNOTATION),
+        opened_unready: annotations
+            .and_then(|a| a.get(OPENED_BY_ANNOTATION))
+            .is_some_and(|v| v == "timeout" || v == "manual"),
         regated_for: annotations
             .and_then(|a| a.get(REGATED_FOR_ANNOTATION))
             .map(|v| v.as_str().into()),

@@ -40,6 +40,9 @@ use crate::serve::metrics::RegateGauges;
 /// leadership, or suspended are looked at again this often.
 const TICK: Duration = Duration::from_secs(1);
 
+/// How long the fresh read of a node before its re-gate may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// At most one `RegateBudgetExhausted` Event per node this often.
 const BUDGET_EVENT_EVERY: SignedDuration = SignedDuration::from_secs(600);
 
@@ -65,9 +68,11 @@ struct State {
     look_at: HashMap<String, Timestamp>,
     /// When the last `RegateBudgetExhausted` Event went out per node.
     budget_event: HashMap<String, Timestamp>,
-    /// Nodes re-gated by this replica that the index does not show tainted
-    /// yet: counted in the budget until it does.
-    pending: HashSet<String>,
+    /// Nodes re-gated by this replica, with the resourceVersion the patch
+    /// replaced: until the index shows another version of the node (the
+    /// patched one, or any later), it is counted in the budget and not
+    /// looked at.
+    pending: HashMap<String, String>,
     /// Dry-run: nodes already logged as "would re-gate".
     dry_logged: HashSet<String>,
     /// When the gauges were last set (at most once a [`TICK`]: counting
@@ -108,9 +113,10 @@ impl Regater {
     /// The API server's time as far as the evidence goes, else this
     /// machine's: the grace counts from pods' condition times.
     fn now(&self) -> Timestamp {
-        self.server_time
-            .now()
-            .map_or_else(Timestamp::now, |t| t.max(Timestamp::now()))
+        // Never ahead of what the API server's clock is known to have
+        // reached: a controller clock running ahead must not shorten the
+        // grace (semantics.md §5, "Clock skew").
+        self.server_time.now().unwrap_or_else(Timestamp::now)
     }
 
     /// Looks at open nodes until `stop`. Writes only while `executor` may.
@@ -191,8 +197,13 @@ impl Regater {
             s.forget(name);
             return None;
         };
-        if view.node.taints.iter().any(|t| cfg.placement.is_managed(t)) {
-            s.pending.remove(name);
+        match s.pending.get(name) {
+            // The watch has not shown our patch yet: wait for it.
+            Some(before) if *before == view.node.resource_version => return None,
+            Some(_) => {
+                s.pending.remove(name);
+            }
+            None => {}
         }
         let mut memory = s.watched.remove(name).unwrap_or_default();
         let health = regate::examine(
@@ -259,11 +270,16 @@ impl Regater {
         // A fresh read: the patch tests this version, and the node must still
         // be open and ours.
         let nodes: Api<Node> = Api::all(executor.writer.client().clone());
-        let node = match nodes.get_opt(name).await {
-            Ok(Some(n)) => n,
-            Ok(None) => return self.lock().forget(name),
-            Err(e) => {
-                tracing::warn!(node = name, error = %e, "re-gate: cannot read the node; trying again");
+        let read = tokio::time::timeout(READ_TIMEOUT, nodes.get_opt(name)).await;
+        let node = match read {
+            Ok(Ok(Some(n))) => n,
+            Ok(Ok(None)) => return self.lock().forget(name),
+            failed => {
+                let error = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => format!("no answer within {READ_TIMEOUT:?}"),
+                };
+                tracing::warn!(node = name, %error, "re-gate: cannot read the node; trying again");
                 self.lock()
                     .look_at
                     .insert(name.to_string(), tick_after(now));
@@ -293,7 +309,8 @@ impl Regater {
                 tracing::warn!(node = name, %taint, %why, "re-gated");
                 {
                     let mut s = self.lock();
-                    s.pending.insert(name.to_string());
+                    s.pending
+                        .insert(name.to_string(), facts.resource_version.clone());
                     s.look_at.remove(name);
                     s.budget_event.remove(name);
                 }
@@ -329,14 +346,21 @@ impl Regater {
     }
 
     fn count(&self, cfg: &GateConfig, rc: &RegateConfig) -> (usize, usize) {
-        let pending: HashSet<String> = self.lock().pending.clone();
+        let pending: Vec<(String, String)> = self
+            .lock()
+            .pending
+            .iter()
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect();
         let (managed, shown) = self.router.budget_counts(cfg, rc);
+        // Re-gated by this replica, and the index still shows the version
+        // before the patch (so without the taint).
         let unseen = pending
             .iter()
-            .filter(|n| {
+            .filter(|(n, before)| {
                 self.router
                     .node(n)
-                    .is_some_and(|n| !regate::carries(&n, rc))
+                    .is_some_and(|n| n.resource_version == *before)
             })
             .count();
         (managed, shown + unseen)

@@ -73,6 +73,9 @@ impl GateObserver for Observers {
         if let Some(traces) = &self.traces {
             traces.gate_stopped(state, journal);
         }
+        // The node is open now (or gone): re-gating looks at it at once,
+        // not only at its next change.
+        self.regater.touched(Some(node));
     }
     fn open_node_touched(&self, node: Option<&str>) {
         self.regater.touched(node);

@@ -174,6 +174,10 @@ pub struct NodeInfo {
     /// members, or `reboot`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regated_for: Option<Box<str>>,
+    /// `nodegate.dev/opened-by` is `timeout` or `manual`: the node was last
+    /// opened with members not Ready, on purpose.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub opened_unready: bool,
     /// The node's conditions by type (`Ready` included), as the kubelet,
     /// node-problem-detector or a readiness reporter write them: what
     /// `criticalConditions` and `conditionTaints` read (semantics.md §6.5).

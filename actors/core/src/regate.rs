@@ -47,11 +47,23 @@ pub struct Watched {
     pub boot_id: Option<Box<str>>,
     /// (member, first seen broken), sorted by member.
     pub missing_since: Vec<(Box<str>, Timestamp)>,
+    /// A reboot seen and not yet acted on, (from, to): it stays due until
+    /// the node carries the re-gate taint (the caller's write may be refused
+    /// by the budget, a conflict or leadership, and must be tried again).
+    pub reboot: Option<(Box<str>, Box<str>)>,
+    /// The opening (`opened-at`) whose broken members are excused, and those
+    /// members: a node opened by its deadline or by hand was opened with
+    /// them broken on purpose, and re-gating it for them would undo that.
+    /// Each is excused until it has been seen Ready once.
+    pub excused: Option<(Timestamp, Vec<Box<str>>)>,
 }
 
 impl Watched {
     pub fn is_empty(&self) -> bool {
-        self.boot_id.is_none() && self.missing_since.is_empty()
+        self.boot_id.is_none()
+            && self.missing_since.is_empty()
+            && self.reboot.is_none()
+            && self.excused.is_none()
     }
 }
 
@@ -180,16 +192,18 @@ pub fn examine<'a>(
     {
         match memory.boot_id.as_deref() {
             Some(seen) if seen != now_boot => {
-                let from = seen.to_string();
+                memory.reboot = Some((seen.into(), now_boot.into()));
                 memory.boot_id = Some(now_boot.into());
                 memory.missing_since.clear();
-                return Health::Regate(Trigger::Reboot {
-                    from,
-                    to: now_boot.to_string(),
-                });
             }
             Some(_) => {}
             None => memory.boot_id = Some(now_boot.into()),
+        }
+        if let Some((from, to)) = &memory.reboot {
+            return Health::Regate(Trigger::Reboot {
+                from: from.to_string(),
+                to: to.to_string(),
+            });
         }
     }
     if node.ready != NodeReady::True {
@@ -229,6 +243,7 @@ pub fn examine<'a>(
             .iter()
             .any(|b| b.source == Since::FirstSeen && *b.member == **m)
     });
+    excuse(node, memory, &mut broken);
     let grace = SignedDuration::try_from(rc.after).unwrap_or(SignedDuration::MAX);
     let due_at = |b: &Broken| b.since.checked_add(grace).unwrap_or(Timestamp::MAX);
     let (due, waiting): (Vec<Broken>, Vec<Broken>) =
@@ -242,6 +257,26 @@ pub fn examine<'a>(
             regate_at,
         },
         None => Health::Healthy,
+    }
+}
+
+/// A node opened by its deadline or by hand (`opened-by: timeout|manual`):
+/// the members broken at the first look after that opening are excused
+/// until each has been Ready once, and left out of `broken`. (After a
+/// restart of nodegate, the first look is the first after the opening.)
+fn excuse(node: &NodeInfo, memory: &mut Watched, broken: &mut Vec<Broken>) {
+    let (Some(opened), true) = (node.opened_at, node.opened_unready) else {
+        memory.excused = None;
+        return;
+    };
+    if memory.excused.as_ref().is_none_or(|(at, _)| *at != opened) {
+        let list = broken.iter().map(|b| b.member.as_str().into()).collect();
+        memory.excused = Some((opened, list));
+    }
+    if let Some((_, excused)) = memory.excused.as_mut() {
+        // Ready once (not broken now): no longer excused.
+        excused.retain(|m| broken.iter().any(|b| *b.member == **m));
+        broken.retain(|b| !excused.iter().any(|m| **m == *b.member));
     }
 }
 

@@ -275,6 +275,7 @@ fn gated_ignored_out_of_scope_and_not_ready_nodes_are_not_watched() {
     let mut m = Watched {
         boot_id: Some("b".into()),
         missing_since: vec![("x".into(), ts(1))],
+        ..Watched::default()
     };
     let mut gated = node();
     gated
@@ -319,7 +320,7 @@ fn gated_ignored_out_of_scope_and_not_ready_nodes_are_not_watched() {
 }
 
 #[test]
-fn a_new_boot_id_regates_at_once_and_only_once() {
+fn a_new_boot_id_regates_at_once_and_only_with_regate_on_reboot() {
     let ds = agent("cni");
     let pods = [ready_pod(&ds)];
     let mut m = Watched::default();
@@ -338,20 +339,26 @@ fn a_new_boot_id_regates_at_once_and_only_once() {
             to: "boot-2".into()
         })
     );
-    assert_eq!(
-        look(&n, std::slice::from_ref(&ds), &pods, &mut m, 102),
-        Health::Healthy
-    );
     // Without --regate-on-reboot a new boot id is nothing.
+    let mut m = Watched::default();
     let mut no_reboot = cfg();
     if let Some(rc) = no_reboot.regate.as_mut() {
         rc.on_reboot = false;
     }
-    n.boot_id = Some("boot-3".into());
-    assert_eq!(
-        examine(&n, &[ds], &pods, &no_reboot, &mut m, ts(103)),
-        Health::Healthy
-    );
+    for (at, boot) in [(103, "boot-3"), (104, "boot-4")] {
+        n.boot_id = Some(boot.into());
+        assert_eq!(
+            examine(
+                &n,
+                std::slice::from_ref(&ds),
+                &pods,
+                &no_reboot,
+                &mut m,
+                ts(at)
+            ),
+            Health::Healthy
+        );
+    }
 }
 
 #[test]
@@ -439,4 +446,89 @@ fn the_budget_is_counted_from_the_taints_the_cluster_shows() {
     scoped.scope.node_selector = Some("pool=b".parse().expect("selector"));
     nodes.push(mk_node("other", &[("pool", "b")], vec![degraded()]));
     assert_eq!(budget_counts(&nodes, &scoped, &rc), (1, 1));
+}
+
+#[test]
+fn a_reboot_stays_due_until_the_node_is_regated() {
+    let ds = agent("cni");
+    let pods = [ready_pod(&ds)];
+    let mut m = Watched::default();
+    let mut n = node();
+    n.boot_id = Some("boot-1".into());
+    assert_eq!(
+        look(&n, std::slice::from_ref(&ds), &pods, &mut m, 100),
+        Health::Healthy
+    );
+    n.boot_id = Some("boot-2".into());
+    let due = Health::Regate(Trigger::Reboot {
+        from: "boot-1".into(),
+        to: "boot-2".into(),
+    });
+    // The write was refused (budget, conflict, leadership): still due at
+    // every look, not forgotten because the new id is now the reference.
+    for at in [101, 102, 500] {
+        assert_eq!(look(&n, std::slice::from_ref(&ds), &pods, &mut m, at), due);
+    }
+    // Re-gated: the gate's business; then open again and healthy.
+    let mut gated = n.clone();
+    gated
+        .taints
+        .push(taint(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE));
+    assert_eq!(
+        look(&gated, std::slice::from_ref(&ds), &pods, &mut m, 501),
+        Health::NotWatched(NotWatched::Gated)
+    );
+    assert_eq!(
+        look(&n, std::slice::from_ref(&ds), &pods, &mut m, 600),
+        Health::Healthy
+    );
+}
+
+#[test]
+fn members_broken_when_a_node_was_opened_by_its_deadline_are_excused_until_ready_once() {
+    let ds = agent("cni");
+    let other = agent("csi");
+    let both = [ds.clone(), other.clone()];
+    let mut n = node();
+    n.opened_at = Some(ts(1000));
+    n.opened_unready = true;
+    let mut m = Watched::default();
+    // Opened by the deadline with cni broken since long before: not
+    // re-gated for it, however long it stays broken.
+    let pods = [broken_pod(&ds, 0), ready_pod(&other)];
+    assert_eq!(look(&n, &both, &pods, &mut m, 1001), Health::Healthy);
+    assert_eq!(look(&n, &both, &pods, &mut m, 5000), Health::Healthy);
+    // Another member breaking after the opening is not excused.
+    let later = [broken_pod(&ds, 0), broken_pod(&other, 5000)];
+    assert_eq!(
+        members(&look(&n, &both, &later, &mut m, 5000 + GRACE as i64)),
+        BTreeSet::from(["infra/csi".to_string()])
+    );
+    // cni Ready once, then broken again: it counts from then.
+    let _ = look(
+        &n,
+        &both,
+        &[ready_pod(&ds), ready_pod(&other)],
+        &mut m,
+        6000,
+    );
+    let again = look(
+        &n,
+        &both,
+        &[broken_pod(&ds, 6001), ready_pod(&other)],
+        &mut m,
+        6001 + GRACE as i64,
+    );
+    assert_eq!(members(&again), BTreeSet::from(["infra/cni".to_string()]));
+    // Opened by readiness: nothing is excused.
+    n.opened_unready = false;
+    let mut fresh = Watched::default();
+    let h = look(
+        &n,
+        &both,
+        &[broken_pod(&ds, 0), ready_pod(&other)],
+        &mut fresh,
+        1001,
+    );
+    assert_eq!(members(&h), BTreeSet::from(["infra/cni".to_string()]));
 }
