@@ -26,6 +26,7 @@
 //! whether kwok had initialised the node when it was set). deploy/local's
 //! kwok stages needed no change.
 
+mod explain_support;
 mod support;
 
 #[path = "e2e_conditions/gate.rs"]
@@ -191,23 +192,5 @@ async fn kwok_keeps_a_foreign_condition(s: &Shared) {
 /// `nodegate explain NODE -o json` with the scenarios' config file, as an
 /// operator runs it.
 pub async fn explain_json(s: &Shared, node: &str) -> serde_json::Value {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_nodegate"))
-        .args(["explain", node, "-o", "json", "--config"])
-        .arg(&s.file)
-        .env("KUBECONFIG", &s.env.cluster.kubeconfig)
-        .output()
-        .await
-        .unwrap_or_else(|e| panic!("cannot run nodegate explain: {e}"));
-    assert!(
-        out.status.success(),
-        "explain {node} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "explain {node} printed no JSON ({e}):\n{}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
+    explain_support::explain_json(&s.env.cluster.kubeconfig, &s.file, node)
 }

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use nodegate_actors::live::LiveConfig;
+use nodegate_actors::ports::EffectExecutor;
 use nodegate_actors::router::Router;
 use nodegate_core::conditions::rules::{
     self, ConditionTaintRule, RemovePolicy, RuleAction, RuleVerdict,
@@ -292,17 +293,6 @@ impl Tainter {
 }
 
 async fn record(executor: &KubeExecutor, node: &NodeInfo, reason: Reason, note: String) {
-    if !executor.leader.is_leader() {
-        return;
-    }
-    executor
-        .writer
-        .record_event(&NodeEvent {
-            node: node.name.clone(),
-            node_uid: node.uid.clone(),
-            type_: EventType::Normal,
-            reason,
-            note,
-        })
-        .await;
+    let event = NodeEvent::new(&node.name, &node.uid, EventType::Normal, reason, note);
+    executor.record_event(event).await;
 }

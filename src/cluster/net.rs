@@ -19,6 +19,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Node;
 use nodegate_actors::live::LiveConfig;
+use nodegate_actors::ports::EffectExecutor;
 use nodegate_core::entrance::{self, NodeFacts, Skip};
 use nodegate_core::gate::{EventType, NodeEvent, PatchOutcome, Reason};
 use nodegate_core::placement::ManagedTaint;
@@ -187,7 +188,7 @@ impl Net {
             self.settle(&facts);
             executor.metrics.late_taint("skipped");
             if !self.config.dry_run {
-                self.event(
+                warn(
                     executor,
                     &facts,
                     Reason::LateTaintSkipped,
@@ -224,7 +225,7 @@ impl Net {
                 tracing::info!(node = %facts.name, %taint, after_seconds = age, "late taint: put the startup taint on");
                 self.settle(&facts);
                 executor.metrics.late_taint("tainted");
-                self.event(
+                warn(
                     executor,
                     &facts,
                     Reason::LateTaint,
@@ -250,26 +251,11 @@ impl Net {
             }
         }
     }
+}
 
-    async fn event(
-        &self,
-        executor: &KubeExecutor,
-        facts: &NodeFacts,
-        reason: Reason,
-        note: String,
-    ) {
-        if !executor.leader.is_leader() {
-            return;
-        }
-        executor
-            .writer
-            .record_event(&NodeEvent {
-                node: facts.name.clone(),
-                node_uid: facts.uid.clone(),
-                type_: EventType::Warning,
-                reason,
-                note,
-            })
-            .await;
-    }
+/// A Warning about the node, recorded by the leader (the executor's rule for
+/// every Event).
+async fn warn(executor: &KubeExecutor, facts: &NodeFacts, reason: Reason, note: String) {
+    let event = NodeEvent::new(&facts.name, &facts.uid, EventType::Warning, reason, note);
+    executor.record_event(event).await;
 }

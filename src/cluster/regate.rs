@@ -24,6 +24,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
+use nodegate_actors::ports::EffectExecutor;
 use nodegate_actors::router::Router;
 use nodegate_core::entrance;
 use nodegate_core::gate::{EventType, GateConfig, NodeEvent, PatchOutcome, Reason};
@@ -318,8 +319,14 @@ impl Regater {
                 let note = format!(
                     "nodegate put {taint} on the node: {why}; it opens again when they are Ready"
                 );
-                self.event(executor, &facts.name, &facts.uid, Reason::NodeRegated, note)
-                    .await;
+                let event = NodeEvent::new(
+                    &facts.name,
+                    &facts.uid,
+                    EventType::Warning,
+                    Reason::NodeRegated,
+                    note,
+                );
+                executor.record_event(event).await;
             }
             PatchOutcome::NotFound => self.lock().forget(name),
             // The node changed since the read (or this replica stopped
@@ -395,37 +402,9 @@ impl Regater {
             return;
         };
         let note = format!("Not re-gated although {why}: {exhausted}");
-        self.event(
-            executor,
-            name,
-            &node.uid,
-            Reason::RegateBudgetExhausted,
-            note,
-        )
-        .await;
-    }
-
-    async fn event(
-        &self,
-        executor: &KubeExecutor,
-        node: &str,
-        uid: &str,
-        reason: Reason,
-        note: String,
-    ) {
-        if !executor.leader.is_leader() {
-            return;
-        }
-        executor
-            .writer
-            .record_event(&NodeEvent {
-                node: node.to_string(),
-                node_uid: uid.to_string(),
-                type_: EventType::Warning,
-                reason,
-                note,
-            })
-            .await;
+        let reason = Reason::RegateBudgetExhausted;
+        let event = NodeEvent::new(name, &node.uid, EventType::Warning, reason, note);
+        executor.record_event(event).await;
     }
 
     /// The gauges, from the indexes as they are after a pass.

@@ -24,6 +24,7 @@ use crate::gate::{Member, StopReason};
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
 use crate::placement::{self, PlacementConfig, ReasonCode};
 use crate::readiness::CriticalPodEntry;
+use crate::selector::LabelSelector;
 
 mod regate;
 pub use regate::{BrokenMember, RegateReport};
@@ -282,6 +283,15 @@ fn build_for(
     }
 }
 
+/// Why an expected critical-pod entry or condition (`what`) is expected:
+/// its node selector matches, or it has none.
+pub(super) fn selector_match(what: &str, selector: Option<&LabelSelector>) -> String {
+    match selector.map(ToString::to_string).filter(|s| !s.is_empty()) {
+        Some(s) => format!("the node matches the {what}'s node selector {s:?}"),
+        None => format!("the {what} has no node selector, so it applies to every node"),
+    }
+}
+
 fn empty_row(id: &MemberId, namespace: &str, name: &str) -> MemberRow {
     MemberRow {
         namespace: namespace.to_string(),
@@ -393,15 +403,7 @@ fn critical_row(
         Expectation::Expected => {
             row.expected = true;
             row.reason_code = EXPECTED.into();
-            row.reason = match entry
-                .node_selector
-                .as_ref()
-                .map(ToString::to_string)
-                .filter(|s| !s.is_empty())
-            {
-                Some(s) => format!("the node matches the entry's node selector {s:?}"),
-                None => "the entry has no node selector, so it applies to every node".into(),
-            };
+            row.reason = selector_match("entry", entry.node_selector.as_ref());
             // Critical pods are static or mirror pods, never created
             // unbound: there is no pending pod to look for, and no
             // minReadySeconds.

@@ -13,6 +13,7 @@ use crate::conditions::CriticalCondition;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use crate::placement::{self, ReasonCode, Verdict};
 use crate::readiness::{self, CriticalPodEntry, MemberState};
+use crate::selector::LabelSelector;
 
 /// Every member the gate should have, derived from scratch from what it has
 /// seen: each DaemonSet's placement verdict and, when expected, its readiness
@@ -191,18 +192,20 @@ fn critical_member(
             )),
         }
     } else {
-        let selector = entry
-            .node_selector
-            .as_ref()
-            .map(ToString::to_string)
-            .unwrap_or_default();
-        Member {
-            expectation: Expectation::NotExpected {
-                reason: format!("the node does not match the entry's node selector {selector:?}"),
-                code: ReasonCode::NodeSelector,
-            },
-            readiness: None,
-        }
+        selector_mismatch("entry", entry.node_selector.as_ref())
+    }
+}
+
+/// A critical-pod entry or condition whose node selector the node does not
+/// match (`what` names which).
+fn selector_mismatch(what: &str, selector: Option<&LabelSelector>) -> Member {
+    let selector = selector.map(ToString::to_string).unwrap_or_default();
+    Member {
+        expectation: Expectation::NotExpected {
+            reason: format!("the node does not match the {what}'s node selector {selector:?}"),
+            code: ReasonCode::NodeSelector,
+        },
+        readiness: None,
     }
 }
 
@@ -215,20 +218,7 @@ fn condition_member(node: &NodeInfo, cond: &CriticalCondition) -> Member {
             readiness: Some(condition_readiness(node, cond)),
         }
     } else {
-        let selector = cond
-            .node_selector
-            .as_ref()
-            .map(ToString::to_string)
-            .unwrap_or_default();
-        Member {
-            expectation: Expectation::NotExpected {
-                reason: format!(
-                    "the node does not match the condition's node selector {selector:?}"
-                ),
-                code: ReasonCode::NodeSelector,
-            },
-            readiness: None,
-        }
+        selector_mismatch("condition", cond.node_selector.as_ref())
     }
 }
 

@@ -234,15 +234,23 @@ pub(super) fn no_longer_all_ready(node_not_ready: Option<&str>, blockers: &[Bloc
 
 // --- the pieces ------------------------------------------------------------
 
-/// The one constructor of a [`NodeEvent`]: the note is cut here.
-fn event(node: &NodeInfo, type_: EventType, reason: Reason, note: String) -> NodeEvent {
-    NodeEvent {
-        node: node.name.clone(),
-        node_uid: node.uid.clone(),
-        type_,
-        reason,
-        note: truncate(note, MAX_NOTE_BYTES),
+impl NodeEvent {
+    /// The one constructor of a [`NodeEvent`], for the gates and for the
+    /// entrances, re-gating and condition rules alike: the note is cut here
+    /// to what the API accepts.
+    pub fn new(node: &str, uid: &str, type_: EventType, reason: Reason, note: String) -> NodeEvent {
+        NodeEvent {
+            node: node.to_string(),
+            node_uid: uid.to_string(),
+            type_,
+            reason,
+            note: truncate(note, MAX_NOTE_BYTES),
+        }
     }
+}
+
+fn event(node: &NodeInfo, type_: EventType, reason: Reason, note: String) -> NodeEvent {
+    NodeEvent::new(&node.name, &node.uid, type_, reason, note)
 }
 
 /// `at` counted from the gate's start ([`GateState::gate_start`]: a
@@ -323,6 +331,22 @@ mod tests {
         assert!(t.len() <= 1024);
         assert!(t.ends_with(ELLIPSIS));
         assert_eq!(truncate("short".to_string(), 1024), "short");
+    }
+
+    /// The entrances, re-gating and condition rules build their Events
+    /// through the same constructor: a long list of members is cut too.
+    #[test]
+    fn every_event_note_is_cut_to_what_the_api_accepts() {
+        let members = (0..200)
+            .map(|i| format!("infra/agent-{i}"))
+            .collect::<Vec<_>>();
+        let note = format!("re-gated for {}", members.join(", "));
+        assert!(note.len() > MAX_NOTE_BYTES);
+        let e = NodeEvent::new("n1", "uid", EventType::Warning, Reason::NodeRegated, note);
+        assert!(e.note.len() <= MAX_NOTE_BYTES, "{}", e.note.len());
+        assert!(e.note.starts_with("re-gated for infra/agent-0, "));
+        assert!(e.note.ends_with(ELLIPSIS));
+        assert_eq!((e.node.as_str(), e.node_uid.as_str()), ("n1", "uid"));
     }
 
     #[test]

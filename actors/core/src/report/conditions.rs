@@ -5,7 +5,7 @@
 use jiff::Timestamp;
 use serde::Serialize;
 
-use super::{EXPECTED, MemberRow, NOT_EVALUATED, empty_row, member_of};
+use super::{EXPECTED, MemberRow, NOT_EVALUATED, empty_row, member_of, selector_match};
 use crate::conditions::CriticalCondition;
 use crate::conditions::rules::{self, RuleAction};
 use crate::gate::{Expectation, GateConfig, GateState, MemberId, Readiness};
@@ -40,15 +40,7 @@ pub(super) fn condition_row(state: &GateState, cond: &CriticalCondition) -> Memb
         Expectation::Expected => {
             row.expected = true;
             row.reason_code = EXPECTED.into();
-            row.reason = match cond
-                .node_selector
-                .as_ref()
-                .map(ToString::to_string)
-                .filter(|s| !s.is_empty())
-            {
-                Some(s) => format!("the node matches the condition's node selector {s:?}"),
-                None => "the condition has no node selector, so it applies to every node".into(),
-            };
+            row.reason = selector_match("condition", cond.node_selector.as_ref());
             row.ready = Some(false);
             match &member.readiness {
                 Some(Readiness::Ready { .. }) => row.ready = Some(true),
