@@ -164,7 +164,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
                 let view = GateView {
                     node: state.name.clone(),
                     state: state.gate.clone(),
-                    journal: state.journal.entries().cloned().collect(),
+                    journal: state.journal.entries().collect(),
                     journal_dropped: state.journal.dropped(),
                 };
                 // The caller may have given up waiting; nothing to do then.

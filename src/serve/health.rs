@@ -46,7 +46,7 @@ impl History {
         let view = GateView {
             node: node.to_string(),
             state: state.clone(),
-            journal: journal.entries().cloned().collect(),
+            journal: journal.entries().collect(),
             journal_dropped: journal.dropped(),
         };
         let mut views = self.views.lock().unwrap_or_else(|p| p.into_inner());

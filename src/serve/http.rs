@@ -441,7 +441,7 @@ mod tests {
         let view = GateView {
             node: "a".into(),
             state,
-            journal: journal.entries().cloned().collect(),
+            journal: journal.entries().collect(),
             journal_dropped: 0,
         };
         let v = detail(&view, false, ts(10));

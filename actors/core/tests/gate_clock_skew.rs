@@ -38,7 +38,7 @@ fn deadline_timers(step: &Step) -> Vec<(jiff::Timestamp, u64)> {
 fn journal_json(g: &Gate) -> String {
     g.journal
         .entries()
-        .map(|e| serde_json::to_string(e).unwrap())
+        .map(|e| serde_json::to_string(&e).unwrap())
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -21,7 +21,7 @@ fn pod_status_change_is_journalled_as_a_short_line_that_reads_back() {
     g.at(3)
         .feed(Input::pod_upserted(ready_pod("agent-x1", &agent)));
 
-    let entries: Vec<Entry> = g.journal.entries().cloned().collect();
+    let entries: Vec<Entry> = g.journal.entries().collect();
     let status_line = entries
         .iter()
         .find(|e| matches!(e.event, Event::PodStatusChanged { .. }))

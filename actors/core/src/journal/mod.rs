@@ -10,6 +10,11 @@
 //! pinned first event would not, because the events after it that were
 //! evicted matter as much. This module must never do I/O or read the clock:
 //! the time of each entry is handed in.
+//!
+//! In memory the entries are kept compactly ([`compact`]); [`Journal::entries`]
+//! gives them back as the [`Entry`] values that were recorded.
+
+mod compact;
 
 use std::collections::VecDeque;
 
@@ -31,11 +36,13 @@ pub struct Entry {
     pub event: Event,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Journal {
-    /// The fold of every evicted entry.
-    base: GateState,
-    entries: VecDeque<Entry>,
+    /// The fold of every evicted entry; `None` until the first eviction (most
+    /// gates never evict, and a state is a few hundred bytes).
+    base: Option<Box<GateState>>,
+    entries: VecDeque<compact::Stored>,
+    strings: compact::Strings,
     cap: usize,
     dropped: u64,
 }
@@ -51,8 +58,9 @@ impl Journal {
     pub fn new(cap: usize) -> Self {
         let cap = cap.max(1);
         Journal {
-            base: GateState::default(),
+            base: None,
             entries: VecDeque::with_capacity(cap.min(GROWTH)),
+            strings: compact::Strings::default(),
             cap,
             dropped: 0,
         }
@@ -66,17 +74,20 @@ impl Journal {
             let more = GROWTH.min(self.cap - self.entries.len());
             self.entries.reserve_exact(more);
         }
-        self.entries.push_back(Entry { at, event });
+        let stored = self.strings.encode(Entry { at, event });
+        self.entries.push_back(stored);
         while self.entries.len() > self.cap {
             if let Some(old) = self.entries.pop_front() {
-                apply(&mut self.base, &old.event);
+                let old = self.strings.decode(&old);
+                apply(self.base.get_or_insert_default(), &old.event);
                 self.dropped += 1;
             }
         }
     }
 
-    pub fn entries(&self) -> impl ExactSizeIterator<Item = &Entry> {
-        self.entries.iter()
+    /// The retained entries, oldest first, each decoded as it is read.
+    pub fn entries(&self) -> impl ExactSizeIterator<Item = Entry> + '_ {
+        self.entries.iter().map(|e| self.strings.decode(e))
     }
 
     pub fn len(&self) -> usize {
@@ -97,16 +108,16 @@ impl Journal {
     }
 
     /// The state before the first retained entry.
-    pub fn base(&self) -> &GateState {
-        &self.base
+    pub fn base(&self) -> GateState {
+        self.base.as_deref().cloned().unwrap_or_default()
     }
 }
 
 /// The state the journal describes: the checkpoint with every retained entry
 /// folded in.
 pub fn replay(journal: &Journal) -> GateState {
-    let mut state = journal.base.clone();
-    for entry in &journal.entries {
+    let mut state = journal.base();
+    for entry in journal.entries() {
         apply(&mut state, &entry.event);
     }
     state
