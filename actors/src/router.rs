@@ -49,7 +49,7 @@ const VIEW_TIMEOUT: Duration = Duration::from_secs(5);
 /// One node and what it depends on, as the indexes hold them now.
 #[derive(Debug, Clone)]
 pub struct IndexedNode {
-    pub node: NodeInfo,
+    pub node: Arc<NodeInfo>,
     pub daemonsets: Vec<Arc<DaemonSetInfo>>,
     pub pods: Vec<Arc<PodInfo>>,
 }
@@ -59,7 +59,7 @@ pub struct Router {
     /// step) and the entrances.
     config: Arc<LiveConfig>,
     gates: Map<ActorRef<NodeMsg>>,
-    nodes: Map<NodeInfo>,
+    nodes: Map<Arc<NodeInfo>>,
     /// Shared with every gate (and its journal) that holds the same version.
     daemonsets: Map<Arc<DaemonSetInfo>>,
     /// node name → pod uid → pod.
@@ -161,7 +161,7 @@ impl Router {
         let version = node.resource_version.clone();
         let gated = self.carries_managed_taint(&node);
         node.csi_drivers = self.csi_drivers.get(&name).map(|d| d.clone());
-        self.nodes.insert(name.clone(), node);
+        self.nodes.insert(name.clone(), Arc::new(node));
         // A CSINode seen between the read above and the insert.
         self.sync_csi_drivers(&name);
         let routed = self.hint(&name, NodeMsg::NodeTouched);
@@ -223,7 +223,7 @@ impl Router {
         if node.csi_drivers == want {
             return false;
         }
-        node.csi_drivers = want;
+        Arc::make_mut(&mut *node).csi_drivers = want;
         true
     }
 
@@ -349,7 +349,7 @@ impl Router {
 
     // --- read by gates, the supervisor and the debug endpoints ---
 
-    pub fn node(&self, name: &str) -> Option<NodeInfo> {
+    pub fn node(&self, name: &str) -> Option<Arc<NodeInfo>> {
         self.nodes.get(name).map(|n| n.clone())
     }
 
@@ -415,7 +415,7 @@ impl Router {
     /// Re-gating's budget over the indexed nodes: (nodes in scope, of them
     /// carrying the re-gate taint).
     pub fn budget_counts(&self, cfg: &GateConfig, rc: &RegateConfig) -> (usize, usize) {
-        regate::budget_counts(self.nodes.iter(), cfg, rc)
+        regate::budget_counts(self.nodes.iter().map(|n| Arc::clone(n.value())), cfg, rc)
     }
 
     /// The names of every indexed node.
@@ -426,7 +426,7 @@ impl Router {
     fn indexed<T>(
         &self,
         name: &str,
-        input: impl FnOnce(NodeInfo, Vec<Arc<DaemonSetInfo>>, Vec<Arc<PodInfo>>) -> T,
+        input: impl FnOnce(Arc<NodeInfo>, Vec<Arc<DaemonSetInfo>>, Vec<Arc<PodInfo>>) -> T,
     ) -> Option<T> {
         let node = self.node(name)?;
         let daemonsets = self.daemonsets.iter().map(|d| d.value().clone()).collect();

@@ -35,7 +35,7 @@ fn snapshot_holds_the_node_every_daemonset_and_only_that_nodes_pods() {
     else {
         panic!("no snapshot for a known node");
     };
-    assert_eq!(node, gated_node());
+    assert_eq!(*node, gated_node());
     daemonsets.sort_by_key(|d| d.key());
     assert_eq!(daemonsets, vec![Arc::new(a), Arc::new(b)]);
     assert_eq!(
@@ -122,7 +122,7 @@ fn pods_bound_to_a_node_outlive_its_deletion_and_serve_a_node_recreated_under_th
 #[test]
 fn csi_drivers_reach_the_indexed_node_whichever_watch_comes_first() {
     let r = router();
-    let drivers = |name: &str| r.node(name).and_then(|n| n.csi_drivers);
+    let drivers = |name: &str| r.node(name).and_then(|n| n.csi_drivers.clone());
     // The CSINode first: the node finds its drivers when it is indexed.
     r.csinode_upserted("early", vec!["a.csi.example.com".into()]);
     r.node_upserted(NodeInfo {

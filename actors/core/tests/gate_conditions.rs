@@ -50,17 +50,13 @@ fn a_node_waits_for_its_critical_condition_and_opens_when_reported() {
         panic!("{:?}", g.state.members);
     };
     assert!(why.contains("Unknown"), "{why}");
-    let s = g.at(1).feed(Input::NodeChanged(with_condition(
-        gated_node(),
-        "False",
-        "2",
-    )));
+    let s = g.at(1).feed(Input::NodeChanged(
+        with_condition(gated_node(), "False", "2").into(),
+    ));
     assert!(patches(&s).is_empty(), "False is not True");
-    let s = g.at(2).feed(Input::NodeChanged(with_condition(
-        gated_node(),
-        "True",
-        "3",
-    )));
+    let s = g.at(2).feed(Input::NodeChanged(
+        with_condition(gated_node(), "True", "3").into(),
+    ));
     assert_eq!(patches(&s).len(), 1, "{s:?}");
 }
 
@@ -97,11 +93,11 @@ fn a_csi_daemonset_is_ready_only_once_the_csinode_lists_its_driver() {
     let mut n = gated_node();
     n.csi_drivers = Some(vec!["ebs.csi.aws.com".into()]);
     n.resource_version = "2".into();
-    let s = g.at(1).feed(Input::NodeChanged(n.clone()));
+    let s = g.at(1).feed(Input::NodeChanged(n.clone().into()));
     assert!(patches(&s).is_empty(), "one of two drivers");
     n.csi_drivers = Some(vec!["efs.csi.aws.com".into(), "ebs.csi.aws.com".into()]);
     n.resource_version = "3".into();
-    let s = g.at(2).feed(Input::NodeChanged(n));
+    let s = g.at(2).feed(Input::NodeChanged(n.into()));
     assert_eq!(patches(&s).len(), 1, "{s:?}");
 }
 

@@ -75,7 +75,7 @@ fn a_lost_answer_whose_result_shows_in_the_watch_first_ends_opened() {
     g.at(11).feed(lost());
     let step = g
         .at(11)
-        .feed(Input::NodeChanged(opened_node("2", Some(ts(1)))));
+        .feed(Input::NodeChanged(opened_node("2", Some(ts(1))).into()));
     assert_eq!(
         g.state.phase,
         Phase::Opened,

@@ -43,13 +43,13 @@ fn all_members_ready_on_a_node_whose_ready_condition_is_unknown_does_not_open() 
 
     let step = g
         .at(2)
-        .feed(Input::NodeChanged(gated_at(NodeReady::False, "2")));
+        .feed(Input::NodeChanged(gated_at(NodeReady::False, "2").into()));
     assert!(patches(&step).is_empty(), "the node is still not Ready");
 
     // Ready again: the gate opens, testing the version that says so.
     let step = g
         .at(5)
-        .feed(Input::NodeChanged(gated_at(NodeReady::True, "3")));
+        .feed(Input::NodeChanged(gated_at(NodeReady::True, "3").into()));
     let p = patches(&step);
     assert_eq!(p.len(), 1);
     assert_eq!(p[0].opened_by, OpenedBy::Ready);
@@ -73,7 +73,7 @@ fn the_node_write_that_comes_before_its_pods_go_not_ready_does_not_open_it() {
     );
     let step = g
         .at(2)
-        .feed(Input::NodeChanged(gated_at(NodeReady::Unknown, "2")));
+        .feed(Input::NodeChanged(gated_at(NodeReady::Unknown, "2").into()));
     assert!(patches(&step).is_empty());
     let step = g.at(3).feed(Input::pod_upserted(ready_pod("csi-1", &b)));
     assert!(g.state.all_ready());
@@ -95,7 +95,7 @@ fn an_untaint_in_flight_is_withdrawn_when_the_node_goes_not_ready() {
     assert_eq!(patches(&step).len(), 1);
     let step = g
         .at(2)
-        .feed(Input::NodeChanged(gated_at(NodeReady::Unknown, "2")));
+        .feed(Input::NodeChanged(gated_at(NodeReady::Unknown, "2").into()));
     assert!(step.effects.contains(&Effect::WithdrawWrite));
     assert!(has_event(&step, |e| matches!(
         e,
@@ -154,7 +154,7 @@ fn the_not_ready_and_unreachable_taints_keep_a_node_closed_whatever_its_conditio
         );
         let step = g
             .at(2)
-            .feed(Input::NodeChanged(gated_at(NodeReady::True, "2")));
+            .feed(Input::NodeChanged(gated_at(NodeReady::True, "2").into()));
         assert_eq!(patches(&step).len(), 1, "{t} lifted: the node opens");
     }
 }
@@ -231,7 +231,7 @@ fn on_timeout_keep_opens_by_readiness_only_once_the_node_is_ready() {
     g.at(121).feed(Input::MarkResult(PatchOutcome::Applied));
     let step = g
         .at(300)
-        .feed(Input::NodeChanged(gated_at(NodeReady::True, "3")));
+        .feed(Input::NodeChanged(gated_at(NodeReady::True, "3").into()));
     let p = patches(&step);
     assert_eq!(p.len(), 1);
     assert_eq!(p[0].opened_by, OpenedBy::Ready);

@@ -80,7 +80,9 @@ fn as_left_by_lost_patch(input: Input, state: &GateState) -> Input {
         n
     };
     match input {
-        Input::NodeChanged(n) => Input::NodeChanged(fill(n)),
+        Input::NodeChanged(n) => {
+            Input::NodeChanged(fill(std::sync::Arc::unwrap_or_clone(n)).into())
+        }
         Input::NodeRefreshed(Ok(Some(n))) => Input::NodeRefreshed(Ok(Some(fill(n)))),
         other => other,
     }
@@ -150,7 +152,7 @@ fn input() -> impl Strategy<Value = Input> {
     let dss = daemonsets();
     let ds_index = 0..dss.len();
     prop_oneof![
-        2 => (any::<u8>(), any::<u8>(), any::<u8>()).prop_map(|(l, t, v)| Input::NodeChanged(node_variant(l, t, v))),
+        2 => (any::<u8>(), any::<u8>(), any::<u8>()).prop_map(|(l, t, v)| Input::NodeChanged(node_variant(l, t, v).into())),
         6 => (ds_index.clone(), any::<u8>(), any::<u8>(), any::<u8>()).prop_map(move |(d, w, s, r)| {
             Input::pod_upserted(pod_variant(&daemonsets()[d], w, s, r))
         }),

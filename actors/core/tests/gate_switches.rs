@@ -53,14 +53,14 @@ fn a_suspended_node_times_out_in_the_journal_only_and_opens_when_lifted() {
     )));
 
     // Still suspended: held once, not journalled again on every input.
-    let step = g
-        .at(130)
-        .feed(Input::NodeChanged(suspended(gated_node(), true, "2")));
+    let step = g.at(130).feed(Input::NodeChanged(
+        suspended(gated_node(), true, "2").into(),
+    ));
     assert_eq!((writes(&step), suspensions(&step)), (0, 0));
 
-    let step = g
-        .at(140)
-        .feed(Input::NodeChanged(suspended(gated_node(), false, "3")));
+    let step = g.at(140).feed(Input::NodeChanged(
+        suspended(gated_node(), false, "3").into(),
+    ));
     assert!(has_event(&step, |e| matches!(e, Event::WritesResumed)));
     let p = patches(&step);
     assert_eq!(p.len(), 1, "lifted: acts at once: {:?}", step.effects);
@@ -99,9 +99,9 @@ fn a_suspension_mid_opening_lets_the_sent_write_finish_and_holds_its_retry() {
     assert_eq!(patches(&step).len(), 1, "the untaint is out");
 
     // Suspended while the untaint is in flight: nothing to cancel or hold.
-    let step = g
-        .at(2)
-        .feed(Input::NodeChanged(suspended(gated_node(), true, "2")));
+    let step = g.at(2).feed(Input::NodeChanged(
+        suspended(gated_node(), true, "2").into(),
+    ));
     assert_eq!((writes(&step), suspensions(&step)), (0, 0));
 
     // The answer: a conflict (the node moved on). The gate re-reads, but
@@ -123,9 +123,9 @@ fn a_suspension_mid_opening_lets_the_sent_write_finish_and_holds_its_retry() {
     assert_eq!(suspensions(&step), 0, "held once: {:?}", step.events);
 
     // Lifted: the held retry goes out at once, with the current version.
-    let step = g
-        .at(5)
-        .feed(Input::NodeChanged(suspended(gated_node(), false, "4")));
+    let step = g.at(5).feed(Input::NodeChanged(
+        suspended(gated_node(), false, "4").into(),
+    ));
     let p = patches(&step);
     assert_eq!(p.len(), 1, "{:?}", step.events);
     assert_eq!(
@@ -148,7 +148,7 @@ fn the_open_annotation_opens_at_once_whatever_the_members() {
     let mut asked = gated_node();
     asked.open_requested = true;
     asked.resource_version = "2".into();
-    let step = g.at(5).feed(Input::NodeChanged(asked));
+    let step = g.at(5).feed(Input::NodeChanged(asked.into()));
     let p = patches(&step);
     assert_eq!(p.len(), 1, "{:?}", step.events);
     assert_eq!(p[0].opened_by, OpenedBy::Manual);

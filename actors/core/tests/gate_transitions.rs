@@ -369,7 +369,7 @@ fn node_relabelled_so_a_daemonset_starts_being_expected() {
     let mut relabelled = gated_node();
     relabelled.resource_version = "2".into();
     relabelled.labels.insert("role".into(), "gpu".into());
-    let step = g.at(2).feed(Input::NodeChanged(relabelled));
+    let step = g.at(2).feed(Input::NodeChanged(relabelled.into()));
     assert!(has_event(&step, |e| matches!(e, Event::NodeUpdated { .. })));
     assert!(has_event(
         &step,
@@ -404,7 +404,7 @@ fn node_relabelled_so_a_daemonset_stops_being_expected_opens_the_gate() {
 
     n.labels.remove("role");
     n.resource_version = "2".into();
-    let step = g.at(2).feed(Input::NodeChanged(n));
+    let step = g.at(2).feed(Input::NodeChanged(n.into()));
     assert!(has_event(
         &step,
         |e| matches!(e, Event::MemberNotExpected { member, .. } if *member == ds_member("nvidia"))
@@ -744,7 +744,7 @@ fn a_deadline_that_moves_while_an_untaint_is_out_is_armed_again() {
     // Re-gated meanwhile: the deadline moves to 50 + 120 s.
     let mut regated = gated_node();
     regated.gated_since = Some(ts(50));
-    steps.push(g.at(60).feed(Input::NodeChanged(regated)));
+    steps.push(g.at(60).feed(Input::NodeChanged(regated.into())));
     assert_eq!(g.state.phase, Phase::Opening);
     // The retry backs off, and the member stops being Ready meanwhile.
     steps.push(g.at(61).feed(Input::PatchResult(PatchOutcome::Failed(
@@ -1061,7 +1061,7 @@ fn managed_taint_removed_by_someone_else_stops() {
         .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
     let mut n = node(vec![]);
     n.resource_version = "2".into();
-    let step = g.at(2).feed(Input::NodeChanged(n));
+    let step = g.at(2).feed(Input::NodeChanged(n.into()));
     assert_eq!(g.state.stopped, Some(StopReason::TaintRemovedElsewhere));
     assert!(stops(&step));
 }
@@ -1072,7 +1072,7 @@ fn our_own_removal_seen_in_the_watch_before_the_response_does_not_stop() {
     g.at(1).start(gated_node(), vec![], vec![]);
     let mut n = node(vec![]);
     n.resource_version = "2".into();
-    let step = g.at(2).feed(Input::NodeChanged(n));
+    let step = g.at(2).feed(Input::NodeChanged(n.into()));
     assert!(!stops(&step));
     assert!(
         matches!(step.events.as_slice(), [Event::NodeUpdated { .. }]),
@@ -1242,7 +1242,7 @@ fn only_one_write_is_in_flight_at_a_time() {
     );
     let mut n = gated_node();
     n.resource_version = "2".into();
-    let step = g.at(2).feed(Input::NodeChanged(n));
+    let step = g.at(2).feed(Input::NodeChanged(n.into()));
     assert_eq!(writes(&step), 0);
     let step = g.at(2).feed(Input::pod_upserted(ready_pod("cilium-2", &a)));
     assert_eq!(writes(&step), 0);
@@ -1433,7 +1433,7 @@ fn inputs_before_the_snapshot_are_ignored() {
     let a = tolerant_ds("cilium");
     let mut g = Gate::new(cfg());
     for input in [
-        Input::NodeChanged(gated_node()),
+        Input::NodeChanged(gated_node().into()),
         Input::daemonset_upserted(a.clone()),
         Input::pod_upserted(ready_pod("cilium-1", &a)),
         Input::LeadershipGained,
@@ -1454,7 +1454,7 @@ fn repeating_an_input_changes_nothing() {
     g.at(1).feed(snapshot.clone());
     for input in [
         snapshot,
-        Input::NodeChanged(gated_node()),
+        Input::NodeChanged(gated_node().into()),
         Input::daemonset_upserted(b.clone()),
         Input::pod_upserted(ready_pod("cilium-1", &a)),
         Input::PodDeleted {
@@ -1488,7 +1488,7 @@ fn a_status_only_node_update_is_journalled_briefly() {
         .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
     let mut n = gated_node();
     n.resource_version = "42".into();
-    let step = g.at(2).feed(Input::NodeChanged(n));
+    let step = g.at(2).feed(Input::NodeChanged(n.into()));
     assert_eq!(
         step.events,
         vec![Event::NodeVersionChanged {

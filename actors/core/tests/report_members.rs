@@ -517,7 +517,7 @@ proptest! {
         for (i, (kind, bits, pod)) in changes.iter().enumerate() {
             now = ts(NOW - 40 + i64::try_from(i).unwrap_or(0));
             let input = match kind {
-                0 => Input::NodeChanged(world_node(bits | 4)),
+                0 => Input::NodeChanged(world_node(bits | 4).into()),
                 1 => Input::PodDeleted { uid: pods_of(&[*pod])[0].uid.clone() },
                 _ => Input::pod_upserted(pods_of(&[*pod])[0].clone()),
             };

@@ -10,7 +10,7 @@ use super::state::{
     GateState, GatedSinceClamp, MAX_UNANSWERED, OpenedRecord, Phase, TimeoutRecord,
     UnansweredUntaint, Write, WriteKind, WriteStatus,
 };
-use crate::model::{NodeInfo, PodInfo};
+use crate::model::PodInfo;
 
 /// Folds one fact into the state. Never fails and never consults anything but
 /// the event: an event that does not fit the state (e.g. a member update for a
@@ -22,14 +22,14 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             daemonsets,
             pods,
         } => {
-            state.node = Some(NodeInfo::clone(node));
+            state.node = Some(Arc::clone(node));
             state.daemonsets = daemonsets.iter().map(|ds| (ds.key(), ds.clone())).collect();
             state.pods = pods.iter().map(|p| (p.uid.clone(), p.clone())).collect();
         }
-        Event::NodeUpdated { node } => state.node = Some(NodeInfo::clone(node)),
+        Event::NodeUpdated { node } => state.node = Some(Arc::clone(node)),
         Event::NodeVersionChanged { resource_version } => {
             if let Some(node) = &mut state.node {
-                node.resource_version = resource_version.clone();
+                Arc::make_mut(node).resource_version = resource_version.clone();
             }
         }
         Event::DaemonSetUpdated { daemonset } => {

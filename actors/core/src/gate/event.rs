@@ -30,12 +30,12 @@ pub enum Event {
     /// The node is boxed here and below so that the frequent small events
     /// do not each take a node's room (journal entries, moves).
     Snapshot {
-        node: Box<NodeInfo>,
+        node: Arc<NodeInfo>,
         daemonsets: Vec<Arc<DaemonSetInfo>>,
         pods: Vec<Arc<PodInfo>>,
     },
     NodeUpdated {
-        node: Box<NodeInfo>,
+        node: Arc<NodeInfo>,
     },
     /// Only the resourceVersion moved (status updates): kept short.
     NodeVersionChanged {

@@ -44,11 +44,11 @@ pub enum Input {
     /// The cluster as it is now (start, or restart after a failure). Pods not
     /// bound to the node are ignored.
     Snapshot {
-        node: NodeInfo,
+        node: Arc<NodeInfo>,
         daemonsets: Vec<Arc<DaemonSetInfo>>,
         pods: Vec<Arc<PodInfo>>,
     },
-    NodeChanged(NodeInfo),
+    NodeChanged(Arc<NodeInfo>),
     NodeDeleted,
     DaemonSetUpserted(Arc<DaemonSetInfo>),
     DaemonSetDeleted {
@@ -81,7 +81,7 @@ pub enum Input {
     /// or not anything changed, so that no lost message can hold a node
     /// closed. Handled like a snapshot, but it never starts a gate.
     Reexamine {
-        node: NodeInfo,
+        node: Arc<NodeInfo>,
         daemonsets: Vec<Arc<DaemonSetInfo>>,
         pods: Vec<Arc<PodInfo>>,
     },
@@ -92,7 +92,7 @@ impl Input {
     /// router shares its own copies instead.
     pub fn snapshot(node: NodeInfo, daemonsets: Vec<DaemonSetInfo>, pods: Vec<PodInfo>) -> Self {
         Input::Snapshot {
-            node,
+            node: Arc::new(node),
             daemonsets: daemonsets.into_iter().map(Arc::new).collect(),
             pods: pods.into_iter().map(Arc::new).collect(),
         }
@@ -102,7 +102,7 @@ impl Input {
     /// the router's copies instead.
     pub fn reexamine(node: NodeInfo, daemonsets: Vec<DaemonSetInfo>, pods: Vec<PodInfo>) -> Self {
         Input::Reexamine {
-            node,
+            node: Arc::new(node),
             daemonsets: daemonsets.into_iter().map(Arc::new).collect(),
             pods: pods.into_iter().map(Arc::new).collect(),
         }

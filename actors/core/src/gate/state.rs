@@ -196,7 +196,9 @@ pub struct GatedSinceClamp {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateState {
     /// The node as last seen; `None` until the first snapshot.
-    pub node: Option<NodeInfo>,
+    /// Shared with the journal's snapshot and the router's index until the
+    /// node changes.
+    pub node: Option<Arc<NodeInfo>>,
     /// Every DaemonSet in the cluster, by `namespace/name`: any of them may
     /// become expected when the node or the DaemonSet changes.
     pub daemonsets: BTreeMap<String, Arc<DaemonSetInfo>>,
@@ -248,7 +250,7 @@ impl GateState {
     /// all be Ready (semantics.md §5), in the gate's words; `None` when the
     /// node is Ready (or not seen yet).
     pub fn node_wait_reason(&self) -> Option<String> {
-        self.node.as_ref().and_then(notes::node_wait_reason)
+        self.node.as_deref().and_then(notes::node_wait_reason)
     }
 
     /// True when the gate may open by readiness: every expected member is

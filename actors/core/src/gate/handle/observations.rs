@@ -14,7 +14,7 @@ use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 impl Decider<'_> {
     pub(super) fn snapshot(
         &mut self,
-        node: &NodeInfo,
+        node: &Arc<NodeInfo>,
         daemonsets: &[Arc<DaemonSetInfo>],
         pods: &[Arc<PodInfo>],
     ) {
@@ -33,7 +33,7 @@ impl Decider<'_> {
     /// would have told shows up here; with nothing new it emits nothing.
     pub(super) fn reexamine(
         &mut self,
-        node: &NodeInfo,
+        node: &Arc<NodeInfo>,
         daemonsets: &[Arc<DaemonSetInfo>],
         pods: &[Arc<PodInfo>],
     ) {
@@ -48,7 +48,7 @@ impl Decider<'_> {
     /// gate already holds.
     fn observe_all(
         &mut self,
-        node: &NodeInfo,
+        node: &Arc<NodeInfo>,
         daemonsets: &[Arc<DaemonSetInfo>],
         pods: &[Arc<PodInfo>],
     ) {
@@ -66,14 +66,14 @@ impl Decider<'_> {
             && self.s.pods == pods;
         if !unchanged {
             self.emit(Event::Snapshot {
-                node: Box::new(node.clone()),
+                node: Arc::clone(node),
                 daemonsets: daemonsets.into_values().collect(),
                 pods: pods.into_values().collect(),
             });
         }
     }
 
-    pub(super) fn node_changed(&mut self, node: &NodeInfo) {
+    pub(super) fn node_changed(&mut self, node: &Arc<NodeInfo>) {
         if self.is_this_node(&node.name) {
             let scope = if self.observe_node(node) {
                 Scope::All
@@ -91,7 +91,7 @@ impl Decider<'_> {
     /// readiness only on a Ready node, recognises its own lost patch by the
     /// annotation (semantics.md §5) and obeys the switches (§6.6) — but
     /// decides no member.
-    pub(super) fn observe_node(&mut self, node: &NodeInfo) -> bool {
+    pub(super) fn observe_node(&mut self, node: &Arc<NodeInfo>) -> bool {
         let Some(old) = &self.s.node else {
             return false;
         };
@@ -117,7 +117,7 @@ impl Decider<'_> {
             });
         } else {
             self.emit(Event::NodeUpdated {
-                node: Box::new(node.clone()),
+                node: Arc::clone(node),
             });
         }
         !same_members

@@ -1,6 +1,8 @@
 //! The results of the gate's writes: untaint patches, timed-out marks, and
 //! the node re-read after a conflict.
 
+use std::sync::Arc;
+
 use super::{Decider, Trigger};
 use crate::gate::event::Event;
 use crate::gate::input::PatchOutcome;
@@ -114,7 +116,7 @@ impl Decider<'_> {
             }),
             Ok(Some(node)) => {
                 if self.is_this_node(&node.name) {
-                    self.observe_node(node);
+                    self.observe_node(&Arc::new(node.clone()));
                 }
                 self.reconcile(Trigger::Refreshed);
             }
