@@ -38,6 +38,10 @@ pub enum PatchOutcome {
 }
 
 /// Everything that can happen to a gate.
+///
+/// Inputs are short-lived (a mailbox holds them boxed), so a rare large
+/// variant (a re-read node) costs nothing kept.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Input {
