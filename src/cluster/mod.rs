@@ -15,6 +15,7 @@ pub mod csi;
 pub mod entrance;
 pub mod executor;
 pub mod leader;
+pub mod lean;
 pub mod net;
 pub mod patch;
 pub mod project;

@@ -31,6 +31,7 @@ use nodegate_core::readiness::CriticalPodEntry;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
+use crate::cluster::lean::Lean;
 use crate::cluster::net::Net;
 use crate::cluster::project;
 use crate::cluster::relist::{Listing, Op, Order};
@@ -110,12 +111,12 @@ struct NodeSink {
     net: Option<Arc<Net>>,
 }
 
-impl Sink<Node> for NodeSink {
+impl Sink<Lean<Node>> for NodeSink {
     /// The node and whether it has any annotations (for the writer).
     type Item = (NodeInfo, bool);
     const RELIST_ORDER: Order = Order::UpsertsFirst;
 
-    fn project(&mut self, n: &Node) -> Option<(Id, Self::Item)> {
+    fn project(&mut self, Lean(n): &Lean<Node>) -> Option<(Id, Self::Item)> {
         if let Some(net) = &self.net {
             net.offer_node(n);
         }
@@ -176,13 +177,13 @@ struct PodSink {
     keep_labels_in: Option<Arc<HashSet<String>>>,
 }
 
-impl Sink<Pod> for PodSink {
+impl Sink<Lean<Pod>> for PodSink {
     type Item = PodInfo;
     /// Fewer pods can only keep a gate closed: remove before adding, and
     /// index the pods that are not Ready before the Ready ones.
     const RELIST_ORDER: Order = Order::DeletesFirst;
 
-    fn project(&mut self, p: &Pod) -> Option<(Id, Self::Item)> {
+    fn project(&mut self, Lean(p): &Lean<Pod>) -> Option<(Id, Self::Item)> {
         let mut info = project::pod(p)?;
         if info.node_name.is_empty() {
             return None;
@@ -321,7 +322,7 @@ async fn run<K, S>(
     }
 }
 
-fn pod_id(p: &Pod) -> Id {
+fn pod_id(Lean(p): &Lean<Pod>) -> Id {
     (
         p.spec
             .as_ref()
@@ -366,7 +367,7 @@ pub async fn start(
 
     tokio::spawn(run(
         "nodes",
-        Api::<Node>::all(client.clone()),
+        Api::<Lean<Node>>::all(client.clone()),
         watcher::Config::default(),
         NodeSink {
             router: Arc::clone(&router),
@@ -374,7 +375,7 @@ pub async fn start(
             net,
         },
         reports.clone(),
-        |n: &Node| delete_id(n, true),
+        |n: &Lean<Node>| delete_id(n, true),
     ));
     tokio::spawn(run(
         "daemonsets",
@@ -388,7 +389,7 @@ pub async fn start(
     ));
     tokio::spawn(run(
         "daemonset pods",
-        Api::<Pod>::all(client.clone()),
+        Api::<Lean<Pod>>::all(client.clone()),
         watcher::Config::default()
             .labels(DAEMONSET_POD_LABEL)
             .fields(bound),
@@ -413,7 +414,7 @@ pub async fn start(
         let selector = entry.selector.to_string();
         tokio::spawn(run(
             "critical pods",
-            Api::<Pod>::namespaced(client.clone(), &entry.namespace),
+            Api::<Lean<Pod>>::namespaced(client.clone(), &entry.namespace),
             watcher::Config::default().labels(&selector).fields(bound),
             PodSink {
                 router: Arc::clone(&router),
