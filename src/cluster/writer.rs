@@ -33,6 +33,7 @@ use tokio::sync::{Mutex, Semaphore};
 use tokio::time::Instant;
 
 use crate::cluster::{patch, project};
+use crate::serve::metrics::{NodeWrite, WriteTimings};
 
 /// The controller's name in Events and as the field manager of its writes.
 pub const CONTROLLER_NAME: &str = "nodegate.dev/nodegate";
@@ -130,6 +131,8 @@ pub struct Writer {
     annotations: AnnotationPresence,
     /// `reportingInstance` of Events: this replica's identity.
     instance: String,
+    /// Where each node write's wait and request times go, if anywhere.
+    timings: Option<Arc<WriteTimings>>,
 }
 
 impl Writer {
@@ -149,6 +152,15 @@ impl Writer {
             request_timeout,
             annotations,
             instance,
+            timings: None,
+        }
+    }
+
+    /// Reports every node write's wait and request times to `timings`.
+    pub fn with_timings(self, timings: Arc<WriteTimings>) -> Self {
+        Writer {
+            timings: Some(timings),
+            ..self
         }
     }
 
@@ -167,15 +179,24 @@ impl Writer {
     /// lose the lease), then sends `patch` as nodegate's field manager.
     async fn patch_node<P: serde::Serialize + std::fmt::Debug>(
         &self,
+        kind: NodeWrite,
         node: &str,
         patch: &Patch<P>,
         may_write: impl Fn() -> bool,
     ) -> PatchOutcome {
+        let queued = Instant::now();
         let Ok(_permit) = self.patches.acquire().await else {
             return PatchOutcome::Failed("writer is shutting down".into());
         };
         self.limiter.acquire().await;
+        let sent = Instant::now();
+        let observe = |request: Option<Duration>| {
+            if let Some(t) = &self.timings {
+                t.observe(kind, sent.duration_since(queued), request);
+            }
+        };
         if !may_write() {
+            observe(None);
             return PatchOutcome::NotLeader;
         }
         let params = PatchParams {
@@ -184,7 +205,9 @@ impl Writer {
         };
         let nodes = self.nodes();
         let request = nodes.patch(node, &params, patch);
-        match tokio::time::timeout(self.request_timeout, request).await {
+        let answer = tokio::time::timeout(self.request_timeout, request).await;
+        observe(Some(sent.elapsed()));
+        match answer {
             Ok(answer) => outcome(answer.map(|_| ())),
             // Sent, and never answered: it may have been applied.
             Err(_) => PatchOutcome::Ambiguous(self.no_answer()),
@@ -206,8 +229,13 @@ impl Writer {
     ) -> PatchOutcome {
         let present = self.annotations.get(&p.node).map(|v| *v).unwrap_or(true);
         let body = patch::untaint(p, present);
-        self.patch_node(&p.node, &Patch::Json::<()>(body), may_write)
-            .await
+        self.patch_node(
+            NodeWrite::Untaint,
+            &p.node,
+            &Patch::Json::<()>(body),
+            may_write,
+        )
+        .await
     }
 
     pub async fn mark_timed_out(
@@ -216,8 +244,13 @@ impl Writer {
         may_write: impl Fn() -> bool,
     ) -> PatchOutcome {
         let body = patch::mark_timed_out(m);
-        self.patch_node(&m.node, &Patch::Merge(body), may_write)
-            .await
+        self.patch_node(
+            NodeWrite::MarkTimedOut,
+            &m.node,
+            &Patch::Merge(body),
+            may_write,
+        )
+        .await
     }
 
     /// An entrance's taint (semantics.md §6): the conditional patch of
@@ -231,8 +264,13 @@ impl Writer {
         may_write: impl Fn() -> bool,
     ) -> PatchOutcome {
         let patch = entrance::add_taint(facts, taint, annotations);
-        self.patch_node(&facts.name, &Patch::Json::<()>(patch), may_write)
-            .await
+        self.patch_node(
+            NodeWrite::AddTaint,
+            &facts.name,
+            &Patch::Json::<()>(patch),
+            may_write,
+        )
+        .await
     }
 
     /// A JSON patch of a node built elsewhere (a condition rule's taint,
@@ -244,7 +282,7 @@ impl Writer {
         patch: json_patch::Patch,
         may_write: impl Fn() -> bool,
     ) -> PatchOutcome {
-        self.patch_node(node, &Patch::Json::<()>(patch), may_write)
+        self.patch_node(NodeWrite::Patch, node, &Patch::Json::<()>(patch), may_write)
             .await
     }
 

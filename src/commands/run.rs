@@ -197,7 +197,8 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         settings.kube_request_timeout,
         Arc::clone(&annotations),
         instance_name(),
-    );
+    )
+    .with_timings(Arc::clone(&metrics.writes));
     let executor = Arc::new(KubeExecutor {
         writer,
         leader: Arc::clone(&leadership),

@@ -45,6 +45,8 @@ mod regate;
 pub use regate::{RegateGauges, RegateMetrics};
 mod traces;
 pub use traces::{SpanDrop, TraceMetrics};
+mod writes;
+pub use writes::{NodeWrite, WriteTimings};
 
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -187,6 +189,8 @@ pub struct Metrics {
     pub traces: TraceMetrics,
     /// The condition rules' series (`metrics/conditions.rs`).
     pub conditions: ConditionMetrics,
+    /// Node writes' wait and request times (`metrics/writes.rs`).
+    pub writes: Arc<WriteTimings>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -225,6 +229,7 @@ impl Metrics {
             regate: RegateMetrics::register(&mut registry),
             traces: TraceMetrics::register(&mut registry),
             conditions: ConditionMetrics::register(&mut registry),
+            writes: Arc::new(WriteTimings::register(&mut registry)),
             registry: Registry::default(),
         };
         registry.register(

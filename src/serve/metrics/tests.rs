@@ -457,3 +457,40 @@ fn the_regate_series_are_exported_and_a_reopened_node_loses_its_age() {
         "{text}"
     );
 }
+
+#[test]
+fn a_node_write_splits_into_its_wait_and_its_request() {
+    let m = Metrics::new(Arc::new(Leadership::always()));
+    let series =
+        |name: &str, kind: &str| format!("nodegate_write_{name}_seconds_count{{kind=\"{kind}\"}}");
+    let t = text(&m);
+    for kind in ["untaint", "mark_timed_out", "add_taint", "patch"] {
+        assert_eq!(
+            sample(&t, &series("wait", kind)),
+            Some(0.0),
+            "{kind} in\n{t}"
+        );
+        assert_eq!(
+            sample(&t, &series("request", kind)),
+            Some(0.0),
+            "{kind} in\n{t}"
+        );
+    }
+    m.writes.observe(
+        NodeWrite::Untaint,
+        Duration::from_millis(3),
+        Some(Duration::from_millis(40)),
+    );
+    // Refused before it was sent: a wait, no request.
+    m.writes
+        .observe(NodeWrite::AddTaint, Duration::from_millis(1), None);
+    let t = text(&m);
+    assert_eq!(sample(&t, &series("wait", "untaint")), Some(1.0));
+    assert_eq!(sample(&t, &series("request", "untaint")), Some(1.0));
+    assert_eq!(
+        sample(&t, "nodegate_write_request_seconds_sum{kind=\"untaint\"}"),
+        Some(0.04)
+    );
+    assert_eq!(sample(&t, &series("wait", "add_taint")), Some(1.0));
+    assert_eq!(sample(&t, &series("request", "add_taint")), Some(0.0));
+}
