@@ -10,13 +10,15 @@
 //! configuration in force, swapped whole on a config reload), `ports` (clock,
 //! executor, withdrawal, the retry backoff policy) and `observe` (the
 //! observer hook) reach the outside; `messages` is what the actors say to
-//! each other; `router` indexes and routes; `node_actor` runs one gate;
+//! each other; `pending` is the set of changed pods a gate takes when woken;
+//! `router` indexes and routes; `node_actor` runs one gate;
 //! `supervisor` spawns and restarts the node actors at the router's request.
 
 pub mod live;
 pub mod messages;
 pub mod node_actor;
 pub mod observe;
+pub mod pending;
 pub mod ports;
 pub mod router;
 pub mod supervisor;

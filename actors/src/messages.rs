@@ -36,10 +36,9 @@ pub enum NodeMsg {
     DaemonSetTouched {
         uid: String,
     },
-    /// A pod on this node changed in the index: re-read it (absent = deleted).
-    PodTouched {
-        uid: String,
-    },
+    /// Pods on this node changed in the index: take their uids from the
+    /// gate's pending set and re-read each (absent = deleted).
+    PodsTouched,
     View(RpcReplyPort<GateView>),
     /// The periodic re-examination is due: re-read everything from the
     /// index (the node absent = deleted). The actor sends it to itself.

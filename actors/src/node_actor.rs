@@ -30,6 +30,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr};
 use tracing::Instrument;
 
 use crate::messages::{GateView, NodeMsg};
+use crate::pending::PendingPods;
 use crate::ports::{Clock, EffectExecutor, Withdrawal};
 use crate::router::Router;
 use nodegate_core::gate::{self, Effect, Event, GateState, Input, Phase, TimerKind};
@@ -68,6 +69,8 @@ pub struct NodeActorState {
     reexamine: Option<JoinHandle<Result<(), MessagingErr<NodeMsg>>>>,
     /// The withdrawal handle of the untaint last handed to the executor.
     withdrawal: Withdrawal,
+    /// The pods the router saw change since this gate last looked.
+    pods: Arc<PendingPods>,
     span: tracing::Span,
     /// This incarnation among all gates the process started (see
     /// [`next_generation`]).
@@ -96,7 +99,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
     ) -> Result<NodeActorState, ActorProcessingErr> {
         // Registered before the snapshot is read (post_start), so every change
         // indexed after that read also reaches this actor as a hint.
-        self.ctx.router.register(&name, myself);
+        let pods = self.ctx.router.register(&name, myself);
         let generation = next_generation();
         let span = tracing::info_span!("gate", node = %name, generation);
         self.ctx.router.observer().gate_started(&name, generation);
@@ -106,6 +109,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
             timers: HashMap::new(),
             reexamine: None,
             withdrawal: Withdrawal::default(),
+            pods,
             name,
             span,
             generation,
@@ -148,10 +152,16 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
                 Some(ds) => Input::DaemonSetUpserted(ds),
                 None => Input::DaemonSetDeleted { uid },
             },
-            NodeMsg::PodTouched { uid } => match router.pod(&state.name, &uid) {
-                Some(pod) => Input::PodUpserted(pod),
-                None => Input::PodDeleted { uid },
-            },
+            NodeMsg::PodsTouched => {
+                for uid in state.pods.take() {
+                    let input = match router.pod(&state.name, &uid) {
+                        Some(pod) => Input::PodUpserted(pod),
+                        None => Input::PodDeleted { uid },
+                    };
+                    self.process(&myself, state, input);
+                }
+                return Ok(());
+            }
             NodeMsg::Reexamine => {
                 let input = router
                     .reexamination(&state.name)

@@ -33,6 +33,7 @@ use ractor::{ActorId, ActorRef, DerivedActorRef};
 use crate::live::LiveConfig;
 use crate::messages::{GateView, NodeMsg, SpawnRequest};
 use crate::observe::{GateObserver, NoObserver, RouterEvent};
+use crate::pending::{Gate, PendingPods};
 use nodegate_core::gate::{GateConfig, Input};
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_core::regate::{self, RegateConfig};
@@ -58,7 +59,7 @@ pub struct Router {
     /// The gate configuration in force, shared with every gate (read at each
     /// step) and the entrances.
     config: Arc<LiveConfig>,
-    gates: Map<ActorRef<NodeMsg>>,
+    gates: Map<Gate>,
     nodes: Map<Arc<NodeInfo>>,
     /// Shared with every gate (and its journal) that holds the same version.
     daemonsets: Map<Arc<DaemonSetInfo>>,
@@ -145,7 +146,7 @@ impl Router {
         let mut live = 0;
         for gate in self.gates.iter() {
             if !lost {
-                let _ = gate.cast(NodeMsg::Reexamine);
+                let _ = gate.actor.cast(NodeMsg::Reexamine);
             }
             live += 1;
         }
@@ -277,12 +278,7 @@ impl Router {
                     .insert(pod.uid.clone(), Arc::clone(&pod));
             }
         }
-        let routed = self.hint(
-            &pod.node_name,
-            NodeMsg::PodTouched {
-                uid: pod.uid.clone(),
-            },
-        );
+        let routed = self.pod_hint(&pod.node_name, &pod.uid);
         self.observer()
             .router_event(RouterEvent::PodUpserted, routed);
         if !routed {
@@ -296,12 +292,7 @@ impl Router {
         }
         self.pods
             .remove_if(node_name, |_, bucket| bucket.is_empty());
-        let routed = self.hint(
-            node_name,
-            NodeMsg::PodTouched {
-                uid: uid.to_string(),
-            },
-        );
+        let routed = self.pod_hint(node_name, uid);
         self.observer()
             .router_event(RouterEvent::PodDeleted, routed);
         if !routed {
@@ -455,7 +446,7 @@ impl Router {
     }
 
     pub fn gate(&self, name: &str) -> Option<ActorRef<NodeMsg>> {
-        self.gates.get(name).map(|g| g.clone())
+        self.gates.get(name).map(|g| g.actor.clone())
     }
 
     pub fn gated_nodes(&self) -> Vec<String> {
@@ -480,14 +471,20 @@ impl Router {
 
     // --- bookkeeping for the actor system ---
 
-    pub(crate) fn register(&self, name: &str, gate: ActorRef<NodeMsg>) {
+    /// Registers `gate` as `name`'s; returns the set in which the router
+    /// leaves the pods that changed for it to look at.
+    pub(crate) fn register(&self, name: &str, gate: ActorRef<NodeMsg>) -> Arc<PendingPods> {
+        let gate = Gate::new(gate);
+        let pods = Arc::clone(&gate.pods);
         self.gates.insert(name.to_string(), gate);
+        pods
     }
 
     /// Forgets `name`'s gate only if it is still `id`: a replacement may
     /// already be registered.
     pub(crate) fn unregister(&self, name: &str, id: ActorId) {
-        self.gates.remove_if(name, |_, gate| gate.get_id() == id);
+        self.gates
+            .remove_if(name, |_, gate| gate.actor.get_id() == id);
     }
 
     pub(crate) fn remember_opened(&self, name: &str, resource_version: &str) {
@@ -563,7 +560,22 @@ impl Router {
         match self.gates.get(name) {
             Some(_) if self.hints_lost() => true,
             Some(gate) => {
-                let _ = gate.cast(msg);
+                let _ = gate.actor.cast(msg);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Tells `name`'s gate that pod `uid` changed, through its pending set
+    /// (see [`PendingPods`]): one wake however many versions come.
+    fn pod_hint(&self, name: &str, uid: &str) -> bool {
+        match self.gates.get(name) {
+            Some(_) if self.hints_lost() => true,
+            Some(gate) => {
+                if gate.pods.add(uid) {
+                    let _ = gate.actor.cast(NodeMsg::PodsTouched);
+                }
                 true
             }
             None => false,
@@ -576,7 +588,7 @@ impl Router {
         let lost = self.hints_lost();
         for gate in self.gates.iter() {
             if !lost {
-                let _ = gate.cast(msg());
+                let _ = gate.actor.cast(msg());
             }
             any = true;
         }
