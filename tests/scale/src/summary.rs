@@ -260,6 +260,93 @@ mod tests {
         assert_eq!(median(&[]), None);
     }
 
+    fn run(reaction_p50: f64, load: &str) -> Result {
+        use std::collections::BTreeMap;
+        let record = crate::observe::Record::default();
+        let usage = crate::procstat::Usage {
+            peak_rss_mib: 10.0,
+            vm_hwm_mib: None,
+            cpu_s: 2.0,
+            samples: 1,
+        };
+        let mut r = crate::report::compute(crate::report::Inputs {
+            config: crate::report::RunConfig {
+                nodes: 1000,
+                daemonsets: 6,
+                stuck_nodes: 50,
+                unrelated_pods: 0,
+                controller: "c".into(),
+                taint: "t:NoSchedule".into(),
+                timeout_s: 1.0,
+                ready_after: "1s".into(),
+                ready_after_max: "2s".into(),
+                kwok_parallelism: 16,
+                kwok_stages: "bench".into(),
+                kwok_heartbeat_s: None,
+                node_monitor_grace_s: None,
+            },
+            machine: BTreeMap::from([("loadavg_at_start".to_string(), load.to_string())]),
+            record: &record,
+            timeout: std::time::Duration::from_secs(1),
+            proxy: Default::default(),
+            controller: usage,
+            control_plane: BTreeMap::new(),
+            driver: None,
+            apiserver: BTreeMap::new(),
+            apiserver_labels: Vec::new(),
+            apiserver_node_patch: None,
+            create_started: std::time::Instant::now(),
+            create_s: 0.0,
+        });
+        r.reaction_ms.p50 = reaction_p50;
+        r
+    }
+
+    #[test]
+    fn runs_are_summarised_per_controller_in_run_order() {
+        let contenders = vec![
+            Contender {
+                label: "A".into(),
+                template: "a".into(),
+            },
+            Contender {
+                label: "B".into(),
+                template: "b".into(),
+            },
+        ];
+        let results = vec![
+            (0, 1, run(10.0, "1")),
+            (1, 1, run(100.0, "2")),
+            (0, 2, run(30.0, "3")),
+            (1, 2, run(300.0, "4")),
+            (0, 3, run(20.0, "5")),
+        ];
+        let s = summarise(&contenders, &["cmd a".into(), "cmd b".into()], &results);
+        assert_eq!(s.controllers[0].runs, 3);
+        assert_eq!(s.controllers[1].loadavg_at_start, vec!["2", "4"]);
+        let reaction = &s.metrics[0];
+        assert_eq!(reaction.metric, "reaction p50 (ms)");
+        assert_eq!(
+            reaction.series[0].values,
+            vec![Some(10.0), Some(30.0), Some(20.0)]
+        );
+        assert_eq!(reaction.series[0].median, Some(20.0));
+        assert_eq!(reaction.series[1].median, Some(200.0));
+        let per_node = s
+            .metrics
+            .iter()
+            .find(|m| m.metric == "controller CPU / node (ms)")
+            .unwrap();
+        assert_eq!(per_node.series[1].median, Some(2.0));
+        let patch = s
+            .metrics
+            .iter()
+            .find(|m| m.metric.starts_with("API server PATCH nodes p50"))
+            .unwrap();
+        assert_eq!(patch.series[0].median, None, "no histogram, no median");
+        assert!(table(&s).contains("20 [10, 30, 20]"));
+    }
+
     #[test]
     fn every_metric_has_a_distinct_name() {
         let mut names: Vec<&str> = METRICS.iter().map(|m| m.name).collect();
