@@ -56,7 +56,7 @@ pub struct Args {
     pub taint: String,
     /// The controller's deadline, counted from each node's creation; passed
     /// to the controller as {timeout}.
-    #[arg(long, value_name = "DURATION", default_value = "180s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "240s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
     /// Where to write the JSON result (controllers' logs go next to it).
     #[arg(long, value_name = "FILE.json")]
