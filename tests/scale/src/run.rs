@@ -84,7 +84,7 @@ pub async fn run_once(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<report::
         "starting the control plane in {}",
         state_dir.display()
     ));
-    let cluster = cluster::Cluster::up(&repo, &state_dir, args.keep_cluster)?;
+    let cluster = cluster::Cluster::up(repo, &state_dir, args.keep_cluster)?;
     let tuned = args.kwok_parallelism > 0 && !args.deploy_local_stages;
     if args.kwok_parallelism > 0 {
         cluster.tune(&cluster::Tuning {
@@ -289,7 +289,7 @@ pub async fn run_once(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<report::
                 } else {
                     "bench".into()
                 },
-                kwok_heartbeat_s: tuned.then(|| args.kwok_heartbeat.as_secs_f64()),
+                kwok_heartbeat_s: tuned.then_some(args.kwok_heartbeat.as_secs_f64()),
                 node_monitor_grace_s: tuned
                     .then(|| cluster::node_monitor_grace(args.kwok_heartbeat).as_secs_f64()),
             },
