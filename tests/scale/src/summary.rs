@@ -192,7 +192,8 @@ pub fn summarise(
                 .iter()
                 .enumerate()
                 .map(|(c, k)| {
-                    let values: Vec<Option<f64>> = runs_of(c).map(|(_, _, r)| (m.get)(r)).collect();
+                    let values: Vec<Option<f64>> =
+                        runs_of(c).map(|(_, _, r)| (m.get)(r).map(round)).collect();
                     Series {
                         controller: k.label.clone(),
                         median: median(&values).map(round),
