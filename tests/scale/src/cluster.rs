@@ -84,77 +84,118 @@ impl Cluster {
             .collect()
     }
 
-    /// Restarts kwok with more workers and quieter logs.
+    /// Tunes the control plane for the benchmark: restarts kwok (and, with
+    /// the benchmark's own stages, kube-controller-manager) with the
+    /// settings below. Nothing of this touches deploy/local's files, so the
+    /// end-to-end tests keep their cluster as it is.
     ///
     /// deploy/local starts kwok with its defaults: 4 workers each for pod
-    /// stages, node stages and node leases, and one INFO log line per status
-    /// patch. Sized for a few test nodes, that makes the one kwok process the
-    /// bottleneck at a thousand nodes: DaemonSet pods sit in
-    /// ContainerCreating for minutes while kwok works through its queue, and
-    /// the benchmark would measure kwok, not the controller. A real cluster has
-    /// one kubelet per node working in parallel. So the benchmark stops the
-    /// kwok that `up` started (by its pid file) and starts it again with the
-    /// same arguments plus a KwokConfiguration raising the parallelism and
-    /// `--v=WARN`, recording the new pid where `down` will find it. The stages
-    /// (what kwok does to a pod) are untouched.
-    pub fn tune_kwok(&self, parallelism: u32) -> anyhow::Result<()> {
-        let pid_file = self.state_dir.join("pids/kwok");
+    /// stages, node stages and node leases, one INFO log line per status
+    /// patch, three status patches per pod and a node status heartbeat every
+    /// 20-45 s. Sized for a few test nodes, that makes the control plane the
+    /// bottleneck at a thousand nodes, and the benchmark would measure it,
+    /// not the controller. So kwok is restarted with the same arguments but
+    /// its stages file, plus a KwokConfiguration raising the parallelism,
+    /// `--v=WARN`, and (unless `deploy_local_stages`) the benchmark's stages
+    /// (`tests/scale/kwok-stages.yaml`: one status patch per pod, a node
+    /// heartbeat every `heartbeat`). kube-controller-manager is then restarted
+    /// with `--node-monitor-grace-period` well above the heartbeat, so its
+    /// node lifecycle controller never takes a quiet node for an unreachable
+    /// one (which would mark all the node's pods not Ready).
+    pub fn tune(&self, t: &Tuning) -> anyhow::Result<()> {
+        let config = self.state_dir.join("kwok-bench.yaml");
+        let mut text = format!(
+            "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n  podPlayStageParallelism: {p}\n  nodePlayStageParallelism: {p}\n  nodeLeaseParallelism: {p}\n",
+            p = t.parallelism
+        );
+        if !t.deploy_local_stages {
+            text += "---\n";
+            text += &bench_stages(t.heartbeat);
+        }
+        std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
+        let keep_stages = t.deploy_local_stages;
+        self.restart("kwok", |args| {
+            let mut out: Vec<String> = args
+                .iter()
+                .filter(|a| keep_stages || !a.starts_with("--config="))
+                .cloned()
+                .collect();
+            out.push(format!("--config={}", config.display()));
+            out.push("--v=WARN".into());
+            out
+        })?;
+        if !t.deploy_local_stages {
+            let grace = node_monitor_grace(t.heartbeat);
+            self.restart("kube-controller-manager", |args| {
+                let mut out: Vec<String> = args
+                    .iter()
+                    .filter(|a| !a.starts_with("--node-monitor-grace-period"))
+                    .cloned()
+                    .collect();
+                out.push(format!("--node-monitor-grace-period={}s", grace.as_secs()));
+                out
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Stops a component `up` started (by its pid file; `up` made it a
+    /// process group leader, so the group goes as `down` would stop it) and
+    /// starts it again with the arguments `edit` makes of its old ones,
+    /// recording the new pid where `down` will find it.
+    fn restart(
+        &self,
+        name: &str,
+        edit: impl FnOnce(&[String]) -> Vec<String>,
+    ) -> anyhow::Result<()> {
+        let pid_file = self.state_dir.join("pids").join(name);
         let pid: u32 = std::fs::read_to_string(&pid_file)
             .with_context(|| format!("reading {}", pid_file.display()))?
             .trim()
             .parse()
             .with_context(|| format!("{} holds no pid", pid_file.display()))?;
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-            .with_context(|| format!("kwok (pid {pid}) is not running"))?;
+            .with_context(|| format!("{name} (pid {pid}) is not running"))?;
         let argv: Vec<String> = cmdline
             .split(|b| *b == 0)
             .filter(|a| !a.is_empty())
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
         let Some((program, args)) = argv.split_first() else {
-            bail!("kwok (pid {pid}) has an empty command line");
+            bail!("{name} (pid {pid}) has an empty command line");
         };
-        let config = self.state_dir.join("kwok-bench.yaml");
-        std::fs::write(
-            &config,
-            format!(
-                "apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n  podPlayStageParallelism: {parallelism}\n  nodePlayStageParallelism: {parallelism}\n  nodeLeaseParallelism: {parallelism}\n"
-            ),
-        )
-        .with_context(|| format!("writing {}", config.display()))?;
-        // `up` made kwok a process group leader; stop the group as `down` would.
+        let args = edit(args);
         let _ = Command::new("kill")
             .args(["-TERM", "--", &format!("-{pid}")])
             .status();
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::path::Path::new(&format!("/proc/{pid}")).exists() {
             if Instant::now() > deadline {
-                bail!("kwok (pid {pid}) did not stop within 10s");
+                bail!("{name} (pid {pid}) did not stop within 10s");
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        let log_path = self.logs_dir().join(format!("{name}.log"));
         let log = std::fs::OpenOptions::new()
             .append(true)
             .create(true)
-            .open(self.logs_dir().join("kwok.log"))
-            .context("opening kwok's log")?;
+            .open(&log_path)
+            .with_context(|| format!("opening {}", log_path.display()))?;
         let child = Command::new(program)
-            .args(args)
-            .arg(format!("--config={}", config.display()))
-            .arg("--v=WARN")
+            .args(&args)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
             .process_group(0)
             .spawn()
-            .with_context(|| format!("restarting kwok ({program})"))?;
+            .with_context(|| format!("restarting {name} ({program})"))?;
         std::fs::write(&pid_file, format!("{}\n", child.id()))
             .with_context(|| format!("writing {}", pid_file.display()))?;
         std::thread::sleep(Duration::from_secs(1));
         if !std::path::Path::new(&format!("/proc/{}", child.id())).exists() {
             bail!(
-                "the restarted kwok exited at once; see {}",
-                self.logs_dir().join("kwok.log").display()
+                "the restarted {name} exited at once; see {}",
+                log_path.display()
             );
         }
         Ok(())
@@ -164,6 +205,37 @@ impl Cluster {
     pub fn logs_dir(&self) -> PathBuf {
         self.state_dir.join("logs")
     }
+}
+
+/// How the benchmark tunes kwok and kube-controller-manager (see
+/// [`Cluster::tune`]).
+#[derive(Debug, Clone)]
+pub struct Tuning {
+    pub parallelism: u32,
+    pub heartbeat: Duration,
+    pub deploy_local_stages: bool,
+}
+
+/// The benchmark's kwok stages, with the node heartbeat filled in: every
+/// `heartbeat`, up to a quarter more at random so the nodes do not beat in
+/// step.
+pub fn bench_stages(heartbeat: Duration) -> String {
+    let ms = heartbeat.as_millis();
+    include_str!("../kwok-stages.yaml")
+        .replace("__HEARTBEAT_MS__", &ms.to_string())
+        .replace("__HEARTBEAT_JITTER_MS__", &(ms + ms / 4).to_string())
+        .replace(
+            "__HEARTBEAT__",
+            &humantime::format_duration(heartbeat).to_string(),
+        )
+}
+
+/// kube-controller-manager's node grace period for a heartbeat: twice the
+/// longest gap between two heartbeats, and never below its own default
+/// (50 s).
+pub fn node_monitor_grace(heartbeat: Duration) -> Duration {
+    let longest = heartbeat + heartbeat / 4;
+    (longest * 2).max(Duration::from_secs(50))
 }
 
 impl Drop for Cluster {
@@ -189,5 +261,30 @@ impl Drop for Cluster {
                 self.state_dir.display()
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stages_get_the_heartbeat_and_no_placeholder_is_left() {
+        let s = bench_stages(Duration::from_secs(120));
+        assert!(s.contains("durationMilliseconds: 120000"));
+        assert!(s.contains("jitterDurationMilliseconds: 150000"));
+        assert!(!s.contains("__"), "a placeholder was left in the stages");
+    }
+
+    #[test]
+    fn the_grace_period_outlasts_two_heartbeats() {
+        assert_eq!(
+            node_monitor_grace(Duration::from_secs(120)),
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            node_monitor_grace(Duration::from_secs(10)),
+            Duration::from_secs(50)
+        );
     }
 }

@@ -10,6 +10,8 @@
 //!   not Ready, before the node's deadline (creationTimestamp + timeout);
 //! - *deadline error*: for nodes that opened without every pod Ready, the
 //!   sighting of the open minus the deadline.
+//!
+//! The printed table is in `table`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -51,7 +53,7 @@ pub fn percentiles(values: &[f64]) -> Percentiles {
     }
 }
 
-fn round(x: f64) -> f64 {
+pub fn round(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
 
@@ -75,6 +77,13 @@ pub struct RunConfig {
     pub ready_after: String,
     pub ready_after_max: String,
     pub kwok_parallelism: u32,
+    /// "bench" (tests/scale/kwok-stages.yaml: one status patch per pod) or
+    /// "deploy/local" (its three per pod).
+    pub kwok_stages: String,
+    /// kwok's node heartbeat with the benchmark's stages, and the node grace
+    /// period kube-controller-manager was given to match (seconds).
+    pub kwok_heartbeat_s: Option<f64>,
+    pub node_monitor_grace_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -130,6 +139,11 @@ pub struct Result {
     pub deadline_error_ms_max: f64,
     pub premature_opens: usize,
     pub never_opened: usize,
+    /// Nodes that opened with every expected DaemonSet Ready, and nodes that
+    /// opened at their deadline (the stuck ones, plus any the control plane
+    /// did not make Ready in time: `correctness.opened_at_deadline_not_stuck`).
+    pub opened_by_ready: usize,
+    pub opened_at_deadline: usize,
     pub correctness: Correctness,
     pub premature: Vec<Premature>,
     /// Writes (create, update, patch; any subresource) the controller sent
@@ -146,6 +160,8 @@ pub struct Result {
     pub controller_requests_per_node: f64,
     pub controller_peak_rss_mib: f64,
     pub controller_cpu_s: f64,
+    /// Controller CPU over its life per benchmark node, in milliseconds.
+    pub controller_cpu_ms_per_node: f64,
     pub controller: Usage,
     pub control_plane: BTreeMap<String, Usage>,
     pub driver: Option<Usage>,
@@ -402,7 +418,11 @@ pub fn compute(i: Inputs<'_>) -> Result {
     apiserver.truncate(25);
 
     let errs = deadline_err;
+    let controller_cpu_s = i.controller.cpu_s;
     Result {
+        opened_by_ready: gate_ready.len(),
+        opened_at_deadline: errs.len(),
+        controller_cpu_ms_per_node: round(controller_cpu_s * 1000.0 / n),
         reaction_ms: percentiles(&reaction),
         gate_ms: percentiles(&gate),
         gate_ready_ms: percentiles(&gate_ready),
@@ -443,95 +463,6 @@ pub fn compute(i: Inputs<'_>) -> Result {
         config: i.config,
         machine: i.machine,
     }
-}
-
-fn pct_row(name: &str, p: &Percentiles) -> String {
-    format!(
-        "{name:<28} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>7}",
-        p.p50, p.p90, p.p99, p.max, p.count
-    )
-}
-
-/// The human-readable summary.
-pub fn table(r: &Result) -> String {
-    let mut s = String::new();
-    let c = &r.config;
-    s += &format!(
-        "nodegate scale benchmark: N={} D={} stuck={} unrelated pods={} timeout={}s\ncontroller: {}\n\n",
-        c.nodes, c.daemonsets, c.stuck_nodes, c.unrelated_pods, c.timeout_s, c.controller
-    );
-    s += &format!(
-        "{:<28} {:>9} {:>9} {:>9} {:>9} {:>7}\n",
-        "ms", "p50", "p90", "p99", "max", "n"
-    );
-    s += &pct_row("reaction (last Ready→open)", &r.reaction_ms);
-    s += "\n";
-    s += &pct_row("gate (join→open), all", &r.gate_ms);
-    s += "\n";
-    s += &pct_row("gate, opened by Ready", &r.gate_ready_ms);
-    s += "\n";
-    s += &pct_row("join→pods created", &r.pods_created_ms);
-    s += "\n";
-    s += &pct_row("join→pods Ready", &r.pods_ready_ms);
-    s += "\n";
-    s += &pct_row("deadline error", &r.deadline_error_ms);
-    s += "\n";
-    if let Some(q) = &r.apiserver_node_patch_ms {
-        s += &format!(
-            "{:<28} {:>9.1} {:>9.1} {:>9.1} {:>9} {:>7}\n",
-            "API server: PATCH nodes", q.p50, q.p90, q.p99, "", q.count
-        );
-    }
-    s += "\n";
-    let k = &r.correctness;
-    s += &format!(
-        "premature opens {} ({} after all were Ready once)   never opened {}   opened at deadline (not stuck) {}   re-tainted {}   watch-order inversions {}\n",
-        k.premature_opens,
-        k.premature_after_all_ready,
-        k.never_opened,
-        k.opened_at_deadline_not_stuck,
-        k.retainted,
-        k.watch_order_inversions
-    );
-    s += &format!(
-        "node writes/node {:.3}   node GETs {}   conflicts {}   controller requests/node (non-watch) {:.3}\n",
-        r.node_writes_per_node, r.node_gets, r.conflicts, r.controller_requests_per_node
-    );
-    s += &format!(
-        "controller: peak RSS {:.1} MiB, CPU {:.2} s     wall (first create→last open) {:.1} s, node creation {:.1} s\n\n",
-        r.controller_peak_rss_mib, r.controller_cpu_s, r.wall_s, r.create_s
-    );
-    s += "controller requests (via the counting proxy)\n";
-    for row in &r.controller_requests {
-        let sub = if row.subresource.is_empty() {
-            String::new()
-        } else {
-            format!("/{}", row.subresource)
-        };
-        s += &format!(
-            "  {:<8} {:<32} {:>8} {:>9.3}/node  {:?}\n",
-            row.verb,
-            format!("{}{}", row.resource, sub),
-            row.total,
-            row.per_node,
-            row.codes
-        );
-    }
-    s += "\nprocess                       peak RSS MiB   CPU s\n";
-    s += &format!(
-        "  {:<28} {:>11.1} {:>7.2}\n",
-        "controller", r.controller_peak_rss_mib, r.controller_cpu_s
-    );
-    for (name, u) in &r.control_plane {
-        s += &format!("  {:<28} {:>11.1} {:>7.2}\n", name, u.peak_rss_mib, u.cpu_s);
-    }
-    if let Some(u) = &r.driver {
-        s += &format!(
-            "  {:<28} {:>11.1} {:>7.2}\n",
-            "benchmark driver", u.peak_rss_mib, u.cpu_s
-        );
-    }
-    s
 }
 
 #[cfg(test)]

@@ -1,0 +1,323 @@
+//! One benchmark run: a fresh control plane, the controller under test
+//! started against the counting proxy, the DaemonSets, N nodes joining at
+//! once, the watch until every node opened or gave up, and the result.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+
+use crate::args::{Args, expand, parse_taint};
+use crate::workload::ReadyDelay;
+use crate::{
+    client_for, cluster, lock, log, machine_facts, metrics, observe, procstat, proxy, report,
+    workload,
+};
+
+/// What one run needs besides the flags.
+pub struct RunSpec<'a> {
+    /// The command line with {nodegate} and {nodegate_b} filled in.
+    pub template: &'a str,
+    /// The state directory for deploy/local.
+    pub state_dir: PathBuf,
+    /// Where the controller's log goes.
+    pub log_path: PathBuf,
+    /// Where the repository is (deploy/local).
+    pub repo: &'a Path,
+}
+
+/// The controller process; killed when dropped.
+struct Controller {
+    child: Child,
+}
+
+impl Controller {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGTERM, then SIGKILL after `grace`.
+    fn stop(&mut self, grace: Duration) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status();
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if !self.running() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        if self.running() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Runs the benchmark once and returns its result (also printed as a table).
+pub async fn run_once(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<report::Result> {
+    let taint = parse_taint(&args.taint)?;
+    let repo = spec.repo;
+    let log_path = spec.log_path;
+    let template = spec.template.to_string();
+    let state_dir = spec.state_dir;
+    let stuck = workload::stuck_nodes(args.nodes, args.stuck_percent, args.seed);
+    let machine = machine_facts();
+
+    log(format!(
+        "starting the control plane in {}",
+        state_dir.display()
+    ));
+    let cluster = cluster::Cluster::up(repo, &state_dir, args.keep_cluster)?;
+    let tuned = args.kwok_parallelism > 0 && !args.deploy_local_stages;
+    if args.kwok_parallelism > 0 {
+        cluster.tune(&cluster::Tuning {
+            parallelism: args.kwok_parallelism,
+            heartbeat: args.kwok_heartbeat,
+            deploy_local_stages: args.deploy_local_stages,
+        })?;
+    }
+    let admin = client_for(&cluster.kubeconfig).await?;
+    let version = admin.apiserver_version().await.context("asking /version")?;
+    let mut machine = machine;
+    machine.insert("kubernetes".into(), version.git_version);
+
+    workload::create_namespace(&admin, workload::NAMESPACE).await?;
+    if args.unrelated_pods > 0 {
+        let t = Instant::now();
+        let fillers = workload::create_unrelated_pods(
+            &admin,
+            args.unrelated_pods,
+            800,
+            args.create_concurrency,
+        )
+        .await?;
+        log(format!(
+            "created {} unrelated pods on {fillers} filler nodes in {:.1}s; waiting for kwok to run them",
+            args.unrelated_pods,
+            t.elapsed().as_secs_f64()
+        ));
+        // Their status writes should be over before the measurement; if kwok
+        // cannot finish in a reasonable time, measure anyway and say so.
+        match workload::wait_unrelated_running(&admin, Duration::from_secs(900)).await {
+            Ok(()) => log(format!(
+                "unrelated pods running after {:.1}s",
+                t.elapsed().as_secs_f64()
+            )),
+            Err(e) => log(format!("{e:#}; measuring anyway")),
+        }
+    }
+
+    // The controller talks to the API server through the counting proxy.
+    let proxy = proxy::Proxy::start(client_for(&cluster.kubeconfig).await?).await?;
+    let controller_kubeconfig = state_dir.join("controller.kubeconfig");
+    std::fs::write(&controller_kubeconfig, proxy.kubeconfig())
+        .with_context(|| format!("writing {}", controller_kubeconfig.display()))?;
+
+    let sampler = Arc::new(Mutex::new(procstat::Sampler::new()));
+    {
+        let mut s = lock(&sampler);
+        for (name, pid) in cluster.pids() {
+            s.track(name, pid, true);
+        }
+        s.track("benchmark driver", std::process::id(), false);
+    }
+    let mut observer = observe::start(cluster.kubeconfig.clone(), taint.clone())?;
+    let record = Arc::clone(&observer.record);
+
+    let timeout_arg = format!("{}s", args.timeout.as_secs_f64());
+    let command = expand(
+        &template,
+        &[
+            ("kubeconfig", controller_kubeconfig.display().to_string()),
+            ("timeout", timeout_arg),
+            ("taint", args.taint.clone()),
+        ],
+    );
+    log(format!(
+        "controller: {command}  (log: {})",
+        log_path.display()
+    ));
+    let log_file = std::fs::File::create(&log_path)
+        .with_context(|| format!("creating {}", log_path.display()))?;
+    let child = Command::new("bash")
+        .arg("-c")
+        .arg(format!("exec {command}"))
+        .env("KUBECONFIG", &controller_kubeconfig)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file)
+        .spawn()
+        .context("cannot start the controller")?;
+    let mut controller = Controller { child };
+    lock(&sampler).track("controller", controller.pid(), true);
+    let sampling = {
+        let sampler = Arc::clone(&sampler);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(procstat::INTERVAL);
+            loop {
+                tick.tick().await;
+                lock(&sampler).sample();
+            }
+        })
+    };
+
+    let delay = ReadyDelay {
+        after: args.ready_after,
+        max: args.ready_after_max,
+    };
+    workload::create_daemonsets(&admin, args.daemonsets, &taint.0, &delay, !stuck.is_empty())
+        .await?;
+    tokio::time::sleep(args.settle).await;
+    if !controller.running() {
+        bail!(
+            "the controller exited before the nodes joined; its log is {}",
+            log_path.display()
+        );
+    }
+
+    // The measurement window starts here for the control plane's CPU.
+    lock(&sampler).reset(&["controller"]);
+    let before = metrics::scrape(&admin).await?;
+    log(format!(
+        "creating {} tainted nodes ({} stuck)",
+        args.nodes,
+        stuck.len()
+    ));
+    let create_started = Instant::now();
+    workload::create_nodes(
+        &admin,
+        args.nodes,
+        &stuck,
+        (&taint.0, &taint.1),
+        args.create_concurrency,
+    )
+    .await?;
+    let create_s = create_started.elapsed().as_secs_f64();
+    log(format!("nodes created in {create_s:.1}s"));
+
+    // Every node's deadline has passed by creation end + timeout; give a
+    // grace period for the last writes before calling a node never opened.
+    let give_up = Instant::now() + args.timeout + args.grace;
+    let mut last_progress = Instant::now();
+    let (mut last_opened, mut last_open_at) = (0usize, Instant::now());
+    loop {
+        let (opened, seen) = {
+            let r = lock(&record);
+            (
+                r.opened(),
+                r.nodes.values().filter(|n| n.added.is_some()).count(),
+            )
+        };
+        if opened >= args.nodes {
+            break;
+        }
+        if opened != last_opened {
+            last_opened = opened;
+            last_open_at = Instant::now();
+        }
+        // Past every deadline, wait on while nodes keep opening: a controller
+        // working through a burst of deadline openings at its QPS limit is
+        // late, not stuck, and its lateness belongs in deadline_error_ms.
+        if Instant::now() > give_up && last_open_at.elapsed() > args.grace {
+            log(format!(
+                "giving up: {opened} of {} nodes opened",
+                args.nodes
+            ));
+            break;
+        }
+        if !controller.running() {
+            log("the controller exited during the run");
+            break;
+        }
+        if last_progress.elapsed() > Duration::from_secs(10) {
+            last_progress = Instant::now();
+            log(format!("{opened}/{} opened ({seen} seen)", args.nodes));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    log("all nodes settled; lingering 3s to catch late writes");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = metrics::scrape(&admin).await?;
+    sampling.abort();
+    let usage: BTreeMap<String, procstat::Usage> = {
+        let mut s = lock(&sampler);
+        s.sample();
+        s.usage().into_iter().collect()
+    };
+    controller.stop(Duration::from_secs(5));
+    observer.stop();
+
+    let mut control_plane = usage.clone();
+    let controller_usage = control_plane
+        .remove("controller")
+        .context("the controller was never sampled")?;
+    let driver = control_plane.remove("benchmark driver");
+    let result = {
+        let r = lock(&record);
+        report::compute(report::Inputs {
+            config: report::RunConfig {
+                nodes: args.nodes,
+                daemonsets: args.daemonsets,
+                stuck_nodes: stuck.len(),
+                unrelated_pods: args.unrelated_pods,
+                controller: command.clone(),
+                taint: args.taint.clone(),
+                timeout_s: args.timeout.as_secs_f64(),
+                ready_after: humantime::format_duration(args.ready_after).to_string(),
+                ready_after_max: humantime::format_duration(args.ready_after_max).to_string(),
+                kwok_parallelism: args.kwok_parallelism,
+                kwok_stages: if args.deploy_local_stages || args.kwok_parallelism == 0 {
+                    "deploy/local".into()
+                } else {
+                    "bench".into()
+                },
+                kwok_heartbeat_s: tuned.then_some(args.kwok_heartbeat.as_secs_f64()),
+                node_monitor_grace_s: tuned
+                    .then(|| cluster::node_monitor_grace(args.kwok_heartbeat).as_secs_f64()),
+            },
+            machine,
+            record: &r,
+            timeout: args.timeout,
+            proxy: proxy.snapshot(),
+            controller: controller_usage,
+            control_plane,
+            driver,
+            apiserver: metrics::delta(&before, &after),
+            apiserver_labels: after.label_names.iter().cloned().collect(),
+            apiserver_node_patch: metrics::node_patch_latency(&before, &after),
+            create_started,
+            create_s,
+        })
+    };
+    println!("{}", crate::table::table(&result));
+    if result.premature_opens > 0 || result.never_opened > 0 {
+        log(format!(
+            "correctness check failed: {} premature opens, {} never opened (controller log: {}; cluster logs: {})",
+            result.premature_opens,
+            result.never_opened,
+            log_path.display(),
+            cluster.logs_dir().display()
+        ));
+    }
+    drop(observer);
+    drop(cluster);
+    Ok(result)
+}
