@@ -11,9 +11,8 @@
 //! timeouts) are recorded by the leader only, so summing them over replicas
 //! counts every node once; state gauges are reported by every replica. Label
 //! values that are known up front start at zero so that an idle controller
-//! exports zeros, not "no data". This module must never block a gate: every
-//! hook takes one short lock and does arithmetic, nothing else; it never
-//! talks to the cluster.
+//! exports zeros, not "no data". Never blocking a gate, every hook takes one
+//! short lock and does arithmetic; nothing here talks to the cluster.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,18 +33,18 @@ use prometheus_client::registry::Registry;
 
 use crate::cluster::leader::Leadership;
 
+mod conditions;
 mod entrances;
+mod regate;
+mod reload;
+mod traces;
+mod writes;
+pub use conditions::ConditionMetrics;
 use entrances::EntranceMetrics;
 pub use entrances::{AdmissionResult, CertProblem, LateTaint};
-mod conditions;
-mod reload;
-pub use conditions::ConditionMetrics;
-pub use reload::ConfigMetrics;
-mod regate;
 pub use regate::{RegateGauges, RegateMetrics};
-mod traces;
+pub use reload::ConfigMetrics;
 pub use traces::{SpanDrop, TraceMetrics};
-mod writes;
 pub use writes::{NodeWrite, WriteTimings};
 
 /// The Content-Type of [`Metrics::encode`]'s output.
@@ -179,17 +178,13 @@ pub struct Metrics {
     daemonset_series: Mutex<BTreeMap<String, String>>,
     /// Nodes that have a `gate_age` series.
     age_series: Mutex<HashSet<String>>,
-    /// The webhook's and the late-taint net's series (`metrics/entrances.rs`).
+    // The series of the entrances, the config reload, re-gating, the trace
+    // exporter, the condition rules and node writes, each in `metrics/`.
     entrances: EntranceMetrics,
-    /// The config reload's series (`metrics/reload.rs`).
     pub config: ConfigMetrics,
-    /// Re-gating's series (`metrics/regate.rs`).
     pub regate: RegateMetrics,
-    /// The trace exporter's series (`metrics/traces.rs`).
     pub traces: TraceMetrics,
-    /// The condition rules' series (`metrics/conditions.rs`).
     pub conditions: ConditionMetrics,
-    /// Node writes' wait and request times (`metrics/writes.rs`).
     pub writes: Arc<WriteTimings>,
 }
 
