@@ -57,8 +57,9 @@ impl Strings {
         // Grown a little at a time: most journals meet a few hundred bytes.
         self.text.reserve_exact(s.len() + 16);
         self.text.push_str(s);
-        self.spans
-            .reserve_exact(if self.spans.is_empty() { 8 } else { 0 });
+        if self.spans.is_empty() {
+            self.spans.reserve_exact(8);
+        }
         self.spans.push((start, end));
         Some(self.spans.len() as Sym - 1)
     }
