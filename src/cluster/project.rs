@@ -128,6 +128,8 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         ready,
         opened_at,
         name,
+        opened_before: annotations.is_some_and(|a| a.contains_key(OPENED_AT_ANNOTATION)),
+        annotations_present: annotations.is_some(),
         suspended: flag(SUSPEND_ANNOTATION),
         open_requested: flag(OPEN_ANNOTATION),
         ignored: flag(IGNORE_ANNOTATION),

@@ -12,7 +12,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::model::{Labels, Taint};
+use crate::model::{Labels, NodeInfo, Taint};
 use crate::placement::ManagedTaint;
 use crate::selector::LabelSelector;
 
@@ -78,6 +78,21 @@ impl NodeFacts {
             opened_before: self.opened_before,
             created: self.created,
         }
+    }
+}
+
+/// A node as the index holds it, as the entrances read it. An unreadable
+/// `opened-at` counts as an opening at the epoch: nodegate wrote something
+/// there, so the node was opened before.
+pub fn view(node: &NodeInfo) -> NodeView<'_> {
+    NodeView {
+        labels: &node.labels,
+        taints: &node.taints,
+        ignored: node.ignored,
+        opened_before: node
+            .opened_at
+            .or(node.opened_before.then_some(Timestamp::UNIX_EPOCH)),
+        created: Some(node.created),
     }
 }
 

@@ -12,6 +12,7 @@
 
 pub mod budget;
 pub mod conditions;
+pub mod deciders;
 pub mod entrance;
 pub mod gate;
 pub mod journal;

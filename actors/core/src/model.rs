@@ -156,6 +156,14 @@ pub struct NodeInfo {
     /// was lost. An unparsable annotation is reported and treated as absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opened_at: Option<Timestamp>,
+    /// `nodegate.dev/opened-at` is there at all, readable or not: nodegate
+    /// opened this node before, and no entrance puts the startup taint back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub opened_before: bool,
+    /// Whether the object has `metadata.annotations` at all: a JSON patch
+    /// that sets an annotation must create the map when it does not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub annotations_present: bool,
     /// `nodegate.dev/suspend: "true"`: the gate decides and journals, but
     /// writes nothing for this node until it is lifted (semantics.md §6.6).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

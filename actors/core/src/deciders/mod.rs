@@ -1,0 +1,246 @@
+//! The deciders beside the gate: the late-taint net ([`net`]), re-gating
+//! ([`regate`]) and condition-rule taints ([`rules`]) — every controller in
+//! nodegate that is not a node's own gate.
+//!
+//! Each has the gate's shape. It is a plain value holding only what the
+//! index does not (candidates, writes not yet seen by the watch, budget
+//! counts, throttles); an [`Input`] goes in together with a [`Context`] (the
+//! index, read-only, the configuration in force and the time), and
+//! [`Effect`]s come out: the writes to make, the Events to record, the
+//! reads to do, when to be asked again. Nothing here does I/O or reads a
+//! clock; the actor crate's decider shell carries the effects out through
+//! the one node writer and feeds the answers back as inputs.
+//!
+//! What every decider shares lives here: the change feed's vocabulary
+//! ([`Change`]), the index as a decider reads it ([`ClusterView`]), the one
+//! definition of "now" ([`Now`]), and the effects.
+
+pub mod net;
+pub mod regate;
+pub mod rules;
+
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::entrance::BoundPod;
+use crate::gate::{GateConfig, NodeEvent, PatchOutcome};
+use crate::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
+
+/// The index as a decider reads it: I/O-free, always answering at once.
+pub trait ClusterView {
+    fn node(&self, name: &str) -> Option<Arc<NodeInfo>>;
+    /// The pods bound to `node`, in no particular order.
+    fn pods_on(&self, node: &str) -> Vec<Arc<PodInfo>>;
+    fn daemonsets(&self) -> Vec<Arc<DaemonSetInfo>>;
+    /// Every indexed node, in no particular order.
+    fn nodes(&self) -> Vec<Arc<NodeInfo>>;
+}
+
+/// One change of the index, as its change feed publishes it to the gates
+/// and the deciders.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// A node was added, changed or deleted: the index held `before` and
+    /// holds `after` now.
+    Node {
+        name: String,
+        before: Option<Arc<NodeInfo>>,
+        after: Option<Arc<NodeInfo>>,
+    },
+    /// A pod bound to `node` was added, changed or deleted.
+    Pods { node: String },
+    /// What every node depends on changed: a DaemonSet, the configuration
+    /// in force, or the initial lists are all in.
+    Everything,
+    /// `node`'s gate stopped: the node is open now (or gone).
+    GateStopped { node: String },
+}
+
+/// The time a decision is made at, and the one definition of "now" every
+/// decider uses: the cluster's clock as far as trusted evidence goes.
+///
+/// `server` is the newest time the API server is known to have reached
+/// (times it stamped on objects, its Date header, nodegate's own writes,
+/// carried forward on the monotonic clock); `local` is this machine's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    pub local: Timestamp,
+    pub server: Option<Timestamp>,
+}
+
+impl Now {
+    /// A time with no server evidence, as tests and a cluster that stamped
+    /// nothing yet give it.
+    pub fn local(at: Timestamp) -> Self {
+        Now {
+            local: at,
+            server: None,
+        }
+    }
+
+    /// For a grace that must not run out early: never ahead of what the
+    /// API server's clock has reached (this machine's clock only while
+    /// there is no evidence). Re-gating's grace counts by it.
+    pub fn for_grace(&self) -> Timestamp {
+        self.server.unwrap_or(self.local)
+    }
+
+    /// For a window that must not stay open too long, or a rule's `for`
+    /// as the condition-rule tainter has always counted it: the later of
+    /// the two clocks.
+    pub fn for_window(&self) -> Timestamp {
+        self.server.map_or(self.local, |s| s.max(self.local))
+    }
+}
+
+/// What a decider reads besides its input.
+pub struct Context<'a> {
+    pub view: &'a dyn ClusterView,
+    pub config: &'a GateConfig,
+    pub now: Now,
+    /// Whether the node writer would send a write now (this replica leads).
+    /// A decider that may not write keeps its work for later; the writer
+    /// enforces the rule all the same.
+    pub may_write: bool,
+}
+
+/// What goes into a decider.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    Changed(Change),
+    /// The time a decider asked for with [`Effect::LookAgainAt`] has come.
+    Tick,
+    /// Writes may go out again: this replica gained the lease.
+    MayWrite,
+    /// The node writer's answer to [`Effect::Write`].
+    Wrote {
+        write: TaintWrite,
+        outcome: PatchOutcome,
+    },
+    /// The answer to [`Effect::ListPods`].
+    PodsListed {
+        node: String,
+        pods: Result<Vec<BoundPod>, String>,
+    },
+    /// The answer to [`Effect::ReadNode`]; `Ok(None)`: the node is gone.
+    NodeRead {
+        node: String,
+        read: Result<Option<NodeInfo>, String>,
+    },
+}
+
+/// Which decider a write, a log line or a count comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Origin {
+    Net,
+    Regate,
+    Rules,
+}
+
+/// A conditional write of one taint on one node, as read at
+/// `resource_version`: the API server refuses it whole if the node changed
+/// since.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaintWrite {
+    pub origin: Origin,
+    pub node: String,
+    pub uid: String,
+    pub resource_version: String,
+    pub change: TaintChange,
+    /// What the decider needs back with the answer (a rule's name).
+    pub tag: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaintChange {
+    /// Put `taint` on, after the node's `existing` taints (the patch creates
+    /// the list when there are none), and set `annotations`
+    /// (`annotations_present`: whether the node has an annotations map the
+    /// patch adds to, rather than creating it). A `NoExecute` taint is
+    /// stamped `timeAdded` = `at`.
+    Add {
+        taint: Taint,
+        existing: usize,
+        annotations: Vec<(&'static str, String)>,
+        annotations_present: bool,
+        at: Timestamp,
+    },
+    /// Take off the taint at `index` of the node's taints, testing that it
+    /// is still `taint` there.
+    Remove { index: usize, taint: Taint },
+}
+
+/// How loud a [`Effect::Log`] line is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Debug,
+    Info,
+    Warn,
+}
+
+/// A counter a decider moves; the shell hands it to the metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tally {
+    /// The net's result for a node: `tainted`, `skipped` or `failed`.
+    LateTaint(&'static str),
+    /// A node re-gated, by trigger kind (`members`, `reboot`).
+    Regated(&'static str),
+    RegateBudgetExhausted,
+    RuleAdded(String),
+    RuleRemoved(String),
+    RuleBudgetBlocked(String),
+}
+
+/// What comes out of a decider.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    Write(TaintWrite),
+    RecordEvent(NodeEvent),
+    /// LIST the pods bound to the node; answer [`Input::PodsListed`].
+    ListPods {
+        node: String,
+    },
+    /// A fresh read of the node; answer [`Input::NodeRead`].
+    ReadNode {
+        node: String,
+    },
+    /// Deliver [`Input::Tick`] at `at` (at once if past). Only the earliest
+    /// pending one counts.
+    LookAgainAt(Timestamp),
+    /// A line for the log, with the node it concerns.
+    Log {
+        level: Level,
+        node: String,
+        message: String,
+    },
+    Count(Tally),
+}
+
+impl Effect {
+    pub fn log(level: Level, node: &str, message: impl Into<String>) -> Self {
+        Effect::Log {
+            level,
+            node: node.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// How long a decider waits before looking again at work it could not do
+/// (a write refused for leadership, a failed request, a held budget).
+pub const RETRY: SignedDuration = SignedDuration::from_secs(1);
+
+/// `at` plus [`RETRY`].
+pub fn retry_after(at: Timestamp) -> Timestamp {
+    at.checked_add(RETRY).unwrap_or(at)
+}
+
+/// A decider: its state, and the one function that moves it.
+pub trait Decider: Send + 'static {
+    fn origin(&self) -> Origin;
+    fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect>;
+}
+
+#[cfg(test)]
+pub(crate) mod fixture;

@@ -1,0 +1,328 @@
+//! The late-taint net (`--taint-new-nodes`, semantics.md §6.2) as a
+//! decider: a new node the index shows without a managed taint — the
+//! admission webhook was down, not installed, or not asked — gets the
+//! startup taint, unless a workload pod is already bound to it.
+//!
+//! Every node change is offered ([`Net::decide`] with [`Change::Node`]):
+//! a node created within the window that [`entrance::late_taint`] would
+//! taint becomes a candidate. While this replica may write, each candidate
+//! has its pods listed once ([`Effect::ListPods`]); then it is either
+//! tainted with the conditional write every entrance uses (Warning
+//! `LateTaint`) or left alone (Warning `LateTaintSkipped`). A candidate
+//! stays until it is decided, leaves the window or the index shows it
+//! tainted, so a follower that becomes leader picks up what the old leader
+//! left. Each node (by uid) is decided once: a skipped node stays skipped,
+//! and a tainted node whose taint someone removes is not tainted again.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::{
+    Change, Context, Decider, Effect, Input, Level, Origin, TaintChange, TaintWrite, Tally,
+    retry_after,
+};
+use crate::entrance::{self, BoundPod, Skip};
+use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
+use crate::model::NodeInfo;
+
+/// The net's memory.
+#[derive(Debug)]
+pub struct Net {
+    window: SignedDuration,
+    /// Waiting to be decided, by node name, as the index last showed them.
+    waiting: HashMap<String, Arc<NodeInfo>>,
+    /// Candidates whose pod list or write is out: not sent again until it
+    /// answers.
+    in_flight: HashSet<String>,
+    /// Nodes (by uid) already tainted or skipped, with their creation time;
+    /// kept while the node is inside the window.
+    decided: HashMap<String, Timestamp>,
+    /// Whether a look is already asked for.
+    look_pending: bool,
+}
+
+impl Net {
+    /// A net for nodes created less than `window` ago.
+    pub fn new(window: Duration) -> Self {
+        Net {
+            window: SignedDuration::try_from(window).unwrap_or(SignedDuration::MAX),
+            waiting: HashMap::new(),
+            in_flight: HashSet::new(),
+            decided: HashMap::new(),
+            look_pending: false,
+        }
+    }
+
+    /// The candidates now, by name (for tests and the debug views).
+    pub fn candidates(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.waiting.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        names
+    }
+
+    fn candidate(&self, node: &NodeInfo, cx: &Context<'_>) -> bool {
+        let managed = &cx.config.placement.managed_taints;
+        entrance::late_taint(
+            &entrance::view(node),
+            &cx.config.scope,
+            managed,
+            cx.now.for_window(),
+            self.window,
+        )
+        .is_ok()
+            && !self.decided.contains_key(&node.uid)
+    }
+
+    fn offer(&mut self, name: &str, node: Option<&Arc<NodeInfo>>, cx: &Context<'_>) -> Vec<Effect> {
+        match node {
+            Some(n) if self.candidate(n, cx) => {
+                self.waiting.insert(name.to_string(), Arc::clone(n));
+                self.work(cx)
+            }
+            _ => {
+                self.waiting.remove(name);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Lists the pods of every waiting candidate not already in flight, if
+    /// this replica may write; otherwise asks to look again later.
+    fn work(&mut self, cx: &Context<'_>) -> Vec<Effect> {
+        let now = cx.now.for_window();
+        let window = self.window;
+        self.decided
+            .retain(|_, created| now.duration_since(*created) < window);
+        let stale: Vec<String> = self
+            .waiting
+            .iter()
+            .filter(|(_, n)| !self.candidate(n, cx))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in stale {
+            self.waiting.remove(&name);
+        }
+        let mut out = Vec::new();
+        if cx.may_write || cx.config.dry_run {
+            let mut names: Vec<&String> = self
+                .waiting
+                .keys()
+                .filter(|n| !self.in_flight.contains(*n))
+                .collect();
+            names.sort_unstable();
+            for name in names {
+                out.push(Effect::ListPods { node: name.clone() });
+            }
+            for effect in &out {
+                if let Effect::ListPods { node } = effect {
+                    self.in_flight.insert(node.clone());
+                }
+            }
+        }
+        if self.waiting.len() > self.in_flight.len() && !self.look_pending {
+            self.look_pending = true;
+            out.push(Effect::LookAgainAt(retry_after(cx.now.local)));
+        }
+        out
+    }
+
+    fn settle(&mut self, node: &NodeInfo) {
+        self.waiting.remove(&node.name);
+        self.in_flight.remove(&node.name);
+        self.decided.insert(node.uid.clone(), node.created);
+    }
+
+    fn listed(
+        &mut self,
+        name: &str,
+        pods: Result<Vec<BoundPod>, String>,
+        cx: &Context<'_>,
+    ) -> Vec<Effect> {
+        let Some(node) = self.waiting.get(name).cloned() else {
+            self.in_flight.remove(name);
+            return Vec::new();
+        };
+        let pods = match pods {
+            Ok(p) => p,
+            Err(e) => {
+                self.in_flight.remove(name);
+                let mut out = vec![
+                    Effect::log(
+                        Level::Warn,
+                        name,
+                        format!("late taint: cannot list the node's pods; trying again: {e}"),
+                    ),
+                    Effect::Count(Tally::LateTaint("failed")),
+                ];
+                out.extend(self.work(cx));
+                return out;
+            }
+        };
+        let age = cx
+            .now
+            .for_window()
+            .duration_since(node.created)
+            .as_secs_f64();
+        let workload = entrance::workload_pods(&pods);
+        if !workload.is_empty() {
+            let why = Skip::HasWorkload(workload).to_string();
+            self.settle(&node);
+            let mut out = vec![
+                Effect::log(Level::Info, name, format!("late taint skipped: {why}")),
+                Effect::Count(Tally::LateTaint("skipped")),
+            ];
+            if !cx.config.dry_run {
+                let note = format!(
+                    "Node arrived without a managed taint ({age:.0}s after creation) and was \
+                     left alone: it {why}"
+                );
+                out.push(warning(&node, Reason::LateTaintSkipped, note));
+            }
+            return out;
+        }
+        let Some(taint) = cx
+            .config
+            .placement
+            .managed_taints
+            .first()
+            .map(|m| m.to_taint())
+        else {
+            self.in_flight.remove(name);
+            return Vec::new();
+        };
+        if cx.config.dry_run {
+            self.settle(&node);
+            return vec![Effect::log(
+                Level::Info,
+                name,
+                format!("dry run: would put the startup taint {taint} on"),
+            )];
+        }
+        vec![Effect::Write(TaintWrite {
+            origin: Origin::Net,
+            node: node.name.clone(),
+            uid: node.uid.clone(),
+            resource_version: node.resource_version.clone(),
+            change: TaintChange::Add {
+                taint,
+                existing: node.taints.len(),
+                annotations: Vec::new(),
+                annotations_present: node.annotations_present,
+                at: cx.now.for_window(),
+            },
+            tag: None,
+        })]
+    }
+
+    fn wrote(
+        &mut self,
+        write: &TaintWrite,
+        outcome: PatchOutcome,
+        cx: &Context<'_>,
+    ) -> Vec<Effect> {
+        let name = write.node.as_str();
+        self.in_flight.remove(name);
+        let Some(node) = self.waiting.get(name).cloned() else {
+            return Vec::new();
+        };
+        match outcome {
+            PatchOutcome::Applied => {
+                let TaintChange::Add { taint, .. } = &write.change else {
+                    return Vec::new();
+                };
+                let age = cx
+                    .now
+                    .for_window()
+                    .duration_since(node.created)
+                    .as_secs_f64();
+                self.settle(&node);
+                vec![
+                    Effect::log(
+                        Level::Info,
+                        name,
+                        format!(
+                            "late taint: put the startup taint {taint} on {age:.1}s after creation"
+                        ),
+                    ),
+                    Effect::Count(Tally::LateTaint("tainted")),
+                    warning(
+                        &node,
+                        Reason::LateTaint,
+                        format!(
+                            "Node arrived without a managed taint; nodegate put {taint} on it \
+                             {age:.0}s after creation (the admission webhook did not)"
+                        ),
+                    ),
+                ]
+            }
+            // Changed since the index showed it: the index's newer view
+            // replaces the candidate (or removes it), then it is decided
+            // again.
+            PatchOutcome::Conflict => {
+                let mut out = vec![Effect::log(
+                    Level::Debug,
+                    name,
+                    "late taint: the node changed; deciding again",
+                )];
+                out.extend(self.work(cx));
+                out
+            }
+            PatchOutcome::NotFound => {
+                self.waiting.remove(name);
+                Vec::new()
+            }
+            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => self.work(cx),
+            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
+                let mut out = vec![
+                    Effect::log(
+                        Level::Warn,
+                        name,
+                        format!("late taint: the patch failed; trying again: {e}"),
+                    ),
+                    Effect::Count(Tally::LateTaint("failed")),
+                ];
+                out.extend(self.work(cx));
+                out
+            }
+        }
+    }
+}
+
+impl Decider for Net {
+    fn origin(&self) -> Origin {
+        Origin::Net
+    }
+
+    fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect> {
+        match input {
+            Input::Changed(Change::Node { name, after, .. }) => {
+                self.offer(&name, after.as_ref(), cx)
+            }
+            Input::Changed(Change::Everything) | Input::MayWrite => self.work(cx),
+            Input::Tick => {
+                self.look_pending = false;
+                self.work(cx)
+            }
+            Input::Changed(Change::Pods { .. } | Change::GateStopped { .. }) => Vec::new(),
+            Input::PodsListed { node, pods } => self.listed(&node, pods, cx),
+            Input::Wrote { write, outcome } => self.wrote(&write, outcome, cx),
+            Input::NodeRead { .. } => Vec::new(),
+        }
+    }
+}
+
+fn warning(node: &NodeInfo, reason: Reason, note: String) -> Effect {
+    Effect::RecordEvent(NodeEvent::new(
+        &node.name,
+        &node.uid,
+        EventType::Warning,
+        reason,
+        note,
+    ))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,234 @@
+use std::time::Duration;
+
+use super::*;
+use crate::deciders::fixture::{Run, reasons, writes};
+use crate::gate::GateConfig;
+use crate::testutil::{mk_node, taint, ts};
+
+const WINDOW: Duration = Duration::from_secs(60);
+
+fn run() -> Run {
+    Run::new(GateConfig::default(), ts(10))
+}
+
+fn pod(ns: &str, name: &str, kind: Option<&str>) -> BoundPod {
+    BoundPod {
+        namespace: ns.into(),
+        name: name.into(),
+        controller_kind: kind.map(Into::into),
+        mirror: false,
+    }
+}
+
+fn lists(effects: &[Effect]) -> Vec<&str> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::ListPods { node } => Some(node.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn new_node(name: &str) -> NodeInfo {
+    NodeInfo {
+        created: ts(5),
+        annotations_present: true,
+        ..mk_node(name, &[], vec![])
+    }
+}
+
+fn listed(node: &str, pods: Vec<BoundPod>) -> Input {
+    Input::PodsListed {
+        node: node.into(),
+        pods: Ok(pods),
+    }
+}
+
+#[test]
+fn a_young_untainted_node_is_listed_then_tainted_once() {
+    let mut r = run();
+    let mut net = Net::new(WINDOW);
+    let change = r.index.upsert(new_node("n1"));
+    assert_eq!(lists(&r.step(&mut net, change)), ["n1"]);
+    let daemon = pod("kube-system", "cni-abc", Some("DaemonSet"));
+    let out = r.step(&mut net, listed("n1", vec![daemon]));
+    let w = writes(&out);
+    assert_eq!(w.len(), 1, "{out:?}");
+    let write = w[0].clone();
+    assert_eq!(write.origin, Origin::Net);
+    assert_eq!(write.resource_version, "1");
+    match &write.change {
+        TaintChange::Add {
+            taint: t,
+            existing,
+            annotations,
+            annotations_present,
+            ..
+        } => {
+            assert_eq!(*t, taint("nodegate.dev/initializing", "NoSchedule"));
+            assert_eq!(*existing, 0);
+            assert!(annotations.is_empty());
+            assert!(*annotations_present);
+        }
+        other => panic!("not an add: {other:?}"),
+    }
+    let out = r.step(
+        &mut net,
+        Input::Wrote {
+            write,
+            outcome: PatchOutcome::Applied,
+        },
+    );
+    assert_eq!(reasons(&out), ["LateTaint"]);
+    assert!(out.contains(&Effect::Count(Tally::LateTaint("tainted"))));
+    assert!(net.candidates().is_empty());
+    // Someone takes the taint off again: the node was decided, and stays so.
+    let change = r.index.upsert(new_node("n1"));
+    assert!(r.step(&mut net, change).is_empty());
+}
+
+#[test]
+fn a_node_with_a_workload_pod_is_left_alone_with_a_warning() {
+    let mut r = run();
+    let mut net = Net::new(WINDOW);
+    let change = r.index.upsert(new_node("n1"));
+    r.step(&mut net, change);
+    let pods = vec![
+        pod("kube-system", "kube-proxy", Some("DaemonSet")),
+        pod("shop", "web-1", Some("ReplicaSet")),
+    ];
+    let out = r.step(&mut net, listed("n1", pods));
+    assert!(writes(&out).is_empty());
+    assert_eq!(reasons(&out), ["LateTaintSkipped"]);
+    let Some(Effect::RecordEvent(ev)) = out.iter().find(|e| matches!(e, Effect::RecordEvent(_)))
+    else {
+        panic!("no Event: {out:?}");
+    };
+    assert!(ev.note.contains("shop/web-1"), "{}", ev.note);
+    assert!(out.contains(&Effect::Count(Tally::LateTaint("skipped"))));
+    let change = r.index.upsert(new_node("n1"));
+    assert!(lists(&r.step(&mut net, change)).is_empty());
+}
+
+#[test]
+fn nodes_the_net_does_not_take() {
+    let mut r = run();
+    let mut net = Net::new(WINDOW);
+    let old = NodeInfo {
+        created: ts(10) - jiff::SignedDuration::from_secs(61),
+        ..new_node("old")
+    };
+    let gated = NodeInfo {
+        taints: vec![taint("nodegate.dev/initializing", "NoSchedule")],
+        ..new_node("gated")
+    };
+    let ignored = NodeInfo {
+        ignored: true,
+        ..new_node("ignored")
+    };
+    let opened = NodeInfo {
+        opened_before: true,
+        ..new_node("opened")
+    };
+    for node in [old, gated, ignored, opened] {
+        let change = r.index.upsert(node);
+        assert!(r.step(&mut net, change).is_empty());
+    }
+    assert!(net.candidates().is_empty());
+}
+
+#[test]
+fn a_follower_keeps_candidates_and_lists_them_once_it_may_write() {
+    let mut r = run();
+    r.may_write = false;
+    let mut net = Net::new(WINDOW);
+    let change = r.index.upsert(new_node("n1"));
+    let out = r.step(&mut net, change);
+    assert!(lists(&out).is_empty());
+    assert_eq!(out, [Effect::LookAgainAt(retry_after(ts(10)))]);
+    assert_eq!(net.candidates(), ["n1"]);
+    r.may_write = true;
+    assert_eq!(lists(&r.step(&mut net, Input::MayWrite)), ["n1"]);
+    // In flight: not listed twice.
+    assert!(lists(&r.step(&mut net, Input::Tick)).is_empty());
+}
+
+#[test]
+fn a_candidate_tainted_meanwhile_is_dropped() {
+    let mut r = run();
+    r.may_write = false;
+    let mut net = Net::new(WINDOW);
+    let change = r.index.upsert(new_node("n1"));
+    r.step(&mut net, change);
+    let tainted = NodeInfo {
+        taints: vec![taint("nodegate.dev/initializing", "NoSchedule")],
+        resource_version: "2".into(),
+        ..new_node("n1")
+    };
+    let change = r.index.upsert(tainted);
+    r.step(&mut net, change);
+    assert!(net.candidates().is_empty());
+}
+
+#[test]
+fn a_conflict_lists_the_node_again_and_a_failure_is_counted() {
+    let mut r = run();
+    let mut net = Net::new(WINDOW);
+    let change = r.index.upsert(new_node("n1"));
+    r.step(&mut net, change);
+    let write = writes(&r.step(&mut net, listed("n1", vec![])))[0].clone();
+    let out = r.step(
+        &mut net,
+        Input::Wrote {
+            write: write.clone(),
+            outcome: PatchOutcome::Conflict,
+        },
+    );
+    assert_eq!(lists(&out), ["n1"]);
+    r.step(&mut net, listed("n1", vec![]));
+    let out = r.step(
+        &mut net,
+        Input::Wrote {
+            write,
+            outcome: PatchOutcome::Failed("boom".into()),
+        },
+    );
+    assert!(out.contains(&Effect::Count(Tally::LateTaint("failed"))));
+    assert_eq!(lists(&out), ["n1"]);
+    assert!(reasons(&out).is_empty());
+}
+
+#[test]
+fn a_dry_run_writes_nothing_and_records_nothing() {
+    let mut r = run();
+    r.config.dry_run = true;
+    r.may_write = false;
+    let mut net = Net::new(WINDOW);
+    let change = r.index.upsert(new_node("n1"));
+    assert_eq!(lists(&r.step(&mut net, change)), ["n1"]);
+    let out = r.step(&mut net, listed("n1", vec![]));
+    assert!(writes(&out).is_empty());
+    assert!(reasons(&out).is_empty());
+    assert!(
+        matches!(&out[..], [Effect::Log { level: Level::Info, message, .. }] if message.contains("would")),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_failed_list_is_tried_again() {
+    let mut r = run();
+    let mut net = Net::new(WINDOW);
+    let change = r.index.upsert(new_node("n1"));
+    r.step(&mut net, change);
+    let out = r.step(
+        &mut net,
+        Input::PodsListed {
+            node: "n1".into(),
+            pods: Err("timeout".into()),
+        },
+    );
+    assert!(out.contains(&Effect::Count(Tally::LateTaint("failed"))));
+    assert_eq!(lists(&out), ["n1"]);
+}
