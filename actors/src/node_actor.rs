@@ -198,6 +198,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
             timer.abort();
         }
         self.ctx.router.unregister(&state.name, myself.get_id());
+        self.ctx.router.gate_stopped(&state.name);
         self.ctx.router.observer().gate_stopped(
             &state.name,
             state.generation,

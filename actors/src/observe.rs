@@ -69,12 +69,6 @@ pub trait GateObserver: Send + Sync + 'static {
     /// called for a gate that panicked (the supervisor restarts it, and the
     /// new incarnation calls `gate_started` again).
     fn gate_stopped(&self, _node: &str, _generation: u64, _state: &GateState, _journal: &Journal) {}
-
-    /// Something that matters to a node without a gate changed in the
-    /// indexes: the node itself or one of its pods (`Some(node)`), or what
-    /// every node depends on, a DaemonSet or the configuration (`None`).
-    /// For whoever watches open nodes (re-gating).
-    fn open_node_touched(&self, _node: Option<&str>) {}
 }
 
 /// The observer used until one is set: ignores everything.

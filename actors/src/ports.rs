@@ -22,6 +22,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
+use nodegate_core::deciders::{TaintWrite, Tally};
+use nodegate_core::entrance::BoundPod;
 use nodegate_core::gate::{self, NodeEvent, TimeoutMark, UntaintPatch};
 use nodegate_core::model::NodeInfo;
 
@@ -76,6 +78,36 @@ pub trait EffectExecutor: Send + Sync + 'static {
     fn reexamine_delay(&self) -> Duration {
         REEXAMINE_PERIOD
     }
+    /// A decider's taint write (the late-taint net, re-gating, a condition
+    /// rule): the conditional patch of `write`, through the same slots,
+    /// rate and leadership check as the gates' writes. The default writes
+    /// nothing, for executors that only serve gates.
+    fn write_taint(&self, write: TaintWrite) -> impl Future<Output = gate::PatchOutcome> + Send {
+        async move {
+            gate::PatchOutcome::Failed(format!(
+                "this executor writes no taints (asked for node {})",
+                write.node
+            ))
+        }
+    }
+    /// One LIST of the pods bound to `node` (the late-taint net's "is there
+    /// a workload yet").
+    fn list_pods(&self, node: &str) -> impl Future<Output = Result<Vec<BoundPod>, String>> + Send {
+        let node = node.to_string();
+        async move {
+            Err(format!(
+                "this executor lists no pods (asked for node {node})"
+            ))
+        }
+    }
+    /// Whether a node write would go out now (this replica leads). Only a
+    /// hint for the deciders: every write is checked again right before it
+    /// is sent.
+    fn may_write(&self) -> bool {
+        true
+    }
+    /// A decider moved a counter.
+    fn tally(&self, _tally: &Tally) {}
 }
 
 /// The gate's way to call back an untaint it handed to the executor, for as

@@ -20,6 +20,12 @@
 //! config reload replaces through [`Router::reconfigure`]: every live gate is
 //! then re-examined under the new configuration, and nodes the new one gates
 //! get a gate.
+//!
+//! Every change of the indexes is also published once on the change
+//! [`Feed`], where the deciders beside the gates (the late-taint net,
+//! re-gating, condition-rule taints) subscribe; they read the indexes back
+//! through [`ClusterView`]. A pod change of a node that has a gate concerns
+//! only that gate and is not published.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,13 +36,14 @@ use dashmap::DashMap;
 use ractor::rpc::CallResult;
 use ractor::{ActorId, ActorRef, DerivedActorRef};
 
+use crate::feed::{Feed, Subscriber};
 use crate::live::LiveConfig;
 use crate::messages::{GateView, NodeMsg, SpawnRequest};
 use crate::observe::{GateObserver, NoObserver, RouterEvent};
 use crate::pending::{Gate, PendingPods};
+use nodegate_core::deciders::{self, Change, ClusterView};
 use nodegate_core::gate::{GateConfig, Input};
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
-use nodegate_core::regate::{self, RegateConfig};
 
 /// Every lookup on the hot path hashes a node name or a uid, several times
 /// per event: a fast seeded hasher rather than SipHash. The keys come from
@@ -46,14 +53,6 @@ type Map<V> = DashMap<String, V, Hasher>;
 
 /// How long `view` waits for a busy actor before giving up.
 const VIEW_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// One node and what it depends on, as the indexes hold them now.
-#[derive(Debug, Clone)]
-pub struct IndexedNode {
-    pub node: Arc<NodeInfo>,
-    pub daemonsets: Vec<Arc<DaemonSetInfo>>,
-    pub pods: Vec<Arc<PodInfo>>,
-}
 
 pub struct Router {
     /// The gate configuration in force, shared with every gate (read at each
@@ -82,6 +81,8 @@ pub struct Router {
     /// node name → the CSI drivers its CSINode lists (the CSINode watch);
     /// copied into the indexed node as `NodeInfo::csi_drivers`.
     csi_drivers: Map<Vec<String>>,
+    /// Where every change of the indexes is published.
+    feed: Feed,
 }
 
 impl Router {
@@ -104,6 +105,7 @@ impl Router {
             losing_hints: AtomicBool::new(false),
             observer: OnceLock::new(),
             csi_drivers: Map::default(),
+            feed: Feed::default(),
         }
     }
 
@@ -112,6 +114,17 @@ impl Router {
     /// router, so that no event goes unobserved.
     pub fn set_observer(&self, observer: Arc<dyn GateObserver>) -> bool {
         self.observer.set(observer).is_ok()
+    }
+
+    /// Adds `s` to the change feed: it hears of every change of the indexes
+    /// from now on, of this replica gaining the lease, and of gates that
+    /// stop.
+    pub fn subscribe(&self, s: Arc<dyn Subscriber>) {
+        self.feed.subscribe(s);
+    }
+
+    fn publish(&self, change: Change) {
+        self.feed.publish(deciders::Input::Changed(change));
     }
 
     /// The installed observer, or one that ignores everything.
@@ -151,7 +164,7 @@ impl Router {
             live += 1;
         }
         self.request_missing_gates();
-        self.observer().open_node_touched(None);
+        self.publish(Change::Everything);
         live
     }
 
@@ -162,16 +175,23 @@ impl Router {
         let version = node.resource_version.clone();
         let gated = self.carries_managed_taint(&node);
         node.csi_drivers = self.csi_drivers.get(&name).map(|d| d.clone());
-        self.nodes.insert(name.clone(), Arc::new(node));
+        let before = self.nodes.insert(name.clone(), Arc::new(node));
         // A CSINode seen between the read above and the insert.
         self.sync_csi_drivers(&name);
         let routed = self.hint(&name, NodeMsg::NodeTouched);
         self.observer()
             .router_event(RouterEvent::NodeUpserted, routed);
+        if self.feed.is_heard() {
+            let after = self.node(&name);
+            self.publish(Change::Node {
+                name: name.clone(),
+                before,
+                after,
+            });
+        }
         if routed {
             return;
         }
-        self.observer().open_node_touched(Some(&name));
         if gated {
             self.request_gate(&name, &version);
         } else {
@@ -184,14 +204,16 @@ impl Router {
     /// them later, and the pod watch then removes them here), and a node
     /// re-created under that name must find the ones still running.
     pub fn node_deleted(&self, name: &str) {
-        self.nodes.remove(name);
+        let before = self.nodes.remove(name).map(|(_, n)| n);
         self.opened_at_version.remove(name);
         let routed = self.hint(name, NodeMsg::NodeTouched);
         self.observer()
             .router_event(RouterEvent::NodeDeleted, routed);
-        if !routed {
-            self.observer().open_node_touched(Some(name));
-        }
+        self.publish(Change::Node {
+            name: name.to_string(),
+            before,
+            after: None,
+        });
     }
 
     /// The CSINode of node `name` lists `drivers` (the CSINode watch). The
@@ -239,7 +261,7 @@ impl Router {
             false
         } else {
             self.daemonsets.insert(uid.clone(), Arc::new(ds));
-            self.observer().open_node_touched(None);
+            self.publish(Change::Everything);
             self.fan_out(|| NodeMsg::DaemonSetTouched { uid: uid.clone() })
         };
         self.observer()
@@ -248,7 +270,7 @@ impl Router {
 
     pub fn daemonset_deleted(&self, uid: &str) {
         self.daemonsets.remove(uid);
-        self.observer().open_node_touched(None);
+        self.publish(Change::Everything);
         let routed = self.fan_out(|| NodeMsg::DaemonSetTouched {
             uid: uid.to_string(),
         });
@@ -282,7 +304,9 @@ impl Router {
         self.observer()
             .router_event(RouterEvent::PodUpserted, routed);
         if !routed {
-            self.observer().open_node_touched(Some(&pod.node_name));
+            self.publish(Change::Pods {
+                node: pod.node_name.clone(),
+            });
         }
     }
 
@@ -296,7 +320,9 @@ impl Router {
         self.observer()
             .router_event(RouterEvent::PodDeleted, routed);
         if !routed {
-            self.observer().open_node_touched(Some(node_name));
+            self.publish(Change::Pods {
+                node: node_name.to_string(),
+            });
         }
     }
 
@@ -306,7 +332,7 @@ impl Router {
     pub fn mark_synced(&self) {
         self.synced.store(true, Ordering::SeqCst);
         self.request_missing_gates();
-        self.observer().open_node_touched(None);
+        self.publish(Change::Everything);
     }
 
     /// Requests a gate for every indexed node that is gated and has none
@@ -336,21 +362,13 @@ impl Router {
     /// executor refused while it did not.
     pub fn leadership_gained(&self) {
         self.fan_out(|| NodeMsg::input(Input::LeadershipGained));
+        self.feed.publish(deciders::Input::MayWrite);
     }
 
     // --- read by gates, the supervisor and the debug endpoints ---
 
     pub fn node(&self, name: &str) -> Option<Arc<NodeInfo>> {
         self.nodes.get(name).map(|n| n.clone())
-    }
-
-    /// Calls `f` with every indexed node, in no particular order (the
-    /// condition-rule tainter's scan). Holds one shard's read lock at a
-    /// time: `f` must not call back into the router's node index.
-    pub fn for_each_node(&self, mut f: impl FnMut(&NodeInfo)) {
-        for n in self.nodes.iter() {
-            f(n.value());
-        }
     }
 
     pub fn daemonset(&self, uid: &str) -> Option<Arc<DaemonSetInfo>> {
@@ -380,38 +398,6 @@ impl Router {
             daemonsets,
             pods,
         })
-    }
-
-    /// A node without a gate as the indexes show it, for re-gating: the
-    /// node, every DaemonSet and the pods bound to it.
-    pub fn open_view(&self, name: &str) -> Option<IndexedNode> {
-        self.indexed(name, |node, daemonsets, pods| IndexedNode {
-            node,
-            daemonsets,
-            pods,
-        })
-    }
-
-    /// How many indexed nodes `pred` holds for (re-gating's budget: counted
-    /// from what the cluster shows, so it holds across restarts).
-    pub fn count_nodes(&self, pred: impl Fn(&NodeInfo) -> bool) -> usize {
-        self.nodes.iter().filter(|n| pred(n.value())).count()
-    }
-
-    /// `f` of every indexed node it answers for (re-gating's gauges).
-    pub fn nodes_where<T>(&self, f: impl Fn(&NodeInfo) -> Option<T>) -> Vec<T> {
-        self.nodes.iter().filter_map(|n| f(n.value())).collect()
-    }
-
-    /// Re-gating's budget over the indexed nodes: (nodes in scope, of them
-    /// carrying the re-gate taint).
-    pub fn budget_counts(&self, cfg: &GateConfig, rc: &RegateConfig) -> (usize, usize) {
-        regate::budget_counts(self.nodes.iter().map(|n| Arc::clone(n.value())), cfg, rc)
-    }
-
-    /// The names of every indexed node.
-    pub fn node_names(&self) -> Vec<String> {
-        self.nodes.iter().map(|n| n.key().clone()).collect()
     }
 
     fn indexed<T>(
@@ -485,6 +471,14 @@ impl Router {
     pub(crate) fn unregister(&self, name: &str, id: ActorId) {
         self.gates
             .remove_if(name, |_, gate| gate.actor.get_id() == id);
+    }
+
+    /// `name`'s gate stopped cleanly: the node is open now (or gone), which
+    /// the deciders hear at once rather than at the node's next change.
+    pub(crate) fn gate_stopped(&self, name: &str) {
+        self.publish(Change::GateStopped {
+            node: name.to_string(),
+        });
     }
 
     pub(crate) fn remember_opened(&self, name: &str, resource_version: &str) {
@@ -593,5 +587,27 @@ impl Router {
             any = true;
         }
         any
+    }
+}
+
+/// The indexes as the deciders read them.
+impl ClusterView for Router {
+    fn node(&self, name: &str) -> Option<Arc<NodeInfo>> {
+        Router::node(self, name)
+    }
+
+    fn pods_on(&self, node: &str) -> Vec<Arc<PodInfo>> {
+        self.pods
+            .get(node)
+            .map(|b| b.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn daemonsets(&self) -> Vec<Arc<DaemonSetInfo>> {
+        self.daemonsets.iter().map(|d| d.value().clone()).collect()
+    }
+
+    fn nodes(&self) -> Vec<Arc<NodeInfo>> {
+        self.nodes.iter().map(|n| n.value().clone()).collect()
     }
 }

@@ -1,9 +1,9 @@
-//! The one write path for every taint nodegate puts on (the late-taint net,
-//! backfill; later re-gating and condition taints), and what it reads first:
-//! a node's facts and the pods bound to it.
+//! What the entrances that read Node objects themselves (the admission
+//! webhook, `nodegate backfill`) need of a node, and the pods bound to it
+//! (also the late-taint net's LIST, through the executor); and backfill's
+//! taint, sent with the same patch as every decider's (`patch::add_taint`).
 //!
-//! The decisions are the core's (`nodegate_core::entrance`); this module
-//! projects objects into what they need and sends the patch.
+//! The decisions are the core's (`nodegate_core::entrance`).
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -12,9 +12,8 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use nodegate_core::entrance::{BoundPod, IGNORE_ANNOTATION, NodeFacts};
 use nodegate_core::model::Taint;
-use serde_json::{Value, json};
 
-use crate::cluster::patch::{OPENED_AT_ANNOTATION, pointer_segment, rfc3339};
+use crate::cluster::patch::{self, OPENED_AT_ANNOTATION, rfc3339};
 use crate::cluster::project::{GATED_SINCE_ANNOTATION, labels, taint};
 use nodegate_core::gate::PatchOutcome;
 
@@ -72,56 +71,27 @@ pub async fn pods_on(client: &kube::Client, node: &str) -> Result<Vec<BoundPod>,
     Ok(list.items.iter().map(|p| bound_pod(&p.metadata)).collect())
 }
 
-/// The conditional patch that puts `taint` on the node as it was read
-/// (`facts`): it tests the resourceVersion, so any change since makes the API
-/// server refuse it whole. It also sets `annotations` (nodegate's own, e.g.
-/// `nodegate.dev/gated-since`, from which the deadline then counts).
-pub fn add_taint(
-    facts: &NodeFacts,
-    taint: &Taint,
-    annotations: &[(&str, String)],
-) -> json_patch::Patch {
-    let mut ops = vec![
-        json!({"op": "test", "path": "/metadata/resourceVersion", "value": facts.resource_version}),
-    ];
-    let t = json!({"key": taint.key, "effect": taint.effect});
-    if facts.taints_present {
-        ops.push(json!({"op": "add", "path": "/spec/taints/-", "value": t}));
-    } else {
-        ops.push(json!({"op": "add", "path": "/spec/taints", "value": [t]}));
-    }
-    if !annotations.is_empty() {
-        if facts.annotations_present {
-            for (k, v) in annotations {
-                ops.push(json!({"op": "add", "path": format!("/metadata/annotations/{}", pointer_segment(k)), "value": v}));
-            }
-        } else {
-            let map: serde_json::Map<String, Value> = annotations
-                .iter()
-                .map(|(k, v)| (k.to_string(), Value::String(v.clone())))
-                .collect();
-            ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": map}));
-        }
-    }
-    // Every op above is built from the json! macro in a shape json_patch
-    // accepts; a failure here is a bug in this function, reported as such.
-    serde_json::from_value(Value::Array(ops))
-        .unwrap_or_else(|e| panic!("add-taint patch is malformed: {e}"))
-}
-
-/// `nodegate.dev/gated-since` at `at`, as [`add_taint`] takes it.
+/// `nodegate.dev/gated-since` at `at`, as [`put_taint`] takes it.
 pub fn gated_since(at: Timestamp) -> (&'static str, String) {
     (GATED_SINCE_ANNOTATION, rfc3339(at))
 }
 
-/// Sends [`add_taint`] as nodegate's field manager.
+/// Puts `taint` on the node as it was read (`facts`), with `annotations`,
+/// sent as nodegate's field manager.
 pub async fn put_taint(
     client: &kube::Client,
     facts: &NodeFacts,
     taint: &Taint,
-    annotations: &[(&str, String)],
+    annotations: &[(&'static str, String)],
 ) -> PatchOutcome {
-    let patch = add_taint(facts, taint, annotations);
+    let patch = patch::add_taint(
+        &facts.resource_version,
+        taint,
+        facts.taints.len(),
+        annotations,
+        facts.annotations_present,
+        Timestamp::now(),
+    );
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
@@ -133,63 +103,4 @@ pub async fn put_taint(
             .await
             .map(|_| ()),
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn facts(taints_present: bool, annotations_present: bool) -> NodeFacts {
-        NodeFacts {
-            name: "n1".into(),
-            resource_version: "42".into(),
-            taints_present,
-            annotations_present,
-            ..NodeFacts::default()
-        }
-    }
-
-    fn json(p: json_patch::Patch) -> Value {
-        serde_json::to_value(p).expect("a patch serializes")
-    }
-
-    fn startup() -> Taint {
-        Taint::new("nodegate.dev/initializing", "", "NoSchedule")
-    }
-
-    #[test]
-    fn the_patch_tests_the_version_and_appends_to_an_existing_list() {
-        assert_eq!(
-            json(add_taint(&facts(true, true), &startup(), &[])),
-            json!([
-                {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
-                {"op": "add", "path": "/spec/taints/-", "value": {"key": "nodegate.dev/initializing", "effect": "NoSchedule"}},
-            ])
-        );
-    }
-
-    #[test]
-    fn the_patch_creates_the_lists_it_needs() {
-        let at: Timestamp = "2026-01-01T00:00:00.5Z".parse().expect("time");
-        assert_eq!(
-            json(add_taint(
-                &facts(false, false),
-                &startup(),
-                &[gated_since(at)]
-            )),
-            json!([
-                {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
-                {"op": "add", "path": "/spec/taints", "value": [{"key": "nodegate.dev/initializing", "effect": "NoSchedule"}]},
-                {"op": "add", "path": "/metadata/annotations", "value": {"nodegate.dev/gated-since": "2026-01-01T00:00:00.5Z"}},
-            ])
-        );
-        assert_eq!(
-            json(add_taint(
-                &facts(true, true),
-                &startup(),
-                &[gated_since(at)]
-            ))[2],
-            json!({"op": "add", "path": "/metadata/annotations/nodegate.dev~1gated-since", "value": "2026-01-01T00:00:00.5Z"})
-        );
-    }
 }

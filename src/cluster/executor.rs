@@ -1,5 +1,6 @@
-//! The binary's side of the gate actors: the system clock and an
-//! `EffectExecutor` that carries writes out through the `Writer`.
+//! The binary's side of the actors: the system clock and the one node
+//! writer's port, an `EffectExecutor` that carries out the gates' and the
+//! deciders' writes through the `Writer`.
 //!
 //! Leadership is enforced here, right before each write: a replica that does
 //! not hold the lease (or whose last renewal is older than the renew deadline)
@@ -18,6 +19,8 @@ use jiff::Timestamp;
 use nodegate_actors::ports::{
     self, Clock, EffectExecutor, REEXAMINE_PERIOD, Withdrawal, retry_ceiling,
 };
+use nodegate_core::deciders::{TaintWrite, Tally};
+use nodegate_core::entrance::BoundPod;
 use nodegate_core::gate::{NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
 use nodegate_core::model::NodeInfo;
 use rand::Rng;
@@ -107,6 +110,35 @@ impl EffectExecutor for KubeExecutor {
 
     async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
         self.writer.get_node(name).await
+    }
+
+    async fn write_taint(&self, write: TaintWrite) -> PatchOutcome {
+        if !self.admits_write() {
+            return PatchOutcome::NotLeader;
+        }
+        self.writer
+            .write_taint(&write, || self.admits_write())
+            .await
+    }
+
+    async fn list_pods(&self, node: &str) -> Result<Vec<BoundPod>, String> {
+        self.writer.list_pods(node).await
+    }
+
+    fn may_write(&self) -> bool {
+        self.is_leader()
+    }
+
+    fn tally(&self, tally: &Tally) {
+        let m = &self.metrics;
+        match tally {
+            Tally::LateTaint(result) => m.late_taint(result),
+            Tally::Regated(kind) => m.regate.regated(kind),
+            Tally::RegateBudgetExhausted => m.regate.budget_exhausted(),
+            Tally::RuleAdded(rule) => m.conditions.added(rule),
+            Tally::RuleRemoved(rule) => m.conditions.removed(rule),
+            Tally::RuleBudgetBlocked(rule) => m.conditions.budget_blocked(rule),
+        }
     }
 
     fn retry_delay(&self, attempt: u32) -> Duration {

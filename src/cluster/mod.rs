@@ -1,25 +1,22 @@
-//! Everything that talks to the Kubernetes API: the client every command
-//! uses (`client`), compact projections of its objects (`project`), the
-//! shared watches that feed the router (`watch`), leader election (`leader`),
-//! the evidence of the API server's clock they gather (`server_time`),
-//! and the one write path every gate uses
-//! (`patch` builds the conditional patch, `writer` sends it, `executor`
-//! carries out a gate's effects within the concurrency limits), and the
-//! path every taint nodegate puts on takes (`entrance`; the late-taint net,
-//! `net`, and re-gating, `regate`, are its users), and the condition rules'
-//! taints (`conditions`).
+//! Everything that talks to the Kubernetes API, as adapters only (no
+//! controller state lives here): the client every command uses (`client`),
+//! compact projections of its objects (`project`, `lean`, `csi`), the shared
+//! watches that feed the router (`watch`, with `relist`), leader election
+//! (`leader`), the evidence of the API server's clock they gather
+//! (`server_time`), and the one node writer: `patch` builds every
+//! conditional patch, `writer` sends it within the slots and the rate, and
+//! `executor` is the port the gates and the deciders write through
+//! (leadership, Events, metrics). `entrance` reads what the admission
+//! webhook and `backfill` need of a node and its pods.
 
 pub mod client;
-pub mod conditions;
 pub mod csi;
 pub mod entrance;
 pub mod executor;
 pub mod leader;
 pub mod lean;
-pub mod net;
 pub mod patch;
 pub mod project;
-pub mod regate;
 pub mod relist;
 pub mod server_time;
 pub mod watch;

@@ -9,7 +9,9 @@
 //! never sends them.
 
 use jiff::Timestamp;
+use nodegate_core::deciders::{TaintChange, TaintWrite};
 use nodegate_core::gate::{OpenedBy, TimeoutMark, UntaintPatch, annotation_time};
+use nodegate_core::model::Taint;
 
 use crate::cluster::project::OPEN_ANNOTATION;
 use serde_json::{Value, json};
@@ -27,6 +29,116 @@ pub fn rfc3339(t: Timestamp) -> String {
 /// Escapes a key for use as one JSON Pointer segment (RFC 6901).
 pub fn pointer_segment(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
+}
+
+/// The conditional patch of a decider's taint write (the late-taint net,
+/// re-gating, a condition rule): it tests the resourceVersion the decider
+/// read, so any change since makes the API server refuse it whole, and a
+/// removal also tests that the taint at its index is still the one meant.
+/// No other taint is ever touched.
+pub fn taint_write(w: &TaintWrite) -> json_patch::Patch {
+    let test =
+        json!({"op": "test", "path": "/metadata/resourceVersion", "value": w.resource_version});
+    match &w.change {
+        TaintChange::Add {
+            taint,
+            existing,
+            annotations,
+            annotations_present,
+            at,
+        } => {
+            let mut ops = vec![test];
+            ops.extend(add_ops(
+                taint,
+                *existing,
+                annotations,
+                *annotations_present,
+                *at,
+            ));
+            build(ops)
+        }
+        TaintChange::Remove { index, taint } => {
+            let at = format!("/spec/taints/{index}");
+            build(vec![
+                test,
+                json!({"op": "test", "path": format!("{at}/key"), "value": taint.key}),
+                json!({"op": "test", "path": format!("{at}/effect"), "value": taint.effect}),
+                json!({"op": "remove", "path": at}),
+            ])
+        }
+    }
+}
+
+/// Putting `taint` on a node read at `resource_version` with `existing`
+/// taints, and setting `annotations` (nodegate's own, e.g.
+/// `nodegate.dev/gated-since`): the patch of [`taint_write`] for callers
+/// that are not deciders (`nodegate backfill`).
+pub fn add_taint(
+    resource_version: &str,
+    taint: &Taint,
+    existing: usize,
+    annotations: &[(&'static str, String)],
+    annotations_present: bool,
+    at: Timestamp,
+) -> json_patch::Patch {
+    let mut ops =
+        vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version})];
+    ops.extend(add_ops(
+        taint,
+        existing,
+        annotations,
+        annotations_present,
+        at,
+    ));
+    build(ops)
+}
+
+/// The taint (its value only when it has one; a `NoExecute` taint stamped
+/// `timeAdded` in whole seconds, as the API server's own taint writers do),
+/// appended to the list or creating it, then the annotations, added to the
+/// map or creating it.
+fn add_ops(
+    taint: &Taint,
+    existing: usize,
+    annotations: &[(&'static str, String)],
+    annotations_present: bool,
+    at: Timestamp,
+) -> Vec<Value> {
+    let mut t = json!({"key": taint.key, "effect": taint.effect});
+    if !taint.value.is_empty() {
+        t["value"] = json!(taint.value);
+    }
+    if taint.effect == "NoExecute" {
+        let whole = Timestamp::from_second(at.as_second()).unwrap_or(at);
+        t["timeAdded"] = json!(rfc3339(whole));
+    }
+    let mut ops = vec![if existing == 0 {
+        json!({"op": "add", "path": "/spec/taints", "value": [t]})
+    } else {
+        json!({"op": "add", "path": "/spec/taints/-", "value": t})
+    }];
+    if annotations.is_empty() {
+        return ops;
+    }
+    if annotations_present {
+        for (k, v) in annotations {
+            ops.push(json!({"op": "add", "path": format!("/metadata/annotations/{}", pointer_segment(k)), "value": v}));
+        }
+    } else {
+        let map: serde_json::Map<String, Value> = annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), Value::String(v.clone())))
+            .collect();
+        ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": map}));
+    }
+    ops
+}
+
+fn build(ops: Vec<Value>) -> json_patch::Patch {
+    // Every op is built from the json! macro in a shape json_patch accepts;
+    // a failure here is a bug in this module, reported as such.
+    serde_json::from_value(Value::Array(ops))
+        .unwrap_or_else(|e| panic!("a taint patch is malformed: {e}"))
 }
 
 /// The untaint patch. `annotations_present` says whether the node as last
@@ -161,3 +273,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod taint_tests;

@@ -32,7 +32,6 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
 use crate::cluster::lean::Lean;
-use crate::cluster::net::Net;
 use crate::cluster::project;
 use crate::cluster::relist::{Listing, Op, Order};
 use crate::cluster::server_time::{self, ServerTime};
@@ -107,38 +106,27 @@ type Id = (String, String);
 struct NodeSink {
     router: Arc<Router>,
     annotations: AnnotationPresence,
-    /// The late-taint net, with `--taint-new-nodes`.
-    net: Option<Arc<Net>>,
 }
 
 impl Sink<Lean<Node>> for NodeSink {
-    /// The node and whether it has any annotations (for the writer).
-    type Item = (NodeInfo, bool);
+    type Item = NodeInfo;
     const RELIST_ORDER: Order = Order::UpsertsFirst;
 
     fn project(&mut self, Lean(n): &Lean<Node>) -> Option<(Id, Self::Item)> {
-        if let Some(net) = &self.net {
-            net.offer_node(n);
-        }
         let (info, oddities) = project::node(n);
         for o in oddities {
             tracing::warn!(object = %o.object, "{}", o.what);
         }
         let info = info?;
-        Some((
-            (info.name.clone(), String::new()),
-            (info, n.metadata.annotations.is_some()),
-        ))
+        Some(((info.name.clone(), String::new()), info))
     }
-    fn upsert(&mut self, (info, annotated): Self::Item) {
-        self.annotations.insert(info.name.clone(), annotated);
+    fn upsert(&mut self, info: Self::Item) {
+        self.annotations
+            .insert(info.name.clone(), info.annotations_present);
         self.router.node_upserted(info);
     }
     fn delete(&mut self, id: &Id) {
         self.annotations.remove(&id.0);
-        if let Some(net) = &self.net {
-            net.forget(&id.0);
-        }
         self.router.node_deleted(&id.0);
     }
 }
@@ -349,7 +337,6 @@ pub async fn start(
     critical: &[CriticalPodEntry],
     stats: Arc<WatchStats>,
     server_time: Arc<ServerTime>,
-    net: Option<Arc<Net>>,
 ) -> mpsc::Receiver<&'static str> {
     let (tx, rx) = mpsc::channel(watch_count(critical));
     let reports = Reports {
@@ -372,7 +359,6 @@ pub async fn start(
         NodeSink {
             router: Arc::clone(&router),
             annotations,
-            net,
         },
         reports.clone(),
         |n: &Lean<Node>| delete_id(n, true),

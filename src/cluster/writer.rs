@@ -1,7 +1,10 @@
-//! The writer: carries out the gate's effects against the API server.
+//! The writer: carries out the gates' and the deciders' effects against the
+//! API server.
 //!
-//! Every request nodegate makes on its own behalf (untaint patches, timed-out
-//! marks, node re-reads, Events) goes through here, bounded by
+//! Every request a gate or a decider makes (untaint patches, timed-out
+//! marks, taint writes, node re-reads, pod LISTs, Events) goes through here
+//! — the lease, the webhook's Secret and the watches have their own clients'
+//! paths — bounded by
 //! `--max-concurrent-patches` and a token bucket of `--kube-qps` /
 //! `--kube-burst`. Node writes and reads take tokens first; Events only take
 //! a token nobody else is waiting for, so a burst of openings is never held
@@ -23,9 +26,10 @@ use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use nodegate_core::entrance::NodeFacts;
+use nodegate_core::deciders::{Origin, TaintWrite};
+use nodegate_core::entrance::BoundPod;
 use nodegate_core::gate::{EventType, NodeEvent, PatchOutcome, Reason, TimeoutMark, UntaintPatch};
-use nodegate_core::model::{NodeInfo, Taint};
+use nodegate_core::model::NodeInfo;
 use serde_json::json;
 
 use crate::cluster::entrance;
@@ -253,37 +257,30 @@ impl Writer {
         .await
     }
 
-    /// An entrance's taint (semantics.md §6): the conditional patch of
-    /// [`entrance::add_taint`], through the same slots, rate and leadership
-    /// check as every other node write.
-    pub async fn add_taint(
-        &self,
-        facts: &NodeFacts,
-        taint: &Taint,
-        annotations: &[(&str, String)],
-        may_write: impl Fn() -> bool,
-    ) -> PatchOutcome {
-        let patch = entrance::add_taint(facts, taint, annotations);
-        self.patch_node(
-            NodeWrite::AddTaint,
-            &facts.name,
-            &Patch::Json::<()>(patch),
-            may_write,
-        )
-        .await
+    /// A decider's taint write (semantics.md §6): the conditional patch of
+    /// [`patch::taint_write`], through the same slots, rate and leadership
+    /// check as every other node write. The metrics label a condition
+    /// rule's write `patch`, the net's and re-gating's `add_taint`.
+    pub async fn write_taint(&self, w: &TaintWrite, may_write: impl Fn() -> bool) -> PatchOutcome {
+        let kind = match w.origin {
+            Origin::Rules => NodeWrite::Patch,
+            Origin::Net | Origin::Regate => NodeWrite::AddTaint,
+        };
+        let body = patch::taint_write(w);
+        self.patch_node(kind, &w.node, &Patch::Json::<()>(body), may_write)
+            .await
     }
 
-    /// A JSON patch of a node built elsewhere (a condition rule's taint,
-    /// `cluster::conditions`), through the same slots, rate and leadership
-    /// check as every other node write.
-    pub async fn patch_node_json(
-        &self,
-        node: &str,
-        patch: json_patch::Patch,
-        may_write: impl Fn() -> bool,
-    ) -> PatchOutcome {
-        self.patch_node(NodeWrite::Patch, node, &Patch::Json::<()>(patch), may_write)
-            .await
+    /// One LIST of the pods bound to `node` (the late-taint net's look for
+    /// workloads), after a rate token, within the request timeout.
+    pub async fn list_pods(&self, node: &str) -> Result<Vec<BoundPod>, String> {
+        self.limiter.acquire().await;
+        let request = entrance::pods_on(&self.client, node);
+        match tokio::time::timeout(self.request_timeout, request).await {
+            Ok(Ok(pods)) => Ok(pods),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(self.no_answer()),
+        }
     }
 
     /// A fresh read of a node after a conflict or an unanswered patch;

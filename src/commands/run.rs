@@ -21,11 +21,8 @@ use nodegate_core::journal::{self, Journal};
 use tokio::sync::watch as signal;
 
 use crate::cluster::client::client;
-use crate::cluster::conditions::Tainter;
 use crate::cluster::executor::{KubeExecutor, SystemClock};
 use crate::cluster::leader::{self, Elector, Leadership};
-use crate::cluster::net::{Net, NetConfig};
-use crate::cluster::regate::Regater;
 use crate::cluster::server_time::ServerTime;
 use crate::cluster::watch::{self, WatchStats};
 use crate::cluster::writer::Writer;
@@ -37,6 +34,7 @@ use crate::settings::cli::RunArgs;
 use crate::settings::config::RunSettings;
 use crate::trace::{self, TraceSink};
 
+pub mod deciders;
 pub mod reload;
 
 /// The identity this replica reports in Events (`reportingInstance`); its
@@ -52,7 +50,6 @@ pub fn instance_name() -> String {
 struct Observers {
     metrics: Arc<Metrics>,
     history: Arc<History>,
-    regater: Arc<Regater>,
     /// `None` unless traces are exported (`--otlp-endpoint`).
     traces: Option<TraceSink>,
 }
@@ -73,12 +70,6 @@ impl GateObserver for Observers {
         if let Some(traces) = &self.traces {
             traces.gate_stopped(state, journal);
         }
-        // The node is open now (or gone): re-gating looks at it at once,
-        // not only at its next change.
-        self.regater.touched(Some(node));
-    }
-    fn open_node_touched(&self, node: Option<&str>) {
-        self.regater.touched(node);
     }
 }
 
@@ -113,15 +104,8 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     let metrics = Arc::new(Metrics::new(Arc::clone(&leadership)));
     let history = Arc::new(History::new(settings.debug_history));
     // Evidence of the API server's clock, gathered by the watches, the
-    // election and a probe, read by every gate's deadline and by re-gating.
+    // election and a probe, read by every gate's deadline and every decider.
     let server_time = Arc::new(ServerTime::new());
-    // Re-gating watches open nodes through the router's observer; with
-    // --regate-after 0 (which a reload may change) it looks at nothing.
-    let regater = Arc::new(Regater::new(
-        Arc::clone(&router),
-        Arc::clone(&server_time),
-        settings.dry_run,
-    ));
     let (shutdown, shutdown_rx) = signal::channel(false);
     // Each opened gate as a trace, when a collector is named.
     let (traces, trace_task) = match trace_config {
@@ -136,7 +120,6 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     router.set_observer(Arc::new(Observers {
         metrics: Arc::clone(&metrics),
         history: Arc::clone(&history),
-        regater: Arc::clone(&regater),
         traces,
     }));
     let health = Arc::new(Health::default());
@@ -204,39 +187,23 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         leader: Arc::clone(&leadership),
         metrics: Arc::clone(&metrics),
     });
-    // The late-taint net: fed by the node watch, writes through the same
-    // executor (slots, rate, leadership) as the gates.
-    let net = settings.net.enabled.then(|| {
-        Arc::new(Net::new(
-            NetConfig {
-                live: Arc::clone(&live),
-                window: settings.net.window,
-                dry_run: settings.dry_run,
-            },
-            Arc::clone(&server_time),
-        ))
+    let clock = Arc::new(SystemClock {
+        server_time: Arc::clone(&server_time),
     });
-    let net_task = net
-        .clone()
-        .map(|net| tokio::spawn(net.run(Arc::clone(&executor), shutdown_rx.clone())));
-    let regate_task = tokio::spawn(regater.run(Arc::clone(&executor), shutdown_rx.clone()));
-    // The condition rules' taints: read the router's node index, write
-    // through the same executor (slots, rate, leadership) as the gates.
-    let tainter_task = tokio::spawn(
-        Arc::new(Tainter::new(
-            Arc::clone(&live),
-            Arc::clone(&router),
-            Arc::clone(&server_time),
-            settings.dry_run,
-        ))
-        .run(Arc::clone(&executor), shutdown_rx.clone()),
+    // The deciders beside the gates, each on the router's change feed,
+    // writing through the same executor (slots, rate, leadership).
+    let decider_tasks = deciders::start(
+        &settings,
+        &router,
+        &executor,
+        &clock,
+        &metrics,
+        &shutdown_rx,
     );
     let ctx = Arc::new(GateContext {
         router: Arc::clone(&router),
         executor,
-        clock: Arc::new(SystemClock {
-            server_time: Arc::clone(&server_time),
-        }),
+        clock,
         journal_capacity: journal::DEFAULT_CAPACITY,
     });
     let (supervisor, supervisor_done) = supervisor::start(ctx).await.map_err(Error::Supervisor)?;
@@ -308,7 +275,6 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         &settings.gate.critical,
         stats,
         server_time,
-        net,
     )
     .await;
     let watches = watch::watch_count(&settings.gate.critical);
@@ -350,11 +316,9 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
     }
     let _ = tokio::time::timeout(Duration::from_secs(2), reload_task).await;
-    let _ = tokio::time::timeout(Duration::from_secs(2), regate_task).await;
-    if let Some(task) = net_task {
+    for task in decider_tasks {
         let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
     }
-    let _ = tokio::time::timeout(Duration::from_secs(2), tainter_task).await;
     if let Some(w) = webhook {
         w.stopped(Duration::from_secs(2)).await;
     }

@@ -240,6 +240,12 @@ pub fn retry_after(at: Timestamp) -> Timestamp {
 pub trait Decider: Send + 'static {
     fn origin(&self) -> Origin;
     fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect>;
+    /// The reading of [`Now`] this decider judges time by, and so the one
+    /// its [`Effect::LookAgainAt`] times are in: the shell delivers
+    /// [`Input::Tick`] once this reading has reached the time asked for.
+    fn clock(&self, now: &Now) -> Timestamp {
+        now.for_window()
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,241 @@
+//! The shell every decider runs in (the late-taint net, re-gating,
+//! condition-rule taints): one task per decider, like the node actor is the
+//! gate's shell.
+//!
+//! It subscribes to the router's change feed, and for each input builds the
+//! decider's [`Context`] — the router's indexes read-only, the configuration
+//! in force, the time from the [`Clock`], whether the executor would write —
+//! and runs the decider. The effects are carried out in order through the
+//! one [`EffectExecutor`] (writes, pod lists, node reads, Events, counters),
+//! and each answer goes back into the decider as an input before the next
+//! effect. [`Effect::LookAgainAt`] arms one timer (the earliest asked for),
+//! judged on the decider's own reading of the time. Inputs that arrive
+//! together are handled as one batch; nothing is decided before the initial
+//! lists are in (the feed's [`Change::Everything`] at sync starts the work).
+//!
+//! The shell decides nothing itself and keeps no state of the decider's.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use nodegate_core::deciders::{Context, Decider, Effect, Input, Level, Now};
+use tokio::sync::mpsc;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::feed::Subscriber;
+use crate::ports::{Clock, EffectExecutor};
+use crate::router::Router;
+
+/// The longest the shell sleeps: how often it checks a far-off
+/// [`Effect::LookAgainAt`] against the decider's clock, and how often
+/// gauges are published.
+const WAKE: Duration = Duration::from_secs(1);
+
+/// At most this many queued inputs are handled as one batch.
+const BATCH: usize = 4096;
+
+/// Publishes a decider's gauges, at most once a [`WAKE`].
+pub type Publish<D> = Box<dyn Fn(&D, &Context<'_>) + Send + Sync>;
+
+/// The feed's side of a shell: queues and returns.
+struct Inbox(mpsc::UnboundedSender<Input>);
+
+impl Subscriber for Inbox {
+    fn deliver(&self, input: &Input) {
+        // A closed inbox means the shell stopped: nothing left to tell.
+        let _ = self.0.send(input.clone());
+    }
+}
+
+/// Runs `decider` until `stop` turns true, subscribed to `router`'s feed.
+pub fn start<D, E, C>(
+    decider: D,
+    router: &Arc<Router>,
+    executor: Arc<E>,
+    clock: Arc<C>,
+    publish: Option<Publish<D>>,
+    stop: watch::Receiver<bool>,
+) -> JoinHandle<()>
+where
+    D: Decider,
+    E: EffectExecutor,
+    C: Clock,
+{
+    let (tx, rx) = mpsc::unbounded_channel();
+    router.subscribe(Arc::new(Inbox(tx)));
+    let shell = Shell {
+        decider,
+        router: Arc::clone(router),
+        executor,
+        clock,
+        publish,
+        next: None,
+        published: None,
+    };
+    tokio::spawn(shell.run(rx, stop))
+}
+
+struct Shell<D, E, C> {
+    decider: D,
+    router: Arc<Router>,
+    executor: Arc<E>,
+    clock: Arc<C>,
+    publish: Option<Publish<D>>,
+    /// The earliest time the decider asked to be looked at again, on its
+    /// own clock.
+    next: Option<Timestamp>,
+    published: Option<std::time::Instant>,
+}
+
+impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
+    fn now(&self) -> Now {
+        Now {
+            local: self.clock.now(),
+            server: self.clock.server_now(),
+        }
+    }
+
+    async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<Input>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        loop {
+            let sleep = self.until_next();
+            let first = tokio::select! {
+                biased;
+                _ = stop.changed() => return,
+                input = rx.recv() => match input {
+                    Some(input) => Some(input),
+                    None => return,
+                },
+                _ = tokio::time::sleep(sleep) => None,
+            };
+            let mut batch: Vec<Input> = first.into_iter().collect();
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(input) => batch.push(input),
+                    Err(_) => break,
+                }
+            }
+            if !self.router.is_synced() {
+                continue;
+            }
+            if self.due() {
+                self.next = None;
+                batch.push(Input::Tick);
+            }
+            for input in batch {
+                self.step(input).await;
+            }
+            self.publish_gauges();
+        }
+    }
+
+    /// How long to sleep: until the look asked for (on the decider's
+    /// clock), at most [`WAKE`].
+    fn until_next(&self) -> Duration {
+        let Some(at) = self.next else {
+            return WAKE;
+        };
+        let now = self.decider.clock(&self.now());
+        Duration::try_from(at.duration_since(now))
+            .unwrap_or(Duration::ZERO)
+            .min(WAKE)
+    }
+
+    fn due(&self) -> bool {
+        self.next
+            .is_some_and(|at| self.decider.clock(&self.now()) >= at)
+    }
+
+    /// One input through the decider, and every effect that follows from
+    /// it, answers included.
+    async fn step(&mut self, input: Input) {
+        let mut effects: VecDeque<Effect> = self.decide(input).into();
+        while let Some(effect) = effects.pop_front() {
+            if let Some(answer) = self.carry_out(effect).await {
+                effects.extend(self.decide(answer));
+            }
+        }
+    }
+
+    fn decide(&mut self, input: Input) -> Vec<Effect> {
+        let config = self.router.config();
+        let cx = Context {
+            view: self.router.as_ref(),
+            config: &config,
+            now: self.now(),
+            may_write: self.executor.may_write(),
+        };
+        self.decider.decide(input, &cx)
+    }
+
+    /// Carries out one effect; the answer to give the decider, if any.
+    async fn carry_out(&mut self, effect: Effect) -> Option<Input> {
+        match effect {
+            Effect::Write(write) => {
+                let outcome = self.executor.write_taint(write.clone()).await;
+                Some(Input::Wrote { write, outcome })
+            }
+            Effect::ListPods { node } => {
+                let pods = self.executor.list_pods(&node).await;
+                Some(Input::PodsListed { node, pods })
+            }
+            Effect::ReadNode { node } => {
+                let read = self.executor.get_node(&node).await;
+                Some(Input::NodeRead { node, read })
+            }
+            Effect::RecordEvent(event) => {
+                self.executor.record_event(event).await;
+                None
+            }
+            Effect::LookAgainAt(at) => {
+                self.next = Some(self.next.map_or(at, |n| n.min(at)));
+                None
+            }
+            Effect::Log {
+                level,
+                node,
+                message,
+            } => {
+                let origin = self.decider.origin();
+                match level {
+                    Level::Debug => tracing::debug!(%node, ?origin, "{message}"),
+                    Level::Info => tracing::info!(%node, ?origin, "{message}"),
+                    Level::Warn => tracing::warn!(%node, ?origin, "{message}"),
+                }
+                None
+            }
+            Effect::Count(tally) => {
+                self.executor.tally(&tally);
+                None
+            }
+        }
+    }
+
+    fn publish_gauges(&mut self) {
+        let Some(publish) = &self.publish else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        if self
+            .published
+            .is_some_and(|at| now.duration_since(at) < WAKE)
+        {
+            return;
+        }
+        self.published = Some(now);
+        let config = self.router.config();
+        let cx = Context {
+            view: self.router.as_ref(),
+            config: &config,
+            now: self.now(),
+            may_write: self.executor.may_write(),
+        };
+        publish(&self.decider, &cx);
+    }
+}

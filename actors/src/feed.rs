@@ -1,0 +1,55 @@
+//! The index's change feed: every change of the router's indexes, published
+//! once to whoever subscribed — the decider shells (the late-taint net,
+//! re-gating, condition-rule taints). The gates hear of their own node's
+//! changes through the router's hints, which are the same changes routed by
+//! node name.
+//!
+//! A subscriber is called on the watchers' hot path, so it must only queue
+//! (a decider shell pushes the input into its unbounded channel and returns).
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use nodegate_core::deciders::Input;
+
+/// Receives every published change.
+pub trait Subscriber: Send + Sync + 'static {
+    /// Must not block or await: queue and return.
+    fn deliver(&self, input: &Input);
+}
+
+/// The subscribers, read lock-free on every change.
+#[derive(Default)]
+pub struct Feed {
+    subscribers: ArcSwap<Vec<Arc<dyn Subscriber>>>,
+}
+
+impl Feed {
+    /// Adds `s`; it receives every change published from now on.
+    pub fn subscribe(&self, s: Arc<dyn Subscriber>) {
+        self.subscribers.rcu(|current| {
+            let mut next = Vec::clone(current);
+            next.push(Arc::clone(&s));
+            next
+        });
+    }
+
+    /// Whether anyone listens (saves building a change nobody reads).
+    pub fn is_heard(&self) -> bool {
+        !self.subscribers.load().is_empty()
+    }
+
+    pub fn publish(&self, input: Input) {
+        for s in self.subscribers.load().iter() {
+            s.deliver(&input);
+        }
+    }
+}
+
+impl std::fmt::Debug for Feed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Feed")
+            .field("subscribers", &self.subscribers.load().len())
+            .finish()
+    }
+}

