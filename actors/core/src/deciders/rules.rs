@@ -208,14 +208,6 @@ impl RuleTainter {
             }
             verdicts.push(verdict);
         }
-        // A write the budget holds back is tried again at least this often.
-        if self
-            .held
-            .iter()
-            .any(|((_, n), h)| n == name && *h == Hold::Budget)
-        {
-            self.schedule(name, retry_after(now));
-        }
         (Some((node, verdicts)), freed)
     }
 

@@ -292,6 +292,34 @@ fn a_removal_applied_makes_room_for_a_held_node() {
 }
 
 #[test]
+fn nodes_joining_or_leaving_make_room_for_a_held_node() {
+    let mut half = oos();
+    half.max_unavailable = Some(MaxUnavailable::Percent(50));
+    let mut r = run(vec![half]);
+    let mut t = RuleTainter::new();
+    r.index.upsert(shut_tainted("n1", 1));
+    r.index.upsert(shut("n2", 1));
+    let out = r.step(&mut t, everything());
+    assert!(writes(&out).is_empty() && blocked(&out) == 1, "{out:?}");
+    // Three managed nodes allow one; four allow two.
+    let change = r.index.upsert(node("n3", 1, &[], vec![]));
+    assert!(writes(&r.step(&mut t, change)).is_empty());
+    let change = r.index.upsert(node("n4", 1, &[], vec![]));
+    let out = r.step(&mut t, change);
+    assert_eq!(writes(&out)[0].node, "n2", "{out:?}");
+    // A tainted node deleted makes room as well.
+    let mut r = run(vec![limited()]);
+    let mut t = RuleTainter::new();
+    r.index.upsert(shut_tainted("n1", 1));
+    r.index.upsert(shut("n2", 1));
+    assert!(writes(&r.step(&mut t, everything())).is_empty());
+    let change = r.index.delete("n1");
+    let out = r.step(&mut t, change);
+    assert_eq!(writes(&out)[0].node, "n2", "{out:?}");
+    assert_eq!((t.managed(), t.tainted()), (1, one("oos", 1)));
+}
+
+#[test]
 fn a_rule_with_for_writes_once_it_has_held_long_enough() {
     let mut waiting = oos();
     waiting.conditions[0].for_ = Some(Duration::from_secs(30));
@@ -303,11 +331,24 @@ fn a_rule_with_for_writes_once_it_has_held_long_enough() {
     assert!(writes(&out).is_empty());
     assert_eq!(looks(&out), [ts(120)]);
     assert_eq!(t.matching(), one("oos", 0));
+    // Only an earlier look is asked for again.
+    let later = node("n2", 1, &[("Shutdown", "True", Some(95))], vec![]);
+    let change = r.index.upsert(later);
+    assert!(r.step(&mut t, change).is_empty());
+    let sooner = node("n3", 1, &[("Shutdown", "True", Some(80))], vec![]);
+    let change = r.index.upsert(sooner);
+    assert_eq!(looks(&r.step(&mut t, change)), [ts(110)]);
+    r.now = ts(110);
+    assert_eq!(writes(&r.step(&mut t, Input::Tick))[0].node, "n3");
+    let change = r.index.delete("n3");
+    r.step(&mut t, change);
     // An early tick (another node's, say) changes nothing.
     r.now = ts(119);
     let out = r.step(&mut t, Input::Tick);
     assert!(writes(&out).is_empty());
     assert_eq!(looks(&out), [ts(120)]);
+    let change = r.index.delete("n2");
+    r.step(&mut t, change);
     r.now = ts(120);
     let out = r.step(&mut t, Input::Tick);
     let w = writes(&out);
@@ -422,8 +463,10 @@ fn a_follower_writes_and_logs_nothing_until_it_may_write() {
     );
     assert_eq!(t.tainted(), one("oos", 0));
     r.may_write = true;
-    let w = writes(&r.step(&mut t, Input::MayWrite)).len();
-    assert_eq!(w, 1);
+    let out = r.step(&mut t, Input::MayWrite);
+    let w = writes(&out);
+    assert_eq!(w.len(), 1, "{out:?}");
+    assert_eq!(w[0].node, "n1");
 }
 
 #[test]
