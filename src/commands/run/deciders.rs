@@ -10,6 +10,7 @@ use std::sync::Arc;
 use nodegate_actors::decider_shell;
 use nodegate_actors::router::Router;
 use nodegate_core::deciders::net::Net;
+use nodegate_core::deciders::rules::RuleTainter;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -26,7 +27,6 @@ pub fn start(
     metrics: &Arc<Metrics>,
     stop: &watch::Receiver<bool>,
 ) -> Vec<JoinHandle<()>> {
-    let _ = metrics;
     let mut tasks = Vec::new();
     if settings.net.enabled {
         tasks.push(decider_shell::start(
@@ -38,5 +38,19 @@ pub fn start(
             stop.clone(),
         ));
     }
+    let m = Arc::clone(metrics);
+    let matching: decider_shell::Publish<RuleTainter> = Box::new(move |rules, _| {
+        for (rule, nodes) in rules.matching() {
+            m.conditions.matching(&rule, nodes);
+        }
+    });
+    tasks.push(decider_shell::start(
+        RuleTainter::new(),
+        router,
+        Arc::clone(executor),
+        Arc::clone(clock),
+        Some(matching),
+        stop.clone(),
+    ));
     tasks
 }
