@@ -235,9 +235,9 @@ fn a_pending_write_counts_in_the_budget_until_the_index_shows_another_version() 
     // The index still shows version 1, without the taint.
     assert_eq!(g.counted(), Some((1, 0)));
     assert_eq!(gauges(&r, &g).regated, 1);
-    // Not looked at meanwhile: no read of n1 again.
+    // Not looked at meanwhile: nothing at all about n1.
     let out = r.step(&mut g, Input::Changed(Change::Pods { node: "n1".into() }));
-    assert!(reads(&out).is_empty(), "{out:?}");
+    assert!(out.is_empty(), "{out:?}");
     // Another due node: the budget (one node) is used by the pending write.
     r.index.pods.push(broken_pod("n2", NOW - GRACE - 5));
     let out = upsert(&mut r, &mut g, node("n2"));
@@ -478,7 +478,12 @@ fn a_deleted_node_is_forgotten() {
     r.step(&mut g, answer(&write, PatchOutcome::NotFound));
     assert_eq!(gauges(&r, &g).broken, 0);
     r.index.pods.push(broken_pod("n3", NOW - GRACE - 5));
-    upsert(&mut r, &mut g, node("n3"));
+    let n3 = NodeInfo {
+        boot_id: Some("a".into()),
+        ..node("n3")
+    };
+    upsert(&mut r, &mut g, n3);
+    assert!(g.watched("n3").is_some());
     let gone = Input::NodeRead {
         node: "n3".into(),
         read: Ok(None),
@@ -525,4 +530,28 @@ fn look_again_times_follow_this_machines_clock() {
     };
     assert_eq!(local_time(ts(NOW + 60), server), ts(NOW + 67));
     assert_eq!(local_time(ts(NOW + 60), Now::local(ts(NOW))), ts(NOW + 60));
+}
+
+#[test]
+fn a_node_healthy_again_while_its_read_is_out_is_not_written() {
+    let mut r = run();
+    let mut g = Regater::new();
+    r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
+    upsert(&mut r, &mut g, node("n1"));
+    r.index.pods = vec![ready_pod("n1")];
+    r.step(&mut g, Input::Changed(Change::Pods { node: "n1".into() }));
+    let out = r.step(&mut g, fresh(node("n1")));
+    assert!(out.is_empty(), "{out:?}");
+}
+
+#[test]
+fn a_write_applied_after_re_gating_was_turned_off_is_still_reported() {
+    let mut r = run();
+    let mut g = Regater::new();
+    let write = due_and_read(&mut r, &mut g, "n1");
+    r.config.regate = None;
+    r.step(&mut g, Input::Changed(Change::Everything));
+    let out = r.step(&mut g, answer(&write, PatchOutcome::Applied));
+    assert_eq!(reasons(&out), ["NodeRegated"]);
+    assert_eq!(count(&out, &Tally::Regated("members")), 1);
 }
