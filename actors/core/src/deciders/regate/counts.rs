@@ -82,7 +82,7 @@ impl Regater {
     /// changed since (the next decision counts afresh).
     pub(super) fn with_counts<T>(&self, cx: &Context<'_>, f: impl FnOnce(&Counts) -> T) -> T {
         match &self.counts {
-            Some(c) if c.key == CountKey::of(cx.config) => f(c),
+            Some(c) if c.key.is_for(cx.config) => f(c),
             _ => f(&Counts::of(cx.config, &cx.view.nodes())),
         }
     }
@@ -93,7 +93,7 @@ impl Regater {
         let stale = self
             .counts
             .as_ref()
-            .is_none_or(|c| c.key != CountKey::of(cx.config));
+            .is_none_or(|c| !c.key.is_for(cx.config));
         if stale {
             self.recount(cx);
         }
@@ -133,6 +133,14 @@ impl CountKey {
             suspend: cfg.suspend,
             taint: cfg.regate.as_ref().map(|rc| rc.taint.clone()),
         }
+    }
+
+    /// Whether counts made under this key hold for `cfg` (without building
+    /// its key: asked at every change).
+    fn is_for(&self, cfg: &GateConfig) -> bool {
+        self.scope == cfg.scope
+            && self.suspend == cfg.suspend
+            && self.taint.as_ref() == cfg.regate.as_ref().map(|rc| &rc.taint)
     }
 }
 
