@@ -1,1 +1,557 @@
+//! Re-gating (`--regate-after`, semantics.md §6.4) as a decider: open nodes
+//! are watched without a gate each, and one whose member stays broken for
+//! the grace (or that rebooted, with `--regate-on-reboot`) gets the re-gate
+//! taint; its gate then starts like any other.
+//!
+//! A node is looked at when the change feed says it (its node object or one
+//! of its pods) changed, when its gate stopped, when everything may have
+//! changed (every node), when a broken member's grace runs out or a node put
+//! off for a moment is due again ([`Input::Tick`]), and when this replica
+//! starts leading (the nodes that waited for it). A look is the core's
+//! [`regate::examine`]; what is kept per open node is only what the index
+//! does not hold: a [`Watched`] (its boot id, first-seen times of members
+//! with no pod), and nothing at all for a healthy node without
+//! `--regate-on-reboot`.
+//!
+//! A due node is read afresh ([`Effect::ReadNode`]); if it is still open and
+//! nodegate's, the re-gate taint goes on with one conditional write. Only
+//! the leader writes. The budget (`--regate-max-unavailable`) is counted from
+//! the nodes the index shows carrying the re-gate taint, plus this replica's
+//! re-gates the index does not show yet, so it holds across restarts and
+//! leader changes. It is kept up to date from the change feed rather than
+//! counted over every node at each decision, and counted afresh when
+//! everything changed (the configuration in force may have).
+//!
+//! Every time here is [`Now::for_grace`]: never ahead of the API server's
+//! clock, so a controller clock running ahead does not shorten the grace
+//! (semantics.md §5, "Clock skew").
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+
+use super::{
+    Change, Context, Decider, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite, Tally,
+    retry_after,
+};
+use crate::entrance;
+use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
+use crate::model::{DaemonSetInfo, NodeInfo};
+use crate::regate::{self, Exhausted, Health, RegateConfig, Trigger, Watched};
+
+mod counts;
+
+use counts::Counts;
+pub use counts::RegateGauges;
+
+/// When the node's gate started: the deadline of the re-gated node's gate
+/// counts from it.
+pub const GATED_SINCE_ANNOTATION: &str = "nodegate.dev/gated-since";
+
+/// Why nodegate re-gated the node: its members, comma separated, or
+/// `reboot` ([`Trigger::annotation`]).
+pub const REGATED_FOR_ANNOTATION: &str = "nodegate.dev/regated-for";
+
+/// At most one `RegateBudgetExhausted` Event per node this often.
+pub const BUDGET_EVENT_EVERY: SignedDuration = SignedDuration::from_secs(600);
+
+/// A due node whose fresh read or write is out: why, and when it was found
+/// due (the Event's words and `gated-since` are of that moment).
+#[derive(Debug, Clone)]
+struct Due {
+    trigger: Trigger,
+    at: Timestamp,
+}
+
+/// What the budget says about one more re-gate.
+enum Budget {
+    Allows,
+    /// Room only if none of the reads and writes out ends in a re-gate:
+    /// decided again when one of them ends.
+    Held,
+    Refused(Exhausted),
+}
+
+/// Re-gating's memory.
+#[derive(Debug, Default)]
+pub struct Regater {
+    /// What the index does not hold, per open node that has any.
+    watched: HashMap<String, Watched>,
+    /// When to look again at a node: a broken member's grace ends then, or
+    /// it is due but could not be re-gated yet.
+    look_at: HashMap<String, Timestamp>,
+    /// When the last `RegateBudgetExhausted` Event went out, per node.
+    budget_event: HashMap<String, Timestamp>,
+    /// Nodes re-gated by this replica, with the resourceVersion the write
+    /// replaced: while the index shows that version, the node counts in the
+    /// budget and is not looked at.
+    pending: HashMap<String, String>,
+    /// Dry run: nodes already logged as "would re-gate".
+    dry_logged: HashSet<String>,
+    /// Due nodes whose fresh read is out.
+    reading: HashMap<String, Due>,
+    /// Due nodes whose write is out.
+    writing: HashMap<String, Due>,
+    /// Due nodes waiting for this replica to lead.
+    follower: HashSet<String>,
+    /// Due nodes the budget holds only for the reads and writes out.
+    held: HashSet<String>,
+    /// The budget's and the gauges' counts; `None` until first needed.
+    counts: Option<Counts>,
+    /// The look-again time last asked for (by the grace's clock).
+    asked: Option<Timestamp>,
+}
+
+impl Regater {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// What is remembered of `name` now, for explain and the debug views.
+    pub fn watched(&self, name: &str) -> Option<&Watched> {
+        self.watched.get(name)
+    }
+
+    /// Re-gating is off: nothing is remembered but the counts (the
+    /// `suspended` gauge counts all the same) and the writes out, whose
+    /// answers are still reported.
+    fn reset(&mut self) {
+        let counts = self.counts.take();
+        let writing = std::mem::take(&mut self.writing);
+        *self = Regater {
+            counts,
+            writing,
+            ..Regater::default()
+        };
+    }
+
+    fn forget(&mut self, name: &str) {
+        self.watched.remove(name);
+        self.look_at.remove(name);
+        self.budget_event.remove(name);
+        self.pending.remove(name);
+        self.dry_logged.remove(name);
+        self.reading.remove(name);
+        self.follower.remove(name);
+        self.held.remove(name);
+    }
+
+    /// Looks at each of `names`, and acts on those due.
+    fn looks(&mut self, names: Vec<String>, cx: &Context<'_>, out: &mut Vec<Effect>) {
+        if names.is_empty() {
+            return;
+        }
+        let daemonsets = cx.view.daemonsets();
+        for name in names {
+            if let Some(trigger) = self.look(&name, &daemonsets, cx, out) {
+                self.act(&name, trigger, cx, out);
+            }
+        }
+    }
+
+    /// The core's verdict for one node, with the memory kept up to date;
+    /// `Some` when the node is due for a re-gate.
+    fn look(
+        &mut self,
+        name: &str,
+        daemonsets: &[Arc<DaemonSetInfo>],
+        cx: &Context<'_>,
+        out: &mut Vec<Effect>,
+    ) -> Option<Trigger> {
+        let Some(node) = cx.view.node(name) else {
+            self.forget(name);
+            return None;
+        };
+        match self.pending.get(name) {
+            // The index does not show our write yet: wait for it.
+            Some(before) if *before == node.resource_version => return None,
+            Some(_) => {
+                self.pending.remove(name);
+            }
+            None => {}
+        }
+        let now = cx.now.for_grace();
+        let mut memory = self.watched.remove(name).unwrap_or_default();
+        let pods = cx.view.pods_on(name);
+        let health = regate::examine(&node, daemonsets, &pods, cx.config, &mut memory, now);
+        if !memory.is_empty() {
+            self.watched.insert(name.to_string(), memory);
+        }
+        if !matches!(health, Health::Regate(_)) || cx.config.suspend || node.suspended {
+            // Not due (or not to be acted on): a read out is not written on.
+            self.reading.remove(name);
+            self.follower.remove(name);
+            self.held.remove(name);
+        }
+        match health {
+            Health::Regate(_) if cx.config.suspend || node.suspended => {
+                out.push(Effect::log(
+                    Level::Debug,
+                    name,
+                    "re-gating suspended: would re-gate",
+                ));
+                self.look_at.insert(name.to_string(), retry_after(now));
+                None
+            }
+            Health::Regate(trigger) => Some(trigger),
+            Health::Broken { regate_at, members } => {
+                let members = regate::describe(&members, now);
+                out.push(Effect::log(
+                    Level::Debug,
+                    name,
+                    format!("member broken; re-gating at {regate_at} if still broken: {members}"),
+                ));
+                self.look_at.insert(name.to_string(), regate_at);
+                None
+            }
+            Health::Healthy | Health::NotWatched(_) => {
+                self.look_at.remove(name);
+                self.budget_event.remove(name);
+                self.dry_logged.remove(name);
+                None
+            }
+        }
+    }
+
+    /// A due node: read it afresh if nothing holds it back.
+    fn act(&mut self, name: &str, trigger: Trigger, cx: &Context<'_>, out: &mut Vec<Effect>) {
+        let now = cx.now.for_grace();
+        if let Some(due) = self.reading.get_mut(name) {
+            *due = Due { trigger, at: now };
+            self.look_at.remove(name);
+            return;
+        }
+        if self.writing.contains_key(name) {
+            self.look_at.remove(name);
+            return;
+        }
+        let Some(rc) = cx.config.regate.as_ref() else {
+            return;
+        };
+        if cx.config.dry_run {
+            // Time does not make a due node less due: the next change of
+            // the node or its pods is looked at all the same.
+            self.look_at.remove(name);
+            if self.dry_logged.insert(name.to_string()) {
+                let why = words(&trigger, now);
+                out.push(Effect::log(
+                    Level::Info,
+                    name,
+                    format!("dry run: would re-gate: {why}"),
+                ));
+            }
+            return;
+        }
+        if !cx.may_write {
+            self.look_at.insert(name.to_string(), retry_after(now));
+            self.follower.insert(name.to_string());
+            return;
+        }
+        match self.budget(rc, cx) {
+            Budget::Allows => {}
+            Budget::Held => {
+                self.look_at.insert(name.to_string(), retry_after(now));
+                self.held.insert(name.to_string());
+                return;
+            }
+            Budget::Refused(exhausted) => {
+                return self.refused(name, &trigger, exhausted, cx, out);
+            }
+        }
+        self.look_at.remove(name);
+        self.follower.remove(name);
+        self.held.remove(name);
+        self.reading
+            .insert(name.to_string(), Due { trigger, at: now });
+        out.push(Effect::ReadNode {
+            node: name.to_string(),
+        });
+    }
+
+    /// Whether one more node may be re-gated: counted from the nodes in
+    /// scope the index shows with the re-gate taint, plus this replica's
+    /// own re-gates the index does not show yet; the reads and writes out
+    /// hold a node the budget would refuse if they all ended in a re-gate.
+    fn budget(&mut self, rc: &RegateConfig, cx: &Context<'_>) -> Budget {
+        let unseen = self.unseen(cx.view);
+        let out = self.reading.len() + self.writing.len();
+        let counts = self.counts(cx);
+        let managed = counts.managed.len();
+        let in_use = counts.regated.len() + unseen;
+        if let Err(exhausted) = regate::budget_allows(rc, managed, in_use) {
+            return Budget::Refused(exhausted);
+        }
+        if out > 0 && regate::budget_allows(rc, managed, in_use + out).is_err() {
+            return Budget::Held;
+        }
+        Budget::Allows
+    }
+
+    fn refused(
+        &mut self,
+        name: &str,
+        trigger: &Trigger,
+        exhausted: Exhausted,
+        cx: &Context<'_>,
+        out: &mut Vec<Effect>,
+    ) {
+        let now = cx.now.for_grace();
+        out.push(Effect::Count(Tally::RegateBudgetExhausted));
+        self.look_at.insert(name.to_string(), retry_after(now));
+        let announce = self
+            .budget_event
+            .get(name)
+            .is_none_or(|last| now.duration_since(*last) >= BUDGET_EVENT_EVERY);
+        if !announce {
+            return;
+        }
+        self.budget_event.insert(name.to_string(), now);
+        let why = words(trigger, now);
+        out.push(Effect::log(
+            Level::Warn,
+            name,
+            format!("not re-gated: the budget is used up ({exhausted}); {why}"),
+        ));
+        if let Some(node) = cx.view.node(name) {
+            let note = format!("Not re-gated although {why}: {exhausted}");
+            let reason = Reason::RegateBudgetExhausted;
+            let event = NodeEvent::new(name, &node.uid, EventType::Warning, reason, note);
+            out.push(Effect::RecordEvent(event));
+        }
+    }
+
+    /// The fresh read's answer: the write, if the node is still open and
+    /// nodegate's.
+    fn read(
+        &mut self,
+        name: &str,
+        read: Result<Option<NodeInfo>, String>,
+        cx: &Context<'_>,
+    ) -> Vec<Effect> {
+        let Some(due) = self.reading.remove(name) else {
+            return Vec::new();
+        };
+        let now = cx.now.for_grace();
+        let node = match read {
+            Ok(Some(node)) => node,
+            Ok(None) => {
+                self.forget(name);
+                return Vec::new();
+            }
+            Err(e) => {
+                self.look_at.insert(name.to_string(), retry_after(now));
+                let message = format!("re-gate: cannot read the node; trying again: {e}");
+                return vec![Effect::log(Level::Warn, name, message)];
+            }
+        };
+        let cfg = cx.config;
+        let Some(rc) = cfg.regate.as_ref() else {
+            return Vec::new();
+        };
+        if cfg.dry_run || cfg.suspend {
+            // The configuration changed while the read was out.
+            self.look_at.insert(name.to_string(), retry_after(now));
+            return Vec::new();
+        }
+        let view = entrance::view(&node);
+        if let Err(skip) = entrance::open_and_ours(&view, &cfg.scope, &cfg.placement.managed_taints)
+        {
+            // The index shows the change soon, and the node is looked at.
+            self.look_at.remove(name);
+            let message = format!("re-gate: not open any more: {skip}");
+            return vec![Effect::log(Level::Debug, name, message)];
+        }
+        let write = regate_write(&node, rc, &due);
+        self.writing.insert(name.to_string(), due);
+        vec![Effect::Write(write)]
+    }
+
+    /// The write's answer.
+    fn wrote(
+        &mut self,
+        write: &TaintWrite,
+        outcome: PatchOutcome,
+        cx: &Context<'_>,
+    ) -> Vec<Effect> {
+        let name = write.node.as_str();
+        if write.origin != Origin::Regate {
+            return Vec::new();
+        }
+        let Some(due) = self.writing.remove(name) else {
+            return Vec::new();
+        };
+        let now = cx.now.for_grace();
+        let mut out = Vec::new();
+        match outcome {
+            PatchOutcome::Applied => {
+                let TaintChange::Add { taint, .. } = &write.change else {
+                    return out;
+                };
+                let why = words(&due.trigger, due.at);
+                self.pending
+                    .insert(name.to_string(), write.resource_version.clone());
+                self.look_at.remove(name);
+                self.budget_event.remove(name);
+                let note = format!(
+                    "nodegate put {taint} on the node: {why}; it opens again when they are Ready"
+                );
+                let event = NodeEvent::new(
+                    name,
+                    &write.uid,
+                    EventType::Warning,
+                    Reason::NodeRegated,
+                    note,
+                );
+                out.push(Effect::log(
+                    Level::Warn,
+                    name,
+                    format!("re-gated: put {taint} on: {why}"),
+                ));
+                out.push(Effect::Count(Tally::Regated(due.trigger.kind())));
+                out.push(Effect::RecordEvent(event));
+            }
+            PatchOutcome::NotFound => self.forget(name),
+            // The node changed since the read (or this replica stopped
+            // leading): decided again now.
+            PatchOutcome::Conflict | PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
+                self.looks(vec![name.to_string()], cx, &mut out);
+            }
+            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
+                self.look_at.insert(name.to_string(), retry_after(now));
+                let message = format!("re-gate: the patch failed; trying again: {e}");
+                out.push(Effect::log(Level::Warn, name, message));
+            }
+        }
+        out
+    }
+
+    /// The change feed, with re-gating on.
+    fn changed(&mut self, change: Change, cx: &Context<'_>, out: &mut Vec<Effect>) {
+        match change {
+            Change::Node { name, after, .. } => {
+                self.counts(cx).set(&name, after.as_deref(), cx.config);
+                self.looks(vec![name], cx, out);
+            }
+            Change::Pods { node } | Change::GateStopped { node } => {
+                self.looks(vec![node], cx, out);
+            }
+            Change::Everything => {
+                let nodes = cx.view.nodes();
+                self.counts = Some(Counts::of(cx.config, &nodes));
+                let mut names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+                names.sort_unstable();
+                self.looks(names, cx, out);
+            }
+        }
+    }
+
+    /// Asks to be looked at again at the earliest time set, when that
+    /// changed, or after a [`Input::Tick`] (which used up the one asked for).
+    fn ask(&mut self, tick: bool, now: Now, out: &mut Vec<Effect>) {
+        match self.look_at.values().min().copied() {
+            None => self.asked = None,
+            Some(at) if tick || self.asked != Some(at) => {
+                self.asked = Some(at);
+                out.push(Effect::LookAgainAt(local_time(at, now)));
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+impl Decider for Regater {
+    fn origin(&self) -> Origin {
+        Origin::Regate
+    }
+
+    fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect> {
+        let mut out = Vec::new();
+        if cx.config.regate.is_none() {
+            self.reset();
+            match input {
+                Input::Changed(Change::Node { name, after, .. }) => {
+                    self.counts(cx).set(&name, after.as_deref(), cx.config);
+                }
+                Input::Changed(Change::Everything) => self.recount(cx),
+                Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx),
+                _ => {}
+            }
+            return out;
+        }
+        let out_before = self.reading.len() + self.writing.len();
+        let tick = matches!(input, Input::Tick);
+        match input {
+            Input::Changed(change) => self.changed(change, cx, &mut out),
+            Input::Tick => {
+                let now = cx.now.for_grace();
+                let mut due: Vec<String> = self
+                    .look_at
+                    .iter()
+                    .filter(|(_, at)| **at <= now)
+                    .map(|(name, _)| name.clone())
+                    .collect();
+                due.sort_unstable();
+                self.looks(due, cx, &mut out);
+            }
+            Input::MayWrite => {
+                let mut waiting: Vec<String> = self.follower.drain().collect();
+                waiting.sort_unstable();
+                self.looks(waiting, cx, &mut out);
+            }
+            Input::NodeRead { node, read } => out = self.read(&node, read, cx),
+            Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx),
+            Input::PodsListed { .. } => {}
+        }
+        if self.reading.len() + self.writing.len() < out_before && !self.held.is_empty() {
+            let mut held: Vec<String> = self.held.drain().collect();
+            held.sort_unstable();
+            self.looks(held, cx, &mut out);
+        }
+        self.ask(tick, cx.now, &mut out);
+        out
+    }
+}
+
+/// The write that re-gates `node` as the fresh read shows it.
+fn regate_write(node: &NodeInfo, rc: &RegateConfig, due: &Due) -> TaintWrite {
+    let annotations = vec![
+        (GATED_SINCE_ANNOTATION, annotation_time(due.at).to_string()),
+        (REGATED_FOR_ANNOTATION, due.trigger.annotation()),
+    ];
+    TaintWrite {
+        origin: Origin::Regate,
+        node: node.name.clone(),
+        uid: node.uid.clone(),
+        resource_version: node.resource_version.clone(),
+        change: TaintChange::Add {
+            taint: rc.taint.to_taint(),
+            existing: node.taints.len(),
+            annotations,
+            annotations_present: node.annotations_present,
+            at: due.at,
+        },
+        tag: None,
+    }
+}
+
+/// `at` by the grace's clock, as this machine's clock will show it (the
+/// shell's timers run on it).
+fn local_time(at: Timestamp, now: Now) -> Timestamp {
+    at.checked_add(now.local.duration_since(now.for_grace()))
+        .unwrap_or(at)
+}
+
+/// Why a node is (or would be) re-gated, for Events and logs.
+pub fn words(trigger: &Trigger, now: Timestamp) -> String {
+    match trigger {
+        Trigger::Members(m) => format!(
+            "without a Ready pod for the grace: {}",
+            regate::describe(m, now)
+        ),
+        Trigger::Reboot { from, to } => format!("the node rebooted (boot id {from} is now {to})"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,198 @@
+//! The counts the budget and the gauges read, kept by name from the change
+//! feed, and the gauges.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::Regater;
+use crate::deciders::{ClusterView, Context};
+use crate::entrance::Scope;
+use crate::gate::GateConfig;
+use crate::model::NodeInfo;
+use crate::placement::ManagedTaint;
+use crate::regate;
+
+/// Re-gating's gauges, for the shell to publish.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RegateGauges {
+    /// Managed nodes carrying the re-gate taint, with this replica's
+    /// re-gates the index does not show yet.
+    pub regated: usize,
+    /// How many the budget allows at once.
+    pub budget_allowed: usize,
+    /// Open nodes to be looked at again at a set time: a member broken but
+    /// still inside the grace, or due but put off (budget, leadership,
+    /// suspension, a failed request).
+    pub broken: usize,
+    /// Managed nodes whose writes are suspended (annotation or config).
+    pub suspended: usize,
+}
+
+impl Regater {
+    /// The budget's counts as kept from the change feed: (nodes in scope, of
+    /// them carrying the re-gate taint as the index shows them); `None`
+    /// before the first count.
+    pub fn counted(&self) -> Option<(usize, usize)> {
+        self.counts
+            .as_ref()
+            .map(|c| (c.managed.len(), c.regated.len()))
+    }
+
+    /// The gauges now.
+    pub fn gauges(&self, cx: &Context<'_>) -> RegateGauges {
+        self.with_counts(cx, |counts| {
+            let (regated, budget_allowed) = match &cx.config.regate {
+                Some(rc) => (
+                    counts.regated.len() + self.unseen(cx.view),
+                    rc.max_unavailable.allowed(counts.managed.len()),
+                ),
+                None => (0, 0),
+            };
+            RegateGauges {
+                regated,
+                budget_allowed,
+                broken: self.look_at.len(),
+                suspended: counts.suspended.len(),
+            }
+        })
+    }
+
+    /// The nodes in scope carrying the re-gate taint, by name, each with
+    /// the seconds since its gate started (`gated-since`, else its
+    /// creation).
+    pub fn regated_ages(&self, cx: &Context<'_>) -> Vec<(String, f64)> {
+        let now = cx.now.for_grace();
+        let mut ages: Vec<(String, f64)> = self.with_counts(cx, |counts| {
+            counts
+                .regated
+                .iter()
+                .filter_map(|name| cx.view.node(name))
+                .map(|n| {
+                    let since = n.gated_since.unwrap_or(n.created);
+                    let age = now.duration_since(since).as_secs_f64().max(0.0);
+                    (n.name.clone(), age)
+                })
+                .collect()
+        });
+        ages.sort_by(|a, b| a.0.cmp(&b.0));
+        ages
+    }
+
+    /// `f` of the counts kept, or of a count made now if the configuration
+    /// changed since (the next decision counts afresh).
+    pub(super) fn with_counts<T>(&self, cx: &Context<'_>, f: impl FnOnce(&Counts) -> T) -> T {
+        match &self.counts {
+            Some(c) if c.key.is_for(cx.config) => f(c),
+            _ => f(&Counts::of(cx.config, &cx.view.nodes())),
+        }
+    }
+
+    /// The counts, counted afresh if there are none yet or the
+    /// configuration changed since.
+    pub(super) fn counts(&mut self, cx: &Context<'_>) -> &mut Counts {
+        let stale = self
+            .counts
+            .as_ref()
+            .is_none_or(|c| !c.key.is_for(cx.config));
+        if stale {
+            self.recount(cx);
+        }
+        self.counts
+            .get_or_insert_with(|| Counts::new(CountKey::of(cx.config)))
+    }
+
+    pub(super) fn recount(&mut self, cx: &Context<'_>) {
+        self.counts = Some(Counts::of(cx.config, &cx.view.nodes()));
+    }
+
+    /// This replica's re-gates the index does not show yet.
+    pub(super) fn unseen(&self, view: &dyn ClusterView) -> usize {
+        self.pending
+            .iter()
+            .filter(|(name, before)| {
+                view.node(name)
+                    .is_some_and(|n| n.resource_version == **before)
+            })
+            .count()
+    }
+}
+
+/// What the counts depend on in the configuration: counted afresh when it
+/// changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct CountKey {
+    scope: Scope,
+    suspend: bool,
+    taint: Option<ManagedTaint>,
+}
+
+impl CountKey {
+    pub(super) fn of(cfg: &GateConfig) -> Self {
+        CountKey {
+            scope: cfg.scope.clone(),
+            suspend: cfg.suspend,
+            taint: cfg.regate.as_ref().map(|rc| rc.taint.clone()),
+        }
+    }
+
+    /// Whether counts made under this key hold for `cfg` (without building
+    /// its key: asked at every change).
+    fn is_for(&self, cfg: &GateConfig) -> bool {
+        self.scope == cfg.scope
+            && self.suspend == cfg.suspend
+            && self.taint.as_ref() == cfg.regate.as_ref().map(|rc| &rc.taint)
+    }
+}
+
+/// The nodes the budget and the gauges count, by name: kept by name, a
+/// change counts once however often it is offered, and a count made from an
+/// index ahead of the change feed does not count a later change twice.
+#[derive(Debug)]
+pub(super) struct Counts {
+    pub(super) key: CountKey,
+    /// In scope (`--node-selector`).
+    pub(super) managed: HashSet<String>,
+    /// Of them, suspended (config or annotation).
+    pub(super) suspended: HashSet<String>,
+    /// Of them, carrying the re-gate taint.
+    pub(super) regated: HashSet<String>,
+}
+
+impl Counts {
+    pub(super) fn new(key: CountKey) -> Self {
+        Counts {
+            key,
+            managed: HashSet::new(),
+            suspended: HashSet::new(),
+            regated: HashSet::new(),
+        }
+    }
+
+    pub(super) fn of(cfg: &GateConfig, nodes: &[Arc<NodeInfo>]) -> Self {
+        let mut counts = Counts::new(CountKey::of(cfg));
+        for node in nodes {
+            counts.set(&node.name, Some(node), cfg);
+        }
+        counts
+    }
+
+    /// Node `name` is `node` now (`None`: gone).
+    pub(super) fn set(&mut self, name: &str, node: Option<&NodeInfo>, cfg: &GateConfig) {
+        let managed = node.filter(|n| cfg.scope.includes(&n.labels));
+        let suspended = managed.is_some_and(|n| cfg.suspend || n.suspended);
+        let regated = managed
+            .zip(cfg.regate.as_ref())
+            .is_some_and(|(n, rc)| regate::carries(n, rc));
+        member(&mut self.managed, name, managed.is_some());
+        member(&mut self.suspended, name, suspended);
+        member(&mut self.regated, name, regated);
+    }
+}
+
+fn member(set: &mut HashSet<String>, name: &str, is: bool) {
+    if !is {
+        set.remove(name);
+    } else if !set.contains(name) {
+        set.insert(name.to_string());
+    }
+}
