@@ -3,7 +3,8 @@
 //!
 //! Fills the router the binary runs with N open nodes (no managed taint,
 //! each with a boot id and one Ready pod per DaemonSet, D DaemonSets that
-//! tolerate everything), then runs the real re-gater over them twice: first
+//! tolerate everything), then runs the real re-gating decider in its shell,
+//! on the router's change feed, over them twice: first
 //! with re-gating off, then on (`--regate-after 1h --regate-on-reboot`, a
 //! live reconfiguration as a config reload makes). Before that, the given
 //! share of nodes get one member with no pod (so the re-gater remembers when
@@ -16,26 +17,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dashmap::DashMap;
-use nodegate::cluster::executor::KubeExecutor;
+use nodegate::cluster::executor::{KubeExecutor, SystemClock};
 use nodegate::cluster::leader::Leadership;
-use nodegate::cluster::regate::Regater;
 use nodegate::cluster::server_time::ServerTime;
 use nodegate::cluster::writer::Writer;
 use nodegate::serve::metrics::Metrics;
-use nodegate_actors::observe::GateObserver;
+use nodegate_actors::decider_shell;
 use nodegate_actors::router::Router;
+use nodegate_core::deciders::regate::Regater;
 use nodegate_core::gate::GateConfig;
 use nodegate_core::placement::ManagedTaint;
 use nodegate_core::regate::{DEFAULT_REGATE_TAINT_KEY, RegateConfig};
 use nodegate_core::testutil::{mk_ds, mk_node, mk_pod, template_with_tolerations, toleration};
-
-struct Touches(Arc<Regater>);
-
-impl GateObserver for Touches {
-    fn open_node_touched(&self, node: Option<&str>) {
-        self.0.touched(node);
-    }
-}
 
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -68,9 +61,9 @@ fn main() {
     rt.block_on(async move {
         let start = rss_kib();
         let router = Arc::new(Router::new(Arc::new(GateConfig::default())));
-        let server_time = Arc::new(ServerTime::new());
-        let regater = Arc::new(Regater::new(Arc::clone(&router), server_time, false));
-        router.set_observer(Arc::new(Touches(Arc::clone(&regater))));
+        let clock = Arc::new(SystemClock {
+            server_time: Arc::new(ServerTime::new()),
+        });
 
         let dss: Vec<_> = (0..d)
             .map(|i| {
@@ -97,7 +90,6 @@ fn main() {
                 router.pod_upserted(p);
             }
         }
-        router.mark_synced();
         let indexed = rss_kib();
 
         let client = kube::Client::try_from(kube::Config::new(
@@ -119,7 +111,8 @@ fn main() {
             leader: leadership,
         });
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(Arc::clone(&regater).run(executor, stopped));
+        let task = decider_shell::start(Regater::new(), &router, executor, clock, None, stopped);
+        router.mark_synced();
 
         // Off: the re-gater looks at nothing and remembers nothing.
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -138,11 +131,11 @@ fn main() {
         router.reconfigure(Arc::new(on));
         tokio::time::sleep(Duration::from_secs(3)).await;
         let watching = rss_kib();
+        let _ = stop.send(true);
+        let regater = task.await.expect("the re-gating shell ran to its end");
         let remembered = (0..nodes)
             .filter(|i| regater.watched(&format!("node-{i:05}")).is_some())
             .count();
-        let _ = stop.send(true);
-        let _ = task.await;
 
         let per = |kib: u64| kib as f64 * 1024.0 / nodes as f64;
         println!("{nodes} open nodes, {d} DaemonSets, {broken_percent}% with a member missing");

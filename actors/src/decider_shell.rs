@@ -8,8 +8,8 @@
 //! and runs the decider. The effects are carried out in order through the
 //! one [`EffectExecutor`] (writes, pod lists, node reads, Events, counters),
 //! and each answer goes back into the decider as an input before the next
-//! effect. [`Effect::LookAgainAt`] arms one timer (the earliest asked for),
-//! judged on the decider's own reading of the time. Inputs that arrive
+//! effect. [`Effect::LookAgainAt`] arms one timer (the earliest asked for,
+//! on this machine's clock). Inputs that arrive
 //! together are handled as one batch; nothing is decided before the initial
 //! lists are in (the feed's [`Change::Everything`] at sync starts the work).
 //!
@@ -29,9 +29,7 @@ use crate::feed::Subscriber;
 use crate::ports::{Clock, EffectExecutor};
 use crate::router::Router;
 
-/// The longest the shell sleeps: how often it checks a far-off
-/// [`Effect::LookAgainAt`] against the decider's clock, and how often
-/// gauges are published.
+/// The longest the shell sleeps: how often gauges are published.
 const WAKE: Duration = Duration::from_secs(1);
 
 /// At most this many queued inputs are handled as one batch.
@@ -50,7 +48,8 @@ impl Subscriber for Inbox {
     }
 }
 
-/// Runs `decider` until `stop` turns true, subscribed to `router`'s feed.
+/// Runs `decider` until `stop` turns true, subscribed to `router`'s feed;
+/// the task ends with the decider as it was then.
 pub fn start<D, E, C>(
     decider: D,
     router: &Arc<Router>,
@@ -58,7 +57,7 @@ pub fn start<D, E, C>(
     clock: Arc<C>,
     publish: Option<Publish<D>>,
     stop: watch::Receiver<bool>,
-) -> JoinHandle<()>
+) -> JoinHandle<D>
 where
     D: Decider,
     E: EffectExecutor,
@@ -84,8 +83,8 @@ struct Shell<D, E, C> {
     executor: Arc<E>,
     clock: Arc<C>,
     publish: Option<Publish<D>>,
-    /// The earliest time the decider asked to be looked at again, on its
-    /// own clock.
+    /// The earliest time the decider asked to be looked at again, on this
+    /// machine's clock.
     next: Option<Timestamp>,
     published: Option<std::time::Instant>,
 }
@@ -102,15 +101,15 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
         mut self,
         mut rx: mpsc::UnboundedReceiver<Input>,
         mut stop: watch::Receiver<bool>,
-    ) {
+    ) -> D {
         loop {
             let sleep = self.until_next();
             let first = tokio::select! {
                 biased;
-                _ = stop.changed() => return,
+                _ = stop.changed() => return self.decider,
                 input = rx.recv() => match input {
                     Some(input) => Some(input),
-                    None => return,
+                    None => return self.decider,
                 },
                 _ = tokio::time::sleep(sleep) => None,
             };
@@ -135,21 +134,18 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
         }
     }
 
-    /// How long to sleep: until the look asked for (on the decider's
-    /// clock), at most [`WAKE`].
+    /// How long to sleep: until the look asked for, at most [`WAKE`].
     fn until_next(&self) -> Duration {
         let Some(at) = self.next else {
             return WAKE;
         };
-        let now = self.decider.clock(&self.now());
-        Duration::try_from(at.duration_since(now))
+        Duration::try_from(at.duration_since(self.clock.now()))
             .unwrap_or(Duration::ZERO)
             .min(WAKE)
     }
 
     fn due(&self) -> bool {
-        self.next
-            .is_some_and(|at| self.decider.clock(&self.now()) >= at)
+        self.next.is_some_and(|at| self.clock.now() >= at)
     }
 
     /// One input through the decider, and every effect that follows from

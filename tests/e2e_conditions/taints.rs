@@ -76,7 +76,8 @@ async fn add_foreign_taint(s: &Shared, key: &str) {
 /// view of the node read *before* another agent changed its taints are
 /// refused by the real API server, and the other agent's taint survives.
 async fn stale_writes_are_refused(s: &Shared) {
-    use nodegate::cluster::conditions::patch;
+    use nodegate::cluster::patch::taint_write;
+    use nodegate_core::deciders::{Origin, TaintChange, TaintWrite};
     let before = s.env.node("spot-1").await;
     let (stale, _) = nodegate::cluster::project::node(&before);
     let stale = stale.expect("projected node");
@@ -86,7 +87,21 @@ async fn stale_writes_are_refused(s: &Shared) {
         Err(kube::Error::Api(e)) => e.code == 409 || e.code == 422,
         _ => false,
     };
-    let add = patch::add(&stale, &ours, jiff::Timestamp::now());
+    let write = |change| TaintWrite {
+        origin: Origin::Rules,
+        node: stale.name.clone(),
+        uid: stale.uid.clone(),
+        resource_version: stale.resource_version.clone(),
+        change,
+        tag: None,
+    };
+    let add = taint_write(&write(TaintChange::Add {
+        taint: ours.clone(),
+        existing: stale.taints.len(),
+        annotations: Vec::new(),
+        annotations_present: stale.annotations_present,
+        at: jiff::Timestamp::now(),
+    }));
     let r = s
         .env
         .nodes
@@ -95,9 +110,10 @@ async fn stale_writes_are_refused(s: &Shared) {
     assert!(refused(r), "an add built from a stale view was not refused");
     // And a removal from a stale view: the taint at index 0 then was ours
     // (as the stale view says), now it is the foreign one's place.
-    let mut stale_tainted = stale.clone();
-    stale_tainted.taints = vec![ours.clone()];
-    let remove = patch::remove(&stale_tainted, 0).expect("index 0");
+    let remove = taint_write(&write(TaintChange::Remove {
+        index: 0,
+        taint: ours.clone(),
+    }));
     let r = s
         .env
         .nodes

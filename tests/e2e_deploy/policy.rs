@@ -337,7 +337,7 @@ pub(super) async fn admission_policy_limits_node_changes(cluster: &TestCluster, 
 
 /// The entrances (the late-taint net, backfill) put the startup taint on a
 /// node that has none, with `nodegate.dev/gated-since`: the very patch
-/// nodegate sends (`cluster::entrance::add_taint`) is allowed by the policy;
+/// nodegate sends (`cluster::patch::add_taint`) is allowed by the policy;
 /// the same patch carrying anything more is not.
 async fn the_policy_lets_nodegate_put_its_taint_on(cluster: &TestCluster, sa: &Path) {
     let nodes: Api<Node> = Api::all(cluster.client.clone());
@@ -365,10 +365,14 @@ async fn the_policy_lets_nodegate_put_its_taint_on(cluster: &TestCluster, sa: &P
         async move {
             for _ in 0..50 {
                 let node = nodes.get(name).await.expect("read the node");
+                let facts = node_facts(&node);
                 let mut patch = serde_json::to_value(add_taint(
-                    &node_facts(&node),
+                    &facts.resource_version,
                     &startup,
+                    facts.taints.len(),
                     &[gated_since(since)],
+                    facts.annotations_present,
+                    since,
                 ))
                 .expect("the patch serializes");
                 if let Some(op) = extra(&node) {

@@ -5,18 +5,30 @@
 //! decider shell and writes through the one executor; what they count and
 //! measure goes to the metrics.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use nodegate_actors::decider_shell;
 use nodegate_actors::router::Router;
 use nodegate_core::deciders::net::Net;
+use nodegate_core::deciders::regate::Regater;
 use nodegate_core::deciders::rules::RuleTainter;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::cluster::executor::{KubeExecutor, SystemClock};
-use crate::serve::metrics::Metrics;
+use crate::serve::metrics::{Metrics, RegateGauges};
 use crate::settings::config::RunSettings;
+
+/// A decider's task, to wait for at shutdown.
+pub type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+fn task<D: Send + 'static>(handle: JoinHandle<D>) -> Task {
+    Box::pin(async move {
+        let _ = handle.await;
+    })
+}
 
 /// Starts every decider; their tasks, to wait for at shutdown.
 pub fn start(
@@ -26,17 +38,17 @@ pub fn start(
     clock: &Arc<SystemClock>,
     metrics: &Arc<Metrics>,
     stop: &watch::Receiver<bool>,
-) -> Vec<JoinHandle<()>> {
+) -> Vec<Task> {
     let mut tasks = Vec::new();
     if settings.net.enabled {
-        tasks.push(decider_shell::start(
+        tasks.push(task(decider_shell::start(
             Net::new(settings.net.window),
             router,
             Arc::clone(executor),
             Arc::clone(clock),
             None,
             stop.clone(),
-        ));
+        )));
     }
     let m = Arc::clone(metrics);
     let matching: decider_shell::Publish<RuleTainter> = Box::new(move |rules, _| {
@@ -44,13 +56,32 @@ pub fn start(
             m.conditions.matching(&rule, nodes);
         }
     });
-    tasks.push(decider_shell::start(
+    tasks.push(task(decider_shell::start(
         RuleTainter::new(),
         router,
         Arc::clone(executor),
         Arc::clone(clock),
         Some(matching),
         stop.clone(),
-    ));
+    )));
+    let m = Arc::clone(metrics);
+    let gauges: decider_shell::Publish<Regater> = Box::new(move |regater, cx| {
+        let g = regater.gauges(cx);
+        m.regate.regated_ages(&regater.regated_ages(cx));
+        m.regate.gauges(RegateGauges {
+            regated: g.regated,
+            budget_allowed: g.budget_allowed,
+            broken: g.broken,
+            suspended: g.suspended,
+        });
+    });
+    tasks.push(task(decider_shell::start(
+        Regater::new(),
+        router,
+        Arc::clone(executor),
+        Arc::clone(clock),
+        Some(gauges),
+        stop.clone(),
+    )));
     tasks
 }

@@ -109,7 +109,8 @@ pub struct Context<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
     Changed(Change),
-    /// The time a decider asked for with [`Effect::LookAgainAt`] has come.
+    /// The time a decider asked for with [`Effect::LookAgainAt`] has come
+    /// (on this machine's clock).
     Tick,
     /// Writes may go out again: this replica gained the lease.
     MayWrite,
@@ -205,8 +206,10 @@ pub enum Effect {
     ReadNode {
         node: String,
     },
-    /// Deliver [`Input::Tick`] at `at` (at once if past). Only the earliest
-    /// pending one counts.
+    /// Deliver [`Input::Tick`] at `at` on this machine's clock ([`Now::local`]:
+    /// the shell's timers run on it; a decider that judges time on another
+    /// reading converts), at once if past. Only the earliest pending one
+    /// counts.
     LookAgainAt(Timestamp),
     /// A line for the log, with the node it concerns.
     Log {
@@ -240,12 +243,6 @@ pub fn retry_after(at: Timestamp) -> Timestamp {
 pub trait Decider: Send + 'static {
     fn origin(&self) -> Origin;
     fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect>;
-    /// The reading of [`Now`] this decider judges time by, and so the one
-    /// its [`Effect::LookAgainAt`] times are in: the shell delivers
-    /// [`Input::Tick`] once this reading has reached the time asked for.
-    fn clock(&self, now: &Now) -> Timestamp {
-        now.for_window()
-    }
 }
 
 #[cfg(test)]

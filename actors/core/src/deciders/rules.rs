@@ -467,11 +467,6 @@ impl Decider for RuleTainter {
         Origin::Rules
     }
 
-    /// Its [`Effect::LookAgainAt`] times are on the local clock.
-    fn clock(&self, now: &Now) -> Timestamp {
-        now.local
-    }
-
     fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect> {
         let mut out = match input {
             Input::Changed(Change::Everything) => self.everything(cx),
