@@ -2,7 +2,7 @@
 //! (a timeout, a connection lost mid-request, a 5xx from a proxy): the
 //! managed taints are gone and the node carries the `nodegate.dev/opened-at`
 //! this gate sent. The gate must end as opened — a `GateOpened` Event,
-//! `opened_by` as sent — not as "removed by another writer" (semantics.md §5).
+//! `opened_by` as sent — not as "removed by another writer" (semantics.md §5.5).
 
 mod gate_support;
 

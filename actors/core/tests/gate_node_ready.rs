@@ -1,4 +1,4 @@
-//! The node's own readiness (semantics.md §5): a gate opens by readiness only
+//! The node's own readiness (semantics.md §5.1): a gate opens by readiness only
 //! while the node's Ready condition is True and it carries neither
 //! `node.kubernetes.io/not-ready` nor `node.kubernetes.io/unreachable`. When a
 //! node stops answering, the node lifecycle controller first writes the node

@@ -47,7 +47,7 @@ fn node_variant(labels: u8, taints: u8, version: u8) -> NodeInfo {
     }
     // Some versions without the taint carry an `opened-at`: one the gate
     // did not write, or (`LOST_PATCH`, filled in by `as_left_by_lost_patch`)
-    // the one its latest unanswered patch wrote (semantics.md §5).
+    // the one its latest unanswered patch wrote (semantics.md §5.5).
     if taints % 4 == 3 {
         n.opened_at = match version % 4 {
             0 => None,
@@ -55,7 +55,7 @@ fn node_variant(labels: u8, taints: u8, version: u8) -> NodeInfo {
             _ => Some(LOST_PATCH),
         };
     }
-    // Some versions are of a node that is not Ready (semantics.md §5).
+    // Some versions are of a node that is not Ready (semantics.md §5.1).
     match (labels / 2) % 8 {
         6 => n.ready = NodeReady::Unknown,
         7 => n.ready = NodeReady::False,
