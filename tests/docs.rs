@@ -297,8 +297,14 @@ fn semantics_citations_are_read_as_written() {
     assert_eq!(cited_sections(" §5.3."), Some(vec![sub(5, 3)]));
     assert_eq!(cited_sections(" §5. The"), Some(vec![n(5)]));
     assert_eq!(cited_sections(" section 4 (a pod)"), Some(vec![n(4)]));
-    assert_eq!(cited_sections(" section 6.6 (a switch)"), Some(vec![sub(6, 6)]));
-    assert_eq!(cited_sections(" sections 2 and 3), and"), Some(vec![n(2), n(3)]));
+    assert_eq!(
+        cited_sections(" section 6.6 (a switch)"),
+        Some(vec![sub(6, 6)])
+    );
+    assert_eq!(
+        cited_sections(" sections 2 and 3), and"),
+        Some(vec![n(2), n(3)])
+    );
     assert_eq!(
         cited_sections(" sections 5.4 and 5.5), and"),
         Some(vec![sub(5, 4), sub(5, 5)])

@@ -13,6 +13,8 @@
 //! each other; `pending` is the set of changed pods a gate takes when woken;
 //! `router` indexes and routes; `node_actor` runs one gate;
 //! `supervisor` spawns and restarts the node actors at the router's request.
+//! `testing` (cargo feature `testing`, for tests only) holds the fake
+//! executor and clock that stand in for the binary's.
 
 pub mod live;
 pub mod messages;
@@ -22,3 +24,5 @@ pub mod pending;
 pub mod ports;
 pub mod router;
 pub mod supervisor;
+#[cfg(feature = "testing")]
+pub mod testing;
