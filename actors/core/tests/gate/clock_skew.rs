@@ -3,9 +3,7 @@
 //! deadline needs the deadline passed by the server's clock too — as the
 //! evidence the shell hands in (`Input::ServerTime`) shows it.
 
-mod gate_support;
-
-use gate_support::*;
+use crate::gate_support::*;
 use nodegate_core::gate::{Effect, Event, Input, OpenedBy, Step, TimerKind};
 use nodegate_core::testutil::ts;
 

@@ -4,9 +4,7 @@
 //! this gate sent. The gate must end as opened — a `GateOpened` Event,
 //! `opened_by` as sent — not as "removed by another writer" (semantics.md §5.5).
 
-mod gate_support;
-
-use gate_support::*;
+use crate::gate_support::*;
 use jiff::{SignedDuration, Timestamp};
 use nodegate_core::gate::{
     Effect, Event, EventType, Input, MAX_UNANSWERED, OpenedBy, PatchOutcome, Phase, StopReason,

@@ -5,9 +5,7 @@
 //! (Ready=Unknown) and only then marks its pods NotReady: a gate that took
 //! that node write for a status update would open the node in between.
 
-mod gate_support;
-
-use gate_support::*;
+use crate::gate_support::*;
 use nodegate_core::gate::{
     Effect, Event, EventType, Input, NODE_NOT_READY, OnTimeout, OpenedBy, PatchOutcome, Phase,
     TimerKind,

@@ -4,11 +4,9 @@
 //! dry-run never writes, one write at a time, and observing the same thing
 //! twice changes nothing.
 
-mod gate_support;
-
 use std::time::Duration;
 
-use gate_support::*;
+use crate::gate_support::*;
 use jiff::Timestamp;
 use nodegate_core::gate::{
     Effect, GateState, Input, OnTimeout, OpenedBy, PatchOutcome, Phase, TimerKind, WriteStatus,

@@ -3,9 +3,7 @@
 //! writes nothing, acting at once when it is lifted; and the one-shot
 //! `nodegate.dev/open` that opens a node whatever its members.
 
-mod gate_support;
-
-use gate_support::*;
+use crate::gate_support::*;
 use nodegate_core::gate::{Effect, Event, Input, OpenedBy, PatchOutcome, Phase, TimerKind};
 use nodegate_core::model::NodeInfo;
 

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use nodegate_core::gate::{
-    Effect, Event, GateConfig, GateState, Input, NodeEvent, OnTimeout, Step, UntaintPatch,
-    derive_members, step,
+    Effect, Event, GateConfig, GateState, Input, MemberId, NodeEvent, OnTimeout, Step,
+    UntaintPatch, derive_members, step,
 };
 use nodegate_core::journal::{Journal, replay};
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, PodPlacement, Taint};
@@ -38,6 +38,11 @@ pub fn node(taints: Vec<Taint>) -> NodeInfo {
 
 pub fn gated_node() -> NodeInfo {
     node(vec![managed()])
+}
+
+/// The member id of the DaemonSet `kube-system/NAME`.
+pub fn ds_member(name: &str) -> MemberId {
+    MemberId::DaemonSet(format!("kube-system/{name}"))
 }
 
 /// A DaemonSet that tolerates everything (as CNI agents do).
