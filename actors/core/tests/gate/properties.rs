@@ -330,7 +330,7 @@ fn check_step(
 }
 
 proptest! {
-    // Failures are turned into named tests in gate_transitions.rs rather than
+    // Failures are turned into named tests in the other modules of this binary rather than
     // persisted next to the sources.
     #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
 
