@@ -330,8 +330,8 @@ fn check_step(
 }
 
 proptest! {
-    // Failures are turned into named tests in the other modules of this binary rather than
-    // persisted next to the sources.
+    // Failures are turned into named tests in the other modules of this
+    // binary rather than persisted next to the sources.
     #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
