@@ -45,21 +45,14 @@ fn deadline_is_creation_plus_timeout_and_fires_through_a_keyed_timer() {
     assert!(recorded(&step).is_empty(), "the Warning follows the write");
 
     let step = g.at(121).feed(Input::PatchResult(PatchOutcome::Applied));
-    let ev = recorded(&step);
-    assert_eq!(ev.len(), 1);
-    assert_eq!(
-        (ev[0].type_, ev[0].reason.as_str()),
-        (EventType::Warning, "GateTimedOut")
-    );
-    assert!(
-        ev[0].note.contains("kube-system/broken (no pod"),
-        "{}",
-        ev[0].note
-    );
-    assert!(
-        ev[0].note.contains("1 of 2 expected members not Ready"),
-        "{}",
-        ev[0].note
+    assert_event(
+        &step,
+        EventType::Warning,
+        "GateTimedOut",
+        &[
+            "kube-system/broken (no pod",
+            "1 of 2 expected members not Ready",
+        ],
     );
     assert_eq!(
         g.state.opened.as_ref().map(|o| o.opened_by),
@@ -294,15 +287,11 @@ fn on_timeout_keep_marks_the_node_and_keeps_the_taint_until_members_are_ready() 
 
     let step = g.at(121).feed(Input::MarkResult(PatchOutcome::Applied));
     assert!(g.state.timeout_marked);
-    let ev = recorded(&step);
-    assert_eq!(
-        (ev[0].type_, ev[0].reason.as_str()),
-        (EventType::Warning, "GateTimedOut")
-    );
-    assert!(
-        ev[0].note.contains("kept closed") && ev[0].note.contains("kube-system/broken"),
-        "{}",
-        ev[0].note
+    assert_event(
+        &step,
+        EventType::Warning,
+        "GateTimedOut",
+        &["kept closed", "kube-system/broken"],
     );
 
     let step = g

@@ -57,12 +57,7 @@ fn dry_run_timeout_writes_nothing_either_way() {
             .at(500)
             .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
         assert_eq!(writes(&step), 0, "{action:?}");
-        let ev = recorded(&step);
-        assert_eq!(ev.len(), 1);
-        assert_eq!(
-            (ev[0].type_, ev[0].reason.as_str()),
-            (EventType::Warning, "GateTimedOut")
-        );
-        assert!(ev[0].note.starts_with("dry-run:"), "{}", ev[0].note);
+        let ev = assert_event(&step, EventType::Warning, "GateTimedOut", &[]);
+        assert!(ev.note.starts_with("dry-run:"), "{}", ev.note);
     }
 }

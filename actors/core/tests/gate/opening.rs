@@ -51,21 +51,14 @@ fn opens_when_the_last_member_becomes_ready_and_not_before() {
 
     let step = g.at(6).feed(Input::PatchResult(PatchOutcome::Applied));
     assert_eq!(g.state.phase, Phase::Opened);
-    let ev = recorded(&step);
-    assert_eq!(ev.len(), 1);
-    assert_eq!(
-        (ev[0].type_, ev[0].reason.as_str()),
-        (EventType::Normal, "GateOpened")
-    );
-    assert!(
-        ev[0].note.contains("all 2 expected members Ready"),
-        "{}",
-        ev[0].note
-    );
-    assert!(
-        ev[0].note.contains("6.0s after the gate started"),
-        "{}",
-        ev[0].note
+    assert_event(
+        &step,
+        EventType::Normal,
+        "GateOpened",
+        &[
+            "all 2 expected members Ready",
+            "6.0s after the gate started",
+        ],
     );
     assert!(stops(&step));
     assert!(matches!(step.effects.last(), Some(Effect::Stop(_))));
@@ -114,13 +107,7 @@ fn a_terminating_pod_does_not_count_and_another_ready_pod_does() {
 
 #[test]
 fn a_member_that_stops_being_ready_during_backoff_abandons_the_retry() {
-    let a = tolerant_ds("cilium");
-    let mut g = Gate::new(cfg());
-    g.at(1).start(
-        gated_node(),
-        vec![a.clone()],
-        vec![ready_pod("cilium-1", &a)],
-    );
+    let (mut g, a, _) = ready_cilium_gate();
     g.at(2).feed(Input::PatchResult(PatchOutcome::Failed(
         "etcd timeout".into(),
     )));
@@ -152,13 +139,7 @@ fn a_member_that_stops_being_ready_during_backoff_abandons_the_retry() {
 
 #[test]
 fn in_flight_untaint_is_withdrawn_when_a_member_stops_being_ready() {
-    let a = tolerant_ds("cilium");
-    let mut g = Gate::new(cfg());
-    let step = g.at(1).start(
-        gated_node(),
-        vec![a.clone()],
-        vec![ready_pod("cilium-1", &a)],
-    );
+    let (mut g, a, step) = ready_cilium_gate();
     assert_eq!(patches(&step).len(), 1);
 
     // The node lifecycle controller marks the pod NotReady while the patch
@@ -199,13 +180,7 @@ fn in_flight_untaint_is_withdrawn_when_a_member_stops_being_ready() {
 
 #[test]
 fn withdrawn_too_late_the_untaint_still_opens_the_node() {
-    let a = tolerant_ds("cilium");
-    let mut g = Gate::new(cfg());
-    g.at(1).start(
-        gated_node(),
-        vec![a.clone()],
-        vec![ready_pod("cilium-1", &a)],
-    );
+    let (mut g, a, _) = ready_cilium_gate();
     g.at(2)
         .feed(Input::pod_upserted(unready_pod("cilium-1", &a)));
     assert!(g.state.write.as_ref().is_some_and(|w| w.withdrawing));

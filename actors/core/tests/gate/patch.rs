@@ -377,13 +377,7 @@ fn failed_write_retries_and_a_stale_retry_timer_is_ignored() {
 
 #[test]
 fn only_one_write_is_in_flight_at_a_time() {
-    let a = tolerant_ds("cilium");
-    let mut g = Gate::new(cfg());
-    g.at(1).start(
-        gated_node(),
-        vec![a.clone()],
-        vec![ready_pod("cilium-1", &a)],
-    );
+    let (mut g, a, _) = ready_cilium_gate();
     let mut n = gated_node();
     n.resource_version = "2".into();
     let step = g.at(2).feed(Input::NodeChanged(n.into()));

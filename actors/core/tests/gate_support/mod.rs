@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use nodegate_core::gate::{
-    Effect, Event, GateConfig, GateState, Input, MemberId, NodeEvent, OnTimeout, Step,
+    Effect, Event, EventType, GateConfig, GateState, Input, MemberId, NodeEvent, OnTimeout, Step,
     UntaintPatch, derive_members, step,
 };
 use nodegate_core::journal::{Journal, replay};
@@ -89,6 +89,20 @@ pub fn pending_pod(name: &str, ds: &DaemonSetInfo) -> PodInfo {
     }
 }
 
+/// A gate (defaults: [`cfg`]) on [`gated_node`], started at 1 s with one
+/// member, the tolerant DaemonSet `cilium`, whose pod `cilium-1` is Ready;
+/// with that DaemonSet and the first step (which decides to open).
+pub fn ready_cilium_gate() -> (Gate, DaemonSetInfo, Step) {
+    let a = tolerant_ds("cilium");
+    let mut g = Gate::new(cfg());
+    let step = g.at(1).start(
+        gated_node(),
+        vec![a.clone()],
+        vec![ready_pod("cilium-1", &a)],
+    );
+    (g, a, step)
+}
+
 /// One gate driven by hand: every step is journalled and the journal's
 /// replay is checked against the live state after every input.
 pub struct Gate {
@@ -161,6 +175,27 @@ pub fn recorded(step: &Step) -> Vec<&NodeEvent> {
             _ => None,
         })
         .collect()
+}
+
+/// Asserts that `step` records exactly one Kubernetes Event, of this type
+/// and reason, whose note contains every one of `fragments`; returns it.
+pub fn assert_event<'a>(
+    step: &'a Step,
+    type_: EventType,
+    reason: &str,
+    fragments: &[&str],
+) -> &'a NodeEvent {
+    let ev = recorded(step);
+    assert_eq!(ev.len(), 1, "{ev:#?}");
+    assert_eq!((ev[0].type_, ev[0].reason.as_str()), (type_, reason));
+    for fragment in fragments {
+        assert!(
+            ev[0].note.contains(fragment),
+            "{fragment:?} not in {}",
+            ev[0].note
+        );
+    }
+    ev[0]
 }
 
 pub fn writes(step: &Step) -> usize {
