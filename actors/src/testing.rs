@@ -1,6 +1,6 @@
 //! Test support, behind the cargo feature `testing`: the one fake
 //! [`EffectExecutor`] and the one [`Clock`] that this crate's tests, benches
-//! and examples (and anyone else's) drive the actor system with, instead of
+//! and examples drive the actor system with, instead of
 //! the binary's kube adapters and system clock; and a [`GateObserver`] that
 //! counts gate steps.
 //!
