@@ -9,7 +9,9 @@
 //! - `settings`: the command line and the config file, turned into the core's
 //!   configuration once;
 //! - `error`: the one error type, and the exit status each kind of error
-//!   ends the process with.
+//!   ends the process with;
+//! - `test_gates` (tests only): a gate driven by hand, shared by the unit
+//!   tests of `serve` and `trace`.
 //!
 //! `main.rs` only parses the command line and calls in here; the end-to-end
 //! tests use the projections to compare nodegate's verdicts with the real
@@ -20,6 +22,8 @@ pub mod commands;
 pub mod error;
 pub mod serve;
 pub mod settings;
+#[cfg(test)]
+pub(crate) mod test_gates;
 pub mod trace;
 
 pub use error::{Error, Result};

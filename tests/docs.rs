@@ -129,30 +129,62 @@ fn readme_links_to_documents_that_exist() {
     );
 }
 
-/// The numbers of the `## N. Title` headings of docs/semantics.md.
-fn semantics_sections() -> BTreeSet<u32> {
+/// The numbers of the `## N. Title` and `### N.M Title` headings of
+/// docs/semantics.md: `"5"`, `"5.3"`.
+fn semantics_sections() -> BTreeSet<String> {
     read("docs/semantics.md")
         .lines()
         .filter_map(|l| {
-            let (number, _) = l.strip_prefix("## ")?.split_once(". ")?;
-            number.parse().ok()
+            if let Some(rest) = l.strip_prefix("## ") {
+                let (number, _) = rest.split_once(". ")?;
+                number.parse::<u32>().ok().map(|n| n.to_string())
+            } else {
+                let (number, _) = l.strip_prefix("### ")?.split_once(' ')?;
+                let (major, minor) = number.split_once('.')?;
+                let (major, minor) = (major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?);
+                Some(format!("{major}.{minor}"))
+            }
         })
         .collect()
 }
 
-/// Reads a number at the start of `s` (after spaces); returns it and the rest.
-fn leading_number(s: &str) -> Option<(u32, &str)> {
-    let s = s.trim_start();
+/// A section number: a section (`5`) or a subsection (`5.3`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Section(u32, Option<u32>);
+
+impl std::fmt::Display for Section {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.1 {
+            Some(minor) => write!(f, "{}.{minor}", self.0),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
+
+/// Reads digits at the start of `s`; returns them and the rest.
+fn digits(s: &str) -> Option<(u32, &str)> {
     let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     Some((s[..end].parse().ok()?, &s[end..]))
 }
 
+/// Reads a section number (`5`, or `5.3` — a dot followed by a digit; a dot
+/// that ends a sentence is not part of it) at the start of `s` (after
+/// spaces); returns it and the rest.
+fn leading_number(s: &str) -> Option<(Section, &str)> {
+    let (major, rest) = digits(s.trim_start())?;
+    match rest.strip_prefix('.').and_then(digits) {
+        Some((minor, rest)) => Some((Section(major, Some(minor)), rest)),
+        None => Some((Section(major, None), rest)),
+    }
+}
+
 /// The sections a citation names, given the text right after a mention of
-/// semantics.md: `§N`, `section N`, `sections N and M`, `sections N to M`
-/// (also across a line break inside a `//` comment, and after a Markdown
-/// link's target). `None` when the mention cites no section; `Some` of an
-/// empty list when it starts like a citation but names no number.
-fn cited_sections(after: &str) -> Option<Vec<u32>> {
+/// semantics.md: `§N` or `§N.M`, `section N`, `sections N and M`, `sections
+/// N to M` (also across a line break inside a `//` comment, and after a
+/// Markdown link's target). `None` when the mention cites no section;
+/// `Some` of an empty list when it starts like a citation but names no
+/// number.
+fn cited_sections(after: &str) -> Option<Vec<Section>> {
     let mut s = after;
     // A Markdown link's target (`](…)`) or an anchor after the file name.
     if let Some(rest) = s.strip_prefix("](") {
@@ -187,8 +219,15 @@ fn cited_sections(after: &str) -> Option<Vec<u32>> {
             let Some((n, r)) = leading_number(after_word) else {
                 break;
             };
-            match (range, cited.last()) {
-                (true, Some(&from)) => cited.extend(from + 1..=n),
+            match (range, cited.last().copied()) {
+                // `sections 1 to 3`, `sections 5.1 to 5.3`: every one between.
+                (true, Some(Section(from, None))) if n.1.is_none() => {
+                    cited.extend((from + 1..=n.0).map(|m| Section(m, None)))
+                }
+                (true, Some(Section(major, Some(from)))) if n.0 == major && n.1.is_some() => {
+                    let to = n.1.unwrap_or(from);
+                    cited.extend((from + 1..=to).map(|m| Section(major, Some(m))))
+                }
                 _ => cited.push(n),
             }
             rest = r;
@@ -207,6 +246,10 @@ fn semantics_citations_name_sections_that_exist() {
     assert!(
         !sections.is_empty(),
         "docs/semantics.md has no `## N. Title` headings"
+    );
+    assert!(
+        sections.iter().any(|s| s.contains('.')),
+        "docs/semantics.md has no `### N.M Title` headings"
     );
     let out = Command::new("git")
         .args(["ls-files", "-z", "--", "*.rs", "*.md"])
@@ -229,7 +272,7 @@ fn semantics_citations_name_sections_that_exist() {
             }
             for n in cited {
                 citations += 1;
-                if !sections.contains(&n) {
+                if !sections.contains(&n.to_string()) {
                     broken.push(format!("{path}:{line}: cites section {n}"));
                 }
             }
@@ -247,15 +290,49 @@ fn semantics_citations_name_sections_that_exist() {
 
 #[test]
 fn semantics_citations_are_read_as_written() {
-    assert_eq!(cited_sections(" §5): test"), Some(vec![5]));
-    assert_eq!(cited_sections(" section 4 (a pod)"), Some(vec![4]));
-    assert_eq!(cited_sections(" sections 2 and 3), and"), Some(vec![2, 3]));
-    assert_eq!(cited_sections(" sections 1 to 3: the"), Some(vec![1, 2, 3]));
-    assert_eq!(cited_sections("\n//! §2."), Some(vec![2]));
-    assert_eq!(cited_sections("](other.md#x) §6 has"), Some(vec![6]));
-    assert_eq!(cited_sections(") §6 has"), Some(vec![6]));
+    let n = |major| Section(major, None);
+    let sub = |major, minor| Section(major, Some(minor));
+    assert_eq!(cited_sections(" §5): test"), Some(vec![n(5)]));
+    assert_eq!(cited_sections(" §5.3): test"), Some(vec![sub(5, 3)]));
+    assert_eq!(cited_sections(" §5.3."), Some(vec![sub(5, 3)]));
+    assert_eq!(cited_sections(" §5. The"), Some(vec![n(5)]));
+    assert_eq!(cited_sections(" section 4 (a pod)"), Some(vec![n(4)]));
+    assert_eq!(
+        cited_sections(" section 6.6 (a switch)"),
+        Some(vec![sub(6, 6)])
+    );
+    assert_eq!(
+        cited_sections(" sections 2 and 3), and"),
+        Some(vec![n(2), n(3)])
+    );
+    assert_eq!(
+        cited_sections(" sections 5.4 and 5.5), and"),
+        Some(vec![sub(5, 4), sub(5, 5)])
+    );
+    assert_eq!(
+        cited_sections(" sections 1 to 3: the"),
+        Some(vec![n(1), n(2), n(3)])
+    );
+    assert_eq!(
+        cited_sections(" sections 5.1 to 5.3: the"),
+        Some(vec![sub(5, 1), sub(5, 2), sub(5, 3)])
+    );
+    assert_eq!(cited_sections("\n//! §2."), Some(vec![n(2)]));
+    assert_eq!(cited_sections("](other.md#x) §6 has"), Some(vec![n(6)]));
+    assert_eq!(cited_sections(") §6 has"), Some(vec![n(6)]));
     assert_eq!(cited_sections(" §"), Some(vec![]));
     assert_eq!(cited_sections("), so"), None);
     assert_eq!(cited_sections(" sections are numbered"), None);
     assert_eq!(cited_sections("\")"), None);
+}
+
+#[test]
+fn semantics_subsections_are_read_from_their_headings() {
+    let sections = semantics_sections();
+    for number in ["5", "5.1", "5.3", "5.7", "6", "6.1"] {
+        assert!(
+            sections.contains(number),
+            "docs/semantics.md has no section {number}: {sections:?}"
+        );
+    }
 }

@@ -366,7 +366,7 @@ async fn leader_killed_mid_burst_opens_every_node_once() {
     }
 
     // Events: one per node, never two. The one exception the semantics
-    // allow (docs/semantics.md, "Leadership"): a node nodegate-a opened just
+    // allow (docs/semantics.md §5.6): a node nodegate-a opened just
     // before it was killed, whose Event it did not get to record — its
     // opened-at (nodegate's clock) precedes the kill. Wait for each node's
     // first Event, then a moment for any second one.

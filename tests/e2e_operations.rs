@@ -408,7 +408,7 @@ async fn probes_metrics_and_debug_endpoints_answer_as_documented() {
         .as_array()
         .unwrap_or_else(|| panic!("no journal: {detail}"));
     // The evidence of the API server's clock the gate started with may come
-    // first (semantics.md §5, "Clock skew"); then the snapshot.
+    // first (semantics.md §5.3); then the snapshot.
     let first = journal
         .iter()
         .find(|e| e["event"].get("server_time_seen").is_none())

@@ -15,7 +15,7 @@
 //! scale driver (tests/scale/benches/patch.rs).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use divan::counter::ItemsCount;
@@ -23,12 +23,10 @@ use divan::{Bencher, black_box};
 use jiff::Timestamp;
 use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::observe::GateObserver;
-use nodegate_actors::ports::{Clock, EffectExecutor, Withdrawal};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
-use nodegate_core::gate::{
-    self, GateConfig, GateState, Input, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
-};
+use nodegate_actors::testing::{FakeClock, FakeExecutor, StepCounter};
+use nodegate_core::gate::{self, GateConfig, GateState, Input};
 use nodegate_core::journal;
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_core::placement;
@@ -149,42 +147,10 @@ fn gate_step_pod_event(bencher: Bencher, d: usize) {
     });
 }
 
-/// Stands in for the kube adapters; the benchmarked gates never write.
-struct NoWrites;
-
-impl EffectExecutor for NoWrites {
-    async fn remove_taints(&self, _: UntaintPatch, _: Withdrawal) -> PatchOutcome {
-        PatchOutcome::Applied
-    }
-    async fn mark_timed_out(&self, _: TimeoutMark) -> PatchOutcome {
-        PatchOutcome::Applied
-    }
-    async fn record_event(&self, _: NodeEvent) {}
-    async fn get_node(&self, _: &str) -> Result<Option<NodeInfo>, String> {
-        Ok(None)
-    }
-    fn retry_delay(&self, _: u32) -> Duration {
-        Duration::from_secs(1)
-    }
-}
-
-struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::now()
-    }
-}
-
-/// Counts gate steps: the barrier that tells the bench every event it sent
-/// has been decided (each readiness flip makes exactly one step with events).
-#[derive(Default)]
-struct StepCounter(AtomicU64);
-
-impl GateObserver for StepCounter {
-    fn gate_step(&self, _: &str, _: Timestamp, _: &[gate::Event], _: &GateState) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
+/// Stands in for the kube adapters; the benchmarked gates never write, and
+/// it keeps no record of what they would.
+fn no_writes() -> FakeExecutor {
+    FakeExecutor::silent().with_retry_delay(Duration::from_secs(1))
 }
 
 const GATED_NODES: usize = 100;
@@ -227,8 +193,8 @@ fn route_and_decide(bencher: Bencher) {
         }
         let ctx = Arc::new(GateContext {
             router: Arc::clone(&router),
-            executor: Arc::new(NoWrites),
-            clock: Arc::new(SystemClock),
+            executor: Arc::new(no_writes()),
+            clock: Arc::new(FakeClock::default()),
             journal_capacity: journal::DEFAULT_CAPACITY,
         });
         let (sup, _) = match supervisor::start(ctx).await {

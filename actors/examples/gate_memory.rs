@@ -15,16 +15,16 @@
 //! `nodegate_core::journal::DEFAULT_CAPACITY`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::observe::GateObserver;
-use nodegate_actors::ports::{Clock, EffectExecutor, Withdrawal};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
-use nodegate_core::gate::{self, GateConfig, GateState, NodeEvent, PatchOutcome, TimeoutMark};
+use nodegate_actors::testing::{FakeClock, FakeExecutor, StepCounter};
+use nodegate_core::gate::GateConfig;
 use nodegate_core::journal;
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_core::testutil::{
@@ -33,39 +33,10 @@ use nodegate_core::testutil::{
 
 const MANAGED: &str = "nodegate.dev/initializing";
 
-struct NoWrites;
-
-impl EffectExecutor for NoWrites {
-    async fn remove_taints(&self, _: gate::UntaintPatch, _: Withdrawal) -> PatchOutcome {
-        PatchOutcome::Applied
-    }
-    async fn mark_timed_out(&self, _: TimeoutMark) -> PatchOutcome {
-        PatchOutcome::Applied
-    }
-    async fn record_event(&self, _: NodeEvent) {}
-    async fn get_node(&self, _: &str) -> Result<Option<NodeInfo>, String> {
-        Ok(None)
-    }
-    fn retry_delay(&self, _: u32) -> Duration {
-        Duration::from_secs(1)
-    }
-}
-
-struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::now()
-    }
-}
-
-#[derive(Default)]
-struct Steps(AtomicU64);
-
-impl GateObserver for Steps {
-    fn gate_step(&self, _: &str, _: Timestamp, _: &[gate::Event], _: &GateState) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
+/// Stands in for the kube adapters; the gates measured never write, and it
+/// keeps no record (which would count in the memory measured).
+fn no_writes() -> FakeExecutor {
+    FakeExecutor::silent().with_retry_delay(Duration::from_secs(1))
 }
 
 fn node(name: &str) -> NodeInfo {
@@ -165,7 +136,7 @@ fn main() {
     rt.block_on(async {
         let config = Arc::new(GateConfig::default());
         let router = Arc::new(Router::new(Arc::clone(&config)));
-        let steps = Arc::new(Steps::default());
+        let steps = Arc::new(StepCounter::default());
         router.set_observer(Arc::clone(&steps) as Arc<dyn GateObserver>);
         let dss = daemonsets(d);
         for ds in &dss {
@@ -177,8 +148,8 @@ fn main() {
         }
         let ctx = Arc::new(GateContext {
             router: Arc::clone(&router),
-            executor: Arc::new(NoWrites),
-            clock: Arc::new(SystemClock),
+            executor: Arc::new(no_writes()),
+            clock: Arc::new(FakeClock::default()),
             journal_capacity: env_or("JCAP", journal::DEFAULT_CAPACITY),
         });
         let (sup, _) = supervisor::start(ctx).await.expect("supervisor");

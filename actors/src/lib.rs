@@ -16,6 +16,8 @@
 //! `feed` is the router's change feed, and `decider_shell` runs each of the
 //! deciders beside the gates (the late-taint net, re-gating, condition-rule
 //! taints) on it, through the same ports as the gates.
+//! `testing` (cargo feature `testing`, for tests only) holds the fake
+//! executor and clock that stand in for the binary's.
 
 pub mod decider_shell;
 pub mod feed;
@@ -27,3 +29,5 @@ pub mod pending;
 pub mod ports;
 pub mod router;
 pub mod supervisor;
+#[cfg(feature = "testing")]
+pub mod testing;

@@ -213,7 +213,7 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
     /// Runs one input through the gate. A snapshot, a re-examination and the
     /// deadline timer — the inputs that may decide the deadline by time —
     /// are preceded by the newest evidence of the API server's clock, if
-    /// any (semantics.md §5, "Clock skew").
+    /// any (semantics.md §5.3).
     fn process(&self, myself: &ActorRef<NodeMsg>, state: &mut NodeActorState, input: Input) {
         let judges_time = matches!(
             input,

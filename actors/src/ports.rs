@@ -32,7 +32,7 @@ use nodegate_core::model::NodeInfo;
 pub trait Clock: Send + Sync + 'static {
     fn now(&self) -> Timestamp;
     /// Evidence of the API server's clock: a time the server's clock has
-    /// certainly reached (semantics.md §5, "Clock skew"), or `None` when
+    /// certainly reached (semantics.md §5.3), or `None` when
     /// there is none. The node actor hands it to its gate
     /// ([`gate::Input::ServerTime`]) with the snapshot, each re-examination
     /// and each deadline timer. The binary's answer is the newest time the
@@ -48,7 +48,7 @@ pub trait Clock: Send + Sync + 'static {
 /// [`gate::PatchOutcome::NotLeader`] and dropping Events when this replica
 /// does not hold the lease) and the concurrency and QPS limits.
 pub trait EffectExecutor: Send + Sync + 'static {
-    /// The conditional JSON patch of semantics.md §5. Right before sending
+    /// The conditional JSON patch of semantics.md §5.4. Right before sending
     /// (after any wait for a patch slot or rate token) the executor checks
     /// `withdrawal`, and answers [`gate::PatchOutcome::Withdrawn`] without
     /// writing if the gate asked for it.

@@ -11,39 +11,16 @@ use gate_support::*;
 use jiff::Timestamp;
 use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::observe::{GateObserver, RouterEvent};
-use nodegate_actors::ports::{Clock, EffectExecutor, Withdrawal};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
-use nodegate_core::gate::{
-    Event, GateState, NodeEvent, PatchOutcome, Phase, TimeoutMark, UntaintPatch,
-};
+use nodegate_actors::testing::{FakeClock, FakeExecutor};
+use nodegate_core::gate::{Event, GateState, Phase};
 use nodegate_core::journal::Journal;
 use nodegate_core::model::NodeInfo;
 
-struct Applying;
-
-impl EffectExecutor for Applying {
-    async fn remove_taints(&self, _: UntaintPatch, _: Withdrawal) -> PatchOutcome {
-        PatchOutcome::Applied
-    }
-    async fn mark_timed_out(&self, _: TimeoutMark) -> PatchOutcome {
-        PatchOutcome::Applied
-    }
-    async fn record_event(&self, _: NodeEvent) {}
-    async fn get_node(&self, _: &str) -> Result<Option<NodeInfo>, String> {
-        Ok(None)
-    }
-    fn retry_delay(&self, _: u32) -> Duration {
-        Duration::from_millis(10)
-    }
-}
-
-struct Now;
-
-impl Clock for Now {
-    fn now(&self) -> Timestamp {
-        Timestamp::now()
-    }
+/// Every write applies; nothing is kept (the observer records what counts).
+fn applying() -> FakeExecutor {
+    FakeExecutor::silent().with_retry_delay(Duration::from_millis(10))
 }
 
 #[derive(Default)]
@@ -99,8 +76,8 @@ async fn observer_sees_router_events_and_a_gate_from_start_to_stop() {
     );
     let ctx = Arc::new(GateContext {
         router: Arc::clone(&router),
-        executor: Arc::new(Applying),
-        clock: Arc::new(Now),
+        executor: Arc::new(applying()),
+        clock: Arc::new(FakeClock::default()),
         journal_capacity: 64,
     });
     let (sup, _) = supervisor::start(ctx).await.expect("supervisor starts");
@@ -165,8 +142,8 @@ async fn a_daemonset_seen_again_unchanged_is_not_fanned_out_to_the_gates() {
     assert!(router.set_observer(seen.clone()));
     let ctx = Arc::new(GateContext {
         router: Arc::clone(&router),
-        executor: Arc::new(Applying),
-        clock: Arc::new(Now),
+        executor: Arc::new(applying()),
+        clock: Arc::new(FakeClock::default()),
         journal_capacity: 64,
     });
     let (sup, _) = supervisor::start(ctx).await.expect("supervisor starts");

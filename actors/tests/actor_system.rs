@@ -5,119 +5,24 @@
 #[path = "../core/tests/gate_support/mod.rs"]
 mod gate_support;
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use gate_support::*;
 use jiff::Timestamp;
 use nodegate_actors::node_actor::GateContext;
-use nodegate_actors::ports::{Clock, EffectExecutor, Withdrawal};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor::{self, SupervisorMsg};
-use nodegate_core::gate::{
-    EventType, GateConfig, NodeEvent, OpenedBy, PatchOutcome, Phase, TimeoutMark, UntaintPatch,
-};
+use nodegate_actors::testing::{FakeClock, FakeExecutor};
+use nodegate_core::gate::{EventType, GateConfig, OpenedBy, PatchOutcome, Phase};
 use nodegate_core::model::NodeInfo;
 use ractor::ActorRef;
 
-/// Records every effect; patch outcomes can be scripted (default: Applied).
-#[derive(Default)]
-struct Recorder {
-    patches: Mutex<Vec<UntaintPatch>>,
-    marks: Mutex<Vec<TimeoutMark>>,
-    events: Mutex<Vec<NodeEvent>>,
-    outcomes: Mutex<VecDeque<PatchOutcome>>,
-    node_on_refresh: Mutex<Option<NodeInfo>>,
-    refreshes: AtomicUsize,
-    /// When set, an untaint waits for a permit before it is "sent", the way
-    /// the binary's writer waits for a patch slot and a rate token.
-    hold: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
-    /// Untaints handed over (whether or not they were then sent).
-    handed: AtomicUsize,
-    /// The period of the gates' re-examination in milliseconds, for gates
-    /// started after it is set; 0: the default (30 s, longer than any test).
-    reexamine_ms: AtomicU64,
-}
-
-impl Recorder {
-    fn patches(&self) -> Vec<UntaintPatch> {
-        self.patches.lock().unwrap().clone()
-    }
-    fn events(&self) -> Vec<NodeEvent> {
-        self.events.lock().unwrap().clone()
-    }
-    fn script(&self, outcomes: Vec<PatchOutcome>) {
-        self.outcomes.lock().unwrap().extend(outcomes);
-    }
-}
-
-impl EffectExecutor for Recorder {
-    async fn remove_taints(&self, patch: UntaintPatch, withdrawal: Withdrawal) -> PatchOutcome {
-        self.handed.fetch_add(1, Ordering::SeqCst);
-        let hold = self.hold.lock().unwrap().clone();
-        if let Some(hold) = hold {
-            hold.acquire().await.expect("hold semaphore open").forget();
-        }
-        if withdrawal.is_requested() {
-            return PatchOutcome::Withdrawn;
-        }
-        self.patches.lock().unwrap().push(patch);
-        self.outcomes
-            .lock()
-            .unwrap()
-            .pop_front()
-            .unwrap_or(PatchOutcome::Applied)
-    }
-    async fn mark_timed_out(&self, mark: TimeoutMark) -> PatchOutcome {
-        self.marks.lock().unwrap().push(mark);
-        PatchOutcome::Applied
-    }
-    async fn record_event(&self, event: NodeEvent) {
-        self.events.lock().unwrap().push(event);
-    }
-    async fn get_node(&self, _name: &str) -> Result<Option<NodeInfo>, String> {
-        self.refreshes.fetch_add(1, Ordering::SeqCst);
-        Ok(self.node_on_refresh.lock().unwrap().clone())
-    }
-    fn retry_delay(&self, _attempt: u32) -> Duration {
-        Duration::from_millis(20)
-    }
-    fn reexamine_delay(&self) -> Duration {
-        match self.reexamine_ms.load(Ordering::SeqCst) {
-            0 => nodegate_actors::ports::REEXAMINE_PERIOD,
-            ms => Duration::from_millis(ms),
-        }
-    }
-}
-
-/// The real clock, which can be told to panic once (to crash a gate).
-#[derive(Default)]
-struct TestClock {
-    panic_once: AtomicBool,
-    /// When set, the API server's clock is this far behind ours.
-    server_behind: std::sync::Mutex<Option<Duration>>,
-}
-
-impl Clock for TestClock {
-    fn now(&self) -> Timestamp {
-        if self.panic_once.swap(false, Ordering::SeqCst) {
-            panic!("injected clock failure");
-        }
-        Timestamp::now()
-    }
-
-    fn server_now(&self) -> Option<Timestamp> {
-        let behind = (*self.server_behind.lock().unwrap())?;
-        Some(Timestamp::now() - behind)
-    }
-}
-
 struct System {
     router: Arc<Router>,
-    exec: Arc<Recorder>,
-    clock: Arc<TestClock>,
+    exec: Arc<FakeExecutor>,
+    clock: Arc<FakeClock>,
     supervisor: ActorRef<SupervisorMsg>,
 }
 
@@ -125,8 +30,8 @@ impl System {
     async fn start(config: GateConfig) -> Self {
         let config = Arc::new(config);
         let router = Arc::new(Router::new(Arc::clone(&config)));
-        let exec = Arc::new(Recorder::default());
-        let clock = Arc::new(TestClock::default());
+        let exec = Arc::new(FakeExecutor::recording());
+        let clock = Arc::new(FakeClock::default());
         let ctx = Arc::new(GateContext {
             router: Arc::clone(&router),
             executor: Arc::clone(&exec),
@@ -314,7 +219,7 @@ async fn a_controller_clock_ahead_of_the_servers_does_not_open_new_nodes_at_once
     // Our clock is ten minutes ahead: the server created the node "now" by
     // its clock, ten minutes ago by ours.
     let skew = Duration::from_secs(600);
-    *sys.clock.server_behind.lock().unwrap() = Some(skew);
+    sys.clock.set_server_behind(Some(skew));
     sys.router.daemonset_upserted(tolerant_ds("broken"));
     let started = Instant::now();
     sys.router.node_upserted(NodeInfo {

@@ -380,7 +380,7 @@ impl Elector {
             return self.create().await;
         };
         // The last renewal's managedFields time is the server's clock then
-        // (semantics.md §5, "Clock skew"): evidence on every replica.
+        // (semantics.md §5.3): evidence on every replica.
         self.server_time.saw_object(&lease.metadata);
         let record = LeaseRecord::from_lease(&lease);
         let version = lease.metadata.resource_version.clone().unwrap_or_default();

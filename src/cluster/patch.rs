@@ -1,6 +1,6 @@
 //! The patch protocol: the exact bytes nodegate sends to change a Node.
 //!
-//! Opening a gate is one conditional JSON patch (semantics.md §5): it tests
+//! Opening a gate is one conditional JSON patch (semantics.md §5.4): it tests
 //! the node's resourceVersion and each managed taint at its index, removes
 //! those taints (highest index first), and records `nodegate.dev/opened-at` and
 //! `nodegate.dev/opened-by`. Any change to the node since nodegate last saw it

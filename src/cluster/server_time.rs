@@ -1,4 +1,4 @@
-//! Evidence of the API server's clock (semantics.md §5, "Clock skew").
+//! Evidence of the API server's clock (semantics.md §5.3).
 //!
 //! A gate's deadline is API-server time (a node's `creationTimestamp`, or its
 //! `gated-since`); the deadline timer fires on this process's clock. So that

@@ -366,7 +366,7 @@ fn action_for(reason: Reason) -> &'static str {
 /// node changed since the gate looked"; the gate re-reads and re-decides.
 /// A 5xx, or an error of the connection once the request may have gone out,
 /// leaves open whether it was applied: ambiguous, and the gate re-reads
-/// before it retries (semantics.md §5). Any other answer (a 4xx), and a
+/// before it retries (semantics.md §5.5). Any other answer (a 4xx), and a
 /// request that could not be built or authenticated, wrote nothing.
 pub fn outcome(r: Result<(), kube::Error>) -> PatchOutcome {
     match r {

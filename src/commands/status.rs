@@ -240,7 +240,7 @@ fn row(node: &NodeInfo, state: &GateState, cfg: &GateConfig, now: Timestamp) -> 
         .filter(|(_, m)| m.readiness.as_ref().is_some_and(Readiness::is_ready))
         .count();
     let blockers = state.blockers();
-    // The node itself first, when it keeps the gate closed (semantics.md §5).
+    // The node itself first, when it keeps the gate closed (semantics.md §5.1).
     let mut blocked: Vec<String> = state
         .node_wait_reason()
         .map(|_| gate::NODE_NOT_READY.to_string())

@@ -13,7 +13,8 @@
 //! - `export`: the bounded queue and the task that exports, never blocking
 //!   a gate (what it cannot send is counted, not waited for).
 //!
-//! docs/operations.md ("Tracing") describes the spans for operators.
+//! docs/operations.md ("Tracing") describes the spans for operators;
+//! docs/development.md ("Tracing") the export queue, the ids and the tests.
 
 pub mod build;
 pub mod config;

@@ -9,6 +9,8 @@
 //! crate's Cargo.toml has no async runtime, actor framework or Kubernetes
 //! client in it, so the compiler keeps it that way. The actor system
 //! (`nodegate-actors`) and the binary carry out the effects the gate returns.
+//! `testutil`, builders for tests, exists only in tests and under the cargo
+//! feature `testing`, which only dev-dependencies turn on.
 
 pub mod budget;
 pub mod conditions;
@@ -22,4 +24,5 @@ pub mod readiness;
 pub mod regate;
 pub mod report;
 pub mod selector;
+#[cfg(any(test, feature = "testing"))]
 pub mod testutil;

@@ -147,12 +147,12 @@ pub struct NodeInfo {
     /// counts from here instead of from `created`. An unparsable annotation
     /// is reported by the adapter and treated as absent.
     pub gated_since: Option<Timestamp>,
-    /// The status of the node's `Ready` condition (semantics.md §5: a node
+    /// The status of the node's `Ready` condition (semantics.md §5.1: a node
     /// opens by readiness only while it is `True`).
     #[serde(default)]
     pub ready: NodeReady,
     /// `nodegate.dev/opened-at`, the time nodegate's untaint patch wrote
-    /// (semantics.md §5): how a gate recognises its own patch whose answer
+    /// (semantics.md §5.5): how a gate recognises its own patch whose answer
     /// was lost. An unparsable annotation is reported and treated as absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opened_at: Option<Timestamp>,

@@ -4,7 +4,7 @@
 //! Ready, Running, not being deleted, owned by that DaemonSet, and available
 //! for the DaemonSet's `minReadySeconds`) and the critical-pod entries of
 //! section 3 (a Ready pod matching a namespace and label selector), and
-//! whether the node itself is Ready (section 5). When a
+//! whether the node itself is Ready (section 5.1). When a
 //! member is not Ready it says what it is waiting for, precisely enough for an
 //! operator and for the gate to know when to look again. It is pure: time is
 //! an argument, it never reads a clock, never does I/O, never panics on
@@ -422,7 +422,7 @@ pub const NODE_NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 /// The taint it puts on a node whose Ready condition is Unknown.
 pub const NODE_UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
 
-/// Why a node itself is not Ready (semantics.md §5): a gate opens by
+/// Why a node itself is not Ready (semantics.md §5.1): a gate opens by
 /// readiness only on a node that is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -1,10 +1,11 @@
 //! Small builders for tests: nodes, DaemonSets, pods, taints, tolerations
 //! and node selector terms with the boring fields filled in.
 //!
-//! Public (not `cfg(test)`) so that the integration tests in `tests/` and
-//! other modules' tests can share them. Test support only: production code
-//! must never call it. Everything here is plain data construction — no I/O,
-//! no clock.
+//! Compiled for this crate's unit tests and under the cargo feature
+//! `testing`, which only dev-dependencies turn on (this crate's own for its
+//! integration tests in `tests/`, nodegate-actors' and the binary's), so that
+//! they can share them while production code cannot call them. Everything
+//! here is plain data construction — no I/O, no clock.
 
 use jiff::Timestamp;
 

@@ -6,54 +6,37 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nodegate_core::gate::{self, GateConfig, Input};
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
-use nodegate_core::testutil::{
-    mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
-};
+use nodegate_core::model::DaemonSetInfo;
+use nodegate_core::testutil::ts;
 
-const NODE: &str = "node-a";
-
-fn gated(created: i64) -> NodeInfo {
-    NodeInfo {
-        created: ts(created),
-        ..mk_node(
-            NODE,
-            &[],
-            vec![taint("nodegate.dev/initializing", "NoSchedule")],
-        )
-    }
-}
-
-fn tolerant(name: &str) -> DaemonSetInfo {
-    mk_ds(
-        "infra",
-        name,
-        template_with_tolerations(vec![toleration("", "Exists", "", "")]),
-    )
-}
-
-fn pod(name: &str, ds: &DaemonSetInfo, ready_at: Option<i64>) -> PodInfo {
-    PodInfo {
-        ready: ready_at.is_some(),
-        ready_since: ready_at.map(ts),
-        ..mk_pod(name, NODE, &ds.uid)
-    }
-}
+use crate::test_gates::{DrivenGate, NODE, gated, pod, tolerant};
 
 /// One gate driven by hand, its steps reported to the metrics exactly as
 /// the node actor reports them.
 struct Driven<'a> {
     m: &'a Metrics,
-    state: GateState,
-    cfg: GateConfig,
+    gate: DrivenGate,
 }
 
 impl Driven<'_> {
     fn feed(&mut self, at: i64, input: Input) {
-        let step = gate::step(&mut self.state, &input, &self.cfg, ts(at));
-        if !step.events.is_empty() {
-            self.m.gate_step(NODE, ts(at), &step.events, &self.state);
+        let events = self.gate.step(ts(at), &input);
+        if !events.is_empty() {
+            self.m.gate_step(NODE, ts(at), &events, &self.gate.state);
         }
+    }
+}
+
+impl std::ops::Deref for Driven<'_> {
+    type Target = DrivenGate;
+    fn deref(&self) -> &DrivenGate {
+        &self.gate
+    }
+}
+
+impl std::ops::DerefMut for Driven<'_> {
+    fn deref_mut(&mut self) -> &mut DrivenGate {
+        &mut self.gate
     }
 }
 
@@ -61,8 +44,7 @@ fn drive(m: &Metrics, cfg: GateConfig) -> Driven<'_> {
     m.gate_started(NODE, 1);
     Driven {
         m,
-        state: GateState::default(),
-        cfg,
+        gate: DrivenGate::new(cfg),
     }
 }
 
@@ -141,13 +123,8 @@ fn an_opening_records_duration_reaction_and_time_to_ready() {
     // csi turns Ready at 9 (cluster time), seen at 10; opened at 10.2.
     g.feed(10, Input::pod_upserted(pod("csi-1", &csi, Some(9))));
     let opened = "1970-01-01T00:00:10.2Z".parse::<Timestamp>().unwrap();
-    let step = gate::step(
-        &mut g.state,
-        &Input::PatchResult(PatchOutcome::Applied),
-        &g.cfg,
-        opened,
-    );
-    m.gate_step(NODE, opened, &step.events, &g.state);
+    let events = g.step(opened, &Input::PatchResult(PatchOutcome::Applied));
+    m.gate_step(NODE, opened, &events, &g.state);
     m.patch_attempt(WriteKind::Untaint, &PatchOutcome::Applied);
     m.patch_attempt(WriteKind::Untaint, &PatchOutcome::NotLeader);
 

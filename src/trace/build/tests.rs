@@ -4,63 +4,31 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_core::gate::{self, GateConfig, GateState, Input, PatchOutcome, TimerKind};
+use nodegate_core::gate::{self, GateConfig, Input, PatchOutcome, TimerKind};
 use nodegate_core::journal::Journal;
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
-use nodegate_core::testutil::{
-    mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
-};
+use nodegate_core::model::{DaemonSetInfo, NodeInfo};
+use nodegate_core::testutil::ts;
+
+use crate::test_gates::{DrivenGate, NODE, gated, pod, tolerant};
 
 use super::*;
 
-const NODE: &str = "node-a";
-
-fn gated(created: i64) -> NodeInfo {
-    NodeInfo {
-        created: ts(created),
-        ..mk_node(
-            NODE,
-            &[],
-            vec![taint("nodegate.dev/initializing", "NoSchedule")],
-        )
-    }
-}
-
-fn tolerant(name: &str) -> DaemonSetInfo {
-    mk_ds(
-        "infra",
-        name,
-        template_with_tolerations(vec![toleration("", "Exists", "", "")]),
-    )
-}
-
-fn pod(name: &str, ds: &DaemonSetInfo, ready_at: Option<i64>) -> PodInfo {
-    PodInfo {
-        ready: ready_at.is_some(),
-        ready_since: ready_at.map(ts),
-        ..mk_pod(name, NODE, &ds.uid)
-    }
-}
-
 /// One gate and its journal, fed as the node actor feeds them.
 struct Gate {
-    state: GateState,
+    gate: DrivenGate,
     journal: Journal,
-    cfg: GateConfig,
 }
 
 impl Gate {
     fn new(cfg: GateConfig) -> Gate {
         Gate {
-            state: GateState::default(),
+            gate: DrivenGate::new(cfg),
             journal: Journal::default(),
-            cfg,
         }
     }
 
     fn feed_at(&mut self, at: Timestamp, input: Input) {
-        let step = gate::step(&mut self.state, &input, &self.cfg, at);
-        for event in step.events {
+        for event in self.gate.step(at, &input) {
             self.journal.record(at, event);
         }
     }
@@ -70,7 +38,14 @@ impl Gate {
     }
 
     fn trace(&self) -> GateTrace {
-        gate_trace(&self.state, &self.journal).expect("an opened gate has a trace")
+        gate_trace(&self.gate.state, &self.journal).expect("an opened gate has a trace")
+    }
+}
+
+impl std::ops::Deref for Gate {
+    type Target = DrivenGate;
+    fn deref(&self) -> &DrivenGate {
+        &self.gate
     }
 }
 

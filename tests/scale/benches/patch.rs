@@ -1,5 +1,5 @@
 //! The patch construction bench (divan; `cargo bench -p nodegate-scale`):
-//! building the conditional untaint JSON patch of semantics.md §5 for one
+//! building the conditional untaint JSON patch of semantics.md §5.4 for one
 //! node and serializing it to the bytes that go on the wire, as the writer
 //! does for every gate it opens. Not run by `tests/run`.
 

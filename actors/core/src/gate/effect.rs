@@ -13,12 +13,12 @@ use super::state::{OpenedBy, StopReason};
 
 /// A time as nodegate writes it into an annotation: RFC 3339 at millisecond
 /// precision. The untaint patch's `opened-at` is this, so that the gate can
-/// recognise the annotation it reads back (semantics.md §5).
+/// recognise the annotation it reads back (semantics.md §5.5).
 pub fn annotation_time(t: Timestamp) -> Timestamp {
     t.round(Unit::Millisecond).unwrap_or(t)
 }
 
-/// One conditional JSON patch (semantics.md §5): `test` the resourceVersion,
+/// One conditional JSON patch (semantics.md §5.4): `test` the resourceVersion,
 /// `test` + `remove` each taint at its index (highest index first, so earlier
 /// removals do not shift later ones — the executor must keep this order), and
 /// add the `nodegate.dev/opened-at` / `opened-by` annotations.

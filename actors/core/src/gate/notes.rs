@@ -17,7 +17,7 @@ use crate::model::NodeInfo;
 use crate::readiness::{self, NodeNotReady};
 
 /// Why a gate whose members are all Ready does not open by readiness: the
-/// node itself is not (semantics.md §5). The one wording of it — the journal,
+/// node itself is not (semantics.md §5.1). The one wording of it — the journal,
 /// the Warnings, `explain` and `status` all say it so.
 pub const NODE_NOT_READY: &str = "the node is not Ready";
 
@@ -254,7 +254,7 @@ fn event(node: &NodeInfo, type_: EventType, reason: Reason, note: String) -> Nod
 }
 
 /// `at` counted from the gate's start ([`GateState::gate_start`]: a
-/// `gated-since` in the future clamped, semantics.md §5).
+/// `gated-since` in the future clamped, semantics.md §5.3).
 fn since(start: Timestamp, at: Timestamp) -> String {
     let d = at.duration_since(start);
     format!("{:.1}s", d.as_secs_f64())

@@ -133,14 +133,14 @@ pub struct TimeoutRecord {
     pub action: OnTimeout,
     pub expected: usize,
     pub not_ready: Vec<Blocker>,
-    /// Why the node itself was not Ready, when it was not (semantics.md §5).
+    /// Why the node itself was not Ready, when it was not (semantics.md §5.2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_not_ready: Option<String>,
 }
 
 /// An untaint patch whose answer was lost (a timeout, a connection lost, a
 /// 5xx): it may have been applied. Should the node show these taints gone
-/// and this `opened-at`, the gate opened it (semantics.md §5).
+/// and this `opened-at`, the gate opened it (semantics.md §5.5).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnansweredUntaint {
     pub opened_by: OpenedBy,
@@ -154,7 +154,7 @@ pub struct UnansweredUntaint {
 /// at all: the stamps and the `Date` header count whole seconds, and they
 /// take a moment to arrive. A deadline within this of the evidence counts
 /// as passed by the server's clock, and a `gated-since` within this ahead of
-/// it as not in the future (semantics.md §5, "Clock skew"), so that
+/// it as not in the future (semantics.md §5.3), so that
 /// synchronised clocks never hold a deadline nor clamp a `gated-since`.
 pub const SERVER_TIME_SLACK: SignedDuration = SignedDuration::from_secs(2);
 
@@ -184,7 +184,7 @@ pub struct Timers {
 
 /// A `nodegate.dev/gated-since` later than the API server's now when the
 /// gate first saw it (an agent's clock ahead): the gate counts from `to`,
-/// the server's now then, instead (semantics.md §5, "Clock skew").
+/// the server's now then, instead (semantics.md §5.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GatedSinceClamp {
     /// The annotation's value; a new value is judged afresh.
@@ -247,7 +247,7 @@ impl GateState {
     }
 
     /// Why the node itself keeps the gate closed although its members may
-    /// all be Ready (semantics.md §5), in the gate's words; `None` when the
+    /// all be Ready (semantics.md §5.1), in the gate's words; `None` when the
     /// node is Ready (or not seen yet).
     pub fn node_wait_reason(&self) -> Option<String> {
         self.node.as_deref().and_then(notes::node_wait_reason)
@@ -294,7 +294,7 @@ impl GateState {
 
     /// Whether `deadline` has passed by the API server's clock, as far as
     /// the evidence shows (within [`SERVER_TIME_SLACK`]); true without any
-    /// evidence (semantics.md §5).
+    /// evidence (semantics.md §5.3).
     pub fn server_reached(&self, deadline: Timestamp) -> bool {
         self.server_now().is_none_or(|server| server >= deadline)
     }

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use nodegate_core::gate::{
-    Effect, Event, GateConfig, GateState, Input, NodeEvent, OnTimeout, Step, UntaintPatch,
-    derive_members, step,
+    Effect, Event, EventType, GateConfig, GateState, Input, MemberId, NodeEvent, OnTimeout, Step,
+    UntaintPatch, derive_members, step,
 };
 use nodegate_core::journal::{Journal, replay};
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, PodPlacement, Taint};
@@ -38,6 +38,11 @@ pub fn node(taints: Vec<Taint>) -> NodeInfo {
 
 pub fn gated_node() -> NodeInfo {
     node(vec![managed()])
+}
+
+/// The member id of the DaemonSet `kube-system/NAME`.
+pub fn ds_member(name: &str) -> MemberId {
+    MemberId::DaemonSet(format!("kube-system/{name}"))
 }
 
 /// A DaemonSet that tolerates everything (as CNI agents do).
@@ -82,6 +87,20 @@ pub fn pending_pod(name: &str, ds: &DaemonSetInfo) -> PodInfo {
         ready_since: None,
         ..mk_pod(name, NODE, &ds.uid)
     }
+}
+
+/// A gate (defaults: [`cfg`]) on [`gated_node`], started at 1 s with one
+/// member, the tolerant DaemonSet `cilium`, whose pod `cilium-1` is Ready;
+/// with that DaemonSet and the first step (which decides to open).
+pub fn ready_cilium_gate() -> (Gate, DaemonSetInfo, Step) {
+    let a = tolerant_ds("cilium");
+    let mut g = Gate::new(cfg());
+    let step = g.at(1).start(
+        gated_node(),
+        vec![a.clone()],
+        vec![ready_pod("cilium-1", &a)],
+    );
+    (g, a, step)
 }
 
 /// One gate driven by hand: every step is journalled and the journal's
@@ -156,6 +175,27 @@ pub fn recorded(step: &Step) -> Vec<&NodeEvent> {
             _ => None,
         })
         .collect()
+}
+
+/// Asserts that `step` records exactly one Kubernetes Event, of this type
+/// and reason, whose note contains every one of `fragments`; returns it.
+pub fn assert_event<'a>(
+    step: &'a Step,
+    type_: EventType,
+    reason: &str,
+    fragments: &[&str],
+) -> &'a NodeEvent {
+    let ev = recorded(step);
+    assert_eq!(ev.len(), 1, "{ev:#?}");
+    assert_eq!((ev[0].type_, ev[0].reason.as_str()), (type_, reason));
+    for fragment in fragments {
+        assert!(
+            ev[0].note.contains(fragment),
+            "{fragment:?} not in {}",
+            ev[0].note
+        );
+    }
+    ev[0]
 }
 
 pub fn writes(step: &Step) -> usize {

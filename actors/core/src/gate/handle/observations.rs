@@ -89,7 +89,7 @@ impl Decider<'_> {
     /// A change of its Ready condition, its `opened-at` or its switches
     /// (`suspend`, `open`) alone is recorded whole too — the gate opens by
     /// readiness only on a Ready node, recognises its own lost patch by the
-    /// annotation (semantics.md §5) and obeys the switches (§6.6) — but
+    /// annotation (semantics.md §5.5) and obeys the switches (§6.6) — but
     /// decides no member.
     pub(super) fn observe_node(&mut self, node: &Arc<NodeInfo>) -> bool {
         let Some(old) = &self.s.node else {

@@ -114,7 +114,7 @@ impl Decider<'_> {
 
     /// A `gated-since` later than the server's now (by the evidence, or by
     /// the local clock without any) is clamped to that now, once per value:
-    /// an agent's clock ahead must not put the deadline off (semantics.md §5).
+    /// an agent's clock ahead must not put the deadline off (semantics.md §5.3).
     fn clamp_gated_since(&mut self) {
         let Some(since) = self.s.node.as_ref().and_then(|n| n.gated_since) else {
             return;
@@ -165,7 +165,7 @@ impl Decider<'_> {
         }
         // Every expected member Ready, and the node itself too: a node whose
         // Ready condition has just gone Unknown still shows its pods Ready
-        // until the lifecycle controller gets to them (semantics.md §5).
+        // until the lifecycle controller gets to them (semantics.md §5.1).
         let may_open = self.s.may_open_by_ready();
 
         // An opening decided because everything was Ready no longer stands

@@ -4,11 +4,9 @@
 //! dry-run never writes, one write at a time, and observing the same thing
 //! twice changes nothing.
 
-mod gate_support;
-
 use std::time::Duration;
 
-use gate_support::*;
+use crate::gate_support::*;
 use jiff::Timestamp;
 use nodegate_core::gate::{
     Effect, GateState, Input, OnTimeout, OpenedBy, PatchOutcome, Phase, TimerKind, WriteStatus,
@@ -47,7 +45,7 @@ fn node_variant(labels: u8, taints: u8, version: u8) -> NodeInfo {
     }
     // Some versions without the taint carry an `opened-at`: one the gate
     // did not write, or (`LOST_PATCH`, filled in by `as_left_by_lost_patch`)
-    // the one its latest unanswered patch wrote (semantics.md §5).
+    // the one its latest unanswered patch wrote (semantics.md §5.5).
     if taints % 4 == 3 {
         n.opened_at = match version % 4 {
             0 => None,
@@ -55,7 +53,7 @@ fn node_variant(labels: u8, taints: u8, version: u8) -> NodeInfo {
             _ => Some(LOST_PATCH),
         };
     }
-    // Some versions are of a node that is not Ready (semantics.md §5).
+    // Some versions are of a node that is not Ready (semantics.md §5.1).
     match (labels / 2) % 8 {
         6 => n.ready = NodeReady::Unknown,
         7 => n.ready = NodeReady::False,
@@ -332,8 +330,8 @@ fn check_step(
 }
 
 proptest! {
-    // Failures are turned into named tests in gate_transitions.rs rather than
-    // persisted next to the sources.
+    // Failures are turned into named tests in the other modules of this
+    // binary rather than persisted next to the sources.
     #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]

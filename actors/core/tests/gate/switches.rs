@@ -3,9 +3,7 @@
 //! writes nothing, acting at once when it is lifted; and the one-shot
 //! `nodegate.dev/open` that opens a node whatever its members.
 
-mod gate_support;
-
-use gate_support::*;
+use crate::gate_support::*;
 use nodegate_core::gate::{Effect, Event, Input, OpenedBy, PatchOutcome, Phase, TimerKind};
 use nodegate_core::model::NodeInfo;
 
@@ -89,13 +87,7 @@ fn a_suspension_in_config_holds_an_opening_by_ready() {
 
 #[test]
 fn a_suspension_mid_opening_lets_the_sent_write_finish_and_holds_its_retry() {
-    let a = tolerant_ds("cilium");
-    let mut g = Gate::new(cfg());
-    let step = g.at(1).start(
-        gated_node(),
-        vec![a.clone()],
-        vec![ready_pod("cilium-1", &a)],
-    );
+    let (mut g, _, step) = ready_cilium_gate();
     assert_eq!(patches(&step).len(), 1, "the untaint is out");
 
     // Suspended while the untaint is in flight: nothing to cancel or hold.

@@ -3,9 +3,7 @@
 //! DaemonSet waiting for its driver in the node's CSINode, and a pod's own
 //! `nodegate.dev/ready` annotation. Every step is replay-checked.
 
-mod gate_support;
-
-use gate_support::*;
+use crate::gate_support::*;
 use nodegate_core::conditions::CriticalCondition;
 use nodegate_core::gate::{Input, MemberId, Readiness};
 use nodegate_core::model::NodeCondition;

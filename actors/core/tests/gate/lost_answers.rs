@@ -2,11 +2,9 @@
 //! (a timeout, a connection lost mid-request, a 5xx from a proxy): the
 //! managed taints are gone and the node carries the `nodegate.dev/opened-at`
 //! this gate sent. The gate must end as opened — a `GateOpened` Event,
-//! `opened_by` as sent — not as "removed by another writer" (semantics.md §5).
+//! `opened_by` as sent — not as "removed by another writer" (semantics.md §5.5).
 
-mod gate_support;
-
-use gate_support::*;
+use crate::gate_support::*;
 use jiff::{SignedDuration, Timestamp};
 use nodegate_core::gate::{
     Effect, Event, EventType, Input, MAX_UNANSWERED, OpenedBy, PatchOutcome, Phase, StopReason,
@@ -29,13 +27,7 @@ fn lost() -> Input {
 
 #[test]
 fn a_lost_answer_re_reads_the_node_and_finds_the_gate_opened() {
-    let a = tolerant_ds("cilium");
-    let mut g = Gate::new(cfg());
-    let step = g.at(1).start(
-        gated_node(),
-        vec![a.clone()],
-        vec![ready_pod("cilium-1", &a)],
-    );
+    let (mut g, _, step) = ready_cilium_gate();
     assert_eq!(patches(&step)[0].opened_at, ts(1));
 
     let step = g.at(11).feed(lost());
@@ -58,12 +50,7 @@ fn a_lost_answer_re_reads_the_node_and_finds_the_gate_opened() {
     let opened = g.state.opened.as_ref().expect("an opened record");
     assert_eq!(opened.opened_by, OpenedBy::Ready);
     assert_eq!(opened.resource_version, "1", "the version the patch tested");
-    let ev = recorded(&step);
-    assert_eq!(ev.len(), 1);
-    assert_eq!(
-        (ev[0].type_, ev[0].reason.as_str()),
-        (EventType::Normal, "GateOpened")
-    );
+    assert_event(&step, EventType::Normal, "GateOpened", &[]);
     assert!(stops(&step));
     assert_eq!(writes(&step), 0);
 }
@@ -112,12 +99,12 @@ fn a_lost_answer_to_an_opening_by_timeout_ends_opened_by_timeout() {
         "stopped: {:?}",
         g.state.stopped
     );
-    let ev = recorded(&step);
-    assert_eq!(
-        (ev[0].type_, ev[0].reason.as_str()),
-        (EventType::Warning, "GateTimedOut")
+    assert_event(
+        &step,
+        EventType::Warning,
+        "GateTimedOut",
+        &["kube-system/broken"],
     );
-    assert!(ev[0].note.contains("kube-system/broken"), "{}", ev[0].note);
 }
 
 #[test]
@@ -152,13 +139,7 @@ fn an_earlier_attempt_applied_is_recognised_after_a_later_one_conflicts() {
 
 #[test]
 fn an_opening_abandoned_after_its_answer_was_lost_is_still_recognised() {
-    let a = tolerant_ds("cilium");
-    let mut g = Gate::new(cfg());
-    g.at(1).start(
-        gated_node(),
-        vec![a.clone()],
-        vec![ready_pod("cilium-1", &a)],
-    );
+    let (mut g, a, _) = ready_cilium_gate();
     g.at(11).feed(lost());
     // The pod goes NotReady while the re-read is out: the opening no longer
     // stands and is dropped — but it may have been applied already.

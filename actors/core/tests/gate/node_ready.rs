@@ -1,13 +1,11 @@
-//! The node's own readiness (semantics.md §5): a gate opens by readiness only
+//! The node's own readiness (semantics.md §5.1): a gate opens by readiness only
 //! while the node's Ready condition is True and it carries neither
 //! `node.kubernetes.io/not-ready` nor `node.kubernetes.io/unreachable`. When a
 //! node stops answering, the node lifecycle controller first writes the node
 //! (Ready=Unknown) and only then marks its pods NotReady: a gate that took
 //! that node write for a status update would open the node in between.
 
-mod gate_support;
-
-use gate_support::*;
+use crate::gate_support::*;
 use nodegate_core::gate::{
     Effect, Event, EventType, Input, NODE_NOT_READY, OnTimeout, OpenedBy, PatchOutcome, Phase,
     TimerKind,
@@ -85,13 +83,7 @@ fn the_node_write_that_comes_before_its_pods_go_not_ready_does_not_open_it() {
 
 #[test]
 fn an_untaint_in_flight_is_withdrawn_when_the_node_goes_not_ready() {
-    let a = tolerant_ds("cilium");
-    let mut g = Gate::new(cfg());
-    let step = g.at(1).start(
-        gated_node(),
-        vec![a.clone()],
-        vec![ready_pod("cilium-1", &a)],
-    );
+    let (mut g, _, step) = ready_cilium_gate();
     assert_eq!(patches(&step).len(), 1);
     let step = g
         .at(2)
@@ -105,13 +97,7 @@ fn an_untaint_in_flight_is_withdrawn_when_the_node_goes_not_ready() {
 
 #[test]
 fn a_conflict_whose_re_read_shows_the_node_not_ready_abandons_the_opening() {
-    let a = tolerant_ds("cilium");
-    let mut g = Gate::new(cfg());
-    g.at(1).start(
-        gated_node(),
-        vec![a.clone()],
-        vec![ready_pod("cilium-1", &a)],
-    );
+    let (mut g, _, _) = ready_cilium_gate();
     let step = g.at(2).feed(Input::PatchResult(PatchOutcome::Conflict));
     assert_eq!(step.effects, vec![Effect::RefreshNode]);
     let step = g.at(3).feed(Input::NodeRefreshed(Ok(Some(gated_at(
@@ -187,23 +173,19 @@ fn at_the_deadline_a_node_that_is_not_ready_opens_by_timeout() {
     assert_eq!(p[0].opened_by, OpenedBy::Timeout);
 
     let step = g.at(121).feed(Input::PatchResult(PatchOutcome::Applied));
-    let ev = recorded(&step);
-    assert_eq!(ev.len(), 1);
-    assert_eq!(
-        (ev[0].type_, ev[0].reason.as_str()),
-        (EventType::Warning, "GateTimedOut")
+    // The Warning says why.
+    let ev = assert_event(
+        &step,
+        EventType::Warning,
+        "GateTimedOut",
+        &["the node is not Ready"],
     );
     assert!(
-        ev[0].note.contains("the node is not Ready"),
-        "the Warning says why: {}",
-        ev[0].note
-    );
-    assert!(
-        ev[0].note.ends_with(
+        ev.note.ends_with(
             "the node is not Ready (its Ready condition is Unknown); the 1 expected member is Ready"
         ),
         "{}",
-        ev[0].note
+        ev.note
     );
     assert_eq!(
         g.state.opened.as_ref().map(|o| o.opened_by),

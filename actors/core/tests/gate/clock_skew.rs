@@ -1,11 +1,9 @@
-//! Clock skew (semantics.md §5, "Clock skew"): the deadline is API-server
+//! Clock skew (semantics.md §5.3): the deadline is API-server
 //! time, the timer fires on the controller's clock, and an opening by
 //! deadline needs the deadline passed by the server's clock too — as the
 //! evidence the shell hands in (`Input::ServerTime`) shows it.
 
-mod gate_support;
-
-use gate_support::*;
+use crate::gate_support::*;
 use nodegate_core::gate::{Effect, Event, Input, OpenedBy, Step, TimerKind};
 use nodegate_core::testutil::ts;
 
@@ -149,7 +147,7 @@ fn a_gated_since_in_the_past_is_kept() {
 fn without_any_server_time_the_gate_trusts_its_clock() {
     // No evidence at all: the pure gate alone (as `explain` runs it) has
     // only its clock. The controller always has evidence before a gate
-    // starts (the lists' own timestamps); see semantics.md §5.
+    // starts (the lists' own timestamps); see semantics.md §5.3.
     let mut g = Gate::new(cfg());
     let step = g
         .at(600)

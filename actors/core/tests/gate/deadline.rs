@@ -1,0 +1,332 @@
+//! The deadline: creation (or `gated-since`) plus the timeout, on a keyed
+//! timer; `--on-timeout open` and `keep`.
+//! (The gate's transitions, one behaviour per test, with explicit time and
+//! no sleeping; every step is replay-checked.)
+
+use crate::gate_support::*;
+use nodegate_core::gate::{
+    Effect, Event, EventType, Input, OnTimeout, OpenedBy, PatchOutcome, Phase, Step, TimerKind,
+};
+use nodegate_core::testutil::ts;
+
+#[test]
+fn deadline_is_creation_plus_timeout_and_fires_through_a_keyed_timer() {
+    let (a, b) = (tolerant_ds("cilium"), tolerant_ds("broken"));
+    let mut g = Gate::new(cfg());
+    let step = g.at(10).start(
+        gated_node(),
+        vec![a.clone(), b.clone()],
+        vec![ready_pod("cilium-1", &a)],
+    );
+    assert!(
+        step.effects.contains(&Effect::ScheduleTimer {
+            kind: TimerKind::Deadline,
+            at: ts(120),
+            generation: 1
+        }),
+        "{:?}",
+        step.effects
+    );
+
+    let step = g.at(120).feed(Input::TimerFired {
+        kind: TimerKind::Deadline,
+        generation: 1,
+    });
+    assert!(has_event(&step, |e| matches!(
+        e,
+        Event::TimedOut {
+            action: OnTimeout::Open,
+            ..
+        }
+    )));
+    let p = patches(&step);
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].opened_by, OpenedBy::Timeout);
+    assert!(recorded(&step).is_empty(), "the Warning follows the write");
+
+    let step = g.at(121).feed(Input::PatchResult(PatchOutcome::Applied));
+    assert_event(
+        &step,
+        EventType::Warning,
+        "GateTimedOut",
+        &[
+            "kube-system/broken (no pod",
+            "1 of 2 expected members not Ready",
+        ],
+    );
+    assert_eq!(
+        g.state.opened.as_ref().map(|o| o.opened_by),
+        Some(OpenedBy::Timeout)
+    );
+}
+
+#[test]
+fn restart_past_the_deadline_decides_at_once() {
+    let b = tolerant_ds("broken");
+    let mut g = Gate::new(cfg());
+    // A fresh gate (a restarted process) sees the node long after creation.
+    let step = g.at(500).start(gated_node(), vec![b], vec![]);
+    assert!(has_event(
+        &step,
+        |e| matches!(e, Event::TimedOut { deadline, .. } if *deadline == ts(120))
+    ));
+    assert_eq!(patches(&step).len(), 1);
+    assert!(
+        !step.effects.iter().any(|e| matches!(
+            e,
+            Effect::ScheduleTimer {
+                kind: TimerKind::Deadline,
+                ..
+            }
+        )),
+        "no timer for a deadline already decided"
+    );
+}
+
+#[test]
+fn restart_before_the_deadline_keeps_the_original_deadline() {
+    let b = tolerant_ds("broken");
+    let mut g = Gate::new(cfg());
+    let step = g.at(100).start(gated_node(), vec![b], vec![]);
+    assert!(step.effects.contains(&Effect::ScheduleTimer {
+        kind: TimerKind::Deadline,
+        at: ts(120),
+        generation: 1
+    }));
+    assert!(patches(&step).is_empty());
+}
+
+#[test]
+fn regated_node_counts_its_deadline_from_gated_since() {
+    let b = tolerant_ds("broken");
+    let mut n = gated_node();
+    n.gated_since = Some(ts(1000));
+    let mut g = Gate::new(cfg());
+    let step = g.at(1050).start(n, vec![b], vec![]);
+    assert!(step.effects.contains(&Effect::ScheduleTimer {
+        kind: TimerKind::Deadline,
+        at: ts(1120),
+        generation: 1
+    }));
+    assert!(patches(&step).is_empty());
+}
+
+#[test]
+fn no_deadline_when_timeout_is_none() {
+    let mut c = cfg();
+    c.timeout = None;
+    let mut g = Gate::new(c);
+    let step = g
+        .at(1_000_000)
+        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    assert!(
+        step.events
+            .iter()
+            .all(|e| !matches!(e, Event::DeadlineSet { .. } | Event::TimedOut { .. }))
+    );
+    assert!(patches(&step).is_empty());
+}
+
+#[test]
+fn stale_timer_generation_is_ignored() {
+    let mut g = Gate::new(cfg());
+    g.at(10)
+        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    for generation in [0, 2, 99] {
+        let step = g.at(500).feed(Input::TimerFired {
+            kind: TimerKind::Deadline,
+            generation,
+        });
+        assert!(step.events.is_empty(), "generation {generation}");
+    }
+    let step = g.at(500).feed(Input::TimerFired {
+        kind: TimerKind::Recheck,
+        generation: 7,
+    });
+    assert!(step.events.is_empty());
+}
+
+#[test]
+fn a_deadline_timer_that_fires_early_is_rearmed() {
+    let mut g = Gate::new(cfg());
+    g.at(10)
+        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    let step = g.at(119).feed(Input::TimerFired {
+        kind: TimerKind::Deadline,
+        generation: 1,
+    });
+    assert!(step.effects.contains(&Effect::ScheduleTimer {
+        kind: TimerKind::Deadline,
+        at: ts(120),
+        generation: 2
+    }));
+    assert!(patches(&step).is_empty());
+    // The first timer is now stale.
+    assert!(
+        g.at(130)
+            .feed(Input::TimerFired {
+                kind: TimerKind::Deadline,
+                generation: 1
+            })
+            .events
+            .is_empty()
+    );
+    assert_eq!(
+        patches(&g.at(130).feed(Input::TimerFired {
+            kind: TimerKind::Deadline,
+            generation: 2
+        }))
+        .len(),
+        1
+    );
+}
+
+/// The deadline timer the shell holds after `steps`, as the node actor keeps
+/// it: the last one scheduled replaces any earlier one.
+pub(crate) fn armed_deadline<'a>(
+    steps: impl IntoIterator<Item = &'a Step>,
+) -> Option<(jiff::Timestamp, u64)> {
+    steps
+        .into_iter()
+        .flat_map(|s| &s.effects)
+        .filter_map(|e| match e {
+            Effect::ScheduleTimer {
+                kind: TimerKind::Deadline,
+                at,
+                generation,
+            } => Some((*at, *generation)),
+            _ => None,
+        })
+        .last()
+}
+
+#[test]
+fn a_gate_that_opens_in_its_first_step_still_arms_its_deadline() {
+    // A follower or a restarted process finds every member Ready at once;
+    // the untaint it sends is then withdrawn, and the member never recovers.
+    let a = tolerant_ds("cilium");
+    let mut g = Gate::new(cfg());
+    let mut steps = vec![g.at(10).start(
+        gated_node(),
+        vec![a.clone()],
+        vec![ready_pod("cilium-1", &a)],
+    )];
+    assert_eq!(patches(&steps[0]).len(), 1);
+    steps.push(
+        g.at(20)
+            .feed(Input::pod_upserted(unready_pod("cilium-1", &a))),
+    );
+    steps.push(g.at(21).feed(Input::PatchResult(PatchOutcome::Withdrawn)));
+    assert_eq!(g.state.phase, Phase::Waiting);
+
+    let (at, generation) = armed_deadline(&steps).expect("no deadline timer was ever armed");
+    assert_eq!(at, ts(120));
+    let step = g.at(120).feed(Input::TimerFired {
+        kind: TimerKind::Deadline,
+        generation,
+    });
+    assert!(has_event(&step, |e| matches!(e, Event::TimedOut { .. })));
+    assert_eq!(
+        patches(&step).first().map(|p| p.opened_by),
+        Some(OpenedBy::Timeout)
+    );
+}
+
+#[test]
+fn a_deadline_that_moves_while_an_untaint_is_out_is_armed_again() {
+    let a = tolerant_ds("cilium");
+    let mut g = Gate::new(cfg());
+    let mut steps = vec![g.at(10).start(
+        gated_node(),
+        vec![a.clone()],
+        vec![ready_pod("cilium-1", &a)],
+    )];
+    // Re-gated meanwhile: the deadline moves to 50 + 120 s.
+    let mut regated = gated_node();
+    regated.gated_since = Some(ts(50));
+    steps.push(g.at(60).feed(Input::NodeChanged(regated.into())));
+    assert_eq!(g.state.phase, Phase::Opening);
+    // The retry backs off, and the member stops being Ready meanwhile.
+    steps.push(g.at(61).feed(Input::PatchResult(PatchOutcome::Failed(
+        "etcd timeout".into(),
+    ))));
+    steps.push(
+        g.at(62)
+            .feed(Input::pod_upserted(unready_pod("cilium-1", &a))),
+    );
+    assert_eq!(g.state.phase, Phase::Waiting);
+
+    let (at, generation) = armed_deadline(&steps).expect("no deadline timer was ever armed");
+    assert_eq!(at, ts(170), "the moved deadline");
+    let step = g.at(170).feed(Input::TimerFired {
+        kind: TimerKind::Deadline,
+        generation,
+    });
+    assert!(has_event(&step, |e| matches!(e, Event::TimedOut { .. })));
+    assert_eq!(patches(&step).len(), 1);
+}
+
+#[test]
+fn on_timeout_keep_marks_the_node_and_keeps_the_taint_until_members_are_ready() {
+    let mut c = cfg();
+    c.on_timeout = OnTimeout::Keep;
+    let b = tolerant_ds("broken");
+    let mut g = Gate::new(c);
+    g.at(10).start(gated_node(), vec![b.clone()], vec![]);
+    let step = g.at(120).feed(Input::TimerFired {
+        kind: TimerKind::Deadline,
+        generation: 1,
+    });
+    assert_eq!(g.state.phase, Phase::TimedOutKept);
+    assert!(patches(&step).is_empty());
+    assert!(
+        step.effects
+            .iter()
+            .any(|e| matches!(e, Effect::MarkTimedOut(m) if m.deadline == ts(120)))
+    );
+
+    let step = g.at(121).feed(Input::MarkResult(PatchOutcome::Applied));
+    assert!(g.state.timeout_marked);
+    assert_event(
+        &step,
+        EventType::Warning,
+        "GateTimedOut",
+        &["kept closed", "kube-system/broken"],
+    );
+
+    let step = g
+        .at(300)
+        .feed(Input::pod_upserted(ready_pod("broken-1", &b)));
+    let p = patches(&step);
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].opened_by, OpenedBy::Ready);
+}
+
+#[test]
+fn on_timeout_keep_retries_a_failed_mark_and_waits_for_leadership() {
+    let mut c = cfg();
+    c.on_timeout = OnTimeout::Keep;
+    let mut g = Gate::new(c);
+    g.at(200)
+        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    let step = g
+        .at(201)
+        .feed(Input::MarkResult(PatchOutcome::Failed("boom".into())));
+    assert!(step.effects.contains(&Effect::ScheduleRetry { attempt: 2 }));
+    let step = g.at(202).feed(Input::TimerFired {
+        kind: TimerKind::Retry,
+        generation: 2,
+    });
+    assert!(
+        step.effects
+            .iter()
+            .any(|e| matches!(e, Effect::MarkTimedOut(_)))
+    );
+    g.at(203).feed(Input::MarkResult(PatchOutcome::NotLeader));
+    let step = g.at(204).feed(Input::LeadershipGained);
+    assert!(
+        step.effects
+            .iter()
+            .any(|e| matches!(e, Effect::MarkTimedOut(_)))
+    );
+}

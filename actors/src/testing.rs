@@ -1,0 +1,213 @@
+//! Test support, behind the cargo feature `testing`: the one fake
+//! [`EffectExecutor`] and the one [`Clock`] that this crate's tests, benches
+//! and examples drive the actor system with, instead of
+//! the binary's kube adapters and system clock; and a [`GateObserver`] that
+//! counts gate steps.
+//!
+//! Only dev-dependencies turn the feature on (this crate's own, through a
+//! dev-dependency on itself): no release build contains this module.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use nodegate_core::gate::{self, GateState, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
+use nodegate_core::model::NodeInfo;
+use tokio::sync::Semaphore;
+
+use crate::observe::GateObserver;
+use crate::ports::{Clock, EffectExecutor, REEXAMINE_PERIOD, Withdrawal};
+
+/// Stands in for the binary's kube adapters. Every write applies unless
+/// outcomes were scripted ([`FakeExecutor::script`]); a node re-read answers
+/// [`FakeExecutor::node_on_refresh`] (404 by default). A recording executor
+/// ([`FakeExecutor::recording`]) keeps every patch, mark and Event it is
+/// handed; a silent one ([`FakeExecutor::silent`]) keeps nothing, so that a
+/// bench or a memory measurement pays for no record.
+pub struct FakeExecutor {
+    /// Whether patches, marks and Events are kept.
+    record: bool,
+    /// What [`EffectExecutor::retry_delay`] answers, whatever the attempt.
+    retry_delay: Duration,
+    pub patches: Mutex<Vec<UntaintPatch>>,
+    pub marks: Mutex<Vec<TimeoutMark>>,
+    pub events: Mutex<Vec<NodeEvent>>,
+    /// The answers to the next untaints, in order; then `Applied`.
+    pub outcomes: Mutex<VecDeque<PatchOutcome>>,
+    /// What a re-read of the node answers (`None`: 404).
+    pub node_on_refresh: Mutex<Option<NodeInfo>>,
+    /// How many re-reads of the node were asked for.
+    pub refreshes: AtomicUsize,
+    /// When set, an untaint waits for a permit before it is "sent", the way
+    /// the binary's writer waits for a patch slot and a rate token.
+    pub hold: Mutex<Option<Arc<Semaphore>>>,
+    /// Untaints handed over (whether or not they were then sent).
+    pub handed: AtomicUsize,
+    /// The period of the gates' re-examination in milliseconds, for gates
+    /// started after it is set; 0: the default ([`REEXAMINE_PERIOD`], 30 s,
+    /// longer than any test).
+    pub reexamine_ms: AtomicU64,
+}
+
+impl FakeExecutor {
+    /// Keeps every effect it is handed; retries after 20 ms.
+    pub fn recording() -> Self {
+        Self::new(true)
+    }
+
+    /// Keeps nothing; retries after 20 ms.
+    pub fn silent() -> Self {
+        Self::new(false)
+    }
+
+    fn new(record: bool) -> Self {
+        FakeExecutor {
+            record,
+            retry_delay: Duration::from_millis(20),
+            patches: Mutex::default(),
+            marks: Mutex::default(),
+            events: Mutex::default(),
+            outcomes: Mutex::default(),
+            node_on_refresh: Mutex::default(),
+            refreshes: AtomicUsize::new(0),
+            hold: Mutex::default(),
+            handed: AtomicUsize::new(0),
+            reexamine_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// Answers `delay` to every [`EffectExecutor::retry_delay`].
+    pub fn with_retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+
+    /// The untaint patches sent so far (a recording executor's).
+    pub fn patches(&self) -> Vec<UntaintPatch> {
+        self.patches.lock().unwrap().clone()
+    }
+
+    /// The Events recorded so far (a recording executor's).
+    pub fn events(&self) -> Vec<NodeEvent> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Answers the next untaints with these outcomes, in order.
+    pub fn script(&self, outcomes: Vec<PatchOutcome>) {
+        self.outcomes.lock().unwrap().extend(outcomes);
+    }
+}
+
+impl Default for FakeExecutor {
+    fn default() -> Self {
+        Self::recording()
+    }
+}
+
+impl EffectExecutor for FakeExecutor {
+    async fn remove_taints(&self, patch: UntaintPatch, withdrawal: Withdrawal) -> PatchOutcome {
+        self.handed.fetch_add(1, Ordering::SeqCst);
+        let hold = self.hold.lock().unwrap().clone();
+        if let Some(hold) = hold {
+            hold.acquire().await.expect("hold semaphore open").forget();
+        }
+        if withdrawal.is_requested() {
+            return PatchOutcome::Withdrawn;
+        }
+        if self.record {
+            self.patches.lock().unwrap().push(patch);
+        }
+        self.outcomes
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(PatchOutcome::Applied)
+    }
+
+    async fn mark_timed_out(&self, mark: TimeoutMark) -> PatchOutcome {
+        if self.record {
+            self.marks.lock().unwrap().push(mark);
+        }
+        PatchOutcome::Applied
+    }
+
+    async fn record_event(&self, event: NodeEvent) {
+        if self.record {
+            self.events.lock().unwrap().push(event);
+        }
+    }
+
+    async fn get_node(&self, _name: &str) -> Result<Option<NodeInfo>, String> {
+        self.refreshes.fetch_add(1, Ordering::SeqCst);
+        Ok(self.node_on_refresh.lock().unwrap().clone())
+    }
+
+    fn retry_delay(&self, _attempt: u32) -> Duration {
+        self.retry_delay
+    }
+
+    fn reexamine_delay(&self) -> Duration {
+        match self.reexamine_ms.load(Ordering::SeqCst) {
+            0 => REEXAMINE_PERIOD,
+            ms => Duration::from_millis(ms),
+        }
+    }
+}
+
+/// The real clock, which can be told to panic once (to crash a gate) and to
+/// show the API server's clock behind it.
+#[derive(Default)]
+pub struct FakeClock {
+    /// When set, the next [`Clock::now`] panics (and clears it).
+    pub panic_once: AtomicBool,
+    /// How far the API server's clock is behind ours, in nanoseconds, plus
+    /// one; 0: no evidence of the API server's clock at all.
+    server_behind: AtomicU64,
+}
+
+impl FakeClock {
+    /// From now on, [`Clock::server_now`] answers our clock less `behind`
+    /// (`None`: no evidence, as the trait's default answers).
+    pub fn set_server_behind(&self, behind: Option<Duration>) {
+        let encoded = behind.map_or(0, |d| {
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX - 1) + 1
+        });
+        self.server_behind.store(encoded, Ordering::SeqCst);
+    }
+}
+
+impl Clock for FakeClock {
+    fn now(&self) -> Timestamp {
+        if self.panic_once.load(Ordering::Relaxed) && self.panic_once.swap(false, Ordering::SeqCst)
+        {
+            panic!("injected clock failure");
+        }
+        Timestamp::now()
+    }
+
+    fn server_now(&self) -> Option<Timestamp> {
+        match self.server_behind.load(Ordering::SeqCst) {
+            0 => None,
+            encoded => Some(Timestamp::now() - Duration::from_nanos(encoded - 1)),
+        }
+    }
+}
+
+/// Counts gate steps: a barrier that tells a bench every event it sent has
+/// been decided.
+#[derive(Default)]
+pub struct StepCounter(pub AtomicU64);
+
+impl StepCounter {
+    pub fn steps(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl GateObserver for StepCounter {
+    fn gate_step(&self, _: &str, _: Timestamp, _: &[gate::Event], _: &GateState) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
