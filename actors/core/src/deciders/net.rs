@@ -40,6 +40,10 @@ pub struct Net {
     /// Nodes (by uid) already tainted or skipped, with their creation time;
     /// kept while the node is inside the window.
     decided: HashMap<String, Timestamp>,
+    /// Candidates whose write the API server refused because the node had
+    /// changed, with the resourceVersion refused: not listed again until the
+    /// index shows another version (then decided on that one).
+    refused: HashMap<String, String>,
     /// Whether a look is already asked for.
     look_pending: bool,
 }
@@ -52,6 +56,7 @@ impl Net {
             waiting: HashMap::new(),
             in_flight: HashSet::new(),
             decided: HashMap::new(),
+            refused: HashMap::new(),
             look_pending: false,
         }
     }
@@ -79,11 +84,19 @@ impl Net {
     fn offer(&mut self, name: &str, node: Option<&Arc<NodeInfo>>, cx: &Context<'_>) -> Vec<Effect> {
         match node {
             Some(n) if self.candidate(n, cx) => {
+                if self
+                    .refused
+                    .get(name)
+                    .is_some_and(|v| *v != n.resource_version)
+                {
+                    self.refused.remove(name);
+                }
                 self.waiting.insert(name.to_string(), Arc::clone(n));
                 self.work(cx)
             }
             _ => {
                 self.waiting.remove(name);
+                self.refused.remove(name);
                 Vec::new()
             }
         }
@@ -110,7 +123,7 @@ impl Net {
             let mut names: Vec<&String> = self
                 .waiting
                 .keys()
-                .filter(|n| !self.in_flight.contains(*n))
+                .filter(|n| !self.in_flight.contains(*n) && !self.refused.contains_key(*n))
                 .collect();
             names.sort_unstable();
             for name in names {
@@ -122,7 +135,8 @@ impl Net {
                 }
             }
         }
-        if self.waiting.len() > self.in_flight.len() && !self.look_pending {
+        let held = self.waiting.len() > self.in_flight.len() + self.refused.len();
+        if held && !self.look_pending {
             self.look_pending = true;
             out.push(Effect::LookAgainAt(retry_after(cx.now.local)));
         }
@@ -132,6 +146,7 @@ impl Net {
     fn settle(&mut self, node: &NodeInfo) {
         self.waiting.remove(&node.name);
         self.in_flight.remove(&node.name);
+        self.refused.remove(&node.name);
         self.decided.insert(node.uid.clone(), node.created);
     }
 
@@ -262,16 +277,17 @@ impl Net {
             // replaces the candidate (or removes it), then it is decided
             // again.
             PatchOutcome::Conflict => {
-                let mut out = vec![Effect::log(
+                self.refused
+                    .insert(name.to_string(), write.resource_version.clone());
+                vec![Effect::log(
                     Level::Debug,
                     name,
-                    "late taint: the node changed; deciding again",
-                )];
-                out.extend(self.work(cx));
-                out
+                    "late taint: the node changed; deciding again on its next version",
+                )]
             }
             PatchOutcome::NotFound => {
                 self.waiting.remove(name);
+                self.refused.remove(name);
                 Vec::new()
             }
             PatchOutcome::NotLeader | PatchOutcome::Withdrawn => self.work(cx),

@@ -24,7 +24,7 @@
 //!
 //! Every time here is [`Now::for_grace`]: never ahead of the API server's
 //! clock, so a controller clock running ahead does not shorten the grace
-//! (semantics.md §5, "Clock skew").
+//! (semantics.md §5.3).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
