@@ -14,8 +14,11 @@ use nodegate_core::entrance::{BoundPod, IGNORE_ANNOTATION, NodeFacts};
 use nodegate_core::model::Taint;
 use serde_json::{Value, json};
 
-use crate::cluster::patch::{OPENED_AT_ANNOTATION, pointer_segment, rfc3339};
-use crate::cluster::project::{GATED_SINCE_ANNOTATION, labels, taint};
+use crate::cluster::patch::{pointer_segment, rfc3339};
+use crate::cluster::project::{labels, taint};
+use nodegate_core::annotations::{
+    GATED_SINCE as GATED_SINCE_ANNOTATION, OPENED_AT as OPENED_AT_ANNOTATION,
+};
 use nodegate_core::gate::PatchOutcome;
 
 use crate::cluster::writer::{FIELD_MANAGER, outcome};

@@ -18,21 +18,7 @@ use nodegate_core::model::{
     PodInfo, PodPlacement, Taint, Toleration,
 };
 
-use crate::cluster::patch::{OPENED_AT_ANNOTATION, OPENED_BY_ANNOTATION};
-use nodegate_core::entrance::IGNORE_ANNOTATION;
-
-/// Annotation recording when a re-gated node's gate started.
-pub const GATED_SINCE_ANNOTATION: &str = "nodegate.dev/gated-since";
-/// `"true"`: decide, write nothing for this node (semantics.md §6.6).
-pub const SUSPEND_ANNOTATION: &str = "nodegate.dev/suspend";
-/// `"true"`: open this node now; removed by the opening patch.
-pub const OPEN_ANNOTATION: &str = "nodegate.dev/open";
-/// Why nodegate last re-gated the node (see `cluster::regate`).
-pub const REGATED_FOR_ANNOTATION: &str = "nodegate.dev/regated-for";
-/// Prefix of the annotations nodegate reads and writes on its objects.
-pub const ANNOTATION_PREFIX: &str = "nodegate.dev/";
-/// `"true"` on a member pod: it declares itself Ready (semantics.md §6.7).
-pub const POD_READY_ANNOTATION: &str = "nodegate.dev/ready";
+use nodegate_core::annotations;
 
 /// Something a projection had to ignore; the caller logs it once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,9 +51,9 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
             Timestamp::UNIX_EPOCH
         }
     };
-    let annotations = n.metadata.annotations.as_ref();
+    let found = n.metadata.annotations.as_ref();
     let mut time_annotation = |key: &str, otherwise: &str| {
-        let v = annotations?.get(key)?;
+        let v = found?.get(key)?;
         match v.parse::<Timestamp>() {
             Ok(t) => Some(t),
             Err(e) => {
@@ -81,13 +67,9 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
             }
         }
     };
-    let gated_since = time_annotation(GATED_SINCE_ANNOTATION, "using creationTimestamp");
-    let flag = |key: &str| {
-        annotations
-            .and_then(|a| a.get(key))
-            .is_some_and(|v| v == "true")
-    };
-    let opened_at = time_annotation(OPENED_AT_ANNOTATION, "ignored");
+    let gated_since = time_annotation(annotations::GATED_SINCE, "using creationTimestamp");
+    let flag = |key: &str| found.and_then(|a| a.get(key)).is_some_and(|v| v == "true");
+    let opened_at = time_annotation(annotations::OPENED_AT, "ignored");
     let taints = n
         .spec
         .as_ref()
@@ -128,14 +110,14 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         ready,
         opened_at,
         name,
-        suspended: flag(SUSPEND_ANNOTATION),
-        open_requested: flag(OPEN_ANNOTATION),
-        ignored: flag(IGNORE_ANNOTATION),
-        opened_unready: annotations
-            .and_then(|a| a.get(OPENED_BY_ANNOTATION))
+        suspended: flag(annotations::SUSPEND),
+        open_requested: flag(annotations::OPEN),
+        ignored: flag(annotations::NODE_IGNORE),
+        opened_unready: found
+            .and_then(|a| a.get(annotations::OPENED_BY))
             .is_some_and(|v| v == "timeout" || v == "manual"),
-        regated_for: annotations
-            .and_then(|a| a.get(REGATED_FOR_ANNOTATION))
+        regated_for: found
+            .and_then(|a| a.get(annotations::REGATED_FOR))
             .map(|v| v.as_str().into()),
         boot_id: n
             .status
@@ -164,13 +146,13 @@ pub fn daemonset(ds: &DaemonSet) -> Option<DaemonSetInfo> {
         .and_then(|s| s.template.spec.as_ref())
         .map(placement)
         .unwrap_or_default();
-    let annotations = ds
+    let kept = ds
         .metadata
         .annotations
         .as_ref()
         .map(|a| {
             a.iter()
-                .filter(|(k, _)| k.starts_with(ANNOTATION_PREFIX))
+                .filter(|(k, _)| k.starts_with(annotations::PREFIX))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
         })
@@ -178,7 +160,7 @@ pub fn daemonset(ds: &DaemonSet) -> Option<DaemonSetInfo> {
     Some(DaemonSetInfo {
         uid: ds.metadata.uid.clone().unwrap_or_default(),
         labels: labels(ds.metadata.labels.as_ref()),
-        annotations,
+        annotations: kept,
         template,
         min_ready_seconds: spec.and_then(|s| s.min_ready_seconds).unwrap_or(0),
         namespace,
@@ -276,7 +258,7 @@ pub fn pod(p: &Pod) -> Option<PodInfo> {
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(POD_READY_ANNOTATION))
+            .and_then(|a| a.get(annotations::POD_READY))
             .is_some_and(|v| v == "true"),
         namespace,
         name,

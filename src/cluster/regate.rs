@@ -33,9 +33,9 @@ use tokio::sync::{Notify, watch};
 
 use crate::cluster::entrance::{gated_since, node_facts};
 use crate::cluster::executor::KubeExecutor;
-use crate::cluster::project::REGATED_FOR_ANNOTATION;
 use crate::cluster::server_time::ServerTime;
 use crate::serve::metrics::RegateGauges;
+use nodegate_core::annotations::REGATED_FOR as REGATED_FOR_ANNOTATION;
 
 /// The longest wait between looks: nodes refused by the budget, waiting for
 /// leadership, or suspended are looked at again this often.
