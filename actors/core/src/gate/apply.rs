@@ -7,8 +7,8 @@ use super::effect::annotation_time;
 use super::event::Event;
 use super::member::{Expectation, Member, Readiness};
 use super::state::{
-    GateState, GatedSinceClamp, MAX_UNANSWERED, OpenedRecord, Phase, TimeoutRecord,
-    UnansweredUntaint, Write, WriteKind, WriteStatus,
+    GateState, GateWriteKind, GatedSinceClamp, MAX_UNANSWERED, OpenedRecord, Phase, TimeoutRecord,
+    UnansweredUntaint, Write, WriteStatus,
 };
 use crate::model::PodInfo;
 
@@ -156,7 +156,7 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         } => {
             state.phase = Phase::Opening;
             state.write = Some(Write {
-                kind: WriteKind::Untaint {
+                kind: GateWriteKind::Untaint {
                     opened_by: *opened_by,
                 },
                 attempt: *attempt,
@@ -169,7 +169,7 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         }
         Event::MarkSent { attempt } => {
             state.write = Some(Write {
-                kind: WriteKind::MarkTimedOut,
+                kind: GateWriteKind::MarkTimedOut,
                 attempt: *attempt,
                 status: WriteStatus::InFlight,
                 resource_version: None,
@@ -188,7 +188,7 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             if let Some(w) = &mut state.write {
                 w.last_error = Some(error.clone());
                 w.status = WriteStatus::Refreshing;
-                if let (WriteKind::Untaint { opened_by }, Some(opened_at), Some(rv)) =
+                if let (GateWriteKind::Untaint { opened_by }, Some(opened_at), Some(rv)) =
                     (&w.kind, w.opened_at, &w.resource_version)
                 {
                     if state.unanswered.len() == MAX_UNANSWERED {

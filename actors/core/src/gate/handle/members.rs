@@ -9,7 +9,7 @@ use crate::gate::event::Event;
 use crate::gate::member::{Expectation, Member, MemberId, Readiness};
 
 /// Which members an input can have changed (see `Decider::recompute_members`).
-pub(super) enum Scope<'i> {
+pub(super) enum MemberScope<'i> {
     /// The node, a timer, a write or the leadership changed: every member.
     All,
     /// Only the node's resourceVersion or nothing at all changed.
@@ -26,16 +26,16 @@ pub(super) enum Scope<'i> {
 
 impl Decider<'_> {
     /// Brings `members` in line with what the gate has seen: every member
-    /// for [`Scope::All`], else only those the input can have changed, plus
+    /// for [`MemberScope::All`], else only those the input can have changed, plus
     /// any member whose pod became available by the passing of time. Either
     /// way the result equals
     /// [`derive_members`](crate::gate::derive_members) at `now`; the scope
     /// only saves the work that could not change anything.
-    pub(super) fn recompute_members(&mut self, scope: &Scope<'_>) {
+    pub(super) fn recompute_members(&mut self, scope: &MemberScope<'_>) {
         let Some(node) = self.s.node.as_ref() else {
             return;
         };
-        if let Scope::All = scope {
+        if let MemberScope::All = scope {
             let desired = derive_all(node, &self.s.daemonsets, &self.s.pods, self.cfg, self.now);
             let gone: Vec<MemberId> = self
                 .s
@@ -56,9 +56,9 @@ impl Decider<'_> {
         // and the DaemonSet did not change); only their readiness is derived.
         let mut work: Vec<(MemberId, bool)> = Vec::new();
         match scope {
-            Scope::All | Scope::Nothing => {}
-            Scope::DaemonSet(key) => work.push((MemberId::DaemonSet(key.to_string()), false)),
-            Scope::Pods { owners, namespace } => {
+            MemberScope::All | MemberScope::Nothing => {}
+            MemberScope::DaemonSet(key) => work.push((MemberId::DaemonSet(key.to_string()), false)),
+            MemberScope::Pods { owners, namespace } => {
                 for (key, ds) in &self.s.daemonsets {
                     if owners.iter().flatten().any(|o| **o == *ds.uid) {
                         work.push((MemberId::DaemonSet(key.clone()), true));

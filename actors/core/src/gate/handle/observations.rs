@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::members::Scope;
-use super::{Decider, Trigger};
+use super::members::MemberScope;
+use super::{Decider, ReconcileCause};
 use crate::gate::event::Event;
 use crate::gate::state::StopReason;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
@@ -25,7 +25,7 @@ impl Decider<'_> {
                 reason: StopReason::NotGated,
             });
         }
-        self.reconcile(Trigger::Observation);
+        self.reconcile(ReconcileCause::Observation);
     }
 
     /// The periodic re-examination: the whole view again, as a snapshot
@@ -41,7 +41,7 @@ impl Decider<'_> {
             return;
         }
         self.observe_all(node, daemonsets, pods);
-        self.reconcile(Trigger::Reexamine);
+        self.reconcile(ReconcileCause::Reexamine);
     }
 
     /// Records the whole view (one `Snapshot` event) unless it is what the
@@ -76,11 +76,11 @@ impl Decider<'_> {
     pub(super) fn node_changed(&mut self, node: &Arc<NodeInfo>) {
         if self.is_this_node(&node.name) {
             let scope = if self.observe_node(node) {
-                Scope::All
+                MemberScope::All
             } else {
-                Scope::Nothing
+                MemberScope::Nothing
             };
-            self.reconcile_scoped(Trigger::Observation, &scope);
+            self.reconcile_scoped(ReconcileCause::Observation, &scope);
         }
     }
 
@@ -130,7 +130,10 @@ impl Decider<'_> {
                 daemonset: ds.clone(),
             });
         }
-        self.reconcile_scoped(Trigger::Observation, &Scope::DaemonSet(Cow::Owned(key)));
+        self.reconcile_scoped(
+            ReconcileCause::Observation,
+            &MemberScope::DaemonSet(Cow::Owned(key)),
+        );
     }
 
     pub(super) fn daemonset_deleted(&mut self, uid: &str) {
@@ -146,9 +149,12 @@ impl Decider<'_> {
                     daemonset: key.clone(),
                     uid: uid.to_string(),
                 });
-                self.reconcile_scoped(Trigger::Observation, &Scope::DaemonSet(Cow::Owned(key)));
+                self.reconcile_scoped(
+                    ReconcileCause::Observation,
+                    &MemberScope::DaemonSet(Cow::Owned(key)),
+                );
             }
-            None => self.reconcile_scoped(Trigger::Observation, &Scope::Nothing),
+            None => self.reconcile_scoped(ReconcileCause::Observation, &MemberScope::Nothing),
         }
     }
 
@@ -173,11 +179,11 @@ impl Decider<'_> {
                 uid: pod.uid.clone(),
             });
         }
-        let scope = Scope::Pods {
+        let scope = MemberScope::Pods {
             owners: [pod.controller_uid.as_deref().map(Cow::Borrowed), old_owner],
             namespace: Cow::Borrowed(&pod.namespace),
         };
-        self.reconcile_scoped(Trigger::Observation, &scope);
+        self.reconcile_scoped(ReconcileCause::Observation, &scope);
     }
 
     /// Records a new version of a pod bound to the node: only its status
@@ -213,7 +219,7 @@ impl Decider<'_> {
     pub(super) fn pod_deleted(&mut self, uid: &str) {
         match self.s.pods.get(uid) {
             Some(pod) => {
-                let scope = Scope::Pods {
+                let scope = MemberScope::Pods {
                     owners: [pod.controller_uid.clone().map(Cow::Owned), None],
                     namespace: Cow::Owned(pod.namespace.clone()),
                 };
@@ -222,9 +228,9 @@ impl Decider<'_> {
                     pod: key,
                     uid: uid.to_string(),
                 });
-                self.reconcile_scoped(Trigger::Observation, &scope);
+                self.reconcile_scoped(ReconcileCause::Observation, &scope);
             }
-            None => self.reconcile_scoped(Trigger::Observation, &Scope::Nothing),
+            None => self.reconcile_scoped(ReconcileCause::Observation, &MemberScope::Nothing),
         }
     }
 }
