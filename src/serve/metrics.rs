@@ -106,22 +106,6 @@ struct VersionLabels {
     version: &'static str,
 }
 
-/// Which write a patch attempt was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteKind {
-    Untaint,
-    MarkTimedOut,
-}
-
-impl WriteKind {
-    fn as_str(self) -> &'static str {
-        match self {
-            WriteKind::Untaint => "untaint",
-            WriteKind::MarkTimedOut => "mark_timed_out",
-        }
-    }
-}
-
 /// The `result` label of a patch attempt; `None` for a write that was never
 /// sent (this replica is not the leader, or the gate withdrew it).
 pub fn patch_result(outcome: &PatchOutcome) -> Option<&'static str> {
@@ -306,7 +290,7 @@ impl Metrics {
                 action: action_str(action),
             });
         }
-        for kind in [WriteKind::Untaint, WriteKind::MarkTimedOut] {
+        for kind in [NodeWrite::Untaint, NodeWrite::MarkTimedOut] {
             for result in PATCH_RESULTS {
                 m.patch_attempts.get_or_create_owned(&PatchLabels {
                     kind: kind.as_str(),
@@ -336,7 +320,9 @@ impl Metrics {
 
     // --- fed by the executor ---
 
-    pub fn patch_attempt(&self, kind: WriteKind, outcome: &PatchOutcome) {
+    /// One attempt of a gate's own write (`NodeWrite::Untaint` or
+    /// `NodeWrite::MarkTimedOut`, the two kinds the series are made for).
+    pub fn patch_attempt(&self, kind: NodeWrite, outcome: &PatchOutcome) {
         if let Some(result) = patch_result(outcome) {
             self.patch_attempts
                 .get_or_create(&PatchLabels {

@@ -148,8 +148,8 @@ fn an_opening_records_duration_reaction_and_time_to_ready() {
         opened,
     );
     m.gate_step(NODE, opened, &step.events, &g.state);
-    m.patch_attempt(WriteKind::Untaint, &PatchOutcome::Applied);
-    m.patch_attempt(WriteKind::Untaint, &PatchOutcome::NotLeader);
+    m.patch_attempt(NodeWrite::Untaint, &PatchOutcome::Applied);
+    m.patch_attempt(NodeWrite::Untaint, &PatchOutcome::NotLeader);
 
     let t = text(&m);
     assert_eq!(
