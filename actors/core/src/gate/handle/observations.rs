@@ -98,20 +98,8 @@ impl Decider<'_> {
         if old == node {
             return false;
         }
-        let same_members = old.name == node.name
-            && old.uid == node.uid
-            && old.labels == node.labels
-            && old.taints == node.taints
-            && old.created == node.created
-            && old.gated_since == node.gated_since
-            && old.conditions == node.conditions
-            && old.csi_drivers == node.csi_drivers;
-        if same_members
-            && old.ready == node.ready
-            && old.opened_at == node.opened_at
-            && old.suspended == node.suspended
-            && old.open_requested == node.open_requested
-        {
+        let (same_members, same_switches) = compare_node(old, node);
+        if same_members && same_switches {
             self.emit(Event::NodeVersionChanged {
                 resource_version: node.resource_version.clone(),
             });
@@ -233,4 +221,45 @@ impl Decider<'_> {
             None => self.reconcile_scoped(ReconcileCause::Observation, &MemberScope::Nothing),
         }
     }
+}
+
+/// Whether two versions of the node agree on what the members and the
+/// deadline derive from, and on what else the gate decides by (its Ready
+/// condition, `opened-at`, the switches). Every field is named, so a new
+/// one is a compile error here until someone says which side it is on.
+fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (bool, bool) {
+    let NodeInfo {
+        name,
+        uid,
+        labels,
+        taints,
+        created,
+        gated_since,
+        conditions,
+        csi_drivers,
+        ready,
+        opened_at,
+        suspended,
+        open_requested,
+        // Recorded with the resourceVersion alone: no decision of the gate
+        // reads them.
+        resource_version: _,
+        ignored: _,
+        boot_id: _,
+        regated_for: _,
+        opened_unready: _,
+    } = old;
+    let same_members = *name == new.name
+        && *uid == new.uid
+        && *labels == new.labels
+        && *taints == new.taints
+        && *created == new.created
+        && *gated_since == new.gated_since
+        && *conditions == new.conditions
+        && *csi_drivers == new.csi_drivers;
+    let same_switches = *ready == new.ready
+        && *opened_at == new.opened_at
+        && *suspended == new.suspended
+        && *open_requested == new.open_requested;
+    (same_members, same_switches)
 }
