@@ -6,13 +6,14 @@
 //! - `server`: TLS (rustls, ring) with a swappable certificate, and HTTP.
 //! - `certdir`: the certificate from `--webhook-cert-dir`, re-read on change.
 //! - `certs`: the certificates nodegate issues itself, and when to renew.
-//! - `secret`: where they are kept (`--webhook-cert-secret`), and the
-//!   caBundle of `--webhook-configuration`.
+//! - `cert_controller`: the controller that keeps them in the Secret
+//!   (`--webhook-cert-secret`) and the caBundle of
+//!   `--webhook-configuration` equal to their CA.
 
+pub mod cert_controller;
 pub mod certdir;
 pub mod certs;
 pub mod review;
-pub mod secret;
 pub mod server;
 
 use std::net::SocketAddr;
@@ -83,7 +84,7 @@ pub async fn start(
             hosts,
             validity,
         } => {
-            let m = secret::Managed {
+            let m = cert_controller::Managed {
                 secrets: kube::Api::namespaced(client.clone(), secret_namespace),
                 configs: kube::Api::all(client.clone()),
                 namespace: secret_namespace.clone(),
