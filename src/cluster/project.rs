@@ -1,11 +1,14 @@
 //! Projections: whole Kubernetes objects in, the compact model of
 //! `nodegate_core::model` out.
 //!
-//! This is the only place that knows the shape of the API objects; the rest of
-//! the program sees only what the gate reasons about. Projections never fail:
-//! a field the gate cannot use (an unparsable annotation, a missing timestamp)
-//! is reported to the caller and treated as absent, because a controller must
-//! keep working on the rest of the cluster while one object is odd.
+//! These are the projections the gate reads (nodes, DaemonSets, pods,
+//! CSINodes); the entrances project Nodes and Pods into smaller facts of
+//! their own (`NodeFacts`, `BoundPod`) in `cluster::entrance`. Past the
+//! cluster adapters, the program sees only what the core reasons about.
+//! Projections never fail: a field the gate cannot use (an unparsable
+//! annotation, a missing timestamp) is reported to the caller and treated as
+//! absent, because a controller must keep working on the rest of the cluster
+//! while one object is odd.
 
 use std::collections::BTreeMap;
 
