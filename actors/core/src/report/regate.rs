@@ -11,6 +11,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use serde::Serialize;
 
+use crate::annotations;
 use crate::gate::{GateConfig, GateState};
 use crate::model::{NodeInfo, PodInfo};
 use crate::regate::{self, Health, NotWatched, Since, Trigger, Watched};
@@ -71,7 +72,7 @@ pub fn regate_report(
             ("not watched: outside --node-selector".to_string(), Vec::new())
         }
         Health::NotWatched(NotWatched::Ignored) => (
-            "not watched: annotated nodegate.dev/ignore=true".to_string(),
+            format!("not watched: annotated {}=true", annotations::NODE_IGNORE),
             Vec::new(),
         ),
         Health::NotWatched(NotWatched::NodeNotReady) => (
