@@ -55,52 +55,22 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         }
     };
     let found = n.metadata.annotations.as_ref();
-    let mut time_annotation = |key: &str, otherwise: &str| {
-        let v = found?.get(key)?;
-        match v.parse::<Timestamp>() {
-            Ok(t) => Some(t),
-            Err(e) => {
-                odd.push(Oddity {
-                    object: format!("node/{name}"),
-                    what: format!(
-                        "annotation {key}={v:?} is not an RFC 3339 time ({e}); {otherwise}"
-                    ),
-                });
-                None
-            }
-        }
-    };
-    let gated_since = time_annotation(annotations::GATED_SINCE, "using creationTimestamp");
+    let gated_since = time_annotation(
+        found,
+        annotations::GATED_SINCE,
+        "using creationTimestamp",
+        &name,
+        &mut odd,
+    );
     let flag = |key: &str| found.and_then(|a| a.get(key)).is_some_and(|v| v == "true");
-    let opened_at = time_annotation(annotations::OPENED_AT, "ignored");
+    let opened_at = time_annotation(found, annotations::OPENED_AT, "ignored", &name, &mut odd);
     let taints = n
         .spec
         .as_ref()
         .and_then(|s| s.taints.as_ref())
         .map(|ts| ts.iter().map(taint).collect())
         .unwrap_or_default();
-    let ready = n
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .map_or(NodeReady::Unknown, |c| NodeReady::from_status(&c.status));
-    let conditions = n
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .map(|cs| {
-            cs.iter()
-                .map(|c| {
-                    let cond = NodeCondition {
-                        status: c.status.clone(),
-                        since: c.last_transition_time.as_ref().map(|t| t.0),
-                    };
-                    (c.type_.clone(), cond)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let (ready, conditions) = node_conditions(n);
     let info = NodeInfo {
         conditions,
         csi_drivers: None,
@@ -131,6 +101,51 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
             .map(Into::into),
     };
     (Some(info), odd)
+}
+
+/// The time in annotation `key` of a node, if it has one that parses; one
+/// that does not is reported in `odd` (`otherwise` says what happens
+/// instead) and treated as absent.
+fn time_annotation(
+    found: Option<&BTreeMap<String, String>>,
+    key: &str,
+    otherwise: &str,
+    name: &str,
+    odd: &mut Vec<Oddity>,
+) -> Option<Timestamp> {
+    let v = found?.get(key)?;
+    match v.parse::<Timestamp>() {
+        Ok(t) => Some(t),
+        Err(e) => {
+            odd.push(Oddity {
+                object: format!("node/{name}"),
+                what: format!("annotation {key}={v:?} is not an RFC 3339 time ({e}); {otherwise}"),
+            });
+            None
+        }
+    }
+}
+
+/// The node's Ready condition, and every condition by type.
+fn node_conditions(n: &Node) -> (NodeReady, BTreeMap<String, NodeCondition>) {
+    let listed = n.status.as_ref().and_then(|s| s.conditions.as_ref());
+    let ready = listed
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map_or(NodeReady::Unknown, |c| NodeReady::from_status(&c.status));
+    let conditions = listed
+        .map(|cs| {
+            cs.iter()
+                .map(|c| {
+                    let cond = NodeCondition {
+                        status: c.status.clone(),
+                        since: c.last_transition_time.as_ref().map(|t| t.0),
+                    };
+                    (c.type_.clone(), cond)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    (ready, conditions)
 }
 
 pub fn taint(t: &core::Taint) -> Taint {
