@@ -2,9 +2,9 @@
 //! input family to its own module — `observations` (snapshot, node,
 //! DaemonSet and pod inputs, the periodic re-examination), `timers`,
 //! `writes` (patch and mark results, node re-reads) — and each of them ends
-//! in `reconcile` (`reconcile`), which brings the members in line with what
-//! the gate has seen (`members`) and then lets `opening` decide whether and
-//! how the gate opens.
+//! in the `reconcile` module's `reconcile`, which brings the members in line
+//! with what the gate has seen (`members`) and then lets `opening` decide
+//! whether and how the gate opens.
 //!
 //! The decider works on a scratch copy of the state that every emitted event
 //! is applied to at once, so later decisions in the same step see earlier
