@@ -1,17 +1,17 @@
 //! The binary's one error type, and the one place its exit statuses are
 //! defined.
 //!
-//! This module owns [`Error`] (what a fallible path of `run`, `explain`,
-//! `status` or `main` reports: a bad setting, missing cluster credentials, a
-//! failed API request, local I/O, an actor that would not start), its exit
-//! status ([`Error::exit_code`]: [`EXIT_USAGE`] for a bad setting,
-//! [`EXIT_FAILURE`] for everything else) and a short, stable label for each
-//! kind ([`Error::metric_label`]). A variant's message is the text a user reads
+//! This module owns [`Error`] (what a fallible path of any command or of
+//! `main` reports: a bad setting, missing cluster credentials, a failed API
+//! request, local I/O, an actor that would not start) and its exit status
+//! ([`Error::exit_code`]: [`EXIT_USAGE`] for a bad setting, [`EXIT_FAILURE`]
+//! for everything else). A variant's message is the text a user reads
 //! today; the cause is kept as the error's `source`, and [`Error::report`]
 //! prints the whole chain the way `anyhow`'s `{:#}` does (`message: cause:
 //! cause's cause`). The settings' own validation error, [`ConfigError`], stays
 //! in `settings::config` and is wrapped whole. This module decides nothing and
-//! prints nothing; the commands print and exit.
+//! prints nothing: every command returns its error to `main`, which prints
+//! it and exits with its status.
 
 use std::fmt;
 
@@ -62,6 +62,14 @@ pub enum Error {
     /// it, `why` says what is wrong with it.
     #[error("{what}: {why}")]
     Invalid { what: String, why: String },
+    /// Another error, said of the step it stopped (e.g. "cannot connect to
+    /// the cluster"); it exits with that error's status.
+    #[error("{what}")]
+    Context {
+        what: String,
+        #[source]
+        source: Box<Error>,
+    },
 }
 
 impl Error {
@@ -69,6 +77,16 @@ impl Error {
     pub fn kube(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
         let what = what.into();
         move |source| Error::Kube { what, source }
+    }
+
+    /// An error of this type, said of the step it stopped:
+    /// `.map_err(Error::context("cannot connect to the cluster"))`.
+    pub fn context(what: impl Into<String>) -> impl FnOnce(Error) -> Error {
+        let what = what.into();
+        move |source| Error::Context {
+            what,
+            source: Box::new(source),
+        }
     }
 
     /// A failed local I/O operation, saying what it was.
@@ -88,21 +106,7 @@ impl Error {
             | Error::Supervisor(_)
             | Error::NodeNotFound(_)
             | Error::Invalid { .. } => EXIT_FAILURE,
-        }
-    }
-
-    /// A short, stable name for the kind of error, fit for a metric label or
-    /// a log field.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Error::Config(_) => "config",
-            Error::Credentials(_) => "credentials",
-            Error::Client(_) => "client",
-            Error::Kube { .. } => "kube",
-            Error::Io { .. } => "io",
-            Error::Supervisor(_) => "supervisor",
-            Error::NodeNotFound(_) => "not_found",
-            Error::Invalid { .. } => "invalid",
+            Error::Context { source, .. } => source.exit_code(),
         }
     }
 
@@ -147,7 +151,7 @@ mod tests {
             "cannot listen on 127.0.0.1:1 (--http-addr): outer: inner"
         );
         assert_eq!(e.exit_code(), EXIT_FAILURE);
-        assert_eq!(e.metric_label(), "io");
+        assert!(matches!(e, Error::Io { .. }), "{e:?}");
     }
 
     #[test]
@@ -155,8 +159,18 @@ mod tests {
         let e =
             Error::from(crate::settings::config::parse_duration("--timeout", "soon").unwrap_err());
         assert_eq!(e.exit_code(), EXIT_USAGE);
-        assert_eq!(e.metric_label(), "config");
+        assert!(matches!(e, Error::Config(_)), "{e:?}");
         assert_eq!(e.report().to_string(), e.to_string());
         assert!(e.to_string().starts_with("--timeout \"soon\": "), "{e}");
+    }
+
+    #[test]
+    fn a_context_reads_before_the_whole_report_and_keeps_the_exit_status() {
+        let inner =
+            Error::from(crate::settings::config::parse_duration("--timeout", "soon").unwrap_err());
+        let expected = format!("cannot connect to the cluster: {}", inner.report());
+        let e = Error::context("cannot connect to the cluster")(inner);
+        assert_eq!(e.report().to_string(), expected);
+        assert_eq!(e.exit_code(), EXIT_USAGE);
     }
 }

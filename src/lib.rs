@@ -1,10 +1,12 @@
 //! nodegate's binary crate as a library, grouped by room:
 //!
-//! - `commands`: what a user runs (`run`, `explain`, `status`);
+//! - `commands`: what a user runs (`run`, `explain`, `status`, `backfill`,
+//!   `completion`), each returning its exit status or its error to `main`;
 //! - `cluster`: the adapters between the Kubernetes API and the gate core —
 //!   the client, projections of cluster objects, the shared watches, leader
 //!   election, and the one write path (patch, writer, executor);
-//! - `serve`: the HTTP side (routing, health, metrics, the debug journal);
+//! - `serve`: the HTTP side (routing, health, the finished gates' debug
+//!   journals, metrics) and the admission webhook;
 //! - `trace`: each gate as an OpenTelemetry trace, exported over OTLP;
 //! - `settings`: the command line and the config file, turned into the core's
 //!   configuration once;

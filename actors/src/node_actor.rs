@@ -437,7 +437,8 @@ fn log_event(span: &tracing::Span, event: &Event, state: &GateState) {
             parent: span,
             %gated_since,
             %to,
-            "nodegate.dev/gated-since is later than the API server's clock; counting from its now"
+            "{} is later than the API server's clock; counting from its now",
+            nodegate_core::annotations::GATED_SINCE
         ),
         Event::WriteFailed { attempt, error } => {
             tracing::warn!(parent: span, attempt, %error, "gate write failed; retrying")

@@ -13,8 +13,11 @@ use kube::api::{ListParams, Patch, PatchParams};
 use nodegate_core::entrance::{BoundPod, IGNORE_ANNOTATION, NodeFacts};
 use nodegate_core::model::Taint;
 
-use crate::cluster::patch::{self, OPENED_AT_ANNOTATION, rfc3339};
-use crate::cluster::project::{GATED_SINCE_ANNOTATION, labels, taint};
+use crate::cluster::patch::{self, rfc3339};
+use crate::cluster::project::{labels, taint};
+use nodegate_core::annotations::{
+    GATED_SINCE as GATED_SINCE_ANNOTATION, OPENED_AT as OPENED_AT_ANNOTATION,
+};
 use nodegate_core::gate::PatchOutcome;
 
 use crate::cluster::writer::{FIELD_MANAGER, outcome};

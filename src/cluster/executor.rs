@@ -28,7 +28,7 @@ use rand::Rng;
 use crate::cluster::leader::Leadership;
 use crate::cluster::server_time::ServerTime;
 use crate::cluster::writer::Writer;
-use crate::serve::metrics::{Metrics, WriteKind};
+use crate::serve::metrics::{Metrics, NodeWrite};
 
 /// The system clock, and the evidence of the API server's clock that the
 /// watches and the election gather (`cluster::server_time`).
@@ -84,7 +84,7 @@ impl EffectExecutor for KubeExecutor {
             PatchOutcome::NotLeader if withdrawal.is_requested() => PatchOutcome::Withdrawn,
             other => other,
         };
-        self.metrics.patch_attempt(WriteKind::Untaint, &outcome);
+        self.metrics.patch_attempt(NodeWrite::Untaint, &outcome);
         outcome
     }
 
@@ -97,7 +97,7 @@ impl EffectExecutor for KubeExecutor {
             .mark_timed_out(&mark, || self.admits_write())
             .await;
         self.metrics
-            .patch_attempt(WriteKind::MarkTimedOut, &outcome);
+            .patch_attempt(NodeWrite::MarkTimedOut, &outcome);
         outcome
     }
 

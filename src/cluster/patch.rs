@@ -13,12 +13,8 @@ use nodegate_core::deciders::{TaintChange, TaintWrite};
 use nodegate_core::gate::{OpenedBy, TimeoutMark, UntaintPatch, annotation_time};
 use nodegate_core::model::Taint;
 
-use crate::cluster::project::OPEN_ANNOTATION;
+use nodegate_core::annotations::{OPEN, OPENED_AT, OPENED_BY, TIMED_OUT};
 use serde_json::{Value, json};
-
-pub const OPENED_AT_ANNOTATION: &str = "nodegate.dev/opened-at";
-pub const OPENED_BY_ANNOTATION: &str = "nodegate.dev/opened-by";
-pub const TIMED_OUT_ANNOTATION: &str = "nodegate.dev/timed-out";
 
 /// RFC 3339 at millisecond precision, the form nodegate writes everywhere
 /// (the core's `annotation_time`, which the gate compares `opened-at` at).
@@ -172,15 +168,15 @@ pub fn untaint(p: &UntaintPatch, annotations_present: bool) -> json_patch::Patch
     let opened_at = rfc3339(p.opened_at);
     if annotations_present {
         for (k, v) in [
-            (OPENED_AT_ANNOTATION, opened_at.as_str()),
-            (OPENED_BY_ANNOTATION, p.opened_by.as_str()),
+            (OPENED_AT, opened_at.as_str()),
+            (OPENED_BY, p.opened_by.as_str()),
         ] {
             ops.push(json!({"op": "add", "path": format!("/metadata/annotations/{}", pointer_segment(k)), "value": v}));
         }
     } else {
         ops.push(
             json!({"op": "add", "path": "/metadata/annotations", "value": {
-                OPENED_AT_ANNOTATION: opened_at, OPENED_BY_ANNOTATION: p.opened_by.as_str(),
+                OPENED_AT: opened_at, OPENED_BY: p.opened_by.as_str(),
             }}),
         );
     }
@@ -188,7 +184,7 @@ pub fn untaint(p: &UntaintPatch, annotations_present: bool) -> json_patch::Patch
     // annotation (it is there: the resourceVersion test pins the node the
     // gate saw it on).
     if p.opened_by == OpenedBy::Manual {
-        ops.push(json!({"op": "remove", "path": format!("/metadata/annotations/{}", pointer_segment(OPEN_ANNOTATION))}));
+        ops.push(json!({"op": "remove", "path": format!("/metadata/annotations/{}", pointer_segment(OPEN))}));
     }
     // Every op above is built from the json! macro in a shape json_patch
     // accepts; a failure here is a bug in this function, reported as such.
@@ -199,7 +195,7 @@ pub fn untaint(p: &UntaintPatch, annotations_present: bool) -> json_patch::Patch
 /// The merge patch that marks a node whose deadline passed with
 /// `--on-timeout=keep`. Additive only: it touches one annotation.
 pub fn mark_timed_out(m: &TimeoutMark) -> Value {
-    json!({"metadata": {"annotations": {TIMED_OUT_ANNOTATION: rfc3339(m.deadline)}}})
+    json!({"metadata": {"annotations": {TIMED_OUT: rfc3339(m.deadline)}}})
 }
 
 #[cfg(test)]
@@ -246,7 +242,7 @@ mod tests {
         let ops = serde_json::to_value(untaint(&patch(&[0]), false)).unwrap();
         let last = &ops[4];
         assert_eq!(last["path"], "/metadata/annotations");
-        assert_eq!(last["value"][OPENED_BY_ANNOTATION], "ready");
+        assert_eq!(last["value"][OPENED_BY], "ready");
     }
 
     #[test]

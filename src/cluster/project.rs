@@ -1,11 +1,14 @@
 //! Projections: whole Kubernetes objects in, the compact model of
 //! `nodegate_core::model` out.
 //!
-//! This is the only place that knows the shape of the API objects; the rest of
-//! the program sees only what the gate reasons about. Projections never fail:
-//! a field the gate cannot use (an unparsable annotation, a missing timestamp)
-//! is reported to the caller and treated as absent, because a controller must
-//! keep working on the rest of the cluster while one object is odd.
+//! These are the projections the gate reads (nodes, DaemonSets, pods,
+//! CSINodes); the entrances project Nodes and Pods into smaller facts of
+//! their own (`NodeFacts`, `BoundPod`) in `cluster::entrance`. Past the
+//! cluster adapters, the program sees only what the core reasons about.
+//! Projections never fail: a field the gate cannot use (an unparsable
+//! annotation, a missing timestamp) is reported to the caller and treated as
+//! absent, because a controller must keep working on the rest of the cluster
+//! while one object is odd.
 
 use std::collections::BTreeMap;
 
@@ -18,21 +21,7 @@ use nodegate_core::model::{
     PodInfo, PodPlacement, Taint, Toleration,
 };
 
-use crate::cluster::patch::{OPENED_AT_ANNOTATION, OPENED_BY_ANNOTATION};
-use nodegate_core::entrance::IGNORE_ANNOTATION;
-
-/// Annotation recording when a re-gated node's gate started.
-pub const GATED_SINCE_ANNOTATION: &str = "nodegate.dev/gated-since";
-/// `"true"`: decide, write nothing for this node (semantics.md §6.6).
-pub const SUSPEND_ANNOTATION: &str = "nodegate.dev/suspend";
-/// `"true"`: open this node now; removed by the opening patch.
-pub const OPEN_ANNOTATION: &str = "nodegate.dev/open";
-/// Why nodegate last re-gated the node (see `cluster::regate`).
-pub const REGATED_FOR_ANNOTATION: &str = "nodegate.dev/regated-for";
-/// Prefix of the annotations nodegate reads and writes on its objects.
-pub const ANNOTATION_PREFIX: &str = "nodegate.dev/";
-/// `"true"` on a member pod: it declares itself Ready (semantics.md §6.7).
-pub const POD_READY_ANNOTATION: &str = "nodegate.dev/ready";
+use nodegate_core::annotations;
 
 /// Something a projection had to ignore; the caller logs it once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,57 +54,23 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
             Timestamp::UNIX_EPOCH
         }
     };
-    let annotations = n.metadata.annotations.as_ref();
-    let mut time_annotation = |key: &str, otherwise: &str| {
-        let v = annotations?.get(key)?;
-        match v.parse::<Timestamp>() {
-            Ok(t) => Some(t),
-            Err(e) => {
-                odd.push(Oddity {
-                    object: format!("node/{name}"),
-                    what: format!(
-                        "annotation {key}={v:?} is not an RFC 3339 time ({e}); {otherwise}"
-                    ),
-                });
-                None
-            }
-        }
-    };
-    let gated_since = time_annotation(GATED_SINCE_ANNOTATION, "using creationTimestamp");
-    let flag = |key: &str| {
-        annotations
-            .and_then(|a| a.get(key))
-            .is_some_and(|v| v == "true")
-    };
-    let opened_at = time_annotation(OPENED_AT_ANNOTATION, "ignored");
+    let found = n.metadata.annotations.as_ref();
+    let gated_since = time_annotation(
+        found,
+        annotations::GATED_SINCE,
+        "using creationTimestamp",
+        &name,
+        &mut odd,
+    );
+    let flag = |key: &str| found.and_then(|a| a.get(key)).is_some_and(|v| v == "true");
+    let opened_at = time_annotation(found, annotations::OPENED_AT, "ignored", &name, &mut odd);
     let taints = n
         .spec
         .as_ref()
         .and_then(|s| s.taints.as_ref())
         .map(|ts| ts.iter().map(taint).collect())
         .unwrap_or_default();
-    let ready = n
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .map_or(NodeReady::Unknown, |c| NodeReady::from_status(&c.status));
-    let conditions = n
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .map(|cs| {
-            cs.iter()
-                .map(|c| {
-                    let cond = NodeCondition {
-                        status: c.status.clone(),
-                        since: c.last_transition_time.as_ref().map(|t| t.0),
-                    };
-                    (c.type_.clone(), cond)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let (ready, conditions) = node_conditions(n);
     let info = NodeInfo {
         conditions,
         csi_drivers: None,
@@ -128,16 +83,16 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         ready,
         opened_at,
         name,
-        opened_before: annotations.is_some_and(|a| a.contains_key(OPENED_AT_ANNOTATION)),
-        annotations_present: annotations.is_some(),
-        suspended: flag(SUSPEND_ANNOTATION),
-        open_requested: flag(OPEN_ANNOTATION),
-        ignored: flag(IGNORE_ANNOTATION),
-        opened_unready: annotations
-            .and_then(|a| a.get(OPENED_BY_ANNOTATION))
+        opened_before: found.is_some_and(|a| a.contains_key(annotations::OPENED_AT)),
+        annotations_present: found.is_some(),
+        suspended: flag(annotations::SUSPEND),
+        open_requested: flag(annotations::OPEN),
+        ignored: flag(annotations::NODE_IGNORE),
+        opened_unready: found
+            .and_then(|a| a.get(annotations::OPENED_BY))
             .is_some_and(|v| v == "timeout" || v == "manual"),
-        regated_for: annotations
-            .and_then(|a| a.get(REGATED_FOR_ANNOTATION))
+        regated_for: found
+            .and_then(|a| a.get(annotations::REGATED_FOR))
             .map(|v| v.as_str().into()),
         boot_id: n
             .status
@@ -148,6 +103,51 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
             .map(Into::into),
     };
     (Some(info), odd)
+}
+
+/// The time in annotation `key` of a node, if it has one that parses; one
+/// that does not is reported in `odd` (`otherwise` says what happens
+/// instead) and treated as absent.
+fn time_annotation(
+    found: Option<&BTreeMap<String, String>>,
+    key: &str,
+    otherwise: &str,
+    name: &str,
+    odd: &mut Vec<Oddity>,
+) -> Option<Timestamp> {
+    let v = found?.get(key)?;
+    match v.parse::<Timestamp>() {
+        Ok(t) => Some(t),
+        Err(e) => {
+            odd.push(Oddity {
+                object: format!("node/{name}"),
+                what: format!("annotation {key}={v:?} is not an RFC 3339 time ({e}); {otherwise}"),
+            });
+            None
+        }
+    }
+}
+
+/// The node's Ready condition, and every condition by type.
+fn node_conditions(n: &Node) -> (NodeReady, BTreeMap<String, NodeCondition>) {
+    let listed = n.status.as_ref().and_then(|s| s.conditions.as_ref());
+    let ready = listed
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map_or(NodeReady::Unknown, |c| NodeReady::from_status(&c.status));
+    let conditions = listed
+        .map(|cs| {
+            cs.iter()
+                .map(|c| {
+                    let cond = NodeCondition {
+                        status: c.status.clone(),
+                        since: c.last_transition_time.as_ref().map(|t| t.0),
+                    };
+                    (c.type_.clone(), cond)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    (ready, conditions)
 }
 
 pub fn taint(t: &core::Taint) -> Taint {
@@ -166,13 +166,13 @@ pub fn daemonset(ds: &DaemonSet) -> Option<DaemonSetInfo> {
         .and_then(|s| s.template.spec.as_ref())
         .map(placement)
         .unwrap_or_default();
-    let annotations = ds
+    let kept = ds
         .metadata
         .annotations
         .as_ref()
         .map(|a| {
             a.iter()
-                .filter(|(k, _)| k.starts_with(ANNOTATION_PREFIX))
+                .filter(|(k, _)| k.starts_with(annotations::PREFIX))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
         })
@@ -180,7 +180,7 @@ pub fn daemonset(ds: &DaemonSet) -> Option<DaemonSetInfo> {
     Some(DaemonSetInfo {
         uid: ds.metadata.uid.clone().unwrap_or_default(),
         labels: labels(ds.metadata.labels.as_ref()),
-        annotations,
+        annotations: kept,
         template,
         min_ready_seconds: spec.and_then(|s| s.min_ready_seconds).unwrap_or(0),
         namespace,
@@ -278,7 +278,7 @@ pub fn pod(p: &Pod) -> Option<PodInfo> {
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(POD_READY_ANNOTATION))
+            .and_then(|a| a.get(annotations::POD_READY))
             .is_some_and(|v| v == "true"),
         namespace,
         name,

@@ -40,7 +40,7 @@ use crate::cluster::{patch, project};
 use crate::serve::metrics::{NodeWrite, WriteTimings};
 
 /// The controller's name in Events and as the field manager of its writes.
-pub const CONTROLLER_NAME: &str = "nodegate.dev/nodegate";
+pub const CONTROLLER_NAME: &str = nodegate_core::annotations::REPORTING_CONTROLLER;
 pub const FIELD_MANAGER: &str = "nodegate";
 
 /// A token bucket: `qps` tokens a second, at most `burst` saved up, with

@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::cluster::client::client;
 use crate::cluster::entrance::{gated_since, node_facts, pods_on, put_taint};
-use crate::error::{Error, Result};
+use crate::error::{EXIT_FAILURE, Error, Result};
 use crate::settings::cli::{BackfillArgs, OutputFormat};
 use crate::settings::config::{self, ConfigError};
 use nodegate_core::gate::PatchOutcome;
@@ -66,44 +66,30 @@ fn settings(args: &BackfillArgs) -> Result<Backfill, ConfigError> {
     })
 }
 
-pub async fn main(args: BackfillArgs) -> ExitCode {
-    let b = match settings(&args) {
-        Ok(b) => b,
-        Err(e) => return exit(&e.into()),
-    };
-    let client = match client().await {
-        Ok(c) => c,
-        Err(e) => return exit(&e),
-    };
-    let lines = match backfill(&client, &b).await {
-        Ok(lines) => lines,
-        Err(e) => return exit(&e),
-    };
+/// Runs `nodegate backfill`. A node it could not taint is a line, not an
+/// error: the run goes on, and ends with [`EXIT_FAILURE`] once all are
+/// printed.
+pub async fn main(args: BackfillArgs) -> Result<ExitCode> {
+    let b = settings(&args)?;
+    let client = client().await?;
+    let lines = backfill(&client, &b).await?;
     let text = match args.output {
         OutputFormat::Table => table(&lines),
-        OutputFormat::Json => match serde_json::to_string_pretty(&lines) {
-            Ok(j) => j + "\n",
-            Err(e) => {
-                return exit(&Error::Invalid {
-                    what: "the JSON output".into(),
-                    why: e.to_string(),
-                });
-            }
-        },
+        OutputFormat::Json => {
+            serde_json::to_string_pretty(&lines).map_err(|e| Error::Invalid {
+                what: "the JSON output".into(),
+                why: e.to_string(),
+            })? + "\n"
+        }
     };
-    if let Err(e) = std::io::stdout().write_all(text.as_bytes()) {
-        return exit(&Error::io("writing to stdout")(e));
-    }
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .map_err(Error::io("writing to stdout"))?;
     if lines.iter().any(|l| l.action == "failed") {
-        ExitCode::from(crate::error::EXIT_FAILURE)
+        Ok(ExitCode::from(EXIT_FAILURE))
     } else {
-        ExitCode::SUCCESS
+        Ok(ExitCode::SUCCESS)
     }
-}
-
-fn exit(e: &Error) -> ExitCode {
-    eprintln!("error: {}", e.report());
-    ExitCode::from(e.exit_code())
 }
 
 async fn backfill(client: &kube::Client, b: &Backfill) -> Result<Vec<Line>> {

@@ -9,26 +9,22 @@ use std::process::ExitCode;
 use clap::CommandFactory;
 use clap_complete::Shell;
 
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::settings::cli::{Cli, CompletionArgs, CompletionShell};
 
 /// The name the script completes: the one a user types.
 const BIN_NAME: &str = "nodegate";
 
-pub fn main(args: CompletionArgs) -> ExitCode {
+pub fn main(args: CompletionArgs) -> Result<ExitCode> {
     let mut out = Vec::new();
     script(args.shell, &mut out);
     let mut stdout = std::io::stdout().lock();
     match stdout.write_all(&out).and_then(|()| stdout.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => Ok(ExitCode::SUCCESS),
         // A closed pipe (`nodegate completion bash | head`) is the reader's
         // choice, not a failure worth a message.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            let e = Error::io("cannot write the completion script to stdout")(e);
-            eprintln!("error: {}", e.report());
-            ExitCode::from(e.exit_code())
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(Error::io("cannot write the completion script to stdout")(e)),
     }
 }
 

@@ -27,7 +27,8 @@ use crate::cluster::server_time::ServerTime;
 use crate::cluster::watch::{self, WatchStats};
 use crate::cluster::writer::Writer;
 use crate::error::{Error, Result};
-use crate::serve::health::{Health, History};
+use crate::serve::health::ProcessHealth;
+use crate::serve::history::History;
 use crate::serve::http::{self, AppState, DebugState};
 use crate::serve::metrics::Metrics;
 use crate::settings::cli::RunArgs;
@@ -122,7 +123,7 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         history: Arc::clone(&history),
         traces,
     }));
-    let health = Arc::new(Health::default());
+    let health = Arc::new(ProcessHealth::default());
     let config_file = args.gate.config.clone();
     health.config_started(
         config_file.as_ref().map(|p| p.display().to_string()),

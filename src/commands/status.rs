@@ -10,8 +10,8 @@
 //! place on a terminal (like `kubectl get -w` progress, not scrolling) and
 //! prints one table per refresh otherwise. Reading the cluster and the clock
 //! happens only in [`main`], `table_now` and [`gather`]; building and
-//! rendering rows are pure. Errors are [`crate::Error`]s, printed on stderr
-//! with their causes; the exit status is the error's own.
+//! rendering rows are pure. Errors are [`crate::Error`]s, returned to `main`,
+//! which prints them with their causes and exits with their status.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write as _};
@@ -59,20 +59,14 @@ pub struct Row {
     pub deadline: String,
 }
 
-pub async fn main(args: StatusArgs) -> ExitCode {
-    let settings = match config::status_settings(&args) {
-        Ok(s) => s,
-        Err(e) => return exit("error", &e.into()),
-    };
-    let client = match client().await {
-        Ok(c) => c,
-        Err(e) => return exit("error: cannot connect to the cluster", &e),
-    };
+pub async fn main(args: StatusArgs) -> Result<ExitCode> {
+    let settings = config::status_settings(&args)?;
+    let client = client()
+        .await
+        .map_err(Error::context("cannot connect to the cluster"))?;
     if !settings.watch {
-        return match table_now(&client, &settings).await.and_then(|t| print(&t)) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => exit("error", &e),
-        };
+        print(&table_now(&client, &settings).await?)?;
+        return Ok(ExitCode::SUCCESS);
     }
 
     let tty = std::io::stdout().is_terminal();
@@ -101,21 +95,12 @@ pub async fn main(args: StatusArgs) -> ExitCode {
         } else {
             text.push('\n');
         }
-        if let Err(e) = print(&text) {
-            return exit("error", &e);
-        }
+        print(&text)?;
         tokio::select! {
             _ = tokio::time::sleep(settings.interval) => {}
-            _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
         }
     }
-}
-
-/// Says what went wrong on stderr (`PREFIX: message: cause: …`) and ends
-/// with the error's exit status.
-fn exit(prefix: &str, e: &Error) -> ExitCode {
-    eprintln!("{prefix}: {}", e.report());
-    ExitCode::from(e.exit_code())
 }
 
 fn print(text: &str) -> Result<()> {

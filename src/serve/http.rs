@@ -38,7 +38,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::cluster::watch::WatchStats;
 use crate::error::{Error, Result};
-use crate::serve::health::{Health, History};
+use crate::serve::health::ProcessHealth;
+use crate::serve::history::History;
 use crate::serve::metrics::{self, Metrics};
 
 /// Gate views asked for at once by `/debug/nodes`; each is one actor
@@ -74,7 +75,7 @@ pub struct AppState {
     pub router: Arc<Router>,
     pub metrics: Arc<Metrics>,
     pub watch_stats: Arc<WatchStats>,
-    pub health: Arc<Health>,
+    pub health: Arc<ProcessHealth>,
 }
 
 pub fn app(state: AppState) -> axum::Router {
@@ -188,7 +189,7 @@ async fn healthz(State(s): State<AppState>) -> Response {
 
 /// Ready once the initial lists are in. `?verbose` lists the checks, one a
 /// line, Kubernetes style (`[+]` passes; `[!]` is a warning that leaves the
-/// replica ready: the config file's trouble, see `Health::config_checks`).
+/// replica ready: the config file's trouble, see `ProcessHealth::config_checks`).
 async fn readyz(State(s): State<AppState>, uri: Uri) -> Response {
     let synced = s.router.is_synced();
     let verbose = uri.query().is_some_and(|q| {
@@ -407,7 +408,7 @@ fn detail(view: &GateView, live: bool, now: Timestamp) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::health::tests::opened_gate;
+    use crate::serve::history::tests::opened_gate;
     use nodegate_core::testutil::ts;
 
     #[tokio::test]

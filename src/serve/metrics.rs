@@ -106,22 +106,6 @@ struct VersionLabels {
     version: &'static str,
 }
 
-/// Which write a patch attempt was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteKind {
-    Untaint,
-    MarkTimedOut,
-}
-
-impl WriteKind {
-    fn as_str(self) -> &'static str {
-        match self {
-            WriteKind::Untaint => "untaint",
-            WriteKind::MarkTimedOut => "mark_timed_out",
-        }
-    }
-}
-
 /// The `result` label of a patch attempt; `None` for a write that was never
 /// sent (this replica is not the leader, or the gate withdrew it).
 pub fn patch_result(outcome: &PatchOutcome) -> Option<&'static str> {
@@ -227,65 +211,74 @@ impl Metrics {
             writes: Arc::new(WriteTimings::register(&mut registry)),
             registry: Registry::default(),
         };
+        m.register_own(&mut registry);
+        m.zero_known_series();
+        m.leader.set(i64::from(m.leadership.is_leader()));
+        Metrics { registry, ..m }
+    }
+
+    /// Registers the families `Metrics` holds itself (the others register
+    /// their own), and `build_info`.
+    fn register_own(&self, registry: &mut Registry) {
         registry.register(
             "gated_nodes",
             "Nodes whose gate is closed now (waiting, opening, or kept closed after a timeout)",
-            m.gated_nodes.clone(),
+            self.gated_nodes.clone(),
         );
         registry.register(
             "live_actors",
             "Gate actors running now (one per gated node)",
-            m.live_actors.clone(),
+            self.live_actors.clone(),
         );
         registry.register(
             "gate_age_seconds",
             "Seconds since the gate of each closed node started (creation or nodegate.dev/gated-since)",
-            m.gate_age.clone(),
+            self.gate_age.clone(),
         );
         registry.register(
             "gate_duration_seconds",
             "Gate start (node creation or gated-since) to taint removed, by outcome (ready | timeout | manual); leader only",
-            m.gate_duration.clone(),
+            self.gate_duration.clone(),
         );
         registry.register(
             "reaction_seconds",
             "Every expected member and the node Ready (as observed) to taint removed; leader only",
-            m.reaction.clone(),
+            self.reaction.clone(),
         );
         registry.register(
             "daemonset_ready_seconds",
             "Node creation to the DaemonSet's pod Ready on that node, for new nodes; leader only",
-            m.daemonset_ready.clone(),
+            self.daemonset_ready.clone(),
         );
         registry.register(
             "timeout_blockers",
             "Gate deadlines passed with this member not Ready (a DaemonSet or a critical-pod entry); leader only",
-            m.timeout_blockers.clone(),
+            self.timeout_blockers.clone(),
         );
         registry.register(
             "gates_timed_out",
             "Gate deadlines passed, by --on-timeout action (open | keep); leader only",
-            m.gates_timed_out.clone(),
+            self.gates_timed_out.clone(),
         );
         registry.register(
             "patch_attempts",
             "Writes sent to the API server, by kind (untaint | mark_timed_out) and result (ok | conflict | not_found | error)",
-            m.patch_attempts.clone(),
+            self.patch_attempts.clone(),
         );
         registry.register(
             "router_events",
             "Watch events handled by the router, by kind and whether they went on to a live gate",
-            m.router_events.clone(),
+            self.router_events.clone(),
         );
         registry.register(
             "leader",
             "1 while this replica holds the leader-election lease (always 1 without --leader-elect)",
-            m.leader.clone(),
+            self.leader.clone(),
         );
         registry.register(
             "watch_restarts",
             "Watch streams that failed and were restarted",
-            m.watch_restarts.clone(),
+            self.watch_restarts.clone(),
         );
         let build_info = Family::<VersionLabels, Gauge>::default();
         build_info
@@ -294,21 +287,24 @@ impl Metrics {
             })
             .set(1);
         registry.register("build_info", "Always 1; the version as a label", build_info);
+    }
 
-        // Zeros for every label value known up front.
+    /// Zeros for every label value known up front, so that each series
+    /// exists before its first event.
+    fn zero_known_series(&self) {
         for outcome in [OpenedBy::Ready, OpenedBy::Timeout, OpenedBy::Manual] {
-            m.gate_duration.get_or_create_owned(&OutcomeLabels {
+            self.gate_duration.get_or_create_owned(&OutcomeLabels {
                 outcome: outcome.as_str(),
             });
         }
         for action in [OnTimeout::Open, OnTimeout::Keep] {
-            m.gates_timed_out.get_or_create_owned(&ActionLabels {
+            self.gates_timed_out.get_or_create_owned(&ActionLabels {
                 action: action_str(action),
             });
         }
-        for kind in [WriteKind::Untaint, WriteKind::MarkTimedOut] {
+        for kind in [NodeWrite::Untaint, NodeWrite::MarkTimedOut] {
             for result in PATCH_RESULTS {
-                m.patch_attempts.get_or_create_owned(&PatchLabels {
+                self.patch_attempts.get_or_create_owned(&PatchLabels {
                     kind: kind.as_str(),
                     result,
                 });
@@ -316,14 +312,12 @@ impl Metrics {
         }
         for event in RouterEvent::ALL {
             for routed in ["true", "false"] {
-                m.router_events.get_or_create_owned(&RouterLabels {
+                self.router_events.get_or_create_owned(&RouterLabels {
                     kind: event.as_str(),
                     routed,
                 });
             }
         }
-        m.leader.set(i64::from(m.leadership.is_leader()));
-        Metrics { registry, ..m }
     }
 
     /// The registry in Prometheus / OpenMetrics text. Call [`Self::refresh`]
@@ -336,7 +330,9 @@ impl Metrics {
 
     // --- fed by the executor ---
 
-    pub fn patch_attempt(&self, kind: WriteKind, outcome: &PatchOutcome) {
+    /// One attempt of a gate's own write (`NodeWrite::Untaint` or
+    /// `NodeWrite::MarkTimedOut`, the two kinds the series are made for).
+    pub fn patch_attempt(&self, kind: NodeWrite, outcome: &PatchOutcome) {
         if let Some(result) = patch_result(outcome) {
             self.patch_attempts
                 .get_or_create(&PatchLabels {

@@ -1,8 +1,10 @@
-//! The HTTP side of `nodegate run`: routing (`http`), liveness and the
-//! history of finished gates (`health`), Prometheus metrics (`metrics`), and
-//! the per-node debug journal.
+//! The HTTP side of `nodegate run`: routing (`http`), liveness and readiness
+//! (`health`), the finished gates' debug journals (`history`), Prometheus
+//! metrics (`metrics`), and the admission webhook with the controller of its
+//! certificates (`webhook`).
 
 pub mod health;
+pub mod history;
 pub mod http;
 pub mod metrics;
 pub mod webhook;

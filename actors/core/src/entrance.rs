@@ -18,7 +18,7 @@ use crate::selector::LabelSelector;
 
 /// `nodegate.dev/ignore: "true"`: nodegate never puts a taint on this node
 /// (a gate already running on it still opens).
-pub const IGNORE_ANNOTATION: &str = "nodegate.dev/ignore";
+pub const IGNORE_ANNOTATION: &str = crate::annotations::NODE_IGNORE;
 
 /// Which nodes nodegate manages at all (`--node-selector`): every entrance and
 /// the gate itself leave the others alone.

@@ -3,7 +3,8 @@
 //! Everything here is a plain function over plain data: the placement rules
 //! (`placement`, `selector`), when a member is Ready (`readiness`), the node
 //! state machine (`gate`) and its journal (`journal`), over the compact
-//! projections of cluster objects in `model`; and `report`, the gate's state
+//! projections of cluster objects in `model`, whose `nodegate.dev/*`
+//! annotations `annotations` names; and `report`, the gate's state
 //! explained to a person, as `nodegate explain` prints it. Nothing here does
 //! I/O, awaits, or reads the clock — time is always an argument — and this
 //! crate's Cargo.toml has no async runtime, actor framework or Kubernetes
@@ -12,6 +13,7 @@
 //! `testutil`, builders for tests, exists only in tests and under the cargo
 //! feature `testing`, which only dev-dependencies turn on.
 
+pub mod annotations;
 pub mod budget;
 pub mod conditions;
 pub mod deciders;

@@ -254,19 +254,33 @@ pub struct PodInfo {
 
 /// Field by field like a derived `==`, but the fields a pod's updates change
 /// (its status) first: most comparisons are of two versions of one pod.
+/// Every field is named, so a new one is a compile error here.
 impl PartialEq for PodInfo {
     fn eq(&self, other: &Self) -> bool {
-        self.ready == other.ready
-            && self.terminating == other.terminating
-            && self.ready_since == other.ready_since
-            && self.ready_annotation == other.ready_annotation
-            && self.phase == other.phase
-            && self.uid == other.uid
-            && self.node_name == other.node_name
-            && self.controller_uid == other.controller_uid
-            && self.name == other.name
-            && self.namespace == other.namespace
-            && self.labels == other.labels
+        let PodInfo {
+            namespace,
+            name,
+            uid,
+            node_name,
+            labels,
+            controller_uid,
+            terminating,
+            phase,
+            ready,
+            ready_since,
+            ready_annotation,
+        } = self;
+        *ready == other.ready
+            && *terminating == other.terminating
+            && *ready_since == other.ready_since
+            && *ready_annotation == other.ready_annotation
+            && *phase == other.phase
+            && *uid == other.uid
+            && *node_name == other.node_name
+            && *controller_uid == other.controller_uid
+            && *name == other.name
+            && *namespace == other.namespace
+            && *labels == other.labels
     }
 }
 

@@ -17,6 +17,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
+use crate::annotations::CSI_DRIVER;
 use crate::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo, Taint};
 use crate::selector::{LabelSelector, SelectorError};
 
@@ -305,15 +306,11 @@ pub fn daemonset_member<'a>(
     best.finish()
 }
 
-/// The DaemonSet annotation naming the CSI drivers its pod registers
-/// (`NAME[,NAME]`, semantics.md §6.7).
-pub const CSI_DRIVER_ANNOTATION: &str = "nodegate.dev/csi-driver";
-
-/// The CSI drivers `ds` names in [`CSI_DRIVER_ANNOTATION`]; empty when it
+/// The CSI drivers `ds` names in its [`CSI_DRIVER`] annotation; empty when it
 /// names none. Blank entries are skipped.
 pub fn csi_drivers(ds: &DaemonSetInfo) -> Vec<&str> {
     ds.annotations
-        .get(CSI_DRIVER_ANNOTATION)
+        .get(CSI_DRIVER)
         .map(|v| {
             v.split(',')
                 .map(str::trim)

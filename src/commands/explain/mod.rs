@@ -33,7 +33,7 @@ pub use nodegate_core::report::{MemberRow, PodDetail, Report, TaintSplit, TermRe
 
 use crate::cluster::client::client;
 use crate::cluster::project;
-use crate::error::{EXIT_FAILURE, Error, Result};
+use crate::error::{Error, Result};
 use crate::settings::cli::{self, ExplainArgs, OutputFormat};
 use crate::settings::config::{self, GateSettings};
 
@@ -47,24 +47,15 @@ pub const TABLE_WIDTH: usize = 100;
 
 /// Runs `nodegate explain`: validates the settings (exit 2 before any cluster
 /// access), reads the cluster, prints the report on stdout. Warnings about odd
-/// objects and errors go to stderr.
-pub async fn main(args: ExplainArgs) -> ExitCode {
-    let text = match explain(&args).await {
-        Ok(text) => text,
-        Err(e) => {
-            eprintln!("error: {}", e.report());
-            return ExitCode::from(e.exit_code());
-        }
-    };
+/// objects go to stderr; errors go back to `main`, which prints them there.
+pub async fn main(args: ExplainArgs) -> Result<ExitCode> {
+    let text = explain(&args).await?;
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => Ok(ExitCode::SUCCESS),
         // `nodegate explain n | head` is not a failure.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: cannot write the report: {e}");
-            ExitCode::from(EXIT_FAILURE)
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(Error::io("cannot write the report")(e)),
     }
 }
 

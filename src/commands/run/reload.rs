@@ -12,7 +12,7 @@ use jiff::Timestamp;
 use nodegate_actors::router::Router;
 use tokio::sync::watch;
 
-use crate::serve::health::Health;
+use crate::serve::health::ProcessHealth;
 use crate::serve::metrics::Metrics;
 use crate::settings::cli::RunArgs;
 use crate::settings::config::RunSettings;
@@ -24,7 +24,7 @@ pub struct Reloader {
     pub started: RunSettings,
     pub router: Arc<Router>,
     pub metrics: Arc<Metrics>,
-    pub health: Arc<Health>,
+    pub health: Arc<ProcessHealth>,
 }
 
 impl Reloader {
@@ -185,7 +185,7 @@ mod tests {
         Reloader {
             router: Arc::new(Router::new(Arc::new(GateConfig::from(&started)))),
             metrics: Arc::new(Metrics::new(Arc::new(Leadership::always()))),
-            health: Arc::new(Health::default()),
+            health: Arc::new(ProcessHealth::default()),
             args,
             started,
         }

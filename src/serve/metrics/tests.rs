@@ -125,8 +125,8 @@ fn an_opening_records_duration_reaction_and_time_to_ready() {
     let opened = "1970-01-01T00:00:10.2Z".parse::<Timestamp>().unwrap();
     let events = g.step(opened, &Input::PatchResult(PatchOutcome::Applied));
     m.gate_step(NODE, opened, &events, &g.state);
-    m.patch_attempt(WriteKind::Untaint, &PatchOutcome::Applied);
-    m.patch_attempt(WriteKind::Untaint, &PatchOutcome::NotLeader);
+    m.patch_attempt(NodeWrite::Untaint, &PatchOutcome::Applied);
+    m.patch_attempt(NodeWrite::Untaint, &PatchOutcome::NotLeader);
 
     let t = text(&m);
     assert_eq!(

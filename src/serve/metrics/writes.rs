@@ -12,7 +12,9 @@ use prometheus_client::registry::Registry;
 
 /// What a node write is for, as the series label it: `untaint`,
 /// `mark_timed_out`, `add_taint` (an entrance or a re-gate) or `patch` (a
-/// condition rule's taint).
+/// condition rule's taint). The metrics' one name for a kind of node write:
+/// the write timings use all four, `nodegate_patch_attempts_total` the
+/// gate's own two (`untaint`, `mark_timed_out`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeWrite {
     Untaint,

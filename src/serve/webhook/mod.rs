@@ -6,13 +6,14 @@
 //! - `server`: TLS (rustls, ring) with a swappable certificate, and HTTP.
 //! - `certdir`: the certificate from `--webhook-cert-dir`, re-read on change.
 //! - `certs`: the certificates nodegate issues itself, and when to renew.
-//! - `secret`: where they are kept (`--webhook-cert-secret`), and the
-//!   caBundle of `--webhook-configuration`.
+//! - `cert_controller`: the controller that keeps them in the Secret
+//!   (`--webhook-cert-secret`) and the caBundle of
+//!   `--webhook-configuration` equal to their CA.
 
+pub mod cert_controller;
 pub mod certdir;
 pub mod certs;
 pub mod review;
-pub mod secret;
 pub mod server;
 
 use std::net::SocketAddr;
@@ -83,7 +84,7 @@ pub async fn start(
             hosts,
             validity,
         } => {
-            let m = secret::Managed {
+            let m = cert_controller::Managed {
                 secrets: kube::Api::namespaced(client.clone(), secret_namespace),
                 configs: kube::Api::all(client.clone()),
                 namespace: secret_namespace.clone(),
@@ -96,41 +97,7 @@ pub async fn start(
             let what = format!(
                 "the webhook Secret {secret_namespace}/{secret_name} (--webhook-cert-secret)"
             );
-            let mut attempt = 1;
-            let material = loop {
-                match m.converge().await {
-                    Ok(material) => break material,
-                    Err(why) if attempt >= STARTUP_ATTEMPTS => {
-                        return Err(Error::Invalid { what, why });
-                    }
-                    Err(why) => {
-                        tracing::warn!("webhook: {what}: {why}; retrying");
-                        attempt += 1;
-                        tokio::time::sleep(Duration::from_secs(2)).await;
-                    }
-                }
-            };
-            let (key, not_after) =
-                server::certified_key(material.tls_crt.as_bytes(), material.tls_key.as_bytes())
-                    .map_err(|why| Error::Invalid {
-                        what: what.clone(),
-                        why,
-                    })?;
-            metrics.webhook_certificate_expiry(not_after);
-            let slot = Arc::new(CertSlot::new(key));
-            // The caBundle is set by the first round, right away.
-            let first = Arc::clone(&slot);
-            let served = material.tls_crt.clone();
-            let stop = shutdown.clone();
-            (
-                slot,
-                Box::new(move |slot| {
-                    tokio::spawn(async move {
-                        let served = m.round(&first, &served).await;
-                        let _ = m.spawn(slot, served, stop).await;
-                    })
-                }),
-            )
+            managed_slot(m, what, &metrics, &shutdown).await?
         }
     };
     let (addr, server) = server::serve(settings.addr, Arc::clone(&slot), handler, shutdown).await?;
@@ -139,4 +106,52 @@ pub async fn start(
         addr,
         tasks: vec![server, keeper],
     })
+}
+
+/// Converges the Secret at start (a few attempts, then the error), loads
+/// its certificate into a new slot, and returns the slot with the task that
+/// keeps the Secret and the caBundle current (its first round sets the
+/// caBundle at once).
+async fn managed_slot(
+    m: cert_controller::Managed,
+    what: String,
+    metrics: &Metrics,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<(Arc<CertSlot>, Keeper)> {
+    let mut attempt = 1;
+    let material = loop {
+        match m.converge().await {
+            Ok(material) => break material,
+            Err(why) if attempt >= STARTUP_ATTEMPTS => {
+                return Err(Error::Invalid { what, why });
+            }
+            Err(why) => {
+                tracing::warn!("webhook: {what}: {why}; retrying");
+                attempt += 1;
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+    };
+    let (key, not_after) =
+        server::certified_key(material.tls_crt.as_bytes(), material.tls_key.as_bytes()).map_err(
+            |why| Error::Invalid {
+                what: what.clone(),
+                why,
+            },
+        )?;
+    metrics.webhook_certificate_expiry(not_after);
+    let slot = Arc::new(CertSlot::new(key));
+    // The caBundle is set by the first round, right away.
+    let first = Arc::clone(&slot);
+    let served = material.tls_crt.clone();
+    let stop = shutdown.clone();
+    Ok((
+        slot,
+        Box::new(move |slot| {
+            tokio::spawn(async move {
+                let served = m.round(&first, &served).await;
+                let _ = m.spawn(slot, served, stop).await;
+            })
+        }),
+    ))
 }

@@ -7,15 +7,58 @@ use super::effect::annotation_time;
 use super::event::Event;
 use super::member::{Expectation, Member, Readiness};
 use super::state::{
-    GateState, GatedSinceClamp, MAX_UNANSWERED, OpenedRecord, Phase, TimeoutRecord,
-    UnansweredUntaint, Write, WriteKind, WriteStatus,
+    GateState, GateWriteKind, GatedSinceClamp, MAX_UNANSWERED, OpenedRecord, Phase, TimeoutRecord,
+    UnansweredUntaint, Write, WriteStatus,
 };
 use crate::model::PodInfo;
 
 /// Folds one fact into the state. Never fails and never consults anything but
 /// the event: an event that does not fit the state (e.g. a member update for a
-/// member that is not there) changes nothing.
+/// member that is not there) changes nothing. Each family of events has its
+/// own fold below; this match names every event, so a new one must be given
+/// to one of them.
 pub fn apply(state: &mut GateState, ev: &Event) {
+    match ev {
+        Event::Snapshot { .. }
+        | Event::NodeUpdated { .. }
+        | Event::NodeVersionChanged { .. }
+        | Event::DaemonSetUpdated { .. }
+        | Event::DaemonSetRemoved { .. }
+        | Event::PodStatusChanged { .. }
+        | Event::PodUpdated { .. }
+        | Event::PodRemoved { .. } => apply_observed(state, ev),
+        Event::MemberExpected { .. }
+        | Event::MemberNotExpected { .. }
+        | Event::MemberRemoved { .. }
+        | Event::MemberReady { .. }
+        | Event::MemberWaiting { .. } => apply_member(state, ev),
+        Event::DeadlineSet { .. }
+        | Event::DeadlineHeld { .. }
+        | Event::ServerTimeSeen { .. }
+        | Event::GatedSinceClamped { .. }
+        | Event::RecheckScheduled { .. }
+        | Event::RecheckFired { .. }
+        | Event::TimedOut { .. }
+        | Event::WritesSuspended { .. }
+        | Event::WritesResumed
+        | Event::WouldOpen { .. } => apply_clock(state, ev),
+        Event::UntaintSent { .. }
+        | Event::MarkSent { .. }
+        | Event::WriteConflict { .. }
+        | Event::WriteFailed { .. }
+        | Event::WriteUnanswered { .. }
+        | Event::WriteDeferred { .. }
+        | Event::WithdrawRequested { .. }
+        | Event::RetryScheduled { .. } => apply_write(state, ev),
+        Event::WriteAbandoned { .. }
+        | Event::Opened { .. }
+        | Event::TimeoutMarked
+        | Event::Stopped { .. } => apply_ending(state, ev),
+    }
+}
+
+/// The objects the gate has seen: the node, its DaemonSets and pods.
+fn apply_observed(state: &mut GateState, ev: &Event) {
     match ev {
         Event::Snapshot {
             node,
@@ -53,6 +96,14 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         Event::PodRemoved { uid, .. } => {
             state.pods.remove(uid);
         }
+        // The other events are the other folds'.
+        _ => {}
+    }
+}
+
+/// The members and their readiness.
+fn apply_member(state: &mut GateState, ev: &Event) {
+    match ev {
         Event::MemberExpected { member } => {
             let m = state.members.entry(member.clone()).or_insert(Member {
                 expectation: Expectation::Expected,
@@ -96,6 +147,15 @@ pub fn apply(state: &mut GateState, ev: &Event) {
                 });
             }
         }
+        // The other events are the other folds'.
+        _ => {}
+    }
+}
+
+/// The deadline, the timers, the server's clock, the timeout, the
+/// suspension of writes and a dry run's "would open".
+fn apply_clock(state: &mut GateState, ev: &Event) {
+    match ev {
         Event::DeadlineSet { at, generation } => {
             state.timers.deadline = Some(*at);
             state.timers.deadline_generation = *generation;
@@ -147,6 +207,14 @@ pub fn apply(state: &mut GateState, ev: &Event) {
                     .unwrap_or_default(),
             });
         }
+        // The other events are the other folds'.
+        _ => {}
+    }
+}
+
+/// The gate's one write: sent, answered, deferred, retried.
+fn apply_write(state: &mut GateState, ev: &Event) {
+    match ev {
         Event::UntaintSent {
             attempt,
             opened_by,
@@ -156,7 +224,7 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         } => {
             state.phase = Phase::Opening;
             state.write = Some(Write {
-                kind: WriteKind::Untaint {
+                kind: GateWriteKind::Untaint {
                     opened_by: *opened_by,
                 },
                 attempt: *attempt,
@@ -169,7 +237,7 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         }
         Event::MarkSent { attempt } => {
             state.write = Some(Write {
-                kind: WriteKind::MarkTimedOut,
+                kind: GateWriteKind::MarkTimedOut,
                 attempt: *attempt,
                 status: WriteStatus::InFlight,
                 resource_version: None,
@@ -188,7 +256,7 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             if let Some(w) = &mut state.write {
                 w.last_error = Some(error.clone());
                 w.status = WriteStatus::Refreshing;
-                if let (WriteKind::Untaint { opened_by }, Some(opened_at), Some(rv)) =
+                if let (GateWriteKind::Untaint { opened_by }, Some(opened_at), Some(rv)) =
                     (&w.kind, w.opened_at, &w.resource_version)
                 {
                     if state.unanswered.len() == MAX_UNANSWERED {
@@ -214,6 +282,14 @@ pub fn apply(state: &mut GateState, ev: &Event) {
                 w.status = WriteStatus::Backoff;
             }
         }
+        // The other events are the other folds'.
+        _ => {}
+    }
+}
+
+/// A write given up, and the ends of a gate: opened, marked, stopped.
+fn apply_ending(state: &mut GateState, ev: &Event) {
+    match ev {
         Event::WriteAbandoned { .. } => {
             state.write = None;
             state.phase = match &state.timed_out {
@@ -243,6 +319,8 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             state.write = None;
             state.stopped = Some(*reason);
         }
+        // The other events are the other folds'.
+        _ => {}
     }
 }
 

@@ -46,14 +46,19 @@ pub enum EventType {
     Warning,
 }
 
-/// A Kubernetes Event (events.k8s.io/v1) regarding the node.
+/// A Kubernetes Event (events.k8s.io/v1) regarding the node. The gate
+/// records some; the late-taint net, the re-gating and the condition rules
+/// record the others through the same writer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeEvent {
     pub node: String,
     pub node_uid: String,
     #[serde(rename = "type")]
     pub type_: EventType,
-    /// `GateOpened`, `GateTimedOut`, `GateWouldOpen`.
+    /// One of [`Reason::ALL`]: the gate's `GateOpened`, `GateTimedOut` and
+    /// `GateWouldOpen`; the net's `LateTaint` and `LateTaintSkipped`; the
+    /// re-gating's `NodeRegated` and `RegateBudgetExhausted`; the condition
+    /// rules' `ConditionTaintAdded` and `ConditionTaintRemoved`.
     pub reason: Reason,
     /// At most 1024 bytes, as the API requires: cut by the core (`notes`),
     /// so the shell sends it as it is.

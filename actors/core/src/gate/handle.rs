@@ -1,9 +1,10 @@
 //! The decider: turns one input into events. A small dispatcher hands each
 //! input family to its own module — `observations` (snapshot, node,
-//! DaemonSet and pod inputs, the periodic re-examination), `timers`, `writes` (patch and mark results,
-//! node re-reads) — and each of them ends in `reconcile` (`opening`), which
-//! brings the members in line with what the gate has seen (`members`) and
-//! decides whether and how the gate opens.
+//! DaemonSet and pod inputs, the periodic re-examination), `timers`,
+//! `writes` (patch and mark results, node re-reads) — and each of them ends
+//! in the `reconcile` module's `reconcile`, which brings the members in line
+//! with what the gate has seen (`members`) and then lets `opening` decide
+//! whether and how the gate opens.
 //!
 //! The decider works on a scratch copy of the state that every emitted event
 //! is applied to at once, so later decisions in the same step see earlier
@@ -12,6 +13,7 @@
 mod members;
 mod observations;
 mod opening;
+mod reconcile;
 mod timers;
 mod writes;
 
@@ -57,7 +59,7 @@ struct Decider<'a> {
 /// Why `reconcile` runs, for the write transitions that only a particular
 /// input may trigger.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Trigger {
+enum ReconcileCause {
     Observation,
     RetryDue,
     Refreshed,
@@ -120,7 +122,7 @@ impl Decider<'_> {
             Input::PatchResult(outcome) => self.patch_result(outcome),
             Input::MarkResult(outcome) => self.mark_result(outcome),
             Input::NodeRefreshed(result) => self.refreshed(result),
-            Input::LeadershipGained => self.reconcile(Trigger::Leadership),
+            Input::LeadershipGained => self.reconcile(ReconcileCause::Leadership),
             // Handled above, before the gate has started.
             Input::ServerTime(_) => {}
             Input::Reexamine {

@@ -18,11 +18,13 @@
 //! - the vocabulary: [`GateConfig`] (`config`), members (`member`), the
 //!   [`GateState`] and its records (`state`), [`Input`] (`input`), [`Event`]
 //!   (`event`) and [`Effect`] (`effect`);
-//! - `apply` (folding an event into the state), `effects` (what an event asks
-//!   of the shell) and `derive` (members derived from scratch);
+//! - `apply` (folding an event into the state), `event_effects` (the
+//!   [`effects`](fn@effects) function: what an event asks of the shell) and
+//!   `derive` (members derived from scratch);
 //! - `handle`, the decider behind [`decide`]: a small dispatcher handing each
 //!   input family to `handle/observations.rs`, `handle/timers.rs` or
-//!   `handle/writes.rs`, all ending in `handle/opening.rs`'s `reconcile`;
+//!   `handle/writes.rs`, all ending in `handle/reconcile.rs`'s `reconcile`,
+//!   which leaves the opening itself to `handle/opening.rs`;
 //! - `notes`: every Kubernetes Event the gate records — its [`Reason`] and
 //!   its note, cut to the API's limit in one place.
 
@@ -30,8 +32,8 @@ mod apply;
 mod config;
 mod derive;
 mod effect;
-mod effects;
 mod event;
+mod event_effects;
 mod handle;
 mod input;
 mod member;
@@ -46,14 +48,14 @@ pub use derive::{derive_members, waited_pod};
 pub use effect::{
     Effect, Ending, EventType, NodeEvent, TimeoutMark, UntaintPatch, annotation_time,
 };
-pub use effects::effects;
 pub use event::{Event, IndexedTaint};
+pub use event_effects::effects;
 pub use input::{Input, PatchOutcome, TimerKind};
 pub use member::{Blocker, Expectation, Member, MemberId, Readiness};
 pub use notes::{NODE_NOT_READY, Reason, node_wait_reason};
 pub use state::{
-    GateState, GatedSinceClamp, MAX_UNANSWERED, OpenedBy, OpenedRecord, Phase, SERVER_TIME_SLACK,
-    StopReason, TimeoutRecord, Timers, UnansweredUntaint, Write, WriteKind, WriteStatus,
+    GateState, GateWriteKind, GatedSinceClamp, MAX_UNANSWERED, OpenedBy, OpenedRecord, Phase,
+    SERVER_TIME_SLACK, StopReason, TimeoutRecord, Timers, UnansweredUntaint, Write, WriteStatus,
 };
 
 use handle::decide_in_place;

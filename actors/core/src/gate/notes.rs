@@ -13,6 +13,7 @@ use super::effect::{EventType, NodeEvent, deserialize_words};
 use super::event::IndexedTaint;
 use super::member::Blocker;
 use super::state::{GateState, TimeoutRecord};
+use crate::annotations;
 use crate::model::NodeInfo;
 use crate::readiness::{self, NodeNotReady};
 
@@ -202,7 +203,8 @@ pub(super) fn opened_by_timeout(
 /// The node was opened because it was annotated `nodegate.dev/open: "true"`.
 pub(super) fn opened_manually(node: &NodeInfo, state: &GateState, at: Timestamp) -> NodeEvent {
     let note = format!(
-        "opened on request (nodegate.dev/open=true), {} after the gate started; {}",
+        "opened on request ({}=true), {} after the gate started; {}",
+        annotations::OPEN,
         since(state.gate_start().unwrap_or(node.created), at),
         ready_text(state)
     );

@@ -86,7 +86,7 @@ impl fmt::Display for StopReason {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum WriteKind {
+pub enum GateWriteKind {
     /// Remove the managed taints (and annotate opened-at / opened-by).
     Untaint { opened_by: OpenedBy },
     /// Annotate `nodegate.dev/timed-out` (`--on-timeout=keep`).
@@ -108,7 +108,7 @@ pub enum WriteStatus {
 /// The one write a gate may have outstanding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Write {
-    pub kind: WriteKind,
+    pub kind: GateWriteKind,
     pub attempt: u32,
     pub status: WriteStatus,
     /// For an untaint: the resourceVersion the last patch tested.

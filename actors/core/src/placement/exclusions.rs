@@ -4,10 +4,8 @@
 
 use super::config::PlacementConfig;
 use super::reason::NotExpectedReason;
+use crate::annotations::DAEMONSET_IGNORE;
 use crate::model::DaemonSetInfo;
-
-/// A DaemonSet annotated `nodegate.dev/ignore: "true"` is never waited for.
-pub const IGNORE_ANNOTATION: &str = "nodegate.dev/ignore";
 
 /// Why a DaemonSet is left out whatever the node: named in the exclusions,
 /// matched by the exclude selector, or annotated `nodegate.dev/ignore:
@@ -29,7 +27,7 @@ pub fn exclusion_reason(ds: &DaemonSetInfo, cfg: &PlacementConfig) -> Option<Not
             selector: selector.to_string(),
         });
     }
-    if ds.annotations.get(IGNORE_ANNOTATION).map(String::as_str) == Some("true") {
+    if ds.annotations.get(DAEMONSET_IGNORE).map(String::as_str) == Some("true") {
         return Some(NotExpectedReason::IgnoreAnnotation);
     }
     None

@@ -39,7 +39,7 @@ pub use config::{
     DEFAULT_MANAGED_TAINT_KEY, DEFAULT_TRANSIENT_TAINTS, ManagedTaint, ManagedTaintError,
     PlacementConfig, TransientTaint, default_transient_taints,
 };
-pub use exclusions::{IGNORE_ANNOTATION, exclusion_reason};
+pub use exclusions::exclusion_reason;
 pub use reason::{
     NotExpectedReason, ReasonCode, RequirementRef, TermFailure, TermList, TermMismatch,
 };

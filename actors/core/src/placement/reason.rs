@@ -9,7 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::affinity::{NODE_OP_DOES_NOT_EXIST, NODE_OP_GT, NODE_OP_IN, NODE_OP_LT, NODE_OP_NOT_IN};
-use super::exclusions::IGNORE_ANNOTATION;
+use crate::annotations::DAEMONSET_IGNORE;
 use crate::model::{NodeSelectorRequirement, Taint};
 
 /// Why a DaemonSet is not waited for on a node.
@@ -129,10 +129,7 @@ impl fmt::Display for NotExpectedReason {
                 "excluded because its labels match nodegate's exclude selector {selector:?}"
             ),
             NotExpectedReason::IgnoreAnnotation => {
-                write!(
-                    f,
-                    "excluded by its annotation {IGNORE_ANNOTATION}: \"true\""
-                )
+                write!(f, "excluded by its annotation {DAEMONSET_IGNORE}: \"true\"")
             }
             NotExpectedReason::NodeNameMismatch { wanted, node } => write!(
                 f,

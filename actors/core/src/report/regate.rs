@@ -11,6 +11,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use serde::Serialize;
 
+use crate::annotations;
 use crate::gate::{GateConfig, GateState};
 use crate::model::{NodeInfo, PodInfo};
 use crate::regate::{self, Health, NotWatched, Since, Trigger, Watched};
@@ -57,29 +58,10 @@ pub fn regate_report(
     let regated_for = carries.then(|| node.regated_for.as_deref().unwrap_or("").to_string());
     let grace = humantime_secs(rc.after.as_secs());
     let (verdict, broken) = match health {
-        Health::NotWatched(NotWatched::Gated) => (
-            match &regated_for {
-                Some(why) if !why.is_empty() => {
-                    format!("re-gated for {why}; it opens again when its members are Ready")
-                }
-                Some(_) => "re-gated; it opens again when its members are Ready".to_string(),
-                None => "closed by a startup taint: re-gating watches it once it opens".to_string(),
-            },
+        Health::NotWatched(why) => (
+            not_watched_verdict(why, regated_for.as_deref())?,
             Vec::new(),
         ),
-        Health::NotWatched(NotWatched::OutOfScope) => {
-            ("not watched: outside --node-selector".to_string(), Vec::new())
-        }
-        Health::NotWatched(NotWatched::Ignored) => (
-            "not watched: annotated nodegate.dev/ignore=true".to_string(),
-            Vec::new(),
-        ),
-        Health::NotWatched(NotWatched::NodeNotReady) => (
-            "not watched while the node itself is not Ready (the node lifecycle controller taints it)"
-                .to_string(),
-            Vec::new(),
-        ),
-        Health::NotWatched(NotWatched::Off) => return None,
         Health::Healthy => (
             format!(
                 "every member that tolerates {} has a Ready pod: nothing to re-gate",
@@ -101,7 +83,9 @@ pub fn regate_report(
             ),
             members,
         ),
-        Health::Regate(Trigger::Reboot { .. }) => ("due for re-gating: it rebooted".to_string(), Vec::new()),
+        Health::Regate(Trigger::Reboot { .. }) => {
+            ("due for re-gating: it rebooted".to_string(), Vec::new())
+        }
     };
     Some(RegateReport {
         verdict,
@@ -118,6 +102,27 @@ pub fn regate_report(
                 waiting: b.waiting,
             })
             .collect(),
+    })
+}
+
+/// The verdict on a node re-gating does not watch, and why; `None` while
+/// re-gating is off.
+fn not_watched_verdict(why: NotWatched, regated_for: Option<&str>) -> Option<String> {
+    Some(match why {
+        NotWatched::Gated => match regated_for {
+            Some(why) if !why.is_empty() => {
+                format!("re-gated for {why}; it opens again when its members are Ready")
+            }
+            Some(_) => "re-gated; it opens again when its members are Ready".to_string(),
+            None => "closed by a startup taint: re-gating watches it once it opens".to_string(),
+        },
+        NotWatched::OutOfScope => "not watched: outside --node-selector".to_string(),
+        NotWatched::Ignored => format!("not watched: annotated {}=true", annotations::NODE_IGNORE),
+        NotWatched::NodeNotReady => {
+            "not watched while the node itself is not Ready (the node lifecycle controller taints it)"
+                .to_string()
+        }
+        NotWatched::Off => return None,
     })
 }
 

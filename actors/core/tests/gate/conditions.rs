@@ -4,10 +4,10 @@
 //! `nodegate.dev/ready` annotation. Every step is replay-checked.
 
 use crate::gate_support::*;
+use nodegate_core::annotations::CSI_DRIVER as CSI_DRIVER_ANNOTATION;
 use nodegate_core::conditions::CriticalCondition;
 use nodegate_core::gate::{Input, MemberId, Readiness};
 use nodegate_core::model::NodeCondition;
-use nodegate_core::readiness::CSI_DRIVER_ANNOTATION;
 use nodegate_core::selector::LabelSelector;
 
 fn network_ready() -> CriticalCondition {

@@ -1,10 +1,11 @@
 //! `evaluate`: exclusions, the steady-state view of taints and nodegate's own
 //! taint (semantics.md sections 2 and 3), and how verdicts read.
 
+use nodegate_core::annotations::DAEMONSET_IGNORE as IGNORE_ANNOTATION;
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodPlacement, Taint};
 use nodegate_core::placement::{
-    IGNORE_ANNOTATION, ManagedTaint, NotExpectedReason, PlacementConfig, TransientTaint, Verdict,
-    evaluate, exclusion_reason, should_run,
+    ManagedTaint, NotExpectedReason, PlacementConfig, TransientTaint, Verdict, evaluate,
+    exclusion_reason, should_run,
 };
 use nodegate_core::selector::LabelSelector;
 use nodegate_core::testutil::{

@@ -9,7 +9,7 @@ use crate::gate::event::Event;
 use crate::gate::member::{Expectation, Member, MemberId, Readiness};
 
 /// Which members an input can have changed (see `Decider::recompute_members`).
-pub(super) enum Scope<'i> {
+pub(super) enum MemberScope<'i> {
     /// The node, a timer, a write or the leadership changed: every member.
     All,
     /// Only the node's resourceVersion or nothing at all changed.
@@ -26,39 +26,75 @@ pub(super) enum Scope<'i> {
 
 impl Decider<'_> {
     /// Brings `members` in line with what the gate has seen: every member
-    /// for [`Scope::All`], else only those the input can have changed, plus
+    /// for [`MemberScope::All`], else only those the input can have changed, plus
     /// any member whose pod became available by the passing of time. Either
     /// way the result equals
     /// [`derive_members`](crate::gate::derive_members) at `now`; the scope
     /// only saves the work that could not change anything.
-    pub(super) fn recompute_members(&mut self, scope: &Scope<'_>) {
+    pub(super) fn recompute_members(&mut self, scope: &MemberScope<'_>) {
+        if self.s.node.is_none() {
+            return;
+        }
+        if let MemberScope::All = scope {
+            return self.recompute_all_members();
+        }
+        let mut work = self.scoped_work(scope);
+        self.add_timely_members(&mut work);
+        for (id, readiness_only) in work {
+            let Some(node) = self.s.node.as_ref() else {
+                return;
+            };
+            let desired = match (readiness_only, self.s.members.get(&id)) {
+                (true, Some(current)) if !current.is_expected() => continue,
+                (true, Some(_)) => {
+                    derive_readiness(&id, self.s, self.cfg, self.now).map(|r| Member {
+                        expectation: Expectation::Expected,
+                        readiness: Some(r),
+                    })
+                }
+                _ => derive_member(
+                    &id,
+                    node,
+                    &self.s.daemonsets,
+                    &self.s.pods,
+                    self.cfg,
+                    self.now,
+                ),
+            };
+            self.sync_member(id, desired);
+        }
+    }
+
+    /// Every member derived from scratch; those no longer derived go.
+    fn recompute_all_members(&mut self) {
         let Some(node) = self.s.node.as_ref() else {
             return;
         };
-        if let Scope::All = scope {
-            let desired = derive_all(node, &self.s.daemonsets, &self.s.pods, self.cfg, self.now);
-            let gone: Vec<MemberId> = self
-                .s
-                .members
-                .keys()
-                .filter(|id| !desired.contains_key(*id))
-                .cloned()
-                .collect();
-            for member in gone {
-                self.emit(Event::MemberRemoved { member });
-            }
-            for (member, m) in desired {
-                self.sync_member(member, Some(m));
-            }
-            return;
+        let desired = derive_all(node, &self.s.daemonsets, &self.s.pods, self.cfg, self.now);
+        let gone: Vec<MemberId> = self
+            .s
+            .members
+            .keys()
+            .filter(|id| !desired.contains_key(*id))
+            .cloned()
+            .collect();
+        for member in gone {
+            self.emit(Event::MemberRemoved { member });
         }
-        // Members whose pods alone changed keep their expectation (the node
-        // and the DaemonSet did not change); only their readiness is derived.
+        for (member, m) in desired {
+            self.sync_member(member, Some(m));
+        }
+    }
+
+    /// The members `scope` names, each with whether only its readiness is
+    /// to be derived. Members whose pods alone changed keep their
+    /// expectation (the node and the DaemonSet did not change).
+    fn scoped_work(&self, scope: &MemberScope<'_>) -> Vec<(MemberId, bool)> {
         let mut work: Vec<(MemberId, bool)> = Vec::new();
         match scope {
-            Scope::All | Scope::Nothing => {}
-            Scope::DaemonSet(key) => work.push((MemberId::DaemonSet(key.to_string()), false)),
-            Scope::Pods { owners, namespace } => {
+            MemberScope::All | MemberScope::Nothing => {}
+            MemberScope::DaemonSet(key) => work.push((MemberId::DaemonSet(key.to_string()), false)),
+            MemberScope::Pods { owners, namespace } => {
                 for (key, ds) in &self.s.daemonsets {
                     if owners.iter().flatten().any(|o| **o == *ds.uid) {
                         work.push((MemberId::DaemonSet(key.clone()), true));
@@ -71,11 +107,16 @@ impl Decider<'_> {
                 }
             }
         }
-        // Time alone changes a member only through minReadySeconds: one
-        // waiting for a pod that is available by now, or one Ready whose
-        // DaemonSet counts availability (another pod may have become
-        // available, and the member reports the first by name). Most
-        // clusters have no such DaemonSet: then no Ready member is looked up.
+        work
+    }
+
+    /// Adds to `work` (readiness only) the members time alone may have
+    /// changed. Time changes a member only through minReadySeconds: one
+    /// waiting for a pod that is available by now, or one Ready whose
+    /// DaemonSet counts availability (another pod may have become
+    /// available, and the member reports the first by name). Most
+    /// clusters have no such DaemonSet: then no Ready member is looked up.
+    fn add_timely_members(&self, work: &mut Vec<(MemberId, bool)>) {
         let counts_availability = self
             .s
             .daemonsets
@@ -103,29 +144,6 @@ impl Decider<'_> {
             if timely && !work.iter().any(|(w, _)| w == id) {
                 work.push((id.clone(), true));
             }
-        }
-        for (id, readiness_only) in work {
-            let Some(node) = self.s.node.as_ref() else {
-                return;
-            };
-            let desired = match (readiness_only, self.s.members.get(&id)) {
-                (true, Some(current)) if !current.is_expected() => continue,
-                (true, Some(_)) => {
-                    derive_readiness(&id, self.s, self.cfg, self.now).map(|r| Member {
-                        expectation: Expectation::Expected,
-                        readiness: Some(r),
-                    })
-                }
-                _ => derive_member(
-                    &id,
-                    node,
-                    &self.s.daemonsets,
-                    &self.s.pods,
-                    self.cfg,
-                    self.now,
-                ),
-            };
-            self.sync_member(id, desired);
         }
     }
 

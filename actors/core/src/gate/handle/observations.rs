@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::members::Scope;
-use super::{Decider, Trigger};
+use super::members::MemberScope;
+use super::{Decider, ReconcileCause};
 use crate::gate::event::Event;
 use crate::gate::state::StopReason;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
@@ -25,7 +25,7 @@ impl Decider<'_> {
                 reason: StopReason::NotGated,
             });
         }
-        self.reconcile(Trigger::Observation);
+        self.reconcile(ReconcileCause::Observation);
     }
 
     /// The periodic re-examination: the whole view again, as a snapshot
@@ -41,7 +41,7 @@ impl Decider<'_> {
             return;
         }
         self.observe_all(node, daemonsets, pods);
-        self.reconcile(Trigger::Reexamine);
+        self.reconcile(ReconcileCause::Reexamine);
     }
 
     /// Records the whole view (one `Snapshot` event) unless it is what the
@@ -76,11 +76,11 @@ impl Decider<'_> {
     pub(super) fn node_changed(&mut self, node: &Arc<NodeInfo>) {
         if self.is_this_node(&node.name) {
             let scope = if self.observe_node(node) {
-                Scope::All
+                MemberScope::All
             } else {
-                Scope::Nothing
+                MemberScope::Nothing
             };
-            self.reconcile_scoped(Trigger::Observation, &scope);
+            self.reconcile_scoped(ReconcileCause::Observation, &scope);
         }
     }
 
@@ -98,20 +98,8 @@ impl Decider<'_> {
         if old == node {
             return false;
         }
-        let same_members = old.name == node.name
-            && old.uid == node.uid
-            && old.labels == node.labels
-            && old.taints == node.taints
-            && old.created == node.created
-            && old.gated_since == node.gated_since
-            && old.conditions == node.conditions
-            && old.csi_drivers == node.csi_drivers;
-        if same_members
-            && old.ready == node.ready
-            && old.opened_at == node.opened_at
-            && old.suspended == node.suspended
-            && old.open_requested == node.open_requested
-        {
+        let (same_members, same_switches) = compare_node(old, node);
+        if same_members && same_switches {
             self.emit(Event::NodeVersionChanged {
                 resource_version: node.resource_version.clone(),
             });
@@ -130,7 +118,10 @@ impl Decider<'_> {
                 daemonset: ds.clone(),
             });
         }
-        self.reconcile_scoped(Trigger::Observation, &Scope::DaemonSet(Cow::Owned(key)));
+        self.reconcile_scoped(
+            ReconcileCause::Observation,
+            &MemberScope::DaemonSet(Cow::Owned(key)),
+        );
     }
 
     pub(super) fn daemonset_deleted(&mut self, uid: &str) {
@@ -146,9 +137,12 @@ impl Decider<'_> {
                     daemonset: key.clone(),
                     uid: uid.to_string(),
                 });
-                self.reconcile_scoped(Trigger::Observation, &Scope::DaemonSet(Cow::Owned(key)));
+                self.reconcile_scoped(
+                    ReconcileCause::Observation,
+                    &MemberScope::DaemonSet(Cow::Owned(key)),
+                );
             }
-            None => self.reconcile_scoped(Trigger::Observation, &Scope::Nothing),
+            None => self.reconcile_scoped(ReconcileCause::Observation, &MemberScope::Nothing),
         }
     }
 
@@ -173,11 +167,11 @@ impl Decider<'_> {
                 uid: pod.uid.clone(),
             });
         }
-        let scope = Scope::Pods {
+        let scope = MemberScope::Pods {
             owners: [pod.controller_uid.as_deref().map(Cow::Borrowed), old_owner],
             namespace: Cow::Borrowed(&pod.namespace),
         };
-        self.reconcile_scoped(Trigger::Observation, &scope);
+        self.reconcile_scoped(ReconcileCause::Observation, &scope);
     }
 
     /// Records a new version of a pod bound to the node: only its status
@@ -213,7 +207,7 @@ impl Decider<'_> {
     pub(super) fn pod_deleted(&mut self, uid: &str) {
         match self.s.pods.get(uid) {
             Some(pod) => {
-                let scope = Scope::Pods {
+                let scope = MemberScope::Pods {
                     owners: [pod.controller_uid.clone().map(Cow::Owned), None],
                     namespace: Cow::Owned(pod.namespace.clone()),
                 };
@@ -222,9 +216,52 @@ impl Decider<'_> {
                     pod: key,
                     uid: uid.to_string(),
                 });
-                self.reconcile_scoped(Trigger::Observation, &scope);
+                self.reconcile_scoped(ReconcileCause::Observation, &scope);
             }
-            None => self.reconcile_scoped(Trigger::Observation, &Scope::Nothing),
+            None => self.reconcile_scoped(ReconcileCause::Observation, &MemberScope::Nothing),
         }
     }
+}
+
+/// Whether two versions of the node agree on what the members and the
+/// deadline derive from, and on what else the gate decides by (its Ready
+/// condition, `opened-at`, the switches). Every field is named, so a new
+/// one is a compile error here until someone says which side it is on.
+fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (bool, bool) {
+    let NodeInfo {
+        name,
+        uid,
+        labels,
+        taints,
+        created,
+        gated_since,
+        conditions,
+        csi_drivers,
+        ready,
+        opened_at,
+        suspended,
+        open_requested,
+        // Recorded with the resourceVersion alone: no decision of the gate
+        // reads them.
+        resource_version: _,
+        ignored: _,
+        boot_id: _,
+        regated_for: _,
+        opened_unready: _,
+        opened_before: _,
+        annotations_present: _,
+    } = old;
+    let same_members = *name == new.name
+        && *uid == new.uid
+        && *labels == new.labels
+        && *taints == new.taints
+        && *created == new.created
+        && *gated_since == new.gated_since
+        && *conditions == new.conditions
+        && *csi_drivers == new.csi_drivers;
+    let same_switches = *ready == new.ready
+        && *opened_at == new.opened_at
+        && *suspended == new.suspended
+        && *open_requested == new.open_requested;
+    (same_members, same_switches)
 }

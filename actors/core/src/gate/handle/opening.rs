@@ -1,18 +1,12 @@
-//! Reconciling: after every input, re-derive what follows from what the gate
-//! has seen (members, deadline, recheck) and decide whether and how it opens —
-//! the untaint write, its retries and withdrawal, the timeout and its mark.
+//! Deciding whether and how the gate opens, once `reconcile` has brought
+//! what it derives up to date: the untaint write, its retries and
+//! withdrawal, the timeout and its mark, and the suspension of writes.
 
-use jiff::SignedDuration;
-
-use super::members::Scope;
-use super::{Decider, Trigger};
+use super::{Decider, ReconcileCause};
 use crate::gate::config::OnTimeout;
 use crate::gate::event::{Event, IndexedTaint};
-use crate::gate::member::Readiness;
 use crate::gate::notes;
-use crate::gate::state::{
-    OpenedBy, Phase, StopReason, UnansweredUntaint, Write, WriteKind, WriteStatus,
-};
+use crate::gate::state::{GateWriteKind, OpenedBy, Phase, Write, WriteStatus};
 
 impl Decider<'_> {
     pub(super) fn managed_taints(&self) -> Vec<IndexedTaint> {
@@ -30,136 +24,10 @@ impl Decider<'_> {
             .collect()
     }
 
-    /// Re-derives everything that follows from what the gate has seen, and
-    /// decides. Safe to run on any input: with nothing new it emits nothing.
-    pub(super) fn reconcile(&mut self, trigger: Trigger) {
-        self.reconcile_scoped(trigger, &Scope::All);
-    }
-
-    /// `reconcile`, re-deriving only the members `scope` names.
-    pub(super) fn reconcile_scoped(&mut self, trigger: Trigger, scope: &Scope<'_>) {
-        if self.s.is_finished() {
-            return;
-        }
-        let untaint_in_flight = self.s.write.as_ref().is_some_and(|w| {
-            matches!(w.kind, WriteKind::Untaint { .. }) && w.status == WriteStatus::InFlight
-        });
-        // Our own patch may already show in the watch before its response
-        // arrives; while it is in flight the response decides. Once no patch
-        // is in flight, the taints gone with an `opened-at` one of ours wrote
-        // whose answer was lost is our opening; anything else is another
-        // writer's.
-        if !self.has_managed_taint() {
-            if !untaint_in_flight {
-                match self.own_unanswered_opening() {
-                    Some(u) => self.emit(Event::Opened {
-                        opened_by: u.opened_by,
-                        at: u.opened_at,
-                        resource_version: u.resource_version,
-                    }),
-                    None => self.emit(Event::Stopped {
-                        reason: StopReason::TaintRemovedElsewhere,
-                    }),
-                }
-            }
-            // With our taint gone, DaemonSets that wait for it to go would
-            // show up as expected: nothing worth recomputing.
-            return;
-        }
-        self.recompute_members(scope);
-        self.recompute_deadline();
-        self.recompute_recheck();
-        self.decide_opening(trigger);
-    }
-
-    /// The unanswered untaint whose `nodegate.dev/opened-at` the node shows,
-    /// if any: that patch was applied.
-    fn own_unanswered_opening(&self) -> Option<UnansweredUntaint> {
-        let shown = self.s.node.as_ref()?.opened_at?;
-        self.s
-            .unanswered
-            .iter()
-            .rev()
-            .find(|u| u.opened_at == shown)
-            .cloned()
-    }
-
-    pub(super) fn has_managed_taint(&self) -> bool {
-        self.s
-            .node
-            .as_ref()
-            .is_some_and(|n| n.taints.iter().any(|t| self.cfg.placement.is_managed(t)))
-    }
-
-    pub(super) fn recompute_deadline(&mut self) {
-        let Some(timeout) = self.s.node.as_ref().and_then(|n| self.cfg.timeout_for(n)) else {
-            return;
-        };
-        self.clamp_gated_since();
-        let Some(start) = self.s.gate_start() else {
-            return;
-        };
-        // A timeout too large to add is no deadline at all.
-        let Some(at) = SignedDuration::try_from(timeout)
-            .ok()
-            .and_then(|d| start.checked_add(d).ok())
-        else {
-            return;
-        };
-        if self.s.timers.deadline != Some(at) {
-            let generation = self.s.timers.deadline_generation + 1;
-            self.emit(Event::DeadlineSet { at, generation });
-        }
-    }
-
-    /// A `gated-since` later than the server's now (by the evidence, or by
-    /// the local clock without any) is clamped to that now, once per value:
-    /// an agent's clock ahead must not put the deadline off (semantics.md §5.3).
-    fn clamp_gated_since(&mut self) {
-        let Some(since) = self.s.node.as_ref().and_then(|n| n.gated_since) else {
-            return;
-        };
-        if self
-            .s
-            .gated_since_clamp
-            .is_some_and(|c| c.gated_since == since)
-        {
-            return;
-        }
-        let now = self.s.server_now().unwrap_or(self.now);
-        if since > now {
-            self.emit(Event::GatedSinceClamped {
-                gated_since: since,
-                to: now,
-            });
-        }
-    }
-
-    pub(super) fn recompute_recheck(&mut self) {
-        if !matches!(self.s.phase, Phase::Waiting | Phase::TimedOutKept) {
-            return;
-        }
-        let next = self
-            .s
-            .expected()
-            .filter_map(|(_, m)| match &m.readiness {
-                Some(Readiness::Waiting {
-                    available_at: Some(at),
-                    ..
-                }) => Some(*at),
-                _ => None,
-            })
-            .min();
-        // No recheck needed: a pending one is left to fire and find nothing.
-        if let Some(at) = next
-            && self.s.timers.recheck != Some(at)
-        {
-            let generation = self.s.timers.recheck_generation + 1;
-            self.emit(Event::RecheckScheduled { at, generation });
-        }
-    }
-
-    pub(super) fn decide_opening(&mut self, trigger: Trigger) {
+    /// Decides, in order: whether an opening decided by readiness still
+    /// stands, whether the deadline has passed, why the gate would open now,
+    /// and then what to write — nothing in a dry run or while suspended.
+    pub(super) fn decide_opening(&mut self, cause: ReconcileCause) {
         if self.s.phase == Phase::WouldOpen {
             return;
         }
@@ -167,34 +35,59 @@ impl Decider<'_> {
         // Ready condition has just gone Unknown still shows its pods Ready
         // until the lifecycle controller gets to them (semantics.md §5.1).
         let may_open = self.s.may_open_by_ready();
-
-        // An opening decided because everything was Ready no longer stands
-        // once something is not. One waiting to be retried is dropped; one in
-        // flight is withdrawn if the executor has not sent it yet (one already
-        // sent cannot be called back).
-        if !may_open
-            && let Some(w) = &self.s.write
-            && w.kind
-                == (WriteKind::Untaint {
-                    opened_by: OpenedBy::Ready,
-                })
-        {
-            let (in_flight, withdrawing, attempt) =
-                (w.status == WriteStatus::InFlight, w.withdrawing, w.attempt);
-            let reason = || {
-                notes::no_longer_all_ready(self.s.node_wait_reason().as_deref(), &self.s.blockers())
-            };
-            if !in_flight {
-                let reason = reason();
-                self.emit(Event::WriteAbandoned { reason });
-            } else if !withdrawing {
-                let reason = reason();
-                self.emit(Event::WithdrawRequested { attempt, reason });
-            }
+        if !may_open {
+            self.drop_ready_opening();
+            self.time_out_if_due();
         }
+        let open_by = self.opening_cause(may_open);
+        if self.cfg.dry_run {
+            if let Some(opened_by) = open_by {
+                let taints = self.managed_taints();
+                self.emit(Event::WouldOpen {
+                    opened_by,
+                    taints,
+                    at: self.now,
+                });
+            }
+            return;
+        }
+        if self.hold_while_suspended(open_by) || self.resume_writes() {
+            return;
+        }
+        self.write_for(open_by, cause);
+    }
 
-        if !may_open
-            && self.s.timed_out.is_none()
+    /// An opening decided because everything was Ready no longer stands
+    /// once something is not. One waiting to be retried is dropped; one in
+    /// flight is withdrawn if the executor has not sent it yet (one already
+    /// sent cannot be called back).
+    fn drop_ready_opening(&mut self) {
+        let Some(w) = &self.s.write else { return };
+        if w.kind
+            != (GateWriteKind::Untaint {
+                opened_by: OpenedBy::Ready,
+            })
+        {
+            return;
+        }
+        let (in_flight, withdrawing, attempt) =
+            (w.status == WriteStatus::InFlight, w.withdrawing, w.attempt);
+        let reason =
+            || notes::no_longer_all_ready(self.s.node_wait_reason().as_deref(), &self.s.blockers());
+        if !in_flight {
+            let reason = reason();
+            self.emit(Event::WriteAbandoned { reason });
+        } else if !withdrawing {
+            let reason = reason();
+            self.emit(Event::WithdrawRequested { attempt, reason });
+        }
+    }
+
+    /// Times the gate out once its deadline has passed, by the local clock
+    /// and by the server's, while it still waits (called only when not every
+    /// member is Ready).
+    fn time_out_if_due(&mut self) {
+        if self.s.timed_out.is_none()
             && matches!(self.s.phase, Phase::Waiting)
             && let Some(deadline) = self.s.timers.deadline
             && self.now >= deadline
@@ -210,83 +103,84 @@ impl Decider<'_> {
                 node_not_ready: self.s.node_wait_reason(),
             });
         }
+    }
 
-        let node = self.s.node.as_ref();
-        let open_by = if node.is_some_and(|n| n.open_requested) {
+    /// Why the gate would open now, if it would: a person asked, every
+    /// member is Ready, or the deadline passed with `--on-timeout=open`.
+    fn opening_cause(&self, may_open: bool) -> Option<OpenedBy> {
+        if self.s.node.as_ref().is_some_and(|n| n.open_requested) {
             Some(OpenedBy::Manual)
         } else if may_open {
             Some(OpenedBy::Ready)
-        } else if self
-            .s
-            .timed_out
-            .as_ref()
-            .is_some_and(|t| t.action == OnTimeout::Open)
-        {
+        } else if self.timed_out_with(OnTimeout::Open) {
             Some(OpenedBy::Timeout)
         } else {
             None
-        };
-
-        if self.cfg.dry_run {
-            if let Some(opened_by) = open_by {
-                let taints = self.managed_taints();
-                self.emit(Event::WouldOpen {
-                    opened_by,
-                    taints,
-                    at: self.now,
-                });
-            }
-            return;
         }
+    }
 
-        // Suspended: decide and journal, write nothing; an in-flight write
-        // is let finish. Lifted: act at once on what the gate finds.
+    /// Whether the gate timed out and `action` is what the timeout does.
+    fn timed_out_with(&self, action: OnTimeout) -> bool {
+        self.s
+            .timed_out
+            .as_ref()
+            .is_some_and(|t| t.action == action)
+    }
+
+    /// A timeout kept (`--on-timeout=keep`) whose mark is not written yet.
+    fn mark_owed(&self) -> bool {
+        self.timed_out_with(OnTimeout::Keep) && !self.s.timeout_marked
+    }
+
+    /// Suspended: decide and journal, write nothing; an in-flight write is
+    /// let finish. Returns whether writes are suspended.
+    fn hold_while_suspended(&mut self, open_by: Option<OpenedBy>) -> bool {
         let suspended_by = if self.cfg.suspend {
-            Some("config")
+            "config"
         } else if self.s.node.as_ref().is_some_and(|n| n.suspended) {
-            Some("annotation")
+            "annotation"
         } else {
-            None
+            return false;
         };
-        if let Some(by) = suspended_by {
-            let keep_mark = self
-                .s
-                .timed_out
-                .as_ref()
-                .is_some_and(|t| t.action == OnTimeout::Keep)
-                && !self.s.timeout_marked;
-            let in_flight = self
-                .s
-                .write
-                .as_ref()
-                .is_some_and(|w| w.status == WriteStatus::InFlight);
-            let would_send = open_by.is_some() || keep_mark || self.s.write.is_some();
-            if would_send && !in_flight && !self.s.suspended {
-                self.emit(Event::WritesSuspended {
-                    opened_by: open_by,
-                    by: by.to_string(),
-                });
-            }
-            return;
+        let in_flight = self
+            .s
+            .write
+            .as_ref()
+            .is_some_and(|w| w.status == WriteStatus::InFlight);
+        let would_send = open_by.is_some() || self.mark_owed() || self.s.write.is_some();
+        if would_send && !in_flight && !self.s.suspended {
+            self.emit(Event::WritesSuspended {
+                opened_by: open_by,
+                by: suspended_by.to_string(),
+            });
         }
-        if self.s.suspended {
-            self.emit(Event::WritesResumed);
-            // A write held in backoff or behind a re-read missed the input
-            // that would have moved it on: send it now.
-            if let Some(w) = self.s.write.clone()
-                && w.status != WriteStatus::InFlight
-            {
-                let attempt = w.attempt.saturating_add(1);
-                return match w.kind {
-                    WriteKind::Untaint { opened_by } => self.send_untaint(opened_by, attempt),
-                    WriteKind::MarkTimedOut => self.emit(Event::MarkSent { attempt }),
-                };
-            }
-        }
+        true
+    }
 
+    /// A suspension lifted: act at once on what the gate finds. A write held
+    /// in backoff or behind a re-read missed the input that would have moved
+    /// it on, so it is sent now. Returns whether it was.
+    fn resume_writes(&mut self) -> bool {
+        if !self.s.suspended {
+            return false;
+        }
+        self.emit(Event::WritesResumed);
+        let Some(w) = self.s.write.clone() else {
+            return false;
+        };
+        if w.status == WriteStatus::InFlight {
+            return false;
+        }
+        self.resend(&w.kind, w.attempt.saturating_add(1));
+        true
+    }
+
+    /// Starts, replaces or moves on the gate's one write, given why it would
+    /// open (`open_by`) and why `reconcile` runs.
+    fn write_for(&mut self, open_by: Option<OpenedBy>, cause: ReconcileCause) {
         match (open_by, self.s.write.clone()) {
             (Some(opened_by), None) => self.send_untaint(opened_by, 1),
-            (Some(opened_by), Some(w)) if w.kind == WriteKind::MarkTimedOut => {
+            (Some(opened_by), Some(w)) if w.kind == GateWriteKind::MarkTimedOut => {
                 // The mark no longer matters once the node can open; an
                 // in-flight one is let finish first (one write at a time).
                 if w.status != WriteStatus::InFlight {
@@ -296,43 +190,43 @@ impl Decider<'_> {
                     self.send_untaint(opened_by, 1);
                 }
             }
-            (_, Some(w)) => self.advance_write(&w, trigger),
+            (_, Some(w)) => self.advance_write(&w, cause),
             (None, None) => {
-                if self
-                    .s
-                    .timed_out
-                    .as_ref()
-                    .is_some_and(|t| t.action == OnTimeout::Keep)
-                    && !self.s.timeout_marked
-                {
+                if self.mark_owed() {
                     self.emit(Event::MarkSent { attempt: 1 });
                 }
             }
         }
     }
 
-    /// Moves an outstanding write on when the trigger is the one it waits for.
-    pub(super) fn advance_write(&mut self, w: &Write, trigger: Trigger) {
-        let next = match (w.status, trigger) {
-            (WriteStatus::Backoff, Trigger::RetryDue) => w.attempt,
+    /// Sends `kind` again as attempt `attempt`.
+    fn resend(&mut self, kind: &GateWriteKind, attempt: u32) {
+        match *kind {
+            GateWriteKind::Untaint { opened_by } => self.send_untaint(opened_by, attempt),
+            GateWriteKind::MarkTimedOut => self.emit(Event::MarkSent { attempt }),
+        }
+    }
+
+    /// Moves an outstanding write on when `cause` is the one it waits for.
+    pub(super) fn advance_write(&mut self, w: &Write, cause: ReconcileCause) {
+        let next = match (w.status, cause) {
+            (WriteStatus::Backoff, ReconcileCause::RetryDue) => w.attempt,
             // Not only on LeadershipGained: that one message may never come
             // (a lapse the elector did not see), so the periodic
             // re-examination and the deadline re-send too. A follower's
             // executor refuses again at no cost.
-            (WriteStatus::AwaitingLeader, Trigger::Leadership | Trigger::Reexamine) => {
-                w.attempt.saturating_add(1)
-            }
-            (WriteStatus::Refreshing, Trigger::Refreshed) => {
+            (
+                WriteStatus::AwaitingLeader,
+                ReconcileCause::Leadership | ReconcileCause::Reexamine,
+            ) => w.attempt.saturating_add(1),
+            (WriteStatus::Refreshing, ReconcileCause::Refreshed) => {
                 return self.emit(Event::RetryScheduled {
                     attempt: w.attempt.saturating_add(1),
                 });
             }
             _ => return,
         };
-        match w.kind {
-            WriteKind::Untaint { opened_by } => self.send_untaint(opened_by, next),
-            WriteKind::MarkTimedOut => self.emit(Event::MarkSent { attempt: next }),
-        }
+        self.resend(&w.kind, next);
     }
 
     pub(super) fn send_untaint(&mut self, opened_by: OpenedBy, attempt: u32) {

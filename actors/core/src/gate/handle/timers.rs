@@ -3,8 +3,8 @@
 
 use jiff::Timestamp;
 
-use super::members::Scope;
-use super::{Decider, Trigger};
+use super::members::MemberScope;
+use super::{Decider, ReconcileCause};
 use crate::gate::event::Event;
 use crate::gate::input::TimerKind;
 use crate::gate::state::{Phase, WriteStatus};
@@ -40,7 +40,7 @@ impl Decider<'_> {
                     // (the shell brings fresh evidence with the timer).
                     self.hold_deadline(at, server, generation);
                 }
-                self.reconcile(Trigger::Reexamine);
+                self.reconcile(ReconcileCause::Reexamine);
             }
             TimerKind::Recheck => {
                 if self.s.timers.recheck_generation != generation || self.s.timers.recheck.is_none()
@@ -48,14 +48,14 @@ impl Decider<'_> {
                     return;
                 }
                 self.emit(Event::RecheckFired { generation });
-                self.reconcile(Trigger::Observation);
+                self.reconcile(ReconcileCause::Observation);
             }
             TimerKind::Retry => {
                 let due = self.s.write.as_ref().is_some_and(|w| {
                     w.status == WriteStatus::Backoff && u64::from(w.attempt) == generation
                 });
                 if due {
-                    self.reconcile(Trigger::RetryDue);
+                    self.reconcile(ReconcileCause::RetryDue);
                 }
             }
         }
@@ -104,7 +104,7 @@ impl Decider<'_> {
         }
         self.emit(Event::ServerTimeSeen { at });
         if self.s.node.is_some() {
-            self.reconcile_scoped(Trigger::Observation, &Scope::Nothing);
+            self.reconcile_scoped(ReconcileCause::Observation, &MemberScope::Nothing);
         }
     }
 }

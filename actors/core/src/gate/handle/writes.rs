@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use super::{Decider, Trigger};
+use super::{Decider, ReconcileCause};
 use crate::gate::event::Event;
 use crate::gate::input::PatchOutcome;
-use crate::gate::state::{StopReason, WriteKind, WriteStatus};
+use crate::gate::state::{GateWriteKind, StopReason, WriteStatus};
 use crate::model::NodeInfo;
 
 impl Decider<'_> {
@@ -14,7 +14,7 @@ impl Decider<'_> {
         let Some(w) = self.s.write.clone() else {
             return;
         };
-        let WriteKind::Untaint { opened_by } = w.kind else {
+        let GateWriteKind::Untaint { opened_by } = w.kind else {
             return;
         };
         if w.status != WriteStatus::InFlight {
@@ -31,7 +31,7 @@ impl Decider<'_> {
             }
             PatchOutcome::Conflict => {
                 self.emit(Event::WriteConflict { attempt: w.attempt });
-                self.reconcile(Trigger::Observation);
+                self.reconcile(ReconcileCause::Observation);
             }
             PatchOutcome::NotFound => self.emit(Event::Stopped {
                 reason: StopReason::NodeNotFound,
@@ -44,7 +44,7 @@ impl Decider<'_> {
                     attempt: w.attempt,
                     error: error.clone(),
                 });
-                self.reconcile(Trigger::Observation);
+                self.reconcile(ReconcileCause::Observation);
             }
             PatchOutcome::Failed(error) => {
                 self.emit(Event::WriteFailed {
@@ -54,17 +54,17 @@ impl Decider<'_> {
                 self.emit(Event::RetryScheduled {
                     attempt: w.attempt.saturating_add(1),
                 });
-                self.reconcile(Trigger::Observation);
+                self.reconcile(ReconcileCause::Observation);
             }
             PatchOutcome::NotLeader => {
                 self.emit(Event::WriteDeferred { attempt: w.attempt });
-                self.reconcile(Trigger::Observation);
+                self.reconcile(ReconcileCause::Observation);
             }
             PatchOutcome::Withdrawn => {
                 self.emit(Event::WriteAbandoned {
                     reason: "withdrawn before it was sent".to_string(),
                 });
-                self.reconcile(Trigger::Observation);
+                self.reconcile(ReconcileCause::Observation);
             }
         }
     }
@@ -73,7 +73,7 @@ impl Decider<'_> {
         let Some(w) = self.s.write.clone() else {
             return;
         };
-        if w.kind != WriteKind::MarkTimedOut || w.status != WriteStatus::InFlight {
+        if w.kind != GateWriteKind::MarkTimedOut || w.status != WriteStatus::InFlight {
             return;
         }
         match outcome {
@@ -106,7 +106,7 @@ impl Decider<'_> {
                 });
             }
         }
-        self.reconcile(Trigger::Observation);
+        self.reconcile(ReconcileCause::Observation);
     }
 
     pub(super) fn refreshed(&mut self, result: &Result<Option<NodeInfo>, String>) {
@@ -118,7 +118,7 @@ impl Decider<'_> {
                 if self.is_this_node(&node.name) {
                     self.observe_node(&Arc::new(node.clone()));
                 }
-                self.reconcile(Trigger::Refreshed);
+                self.reconcile(ReconcileCause::Refreshed);
             }
             Err(error) => {
                 if let Some(w) = self.s.write.clone()
@@ -132,7 +132,7 @@ impl Decider<'_> {
                         attempt: w.attempt.saturating_add(1),
                     });
                 }
-                self.reconcile(Trigger::Observation);
+                self.reconcile(ReconcileCause::Observation);
             }
         }
     }

@@ -6,6 +6,7 @@ use super::event::Event;
 use super::input::TimerKind;
 use super::notes;
 use super::state::{GateState, OpenedBy, Phase, WriteStatus};
+use crate::model::NodeInfo;
 
 /// What the shell must do because of `ev`, given the state after the whole
 /// step (so a timer armed and made moot in the same step is not scheduled).
@@ -13,8 +14,27 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
     let Some(node) = &state.node else {
         return Vec::new();
     };
-    // What the Events' notes count from.
-    let start = state.gate_start().unwrap_or(node.created);
+    match ev {
+        Event::DeadlineSet { .. }
+        | Event::DeadlineHeld { .. }
+        | Event::RecheckScheduled { .. }
+        | Event::RetryScheduled { .. } => timer_effects(state, ev),
+        Event::UntaintSent { .. }
+        | Event::MarkSent { .. }
+        | Event::WriteConflict { .. }
+        | Event::WriteUnanswered { .. }
+        | Event::WithdrawRequested { .. } => write_effects(state, node, ev),
+        Event::TimedOut { .. }
+        | Event::WouldOpen { .. }
+        | Event::Opened { .. }
+        | Event::TimeoutMarked
+        | Event::Stopped { .. } => ending_effects(state, node, ev, cfg),
+        _ => Vec::new(),
+    }
+}
+
+/// The timers an event arms: the deadline, the recheck, a retry.
+fn timer_effects(state: &GateState, ev: &Event) -> Vec<Effect> {
     match ev {
         // Armed whatever the phase while the gate lives: an untaint out now
         // may be withdrawn or abandoned later, and the gate must still time
@@ -65,6 +85,13 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
         {
             vec![Effect::ScheduleRetry { attempt: *attempt }]
         }
+        _ => Vec::new(),
+    }
+}
+
+/// The writes an event sends, re-reads or withdraws.
+fn write_effects(state: &GateState, node: &NodeInfo, ev: &Event) -> Vec<Effect> {
+    match ev {
         Event::UntaintSent {
             opened_by,
             resource_version,
@@ -100,6 +127,16 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
             vec![Effect::RefreshNode]
         }
         Event::WithdrawRequested { .. } => vec![Effect::WithdrawWrite],
+        _ => Vec::new(),
+    }
+}
+
+/// The Kubernetes Events a timeout, an opening or a mark records, and the
+/// end of the gate.
+fn ending_effects(state: &GateState, node: &NodeInfo, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
+    // What the Events' notes count from.
+    let start = state.gate_start().unwrap_or(node.created);
+    match ev {
         Event::TimedOut {
             deadline,
             action,

@@ -1,6 +1,7 @@
-//! The self-managed certificates' home (`--webhook-cert-secret`): every
-//! replica converges the one Secret, serves what it holds, and keeps the
-//! caBundle of `--webhook-configuration` equal to its CA bundle.
+//! The controller of the self-managed certificates: it writes their home,
+//! the Secret of `--webhook-cert-secret`, and the caBundle of
+//! `--webhook-configuration`. Every replica converges the one Secret, serves
+//! what it holds, and keeps the caBundle equal to its CA bundle.
 //!
 //! **Converging.** A replica reads the Secret; if it is absent it creates
 //! it (AlreadyExists: another replica was first, read again); if it is

@@ -1,0 +1,69 @@
+//! Every `nodegate.dev/*` name nodegate reads or writes, with what it means.
+//!
+//! The keys are part of nodegate's interface: people set some of them by
+//! hand, scripts read the others. Nothing here changes a key's spelling;
+//! the constants only give each meaning one name.
+
+/// The prefix of every annotation nodegate reads and writes on its objects
+/// (a projection keeps only a DaemonSet's annotations under it).
+pub const PREFIX: &str = "nodegate.dev/";
+
+// On a Node, set by nodegate.
+
+/// When nodegate's untaint patch opened the node (RFC 3339, milliseconds):
+/// how a gate recognises its own patch whose answer was lost, and why the
+/// late-taint net and backfill leave a node opened before alone.
+pub const OPENED_AT: &str = "nodegate.dev/opened-at";
+
+/// Why nodegate opened the node: `ready`, `timeout` or `manual`.
+pub const OPENED_BY: &str = "nodegate.dev/opened-by";
+
+/// The deadline a gate passed with `--on-timeout=keep`: the taint stays and
+/// this marks the node for a person to look at.
+pub const TIMED_OUT: &str = "nodegate.dev/timed-out";
+
+/// When the gate of a node that got its taint after creation started (an
+/// entrance or a re-gate wrote it): the deadline counts from here instead of
+/// from the node's creationTimestamp.
+pub const GATED_SINCE: &str = "nodegate.dev/gated-since";
+
+/// Why nodegate last re-gated the node: the members it waits for again,
+/// comma separated, or `reboot`.
+pub const REGATED_FOR: &str = "nodegate.dev/regated-for";
+
+// On a Node, set by people.
+
+/// `"true"`: the gate decides and journals but writes nothing for this node
+/// until the annotation goes (semantics.md §6.6).
+pub const SUSPEND: &str = "nodegate.dev/suspend";
+
+/// `"true"`: open this node now, whatever its members (`opened-by: manual`);
+/// the opening patch removes it.
+pub const OPEN: &str = "nodegate.dev/open";
+
+/// `"true"` on a Node: no entrance puts the startup taint on it and the
+/// re-gating does not watch it. A gate already running on it still opens.
+/// The same key as [`DAEMONSET_IGNORE`], with a different meaning.
+pub const NODE_IGNORE: &str = "nodegate.dev/ignore";
+
+// On a DaemonSet or a Pod, set by their owners.
+
+/// `"true"` on a DaemonSet: no gate waits for it, whatever the node.
+/// The same key as [`NODE_IGNORE`], with a different meaning.
+pub const DAEMONSET_IGNORE: &str = "nodegate.dev/ignore";
+
+/// On a DaemonSet: the CSI drivers its pod registers (`NAME[,NAME]`); the
+/// member is Ready only once the node's CSINode lists them (semantics.md
+/// §6.7).
+pub const CSI_DRIVER: &str = "nodegate.dev/csi-driver";
+
+/// `"true"` on a member pod: it declares itself done, and counts as Ready
+/// without a Ready condition (an init or warm-up pod without a probe;
+/// semantics.md §6.7).
+pub const POD_READY: &str = "nodegate.dev/ready";
+
+// Not an annotation, but of the same family.
+
+/// The controller named as `reportingController` in the Events nodegate
+/// writes.
+pub const REPORTING_CONTROLLER: &str = "nodegate.dev/nodegate";

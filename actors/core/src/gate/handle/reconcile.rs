@@ -1,0 +1,142 @@
+//! Reconciling, the step every input ends in: re-derive what follows from
+//! what the gate has seen (members, deadline, recheck), then let `opening`
+//! decide whether and how the gate opens.
+
+use jiff::SignedDuration;
+
+use super::members::MemberScope;
+use super::{Decider, ReconcileCause};
+use crate::gate::event::Event;
+use crate::gate::member::Readiness;
+use crate::gate::state::{GateWriteKind, Phase, StopReason, UnansweredUntaint, WriteStatus};
+
+impl Decider<'_> {
+    /// Re-derives everything that follows from what the gate has seen, and
+    /// decides. Safe to run on any input: with nothing new it emits nothing.
+    pub(super) fn reconcile(&mut self, cause: ReconcileCause) {
+        self.reconcile_scoped(cause, &MemberScope::All);
+    }
+
+    /// `reconcile`, re-deriving only the members `scope` names.
+    pub(super) fn reconcile_scoped(&mut self, cause: ReconcileCause, scope: &MemberScope<'_>) {
+        if self.s.is_finished() {
+            return;
+        }
+        let untaint_in_flight = self.s.write.as_ref().is_some_and(|w| {
+            matches!(w.kind, GateWriteKind::Untaint { .. }) && w.status == WriteStatus::InFlight
+        });
+        // Our own patch may already show in the watch before its response
+        // arrives; while it is in flight the response decides. Once no patch
+        // is in flight, the taints gone with an `opened-at` one of ours wrote
+        // whose answer was lost is our opening; anything else is another
+        // writer's.
+        if !self.has_managed_taint() {
+            if !untaint_in_flight {
+                match self.own_unanswered_opening() {
+                    Some(u) => self.emit(Event::Opened {
+                        opened_by: u.opened_by,
+                        at: u.opened_at,
+                        resource_version: u.resource_version,
+                    }),
+                    None => self.emit(Event::Stopped {
+                        reason: StopReason::TaintRemovedElsewhere,
+                    }),
+                }
+            }
+            // With our taint gone, DaemonSets that wait for it to go would
+            // show up as expected: nothing worth recomputing.
+            return;
+        }
+        self.recompute_members(scope);
+        self.recompute_deadline();
+        self.recompute_recheck();
+        self.decide_opening(cause);
+    }
+
+    /// The unanswered untaint whose `nodegate.dev/opened-at` the node shows,
+    /// if any: that patch was applied.
+    fn own_unanswered_opening(&self) -> Option<UnansweredUntaint> {
+        let shown = self.s.node.as_ref()?.opened_at?;
+        self.s
+            .unanswered
+            .iter()
+            .rev()
+            .find(|u| u.opened_at == shown)
+            .cloned()
+    }
+
+    pub(super) fn has_managed_taint(&self) -> bool {
+        self.s
+            .node
+            .as_ref()
+            .is_some_and(|n| n.taints.iter().any(|t| self.cfg.placement.is_managed(t)))
+    }
+
+    pub(super) fn recompute_deadline(&mut self) {
+        let Some(timeout) = self.s.node.as_ref().and_then(|n| self.cfg.timeout_for(n)) else {
+            return;
+        };
+        self.clamp_gated_since();
+        let Some(start) = self.s.gate_start() else {
+            return;
+        };
+        // A timeout too large to add is no deadline at all.
+        let Some(at) = SignedDuration::try_from(timeout)
+            .ok()
+            .and_then(|d| start.checked_add(d).ok())
+        else {
+            return;
+        };
+        if self.s.timers.deadline != Some(at) {
+            let generation = self.s.timers.deadline_generation + 1;
+            self.emit(Event::DeadlineSet { at, generation });
+        }
+    }
+
+    /// A `gated-since` later than the server's now (by the evidence, or by
+    /// the local clock without any) is clamped to that now, once per value:
+    /// an agent's clock ahead must not put the deadline off (semantics.md §5.3).
+    fn clamp_gated_since(&mut self) {
+        let Some(since) = self.s.node.as_ref().and_then(|n| n.gated_since) else {
+            return;
+        };
+        if self
+            .s
+            .gated_since_clamp
+            .is_some_and(|c| c.gated_since == since)
+        {
+            return;
+        }
+        let now = self.s.server_now().unwrap_or(self.now);
+        if since > now {
+            self.emit(Event::GatedSinceClamped {
+                gated_since: since,
+                to: now,
+            });
+        }
+    }
+
+    pub(super) fn recompute_recheck(&mut self) {
+        if !matches!(self.s.phase, Phase::Waiting | Phase::TimedOutKept) {
+            return;
+        }
+        let next = self
+            .s
+            .expected()
+            .filter_map(|(_, m)| match &m.readiness {
+                Some(Readiness::Waiting {
+                    available_at: Some(at),
+                    ..
+                }) => Some(*at),
+                _ => None,
+            })
+            .min();
+        // No recheck needed: a pending one is left to fire and find nothing.
+        if let Some(at) = next
+            && self.s.timers.recheck != Some(at)
+        {
+            let generation = self.s.timers.recheck_generation + 1;
+            self.emit(Event::RecheckScheduled { at, generation });
+        }
+    }
+}
