@@ -34,7 +34,7 @@ fn defaults_match_the_documentation() {
         "nodegate.dev/initializing"
     );
     assert_eq!(s.gate.placement.managed_taints[0].effect, "NoSchedule");
-    assert_eq!(s.max_concurrent_patches, DEFAULT_MAX_CONCURRENT_PATCHES);
+    assert_eq!(s.max_concurrent_patches, 16);
     assert_eq!(s.kube_request_timeout, Duration::from_secs(10));
 }
 
@@ -270,7 +270,7 @@ fn run_and_status_turn_settings_into_the_gate_config_each_their_way() {
     let p = path.to_str().unwrap();
     let run = run_settings(&run_args(&["--config", p, "--exclude", "ns/a"])).unwrap();
     let cfg = GateConfig::from(&run);
-    assert_eq!(cfg.on_timeout, gate::OnTimeout::Keep);
+    assert_eq!(cfg.on_timeout, OnTimeout::Keep);
     assert!(!cfg.dry_run);
     assert_eq!(cfg.timeout, Some(Duration::from_secs(30)));
     assert_eq!(cfg.placement.excluded, run.gate.placement.excluded);
@@ -290,7 +290,7 @@ fn run_and_status_turn_settings_into_the_gate_config_each_their_way() {
             other => panic!("not status: {other:?}"),
         };
     let cfg = GateConfig::from(&status);
-    assert_eq!(cfg.on_timeout, gate::OnTimeout::Open);
+    assert_eq!(cfg.on_timeout, OnTimeout::Open);
     assert!(cfg.dry_run);
     assert_eq!(cfg.timeout, Some(Duration::from_secs(30)));
 }
