@@ -363,15 +363,15 @@ fn every_defined_helm_value_is_in_the_chart() {
     let text = read("deploy/helm/nodegate/values.yaml");
     let mut missing = Vec::new();
     for s in definitions() {
-        if let Some(helm) = s.helm {
-            if at(&values, helm).is_none() {
-                missing.push(format!("{}: no value {helm}", s.key));
-            }
+        if let Some(helm) = s.helm
+            && at(&values, helm).is_none()
+        {
+            missing.push(format!("{}: no value {helm}", s.key));
         }
-        if let Some(flag) = s.flag {
-            if !mentions(&text, &format!("--{flag}")) {
-                missing.push(format!("{}: --{flag} named nowhere", s.key));
-            }
+        if let Some(flag) = s.flag
+            && !mentions(&text, &format!("--{flag}"))
+        {
+            missing.push(format!("{}: --{flag} named nowhere", s.key));
         }
     }
     assert!(
