@@ -12,10 +12,13 @@
 //! - its row of the documentation's flag tables and its Helm value
 //!   ([`Setting`], checked by `tests/docs.rs`).
 //!
-//! A plain `macro_rules!` table: no crate we found ties clap flags, serde keys,
-//! documentation rows and reload classes to one definition without changing
-//! how flags and file are merged (a flag's list replaces the file's) or the
-//! error messages users script against.
+//! A plain `macro_rules!` table rather than a crate: confique and
+//! clap-serde-derive layer a file under typed defaults but leave the clap
+//! flags (or their defaults) to be written a second time, twelf and
+//! ortho_config merge through serde values or figment (a flag's list would
+//! no longer replace the file's, and the error messages users script
+//! against would change), and none carries a reload class, a documentation
+//! row or a Helm value. The table needs nothing but clap and serde.
 
 use clap::builder::{Arg, ArgAction, ValueParser};
 

@@ -337,3 +337,25 @@ fn otlp_endpoint_is_off_by_default_checked_and_taken_from_the_flag_or_the_file()
     .unwrap();
     assert_eq!(s.otlp_endpoint.as_deref(), Some("https://flag:4318"));
 }
+
+/// The YAML parser's errors keep the position and quote the line, so the
+/// key and the value are named whatever the parser's own words.
+#[test]
+fn yaml_errors_name_the_position_the_key_and_the_value() {
+    for (text, wants) in [
+        ("kubeQps: lots\n", &["line 1", "kubeQps", "lots"][..]),
+        ("timeout: 1s\ntimeout: 2s\n", &["line 2", "timeout"]),
+        ("dryRun: yes\n", &["line 1", "dryRun", "yes"]),
+        ("exclude: notalist\n", &["line 1", "exclude", "notalist"]),
+        ("timeotu: 30s\n", &["line 1", "timeotu"]),
+    ] {
+        let e = FileConfig::parse(text, "c.yaml")
+            .expect_err(text)
+            .to_string();
+        assert!(e.starts_with("config file c.yaml: "), "{e}");
+        for w in wants {
+            assert!(e.contains(w), "{e:?} lacks {w:?}");
+        }
+        assert!(!e.contains('\n'), "one line: {e:?}");
+    }
+}
