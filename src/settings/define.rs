@@ -194,10 +194,9 @@ macro_rules! settings {
     // --- the default, typed and shown ---------------------------------------
     (@default value ($ty:ty) [$default:expr]) => { <$ty>::from($default) };
     (@default value ($ty:ty) []) => { compile_error!("a `value` setting needs a `default:`") };
-    (@default list [$default:expr]) => {{
-        let d: &[&str] = &$default;
-        d.iter().map(|s| s.to_string()).collect::<Vec<String>>()
-    }};
+    (@default list [$default:expr]) => {
+        $default.into_iter().map(String::from).collect::<Vec<String>>()
+    };
     (@default list []) => { Vec::<String>::new() };
     (@default option ($ty:ty) []) => { None::<$ty> };
     (@default switch []) => { false };

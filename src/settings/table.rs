@@ -7,15 +7,19 @@
 //!
 //! An entry is `field: KIND { ... }`, KIND one of
 //! - `value(T)`: `--flag VALUE` or the key, else `default:` (written as a
-//!   person writes it, parsed like a value they gave);
+//!   person writes it, parsed like a value they gave; the defaults the core
+//!   keeps for itself are taken from the core's constants);
 //! - `option(T)`: `--flag VALUE` or the key, else nothing;
 //! - `switch`: `--flag`, or the key set to `true`; off by default;
 //! - `list`: `--flag VALUE`, repeatable, or the key's list; the flags
 //!   replace the file's list; else `default:` (a list) or empty.
 
+use nodegate_core::budget::MaxUnavailable;
 use nodegate_core::conditions::CriticalCondition;
-use nodegate_core::gate::OnTimeout;
+use nodegate_core::gate::{DEFAULT_TIMEOUT, OnTimeout};
+use nodegate_core::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
 use nodegate_core::readiness::CriticalPodEntry;
+use nodegate_core::regate::DEFAULT_REGATE_TAINT_KEY;
 
 use super::cli::LogFormat;
 use super::config::RawRule;
@@ -27,7 +31,7 @@ settings! {
         /// Repeatable.
         taints: list {
             flag: "taint", value: "KEY[:EFFECT]", key: "taints",
-            default: ["nodegate.dev/initializing:NoSchedule"],
+            default: [format!("{DEFAULT_MANAGED_TAINT_KEY}:{EFFECT_NO_SCHEDULE}")],
             helm: "config.taints", reload: live,
         }
         /// A taint some other agent lifts during start-up, ignored when deciding
@@ -64,7 +68,7 @@ settings! {
         /// The taint a re-gated node gets, KEY[:EFFECT]; never a startup taint.
         regate_taint: value(String) {
             flag: "regate-taint", value: "KEY[:EFFECT]", key: "regateTaint",
-            default: "nodegate.dev/degraded:NoSchedule",
+            default: format!("{DEFAULT_REGATE_TAINT_KEY}:{EFFECT_NO_SCHEDULE}"),
             helm: "config.regateTaint", reload: live,
         }
         /// A re-gated node's deadline, counted from its re-gating; 0 keeps it
@@ -77,7 +81,8 @@ settings! {
         /// or a percentage (rounded down, at least 1).
         regate_max_unavailable: value(String) {
             flag: "regate-max-unavailable", value: "N|P%", key: "regateMaxUnavailable",
-            default: "10%", helm: "config.regateMaxUnavailable", reload: live,
+            default: MaxUnavailable::default().to_string(),
+            helm: "config.regateMaxUnavailable", reload: live,
         }
         /// Also re-gate an open node at once when its boot id
         /// (status.nodeInfo.bootID) changes: it rebooted.
@@ -91,12 +96,13 @@ settings! {
         /// nodegate.dev/gated-since); 0 means no deadline.
         timeout: value(String) {
             flag: "timeout", value: "DURATION", key: "timeout",
-            default: "120s", helm: "config.timeout", reload: live,
+            default: format!("{}s", DEFAULT_TIMEOUT.as_secs()),
+            helm: "config.timeout", reload: live,
         }
         /// What to do when the deadline passes.
         on_timeout: value(OnTimeout) {
             flag: "on-timeout", value: "ACTION", key: "onTimeout",
-            default: OnTimeout::Open, parser: super::cli::on_timeout_parser(),
+            default: OnTimeout::default(), parser: super::cli::on_timeout_parser(),
             helm: "config.onTimeout", reload: live,
         }
         /// Decide and record everything, write nothing to nodes.
