@@ -336,3 +336,161 @@ fn semantics_subsections_are_read_from_their_headings() {
         );
     }
 }
+
+// The settings table (src/settings/table.rs) is the one definition of each
+// setting; the checks below derive from it, so a new setting fails here
+// until its documentation row, its Helm value and its reload class are
+// written down.
+
+use nodegate::settings::define::{Reload, Setting};
+use nodegate::settings::table::definitions;
+
+/// The cells of a Markdown table row (`\|` inside a cell kept).
+fn cells(row: &str) -> Option<Vec<String>> {
+    let inner = row.trim().strip_prefix('|')?.strip_suffix('|')?;
+    Some(
+        inner
+            .replace("\\|", "\u{0}")
+            .split('|')
+            .map(|c| c.trim().replace('\u{0}', "\\|"))
+            .collect(),
+    )
+}
+
+/// The rows of the `| flag | config key | default | meaning |` tables of
+/// configuration.md and operations.md whose first cell is the flag `--FLAG`
+/// (with or without its value name).
+fn flag_rows(docs: &str, flag: &str) -> Vec<Vec<String>> {
+    let spelled = format!("`--{flag}");
+    docs.lines()
+        .filter_map(cells)
+        .filter(|c| c.len() == 4)
+        .filter(|c| {
+            c.first()
+                .and_then(|first| first.strip_prefix(&spelled))
+                .is_some_and(|rest| rest.starts_with([' ', '`']))
+        })
+        .collect()
+}
+
+fn flag_docs() -> String {
+    ["docs/configuration.md", "docs/operations.md"]
+        .iter()
+        .filter(|p| root().join(p).exists())
+        .map(|p| read(p))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn flagged() -> Vec<(&'static str, Setting)> {
+    definitions()
+        .into_iter()
+        .filter_map(|s| Some((s.flag?, s)))
+        .collect()
+}
+
+#[test]
+fn every_run_flag_is_defined_once_in_the_settings_table() {
+    let defined: BTreeSet<String> = flagged().iter().map(|(f, _)| format!("--{f}")).collect();
+    let mut listed = long_flags("run");
+    listed.remove("--config");
+    assert_eq!(
+        listed, defined,
+        "`nodegate run --help` and src/settings/table.rs disagree"
+    );
+}
+
+#[test]
+fn every_defined_flag_has_its_row_in_the_docs() {
+    let docs = flag_docs();
+    let mut wrong = Vec::new();
+    for (flag, s) in flagged() {
+        let rows = flag_rows(&docs, flag);
+        if rows.is_empty() {
+            wrong.push(format!(
+                "--{flag}: no row `| --{flag} … | {} | {} | … |`",
+                s.key, s.docs_default
+            ));
+        }
+        for row in rows {
+            let key = row
+                .get(1)
+                .is_some_and(|c| c.starts_with(&format!("`{}`", s.key)));
+            let default = row.get(2).is_some_and(|c| *c == s.docs_default);
+            if !(key && default) {
+                wrong.push(format!(
+                    "--{flag}: row {row:?} should have key `{}` and default {}",
+                    s.key, s.docs_default
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "flag tables out of date: {wrong:#?}");
+}
+
+/// The value at a dotted path of a YAML document.
+fn at<'v>(doc: &'v serde_json::Value, path: &str) -> Option<&'v serde_json::Value> {
+    path.split('.').try_fold(doc, |v, k| v.get(k))
+}
+
+#[test]
+fn every_defined_helm_value_is_in_the_chart() {
+    let values: serde_json::Value =
+        serde_saphyr::from_str(&read("deploy/helm/nodegate/values.yaml")).expect("values.yaml");
+    let text = read("deploy/helm/nodegate/values.yaml");
+    let mut missing = Vec::new();
+    for s in definitions() {
+        if let Some(helm) = s.helm
+            && at(&values, helm).is_none()
+        {
+            missing.push(format!("{}: no value {helm}", s.key));
+        }
+        if let Some(flag) = s.flag
+            && !mentions(&text, &format!("--{flag}"))
+        {
+            missing.push(format!("{}: --{flag} named nowhere", s.key));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "deploy/helm/nodegate/values.yaml lacks: {missing:#?}"
+    );
+}
+
+/// Whether the reload table's cell lists `key`, by name or by a `prefix*`.
+fn lists_key(cell: &str, key: &str) -> bool {
+    cell.split(", ").any(|k| {
+        let k = k.trim().trim_matches('`');
+        k == key || k.strip_suffix('*').is_some_and(|p| key.starts_with(p))
+    })
+}
+
+#[test]
+fn the_reload_table_lists_every_key_in_its_class() {
+    let docs = read("docs/configuration.md");
+    let rows: Vec<Vec<String>> = docs
+        .lines()
+        .filter_map(cells)
+        .filter(|c| c.len() == 2)
+        .collect();
+    let row_of = |class: Reload| {
+        let says = match class {
+            Reload::Live => "applied at once",
+            Reload::Restart => "need a restart",
+            Reload::Refuse => "refused",
+        };
+        rows.iter()
+            .find(|r| r[1].contains(says))
+            .map(|r| r[0].clone())
+            .unwrap_or_default()
+    };
+    let wrong: Vec<String> = definitions()
+        .into_iter()
+        .filter(|s| !lists_key(&row_of(s.reload), s.key))
+        .map(|s| format!("{} ({:?})", s.key, s.reload))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "keys missing from their row of docs/configuration.md's reload table: {wrong:?}"
+    );
+}

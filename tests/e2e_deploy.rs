@@ -130,18 +130,16 @@ fn helm_template(extra: &[&str]) -> String {
 
 /// The objects of a multi-document YAML stream (empty documents skipped).
 fn objects(yaml: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(yaml)
-        .map(|doc| {
-            serde::Deserialize::deserialize(doc)
-                .unwrap_or_else(|e| panic!("rendered YAML does not parse: {e}\n{yaml}"))
-        })
-        .filter(|v: &Value| !v.is_null())
+    serde_saphyr::from_multiple::<Value>(yaml)
+        .unwrap_or_else(|e| panic!("rendered YAML does not parse: {e}\n{yaml}"))
+        .into_iter()
+        .filter(|v| !v.is_null())
         .collect()
 }
 
 fn to_stream(objs: &[&Value]) -> String {
     objs.iter()
-        .map(|o| serde_yaml::to_string(o).expect("a JSON value is valid YAML"))
+        .map(|o| serde_saphyr::to_string(o).expect("a JSON value is valid YAML"))
         .collect::<Vec<_>>()
         .join("---\n")
 }

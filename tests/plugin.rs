@@ -129,7 +129,8 @@ fn krew_manifest_renders_for_a_release_and_installs_as_kubectl_nodegate() {
         !rendered.contains('@'),
         "placeholders left in the rendered manifest:\n{rendered}"
     );
-    let m: serde_yaml::Value = serde_yaml::from_str(&rendered).expect("rendered manifest is YAML");
+    let m: serde_json::Value =
+        serde_saphyr::from_str(&rendered).expect("rendered manifest is YAML");
     assert_eq!(m["kind"].as_str(), Some("Plugin"));
     assert_eq!(
         m["apiVersion"].as_str(),
@@ -137,7 +138,7 @@ fn krew_manifest_renders_for_a_release_and_installs_as_kubectl_nodegate() {
     );
     assert_eq!(m["metadata"]["name"].as_str(), Some("nodegate"));
     assert_eq!(m["spec"]["version"].as_str(), Some("v0.2.0"));
-    let platforms = m["spec"]["platforms"].as_sequence().expect("platforms");
+    let platforms = m["spec"]["platforms"].as_array().expect("platforms");
     assert_eq!(platforms.len(), PLATFORMS.len());
     for p in platforms {
         let labels = &p["selector"]["matchLabels"];
@@ -177,7 +178,7 @@ fn krew_manifest_renders_for_a_release_and_installs_as_kubectl_nodegate() {
         .arg(&unpacked));
     let install = dir.path().join("install");
     std::fs::create_dir_all(&install).expect("mkdir");
-    for f in linux["files"].as_sequence().expect("files") {
+    for f in linux["files"].as_array().expect("files") {
         let from = f["from"].as_str().expect("from");
         let to = install.join(f["to"].as_str().expect("to")).join(from);
         std::fs::copy(unpacked.join(from), &to)

@@ -14,7 +14,7 @@ use std::time::Duration;
 use nodegate_core::conditions::CriticalCondition;
 use nodegate_core::conditions::rules::ConditionTaintRule;
 use nodegate_core::entrance::Scope;
-use nodegate_core::gate::{self, GateConfig};
+use nodegate_core::gate::{GateConfig, OnTimeout};
 use nodegate_core::placement::{
     ManagedTaint, PlacementConfig, TransientTaint, default_transient_taints,
 };
@@ -23,24 +23,9 @@ use nodegate_core::regate::RegateConfig;
 use nodegate_core::selector::{LabelSelector, check_label_key};
 use serde::Deserialize;
 
-use crate::settings::cli::{GateArgs, LogFormat, OnTimeout, RunArgs, StatusArgs};
-
-pub const DEFAULT_TAINT: &str = "nodegate.dev/initializing:NoSchedule";
-/// The default `--timeout`, the core's own.
-pub use nodegate_core::gate::DEFAULT_TIMEOUT;
-pub const DEFAULT_MAX_CONCURRENT_PATCHES: usize = 16;
-pub const DEFAULT_KUBE_QPS: f64 = 50.0;
-pub const DEFAULT_KUBE_BURST: u32 = 100;
-pub const DEFAULT_KUBE_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// Leader-election defaults: kube-controller-manager's, which operators know.
-pub const DEFAULT_LEASE_NAME: &str = "nodegate";
-pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
-pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
-pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
-pub const DEFAULT_HTTP_ADDR: &str = "0.0.0.0:8080";
-/// Loopback only: the debug endpoints show node labels, taints and pod names.
-pub const DEFAULT_DEBUG_ADDR: &str = "127.0.0.1:8081";
-pub const DEFAULT_DEBUG_HISTORY: usize = 100;
+use crate::settings::cli::{GateArgs, LogFormat, RunArgs, StatusArgs};
+pub use crate::settings::table::FileConfig;
+use crate::settings::table::{GateGiven, RunGiven};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -59,54 +44,6 @@ fn invalid(source_: impl Into<String>, message: impl Into<String>) -> ConfigErro
     }
 }
 
-/// The config file. Keys mirror the flags, in camelCase; an unknown key is an
-/// error so that a typo never silently falls back to a default.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct FileConfig {
-    pub taints: Option<Vec<String>>,
-    pub transient_taints: Option<Vec<String>>,
-    pub exclude: Option<Vec<String>>,
-    pub exclude_selector: Option<String>,
-    pub node_selector: Option<String>,
-    pub suspend: Option<bool>,
-    pub critical_pods: Option<Vec<CriticalPodEntry>>,
-    pub critical_conditions: Option<Vec<CriticalCondition>>,
-    pub condition_taints: Option<Vec<conditions::RawRule>>,
-    pub timeout: Option<String>,
-    pub on_timeout: Option<OnTimeout>,
-    pub dry_run: Option<bool>,
-    pub max_concurrent_patches: Option<usize>,
-    pub kube_qps: Option<f64>,
-    pub kube_burst: Option<u32>,
-    pub kube_request_timeout: Option<String>,
-    pub log_format: Option<LogFormat>,
-    pub log_level: Option<String>,
-    pub leader_elect: Option<bool>,
-    pub lease_name: Option<String>,
-    pub lease_namespace: Option<String>,
-    pub lease_duration: Option<String>,
-    pub renew_deadline: Option<String>,
-    pub retry_period: Option<String>,
-    pub http_addr: Option<String>,
-    pub debug_addr: Option<String>,
-    pub debug_history: Option<usize>,
-    pub otlp_endpoint: Option<String>,
-    pub webhook_addr: Option<String>,
-    pub webhook_cert_dir: Option<String>,
-    pub webhook_cert_secret: Option<String>,
-    pub webhook_configuration: Option<String>,
-    pub webhook_hosts: Option<Vec<String>>,
-    pub webhook_cert_validity: Option<String>,
-    pub taint_new_nodes: Option<bool>,
-    pub new_node_window: Option<String>,
-    pub regate_after: Option<String>,
-    pub regate_taint: Option<String>,
-    pub regate_timeout: Option<String>,
-    pub regate_max_unavailable: Option<String>,
-    pub regate_on_reboot: Option<bool>,
-}
-
 impl FileConfig {
     pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Read {
@@ -120,10 +57,35 @@ impl FileConfig {
         if text.trim().is_empty() {
             return Ok(FileConfig::default());
         }
-        serde_yaml::from_str(text).map_err(|e| ConfigError::Parse {
+        // YAML 1.2 booleans only (`yes` is a string, as it always was here).
+        let options = serde_saphyr::options! {
+            strict_booleans: true,
+            with_snippet: false,
+        };
+        serde_saphyr::from_str_with_options(text, options).map_err(|e| ConfigError::Parse {
             path: origin.to_string(),
-            err: e.to_string(),
+            err: yaml_error(text, &e),
         })
+    }
+}
+
+/// The parser's message (which has the position), and the line it points
+/// at, so that the message names the key and the value whatever it says.
+fn yaml_error(text: &str, e: &serde_saphyr::Error) -> String {
+    // The parser's hint at its own options means nothing to a person.
+    let message = e
+        .without_snippet()
+        .to_string()
+        .replace(", set DuplicateKeyPolicy in Options if acceptable", "");
+    let line = e
+        .location()
+        .and_then(|l| usize::try_from(l.line()).ok())
+        .and_then(|n| text.lines().nth(n.checked_sub(1)?))
+        .map(str::trim)
+        .filter(|l| !l.is_empty());
+    match line {
+        Some(line) if !message.contains(line) => format!("{message} (at `{line}`)"),
+        _ => message,
     }
 }
 
@@ -163,19 +125,10 @@ impl GateSettings {
             conditions: self.conditions.clone(),
             condition_taints: self.condition_taints.clone(),
             timeout,
-            on_timeout: on_timeout.into(),
+            on_timeout,
             dry_run,
             suspend: self.suspend,
             regate: self.regate.clone(),
-        }
-    }
-}
-
-impl From<OnTimeout> for gate::OnTimeout {
-    fn from(o: OnTimeout) -> gate::OnTimeout {
-        match o {
-            OnTimeout::Open => gate::OnTimeout::Open,
-            OnTimeout::Keep => gate::OnTimeout::Keep,
         }
     }
 }
@@ -223,6 +176,9 @@ pub struct RunSettings {
     pub webhook: Option<WebhookSettings>,
     /// The late-taint net (`--taint-new-nodes`, `--new-node-window`).
     pub net: NetSettings,
+    /// Every `run` setting as given (flag over file over default): a reload
+    /// compares these to name the keys that only a restart applies.
+    pub given: RunGiven,
 }
 
 /// `--leader-elect` and its timings, with client-go's meaning.
@@ -247,20 +203,6 @@ pub struct StatusSettings {
     pub interval: Duration,
 }
 
-/// Flags win over the file; a list given on the command line replaces the
-/// file's list rather than adding to it.
-fn pick<T>(flag: Option<T>, file: Option<T>) -> Option<T> {
-    flag.or(file)
-}
-
-fn pick_list(flag: &[String], file: Option<Vec<String>>) -> Option<Vec<String>> {
-    if flag.is_empty() {
-        file
-    } else {
-        Some(flag.to_vec())
-    }
-}
-
 pub fn load_file(args: &GateArgs) -> Result<FileConfig, ConfigError> {
     match &args.config {
         Some(path) => FileConfig::load(path),
@@ -269,19 +211,70 @@ pub fn load_file(args: &GateArgs) -> Result<FileConfig, ConfigError> {
 }
 
 pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSettings, ConfigError> {
-    let mut managed = Vec::new();
-    let taints = pick_list(&args.taints, file.taints.take())
-        .unwrap_or_else(|| vec![DEFAULT_TAINT.to_string()]);
+    let given = GateGiven::merge(&args.flags, file);
+    let mut managed = managed_taints(&given.taints)?;
+    let transient = transient_taints(&given.transient_taints, &managed)?;
+    let excluded = given
+        .excludes
+        .iter()
+        .map(|e| parse_exclude(e))
+        .collect::<Result<BTreeSet<_>, _>>()?;
+    let exclude_selector = given
+        .exclude_selector
+        .as_deref()
+        .map(|s| selector("--exclude-selector", s))
+        .transpose()?;
+    let critical = critical_pods(file.critical_pods.take().unwrap_or_default())?;
+    let node_selector = given
+        .node_selector
+        .as_deref()
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| selector("--node-selector", s))
+        .transpose()?;
+
+    let regate = regate_settings(&given, &managed)?;
+    if let Some(rc) = &regate {
+        managed.push(rc.taint.clone());
+    }
+    let conditions = conditions::critical_conditions(file.critical_conditions.take())?;
+    let condition_taints = conditions::condition_taints(file.condition_taints.take(), &managed)?;
+
+    Ok(GateSettings {
+        scope: Scope { node_selector },
+        regate,
+        conditions,
+        condition_taints,
+        suspend: file.suspend.unwrap_or(false),
+        placement: PlacementConfig {
+            managed_taints: managed,
+            transient_taints: transient,
+            excluded,
+            exclude_selector,
+        },
+        critical,
+    })
+}
+
+fn selector(flag: &str, s: &str) -> Result<LabelSelector, ConfigError> {
+    LabelSelector::parse(s).map_err(|e| invalid(format!("{flag} {s:?}"), e.to_string()))
+}
+
+/// `--taint`: at least one, each valid.
+fn managed_taints(taints: &[String]) -> Result<Vec<ManagedTaint>, ConfigError> {
     if taints.is_empty() {
         return Err(invalid("taints", "at least one managed taint is needed"));
     }
-    for t in &taints {
-        managed.push(parse_managed_taint(t)?);
-    }
+    taints.iter().map(|t| parse_managed_taint(t)).collect()
+}
 
+/// `--transient-taint`, after the built-in list; never a managed taint.
+fn transient_taints(
+    given: &[String],
+    managed: &[ManagedTaint],
+) -> Result<Vec<TransientTaint>, ConfigError> {
     let mut transient = default_transient_taints();
-    for t in pick_list(&args.transient_taints, file.transient_taints.take()).unwrap_or_default() {
-        let parsed = parse_transient(&t)?;
+    for t in given {
+        let parsed = parse_transient(t)?;
         if managed.iter().any(|m| parsed.matches(&m.key)) {
             return Err(invalid(
                 format!("--transient-taint {t:?}"),
@@ -290,21 +283,11 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
         }
         transient.push(parsed);
     }
+    Ok(transient)
+}
 
-    let mut excluded = BTreeSet::new();
-    for e in pick_list(&args.excludes, file.exclude.take()).unwrap_or_default() {
-        excluded.insert(parse_exclude(&e)?);
-    }
-
-    let exclude_selector = match pick(args.exclude_selector.clone(), file.exclude_selector.take()) {
-        Some(s) => Some(
-            LabelSelector::parse(&s)
-                .map_err(|e| invalid(format!("--exclude-selector {s:?}"), e.to_string()))?,
-        ),
-        None => None,
-    };
-
-    let critical = file.critical_pods.take().unwrap_or_default();
+/// `criticalPods`: each named once, each valid.
+fn critical_pods(critical: Vec<CriticalPodEntry>) -> Result<Vec<CriticalPodEntry>, ConfigError> {
     let mut names = BTreeSet::new();
     for (i, c) in critical.iter().enumerate() {
         let at = format!("criticalPods[{i}] ({})", c.name);
@@ -328,39 +311,7 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
             }
         })?;
     }
-
-    let scope = Scope {
-        node_selector: match pick(args.node_selector.clone(), file.node_selector.take()) {
-            Some(s) if s.trim().is_empty() => None,
-            Some(s) => Some(
-                LabelSelector::parse(&s)
-                    .map_err(|e| invalid(format!("--node-selector {s:?}"), e.to_string()))?,
-            ),
-            None => None,
-        },
-    };
-
-    let regate = regate_settings(args, file, &managed)?;
-    if let Some(rc) = &regate {
-        managed.push(rc.taint.clone());
-    }
-    let conditions = conditions::critical_conditions(file.critical_conditions.take())?;
-    let condition_taints = conditions::condition_taints(file.condition_taints.take(), &managed)?;
-
-    Ok(GateSettings {
-        scope,
-        regate,
-        conditions,
-        condition_taints,
-        suspend: file.suspend.unwrap_or(false),
-        placement: PlacementConfig {
-            managed_taints: managed,
-            transient_taints: transient,
-            excluded,
-            exclude_selector,
-        },
-        critical,
-    })
+    Ok(critical)
 }
 
 pub fn run_settings(args: &RunArgs) -> Result<RunSettings, ConfigError> {
@@ -371,55 +322,85 @@ pub fn run_settings(args: &RunArgs) -> Result<RunSettings, ConfigError> {
 /// reads the file once, to compare and to parse the same bytes).
 pub fn run_settings_from(args: &RunArgs, mut file: FileConfig) -> Result<RunSettings, ConfigError> {
     let gate = gate_settings(&args.gate, &mut file)?;
+    let given = RunGiven::merge(&args.flags, &mut file);
 
-    let timeout = timeout_setting(args.timeout.clone(), file.timeout.take())?;
-    let max_concurrent_patches = pick(args.max_concurrent_patches, file.max_concurrent_patches)
-        .unwrap_or(DEFAULT_MAX_CONCURRENT_PATCHES);
-    if max_concurrent_patches == 0 {
+    let timeout = timeout_setting(&given.timeout)?;
+    let client = client_settings(&given)?;
+    tracing_subscriber::EnvFilter::try_new(&given.log_level)
+        .map_err(|e| invalid(format!("--log-level {:?}", given.log_level), e.to_string()))?;
+    let leader_election = leader_election(&given)?;
+    let (http_addr, debug_addr) = listeners(&given)?;
+    let otlp_endpoint = given.otlp_endpoint.clone().filter(|u| !u.trim().is_empty());
+    if let Some(url) = &otlp_endpoint {
+        crate::trace::config::check_endpoint("--otlp-endpoint", url)?;
+    }
+    let webhook = webhook_settings(&given)?;
+    if let Some(w) = &webhook {
+        check_webhook_addr(w, http_addr, debug_addr)?;
+    }
+    let net = net_settings(&given)?;
+
+    Ok(RunSettings {
+        webhook,
+        net,
+        leader_election,
+        http_addr,
+        debug_addr,
+        debug_history: given.debug_history,
+        otlp_endpoint,
+        gate,
+        timeout,
+        on_timeout: given.on_timeout,
+        dry_run: given.dry_run,
+        max_concurrent_patches: client.max_concurrent_patches,
+        kube_qps: client.kube_qps,
+        kube_burst: client.kube_burst,
+        kube_request_timeout: client.kube_request_timeout,
+        log_format: given.log_format,
+        log_level: given.log_level.clone(),
+        given,
+    })
+}
+
+/// nodegate's own API client: its write slots, rate and request timeout.
+struct Client {
+    max_concurrent_patches: usize,
+    kube_qps: f64,
+    kube_burst: u32,
+    kube_request_timeout: Duration,
+}
+
+fn client_settings(given: &RunGiven) -> Result<Client, ConfigError> {
+    if given.max_concurrent_patches == 0 {
         return Err(invalid("--max-concurrent-patches 0", "must be at least 1"));
     }
-    let kube_qps = pick(args.kube_qps, file.kube_qps).unwrap_or(DEFAULT_KUBE_QPS);
+    let kube_qps = given.kube_qps;
     if !(kube_qps.is_finite() && kube_qps > 0.0) {
         return Err(invalid(
             format!("--kube-qps {kube_qps}"),
             "must be a positive number",
         ));
     }
-    let kube_burst = pick(args.kube_burst, file.kube_burst).unwrap_or(DEFAULT_KUBE_BURST);
-    if kube_burst == 0 {
+    if given.kube_burst == 0 {
         return Err(invalid("--kube-burst 0", "must be at least 1"));
     }
-    let kube_request_timeout = match pick(
-        args.kube_request_timeout.clone(),
-        file.kube_request_timeout.take(),
-    ) {
-        Some(s) => {
-            let d = parse_duration("--kube-request-timeout", &s)?;
-            if d.is_zero() {
-                return Err(invalid(
-                    format!("--kube-request-timeout {s:?}"),
-                    "must be more than 0",
-                ));
-            }
-            d
-        }
-        None => DEFAULT_KUBE_REQUEST_TIMEOUT,
-    };
-    let log_level =
-        pick(args.log_level.clone(), file.log_level.take()).unwrap_or_else(|| "info".into());
-    tracing_subscriber::EnvFilter::try_new(&log_level)
-        .map_err(|e| invalid(format!("--log-level {log_level:?}"), e.to_string()))?;
+    Ok(Client {
+        max_concurrent_patches: given.max_concurrent_patches,
+        kube_qps,
+        kube_burst: given.kube_burst,
+        kube_request_timeout: positive_duration(
+            "--kube-request-timeout",
+            &given.kube_request_timeout,
+        )?,
+    })
+}
 
-    let leader_election = leader_election(args, &mut file)?;
-    let http_addr = parse_http_addr(
-        &pick(args.http_addr.clone(), file.http_addr.take())
-            .unwrap_or_else(|| DEFAULT_HTTP_ADDR.to_string()),
-    )?;
-    let debug_addr = match pick(args.debug_addr.clone(), file.debug_addr.take())
-        .unwrap_or_else(|| DEFAULT_DEBUG_ADDR.to_string())
-    {
+/// `--http-addr` and `--debug-addr` (empty: no debug listener), apart.
+fn listeners(given: &RunGiven) -> Result<(SocketAddr, Option<SocketAddr>), ConfigError> {
+    let http_addr = parse_http_addr(&given.http_addr)?;
+    let debug_addr = match given.debug_addr.as_str() {
         s if s.trim().is_empty() => None,
-        s => Some(parse_addr("--debug-addr", &s)?),
+        s => Some(parse_addr("--debug-addr", s)?),
     };
     if debug_addr.is_some_and(|d| d.port() != 0 && d == http_addr) {
         return Err(invalid(
@@ -430,66 +411,50 @@ pub fn run_settings_from(args: &RunArgs, mut file: FileConfig) -> Result<RunSett
             "must differ from --http-addr",
         ));
     }
-    let debug_history =
-        pick(args.debug_history, file.debug_history).unwrap_or(DEFAULT_DEBUG_HISTORY);
-    let otlp_endpoint = pick(args.otlp_endpoint.clone(), file.otlp_endpoint.take())
-        .filter(|u| !u.trim().is_empty());
-    if let Some(url) = &otlp_endpoint {
-        crate::trace::config::check_endpoint("--otlp-endpoint", url)?;
-    }
-    let webhook = webhook_settings(args, &mut file)?;
-    if let Some(w) = &webhook {
-        let clash = [Some(http_addr), debug_addr]
-            .into_iter()
-            .flatten()
-            .any(|a| a.port() != 0 && a == w.addr);
-        if clash {
-            return Err(invalid(
-                format!("--webhook-addr {:?}", w.addr.to_string()),
-                "must differ from --http-addr and --debug-addr",
-            ));
-        }
-    }
-    let net = net_settings(args, &mut file)?;
-
-    Ok(RunSettings {
-        webhook,
-        net,
-        leader_election,
-        http_addr,
-        debug_addr,
-        debug_history,
-        otlp_endpoint,
-        gate,
-        timeout,
-        on_timeout: pick(args.on_timeout, file.on_timeout).unwrap_or(OnTimeout::Open),
-        dry_run: args.dry_run || file.dry_run.unwrap_or(false),
-        max_concurrent_patches,
-        kube_qps,
-        kube_burst,
-        kube_request_timeout,
-        log_format: pick(args.log_format, file.log_format).unwrap_or(LogFormat::Text),
-        log_level,
-    })
+    Ok((http_addr, debug_addr))
 }
 
-fn timeout_setting(
-    flag: Option<String>,
-    file: Option<String>,
-) -> Result<Option<Duration>, ConfigError> {
-    match pick(flag, file) {
-        None => Ok(Some(DEFAULT_TIMEOUT)),
-        Some(s) => {
-            let d = parse_duration("--timeout", &s)?;
-            Ok(if d.is_zero() { None } else { Some(d) })
-        }
+/// The webhook's address is neither of the other listeners'.
+fn check_webhook_addr(
+    webhook: &WebhookSettings,
+    http_addr: SocketAddr,
+    debug_addr: Option<SocketAddr>,
+) -> Result<(), ConfigError> {
+    let clash = [Some(http_addr), debug_addr]
+        .into_iter()
+        .flatten()
+        .any(|a| a.port() != 0 && a == webhook.addr);
+    if clash {
+        return Err(invalid(
+            format!("--webhook-addr {:?}", webhook.addr.to_string()),
+            "must differ from --http-addr and --debug-addr",
+        ));
     }
+    Ok(())
+}
+
+/// A duration that must be more than 0.
+fn positive_duration(flag: &str, s: &str) -> Result<Duration, ConfigError> {
+    let d = parse_duration(flag, s)?;
+    if d.is_zero() {
+        return Err(invalid(format!("{flag} {s:?}"), "must be more than 0"));
+    }
+    Ok(d)
+}
+
+/// `--timeout`: 0 means no deadline.
+fn timeout_setting(s: &str) -> Result<Option<Duration>, ConfigError> {
+    let d = parse_duration("--timeout", s)?;
+    Ok(if d.is_zero() { None } else { Some(d) })
 }
 
 pub fn status_settings(args: &StatusArgs) -> Result<StatusSettings, ConfigError> {
     let mut file = load_file(&args.gate)?;
     let gate = gate_settings(&args.gate, &mut file)?;
-    let timeout = timeout_setting(args.timeout.clone(), file.timeout.take())?;
+    let timeout = match args.timeout.clone().or(file.timeout.take()) {
+        Some(s) => timeout_setting(&s)?,
+        None => timeout_setting(&RunGiven::defaults().timeout)?,
+    };
     let interval = parse_duration("--interval", &args.interval)?;
     if interval < Duration::from_millis(100) {
         return Err(invalid(
@@ -506,10 +471,9 @@ pub fn status_settings(args: &StatusArgs) -> Result<StatusSettings, ConfigError>
 }
 
 mod conditions;
+pub use conditions::RawRule;
 mod entrances;
-pub use entrances::{
-    DEFAULT_CERT_VALIDITY, DEFAULT_NEW_NODE_WINDOW, NetSettings, WebhookCerts, WebhookSettings,
-};
+pub use entrances::{NetSettings, WebhookCerts, WebhookSettings};
 use entrances::{net_settings, webhook_settings};
 mod leader;
 pub use leader::check_lease_timings;

@@ -59,42 +59,10 @@ pub fn decide(
     })
 }
 
-/// The keys read once at start whose value in `new` differs from `started`.
+/// The keys read once at start (reload class `restart` in the settings
+/// table) whose value in `new` differs from `started`.
 fn restart_only_changes(started: &RunSettings, new: &RunSettings) -> Vec<&'static str> {
-    let (s, n) = (started, new);
-    let (se, ne) = (&s.leader_election, &n.leader_election);
-    let changed = [
-        (s.dry_run != n.dry_run, "dryRun"),
-        (
-            s.max_concurrent_patches != n.max_concurrent_patches,
-            "maxConcurrentPatches",
-        ),
-        (s.kube_qps != n.kube_qps, "kubeQps"),
-        (s.kube_burst != n.kube_burst, "kubeBurst"),
-        (
-            s.kube_request_timeout != n.kube_request_timeout,
-            "kubeRequestTimeout",
-        ),
-        (s.log_format != n.log_format, "logFormat"),
-        (s.log_level != n.log_level, "logLevel"),
-        (se.enabled != ne.enabled, "leaderElect"),
-        (se.lease_name != ne.lease_name, "leaseName"),
-        (se.lease_namespace != ne.lease_namespace, "leaseNamespace"),
-        (se.lease_duration != ne.lease_duration, "leaseDuration"),
-        (se.renew_deadline != ne.renew_deadline, "renewDeadline"),
-        (se.retry_period != ne.retry_period, "retryPeriod"),
-        (s.http_addr != n.http_addr, "httpAddr"),
-        (s.debug_addr != n.debug_addr, "debugAddr"),
-        (s.debug_history != n.debug_history, "debugHistory"),
-        (s.otlp_endpoint != n.otlp_endpoint, "otlpEndpoint"),
-        (s.webhook != n.webhook, "webhook*"),
-        (s.net.enabled != n.net.enabled, "taintNewNodes"),
-        (s.net.window != n.net.window, "newNodeWindow"),
-    ];
-    changed
-        .into_iter()
-        .filter_map(|(differs, key)| differs.then_some(key))
-        .collect()
+    started.given.restart_changes(&new.given)
 }
 
 /// How often the file is read again.

@@ -33,7 +33,7 @@ pub(super) fn webhook_certificate_writes_reach_only_its_own_objects(admin: &Path
     );
     // A real PEM bundle: the cluster's own CA, as nodegate would write its.
     let text = std::fs::read_to_string(admin).expect("admin kubeconfig");
-    let kc: Value = serde_yaml::from_str(&text).expect("admin kubeconfig parses");
+    let kc: Value = serde_saphyr::from_str(&text).expect("admin kubeconfig parses");
     let ca_bundle = kc["clusters"][0]["cluster"]["certificate-authority-data"]
         .as_str()
         .expect("certificate-authority-data")

@@ -17,7 +17,7 @@ use super::policy::{
 fn token_kubeconfig(admin: &Path, token: &str, dir: &Path) -> PathBuf {
     let text = std::fs::read_to_string(admin)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", admin.display()));
-    let kc: Value = serde_yaml::from_str(&text).expect("admin kubeconfig parses");
+    let kc: Value = serde_saphyr::from_str(&text).expect("admin kubeconfig parses");
     let cluster = &kc["clusters"][0]["cluster"];
     let server = cluster["server"].as_str().expect("server URL");
     let ca = cluster["certificate-authority-data"]
@@ -32,7 +32,7 @@ fn token_kubeconfig(admin: &Path, token: &str, dir: &Path) -> PathBuf {
         "current-context": "nodegate",
     });
     let path = dir.join("nodegate-sa.kubeconfig");
-    std::fs::write(&path, serde_yaml::to_string(&sa_kc).expect("yaml"))
+    std::fs::write(&path, serde_saphyr::to_string(&sa_kc).expect("yaml"))
         .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     path
 }

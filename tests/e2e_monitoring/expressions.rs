@@ -37,8 +37,8 @@ fn read(path: &str) -> String {
 }
 
 /// The PrometheusRule custom resource, parsed.
-fn rule_resource() -> serde_yaml::Value {
-    serde_yaml::from_str(&read(RULE_FILE)).unwrap_or_else(|e| panic!("{RULE_FILE}: {e}"))
+fn rule_resource() -> Value {
+    serde_saphyr::from_str(&read(RULE_FILE)).unwrap_or_else(|e| panic!("{RULE_FILE}: {e}"))
 }
 
 /// Writes the PrometheusRule's `spec` (its `groups`) as a plain Prometheus
@@ -52,10 +52,10 @@ pub fn write_rules_file(dir: &Path) -> std::path::PathBuf {
     );
     let spec = &cr["spec"];
     assert!(
-        spec["groups"].as_sequence().is_some_and(|g| !g.is_empty()),
+        spec["groups"].as_array().is_some_and(|g| !g.is_empty()),
         "{RULE_FILE} has no spec.groups"
     );
-    let text = serde_yaml::to_string(spec).expect("a parsed YAML value serialises");
+    let text = serde_saphyr::to_string(spec).expect("a parsed YAML value serialises");
     let path = dir.join(RULES_FILE_NAME);
     std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
     path
@@ -65,8 +65,8 @@ pub fn write_rules_file(dir: &Path) -> std::path::PathBuf {
 pub fn rule_exprs() -> Vec<Expr> {
     let cr = rule_resource();
     let mut out = Vec::new();
-    for group in cr["spec"]["groups"].as_sequence().into_iter().flatten() {
-        for rule in group["rules"].as_sequence().into_iter().flatten() {
+    for group in cr["spec"]["groups"].as_array().into_iter().flatten() {
+        for rule in group["rules"].as_array().into_iter().flatten() {
             let name = rule["alert"]
                 .as_str()
                 .or_else(|| rule["record"].as_str())
@@ -258,16 +258,14 @@ pub fn unit_test_coverage() -> BTreeMap<String, (usize, usize)> {
         let path = dir.join(&file);
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-        let doc: serde_yaml::Value =
-            serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        for test in doc["tests"].as_sequence().into_iter().flatten() {
-            for case in test["alert_rule_test"].as_sequence().into_iter().flatten() {
+        let doc: Value =
+            serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        for test in doc["tests"].as_array().into_iter().flatten() {
+            for case in test["alert_rule_test"].as_array().into_iter().flatten() {
                 let Some(name) = case["alertname"].as_str() else {
                     continue;
                 };
-                let fires = case["exp_alerts"]
-                    .as_sequence()
-                    .is_some_and(|a| !a.is_empty());
+                let fires = case["exp_alerts"].as_array().is_some_and(|a| !a.is_empty());
                 let entry = out.entry(name.to_string()).or_default();
                 if fires {
                     entry.0 += 1;

@@ -34,7 +34,7 @@ pub use nodegate_core::report::{MemberRow, PodDetail, Report, TaintSplit, TermRe
 use crate::cluster::client::client;
 use crate::cluster::project;
 use crate::error::{Error, Result};
-use crate::settings::cli::{self, ExplainArgs, OutputFormat};
+use crate::settings::cli::{ExplainArgs, OutputFormat};
 use crate::settings::config::{self, GateSettings};
 
 pub use table::{human_age, render_table, wrap};
@@ -108,7 +108,7 @@ pub struct ClusterView {
 /// never asks for a write, and has no gate start to count a deadline from.
 /// The one place explain turns settings into a `GateConfig`.
 pub fn gate_config(settings: &GateSettings) -> GateConfig {
-    settings.gate_config(None, cli::OnTimeout::Open, true)
+    settings.gate_config(None, nodegate_core::gate::OnTimeout::Open, true)
 }
 
 /// Builds the report from what was read, through the gate, at `now`.

@@ -28,7 +28,7 @@ pub struct RawRule {
     pub taint: RawTaint,
     #[serde(default)]
     pub remove: RemovePolicy,
-    pub max_unavailable: Option<serde_yaml::Value>,
+    pub max_unavailable: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -121,8 +121,8 @@ pub fn condition_taints(
             None => None,
             Some(v) => {
                 let text = match v {
-                    serde_yaml::Value::Number(n) => n.to_string(),
-                    serde_yaml::Value::String(s) => s.clone(),
+                    serde_json::Value::Number(n) => n.to_string(),
+                    serde_json::Value::String(s) => s.clone(),
                     other => format!("{other:?}"),
                 };
                 Some(
@@ -195,7 +195,7 @@ criticalConditions:
         assert!(kaput.conditions[1].status.matches("Kaput"));
         assert!(!kaput.conditions[1].status.matches("NotKaput"));
         assert_eq!(s.conditions.len(), 2);
-        let cfg = s.gate_config(None, crate::settings::cli::OnTimeout::Open, false);
+        let cfg = s.gate_config(None, OnTimeout::Open, false);
         assert_eq!(cfg.condition_taints.len(), 2);
         assert_eq!(cfg.conditions.len(), 2);
     }

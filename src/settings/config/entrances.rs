@@ -6,13 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::values::{check_dns_label, check_dns_subdomain, parse_addr, parse_duration};
-use super::{ConfigError, FileConfig, invalid, pick};
-use crate::settings::cli::RunArgs;
-
-/// The default `--new-node-window`.
-pub const DEFAULT_NEW_NODE_WINDOW: Duration = Duration::from_secs(120);
-/// The default `--webhook-cert-validity`: a year.
-pub const DEFAULT_CERT_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+use super::{ConfigError, invalid, positive_duration};
+use crate::settings::table::RunGiven;
 
 /// `--webhook-addr` and where its certificate comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,53 +40,48 @@ pub struct NetSettings {
     pub window: Duration,
 }
 
-pub(super) fn webhook_settings(
-    args: &RunArgs,
-    file: &mut FileConfig,
-) -> Result<Option<WebhookSettings>, ConfigError> {
-    let addr =
-        pick(args.webhook_addr.clone(), file.webhook_addr.take()).filter(|a| !a.trim().is_empty());
-    let dir = pick(args.webhook_cert_dir.clone(), file.webhook_cert_dir.take());
-    let secret = pick(
-        args.webhook_cert_secret.clone(),
-        file.webhook_cert_secret.take(),
-    );
-    let configuration = pick(
-        args.webhook_configuration.clone(),
-        file.webhook_configuration.take(),
-    );
-    let hosts = if args.webhook_hosts.is_empty() {
-        file.webhook_hosts.take().unwrap_or_default()
-    } else {
-        args.webhook_hosts.clone()
-    };
-    let validity = pick(
-        args.webhook_cert_validity.clone(),
-        file.webhook_cert_validity.take(),
-    );
+/// The webhook's settings as given; `validity` only when a person gave it.
+struct Given<'a> {
+    dir: Option<&'a str>,
+    secret: Option<&'a str>,
+    configuration: Option<&'a str>,
+    hosts: &'a [String],
+    validity: Option<&'a str>,
+}
 
+pub(super) fn webhook_settings(given: &RunGiven) -> Result<Option<WebhookSettings>, ConfigError> {
+    let webhook = Given {
+        dir: given.webhook_cert_dir.as_deref(),
+        secret: given.webhook_cert_secret.as_deref(),
+        configuration: given.webhook_configuration.as_deref(),
+        hosts: &given.webhook_hosts,
+        validity: given
+            .set
+            .webhook_cert_validity
+            .then_some(given.webhook_cert_validity.as_str()),
+    };
+    let addr = given
+        .webhook_addr
+        .as_deref()
+        .filter(|a| !a.trim().is_empty());
     let Some(addr) = addr else {
-        let given: Vec<&str> = [
-            dir.as_ref().map(|_| "--webhook-cert-dir"),
-            secret.as_ref().map(|_| "--webhook-cert-secret"),
-            configuration.as_ref().map(|_| "--webhook-configuration"),
-            (!hosts.is_empty()).then_some("--webhook-host"),
-            validity.as_ref().map(|_| "--webhook-cert-validity"),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        if let Some(first) = given.first() {
+        let named = [
+            webhook.dir.map(|_| "--webhook-cert-dir"),
+            webhook.secret.map(|_| "--webhook-cert-secret"),
+            webhook.configuration.map(|_| "--webhook-configuration"),
+            (!webhook.hosts.is_empty()).then_some("--webhook-host"),
+            webhook.validity.map(|_| "--webhook-cert-validity"),
+        ];
+        if let Some(first) = named.into_iter().flatten().next() {
             return Err(invalid(
-                *first,
+                first,
                 "configures the admission webhook, which is off: set --webhook-addr too",
             ));
         }
         return Ok(None);
     };
-    let addr = parse_addr("--webhook-addr", &addr)?;
-
-    let certs = match (dir, secret) {
+    let addr = parse_addr("--webhook-addr", addr)?;
+    let certs = match (webhook.dir, webhook.secret) {
         (Some(_), Some(_)) => {
             return Err(invalid(
                 "--webhook-cert-dir and --webhook-cert-secret",
@@ -106,112 +96,88 @@ pub(super) fn webhook_settings(
                  --webhook-host",
             ));
         }
-        (Some(dir), None) => {
-            for (flag, given) in [
-                ("--webhook-configuration", configuration.is_some()),
-                ("--webhook-host", !hosts.is_empty()),
-                ("--webhook-cert-validity", validity.is_some()),
-            ] {
-                if given {
-                    return Err(invalid(
-                        flag,
-                        "only applies with --webhook-cert-secret (nodegate's own certificates)",
-                    ));
-                }
-            }
-            if dir.trim().is_empty() {
-                return Err(invalid("--webhook-cert-dir \"\"", "needs a directory"));
-            }
-            WebhookCerts::Dir(PathBuf::from(dir))
-        }
-        (None, Some(secret)) => {
-            let (ns, name) = secret.split_once('/').ok_or_else(|| {
-                invalid(
-                    format!("--webhook-cert-secret {secret:?}"),
-                    "must be NAMESPACE/NAME",
-                )
-            })?;
-            check_dns_label(ns).map_err(|m| {
-                invalid(
-                    format!("--webhook-cert-secret {secret:?}"),
-                    format!("namespace: {m}"),
-                )
-            })?;
-            check_dns_subdomain(name).map_err(|m| {
-                invalid(
-                    format!("--webhook-cert-secret {secret:?}"),
-                    format!("name: {m}"),
-                )
-            })?;
-            let configuration = configuration.ok_or_else(|| {
-                invalid(
-                    "--webhook-cert-secret",
-                    "needs --webhook-configuration NAME: the MutatingWebhookConfiguration \
-                     whose caBundle nodegate keeps current",
-                )
-            })?;
-            check_dns_subdomain(&configuration)
-                .map_err(|m| invalid(format!("--webhook-configuration {configuration:?}"), m))?;
-            if hosts.is_empty() {
-                return Err(invalid(
-                    "--webhook-cert-secret",
-                    "needs at least one --webhook-host (the Service's DNS name, or an IP)",
-                ));
-            }
-            for h in &hosts {
-                if h.parse::<IpAddr>().is_err() {
-                    check_dns_subdomain(h).map_err(|m| {
-                        invalid(
-                            format!("--webhook-host {h:?}"),
-                            format!("neither an IP address nor a DNS name: {m}"),
-                        )
-                    })?;
-                }
-            }
-            let validity = match validity {
-                Some(v) => {
-                    let d = parse_duration("--webhook-cert-validity", &v)?;
-                    if d < Duration::from_secs(60) {
-                        return Err(invalid(
-                            format!("--webhook-cert-validity {v:?}"),
-                            "must be at least 1m",
-                        ));
-                    }
-                    d
-                }
-                None => DEFAULT_CERT_VALIDITY,
-            };
-            WebhookCerts::Managed {
-                secret_namespace: ns.to_string(),
-                secret_name: name.to_string(),
-                configuration,
-                hosts,
-                validity,
-            }
-        }
+        (Some(dir), None) => cert_dir(dir, &webhook)?,
+        (None, Some(secret)) => managed_certs(secret, &webhook, &given.webhook_cert_validity)?,
     };
     Ok(Some(WebhookSettings { addr, certs }))
 }
 
-pub(super) fn net_settings(
-    args: &RunArgs,
-    file: &mut FileConfig,
-) -> Result<NetSettings, ConfigError> {
-    let window = match pick(args.new_node_window.clone(), file.new_node_window.take()) {
-        Some(s) => {
-            let d = parse_duration("--new-node-window", &s)?;
-            if d.is_zero() {
-                return Err(invalid(
-                    format!("--new-node-window {s:?}"),
-                    "must be more than 0",
-                ));
-            }
-            d
+/// `--webhook-cert-dir`: none of the managed certificates' settings.
+fn cert_dir(dir: &str, webhook: &Given) -> Result<WebhookCerts, ConfigError> {
+    for (flag, given) in [
+        ("--webhook-configuration", webhook.configuration.is_some()),
+        ("--webhook-host", !webhook.hosts.is_empty()),
+        ("--webhook-cert-validity", webhook.validity.is_some()),
+    ] {
+        if given {
+            return Err(invalid(
+                flag,
+                "only applies with --webhook-cert-secret (nodegate's own certificates)",
+            ));
         }
-        None => DEFAULT_NEW_NODE_WINDOW,
-    };
+    }
+    if dir.trim().is_empty() {
+        return Err(invalid("--webhook-cert-dir \"\"", "needs a directory"));
+    }
+    Ok(WebhookCerts::Dir(PathBuf::from(dir)))
+}
+
+/// `--webhook-cert-secret` with its configuration, hosts and validity.
+fn managed_certs(
+    secret: &str,
+    webhook: &Given,
+    validity: &str,
+) -> Result<WebhookCerts, ConfigError> {
+    let at = || format!("--webhook-cert-secret {secret:?}");
+    let (ns, name) = secret
+        .split_once('/')
+        .ok_or_else(|| invalid(at(), "must be NAMESPACE/NAME"))?;
+    check_dns_label(ns).map_err(|m| invalid(at(), format!("namespace: {m}")))?;
+    check_dns_subdomain(name).map_err(|m| invalid(at(), format!("name: {m}")))?;
+    let configuration = webhook.configuration.ok_or_else(|| {
+        invalid(
+            "--webhook-cert-secret",
+            "needs --webhook-configuration NAME: the MutatingWebhookConfiguration \
+             whose caBundle nodegate keeps current",
+        )
+    })?;
+    check_dns_subdomain(configuration)
+        .map_err(|m| invalid(format!("--webhook-configuration {configuration:?}"), m))?;
+    if webhook.hosts.is_empty() {
+        return Err(invalid(
+            "--webhook-cert-secret",
+            "needs at least one --webhook-host (the Service's DNS name, or an IP)",
+        ));
+    }
+    for h in webhook.hosts {
+        if h.parse::<IpAddr>().is_err() {
+            check_dns_subdomain(h).map_err(|m| {
+                invalid(
+                    format!("--webhook-host {h:?}"),
+                    format!("neither an IP address nor a DNS name: {m}"),
+                )
+            })?;
+        }
+    }
+    let validity_d = parse_duration("--webhook-cert-validity", validity)?;
+    if validity_d < Duration::from_secs(60) {
+        return Err(invalid(
+            format!("--webhook-cert-validity {validity:?}"),
+            "must be at least 1m",
+        ));
+    }
+    Ok(WebhookCerts::Managed {
+        secret_namespace: ns.to_string(),
+        secret_name: name.to_string(),
+        configuration: configuration.to_string(),
+        hosts: webhook.hosts.to_vec(),
+        validity: validity_d,
+    })
+}
+
+pub(super) fn net_settings(given: &RunGiven) -> Result<NetSettings, ConfigError> {
     Ok(NetSettings {
-        enabled: args.taint_new_nodes || file.taint_new_nodes.unwrap_or(false),
-        window,
+        enabled: given.taint_new_nodes,
+        window: positive_duration("--new-node-window", &given.new_node_window)?,
     })
 }

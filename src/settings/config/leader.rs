@@ -3,41 +3,21 @@
 
 use super::*;
 
-pub(super) fn leader_election(
-    args: &RunArgs,
-    file: &mut FileConfig,
-) -> Result<LeaderElection, ConfigError> {
-    let duration = |flag: &str, given: Option<String>, default: Duration| match given {
-        Some(s) => parse_duration(flag, &s),
-        None => Ok(default),
-    };
-    let lease_duration = duration(
-        "--lease-duration",
-        pick(args.lease_duration.clone(), file.lease_duration.take()),
-        DEFAULT_LEASE_DURATION,
-    )?;
-    let renew_deadline = duration(
-        "--renew-deadline",
-        pick(args.renew_deadline.clone(), file.renew_deadline.take()),
-        DEFAULT_RENEW_DEADLINE,
-    )?;
-    let retry_period = duration(
-        "--retry-period",
-        pick(args.retry_period.clone(), file.retry_period.take()),
-        DEFAULT_RETRY_PERIOD,
-    )?;
+pub(super) fn leader_election(given: &RunGiven) -> Result<LeaderElection, ConfigError> {
+    let lease_duration = parse_duration("--lease-duration", &given.lease_duration)?;
+    let renew_deadline = parse_duration("--renew-deadline", &given.renew_deadline)?;
+    let retry_period = parse_duration("--retry-period", &given.retry_period)?;
     check_lease_timings(lease_duration, renew_deadline, retry_period)?;
 
-    let lease_name = pick(args.lease_name.clone(), file.lease_name.take())
-        .unwrap_or_else(|| DEFAULT_LEASE_NAME.to_string());
+    let lease_name = given.lease_name.clone();
     check_dns_subdomain(&lease_name)
         .map_err(|m| invalid(format!("--lease-name {lease_name:?}"), m))?;
-    let lease_namespace = pick(args.lease_namespace.clone(), file.lease_namespace.take());
+    let lease_namespace = given.lease_namespace.clone();
     if let Some(ns) = &lease_namespace {
         check_dns_label(ns).map_err(|m| invalid(format!("--lease-namespace {ns:?}"), m))?;
     }
     Ok(LeaderElection {
-        enabled: args.leader_elect || file.leader_elect.unwrap_or(false),
+        enabled: given.leader_elect,
         lease_name,
         lease_namespace,
         lease_duration,

@@ -3,68 +3,67 @@
 //! know the re-gate taint and a re-gated node's deadline, and a config
 //! reload changes them live. Each error names the flag and the value.
 
-use std::time::Duration;
-
 use nodegate_core::budget::MaxUnavailable;
 use nodegate_core::placement::{EFFECT_NO_SCHEDULE, ManagedTaint};
-use nodegate_core::regate::{DEFAULT_REGATE_TAINT_KEY, RegateConfig};
+use nodegate_core::regate::RegateConfig;
 
 use super::values::parse_duration;
-use super::{ConfigError, FileConfig, invalid, pick};
-use crate::settings::cli::GateArgs;
+use super::{ConfigError, invalid};
+use crate::settings::table::GateGiven;
 
 /// `None` when `--regate-after` is 0 (the default): then no other
 /// `--regate-*` setting may be given, since it would silently do nothing.
 /// The re-gate taint must not be one of the startup taints.
 pub(super) fn regate_settings(
-    args: &GateArgs,
-    file: &mut FileConfig,
+    given: &GateGiven,
     startup: &[ManagedTaint],
 ) -> Result<Option<RegateConfig>, ConfigError> {
-    let after = pick(args.regate_after.clone(), file.regate_after.take());
-    let taint = pick(args.regate_taint.clone(), file.regate_taint.take());
-    let timeout = pick(args.regate_timeout.clone(), file.regate_timeout.take());
-    let budget = pick(
-        args.regate_max_unavailable.clone(),
-        file.regate_max_unavailable.take(),
-    );
-    let on_reboot = args.regate_on_reboot || file.regate_on_reboot.take().unwrap_or(false);
-
-    let after = match &after {
-        Some(s) => parse_duration("--regate-after", s)?,
-        None => Duration::ZERO,
-    };
+    let after = parse_duration("--regate-after", &given.regate_after)?;
     if after.is_zero() {
-        let given: Vec<&str> = [
-            taint.as_ref().map(|_| "--regate-taint"),
-            timeout.as_ref().map(|_| "--regate-timeout"),
-            budget.as_ref().map(|_| "--regate-max-unavailable"),
-            on_reboot.then_some("--regate-on-reboot"),
+        let set = &given.set;
+        let named: Vec<&str> = [
+            (set.regate_taint, "--regate-taint"),
+            (set.regate_timeout, "--regate-timeout"),
+            (set.regate_max_unavailable, "--regate-max-unavailable"),
+            (set.regate_on_reboot, "--regate-on-reboot"),
         ]
         .into_iter()
-        .flatten()
+        .filter_map(|(set, flag)| set.then_some(flag))
         .collect();
-        return match given.first() {
+        return match named.first() {
             None => Ok(None),
             Some(_) => Err(invalid(
-                given.join(", "),
+                named.join(", "),
                 "re-gating is off: set --regate-after (regateAfter) to a grace such as 2m to turn it on",
             )),
         };
     }
 
-    let taint = match taint {
-        None => ManagedTaint::new(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE),
-        Some(s) => {
-            let at = || format!("--regate-taint {s:?}");
-            let spelled = if s.contains(':') {
-                s.clone()
-            } else {
-                format!("{s}:{EFFECT_NO_SCHEDULE}")
-            };
-            ManagedTaint::parse(&spelled).map_err(|e| invalid(at(), e.problem))?
-        }
+    let taint = regate_taint(&given.regate_taint, startup)?;
+    let timeout =
+        Some(parse_duration("--regate-timeout", &given.regate_timeout)?).filter(|d| !d.is_zero());
+    let s = &given.regate_max_unavailable;
+    let max_unavailable: MaxUnavailable = s
+        .parse()
+        .map_err(|e| invalid(format!("--regate-max-unavailable {s:?}"), format!("{e}")))?;
+    Ok(Some(RegateConfig {
+        after,
+        taint,
+        timeout,
+        on_reboot: given.regate_on_reboot,
+        max_unavailable,
+    }))
+}
+
+/// `--regate-taint` (EFFECT defaults to NoSchedule), never a startup taint.
+fn regate_taint(s: &str, startup: &[ManagedTaint]) -> Result<ManagedTaint, ConfigError> {
+    let spelled = if s.contains(':') {
+        s.to_string()
+    } else {
+        format!("{s}:{EFFECT_NO_SCHEDULE}")
     };
+    let taint = ManagedTaint::parse(&spelled)
+        .map_err(|e| invalid(format!("--regate-taint {s:?}"), e.problem))?;
     if let Some(t) = startup.iter().find(|t| t.key == taint.key) {
         return Err(invalid(
             format!("--regate-taint {:?}", taint.to_taint().to_string()),
@@ -75,21 +74,5 @@ pub(super) fn regate_settings(
             ),
         ));
     }
-    let timeout = match timeout {
-        None => None,
-        Some(s) => Some(parse_duration("--regate-timeout", &s)?).filter(|d| !d.is_zero()),
-    };
-    let max_unavailable = match budget {
-        None => MaxUnavailable::default(),
-        Some(s) => s
-            .parse()
-            .map_err(|e| invalid(format!("--regate-max-unavailable {s:?}"), format!("{e}")))?,
-    };
-    Ok(Some(RegateConfig {
-        after,
-        taint,
-        timeout,
-        on_reboot,
-        max_unavailable,
-    }))
+    Ok(taint)
 }

@@ -34,7 +34,7 @@ fn defaults_match_the_documentation() {
         "nodegate.dev/initializing"
     );
     assert_eq!(s.gate.placement.managed_taints[0].effect, "NoSchedule");
-    assert_eq!(s.max_concurrent_patches, DEFAULT_MAX_CONCURRENT_PATCHES);
+    assert_eq!(s.max_concurrent_patches, 16);
     assert_eq!(s.kube_request_timeout, Duration::from_secs(10));
 }
 
@@ -270,7 +270,7 @@ fn run_and_status_turn_settings_into_the_gate_config_each_their_way() {
     let p = path.to_str().unwrap();
     let run = run_settings(&run_args(&["--config", p, "--exclude", "ns/a"])).unwrap();
     let cfg = GateConfig::from(&run);
-    assert_eq!(cfg.on_timeout, gate::OnTimeout::Keep);
+    assert_eq!(cfg.on_timeout, OnTimeout::Keep);
     assert!(!cfg.dry_run);
     assert_eq!(cfg.timeout, Some(Duration::from_secs(30)));
     assert_eq!(cfg.placement.excluded, run.gate.placement.excluded);
@@ -290,7 +290,7 @@ fn run_and_status_turn_settings_into_the_gate_config_each_their_way() {
             other => panic!("not status: {other:?}"),
         };
     let cfg = GateConfig::from(&status);
-    assert_eq!(cfg.on_timeout, gate::OnTimeout::Open);
+    assert_eq!(cfg.on_timeout, OnTimeout::Open);
     assert!(cfg.dry_run);
     assert_eq!(cfg.timeout, Some(Duration::from_secs(30)));
 }
@@ -336,4 +336,26 @@ fn otlp_endpoint_is_off_by_default_checked_and_taken_from_the_flag_or_the_file()
     ]))
     .unwrap();
     assert_eq!(s.otlp_endpoint.as_deref(), Some("https://flag:4318"));
+}
+
+/// The YAML parser's errors keep the position and quote the line, so the
+/// key and the value are named whatever the parser's own words.
+#[test]
+fn yaml_errors_name_the_position_the_key_and_the_value() {
+    for (text, wants) in [
+        ("kubeQps: lots\n", &["line 1", "kubeQps", "lots"][..]),
+        ("timeout: 1s\ntimeout: 2s\n", &["line 2", "timeout"]),
+        ("dryRun: yes\n", &["line 1", "dryRun", "yes"]),
+        ("exclude: notalist\n", &["line 1", "exclude", "notalist"]),
+        ("timeotu: 30s\n", &["line 1", "timeotu"]),
+    ] {
+        let e = FileConfig::parse(text, "c.yaml")
+            .expect_err(text)
+            .to_string();
+        assert!(e.starts_with("config file c.yaml: "), "{e}");
+        for w in wants {
+            assert!(e.contains(w), "{e:?} lacks {w:?}");
+        }
+        assert!(!e.contains('\n'), "one line: {e:?}");
+    }
 }

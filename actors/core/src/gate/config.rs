@@ -25,6 +25,41 @@ pub enum OnTimeout {
     Keep,
 }
 
+impl OnTimeout {
+    /// Every action, in the order the command line lists them.
+    pub const ALL: [OnTimeout; 2] = [OnTimeout::Open, OnTimeout::Keep];
+
+    /// The name `--on-timeout` and the config file's `onTimeout` take.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnTimeout::Open => "open",
+            OnTimeout::Keep => "keep",
+        }
+    }
+}
+
+impl std::fmt::Display for OnTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An action that is not `open` or `keep`, as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not an action: use open or keep")]
+pub struct UnknownOnTimeout(pub String);
+
+impl std::str::FromStr for OnTimeout {
+    type Err = UnknownOnTimeout;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        OnTimeout::ALL
+            .into_iter()
+            .find(|o| o.as_str() == s)
+            .ok_or_else(|| UnknownOnTimeout(s.to_string()))
+    }
+}
+
 /// The default `--timeout`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 

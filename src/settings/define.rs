@@ -1,0 +1,444 @@
+//! The machinery behind the settings table (`table.rs`): the `settings!`
+//! macro turns one entry per setting into everything a setting needs:
+//!
+//! - its command-line flag (a field of `GateFlags` or `RunFlags`, with its
+//!   help line, the default appended as `Default: X.`),
+//! - its config-file key (a field of [`FileConfig`](super::config::FileConfig),
+//!   whose unknown keys are refused),
+//! - its merged value, the flag over the file over the default (a field of
+//!   `GateGiven` or `RunGiven`), and whether a person gave it at all,
+//! - its reload class ([`Reload`]), which a reload reads to name the keys that
+//!   only a restart applies,
+//! - its row of the documentation's flag tables and its Helm value
+//!   ([`Setting`], checked by `tests/docs.rs`).
+//!
+//! A plain `macro_rules!` table rather than a crate: confique and
+//! clap-serde-derive layer a file under typed defaults but leave the clap
+//! flags (or their defaults) to be written a second time, twelf and
+//! ortho_config merge through serde values or figment (a flag's list would
+//! no longer replace the file's, and the error messages users script
+//! against would change), and none carries a reload class, a documentation
+//! row or a Helm value. The table needs nothing but clap and serde.
+
+use clap::builder::{Arg, ArgAction, ValueParser};
+
+/// How a setting takes effect when the config file is reloaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reload {
+    /// Applied at once with the rest of the gate configuration.
+    Live,
+    /// Read once at start: a changed value keeps its start value, and the
+    /// reload names it as needing a restart.
+    Restart,
+    /// A file that changes it is refused whole (`criticalPods`).
+    Refuse,
+}
+
+/// What one definition says about its setting: for `--help`, the
+/// documentation's tables and the Helm chart.
+#[derive(Debug, Clone)]
+pub struct Setting {
+    /// The long flag without `--`; `None` for a config-file-only key.
+    pub flag: Option<&'static str>,
+    /// The config file's key.
+    pub key: &'static str,
+    /// The help line as `--help` shows it.
+    pub help: String,
+    /// The default, as a person writes it; `None` when the setting has no
+    /// value by default (a switch, or something off until given).
+    pub default: Option<String>,
+    /// The "default" column of the documentation's flag table.
+    pub docs_default: String,
+    /// The value of deploy/helm/nodegate/values.yaml that sets it, as a
+    /// dotted path.
+    pub helm: Option<&'static str>,
+    pub reload: Reload,
+}
+
+/// A default as a person writes it on the command line.
+pub trait Shown {
+    fn shown(&self) -> String;
+}
+
+macro_rules! shown_by_display {
+    ($($t:ty),*) => {
+        $(impl Shown for $t {
+            fn shown(&self) -> String {
+                self.to_string()
+            }
+        })*
+    };
+}
+shown_by_display!(String, usize, u32, f64, nodegate_core::gate::OnTimeout);
+
+impl Shown for Vec<String> {
+    fn shown(&self) -> String {
+        self.join(", ")
+    }
+}
+
+impl Shown for super::cli::LogFormat {
+    fn shown(&self) -> String {
+        clap::ValueEnum::to_possible_value(self)
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default()
+    }
+}
+
+/// The help line of a flag, as clap's derive makes one from a doc comment:
+/// the lines joined, the default appended, the final period dropped.
+pub fn help(doc: &[&str], default: Option<&str>) -> String {
+    let mut text = doc
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if let Some(d) = default {
+        text.push_str(&format!(" Default: {d}."));
+    }
+    if text.ends_with('.') && !text.ends_with("..") {
+        text.pop();
+    }
+    text
+}
+
+/// The documentation's default column: the default in backticks, unless
+/// the definition words it itself.
+pub fn docs_default(words: Option<&str>, default: Option<&str>) -> String {
+    match (words, default) {
+        (Some(w), _) => w.to_string(),
+        (None, Some(d)) => format!("`{d}`"),
+        (None, None) => "none".to_string(),
+    }
+}
+
+/// How a flag takes its value.
+#[derive(Debug, Clone, Copy)]
+pub enum Takes {
+    /// `--flag VALUE`, once.
+    One,
+    /// `--flag`, no value.
+    Switch,
+    /// `--flag VALUE`, repeatable.
+    Many,
+}
+
+/// The clap argument of one flag.
+pub fn arg(
+    id: &'static str,
+    flag: &'static str,
+    value_name: Option<&'static str>,
+    help: String,
+    takes: Takes,
+    parser: ValueParser,
+) -> Arg {
+    let arg = Arg::new(id).long(flag).help(help).required(false);
+    let arg = match value_name {
+        Some(v) => arg.value_name(v),
+        None => arg,
+    };
+    match takes {
+        Takes::One => arg.action(ArgAction::Set).value_parser(parser),
+        Takes::Many => arg.action(ArgAction::Append).value_parser(parser),
+        Takes::Switch => arg.action(ArgAction::SetTrue),
+    }
+}
+
+/// Flags win over the file; a list given on the command line replaces the
+/// file's list rather than adding to it.
+pub fn pick_list(flag: &[String], file: Option<Vec<String>>) -> Option<Vec<String>> {
+    if flag.is_empty() {
+        file
+    } else {
+        Some(flag.to_vec())
+    }
+}
+
+/// Defines the settings: one group of flags shared by every command that
+/// reasons about placement (`gate`), one for `nodegate run` only (`run`),
+/// and the config file's keys that have no flag (`file_only`). See
+/// `table.rs` for the entries' shape.
+macro_rules! settings {
+    // --- the types of a setting, by kind -----------------------------------
+    (@flag_ty value ($ty:ty)) => { Option<$ty> };
+    (@flag_ty option ($ty:ty)) => { Option<$ty> };
+    (@flag_ty switch) => { bool };
+    (@flag_ty list) => { Vec<String> };
+    (@file_ty value ($ty:ty)) => { Option<$ty> };
+    (@file_ty option ($ty:ty)) => { Option<$ty> };
+    (@file_ty switch) => { Option<bool> };
+    (@file_ty list) => { Option<Vec<String>> };
+    (@given_ty value ($ty:ty)) => { $ty };
+    (@given_ty option ($ty:ty)) => { Option<$ty> };
+    (@given_ty switch) => { bool };
+    (@given_ty list) => { Vec<String> };
+
+    // --- how a flag takes its value, and its parser -------------------------
+    (@takes value) => { $crate::settings::define::Takes::One };
+    (@takes option) => { $crate::settings::define::Takes::One };
+    (@takes switch) => { $crate::settings::define::Takes::Switch };
+    (@takes list) => { $crate::settings::define::Takes::Many };
+    (@parser [$parser:expr] $($ty:ty)?) => { ::clap::builder::ValueParser::from($parser) };
+    (@parser [] $ty:ty) => { ::clap::value_parser!($ty).into() };
+    (@parser []) => { ::clap::builder::ValueParser::string() };
+
+    // --- reading a flag from clap's matches ---------------------------------
+    (@get value ($ty:ty), $m:ident, $id:expr) => { $m.get_one::<$ty>($id).cloned() };
+    (@get option ($ty:ty), $m:ident, $id:expr) => { $m.get_one::<$ty>($id).cloned() };
+    (@get switch, $m:ident, $id:expr) => { $m.get_flag($id) };
+    (@get list, $m:ident, $id:expr) => {
+        $m.get_many::<String>($id).map(|v| v.cloned().collect()).unwrap_or_default()
+    };
+
+    // --- the default, typed and shown ---------------------------------------
+    (@default value ($ty:ty) [$default:expr]) => { <$ty>::from($default) };
+    (@default value ($ty:ty) []) => { compile_error!("a `value` setting needs a `default:`") };
+    (@default list [$default:expr]) => {
+        $default.into_iter().map(String::from).collect::<Vec<String>>()
+    };
+    (@default list []) => { Vec::<String>::new() };
+    (@default option ($ty:ty) []) => { None::<$ty> };
+    (@default switch []) => { false };
+    (@default $kind:ident $(($ty:ty))? [$default:expr]) => {
+        compile_error!("only `value` and `list` settings have a `default:`")
+    };
+    (@shown value ($ty:ty) [$default:expr]) => {
+        Some($crate::settings::define::Shown::shown(&<$ty>::from($default)))
+    };
+    (@shown list [$default:expr]) => {
+        Some($crate::settings::define::Shown::shown(&settings!(@default list [$default])))
+    };
+    (@shown $kind:ident $(($ty:ty))? []) => { None::<String> };
+
+    // --- the flag over the file over the default ----------------------------
+    (@merge value $(($ty:ty))? [$($d:expr)?], $flag:expr, $file:expr) => {{
+        let v = $flag.clone().or($file.take());
+        let set = v.is_some();
+        (v.unwrap_or_else(|| settings!(@default value $(($ty))? [$($d)?])), set)
+    }};
+    (@merge option $(($ty:ty))? [], $flag:expr, $file:expr) => {{
+        let v = $flag.clone().or($file.take());
+        let set = v.is_some();
+        (v, set)
+    }};
+    (@merge switch [], $flag:expr, $file:expr) => {{
+        let v = $flag || $file.take().unwrap_or(false);
+        (v, v)
+    }};
+    (@merge list [$($d:expr)?], $flag:expr, $file:expr) => {{
+        let v = $crate::settings::define::pick_list(&$flag, $file.take());
+        let set = v.is_some();
+        (v.unwrap_or_else(|| settings!(@default list [$($d)?])), set)
+    }};
+
+    (@reload live) => { $crate::settings::define::Reload::Live };
+    (@reload restart) => { $crate::settings::define::Reload::Restart };
+    (@reload refuse) => { $crate::settings::define::Reload::Refuse };
+
+    // --- one group of flags --------------------------------------------------
+    (@group $flags:ident $given:ident $set:ident {
+        $(
+            $(#[doc = $doc:literal])*
+            $field:ident: $kind:ident $(($ty:ty))? {
+                flag: $flag:literal,
+                $(value: $vn:literal,)?
+                key: $key:literal,
+                $(default: $default:expr,)?
+                $(docs: $docs:literal,)?
+                $(parser: $parser:expr,)?
+                helm: $helm:literal,
+                reload: $reload:ident $(,)?
+            }
+        )*
+    }) => {
+        /// The flags of this group as given on the command line (`None`,
+        /// `false` or empty when not given).
+        #[derive(Debug, Clone, Default)]
+        pub struct $flags {
+            $(
+                $(#[doc = $doc])*
+                pub $field: settings!(@flag_ty $kind $(($ty))?),
+            )*
+        }
+
+        impl ::clap::Args for $flags {
+            fn augment_args(cmd: ::clap::Command) -> ::clap::Command {
+                cmd$(.arg($crate::settings::define::arg(
+                    stringify!($field),
+                    $flag,
+                    None$(.or(Some($vn)))?,
+                    $crate::settings::define::help(
+                        &[$($doc),*],
+                        settings!(@shown $kind $(($ty))? [$($default)?]).as_deref(),
+                    ),
+                    settings!(@takes $kind),
+                    settings!(@parser [$($parser)?] $($ty)?),
+                )))*
+            }
+
+            fn augment_args_for_update(cmd: ::clap::Command) -> ::clap::Command {
+                Self::augment_args(cmd)
+            }
+        }
+
+        impl ::clap::FromArgMatches for $flags {
+            fn from_arg_matches(m: &::clap::ArgMatches) -> Result<Self, ::clap::Error> {
+                Ok($flags {
+                    $($field: settings!(@get $kind $(($ty))?, m, stringify!($field)),)*
+                })
+            }
+
+            fn update_from_arg_matches(&mut self, m: &::clap::ArgMatches) -> Result<(), ::clap::Error> {
+                *self = Self::from_arg_matches(m)?;
+                Ok(())
+            }
+        }
+
+        /// Each setting of this group: the flag over the config file over
+        /// the default.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct $given {
+            $(pub $field: settings!(@given_ty $kind $(($ty))?),)*
+            /// Which settings a person gave, on the command line or in the
+            /// file.
+            pub set: $set,
+        }
+
+        /// Which settings of this group a person gave.
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub struct $set {
+            $(pub $field: bool,)*
+        }
+
+        impl $given {
+            /// Takes this group's keys out of `file` and puts `flags` over
+            /// them.
+            pub fn merge(flags: &$flags, file: &mut $crate::settings::config::FileConfig) -> $given {
+                let mut set = $set::default();
+                $(
+                    let $field = {
+                        let (v, given) = settings!(
+                            @merge $kind $(($ty))? [$($default)?], flags.$field, file.$field
+                        );
+                        set.$field = given;
+                        v
+                    };
+                )*
+                $given { $($field,)* set }
+            }
+
+            /// Every setting of this group at its default.
+            pub fn defaults() -> $given {
+                $given::merge(&$flags::default(), &mut $crate::settings::config::FileConfig::default())
+            }
+
+            /// The keys read once at start whose value differs in `new`.
+            pub fn restart_changes(&self, new: &$given) -> Vec<&'static str> {
+                let mut changed = Vec::new();
+                $(
+                    if settings!(@reload $reload) == $crate::settings::define::Reload::Restart
+                        && self.$field != new.$field
+                    {
+                        changed.push($key);
+                    }
+                )*
+                changed
+            }
+
+            /// What each definition of this group says.
+            pub fn definitions() -> Vec<$crate::settings::define::Setting> {
+                vec![$(
+                    {
+                        let default = settings!(@shown $kind $(($ty))? [$($default)?]);
+                        $crate::settings::define::Setting {
+                            flag: Some($flag),
+                            key: $key,
+                            help: $crate::settings::define::help(&[$($doc),*], default.as_deref()),
+                            docs_default: $crate::settings::define::docs_default(
+                                None$(.or(Some($docs)))?,
+                                default.as_deref(),
+                            ),
+                            default,
+                            helm: Some($helm),
+                            reload: settings!(@reload $reload),
+                        }
+                    },
+                )*]
+            }
+        }
+    };
+
+    // --- the whole table -----------------------------------------------------
+    (
+        gate $gflags:ident $ggiven:ident $gset:ident { $($gate:tt)* }
+        run $rflags:ident $rgiven:ident $rset:ident { $($run:tt)* }
+        file_only {
+            $(
+                $(#[doc = $fdoc:literal])*
+                $ffield:ident: $fty:ty => $fkey:literal {
+                    docs: $fdocs:literal,
+                    $(helm: $fhelm:literal,)?
+                    reload: $freload:ident $(,)?
+                }
+            )*
+        }
+    ) => {
+        settings!(@group $gflags $ggiven $gset { $($gate)* });
+        settings!(@group $rflags $rgiven $rset { $($run)* });
+        settings!(@file [$($gate)* $($run)*] {
+            $( $(#[doc = $fdoc])* $ffield: $fty => $fkey, )*
+        });
+
+        /// The config-file-only keys' definitions.
+        fn file_only_definitions() -> Vec<$crate::settings::define::Setting> {
+            vec![$(
+                $crate::settings::define::Setting {
+                    flag: None,
+                    key: $fkey,
+                    help: $crate::settings::define::help(&[$($fdoc),*], None),
+                    default: None,
+                    docs_default: $fdocs.to_string(),
+                    helm: None$(.or(Some($fhelm)))?,
+                    reload: settings!(@reload $freload),
+                },
+            )*]
+        }
+    };
+
+    // --- the config file: every group's keys and the file-only ones ---------
+    (@file [
+        $(
+            $(#[doc = $doc:literal])*
+            $field:ident: $kind:ident $(($ty:ty))? {
+                flag: $flag:literal,
+                $(value: $vn:literal,)?
+                key: $key:literal,
+                $(default: $default:expr,)?
+                $(docs: $docs:literal,)?
+                $(parser: $parser:expr,)?
+                helm: $helm:literal,
+                reload: $reload:ident $(,)?
+            }
+        )*
+    ] {
+        $( $(#[doc = $fdoc:literal])* $ffield:ident: $fty:ty => $fkey:literal, )*
+    }) => {
+        /// The config file. Keys mirror the flags, in camelCase; an unknown
+        /// key is an error so that a typo never silently falls back to a
+        /// default.
+        #[derive(Debug, Default, ::serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct FileConfig {
+            $(
+                #[serde(rename = $key)]
+                pub $field: settings!(@file_ty $kind $(($ty))?),
+            )*
+            $(
+                $(#[doc = $fdoc])*
+                #[serde(rename = $fkey)]
+                pub $ffield: Option<$fty>,
+            )*
+        }
+    };
+}

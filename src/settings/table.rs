@@ -1,0 +1,296 @@
+//! Every setting, defined once: its flag and value name, its config-file
+//! key, its type, its default, its help line, the documentation's default
+//! column (when not just the default), its Helm value and its reload class.
+//! `define.rs` turns this table into the flags, the config file, the merged
+//! values and the definitions the documentation is checked against; adding
+//! a setting is one entry here.
+//!
+//! An entry is `field: KIND { ... }`, KIND one of
+//! - `value(T)`: `--flag VALUE` or the key, else `default:` (written as a
+//!   person writes it, parsed like a value they gave; the defaults the core
+//!   keeps for itself are taken from the core's constants);
+//! - `option(T)`: `--flag VALUE` or the key, else nothing;
+//! - `switch`: `--flag`, or the key set to `true`; off by default;
+//! - `list`: `--flag VALUE`, repeatable, or the key's list; the flags
+//!   replace the file's list; else `default:` (a list) or empty.
+
+use nodegate_core::budget::MaxUnavailable;
+use nodegate_core::conditions::CriticalCondition;
+use nodegate_core::gate::{DEFAULT_TIMEOUT, OnTimeout};
+use nodegate_core::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
+use nodegate_core::readiness::CriticalPodEntry;
+use nodegate_core::regate::DEFAULT_REGATE_TAINT_KEY;
+
+use super::cli::LogFormat;
+use super::config::RawRule;
+use super::define::Setting;
+
+settings! {
+    gate GateFlags GateGiven GateSet {
+        /// A managed startup taint, KEY[:EFFECT] (EFFECT defaults to NoSchedule).
+        /// Repeatable.
+        taints: list {
+            flag: "taint", value: "KEY[:EFFECT]", key: "taints",
+            default: [format!("{DEFAULT_MANAGED_TAINT_KEY}:{EFFECT_NO_SCHEDULE}")],
+            helm: "config.taints", reload: live,
+        }
+        /// A taint some other agent lifts during start-up, ignored when deciding
+        /// which DaemonSets belong on a node: an exact key, or a key prefix ending
+        /// in '*'. Repeatable; adds to the built-in list.
+        transient_taints: list {
+            flag: "transient-taint", value: "KEY|PREFIX*", key: "transientTaints",
+            docs: "see below", helm: "config.transientTaints", reload: live,
+        }
+        /// Never wait for this DaemonSet. Repeatable.
+        excludes: list {
+            flag: "exclude", value: "NAMESPACE/NAME", key: "exclude",
+            helm: "config.exclude", reload: live,
+        }
+        /// Never wait for DaemonSets whose labels match this label selector
+        /// (kubectl syntax, e.g. 'team=observability,tier notin (debug)').
+        exclude_selector: option(String) {
+            flag: "exclude-selector", value: "SELECTOR", key: "excludeSelector",
+            helm: "config.excludeSelector", reload: live,
+        }
+        /// The nodes nodegate manages at all, a label selector (kubectl syntax):
+        /// nodes outside it are never gated or tainted. Default: every node.
+        node_selector: option(String) {
+            flag: "node-selector", value: "SELECTOR", key: "nodeSelector",
+            docs: "every node", helm: "config.managedNodeSelector", reload: live,
+        }
+        /// Re-gate an open node when a DaemonSet that belongs on it has had no
+        /// Ready pod for this long (the grace a rolling update needs); 0 turns
+        /// re-gating off.
+        regate_after: value(String) {
+            flag: "regate-after", value: "DURATION", key: "regateAfter",
+            default: "0", docs: "`0` (off)", helm: "config.regateAfter", reload: live,
+        }
+        /// The taint a re-gated node gets, KEY[:EFFECT]; never a startup taint.
+        regate_taint: value(String) {
+            flag: "regate-taint", value: "KEY[:EFFECT]", key: "regateTaint",
+            default: format!("{DEFAULT_REGATE_TAINT_KEY}:{EFFECT_NO_SCHEDULE}"),
+            helm: "config.regateTaint", reload: live,
+        }
+        /// A re-gated node's deadline, counted from its re-gating; 0 keeps it
+        /// closed until its DaemonSets are Ready.
+        regate_timeout: value(String) {
+            flag: "regate-timeout", value: "DURATION", key: "regateTimeout",
+            default: "0", docs: "`0` (none)", helm: "config.regateTimeout", reload: live,
+        }
+        /// Most managed nodes that may carry the re-gate taint at once, a count
+        /// or a percentage (rounded down, at least 1).
+        regate_max_unavailable: value(String) {
+            flag: "regate-max-unavailable", value: "N|P%", key: "regateMaxUnavailable",
+            default: MaxUnavailable::default().to_string(),
+            helm: "config.regateMaxUnavailable", reload: live,
+        }
+        /// Also re-gate an open node at once when its boot id
+        /// (status.nodeInfo.bootID) changes: it rebooted.
+        regate_on_reboot: switch {
+            flag: "regate-on-reboot", key: "regateOnReboot",
+            docs: "off", helm: "config.regateOnReboot", reload: live,
+        }
+    }
+    run RunFlags RunGiven RunSet {
+        /// How long a node may stay closed, counted from its creation (or from
+        /// nodegate.dev/gated-since); 0 means no deadline.
+        timeout: value(String) {
+            flag: "timeout", value: "DURATION", key: "timeout",
+            default: format!("{}s", DEFAULT_TIMEOUT.as_secs()),
+            helm: "config.timeout", reload: live,
+        }
+        /// What to do when the deadline passes.
+        on_timeout: value(OnTimeout) {
+            flag: "on-timeout", value: "ACTION", key: "onTimeout",
+            default: OnTimeout::default(), parser: super::cli::on_timeout_parser(),
+            helm: "config.onTimeout", reload: live,
+        }
+        /// Decide and record everything, write nothing to nodes.
+        dry_run: switch {
+            flag: "dry-run", key: "dryRun", docs: "off", helm: "config.dryRun", reload: restart,
+        }
+        /// Most untaint patches in flight at once.
+        max_concurrent_patches: value(usize) {
+            flag: "max-concurrent-patches", value: "N", key: "maxConcurrentPatches",
+            default: 16usize, helm: "config.maxConcurrentPatches", reload: restart,
+        }
+        /// Steady rate of nodegate's own API requests (patches, events, reads),
+        /// per second.
+        kube_qps: value(f64) {
+            flag: "kube-qps", value: "QPS", key: "kubeQps",
+            default: 50.0, helm: "config.kubeQps", reload: restart,
+        }
+        /// Burst above --kube-qps.
+        kube_burst: value(u32) {
+            flag: "kube-burst", value: "N", key: "kubeBurst",
+            default: 100u32, helm: "config.kubeBurst", reload: restart,
+        }
+        /// How long one of nodegate's own API requests (patch, re-read, Event)
+        /// may go unanswered before it is given up; a write given up may have
+        /// been applied.
+        kube_request_timeout: value(String) {
+            flag: "kube-request-timeout", value: "DURATION", key: "kubeRequestTimeout",
+            default: "10s", helm: "config.kubeRequestTimeout", reload: restart,
+        }
+        /// Log format.
+        log_format: value(LogFormat) {
+            flag: "log-format", value: "FORMAT", key: "logFormat",
+            default: LogFormat::Text, helm: "config.logFormat", reload: restart,
+        }
+        /// Log filter, a tracing directive such as 'info' or 'nodegate=debug'.
+        log_level: value(String) {
+            flag: "log-level", value: "FILTER", key: "logLevel",
+            default: "info", helm: "config.logLevel", reload: restart,
+        }
+        /// Run as one of several replicas: only the holder of a
+        /// coordination.k8s.io Lease writes; the others keep their watches and
+        /// gates warm to take over.
+        leader_elect: switch {
+            flag: "leader-elect", key: "leaderElect",
+            docs: "off", helm: "leaderElection.enabled", reload: restart,
+        }
+        /// Name of the leader-election Lease.
+        lease_name: value(String) {
+            flag: "lease-name", value: "NAME", key: "leaseName",
+            default: "nodegate", helm: "leaderElection.leaseName", reload: restart,
+        }
+        /// Namespace of the leader-election Lease. Default: $POD_NAMESPACE, else
+        /// the kubeconfig's namespace, else 'default'.
+        lease_namespace: option(String) {
+            flag: "lease-namespace", value: "NAMESPACE", key: "leaseNamespace",
+            docs: "`$POD_NAMESPACE`, else the kubeconfig's (or service account's) namespace, else `default`",
+            helm: "leaderElection.leaseNamespace", reload: restart,
+        }
+        /// How long a follower waits, after last seeing the lease renewed, before
+        /// taking it over; whole seconds.
+        lease_duration: value(String) {
+            flag: "lease-duration", value: "DURATION", key: "leaseDuration",
+            default: "15s", helm: "leaderElection.leaseDuration", reload: restart,
+        }
+        /// How long the leader keeps writing without a successful renewal; must
+        /// be shorter than --lease-duration.
+        renew_deadline: value(String) {
+            flag: "renew-deadline", value: "DURATION", key: "renewDeadline",
+            default: "10s", helm: "leaderElection.renewDeadline", reload: restart,
+        }
+        /// How often the leader renews and a follower tries to acquire; must be
+        /// shorter than --renew-deadline.
+        retry_period: value(String) {
+            flag: "retry-period", value: "DURATION", key: "retryPeriod",
+            default: "2s", helm: "leaderElection.retryPeriod", reload: restart,
+        }
+        /// Address of the HTTP server (/healthz, /readyz, /metrics); port 0
+        /// picks a free port.
+        http_addr: value(String) {
+            flag: "http-addr", value: "HOST:PORT", key: "httpAddr",
+            default: "0.0.0.0:8080", helm: "http.bindAddress", reload: restart,
+        }
+        /// Address of the debug listener (/debug/nodes, /debug/nodes/NAME: node
+        /// labels, taints, pod names), kept apart from --http-addr; empty turns
+        /// it off.
+        debug_addr: value(String) {
+            flag: "debug-addr", value: "HOST:PORT", key: "debugAddr",
+            default: "127.0.0.1:8081", helm: "http.debugAddr", reload: restart,
+        }
+        /// How many recently finished gates /debug/nodes/NAME still shows.
+        debug_history: value(usize) {
+            flag: "debug-history", value: "N", key: "debugHistory",
+            default: 100usize, helm: "http.debugHistory", reload: restart,
+        }
+        /// Send each gate as an OpenTelemetry trace to this OTLP/HTTP collector,
+        /// a base URL (spans go to URL/v1/traces), e.g.
+        /// http://otel-collector:4318. Default: off, unless
+        /// OTEL_EXPORTER_OTLP_ENDPOINT is set.
+        otlp_endpoint: option(String) {
+            flag: "otlp-endpoint", value: "URL", key: "otlpEndpoint",
+            docs: "off", helm: "tracing.otlpEndpoint", reload: restart,
+        }
+        /// Serve the mutating admission webhook that adds the startup taint at
+        /// Node CREATE, over HTTPS on this address (path /mutate-node). Every
+        /// replica serves it, followers too. Default: off.
+        webhook_addr: option(String) {
+            flag: "webhook-addr", value: "HOST:PORT", key: "webhookAddr",
+            docs: "off", helm: "webhook.enabled", reload: restart,
+        }
+        /// The webhook's serving certificate from a directory holding tls.crt
+        /// and tls.key (e.g. a cert-manager Secret mounted there), re-read when
+        /// the files change.
+        webhook_cert_dir: option(String) {
+            flag: "webhook-cert-dir", value: "DIR", key: "webhookCertDir",
+            helm: "webhook.certManager.enabled", reload: restart,
+        }
+        /// Let nodegate manage the webhook's certificate: a CA and a serving
+        /// certificate kept in this Secret (created if absent, shared by every
+        /// replica, rotated before it expires). Needs --webhook-configuration and
+        /// --webhook-host.
+        webhook_cert_secret: option(String) {
+            flag: "webhook-cert-secret", value: "NAMESPACE/NAME", key: "webhookCertSecret",
+            helm: "webhook.certManager.enabled", reload: restart,
+        }
+        /// The MutatingWebhookConfiguration whose webhooks' caBundle nodegate
+        /// keeps set to its CA (with --webhook-cert-secret).
+        webhook_configuration: option(String) {
+            flag: "webhook-configuration", value: "NAME", key: "webhookConfiguration",
+            helm: "webhook.certManager.enabled", reload: restart,
+        }
+        /// A DNS name or IP address the serving certificate is valid for (with
+        /// --webhook-cert-secret), e.g. the Service's
+        /// nodegate-webhook.nodegate.svc. Repeatable.
+        webhook_hosts: list {
+            flag: "webhook-host", value: "HOST", key: "webhookHosts",
+            helm: "webhook.extraHosts", reload: restart,
+        }
+        /// How long a certificate nodegate issues is valid (with
+        /// --webhook-cert-secret); it is renewed when a third of that remains.
+        webhook_cert_validity: value(String) {
+            flag: "webhook-cert-validity", value: "DURATION", key: "webhookCertValidity",
+            default: "365d", helm: "webhook.certValidity", reload: restart,
+        }
+        /// The late-taint net: put the startup taint on a new node seen without
+        /// one (created less than --new-node-window ago, no workload pod bound
+        /// to it yet), for the nodes the webhook missed.
+        taint_new_nodes: switch {
+            flag: "taint-new-nodes", key: "taintNewNodes",
+            docs: "off (on in the manifests)", helm: "config.taintNewNodes", reload: restart,
+        }
+        /// How new a node must be for --taint-new-nodes to taint it, counted
+        /// from its creation.
+        new_node_window: value(String) {
+            flag: "new-node-window", value: "DURATION", key: "newNodeWindow",
+            default: "2m", helm: "config.newNodeWindow", reload: restart,
+        }
+    }
+    file_only {
+        /// Decide and journal, write nothing (semantics.md §6.6).
+        suspend: bool => "suspend" { docs: "off", reload: live }
+        /// Pods other than DaemonSet pods that must be Ready on a gated node.
+        critical_pods: Vec<CriticalPodEntry> => "criticalPods" {
+            docs: "none", helm: "config.criticalPods", reload: refuse,
+        }
+        /// Node conditions waited for like members (semantics.md §6.5).
+        critical_conditions: Vec<CriticalCondition> => "criticalConditions" {
+            docs: "none", reload: live,
+        }
+        /// Rules that put a taint on nodes matching conditions (semantics.md §6.5).
+        condition_taints: Vec<RawRule> => "conditionTaints" {
+            docs: "none", reload: live,
+        }
+    }
+}
+
+/// Every setting's definition: the flags of every command that reasons
+/// about placement, then `nodegate run`'s, then the config file's own keys.
+pub fn definitions() -> Vec<Setting> {
+    let mut all = GateGiven::definitions();
+    all.extend(RunGiven::definitions());
+    all.extend(file_only_definitions());
+    all
+}
+
+/// The definition of the setting whose config-file key is `key`.
+pub fn definition(key: &str) -> Option<Setting> {
+    definitions().into_iter().find(|s| s.key == key)
+}
+
+#[cfg(test)]
+mod tests;
