@@ -16,7 +16,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use nodegate::cluster::executor::{KubeExecutor, SystemClock};
 use nodegate::cluster::leader::Leadership;
 use nodegate::cluster::server_time::ServerTime;
@@ -104,7 +103,6 @@ fn main() {
                 50.0,
                 100,
                 Duration::from_secs(10),
-                Arc::new(DashMap::new()),
                 "regate-memory".into(),
             ),
             metrics: Arc::new(Metrics::new(Arc::clone(&leadership))),

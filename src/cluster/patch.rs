@@ -137,10 +137,10 @@ fn build(ops: Vec<Value>) -> json_patch::Patch {
         .unwrap_or_else(|e| panic!("a taint patch is malformed: {e}"))
 }
 
-/// The untaint patch. `annotations_present` says whether the node as last
+/// The untaint patch. `p.annotations_present` says whether the node as last
 /// seen had a `metadata.annotations` map: JSON patch cannot add a key to a map
 /// that does not exist, and must not replace one that does.
-pub fn untaint(p: &UntaintPatch, annotations_present: bool) -> json_patch::Patch {
+pub fn untaint(p: &UntaintPatch) -> json_patch::Patch {
     let mut ops = vec![
         json!({"op": "test", "path": "/metadata/resourceVersion", "value": p.resource_version}),
     ];
@@ -166,7 +166,7 @@ pub fn untaint(p: &UntaintPatch, annotations_present: bool) -> json_patch::Patch
         ops.push(json!({"op": "remove", "path": path}));
     }
     let opened_at = rfc3339(p.opened_at);
-    if annotations_present {
+    if p.annotations_present {
         for (k, v) in [
             (OPENED_AT, opened_at.as_str()),
             (OPENED_BY, p.opened_by.as_str()),
@@ -204,7 +204,7 @@ mod tests {
     use nodegate_core::gate::{IndexedTaint, OpenedBy};
     use nodegate_core::model::Taint;
 
-    fn patch(indexes: &[usize]) -> UntaintPatch {
+    fn patch(indexes: &[usize], annotations_present: bool) -> UntaintPatch {
         UntaintPatch {
             node: "n1".into(),
             resource_version: "77".into(),
@@ -217,12 +217,13 @@ mod tests {
                 .collect(),
             opened_by: OpenedBy::Ready,
             opened_at: "2026-11-21T10:00:00.123456Z".parse().unwrap(),
+            annotations_present,
         }
     }
 
     #[test]
     fn untaint_tests_version_then_removes_taints_from_the_highest_index() {
-        let ops = serde_json::to_value(untaint(&patch(&[1, 3]), true)).unwrap();
+        let ops = serde_json::to_value(untaint(&patch(&[1, 3], true))).unwrap();
         let expected = json!([
             {"op": "test", "path": "/metadata/resourceVersion", "value": "77"},
             {"op": "test", "path": "/spec/taints/3/key", "value": "k3"},
@@ -239,7 +240,7 @@ mod tests {
 
     #[test]
     fn untaint_creates_the_annotation_map_only_when_the_node_has_none() {
-        let ops = serde_json::to_value(untaint(&patch(&[0]), false)).unwrap();
+        let ops = serde_json::to_value(untaint(&patch(&[0], false))).unwrap();
         let last = &ops[4];
         assert_eq!(last["path"], "/metadata/annotations");
         assert_eq!(last["value"][OPENED_BY], "ready");
@@ -247,9 +248,9 @@ mod tests {
 
     #[test]
     fn taint_values_are_part_of_the_test() {
-        let mut p = patch(&[0]);
+        let mut p = patch(&[0], true);
         p.taints[0].taint.value = "v".into();
-        let ops = serde_json::to_value(untaint(&p, true)).unwrap();
+        let ops = serde_json::to_value(untaint(&p)).unwrap();
         assert_eq!(
             ops[3],
             json!({"op": "test", "path": "/spec/taints/0/value", "value": "v"})

@@ -35,7 +35,6 @@ use crate::cluster::lean::Lean;
 use crate::cluster::project;
 use crate::cluster::relist::{Listing, Op, Order};
 use crate::cluster::server_time::{self, ServerTime};
-use crate::cluster::writer::AnnotationPresence;
 
 /// The DaemonSet controller puts this label on every pod it creates; filtering
 /// on it server-side keeps every other pod in the cluster off the wire.
@@ -105,7 +104,6 @@ type Id = (String, String);
 
 struct NodeSink {
     router: Arc<Router>,
-    annotations: AnnotationPresence,
 }
 
 impl Sink<Lean<Node>> for NodeSink {
@@ -121,12 +119,9 @@ impl Sink<Lean<Node>> for NodeSink {
         Some(((info.name.clone(), String::new()), info))
     }
     fn upsert(&mut self, info: Self::Item) {
-        self.annotations
-            .insert(info.name.clone(), info.annotations_present);
         self.router.node_upserted(info);
     }
     fn delete(&mut self, id: &Id) {
-        self.annotations.remove(&id.0);
         self.router.node_deleted(&id.0);
     }
 }
@@ -333,7 +328,6 @@ pub fn watch_count(critical: &[CriticalPodEntry]) -> usize {
 pub async fn start(
     client: Client,
     router: Arc<Router>,
-    annotations: AnnotationPresence,
     critical: &[CriticalPodEntry],
     stats: Arc<WatchStats>,
     server_time: Arc<ServerTime>,
@@ -358,7 +352,6 @@ pub async fn start(
         watcher::Config::default(),
         NodeSink {
             router: Arc::clone(&router),
-            annotations,
         },
         reports.clone(),
         |n: &Lean<Node>| delete_id(n, true),

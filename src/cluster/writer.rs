@@ -20,7 +20,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -122,17 +121,12 @@ impl RateLimiter {
     }
 }
 
-/// Whether the last seen version of each node had an annotations map; the
-/// untaint patch must know (see `patch::untaint`). Kept by the node watcher.
-pub type AnnotationPresence = Arc<DashMap<String, bool>>;
-
 pub struct Writer {
     client: Client,
     patches: Semaphore,
     limiter: RateLimiter,
     /// `--kube-request-timeout`: the longest one request may go unanswered.
     request_timeout: Duration,
-    annotations: AnnotationPresence,
     /// `reportingInstance` of Events: this replica's identity.
     instance: String,
     /// Where each node write's wait and request times go, if anywhere.
@@ -146,7 +140,6 @@ impl Writer {
         qps: f64,
         burst: u32,
         request_timeout: Duration,
-        annotations: AnnotationPresence,
         instance: String,
     ) -> Self {
         Writer {
@@ -154,7 +147,6 @@ impl Writer {
             patches: Semaphore::new(max_concurrent_patches),
             limiter: RateLimiter::new(qps, burst),
             request_timeout,
-            annotations,
             instance,
             timings: None,
         }
@@ -231,8 +223,7 @@ impl Writer {
         p: &UntaintPatch,
         may_write: impl Fn() -> bool,
     ) -> PatchOutcome {
-        let present = self.annotations.get(&p.node).map(|v| *v).unwrap_or(true);
-        let body = patch::untaint(p, present);
+        let body = patch::untaint(p);
         self.patch_node(
             NodeWrite::Untaint,
             &p.node,
@@ -290,11 +281,7 @@ impl Writer {
         let nodes = self.nodes();
         let request = nodes.get_opt(name);
         match tokio::time::timeout(self.request_timeout, request).await {
-            Ok(Ok(Some(n))) => {
-                self.annotations
-                    .insert(name.to_string(), n.metadata.annotations.is_some());
-                Ok(project::node(&n).0)
-            }
+            Ok(Ok(Some(n))) => Ok(project::node(&n).0),
             Ok(Ok(None)) => Ok(None),
             Ok(Err(e)) => Err(format!("reading node {name}: {e}")),
             Err(_) => Err(format!("reading node {name}: {}", self.no_answer())),
@@ -418,7 +405,6 @@ mod tests {
             1000.0,
             1000,
             Duration::from_secs(10),
-            Arc::new(DashMap::new()),
             "test".into(),
         )
     }
@@ -433,6 +419,7 @@ mod tests {
             }],
             opened_by: OpenedBy::Ready,
             opened_at: jiff::Timestamp::UNIX_EPOCH,
+            annotations_present: true,
         }
     }
 

@@ -9,7 +9,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use jiff::Timestamp;
 use nodegate_actors::live::LiveConfig;
 use nodegate_actors::node_actor::GateContext;
@@ -172,14 +171,12 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         None => None,
     };
 
-    let annotations = Arc::new(DashMap::new());
     let writer = Writer::new(
         client.clone(),
         settings.max_concurrent_patches,
         settings.kube_qps,
         settings.kube_burst,
         settings.kube_request_timeout,
-        Arc::clone(&annotations),
         instance_name(),
     )
     .with_timings(Arc::clone(&metrics.writes));
@@ -272,7 +269,6 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     let mut synced = watch::start(
         client,
         Arc::clone(&router),
-        annotations,
         &settings.gate.critical,
         stats,
         server_time,

@@ -25,6 +25,7 @@ fn untaint_patch(taints: usize) -> UntaintPatch {
             .collect(),
         opened_by: OpenedBy::Ready,
         opened_at: jiff::Timestamp::now(),
+        annotations_present: true,
     }
 }
 
@@ -33,7 +34,7 @@ fn untaint_patch(taints: usize) -> UntaintPatch {
 fn untaint_patch_to_bytes(bencher: Bencher, taints: usize) {
     let p = untaint_patch(taints);
     bencher.bench(|| {
-        let body = patch::untaint(black_box(&p), true);
+        let body = patch::untaint(black_box(&p));
         black_box(serde_json::to_vec(&body))
     });
 }

@@ -31,6 +31,10 @@ pub struct UntaintPatch {
     pub opened_by: OpenedBy,
     /// Already at the annotation's precision ([`annotation_time`]).
     pub opened_at: Timestamp,
+    /// Whether the node, as the gate last saw it, has a
+    /// `metadata.annotations` map: a JSON patch cannot add a key to a map
+    /// that does not exist, and must not replace one that does.
+    pub annotations_present: bool,
 }
 
 /// Set `nodegate.dev/timed-out` on the node (`--on-timeout=keep`).

@@ -107,6 +107,7 @@ fn write_effects(state: &GateState, node: &NodeInfo, ev: &Event) -> Vec<Effect> 
                 taints,
                 opened_by: *opened_by,
                 opened_at: annotation_time(*at),
+                annotations_present: node.annotations_present,
             })]
         }
         Event::MarkSent { .. } => match &state.timed_out {
