@@ -2,7 +2,9 @@
 //! watchers, router, supervisor and executor together, then waits for
 //! SIGTERM / SIGINT and shuts down in order (lease released first). The
 //! config file is reloaded without a restart by [`reload`].
-//! Wiring only: no behaviour of its own. What fails before the watches start
+//! Wiring only, in named phases (`Shared::new`, `observe`, `serve`,
+//! `start_writers`, `start_elector`, `watch_until_synced`) and one shutdown
+//! order (`Running::stop`). What fails before the watches start
 //! (credentials, the HTTP port, the supervisor) is returned as a
 //! [`crate::Error`] for `main` to log and exit on.
 
@@ -17,7 +19,9 @@ use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
 use nodegate_core::gate::{Event, GateConfig, GateState};
 use nodegate_core::journal::{self, Journal};
+use ractor::ActorRef;
 use tokio::sync::watch as signal;
+use tokio::task::JoinHandle;
 
 use crate::cluster::client::client;
 use crate::cluster::executor::{KubeExecutor, SystemClock};
@@ -30,6 +34,7 @@ use crate::serve::health::ProcessHealth;
 use crate::serve::history::History;
 use crate::serve::http::{self, AppState, DebugState};
 use crate::serve::metrics::Metrics;
+use crate::serve::webhook::Webhook;
 use crate::settings::cli::RunArgs;
 use crate::settings::config::RunSettings;
 use crate::trace::{self, TraceSink};
@@ -85,196 +90,287 @@ pub fn lease_namespace(
         .to_string()
 }
 
+/// What every part of a running controller shares, built before anything
+/// starts.
+struct Shared {
+    client: kube::Client,
+    /// The gate configuration in force: read by the router, every gate, the
+    /// deciders and the webhook; replaced whole by a config reload.
+    live: Arc<LiveConfig>,
+    router: Arc<Router>,
+    leadership: Arc<Leadership>,
+    metrics: Arc<Metrics>,
+    history: Arc<History>,
+    health: Arc<ProcessHealth>,
+    /// Evidence of the API server's clock, gathered by the watches, the
+    /// election and a probe, read by every gate's deadline and every decider.
+    server_time: Arc<ServerTime>,
+    stats: Arc<WatchStats>,
+    stop: signal::Receiver<bool>,
+}
+
+/// Every task `run` started, stopped in the one order [`Running::stop`]
+/// writes down.
+struct Running {
+    elector: Option<JoinHandle<()>>,
+    supervisor: ActorRef<supervisor::SupervisorMsg>,
+    supervisor_task: JoinHandle<()>,
+    http: JoinHandle<()>,
+    debug: Option<JoinHandle<()>>,
+    reload: JoinHandle<()>,
+    deciders: Vec<deciders::Task>,
+    webhook: Option<Webhook>,
+    traces: Option<JoinHandle<()>>,
+}
+
 /// `args` are kept to re-read the config file under the same flags.
 pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     // The OTEL_* variables are checked before anything else starts.
     let trace_config =
         trace::config::from_settings(settings.otlp_endpoint.as_deref(), &instance_name())?;
-    let client = client().await?;
-    // The gate configuration in force: read by the router, every gate and
-    // the entrances; replaced whole by a config reload.
-    let live = Arc::new(LiveConfig::new(Arc::new(GateConfig::from(&settings))));
-    let router = Arc::new(Router::with_live(Arc::clone(&live)));
-    let election = &settings.leader_election;
-    let leadership = Arc::new(if election.enabled {
-        Leadership::follower()
-    } else {
-        Leadership::always()
-    });
-    let metrics = Arc::new(Metrics::new(Arc::clone(&leadership)));
-    let history = Arc::new(History::new(settings.debug_history));
-    // Evidence of the API server's clock, gathered by the watches, the
-    // election and a probe, read by every gate's deadline and every decider.
-    let server_time = Arc::new(ServerTime::new());
-    let (shutdown, shutdown_rx) = signal::channel(false);
-    // Each opened gate as a trace, when a collector is named.
-    let (traces, trace_task) = match trace_config {
+    let (shutdown, stop) = signal::channel(false);
+    let shared = Shared::new(&settings, args.gate.config.as_deref(), stop).await?;
+    let traces = observe(&shared, trace_config);
+    // The HTTP server comes first, so that probes answer (and say "not
+    // ready") while the initial lists load.
+    let (http, webhook, debug) = serve(&shared, &settings).await?;
+    let (supervisor, supervisor_task, deciders) = start_writers(&shared, &settings).await?;
+    let elector = start_elector(&shared, &settings);
+    log_start(&settings);
+    let reload = reload::spawn(
+        reload::Reloader {
+            args: args.clone(),
+            started: settings.clone(),
+            router: Arc::clone(&shared.router),
+            metrics: Arc::clone(&shared.metrics),
+            health: Arc::clone(&shared.health),
+        },
+        args.gate.config.clone(),
+        shared.stop.clone(),
+    );
+    let running = Running {
+        elector,
+        supervisor,
+        supervisor_task,
+        http,
+        debug,
+        reload,
+        deciders,
+        webhook,
+        traces,
+    };
+    if watch_until_synced(&shared, &settings).await {
+        shutdown_signal().await;
+    }
+    tracing::info!("shutting down");
+    let _ = shutdown.send(true);
+    running.stop(&settings).await;
+    Ok(())
+}
+
+impl Shared {
+    async fn new(
+        settings: &RunSettings,
+        config_file: Option<&std::path::Path>,
+        stop: signal::Receiver<bool>,
+    ) -> Result<Self> {
+        let client = client().await?;
+        let live = Arc::new(LiveConfig::new(Arc::new(GateConfig::from(settings))));
+        let leadership = Arc::new(if settings.leader_election.enabled {
+            Leadership::follower()
+        } else {
+            Leadership::always()
+        });
+        let metrics = Arc::new(Metrics::new(Arc::clone(&leadership)));
+        let health = Arc::new(ProcessHealth::default());
+        health.config_started(
+            config_file.map(|p| p.display().to_string()),
+            Timestamp::now(),
+        );
+        metrics.config.started(Timestamp::now().as_second());
+        Ok(Shared {
+            client,
+            router: Arc::new(Router::with_live(Arc::clone(&live))),
+            live,
+            leadership,
+            metrics,
+            history: Arc::new(History::new(settings.debug_history)),
+            health,
+            server_time: Arc::new(ServerTime::new()),
+            stats: Arc::new(WatchStats::default()),
+            stop,
+        })
+    }
+}
+
+/// The metrics, the debug history and (when a collector is named) the
+/// trace export watch the router and the gates; the export's task.
+fn observe(
+    shared: &Shared,
+    trace_config: Option<trace::config::TraceConfig>,
+) -> Option<JoinHandle<()>> {
+    let (traces, task) = match trace_config {
         Some(config) => {
             tracing::info!(url = %config.url, "exporting each gate as an OpenTelemetry trace");
             let (sink, task) =
-                trace::export::start(config, metrics.traces.clone(), shutdown_rx.clone());
+                trace::export::start(config, shared.metrics.traces.clone(), shared.stop.clone());
             (Some(sink), Some(task))
         }
         None => (None, None),
     };
-    router.set_observer(Arc::new(Observers {
-        metrics: Arc::clone(&metrics),
-        history: Arc::clone(&history),
+    shared.router.set_observer(Arc::new(Observers {
+        metrics: Arc::clone(&shared.metrics),
+        history: Arc::clone(&shared.history),
         traces,
     }));
-    let health = Arc::new(ProcessHealth::default());
-    let config_file = args.gate.config.clone();
-    health.config_started(
-        config_file.as_ref().map(|p| p.display().to_string()),
-        Timestamp::now(),
-    );
-    metrics.config.started(Timestamp::now().as_second());
-    let stats = Arc::new(WatchStats::default());
+    task
+}
 
-    // The HTTP server comes first, so that probes answer (and say "not
-    // ready") while the initial lists load.
-    let (_, http_task) = http::serve(
-        settings.http_addr,
-        AppState {
-            router: Arc::clone(&router),
-            metrics: Arc::clone(&metrics),
-            watch_stats: Arc::clone(&stats),
-            health: Arc::clone(&health),
-        },
-        shutdown_rx.clone(),
-    )
-    .await?;
-    // The admission webhook answers from here on, leader or not.
+/// The HTTP server (probes, metrics), the admission webhook (every replica,
+/// leader or not) and the debug listener.
+async fn serve(
+    shared: &Shared,
+    settings: &RunSettings,
+) -> Result<(JoinHandle<()>, Option<Webhook>, Option<JoinHandle<()>>)> {
+    let state = AppState {
+        router: Arc::clone(&shared.router),
+        metrics: Arc::clone(&shared.metrics),
+        watch_stats: Arc::clone(&shared.stats),
+        health: Arc::clone(&shared.health),
+    };
+    let (_, http) = http::serve(settings.http_addr, state, shared.stop.clone()).await?;
     let webhook = match &settings.webhook {
         Some(w) => Some(
             crate::serve::webhook::start(
                 w,
-                &client,
-                Arc::clone(&live),
-                Arc::clone(&metrics),
-                shutdown_rx.clone(),
+                &shared.client,
+                Arc::clone(&shared.live),
+                Arc::clone(&shared.metrics),
+                shared.stop.clone(),
             )
             .await?,
         ),
         None => None,
     };
-    let debug_task = match settings.debug_addr {
-        Some(addr) => Some(
-            http::serve_debug(
-                addr,
-                DebugState::new(Arc::clone(&router), history),
-                shutdown_rx.clone(),
-            )
-            .await?
-            .1,
-        ),
+    let debug = match settings.debug_addr {
+        Some(addr) => {
+            let state = DebugState::new(Arc::clone(&shared.router), Arc::clone(&shared.history));
+            Some(http::serve_debug(addr, state, shared.stop.clone()).await?.1)
+        }
         None => None,
     };
+    Ok((http, webhook, debug))
+}
 
+/// The one node writer (the executor over the writer), the deciders on the
+/// router's change feed, and the supervisor of the gates.
+async fn start_writers(
+    shared: &Shared,
+    settings: &RunSettings,
+) -> Result<(
+    ActorRef<supervisor::SupervisorMsg>,
+    JoinHandle<()>,
+    Vec<deciders::Task>,
+)> {
     let writer = Writer::new(
-        client.clone(),
+        shared.client.clone(),
         settings.max_concurrent_patches,
         settings.kube_qps,
         settings.kube_burst,
         settings.kube_request_timeout,
         instance_name(),
     )
-    .with_timings(Arc::clone(&metrics.writes));
+    .with_timings(Arc::clone(&shared.metrics.writes));
     let executor = Arc::new(KubeExecutor {
         writer,
-        leader: Arc::clone(&leadership),
-        metrics: Arc::clone(&metrics),
+        leader: Arc::clone(&shared.leadership),
+        metrics: Arc::clone(&shared.metrics),
     });
     let clock = Arc::new(SystemClock {
-        server_time: Arc::clone(&server_time),
+        server_time: Arc::clone(&shared.server_time),
     });
-    // The deciders beside the gates, each on the router's change feed,
-    // writing through the same executor (slots, rate, leadership).
-    let decider_tasks = deciders::start(
-        &settings,
-        &router,
+    let deciders = deciders::start(
+        settings,
+        &shared.router,
         &executor,
         &clock,
-        &metrics,
-        &shutdown_rx,
+        &shared.metrics,
+        &shared.stop,
     );
     let ctx = Arc::new(GateContext {
-        router: Arc::clone(&router),
+        router: Arc::clone(&shared.router),
         executor,
         clock,
         journal_capacity: journal::DEFAULT_CAPACITY,
     });
-    let (supervisor, supervisor_done) = supervisor::start(ctx).await.map_err(Error::Supervisor)?;
-    let supervisor_task = {
-        let health = Arc::clone(&health);
-        tokio::spawn(async move {
-            let _ = supervisor_done.await;
-            health.supervisor_stopped();
-        })
-    };
+    let (supervisor, done) = supervisor::start(ctx).await.map_err(Error::Supervisor)?;
+    let health = Arc::clone(&shared.health);
+    let task = tokio::spawn(async move {
+        let _ = done.await;
+        health.supervisor_stopped();
+    });
+    Ok((supervisor, task, deciders))
+}
 
-    let elector_task = if election.enabled {
-        let namespace = lease_namespace(
-            election.lease_namespace.as_deref(),
-            std::env::var("POD_NAMESPACE").ok().as_deref(),
-            client.default_namespace(),
-        );
-        let elector = Elector::new(
-            client.clone(),
-            &namespace,
-            election,
-            leader::identity(&instance_name()),
-            Arc::clone(&server_time),
-        );
-        let gained = Arc::clone(&router);
-        let health = Arc::clone(&health);
-        let leadership = Arc::clone(&leadership);
-        let stop = shutdown_rx.clone();
-        Some(tokio::spawn(async move {
-            // Leadership first (inside `run`), then the gates are told:
-            // a gate that re-sends at once must find the executor willing.
-            elector
-                .run(leadership, move || gained.leadership_gained(), stop)
-                .await;
-            health.elector_stopped();
-        }))
-    } else {
-        None
-    };
+/// The leader election, with `--leader-elect`: leadership first (inside the
+/// elector), then the gates and the deciders are told, so that a write
+/// re-sent at once finds the executor willing.
+fn start_elector(shared: &Shared, settings: &RunSettings) -> Option<JoinHandle<()>> {
+    let election = &settings.leader_election;
+    if !election.enabled {
+        return None;
+    }
+    let namespace = lease_namespace(
+        election.lease_namespace.as_deref(),
+        std::env::var("POD_NAMESPACE").ok().as_deref(),
+        shared.client.default_namespace(),
+    );
+    let elector = Elector::new(
+        shared.client.clone(),
+        &namespace,
+        election,
+        leader::identity(&instance_name()),
+        Arc::clone(&shared.server_time),
+    );
+    let gained = Arc::clone(&shared.router);
+    let health = Arc::clone(&shared.health);
+    let leadership = Arc::clone(&shared.leadership);
+    let stop = shared.stop.clone();
+    Some(tokio::spawn(async move {
+        elector
+            .run(leadership, move || gained.leadership_gained(), stop)
+            .await;
+        health.elector_stopped();
+    }))
+}
 
+fn log_start(settings: &RunSettings) {
     tracing::info!(
         taints = ?settings.gate.placement.managed_taints.iter().map(|t| format!("{}:{}", t.key, t.effect)).collect::<Vec<_>>(),
         timeout = ?settings.timeout,
         on_timeout = ?settings.on_timeout,
         dry_run = settings.dry_run,
-        leader_elect = election.enabled,
+        leader_elect = settings.leader_election.enabled,
         webhook = settings.webhook.as_ref().map(|w| w.addr.to_string()),
         taint_new_nodes = settings.net.enabled,
         regate_after = ?settings.gate.regate.as_ref().map(|r| r.after),
         "nodegate starting"
     );
+}
 
-    let reload_task = reload::spawn(
-        reload::Reloader {
-            args,
-            started: settings.clone(),
-            router: Arc::clone(&router),
-            metrics,
-            health: Arc::clone(&health),
-        },
-        config_file,
-        shutdown_rx.clone(),
-    );
-
+/// Starts the watches and waits for every initial list, then lets the
+/// router start gating. False when a shutdown signal came first.
+async fn watch_until_synced(shared: &Shared, settings: &RunSettings) -> bool {
+    let critical = &settings.gate.critical;
     let mut synced = watch::start(
-        client,
-        Arc::clone(&router),
-        &settings.gate.critical,
-        stats,
-        server_time,
+        shared.client.clone(),
+        Arc::clone(&shared.router),
+        critical,
+        Arc::clone(&shared.stats),
+        Arc::clone(&shared.server_time),
     )
     .await;
-    let watches = watch::watch_count(&settings.gate.critical);
+    let watches = watch::watch_count(critical);
     let sync = async {
         for _ in 0..watches {
             match synced.recv().await {
@@ -286,44 +382,45 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
             }
         }
     };
-    let stopped_early = tokio::select! {
+    tokio::select! {
         _ = sync => {
-            router.mark_synced();
-            tracing::info!(gates = router.gate_count(), "watches synced; gating");
-            false
+            shared.router.mark_synced();
+            tracing::info!(gates = shared.router.gate_count(), "watches synced; gating");
+            true
         }
-        _ = shutdown_signal() => true,
-    };
-    if !stopped_early {
-        shutdown_signal().await;
+        _ = shutdown_signal() => false,
     }
-    tracing::info!("shutting down");
+}
 
-    // The elector steps down and releases the lease before anything else
-    // stops, so a follower takes over while this replica winds down.
-    let _ = shutdown.send(true);
-    if let Some(task) = elector_task {
-        let wait = election.renew_deadline + Duration::from_secs(1);
-        let _ = tokio::time::timeout(wait, task).await;
+impl Running {
+    /// The one shutdown order: the elector steps down and releases the
+    /// lease before anything else stops, so a follower takes over while this
+    /// replica winds down; then the gates, the listeners, the reloader and
+    /// the deciders; the trace export last, when the traces of the gates
+    /// that stopped are queued.
+    async fn stop(self, settings: &RunSettings) {
+        let short = Duration::from_secs(2);
+        if let Some(task) = self.elector {
+            let wait = settings.leader_election.renew_deadline + Duration::from_secs(1);
+            let _ = tokio::time::timeout(wait, task).await;
+        }
+        self.supervisor.stop(Some("shutdown".into()));
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.supervisor_task).await;
+        let _ = tokio::time::timeout(short, self.http).await;
+        if let Some(task) = self.debug {
+            let _ = tokio::time::timeout(short, task).await;
+        }
+        let _ = tokio::time::timeout(short, self.reload).await;
+        for task in self.deciders {
+            let _ = tokio::time::timeout(short, task).await;
+        }
+        if let Some(w) = self.webhook {
+            w.stopped(short).await;
+        }
+        if let Some(task) = self.traces {
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        }
     }
-    supervisor.stop(Some("shutdown".into()));
-    let _ = tokio::time::timeout(Duration::from_secs(5), supervisor_task).await;
-    let _ = tokio::time::timeout(Duration::from_secs(2), http_task).await;
-    if let Some(task) = debug_task {
-        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
-    }
-    let _ = tokio::time::timeout(Duration::from_secs(2), reload_task).await;
-    for task in decider_tasks {
-        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
-    }
-    if let Some(w) = webhook {
-        w.stopped(Duration::from_secs(2)).await;
-    }
-    // After the gates: the traces of those that stopped are queued by now.
-    if let Some(task) = trace_task {
-        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
-    }
-    Ok(())
 }
 
 /// Resolves on SIGTERM or SIGINT.
