@@ -183,20 +183,7 @@ impl Net {
             .as_secs_f64();
         let workload = entrance::workload_pods(&pods);
         if !workload.is_empty() {
-            let why = Skip::HasWorkload(workload).to_string();
-            self.settle(&node);
-            let mut out = vec![
-                Effect::log(Level::Info, name, format!("late taint skipped: {why}")),
-                Effect::Count(Tally::LateTaint("skipped")),
-            ];
-            if !cx.config.dry_run {
-                let note = format!(
-                    "Node arrived without a managed taint ({age:.0}s after creation) and was \
-                     left alone: it {why}"
-                );
-                out.push(warning(&node, Reason::LateTaintSkipped, note));
-            }
-            return out;
+            return self.skip(&node, workload, age, cx);
         }
         let Some(taint) = cx
             .config
@@ -230,6 +217,34 @@ impl Net {
             },
             tag: None,
         })]
+    }
+
+    /// The node has workload pods: left alone, once and for all.
+    fn skip(
+        &mut self,
+        node: &NodeInfo,
+        workload: Vec<String>,
+        age: f64,
+        cx: &Context<'_>,
+    ) -> Vec<Effect> {
+        let why = Skip::HasWorkload(workload).to_string();
+        self.settle(node);
+        let mut out = vec![
+            Effect::log(
+                Level::Info,
+                &node.name,
+                format!("late taint skipped: {why}"),
+            ),
+            Effect::Count(Tally::LateTaint("skipped")),
+        ];
+        if !cx.config.dry_run {
+            let note = format!(
+                "Node arrived without a managed taint ({age:.0}s after creation) and was left \
+                 alone: it {why}"
+            );
+            out.push(warning(node, Reason::LateTaintSkipped, note));
+        }
+        out
     }
 
     fn wrote(
