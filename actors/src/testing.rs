@@ -13,6 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
+use nodegate_core::deciders::{TaintWrite, Tally};
+use nodegate_core::entrance::BoundPod;
 use nodegate_core::gate::{self, GateState, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
 use nodegate_core::model::NodeInfo;
 use tokio::sync::Semaphore;
@@ -32,6 +34,12 @@ pub struct FakeExecutor {
     /// What [`EffectExecutor::retry_delay`] answers, whatever the attempt.
     retry_delay: Duration,
     pub patches: Mutex<Vec<UntaintPatch>>,
+    /// The deciders' taint writes; each applies.
+    pub taint_writes: Mutex<Vec<TaintWrite>>,
+    /// What a LIST of a node's pods answers (none by default).
+    pub pods: Mutex<Vec<BoundPod>>,
+    /// The counters the deciders moved.
+    pub tallies: Mutex<Vec<Tally>>,
     pub marks: Mutex<Vec<TimeoutMark>>,
     pub events: Mutex<Vec<NodeEvent>>,
     /// The answers to the next untaints, in order; then `Applied`.
@@ -67,6 +75,9 @@ impl FakeExecutor {
             record,
             retry_delay: Duration::from_millis(20),
             patches: Mutex::default(),
+            taint_writes: Mutex::default(),
+            pods: Mutex::default(),
+            tallies: Mutex::default(),
             marks: Mutex::default(),
             events: Mutex::default(),
             outcomes: Mutex::default(),
@@ -146,6 +157,23 @@ impl EffectExecutor for FakeExecutor {
 
     fn retry_delay(&self, _attempt: u32) -> Duration {
         self.retry_delay
+    }
+
+    async fn write_taint(&self, write: TaintWrite) -> PatchOutcome {
+        if self.record {
+            self.taint_writes.lock().unwrap().push(write);
+        }
+        PatchOutcome::Applied
+    }
+
+    async fn list_pods(&self, _node: &str) -> Result<Vec<BoundPod>, String> {
+        Ok(self.pods.lock().unwrap().clone())
+    }
+
+    fn tally(&self, tally: &Tally) {
+        if self.record {
+            self.tallies.lock().unwrap().push(tally.clone());
+        }
     }
 
     fn reexamine_delay(&self) -> Duration {

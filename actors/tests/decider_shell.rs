@@ -1,0 +1,162 @@
+//! The change feed the router publishes, and a decider running in its shell
+//! on it: what reaches a subscriber for each kind of index change, and the
+//! late-taint net carrying a decision through the executor port.
+
+#[path = "../core/tests/gate_support/mod.rs"]
+mod gate_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gate_support::*;
+use jiff::Timestamp;
+use nodegate_actors::decider_shell;
+use nodegate_actors::feed::Subscriber;
+use nodegate_actors::router::Router;
+use nodegate_actors::testing::{FakeClock, FakeExecutor};
+use nodegate_core::deciders::net::Net;
+use nodegate_core::deciders::{Change, Input, Origin, TaintChange, Tally};
+use nodegate_core::gate::GateConfig;
+use nodegate_core::model::NodeInfo;
+use nodegate_core::testutil::mk_node;
+
+#[derive(Default)]
+struct Heard(Mutex<Vec<Input>>);
+
+impl Subscriber for Heard {
+    fn deliver(&self, input: &Input) {
+        self.0.lock().unwrap().push(input.clone());
+    }
+}
+
+impl Heard {
+    fn take(&self) -> Vec<Input> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+fn open_node(name: &str, version: &str) -> NodeInfo {
+    NodeInfo {
+        resource_version: version.into(),
+        ..mk_node(name, &[], vec![])
+    }
+}
+
+#[test]
+fn every_index_change_is_published_once_with_the_node_before_and_after() {
+    let router = Router::new(Arc::new(GateConfig::default()));
+    let heard = Arc::new(Heard::default());
+    router.subscribe(heard.clone());
+
+    router.node_upserted(open_node("n1", "1"));
+    router.node_upserted(open_node("n1", "2"));
+    router.node_deleted("n1");
+    let versions: Vec<(Option<String>, Option<String>)> = heard
+        .take()
+        .into_iter()
+        .map(|i| match i {
+            Input::Changed(Change::Node {
+                name,
+                before,
+                after,
+            }) => {
+                assert_eq!(name, "n1");
+                (
+                    before.map(|n| n.resource_version.clone()),
+                    after.map(|n| n.resource_version.clone()),
+                )
+            }
+            other => panic!("not a node change: {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        versions,
+        [
+            (None, Some("1".to_string())),
+            (Some("1".to_string()), Some("2".to_string())),
+            (Some("2".to_string()), None),
+        ]
+    );
+
+    let ds = tolerant_ds("cilium");
+    router.node_upserted(open_node(NODE, "1"));
+    heard.take();
+    router.pod_upserted(ready_pod("cilium-1", &ds));
+    assert_eq!(
+        heard.take(),
+        [Input::Changed(Change::Pods { node: NODE.into() })]
+    );
+    router.daemonset_upserted(ds.clone());
+    // The same projection again (a status update): nothing to tell.
+    router.daemonset_upserted(ds);
+    router.mark_synced();
+    router.leadership_gained();
+    assert_eq!(
+        heard.take(),
+        [
+            Input::Changed(Change::Everything),
+            Input::Changed(Change::Everything),
+            Input::MayWrite,
+        ]
+    );
+}
+
+#[test]
+fn the_net_runs_in_its_shell_and_writes_through_the_executor() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let router = Arc::new(Router::new(Arc::new(GateConfig::default())));
+        let executor = Arc::new(FakeExecutor::recording());
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let shell = decider_shell::start(
+            Net::new(Duration::from_secs(60)),
+            &router,
+            Arc::clone(&executor),
+            Arc::new(FakeClock::default()),
+            None,
+            stopped,
+        );
+        let young = NodeInfo {
+            created: Timestamp::now(),
+            ..open_node("young", "7")
+        };
+        router.node_upserted(young);
+        router.mark_synced();
+
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while executor.taint_writes.lock().unwrap().is_empty() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the net wrote nothing within 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = stop.send(true);
+        let net = shell.await.expect("the shell ran to its end");
+
+        let writes = executor.taint_writes.lock().unwrap().clone();
+        assert_eq!(writes.len(), 1, "{writes:?}");
+        let w = &writes[0];
+        assert_eq!((w.origin, w.node.as_str()), (Origin::Net, "young"));
+        assert_eq!(w.resource_version, "7");
+        assert!(
+            matches!(&w.change, TaintChange::Add { taint, .. } if taint.key == "nodegate.dev/initializing"),
+            "{w:?}"
+        );
+        assert_eq!(
+            *executor.tallies.lock().unwrap(),
+            [Tally::LateTaint("tainted")]
+        );
+        let reasons: Vec<String> = executor
+            .events()
+            .iter()
+            .map(|e| format!("{:?}", e.reason))
+            .collect();
+        assert_eq!(reasons, ["LateTaint"]);
+        assert!(net.candidates().is_empty());
+    });
+}
