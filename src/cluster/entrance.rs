@@ -1,7 +1,8 @@
-//! What the entrances that read Node objects themselves (the admission
-//! webhook, `nodegate backfill`) need of a node, and the pods bound to it
-//! (also the late-taint net's LIST, through the executor); and backfill's
-//! taint, sent with the same patch as every decider's (`patch::add_taint`).
+//! What the entrances that read cluster objects themselves need of a pod
+//! (`nodegate backfill`, and the late-taint net's LIST through the
+//! executor); and backfill's taint, sent with the same patch as every
+//! decider's (`patch::add_taint`). Nodes are read as `project::node` makes
+//! them, like everywhere else.
 //!
 //! The decisions are the core's (`nodegate_core::entrance`).
 
@@ -10,43 +11,17 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
-use nodegate_core::entrance::{BoundPod, IGNORE_ANNOTATION, NodeFacts};
-use nodegate_core::model::Taint;
+use nodegate_core::entrance::BoundPod;
+use nodegate_core::model::{NodeInfo, Taint};
 
 use crate::cluster::patch::{self, rfc3339};
-use crate::cluster::project::{labels, taint};
-use nodegate_core::annotations::{
-    GATED_SINCE as GATED_SINCE_ANNOTATION, OPENED_AT as OPENED_AT_ANNOTATION,
-};
+use nodegate_core::annotations::GATED_SINCE as GATED_SINCE_ANNOTATION;
 use nodegate_core::gate::PatchOutcome;
 
 use crate::cluster::writer::{FIELD_MANAGER, outcome};
 
 /// The mirror-pod annotation the kubelet sets on the API copy of a static pod.
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
-
-/// What the entrances need of a Node object. An unparsable `opened-at` counts
-/// as present (nodegate wrote something there: the node was opened before).
-pub fn node_facts(n: &Node) -> NodeFacts {
-    let annotations = n.metadata.annotations.as_ref();
-    let annotation = |k: &str| annotations.and_then(|a| a.get(k));
-    let spec_taints = n.spec.as_ref().and_then(|s| s.taints.as_ref());
-    NodeFacts {
-        name: n.metadata.name.clone().unwrap_or_default(),
-        uid: n.metadata.uid.clone().unwrap_or_default(),
-        resource_version: n.metadata.resource_version.clone().unwrap_or_default(),
-        labels: labels(n.metadata.labels.as_ref()),
-        taints: spec_taints
-            .map(|ts| ts.iter().map(taint).collect())
-            .unwrap_or_default(),
-        taints_present: spec_taints.is_some(),
-        annotations_present: annotations.is_some(),
-        ignored: annotation(IGNORE_ANNOTATION).is_some_and(|v| v == "true"),
-        opened_before: annotation(OPENED_AT_ANNOTATION)
-            .map(|v| v.parse().unwrap_or(Timestamp::UNIX_EPOCH)),
-        created: n.metadata.creation_timestamp.as_ref().map(|t| t.0),
-    }
-}
 
 /// A pod's metadata as the "is there a workload" rule reads it.
 pub fn bound_pod(meta: &ObjectMeta) -> BoundPod {
@@ -79,20 +54,20 @@ pub fn gated_since(at: Timestamp) -> (&'static str, String) {
     (GATED_SINCE_ANNOTATION, rfc3339(at))
 }
 
-/// Puts `taint` on the node as it was read (`facts`), with `annotations`,
-/// sent as nodegate's field manager.
+/// Puts `taint` on the node as it was read, with `annotations`, sent as
+/// nodegate's field manager.
 pub async fn put_taint(
     client: &kube::Client,
-    facts: &NodeFacts,
+    node: &NodeInfo,
     taint: &Taint,
     annotations: &[(&'static str, String)],
 ) -> PatchOutcome {
     let patch = patch::add_taint(
-        &facts.resource_version,
+        &node.resource_version,
         taint,
-        facts.taints.len(),
+        node.taints.len(),
         annotations,
-        facts.annotations_present,
+        node.annotations_present,
         Timestamp::now(),
     );
     let params = PatchParams {
@@ -102,7 +77,7 @@ pub async fn put_taint(
     let nodes: Api<Node> = Api::all(client.clone());
     outcome(
         nodes
-            .patch(&facts.name, &params, &Patch::Json::<()>(patch))
+            .patch(&node.name, &params, &Patch::Json::<()>(patch))
             .await
             .map(|_| ()),
     )

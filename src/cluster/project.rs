@@ -1,9 +1,10 @@
 //! Projections: whole Kubernetes objects in, the compact model of
 //! `nodegate_core::model` out.
 //!
-//! These are the projections the gate reads (nodes, DaemonSets, pods,
-//! CSINodes); the entrances project Nodes and Pods into smaller facts of
-//! their own (`NodeFacts`, `BoundPod`) in `cluster::entrance`. Past the
+//! These are the projections every part reads (nodes — the gate, the
+//! deciders, the webhook and backfill alike —, DaemonSets, pods, CSINodes);
+//! only the workload check projects pods into a smaller fact of its own
+//! (`BoundPod`, in `cluster::entrance`). Past the
 //! cluster adapters, the program sees only what the core reasons about.
 //! Projections never fail: a field the gate cannot use (an unparsable
 //! annotation, a missing timestamp) is reported to the caller and treated as

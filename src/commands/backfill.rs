@@ -14,13 +14,15 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::ListParams;
-use nodegate_core::entrance::{self, NodeFacts, Scope, Skip};
+use nodegate_core::entrance::{self, Scope, Skip};
+use nodegate_core::model::NodeInfo;
 use nodegate_core::placement::ManagedTaint;
 use nodegate_core::selector::LabelSelector;
 use serde::Serialize;
 
 use crate::cluster::client::client;
-use crate::cluster::entrance::{gated_since, node_facts, pods_on, put_taint};
+use crate::cluster::entrance::{gated_since, pods_on, put_taint};
+use crate::cluster::project;
 use crate::error::{EXIT_FAILURE, Error, Result};
 use crate::settings::cli::{BackfillArgs, OutputFormat};
 use crate::settings::config::{self, ConfigError};
@@ -99,15 +101,15 @@ async fn backfill(client: &kube::Client, b: &Backfill) -> Result<Vec<Line>> {
         .await
         .map_err(Error::kube("listing nodes"))?;
     let mut lines = Vec::new();
-    for n in &list.items {
-        let facts = node_facts(n);
-        lines.push(one(client, &nodes, b, facts).await);
+    // A Node without a name cannot be patched: there is nothing to backfill.
+    for n in list.items.iter().filter_map(|n| project::node(n).0) {
+        lines.push(one(client, &nodes, b, n).await);
     }
     lines.sort_by(|a, b| a.node.cmp(&b.node));
     Ok(lines)
 }
 
-async fn one(client: &kube::Client, nodes: &Api<Node>, b: &Backfill, first: NodeFacts) -> Line {
+async fn one(client: &kube::Client, nodes: &Api<Node>, b: &Backfill, first: NodeInfo) -> Line {
     let name = first.name.clone();
     let line = |action, detail: String| Line {
         node: name.clone(),
@@ -120,12 +122,12 @@ async fn one(client: &kube::Client, nodes: &Api<Node>, b: &Backfill, first: Node
     {
         return line("skipped", "excluded by --selector".into());
     }
-    let mut facts = first;
+    let mut node = first;
     for _ in 0..ATTEMPTS {
-        if let Err(skip) = entrance::backfill(&facts.view(), &b.scope, &b.managed) {
+        if let Err(skip) = entrance::backfill(&entrance::view(&node), &b.scope, &b.managed) {
             return line("skipped", skip.to_string());
         }
-        let pods = match pods_on(client, &facts.name).await {
+        let pods = match pods_on(client, &node.name).await {
             Ok(p) => p,
             Err(e) => return line("failed", format!("listing its pods: {e}")),
         };
@@ -139,10 +141,13 @@ async fn one(client: &kube::Client, nodes: &Api<Node>, b: &Backfill, first: Node
         if b.dry_run {
             return line("would-taint", taint.to_string());
         }
-        match put_taint(client, &facts, &taint, &[gated_since(Timestamp::now())]).await {
+        match put_taint(client, &node, &taint, &[gated_since(Timestamp::now())]).await {
             PatchOutcome::Applied => return line("tainted", taint.to_string()),
-            PatchOutcome::Conflict => match nodes.get_opt(&facts.name).await {
-                Ok(Some(n)) => facts = node_facts(&n),
+            PatchOutcome::Conflict => match nodes.get_opt(&node.name).await {
+                Ok(Some(n)) => match project::node(&n).0 {
+                    Some(read) => node = read,
+                    None => return line("failed", "read again without a name".into()),
+                },
                 Ok(None) => return line("skipped", "deleted meanwhile".into()),
                 Err(e) => return line("failed", format!("reading it again: {e}")),
             },

@@ -365,7 +365,7 @@ async fn the_policy_lets_nodegate_put_its_taint_on(cluster: &TestCluster, sa: &P
         async move {
             for _ in 0..50 {
                 let node = nodes.get(name).await.expect("read the node");
-                let facts = node_facts(&node);
+                let facts = project::node(&node).0.expect("a node with a name");
                 let mut patch = serde_json::to_value(add_taint(
                     &facts.resource_version,
                     &startup,

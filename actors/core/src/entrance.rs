@@ -36,8 +36,8 @@ impl Scope {
     }
 }
 
-/// What an entrance needs of a node, whichever way it was read (the object in
-/// an AdmissionReview, or a listed Node).
+/// What an entrance needs of a node: a view of the one model of a node,
+/// [`NodeInfo`], made by [`view`] (tests build it directly).
 #[derive(Debug, Clone, Copy)]
 pub struct NodeView<'a> {
     pub labels: &'a Labels,
@@ -48,37 +48,6 @@ pub struct NodeView<'a> {
     pub opened_before: Option<Timestamp>,
     /// `metadata.creationTimestamp`; absent in an admission request.
     pub created: Option<Timestamp>,
-}
-
-/// An owned [`NodeView`], for a node read from an object the caller does not
-/// keep (an admission request, a listed Node).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NodeFacts {
-    pub name: String,
-    pub uid: String,
-    pub resource_version: String,
-    pub labels: Labels,
-    pub taints: Vec<Taint>,
-    /// Whether the object has `spec.taints` at all (a JSON patch must create
-    /// the list when it does not).
-    pub taints_present: bool,
-    /// Whether the object has `metadata.annotations` at all.
-    pub annotations_present: bool,
-    pub ignored: bool,
-    pub opened_before: Option<Timestamp>,
-    pub created: Option<Timestamp>,
-}
-
-impl NodeFacts {
-    pub fn view(&self) -> NodeView<'_> {
-        NodeView {
-            labels: &self.labels,
-            taints: &self.taints,
-            ignored: self.ignored,
-            opened_before: self.opened_before,
-            created: self.created,
-        }
-    }
 }
 
 /// A node as the index holds it, as the entrances read it. An unreadable

@@ -13,12 +13,12 @@
 use k8s_openapi::api::core::v1::Node;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
-use nodegate_core::entrance::{Admission, Scope, admit};
+use nodegate_core::entrance::{self, Admission, Scope, admit};
 use nodegate_core::model::Taint;
 use nodegate_core::placement::ManagedTaint;
 use serde_json::{Value, json};
 
-use crate::cluster::entrance::node_facts;
+use crate::cluster::project;
 use crate::serve::metrics::AdmissionResult;
 
 /// What the webhook decided, for the log and the metrics.
@@ -95,10 +95,15 @@ pub fn answer(body: &[u8], scope: &Scope, managed: &[ManagedTaint]) -> Answer {
         Ok(n) => n,
         Err(why) => return refuse_to_judge(uid, format!("cannot read the node: {why}")),
     };
-    let facts = node_facts(&node);
-    let name = Some(facts.name.clone()).filter(|n| !n.is_empty());
+    // A node being created has no creationTimestamp yet: that oddity of
+    // the projection is expected here, and no decision reads the time.
+    let Some(info) = project::node(&node).0 else {
+        return refuse_to_judge(uid, "the node has no name".into());
+    };
+    let name = Some(info.name.clone());
     let response = AdmissionResponse::from(&request);
-    match admit(&facts.view(), facts.taints_present, scope, managed) {
+    let has_taints = !info.taints.is_empty();
+    match admit(&entrance::view(&info), has_taints, scope, managed) {
         Admission::AddTaint { taint, create_list } => {
             let patch: json_patch::Patch =
                 match serde_json::from_value(taint_patch(&taint, create_list)) {
