@@ -102,8 +102,10 @@ pub fn answer(body: &[u8], scope: &Scope, managed: &[ManagedTaint]) -> Answer {
     };
     let name = Some(info.name.clone());
     let response = AdmissionResponse::from(&request);
-    let has_taints = !info.taints.is_empty();
-    match admit(&entrance::view(&info), has_taints, scope, managed) {
+    // Whether the object has `spec.taints` at all, even empty: the patch
+    // appends to a list that is there and creates one that is not.
+    let listed = node.spec.as_ref().is_some_and(|s| s.taints.is_some());
+    match admit(&entrance::view(&info), listed, scope, managed) {
         Admission::AddTaint { taint, create_list } => {
             let patch: json_patch::Patch =
                 match serde_json::from_value(taint_patch(&taint, create_list)) {
