@@ -162,7 +162,7 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
     fn decide(&mut self, input: Input) -> Vec<Effect> {
         let config = self.router.config();
         let cx = Context {
-            view: self.router.as_ref(),
+            view: self.router.index(),
             config: &config,
             now: self.now(),
             may_write: self.executor.may_write(),
@@ -227,7 +227,7 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
         self.published = Some(now);
         let config = self.router.config();
         let cx = Context {
-            view: self.router.as_ref(),
+            view: self.router.index(),
             config: &config,
             now: self.now(),
             may_write: self.executor.may_write(),

@@ -13,7 +13,8 @@
 //! each other; `pending` is the set of changed pods a gate takes when woken;
 //! `router` indexes and routes; `node_actor` runs one gate;
 //! `supervisor` spawns and restarts the node actors at the router's request.
-//! `feed` is the router's change feed, and `decider_shell` runs each of the
+//! `index` holds what the watchers delivered and publishes each change on
+//! the `feed`; `decider_shell` runs each of the
 //! deciders beside the gates (the late-taint net, re-gating, condition-rule
 //! taints) on it, through the same ports as the gates.
 //! `testing` (cargo feature `testing`, for tests only) holds the fake
@@ -21,6 +22,7 @@
 
 pub mod decider_shell;
 pub mod feed;
+pub mod index;
 pub mod live;
 pub mod messages;
 pub mod node_actor;

@@ -1,8 +1,10 @@
-//! The router: where the shared watchers hand over what they see.
+//! The router: where the shared watchers hand over what they see, and the
+//! gates' dispatch.
 //!
-//! It owns the compact indexes (nodes by name, DaemonSets by uid, pods by the
-//! node they are bound to) and the map from node name to the live gate actor.
-//! A change is written to its index first and then, when the node it concerns
+//! It writes each change to the [`Index`] (which publishes it on the change
+//! feed the deciders subscribe to) and keeps the map from node name to the
+//! live gate actor. A change is written to the index first and then, when
+//! the node it concerns
 //! is gated, a *hint* naming the object goes straight to that node's actor —
 //! no global lock, no trip through the supervisor. The actor reads the object
 //! back from the index when it handles the hint, so it always sees the newest
@@ -21,22 +23,18 @@
 //! then re-examined under the new configuration, and nodes the new one gates
 //! get a gate.
 //!
-//! Every change of the indexes is also published once on the change
-//! [`Feed`], where the deciders beside the gates (the late-taint net,
-//! re-gating, condition-rule taints) subscribe; they read the indexes back
-//! through [`ClusterView`]. A pod change of a node that has a gate concerns
-//! only that gate and is not published.
+//! A pod change of a node that has a gate concerns only that gate: the
+//! router publishes it on the feed only for nodes without one.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
-use dashmap::DashMap;
 use ractor::rpc::CallResult;
 use ractor::{ActorId, ActorRef, DerivedActorRef};
 
-use crate::feed::{Feed, Subscriber};
+use crate::feed::Subscriber;
+use crate::index::{Index, Map};
 use crate::live::LiveConfig;
 use crate::messages::{GateView, NodeMsg, SpawnRequest};
 use crate::observe::{GateObserver, NoObserver, RouterEvent};
@@ -44,12 +42,6 @@ use crate::pending::{Gate, PendingPods};
 use nodegate_core::deciders::{self, Change, ClusterView};
 use nodegate_core::gate::{GateConfig, Input};
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
-
-/// Every lookup on the hot path hashes a node name or a uid, several times
-/// per event: a fast seeded hasher rather than SipHash. The keys come from
-/// the API server, not from arbitrary clients.
-type Hasher = foldhash::fast::RandomState;
-type Map<V> = DashMap<String, V, Hasher>;
 
 /// How long `view` waits for a busy actor before giving up.
 const VIEW_TIMEOUT: Duration = Duration::from_secs(5);
@@ -59,11 +51,8 @@ pub struct Router {
     /// step) and the entrances.
     config: Arc<LiveConfig>,
     gates: Map<Gate>,
-    nodes: Map<Arc<NodeInfo>>,
-    /// Shared with every gate (and its journal) that holds the same version.
-    daemonsets: Map<Arc<DaemonSetInfo>>,
-    /// node name → pod uid → pod.
-    pods: Map<HashMap<String, Arc<PodInfo>, Hasher>>,
+    /// What the watchers delivered, and the change feed.
+    index: Index,
     /// The resourceVersion each node was at when nodegate opened it. The
     /// watch may still show that version (taint and all) after the gate
     /// stopped; it must not start a new gate.
@@ -78,11 +67,6 @@ pub struct Router {
     /// Set at most once, before the watchers start; read on every event, so
     /// a lock-free cell rather than a lock.
     observer: OnceLock<Arc<dyn GateObserver>>,
-    /// node name → the CSI drivers its CSINode lists (the CSINode watch);
-    /// copied into the indexed node as `NodeInfo::csi_drivers`.
-    csi_drivers: Map<Vec<String>>,
-    /// Where every change of the indexes is published.
-    feed: Feed,
 }
 
 impl Router {
@@ -96,16 +80,12 @@ impl Router {
         Router {
             config: live,
             gates: Map::default(),
-            nodes: Map::default(),
-            daemonsets: Map::default(),
-            pods: Map::default(),
+            index: Index::default(),
             opened_at_version: Map::default(),
             spawn_requests: RwLock::new(None),
             synced: AtomicBool::new(false),
             losing_hints: AtomicBool::new(false),
             observer: OnceLock::new(),
-            csi_drivers: Map::default(),
-            feed: Feed::default(),
         }
     }
 
@@ -120,11 +100,16 @@ impl Router {
     /// from now on, of this replica gaining the lease, and of gates that
     /// stop.
     pub fn subscribe(&self, s: Arc<dyn Subscriber>) {
-        self.feed.subscribe(s);
+        self.index.subscribe(s);
     }
 
     fn publish(&self, change: Change) {
-        self.feed.publish(deciders::Input::Changed(change));
+        self.index.publish(change);
+    }
+
+    /// The indexes, as the gates' snapshots and the deciders read them.
+    pub fn index(&self) -> &Index {
+        &self.index
     }
 
     /// The installed observer, or one that ignores everything.
@@ -170,25 +155,14 @@ impl Router {
 
     // --- fed by the watchers ---
 
-    pub fn node_upserted(&self, mut node: NodeInfo) {
+    pub fn node_upserted(&self, node: NodeInfo) {
         let name = node.name.clone();
         let version = node.resource_version.clone();
         let gated = self.carries_managed_taint(&node);
-        node.csi_drivers = self.csi_drivers.get(&name).map(|d| d.clone());
-        let before = self.nodes.insert(name.clone(), Arc::new(node));
-        // A CSINode seen between the read above and the insert.
-        self.sync_csi_drivers(&name);
+        self.index.upsert_node(node);
         let routed = self.hint(&name, NodeMsg::NodeTouched);
         self.observer()
             .router_event(RouterEvent::NodeUpserted, routed);
-        if self.feed.is_heard() {
-            let after = self.node(&name);
-            self.publish(Change::Node {
-                name: name.clone(),
-                before,
-                after,
-            });
-        }
         if routed {
             return;
         }
@@ -199,55 +173,29 @@ impl Router {
         }
     }
 
-    /// The node's pods stay indexed: Kubernetes keeps pods bound to a node
-    /// name when the Node object goes (the pod garbage collector deletes
-    /// them later, and the pod watch then removes them here), and a node
-    /// re-created under that name must find the ones still running.
+    /// The node's pods stay indexed (see [`Index::delete_node`]).
     pub fn node_deleted(&self, name: &str) {
-        let before = self.nodes.remove(name).map(|(_, n)| n);
+        self.index.delete_node(name);
         self.opened_at_version.remove(name);
         let routed = self.hint(name, NodeMsg::NodeTouched);
         self.observer()
             .router_event(RouterEvent::NodeDeleted, routed);
-        self.publish(Change::Node {
-            name: name.to_string(),
-            before,
-            after: None,
-        });
     }
 
     /// The CSINode of node `name` lists `drivers` (the CSINode watch). The
     /// indexed node carries them from now on; its gate, if any, hears of it
     /// like of any change of its node.
     pub fn csinode_upserted(&self, name: &str, drivers: Vec<String>) {
-        self.csi_drivers.insert(name.to_string(), drivers);
-        if self.sync_csi_drivers(name) {
+        if self.index.set_csi_drivers(name, Some(drivers)) {
             self.hint(name, NodeMsg::NodeTouched);
         }
     }
 
     /// The CSINode of node `name` is gone: no driver is registered there.
     pub fn csinode_deleted(&self, name: &str) {
-        self.csi_drivers.remove(name);
-        if self.sync_csi_drivers(name) {
+        if self.index.set_csi_drivers(name, None) {
             self.hint(name, NodeMsg::NodeTouched);
         }
-    }
-
-    /// Copies the CSI drivers held for `name` into its indexed node; true
-    /// when that changed the node. Every writer of either index ends with
-    /// this, under the node's entry lock, so the two converge whatever the
-    /// interleaving of the node and CSINode watches.
-    fn sync_csi_drivers(&self, name: &str) -> bool {
-        let Some(mut node) = self.nodes.get_mut(name) else {
-            return false;
-        };
-        let want = self.csi_drivers.get(name).map(|d| d.clone());
-        if node.csi_drivers == want {
-            return false;
-        }
-        Arc::make_mut(&mut *node).csi_drivers = want;
-        true
     }
 
     /// A DaemonSet whose projection did not change (a status update: its
@@ -256,21 +204,14 @@ impl Router {
     /// mailbox for nothing.
     pub fn daemonset_upserted(&self, ds: DaemonSetInfo) {
         let uid = ds.uid.clone();
-        let unchanged = self.daemonsets.get(&uid).is_some_and(|known| **known == ds);
-        let routed = if unchanged {
-            false
-        } else {
-            self.daemonsets.insert(uid.clone(), Arc::new(ds));
-            self.publish(Change::Everything);
-            self.fan_out(|| NodeMsg::DaemonSetTouched { uid: uid.clone() })
-        };
+        let routed = self.index.upsert_daemonset(ds)
+            && self.fan_out(|| NodeMsg::DaemonSetTouched { uid: uid.clone() });
         self.observer()
             .router_event(RouterEvent::DaemonSetUpserted, routed);
     }
 
     pub fn daemonset_deleted(&self, uid: &str) {
-        self.daemonsets.remove(uid);
-        self.publish(Change::Everything);
+        self.index.delete_daemonset(uid);
         let routed = self.fan_out(|| NodeMsg::DaemonSetTouched {
             uid: uid.to_string(),
         });
@@ -284,22 +225,7 @@ impl Router {
             return;
         }
         let pod = Arc::new(pod);
-        // The common case, a known pod on a known node, allocates nothing
-        // for the index.
-        match self.pods.get_mut(&pod.node_name) {
-            Some(mut bucket) => match bucket.get_mut(&pod.uid) {
-                Some(slot) => *slot = Arc::clone(&pod),
-                None => {
-                    bucket.insert(pod.uid.clone(), Arc::clone(&pod));
-                }
-            },
-            None => {
-                self.pods
-                    .entry(pod.node_name.clone())
-                    .or_default()
-                    .insert(pod.uid.clone(), Arc::clone(&pod));
-            }
-        }
+        self.index.upsert_pod(&pod);
         let routed = self.pod_hint(&pod.node_name, &pod.uid);
         self.observer()
             .router_event(RouterEvent::PodUpserted, routed);
@@ -311,11 +237,7 @@ impl Router {
     }
 
     pub fn pod_deleted(&self, node_name: &str, uid: &str) {
-        if let Some(mut bucket) = self.pods.get_mut(node_name) {
-            bucket.remove(uid);
-        }
-        self.pods
-            .remove_if(node_name, |_, bucket| bucket.is_empty());
+        self.index.delete_pod(node_name, uid);
         let routed = self.pod_hint(node_name, uid);
         self.observer()
             .router_event(RouterEvent::PodDeleted, routed);
@@ -341,12 +263,7 @@ impl Router {
         if !self.is_synced() {
             return;
         }
-        let gated: Vec<(String, String)> = self
-            .nodes
-            .iter()
-            .filter(|n| self.carries_managed_taint(n.value()))
-            .map(|n| (n.name.clone(), n.resource_version.clone()))
-            .collect();
+        let gated = self.index.nodes_where(|n| self.carries_managed_taint(n));
         for (name, version) in gated {
             if !self.gates.contains_key(&name) {
                 self.request_gate(&name, &version);
@@ -362,23 +279,21 @@ impl Router {
     /// executor refused while it did not.
     pub fn leadership_gained(&self) {
         self.fan_out(|| NodeMsg::input(Input::LeadershipGained));
-        self.feed.publish(deciders::Input::MayWrite);
+        self.index.publish_input(deciders::Input::MayWrite);
     }
 
     // --- read by gates, the supervisor and the debug endpoints ---
 
     pub fn node(&self, name: &str) -> Option<Arc<NodeInfo>> {
-        self.nodes.get(name).map(|n| n.clone())
+        self.index.node(name)
     }
 
     pub fn daemonset(&self, uid: &str) -> Option<Arc<DaemonSetInfo>> {
-        self.daemonsets.get(uid).map(|d| d.clone())
+        self.index.daemonset(uid)
     }
 
     pub fn pod(&self, node_name: &str, uid: &str) -> Option<Arc<PodInfo>> {
-        self.pods
-            .get(node_name)
-            .and_then(|bucket| bucket.get(uid).cloned())
+        self.index.pod(node_name, uid)
     }
 
     /// The cluster as the indexes show it, as a gate's first input.
@@ -406,20 +321,15 @@ impl Router {
         input: impl FnOnce(Arc<NodeInfo>, Vec<Arc<DaemonSetInfo>>, Vec<Arc<PodInfo>>) -> T,
     ) -> Option<T> {
         let node = self.node(name)?;
-        let daemonsets = self.daemonsets.iter().map(|d| d.value().clone()).collect();
-        let pods = self
-            .pods
-            .get(name)
-            .map(|b| b.values().cloned().collect())
-            .unwrap_or_default();
+        let daemonsets = self.index.daemonsets();
+        let pods = self.index.pods_on(name);
         Some(input(node, daemonsets, pods))
     }
 
     /// Whether the indexes say this node needs a gate now.
     pub fn needs_gate(&self, name: &str) -> bool {
         let Some((gated, version)) = self
-            .nodes
-            .get(name)
+            .node(name)
             .map(|n| (self.carries_managed_taint(&n), n.resource_version.clone()))
         else {
             return false;
@@ -484,8 +394,7 @@ impl Router {
     pub(crate) fn remember_opened(&self, name: &str, resource_version: &str) {
         // Only worth remembering while the index still shows that version.
         if self
-            .nodes
-            .get(name)
+            .node(name)
             .is_some_and(|n| n.resource_version == resource_version)
         {
             self.opened_at_version
@@ -587,27 +496,5 @@ impl Router {
             any = true;
         }
         any
-    }
-}
-
-/// The indexes as the deciders read them.
-impl ClusterView for Router {
-    fn node(&self, name: &str) -> Option<Arc<NodeInfo>> {
-        Router::node(self, name)
-    }
-
-    fn pods_on(&self, node: &str) -> Vec<Arc<PodInfo>> {
-        self.pods
-            .get(node)
-            .map(|b| b.values().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    fn daemonsets(&self) -> Vec<Arc<DaemonSetInfo>> {
-        self.daemonsets.iter().map(|d| d.value().clone()).collect()
-    }
-
-    fn nodes(&self) -> Vec<Arc<NodeInfo>> {
-        self.nodes.iter().map(|n| n.value().clone()).collect()
     }
 }

@@ -44,6 +44,9 @@ pub struct Net {
     /// changed, with the resourceVersion refused: not listed again until the
     /// index shows another version (then decided on that one).
     refused: HashMap<String, String>,
+    /// Candidates whose pod LIST or write failed (or was refused for
+    /// leadership): tried again at the next look, not at once.
+    backoff: HashSet<String>,
     /// Whether a look is already asked for.
     look_pending: bool,
 }
@@ -57,6 +60,7 @@ impl Net {
             in_flight: HashSet::new(),
             decided: HashMap::new(),
             refused: HashMap::new(),
+            backoff: HashSet::new(),
             look_pending: false,
         }
     }
@@ -95,15 +99,33 @@ impl Net {
                 self.work(cx)
             }
             _ => {
-                self.waiting.remove(name);
-                self.refused.remove(name);
+                self.forget(name);
                 Vec::new()
             }
         }
     }
 
-    /// Lists the pods of every waiting candidate not already in flight, if
-    /// this replica may write; otherwise asks to look again later.
+    /// Every node of the index offered at once (the initial lists are in,
+    /// or the configuration changed): the candidates among them join the
+    /// waiting ones, then one round of work.
+    fn offer_all(&mut self, cx: &Context<'_>) -> Vec<Effect> {
+        for node in cx.view.nodes() {
+            if self.candidate(&node, cx) {
+                self.waiting.insert(node.name.clone(), node);
+            }
+        }
+        self.work(cx)
+    }
+
+    fn forget(&mut self, name: &str) {
+        self.waiting.remove(name);
+        self.refused.remove(name);
+        self.backoff.remove(name);
+    }
+
+    /// Lists the pods of every waiting candidate not already in flight nor
+    /// backing off, if this replica may write; asks to look again later for
+    /// the others.
     fn work(&mut self, cx: &Context<'_>) -> Vec<Effect> {
         let now = cx.now.for_window();
         let window = self.window;
@@ -116,26 +138,25 @@ impl Net {
             .map(|(name, _)| name.clone())
             .collect();
         for name in stale {
-            self.waiting.remove(&name);
+            self.forget(&name);
         }
+        let mut ready: Vec<String> = self
+            .waiting
+            .keys()
+            .filter(|n| !self.in_flight.contains(*n) && !self.refused.contains_key(*n))
+            .filter(|n| !self.backoff.contains(*n))
+            .cloned()
+            .collect();
+        ready.sort_unstable();
+        let acting = cx.may_write || cx.config.dry_run;
+        let held = !self.backoff.is_empty() || (!acting && !ready.is_empty());
         let mut out = Vec::new();
-        if cx.may_write || cx.config.dry_run {
-            let mut names: Vec<&String> = self
-                .waiting
-                .keys()
-                .filter(|n| !self.in_flight.contains(*n) && !self.refused.contains_key(*n))
-                .collect();
-            names.sort_unstable();
-            for name in names {
-                out.push(Effect::ListPods { node: name.clone() });
-            }
-            for effect in &out {
-                if let Effect::ListPods { node } = effect {
-                    self.in_flight.insert(node.clone());
-                }
+        if acting {
+            for name in ready {
+                self.in_flight.insert(name.clone());
+                out.push(Effect::ListPods { node: name });
             }
         }
-        let held = self.waiting.len() > self.in_flight.len() + self.refused.len();
         if held && !self.look_pending {
             self.look_pending = true;
             out.push(Effect::LookAgainAt(retry_after(cx.now.local)));
@@ -144,9 +165,8 @@ impl Net {
     }
 
     fn settle(&mut self, node: &NodeInfo) {
-        self.waiting.remove(&node.name);
+        self.forget(&node.name);
         self.in_flight.remove(&node.name);
-        self.refused.remove(&node.name);
         self.decided.insert(node.uid.clone(), node.created);
     }
 
@@ -164,6 +184,7 @@ impl Net {
             Ok(p) => p,
             Err(e) => {
                 self.in_flight.remove(name);
+                self.backoff.insert(name.to_string());
                 let mut out = vec![
                     Effect::log(
                         Level::Warn,
@@ -301,12 +322,15 @@ impl Net {
                 )]
             }
             PatchOutcome::NotFound => {
-                self.waiting.remove(name);
-                self.refused.remove(name);
+                self.forget(name);
                 Vec::new()
             }
-            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => self.work(cx),
+            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
+                self.backoff.insert(name.to_string());
+                self.work(cx)
+            }
             PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
+                self.backoff.insert(name.to_string());
                 let mut out = vec![
                     Effect::log(
                         Level::Warn,
@@ -332,9 +356,11 @@ impl Decider for Net {
             Input::Changed(Change::Node { name, after, .. }) => {
                 self.offer(&name, after.as_ref(), cx)
             }
-            Input::Changed(Change::Everything) | Input::MayWrite => self.work(cx),
+            Input::Changed(Change::Everything) => self.offer_all(cx),
+            Input::MayWrite => self.work(cx),
             Input::Tick => {
                 self.look_pending = false;
+                self.backoff.clear();
                 self.work(cx)
             }
             Input::Changed(Change::Pods { .. } | Change::GateStopped { .. }) => Vec::new(),

@@ -1,0 +1,207 @@
+//! The index: the compact projections the watchers deliver (nodes by name,
+//! DaemonSets by uid, pods by the node they are bound to, the CSI drivers
+//! each node's CSINode lists) and the change [`Feed`] on which every change
+//! of them is published to the deciders.
+//!
+//! I/O-free and lock-free for readers (DashMaps; a guard is never held
+//! across an await). It decides nothing and routes nothing: the router
+//! ([`crate::router`]) writes here first, then hints the gates; gates,
+//! deciders ([`ClusterView`]) and the debug endpoints read here.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use nodegate_core::deciders::{self, Change, ClusterView};
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
+
+use crate::feed::{Feed, Subscriber};
+
+/// Every lookup on the hot path hashes a node name or a uid, several times
+/// per event: a fast seeded hasher rather than SipHash. The keys come from
+/// the API server, not from arbitrary clients.
+pub(crate) type Hasher = foldhash::fast::RandomState;
+pub(crate) type Map<V> = DashMap<String, V, Hasher>;
+
+#[derive(Default)]
+pub struct Index {
+    nodes: Map<Arc<NodeInfo>>,
+    /// Shared with every gate (and its journal) that holds the same version.
+    daemonsets: Map<Arc<DaemonSetInfo>>,
+    /// node name → pod uid → pod.
+    pods: Map<HashMap<String, Arc<PodInfo>, Hasher>>,
+    /// node name → the CSI drivers its CSINode lists (the CSINode watch);
+    /// copied into the indexed node as `NodeInfo::csi_drivers`.
+    csi_drivers: Map<Vec<String>>,
+    feed: Feed,
+}
+
+impl Index {
+    /// Adds `s` to the change feed: it hears of every change published from
+    /// now on.
+    pub fn subscribe(&self, s: Arc<dyn Subscriber>) {
+        self.feed.subscribe(s);
+    }
+
+    pub(crate) fn publish(&self, change: Change) {
+        self.feed.publish(deciders::Input::Changed(change));
+    }
+
+    pub(crate) fn publish_input(&self, input: deciders::Input) {
+        self.feed.publish(input);
+    }
+
+    /// Indexes `node` (with the CSI drivers held for it) and publishes the
+    /// change.
+    pub(crate) fn upsert_node(&self, mut node: NodeInfo) {
+        let name = node.name.clone();
+        node.csi_drivers = self.csi_drivers.get(&name).map(|d| d.clone());
+        let before = self.nodes.insert(name.clone(), Arc::new(node));
+        // A CSINode seen between the read above and the insert.
+        self.sync_csi_drivers(&name);
+        if self.feed.is_heard() {
+            let after = self.node(&name);
+            self.publish(Change::Node {
+                name,
+                before,
+                after,
+            });
+        }
+    }
+
+    /// The node's pods stay indexed: Kubernetes keeps pods bound to a node
+    /// name when the Node object goes (the pod garbage collector deletes
+    /// them later, and the pod watch then removes them here), and a node
+    /// re-created under that name must find the ones still running.
+    pub(crate) fn delete_node(&self, name: &str) {
+        let before = self.nodes.remove(name).map(|(_, n)| n);
+        self.publish(Change::Node {
+            name: name.to_string(),
+            before,
+            after: None,
+        });
+    }
+
+    /// The CSINode of `name` lists `drivers` (or, `None`, is gone); true
+    /// when that changed the indexed node.
+    pub(crate) fn set_csi_drivers(&self, name: &str, drivers: Option<Vec<String>>) -> bool {
+        match drivers {
+            Some(d) => {
+                self.csi_drivers.insert(name.to_string(), d);
+            }
+            None => {
+                self.csi_drivers.remove(name);
+            }
+        }
+        self.sync_csi_drivers(name)
+    }
+
+    /// Copies the CSI drivers held for `name` into its indexed node; true
+    /// when that changed the node. Every writer of either map ends with
+    /// this, under the node's entry lock, so the two converge whatever the
+    /// interleaving of the node and CSINode watches.
+    fn sync_csi_drivers(&self, name: &str) -> bool {
+        let Some(mut node) = self.nodes.get_mut(name) else {
+            return false;
+        };
+        let want = self.csi_drivers.get(name).map(|d| d.clone());
+        if node.csi_drivers == want {
+            return false;
+        }
+        Arc::make_mut(&mut *node).csi_drivers = want;
+        true
+    }
+
+    /// Indexes `ds`; false (and nothing published) when its projection did
+    /// not change (a status update).
+    pub(crate) fn upsert_daemonset(&self, ds: DaemonSetInfo) -> bool {
+        let unchanged = self
+            .daemonsets
+            .get(&ds.uid)
+            .is_some_and(|known| **known == ds);
+        if unchanged {
+            return false;
+        }
+        self.daemonsets.insert(ds.uid.clone(), Arc::new(ds));
+        self.publish(Change::Everything);
+        true
+    }
+
+    pub(crate) fn delete_daemonset(&self, uid: &str) {
+        self.daemonsets.remove(uid);
+        self.publish(Change::Everything);
+    }
+
+    /// Indexes a pod bound to a node (the caller leaves out unbound ones).
+    pub(crate) fn upsert_pod(&self, pod: &Arc<PodInfo>) {
+        // The common case, a known pod on a known node, allocates nothing
+        // for the index.
+        match self.pods.get_mut(&pod.node_name) {
+            Some(mut bucket) => match bucket.get_mut(&pod.uid) {
+                Some(slot) => *slot = Arc::clone(pod),
+                None => {
+                    bucket.insert(pod.uid.clone(), Arc::clone(pod));
+                }
+            },
+            None => {
+                self.pods
+                    .entry(pod.node_name.clone())
+                    .or_default()
+                    .insert(pod.uid.clone(), Arc::clone(pod));
+            }
+        }
+    }
+
+    pub(crate) fn delete_pod(&self, node_name: &str, uid: &str) {
+        if let Some(mut bucket) = self.pods.get_mut(node_name) {
+            bucket.remove(uid);
+        }
+        self.pods
+            .remove_if(node_name, |_, bucket| bucket.is_empty());
+    }
+
+    pub fn node(&self, name: &str) -> Option<Arc<NodeInfo>> {
+        self.nodes.get(name).map(|n| n.clone())
+    }
+
+    pub fn daemonset(&self, uid: &str) -> Option<Arc<DaemonSetInfo>> {
+        self.daemonsets.get(uid).map(|d| d.clone())
+    }
+
+    pub fn pod(&self, node_name: &str, uid: &str) -> Option<Arc<PodInfo>> {
+        self.pods
+            .get(node_name)
+            .and_then(|bucket| bucket.get(uid).cloned())
+    }
+
+    /// The names and versions of the indexed nodes `keep` holds for.
+    pub(crate) fn nodes_where(&self, keep: impl Fn(&NodeInfo) -> bool) -> Vec<(String, String)> {
+        self.nodes
+            .iter()
+            .filter(|n| keep(n.value()))
+            .map(|n| (n.name.clone(), n.resource_version.clone()))
+            .collect()
+    }
+}
+
+/// The index as the deciders read it.
+impl ClusterView for Index {
+    fn node(&self, name: &str) -> Option<Arc<NodeInfo>> {
+        Index::node(self, name)
+    }
+
+    fn pods_on(&self, node: &str) -> Vec<Arc<PodInfo>> {
+        self.pods
+            .get(node)
+            .map(|b| b.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn daemonsets(&self) -> Vec<Arc<DaemonSetInfo>> {
+        self.daemonsets.iter().map(|d| d.value().clone()).collect()
+    }
+
+    fn nodes(&self) -> Vec<Arc<NodeInfo>> {
+        self.nodes.iter().map(|n| n.value().clone()).collect()
+    }
+}
