@@ -207,6 +207,15 @@ enum Attempt {
     Failed(String),
 }
 
+/// How a phase of [`Elector::run`] ends.
+enum Phase {
+    /// On to the other phase: leading after campaigning, campaigning again
+    /// after losing the lease.
+    Next,
+    /// `shutdown` changed (a leader has released the lease by then).
+    ShutDown,
+}
+
 impl Elector {
     pub fn new(
         client: kube::Client,
@@ -252,95 +261,126 @@ impl Elector {
             Arc::clone(&changed),
         ));
         tracing::info!(identity = %self.identity, lease = %self.lease_ref(), "campaigning for leadership");
-        'campaign: loop {
-            // Follower: try now, then whenever the lease changes, the lease
-            // we saw would expire, or a (jittered) retry period passed.
-            loop {
-                let started = Instant::now();
-                match self.try_acquire_or_renew().await {
-                    Attempt::Holding => {
-                        leadership.renewed(started, Instant::now(), started + self.renew_deadline);
-                        tracing::info!(identity = %self.identity, lease = %self.lease_ref(), "became leader");
-                        on_gain();
-                        break;
-                    }
-                    Attempt::HeldByOther { holder, expires } => {
-                        tracing::debug!(%holder, "lease held by another replica");
-                        let wait = self.follower_wait(Some(expires));
-                        tokio::select! {
-                            _ = shutdown.changed() => break 'campaign,
-                            _ = changed.notified() => {}
-                            _ = tokio::time::sleep(wait) => {}
-                        }
-                    }
-                    Attempt::Raced(why) => {
-                        tracing::debug!(lease = %self.lease_ref(), %why, "lost a race for the lease");
-                        let wait = self.follower_wait(None);
-                        tokio::select! {
-                            _ = shutdown.changed() => break 'campaign,
-                            _ = changed.notified() => {}
-                            _ = tokio::time::sleep(wait) => {}
-                        }
-                    }
-                    Attempt::Failed(error) => {
-                        tracing::warn!(lease = %self.lease_ref(), %error, "cannot acquire the lease; retrying");
-                        let wait = self.follower_wait(None);
-                        tokio::select! {
-                            _ = shutdown.changed() => break 'campaign,
-                            _ = tokio::time::sleep(wait) => {}
-                        }
-                    }
-                }
+        loop {
+            if let Phase::ShutDown = self
+                .campaign(&leadership, &on_gain, &mut shutdown, &changed)
+                .await
+            {
+                break;
             }
-            // Leader: renew every retry period; give up at the deadline.
-            loop {
-                tokio::select! {
-                    _ = shutdown.changed() => {
-                        // Stop writing first: the lease must never be free
-                        // while this replica could still write.
-                        leadership.step_down();
-                        self.release().await;
-                        break 'campaign;
-                    }
-                    _ = tokio::time::sleep(self.retry_period) => {}
+            if let Phase::ShutDown = self.lead(&leadership, &on_gain, &mut shutdown).await {
+                break;
+            }
+        }
+        lease_watch.abort();
+    }
+
+    /// Follower: tries now, then whenever the lease changes, the lease we saw
+    /// would expire, or a (jittered) retry period passed, until this replica
+    /// holds the lease ([`Phase::Next`], `leadership` set and `on_gain` run)
+    /// or `shutdown` changes.
+    async fn campaign(
+        &mut self,
+        leadership: &Leadership,
+        on_gain: &(impl Fn() + Send),
+        shutdown: &mut watch::Receiver<bool>,
+        changed: &Notify,
+    ) -> Phase {
+        loop {
+            let started = Instant::now();
+            match self.try_acquire_or_renew().await {
+                Attempt::Holding => {
+                    leadership.renewed(started, Instant::now(), started + self.renew_deadline);
+                    tracing::info!(identity = %self.identity, lease = %self.lease_ref(), "became leader");
+                    on_gain();
+                    return Phase::Next;
                 }
-                let started = Instant::now();
-                match self.try_acquire_or_renew().await {
-                    Attempt::Holding => {
-                        // A renewal that lands after the deadline lapsed is
-                        // still safe (the write was conditional), but gates
-                        // refused meanwhile must hear they may write again.
-                        // The lapse is judged when the answer lands, not when
-                        // the request left (Lease requests can take seconds).
-                        let answered = Instant::now();
-                        if leadership.renewed(started, answered, started + self.renew_deadline) {
-                            tracing::info!(lease = %self.lease_ref(), "leading again after a late renewal or a refused write");
-                            on_gain();
-                        }
+                Attempt::HeldByOther { holder, expires } => {
+                    tracing::debug!(%holder, "lease held by another replica");
+                    let wait = self.follower_wait(Some(expires));
+                    tokio::select! {
+                        _ = shutdown.changed() => return Phase::ShutDown,
+                        _ = changed.notified() => {}
+                        _ = tokio::time::sleep(wait) => {}
                     }
-                    Attempt::HeldByOther { holder, .. } => {
-                        leadership.step_down();
-                        tracing::warn!(%holder, lease = %self.lease_ref(), "lost leadership: the lease has another holder");
-                        continue 'campaign;
+                }
+                Attempt::Raced(why) => {
+                    tracing::debug!(lease = %self.lease_ref(), %why, "lost a race for the lease");
+                    let wait = self.follower_wait(None);
+                    tokio::select! {
+                        _ = shutdown.changed() => return Phase::ShutDown,
+                        _ = changed.notified() => {}
+                        _ = tokio::time::sleep(wait) => {}
                     }
-                    Attempt::Raced(error) | Attempt::Failed(error) => {
-                        if leadership.is_leader() {
-                            tracing::warn!(lease = %self.lease_ref(), %error, "cannot renew the lease; retrying");
-                        } else {
-                            leadership.step_down();
-                            tracing::warn!(
-                                lease = %self.lease_ref(),
-                                %error,
-                                renew_deadline = ?self.renew_deadline,
-                                "lost leadership: no renewal within the renew deadline"
-                            );
-                            continue 'campaign;
-                        }
+                }
+                Attempt::Failed(error) => {
+                    tracing::warn!(lease = %self.lease_ref(), %error, "cannot acquire the lease; retrying");
+                    let wait = self.follower_wait(None);
+                    tokio::select! {
+                        _ = shutdown.changed() => return Phase::ShutDown,
+                        _ = tokio::time::sleep(wait) => {}
                     }
                 }
             }
         }
-        lease_watch.abort();
+    }
+
+    /// Leader: renews every retry period until the lease is lost — another
+    /// holder, or no renewal within the renew deadline — ([`Phase::Next`],
+    /// `leadership` stepped down) or `shutdown` changes: then it stops
+    /// writing and releases the lease.
+    async fn lead(
+        &mut self,
+        leadership: &Leadership,
+        on_gain: &(impl Fn() + Send),
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Phase {
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => {
+                    // Stop writing first: the lease must never be free
+                    // while this replica could still write.
+                    leadership.step_down();
+                    self.release().await;
+                    return Phase::ShutDown;
+                }
+                _ = tokio::time::sleep(self.retry_period) => {}
+            }
+            let started = Instant::now();
+            match self.try_acquire_or_renew().await {
+                Attempt::Holding => {
+                    // A renewal that lands after the deadline lapsed is
+                    // still safe (the write was conditional), but gates
+                    // refused meanwhile must hear they may write again.
+                    // The lapse is judged when the answer lands, not when
+                    // the request left (Lease requests can take seconds).
+                    let answered = Instant::now();
+                    if leadership.renewed(started, answered, started + self.renew_deadline) {
+                        tracing::info!(lease = %self.lease_ref(), "leading again after a late renewal or a refused write");
+                        on_gain();
+                    }
+                }
+                Attempt::HeldByOther { holder, .. } => {
+                    leadership.step_down();
+                    tracing::warn!(%holder, lease = %self.lease_ref(), "lost leadership: the lease has another holder");
+                    return Phase::Next;
+                }
+                Attempt::Raced(error) | Attempt::Failed(error) => {
+                    if leadership.is_leader() {
+                        tracing::warn!(lease = %self.lease_ref(), %error, "cannot renew the lease; retrying");
+                    } else {
+                        leadership.step_down();
+                        tracing::warn!(
+                            lease = %self.lease_ref(),
+                            %error,
+                            renew_deadline = ?self.renew_deadline,
+                            "lost leadership: no renewal within the renew deadline"
+                        );
+                        return Phase::Next;
+                    }
+                }
+            }
+        }
     }
 
     /// How long a follower sleeps: a retry period with up to 20% jitter (so

@@ -35,6 +35,7 @@ use crate::cluster::leader::Leadership;
 
 mod conditions;
 mod entrances;
+mod outcomes;
 mod regate;
 mod reload;
 mod traces;
@@ -403,71 +404,13 @@ impl Metrics {
                     member: MemberId::DaemonSet(key),
                     pod,
                 } if leader && !track.regated => {
-                    if let Some(start) = track.start
-                        && track.ready_recorded.insert(key.clone())
-                    {
-                        // The pod's own Ready transition is the truth (and
-                        // survives a restart of nodegate); when the snapshot
-                        // lacks it, when the gate saw it will do.
-                        let ready_at = state
-                            .pods
-                            .values()
-                            .find(|p| &p.name == pod && p.ready)
-                            .and_then(|p| p.ready_since)
-                            .unwrap_or(at);
-                        if let Some(labels) = self.daemonset_labels(key, state) {
-                            self.daemonset_ready
-                                .get_or_create(&labels)
-                                .observe(seconds_between(start, ready_at));
-                        }
-                    }
+                    self.record_member_ready(&mut track, key, pod, state, at);
                 }
                 Event::TimedOut {
                     action, not_ready, ..
-                } if leader => {
-                    self.gates_timed_out
-                        .get_or_create(&ActionLabels {
-                            action: action_str(*action),
-                        })
-                        .inc();
-                    for blocker in not_ready {
-                        let labels = match &blocker.member {
-                            MemberId::DaemonSet(key) => {
-                                self.daemonset_labels(key, state).map(|l| BlockerLabels {
-                                    kind: "daemonset",
-                                    namespace: l.namespace,
-                                    name: l.name,
-                                })
-                            }
-                            MemberId::Critical(name) => Some(BlockerLabels {
-                                kind: "critical",
-                                namespace: String::new(),
-                                name: name.clone(),
-                            }),
-                            MemberId::Condition(type_) => Some(BlockerLabels {
-                                kind: "condition",
-                                namespace: String::new(),
-                                name: type_.clone(),
-                            }),
-                        };
-                        if let Some(labels) = labels {
-                            self.timeout_blockers.get_or_create(&labels).inc();
-                        }
-                    }
-                }
+                } if leader => self.record_timeout(*action, not_ready, state),
                 Event::Opened { opened_by, at, .. } if leader => {
-                    if let Some(start) = track.start {
-                        self.gate_duration
-                            .get_or_create(&OutcomeLabels {
-                                outcome: opened_by.as_str(),
-                            })
-                            .observe(seconds_between(start, *at));
-                    }
-                    if *opened_by == OpenedBy::Ready
-                        && let Some(since) = track.all_ready_since
-                    {
-                        self.reaction.observe(seconds_between(since, *at));
-                    }
+                    self.record_opened(&track, *opened_by, *at);
                 }
                 _ => {}
             }

@@ -14,6 +14,7 @@
 use jiff::{SignedDuration, Timestamp};
 use nodegate_core::gate::{Event, GateState, MemberId, OpenedRecord, Readiness};
 use nodegate_core::journal::Journal;
+use nodegate_core::model::NodeInfo;
 
 /// An attribute's value.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,8 +109,36 @@ pub fn gate_trace(state: &GateState, journal: &Journal) -> Option<GateTrace> {
     let start = state.gate_start()?;
     let end = opened_at(journal, opened).unwrap_or(opened.at);
     let end = end.max(start);
-    // A member not Ready when the gate timed out waited until the deadline;
-    // one never Ready at a manual opening, until the opening.
+    let (members, ready) = member_spans(state, journal, start, end);
+    let root = SpanPlan {
+        name: ROOT_SPAN.to_string(),
+        start,
+        end,
+        attributes: root_attributes(state, journal, node, opened, members.len(), ready),
+        events: journal
+            .entries()
+            .filter_map(|e| gate_event(e.at, &e.event))
+            .collect(),
+        error: None,
+    };
+    Some(GateTrace {
+        node: node.name.clone(),
+        node_uid: node.uid.clone(),
+        root,
+        members,
+    })
+}
+
+/// A span for each expected member, within the gate's `start..end`, and how
+/// many of them were Ready: a Ready member's span ends when its pod became
+/// Ready; one not Ready when the gate timed out waited until the deadline,
+/// one never Ready at a manual opening, until the opening.
+fn member_spans(
+    state: &GateState,
+    journal: &Journal,
+    start: Timestamp,
+    end: Timestamp,
+) -> (Vec<SpanPlan>, i64) {
     let deadline = state
         .timed_out
         .as_ref()
@@ -141,12 +170,25 @@ pub fn gate_trace(state: &GateState, journal: &Journal) -> Option<GateTrace> {
         };
         members.push(span);
     }
+    (members, ready)
+}
 
+/// The root span's attributes: the node, the outcome, the members expected
+/// and Ready, where the gate's start came from, the deadline when it timed
+/// out, and how many journal facts were folded away, if any.
+fn root_attributes(
+    state: &GateState,
+    journal: &Journal,
+    node: &NodeInfo,
+    opened: &OpenedRecord,
+    expected: usize,
+    ready: i64,
+) -> Attributes {
     let mut attributes: Attributes = vec![
         ("k8s.node.name", node.name.as_str().into()),
         ("k8s.node.uid", node.uid.as_str().into()),
         ("nodegate.outcome", opened.opened_by.as_str().into()),
-        ("nodegate.members.expected", (members.len() as i64).into()),
+        ("nodegate.members.expected", (expected as i64).into()),
         ("nodegate.members.ready", ready.into()),
         (
             "nodegate.gate.start",
@@ -168,23 +210,7 @@ pub fn gate_trace(state: &GateState, journal: &Journal) -> Option<GateTrace> {
             (journal.dropped() as i64).into(),
         ));
     }
-    let root = SpanPlan {
-        name: ROOT_SPAN.to_string(),
-        start,
-        end,
-        attributes,
-        events: journal
-            .entries()
-            .filter_map(|e| gate_event(e.at, &e.event))
-            .collect(),
-        error: None,
-    };
-    Some(GateTrace {
-        node: node.name.clone(),
-        node_uid: node.uid.clone(),
-        root,
-        members,
-    })
+    attributes
 }
 
 /// The `nodegate.dev/opened-at` of the untaint that opened the gate. A gate

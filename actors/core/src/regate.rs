@@ -174,7 +174,28 @@ pub fn examine<'a>(
         *memory = Watched::default();
         return Health::NotWatched(NotWatched::Off);
     };
-    let not_watched = if !cfg.scope.includes(&node.labels) {
+    if let Some(why) = not_watched(node, cfg) {
+        *memory = Watched::default();
+        return Health::NotWatched(why);
+    }
+    if rc.on_reboot
+        && let Some(trigger) = reboot_due(node, memory)
+    {
+        return Health::Regate(trigger);
+    }
+    if node.ready != NodeReady::True {
+        memory.missing_since.clear();
+        return Health::NotWatched(NotWatched::NodeNotReady);
+    }
+    let mut broken = broken_members(node, daemonsets, pods, cfg, rc, memory, now);
+    excuse(node, memory, &mut broken);
+    grace_verdict(broken, rc, now)
+}
+
+/// Why an open node in reach of `--regate-after` is not watched, before its
+/// own Ready condition is looked at: out of scope, ignored, or gated.
+fn not_watched(node: &NodeInfo, cfg: &GateConfig) -> Option<NotWatched> {
+    if !cfg.scope.includes(&node.labels) {
         Some(NotWatched::OutOfScope)
     } else if node.ignored {
         Some(NotWatched::Ignored)
@@ -182,34 +203,43 @@ pub fn examine<'a>(
         Some(NotWatched::Gated)
     } else {
         None
-    };
-    if let Some(why) = not_watched {
-        *memory = Watched::default();
-        return Health::NotWatched(why);
     }
-    if rc.on_reboot
-        && let Some(now_boot) = node.boot_id.as_deref().filter(|b| !b.is_empty())
-    {
-        match memory.boot_id.as_deref() {
-            Some(seen) if seen != now_boot => {
-                memory.reboot = Some((seen.into(), now_boot.into()));
-                memory.boot_id = Some(now_boot.into());
-                memory.missing_since.clear();
-            }
-            Some(_) => {}
-            None => memory.boot_id = Some(now_boot.into()),
+}
+
+/// `--regate-on-reboot`: records the boot id the first time, notes a change
+/// of it as a reboot (forgetting the first-seen times, which belong to the
+/// boot before), and returns the reboot trigger while one is due. A node
+/// reporting no boot id is left as it is.
+fn reboot_due(node: &NodeInfo, memory: &mut Watched) -> Option<Trigger> {
+    let now_boot = node.boot_id.as_deref().filter(|b| !b.is_empty())?;
+    match memory.boot_id.as_deref() {
+        Some(seen) if seen != now_boot => {
+            memory.reboot = Some((seen.into(), now_boot.into()));
+            memory.boot_id = Some(now_boot.into());
+            memory.missing_since.clear();
         }
-        if let Some((from, to)) = &memory.reboot {
-            return Health::Regate(Trigger::Reboot {
-                from: from.to_string(),
-                to: to.to_string(),
-            });
-        }
+        Some(_) => {}
+        None => memory.boot_id = Some(now_boot.into()),
     }
-    if node.ready != NodeReady::True {
-        memory.missing_since.clear();
-        return Health::NotWatched(NotWatched::NodeNotReady);
-    }
+    memory.reboot.as_ref().map(|(from, to)| Trigger::Reboot {
+        from: from.to_string(),
+        to: to.to_string(),
+    })
+}
+
+/// The expected members that tolerate the re-gate taint and have no Ready
+/// pod on the node, each with since when it is broken. First-seen times are
+/// recorded for those without a Ready condition to count from, and dropped
+/// for every other member.
+fn broken_members<'a>(
+    node: &NodeInfo,
+    daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
+    pods: &[Arc<PodInfo>],
+    cfg: &GateConfig,
+    rc: &RegateConfig,
+    memory: &mut Watched,
+    now: Timestamp,
+) -> Vec<Broken> {
     let regate_taint = rc.taint.to_taint();
     let mut broken = Vec::new();
     for ds in daemonsets {
@@ -243,7 +273,12 @@ pub fn examine<'a>(
             .iter()
             .any(|b| b.source == Since::FirstSeen && *b.member == **m)
     });
-    excuse(node, memory, &mut broken);
+    broken
+}
+
+/// The verdict over the broken members not excused: re-gate for those broken
+/// for the whole grace, or else when the first of the others will be.
+fn grace_verdict(broken: Vec<Broken>, rc: &RegateConfig, now: Timestamp) -> Health {
     let grace = SignedDuration::try_from(rc.after).unwrap_or(SignedDuration::MAX);
     let due_at = |b: &Broken| b.since.checked_add(grace).unwrap_or(Timestamp::MAX);
     let (due, waiting): (Vec<Broken>, Vec<Broken>) =

@@ -8,9 +8,9 @@
 //! through the controller's own gate (`nodegate_core::gate::step`, with the
 //! `GateConfig` the controller builds from the same settings) and reads every
 //! member from the gate's state, so that explain and the gate cannot
-//! disagree. Only [`main`] (with its helper `explain`) and [`gather`] do I/O
-//! or read the clock; building and rendering the report are pure functions
-//! of their arguments.
+//! disagree. Only [`main`] (with its helper `explain`) and [`gather`] (with
+//! its `read_*` steps) do I/O or read the clock; building and rendering the
+//! report are pure functions of their arguments.
 
 mod table;
 #[cfg(test)]
@@ -136,6 +136,36 @@ pub async fn gather(
     settings: &GateSettings,
     now: Timestamp,
 ) -> Result<ClusterView> {
+    let mut warnings = Vec::new();
+    let node = read_node(client, node_name, &mut warnings).await?;
+    let daemonsets = read_daemonsets(client, &mut warnings).await?;
+    let pods_api: Api<Pod> = Api::all(client.clone());
+    let (pods, details) = read_pods_on_node(&pods_api, node_name).await?;
+    let mut view = ClusterView {
+        node,
+        daemonsets,
+        pods,
+        unscheduled: Vec::new(),
+        details,
+        warnings,
+    };
+    // A cluster can hold many pending pods; list them only when they can
+    // explain something.
+    let cfg = gate_config(settings);
+    let state = report::gate_state(&view.node, &view.daemonsets, &view.pods, &cfg, now);
+    if report::some_daemonset_has_no_pod(&state, &cfg, now) {
+        read_unscheduled(&pods_api, node_name, &mut view).await?;
+    }
+    Ok(view)
+}
+
+/// The node, projected, with its CSI drivers; what the projection worked
+/// around, and a CSINode that cannot be read, go to `warnings`.
+async fn read_node(
+    client: &kube::Client,
+    node_name: &str,
+    warnings: &mut Vec<String>,
+) -> Result<NodeInfo> {
     let nodes: Api<Node> = Api::all(client.clone());
     let raw_node = nodes
         .get_opt(node_name)
@@ -143,10 +173,11 @@ pub async fn gather(
         .map_err(Error::kube(format!("cannot read node {node_name:?}")))?
         .ok_or_else(|| Error::NodeNotFound(node_name.to_string()))?;
     let (node, oddities) = project::node(&raw_node);
-    let mut warnings: Vec<String> = oddities
-        .into_iter()
-        .map(|o| format!("{}: {}", o.object, o.what))
-        .collect();
+    warnings.extend(
+        oddities
+            .into_iter()
+            .map(|o| format!("{}: {}", o.object, o.what)),
+    );
     let mut node = node.ok_or_else(|| Error::Invalid {
         what: format!("node {node_name:?}"),
         why: "the API server returned a node without a name".into(),
@@ -157,7 +188,15 @@ pub async fn gather(
             "cannot read the node's CSINode ({e}); CSI drivers are shown as not registered"
         )),
     }
+    Ok(node)
+}
 
+/// Every DaemonSet, projected; one without namespace or name is skipped with
+/// a warning.
+async fn read_daemonsets(
+    client: &kube::Client,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<DaemonSetInfo>> {
     let daemonsets: Api<DaemonSet> = Api::all(client.clone());
     let mut dss: Vec<DaemonSetInfo> = Vec::new();
     for ds in daemonsets
@@ -170,8 +209,14 @@ pub async fn gather(
             None => warnings.push("a DaemonSet without namespace or name was skipped".into()),
         }
     }
+    Ok(dss)
+}
 
-    let pods_api: Api<Pod> = Api::all(client.clone());
+/// The pods bound to the node, projected, and the details shown for each.
+async fn read_pods_on_node(
+    pods_api: &Api<Pod>,
+    node_name: &str,
+) -> Result<(Vec<PodInfo>, BTreeMap<String, PodDetail>)> {
     let on_node = pods_api
         .list(&ListParams::default().fields(&format!("spec.nodeName={node_name}")))
         .await
@@ -186,32 +231,27 @@ pub async fn gather(
             pods.push(info);
         }
     }
+    Ok((pods, details))
+}
 
-    let mut view = ClusterView {
-        node,
-        daemonsets: dss,
-        pods,
-        unscheduled: Vec::new(),
-        details,
-        warnings,
-    };
-    // A cluster can hold many pending pods; list them only when they can
-    // explain something.
-    let cfg = gate_config(settings);
-    let state = report::gate_state(&view.node, &view.daemonsets, &view.pods, &cfg, now);
-    if report::some_daemonset_has_no_pod(&state, &cfg, now) {
-        let pending = pods_api
-            .list(&ListParams::default().fields("spec.nodeName=,status.phase=Pending"))
-            .await
-            .map_err(Error::kube("cannot list unscheduled pods"))?;
-        for p in pending.iter().filter(|p| aimed_at(p, node_name)) {
-            if let Some(info) = project::pod(p) {
-                view.details.insert(info.key(), pod_detail(p));
-                view.unscheduled.push(info);
-            }
+/// Adds to `view` the unscheduled pods the DaemonSet controller aimed at the
+/// node, with their details.
+async fn read_unscheduled(
+    pods_api: &Api<Pod>,
+    node_name: &str,
+    view: &mut ClusterView,
+) -> Result<()> {
+    let pending = pods_api
+        .list(&ListParams::default().fields("spec.nodeName=,status.phase=Pending"))
+        .await
+        .map_err(Error::kube("cannot list unscheduled pods"))?;
+    for p in pending.iter().filter(|p| aimed_at(p, node_name)) {
+        if let Some(info) = project::pod(p) {
+            view.details.insert(info.key(), pod_detail(p));
+            view.unscheduled.push(info);
         }
     }
-    Ok(view)
+    Ok(())
 }
 
 /// Whether an unbound pod was made for `node`: the DaemonSet controller pins

@@ -16,6 +16,19 @@ const MAX_NAME_WIDTH: usize = 40;
 /// laid out for a terminal `width` columns wide.
 pub fn render_table(report: &Report, width: usize) -> String {
     let mut out = String::new();
+    push_node_header(&mut out, report, width);
+    out.push('\n');
+    push_member_tables(&mut out, report, width);
+    push_condition_taint_rules(&mut out, report, width);
+    push_taints(&mut out, report, width);
+    out.push('\n');
+    push_verdicts(&mut out, report, width);
+    out
+}
+
+/// The node, its age and whether it is gated; then how many members are
+/// expected here and how many of them are Ready.
+fn push_node_header(out: &mut String, report: &Report, width: usize) {
     let gate = if report.gated {
         format!("gated by {}", report.taints.managed.join(", "))
     } else {
@@ -32,16 +45,20 @@ pub fn render_table(report: &Report, width: usize) -> String {
         report.created,
         human_age(age),
     );
-    push_wrapped(&mut out, "", "", &header, width);
+    push_wrapped(out, "", "", &header, width);
     let counts = format!(
         "{} of {} DaemonSets and critical pods expected here, {} of them Ready",
         report.expected_members,
         report.daemonsets.len() + report.critical_pods.len() + report.conditions.len(),
         report.ready_members,
     );
-    push_wrapped(&mut out, "", "", &counts, width);
-    out.push('\n');
+    push_wrapped(out, "", "", &counts, width);
+}
 
+/// The DaemonSet table, then the critical-pod and condition tables when
+/// there are any, all with one name column as wide as the longest name that
+/// fits in [`MAX_NAME_WIDTH`].
+fn push_member_tables(out: &mut String, report: &Report, width: usize) {
     let name_width = report
         .daemonsets
         .iter()
@@ -52,14 +69,14 @@ pub fn render_table(report: &Report, width: usize) -> String {
         .filter(|w| *w <= MAX_NAME_WIDTH)
         .max()
         .unwrap_or(0);
-    member_table(&mut out, "DAEMONSET", &report.daemonsets, name_width, width);
+    member_table(out, "DAEMONSET", &report.daemonsets, name_width, width);
     if report.daemonsets.is_empty() {
         out.push_str("(no DaemonSets in the cluster)\n");
     }
     if !report.critical_pods.is_empty() {
         out.push('\n');
         member_table(
-            &mut out,
+            out,
             "CRITICAL POD",
             &report.critical_pods,
             name_width,
@@ -69,24 +86,33 @@ pub fn render_table(report: &Report, width: usize) -> String {
 
     if !report.conditions.is_empty() {
         out.push('\n');
-        member_table(&mut out, "CONDITION", &report.conditions, name_width, width);
+        member_table(out, "CONDITION", &report.conditions, name_width, width);
     }
-    if !report.condition_taints.is_empty() {
-        out.push_str("\nCONDITION TAINT RULES\n");
-        for r in &report.condition_taints {
-            let state = match (r.matches, r.tainted, r.action) {
-                (_, _, Some(a)) => format!("matches={}, would {a} the taint", r.matches),
-                (true, true, None) => "matches, taint on".to_string(),
-                (false, false, None) => "does not match, no taint".to_string(),
-                (false, true, None) => "does not match, taint kept (remove: never)".to_string(),
-                (true, false, None) => "matches".to_string(),
-            };
-            let first = format!("  {} ({}): {state}", r.rule, r.taint);
-            push_wrapped(&mut out, "", "    ", &first, width);
-            push_wrapped(&mut out, "    ", "    ", &r.why, width);
-        }
-    }
+}
 
+/// Each condition taint rule, whether it matches and what it would do with
+/// its taint, and why; nothing when there are none.
+fn push_condition_taint_rules(out: &mut String, report: &Report, width: usize) {
+    if report.condition_taints.is_empty() {
+        return;
+    }
+    out.push_str("\nCONDITION TAINT RULES\n");
+    for r in &report.condition_taints {
+        let state = match (r.matches, r.tainted, r.action) {
+            (_, _, Some(a)) => format!("matches={}, would {a} the taint", r.matches),
+            (true, true, None) => "matches, taint on".to_string(),
+            (false, false, None) => "does not match, no taint".to_string(),
+            (false, true, None) => "does not match, taint kept (remove: never)".to_string(),
+            (true, false, None) => "matches".to_string(),
+        };
+        let first = format!("  {} ({}): {state}", r.rule, r.taint);
+        push_wrapped(out, "", "    ", &first, width);
+        push_wrapped(out, "    ", "    ", &r.why, width);
+    }
+}
+
+/// The node's taints: managed, transient and other.
+fn push_taints(out: &mut String, report: &Report, width: usize) {
     out.push_str("\nTAINTS\n");
     for (kind, list) in [
         ("managed", &report.taints.managed),
@@ -100,13 +126,16 @@ pub fn render_table(report: &Report, width: usize) -> String {
         };
         let first = format!("  {kind:<11}");
         let rest = " ".repeat(first.len());
-        push_wrapped(&mut out, &first, &rest, &text, width);
+        push_wrapped(out, &first, &rest, &text, width);
     }
+}
 
-    out.push('\n');
-    push_wrapped(&mut out, "GATE  ", "      ", &report.verdict, width);
+/// The gate's verdict, and the re-gate verdict with each broken member when
+/// the node is watched for re-gating.
+fn push_verdicts(out: &mut String, report: &Report, width: usize) {
+    push_wrapped(out, "GATE  ", "      ", &report.verdict, width);
     if let Some(r) = &report.regate {
-        push_wrapped(&mut out, "REGATE  ", "        ", &r.verdict, width);
+        push_wrapped(out, "REGATE  ", "        ", &r.verdict, width);
         for b in &r.broken {
             let counted = match b.counted_from {
                 "pod_ready_condition" => "since its pod's Ready condition changed",
@@ -118,10 +147,9 @@ pub fn render_table(report: &Report, width: usize) -> String {
                 human_age(b.broken_for_seconds),
                 b.waiting
             );
-            push_wrapped(&mut out, "  ", "    ", &line, width);
+            push_wrapped(out, "  ", "    ", &line, width);
         }
     }
-    out
 }
 
 fn member_table(

@@ -1,0 +1,101 @@
+//! The outcome records of a gate step, kept by the leader only: a
+//! DaemonSet's time-to-Ready, a timeout and what blocked it, and how long a
+//! gate took to open and to react to its last member turning Ready.
+
+use jiff::Timestamp;
+use nodegate_core::gate::{Blocker, GateState, MemberId, OnTimeout, OpenedBy};
+
+use super::{
+    ActionLabels, BlockerLabels, GateTrack, Metrics, OutcomeLabels, action_str, seconds_between,
+};
+
+impl Metrics {
+    /// A DaemonSet's time-to-Ready on this node, once per gate, from the gate
+    /// start to its pod's Ready transition.
+    pub(super) fn record_member_ready(
+        &self,
+        track: &mut GateTrack,
+        key: &str,
+        pod: &str,
+        state: &GateState,
+        at: Timestamp,
+    ) {
+        if let Some(start) = track.start
+            && track.ready_recorded.insert(key.to_string())
+        {
+            // The pod's own Ready transition is the truth (and
+            // survives a restart of nodegate); when the snapshot
+            // lacks it, when the gate saw it will do.
+            let ready_at = state
+                .pods
+                .values()
+                .find(|p| p.name == pod && p.ready)
+                .and_then(|p| p.ready_since)
+                .unwrap_or(at);
+            if let Some(labels) = self.daemonset_labels(key, state) {
+                self.daemonset_ready
+                    .get_or_create(&labels)
+                    .observe(seconds_between(start, ready_at));
+            }
+        }
+    }
+
+    /// A gate that timed out, by the action taken, and each member that was
+    /// not Ready then.
+    pub(super) fn record_timeout(
+        &self,
+        action: OnTimeout,
+        not_ready: &[Blocker],
+        state: &GateState,
+    ) {
+        self.gates_timed_out
+            .get_or_create(&ActionLabels {
+                action: action_str(action),
+            })
+            .inc();
+        for blocker in not_ready {
+            if let Some(labels) = self.blocker_labels(&blocker.member, state) {
+                self.timeout_blockers.get_or_create(&labels).inc();
+            }
+        }
+    }
+
+    /// The labels of a member that blocked a gate until its timeout; `None`
+    /// for a DaemonSet key that is not `namespace/name`.
+    fn blocker_labels(&self, member: &MemberId, state: &GateState) -> Option<BlockerLabels> {
+        match member {
+            MemberId::DaemonSet(key) => self.daemonset_labels(key, state).map(|l| BlockerLabels {
+                kind: "daemonset",
+                namespace: l.namespace,
+                name: l.name,
+            }),
+            MemberId::Critical(name) => Some(BlockerLabels {
+                kind: "critical",
+                namespace: String::new(),
+                name: name.clone(),
+            }),
+            MemberId::Condition(type_) => Some(BlockerLabels {
+                kind: "condition",
+                namespace: String::new(),
+                name: type_.clone(),
+            }),
+        }
+    }
+
+    /// A gate that opened: its duration by who opened it, and, opened by
+    /// readiness, the reaction since every member was Ready.
+    pub(super) fn record_opened(&self, track: &GateTrack, opened_by: OpenedBy, at: Timestamp) {
+        if let Some(start) = track.start {
+            self.gate_duration
+                .get_or_create(&OutcomeLabels {
+                    outcome: opened_by.as_str(),
+                })
+                .observe(seconds_between(start, at));
+        }
+        if opened_by == OpenedBy::Ready
+            && let Some(since) = track.all_ready_since
+        {
+            self.reaction.observe(seconds_between(since, at));
+        }
+    }
+}
