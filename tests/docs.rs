@@ -3,8 +3,11 @@
 //! docs/operations.md for the operational ones) and is a value of the Helm
 //! chart (deploy/helm/nodegate/values.yaml names each flag next to its value),
 //! and every document the README links to exists, and every citation of a
-//! numbered section of docs/semantics.md names a section that is there. No
-//! cluster needed.
+//! numbered section (or subsection) of docs/semantics.md names a section
+//! that is there. From the settings table (src/settings/table.rs), the one
+//! definition of each setting: every flag has its row (flag, config key,
+//! default) in the docs, its Helm value, and its key in its class's row of
+//! the reload table. No cluster needed.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

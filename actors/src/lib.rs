@@ -11,14 +11,15 @@
 //! executor, withdrawal, the retry backoff policy) and `observe` (the
 //! observer hook) reach the outside; `messages` is what the actors say to
 //! each other; `pending` is the set of changed pods a gate takes when woken;
-//! `router` indexes and routes; `node_actor` runs one gate;
-//! `supervisor` spawns and restarts the node actors at the router's request.
-//! `index` holds what the watchers delivered and publishes each change on
-//! the `feed`; `decider_shell` runs each of the
-//! deciders beside the gates (the late-taint net, re-gating, condition-rule
-//! taints) on it, through the same ports as the gates.
-//! `testing` (cargo feature `testing`, for tests only) holds the fake
-//! executor and clock that stand in for the binary's.
+//! `feed` is the change feed and `index` holds what the watchers delivered,
+//! publishing each change on the feed; `router` writes to the index and
+//! routes hints to the gates; `node_actor` runs one gate; `supervisor`
+//! spawns and restarts the node actors at the router's request;
+//! `decider_shell` runs each of the deciders beside the gates (the
+//! late-taint net, re-gating, condition-rule taints) on the feed, through
+//! the same ports as the gates. `testing` (cargo feature `testing`, for
+//! tests only) holds the fake executor and clock that stand in for the
+//! binary's.
 
 pub mod decider_shell;
 pub mod feed;

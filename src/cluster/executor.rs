@@ -6,8 +6,10 @@
 //! not hold the lease (or whose last renewal is older than the renew deadline)
 //! answers `NotLeader` and writes nothing, so its gates stay warm and re-send
 //! when it becomes leader. An untaint the gate withdrew before it went out
-//! answers `Withdrawn`. Every write actually sent is counted in the
-//! metrics by its result. Retry delays follow the backoff policy of
+//! answers `Withdrawn`. Every gate write actually sent is counted in
+//! `nodegate_patch_attempts_total` by its result; the deciders' writes are
+//! counted through the tallies they return (`tally`), and every node write's
+//! wait and request time by the writer. Retry delays follow the backoff policy of
 //! `nodegate_actors::ports` (base, max, ceiling, jitter's range), and so do
 //! the delays between a gate's periodic re-examinations; only the random
 //! draw is made here. Nothing here decides about a gate.

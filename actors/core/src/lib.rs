@@ -1,11 +1,14 @@
 //! nodegate's pure gate core.
 //!
 //! Everything here is a plain function over plain data: the placement rules
-//! (`placement`, `selector`), when a member is Ready (`readiness`), the node
-//! state machine (`gate`) and its journal (`journal`), over the compact
-//! projections of cluster objects in `model`, whose `nodegate.dev/*`
-//! annotations `annotations` names; and `report`, the gate's state
-//! explained to a person, as `nodegate explain` prints it. Nothing here does
+//! (`placement`, `selector`), when a member is Ready (`readiness`, and
+//! `conditions` for node conditions), the node state machine (`gate`) and
+//! its journal (`journal`), over the compact projections of cluster objects
+//! in `model`, whose `nodegate.dev/*` annotations `annotations` names; the
+//! entrances' rules (`entrance`, `regate`, `budget`) and the deciders that
+//! run them beside the gates (`deciders`: the late-taint net, re-gating,
+//! condition-rule taints); and `report`, the gate's state explained to a
+//! person, as `nodegate explain` prints it. Nothing here does
 //! I/O, awaits, or reads the clock — time is always an argument — and this
 //! crate's Cargo.toml has no async runtime, actor framework or Kubernetes
 //! client in it, so the compiler keeps it that way. The actor system

@@ -26,6 +26,7 @@
 //! clock, so a controller clock running ahead does not shorten the grace
 //! (semantics.md §5.3).
 
+use crate::annotations;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -44,14 +45,6 @@ mod counts;
 
 use counts::Counts;
 pub use counts::RegateGauges;
-
-/// When the node's gate started: the deadline of the re-gated node's gate
-/// counts from it.
-pub const GATED_SINCE_ANNOTATION: &str = "nodegate.dev/gated-since";
-
-/// Why nodegate re-gated the node: its members, comma separated, or
-/// `reboot` ([`Trigger::annotation`]).
-pub const REGATED_FOR_ANNOTATION: &str = "nodegate.dev/regated-for";
 
 /// At most one `RegateBudgetExhausted` Event per node this often.
 pub const BUDGET_EVENT_EVERY: SignedDuration = SignedDuration::from_secs(600);
@@ -516,8 +509,11 @@ impl Decider for Regater {
 /// The write that re-gates `node` as the fresh read shows it.
 fn regate_write(node: &NodeInfo, rc: &RegateConfig, due: &Due) -> TaintWrite {
     let annotations = vec![
-        (GATED_SINCE_ANNOTATION, annotation_time(due.at).to_string()),
-        (REGATED_FOR_ANNOTATION, due.trigger.annotation()),
+        (
+            annotations::GATED_SINCE,
+            annotation_time(due.at).to_string(),
+        ),
+        (annotations::REGATED_FOR, due.trigger.annotation()),
     ];
     TaintWrite {
         origin: Origin::Regate,

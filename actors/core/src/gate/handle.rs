@@ -39,7 +39,7 @@ pub(super) fn decide_in_place(
     if state.is_finished() {
         return Vec::new();
     }
-    let mut d = Decider {
+    let mut d = Step {
         s: state,
         events: Vec::new(),
         cfg,
@@ -49,7 +49,7 @@ pub(super) fn decide_in_place(
     d.events
 }
 
-struct Decider<'a> {
+struct Step<'a> {
     s: &'a mut GateState,
     events: Vec<Event>,
     cfg: &'a GateConfig,
@@ -68,7 +68,7 @@ enum ReconcileCause {
     Reexamine,
 }
 
-impl Decider<'_> {
+impl Step<'_> {
     /// Records a fact: applied to the state at once, then kept for the
     /// caller. Every event of a step goes through here.
     fn emit(&mut self, ev: Event) {

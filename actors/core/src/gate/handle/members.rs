@@ -3,12 +3,12 @@
 
 use std::borrow::Cow;
 
-use super::Decider;
+use super::Step;
 use crate::gate::derive::{derive_all, derive_member, derive_readiness};
 use crate::gate::event::Event;
 use crate::gate::member::{Expectation, Member, MemberId, Readiness};
 
-/// Which members an input can have changed (see `Decider::recompute_members`).
+/// Which members an input can have changed (see `Step::recompute_members`).
 pub(super) enum MemberScope<'i> {
     /// The node, a timer, a write or the leadership changed: every member.
     All,
@@ -24,7 +24,7 @@ pub(super) enum MemberScope<'i> {
     },
 }
 
-impl Decider<'_> {
+impl Step<'_> {
     /// Brings `members` in line with what the gate has seen: every member
     /// for [`MemberScope::All`], else only those the input can have changed, plus
     /// any member whose pod became available by the passing of time. Either

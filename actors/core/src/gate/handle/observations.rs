@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::members::MemberScope;
-use super::{Decider, ReconcileCause};
+use super::{ReconcileCause, Step};
 use crate::gate::event::Event;
 use crate::gate::state::StopReason;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
-impl Decider<'_> {
+impl Step<'_> {
     pub(super) fn snapshot(
         &mut self,
         node: &Arc<NodeInfo>,

@@ -2,13 +2,13 @@
 //! what it derives up to date: the untaint write, its retries and
 //! withdrawal, the timeout and its mark, and the suspension of writes.
 
-use super::{Decider, ReconcileCause};
+use super::{ReconcileCause, Step};
 use crate::gate::config::OnTimeout;
 use crate::gate::event::{Event, IndexedTaint};
 use crate::gate::notes;
 use crate::gate::state::{GateWriteKind, OpenedBy, Phase, Write, WriteStatus};
 
-impl Decider<'_> {
+impl Step<'_> {
     pub(super) fn managed_taints(&self) -> Vec<IndexedTaint> {
         let Some(node) = &self.s.node else {
             return Vec::new();

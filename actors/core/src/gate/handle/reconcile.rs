@@ -5,12 +5,12 @@
 use jiff::SignedDuration;
 
 use super::members::MemberScope;
-use super::{Decider, ReconcileCause};
+use super::{ReconcileCause, Step};
 use crate::gate::event::Event;
 use crate::gate::member::Readiness;
 use crate::gate::state::{GateWriteKind, Phase, StopReason, UnansweredUntaint, WriteStatus};
 
-impl Decider<'_> {
+impl Step<'_> {
     /// Re-derives everything that follows from what the gate has seen, and
     /// decides. Safe to run on any input: with nothing new it emits nothing.
     pub(super) fn reconcile(&mut self, cause: ReconcileCause) {

@@ -4,12 +4,12 @@
 use jiff::Timestamp;
 
 use super::members::MemberScope;
-use super::{Decider, ReconcileCause};
+use super::{ReconcileCause, Step};
 use crate::gate::event::Event;
 use crate::gate::input::TimerKind;
 use crate::gate::state::{Phase, WriteStatus};
 
-impl Decider<'_> {
+impl Step<'_> {
     pub(super) fn timer(&mut self, kind: TimerKind, generation: u64) {
         match kind {
             TimerKind::Deadline => {
@@ -62,7 +62,7 @@ impl Decider<'_> {
     }
 }
 
-impl Decider<'_> {
+impl Step<'_> {
     /// Holds the deadline for the gap between it and `judged`, the server's
     /// now as the gate judges it (the evidence plus the slack).
     fn hold_deadline(&mut self, deadline: Timestamp, judged: Timestamp, generation: u64) {

@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use super::{Decider, ReconcileCause};
+use super::{ReconcileCause, Step};
 use crate::gate::event::Event;
 use crate::gate::input::PatchOutcome;
 use crate::gate::state::{GateWriteKind, StopReason, WriteStatus};
 use crate::model::NodeInfo;
 
-impl Decider<'_> {
+impl Step<'_> {
     pub(super) fn patch_result(&mut self, outcome: &PatchOutcome) {
         let Some(w) = self.s.write.clone() else {
             return;
