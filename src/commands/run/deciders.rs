@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::cluster::executor::{KubeExecutor, SystemClock};
-use crate::serve::metrics::{Metrics, RegateGauges};
+use crate::serve::metrics::Metrics;
 use crate::settings::config::RunSettings;
 
 /// A decider's task, to wait for at shutdown.
@@ -66,14 +66,8 @@ pub fn start(
     )));
     let m = Arc::clone(metrics);
     let gauges: decider_shell::Publish<Regater> = Box::new(move |regater, cx| {
-        let g = regater.gauges(cx);
         m.regate.regated_ages(&regater.regated_ages(cx));
-        m.regate.gauges(RegateGauges {
-            regated: g.regated,
-            budget_allowed: g.budget_allowed,
-            broken: g.broken,
-            suspended: g.suspended,
-        });
+        m.regate.gauges(regater.gauges(cx));
     });
     tasks.push(task(decider_shell::start(
         Regater::new(),

@@ -33,18 +33,9 @@ pub struct RegateMetrics {
     suspended: Gauge,
 }
 
-/// What the open nodes look like at one look (the gauges).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RegateGauges {
-    /// Managed nodes carrying the re-gate taint.
-    pub regated: usize,
-    /// How many the budget allows at once.
-    pub budget_allowed: usize,
-    /// Open nodes with a member broken but still inside the grace.
-    pub broken: usize,
-    /// Managed nodes whose writes are suspended (annotation or config).
-    pub suspended: usize,
-}
+/// What the open nodes look like at one look (the gauges), as the
+/// re-gating decider counts them.
+pub use nodegate_core::deciders::regate::RegateGauges;
 
 impl RegateMetrics {
     pub(super) fn register(registry: &mut Registry) -> RegateMetrics {

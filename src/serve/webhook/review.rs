@@ -46,44 +46,56 @@ pub fn taint_patch(taint: &Taint, create_list: bool) -> Value {
 
 /// The answer to the request `body`.
 pub fn answer(body: &[u8], scope: &Scope, managed: &[ManagedTaint]) -> Answer {
-    let raw: Value = match serde_json::from_slice(body) {
-        Ok(v) => v,
-        Err(e) => return refuse_to_judge(String::new(), format!("the body is not JSON: {e}")),
+    let (uid, request) = match read_request(body) {
+        Ok(r) => r,
+        Err(refused) => return refused,
     };
+    let node = match read_node(&request) {
+        Ok(n) => n,
+        Err(why) => return refuse_to_judge(uid, format!("cannot read the node: {why}")),
+    };
+    judge(uid, &request, &node, scope, managed)
+}
+
+/// The review's uid and request, if the body is a review of a Node CREATE;
+/// otherwise the answer that admits it unchanged, saying why.
+fn read_request(body: &[u8]) -> Result<(String, AdmissionRequest<DynamicObject>), Answer> {
+    let raw: Value = serde_json::from_slice(body)
+        .map_err(|e| refuse_to_judge(String::new(), format!("the body is not JSON: {e}")))?;
     let uid = raw
         .pointer("/request/uid")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    let review: AdmissionReview<DynamicObject> = match serde_json::from_value(raw) {
-        Ok(r) => r,
-        Err(e) => {
-            return refuse_to_judge(uid, format!("the body is not an AdmissionReview: {e}"));
-        }
-    };
-    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
-        Ok(r) => r,
-        Err(_) => return refuse_to_judge(uid, "the AdmissionReview has no request".into()),
-    };
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(raw).map_err(|e| {
+        refuse_to_judge(
+            uid.clone(),
+            format!("the body is not an AdmissionReview: {e}"),
+        )
+    })?;
+    let request: AdmissionRequest<DynamicObject> = review
+        .try_into()
+        .map_err(|_| refuse_to_judge(uid.clone(), "the AdmissionReview has no request".into()))?;
     if request.kind.kind != "Node" || !request.kind.group.is_empty() {
-        return refuse_to_judge(
-            uid,
-            format!(
-                "expected a Node, got {:?} (group {:?}): check the webhook's rules",
-                request.kind.kind, request.kind.group
-            ),
+        let why = format!(
+            "expected a Node, got {:?} (group {:?}): check the webhook's rules",
+            request.kind.kind, request.kind.group
         );
+        return Err(refuse_to_judge(uid, why));
     }
     if request.operation != Operation::Create {
-        return refuse_to_judge(
-            uid,
-            format!(
-                "expected a CREATE, got {:?}: check the webhook's rules",
-                request.operation
-            ),
+        let why = format!(
+            "expected a CREATE, got {:?}: check the webhook's rules",
+            request.operation
         );
+        return Err(refuse_to_judge(uid, why));
     }
-    let node: Node = match request
+    Ok((uid, request))
+}
+
+/// The Node the request creates.
+fn read_node(request: &AdmissionRequest<DynamicObject>) -> Result<Node, String> {
+    request
         .object
         .as_ref()
         .map(serde_json::to_value)
@@ -91,17 +103,23 @@ pub fn answer(body: &[u8], scope: &Scope, managed: &[ManagedTaint]) -> Answer {
         .map_err(|e| e.to_string())
         .and_then(|v| v.ok_or_else(|| "the request has no object".to_string()))
         .and_then(|v| serde_json::from_value(v).map_err(|e| format!("not a Node: {e}")))
-    {
-        Ok(n) => n,
-        Err(why) => return refuse_to_judge(uid, format!("cannot read the node: {why}")),
-    };
+}
+
+/// The entrance's decision for `node` ([`admit`]), as an answer.
+fn judge(
+    uid: String,
+    request: &AdmissionRequest<DynamicObject>,
+    node: &Node,
+    scope: &Scope,
+    managed: &[ManagedTaint],
+) -> Answer {
     // A node being created has no creationTimestamp yet: that oddity of
     // the projection is expected here, and no decision reads the time.
-    let Some(info) = project::node(&node).0 else {
+    let Some(info) = project::node(node).0 else {
         return refuse_to_judge(uid, "the node has no name".into());
     };
     let name = Some(info.name.clone());
-    let response = AdmissionResponse::from(&request);
+    let response = AdmissionResponse::from(request);
     // Whether the object has `spec.taints` at all, even empty: the patch
     // appends to a list that is there and creates one that is not.
     let listed = node.spec.as_ref().is_some_and(|s| s.taints.is_some());
