@@ -76,10 +76,12 @@ pub struct Regater {
     look_at: HashMap<String, Timestamp>,
     /// When the last `RegateBudgetExhausted` Event went out, per node.
     budget_event: HashMap<String, Timestamp>,
-    /// Nodes re-gated by this replica, with the resourceVersion the write
-    /// replaced: while the index shows that version, the node counts in the
-    /// budget and is not looked at.
-    pending: HashMap<String, String>,
+    /// Nodes re-gated by this replica, with the resourceVersions from before
+    /// the write: the one the write replaced (the fresh read's) and the one
+    /// the index showed when the answer came, which may be older still.
+    /// While the index shows one of them, the node counts in the budget and
+    /// is not looked at.
+    pending: HashMap<String, [String; 2]>,
     /// Dry run: nodes already logged as "would re-gate".
     dry_logged: HashSet<String>,
     /// Due nodes whose fresh read is out.
@@ -158,7 +160,7 @@ impl Regater {
         };
         match self.pending.get(name) {
             // The index does not show our write yet: wait for it.
-            Some(before) if *before == node.resource_version => return None,
+            Some(before) if before.contains(&node.resource_version) => return None,
             Some(_) => {
                 self.pending.remove(name);
             }
@@ -382,8 +384,14 @@ impl Regater {
                     return out;
                 };
                 let why = words(&due.trigger, due.at);
+                // The index may not even show the version the fresh read
+                // returned yet: both count as "before our write".
+                let indexed = cx
+                    .view
+                    .node(name)
+                    .map_or_else(String::new, |n| n.resource_version.clone());
                 self.pending
-                    .insert(name.to_string(), write.resource_version.clone());
+                    .insert(name.to_string(), [write.resource_version.clone(), indexed]);
                 self.look_at.remove(name);
                 self.budget_event.remove(name);
                 let note = format!(

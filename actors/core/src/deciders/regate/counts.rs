@@ -111,7 +111,7 @@ impl Regater {
             .iter()
             .filter(|(name, before)| {
                 view.node(name)
-                    .is_some_and(|n| n.resource_version == **before)
+                    .is_some_and(|n| before.contains(&n.resource_version))
             })
             .count()
     }
