@@ -161,10 +161,9 @@ impl Regater {
         match self.pending.get(name) {
             // The index does not show our write yet: wait for it.
             Some(before) if before.contains(&node.resource_version) => return None,
-            Some(_) => {
-                self.pending.remove(name);
-            }
-            None => {}
+            // The index moved on; the feed's change of the node, in order
+            // with the counts, ends the pending write (see `changed`).
+            Some(_) | None => {}
         }
         let now = cx.now.for_grace();
         let mut memory = self.watched.remove(name).unwrap_or_default();
@@ -269,11 +268,13 @@ impl Regater {
     /// own re-gates the index does not show yet; the reads and writes out
     /// hold a node the budget would refuse if they all ended in a re-gate.
     fn budget(&mut self, rc: &RegateConfig, cx: &Context<'_>) -> Budget {
-        let unseen = self.unseen(cx.view);
         let out = self.reading.len() + self.writing.len();
-        let counts = self.counts(cx);
+        self.counts(cx);
+        let Some(counts) = self.counts.as_ref() else {
+            return Budget::Allows;
+        };
         let managed = counts.managed.len();
-        let in_use = counts.regated.len() + unseen;
+        let in_use = counts.regated.len() + self.unseen(counts);
         if let Err(exhausted) = regate::budget_allows(rc, managed, in_use) {
             return Budget::Refused(exhausted);
         }
@@ -432,6 +433,17 @@ impl Regater {
         match change {
             Change::Node { name, after, .. } => {
                 self.counts(cx).set(&name, after.as_deref(), cx.config);
+                // Another version than those before our write, in the same
+                // step as the counts see it: counted as it shows (with the
+                // taint, or without it if it was taken off since).
+                let moved = after.as_ref().is_none_or(|a| {
+                    self.pending
+                        .get(&name)
+                        .is_some_and(|b| !b.contains(&a.resource_version))
+                });
+                if moved {
+                    self.pending.remove(&name);
+                }
                 self.looks(vec![name], cx, out);
             }
             Change::Pods { node } | Change::GateStopped { node } => {

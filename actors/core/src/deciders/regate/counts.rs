@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::Regater;
-use crate::deciders::{ClusterView, Context};
+use crate::deciders::Context;
 use crate::entrance::Scope;
 use crate::gate::GateConfig;
 use crate::model::NodeInfo;
@@ -43,7 +43,7 @@ impl Regater {
         self.with_counts(cx, |counts| {
             let (regated, budget_allowed) = match &cx.config.regate {
                 Some(rc) => (
-                    counts.regated.len() + self.unseen(cx.view),
+                    counts.regated.len() + self.unseen(counts),
                     rc.max_unavailable.allowed(counts.managed.len()),
                 ),
                 None => (0, 0),
@@ -105,14 +105,13 @@ impl Regater {
         self.counts = Some(Counts::of(cx.config, &cx.view.nodes()));
     }
 
-    /// This replica's re-gates the index does not show yet.
-    pub(super) fn unseen(&self, view: &dyn ClusterView) -> usize {
+    /// This replica's re-gates the counts do not show yet: each counts
+    /// until the change feed brings a version of its node other than those
+    /// from before the write (in the same step as the counts take it in).
+    pub(super) fn unseen(&self, counts: &Counts) -> usize {
         self.pending
-            .iter()
-            .filter(|(name, before)| {
-                view.node(name)
-                    .is_some_and(|n| before.contains(&n.resource_version))
-            })
+            .keys()
+            .filter(|name| !counts.regated.contains(*name))
             .count()
     }
 }

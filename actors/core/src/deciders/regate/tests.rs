@@ -257,39 +257,6 @@ fn a_pending_write_counts_in_the_budget_until_the_index_shows_another_version() 
     assert_eq!(reads(&out), ["n2"], "{out:?}");
 }
 
-/// The fresh read may return a version the index has not shown yet: the
-/// write counts in the budget while the index shows either the version it
-/// held or the one the read returned, until it shows the write (found by
-/// the e2e test of a bad rollout, where every node was re-gated at once).
-#[test]
-fn a_write_counts_while_the_index_lags_behind_the_fresh_read() {
-    let mut r = run();
-    let mut g = Regater::new();
-    r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
-    let out = upsert(&mut r, &mut g, node("n1"));
-    assert_eq!(reads(&out), ["n1"]);
-    let out = r.step(&mut g, fresh(at_version(node("n1"), "2")));
-    let write = writes(&out)[0].clone();
-    assert_eq!(write.resource_version, "2");
-    r.step(&mut g, answer(&write, PatchOutcome::Applied));
-    // The index still shows version 1: the write counts.
-    assert_eq!(gauges(&r, &g).regated, 1);
-    r.index.pods.push(broken_pod("n2", NOW - GRACE - 5));
-    let out = upsert(&mut r, &mut g, node("n2"));
-    assert!(reads(&out).is_empty(), "{out:?}");
-    assert_eq!(count(&out, &Tally::RegateBudgetExhausted), 1);
-    // The index catches up with the read's version, still without the
-    // taint: the write still counts.
-    upsert(&mut r, &mut g, at_version(node("n1"), "2"));
-    assert_eq!(gauges(&r, &g).regated, 1);
-    let out = r.step(&mut g, Input::Changed(Change::Pods { node: "n2".into() }));
-    assert!(reads(&out).is_empty(), "{out:?}");
-    // Then the write itself: counted once, as shown.
-    upsert(&mut r, &mut g, regated("n1", "3"));
-    assert_eq!(g.counted(), Some((2, 1)));
-    assert_eq!(gauges(&r, &g).regated, 1);
-}
-
 #[test]
 fn a_pending_write_the_index_moved_past_stops_counting() {
     let mut r = run();

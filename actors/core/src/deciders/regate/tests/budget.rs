@@ -191,3 +191,58 @@ fn a_count_made_from_an_index_ahead_of_the_feed_counts_each_node_once() {
     r.step(&mut g, gone);
     assert_eq!(g.counted(), Some((1, 0)));
 }
+
+/// The fresh read may return a version the index has not shown yet: the
+/// write counts in the budget while the index shows either the version it
+/// held or the one the read returned, until it shows the write (found by
+/// the e2e test of a bad rollout, where every node was re-gated at once).
+#[test]
+fn a_write_counts_while_the_index_lags_behind_the_fresh_read() {
+    let mut r = run();
+    let mut g = Regater::new();
+    r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
+    let out = upsert(&mut r, &mut g, node("n1"));
+    assert_eq!(reads(&out), ["n1"]);
+    let out = r.step(&mut g, fresh(at_version(node("n1"), "2")));
+    let write = writes(&out)[0].clone();
+    assert_eq!(write.resource_version, "2");
+    r.step(&mut g, answer(&write, PatchOutcome::Applied));
+    // The index still shows version 1: the write counts.
+    assert_eq!(gauges(&r, &g).regated, 1);
+    r.index.pods.push(broken_pod("n2", NOW - GRACE - 5));
+    let out = upsert(&mut r, &mut g, node("n2"));
+    assert!(reads(&out).is_empty(), "{out:?}");
+    assert_eq!(count(&out, &Tally::RegateBudgetExhausted), 1);
+    // The index catches up with the read's version, still without the
+    // taint: the write still counts.
+    upsert(&mut r, &mut g, at_version(node("n1"), "2"));
+    assert_eq!(gauges(&r, &g).regated, 1);
+    let out = r.step(&mut g, Input::Changed(Change::Pods { node: "n2".into() }));
+    assert!(reads(&out).is_empty(), "{out:?}");
+    // Then the write itself: counted once, as shown.
+    upsert(&mut r, &mut g, regated("n1", "3"));
+    assert_eq!(g.counted(), Some((2, 1)));
+    assert_eq!(gauges(&r, &g).regated, 1);
+}
+
+/// The index is read directly, the counts from the feed: when the index
+/// already holds the written version but its change is still on its way,
+/// the write counts once all the same.
+#[test]
+fn a_write_counts_while_its_change_is_still_on_the_feed() {
+    let mut r = run();
+    let mut g = Regater::new();
+    let write = due_and_read(&mut r, &mut g, "n1");
+    r.step(&mut g, answer(&write, PatchOutcome::Applied));
+    // The index holds the tainted version; the feed has not delivered it.
+    let change = r.index.upsert(regated("n1", "9"));
+    r.index.pods.push(broken_pod("n2", NOW - GRACE - 5));
+    let out = upsert(&mut r, &mut g, node("n2"));
+    assert!(reads(&out).is_empty(), "{out:?}");
+    assert_eq!(count(&out, &Tally::RegateBudgetExhausted), 1);
+    assert_eq!(gauges(&r, &g).regated, 1);
+    // Delivered: counted once, as shown.
+    r.step(&mut g, change);
+    assert_eq!(g.counted(), Some((2, 1)));
+    assert_eq!(gauges(&r, &g).regated, 1);
+}
