@@ -47,6 +47,14 @@ impl Index {
         self.feed.publish(deciders::Input::Changed(change));
     }
 
+    /// Publishes the change `make` builds, if anyone listens (a pod event
+    /// is the hottest path: nothing is built for nobody).
+    pub(crate) fn publish_with(&self, make: impl FnOnce() -> Change) {
+        if self.feed.is_heard() {
+            self.publish(make());
+        }
+    }
+
     pub(crate) fn publish_input(&self, input: deciders::Input) {
         self.feed.publish(input);
     }

@@ -230,7 +230,7 @@ impl Router {
         self.observer()
             .router_event(RouterEvent::PodUpserted, routed);
         if !routed {
-            self.publish(Change::Pods {
+            self.index.publish_with(|| Change::Pods {
                 node: pod.node_name.clone(),
             });
         }
@@ -242,7 +242,7 @@ impl Router {
         self.observer()
             .router_event(RouterEvent::PodDeleted, routed);
         if !routed {
-            self.publish(Change::Pods {
+            self.index.publish_with(|| Change::Pods {
                 node: node_name.to_string(),
             });
         }
