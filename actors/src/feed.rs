@@ -8,6 +8,7 @@
 //! (a decider shell pushes the input into its unbounded channel and returns).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use arc_swap::ArcSwap;
 use nodegate_core::deciders::Input;
@@ -22,6 +23,9 @@ pub trait Subscriber: Send + Sync + 'static {
 #[derive(Default)]
 pub struct Feed {
     subscribers: ArcSwap<Vec<Arc<dyn Subscriber>>>,
+    /// Whether anyone subscribed: asked on every pod event, so a plain
+    /// flag rather than a load of the list.
+    heard: AtomicBool,
 }
 
 impl Feed {
@@ -32,11 +36,12 @@ impl Feed {
             next.push(Arc::clone(&s));
             next
         });
+        self.heard.store(true, Ordering::Release);
     }
 
     /// Whether anyone listens (saves building a change nobody reads).
     pub fn is_heard(&self) -> bool {
-        !self.subscribers.load().is_empty()
+        self.heard.load(Ordering::Acquire)
     }
 
     pub fn publish(&self, input: Input) {
