@@ -133,14 +133,21 @@ impl Regater {
     }
 
     /// Looks at each of `names`, and acts on those due.
-    fn looks(&mut self, names: Vec<String>, cx: &Context<'_>, out: &mut Vec<Effect>) {
-        if names.is_empty() {
+    fn looks<S: AsRef<str>>(
+        &mut self,
+        names: impl IntoIterator<Item = S>,
+        cx: &Context<'_>,
+        out: &mut Vec<Effect>,
+    ) {
+        let mut names = names.into_iter().peekable();
+        if names.peek().is_none() {
             return;
         }
         let daemonsets = cx.view.daemonsets();
         for name in names {
-            if let Some(trigger) = self.look(&name, &daemonsets, cx, out) {
-                self.act(&name, trigger, cx, out);
+            let name = name.as_ref();
+            if let Some(trigger) = self.look(name, &daemonsets, cx, out) {
+                self.act(name, trigger, cx, out);
             }
         }
     }
@@ -190,13 +197,19 @@ impl Regater {
             }
             Health::Regate(trigger) => Some(trigger),
             Health::Broken { regate_at, members } => {
-                let members = regate::describe(&members, now);
-                out.push(Effect::log(
-                    Level::Debug,
-                    name,
-                    format!("member broken; re-gating at {regate_at} if still broken: {members}"),
-                ));
-                self.look_at.insert(name.to_string(), regate_at);
+                // Said when the time to look again is new, not at every
+                // look (every heartbeat of the node would say it again).
+                if self.look_at.get(name) != Some(&regate_at) {
+                    let members = regate::describe(&members, now);
+                    out.push(Effect::log(
+                        Level::Debug,
+                        name,
+                        format!(
+                            "member broken; re-gating at {regate_at} if still broken: {members}"
+                        ),
+                    ));
+                    self.look_at.insert(name.to_string(), regate_at);
+                }
                 None
             }
             Health::Healthy | Health::NotWatched(_) => {
@@ -417,7 +430,7 @@ impl Regater {
             // The node changed since the read (or this replica stopped
             // leading): decided again now.
             PatchOutcome::Conflict | PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
-                self.looks(vec![name.to_string()], cx, &mut out);
+                self.looks([name], cx, &mut out);
             }
             PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
                 self.look_at.insert(name.to_string(), retry_after(now));
@@ -444,17 +457,16 @@ impl Regater {
                 if moved {
                     self.pending.remove(&name);
                 }
-                self.looks(vec![name], cx, out);
+                self.looks([name], cx, out);
             }
             Change::Pods { node } | Change::GateStopped { node } => {
-                self.looks(vec![node], cx, out);
+                self.looks([node], cx, out);
             }
             Change::Everything => {
-                let nodes = cx.view.nodes();
+                let mut nodes = cx.view.nodes();
                 self.counts = Some(Counts::of(cx.config, &nodes));
-                let mut names: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
-                names.sort_unstable();
-                self.looks(names, cx, out);
+                nodes.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+                self.looks(nodes.iter().map(|n| n.name.as_str()), cx, out);
             }
         }
     }
