@@ -322,6 +322,51 @@ async fn a_node_created_without_a_taint_is_tainted_at_admission_then_opened() {
     );
 }
 
+/// A trial install (`--dry-run`) writes nothing, at admission either: a
+/// node the webhook would taint comes back from the real API server's CREATE
+/// as it was sent, and the answer is counted as `would_taint`. (A node the
+/// webhook tainted would stay closed: a dry-run gate never opens it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_admits_new_nodes_unchanged() {
+    let env = Env::new("webhook-dry-run").await;
+    env.cluster.namespace(SECRET_NS).await;
+    let port = free_port();
+    let configs = register(&env, &[port]).await;
+    let mut args = webhook_args(port, "1h");
+    args.push("--dry-run".into());
+    let ng = Nodegate::start(
+        &env.cluster,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    wait_bundle(&configs, &[&ng]).await;
+    wait_admitting(&env, &[&ng]).await;
+    let created = env
+        .nodes
+        .create(&PostParams::default(), &untainted("node-a"))
+        .await
+        .unwrap_or_else(|e| panic!("create node-a: {e}\n{}", ng.logs()));
+    assert!(
+        !has_gate_taint(&created),
+        "a dry run must not taint at admission, got {:?}\n{}",
+        taint_keys(&created),
+        ng.logs()
+    );
+    let http_addr = ng.http_addr(Duration::from_secs(5));
+    let (_, metrics) = support::http_get(&http_addr, "/metrics")
+        .await
+        .expect("metrics");
+    let count = |r: &str| {
+        support::metric(
+            &metrics,
+            &format!("nodegate_webhook_admissions_total{{result=\"{r}\"}}"),
+        )
+        .unwrap_or(-1.0)
+    };
+    // The probes that found the webhook answering, and node-a.
+    assert!(count("would_taint") >= 2.0, "{metrics}");
+    assert_eq!(count("tainted"), 0.0, "{metrics}");
+}
+
 /// (d) Two replicas started at once over the Secret the manifests ship
 /// (empty) converge on one certificate, both serve it, the caBundle of both
 /// webhooks is set; with a 60 s validity the certificate is renewed at about

@@ -105,7 +105,7 @@ settings! {
             default: OnTimeout::default(), parser: super::cli::on_timeout_parser(),
             helm: "config.onTimeout", reload: live,
         }
-        /// Decide and record everything, write nothing to nodes.
+        /// Decide and record everything, write nothing to nodes (the webhook admits them unchanged).
         dry_run: switch {
             flag: "dry-run", key: "dryRun", docs: "off", helm: "config.dryRun", reload: restart,
         }

@@ -34,21 +34,26 @@ pub enum AdmissionResult {
     Tainted,
     /// Allowed as it was (out of scope, ignored, already gated).
     Unchanged,
+    /// Allowed as it was, with a warning, though it would have been
+    /// tainted: nodegate runs with `--dry-run`.
+    WouldTaint,
     /// The review could not be read or was not a Node CREATE: allowed as it
     /// was, with a warning.
     Error,
 }
 
 impl AdmissionResult {
-    pub const ALL: [AdmissionResult; 3] = [
+    pub const ALL: [AdmissionResult; 4] = [
         AdmissionResult::Tainted,
         AdmissionResult::Unchanged,
+        AdmissionResult::WouldTaint,
         AdmissionResult::Error,
     ];
     pub fn as_str(self) -> &'static str {
         match self {
             AdmissionResult::Tainted => "tainted",
             AdmissionResult::Unchanged => "unchanged",
+            AdmissionResult::WouldTaint => "would_taint",
             AdmissionResult::Error => "error",
         }
     }

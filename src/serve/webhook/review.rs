@@ -44,8 +44,11 @@ pub fn taint_patch(taint: &Taint, create_list: bool) -> Value {
     }
 }
 
-/// The answer to the request `body`.
-pub fn answer(body: &[u8], scope: &Scope, managed: &[ManagedTaint]) -> Answer {
+/// The answer to the request `body`. With `dry_run` (`--dry-run`) a node
+/// that would be tainted is admitted unchanged, with a warning saying so: a
+/// dry run writes nothing anywhere, and a node the webhook tainted would
+/// stay closed (a dry-run gate never opens it).
+pub fn answer(body: &[u8], scope: &Scope, managed: &[ManagedTaint], dry_run: bool) -> Answer {
     let (uid, request) = match read_request(body) {
         Ok(r) => r,
         Err(refused) => return refused,
@@ -54,7 +57,7 @@ pub fn answer(body: &[u8], scope: &Scope, managed: &[ManagedTaint]) -> Answer {
         Ok(n) => n,
         Err(why) => return refuse_to_judge(uid, format!("cannot read the node: {why}")),
     };
-    judge(uid, &request, &node, scope, managed)
+    judge(uid, &request, &node, scope, managed, dry_run)
 }
 
 /// The review's uid and request, if the body is a review of a Node CREATE;
@@ -112,6 +115,7 @@ fn judge(
     node: &Node,
     scope: &Scope,
     managed: &[ManagedTaint],
+    dry_run: bool,
 ) -> Answer {
     // A node being created has no creationTimestamp yet: that oddity of
     // the projection is expected here, and no decision reads the time.
@@ -124,6 +128,18 @@ fn judge(
     // appends to a list that is there and creates one that is not.
     let listed = node.spec.as_ref().is_some_and(|s| s.taints.is_some());
     match admit(&entrance::view(&info), listed, scope, managed) {
+        Admission::AddTaint { taint, .. } if dry_run => {
+            let mut response = response;
+            response.warnings = Some(vec![format!(
+                "nodegate runs in dry run: it would have added the taint {taint}; the node is admitted unchanged"
+            )]);
+            Answer {
+                body: review_json(response),
+                result: AdmissionResult::WouldTaint,
+                note: Some(format!("would add {taint}")),
+                node: name,
+            }
+        }
         Admission::AddTaint { taint, create_list } => {
             let patch: json_patch::Patch =
                 match serde_json::from_value(taint_patch(&taint, create_list)) {
@@ -225,11 +241,42 @@ mod tests {
     }
 
     #[test]
+    fn a_dry_run_admits_a_node_it_would_taint_unchanged_and_says_so() {
+        let a = answer(
+            &review("Node", "CREATE", node(json!({}))),
+            &Scope::default(),
+            &managed(),
+            true,
+        );
+        assert_allowed(&a);
+        assert_eq!(a.result, AdmissionResult::WouldTaint);
+        assert!(a.body["response"].get("patch").is_none(), "{}", a.body);
+        assert!(a.body["response"].get("patchType").is_none(), "{}", a.body);
+        let warning = a.body["response"]["warnings"][0].as_str().unwrap_or("");
+        assert!(
+            warning.contains("dry run") && warning.contains("nodegate.dev/initializing"),
+            "{}",
+            a.body
+        );
+        // A node it would leave alone anyway is plainly unchanged.
+        let gated =
+            node(json!({"taints": [{"key": "nodegate.dev/initializing", "effect": "NoSchedule"}]}));
+        let a = answer(
+            &review("Node", "CREATE", gated),
+            &Scope::default(),
+            &managed(),
+            true,
+        );
+        assert_eq!(a.result, AdmissionResult::Unchanged);
+    }
+
+    #[test]
     fn a_node_without_taints_gets_a_new_list() {
         let a = answer(
             &review("Node", "CREATE", node(json!({}))),
             &Scope::default(),
             &managed(),
+            false,
         );
         assert_allowed(&a);
         assert_eq!(a.result, AdmissionResult::Tainted);
@@ -252,6 +299,7 @@ mod tests {
                 &review("Node", "CREATE", node(json!({"taints": taints}))),
                 &Scope::default(),
                 &managed(),
+                false,
             );
             assert_allowed(&a);
             assert_eq!(a.result, AdmissionResult::Tainted);
@@ -276,7 +324,7 @@ mod tests {
             (ignored, Scope::default(), "nodegate.dev/ignore"),
             (node(json!({})), foreign, "node selector"),
         ] {
-            let a = answer(&review("Node", "CREATE", body), &scope, &managed());
+            let a = answer(&review("Node", "CREATE", body), &scope, &managed(), false);
             assert_allowed(&a);
             assert_eq!(a.result, AdmissionResult::Unchanged);
             assert!(a.body["response"].get("patch").is_none(), "{}", a.body);
@@ -316,7 +364,7 @@ mod tests {
             ),
         ];
         for (body, uid, why) in cases {
-            let a = answer(&body, &Scope::default(), &managed());
+            let a = answer(&body, &Scope::default(), &managed(), false);
             assert_allowed(&a);
             assert_eq!(a.result, AdmissionResult::Error, "{}", a.body);
             assert_eq!(a.body["response"]["uid"], uid, "{}", a.body);

@@ -106,7 +106,8 @@ impl Handler {
         let answer = match body {
             Ok(bytes) => {
                 let config = self.live.load();
-                review::answer(&bytes, &config.scope, &config.placement.managed_taints)
+                let managed = &config.placement.managed_taints;
+                review::answer(&bytes, &config.scope, managed, config.dry_run)
             }
             Err(e) => review::unreadable(e.to_string()),
         };
@@ -118,6 +119,7 @@ impl Handler {
         match answer.result {
             AdmissionResult::Tainted => tracing::info!(node, "webhook: {note}"),
             AdmissionResult::Unchanged => tracing::debug!(node, "webhook: unchanged, {note}"),
+            AdmissionResult::WouldTaint => tracing::info!(node, "webhook: dry run, {note}"),
             AdmissionResult::Error => tracing::warn!("webhook: admitted unchanged: {note}"),
         }
         let mut response = Response::new(Body::from(text));
