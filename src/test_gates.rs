@@ -6,7 +6,7 @@ use jiff::Timestamp;
 use nodegate_core::gate::{self, GateConfig, GateState, Input};
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_core::testutil::{
-    mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
+    ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts,
 };
 
 /// The one node the gates here are about.
@@ -39,7 +39,7 @@ pub(crate) fn pod(name: &str, ds: &DaemonSetInfo, ready_at: Option<i64>) -> PodI
     PodInfo {
         ready: ready_at.is_some(),
         ready_since: ready_at.map(ts),
-        ..mk_pod(name, NODE, &ds.uid)
+        ..ds_pod(name, NODE, ds)
     }
 }
 

@@ -31,7 +31,7 @@ use nodegate_core::journal;
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_core::placement;
 use nodegate_core::testutil::{
-    mk_ds, mk_node, mk_pod, req, taint, template_with_tolerations, term, toleration,
+    ds_pod, mk_ds, mk_node, req, taint, template_with_tolerations, term, toleration,
 };
 
 fn main() {
@@ -92,7 +92,7 @@ fn pods_for(node: &str, dss: &[DaemonSetInfo]) -> Vec<PodInfo> {
     dss.iter()
         .enumerate()
         .map(|(i, ds)| {
-            let mut p = mk_pod(&format!("{}-{node}", ds.name), node, &ds.uid);
+            let mut p = ds_pod(&format!("{}-{node}", ds.name), node, ds);
             p.namespace = "infra".into();
             // The last DaemonSet never gets Ready, so the gate stays closed
             // however often the others flip.

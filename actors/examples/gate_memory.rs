@@ -28,7 +28,7 @@ use nodegate_core::gate::GateConfig;
 use nodegate_core::journal;
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_core::testutil::{
-    mk_ds, mk_node, mk_pod, req, taint, template_with_tolerations, term, toleration,
+    ds_pod, mk_ds, mk_node, req, taint, template_with_tolerations, term, toleration,
 };
 
 const MANAGED: &str = "nodegate.dev/initializing";
@@ -82,7 +82,7 @@ fn daemonsets(d: usize) -> Vec<DaemonSetInfo> {
 
 /// The versions a DaemonSet pod goes through on a busy node.
 fn versions(ds: &DaemonSetInfo, node: &str, never_ready: bool) -> Vec<PodInfo> {
-    let mut p = mk_pod(&format!("{}-{node}", ds.name), node, &ds.uid);
+    let mut p = ds_pod(&format!("{}-{node}", ds.name), node, ds);
     p.namespace = ds.namespace.clone();
     p.name = format!("{}-x7f2k", ds.name);
     p.uid = format!("{node}-{}", ds.name);

@@ -320,7 +320,7 @@ mod tests {
 
     use nodegate_core::model::PodInfo;
     use nodegate_core::testutil::{
-        mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
+        ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts,
     };
 
     const TAINT: &str = "nodegate.dev/initializing";
@@ -346,10 +346,10 @@ mod tests {
     fn rows_count_ready_members_name_blockers_and_the_time_left() {
         let dss: Vec<_> = ["a", "b", "c", "d", "e"].map(tolerant).into();
         let node = mk_node("n1", &[], vec![taint(TAINT, "NoSchedule")]);
-        let mut pods: Vec<PodInfo> = vec![mk_pod("a-1", "n1", &dss[0].uid)];
+        let mut pods: Vec<PodInfo> = vec![ds_pod("a-1", "n1", &dss[0])];
         pods.push(PodInfo {
             ready: false,
-            ..mk_pod("b-1", "n1", &dss[1].uid)
+            ..ds_pod("b-1", "n1", &dss[1])
         });
         let snap = Snapshot {
             nodes: vec![node],
@@ -381,7 +381,7 @@ mod tests {
         node.ready = nodegate_core::model::NodeReady::Unknown;
         let snap = Snapshot {
             nodes: vec![node],
-            pods: BTreeMap::from([("n1".to_string(), vec![mk_pod("a-1", "n1", &dss[0].uid)])]),
+            pods: BTreeMap::from([("n1".to_string(), vec![ds_pod("a-1", "n1", &dss[0])])]),
             daemonsets: dss,
         };
         let rows = rows(&snap, &cfg(Some(120)), ts(55));

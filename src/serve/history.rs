@@ -80,7 +80,7 @@ pub(crate) mod tests {
     use super::*;
     use nodegate_core::gate::{self, GateConfig, Input, PatchOutcome};
     use nodegate_core::testutil::{
-        mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
+        ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts,
     };
 
     /// A gate that opened (its one DaemonSet Ready, the untaint applied),
@@ -102,7 +102,7 @@ pub(crate) mod tests {
                     vec![taint("nodegate.dev/initializing", "NoSchedule")],
                 ),
                 vec![ds.clone()],
-                vec![mk_pod("cni-1", node, &ds.uid)],
+                vec![ds_pod("cni-1", node, &ds)],
             ),
             Input::PatchResult(PatchOutcome::Applied),
         ];

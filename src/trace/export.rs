@@ -141,7 +141,7 @@ mod tests {
     use nodegate_core::gate::{self, GateConfig, Input, PatchOutcome};
     use nodegate_core::model::{NodeInfo, PodInfo};
     use nodegate_core::testutil::{
-        mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
+        ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts,
     };
 
     use super::*;
@@ -166,7 +166,7 @@ mod tests {
         let pod = PodInfo {
             ready: true,
             ready_since: Some(ts(1)),
-            ..mk_pod("cni-1", "node-a", &ds.uid)
+            ..ds_pod("cni-1", "node-a", &ds)
         };
         let (mut state, mut journal) = (GateState::default(), Journal::default());
         let cfg = GateConfig::default();

@@ -252,6 +252,16 @@ pub struct PodInfo {
     pub ready_annotation: bool,
 }
 
+impl PodInfo {
+    /// Whether `ds` is this pod's controller: the controller owner
+    /// reference names its UID, and the pod is in its namespace. Owner
+    /// references are namespace-local in Kubernetes, so a pod in another
+    /// namespace naming the DaemonSet's UID is a forgery, not its pod.
+    pub fn controlled_by(&self, ds: &DaemonSetInfo) -> bool {
+        self.controller_uid.as_deref() == Some(ds.uid.as_str()) && self.namespace == ds.namespace
+    }
+}
+
 /// Field by field like a derived `==`, but the fields a pod's updates change
 /// (its status) first: most comparisons are of two versions of one pod.
 /// Every field is named, so a new one is a compile error here.

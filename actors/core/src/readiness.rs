@@ -284,7 +284,8 @@ fn daemon_pod_state(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> Membe
 }
 
 /// Where DaemonSet `ds` stands on a node, given the pods bound to that node.
-/// Only pods whose controller owner is `ds` (by UID) count; any one Ready,
+/// Only pods `ds` controls count (its UID as their controller owner, in its
+/// namespace: [`PodInfo::controlled_by`]); any one Ready,
 /// Running, undeleted and available pod satisfies the member. Otherwise the
 /// most promising reason is reported: not yet available (earliest first),
 /// then Ready with no transition time, not Ready, not Running, terminating,
@@ -298,7 +299,7 @@ pub fn daemonset_member<'a>(
     let min_ready = Duration::from_secs(u64::try_from(ds.min_ready_seconds).unwrap_or(0));
     let mut best = Best::default();
     for pod in pods_on_node {
-        if pod.controller_uid.as_deref() != Some(ds.uid.as_str()) {
+        if !pod.controlled_by(ds) {
             continue;
         }
         best.offer(daemon_pod_state(pod, min_ready, now));
@@ -512,6 +513,15 @@ mod tests {
             state(&foreign),
             MemberState::NotReady(Waiting::NoPod),
             "only the DaemonSet's own pods count"
+        );
+        // The DaemonSet's UID named from another namespace: a forged owner
+        // reference (a tenant's pod), not the DaemonSet's pod.
+        let mut forged = pod.clone();
+        forged.namespace = "tenant".into();
+        assert_eq!(
+            state(&forged),
+            MemberState::NotReady(Waiting::NoPod),
+            "a pod in another namespace never satisfies the member"
         );
     }
 

@@ -321,7 +321,7 @@ fn excuse(node: &NodeInfo, memory: &mut Watched, broken: &mut Vec<Broken>) {
 /// replacement.
 fn condition_since(ds: &DaemonSetInfo, pods: &[Arc<PodInfo>]) -> Option<Timestamp> {
     pods.iter()
-        .filter(|p| p.controller_uid.as_deref() == Some(ds.uid.as_str()))
+        .filter(|p| p.controlled_by(ds))
         .filter(|p| !p.terminating && !p.ready)
         .filter_map(|p| p.ready_since)
         .max()

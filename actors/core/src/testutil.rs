@@ -119,6 +119,15 @@ pub fn template_with_affinity(terms: Vec<NodeSelectorTerm>) -> PodPlacement {
     }
 }
 
+/// A pod of DaemonSet `ds` on `node`: [`mk_pod`] in the DaemonSet's
+/// namespace, with the DaemonSet as its controller owner.
+pub fn ds_pod(name: &str, node: &str, ds: &DaemonSetInfo) -> PodInfo {
+    PodInfo {
+        namespace: ds.namespace.clone(),
+        ..mk_pod(name, node, &ds.uid)
+    }
+}
+
 /// A pod on `node` owned (as controller) by the object with `owner_uid`:
 /// Running, Ready since the epoch, not terminating.
 pub fn mk_pod(name: &str, node: &str, owner_uid: &str) -> PodInfo {

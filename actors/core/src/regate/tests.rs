@@ -33,13 +33,16 @@ fn agent(name: &str) -> Arc<DaemonSetInfo> {
 /// `agent`'s pod on node `n1`, not Ready since `since` (seconds).
 fn broken_pod(ds: &DaemonSetInfo, since: i64) -> Arc<PodInfo> {
     let mut p = mk_pod(&format!("{}-pod", ds.name), "n1", &ds.uid);
+    p.namespace = ds.namespace.clone();
     p.ready = false;
     p.ready_since = Some(ts(since));
     Arc::new(p)
 }
 
 fn ready_pod(ds: &DaemonSetInfo) -> Arc<PodInfo> {
-    Arc::new(mk_pod(&format!("{}-pod", ds.name), "n1", &ds.uid))
+    let mut p = mk_pod(&format!("{}-pod", ds.name), "n1", &ds.uid);
+    p.namespace = ds.namespace.clone();
+    Arc::new(p)
 }
 
 fn node() -> NodeInfo {

@@ -12,8 +12,8 @@ use nodegate_core::placement::PlacementConfig;
 use nodegate_core::readiness::CriticalPodEntry;
 use nodegate_core::selector::LabelSelector;
 use nodegate_core::testutil::{
-    mk_ds, mk_node, mk_pod, req, taint, taint_v, template_with_affinity, template_with_tolerations,
-    term, toleration, ts,
+    ds_pod, mk_ds, mk_node, mk_pod, req, taint, taint_v, template_with_affinity,
+    template_with_tolerations, term, toleration, ts,
 };
 use serde_json::json;
 
@@ -52,7 +52,7 @@ fn view(node: NodeInfo, daemonsets: Vec<DaemonSetInfo>, pods: Vec<PodInfo>) -> C
 }
 
 fn pod_of(ds: &DaemonSetInfo, name: &str, node: &str) -> PodInfo {
-    let mut p = mk_pod(name, node, &ds.uid);
+    let mut p = ds_pod(name, node, ds);
     p.namespace = ds.namespace.clone();
     p
 }

@@ -53,13 +53,17 @@ fn run() -> Run {
 fn broken_pod(node: &str, since: i64) -> Arc<PodInfo> {
     let ds = agent("cni");
     let mut p = mk_pod(&format!("cni-{node}"), node, &ds.uid);
+    p.namespace = ds.namespace.clone();
     p.ready = false;
     p.ready_since = Some(ts(since));
     Arc::new(p)
 }
 
 fn ready_pod(node: &str) -> Arc<PodInfo> {
-    Arc::new(mk_pod(&format!("cni-{node}"), node, &agent("cni").uid))
+    let ds = agent("cni");
+    let mut p = mk_pod(&format!("cni-{node}"), node, &ds.uid);
+    p.namespace = ds.namespace.clone();
+    Arc::new(p)
 }
 
 fn node(name: &str) -> NodeInfo {
