@@ -112,3 +112,27 @@ pub fn reasons(effects: &[Effect]) -> Vec<String> {
         })
         .collect()
 }
+
+/// The log lines of `level` among `effects`.
+pub fn logs(effects: &[Effect], level: super::Level) -> Vec<&str> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Log {
+                level: l, message, ..
+            } if *l == level => Some(message.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The times asked for with [`Effect::LookAgainAt`] among `effects`.
+pub fn asked(effects: &[Effect]) -> Vec<Timestamp> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::LookAgainAt(at) => Some(*at),
+            _ => None,
+        })
+        .collect()
+}

@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::budget::MaxUnavailable;
-use crate::deciders::fixture::{Run, reasons, writes};
+use crate::deciders::fixture::{Run, asked, logs, reasons, writes};
 use crate::gate::GateConfig;
 use crate::model::{PodInfo, Taint};
 use crate::placement::{EFFECT_NO_SCHEDULE, ManagedTaint, TOLERATION_OP_EXISTS};
@@ -88,28 +88,6 @@ fn reads(effects: &[Effect]) -> Vec<&str> {
         .iter()
         .filter_map(|e| match e {
             Effect::ReadNode { node } => Some(node.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn asked(effects: &[Effect]) -> Vec<Timestamp> {
-    effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::LookAgainAt(at) => Some(*at),
-            _ => None,
-        })
-        .collect()
-}
-
-fn logs(effects: &[Effect], level: Level) -> Vec<&str> {
-    effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::Log {
-                level: l, message, ..
-            } if *l == level => Some(message.as_str()),
             _ => None,
         })
         .collect()

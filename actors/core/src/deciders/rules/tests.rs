@@ -6,7 +6,7 @@ use crate::conditions::rules::{
     MatchMode, RemovePolicy, Requirement, StatusPattern, validate_rules,
 };
 use crate::deciders::Level;
-use crate::deciders::fixture::{Run, reasons, writes};
+use crate::deciders::fixture::{Run, asked, logs, reasons, writes};
 use crate::entrance::Scope;
 use crate::gate::GateConfig;
 use crate::model::{NodeCondition, Taint};
@@ -87,28 +87,6 @@ fn answer(write: &TaintWrite, outcome: PatchOutcome) -> Input {
 
 fn everything() -> Input {
     Input::Changed(Change::Everything)
-}
-
-fn logs(effects: &[Effect], level: Level) -> Vec<&str> {
-    effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::Log {
-                level: l, message, ..
-            } if *l == level => Some(message.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn looks(effects: &[Effect]) -> Vec<Timestamp> {
-    effects
-        .iter()
-        .filter_map(|e| match e {
-            Effect::LookAgainAt(at) => Some(*at),
-            _ => None,
-        })
-        .collect()
 }
 
 fn blocked(effects: &[Effect]) -> usize {
@@ -197,7 +175,7 @@ fn an_applied_write_counts_against_the_budget_until_the_index_shows_a_new_versio
         ]
     );
     assert_eq!(
-        looks(&out),
+        asked(&out),
         [retry_after(ts(100))],
         "tried again while held"
     );
@@ -329,7 +307,7 @@ fn a_rule_with_for_writes_once_it_has_held_long_enough() {
         .upsert(node("n1", 1, &[("Shutdown", "True", Some(90))], vec![]));
     let out = r.step(&mut t, everything());
     assert!(writes(&out).is_empty());
-    assert_eq!(looks(&out), [ts(120)]);
+    assert_eq!(asked(&out), [ts(120)]);
     assert_eq!(t.matching(), one("oos", 0));
     // Only an earlier look is asked for again.
     let later = node("n2", 1, &[("Shutdown", "True", Some(95))], vec![]);
@@ -337,7 +315,7 @@ fn a_rule_with_for_writes_once_it_has_held_long_enough() {
     assert!(r.step(&mut t, change).is_empty());
     let sooner = node("n3", 1, &[("Shutdown", "True", Some(80))], vec![]);
     let change = r.index.upsert(sooner);
-    assert_eq!(looks(&r.step(&mut t, change)), [ts(110)]);
+    assert_eq!(asked(&r.step(&mut t, change)), [ts(110)]);
     r.now = ts(110);
     assert_eq!(writes(&r.step(&mut t, Input::Tick))[0].node, "n3");
     let change = r.index.delete("n3");
@@ -346,7 +324,7 @@ fn a_rule_with_for_writes_once_it_has_held_long_enough() {
     r.now = ts(119);
     let out = r.step(&mut t, Input::Tick);
     assert!(writes(&out).is_empty());
-    assert_eq!(looks(&out), [ts(120)]);
+    assert_eq!(asked(&out), [ts(120)]);
     let change = r.index.delete("n2");
     r.step(&mut t, change);
     r.now = ts(120);
@@ -355,7 +333,7 @@ fn a_rule_with_for_writes_once_it_has_held_long_enough() {
     assert_eq!(w.len(), 1, "{out:?}");
     assert!(matches!(w[0].change, TaintChange::Add { at, .. } if at == ts(120)));
     assert_eq!(t.matching(), one("oos", 1));
-    assert!(looks(&out).is_empty());
+    assert!(asked(&out).is_empty());
 }
 
 #[test]
@@ -514,7 +492,7 @@ fn a_failed_write_is_tried_again_a_moment_later() {
         ["condition taint: could not put on the taint; trying again (rule oos): boom"]
     );
     assert!(writes(&out).is_empty());
-    assert_eq!(looks(&out), [retry_after(ts(100))]);
+    assert_eq!(asked(&out), [retry_after(ts(100))]);
     r.now = retry_after(ts(100));
     assert_eq!(writes(&r.step(&mut t, Input::Tick)).len(), 1);
 }
@@ -565,7 +543,7 @@ fn the_window_clock_stamps_and_the_local_clock_wakes() {
     let w = writes(&out);
     assert_eq!(w.len(), 1, "{out:?}");
     assert!(matches!(w[0].change, TaintChange::Add { at, .. } if at == ts(105)));
-    assert_eq!(looks(&out), [ts(115)], "120 on the server's clock");
+    assert_eq!(asked(&out), [ts(115)], "120 on the server's clock");
 }
 
 mod recount;
