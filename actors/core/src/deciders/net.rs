@@ -142,14 +142,18 @@ impl Net {
         }
         let mut ready: Vec<String> = self
             .waiting
-            .keys()
-            .filter(|n| !self.in_flight.contains(*n) && !self.refused.contains_key(*n))
-            .filter(|n| !self.backoff.contains(*n))
-            .cloned()
+            .iter()
+            .filter(|(n, _)| !self.in_flight.contains(*n) && !self.refused.contains_key(*n))
+            .filter(|(n, _)| !self.backoff.contains(*n))
+            // Suspended (the node's annotation): waits, as under `suspend`.
+            .filter(|(_, node)| !node.suspended)
+            .map(|(n, _)| n.clone())
             .collect();
         ready.sort_unstable();
-        let acting = cx.may_write || cx.config.dry_run;
-        let held = !self.backoff.is_empty() || (!acting && !ready.is_empty());
+        let suspended = self.waiting.values().any(|n| n.suspended);
+        // `suspend: true` stops the net like every writer: candidates wait.
+        let acting = (cx.may_write || cx.config.dry_run) && !cx.config.suspend;
+        let held = !self.backoff.is_empty() || suspended || (!acting && !ready.is_empty());
         let mut out = Vec::new();
         if acting {
             for name in ready {

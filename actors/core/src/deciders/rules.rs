@@ -77,6 +77,9 @@ enum Expect {
 enum Hold {
     Budget,
     DryRun(RuleAction),
+    /// `suspend: true` in the configuration, or the node's
+    /// `nodegate.dev/suspend` annotation: nothing is written.
+    Suspended(RuleAction),
 }
 
 /// A node as one look counted it: the node (when it is managed) with its
@@ -283,6 +286,16 @@ impl RuleTainter {
                             None,
                         ));
                         out.push(Effect::Count(Tally::RuleBudgetBlocked(rule.name.clone())));
+                    }
+                }
+                RuleAction::Add | RuleAction::Remove if cx.config.suspend || node.suspended => {
+                    if self.hold(key, Hold::Suspended(action)) {
+                        let what = if action == RuleAction::Add {
+                            "suspended: would put the condition taint on"
+                        } else {
+                            "suspended: would take the condition taint off"
+                        };
+                        out.push(info(&node.name, what, rule, Some(&verdict.why)));
                     }
                 }
                 RuleAction::Add | RuleAction::Remove if dry_run => {

@@ -283,3 +283,31 @@ fn nodes_indexed_before_the_lists_were_in_are_offered_then() {
     assert_eq!(lists(&out), ["early"]);
     assert_eq!(net.candidates(), ["early"]);
 }
+
+#[test]
+fn suspend_holds_the_net_like_every_writer() {
+    let mut r = run();
+    r.config.suspend = true;
+    let mut net = Net::new(WINDOW);
+    let change = r.index.upsert(new_node("n1"));
+    let out = r.step(&mut net, change);
+    assert!(lists(&out).is_empty(), "{out:?}");
+    assert_eq!(out, [Effect::LookAgainAt(retry_after(ts(10)))]);
+    assert_eq!(net.candidates(), ["n1"], "kept for when it is lifted");
+    r.config.suspend = false;
+    assert_eq!(lists(&r.step(&mut net, Input::Tick)), ["n1"]);
+}
+
+#[test]
+fn a_suspended_new_node_is_not_listed() {
+    let mut r = run();
+    let mut net = Net::new(WINDOW);
+    let suspended = NodeInfo {
+        suspended: true,
+        ..new_node("n1")
+    };
+    let change = r.index.upsert(suspended);
+    assert!(lists(&r.step(&mut net, change)).is_empty());
+    let change = r.index.upsert(new_node("n1"));
+    assert_eq!(lists(&r.step(&mut net, change)), ["n1"]);
+}

@@ -547,3 +547,4 @@ fn the_window_clock_stamps_and_the_local_clock_wakes() {
 }
 
 mod recount;
+mod suspend;
