@@ -152,6 +152,16 @@ async fn wait_admitting(env: &Env, logs: &[&Nodegate]) -> Duration {
     }
 }
 
+/// `nodegate_webhook_admissions_total{result}` in a /metrics page; -1
+/// when the series is missing.
+fn admissions(metrics: &str, result: &str) -> f64 {
+    support::metric(
+        metrics,
+        &format!("nodegate_webhook_admissions_total{{result=\"{result}\"}}"),
+    )
+    .unwrap_or(-1.0)
+}
+
 fn client_config(ca_pem: &[u8]) -> Arc<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_slice_iter(ca_pem) {
@@ -303,13 +313,7 @@ async fn a_node_created_without_a_taint_is_tainted_at_admission_then_opened() {
     let (_, metrics) = support::http_get(&http_addr, "/metrics")
         .await
         .expect("metrics");
-    let count = |r: &str| {
-        support::metric(
-            &metrics,
-            &format!("nodegate_webhook_admissions_total{{result=\"{r}\"}}"),
-        )
-        .unwrap_or(-1.0)
-    };
+    let count = |r: &str| admissions(&metrics, r);
     assert!(count("tainted") >= 2.0, "{metrics}");
     assert_eq!(count("error"), 3.0, "{metrics}");
     assert!(
@@ -355,13 +359,7 @@ async fn a_dry_run_admits_new_nodes_unchanged() {
     let (_, metrics) = support::http_get(&http_addr, "/metrics")
         .await
         .expect("metrics");
-    let count = |r: &str| {
-        support::metric(
-            &metrics,
-            &format!("nodegate_webhook_admissions_total{{result=\"{r}\"}}"),
-        )
-        .unwrap_or(-1.0)
-    };
+    let count = |r: &str| admissions(&metrics, r);
     // The probes that found the webhook answering, and node-a.
     assert!(count("would_taint") >= 2.0, "{metrics}");
     assert_eq!(count("tainted"), 0.0, "{metrics}");

@@ -32,7 +32,7 @@ use super::{
     retry_after,
 };
 use crate::conditions::rules::{self, ConditionTaintRule, RuleAction, RuleVerdict};
-use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
+use crate::gate::PatchOutcome;
 use crate::model::NodeInfo;
 
 /// (rule name, node name).
@@ -525,80 +525,16 @@ fn unseen(version: &str, expect: Expect) -> Unseen {
     }
 }
 
-/// The write `action` needs on `node`: the rule's taint put on after the
-/// others, or the node's taint that is the rule's taken off.
-fn change(
-    action: RuleAction,
-    rule: &ConditionTaintRule,
-    node: &NodeInfo,
-    now: Now,
-) -> Option<TaintChange> {
-    if action == RuleAction::Add {
-        return Some(TaintChange::Add {
-            taint: rule.taint.clone(),
-            existing: node.taints.len(),
-            annotations: Vec::new(),
-            annotations_present: node.annotations_present,
-            at: now.for_window(),
-        });
-    }
-    let index = node
-        .taints
-        .iter()
-        .position(|t| rules::same_taint(t, &rule.taint))?;
-    let taint = node.taints.get(index)?.clone();
-    Some(TaintChange::Remove { index, taint })
-}
-
-fn info(node: &str, what: &str, rule: &ConditionTaintRule, why: Option<&str>) -> Effect {
-    let mut message = format!("{what} (rule {}, taint {})", rule.name, rule.taint);
-    if let Some(why) = why {
-        message.push_str(": ");
-        message.push_str(why);
-    }
-    Effect::log(Level::Info, node, message)
-}
-
-/// The count, the log line and the Event of an applied write.
-fn applied(write: &TaintWrite, rule: &str, why: &str, cx: &Context<'_>) -> Vec<Effect> {
-    let (tally, what, reason, note) = match &write.change {
-        TaintChange::Add { taint, .. } => (
-            Tally::RuleAdded(rule.to_string()),
-            format!("condition taint put on (rule {rule}, taint {taint})"),
-            Reason::ConditionTaintAdded,
-            format!("Rule {rule} matches ({why}): nodegate put {taint} on the node"),
-        ),
-        TaintChange::Remove { taint, .. } => {
-            // The rule's taint as configured, as the log and Event name it.
-            let rules = &cx.config.condition_taints;
-            let taint = rules
-                .iter()
-                .find(|r| r.name == rule)
-                .map_or(taint, |r| &r.taint);
-            (
-                Tally::RuleRemoved(rule.to_string()),
-                format!("condition taint taken off (rule {rule}, taint {taint})"),
-                Reason::ConditionTaintRemoved,
-                format!(
-                    "Rule {rule} no longer matches ({why}): nodegate took {taint} off the node"
-                ),
-            )
-        }
-    };
-    let event = NodeEvent::new(&write.node, &write.uid, EventType::Normal, reason, note);
-    vec![
-        Effect::Count(tally),
-        Effect::log(Level::Info, &write.node, format!("{what}: {why}")),
-        Effect::RecordEvent(event),
-    ]
-}
-
 /// `at` on the window clock ([`Now::for_window`]), as the local clock will
 /// read it then: the shell's timers run on the local clock.
 fn on_local_clock(now: Now, at: Timestamp) -> Timestamp {
     let ahead = now.for_window().duration_since(now.local);
     at.checked_sub(ahead).unwrap_or(at)
 }
+
+mod writes;
+
+use writes::{applied, change, info};
 
 #[cfg(test)]
 mod tests;

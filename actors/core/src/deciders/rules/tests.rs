@@ -8,7 +8,7 @@ use crate::conditions::rules::{
 use crate::deciders::Level;
 use crate::deciders::fixture::{Run, asked, logs, reasons, writes};
 use crate::entrance::Scope;
-use crate::gate::GateConfig;
+use crate::gate::{EventType, GateConfig};
 use crate::model::{NodeCondition, Taint};
 use crate::selector::LabelSelector;
 use crate::testutil::{mk_node, taint, taint_v, ts};

@@ -1,0 +1,75 @@
+//! The writes a rule asks for, and the words for them: the taint change
+//! on a node, the log lines, and the count and Event of an applied write.
+
+use crate::conditions::rules::{self, ConditionTaintRule, RuleAction};
+use crate::deciders::{Context, Effect, Level, Now, TaintChange, TaintWrite, Tally};
+use crate::gate::{EventType, NodeEvent, Reason};
+use crate::model::NodeInfo;
+
+/// The write `action` needs on `node`: the rule's taint put on after the
+/// others, or the node's taint that is the rule's taken off.
+pub(super) fn change(
+    action: RuleAction,
+    rule: &ConditionTaintRule,
+    node: &NodeInfo,
+    now: Now,
+) -> Option<TaintChange> {
+    if action == RuleAction::Add {
+        return Some(TaintChange::Add {
+            taint: rule.taint.clone(),
+            existing: node.taints.len(),
+            annotations: Vec::new(),
+            annotations_present: node.annotations_present,
+            at: now.for_window(),
+        });
+    }
+    let index = node
+        .taints
+        .iter()
+        .position(|t| rules::same_taint(t, &rule.taint))?;
+    let taint = node.taints.get(index)?.clone();
+    Some(TaintChange::Remove { index, taint })
+}
+
+pub(super) fn info(node: &str, what: &str, rule: &ConditionTaintRule, why: Option<&str>) -> Effect {
+    let mut message = format!("{what} (rule {}, taint {})", rule.name, rule.taint);
+    if let Some(why) = why {
+        message.push_str(": ");
+        message.push_str(why);
+    }
+    Effect::log(Level::Info, node, message)
+}
+
+/// The count, the log line and the Event of an applied write.
+pub(super) fn applied(write: &TaintWrite, rule: &str, why: &str, cx: &Context<'_>) -> Vec<Effect> {
+    let (tally, what, reason, note) = match &write.change {
+        TaintChange::Add { taint, .. } => (
+            Tally::RuleAdded(rule.to_string()),
+            format!("condition taint put on (rule {rule}, taint {taint})"),
+            Reason::ConditionTaintAdded,
+            format!("Rule {rule} matches ({why}): nodegate put {taint} on the node"),
+        ),
+        TaintChange::Remove { taint, .. } => {
+            // The rule's taint as configured, as the log and Event name it.
+            let rules = &cx.config.condition_taints;
+            let taint = rules
+                .iter()
+                .find(|r| r.name == rule)
+                .map_or(taint, |r| &r.taint);
+            (
+                Tally::RuleRemoved(rule.to_string()),
+                format!("condition taint taken off (rule {rule}, taint {taint})"),
+                Reason::ConditionTaintRemoved,
+                format!(
+                    "Rule {rule} no longer matches ({why}): nodegate took {taint} off the node"
+                ),
+            )
+        }
+    };
+    let event = NodeEvent::new(&write.node, &write.uid, EventType::Normal, reason, note);
+    vec![
+        Effect::Count(tally),
+        Effect::log(Level::Info, &write.node, format!("{what}: {why}")),
+        Effect::RecordEvent(event),
+    ]
+}
