@@ -46,6 +46,8 @@ use server::{CertSlot, Handler};
 /// bind); it doubles up to [`RETRY_MAX`].
 const RETRY_MIN: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(30);
+/// How long the first attempt waits for evidence of the API server's clock.
+const CLOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// The running webhook: its task (certificate, listener, renewal).
 pub struct Webhook {
@@ -176,6 +178,9 @@ async fn first_certificate(
     status: &Status,
     mut shutdown: watch::Receiver<bool>,
 ) -> Option<(CertifiedKey, Kept)> {
+    if let Source::Managed(m) = &source {
+        clock_evidence(&m.server_time, &mut shutdown).await;
+    }
     let mut wait = RETRY_MIN;
     loop {
         let got = match &source {
@@ -207,6 +212,19 @@ async fn first_certificate(
                     return None;
                 }
             }
+        }
+    }
+}
+
+/// Waits (up to [`CLOCK_WAIT`]) for the first evidence of the API server's
+/// clock, which the watches' probe brings right after start: the first
+/// attempt then needs no retry, and counts no error.
+async fn clock_evidence(server_time: &ServerTime, shutdown: &mut watch::Receiver<bool>) {
+    let deadline = tokio::time::Instant::now() + CLOCK_WAIT;
+    while server_time.now().is_none() && tokio::time::Instant::now() < deadline {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = shutdown.changed() => return,
         }
     }
 }
