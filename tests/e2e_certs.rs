@@ -6,6 +6,7 @@
 //!   serving once the Secret can be had;
 //! - a stored serving certificate dated ahead of the API server's clock is
 //!   replaced, so node registrations under `failurePolicy: Fail` go through;
+//! - a lost CA key (Fresh: a new CA) fails no admission of two replicas;
 //! - re-applying the Secret the kustomize base ships does not reset what
 //!   nodegate wrote into it.
 
@@ -41,24 +42,42 @@ async fn register(
     policy: &str,
     ca: Option<&[u8]>,
 ) -> Api<MutatingWebhookConfiguration> {
+    register_all(env, &[port], policy, ca).await
+}
+
+/// The same with one webhook per port (one per replica): every create
+/// calls every replica.
+async fn register_all(
+    env: &Env,
+    ports: &[u16],
+    policy: &str,
+    ca: Option<&[u8]>,
+) -> Api<MutatingWebhookConfiguration> {
     let api: Api<MutatingWebhookConfiguration> = Api::all(env.cluster.client.clone());
-    let mut client_config = json!({"url": format!("https://127.0.0.1:{port}/mutate-node")});
-    if let Some(ca) = ca {
-        client_config["caBundle"] = serde_json::to_value(ByteString(ca.to_vec())).expect("bytes");
-    }
-    let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
-        "metadata": {"name": CONFIG},
-        "webhooks": [{
-            "name": "nodes.nodegate.dev",
-            "clientConfig": client_config,
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["nodes"]}],
-            "failurePolicy": policy,
-            "sideEffects": "None",
-            "admissionReviewVersions": ["v1"],
-            "timeoutSeconds": 5,
-        }],
-    }))
-    .expect("webhook configuration");
+    let webhooks: Vec<Value> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, port)| {
+            let mut client_config =
+                json!({"url": format!("https://127.0.0.1:{port}/mutate-node")});
+            if let Some(ca) = ca {
+                client_config["caBundle"] =
+                    serde_json::to_value(ByteString(ca.to_vec())).expect("bytes");
+            }
+            json!({
+                "name": format!("r{i}.nodes.nodegate.dev"),
+                "clientConfig": client_config,
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["nodes"]}],
+                "failurePolicy": policy,
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 5,
+            })
+        })
+        .collect();
+    let config: MutatingWebhookConfiguration =
+        serde_json::from_value(json!({"metadata": {"name": CONFIG}, "webhooks": webhooks}))
+            .expect("webhook configuration");
     api.create(&PostParams::default(), &config)
         .await
         .expect("create the webhook configuration");
@@ -360,4 +379,93 @@ async fn reapplying_the_shipped_secret_keeps_the_certificates() {
     }
     let last = secrets.get(&name).await.expect("the Secret");
     assert_eq!(data(&last, "ca.crt"), data(&before, "ca.crt"), "same CA");
+}
+
+/// §14 (b): two replicas serve; the Secret's `ca.key` is replaced by an
+/// unrelated key, so nodegate must start afresh with a new CA. Nodes are
+/// created every 200 ms under `failurePolicy: Fail`, each create calling
+/// both replicas, until both serve a certificate of the new CA; no create
+/// may fail. The old code dropped the old CA from the bundle and swapped
+/// the serving certificate before the bundle: the replica still serving the
+/// old certificate (or the one serving the new one) was refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_ca_key_fails_no_admission() {
+    let env = Env::new("certs-fresh").await;
+    let ns = "webhook-certs";
+    env.cluster.namespace(ns).await;
+    let ports = [free_port(), free_port()];
+    register_all(&env, &ports, "Fail", None).await;
+    let secret_arg = format!("{ns}/nodegate-webhook");
+    // 2m: one round every 6 s.
+    let a = start(&env, &webhook_args(ports[0], &secret_arg, "2m"));
+    let b = start(&env, &webhook_args(ports[1], &secret_arg, "2m"));
+    wait_tainted_create(&env, "probe", Duration::from_secs(60), &a).await;
+
+    let secrets: Api<Secret> = Api::namespaced(env.cluster.client.clone(), ns);
+    let mut before = secrets.get("nodegate-webhook").await.expect("the Secret");
+    let old_ca = data(&before, "ca.crt");
+    let old_tls = data(&before, "tls.crt");
+    let other = carry_out(
+        &Decision::Fresh("e2e".into()),
+        None,
+        &["127.0.0.1".to_string()],
+        jiff::Timestamp::now().as_second(),
+        Duration::from_secs(3600),
+    )
+    .expect("issue")
+    .expect("material");
+    if let Some(d) = before.data.as_mut() {
+        d.insert("ca.key".into(), ByteString(other.ca_key.into_bytes()));
+    }
+    secrets
+        .replace("nodegate-webhook", &PostParams::default(), &before)
+        .await
+        .expect("replace ca.key");
+
+    // Until both replicas serve the new certificate (their logs say so
+    // after the new one was written), and a few creates beyond.
+    let swapped = |ng: &Nodegate| {
+        ng.logs()
+            .lines()
+            .filter(|l| l.contains("serving the certificate from the Secret"))
+            .count()
+    };
+    let (a0, b0) = (swapped(&a), swapped(&b));
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut i = 0;
+    let mut after_both = 0;
+    while after_both < 10 {
+        assert!(
+            Instant::now() < deadline,
+            "the replicas did not both serve a new certificate within 90s\n{}\n----\n{}",
+            a.logs(),
+            b.logs()
+        );
+        i += 1;
+        let created = env
+            .nodes
+            .create(&PostParams::default(), &untainted(&format!("during-{i}")))
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "create during-{i} refused: {e}\n{}\n----\n{}",
+                    a.logs(),
+                    b.logs()
+                )
+            });
+        assert!(
+            has_gate_taint(&created),
+            "during-{i}: {:?}",
+            taint_keys(&created)
+        );
+        if swapped(&a) > a0 && swapped(&b) > b0 {
+            after_both += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let now = secrets.get("nodegate-webhook").await.expect("the Secret");
+    let ca = data(&now, "ca.crt");
+    assert_ne!(ca, old_ca, "a new CA");
+    assert!(ca.ends_with(&old_ca), "the old CA kept behind the new one");
+    assert_ne!(data(&now, "tls.crt"), old_tls);
 }

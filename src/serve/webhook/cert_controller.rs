@@ -22,9 +22,10 @@
 //!
 //! **Serving.** Every replica re-reads the Secret every [`period`] and
 //! swaps its serving certificate when `tls.crt` changed, but only once the
-//! caBundle holds its CA: the caBundle is synced first, and a replica that
-//! had to write it swaps in the next period, after the API server has
-//! reloaded the configuration.
+//! caBundle has held its CA for a whole period: the caBundle is synced
+//! first, and the new certificate is served from the round after the one
+//! that found the bundle in place, when the API server has long reloaded
+//! the configuration.
 //!
 //! **caBundle.** Every replica, leader or not, compares each webhook's
 //! caBundle in the configuration with the Secret's `ca.crt` as it just read
@@ -167,13 +168,18 @@ pub fn may_write_bundle(derived: Option<&str>, current: Option<&str>) -> bool {
 }
 
 /// Whether a new serving certificate may be swapped in after the caBundle
-/// sync found `sync`: once every webhook trusts its CA, and not in the
-/// period the bundle was written (the API server reloads the configuration
-/// after a moment). A sync that failed outright does not hold the swap
-/// back: nodegate cannot do better, and the served certificate must not
-/// run out.
-pub fn may_swap(sync: &Result<BundleSync, String>) -> bool {
-    matches!(sync, Ok(BundleSync::Equal) | Err(_))
+/// sync found `sync`, `settled` telling whether the same bundle was found
+/// in place in the round before too: every webhook must have trusted its CA
+/// for a whole period (the API server reloads the configuration a moment
+/// after it changes, and another replica may have written it just now). A
+/// sync that failed outright does not hold the swap back: nodegate cannot
+/// do better, and the served certificate must not run out.
+pub fn may_swap(sync: &Result<BundleSync, String>, settled: bool) -> bool {
+    match sync {
+        Ok(BundleSync::Equal) => settled,
+        Ok(BundleSync::Written | BundleSync::Lost) => false,
+        Err(_) => true,
+    }
 }
 
 fn is_code(e: &kube::Error, code: u16) -> bool {
@@ -310,8 +316,15 @@ impl Managed {
 
     /// One round of the loop: converge, sync the caBundle, then swap the
     /// serving certificate if it changed and the caBundle allows it
-    /// ([`may_swap`]). Returns the `tls.crt` now served.
-    pub async fn round(&self, slot: &CertSlot, served: &str) -> String {
+    /// ([`may_swap`]). Returns the `tls.crt` now served. `in_place` is the
+    /// `ca.crt` found in every webhook's caBundle in the round before, kept
+    /// by the caller from round to round.
+    pub async fn round(
+        &self,
+        slot: &CertSlot,
+        served: &str,
+        in_place: &mut Option<String>,
+    ) -> String {
         let c = match self.converge().await {
             Ok(c) => c,
             Err(why) => {
@@ -326,10 +339,12 @@ impl Managed {
         };
         let sync = self.bundle(&c).await;
         let m = c.material;
+        let settled = in_place.as_deref() == Some(m.ca_crt.as_str());
+        *in_place = matches!(sync, Ok(BundleSync::Equal)).then(|| m.ca_crt.clone());
         if m.tls_crt == served {
             return served.to_string();
         }
-        if !may_swap(&sync) {
+        if !may_swap(&sync, settled) {
             tracing::info!(
                 "webhook: a new serving certificate is in the Secret; serving it once the caBundle has been in place for a period"
             );
@@ -387,12 +402,13 @@ impl Managed {
     ) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
             let every = period(self.validity);
+            let mut in_place = None;
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep(every) => {}
                     _ = shutdown.changed() => return,
                 }
-                served = self.round(&slot, &served).await;
+                served = self.round(&slot, &served, &mut in_place).await;
             }
         })
     }

@@ -95,13 +95,15 @@ fn the_bundle_is_written_only_from_the_secret_version_it_came_from() {
 }
 
 /// Security review §14: the caBundle first, then the serving certificate.
-/// A new certificate is swapped in only once every webhook already trusts
-/// its CA (not in the period this replica wrote the bundle, nor while a
-/// write was lost to a change); a failed sync does not hold it back.
+/// A new certificate is swapped in only once every webhook has trusted its
+/// CA for a whole period (found in place in the round before too): not in
+/// the round this replica wrote the bundle, nor while a write was lost to a
+/// change; a failed sync does not hold it back.
 #[test]
 fn the_serving_certificate_is_swapped_only_after_the_bundle_is_in_place() {
-    assert!(may_swap(&Ok(BundleSync::Equal)));
-    assert!(!may_swap(&Ok(BundleSync::Written)));
-    assert!(!may_swap(&Ok(BundleSync::Lost)));
-    assert!(may_swap(&Err("forbidden".into())));
+    assert!(may_swap(&Ok(BundleSync::Equal), true));
+    assert!(!may_swap(&Ok(BundleSync::Equal), false));
+    assert!(!may_swap(&Ok(BundleSync::Written), true));
+    assert!(!may_swap(&Ok(BundleSync::Lost), true));
+    assert!(may_swap(&Err("forbidden".into()), false));
 }
