@@ -227,7 +227,8 @@ fn observe(
 }
 
 /// The HTTP server (probes, metrics), the admission webhook (every replica,
-/// leader or not) and the debug listener.
+/// leader or not; started in the background, never failing the start) and
+/// the debug listener.
 async fn serve(
     shared: &Shared,
     settings: &RunSettings,
@@ -239,19 +240,18 @@ async fn serve(
         health: Arc::clone(&shared.health),
     };
     let (_, http) = http::serve(settings.http_addr, state, shared.stop.clone()).await?;
-    let webhook = match &settings.webhook {
-        Some(w) => Some(
-            crate::serve::webhook::start(
-                w,
-                &shared.client,
-                Arc::clone(&shared.live),
-                Arc::clone(&shared.metrics),
-                shared.stop.clone(),
-            )
-            .await?,
-        ),
-        None => None,
-    };
+    // In the background: its certificate is retried there, and the gates,
+    // the watches and the elector start regardless (`serve::webhook`).
+    let webhook = settings.webhook.as_ref().map(|w| {
+        let cx = crate::serve::webhook::Context {
+            client: shared.client.clone(),
+            live: Arc::clone(&shared.live),
+            metrics: Arc::clone(&shared.metrics),
+            health: Arc::clone(&shared.health),
+            server_time: Arc::clone(&shared.server_time),
+        };
+        crate::serve::webhook::start(w, cx, shared.stop.clone())
+    });
     let debug = match settings.debug_addr {
         Some(addr) => {
             let state = DebugState::new(Arc::clone(&shared.router), Arc::clone(&shared.history));

@@ -20,6 +20,17 @@ pub struct ProcessHealth {
     supervisor: AtomicBool,
     elector: AtomicBool,
     config: Mutex<ConfigRecord>,
+    /// The admission webhook, when configured: serving or why not.
+    webhook: Mutex<Option<WebhookState>>,
+}
+
+/// The webhook's `/readyz?verbose` line: serving (`[+]`), or not serving
+/// yet and why (`[-]`: the replica is not ready, so the Service sends the
+/// API server's calls to the replicas that answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookState {
+    pub serving: bool,
+    pub detail: String,
 }
 
 /// The configuration in force and the last reload's trouble.
@@ -41,6 +52,7 @@ impl Default for ProcessHealth {
             supervisor: AtomicBool::new(true),
             elector: AtomicBool::new(true),
             config: Mutex::new(ConfigRecord::default()),
+            webhook: Mutex::new(None),
         }
     }
 }
@@ -70,6 +82,19 @@ impl ProcessHealth {
     }
     fn config(&self) -> std::sync::MutexGuard<'_, ConfigRecord> {
         self.config.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The webhook's state now (see `serve::webhook`).
+    pub fn webhook(&self, state: WebhookState) {
+        *self.webhook.lock().unwrap_or_else(|p| p.into_inner()) = Some(state);
+    }
+
+    /// The webhook's line of `/readyz?verbose`; `None` without a webhook.
+    pub fn webhook_state(&self) -> Option<WebhookState> {
+        self.webhook
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The configuration read at start is in force (from `file`, if any).

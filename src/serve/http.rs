@@ -191,7 +191,8 @@ async fn healthz(State(s): State<AppState>) -> Response {
 /// line, Kubernetes style (`[+]` passes; `[!]` is a warning that leaves the
 /// replica ready: the config file's trouble, see `ProcessHealth::config_checks`).
 async fn readyz(State(s): State<AppState>, uri: Uri) -> Response {
-    let synced = s.router.is_synced();
+    let webhook = s.health.webhook_state();
+    let synced = s.router.is_synced() && webhook.as_ref().is_none_or(|w| w.serving);
     let verbose = uri.query().is_some_and(|q| {
         q.split('&')
             .any(|kv| kv == "verbose" || kv.starts_with("verbose="))
@@ -202,17 +203,25 @@ async fn readyz(State(s): State<AppState>, uri: Uri) -> Response {
         } else {
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                "not ready: the initial lists of nodes, DaemonSets and pods are not in yet\n",
+                "not ready: the initial lists are not in yet, or the webhook is not serving (see /readyz?verbose)\n",
             )
                 .into_response()
         };
     }
-    let mut text = if synced {
+    let mut text = if s.router.is_synced() {
         "[+]synced ok\n".to_string()
     } else {
         "[-]synced failed: the initial lists of nodes, DaemonSets and pods are not in yet\n"
             .to_string()
     };
+    if let Some(w) = webhook {
+        let mark = if w.serving {
+            "[+]webhook ok"
+        } else {
+            "[-]webhook failed"
+        };
+        text.push_str(&format!("{mark}: {}\n", w.detail));
+    }
     for check in s.health.config_checks() {
         text.push_str(&format!("{check}\n"));
     }

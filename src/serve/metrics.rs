@@ -367,6 +367,12 @@ impl Metrics {
         self.entrances.certificate_error(problem);
     }
 
+    /// Whether the webhook listener serves (it starts once it has a
+    /// certificate).
+    pub fn webhook_serving(&self, serving: bool) {
+        self.entrances.serving(serving);
+    }
+
     pub fn webhook_ca_bundle_repaired(&self) {
         self.entrances.ca_bundle_repaired();
     }

@@ -223,9 +223,6 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
         // caBundle of its one webhook configuration.
         &["get", "secrets/nodegate-webhook-tls", "-n", NS],
         &["update", "secrets/nodegate-webhook-tls", "-n", NS],
-        &["patch", "secrets/nodegate-webhook-tls", "-n", NS],
-        &["list", "secrets/nodegate-webhook-tls", "-n", NS],
-        &["watch", "secrets/nodegate-webhook-tls", "-n", NS],
         &[
             "get",
             "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
@@ -249,6 +246,10 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
         &["patch", "secrets/other-tls", "-n", NS],
         &["create", "secrets", "-n", NS],
         &["delete", "secrets/nodegate-webhook-tls", "-n", NS],
+        // Its own Secret: only the verbs the code uses (get, update).
+        &["patch", "secrets/nodegate-webhook-tls", "-n", NS],
+        &["list", "secrets/nodegate-webhook-tls", "-n", NS],
+        &["watch", "secrets/nodegate-webhook-tls", "-n", NS],
         &["get", "secrets/nodegate-webhook-tls", "-n", "kube-system"],
         &["update", "secrets/nodegate-webhook-tls", "-n", "default"],
         // No webhook configuration but its own, and no other kind of it.

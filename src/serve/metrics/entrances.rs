@@ -113,6 +113,7 @@ pub(super) struct EntranceMetrics {
     admission_duration: Histogram,
     late_taints: Family<ResultLabels, Counter>,
     cert_expiry: Gauge,
+    serving: Gauge,
     cert_errors: Family<ProblemLabels, Counter>,
     ca_bundle_repairs: Counter,
 }
@@ -124,6 +125,7 @@ impl EntranceMetrics {
             admission_duration: Histogram::new(ADMISSION_BUCKETS),
             late_taints: Family::default(),
             cert_expiry: Gauge::default(),
+            serving: Gauge::default(),
             cert_errors: Family::default(),
             ca_bundle_repairs: Counter::default(),
         };
@@ -146,6 +148,11 @@ impl EntranceMetrics {
             "webhook_certificate_expiry_timestamp_seconds",
             "When the serving certificate this replica presents expires (Unix seconds); 0 before one is loaded",
             m.cert_expiry.clone(),
+        );
+        registry.register(
+            "webhook_serving",
+            "1 while this replica's webhook listener serves with a certificate, 0 while it waits for one (see /readyz?verbose for why)",
+            m.serving.clone(),
         );
         registry.register(
             "webhook_certificate_errors",
@@ -200,6 +207,10 @@ impl EntranceMetrics {
                 problem: problem.as_str(),
             })
             .inc();
+    }
+
+    pub(super) fn serving(&self, serving: bool) {
+        self.serving.set(i64::from(serving));
     }
 
     pub(super) fn ca_bundle_repaired(&self) {

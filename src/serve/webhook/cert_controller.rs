@@ -13,22 +13,33 @@
 //! nodegate needs no `create` on Secrets in a real install: get and update
 //! on that one name are enough.
 //!
+//! **Time.** Every decision is taken on the API server's clock as far as
+//! nodegate has evidence of it (`cluster::server_time`: the Date header of
+//! `GET /version` and the times the server stamped), never on this
+//! replica's own clock: a node whose clock runs ahead must not issue
+//! certificates the API server refuses as not yet valid. Before any
+//! evidence, a round waits.
+//!
 //! **Serving.** Every replica re-reads the Secret every [`period`] and
-//! swaps its serving certificate when `tls.crt` changed.
+//! swaps its serving certificate when `tls.crt` changed, but only once the
+//! caBundle has held its CA for a whole period: the caBundle is synced
+//! first, and the new certificate is served from the round after the one
+//! that found the bundle in place, when the API server has long reloaded
+//! the configuration.
 //!
 //! **caBundle.** Every replica, leader or not, compares each webhook's
 //! caBundle in the configuration with the Secret's `ca.crt` as it just read
 //! it, and patches those that differ (a blanked caBundle after a `helm
-//! upgrade` is repaired within one period). The writes are idempotent and
-//! conditional on the resourceVersion, so replicas agreeing on the Secret
-//! write the same bytes and a replica with an older view loses the race or
-//! is corrected in the next period. Leaving it to every replica keeps the
-//! repair working while no leader is elected.
+//! upgrade` is repaired within one period). The patch tests the
+//! configuration's resourceVersion, and is sent only while the Secret is
+//! still at the version the bundle came from (read again just before), so
+//! a replica with an older view of the Secret does not write an older
+//! bundle back. Leaving it to every replica keeps the repair working while
+//! no leader is elected.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::Timestamp;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
@@ -39,6 +50,7 @@ use tokio::sync::watch;
 
 use super::certs::{self, CA_CRT, CA_KEY, Decision, Material, TLS_CRT, TLS_KEY};
 use super::server::{CertSlot, certified_key};
+use crate::cluster::server_time::ServerTime;
 use crate::cluster::writer::FIELD_MANAGER;
 use crate::serve::metrics::{CertProblem, Metrics};
 
@@ -124,6 +136,50 @@ pub struct Managed {
     pub hosts: Vec<String>,
     pub validity: Duration,
     pub metrics: Arc<Metrics>,
+    /// Evidence of the API server's clock: every decision's now.
+    pub server_time: Arc<ServerTime>,
+}
+
+/// The Secret as one round left it: its material and the resourceVersion
+/// it has (as read, or as written).
+#[derive(Debug, Clone)]
+pub struct Converged {
+    pub material: Material,
+    pub version: Option<String>,
+}
+
+/// What syncing the caBundle found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BundleSync {
+    /// Every webhook already had the bundle.
+    Equal,
+    /// This replica wrote it just now.
+    Written,
+    /// Not written: the configuration or the Secret changed meanwhile (next
+    /// period).
+    Lost,
+}
+
+/// Whether a replica that derived the bundle from the Secret at `derived`
+/// may write it, the Secret being at `current` now: only when both are
+/// known and equal.
+pub fn may_write_bundle(derived: Option<&str>, current: Option<&str>) -> bool {
+    matches!((derived, current), (Some(d), Some(c)) if d == c)
+}
+
+/// Whether a new serving certificate may be swapped in after the caBundle
+/// sync found `sync`, `settled` telling whether the same bundle was found
+/// in place in the round before too: every webhook must have trusted its CA
+/// for a whole period (the API server reloads the configuration a moment
+/// after it changes, and another replica may have written it just now). A
+/// sync that failed outright does not hold the swap back: nodegate cannot
+/// do better, and the served certificate must not run out.
+pub fn may_swap(sync: &Result<BundleSync, String>, settled: bool) -> bool {
+    match sync {
+        Ok(BundleSync::Equal) => settled,
+        Ok(BundleSync::Written | BundleSync::Lost) => false,
+        Err(_) => true,
+    }
 }
 
 fn is_code(e: &kube::Error, code: u16) -> bool {
@@ -141,7 +197,7 @@ fn explain(e: &kube::Error, verbs: &str) -> String {
 impl Managed {
     /// One round: the Secret as it is once good (written by this replica or
     /// another), or why not.
-    pub async fn converge(&self) -> Result<Material, String> {
+    pub async fn converge(&self) -> Result<Converged, String> {
         let hosts = certs::host_set(&self.hosts);
         for _ in 0..ATTEMPTS {
             let secret = self
@@ -158,13 +214,20 @@ impl Managed {
                     m.tls_key.as_bytes(),
                 )
             });
-            let now = Timestamp::now().as_second();
+            let now = self
+                .server_time
+                .now()
+                .map(|t| t.as_second())
+                .ok_or("waiting for evidence of the API server's clock (GET /version)")?;
             let decision = certs::decide(stored.as_ref(), now, self.validity, &hosts);
             let Some(new) =
                 certs::carry_out(&decision, old.as_ref(), &self.hosts, now, self.validity)?
             else {
                 // Keep and Wait come only with a readable Secret.
-                return old.ok_or_else(|| "nothing stored and nothing issued".into());
+                let version = secret.and_then(|s| s.metadata.resource_version);
+                return old
+                    .map(|material| Converged { material, version })
+                    .ok_or_else(|| "nothing stored and nothing issued".into());
             };
             let exists = secret.is_some();
             let body = with_material(secret, &self.namespace, &self.name, &new);
@@ -178,13 +241,16 @@ impl Managed {
                 self.secrets.create(&params, &body).await
             };
             match written {
-                Ok(_) => {
+                Ok(written) => {
                     if let Decision::Fresh(why) | Decision::RotateCa(why) | Decision::Reissue(why) =
                         &decision
                     {
                         tracing::info!(secret = %self.name, "webhook: wrote new certificates to the Secret: {why}");
                     }
-                    return Ok(new);
+                    return Ok(Converged {
+                        material: new,
+                        version: written.metadata.resource_version,
+                    });
                 }
                 // Another replica wrote first: read what it wrote.
                 Err(e) if is_code(&e, 409) => {
@@ -203,9 +269,13 @@ impl Managed {
         Err(format!("{ATTEMPTS} conflicting writes in a row"))
     }
 
-    /// Sets every webhook's caBundle in the configuration to `bundle`;
-    /// whether it wrote.
-    pub async fn sync_bundle(&self, bundle: &str) -> Result<bool, String> {
+    /// Sets every webhook's caBundle in the configuration to `bundle`, the
+    /// `ca.crt` of the Secret at resourceVersion `derived`.
+    pub async fn sync_bundle(
+        &self,
+        bundle: &str,
+        derived: Option<&str>,
+    ) -> Result<BundleSync, String> {
         let config = self
             .configs
             .get_opt(&self.configuration)
@@ -213,8 +283,19 @@ impl Managed {
             .map_err(|e| format!("reading it: {}", explain(&e, "get")))?
             .ok_or("it does not exist (create it, nodegate only fills its caBundle)")?;
         let Some(patch) = bundle_patch(&config, bundle.as_bytes()) else {
-            return Ok(false);
+            return Ok(BundleSync::Equal);
         };
+        // Only from the Secret as it is now: a replica that read it before
+        // another one rewrote it must not put the older bundle back.
+        let current = self
+            .secrets
+            .get_opt(&self.name)
+            .await
+            .map_err(|e| format!("reading the Secret again: {}", explain(&e, "get")))?
+            .and_then(|s| s.metadata.resource_version);
+        if !may_write_bundle(derived, current.as_deref()) {
+            return Ok(BundleSync::Lost);
+        }
         let patch: json_patch::Patch =
             serde_json::from_value(patch).map_err(|e| format!("building the patch: {e}"))?;
         let params = PatchParams {
@@ -226,18 +307,26 @@ impl Managed {
             .patch(&self.configuration, &params, &Patch::Json::<()>(patch))
             .await
         {
-            Ok(_) => Ok(true),
+            Ok(_) => Ok(BundleSync::Written),
             // Changed meanwhile (another replica, an upgrade): next period.
-            Err(e) if is_code(&e, 422) || is_code(&e, 409) => Ok(false),
+            Err(e) if is_code(&e, 422) || is_code(&e, 409) => Ok(BundleSync::Lost),
             Err(e) => Err(format!("patching its caBundle: {}", explain(&e, "patch"))),
         }
     }
 
-    /// One round of the loop: converge, swap the serving certificate if it
-    /// changed, repair the caBundle. Returns the `tls.crt` now served.
-    pub async fn round(&self, slot: &CertSlot, served: &str) -> String {
-        let m = match self.converge().await {
-            Ok(m) => m,
+    /// One round of the loop: converge, sync the caBundle, then swap the
+    /// serving certificate if it changed and the caBundle allows it
+    /// ([`may_swap`]). Returns the `tls.crt` now served. `in_place` is the
+    /// `ca.crt` found in every webhook's caBundle in the round before, kept
+    /// by the caller from round to round.
+    pub async fn round(
+        &self,
+        slot: &CertSlot,
+        served: &str,
+        in_place: &mut Option<String>,
+    ) -> String {
+        let c = match self.converge().await {
+            Ok(c) => c,
             Err(why) => {
                 tracing::warn!(
                     "webhook: the Secret {}/{} (--webhook-cert-secret): {why}",
@@ -248,32 +337,50 @@ impl Managed {
                 return served.to_string();
             }
         };
-        let mut now_served = served.to_string();
-        if m.tls_crt != served {
-            match certified_key(m.tls_crt.as_bytes(), m.tls_key.as_bytes()) {
-                Ok((key, not_after)) => {
-                    slot.set(key);
-                    self.metrics.webhook_certificate_expiry(not_after);
-                    tracing::info!(
-                        not_after,
-                        "webhook: serving the certificate from the Secret"
-                    );
-                    now_served = m.tls_crt.clone();
-                }
-                Err(why) => {
-                    tracing::warn!(
-                        "webhook: the Secret's tls.crt cannot be served ({why}); keeping the one served"
-                    );
-                    self.metrics.webhook_certificate_error(CertProblem::Secret);
-                }
+        let sync = self.bundle(&c).await;
+        let m = c.material;
+        let settled = in_place.as_deref() == Some(m.ca_crt.as_str());
+        *in_place = matches!(sync, Ok(BundleSync::Equal)).then(|| m.ca_crt.clone());
+        if m.tls_crt == served {
+            return served.to_string();
+        }
+        if !may_swap(&sync, settled) {
+            tracing::info!(
+                "webhook: a new serving certificate is in the Secret; serving it once the caBundle has been in place for a period"
+            );
+            return served.to_string();
+        }
+        match certified_key(m.tls_crt.as_bytes(), m.tls_key.as_bytes()) {
+            Ok((key, not_after)) => {
+                slot.set(key);
+                self.metrics.webhook_certificate_expiry(not_after);
+                tracing::info!(
+                    not_after,
+                    "webhook: serving the certificate from the Secret"
+                );
+                m.tls_crt
+            }
+            Err(why) => {
+                tracing::warn!(
+                    "webhook: the Secret's tls.crt cannot be served ({why}); keeping the one served"
+                );
+                self.metrics.webhook_certificate_error(CertProblem::Secret);
+                served.to_string()
             }
         }
-        match self.sync_bundle(&m.ca_crt).await {
-            Ok(true) => {
+    }
+
+    /// Syncs the caBundle with what `c` holds, logging and counting.
+    pub async fn bundle(&self, c: &Converged) -> Result<BundleSync, String> {
+        let sync = self
+            .sync_bundle(&c.material.ca_crt, c.version.as_deref())
+            .await;
+        match &sync {
+            Ok(BundleSync::Written) => {
                 tracing::info!(configuration = %self.configuration, "webhook: caBundle set");
                 self.metrics.webhook_ca_bundle_repaired();
             }
-            Ok(false) => {}
+            Ok(BundleSync::Equal | BundleSync::Lost) => {}
             Err(why) => {
                 tracing::warn!(
                     "webhook: the MutatingWebhookConfiguration {} (--webhook-configuration): {why}",
@@ -283,7 +390,7 @@ impl Managed {
                     .webhook_certificate_error(CertProblem::CaBundle);
             }
         }
-        now_served
+        sync
     }
 
     /// Runs [`Self::round`] every [`period`] until `shutdown`.
@@ -295,12 +402,13 @@ impl Managed {
     ) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
             let every = period(self.validity);
+            let mut in_place = None;
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep(every) => {}
                     _ = shutdown.changed() => return,
                 }
-                served = self.round(&slot, &served).await;
+                served = self.round(&slot, &served, &mut in_place).await;
             }
         })
     }

@@ -11,6 +11,15 @@
 //! every replica must have written the new bundle into the webhook
 //! configuration, and the API server must have reloaded it, before a
 //! certificate that needs it is served.
+//!
+//! Time: `now` is the API server's clock as far as nodegate has evidence of
+//! it (`cluster::server_time`), never this replica's own: the API server is
+//! the one that checks notBefore and notAfter. New certificates are dated
+//! [`BACKDATE`] back, and a stored certificate whose notBefore lies more
+//! than [`NOT_BEFORE_SLACK`] after `now` (issued by a replica whose clock
+//! ran ahead) is unusable and replaced. A new CA issued because nothing
+//! usable was stored (Fresh) keeps the old CAs still valid behind it, so
+//! the certificates other replicas serve stay trusted meanwhile.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -27,9 +36,17 @@ pub const TLS_KEY: &str = "tls.key";
 pub const CA_CRT: &str = "ca.crt";
 pub const CA_KEY: &str = "ca.key";
 
-/// How far back a new certificate's notBefore is set, for clocks a little
-/// behind this replica's.
-pub const BACKDATE: i64 = 60;
+/// How far back a new certificate's notBefore is set (seconds): the API
+/// server's clock may be a little ahead of the evidence nodegate has of it.
+pub const BACKDATE: i64 = 3600;
+
+/// How far past the API server's now a stored certificate's notBefore may
+/// lie and still be used (seconds): the evidence of the server's clock lags
+/// the clock by a request's latency and a second of precision.
+pub const NOT_BEFORE_SLACK: i64 = 10;
+
+/// How many older CAs a bundle keeps behind the signing one, at most.
+pub const MAX_OLD_CAS: usize = 4;
 
 /// How much longer than a serving certificate the CA lives.
 pub const CA_LIFETIMES: u32 = 10;
@@ -86,7 +103,7 @@ pub fn decide(
     hosts: &BTreeSet<String>,
 ) -> Decision {
     let v = secs(validity);
-    let ca_v = v * i64::from(CA_LIFETIMES);
+    let ca_v = v.saturating_mul(i64::from(CA_LIFETIMES));
     let Some(s) = stored else {
         return Decision::Fresh("the Secret holds no certificates yet".into());
     };
@@ -99,6 +116,11 @@ pub fn decide(
     if ca.not_after <= now {
         return Decision::Fresh("the CA has expired".into());
     }
+    if let Some(ahead) = not_yet_valid(ca, now) {
+        return Decision::Fresh(format!(
+            "the CA is not valid for another {ahead}s by the API server's clock (issued on a clock that ran ahead)"
+        ));
+    }
     if ca.not_after - now < ca_v / 3 {
         return Decision::RotateCa(format!("the CA expires in {}s", ca.not_after - now));
     }
@@ -107,6 +129,11 @@ pub fn decide(
     };
     if serving.not_after <= now {
         return Decision::Reissue("the serving certificate has expired".into());
+    }
+    if let Some(ahead) = not_yet_valid(serving, now) {
+        return Decision::Reissue(format!(
+            "the serving certificate is not valid for another {ahead}s by the API server's clock (issued on a clock that ran ahead)"
+        ));
     }
     if !s.cas.iter().any(|c| c.subject == serving.issuer) {
         return Decision::Reissue("the serving certificate's CA is not in the bundle".into());
@@ -128,6 +155,13 @@ pub fn decide(
         return Decision::Wait;
     }
     Decision::Reissue(why)
+}
+
+/// How many seconds `c`'s notBefore lies after `now`, when more than
+/// [`NOT_BEFORE_SLACK`].
+fn not_yet_valid(c: &CertFacts, now: i64) -> Option<i64> {
+    let ahead = c.not_before.saturating_sub(now);
+    (ahead > NOT_BEFORE_SLACK).then_some(ahead)
 }
 
 fn secs(d: Duration) -> i64 {
@@ -238,8 +272,8 @@ fn ca_params(now: i64, validity: Duration) -> Result<CertificateParams, String> 
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    p.not_before = at(now - BACKDATE)?;
-    p.not_after = at(now.saturating_add(secs(validity) * i64::from(CA_LIFETIMES)))?;
+    p.not_before = at(now.saturating_sub(BACKDATE))?;
+    p.not_after = at(now.saturating_add(secs(validity).saturating_mul(i64::from(CA_LIFETIMES))))?;
     Ok(p)
 }
 
@@ -288,7 +322,7 @@ pub fn new_serving(
     ];
     p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     p.use_authority_key_identifier_extension = true;
-    p.not_before = at(now - BACKDATE)?;
+    p.not_before = at(now.saturating_sub(BACKDATE))?;
     p.not_after = at(now.saturating_add(secs(validity)))?;
     let key = KeyPair::generate().map_err(|e| format!("generating the serving key: {e}"))?;
     let cert = p
@@ -305,16 +339,22 @@ fn pem_first(bundle: &str) -> Option<String> {
     Some(format!("{}\n", &bundle[start..end]))
 }
 
-/// The certificates of `bundle` still valid at `now`, in order.
-fn unexpired(bundle: &str, now: i64) -> String {
+/// The certificates of `bundle` valid at `now` (not expired, not dated
+/// ahead beyond the slack), in order, at most `max` of them.
+fn unexpired(bundle: &str, now: i64, max: usize) -> String {
     let mut out = String::new();
+    let mut kept = 0;
     let mut rest = bundle;
     while let Some(block) = pem_first(rest) {
         let still = parse_all(block.as_bytes())
-            .and_then(|v| v.first().map(|(f, _)| f.not_after > now))
+            .and_then(|v| {
+                v.first()
+                    .map(|(f, _)| f.not_after > now && not_yet_valid(f, now).is_none())
+            })
             .unwrap_or(false);
-        if still {
+        if still && kept < max {
             out.push_str(&block);
+            kept += 1;
         }
         let cut = rest
             .find("-----END CERTIFICATE-----")
@@ -345,11 +385,20 @@ pub fn carry_out(
     };
     Ok(match (decision, old) {
         (Decision::Keep | Decision::Wait, _) => None,
-        (Decision::Fresh(_), _) | (_, None) => Some(fresh()?),
+        (_, None) => Some(fresh()?),
+        // The old CAs still valid stay trusted: the replicas that still
+        // serve a certificate they signed keep being answered.
+        (Decision::Fresh(_), Some(old)) => {
+            let new = fresh()?;
+            Some(Material {
+                ca_crt: format!("{}{}", new.ca_crt, unexpired(&old.ca_crt, now, MAX_OLD_CAS)),
+                ..new
+            })
+        }
         (Decision::RotateCa(_), Some(old)) => {
             let (ca_crt, ca_key) = new_ca(now, validity)?;
             Some(Material {
-                ca_crt: format!("{ca_crt}{}", unexpired(&old.ca_crt, now)),
+                ca_crt: format!("{ca_crt}{}", unexpired(&old.ca_crt, now, MAX_OLD_CAS)),
                 ca_key,
                 ..old.clone()
             })
@@ -357,7 +406,7 @@ pub fn carry_out(
         (Decision::Reissue(_), Some(old)) => {
             let (tls_crt, tls_key) = new_serving(&old.ca_crt, &old.ca_key, hosts, now, validity)?;
             Some(Material {
-                ca_crt: unexpired(&old.ca_crt, now),
+                ca_crt: unexpired(&old.ca_crt, now, MAX_OLD_CAS + 1),
                 tls_crt,
                 tls_key,
                 ..old.clone()

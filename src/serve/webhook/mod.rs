@@ -9,6 +9,15 @@
 //! - `cert_controller`: the controller that keeps them in the Secret
 //!   (`--webhook-cert-secret`) and the caBundle of
 //!   `--webhook-configuration` equal to their CA.
+//!
+//! **Start-up.** The webhook is an entrance; gating is the core. So nothing
+//! about its certificate holds the rest of `nodegate run` back: [`start`]
+//! returns at once, and a task gets the first certificate (the directory's
+//! pair, or the Secret converged) with retries backing off from 1 s to
+//! 30 s, then binds `--webhook-addr` and serves. Until then the listener is
+//! closed, `nodegate_webhook_serving` is 0 and `/readyz?verbose` says why on
+//! its `webhook` line (the replica is not ready, so the Service sends the
+//! API server's calls only to replicas that answer).
 
 pub mod cert_controller;
 pub mod certdir;
@@ -17,141 +26,257 @@ pub mod review;
 pub mod server;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use nodegate_actors::live::LiveConfig;
+use rustls::sign::CertifiedKey;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::error::{Error, Result};
-use crate::serve::metrics::Metrics;
+use crate::cluster::server_time::ServerTime;
+use crate::serve::health::{ProcessHealth, WebhookState};
+use crate::serve::metrics::{CertProblem, Metrics};
 use crate::settings::config::{WebhookCerts, WebhookSettings};
+use certdir::Pair;
 use server::{CertSlot, Handler};
 
-/// How many times the first convergence of the Secret is tried at startup
-/// before nodegate gives up (and exits, to be restarted).
-const STARTUP_ATTEMPTS: u32 = 5;
+/// The first wait between two attempts at the first certificate (or the
+/// bind); it doubles up to [`RETRY_MAX`].
+const RETRY_MIN: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(30);
+/// How long the first attempt waits for evidence of the API server's clock.
+const CLOCK_WAIT: Duration = Duration::from_secs(10);
 
-/// Starts the task that keeps the certificate in the slot current.
-type Keeper = Box<dyn FnOnce(Arc<CertSlot>) -> JoinHandle<()>>;
-
-/// The running webhook: its address and its tasks.
+/// The running webhook: its task (certificate, listener, renewal).
 pub struct Webhook {
-    pub addr: SocketAddr,
-    tasks: Vec<JoinHandle<()>>,
+    task: JoinHandle<()>,
 }
 
 impl Webhook {
-    /// Waits up to `grace` for the tasks to end (they end when the shutdown
-    /// channel they were given changes).
+    /// Waits up to `grace` for the task to end (it ends when the shutdown
+    /// channel it was given changes).
     pub async fn stopped(self, grace: Duration) {
-        for task in self.tasks {
-            let _ = tokio::time::timeout(grace, task).await;
-        }
+        let _ = tokio::time::timeout(grace, self.task).await;
     }
 }
 
-/// Loads the certificate (from the directory, or by converging the Secret),
-/// binds the address and starts serving; then keeps the certificate current
-/// until `shutdown` changes. Scope and managed taints are read from `live`
-/// for every review, so a config reload reaches the webhook at once.
-pub async fn start(
-    settings: &WebhookSettings,
-    client: &kube::Client,
-    live: Arc<LiveConfig>,
-    metrics: Arc<Metrics>,
-    shutdown: watch::Receiver<bool>,
-) -> Result<Webhook> {
-    let handler = Arc::new(Handler {
-        live,
-        metrics: Arc::clone(&metrics),
-    });
-    let (slot, keeper): (Arc<CertSlot>, Keeper) = match &settings.certs {
-        WebhookCerts::Dir(dir) => {
-            let (key, not_after, seen) = certdir::load(dir)?;
-            metrics.webhook_certificate_expiry(not_after);
-            let (dir, metrics, stop) = (dir.clone(), Arc::clone(&metrics), shutdown.clone());
-            (
-                Arc::new(CertSlot::new(key)),
-                Box::new(move |slot| certdir::spawn_reload(dir, slot, metrics, seen, stop)),
-            )
-        }
+/// What `start` needs besides the settings.
+pub struct Context {
+    pub client: kube::Client,
+    /// Scope and managed taints, read for every review (a config reload
+    /// reaches the webhook at once).
+    pub live: Arc<LiveConfig>,
+    pub metrics: Arc<Metrics>,
+    pub health: Arc<ProcessHealth>,
+    pub server_time: Arc<ServerTime>,
+}
+
+/// Where the certificate comes from.
+enum Source {
+    Dir(PathBuf),
+    Managed(Box<cert_controller::Managed>),
+}
+
+/// What serving keeps current after the first certificate.
+enum Kept {
+    Dir(PathBuf, Pair),
+    Managed(Box<cert_controller::Managed>, String),
+}
+
+/// Starts the webhook in the background and returns at once: the task gets
+/// the first certificate (retrying), binds the address, serves, and keeps
+/// the certificate current until `shutdown` changes.
+pub fn start(settings: &WebhookSettings, cx: Context, shutdown: watch::Receiver<bool>) -> Webhook {
+    let source = match &settings.certs {
+        WebhookCerts::Dir(dir) => Source::Dir(dir.clone()),
         WebhookCerts::Managed {
             secret_namespace,
             secret_name,
             configuration,
             hosts,
             validity,
-        } => {
-            let m = cert_controller::Managed {
-                secrets: kube::Api::namespaced(client.clone(), secret_namespace),
-                configs: kube::Api::all(client.clone()),
-                namespace: secret_namespace.clone(),
-                name: secret_name.clone(),
-                configuration: configuration.clone(),
-                hosts: hosts.clone(),
-                validity: *validity,
-                metrics: Arc::clone(&metrics),
-            };
-            let what = format!(
-                "the webhook Secret {secret_namespace}/{secret_name} (--webhook-cert-secret)"
-            );
-            managed_slot(m, what, &metrics, &shutdown).await?
-        }
+        } => Source::Managed(Box::new(cert_controller::Managed {
+            secrets: kube::Api::namespaced(cx.client.clone(), secret_namespace),
+            configs: kube::Api::all(cx.client.clone()),
+            namespace: secret_namespace.clone(),
+            name: secret_name.clone(),
+            configuration: configuration.clone(),
+            hosts: hosts.clone(),
+            validity: *validity,
+            metrics: Arc::clone(&cx.metrics),
+            server_time: Arc::clone(&cx.server_time),
+        })),
     };
-    let (addr, server) = server::serve(settings.addr, Arc::clone(&slot), handler, shutdown).await?;
-    let keeper = keeper(slot);
-    Ok(Webhook {
-        addr,
-        tasks: vec![server, keeper],
-    })
+    let addr = settings.addr;
+    let task = tokio::spawn(async move {
+        let status = Status {
+            metrics: Arc::clone(&cx.metrics),
+            health: Arc::clone(&cx.health),
+        };
+        status.waiting("no certificate yet".into());
+        let Some((key, kept)) = first_certificate(source, &status, shutdown.clone()).await else {
+            return;
+        };
+        let slot = Arc::new(CertSlot::new(key));
+        let handler = Arc::new(Handler {
+            live: cx.live,
+            metrics: Arc::clone(&cx.metrics),
+        });
+        let Some(server) = bind(addr, &slot, &handler, &status, shutdown.clone()).await else {
+            return;
+        };
+        let keeper = match kept {
+            Kept::Dir(dir, seen) => certdir::spawn_reload(dir, slot, cx.metrics, seen, shutdown),
+            Kept::Managed(m, served) => (*m).spawn(slot, served, shutdown),
+        };
+        let _ = keeper.await;
+        let _ = server.await;
+    });
+    Webhook { task }
 }
 
-/// Converges the Secret at start (a few attempts, then the error), loads
-/// its certificate into a new slot, and returns the slot with the task that
-/// keeps the Secret and the caBundle current (its first round sets the
-/// caBundle at once).
-async fn managed_slot(
-    m: cert_controller::Managed,
-    what: String,
-    metrics: &Metrics,
-    shutdown: &watch::Receiver<bool>,
-) -> Result<(Arc<CertSlot>, Keeper)> {
-    let mut attempt = 1;
-    let material = loop {
-        match m.converge().await {
-            Ok(material) => break material,
-            Err(why) if attempt >= STARTUP_ATTEMPTS => {
-                return Err(Error::Invalid { what, why });
+/// Tells the readiness line and the metric what the webhook is doing.
+struct Status {
+    metrics: Arc<Metrics>,
+    health: Arc<ProcessHealth>,
+}
+
+impl Status {
+    fn waiting(&self, why: String) {
+        self.metrics.webhook_serving(false);
+        self.health.webhook(WebhookState {
+            serving: false,
+            detail: format!("not serving: {why}"),
+        });
+    }
+    fn serving(&self, addr: SocketAddr) {
+        self.metrics.webhook_serving(true);
+        self.health.webhook(WebhookState {
+            serving: true,
+            detail: format!("serving on {addr}"),
+        });
+    }
+}
+
+/// Sleeps `wait` (then doubles it, up to [`RETRY_MAX`]); false when
+/// `shutdown` changed first.
+async fn back_off(wait: &mut Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
+    let slept = tokio::select! {
+        _ = tokio::time::sleep(*wait) => true,
+        _ = shutdown.changed() => false,
+    };
+    *wait = (*wait * 2).min(RETRY_MAX);
+    slept
+}
+
+/// The first certificate, retried until it comes or `shutdown` changes
+/// (`None`).
+async fn first_certificate(
+    source: Source,
+    status: &Status,
+    mut shutdown: watch::Receiver<bool>,
+) -> Option<(CertifiedKey, Kept)> {
+    if let Source::Managed(m) = &source {
+        clock_evidence(&m.server_time, &mut shutdown).await;
+    }
+    let mut wait = RETRY_MIN;
+    loop {
+        let got = match &source {
+            Source::Dir(dir) => certdir::load(dir)
+                .map(|(key, not_after, seen)| (key, not_after, None, Some(seen)))
+                .map_err(|e| e.report().to_string()),
+            Source::Managed(m) => managed_first(m)
+                .await
+                .map(|(key, not_after, served)| (key, not_after, Some(served), None)),
+        };
+        match got {
+            Ok((key, not_after, served, seen)) => {
+                status.metrics.webhook_certificate_expiry(not_after);
+                let kept = match source {
+                    Source::Dir(dir) => Kept::Dir(dir, seen.unwrap_or_default()),
+                    Source::Managed(m) => Kept::Managed(m, served.unwrap_or_default()),
+                };
+                return Some((key, kept));
             }
             Err(why) => {
-                tracing::warn!("webhook: {what}: {why}; retrying");
-                attempt += 1;
-                tokio::time::sleep(Duration::from_secs(2)).await;
+                tracing::warn!("webhook: not serving yet: {why}; retrying in {wait:?}");
+                let problem = match &source {
+                    Source::Dir(_) => CertProblem::Reload,
+                    Source::Managed(_) => CertProblem::Secret,
+                };
+                status.metrics.webhook_certificate_error(problem);
+                status.waiting(why);
+                if !back_off(&mut wait, &mut shutdown).await {
+                    return None;
+                }
             }
         }
-    };
+    }
+}
+
+/// Waits (up to [`CLOCK_WAIT`]) for the first evidence of the API server's
+/// clock, which the watches' probe brings right after start: the first
+/// attempt then needs no retry, and counts no error.
+async fn clock_evidence(server_time: &ServerTime, shutdown: &mut watch::Receiver<bool>) {
+    let deadline = tokio::time::Instant::now() + CLOCK_WAIT;
+    while server_time.now().is_none() && tokio::time::Instant::now() < deadline {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// The Secret converged, the caBundle synced (whatever that finds: nothing
+/// is served yet), and its certificate loaded: the key, its notAfter and
+/// the `tls.crt` served.
+async fn managed_first(
+    m: &cert_controller::Managed,
+) -> Result<(CertifiedKey, i64, String), String> {
+    let what = format!(
+        "the webhook Secret {}/{} (--webhook-cert-secret)",
+        m.namespace, m.name
+    );
+    let c = m.converge().await.map_err(|why| format!("{what}: {why}"))?;
+    let _ = m.bundle(&c).await;
     let (key, not_after) =
-        server::certified_key(material.tls_crt.as_bytes(), material.tls_key.as_bytes()).map_err(
-            |why| Error::Invalid {
-                what: what.clone(),
-                why,
-            },
-        )?;
-    metrics.webhook_certificate_expiry(not_after);
-    let slot = Arc::new(CertSlot::new(key));
-    // The caBundle is set by the first round, right away.
-    let first = Arc::clone(&slot);
-    let served = material.tls_crt.clone();
-    let stop = shutdown.clone();
-    Ok((
-        slot,
-        Box::new(move |slot| {
-            tokio::spawn(async move {
-                let served = m.round(&first, &served).await;
-                let _ = m.spawn(slot, served, stop).await;
-            })
-        }),
-    ))
+        server::certified_key(c.material.tls_crt.as_bytes(), c.material.tls_key.as_bytes())
+            .map_err(|why| format!("{what}: tls.crt and tls.key: {why}"))?;
+    Ok((key, not_after, c.material.tls_crt))
+}
+
+/// Binds `addr` and serves, retried until bound or `shutdown` changes.
+async fn bind(
+    addr: SocketAddr,
+    slot: &Arc<CertSlot>,
+    handler: &Arc<Handler>,
+    status: &Status,
+    mut shutdown: watch::Receiver<bool>,
+) -> Option<JoinHandle<()>> {
+    let mut wait = RETRY_MIN;
+    loop {
+        match server::serve(
+            addr,
+            Arc::clone(slot),
+            Arc::clone(handler),
+            shutdown.clone(),
+        )
+        .await
+        {
+            Ok((bound, task)) => {
+                status.serving(bound);
+                return Some(task);
+            }
+            Err(e) => {
+                let why = e.report().to_string();
+                tracing::warn!("webhook: {why}; retrying in {wait:?}");
+                status.waiting(why);
+                if !back_off(&mut wait, &mut shutdown).await {
+                    return None;
+                }
+            }
+        }
+    }
 }

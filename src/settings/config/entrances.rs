@@ -122,6 +122,9 @@ fn cert_dir(dir: &str, webhook: &Given) -> Result<WebhookCerts, ConfigError> {
     Ok(WebhookCerts::Dir(PathBuf::from(dir)))
 }
 
+/// The longest `--webhook-cert-validity`: ten years (the CA lives a hundred).
+const MAX_CERT_VALIDITY: Duration = Duration::from_secs(3650 * 24 * 3600);
+
 /// `--webhook-cert-secret` with its configuration, hosts and validity.
 fn managed_certs(
     secret: &str,
@@ -160,10 +163,10 @@ fn managed_certs(
         }
     }
     let validity_d = parse_duration("--webhook-cert-validity", validity)?;
-    if validity_d < Duration::from_secs(60) {
+    if validity_d < Duration::from_secs(60) || validity_d > MAX_CERT_VALIDITY {
         return Err(invalid(
             format!("--webhook-cert-validity {validity:?}"),
-            "must be at least 1m",
+            "must be between 1m and 3650d (the CA nodegate issues lives ten times as long)",
         ));
     }
     Ok(WebhookCerts::Managed {

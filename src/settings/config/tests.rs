@@ -359,3 +359,33 @@ fn yaml_errors_name_the_position_the_key_and_the_value() {
         assert!(!e.contains('\n'), "one line: {e:?}");
     }
 }
+
+/// Security review L3: `--webhook-cert-validity` is capped at ten years (the
+/// CA lives ten times as long; beyond year 9999 nothing can be issued), and
+/// the refusal names the flag, the value and the bounds.
+#[test]
+fn the_webhook_certificate_validity_is_capped() {
+    let with = |v: &str| {
+        run_settings(&run_args(&[
+            "--webhook-addr",
+            "127.0.0.1:9443",
+            "--webhook-cert-secret",
+            "nodegate/nodegate-webhook",
+            "--webhook-configuration",
+            "nodegate",
+            "--webhook-host",
+            "nodegate.example",
+            "--webhook-cert-validity",
+            v,
+        ]))
+    };
+    assert!(with("3650d").is_ok());
+    for bad in ["3651d", "900000000d", "30s"] {
+        let e = with(bad).expect_err("must be refused").to_string();
+        assert!(
+            e.contains(&format!("--webhook-cert-validity \"{bad}\""))
+                && e.contains("between 1m and 3650d"),
+            "{e}"
+        );
+    }
+}

@@ -82,3 +82,28 @@ fn the_period_follows_the_validity() {
     );
     assert_eq!(period(Duration::from_secs(20)), Duration::from_secs(2));
 }
+
+/// Security review §14: the caBundle is written only from the Secret as it
+/// is now: a replica whose view is older (another replica rewrote the
+/// Secret since) or unknown does not write.
+#[test]
+fn the_bundle_is_written_only_from_the_secret_version_it_came_from() {
+    assert!(may_write_bundle(Some("41"), Some("41")));
+    assert!(!may_write_bundle(Some("41"), Some("42")));
+    assert!(!may_write_bundle(None, Some("42")));
+    assert!(!may_write_bundle(Some("41"), None));
+}
+
+/// Security review §14: the caBundle first, then the serving certificate.
+/// A new certificate is swapped in only once every webhook has trusted its
+/// CA for a whole period (found in place in the round before too): not in
+/// the round this replica wrote the bundle, nor while a write was lost to a
+/// change; a failed sync does not hold it back.
+#[test]
+fn the_serving_certificate_is_swapped_only_after_the_bundle_is_in_place() {
+    assert!(may_swap(&Ok(BundleSync::Equal), true));
+    assert!(!may_swap(&Ok(BundleSync::Equal), false));
+    assert!(!may_swap(&Ok(BundleSync::Written), true));
+    assert!(!may_swap(&Ok(BundleSync::Lost), true));
+    assert!(may_swap(&Err("forbidden".into()), false));
+}

@@ -168,3 +168,135 @@ fn settle_is_a_sixth_of_the_validity_within_bounds() {
         Duration::from_secs(3600)
     );
 }
+
+/// Security review §14 (a): a replica whose clock ran ahead issued the
+/// stored pair. By the API server's clock the serving certificate is not
+/// valid yet, so it is replaced at once (from the same CA); within the
+/// slack it is kept.
+#[test]
+fn a_serving_certificate_dated_ahead_of_the_server_is_reissued() {
+    let v = Duration::from_secs(DAY);
+    let h = host_set(&hosts());
+    let good = fresh(NOW, v);
+    // Serving certificate issued at NOW + 2 h: notBefore NOW + 1 h.
+    let ahead = carry_out(
+        &Decision::Reissue("t".into()),
+        Some(&good),
+        &hosts(),
+        NOW + 2 * 3600,
+        v,
+    )
+    .expect("issue")
+    .expect("material");
+    let d = decide(Some(&stored(&ahead)), NOW, v, &h);
+    assert!(
+        matches!(&d, Decision::Reissue(why) if why.contains("not valid for another 3600s")),
+        "{d:?}"
+    );
+    let replaced = carry_out(&d, Some(&ahead), &hosts(), NOW, v)
+        .expect("reissue")
+        .expect("material");
+    assert_eq!(replaced.ca_crt, good.ca_crt, "same CA");
+    let s = stored(&replaced);
+    assert_eq!(
+        s.serving.as_ref().map(|c| c.not_before),
+        Some(NOW - BACKDATE)
+    );
+    assert_eq!(decide(Some(&s), NOW, v, &h), Decision::Keep);
+    // notBefore a few seconds ahead (the evidence lags the server): kept.
+    let just = stored(&ahead);
+    let at = NOW + 3600 - NOT_BEFORE_SLACK;
+    assert_eq!(decide(Some(&just), at, v, &h), Decision::Keep);
+}
+
+/// §14 (a), the CA: a CA dated ahead is unusable (the API server refuses
+/// the chain), so the Secret starts afresh, and the bundle does not keep a
+/// CA that is not valid yet.
+#[test]
+fn a_ca_dated_ahead_of_the_server_means_fresh() {
+    let v = Duration::from_secs(DAY);
+    let h = host_set(&hosts());
+    let ahead = fresh(NOW + 2 * 3600, v);
+    let d = decide(Some(&stored(&ahead)), NOW, v, &h);
+    assert!(
+        matches!(&d, Decision::Fresh(why) if why.contains("the CA is not valid")),
+        "{d:?}"
+    );
+    let m = carry_out(&d, Some(&ahead), &hosts(), NOW, v)
+        .expect("fresh")
+        .expect("material");
+    let s = stored(&m);
+    assert_eq!(s.cas.len(), 1, "the CA dated ahead is not kept");
+    assert_eq!(decide(Some(&s), NOW, v, &h), Decision::Keep);
+}
+
+/// §14 (b): a corrupted ca.key means a new CA, but the old CA, still valid,
+/// stays in ca.crt behind it, so the certificate other replicas still serve
+/// (signed by the old CA) stays trusted by the caBundle.
+#[test]
+fn a_fresh_ca_keeps_the_old_valid_ca_in_the_bundle() {
+    let v = Duration::from_secs(DAY);
+    let h = host_set(&hosts());
+    let m = fresh(NOW, v);
+    let other = fresh(NOW, v);
+    let broken = Material {
+        ca_key: other.ca_key.clone(),
+        ..m.clone()
+    };
+    let d = decide(Some(&stored(&broken)), NOW + 60, v, &h);
+    assert!(matches!(d, Decision::Fresh(_)), "{d:?}");
+    let renewed = carry_out(&d, Some(&broken), &hosts(), NOW + 60, v)
+        .expect("fresh")
+        .expect("material");
+    let s = stored(&renewed);
+    assert_eq!(s.cas.len(), 2, "new CA in front, old CA kept");
+    assert!(renewed.ca_crt.ends_with(&m.ca_crt));
+    let old_serving = stored(&m).serving.expect("old serving certificate");
+    assert!(
+        s.cas.iter().any(|c| c.subject == old_serving.issuer),
+        "the old serving certificate's CA is still trusted"
+    );
+    assert_eq!(
+        s.serving.as_ref().map(|c| &c.issuer),
+        Some(&s.cas[0].subject)
+    );
+    // The bundle does not grow without bound.
+    let mut many = renewed.clone();
+    for i in 0..(MAX_OLD_CAS + 3) {
+        let again = Material {
+            ca_key: other.ca_key.clone(),
+            ..many.clone()
+        };
+        many = carry_out(
+            &Decision::Fresh("t".into()),
+            Some(&again),
+            &hosts(),
+            NOW + 120 + i as i64,
+            v,
+        )
+        .expect("fresh")
+        .expect("material");
+    }
+    assert_eq!(stored(&many).cas.len(), MAX_OLD_CAS + 1);
+}
+
+/// New certificates are dated an hour back, so an API server clock a
+/// little ahead of the evidence still accepts them.
+#[test]
+fn new_certificates_are_backdated_an_hour() {
+    let v = Duration::from_secs(DAY);
+    let s = stored(&fresh(NOW, v));
+    assert_eq!(s.cas[0].not_before, NOW - 3600);
+    assert_eq!(s.serving.map(|c| c.not_before), Some(NOW - 3600));
+}
+
+/// L3: a validity whose tenfold (the CA's lifetime) overflows i64 does not
+/// panic the decision.
+#[test]
+fn a_huge_validity_does_not_overflow() {
+    let v = Duration::from_secs(1 << 62);
+    let h = host_set(&hosts());
+    let s = stored(&fresh(NOW, Duration::from_secs(DAY)));
+    let d = decide(Some(&s), NOW, v, &h);
+    assert!(matches!(d, Decision::RotateCa(_)), "{d:?}");
+}
