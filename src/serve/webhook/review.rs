@@ -10,9 +10,10 @@
 //! uid (the API server then rejects the answer itself and applies the
 //! webhook's failurePolicy — nothing better can be done with such a body).
 
-use k8s_openapi::api::core::v1::Node;
-use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint as ApiTaint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::admission::AdmissionResponse;
+use nodegate_core::annotations::PREFIX;
 use nodegate_core::entrance::{self, Admission, Scope, admit};
 use nodegate_core::model::Taint;
 use nodegate_core::placement::ManagedTaint;
@@ -21,148 +22,242 @@ use serde_json::{Value, json};
 use crate::cluster::project;
 use crate::serve::metrics::AdmissionResult;
 
+pub mod parse;
+use parse::{NodeObject, Request, Review, clean};
+
 /// What the webhook decided, for the log and the metrics.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
     /// The AdmissionReview to send back (always HTTP 200).
     pub body: Value,
     pub result: AdmissionResult,
-    /// Why the node was left alone, or what was wrong with the request.
+    /// Why the node was left alone, or what was wrong with the request;
+    /// control characters escaped ([`clean`]).
     pub note: Option<String>,
-    /// The node's name, when it could be read.
+    /// The node's name, when it could be read; control characters escaped.
     pub node: Option<String>,
 }
 
-/// The JSON patch that adds `taint` (key and effect, no value): a one-element
-/// list when the node has no `spec.taints`, else an append.
+/// The JSON patch operation that adds `taint` (key and effect, no value):
+/// a one-element list when the node has no `spec.taints`, else an append.
 pub fn taint_patch(taint: &Taint, create_list: bool) -> Value {
     let t = json!({"key": taint.key, "effect": taint.effect});
     if create_list {
-        json!([{"op": "add", "path": "/spec/taints", "value": [t]}])
+        json!({"op": "add", "path": "/spec/taints", "value": [t]})
     } else {
-        json!([{"op": "add", "path": "/spec/taints/-", "value": t}])
+        json!({"op": "add", "path": "/spec/taints/-", "value": t})
     }
+}
+
+/// The JSON patch operation that removes the annotation `key` (RFC 6901
+/// escaping: `~` is `~0`, `/` is `~1`).
+pub fn remove_annotation(key: &str) -> Value {
+    let escaped = key.replace('~', "~0").replace('/', "~1");
+    json!({"op": "remove", "path": format!("/metadata/annotations/{escaped}")})
 }
 
 /// The answer to the request `body`. With `dry_run` (`--dry-run`) a node
 /// that would be tainted is admitted unchanged, with a warning saying so: a
 /// dry run writes nothing anywhere, and a node the webhook tainted would
 /// stay closed (a dry-run gate never opens it).
+///
+/// A Node created by a node's own credentials (group `system:nodes`) has
+/// its `nodegate.dev/*` annotations disregarded — a kubelet must not skip,
+/// open or date its own gate — and removed by the patch (semantics §6.1).
 pub fn answer(body: &[u8], scope: &Scope, managed: &[ManagedTaint], dry_run: bool) -> Answer {
-    let (uid, request) = match read_request(body) {
+    let request = match read_request(body) {
         Ok(r) => r,
         Err(refused) => return refused,
     };
-    let node = match read_node(&request) {
-        Ok(n) => n,
-        Err(why) => return refuse_to_judge(uid, format!("cannot read the node: {why}")),
+    let Some(object) = request.object.as_ref() else {
+        return refuse_to_judge(request.uid, "the request has no object".into());
     };
-    judge(uid, &request, &node, scope, managed, dry_run)
+    let from_node = request.user_info.is_node();
+    let untrusted = if from_node {
+        nodegate_annotations(object)
+    } else {
+        Vec::new()
+    };
+    let node = node_of(object, &untrusted);
+    let mut a = judge(&request.uid, &node, scope, managed, dry_run, &untrusted);
+    if from_node {
+        a.note = a.note.map(|n| {
+            format!(
+                "{n} (created by the node identity {})",
+                clean(&request.user_info.username)
+            )
+        });
+    }
+    a
 }
 
-/// The review's uid and request, if the body is a review of a Node CREATE;
+/// The review's request, if the body is a review of a Node CREATE;
 /// otherwise the answer that admits it unchanged, saying why.
-fn read_request(body: &[u8]) -> Result<(String, AdmissionRequest<DynamicObject>), Answer> {
-    let raw: Value = serde_json::from_slice(body)
-        .map_err(|e| refuse_to_judge(String::new(), format!("the body is not JSON: {e}")))?;
-    let uid = raw
-        .pointer("/request/uid")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let review: AdmissionReview<DynamicObject> = serde_json::from_value(raw).map_err(|e| {
-        refuse_to_judge(
-            uid.clone(),
-            format!("the body is not an AdmissionReview: {e}"),
-        )
-    })?;
-    let request: AdmissionRequest<DynamicObject> = review
-        .try_into()
-        .map_err(|_| refuse_to_judge(uid.clone(), "the AdmissionReview has no request".into()))?;
+fn read_request(body: &[u8]) -> Result<Request, Answer> {
+    let review: Review = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) if e.is_syntax() || e.is_eof() => {
+            let why = format!("the body is not JSON: {e}");
+            return Err(refuse_to_judge(String::new(), why));
+        }
+        Err(e) => {
+            let why = format!("the body is not an AdmissionReview: {e}");
+            return Err(refuse_to_judge(parse::uid(body), why));
+        }
+    };
+    let Some(request) = review.request else {
+        let why = "the AdmissionReview has no request".to_string();
+        return Err(refuse_to_judge(String::new(), why));
+    };
     if request.kind.kind != "Node" || !request.kind.group.is_empty() {
         let why = format!(
             "expected a Node, got {:?} (group {:?}): check the webhook's rules",
             request.kind.kind, request.kind.group
         );
-        return Err(refuse_to_judge(uid, why));
+        return Err(refuse_to_judge(request.uid, why));
     }
-    if request.operation != Operation::Create {
+    if request.operation != "CREATE" {
         let why = format!(
             "expected a CREATE, got {:?}: check the webhook's rules",
             request.operation
         );
-        return Err(refuse_to_judge(uid, why));
+        return Err(refuse_to_judge(request.uid, why));
     }
-    Ok((uid, request))
+    Ok(request)
 }
 
-/// The Node the request creates.
-fn read_node(request: &AdmissionRequest<DynamicObject>) -> Result<Node, String> {
-    request
-        .object
+/// The `nodegate.dev/*` annotation keys on `object`, sorted.
+fn nodegate_annotations(object: &NodeObject) -> Vec<String> {
+    object
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .filter(|k| k.starts_with(PREFIX))
+        .cloned()
+        .collect()
+}
+
+/// The Node the entrance decision reads, without the annotations in
+/// `drop`.
+fn node_of(object: &NodeObject, drop: &[String]) -> Node {
+    let annotations = object.metadata.annotations.as_ref().map(|a| {
+        a.iter()
+            .filter(|(k, _)| !drop.contains(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    });
+    let taints = object
+        .spec
         .as_ref()
-        .map(serde_json::to_value)
-        .transpose()
-        .map_err(|e| e.to_string())
-        .and_then(|v| v.ok_or_else(|| "the request has no object".to_string()))
-        .and_then(|v| serde_json::from_value(v).map_err(|e| format!("not a Node: {e}")))
+        .and_then(|s| s.taints.as_ref())
+        .map(|ts| {
+            ts.iter()
+                .map(|t| ApiTaint {
+                    key: t.key.clone(),
+                    value: t.value.clone(),
+                    effect: t.effect.clone(),
+                    time_added: None,
+                })
+                .collect()
+        });
+    Node {
+        metadata: ObjectMeta {
+            name: object.metadata.name.clone(),
+            labels: object.metadata.labels.clone(),
+            annotations,
+            ..Default::default()
+        },
+        spec: object.spec.as_ref().map(|_| NodeSpec {
+            taints,
+            ..Default::default()
+        }),
+        status: None,
+    }
 }
 
-/// The entrance's decision for `node` ([`admit`]), as an answer.
+/// The entrance's decision for `node` ([`admit`]), as an answer; `strip`
+/// are the annotations the patch removes (none under `dry_run`).
 fn judge(
-    uid: String,
-    request: &AdmissionRequest<DynamicObject>,
+    uid: &str,
     node: &Node,
     scope: &Scope,
     managed: &[ManagedTaint],
     dry_run: bool,
+    strip: &[String],
 ) -> Answer {
     // A node being created has no creationTimestamp yet: that oddity of
     // the projection is expected here, and no decision reads the time.
     let Some(info) = project::node(node).0 else {
-        return refuse_to_judge(uid, "the node has no name".into());
+        return refuse_to_judge(uid.to_string(), "the node has no name".into());
     };
-    let name = Some(info.name.clone());
-    let response = AdmissionResponse::from(request);
+    let name = Some(clean(&info.name));
     // Whether the object has `spec.taints` at all, even empty: the patch
     // appends to a list that is there and creates one that is not.
     let listed = node.spec.as_ref().is_some_and(|s| s.taints.is_some());
-    match admit(&entrance::view(&info), listed, scope, managed) {
+    let mut response = allowed(uid);
+    let (mut ops, result, note) = match admit(&entrance::view(&info), listed, scope, managed) {
         Admission::AddTaint { taint, .. } if dry_run => {
-            let mut response = response;
             response.warnings = Some(vec![format!(
                 "nodegate runs in dry run: it would have added the taint {taint}; the node is admitted unchanged"
             )]);
-            Answer {
-                body: review_json(response),
-                result: AdmissionResult::WouldTaint,
-                note: Some(format!("would add {taint}")),
-                node: name,
-            }
+            (
+                vec![],
+                AdmissionResult::WouldTaint,
+                format!("would add {taint}"),
+            )
         }
-        Admission::AddTaint { taint, create_list } => {
-            let patch: json_patch::Patch =
-                match serde_json::from_value(taint_patch(&taint, create_list)) {
-                    Ok(p) => p,
-                    Err(e) => return refuse_to_judge(uid, format!("building the patch: {e}")),
-                };
-            match response.with_patch(patch) {
-                Ok(r) => Answer {
-                    body: review_json(r),
-                    result: AdmissionResult::Tainted,
-                    note: Some(format!("adds {taint}")),
-                    node: name,
-                },
-                Err(e) => refuse_to_judge(uid, format!("serializing the patch: {e}")),
-            }
+        Admission::AddTaint { taint, create_list } => (
+            vec![taint_patch(&taint, create_list)],
+            AdmissionResult::Tainted,
+            format!("adds {taint}"),
+        ),
+        Admission::Unchanged(skip) => {
+            (vec![], AdmissionResult::Unchanged, clean(&skip.to_string()))
         }
-        Admission::Unchanged(skip) => Answer {
-            body: review_json(response),
-            result: AdmissionResult::Unchanged,
-            note: Some(skip.to_string()),
-            node: name,
-        },
+    };
+    let mut note = note;
+    if !strip.is_empty() {
+        let keys = clean(&strip.join(", "));
+        if dry_run {
+            note.push_str(&format!("; would remove {keys}"));
+        } else {
+            ops.extend(strip.iter().map(|k| remove_annotation(k)));
+            note.push_str(&format!("; removes {keys}"));
+            response.warnings.get_or_insert_default().push(format!(
+                "nodegate removed the annotations {keys}: a node may not set nodegate.dev/ annotations on itself"
+            ));
+        }
     }
+    if !ops.is_empty() {
+        let patch: json_patch::Patch = match serde_json::from_value(Value::Array(ops)) {
+            Ok(p) => p,
+            Err(e) => return refuse_to_judge(uid.to_string(), format!("building the patch: {e}")),
+        };
+        response = match response.with_patch(patch) {
+            Ok(r) => r,
+            Err(e) => {
+                return refuse_to_judge(uid.to_string(), format!("serializing the patch: {e}"));
+            }
+        };
+    }
+    Answer {
+        body: review_json(response),
+        result,
+        note: Some(note),
+        node: name,
+    }
+}
+
+/// An empty "allowed" response to the review `uid`, in
+/// `admission.k8s.io/v1`.
+fn allowed(uid: &str) -> AdmissionResponse {
+    let mut response = AdmissionResponse::invalid("");
+    response.uid = uid.to_string();
+    response.allowed = true;
+    response.result = Default::default();
+    response
 }
 
 /// The answer to a request whose body could not even be read (`why`):
@@ -173,11 +268,9 @@ pub fn unreadable(why: String) -> Answer {
 
 /// Allowed unchanged, with a warning: nodegate never blocks a node it cannot
 /// judge.
-fn refuse_to_judge(uid: String, why: String) -> Answer {
-    let mut response = AdmissionResponse::invalid(&why);
-    response.uid = uid;
-    response.allowed = true;
-    response.result = Default::default();
+pub fn refuse_to_judge(uid: String, why: String) -> Answer {
+    let why = clean(&why);
+    let mut response = allowed(&uid);
     response.warnings = Some(vec![format!(
         "nodegate admitted this object unchanged: {why}"
     )]);
@@ -336,7 +429,8 @@ mod tests {
     fn garbage_is_admitted_with_a_warning_and_counted_as_an_error() {
         let cases: Vec<(Vec<u8>, &str, &str)> = vec![
             (b"not json at all".to_vec(), "", "not JSON"),
-            (b"{\"kind\": 7}".to_vec(), "", "not an AdmissionReview"),
+            (b"{\"kind\": 7}".to_vec(), "", "no request"),
+            (b"[1, 2]".to_vec(), "", "not an AdmissionReview"),
             (
                 br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(),
                 "",
@@ -379,5 +473,139 @@ mod tests {
                 String::from_utf8_lossy(&body)
             );
         }
+    }
+
+    fn review_as(user: Value, object: Value) -> Vec<u8> {
+        let mut v: Value = serde_json::from_slice(&review("Node", "CREATE", object)).expect("JSON");
+        v["request"]["userInfo"] = user;
+        serde_json::to_vec(&v).expect("JSON")
+    }
+
+    #[test]
+    fn unknown_fields_of_any_size_are_skipped() {
+        let mut object = node(json!({"pad": vec![0u8; 200_000], "podCIDR": "10.0.0.0/24"}));
+        object["metadata"]["managedFields"] = json!([{"manager": "x", "fieldsV1": {"f:a": {}}}]);
+        object["status"] = json!({"images": [{"names": ["a"], "sizeBytes": 1}]});
+        let mut body: Value =
+            serde_json::from_slice(&review("Node", "CREATE", object)).expect("JSON");
+        body["request"]["unknown"] = json!({"deep": [[[[1]]]]});
+        let a = answer(
+            &serde_json::to_vec(&body).expect("JSON"),
+            &Scope::default(),
+            &managed(),
+            false,
+        );
+        assert_eq!(a.result, AdmissionResult::Tainted, "{a:?}");
+        assert_eq!(a.node.as_deref(), Some("n1"));
+    }
+
+    #[test]
+    fn a_node_identity_cannot_skip_or_date_its_own_gate() {
+        let mut object = node(json!({}));
+        object["metadata"]["annotations"] = json!({
+            "nodegate.dev/ignore": "true",
+            "nodegate.dev/gated-since": "2000-01-01T00:00:00Z",
+            "nodegate.dev/opened-by": "manual",
+            "example.com/kept": "yes",
+        });
+        let kubelet = json!({"username": "system:node:n1", "groups": ["system:nodes", "system:authenticated"]});
+        let a = answer(
+            &review_as(kubelet, object.clone()),
+            &Scope::default(),
+            &managed(),
+            false,
+        );
+        assert_allowed(&a);
+        assert_eq!(a.result, AdmissionResult::Tainted, "{a:?}");
+        let patch = patch_of(&a);
+        assert_eq!(
+            patch,
+            json!([
+                {"op": "add", "path": "/spec/taints", "value": [{"key": "nodegate.dev/initializing", "effect": "NoSchedule"}]},
+                {"op": "remove", "path": "/metadata/annotations/nodegate.dev~1gated-since"},
+                {"op": "remove", "path": "/metadata/annotations/nodegate.dev~1ignore"},
+                {"op": "remove", "path": "/metadata/annotations/nodegate.dev~1opened-by"},
+            ])
+        );
+        let applied = json_patch::patch(
+            &mut object.clone(),
+            &serde_json::from_value::<json_patch::Patch>(patch).expect("a patch"),
+        );
+        assert!(
+            applied.is_ok(),
+            "the patch applies to the object: {applied:?}"
+        );
+        // Anyone else may still exempt a node at creation.
+        let admin = json!({"username": "admin", "groups": ["system:masters"]});
+        let a = answer(
+            &review_as(admin, object.clone()),
+            &Scope::default(),
+            &managed(),
+            false,
+        );
+        assert_eq!(a.result, AdmissionResult::Unchanged, "{a:?}");
+        // A dry run still decides without them, and removes nothing.
+        let kubelet = json!({"username": "system:node:n1", "groups": ["system:nodes"]});
+        let a = answer(
+            &review_as(kubelet, object),
+            &Scope::default(),
+            &managed(),
+            true,
+        );
+        assert_eq!(a.result, AdmissionResult::WouldTaint, "{a:?}");
+        assert!(a.body["response"].get("patch").is_none(), "{}", a.body);
+    }
+
+    #[test]
+    fn text_from_the_review_cannot_start_a_line() {
+        let mut body: Value =
+            serde_json::from_slice(&review("Node", "CREATE", node(json!({})))).expect("JSON");
+        body["request"]["operation"] = json!("X\nINFO forged");
+        let a = answer(
+            &serde_json::to_vec(&body).expect("JSON"),
+            &Scope::default(),
+            &managed(),
+            false,
+        );
+        assert_eq!(a.result, AdmissionResult::Error);
+        let note = a.note.unwrap_or_default();
+        assert!(
+            note.contains("X\\nINFO forged") && !note.contains('\n'),
+            "{note:?}"
+        );
+        let warning = a.body["response"]["warnings"][0]
+            .as_str()
+            .unwrap_or_default();
+        assert!(!warning.contains('\n'), "{warning:?}");
+        // A name with a newline is escaped too.
+        let mut named = node(json!({}));
+        named["metadata"]["name"] = json!("n1\nINFO forged");
+        let a = answer(
+            &review("Node", "CREATE", named),
+            &Scope::default(),
+            &managed(),
+            false,
+        );
+        assert!(
+            a.node.as_deref().is_some_and(|n| !n.contains('\n')),
+            "{a:?}"
+        );
+    }
+
+    #[test]
+    fn the_uid_is_sniffed_from_the_first_bytes_only_when_plain() {
+        // As the API server writes it: the request's uid first.
+        let body = br#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"705ab4f5-6393-11e8-b7cc-42010a800002","kind":{"group":"","version":"v1","kind":"Node"},"object":{"#;
+        assert_eq!(
+            parse::sniff_uid(body),
+            "705ab4f5-6393-11e8-b7cc-42010a800002"
+        );
+        assert_eq!(
+            parse::sniff_uid(br#"{"request": {"uid" : "a-1", "x": 1"#),
+            "a-1"
+        );
+        assert_eq!(parse::sniff_uid(br#"{"uid": "a-1"}"#), "");
+        assert_eq!(parse::sniff_uid(br#"{"request": {"uid": "a\n1"}}"#), "");
+        assert_eq!(parse::sniff_uid(br#"{"request": {"uid": 5}}"#), "");
     }
 }
