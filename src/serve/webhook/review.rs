@@ -65,6 +65,24 @@ pub fn remove_annotation(key: &str) -> Value {
 /// its `nodegate.dev/*` annotations disregarded — a kubelet must not skip,
 /// open or date its own gate — and removed by the patch (semantics §6.1).
 pub fn answer(body: &[u8], scope: &Scope, managed: &[ManagedTaint], dry_run: bool) -> Answer {
+    let hold = if dry_run { Hold::DryRun } else { Hold::No };
+    answer_held(body, scope, managed, &hold)
+}
+
+/// Why a node the webhook would taint is admitted unchanged instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hold {
+    /// Taint as decided.
+    No,
+    /// `--dry-run`: nothing is written anywhere.
+    DryRun,
+    /// No replica leads (the reason, for the warning): a tainted node would
+    /// stay closed, nothing would open it.
+    NoLeader(String),
+}
+
+/// [`answer`], with the reason to hold the taint back given whole.
+pub fn answer_held(body: &[u8], scope: &Scope, managed: &[ManagedTaint], hold: &Hold) -> Answer {
     let request = match read_request(body) {
         Ok(r) => r,
         Err(refused) => return refused,
@@ -79,7 +97,7 @@ pub fn answer(body: &[u8], scope: &Scope, managed: &[ManagedTaint], dry_run: boo
         Vec::new()
     };
     let node = node_of(object, &untrusted);
-    let mut a = judge(&request.uid, &node, scope, managed, dry_run, &untrusted);
+    let mut a = judge(&request.uid, &node, scope, managed, hold, &untrusted);
     if from_node {
         a.note = a.note.map(|n| {
             format!(
@@ -178,15 +196,16 @@ fn node_of(object: &NodeObject, drop: &[String]) -> Node {
 }
 
 /// The entrance's decision for `node` ([`admit`]), as an answer; `strip`
-/// are the annotations the patch removes (none under `dry_run`).
+/// are the annotations the patch removes (none in a dry run).
 fn judge(
     uid: &str,
     node: &Node,
     scope: &Scope,
     managed: &[ManagedTaint],
-    dry_run: bool,
+    hold: &Hold,
     strip: &[String],
 ) -> Answer {
+    let dry_run = *hold == Hold::DryRun;
     // A node being created has no creationTimestamp yet: that oddity of
     // the projection is expected here, and no decision reads the time.
     let Some(info) = project::node(node).0 else {
