@@ -542,8 +542,13 @@ fn rss_mib(pid: u32) -> (f64, f64) {
 /// A TLS connection to the webhook that sends nothing after the handshake;
 /// `None` when the connection was refused or closed during the handshake
 /// (the listener was full).
-async fn idle_tls(port: u16, ca_pem: &[u8]) -> Option<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+async fn idle_tls(
+    port: u16,
+    ca_pem: &[u8],
+) -> Option<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
     let connector = tokio_rustls::TlsConnector::from(client_config(ca_pem));
     let name = ServerName::try_from("127.0.0.1").ok()?;
     tokio::time::timeout(Duration::from_secs(20), connector.connect(name, tcp))
@@ -554,7 +559,10 @@ async fn idle_tls(port: u16, ca_pem: &[u8]) -> Option<tokio_rustls::client::TlsS
 
 /// Waits until the server closes `stream` (EOF or an error); false if it is
 /// still open after `within`.
-async fn closed_by_server<S: tokio::io::AsyncRead + Unpin>(mut stream: S, within: Duration) -> bool {
+async fn closed_by_server<S: tokio::io::AsyncRead + Unpin>(
+    mut stream: S,
+    within: Duration,
+) -> bool {
     let mut buf = [0u8; 64];
     loop {
         match tokio::time::timeout(within, stream.read(&mut buf)).await {
@@ -568,7 +576,9 @@ async fn closed_by_server<S: tokio::io::AsyncRead + Unpin>(mut stream: S, within
 /// Sends `request` over TLS while reading the answer: a server that
 /// answers before reading the whole body (and closes) is not an error.
 async fn post_unread(port: u16, ca_pem: &[u8], request: Vec<u8>) -> String {
-    let tls = idle_tls(port, ca_pem).await.expect("TLS handshake with the webhook");
+    let tls = idle_tls(port, ca_pem)
+        .await
+        .expect("TLS handshake with the webhook");
     let (mut rx, mut tx) = tokio::io::split(tls);
     let send = tokio::spawn(async move {
         let _ = tx.write_all(&request).await;
@@ -615,7 +625,9 @@ async fn a_webhook_flood_leaves_nodegate_bounded_and_answering() {
     let big: Vec<_> = (0..8)
         .map(|i| {
             let bundle = bundle.clone();
-            tokio::spawn(async move { post_unread(port, &bundle, post(&oversized_review(i))).await })
+            tokio::spawn(
+                async move { post_unread(port, &bundle, post(&oversized_review(i))).await },
+            )
         })
         .collect();
     for (i, b) in big.into_iter().enumerate() {
@@ -708,26 +720,35 @@ async fn a_webhook_flood_leaves_nodegate_bounded_and_answering() {
         .await
         .unwrap_or_else(|e| panic!("create after the flood: {e}\n{}", ng.logs()));
     assert!(has_gate_taint(&created), "{:?}", taint_keys(&created));
-    let (_, metrics) = support::http_get(&http_addr, "/metrics").await.expect("metrics");
+    let (_, metrics) = support::http_get(&http_addr, "/metrics")
+        .await
+        .expect("metrics");
     assert_eq!(admissions(&metrics, "busy"), 8.0, "{metrics}");
 
     let logs = ng.logs();
     assert!(
-        !logs.lines().any(|l| l.trim_start().starts_with("INFO forged")),
+        !logs
+            .lines()
+            .any(|l| l.trim_start().starts_with("INFO forged")),
         "a review forged a log line:\n{logs}"
     );
-    assert!(logs.contains("X\\\\nINFO forged line") || logs.contains("X\\nINFO forged line"), "{logs}");
+    assert!(
+        logs.contains("X\\\\nINFO forged line") || logs.contains("X\\nINFO forged line"),
+        "{logs}"
+    );
 }
 
 /// A client for the same cluster acting as the kubelet of `node`
 /// (impersonation: user `system:node:NODE`, group `system:nodes`).
 async fn as_kubelet(env: &Env, node: &str) -> kube::Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(&env.cluster.kubeconfig)
-        .expect("the test kubeconfig");
-    let mut config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-            .await
-            .expect("a client config");
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(&env.cluster.kubeconfig).expect("the test kubeconfig");
+    let mut config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("a client config");
     config.auth_info.impersonate = Some(format!("system:node:{node}"));
     config.auth_info.impersonate_groups =
         Some(vec!["system:nodes".into(), "system:authenticated".into()]);
@@ -784,7 +805,11 @@ async fn a_kubelet_cannot_exempt_or_date_its_own_gate_at_registration() {
         .unwrap_or_default()
         .into_keys()
         .collect();
-    assert_eq!(kept, ["example.com/kept"], "nodegate.dev/* annotations removed");
+    assert_eq!(
+        kept,
+        ["example.com/kept"],
+        "nodegate.dev/* annotations removed"
+    );
     // An administrator may still exempt a node.
     let admin = env
         .nodes
@@ -857,7 +882,11 @@ async fn with_no_leader_the_webhook_admits_unchanged_and_readiness_says_why() {
     )
     .await;
     eprintln!("{}", readyz.1);
-    assert!(readyz.1.contains("stale-lease") && readyz.1.contains("gone_0000"), "{}", readyz.1);
+    assert!(
+        readyz.1.contains("stale-lease") && readyz.1.contains("gone_0000"),
+        "{}",
+        readyz.1
+    );
     let created = env
         .nodes
         .create(&PostParams::default(), &untainted("no-leader"))
@@ -869,7 +898,13 @@ async fn with_no_leader_the_webhook_admits_unchanged_and_readiness_says_why() {
         taint_keys(&created),
         ng.logs()
     );
-    let (_, metrics) = support::http_get(&http_addr, "/metrics").await.expect("metrics");
+    let (_, metrics) = support::http_get(&http_addr, "/metrics")
+        .await
+        .expect("metrics");
     assert!(admissions(&metrics, "no_leader") >= 1.0, "{metrics}");
-    assert_eq!(support::metric(&metrics, "nodegate_leader_known"), Some(0.0), "{metrics}");
+    assert_eq!(
+        support::metric(&metrics, "nodegate_leader_known"),
+        Some(0.0),
+        "{metrics}"
+    );
 }

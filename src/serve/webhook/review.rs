@@ -227,6 +227,20 @@ fn judge(
                 format!("would add {taint}"),
             )
         }
+        Admission::AddTaint { taint, .. } if matches!(hold, Hold::NoLeader(_)) => {
+            let why = match hold {
+                Hold::NoLeader(why) => why.as_str(),
+                _ => "",
+            };
+            response.warnings = Some(vec![format!(
+                "nodegate would have added the taint {taint}, but no replica leads ({why}): the node is admitted unchanged, since nothing would open it"
+            )]);
+            (
+                vec![],
+                AdmissionResult::NoLeader,
+                format!("no leader, would add {taint}"),
+            )
+        }
         Admission::AddTaint { taint, create_list } => (
             vec![taint_patch(&taint, create_list)],
             AdmissionResult::Tainted,
@@ -626,5 +640,21 @@ mod tests {
         assert_eq!(parse::sniff_uid(br#"{"uid": "a-1"}"#), "");
         assert_eq!(parse::sniff_uid(br#"{"request": {"uid": "a\n1"}}"#), "");
         assert_eq!(parse::sniff_uid(br#"{"request": {"uid": 5}}"#), "");
+    }
+
+    #[test]
+    fn with_no_leader_a_node_is_admitted_unchanged_and_says_why() {
+        let hold = Hold::NoLeader("no replica has renewed lease ns/x for 31s".into());
+        let a = answer_held(
+            &review("Node", "CREATE", node(json!({}))),
+            &Scope::default(),
+            &managed(),
+            &hold,
+        );
+        assert_allowed(&a);
+        assert_eq!(a.result, AdmissionResult::NoLeader);
+        assert!(a.body["response"].get("patch").is_none(), "{}", a.body);
+        let warning = a.body["response"]["warnings"][0].as_str().unwrap_or("");
+        assert!(warning.contains("lease ns/x"), "{}", a.body);
     }
 }
