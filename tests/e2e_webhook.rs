@@ -908,3 +908,39 @@ async fn with_no_leader_the_webhook_admits_unchanged_and_readiness_says_why() {
         "{metrics}"
     );
 }
+
+/// §19: idle connections to `--http-addr` cannot hold the probes' listener:
+/// with 800 of them open `/healthz` answers, and the server closes them
+/// (10 s head timeout) rather than keeping them for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_to_the_http_listener_are_closed_and_healthz_answers() {
+    let env = Env::new("http-idle").await;
+    let ng = Nodegate::start(&env.cluster, &["--timeout", "5m"]);
+    let http_addr = ng.http_addr(Duration::from_secs(10));
+    let mut idle = Vec::new();
+    for _ in 0..800 {
+        idle.push(
+            tokio::net::TcpStream::connect(&http_addr)
+                .await
+                .expect("connect to --http-addr"),
+        );
+    }
+    let (code, body) = support::http_get(&http_addr, "/healthz")
+        .await
+        .expect("/healthz with 800 idle connections open");
+    assert_eq!(code, 200, "{body}");
+    let closing: Vec<_> = idle
+        .into_iter()
+        .map(|c| tokio::spawn(closed_by_server(c, Duration::from_secs(30))))
+        .collect();
+    let mut still_open = 0;
+    for c in closing {
+        if !c.await.expect("close task") {
+            still_open += 1;
+        }
+    }
+    assert_eq!(
+        still_open, 0,
+        "idle connections to --http-addr left open after 30 s"
+    );
+}
