@@ -590,9 +590,10 @@ async fn post_unread(port: u16, ca_pem: &[u8], request: Vec<u8>) -> String {
     String::from_utf8_lossy(&raw).to_string()
 }
 
-/// A review of 3 MiB: a Node CREATE with a huge array in an unknown field.
+/// A review of just under 3 MiB (the largest body nodegate used to read): a
+/// Node CREATE with an array of 1.5 million numbers in an unknown field.
 fn oversized_review(i: usize) -> String {
-    let pad = vec!["0"; 3 << 19].join(",");
+    let pad = vec!["0"; ((3 << 20) - 4096) / 2].join(",");
     format!(
         r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"big-{i}","kind":{{"group":"","version":"v1","kind":"Node"}},"operation":"CREATE","object":{{"metadata":{{"name":"big-{i}"}},"spec":{{"pad":[{pad}]}}}}}}}}"#
     )
