@@ -647,8 +647,8 @@ async fn a_webhook_flood_leaves_nodegate_bounded_and_answering() {
     let (rss, peak) = rss_mib(pid);
     eprintln!("after the oversized reviews: VmRSS {rss:.0} MiB, VmHWM {peak:.0} MiB");
     assert!(
-        peak > 0.0 && peak < 256.0,
-        "nodegate's peak RSS was {peak:.0} MiB during the flood (bound 256 MiB)"
+        peak > 0.0 && peak < 128.0,
+        "nodegate's peak RSS was {peak:.0} MiB during the flood (bound 128 MiB)"
     );
 
     // L1: text in a review cannot start a log line of its own.
@@ -693,8 +693,8 @@ async fn a_webhook_flood_leaves_nodegate_bounded_and_answering() {
     );
     let (rss, peak) = rss_mib(pid);
     assert!(
-        peak > 0.0 && peak < 256.0,
-        "nodegate's peak RSS was {peak:.0} MiB with the idle connections (bound 256 MiB)"
+        peak > 0.0 && peak < 128.0,
+        "nodegate's peak RSS was {peak:.0} MiB with the idle connections (bound 128 MiB)"
     );
     eprintln!("at the end of the flood: VmRSS {rss:.0} MiB");
     // The idle connections are closed by the server (head timeout 10 s).
