@@ -84,7 +84,11 @@ pub async fn accept_loop<F, Fut>(
             }
         };
         let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            if refused.0.fetch_add(1, Ordering::Relaxed).is_multiple_of(1000) {
+            if refused
+                .0
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(1000)
+            {
                 tracing::warn!(
                     max = limits.max_connections,
                     refused = refused.get(),

@@ -164,6 +164,8 @@ pub struct Metrics {
     daemonset_series: Mutex<BTreeMap<String, String>>,
     /// Nodes that have a `gate_age` series.
     age_series: Mutex<HashSet<String>>,
+    /// `--drop-node-metrics`: no `gate_age` (nor re-gate age) series.
+    drop_node_series: std::sync::atomic::AtomicBool,
     // The series of the entrances, the config reload, re-gating, the trace
     // exporter, the condition rules and node writes, each in `metrics/`.
     entrances: EntranceMetrics,
@@ -212,6 +214,7 @@ impl Metrics {
             gates: DashMap::new(),
             daemonset_series: Mutex::new(BTreeMap::new()),
             age_series: Mutex::new(HashSet::new()),
+            drop_node_series: std::sync::atomic::AtomicBool::new(false),
             entrances: EntranceMetrics::register(&mut registry),
             config: ConfigMetrics::register(&mut registry),
             regate: RegateMetrics::register(&mut registry),
@@ -380,6 +383,13 @@ impl Metrics {
         Ok(text)
     }
 
+    /// `--drop-node-metrics`: from now on no per-node gauge
+    /// (`gate_age_seconds{node}`, `regated_node_age_seconds{node}`).
+    pub fn drop_node_series(&self) {
+        self.drop_node_series.store(true, Ordering::Relaxed);
+        self.regate.drop_node_series();
+    }
+
     /// The leadership this replica's metrics report.
     pub fn leadership(&self) -> &Arc<Leadership> {
         &self.leadership
@@ -534,9 +544,12 @@ impl Metrics {
             }
         }
         ages.retain(|node| closed.contains_key(node));
+        let per_node = !self.drop_node_series.load(Ordering::Relaxed);
         for (node, start) in closed {
             // A gate that has not seen its node yet has no age to show.
-            if let Some(start) = start {
+            if let Some(start) = start
+                && per_node
+            {
                 self.gate_age
                     .get_or_create(&NodeLabels { node: node.clone() })
                     .set(seconds_between(start, now));
