@@ -59,23 +59,19 @@ struct Held {
 impl Leadership {
     /// Without `--leader-elect`: this replica always writes.
     pub fn always() -> Self {
-        Leadership {
-            elected: false,
-            held: Mutex::new(Held {
-                leader: true,
-                until: None,
-                refused_at: None,
-            }),
-            seen: Mutex::new(Seen::new()),
-        }
+        Self::new(false)
     }
 
     /// With `--leader-elect`: a follower until the elector says otherwise.
     pub fn follower() -> Self {
+        Self::new(true)
+    }
+
+    fn new(elected: bool) -> Self {
         Leadership {
-            elected: true,
+            elected,
             held: Mutex::new(Held {
-                leader: false,
+                leader: !elected,
                 until: None,
                 refused_at: None,
             }),
