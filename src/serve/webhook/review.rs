@@ -205,66 +205,34 @@ fn judge(
     hold: &Hold,
     strip: &[String],
 ) -> Answer {
-    let dry_run = *hold == Hold::DryRun;
     // A node being created has no creationTimestamp yet: that oddity of
     // the projection is expected here, and no decision reads the time.
     let Some(info) = project::node(node).0 else {
         return refuse_to_judge(uid.to_string(), "the node has no name".into());
     };
-    let name = Some(clean(&info.name));
     // Whether the object has `spec.taints` at all, even empty: the patch
     // appends to a list that is there and creates one that is not.
     let listed = node.spec.as_ref().is_some_and(|s| s.taints.is_some());
-    let mut response = allowed(uid);
-    let (mut ops, result, note) = match admit(&entrance::view(&info), listed, scope, managed) {
-        Admission::AddTaint { taint, .. } if dry_run => {
-            response.warnings = Some(vec![format!(
-                "nodegate runs in dry run: it would have added the taint {taint}; the node is admitted unchanged"
-            )]);
-            (
-                vec![],
-                AdmissionResult::WouldTaint,
-                format!("would add {taint}"),
-            )
-        }
-        Admission::AddTaint { taint, .. } if matches!(hold, Hold::NoLeader(_)) => {
-            let why = match hold {
-                Hold::NoLeader(why) => why.as_str(),
-                _ => "",
-            };
-            response.warnings = Some(vec![format!(
-                "nodegate would have added the taint {taint}, but no replica leads ({why}): the node is admitted unchanged, since nothing would open it"
-            )]);
-            (
-                vec![],
-                AdmissionResult::NoLeader,
-                format!("no leader, would add {taint}"),
-            )
-        }
-        Admission::AddTaint { taint, create_list } => (
-            vec![taint_patch(&taint, create_list)],
-            AdmissionResult::Tainted,
-            format!("adds {taint}"),
-        ),
-        Admission::Unchanged(skip) => {
-            (vec![], AdmissionResult::Unchanged, clean(&skip.to_string()))
-        }
-    };
-    let mut note = note;
+    let admission = admit(&entrance::view(&info), listed, scope, managed);
+    let mut d = decide(admission, hold);
     if !strip.is_empty() {
         let keys = clean(&strip.join(", "));
-        if dry_run {
-            note.push_str(&format!("; would remove {keys}"));
+        if *hold == Hold::DryRun {
+            d.note.push_str(&format!("; would remove {keys}"));
         } else {
-            ops.extend(strip.iter().map(|k| remove_annotation(k)));
-            note.push_str(&format!("; removes {keys}"));
-            response.warnings.get_or_insert_default().push(format!(
+            d.ops.extend(strip.iter().map(|k| remove_annotation(k)));
+            d.note.push_str(&format!("; removes {keys}"));
+            d.warnings.push(format!(
                 "nodegate removed the annotations {keys}: a node may not set nodegate.dev/ annotations on itself"
             ));
         }
     }
-    if !ops.is_empty() {
-        let patch: json_patch::Patch = match serde_json::from_value(Value::Array(ops)) {
+    let mut response = allowed(uid);
+    if !d.warnings.is_empty() {
+        response.warnings = Some(d.warnings);
+    }
+    if !d.ops.is_empty() {
+        let patch: json_patch::Patch = match serde_json::from_value(Value::Array(d.ops)) {
             Ok(p) => p,
             Err(e) => return refuse_to_judge(uid.to_string(), format!("building the patch: {e}")),
         };
@@ -277,9 +245,56 @@ fn judge(
     }
     Answer {
         body: review_json(response),
+        result: d.result,
+        note: Some(d.note),
+        node: Some(clean(&info.name)),
+    }
+}
+
+/// What an answer says before it is built.
+struct Decision {
+    /// JSON patch operations.
+    ops: Vec<Value>,
+    result: AdmissionResult,
+    note: String,
+    warnings: Vec<String>,
+}
+
+/// The entrance's decision under `hold`.
+fn decide(admission: Admission, hold: &Hold) -> Decision {
+    let held = |result, note: String, warning: String| Decision {
+        ops: vec![],
         result,
-        note: Some(note),
-        node: name,
+        note,
+        warnings: vec![warning],
+    };
+    match (admission, hold) {
+        (Admission::AddTaint { taint, .. }, Hold::DryRun) => held(
+            AdmissionResult::WouldTaint,
+            format!("would add {taint}"),
+            format!(
+                "nodegate runs in dry run: it would have added the taint {taint}; the node is admitted unchanged"
+            ),
+        ),
+        (Admission::AddTaint { taint, .. }, Hold::NoLeader(why)) => held(
+            AdmissionResult::NoLeader,
+            format!("no leader, would add {taint}"),
+            format!(
+                "nodegate would have added the taint {taint}, but no replica leads ({why}): the node is admitted unchanged, since nothing would open it"
+            ),
+        ),
+        (Admission::AddTaint { taint, create_list }, Hold::No) => Decision {
+            ops: vec![taint_patch(&taint, create_list)],
+            result: AdmissionResult::Tainted,
+            note: format!("adds {taint}"),
+            warnings: vec![],
+        },
+        (Admission::Unchanged(skip), _) => Decision {
+            ops: vec![],
+            result: AdmissionResult::Unchanged,
+            note: clean(&skip.to_string()),
+            warnings: vec![],
+        },
     }
 }
 
