@@ -109,9 +109,9 @@ enum Unread {
 }
 
 /// Reads `body` whole if it is at most `max` bytes.
-async fn read_capped(body: Incoming, max: usize) -> Result<Vec<u8>, Unread> {
+async fn read_capped(body: Body, max: usize) -> Result<Vec<u8>, Unread> {
     use futures::StreamExt;
-    let mut stream = Body::new(body).into_data_stream();
+    let mut stream = body.into_data_stream();
     let mut bytes = Vec::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| Unread::Broken(e.to_string()))?;
@@ -196,7 +196,7 @@ impl Handler {
     /// Reads the body (at most [`MAX_BODY`]) and judges it on a blocking
     /// thread, off the runtime's workers.
     async fn read_and_answer(&self, body: Incoming) -> review::Answer {
-        let bytes = match read_capped(body, MAX_BODY).await {
+        let bytes = match read_capped(Body::new(body), MAX_BODY).await {
             Ok(b) => b,
             Err(Unread::TooLarge(prefix)) => {
                 let why = format!("the body is over {MAX_BODY} bytes, not a Node review");
@@ -324,5 +324,32 @@ async fn serve_one(
         .await
     {
         tracing::debug!(%error, "webhook: connection ended with an error");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_body_over_the_bound_is_not_read_and_keeps_its_first_bytes() {
+        let small = br#"{"request":{"uid":"u-1"}}"#.to_vec();
+        let read = read_capped(Body::from(small.clone()), 64).await;
+        assert!(matches!(&read, Ok(b) if *b == small));
+
+        let mut big = br#"{"request":{"uid":"u-2","x":["#.to_vec();
+        big.extend(std::iter::repeat_n(b'0', 3 << 20));
+        match read_capped(Body::from(big), MAX_BODY).await {
+            Err(Unread::TooLarge(prefix)) => {
+                assert_eq!(prefix.len(), PREFIX);
+                let a = busy(&prefix, "too large");
+                assert_eq!(a.result, AdmissionResult::Busy);
+                assert_eq!(a.body["response"]["uid"], "u-2", "{}", a.body);
+                assert_eq!(a.body["response"]["allowed"], true, "{}", a.body);
+                assert!(a.body["response"].get("patch").is_none(), "{}", a.body);
+            }
+            Ok(b) => panic!("read {} bytes over the bound", b.len()),
+            Err(Unread::Broken(why)) => panic!("{why}"),
+        }
     }
 }
