@@ -525,3 +525,423 @@ async fn two_replicas_share_one_certificate_and_rotate_it_without_a_failed_admis
     let repaired = wait_bundle(&configs, &logs).await;
     assert_eq!(repaired, bundle, "the blanked caBundle is written back");
 }
+
+/// VmRSS and VmHWM (peak) of process `pid`, in MiB.
+fn rss_mib(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .map_or(-1.0, |kib| kib / 1024.0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// A TLS connection to the webhook that sends nothing after the handshake;
+/// `None` when the connection was refused or closed during the handshake
+/// (the listener was full).
+async fn idle_tls(
+    port: u16,
+    ca_pem: &[u8],
+) -> Option<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let connector = tokio_rustls::TlsConnector::from(client_config(ca_pem));
+    let name = ServerName::try_from("127.0.0.1").ok()?;
+    tokio::time::timeout(Duration::from_secs(20), connector.connect(name, tcp))
+        .await
+        .ok()?
+        .ok()
+}
+
+/// Waits until the server closes `stream` (EOF or an error); false if it is
+/// still open after `within`.
+async fn closed_by_server<S: tokio::io::AsyncRead + Unpin>(
+    mut stream: S,
+    within: Duration,
+) -> bool {
+    let mut buf = [0u8; 64];
+    loop {
+        match tokio::time::timeout(within, stream.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// Sends `request` over TLS while reading the answer: a server that
+/// answers before reading the whole body (and closes) is not an error.
+async fn post_unread(port: u16, ca_pem: &[u8], request: Vec<u8>) -> String {
+    let tls = idle_tls(port, ca_pem)
+        .await
+        .expect("TLS handshake with the webhook");
+    let (mut rx, mut tx) = tokio::io::split(tls);
+    let send = tokio::spawn(async move {
+        let _ = tx.write_all(&request).await;
+        tx
+    });
+    let mut raw = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(20), rx.read_to_end(&mut raw)).await;
+    send.abort();
+    String::from_utf8_lossy(&raw).to_string()
+}
+
+/// A review of just under 3 MiB (the largest body nodegate used to read): a
+/// Node CREATE with an array of 1.5 million numbers in an unknown field.
+fn oversized_review(i: usize) -> String {
+    let pad = vec!["0"; ((3 << 20) - 4096) / 2].join(",");
+    format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"big-{i}","kind":{{"group":"","version":"v1","kind":"Node"}},"operation":"CREATE","object":{{"metadata":{{"name":"big-{i}"}},"spec":{{"pad":[{pad}]}}}}}}}}"#
+    )
+}
+
+/// The webhook flood (chaos): 8 concurrent 3 MiB reviews and 2,000 idle TLS
+/// connections against the webhook, and 500 idle connections against
+/// `--http-addr`. nodegate's memory stays bounded, `/healthz` keeps
+/// answering, the idle connections are closed by the server, Node CREATEs
+/// through the real API server still come back tainted, and text in a
+/// review cannot forge a log line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_flood_leaves_nodegate_bounded_and_answering() {
+    let env = Env::new("webhook-flood").await;
+    env.cluster.namespace(SECRET_NS).await;
+    let port = free_port();
+    let configs = register(&env, &[port]).await;
+    let args = webhook_args(port, "1h");
+    let ng = Nodegate::start(
+        &env.cluster,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let bundle = wait_bundle(&configs, &[&ng]).await;
+    wait_admitting(&env, &[&ng]).await;
+    let http_addr = ng.http_addr(Duration::from_secs(5));
+    let pid = ng.pid();
+    eprintln!("before the flood: (VmRSS, VmHWM) = {:?} MiB", rss_mib(pid));
+
+    // 8 concurrent oversized reviews.
+    let big: Vec<_> = (0..8)
+        .map(|i| {
+            let bundle = bundle.clone();
+            tokio::spawn(
+                async move { post_unread(port, &bundle, post(&oversized_review(i))).await },
+            )
+        })
+        .collect();
+    for (i, b) in big.into_iter().enumerate() {
+        let answer = b.await.expect("oversized review task");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(
+            answer.contains(&format!("\"uid\":\"big-{i}\"")) && answer.contains("\"allowed\":true"),
+            "an oversized review is admitted unchanged, its uid kept: {answer}"
+        );
+        assert!(!answer.contains("\"patch\""), "{answer}");
+    }
+    let (code, _) = support::http_get(&http_addr, "/healthz")
+        .await
+        .expect("/healthz after the oversized reviews");
+    assert_eq!(code, 200);
+    let (rss, peak) = rss_mib(pid);
+    eprintln!("after the oversized reviews: VmRSS {rss:.0} MiB, VmHWM {peak:.0} MiB");
+    assert!(
+        peak > 0.0 && peak < 128.0,
+        "nodegate's peak RSS was {peak:.0} MiB during the flood (bound 128 MiB)"
+    );
+
+    // L1: text in a review cannot start a log line of its own.
+    let forged = r#"{"request":{"uid":"u-9","kind":{"group":"","version":"v1","kind":"Node"},"operation":"X\nINFO forged line","object":{"metadata":{"name":"n"}}}}"#;
+    let (_, answer) = https(port, &bundle, &post(forged)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    // 500 idle connections to --http-addr.
+    let mut idle_http = Vec::new();
+    for _ in 0..500 {
+        idle_http.push(
+            tokio::net::TcpStream::connect(&http_addr)
+                .await
+                .expect("connect to --http-addr"),
+        );
+    }
+    // 2,000 idle TLS connections to the webhook, 100 handshakes at a time.
+    let mut idle_tls_conns = Vec::new();
+    for chunk in 0..20 {
+        let batch: Vec<_> = (0..100)
+            .map(|_| {
+                let bundle = bundle.clone();
+                tokio::spawn(async move { idle_tls(port, &bundle).await })
+            })
+            .collect();
+        for b in batch {
+            if let Some(c) = b.await.expect("handshake task") {
+                idle_tls_conns.push(c);
+            }
+        }
+        if chunk == 9 {
+            let (code, _) = support::http_get(&http_addr, "/healthz")
+                .await
+                .expect("/healthz during the flood");
+            assert_eq!(code, 200, "/healthz during the flood");
+        }
+    }
+    eprintln!(
+        "{} idle TLS connections open (the rest closed at once: the cap); (VmRSS, VmHWM) = {:?} MiB",
+        idle_tls_conns.len(),
+        rss_mib(pid)
+    );
+    let (rss, peak) = rss_mib(pid);
+    assert!(
+        peak > 0.0 && peak < 128.0,
+        "nodegate's peak RSS was {peak:.0} MiB with the idle connections (bound 128 MiB)"
+    );
+    eprintln!("at the end of the flood: VmRSS {rss:.0} MiB");
+    // The idle connections are closed by the server (head timeout 10 s).
+    let closing: Vec<_> = idle_tls_conns
+        .into_iter()
+        .map(|c| tokio::spawn(closed_by_server(c, Duration::from_secs(30))))
+        .chain(
+            idle_http
+                .into_iter()
+                .map(|c| tokio::spawn(closed_by_server(c, Duration::from_secs(30)))),
+        )
+        .collect();
+    let mut still_open = 0;
+    for c in closing {
+        if !c.await.expect("close task") {
+            still_open += 1;
+        }
+    }
+    assert_eq!(still_open, 0, "idle connections left open after 30 s");
+
+    let created = env
+        .nodes
+        .create(&PostParams::default(), &untainted("after-flood"))
+        .await
+        .unwrap_or_else(|e| panic!("create after the flood: {e}\n{}", ng.logs()));
+    assert!(has_gate_taint(&created), "{:?}", taint_keys(&created));
+    let (_, metrics) = support::http_get(&http_addr, "/metrics")
+        .await
+        .expect("metrics");
+    assert_eq!(admissions(&metrics, "busy"), 8.0, "{metrics}");
+
+    let logs = ng.logs();
+    assert!(
+        !logs
+            .lines()
+            .any(|l| l.trim_start().starts_with("INFO forged")),
+        "a review forged a log line:\n{logs}"
+    );
+    assert!(
+        logs.contains("X\\\\nINFO forged line") || logs.contains("X\\nINFO forged line"),
+        "{logs}"
+    );
+}
+
+/// A client for the same cluster acting as the kubelet of `node`
+/// (impersonation: user `system:node:NODE`, group `system:nodes`).
+async fn as_kubelet(env: &Env, node: &str) -> kube::Client {
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(&env.cluster.kubeconfig).expect("the test kubeconfig");
+    let mut config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("a client config");
+    config.auth_info.impersonate = Some(format!("system:node:{node}"));
+    config.auth_info.impersonate_groups =
+        Some(vec!["system:nodes".into(), "system:authenticated".into()]);
+    kube::Client::try_from(config).expect("an impersonating client")
+}
+
+/// §11: a kubelet registering its own Node cannot exempt it
+/// (`nodegate.dev/ignore`) or date its gate (`gated-since`, `opened-by`):
+/// through the real API server, with the node's own identity, the Node
+/// comes back tainted and without those annotations; the same annotation
+/// from an administrator is honoured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_cannot_exempt_or_date_its_own_gate_at_registration() {
+    let env = Env::new("webhook-kubelet").await;
+    env.cluster.namespace(SECRET_NS).await;
+    let port = free_port();
+    let configs = register(&env, &[port]).await;
+    let args = webhook_args(port, "1h");
+    let ng = Nodegate::start(
+        &env.cluster,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    wait_bundle(&configs, &[&ng]).await;
+    wait_admitting(&env, &[&ng]).await;
+    let with_annotations = |name: &str| {
+        let mut n = untainted(name);
+        n.metadata.annotations = Some(
+            [
+                ("nodegate.dev/ignore", "true"),
+                ("nodegate.dev/gated-since", "2000-01-01T00:00:00Z"),
+                ("nodegate.dev/opened-by", "manual"),
+                ("example.com/kept", "yes"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        n
+    };
+    let kubelet: Api<Node> = Api::all(as_kubelet(&env, "n1").await);
+    let created = kubelet
+        .create(&PostParams::default(), &with_annotations("n1"))
+        .await
+        .unwrap_or_else(|e| panic!("create n1 as its kubelet: {e}\n{}", ng.logs()));
+    assert!(
+        has_gate_taint(&created),
+        "a kubelet's own ignore annotation must not skip the gate: {:?}\n{}",
+        taint_keys(&created),
+        ng.logs()
+    );
+    let kept: Vec<String> = created
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .into_keys()
+        .collect();
+    assert_eq!(
+        kept,
+        ["example.com/kept"],
+        "nodegate.dev/* annotations removed"
+    );
+    // An administrator may still exempt a node.
+    let admin = env
+        .nodes
+        .create(&PostParams::default(), &with_annotations("n2"))
+        .await
+        .expect("create n2 as admin");
+    assert!(!has_gate_taint(&admin), "{:?}", taint_keys(&admin));
+}
+
+/// §16: with a Lease held by a holder that never renews (and that this
+/// replica may not take), no leader is known after 2 × --lease-duration:
+/// the webhook then admits new nodes unchanged (counted `no_leader`),
+/// `nodegate_leader_known` is 0 and `/readyz?verbose` says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_leader_the_webhook_admits_unchanged_and_readiness_says_why() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let env = Env::new("webhook-no-leader").await;
+    env.cluster.namespace(SECRET_NS).await;
+    let leases: Api<Lease> = Api::namespaced(env.cluster.client.clone(), "default");
+    let stale: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "stale-lease", "namespace": "default"},
+        "spec": {
+            "holderIdentity": "gone_0000",
+            "leaseDurationSeconds": 3600,
+            "renewTime": jiff::Timestamp::now().to_string(),
+        },
+    }))
+    .expect("lease");
+    leases
+        .create(&PostParams::default(), &stale)
+        .await
+        .expect("create the stale lease");
+    let port = free_port();
+    let configs = register(&env, &[port]).await;
+    let mut args = webhook_args(port, "1h");
+    args.extend(
+        [
+            "--leader-elect",
+            "--lease-name",
+            "stale-lease",
+            "--lease-namespace",
+            "default",
+            "--lease-duration",
+            "3s",
+            "--renew-deadline",
+            "2s",
+            "--retry-period",
+            "500ms",
+        ]
+        .map(String::from),
+    );
+    let ng = Nodegate::start(
+        &env.cluster,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    wait_bundle(&configs, &[&ng]).await;
+    wait_admitting(&env, &[&ng]).await;
+    let http_addr = ng.http_addr(Duration::from_secs(5));
+    let readyz = wait_for(
+        "/readyz?verbose to say no leader is known",
+        Duration::from_secs(30),
+        || async {
+            let (code, text) = support::http_get(&http_addr, "/readyz?verbose").await?;
+            if text.contains("[!]leader ") {
+                Ok((code, text))
+            } else {
+                Err(format!("{code}: {text}"))
+            }
+        },
+    )
+    .await;
+    eprintln!("{}", readyz.1);
+    assert!(
+        readyz.1.contains("stale-lease") && readyz.1.contains("gone_0000"),
+        "{}",
+        readyz.1
+    );
+    let created = env
+        .nodes
+        .create(&PostParams::default(), &untainted("no-leader"))
+        .await
+        .unwrap_or_else(|e| panic!("create: {e}\n{}", ng.logs()));
+    assert!(
+        !has_gate_taint(&created),
+        "with no leader nothing would open the node; it must not be tainted: {:?}\n{}",
+        taint_keys(&created),
+        ng.logs()
+    );
+    let (_, metrics) = support::http_get(&http_addr, "/metrics")
+        .await
+        .expect("metrics");
+    assert!(admissions(&metrics, "no_leader") >= 1.0, "{metrics}");
+    assert_eq!(
+        support::metric(&metrics, "nodegate_leader_known"),
+        Some(0.0),
+        "{metrics}"
+    );
+}
+
+/// §19: idle connections to `--http-addr` cannot hold the probes' listener:
+/// with 800 of them open `/healthz` answers, and the server closes them
+/// (10 s head timeout) rather than keeping them for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_to_the_http_listener_are_closed_and_healthz_answers() {
+    let env = Env::new("http-idle").await;
+    let ng = Nodegate::start(&env.cluster, &["--timeout", "5m"]);
+    let http_addr = ng.http_addr(Duration::from_secs(10));
+    let mut idle = Vec::new();
+    for _ in 0..800 {
+        idle.push(
+            tokio::net::TcpStream::connect(&http_addr)
+                .await
+                .expect("connect to --http-addr"),
+        );
+    }
+    let (code, body) = support::http_get(&http_addr, "/healthz")
+        .await
+        .expect("/healthz with 800 idle connections open");
+    assert_eq!(code, 200, "{body}");
+    let closing: Vec<_> = idle
+        .into_iter()
+        .map(|c| tokio::spawn(closed_by_server(c, Duration::from_secs(30))))
+        .collect();
+    let mut still_open = 0;
+    for c in closing {
+        if !c.await.expect("close task") {
+            still_open += 1;
+        }
+    }
+    assert_eq!(
+        still_open, 0,
+        "idle connections to --http-addr left open after 30 s"
+    );
+}

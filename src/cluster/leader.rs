@@ -42,6 +42,7 @@ use crate::settings::config::LeaderElection;
 pub struct Leadership {
     elected: bool,
     held: Mutex<Held>,
+    seen: Mutex<Seen>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -58,25 +59,23 @@ struct Held {
 impl Leadership {
     /// Without `--leader-elect`: this replica always writes.
     pub fn always() -> Self {
-        Leadership {
-            elected: false,
-            held: Mutex::new(Held {
-                leader: true,
-                until: None,
-                refused_at: None,
-            }),
-        }
+        Self::new(false)
     }
 
     /// With `--leader-elect`: a follower until the elector says otherwise.
     pub fn follower() -> Self {
+        Self::new(true)
+    }
+
+    fn new(elected: bool) -> Self {
         Leadership {
-            elected: true,
+            elected,
             held: Mutex::new(Held {
-                leader: false,
+                leader: !elected,
                 until: None,
                 refused_at: None,
             }),
+            seen: Mutex::new(Seen::new()),
         }
     }
 
@@ -150,6 +149,8 @@ impl Leadership {
         }
         held.leader = true;
         held.until = Some(until);
+        drop(held);
+        self.saw_holder_alive_at(answered);
         lapsed || refused.is_some()
     }
 
@@ -166,7 +167,10 @@ impl Held {
     }
 }
 
+mod known;
 mod record;
+pub use known::LEADER_LOST_AFTER;
+use known::Seen;
 use record::record_duration;
 pub use record::{LeaseRecord, may_take, next_record};
 
@@ -200,6 +204,9 @@ enum Attempt {
     HeldByOther {
         holder: String,
         expires: Instant,
+        /// The Lease changed since this replica last read it: its holder
+        /// renewed.
+        renewed: bool,
     },
     /// Another replica wrote the Lease between our read and our write: the
     /// ordinary race of two followers, not worth a warning.
@@ -260,6 +267,7 @@ impl Elector {
             self.name.clone(),
             Arc::clone(&changed),
         ));
+        leadership.watching(self.lease_ref(), self.lease_duration);
         tracing::info!(identity = %self.identity, lease = %self.lease_ref(), "campaigning for leadership");
         loop {
             if let Phase::ShutDown = self
@@ -295,8 +303,19 @@ impl Elector {
                     on_gain();
                     return Phase::Next;
                 }
-                Attempt::HeldByOther { holder, expires } => {
+                Attempt::HeldByOther {
+                    holder,
+                    expires,
+                    renewed,
+                } => {
                     tracing::debug!(%holder, "lease held by another replica");
+                    if renewed && !holder.is_empty() {
+                        leadership.saw_holder_alive();
+                    } else {
+                        leadership.saw_trouble(format!(
+                            "the lease is held by {holder:?}, which has not renewed it since this replica started watching"
+                        ));
+                    }
                     let wait = self.follower_wait(Some(expires));
                     tokio::select! {
                         _ = shutdown.changed() => return Phase::ShutDown,
@@ -306,6 +325,8 @@ impl Elector {
                 }
                 Attempt::Raced(why) => {
                     tracing::debug!(lease = %self.lease_ref(), %why, "lost a race for the lease");
+                    // Another replica wrote the Lease: it is alive.
+                    leadership.saw_holder_alive();
                     let wait = self.follower_wait(None);
                     tokio::select! {
                         _ = shutdown.changed() => return Phase::ShutDown,
@@ -315,6 +336,7 @@ impl Elector {
                 }
                 Attempt::Failed(error) => {
                     tracing::warn!(lease = %self.lease_ref(), %error, "cannot acquire the lease; retrying");
+                    leadership.saw_trouble(format!("this replica cannot acquire it: {error}"));
                     let wait = self.follower_wait(None);
                     tokio::select! {
                         _ = shutdown.changed() => return Phase::ShutDown,
@@ -425,6 +447,10 @@ impl Elector {
         let record = LeaseRecord::from_lease(&lease);
         let version = lease.metadata.resource_version.clone().unwrap_or_default();
         let now = Instant::now();
+        let renewed = self
+            .observed
+            .as_ref()
+            .is_some_and(|(_, v, _)| *v != version);
         let observed_at = match &self.observed {
             Some((_, v, at)) if *v == version => *at,
             _ => now,
@@ -440,6 +466,7 @@ impl Elector {
             return Attempt::HeldByOther {
                 expires: observed_at + record_duration(&record, self.lease_duration),
                 holder: record.holder,
+                renewed,
             };
         }
         let mut updated = lease;

@@ -182,6 +182,9 @@ impl Shared {
             Leadership::always()
         });
         let metrics = Arc::new(Metrics::new(Arc::clone(&leadership)));
+        if settings.drop_node_metrics {
+            metrics.drop_node_series();
+        }
         let health = Arc::new(ProcessHealth::default());
         health.config_started(
             config_file.map(|p| p.display().to_string()),

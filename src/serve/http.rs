@@ -35,9 +35,11 @@ use nodegate_core::gate::{Expectation, GateState, Phase, Readiness};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tower::ServiceExt;
 
 use crate::cluster::watch::WatchStats;
 use crate::error::{Error, Result};
+use crate::serve::conn::{self, Limits, Refused};
 use crate::serve::health::ProcessHealth;
 use crate::serve::history::History;
 use crate::serve::metrics::{self, Metrics};
@@ -127,7 +129,7 @@ async fn listen(
     flag: &str,
     what: &str,
     app: axum::Router,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -136,16 +138,42 @@ async fn listen(
         "cannot read the address bound for {addr}"
     )))?;
     tracing::info!("{what} {bound}");
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        let _ = shutdown.changed().await;
-    });
-    let flag = flag.to_string();
-    let task = tokio::spawn(async move {
-        if let Err(error) = server.await {
-            tracing::error!(%error, "the HTTP server of {flag} failed");
+    let limits = Limits::DEFAULT;
+    let task = tokio::spawn(conn::accept_loop(
+        listener,
+        limits,
+        "HTTP listener",
+        Arc::new(Refused::default()),
+        shutdown,
+        move |tcp| serve_one(tcp, app.clone(), limits),
+    ));
+    Ok((bound, task))
+}
+
+/// One connection of a plain HTTP listener, within `limits`: a request not
+/// answered within the request timeout gets 503.
+async fn serve_one(tcp: tokio::net::TcpStream, app: axum::Router, limits: Limits) {
+    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        let app = app.clone();
+        async move {
+            let answer = tokio::time::timeout(limits.request_timeout, app.oneshot(req)).await;
+            Ok::<_, std::convert::Infallible>(match answer {
+                Ok(Ok(r)) => r,
+                Ok(Err(never)) => match never {},
+                Err(_) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the answer took too long\n",
+                )
+                    .into_response(),
+            })
         }
     });
-    Ok((bound, task))
+    if let Err(error) = conn::http1(&limits)
+        .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+        .await
+    {
+        tracing::debug!(%error, "HTTP connection ended with an error");
+    }
 }
 
 /// A permit to serve one debug request; `None` when [`DEBUG_CONCURRENCY`]
@@ -222,6 +250,7 @@ async fn readyz(State(s): State<AppState>, uri: Uri) -> Response {
         };
         text.push_str(&format!("{mark}: {}\n", w.detail));
     }
+    text.push_str(&format!("{}\n", leader_check(&s.metrics)));
     for check in s.health.config_checks() {
         text.push_str(&format!("{check}\n"));
     }
@@ -234,13 +263,44 @@ async fn readyz(State(s): State<AppState>, uri: Uri) -> Response {
     }
 }
 
+/// The metrics page; scrapes within `metrics::SCRAPE_REUSE` of each other
+/// share one refresh, so a loop of scrapes costs one O(gates) pass a second.
+/// The `/readyz?verbose` line about leadership. A warning only: the webhook
+/// must stay reachable (it answers "unchanged" while no leader is known), so
+/// this never makes the replica unready.
+fn leader_check(metrics: &Metrics) -> crate::serve::health::Check {
+    let leadership = metrics.leadership();
+    let (ok, detail) = match leadership.leader_known() {
+        Ok(()) if !leadership.is_elected() => {
+            (true, "no leader election: this replica writes".to_string())
+        }
+        Ok(()) if leadership.is_leader() => (true, "this replica leads".to_string()),
+        Ok(()) => (true, "another replica leads".to_string()),
+        Err(why) => (
+            false,
+            format!("{why}; the webhook admits new nodes unchanged until a leader is known"),
+        ),
+    };
+    crate::serve::health::Check {
+        ok,
+        name: "leader",
+        detail,
+    }
+}
+
 async fn metrics_text(State(s): State<AppState>) -> Response {
-    s.metrics.refresh(
-        &s.router,
-        s.watch_stats.restarts.load(Ordering::Relaxed),
-        Timestamp::now(),
-    );
-    match s.metrics.encode() {
+    let page = s
+        .metrics
+        .page(|| {
+            s.metrics.refresh(
+                &s.router,
+                s.watch_stats.restarts.load(Ordering::Relaxed),
+                Timestamp::now(),
+            );
+            s.metrics.encode()
+        })
+        .await;
+    match page {
         Ok(text) => ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response(),
         Err(e) => (
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -152,6 +152,7 @@ pub struct Metrics {
     patch_attempts: Family<PatchLabels, Counter>,
     router_events: Family<RouterLabels, Counter>,
     leader: Gauge,
+    leader_known: Gauge,
     watch_restarts: Counter,
     /// The watchers' own restart count at the last refresh.
     watch_restarts_seen: AtomicU64,
@@ -163,6 +164,8 @@ pub struct Metrics {
     daemonset_series: Mutex<BTreeMap<String, String>>,
     /// Nodes that have a `gate_age` series.
     age_series: Mutex<HashSet<String>>,
+    /// `--drop-node-metrics`: no `gate_age` (nor re-gate age) series.
+    drop_node_series: std::sync::atomic::AtomicBool,
     // The series of the entrances, the config reload, re-gating, the trace
     // exporter, the condition rules and node writes, each in `metrics/`.
     entrances: EntranceMetrics,
@@ -171,7 +174,13 @@ pub struct Metrics {
     pub traces: TraceMetrics,
     pub conditions: ConditionMetrics,
     pub writes: Arc<WriteTimings>,
+    /// The last `/metrics` page and when it was made: scrapes within
+    /// [`SCRAPE_REUSE`] get it again, and one scrape at a time does the work.
+    scrape: tokio::sync::Mutex<Option<(std::time::Instant, String)>>,
 }
+
+/// How long one `/metrics` page serves every scrape.
+pub const SCRAPE_REUSE: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic elsewhere while holding the lock leaves plain counters behind,
@@ -199,22 +208,27 @@ impl Metrics {
             patch_attempts: Family::default(),
             router_events: Family::default(),
             leader: Gauge::default(),
+            leader_known: Gauge::default(),
             watch_restarts: Counter::default(),
             watch_restarts_seen: AtomicU64::new(0),
             gates: DashMap::new(),
             daemonset_series: Mutex::new(BTreeMap::new()),
             age_series: Mutex::new(HashSet::new()),
+            drop_node_series: std::sync::atomic::AtomicBool::new(false),
             entrances: EntranceMetrics::register(&mut registry),
             config: ConfigMetrics::register(&mut registry),
             regate: RegateMetrics::register(&mut registry),
             traces: TraceMetrics::register(&mut registry),
             conditions: ConditionMetrics::register(&mut registry),
             writes: Arc::new(WriteTimings::register(&mut registry)),
+            scrape: tokio::sync::Mutex::new(None),
             registry: Registry::default(),
         };
         m.register_own(&mut registry);
         m.zero_known_series();
         m.leader.set(i64::from(m.leadership.is_leader()));
+        m.leader_known
+            .set(i64::from(m.leadership.leader_known().is_ok()));
         Metrics { registry, ..m }
     }
 
@@ -275,6 +289,11 @@ impl Metrics {
             "leader",
             "1 while this replica holds the leader-election lease (always 1 without --leader-elect)",
             self.leader.clone(),
+        );
+        registry.register(
+            "leader_known",
+            "1 while some replica leads as far as this one can tell: it leads, or a holder renewed the lease within 2 × --lease-duration (always 1 without --leader-elect); at 0 the webhook admits new nodes unchanged",
+            self.leader_known.clone(),
         );
         registry.register(
             "watch_restarts",
@@ -347,6 +366,35 @@ impl Metrics {
     // --- fed by the entrances (the webhook, the late-taint net) ---
 
     /// One review answered by the webhook, and how long it took (seconds).
+    /// The page for a scrape: the last one if it is younger than
+    /// [`SCRAPE_REUSE`], else `make()` (one at a time; others wait for it).
+    pub async fn page(
+        &self,
+        make: impl FnOnce() -> Result<String, std::fmt::Error>,
+    ) -> Result<String, std::fmt::Error> {
+        let mut last = self.scrape.lock().await;
+        if let Some((at, text)) = last.as_ref()
+            && at.elapsed() < SCRAPE_REUSE
+        {
+            return Ok(text.clone());
+        }
+        let text = make()?;
+        *last = Some((std::time::Instant::now(), text.clone()));
+        Ok(text)
+    }
+
+    /// `--drop-node-metrics`: from now on no per-node gauge
+    /// (`gate_age_seconds{node}`, `regated_node_age_seconds{node}`).
+    pub fn drop_node_series(&self) {
+        self.drop_node_series.store(true, Ordering::Relaxed);
+        self.regate.drop_node_series();
+    }
+
+    /// The leadership this replica's metrics report.
+    pub fn leadership(&self) -> &Arc<Leadership> {
+        &self.leadership
+    }
+
     pub fn webhook_admission(&self, result: AdmissionResult, seconds: f64) {
         self.entrances.admission(result, seconds);
     }
@@ -472,6 +520,8 @@ impl Metrics {
         now: Timestamp,
     ) {
         self.leader.set(i64::from(self.leadership.is_leader()));
+        self.leader_known
+            .set(i64::from(self.leadership.leader_known().is_ok()));
         self.live_actors
             .set(i64::try_from(live_actors).unwrap_or(i64::MAX));
         let seen = self
@@ -500,9 +550,12 @@ impl Metrics {
             }
         }
         ages.retain(|node| closed.contains_key(node));
+        let per_node = !self.drop_node_series.load(Ordering::Relaxed);
         for (node, start) in closed {
             // A gate that has not seen its node yet has no age to show.
-            if let Some(start) = start {
+            if let Some(start) = start
+                && per_node
+            {
                 self.gate_age
                     .get_or_create(&NodeLabels { node: node.clone() })
                     .set(seconds_between(start, now));

@@ -169,6 +169,8 @@ pub struct RunSettings {
     pub debug_addr: Option<SocketAddr>,
     /// Finished gates kept for /debug/nodes/NAME.
     pub debug_history: usize,
+    /// `--drop-node-metrics`: no per-node gauges.
+    pub drop_node_metrics: bool,
     /// `--otlp-endpoint`: the collector's base URL, checked; `None`: the
     /// `OTEL_*` variables decide (`crate::trace::config`).
     pub otlp_endpoint: Option<String>,
@@ -347,6 +349,7 @@ pub fn run_settings_from(args: &RunArgs, mut file: FileConfig) -> Result<RunSett
         http_addr,
         debug_addr,
         debug_history: given.debug_history,
+        drop_node_metrics: given.drop_node_metrics,
         otlp_endpoint,
         gate,
         timeout,

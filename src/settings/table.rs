@@ -197,6 +197,14 @@ settings! {
             flag: "debug-history", value: "N", key: "debugHistory",
             default: 100usize, helm: "http.debugHistory", reload: restart,
         }
+        /// Leave out the per-node gauges nodegate_gate_age_seconds{node} and
+        /// nodegate_regated_node_age_seconds{node}: no node names on /metrics
+        /// and no series per node during a large burst (the counts and
+        /// histograms stay).
+        drop_node_metrics: switch {
+            flag: "drop-node-metrics", key: "dropNodeMetrics",
+            docs: "off", helm: "http.dropNodeMetrics", reload: restart,
+        }
         /// Send each gate as an OpenTelemetry trace to this OTLP/HTTP collector,
         /// a base URL (spans go to URL/v1/traces), e.g.
         /// http://otel-collector:4318. Default: off, unless

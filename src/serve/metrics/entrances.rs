@@ -40,14 +40,24 @@ pub enum AdmissionResult {
     /// The review could not be read or was not a Node CREATE: allowed as it
     /// was, with a warning.
     Error,
+    /// Allowed as it was, with a warning, without being read: the webhook
+    /// was serving as many reviews as it may at once, or the body was over
+    /// the size bound.
+    Busy,
+    /// Allowed as it was, with a warning, though it would have been
+    /// tainted: no replica has held the leader-election lease for a while,
+    /// so nothing would open the node.
+    NoLeader,
 }
 
 impl AdmissionResult {
-    pub const ALL: [AdmissionResult; 4] = [
+    pub const ALL: [AdmissionResult; 6] = [
         AdmissionResult::Tainted,
         AdmissionResult::Unchanged,
         AdmissionResult::WouldTaint,
         AdmissionResult::Error,
+        AdmissionResult::Busy,
+        AdmissionResult::NoLeader,
     ];
     pub fn as_str(self) -> &'static str {
         match self {
@@ -55,6 +65,8 @@ impl AdmissionResult {
             AdmissionResult::Unchanged => "unchanged",
             AdmissionResult::WouldTaint => "would_taint",
             AdmissionResult::Error => "error",
+            AdmissionResult::Busy => "busy",
+            AdmissionResult::NoLeader => "no_leader",
         }
     }
 }
@@ -131,7 +143,7 @@ impl EntranceMetrics {
         };
         registry.register(
             "webhook_admissions",
-            "Node CREATE reviews answered by the admission webhook, by result (tainted | unchanged | error); every replica",
+            "Node CREATE reviews answered by the admission webhook, by result (tainted | unchanged | would_taint | error | busy | no_leader); every replica",
             m.admissions.clone(),
         );
         registry.register(

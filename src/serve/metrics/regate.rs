@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::Mutex;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -25,6 +25,8 @@ pub struct RegateMetrics {
     regated_age: Family<NodeLabels, Gauge<f64, AtomicU64>>,
     /// Nodes that have a `regated_age` series now.
     aged: Mutex<HashSet<String>>,
+    /// `--drop-node-metrics`: no `regated_age` series.
+    dropped: AtomicBool,
     regates: Family<TriggerLabels, Counter>,
     budget_exhausted: Counter,
     regated: Gauge,
@@ -42,6 +44,7 @@ impl RegateMetrics {
         let m = RegateMetrics {
             regated_age: Family::default(),
             aged: Mutex::new(HashSet::new()),
+            dropped: AtomicBool::new(false),
             regates: Family::default(),
             budget_exhausted: Counter::default(),
             regated: Gauge::default(),
@@ -102,6 +105,11 @@ impl RegateMetrics {
     /// The re-gated nodes now and how long each has been re-gated; series
     /// of nodes no longer re-gated go.
     pub fn regated_ages(&self, ages: &[(String, f64)]) {
+        let ages = if self.dropped.load(Ordering::Relaxed) {
+            &[]
+        } else {
+            ages
+        };
         let mut aged = self.aged.lock().unwrap_or_else(|p| p.into_inner());
         let now: HashSet<String> = ages.iter().map(|(n, _)| n.clone()).collect();
         for gone in aged.difference(&now) {
@@ -113,6 +121,11 @@ impl RegateMetrics {
                 .set(*secs);
         }
         *aged = now;
+    }
+
+    /// `--drop-node-metrics`.
+    pub(super) fn drop_node_series(&self) {
+        self.dropped.store(true, Ordering::Relaxed);
     }
 
     pub fn gauges(&self, g: RegateGauges) {

@@ -324,6 +324,23 @@ fn gate_ages_are_shown_while_closed_and_dropped_after() {
 }
 
 #[test]
+fn drop_node_metrics_leaves_out_every_per_node_gauge() {
+    let m = Metrics::new(Arc::new(Leadership::always()));
+    m.drop_node_series();
+    let cni = tolerant("cni");
+    let mut g = drive(&m, GateConfig::default());
+    g.feed(
+        100,
+        Input::snapshot(gated(90), vec![cni.clone()], vec![pod("cni-1", &cni, None)]),
+    );
+    m.refresh_with(|n| n == NODE, |_| true, 1, 0, ts(130));
+    m.regate.regated_ages(&[("n1".into(), 90.0)]);
+    let t = text(&m);
+    assert_eq!(sample(&t, "nodegate_gated_nodes"), Some(1.0), "{t}");
+    assert!(!t.contains("node=\""), "a per-node series:\n{t}");
+}
+
+#[test]
 fn a_gate_that_vanished_without_a_stop_is_forgotten() {
     let m = Metrics::new(Arc::new(Leadership::always()));
     m.gate_started(NODE, 7);

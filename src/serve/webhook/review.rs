@@ -10,9 +10,10 @@
 //! uid (the API server then rejects the answer itself and applies the
 //! webhook's failurePolicy — nothing better can be done with such a body).
 
-use k8s_openapi::api::core::v1::Node;
-use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint as ApiTaint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::admission::AdmissionResponse;
+use nodegate_core::annotations::PREFIX;
 use nodegate_core::entrance::{self, Admission, Scope, admit};
 use nodegate_core::model::Taint;
 use nodegate_core::placement::ManagedTaint;
@@ -21,148 +22,290 @@ use serde_json::{Value, json};
 use crate::cluster::project;
 use crate::serve::metrics::AdmissionResult;
 
+pub mod parse;
+use parse::{NodeObject, Request, Review, clean};
+
 /// What the webhook decided, for the log and the metrics.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
     /// The AdmissionReview to send back (always HTTP 200).
     pub body: Value,
     pub result: AdmissionResult,
-    /// Why the node was left alone, or what was wrong with the request.
+    /// Why the node was left alone, or what was wrong with the request;
+    /// control characters escaped ([`clean`]).
     pub note: Option<String>,
-    /// The node's name, when it could be read.
+    /// The node's name, when it could be read; control characters escaped.
     pub node: Option<String>,
 }
 
-/// The JSON patch that adds `taint` (key and effect, no value): a one-element
-/// list when the node has no `spec.taints`, else an append.
+/// The JSON patch operation that adds `taint` (key and effect, no value):
+/// a one-element list when the node has no `spec.taints`, else an append.
 pub fn taint_patch(taint: &Taint, create_list: bool) -> Value {
     let t = json!({"key": taint.key, "effect": taint.effect});
     if create_list {
-        json!([{"op": "add", "path": "/spec/taints", "value": [t]}])
+        json!({"op": "add", "path": "/spec/taints", "value": [t]})
     } else {
-        json!([{"op": "add", "path": "/spec/taints/-", "value": t}])
+        json!({"op": "add", "path": "/spec/taints/-", "value": t})
     }
+}
+
+/// The JSON patch operation that removes the annotation `key` (RFC 6901
+/// escaping: `~` is `~0`, `/` is `~1`).
+pub fn remove_annotation(key: &str) -> Value {
+    let escaped = key.replace('~', "~0").replace('/', "~1");
+    json!({"op": "remove", "path": format!("/metadata/annotations/{escaped}")})
 }
 
 /// The answer to the request `body`. With `dry_run` (`--dry-run`) a node
 /// that would be tainted is admitted unchanged, with a warning saying so: a
 /// dry run writes nothing anywhere, and a node the webhook tainted would
 /// stay closed (a dry-run gate never opens it).
+///
+/// A Node created by a node's own credentials (group `system:nodes`) has
+/// its `nodegate.dev/*` annotations disregarded — a kubelet must not skip,
+/// open or date its own gate — and removed by the patch (semantics §6.1).
 pub fn answer(body: &[u8], scope: &Scope, managed: &[ManagedTaint], dry_run: bool) -> Answer {
-    let (uid, request) = match read_request(body) {
+    let hold = if dry_run { Hold::DryRun } else { Hold::No };
+    answer_held(body, scope, managed, &hold)
+}
+
+/// Why a node the webhook would taint is admitted unchanged instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hold {
+    /// Taint as decided.
+    No,
+    /// `--dry-run`: nothing is written anywhere.
+    DryRun,
+    /// No replica leads (the reason, for the warning): a tainted node would
+    /// stay closed, nothing would open it.
+    NoLeader(String),
+}
+
+/// [`answer`], with the reason to hold the taint back given whole.
+pub fn answer_held(body: &[u8], scope: &Scope, managed: &[ManagedTaint], hold: &Hold) -> Answer {
+    let request = match read_request(body) {
         Ok(r) => r,
         Err(refused) => return refused,
     };
-    let node = match read_node(&request) {
-        Ok(n) => n,
-        Err(why) => return refuse_to_judge(uid, format!("cannot read the node: {why}")),
+    let Some(object) = request.object.as_ref() else {
+        return refuse_to_judge(request.uid, "the request has no object".into());
     };
-    judge(uid, &request, &node, scope, managed, dry_run)
+    let from_node = request.user_info.is_node();
+    let untrusted = if from_node {
+        nodegate_annotations(object)
+    } else {
+        Vec::new()
+    };
+    let node = node_of(object, &untrusted);
+    let mut a = judge(&request.uid, &node, scope, managed, hold, &untrusted);
+    if from_node {
+        a.note = a.note.map(|n| {
+            format!(
+                "{n} (created by the node identity {})",
+                clean(&request.user_info.username)
+            )
+        });
+    }
+    a
 }
 
-/// The review's uid and request, if the body is a review of a Node CREATE;
+/// The review's request, if the body is a review of a Node CREATE;
 /// otherwise the answer that admits it unchanged, saying why.
-fn read_request(body: &[u8]) -> Result<(String, AdmissionRequest<DynamicObject>), Answer> {
-    let raw: Value = serde_json::from_slice(body)
-        .map_err(|e| refuse_to_judge(String::new(), format!("the body is not JSON: {e}")))?;
-    let uid = raw
-        .pointer("/request/uid")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let review: AdmissionReview<DynamicObject> = serde_json::from_value(raw).map_err(|e| {
-        refuse_to_judge(
-            uid.clone(),
-            format!("the body is not an AdmissionReview: {e}"),
-        )
-    })?;
-    let request: AdmissionRequest<DynamicObject> = review
-        .try_into()
-        .map_err(|_| refuse_to_judge(uid.clone(), "the AdmissionReview has no request".into()))?;
+fn read_request(body: &[u8]) -> Result<Request, Answer> {
+    let review: Review = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) if e.is_syntax() || e.is_eof() => {
+            let why = format!("the body is not JSON: {e}");
+            return Err(refuse_to_judge(String::new(), why));
+        }
+        Err(e) => {
+            let why = format!("the body is not an AdmissionReview: {e}");
+            return Err(refuse_to_judge(parse::uid(body), why));
+        }
+    };
+    let Some(request) = review.request else {
+        let why = "the AdmissionReview has no request".to_string();
+        return Err(refuse_to_judge(String::new(), why));
+    };
     if request.kind.kind != "Node" || !request.kind.group.is_empty() {
         let why = format!(
             "expected a Node, got {:?} (group {:?}): check the webhook's rules",
             request.kind.kind, request.kind.group
         );
-        return Err(refuse_to_judge(uid, why));
+        return Err(refuse_to_judge(request.uid, why));
     }
-    if request.operation != Operation::Create {
+    if request.operation != "CREATE" {
         let why = format!(
             "expected a CREATE, got {:?}: check the webhook's rules",
             request.operation
         );
-        return Err(refuse_to_judge(uid, why));
+        return Err(refuse_to_judge(request.uid, why));
     }
-    Ok((uid, request))
+    Ok(request)
 }
 
-/// The Node the request creates.
-fn read_node(request: &AdmissionRequest<DynamicObject>) -> Result<Node, String> {
-    request
-        .object
+/// The `nodegate.dev/*` annotation keys on `object`, sorted.
+fn nodegate_annotations(object: &NodeObject) -> Vec<String> {
+    object
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .filter(|k| k.starts_with(PREFIX))
+        .cloned()
+        .collect()
+}
+
+/// The Node the entrance decision reads, without the annotations in
+/// `drop`.
+fn node_of(object: &NodeObject, drop: &[String]) -> Node {
+    let annotations = object.metadata.annotations.as_ref().map(|a| {
+        a.iter()
+            .filter(|(k, _)| !drop.contains(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    });
+    let taints = object
+        .spec
         .as_ref()
-        .map(serde_json::to_value)
-        .transpose()
-        .map_err(|e| e.to_string())
-        .and_then(|v| v.ok_or_else(|| "the request has no object".to_string()))
-        .and_then(|v| serde_json::from_value(v).map_err(|e| format!("not a Node: {e}")))
+        .and_then(|s| s.taints.as_ref())
+        .map(|ts| {
+            ts.iter()
+                .map(|t| ApiTaint {
+                    key: t.key.clone(),
+                    value: t.value.clone(),
+                    effect: t.effect.clone(),
+                    time_added: None,
+                })
+                .collect()
+        });
+    Node {
+        metadata: ObjectMeta {
+            name: object.metadata.name.clone(),
+            labels: object.metadata.labels.clone(),
+            annotations,
+            ..Default::default()
+        },
+        spec: object.spec.as_ref().map(|_| NodeSpec {
+            taints,
+            ..Default::default()
+        }),
+        status: None,
+    }
 }
 
-/// The entrance's decision for `node` ([`admit`]), as an answer.
+/// The entrance's decision for `node` ([`admit`]), as an answer; `strip`
+/// are the annotations the patch removes (none in a dry run).
 fn judge(
-    uid: String,
-    request: &AdmissionRequest<DynamicObject>,
+    uid: &str,
     node: &Node,
     scope: &Scope,
     managed: &[ManagedTaint],
-    dry_run: bool,
+    hold: &Hold,
+    strip: &[String],
 ) -> Answer {
     // A node being created has no creationTimestamp yet: that oddity of
     // the projection is expected here, and no decision reads the time.
     let Some(info) = project::node(node).0 else {
-        return refuse_to_judge(uid, "the node has no name".into());
+        return refuse_to_judge(uid.to_string(), "the node has no name".into());
     };
-    let name = Some(info.name.clone());
-    let response = AdmissionResponse::from(request);
     // Whether the object has `spec.taints` at all, even empty: the patch
     // appends to a list that is there and creates one that is not.
     let listed = node.spec.as_ref().is_some_and(|s| s.taints.is_some());
-    match admit(&entrance::view(&info), listed, scope, managed) {
-        Admission::AddTaint { taint, .. } if dry_run => {
-            let mut response = response;
-            response.warnings = Some(vec![format!(
+    let admission = admit(&entrance::view(&info), listed, scope, managed);
+    let mut d = decide(admission, hold);
+    if !strip.is_empty() {
+        let keys = clean(&strip.join(", "));
+        if *hold == Hold::DryRun {
+            d.note.push_str(&format!("; would remove {keys}"));
+        } else {
+            d.ops.extend(strip.iter().map(|k| remove_annotation(k)));
+            d.note.push_str(&format!("; removes {keys}"));
+            d.warnings.push(format!(
+                "nodegate removed the annotations {keys}: a node may not set nodegate.dev/ annotations on itself"
+            ));
+        }
+    }
+    let mut response = allowed(uid);
+    if !d.warnings.is_empty() {
+        response.warnings = Some(d.warnings);
+    }
+    if !d.ops.is_empty() {
+        let patch: json_patch::Patch = match serde_json::from_value(Value::Array(d.ops)) {
+            Ok(p) => p,
+            Err(e) => return refuse_to_judge(uid.to_string(), format!("building the patch: {e}")),
+        };
+        response = match response.with_patch(patch) {
+            Ok(r) => r,
+            Err(e) => {
+                return refuse_to_judge(uid.to_string(), format!("serializing the patch: {e}"));
+            }
+        };
+    }
+    Answer {
+        body: review_json(response),
+        result: d.result,
+        note: Some(d.note),
+        node: Some(clean(&info.name)),
+    }
+}
+
+/// What an answer says before it is built.
+struct Decision {
+    /// JSON patch operations.
+    ops: Vec<Value>,
+    result: AdmissionResult,
+    note: String,
+    warnings: Vec<String>,
+}
+
+/// The entrance's decision under `hold`.
+fn decide(admission: Admission, hold: &Hold) -> Decision {
+    let held = |result, note: String, warning: String| Decision {
+        ops: vec![],
+        result,
+        note,
+        warnings: vec![warning],
+    };
+    match (admission, hold) {
+        (Admission::AddTaint { taint, .. }, Hold::DryRun) => held(
+            AdmissionResult::WouldTaint,
+            format!("would add {taint}"),
+            format!(
                 "nodegate runs in dry run: it would have added the taint {taint}; the node is admitted unchanged"
-            )]);
-            Answer {
-                body: review_json(response),
-                result: AdmissionResult::WouldTaint,
-                note: Some(format!("would add {taint}")),
-                node: name,
-            }
-        }
-        Admission::AddTaint { taint, create_list } => {
-            let patch: json_patch::Patch =
-                match serde_json::from_value(taint_patch(&taint, create_list)) {
-                    Ok(p) => p,
-                    Err(e) => return refuse_to_judge(uid, format!("building the patch: {e}")),
-                };
-            match response.with_patch(patch) {
-                Ok(r) => Answer {
-                    body: review_json(r),
-                    result: AdmissionResult::Tainted,
-                    note: Some(format!("adds {taint}")),
-                    node: name,
-                },
-                Err(e) => refuse_to_judge(uid, format!("serializing the patch: {e}")),
-            }
-        }
-        Admission::Unchanged(skip) => Answer {
-            body: review_json(response),
+            ),
+        ),
+        (Admission::AddTaint { taint, .. }, Hold::NoLeader(why)) => held(
+            AdmissionResult::NoLeader,
+            format!("no leader, would add {taint}"),
+            format!(
+                "nodegate would have added the taint {taint}, but no replica leads ({why}): the node is admitted unchanged, since nothing would open it"
+            ),
+        ),
+        (Admission::AddTaint { taint, create_list }, Hold::No) => Decision {
+            ops: vec![taint_patch(&taint, create_list)],
+            result: AdmissionResult::Tainted,
+            note: format!("adds {taint}"),
+            warnings: vec![],
+        },
+        (Admission::Unchanged(skip), _) => Decision {
+            ops: vec![],
             result: AdmissionResult::Unchanged,
-            note: Some(skip.to_string()),
-            node: name,
+            note: clean(&skip.to_string()),
+            warnings: vec![],
         },
     }
+}
+
+/// An empty "allowed" response to the review `uid`, in
+/// `admission.k8s.io/v1`.
+fn allowed(uid: &str) -> AdmissionResponse {
+    let mut response = AdmissionResponse::invalid("");
+    response.uid = uid.to_string();
+    response.allowed = true;
+    response.result = Default::default();
+    response
 }
 
 /// The answer to a request whose body could not even be read (`why`):
@@ -173,11 +316,9 @@ pub fn unreadable(why: String) -> Answer {
 
 /// Allowed unchanged, with a warning: nodegate never blocks a node it cannot
 /// judge.
-fn refuse_to_judge(uid: String, why: String) -> Answer {
-    let mut response = AdmissionResponse::invalid(&why);
-    response.uid = uid;
-    response.allowed = true;
-    response.result = Default::default();
+pub fn refuse_to_judge(uid: String, why: String) -> Answer {
+    let why = clean(&why);
+    let mut response = allowed(&uid);
     response.warnings = Some(vec![format!(
         "nodegate admitted this object unchanged: {why}"
     )]);
@@ -197,187 +338,4 @@ fn review_json(response: AdmissionResponse) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn managed() -> Vec<ManagedTaint> {
-        vec![ManagedTaint::new("nodegate.dev/initializing", "NoSchedule")]
-    }
-
-    fn review(kind: &str, operation: &str, object: Value) -> Vec<u8> {
-        serde_json::to_vec(&json!({
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-                "kind": {"group": "", "version": "v1", "kind": kind},
-                "resource": {"group": "", "version": "v1", "resource": "nodes"},
-                "name": "n1",
-                "operation": operation,
-                "userInfo": {"username": "system:node:n1"},
-                "object": object,
-                "dryRun": false,
-            }
-        }))
-        .expect("static review")
-    }
-
-    fn node(spec: Value) -> Value {
-        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"pool": "a"}}, "spec": spec})
-    }
-
-    fn patch_of(a: &Answer) -> Value {
-        // kube serializes the patch's bytes as a list of numbers, which the
-        // API server reads as well as base64.
-        let bytes: Vec<u8> =
-            serde_json::from_value(a.body["response"]["patch"].clone()).expect("a patch");
-        serde_json::from_slice(&bytes).expect("JSON patch")
-    }
-
-    fn assert_allowed(a: &Answer) {
-        assert_eq!(a.body["apiVersion"], "admission.k8s.io/v1", "{}", a.body);
-        assert_eq!(a.body["kind"], "AdmissionReview", "{}", a.body);
-        assert_eq!(a.body["response"]["allowed"], true, "{}", a.body);
-    }
-
-    #[test]
-    fn a_dry_run_admits_a_node_it_would_taint_unchanged_and_says_so() {
-        let a = answer(
-            &review("Node", "CREATE", node(json!({}))),
-            &Scope::default(),
-            &managed(),
-            true,
-        );
-        assert_allowed(&a);
-        assert_eq!(a.result, AdmissionResult::WouldTaint);
-        assert!(a.body["response"].get("patch").is_none(), "{}", a.body);
-        assert!(a.body["response"].get("patchType").is_none(), "{}", a.body);
-        let warning = a.body["response"]["warnings"][0].as_str().unwrap_or("");
-        assert!(
-            warning.contains("dry run") && warning.contains("nodegate.dev/initializing"),
-            "{}",
-            a.body
-        );
-        // A node it would leave alone anyway is plainly unchanged.
-        let gated =
-            node(json!({"taints": [{"key": "nodegate.dev/initializing", "effect": "NoSchedule"}]}));
-        let a = answer(
-            &review("Node", "CREATE", gated),
-            &Scope::default(),
-            &managed(),
-            true,
-        );
-        assert_eq!(a.result, AdmissionResult::Unchanged);
-    }
-
-    #[test]
-    fn a_node_without_taints_gets_a_new_list() {
-        let a = answer(
-            &review("Node", "CREATE", node(json!({}))),
-            &Scope::default(),
-            &managed(),
-            false,
-        );
-        assert_allowed(&a);
-        assert_eq!(a.result, AdmissionResult::Tainted);
-        assert_eq!(a.node.as_deref(), Some("n1"));
-        assert_eq!(
-            a.body["response"]["uid"],
-            "705ab4f5-6393-11e8-b7cc-42010a800002"
-        );
-        assert_eq!(a.body["response"]["patchType"], "JSONPatch");
-        assert_eq!(
-            patch_of(&a),
-            json!([{"op": "add", "path": "/spec/taints", "value": [{"key": "nodegate.dev/initializing", "effect": "NoSchedule"}]}])
-        );
-    }
-
-    #[test]
-    fn a_node_with_other_taints_gets_one_appended() {
-        for taints in [json!([]), json!([{"key": "other", "effect": "NoExecute"}])] {
-            let a = answer(
-                &review("Node", "CREATE", node(json!({"taints": taints}))),
-                &Scope::default(),
-                &managed(),
-                false,
-            );
-            assert_allowed(&a);
-            assert_eq!(a.result, AdmissionResult::Tainted);
-            assert_eq!(
-                patch_of(&a),
-                json!([{"op": "add", "path": "/spec/taints/-", "value": {"key": "nodegate.dev/initializing", "effect": "NoSchedule"}}])
-            );
-        }
-    }
-
-    #[test]
-    fn a_gated_ignored_or_foreign_node_is_admitted_unchanged() {
-        let gated =
-            node(json!({"taints": [{"key": "nodegate.dev/initializing", "effect": "NoSchedule"}]}));
-        let mut ignored = node(json!({}));
-        ignored["metadata"]["annotations"] = json!({"nodegate.dev/ignore": "true"});
-        let foreign = Scope {
-            node_selector: Some("pool=b".parse().expect("selector")),
-        };
-        for (body, scope, why) in [
-            (gated, Scope::default(), "already carries"),
-            (ignored, Scope::default(), "nodegate.dev/ignore"),
-            (node(json!({})), foreign, "node selector"),
-        ] {
-            let a = answer(&review("Node", "CREATE", body), &scope, &managed(), false);
-            assert_allowed(&a);
-            assert_eq!(a.result, AdmissionResult::Unchanged);
-            assert!(a.body["response"].get("patch").is_none(), "{}", a.body);
-            assert!(a.note.as_deref().is_some_and(|n| n.contains(why)), "{a:?}");
-        }
-    }
-
-    #[test]
-    fn garbage_is_admitted_with_a_warning_and_counted_as_an_error() {
-        let cases: Vec<(Vec<u8>, &str, &str)> = vec![
-            (b"not json at all".to_vec(), "", "not JSON"),
-            (b"{\"kind\": 7}".to_vec(), "", "not an AdmissionReview"),
-            (
-                br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(),
-                "",
-                "no request",
-            ),
-            (
-                review("Pod", "CREATE", json!({"metadata": {"name": "p"}})),
-                "705ab4f5-6393-11e8-b7cc-42010a800002",
-                "expected a Node",
-            ),
-            (
-                review("Node", "UPDATE", node(json!({}))),
-                "705ab4f5-6393-11e8-b7cc-42010a800002",
-                "expected a CREATE",
-            ),
-            (
-                review("Node", "CREATE", json!({"metadata": {"name": 5}})),
-                "705ab4f5-6393-11e8-b7cc-42010a800002",
-                "",
-            ),
-            (
-                br#"{"request": {"uid": "u-1", "operation": 3}}"#.to_vec(),
-                "u-1",
-                "not an AdmissionReview",
-            ),
-        ];
-        for (body, uid, why) in cases {
-            let a = answer(&body, &Scope::default(), &managed(), false);
-            assert_allowed(&a);
-            assert_eq!(a.result, AdmissionResult::Error, "{}", a.body);
-            assert_eq!(a.body["response"]["uid"], uid, "{}", a.body);
-            assert!(a.body["response"].get("patch").is_none(), "{}", a.body);
-            let warning = a.body["response"]["warnings"][0]
-                .as_str()
-                .unwrap_or_default();
-            assert!(
-                warning.starts_with("nodegate admitted this object unchanged: ")
-                    && warning.contains(why),
-                "{warning:?} for {}",
-                String::from_utf8_lossy(&body)
-            );
-        }
-    }
-}
+mod tests;

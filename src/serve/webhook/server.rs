@@ -22,16 +22,18 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 
 use super::review;
 use crate::error::{Error, Result};
+use crate::serve::conn::{self, Limits, Refused};
 use crate::serve::metrics::{AdmissionResult, Metrics};
 
 /// The one path the webhook serves.
 pub const PATH: &str = "/mutate-node";
-/// A Node object is far below this; anything larger is not a review.
-const MAX_BODY: usize = 3 << 20;
+/// A Node object is far below this (a kubelet's registration is a few
+/// KiB); anything larger is admitted unchanged without being read.
+const MAX_BODY: usize = 1 << 20;
 /// A client that has not finished its TLS handshake by then is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -90,8 +92,74 @@ pub struct Handler {
     pub metrics: Arc<Metrics>,
 }
 
+/// Reviews read and judged at once; one more is admitted unchanged without
+/// being read (see [`busy`]). Bounds the memory of bodies being read to
+/// `IN_FLIGHT × MAX_BODY`.
+const IN_FLIGHT: usize = 16;
+
+/// The bytes of a body not read whole that are kept to find its uid in.
+const PREFIX: usize = 4 << 10;
+
+/// Why a body was not read whole.
+enum Unread {
+    /// Over [`MAX_BODY`]: its first bytes.
+    TooLarge(Vec<u8>),
+    /// The connection failed while it was read.
+    Broken(String),
+}
+
+/// Reads `body` whole if it is at most `max` bytes.
+async fn read_capped(body: Body, max: usize) -> Result<Vec<u8>, Unread> {
+    use futures::StreamExt;
+    let mut stream = body.into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| Unread::Broken(e.to_string()))?;
+        if bytes.len() + chunk.len() > max {
+            let keep = PREFIX.saturating_sub(bytes.len()).min(chunk.len());
+            bytes.extend_from_slice(&chunk[..keep]);
+            bytes.truncate(PREFIX);
+            return Err(Unread::TooLarge(bytes));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
+/// Up to [`PREFIX`] bytes of `body`, read within a second: enough to find
+/// the uid of a review that will not be read whole.
+async fn prefix_of(body: Incoming) -> Vec<u8> {
+    use futures::StreamExt;
+    let mut stream = Body::new(body).into_data_stream();
+    let mut bytes = Vec::new();
+    let read = async {
+        while bytes.len() < PREFIX {
+            match stream.next().await {
+                Some(Ok(chunk)) => bytes.extend_from_slice(&chunk),
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), read).await;
+    bytes.truncate(PREFIX);
+    bytes
+}
+
+/// Allowed unchanged without being read, with a warning; the uid from the
+/// first bytes so the API server takes the answer.
+fn busy(prefix: &[u8], why: &str) -> review::Answer {
+    let uid = review::parse::sniff_uid(prefix);
+    let mut a = review::refuse_to_judge(uid, why.to_string());
+    a.result = AdmissionResult::Busy;
+    a
+}
+
 impl Handler {
-    async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
+    async fn handle(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        permits: Arc<Semaphore>,
+    ) -> Response<Body> {
         if req.uri().path() != PATH {
             return plain(
                 StatusCode::NOT_FOUND,
@@ -101,33 +169,71 @@ impl Handler {
         if req.method() != Method::POST {
             return plain(StatusCode::METHOD_NOT_ALLOWED, "POST an AdmissionReview\n");
         }
-        let body = axum::body::to_bytes(Body::new(req.into_body()), MAX_BODY).await;
         let started = Instant::now();
-        let answer = match body {
-            Ok(bytes) => {
-                let config = self.live.load();
-                let managed = &config.placement.managed_taints;
-                review::answer(&bytes, &config.scope, managed, config.dry_run)
+        let answer = match permits.try_acquire_owned() {
+            Ok(permit) => {
+                let a = self.read_and_answer(req.into_body()).await;
+                drop(permit);
+                a
             }
-            Err(e) => review::unreadable(e.to_string()),
+            Err(_) => busy(
+                &prefix_of(req.into_body()).await,
+                &format!("the webhook is serving {IN_FLIGHT} reviews at once"),
+            ),
         };
-        let text = serde_json::to_vec(&answer.body).unwrap_or_default();
         self.metrics
             .webhook_admission(answer.result, started.elapsed().as_secs_f64());
-        let node = answer.node.as_deref().unwrap_or("?");
-        let note = answer.note.as_deref().unwrap_or("");
-        match answer.result {
-            AdmissionResult::Tainted => tracing::info!(node, "webhook: {note}"),
-            AdmissionResult::Unchanged => tracing::debug!(node, "webhook: unchanged, {note}"),
-            AdmissionResult::WouldTaint => tracing::info!(node, "webhook: dry run, {note}"),
-            AdmissionResult::Error => tracing::warn!("webhook: admitted unchanged: {note}"),
-        }
+        log(&answer);
+        let text = serde_json::to_vec(&answer.body).unwrap_or_default();
         let mut response = Response::new(Body::from(text));
         response.headers_mut().insert(
             header::CONTENT_TYPE,
             header::HeaderValue::from_static("application/json"),
         );
         response
+    }
+
+    /// Reads the body (at most [`MAX_BODY`]) and judges it on a blocking
+    /// thread, off the runtime's workers.
+    async fn read_and_answer(&self, body: Incoming) -> review::Answer {
+        let bytes = match read_capped(Body::new(body), MAX_BODY).await {
+            Ok(b) => b,
+            Err(Unread::TooLarge(prefix)) => {
+                let why = format!("the body is over {MAX_BODY} bytes, not a Node review");
+                return busy(&prefix, &why);
+            }
+            Err(Unread::Broken(why)) => return review::unreadable(why),
+        };
+        let config = self.live.load();
+        let hold = match self.metrics.leadership().leader_known() {
+            _ if config.dry_run => review::Hold::DryRun,
+            Err(why) => review::Hold::NoLeader(why),
+            Ok(()) => review::Hold::No,
+        };
+        let judged = tokio::task::spawn_blocking(move || {
+            let managed = &config.placement.managed_taints;
+            review::answer_held(&bytes, &config.scope, managed, &hold)
+        })
+        .await;
+        judged.unwrap_or_else(|e| review::unreadable(format!("judging it failed: {e}")))
+    }
+}
+
+/// One line per review; every text from the review is escaped already
+/// (`review::parse::clean`), and is logged as a field besides.
+fn log(answer: &review::Answer) {
+    let node = answer.node.as_deref().unwrap_or("?");
+    let note = answer.note.as_deref().unwrap_or("");
+    match answer.result {
+        AdmissionResult::Tainted => tracing::info!(node, note, "webhook: tainted"),
+        AdmissionResult::Unchanged => tracing::debug!(node, note, "webhook: unchanged"),
+        AdmissionResult::WouldTaint => tracing::info!(node, note, "webhook: dry run"),
+        AdmissionResult::NoLeader => {
+            tracing::warn!(node, note, "webhook: admitted unchanged, no leader")
+        }
+        AdmissionResult::Error | AdmissionResult::Busy => {
+            tracing::warn!(note, "webhook: admitted unchanged")
+        }
     }
 }
 
@@ -139,12 +245,13 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
 
 /// Binds `addr` and serves the webhook until `shutdown` changes; returns
 /// once bound, with the address actually bound (logged as `webhook
-/// listening on ADDR`).
+/// listening on ADDR`). Bounded by [`Limits::DEFAULT`]: connections, the
+/// TLS handshake, the request head, idle keep-alive and the whole request.
 pub async fn serve(
     addr: SocketAddr,
     slot: Arc<CertSlot>,
     handler: Arc<Handler>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
@@ -166,46 +273,83 @@ pub async fn serve(
         "cannot read the address bound for {addr}"
     )))?;
     tracing::info!("webhook listening on {bound}");
-    let task = tokio::spawn(async move {
-        loop {
-            let accepted = tokio::select! {
-                a = listener.accept() => a,
-                _ = shutdown.changed() => break,
-            };
-            let (tcp, _) = match accepted {
-                Ok(c) => c,
-                Err(error) => {
-                    // Out of file descriptors and the like: wait, retry.
-                    tracing::warn!(%error, "webhook: cannot accept a connection");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let _ = tcp.set_nodelay(true);
-            let acceptor = acceptor.clone();
-            let handler = Arc::clone(&handler);
-            tokio::spawn(async move {
-                let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await
-                {
-                    Ok(Ok(tls)) => tls,
-                    Ok(Err(error)) => {
-                        tracing::debug!(%error, "webhook: TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => return,
-                };
-                let service = hyper::service::service_fn(move |req| {
-                    let handler = Arc::clone(&handler);
-                    async move { Ok::<_, Infallible>(handler.handle(req).await) }
-                });
-                if let Err(error) = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tls), service)
-                    .await
-                {
-                    tracing::debug!(%error, "webhook: connection ended with an error");
-                }
-            });
+    let limits = Limits::DEFAULT;
+    let permits = Arc::new(Semaphore::new(IN_FLIGHT));
+    let refused = Arc::new(Refused::default());
+    let task = tokio::spawn(conn::accept_loop(
+        listener,
+        limits,
+        "webhook",
+        refused,
+        shutdown,
+        move |tcp| {
+            let (acceptor, handler, permits) =
+                (acceptor.clone(), Arc::clone(&handler), Arc::clone(&permits));
+            serve_one(tcp, acceptor, handler, permits, limits)
+        },
+    ));
+    Ok((bound, task))
+}
+
+/// One connection: the TLS handshake, then HTTP/1.1 within `limits`.
+async fn serve_one(
+    tcp: tokio::net::TcpStream,
+    acceptor: tokio_rustls::TlsAcceptor,
+    handler: Arc<Handler>,
+    permits: Arc<Semaphore>,
+    limits: Limits,
+) {
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(error)) => {
+            tracing::debug!(%error, "webhook: TLS handshake failed");
+            return;
+        }
+        Err(_) => return,
+    };
+    let service = hyper::service::service_fn(move |req| {
+        let (handler, permits) = (Arc::clone(&handler), Arc::clone(&permits));
+        async move {
+            let answer = tokio::time::timeout(limits.request_timeout, handler.handle(req, permits));
+            Ok::<_, Infallible>(answer.await.unwrap_or_else(|_| {
+                plain(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "the review was not sent whole in time\n",
+                )
+            }))
         }
     });
-    Ok((bound, task))
+    if let Err(error) = conn::http1(&limits)
+        .serve_connection(TokioIo::new(tls), service)
+        .await
+    {
+        tracing::debug!(%error, "webhook: connection ended with an error");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_body_over_the_bound_is_not_read_and_keeps_its_first_bytes() {
+        let small = br#"{"request":{"uid":"u-1"}}"#.to_vec();
+        let read = read_capped(Body::from(small.clone()), 64).await;
+        assert!(matches!(&read, Ok(b) if *b == small));
+
+        let mut big = br#"{"request":{"uid":"u-2","x":["#.to_vec();
+        big.extend(std::iter::repeat_n(b'0', 3 << 20));
+        match read_capped(Body::from(big), MAX_BODY).await {
+            Err(Unread::TooLarge(prefix)) => {
+                assert_eq!(prefix.len(), PREFIX);
+                let a = busy(&prefix, "too large");
+                assert_eq!(a.result, AdmissionResult::Busy);
+                assert_eq!(a.body["response"]["uid"], "u-2", "{}", a.body);
+                assert_eq!(a.body["response"]["allowed"], true, "{}", a.body);
+                assert!(a.body["response"].get("patch").is_none(), "{}", a.body);
+            }
+            Ok(b) => panic!("read {} bytes over the bound", b.len()),
+            Err(Unread::Broken(why)) => panic!("{why}"),
+        }
+    }
 }

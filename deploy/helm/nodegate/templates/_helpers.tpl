@@ -107,6 +107,7 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- $a = append $a (printf "--http-addr=%s" (include "nodegate.httpAddr" .)) -}}
 {{- $a = append $a (printf "--debug-addr=%s" (toString .Values.http.debugAddr)) -}}
 {{- $a = append $a (printf "--debug-history=%v" .Values.http.debugHistory) -}}
+{{- if .Values.http.dropNodeMetrics }}{{ $a = append $a "--drop-node-metrics" }}{{ end -}}
 {{- with .Values.tracing -}}
 {{- if .otlpEndpoint }}{{ $a = append $a (printf "--otlp-endpoint=%s" .otlpEndpoint) }}{{ end -}}
 {{- end -}}

@@ -1,0 +1,163 @@
+//! The AdmissionReview as the webhook reads it: only the fields a decision
+//! needs, deserialized straight from the body. Every other field — however
+//! large, an unknown array of a million numbers included — is skipped by
+//! serde without being kept (`IgnoredAny`), so one review costs its body's
+//! bytes and a few small strings, never a tree of JSON values.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// The group every kubelet's credentials carry.
+pub const NODES_GROUP: &str = "system:nodes";
+
+/// A review; `apiVersion` and `kind` are not read (the API server sends
+/// what the webhook configuration asks for).
+#[derive(Debug, Deserialize)]
+pub struct Review {
+    pub request: Option<Request>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Request {
+    #[serde(default)]
+    pub uid: String,
+    #[serde(default)]
+    pub kind: Kind,
+    /// Read as a string, not an enum: an unknown operation is answered
+    /// "expected a CREATE", and its text never reaches an error message.
+    #[serde(default)]
+    pub operation: String,
+    #[serde(default)]
+    pub user_info: UserInfo,
+    pub object: Option<NodeObject>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Kind {
+    #[serde(default)]
+    pub group: String,
+    #[serde(default)]
+    pub kind: String,
+}
+
+/// Who sent the request the review is about.
+#[derive(Debug, Default, Deserialize)]
+pub struct UserInfo {
+    #[serde(default)]
+    pub username: String,
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+impl UserInfo {
+    /// Whether the request came from a node's own credentials (a kubelet).
+    pub fn is_node(&self) -> bool {
+        self.groups.iter().any(|g| g == NODES_GROUP)
+    }
+}
+
+/// The Node being created: the fields the entrance decision reads.
+#[derive(Debug, Default, Deserialize)]
+pub struct NodeObject {
+    #[serde(default)]
+    pub metadata: Metadata,
+    pub spec: Option<Spec>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Metadata {
+    pub name: Option<String>,
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub annotations: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Spec {
+    pub taints: Option<Vec<TaintIn>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct TaintIn {
+    pub key: String,
+    #[serde(default)]
+    pub value: Option<String>,
+    pub effect: String,
+}
+
+/// Only the uid, read from a body that may be otherwise unusable, so that
+/// even a refusal to judge carries the uid the API server expects.
+#[derive(Deserialize)]
+struct UidOnly {
+    request: Option<UidRequest>,
+}
+
+#[derive(Deserialize)]
+struct UidRequest {
+    uid: Option<String>,
+}
+
+/// The review's uid, or empty when the body has none readable.
+pub fn uid(body: &[u8]) -> String {
+    serde_json::from_slice::<UidOnly>(body)
+        .ok()
+        .and_then(|r| r.request)
+        .and_then(|r| r.uid)
+        .unwrap_or_default()
+}
+
+/// The uid from the first bytes of a body that will not be read whole (too
+/// large, or the server is full): the API server writes `request.uid` first,
+/// so it is within the first few hundred bytes. A plain scan for
+/// `"uid":"…"` after `"request"`, no JSON tree; empty when not found. A
+/// forged body can only name a uid the API server is not waiting for.
+pub fn sniff_uid(prefix: &[u8]) -> String {
+    let text = String::from_utf8_lossy(prefix);
+    let Some(after_request) = text.find("\"request\"").map(|i| &text[i..]) else {
+        return String::new();
+    };
+    let Some(at) = after_request.find("\"uid\"") else {
+        return String::new();
+    };
+    let rest = after_request[at + 5..].trim_start();
+    let Some(rest) = rest.strip_prefix(':').map(str::trim_start) else {
+        return String::new();
+    };
+    let Some(rest) = rest.strip_prefix('"') else {
+        return String::new();
+    };
+    match rest.find('"') {
+        // A uid is short and plain (a UUID); anything else is not used.
+        Some(end)
+            if end <= 128
+                && rest[..end]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-') =>
+        {
+            rest[..end].to_string()
+        }
+        _ => String::new(),
+    }
+}
+
+/// `text` with control characters (newlines included) escaped, so that
+/// whatever a client put in a review cannot start a line of its own in the
+/// log or in a warning.
+pub fn clean(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}
