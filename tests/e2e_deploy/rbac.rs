@@ -5,7 +5,9 @@ use super::*;
 
 use super::manifests::container_args;
 use super::policy::{
-    admission_policy_limits_node_changes, webhook_certificate_writes_reach_only_its_own_objects,
+    admission_policy_limits_node_changes, node_identity_cannot_write_nodegate_annotations,
+    webhook_certificate_writes_reach_only_its_own_objects,
+    webhook_policy_lets_only_the_ca_bundle_change,
 };
 
 // ---------------------------------------------------------------------------
@@ -158,9 +160,9 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
         .collect();
     assert_eq!(
         identity.len(),
-        16,
-        "namespace, account, five roles, five bindings, the admission policy and its binding, \
-         the webhook's empty Secret and its configuration"
+        20,
+        "namespace, account, five roles, five bindings, three admission policies and their \
+         bindings, the webhook's empty Secret and its configuration"
     );
     // The webhook configuration is applied for real, and no nodegate-webhook
     // Service exists: every node below is created while the API server
@@ -231,10 +233,6 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
             "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
         ],
         &[
-            "update",
-            "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
-        ],
-        &[
             "patch",
             "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
         ],
@@ -252,6 +250,11 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
         &["get", "secrets/nodegate-webhook-tls", "-n", "kube-system"],
         &["update", "secrets/nodegate-webhook-tls", "-n", "default"],
         // No webhook configuration but its own, and no other kind of it.
+        // Its own only by JSON patch (the caBundle), never a whole update.
+        &[
+            "update",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
+        ],
         &[
             "get",
             "mutatingwebhookconfigurations.admissionregistration.k8s.io/other-webhooks",
@@ -353,6 +356,10 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
     // --- the admission policy: with the token, a Node changes only by its
     // nodegate.dev/ taints and annotations.
     admission_policy_limits_node_changes(&cluster, &sa).await;
+    // ... in its webhook configuration, only the caBundle; and a node
+    // identity may not write nodegate.dev/ annotations.
+    webhook_policy_lets_only_the_ca_bundle_change(&admin, &sa).await;
+    node_identity_cannot_write_nodegate_annotations(&admin).await;
 
     // --- a gate scenario, run by two replicas holding only that token.
     cluster.namespace("infra").await;
