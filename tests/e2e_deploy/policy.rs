@@ -579,7 +579,12 @@ pub(super) async fn webhook_policy_lets_only_the_ca_bundle_change(admin: &Path, 
     )
     .await;
     eprintln!("webhook rules: {}", first.trim());
-    refused_by(POLICY, "replace /webhooks/0/rules", "rules changed", Err(first));
+    refused_by(
+        POLICY,
+        "replace /webhooks/0/rules",
+        "rules changed",
+        Err(first),
+    );
     refused_by(
         POLICY,
         "replace /webhooks/0/clientConfig with a URL",
@@ -614,7 +619,11 @@ pub(super) async fn webhook_policy_lets_only_the_ca_bundle_change(admin: &Path, 
             None,
         ),
     );
-    let other = if current.stdout.trim() == "Fail" { "Ignore" } else { "Fail" };
+    let other = if current.stdout.trim() == "Fail" {
+        "Ignore"
+    } else {
+        "Fail"
+    };
     refused_by(
         POLICY,
         "replace /webhooks/0/failurePolicy",
@@ -651,9 +660,8 @@ pub(super) async fn webhook_policy_lets_only_the_ca_bundle_change(admin: &Path, 
     );
     // The one write nodegate needs: a new caBundle, allowed with the policy
     // in force (a test op first, as nodegate's own patch does).
-    let bundle = |b: &str| {
-        json!([{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": b}])
-    };
+    let bundle =
+        |b: &str| json!([{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": b}]);
     let text = std::fs::read_to_string(admin).expect("admin kubeconfig");
     let kc: Value = serde_saphyr::from_str(&text).expect("admin kubeconfig parses");
     let ca = kc["clusters"][0]["cluster"]["certificate-authority-data"]
@@ -711,14 +719,18 @@ pub(super) async fn node_identity_cannot_write_nodegate_annotations(admin: &Path
         "nodegate.dev/gated-since",
         as_node(
             &["create", "-f", "-"],
-            Some(&node(json!({"nodegate.dev/gated-since": "2000-01-01T00:00:00Z"}))),
+            Some(&node(
+                json!({"nodegate.dev/gated-since": "2000-01-01T00:00:00Z"}),
+            )),
         ),
     );
     as_node(
         &["create", "-f", "-"],
         Some(&node(json!({"example.com/rack": "r1"}))),
     )
-    .unwrap_or_else(|e| panic!("a node must still register without nodegate.dev/ annotations: {e}"));
+    .unwrap_or_else(|e| {
+        panic!("a node must still register without nodegate.dev/ annotations: {e}")
+    });
     refused_by(
         POLICY,
         "PATCH nodegate.dev/open",
@@ -783,14 +795,18 @@ fn node_policy_names_every_node_spec_field() {
     let policy = base
         .iter()
         .find(|o| {
-            o["kind"] == "ValidatingAdmissionPolicy" && o["metadata"]["name"] == "nodegate-node-changes"
+            o["kind"] == "ValidatingAdmissionPolicy"
+                && o["metadata"]["name"] == "nodegate-node-changes"
         })
         .expect("the node policy");
     let spec_rule = policy["spec"]["validations"]
         .as_array()
         .and_then(|vs| {
-            vs.iter()
-                .find(|v| v["message"].as_str().is_some_and(|m| m.contains("spec field")))
+            vs.iter().find(|v| {
+                v["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("spec field"))
+            })
         })
         .and_then(|v| v["expression"].as_str())
         .expect("the spec rule");

@@ -158,6 +158,10 @@ pub struct PlacementConfig {
     /// DaemonSets whose own labels match are never waited for. An empty
     /// selector is treated as unset (see `exclusion_reason`).
     pub exclude_selector: Option<LabelSelector>,
+    /// When set, the only namespaces whose DaemonSets are ever waited for
+    /// (`--daemonset-namespaces`); `None` is every namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemonset_namespaces: Option<BTreeSet<String>>,
 }
 
 impl Default for PlacementConfig {
@@ -170,6 +174,7 @@ impl Default for PlacementConfig {
             transient_taints: default_transient_taints(),
             excluded: BTreeSet::new(),
             exclude_selector: None,
+            daemonset_namespaces: None,
         }
     }
 }
