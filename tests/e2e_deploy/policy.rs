@@ -3,6 +3,7 @@
 //! nodegate change.
 
 use super::*;
+use kube::api::{Patch, PatchParams};
 
 /// Real requests with the ServiceAccount's token (not only access reviews):
 /// it reads and writes the webhook's Secret and sets the caBundle of its
@@ -748,6 +749,50 @@ pub(super) async fn node_identity_cannot_write_nodegate_annotations(admin: &Path
             None,
         ),
     );
+    // Nor through the status subresource, where a kubelet writes (kube's
+    // impersonation: kubectl would first GET nodes/status, which a node may
+    // not).
+    let node_api = as_node_api(admin).await;
+    let status = |annotations: Value| {
+        let node_api = node_api.clone();
+        async move {
+            node_api
+                .patch_status(
+                    "n1",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({
+                        "metadata": {"annotations": annotations},
+                        "status": {"capacity": {"example.com/widgets": "1"}},
+                    })),
+                )
+                .await
+        }
+    };
+    let through_status = status(json!({"nodegate.dev/open": "true"})).await;
+    let stored = must(
+        "read n1's annotations",
+        kubectl(
+            admin,
+            &[
+                "get",
+                "node",
+                "n1",
+                "-o",
+                "jsonpath={.metadata.annotations}",
+            ],
+            None,
+        ),
+    );
+    assert!(
+        !stored.stdout.contains("nodegate.dev/open"),
+        "a node set nodegate.dev/open through nodes/status ({:?}): {}",
+        through_status.map(|_| ()),
+        stored.stdout
+    );
+    // A status update that leaves nodegate.dev/ annotations alone goes through.
+    status(json!({}))
+        .await
+        .unwrap_or_else(|e| panic!("a node must still update its status: {e}"));
     as_node(
         &[
             "patch",
@@ -824,4 +869,16 @@ fn node_policy_names_every_node_spec_field() {
             "the node policy's spec rule does not compare {field}: {spec_rule}"
         );
     }
+}
+
+/// Nodes as `system:node:n1` (group `system:nodes`) sees them: the admin
+/// kubeconfig with kube's impersonation headers.
+async fn as_node_api(admin: &Path) -> Api<Node> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(admin).expect("admin kubeconfig");
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("client config");
+    config.auth_info.impersonate = Some("system:node:n1".to_string());
+    config.auth_info.impersonate_groups = Some(vec!["system:nodes".to_string()]);
+    Api::all(kube::Client::try_from(config).expect("client"))
 }
