@@ -659,8 +659,12 @@ pub(super) async fn webhook_policy_lets_only_the_ca_bundle_change(admin: &Path, 
             &json!([{"op": "add", "path": "/metadata/labels", "value": {"x": "y"}}]),
         ),
     );
-    // The one write nodegate needs: a new caBundle, allowed with the policy
-    // in force (a test op first, as nodegate's own patch does).
+    the_ca_bundle_may_still_change(admin, sa);
+}
+
+/// The one write nodegate needs: a new caBundle, allowed with the webhook
+/// policy in force.
+fn the_ca_bundle_may_still_change(admin: &Path, sa: &Path) {
     let bundle =
         |b: &str| json!([{"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": b}]);
     let text = std::fs::read_to_string(admin).expect("admin kubeconfig");
@@ -680,13 +684,39 @@ pub(super) async fn webhook_policy_lets_only_the_ca_bundle_change(admin: &Path, 
 /// skip its gate), and cannot annotate itself nodegate.dev/open afterwards;
 /// another annotation is still its own business.
 pub(super) async fn node_identity_cannot_write_nodegate_annotations(admin: &Path) {
-    const POLICY: &str = "nodegate-node-identity";
-    let as_node = |args: &[&str], stdin: Option<&str>| -> Result<(), String> {
-        let mut all = vec!["--as=system:node:n1", "--as-group=system:nodes"];
-        all.extend_from_slice(args);
-        let out = kubectl(admin, &all, stdin);
-        if out.ok { Ok(()) } else { Err(out.stderr) }
-    };
+    a_node_cannot_register_with_nodegate_annotations(admin).await;
+    a_node_cannot_annotate_itself(admin).await;
+    a_node_cannot_annotate_itself_through_its_status(admin).await;
+    // An admin (not a node) still may: the operator's opening switch.
+    must(
+        "the admin annotates nodegate.dev/open",
+        kubectl(
+            admin,
+            &["annotate", "node", "n1", "nodegate.dev/open=true"],
+            None,
+        ),
+    );
+    must(
+        "delete n1",
+        kubectl(admin, &["delete", "node", "n1", "--wait=false"], None),
+    );
+}
+
+const NODE_POLICY: &str = "nodegate-node-identity";
+
+/// `kubectl` as `system:node:n1` in group `system:nodes`.
+fn as_node(admin: &Path, args: &[&str], stdin: Option<&str>) -> Result<(), String> {
+    let mut all = vec!["--as=system:node:n1", "--as-group=system:nodes"];
+    all.extend_from_slice(args);
+    let out = kubectl(admin, &all, stdin);
+    if out.ok { Ok(()) } else { Err(out.stderr) }
+}
+
+/// CREATE with `nodegate.dev/ignore` or a back-dated `gated-since` is
+/// refused (once the policy is loaded); without them the node registers.
+async fn a_node_cannot_register_with_nodegate_annotations(admin: &Path) {
+    const POLICY: &str = NODE_POLICY;
+    let as_node = |args: &[&str], stdin: Option<&str>| as_node(admin, args, stdin);
     let node = |annotations: Value| {
         json!({
             "apiVersion": "v1", "kind": "Node",
@@ -732,6 +762,13 @@ pub(super) async fn node_identity_cannot_write_nodegate_annotations(admin: &Path
     .unwrap_or_else(|e| {
         panic!("a node must still register without nodegate.dev/ annotations: {e}")
     });
+}
+
+/// PATCH of `nodegate.dev/open` on its own Node is refused; another
+/// annotation is the node's own business.
+async fn a_node_cannot_annotate_itself(admin: &Path) {
+    const POLICY: &str = NODE_POLICY;
+    let as_node = |args: &[&str], stdin: Option<&str>| as_node(admin, args, stdin);
     refused_by(
         POLICY,
         "PATCH nodegate.dev/open",
@@ -749,9 +786,27 @@ pub(super) async fn node_identity_cannot_write_nodegate_annotations(admin: &Path
             None,
         ),
     );
-    // Nor through the status subresource, where a kubelet writes (kube's
-    // impersonation: kubectl would first GET nodes/status, which a node may
-    // not).
+    as_node(
+        &[
+            "patch",
+            "node",
+            "n1",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"metadata":{"annotations":{"example.com/rack":"r2"}}}"#,
+        ],
+        None,
+    )
+    .unwrap_or_else(|e| panic!("a node may still change its other annotations: {e}"));
+}
+
+/// The status subresource, where a kubelet writes: the API server keeps
+/// annotations sent there, so the policy covers it; a status update that
+/// leaves them alone goes through.
+async fn a_node_cannot_annotate_itself_through_its_status(admin: &Path) {
+    // kube's impersonation: kubectl would first GET nodes/status, which a
+    // node may not.
     let node_api = as_node_api(admin).await;
     let status = |annotations: Value| {
         let node_api = node_api.clone();
@@ -793,32 +848,6 @@ pub(super) async fn node_identity_cannot_write_nodegate_annotations(admin: &Path
     status(json!({}))
         .await
         .unwrap_or_else(|e| panic!("a node must still update its status: {e}"));
-    as_node(
-        &[
-            "patch",
-            "node",
-            "n1",
-            "--type",
-            "merge",
-            "-p",
-            r#"{"metadata":{"annotations":{"example.com/rack":"r2"}}}"#,
-        ],
-        None,
-    )
-    .unwrap_or_else(|e| panic!("a node may still change its other annotations: {e}"));
-    // An admin (not a node) still may: the operator's opening switch.
-    must(
-        "the admin annotates nodegate.dev/open",
-        kubectl(
-            admin,
-            &["annotate", "node", "n1", "nodegate.dev/open=true"],
-            None,
-        ),
-    );
-    must(
-        "delete n1",
-        kubectl(admin, &["delete", "node", "n1", "--wait=false"], None),
-    );
 }
 
 /// The node policy lists NodeSpec's fields (CEL cannot compare a typed
