@@ -911,3 +911,102 @@ async fn as_node_api(admin: &Path) -> Api<Node> {
     config.auth_info.impersonate_groups = Some(vec!["system:nodes".to_string()]);
     Api::all(kube::Client::try_from(config).expect("client"))
 }
+
+/// Security review §4 (d): an overlay that renames the ServiceAccount and
+/// moves it to another namespace (kustomize `namePrefix` and `namespace`)
+/// is still held by the policy, which follows the labelled bindings'
+/// subjects instead of naming the account. As the renamed account
+/// (impersonated), a `nodegate.dev/x:NoExecute` taint is refused while a
+/// `NoSchedule` one is allowed (its RBAC works; the refusal is the policy's).
+pub(super) async fn a_renamed_serviceaccount_is_still_held(cluster: &TestCluster, admin: &Path) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // kustomize takes only relative paths to the base.
+    let up = "../".repeat(dir.path().components().count() - 1);
+    let root = repo_root();
+    let base = format!(
+        "{up}{}/deploy/kustomize/base",
+        root.to_str().expect("utf-8 path").trim_start_matches('/')
+    );
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        format!("resources:\n  - {base}\nnamespace: team-system\nnamePrefix: team-\n"),
+    )
+    .expect("write the overlay");
+    let renamed = objects(&kustomize(dir.path().to_str().expect("utf-8 path")));
+    let identity: Vec<&Value> = renamed
+        .iter()
+        .filter(|o| {
+            matches!(
+                o["kind"].as_str(),
+                Some(
+                    "Namespace"
+                        | "ServiceAccount"
+                        | "ClusterRole"
+                        | "ClusterRoleBinding"
+                        | "ValidatingAdmissionPolicy"
+                        | "ValidatingAdmissionPolicyBinding"
+                )
+            )
+        })
+        .collect();
+    let stream = to_stream(&identity);
+    must(
+        "apply the renamed identity",
+        kubectl(admin, &["apply", "-f", "-"], Some(&stream)),
+    );
+    let node = "vap-renamed";
+    // A foreign taint, so that spec.taints exists to append to.
+    cluster
+        .create_node(&fake_node(
+            node,
+            &[],
+            &[("example.com/foreign", "", "NoSchedule")],
+        ))
+        .await;
+    let as_renamed = |effect: &str| -> Result<(), String> {
+        let patch = json!([{"op": "add", "path": "/spec/taints/-",
+                            "value": {"key": "nodegate.dev/x", "effect": effect}}]);
+        let out = kubectl(
+            admin,
+            &[
+                "--as=system:serviceaccount:team-system:team-nodegate",
+                "patch",
+                "node",
+                node,
+                "--type",
+                "json",
+                "-p",
+                &patch.to_string(),
+            ],
+            None,
+        );
+        if out.ok { Ok(()) } else { Err(out.stderr) }
+    };
+    let refusal = wait_for(
+        "the policy to hold the renamed ServiceAccount",
+        Duration::from_secs(30),
+        || async {
+            match as_renamed("NoExecute") {
+                Ok(()) => panic!("the renamed ServiceAccount added a NoExecute taint"),
+                Err(e) if e.contains("ValidatingAdmissionPolicy") => Ok(e),
+                Err(e) => Err(e),
+            }
+        },
+    )
+    .await;
+    assert!(
+        refusal.contains("refused: nodegate.dev/x:NoExecute"),
+        "{refusal}"
+    );
+    as_renamed("NoSchedule").unwrap_or_else(|e| {
+        panic!("the renamed ServiceAccount may still add its NoSchedule taint: {e}")
+    });
+    must(
+        "delete the renamed identity",
+        kubectl(admin, &["delete", "-f", "-", "--wait=false"], Some(&stream)),
+    );
+    must(
+        "delete vap-renamed",
+        kubectl(admin, &["delete", "node", node, "--wait=false"], None),
+    );
+}

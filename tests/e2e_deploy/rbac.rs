@@ -5,7 +5,8 @@ use super::*;
 
 use super::manifests::container_args;
 use super::policy::{
-    admission_policy_limits_node_changes, node_identity_cannot_write_nodegate_annotations,
+    a_renamed_serviceaccount_is_still_held, admission_policy_limits_node_changes,
+    node_identity_cannot_write_nodegate_annotations,
     webhook_certificate_writes_reach_only_its_own_objects,
     webhook_policy_lets_only_the_ca_bundle_change,
 };
@@ -360,6 +361,7 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
     // identity may not write nodegate.dev/ annotations.
     webhook_policy_lets_only_the_ca_bundle_change(&admin, &sa).await;
     node_identity_cannot_write_nodegate_annotations(&admin).await;
+    a_renamed_serviceaccount_is_still_held(&cluster, &admin).await;
 
     // --- a gate scenario, run by two replicas holding only that token.
     cluster.namespace("infra").await;
