@@ -180,6 +180,14 @@ impl Default for PlacementConfig {
 }
 
 impl PlacementConfig {
+    /// Whether DaemonSets of `namespace` may be members at all
+    /// (`--daemonset-namespaces`; every namespace when unset).
+    pub fn daemonset_allowed(&self, namespace: &str) -> bool {
+        self.daemonset_namespaces
+            .as_ref()
+            .is_none_or(|allowed| allowed.contains(namespace))
+    }
+
     pub fn is_managed(&self, taint: &Taint) -> bool {
         self.managed_taints.iter().any(|m| m.matches(taint))
     }

@@ -15,9 +15,7 @@ use crate::model::DaemonSetInfo;
 /// An empty exclude selector would match every DaemonSet and so open every
 /// gate at once; no one configures that on purpose, so it counts as unset.
 pub fn exclusion_reason(ds: &DaemonSetInfo, cfg: &PlacementConfig) -> Option<NotExpectedReason> {
-    if let Some(allowed) = &cfg.daemonset_namespaces
-        && !allowed.contains(&ds.namespace)
-    {
+    if !cfg.daemonset_allowed(&ds.namespace) {
         return Some(NotExpectedReason::OutsideDaemonSetNamespaces);
     }
     if cfg
