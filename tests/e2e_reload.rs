@@ -8,6 +8,9 @@
 //!   a later valid file that excludes the held DaemonSet opens the node
 //!   waiting only for it; SIGHUP re-reads the file at once.
 //!
+//! - A managed taint dropped by a reload stays managed (removed, never
+//!   added): a node a lagging replica still taints with it opens.
+//!
 //! And the node switches of the same family (`switches`, below):
 //! `nodegate.dev/open` and `nodegate.dev/suspend` on a node.
 
@@ -230,6 +233,71 @@ async fn an_invalid_file_is_refused_and_a_valid_one_changes_the_expected_set() {
     assert!(hup.success());
     wait_metric(&ng, &addr, RELOADS, 2.0).await;
     assert!(ng.logs().contains("SIGHUP: reading the config file again"));
+}
+
+/// Security review §20: `taints: [a]` reloaded as `[b]`. A replica still
+/// on the old file (ConfigMap updates reach pods up to about a minute
+/// apart) keeps putting `a` on new nodes; the reloaded replica still
+/// manages `a`, so such a node is gated and opened, not stranded; a node
+/// with `b` opens as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taint_dropped_by_a_reload_is_still_removed() {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::runtime::wait::await_condition;
+    use support::fake_node;
+
+    const OLD: &str = "nodegate.dev/a";
+    const NEW: &str = "nodegate.dev/b";
+    let env = Env::new("reload-retired-taint").await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("config.yaml");
+    write_config(&file, &format!("taints: [{OLD}:NoSchedule]\n"));
+    let ng = Nodegate::start(
+        &env.cluster,
+        &["--config", file.to_str().expect("utf-8 path")],
+    );
+    let addr = ng.http_addr(Duration::from_secs(30));
+    wait_ready(&addr).await;
+    write_config(&file, &format!("taints: [{NEW}:NoSchedule]\n"));
+    wait_metric(&ng, &addr, RELOADS, 1.0).await;
+
+    for (name, key) in [("lagging", OLD), ("current", NEW)] {
+        env.cluster
+            .create_node(&fake_node(name, &[], &[(key, "", "NoSchedule")]))
+            .await;
+    }
+    for (name, key) in [("lagging", OLD), ("current", NEW)] {
+        let gone = |n: Option<&Node>| {
+            n.is_some_and(|n| {
+                !n.spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|ts| ts.iter().any(|t| t.key == key))
+            })
+        };
+        let opened = tokio::time::timeout(
+            Duration::from_secs(30),
+            await_condition(env.nodes.clone(), name, gone),
+        )
+        .await;
+        assert!(
+            matches!(opened, Ok(Ok(_))),
+            "node {name} still carries {key} ({opened:?}):\n{}",
+            ng.logs()
+        );
+        assert_eq!(
+            env.annotation(name, "nodegate.dev/opened-by")
+                .await
+                .as_deref(),
+            Some("ready"),
+            "{name}"
+        );
+    }
+    assert!(
+        ng.logs().contains("no longer configured"),
+        "the reload names the retired taint:\n{}",
+        ng.logs()
+    );
 }
 
 /// The switches on the real control plane (semantics.md §6.6): a node

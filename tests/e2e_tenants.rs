@@ -4,15 +4,20 @@
 //! reference is namespace-local in Kubernetes, so a pod in another namespace
 //! naming the DaemonSet's UID as its controller is a forgery, and it never
 //! satisfies the member however Ready it is.
+//!
+//! With `--daemonset-namespaces`, a DaemonSet outside the listed namespaces
+//! is no member at all: a tenant's DaemonSet that never turns Ready holds no
+//! node closed.
 
 mod support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
-use support::gate::{DsSpec, Env, has_gate_taint};
+use support::gate::{DsSpec, Env, annotation, daemonset, has_gate_taint};
 use support::{Nodegate, http_get, wait_for};
 
 const TENANT: &str = "tenant";
@@ -128,4 +133,91 @@ async fn a_pod_forging_a_daemonset_owner_from_another_namespace_satisfies_no_mem
     env.release("agent", "node-a").await;
     env.wait_open("node-a", Duration::from_secs(30), &[&ng])
         .await;
+}
+
+/// `daemonset(spec)`, in `namespace`, tolerating every taint (what a tenant
+/// would write to land on every node).
+fn daemonset_in(namespace: &str, spec: DsSpec) -> DaemonSet {
+    let mut ds = daemonset(&spec);
+    ds.metadata.namespace = Some(namespace.to_string());
+    if let Some(pod) = ds.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        pod.tolerations = Some(vec![
+            serde_json::from_value(json!({"operator": "Exists"})).expect("toleration"),
+        ]);
+    }
+    ds
+}
+
+/// Security review §18: a tenant allowed to create DaemonSets in their own
+/// namespace deploys one that tolerates everything and never turns Ready.
+/// With `--daemonset-namespaces kube-system`, a new node opens by the
+/// readiness of the system DaemonSet alone, long before its deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_daemonset_outside_the_allowed_namespaces_holds_no_node_closed() {
+    let env = Env::new("tenant-daemonset-namespaces").await;
+    let c = env.cluster.client.clone();
+    env.cluster.namespace(TENANT).await;
+    let system: Api<DaemonSet> = Api::namespaced(c.clone(), "kube-system");
+    system
+        .create(
+            &PostParams::default(),
+            &daemonset_in("kube-system", DsSpec::new("cni")),
+        )
+        .await
+        .expect("create the system DaemonSet");
+    let tenant: Api<DaemonSet> = Api::namespaced(c.clone(), TENANT);
+    tenant
+        .create(
+            &PostParams::default(),
+            &daemonset_in(
+                TENANT,
+                DsSpec {
+                    hold: true,
+                    ..DsSpec::new("never-ready")
+                },
+            ),
+        )
+        .await
+        .expect("create the tenant's DaemonSet");
+
+    let ng = Nodegate::start(
+        &env.cluster,
+        &["--timeout", "5m", "--daemonset-namespaces", "kube-system"],
+    );
+    env.create_node("node-a", &[]).await;
+    // The tenant's pod is on the node, Running and never Ready ...
+    let tenant_pods: Api<Pod> = Api::namespaced(c, TENANT);
+    wait_for(
+        "the tenant's pod Running on node-a",
+        Duration::from_secs(60),
+        || async {
+            let list = tenant_pods
+                .list(&ListParams::default().labels("app=never-ready"))
+                .await
+                .map_err(|e| e.to_string())?;
+            list.items
+                .iter()
+                .find(|p| {
+                    p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some("node-a")
+                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                })
+                .map(|_| ())
+                .ok_or_else(|| {
+                    format!(
+                        "{:?}",
+                        list.items.iter().map(|p| &p.status).collect::<Vec<_>>()
+                    )
+                })
+        },
+    )
+    .await;
+    // ... and the node opens by readiness (the deadline is 5 minutes away).
+    env.wait_open("node-a", Duration::from_secs(60), &[&ng])
+        .await;
+    assert_eq!(
+        annotation(&env.node("node-a").await, "nodegate.dev/opened-by").as_deref(),
+        Some("ready"),
+        "{}",
+        ng.logs()
+    );
 }

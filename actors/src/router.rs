@@ -204,8 +204,24 @@ impl Router {
     /// mailbox for nothing.
     pub fn daemonset_upserted(&self, ds: DaemonSetInfo) {
         let uid = ds.uid.clone();
-        let routed = self.index.upsert_daemonset(ds)
-            && self.fan_out(|| NodeMsg::DaemonSetTouched { uid: uid.clone() });
+        // An invalid or overlong csi-driver annotation is not waited for
+        // (readiness::csi_drivers); said once per change of the DaemonSet.
+        let csi_problem = nodegate_core::readiness::csi_driver_problems(&ds)
+            .map(|p| (format!("{}/{}", ds.namespace, ds.name), p));
+        // Outside --daemonset-namespaces no gate waits for it: indexed, not
+        // fanned out (a reload that admits the namespace re-examines every
+        // gate from the index).
+        let allowed = self
+            .config
+            .load()
+            .placement
+            .daemonset_allowed(&ds.namespace);
+        let changed = self.index.upsert_daemonset(ds);
+        if changed && let Some((daemonset, problem)) = csi_problem {
+            tracing::warn!(%daemonset, "{problem}");
+        }
+        let routed =
+            changed && allowed && self.fan_out(|| NodeMsg::DaemonSetTouched { uid: uid.clone() });
         self.observer()
             .router_event(RouterEvent::DaemonSetUpserted, routed);
     }

@@ -172,3 +172,55 @@ async fn a_daemonset_seen_again_unchanged_is_not_fanned_out_to_the_gates() {
     );
     sup.stop(None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemonset_outside_the_allowed_namespaces_is_not_fanned_out() {
+    // Security review §18: with --daemonset-namespaces, a tenant's DaemonSet
+    // is no member anywhere, so toggling its labels reaches no gate.
+    let mut c = cfg();
+    c.placement.daemonset_namespaces = Some(["kube-system".to_string()].into());
+    let router = Arc::new(Router::new(Arc::new(c)));
+    let seen = Arc::new(Seen::default());
+    assert!(router.set_observer(seen.clone()));
+    let ctx = Arc::new(GateContext {
+        router: Arc::clone(&router),
+        executor: Arc::new(applying()),
+        clock: Arc::new(FakeClock::default()),
+        journal_capacity: 64,
+    });
+    let (sup, _) = supervisor::start(ctx).await.expect("supervisor starts");
+    let mut system = tolerant_ds("cni");
+    system.namespace = "kube-system".to_string();
+    let mut tenant = tolerant_ds("tenant-agent");
+    tenant.namespace = "tenant".to_string();
+    router.daemonset_upserted(system.clone());
+    router.daemonset_upserted(tenant.clone());
+    router.node_upserted(NodeInfo {
+        created: Timestamp::now(),
+        ..gated_node()
+    });
+    router.mark_synced();
+    eventually("the gate to start", || router.gate(NODE).is_some()).await;
+
+    let mut tenant_changed = tenant.clone();
+    tenant_changed.min_ready_seconds = 5;
+    router.daemonset_upserted(tenant_changed);
+    let mut system_changed = system.clone();
+    system_changed.min_ready_seconds = 5;
+    router.daemonset_upserted(system_changed);
+
+    let events = seen.router.lock().unwrap().clone();
+    assert_eq!(
+        &events[events.len() - 2..],
+        &[
+            (RouterEvent::DaemonSetUpserted, false),
+            (RouterEvent::DaemonSetUpserted, true),
+        ],
+        "only the allowed namespace's DaemonSet reaches the gate"
+    );
+    assert!(
+        router.daemonset(&tenant.uid).is_some(),
+        "the tenant's DaemonSet is still indexed"
+    );
+    sup.stop(None);
+}

@@ -226,6 +226,7 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
         .as_deref()
         .map(|s| selector("--exclude-selector", s))
         .transpose()?;
+    let daemonset_namespaces = daemonset_namespaces(&given.daemonset_namespaces)?;
     let critical = critical_pods(file.critical_pods.take().unwrap_or_default())?;
     let node_selector = given
         .node_selector
@@ -252,9 +253,32 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
             transient_taints: transient,
             excluded,
             exclude_selector,
+            daemonset_namespaces,
         },
         critical,
     })
+}
+
+/// `--daemonset-namespaces`: entries may also be comma-separated; each a
+/// namespace name (DNS-1123 label). None given is every namespace.
+fn daemonset_namespaces(given: &[String]) -> Result<Option<BTreeSet<String>>, ConfigError> {
+    let names: BTreeSet<String> = given
+        .iter()
+        .flat_map(|e| e.split(','))
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect();
+    if let Some(bad) = names
+        .iter()
+        .find(|n| !nodegate_core::readiness::is_dns1123_label(n))
+    {
+        return Err(invalid(
+            format!("--daemonset-namespaces {bad:?}"),
+            "not a namespace name (lower-case letters, digits and '-', at most 63)".to_string(),
+        ));
+    }
+    Ok((!names.is_empty()).then_some(names))
 }
 
 fn selector(flag: &str, s: &str) -> Result<LabelSelector, ConfigError> {

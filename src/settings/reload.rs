@@ -12,7 +12,8 @@
 //! entrances' switches, `dryRun`) keep their start values; changing one is
 //! applied with a warning naming it ([`Reloaded::needs_restart`]).
 //! `criticalPods` needs watches set up at start: a file that changes it is
-//! refused whole.
+//! refused whole. A managed taint the new file drops stays managed (removed,
+//! never added) until a restart ([`retire_dropped_taints`]).
 
 use std::path::{Path, PathBuf};
 
@@ -28,6 +29,9 @@ pub struct Reloaded {
     /// Keys (as the file spells them) whose new value differs from the one
     /// in force but that only a restart applies.
     pub needs_restart: Vec<&'static str>,
+    /// Managed taints (KEY:EFFECT) the new file does not name and that
+    /// nodegate keeps removing ([`retire_dropped_taints`]).
+    pub retired: Vec<String>,
 }
 
 /// Decides a reload of the file's bytes `text` (read from `origin`) against
@@ -53,10 +57,32 @@ pub fn decide(
     let mut config = GateConfig::from(&new);
     // Read once at start by the late-taint net too: kept as started.
     config.dry_run = started.dry_run;
+    let retired = retire_dropped_taints(current, &mut config);
     Ok(Reloaded {
         config,
         needs_restart,
+        retired,
     })
+}
+
+/// A managed taint (startup or re-gate) that the new file no longer names
+/// stays managed, after the new ones, until nodegate restarts: nodes
+/// carrying it are still gated and opening still removes it, but no
+/// entrance adds it (they add the first managed taint). Replicas read a
+/// changed ConfigMap up to about a minute apart, so a replica still on the
+/// old file keeps tainting new nodes with the dropped taint meanwhile; were
+/// it simply forgotten, those nodes would stay closed for ever (security
+/// review §20). A restart reads the file afresh and forgets retired taints.
+/// Returns the retired ones (KEY:EFFECT), for the log.
+fn retire_dropped_taints(current: &GateConfig, new: &mut GateConfig) -> Vec<String> {
+    let mut retired = Vec::new();
+    for t in &current.placement.managed_taints {
+        if !new.placement.managed_taints.contains(t) {
+            new.placement.managed_taints.push(t.clone());
+            retired.push(format!("{}:{}", t.key, t.effect));
+        }
+    }
+    retired
 }
 
 /// The keys read once at start (reload class `restart` in the settings

@@ -52,6 +52,14 @@ settings! {
             flag: "exclude-selector", value: "SELECTOR", key: "excludeSelector",
             helm: "config.excludeSelector", reload: live,
         }
+        /// The only namespaces whose DaemonSets a gate waits for (an
+        /// allow-list, e.g. kube-system,infra); a DaemonSet elsewhere is never
+        /// a member, so a tenant's DaemonSet cannot hold nodes closed. Default:
+        /// every namespace. Repeatable, or comma-separated.
+        daemonset_namespaces: list {
+            flag: "daemonset-namespaces", value: "NAMESPACE[,NAMESPACE]", key: "daemonsetNamespaces",
+            docs: "every namespace", helm: "config.daemonsetNamespaces", reload: live,
+        }
         /// The nodes nodegate manages at all, a label selector (kubectl syntax):
         /// nodes outside it are never gated or tainted. Default: every node.
         node_selector: option(String) {

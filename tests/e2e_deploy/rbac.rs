@@ -5,7 +5,10 @@ use super::*;
 
 use super::manifests::container_args;
 use super::policy::{
-    admission_policy_limits_node_changes, webhook_certificate_writes_reach_only_its_own_objects,
+    a_renamed_serviceaccount_is_still_held, admission_policy_limits_node_changes,
+    node_identity_cannot_write_nodegate_annotations,
+    webhook_certificate_writes_reach_only_its_own_objects,
+    webhook_policy_lets_only_the_ca_bundle_change,
 };
 
 // ---------------------------------------------------------------------------
@@ -158,9 +161,9 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
         .collect();
     assert_eq!(
         identity.len(),
-        16,
-        "namespace, account, five roles, five bindings, the admission policy and its binding, \
-         the webhook's empty Secret and its configuration"
+        20,
+        "namespace, account, five roles, five bindings, three admission policies and their \
+         bindings, the webhook's empty Secret and its configuration"
     );
     // The webhook configuration is applied for real, and no nodegate-webhook
     // Service exists: every node below is created while the API server
@@ -228,10 +231,6 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
             "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
         ],
         &[
-            "update",
-            "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
-        ],
-        &[
             "patch",
             "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
         ],
@@ -253,6 +252,11 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
         &["get", "secrets/nodegate-webhook-tls", "-n", "kube-system"],
         &["update", "secrets/nodegate-webhook-tls", "-n", "default"],
         // No webhook configuration but its own, and no other kind of it.
+        // Its own only by JSON patch (the caBundle), never a whole update.
+        &[
+            "update",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
+        ],
         &[
             "get",
             "mutatingwebhookconfigurations.admissionregistration.k8s.io/other-webhooks",
@@ -354,6 +358,11 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
     // --- the admission policy: with the token, a Node changes only by its
     // nodegate.dev/ taints and annotations.
     admission_policy_limits_node_changes(&cluster, &sa).await;
+    // ... in its webhook configuration, only the caBundle; and a node
+    // identity may not write nodegate.dev/ annotations.
+    webhook_policy_lets_only_the_ca_bundle_change(&admin, &sa).await;
+    node_identity_cannot_write_nodegate_annotations(&admin).await;
+    a_renamed_serviceaccount_is_still_held(&cluster, &admin).await;
 
     // --- a gate scenario, run by two replicas holding only that token.
     cluster.namespace("infra").await;

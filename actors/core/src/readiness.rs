@@ -307,18 +307,79 @@ pub fn daemonset_member<'a>(
     best.finish()
 }
 
-/// The CSI drivers `ds` names in its [`CSI_DRIVER`] annotation; empty when it
-/// names none. Blank entries are skipped.
+/// Most CSI drivers one DaemonSet's [`CSI_DRIVER`] annotation may name; the
+/// names past it are ignored (and reported), so one annotation cannot make
+/// a gate wait on an unbounded list.
+pub const MAX_CSI_DRIVERS: usize = 10;
+
+/// The CSI drivers `ds` names in its [`CSI_DRIVER`] annotation that a gate
+/// waits for: the first [`MAX_CSI_DRIVERS`] valid names (a CSI driver name
+/// is a DNS-1123 subdomain of at most 63 characters, as the API server
+/// requires of a CSIDriver); empty when it names none. Blank entries are
+/// skipped; invalid or surplus ones are left to [`csi_driver_problems`]:
+/// no CSINode can ever list them, so waiting on them would hold the node
+/// until its deadline, or for ever.
 pub fn csi_drivers(ds: &DaemonSetInfo) -> Vec<&str> {
+    csi_entries(ds)
+        .filter(|d| is_csi_driver_name(d))
+        .take(MAX_CSI_DRIVERS)
+        .collect()
+}
+
+/// What is wrong with `ds`'s [`CSI_DRIVER`] annotation, for a person: the
+/// invalid names and those past [`MAX_CSI_DRIVERS`], which are not waited
+/// for; `None` when every name is used.
+pub fn csi_driver_problems(ds: &DaemonSetInfo) -> Option<String> {
+    let invalid: Vec<&str> = csi_entries(ds).filter(|d| !is_csi_driver_name(d)).collect();
+    let surplus: Vec<&str> = csi_entries(ds)
+        .filter(|d| is_csi_driver_name(d))
+        .skip(MAX_CSI_DRIVERS)
+        .collect();
+    let mut parts = Vec::new();
+    if !invalid.is_empty() {
+        parts.push(format!(
+            "{invalid:?} not CSI driver names (DNS-1123 subdomains of at most 63 characters)"
+        ));
+    }
+    if !surplus.is_empty() {
+        parts.push(format!(
+            "{surplus:?} beyond the first {MAX_CSI_DRIVERS} names"
+        ));
+    }
+    (!parts.is_empty()).then(|| {
+        format!(
+            "annotation {CSI_DRIVER}: {}; those are not waited for (fix the annotation)",
+            parts.join("; ")
+        )
+    })
+}
+
+fn csi_entries(ds: &DaemonSetInfo) -> impl Iterator<Item = &str> {
     ds.annotations
         .get(CSI_DRIVER)
-        .map(|v| {
-            v.split(',')
-                .map(str::trim)
-                .filter(|d| !d.is_empty())
-                .collect()
-        })
-        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+}
+
+/// A DNS-1123 subdomain of at most 63 characters: lower-case alphanumeric
+/// labels of '-' inside, joined by '.'.
+pub fn is_csi_driver_name(s: &str) -> bool {
+    s.len() <= 63 && s.split('.').all(is_dns1123_label)
+}
+
+/// A DNS-1123 label (a namespace name): 1 to 63 lower-case letters, digits
+/// and '-', starting and ending alphanumeric.
+pub fn is_dns1123_label(s: &str) -> bool {
+    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let b = s.as_bytes();
+    match (b.first(), b.last()) {
+        (Some(&f), Some(&l)) => {
+            b.len() <= 63 && alnum(f) && alnum(l) && b.iter().all(|&c| alnum(c) || c == b'-')
+        }
+        _ => false,
+    }
 }
 
 /// A configured critical pod: something that is not a DaemonSet (a static

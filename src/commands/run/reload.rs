@@ -67,6 +67,13 @@ impl Reloader {
                     live_gates = gates,
                     "config reloaded: the new settings are in force; live gates re-examined"
                 );
+                if !reloaded.retired.is_empty() {
+                    tracing::warn!(
+                        file = origin,
+                        taints = %reloaded.retired.join(", "),
+                        "config reload: these taints are no longer configured; nodegate still removes them from nodes (never adds them) until it restarts"
+                    );
+                }
                 if !reloaded.needs_restart.is_empty() {
                     tracing::warn!(
                         file = origin,

@@ -214,3 +214,58 @@ fn condition_keys_are_applied_live_and_an_invalid_rule_is_refused() {
         "{e}"
     );
 }
+
+/// Security review §20: `taints: [A]` reloaded as `[B]` keeps A managed
+/// after B (nodes a lagging replica still taints with A are gated and
+/// opened), while the entrances add B, the first; a retired taint carries
+/// over further reloads; naming it again makes it an ordinary managed
+/// taint.
+#[test]
+fn a_dropped_managed_taint_stays_managed_after_the_new_ones() {
+    let s = started("taints: [nodegate.dev/a:NoSchedule]\n", &[]);
+    let keys = |c: &GateConfig| -> Vec<String> {
+        c.placement
+            .managed_taints
+            .iter()
+            .map(|t| format!("{}:{}", t.key, t.effect))
+            .collect()
+    };
+    let r = reload(&s, "taints: [nodegate.dev/b:NoSchedule]\n").expect("valid");
+    assert_eq!(
+        keys(&r.config),
+        ["nodegate.dev/b:NoSchedule", "nodegate.dev/a:NoSchedule"]
+    );
+    assert_eq!(r.retired, ["nodegate.dev/a:NoSchedule"]);
+
+    // Another reload against the configuration now in force: A stays
+    // retired (and is named again in that reload's log line).
+    let again = decide(
+        &s.args,
+        "taints: [nodegate.dev/b:NoSchedule]\ntimeout: 30s\n",
+        "config.yaml",
+        &s.settings,
+        &r.config,
+    )
+    .expect("valid");
+    assert_eq!(keys(&again.config), keys(&r.config));
+    assert_eq!(again.retired, ["nodegate.dev/a:NoSchedule"]);
+
+    // A named again: managed as configured, nothing retired.
+    let back = decide(
+        &s.args,
+        "taints: [nodegate.dev/a:NoSchedule, nodegate.dev/b:NoSchedule]\n",
+        "config.yaml",
+        &s.settings,
+        &again.config,
+    )
+    .expect("valid");
+    assert_eq!(
+        keys(&back.config),
+        ["nodegate.dev/a:NoSchedule", "nodegate.dev/b:NoSchedule"]
+    );
+    assert!(back.retired.is_empty());
+
+    // Unchanged taints retire nothing.
+    let same = reload(&s, "taints: [nodegate.dev/a:NoSchedule]\ntimeout: 5s\n").expect("valid");
+    assert!(same.retired.is_empty());
+}

@@ -158,6 +158,10 @@ pub struct PlacementConfig {
     /// DaemonSets whose own labels match are never waited for. An empty
     /// selector is treated as unset (see `exclusion_reason`).
     pub exclude_selector: Option<LabelSelector>,
+    /// When set, the only namespaces whose DaemonSets are ever waited for
+    /// (`--daemonset-namespaces`); `None` is every namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemonset_namespaces: Option<BTreeSet<String>>,
 }
 
 impl Default for PlacementConfig {
@@ -170,11 +174,20 @@ impl Default for PlacementConfig {
             transient_taints: default_transient_taints(),
             excluded: BTreeSet::new(),
             exclude_selector: None,
+            daemonset_namespaces: None,
         }
     }
 }
 
 impl PlacementConfig {
+    /// Whether DaemonSets of `namespace` may be members at all
+    /// (`--daemonset-namespaces`; every namespace when unset).
+    pub fn daemonset_allowed(&self, namespace: &str) -> bool {
+        self.daemonset_namespaces
+            .as_ref()
+            .is_none_or(|allowed| allowed.contains(namespace))
+    }
+
     pub fn is_managed(&self, taint: &Taint) -> bool {
         self.managed_taints.iter().any(|m| m.matches(taint))
     }

@@ -1,5 +1,6 @@
-//! The configured opt-outs: a DaemonSet named in the exclusions, matched by
-//! the exclude selector, or annotated `nodegate.dev/ignore: "true"` is never
+//! The configured opt-outs: a DaemonSet outside the allowed namespaces
+//! (`--daemonset-namespaces`), named in the exclusions, matched by the
+//! exclude selector, or annotated `nodegate.dev/ignore: "true"` is never
 //! waited for, whatever the node. It never looks at the node.
 
 use super::config::PlacementConfig;
@@ -14,6 +15,9 @@ use crate::model::DaemonSetInfo;
 /// An empty exclude selector would match every DaemonSet and so open every
 /// gate at once; no one configures that on purpose, so it counts as unset.
 pub fn exclusion_reason(ds: &DaemonSetInfo, cfg: &PlacementConfig) -> Option<NotExpectedReason> {
+    if !cfg.daemonset_allowed(&ds.namespace) {
+        return Some(NotExpectedReason::OutsideDaemonSetNamespaces);
+    }
     if cfg
         .excluded
         .contains(&(ds.namespace.clone(), ds.name.clone()))

@@ -16,6 +16,8 @@ use crate::model::{NodeSelectorRequirement, Taint};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "reason", rename_all = "camelCase")]
 pub enum NotExpectedReason {
+    /// In a namespace outside `--daemonset-namespaces`.
+    OutsideDaemonSetNamespaces,
     /// Listed by namespace/name in the configured exclusions.
     ExcludedByName,
     /// Its labels match the configured exclude selector (shown in kubectl form).
@@ -53,6 +55,7 @@ pub enum NotExpectedReason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReasonCode {
+    OutsideDaemonSetNamespaces,
     ExcludedByName,
     ExcludedBySelector,
     IgnoreAnnotation,
@@ -67,6 +70,7 @@ pub enum ReasonCode {
 impl ReasonCode {
     pub fn as_str(self) -> &'static str {
         match self {
+            ReasonCode::OutsideDaemonSetNamespaces => "outside_daemonset_namespaces",
             ReasonCode::ExcludedByName => "excluded_by_name",
             ReasonCode::ExcludedBySelector => "excluded_by_selector",
             ReasonCode::IgnoreAnnotation => "ignore_annotation",
@@ -94,6 +98,7 @@ impl NotExpectedReason {
     /// [`Self::code`] as a value.
     pub fn kind(&self) -> ReasonCode {
         match self {
+            NotExpectedReason::OutsideDaemonSetNamespaces => ReasonCode::OutsideDaemonSetNamespaces,
             NotExpectedReason::ExcludedByName => ReasonCode::ExcludedByName,
             NotExpectedReason::ExcludedBySelector { .. } => ReasonCode::ExcludedBySelector,
             NotExpectedReason::IgnoreAnnotation => ReasonCode::IgnoreAnnotation,
@@ -111,7 +116,8 @@ impl NotExpectedReason {
     pub fn is_exclusion(&self) -> bool {
         matches!(
             self,
-            NotExpectedReason::ExcludedByName
+            NotExpectedReason::OutsideDaemonSetNamespaces
+                | NotExpectedReason::ExcludedByName
                 | NotExpectedReason::ExcludedBySelector { .. }
                 | NotExpectedReason::IgnoreAnnotation
         )
@@ -121,6 +127,9 @@ impl NotExpectedReason {
 impl fmt::Display for NotExpectedReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            NotExpectedReason::OutsideDaemonSetNamespaces => {
+                f.write_str("its namespace is not in nodegate's --daemonset-namespaces")
+            }
             NotExpectedReason::ExcludedByName => {
                 f.write_str("excluded by name in nodegate's configuration")
             }

@@ -319,6 +319,36 @@ fn prefer_no_schedule_taints_do_not_matter() {
     );
 }
 
+/// `--daemonset-namespaces` (security review §18): a DaemonSet outside the
+/// allow-list is never a member, whatever its placement; inside it, or with
+/// no allow-list, it is judged as before.
+#[test]
+fn outside_the_daemonset_namespaces_is_never_a_member() {
+    let cfg = PlacementConfig {
+        daemonset_namespaces: Some(["kube-system".to_string(), "infra".to_string()].into()),
+        ..PlacementConfig::default()
+    };
+    let tenant = mk_ds("tenant", "agent", tolerates_managed());
+    assert_eq!(
+        exclusion_reason(&tenant, &cfg),
+        Some(NotExpectedReason::OutsideDaemonSetNamespaces)
+    );
+    let verdict = not_expected(evaluate(&gated_node(vec![]), &tenant, &cfg));
+    assert_eq!(verdict, NotExpectedReason::OutsideDaemonSetNamespaces);
+    assert!(verdict.is_exclusion());
+    assert_eq!(verdict.code(), "outside_daemonset_namespaces");
+    for ns in ["kube-system", "infra"] {
+        let ds = mk_ds(ns, "agent", tolerates_managed());
+        assert_eq!(exclusion_reason(&ds, &cfg), None, "{ns}");
+        assert!(
+            matches!(evaluate(&gated_node(vec![]), &ds, &cfg), Verdict::Expected),
+            "{ns}"
+        );
+    }
+    // No allow-list: every namespace, the tenant's too.
+    assert_eq!(exclusion_reason(&tenant, &PlacementConfig::default()), None);
+}
+
 #[test]
 fn excluded_by_namespace_and_name() {
     let cfg = PlacementConfig {

@@ -14,6 +14,7 @@ use nodegate_core::testutil::{labels, mk_ds, mk_node, mk_pod, ts};
 use proptest::prelude::*;
 
 mod critical_pods;
+mod csi;
 mod pods;
 mod properties;
 

@@ -81,6 +81,7 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- $a := list "run" -}}
 {{- range $c.taints }}{{ $a = append $a (printf "--taint=%s" .) }}{{ end -}}
 {{- range $c.transientTaints }}{{ $a = append $a (printf "--transient-taint=%s" .) }}{{ end -}}
+{{- with $c.daemonsetNamespaces }}{{ $a = append $a (printf "--daemonset-namespaces=%s" (join "," (uniq (append . $.Release.Namespace)))) }}{{ end -}}
 {{- range $c.exclude }}{{ $a = append $a (printf "--exclude=%s" .) }}{{ end -}}
 {{- with $c.excludeSelector }}{{ $a = append $a (printf "--exclude-selector=%s" .) }}{{ end -}}
 {{- with $c.managedNodeSelector }}{{ $a = append $a (printf "--node-selector=%s" .) }}{{ end -}}
