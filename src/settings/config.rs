@@ -370,15 +370,19 @@ struct Client {
     kube_request_timeout: Duration,
 }
 
+/// The slowest `--kube-qps` accepted.
+pub const MIN_KUBE_QPS: f64 = 0.001;
+
 fn client_settings(given: &RunGiven) -> Result<Client, ConfigError> {
     if given.max_concurrent_patches == 0 {
         return Err(invalid("--max-concurrent-patches 0", "must be at least 1"));
     }
     let kube_qps = given.kube_qps;
-    if !(kube_qps.is_finite() && kube_qps > 0.0) {
+    // Below MIN_KUBE_QPS one request's interval no longer fits a Duration.
+    if !(kube_qps.is_finite() && kube_qps >= MIN_KUBE_QPS) {
         return Err(invalid(
             format!("--kube-qps {kube_qps}"),
-            "must be a positive number",
+            format!("must be a number of at least {MIN_KUBE_QPS} (one request per 1000 s)"),
         ));
     }
     if given.kube_burst == 0 {

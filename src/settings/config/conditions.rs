@@ -39,6 +39,10 @@ pub struct RawRequirement {
     pub status: String,
     #[serde(rename = "for")]
     pub for_: Option<String>,
+    /// `matchAbsent: true`: a status pattern matching `Unknown` may match a
+    /// condition the node does not report, with no `for`.
+    #[serde(default)]
+    pub match_absent: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -108,6 +112,7 @@ pub fn condition_taints(
                 type_: c.type_.clone(),
                 status,
                 for_,
+                match_absent: c.match_absent,
             });
         }
         let node_selector = match &r.node_selector {

@@ -92,6 +92,8 @@ fn bad_values_are_named_in_the_error() {
             "--max-concurrent-patches",
         ),
         (&["--kube-qps=-1"], "--kube-qps"),
+        // Security review L2: 1/qps overflowed a Duration and panicked.
+        (&["--kube-qps=1e-20"], "--kube-qps"),
         (&["--kube-request-timeout", "0"], "--kube-request-timeout"),
         (&["--kube-request-timeout", "never"], "never"),
     ];

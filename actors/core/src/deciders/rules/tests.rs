@@ -23,6 +23,7 @@ fn rule(name: &str, cond: &str, key: &str, effect: &str) -> ConditionTaintRule {
             type_: cond.into(),
             status: StatusPattern::new("True").unwrap(),
             for_: None,
+            match_absent: false,
         }],
         match_mode: MatchMode::AllOf,
         node_selector: None,
