@@ -273,7 +273,7 @@ settings! {
         }
         /// Rules that put a taint on nodes matching conditions (semantics.md §6.5).
         condition_taints: Vec<RawRule> => "conditionTaints" {
-            docs: "none", reload: live,
+            docs: "none", helm: "config.conditionTaints", reload: live,
         }
     }
 }

@@ -84,7 +84,7 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- range $c.exclude }}{{ $a = append $a (printf "--exclude=%s" .) }}{{ end -}}
 {{- with $c.excludeSelector }}{{ $a = append $a (printf "--exclude-selector=%s" .) }}{{ end -}}
 {{- with $c.managedNodeSelector }}{{ $a = append $a (printf "--node-selector=%s" .) }}{{ end -}}
-{{- if $c.criticalPods }}{{ $a = append $a "--config=/etc/nodegate/config.yaml" }}{{ end -}}
+{{- if or $c.criticalPods $c.conditionTaints }}{{ $a = append $a "--config=/etc/nodegate/config.yaml" }}{{ end -}}
 {{- $a = append $a (printf "--timeout=%v" $c.timeout) -}}
 {{- $a = append $a (printf "--on-timeout=%v" $c.onTimeout) -}}
 {{- if $c.dryRun }}{{ $a = append $a "--dry-run" }}{{ end -}}
