@@ -84,6 +84,12 @@ settings! {
             default: MaxUnavailable::default().to_string(),
             helm: "config.regateMaxUnavailable", reload: live,
         }
+        /// Allow a NoExecute --regate-taint: each re-gate then evicts every pod
+        /// on the node that does not tolerate the taint.
+        regate_allow_no_execute: switch {
+            flag: "regate-allow-no-execute", key: "regateAllowNoExecute",
+            docs: "off", helm: "config.regateAllowNoExecute", reload: live,
+        }
         /// Also re-gate an open node at once when its boot id
         /// (status.nodeInfo.bootID) changes: it rebooted.
         regate_on_reboot: switch {

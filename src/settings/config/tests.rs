@@ -361,3 +361,27 @@ fn yaml_errors_name_the_position_the_key_and_the_value() {
         assert!(!e.contains('\n'), "one line: {e:?}");
     }
 }
+
+/// Security review §13: a NoExecute re-gate taint evicted every re-gated
+/// node's workloads and was accepted silently; it now needs its opt-in.
+#[test]
+fn a_no_execute_regate_taint_needs_its_opt_in() {
+    let no_execute = [
+        "--regate-after",
+        "2m",
+        "--regate-taint",
+        "nodegate.dev/degraded:NoExecute",
+    ];
+    let e = err_of(&no_execute);
+    assert!(
+        e.contains("--regate-taint") && e.contains("--regate-allow-no-execute"),
+        "{e}"
+    );
+    let mut allowed = no_execute.to_vec();
+    allowed.push("--regate-allow-no-execute");
+    let s = run_settings(&run_args(&allowed)).unwrap();
+    let rc = s.gate.regate.expect("re-gating on");
+    assert_eq!(rc.taint.effect, "NoExecute");
+    let e = err_of(&["--regate-allow-no-execute"]);
+    assert!(e.contains("re-gating is off"), "{e}");
+}

@@ -133,6 +133,7 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- $a = append $a (printf "--regate-timeout=%v" $c.regateTimeout) -}}
 {{- $a = append $a (printf "--regate-max-unavailable=%v" $c.regateMaxUnavailable) -}}
 {{- if $c.regateOnReboot }}{{ $a = append $a "--regate-on-reboot" }}{{ end -}}
+{{- if $c.regateAllowNoExecute }}{{ $a = append $a "--regate-allow-no-execute" }}{{ end -}}
 {{- end -}}
 {{- range .Values.extraArgs }}{{ $a = append $a (toString .) }}{{ end -}}
 {{- toYaml $a -}}
