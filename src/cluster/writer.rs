@@ -170,12 +170,13 @@ impl Writer {
         Api::all(self.client.clone())
     }
 
-    /// One node write: waits for a patch slot and a rate token, asks
+    /// One node write: waits for a patch slot and a rate token (a
+    /// `background` write only for what the critical path leaves over), asks
     /// `may_write` once more (the wait can be long enough for this replica to
     /// lose the lease), then sends `patch` as nodegate's field manager.
     async fn patch_node<P: serde::Serialize + std::fmt::Debug>(
         &self,
-        kind: NodeWrite,
+        (kind, background): (NodeWrite, bool),
         node: &str,
         patch: &Patch<P>,
         may_write: impl Fn() -> bool,
@@ -184,7 +185,11 @@ impl Writer {
         let Ok(_permit) = self.patches.acquire().await else {
             return PatchOutcome::Failed("writer is shutting down".into());
         };
-        self.limiter.acquire().await;
+        if background {
+            self.limiter.acquire_background().await;
+        } else {
+            self.limiter.acquire().await;
+        }
         let sent = Instant::now();
         let observe = |request: Option<Duration>| {
             if let Some(t) = &self.timings {
@@ -225,7 +230,7 @@ impl Writer {
     ) -> PatchOutcome {
         let body = patch::untaint(p);
         self.patch_node(
-            NodeWrite::Untaint,
+            (NodeWrite::Untaint, false),
             &p.node,
             &Patch::Json::<()>(body),
             may_write,
@@ -240,7 +245,7 @@ impl Writer {
     ) -> PatchOutcome {
         let body = patch::mark_timed_out(m);
         self.patch_node(
-            NodeWrite::MarkTimedOut,
+            (NodeWrite::MarkTimedOut, false),
             &m.node,
             &Patch::Merge(body),
             may_write,
@@ -251,11 +256,14 @@ impl Writer {
     /// A decider's taint write (semantics.md §6): the conditional patch of
     /// [`patch::taint_write`], through the same slots, rate and leadership
     /// check as every other node write. The metrics label a condition
-    /// rule's write `patch`, the net's and re-gating's `add_taint`.
+    /// rule's write `patch`, the net's and re-gating's `add_taint`. A
+    /// condition rule's write takes only the rate the gates' untaints leave
+    /// over (security review §10: a rule the API server keeps refusing must
+    /// not slow openings down).
     pub async fn write_taint(&self, w: &TaintWrite, may_write: impl Fn() -> bool) -> PatchOutcome {
         let kind = match w.origin {
-            Origin::Rules => NodeWrite::Patch,
-            Origin::Net | Origin::Regate => NodeWrite::AddTaint,
+            Origin::Rules => (NodeWrite::Patch, true),
+            Origin::Net | Origin::Regate => (NodeWrite::AddTaint, false),
         };
         let body = patch::taint_write(w);
         self.patch_node(kind, &w.node, &Patch::Json::<()>(body), may_write)
@@ -349,8 +357,11 @@ fn action_for(reason: Reason) -> &'static str {
     }
 }
 
-/// 409 (resourceVersion moved) and 422 (a `test` op failed) both mean "the
-/// node changed since the gate looked"; the gate re-reads and re-decides.
+/// 409 (resourceVersion moved) and a 422 whose JSON patch did not apply (a
+/// `test` op failed, a path is gone) both mean "the node changed since the
+/// gate looked"; the gate re-reads and re-decides. A 422 that names invalid
+/// fields (`details.causes`) is the API server refusing the object the
+/// patch would make: trying again cannot help, so it is a failure.
 /// A 5xx, or an error of the connection once the request may have gone out,
 /// leaves open whether it was applied: ambiguous, and the gate re-reads
 /// before it retries (semantics.md §5.5). Any other answer (a 4xx), and a
@@ -358,7 +369,10 @@ fn action_for(reason: Reason) -> &'static str {
 pub fn outcome(r: Result<(), kube::Error>) -> PatchOutcome {
     match r {
         Ok(()) => PatchOutcome::Applied,
-        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => PatchOutcome::Conflict,
+        Err(kube::Error::Api(e)) if e.code == 409 => PatchOutcome::Conflict,
+        Err(kube::Error::Api(e)) if e.code == 422 && !names_invalid_fields(&e) => {
+            PatchOutcome::Conflict
+        }
         Err(kube::Error::Api(e)) if e.code == 404 => PatchOutcome::NotFound,
         Err(kube::Error::Api(e)) if e.code >= 500 => {
             PatchOutcome::Ambiguous(kube::Error::Api(e).to_string())
@@ -376,6 +390,18 @@ pub fn outcome(r: Result<(), kube::Error>) -> PatchOutcome {
         ) => PatchOutcome::Failed(e.to_string()),
         Err(e) => PatchOutcome::Ambiguous(e.to_string()),
     }
+}
+
+/// Whether a refusal says which fields of the object are invalid, as the
+/// API server's validation does (`FieldValueInvalid`, `FieldValueRequired`,
+/// ..., each with its field). A JSON patch that does not apply is answered
+/// with one cause of type `UnexpectedServerResponse` and no field.
+fn names_invalid_fields(status: &kube::core::Status) -> bool {
+    status.details.as_ref().is_some_and(|d| {
+        d.causes
+            .iter()
+            .any(|c| !c.field.is_empty() || c.reason.starts_with("FieldValue"))
+    })
 }
 
 #[cfg(test)]
@@ -509,6 +535,29 @@ mod tests {
         }
         assert_eq!(api(409), PatchOutcome::Conflict);
         assert_eq!(api(422), PatchOutcome::Conflict);
+        // Security review §10(b): the answers of the real API server to a
+        // failed `test` op and to an invalid taint value.
+        let answer = |json: serde_json::Value| {
+            let status: Status = serde_json::from_value(json).expect("a Status");
+            outcome(Err(kube::Error::Api(status.boxed())))
+        };
+        let test_failed = answer(json!({
+            "status": "Failure", "code": 422, "reason": "Invalid",
+            "message": "the server rejected our request due to an error in our request",
+            "details": {"causes": [{"reason": "UnexpectedServerResponse",
+                "message": "testing value /metadata/resourceVersion failed: test failed"}]},
+        }));
+        assert_eq!(test_failed, PatchOutcome::Conflict);
+        let invalid = answer(json!({
+            "status": "Failure", "code": 422, "reason": "Invalid",
+            "message": "Node \"n\" is invalid: spec.taints[0].value: Invalid value: \"not valid\"",
+            "details": {"name": "n", "kind": "Node", "causes": [{"reason": "FieldValueInvalid",
+                "message": "Invalid value: \"not valid\"", "field": "spec.taints[0].value"}]},
+        }));
+        assert!(
+            matches!(invalid, PatchOutcome::Failed(ref e) if e.contains("not valid")),
+            "{invalid:?}"
+        );
         assert_eq!(api(404), PatchOutcome::NotFound);
         // The connection broke: sent, perhaps applied.
         let reset = outcome(Err(kube::Error::Service("connection reset by peer".into())));

@@ -77,7 +77,9 @@ async fn add_foreign_taint(s: &Shared, key: &str) {
 /// refused by the real API server, and the other agent's taint survives.
 async fn stale_writes_are_refused(s: &Shared) {
     use nodegate::cluster::patch::taint_write;
+    use nodegate::cluster::writer::outcome;
     use nodegate_core::deciders::{Origin, TaintChange, TaintWrite};
+    use nodegate_core::gate::PatchOutcome;
     let before = s.env.node("spot-1").await;
     let (stale, _) = nodegate::cluster::project::node(&before);
     let stale = stale.expect("projected node");
@@ -107,7 +109,53 @@ async fn stale_writes_are_refused(s: &Shared) {
         .nodes
         .patch("spot-1", &PatchParams::default(), &Patch::Json::<()>(add))
         .await;
+    // Security review §10: the writer tells the API server's answer to a
+    // failed `test` op (the node changed: decide again) ...
+    let told = outcome(match &r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) => Err(kube::Error::Api(e.clone())),
+        Err(e) => panic!("{e}"),
+    });
+    assert_eq!(told, PatchOutcome::Conflict, "{r:?}");
     assert!(refused(r), "an add built from a stale view was not refused");
+    // ... from its refusal of an invalid taint (no use trying again); tried
+    // again while the node moves on under the patch (kwok, nodegate).
+    let mut told = PatchOutcome::Conflict;
+    for _ in 0..10 {
+        let fresh = nodegate::cluster::project::node(&s.env.node("spot-1").await)
+            .0
+            .expect("projected node");
+        let bad =
+            nodegate_core::model::Taint::new("example.com/invalid", "not valid", "NoSchedule");
+        let invalid = taint_write(&TaintWrite {
+            resource_version: fresh.resource_version.clone(),
+            ..write(TaintChange::Add {
+                taint: bad,
+                existing: fresh.taints.len(),
+                annotations: Vec::new(),
+                annotations_present: fresh.annotations_present,
+                at: jiff::Timestamp::now(),
+            })
+        });
+        let r = s
+            .env
+            .nodes
+            .patch(
+                "spot-1",
+                &PatchParams::default(),
+                &Patch::Json::<()>(invalid),
+            )
+            .await
+            .map(|_| ());
+        told = outcome(r);
+        if told != PatchOutcome::Conflict {
+            break;
+        }
+    }
+    assert!(
+        matches!(&told, PatchOutcome::Failed(e) if e.contains("not valid")),
+        "an invalid taint must be a failure, not a conflict: {told:?}"
+    );
     // And a removal from a stale view: the taint at index 0 then was ours
     // (as the stale view says), now it is the foreign one's place.
     let remove = taint_write(&write(TaintChange::Remove {

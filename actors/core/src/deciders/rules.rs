@@ -80,6 +80,9 @@ enum Hold {
     /// `suspend: true` in the configuration, or the node's
     /// `nodegate.dev/suspend` annotation: nothing is written.
     Suspended(RuleAction),
+    /// The API server refused the rule's last write: the rule waits
+    /// ([`backoff`]).
+    Refused,
 }
 
 /// A node as one look counted it: the node (when it is managed) with its
@@ -108,6 +111,8 @@ pub struct RuleTainter {
     deferred: BTreeSet<String>,
     /// The earliest [`Effect::LookAgainAt`] asked for and not yet delivered.
     asked: Option<Timestamp>,
+    /// The rules the API server refused, and how long they wait.
+    backoffs: Backoffs,
 }
 
 impl RuleTainter {
@@ -309,6 +314,9 @@ impl RuleTainter {
                     }
                 }
                 RuleAction::Add | RuleAction::Remove => {
+                    if self.refused(&key, cx, out) {
+                        continue;
+                    }
                     if let Some(change) = change(action, rule, node, cx.now) {
                         out.push(self.send(key, node, &verdict.why, change));
                     }
@@ -369,9 +377,11 @@ impl RuleTainter {
         let mut out = Vec::new();
         // Whether to decide the node again now, to leave it for the
         // lease's return, or to try again after a while.
-        let (mut act, mut defer, mut retry) = (false, false, false);
+        let (mut act, mut defer, mut retry) = (false, false, None);
+        let now = cx.now.for_window();
         match outcome {
             PatchOutcome::Applied => {
+                self.backoffs.applied(&rule);
                 if !adding {
                     self.unseen
                         .insert(key, unseen(&write.resource_version, Expect::Off));
@@ -397,7 +407,22 @@ impl RuleTainter {
                 self.unseen.remove(&key);
                 defer = true;
             }
-            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
+            PatchOutcome::Failed(e) => {
+                // Refused (a policy, an invalid taint) or never sent: the
+                // same write would fail again at once.
+                self.unseen.remove(&key);
+                let until = self.backoffs.refused(&rule, now);
+                let what = if adding { "put on" } else { "take off" };
+                out.push(Effect::log(
+                    Level::Warn,
+                    &name,
+                    format!(
+                        "condition taint: could not {what} the taint; rule {rule}'s writes wait until {until}: {e}"
+                    ),
+                ));
+                retry = Some(until);
+            }
+            PatchOutcome::Ambiguous(e) => {
                 self.unseen.remove(&key);
                 let what = if adding { "put on" } else { "take off" };
                 out.push(Effect::log(
@@ -407,7 +432,7 @@ impl RuleTainter {
                         "condition taint: could not {what} the taint; trying again (rule {rule}): {e}"
                     ),
                 ));
-                retry = true;
+                retry = Some(retry_after(now));
             }
         }
         if !self.synced || cx.config.condition_taints.is_empty() {
@@ -420,8 +445,10 @@ impl RuleTainter {
         if defer {
             self.deferred.insert(name.clone());
         }
-        if retry && self.seen.contains_key(&name) {
-            self.schedule(&name, retry_after(cx.now.for_window()));
+        if let Some(at) = retry
+            && self.seen.contains_key(&name)
+        {
+            self.schedule(&name, at);
         }
         out
     }
@@ -439,6 +466,8 @@ impl RuleTainter {
         let known = |r: &String| rules.iter().any(|rule| &rule.name == r);
         self.held.retain(|(r, _), _| known(r));
         self.unseen.retain(|(r, _), _| known(r));
+        self.backoffs
+            .retain(|r| rules.iter().any(|rule| rule.name == r));
         if rules.is_empty() {
             return Vec::new();
         }
@@ -532,8 +561,10 @@ fn on_local_clock(now: Now, at: Timestamp) -> Timestamp {
     at.checked_sub(ahead).unwrap_or(at)
 }
 
+pub mod backoff;
 mod writes;
 
+use backoff::Backoffs;
 use writes::{applied, change, info};
 
 #[cfg(test)]

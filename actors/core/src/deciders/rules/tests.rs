@@ -481,12 +481,15 @@ fn a_conflict_is_decided_again_on_the_indexs_next_view() {
 }
 
 #[test]
-fn a_failed_write_is_tried_again_a_moment_later() {
+fn an_unanswered_write_is_tried_again_a_moment_later() {
     let mut r = run(vec![oos()]);
     let mut t = RuleTainter::new();
     r.index.upsert(shut("n1", 1));
     let write = writes(&r.step(&mut t, everything()))[0].clone();
-    let out = r.step(&mut t, answer(&write, PatchOutcome::Failed("boom".into())));
+    let out = r.step(
+        &mut t,
+        answer(&write, PatchOutcome::Ambiguous("boom".into())),
+    );
     let warn = logs(&out, Level::Warn);
     assert_eq!(
         warn,
@@ -549,3 +552,76 @@ fn the_window_clock_stamps_and_the_local_clock_wakes() {
 
 mod recount;
 mod suspend;
+
+/// Security review §10: a rule whose writes the API server refuses (a
+/// policy's 403, an invalid taint's 422) was retried on every node every
+/// second. Now the rule waits 2 s, 4 s, 8 s ... after each refusal in a
+/// row, one write goes out alone when the wait is over, and a success lets
+/// the others follow.
+#[test]
+fn a_rule_the_api_server_refuses_backs_off() {
+    let mut rule = rule("foreign", "Broken", "example.com/broken", "NoSchedule");
+    rule.max_unavailable = None;
+    let mut r = run(vec![rule]);
+    let mut t = RuleTainter::new();
+    for n in ["n1", "n2", "n3"] {
+        r.index
+            .upsert(node(n, 1, &[("Broken", "True", Some(0))], vec![]));
+    }
+    let sent: Vec<TaintWrite> = writes(&r.step(&mut t, everything()))
+        .into_iter()
+        .cloned()
+        .collect();
+    assert_eq!(sent.len(), 3);
+    let forbidden = || PatchOutcome::Failed("403 Forbidden: nodegate.dev taints only".into());
+    let mut asked_at = Vec::new();
+    for w in &sent {
+        let out = r.step(&mut t, answer(w, forbidden()));
+        assert!(writes(&out).is_empty(), "{out:?}");
+        asked_at.extend(asked(&out));
+    }
+    // One refusal round: the rule waits 2 s (not the usual 1 s).
+    assert_eq!(asked_at, [ts(102)]);
+    r.now = retry_after(ts(100));
+    assert!(
+        writes(&r.step(&mut t, Input::Tick)).is_empty(),
+        "still waiting"
+    );
+    // A change of a node does not cut the wait short.
+    let change = r
+        .index
+        .upsert(node("n1", 2, &[("Broken", "True", Some(0))], vec![]));
+    let out = r.step(&mut t, change);
+    assert!(writes(&out).is_empty(), "{out:?}");
+    // The wait is over: one write probes.
+    r.now = ts(102);
+    let out = r.step(&mut t, Input::Tick);
+    let probe = writes(&out);
+    assert_eq!(probe.len(), 1, "one write alone: {out:?}");
+    let probe = probe[0].clone();
+    // Refused again: 4 s this time.
+    let out = r.step(&mut t, answer(&probe, forbidden()));
+    assert!(writes(&out).is_empty());
+    for at in [103, 105] {
+        r.now = ts(at);
+        assert!(writes(&r.step(&mut t, Input::Tick)).is_empty(), "at {at}");
+    }
+    r.now = ts(106);
+    let probe = writes(&r.step(&mut t, Input::Tick))[0].clone();
+    // The policy is fixed: the probe is applied and the others follow at
+    // the usual pace.
+    let out = r.step(&mut t, answer(&probe, PatchOutcome::Applied));
+    let names =
+        |out: &[Effect]| -> Vec<String> { writes(out).iter().map(|w| w.node.clone()).collect() };
+    let mut rest = names(&out);
+    if rest.is_empty() {
+        r.now = retry_after(ts(106));
+        rest = names(&r.step(&mut t, Input::Tick));
+    }
+    assert_eq!(rest.len(), 2, "the other nodes follow: {rest:?}");
+    assert!(!rest.contains(&probe.node));
+    // The waits double up to five minutes.
+    assert_eq!(backoff::wait_after(1), jiff::SignedDuration::from_secs(2));
+    assert_eq!(backoff::wait_after(3), jiff::SignedDuration::from_secs(8));
+    assert_eq!(backoff::wait_after(40), backoff::MOST);
+}
