@@ -95,6 +95,9 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         regated_for: found
             .and_then(|a| a.get(annotations::REGATED_FOR))
             .map(|v| v.as_str().into()),
+        rule_taints: found
+            .and_then(|a| a.get(annotations::CONDITION_TAINTS))
+            .map(|v| v.as_str().into()),
         boot_id: n
             .status
             .as_ref()

@@ -161,6 +161,7 @@ async fn stale_writes_are_refused(s: &Shared) {
     let remove = taint_write(&write(TaintChange::Remove {
         index: 0,
         taint: ours.clone(),
+        annotations: Vec::new(),
     }));
     let r = s
         .env
@@ -330,4 +331,56 @@ pub async fn preempted_spot_node(s: &Shared) {
     ] {
         assert_eq!(metric(&text, series), Some(want), "{series}\n{text}");
     }
+}
+
+/// Security review §9: an operator follows the upstream non-graceful
+/// shutdown runbook and puts out-of-service on a dead spot node by hand.
+/// The node does not report `Preempted=True`, so the `preempted` rule
+/// (`remove: whenCleared`) does not match it, and used to take the taint
+/// off within a second. nodegate records the taints it puts on and removes
+/// only those: the operator's stays. That nodegate has decided the node
+/// with the taint on is seen from the `probe` rule's taint, put on in the
+/// same look at the node; from then on a watch on the node must never see
+/// the operator's taint go.
+pub async fn out_of_service_by_hand(s: &Shared) {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::runtime::watcher;
+    let oos = (
+        "node.kubernetes.io/out-of-service",
+        "nodeshutdown",
+        "NoExecute",
+    );
+    s.env
+        .cluster
+        .create_node(&fake_node(
+            "spot-2",
+            &[("scenario", "spot-by-hand")],
+            &[oos],
+        ))
+        .await;
+    set_condition(&s.env.nodes, "spot-2", "Probe", "True").await;
+    wait_taint(s, "spot-2", "example.com/probe", true).await;
+    let cfg = watcher::Config::default().fields("metadata.name=spot-2");
+    let mut events = watcher::watcher(s.env.nodes.clone(), cfg).boxed();
+    let watched = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Ok(Some(ev)) = events.try_next().await {
+            if let watcher::Event::Apply(n) | watcher::Event::InitApply(n) = ev {
+                assert!(
+                    find(&n, OOS).is_some(),
+                    "nodegate took the operator's out-of-service taint off: {:?}\n{}",
+                    taints(&n),
+                    s.ng.logs()
+                );
+            }
+        }
+    })
+    .await;
+    assert!(watched.is_err(), "the watch on spot-2 ended early");
+    let n = s.env.node("spot-2").await;
+    assert!(find(&n, OOS).is_some(), "{:?}", taints(&n));
+    assert_eq!(
+        super::support::gate::annotation(&n, "nodegate.dev/condition-taints").as_deref(),
+        Some("probe"),
+        "nodegate records the taint it put on, and only that one"
+    );
 }

@@ -128,6 +128,10 @@ pub enum RuleError {
     NoName { index: usize },
     #[error("rule {name:?} is defined twice; give each rule its own name")]
     Duplicate { name: String },
+    #[error(
+        "rule {name:?}: the name must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (it is recorded on the nodes the rule taints)"
+    )]
+    Name { name: String },
     #[error("rule {name:?}: conditions must list at least one condition")]
     NoConditions { name: String },
     #[error("rule {name:?}: conditions[{index}].type must not be empty")]
@@ -184,6 +188,9 @@ pub fn validate_rules(
         let name = || r.name.clone();
         if r.name.is_empty() {
             return Err(RuleError::NoName { index });
+        }
+        if check_label_value(&r.name).is_err() {
+            return Err(RuleError::Name { name: name() });
         }
         if !names.insert(r.name.as_str()) {
             return Err(RuleError::Duplicate { name: name() });
@@ -398,7 +405,9 @@ pub enum RuleAction {
 /// The action for `rule` on `node`, given its verdict, how many managed
 /// nodes carry the rule's taint (`tainted`) and how many nodes nodegate
 /// manages (`managed`); `None` when the node is as it should be. The
-/// rule's [`budget`](ConditionTaintRule::budget) holds an add back.
+/// rule's [`budget`](ConditionTaintRule::budget) holds an add back; a
+/// removal is only of a taint the node's `nodegate.dev/condition-taints`
+/// says nodegate put on.
 pub fn decide(
     rule: &ConditionTaintRule,
     node: &NodeInfo,
@@ -412,7 +421,14 @@ pub fn decide(
             Some(budget) if budget.room(managed, tainted) == 0 => RuleAction::BudgetBlocked,
             _ => RuleAction::Add,
         }),
-        (false, true) if rule.remove == RemovePolicy::WhenCleared => Some(RuleAction::Remove),
+        // Only a taint nodegate recorded putting on (security review §9):
+        // one an operator or another agent put on under the same key and
+        // effect stays.
+        (false, true)
+            if rule.remove == RemovePolicy::WhenCleared && node.rule_added(&rule.name) =>
+        {
+            Some(RuleAction::Remove)
+        }
         _ => None,
     }
 }

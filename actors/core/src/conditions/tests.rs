@@ -149,7 +149,14 @@ fn when_cleared_removes_never_keeps() {
     assert_eq!(decide(&r, &n, &v, 1, 10), None, "already on");
     n.conditions.get_mut("Preempted").unwrap().status = "False".into();
     let v = evaluate(&r, &n, ts(0));
+    // Security review §9: only a taint nodegate recorded putting on comes
+    // off; the same taint put on by someone else stays.
+    assert_eq!(decide(&r, &n, &v, 1, 10), None, "not nodegate's");
+    n.rule_taints = Some("other,r".into());
     assert_eq!(decide(&r, &n, &v, 1, 10), Some(RuleAction::Remove));
+    n.rule_taints = Some("other,rr".into());
+    assert_eq!(decide(&r, &n, &v, 1, 10), None, "another rule's record");
+    n.rule_taints = Some("r".into());
     r.remove = RemovePolicy::Never;
     assert_eq!(decide(&r, &n, &v, 1, 10), None, "never: it stays");
     // Another taint of the same key but another effect is not the rule's.
@@ -172,6 +179,7 @@ fn the_budget_holds_back_new_taints_only() {
     assert_eq!(decide(&r, &n, &v, 2, 10), Some(RuleAction::BudgetBlocked));
     let mut tainted = n.clone();
     tainted.taints.push(r.taint.clone());
+    tainted.rule_taints = Some("r".into());
     tainted.conditions.clear();
     let v = evaluate(&r, &tainted, ts(0));
     assert_eq!(
@@ -313,4 +321,19 @@ fn a_no_execute_rule_without_a_budget_takes_one_node_at_a_time() {
     r.taint.effect = "NoSchedule".into();
     assert_eq!(r.budget(), None);
     assert_eq!(decide(&r, &n, &v, 9, 10), Some(RuleAction::Add));
+}
+
+/// A rule's name is recorded on the nodes it taints (a comma-separated
+/// annotation), so it must be a label value.
+#[test]
+fn a_rule_name_is_a_label_value() {
+    let managed = |_: &str| false;
+    let mut r = rule(vec![req("Preempted", "True", None)]);
+    for bad in ["a,b", "two words", "-x", &"n".repeat(64)] {
+        r.name = bad.to_string();
+        let e = validate_rules(std::slice::from_ref(&r), managed).unwrap_err();
+        assert!(matches!(e, RuleError::Name { .. }), "{bad}: {e}");
+    }
+    r.name = "preempted-spot.v2".into();
+    assert_eq!(validate_rules(&[r], managed), Ok(()));
 }

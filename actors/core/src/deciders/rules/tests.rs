@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::annotations;
 use crate::budget::MaxUnavailable;
 use crate::conditions::rules::{
     MatchMode, RemovePolicy, Requirement, StatusPattern, validate_rules,
@@ -59,6 +60,12 @@ fn node(name: &str, rv: u32, conds: &[(&str, &str, Option<i64>)], taints: Vec<Ta
         };
         n.conditions.insert(t.to_string(), c);
     }
+    n
+}
+
+/// `n` as nodegate records it after putting rule `rule`'s taint on.
+fn owned(mut n: NodeInfo, rule: &str) -> NodeInfo {
+    n.rule_taints = Some(rule.into());
     n
 }
 
@@ -123,7 +130,7 @@ fn a_matching_node_gets_the_rules_taint_and_an_event() {
         TaintChange::Add {
             taint: taint(OOS, "NoExecute"),
             existing: 0,
-            annotations: Vec::new(),
+            annotations: vec![(annotations::CONDITION_TAINTS, "oos".into())],
             annotations_present: true,
             at: ts(100),
         }
@@ -211,12 +218,13 @@ fn when_cleared_takes_the_rules_taint_off_at_its_index() {
     let other = taint("example.com/other", "NoSchedule");
     let ours = taint_v(OOS, "nodeshutdown", "NoExecute");
     let carried = vec![other.clone(), taint(OOS, "NoSchedule"), ours.clone()];
-    r.index.upsert(node(
-        "n1",
-        4,
-        &[("Shutdown", "False", Some(0))],
-        carried.clone(),
-    ));
+    let cleared = || {
+        owned(
+            node("n1", 4, &[("Shutdown", "False", Some(0))], carried.clone()),
+            "oos",
+        )
+    };
+    r.index.upsert(cleared());
     let out = r.step(&mut t, everything());
     let w = writes(&out);
     assert_eq!(w.len(), 1, "{out:?}");
@@ -225,7 +233,8 @@ fn when_cleared_takes_the_rules_taint_off_at_its_index() {
         write.change,
         TaintChange::Remove {
             index: 2,
-            taint: ours
+            taint: ours,
+            annotations: vec![(annotations::CONDITION_TAINTS, None)],
         }
     );
     assert_eq!(write.resource_version, "4");
@@ -235,9 +244,7 @@ fn when_cleared_takes_the_rules_taint_off_at_its_index() {
     assert_eq!(t.tainted(), one("oos", 0), "counts as removed at once");
     // The watch lags: the index still shows the taint, and no second
     // removal goes out.
-    let change = r
-        .index
-        .upsert(node("n1", 4, &[("Shutdown", "False", Some(0))], carried));
+    let change = r.index.upsert(cleared());
     assert!(writes(&r.step(&mut t, change)).is_empty());
     assert_eq!(t.tainted(), one("oos", 0));
     // `remove: never` keeps it.
@@ -254,8 +261,8 @@ fn when_cleared_takes_the_rules_taint_off_at_its_index() {
 fn a_removal_applied_makes_room_for_a_held_node() {
     let mut r = run(vec![limited()]);
     let mut t = RuleTainter::new();
-    r.index
-        .upsert(node("n1", 1, &[], vec![taint(OOS, "NoExecute")]));
+    let tainted = node("n1", 1, &[], vec![taint(OOS, "NoExecute")]);
+    r.index.upsert(owned(tainted, "oos"));
     r.index.upsert(shut("n2", 1));
     let out = r.step(&mut t, everything());
     let w = writes(&out);
@@ -399,9 +406,8 @@ fn a_dry_run_logs_each_write_once_and_writes_nothing() {
     assert!(r.step(&mut t, change).is_empty());
     let change = r.index.upsert(shut("n1", 4));
     assert_eq!(logs(&r.step(&mut t, change), Level::Info).len(), 1);
-    let change = r
-        .index
-        .upsert(node("n1", 5, &[], vec![taint(OOS, "NoExecute")]));
+    let tainted = node("n1", 5, &[], vec![taint(OOS, "NoExecute")]);
+    let change = r.index.upsert(owned(tainted, "oos"));
     let out = r.step(&mut t, change);
     assert!(writes(&out).is_empty());
     assert!(
@@ -624,4 +630,47 @@ fn a_rule_the_api_server_refuses_backs_off() {
     assert_eq!(backoff::wait_after(1), jiff::SignedDuration::from_secs(2));
     assert_eq!(backoff::wait_after(3), jiff::SignedDuration::from_secs(8));
     assert_eq!(backoff::wait_after(40), backoff::MOST);
+}
+
+/// Security review §9: with `remove: whenCleared`, an out-of-service taint
+/// an operator put on by hand (the upstream non-graceful-shutdown runbook)
+/// on a node that does not match was taken off within a second. Only a
+/// taint nodegate recorded putting on comes off now; the add records it.
+#[test]
+fn when_cleared_leaves_a_taint_nodegate_did_not_put_on() {
+    // (A taint put on by hand counts in the budget like any other.)
+    let mut rule = oos();
+    rule.max_unavailable = Some(MaxUnavailable::Count(5));
+    let mut r = run(vec![rule]);
+    let mut t = RuleTainter::new();
+    let by_hand = vec![taint_v(OOS, "nodeshutdown", "NoExecute")];
+    r.index.upsert(node("dead", 1, &[], by_hand.clone()));
+    assert!(writes(&r.step(&mut t, everything())).is_empty());
+    r.now = retry_after(ts(100));
+    assert!(writes(&r.step(&mut t, Input::Tick)).is_empty());
+    // Another rule's record does not make it this rule's.
+    let change = r
+        .index
+        .upsert(owned(node("dead", 2, &[], by_hand), "kaput"));
+    assert!(writes(&r.step(&mut t, change)).is_empty());
+    // nodegate's own add is recorded with the other rules' in one patch,
+    // and its removal takes only this rule out of the record.
+    let change = r.index.upsert(owned(shut("n2", 1), "kaput"));
+    let w = writes(&r.step(&mut t, change))[0].clone();
+    let TaintChange::Add { annotations, .. } = &w.change else {
+        panic!("{w:?}");
+    };
+    assert_eq!(
+        annotations,
+        &[(annotations::CONDITION_TAINTS, "kaput,oos".to_string())]
+    );
+    r.step(&mut t, answer(&w, PatchOutcome::Applied));
+    let on = node("n2", 2, &[], vec![taint(OOS, "NoExecute")]);
+    let change = r.index.upsert(owned(on, "kaput,oos"));
+    let w = writes(&r.step(&mut t, change))[0].clone();
+    assert!(
+        matches!(&w.change, TaintChange::Remove { annotations, .. }
+            if annotations == &[(annotations::CONDITION_TAINTS, Some("kaput".to_string()))]),
+        "{w:?}"
+    );
 }
