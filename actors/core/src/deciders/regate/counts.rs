@@ -106,6 +106,15 @@ impl Regater {
         self.counts = Some(Counts::of(cx.config, &cx.view.nodes()));
     }
 
+    /// The places of the budget in use: nodes carrying the re-gate taint,
+    /// and this replica's re-gates the index does not show yet.
+    pub(super) fn in_use(&mut self, cx: &Context<'_>) -> usize {
+        let counts = self.counts(cx);
+        let shown = counts.regated.len();
+        let counts = self.counts.as_ref();
+        shown + counts.map_or(0, |c| self.unseen(c))
+    }
+
     /// This replica's re-gates the counts do not show yet: each counts
     /// until the change feed brings a version of its node other than those
     /// from before the write (in the same step as the counts take it in).
