@@ -186,8 +186,8 @@ pub struct NodeInfo {
     /// on this node, comma separated (see [`NodeInfo::rule_added`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule_taints: Option<Box<str>>,
-    /// `nodegate.dev/opened-by` is `timeout` or `manual`: the node was last
-    /// opened with members not Ready, on purpose.
+    /// `nodegate.dev/opened-by` is `timeout`, `manual` or `external`: the
+    /// node was last opened with members not Ready, on purpose.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub opened_unready: bool,
     /// The node's conditions by type (`Ready` included), as the kubelet,

@@ -295,12 +295,13 @@ fn grace_verdict(broken: Vec<Broken>, rc: &RegateConfig, now: Timestamp) -> Heal
     }
 }
 
-/// A node opened by its deadline or by hand (`opened-by: timeout|manual`):
-/// the members broken at the first look after that opening are excused
-/// until each has been Ready once, and left out of `broken`. (After a
-/// restart of nodegate, the first look is the first after the opening.)
+/// A node opened by its deadline or by hand (`opened-by: timeout|manual`),
+/// or whose re-gate taint someone took off (see [`excused_opening`]): the
+/// members broken at the first look after that opening are excused until
+/// each has been Ready once, and left out of `broken`. (After a restart of
+/// nodegate, the first look is the first after the opening.)
 fn excuse(node: &NodeInfo, memory: &mut Watched, broken: &mut Vec<Broken>) {
-    let (Some(opened), true) = (node.opened_at, node.opened_unready) else {
+    let Some(opened) = excused_opening(node) else {
         memory.excused = None;
         return;
     };
@@ -313,6 +314,25 @@ fn excuse(node: &NodeInfo, memory: &mut Watched, broken: &mut Vec<Broken>) {
         excused.retain(|m| broken.iter().any(|b| *b.member == **m));
         broken.retain(|b| !excused.iter().any(|m| **m == *b.member));
     }
+}
+
+/// The opening whose broken members are excused, if any: one nodegate made
+/// with members broken on purpose (`opened-at`, with `opened-by` timeout,
+/// manual or external), or one nodegate did not make at all — the node was
+/// re-gated (`regated-for`, `gated-since`), it is open now, and nodegate
+/// wrote no `opened-at` since: an operator took the re-gate taint off by
+/// hand to put the node back in service (security review §12(b)). That
+/// removal is respected until the members broken then have been Ready once;
+/// it is known by its `gated-since`.
+fn excused_opening(node: &NodeInfo) -> Option<Timestamp> {
+    if let (Some(opened), true) = (node.opened_at, node.opened_unready) {
+        return Some(opened);
+    }
+    node.regated_for.as_ref()?;
+    let regated = node.gated_since?;
+    node.opened_at
+        .is_none_or(|opened| opened < regated)
+        .then_some(regated)
 }
 
 /// The latest `lastTransitionTime` of a Ready condition that is not True,
