@@ -90,6 +90,14 @@ settings! {
             flag: "regate-allow-no-execute", key: "regateAllowNoExecute",
             docs: "off", helm: "config.regateAllowNoExecute", reload: live,
         }
+        /// Most managed nodes nodegate keeps closed on its own initiative at once,
+        /// re-gated or carrying a conditionTaints rule's taint: a count or a
+        /// percentage (rounded down, at least 1); 100% leaves only each one's own
+        /// budget.
+        max_unavailable: value(String) {
+            flag: "max-unavailable", value: "N|P%", key: "maxUnavailable",
+            default: "50%", helm: "config.maxUnavailable", reload: live,
+        }
         /// Also re-gate an open node at once when its boot id
         /// (status.nodeInfo.bootID) changes: it rebooted.
         regate_on_reboot: switch {

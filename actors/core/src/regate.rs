@@ -397,7 +397,24 @@ pub fn budget_allows(rc: &RegateConfig, managed: usize, in_use: usize) -> Result
             in_use,
             managed,
             max_unavailable: rc.max_unavailable,
+            total: false,
         })
+    }
+}
+
+/// The cap on all nodes nodegate keeps closed (`--max-unavailable`):
+/// whether one more may be, with `in_use` of the `managed` nodes already
+/// closed by re-gating or a condition rule.
+pub fn total_allows(cfg: &GateConfig, managed: usize, in_use: usize) -> Result<(), Exhausted> {
+    match cfg.max_unavailable {
+        Some(cap) if cap.room(managed, in_use) == 0 => Err(Exhausted {
+            allowed: cap.allowed(managed),
+            in_use,
+            managed,
+            max_unavailable: cap,
+            total: true,
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -408,10 +425,20 @@ pub struct Exhausted {
     pub in_use: usize,
     pub managed: usize,
     pub max_unavailable: MaxUnavailable,
+    /// The cap on all nodes nodegate keeps closed (`--max-unavailable`),
+    /// rather than re-gating's own budget.
+    pub total: bool,
 }
 
 impl std::fmt::Display for Exhausted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.total {
+            return write!(
+                f,
+                "{} of the {} nodes --max-unavailable {} lets nodegate keep closed ({} managed nodes) are already re-gated or carry a condition rule's taint",
+                self.in_use, self.allowed, self.max_unavailable, self.managed
+            );
+        }
         write!(
             f,
             "{} of the {} re-gated nodes --regate-max-unavailable {} allows ({} managed nodes) are already re-gated",

@@ -385,3 +385,18 @@ fn a_no_execute_regate_taint_needs_its_opt_in() {
     let e = err_of(&["--regate-allow-no-execute"]);
     assert!(e.contains("re-gating is off"), "{e}");
 }
+
+/// `--max-unavailable`: 50% unless given, 100% turns the cap off, and a bad
+/// value names the flag.
+#[test]
+fn the_total_cap_reads_like_a_budget() {
+    use nodegate_core::budget::MaxUnavailable;
+    let s = run_settings(&run_args(&[])).unwrap();
+    assert_eq!(s.gate.max_unavailable, Some(MaxUnavailable::Percent(50)));
+    let s = run_settings(&run_args(&["--max-unavailable", "3"])).unwrap();
+    assert_eq!(s.gate.max_unavailable, Some(MaxUnavailable::Count(3)));
+    let s = run_settings(&run_args(&["--max-unavailable", "100%"])).unwrap();
+    assert_eq!(s.gate.max_unavailable, None);
+    let e = err_of(&["--max-unavailable", "most"]);
+    assert!(e.contains("--max-unavailable") && e.contains("most"), "{e}");
+}

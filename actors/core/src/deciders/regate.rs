@@ -418,7 +418,9 @@ impl Regater {
                 }
                 self.looks([name.as_str()], cx, out);
                 // Places freed: as many refused nodes looked at now.
-                let freed = before.saturating_sub(self.in_use(cx));
+                let after = self.in_use(cx);
+                let freed =
+                    (before.0.saturating_sub(after.0)).max(before.1.saturating_sub(after.1));
                 let first: Vec<String> = self
                     .refused
                     .iter()

@@ -22,7 +22,7 @@
 //! Nothing happens before the first [`Change::Everything`] (the initial
 //! lists are in): a budget counted on half a list would be wrong.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -113,6 +113,9 @@ pub struct RuleTainter {
     asked: Option<Timestamp>,
     /// The rules the API server refused, and how long they wait.
     backoffs: Backoffs,
+    /// Managed nodes closed by nodegate on its own initiative (re-gated,
+    /// or carrying a rule's taint): `--max-unavailable`'s count ([`total`]).
+    closed: HashSet<String>,
 }
 
 impl RuleTainter {
@@ -172,10 +175,11 @@ impl RuleTainter {
         self.held.retain(|(_, n), _| n != name);
         self.look_at.remove(name);
         self.deferred.remove(name);
+        let was_closed = self.closed.remove(name);
         if gone {
             self.unseen.retain(|(_, n), _| n != name);
         }
-        counted.is_some()
+        counted.is_some() || was_closed
     }
 
     /// Counts `name` as the index shows it now. Returns the node with its
@@ -216,6 +220,7 @@ impl RuleTainter {
             }
             verdicts.push(verdict);
         }
+        freed |= self.count_closed(&node, cx);
         (Some((node, verdicts)), freed)
     }
 
@@ -272,10 +277,17 @@ impl RuleTainter {
                 continue;
             }
             let tainted = self.counts.get(&rule.name).map_or(0, |c| c.tainted);
-            let Some(action) = rules::decide(rule, node, verdict, tainted, self.seen.len()) else {
+            let Some(mut action) = rules::decide(rule, node, verdict, tainted, self.seen.len())
+            else {
                 self.held.remove(&key);
                 continue;
             };
+            let total = (action == RuleAction::Add)
+                .then(|| self.total_refuses(&node.name, cx))
+                .flatten();
+            if total.is_some() {
+                action = RuleAction::BudgetBlocked;
+            }
             if !dry_run && !cx.may_write {
                 self.deferred.insert(node.name.clone());
                 continue;
@@ -284,12 +296,14 @@ impl RuleTainter {
                 RuleAction::BudgetBlocked => {
                     self.schedule(&node.name, retry_after(cx.now.for_window()));
                     if self.hold(key, Hold::Budget) {
-                        out.push(info(
-                            &node.name,
-                            "condition taint held back: the rule's maxUnavailable is used up",
-                            rule,
-                            None,
-                        ));
+                        let what = match &total {
+                            Some(e) => format!("condition taint held back: {e}"),
+                            None => {
+                                "condition taint held back: the rule's maxUnavailable is used up"
+                                    .to_string()
+                            }
+                        };
+                        out.push(info(&node.name, &what, rule, None));
                         out.push(Effect::Count(Tally::RuleBudgetBlocked(rule.name.clone())));
                     }
                 }
@@ -337,6 +351,7 @@ impl RuleTainter {
         self.held.remove(&key);
         self.in_flight.insert(key.clone(), why.to_string());
         if matches!(change, TaintChange::Add { .. }) {
+            self.closed.insert(node.name.clone());
             let version = &node.resource_version;
             self.unseen.insert(key.clone(), unseen(version, Expect::On));
             let counted = self.seen.get(&node.name).and_then(|s| s.get(&key.0));
@@ -461,6 +476,7 @@ impl RuleTainter {
         self.rules = rules.iter().map(|r| r.name.clone()).collect();
         self.seen.clear();
         self.counts.clear();
+        self.closed.clear();
         self.look_at.clear();
         self.deferred.clear();
         let known = |r: &String| rules.iter().any(|rule| &rule.name == r);
@@ -562,6 +578,7 @@ fn on_local_clock(now: Now, at: Timestamp) -> Timestamp {
 }
 
 pub mod backoff;
+mod total;
 mod writes;
 
 use backoff::Backoffs;

@@ -127,6 +127,7 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- end -}}
 {{- if $c.taintNewNodes }}{{ $a = append $a "--taint-new-nodes" }}{{ end -}}
 {{- $a = append $a (printf "--new-node-window=%v" $c.newNodeWindow) -}}
+{{- $a = append $a (printf "--max-unavailable=%v" $c.maxUnavailable) -}}
 {{- if ne (toString $c.regateAfter) "0" -}}
 {{- $a = append $a (printf "--regate-after=%v" $c.regateAfter) -}}
 {{- $a = append $a (printf "--regate-taint=%v" $c.regateTaint) -}}

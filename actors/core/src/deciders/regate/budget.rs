@@ -20,7 +20,20 @@ impl Regater {
         if let Err(exhausted) = regate::budget_allows(rc, managed, in_use) {
             return Budget::Refused(exhausted);
         }
-        if out > 0 && regate::budget_allows(rc, managed, in_use + out).is_err() {
+        // The cap on every node nodegate keeps closed (re-gated, or
+        // carrying a rule's taint), with this replica's re-gates the index
+        // does not show yet.
+        let unseen = self
+            .pending
+            .keys()
+            .filter(|n| !counts.closed.contains(&counts::fingerprint(n)))
+            .count();
+        let closed = counts.closed.len() + unseen;
+        if let Err(exhausted) = regate::total_allows(cx.config, managed, closed) {
+            return Budget::Refused(exhausted);
+        }
+        let held = |total| regate::budget_allows(rc, managed, in_use + out).is_err() || total;
+        if out > 0 && held(regate::total_allows(cx.config, managed, closed + out).is_err()) {
             return Budget::Held;
         }
         Budget::Allows

@@ -674,3 +674,47 @@ fn when_cleared_leaves_a_taint_nodegate_did_not_put_on() {
         "{w:?}"
     );
 }
+
+/// Security review §2 and §13: re-gating and each rule had budgets of their
+/// own, with no cap on the nodes nodegate keeps closed altogether.
+/// `--max-unavailable` counts every managed node carrying the re-gate
+/// taint or a rule's taint.
+#[test]
+fn the_total_cap_holds_a_rule_back_with_re_gated_nodes_counted() {
+    use crate::regate::RegateConfig;
+    let mut lenient = oos();
+    lenient.max_unavailable = Some(MaxUnavailable::Count(10));
+    let mut r = run(vec![lenient]);
+    r.config.max_unavailable = Some(MaxUnavailable::Count(2));
+    let degraded = crate::placement::ManagedTaint::new("nodegate.dev/degraded", "NoSchedule");
+    r.config.regate = Some(RegateConfig {
+        after: std::time::Duration::from_secs(60),
+        taint: degraded.clone(),
+        timeout: None,
+        on_reboot: false,
+        max_unavailable: MaxUnavailable::Count(10),
+    });
+    let mut t = RuleTainter::new();
+    r.index
+        .upsert(node("re", 1, &[], vec![degraded.to_taint()]));
+    for n in ["n1", "n2", "n3"] {
+        r.index.upsert(shut(n, 1));
+    }
+    let out = r.step(&mut t, everything());
+    let w = writes(&out);
+    assert_eq!(
+        w.len(),
+        1,
+        "one place left beside the re-gated node: {out:?}"
+    );
+    assert_eq!(blocked(&out), 2);
+    let info = logs(&out, Level::Info);
+    assert!(
+        info.iter().any(|l| l.contains("--max-unavailable 2")),
+        "{info:?}"
+    );
+    // The re-gated node opens: a place for one more.
+    let change = r.index.upsert(node("re", 2, &[], vec![]));
+    let out = r.step(&mut t, change);
+    assert_eq!(writes(&out).len(), 1, "{out:?}");
+}

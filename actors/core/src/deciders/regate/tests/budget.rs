@@ -279,3 +279,42 @@ fn refused_nodes_wait_and_a_freed_place_wakes_one() {
     let out = r.step(&mut g, Input::Tick);
     assert!(reads(&out).is_empty(), "{out:?}");
 }
+
+/// Security review §13: the nodes a condition rule keeps tainted count
+/// against `--max-unavailable` together with the re-gated ones.
+#[test]
+fn the_total_cap_counts_the_rules_taints() {
+    use crate::conditions::rules::{
+        ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern,
+    };
+    let mut cfg = config(MaxUnavailable::Count(5));
+    cfg.max_unavailable = Some(MaxUnavailable::Count(1));
+    cfg.condition_taints = vec![ConditionTaintRule {
+        name: "kaput".into(),
+        conditions: vec![Requirement {
+            type_: "Kaput".into(),
+            status: StatusPattern::new("True").unwrap(),
+            for_: None,
+            match_absent: false,
+        }],
+        match_mode: MatchMode::AllOf,
+        node_selector: None,
+        taint: taint("example.com/kaput", "NoSchedule"),
+        remove: RemovePolicy::Never,
+        max_unavailable: None,
+    }];
+    let mut r = Run::new(cfg, ts(NOW));
+    r.index.daemonsets.push(agent("cni"));
+    let mut g = Regater::new();
+    let kaput = mk_node("k", &[], vec![taint("example.com/kaput", "NoSchedule")]);
+    upsert(&mut r, &mut g, kaput);
+    r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
+    let out = upsert(&mut r, &mut g, node("n1"));
+    assert!(reads(&out).is_empty(), "{out:?}");
+    assert_eq!(refused(&out), 1);
+    let note = notes(&out)[0];
+    assert!(note.contains("--max-unavailable 1"), "{note}");
+    // The rule's taint comes off: the place is free.
+    let out = upsert(&mut r, &mut g, at_version(mk_node("k", &[], vec![]), "2"));
+    assert_eq!(reads(&out), ["n1"], "{out:?}");
+}
