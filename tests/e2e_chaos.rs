@@ -216,6 +216,10 @@ mod relist;
 #[path = "e2e_chaos/recreated.rs"]
 mod recreated;
 
+// Scenario 4: a leader change in the middle of a re-gate burst.
+#[path = "e2e_chaos/regate.rs"]
+mod regate;
+
 /// 3. Two replicas; twenty nodes wait for a held DaemonSet, some carrying a
 /// foreign taint and annotation. Their pods are released one after another
 /// and the leader is SIGKILLed mid-burst. Every node opens by ready, with

@@ -13,6 +13,12 @@
 //!   than another agent's taint are refused by the API server); clearing
 //!   the condition takes the taint off (`remove: whenCleared`), while a
 //!   `remove: never` rule's taint stays.
+//! - `fleet::no_execute_rule_on_an_absent_condition`: the security
+//!   review's typo'd `NoExecute` rule is refused at load; with
+//!   `matchAbsent: true` it taints one of ten nodes (its default budget),
+//!   counted by a watch.
+//! - `taints::out_of_service_by_hand`: an operator's out-of-service taint
+//!   on a node the `remove: whenCleared` rule does not match stays.
 //! - `gate::csi_driver`: a CSI DaemonSet's pod is Ready, but the node opens
 //!   only once its CSINode lists the driver.
 //! - `gate::ready_annotation`: a pod annotated `nodegate.dev/ready: "true"`
@@ -29,6 +35,8 @@
 mod explain_support;
 mod support;
 
+#[path = "e2e_conditions/fleet.rs"]
+mod fleet;
 #[path = "e2e_conditions/gate.rs"]
 mod gate;
 #[path = "e2e_conditions/taints.rs"]
@@ -54,16 +62,26 @@ criticalConditions:
   nodeSelector: {matchLabels: {scenario: network}}
 conditionTaints:
 - name: preempted
-  nodeSelector: scenario=spot
+  nodeSelector: scenario in (spot, spot-by-hand)
   conditions:
   - {type: Preempted, status: "True"}
   taint: {key: node.kubernetes.io/out-of-service, value: nodeshutdown, effect: NoExecute}
+  maxUnavailable: 5
 - name: kaput
   nodeSelector: scenario=spot
   conditions:
   - {type: Disk, status: Kaput}
   taint: {key: example.com/kaput, effect: NoSchedule}
   remove: never
+- name: probe
+  nodeSelector: scenario=spot-by-hand
+  conditions:
+  - {type: Probe, status: "True"}
+  taint: {key: example.com/probe, effect: NoSchedule}
+- name: gpu-broken
+  nodeSelector: scenario=fleet
+  conditions: [{type: GPUDriverReadyy, status: "False|Unknown", matchAbsent: true}]
+  taint: {key: example.com/gpu, effect: NoExecute}
 "#;
 
 pub struct Shared {
@@ -138,6 +156,8 @@ async fn conditions_csi_and_the_ready_annotation() {
         gate::csi_driver(&s),
         gate::ready_annotation(&s),
         taints::preempted_spot_node(&s),
+        fleet::no_execute_rule_on_an_absent_condition(&s),
+        taints::out_of_service_by_hand(&s),
     );
     eprintln!(
         "[e2e conditions] all scenarios in {:.1}s",

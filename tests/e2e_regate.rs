@@ -385,3 +385,69 @@ async fn a_bad_rollout_regates_no_more_nodes_than_the_budget() {
     }
     assert_eq!(total, BUDGET);
 }
+
+/// Security review §12(b): an operator takes `nodegate.dev/degraded` off a
+/// re-gated node by hand (`kubectl taint … nodegate.dev/degraded-`) to put
+/// it back in service while the broken agent is fixed. The member's grace
+/// counted from its pod's old transition, so the node was re-gated again
+/// within a second. The removal is now respected until the member has been
+/// Ready once: a watch on the node sees the taint stay off for the review's
+/// ten seconds; once the agent is fixed and breaks again, the node is
+/// re-gated as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_gate_taint_removed_by_hand_is_not_put_back() {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::runtime::watcher;
+    let env = Env::new("regate-by-hand").await;
+    create(&env, &agent("agent", "h", None, false)).await;
+    env.cluster.create_node(&open_node("hand", "h")).await;
+    env.wait_pod("agent", "hand", true).await;
+    let ng = Nodegate::start(&env.cluster, &["--regate-after", GRACE]);
+    let _ = ng.http_addr(Duration::from_secs(30));
+    roll(&env, "agent", true, "bad").await;
+    wait_for("hand re-gated", Duration::from_secs(60), || async {
+        if has_degraded(&env, "hand").await {
+            Ok(())
+        } else {
+            Err(format!("not re-gated\n{}", ng.logs()))
+        }
+    })
+    .await;
+
+    let out = env
+        .cluster
+        .kubectl(&["taint", "node", "hand", &format!("{DEGRADED}-")]);
+    assert!(out.contains("untainted"), "kubectl taint: {out}");
+    let cfg = watcher::Config::default().fields("metadata.name=hand");
+    let mut events_of_hand = watcher::watcher(env.nodes.clone(), cfg).boxed();
+    let watched = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Ok(Some(ev)) = events_of_hand.try_next().await {
+            if let watcher::Event::Apply(n) | watcher::Event::InitApply(n) = ev {
+                assert!(
+                    !taint_keys(&n).iter().any(|k| k == DEGRADED),
+                    "nodegate put the re-gate taint back after it was taken off by hand\n{}",
+                    ng.logs()
+                );
+            }
+        }
+    })
+    .await;
+    assert!(watched.is_err(), "the watch on hand ended early");
+
+    // The agent is fixed (Ready once), then breaks again: re-gated as usual.
+    env.release("agent", "hand").await;
+    env.wait_pod("agent", "hand", true).await;
+    roll(&env, "agent", true, "bad-again").await;
+    wait_for(
+        "hand re-gated once its agent broke again",
+        Duration::from_secs(60),
+        || async {
+            if has_degraded(&env, "hand").await {
+                Ok(())
+            } else {
+                Err(format!("not re-gated\n{}", ng.logs()))
+            }
+        },
+    )
+    .await;
+}

@@ -53,14 +53,28 @@ pub fn taint_write(w: &TaintWrite) -> json_patch::Patch {
             ));
             build(ops)
         }
-        TaintChange::Remove { index, taint } => {
+        TaintChange::Remove {
+            index,
+            taint,
+            annotations,
+        } => {
             let at = format!("/spec/taints/{index}");
-            build(vec![
+            let mut ops = vec![
                 test,
                 json!({"op": "test", "path": format!("{at}/key"), "value": taint.key}),
                 json!({"op": "test", "path": format!("{at}/effect"), "value": taint.effect}),
                 json!({"op": "remove", "path": at}),
-            ])
+            ];
+            // The node has each annotation the removal changes (its record
+            // of the taint): set in place, or removed.
+            for (k, v) in annotations {
+                let path = format!("/metadata/annotations/{}", pointer_segment(k));
+                ops.push(match v {
+                    Some(v) => json!({"op": "add", "path": path, "value": v}),
+                    None => json!({"op": "remove", "path": path}),
+                });
+            }
+            build(ops)
         }
     }
 }

@@ -91,9 +91,12 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         ignored: flag(annotations::NODE_IGNORE),
         opened_unready: found
             .and_then(|a| a.get(annotations::OPENED_BY))
-            .is_some_and(|v| v == "timeout" || v == "manual"),
+            .is_some_and(|v| v == "timeout" || v == "manual" || v == "external"),
         regated_for: found
             .and_then(|a| a.get(annotations::REGATED_FOR))
+            .map(|v| v.as_str().into()),
+        rule_taints: found
+            .and_then(|a| a.get(annotations::CONDITION_TAINTS))
             .map(|v| v.as_str().into()),
         boot_id: n
             .status

@@ -170,12 +170,13 @@ impl Writer {
         Api::all(self.client.clone())
     }
 
-    /// One node write: waits for a patch slot and a rate token, asks
+    /// One node write: waits for a patch slot and a rate token (a
+    /// `background` write only for what the critical path leaves over), asks
     /// `may_write` once more (the wait can be long enough for this replica to
     /// lose the lease), then sends `patch` as nodegate's field manager.
     async fn patch_node<P: serde::Serialize + std::fmt::Debug>(
         &self,
-        kind: NodeWrite,
+        (kind, background): (NodeWrite, bool),
         node: &str,
         patch: &Patch<P>,
         may_write: impl Fn() -> bool,
@@ -184,7 +185,11 @@ impl Writer {
         let Ok(_permit) = self.patches.acquire().await else {
             return PatchOutcome::Failed("writer is shutting down".into());
         };
-        self.limiter.acquire().await;
+        if background {
+            self.limiter.acquire_background().await;
+        } else {
+            self.limiter.acquire().await;
+        }
         let sent = Instant::now();
         let observe = |request: Option<Duration>| {
             if let Some(t) = &self.timings {
@@ -225,7 +230,7 @@ impl Writer {
     ) -> PatchOutcome {
         let body = patch::untaint(p);
         self.patch_node(
-            NodeWrite::Untaint,
+            (NodeWrite::Untaint, false),
             &p.node,
             &Patch::Json::<()>(body),
             may_write,
@@ -240,7 +245,7 @@ impl Writer {
     ) -> PatchOutcome {
         let body = patch::mark_timed_out(m);
         self.patch_node(
-            NodeWrite::MarkTimedOut,
+            (NodeWrite::MarkTimedOut, false),
             &m.node,
             &Patch::Merge(body),
             may_write,
@@ -251,11 +256,14 @@ impl Writer {
     /// A decider's taint write (semantics.md §6): the conditional patch of
     /// [`patch::taint_write`], through the same slots, rate and leadership
     /// check as every other node write. The metrics label a condition
-    /// rule's write `patch`, the net's and re-gating's `add_taint`.
+    /// rule's write `patch`, the net's and re-gating's `add_taint`. A
+    /// condition rule's write takes only the rate the gates' untaints leave
+    /// over (security review §10: a rule the API server keeps refusing must
+    /// not slow openings down).
     pub async fn write_taint(&self, w: &TaintWrite, may_write: impl Fn() -> bool) -> PatchOutcome {
         let kind = match w.origin {
-            Origin::Rules => NodeWrite::Patch,
-            Origin::Net | Origin::Regate => NodeWrite::AddTaint,
+            Origin::Rules => (NodeWrite::Patch, true),
+            Origin::Net | Origin::Regate => (NodeWrite::AddTaint, false),
         };
         let body = patch::taint_write(w);
         self.patch_node(kind, &w.node, &Patch::Json::<()>(body), may_write)
@@ -349,8 +357,11 @@ fn action_for(reason: Reason) -> &'static str {
     }
 }
 
-/// 409 (resourceVersion moved) and 422 (a `test` op failed) both mean "the
-/// node changed since the gate looked"; the gate re-reads and re-decides.
+/// 409 (resourceVersion moved) and a 422 whose JSON patch did not apply (a
+/// `test` op failed, a path is gone) both mean "the node changed since the
+/// gate looked"; the gate re-reads and re-decides. A 422 that names invalid
+/// fields (`details.causes`) is the API server refusing the object the
+/// patch would make: trying again cannot help, so it is a failure.
 /// A 5xx, or an error of the connection once the request may have gone out,
 /// leaves open whether it was applied: ambiguous, and the gate re-reads
 /// before it retries (semantics.md §5.5). Any other answer (a 4xx), and a
@@ -358,7 +369,10 @@ fn action_for(reason: Reason) -> &'static str {
 pub fn outcome(r: Result<(), kube::Error>) -> PatchOutcome {
     match r {
         Ok(()) => PatchOutcome::Applied,
-        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => PatchOutcome::Conflict,
+        Err(kube::Error::Api(e)) if e.code == 409 => PatchOutcome::Conflict,
+        Err(kube::Error::Api(e)) if e.code == 422 && !names_invalid_fields(&e) => {
+            PatchOutcome::Conflict
+        }
         Err(kube::Error::Api(e)) if e.code == 404 => PatchOutcome::NotFound,
         Err(kube::Error::Api(e)) if e.code >= 500 => {
             PatchOutcome::Ambiguous(kube::Error::Api(e).to_string())
@@ -378,193 +392,17 @@ pub fn outcome(r: Result<(), kube::Error>) -> PatchOutcome {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use kube::core::Status;
-    use nodegate_core::gate::{IndexedTaint, OpenedBy};
-    use nodegate_core::model::Taint;
-
-    /// A client whose API server takes every request and never answers: a
-    /// hung connection.
-    fn silent_client() -> Client {
-        let service = tower::service_fn(|_req: http::Request<kube::client::Body>| {
-            std::future::pending::<
-                Result<http::Response<kube::client::Body>, std::convert::Infallible>,
-            >()
-        });
-        Client::new(service, "default")
-    }
-
-    /// A writer with `slots` patch slots, no rate limit to speak of, and the
-    /// default 10 s request timeout.
-    fn writer(slots: usize) -> Writer {
-        Writer::new(
-            silent_client(),
-            slots,
-            1000.0,
-            1000,
-            Duration::from_secs(10),
-            "test".into(),
-        )
-    }
-
-    fn untaint(node: &str) -> UntaintPatch {
-        UntaintPatch {
-            node: node.into(),
-            resource_version: "7".into(),
-            taints: vec![IndexedTaint {
-                index: 0,
-                taint: Taint::new("nodegate.dev/initializing", "", "NoSchedule"),
-            }],
-            opened_by: OpenedBy::Ready,
-            opened_at: jiff::Timestamp::UNIX_EPOCH,
-            annotations_present: true,
-        }
-    }
-
-    /// Far longer than any request may take: a call still waiting then has
-    /// no timeout at all.
-    const PATIENCE: Duration = Duration::from_secs(600);
-
-    fn is_ambiguous_timeout(o: &PatchOutcome) -> bool {
-        matches!(o, PatchOutcome::Ambiguous(e) if e.contains("no answer within 10s"))
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_write_left_unanswered_is_given_up_as_ambiguous_and_frees_its_slot() {
-        let w = writer(1);
-        let start = Instant::now();
-        let first = tokio::time::timeout(PATIENCE, w.remove_taints(&untaint("n1"), || true))
-            .await
-            .expect("the patch was still waiting after 10 minutes: no per-request timeout");
-        assert!(is_ambiguous_timeout(&first), "{first:?}");
-        let waited = start.elapsed();
-        assert!(
-            waited >= Duration::from_secs(10) && waited < Duration::from_secs(11),
-            "{waited:?}"
-        );
-        // The one patch slot is free again for the next write.
-        let mark = TimeoutMark {
-            node: "n2".into(),
-            deadline: jiff::Timestamp::UNIX_EPOCH,
-        };
-        let second = tokio::time::timeout(PATIENCE, w.mark_timed_out(&mark, || true))
-            .await
-            .expect("the slot of the hung patch was never freed");
-        assert!(is_ambiguous_timeout(&second), "{second:?}");
-        assert!(start.elapsed() < Duration::from_secs(21));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_read_left_unanswered_is_given_up() {
-        let w = writer(1);
-        let read = tokio::time::timeout(PATIENCE, w.get_node("n1"))
-            .await
-            .expect("the re-read was still waiting after 10 minutes");
-        assert!(
-            read.as_ref()
-                .is_err_and(|e| e.contains("n1") && e.contains("no answer within 10s")),
-            "{read:?}"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_event_left_unanswered_is_given_up() {
-        let w = writer(1);
-        let ev = NodeEvent {
-            node: "n1".into(),
-            node_uid: "u1".into(),
-            type_: EventType::Normal,
-            reason: Reason::GateOpened,
-            note: "opened".into(),
-        };
-        tokio::time::timeout(PATIENCE, w.record_event(&ev))
-            .await
-            .expect("the Event was still waiting after 10 minutes");
-    }
-
-    #[test]
-    fn answers_that_may_hide_an_applied_write_are_ambiguous() {
-        let api = |code: u16| {
-            outcome(Err(kube::Error::Api(
-                Status::failure("boom", "InternalError")
-                    .with_code(code)
-                    .boxed(),
-            )))
-        };
-        for code in [500, 502, 503, 504] {
-            assert!(
-                matches!(api(code), PatchOutcome::Ambiguous(_)),
-                "{code}: {:?}",
-                api(code)
-            );
-        }
-        for code in [400, 401, 403, 429] {
-            assert!(
-                matches!(api(code), PatchOutcome::Failed(_)),
-                "{code}: {:?}",
-                api(code)
-            );
-        }
-        assert_eq!(api(409), PatchOutcome::Conflict);
-        assert_eq!(api(422), PatchOutcome::Conflict);
-        assert_eq!(api(404), PatchOutcome::NotFound);
-        // The connection broke: sent, perhaps applied.
-        let reset = outcome(Err(kube::Error::Service("connection reset by peer".into())));
-        assert!(matches!(reset, PatchOutcome::Ambiguous(_)), "{reset:?}");
-        // Never sent.
-        let unsent = outcome(Err(kube::Error::TlsRequired));
-        assert!(matches!(unsent, PatchOutcome::Failed(_)), "{unsent:?}");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn rate_limiter_lets_a_burst_through_then_paces() {
-        let l = RateLimiter::new(10.0, 3);
-        let start = Instant::now();
-        for _ in 0..3 {
-            l.acquire().await;
-        }
-        assert_eq!(start.elapsed(), Duration::ZERO, "the burst must not wait");
-        l.acquire().await;
-        let waited = start.elapsed();
-        assert!(
-            waited >= Duration::from_millis(99),
-            "the fourth request must wait ~100ms, waited {waited:?}"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn background_requests_yield_to_waiting_ones() {
-        let l = std::sync::Arc::new(RateLimiter::new(10.0, 1));
-        l.acquire().await; // the burst is spent
-        let start = Instant::now();
-        let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (bg, fg) = {
-            let (l1, o1) = (l.clone(), order.clone());
-            let bg = tokio::spawn(async move {
-                l1.acquire_background().await;
-                o1.lock().unwrap().push(("event", start.elapsed()));
-            });
-            tokio::task::yield_now().await;
-            let (l2, o2) = (l.clone(), order.clone());
-            let fg = tokio::spawn(async move {
-                l2.acquire().await;
-                o2.lock().unwrap().push(("patch", start.elapsed()));
-            });
-            (bg, fg)
-        };
-        bg.await.unwrap();
-        fg.await.unwrap();
-        let order = order.lock().unwrap().clone();
-        assert_eq!(
-            order.iter().map(|(w, _)| *w).collect::<Vec<_>>(),
-            vec!["patch", "event"],
-            "the patch must go first although the event asked first: {order:?}"
-        );
-        assert!(
-            order[1].1 >= Duration::from_millis(199),
-            "the event waits for the next free token: {order:?}"
-        );
-    }
+/// Whether a refusal says which fields of the object are invalid, as the
+/// API server's validation does (`FieldValueInvalid`, `FieldValueRequired`,
+/// ..., each with its field). A JSON patch that does not apply is answered
+/// with one cause of type `UnexpectedServerResponse` and no field.
+fn names_invalid_fields(status: &kube::core::Status) -> bool {
+    status.details.as_ref().is_some_and(|d| {
+        d.causes
+            .iter()
+            .any(|c| !c.field.is_empty() || c.reason.starts_with("FieldValue"))
+    })
 }
+
+#[cfg(test)]
+mod tests;

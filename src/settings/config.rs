@@ -105,6 +105,9 @@ pub struct GateSettings {
     pub conditions: Vec<CriticalCondition>,
     /// `conditionTaints` (semantics.md §6.5).
     pub condition_taints: Vec<ConditionTaintRule>,
+    /// `--max-unavailable`: the cap on the nodes re-gating and the rules
+    /// keep closed together; `None` at 100%.
+    pub max_unavailable: Option<nodegate_core::budget::MaxUnavailable>,
 }
 
 impl GateSettings {
@@ -129,6 +132,7 @@ impl GateSettings {
             dry_run,
             suspend: self.suspend,
             regate: self.regate.clone(),
+            max_unavailable: self.max_unavailable,
         }
     }
 }
@@ -241,12 +245,14 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
     }
     let conditions = conditions::critical_conditions(file.critical_conditions.take())?;
     let condition_taints = conditions::condition_taints(file.condition_taints.take(), &managed)?;
+    let max_unavailable = total_cap(&given.max_unavailable)?;
 
     Ok(GateSettings {
         scope: Scope { node_selector },
         regate,
         conditions,
         condition_taints,
+        max_unavailable,
         suspend: file.suspend.unwrap_or(false),
         placement: PlacementConfig {
             managed_taints: managed,
@@ -279,6 +285,15 @@ fn daemonset_namespaces(given: &[String]) -> Result<Option<BTreeSet<String>>, Co
         ));
     }
     Ok((!names.is_empty()).then_some(names))
+}
+
+/// `--max-unavailable`; `None` at 100% (no cap beyond each one's own).
+fn total_cap(s: &str) -> Result<Option<nodegate_core::budget::MaxUnavailable>, ConfigError> {
+    use nodegate_core::budget::MaxUnavailable;
+    let cap: MaxUnavailable = s
+        .parse()
+        .map_err(|e| invalid(format!("--max-unavailable {s:?}"), format!("{e}")))?;
+    Ok((cap != MaxUnavailable::Percent(100)).then_some(cap))
 }
 
 fn selector(flag: &str, s: &str) -> Result<LabelSelector, ConfigError> {
@@ -397,15 +412,19 @@ struct Client {
     kube_request_timeout: Duration,
 }
 
+/// The slowest `--kube-qps` accepted.
+pub const MIN_KUBE_QPS: f64 = 0.001;
+
 fn client_settings(given: &RunGiven) -> Result<Client, ConfigError> {
     if given.max_concurrent_patches == 0 {
         return Err(invalid("--max-concurrent-patches 0", "must be at least 1"));
     }
     let kube_qps = given.kube_qps;
-    if !(kube_qps.is_finite() && kube_qps > 0.0) {
+    // Below MIN_KUBE_QPS one request's interval no longer fits a Duration.
+    if !(kube_qps.is_finite() && kube_qps >= MIN_KUBE_QPS) {
         return Err(invalid(
             format!("--kube-qps {kube_qps}"),
-            "must be a positive number",
+            format!("must be a number of at least {MIN_KUBE_QPS} (one request per 1000 s)"),
         ));
     }
     if given.kube_burst == 0 {

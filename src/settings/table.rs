@@ -92,6 +92,20 @@ settings! {
             default: MaxUnavailable::default().to_string(),
             helm: "config.regateMaxUnavailable", reload: live,
         }
+        /// Allow a NoExecute --regate-taint: each re-gate then evicts every pod
+        /// on the node that does not tolerate the taint.
+        regate_allow_no_execute: switch {
+            flag: "regate-allow-no-execute", key: "regateAllowNoExecute",
+            docs: "off", helm: "config.regateAllowNoExecute", reload: live,
+        }
+        /// Most managed nodes nodegate keeps closed on its own initiative at once,
+        /// re-gated or carrying a conditionTaints rule's taint: a count or a
+        /// percentage (rounded down, at least 1); 100% leaves only each one's own
+        /// budget.
+        max_unavailable: value(String) {
+            flag: "max-unavailable", value: "N|P%", key: "maxUnavailable",
+            default: "50%", helm: "config.maxUnavailable", reload: live,
+        }
         /// Also re-gate an open node at once when its boot id
         /// (status.nodeInfo.bootID) changes: it rebooted.
         regate_on_reboot: switch {
@@ -289,7 +303,7 @@ settings! {
         }
         /// Rules that put a taint on nodes matching conditions (semantics.md §6.5).
         condition_taints: Vec<RawRule> => "conditionTaints" {
-            docs: "none", reload: live,
+            docs: "none", helm: "config.conditionTaints", reload: live,
         }
     }
 }

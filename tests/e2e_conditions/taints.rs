@@ -77,7 +77,9 @@ async fn add_foreign_taint(s: &Shared, key: &str) {
 /// refused by the real API server, and the other agent's taint survives.
 async fn stale_writes_are_refused(s: &Shared) {
     use nodegate::cluster::patch::taint_write;
+    use nodegate::cluster::writer::outcome;
     use nodegate_core::deciders::{Origin, TaintChange, TaintWrite};
+    use nodegate_core::gate::PatchOutcome;
     let before = s.env.node("spot-1").await;
     let (stale, _) = nodegate::cluster::project::node(&before);
     let stale = stale.expect("projected node");
@@ -107,12 +109,59 @@ async fn stale_writes_are_refused(s: &Shared) {
         .nodes
         .patch("spot-1", &PatchParams::default(), &Patch::Json::<()>(add))
         .await;
+    // Security review §10: the writer tells the API server's answer to a
+    // failed `test` op (the node changed: decide again) ...
+    let told = outcome(match &r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) => Err(kube::Error::Api(e.clone())),
+        Err(e) => panic!("{e}"),
+    });
+    assert_eq!(told, PatchOutcome::Conflict, "{r:?}");
     assert!(refused(r), "an add built from a stale view was not refused");
+    // ... from its refusal of an invalid taint (no use trying again); tried
+    // again while the node moves on under the patch (kwok, nodegate).
+    let mut told = PatchOutcome::Conflict;
+    for _ in 0..10 {
+        let fresh = nodegate::cluster::project::node(&s.env.node("spot-1").await)
+            .0
+            .expect("projected node");
+        let bad =
+            nodegate_core::model::Taint::new("example.com/invalid", "not valid", "NoSchedule");
+        let invalid = taint_write(&TaintWrite {
+            resource_version: fresh.resource_version.clone(),
+            ..write(TaintChange::Add {
+                taint: bad,
+                existing: fresh.taints.len(),
+                annotations: Vec::new(),
+                annotations_present: fresh.annotations_present,
+                at: jiff::Timestamp::now(),
+            })
+        });
+        let r = s
+            .env
+            .nodes
+            .patch(
+                "spot-1",
+                &PatchParams::default(),
+                &Patch::Json::<()>(invalid),
+            )
+            .await
+            .map(|_| ());
+        told = outcome(r);
+        if told != PatchOutcome::Conflict {
+            break;
+        }
+    }
+    assert!(
+        matches!(&told, PatchOutcome::Failed(e) if e.contains("not valid")),
+        "an invalid taint must be a failure, not a conflict: {told:?}"
+    );
     // And a removal from a stale view: the taint at index 0 then was ours
     // (as the stale view says), now it is the foreign one's place.
     let remove = taint_write(&write(TaintChange::Remove {
         index: 0,
         taint: ours.clone(),
+        annotations: Vec::new(),
     }));
     let r = s
         .env
@@ -282,4 +331,56 @@ pub async fn preempted_spot_node(s: &Shared) {
     ] {
         assert_eq!(metric(&text, series), Some(want), "{series}\n{text}");
     }
+}
+
+/// Security review §9: an operator follows the upstream non-graceful
+/// shutdown runbook and puts out-of-service on a dead spot node by hand.
+/// The node does not report `Preempted=True`, so the `preempted` rule
+/// (`remove: whenCleared`) does not match it, and used to take the taint
+/// off within a second. nodegate records the taints it puts on and removes
+/// only those: the operator's stays. That nodegate has decided the node
+/// with the taint on is seen from the `probe` rule's taint, put on in the
+/// same look at the node; from then on a watch on the node must never see
+/// the operator's taint go.
+pub async fn out_of_service_by_hand(s: &Shared) {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::runtime::watcher;
+    let oos = (
+        "node.kubernetes.io/out-of-service",
+        "nodeshutdown",
+        "NoExecute",
+    );
+    s.env
+        .cluster
+        .create_node(&fake_node(
+            "spot-2",
+            &[("scenario", "spot-by-hand")],
+            &[oos],
+        ))
+        .await;
+    set_condition(&s.env.nodes, "spot-2", "Probe", "True").await;
+    wait_taint(s, "spot-2", "example.com/probe", true).await;
+    let cfg = watcher::Config::default().fields("metadata.name=spot-2");
+    let mut events = watcher::watcher(s.env.nodes.clone(), cfg).boxed();
+    let watched = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Ok(Some(ev)) = events.try_next().await {
+            if let watcher::Event::Apply(n) | watcher::Event::InitApply(n) = ev {
+                assert!(
+                    find(&n, OOS).is_some(),
+                    "nodegate took the operator's out-of-service taint off: {:?}\n{}",
+                    taints(&n),
+                    s.ng.logs()
+                );
+            }
+        }
+    })
+    .await;
+    assert!(watched.is_err(), "the watch on spot-2 ended early");
+    let n = s.env.node("spot-2").await;
+    assert!(find(&n, OOS).is_some(), "{:?}", taints(&n));
+    assert_eq!(
+        super::support::gate::annotation(&n, "nodegate.dev/condition-taints").as_deref(),
+        Some("probe"),
+        "nodegate records the taint it put on, and only that one"
+    );
 }

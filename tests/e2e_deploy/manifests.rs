@@ -523,3 +523,66 @@ fn deployed_arguments_are_accepted_by_nodegate() {
     );
     assert_accepted("helm chart (custom values)", &args);
 }
+
+/// Security review §2: nodegate did not tolerate the taints it may add
+/// itself, so a NoExecute rule evicted it and nothing took the taint off.
+/// The chart writes `config.conditionTaints` to its ConfigMap (nodegate
+/// takes it) and its pods tolerate each rule's key and the re-gate taint;
+/// the kustomize base tolerates the default re-gate taint.
+#[test]
+fn the_pods_tolerate_every_taint_nodegate_may_add() {
+    let tolerated = |objs: &[Value]| -> Vec<String> {
+        find(objs, "Deployment")["spec"]["template"]["spec"]["tolerations"]
+            .as_array()
+            .expect("tolerations")
+            .iter()
+            .filter(|t| t["operator"] == "Exists" && t.get("effect").is_none())
+            .filter_map(|t| t["key"].as_str().map(str::to_string))
+            .collect()
+    };
+    let base = objects(&kustomize("deploy/kustomize/base"));
+    assert!(
+        tolerated(&base).contains(&"nodegate.dev/degraded".to_string()),
+        "{:?}",
+        tolerated(&base)
+    );
+    let chart = objects(&helm_template(&[
+        "--set",
+        "config.regateTaint=example.com/regated:NoSchedule",
+        "--set-json",
+        r#"config.conditionTaints=[{"name":"gpu-broken","conditions":[{"type":"GPUDriverReady","status":"False","for":"1m"}],"taint":{"key":"example.com/gpu","effect":"NoExecute"}}]"#,
+    ]));
+    let keys = tolerated(&chart);
+    for key in [
+        "nodegate.dev/initializing",
+        "example.com/regated",
+        "example.com/gpu",
+    ] {
+        assert!(
+            keys.contains(&key.to_string()),
+            "{key} not tolerated: {keys:?}"
+        );
+    }
+    let file = find(&chart, "ConfigMap")["data"]["config.yaml"]
+        .as_str()
+        .expect("config.yaml in the ConfigMap")
+        .to_string();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, file).expect("write config");
+    let args: Vec<String> = container_args(&chart)
+        .into_iter()
+        .map(|a| {
+            if a.starts_with("--config=") {
+                format!("--config={}", path.display())
+            } else {
+                a
+            }
+        })
+        .collect();
+    assert!(
+        args.iter().any(|a| a.starts_with("--config=")),
+        "conditionTaints must pass --config: {args:?}"
+    );
+    assert_accepted("helm chart (conditionTaints)", &args);
+}

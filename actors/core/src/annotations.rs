@@ -31,6 +31,12 @@ pub const GATED_SINCE: &str = "nodegate.dev/gated-since";
 /// comma separated, or `reboot`.
 pub const REGATED_FOR: &str = "nodegate.dev/regated-for";
 
+/// The `conditionTaints` rules whose taint nodegate put on the node, comma
+/// separated, written in the same patch as the taint: `remove: whenCleared`
+/// takes off only a taint listed here (a taint someone else put on under
+/// the rule's key is theirs).
+pub const CONDITION_TAINTS: &str = "nodegate.dev/condition-taints";
+
 // On a Node, set by people.
 
 /// `"true"`: the gate decides and journals but writes nothing for this node

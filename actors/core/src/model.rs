@@ -182,8 +182,12 @@ pub struct NodeInfo {
     /// members, or `reboot`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regated_for: Option<Box<str>>,
-    /// `nodegate.dev/opened-by` is `timeout` or `manual`: the node was last
-    /// opened with members not Ready, on purpose.
+    /// `nodegate.dev/condition-taints`: the rules whose taint nodegate put
+    /// on this node, comma separated (see [`NodeInfo::rule_added`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_taints: Option<Box<str>>,
+    /// `nodegate.dev/opened-by` is `timeout`, `manual` or `external`: the
+    /// node was last opened with members not Ready, on purpose.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub opened_unready: bool,
     /// The node's conditions by type (`Ready` included), as the kubelet,
@@ -195,6 +199,16 @@ pub struct NodeInfo {
     /// seen no CSINode for it (semantics.md §6.7, `nodegate.dev/csi-driver`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csi_drivers: Option<Vec<String>>,
+}
+
+impl NodeInfo {
+    /// Whether nodegate recorded putting rule `rule`'s taint on this node
+    /// (`nodegate.dev/condition-taints`).
+    pub fn rule_added(&self, rule: &str) -> bool {
+        self.rule_taints
+            .as_deref()
+            .is_some_and(|list| list.split(',').any(|r| r.trim() == rule))
+    }
 }
 
 /// One node condition: its status as written (`True`, `False`, `Unknown`

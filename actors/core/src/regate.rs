@@ -295,12 +295,13 @@ fn grace_verdict(broken: Vec<Broken>, rc: &RegateConfig, now: Timestamp) -> Heal
     }
 }
 
-/// A node opened by its deadline or by hand (`opened-by: timeout|manual`):
-/// the members broken at the first look after that opening are excused
-/// until each has been Ready once, and left out of `broken`. (After a
-/// restart of nodegate, the first look is the first after the opening.)
+/// A node opened by its deadline or by hand (`opened-by: timeout|manual`),
+/// or whose re-gate taint someone took off (see [`excused_opening`]): the
+/// members broken at the first look after that opening are excused until
+/// each has been Ready once, and left out of `broken`. (After a restart of
+/// nodegate, the first look is the first after the opening.)
 fn excuse(node: &NodeInfo, memory: &mut Watched, broken: &mut Vec<Broken>) {
-    let (Some(opened), true) = (node.opened_at, node.opened_unready) else {
+    let Some(opened) = excused_opening(node) else {
         memory.excused = None;
         return;
     };
@@ -313,6 +314,25 @@ fn excuse(node: &NodeInfo, memory: &mut Watched, broken: &mut Vec<Broken>) {
         excused.retain(|m| broken.iter().any(|b| *b.member == **m));
         broken.retain(|b| !excused.iter().any(|m| **m == *b.member));
     }
+}
+
+/// The opening whose broken members are excused, if any: one nodegate made
+/// with members broken on purpose (`opened-at`, with `opened-by` timeout,
+/// manual or external), or one nodegate did not make at all — the node was
+/// re-gated (`regated-for`, `gated-since`), it is open now, and nodegate
+/// wrote no `opened-at` since: an operator took the re-gate taint off by
+/// hand to put the node back in service (security review §12(b)). That
+/// removal is respected until the members broken then have been Ready once;
+/// it is known by its `gated-since`.
+fn excused_opening(node: &NodeInfo) -> Option<Timestamp> {
+    if let (Some(opened), true) = (node.opened_at, node.opened_unready) {
+        return Some(opened);
+    }
+    node.regated_for.as_ref()?;
+    let regated = node.gated_since?;
+    node.opened_at
+        .is_none_or(|opened| opened < regated)
+        .then_some(regated)
 }
 
 /// The latest `lastTransitionTime` of a Ready condition that is not True,
@@ -377,7 +397,24 @@ pub fn budget_allows(rc: &RegateConfig, managed: usize, in_use: usize) -> Result
             in_use,
             managed,
             max_unavailable: rc.max_unavailable,
+            total: false,
         })
+    }
+}
+
+/// The cap on all nodes nodegate keeps closed (`--max-unavailable`):
+/// whether one more may be, with `in_use` of the `managed` nodes already
+/// closed by re-gating or a condition rule.
+pub fn total_allows(cfg: &GateConfig, managed: usize, in_use: usize) -> Result<(), Exhausted> {
+    match cfg.max_unavailable {
+        Some(cap) if cap.room(managed, in_use) == 0 => Err(Exhausted {
+            allowed: cap.allowed(managed),
+            in_use,
+            managed,
+            max_unavailable: cap,
+            total: true,
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -388,10 +425,20 @@ pub struct Exhausted {
     pub in_use: usize,
     pub managed: usize,
     pub max_unavailable: MaxUnavailable,
+    /// The cap on all nodes nodegate keeps closed (`--max-unavailable`),
+    /// rather than re-gating's own budget.
+    pub total: bool,
 }
 
 impl std::fmt::Display for Exhausted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.total {
+            return write!(
+                f,
+                "{} of the {} nodes --max-unavailable {} lets nodegate keep closed ({} managed nodes) are already re-gated or carry a condition rule's taint",
+                self.in_use, self.allowed, self.max_unavailable, self.managed
+            );
+        }
         write!(
             f,
             "{} of the {} re-gated nodes --regate-max-unavailable {} allows ({} managed nodes) are already re-gated",

@@ -95,6 +95,7 @@ fn removing_tests_the_taint_at_its_index() {
     let p = json(taint_write(&write(TaintChange::Remove {
         index: 1,
         taint: Taint::new("b", "", "NoExecute"),
+        annotations: Vec::new(),
     })));
     assert_eq!(
         p[1],
@@ -105,4 +106,22 @@ fn removing_tests_the_taint_at_its_index() {
         json!({"op": "test", "path": "/spec/taints/1/effect", "value": "NoExecute"})
     );
     assert_eq!(p[3], json!({"op": "remove", "path": "/spec/taints/1"}));
+}
+
+/// Security review §9: a rule's removal also updates nodegate's record of
+/// the taints it put on, in the same conditional patch.
+#[test]
+fn removing_updates_the_record_of_the_rules_taints() {
+    let remove = |record: Option<&str>| {
+        json(taint_write(&write(TaintChange::Remove {
+            index: 0,
+            taint: Taint::new("b", "", "NoExecute"),
+            annotations: vec![("nodegate.dev/condition-taints", record.map(str::to_string))],
+        })))
+    };
+    let path = "/metadata/annotations/nodegate.dev~1condition-taints";
+    let p = remove(Some("other"));
+    assert_eq!(p[4], json!({"op": "add", "path": path, "value": "other"}));
+    let p = remove(None);
+    assert_eq!(p[4], json!({"op": "remove", "path": path}));
 }

@@ -79,7 +79,7 @@ impl RegateMetrics {
         );
         registry.register(
             "suspended_nodes",
-            "Managed nodes nodegate writes nothing to: annotated nodegate.dev/suspend, or every one with suspend: true",
+            "Managed nodes whose writes nodegate holds (gate, re-gating, condition rules, late-taint net; the admission webhook still taints new nodes): annotated nodegate.dev/suspend, or every one with suspend: true",
             m.suspended.clone(),
         );
         registry.register(

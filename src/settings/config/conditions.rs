@@ -39,6 +39,10 @@ pub struct RawRequirement {
     pub status: String,
     #[serde(rename = "for")]
     pub for_: Option<String>,
+    /// `matchAbsent: true`: a status pattern matching `Unknown` may match a
+    /// condition the node does not report, with no `for`.
+    #[serde(default)]
+    pub match_absent: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -108,6 +112,7 @@ pub fn condition_taints(
                 type_: c.type_.clone(),
                 status,
                 for_,
+                match_absent: c.match_absent,
             });
         }
         let node_selector = match &r.node_selector {
@@ -201,6 +206,18 @@ criticalConditions:
     }
 
     #[test]
+    fn match_absent_is_read_and_lets_an_unknown_pattern_through() {
+        let yaml = "conditionTaints:\n- name: absent\n  conditions:\n  - {type: A, status: Unknown, matchAbsent: true}\n  taint: {key: example.com/a, effect: NoExecute}\n";
+        let s = settings(yaml).unwrap();
+        let [r] = &s.condition_taints[..] else {
+            panic!("{:?}", s.condition_taints);
+        };
+        assert!(r.conditions[0].match_absent);
+        assert_eq!(r.max_unavailable, None);
+        assert_eq!(r.budget(), Some(MaxUnavailable::Count(1)));
+    }
+
+    #[test]
     fn each_invalid_rule_is_named_with_its_field() {
         let rule = |extra: &str, cond: &str, taint: &str| {
             format!(
@@ -238,6 +255,20 @@ criticalConditions:
                         .trim_start_matches("conditionTaints:\n")
                 ),
                 &["\"r1\"", "twice"],
+            ),
+            // Security review §2: the typo'd rule of the review.
+            (
+                rule("", "{type: GPUDriverReadyy, status: \"False|Unknown\"}", good_taint),
+                &["\"r1\"", "conditions[0]", "for", "matchAbsent: true"],
+            ),
+            // Security review §10(b): the API server refuses these taints.
+            (
+                rule("", good_cond, "{key: example.com/a, value: not valid, effect: NoSchedule}"),
+                &["\"r1\"", "taint.value", "not valid"],
+            ),
+            (
+                rule("", good_cond, "{key: Example.com/a, effect: NoSchedule}"),
+                &["\"r1\"", "taint.key", "Example.com/a"],
             ),
             (
                 "criticalConditions:\n- {type: A, status: \"True\"}\n- {type: A, status: \"False\"}\n".to_string(),

@@ -4,7 +4,7 @@
 //! reload changes them live. Each error names the flag and the value.
 
 use nodegate_core::budget::MaxUnavailable;
-use nodegate_core::placement::{EFFECT_NO_SCHEDULE, ManagedTaint};
+use nodegate_core::placement::{EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, ManagedTaint};
 use nodegate_core::regate::RegateConfig;
 
 use super::values::parse_duration;
@@ -26,6 +26,7 @@ pub(super) fn regate_settings(
             (set.regate_timeout, "--regate-timeout"),
             (set.regate_max_unavailable, "--regate-max-unavailable"),
             (set.regate_on_reboot, "--regate-on-reboot"),
+            (set.regate_allow_no_execute, "--regate-allow-no-execute"),
         ]
         .into_iter()
         .filter_map(|(set, flag)| set.then_some(flag))
@@ -40,6 +41,14 @@ pub(super) fn regate_settings(
     }
 
     let taint = regate_taint(&given.regate_taint, startup)?;
+    if taint.effect == EFFECT_NO_EXECUTE && !given.regate_allow_no_execute {
+        return Err(invalid(
+            format!("--regate-taint {:?}", taint.to_taint().to_string()),
+            "a NoExecute re-gate taint evicts the workloads of every node re-gated \
+             (a bad agent rollout re-gates up to the budget at once); use NoSchedule, \
+             or set --regate-allow-no-execute (regateAllowNoExecute) if that is meant",
+        ));
+    }
     let timeout =
         Some(parse_duration("--regate-timeout", &given.regate_timeout)?).filter(|d| !d.is_zero());
     let s = &given.regate_max_unavailable;

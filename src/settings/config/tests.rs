@@ -92,6 +92,8 @@ fn bad_values_are_named_in_the_error() {
             "--max-concurrent-patches",
         ),
         (&["--kube-qps=-1"], "--kube-qps"),
+        // Security review L2: 1/qps overflowed a Duration and panicked.
+        (&["--kube-qps=1e-20"], "--kube-qps"),
         (&["--kube-request-timeout", "0"], "--kube-request-timeout"),
         (&["--kube-request-timeout", "never"], "never"),
     ];
@@ -388,4 +390,43 @@ fn the_webhook_certificate_validity_is_capped() {
             "{e}"
         );
     }
+}
+
+/// Security review §13: a NoExecute re-gate taint evicted every re-gated
+/// node's workloads and was accepted silently; it now needs its opt-in.
+#[test]
+fn a_no_execute_regate_taint_needs_its_opt_in() {
+    let no_execute = [
+        "--regate-after",
+        "2m",
+        "--regate-taint",
+        "nodegate.dev/degraded:NoExecute",
+    ];
+    let e = err_of(&no_execute);
+    assert!(
+        e.contains("--regate-taint") && e.contains("--regate-allow-no-execute"),
+        "{e}"
+    );
+    let mut allowed = no_execute.to_vec();
+    allowed.push("--regate-allow-no-execute");
+    let s = run_settings(&run_args(&allowed)).unwrap();
+    let rc = s.gate.regate.expect("re-gating on");
+    assert_eq!(rc.taint.effect, "NoExecute");
+    let e = err_of(&["--regate-allow-no-execute"]);
+    assert!(e.contains("re-gating is off"), "{e}");
+}
+
+/// `--max-unavailable`: 50% unless given, 100% turns the cap off, and a bad
+/// value names the flag.
+#[test]
+fn the_total_cap_reads_like_a_budget() {
+    use nodegate_core::budget::MaxUnavailable;
+    let s = run_settings(&run_args(&[])).unwrap();
+    assert_eq!(s.gate.max_unavailable, Some(MaxUnavailable::Percent(50)));
+    let s = run_settings(&run_args(&["--max-unavailable", "3"])).unwrap();
+    assert_eq!(s.gate.max_unavailable, Some(MaxUnavailable::Count(3)));
+    let s = run_settings(&run_args(&["--max-unavailable", "100%"])).unwrap();
+    assert_eq!(s.gate.max_unavailable, None);
+    let e = err_of(&["--max-unavailable", "most"]);
+    assert!(e.contains("--max-unavailable") && e.contains("most"), "{e}");
 }

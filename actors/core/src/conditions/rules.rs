@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::{ABSENT_STATUS, status_of};
 use crate::budget::MaxUnavailable;
 use crate::model::{NodeInfo, Taint};
-use crate::selector::{LabelSelector, SelectorError};
+use crate::selector::{LabelSelector, SelectorError, check_label_key, check_label_value};
 
 /// A regular expression a condition's whole status must match: `Kaput`
 /// matches `Kaput`, never `NotKaput`.
@@ -62,6 +62,11 @@ pub struct Requirement {
     pub type_: String,
     pub status: StatusPattern,
     pub for_: Option<Duration>,
+    /// `matchAbsent: true`: the person who wrote the rule knows that a
+    /// pattern matching `Unknown` also matches a condition the node does not
+    /// report, at once. Without it such a pattern needs a `for`
+    /// ([`RuleError::UnknownWithoutFor`]).
+    pub match_absent: bool,
 }
 
 /// `match:` how a rule's conditions combine.
@@ -94,6 +99,25 @@ pub struct ConditionTaintRule {
     pub max_unavailable: Option<MaxUnavailable>,
 }
 
+/// The budget of a `NoExecute` rule written without `maxUnavailable`: one
+/// node at a time. A `NoExecute` taint evicts every pod that does not
+/// tolerate it, so a rule that matches everywhere by mistake (a typo'd
+/// condition type reads `Unknown` on every node) must not empty the fleet.
+pub const NO_EXECUTE_DEFAULT_BUDGET: MaxUnavailable = MaxUnavailable::Count(1);
+
+impl ConditionTaintRule {
+    /// The budget the rule is held to: its `maxUnavailable`, or for a
+    /// `NoExecute` rule without one [`NO_EXECUTE_DEFAULT_BUDGET`]; `None`
+    /// (no limit of its own) for the other effects.
+    pub fn budget(&self) -> Option<MaxUnavailable> {
+        self.max_unavailable.or_else(|| {
+            (self.taint.effect == EFFECT_NO_EXECUTE).then_some(NO_EXECUTE_DEFAULT_BUDGET)
+        })
+    }
+}
+
+const EFFECT_NO_EXECUTE: &str = "NoExecute";
+
 /// The taint effects the API accepts.
 pub const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
@@ -104,12 +128,33 @@ pub enum RuleError {
     NoName { index: usize },
     #[error("rule {name:?} is defined twice; give each rule its own name")]
     Duplicate { name: String },
+    #[error(
+        "rule {name:?}: the name must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (it is recorded on the nodes the rule taints)"
+    )]
+    Name { name: String },
     #[error("rule {name:?}: conditions must list at least one condition")]
     NoConditions { name: String },
     #[error("rule {name:?}: conditions[{index}].type must not be empty")]
     NoType { name: String, index: usize },
     #[error("rule {name:?}: taint.key must not be empty")]
     NoTaintKey { name: String },
+    #[error(
+        "rule {name:?}: taint.key: {problem} (the API server refuses such a taint; write a qualified name such as example.com/broken)"
+    )]
+    TaintKey { name: String, problem: String },
+    #[error(
+        "rule {name:?}: taint.value: {problem} (the API server refuses such a taint; write a label value or leave it out)"
+    )]
+    TaintValue { name: String, problem: String },
+    #[error(
+        "rule {name:?}: conditions[{index}] ({type_}): status {status:?} matches Unknown, which is also how a condition the node does not report reads, so the rule would match every node without it at once; add a for (e.g. for: 5m) or, if that is meant, matchAbsent: true"
+    )]
+    UnknownWithoutFor {
+        name: String,
+        index: usize,
+        type_: String,
+        status: String,
+    },
     #[error(
         "rule {name:?}: taint.effect {effect:?} is not one of NoSchedule, PreferNoSchedule, NoExecute"
     )]
@@ -144,6 +189,9 @@ pub fn validate_rules(
         if r.name.is_empty() {
             return Err(RuleError::NoName { index });
         }
+        if check_label_value(&r.name).is_err() {
+            return Err(RuleError::Name { name: name() });
+        }
         if !names.insert(r.name.as_str()) {
             return Err(RuleError::Duplicate { name: name() });
         }
@@ -156,9 +204,28 @@ pub fn validate_rules(
                 index,
             });
         }
+        let at_once = |c: &&Requirement| {
+            c.status.matches(ABSENT_STATUS) && c.for_.is_none() && !c.match_absent
+        };
+        if let Some((index, c)) = r.conditions.iter().enumerate().find(|(_, c)| at_once(c)) {
+            return Err(RuleError::UnknownWithoutFor {
+                name: name(),
+                index,
+                type_: c.type_.clone(),
+                status: c.status.as_str().to_string(),
+            });
+        }
         if r.taint.key.is_empty() {
             return Err(RuleError::NoTaintKey { name: name() });
         }
+        check_label_key(&r.taint.key).map_err(|problem| RuleError::TaintKey {
+            name: name(),
+            problem,
+        })?;
+        check_label_value(&r.taint.value).map_err(|problem| RuleError::TaintValue {
+            name: name(),
+            problem,
+        })?;
         if !EFFECTS.contains(&r.taint.effect.as_str()) {
             return Err(RuleError::Effect {
                 name: name(),
@@ -337,7 +404,10 @@ pub enum RuleAction {
 
 /// The action for `rule` on `node`, given its verdict, how many managed
 /// nodes carry the rule's taint (`tainted`) and how many nodes nodegate
-/// manages (`managed`); `None` when the node is as it should be.
+/// manages (`managed`); `None` when the node is as it should be. The
+/// rule's [`budget`](ConditionTaintRule::budget) holds an add back; a
+/// removal is only of a taint the node's `nodegate.dev/condition-taints`
+/// says nodegate put on.
 pub fn decide(
     rule: &ConditionTaintRule,
     node: &NodeInfo,
@@ -347,11 +417,18 @@ pub fn decide(
 ) -> Option<RuleAction> {
     let has = node.taints.iter().any(|t| same_taint(t, &rule.taint));
     match (verdict.matches, has) {
-        (true, false) => Some(match rule.max_unavailable {
+        (true, false) => Some(match rule.budget() {
             Some(budget) if budget.room(managed, tainted) == 0 => RuleAction::BudgetBlocked,
             _ => RuleAction::Add,
         }),
-        (false, true) if rule.remove == RemovePolicy::WhenCleared => Some(RuleAction::Remove),
+        // Only a taint nodegate recorded putting on (security review §9):
+        // one an operator or another agent put on under the same key and
+        // effect stays.
+        (false, true)
+            if rule.remove == RemovePolicy::WhenCleared && node.rule_added(&rule.name) =>
+        {
+            Some(RuleAction::Remove)
+        }
         _ => None,
     }
 }

@@ -34,6 +34,7 @@ fn req(type_: &str, status: &str, for_s: Option<u64>) -> Requirement {
         type_: type_.into(),
         status: StatusPattern::new(status).unwrap(),
         for_: for_s.map(Duration::from_secs),
+        match_absent: false,
     }
 }
 
@@ -148,7 +149,14 @@ fn when_cleared_removes_never_keeps() {
     assert_eq!(decide(&r, &n, &v, 1, 10), None, "already on");
     n.conditions.get_mut("Preempted").unwrap().status = "False".into();
     let v = evaluate(&r, &n, ts(0));
+    // Security review §9: only a taint nodegate recorded putting on comes
+    // off; the same taint put on by someone else stays.
+    assert_eq!(decide(&r, &n, &v, 1, 10), None, "not nodegate's");
+    n.rule_taints = Some("other,r".into());
     assert_eq!(decide(&r, &n, &v, 1, 10), Some(RuleAction::Remove));
+    n.rule_taints = Some("other,rr".into());
+    assert_eq!(decide(&r, &n, &v, 1, 10), None, "another rule's record");
+    n.rule_taints = Some("r".into());
     r.remove = RemovePolicy::Never;
     assert_eq!(decide(&r, &n, &v, 1, 10), None, "never: it stays");
     // Another taint of the same key but another effect is not the rule's.
@@ -171,6 +179,7 @@ fn the_budget_holds_back_new_taints_only() {
     assert_eq!(decide(&r, &n, &v, 2, 10), Some(RuleAction::BudgetBlocked));
     let mut tainted = n.clone();
     tainted.taints.push(r.taint.clone());
+    tainted.rule_taints = Some("r".into());
     tainted.conditions.clear();
     let v = evaluate(&r, &tainted, ts(0));
     assert_eq!(
@@ -224,4 +233,107 @@ fn critical_conditions_are_checked() {
         validate_critical(&[c("A", "")]),
         Err(CriticalConditionError::NoStatus { .. })
     ));
+}
+
+/// Security review §2: `status: "False|Unknown"` with no `for` matched every
+/// node that does not report the condition (a typo in the type is enough),
+/// at once. Refused unless the rule says `matchAbsent: true`.
+#[test]
+fn a_pattern_matching_unknown_needs_for_or_match_absent() {
+    let managed = |_: &str| false;
+    let typo = rule(vec![
+        req("Preempted", "True", None),
+        req("GPUDriverReadyy", "False|Unknown", None),
+    ]);
+    let e = validate_rules(std::slice::from_ref(&typo), managed).unwrap_err();
+    assert!(
+        matches!(e, RuleError::UnknownWithoutFor { index: 1, .. }),
+        "{e}"
+    );
+    let words = e.to_string();
+    for w in [
+        "\"r\"",
+        "conditions[1]",
+        "GPUDriverReadyy",
+        "for",
+        "matchAbsent: true",
+    ] {
+        assert!(words.contains(w), "{words} lacks {w}");
+    }
+    for status in ["Unknown", ".*", "Unk.*"] {
+        let e = validate_rules(&[rule(vec![req("A", status, None)])], managed);
+        assert!(e.is_err(), "{status} matches Unknown");
+    }
+    let mut with_for = typo.clone();
+    with_for.conditions[1].for_ = Some(Duration::from_secs(300));
+    assert_eq!(validate_rules(&[with_for], managed), Ok(()));
+    let mut explicit = typo.clone();
+    explicit.conditions[1].match_absent = true;
+    assert_eq!(validate_rules(&[explicit], managed), Ok(()));
+    let not_unknown = rule(vec![req("A", "False|Kaput", None)]);
+    assert_eq!(validate_rules(&[not_unknown], managed), Ok(()));
+}
+
+/// Security review §10(b): a taint the API server refuses (a value with a
+/// space, a key that is not a qualified name) was retried for ever.
+#[test]
+fn a_rule_taint_must_be_one_the_api_accepts() {
+    let managed = |_: &str| false;
+    let with = |key: &str, value: &str| {
+        let mut r = rule(vec![req("Preempted", "True", None)]);
+        r.taint = Taint::new(key, value, "NoSchedule");
+        validate_rules(&[r], managed)
+    };
+    assert_eq!(with("example.com/broken", "yes.1_a-b"), Ok(()));
+    assert_eq!(with("broken", ""), Ok(()));
+    let long = "v".repeat(64);
+    for (key, value, field) in [
+        ("example.com/broken", "not valid", "taint.value"),
+        ("example.com/broken", long.as_str(), "taint.value"),
+        ("example.com/broken", "-x", "taint.value"),
+        ("Example.com/broken", "", "taint.key"),
+        ("example.com/bro ken", "", "taint.key"),
+        ("a/b/c", "", "taint.key"),
+    ] {
+        let e = with(key, value).unwrap_err();
+        let words = e.to_string();
+        assert!(
+            words.contains("\"r\"") && words.contains(field) && words.contains("API server"),
+            "{key:?}={value:?}: {words}"
+        );
+    }
+}
+
+/// Security review §2: a `NoExecute` rule without `maxUnavailable` had no
+/// limit; it now takes one node at a time.
+#[test]
+fn a_no_execute_rule_without_a_budget_takes_one_node_at_a_time() {
+    let mut r = rule(vec![req("Preempted", "True", None)]);
+    assert_eq!(r.taint.effect, "NoExecute");
+    assert_eq!(r.budget(), Some(rules::NO_EXECUTE_DEFAULT_BUDGET));
+    let n = node_with(&[("Preempted", "True", None)]);
+    let v = evaluate(&r, &n, ts(0));
+    assert_eq!(decide(&r, &n, &v, 0, 10), Some(RuleAction::Add));
+    assert_eq!(decide(&r, &n, &v, 1, 10), Some(RuleAction::BudgetBlocked));
+    r.max_unavailable = Some(MaxUnavailable::Count(3));
+    assert_eq!(decide(&r, &n, &v, 1, 10), Some(RuleAction::Add));
+    r.max_unavailable = None;
+    r.taint.effect = "NoSchedule".into();
+    assert_eq!(r.budget(), None);
+    assert_eq!(decide(&r, &n, &v, 9, 10), Some(RuleAction::Add));
+}
+
+/// A rule's name is recorded on the nodes it taints (a comma-separated
+/// annotation), so it must be a label value.
+#[test]
+fn a_rule_name_is_a_label_value() {
+    let managed = |_: &str| false;
+    let mut r = rule(vec![req("Preempted", "True", None)]);
+    for bad in ["a,b", "two words", "-x", &"n".repeat(64)] {
+        r.name = bad.to_string();
+        let e = validate_rules(std::slice::from_ref(&r), managed).unwrap_err();
+        assert!(matches!(e, RuleError::Name { .. }), "{bad}: {e}");
+    }
+    r.name = "preempted-spot.v2".into();
+    assert_eq!(validate_rules(&[r], managed), Ok(()));
 }

@@ -168,8 +168,13 @@ pub enum TaintChange {
         at: Timestamp,
     },
     /// Take off the taint at `index` of the node's taints, testing that it
-    /// is still `taint` there.
-    Remove { index: usize, taint: Taint },
+    /// is still `taint` there, and set each of `annotations` to its value
+    /// (`None`: remove it; the node has it).
+    Remove {
+        index: usize,
+        taint: Taint,
+        annotations: Vec<(&'static str, Option<String>)>,
+    },
 }
 
 /// How loud a [`Effect::Log`] line is.

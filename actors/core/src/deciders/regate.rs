@@ -27,7 +27,7 @@
 //! (semantics.md §5.3).
 
 use crate::annotations;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
@@ -41,6 +41,7 @@ use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
 use crate::model::{DaemonSetInfo, NodeInfo};
 use crate::regate::{self, Exhausted, Health, RegateConfig, Trigger, Watched};
 
+mod budget;
 mod counts;
 
 use counts::Counts;
@@ -48,6 +49,11 @@ pub use counts::RegateGauges;
 
 /// At most one `RegateBudgetExhausted` Event per node this often.
 pub const BUDGET_EVENT_EVERY: SignedDuration = SignedDuration::from_secs(600);
+
+/// A due node the budget refused is looked at again this much later (or
+/// as soon as a place frees up), not at every tick: during a cluster-wide
+/// agent breakage most open nodes are due and refused (security review §8).
+pub const BUDGET_RETRY: SignedDuration = SignedDuration::from_secs(10);
 
 /// A due node whose fresh read or write is out: why, and when it was found
 /// due (the Event's words and `gated-since` are of that moment).
@@ -92,6 +98,9 @@ pub struct Regater {
     follower: HashSet<String>,
     /// Due nodes the budget holds only for the reads and writes out.
     held: HashSet<String>,
+    /// Due nodes the budget refused: looked at again after
+    /// [`BUDGET_RETRY`], or when a place frees up.
+    refused: BTreeSet<String>,
     /// The budget's and the gauges' counts; `None` until first needed.
     counts: Option<Counts>,
     /// The look-again time last asked for (by the grace's clock).
@@ -130,6 +139,7 @@ impl Regater {
         self.reading.remove(name);
         self.follower.remove(name);
         self.held.remove(name);
+        self.refused.remove(name);
     }
 
     /// Looks at each of `names`, and acts on those due.
@@ -184,6 +194,7 @@ impl Regater {
             self.reading.remove(name);
             self.follower.remove(name);
             self.held.remove(name);
+            self.refused.remove(name);
         }
         match health {
             Health::Regate(_) if cx.config.suspend || node.suspended => {
@@ -269,65 +280,12 @@ impl Regater {
         self.look_at.remove(name);
         self.follower.remove(name);
         self.held.remove(name);
+        self.refused.remove(name);
         self.reading
             .insert(name.to_string(), Due { trigger, at: now });
         out.push(Effect::ReadNode {
             node: name.to_string(),
         });
-    }
-
-    /// Whether one more node may be re-gated: counted from the nodes in
-    /// scope the index shows with the re-gate taint, plus this replica's
-    /// own re-gates the index does not show yet; the reads and writes out
-    /// hold a node the budget would refuse if they all ended in a re-gate.
-    fn budget(&mut self, rc: &RegateConfig, cx: &Context<'_>) -> Budget {
-        let out = self.reading.len() + self.writing.len();
-        self.counts(cx);
-        let Some(counts) = self.counts.as_ref() else {
-            return Budget::Allows;
-        };
-        let managed = counts.managed.len();
-        let in_use = counts.regated.len() + self.unseen(counts);
-        if let Err(exhausted) = regate::budget_allows(rc, managed, in_use) {
-            return Budget::Refused(exhausted);
-        }
-        if out > 0 && regate::budget_allows(rc, managed, in_use + out).is_err() {
-            return Budget::Held;
-        }
-        Budget::Allows
-    }
-
-    fn refused(
-        &mut self,
-        name: &str,
-        trigger: &Trigger,
-        exhausted: Exhausted,
-        cx: &Context<'_>,
-        out: &mut Vec<Effect>,
-    ) {
-        let now = cx.now.for_grace();
-        out.push(Effect::Count(Tally::RegateBudgetExhausted));
-        self.look_at.insert(name.to_string(), retry_after(now));
-        let announce = self
-            .budget_event
-            .get(name)
-            .is_none_or(|last| now.duration_since(*last) >= BUDGET_EVENT_EVERY);
-        if !announce {
-            return;
-        }
-        self.budget_event.insert(name.to_string(), now);
-        let why = words(trigger, now);
-        out.push(Effect::log(
-            Level::Warn,
-            name,
-            format!("not re-gated: the budget is used up ({exhausted}); {why}"),
-        ));
-        if let Some(node) = cx.view.node(name) {
-            let note = format!("Not re-gated although {why}: {exhausted}");
-            let reason = Reason::RegateBudgetExhausted;
-            let event = NodeEvent::new(name, &node.uid, EventType::Warning, reason, note);
-            out.push(Effect::RecordEvent(event));
-        }
     }
 
     /// The fresh read's answer: the write, if the node is still open and
@@ -445,6 +403,7 @@ impl Regater {
     fn changed(&mut self, change: Change, cx: &Context<'_>, out: &mut Vec<Effect>) {
         match change {
             Change::Node { name, after, .. } => {
+                let before = self.in_use(cx);
                 self.counts(cx).set(&name, after.as_deref(), cx.config);
                 // Another version than those before our write, in the same
                 // step as the counts see it: counted as it shows (with the
@@ -457,7 +416,19 @@ impl Regater {
                 if moved {
                     self.pending.remove(&name);
                 }
-                self.looks([name], cx, out);
+                self.looks([name.as_str()], cx, out);
+                // Places freed: as many refused nodes looked at now.
+                let after = self.in_use(cx);
+                let freed =
+                    (before.0.saturating_sub(after.0)).max(before.1.saturating_sub(after.1));
+                let first: Vec<String> = self
+                    .refused
+                    .iter()
+                    .filter(|n| **n != name)
+                    .take(freed)
+                    .cloned()
+                    .collect();
+                self.looks(first, cx, out);
             }
             Change::Pods { node } | Change::GateStopped { node } => {
                 self.looks([node], cx, out);

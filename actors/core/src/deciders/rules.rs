@@ -22,7 +22,7 @@
 //! Nothing happens before the first [`Change::Everything`] (the initial
 //! lists are in): a budget counted on half a list would be wrong.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -80,6 +80,9 @@ enum Hold {
     /// `suspend: true` in the configuration, or the node's
     /// `nodegate.dev/suspend` annotation: nothing is written.
     Suspended(RuleAction),
+    /// The API server refused the rule's last write: the rule waits
+    /// ([`backoff`]).
+    Refused,
 }
 
 /// A node as one look counted it: the node (when it is managed) with its
@@ -108,6 +111,11 @@ pub struct RuleTainter {
     deferred: BTreeSet<String>,
     /// The earliest [`Effect::LookAgainAt`] asked for and not yet delivered.
     asked: Option<Timestamp>,
+    /// The rules the API server refused, and how long they wait.
+    backoffs: Backoffs,
+    /// Managed nodes closed by nodegate on its own initiative (re-gated,
+    /// or carrying a rule's taint): `--max-unavailable`'s count ([`total`]).
+    closed: HashSet<String>,
 }
 
 impl RuleTainter {
@@ -167,10 +175,11 @@ impl RuleTainter {
         self.held.retain(|(_, n), _| n != name);
         self.look_at.remove(name);
         self.deferred.remove(name);
+        let was_closed = self.closed.remove(name);
         if gone {
             self.unseen.retain(|(_, n), _| n != name);
         }
-        counted.is_some()
+        counted.is_some() || was_closed
     }
 
     /// Counts `name` as the index shows it now. Returns the node with its
@@ -211,6 +220,7 @@ impl RuleTainter {
             }
             verdicts.push(verdict);
         }
+        freed |= self.count_closed(&node, cx);
         (Some((node, verdicts)), freed)
     }
 
@@ -267,10 +277,17 @@ impl RuleTainter {
                 continue;
             }
             let tainted = self.counts.get(&rule.name).map_or(0, |c| c.tainted);
-            let Some(action) = rules::decide(rule, node, verdict, tainted, self.seen.len()) else {
+            let Some(mut action) = rules::decide(rule, node, verdict, tainted, self.seen.len())
+            else {
                 self.held.remove(&key);
                 continue;
             };
+            let total = (action == RuleAction::Add)
+                .then(|| self.total_refuses(&node.name, cx))
+                .flatten();
+            if total.is_some() {
+                action = RuleAction::BudgetBlocked;
+            }
             if !dry_run && !cx.may_write {
                 self.deferred.insert(node.name.clone());
                 continue;
@@ -279,12 +296,14 @@ impl RuleTainter {
                 RuleAction::BudgetBlocked => {
                     self.schedule(&node.name, retry_after(cx.now.for_window()));
                     if self.hold(key, Hold::Budget) {
-                        out.push(info(
-                            &node.name,
-                            "condition taint held back: the rule's maxUnavailable is used up",
-                            rule,
-                            None,
-                        ));
+                        let what = match &total {
+                            Some(e) => format!("condition taint held back: {e}"),
+                            None => {
+                                "condition taint held back: the rule's maxUnavailable is used up"
+                                    .to_string()
+                            }
+                        };
+                        out.push(info(&node.name, &what, rule, None));
                         out.push(Effect::Count(Tally::RuleBudgetBlocked(rule.name.clone())));
                     }
                 }
@@ -309,6 +328,9 @@ impl RuleTainter {
                     }
                 }
                 RuleAction::Add | RuleAction::Remove => {
+                    if self.refused(&key, cx, out) {
+                        continue;
+                    }
                     if let Some(change) = change(action, rule, node, cx.now) {
                         out.push(self.send(key, node, &verdict.why, change));
                     }
@@ -329,6 +351,7 @@ impl RuleTainter {
         self.held.remove(&key);
         self.in_flight.insert(key.clone(), why.to_string());
         if matches!(change, TaintChange::Add { .. }) {
+            self.closed.insert(node.name.clone());
             let version = &node.resource_version;
             self.unseen.insert(key.clone(), unseen(version, Expect::On));
             let counted = self.seen.get(&node.name).and_then(|s| s.get(&key.0));
@@ -369,9 +392,11 @@ impl RuleTainter {
         let mut out = Vec::new();
         // Whether to decide the node again now, to leave it for the
         // lease's return, or to try again after a while.
-        let (mut act, mut defer, mut retry) = (false, false, false);
+        let (mut act, mut defer, mut retry) = (false, false, None);
+        let now = cx.now.for_window();
         match outcome {
             PatchOutcome::Applied => {
+                self.backoffs.applied(&rule);
                 if !adding {
                     self.unseen
                         .insert(key, unseen(&write.resource_version, Expect::Off));
@@ -397,7 +422,22 @@ impl RuleTainter {
                 self.unseen.remove(&key);
                 defer = true;
             }
-            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
+            PatchOutcome::Failed(e) => {
+                // Refused (a policy, an invalid taint) or never sent: the
+                // same write would fail again at once.
+                self.unseen.remove(&key);
+                let until = self.backoffs.refused(&rule, now);
+                let what = if adding { "put on" } else { "take off" };
+                out.push(Effect::log(
+                    Level::Warn,
+                    &name,
+                    format!(
+                        "condition taint: could not {what} the taint; rule {rule}'s writes wait until {until}: {e}"
+                    ),
+                ));
+                retry = Some(until);
+            }
+            PatchOutcome::Ambiguous(e) => {
                 self.unseen.remove(&key);
                 let what = if adding { "put on" } else { "take off" };
                 out.push(Effect::log(
@@ -407,7 +447,7 @@ impl RuleTainter {
                         "condition taint: could not {what} the taint; trying again (rule {rule}): {e}"
                     ),
                 ));
-                retry = true;
+                retry = Some(retry_after(now));
             }
         }
         if !self.synced || cx.config.condition_taints.is_empty() {
@@ -420,8 +460,10 @@ impl RuleTainter {
         if defer {
             self.deferred.insert(name.clone());
         }
-        if retry && self.seen.contains_key(&name) {
-            self.schedule(&name, retry_after(cx.now.for_window()));
+        if let Some(at) = retry
+            && self.seen.contains_key(&name)
+        {
+            self.schedule(&name, at);
         }
         out
     }
@@ -434,11 +476,14 @@ impl RuleTainter {
         self.rules = rules.iter().map(|r| r.name.clone()).collect();
         self.seen.clear();
         self.counts.clear();
+        self.closed.clear();
         self.look_at.clear();
         self.deferred.clear();
         let known = |r: &String| rules.iter().any(|rule| &rule.name == r);
         self.held.retain(|(r, _), _| known(r));
         self.unseen.retain(|(r, _), _| known(r));
+        self.backoffs
+            .retain(|r| rules.iter().any(|rule| rule.name == r));
         if rules.is_empty() {
             return Vec::new();
         }
@@ -532,8 +577,11 @@ fn on_local_clock(now: Now, at: Timestamp) -> Timestamp {
     at.checked_sub(ahead).unwrap_or(at)
 }
 
+pub mod backoff;
+mod total;
 mod writes;
 
+use backoff::Backoffs;
 use writes::{applied, change, info};
 
 #[cfg(test)]

@@ -88,6 +88,11 @@ pub struct GateConfig {
     pub suspend: bool,
     /// `--regate-after` and friends; `None`: open nodes are never re-gated.
     pub regate: Option<RegateConfig>,
+    /// `--max-unavailable`: the most managed nodes nodegate keeps closed on
+    /// its own initiative at once, re-gated or carrying a condition rule's
+    /// taint (see [`crate::budget::closed_by_nodegate`]); `None`: no cap
+    /// beyond each one's own budget.
+    pub max_unavailable: Option<crate::budget::MaxUnavailable>,
 }
 
 impl GateConfig {
@@ -138,6 +143,7 @@ impl Default for GateConfig {
             dry_run: false,
             suspend: false,
             regate: None,
+            max_unavailable: None,
         }
     }
 }

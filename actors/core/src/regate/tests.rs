@@ -538,3 +538,43 @@ fn members_broken_when_a_node_was_opened_by_its_deadline_are_excused_until_ready
     );
     assert_eq!(members(&h), BTreeSet::from(["infra/cni".to_string()]));
 }
+
+/// Security review §12(b): an operator takes `nodegate.dev/degraded` off a
+/// re-gated node by hand to put it back in service while the broken agent
+/// is fixed. The member's grace counts from its pod's old transition, so
+/// the node was re-gated again at the next look. The removal is respected
+/// until the member has been Ready once.
+#[test]
+fn a_re_gate_taint_taken_off_by_hand_is_respected_until_the_member_recovers() {
+    let ds = agent("cni");
+    let both = [ds.clone()];
+    let mut n = node();
+    n.opened_at = Some(ts(100));
+    n.gated_since = Some(ts(1000));
+    n.regated_for = Some("infra/cni".into());
+    let mut m = Watched::default();
+    let broken = [broken_pod(&ds, 500)];
+    for at in [1001, 5000] {
+        assert_eq!(
+            look(&n, &both, &broken, &mut m, at),
+            Health::Healthy,
+            "{at}"
+        );
+    }
+    // Ready once, broken again: re-gated after the grace as usual.
+    let _ = look(&n, &both, &[ready_pod(&ds)], &mut m, 6000);
+    let again = look(
+        &n,
+        &both,
+        &[broken_pod(&ds, 6001)],
+        &mut m,
+        6001 + GRACE as i64,
+    );
+    assert_eq!(members(&again), BTreeSet::from(["infra/cni".to_string()]));
+    // Opened by nodegate's own gate after the re-gate (opened-at newer than
+    // gated-since, by readiness): nothing is excused.
+    n.opened_at = Some(ts(1500));
+    let mut fresh = Watched::default();
+    let h = look(&n, &both, &broken, &mut fresh, 1501);
+    assert_eq!(members(&h), BTreeSet::from(["infra/cni".to_string()]));
+}

@@ -85,7 +85,7 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- range $c.exclude }}{{ $a = append $a (printf "--exclude=%s" .) }}{{ end -}}
 {{- with $c.excludeSelector }}{{ $a = append $a (printf "--exclude-selector=%s" .) }}{{ end -}}
 {{- with $c.managedNodeSelector }}{{ $a = append $a (printf "--node-selector=%s" .) }}{{ end -}}
-{{- if $c.criticalPods }}{{ $a = append $a "--config=/etc/nodegate/config.yaml" }}{{ end -}}
+{{- if or $c.criticalPods $c.conditionTaints }}{{ $a = append $a "--config=/etc/nodegate/config.yaml" }}{{ end -}}
 {{- $a = append $a (printf "--timeout=%v" $c.timeout) -}}
 {{- $a = append $a (printf "--on-timeout=%v" $c.onTimeout) -}}
 {{- if $c.dryRun }}{{ $a = append $a "--dry-run" }}{{ end -}}
@@ -129,12 +129,14 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- end -}}
 {{- if $c.taintNewNodes }}{{ $a = append $a "--taint-new-nodes" }}{{ end -}}
 {{- $a = append $a (printf "--new-node-window=%v" $c.newNodeWindow) -}}
+{{- $a = append $a (printf "--max-unavailable=%v" $c.maxUnavailable) -}}
 {{- if ne (toString $c.regateAfter) "0" -}}
 {{- $a = append $a (printf "--regate-after=%v" $c.regateAfter) -}}
 {{- $a = append $a (printf "--regate-taint=%v" $c.regateTaint) -}}
 {{- $a = append $a (printf "--regate-timeout=%v" $c.regateTimeout) -}}
 {{- $a = append $a (printf "--regate-max-unavailable=%v" $c.regateMaxUnavailable) -}}
 {{- if $c.regateOnReboot }}{{ $a = append $a "--regate-on-reboot" }}{{ end -}}
+{{- if $c.regateAllowNoExecute }}{{ $a = append $a "--regate-allow-no-execute" }}{{ end -}}
 {{- end -}}
 {{- range .Values.extraArgs }}{{ $a = append $a (toString .) }}{{ end -}}
 {{- toYaml $a -}}

@@ -29,6 +29,7 @@ fn settings() -> GateSettings {
         regate: None,
         conditions: Vec::new(),
         condition_taints: Vec::new(),
+        max_unavailable: None,
     }
 }
 

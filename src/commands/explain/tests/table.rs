@@ -216,6 +216,7 @@ fn condition_members_and_rule_verdicts_have_their_own_sections() {
             type_: "Preempted".into(),
             status: StatusPattern::new("True").unwrap(),
             for_: None,
+            match_absent: false,
         }],
         match_mode: MatchMode::AllOf,
         node_selector: None,

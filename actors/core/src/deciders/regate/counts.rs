@@ -6,10 +6,11 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use super::Regater;
+use crate::budget;
 use crate::deciders::Context;
 use crate::entrance::Scope;
 use crate::gate::GateConfig;
-use crate::model::NodeInfo;
+use crate::model::{NodeInfo, Taint};
 use crate::placement::ManagedTaint;
 use crate::regate;
 
@@ -106,6 +107,16 @@ impl Regater {
         self.counts = Some(Counts::of(cx.config, &cx.view.nodes()));
     }
 
+    /// The places in use: of re-gating's budget (nodes carrying the
+    /// re-gate taint, and this replica's re-gates the index does not show
+    /// yet), and of `--max-unavailable` (nodes closed by nodegate).
+    pub(super) fn in_use(&mut self, cx: &Context<'_>) -> (usize, usize) {
+        let counts = self.counts(cx);
+        let (shown, closed) = (counts.regated.len(), counts.closed.len());
+        let counts = self.counts.as_ref();
+        (shown + counts.map_or(0, |c| self.unseen(c)), closed)
+    }
+
     /// This replica's re-gates the counts do not show yet: each counts
     /// until the change feed brings a version of its node other than those
     /// from before the write (in the same step as the counts take it in).
@@ -124,6 +135,8 @@ pub(super) struct CountKey {
     scope: Scope,
     suspend: bool,
     taint: Option<ManagedTaint>,
+    /// The condition rules' taints (`--max-unavailable` counts them).
+    rule_taints: Vec<Taint>,
 }
 
 impl CountKey {
@@ -132,6 +145,11 @@ impl CountKey {
             scope: cfg.scope.clone(),
             suspend: cfg.suspend,
             taint: cfg.regate.as_ref().map(|rc| rc.taint.clone()),
+            rule_taints: cfg
+                .condition_taints
+                .iter()
+                .map(|r| r.taint.clone())
+                .collect(),
         }
     }
 
@@ -141,6 +159,12 @@ impl CountKey {
         self.scope == cfg.scope
             && self.suspend == cfg.suspend
             && self.taint.as_ref() == cfg.regate.as_ref().map(|rc| &rc.taint)
+            && self.rule_taints.len() == cfg.condition_taints.len()
+            && self
+                .rule_taints
+                .iter()
+                .zip(&cfg.condition_taints)
+                .all(|(t, r)| *t == r.taint)
     }
 }
 
@@ -157,6 +181,9 @@ pub(super) struct Counts {
     pub(super) suspended: HashSet<u64>,
     /// Of them, carrying the re-gate taint, by name (the gauges list them).
     pub(super) regated: HashSet<String>,
+    /// Of them, closed by nodegate on its own initiative (the re-gate taint
+    /// or a rule's), by fingerprint: `--max-unavailable`'s count.
+    pub(super) closed: HashSet<u64>,
 }
 
 impl Counts {
@@ -166,6 +193,7 @@ impl Counts {
             managed: HashSet::new(),
             suspended: HashSet::new(),
             regated: HashSet::new(),
+            closed: HashSet::new(),
         }
     }
 
@@ -184,9 +212,11 @@ impl Counts {
         let regated = managed
             .zip(cfg.regate.as_ref())
             .is_some_and(|(n, rc)| regate::carries(n, rc));
+        let closed = managed.is_some_and(|n| budget::closed_by_nodegate(n, cfg));
         let print = fingerprint(name);
         flag(&mut self.managed, print, managed.is_some());
         flag(&mut self.suspended, print, suspended);
+        flag(&mut self.closed, print, closed);
         member(&mut self.regated, name, regated);
     }
 }

@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::annotations;
 use crate::budget::MaxUnavailable;
 use crate::conditions::rules::{
     MatchMode, RemovePolicy, Requirement, StatusPattern, validate_rules,
@@ -23,6 +24,7 @@ fn rule(name: &str, cond: &str, key: &str, effect: &str) -> ConditionTaintRule {
             type_: cond.into(),
             status: StatusPattern::new("True").unwrap(),
             for_: None,
+            match_absent: false,
         }],
         match_mode: MatchMode::AllOf,
         node_selector: None,
@@ -58,6 +60,12 @@ fn node(name: &str, rv: u32, conds: &[(&str, &str, Option<i64>)], taints: Vec<Ta
         };
         n.conditions.insert(t.to_string(), c);
     }
+    n
+}
+
+/// `n` as nodegate records it after putting rule `rule`'s taint on.
+fn owned(mut n: NodeInfo, rule: &str) -> NodeInfo {
+    n.rule_taints = Some(rule.into());
     n
 }
 
@@ -122,7 +130,7 @@ fn a_matching_node_gets_the_rules_taint_and_an_event() {
         TaintChange::Add {
             taint: taint(OOS, "NoExecute"),
             existing: 0,
-            annotations: Vec::new(),
+            annotations: vec![(annotations::CONDITION_TAINTS, "oos".into())],
             annotations_present: true,
             at: ts(100),
         }
@@ -210,12 +218,13 @@ fn when_cleared_takes_the_rules_taint_off_at_its_index() {
     let other = taint("example.com/other", "NoSchedule");
     let ours = taint_v(OOS, "nodeshutdown", "NoExecute");
     let carried = vec![other.clone(), taint(OOS, "NoSchedule"), ours.clone()];
-    r.index.upsert(node(
-        "n1",
-        4,
-        &[("Shutdown", "False", Some(0))],
-        carried.clone(),
-    ));
+    let cleared = || {
+        owned(
+            node("n1", 4, &[("Shutdown", "False", Some(0))], carried.clone()),
+            "oos",
+        )
+    };
+    r.index.upsert(cleared());
     let out = r.step(&mut t, everything());
     let w = writes(&out);
     assert_eq!(w.len(), 1, "{out:?}");
@@ -224,7 +233,8 @@ fn when_cleared_takes_the_rules_taint_off_at_its_index() {
         write.change,
         TaintChange::Remove {
             index: 2,
-            taint: ours
+            taint: ours,
+            annotations: vec![(annotations::CONDITION_TAINTS, None)],
         }
     );
     assert_eq!(write.resource_version, "4");
@@ -234,9 +244,7 @@ fn when_cleared_takes_the_rules_taint_off_at_its_index() {
     assert_eq!(t.tainted(), one("oos", 0), "counts as removed at once");
     // The watch lags: the index still shows the taint, and no second
     // removal goes out.
-    let change = r
-        .index
-        .upsert(node("n1", 4, &[("Shutdown", "False", Some(0))], carried));
+    let change = r.index.upsert(cleared());
     assert!(writes(&r.step(&mut t, change)).is_empty());
     assert_eq!(t.tainted(), one("oos", 0));
     // `remove: never` keeps it.
@@ -253,8 +261,8 @@ fn when_cleared_takes_the_rules_taint_off_at_its_index() {
 fn a_removal_applied_makes_room_for_a_held_node() {
     let mut r = run(vec![limited()]);
     let mut t = RuleTainter::new();
-    r.index
-        .upsert(node("n1", 1, &[], vec![taint(OOS, "NoExecute")]));
+    let tainted = node("n1", 1, &[], vec![taint(OOS, "NoExecute")]);
+    r.index.upsert(owned(tainted, "oos"));
     r.index.upsert(shut("n2", 1));
     let out = r.step(&mut t, everything());
     let w = writes(&out);
@@ -398,9 +406,8 @@ fn a_dry_run_logs_each_write_once_and_writes_nothing() {
     assert!(r.step(&mut t, change).is_empty());
     let change = r.index.upsert(shut("n1", 4));
     assert_eq!(logs(&r.step(&mut t, change), Level::Info).len(), 1);
-    let change = r
-        .index
-        .upsert(node("n1", 5, &[], vec![taint(OOS, "NoExecute")]));
+    let tainted = node("n1", 5, &[], vec![taint(OOS, "NoExecute")]);
+    let change = r.index.upsert(owned(tainted, "oos"));
     let out = r.step(&mut t, change);
     assert!(writes(&out).is_empty());
     assert!(
@@ -480,12 +487,15 @@ fn a_conflict_is_decided_again_on_the_indexs_next_view() {
 }
 
 #[test]
-fn a_failed_write_is_tried_again_a_moment_later() {
+fn an_unanswered_write_is_tried_again_a_moment_later() {
     let mut r = run(vec![oos()]);
     let mut t = RuleTainter::new();
     r.index.upsert(shut("n1", 1));
     let write = writes(&r.step(&mut t, everything()))[0].clone();
-    let out = r.step(&mut t, answer(&write, PatchOutcome::Failed("boom".into())));
+    let out = r.step(
+        &mut t,
+        answer(&write, PatchOutcome::Ambiguous("boom".into())),
+    );
     let warn = logs(&out, Level::Warn);
     assert_eq!(
         warn,
@@ -548,3 +558,163 @@ fn the_window_clock_stamps_and_the_local_clock_wakes() {
 
 mod recount;
 mod suspend;
+
+/// Security review §10: a rule whose writes the API server refuses (a
+/// policy's 403, an invalid taint's 422) was retried on every node every
+/// second. Now the rule waits 2 s, 4 s, 8 s ... after each refusal in a
+/// row, one write goes out alone when the wait is over, and a success lets
+/// the others follow.
+#[test]
+fn a_rule_the_api_server_refuses_backs_off() {
+    let mut rule = rule("foreign", "Broken", "example.com/broken", "NoSchedule");
+    rule.max_unavailable = None;
+    let mut r = run(vec![rule]);
+    let mut t = RuleTainter::new();
+    for n in ["n1", "n2", "n3"] {
+        r.index
+            .upsert(node(n, 1, &[("Broken", "True", Some(0))], vec![]));
+    }
+    let sent: Vec<TaintWrite> = writes(&r.step(&mut t, everything()))
+        .into_iter()
+        .cloned()
+        .collect();
+    assert_eq!(sent.len(), 3);
+    let forbidden = || PatchOutcome::Failed("403 Forbidden: nodegate.dev taints only".into());
+    let mut asked_at = Vec::new();
+    for w in &sent {
+        let out = r.step(&mut t, answer(w, forbidden()));
+        assert!(writes(&out).is_empty(), "{out:?}");
+        asked_at.extend(asked(&out));
+    }
+    // One refusal round: the rule waits 2 s (not the usual 1 s).
+    assert_eq!(asked_at, [ts(102)]);
+    r.now = retry_after(ts(100));
+    assert!(
+        writes(&r.step(&mut t, Input::Tick)).is_empty(),
+        "still waiting"
+    );
+    // A change of a node does not cut the wait short.
+    let change = r
+        .index
+        .upsert(node("n1", 2, &[("Broken", "True", Some(0))], vec![]));
+    let out = r.step(&mut t, change);
+    assert!(writes(&out).is_empty(), "{out:?}");
+    // The wait is over: one write probes.
+    r.now = ts(102);
+    let out = r.step(&mut t, Input::Tick);
+    let probe = writes(&out);
+    assert_eq!(probe.len(), 1, "one write alone: {out:?}");
+    let probe = probe[0].clone();
+    // Refused again: 4 s this time.
+    let out = r.step(&mut t, answer(&probe, forbidden()));
+    assert!(writes(&out).is_empty());
+    for at in [103, 105] {
+        r.now = ts(at);
+        assert!(writes(&r.step(&mut t, Input::Tick)).is_empty(), "at {at}");
+    }
+    r.now = ts(106);
+    let probe = writes(&r.step(&mut t, Input::Tick))[0].clone();
+    // The policy is fixed: the probe is applied and the others follow at
+    // the usual pace.
+    let out = r.step(&mut t, answer(&probe, PatchOutcome::Applied));
+    let names =
+        |out: &[Effect]| -> Vec<String> { writes(out).iter().map(|w| w.node.clone()).collect() };
+    let mut rest = names(&out);
+    if rest.is_empty() {
+        r.now = retry_after(ts(106));
+        rest = names(&r.step(&mut t, Input::Tick));
+    }
+    assert_eq!(rest.len(), 2, "the other nodes follow: {rest:?}");
+    assert!(!rest.contains(&probe.node));
+    // The waits double up to five minutes.
+    assert_eq!(backoff::wait_after(1), jiff::SignedDuration::from_secs(2));
+    assert_eq!(backoff::wait_after(3), jiff::SignedDuration::from_secs(8));
+    assert_eq!(backoff::wait_after(40), backoff::MOST);
+}
+
+/// Security review §9: with `remove: whenCleared`, an out-of-service taint
+/// an operator put on by hand (the upstream non-graceful-shutdown runbook)
+/// on a node that does not match was taken off within a second. Only a
+/// taint nodegate recorded putting on comes off now; the add records it.
+#[test]
+fn when_cleared_leaves_a_taint_nodegate_did_not_put_on() {
+    // (A taint put on by hand counts in the budget like any other.)
+    let mut rule = oos();
+    rule.max_unavailable = Some(MaxUnavailable::Count(5));
+    let mut r = run(vec![rule]);
+    let mut t = RuleTainter::new();
+    let by_hand = vec![taint_v(OOS, "nodeshutdown", "NoExecute")];
+    r.index.upsert(node("dead", 1, &[], by_hand.clone()));
+    assert!(writes(&r.step(&mut t, everything())).is_empty());
+    r.now = retry_after(ts(100));
+    assert!(writes(&r.step(&mut t, Input::Tick)).is_empty());
+    // Another rule's record does not make it this rule's.
+    let change = r
+        .index
+        .upsert(owned(node("dead", 2, &[], by_hand), "kaput"));
+    assert!(writes(&r.step(&mut t, change)).is_empty());
+    // nodegate's own add is recorded with the other rules' in one patch,
+    // and its removal takes only this rule out of the record.
+    let change = r.index.upsert(owned(shut("n2", 1), "kaput"));
+    let w = writes(&r.step(&mut t, change))[0].clone();
+    let TaintChange::Add { annotations, .. } = &w.change else {
+        panic!("{w:?}");
+    };
+    assert_eq!(
+        annotations,
+        &[(annotations::CONDITION_TAINTS, "kaput,oos".to_string())]
+    );
+    r.step(&mut t, answer(&w, PatchOutcome::Applied));
+    let on = node("n2", 2, &[], vec![taint(OOS, "NoExecute")]);
+    let change = r.index.upsert(owned(on, "kaput,oos"));
+    let w = writes(&r.step(&mut t, change))[0].clone();
+    assert!(
+        matches!(&w.change, TaintChange::Remove { annotations, .. }
+            if annotations == &[(annotations::CONDITION_TAINTS, Some("kaput".to_string()))]),
+        "{w:?}"
+    );
+}
+
+/// Security review §2 and §13: re-gating and each rule had budgets of their
+/// own, with no cap on the nodes nodegate keeps closed altogether.
+/// `--max-unavailable` counts every managed node carrying the re-gate
+/// taint or a rule's taint.
+#[test]
+fn the_total_cap_holds_a_rule_back_with_re_gated_nodes_counted() {
+    use crate::regate::RegateConfig;
+    let mut lenient = oos();
+    lenient.max_unavailable = Some(MaxUnavailable::Count(10));
+    let mut r = run(vec![lenient]);
+    r.config.max_unavailable = Some(MaxUnavailable::Count(2));
+    let degraded = crate::placement::ManagedTaint::new("nodegate.dev/degraded", "NoSchedule");
+    r.config.regate = Some(RegateConfig {
+        after: std::time::Duration::from_secs(60),
+        taint: degraded.clone(),
+        timeout: None,
+        on_reboot: false,
+        max_unavailable: MaxUnavailable::Count(10),
+    });
+    let mut t = RuleTainter::new();
+    r.index
+        .upsert(node("re", 1, &[], vec![degraded.to_taint()]));
+    for n in ["n1", "n2", "n3"] {
+        r.index.upsert(shut(n, 1));
+    }
+    let out = r.step(&mut t, everything());
+    let w = writes(&out);
+    assert_eq!(
+        w.len(),
+        1,
+        "one place left beside the re-gated node: {out:?}"
+    );
+    assert_eq!(blocked(&out), 2);
+    let info = logs(&out, Level::Info);
+    assert!(
+        info.iter().any(|l| l.contains("--max-unavailable 2")),
+        "{info:?}"
+    );
+    // The re-gated node opens: a place for one more.
+    let change = r.index.upsert(node("re", 2, &[], vec![]));
+    let out = r.step(&mut t, change);
+    assert_eq!(writes(&out).len(), 1, "{out:?}");
+}

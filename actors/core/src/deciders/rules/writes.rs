@@ -1,6 +1,7 @@
 //! The writes a rule asks for, and the words for them: the taint change
 //! on a node, the log lines, and the count and Event of an applied write.
 
+use crate::annotations;
 use crate::conditions::rules::{self, ConditionTaintRule, RuleAction};
 use crate::deciders::{Context, Effect, Level, Now, TaintChange, TaintWrite, Tally};
 use crate::gate::{EventType, NodeEvent, Reason};
@@ -14,11 +15,23 @@ pub(super) fn change(
     node: &NodeInfo,
     now: Now,
 ) -> Option<TaintChange> {
+    let others = || {
+        let list = node.rule_taints.as_deref().unwrap_or_default();
+        list.split(',')
+            .map(str::trim)
+            .filter(|r| !r.is_empty() && *r != rule.name)
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
     if action == RuleAction::Add {
+        // The taint and the record that nodegate put it on, in one patch.
+        let mut owners = others();
+        owners.push(rule.name.clone());
+        owners.sort_unstable();
         return Some(TaintChange::Add {
             taint: rule.taint.clone(),
             existing: node.taints.len(),
-            annotations: Vec::new(),
+            annotations: vec![(annotations::CONDITION_TAINTS, owners.join(","))],
             annotations_present: node.annotations_present,
             at: now.for_window(),
         });
@@ -28,7 +41,13 @@ pub(super) fn change(
         .iter()
         .position(|t| rules::same_taint(t, &rule.taint))?;
     let taint = node.taints.get(index)?.clone();
-    Some(TaintChange::Remove { index, taint })
+    let owners = others();
+    let record = (!owners.is_empty()).then(|| owners.join(","));
+    Some(TaintChange::Remove {
+        index,
+        taint,
+        annotations: vec![(annotations::CONDITION_TAINTS, record)],
+    })
 }
 
 pub(super) fn info(node: &str, what: &str, rule: &ConditionTaintRule, why: Option<&str>) -> Effect {

@@ -247,6 +247,7 @@ fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (bool, bool) {
         ignored: _,
         boot_id: _,
         regated_for: _,
+        rule_taints: _,
         opened_unready: _,
         opened_before: _,
         annotations_present: _,

@@ -31,8 +31,12 @@ fn an_exhausted_budget_is_counted_each_time_and_announced_every_ten_minutes() {
         "{note}"
     );
     assert_eq!(logs(&out, Level::Warn).len(), 1);
-    assert_eq!(asked(&out), [retry_after(ts(NOW))]);
-    for later in [1, 599] {
+    // Looked at again ten seconds later, not every second (security
+    // review §8).
+    assert_eq!(asked(&out), [ts(NOW + 10)]);
+    r.now = ts(NOW + 9);
+    assert_eq!(refused(&r.step(&mut g, Input::Tick)), 0);
+    for later in [10, 590] {
         r.now = ts(NOW + later);
         let out = r.step(&mut g, Input::Tick);
         assert_eq!(refused(&out), 1, "{later}: {out:?}");
@@ -245,4 +249,72 @@ fn a_write_counts_while_its_change_is_still_on_the_feed() {
     r.step(&mut g, change);
     assert_eq!(g.counted(), Some((2, 1)));
     assert_eq!(gauges(&r, &g).regated, 1);
+}
+
+/// Security review §8: with the budget used up, every due node was looked
+/// at again every second. Refused nodes wait ten seconds; a place freed
+/// wakes as many of them as places freed, at once.
+#[test]
+fn refused_nodes_wait_and_a_freed_place_wakes_one() {
+    let mut r = run();
+    let mut g = Regater::new();
+    upsert(&mut r, &mut g, regated("n0", "1"));
+    for n in ["n1", "n2", "n3"] {
+        r.index.pods.push(broken_pod(n, NOW - GRACE - 5));
+        let out = upsert(&mut r, &mut g, node(n));
+        assert_eq!(refused(&out), 1, "{n}: {out:?}");
+    }
+    for later in 1..10 {
+        r.now = ts(NOW + later);
+        let out = r.step(&mut g, Input::Tick);
+        assert_eq!(refused(&out), 0, "looked at again after {later}s: {out:?}");
+    }
+    // n0's gate opens it: one place, one node read at once.
+    r.index.pods.push(ready_pod("n0"));
+    let out = upsert(&mut r, &mut g, node("n0"));
+    assert_eq!(reads(&out), ["n1"], "{out:?}");
+    assert_eq!(refused(&out), 0, "the others are not looked at: {out:?}");
+    // Ten seconds on, the others wait for n1's read (the place it may take).
+    r.now = ts(NOW + 10);
+    let out = r.step(&mut g, Input::Tick);
+    assert!(reads(&out).is_empty(), "{out:?}");
+}
+
+/// Security review §13: the nodes a condition rule keeps tainted count
+/// against `--max-unavailable` together with the re-gated ones.
+#[test]
+fn the_total_cap_counts_the_rules_taints() {
+    use crate::conditions::rules::{
+        ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern,
+    };
+    let mut cfg = config(MaxUnavailable::Count(5));
+    cfg.max_unavailable = Some(MaxUnavailable::Count(1));
+    cfg.condition_taints = vec![ConditionTaintRule {
+        name: "kaput".into(),
+        conditions: vec![Requirement {
+            type_: "Kaput".into(),
+            status: StatusPattern::new("True").unwrap(),
+            for_: None,
+            match_absent: false,
+        }],
+        match_mode: MatchMode::AllOf,
+        node_selector: None,
+        taint: taint("example.com/kaput", "NoSchedule"),
+        remove: RemovePolicy::Never,
+        max_unavailable: None,
+    }];
+    let mut r = Run::new(cfg, ts(NOW));
+    r.index.daemonsets.push(agent("cni"));
+    let mut g = Regater::new();
+    let kaput = mk_node("k", &[], vec![taint("example.com/kaput", "NoSchedule")]);
+    upsert(&mut r, &mut g, kaput);
+    r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
+    let out = upsert(&mut r, &mut g, node("n1"));
+    assert!(reads(&out).is_empty(), "{out:?}");
+    assert_eq!(refused(&out), 1);
+    let note = notes(&out)[0];
+    assert!(note.contains("--max-unavailable 1"), "{note}");
+    // The rule's taint comes off: the place is free.
+    let out = upsert(&mut r, &mut g, at_version(mk_node("k", &[], vec![]), "2"));
+    assert_eq!(reads(&out), ["n1"], "{out:?}");
 }
