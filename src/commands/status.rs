@@ -396,6 +396,11 @@ mod tests {
                 ready: "1/5 ready".into(),
                 blocked_by: "infra/b, infra/c, infra/d, +1 more".into(),
                 deadline: "1m05s".into(),
+                members_ready: 1,
+                members_expected: 5,
+                blockers: ["infra/b", "infra/c", "infra/d", "infra/e"]
+                    .map(String::from)
+                    .to_vec(),
             }]
         );
         let late = super::rows(&snap, &cfg(Some(30)), ts(55));

@@ -57,7 +57,10 @@ fn settings(args: &UninstallArgs) -> Result<Settings, ConfigError> {
         scope: gate.scope,
         owned: Owned {
             managed: gate.placement.managed_taints,
-            rule_taints: gate.condition_taints.into_iter().map(|r| r.taint).collect(),
+            rule_taints: match args.keep_rule_taints {
+                true => Vec::new(),
+                false => gate.condition_taints.into_iter().map(|r| r.taint).collect(),
+            },
         },
         dry_run: args.dry_run,
         ignore_leader: args.ignore_leader,

@@ -20,6 +20,9 @@ use crate::commands::output;
 use crate::error::{Error, Result};
 use crate::settings::cli::{OutputFormat, VersionArgs};
 
+/// How long `version` waits for the controller's /metrics.
+const METRICS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What `nodegate version` prints (`-o json|yaml` as is).
 #[derive(Debug, Clone, Serialize)]
 pub struct Versions {
@@ -182,10 +185,12 @@ async fn metrics_version(
             what: format!("the metrics request for pod {pod}"),
             why: e.to_string(),
         })?;
-    let text = client
-        .request_text(request)
-        .await
-        .map_err(Error::kube(format!("reading pod {pod}'s /metrics")))?;
+    // A pod the API server cannot reach must not hold the answer up: the
+    // image tag is the next best thing.
+    let text = match tokio::time::timeout(METRICS_WAIT, client.request_text(request)).await {
+        Ok(r) => r.map_err(Error::kube(format!("reading pod {pod}'s /metrics")))?,
+        Err(_) => return Ok(None),
+    };
     Ok(build_info_version(&text))
 }
 

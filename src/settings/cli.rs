@@ -317,6 +317,12 @@ pub struct UninstallArgs {
     #[arg(long)]
     pub yes: bool,
 
+    /// Leave the condition rules' taints (conditionTaints in --config) on
+    /// the nodes. Without it they go too: a rule's taint on a node is
+    /// taken for the rule's, whoever put it there.
+    #[arg(long)]
+    pub keep_rule_taints: bool,
+
     /// Go on even though a replica renewed the Lease within the last
     /// --lease-fresh (it would put the taints back on new nodes).
     #[arg(long)]
