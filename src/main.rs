@@ -51,6 +51,9 @@ fn display_name(argv0: Option<&std::ffi::OsStr>) -> &'static str {
 
 fn parse() -> Cli {
     let argv0 = std::env::args_os().next();
+    // Dynamic completion (`COMPLETE=bash nodegate`): answers and exits;
+    // without the variable it returns at once.
+    clap_complete::CompleteEnv::with_factory(Cli::command).complete();
     let matches = Cli::command()
         .bin_name(display_name(argv0.as_deref()))
         .get_matches();
@@ -74,7 +77,20 @@ fn connect_flags(mut cli: Cli) -> std::result::Result<Command, Error> {
     Ok(cli.command)
 }
 
+/// Whether the binary runs as `kubectl_complete-nodegate`, kubectl's
+/// completion helper for the plugin.
+fn is_kubectl_completion(argv0: Option<&std::ffi::OsStr>) -> bool {
+    argv0
+        .map(std::path::Path::new)
+        .and_then(|p| p.file_stem())
+        .is_some_and(|s| s == "kubectl_complete-nodegate")
+}
+
 fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if is_kubectl_completion(args.first().map(|a| a.as_os_str())) {
+        return exit(completion::kubectl_complete(&args[1..]), false);
+    }
     let cli = parse();
     let mut logging = false;
     let command = match connect_flags(cli) {

@@ -168,6 +168,55 @@ async fn every_reading_command_takes_kubeconfig_context_and_yaml() {
     assert_eq!(code, 0, "{err}");
 }
 
+/// What a shell (or kubectl) is offered for `words`, the binary run as
+/// `program` with `env`, against the cluster `kubeconfig` names.
+fn completions(program: &Path, kubeconfig: &Path, env: &[(&str, &str)], words: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(words)
+        .env("KUBECONFIG", kubeconfig)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run the completion");
+    assert!(
+        out.status.success(),
+        "{words:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn explain_completes_the_clusters_node_names() {
+    let cluster = TestCluster::start("cli-complete").await;
+    for name in ["tab-a", "tab-b"] {
+        cluster.create_node(&fake_node(name, &[], &[])).await;
+    }
+    let bin = Path::new(env!("CARGO_BIN_EXE_nodegate"));
+    // `source <(COMPLETE=fish nodegate)`'s question for `nodegate explain tab<TAB>`.
+    let fish = completions(
+        bin,
+        &cluster.kubeconfig,
+        &[("COMPLETE", "fish")],
+        &["--", "nodegate", "explain", "tab"],
+    );
+    let offered: Vec<&str> = fish
+        .lines()
+        .map(|l| l.split('\t').next().unwrap_or(""))
+        .collect();
+    assert_eq!(offered, ["tab-a", "tab-b"], "{fish}");
+    // kubectl's for `kubectl nodegate explain tab<TAB>`.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let helper = dir.path().join("kubectl_complete-nodegate");
+    std::os::unix::fs::symlink(bin, &helper).expect("link kubectl_complete-nodegate");
+    let cobra = completions(
+        &helper,
+        &cluster.kubeconfig,
+        &[],
+        &["__complete", "explain", "tab"],
+    );
+    assert_eq!(cobra, "tab-a\ntab-b\n:4\n");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn version_names_the_running_controller_from_its_lease() {
     let cluster = TestCluster::start("cli-version").await;

@@ -137,7 +137,10 @@ pub enum Command {
     #[command(after_help = EXIT_CODES_HELP)]
     Version(VersionArgs),
     /// Print a completion script for a shell on stdout (e.g. `nodegate
-    /// completion bash > /etc/bash_completion.d/nodegate`).
+    /// completion bash > /etc/bash_completion.d/nodegate`). For node names
+    /// too, use `source <(COMPLETE=bash nodegate)` instead (zsh, fish
+    /// alike); `kubectl nodegate` completes through a
+    /// `kubectl_complete-nodegate` link to this binary.
     #[command(after_help = COMPLETION_EXIT)]
     Completion(CompletionArgs),
 }
@@ -188,6 +191,7 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Args)]
 pub struct ExplainArgs {
     /// The node to explain.
+    #[arg(add = clap_complete::ArgValueCandidates::new(crate::commands::completion::node_candidates))]
     pub node: String,
 
     #[command(flatten)]
