@@ -249,7 +249,7 @@ pub struct BackfillArgs {
 
     /// Only nodes matching this label selector (kubectl syntax), within
     /// --node-selector.
-    #[arg(long, value_name = "SELECTOR")]
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
     pub selector: Option<String>,
 
     /// Report what would be done, change nothing.
