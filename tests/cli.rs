@@ -183,6 +183,11 @@ fn version_prints_the_client_without_a_cluster() {
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["client"], env!("CARGO_PKG_VERSION"));
+    // Without a cluster, as kubectl: the client's version, then the error.
+    let (code, out, err) = run_as(bin(), &["version"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(out, format!("Client: {}\n", env!("CARGO_PKG_VERSION")));
+    assert!(err.contains("cannot connect to the cluster"), "{err}");
 }
 
 #[test]

@@ -69,6 +69,22 @@ fn two_context_kubeconfig(real: &Path, dir: &Path) -> PathBuf {
     path
 }
 
+/// A child process stopped when the test ends, passing or not.
+struct Killed(std::process::Child);
+
+impl Killed {
+    fn stop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 /// `-o yaml` and `-o json` of the same command say the same thing.
 fn yaml_is_json(args: &[&str]) -> Value {
     let with = |fmt: &str| {
@@ -151,6 +167,47 @@ async fn every_reading_command_takes_kubeconfig_context_and_yaml() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("cli-n1"), "{out}");
+    // `run` takes them before the subcommand: the controller reaches the
+    // cluster through them and takes its Lease there.
+    let run = Command::new(env!("CARGO_BIN_EXE_nodegate"))
+        .args([
+            "--kubeconfig",
+            kc,
+            "--context",
+            GOOD,
+            "run",
+            "--leader-elect",
+        ])
+        .args([
+            "--lease-namespace",
+            "default",
+            "--lease-name",
+            "via-context",
+        ])
+        .args(["--http-addr", "127.0.0.1:0", "--debug-addr", "127.0.0.1:0"])
+        .env("KUBECONFIG", "/nonexistent/nodegate-e2e-kubeconfig")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start nodegate run");
+    let mut run = Killed(run);
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), "default");
+    wait_for(
+        "run to take its lease through --context",
+        Duration::from_secs(30),
+        || async {
+            match leases
+                .get_opt("via-context")
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                Some(_) => Ok(()),
+                None => Err("no lease default/via-context".to_string()),
+            }
+        },
+    )
+    .await;
+    run.stop();
     // A context the file does not have is named.
     let (code, _, err) = nodegate(&["status", "--kubeconfig", kc, "--context", "prod"]);
     assert_eq!(code, 1, "{err}");

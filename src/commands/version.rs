@@ -57,19 +57,36 @@ pub async fn main(args: VersionArgs) -> Result<ExitCode> {
         client: env!("CARGO_PKG_VERSION").to_string(),
         controller: None,
     };
+    // As kubectl's: the client's version is printed even when the cluster
+    // cannot be asked; the error follows (exit status 1).
+    let mut failure = None;
     if !args.client {
-        let client = output::connect(&connection).await?;
         let lease = &args.lease;
-        versions.controller = Some(controller(&client, &lease.namespace, &lease.lease_name).await?);
+        let asked = async {
+            let client = output::connect(&connection).await?;
+            controller(&client, &lease.namespace, &lease.lease_name).await
+        };
+        match asked.await {
+            Ok(c) => versions.controller = Some(c),
+            Err(e) => failure = Some(e),
+        }
     }
     let text = match output::encode(&versions, args.output, "the versions")? {
         Some(text) => text,
         None => render(&versions, args.output == OutputFormat::Wide),
     };
+    print(&text)?;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+fn print(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(Error::io("cannot write the versions")(e)),
     }
 }
