@@ -105,7 +105,7 @@ fn yaml_is_json(args: &[&str]) -> Value {
 fn strip_ages(mut v: Value) -> Value {
     match &mut v {
         Value::Object(m) => {
-            for k in ["age", "deadline", "renewed", "since"] {
+            for k in ["age", "deadline", "renewed", "since", "evaluated_at"] {
                 m.remove(k);
             }
             for x in m.values_mut() {
@@ -135,6 +135,33 @@ async fn every_reading_command_takes_kubeconfig_context_and_yaml() {
             &[("nodegate.dev/initializing", "", "NoSchedule")],
         ))
         .await;
+
+    // Settled first (kwok marks it Ready, the node lifecycle controller
+    // lifts its not-ready taint), so that two runs a moment apart see the
+    // same node.
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    wait_for(
+        "cli-n1 to be Ready and untainted by the control plane",
+        Duration::from_secs(60),
+        || async {
+            let n = nodes.get("cli-n1").await.map_err(|e| e.to_string())?;
+            let ready = n
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            let system = n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|ts| ts.iter().any(|t| t.key.starts_with("node.kubernetes.io/")));
+            match ready && !system {
+                true => Ok(()),
+                false => Err(format!("ready {ready}, system taints {system}")),
+            }
+        },
+    )
+    .await;
 
     let reach = ["--kubeconfig", kc, "--context", GOOD];
     // Without --context the kubeconfig's current context (nowhere) is used:
