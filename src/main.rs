@@ -8,10 +8,11 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
-use nodegate::commands::{backfill, completion, explain, run, status};
-use nodegate::settings::cli::{Cli, Command, LogFormat};
+use nodegate::cluster::client::set_process_connection;
+use nodegate::commands::{backfill, completion, explain, output, run, status, uninstall, version};
+use nodegate::settings::cli::{Cli, ClusterArgs, Command, LogFormat};
 use nodegate::settings::config;
 use nodegate::{Error, Result};
 
@@ -35,9 +36,67 @@ fn init_tracing(format: LogFormat, filter: &str) {
     }
 }
 
+/// The name the usage lines show: `kubectl nodegate` when run as the
+/// kubectl plugin (`kubectl-nodegate` on the PATH), else `nodegate`.
+fn display_name(argv0: Option<&std::ffi::OsStr>) -> &'static str {
+    let base = argv0
+        .map(std::path::Path::new)
+        .and_then(|p| p.file_stem())
+        .and_then(|s| s.to_str());
+    match base {
+        Some("kubectl-nodegate") => "kubectl nodegate",
+        _ => "nodegate",
+    }
+}
+
+fn parse() -> Cli {
+    let argv0 = std::env::args_os().next();
+    // Dynamic completion (`COMPLETE=bash nodegate`): answers and exits;
+    // without the variable it returns at once.
+    clap_complete::CompleteEnv::with_factory(Cli::command).complete();
+    let matches = Cli::command()
+        .bin_name(display_name(argv0.as_deref()))
+        .get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// Gives each command the connection flags given before the subcommand,
+/// where it has none of its own; `run` (which has no such flags) gets them
+/// as the process's connection.
+fn connect_flags(mut cli: Cli) -> std::result::Result<Command, Error> {
+    let outer: &ClusterArgs = &cli.cluster;
+    match &mut cli.command {
+        Command::Explain(a) => a.cluster = a.cluster.or(outer),
+        Command::Status(a) => a.cluster = a.cluster.or(outer),
+        Command::Backfill(a) => a.cluster = a.cluster.or(outer),
+        Command::Uninstall(a) => a.cluster = a.cluster.or(outer),
+        Command::Version(a) => a.cluster = a.cluster.or(outer),
+        Command::Run(_) | Command::Completion(_) => {}
+    }
+    set_process_connection(output::connection(outer)?);
+    Ok(cli.command)
+}
+
+/// Whether the binary runs as `kubectl_complete-nodegate`, kubectl's
+/// completion helper for the plugin.
+fn is_kubectl_completion(argv0: Option<&std::ffi::OsStr>) -> bool {
+    argv0
+        .map(std::path::Path::new)
+        .and_then(|p| p.file_stem())
+        .is_some_and(|s| s == "kubectl_complete-nodegate")
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if is_kubectl_completion(args.first().map(|a| a.as_os_str())) {
+        return exit(completion::kubectl_complete(&args[1..]), false);
+    }
+    let cli = parse();
     let mut logging = false;
+    let command = match connect_flags(cli) {
+        Ok(c) => c,
+        Err(e) => return exit(Err(e), logging),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -45,7 +104,7 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return exit(Err(Error::io("cannot start the async runtime")(e)), logging),
     };
-    let result = match cli.command {
+    let result = match command {
         Command::Run(args) => config::run_settings(&args)
             .map_err(Error::from)
             .and_then(|settings| {
@@ -57,6 +116,8 @@ fn main() -> ExitCode {
         Command::Explain(args) => runtime.block_on(explain::main(args)),
         Command::Status(args) => runtime.block_on(status::main(args)),
         Command::Backfill(args) => runtime.block_on(backfill::main(args)),
+        Command::Uninstall(args) => runtime.block_on(uninstall::main(args)),
+        Command::Version(args) => runtime.block_on(version::main(args)),
         Command::Completion(args) => completion::main(args),
     };
     exit(result, logging)

@@ -94,3 +94,107 @@ fn help_lists_the_commands() {
         assert!(text.contains(cmd), "--help should list {cmd}: {text}");
     }
 }
+
+/// `nodegate ARGS` run through `program` (a path to the binary, or a link
+/// to it): (exit code, stdout, stderr).
+fn run_as(program: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(program)
+        .args(args)
+        .env("KUBECONFIG", "/nonexistent/nodegate-test-kubeconfig")
+        .output()
+        .expect("run nodegate");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn bin() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_BIN_EXE_nodegate"))
+}
+
+#[test]
+fn every_help_lists_the_exit_statuses() {
+    for cmd in [
+        &[][..],
+        &["run"],
+        &["explain"],
+        &["status"],
+        &["backfill"],
+        &["uninstall"],
+        &["version"],
+        &["completion"],
+    ] {
+        let args: Vec<&str> = cmd.iter().copied().chain(["--help"]).collect();
+        let (code, out, _) = run_as(bin(), &args);
+        assert_eq!(code, 0, "{args:?}");
+        assert!(
+            out.contains("Exit status:") && out.contains("  2  bad usage"),
+            "{args:?} --help lacks the exit statuses:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn as_the_kubectl_plugin_usage_reads_kubectl_nodegate() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plugin = dir.path().join("kubectl-nodegate");
+    std::os::unix::fs::symlink(bin(), &plugin).expect("link kubectl-nodegate");
+    let (_, out, _) = run_as(&plugin, &["explain", "--help"]);
+    assert!(out.contains("Usage: kubectl nodegate explain"), "{out}");
+    let (code, _, err) = run_as(&plugin, &["explain"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("Usage: kubectl nodegate explain"), "{err}");
+    let (_, out, _) = run_as(bin(), &["explain", "--help"]);
+    assert!(out.contains("Usage: nodegate explain"), "{out}");
+}
+
+#[test]
+fn kubectl_flags_are_taken_and_bad_values_refused_before_the_cluster() {
+    for args in [
+        &["explain", "n1", "--request-timeout", "soon"][..],
+        &["status", "--request-timeout=-1s"],
+        &["--request-timeout", "soon", "status"],
+        &["backfill", "--dry-run", "--request-timeout", "x"],
+        &["version", "--request-timeout", "x"],
+        &["uninstall", "--dry-run", "--request-timeout", "x"],
+    ] {
+        let (code, _, err) = run_as(bin(), args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("--request-timeout"), "{args:?}: {err}");
+    }
+    // A kubeconfig that does not exist is named (exit 1: the cluster could
+    // not be reached), not mistaken for --config.
+    let (code, _, err) = run_as(
+        bin(),
+        &["status", "--kubeconfig", "/nonexistent/kc", "-o", "yaml"],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("/nonexistent/kc"), "{err}");
+}
+
+#[test]
+fn version_prints_the_client_without_a_cluster() {
+    let (code, out, err) = run_as(bin(), &["version", "--client"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, format!("Client: {}\n", env!("CARGO_PKG_VERSION")));
+    let (code, out, _) = run_as(bin(), &["version", "--client", "-o", "json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["client"], env!("CARGO_PKG_VERSION"));
+    // Without a cluster, as kubectl: the client's version, then the error.
+    let (code, out, err) = run_as(bin(), &["version"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(out, format!("Client: {}\n", env!("CARGO_PKG_VERSION")));
+    assert!(err.contains("cannot connect to the cluster"), "{err}");
+}
+
+#[test]
+fn uninstall_wants_dry_run_or_yes() {
+    let (code, _, err) = run_as(bin(), &["uninstall"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--dry-run") && err.contains("--yes"), "{err}");
+    let (code, _, err) = run_as(bin(), &["uninstall", "--dry-run", "--yes"]);
+    assert_eq!(code, 2, "{err}");
+}

@@ -477,7 +477,7 @@ fn a_bad_flag_value_exits_2_and_names_the_value_before_touching_the_cluster() {
             "/nonexistent/nodegate.yaml",
         ),
         // clap's own refusals share the status.
-        (&["n1", "-o", "yaml"], "yaml"),
+        (&["n1", "-o", "xml"], "xml"),
         (&[], "NODE"),
     ];
     for (args, needle) in cases {

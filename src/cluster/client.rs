@@ -1,19 +1,151 @@
 //! The Kubernetes client every command uses: credentials from the pod's
-//! service account or the user's kubeconfig, and nodegate's own User-Agent.
+//! service account or the user's kubeconfig (kubectl's `--kubeconfig`,
+//! `--context` and `--request-timeout` when given), and nodegate's own
+//! User-Agent.
 //!
 //! This module owns how the client is built, and nothing else; it sends no
 //! request (building a client does not contact the API server).
 
-use crate::error::{Error, Result};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
 
-/// A client for the cluster the environment points at (in-cluster service
-/// account, else `KUBECONFIG` / `~/.kube/config`), sending
-/// `User-Agent: nodegate/VERSION`.
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::error::{Error, Result};
+use crate::settings::config::ConfigError;
+
+/// Where to reach the cluster: kubectl's flags, already checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Connection {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    /// `None`: the client's own defaults.
+    pub request_timeout: Option<Duration>,
+}
+
+impl Connection {
+    /// The flags as given; a bad `--request-timeout` names its value
+    /// (exit 2, before any request).
+    pub fn from_flags(
+        kubeconfig: Option<PathBuf>,
+        context: Option<String>,
+        request_timeout: Option<&str>,
+    ) -> Result<Connection, ConfigError> {
+        let request_timeout = request_timeout.map(parse_request_timeout).transpose()?;
+        Ok(Connection {
+            kubeconfig,
+            context,
+            request_timeout: request_timeout.flatten(),
+        })
+    }
+}
+
+/// kubectl's `--request-timeout`: a duration (`10s`, `1m`), or a bare
+/// number of seconds; 0 means no timeout (`None`).
+pub fn parse_request_timeout(s: &str) -> Result<Option<Duration>, ConfigError> {
+    let bad = |why: String| ConfigError::Invalid {
+        source_: format!("--request-timeout {s:?}"),
+        message: why,
+    };
+    let t = s.trim();
+    let d = match t.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => humantime::parse_duration(t).map_err(|e| {
+            bad(format!(
+                "{e}; give a duration such as 10s or 1m, or 0 for none"
+            ))
+        })?,
+    };
+    Ok((!d.is_zero()).then_some(d))
+}
+
+/// The connection `main` set for this process (`--kubeconfig`, `--context`,
+/// `--request-timeout` given before the subcommand), for the commands that
+/// take no connection of their own (`run`).
+static PROCESS_CONNECTION: OnceLock<Connection> = OnceLock::new();
+
+/// Sets the connection [`client`] uses; only the first call counts.
+pub fn set_process_connection(c: Connection) {
+    let _ = PROCESS_CONNECTION.set(c);
+}
+
+/// A client for the cluster the process was pointed at (see
+/// [`set_process_connection`]; else the in-cluster service account, else
+/// `KUBECONFIG` / `~/.kube/config`).
 pub async fn client() -> Result<kube::Client> {
-    let mut config = kube::Config::infer().await.map_err(Error::Credentials)?;
+    match PROCESS_CONNECTION.get() {
+        Some(c) => client_for(c).await,
+        None => client_for(&Connection::default()).await,
+    }
+}
+
+/// A client for `c`, sending `User-Agent: nodegate/VERSION`. Without
+/// `--kubeconfig` or `--context`: the in-cluster service account, else
+/// `KUBECONFIG` / `~/.kube/config` (kube's inference, as kubectl's).
+pub async fn client_for(c: &Connection) -> Result<kube::Client> {
+    let mut config = config_for(c).await?;
     let agent = format!("nodegate/{}", env!("CARGO_PKG_VERSION"));
     if let Ok(v) = ::http::HeaderValue::from_str(&agent) {
         config.headers.push((::http::header::USER_AGENT, v));
     }
+    if let Some(t) = c.request_timeout {
+        config.connect_timeout = Some(t);
+        config.read_timeout = Some(t);
+        config.write_timeout = Some(t);
+    }
     kube::Client::try_from(config).map_err(Error::Client)
+}
+
+async fn config_for(c: &Connection) -> Result<kube::Config> {
+    let options = KubeConfigOptions {
+        context: c.context.clone(),
+        ..Default::default()
+    };
+    match (&c.kubeconfig, &c.context) {
+        (None, None) => kube::Config::infer().await.map_err(Error::Credentials),
+        (Some(path), _) => {
+            let file = Kubeconfig::read_from(path).map_err(|e| Error::Invalid {
+                what: format!("--kubeconfig {}", path.display()),
+                why: format!("cannot be read: {e}"),
+            })?;
+            kube::Config::from_custom_kubeconfig(file, &options)
+                .await
+                .map_err(|e| kubeconfig_error(c, e))
+        }
+        (None, Some(_)) => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| kubeconfig_error(c, e)),
+    }
+}
+
+fn kubeconfig_error(c: &Connection, e: kube::config::KubeconfigError) -> Error {
+    let what = match &c.context {
+        Some(ctx) => format!("--context {ctx:?}"),
+        None => "the kubeconfig".to_string(),
+    };
+    Error::Invalid {
+        what,
+        why: format!("{e} (kubectl config get-contexts lists the contexts)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_timeout_reads_as_kubectl_does() {
+        assert_eq!(
+            parse_request_timeout("10").ok(),
+            Some(Some(Duration::from_secs(10)))
+        );
+        assert_eq!(
+            parse_request_timeout("1m").ok(),
+            Some(Some(Duration::from_secs(60)))
+        );
+        assert_eq!(parse_request_timeout("0").ok(), Some(None));
+        let e = parse_request_timeout("soon").err().map(|e| e.to_string());
+        assert!(e.is_some_and(|m| m.contains("soon")));
+    }
 }

@@ -20,11 +20,11 @@ use nodegate_core::placement::ManagedTaint;
 use nodegate_core::selector::LabelSelector;
 use serde::Serialize;
 
-use crate::cluster::client::client;
 use crate::cluster::entrance::{gated_since, pods_on, put_taint};
 use crate::cluster::project;
+use crate::commands::output;
 use crate::error::{EXIT_FAILURE, Error, Result};
-use crate::settings::cli::{BackfillArgs, OutputFormat};
+use crate::settings::cli::BackfillArgs;
 use crate::settings::config::{self, ConfigError};
 use nodegate_core::gate::PatchOutcome;
 
@@ -73,16 +73,11 @@ fn settings(args: &BackfillArgs) -> Result<Backfill, ConfigError> {
 /// printed.
 pub async fn main(args: BackfillArgs) -> Result<ExitCode> {
     let b = settings(&args)?;
-    let client = client().await?;
+    let client = output::connect(&output::connection(&args.cluster)?).await?;
     let lines = backfill(&client, &b).await?;
-    let text = match args.output {
-        OutputFormat::Table => table(&lines),
-        OutputFormat::Json => {
-            serde_json::to_string_pretty(&lines).map_err(|e| Error::Invalid {
-                what: "the JSON output".into(),
-                why: e.to_string(),
-            })? + "\n"
-        }
+    let text = match output::encode(&lines, args.output, "the output")? {
+        Some(text) => text,
+        None => table(&lines),
     };
     std::io::stdout()
         .write_all(text.as_bytes())

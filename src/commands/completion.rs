@@ -2,12 +2,29 @@
 //! subcommand and flag, generated from the command line's own definition
 //! (`settings::cli`), so it never falls behind a new flag. It prints on
 //! stdout and touches nothing else.
+//!
+//! Node names (`nodegate explain <TAB>`) need the cluster, so a static
+//! script cannot offer them: they come from the binary itself, asked at
+//! each TAB, in two ways. `source <(COMPLETE=bash nodegate)` (zsh, fish
+//! alike) registers clap_complete's dynamic completion; and for `kubectl
+//! nodegate <TAB>`, kubectl (1.26+) runs `kubectl_complete-nodegate
+//! __complete ARGS…` and reads cobra's answer (one candidate a line, then
+//! `:DIRECTIVE`), which [`kubectl_complete`] gives when the binary is
+//! linked under that name. Either way the node names come from one LIST of
+//! the current kubeconfig context, given up after a few seconds.
 
 use std::io::Write;
 use std::process::ExitCode;
 
+use std::ffi::OsString;
+use std::time::Duration;
+
 use clap::CommandFactory;
 use clap_complete::Shell;
+use clap_complete::engine::CompletionCandidate;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::ListParams;
 
 use crate::error::{Error, Result};
 use crate::settings::cli::{Cli, CompletionArgs, CompletionShell};
@@ -36,6 +53,77 @@ pub fn script(shell: CompletionShell, out: &mut Vec<u8>) {
         CompletionShell::Fish => Shell::Fish,
     };
     clap_complete::generate(shell, &mut Cli::command(), BIN_NAME, out);
+}
+
+/// How long a TAB waits for the node names.
+const NODES_WAIT: Duration = Duration::from_secs(3);
+
+/// The cluster's node names, for `explain NODE`; none when the cluster
+/// cannot be read in time (a completion must never print an error).
+pub fn node_candidates() -> Vec<CompletionCandidate> {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return Vec::new();
+    };
+    let names = runtime.block_on(async {
+        let list = async {
+            let client = crate::cluster::client::client().await.ok()?;
+            let nodes: Api<Node> = Api::all(client);
+            nodes.list_metadata(&ListParams::default()).await.ok()
+        };
+        tokio::time::timeout(NODES_WAIT, list).await.ok().flatten()
+    });
+    names
+        .into_iter()
+        .flat_map(|l| l.items)
+        .filter_map(|n| n.metadata.name)
+        .map(CompletionCandidate::new)
+        .collect()
+}
+
+/// cobra's ShellCompDirectiveNoFileComp: offer no file names.
+const NO_FILE_COMPLETION: u8 = 4;
+
+/// `kubectl_complete-nodegate __complete ARGS… PARTIAL`, as kubectl runs it
+/// for `kubectl nodegate ARGS… PARTIAL<TAB>`: the candidates (`value\thelp`)
+/// one a line, then `:4`, cobra's protocol.
+pub fn kubectl_complete(args: &[OsString]) -> Result<ExitCode> {
+    let words = match args.first() {
+        Some(first) if first == "__complete" || first == "__completeNoDesc" => &args[1..],
+        _ => args,
+    };
+    let mut argv: Vec<OsString> = vec![BIN_NAME.into()];
+    argv.extend(words.iter().cloned());
+    if words.is_empty() {
+        argv.push(OsString::new());
+    }
+    let index = argv.len() - 1;
+    let cwd = std::env::current_dir().ok();
+    let candidates =
+        clap_complete::engine::complete(&mut Cli::command(), argv, index, cwd.as_deref())
+            .map_err(Error::io("cannot complete"))?;
+    let mut out = String::new();
+    for c in candidates.iter().filter(|c| !c.is_hide_set()) {
+        out.push_str(&c.get_value().to_string_lossy());
+        if let Some(help) = c.get_help() {
+            let help = help.to_string();
+            out.push('\t');
+            out.push_str(help.lines().next().unwrap_or_default());
+        }
+        out.push('\n');
+    }
+    out.push_str(&format!(":{NO_FILE_COMPLETION}\n"));
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(Error::io("cannot write the completions to stdout")(e)),
+    }
 }
 
 #[cfg(test)]

@@ -1,11 +1,16 @@
 //! The commands a user runs: `nodegate run` (the controller), `nodegate
 //! explain NODE`, `nodegate status` and `nodegate backfill`. Each reasons
-//! through the gate core; none has rules of its own. `nodegate completion
+//! through the gate core; none has rules of its own. `nodegate uninstall`
+//! takes nodegate's marks off the nodes; `nodegate version` prints the
+//! client's and the running controller's versions; `nodegate completion
 //! SHELL` only prints a script. Each returns its exit status, or an
 //! [`Error`](crate::Error) that `main` prints and exits with.
 
 pub mod backfill;
 pub mod completion;
 pub mod explain;
+pub mod output;
 pub mod run;
 pub mod status;
+pub mod uninstall;
+pub mod version;

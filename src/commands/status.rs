@@ -25,10 +25,10 @@ use kube::api::{Api, ListParams};
 use nodegate_core::gate::{self, GateConfig, GateState, Input, Readiness};
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
-use crate::cluster::client::client;
 use crate::cluster::project;
+use crate::commands::output;
 use crate::error::{Error, Result};
-use crate::settings::cli::StatusArgs;
+use crate::settings::cli::{OutputFormat, StatusArgs};
 use crate::settings::config::{self, StatusSettings};
 
 /// Pod lists in flight at once, one per gated node.
@@ -46,8 +46,8 @@ pub struct Snapshot {
     pub pods: BTreeMap<String, Vec<PodInfo>>,
 }
 
-/// One line of the table.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One line of the table (and one element of `-o json|yaml`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Row {
     pub node: String,
     /// `start-up`, or `re-gated: MEMBERS|reboot` for an open node nodegate
@@ -57,22 +57,30 @@ pub struct Row {
     pub ready: String,
     pub blocked_by: String,
     pub deadline: String,
+    /// Expected members that are Ready, and expected members.
+    pub members_ready: usize,
+    pub members_expected: usize,
+    /// Every blocker (`blocked_by` shows the first few): what `-o wide`
+    /// shows.
+    pub blockers: Vec<String>,
 }
 
 pub async fn main(args: StatusArgs) -> Result<ExitCode> {
     let settings = config::status_settings(&args)?;
-    let client = client()
-        .await
-        .map_err(Error::context("cannot connect to the cluster"))?;
+    let format = args.output;
+    let client = output::connect(&output::connection(&args.cluster)?).await?;
     if !settings.watch {
-        print(&table_now(&client, &settings).await?)?;
+        print(&table_now(&client, &settings, format).await?)?;
         return Ok(ExitCode::SUCCESS);
     }
 
-    let tty = std::io::stdout().is_terminal();
+    // Redrawn in place only as a table for a person; json and yaml follow
+    // one another, as kubectl's `-w -o json`.
+    let tty = std::io::stdout().is_terminal()
+        && matches!(format, OutputFormat::Table | OutputFormat::Wide);
     let mut drawn_lines = 0usize;
     loop {
-        let mut text = match table_now(&client, &settings).await {
+        let mut text = match table_now(&client, &settings, format).await {
             Ok(t) => t,
             // A watch outlives a blip of the API server; say so and go on.
             Err(e) => format!("error: {}\n", e.report()),
@@ -92,6 +100,8 @@ pub async fn main(args: StatusArgs) -> Result<ExitCode> {
             };
             drawn_lines = text.lines().count();
             text = up + &text;
+        } else if format == OutputFormat::Yaml {
+            text.insert_str(0, "---\n");
         } else {
             text.push('\n');
         }
@@ -116,10 +126,18 @@ fn print(text: &str) -> Result<()> {
 /// The table, now. The gate runs in dry-run (`GateConfig::from` a
 /// `StatusSettings`): the table shows what the gate would decide and never
 /// asks for a write.
-async fn table_now(client: &kube::Client, settings: &StatusSettings) -> Result<String> {
+async fn table_now(
+    client: &kube::Client,
+    settings: &StatusSettings,
+    format: OutputFormat,
+) -> Result<String> {
     let snapshot = gather(client, settings).await?;
     let now = Timestamp::now();
-    Ok(render(&rows(&snapshot, &GateConfig::from(settings), now)))
+    let rows = rows(&snapshot, &GateConfig::from(settings), now);
+    Ok(match output::encode(&rows, format, "the status")? {
+        Some(text) => text,
+        None => render(&rows, format == OutputFormat::Wide),
+    })
 }
 
 /// Reads what the table needs: every node (to find the gated ones), every
@@ -226,17 +244,16 @@ fn row(node: &NodeInfo, state: &GateState, cfg: &GateConfig, now: Timestamp) -> 
         .count();
     let blockers = state.blockers();
     // The node itself first, when it keeps the gate closed (semantics.md §5.1).
-    let mut blocked: Vec<String> = state
+    let node_blocks = state
         .node_wait_reason()
-        .map(|_| gate::NODE_NOT_READY.to_string())
-        .into_iter()
-        .chain(
-            blockers
-                .iter()
-                .take(MAX_BLOCKERS_SHOWN)
-                .map(|b| b.member.to_string()),
-        )
+        .map(|_| gate::NODE_NOT_READY.to_string());
+    let all: Vec<String> = node_blocks
+        .iter()
+        .cloned()
+        .chain(blockers.iter().map(|b| b.member.to_string()))
         .collect();
+    let shown = MAX_BLOCKERS_SHOWN + usize::from(node_blocks.is_some());
+    let mut blocked: Vec<String> = all.iter().take(shown).cloned().collect();
     if blockers.len() > MAX_BLOCKERS_SHOWN {
         blocked.push(format!("+{} more", blockers.len() - MAX_BLOCKERS_SHOWN));
     }
@@ -257,6 +274,9 @@ fn row(node: &NodeInfo, state: &GateState, cfg: &GateConfig, now: Timestamp) -> 
             blocked.join(", ")
         },
         deadline,
+        members_ready: ready,
+        members_expected: expected,
+        blockers: all,
     }
 }
 
@@ -271,20 +291,30 @@ pub fn short_duration(d: jiff::SignedDuration) -> String {
     }
 }
 
-pub fn render(rows: &[Row]) -> String {
+/// The table; `wide` (`-o wide`) lists every blocker instead of the first
+/// few.
+pub fn render(rows: &[Row], wide: bool) -> String {
     if rows.is_empty() {
         return "No gated nodes.\n".to_string();
     }
     let header = ["NODE", "GATE", "AGE", "READY", "BLOCKED BY", "DEADLINE"];
+    let blocked: Vec<String> = rows
+        .iter()
+        .map(|r| match wide && !r.blockers.is_empty() {
+            true => r.blockers.join(", "),
+            false => r.blocked_by.clone(),
+        })
+        .collect();
     let cells: Vec<[&str; 6]> = rows
         .iter()
-        .map(|r| {
+        .zip(&blocked)
+        .map(|(r, blocked)| {
             [
                 r.node.as_str(),
                 r.gate.as_str(),
                 r.age.as_str(),
                 r.ready.as_str(),
-                r.blocked_by.as_str(),
+                blocked.as_str(),
                 r.deadline.as_str(),
             ]
         })
@@ -366,6 +396,11 @@ mod tests {
                 ready: "1/5 ready".into(),
                 blocked_by: "infra/b, infra/c, infra/d, +1 more".into(),
                 deadline: "1m05s".into(),
+                members_ready: 1,
+                members_expected: 5,
+                blockers: ["infra/b", "infra/c", "infra/d", "infra/e"]
+                    .map(String::from)
+                    .to_vec(),
             }]
         );
         let late = super::rows(&snap, &cfg(Some(30)), ts(55));
@@ -425,25 +460,34 @@ mod tests {
 
     #[test]
     fn the_table_is_aligned_and_says_so_when_empty() {
-        assert_eq!(render(&[]), "No gated nodes.\n");
-        let t = render(&[
-            Row {
-                node: "node-long-name".into(),
-                gate: "start-up".into(),
-                age: "5s".into(),
-                ready: "0/1 ready".into(),
-                blocked_by: "infra/csi".into(),
-                deadline: "1m55s".into(),
-            },
-            Row {
-                node: "n2".into(),
-                gate: "re-gated: infra/csi".into(),
-                age: "2m05s".into(),
-                ready: "3/3 ready".into(),
-                blocked_by: "-".into(),
-                deadline: "none".into(),
-            },
-        ]);
+        assert_eq!(render(&[], false), "No gated nodes.\n");
+        let t = render(
+            &[
+                Row {
+                    node: "node-long-name".into(),
+                    gate: "start-up".into(),
+                    age: "5s".into(),
+                    ready: "0/1 ready".into(),
+                    blocked_by: "infra/csi".into(),
+                    deadline: "1m55s".into(),
+                    members_ready: 0,
+                    members_expected: 1,
+                    blockers: vec!["infra/csi".into()],
+                },
+                Row {
+                    node: "n2".into(),
+                    gate: "re-gated: infra/csi".into(),
+                    age: "2m05s".into(),
+                    ready: "3/3 ready".into(),
+                    blocked_by: "-".into(),
+                    deadline: "none".into(),
+                    members_ready: 3,
+                    members_expected: 3,
+                    blockers: vec![],
+                },
+            ],
+            false,
+        );
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 3);
         let col = |l: &str, word: &str| l.find(word).expect(word);

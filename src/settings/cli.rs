@@ -15,28 +15,133 @@ pub use super::table::{GateFlags, RunFlags};
 /// belongs on them is Ready, then opens them.
 #[derive(Debug, Parser)]
 #[command(name = "nodegate", version, about, long_about = None)]
+#[command(after_help = EXIT_CODES_HELP)]
 pub struct Cli {
+    /// Where to reach the cluster, given before the subcommand (`nodegate
+    /// --context prod run …`): the only way to give it to `run`, whose own
+    /// flags are the controller's settings. A subcommand's own
+    /// `--kubeconfig`/`--context`/`--request-timeout` win over these.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The exit statuses every command shares, for `--help`.
+pub const EXIT_CODES_HELP: &str = "\
+Exit status:
+  0  success
+  1  failure: the cluster could not be read or written, or the output
+     could not be written
+  2  bad usage: a bad flag, value or config file (found before anything is
+     sent to the cluster)";
+
+const RUN_EXIT: &str = "\
+Exit status:
+  0  stopped by SIGTERM or Ctrl-C after a clean shutdown
+  1  failure: no credentials, the cluster unreachable at start, the HTTP
+     port taken, an actor that would not start
+  2  bad usage: a bad flag, value or config file (found before anything is
+     sent to the cluster)";
+
+const EXPLAIN_EXIT: &str = "\
+Exit status:
+  0  the report was printed (whether or not the gate would open)
+  1  failure: the node does not exist, the cluster could not be read
+  2  bad usage: a bad flag, value or config file (found before anything is
+     sent to the cluster)";
+
+const BACKFILL_EXIT: &str = "\
+Exit status:
+  0  every node was tainted, would be (--dry-run) or was skipped
+  1  a node could not be tainted (its line says why), or the cluster could
+     not be read
+  2  bad usage: a bad flag, value or config file (found before anything is
+     sent to the cluster)";
+
+const UNINSTALL_EXIT: &str = "\
+Exit status:
+  0  every node is clean (or would be, with --dry-run)
+  1  refused because a replica holds the Lease, a node could not be
+     changed (its line says why), or the cluster could not be read
+  2  bad usage: a bad flag, value or config file, or neither --dry-run nor
+     --yes (found before anything is sent to the cluster)";
+
+const COMPLETION_EXIT: &str = "\
+Exit status:
+  0  the script was printed
+  1  stdout could not be written
+  2  bad usage: an unknown shell";
+
+/// Where to reach the cluster, with kubectl's flags and meanings. Without
+/// them: the in-cluster service account, else `KUBECONFIG` / `~/.kube/config`
+/// and its current context.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ClusterArgs {
+    /// Path to the kubeconfig file to use (instead of KUBECONFIG or
+    /// ~/.kube/config).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use (instead of its current-context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+
+    /// How long to wait for each request to the API server before giving up
+    /// (`10s`, `1m`; a bare number is seconds; 0 waits as long as it takes).
+    #[arg(long, value_name = "DURATION")]
+    pub request_timeout: Option<String>,
+}
+
+impl ClusterArgs {
+    /// These flags, each one given here winning over `outer`'s.
+    pub fn or(&self, outer: &ClusterArgs) -> ClusterArgs {
+        ClusterArgs {
+            kubeconfig: self.kubeconfig.clone().or_else(|| outer.kubeconfig.clone()),
+            context: self.context.clone().or_else(|| outer.context.clone()),
+            request_timeout: self
+                .request_timeout
+                .clone()
+                .or_else(|| outer.request_timeout.clone()),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the controller: hold nodes that carry a managed taint until their
     /// DaemonSets are Ready, then remove the taint.
+    #[command(after_help = RUN_EXIT)]
     Run(Box<RunArgs>),
     /// Show, for one node, which DaemonSets must be Ready there and why, what
     /// each is waiting for, and whether the gate would open now.
+    #[command(after_help = EXPLAIN_EXIT)]
     Explain(ExplainArgs),
     /// Put the startup taint on existing nodes that never had it and have no
     /// workload yet (once, at install), and print what was done to each.
+    #[command(after_help = BACKFILL_EXIT)]
     Backfill(BackfillArgs),
     /// Show every gated node as the cluster has it now: age, how many of its
     /// expected members are Ready, what blocks it and the time to its
     /// deadline.
+    #[command(after_help = EXIT_CODES_HELP)]
     Status(StatusArgs),
+    /// Remove nodegate's taints and nodegate.dev/ annotations from the nodes
+    /// it manages, before or after removing nodegate itself; keeps every
+    /// other taint.
+    #[command(after_help = UNINSTALL_EXIT)]
+    Uninstall(UninstallArgs),
+    /// Print this binary's version and, with a reachable cluster, the
+    /// version of the controller holding nodegate's Lease.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Version(VersionArgs),
     /// Print a completion script for a shell on stdout (e.g. `nodegate
-    /// completion bash > /etc/bash_completion.d/nodegate`).
+    /// completion bash > /etc/bash_completion.d/nodegate`). For node names
+    /// too, use `source <(COMPLETE=bash nodegate)` instead (zsh, fish
+    /// alike); `kubectl nodegate` completes through a
+    /// `kubectl_complete-nodegate` link to this binary.
+    #[command(after_help = COMPLETION_EXIT)]
     Completion(CompletionArgs),
 }
 
@@ -86,12 +191,17 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Args)]
 pub struct ExplainArgs {
     /// The node to explain.
+    #[arg(add = clap_complete::ArgValueCandidates::new(crate::commands::completion::node_candidates))]
     pub node: String,
 
     #[command(flatten)]
     pub gate: GateArgs,
 
-    /// Output format.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// Output format: table (wrapped to 100 columns), wide (the table
+    /// unwrapped), json or yaml.
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
     pub output: OutputFormat,
 }
@@ -113,6 +223,14 @@ pub struct StatusArgs {
     /// Time between refreshes with --watch.
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     pub interval: String,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// Output format: table, wide (every blocker, not the first few), json
+    /// or yaml (one document per refresh with --watch).
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: OutputFormat,
 }
 
 /// `status --timeout`'s help: `run --timeout`'s default.
@@ -131,14 +249,18 @@ pub struct BackfillArgs {
 
     /// Only nodes matching this label selector (kubectl syntax), within
     /// --node-selector.
-    #[arg(long, value_name = "SELECTOR")]
+    #[arg(short = 'l', long, value_name = "SELECTOR")]
     pub selector: Option<String>,
 
     /// Report what would be done, change nothing.
     #[arg(long)]
     pub dry_run: bool,
 
-    /// Output format.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// Output format: table, wide (the same columns: no detail is cut),
+    /// json or yaml.
     #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
     pub output: OutputFormat,
 }
@@ -146,7 +268,83 @@ pub struct BackfillArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
     Table,
+    Wide,
     Json,
+    Yaml,
+}
+
+/// The namespace nodegate runs in and keeps its Lease in, for the commands
+/// that read the Lease (`version`, `uninstall`).
+#[derive(Debug, Clone, Args)]
+pub struct LeaseArgs {
+    /// The namespace of nodegate's Lease (where nodegate runs). Unlike
+    /// kubectl, not the context's namespace: the shipped manifests install
+    /// into nodegate-system.
+    #[arg(
+        short = 'n',
+        long,
+        value_name = "NAMESPACE",
+        default_value = "nodegate-system"
+    )]
+    pub namespace: String,
+
+    /// The Lease's name (as `run --lease-name`).
+    #[arg(long, value_name = "NAME", default_value = "nodegate")]
+    pub lease_name: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct VersionArgs {
+    /// Print only this binary's version; do not contact the cluster.
+    #[arg(long)]
+    pub client: bool,
+
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// Output format: table (text), json or yaml (wide is the table).
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: OutputFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+#[command(group = clap::ArgGroup::new("mode").required(true).args(["dry_run", "yes"]))]
+pub struct UninstallArgs {
+    /// Print what would be removed from each node; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Remove them.
+    #[arg(long)]
+    pub yes: bool,
+
+    /// Leave the condition rules' taints (conditionTaints in --config) on
+    /// the nodes. Without it they go too: a rule's taint on a node is
+    /// taken for the rule's, whoever put it there.
+    #[arg(long)]
+    pub keep_rule_taints: bool,
+
+    /// Go on even though a replica renewed the Lease within the last
+    /// --lease-fresh (it would put the taints back on new nodes).
+    #[arg(long)]
+    pub ignore_leader: bool,
+
+    /// A Lease renewed within this long counts as held by a running
+    /// replica.
+    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    pub lease_fresh: String,
+
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+
+    #[command(flatten)]
+    pub gate: GateArgs,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 #[derive(Debug, Clone, Args)]

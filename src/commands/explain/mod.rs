@@ -31,8 +31,8 @@ use nodegate_core::placement::{NODE_NAME_FIELD, NODE_OP_IN};
 use nodegate_core::report::{self, ReadFacts};
 pub use nodegate_core::report::{MemberRow, PodDetail, Report, TaintSplit, TermResult};
 
-use crate::cluster::client::client;
 use crate::cluster::project;
+use crate::commands::output;
 use crate::error::{Error, Result};
 use crate::settings::cli::{ExplainArgs, OutputFormat};
 use crate::settings::config::{self, GateSettings};
@@ -41,6 +41,8 @@ pub use table::{human_age, render_table, wrap};
 
 /// The human table is laid out for a terminal this wide.
 pub const TABLE_WIDTH: usize = 100;
+/// `-o wide`: wide enough that no reason is wrapped in practice.
+pub const WIDE_WIDTH: usize = 1000;
 
 // ---------------------------------------------------------------------------
 // The command
@@ -62,7 +64,7 @@ pub async fn main(args: ExplainArgs) -> Result<ExitCode> {
 async fn explain(args: &ExplainArgs) -> Result<String> {
     let mut file = config::load_file(&args.gate)?;
     let settings = config::gate_settings(&args.gate, &mut file)?;
-    let client = client().await?;
+    let client = output::connect(&output::connection(&args.cluster)?).await?;
     // API times have whole seconds; so does `now`, so that durations read
     // "Ready for 3s", not "Ready for 3.412s".
     let now = Timestamp::now();
@@ -72,15 +74,14 @@ async fn explain(args: &ExplainArgs) -> Result<String> {
         eprintln!("warning: {w}");
     }
     let report = build_report(&view, &settings, now);
-    match args.output {
-        OutputFormat::Table => Ok(render_table(&report, TABLE_WIDTH)),
-        OutputFormat::Json => serde_json::to_string_pretty(&report)
-            .map(|s| s + "\n")
-            .map_err(|e| Error::Invalid {
-                what: "the report".into(),
-                why: format!("cannot be encoded as JSON: {e}"),
-            }),
+    if let Some(text) = output::encode(&report, args.output, "the report")? {
+        return Ok(text);
     }
+    let width = match args.output {
+        OutputFormat::Wide => WIDE_WIDTH,
+        _ => TABLE_WIDTH,
+    };
+    Ok(render_table(&report, width))
 }
 
 // ---------------------------------------------------------------------------

@@ -1,0 +1,75 @@
+//! What the reading commands share: the connection from kubectl's flags, and
+//! `-o json|yaml` for any report that serializes.
+
+use serde::Serialize;
+
+use crate::cluster::client::{Connection, client_for};
+use crate::error::{Error, Result};
+use crate::settings::cli::{ClusterArgs, OutputFormat};
+use crate::settings::config::ConfigError;
+
+/// The connection the flags name; a bad value is a usage error (exit 2),
+/// found before any request.
+pub fn connection(cluster: &ClusterArgs) -> Result<Connection, ConfigError> {
+    Connection::from_flags(
+        cluster.kubeconfig.clone(),
+        cluster.context.clone(),
+        cluster.request_timeout.as_deref(),
+    )
+}
+
+/// A client for the cluster the flags name.
+pub async fn connect(c: &Connection) -> Result<kube::Client> {
+    client_for(c)
+        .await
+        .map_err(Error::context("cannot connect to the cluster"))
+}
+
+/// `value` as `-o json` (pretty) or `-o yaml`, ending in a newline; `None`
+/// for the table formats, which each command renders itself.
+pub fn encode<T: Serialize>(value: &T, format: OutputFormat, what: &str) -> Result<Option<String>> {
+    let text = match format {
+        OutputFormat::Table | OutputFormat::Wide => return Ok(None),
+        OutputFormat::Json => serde_json::to_string_pretty(value)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string()),
+        OutputFormat::Yaml => serde_saphyr::to_string(value).map_err(|e| e.to_string()),
+    };
+    text.map(Some).map_err(|why| Error::Invalid {
+        what: what.to_string(),
+        why: format!("cannot be encoded as {format:?}: {why}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Serialize)]
+    struct R {
+        node: &'static str,
+        ready: Option<bool>,
+    }
+
+    #[test]
+    fn yaml_and_json_say_the_same() {
+        let r = [R {
+            node: "n1",
+            ready: None,
+        }];
+        let yaml = encode(&r, OutputFormat::Yaml, "r").ok().flatten();
+        let json = encode(&r, OutputFormat::Json, "r").ok().flatten();
+        let back: Option<serde_json::Value> =
+            yaml.as_deref().and_then(|y| serde_saphyr::from_str(y).ok());
+        let json: Option<serde_json::Value> =
+            json.as_deref().and_then(|j| serde_json::from_str(j).ok());
+        assert!(back.is_some());
+        assert_eq!(back, json);
+        assert!(
+            encode(&r, OutputFormat::Table, "r")
+                .ok()
+                .flatten()
+                .is_none()
+        );
+    }
+}

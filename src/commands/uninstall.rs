@@ -1,0 +1,247 @@
+//! `nodegate uninstall --dry-run | --yes`: takes nodegate's taints and the
+//! annotations it wrote off every node it manages (within
+//! `--node-selector`), keeping every other taint, and prints what it did to
+//! each node as it goes.
+//!
+//! It refuses (with `--yes`) while a replica renewed nodegate's Lease within
+//! `--lease-fresh`: a running controller would put the taints back on new
+//! nodes and re-gate old ones. Each node is changed by one conditional JSON
+//! patch (`plan::patch`), as the controller changes nodes; a node that
+//! changed between the read and the patch is read again and planned again.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams};
+use nodegate_core::entrance::Scope;
+use nodegate_core::gate::PatchOutcome;
+
+use crate::cluster::project;
+use crate::cluster::writer::{FIELD_MANAGER, outcome};
+use crate::commands::output;
+use crate::error::{EXIT_FAILURE, Error, Result};
+use crate::settings::cli::UninstallArgs;
+use crate::settings::config::{self, ConfigError};
+
+pub mod plan;
+use plan::{Cleanup, Owned};
+
+/// Reads and patches of one node before uninstall gives up on it (each
+/// retry follows a change by someone else).
+const ATTEMPTS: usize = 3;
+
+/// Nodes between two progress lines on stderr.
+const PROGRESS_EVERY: usize = 100;
+
+struct Settings {
+    scope: Scope,
+    owned: Owned,
+    dry_run: bool,
+    ignore_leader: bool,
+    fresh: Duration,
+}
+
+fn settings(args: &UninstallArgs) -> Result<Settings, ConfigError> {
+    let mut file = config::load_file(&args.gate)?;
+    let gate = config::gate_settings(&args.gate, &mut file)?;
+    let fresh = humantime::parse_duration(&args.lease_fresh).map_err(|e| ConfigError::Invalid {
+        source_: format!("--lease-fresh {:?}", args.lease_fresh),
+        message: format!("{e}; give a duration such as 60s"),
+    })?;
+    Ok(Settings {
+        scope: gate.scope,
+        owned: Owned {
+            managed: gate.placement.managed_taints,
+            rule_taints: match args.keep_rule_taints {
+                true => Vec::new(),
+                false => gate.condition_taints.into_iter().map(|r| r.taint).collect(),
+            },
+        },
+        dry_run: args.dry_run,
+        ignore_leader: args.ignore_leader,
+        fresh,
+    })
+}
+
+pub async fn main(args: UninstallArgs) -> Result<ExitCode> {
+    let s = settings(&args)?;
+    let client = output::connect(&output::connection(&args.cluster)?).await?;
+    if let Some(why) = lease_held(
+        &client,
+        &args.lease.namespace,
+        &args.lease.lease_name,
+        s.fresh,
+    )
+    .await?
+    {
+        if !s.dry_run && !s.ignore_leader {
+            return Err(Error::Invalid {
+                what: "refusing to uninstall".into(),
+                why: format!(
+                    "{why}: a running controller would put its taints back. Stop it first \
+                     (helm uninstall, or scale the Deployment to 0), wait until the lease is \
+                     older than --lease-fresh, or pass --ignore-leader"
+                ),
+            });
+        }
+        eprintln!("warning: {why}");
+    }
+    let failed = clean_all(&client, &s).await?;
+    Ok(if failed > 0 {
+        ExitCode::from(EXIT_FAILURE)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `Some(why)` when a replica holds the Lease and renewed it within
+/// `fresh`; `None` when it is absent, released or stale.
+async fn lease_held(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    fresh: Duration,
+) -> Result<Option<String>> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let lease = leases
+        .get_opt(name)
+        .await
+        .map_err(Error::kube(format!("reading lease {namespace}/{name}")))?;
+    let Some(spec) = lease.and_then(|l| l.spec) else {
+        return Ok(None);
+    };
+    let holder = spec.holder_identity.unwrap_or_default();
+    let renewed = spec.renew_time.map(|t| t.0);
+    Ok(held(&holder, renewed, Timestamp::now(), fresh).then(|| {
+        let ago = renewed.map_or(0, |r| Timestamp::now().duration_since(r).as_secs());
+        format!("lease {namespace}/{name} is held by {holder:?}, renewed {ago}s ago")
+    }))
+}
+
+/// Whether a Lease with this holder, renewed at `renewed`, counts as held
+/// at `now`. A holder with no renewTime counts as held: nothing says it
+/// stopped.
+pub fn held(holder: &str, renewed: Option<Timestamp>, now: Timestamp, fresh: Duration) -> bool {
+    if holder.is_empty() {
+        return false;
+    }
+    let fresh = jiff::SignedDuration::try_from(fresh).unwrap_or(jiff::SignedDuration::MAX);
+    renewed.is_none_or(|r| now.duration_since(r) < fresh)
+}
+
+/// Cleans every node in scope, printing a line per node changed (or to be
+/// changed) as it goes, and a summary. Returns how many nodes failed.
+async fn clean_all(client: &kube::Client, s: &Settings) -> Result<usize> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let list = nodes
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube("listing nodes"))?;
+    let total = list.items.len();
+    let (mut changed, mut failed) = (0usize, 0usize);
+    let mut out = std::io::stdout().lock();
+    for (i, n) in list.items.iter().enumerate() {
+        if i > 0 && i % PROGRESS_EVERY == 0 {
+            eprintln!("checked {i}/{total} nodes");
+        }
+        let Some((action, detail)) = clean_one(&nodes, n, s).await else {
+            continue;
+        };
+        match action {
+            "failed" => failed += 1,
+            _ => changed += 1,
+        }
+        let name = n.metadata.name.as_deref().unwrap_or("?");
+        writeln!(out, "{name}  {action}  {detail}").map_err(Error::io("writing to stdout"))?;
+    }
+    let verb = if s.dry_run { "would change" } else { "changed" };
+    writeln!(
+        out,
+        "{total} nodes checked, {changed} {verb}, {failed} failed"
+    )
+    .map_err(Error::io("writing to stdout"))?;
+    Ok(failed)
+}
+
+/// One node: `None` when nothing of nodegate's is on it (or it is outside
+/// the scope), else the action (`removed`, `would-remove`, `failed`) and
+/// what.
+async fn clean_one(
+    nodes: &Api<Node>,
+    first: &Node,
+    s: &Settings,
+) -> Option<(&'static str, String)> {
+    let mut node = first.clone();
+    for _ in 0..ATTEMPTS {
+        let cleanup = planned(&node, s)?;
+        if s.dry_run {
+            return Some(("would-remove", cleanup.describe()));
+        }
+        match send(nodes, &cleanup).await {
+            PatchOutcome::Applied => return Some(("removed", cleanup.describe())),
+            PatchOutcome::Conflict => match nodes.get_opt(&cleanup.node).await {
+                Ok(Some(n)) => node = n,
+                Ok(None) => return None,
+                Err(e) => return Some(("failed", format!("reading it again: {e}"))),
+            },
+            PatchOutcome::NotFound => return None,
+            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
+                return Some(("failed", "not sent".into()));
+            }
+            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => return Some(("failed", e)),
+        }
+    }
+    Some((
+        "failed",
+        format!("it changed under each of {ATTEMPTS} attempts; run uninstall again"),
+    ))
+}
+
+/// What comes off `node`; `None` when nothing does or it is out of scope.
+fn planned(node: &Node, s: &Settings) -> Option<Cleanup> {
+    let info = project::node(node).0?;
+    if !s.scope.includes(&info.labels) {
+        return None;
+    }
+    let keys = node.metadata.annotations.iter().flat_map(|a| a.keys());
+    let cleanup = plan::plan(&info, keys, &s.owned);
+    (!cleanup.is_empty()).then_some(cleanup)
+}
+
+async fn send(nodes: &Api<Node>, cleanup: &Cleanup) -> PatchOutcome {
+    let patch = match plan::patch(cleanup) {
+        Ok(p) => p,
+        Err(e) => return PatchOutcome::Failed(format!("cannot build the patch: {e}")),
+    };
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    outcome(
+        nodes
+            .patch(&cleanup.node, &params, &Patch::Json::<()>(patch))
+            .await
+            .map(|_| ()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_counts_as_held_while_freshly_renewed() {
+        let now = Timestamp::from_second(1_000).unwrap_or(Timestamp::UNIX_EPOCH);
+        let at = |s: i64| Timestamp::from_second(s).ok();
+        let fresh = Duration::from_secs(60);
+        assert!(held("a_1", at(990), now, fresh));
+        assert!(!held("a_1", at(900), now, fresh), "stale");
+        assert!(!held("", at(999), now, fresh), "released");
+        assert!(held("a_1", None, now, fresh), "no renewTime");
+    }
+}

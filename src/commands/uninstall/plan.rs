@@ -1,0 +1,198 @@
+//! What `nodegate uninstall` takes off one node, and the conditional patch
+//! that does it. Pure: no I/O, times are not needed.
+//!
+//! nodegate's taints are those under `nodegate.dev/` (the prefix nodegate's
+//! own taints use, and the only one the shipped admission policy lets it
+//! write), the managed taints the settings name (a custom startup or re-gate
+//! key) and the taint of every condition rule in the config file. Its
+//! annotations are the ones it writes itself; the ones a person writes to
+//! steer it (`suspend`, `open`, `ignore`) are left for that person.
+
+use nodegate_core::annotations::{
+    GATED_SINCE, OPENED_AT, OPENED_BY, PREFIX, REGATED_FOR, TIMED_OUT,
+};
+use nodegate_core::conditions::rules::same_taint;
+use nodegate_core::model::{NodeInfo, Taint};
+use nodegate_core::placement::ManagedTaint;
+use serde_json::{Value, json};
+
+use crate::cluster::patch::pointer_segment;
+
+/// The annotations nodegate writes on a node, all of which uninstall
+/// removes.
+pub const WRITTEN_ANNOTATIONS: [&str; 5] =
+    [OPENED_AT, OPENED_BY, TIMED_OUT, GATED_SINCE, REGATED_FOR];
+
+/// Which taints are nodegate's, beyond the `nodegate.dev/` prefix.
+#[derive(Debug, Clone, Default)]
+pub struct Owned {
+    /// The startup (and re-gate) taints the settings name.
+    pub managed: Vec<ManagedTaint>,
+    /// The condition rules' taints.
+    pub rule_taints: Vec<Taint>,
+}
+
+impl Owned {
+    pub fn owns(&self, t: &Taint) -> bool {
+        t.key.starts_with(PREFIX)
+            || self.managed.iter().any(|m| m.matches(t))
+            || self.rule_taints.iter().any(|r| same_taint(r, t))
+    }
+}
+
+/// What comes off one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cleanup {
+    pub node: String,
+    pub resource_version: String,
+    /// nodegate's taints with their index in the node's list.
+    pub taints: Vec<(usize, Taint)>,
+    /// nodegate's annotations present on the node.
+    pub annotations: Vec<String>,
+}
+
+impl Cleanup {
+    pub fn is_empty(&self) -> bool {
+        self.taints.is_empty() && self.annotations.is_empty()
+    }
+
+    /// `taints: a:NoSchedule, b:NoExecute; annotations: nodegate.dev/x`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.taints.is_empty() {
+            let t: Vec<String> = self.taints.iter().map(|(_, t)| t.to_string()).collect();
+            parts.push(format!("taints {}", t.join(", ")));
+        }
+        if !self.annotations.is_empty() {
+            parts.push(format!("annotations {}", self.annotations.join(", ")));
+        }
+        parts.join("; ")
+    }
+}
+
+/// What comes off `node` (its projection, and the keys of its
+/// annotations).
+pub fn plan<'a>(
+    node: &NodeInfo,
+    annotation_keys: impl IntoIterator<Item = &'a String>,
+    owned: &Owned,
+) -> Cleanup {
+    let taints = node
+        .taints
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| owned.owns(t))
+        .map(|(i, t)| (i, t.clone()))
+        .collect();
+    let mut annotations: Vec<String> = annotation_keys
+        .into_iter()
+        .filter(|k| WRITTEN_ANNOTATIONS.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    annotations.sort();
+    Cleanup {
+        node: node.name.clone(),
+        resource_version: node.resource_version.clone(),
+        taints,
+        annotations,
+    }
+}
+
+/// The JSON patch: the node must still be at the resourceVersion read, and
+/// each taint removed must still be the one meant at its index (removed
+/// from the highest index down, so no index shifts under a later removal);
+/// then the annotations go. Any change since the read makes the API server
+/// refuse the whole patch, as the controller's own patches do.
+pub fn patch(c: &Cleanup) -> Result<json_patch::Patch, serde_json::Error> {
+    let mut ops = vec![
+        json!({"op": "test", "path": "/metadata/resourceVersion", "value": c.resource_version}),
+    ];
+    let mut taints: Vec<&(usize, Taint)> = c.taints.iter().collect();
+    taints.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+    for (index, t) in taints {
+        let at = format!("/spec/taints/{index}");
+        ops.push(json!({"op": "test", "path": format!("{at}/key"), "value": t.key}));
+        ops.push(json!({"op": "test", "path": format!("{at}/effect"), "value": t.effect}));
+        ops.push(json!({"op": "remove", "path": at}));
+    }
+    for key in &c.annotations {
+        ops.push(json!({"op": "remove", "path": format!("/metadata/annotations/{}", pointer_segment(key))}));
+    }
+    serde_json::from_value(Value::Array(ops))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nodegate_core::testutil::mk_node;
+
+    fn t(key: &str, effect: &str) -> Taint {
+        Taint::new(key, "", effect)
+    }
+
+    #[test]
+    fn only_nodegates_taints_and_written_annotations_are_planned() {
+        let n = mk_node(
+            "n1",
+            &[],
+            vec![
+                t("example.com/foreign", "NoSchedule"),
+                t("nodegate.dev/initializing", "NoSchedule"),
+                t("gpu.example.com/unhealthy", "NoSchedule"),
+                t("custom/start", "NoExecute"),
+            ],
+        );
+        let owned = Owned {
+            managed: vec![ManagedTaint::new("custom/start", "NoExecute")],
+            rule_taints: vec![t("gpu.example.com/unhealthy", "NoSchedule")],
+        };
+        let keys: Vec<String> = [GATED_SINCE, "nodegate.dev/suspend", "other/x", OPENED_AT]
+            .map(String::from)
+            .to_vec();
+        let c = plan(&n, &keys, &owned);
+        let idx: Vec<usize> = c.taints.iter().map(|(i, _)| *i).collect();
+        assert_eq!(idx, vec![1, 2, 3]);
+        assert_eq!(
+            c.annotations,
+            vec![GATED_SINCE.to_string(), OPENED_AT.to_string()]
+        );
+    }
+
+    #[test]
+    fn the_patch_tests_then_removes_from_the_highest_index() {
+        let c = Cleanup {
+            node: "n1".into(),
+            resource_version: "42".into(),
+            taints: vec![
+                (0, t("nodegate.dev/a", "NoSchedule")),
+                (2, t("nodegate.dev/b", "NoExecute")),
+            ],
+            annotations: vec![OPENED_BY.into()],
+        };
+        let v = serde_json::to_value(patch(&c).ok()).unwrap_or_default();
+        let paths: Vec<(String, String)> = v
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|op| {
+                (
+                    op["op"].as_str().unwrap_or("").into(),
+                    op["path"].as_str().unwrap_or("").into(),
+                )
+            })
+            .collect();
+        let want: Vec<(String, String)> = [
+            ("test", "/metadata/resourceVersion"),
+            ("test", "/spec/taints/2/key"),
+            ("test", "/spec/taints/2/effect"),
+            ("remove", "/spec/taints/2"),
+            ("test", "/spec/taints/0/key"),
+            ("test", "/spec/taints/0/effect"),
+            ("remove", "/spec/taints/0"),
+            ("remove", "/metadata/annotations/nodegate.dev~1opened-by"),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .to_vec();
+        assert_eq!(paths, want);
+    }
+}
