@@ -7,9 +7,9 @@
 //! objects are never kept. A watch that fails restarts with backoff; a
 //! re-list is swapped into the index whole once it is complete (see
 //! `relist`), deleting the objects that vanished meanwhile. Every object's
-//! server-stamped times are evidence of the API server's clock
-//! (`server_time`), and `start` also starts that module's probe of the
-//! server's clock.
+//! `creationTimestamp` is evidence of the API server's clock (`server_time`;
+//! its `managedFields` times are not: clients choose them), and `start` also
+//! starts that module's probe of the server's clock.
 //! This module decides nothing about gates.
 
 use std::collections::HashSet;

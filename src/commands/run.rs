@@ -188,6 +188,7 @@ impl Shared {
             Timestamp::now(),
         );
         metrics.config.started(Timestamp::now().as_second());
+        let server_time = Arc::new(ServerTime::counting(metrics.server_time_refused.clone()));
         Ok(Shared {
             client,
             router: Arc::new(Router::with_live(Arc::clone(&live))),
@@ -196,7 +197,7 @@ impl Shared {
             metrics,
             history: Arc::new(History::new(settings.debug_history)),
             health,
-            server_time: Arc::new(ServerTime::new()),
+            server_time,
             stats: Arc::new(WatchStats::default()),
             stop,
         })

@@ -152,6 +152,9 @@ pub struct Metrics {
     patch_attempts: Family<PatchLabels, Counter>,
     router_events: Family<RouterLabels, Counter>,
     leader: Gauge,
+    /// Evidence of the API server's clock refused as implausible; counted
+    /// by `cluster::server_time::ServerTime`.
+    pub server_time_refused: Counter,
     watch_restarts: Counter,
     /// The watchers' own restart count at the last refresh.
     watch_restarts_seen: AtomicU64,
@@ -199,6 +202,7 @@ impl Metrics {
             patch_attempts: Family::default(),
             router_events: Family::default(),
             leader: Gauge::default(),
+            server_time_refused: Counter::default(),
             watch_restarts: Counter::default(),
             watch_restarts_seen: AtomicU64::new(0),
             gates: DashMap::new(),
@@ -275,6 +279,11 @@ impl Metrics {
             "leader",
             "1 while this replica holds the leader-election lease (always 1 without --leader-elect)",
             self.leader.clone(),
+        );
+        registry.register(
+            "server_time_evidence_refused",
+            "Evidence of the API server's clock refused because it was more than 5 minutes ahead of the server's latest Date header",
+            self.server_time_refused.clone(),
         );
         registry.register(
             "watch_restarts",
