@@ -429,3 +429,80 @@ async fn a_tenant_pod_dated_2099_does_not_move_the_server_clock() {
     })
     .await;
 }
+
+/// Security review §12(a): operators win. A node registered with the
+/// startup taint (the webhook's), whose taint an operator removes by hand
+/// while its gate waits, is recorded `opened-by: external` (with
+/// `opened-at`) and the late-taint net does not put the taint back. Before
+/// the fix nothing was recorded and the net re-tainted the young, untainted
+/// node with a `LateTaint` Warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taint_removed_by_hand_is_recorded_and_not_put_back() {
+    let env = Env::new("entrances-by-hand").await;
+    env.create_ds(DsSpec {
+        hold: true,
+        ..DsSpec::new("agent")
+    })
+    .await;
+    let ng = Nodegate::start(&env.cluster, &["--taint-new-nodes", "--timeout", "5m"]);
+    let debug = ng.debug_addr(Duration::from_secs(30));
+    env.cluster
+        .create_node(&support::fake_node(
+            "hand",
+            &[],
+            &[(TAINT, "", "NoSchedule")],
+        ))
+        .await;
+    // The gate is live and waiting for the held agent.
+    wait_for("hand's gate", Duration::from_secs(30), || async {
+        let (status, body) = http_get(&debug, "/debug/nodes/hand").await?;
+        (status == 200).then_some(()).ok_or(body)
+    })
+    .await;
+    env.wait_pod("agent", "hand", false).await;
+
+    // The operator takes the startup taint off by hand (kubectl taint ... -).
+    let nodes: Api<Node> = Api::all(env.cluster.client.clone());
+    let mut node = nodes.get("hand").await.expect("get hand");
+    if let Some(spec) = node.spec.as_mut() {
+        spec.taints = Some(Vec::new());
+    }
+    nodes
+        .replace("hand", &PostParams::default(), &node)
+        .await
+        .expect("remove the taint by hand");
+
+    let recorded = wait_for("opened-by: external", Duration::from_secs(30), || async {
+        let n = env.node("hand").await;
+        match annotation(&n, "nodegate.dev/opened-by").as_deref() {
+            Some("external") => Ok(n),
+            other => Err(format!("opened-by {other:?}\n{}", ng.logs())),
+        }
+    })
+    .await;
+    assert!(
+        annotation(&recorded, "nodegate.dev/opened-at").is_some(),
+        "{:?}",
+        recorded.metadata.annotations
+    );
+
+    // A witness: a new idle node the net does taint, so the net has had
+    // its look at the cluster after the removal.
+    env.cluster
+        .create_node(&bare_node("witness", "any", &[]))
+        .await;
+    wait_for("LateTaint on witness", Duration::from_secs(30), || async {
+        let r = reasons(&env, "witness").await;
+        r.contains(&"LateTaint".to_string())
+            .then_some(())
+            .ok_or(format!("{r:?}"))
+    })
+    .await;
+    let hand = env.node("hand").await;
+    assert!(
+        !has_gate_taint(&hand),
+        "the taint was put back: {:?}",
+        hand.spec
+    );
+    assert_eq!(reasons(&env, "hand").await, Vec::<String>::new());
+}

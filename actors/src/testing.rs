@@ -15,7 +15,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 use nodegate_core::deciders::{TaintWrite, Tally};
 use nodegate_core::entrance::BoundPod;
-use nodegate_core::gate::{self, GateState, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
+use nodegate_core::gate::{
+    self, ExternalOpening, GateState, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
+};
 use nodegate_core::model::NodeInfo;
 use tokio::sync::Semaphore;
 
@@ -41,6 +43,8 @@ pub struct FakeExecutor {
     /// The counters the deciders moved.
     pub tallies: Mutex<Vec<Tally>>,
     pub marks: Mutex<Vec<TimeoutMark>>,
+    /// Nodes recorded as opened by someone else.
+    pub external: Mutex<Vec<ExternalOpening>>,
     pub events: Mutex<Vec<NodeEvent>>,
     /// The answers to the next untaints, in order; then `Applied`.
     pub outcomes: Mutex<VecDeque<PatchOutcome>>,
@@ -79,6 +83,7 @@ impl FakeExecutor {
             pods: Mutex::default(),
             tallies: Mutex::default(),
             marks: Mutex::default(),
+            external: Mutex::default(),
             events: Mutex::default(),
             outcomes: Mutex::default(),
             node_on_refresh: Mutex::default(),
@@ -142,6 +147,12 @@ impl EffectExecutor for FakeExecutor {
             self.marks.lock().unwrap().push(mark);
         }
         PatchOutcome::Applied
+    }
+
+    async fn mark_opened_externally(&self, mark: ExternalOpening) {
+        if self.record {
+            self.external.lock().unwrap().push(mark);
+        }
     }
 
     async fn record_event(&self, event: NodeEvent) {

@@ -23,7 +23,7 @@ use nodegate_actors::ports::{
 };
 use nodegate_core::deciders::{TaintWrite, Tally};
 use nodegate_core::entrance::BoundPod;
-use nodegate_core::gate::{NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
+use nodegate_core::gate::{ExternalOpening, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
 use nodegate_core::model::NodeInfo;
 use rand::Rng;
 
@@ -101,6 +101,24 @@ impl EffectExecutor for KubeExecutor {
         self.metrics
             .patch_attempt(NodeWrite::MarkTimedOut, &outcome);
         outcome
+    }
+
+    async fn mark_opened_externally(&self, mark: ExternalOpening) {
+        if !self.admits_write() {
+            return;
+        }
+        let outcome = self
+            .writer
+            .mark_opened_externally(&mark, Timestamp::now(), || self.admits_write())
+            .await;
+        match outcome {
+            PatchOutcome::Applied => {}
+            PatchOutcome::NotFound | PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {}
+            other => tracing::warn!(
+                node = %mark.node,
+                "could not record opened-by: external on the node (the late-taint net still leaves it alone while this process runs): {other:?}"
+            ),
+        }
     }
 
     async fn record_event(&self, event: NodeEvent) {
