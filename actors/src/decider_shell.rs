@@ -12,6 +12,18 @@
 //! on this machine's clock). Inputs that arrive
 //! together are handled as one batch; nothing is decided before the initial
 //! lists are in (the feed's [`Change::Everything`] at sync starts the work).
+//! The shell yields to the runtime every [`YIELD_EVERY`] inputs, so a burst
+//! never holds a worker from the watches, the gates and the lease.
+//!
+//! A budgeted decider (re-gating, the condition rules) counts its budget
+//! from the index, so after this replica gains the lease it must not write
+//! before the node watch has caught up with the cluster: the taints the old
+//! leader wrote last may not show yet (security review §13). The shell then
+//! reads every node's resourceVersion afresh (a quorum read,
+//! [`EffectExecutor::fresh_node_versions`]) and tells the decider it may
+//! write only once the index shows each of those nodes at that version or
+//! newer ([`CatchUp`]), or after [`CATCH_UP_MAX`] with a warning; then it
+//! hands the decider [`Input::MayWrite`].
 //!
 //! The shell decides nothing itself and keeps no state of the decider's.
 
@@ -20,7 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_core::deciders::{Context, Decider, Effect, Input, Level, Now};
+use nodegate_core::deciders::{Context, Decider, Effect, Input, Level, Now, Origin};
 use tokio::sync::mpsc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -28,6 +40,12 @@ use tokio::task::JoinHandle;
 use crate::feed::Subscriber;
 use crate::ports::{Clock, EffectExecutor};
 use crate::router::Router;
+
+mod catch_up;
+pub use catch_up::{CATCH_UP_MAX, CatchUp, Caught};
+
+/// The shell yields to the runtime after this many inputs of a batch.
+pub const YIELD_EVERY: usize = 64;
 
 /// The longest the shell sleeps: how often gauges are published.
 const WAKE: Duration = Duration::from_secs(1);
@@ -65,7 +83,9 @@ where
 {
     let (tx, rx) = mpsc::unbounded_channel();
     router.subscribe(Arc::new(Inbox(tx)));
+    let budgeted = matches!(decider.origin(), Origin::Regate | Origin::Rules);
     let shell = Shell {
+        catch_up: CatchUp::new(budgeted),
         decider,
         router: Arc::clone(router),
         executor,
@@ -87,6 +107,8 @@ struct Shell<D, E, C> {
     /// machine's clock.
     next: Option<Timestamp>,
     published: Option<std::time::Instant>,
+    /// Whether the index has caught up since this replica gained the lease.
+    catch_up: CatchUp,
 }
 
 impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
@@ -123,25 +145,74 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
             if !self.router.is_synced() {
                 continue;
             }
+            if self.catch_up_step().await {
+                batch.push(Input::MayWrite);
+            }
             if self.due() {
                 self.next = None;
                 batch.push(Input::Tick);
             }
-            for input in batch {
+            for (n, input) in batch.into_iter().enumerate() {
+                if n > 0 && n % YIELD_EVERY == 0 {
+                    tokio::task::yield_now().await;
+                }
                 self.step(input).await;
             }
             self.publish_gauges();
         }
     }
 
-    /// How long to sleep: until the look asked for, at most [`WAKE`].
+    /// Follows leadership and, for a budgeted decider, the catch-up after
+    /// gaining it; true when the decider may write from now on.
+    async fn catch_up_step(&mut self) -> bool {
+        let leading = self.executor.may_write();
+        if self.catch_up.needs_read(leading) {
+            match self.executor.fresh_node_versions().await {
+                Ok(versions) => self.catch_up.read(versions.unwrap_or_default()),
+                Err(error) => tracing::warn!(
+                    origin = ?self.decider.origin(),
+                    %error,
+                    "cannot read the nodes' versions after gaining the lease; no budgeted write until it can (trying again shortly)"
+                ),
+            }
+        }
+        let index = self.router.index();
+        let caught = self.catch_up.check(
+            leading,
+            |name| index.node(name).map(|n| n.resource_version.clone()),
+            index.node_version_seen(),
+            std::time::Instant::now(),
+        );
+        let origin = self.decider.origin();
+        match caught {
+            None => return false,
+            Some(Caught::InTime) => tracing::info!(
+                ?origin,
+                "the node watch caught up after gaining the lease; budgeted writes may go out"
+            ),
+            Some(Caught::GaveUp(lagging)) => tracing::warn!(
+                ?origin,
+                lagging,
+                "the node watch still lags {CATCH_UP_MAX:?} after gaining the lease; budgeted writes go out all the same"
+            ),
+        }
+        true
+    }
+
+    /// How long to sleep: until the look asked for, at most [`WAKE`] (a
+    /// tenth of it while waiting for the index to catch up).
     fn until_next(&self) -> Duration {
+        let wake = if self.catch_up.waiting() {
+            WAKE / 10
+        } else {
+            WAKE
+        };
         let Some(at) = self.next else {
-            return WAKE;
+            return wake;
         };
         Duration::try_from(at.duration_since(self.clock.now()))
             .unwrap_or(Duration::ZERO)
-            .min(WAKE)
+            .min(wake)
     }
 
     fn due(&self) -> bool {
@@ -165,7 +236,7 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
             view: self.router.index(),
             config: &config,
             now: self.now(),
-            may_write: self.executor.may_write(),
+            may_write: self.executor.may_write() && self.catch_up.allows(),
         };
         self.decider.decide(input, &cx)
     }
@@ -230,7 +301,7 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
             view: self.router.index(),
             config: &config,
             now: self.now(),
-            may_write: self.executor.may_write(),
+            may_write: self.executor.may_write() && self.catch_up.allows(),
         };
         publish(&self.decider, &cx);
     }

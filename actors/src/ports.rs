@@ -111,6 +111,16 @@ pub trait EffectExecutor: Send + Sync + 'static {
     }
     /// A decider moved a counter.
     fn tally(&self, _tally: &Tally) {}
+    /// A fresh quorum read of every node's name and resourceVersion (a
+    /// paginated metadata LIST): what the node watch must have caught up
+    /// with before a budgeted decider writes after this replica gained the
+    /// lease (security review §13). `Ok(None)`: this executor has no
+    /// cluster to read, and nothing to wait for.
+    fn fresh_node_versions(
+        &self,
+    ) -> impl Future<Output = Result<Option<Vec<(String, String)>>, String>> + Send {
+        async { Ok(None) }
+    }
 }
 
 /// The gate's way to call back an untaint it handed to the executor, for as

@@ -61,6 +61,11 @@ pub struct FakeExecutor {
     /// started after it is set; 0: the default ([`REEXAMINE_PERIOD`], 30 s,
     /// longer than any test).
     pub reexamine_ms: AtomicU64,
+    /// What [`EffectExecutor::may_write`] answers (true by default).
+    pub leading: AtomicBool,
+    /// What a fresh read of the nodes' versions answers (`None`: nothing
+    /// to wait for).
+    pub fresh_versions: Mutex<Option<Vec<(String, String)>>>,
 }
 
 impl FakeExecutor {
@@ -91,6 +96,8 @@ impl FakeExecutor {
             hold: Mutex::default(),
             handed: AtomicUsize::new(0),
             reexamine_ms: AtomicU64::new(0),
+            leading: AtomicBool::new(true),
+            fresh_versions: Mutex::default(),
         }
     }
 
@@ -179,6 +186,14 @@ impl EffectExecutor for FakeExecutor {
 
     async fn list_pods(&self, _node: &str) -> Result<Vec<BoundPod>, String> {
         Ok(self.pods.lock().unwrap().clone())
+    }
+
+    fn may_write(&self) -> bool {
+        self.leading.load(Ordering::SeqCst)
+    }
+
+    async fn fresh_node_versions(&self) -> Result<Option<Vec<(String, String)>>, String> {
+        Ok(self.fresh_versions.lock().unwrap().clone())
     }
 
     fn tally(&self, tally: &Tally) {
