@@ -13,7 +13,12 @@
 //! together are handled as one batch; nothing is decided before the initial
 //! lists are in (the feed's [`Change::Everything`] at sync starts the work).
 //! The shell yields to the runtime every [`YIELD_EVERY`] inputs, so a burst
-//! never holds a worker from the watches, the gates and the lease.
+//! never holds a worker from the watches, the gates and the lease. Pod
+//! LISTs run concurrently, at most [`LISTS_IN_FLIGHT`] at once, their
+//! answers coming back through the shell's inbox; Events are sent in the
+//! background, at most [`EVENTS_IN_FLIGHT`] at once: a slow API server
+//! holds neither the next candidate nor the next decision (security review
+//! §17).
 //!
 //! A budgeted decider (re-gating, the condition rules) counts its budget
 //! from the index, so after this replica gains the lease it must not write
@@ -33,7 +38,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use nodegate_core::deciders::{Context, Decider, Effect, Input, Level, Now, Origin};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -46,6 +51,10 @@ pub use catch_up::{CATCH_UP_MAX, CatchUp, Caught};
 
 /// The shell yields to the runtime after this many inputs of a batch.
 pub const YIELD_EVERY: usize = 64;
+/// Pod LISTs out at once (the late-taint net's candidates).
+pub const LISTS_IN_FLIGHT: usize = 16;
+/// Events being sent at once; the shell waits for a slot beyond that.
+pub const EVENTS_IN_FLIGHT: usize = 64;
 
 /// The longest the shell sleeps: how often gauges are published.
 const WAKE: Duration = Duration::from_secs(1);
@@ -82,10 +91,13 @@ where
     C: Clock,
 {
     let (tx, rx) = mpsc::unbounded_channel();
-    router.subscribe(Arc::new(Inbox(tx)));
+    router.subscribe(Arc::new(Inbox(tx.clone())));
     let budgeted = matches!(decider.origin(), Origin::Regate | Origin::Rules);
     let shell = Shell {
         catch_up: CatchUp::new(budgeted),
+        inbox: tx,
+        lists: Arc::new(Semaphore::new(LISTS_IN_FLIGHT)),
+        events: Arc::new(Semaphore::new(EVENTS_IN_FLIGHT)),
         decider,
         router: Arc::clone(router),
         executor,
@@ -109,6 +121,10 @@ struct Shell<D, E, C> {
     published: Option<std::time::Instant>,
     /// Whether the index has caught up since this replica gained the lease.
     catch_up: CatchUp,
+    /// The shell's own inbox, for the answers of the LISTs it spawned.
+    inbox: mpsc::UnboundedSender<Input>,
+    lists: Arc<Semaphore>,
+    events: Arc<Semaphore>,
 }
 
 impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
@@ -249,15 +265,30 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
                 Some(Input::Wrote { write, outcome })
             }
             Effect::ListPods { node } => {
-                let pods = self.executor.list_pods(&node).await;
-                Some(Input::PodsListed { node, pods })
+                // The semaphore is never closed; a closed one would only
+                // mean no limit.
+                let permit = Arc::clone(&self.lists).acquire_owned().await.ok();
+                let executor = Arc::clone(&self.executor);
+                let inbox = self.inbox.clone();
+                tokio::spawn(async move {
+                    let pods = executor.list_pods(&node).await;
+                    drop(permit);
+                    // A closed inbox: the shell stopped.
+                    let _ = inbox.send(Input::PodsListed { node, pods });
+                });
+                None
             }
             Effect::ReadNode { node } => {
                 let read = self.executor.get_node(&node).await;
                 Some(Input::NodeRead { node, read })
             }
             Effect::RecordEvent(event) => {
-                self.executor.record_event(event).await;
+                let permit = Arc::clone(&self.events).acquire_owned().await.ok();
+                let executor = Arc::clone(&self.executor);
+                tokio::spawn(async move {
+                    executor.record_event(event).await;
+                    drop(permit);
+                });
                 None
             }
             Effect::LookAgainAt(at) => {

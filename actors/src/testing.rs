@@ -66,6 +66,11 @@ pub struct FakeExecutor {
     /// What a fresh read of the nodes' versions answers (`None`: nothing
     /// to wait for).
     pub fresh_versions: Mutex<Option<Vec<(String, String)>>>,
+    /// When set, a pod LIST waits for a permit before it answers.
+    pub list_hold: Mutex<Option<Arc<Semaphore>>>,
+    /// Pod LISTs answering now, and the most there ever were at once.
+    pub lists_in_flight: AtomicUsize,
+    pub lists_peak: AtomicUsize,
 }
 
 impl FakeExecutor {
@@ -98,6 +103,9 @@ impl FakeExecutor {
             reexamine_ms: AtomicU64::new(0),
             leading: AtomicBool::new(true),
             fresh_versions: Mutex::default(),
+            list_hold: Mutex::default(),
+            lists_in_flight: AtomicUsize::new(0),
+            lists_peak: AtomicUsize::new(0),
         }
     }
 
@@ -185,6 +193,13 @@ impl EffectExecutor for FakeExecutor {
     }
 
     async fn list_pods(&self, _node: &str) -> Result<Vec<BoundPod>, String> {
+        let now = self.lists_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.lists_peak.fetch_max(now, Ordering::SeqCst);
+        let hold = self.list_hold.lock().unwrap().clone();
+        if let Some(hold) = hold {
+            hold.acquire().await.expect("hold semaphore open").forget();
+        }
+        self.lists_in_flight.fetch_sub(1, Ordering::SeqCst);
         Ok(self.pods.lock().unwrap().clone())
     }
 

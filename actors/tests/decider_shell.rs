@@ -236,3 +236,65 @@ fn a_budgeted_decider_may_write_only_once_the_index_caught_up() {
         shell.await.expect("the shell ran to its end");
     });
 }
+
+/// Security review §17: the net's pod LISTs run side by side, at most
+/// `LISTS_IN_FLIGHT` at once (before, one candidate at a time: a slow LIST
+/// held every other new node past its window).
+#[test]
+fn the_nets_pod_lists_run_concurrently_and_bounded() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let router = Arc::new(Router::new(Arc::new(GateConfig::default())));
+        let executor = Arc::new(FakeExecutor::recording());
+        let hold = Arc::new(tokio::sync::Semaphore::new(0));
+        *executor.list_hold.lock().unwrap() = Some(Arc::clone(&hold));
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let shell = decider_shell::start(
+            Net::new(Duration::from_secs(60)),
+            &router,
+            Arc::clone(&executor),
+            Arc::new(FakeClock::default()),
+            None,
+            stopped,
+        );
+        let count = decider_shell::LISTS_IN_FLIGHT + 4;
+        for i in 0..count {
+            router.node_upserted(NodeInfo {
+                created: Timestamp::now(),
+                ..open_node(&format!("young-{i}"), "7")
+            });
+        }
+        router.mark_synced();
+        let in_flight = || executor.lists_in_flight.load(std::sync::atomic::Ordering::SeqCst);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while in_flight() < decider_shell::LISTS_IN_FLIGHT {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "only {} LISTs out at once",
+                in_flight()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        hold.add_permits(count);
+        while executor.taint_writes.lock().unwrap().len() < count {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} of {count} tainted",
+                executor.taint_writes.lock().unwrap().len()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            executor
+                .lists_peak
+                .load(std::sync::atomic::Ordering::SeqCst),
+            decider_shell::LISTS_IN_FLIGHT
+        );
+        let _ = stop.send(true);
+        shell.await.expect("the shell ran to its end");
+    });
+}
