@@ -428,6 +428,11 @@ async fn a_tenant_pod_dated_2099_does_not_move_the_server_clock() {
             .ok_or(format!("{r:?}\n{}", ng.logs()))
     })
     .await;
+    // The forged time was not evidence at all (not merely refused): the
+    // refusal counter, exported from the start, stays at zero.
+    let text = metrics(&ng).await;
+    let series = "nodegate_server_time_evidence_refused_total";
+    assert_eq!(metric(&text, series), Some(0.0), "{series}");
 }
 
 /// Security review §12(a): operators win. A node registered with the

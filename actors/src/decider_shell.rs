@@ -37,9 +37,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_core::deciders::{Context, Decider, Effect, Input, Level, Now, Origin};
-use tokio::sync::{Semaphore, mpsc};
+use nodegate_core::deciders::{Change, Context, Decider, Effect, Input, Level, Now, Origin};
 use tokio::sync::watch;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
 use crate::feed::Subscriber;
@@ -254,7 +254,21 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
             now: self.now(),
             may_write: self.executor.may_write() && self.catch_up.allows(),
         };
-        self.decider.decide(input, &cx)
+        // A pass over every node (a look, everything changed, leadership)
+        // can take long on a large cluster: on a multi-threaded runtime the
+        // worker hands its other tasks (the lease, the watches, the probes)
+        // to another thread meanwhile.
+        let whole_pass = matches!(
+            input,
+            Input::Tick | Input::MayWrite | Input::Changed(Change::Everything)
+        );
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if whole_pass && multi_thread {
+            tokio::task::block_in_place(|| self.decider.decide(input, &cx))
+        } else {
+            self.decider.decide(input, &cx)
+        }
     }
 
     /// Carries out one effect; the answer to give the decider, if any.

@@ -269,7 +269,11 @@ fn the_nets_pod_lists_run_concurrently_and_bounded() {
             });
         }
         router.mark_synced();
-        let in_flight = || executor.lists_in_flight.load(std::sync::atomic::Ordering::SeqCst);
+        let in_flight = || {
+            executor
+                .lists_in_flight
+                .load(std::sync::atomic::Ordering::SeqCst)
+        };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while in_flight() < decider_shell::LISTS_IN_FLIGHT {
             assert!(
