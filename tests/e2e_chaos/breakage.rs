@@ -110,20 +110,8 @@ async fn sample(addr: String, stop: tokio::sync::watch::Receiver<bool>) -> Sampl
     s
 }
 
-/// 4. `N` open nodes (3,000 by default) with a Ready agent; nodegate leads
-/// with `--regate-after 5s --regate-max-unavailable 1`. The agent breaks on
-/// every node at once (not Ready), so every node is due for re-gating and
-/// all but one are refused by the budget, over and over. For 60 s:
-/// `/healthz` answers, p99 under 500 ms; nodegate keeps the lease
-/// (`nodegate_leader` 1); and a new gated node whose agent is Ready opens
-/// within 2 s of it being Ready (by the API's own times: the pod's Ready
-/// `lastTransitionTime`, whole seconds, and the node's `opened-at`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cluster_wide_agent_breakage_keeps_nodegate_responsive() {
-    let _took = Stopwatch::start("a_cluster_wide_agent_breakage_keeps_nodegate_responsive");
-    let count = node_count();
-    let env = Env::new("chaos-breakage").await;
-    let faults = Faults::new(&env.cluster);
+/// `count` open kwok nodes, each with a Ready agent pod.
+async fn open_nodes_with_agent(env: &Env, faults: &Faults, count: usize) {
     env.daemonsets
         .create(&PostParams::default(), &agent())
         .await
@@ -145,7 +133,7 @@ async fn a_cluster_wide_agent_breakage_keeps_nodegate_responsive() {
         &format!("{count} Ready agent pods"),
         Duration::from_secs(600),
         || async {
-            let ready = agents(&env).await.values().filter(|p| pod_ready(p)).count();
+            let ready = agents(env).await.values().filter(|p| pod_ready(p)).count();
             (ready >= count)
                 .then_some(())
                 .ok_or(format!("{ready} Ready"))
@@ -153,24 +141,11 @@ async fn a_cluster_wide_agent_breakage_keeps_nodegate_responsive() {
     )
     .await;
     faults.note("every agent pod Ready");
+}
 
-    let mut args: Vec<&str> = ELECTION.to_vec();
-    args.extend([
-        "--timeout",
-        "60s",
-        "--regate-after",
-        "5s",
-        "--regate-max-unavailable",
-        "1",
-    ]);
-    let ng = Replica::start(&env.cluster, "nodegate", &args).await;
-    ng.wait_leader(Duration::from_secs(30)).await;
-    faults.note("nodegate leads");
-
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let sampler = tokio::spawn(sample(ng.addr.clone(), stopped));
-    let broken_from = Instant::now();
-    let names: Vec<String> = agents(&env)
+/// Makes every agent pod not Ready (held so, so kwok leaves it).
+async fn break_agent(env: &Env, faults: &Faults) {
+    let names: Vec<String> = agents(env)
         .await
         .into_values()
         .filter_map(|p| p.metadata.name)
@@ -185,10 +160,13 @@ async fn a_cluster_wide_agent_breakage_keeps_nodegate_responsive() {
     })
     .await;
     faults.note(format!("agent not Ready on all {broken} nodes"));
+}
 
-    // An unrelated gated node: its agent pod (the template is not held) is
-    // Ready at once; the gate must open it within 2 s.
-    let probe = create(&env, &gated_node("probe", &[("pool", "probe")])).await;
+/// A new gated node whose agent pod (the template is not held) is Ready at
+/// once: how long after its pod's Ready second it opened, by the API's
+/// times (the node's `opened-at`, the pod's Ready `lastTransitionTime`).
+async fn probe_opening(env: &Env, faults: &Faults) -> jiff::SignedDuration {
+    let probe = create(env, &gated_node("probe", &[("pool", "probe")])).await;
     let opened = wait_for("probe open", Duration::from_secs(60), || async {
         let n = env.node("probe").await;
         match annotation(&n, "nodegate.dev/opened-at") {
@@ -210,43 +188,78 @@ async fn a_cluster_wide_agent_breakage_keeps_nodegate_responsive() {
         .and_then(|c| c.last_transition_time)
         .map(|t| t.0)
         .expect("the probe's agent has a Ready time");
+    opened.duration_since(ready_at)
+}
 
-    let rest = WATCHED.saturating_sub(broken_from.elapsed());
-    tokio::time::sleep(rest).await;
-    let _ = stop.send(true);
-    let samples = sampler.await.expect("sampler");
-    faults.note("60 s of breakage watched");
-
+/// The 99th percentile of the /healthz latencies.
+fn p99(samples: &Samples) -> Duration {
     let mut health = samples.health.clone();
     health.sort();
-    let p99 = health
+    health
         .get((health.len() * 99).div_ceil(100).saturating_sub(1))
         .copied()
-        .unwrap_or(Duration::MAX);
-    let regated = env
-        .nodes
+        .unwrap_or(Duration::MAX)
+}
+
+/// Open nodes carrying the re-gate taint.
+async fn regated(env: &Env) -> usize {
+    env.nodes
         .list(&ListParams::default().labels("pool=open"))
         .await
         .expect("list nodes")
         .items
         .iter()
         .filter(|n| taint_keys(n).iter().any(|k| k == "nodegate.dev/degraded"))
-        .count();
-    let waited = opened.duration_since(ready_at);
+        .count()
+}
+
+/// 4. `N` open nodes (3,000 by default) with a Ready agent; nodegate leads
+/// with `--regate-after 5s --regate-max-unavailable 1`. The agent breaks on
+/// every node at once (not Ready), so every node is due for re-gating and
+/// all but one are refused by the budget, over and over. While the agent
+/// breaks and for 60 s after it is broken everywhere:
+/// `/healthz` answers, p99 under 500 ms; nodegate keeps the lease
+/// (`nodegate_leader` 1); and a new gated node whose agent is Ready opens
+/// within 2 s of it being Ready (by the API's own times: the pod's Ready
+/// `lastTransitionTime`, whole seconds, and the node's `opened-at`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_wide_agent_breakage_keeps_nodegate_responsive() {
+    let _took = Stopwatch::start("a_cluster_wide_agent_breakage_keeps_nodegate_responsive");
+    let count = node_count();
+    let env = Env::new("chaos-breakage").await;
+    let faults = Faults::new(&env.cluster);
+    open_nodes_with_agent(&env, &faults, count).await;
+    let mut args: Vec<&str> = ELECTION.to_vec();
+    args.extend(["--timeout", "60s", "--regate-after", "5s"]);
+    args.extend(["--regate-max-unavailable", "1"]);
+    let ng = Replica::start(&env.cluster, "nodegate", &args).await;
+    ng.wait_leader(Duration::from_secs(30)).await;
+    faults.note("nodegate leads");
+
+    // Sampled from the first broken pod on; watched for 60 s once every
+    // pod is broken.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let sampler = tokio::spawn(sample(ng.addr.clone(), stopped));
+    break_agent(&env, &faults).await;
+    let broken_from = Instant::now();
+    let waited = probe_opening(&env, &faults).await;
+    tokio::time::sleep(WATCHED.saturating_sub(broken_from.elapsed())).await;
+    let _ = stop.send(true);
+    let samples = sampler.await.expect("sampler");
+    faults.note("60 s of breakage watched");
+
+    let (p99, regated) = (p99(&samples), regated(&env).await);
     eprintln!(
         "[chaos] breakage of {count} nodes: /healthz p99 {p99:?} over {} answers ({} failed), \
          {} leader readings, probe opened {waited:#} after its agent's Ready second, \
          {regated} node(s) re-gated\n{}",
-        health.len(),
+        samples.health.len(),
         samples.health_failed.len(),
         samples.leader_readings,
         faults.timeline()
     );
-    assert!(
-        samples.health_failed.is_empty(),
-        "/healthz failed: {:?}",
-        samples.health_failed
-    );
+    let failed = &samples.health_failed;
+    assert!(failed.is_empty(), "/healthz failed: {failed:?}");
     assert!(p99 < Duration::from_millis(500), "/healthz p99 {p99:?}");
     assert!(
         samples.not_leader.is_empty() && samples.leader_readings > 0,
