@@ -220,6 +220,10 @@ mod recreated;
 #[path = "e2e_chaos/regate.rs"]
 mod regate;
 
+// Scenario 5, the cluster-wide agent breakage (its own file).
+#[path = "e2e_chaos/breakage.rs"]
+mod breakage;
+
 /// 3. Two replicas; twenty nodes wait for a held DaemonSet, some carrying a
 /// foreign taint and annotation. Their pods are released one after another
 /// and the leader is SIGKILLed mid-burst. Every node opens by ready, with

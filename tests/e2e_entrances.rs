@@ -321,3 +321,193 @@ async fn backfill_dry_run_reports_what_backfill_then_taints() {
     let (code, _) = backfill(&env, &["--selector", "pool in"]);
     assert_eq!(code, 2, "a bad --selector is a usage error");
 }
+
+/// A namespace where a tenant may create and read pods, and nothing else.
+const TENANT: &str = "tenant";
+const TENANT_USER: &str = "tenant-user";
+
+/// A client acting as [`TENANT_USER`], whose only rights are pods in
+/// [`TENANT`] (impersonation: the API server authorizes it as that user).
+async fn tenant_client(env: &Env) -> kube::Client {
+    env.cluster.namespace(TENANT).await;
+    for manifest in [
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "pods", "namespace": TENANT},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get"]}],
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "pods", "namespace": TENANT},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pods"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT_USER}],
+        }),
+    ] {
+        let obj: kube::api::DynamicObject =
+            serde_json::from_value(manifest.clone()).expect("rbac manifest");
+        let kind = manifest["kind"].as_str().unwrap_or_default();
+        let ar = kube::api::ApiResource {
+            group: "rbac.authorization.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "rbac.authorization.k8s.io/v1".into(),
+            kind: kind.into(),
+            plural: format!("{}s", kind.to_lowercase()),
+        };
+        Api::<kube::api::DynamicObject>::namespaced_with(env.cluster.client.clone(), TENANT, &ar)
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("create {kind}: {e}"));
+    }
+    let kc = kube::config::Kubeconfig::read_from(&env.cluster.kubeconfig).expect("kubeconfig");
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .expect("config");
+    config.auth_info.impersonate = Some(TENANT_USER.into());
+    kube::Client::try_from(config).expect("tenant client")
+}
+
+/// Security review §5: as a tenant, a pod whose `managedFields` entry is
+/// dated 2099, selected by nodegate's pod watch. The API server keeps the
+/// client's entry (asserted: the premise). Before the fix it moved
+/// nodegate's "server now" to 2099, so every node looked older than the
+/// net's window and a new idle node was never tainted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_pod_dated_2099_does_not_move_the_server_clock() {
+    let env = Env::new("entrances-forged-clock").await;
+    env.create_ds(DsSpec::new("agent")).await;
+    unanswered_webhook(&env).await;
+    let tenant = tenant_client(&env).await;
+    let pods: Api<Pod> = Api::namespaced(tenant, TENANT);
+    let forged: Pod = serde_json::from_value(json!({
+        "metadata": {
+            "name": "from-2099",
+            "labels": {"pod-template-generation": "1"},
+            "managedFields": [{
+                "manager": "time-traveller", "operation": "Update", "apiVersion": "v1",
+                "time": "2099-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:metadata": {"f:labels": {"f:forged": {}}}},
+            }],
+        },
+        "spec": {
+            "nodeName": "does-not-exist",
+            "containers": [{"name": "c", "image": "registry.invalid/forged:1"}],
+        },
+    }))
+    .expect("pod manifest");
+    pods.create(&PostParams::default(), &forged)
+        .await
+        .expect("the tenant may create a pod in its namespace");
+    let kept = pods.get("from-2099").await.expect("get it back");
+    let times: Vec<String> = kept
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.time.as_ref().map(|t| t.0.to_string()))
+        .collect();
+    assert!(
+        times.iter().any(|t| t.starts_with("2099-")),
+        "premise: the API server keeps a client's managedFields time: {times:?}"
+    );
+
+    let ng = Nodegate::start(&env.cluster, &["--taint-new-nodes", "--timeout", "60s"]);
+    let addr = ng.http_addr(Duration::from_secs(30));
+    wait_for("nodegate ready", Duration::from_secs(30), || async {
+        let (status, body) = http_get(&addr, "/readyz").await?;
+        (status == 200).then_some(()).ok_or(body)
+    })
+    .await;
+    env.cluster
+        .create_node(&bare_node("idle", "gated", &[]))
+        .await;
+    wait_for("LateTaint on idle", Duration::from_secs(30), || async {
+        let r = reasons(&env, "idle").await;
+        r.contains(&"LateTaint".to_string())
+            .then_some(())
+            .ok_or(format!("{r:?}\n{}", ng.logs()))
+    })
+    .await;
+    // The forged time was not evidence at all (not merely refused): the
+    // refusal counter, exported from the start, stays at zero.
+    let text = metrics(&ng).await;
+    let series = "nodegate_server_time_evidence_refused_total";
+    assert_eq!(metric(&text, series), Some(0.0), "{series}");
+}
+
+/// Security review §12(a): operators win. A node registered with the
+/// startup taint (the webhook's), whose taint an operator removes by hand
+/// while its gate waits, is recorded `opened-by: external` (with
+/// `opened-at`) and the late-taint net does not put the taint back. Before
+/// the fix nothing was recorded and the net re-tainted the young, untainted
+/// node with a `LateTaint` Warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taint_removed_by_hand_is_recorded_and_not_put_back() {
+    let env = Env::new("entrances-by-hand").await;
+    env.create_ds(DsSpec {
+        hold: true,
+        ..DsSpec::new("agent")
+    })
+    .await;
+    let ng = Nodegate::start(&env.cluster, &["--taint-new-nodes", "--timeout", "5m"]);
+    let debug = ng.debug_addr(Duration::from_secs(30));
+    env.cluster
+        .create_node(&support::fake_node(
+            "hand",
+            &[],
+            &[(TAINT, "", "NoSchedule")],
+        ))
+        .await;
+    // The gate is live and waiting for the held agent.
+    wait_for("hand's gate", Duration::from_secs(30), || async {
+        let (status, body) = http_get(&debug, "/debug/nodes/hand").await?;
+        (status == 200).then_some(()).ok_or(body)
+    })
+    .await;
+    env.wait_pod("agent", "hand", false).await;
+
+    // The operator takes the startup taint off by hand (kubectl taint ... -).
+    let nodes: Api<Node> = Api::all(env.cluster.client.clone());
+    let mut node = nodes.get("hand").await.expect("get hand");
+    if let Some(spec) = node.spec.as_mut() {
+        spec.taints = Some(Vec::new());
+    }
+    nodes
+        .replace("hand", &PostParams::default(), &node)
+        .await
+        .expect("remove the taint by hand");
+
+    let recorded = wait_for("opened-by: external", Duration::from_secs(30), || async {
+        let n = env.node("hand").await;
+        match annotation(&n, "nodegate.dev/opened-by").as_deref() {
+            Some("external") => Ok(n),
+            other => Err(format!("opened-by {other:?}\n{}", ng.logs())),
+        }
+    })
+    .await;
+    assert!(
+        annotation(&recorded, "nodegate.dev/opened-at").is_some(),
+        "{:?}",
+        recorded.metadata.annotations
+    );
+
+    // A witness: a new idle node the net does taint, so the net has had
+    // its look at the cluster after the removal.
+    env.cluster
+        .create_node(&bare_node("witness", "any", &[]))
+        .await;
+    wait_for("LateTaint on witness", Duration::from_secs(30), || async {
+        let r = reasons(&env, "witness").await;
+        r.contains(&"LateTaint".to_string())
+            .then_some(())
+            .ok_or(format!("{r:?}"))
+    })
+    .await;
+    let hand = env.node("hand").await;
+    assert!(
+        !has_gate_taint(&hand),
+        "the taint was put back: {:?}",
+        hand.spec
+    );
+    assert_eq!(reasons(&env, "hand").await, Vec::<String>::new());
+}

@@ -12,6 +12,23 @@
 //! on this machine's clock). Inputs that arrive
 //! together are handled as one batch; nothing is decided before the initial
 //! lists are in (the feed's [`Change::Everything`] at sync starts the work).
+//! The shell yields to the runtime every [`YIELD_EVERY`] inputs, so a burst
+//! never holds a worker from the watches, the gates and the lease. Pod
+//! LISTs run concurrently, at most [`LISTS_IN_FLIGHT`] at once, their
+//! answers coming back through the shell's inbox; Events are sent in the
+//! background, at most [`EVENTS_IN_FLIGHT`] at once: a slow API server
+//! holds neither the next candidate nor the next decision (security review
+//! §17).
+//!
+//! A budgeted decider (re-gating, the condition rules) counts its budget
+//! from the index, so after this replica gains the lease it must not write
+//! before the node watch has caught up with the cluster: the taints the old
+//! leader wrote last may not show yet (security review §13). The shell then
+//! reads every node's resourceVersion afresh (a quorum read,
+//! [`EffectExecutor::fresh_node_versions`]) and tells the decider it may
+//! write only once the index shows each of those nodes at that version or
+//! newer ([`CatchUp`]), or after [`CATCH_UP_MAX`] with a warning; then it
+//! hands the decider [`Input::MayWrite`].
 //!
 //! The shell decides nothing itself and keeps no state of the decider's.
 
@@ -20,14 +37,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_core::deciders::{Context, Decider, Effect, Input, Level, Now};
-use tokio::sync::mpsc;
+use nodegate_core::deciders::{Change, Context, Decider, Effect, Input, Level, Now, Origin};
 use tokio::sync::watch;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
 use crate::feed::Subscriber;
 use crate::ports::{Clock, EffectExecutor};
 use crate::router::Router;
+
+mod catch_up;
+pub use catch_up::{CATCH_UP_MAX, CatchUp, Caught};
+
+/// The shell yields to the runtime after this many inputs of a batch.
+pub const YIELD_EVERY: usize = 64;
+/// Pod LISTs out at once (the late-taint net's candidates).
+pub const LISTS_IN_FLIGHT: usize = 16;
+/// Events being sent at once; the shell waits for a slot beyond that.
+pub const EVENTS_IN_FLIGHT: usize = 64;
 
 /// The longest the shell sleeps: how often gauges are published.
 const WAKE: Duration = Duration::from_secs(1);
@@ -64,8 +91,13 @@ where
     C: Clock,
 {
     let (tx, rx) = mpsc::unbounded_channel();
-    router.subscribe(Arc::new(Inbox(tx)));
+    router.subscribe(Arc::new(Inbox(tx.clone())));
+    let budgeted = matches!(decider.origin(), Origin::Regate | Origin::Rules);
     let shell = Shell {
+        catch_up: CatchUp::new(budgeted),
+        inbox: tx,
+        lists: Arc::new(Semaphore::new(LISTS_IN_FLIGHT)),
+        events: Arc::new(Semaphore::new(EVENTS_IN_FLIGHT)),
         decider,
         router: Arc::clone(router),
         executor,
@@ -87,6 +119,12 @@ struct Shell<D, E, C> {
     /// machine's clock.
     next: Option<Timestamp>,
     published: Option<std::time::Instant>,
+    /// Whether the index has caught up since this replica gained the lease.
+    catch_up: CatchUp,
+    /// The shell's own inbox, for the answers of the LISTs it spawned.
+    inbox: mpsc::UnboundedSender<Input>,
+    lists: Arc<Semaphore>,
+    events: Arc<Semaphore>,
 }
 
 impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
@@ -123,25 +161,74 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
             if !self.router.is_synced() {
                 continue;
             }
+            if self.catch_up_step().await {
+                batch.push(Input::MayWrite);
+            }
             if self.due() {
                 self.next = None;
                 batch.push(Input::Tick);
             }
-            for input in batch {
+            for (n, input) in batch.into_iter().enumerate() {
+                if n > 0 && n % YIELD_EVERY == 0 {
+                    tokio::task::yield_now().await;
+                }
                 self.step(input).await;
             }
             self.publish_gauges();
         }
     }
 
-    /// How long to sleep: until the look asked for, at most [`WAKE`].
+    /// Follows leadership and, for a budgeted decider, the catch-up after
+    /// gaining it; true when the decider may write from now on.
+    async fn catch_up_step(&mut self) -> bool {
+        let leading = self.executor.may_write();
+        if self.catch_up.needs_read(leading) {
+            match self.executor.fresh_node_versions().await {
+                Ok(versions) => self.catch_up.read(versions.unwrap_or_default()),
+                Err(error) => tracing::warn!(
+                    origin = ?self.decider.origin(),
+                    %error,
+                    "cannot read the nodes' versions after gaining the lease; no budgeted write until it can (trying again shortly)"
+                ),
+            }
+        }
+        let index = self.router.index();
+        let caught = self.catch_up.check(
+            leading,
+            |name| index.node(name).map(|n| n.resource_version.clone()),
+            index.node_version_seen(),
+            std::time::Instant::now(),
+        );
+        let origin = self.decider.origin();
+        match caught {
+            None => return false,
+            Some(Caught::InTime) => tracing::info!(
+                ?origin,
+                "the node watch caught up after gaining the lease; budgeted writes may go out"
+            ),
+            Some(Caught::GaveUp(lagging)) => tracing::warn!(
+                ?origin,
+                lagging,
+                "the node watch still lags {CATCH_UP_MAX:?} after gaining the lease; budgeted writes go out all the same"
+            ),
+        }
+        true
+    }
+
+    /// How long to sleep: until the look asked for, at most [`WAKE`] (a
+    /// tenth of it while waiting for the index to catch up).
     fn until_next(&self) -> Duration {
+        let wake = if self.catch_up.waiting() {
+            WAKE / 10
+        } else {
+            WAKE
+        };
         let Some(at) = self.next else {
-            return WAKE;
+            return wake;
         };
         Duration::try_from(at.duration_since(self.clock.now()))
             .unwrap_or(Duration::ZERO)
-            .min(WAKE)
+            .min(wake)
     }
 
     fn due(&self) -> bool {
@@ -165,9 +252,23 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
             view: self.router.index(),
             config: &config,
             now: self.now(),
-            may_write: self.executor.may_write(),
+            may_write: self.executor.may_write() && self.catch_up.allows(),
         };
-        self.decider.decide(input, &cx)
+        // A pass over every node (a look, everything changed, leadership)
+        // can take long on a large cluster: on a multi-threaded runtime the
+        // worker hands its other tasks (the lease, the watches, the probes)
+        // to another thread meanwhile.
+        let whole_pass = matches!(
+            input,
+            Input::Tick | Input::MayWrite | Input::Changed(Change::Everything)
+        );
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if whole_pass && multi_thread {
+            tokio::task::block_in_place(|| self.decider.decide(input, &cx))
+        } else {
+            self.decider.decide(input, &cx)
+        }
     }
 
     /// Carries out one effect; the answer to give the decider, if any.
@@ -178,15 +279,30 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
                 Some(Input::Wrote { write, outcome })
             }
             Effect::ListPods { node } => {
-                let pods = self.executor.list_pods(&node).await;
-                Some(Input::PodsListed { node, pods })
+                // The semaphore is never closed; a closed one would only
+                // mean no limit.
+                let permit = Arc::clone(&self.lists).acquire_owned().await.ok();
+                let executor = Arc::clone(&self.executor);
+                let inbox = self.inbox.clone();
+                tokio::spawn(async move {
+                    let pods = executor.list_pods(&node).await;
+                    drop(permit);
+                    // A closed inbox: the shell stopped.
+                    let _ = inbox.send(Input::PodsListed { node, pods });
+                });
+                None
             }
             Effect::ReadNode { node } => {
                 let read = self.executor.get_node(&node).await;
                 Some(Input::NodeRead { node, read })
             }
             Effect::RecordEvent(event) => {
-                self.executor.record_event(event).await;
+                let permit = Arc::clone(&self.events).acquire_owned().await.ok();
+                let executor = Arc::clone(&self.executor);
+                tokio::spawn(async move {
+                    executor.record_event(event).await;
+                    drop(permit);
+                });
                 None
             }
             Effect::LookAgainAt(at) => {
@@ -230,7 +346,7 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
             view: self.router.index(),
             config: &config,
             now: self.now(),
-            may_write: self.executor.may_write(),
+            may_write: self.executor.may_write() && self.catch_up.allows(),
         };
         publish(&self.decider, &cx);
     }

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 use nodegate_core::deciders::{self, Change, ClusterView};
@@ -34,6 +35,9 @@ pub struct Index {
     /// copied into the indexed node as `NodeInfo::csi_drivers`.
     csi_drivers: Map<Vec<String>>,
     feed: Feed,
+    /// The newest node resourceVersion indexed (as a number; the API
+    /// server's are etcd revisions, delivered in order by the watch).
+    node_version: AtomicU64,
 }
 
 impl Index {
@@ -63,6 +67,9 @@ impl Index {
     /// change.
     pub(crate) fn upsert_node(&self, mut node: NodeInfo) {
         let name = node.name.clone();
+        if let Ok(v) = node.resource_version.parse::<u64>() {
+            self.node_version.fetch_max(v, Ordering::Relaxed);
+        }
         node.csi_drivers = self.csi_drivers.get(&name).map(|d| d.clone());
         let before = self.nodes.insert(name.clone(), Arc::new(node));
         // A CSINode seen between the read above and the insert.
@@ -166,6 +173,12 @@ impl Index {
         }
         self.pods
             .remove_if(node_name, |_, bucket| bucket.is_empty());
+    }
+
+    /// The newest node resourceVersion the index has seen (0: none, or
+    /// none that reads as a number).
+    pub fn node_version_seen(&self) -> u64 {
+        self.node_version.load(Ordering::Relaxed)
     }
 
     pub fn node(&self, name: &str) -> Option<Arc<NodeInfo>> {

@@ -280,6 +280,11 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
                     .instrument(span),
                 );
             }
+            Effect::MarkOpenedExternally(mark) => {
+                tokio::spawn(
+                    async move { executor.mark_opened_externally(mark).await }.instrument(span),
+                );
+            }
             Effect::RecordEvent(event) => {
                 tokio::spawn(async move { executor.record_event(event).await }.instrument(span));
             }

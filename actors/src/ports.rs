@@ -24,7 +24,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use nodegate_core::deciders::{TaintWrite, Tally};
 use nodegate_core::entrance::BoundPod;
-use nodegate_core::gate::{self, NodeEvent, TimeoutMark, UntaintPatch};
+use nodegate_core::gate::{self, ExternalOpening, NodeEvent, TimeoutMark, UntaintPatch};
 use nodegate_core::model::NodeInfo;
 
 /// Where time comes from. The binary passes the system clock; tests pass
@@ -59,6 +59,9 @@ pub trait EffectExecutor: Send + Sync + 'static {
     ) -> impl Future<Output = gate::PatchOutcome> + Send;
     /// Annotate `nodegate.dev/timed-out`.
     fn mark_timed_out(&self, mark: TimeoutMark) -> impl Future<Output = gate::PatchOutcome> + Send;
+    /// Record `nodegate.dev/opened-by: external` and `opened-at` (now) on
+    /// the node. Best effort, like an Event: the gate has ended.
+    fn mark_opened_externally(&self, mark: ExternalOpening) -> impl Future<Output = ()> + Send;
     /// Best effort: a lost Event is logged, never retried by the gate.
     fn record_event(&self, event: NodeEvent) -> impl Future<Output = ()> + Send;
     /// A fresh read of the node; `Ok(None)` for 404.
@@ -108,6 +111,16 @@ pub trait EffectExecutor: Send + Sync + 'static {
     }
     /// A decider moved a counter.
     fn tally(&self, _tally: &Tally) {}
+    /// A fresh quorum read of every node's name and resourceVersion (a
+    /// paginated metadata LIST): what the node watch must have caught up
+    /// with before a budgeted decider writes after this replica gained the
+    /// lease (security review §13). `Ok(None)`: this executor has no
+    /// cluster to read, and nothing to wait for.
+    fn fresh_node_versions(
+        &self,
+    ) -> impl Future<Output = Result<Option<Vec<(String, String)>>, String>> + Send {
+        async { Ok(None) }
+    }
 }
 
 /// The gate's way to call back an untaint it handed to the executor, for as

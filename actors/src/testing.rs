@@ -15,7 +15,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 use nodegate_core::deciders::{TaintWrite, Tally};
 use nodegate_core::entrance::BoundPod;
-use nodegate_core::gate::{self, GateState, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
+use nodegate_core::gate::{
+    self, ExternalOpening, GateState, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
+};
 use nodegate_core::model::NodeInfo;
 use tokio::sync::Semaphore;
 
@@ -41,6 +43,8 @@ pub struct FakeExecutor {
     /// The counters the deciders moved.
     pub tallies: Mutex<Vec<Tally>>,
     pub marks: Mutex<Vec<TimeoutMark>>,
+    /// Nodes recorded as opened by someone else.
+    pub external: Mutex<Vec<ExternalOpening>>,
     pub events: Mutex<Vec<NodeEvent>>,
     /// The answers to the next untaints, in order; then `Applied`.
     pub outcomes: Mutex<VecDeque<PatchOutcome>>,
@@ -57,6 +61,16 @@ pub struct FakeExecutor {
     /// started after it is set; 0: the default ([`REEXAMINE_PERIOD`], 30 s,
     /// longer than any test).
     pub reexamine_ms: AtomicU64,
+    /// What [`EffectExecutor::may_write`] answers (true by default).
+    pub leading: AtomicBool,
+    /// What a fresh read of the nodes' versions answers (`None`: nothing
+    /// to wait for).
+    pub fresh_versions: Mutex<Option<Vec<(String, String)>>>,
+    /// When set, a pod LIST waits for a permit before it answers.
+    pub list_hold: Mutex<Option<Arc<Semaphore>>>,
+    /// Pod LISTs answering now, and the most there ever were at once.
+    pub lists_in_flight: AtomicUsize,
+    pub lists_peak: AtomicUsize,
 }
 
 impl FakeExecutor {
@@ -79,6 +93,7 @@ impl FakeExecutor {
             pods: Mutex::default(),
             tallies: Mutex::default(),
             marks: Mutex::default(),
+            external: Mutex::default(),
             events: Mutex::default(),
             outcomes: Mutex::default(),
             node_on_refresh: Mutex::default(),
@@ -86,6 +101,11 @@ impl FakeExecutor {
             hold: Mutex::default(),
             handed: AtomicUsize::new(0),
             reexamine_ms: AtomicU64::new(0),
+            leading: AtomicBool::new(true),
+            fresh_versions: Mutex::default(),
+            list_hold: Mutex::default(),
+            lists_in_flight: AtomicUsize::new(0),
+            lists_peak: AtomicUsize::new(0),
         }
     }
 
@@ -144,6 +164,12 @@ impl EffectExecutor for FakeExecutor {
         PatchOutcome::Applied
     }
 
+    async fn mark_opened_externally(&self, mark: ExternalOpening) {
+        if self.record {
+            self.external.lock().unwrap().push(mark);
+        }
+    }
+
     async fn record_event(&self, event: NodeEvent) {
         if self.record {
             self.events.lock().unwrap().push(event);
@@ -167,7 +193,22 @@ impl EffectExecutor for FakeExecutor {
     }
 
     async fn list_pods(&self, _node: &str) -> Result<Vec<BoundPod>, String> {
+        let now = self.lists_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.lists_peak.fetch_max(now, Ordering::SeqCst);
+        let hold = self.list_hold.lock().unwrap().clone();
+        if let Some(hold) = hold {
+            hold.acquire().await.expect("hold semaphore open").forget();
+        }
+        self.lists_in_flight.fetch_sub(1, Ordering::SeqCst);
         Ok(self.pods.lock().unwrap().clone())
+    }
+
+    fn may_write(&self) -> bool {
+        self.leading.load(Ordering::SeqCst)
+    }
+
+    async fn fresh_node_versions(&self) -> Result<Option<Vec<(String, String)>>, String> {
+        Ok(self.fresh_versions.lock().unwrap().clone())
     }
 
     fn tally(&self, tally: &Tally) {

@@ -160,3 +160,145 @@ fn the_net_runs_in_its_shell_and_writes_through_the_executor() {
         assert!(net.candidates().is_empty());
     });
 }
+
+/// A budgeted decider that only notes whether it was told it may write.
+struct Probe(Arc<Mutex<Vec<bool>>>);
+
+impl nodegate_core::deciders::Decider for Probe {
+    fn origin(&self) -> Origin {
+        Origin::Regate
+    }
+    fn decide(
+        &mut self,
+        input: Input,
+        cx: &nodegate_core::deciders::Context<'_>,
+    ) -> Vec<nodegate_core::deciders::Effect> {
+        if matches!(input, Input::MayWrite) {
+            self.0.lock().unwrap().push(cx.may_write);
+        }
+        Vec::new()
+    }
+}
+
+/// Security review §13: after gaining the lease, a budgeted decider may
+/// write only once the index shows every node at the version a fresh read
+/// gave (the old leader's last taint included); it is then told so.
+#[test]
+fn a_budgeted_decider_may_write_only_once_the_index_caught_up() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let router = Arc::new(Router::new(Arc::new(GateConfig::default())));
+        router.node_upserted(open_node("n1", "5"));
+        router.mark_synced();
+        let executor = Arc::new(FakeExecutor::recording());
+        executor
+            .leading
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        *executor.fresh_versions.lock().unwrap() = Some(vec![("n1".into(), "9".into())]);
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let shell = decider_shell::start(
+            Probe(Arc::clone(&told)),
+            &router,
+            Arc::clone(&executor),
+            Arc::new(FakeClock::default()),
+            None,
+            stopped,
+        );
+        executor
+            .leading
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        router.leadership_gained();
+        // The router's MayWrite reaches the decider at once; the index
+        // still shows n1 at 5, so it is told it may not write yet.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while told.lock().unwrap().is_empty() {
+            assert!(tokio::time::Instant::now() < deadline, "no MayWrite");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(*told.lock().unwrap(), [false]);
+        // The watch delivers the old leader's write (version 9).
+        router.node_upserted(open_node("n1", "9"));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !told.lock().unwrap().contains(&true) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "never told it may write: {:?}",
+                told.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = stop.send(true);
+        shell.await.expect("the shell ran to its end");
+    });
+}
+
+/// Security review §17: the net's pod LISTs run side by side, at most
+/// `LISTS_IN_FLIGHT` at once (before, one candidate at a time: a slow LIST
+/// held every other new node past its window).
+#[test]
+fn the_nets_pod_lists_run_concurrently_and_bounded() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let router = Arc::new(Router::new(Arc::new(GateConfig::default())));
+        let executor = Arc::new(FakeExecutor::recording());
+        let hold = Arc::new(tokio::sync::Semaphore::new(0));
+        *executor.list_hold.lock().unwrap() = Some(Arc::clone(&hold));
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let shell = decider_shell::start(
+            Net::new(Duration::from_secs(60)),
+            &router,
+            Arc::clone(&executor),
+            Arc::new(FakeClock::default()),
+            None,
+            stopped,
+        );
+        let count = decider_shell::LISTS_IN_FLIGHT + 4;
+        for i in 0..count {
+            router.node_upserted(NodeInfo {
+                created: Timestamp::now(),
+                ..open_node(&format!("young-{i}"), "7")
+            });
+        }
+        router.mark_synced();
+        let in_flight = || {
+            executor
+                .lists_in_flight
+                .load(std::sync::atomic::Ordering::SeqCst)
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while in_flight() < decider_shell::LISTS_IN_FLIGHT {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "only {} LISTs out at once",
+                in_flight()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        hold.add_permits(count);
+        while executor.taint_writes.lock().unwrap().len() < count {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} of {count} tainted",
+                executor.taint_writes.lock().unwrap().len()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            executor
+                .lists_peak
+                .load(std::sync::atomic::Ordering::SeqCst),
+            decider_shell::LISTS_IN_FLIGHT
+        );
+        let _ = stop.send(true);
+        shell.await.expect("the shell ran to its end");
+    });
+}

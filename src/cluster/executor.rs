@@ -23,7 +23,7 @@ use nodegate_actors::ports::{
 };
 use nodegate_core::deciders::{TaintWrite, Tally};
 use nodegate_core::entrance::BoundPod;
-use nodegate_core::gate::{NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
+use nodegate_core::gate::{ExternalOpening, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
 use nodegate_core::model::NodeInfo;
 use rand::Rng;
 
@@ -103,6 +103,24 @@ impl EffectExecutor for KubeExecutor {
         outcome
     }
 
+    async fn mark_opened_externally(&self, mark: ExternalOpening) {
+        if !self.admits_write() {
+            return;
+        }
+        let outcome = self
+            .writer
+            .mark_opened_externally(&mark, Timestamp::now(), || self.admits_write())
+            .await;
+        match outcome {
+            PatchOutcome::Applied => {}
+            PatchOutcome::NotFound | PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {}
+            other => tracing::warn!(
+                node = %mark.node,
+                "could not record opened-by: external on the node (the late-taint net still leaves it alone while this process runs): {other:?}"
+            ),
+        }
+    }
+
     async fn record_event(&self, event: NodeEvent) {
         // Followers stay silent: the leader records the same facts.
         if self.is_leader() {
@@ -131,6 +149,10 @@ impl EffectExecutor for KubeExecutor {
         self.is_leader()
     }
 
+    async fn fresh_node_versions(&self) -> Result<Option<Vec<(String, String)>>, String> {
+        fresh_node_versions(self.writer.client()).await.map(Some)
+    }
+
     fn tally(&self, tally: &Tally) {
         let m = &self.metrics;
         match tally {
@@ -150,6 +172,37 @@ impl EffectExecutor for KubeExecutor {
     fn reexamine_delay(&self) -> Duration {
         let mut rng = rand::rng();
         ports::reexamine_jitter(REEXAMINE_PERIOD, |spread| rng.random_range(0..=spread))
+    }
+}
+
+/// One page of the metadata LIST below.
+const VERSIONS_PAGE: u32 = 500;
+/// How long one page may take.
+const VERSIONS_PAGE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Every node's name and resourceVersion, by a paginated metadata LIST
+/// served from etcd (a quorum read: no `resourceVersion` parameter), for a
+/// budgeted decider's catch-up after gaining the lease (security review
+/// §13). Only names and versions are kept.
+async fn fresh_node_versions(client: &kube::Client) -> Result<Vec<(String, String)>, String> {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, ListParams};
+    let api: Api<Node> = Api::all(client.clone());
+    let mut out = Vec::new();
+    let mut params = ListParams::default().limit(VERSIONS_PAGE);
+    loop {
+        let page = tokio::time::timeout(VERSIONS_PAGE_TIMEOUT, api.list_metadata(&params))
+            .await
+            .map_err(|_| format!("no answer to a node LIST within {VERSIONS_PAGE_TIMEOUT:?}"))?
+            .map_err(|e| format!("node LIST: {e}"))?;
+        out.extend(page.items.into_iter().filter_map(|n| {
+            let meta = n.metadata;
+            Some((meta.name?, meta.resource_version?))
+        }));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(out),
+        }
     }
 }
 

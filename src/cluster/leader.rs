@@ -441,8 +441,9 @@ impl Elector {
         let Some(lease) = lease else {
             return self.create().await;
         };
-        // The last renewal's managedFields time is the server's clock then
-        // (semantics.md §5.3): evidence on every replica.
+        // Only the Lease's creationTimestamp is evidence here (semantics.md
+        // §5.3): its managedFields may have been written by anyone with
+        // write access to it.
         self.server_time.saw_object(&lease.metadata);
         let record = LeaseRecord::from_lease(&lease);
         let version = lease.metadata.resource_version.clone().unwrap_or_default();
@@ -522,7 +523,9 @@ impl Elector {
     }
 
     fn holding(&mut self, written: &Lease) -> Attempt {
-        self.server_time.saw_object(&written.metadata);
+        // This replica's own write: its managedFields entry was just stamped
+        // by the server (semantics.md §5.3).
+        self.server_time.saw_own_write(&written.metadata);
         self.observed = Some((
             LeaseRecord::from_lease(written),
             written

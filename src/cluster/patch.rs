@@ -10,7 +10,9 @@
 
 use jiff::Timestamp;
 use nodegate_core::deciders::{TaintChange, TaintWrite};
-use nodegate_core::gate::{OpenedBy, TimeoutMark, UntaintPatch, annotation_time};
+use nodegate_core::gate::{
+    OPENED_BY_EXTERNAL, OpenedBy, TimeoutMark, UntaintPatch, annotation_time,
+};
 use nodegate_core::model::Taint;
 
 use nodegate_core::annotations::{OPEN, OPENED_AT, OPENED_BY, TIMED_OUT};
@@ -210,6 +212,12 @@ pub fn untaint(p: &UntaintPatch) -> json_patch::Patch {
 /// `--on-timeout=keep`. Additive only: it touches one annotation.
 pub fn mark_timed_out(m: &TimeoutMark) -> Value {
     json!({"metadata": {"annotations": {TIMED_OUT: rfc3339(m.deadline)}}})
+}
+
+/// The merge patch that records on a node that someone else removed its
+/// managed taints: `opened-at` and `opened-by: external`.
+pub fn opened_externally(at: Timestamp) -> Value {
+    json!({"metadata": {"annotations": {OPENED_AT: rfc3339(at), OPENED_BY: OPENED_BY_EXTERNAL}}})
 }
 
 #[cfg(test)]

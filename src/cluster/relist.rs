@@ -15,6 +15,14 @@
 //! add an expected member). A gate may therefore wait a moment longer during a
 //! re-list, but never opens on a half-applied one.
 //!
+//! Only what changed is held: a listed object the index already shows as it
+//! is (the watch says so, [`Listing::listed_unchanged`]) keeps just its
+//! identity, since upserting it again would change nothing. A re-list after
+//! an API server restart, where nearly everything is unchanged, so holds
+//! the identities and the few changed projections, not a second copy of the
+//! index (security review §17); the order of the operations, and so the
+//! guarantee above, is the same.
+//!
 //! Pure bookkeeping: no I/O, no clock; the watch loop in `watch` applies the
 //! operations this returns.
 
@@ -44,6 +52,8 @@ pub enum Op<I, T> {
 pub struct Listing<I, T> {
     known: HashSet<I>,
     relist: Option<Vec<(I, T)>>,
+    /// Listed in the re-list in progress, unchanged: identities only.
+    unchanged: Vec<I>,
 }
 
 impl<I, T> Default for Listing<I, T> {
@@ -51,6 +61,7 @@ impl<I, T> Default for Listing<I, T> {
         Listing {
             known: HashSet::new(),
             relist: None,
+            unchanged: Vec::new(),
         }
     }
 }
@@ -69,6 +80,23 @@ impl<I: Clone + Eq + Hash, T> Listing<I, T> {
     /// `Init`: a re-list starts; what it lists is held until [`Self::done`].
     pub fn begin(&mut self) {
         self.relist = Some(Vec::new());
+        self.unchanged.clear();
+    }
+
+    /// `InitApply` of an object the index already shows exactly so: only
+    /// its identity is kept (it is listed, so not deleted at the end).
+    pub fn listed_unchanged(&mut self, id: I) {
+        match self.relist {
+            Some(_) => self.unchanged.push(id),
+            None => {
+                self.known.insert(id);
+            }
+        }
+    }
+
+    /// How many projections the re-list in progress holds.
+    pub fn held(&self) -> usize {
+        self.relist.as_ref().map_or(0, Vec::len)
     }
 
     /// `InitApply`. Outside a re-list (which the watcher never does) the
@@ -94,7 +122,11 @@ impl<I: Clone + Eq + Hash, T> Listing<I, T> {
             return Vec::new();
         };
         batch.sort_by_key(|(_, item)| rank(item));
-        let listed: HashSet<I> = batch.iter().map(|(id, _)| id.clone()).collect();
+        let listed: HashSet<I> = batch
+            .iter()
+            .map(|(id, _)| id.clone())
+            .chain(std::mem::take(&mut self.unchanged))
+            .collect();
         let deletes = self
             .known
             .iter()
@@ -213,5 +245,18 @@ mod tests {
         let mut l: Listing<&str, &str> = Listing::default();
         assert_eq!(l.listed("a", "item"), Some("item"));
         assert!(l.deleted(&"a"));
+    }
+
+    #[test]
+    fn an_unchanged_object_is_not_held_and_not_deleted() {
+        let mut l = listing(&["same", "gone"]);
+        l.begin();
+        l.listed_unchanged("same");
+        assert_eq!(l.listed("new", ("new", true)), None);
+        assert_eq!(l.held(), 1, "only the changed projection is held");
+        let ops = l.done(Order::DeletesFirst, by_readiness);
+        assert_eq!(ops, vec![Op::Delete("gone"), Op::Upsert(("new", true))]);
+        // "same" is still known: a later live delete deletes it.
+        assert!(l.deleted(&"same"));
     }
 }

@@ -3,23 +3,34 @@
 //! A gate's deadline is API-server time (a node's `creationTimestamp`, or its
 //! `gated-since`); the deadline timer fires on this process's clock. So that
 //! a clock ahead of the server's cannot open every new node at once, the
-//! gate also wants the deadline passed by the server's clock. This module
-//! keeps the evidence: the newest time the API server itself stamped on an
-//! object this process saw — a `creationTimestamp`, a `managedFields` entry's
-//! `time` (set by the server whenever a writer changes a field: kubelets'
-//! status updates, every Lease renewal) — carried forward on the monotonic
-//! clock, which no wall-clock step moves. That is a lower bound of the
-//! server's now, late by the time the stamp took to reach us (and up to a
-//! second for the stamps' precision).
+//! gate also wants the deadline passed by the server's clock; re-gating, the
+//! late-taint net, the condition rules' `for` and certificate decisions read
+//! it too. This module keeps the evidence: the newest time the API server
+//! itself stamped, carried forward on the monotonic clock, which no
+//! wall-clock step moves. That is a lower bound of the server's now, late by
+//! the time the stamp took to reach us (and up to a second for the stamps'
+//! precision).
 //!
-//! In a quiet cluster the newest stamp may be old when a process starts, so
-//! the API server is also asked directly ([`probe`]): the `Date` header of a
-//! `GET /version` (which every authenticated client may read) is the
-//! server's clock when it answered, to the second.
+//! Only stamps no other client can choose count (security review §5):
+//! - a `creationTimestamp` (the server sets it on every create);
+//! - the `Date` header of an answer to a request this process made: the
+//!   [`probe`] asks `GET /version` (which every authenticated client may
+//!   read) at once and then every [`PROBE_PERIOD`];
+//! - the `managedFields` entry of nodegate's own field manager in the answer
+//!   to nodegate's own write (the leader's Lease renewal): the server stamps
+//!   the writer's entry with its own clock.
+//!
+//! Every other `managedFields` time is ignored: a client may send entries
+//! with any time it likes, and the server keeps them, so one tenant's pod
+//! dated 2099 would otherwise move "server now" to 2099 for good. Even a
+//! trusted stamp more than [`MAX_AHEAD`] past the latest `Date` reading
+//! (carried forward) is refused, logged and counted
+//! (`nodegate_server_time_evidence_refused_total`).
 //!
 //! `run` makes one [`ServerTime`] and hands it to the watches, the probe and
-//! the leader election, which feed it, and to the gates' clock, which reads
-//! it. It decides nothing.
+//! the leader election, which feed it, and to its readers (the gates' clock,
+//! the deciders, the webhook's certificates: [`ServerTime::now`]). It
+//! decides nothing.
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -30,60 +41,142 @@ use kube::client::Body;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use prometheus_client::metrics::counter::Counter;
 
-/// The best evidence seen so far: a server time and the monotonic instant
-/// it was seen at.
+/// How far past the latest `Date` reading (carried forward) a stamp may be
+/// and still count as evidence: generous for a server whose objects' clock
+/// is another replica's, far short of anything that could open a gate early
+/// or collapse a grace period measured in minutes.
+pub const MAX_AHEAD: SignedDuration = SignedDuration::from_mins(5);
+
+/// The field manager nodegate's own writes appear under: the API server
+/// names a manager after the client's User-Agent (`nodegate/VERSION`) up to
+/// the first `/`.
+pub const FIELD_MANAGER: &str = "nodegate";
+
+/// A time and the monotonic instant it was seen at.
+type Reading = (Timestamp, Instant);
+
+/// The best evidence seen so far, and the latest `Date` reading that
+/// bounds it.
 #[derive(Debug, Default)]
 pub struct ServerTime {
-    best: Mutex<Option<(Timestamp, Instant)>>,
+    best: Mutex<Option<Reading>>,
+    date: Mutex<Option<Reading>>,
+    /// Stamps refused for being far ahead of the `Date` reading.
+    refused: Counter,
 }
 
 impl ServerTime {
-    pub const fn new() -> Self {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Counts refused stamps on `refused` (a metric's counter).
+    pub fn counting(refused: Counter) -> Self {
         ServerTime {
-            best: Mutex::new(None),
+            refused,
+            ..Self::default()
         }
     }
 
-    /// The API server's clock read at least `at` just now.
-    pub fn saw(&self, at: Timestamp) {
-        self.saw_at(at, Instant::now());
+    /// The `Date` header of an answer to this process's own request: the
+    /// server's clock when it answered.
+    pub fn saw_date(&self, at: Timestamp) {
+        self.saw_date_at(at, Instant::now());
     }
 
-    /// Every server-stamped time of an object: its creation and the time of
-    /// each `managedFields` entry.
+    /// An object this process saw (watched or read): only its
+    /// `creationTimestamp`, which the server sets on create, counts.
     pub fn saw_object(&self, meta: &ObjectMeta) {
-        let stamps = meta.creation_timestamp.iter().map(|t| t.0).chain(
-            meta.managed_fields
-                .iter()
-                .flatten()
-                .filter_map(|m| m.time.as_ref().map(|t| t.0)),
-        );
-        if let Some(newest) = stamps.max() {
-            self.saw(newest);
+        if let Some(created) = &meta.creation_timestamp {
+            self.offer_at(created.0, Instant::now(), "creationTimestamp");
+        }
+    }
+
+    /// The answer to nodegate's own write: its `creationTimestamp` and the
+    /// `managedFields` entry of [`FIELD_MANAGER`], which that write just
+    /// stamped. Entries of other managers are ignored.
+    pub fn saw_own_write(&self, meta: &ObjectMeta) {
+        self.saw_object(meta);
+        let own = meta
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter(|m| m.manager.as_deref() == Some(FIELD_MANAGER))
+            .filter_map(|m| m.time.as_ref().map(|t| t.0))
+            .max();
+        if let Some(at) = own {
+            self.offer_at(at, Instant::now(), "own write's managedFields");
         }
     }
 
     /// A time the API server's clock has certainly reached by now (as far
-    /// as the evidence goes); `None` before any evidence.
+    /// as the evidence goes); `None` before any evidence. The interface for
+    /// every decision that wants "server now".
     pub fn now(&self) -> Option<Timestamp> {
         self.now_at(Instant::now())
     }
 
+    /// How many stamps were refused so far.
+    pub fn refused(&self) -> u64 {
+        self.refused.get()
+    }
+
+    pub(crate) fn saw_date_at(&self, at: Timestamp, seen: Instant) {
+        {
+            let mut date = lock(&self.date);
+            if newer(*date, at, seen) {
+                *date = Some((at, seen));
+            }
+        }
+        self.saw_at(at, seen);
+    }
+
+    /// Evidence from a trusted source, refused when it is more than
+    /// [`MAX_AHEAD`] past the latest `Date` reading. Without any reading
+    /// yet it is taken: the sources are the server's own stamps, and the
+    /// probe's first answer arrives at start-up.
+    pub(crate) fn offer_at(&self, at: Timestamp, seen: Instant, source: &'static str) -> bool {
+        let bound = (*lock(&self.date))
+            .and_then(|d| carried(d, seen))
+            .and_then(|d| d.checked_add(MAX_AHEAD).ok());
+        if let Some(bound) = bound
+            && at > bound
+        {
+            self.refused.inc();
+            tracing::warn!(
+                stamp = %at, source, date_header_bound = %bound,
+                "refused evidence of the API server's clock: it is more than {MAX_AHEAD:#} ahead of the server's latest Date header"
+            );
+            return false;
+        }
+        self.saw_at(at, seen);
+        true
+    }
+
     pub(crate) fn saw_at(&self, at: Timestamp, seen: Instant) {
-        let mut best = self.best.lock().unwrap_or_else(|p| p.into_inner());
-        let better = match *best {
-            None => true,
-            Some(old) => carried(old, seen).is_none_or(|now| at > now),
-        };
-        if better {
+        let mut best = lock(&self.best);
+        if newer(*best, at, seen) {
             *best = Some((at, seen));
         }
     }
 
     pub(crate) fn now_at(&self, instant: Instant) -> Option<Timestamp> {
-        let best = *self.best.lock().unwrap_or_else(|p| p.into_inner());
+        let best = *lock(&self.best);
         best.and_then(|b| carried(b, instant))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether `at`, seen at `seen`, beats `old` carried forward to then.
+fn newer(old: Option<Reading>, at: Timestamp, seen: Instant) -> bool {
+    match old {
+        None => true,
+        Some(old) => carried(old, seen).is_none_or(|now| at > now),
     }
 }
 
@@ -103,7 +196,7 @@ pub async fn probe(client: Client, server_time: Arc<ServerTime>) {
     loop {
         let wait = match tokio::time::timeout(PROBE_TIMEOUT, server_date(&client)).await {
             Ok(Ok(at)) => {
-                server_time.saw(at);
+                server_time.saw_date(at);
                 PROBE_PERIOD
             }
             Ok(Err(error)) => {

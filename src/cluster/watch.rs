@@ -7,9 +7,9 @@
 //! objects are never kept. A watch that fails restarts with backoff; a
 //! re-list is swapped into the index whole once it is complete (see
 //! `relist`), deleting the objects that vanished meanwhile. Every object's
-//! server-stamped times are evidence of the API server's clock
-//! (`server_time`), and `start` also starts that module's probe of the
-//! server's clock.
+//! `creationTimestamp` is evidence of the API server's clock (`server_time`;
+//! its `managedFields` times are not: clients choose them), and `start` also
+//! starts that module's probe of the server's clock.
 //! This module decides nothing about gates.
 
 use std::collections::HashSet;
@@ -96,6 +96,11 @@ trait Sink<K>: Send + 'static {
     fn rank(_item: &Self::Item) -> u8 {
         0
     }
+    /// Whether the index already shows exactly this projection (a re-list
+    /// then holds only its identity, see `relist`).
+    fn unchanged(&self, _item: &Self::Item) -> bool {
+        false
+    }
 }
 
 /// An indexed object's identity: a node's name or a DaemonSet's uid (with an
@@ -120,6 +125,15 @@ impl Sink<Lean<Node>> for NodeSink {
     }
     fn upsert(&mut self, info: Self::Item) {
         self.router.node_upserted(info);
+    }
+    /// Same name, same resourceVersion: the same object (the CSI drivers
+    /// the index adds come from another watch).
+    fn unchanged(&self, info: &Self::Item) -> bool {
+        !info.resource_version.is_empty()
+            && self
+                .router
+                .node(&info.name)
+                .is_some_and(|n| n.resource_version == info.resource_version)
     }
     fn delete(&mut self, id: &Id) {
         self.router.node_deleted(&id.0);
@@ -187,6 +201,11 @@ impl Sink<Lean<Pod>> for PodSink {
     fn rank(info: &Self::Item) -> u8 {
         u8::from(info.ready)
     }
+    fn unchanged(&self, info: &Self::Item) -> bool {
+        self.router
+            .pod(&info.node_name, &info.uid)
+            .is_some_and(|p| *p == *info)
+    }
 }
 
 /// CSINodes, by node name (a CSINode is named after its node): the CSI
@@ -253,8 +272,8 @@ async fn run<K, S>(
         stats: Arc::clone(&stats),
     };
     // The objects this watch has indexed, so a re-list can delete the ones
-    // that disappeared while the watch was down; the re-list itself is
-    // swapped in whole at InitDone.
+    // that disappeared while the watch was down; the re-list's changes are
+    // swapped in whole at InitDone (unchanged objects are not held).
     let mut listing: Listing<Id, S::Item> = Listing::default();
     let mut first_sync = true;
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
@@ -279,10 +298,12 @@ async fn run<K, S>(
             Ok(Event::Init) => listing.begin(),
             Ok(Event::InitApply(obj)) => {
                 server_time.saw_object(obj.meta());
-                if let Some((id, item)) = sink.project(&obj)
-                    && let Some(item) = listing.listed(id, item)
-                {
-                    sink.upsert(item);
+                if let Some((id, item)) = sink.project(&obj) {
+                    if sink.unchanged(&item) {
+                        listing.listed_unchanged(id);
+                    } else if let Some(item) = listing.listed(id, item) {
+                        sink.upsert(item);
+                    }
                 }
             }
             Ok(Event::InitDone) => {

@@ -20,6 +20,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -27,7 +28,10 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use nodegate_core::deciders::{Origin, TaintWrite};
 use nodegate_core::entrance::BoundPod;
-use nodegate_core::gate::{EventType, NodeEvent, PatchOutcome, Reason, TimeoutMark, UntaintPatch};
+use nodegate_core::gate::{
+    EventType, ExternalOpening, NodeEvent, PatchOutcome, Reason, TimeoutMark, UntaintPatch,
+    annotation_time,
+};
 use nodegate_core::model::NodeInfo;
 use serde_json::json;
 
@@ -246,6 +250,25 @@ impl Writer {
         let body = patch::mark_timed_out(m);
         self.patch_node(
             (NodeWrite::MarkTimedOut, false),
+            &m.node,
+            &Patch::Merge(body),
+            may_write,
+        )
+        .await
+    }
+
+    /// Records that someone else opened `m.node` (semantics.md §5.5): a
+    /// merge patch of `nodegate.dev/opened-at` (`at`) and `opened-by:
+    /// external`. Additive only.
+    pub async fn mark_opened_externally(
+        &self,
+        m: &ExternalOpening,
+        at: Timestamp,
+        may_write: impl Fn() -> bool,
+    ) -> PatchOutcome {
+        let body = patch::opened_externally(annotation_time(at));
+        self.patch_node(
+            (NodeWrite::Patch, true),
             &m.node,
             &Patch::Merge(body),
             may_write,

@@ -191,6 +191,7 @@ impl Shared {
             Timestamp::now(),
         );
         metrics.config.started(Timestamp::now().as_second());
+        let server_time = Arc::new(ServerTime::counting(metrics.server_time_refused.clone()));
         Ok(Shared {
             client,
             router: Arc::new(Router::with_live(Arc::clone(&live))),
@@ -199,7 +200,7 @@ impl Shared {
             metrics,
             history: Arc::new(History::new(settings.debug_history)),
             health,
-            server_time: Arc::new(ServerTime::new()),
+            server_time,
             stats: Arc::new(WatchStats::default()),
             stop,
         })

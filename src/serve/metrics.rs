@@ -153,6 +153,9 @@ pub struct Metrics {
     router_events: Family<RouterLabels, Counter>,
     leader: Gauge,
     leader_known: Gauge,
+    /// Evidence of the API server's clock refused as implausible; counted
+    /// by `cluster::server_time::ServerTime`.
+    pub server_time_refused: Counter,
     watch_restarts: Counter,
     /// The watchers' own restart count at the last refresh.
     watch_restarts_seen: AtomicU64,
@@ -209,6 +212,7 @@ impl Metrics {
             router_events: Family::default(),
             leader: Gauge::default(),
             leader_known: Gauge::default(),
+            server_time_refused: Counter::default(),
             watch_restarts: Counter::default(),
             watch_restarts_seen: AtomicU64::new(0),
             gates: DashMap::new(),
@@ -294,6 +298,11 @@ impl Metrics {
             "leader_known",
             "1 while some replica leads as far as this one can tell: it leads, or a holder renewed the lease within 2 × --lease-duration (always 1 without --leader-elect); at 0 the webhook admits new nodes unchanged",
             self.leader_known.clone(),
+        );
+        registry.register(
+            "server_time_evidence_refused",
+            "Evidence of the API server's clock refused because it was more than 5 minutes ahead of the server's latest Date header",
+            self.server_time_refused.clone(),
         );
         registry.register(
             "watch_restarts",

@@ -12,7 +12,12 @@
 //! stays until it is decided, leaves the window or the index shows it
 //! tainted, so a follower that becomes leader picks up what the old leader
 //! left. Each node (by uid) is decided once: a skipped node stays skipped,
-//! and a tainted node whose taint someone removes is not tainted again.
+//! and a tainted node whose taint someone removes is not tainted again. A
+//! node the index ever showed with a managed taint (the webhook's, a
+//! gate's) is decided too: if that taint goes without nodegate's
+//! `opened-at`, an operator removed it, and the net does not put it back
+//! (security review §12(a)); the gate then records `opened-by: external`
+//! on the node, which keeps every replica's net off it after a restart.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -85,7 +90,19 @@ impl Net {
             && !self.decided.contains_key(&node.uid)
     }
 
+    /// A node carrying a managed taint was gated by some entrance: it is
+    /// decided, whatever becomes of that taint.
+    fn note_gated(&mut self, node: &NodeInfo, cx: &Context<'_>) {
+        let managed = &cx.config.placement;
+        if node.taints.iter().any(|t| managed.is_managed(t)) {
+            self.decided.insert(node.uid.clone(), node.created);
+        }
+    }
+
     fn offer(&mut self, name: &str, node: Option<&Arc<NodeInfo>>, cx: &Context<'_>) -> Vec<Effect> {
+        if let Some(n) = node {
+            self.note_gated(n, cx);
+        }
         match node {
             Some(n) if self.candidate(n, cx) => {
                 if self
@@ -110,6 +127,7 @@ impl Net {
     /// waiting ones, then one round of work.
     fn offer_all(&mut self, cx: &Context<'_>) -> Vec<Effect> {
         for node in cx.view.nodes() {
+            self.note_gated(&node, cx);
             if self.candidate(&node, cx) {
                 self.waiting.insert(node.name.clone(), node);
             }

@@ -37,6 +37,19 @@ pub struct UntaintPatch {
     pub annotations_present: bool,
 }
 
+/// The value of `nodegate.dev/opened-by` on a node whose managed taints
+/// someone else removed while it was gated (semantics.md §5.5): the net,
+/// `backfill` and re-gating leave such a node alone.
+pub const OPENED_BY_EXTERNAL: &str = "external";
+
+/// Record on the node that someone else opened it: `nodegate.dev/opened-at`
+/// (the shell's time when it writes) and `nodegate.dev/opened-by:
+/// external`. Best effort, after the gate has ended: nothing waits for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExternalOpening {
+    pub node: String,
+}
+
 /// Set `nodegate.dev/timed-out` on the node (`--on-timeout=keep`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimeoutMark {
@@ -75,6 +88,8 @@ pub enum Effect {
     RemoveTaints(UntaintPatch),
     RecordEvent(NodeEvent),
     MarkTimedOut(TimeoutMark),
+    /// See [`ExternalOpening`].
+    MarkOpenedExternally(ExternalOpening),
     /// Deliver `TimerFired { kind, generation }` at `at` (or at once if past).
     ScheduleTimer {
         kind: TimerKind,

@@ -1,11 +1,11 @@
 //! What the shell must do because of an event.
 
 use super::config::GateConfig;
-use super::effect::{Effect, Ending, TimeoutMark, UntaintPatch, annotation_time};
+use super::effect::{Effect, Ending, ExternalOpening, TimeoutMark, UntaintPatch, annotation_time};
 use super::event::Event;
 use super::input::TimerKind;
 use super::notes;
-use super::state::{GateState, OpenedBy, Phase, WriteStatus};
+use super::state::{GateState, OpenedBy, Phase, StopReason, WriteStatus};
 use crate::model::NodeInfo;
 
 /// What the shell must do because of `ev`, given the state after the whole
@@ -193,6 +193,17 @@ fn ending_effects(state: &GateState, node: &NodeInfo, ev: &Event, cfg: &GateConf
             Some(t) => vec![Effect::RecordEvent(notes::kept_closed(node, start, t))],
             None => Vec::new(),
         },
+        // Someone else opened the node: recorded on it (not in a dry run,
+        // nor while writes are suspended), so that no entrance puts the
+        // taint back, also after a restart.
+        Event::Stopped {
+            reason: StopReason::TaintRemovedElsewhere,
+        } if !cfg.dry_run && !cfg.suspend && !state.suspended => vec![
+            Effect::MarkOpenedExternally(ExternalOpening {
+                node: node.name.clone(),
+            }),
+            Effect::Stop(Ending::Stopped(StopReason::TaintRemovedElsewhere)),
+        ],
         Event::Stopped { reason } => vec![Effect::Stop(Ending::Stopped(*reason))],
         _ => Vec::new(),
     }

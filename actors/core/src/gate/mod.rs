@@ -46,7 +46,8 @@ pub use apply::apply;
 pub use config::{DEFAULT_TIMEOUT, GateConfig, OnTimeout};
 pub use derive::{derive_members, waited_pod};
 pub use effect::{
-    Effect, Ending, EventType, NodeEvent, TimeoutMark, UntaintPatch, annotation_time,
+    Effect, Ending, EventType, ExternalOpening, NodeEvent, OPENED_BY_EXTERNAL, TimeoutMark,
+    UntaintPatch, annotation_time,
 };
 pub use event::{Event, IndexedTaint};
 pub use event_effects::effects;

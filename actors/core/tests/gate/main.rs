@@ -18,6 +18,7 @@ mod conditions;
 mod deadline;
 mod dry_run;
 mod expected_set;
+mod external;
 mod journal_trace;
 mod lost_answers;
 mod min_ready_seconds;

@@ -311,3 +311,45 @@ fn a_suspended_new_node_is_not_listed() {
     let change = r.index.upsert(new_node("n1"));
     assert_eq!(lists(&r.step(&mut net, change)), ["n1"]);
 }
+
+/// Security review §12(a): a node created with the startup taint (the
+/// webhook's) whose taint an operator removes by hand, before nodegate's
+/// `opened-by: external` reaches the index, is not tainted again.
+#[test]
+fn a_taint_removed_by_hand_is_not_put_back() {
+    let mut r = run();
+    let mut net = Net::new(WINDOW);
+    let gated = NodeInfo {
+        taints: vec![taint("nodegate.dev/initializing", "NoSchedule")],
+        ..new_node("n1")
+    };
+    let change = r.index.upsert(gated);
+    assert!(r.step(&mut net, change).is_empty());
+    let by_hand = NodeInfo {
+        resource_version: "2".into(),
+        ..new_node("n1")
+    };
+    let change = r.index.upsert(by_hand);
+    assert!(r.step(&mut net, change).is_empty());
+    assert!(net.candidates().is_empty());
+    assert!(lists(&r.step(&mut net, Input::Tick)).is_empty());
+}
+
+/// The same after a restart or a leader change: a new net that never saw
+/// the taint finds `opened-at` (the gate's `opened-by: external` record) and
+/// leaves the node alone.
+#[test]
+fn a_node_recorded_as_opened_externally_is_left_alone_by_a_new_net() {
+    let mut r = run();
+    let mut net = Net::new(WINDOW);
+    let recorded = NodeInfo {
+        opened_before: true,
+        ..new_node("n1")
+    };
+    r.index.upsert(recorded);
+    assert!(
+        r.step(&mut net, Input::Changed(Change::Everything))
+            .is_empty()
+    );
+    assert!(net.candidates().is_empty());
+}

@@ -1,0 +1,277 @@
+//! Scenario 4: a cluster-wide agent breakage (security review §8).
+
+use super::*;
+use support::gate::taint_keys;
+use support::{http_get, metric};
+
+/// How many open nodes the scenario breaks: `NODEGATE_CHAOS_AGENT_NODES`,
+/// 3,000 by default (the review's number; the chaos lane runs it so).
+fn node_count() -> usize {
+    std::env::var("NODEGATE_CHAOS_AGENT_NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3000)
+}
+
+/// Parallel writers for the set-up's creates and patches.
+const WRITERS: usize = 32;
+/// How long the breakage is watched.
+const WATCHED: Duration = Duration::from_secs(60);
+
+/// The agent: on every node, tolerating every taint (a re-gate needs a
+/// DaemonSet that tolerates the re-gate taint).
+fn agent() -> DaemonSet {
+    serde_json::from_value(json!({
+        "metadata": {"name": "agent", "namespace": NS},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "updateStrategy": {"type": "OnDelete"},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {
+                    "containers": [{"name": "agent", "image": "registry.invalid/agent:1"}],
+                    "tolerations": [{"operator": "Exists"}],
+                },
+            },
+        },
+    }))
+    .expect("daemonset manifest")
+}
+
+/// Runs `job(i)` for every i < count, `WRITERS` at a time.
+async fn for_each<F, Fut>(count: usize, job: F)
+where
+    F: Fn(usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let mut writers = tokio::task::JoinSet::new();
+    for w in 0..WRITERS {
+        let job = job.clone();
+        writers.spawn(async move {
+            for i in (w..count).step_by(WRITERS) {
+                job(i).await;
+            }
+        });
+    }
+    while let Some(done) = writers.join_next().await {
+        done.expect("writer");
+    }
+}
+
+/// The agent pods, Ready or not, by node.
+async fn agents(env: &Env) -> BTreeMap<String, Pod> {
+    env.pods
+        .list(&ListParams::default().labels("app=agent"))
+        .await
+        .expect("list agent pods")
+        .items
+        .into_iter()
+        .filter_map(|p| Some((p.spec.as_ref()?.node_name.clone()?, p)))
+        .collect()
+}
+
+/// What the sampler saw of nodegate while the agent was broken.
+#[derive(Default)]
+struct Samples {
+    /// /healthz latencies.
+    health: Vec<Duration>,
+    /// /healthz answers that were not 200, or no answer.
+    health_failed: Vec<String>,
+    /// `nodegate_leader` readings that were not 1.
+    not_leader: Vec<String>,
+    leader_readings: usize,
+}
+
+/// Samples /healthz every 100 ms and `nodegate_leader` every second until
+/// `stop`.
+async fn sample(addr: String, stop: tokio::sync::watch::Receiver<bool>) -> Samples {
+    let mut s = Samples::default();
+    let mut n = 0u64;
+    while !*stop.borrow() {
+        let t = Instant::now();
+        match http_get(&addr, "/healthz").await {
+            Ok((200, _)) => s.health.push(t.elapsed()),
+            other => s.health_failed.push(format!("{other:?}")),
+        }
+        if n.is_multiple_of(10) {
+            s.leader_readings += 1;
+            match http_get(&addr, "/metrics").await {
+                Ok((200, text)) if metric(&text, "nodegate_leader") == Some(1.0) => {}
+                Ok((status, text)) => s.not_leader.push(format!(
+                    "{status}: nodegate_leader {:?}",
+                    metric(&text, "nodegate_leader")
+                )),
+                Err(e) => s.not_leader.push(e),
+            }
+        }
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    s
+}
+
+/// `count` open kwok nodes, each with a Ready agent pod.
+async fn open_nodes_with_agent(env: &Env, faults: &Faults, count: usize) {
+    env.daemonsets
+        .create(&PostParams::default(), &agent())
+        .await
+        .expect("create agent");
+    let nodes = env.nodes.clone();
+    for_each(count, move |i| {
+        let nodes = nodes.clone();
+        async move {
+            let node = fake_node(&format!("open-{i:05}"), &[("pool", "open")], &[]);
+            nodes
+                .create(&PostParams::default(), &node)
+                .await
+                .unwrap_or_else(|e| panic!("create node {i}: {e}"));
+        }
+    })
+    .await;
+    faults.note(format!("{count} open nodes created"));
+    wait_for(
+        &format!("{count} Ready agent pods"),
+        Duration::from_secs(600),
+        || async {
+            let ready = agents(env).await.values().filter(|p| pod_ready(p)).count();
+            (ready >= count)
+                .then_some(())
+                .ok_or(format!("{ready} Ready"))
+        },
+    )
+    .await;
+    faults.note("every agent pod Ready");
+}
+
+/// Makes every agent pod not Ready (held so, so kwok leaves it).
+async fn break_agent(env: &Env, faults: &Faults) {
+    let names: Vec<String> = agents(env)
+        .await
+        .into_values()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    let names = std::sync::Arc::new(names);
+    let pods = env.pods.clone();
+    let broken = names.len();
+    for_each(broken, move |i| {
+        let pods = pods.clone();
+        let names = std::sync::Arc::clone(&names);
+        async move { set_ready(&pods, &names[i], false).await }
+    })
+    .await;
+    faults.note(format!("agent not Ready on all {broken} nodes"));
+}
+
+/// A new gated node whose agent pod (the template is not held) is Ready at
+/// once: how long after its pod's Ready second it opened, by the API's
+/// times (the node's `opened-at`, the pod's Ready `lastTransitionTime`).
+async fn probe_opening(env: &Env, faults: &Faults) -> jiff::SignedDuration {
+    let probe = create(env, &gated_node("probe", &[("pool", "probe")])).await;
+    let opened = wait_for("probe open", Duration::from_secs(60), || async {
+        let n = env.node("probe").await;
+        match annotation(&n, "nodegate.dev/opened-at") {
+            Some(at) if !has_gate_taint(&n) => Ok(at),
+            _ => Err(format!("{:?}", n.spec.and_then(|s| s.taints))),
+        }
+    })
+    .await;
+    faults.note("probe opened");
+    let opened: Timestamp = opened.parse().expect("opened-at is RFC 3339");
+    let pod = env
+        .pod_on("agent", &probe.name)
+        .await
+        .expect("probe's agent");
+    let ready_at = pod
+        .status
+        .and_then(|s| s.conditions)
+        .and_then(|cs| cs.into_iter().find(|c| c.type_ == "Ready"))
+        .and_then(|c| c.last_transition_time)
+        .map(|t| t.0)
+        .expect("the probe's agent has a Ready time");
+    opened.duration_since(ready_at)
+}
+
+/// The 99th percentile of the /healthz latencies.
+fn p99(samples: &Samples) -> Duration {
+    let mut health = samples.health.clone();
+    health.sort();
+    health
+        .get((health.len() * 99).div_ceil(100).saturating_sub(1))
+        .copied()
+        .unwrap_or(Duration::MAX)
+}
+
+/// Open nodes carrying the re-gate taint.
+async fn regated(env: &Env) -> usize {
+    env.nodes
+        .list(&ListParams::default().labels("pool=open"))
+        .await
+        .expect("list nodes")
+        .items
+        .iter()
+        .filter(|n| taint_keys(n).iter().any(|k| k == "nodegate.dev/degraded"))
+        .count()
+}
+
+/// 4. `N` open nodes (3,000 by default) with a Ready agent; nodegate leads
+/// with `--regate-after 5s --regate-max-unavailable 1`. The agent breaks on
+/// every node at once (not Ready), so every node is due for re-gating and
+/// all but one are refused by the budget, over and over. While the agent
+/// breaks and for 60 s after it is broken everywhere:
+/// `/healthz` answers, p99 under 500 ms; nodegate keeps the lease
+/// (`nodegate_leader` 1); and a new gated node whose agent is Ready opens
+/// within 2 s of it being Ready (by the API's own times: the pod's Ready
+/// `lastTransitionTime`, whole seconds, and the node's `opened-at`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_wide_agent_breakage_keeps_nodegate_responsive() {
+    let _took = Stopwatch::start("a_cluster_wide_agent_breakage_keeps_nodegate_responsive");
+    let count = node_count();
+    let env = Env::new("chaos-breakage").await;
+    let faults = Faults::new(&env.cluster);
+    open_nodes_with_agent(&env, &faults, count).await;
+    let mut args: Vec<&str> = ELECTION.to_vec();
+    args.extend(["--timeout", "60s", "--regate-after", "5s"]);
+    args.extend(["--regate-max-unavailable", "1"]);
+    let ng = Replica::start(&env.cluster, "nodegate", &args).await;
+    ng.wait_leader(Duration::from_secs(30)).await;
+    faults.note("nodegate leads");
+
+    // Sampled from the first broken pod on; watched for 60 s once every
+    // pod is broken.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let sampler = tokio::spawn(sample(ng.addr.clone(), stopped));
+    break_agent(&env, &faults).await;
+    let broken_from = Instant::now();
+    let waited = probe_opening(&env, &faults).await;
+    tokio::time::sleep(WATCHED.saturating_sub(broken_from.elapsed())).await;
+    let _ = stop.send(true);
+    let samples = sampler.await.expect("sampler");
+    faults.note("60 s of breakage watched");
+
+    let (p99, regated) = (p99(&samples), regated(&env).await);
+    eprintln!(
+        "[chaos] breakage of {count} nodes: /healthz p99 {p99:?} over {} answers ({} failed), \
+         {} leader readings, probe opened {waited:#} after its agent's Ready second, \
+         {regated} node(s) re-gated\n{}",
+        samples.health.len(),
+        samples.health_failed.len(),
+        samples.leader_readings,
+        faults.timeline()
+    );
+    let failed = &samples.health_failed;
+    assert!(failed.is_empty(), "/healthz failed: {failed:?}");
+    assert!(p99 < Duration::from_millis(500), "/healthz p99 {p99:?}");
+    assert!(
+        samples.not_leader.is_empty() && samples.leader_readings > 0,
+        "nodegate lost the lease: {:?}\n{}",
+        samples.not_leader,
+        ng.ng.logs()
+    );
+    // The Ready time is whole seconds (cut, not rounded): up to 1 s more.
+    assert!(
+        waited < jiff::SignedDuration::from_secs(3),
+        "the probe opened {waited:#} after its agent's Ready second\n{}",
+        ng.journal("probe").await
+    );
+    assert!(regated <= 1, "{regated} nodes re-gated, budget 1");
+}
