@@ -483,10 +483,10 @@ fn deployed_arguments_are_accepted_by_nodegate() {
         ]))),
     );
     assert_accepted(
-        "helm chart (no webhook, no net)",
+        "helm chart (admission: none, no net)",
         &container_args(&objects(&helm_template(&[
             "--set",
-            "webhook.enabled=false,config.taintNewNodes=false",
+            "admission=none,config.taintNewNodes=false",
         ]))),
     );
 
