@@ -297,9 +297,9 @@ async fn a_serving_certificate_dated_ahead_is_replaced() {
     assert_eq!(data(&now, "ca.crt"), m.ca_crt.as_bytes(), "same CA");
 }
 
-/// The Secret of deploy/kustomize/base/webhook.yaml, in namespace `ns`.
+/// The Secret of deploy/kustomize/components/webhook/webhook.yaml, in namespace `ns`.
 fn shipped_secret(ns: &str) -> Value {
-    let path = support::repo_root().join("deploy/kustomize/base/webhook.yaml");
+    let path = support::repo_root().join("deploy/kustomize/components/webhook/webhook.yaml");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let mut secret = text

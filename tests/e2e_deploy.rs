@@ -33,6 +33,12 @@ use support::{Nodegate, TestCluster, fake_node, repo_root, wait_for};
 const NS: &str = "nodegate-system";
 const SA: &str = "nodegate";
 const TAINT: &str = "nodegate.dev/initializing";
+/// What `helm template` must be told to render the admission policy mode
+/// (as `helm install` learns it from an API server that serves the kind).
+const POLICY_API: &[&str] = &[
+    "--api-versions",
+    "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
+];
 
 // ---------------------------------------------------------------------------
 // Tools: the cluster's own kubectl and the cached Helm build

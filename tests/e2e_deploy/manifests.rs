@@ -32,8 +32,25 @@ async fn kustomize_base_and_helm_chart_pass_server_side_dry_run() {
     );
     dry_run(&cluster, "kustomize base", &base.iter().collect::<Vec<_>>());
 
-    let chart = objects(&helm_template(&[]));
+    let chart = objects(&helm_template(POLICY_API));
     dry_run(&cluster, "helm chart", &chart.iter().collect::<Vec<_>>());
+    // The webhook mode, both ways (the chart picks it where the API server
+    // does not serve MutatingAdmissionPolicy, as `helm template` assumes).
+    let webhook = objects(&kustomize("deploy/kustomize/overlays/webhook"));
+    dry_run(
+        &cluster,
+        "kustomize webhook overlay",
+        &webhook
+            .iter()
+            .filter(|o| o["kind"] != "Namespace")
+            .collect::<Vec<_>>(),
+    );
+    let chart_webhook = objects(&helm_template(&[]));
+    dry_run(
+        &cluster,
+        "helm chart (admission: webhook)",
+        &chart_webhook.iter().collect::<Vec<_>>(),
+    );
 
     // The chart's optional paths: the config file (criticalPods), dry-run,
     // json logs, an IPv6 bind address, extra tolerations.
@@ -63,7 +80,7 @@ async fn kustomize_base_and_helm_chart_pass_server_side_dry_run() {
         "--set",
         "config.managedNodeSelector=example.com/pool in (web),config.taintNewNodes=false",
         "--set-json",
-        r#"webhook.objectSelector={"matchExpressions":[{"key":"example.com/pool","operator":"In","values":["web"]}]}"#,
+        r#"admissionObjectSelector={"matchExpressions":[{"key":"example.com/pool","operator":"In","values":["web"]}]}"#,
     ]));
     assert_eq!(
         find(&strict, "MutatingWebhookConfiguration")["webhooks"][0]["failurePolicy"],
@@ -87,7 +104,7 @@ async fn kustomize_base_and_helm_chart_pass_server_side_dry_run() {
             "helm chart (webhook.certManager.enabled)",
             objects(&helm_template(&[
                 "--set",
-                "webhook.certManager.enabled=true",
+                "admission=webhook,webhook.certManager.enabled=true",
             ])),
         ),
     ] {
@@ -118,12 +135,67 @@ async fn kustomize_base_and_helm_chart_pass_server_side_dry_run() {
 // 2. The chart and the base describe the same deployment
 // ---------------------------------------------------------------------------
 
-/// Needs no cluster: both renderings are compared object by object.
+/// Needs no cluster: both renderings are compared object by object, in
+/// each admission mode: the base (the admission policy) against the chart
+/// rendered for an API server that serves MutatingAdmissionPolicy, and the
+/// webhook overlay against the chart's webhook mode.
 #[test]
 fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
     let base = objects(&kustomize("deploy/kustomize/base"));
-    let chart = objects(&helm_template(&[]));
+    let chart = objects(&helm_template(POLICY_API));
+    assert_same_objects("admission policy", &base, &chart);
+    let webhook = objects(&kustomize("deploy/kustomize/overlays/webhook"));
+    let chart_webhook = objects(&helm_template(&["--set", "admission=webhook"]));
+    assert_same_objects("webhook", &webhook, &chart_webhook);
 
+    the_base_pods_tolerate_and_spread(&base);
+    the_base_taints_through_the_admission_policy(&base);
+    the_webhook_overlay_ships_the_documented_webhook(&webhook);
+    the_admission_mode_follows_the_api_server();
+    // A failurePolicy other than Ignore or Fail is refused by the chart.
+    let bad = helm_refuses(&["--set", "admission=webhook,webhook.failurePolicy=Never"]);
+    assert!(
+        bad.contains("webhook.failurePolicy must be Ignore or Fail"),
+        "the chart must refuse webhook.failurePolicy=Never:\n{bad}"
+    );
+
+    cert_manager_variant_is_the_same_both_ways();
+
+    // The optional ServiceMonitor, both ways.
+    let with_sm = objects(&kustomize("deploy/kustomize/overlays/servicemonitor"));
+    let chart_sm = objects(&helm_template(&["--set", "serviceMonitor.enabled=true"]));
+    assert_eq!(
+        find(&with_sm, "ServiceMonitor")["spec"],
+        find(&chart_sm, "ServiceMonitor")["spec"],
+        "ServiceMonitor spec"
+    );
+}
+
+/// `helm template` with `args`, which must fail; its error output.
+fn helm_refuses(args: &[&str]) -> String {
+    let mut all = vec![
+        "template",
+        "nodegate",
+        "deploy/helm/nodegate",
+        "--namespace",
+        NS,
+    ];
+    all.extend_from_slice(args);
+    let out = run(&helm_bin(), &all, None);
+    assert!(!out.ok, "helm template {args:?} must fail:\n{}", out.stdout);
+    out.stderr
+}
+
+fn named(objs: &[Value], kind: &str, name: &str) -> Value {
+    objs.iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+/// The kustomize rendering `kz` and the chart's `chart` hold the same kinds
+/// and names, the same rules, specs and data, and the same pod.
+fn assert_same_objects(mode: &str, kz: &[Value], chart: &[Value]) {
     let names = |objs: &[Value]| -> Vec<(String, String)> {
         let mut v: Vec<_> = objs
             .iter()
@@ -134,27 +206,24 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
         v.sort();
         v
     };
-    assert_eq!(names(&base), names(&chart), "same kinds and names");
-
+    assert_eq!(names(kz), names(chart), "{mode}: same kinds and names");
     // Same names (checked above), so each object pairs with its namesake.
-    let named = |objs: &[Value], kind: &str, name: &str| -> Value {
-        objs.iter()
-            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
-            .cloned()
-            .unwrap_or_else(|| panic!("no {kind} {name}"))
-    };
-    for o in &base {
+    for o in kz {
         let (kind, name) = kind_name(o);
         let fields: &[&str] = match kind.as_str() {
             "ClusterRole" | "Role" => &["rules"],
             "ClusterRoleBinding" | "RoleBinding" => &["roleRef", "subjects"],
-            "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => &["spec"],
+            "ValidatingAdmissionPolicy"
+            | "ValidatingAdmissionPolicyBinding"
+            | "MutatingAdmissionPolicy"
+            | "MutatingAdmissionPolicyBinding" => &["spec"],
             "MutatingWebhookConfiguration" => &["webhooks"],
             "Secret" => &["type", "data"],
+            "ConfigMap" => &["data"],
             "Service" | "PodDisruptionBudget" => &["spec"],
             _ => continue,
         };
-        let mut c = named(&chart, &kind, &name);
+        let mut c = named(chart, &kind, &name);
         // The chart spells out the Service type; kustomize leaves the API
         // default.
         if kind == "Service"
@@ -166,23 +235,21 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
         for field in fields {
             assert_eq!(
                 o[*field], c[*field],
-                "{kind} {name} {field} differs between deploy/kustomize and deploy/helm"
+                "{mode}: {kind} {name} {field} differs between deploy/kustomize and deploy/helm"
             );
         }
         if kind.ends_with("Role") || kind.ends_with("RoleBinding") {
             assert_eq!(
                 o["metadata"]["namespace"], c["metadata"]["namespace"],
-                "{kind} {name} namespace"
+                "{mode}: {kind} {name} namespace"
             );
         }
     }
-
-    let base_dep = find(&base, "Deployment");
-    let chart_dep = find(&chart, "Deployment");
-    assert_eq!(base_dep["spec"]["replicas"], chart_dep["spec"]["replicas"]);
-    assert_eq!(base_dep["spec"]["strategy"], chart_dep["spec"]["strategy"]);
+    let (kd, cd) = (find(kz, "Deployment"), find(chart, "Deployment"));
+    assert_eq!(kd["spec"]["replicas"], cd["spec"]["replicas"]);
+    assert_eq!(kd["spec"]["strategy"], cd["spec"]["strategy"]);
     let pod = |d: &Value| d["spec"]["template"]["spec"].clone();
-    let (bp, cp) = (pod(base_dep), pod(chart_dep));
+    let (kp, cp) = (pod(kd), pod(cd));
     for field in [
         "serviceAccountName",
         "priorityClassName",
@@ -193,9 +260,9 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
         "automountServiceAccountToken",
         "enableServiceLinks",
     ] {
-        assert_eq!(bp[field], cp[field], "pod spec {field}");
+        assert_eq!(kp[field], cp[field], "{mode}: pod spec {field}");
     }
-    let (bc, cc) = (&bp["containers"][0], &cp["containers"][0]);
+    let (kc, cc) = (&kp["containers"][0], &cp["containers"][0]);
     for field in [
         "image",
         "ports",
@@ -205,17 +272,27 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
         "resources",
         "securityContext",
     ] {
-        assert_eq!(bc[field], cc[field], "container {field}");
+        assert_eq!(kc[field], cc[field], "{mode}: container {field}");
     }
+    // kustomize passes only what differs from the binary's defaults; the
+    // chart passes every flag. Each flag kustomize sets, the chart sets alike.
+    let (ka, ca) = (container_args(kz), container_args(chart));
+    for a in &ka {
+        assert!(
+            ca.contains(a),
+            "{mode}: kustomize passes {a:?}, the chart does not: {ca:?}"
+        );
+    }
+}
+
+fn the_base_pods_tolerate_and_spread(base: &[Value]) {
+    let bp = &find(base, "Deployment")["spec"]["template"]["spec"];
     // The base passes no --taint, so nodegate manages its default taint:
     // the pods must tolerate that one (or a fully gated cluster could never
     // start them).
     assert!(
-        !bc["args"]
-            .as_array()
-            .expect("base args")
+        !container_args(base)
             .iter()
-            .filter_map(Value::as_str)
             .any(|a| a == "--taint" || a.starts_with("--taint=")),
         "the base now passes --taint: check its tolerations match"
     );
@@ -230,25 +307,84 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
     let spread = &bp["topologySpreadConstraints"][0];
     assert_eq!(spread["topologyKey"], "topology.kubernetes.io/zone");
     assert_eq!(spread["whenUnsatisfiable"], "DoNotSchedule");
-    // The base passes only what differs from the binary's defaults; the
-    // chart passes every flag. Each flag the base sets, the chart sets alike.
-    let chart_args: Vec<&str> = cc["args"]
-        .as_array()
-        .expect("chart args")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    for a in bc["args"].as_array().expect("base args") {
-        let a = a.as_str().expect("string arg");
+}
+
+/// The base puts the startup taint on through the admission policy: no
+/// webhook, no webhook flags, port, Secret or grants, and the policy's
+/// parameters name nodegate's default taint.
+fn the_base_taints_through_the_admission_policy(base: &[Value]) {
+    for (kind, name) in base.iter().map(kind_name) {
         assert!(
-            chart_args.contains(&a),
-            "the base passes {a:?}, the chart does not: {chart_args:?}"
+            !(kind == "MutatingWebhookConfiguration"
+                || kind == "Secret"
+                || name.contains("webhook")),
+            "the policy mode must not ship {kind} {name}"
         );
     }
+    assert!(
+        container_args(base)
+            .iter()
+            .all(|a| !a.starts_with("--webhook")),
+        "the policy mode runs no webhook: {:?}",
+        container_args(base)
+    );
+    // RBAC is additive: with no rule naming Secrets, webhook configurations
+    // or every resource, the policy mode's account can reach neither.
+    for o in base
+        .iter()
+        .filter(|o| o["kind"] == "Role" || o["kind"] == "ClusterRole")
+    {
+        for rule in o["rules"].as_array().into_iter().flatten() {
+            let resources: Vec<&str> = rule["resources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            assert!(
+                !resources
+                    .iter()
+                    .any(|r| *r == "*" || *r == "secrets" || r.ends_with("webhookconfigurations")),
+                "the policy mode needs no Secret or webhook-configuration permission: {} {} grants {resources:?}",
+                o["kind"],
+                o["metadata"]["name"]
+            );
+        }
+    }
+    let params = named(base, "ConfigMap", "nodegate-admission");
+    assert_eq!(
+        params["data"]["startupTaint"],
+        format!("{TAINT}:NoSchedule")
+    );
+    assert_eq!(
+        params["data"]["managedTaints"],
+        format!("{TAINT}:NoSchedule")
+    );
+    let binding = named(
+        base,
+        "MutatingAdmissionPolicyBinding",
+        "nodegate-startup-taint",
+    );
+    assert_eq!(binding["spec"]["paramRef"]["name"], "nodegate-admission");
+    assert_eq!(binding["spec"]["paramRef"]["namespace"], NS);
+    let policy = named(base, "MutatingAdmissionPolicy", "nodegate-startup-taint");
+    assert_eq!(
+        policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"],
+        json!(["CREATE"])
+    );
+    assert_eq!(policy["spec"]["failurePolicy"], "Ignore");
+}
 
-    // The webhook: the container listens where the Service sends it, and
-    // the base's shipped choices are the ones the docs promise.
-    let hook = &find(&base, "MutatingWebhookConfiguration")["webhooks"][0];
+/// The webhook overlay: the container listens where the Service sends it,
+/// and its shipped choices are the ones the docs promise.
+fn the_webhook_overlay_ships_the_documented_webhook(webhook: &[Value]) {
+    for kind in ["MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"] {
+        assert!(
+            webhook.iter().all(|o| o["kind"] != kind),
+            "the webhook overlay must not keep the base's {kind}"
+        );
+    }
+    let hook = &find(webhook, "MutatingWebhookConfiguration")["webhooks"][0];
     assert_eq!(hook["name"], "nodes.nodegate.dev");
     assert_eq!(
         hook["failurePolicy"], "Ignore",
@@ -264,19 +400,15 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
         "every node registration waits for the webhook: {}",
         hook["timeoutSeconds"]
     );
+    let c = &find(webhook, "Deployment")["spec"]["template"]["spec"]["containers"][0];
     assert!(
-        bc["ports"].as_array().is_some_and(|ps| ps
+        c["ports"].as_array().is_some_and(|ps| ps
             .iter()
             .any(|p| p["name"] == "webhook" && p["containerPort"] == 9443)),
         "the container must declare the webhook port: {}",
-        bc["ports"]
+        c["ports"]
     );
-    let base_args: Vec<&str> = bc["args"]
-        .as_array()
-        .expect("base args")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let args = container_args(webhook);
     for a in [
         "--webhook-addr=0.0.0.0:9443",
         "--webhook-cert-secret=nodegate-system/nodegate-webhook-tls",
@@ -285,50 +417,58 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_base() {
         "--taint-new-nodes",
     ] {
         assert!(
-            base_args.contains(&a),
-            "the base must pass {a}: {base_args:?}"
+            args.iter().any(|x| x == a),
+            "the webhook overlay must pass {a}: {args:?}"
         );
     }
-    let secret = named(&base, "Secret", "nodegate-webhook-tls");
+    let secret = named(webhook, "Secret", "nodegate-webhook-tls");
     assert_eq!(secret["type"], "Opaque");
     assert_eq!(
         secret.get("data"),
         None,
         "the Secret ships without data (nodegate fills it; a re-apply must not reset it)"
     );
-    // A failurePolicy other than Ignore or Fail is refused by the chart.
-    let bad = run(
-        &helm_bin(),
-        &[
-            "template",
-            "nodegate",
-            "deploy/helm/nodegate",
-            "--namespace",
-            NS,
-            "--set",
-            "webhook.failurePolicy=Never",
-        ],
-        None,
-    );
+}
+
+/// `admission` empty: the policy where the API server serves
+/// MutatingAdmissionPolicy (here: what `--api-versions` tells `helm
+/// template`), else the webhook; `none` ships neither; bad and retired
+/// values are refused naming what replaces them; a dry run renders no policy.
+fn the_admission_mode_follows_the_api_server() {
+    let has = |objs: &[Value], kind: &str| objs.iter().any(|o| o["kind"] == kind);
+    let policy = objects(&helm_template(POLICY_API));
     assert!(
-        !bad.ok
-            && bad
-                .stderr
-                .contains("webhook.failurePolicy must be Ignore or Fail"),
-        "the chart must refuse webhook.failurePolicy=Never:\n{}{}",
-        bad.stdout,
-        bad.stderr
+        has(&policy, "MutatingAdmissionPolicy") && !has(&policy, "MutatingWebhookConfiguration")
     );
-
-    cert_manager_variant_is_the_same_both_ways();
-
-    // The optional ServiceMonitor, both ways.
-    let with_sm = objects(&kustomize("deploy/kustomize/overlays/servicemonitor"));
-    let chart_sm = objects(&helm_template(&["--set", "serviceMonitor.enabled=true"]));
-    assert_eq!(
-        find(&with_sm, "ServiceMonitor")["spec"],
-        find(&chart_sm, "ServiceMonitor")["spec"],
-        "ServiceMonitor spec"
+    let webhook = objects(&helm_template(&[]));
+    assert!(
+        !has(&webhook, "MutatingAdmissionPolicy") && has(&webhook, "MutatingWebhookConfiguration")
+    );
+    let mut none_args = POLICY_API.to_vec();
+    none_args.extend(["--set", "admission=none"]);
+    let none = objects(&helm_template(&none_args));
+    assert!(!has(&none, "MutatingAdmissionPolicy") && !has(&none, "MutatingWebhookConfiguration"));
+    assert!(
+        !none
+            .iter()
+            .any(|o| o["kind"] == "Secret" || kind_name(o).1.contains("webhook")),
+        "admission: none ships nothing of the webhook"
+    );
+    let mut dry = POLICY_API.to_vec();
+    dry.extend(["--set", "config.dryRun=true"]);
+    assert!(
+        !has(&objects(&helm_template(&dry)), "MutatingAdmissionPolicy"),
+        "a dry run must not install a policy that taints nodes it never opens"
+    );
+    let bad = helm_refuses(&["--set", "admission=sometimes"]);
+    assert!(
+        bad.contains("admission must be policy, webhook or none") && bad.contains("sometimes"),
+        "{bad}"
+    );
+    let retired = helm_refuses(&["--set", "webhook.enabled=false"]);
+    assert!(
+        retired.contains("webhook.enabled was replaced by admission"),
+        "{retired}"
     );
 }
 
@@ -339,7 +479,7 @@ fn cert_manager_variant_is_the_same_both_ways() {
     let kz = objects(&kustomize("deploy/kustomize/overlays/cert-manager"));
     let chart = objects(&helm_template(&[
         "--set",
-        "webhook.certManager.enabled=true",
+        "admission=webhook,webhook.certManager.enabled=true",
     ]));
     let names = |objs: &[Value]| -> Vec<(String, String)> {
         let mut v: Vec<_> = objs
@@ -483,10 +623,10 @@ fn deployed_arguments_are_accepted_by_nodegate() {
         ]))),
     );
     assert_accepted(
-        "helm chart (no webhook, no net)",
+        "helm chart (admission: none, no net)",
         &container_args(&objects(&helm_template(&[
             "--set",
-            "webhook.enabled=false,config.taintNewNodes=false",
+            "admission=none,config.taintNewNodes=false",
         ]))),
     );
 

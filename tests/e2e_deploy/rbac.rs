@@ -135,10 +135,12 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
     let cluster = TestCluster::start("deploy-rbac").await;
     let admin = cluster.kubeconfig.clone();
 
-    // --- deploy/'s identity and permissions, for real; the Deployment is
-    // not created (kwok runs no real containers): nodegate runs out of
-    // cluster below, as that ServiceAccount.
-    let base = objects(&kustomize("deploy/kustomize/base"));
+    // --- deploy/'s identity and permissions, for real, in the webhook mode
+    // (the base's and the webhook's grants; the base alone grants a subset,
+    // with no Secret or webhook configuration at all: see manifests.rs); the
+    // Deployment is not created (kwok runs no real containers): nodegate
+    // runs out of cluster below, as that ServiceAccount.
+    let base = objects(&kustomize("deploy/kustomize/overlays/webhook"));
     let identity: Vec<&Value> = base
         .iter()
         .filter(|o| {
@@ -341,7 +343,7 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
         .collect();
     assert!(
         wrong.is_empty(),
-        "RBAC of deploy/kustomize/base:\n{}",
+        "RBAC of deploy/kustomize/overlays/webhook:\n{}",
         wrong.join("\n")
     );
     // And one real request, not just a review: the API server says 403.
@@ -397,7 +399,7 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
         deployed
             .iter()
             .any(|a| a.starts_with("--webhook-cert-secret=")),
-        "the base runs the self-managed webhook certificate: {deployed:?}"
+        "the webhook overlay runs the self-managed webhook certificate: {deployed:?}"
     );
     let election = [
         "--leader-elect",

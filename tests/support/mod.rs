@@ -37,6 +37,21 @@ pub fn local_script(name: &str) -> PathBuf {
     repo_root().join("deploy/local").join(name)
 }
 
+/// A binary of the local control plane's build (`deploy/local/build
+/// --print-dir`), e.g. `kubectl`; the bare name (found on PATH) when the
+/// build script cannot say.
+pub fn local_bin(name: &str) -> PathBuf {
+    match Command::new(local_script("build"))
+        .arg("--print-dir")
+        .output()
+    {
+        Ok(o) if o.status.success() => {
+            PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()).join(name)
+        }
+        _ => PathBuf::from(name),
+    }
+}
+
 pub struct TestCluster {
     pub client: Client,
     pub kubeconfig: PathBuf,
@@ -139,14 +154,7 @@ impl TestCluster {
 
     /// Runs the cluster's own kubectl against it (for failure output).
     pub fn kubectl(&self, args: &[&str]) -> String {
-        let bin = Command::new(local_script("build"))
-            .arg("--print-dir")
-            .output();
-        let kubectl = match bin {
-            Ok(o) => PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()).join("kubectl"),
-            Err(_) => PathBuf::from("kubectl"),
-        };
-        match Command::new(kubectl)
+        match Command::new(local_bin("kubectl"))
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .args(args)

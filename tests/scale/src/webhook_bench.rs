@@ -1,5 +1,10 @@
-//! What nodegate's admission webhook costs a node registration, measured on
-//! a real control plane (deploy/local) with nodegate's release binary.
+//! What putting the startup taint on at Node CREATE costs a node
+//! registration, measured on a real control plane (deploy/local) with
+//! nodegate's release binary: through nodegate's admission webhook
+//! (`--mechanism webhook`, the default, described below) or through the
+//! MutatingAdmissionPolicy nodegate ships (`--mechanism policy`: the same
+//! two kinds of CREATE, the first tainted by the API server's own CEL
+//! evaluation, with no call out).
 //!
 //! Two kinds of Node CREATE, interleaved in chunks so that both see the same
 //! machine: nodes created without a taint, which the real kube-apiserver
@@ -15,6 +20,7 @@
 //! the call (`apiserver_admission_webhook_admission_duration_seconds`), and
 //! the CREATE latency and throughput each kind saw from the client.
 
+mod admission_policy;
 // Shared with the scale driver; this binary uses only part of each.
 #[allow(dead_code)]
 mod cluster;
@@ -70,6 +76,18 @@ struct Args {
     /// the patch the API server applies.
     #[arg(long)]
     unchanged: bool,
+    /// What puts the taint on at CREATE: nodegate's webhook, or the
+    /// MutatingAdmissionPolicy nodegate ships (evaluated inside the API
+    /// server; nodegate runs without a webhook).
+    #[arg(long, value_enum, default_value_t = Mechanism::Webhook)]
+    mechanism: Mechanism,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Mechanism {
+    Webhook,
+    Policy,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -92,9 +110,12 @@ struct Report {
     concurrency: usize,
     /// `--unchanged`: the webhook answered without a patch.
     unchanged: bool,
-    through_webhook: Kind,
+    /// webhook or policy.
+    mechanism: Mechanism,
+    /// Nodes created untainted, tainted at CREATE by the mechanism.
+    through_admission: Kind,
     tainted_by_client: Kind,
-    /// wall time through the webhook / wall time without it.
+    /// wall time through the mechanism / wall time without it.
     wall_ratio: f64,
     /// nodegate's handling time of /mutate-node, from its histogram.
     webhook_server_ms: Option<BucketQuantiles>,
@@ -246,25 +267,50 @@ async fn create_chunk(
     Ok((all, untainted))
 }
 
-async fn run(args: Args) -> anyhow::Result<()> {
-    if args.chunk == 0 || args.concurrency == 0 || args.nodes == 0 {
-        bail!("--nodes, --chunk and --concurrency must be at least 1");
-    }
-    let repo = repo_root();
-    let state_dir = args
-        .state_dir
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join("nodegate-webhook-bench"));
-    let _ = std::fs::remove_dir_all(&state_dir);
-    log(format!(
-        "starting a control plane in {}",
-        state_dir.display()
-    ));
-    let cluster = cluster::Cluster::up(&repo, &state_dir, args.keep)?;
-    let kc = Kubeconfig::read_from(&cluster.kubeconfig)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-    let client = kube::Client::try_from(config)?;
+/// Starts nodegate (`extra` after its common flags), its output in
+/// `state_dir/nodegate.log`; returns it with its HTTP address.
+async fn start_nodegate(
+    cluster: &cluster::Cluster,
+    state_dir: &Path,
+    extra: &[&str],
+) -> anyhow::Result<(Nodegate, String)> {
+    let bin = std::env::var_os("NODEGATE_BIN")
+        .map(PathBuf::from)
+        .context("NODEGATE_BIN is not set (tests/scale/webhook sets it)")?;
+    let log_file = state_dir.join("nodegate.log");
+    let out = std::fs::File::create(&log_file)?;
+    let child = Command::new(&bin)
+        .args([
+            "run",
+            "--timeout",
+            "0",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--debug-addr",
+            "",
+        ])
+        .args(extra)
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    let nodegate = Nodegate(child);
+    let addr = http_addr(&log_file).await?;
+    Ok((nodegate, addr))
+}
 
+/// Registers nodegate's webhook for the nodes labelled `via=webhook`, starts
+/// nodegate serving it, and waits until a probe node comes back as the run
+/// expects.
+async fn start_webhook(
+    args: &Args,
+    cluster: &cluster::Cluster,
+    client: &kube::Client,
+    state_dir: &Path,
+) -> anyhow::Result<(Nodegate, String)> {
     let port = free_port()?;
     let configuration: MutatingWebhookConfiguration = serde_json::from_value(json!({
         "metadata": {"name": "nodegate-bench"},
@@ -285,48 +331,22 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .create(&PostParams::default(), &configuration)
         .await
         .context("creating the webhook configuration")?;
-
-    let bin = std::env::var_os("NODEGATE_BIN")
-        .map(PathBuf::from)
-        .context("NODEGATE_BIN is not set (tests/scale/webhook sets it)")?;
-    let log_file = state_dir.join("nodegate.log");
-    let out = std::fs::File::create(&log_file)?;
     let webhook_addr = format!("127.0.0.1:{port}");
-    let scope: &[&str] = if args.unchanged {
-        &["--node-selector", "bench.nodegate.dev/via!=webhook"]
-    } else {
-        &[]
-    };
-    let child = Command::new(&bin)
-        .args([
-            "run",
-            "--timeout",
-            "0",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--debug-addr",
-            "",
-            "--webhook-addr",
-            &webhook_addr,
-            "--webhook-cert-secret",
-            "default/nodegate-bench-tls",
-            "--webhook-configuration",
-            "nodegate-bench",
-            "--webhook-host",
-            "127.0.0.1",
-        ])
-        .args(scope)
-        .env("KUBECONFIG", &cluster.kubeconfig)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone()?)
-        .stderr(out)
-        .spawn()
-        .with_context(|| format!("starting {}", bin.display()))?;
-    let _nodegate = Nodegate(child);
-    let addr = http_addr(&log_file).await?;
+    let mut flags = vec![
+        "--webhook-addr",
+        &webhook_addr,
+        "--webhook-cert-secret",
+        "default/nodegate-bench-tls",
+        "--webhook-configuration",
+        "nodegate-bench",
+        "--webhook-host",
+        "127.0.0.1",
+    ];
+    if args.unchanged {
+        flags.extend(["--node-selector", "bench.nodegate.dev/via!=webhook"]);
+    }
+    let (nodegate, addr) = start_nodegate(cluster, state_dir, &flags).await?;
     let nodes: Api<Node> = Api::all(client.clone());
-
     // Until nodegate has written its CA into the configuration, the API
     // server cannot call it: wait for a probe to come back tainted.
     let started = Instant::now();
@@ -350,7 +370,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             Err(e) if started.elapsed() > Duration::from_secs(60) => {
                 bail!(
                     "the webhook did not answer within 60 s: {e}; see {}",
-                    log_file.display()
+                    state_dir.join("nodegate.log").display()
                 )
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
@@ -362,42 +382,74 @@ async fn run(args: Args) -> anyhow::Result<()> {
     ));
     // The probe's deletion must not collide with a later name.
     tokio::time::sleep(Duration::from_millis(500)).await;
+    Ok((nodegate, addr))
+}
 
-    let family = "nodegate_webhook_admission_duration_seconds";
-    let api_family = "apiserver_admission_webhook_admission_duration_seconds";
-    let ng_before = metrics::buckets(&nodegate_metrics(&addr).await?, family, &[]);
-    let api_before = metrics::buckets(
-        &apiserver_metrics(&client).await?,
-        api_family,
-        &[("name", WEBHOOK_NAME)],
-    );
+/// Installs the shipped admission policy for the nodes labelled
+/// `via=policy` and starts nodegate without a webhook (it gates both kinds
+/// alike, as in the webhook mode).
+async fn start_policy(
+    args: &Args,
+    cluster: &cluster::Cluster,
+    client: &kube::Client,
+    state_dir: &Path,
+) -> anyhow::Result<(Nodegate, String)> {
+    if args.unchanged {
+        bail!(
+            "--unchanged measures the webhook's call without a patch; it has no meaning with --mechanism policy"
+        );
+    }
+    let nodes: Api<Node> = Api::all(client.clone());
+    let took = admission_policy::install(
+        &repo_root(),
+        &cluster.kubeconfig,
+        &nodes,
+        (VIA, "policy"),
+        &node("probe", "policy", false)?,
+        TAINT,
+    )
+    .await?;
+    log(format!(
+        "admission policy applied after {:.1}s",
+        took.as_secs_f64()
+    ));
+    start_nodegate(cluster, state_dir, &[]).await
+}
 
-    let (mut wh, mut cl) = ((Vec::new(), 0.0, 0), (Vec::new(), 0.0));
+/// Latencies (ms), wall time (s) and wrongly tainted count of one kind.
+#[derive(Default)]
+struct Samples(Vec<f64>, f64, usize);
+
+/// Creates `nodes` nodes of each kind, interleaved chunk by chunk.
+async fn create_both(
+    args: &Args,
+    api: &Api<Node>,
+    admitted_via: &'static str,
+) -> anyhow::Result<(Samples, Samples)> {
+    let (mut admitted, mut client) = (Samples::default(), Samples::default());
     let chunks = args.nodes.div_ceil(args.chunk);
     for c in 0..chunks {
         let from = c * args.chunk;
         let to = (from + args.chunk).min(args.nodes);
         // Alternate which kind goes first, so neither always follows the other.
         let order = if c % 2 == 0 {
-            ["webhook", "client"]
+            [admitted_via, "client"]
         } else {
-            ["client", "webhook"]
+            ["client", admitted_via]
         };
         for via in order {
             let names: Vec<String> = (from..to).rev().map(|i| format!("{via}-{i:05}")).collect();
             let t = Instant::now();
             let want_taint = via == "client" || !args.unchanged;
-            let (lat, untainted) =
-                create_chunk(&nodes, names, via, args.concurrency, want_taint).await?;
-            let took = t.elapsed().as_secs_f64();
-            if via == "webhook" {
-                wh.0.extend(lat);
-                wh.1 += took;
-                wh.2 += untainted;
+            let (lat, wrong) = create_chunk(api, names, via, args.concurrency, want_taint).await?;
+            let into = if via == "client" {
+                &mut client
             } else {
-                cl.0.extend(lat);
-                cl.1 += took;
-            }
+                &mut admitted
+            };
+            into.0.extend(lat);
+            into.1 += t.elapsed().as_secs_f64();
+            into.2 += wrong;
         }
         if (c + 1) % 5 == 0 || c + 1 == chunks {
             log(format!(
@@ -406,28 +458,64 @@ async fn run(args: Args) -> anyhow::Result<()> {
             ));
         }
     }
+    Ok((admitted, client))
+}
 
+async fn run(args: Args) -> anyhow::Result<()> {
+    if args.chunk == 0 || args.concurrency == 0 || args.nodes == 0 {
+        bail!("--nodes, --chunk and --concurrency must be at least 1");
+    }
+    let repo = repo_root();
+    let state_dir = args
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("nodegate-webhook-bench"));
+    let _ = std::fs::remove_dir_all(&state_dir);
+    log(format!(
+        "starting a control plane in {}",
+        state_dir.display()
+    ));
+    let cluster = cluster::Cluster::up(&repo, &state_dir, args.keep)?;
+    let kc = Kubeconfig::read_from(&cluster.kubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    let client = kube::Client::try_from(config)?;
+    let (_nodegate, addr, admitted_via) = match args.mechanism {
+        Mechanism::Webhook => {
+            let (n, a) = start_webhook(&args, &cluster, &client, &state_dir).await?;
+            (n, a, "webhook")
+        }
+        Mechanism::Policy => {
+            let (n, a) = start_policy(&args, &cluster, &client, &state_dir).await?;
+            (n, a, "policy")
+        }
+    };
+    let nodes: Api<Node> = Api::all(client.clone());
+
+    let family = "nodegate_webhook_admission_duration_seconds";
+    let api_family = "apiserver_admission_webhook_admission_duration_seconds";
+    let api_labels = [("name", WEBHOOK_NAME)];
+    let ng_before = metrics::buckets(&nodegate_metrics(&addr).await?, family, &[]);
+    let api_before = metrics::buckets(&apiserver_metrics(&client).await?, api_family, &api_labels);
+    let (admitted, by_client) = create_both(&args, &nodes, admitted_via).await?;
     let ng_after = metrics::buckets(&nodegate_metrics(&addr).await?, family, &[]);
-    let api_after = metrics::buckets(
-        &apiserver_metrics(&client).await?,
-        api_family,
-        &[("name", WEBHOOK_NAME)],
-    );
-    let kind = |lat: Vec<f64>, wall: f64, untainted: usize| Kind {
-        creates: lat.len(),
-        creates_per_s: lat.len() as f64 / wall.max(1e-9),
-        latency_ms: exact(lat),
-        wall_s: wall,
-        untainted,
+    let api_after = metrics::buckets(&apiserver_metrics(&client).await?, api_family, &api_labels);
+
+    let kind = |s: Samples| Kind {
+        creates: s.0.len(),
+        creates_per_s: s.0.len() as f64 / s.1.max(1e-9),
+        latency_ms: exact(s.0),
+        wall_s: s.1,
+        untainted: s.2,
     };
     let report = Report {
+        mechanism: args.mechanism,
         nodes: args.nodes,
         chunk: args.chunk,
         concurrency: args.concurrency,
         unchanged: args.unchanged,
-        wall_ratio: wh.1 / cl.1.max(1e-9),
-        through_webhook: kind(wh.0, wh.1, wh.2),
-        tainted_by_client: kind(cl.0, cl.1, 0),
+        wall_ratio: admitted.1 / by_client.1.max(1e-9),
+        through_admission: kind(admitted),
+        tainted_by_client: kind(by_client),
         webhook_server_ms: metrics::quantiles_between(&ng_before, &ng_after),
         apiserver_webhook_call_ms: metrics::quantiles_between(&api_before, &api_after),
     };
@@ -437,10 +525,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
         log(format!("wrote {}", path.display()));
     }
-    if report.through_webhook.untainted > 0 {
+    if report.through_admission.untainted > 0 {
         bail!(
-            "{} nodes created through the webhook came back {} the taint",
-            report.through_webhook.untainted,
+            "{} nodes created through the {:?} came back {} the taint",
+            report.through_admission.untainted,
+            args.mechanism,
             if args.unchanged { "with" } else { "without" }
         );
     }
@@ -455,13 +544,17 @@ fn print(r: &Report) {
             format!("{} (n={})", q(b), b.count)
         })
     };
+    let (through, mechanism) = match r.mechanism {
+        Mechanism::Webhook => ("CREATE through the webhook", "webhook"),
+        Mechanism::Policy => ("CREATE through the policy", "policy"),
+    };
     println!(
         "nodes of each kind: {}, chunks of {}, {} in flight",
         r.nodes, r.chunk, r.concurrency
     );
     println!("                              p50 / p90 / p99             creates/s   wall");
     for (name, k) in [
-        ("CREATE through the webhook", &r.through_webhook),
+        (through, &r.through_admission),
         ("CREATE tainted by the client", &r.tainted_by_client),
     ] {
         println!(
@@ -471,7 +564,10 @@ fn print(r: &Report) {
             k.wall_s
         );
     }
-    println!("wall time with / without the webhook: {:.3}", r.wall_ratio);
+    println!(
+        "wall time with / without the {mechanism}: {:.3}",
+        r.wall_ratio
+    );
     println!(
         "nodegate's handling (server side):  {}",
         opt(&r.webhook_server_ms)

@@ -113,7 +113,7 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- if .otlpEndpoint }}{{ $a = append $a (printf "--otlp-endpoint=%s" .otlpEndpoint) }}{{ end -}}
 {{- end -}}
 {{- with .Values.webhook -}}
-{{- if .enabled -}}
+{{- if eq (include "nodegate.admission" $) "webhook" -}}
 {{- $fullname := include "nodegate.fullname" $ -}}
 {{- $a = append $a (printf "--webhook-addr=%s" (include "nodegate.webhookAddr" $)) -}}
 {{- if .certManager.enabled -}}
@@ -140,4 +140,30 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- end -}}
 {{- range .Values.extraArgs }}{{ $a = append $a (toString .) }}{{ end -}}
 {{- toYaml $a -}}
+{{- end -}}
+
+{{/* How the startup taint is put on at Node CREATE: policy, webhook or none.
+`admission` empty picks policy when the API server serves
+MutatingAdmissionPolicy in admissionregistration.k8s.io/v1 (Kubernetes 1.36+),
+else webhook. `helm template` knows only what --api-versions and
+--kube-version tell it. */}}
+{{- define "nodegate.admission" -}}
+{{- $mode := toString (.Values.admission | default "") -}}
+{{- if eq $mode "" -}}
+{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" -}}
+policy
+{{- else -}}
+webhook
+{{- end -}}
+{{- else if has $mode (list "policy" "webhook" "none") -}}
+{{- $mode -}}
+{{- else -}}
+{{- fail (printf "admission must be policy, webhook or none (or empty: policy where the API server serves MutatingAdmissionPolicy), got %q" $mode) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A managed taint KEY[:EFFECT] as KEY:EFFECT (NoSchedule when no effect is
+given, as nodegate's --taint does). */}}
+{{- define "nodegate.taintKeyEffect" -}}
+{{- if contains ":" . -}}{{ . }}{{- else -}}{{ printf "%s:NoSchedule" . }}{{- end -}}
 {{- end -}}
