@@ -240,7 +240,7 @@ settings! {
         /// replica serves it, followers too. Default: off.
         webhook_addr: option(String) {
             flag: "webhook-addr", value: "HOST:PORT", key: "webhookAddr",
-            docs: "off", helm: "webhook.enabled", reload: restart,
+            docs: "off", helm: "admission", reload: restart,
         }
         /// The webhook's serving certificate from a directory holding tls.crt
         /// and tls.key (e.g. a cert-manager Secret mounted there), re-read when
