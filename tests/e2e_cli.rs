@@ -435,9 +435,18 @@ async fn uninstall_cleans_nodegates_taints_keeps_foreign_ones_and_waits_for_the_
             .create_node(&fake_node(name, &[], &[foreign, taint]))
             .await;
     }
+    // An operator's taint under the rule's key and effect, which the rule
+    // never put on (no record on the node): it stays.
+    let by_hand = ("example.com/gpu-broken", "true", "NoExecute");
     cluster
-        .create_node(&fake_node("u-foreign", &[], &[foreign]))
+        .create_node(&fake_node("u-foreign", &[], &[foreign, by_hand]))
         .await;
+    annotate(
+        &nodes,
+        "u-rule",
+        json!({"nodegate.dev/condition-taints": "gpu"}),
+    )
+    .await;
     annotate(
         &nodes,
         "u-start",
@@ -520,7 +529,11 @@ async fn uninstall_cleans_nodegates_taints_keeps_foreign_ones_and_waits_for_the_
     }
     assert_eq!(
         taints(&nodes, "u-foreign").await,
-        ["example.com/foreign:NoSchedule"]
+        [
+            "example.com/foreign:NoSchedule",
+            "example.com/gpu-broken:NoExecute"
+        ],
+        "a rule's key put on by hand is not nodegate's to take off"
     );
     // Nothing left: a second run changes nothing.
     let (code, out, err) = uninstall("--yes");

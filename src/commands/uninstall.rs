@@ -59,7 +59,11 @@ fn settings(args: &UninstallArgs) -> Result<Settings, ConfigError> {
             managed: gate.placement.managed_taints,
             rule_taints: match args.keep_rule_taints {
                 true => Vec::new(),
-                false => gate.condition_taints.into_iter().map(|r| r.taint).collect(),
+                false => gate
+                    .condition_taints
+                    .into_iter()
+                    .map(|r| (r.name.to_string(), r.taint))
+                    .collect(),
             },
         },
         dry_run: args.dry_run,

@@ -322,8 +322,9 @@ pub struct UninstallArgs {
     pub yes: bool,
 
     /// Leave the condition rules' taints (conditionTaints in --config) on
-    /// the nodes. Without it they go too: a rule's taint on a node is
-    /// taken for the rule's, whoever put it there.
+    /// the nodes. Without it a rule's taint goes where the node records
+    /// that the rule put it on (nodegate.dev/condition-taints); the same
+    /// taint put on by someone else always stays.
     #[arg(long)]
     pub keep_rule_taints: bool,
 

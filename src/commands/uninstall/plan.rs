@@ -4,12 +4,14 @@
 //! nodegate's taints are those under `nodegate.dev/` (the prefix nodegate's
 //! own taints use, and the only one the shipped admission policy lets it
 //! write), the managed taints the settings name (a custom startup or re-gate
-//! key) and the taint of every condition rule in the config file. Its
+//! key) and a condition rule's taint where the node records that the rule
+//! put it on (`nodegate.dev/condition-taints`; the same taint put on by
+//! someone else stays, as the rule itself would leave it). Its
 //! annotations are the ones it writes itself; the ones a person writes to
 //! steer it (`suspend`, `open`, `ignore`) are left for that person.
 
 use nodegate_core::annotations::{
-    GATED_SINCE, OPENED_AT, OPENED_BY, PREFIX, REGATED_FOR, TIMED_OUT,
+    CONDITION_TAINTS, GATED_SINCE, OPENED_AT, OPENED_BY, PREFIX, REGATED_FOR, TIMED_OUT,
 };
 use nodegate_core::conditions::rules::same_taint;
 use nodegate_core::model::{NodeInfo, Taint};
@@ -20,23 +22,34 @@ use crate::cluster::patch::pointer_segment;
 
 /// The annotations nodegate writes on a node, all of which uninstall
 /// removes.
-pub const WRITTEN_ANNOTATIONS: [&str; 5] =
-    [OPENED_AT, OPENED_BY, TIMED_OUT, GATED_SINCE, REGATED_FOR];
+pub const WRITTEN_ANNOTATIONS: [&str; 6] = [
+    OPENED_AT,
+    OPENED_BY,
+    TIMED_OUT,
+    GATED_SINCE,
+    REGATED_FOR,
+    CONDITION_TAINTS,
+];
 
 /// Which taints are nodegate's, beyond the `nodegate.dev/` prefix.
 #[derive(Debug, Clone, Default)]
 pub struct Owned {
     /// The startup (and re-gate) taints the settings name.
     pub managed: Vec<ManagedTaint>,
-    /// The condition rules' taints.
-    pub rule_taints: Vec<Taint>,
+    /// The condition rules' names and taints.
+    pub rule_taints: Vec<(String, Taint)>,
 }
 
 impl Owned {
-    pub fn owns(&self, t: &Taint) -> bool {
+    /// Whether `t` on `node` is nodegate's: a rule's taint only where the
+    /// node records the rule as having put it on.
+    pub fn owns(&self, node: &NodeInfo, t: &Taint) -> bool {
         t.key.starts_with(PREFIX)
             || self.managed.iter().any(|m| m.matches(t))
-            || self.rule_taints.iter().any(|r| same_taint(r, t))
+            || self
+                .rule_taints
+                .iter()
+                .any(|(rule, r)| same_taint(r, t) && node.rule_added(rule))
     }
 }
 
@@ -81,7 +94,7 @@ pub fn plan<'a>(
         .taints
         .iter()
         .enumerate()
-        .filter(|(_, t)| owned.owns(t))
+        .filter(|(_, t)| owned.owns(node, t))
         .map(|(i, t)| (i, t.clone()))
         .collect();
     let mut annotations: Vec<String> = annotation_keys
@@ -132,7 +145,7 @@ mod tests {
 
     #[test]
     fn only_nodegates_taints_and_written_annotations_are_planned() {
-        let n = mk_node(
+        let mut n = mk_node(
             "n1",
             &[],
             vec![
@@ -140,11 +153,18 @@ mod tests {
                 t("nodegate.dev/initializing", "NoSchedule"),
                 t("gpu.example.com/unhealthy", "NoSchedule"),
                 t("custom/start", "NoExecute"),
+                t("example.com/out-of-service", "NoExecute"),
             ],
         );
+        n.rule_taints = Some("gpu".into());
         let owned = Owned {
             managed: vec![ManagedTaint::new("custom/start", "NoExecute")],
-            rule_taints: vec![t("gpu.example.com/unhealthy", "NoSchedule")],
+            rule_taints: vec![
+                ("gpu".into(), t("gpu.example.com/unhealthy", "NoSchedule")),
+                // The node does not record this rule: the taint is someone
+                // else's (an operator's), and stays.
+                ("spot".into(), t("example.com/out-of-service", "NoExecute")),
+            ],
         };
         let keys: Vec<String> = [GATED_SINCE, "nodegate.dev/suspend", "other/x", OPENED_AT]
             .map(String::from)
