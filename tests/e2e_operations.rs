@@ -448,8 +448,17 @@ async fn probes_metrics_and_debug_endpoints_answer_as_documented() {
         "{row}"
     );
 
-    let busy = metrics(&addr).await;
-    assert_eq!(metric(&busy, "nodegate_gated_nodes"), Some(1.0), "{busy}");
+    // Scrapes within a second share one page (operations.md, "Metrics"):
+    // the first one after the gate started may predate it.
+    let busy = wait_for("metrics with the gate", Duration::from_secs(10), || async {
+        let t = metrics(&addr).await;
+        if metric(&t, "nodegate_gated_nodes") == Some(1.0) {
+            Ok(t)
+        } else {
+            Err(t)
+        }
+    })
+    .await;
     assert_eq!(metric(&busy, "nodegate_live_actors"), Some(1.0), "{busy}");
     assert!(
         metric(&busy, "nodegate_gate_age_seconds{node=\"node-held\"}").is_some(),
