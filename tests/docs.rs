@@ -773,3 +773,26 @@ fn each_table_check_fails_without_a_row() {
         assert!(wrong.contains(name), "{wrong}");
     }
 }
+
+/// The LICENSE file is the license Cargo.toml and the image's label declare.
+#[test]
+fn the_license_file_is_the_declared_license() {
+    let cargo = read("Cargo.toml");
+    let dockerfile = read("Dockerfile");
+    assert!(
+        cargo.contains("license = \"Apache-2.0\""),
+        "Cargo.toml declares another license; update LICENSE with it"
+    );
+    assert!(
+        dockerfile.contains("org.opencontainers.image.licenses=\"Apache-2.0\""),
+        "the Dockerfile's image label declares another license than Cargo.toml"
+    );
+    let license = read("LICENSE");
+    let head: Vec<&str> = license.lines().take(2).map(str::trim).collect();
+    assert_eq!(
+        head,
+        ["Apache License", "Version 2.0, January 2004"],
+        "LICENSE is not the Apache License 2.0 text"
+    );
+    assert!(license.contains("END OF TERMS AND CONDITIONS"));
+}
