@@ -796,3 +796,107 @@ fn the_license_file_is_the_declared_license() {
     );
     assert!(license.contains("END OF TERMS AND CONDITIONS"));
 }
+
+/// GitHub's anchor for a heading: lower case, spaces to `-`, every character
+/// other than a letter, a digit, `-` or `_` dropped.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors a Markdown file offers: its headings' slugs (outside code
+/// blocks) and its `<a id="…">` tags.
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        if let Some(heading) = line.strip_prefix('#') {
+            found.insert(slug(heading.trim_start_matches('#')));
+        }
+        for (i, tag) in line.match_indices("<a id=\"") {
+            let rest = &line[i + tag.len()..];
+            if let Some((id, _)) = rest.split_once('"') {
+                found.insert(id.to_owned());
+            }
+        }
+    }
+    found
+}
+
+/// Every `[…](FILE.md#anchor)` and `[…](#anchor)` in the tracked Markdown
+/// files names a heading (or an `<a id>`) the target has, so that moving or
+/// renaming a section cannot silently break a link into it.
+#[test]
+fn markdown_links_name_anchors_that_exist() {
+    let out = Command::new("git")
+        .args(["ls-files", "-z", "--", "*.md"])
+        .current_dir(root())
+        .output()
+        .expect("run git ls-files");
+    assert!(out.status.success(), "git ls-files failed");
+    let files = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut checked = 0;
+    let mut broken = Vec::new();
+    for path in files.split('\0').filter(|p| !p.is_empty()) {
+        let text = read(path);
+        let dir = std::path::Path::new(path)
+            .parent()
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        for (i, _) in text.match_indices("](") {
+            let target: String = text[i + 2..].chars().take_while(|c| *c != ')').collect();
+            let Some((file, anchor)) = target.split_once('#') else {
+                continue;
+            };
+            if file.contains("://") || !(file.is_empty() || file.ends_with(".md")) {
+                continue;
+            }
+            let target_path = if file.is_empty() {
+                PathBuf::from(path)
+            } else {
+                dir.join(file)
+            };
+            let Ok(target_text) = std::fs::read_to_string(root().join(&target_path)) else {
+                broken.push(format!("{path}: {target} (no such file)"));
+                continue;
+            };
+            checked += 1;
+            if !anchors(&target_text).contains(anchor) {
+                broken.push(format!("{path}: {target}"));
+            }
+        }
+    }
+    assert!(checked > 0, "no link with an anchor found");
+    assert!(broken.is_empty(), "links to anchors that do not exist: {broken:#?}");
+}
+
+#[test]
+fn slugs_are_githubs() {
+    assert_eq!(
+        slug("A tainted node outside `--node-selector`"),
+        "a-tainted-node-outside---node-selector"
+    );
+    assert_eq!(
+        slug("6.1 At creation: the admission policy or the admission webhook"),
+        "61-at-creation-the-admission-policy-or-the-admission-webhook"
+    );
+    assert_eq!(
+        slug("A re-gated node (`nodegate.dev/degraded`)"),
+        "a-re-gated-node-nodegatedevdegraded"
+    );
+}
