@@ -526,7 +526,11 @@ fn table_rows(doc: &str, heading: &str, first: &str) -> Vec<Vec<String>> {
 
 /// The `code` spans of a cell: `` `a` or `b` `` gives `["a", "b"]`.
 fn code_spans(cell: &str) -> Vec<String> {
-    cell.split('`').skip(1).step_by(2).map(str::to_owned).collect()
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Whether the set of names in a doc's table and in the code agree; the
@@ -554,10 +558,7 @@ fn events_table_disagreement(operations: &str) -> Option<String> {
         .iter()
         .flat_map(|row| code_spans(&row[0]))
         .collect();
-    let in_code: BTreeSet<String> = Reason::ALL
-        .iter()
-        .map(|r| r.as_str().to_owned())
-        .collect();
+    let in_code: BTreeSet<String> = Reason::ALL.iter().map(|r| r.as_str().to_owned()).collect();
     differences("docs/operations.md, Events", &documented, &in_code)
 }
 
@@ -635,8 +636,7 @@ fn metrics_table_disagreement(operations: &str) -> Option<String> {
         .iter()
         .filter_map(|row| {
             let kind = kinds.get(&family(row))?;
-            ((kind == "counter") != row.ends_with("_total"))
-                .then(|| format!("{row} is a {kind}"))
+            ((kind == "counter") != row.ends_with("_total")).then(|| format!("{row} is a {kind}"))
         })
         .collect();
     let wrong = differences("docs/operations.md, Metrics", &documented, &registered);
@@ -772,6 +772,29 @@ fn each_table_check_fails_without_a_row() {
         let wrong = wrong.unwrap_or_else(|| panic!("a missing {name} row went unnoticed"));
         assert!(wrong.contains(name), "{wrong}");
     }
+    // And a row for something the code does not have.
+    let renamed = [
+        (
+            events_table_disagreement(&operations.replace("`GateWouldOpen`", "`GateMightOpen`")),
+            "GateMightOpen",
+        ),
+        (
+            metrics_table_disagreement(
+                &operations.replace("`nodegate_live_actors`", "`nodegate_live_actors_total`"),
+            ),
+            "nodegate_live_actors_total is a gauge",
+        ),
+        (
+            annotations_table_disagreement(
+                &configuration.replace("`nodegate.dev/timed-out`", "`nodegate.dev/timedout`"),
+            ),
+            "nodegate.dev/timedout",
+        ),
+    ];
+    for (wrong, name) in renamed {
+        let wrong = wrong.unwrap_or_else(|| panic!("a row for {name} went unnoticed"));
+        assert!(wrong.contains(name), "{wrong}");
+    }
 }
 
 /// The LICENSE file is the license Cargo.toml and the image's label declare.
@@ -882,7 +905,10 @@ fn markdown_links_name_anchors_that_exist() {
         }
     }
     assert!(checked > 0, "no link with an anchor found");
-    assert!(broken.is_empty(), "links to anchors that do not exist: {broken:#?}");
+    assert!(
+        broken.is_empty(),
+        "links to anchors that do not exist: {broken:#?}"
+    );
 }
 
 #[test]
