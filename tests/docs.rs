@@ -926,3 +926,22 @@ fn slugs_are_githubs() {
         "a-re-gated-node-nodegatedevdegraded"
     );
 }
+
+/// Every long flag of `nodegate status --help` is named in its section of
+/// docs/operations.md (the run flags are checked above, row by row).
+#[test]
+fn every_status_flag_is_in_its_section_of_operations() {
+    let operations = read("docs/operations.md");
+    let section = operations
+        .split("\n## ")
+        .find(|s| s.starts_with("`nodegate status`"))
+        .expect("docs/operations.md has a `## nodegate status` section");
+    let missing: Vec<_> = long_flags("status")
+        .into_iter()
+        .filter(|f| !mentions(section, f))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "flags of `nodegate status` not in docs/operations.md's `nodegate status` section: {missing:?}"
+    );
+}
