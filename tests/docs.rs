@@ -497,3 +497,451 @@ fn the_reload_table_lists_every_key_in_its_class() {
         "keys missing from their row of docs/configuration.md's reload table: {wrong:?}"
     );
 }
+
+// The reference tables of docs/operations.md (Events, metrics) and
+// docs/configuration.md (annotations), checked against the code in both
+// directions where the code has a complete list: a row nobody can produce
+// is as misleading as a missing one.
+
+/// The rows of the table whose header's first cell is `first` in the section
+/// `## heading` of `doc`: each row's cells.
+fn table_rows(doc: &str, heading: &str, first: &str) -> Vec<Vec<String>> {
+    let section: String = doc
+        .split("\n## ")
+        .find(|s| s.starts_with(heading) && s[heading.len()..].starts_with('\n'))
+        .unwrap_or_else(|| panic!("no section `## {heading}`"))
+        .to_owned();
+    let mut rows = section
+        .lines()
+        .skip_while(|l| cells(l).is_none_or(|c| c.first().map(String::as_str) != Some(first)))
+        .map_while(cells)
+        .skip(2) // the header and its `| --- |` line
+        .peekable();
+    assert!(
+        rows.peek().is_some(),
+        "`## {heading}` has no table headed `| {first} | … |`"
+    );
+    rows.collect()
+}
+
+/// The `code` spans of a cell: `` `a` or `b` `` gives `["a", "b"]`.
+fn code_spans(cell: &str) -> Vec<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether the set of names in a doc's table and in the code agree; the
+/// message names what is missing on each side.
+fn differences(
+    table: &str,
+    documented: &BTreeSet<String>,
+    in_code: &BTreeSet<String>,
+) -> Option<String> {
+    let undocumented: Vec<_> = in_code.difference(documented).collect();
+    let unknown: Vec<_> = documented.difference(in_code).collect();
+    (!undocumented.is_empty() || !unknown.is_empty()).then(|| {
+        format!(
+            "{table}: in the code but no row: {undocumented:?}; a row but not in the code: {unknown:?}"
+        )
+    })
+}
+
+/// Event reasons: `nodegate_core::gate::Reason::ALL` is every reason the
+/// writer can send (the Event's reason is a `Reason`; see
+/// src/cluster/writer.rs), and the table's first column names them.
+fn events_table_disagreement(operations: &str) -> Option<String> {
+    use nodegate_core::gate::Reason;
+    let documented: BTreeSet<String> = table_rows(operations, "Events", "reason")
+        .iter()
+        .flat_map(|row| code_spans(&row[0]))
+        .collect();
+    let in_code: BTreeSet<String> = Reason::ALL.iter().map(|r| r.as_str().to_owned()).collect();
+    differences("docs/operations.md, Events", &documented, &in_code)
+}
+
+#[test]
+fn the_events_table_lists_every_reason_the_code_records() {
+    let operations = read("docs/operations.md");
+    if let Some(wrong) = events_table_disagreement(&operations) {
+        panic!("{wrong}");
+    }
+}
+
+/// The metric families nodegate registers, `nodegate_` and the name each
+/// `.register("NAME", …)` call under src/serve/metrics* gives (the registry
+/// is `Registry::with_prefix("nodegate")`). Read from the source because
+/// prometheus-client neither lists a registry's families nor writes a family
+/// without series (a gauge per node, a counter per rule) into a scrape;
+/// [`scraped_kinds`] checks this reading against what a scrape does show.
+fn registered_metrics() -> BTreeSet<String> {
+    let dir = root().join("src/serve/metrics");
+    let mut files = vec![root().join("src/serve/metrics.rs")];
+    files.extend(
+        std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+            .filter_map(|e| Some(e.ok()?.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+            .filter(|p| !p.ends_with("tests.rs")),
+    );
+    let mut names = BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
+        for (i, call) in text.match_indices(".register(") {
+            let after = &text[i + call.len()..];
+            let name = after
+                .split_once('"')
+                .and_then(|(_, rest)| rest.split_once('"'))
+                .map(|(name, _)| name)
+                .unwrap_or_else(|| panic!("{}: a .register( without a name", file.display()));
+            names.insert(format!("nodegate_{name}"));
+        }
+    }
+    names
+}
+
+/// The kind (`counter`, `gauge`, `histogram`) of each family a fresh
+/// registry writes into a scrape, from its `# TYPE NAME KIND` lines.
+fn scraped_kinds() -> std::collections::BTreeMap<String, String> {
+    use nodegate::cluster::leader::Leadership;
+    use nodegate::serve::metrics::Metrics;
+    let scrape = Metrics::new(std::sync::Arc::new(Leadership::always()))
+        .encode()
+        .expect("encode the metrics registry");
+    scrape
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(name, kind)| (name.to_owned(), kind.trim().to_owned()))
+        .collect()
+}
+
+/// A row names a family as a scrape's samples do: a counter with `_total`.
+fn metrics_table_disagreement(operations: &str) -> Option<String> {
+    let rows: Vec<String> = table_rows(operations, "Metrics", "metric")
+        .iter()
+        .flat_map(|row| code_spans(&row[0]))
+        .collect();
+    let registered = registered_metrics();
+    let family = |row: &str| match row.strip_suffix("_total") {
+        Some(base) if !registered.contains(row) => base.to_owned(),
+        _ => row.to_owned(),
+    };
+    let documented: BTreeSet<String> = rows.iter().map(|r| family(r)).collect();
+    let kinds = scraped_kinds();
+    let misspelled: Vec<String> = rows
+        .iter()
+        .filter_map(|row| {
+            let kind = kinds.get(&family(row))?;
+            ((kind == "counter") != row.ends_with("_total")).then(|| format!("{row} is a {kind}"))
+        })
+        .collect();
+    let wrong = differences("docs/operations.md, Metrics", &documented, &registered);
+    match (wrong, misspelled.is_empty()) {
+        (None, true) => None,
+        (wrong, _) => Some(format!(
+            "{}; counters end in _total, others do not: {misspelled:?}",
+            wrong.unwrap_or_default()
+        )),
+    }
+}
+
+#[test]
+fn the_metrics_table_lists_every_registered_family() {
+    let registered = registered_metrics();
+    let scraped = scraped_kinds();
+    assert!(
+        scraped.len() > 20,
+        "a fresh registry wrote few families: {scraped:?}"
+    );
+    let unread: Vec<_> = scraped
+        .keys()
+        .filter(|name| !registered.contains(*name))
+        .collect();
+    assert!(
+        unread.is_empty(),
+        "families in a scrape that the reading of src/serve/metrics* missed: {unread:?}"
+    );
+    let operations = read("docs/operations.md");
+    if let Some(wrong) = metrics_table_disagreement(&operations) {
+        panic!("{wrong}");
+    }
+}
+
+/// The annotation keys defined in actors/core/src/annotations.rs. The module
+/// has constants, not a list, so this reads its source: every line
+/// `pub const NAME: &str = "nodegate.dev/…";`, less `PREFIX` (the prefix
+/// alone) and `REPORTING_CONTROLLER` (an Event field, not an annotation).
+/// Two keys share one spelling (`ignore`, on a Node and on a DaemonSet).
+/// The constants checked below by name keep this reading honest.
+fn annotation_keys() -> BTreeSet<String> {
+    read("actors/core/src/annotations.rs")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub const "))
+        .filter_map(|l| l.split_once(": &str = \""))
+        .filter(|(name, _)| !matches!(*name, "PREFIX" | "REPORTING_CONTROLLER"))
+        .filter_map(|(_, value)| value.strip_suffix("\";"))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn annotations_table_disagreement(configuration: &str) -> Option<String> {
+    let documented: BTreeSet<String> = table_rows(configuration, "Annotations", "annotation")
+        .iter()
+        .flat_map(|row| code_spans(&row[0]))
+        // `nodegate.dev/ignore: "true"`: the key, without its value.
+        .map(|span| span.split(':').next().unwrap_or_default().to_owned())
+        .collect();
+    differences(
+        "docs/configuration.md, Annotations",
+        &documented,
+        &annotation_keys(),
+    )
+}
+
+#[test]
+fn the_annotations_table_lists_every_annotation_constant() {
+    use nodegate_core::annotations as a;
+    let keys = annotation_keys();
+    for constant in [
+        a::OPENED_AT,
+        a::OPENED_BY,
+        a::TIMED_OUT,
+        a::GATED_SINCE,
+        a::REGATED_FOR,
+        a::CONDITION_TAINTS,
+        a::SUSPEND,
+        a::OPEN,
+        a::NODE_IGNORE,
+        a::DAEMONSET_IGNORE,
+        a::CSI_DRIVER,
+        a::POD_READY,
+    ] {
+        assert!(
+            keys.contains(constant),
+            "{constant} not read from actors/core/src/annotations.rs: {keys:?}"
+        );
+    }
+    assert!(keys.iter().all(|k| k.starts_with(a::PREFIX)), "{keys:?}");
+    let configuration = read("docs/configuration.md");
+    if let Some(wrong) = annotations_table_disagreement(&configuration) {
+        panic!("{wrong}");
+    }
+}
+
+/// Drops the table row of `doc` whose first cell holds `` `name` ``.
+fn without_row(doc: &str, name: &str) -> String {
+    let spelled = format!("`{name}");
+    let mut dropped = 0;
+    let kept: Vec<&str> = doc
+        .lines()
+        .filter(|l| {
+            let hit = cells(l).is_some_and(|c| c[0].starts_with(&spelled));
+            dropped += usize::from(hit);
+            !hit
+        })
+        .collect();
+    assert!(dropped > 0, "no row for {name}");
+    kept.join("\n")
+}
+
+/// Each check bites: with one row taken out of the real document, it names
+/// what is missing.
+#[test]
+fn each_table_check_fails_without_a_row() {
+    let operations = read("docs/operations.md");
+    let configuration = read("docs/configuration.md");
+    let cases = [
+        (
+            events_table_disagreement(&without_row(&operations, "RegateBudgetExhausted")),
+            "RegateBudgetExhausted",
+        ),
+        (
+            metrics_table_disagreement(&without_row(&operations, "nodegate_regated_nodes")),
+            "nodegate_regated_nodes",
+        ),
+        (
+            annotations_table_disagreement(&without_row(&configuration, "nodegate.dev/suspend")),
+            "nodegate.dev/suspend",
+        ),
+    ];
+    for (wrong, name) in cases {
+        let wrong = wrong.unwrap_or_else(|| panic!("a missing {name} row went unnoticed"));
+        assert!(wrong.contains(name), "{wrong}");
+    }
+    // And a row for something the code does not have.
+    let renamed = [
+        (
+            events_table_disagreement(&operations.replace("`GateWouldOpen`", "`GateMightOpen`")),
+            "GateMightOpen",
+        ),
+        (
+            metrics_table_disagreement(
+                &operations.replace("`nodegate_live_actors`", "`nodegate_live_actors_total`"),
+            ),
+            "nodegate_live_actors_total is a gauge",
+        ),
+        (
+            annotations_table_disagreement(
+                &configuration.replace("`nodegate.dev/timed-out`", "`nodegate.dev/timedout`"),
+            ),
+            "nodegate.dev/timedout",
+        ),
+    ];
+    for (wrong, name) in renamed {
+        let wrong = wrong.unwrap_or_else(|| panic!("a row for {name} went unnoticed"));
+        assert!(wrong.contains(name), "{wrong}");
+    }
+}
+
+/// The LICENSE file is the license Cargo.toml and the image's label declare.
+#[test]
+fn the_license_file_is_the_declared_license() {
+    let cargo = read("Cargo.toml");
+    let dockerfile = read("Dockerfile");
+    assert!(
+        cargo.contains("license = \"Apache-2.0\""),
+        "Cargo.toml declares another license; update LICENSE with it"
+    );
+    assert!(
+        dockerfile.contains("org.opencontainers.image.licenses=\"Apache-2.0\""),
+        "the Dockerfile's image label declares another license than Cargo.toml"
+    );
+    let license = read("LICENSE");
+    let head: Vec<&str> = license.lines().take(2).map(str::trim).collect();
+    assert_eq!(
+        head,
+        ["Apache License", "Version 2.0, January 2004"],
+        "LICENSE is not the Apache License 2.0 text"
+    );
+    assert!(license.contains("END OF TERMS AND CONDITIONS"));
+}
+
+/// GitHub's anchor for a heading: lower case, spaces to `-`, every character
+/// other than a letter, a digit, `-` or `_` dropped.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors a Markdown file offers: its headings' slugs (outside code
+/// blocks) and its `<a id="…">` tags.
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if in_code {
+            continue;
+        }
+        if let Some(heading) = line.strip_prefix('#') {
+            found.insert(slug(heading.trim_start_matches('#')));
+        }
+        for (i, tag) in line.match_indices("<a id=\"") {
+            let rest = &line[i + tag.len()..];
+            if let Some((id, _)) = rest.split_once('"') {
+                found.insert(id.to_owned());
+            }
+        }
+    }
+    found
+}
+
+/// Every `[…](FILE.md#anchor)` and `[…](#anchor)` in the tracked Markdown
+/// files names a heading (or an `<a id>`) the target has, so that moving or
+/// renaming a section cannot silently break a link into it.
+#[test]
+fn markdown_links_name_anchors_that_exist() {
+    let out = Command::new("git")
+        .args(["ls-files", "-z", "--", "*.md"])
+        .current_dir(root())
+        .output()
+        .expect("run git ls-files");
+    assert!(out.status.success(), "git ls-files failed");
+    let files = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut checked = 0;
+    let mut broken = Vec::new();
+    for path in files.split('\0').filter(|p| !p.is_empty()) {
+        let text = read(path);
+        let dir = std::path::Path::new(path)
+            .parent()
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        for (i, _) in text.match_indices("](") {
+            let target: String = text[i + 2..].chars().take_while(|c| *c != ')').collect();
+            let Some((file, anchor)) = target.split_once('#') else {
+                continue;
+            };
+            if file.contains("://") || !(file.is_empty() || file.ends_with(".md")) {
+                continue;
+            }
+            let target_path = if file.is_empty() {
+                PathBuf::from(path)
+            } else {
+                dir.join(file)
+            };
+            let Ok(target_text) = std::fs::read_to_string(root().join(&target_path)) else {
+                broken.push(format!("{path}: {target} (no such file)"));
+                continue;
+            };
+            checked += 1;
+            if !anchors(&target_text).contains(anchor) {
+                broken.push(format!("{path}: {target}"));
+            }
+        }
+    }
+    assert!(checked > 0, "no link with an anchor found");
+    assert!(
+        broken.is_empty(),
+        "links to anchors that do not exist: {broken:#?}"
+    );
+}
+
+#[test]
+fn slugs_are_githubs() {
+    assert_eq!(
+        slug("A tainted node outside `--node-selector`"),
+        "a-tainted-node-outside---node-selector"
+    );
+    assert_eq!(
+        slug("6.1 At creation: the admission policy or the admission webhook"),
+        "61-at-creation-the-admission-policy-or-the-admission-webhook"
+    );
+    assert_eq!(
+        slug("A re-gated node (`nodegate.dev/degraded`)"),
+        "a-re-gated-node-nodegatedevdegraded"
+    );
+}
+
+/// Every long flag of `nodegate status --help` is named in its section of
+/// docs/operations.md (the run flags are checked above, row by row).
+#[test]
+fn every_status_flag_is_in_its_section_of_operations() {
+    let operations = read("docs/operations.md");
+    let section = operations
+        .split("\n## ")
+        .find(|s| s.starts_with("`nodegate status`"))
+        .expect("docs/operations.md has a `## nodegate status` section");
+    let missing: Vec<_> = long_flags("status")
+        .into_iter()
+        .filter(|f| !mentions(section, f))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "flags of `nodegate status` not in docs/operations.md's `nodegate status` section: {missing:?}"
+    );
+}
