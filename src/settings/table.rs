@@ -15,14 +15,12 @@
 //!   replace the file's list; else `default:` (a list) or empty.
 
 use nodegate_core::budget::MaxUnavailable;
-use nodegate_core::conditions::CriticalCondition;
 use nodegate_core::gate::{DEFAULT_TIMEOUT, OnTimeout};
 use nodegate_core::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
-use nodegate_core::readiness::CriticalPodEntry;
 use nodegate_core::regate::DEFAULT_REGATE_TAINT_KEY;
 
 use super::cli::LogFormat;
-use super::config::RawRule;
+use super::config::{RawCriticalCondition, RawCriticalPod, RawRule};
 use super::define::Setting;
 
 settings! {
@@ -294,11 +292,11 @@ settings! {
         /// Decide and journal, write nothing (semantics.md §6.6).
         suspend: bool => "suspend" { docs: "off", reload: live }
         /// Pods other than DaemonSet pods that must be Ready on a gated node.
-        critical_pods: Vec<CriticalPodEntry> => "criticalPods" {
+        critical_pods: Vec<RawCriticalPod> => "criticalPods" {
             docs: "none", helm: "config.criticalPods", reload: refuse,
         }
         /// Node conditions waited for like members (semantics.md §6.5).
-        critical_conditions: Vec<CriticalCondition> => "criticalConditions" {
+        critical_conditions: Vec<RawCriticalCondition> => "criticalConditions" {
             docs: "none", reload: live,
         }
         /// Rules that put a taint on nodes matching conditions (semantics.md §6.5).
