@@ -164,8 +164,8 @@ Exit status:
      found a problem; notes do not count)
   1  failure: with --cluster, the cluster could not be read; or the output
      could not be written
-  2  the file is refused (every problem found is named), or, with
-     --cluster, a check against the cluster found a problem";
+  2  bad usage: the file is refused (every problem found is named), or,
+     with --cluster, a check against the cluster found a problem";
 
 /// `nodegate config check FILE`.
 #[derive(Debug, Clone, Args)]

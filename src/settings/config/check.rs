@@ -24,6 +24,11 @@ pub fn check_file(args: &RunArgs) -> Result<RunSettings, Vec<ConfigError>> {
         more.push(gate_settings(&args.gate, &mut f).err());
     }
     if let Some(mut f) = fresh() {
+        // The gate's keys without the lists checked apart below.
+        (f.critical_pods, f.critical_conditions, f.condition_taints) = (None, None, None);
+        more.push(gate_settings(&args.gate, &mut f).err());
+    }
+    if let Some(mut f) = fresh() {
         let _ = GateGiven::merge(&args.gate.flags, &mut f);
         let (pods, conds, rules) = (
             f.critical_pods.take(),
