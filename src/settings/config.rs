@@ -20,7 +20,7 @@ use nodegate_core::placement::{
 };
 use nodegate_core::readiness::{CriticalPodEntry, CriticalPodEntryError};
 use nodegate_core::regate::RegateConfig;
-use nodegate_core::selector::{LabelSelector, check_label_key};
+use nodegate_core::selector::check_label_key;
 use serde::Deserialize;
 
 use crate::settings::cli::{GateArgs, LogFormat, RunArgs, StatusArgs};
@@ -225,17 +225,18 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
         .collect::<Result<BTreeSet<_>, _>>()?;
     let exclude_selector = given
         .exclude_selector
-        .as_deref()
-        .map(|s| selector("--exclude-selector", s))
-        .transpose()?;
+        .as_ref()
+        .map(|s| s.resolve_nodes("--exclude-selector"))
+        .transpose()?
+        .flatten();
     let daemonset_namespaces = daemonset_namespaces(&given.daemonset_namespaces)?;
     let critical = critical_pods(file.critical_pods.take().unwrap_or_default())?;
     let node_selector = given
         .node_selector
-        .as_deref()
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| selector("--node-selector", s))
-        .transpose()?;
+        .as_ref()
+        .map(|s| s.resolve_nodes("--node-selector"))
+        .transpose()?
+        .flatten();
 
     let regate = regate_settings(&given, &managed)?;
     if let Some(rc) = &regate {
@@ -294,10 +295,6 @@ fn total_cap(s: &str) -> Result<Option<nodegate_core::budget::MaxUnavailable>, C
         "100% to leave only re-gating's and each rule's own budget",
     )?;
     Ok((cap != MaxUnavailable::Percent(100)).then_some(cap))
-}
-
-fn selector(flag: &str, s: &str) -> Result<LabelSelector, ConfigError> {
-    LabelSelector::parse(s).map_err(|e| invalid(format!("{flag} {s:?}"), e.to_string()))
 }
 
 /// `--taint`: at least one, each valid.

@@ -20,7 +20,7 @@ use nodegate_core::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
 use nodegate_core::regate::DEFAULT_REGATE_TAINT_KEY;
 
 use super::cli::LogFormat;
-use super::config::{RawCriticalCondition, RawCriticalPod, RawRule};
+use super::config::{FileSelector, RawCriticalCondition, RawCriticalPod, RawRule};
 use super::define::Setting;
 
 settings! {
@@ -46,7 +46,7 @@ settings! {
         }
         /// Never wait for DaemonSets whose labels match this label selector
         /// (kubectl syntax, e.g. 'team=observability,tier notin (debug)').
-        exclude_selector: option(String) {
+        exclude_selector: option(FileSelector) {
             flag: "exclude-selector", value: "SELECTOR", key: "excludeSelector",
             helm: "config.excludeSelector", reload: live,
         }
@@ -60,7 +60,7 @@ settings! {
         }
         /// The nodes nodegate manages at all, a label selector (kubectl syntax):
         /// nodes outside it are never gated or tainted. Default: every node.
-        node_selector: option(String) {
+        node_selector: option(FileSelector) {
             flag: "node-selector", value: "SELECTOR", key: "nodeSelector",
             docs: "every node", helm: "config.managedNodeSelector", reload: live,
         }

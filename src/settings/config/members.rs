@@ -72,6 +72,14 @@ impl<'de> Deserialize<'de> for FileSelector {
     }
 }
 
+/// A flag's value: always the string form.
+impl std::str::FromStr for FileSelector {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(FileSelector::Text(s.to_string()))
+    }
+}
+
 impl FileSelector {
     /// The selector, checked; `at` names the key for the error. An empty
     /// string or map is the empty selector (it matches everything).

@@ -512,6 +512,17 @@ fn every_selector_takes_both_shapes() {
     let (a, b) = (read(rule(map)), read(rule(text)));
     assert_eq!(a.gate.condition_taints, b.gate.condition_taints);
     assert!(a.gate.condition_taints[0].node_selector.is_some());
+    for key in ["nodeSelector", "excludeSelector"] {
+        let (a, b) = (
+            read(format!("{key}: {map}\n")),
+            read(format!("{key}: {text}\n")),
+        );
+        assert_eq!(a.gate.scope, b.gate.scope);
+        assert_eq!(a.gate.placement, b.gate.placement);
+        assert!(
+            a.gate.scope.node_selector.is_some() || a.gate.placement.exclude_selector.is_some()
+        );
+    }
     // A broken one is named with its key, in either shape.
     let e = from_yaml(&pod("app=x", "\"gpu in (a\"")).expect_err("bad selector");
     assert!(e.contains("criticalPods[0] (p).nodeSelector"), "{e}");
