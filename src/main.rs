@@ -11,8 +11,10 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches};
 
 use nodegate::cluster::client::set_process_connection;
-use nodegate::commands::{backfill, completion, explain, output, run, status, uninstall, version};
-use nodegate::settings::cli::{Cli, ClusterArgs, Command, LogFormat};
+use nodegate::commands::{
+    backfill, completion, config_check, explain, output, run, status, uninstall, version,
+};
+use nodegate::settings::cli::{Cli, ClusterArgs, Command, ConfigCommand, LogFormat};
 use nodegate::settings::config;
 use nodegate::{Error, Result};
 
@@ -71,6 +73,7 @@ fn connect_flags(mut cli: Cli) -> std::result::Result<Command, Error> {
         Command::Backfill(a) => a.cluster = a.cluster.or(outer),
         Command::Uninstall(a) => a.cluster = a.cluster.or(outer),
         Command::Version(a) => a.cluster = a.cluster.or(outer),
+        Command::Config(ConfigCommand::Check(a)) => a.cluster = a.cluster.or(outer),
         Command::Run(_) | Command::Completion(_) => {}
     }
     set_process_connection(output::connection(outer)?);
@@ -119,6 +122,7 @@ fn main() -> ExitCode {
         Command::Uninstall(args) => runtime.block_on(uninstall::main(args)),
         Command::Version(args) => runtime.block_on(version::main(args)),
         Command::Completion(args) => completion::main(args),
+        Command::Config(ConfigCommand::Check(args)) => runtime.block_on(config_check::main(args)),
     };
     exit(result, logging)
 }

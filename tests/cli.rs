@@ -125,6 +125,7 @@ fn every_help_lists_the_exit_statuses() {
         &["uninstall"],
         &["version"],
         &["completion"],
+        &["config", "check"],
     ] {
         let args: Vec<&str> = cmd.iter().copied().chain(["--help"]).collect();
         let (code, out, _) = run_as(bin(), &args);
@@ -197,4 +198,95 @@ fn uninstall_wants_dry_run_or_yes() {
     assert!(err.contains("--dry-run") && err.contains("--yes"), "{err}");
     let (code, _, err) = run_as(bin(), &["uninstall", "--dry-run", "--yes"]);
     assert_eq!(code, 2, "{err}");
+}
+
+/// Writes `yaml` to a fresh file; the directory lives as long as the path.
+fn config_file(yaml: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("nodegate.yaml");
+    std::fs::write(&path, yaml).expect("write config");
+    let shown = path.to_str().expect("utf-8 path").to_string();
+    (dir, shown)
+}
+
+/// Issue 25: `config check` on a good file, offline (the kubeconfig cannot
+/// work): exit 0 and the settings it means, as text and as JSON.
+#[test]
+fn config_check_prints_what_a_good_file_means_offline() {
+    let yaml = "timeout: 5m\nnodeSelector: pool=gpu\ncriticalPods:\n- name: gpu\n  namespace: kube-system\n  selector: app=gpu\n  nodeSelector: {matchLabels: {gpu: \"true\"}}\n";
+    let (_dir, path) = config_file(yaml);
+    let (code, out, err) = run_as(bin(), &["config", "check", &path]);
+    assert_eq!(code, 0, "{err}");
+    for want in [
+        "is valid",
+        "timeout: 5m",
+        "nodeSelector: pool=gpu",
+        "selector: app=gpu",
+        "gpu=true",
+    ] {
+        assert!(out.contains(want), "{want:?} not in\n{out}");
+    }
+    let (code, out, err) = run_as(bin(), &["config", "check", "-o", "json", &path]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["settings"]["criticalPods"][0]["nodeSelector"], "gpu=true");
+    let (code, out, _) = run_as(bin(), &["config", "check", "--help"]);
+    assert!(code == 0 && out.contains("Exit status:") && out.contains("the file is refused"));
+}
+
+/// Issue 25: `config check` on bad files: exit 2, every independent problem
+/// named, the typo with its suggestion; `-o json` lists them on stdout.
+#[test]
+fn config_check_names_every_problem_of_a_bad_file() {
+    let (_dir, path) = config_file(
+        "criticalPods:\n- name: gpu\n  namespace: kube-system\n  selector: {matchLabels: {app: gpu}}\n  nodeSelector: {matchLabel: {gpu: \"true\"}}\n",
+    );
+    let (code, out, err) = run_as(bin(), &["config", "check", &path]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("unknown key `matchLabel`; did you mean `matchLabels`?"),
+        "{err}"
+    );
+    assert!(err.contains("line 5"), "{err}");
+    let (_dir2, path) = config_file(
+        "timeout: soon\nmaxUnavailable: 0\ncriticalPods:\n- {name: p, namespace: kube-system}\n",
+    );
+    let (code, out, _) = run_as(bin(), &["config", "check", "-o", "json", &path]);
+    assert_eq!(code, 2, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["valid"], false);
+    let all = v["problems"].to_string();
+    for want in ["soon", "--max-unavailable \\\"0\\\"", "criticalPods[0] (p)"] {
+        assert!(all.contains(want), "{want:?} not in {all}");
+    }
+}
+
+/// Issue 25: an endless file (/dev/zero) and a 1 GiB one are refused after
+/// the 1 MiB cap: at once, in bounded memory (the old code read them whole:
+/// 16.5 GB of RSS for /dev/zero before it was killed). Bounded memory is
+/// checked with an address-space limit the old code could not stay under.
+#[test]
+fn an_endless_or_huge_config_file_is_refused_with_bounded_memory() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let huge = dir.path().join("huge.yaml");
+    let f = std::fs::File::create(&huge).expect("create");
+    f.set_len(1 << 30).expect("sparse 1 GiB file");
+    for file in ["/dev/zero", huge.to_str().expect("utf-8 path")] {
+        for cmd in [&["config", "check"][..], &["run", "--config"]] {
+            // 1 GiB of address space: enough for the binary, not for the file.
+            let script = format!("ulimit -v 1048576; exec \"$0\" {} {file}", cmd.join(" "));
+            let out = Command::new("sh")
+                .args(["-c", &script, env!("CARGO_BIN_EXE_nodegate")])
+                .env("KUBECONFIG", "/nonexistent/nodegate-test-kubeconfig")
+                .output()
+                .expect("run nodegate");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{cmd:?} {file}: {err}");
+            assert!(
+                err.contains("larger than 1024 KiB"),
+                "{cmd:?} {file}: {err}"
+            );
+        }
+    }
 }

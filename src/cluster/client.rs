@@ -84,7 +84,17 @@ pub async fn client() -> Result<kube::Client> {
 /// `--kubeconfig` or `--context`: the in-cluster service account, else
 /// `KUBECONFIG` / `~/.kube/config` (kube's inference, as kubectl's).
 pub async fn client_for(c: &Connection) -> Result<kube::Client> {
+    client_impersonating(c, None).await
+}
+
+/// [`client_for`], acting as `user` (kubectl's `--as`) when given: the API
+/// server judges each request as that user's, admission policies included.
+/// The credentials must be allowed to impersonate.
+pub async fn client_impersonating(c: &Connection, user: Option<&str>) -> Result<kube::Client> {
     let mut config = config_for(c).await?;
+    if let Some(user) = user {
+        config.auth_info.impersonate = Some(user.to_string());
+    }
     let agent = format!("nodegate/{}", env!("CARGO_PKG_VERSION"));
     if let Ok(v) = ::http::HeaderValue::from_str(&agent) {
         config.headers.push((::http::header::USER_AGENT, v));

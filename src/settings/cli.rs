@@ -143,6 +143,49 @@ pub enum Command {
     /// `kubectl_complete-nodegate` link to this binary.
     #[command(after_help = COMPLETION_EXIT)]
     Completion(CompletionArgs),
+    /// Work with nodegate's config file without running the controller.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// `nodegate config …`.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Check a config file the way `nodegate run --config FILE` reads it, and
+    /// print the settings it yields. Offline: nothing is sent to any cluster,
+    /// unless --cluster asks for the read-only checks against one.
+    #[command(after_help = CONFIG_CHECK_EXIT)]
+    Check(ConfigCheckArgs),
+}
+
+const CONFIG_CHECK_EXIT: &str = "\
+Exit status:
+  0  the file is valid (and, with --cluster, no check against the cluster
+     found a problem; notes do not count)
+  1  failure: with --cluster, the cluster could not be read; or the output
+     could not be written
+  2  bad usage: the file is refused (every problem found is named), or,
+     with --cluster, a check against the cluster found a problem";
+
+/// `nodegate config check FILE`.
+#[derive(Debug, Clone, Args)]
+pub struct ConfigCheckArgs {
+    /// The config file, as `nodegate run --config FILE` would read it.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Also read the cluster (never write to it): the namespaces and
+    /// DaemonSets the file names, the nodes its selectors match, and whether
+    /// the API server would let its taints be written (a server-side dry run).
+    #[arg(long = "cluster")]
+    pub against_cluster: bool,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// Output format: table (readable text), json or yaml.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: OutputFormat,
 }
 
 /// `--on-timeout`: the core's [`OnTimeout`], each value with what it does.

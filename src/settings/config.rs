@@ -20,7 +20,7 @@ use nodegate_core::placement::{
 };
 use nodegate_core::readiness::{CriticalPodEntry, CriticalPodEntryError};
 use nodegate_core::regate::RegateConfig;
-use nodegate_core::selector::{LabelSelector, check_label_key};
+use nodegate_core::selector::check_label_key;
 use serde::Deserialize;
 
 use crate::settings::cli::{GateArgs, LogFormat, RunArgs, StatusArgs};
@@ -46,10 +46,7 @@ fn invalid(source_: impl Into<String>, message: impl Into<String>) -> ConfigErro
 
 impl FileConfig {
     pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Read {
-            path: path.display().to_string(),
-            err,
-        })?;
+        let text = load::read_capped(path)?;
         Self::parse(&text, &path.display().to_string())
     }
 
@@ -77,6 +74,7 @@ fn yaml_error(text: &str, e: &serde_saphyr::Error) -> String {
         .without_snippet()
         .to_string()
         .replace(", set DuplicateKeyPolicy in Options if acceptable", "");
+    let message = load::explain_unknown_key(&message, text).unwrap_or(message);
     let line = e
         .location()
         .and_then(|l| usize::try_from(l.line()).ok())
@@ -227,17 +225,18 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
         .collect::<Result<BTreeSet<_>, _>>()?;
     let exclude_selector = given
         .exclude_selector
-        .as_deref()
-        .map(|s| selector("--exclude-selector", s))
-        .transpose()?;
+        .as_ref()
+        .map(|s| s.resolve_nodes("--exclude-selector"))
+        .transpose()?
+        .flatten();
     let daemonset_namespaces = daemonset_namespaces(&given.daemonset_namespaces)?;
     let critical = critical_pods(file.critical_pods.take().unwrap_or_default())?;
     let node_selector = given
         .node_selector
-        .as_deref()
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| selector("--node-selector", s))
-        .transpose()?;
+        .as_ref()
+        .map(|s| s.resolve_nodes("--node-selector"))
+        .transpose()?
+        .flatten();
 
     let regate = regate_settings(&given, &managed)?;
     if let Some(rc) = &regate {
@@ -290,14 +289,12 @@ fn daemonset_namespaces(given: &[String]) -> Result<Option<BTreeSet<String>>, Co
 /// `--max-unavailable`; `None` at 100% (no cap beyond each one's own).
 fn total_cap(s: &str) -> Result<Option<nodegate_core::budget::MaxUnavailable>, ConfigError> {
     use nodegate_core::budget::MaxUnavailable;
-    let cap: MaxUnavailable = s
-        .parse()
-        .map_err(|e| invalid(format!("--max-unavailable {s:?}"), format!("{e}")))?;
+    let cap = values::budget(
+        "--max-unavailable",
+        s,
+        "100% to leave only re-gating's and each rule's own budget",
+    )?;
     Ok((cap != MaxUnavailable::Percent(100)).then_some(cap))
-}
-
-fn selector(flag: &str, s: &str) -> Result<LabelSelector, ConfigError> {
-    LabelSelector::parse(s).map_err(|e| invalid(format!("{flag} {s:?}"), e.to_string()))
 }
 
 /// `--taint`: at least one, each valid.
@@ -328,13 +325,15 @@ fn transient_taints(
 }
 
 /// `criticalPods`: each named once, each valid.
-fn critical_pods(critical: Vec<CriticalPodEntry>) -> Result<Vec<CriticalPodEntry>, ConfigError> {
+fn critical_pods(raw: Vec<RawCriticalPod>) -> Result<Vec<CriticalPodEntry>, ConfigError> {
     let mut names = BTreeSet::new();
-    for (i, c) in critical.iter().enumerate() {
-        let at = format!("criticalPods[{i}] ({})", c.name);
-        if c.name.is_empty() {
+    let mut critical = Vec::new();
+    for (i, r) in raw.iter().enumerate() {
+        let at = format!("criticalPods[{i}] ({})", r.name);
+        if r.name.is_empty() {
             return Err(invalid(format!("criticalPods[{i}]"), "needs a name"));
         }
+        let c = r.entry(&at)?;
         if !names.insert(c.name.clone()) {
             return Err(invalid(at, "the name is used twice"));
         }
@@ -351,6 +350,7 @@ fn critical_pods(critical: Vec<CriticalPodEntry>) -> Result<Vec<CriticalPodEntry
                 invalid(format!("{at}.nodeSelector"), source.to_string())
             }
         })?;
+        critical.push(c);
     }
     Ok(critical)
 }
@@ -363,6 +363,16 @@ pub fn run_settings(args: &RunArgs) -> Result<RunSettings, ConfigError> {
 /// reads the file once, to compare and to parse the same bytes).
 pub fn run_settings_from(args: &RunArgs, mut file: FileConfig) -> Result<RunSettings, ConfigError> {
     let gate = gate_settings(&args.gate, &mut file)?;
+    run_part(args, gate, file)
+}
+
+/// The `run` group's settings over the gate's: what [`run_settings_from`]
+/// checks once the gate settings are in.
+fn run_part(
+    args: &RunArgs,
+    gate: GateSettings,
+    mut file: FileConfig,
+) -> Result<RunSettings, ConfigError> {
     let given = RunGiven::merge(&args.flags, &mut file);
 
     let timeout = timeout_setting(&given.timeout)?;
@@ -518,6 +528,10 @@ pub fn status_settings(args: &StatusArgs) -> Result<StatusSettings, ConfigError>
 
 mod conditions;
 pub use conditions::RawRule;
+pub mod check;
+pub mod load;
+mod members;
+pub use members::{FileSelector, RawCriticalCondition, RawCriticalPod};
 mod entrances;
 pub use entrances::{NetSettings, WebhookCerts, WebhookSettings};
 use entrances::{net_settings, webhook_settings};
@@ -527,7 +541,7 @@ use leader::leader_election;
 mod regate;
 use regate::regate_settings;
 mod values;
-use values::{check_dns_label, check_dns_subdomain, parse_addr};
+use values::{budget, check_dns_label, check_dns_subdomain, parse_addr};
 pub use values::{
     parse_duration, parse_exclude, parse_http_addr, parse_managed_taint, parse_transient,
 };

@@ -137,10 +137,8 @@ impl FilePoller {
     }
 
     fn read(&self) -> Result<String, String> {
-        let bytes = std::fs::read(&self.path)
-            .map_err(|e| format!("cannot read config file {}: {e}", self.path.display()))?;
-        String::from_utf8(bytes)
-            .map_err(|_| format!("config file {} is not UTF-8 text", self.path.display()))
+        // Capped like the first read: a reload never reads more.
+        crate::settings::config::load::read_capped(&self.path).map_err(|e| e.to_string())
     }
 
     /// Reads the file; `force` (SIGHUP) reports it as changed even if its

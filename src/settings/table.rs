@@ -15,14 +15,12 @@
 //!   replace the file's list; else `default:` (a list) or empty.
 
 use nodegate_core::budget::MaxUnavailable;
-use nodegate_core::conditions::CriticalCondition;
 use nodegate_core::gate::{DEFAULT_TIMEOUT, OnTimeout};
 use nodegate_core::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
-use nodegate_core::readiness::CriticalPodEntry;
 use nodegate_core::regate::DEFAULT_REGATE_TAINT_KEY;
 
 use super::cli::LogFormat;
-use super::config::RawRule;
+use super::config::{FileSelector, RawCriticalCondition, RawCriticalPod, RawRule};
 use super::define::Setting;
 
 settings! {
@@ -48,7 +46,7 @@ settings! {
         }
         /// Never wait for DaemonSets whose labels match this label selector
         /// (kubectl syntax, e.g. 'team=observability,tier notin (debug)').
-        exclude_selector: option(String) {
+        exclude_selector: option(FileSelector) {
             flag: "exclude-selector", value: "SELECTOR", key: "excludeSelector",
             helm: "config.excludeSelector", reload: live,
         }
@@ -62,7 +60,7 @@ settings! {
         }
         /// The nodes nodegate manages at all, a label selector (kubectl syntax):
         /// nodes outside it are never gated or tainted. Default: every node.
-        node_selector: option(String) {
+        node_selector: option(FileSelector) {
             flag: "node-selector", value: "SELECTOR", key: "nodeSelector",
             docs: "every node", helm: "config.managedNodeSelector", reload: live,
         }
@@ -294,11 +292,11 @@ settings! {
         /// Decide and journal, write nothing (semantics.md §6.6).
         suspend: bool => "suspend" { docs: "off", reload: live }
         /// Pods other than DaemonSet pods that must be Ready on a gated node.
-        critical_pods: Vec<CriticalPodEntry> => "criticalPods" {
+        critical_pods: Vec<RawCriticalPod> => "criticalPods" {
             docs: "none", helm: "config.criticalPods", reload: refuse,
         }
         /// Node conditions waited for like members (semantics.md §6.5).
-        critical_conditions: Vec<CriticalCondition> => "criticalConditions" {
+        critical_conditions: Vec<RawCriticalCondition> => "criticalConditions" {
             docs: "none", reload: live,
         }
         /// Rules that put a taint on nodes matching conditions (semantics.md §6.5).

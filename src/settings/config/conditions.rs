@@ -4,7 +4,6 @@
 //! Every error names the entry and the field to fix; both keys are reloaded
 //! with the rest of the gate configuration.
 
-use nodegate_core::budget::MaxUnavailable;
 use nodegate_core::conditions::rules::{
     ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern, validate_rules,
 };
@@ -24,7 +23,7 @@ pub struct RawRule {
     pub conditions: Vec<RawRequirement>,
     #[serde(default, rename = "match")]
     pub match_mode: MatchMode,
-    pub node_selector: Option<String>,
+    pub node_selector: Option<FileSelector>,
     pub taint: RawTaint,
     #[serde(default)]
     pub remove: RemovePolicy,
@@ -58,9 +57,14 @@ pub struct RawTaint {
 
 /// `criticalConditions`, checked.
 pub fn critical_conditions(
-    list: Option<Vec<CriticalCondition>>,
+    raw: Option<Vec<RawCriticalCondition>>,
 ) -> Result<Vec<CriticalCondition>, ConfigError> {
-    let list = list.unwrap_or_default();
+    let list = raw
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .map(|(i, c)| c.condition(&format!("criticalConditions[{i}] ({})", c.type_)))
+        .collect::<Result<Vec<_>, _>>()?;
     validate_critical(&list).map_err(|e| match e {
         CriticalConditionError::NoType { index } => invalid(
             format!("criticalConditions[{index}].type"),
@@ -116,10 +120,7 @@ pub fn condition_taints(
             });
         }
         let node_selector = match &r.node_selector {
-            Some(s) if s.trim().is_empty() => None,
-            Some(s) => Some(
-                LabelSelector::parse(s).map_err(|e| invalid(at("nodeSelector"), e.to_string()))?,
-            ),
+            Some(s) => s.resolve_nodes(&at("nodeSelector"))?,
             None => None,
         };
         let max_unavailable = match &r.max_unavailable {
@@ -130,10 +131,11 @@ pub fn condition_taints(
                     serde_json::Value::String(s) => s.clone(),
                     other => format!("{other:?}"),
                 };
-                Some(
-                    text.parse::<MaxUnavailable>()
-                        .map_err(|e| invalid(at("maxUnavailable"), e.to_string()))?,
-                )
+                Some(budget(
+                    &at("maxUnavailable"),
+                    &text,
+                    "remove the rule to stop it tainting",
+                )?)
             }
         };
         rules.push(ConditionTaintRule {
@@ -155,6 +157,7 @@ pub fn condition_taints(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nodegate_core::budget::MaxUnavailable;
 
     fn settings(yaml: &str) -> Result<GateSettings, String> {
         let mut file = FileConfig::parse(yaml, "c.yaml").map_err(|e| e.to_string())?;

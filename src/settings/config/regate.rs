@@ -51,10 +51,11 @@ pub(super) fn regate_settings(
     }
     let timeout =
         Some(parse_duration("--regate-timeout", &given.regate_timeout)?).filter(|d| !d.is_zero());
-    let s = &given.regate_max_unavailable;
-    let max_unavailable: MaxUnavailable = s
-        .parse()
-        .map_err(|e| invalid(format!("--regate-max-unavailable {s:?}"), format!("{e}")))?;
+    let max_unavailable: MaxUnavailable = super::values::budget(
+        "--regate-max-unavailable",
+        &given.regate_max_unavailable,
+        "turn re-gating off (--regate-after 0)",
+    )?;
     Ok(Some(RegateConfig {
         after,
         taint,

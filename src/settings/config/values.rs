@@ -115,3 +115,27 @@ pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, ConfigError> {
         )
     })
 }
+
+/// A budget (`N` or `P%`) where 0 is refused: every budget lets at least
+/// one node through, so 0 (or 0%) would silently mean 1. `instead` says
+/// what to do when "none" is what a person meant.
+pub fn budget(
+    at: &str,
+    s: &str,
+    instead: &str,
+) -> Result<nodegate_core::budget::MaxUnavailable, ConfigError> {
+    use nodegate_core::budget::MaxUnavailable;
+    let cap: MaxUnavailable = s
+        .parse()
+        .map_err(|e| invalid(format!("{at} {s:?}"), format!("{e}")))?;
+    if matches!(cap, MaxUnavailable::Count(0) | MaxUnavailable::Percent(0)) {
+        return Err(invalid(
+            format!("{at} {s:?}"),
+            format!(
+                "0 cannot be kept: at least one node is always let through, so 0 would \
+                 mean 1; write 1 for one node at a time, or {instead}"
+            ),
+        ));
+    }
+    Ok(cap)
+}

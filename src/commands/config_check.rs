@@ -1,0 +1,110 @@
+//! `nodegate config check FILE`: the config file checked exactly as
+//! `nodegate run --config FILE` checks it (the same code:
+//! `settings::config::check::check_file`), offline, and what it means
+//! printed; with `--cluster`, what the cluster says about it, read without
+//! writing (`cluster`). Exit 0 when valid, 2 when not (every problem
+//! found named), 1 when the cluster cannot be read.
+
+mod cluster;
+mod meaning;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use serde_json::{Value, json};
+
+use crate::commands::output::{connect, connection};
+use crate::error::{EXIT_USAGE, Error, Result};
+use crate::settings::cli::{ConfigCheckArgs, GateArgs, OutputFormat, RunArgs, RunFlags};
+use crate::settings::config::check::check_file;
+
+pub async fn main(args: ConfigCheckArgs) -> Result<ExitCode> {
+    // Checked first, so that a bad flag is exit 2 before anything else.
+    let conn = connection(&args.cluster)?;
+    let run = RunArgs {
+        gate: GateArgs {
+            config: Some(args.file.clone()),
+            ..GateArgs::default()
+        },
+        flags: RunFlags::default(),
+    };
+    let file = args.file.display().to_string();
+    let settings = match check_file(&run) {
+        Ok(s) => s,
+        Err(problems) => {
+            let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            let report = json!({"file": file, "valid": false, "problems": problems});
+            print(&args, &report, || refused(&file, &problems))?;
+            if matches!(args.output, OutputFormat::Table | OutputFormat::Wide) {
+                eprint!("{}", refused(&file, &problems));
+            }
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+    };
+    let meaning = meaning::of(&settings);
+    let findings = if args.against_cluster {
+        let client = connect(&conn).await?;
+        Some(cluster::check(&client, &conn, &settings).await?)
+    } else {
+        None
+    };
+    let failed = findings.iter().flatten().any(|f| f.problem);
+    let report = json!({
+        "file": file,
+        "valid": true,
+        "settings": meaning,
+        "cluster": findings,
+    });
+    print(&args, &report, || readable(&file, &report))?;
+    Ok(if failed {
+        ExitCode::from(EXIT_USAGE)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `-o json|yaml`: the report; the table formats: `text()` (on stdout; a
+/// refused file's text goes to stderr instead, by the caller).
+fn print(args: &ConfigCheckArgs, report: &Value, text: impl FnOnce() -> String) -> Result<()> {
+    let out = match crate::commands::output::encode(report, args.output, "the check's report")? {
+        Some(encoded) => encoded,
+        None if report["valid"] == json!(false) => return Ok(()),
+        None => text(),
+    };
+    std::io::stdout()
+        .write_all(out.as_bytes())
+        .map_err(Error::io("cannot write to stdout"))
+}
+
+fn refused(file: &str, problems: &[String]) -> String {
+    let mut s = format!(
+        "error: config file {file} is refused ({} problem(s)):\n",
+        problems.len()
+    );
+    for p in problems {
+        s.push_str(&format!("  - {p}\n"));
+    }
+    s
+}
+
+/// The valid file's settings as YAML, then the cluster's findings.
+fn readable(file: &str, report: &Value) -> String {
+    let mut s = format!(
+        "config file {file} is valid; `nodegate run --config {file}` (with no flags) runs with:\n\n"
+    );
+    s.push_str(&serde_saphyr::to_string(&report["settings"]).unwrap_or_default());
+    if let Some(findings) = report["cluster"].as_array() {
+        s.push_str("\nAgainst the cluster (read only; taints by server-side dry run):\n");
+        for f in findings {
+            let mark = if f["problem"] == json!(true) {
+                "PROBLEM"
+            } else {
+                "ok"
+            };
+            let key = f["key"].as_str().unwrap_or_default();
+            let message = f["message"].as_str().unwrap_or_default();
+            s.push_str(&format!("  {mark:<7} {key}: {message}\n"));
+        }
+    }
+    s
+}

@@ -1,0 +1,308 @@
+//! `nodegate config check --cluster`: what the cluster says about a valid
+//! config file, read without writing. Every request is a GET or a LIST,
+//! except the taint checks: a server-side dry-run patch (`dryRun=All`,
+//! nothing is stored), sent as nodegate's own ServiceAccount (found from
+//! the ClusterRoleBindings its admission policy reads), so the API server
+//! answers exactly as it would answer nodegate.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use nodegate_core::model::Taint;
+use nodegate_core::selector::LabelSelector;
+use serde::Serialize;
+
+use crate::cluster::client::{Connection, client_impersonating};
+use crate::error::{Error, Result};
+use crate::settings::config::RunSettings;
+
+/// The label on the ClusterRoleBindings that grant nodegate's writes (the
+/// admission policy's parameters).
+const POLICY_SUBJECT_LABEL: &str = "nodegate.dev/policy-subject=true";
+
+/// One thing the cluster showed: a problem (exit 2) or a note.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub problem: bool,
+    /// The config key it is about.
+    pub key: String,
+    pub message: String,
+}
+
+fn problem(key: impl Into<String>, message: impl Into<String>) -> Finding {
+    Finding {
+        problem: true,
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+fn note(key: impl Into<String>, message: impl Into<String>) -> Finding {
+    Finding {
+        problem: false,
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// Every check against the cluster `client` reaches (through `conn`).
+pub async fn check(
+    client: &kube::Client,
+    conn: &Connection,
+    s: &RunSettings,
+) -> Result<Vec<Finding>> {
+    let mut out = Vec::new();
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube("listing nodes"))?
+        .items;
+    let managed: Vec<&Node> = nodes
+        .iter()
+        .filter(|n| selects(s.gate.scope.node_selector.as_ref(), n))
+        .collect();
+    let scope = match &s.gate.scope.node_selector {
+        Some(sel) => format!("nodeSelector {sel:?} matches"),
+        None => "no nodeSelector: nodegate manages".to_string(),
+    };
+    out.push(note(
+        "nodeSelector",
+        format!(
+            "{scope} {} of the cluster's {} nodes",
+            managed.len(),
+            nodes.len()
+        ),
+    ));
+    namespaces(client, s, &mut out).await?;
+    excluded(client, s, &mut out).await?;
+    critical_pods(client, s, &mut out).await?;
+    taints(client, conn, s, &managed, &mut out).await?;
+    Ok(out)
+}
+
+fn selects(sel: Option<&LabelSelector>, node: &Node) -> bool {
+    let labels: BTreeMap<String, String> = node.metadata.labels.clone().unwrap_or_default();
+    sel.is_none_or(|s| s.matches(&labels))
+}
+
+async fn namespaces(client: &kube::Client, s: &RunSettings, out: &mut Vec<Finding>) -> Result<()> {
+    let api = Api::<Namespace>::all(client.clone());
+    for ns in s.gate.placement.daemonset_namespaces.iter().flatten() {
+        match api.get(ns).await {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => out.push(problem(
+                "daemonsetNamespaces",
+                format!("namespace {ns:?} does not exist: no DaemonSet there can be waited for (a typo?)"),
+            )),
+            Err(e) => return Err(Error::kube(format!("reading namespace {ns}"))(e)),
+        }
+    }
+    Ok(())
+}
+
+async fn excluded(client: &kube::Client, s: &RunSettings, out: &mut Vec<Finding>) -> Result<()> {
+    for (ns, name) in &s.gate.placement.excluded {
+        let api = Api::<DaemonSet>::namespaced(client.clone(), ns);
+        match api.get(name).await {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => out.push(problem(
+                "exclude",
+                format!(
+                    "DaemonSet {ns}/{name} does not exist: excluding it does nothing (a typo?)"
+                ),
+            )),
+            Err(e) => return Err(Error::kube(format!("reading DaemonSet {ns}/{name}"))(e)),
+        }
+    }
+    Ok(())
+}
+
+async fn critical_pods(
+    client: &kube::Client,
+    s: &RunSettings,
+    out: &mut Vec<Finding>,
+) -> Result<()> {
+    for c in &s.gate.critical {
+        let key = format!("criticalPods ({})", c.name);
+        match Api::<Namespace>::all(client.clone())
+            .get(&c.namespace)
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => {
+                out.push(problem(
+                    key,
+                    format!(
+                        "namespace {:?} does not exist: gated nodes would wait for this pod until their deadline",
+                        c.namespace
+                    ),
+                ));
+                continue;
+            }
+            Err(e) => return Err(Error::kube(format!("reading namespace {}", c.namespace))(e)),
+        }
+        let lp = ListParams::default().labels(&c.selector.to_string());
+        let pods = Api::<Pod>::namespaced(client.clone(), &c.namespace)
+            .list(&lp)
+            .await
+            .map_err(Error::kube(format!("listing pods in {}", c.namespace)))?;
+        let n = pods.items.len();
+        let said = format!(
+            "{n} pod(s) in {} match selector {:?}",
+            c.namespace,
+            c.selector.to_string()
+        );
+        out.push(if n == 0 {
+            problem(key, format!("{said}: gated nodes would wait for one until their deadline (a typo in the selector?)"))
+        } else {
+            note(key, said)
+        });
+    }
+    Ok(())
+}
+
+/// The ServiceAccounts the admission policy treats as nodegate's.
+async fn nodegate_accounts(client: &kube::Client) -> Result<Vec<String>> {
+    let bindings = Api::<ClusterRoleBinding>::all(client.clone())
+        .list(&ListParams::default().labels(POLICY_SUBJECT_LABEL))
+        .await
+        .map_err(Error::kube("listing ClusterRoleBindings"))?;
+    let mut users: Vec<String> = bindings
+        .items
+        .iter()
+        .flat_map(|b| b.subjects.iter().flatten())
+        .filter(|s| s.kind == "ServiceAccount")
+        .filter_map(|s| {
+            Some(format!(
+                "system:serviceaccount:{}:{}",
+                s.namespace.as_deref()?,
+                s.name
+            ))
+        })
+        .collect();
+    users.dedup();
+    Ok(users)
+}
+
+/// Every taint nodegate would add, dry-run onto a node it would add it to,
+/// as nodegate's ServiceAccount.
+async fn taints(
+    client: &kube::Client,
+    conn: &Connection,
+    s: &RunSettings,
+    managed: &[&Node],
+    out: &mut Vec<Finding>,
+) -> Result<()> {
+    let accounts = nodegate_accounts(client).await?;
+    let Some(user) = accounts.first() else {
+        out.push(note(
+            "taints",
+            format!(
+                "no ClusterRoleBinding labelled {POLICY_SUBJECT_LABEL}: nodegate's admission policy \
+                 is not installed here, so its taints were not checked against it"
+            ),
+        ));
+        return Ok(());
+    };
+    let as_nodegate = client_impersonating(conn, Some(user)).await?;
+    let mut wanted: Vec<(String, Taint, Option<&LabelSelector>)> = s
+        .gate
+        .placement
+        .managed_taints
+        .iter()
+        .map(|t| ("taints".to_string(), t.to_taint(), None))
+        .collect();
+    if let Some(r) = &s.gate.regate {
+        wanted.push(("regateTaint".to_string(), r.taint.to_taint(), None));
+    }
+    for r in &s.gate.condition_taints {
+        wanted.push((
+            format!("conditionTaints ({})", r.name),
+            r.taint.clone(),
+            r.node_selector.as_ref(),
+        ));
+    }
+    for (key, taint, sel) in wanted {
+        let Some(node) = managed
+            .iter()
+            .find(|n| selects(sel, n) && !carries(n, &taint.key))
+        else {
+            out.push(note(
+                key,
+                format!("no node to try taint {taint} on (none matches, or all carry it)"),
+            ));
+            continue;
+        };
+        out.push(try_taint(&as_nodegate, user, node, &key, &taint).await?);
+    }
+    Ok(())
+}
+
+fn carries(node: &Node, key: &str) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == key))
+}
+
+/// A server-side dry-run patch adding `taint` to `node`: what the API
+/// server (RBAC, admission policies, validation) says, nothing stored.
+async fn try_taint(
+    client: &kube::Client,
+    user: &str,
+    node: &Node,
+    key: &str,
+    taint: &Taint,
+) -> Result<Finding> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let mut list: Vec<serde_json::Value> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| serde_json::to_value(t).ok())
+        .collect();
+    let mut added = serde_json::json!({"key": taint.key, "effect": taint.effect});
+    if !taint.value.is_empty() {
+        added["value"] = taint.value.clone().into();
+    }
+    list.push(added);
+    let patch = serde_json::json!({"spec": {"taints": list}});
+    let pp = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    match Api::<Node>::all(client.clone())
+        .patch(&name, &pp, &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(note(
+            key,
+            format!("the API server lets {user} add taint {taint} (dry run on node {name})"),
+        )),
+        Err(kube::Error::Api(e)) if e.message.contains("impersonate") => Ok(note(
+            key,
+            format!(
+                "taint {taint} not checked: these credentials may not act as {user} ({})",
+                e.message
+            ),
+        )),
+        Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 422) => Ok(problem(
+            key,
+            format!(
+                "the API server refuses {user} adding taint {taint} (dry run on node {name}): {}; \
+                 nodegate could not write it (change the key, or the admission policy)",
+                e.message
+            ),
+        )),
+        Err(e) => Err(Error::kube(format!("dry-run patching node {name}"))(e)),
+    }
+}

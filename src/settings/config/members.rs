@@ -1,0 +1,172 @@
+//! The config file's critical members as written (`criticalPods`,
+//! `criticalConditions`) and the one selector shape every selector key of
+//! the file accepts ([`FileSelector`]): kubectl's string syntax
+//! (`gpu=true,pool in (a,b)`) or a Kubernetes LabelSelector map
+//! (`matchLabels`, `matchExpressions`). Every struct here refuses unknown
+//! keys, so a typo such as `matchLabel:` is an error rather than an empty
+//! selector that matches every node.
+
+use std::collections::BTreeMap;
+
+use nodegate_core::conditions::CriticalCondition;
+use nodegate_core::readiness::CriticalPodEntry;
+use nodegate_core::selector::{LabelSelector, LabelSelectorRequirement};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::{ConfigError, invalid};
+
+/// A selector as written in the file: a string in kubectl syntax, or a map.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum FileSelector {
+    Text(String),
+    Map(StrictSelector),
+}
+
+/// A LabelSelector map, unknown keys refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StrictSelector {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<StrictRequirement>,
+}
+
+/// One `matchExpressions` entry, unknown keys refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StrictRequirement {
+    pub key: String,
+    pub operator: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+impl<'de> Deserialize<'de> for FileSelector {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Shape;
+        impl<'de> serde::de::Visitor<'de> for Shape {
+            type Value = FileSelector;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "a label selector: a string such as \"gpu=true\", or a map with \
+                     matchLabels and/or matchExpressions",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<FileSelector, E> {
+                Ok(FileSelector::Text(s.to_string()))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<FileSelector, E> {
+                Ok(FileSelector::Text(String::new()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<FileSelector, A::Error> {
+                StrictSelector::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(FileSelector::Map)
+            }
+        }
+        d.deserialize_any(Shape)
+    }
+}
+
+/// A flag's value: always the string form.
+impl std::str::FromStr for FileSelector {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(FileSelector::Text(s.to_string()))
+    }
+}
+
+impl FileSelector {
+    /// The selector, checked; `at` names the key for the error. An empty
+    /// string or map is the empty selector (it matches everything).
+    pub fn resolve(&self, at: &str) -> Result<LabelSelector, ConfigError> {
+        match self {
+            FileSelector::Text(s) if s.trim().is_empty() => Ok(LabelSelector::default()),
+            FileSelector::Text(s) => {
+                LabelSelector::parse(s).map_err(|e| invalid(at.to_string(), e.to_string()))
+            }
+            FileSelector::Map(m) => {
+                let sel = LabelSelector {
+                    match_labels: m.match_labels.clone(),
+                    match_expressions: m
+                        .match_expressions
+                        .iter()
+                        .map(|r| LabelSelectorRequirement::new(&r.key, &r.operator, &r.values))
+                        .collect(),
+                };
+                sel.validate()
+                    .map_err(|e| invalid(at.to_string(), e.to_string()))?;
+                Ok(sel)
+            }
+        }
+    }
+
+    /// [`resolve`](Self::resolve) for a node selector: empty means "every
+    /// node" (`None`).
+    pub fn resolve_nodes(&self, at: &str) -> Result<Option<LabelSelector>, ConfigError> {
+        let sel = self.resolve(at)?;
+        Ok((!sel.is_empty()).then_some(sel))
+    }
+}
+
+/// One `criticalPods` entry as written.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawCriticalPod {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+    pub selector: Option<FileSelector>,
+    pub node_selector: Option<FileSelector>,
+}
+
+/// One `criticalConditions` entry as written.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawCriticalCondition {
+    #[serde(default, rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub status: String,
+    pub node_selector: Option<FileSelector>,
+}
+
+impl RawCriticalPod {
+    /// The core's entry; `at` names the entry for errors.
+    pub fn entry(&self, at: &str) -> Result<CriticalPodEntry, ConfigError> {
+        let selector = match &self.selector {
+            Some(s) => s.resolve(&format!("{at}.selector"))?,
+            None => LabelSelector::default(),
+        };
+        let node_selector = match &self.node_selector {
+            Some(s) => s.resolve_nodes(&format!("{at}.nodeSelector"))?,
+            None => None,
+        };
+        Ok(CriticalPodEntry {
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            selector,
+            node_selector,
+        })
+    }
+}
+
+impl RawCriticalCondition {
+    /// The core's condition; `at` names the entry for errors.
+    pub fn condition(&self, at: &str) -> Result<CriticalCondition, ConfigError> {
+        let node_selector = match &self.node_selector {
+            Some(s) => s.resolve_nodes(&format!("{at}.nodeSelector"))?,
+            None => None,
+        };
+        Ok(CriticalCondition {
+            type_: self.type_.clone(),
+            status: self.status.clone(),
+            node_selector,
+        })
+    }
+}
