@@ -208,3 +208,5 @@ mod manifests;
 mod policy;
 #[path = "e2e_deploy/rbac.rs"]
 mod rbac;
+#[path = "e2e_deploy/schedule.rs"]
+mod schedule;

@@ -167,3 +167,13 @@ given, as nodegate's --taint does). */}}
 {{- define "nodegate.taintKeyEffect" -}}
 {{- if contains ":" . -}}{{ . }}{{- else -}}{{ printf "%s:NoSchedule" . }}{{- end -}}
 {{- end -}}
+
+{{/* Whether the API server serves ValidatingAdmissionPolicy in
+admissionregistration.k8s.io/v1 (Kubernetes 1.30+): asked of the API server
+by `helm install`; `helm template` knows only what --api-versions and
+--kube-version tell it. */}}
+{{- define "nodegate.vapServed" -}}
+{{- if or (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) -}}
+true
+{{- end -}}
+{{- end -}}
