@@ -210,3 +210,5 @@ mod policy;
 mod rbac;
 #[path = "e2e_deploy/schedule.rs"]
 mod schedule;
+#[path = "e2e_deploy/values.rs"]
+mod values;
