@@ -33,7 +33,14 @@ const VALUE: &str = "([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?";
 const UNITS: &str = "nsec|ns|usec|us|µs|msec|ms|seconds|second|secs|sec|s|minutes|minute|mins|min|m|hours|hour|hrs|hr|h|days|day|d|weeks|week|w|months|month|M|years|year|y";
 
 fn duration_pattern() -> String {
-    format!(r"^\s*(0|([0-9]+\s*({UNITS})\s*)+)$")
+    format!(r"^\s*(0|([0-9]+(\.[0-9]+)?\s*({UNITS})\s*)+)$")
+}
+
+/// A decimal written out, of at least MIN_KUBE_QPS (0.001: a non-zero
+/// digit among the first three decimals); tests/e2e_deploy checks it
+/// against the binary.
+fn qps_pattern() -> String {
+    r"^\s*([1-9][0-9]*(\.[0-9]*)?|0?\.(00[1-9]|0[1-9]|[1-9])[0-9]*)\s*$".into()
 }
 
 fn taint_pattern() -> String {
@@ -92,7 +99,13 @@ fn by_value_name(s: &Setting, name: &str, enums: &[String]) -> Value {
             string(empty_or(format!("^{LABEL}$")), "a namespace")
         }
         "N" => json!({"type": "integer", "minimum": minimum(s.key)}),
-        "QPS" => json!({"type": "number", "minimum": MIN_KUBE_QPS}),
+        // `helm --set` leaves a decimal a string: both, at least MIN_KUBE_QPS.
+        "QPS" => json!({
+            "type": ["number", "string"],
+            "minimum": MIN_KUBE_QPS,
+            "pattern": qps_pattern(),
+            "description": format!("requests per second, at least {MIN_KUBE_QPS}"),
+        }),
         "ACTION" | "FORMAT" if !enums.is_empty() => json!({"enum": enums}),
         _ => json!({"type": "string"}),
     }

@@ -208,3 +208,153 @@ fn every_file_only_key_reaches_the_config_file() {
         Some(json!(true))
     );
 }
+
+/// What the binary makes of `nodegate run --FLAG=VALUE` (with a kubeconfig
+/// that cannot exist, settings are checked first): `true` when it takes it
+/// (exit 1, no credentials), `false` when it refuses it (exit 2).
+fn binary_takes(flag: &str, value: &str) -> bool {
+    // The re-gate settings are read only with re-gating on.
+    let context: &[&str] = if flag.starts_with("regate-") {
+        &["--regate-after=5m"]
+    } else {
+        &[]
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_nodegate"))
+        .arg("run")
+        .arg(format!("--{flag}={value}"))
+        .args(context)
+        .env("KUBECONFIG", "/nonexistent/nodegate-e2e-kubeconfig")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run nodegate: {e}"));
+    match out.status.code() {
+        Some(1) => true,
+        Some(2) => false,
+        other => panic!(
+            "nodegate run --{flag}={value}: exit {other:?}:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+/// The schema and the binary agree: a value `helm template` accepts is one
+/// nodegate takes, and one it refuses is one nodegate refuses, for each
+/// kind of value the schema checks by pattern or bound.
+#[test]
+fn the_schema_accepts_what_the_binary_accepts() {
+    let samples: &[(&str, &str, &str, &[&str])] = &[
+        (
+            "--set-string",
+            "config.timeout",
+            "timeout",
+            &[
+                "90s",
+                "1h30m",
+                "0",
+                "2 minutes",
+                "100ms",
+                "5x",
+                "1.5h",
+                "15",
+                "-1s",
+                "s",
+            ],
+        ),
+        (
+            "--set-string",
+            "config.maxUnavailable",
+            "max-unavailable",
+            &["50%", "3", "100%", "150%", "ten", "-1", "5 %"],
+        ),
+        (
+            "--set-string",
+            "config.regateMaxUnavailable",
+            "regate-max-unavailable",
+            &["10%", "1", "101%", "1.5"],
+        ),
+        (
+            "--set-string",
+            "config.managedNodeSelector",
+            "node-selector",
+            &[
+                "pool in (a,b),!spot",
+                "a=b",
+                "a==b",
+                "a!=b",
+                "env",
+                "x notin (y)",
+                "example.com/pool=web",
+                "pool in (a",
+                "a=b=c",
+                "a,,b",
+                "in (a)",
+                "a=b c",
+            ],
+        ),
+        (
+            "--set-string",
+            "config.excludeSelector",
+            "exclude-selector",
+            &[
+                "team=observability,tier notin (debug)",
+                "a in ()",
+                "!",
+                "=b",
+            ],
+        ),
+        (
+            "--set-string",
+            "config.taints[0]",
+            "taint",
+            &[
+                "example.com/x:NoSchedule",
+                "example.com/x",
+                "nodegate.dev/a",
+                "a:PreferNoSchedule",
+                "bad key",
+                "a=b:NoSchedule",
+                "a:",
+                "-a",
+            ],
+        ),
+        (
+            "--set-string",
+            "config.regateTaint",
+            "regate-taint",
+            &["nodegate.dev/degraded:NoSchedule", "x/y/z", "a:Sometimes"],
+        ),
+        (
+            "--set",
+            "config.kubeQps",
+            "kube-qps",
+            &["0.5", "50", "0.001", "0", "-1"],
+        ),
+        ("--set", "config.kubeBurst", "kube-burst", &["1", "0"]),
+    ];
+    let mut disagree = Vec::new();
+    for (how, path, flag, values) in samples {
+        for v in *values {
+            let mut args = vec![
+                "template",
+                "nodegate",
+                "deploy/helm/nodegate",
+                "--namespace",
+                NS,
+            ];
+            // --set splits on commas; a comma in a value is written \,.
+            let set = format!("{path}={}", v.replace(',', "\\,"));
+            args.extend([*how, set.as_str()]);
+            let chart = run(&helm_bin(), &args, None).ok;
+            let binary = binary_takes(flag, v);
+            if chart != binary {
+                disagree.push(format!(
+                    "{path}={v:?}: the chart {}, nodegate --{flag} {}",
+                    if chart { "accepts it" } else { "refuses it" },
+                    if binary { "takes it" } else { "refuses it" },
+                ));
+            }
+        }
+    }
+    assert!(disagree.is_empty(), "{}", disagree.join("\n"));
+}
