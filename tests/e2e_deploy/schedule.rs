@@ -27,10 +27,50 @@ async fn default_install_schedules_both_replicas_on_an_unlabelled_one_zone_clust
             Some(&to_stream(&chart.iter().collect::<Vec<_>>())),
         ),
     );
-    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), NS);
+    let bound = both_bound(&cluster, NS).await;
+    assert_ne!(
+        bound[0], bound[1],
+        "the hostname anti-affinity must put the replicas on different nodes"
+    );
+    eprintln!("helm chart: both replicas bound: {bound:?}");
+
+    // The kustomize base's Deployment, in a namespace of its own (a spread
+    // and an anti-affinity count only pods of their own namespace).
+    let base_ns = "nodegate-base";
+    cluster.namespace(base_ns).await;
+    let base: Vec<Value> = objects(&kustomize("deploy/kustomize/base"))
+        .into_iter()
+        .filter(|o| o["kind"] == "Deployment" || o["kind"] == "ServiceAccount")
+        .map(|mut o| {
+            o["metadata"]["namespace"] = json!(base_ns);
+            o
+        })
+        .collect();
+    assert_eq!(
+        base.len(),
+        2,
+        "the base has one Deployment and one ServiceAccount"
+    );
+    must(
+        "kubectl apply the base's Deployment",
+        kubectl(
+            &cluster.kubeconfig,
+            &["apply", "-f", "-"],
+            Some(&to_stream(&base.iter().collect::<Vec<_>>())),
+        ),
+    );
+    let bound = both_bound(&cluster, base_ns).await;
+    assert_ne!(bound[0], bound[1], "the base's replicas on different nodes");
+    eprintln!("kustomize base: both replicas bound: {bound:?}");
+}
+
+/// Waits until the scheduler has bound both nodegate pods in `ns`; the
+/// nodes they are bound to.
+async fn both_bound(cluster: &TestCluster, ns: &str) -> Vec<String> {
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), ns);
     let lp = ListParams::default().labels("app.kubernetes.io/name=nodegate");
     let bound = wait_for(
-        "both nodegate replicas bound by the scheduler",
+        &format!("both nodegate replicas in {ns} bound by the scheduler"),
         Duration::from_secs(90),
         || {
             let (pods, lp) = (pods.clone(), lp.clone());
@@ -65,11 +105,7 @@ async fn default_install_schedules_both_replicas_on_an_unlabelled_one_zone_clust
         },
     )
     .await;
-    assert_ne!(
-        bound[0], bound[1],
-        "the hostname anti-affinity must put the replicas on different nodes"
-    );
-    eprintln!("both replicas bound: {bound:?}");
+    bound
 }
 
 /// The chart leaves out what the API server cannot serve: below Kubernetes
