@@ -69,7 +69,7 @@ async fn default_install_schedules_both_replicas_on_an_unlabelled_one_zone_clust
 async fn both_bound(cluster: &TestCluster, ns: &str) -> Vec<String> {
     let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), ns);
     let lp = ListParams::default().labels("app.kubernetes.io/name=nodegate");
-    let bound = wait_for(
+    wait_for(
         &format!("both nodegate replicas in {ns} bound by the scheduler"),
         Duration::from_secs(90),
         || {
@@ -104,8 +104,7 @@ async fn both_bound(cluster: &TestCluster, ns: &str) -> Vec<String> {
             }
         },
     )
-    .await;
-    bound
+    .await
 }
 
 /// The chart leaves out what the API server cannot serve: below Kubernetes
