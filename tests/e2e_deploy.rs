@@ -208,3 +208,7 @@ mod manifests;
 mod policy;
 #[path = "e2e_deploy/rbac.rs"]
 mod rbac;
+#[path = "e2e_deploy/schedule.rs"]
+mod schedule;
+#[path = "e2e_deploy/values.rs"]
+mod values;

@@ -53,6 +53,11 @@ pub struct Setting {
     /// dotted path.
     pub helm: Option<&'static str>,
     pub reload: Reload,
+    /// The flag's value name (`DURATION`, `KEY[:EFFECT]`, `N|P%`, ...):
+    /// what kind of value it takes, for the chart's values schema.
+    pub value: Option<&'static str>,
+    /// How the flag takes its value; `One` for a config-file-only key.
+    pub takes: Takes,
 }
 
 /// A default as a person writes it on the command line.
@@ -114,7 +119,7 @@ pub fn docs_default(words: Option<&str>, default: Option<&str>) -> String {
 }
 
 /// How a flag takes its value.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Takes {
     /// `--flag VALUE`, once.
     One,
@@ -362,6 +367,8 @@ macro_rules! settings {
                             default,
                             helm: Some($helm),
                             reload: settings!(@reload $reload),
+                            value: None$(.or(Some($vn)))?,
+                            takes: settings!(@takes $kind),
                         }
                     },
                 )*]
@@ -401,6 +408,8 @@ macro_rules! settings {
                     docs_default: $fdocs.to_string(),
                     helm: None$(.or(Some($fhelm)))?,
                     reload: settings!(@reload $freload),
+                    value: None,
+                    takes: $crate::settings::define::Takes::One,
                 },
             )*]
         }

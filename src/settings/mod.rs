@@ -8,4 +8,5 @@ pub mod define;
 pub mod cli;
 pub mod config;
 pub mod reload;
+pub mod schema;
 pub mod table;

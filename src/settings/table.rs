@@ -290,14 +290,14 @@ settings! {
     }
     file_only {
         /// Decide and journal, write nothing (semantics.md §6.6).
-        suspend: bool => "suspend" { docs: "off", reload: live }
+        suspend: bool => "suspend" { docs: "off", helm: "config.suspend", reload: live }
         /// Pods other than DaemonSet pods that must be Ready on a gated node.
         critical_pods: Vec<RawCriticalPod> => "criticalPods" {
             docs: "none", helm: "config.criticalPods", reload: refuse,
         }
         /// Node conditions waited for like members (semantics.md §6.5).
         critical_conditions: Vec<RawCriticalCondition> => "criticalConditions" {
-            docs: "none", reload: live,
+            docs: "none", helm: "config.criticalConditions", reload: live,
         }
         /// Rules that put a taint on nodes matching conditions (semantics.md §6.5).
         condition_taints: Vec<RawRule> => "conditionTaints" {

@@ -85,7 +85,7 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- range $c.exclude }}{{ $a = append $a (printf "--exclude=%s" .) }}{{ end -}}
 {{- with $c.excludeSelector }}{{ $a = append $a (printf "--exclude-selector=%s" .) }}{{ end -}}
 {{- with $c.managedNodeSelector }}{{ $a = append $a (printf "--node-selector=%s" .) }}{{ end -}}
-{{- if or $c.criticalPods $c.conditionTaints }}{{ $a = append $a "--config=/etc/nodegate/config.yaml" }}{{ end -}}
+{{- if include "nodegate.configFile" . }}{{ $a = append $a "--config=/etc/nodegate/config.yaml" }}{{ end -}}
 {{- $a = append $a (printf "--timeout=%v" $c.timeout) -}}
 {{- $a = append $a (printf "--on-timeout=%v" $c.onTimeout) -}}
 {{- if $c.dryRun }}{{ $a = append $a "--dry-run" }}{{ end -}}
@@ -166,4 +166,22 @@ webhook
 given, as nodegate's --taint does). */}}
 {{- define "nodegate.taintKeyEffect" -}}
 {{- if contains ":" . -}}{{ . }}{{- else -}}{{ printf "%s:NoSchedule" . }}{{- end -}}
+{{- end -}}
+
+{{/* Whether the API server serves ValidatingAdmissionPolicy in
+admissionregistration.k8s.io/v1 (Kubernetes 1.30+): asked of the API server
+by `helm install`; `helm template` knows only what --api-versions and
+--kube-version tell it. */}}
+{{- define "nodegate.vapServed" -}}
+{{- if or (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the chart writes a config file: only for what has no flag. */}}
+{{- define "nodegate.configFile" -}}
+{{- $c := .Values.config -}}
+{{- if or $c.criticalPods $c.conditionTaints $c.criticalConditions $c.suspend -}}
+true
+{{- end -}}
 {{- end -}}

@@ -1,0 +1,312 @@
+//! The Helm chart's values schema (deploy/helm/nodegate/values.schema.json),
+//! rendered from the settings table: each setting's Helm value gets the
+//! shape its flag's value name says (`DURATION`, `KEY[:EFFECT]`, `N|P%`,
+//! `SELECTOR`, ...) and the enums clap knows; the config file's structured
+//! keys (criticalPods, criticalConditions, conditionTaints, suspend) get
+//! their YAML shape; the chart's own values (those that are no flag) are
+//! listed here. Every object refuses unknown keys, so a typo such as
+//! `config.timout` fails `helm template`/`helm install` naming it.
+//!
+//! `cargo test settings::schema` fails when the file in the chart differs
+//! from what this renders; `NODEGATE_BLESS=1` rewrites it.
+//!
+//! Hand-written rather than derived with schemars (not in Cargo.lock): the
+//! shapes come from the value names the table already declares, and the
+//! patterns mirror the parsers the binary runs (humantime durations,
+//! `ManagedTaint`, the kubectl selector syntax); the binary stays the final
+//! judge of what the schema cannot express.
+
+use clap::Args as _;
+use serde_json::{Map, Value, json};
+
+use super::config::MIN_KUBE_QPS;
+use super::define::{Setting, Takes};
+use super::table::{GateFlags, RunFlags, definitions};
+
+/// A DNS-1123 label (a namespace).
+const LABEL: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+/// A label or annotation key: an optional DNS subdomain prefix and a name.
+const KEY: &str = r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?";
+/// A label value (possibly empty).
+const VALUE: &str = "([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?";
+/// The units humantime (and so every DURATION flag) reads.
+const UNITS: &str = "nsec|ns|usec|us|µs|msec|ms|seconds|second|secs|sec|s|minutes|minute|mins|min|m|hours|hour|hrs|hr|h|days|day|d|weeks|week|w|months|month|M|years|year|y";
+
+/// A budget: a count or a percentage up to 100 %, never 0 (the binary
+/// refuses 0 and 0 %: it would mean 1).
+const BUDGET: &str = r"^\s*([1-9][0-9]*|([1-9]|[1-9][0-9]|100)\s*%)\s*$";
+
+fn duration_pattern() -> String {
+    format!(r"^\s*(0|([0-9]+(\.[0-9]+)?\s*({UNITS})\s*)+)$")
+}
+
+/// A decimal written out, of at least MIN_KUBE_QPS (0.001: a non-zero
+/// digit among the first three decimals); tests/e2e_deploy checks it
+/// against the binary.
+fn qps_pattern() -> String {
+    r"^\s*([1-9][0-9]*(\.[0-9]*)?|0?\.(00[1-9]|0[1-9]|[1-9])[0-9]*)\s*$".into()
+}
+
+fn taint_pattern() -> String {
+    format!("^{KEY}(:(NoSchedule|NoExecute))?$")
+}
+
+/// kubectl's label selector syntax (`a=b,c!=d,e in (f,g),!h,i`), or empty.
+fn selector_pattern() -> String {
+    let set = format!(r"\(\s*{VALUE}(\s*,\s*{VALUE})*\s*\)");
+    let req = format!(
+        r"(!\s*{KEY}|{KEY}(\s*(=|==|!=)\s*{VALUE}|\s+(in|notin)\s*{set}|\s*(<|>)\s*[0-9]+)?)"
+    );
+    format!(r"^\s*({req}(\s*,\s*{req})*)?\s*$")
+}
+
+fn string(pattern: String, what: &str) -> Value {
+    json!({"type": "string", "pattern": pattern, "description": what})
+}
+
+/// The schema of one value a flag takes, by its value name.
+fn by_value_name(s: &Setting, name: &str, enums: &[String]) -> Value {
+    let optional = s.takes == Takes::One && s.default.is_none();
+    let empty_or = |p: String| {
+        if optional { format!("^$|{p}") } else { p }
+    };
+    match name {
+        "DURATION" => json!({
+            "type": ["string", "integer"],
+            "pattern": duration_pattern(),
+            "minimum": 0, "maximum": 0,
+            "description": "a duration such as 90s, 2m, 1h30m, or 0",
+        }),
+        "N|P%" => json!({
+            "type": ["string", "integer"],
+            "pattern": BUDGET,
+            "minimum": 1,
+            "description": "a count or a percentage up to 100%, not 0 (0 would mean 1)",
+        }),
+        "KEY[:EFFECT]" => string(
+            taint_pattern(),
+            "a taint KEY[:EFFECT], KEY a qualified name, EFFECT NoSchedule or NoExecute",
+        ),
+        "KEY|PREFIX*" => string(
+            r"^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9_./])?\*?$".into(),
+            "a taint key, or a key prefix ending in *",
+        ),
+        "SELECTOR" => string(
+            empty_or(selector_pattern()),
+            "a label selector in kubectl syntax, e.g. 'pool in (a,b),!spot'",
+        ),
+        "NAMESPACE/NAME" => string(
+            format!(r"^{LABEL}/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"),
+            "NAMESPACE/NAME",
+        ),
+        "NAMESPACE" | "NAMESPACE[,NAMESPACE]" => {
+            string(empty_or(format!("^{LABEL}$")), "a namespace")
+        }
+        "N" => json!({"type": "integer", "minimum": minimum(s.key)}),
+        // `helm --set` leaves a decimal a string: both, at least MIN_KUBE_QPS.
+        "QPS" => json!({
+            "type": ["number", "string"],
+            "minimum": MIN_KUBE_QPS,
+            "pattern": qps_pattern(),
+            "description": format!("requests per second, at least {MIN_KUBE_QPS}"),
+        }),
+        "ACTION" | "FORMAT" if !enums.is_empty() => json!({"enum": enums}),
+        _ => json!({"type": "string"}),
+    }
+}
+
+/// The least count a setting accepts (the binary refuses 0 for these).
+fn minimum(key: &str) -> u32 {
+    match key {
+        "maxConcurrentPatches" | "kubeBurst" => 1,
+        _ => 0,
+    }
+}
+
+/// The values clap accepts for a flag, where it knows them.
+fn possible_values(flag: &str) -> Vec<String> {
+    let cmd = RunFlags::augment_args(GateFlags::augment_args(clap::Command::new("nodegate")));
+    cmd.get_arguments()
+        .find(|a| a.get_long() == Some(flag))
+        .map(|a| {
+            a.get_possible_values()
+                .iter()
+                .map(|v| v.get_name().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The schema of a setting's Helm value.
+fn setting_schema(s: &Setting) -> Value {
+    match (s.takes, s.value) {
+        (Takes::Switch, _) => json!({"type": "boolean"}),
+        (Takes::Many, Some(name)) => {
+            let mut item = by_value_name(s, name, &[]);
+            if let Some(o) = item.as_object_mut()
+                && let Some(Value::String(p)) = o.get("pattern")
+            {
+                let p = p.trim_start_matches("^$|").to_string();
+                o.insert("pattern".into(), Value::String(p));
+            }
+            json!({"type": "array", "items": item})
+        }
+        (_, Some(name)) => by_value_name(s, name, &possible_values(s.flag.unwrap_or(""))),
+        (_, None) => file_only(s.key),
+    }
+}
+
+fn label_selector() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "description": "a LabelSelector: matchLabels and matchExpressions",
+        "properties": {
+            "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "matchExpressions": {"type": "array", "items": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["key", "operator"],
+                "properties": {
+                    "key": {"type": "string", "pattern": format!("^{KEY}$")},
+                    "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
+                    "values": {"type": "array", "items": {"type": "string"}},
+                },
+            }},
+        },
+    })
+}
+
+/// A node selector as the config file takes it: a LabelSelector or a
+/// string in kubectl syntax (the binary says which a key accepts).
+fn node_selector() -> Value {
+    json!({"oneOf": [label_selector(), {"type": "string", "pattern": selector_pattern()}]})
+}
+
+fn object(required: &[&str], properties: Value) -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": required,
+        "properties": properties,
+    })
+}
+
+/// The config file's own keys, as structured YAML.
+fn file_only(key: &str) -> Value {
+    let duration = json!({"type": "string", "pattern": duration_pattern()});
+    let item = match key {
+        "suspend" => return json!({"type": "boolean"}),
+        "criticalPods" => object(
+            &["name", "namespace", "selector"],
+            json!({
+                "name": {"type": "string", "minLength": 1},
+                "namespace": {"type": "string", "pattern": format!("^{LABEL}$")},
+                "selector": label_selector(),
+                "nodeSelector": node_selector(),
+            }),
+        ),
+        "criticalConditions" => object(
+            &["type", "status"],
+            json!({
+                "type": {"type": "string", "minLength": 1},
+                "status": {"type": "string", "minLength": 1},
+                "nodeSelector": node_selector(),
+            }),
+        ),
+        "conditionTaints" => object(
+            &["name", "conditions", "taint"],
+            json!({
+                "name": {"type": "string", "minLength": 1},
+                "conditions": {"type": "array", "minItems": 1, "items": object(
+                    &["type", "status"],
+                    json!({
+                        "type": {"type": "string", "minLength": 1},
+                        "status": {"type": "string", "minLength": 1},
+                        "for": duration,
+                        "matchAbsent": {"type": "boolean"},
+                    }),
+                )},
+                "match": {"enum": ["allOf", "anyOf"]},
+                "nodeSelector": node_selector(),
+                "taint": object(&["key", "effect"], json!({
+                    "key": {"type": "string", "pattern": format!("^{KEY}$")},
+                    "value": {"type": "string", "pattern": format!("^{VALUE}$")},
+                    "effect": {"enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]},
+                })),
+                "remove": {"enum": ["whenCleared", "never"]},
+                "maxUnavailable": {
+                    "type": ["string", "integer"],
+                    "pattern": BUDGET,
+                    "minimum": 1,
+                },
+            }),
+        ),
+        _ => return json!({}),
+    };
+    json!({"type": "array", "items": item})
+}
+
+/// Puts `schema` at the dotted `path`, making each object on the way one
+/// that refuses unknown keys.
+fn insert(root: &mut Value, path: &str, schema: Value) {
+    let mut at = root;
+    for part in path.split('.') {
+        let props = at
+            .as_object_mut()
+            .map(|o| {
+                o.entry("type").or_insert(json!("object"));
+                o.entry("additionalProperties").or_insert(json!(false));
+                o.entry("properties").or_insert(json!({}))
+            })
+            .and_then(Value::as_object_mut);
+        let Some(props) = props else { return };
+        at = props.entry(part).or_insert(json!({}));
+    }
+    match (at.as_object_mut(), schema) {
+        // An object already holding values keeps them under the new schema.
+        (Some(o), Value::Object(new)) if o.contains_key("properties") => o.extend(new),
+        (_, schema) => *at = schema,
+    }
+}
+
+/// The whole values schema.
+pub fn values_schema() -> Value {
+    let mut root = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "nodegate chart values (generated by src/settings/schema.rs; do not edit)",
+    });
+    for s in definitions() {
+        if let Some(helm) = s.helm {
+            insert(&mut root, helm, setting_schema(&s));
+        }
+    }
+    for (path, schema) in chart::chart_values() {
+        insert(&mut root, path, schema);
+    }
+    root
+}
+
+/// The schema as the chart ships it.
+pub fn render() -> String {
+    let mut text = serde_json::to_string_pretty(&values_schema()).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// A map with the given keys and schemas, unknown keys refused.
+pub(super) fn closed(properties: Value) -> Value {
+    let mut o = Map::new();
+    o.insert("type".into(), json!("object"));
+    o.insert("additionalProperties".into(), json!(false));
+    o.insert("properties".into(), properties);
+    Value::Object(o)
+}
+
+pub(super) fn label_selector_schema() -> Value {
+    label_selector()
+}
+
+mod chart;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,157 @@
+//! The chart's own values: those that are no flag of nodegate (the image,
+//! the pods' placement and security, the objects the chart renders), or that
+//! the chart turns into flags of its own making (http.bindAddress with
+//! http.port, admission, webhook.certManager.enabled).
+
+use serde_json::{Value, json};
+
+use super::{closed, label_selector_schema};
+
+fn strings() -> Value {
+    json!({"type": "object", "additionalProperties": {"type": "string"}})
+}
+
+fn objects() -> Value {
+    json!({"type": "array", "items": {"type": "object"}})
+}
+
+fn port() -> Value {
+    json!({"type": "integer", "minimum": 1, "maximum": 65535})
+}
+
+/// A Go duration as cert-manager and Prometheus read it, or empty.
+fn go_duration() -> Value {
+    json!({"type": "string", "pattern": r"^$|^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h|d|w|y))+$"})
+}
+
+/// Each chart value that is no flag, by its dotted path.
+pub fn chart_values() -> Vec<(&'static str, Value)> {
+    vec![
+        // Helm's own, passed to every chart.
+        ("global", json!({"type": "object"})),
+        (
+            "image",
+            closed(json!({
+                "repository": {"type": "string", "minLength": 1},
+                "tag": {"type": "string"},
+                "digest": {"type": "string", "pattern": "^$|^sha256:[a-f0-9]{64}$"},
+                "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
+            })),
+        ),
+        ("imagePullSecrets", objects()),
+        ("replicaCount", json!({"type": "integer", "minimum": 1})),
+        (
+            "admission",
+            json!({"enum": ["", "policy", "webhook", "none"],
+                   "description": "policy, webhook or none; empty: policy where the API server serves MutatingAdmissionPolicy"}),
+        ),
+        ("admissionObjectSelector", label_selector_schema()),
+        (
+            "http.bindAddress",
+            json!({"type": "string", "minLength": 1}),
+        ),
+        ("http.port", port()),
+        ("webhook.port", port()),
+        ("webhook.failurePolicy", json!({"enum": ["Ignore", "Fail"]})),
+        (
+            "webhook.timeoutSeconds",
+            json!({"type": "integer", "minimum": 1, "maximum": 30}),
+        ),
+        (
+            "webhook.certManager",
+            closed(json!({
+                "enabled": {"type": "boolean"},
+                "issuerRef": closed(json!({
+                    "name": {"type": "string"},
+                    "kind": {"type": "string"},
+                    "group": {"type": "string"},
+                })),
+                "duration": go_duration(),
+                "renewBefore": go_duration(),
+            })),
+        ),
+        (
+            "webhook.networkPolicy",
+            closed(json!({
+                "enabled": {"type": "boolean"},
+                "from": objects(),
+                "httpFrom": objects(),
+            })),
+        ),
+        // Retired: accepted here so that templates/validate.yaml can name
+        // what replaces them.
+        (
+            "webhook.enabled",
+            json!({"description": "retired: use admission"}),
+        ),
+        (
+            "webhook.objectSelector",
+            json!({"description": "retired: use admissionObjectSelector"}),
+        ),
+        (
+            "extraArgs",
+            json!({"type": "array", "items": {"type": ["string", "number", "boolean"]}}),
+        ),
+        ("extraEnv", objects()),
+        (
+            "serviceAccount",
+            closed(json!({
+                "create": {"type": "boolean"},
+                "name": {"type": "string"},
+                "annotations": strings(),
+            })),
+        ),
+        ("rbac", closed(json!({"create": {"type": "boolean"}}))),
+        (
+            "admissionPolicy",
+            closed(json!({
+                "enabled": {"type": "boolean"},
+                "taintEffects": {"type": "array", "minItems": 1,
+                                 "items": {"enum": ["NoSchedule", "NoExecute"]}},
+            })),
+        ),
+        ("priorityClassName", json!({"type": "string"})),
+        ("resources", json!({"type": "object"})),
+        ("tolerations", objects()),
+        ("nodeSelector", strings()),
+        ("affinity", json!({"type": "object"})),
+        (
+            "zoneSpread",
+            closed(json!({
+                "enabled": {"type": "boolean"},
+                "whenUnsatisfiable": {"enum": ["ScheduleAnyway", "DoNotSchedule"]},
+            })),
+        ),
+        ("topologySpreadConstraints", objects()),
+        ("podAnnotations", strings()),
+        ("podLabels", strings()),
+        ("podSecurityContext", json!({"type": "object"})),
+        ("securityContext", json!({"type": "object"})),
+        ("livenessProbe", json!({"type": ["object", "null"]})),
+        ("readinessProbe", json!({"type": ["object", "null"]})),
+        (
+            "podDisruptionBudget",
+            closed(json!({
+                "enabled": {"type": "boolean"},
+                "minAvailable": {"type": ["integer", "string"], "pattern": "^[0-9]+%?$", "minimum": 0},
+            })),
+        ),
+        (
+            "service",
+            closed(json!({
+                "enabled": {"type": "boolean"},
+                "type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
+                "annotations": strings(),
+            })),
+        ),
+        (
+            "serviceMonitor",
+            closed(json!({
+                "enabled": {"type": "boolean"},
+                "interval": go_duration(),
+                "scrapeTimeout": go_duration(),
+                "labels": strings(),
+            })),
+        ),
+    ]
+}

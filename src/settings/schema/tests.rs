@@ -1,0 +1,79 @@
+//! The chart ships what the table renders; every value in values.yaml is
+//! described and every described value is in values.yaml.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use super::*;
+
+fn chart_file(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy/helm/nodegate")
+        .join(name)
+}
+
+/// Fails when deploy/helm/nodegate/values.schema.json is not what the
+/// settings table renders; `NODEGATE_BLESS=1 cargo test settings::schema`
+/// rewrites it.
+#[test]
+fn the_chart_ships_the_rendered_values_schema() {
+    let path = chart_file("values.schema.json");
+    let want = render();
+    if std::env::var_os("NODEGATE_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(&path, &want)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have == want,
+        "{} differs from what src/settings/schema.rs renders from the settings table; \
+         run NODEGATE_BLESS=1 cargo test settings::schema and commit the file",
+        path.display()
+    );
+}
+
+/// Walks values.yaml beside the schema: each key of a closed object must be
+/// described, and each described key of a closed object must be in
+/// values.yaml (no schema for a value the chart does not have).
+fn walk(at: &str, values: &Value, schema: &Value, problems: &mut Vec<String>) {
+    let (Some(vals), Some(props)) = (values.as_object(), schema["properties"].as_object()) else {
+        return;
+    };
+    let closed = schema["additionalProperties"] == Value::Bool(false);
+    for (k, v) in vals {
+        match props.get(k) {
+            Some(s) => walk(&format!("{at}{k}."), v, s, problems),
+            None if closed => problems.push(format!("{at}{k}: in values.yaml, not in the schema")),
+            None => {}
+        }
+    }
+    for (k, s) in props {
+        let retired = s["description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("retired"));
+        // An empty map in values.yaml ({}) is a structure left to fill.
+        if closed && !vals.is_empty() && !vals.contains_key(k) && !retired && k != "global" {
+            problems.push(format!("{at}{k}: in the schema, not in values.yaml"));
+        }
+    }
+}
+
+#[test]
+fn every_value_is_described_and_every_description_is_a_value() {
+    let text = std::fs::read_to_string(chart_file("values.yaml")).unwrap_or_default();
+    let values: Value = serde_saphyr::from_str(&text).expect("values.yaml parses");
+    let mut problems = Vec::new();
+    walk("", &values, &values_schema(), &mut problems);
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// The enums come from clap: the schema accepts exactly what the flag does.
+#[test]
+fn enums_are_the_flags_possible_values() {
+    let schema = values_schema();
+    let on_timeout = &schema["properties"]["config"]["properties"]["onTimeout"]["enum"];
+    assert_eq!(on_timeout, &serde_json::json!(["open", "keep"]));
+    let log_format = &schema["properties"]["config"]["properties"]["logFormat"]["enum"];
+    assert_eq!(log_format, &serde_json::json!(["text", "json"]));
+}
