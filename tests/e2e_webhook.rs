@@ -945,3 +945,87 @@ async fn idle_connections_to_the_http_listener_are_closed_and_healthz_answers() 
         "idle connections to --http-addr left open after 30 s"
     );
 }
+
+/// The webhook's answers counted `result` so far (a fresh page: /metrics
+/// pages are shared for a second).
+async fn admissions_now(ng: &Nodegate, result: &str) -> f64 {
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let addr = ng.http_addr(Duration::from_secs(5));
+    let (_, text) = support::http_get(&addr, "/metrics")
+        .await
+        .unwrap_or_else(|e| panic!("metrics: {e}"));
+    admissions(&text, result)
+}
+
+/// With the shipped admission policy and the webhook both installed, a new
+/// node gets the startup taint once, whichever of the two runs first: each
+/// adds nothing to a node that already carries a managed taint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_both_the_admission_policy_and_the_webhook_a_node_gets_one_taint() {
+    let env = Env::new("webhook-and-policy").await;
+    env.cluster.namespace(SECRET_NS).await;
+    for file in [
+        "deploy/kustomize/base/namespace.yaml",
+        "deploy/kustomize/base/startup-taint.yaml",
+    ] {
+        let path = support::repo_root().join(file);
+        let out = env
+            .cluster
+            .kubectl(&["apply", "-f", &path.to_string_lossy()]);
+        assert!(
+            !out.to_lowercase().contains("error"),
+            "kubectl apply -f {file}: {out}"
+        );
+    }
+    // The policy is in force before the webhook exists: a dry-run create
+    // (nothing stored) comes back tainted.
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    wait_for("the policy to apply", Duration::from_secs(30), || async {
+        let made = env
+            .nodes
+            .create(&dry, &untainted("policy-probe"))
+            .await
+            .map_err(|e| e.to_string())?;
+        if has_gate_taint(&made) {
+            Ok(())
+        } else {
+            Err(format!("{:?}", taint_keys(&made)))
+        }
+    })
+    .await;
+    let port = free_port();
+    let configs = register(&env, &[port]).await;
+    let args = webhook_args(port, "1h");
+    let ng = Nodegate::start(
+        &env.cluster,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    wait_bundle(&configs, &[&ng]).await;
+    wait_admitting(&env, &[&ng]).await;
+    let (tainted, unchanged) = (
+        admissions_now(&ng, "tainted").await,
+        admissions_now(&ng, "unchanged").await,
+    );
+    for i in 0..5 {
+        let made = env
+            .nodes
+            .create(&PostParams::default(), &untainted(&format!("both-{i}")))
+            .await
+            .unwrap_or_else(|e| panic!("create both-{i}: {e}"));
+        let keys = taint_keys(&made);
+        assert_eq!(
+            keys.iter().filter(|k| *k == TAINT).count(),
+            1,
+            "exactly one startup taint with both mechanisms: {keys:?}"
+        );
+    }
+    // Which one put it on (the API server's order of mutators), for the log.
+    eprintln!(
+        "with both: the webhook tainted {} and found {} already tainted",
+        admissions_now(&ng, "tainted").await - tainted,
+        admissions_now(&ng, "unchanged").await - unchanged
+    );
+}
