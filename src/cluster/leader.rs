@@ -172,14 +172,7 @@ mod record;
 pub use known::LEADER_LOST_AFTER;
 use known::Seen;
 use record::record_duration;
-pub use record::{LeaseRecord, may_take, next_record};
-
-/// This replica's identity in the Lease: the pod (or host) name plus a random
-/// suffix, because two processes on one host must never share an identity.
-pub fn identity(instance: &str) -> String {
-    let suffix: u32 = rand::rng().random();
-    format!("{instance}_{suffix:08x}")
-}
+pub use record::{LeaseRecord, identity, may_take, next_record};
 
 /// Runs the election for one Lease.
 pub struct Elector {

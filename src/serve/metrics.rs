@@ -328,7 +328,7 @@ impl Metrics {
         }
         for action in [OnTimeout::Open, OnTimeout::Keep] {
             self.gates_timed_out.get_or_create_owned(&ActionLabels {
-                action: action_str(action),
+                action: action.as_str(),
             });
         }
         for kind in [NodeWrite::Untaint, NodeWrite::MarkTimedOut] {
@@ -591,13 +591,6 @@ impl Metrics {
             }
             false
         });
-    }
-}
-
-fn action_str(action: OnTimeout) -> &'static str {
-    match action {
-        OnTimeout::Open => "open",
-        OnTimeout::Keep => "keep",
     }
 }
 

@@ -5,6 +5,13 @@
 
 use super::*;
 
+/// This replica's identity in the Lease: the pod (or host) name plus a random
+/// suffix, because two processes on one host must never share an identity.
+pub fn identity(instance: &str) -> String {
+    let suffix: u32 = rand::rng().random();
+    format!("{instance}_{suffix:08x}")
+}
+
 /// What the Lease says, as far as the election cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRecord {

@@ -5,9 +5,7 @@
 use jiff::Timestamp;
 use nodegate_core::gate::{Blocker, GateState, MemberId, OnTimeout, OpenedBy};
 
-use super::{
-    ActionLabels, BlockerLabels, GateTrack, Metrics, OutcomeLabels, action_str, seconds_between,
-};
+use super::{ActionLabels, BlockerLabels, GateTrack, Metrics, OutcomeLabels, seconds_between};
 
 impl Metrics {
     /// A DaemonSet's time-to-Ready on this node, once per gate, from the gate
@@ -50,7 +48,7 @@ impl Metrics {
     ) {
         self.gates_timed_out
             .get_or_create(&ActionLabels {
-                action: action_str(action),
+                action: action.as_str(),
             })
             .inc();
         for blocker in not_ready {
