@@ -26,6 +26,14 @@ fn go_duration() -> Value {
 
 /// Each chart value that is no flag, by its dotted path.
 pub fn chart_values() -> Vec<(&'static str, Value)> {
+    let mut all = install_values();
+    all.extend(pod_values());
+    all
+}
+
+/// The chart's values about what it installs: the image, the admission
+/// mode and the webhook.
+fn install_values() -> Vec<(&'static str, Value)> {
     vec![
         // Helm's own, passed to every chart.
         ("global", json!({"type": "object"})),
@@ -88,6 +96,12 @@ pub fn chart_values() -> Vec<(&'static str, Value)> {
             "webhook.objectSelector",
             json!({"description": "retired: use admissionObjectSelector"}),
         ),
+    ]
+}
+
+/// The chart's values about the nodegate container and its pods.
+fn pod_values() -> Vec<(&'static str, Value)> {
+    vec![
         (
             "extraArgs",
             json!({"type": "array", "items": {"type": ["string", "number", "boolean"]}}),

@@ -388,20 +388,51 @@ impl RuleTainter {
         let name = write.node.clone();
         let key = (rule.clone(), name.clone());
         let why = self.in_flight.remove(&key).unwrap_or_default();
-        let adding = matches!(write.change, TaintChange::Add { .. });
         let mut out = Vec::new();
+        let (act, defer, retry) = self.answer(write, outcome, (&rule, &why), cx, &mut out);
+        if !self.synced || cx.config.condition_taints.is_empty() {
+            return out;
+        }
+        // Our write's expectation changed: count the node again (a taint
+        // that stopped counting makes room for held nodes) and, where the
+        // answer says so, decide it again on the index's view.
+        self.look(std::slice::from_ref(&name), act, cx, &mut out);
+        if defer {
+            self.deferred.insert(name.clone());
+        }
+        if let Some(at) = retry
+            && self.seen.contains_key(&name)
+        {
+            self.schedule(&name, at);
+        }
+        out
+    }
+
+    /// What the writer's answer means for the rule and the node: whether to
+    /// decide the node again now, to leave it for the lease's return, or to
+    /// try again at a time; with the log lines and Events it calls for.
+    fn answer(
+        &mut self,
+        write: &TaintWrite,
+        outcome: PatchOutcome,
+        (rule, why): (&str, &str),
+        cx: &Context<'_>,
+        out: &mut Vec<Effect>,
+    ) -> (bool, bool, Option<Timestamp>) {
+        let adding = matches!(write.change, TaintChange::Add { .. });
+        let (name, key) = (write.node.clone(), (rule.to_string(), write.node.clone()));
         // Whether to decide the node again now, to leave it for the
         // lease's return, or to try again after a while.
         let (mut act, mut defer, mut retry) = (false, false, None);
         let now = cx.now.for_window();
         match outcome {
             PatchOutcome::Applied => {
-                self.backoffs.applied(&rule);
+                self.backoffs.applied(rule);
                 if !adding {
                     self.unseen
                         .insert(key, unseen(&write.resource_version, Expect::Off));
                 }
-                out.extend(applied(write, &rule, &why, cx));
+                out.extend(applied(write, rule, why, cx));
                 act = true;
             }
             PatchOutcome::Conflict => {
@@ -426,7 +457,7 @@ impl RuleTainter {
                 // Refused (a policy, an invalid taint) or never sent: the
                 // same write would fail again at once.
                 self.unseen.remove(&key);
-                let until = self.backoffs.refused(&rule, now);
+                let until = self.backoffs.refused(rule, now);
                 let what = if adding { "put on" } else { "take off" };
                 out.push(Effect::log(
                     Level::Warn,
@@ -450,22 +481,7 @@ impl RuleTainter {
                 retry = Some(retry_after(now));
             }
         }
-        if !self.synced || cx.config.condition_taints.is_empty() {
-            return out;
-        }
-        // Our write's expectation changed: count the node again (a taint
-        // that stopped counting makes room for held nodes) and, where the
-        // answer says so, decide it again on the index's view.
-        self.look(std::slice::from_ref(&name), act, cx, &mut out);
-        if defer {
-            self.deferred.insert(name.clone());
-        }
-        if let Some(at) = retry
-            && self.seen.contains_key(&name)
-        {
-            self.schedule(&name, at);
-        }
-        out
+        (act, defer, retry)
     }
 
     /// Every node the index holds, counted afresh and decided: the rules
