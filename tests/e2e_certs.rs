@@ -229,7 +229,18 @@ async fn a_webhook_secret_that_cannot_be_had_does_not_stop_the_gate() {
         },
     )
     .await;
-    assert_eq!(serving_metric(&ng).await, Some(1.0));
+    // (Metrics pages are shared for a second: wait for a fresh one.)
+    wait_for(
+        "nodegate_webhook_serving 1",
+        Duration::from_secs(10),
+        || async {
+            match serving_metric(&ng).await {
+                Some(1.0) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
     wait_tainted_create(&env, "probe", Duration::from_secs(30), &ng).await;
 }
 

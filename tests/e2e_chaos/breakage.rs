@@ -236,7 +236,16 @@ async fn a_cluster_wide_agent_breakage_keeps_nodegate_responsive() {
     let env = Env::new("chaos-breakage").await;
     let faults = Faults::new(&env.cluster);
     open_nodes_with_agent(&env, &faults, count).await;
-    let mut args: Vec<&str> = ELECTION.to_vec();
+    // The shipped lease timings (15 s / 10 s / 2 s), not the chaos suite's
+    // short ones (4 s / 3 s), which exist to fit a failover in a test: the
+    // question is whether nodegate keeps the lease it is deployed with.
+    let mut args: Vec<&str> = vec![
+        "--leader-elect",
+        "--lease-name",
+        "nodegate-chaos",
+        "--lease-namespace",
+        "default",
+    ];
     args.extend(["--timeout", "60s", "--regate-after", "5s"]);
     args.extend(["--regate-max-unavailable", "1"]);
     let ng = Replica::start(&env.cluster, "nodegate", &args).await;
