@@ -31,7 +31,7 @@ use super::{
     Change, Context, Decider, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite, Tally,
     retry_after,
 };
-use crate::conditions::rules::{self, ConditionTaintRule, RuleAction, RuleVerdict};
+use crate::conditions::rules::{self, RuleAction, RuleVerdict};
 use crate::gate::PatchOutcome;
 use crate::model::NodeInfo;
 
@@ -573,12 +573,6 @@ fn shift(count: usize, before: bool, now: bool) -> usize {
     }
 }
 
-fn carries(node: &NodeInfo, rule: &ConditionTaintRule) -> bool {
-    node.taints
-        .iter()
-        .any(|t| rules::same_taint(t, &rule.taint))
-}
-
 fn unseen(version: &str, expect: Expect) -> Unseen {
     Unseen {
         version: version.to_string(),
@@ -598,7 +592,7 @@ mod total;
 mod writes;
 
 use backoff::Backoffs;
-use writes::{applied, change, info};
+use writes::{applied, carries, change, info};
 
 #[cfg(test)]
 mod tests;

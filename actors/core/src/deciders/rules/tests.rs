@@ -4,7 +4,7 @@ use super::*;
 use crate::annotations;
 use crate::budget::MaxUnavailable;
 use crate::conditions::rules::{
-    MatchMode, RemovePolicy, Requirement, StatusPattern, validate_rules,
+    ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern, validate_rules,
 };
 use crate::deciders::Level;
 use crate::deciders::fixture::{Run, asked, logs, reasons, writes};

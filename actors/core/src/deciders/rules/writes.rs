@@ -7,6 +7,13 @@ use crate::deciders::{Context, Effect, Level, Now, TaintChange, TaintWrite, Tall
 use crate::gate::{EventType, NodeEvent, Reason};
 use crate::model::NodeInfo;
 
+/// Whether `node` carries `rule`'s taint (key and effect), whoever put it on.
+pub(super) fn carries(node: &NodeInfo, rule: &ConditionTaintRule) -> bool {
+    node.taints
+        .iter()
+        .any(|t| rules::same_taint(t, &rule.taint))
+}
+
 /// The write `action` needs on `node`: the rule's taint put on after the
 /// others, or the node's taint that is the rule's taken off.
 pub(super) fn change(
