@@ -79,3 +79,15 @@ helm_dir() {
 # own version-keyed directory, apart from the control plane's.
 OTELCOL_VERSION=$(mod_version otelcol go.opentelemetry.io/collector/otelcol)
 OTELCOL_BIN="$CACHE_ROOT/otelcol-$OTELCOL_VERSION/bin"
+
+# The real node of `up --real-node`: kubelet and kube-proxy (from the
+# Kubernetes wrapper module, same version as the control plane), containerd
+# with its runc shim and ctr, and runc, built by `build --node` into their own
+# version-keyed directory. CNI plugins and iptables come from Debian's
+# packages (containernetworking-plugins, iptables).
+CONTAINERD_VERSION=$(mod_version containerd github.com/containerd/containerd/v2)
+RUNC_VERSION=$(mod_version runc github.com/opencontainers/runc)
+NODE_BIN="$CACHE_ROOT/node-k8s-${K8S_VERSION}_containerd-${CONTAINERD_VERSION}_runc-${RUNC_VERSION}/bin"
+NODE_BINARIES=(kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc)
+# Where Debian's containernetworking-plugins put the CNI plugins.
+CNI_BIN_DIR="${NODEGATE_CNI_BIN_DIR:-/usr/lib/cni}"
