@@ -208,6 +208,8 @@ mod manifests;
 mod policy;
 #[path = "e2e_deploy/rbac.rs"]
 mod rbac;
+#[path = "e2e_deploy/real_node.rs"]
+mod real_node;
 #[path = "e2e_deploy/schedule.rs"]
 mod schedule;
 #[path = "e2e_deploy/values.rs"]

@@ -91,3 +91,14 @@ NODE_BIN="$CACHE_ROOT/node-k8s-${K8S_VERSION}_containerd-${CONTAINERD_VERSION}_r
 NODE_BINARIES=(kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc)
 # Where Debian's containernetworking-plugins put the CNI plugins.
 CNI_BIN_DIR="${NODEGATE_CNI_BIN_DIR:-/usr/lib/cni}"
+
+# The real node's network: a bridge made before the API server starts, whose
+# address is the pods' gateway, the node's IP, and the address the API server
+# listens and advertises on (pods reach it through the `kubernetes` Service,
+# which kube-proxy maps to that address).
+REAL_NODE_NAME="${NODEGATE_REAL_NODE_NAME:-real-node-1}"
+REAL_NODE_BRIDGE=nodegate0
+REAL_NODE_POD_CIDR=10.88.0.0/16
+REAL_NODE_GATEWAY=10.88.0.1
+# What the kubelet registers the node with (--register-with-taints).
+REAL_NODE_TAINTS="${NODEGATE_REAL_NODE_TAINTS:-nodegate.dev/initializing:NoSchedule}"

@@ -356,6 +356,9 @@ impl Elector {
                     // Stop writing first: the lease must never be free
                     // while this replica could still write.
                     leadership.step_down();
+                    // Logged before the release: a follower may take the
+                    // lease (and say so) before the release's answer lands.
+                    tracing::info!(lease = %self.lease_ref(), "stopped leading (shutting down); releasing the lease");
                     self.release().await;
                     return Phase::ShutDown;
                 }

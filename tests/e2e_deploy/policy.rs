@@ -398,7 +398,8 @@ async fn the_policy_lets_nodegate_put_its_taint_on(cluster: &TestCluster, sa: &P
     cluster
         .create_node(&fake_node(
             "vap-foreign",
-            &[],
+            // In the pool the real-node test's nodegate leaves alone.
+            &[("example.com/pool", "vap")],
             &[("example.com/foreign", "", "NoSchedule")],
         ))
         .await;

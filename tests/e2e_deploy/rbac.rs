@@ -17,7 +17,7 @@ use super::policy::{
 
 /// A kubeconfig that carries only `token` and the cluster's CA: no client
 /// certificate, no admin token, nothing else to fall back on.
-fn token_kubeconfig(admin: &Path, token: &str, dir: &Path) -> PathBuf {
+pub(super) fn token_kubeconfig(admin: &Path, token: &str, dir: &Path) -> PathBuf {
     let text = std::fs::read_to_string(admin)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", admin.display()));
     let kc: Value = serde_saphyr::from_str(&text).expect("admin kubeconfig parses");
@@ -54,6 +54,173 @@ fn can_i(sa_kubeconfig: &Path, args: &[&str]) -> bool {
             out.stderr
         ),
     }
+}
+
+/// What a token of deploy/'s ServiceAccount (webhook mode) may and may not
+/// do, asked of the API server with the token itself (access reviews and
+/// real requests), and what the admission policies let it change on Nodes
+/// and on its webhook configuration. Run with a TokenRequest token here and,
+/// in real_node.rs, with the token the kubelet projected into a running
+/// nodegate pod.
+pub(super) async fn the_token_gets_exactly_deploys_rights(
+    cluster: &TestCluster,
+    admin: &Path,
+    sa: &Path,
+) {
+    let allowed: &[&[&str]] = &[
+        &["get", "nodes"],
+        &["list", "nodes"],
+        &["watch", "nodes"],
+        &["patch", "nodes"],
+        &["list", "daemonsets.apps", "-A"],
+        &["watch", "daemonsets.apps", "-A"],
+        &["list", "pods", "-A"],
+        &["watch", "pods", "-A"],
+        &["list", "csinodes.storage.k8s.io"],
+        &["watch", "csinodes.storage.k8s.io"],
+        &["create", "events.events.k8s.io", "-n", "default"],
+        &["create", "leases.coordination.k8s.io", "-n", NS],
+        &["get", "leases.coordination.k8s.io/nodegate", "-n", NS],
+        &["update", "leases.coordination.k8s.io/nodegate", "-n", NS],
+        // The self-managed webhook certificate: its one Secret, and the
+        // caBundle of its one webhook configuration.
+        &["get", "secrets/nodegate-webhook-tls", "-n", NS],
+        &["update", "secrets/nodegate-webhook-tls", "-n", NS],
+        &[
+            "get",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
+        ],
+        &[
+            "patch",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
+        ],
+    ];
+    let forbidden: &[&[&str]] = &[
+        &["get", "secrets", "-A"],
+        &["list", "secrets", "-n", NS],
+        &["watch", "secrets", "-n", NS],
+        // No Secret but the webhook's own, and that one only in its place.
+        &["get", "secrets/other-tls", "-n", NS],
+        &["update", "secrets/other-tls", "-n", NS],
+        &["patch", "secrets/other-tls", "-n", NS],
+        &["create", "secrets", "-n", NS],
+        &["delete", "secrets/nodegate-webhook-tls", "-n", NS],
+        // Its own Secret: only the verbs the code uses (get, update).
+        &["patch", "secrets/nodegate-webhook-tls", "-n", NS],
+        &["list", "secrets/nodegate-webhook-tls", "-n", NS],
+        &["watch", "secrets/nodegate-webhook-tls", "-n", NS],
+        &["get", "secrets/nodegate-webhook-tls", "-n", "kube-system"],
+        &["update", "secrets/nodegate-webhook-tls", "-n", "default"],
+        // No webhook configuration but its own, and no other kind of it.
+        // Its own only by JSON patch (the caBundle), never a whole update.
+        &[
+            "update",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
+        ],
+        &[
+            "get",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/other-webhooks",
+        ],
+        &[
+            "update",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/other-webhooks",
+        ],
+        &[
+            "patch",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/other-webhooks",
+        ],
+        &[
+            "list",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+        ],
+        &[
+            "create",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io",
+        ],
+        &[
+            "delete",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
+        ],
+        &[
+            "update",
+            "validatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
+        ],
+        &[
+            "update",
+            "validatingadmissionpolicies.admissionregistration.k8s.io/nodegate-node-changes",
+        ],
+        &["get", "configmaps", "-n", "kube-system"],
+        &["patch", "pods", "-A"],
+        &["delete", "pods", "-A"],
+        &["create", "pods", "-n", NS],
+        &["get", "pods", "-A"],
+        &["create", "csinodes.storage.k8s.io"],
+        &["update", "csinodes.storage.k8s.io"],
+        &["delete", "nodes"],
+        &["update", "nodes"],
+        &["create", "nodes"],
+        &["patch", "nodes", "--subresource=status"],
+        &["patch", "daemonsets.apps", "-A"],
+        &["get", "daemonsets.apps", "-A"],
+        &["create", "events", "-n", "default"],
+        // Events only where nodegate writes them.
+        &["create", "events.events.k8s.io", "-n", NS],
+        &["create", "events.events.k8s.io", "-n", "kube-system"],
+        &["patch", "events.events.k8s.io", "-n", "default"],
+        &["delete", "events.events.k8s.io", "-n", "default"],
+        &[
+            "update",
+            "leases.coordination.k8s.io/kube-controller-manager",
+            "-n",
+            NS,
+        ],
+        &[
+            "update",
+            "leases.coordination.k8s.io/nodegate",
+            "-n",
+            "kube-system",
+        ],
+        &["create", "leases.coordination.k8s.io", "-n", "kube-system"],
+        &["delete", "leases.coordination.k8s.io/nodegate", "-n", NS],
+        &["create", "serviceaccounts/token", "-n", NS],
+        &["impersonate", "users"],
+        &["escalate", "clusterroles.rbac.authorization.k8s.io"],
+        &["bind", "clusterroles.rbac.authorization.k8s.io"],
+        &["create", "clusterrolebindings.rbac.authorization.k8s.io"],
+    ];
+    let wrong: Vec<String> = allowed
+        .iter()
+        .filter(|a| !can_i(sa, a))
+        .map(|a| format!("refused but needed: {}", a.join(" ")))
+        .chain(
+            forbidden
+                .iter()
+                .filter(|a| can_i(sa, a))
+                .map(|a| format!("allowed but must not be: {}", a.join(" "))),
+        )
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "RBAC of deploy/kustomize/overlays/webhook:\n{}",
+        wrong.join("\n")
+    );
+    // And one real request, not just a review: the API server says 403.
+    let secrets = kubectl(sa, &["get", "secrets", "-A"], None);
+    assert!(
+        !secrets.ok && secrets.stderr.contains("Forbidden"),
+        "reading secrets must be Forbidden: {}{}",
+        secrets.stdout,
+        secrets.stderr
+    );
+
+    webhook_certificate_writes_reach_only_its_own_objects(admin, sa);
+
+    // --- the admission policy: with the token, a Node changes only by its
+    // nodegate.dev/ taints and annotations.
+    admission_policy_limits_node_changes(cluster, sa).await;
+    // ... in its webhook configuration, only the caBundle; and a node
+    // identity may not write nodegate.dev/ annotations.
+    webhook_policy_lets_only_the_ca_bundle_change(admin, sa).await;
 }
 
 fn daemonset(name: &str, hold: bool, ready_after: Option<&str>, pool: Option<&str>) -> DaemonSet {
@@ -208,161 +375,9 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
         format!("system:serviceaccount:{NS}:{SA}")
     );
 
-    // --- what it may and may not do, asked of the API server with its token.
-    let allowed: &[&[&str]] = &[
-        &["get", "nodes"],
-        &["list", "nodes"],
-        &["watch", "nodes"],
-        &["patch", "nodes"],
-        &["list", "daemonsets.apps", "-A"],
-        &["watch", "daemonsets.apps", "-A"],
-        &["list", "pods", "-A"],
-        &["watch", "pods", "-A"],
-        &["list", "csinodes.storage.k8s.io"],
-        &["watch", "csinodes.storage.k8s.io"],
-        &["create", "events.events.k8s.io", "-n", "default"],
-        &["create", "leases.coordination.k8s.io", "-n", NS],
-        &["get", "leases.coordination.k8s.io/nodegate", "-n", NS],
-        &["update", "leases.coordination.k8s.io/nodegate", "-n", NS],
-        // The self-managed webhook certificate: its one Secret, and the
-        // caBundle of its one webhook configuration.
-        &["get", "secrets/nodegate-webhook-tls", "-n", NS],
-        &["update", "secrets/nodegate-webhook-tls", "-n", NS],
-        &[
-            "get",
-            "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
-        ],
-        &[
-            "patch",
-            "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
-        ],
-    ];
-    let forbidden: &[&[&str]] = &[
-        &["get", "secrets", "-A"],
-        &["list", "secrets", "-n", NS],
-        &["watch", "secrets", "-n", NS],
-        // No Secret but the webhook's own, and that one only in its place.
-        &["get", "secrets/other-tls", "-n", NS],
-        &["update", "secrets/other-tls", "-n", NS],
-        &["patch", "secrets/other-tls", "-n", NS],
-        &["create", "secrets", "-n", NS],
-        &["delete", "secrets/nodegate-webhook-tls", "-n", NS],
-        // Its own Secret: only the verbs the code uses (get, update).
-        &["patch", "secrets/nodegate-webhook-tls", "-n", NS],
-        &["list", "secrets/nodegate-webhook-tls", "-n", NS],
-        &["watch", "secrets/nodegate-webhook-tls", "-n", NS],
-        &["get", "secrets/nodegate-webhook-tls", "-n", "kube-system"],
-        &["update", "secrets/nodegate-webhook-tls", "-n", "default"],
-        // No webhook configuration but its own, and no other kind of it.
-        // Its own only by JSON patch (the caBundle), never a whole update.
-        &[
-            "update",
-            "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
-        ],
-        &[
-            "get",
-            "mutatingwebhookconfigurations.admissionregistration.k8s.io/other-webhooks",
-        ],
-        &[
-            "update",
-            "mutatingwebhookconfigurations.admissionregistration.k8s.io/other-webhooks",
-        ],
-        &[
-            "patch",
-            "mutatingwebhookconfigurations.admissionregistration.k8s.io/other-webhooks",
-        ],
-        &[
-            "list",
-            "mutatingwebhookconfigurations.admissionregistration.k8s.io",
-        ],
-        &[
-            "create",
-            "mutatingwebhookconfigurations.admissionregistration.k8s.io",
-        ],
-        &[
-            "delete",
-            "mutatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
-        ],
-        &[
-            "update",
-            "validatingwebhookconfigurations.admissionregistration.k8s.io/nodegate",
-        ],
-        &[
-            "update",
-            "validatingadmissionpolicies.admissionregistration.k8s.io/nodegate-node-changes",
-        ],
-        &["get", "configmaps", "-n", "kube-system"],
-        &["patch", "pods", "-A"],
-        &["delete", "pods", "-A"],
-        &["create", "pods", "-n", NS],
-        &["get", "pods", "-A"],
-        &["create", "csinodes.storage.k8s.io"],
-        &["update", "csinodes.storage.k8s.io"],
-        &["delete", "nodes"],
-        &["update", "nodes"],
-        &["create", "nodes"],
-        &["patch", "nodes", "--subresource=status"],
-        &["patch", "daemonsets.apps", "-A"],
-        &["get", "daemonsets.apps", "-A"],
-        &["create", "events", "-n", "default"],
-        // Events only where nodegate writes them.
-        &["create", "events.events.k8s.io", "-n", NS],
-        &["create", "events.events.k8s.io", "-n", "kube-system"],
-        &["patch", "events.events.k8s.io", "-n", "default"],
-        &["delete", "events.events.k8s.io", "-n", "default"],
-        &[
-            "update",
-            "leases.coordination.k8s.io/kube-controller-manager",
-            "-n",
-            NS,
-        ],
-        &[
-            "update",
-            "leases.coordination.k8s.io/nodegate",
-            "-n",
-            "kube-system",
-        ],
-        &["create", "leases.coordination.k8s.io", "-n", "kube-system"],
-        &["delete", "leases.coordination.k8s.io/nodegate", "-n", NS],
-        &["create", "serviceaccounts/token", "-n", NS],
-        &["impersonate", "users"],
-        &["escalate", "clusterroles.rbac.authorization.k8s.io"],
-        &["bind", "clusterroles.rbac.authorization.k8s.io"],
-        &["create", "clusterrolebindings.rbac.authorization.k8s.io"],
-    ];
-    let wrong: Vec<String> = allowed
-        .iter()
-        .filter(|a| !can_i(&sa, a))
-        .map(|a| format!("refused but needed: {}", a.join(" ")))
-        .chain(
-            forbidden
-                .iter()
-                .filter(|a| can_i(&sa, a))
-                .map(|a| format!("allowed but must not be: {}", a.join(" "))),
-        )
-        .collect();
-    assert!(
-        wrong.is_empty(),
-        "RBAC of deploy/kustomize/overlays/webhook:\n{}",
-        wrong.join("\n")
-    );
-    // And one real request, not just a review: the API server says 403.
-    let secrets = kubectl(&sa, &["get", "secrets", "-A"], None);
-    assert!(
-        !secrets.ok && secrets.stderr.contains("Forbidden"),
-        "reading secrets must be Forbidden: {}{}",
-        secrets.stdout,
-        secrets.stderr
-    );
-
-    webhook_certificate_writes_reach_only_its_own_objects(&admin, &sa);
-
-    // --- the admission policy: with the token, a Node changes only by its
-    // nodegate.dev/ taints and annotations.
-    admission_policy_limits_node_changes(&cluster, &sa).await;
-    // ... in its webhook configuration, only the caBundle; and a node
-    // identity may not write nodegate.dev/ annotations.
-    webhook_policy_lets_only_the_ca_bundle_change(&admin, &sa).await;
+    // --- what the token may and may not do, and what the admission
+    // policies let it change.
+    the_token_gets_exactly_deploys_rights(&cluster, &admin, &sa).await;
     node_identity_cannot_write_nodegate_annotations(&admin).await;
     a_renamed_serviceaccount_is_still_held(&cluster, &admin).await;
 

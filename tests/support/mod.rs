@@ -57,12 +57,48 @@ pub struct TestCluster {
     pub kubeconfig: PathBuf,
     /// Set when this value started the cluster and must stop it.
     state_dir: Option<PathBuf>,
+    /// Held while a real node runs (one per machine): released after the
+    /// cluster is stopped, as the field drops after `Drop::drop`.
+    _real_node_lock: Option<std::fs::File>,
 }
 
 impl TestCluster {
     /// A running cluster for one test; panics (failing the test) when none can
     /// be had.
     pub async fn start(test_name: &str) -> TestCluster {
+        Self::start_with(test_name, &[], None).await
+    }
+
+    /// A cluster with a real node beside the kwok ones (`deploy/local/up
+    /// --real-node`: containerd, runc, a kubelet registering
+    /// `real-node-1` with the startup taint, kube-proxy). One real node
+    /// runs per machine: the test waits for a lock until no other test's
+    /// real node runs.
+    pub async fn start_real_node(test_name: &str) -> TestCluster {
+        let path = std::env::temp_dir().join("nodegate-e2e-real-node.lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", path.display()));
+        let waited = Instant::now();
+        lock.lock()
+            .unwrap_or_else(|e| panic!("cannot lock {}: {e}", path.display()));
+        if waited.elapsed() > Duration::from_secs(1) {
+            eprintln!(
+                "[e2e {test_name}] waited {:.0}s for another test's real node",
+                waited.elapsed().as_secs_f64()
+            );
+        }
+        Self::start_with(test_name, &["--real-node"], Some(lock)).await
+    }
+
+    async fn start_with(
+        test_name: &str,
+        extra: &[&str],
+        lock: Option<std::fs::File>,
+    ) -> TestCluster {
         if let Ok(path) = std::env::var("NODEGATE_E2E_KUBECONFIG") {
             let kubeconfig = PathBuf::from(path);
             let client = client_for(&kubeconfig).await;
@@ -70,6 +106,7 @@ impl TestCluster {
                 client,
                 kubeconfig,
                 state_dir: None,
+                _real_node_lock: lock,
             };
         }
         let base = std::env::var_os("NODEGATE_E2E_STATE_ROOT")
@@ -89,6 +126,7 @@ impl TestCluster {
                 .arg("--state-dir")
                 .arg(&state_dir)
                 .arg("--quiet")
+                .args(extra)
                 .stdin(Stdio::null())
                 .output()
                 .unwrap_or_else(|e| panic!("cannot run deploy/local/up: {e}"));
@@ -126,6 +164,7 @@ impl TestCluster {
             client,
             kubeconfig,
             state_dir: Some(state_dir),
+            _real_node_lock: lock,
         }
     }
 
