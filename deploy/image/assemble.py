@@ -20,15 +20,18 @@ Two layers:
 """
 
 import argparse
+import datetime
 import hashlib
 import io
 import json
 import os
 import posixpath
+import shutil
 import struct
 import subprocess
 import sys
 import tarfile
+import tempfile
 
 BINARY_PATH = "usr/local/bin/nodegate"
 USER = "65532:65532"
@@ -96,8 +99,8 @@ def fetch(name, cache):
     path = os.path.join(cache, filename)
     if not os.path.exists(path):
         log(f"downloading {name} {version}")
-        tmp = os.path.join(cache, ".download")
-        os.makedirs(tmp, exist_ok=True)
+        # A directory of its own: two builds may download at once.
+        tmp = tempfile.mkdtemp(prefix=".download.", dir=cache)
         cmd = ["apt-get", "download", "-q", f"{name}={version}"]
         if os.geteuid() == 0:
             # apt drops to _apt for downloads, which cannot write here.
@@ -105,11 +108,17 @@ def fetch(name, cache):
         try:
             subprocess.run(cmd, cwd=tmp, check=True,
                            stdout=subprocess.DEVNULL)
+            # apt-get names the file itself (an epoch becomes %3a).
+            got = [f for f in os.listdir(tmp) if f.endswith(".deb")]
+            if len(got) != 1:
+                raise OSError(f"expected one .deb, got {got}")
+            os.replace(os.path.join(tmp, got[0]), path)
         except (OSError, subprocess.CalledProcessError) as e:
             die(f"apt-get download {name}={version} failed ({e}): "
                 "deploy/image/build needs apt-get and a reachable Debian "
                 "mirror the first time (the .deb is cached afterwards)")
-        os.replace(os.path.join(tmp, filename), path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return Package(name, version, path)
 
 
@@ -369,7 +378,6 @@ def image_config(args, arch, layers, packages, epoch):
 
 
 def time_rfc3339(epoch):
-    import datetime
     t = datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc)
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -450,9 +458,14 @@ def main():
     config = image_config(args, arch, layers, packages, args.epoch)
     digest = write_layout(args.out, args, arch, layers, config)
     size = os.path.getsize(args.out)
-    log(f"image {args.image} ({arch}): {size / 1e6:.1f} MB, digest {digest}")
-    log(f"  runtime: {', '.join(libs)}; {certs} CA certificates")
-    log(f"  packages: {', '.join(f'{p.name} {p.version}' for p in packages)}")
+    labels = config["config"]["Labels"]
+    revision = labels.get(LABEL_PREFIX + "revision", "?")
+    names = " ".join(posixpath.basename(l) for l in libs)
+    log(f"{args.image} (linux/{arch}), {size / 1e6:.1f} MB")
+    log(f"  digest    {digest}")
+    log(f"  revision  {revision}")
+    log(f"  runtime   {names}; {certs} CA certificates; user {USER}")
+    log(f"  packages  {', '.join(f'{p.name} {p.version}' for p in packages)}")
     print(digest)
 
 
