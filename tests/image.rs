@@ -230,6 +230,19 @@ fn the_archive_is_named_for_ctr_import() {
     );
     assert_eq!(image.index["manifests"][0]["platform"]["os"], "linux");
     assert_eq!(image.config["os"], "linux");
+    // Uncompressed layers: each layer's digest is its diff_id.
+    let layers: Vec<&Value> = image.manifest["layers"]
+        .as_array()
+        .expect("the manifest's layers")
+        .iter()
+        .map(|l| &l["digest"])
+        .collect();
+    let diff_ids: Vec<&Value> = image.config["rootfs"]["diff_ids"]
+        .as_array()
+        .expect("the config's diff_ids")
+        .iter()
+        .collect();
+    assert_eq!(layers, diff_ids);
 }
 
 #[test]
