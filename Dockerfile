@@ -15,24 +15,28 @@
 #                  glibc and libgcc, which the binary links, and user 65532).
 #                  Keep it on the same Debian release as BUILD_IMAGE, so the
 #                  glibc the binary was linked against is there at run time.
-#   VERSION, REVISION  recorded as OCI labels
+#   VERSION, REVISION  recorded as OCI labels; REVISION (the commit) is also
+#                  what `nodegate --version` reports
 #
 # The cache mounts need BuildKit (docker >= 23 by default, buildah/podman).
-# No container engine runs on the development machines; see README.md
-# ("Container image") for what was checked and how.
+# Without a container engine, deploy/image/build assembles the same image
+# (same user, entrypoint, labels and binary path; tests/image.rs checks that
+# the two agree) from Debian packages, reproducibly.
 
 ARG RUST_VERSION=1.95
 ARG BUILD_IMAGE=docker.io/library/rust:${RUST_VERSION}-slim-bookworm
 ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
 FROM ${BUILD_IMAGE} AS build
+# The commit for `nodegate --version` (build.rs): the context has no .git.
+ARG REVISION=unknown
 WORKDIR /src
 COPY . .
 # The registry and target caches only speed up rebuilds; the binary is copied
 # out of the cache mount because the mount is gone after this step.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin nodegate \
+    NODEGATE_REVISION="${REVISION}" cargo build --release --locked --bin nodegate \
     && install -D -m 0755 target/release/nodegate /out/nodegate
 
 FROM ${RUNTIME_IMAGE}

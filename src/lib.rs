@@ -29,3 +29,15 @@ pub(crate) mod test_gates;
 pub mod trace;
 
 pub use error::{Error, Result};
+
+/// The commit this binary was built from (build.rs: `NODEGATE_REVISION`,
+/// else `git rev-parse HEAD`, else `unknown`).
+pub const REVISION: &str = env!("NODEGATE_BUILD_REVISION");
+
+/// What `nodegate --version` prints after the name: `0.1.0 (<commit>)`.
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("NODEGATE_BUILD_REVISION"),
+    ")"
+);

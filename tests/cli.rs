@@ -191,6 +191,35 @@ fn version_prints_the_client_without_a_cluster() {
     assert!(err.contains("cannot connect to the cluster"), "{err}");
 }
 
+/// `nodegate --version` names the commit the binary was built from: HEAD of
+/// this checkout (build.rs), unless NODEGATE_REVISION named another.
+#[test]
+fn version_flag_names_the_commit() {
+    let out = Command::new(env!("CARGO_BIN_EXE_nodegate"))
+        .arg("--version")
+        .output()
+        .expect("run nodegate --version");
+    assert!(out.status.success(), "{out:?}");
+    let expected = match option_env!("NODEGATE_REVISION") {
+        Some(r) if !r.trim().is_empty() => r.trim().to_string(),
+        _ => {
+            let head = Command::new("git")
+                .args(["rev-parse", "HEAD"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .output()
+                .expect("run git rev-parse HEAD");
+            assert!(head.status.success(), "git rev-parse HEAD: {head:?}");
+            let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
+            assert_eq!(head.len(), 40, "HEAD is a full commit id: {head}");
+            head
+        }
+    };
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("nodegate {} ({expected})\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
 #[test]
 fn uninstall_wants_dry_run_or_yes() {
     let (code, _, err) = run_as(bin(), &["uninstall"]);

@@ -14,7 +14,7 @@ pub use super::table::{GateFlags, RunFlags};
 /// Keeps new Kubernetes nodes closed (tainted) until every DaemonSet that
 /// belongs on them is Ready, then opens them.
 #[derive(Debug, Parser)]
-#[command(name = "nodegate", version, about, long_about = None)]
+#[command(name = "nodegate", version = crate::LONG_VERSION, about, long_about = None)]
 #[command(after_help = EXIT_CODES_HELP)]
 pub struct Cli {
     /// Where to reach the cluster, given before the subcommand (`nodegate

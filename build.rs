@@ -1,0 +1,59 @@
+//! Records the commit a binary was built from, for `nodegate --version`.
+//!
+//! `NODEGATE_REVISION` wins when set (the container builds set it: the
+//! Dockerfile's context has no `.git`, and deploy/image/build adds `-dirty`
+//! itself); otherwise `git rev-parse HEAD` in the source tree; otherwise
+//! `unknown` (a source archive without git).
+//!
+//! No `-dirty` here: cargo reruns this script only when the files named
+//! below change (HEAD and the branch's ref), not on every edit, so a dirty
+//! flag computed here would go stale and claim a clean tree.
+
+use std::path::Path;
+use std::process::Command;
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=NODEGATE_REVISION");
+    println!("cargo:rerun-if-changed=build.rs");
+    let revision = match std::env::var("NODEGATE_REVISION") {
+        Ok(r) if !r.trim().is_empty() => r.trim().to_string(),
+        _ => from_git().unwrap_or_else(|| "unknown".to_string()),
+    };
+    println!("cargo:rustc-env=NODEGATE_BUILD_REVISION={revision}");
+}
+
+/// HEAD's commit, watching the files that move when HEAD does: HEAD itself,
+/// its reflog, the branch it points at and packed-refs (a worktree's `.git`
+/// is a file, so the paths come from `git rev-parse --git-path`). Only
+/// existing files are named: cargo reruns a script on every build while a
+/// named file is missing.
+fn from_git() -> Option<String> {
+    let head = git(&["rev-parse", "HEAD"])?;
+    let mut watched = vec![
+        "HEAD".to_string(),
+        "logs/HEAD".to_string(),
+        "packed-refs".to_string(),
+    ];
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        watched.push(branch);
+    }
+    for name in watched {
+        if let Some(path) = git(&["rev-parse", "--git-path", &name]) {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+            if path.exists() {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
+        }
+    }
+    Some(head)
+}
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && !text.is_empty()).then_some(text)
+}
