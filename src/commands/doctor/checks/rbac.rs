@@ -76,7 +76,7 @@ pub fn required(s: &RunSettings, lease_namespace: &str) -> Vec<Access> {
         out.push(
             Access::new("create", "coordination.k8s.io", "leases").within(lease_namespace, None),
         );
-        for verb in ["get", "update", "watch"] {
+        for verb in ["get", "update", "list", "watch"] {
             out.push(
                 Access::new(verb, "coordination.k8s.io", "leases").within(lease_namespace, lease),
             );
