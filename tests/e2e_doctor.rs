@@ -9,8 +9,10 @@
 //! passes); a cluster-autoscaler Deployment with replicas 0 and its real
 //! flags but no startup taint, and `--max-node-startup-time=5m` against
 //! `--timeout 10m` (exit 1, naming `--startup-taint=...` and the deadline),
-//! then fixed: a clean cluster (exit 0), also with `--from-cluster` reading
-//! nodegate's Deployment.
+//! then fixed: a clean cluster (exit 0: the dry-run Node CREATE comes back
+//! tainted, the Lease is held, the ServiceAccount has its rights), also
+//! with `--from-cluster` reading nodegate's Deployment; last, the admission
+//! policy's parameters deleted (exit 1, naming the ConfigMap).
 
 mod support;
 
@@ -19,7 +21,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
+use kube::api::PostParams;
 use serde_json::Value;
 use support::{Nodegate, TestCluster, local_bin, repo_root, wait_for};
 
@@ -233,11 +237,45 @@ const FLAGS: [&str; 5] = [
     "10m",
 ];
 
+/// Waits until the API server applies the admission policy just applied: a
+/// server-side dry-run create of a node comes back with the taint.
+async fn policy_in_effect(cluster: &TestCluster) {
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    wait_for(
+        "the admission policy in effect",
+        Duration::from_secs(30),
+        || {
+            let nodes = nodes.clone();
+            async move {
+                let probe: Node = serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": "doctor-e2e-probe"},
+                }))
+                .map_err(|e| e.to_string())?;
+                let dry = PostParams {
+                    dry_run: true,
+                    ..PostParams::default()
+                };
+                let made = nodes
+                    .create(&dry, &probe)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let taints = made.spec.and_then(|s| s.taints).unwrap_or_default();
+                match taints.iter().any(|t| t.key == "nodegate.dev/initializing") {
+                    true => Ok(()),
+                    false => Err(format!("taints {taints:?}")),
+                }
+            }
+        },
+    )
+    .await;
+}
+
 async fn setup(cluster: &TestCluster) -> Nodegate {
     for file in ["namespace.yaml", "rbac.yaml", "startup-taint.yaml"] {
         let path = repo_root().join("deploy/kustomize/base").join(file);
         kubectl_ok(cluster, &["apply", "-f", &path.to_string_lossy()]);
     }
+    policy_in_effect(cluster).await;
     apply(cluster, NODEPOOL_CRD);
     kubectl_ok(
         cluster,
@@ -321,7 +359,9 @@ async fn doctor_names_each_autoscaler_problem_and_its_fix_and_passes_a_clean_clu
     let (code, out, err) = doctor(&cluster, &FLAGS);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
-        out.contains("Deployment kube-system/cluster-autoscaler (replicas 0")
+        out.contains(
+            "✗ cluster-autoscaler Deployment kube-system/cluster-autoscaler: does not treat"
+        ) && out.contains("note: replicas 0")
             && out.contains(
                 "fix: add --startup-taint=nodegate.dev/initializing to its container args"
             ),
@@ -382,6 +422,29 @@ async fn doctor_names_each_autoscaler_problem_and_its_fix_and_passes_a_clean_clu
     assert!(
         ca.iter()
             .any(|c| c["status"] == "problem" && c["message"].to_string().contains("--timeout 20m")),
+        "{out}"
+    );
+
+    // The admission policy's parameters gone: the policy adds nothing.
+    kubectl_ok(
+        &cluster,
+        &[
+            "-n",
+            "nodegate-system",
+            "delete",
+            "configmap",
+            "nodegate-admission",
+        ],
+    );
+    let (code, out, _) = doctor(&cluster, &json);
+    assert_eq!(code, 1, "{out}");
+    let missing = checks(&out, "admission");
+    assert!(
+        missing.iter().any(|c| c["status"] == "problem"
+            && c["subject"] == "MutatingAdmissionPolicyBinding nodegate-startup-taint"
+            && c["message"]
+                .to_string()
+                .contains("nodegate-system/nodegate-admission")),
         "{out}"
     );
     ng.kill();

@@ -87,6 +87,24 @@ fn skipped(check: &'static str, subject: &str, why: String) -> Check {
     Check::skipped(check, subject, why)
 }
 
+/// Labels for the admission probe's Node inside `--node-selector`: none
+/// when that takes every node, else those of a node it takes (without its
+/// hostname); `None` when no node is inside it.
+fn probe_labels(s: &RunSettings, seen: &[nodes::NodeSeen]) -> Option<nodegate_core::model::Labels> {
+    let scope = &s.gate.scope;
+    let empty = nodegate_core::model::Labels::new();
+    if scope.includes(&empty) {
+        return Some(empty);
+    }
+    let mut labels = seen
+        .iter()
+        .find(|n| scope.includes(&n.labels))?
+        .labels
+        .clone();
+    labels.remove("kubernetes.io/hostname");
+    Some(labels)
+}
+
 /// Reads the cluster and runs every check, in the report's order.
 async fn gather(
     client: &Client,
@@ -111,7 +129,8 @@ async fn gather(
         Ok(found) => out.extend(autoscaler::check(s, &ca_taints, &found)),
         Err(why) => out.push(skipped(autoscaler::CHECK, "Deployments", why)),
     }
-    match fetch::admission(client).await? {
+    let probe_labels = probe_labels(s, &seen_nodes);
+    match fetch::admission(client, probe_labels.as_ref()).await? {
         Ok(a) => out.extend(admission::check(s, &a)),
         Err(why) => out.push(skipped(admission::CHECK, "Node CREATE", why)),
     }

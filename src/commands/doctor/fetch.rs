@@ -18,6 +18,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use kube::{Api, Client};
 use nodegate_core::annotations::TIMED_OUT;
+use nodegate_core::model::Labels;
 use nodegate_core::selector::LabelSelector;
 
 use super::checks::admission::{Admission, Binding, Params, WEBHOOK_NAME, Webhook};
@@ -107,7 +108,10 @@ pub async fn autoscalers(client: &Client) -> Result<Readable<Vec<Autoscaler>>> {
 
 /// nodegate's admission policies (with their bindings and parameters) and
 /// webhooks (with their Services' ready endpoints).
-pub async fn admission(client: &Client) -> Result<Readable<Admission>> {
+pub async fn admission(
+    client: &Client,
+    probe_labels: Option<&Labels>,
+) -> Result<Readable<Admission>> {
     let policies = match Api::<MutatingAdmissionPolicy>::all(client.clone())
         .list(&ListParams::default())
         .await
@@ -147,11 +151,48 @@ pub async fn admission(client: &Client) -> Result<Readable<Admission>> {
         Ok(w) => w,
         Err(why) => return Ok(Err(why)),
     };
+    let probe = match probe_labels {
+        _ if policies.is_empty() && webhooks.is_empty() => None,
+        Some(labels) => Some(probe(client, labels).await),
+        None => Some(Err(
+            "no node inside --node-selector to give the probe its labels".to_string(),
+        )),
+    };
     Ok(Ok(Admission {
         policies,
         bindings,
         webhooks,
+        probe,
     }))
+}
+
+/// A server-side dry-run create of an untainted Node with `labels`: the
+/// taints it comes back with (`KEY:EFFECT`, without the API server's own
+/// `node.kubernetes.io/not-ready`), or why it could not be made.
+async fn probe(client: &Client, labels: &Labels) -> std::result::Result<Vec<String>, String> {
+    let name = format!("nodegate-doctor-probe-{:08x}", rand::random::<u32>());
+    let node: Node = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": labels},
+    }))
+    .map_err(|e| e.to_string())?;
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    match Api::<Node>::all(client.clone()).create(&dry, &node).await {
+        Ok(made) => Ok(made
+            .spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default()
+            .iter()
+            .filter(|t| t.key != "node.kubernetes.io/not-ready")
+            .map(|t| format!("{}:{}", t.key, t.effect))
+            .collect()),
+        Err(e) if code(&e) == Some(403) => {
+            Err("these credentials may not create nodes (a dry run)".to_string())
+        }
+        Err(e) => Err(format!("the dry-run create failed: {e}")),
+    }
 }
 
 async fn binding(

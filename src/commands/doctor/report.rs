@@ -41,7 +41,8 @@ pub struct Check {
     /// For a problem: what to change, naming the flag or field.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
-    /// Something worth knowing about a check that passed.
+    /// Something worth knowing about the line (a listed startup taint's
+    /// registration wait, an autoscaler at replicas 0).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }

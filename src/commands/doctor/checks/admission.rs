@@ -57,6 +57,11 @@ pub struct Admission {
     pub policies: Vec<String>,
     pub bindings: Vec<Binding>,
     pub webhooks: Vec<Webhook>,
+    /// The taints (`KEY:EFFECT`) a server-side dry-run Node CREATE came
+    /// back with: `Err(why)` when it could not be made, `None` when there
+    /// was nothing to probe (no policy or webhook, or no labels inside
+    /// `--node-selector` to give the probe).
+    pub probe: Option<Result<Vec<String>, String>>,
 }
 
 /// The `--taint`s, as the parameters write them.
@@ -105,7 +110,40 @@ pub fn check(s: &RunSettings, a: &Admission) -> Vec<Check> {
         out.extend(bound.into_iter().map(|b| binding(s, b)));
     }
     out.extend(a.webhooks.iter().map(webhook));
+    out.extend(a.probe.as_ref().map(|p| answered(s, p)));
     out
+}
+
+/// Whether the API server, asked to create a Node (a dry run: nothing is
+/// stored), puts one of nodegate's taints on it: the policy or the webhook
+/// answers, whatever its objects look like.
+pub fn answered(s: &RunSettings, probe: &Result<Vec<String>, String>) -> Check {
+    let subject = "dry-run Node CREATE";
+    let taints = match probe {
+        Ok(t) => t,
+        Err(why) => return Check::skipped(CHECK, subject, format!("not checked: {why}")),
+    };
+    let want: Vec<String> = taint_list(s).iter().map(|t| t.to_string()).collect();
+    match taints.iter().find(|t| want.contains(t)) {
+        Some(t) => Check::ok(
+            CHECK,
+            subject,
+            format!("came back with {t}: admission answers"),
+        ),
+        None => Check::problem(
+            CHECK,
+            subject,
+            format!(
+                "came back with taints {taints:?}, none of nodegate's ({}): the policy or the \
+                 webhook did not act (with failurePolicy Ignore its failures are silent), so new \
+                 nodes register untainted",
+                want.join(", ")
+            ),
+            "check the API server's log and, for the webhook, nodegate's; that the policy's \
+             parameters and binding are in place (the lines above); a policy applied moments ago \
+             takes a few seconds to be in effect",
+        ),
+    }
 }
 
 /// One policy binding against nodegate's settings.

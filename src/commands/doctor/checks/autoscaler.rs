@@ -141,22 +141,27 @@ pub fn check(s: &RunSettings, taints: &[ManagedTaint], found: &[Autoscaler]) -> 
         .iter()
         .flat_map(|a| {
             let f = flags(&a.words);
-            [startup_taints(a, &f, taints), deadline(s, a, &f)]
+            [
+                noting_replicas(a, startup_taints(a, &f, taints)),
+                deadline(s, a, &f),
+            ]
         })
         .collect()
 }
 
-/// How the Deployment's replica count reads after its name.
-fn replicas_note(a: &Autoscaler) -> &'static str {
+/// `check` with a note when the Deployment runs no replica.
+fn noting_replicas(a: &Autoscaler, check: Check) -> Check {
     match a.replicas {
-        Some(0) => " (replicas 0: checked as configured)",
-        _ => "",
+        Some(0) => {
+            check.with_note("replicas 0: not running now; judged by the flags it would run with")
+        }
+        _ => check,
     }
 }
 
 /// Whether every taint nodegate adds is a startup taint to this autoscaler.
 pub fn startup_taints(a: &Autoscaler, f: &Flags, taints: &[ManagedTaint]) -> Check {
-    let subject = format!("{}{}", a.subject(), replicas_note(a));
+    let subject = a.subject();
     let missing: Vec<&ManagedTaint> = taints.iter().filter(|t| !f.covers(&t.key)).collect();
     let Some(first) = missing.first() else {
         let keys = taints
@@ -244,18 +249,22 @@ pub fn deadline(s: &RunSettings, a: &Autoscaler, f: &Flags) -> Check {
         ));
     }
     if late.is_empty() {
+        let ours = s
+            .timeout
+            .map(|t| humantime::format_duration(t).to_string())
+            .unwrap_or_default();
         return Check::ok(
             CHECK,
             subject,
-            format!("{shown}: nodegate's deadline ends before it"),
+            format!("is {shown}: nodegate's deadline (--timeout {ours}) ends before it"),
         );
     }
     Check::problem(
         CHECK,
         subject,
         format!(
-            "{shown}, and nodegate's {}: a node still gated then counts as unready, which can \
-             halt the autoscaler",
+            "is {shown}, and nodegate's {}: a node still gated then counts as unready, which \
+             can halt the autoscaler",
             late.join(", ")
         ),
         format!(

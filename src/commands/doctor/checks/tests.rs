@@ -232,11 +232,14 @@ fn autoscaler_startup_taint_rows() {
         &words("cluster-autoscaler --startup-taint=nodegate.dev/initializing:NoSchedule"),
     )
     .expect("an autoscaler");
-    let c = autoscaler::startup_taints(&a, &flags(&a.words), &[default]);
+    let got = autoscaler::check(&settings(&[]), &[default], std::slice::from_ref(&a));
+    let c = &got[0];
+    assert_eq!(c.subject, "Deployment kube-system/cluster-autoscaler");
     assert!(
-        c.subject.contains("kube-system/cluster-autoscaler") && c.subject.contains("replicas 0")
+        c.note.as_deref().is_some_and(|n| n.contains("replicas 0")),
+        "{c:?}"
     );
-    let fix = c.fix.unwrap_or_default();
+    let fix = c.fix.clone().unwrap_or_default();
     assert!(
         fix.contains("--startup-taint=nodegate.dev/initializing "),
         "{fix}"
@@ -540,7 +543,7 @@ fn admission_installation_rows() {
             Admission {
                 policies: policy(),
                 bindings: vec![binding(init, init)],
-                webhooks: vec![],
+                ..Admission::default()
             },
             vec![Status::Ok],
         ),
@@ -619,4 +622,41 @@ fn rbac_asks_for_what_nodegate_does_and_names_what_is_denied() {
     let unknown = rbac::check("nodegate-system/nodegate", None);
     assert_eq!(statuses(&unknown), [Status::Skipped]);
     assert!(unknown[0].message.contains("not checked"));
+}
+
+#[test]
+fn the_admission_probe_passes_only_when_a_managed_taint_came_back() {
+    let s = settings(&["--taint", "a:NoSchedule", "--taint", "b:NoExecute"]);
+    let came = |t: &[&str]| Ok(t.iter().map(|t| t.to_string()).collect::<Vec<_>>());
+    let rows: [(Result<Vec<String>, String>, Status); 5] = [
+        (came(&["a:NoSchedule"]), Status::Ok),
+        (came(&["x:NoSchedule", "b:NoExecute"]), Status::Ok),
+        (came(&[]), Status::Problem),
+        (came(&["a:NoExecute"]), Status::Problem),
+        (Err("may not create nodes".to_string()), Status::Skipped),
+    ];
+    for (probe, want) in rows {
+        let c = admission::answered(&s, &probe);
+        assert_eq!(c.status, want, "{probe:?}: {c:?}");
+    }
+    // Probed only when something is installed: with nothing, one line.
+    let none = Admission {
+        probe: Some(came(&[])),
+        ..Admission::default()
+    };
+    assert_eq!(statuses(&admission::check(&s, &none)), [Status::Problem]);
+    let hooked = Admission {
+        webhooks: vec![Webhook {
+            configuration: "nodegate".to_string(),
+            ca_bundle: true,
+            url: Some("https://x".to_string()),
+            ..Webhook::default()
+        }],
+        probe: Some(came(&[])),
+        ..Admission::default()
+    };
+    assert_eq!(
+        statuses(&admission::check(&s, &hooked)),
+        [Status::Ok, Status::Problem]
+    );
 }
