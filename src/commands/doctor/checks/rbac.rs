@@ -3,7 +3,7 @@
 //! about nodegate's); when the doctor may not create those, not checked.
 
 use crate::commands::doctor::report::Check;
-use crate::settings::config::RunSettings;
+use crate::settings::config::{RunSettings, WebhookCerts};
 
 pub const CHECK: &str = "rbac";
 
@@ -26,6 +26,11 @@ impl Access {
             namespace: None,
             name: None,
         }
+    }
+
+    fn named(mut self, name: &str) -> Access {
+        self.name = Some(name.to_string());
+        self
     }
 
     fn within(mut self, namespace: &str, name: Option<&str>) -> Access {
@@ -55,7 +60,9 @@ impl Access {
 /// cluster-scoped object, go to `default`).
 pub const EVENTS_NAMESPACE: &str = "default";
 
-/// What nodegate running with these settings asks the API server for.
+/// What nodegate running with these settings asks the API server for (with
+/// `--webhook-cert-secret`, its Secret and the webhook configuration's
+/// caBundle too).
 pub fn required(s: &RunSettings, lease_namespace: &str) -> Vec<Access> {
     let mut out = vec![
         Access::new("get", "", "nodes"),
@@ -79,6 +86,27 @@ pub fn required(s: &RunSettings, lease_namespace: &str) -> Vec<Access> {
         for verb in ["get", "update", "list", "watch"] {
             out.push(
                 Access::new(verb, "coordination.k8s.io", "leases").within(lease_namespace, lease),
+            );
+        }
+    }
+    if let Some(WebhookCerts::Managed {
+        secret_namespace,
+        secret_name,
+        configuration,
+        ..
+    }) = s.webhook.as_ref().map(|w| &w.certs)
+    {
+        for verb in ["get", "update"] {
+            out.push(Access::new(verb, "", "secrets").within(secret_namespace, Some(secret_name)));
+        }
+        for verb in ["get", "patch"] {
+            out.push(
+                Access::new(
+                    verb,
+                    "admissionregistration.k8s.io",
+                    "mutatingwebhookconfigurations",
+                )
+                .named(configuration),
             );
         }
     }

@@ -604,6 +604,23 @@ fn rbac_asks_for_what_nodegate_does_and_names_what_is_denied() {
     }
     let no_lease = rbac::required(&settings(&[]), "ops");
     assert!(no_lease.iter().all(|a| a.resource != "leases"));
+    assert!(no_lease.iter().all(|a| a.resource != "secrets"));
+    let hook = settings(&[
+        "--webhook-addr=127.0.0.1:9443",
+        "--webhook-cert-secret=ng/tls",
+        "--webhook-configuration=ngw",
+        "--webhook-host=ngw.ng.svc",
+    ]);
+    let described: Vec<String> = rbac::required(&hook, "ng")
+        .iter()
+        .map(Access::describe)
+        .collect();
+    for w in [
+        "update secrets tls in ng",
+        "patch mutatingwebhookconfigurations.admissionregistration.k8s.io ngw",
+    ] {
+        assert!(described.iter().any(|d| d == w), "{w} not in {described:?}");
+    }
 
     let all_allowed: Vec<(Access, bool)> = wanted.iter().cloned().map(|a| (a, true)).collect();
     let one_denied: Vec<(Access, bool)> = wanted
