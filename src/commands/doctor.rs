@@ -115,8 +115,17 @@ async fn gather(
     let now = Timestamp::now();
     let seen_nodes = fetch::nodes(client).await?;
     let mut out = Vec::new();
+    let deployments = fetch::deployments(client).await?;
+    let version = deployments
+        .as_ref()
+        .ok()
+        .and_then(|d| karpenter::version(d));
     match fetch::nodepools(client).await? {
-        Ok(pools) => out.extend(karpenter::check(&s.gate, pools.as_deref())),
+        Ok(pools) => out.extend(karpenter::check(
+            &s.gate,
+            pools.as_deref(),
+            version.as_ref(),
+        )),
         Err(why) => out.push(skipped(karpenter::CHECK, "NodePools", why)),
     }
     // cluster-autoscaler sees every node that is not Karpenter's.
@@ -125,9 +134,9 @@ async fn gather(
         .filter(|n| !n.labels.contains_key(NODEPOOL_LABEL))
         .map(|n| &n.labels);
     let ca_taints = keys::added_to_any(&s.gate, ca_labels);
-    match fetch::autoscalers(client).await? {
-        Ok(found) => out.extend(autoscaler::check(s, &ca_taints, &found)),
-        Err(why) => out.push(skipped(autoscaler::CHECK, "Deployments", why)),
+    match &deployments {
+        Ok(d) => out.extend(autoscaler::check(s, &ca_taints, &autoscaler::found(d))),
+        Err(why) => out.push(skipped(autoscaler::CHECK, "Deployments", why.clone())),
     }
     let probe_labels = probe_labels(s, &seen_nodes);
     match fetch::admission(client, probe_labels.as_ref()).await? {

@@ -22,7 +22,6 @@ use nodegate_core::model::Labels;
 use nodegate_core::selector::LabelSelector;
 
 use super::checks::admission::{Admission, Binding, Params, WEBHOOK_NAME, Webhook};
-use super::checks::autoscaler::Autoscaler;
 use super::checks::karpenter::NodePool;
 use super::checks::leader::LeaseSeen;
 use super::checks::nodes::NodeSeen;
@@ -72,38 +71,13 @@ pub async fn nodepools(client: &Client) -> Result<Readable<Option<Vec<NodePool>>
     }
 }
 
-/// Every Deployment (all namespaces) whose container runs cluster-autoscaler.
-pub async fn autoscalers(client: &Client) -> Result<Readable<Vec<Autoscaler>>> {
+/// Every Deployment, in all namespaces (the autoscalers and Karpenter's
+/// controller are found among them).
+pub async fn deployments(client: &Client) -> Result<Readable<Vec<Deployment>>> {
     let list = Api::<Deployment>::all(client.clone())
         .list(&ListParams::default())
         .await;
-    Ok(
-        readable("list Deployments in all namespaces", list)?.map(|list| {
-            list.items
-                .iter()
-                .filter_map(|d| {
-                    let ns = d.metadata.namespace.as_deref().unwrap_or_default();
-                    let name = d.metadata.name.as_deref().unwrap_or_default();
-                    let spec = d.spec.as_ref()?;
-                    spec.template
-                        .spec
-                        .as_ref()?
-                        .containers
-                        .iter()
-                        .find_map(|c| {
-                            let words: Vec<String> = c
-                                .command
-                                .iter()
-                                .flatten()
-                                .chain(c.args.iter().flatten())
-                                .cloned()
-                                .collect();
-                            Autoscaler::from_container(ns, name, spec.replicas, &words)
-                        })
-                })
-                .collect()
-        }),
-    )
+    Ok(readable("list Deployments in all namespaces", list)?.map(|l| l.items))
 }
 
 /// nodegate's admission policies (with their bindings and parameters) and

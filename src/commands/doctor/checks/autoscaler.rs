@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use nodegate_core::placement::ManagedTaint;
 
 use crate::commands::doctor::report::Check;
@@ -66,6 +67,29 @@ impl Autoscaler {
     fn subject(&self) -> String {
         format!("Deployment {}/{}", self.namespace, self.name)
     }
+}
+
+/// The Deployments among these whose container runs cluster-autoscaler.
+pub fn found(deployments: &[Deployment]) -> Vec<Autoscaler> {
+    deployments
+        .iter()
+        .filter_map(|d| {
+            let ns = d.metadata.namespace.as_deref().unwrap_or_default();
+            let name = d.metadata.name.as_deref().unwrap_or_default();
+            let spec = d.spec.as_ref()?;
+            let pod = spec.template.spec.as_ref()?;
+            pod.containers.iter().find_map(|c| {
+                let words: Vec<String> = c
+                    .command
+                    .iter()
+                    .flatten()
+                    .chain(c.args.iter().flatten())
+                    .cloned()
+                    .collect();
+                Autoscaler::from_container(ns, name, spec.replicas, &words)
+            })
+        })
+        .collect()
 }
 
 /// The flags of the autoscaler's that the doctor reads.

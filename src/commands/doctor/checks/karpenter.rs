@@ -6,6 +6,7 @@
 //! launched) and lets the node count as initialized once Ready (a gated,
 //! empty node becomes a consolidation candidate).
 
+use k8s_openapi::api::apps::v1::Deployment;
 use nodegate_core::model::Labels;
 use nodegate_core::placement::ManagedTaint;
 
@@ -72,8 +73,43 @@ impl NodePool {
     }
 }
 
-/// The NodePools found; `None`: the NodePool CRD is not installed.
-pub fn check(gate: &GateSettings, pools: Option<&[NodePool]>) -> Vec<Check> {
+/// The first Karpenter release that ignores `readiness.k8s.io/` taints
+/// while a node initializes.
+pub const READINESS_SINCE: (u64, u64) = (1, 13);
+
+/// Karpenter's (major, minor) version and the image it was read from.
+pub type Version = ((u64, u64), String);
+
+/// Karpenter's version, read from the tag of the controller image of a
+/// Deployment (`…/karpenter/controller:1.14.3`, the project's own image,
+/// whose version is the core's); `None` when no such Deployment is seen
+/// (a managed Karpenter, another provider's image).
+pub fn version(deployments: &[Deployment]) -> Option<Version> {
+    deployments
+        .iter()
+        .filter_map(|d| d.spec.as_ref()?.template.spec.as_ref())
+        .flat_map(|p| p.containers.iter())
+        .filter_map(|c| c.image.as_deref())
+        .find_map(|image| {
+            let image = image.split('@').next()?;
+            let (repo, tag) = image.rsplit_once(':')?;
+            if !repo.ends_with("karpenter/controller") || tag.contains('/') {
+                return None;
+            }
+            let mut parts = tag.trim_start_matches('v').split('.');
+            let major = parts.next()?.parse().ok()?;
+            let minor = parts.next()?.parse().ok()?;
+            Some(((major, minor), image.to_string()))
+        })
+}
+
+/// The NodePools found (`None`: the NodePool CRD is not installed), and
+/// Karpenter's version when known.
+pub fn check(
+    gate: &GateSettings,
+    pools: Option<&[NodePool]>,
+    version: Option<&Version>,
+) -> Vec<Check> {
     let Some(pools) = pools else {
         return vec![Check::skipped(
             CHECK,
@@ -84,11 +120,11 @@ pub fn check(gate: &GateSettings, pools: Option<&[NodePool]>) -> Vec<Check> {
     if pools.is_empty() {
         return vec![Check::skipped(CHECK, "NodePools", "no NodePool")];
     }
-    pools.iter().map(|p| nodepool(gate, p)).collect()
+    pools.iter().map(|p| nodepool(gate, p, version)).collect()
 }
 
 /// One NodePool against the taints nodegate adds to its nodes.
-pub fn nodepool(gate: &GateSettings, pool: &NodePool) -> Check {
+pub fn nodepool(gate: &GateSettings, pool: &NodePool, version: Option<&Version>) -> Check {
     let subject = format!("NodePool {}", pool.name);
     let added = added_taints(gate, &pool.labels);
     if added.is_empty() {
@@ -124,6 +160,24 @@ pub fn nodepool(gate: &GateSettings, pool: &NodePool) -> Check {
             ),
         );
     }
+    let too_old = version.filter(|(v, _)| *v < READINESS_SINCE);
+    let unread: Vec<&ManagedTaint> = added.iter().filter(|t| !pool.lists(t)).collect();
+    if let (Some(((major, minor), image)), Some(first)) = (too_old, unread.first()) {
+        return Check::problem(
+            CHECK,
+            subject,
+            format!(
+                "nodegate adds {first} to its nodes, and Karpenter {major}.{minor} ({image}) \
+                 ignores {READINESS_PREFIX} taints only from 1.13 on: it will launch extra \
+                 NodeClaims and may consolidate gated nodes"
+            ),
+            format!(
+                "upgrade Karpenter to 1.13 or later, or add {{key: {}, effect: {}}} to NodePool \
+                 {}'s spec.template.spec.startupTaints",
+                first.key, first.effect, pool.name
+            ),
+        );
+    }
     let listed: Vec<String> = added
         .iter()
         .filter(|t| pool.lists(t))
@@ -140,10 +194,16 @@ pub fn nodepool(gate: &GateSettings, pool: &NodePool) -> Check {
         format!("Karpenter treats {keys} as a startup taint of its nodes"),
     );
     if listed.is_empty() {
-        ok.with_note(format!(
-            "Karpenter ignores {READINESS_PREFIX} taints while a node initializes from version \
-             1.13 on"
-        ))
+        ok.with_note(match version {
+            Some(((major, minor), _)) => format!(
+                "Karpenter {major}.{minor} ignores {READINESS_PREFIX} taints while a node \
+                 initializes"
+            ),
+            None => format!(
+                "Karpenter ignores {READINESS_PREFIX} taints while a node initializes from \
+                 version 1.13 on (its version was not seen: check it)"
+            ),
+        })
     } else {
         ok.with_note(format!(
             "{} listed in spec.template.spec.startupTaints: Karpenter puts it back until the \

@@ -83,13 +83,13 @@ fn karpenter_recognises_a_readiness_key_or_a_listed_one_and_nothing_else() {
         (&default, NodePool::default(), Status::Problem, "NodePool"),
     ];
     for (s, p, want, word) in rows {
-        let c = karpenter::nodepool(&s.gate, &p);
+        let c = karpenter::nodepool(&s.gate, &p, None);
         assert_eq!(c.status, want, "{p:?}: {c:?}");
         let text = format!("{} {} {:?} {:?}", c.subject, c.message, c.fix, c.note);
         assert!(text.contains(word), "{p:?}: {word:?} not in {text}");
     }
     // The problem names the NodePool and the field to set.
-    let c = karpenter::nodepool(&default.gate, &pool("web", &[]));
+    let c = karpenter::nodepool(&default.gate, &pool("web", &[]), None);
     assert_eq!(c.subject, "NodePool web");
     let fix = c.fix.unwrap_or_default();
     assert!(
@@ -104,16 +104,16 @@ fn karpenter_recognises_a_readiness_key_or_a_listed_one_and_nothing_else() {
 fn karpenter_absent_or_without_nodepools_is_not_a_problem() {
     let s = settings(&[]);
     assert_eq!(
-        statuses(&karpenter::check(&s.gate, None)),
+        statuses(&karpenter::check(&s.gate, None, None)),
         [Status::Skipped]
     );
     assert!(
-        karpenter::check(&s.gate, None)[0]
+        karpenter::check(&s.gate, None, None)[0]
             .message
             .contains("not installed")
     );
     assert_eq!(
-        statuses(&karpenter::check(&s.gate, Some(&[]))),
+        statuses(&karpenter::check(&s.gate, Some(&[]), None)),
         [Status::Skipped]
     );
 }
@@ -676,4 +676,58 @@ fn the_admission_probe_passes_only_when_a_managed_taint_came_back() {
         statuses(&admission::check(&s, &hooked)),
         [Status::Ok, Status::Problem]
     );
+}
+
+#[test]
+fn karpenter_before_1_13_does_not_ignore_a_readiness_key() {
+    let readiness = settings(&["--taint", "readiness.k8s.io/nodegate:NoSchedule"]);
+    let dep = |image: &str| -> k8s_openapi::api::apps::v1::Deployment {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "karpenter", "namespace": "kube-system"},
+            "spec": {"selector": {}, "template": {"spec": {"containers": [
+                {"name": "controller", "image": image},
+            ]}}},
+        }))
+        .unwrap_or_default()
+    };
+    let v = |image: &str| karpenter::version(&[dep(image)]);
+    assert_eq!(
+        v("public.ecr.aws/karpenter/controller:1.14.3@sha256:ab").map(|x| x.0),
+        Some((1, 14))
+    );
+    assert_eq!(
+        v("public.ecr.aws/karpenter/controller:v0.37.0").map(|x| x.0),
+        Some((0, 37))
+    );
+    assert_eq!(v("mcr.microsoft.com/aks/karpenter/karpenter:v1.4.0"), None);
+    assert_eq!(v("localhost:5000/karpenter/controller"), None);
+    // (image, NodePool startupTaints, status)
+    let listed = [("readiness.k8s.io/nodegate", "NoSchedule")];
+    type Row<'a> = (&'a str, &'a [(&'a str, &'a str)], Status);
+    let rows: [Row; 4] = [
+        (
+            "public.ecr.aws/karpenter/controller:1.12.1",
+            &[],
+            Status::Problem,
+        ),
+        (
+            "public.ecr.aws/karpenter/controller:1.12.1",
+            &listed,
+            Status::Ok,
+        ),
+        (
+            "public.ecr.aws/karpenter/controller:1.13.0",
+            &[],
+            Status::Ok,
+        ),
+        (
+            "mcr.microsoft.com/aks/karpenter/karpenter:v1.4.0",
+            &[],
+            Status::Ok,
+        ),
+    ];
+    for (image, startup, want) in rows {
+        let c = karpenter::nodepool(&readiness.gate, &pool("p", startup), v(image).as_ref());
+        assert_eq!(c.status, want, "{image} {startup:?}: {c:?}");
+    }
 }
