@@ -12,7 +12,10 @@
 //! then fixed: a clean cluster (exit 0: the dry-run Node CREATE comes back
 //! tainted, the Lease is held, the ServiceAccount has its rights), also
 //! with `--from-cluster` reading nodegate's Deployment; last, the admission
-//! policy's parameters deleted (exit 1, naming the ConfigMap).
+//! policy's parameters deleted (exit 1, naming the ConfigMap); nodegate's
+//! RoleBinding for Events deleted (exit 1, naming what it may not do, as the
+//! API server's SubjectAccessReview says); nodegate stopped and a node gated
+//! an hour ago (exit 1, naming the node).
 
 mod support;
 
@@ -447,5 +450,47 @@ async fn doctor_names_each_autoscaler_problem_and_its_fix_and_passes_a_clean_clu
                 .contains("nodegate-system/nodegate-admission")),
         "{out}"
     );
+
+    // nodegate's ServiceAccount loses its grant to record Events: the API
+    // server's own answer to a SubjectAccessReview names it.
+    kubectl_ok(
+        &cluster,
+        &["-n", "default", "delete", "rolebinding", "nodegate-events"],
+    );
+    let (code, out, _) = doctor(&cluster, &json);
+    assert_eq!(code, 1, "{out}");
+    let rbac = checks(&out, "rbac");
+    assert!(
+        rbac.len() == 1
+            && rbac[0]["status"] == "problem"
+            && rbac[0]["subject"] == "ServiceAccount nodegate-system/nodegate"
+            && rbac[0]["message"] == "may not create events.events.k8s.io in default",
+        "{out}"
+    );
+
+    // nodegate stopped, and a node gated an hour ago: no gate will open it.
     ng.kill();
+    let hour_ago = jiff::Timestamp::now()
+        .checked_sub(jiff::SignedDuration::from_secs(3600))
+        .expect("an hour ago");
+    let mut stuck = support::fake_node(
+        "stuck-1",
+        &[],
+        &[("nodegate.dev/initializing", "", "NoSchedule")],
+    );
+    stuck
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("nodegate.dev/gated-since".into(), hour_ago.to_string());
+    cluster.create_node(&stuck).await;
+    let (code, out, _) = doctor(&cluster, &json);
+    assert_eq!(code, 1, "{out}");
+    let nodes = checks(&out, "nodes");
+    assert!(
+        nodes
+            .iter()
+            .any(|c| c["status"] == "problem" && c["subject"] == "node stuck-1"),
+        "{out}"
+    );
 }
