@@ -66,18 +66,29 @@ pub fn check(
         );
     }
     let duration = lease.duration.unwrap_or(le.lease_duration);
+    held(subject, fix, lease, duration, now)
+}
+
+/// A Lease with a holder: live while renewed within `duration`.
+fn held(
+    subject: String,
+    fix: String,
+    lease: &LeaseSeen,
+    duration: Duration,
+    now: Timestamp,
+) -> (Check, Option<bool>) {
     let age = lease
         .renewed
         .map(|r| Duration::try_from(now.duration_since(r)).unwrap_or(Duration::ZERO));
+    let holder = &lease.holder;
     match age {
         Some(age) if age > duration => (
             Check::problem(
                 CHECK,
                 subject,
                 format!(
-                    "held by {:?} but last renewed {}s ago, longer than its {}s duration: the \
-                     holder is gone and no other replica took over",
-                    lease.holder,
+                    "held by {holder:?} but last renewed {}s ago, longer than its {}s duration: \
+                     the holder is gone and no other replica took over",
                     age.as_secs(),
                     duration.as_secs()
                 ),
@@ -89,16 +100,12 @@ pub fn check(
             Check::ok(
                 CHECK,
                 subject,
-                format!("held by {:?}, renewed {}s ago", lease.holder, age.as_secs()),
+                format!("held by {holder:?}, renewed {}s ago", age.as_secs()),
             ),
             Some(true),
         ),
         None => (
-            Check::ok(
-                CHECK,
-                subject,
-                format!("held by {:?} (no renewTime)", lease.holder),
-            ),
+            Check::ok(CHECK, subject, format!("held by {holder:?} (no renewTime)")),
             Some(true),
         ),
     }
