@@ -12,7 +12,7 @@ use clap::{CommandFactory, FromArgMatches};
 
 use nodegate::cluster::client::set_process_connection;
 use nodegate::commands::{
-    backfill, completion, config_check, explain, output, run, status, uninstall, version,
+    backfill, completion, config_check, doctor, explain, output, run, status, uninstall, version,
 };
 use nodegate::settings::cli::{Cli, ClusterArgs, Command, ConfigCommand, LogFormat};
 use nodegate::settings::config;
@@ -74,6 +74,7 @@ fn connect_flags(mut cli: Cli) -> std::result::Result<Command, Error> {
         Command::Uninstall(a) => a.cluster = a.cluster.or(outer),
         Command::Version(a) => a.cluster = a.cluster.or(outer),
         Command::Config(ConfigCommand::Check(a)) => a.cluster = a.cluster.or(outer),
+        Command::Doctor(a) => a.cluster = a.cluster.or(outer),
         Command::Run(_) | Command::Completion(_) => {}
     }
     set_process_connection(output::connection(outer)?);
@@ -123,6 +124,7 @@ fn main() -> ExitCode {
         Command::Version(args) => runtime.block_on(version::main(args)),
         Command::Completion(args) => completion::main(args),
         Command::Config(ConfigCommand::Check(args)) => runtime.block_on(config_check::main(args)),
+        Command::Doctor(args) => runtime.block_on(doctor::main(*args)),
     };
     exit(result, logging)
 }

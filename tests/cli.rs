@@ -126,6 +126,7 @@ fn every_help_lists_the_exit_statuses() {
         &["version"],
         &["completion"],
         &["config", "check"],
+        &["doctor"],
     ] {
         let args: Vec<&str> = cmd.iter().copied().chain(["--help"]).collect();
         let (code, out, _) = run_as(bin(), &args);
@@ -160,6 +161,7 @@ fn kubectl_flags_are_taken_and_bad_values_refused_before_the_cluster() {
         &["backfill", "--dry-run", "--request-timeout", "x"],
         &["version", "--request-timeout", "x"],
         &["uninstall", "--dry-run", "--request-timeout", "x"],
+        &["doctor", "--request-timeout", "x"],
     ] {
         let (code, _, err) = run_as(bin(), args);
         assert_eq!(code, 2, "{args:?}: {err}");
@@ -317,5 +319,49 @@ fn an_endless_or_huge_config_file_is_refused_with_bounded_memory() {
                 "{cmd:?} {file}: {err}"
             );
         }
+    }
+}
+
+/// `nodegate doctor`'s bad arguments exit 2 naming the value, before any
+/// request (KUBECONFIG points at nothing: reaching for the cluster would
+/// exit 1); as the kubectl plugin its usage reads `kubectl nodegate doctor`.
+#[test]
+fn doctor_refuses_bad_arguments_with_2_naming_them() {
+    for (args, named) in [
+        (&["doctor", "--timeout", "soon"][..], "soon"),
+        (&["doctor", "--taint", "bad key:NoSchedule"], "bad key"),
+        (
+            &["doctor", "--from-cluster", "--timeout", "5m"],
+            "--from-cluster",
+        ),
+        (
+            &["doctor", "--from-cluster", "--config", "/x.yaml"],
+            "--from-cluster",
+        ),
+        (
+            &["doctor", "--config", "/nonexistent/nodegate.yaml"],
+            "/nonexistent/nodegate.yaml",
+        ),
+        (&["doctor", "--frm-cluster"], "--frm-cluster"),
+        (&["doctor", "-o", "xml"], "xml"),
+    ] {
+        let (code, _, err) = run_as(bin(), args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(named), "{args:?}: {named} not in {err}");
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plugin = dir.path().join("kubectl-nodegate");
+    std::os::unix::fs::symlink(bin(), &plugin).expect("link kubectl-nodegate");
+    let (code, out, _) = run_as(&plugin, &["doctor", "--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("Usage: kubectl nodegate doctor"), "{out}");
+    for flag in [
+        "--from-cluster",
+        "--kubeconfig",
+        "--context",
+        "--request-timeout",
+        "--output",
+    ] {
+        assert!(out.contains(flag), "{flag} not in:\n{out}");
     }
 }

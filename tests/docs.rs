@@ -945,3 +945,57 @@ fn every_status_flag_is_in_its_section_of_operations() {
         "flags of `nodegate status` not in docs/operations.md's `nodegate status` section: {missing:?}"
     );
 }
+
+/// docs/troubleshooting.md's `nodegate doctor` section names every flag of
+/// the doctor's own (those `nodegate run` has not), every check and every
+/// field of its JSON report.
+#[test]
+fn every_doctor_flag_check_and_json_field_is_in_its_section() {
+    use nodegate::commands::doctor::checks::{
+        admission, autoscaler, karpenter, leader, nodes, rbac,
+    };
+    use nodegate::commands::doctor::report::{Check, Report};
+
+    let docs = read("docs/troubleshooting.md");
+    let section = docs
+        .split("\n## ")
+        .find(|s| s.starts_with("`nodegate doctor`"))
+        .expect("docs/troubleshooting.md has a `## nodegate doctor` section");
+    let run = long_flags("run");
+    let own: Vec<String> = long_flags("doctor")
+        .into_iter()
+        .filter(|f| !run.contains(f))
+        .collect();
+    assert!(own.contains(&"--from-cluster".to_string()), "{own:?}");
+    let checks = [
+        karpenter::CHECK,
+        autoscaler::CHECK,
+        admission::CHECK,
+        leader::CHECK,
+        rbac::CHECK,
+        nodes::CHECK,
+    ];
+    // Every field, from a report whose one check has every optional field.
+    let full = Check::problem("karpenter", "s", "m", "f").with_note("n");
+    let report = serde_json::to_value(Report::new("flags".into(), vec![full])).expect("json");
+    let mut fields: Vec<String> = Vec::new();
+    for (k, v) in report.as_object().into_iter().flatten() {
+        fields.push(k.clone());
+        for c in v.as_array().into_iter().flatten() {
+            for k2 in c.as_object().into_iter().flatten().map(|(k2, _)| k2) {
+                fields.push(format!("{k}[].{k2}"));
+            }
+        }
+    }
+    let missing: Vec<String> = own
+        .iter()
+        .cloned()
+        .chain(checks.iter().map(|c| format!("`{c}`")))
+        .chain(fields.iter().map(|f| format!("`{f}`")))
+        .filter(|w| !mentions(section, w))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not in docs/troubleshooting.md's `nodegate doctor` section: {missing:?}"
+    );
+}

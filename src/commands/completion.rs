@@ -150,6 +150,8 @@ mod tests {
                 "status",
                 "backfill",
                 "completion",
+                "doctor",
+                "from-cluster",
                 "on-timeout",
             ] {
                 assert!(t.contains(word), "{shell:?} script lacks {word:?}:\n{t}");

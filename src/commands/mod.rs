@@ -4,12 +4,15 @@
 //! takes nodegate's marks off the nodes; `nodegate version` prints the
 //! client's and the running controller's versions; `nodegate completion
 //! SHELL` only prints a script; `nodegate config check FILE` validates a
-//! config file offline (and, with `--cluster`, reads what it names). Each returns its exit status, or an
+//! config file offline (and, with `--cluster`, reads what it names); `nodegate
+//! doctor` checks the cluster around nodegate (autoscalers, admission,
+//! Lease, RBAC, stuck nodes) and names the fix for each problem. Each returns its exit status, or an
 //! [`Error`](crate::Error) that `main` prints and exits with.
 
 pub mod backfill;
 pub mod completion;
 pub mod config_check;
+pub mod doctor;
 pub mod explain;
 pub mod output;
 pub mod run;

@@ -146,6 +146,59 @@ pub enum Command {
     /// Work with nodegate's config file without running the controller.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Check the cluster around nodegate and say, for each problem, what to
+    /// change: the autoscalers (Karpenter NodePools, cluster-autoscaler
+    /// flags) against nodegate's taints and deadline, the admission policy
+    /// or webhook, the Lease, nodegate's RBAC and nodes left gated. Read only.
+    #[command(after_help = DOCTOR_EXIT)]
+    Doctor(Box<DoctorArgs>),
+}
+
+const DOCTOR_EXIT: &str = "\
+Exit status:
+  0  no check found a problem (checks that could not be made, shown as -,
+     do not count)
+  1  a check found a problem (each says what to change), or the cluster
+     could not be read
+  2  bad usage: a bad flag, value or config file (found before anything is
+     sent to the cluster)";
+
+/// `nodegate doctor`.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// nodegate's settings, as given to `nodegate run` (flags and
+    /// --config); ignored with --from-cluster.
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    /// Read nodegate's settings from the container args of its Deployment
+    /// (and the config file they name, from its ConfigMap) in --namespace,
+    /// instead of from the flags given here.
+    #[arg(long)]
+    pub from_cluster: bool,
+
+    /// The namespace nodegate runs in: its Deployment (--deployment), its
+    /// ServiceAccount and, unless --lease-namespace says otherwise, its Lease.
+    #[arg(
+        short = 'n',
+        long,
+        value_name = "NAMESPACE",
+        default_value = "nodegate-system"
+    )]
+    pub namespace: String,
+
+    /// The name of nodegate's Deployment in --namespace (Helm names it after
+    /// the release).
+    #[arg(long, value_name = "NAME", default_value = "nodegate")]
+    pub deployment: String,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// Output format: table (one line per check, the fix under each
+    /// problem; wide is the same), json or yaml.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: OutputFormat,
 }
 
 /// `nodegate config …`.

@@ -1,0 +1,173 @@
+//! `nodegate doctor` (also `kubectl nodegate doctor`): reads the cluster
+//! around nodegate and says, for each problem, what to change. nodegate's
+//! settings come from the flags and `--config` given (parsed as `nodegate
+//! run` parses them) or, with `--from-cluster`, from nodegate's Deployment
+//! (`source`). Everything is read first (`fetch`), then judged by pure
+//! checks (`checks`), one line each (`report`). Exit 0 when no check found
+//! a problem, 1 when one did (or the cluster could not be read), 2 for a
+//! bad flag or value. It never writes to the cluster.
+
+pub mod checks;
+pub mod fetch;
+pub mod keys;
+pub mod report;
+pub mod source;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use jiff::Timestamp;
+use kube::Client;
+
+use crate::commands::output;
+use crate::error::{EXIT_FAILURE, Error, Result};
+use crate::settings::cli::DoctorArgs;
+use crate::settings::config::{self, RunSettings};
+use checks::karpenter::NODEPOOL_LABEL;
+use checks::{admission, autoscaler, karpenter, leader, nodes, rbac};
+use report::{Check, Report};
+
+pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
+    // Every flag and value checked before anything is sent (exit 2).
+    let conn = output::connection(&args.cluster)?;
+    source::refuse_settings_with_from_cluster(&args)?;
+    let given = match args.from_cluster {
+        true => None,
+        false => Some(config::run_settings(&args.run)?),
+    };
+    let client = output::connect(&conn).await?;
+    let ns = args.namespace.as_str();
+    let deployment = fetch::deployment(&client, ns, &args.deployment).await?;
+    let (label, settings) = match given {
+        Some(s) => ("flags".to_string(), s),
+        None => {
+            let what = format!("Deployment {ns}/{}", args.deployment);
+            let d = match &deployment {
+                Ok(Some(d)) => d,
+                Ok(None) => {
+                    return Err(Error::Invalid {
+                        what,
+                        why: "not found: pass --namespace and --deployment naming nodegate's, or \
+                              give nodegate's flags instead of --from-cluster"
+                            .to_string(),
+                    });
+                }
+                Err(why) => {
+                    return Err(Error::Invalid {
+                        what,
+                        why: why.clone(),
+                    });
+                }
+            };
+            let s = source::from_deployment(&client, ns, d).await?;
+            (format!("deployment {ns}/{}", args.deployment), s)
+        }
+    };
+    let account = match &deployment {
+        Ok(Some(d)) => source::account_of(ns, d),
+        _ => (ns.to_string(), "nodegate".to_string()),
+    };
+    let checks = gather(&client, &settings, ns, &account).await?;
+    let report = Report::new(label, checks);
+    let text = match output::encode(&report, args.output, "the doctor's report")? {
+        Some(encoded) => encoded,
+        None => report.text(),
+    };
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .map_err(Error::io("cannot write to stdout"))?;
+    Ok(match report.problems {
+        0 => ExitCode::SUCCESS,
+        _ => ExitCode::from(EXIT_FAILURE),
+    })
+}
+
+/// A check that could not be made (`why`), as its one line.
+fn skipped(check: &'static str, subject: &str, why: String) -> Check {
+    Check::skipped(check, subject, why)
+}
+
+/// Labels for the admission probe's Node inside `--node-selector`: none
+/// when that takes every node, else those of a node it takes (without its
+/// hostname); `None` when no node is inside it.
+fn probe_labels(s: &RunSettings, seen: &[nodes::NodeSeen]) -> Option<nodegate_core::model::Labels> {
+    let scope = &s.gate.scope;
+    let empty = nodegate_core::model::Labels::new();
+    if scope.includes(&empty) {
+        return Some(empty);
+    }
+    let mut labels = seen
+        .iter()
+        .find(|n| scope.includes(&n.labels))?
+        .labels
+        .clone();
+    labels.remove("kubernetes.io/hostname");
+    Some(labels)
+}
+
+/// Reads the cluster and runs every check, in the report's order.
+async fn gather(
+    client: &Client,
+    s: &RunSettings,
+    namespace: &str,
+    account: &(String, String),
+) -> Result<Vec<Check>> {
+    let now = Timestamp::now();
+    let seen_nodes = fetch::nodes(client).await?;
+    let mut out = Vec::new();
+    let deployments = fetch::deployments(client).await?;
+    let version = deployments
+        .as_ref()
+        .ok()
+        .and_then(|d| karpenter::version(d));
+    match fetch::nodepools(client).await? {
+        Ok(pools) => out.extend(karpenter::check(
+            &s.gate,
+            pools.as_deref(),
+            version.as_ref(),
+        )),
+        Err(why) => out.push(skipped(karpenter::CHECK, "NodePools", why)),
+    }
+    // cluster-autoscaler sees every node that is not Karpenter's.
+    let ca_labels = seen_nodes
+        .iter()
+        .filter(|n| !n.labels.contains_key(NODEPOOL_LABEL))
+        .map(|n| &n.labels);
+    let ca_taints = keys::added_to_any(&s.gate, ca_labels);
+    match &deployments {
+        Ok(d) => out.extend(autoscaler::check(s, &ca_taints, &autoscaler::found(d))),
+        Err(why) => out.push(skipped(autoscaler::CHECK, "Deployments", why.clone())),
+    }
+    let probe_labels = probe_labels(s, &seen_nodes);
+    match fetch::admission(client, probe_labels.as_ref()).await? {
+        Ok(a) => out.extend(admission::check(s, &a)),
+        Err(why) => out.push(skipped(admission::CHECK, "Node CREATE", why)),
+    }
+    let le = &s.leader_election;
+    let lease_ns = le
+        .lease_namespace
+        .clone()
+        .unwrap_or_else(|| namespace.to_string());
+    let (line, live) = match fetch::lease(client, &lease_ns, &le.lease_name).await? {
+        Ok(lease) => leader::check(le, &lease_ns, lease.as_ref(), now),
+        Err(why) => (
+            skipped(
+                leader::CHECK,
+                &format!("Lease {lease_ns}/{}", le.lease_name),
+                why,
+            ),
+            None,
+        ),
+    };
+    out.push(line);
+    let answers = fetch::access(client, account, rbac::required(s, &lease_ns)).await?;
+    out.extend(rbac::check(
+        &format!("{}/{}", account.0, account.1),
+        answers.as_deref(),
+    ));
+    out.extend(nodes::check(s, &seen_nodes, live, now));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,273 @@
+//! Admission: what puts nodegate's startup taint on a Node as it is
+//! created. The MutatingAdmissionPolicy needs its binding, and the
+//! parameters ConfigMap the binding names must say the same taints as
+//! nodegate's `--taint`s and the binding must select the nodes
+//! `--node-selector` selects; the webhook needs a Service with a ready
+//! endpoint and a caBundle.
+
+use nodegate_core::placement::ManagedTaint;
+use nodegate_core::selector::LabelSelector;
+
+use crate::commands::doctor::report::Check;
+use crate::settings::config::RunSettings;
+
+pub const CHECK: &str = "admission";
+
+/// The name of nodegate's webhook in a MutatingWebhookConfiguration.
+pub const WEBHOOK_NAME: &str = "nodes.nodegate.dev";
+
+/// A MutatingAdmissionPolicyBinding of nodegate's policy, with what its
+/// parameters say.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Binding {
+    pub name: String,
+    pub policy: String,
+    /// `spec.paramRef` as NAMESPACE/NAME.
+    pub params_ref: Option<String>,
+    /// The parameters ConfigMap's `startupTaint` and `managedTaints`;
+    /// `None` when the ConfigMap is not there.
+    pub params: Option<Params>,
+    /// `spec.matchResources.objectSelector`, as nodegate reads selectors.
+    pub object_selector: LabelSelector,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Params {
+    pub startup_taint: Option<String>,
+    pub managed_taints: Option<String>,
+}
+
+/// nodegate's webhook in one MutatingWebhookConfiguration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Webhook {
+    pub configuration: String,
+    /// `clientConfig.service` as NAMESPACE/NAME; `None` for a URL.
+    pub service: Option<String>,
+    pub url: Option<String>,
+    pub ca_bundle: bool,
+    /// Ready endpoints of the Service; `None` when the Service is not there.
+    pub ready_endpoints: Option<usize>,
+}
+
+/// What the doctor found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Admission {
+    /// nodegate's MutatingAdmissionPolicies (those reading `managedTaints`
+    /// from their parameters).
+    pub policies: Vec<String>,
+    pub bindings: Vec<Binding>,
+    pub webhooks: Vec<Webhook>,
+    /// The taints (`KEY:EFFECT`) a server-side dry-run Node CREATE came
+    /// back with: `Err(why)` when it could not be made, `None` when there
+    /// was nothing to probe (no policy or webhook, or no labels inside
+    /// `--node-selector` to give the probe).
+    pub probe: Option<Result<Vec<String>, String>>,
+}
+
+/// The `--taint`s, as the parameters write them.
+fn taint_list(s: &RunSettings) -> Vec<&ManagedTaint> {
+    let regate = s.gate.regate.as_ref().map(|r| &r.taint);
+    s.gate
+        .placement
+        .managed_taints
+        .iter()
+        .filter(|t| Some(*t) != regate)
+        .collect()
+}
+
+pub fn check(s: &RunSettings, a: &Admission) -> Vec<Check> {
+    if a.policies.is_empty() && a.webhooks.is_empty() {
+        let net = match s.net.enabled {
+            true => {
+                "; the late-taint net (--taint-new-nodes) taints a node only after it is created"
+            }
+            false => "",
+        };
+        return vec![Check::problem(
+            CHECK,
+            "Node CREATE",
+            format!(
+                "no admission policy or webhook of nodegate's is installed: nothing puts the \
+                 startup taint on a node as it registers{net}"
+            ),
+            "install the MutatingAdmissionPolicy (deploy/kustomize/base, or Helm \
+             admission=policy) or the webhook (the kustomize webhook component, or Helm \
+             admission=webhook); unless every node registers with the taint itself (the \
+             kubelet's --register-with-taints, the node pool's taints)",
+        )];
+    }
+    let mut out = Vec::new();
+    for p in &a.policies {
+        let bound: Vec<&Binding> = a.bindings.iter().filter(|b| b.policy == *p).collect();
+        if bound.is_empty() {
+            out.push(Check::problem(
+                CHECK,
+                format!("MutatingAdmissionPolicy {p}"),
+                "has no MutatingAdmissionPolicyBinding: it taints nothing",
+                format!("apply the binding (spec.policyName: {p}) shipped beside it"),
+            ));
+        }
+        out.extend(bound.into_iter().map(|b| binding(s, b)));
+    }
+    out.extend(a.webhooks.iter().map(webhook));
+    out.extend(a.probe.as_ref().map(|p| answered(s, p)));
+    out
+}
+
+/// Whether the API server, asked to create a Node (a dry run: nothing is
+/// stored), puts one of nodegate's taints on it: the policy or the webhook
+/// answers, whatever its objects look like.
+pub fn answered(s: &RunSettings, probe: &Result<Vec<String>, String>) -> Check {
+    let subject = "dry-run Node CREATE";
+    let taints = match probe {
+        Ok(t) => t,
+        Err(why) => return Check::skipped(CHECK, subject, format!("not checked: {why}")),
+    };
+    let want: Vec<String> = taint_list(s).iter().map(|t| t.to_string()).collect();
+    match taints.iter().find(|t| want.contains(t)) {
+        Some(t) => Check::ok(
+            CHECK,
+            subject,
+            format!("came back with {t}: admission answers"),
+        ),
+        None => Check::problem(
+            CHECK,
+            subject,
+            format!(
+                "came back with taints {taints:?}, none of nodegate's ({}): the policy or the \
+                 webhook did not act (with failurePolicy Ignore its failures are silent), so new \
+                 nodes register untainted",
+                want.join(", ")
+            ),
+            "check the API server's log and, for the webhook, nodegate's; that the policy's \
+             parameters and binding are in place (the lines above); a policy applied moments ago \
+             takes a few seconds to be in effect",
+        ),
+    }
+}
+
+/// One policy binding against nodegate's settings.
+pub fn binding(s: &RunSettings, b: &Binding) -> Check {
+    let subject = format!("MutatingAdmissionPolicyBinding {}", b.name);
+    let want: Vec<String> = taint_list(s).iter().map(|t| t.to_string()).collect();
+    let first = want.first().cloned().unwrap_or_default();
+    let Some(params) = &b.params else {
+        let at = b.params_ref.as_deref().unwrap_or("(no spec.paramRef)");
+        return Check::problem(
+            CHECK,
+            subject,
+            format!("its parameters ConfigMap {at} is not there: the policy adds no taint"),
+            format!(
+                "create ConfigMap {at} with data startupTaint: {first:?} and managedTaints: {:?}",
+                want.join(",")
+            ),
+        );
+    };
+    let startup = params.startup_taint.as_deref().map(str::trim);
+    let mut managed: Vec<String> = params
+        .managed_taints
+        .as_deref()
+        .unwrap_or_default()
+        .split(',')
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .collect();
+    managed.sort();
+    let mut want_sorted = want.clone();
+    want_sorted.sort();
+    let at = b.params_ref.as_deref().unwrap_or_default();
+    if startup != Some(first.as_str()) || managed != want_sorted {
+        return Check::problem(
+            CHECK,
+            subject,
+            format!(
+                "its parameters (ConfigMap {at}) say startupTaint {:?} and managedTaints {:?}, \
+                 nodegate's --taint flags say {first:?} and {:?}: the policy and nodegate \
+                 disagree on the taint",
+                startup.unwrap_or_default(),
+                params.managed_taints.as_deref().unwrap_or_default(),
+                want.join(",")
+            ),
+            format!(
+                "set ConfigMap {at}'s data to startupTaint: {first:?} and managedTaints: {:?} \
+                 (Helm renders both from config.taints)",
+                want.join(",")
+            ),
+        );
+    }
+    let scope = s.gate.scope.node_selector.clone().unwrap_or_default();
+    if scope != b.object_selector {
+        return Check::problem(
+            CHECK,
+            subject,
+            format!(
+                "spec.matchResources.objectSelector selects {:?}, nodegate's --node-selector \
+                 {:?}: nodes outside one of them are tainted and never opened, or never tainted",
+                b.object_selector.to_string(),
+                scope.to_string()
+            ),
+            "set the binding's spec.matchResources.objectSelector to the same selector as \
+             --node-selector (Helm: admissionObjectSelector)",
+        );
+    }
+    Check::ok(
+        CHECK,
+        subject,
+        format!(
+            "adds {first} at Node CREATE; its parameters ({at}) match nodegate's --taint flags"
+        ),
+    )
+}
+
+/// nodegate's webhook in one configuration.
+pub fn webhook(w: &Webhook) -> Check {
+    let subject = format!("MutatingWebhookConfiguration {}", w.configuration);
+    if !w.ca_bundle {
+        return Check::problem(
+            CHECK,
+            subject,
+            format!("webhook {WEBHOOK_NAME} has no caBundle: the API server cannot verify it"),
+            format!(
+                "run nodegate with --webhook-cert-secret and --webhook-configuration={} (it \
+                 writes the caBundle), or let cert-manager inject it",
+                w.configuration
+            ),
+        );
+    }
+    let Some(service) = &w.service else {
+        return Check::ok(
+            CHECK,
+            subject,
+            format!(
+                "calls {} (a URL: not checked)",
+                w.url.as_deref().unwrap_or("?")
+            ),
+        );
+    };
+    match w.ready_endpoints {
+        None => Check::problem(
+            CHECK,
+            subject,
+            format!(
+                "its Service {service} is not there: the API server cannot call the webhook and \
+                 nodes register untainted"
+            ),
+            format!("create Service {service} selecting nodegate's pods on the webhook's port"),
+        ),
+        Some(0) => Check::problem(
+            CHECK,
+            subject,
+            format!(
+                "its Service {service} has no ready endpoint: the webhook does not answer and \
+                 nodes register untainted (failurePolicy Ignore) or cannot register (Fail)"
+            ),
+            "make nodegate's pods Ready and serving --webhook-addr on the Service's targetPort \
+             (kubectl get endpointslices, kubectl logs of the pods)",
+        ),
+        Some(n) => Check::ok(
+            CHECK,
+            subject,
+            format!("webhook {WEBHOOK_NAME} through Service {service}: {n} ready endpoint(s)"),
+        ),
+    }
+}

@@ -1,0 +1,233 @@
+//! Karpenter: does each NodePool recognise the taint nodegate adds to its
+//! nodes? Karpenter (1.13 and later) treats a `readiness.k8s.io/` taint, and
+//! the taints listed in the NodePool's `spec.template.spec.startupTaints`,
+//! as temporary while a node initializes. Any other taint on a new node
+//! makes it look unable to take the pending pods (more NodeClaims are
+//! launched) and lets the node count as initialized once Ready (a gated,
+//! empty node becomes a consolidation candidate).
+
+use k8s_openapi::api::apps::v1::Deployment;
+use nodegate_core::model::Labels;
+use nodegate_core::placement::ManagedTaint;
+
+use crate::commands::doctor::keys::added_taints;
+use crate::commands::doctor::report::Check;
+use crate::settings::config::GateSettings;
+
+pub const CHECK: &str = "karpenter";
+
+/// The key prefix Karpenter ignores while a node initializes.
+pub const READINESS_PREFIX: &str = "readiness.k8s.io/";
+
+/// The label Karpenter puts on every node of a NodePool.
+pub const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
+
+/// What the doctor reads of a `karpenter.sh/v1` NodePool.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodePool {
+    pub name: String,
+    /// `spec.template.metadata.labels`, plus `karpenter.sh/nodepool`: the
+    /// labels its nodes are known to get.
+    pub labels: Labels,
+    /// `spec.template.spec.startupTaints`, as (key, effect).
+    pub startup_taints: Vec<(String, String)>,
+}
+
+impl NodePool {
+    /// The NodePool from its JSON (a dynamic object).
+    pub fn from_json(name: &str, obj: &serde_json::Value) -> NodePool {
+        let template = &obj["spec"]["template"];
+        let mut labels: Labels = template["metadata"]["labels"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        labels.insert(NODEPOOL_LABEL.to_string(), name.to_string());
+        let startup_taints = template["spec"]["startupTaints"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| {
+                        Some((
+                            t["key"].as_str()?.to_string(),
+                            t["effect"].as_str().unwrap_or_default().to_string(),
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        NodePool {
+            name: name.to_string(),
+            labels,
+            startup_taints,
+        }
+    }
+
+    fn lists(&self, t: &ManagedTaint) -> bool {
+        self.startup_taints
+            .iter()
+            .any(|(k, e)| *k == t.key && *e == t.effect)
+    }
+}
+
+/// The first Karpenter release that ignores `readiness.k8s.io/` taints
+/// while a node initializes.
+pub const READINESS_SINCE: (u64, u64) = (1, 13);
+
+/// Karpenter's (major, minor) version and the image it was read from.
+pub type Version = ((u64, u64), String);
+
+/// Karpenter's version, read from the tag of the controller image of a
+/// Deployment (`…/karpenter/controller:1.14.3`, the project's own image,
+/// whose version is the core's); `None` when no such Deployment is seen
+/// (a managed Karpenter, another provider's image).
+pub fn version(deployments: &[Deployment]) -> Option<Version> {
+    deployments
+        .iter()
+        .filter_map(|d| d.spec.as_ref()?.template.spec.as_ref())
+        .flat_map(|p| p.containers.iter())
+        .filter_map(|c| c.image.as_deref())
+        .find_map(|image| {
+            let image = image.split('@').next()?;
+            let (repo, tag) = image.rsplit_once(':')?;
+            if !repo.ends_with("karpenter/controller") || tag.contains('/') {
+                return None;
+            }
+            let mut parts = tag.trim_start_matches('v').split('.');
+            let major = parts.next()?.parse().ok()?;
+            let minor = parts.next()?.parse().ok()?;
+            Some(((major, minor), image.to_string()))
+        })
+}
+
+/// The NodePools found (`None`: the NodePool CRD is not installed), and
+/// Karpenter's version when known.
+pub fn check(
+    gate: &GateSettings,
+    pools: Option<&[NodePool]>,
+    version: Option<&Version>,
+) -> Vec<Check> {
+    let Some(pools) = pools else {
+        return vec![Check::skipped(
+            CHECK,
+            "NodePools",
+            "Karpenter not installed (no karpenter.sh/v1 NodePool API)",
+        )];
+    };
+    if pools.is_empty() {
+        return vec![Check::skipped(CHECK, "NodePools", "no NodePool")];
+    }
+    pools.iter().map(|p| nodepool(gate, p, version)).collect()
+}
+
+/// One NodePool against the taints nodegate adds to its nodes.
+pub fn nodepool(gate: &GateSettings, pool: &NodePool, version: Option<&Version>) -> Check {
+    let subject = format!("NodePool {}", pool.name);
+    let added = added_taints(gate, &pool.labels);
+    if added.is_empty() {
+        return Check::ok(
+            CHECK,
+            subject,
+            "nodegate adds no taint to its nodes (outside --node-selector)",
+        );
+    }
+    let unknown: Vec<&ManagedTaint> = added
+        .iter()
+        .filter(|t| !t.key.starts_with(READINESS_PREFIX) && !pool.lists(t))
+        .collect();
+    if let Some(first) = unknown.first() {
+        let names = unknown
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Check::problem(
+            CHECK,
+            subject,
+            format!(
+                "nodegate adds {names} to its nodes, which Karpenter neither ignores (the key is \
+                 not under {READINESS_PREFIX}) nor finds in spec.template.spec.startupTaints: \
+                 Karpenter will launch extra NodeClaims and may consolidate gated nodes"
+            ),
+            format!(
+                "add {{key: {}, effect: {}}} to NodePool {}'s spec.template.spec.startupTaints, \
+                 or have nodegate add a {READINESS_PREFIX} key to Karpenter's nodes (e.g. \
+                 --taint={READINESS_PREFIX}nodegate:NoSchedule; Karpenter 1.13 or later)",
+                first.key, first.effect, pool.name
+            ),
+        );
+    }
+    if let Some(problem) = too_old(pool, &added, version) {
+        return problem;
+    }
+    passed(subject, pool, &added, version)
+}
+
+/// A problem when Karpenter is known to be older than 1.13 and a taint
+/// nodegate adds is not listed (it can then only be a `readiness.k8s.io/`
+/// one, which such a Karpenter does not ignore).
+fn too_old(pool: &NodePool, added: &[ManagedTaint], version: Option<&Version>) -> Option<Check> {
+    let ((major, minor), image) = version.filter(|(v, _)| *v < READINESS_SINCE)?;
+    let first = added.iter().find(|t| !pool.lists(t))?;
+    Some(Check::problem(
+        CHECK,
+        format!("NodePool {}", pool.name),
+        format!(
+            "nodegate adds {first} to its nodes, and Karpenter {major}.{minor} ({image}) \
+             ignores {READINESS_PREFIX} taints only from 1.13 on: it will launch extra \
+             NodeClaims and may consolidate gated nodes"
+        ),
+        format!(
+            "upgrade Karpenter to 1.13 or later, or add {{key: {}, effect: {}}} to NodePool \
+             {}'s spec.template.spec.startupTaints",
+            first.key, first.effect, pool.name
+        ),
+    ))
+}
+
+/// The line of a NodePool that recognises every taint nodegate adds, with
+/// what is worth knowing about how.
+fn passed(
+    subject: String,
+    pool: &NodePool,
+    added: &[ManagedTaint],
+    version: Option<&Version>,
+) -> Check {
+    let listed: Vec<String> = added
+        .iter()
+        .filter(|t| pool.lists(t))
+        .map(|t| t.to_string())
+        .collect();
+    let keys = added
+        .iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let ok = Check::ok(
+        CHECK,
+        subject,
+        format!("Karpenter treats {keys} as a startup taint of its nodes"),
+    );
+    if listed.is_empty() {
+        ok.with_note(match version {
+            Some(((major, minor), _)) => format!(
+                "Karpenter {major}.{minor} ignores {READINESS_PREFIX} taints while a node \
+                 initializes"
+            ),
+            None => format!(
+                "Karpenter ignores {READINESS_PREFIX} taints while a node initializes from \
+                 version 1.13 on (its version was not seen: check it)"
+            ),
+        })
+    } else {
+        ok.with_note(format!(
+            "{} listed in spec.template.spec.startupTaints: Karpenter puts it back until the \
+             node is registered, so opening must wait for karpenter.sh/registered=true (an \
+             opening before it is undone)",
+            listed.join(", ")
+        ))
+    }
+}

@@ -1,0 +1,112 @@
+//! The Lease: does a replica hold it, renewed within its duration? With
+//! `--leader-elect`, only the holder writes: no holder, no node opens.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::commands::doctor::report::Check;
+use crate::settings::config::LeaderElection;
+
+pub const CHECK: &str = "leader";
+
+/// What the doctor reads of the Lease.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaseSeen {
+    pub holder: String,
+    pub renewed: Option<Timestamp>,
+    /// `spec.leaseDurationSeconds`.
+    pub duration: Option<Duration>,
+}
+
+/// Whether a live leader holds it: `Some(true|false)`, or `None` when
+/// nodegate runs without leader election (no Lease to judge by).
+pub fn check(
+    le: &LeaderElection,
+    namespace: &str,
+    lease: Option<&LeaseSeen>,
+    now: Timestamp,
+) -> (Check, Option<bool>) {
+    let subject = format!("Lease {namespace}/{}", le.lease_name);
+    if !le.enabled {
+        return (
+            Check::skipped(
+                CHECK,
+                subject,
+                "--leader-elect is off: nodegate runs without a Lease",
+            ),
+            None,
+        );
+    }
+    let fix = format!(
+        "check nodegate's pods and their logs (kubectl -n {namespace} get pods; kubectl -n \
+         {namespace} logs deploy/nodegate), and that --lease-name/--lease-namespace here are the \
+         controller's (or pass --from-cluster)"
+    );
+    let Some(lease) = lease else {
+        return (
+            Check::problem(
+                CHECK,
+                subject,
+                "not found: no replica leads, so no gated node opens",
+                fix,
+            ),
+            Some(false),
+        );
+    };
+    if lease.holder.is_empty() {
+        return (
+            Check::problem(
+                CHECK,
+                subject,
+                "released (no holder): no replica leads, so no gated node opens",
+                fix,
+            ),
+            Some(false),
+        );
+    }
+    let duration = lease.duration.unwrap_or(le.lease_duration);
+    held(subject, fix, lease, duration, now)
+}
+
+/// A Lease with a holder: live while renewed within `duration`.
+fn held(
+    subject: String,
+    fix: String,
+    lease: &LeaseSeen,
+    duration: Duration,
+    now: Timestamp,
+) -> (Check, Option<bool>) {
+    let age = lease
+        .renewed
+        .map(|r| Duration::try_from(now.duration_since(r)).unwrap_or(Duration::ZERO));
+    let holder = &lease.holder;
+    match age {
+        Some(age) if age > duration => (
+            Check::problem(
+                CHECK,
+                subject,
+                format!(
+                    "held by {holder:?} but last renewed {}s ago, longer than its {}s duration: \
+                     the holder is gone and no other replica took over",
+                    age.as_secs(),
+                    duration.as_secs()
+                ),
+                fix,
+            ),
+            Some(false),
+        ),
+        Some(age) => (
+            Check::ok(
+                CHECK,
+                subject,
+                format!("held by {holder:?}, renewed {}s ago", age.as_secs()),
+            ),
+            Some(true),
+        ),
+        None => (
+            Check::ok(CHECK, subject, format!("held by {holder:?} (no renewTime)")),
+            Some(true),
+        ),
+    }
+}

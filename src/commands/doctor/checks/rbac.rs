@@ -1,0 +1,149 @@
+//! RBAC: may nodegate's ServiceAccount do what nodegate does? Asked of the
+//! API server with SubjectAccessReviews (the doctor's own rights say nothing
+//! about nodegate's); when the doctor may not create those, not checked.
+
+use crate::commands::doctor::report::Check;
+use crate::settings::config::{RunSettings, WebhookCerts};
+
+pub const CHECK: &str = "rbac";
+
+/// One request nodegate makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    pub verb: &'static str,
+    pub group: &'static str,
+    pub resource: &'static str,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+}
+
+impl Access {
+    fn new(verb: &'static str, group: &'static str, resource: &'static str) -> Access {
+        Access {
+            verb,
+            group,
+            resource,
+            namespace: None,
+            name: None,
+        }
+    }
+
+    fn named(mut self, name: &str) -> Access {
+        self.name = Some(name.to_string());
+        self
+    }
+
+    fn within(mut self, namespace: &str, name: Option<&str>) -> Access {
+        self.namespace = Some(namespace.to_string());
+        self.name = name.map(str::to_string);
+        self
+    }
+
+    /// `patch nodes`, `create events.events.k8s.io in default`, ...
+    pub fn describe(&self) -> String {
+        let resource = match self.group {
+            "" => self.resource.to_string(),
+            g => format!("{}.{g}", self.resource),
+        };
+        let mut s = format!("{} {resource}", self.verb);
+        if let Some(name) = &self.name {
+            s.push_str(&format!(" {name}"));
+        }
+        if let Some(ns) = &self.namespace {
+            s.push_str(&format!(" in {ns}"));
+        }
+        s
+    }
+}
+
+/// The namespace nodegate records node Events in (Events about a Node, a
+/// cluster-scoped object, go to `default`).
+pub const EVENTS_NAMESPACE: &str = "default";
+
+/// What nodegate running with these settings asks the API server for (with
+/// `--webhook-cert-secret`, its Secret and the webhook configuration's
+/// caBundle too).
+pub fn required(s: &RunSettings, lease_namespace: &str) -> Vec<Access> {
+    let mut out = vec![
+        Access::new("get", "", "nodes"),
+        Access::new("list", "", "nodes"),
+        Access::new("watch", "", "nodes"),
+        Access::new("patch", "", "nodes"),
+        Access::new("list", "", "pods"),
+        Access::new("watch", "", "pods"),
+        Access::new("list", "apps", "daemonsets"),
+        Access::new("watch", "apps", "daemonsets"),
+        Access::new("list", "storage.k8s.io", "csinodes"),
+        Access::new("watch", "storage.k8s.io", "csinodes"),
+        Access::new("create", "events.k8s.io", "events").within(EVENTS_NAMESPACE, None),
+    ];
+    let le = &s.leader_election;
+    if le.enabled {
+        let lease = Some(le.lease_name.as_str());
+        out.push(
+            Access::new("create", "coordination.k8s.io", "leases").within(lease_namespace, None),
+        );
+        for verb in ["get", "update", "list", "watch"] {
+            out.push(
+                Access::new(verb, "coordination.k8s.io", "leases").within(lease_namespace, lease),
+            );
+        }
+    }
+    if let Some(WebhookCerts::Managed {
+        secret_namespace,
+        secret_name,
+        configuration,
+        ..
+    }) = s.webhook.as_ref().map(|w| &w.certs)
+    {
+        for verb in ["get", "update"] {
+            out.push(Access::new(verb, "", "secrets").within(secret_namespace, Some(secret_name)));
+        }
+        for verb in ["get", "patch"] {
+            out.push(
+                Access::new(
+                    verb,
+                    "admissionregistration.k8s.io",
+                    "mutatingwebhookconfigurations",
+                )
+                .named(configuration),
+            );
+        }
+    }
+    out
+}
+
+/// `answers`: each access and whether the API server allows it to
+/// `account`; `None` when the doctor may not ask.
+pub fn check(account: &str, answers: Option<&[(Access, bool)]>) -> Vec<Check> {
+    let subject = format!("ServiceAccount {account}");
+    let Some(answers) = answers else {
+        return vec![Check::skipped(
+            CHECK,
+            subject,
+            "not checked: these credentials may not create SubjectAccessReviews",
+        )];
+    };
+    let denied: Vec<String> = answers
+        .iter()
+        .filter(|(_, allowed)| !allowed)
+        .map(|(a, _)| a.describe())
+        .collect();
+    if denied.is_empty() {
+        return vec![Check::ok(
+            CHECK,
+            subject,
+            format!("may do all {} things nodegate does", answers.len()),
+        )];
+    }
+    vec![Check::problem(
+        CHECK,
+        subject,
+        format!("may not {}", denied.join(", ")),
+        format!(
+            "grant them to {account} (the shipped ClusterRole nodegate and Roles \
+             nodegate-leader-election and nodegate-events have them: apply deploy/kustomize/base's \
+             rbac.yaml, or check the Helm release's)"
+        ),
+    )]
+}

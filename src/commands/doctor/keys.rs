@@ -1,0 +1,45 @@
+//! Which taints nodegate may add to a node: the one question every
+//! autoscaler check asks, answered in one place.
+
+use nodegate_core::model::Labels;
+use nodegate_core::placement::ManagedTaint;
+
+use crate::settings::config::GateSettings;
+
+/// The taints nodegate may add to a node with these labels (at Node CREATE
+/// through the admission policy or webhook, the late-taint net, backfill):
+/// none for a node outside `--node-selector`, else the first `--taint` —
+/// every entrance adds that one today, whatever the labels. When taints are
+/// chosen per node (by rules over the labels), this is the one function to
+/// change; every check asks it.
+pub fn added_taints(gate: &GateSettings, labels: &Labels) -> Vec<ManagedTaint> {
+    if !gate.scope.includes(labels) {
+        return Vec::new();
+    }
+    gate.placement
+        .managed_taints
+        .first()
+        .cloned()
+        .into_iter()
+        .collect()
+}
+
+/// The taints nodegate may add to any of these nodes (by their labels), or
+/// to a node with none of these labels: what an autoscaler that sees every
+/// node must recognise. Each taint once, in the order first met.
+pub fn added_to_any<'a>(
+    gate: &GateSettings,
+    labels: impl IntoIterator<Item = &'a Labels>,
+) -> Vec<ManagedTaint> {
+    let mut out: Vec<ManagedTaint> = Vec::new();
+    let mut add = |l: &Labels| {
+        for t in added_taints(gate, l) {
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    };
+    add(&Labels::new());
+    labels.into_iter().for_each(add);
+    out
+}

@@ -1,0 +1,182 @@
+//! Where the doctor gets nodegate's settings: the flags and `--config` given
+//! to it (parsed exactly as `nodegate run` parses them), or, with
+//! `--from-cluster`, the container args of nodegate's Deployment (and the
+//! config file they name, read from the ConfigMap mounted there).
+
+use clap::Parser;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec};
+use kube::Api;
+
+use crate::error::{Error, Result};
+use crate::settings::cli::{Cli, Command, DoctorArgs, RunArgs};
+use crate::settings::config::{self, ConfigError, FileConfig, RunSettings};
+use crate::settings::table::{GateGiven, GateSet, RunGiven, RunSet};
+
+/// nodegate's settings, where they came from, and its ServiceAccount.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// `flags`, or `deployment NAMESPACE/NAME`.
+    pub label: String,
+    pub settings: RunSettings,
+    /// NAMESPACE:NAME of the ServiceAccount nodegate runs as.
+    pub account: (String, String),
+}
+
+/// With `--from-cluster`, no setting may be given here too: which one
+/// would win is not obvious. Exit 2 naming the flag.
+pub fn refuse_settings_with_from_cluster(args: &DoctorArgs) -> Result<(), ConfigError> {
+    if !args.from_cluster {
+        return Ok(());
+    }
+    let mut empty = FileConfig::default();
+    let gate = GateGiven::merge(&args.run.gate.flags, &mut empty).set;
+    let run = RunGiven::merge(&args.run.flags, &mut empty).set;
+    if args.run.gate.config.is_some() || gate != GateSet::default() || run != RunSet::default() {
+        return Err(ConfigError::Invalid {
+            source_: "--from-cluster".to_string(),
+            message: "reads nodegate's settings from its Deployment: give either it or \
+                      nodegate's flags and --config, not both"
+                .to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The words after `run` in a container's command and args: the flags
+/// `nodegate run` was given there.
+pub fn run_words(container: &Container) -> Option<Vec<String>> {
+    let words: Vec<String> = container
+        .command
+        .iter()
+        .flatten()
+        .chain(container.args.iter().flatten())
+        .cloned()
+        .collect();
+    let at = words.iter().position(|w| w == "run")?;
+    Some(words[at + 1..].to_vec())
+}
+
+/// `nodegate run WORDS`, parsed as the binary parses it; the error names
+/// the bad flag or value.
+pub fn parse_run(words: &[String]) -> std::result::Result<RunArgs, String> {
+    let argv = ["nodegate", "run"]
+        .into_iter()
+        .map(str::to_string)
+        .chain(words.iter().cloned());
+    match Cli::try_parse_from(argv) {
+        Ok(Cli {
+            command: Command::Run(args),
+            ..
+        }) => Ok(*args),
+        Ok(_) => Err("not `nodegate run`".to_string()),
+        Err(e) => Err(e.render().to_string().trim().to_string()),
+    }
+}
+
+/// The ConfigMap and key a file at `path` in `container` is mounted from.
+pub fn config_map_of(
+    spec: &PodSpec,
+    container: &Container,
+    path: &str,
+) -> Option<(String, String)> {
+    let mount = container.volume_mounts.iter().flatten().find(|m| {
+        path.strip_prefix(m.mount_path.trim_end_matches('/'))
+            .is_some_and(|rest| rest.starts_with('/'))
+    })?;
+    let rest = path
+        .strip_prefix(mount.mount_path.trim_end_matches('/'))?
+        .trim_start_matches('/');
+    let rest = match &mount.sub_path {
+        Some(sub) if !sub.is_empty() => format!("{sub}/{rest}").trim_end_matches('/').to_string(),
+        _ => rest.to_string(),
+    };
+    let volume = spec
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)?;
+    let cm = volume.config_map.as_ref()?;
+    let key = match &cm.items {
+        Some(items) => items.iter().find(|i| i.path == rest)?.key.clone(),
+        None => rest,
+    };
+    Some((cm.name.clone(), key))
+}
+
+/// The container that runs nodegate: the one named `nodegate`, else the
+/// first whose command and args hold `run`.
+pub fn nodegate_container(spec: &PodSpec) -> Option<&Container> {
+    spec.containers
+        .iter()
+        .find(|c| c.name == "nodegate")
+        .or_else(|| spec.containers.iter().find(|c| run_words(c).is_some()))
+}
+
+fn invalid(what: String, why: impl Into<String>) -> Error {
+    Error::Invalid {
+        what,
+        why: why.into(),
+    }
+}
+
+/// The ServiceAccount of a Deployment's pods.
+pub fn account_of(namespace: &str, d: &Deployment) -> (String, String) {
+    let name = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|p| p.service_account_name.clone())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".to_string());
+    (namespace.to_string(), name)
+}
+
+/// nodegate's settings from its Deployment `namespace/name`.
+pub async fn from_deployment(
+    client: &kube::Client,
+    namespace: &str,
+    d: &Deployment,
+) -> Result<RunSettings> {
+    let name = d.metadata.name.clone().unwrap_or_default();
+    let what = format!("Deployment {namespace}/{name}");
+    let spec = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .ok_or_else(|| invalid(what.clone(), "has no pod template"))?;
+    let container = nodegate_container(spec)
+        .ok_or_else(|| invalid(what.clone(), "has no container running `nodegate run`"))?;
+    let words = run_words(container)
+        .ok_or_else(|| invalid(what.clone(), "its container does not run `nodegate run`"))?;
+    let mut args = parse_run(&words).map_err(|e| invalid(format!("{what}'s args"), e))?;
+    let file = match args.gate.config.take() {
+        None => FileConfig::default(),
+        Some(path) => {
+            let path = path.display().to_string();
+            let (cm, key) = config_map_of(spec, container, &path).ok_or_else(|| {
+                invalid(
+                    format!("{what}'s --config {path}"),
+                    "is not mounted from a ConfigMap: give nodegate's flags and --config here instead of --from-cluster",
+                )
+            })?;
+            let found = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+                .get_opt(&cm)
+                .await
+                .map_err(Error::kube(format!("reading ConfigMap {namespace}/{cm}")))?;
+            let text = found
+                .and_then(|c| c.data)
+                .and_then(|mut data| data.remove(&key))
+                .ok_or_else(|| {
+                    invalid(
+                        format!("{what}'s --config {path}"),
+                        format!("ConfigMap {namespace}/{cm} has no key {key:?}"),
+                    )
+                })?;
+            FileConfig::parse(&text, &format!("ConfigMap {namespace}/{cm} key {key}"))
+                .map_err(|e| invalid(format!("{what}'s config file"), e.to_string()))?
+        }
+    };
+    config::run_settings_from(&args, file)
+        .map_err(|e| invalid(format!("{what}'s settings"), e.to_string()))
+}
