@@ -21,7 +21,7 @@
 
 use std::fmt;
 
-use crate::model::Labels;
+use crate::model::{Labels, NodeInfo};
 use crate::placement::{EFFECT_NO_SCHEDULE, ManagedTaint};
 use crate::selector::{LabelSelector, LabelSelectorRequirement, OP_EXISTS};
 
@@ -33,6 +33,41 @@ pub const GKE_NODEPOOL_LABEL: &str = "cloud.google.com/gke-nodepool";
 pub const AKS_AGENTPOOL_LABEL: &str = "kubernetes.azure.com/agentpool";
 /// EKS managed node groups' label.
 pub const EKS_NODEGROUP_LABEL: &str = "eks.amazonaws.com/nodegroup";
+
+/// Karpenter sets this label to `true` once it has registered the node: its
+/// registration sync, which puts a NodePool's taints and `startupTaints` on
+/// the node, is done.
+pub const KARPENTER_REGISTERED_LABEL: &str = "karpenter.sh/registered";
+/// `true`: Karpenter never syncs taints onto this node.
+pub const KARPENTER_DO_NOT_SYNC_TAINTS_LABEL: &str = "karpenter.sh/do-not-sync-taints";
+
+/// Why a gate waits for Karpenter before it opens, in words.
+pub const KARPENTER_REGISTRATION: &str = "karpenter registration";
+
+/// Whether Karpenter may still put taints back on this node: it is
+/// Karpenter's (`karpenter.sh/nodepool`), not yet `karpenter.sh/registered=true`,
+/// and not `karpenter.sh/do-not-sync-taints=true`. A gate that opened such a
+/// node would see a NodePool's `startupTaints` key put back by the
+/// registration (karpenter#1772), so it waits (semantics.md §6.0).
+pub fn karpenter_registering(labels: &Labels) -> bool {
+    let is = |key: &str| labels.get(key).is_some_and(|v| v == "true");
+    labels.contains_key(KARPENTER_NODEPOOL_LABEL)
+        && !is(KARPENTER_REGISTERED_LABEL)
+        && !is(KARPENTER_DO_NOT_SYNC_TAINTS_LABEL)
+}
+
+/// A gate on a Karpenter node that nodegate opened before (it carries
+/// `nodegate.dev/opened-at`) and did not re-gate (no
+/// `nodegate.dev/gated-since`): the managed taint came back with Karpenter's
+/// registration sync after an opening before registration (by the deadline
+/// or by hand). Such a gate opens again as usual, with the same deadline
+/// (from the node's creation), but records no second Event: the node's
+/// opening was recorded once already.
+pub fn karpenter_reopening(node: &NodeInfo) -> bool {
+    node.labels.contains_key(KARPENTER_NODEPOOL_LABEL)
+        && (node.opened_at.is_some() || node.opened_before)
+        && node.gated_since.is_none()
+}
 
 /// Karpenter (v1.13 and later) ignores a `readiness.k8s.io/` taint while a
 /// node initializes and waits for it to go before calling it Initialized.
