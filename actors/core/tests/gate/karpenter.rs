@@ -136,3 +136,34 @@ fn a_taint_put_back_by_registration_is_gated_again_with_the_same_deadline_and_no
         .feed(Input::PatchResult(PatchOutcome::Applied));
     assert_eq!(recorded(&step).len(), 1);
 }
+
+/// explain and status say the node waits for Karpenter, in the gate's words.
+#[test]
+fn explain_names_the_wait_for_karpenter_registration() {
+    use nodegate_core::report::{ReadFacts, explain};
+    let a = tolerant_ds("cilium");
+    let report = explain(
+        &karpenter_node(&[], "1"),
+        std::slice::from_ref(&a),
+        &[ready_pod("cilium-1", &a)],
+        &ReadFacts::default(),
+        &cfg(),
+        ts(1),
+    );
+    assert!(
+        report
+            .verdict
+            .starts_with("closed: waiting for karpenter registration")
+            && report.verdict.contains("its one expected member is Ready"),
+        "{}",
+        report.verdict
+    );
+    assert!(
+        report
+            .node_not_ready
+            .as_deref()
+            .is_some_and(|w| w.contains("karpenter.sh/registered=true")),
+        "{:?}",
+        report.node_not_ready
+    );
+}
