@@ -257,3 +257,312 @@ async fn a_node_the_policy_tainted_opens_by_ready() {
         node.metadata.annotations
     );
 }
+
+/// Issue 27: the shipped policy's CEL and nodegate's webhook choose the same
+/// startup taint for the same labels — the autoscaler presets (`auto`) and
+/// two `--taint-for` rules that use every selector form — and both agree
+/// with the core's `StartupTaints::for_node`. Then every node opens: a
+/// Karpenter node only once Karpenter (simulated here, as it writes the
+/// node at registration) labels it `karpenter.sh/registered=true`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_and_the_webhook_choose_the_same_taint_for_each_node_then_each_opens() {
+    use nodegate_core::placement::ManagedTaint;
+    use nodegate_core::startup::{Autoscaler, StartupRule, StartupTaints};
+
+    let env = Env::new("policy-webhook-keys").await;
+    install_policy(&env).await;
+    let explicit = [
+        "pool in (gpu, tpu),!spot=example.com/accel-init",
+        "tier!=web,zone==a=example.com/zone-a:NoExecute",
+    ];
+    let first = ManagedTaint::new(TAINT, "NoSchedule");
+    let startup = StartupTaints::new(
+        explicit
+            .iter()
+            .map(|r| StartupRule::parse(r).expect("rule"))
+            .collect(),
+        &[Autoscaler::Auto],
+        first.clone(),
+    );
+    let managed: Vec<String> = startup
+        .managed(&[first])
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    // The policy's parameters as nodegate renders them for these flags.
+    let params = json!({"data": {
+        "startupRules": startup.admission_rules(),
+        "managedTaints": managed.join(","),
+    }});
+    kubectl_ok(
+        &env,
+        &[
+            "-n",
+            "nodegate-system",
+            "patch",
+            "configmap",
+            "nodegate-admission",
+            "--type",
+            "merge",
+            "-p",
+            &params.to_string(),
+        ],
+    );
+    type Labels<'a> = &'a [(&'a str, &'a str)];
+    let cases: &[(&str, Labels)] = &[
+        ("karpenter", &[("karpenter.sh/nodepool", "default")]),
+        ("gke", &[("cloud.google.com/gke-nodepool", "pool-1")]),
+        ("aks", &[("kubernetes.azure.com/agentpool", "agentpool1")]),
+        ("eks", &[("eks.amazonaws.com/nodegroup", "ng-1")]),
+        (
+            "eks-auto-mode",
+            &[
+                ("eks.amazonaws.com/nodegroup", "ng-1"),
+                ("karpenter.sh/nodepool", "general-purpose"),
+            ],
+        ),
+        ("plain", &[]),
+        ("gpu", &[("pool", "gpu"), ("karpenter.sh/nodepool", "gpu")]),
+        ("gpu-spot", &[("pool", "gpu"), ("spot", "true")]),
+        ("tpu", &[("pool", "tpu")]),
+        ("zone-a", &[("zone", "a")]),
+        ("zone-a-web", &[("zone", "a"), ("tier", "web")]),
+    ];
+    let labelled = |name: &str, labels: Labels| {
+        let mut n = untainted(name);
+        let l = n.metadata.labels.get_or_insert_with(Default::default);
+        for (k, v) in labels {
+            l.insert((*k).into(), (*v).into());
+        }
+        n
+    };
+    let wanted = |labels: Labels| -> Vec<String> {
+        let map = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        vec![startup.for_node(&map).to_string()]
+    };
+    let nodes: Api<Node> = Api::all(env.cluster.client.clone());
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    // The API server takes the new parameters in a moment.
+    let gpu_probe = labelled("probe-gpu", &[("pool", "gpu")]);
+    wait_for(
+        "the policy to read the new parameters",
+        Duration::from_secs(30),
+        || async {
+            let made = nodes
+                .create(&dry, &gpu_probe)
+                .await
+                .map_err(|e| e.to_string())?;
+            let got = taints(&made);
+            (got == wanted(&[("pool", "gpu")]))
+                .then_some(())
+                .ok_or(format!("{got:?}"))
+        },
+    )
+    .await;
+    let mut by_policy = Vec::new();
+    for (name, labels) in cases {
+        let made = nodes
+            .create(&dry, &labelled(name, labels))
+            .await
+            .unwrap_or_else(|e| panic!("dry-run create {name}: {e}"));
+        by_policy.push((name.to_string(), taints(&made)));
+    }
+    let by_core: Vec<(String, Vec<String>)> = cases
+        .iter()
+        .map(|(name, labels)| (name.to_string(), wanted(labels)))
+        .collect();
+    assert_eq!(by_policy, by_core, "the policy and the core disagree");
+
+    // The policy off (its binding deleted, and seen gone), the webhook on.
+    kubectl_ok(
+        &env,
+        &[
+            "delete",
+            "mutatingadmissionpolicybinding",
+            "nodegate-startup-taint",
+        ],
+    );
+    let plain_probe = untainted("probe-plain");
+    wait_for("the policy to be gone", Duration::from_secs(30), || async {
+        let made = nodes
+            .create(&dry, &plain_probe)
+            .await
+            .map_err(|e| e.to_string())?;
+        taints(&made)
+            .is_empty()
+            .then_some(())
+            .ok_or(format!("{:?}", taints(&made)))
+    })
+    .await;
+    env.cluster.namespace("nodegate").await;
+    let port = webhook::free_port();
+    webhook::register(&env, port).await;
+    let mut args = webhook::args(port);
+    for r in explicit {
+        args.extend(["--taint-for".to_string(), r.to_string()]);
+    }
+    let ng = Nodegate::start(
+        &env.cluster,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    wait_for("the webhook to answer", Duration::from_secs(60), || async {
+        let made = nodes
+            .create(&dry, &gpu_probe)
+            .await
+            .map_err(|e| e.to_string())?;
+        let got = taints(&made);
+        (got == wanted(&[("pool", "gpu")]))
+            .then_some(())
+            .ok_or(format!("{got:?}"))
+    })
+    .await;
+
+    // One agent that tolerates every taint, as CNI agents do: a member of
+    // every gate, whatever key its node got.
+    let mut ds = support::gate::daemonset(&DsSpec::new("agent"));
+    if let Some(pod) = ds.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+        pod.tolerations = Some(vec![k8s_openapi::api::core::v1::Toleration {
+            operator: Some("Exists".into()),
+            ..Default::default()
+        }]);
+    }
+    env.daemonsets
+        .create(&PostParams::default(), &ds)
+        .await
+        .expect("create the agent");
+    let mut by_webhook = Vec::new();
+    for (name, labels) in cases {
+        let made = env.cluster.create_node(&labelled(name, labels)).await;
+        by_webhook.push((name.to_string(), taints(&made)));
+    }
+    assert_eq!(
+        by_webhook,
+        by_policy,
+        "the webhook and the policy disagree\n{}",
+        ng.logs()
+    );
+
+    // Every node opens; Karpenter's wait for their registration.
+    let debug = ng.debug_addr(Duration::from_secs(10));
+    let karpenter: Vec<&str> = cases
+        .iter()
+        .filter(|(_, l)| l.iter().any(|(k, _)| *k == "karpenter.sh/nodepool"))
+        .map(|(n, _)| *n)
+        .collect();
+    for (name, _) in cases.iter().filter(|(n, _)| !karpenter.contains(n)) {
+        wait_unmanaged(&nodes, name, &managed, &ng).await;
+    }
+    for name in &karpenter {
+        env.wait_pod("agent", name, true).await;
+        wait_for(
+            "the gate to wait for Karpenter alone",
+            Duration::from_secs(30),
+            || async {
+                let (status, body) =
+                    support::http_get(&debug, &format!("/debug/nodes/{name}")).await?;
+                let v: serde_json::Value =
+                    serde_json::from_str(&body).map_err(|e| e.to_string())?;
+                let waits = v["node_not_ready"]
+                    .as_str()
+                    .is_some_and(|w| w.contains("karpenter registration"));
+                (status == 200 && waits && v["blocked_by"] == json!([]))
+                    .then_some(())
+                    .ok_or(body)
+            },
+        )
+        .await;
+        let node = nodes.get(name).await.expect("get node");
+        assert!(
+            taints(&node).iter().any(|t| managed.contains(t)),
+            "{name} opened before Karpenter registered it: {:?}",
+            taints(&node)
+        );
+        // Karpenter's registration: the label, in one write.
+        kubectl_ok(
+            &env,
+            &["label", "node", name, "karpenter.sh/registered=true"],
+        );
+        wait_unmanaged(&nodes, name, &managed, &ng).await;
+    }
+}
+
+/// Waits until `name` carries none of `managed`.
+async fn wait_unmanaged(nodes: &Api<Node>, name: &str, managed: &[String], ng: &Nodegate) {
+    let found = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            if let Ok(n) = nodes.get(name).await
+                && !taints(&n).iter().any(|t| managed.contains(t))
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    if found.is_err() {
+        panic!("{name} did not open within 60s\n{}", ng.logs());
+    }
+}
+
+/// nodegate's admission webhook on deploy/local: a port, its registration
+/// (no caBundle: nodegate fills it in) and the flags that serve it.
+mod webhook {
+    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+    use kube::api::{Api, PostParams};
+    use serde_json::json;
+
+    use super::Env;
+
+    const CONFIG: &str = "nodegate-e2e";
+
+    pub fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free loopback port")
+    }
+
+    pub async fn register(env: &Env, port: u16) {
+        let api: Api<MutatingWebhookConfiguration> = Api::all(env.cluster.client.clone());
+        let config: MutatingWebhookConfiguration = serde_json::from_value(json!({
+            "metadata": {"name": CONFIG},
+            "webhooks": [{
+                "name": "nodes.nodegate.dev",
+                "clientConfig": {"url": format!("https://127.0.0.1:{port}/mutate-node")},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["nodes"]}],
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 5,
+            }],
+        }))
+        .expect("webhook configuration");
+        api.create(&PostParams::default(), &config)
+            .await
+            .expect("create the webhook configuration");
+    }
+
+    pub fn args(port: u16) -> Vec<String> {
+        [
+            "--webhook-addr",
+            &format!("127.0.0.1:{port}"),
+            "--webhook-cert-secret",
+            "nodegate/nodegate-webhook",
+            "--webhook-configuration",
+            CONFIG,
+            "--webhook-host",
+            "127.0.0.1",
+            "--timeout",
+            "5m",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+}

@@ -511,3 +511,56 @@ async fn a_taint_removed_by_hand_is_recorded_and_not_put_back() {
     );
     assert_eq!(reasons(&env, "hand").await, Vec::<String>::new());
 }
+
+/// Issue 27: backfill puts on each node the startup taint chosen for its
+/// labels — a `--taint-for` rule first, then the presets (`auto`), else the
+/// first `--taint` — and says which in its line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_puts_on_the_taint_chosen_for_each_node() {
+    let env = Env::new("entrances-backfill-keys").await;
+    let with = |name: &str, label: (&str, &str)| {
+        let mut n = bare_node(name, "gated", &[]);
+        n.metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(label.0.into(), label.1.into());
+        n
+    };
+    for n in [
+        with("k", ("karpenter.sh/nodepool", "default")),
+        with("g", ("cloud.google.com/gke-nodepool", "pool-1")),
+        with("gpu", ("accelerator", "gpu")),
+        bare_node("plain", "gated", &[]),
+    ] {
+        env.cluster.create_node(&n).await;
+    }
+    let (code, done) = backfill(
+        &env,
+        &["--taint-for", "accelerator=gpu=example.com/gpu-init"],
+    );
+    assert_eq!(code, 0, "backfill: {done:?}");
+    for (node, taint) in [
+        ("k", "readiness.k8s.io/nodegate:NoSchedule"),
+        (
+            "g",
+            "startup-taint.cluster-autoscaler.kubernetes.io/nodegate:NoSchedule",
+        ),
+        ("gpu", "example.com/gpu-init:NoSchedule"),
+        ("plain", "nodegate.dev/initializing:NoSchedule"),
+    ] {
+        assert_eq!(
+            done.get(node),
+            Some(&("tainted".to_string(), taint.to_string())),
+            "{node}: {done:?}"
+        );
+        let (key, effect) = taint.split_once(':').unwrap_or_default();
+        let n = env.node(node).await;
+        assert!(
+            n.spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|ts| ts.iter().any(|t| t.key == key && t.effect == effect)),
+            "{node} lacks {taint}"
+        );
+    }
+}

@@ -18,6 +18,7 @@ use nodegate_core::entrance::{self, Scope, Skip};
 use nodegate_core::model::NodeInfo;
 use nodegate_core::placement::ManagedTaint;
 use nodegate_core::selector::LabelSelector;
+use nodegate_core::startup::StartupTaints;
 use serde::Serialize;
 
 use crate::cluster::entrance::{gated_since, pods_on, put_taint};
@@ -47,6 +48,8 @@ struct Backfill {
     /// `--selector`, within the scope.
     selector: Option<LabelSelector>,
     managed: Vec<ManagedTaint>,
+    /// Which taint each node gets (`--taint-for`, `--autoscaler`).
+    startup: StartupTaints,
     dry_run: bool,
 }
 
@@ -64,6 +67,7 @@ fn settings(args: &BackfillArgs) -> Result<Backfill, ConfigError> {
         scope: gate.scope,
         selector,
         managed: gate.placement.managed_taints,
+        startup: gate.startup,
         dry_run: args.dry_run,
     })
 }
@@ -130,9 +134,7 @@ async fn one(client: &kube::Client, nodes: &Api<Node>, b: &Backfill, first: Node
         if !workload.is_empty() {
             return line("skipped", Skip::HasWorkload(workload).to_string());
         }
-        let Some(taint) = b.managed.first().map(ManagedTaint::to_taint) else {
-            return line("skipped", "no managed taint configured".into());
-        };
+        let taint = b.startup.for_node(&node.labels).to_taint();
         if b.dry_run {
             return line("would-taint", taint.to_string());
         }

@@ -21,6 +21,7 @@ use nodegate_core::placement::{
 use nodegate_core::readiness::{CriticalPodEntry, CriticalPodEntryError};
 use nodegate_core::regate::RegateConfig;
 use nodegate_core::selector::check_label_key;
+use nodegate_core::startup::StartupTaints;
 use serde::Deserialize;
 
 use crate::settings::cli::{GateArgs, LogFormat, RunArgs, StatusArgs};
@@ -95,6 +96,9 @@ pub struct GateSettings {
     /// `suspend: true` (config file only): decide, write nothing.
     pub suspend: bool,
     pub placement: PlacementConfig,
+    /// `--taint-for` and `--autoscaler`: the taint an entrance adds to each
+    /// node; every taint it can choose is among `placement`'s managed ones.
+    pub startup: StartupTaints,
     pub critical: Vec<CriticalPodEntry>,
     /// `--regate-*`; `None` when re-gating is off. Its taint is also among
     /// `placement`'s managed taints (last, so never the one an entrance adds).
@@ -122,6 +126,7 @@ impl GateSettings {
         GateConfig {
             scope: self.scope.clone(),
             placement: self.placement.clone(),
+            startup: self.startup.clone(),
             critical: self.critical.clone(),
             conditions: self.conditions.clone(),
             condition_taints: self.condition_taints.clone(),
@@ -216,7 +221,12 @@ pub fn load_file(args: &GateArgs) -> Result<FileConfig, ConfigError> {
 
 pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSettings, ConfigError> {
     let given = GateGiven::merge(&args.flags, file);
-    let mut managed = managed_taints(&given.taints)?;
+    let taints = managed_taints(&given.taints)?;
+    let first = taints
+        .first()
+        .ok_or_else(|| invalid("taints", "at least one managed taint is needed"))?;
+    let startup = startup::startup_taints(&given.autoscalers, &given.taint_for, first)?;
+    let mut managed = startup.managed(&taints);
     let transient = transient_taints(&given.transient_taints, &managed)?;
     let excluded = given
         .excludes
@@ -248,6 +258,7 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
 
     Ok(GateSettings {
         scope: Scope { node_selector },
+        startup,
         regate,
         conditions,
         condition_taints,
@@ -540,6 +551,8 @@ pub use leader::check_lease_timings;
 use leader::leader_election;
 mod regate;
 use regate::regate_settings;
+mod startup;
+pub use startup::{TaintFor, TaintForRule};
 mod values;
 use values::{budget, check_dns_label, check_dns_subdomain, parse_addr};
 pub use values::{

@@ -170,20 +170,24 @@ macro_rules! settings {
     (@flag_ty option ($ty:ty)) => { Option<$ty> };
     (@flag_ty switch) => { bool };
     (@flag_ty list) => { Vec<String> };
+    (@flag_ty list ($ty:ty)) => { Vec<String> };
     (@file_ty value ($ty:ty)) => { Option<$ty> };
     (@file_ty option ($ty:ty)) => { Option<$ty> };
     (@file_ty switch) => { Option<bool> };
     (@file_ty list) => { Option<Vec<String>> };
+    (@file_ty list ($ty:ty)) => { Option<Vec<$ty>> };
     (@given_ty value ($ty:ty)) => { $ty };
     (@given_ty option ($ty:ty)) => { Option<$ty> };
     (@given_ty switch) => { bool };
     (@given_ty list) => { Vec<String> };
+    (@given_ty list ($ty:ty)) => { Vec<String> };
 
     // --- how a flag takes its value, and its parser -------------------------
     (@takes value) => { $crate::settings::define::Takes::One };
     (@takes option) => { $crate::settings::define::Takes::One };
     (@takes switch) => { $crate::settings::define::Takes::Switch };
     (@takes list) => { $crate::settings::define::Takes::Many };
+    (@takes list ($ty:ty)) => { $crate::settings::define::Takes::Many };
     (@parser [$parser:expr] $($ty:ty)?) => { ::clap::builder::ValueParser::from($parser) };
     (@parser [] $ty:ty) => { ::clap::value_parser!($ty).into() };
     (@parser []) => { ::clap::builder::ValueParser::string() };
@@ -192,7 +196,7 @@ macro_rules! settings {
     (@get value ($ty:ty), $m:ident, $id:expr) => { $m.get_one::<$ty>($id).cloned() };
     (@get option ($ty:ty), $m:ident, $id:expr) => { $m.get_one::<$ty>($id).cloned() };
     (@get switch, $m:ident, $id:expr) => { $m.get_flag($id) };
-    (@get list, $m:ident, $id:expr) => {
+    (@get list $(($ty:ty))?, $m:ident, $id:expr) => {
         $m.get_many::<String>($id).map(|v| v.cloned().collect()).unwrap_or_default()
     };
 
@@ -203,6 +207,7 @@ macro_rules! settings {
         $default.into_iter().map(String::from).collect::<Vec<String>>()
     };
     (@default list []) => { Vec::<String>::new() };
+    (@default list ($ty:ty) []) => { Vec::<String>::new() };
     (@default option ($ty:ty) []) => { None::<$ty> };
     (@default switch []) => { false };
     (@default $kind:ident $(($ty:ty))? [$default:expr]) => {
@@ -235,6 +240,14 @@ macro_rules! settings {
         let v = $crate::settings::define::pick_list(&$flag, $file.take());
         let set = v.is_some();
         (v.unwrap_or_else(|| settings!(@default list [$($d)?])), set)
+    }};
+    // A list whose file entries have their own shape: each is written as
+    // the flag's string form (`String: From<$ty>`).
+    (@merge list ($ty:ty) [], $flag:expr, $file:expr) => {{
+        let file = $file.take().map(|v| v.into_iter().map(String::from).collect());
+        let v = $crate::settings::define::pick_list(&$flag, file);
+        let set = v.is_some();
+        (v.unwrap_or_default(), set)
     }};
 
     (@reload live) => { $crate::settings::define::Reload::Live };

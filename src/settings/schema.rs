@@ -95,6 +95,25 @@ fn by_value_name(s: &Setting, name: &str, enums: &[String]) -> Value {
             empty_or(selector_pattern()),
             "a label selector in kubectl syntax, e.g. 'pool in (a,b),!spot'",
         ),
+        "NAME[,NAME]" => {
+            let one = nodegate_core::startup::Autoscaler::ALL
+                .map(|a| a.as_str())
+                .join("|");
+            string(
+                format!(r"^\s*({one})(\s*,\s*({one}))*\s*$"),
+                "autoscaler presets, comma-separated: auto, karpenter, cluster-autoscaler, gke, aks, eks or none",
+            )
+        }
+        "SELECTOR=KEY[:EFFECT]" => {
+            let selector = selector_pattern();
+            let selector = selector.trim_start_matches('^').trim_end_matches('$');
+            let taint = taint_pattern();
+            let taint = taint.trim_start_matches('^').trim_end_matches('$');
+            string(
+                format!(r"^{selector}=\s*{taint}\s*$"),
+                "SELECTOR=KEY[:EFFECT]: a label selector in kubectl syntax (empty: every node), then the taint",
+            )
+        }
         "NAMESPACE/NAME" => string(
             format!(r"^{LABEL}/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"),
             "NAMESPACE/NAME",

@@ -12,7 +12,9 @@
 //! - `option(T)`: `--flag VALUE` or the key, else nothing;
 //! - `switch`: `--flag`, or the key set to `true`; off by default;
 //! - `list`: `--flag VALUE`, repeatable, or the key's list; the flags
-//!   replace the file's list; else `default:` (a list) or empty.
+//!   replace the file's list; else `default:` (a list) or empty;
+//!   `list(T)`: the same, the file's entries read as `T` and written in
+//!   the flag's form (`String: From<T>`); no default.
 
 use nodegate_core::budget::MaxUnavailable;
 use nodegate_core::gate::{DEFAULT_TIMEOUT, OnTimeout};
@@ -20,7 +22,7 @@ use nodegate_core::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
 use nodegate_core::regate::DEFAULT_REGATE_TAINT_KEY;
 
 use super::cli::LogFormat;
-use super::config::{FileSelector, RawCriticalCondition, RawCriticalPod, RawRule};
+use super::config::{FileSelector, RawCriticalCondition, RawCriticalPod, RawRule, TaintFor};
 use super::define::Setting;
 
 settings! {
@@ -31,6 +33,22 @@ settings! {
             flag: "taint", value: "KEY[:EFFECT]", key: "taints",
             default: [format!("{DEFAULT_MANAGED_TAINT_KEY}:{EFFECT_NO_SCHEDULE}")],
             helm: "config.taints", reload: live,
+        }
+        /// Which autoscalers' nodes get a startup taint key that autoscaler
+        /// understands: auto, karpenter, cluster-autoscaler, gke, aks, eks or
+        /// none (auto is karpenter, gke, aks and eks). Repeatable, or
+        /// comma-separated.
+        autoscalers: list {
+            flag: "autoscaler", value: "NAME[,NAME]", key: "autoscalers",
+            default: ["auto"], helm: "config.autoscalers", reload: live,
+        }
+        /// Nodes matching SELECTOR (kubectl syntax) get the startup taint
+        /// KEY[:EFFECT] (EFFECT defaults to NoSchedule), before any preset
+        /// and the first --taint; the first matching rule wins. Repeatable.
+        taint_for: list(TaintFor) {
+            flag: "taint-for", value: "SELECTOR=KEY[:EFFECT]", key: "taintFor",
+            docs: "none", parser: ::clap::builder::ValueParser::string(),
+            helm: "config.taintFor", reload: live,
         }
         /// A taint some other agent lifts during start-up, ignored when deciding
         /// which DaemonSets belong on a node: an exact key, or a key prefix ending

@@ -357,10 +357,21 @@ fn the_base_taints_through_the_admission_policy(base: &[Value]) {
         params["data"]["startupTaint"],
         format!("{TAINT}:NoSchedule")
     );
-    assert_eq!(
-        params["data"]["managedTaints"],
-        format!("{TAINT}:NoSchedule")
+    // The default --autoscaler auto, as nodegate itself builds it: its
+    // rules one a line, every taint they can choose managed.
+    let first = nodegate_core::placement::ManagedTaint::new(TAINT, "NoSchedule");
+    let auto = nodegate_core::startup::StartupTaints::new(
+        Vec::new(),
+        nodegate_core::startup::DEFAULT_AUTOSCALERS,
+        first.clone(),
     );
+    assert_eq!(params["data"]["startupRules"], auto.admission_rules());
+    let managed: Vec<String> = auto
+        .managed(&[first])
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(params["data"]["managedTaints"], managed.join(","));
     let binding = named(
         base,
         "MutatingAdmissionPolicyBinding",

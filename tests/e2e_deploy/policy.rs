@@ -403,7 +403,23 @@ async fn the_policy_lets_nodegate_put_its_taint_on(cluster: &TestCluster, sa: &P
             &[("example.com/foreign", "", "NoSchedule")],
         ))
         .await;
-    let startup = Taint::new(TAINT, "", "NoSchedule");
+    // The key --autoscaler karpenter chooses is nodegate's own too (issue
+    // 27): a Karpenter node gets it.
+    cluster
+        .create_node(&fake_node(
+            "vap-karpenter",
+            &[("example.com/pool", "vap"), ("karpenter.sh/nodepool", "a")],
+            &[],
+        ))
+        .await;
+    let startup_of = |name: &str| {
+        let key = if name == "vap-karpenter" {
+            "readiness.k8s.io/nodegate"
+        } else {
+            TAINT
+        };
+        Taint::new(key, "", "NoSchedule")
+    };
     let since: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("a time");
     // nodegate's patch for the node as it is now, plus `extra` built from
     // that read; sent again while the node changed in between (the node
@@ -411,7 +427,7 @@ async fn the_policy_lets_nodegate_put_its_taint_on(cluster: &TestCluster, sa: &P
     // resourceVersion test then fails, which is not the answer sought).
     let send = |name: &'static str, extra: fn(&Node) -> Option<Value>| {
         let nodes = nodes.clone();
-        let startup = startup.clone();
+        let startup = startup_of(name);
         async move {
             for _ in 0..50 {
                 let node = nodes.get(name).await.expect("read the node");
@@ -482,7 +498,7 @@ async fn the_policy_lets_nodegate_put_its_taint_on(cluster: &TestCluster, sa: &P
     );
 
     // Exactly nodegate's patch: allowed, on both shapes of node.
-    for name in ["vap-bare", "vap-foreign"] {
+    for name in ["vap-bare", "vap-foreign", "vap-karpenter"] {
         send(name, |_| None).await.unwrap_or_else(|e| {
             panic!("{name}: nodegate's add-taint patch with gated-since must be allowed: {e}")
         });
@@ -497,10 +513,11 @@ async fn the_policy_lets_nodegate_put_its_taint_on(cluster: &TestCluster, sa: &P
             // The node controller's own taint comes and goes on a new node.
             .filter(|k| !k.starts_with("node.kubernetes.io/"))
             .collect();
+        let startup = startup_of(name).key;
         let expected: Vec<&str> = if name == "vap-foreign" {
-            vec!["example.com/foreign", TAINT]
+            vec!["example.com/foreign", &startup]
         } else {
-            vec![TAINT]
+            vec![&startup]
         };
         assert_eq!(
             keys, expected,

@@ -15,6 +15,7 @@ use jiff::{SignedDuration, Timestamp};
 use crate::model::{Labels, NodeInfo, Taint};
 use crate::placement::ManagedTaint;
 use crate::selector::LabelSelector;
+use crate::startup::StartupTaints;
 
 /// `nodegate.dev/ignore: "true"`: nodegate never puts a taint on this node
 /// (a gate already running on it still opens).
@@ -144,7 +145,8 @@ fn common(node: &NodeView<'_>, scope: &Scope, managed: &[ManagedTaint]) -> Resul
 /// What the webhook answers for a Node CREATE.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admission {
-    /// Add `taint` (the first managed taint: key and effect, no value).
+    /// Add `taint` (the one [`StartupTaints::for_node`] chooses: key and
+    /// effect, no value).
     /// `create_list`: the node has no `spec.taints` yet, so the patch creates
     /// the list rather than appending to it.
     AddTaint {
@@ -155,24 +157,21 @@ pub enum Admission {
 }
 
 /// §6.1: a node in scope, not ignored and carrying none of the managed taints
-/// gets the first one. `spec_taints_present` tells apart a node with an empty
+/// gets the startup taint chosen for its labels (`startup`). `spec_taints_present` tells apart a node with an empty
 /// `spec.taints` list from one without the field (the patch differs).
 pub fn admit(
     node: &NodeView<'_>,
     spec_taints_present: bool,
     scope: &Scope,
     managed: &[ManagedTaint],
+    startup: &StartupTaints,
 ) -> Admission {
     if let Err(skip) = common(node, scope, managed) {
         return Admission::Unchanged(skip);
     }
-    match managed.first() {
-        Some(first) => Admission::AddTaint {
-            taint: first.to_taint(),
-            create_list: !spec_taints_present,
-        },
-        // Settings never allow an empty list; admit unchanged all the same.
-        None => Admission::Unchanged(Skip::OutOfScope),
+    Admission::AddTaint {
+        taint: startup.for_node(node.labels).to_taint(),
+        create_list: !spec_taints_present,
     }
 }
 

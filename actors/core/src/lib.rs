@@ -29,5 +29,6 @@ pub mod readiness;
 pub mod regate;
 pub mod report;
 pub mod selector;
+pub mod startup;
 #[cfg(any(test, feature = "testing"))]
 pub mod testutil;

@@ -2,7 +2,7 @@
 //! of the request body and the settings (semantics §6.1).
 //!
 //! The answer is always `allowed: true`. A Node CREATE that [`admit`] says
-//! to taint gets a JSONPatch adding the first managed taint; anything that
+//! to taint gets a JSONPatch adding the startup taint chosen for its labels; anything that
 //! cannot be read, or is not a Node CREATE, is admitted unchanged with a
 //! `warnings` entry saying what was wrong, and is counted as an error. The
 //! uid is copied from the request whenever it can be found, even in a body
@@ -17,6 +17,7 @@ use nodegate_core::annotations::PREFIX;
 use nodegate_core::entrance::{self, Admission, Scope, admit};
 use nodegate_core::model::Taint;
 use nodegate_core::placement::ManagedTaint;
+use nodegate_core::startup::StartupTaints;
 use serde_json::{Value, json};
 
 use crate::cluster::project;
@@ -64,9 +65,16 @@ pub fn remove_annotation(key: &str) -> Value {
 /// A Node created by a node's own credentials (group `system:nodes`) has
 /// its `nodegate.dev/*` annotations disregarded — a kubelet must not skip,
 /// open or date its own gate — and removed by the patch (semantics §6.1).
+///
+/// Every node gets the first of `managed` (no `--taint-for` rule or preset;
+/// [`answer_held`] takes them).
 pub fn answer(body: &[u8], scope: &Scope, managed: &[ManagedTaint], dry_run: bool) -> Answer {
     let hold = if dry_run { Hold::DryRun } else { Hold::No };
-    answer_held(body, scope, managed, &hold)
+    let startup = match managed.first() {
+        Some(first) => StartupTaints::new(Vec::new(), &[], first.clone()),
+        None => StartupTaints::default(),
+    };
+    answer_held(body, scope, managed, &startup, &hold)
 }
 
 /// Why a node the webhook would taint is admitted unchanged instead.
@@ -81,8 +89,15 @@ pub enum Hold {
     NoLeader(String),
 }
 
-/// [`answer`], with the reason to hold the taint back given whole.
-pub fn answer_held(body: &[u8], scope: &Scope, managed: &[ManagedTaint], hold: &Hold) -> Answer {
+/// [`answer`], with the rules choosing each node's taint (`startup`) and
+/// the reason to hold the taint back given whole.
+pub fn answer_held(
+    body: &[u8],
+    scope: &Scope,
+    managed: &[ManagedTaint],
+    startup: &StartupTaints,
+    hold: &Hold,
+) -> Answer {
     let request = match read_request(body) {
         Ok(r) => r,
         Err(refused) => return refused,
@@ -97,7 +112,8 @@ pub fn answer_held(body: &[u8], scope: &Scope, managed: &[ManagedTaint], hold: &
         Vec::new()
     };
     let node = node_of(object, &untrusted);
-    let mut a = judge(&request.uid, &node, scope, managed, hold, &untrusted);
+    let taints = (managed, startup);
+    let mut a = judge(&request.uid, &node, scope, taints, hold, &untrusted);
     if from_node {
         a.note = a.note.map(|n| {
             format!(
@@ -201,7 +217,7 @@ fn judge(
     uid: &str,
     node: &Node,
     scope: &Scope,
-    managed: &[ManagedTaint],
+    (managed, startup): (&[ManagedTaint], &StartupTaints),
     hold: &Hold,
     strip: &[String],
 ) -> Answer {
@@ -213,7 +229,7 @@ fn judge(
     // Whether the object has `spec.taints` at all, even empty: the patch
     // appends to a list that is there and creates one that is not.
     let listed = node.spec.as_ref().is_some_and(|s| s.taints.is_some());
-    let admission = admit(&entrance::view(&info), listed, scope, managed);
+    let admission = admit(&entrance::view(&info), listed, scope, managed, startup);
     let mut d = decide(admission, hold);
     if !strip.is_empty() {
         let keys = clean(&strip.join(", "));

@@ -212,7 +212,7 @@ impl Handler {
         };
         let judged = tokio::task::spawn_blocking(move || {
             let managed = &config.placement.managed_taints;
-            review::answer_held(&bytes, &config.scope, managed, &hold)
+            review::answer_held(&bytes, &config.scope, managed, &config.startup, &hold)
         })
         .await;
         judged.unwrap_or_else(|e| review::unreadable(format!("judging it failed: {e}")))

@@ -28,12 +28,23 @@ fn defaults_match_the_documentation() {
     assert_eq!(s.timeout, Some(Duration::from_secs(120)));
     assert_eq!(s.on_timeout, OnTimeout::Open);
     assert!(!s.dry_run);
-    assert_eq!(s.gate.placement.managed_taints.len(), 1);
+    // The first --taint, then the keys --autoscaler auto can choose.
+    let managed: Vec<String> = s
+        .gate
+        .placement
+        .managed_taints
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     assert_eq!(
-        s.gate.placement.managed_taints[0].key,
-        "nodegate.dev/initializing"
+        managed,
+        [
+            "nodegate.dev/initializing:NoSchedule",
+            "readiness.k8s.io/nodegate:NoSchedule",
+            "startup-taint.cluster-autoscaler.kubernetes.io/nodegate:NoSchedule",
+        ]
     );
-    assert_eq!(s.gate.placement.managed_taints[0].effect, "NoSchedule");
+    assert_eq!(s.gate.startup.rules().len(), 4);
     assert_eq!(s.max_concurrent_patches, 16);
     assert_eq!(s.kube_request_timeout, Duration::from_secs(10));
 }
@@ -559,4 +570,106 @@ fn a_budget_of_zero_is_refused() {
         assert!(e.contains(key) && e.contains("would mean 1"), "{e}\n{yaml}");
     }
     assert!(from_yaml(&format!("{rule}  maxUnavailable: 1\n")).is_ok());
+}
+
+/// `--autoscaler` and `--taint-for` (issue 27): presets by name, repeated or
+/// comma-separated; rules before presets; every rule taint managed; each
+/// mistake named with the value and what to write instead.
+#[test]
+fn startup_taints_are_chosen_by_rules_then_presets() {
+    use nodegate_core::model::Labels;
+    let s = run_settings(&run_args(&[
+        "--autoscaler",
+        "karpenter,gke",
+        "--autoscaler",
+        "cluster-autoscaler",
+        "--taint-for",
+        "pool=gpu=example.com/gpu-init",
+    ]))
+    .unwrap();
+    let startup = &s.gate.startup;
+    let node = |pairs: &[(&str, &str)]| -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let key = |l: Labels| startup.for_node(&l).key.clone();
+    assert_eq!(
+        key(node(&[("pool", "gpu"), ("karpenter.sh/nodepool", "a")])),
+        "example.com/gpu-init"
+    );
+    assert_eq!(
+        key(node(&[("karpenter.sh/nodepool", "a")])),
+        "readiness.k8s.io/nodegate"
+    );
+    assert_eq!(
+        key(node(&[("kubernetes.azure.com/agentpool", "a")])),
+        "startup-taint.cluster-autoscaler.kubernetes.io/nodegate",
+        "aks is not named, the catch-all takes it"
+    );
+    assert!(
+        s.gate
+            .placement
+            .is_managed(&nodegate_core::model::Taint::new(
+                "example.com/gpu-init",
+                "",
+                "NoSchedule"
+            ))
+    );
+
+    let none = run_settings(&run_args(&["--autoscaler", "none"])).unwrap();
+    assert_eq!(none.gate.placement.managed_taints.len(), 1);
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(
+        &path,
+        "autoscalers: [none]\ntaintFor:\n  - nodeSelector: pool=gpu\n    taint: example.com/gpu-init:NoExecute\n  - '!spot=example.com/x'\n",
+    )
+    .unwrap();
+    let file = run_settings(&run_args(&["--config", path.to_str().unwrap()])).unwrap();
+    let rules: Vec<String> = file
+        .gate
+        .startup
+        .rules()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            "pool=gpu=example.com/gpu-init:NoExecute",
+            "!spot=example.com/x:NoSchedule"
+        ]
+    );
+
+    for (args, wanted) in [
+        (
+            vec!["--autoscaler", "karpentr"],
+            "--autoscaler \"karpentr\": \"karpentr\" is not an autoscaler preset (did you mean \"karpenter\"?)",
+        ),
+        (vec!["--autoscaler", "none,gke"], "none means no preset"),
+        (
+            vec!["--taint-for", "pool in (a=example.com/x"],
+            "--taint-for \"pool in (a=example.com/x\"",
+        ),
+        (vec!["--taint-for", "pool=gpu=Bad Key"], "invalid key"),
+        (
+            vec!["--taint-for", "nothing"],
+            "write SELECTOR=KEY[:EFFECT]",
+        ),
+        (
+            vec![
+                "--taint-for",
+                "pool=gpu=nodegate.dev/degraded",
+                "--regate-after",
+                "1m",
+            ],
+            "--regate-taint",
+        ),
+    ] {
+        let e = err_of(&args);
+        assert!(e.contains(wanted), "{args:?}: {e}");
+    }
 }

@@ -222,7 +222,11 @@ fn condition_keys_are_applied_live_and_an_invalid_rule_is_refused() {
 /// taint.
 #[test]
 fn a_dropped_managed_taint_stays_managed_after_the_new_ones() {
-    let s = started("taints: [nodegate.dev/a:NoSchedule]\n", &[]);
+    // No preset, so that only the --taints are managed.
+    let s = started(
+        "taints: [nodegate.dev/a:NoSchedule]\n",
+        &["--autoscaler", "none"],
+    );
     let keys = |c: &GateConfig| -> Vec<String> {
         c.placement
             .managed_taints

@@ -228,16 +228,7 @@ impl Net {
         if !workload.is_empty() {
             return self.skip(&node, workload, age, cx);
         }
-        let Some(taint) = cx
-            .config
-            .placement
-            .managed_taints
-            .first()
-            .map(|m| m.to_taint())
-        else {
-            self.in_flight.remove(name);
-            return Vec::new();
-        };
+        let taint = cx.config.startup.for_node(&node.labels).to_taint();
         if cx.config.dry_run {
             self.settle(&node);
             return vec![Effect::log(

@@ -141,10 +141,67 @@ fn admission_table() {
         let mut node = Node::new();
         change(&mut node);
         assert_eq!(
-            admit(&node.view(), present, &scope, &managed()),
+            admit(
+                &node.view(),
+                present,
+                &scope,
+                &managed(),
+                &StartupTaints::default()
+            ),
             want,
             "{name}"
         );
+    }
+}
+
+/// The taint added is the one chosen for the node's labels; every taint a
+/// rule can choose is managed, so a node carrying any of them is gated
+/// already and gets no second one.
+#[test]
+fn admission_adds_the_taint_chosen_for_the_labels() {
+    use crate::startup::{Autoscaler, StartupRule};
+    let first = ManagedTaint::new("nodegate.dev/initializing", "NoSchedule");
+    let startup = StartupTaints::new(
+        vec![StartupRule::parse("pool=gpu=example.com/gpu-init").expect("rule")],
+        &[Autoscaler::Auto],
+        first.clone(),
+    );
+    let managed = startup.managed(&[first]);
+    let cases = [
+        (
+            vec![("pool", "gpu"), ("karpenter.sh/nodepool", "a")],
+            "example.com/gpu-init",
+        ),
+        (
+            vec![("karpenter.sh/nodepool", "a")],
+            "readiness.k8s.io/nodegate",
+        ),
+        (
+            vec![("cloud.google.com/gke-nodepool", "p")],
+            "startup-taint.cluster-autoscaler.kubernetes.io/nodegate",
+        ),
+        (vec![("pool", "cpu")], "nodegate.dev/initializing"),
+    ];
+    for (pairs, key) in cases {
+        let mut node = Node::new();
+        node.labels = labels(&pairs);
+        assert_eq!(
+            admit(&node.view(), false, &Scope::default(), &managed, &startup),
+            Admission::AddTaint {
+                taint: Taint::new(key, "", "NoSchedule"),
+                create_list: true,
+            },
+            "{pairs:?}"
+        );
+        // A node registered with any managed taint is left as it is.
+        for m in &managed {
+            node.taints = vec![m.to_taint()];
+            assert_eq!(
+                admit(&node.view(), true, &Scope::default(), &managed, &startup),
+                Admission::Unchanged(Skip::AlreadyGated(m.to_taint())),
+                "{pairs:?} carrying {m}"
+            );
+        }
     }
 }
 

@@ -66,6 +66,7 @@ fn apply_observed(state: &mut GateState, ev: &Event) {
             pods,
         } => {
             state.node = Some(Arc::clone(node));
+            state.reopening = crate::startup::karpenter_reopening(node);
             state.daemonsets = daemonsets.iter().map(|ds| (ds.key(), ds.clone())).collect();
             state.pods = pods.iter().map(|p| (p.uid.clone(), p.clone())).collect();
         }

@@ -11,6 +11,7 @@ use crate::model::NodeInfo;
 use crate::placement::PlacementConfig;
 use crate::readiness::CriticalPodEntry;
 use crate::regate::RegateConfig;
+use crate::startup::StartupTaints;
 
 /// What a gate does when its deadline passes with members still not Ready.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,6 +72,10 @@ pub struct GateConfig {
     /// outside it is never gated, whatever its taints.
     pub scope: Scope,
     pub placement: PlacementConfig,
+    /// Which startup taint an entrance adds to a node (`--taint-for`,
+    /// `--autoscaler`); every taint it can choose is among
+    /// `placement.managed_taints`.
+    pub startup: StartupTaints,
     pub critical: Vec<CriticalPodEntry>,
     /// `criticalConditions`: node conditions waited for like members
     /// (semantics.md §6.5).
@@ -135,6 +140,7 @@ impl Default for GateConfig {
         GateConfig {
             scope: Scope::default(),
             placement: PlacementConfig::default(),
+            startup: StartupTaints::default(),
             critical: Vec::new(),
             conditions: Vec::new(),
             condition_taints: Vec::new(),

@@ -138,6 +138,14 @@ fn ending_effects(state: &GateState, node: &NodeInfo, ev: &Event, cfg: &GateConf
     // What the Events' notes count from.
     let start = state.gate_start().unwrap_or(node.created);
     match ev {
+        // A Karpenter node opened again after its registration put the
+        // taint back: opened, journaled, no second Event.
+        Event::Opened {
+            opened_by: opened_by @ (OpenedBy::Ready | OpenedBy::Timeout),
+            ..
+        } if state.reopening => {
+            vec![Effect::Stop(Ending::Opened(*opened_by))]
+        }
         Event::TimedOut {
             deadline,
             action,

@@ -24,13 +24,26 @@ pub const NODE_NOT_READY: &str = "the node is not Ready";
 
 /// Why the node keeps its gate closed although every member may be Ready, in
 /// words ([`NODE_NOT_READY`] and what says so); `None` when the node is Ready.
+///
+/// A node Karpenter is still registering waits too, after its readiness:
+/// [`crate::startup::karpenter_registering`].
 pub fn node_wait_reason(node: &NodeInfo) -> Option<String> {
-    readiness::node_not_ready(node).map(|why| match why {
-        NodeNotReady::Condition(status) => {
-            format!("{NODE_NOT_READY} (its Ready condition is {status})")
-        }
-        NodeNotReady::Tainted(taint) => format!("{NODE_NOT_READY} (it carries {taint})"),
-    })
+    use crate::startup::{KARPENTER_REGISTERED_LABEL, KARPENTER_REGISTRATION};
+    readiness::node_not_ready(node)
+        .map(|why| match why {
+            NodeNotReady::Condition(status) => {
+                format!("{NODE_NOT_READY} (its Ready condition is {status})")
+            }
+            NodeNotReady::Tainted(taint) => format!("{NODE_NOT_READY} (it carries {taint})"),
+        })
+        .or_else(|| {
+            crate::startup::karpenter_registering(&node.labels).then(|| {
+                format!(
+                    "waiting for {KARPENTER_REGISTRATION} (no {KARPENTER_REGISTERED_LABEL}=true yet; \
+                     Karpenter would put its startup taints back)"
+                )
+            })
+        })
 }
 
 /// Kubernetes rejects an Event whose note is longer than this (events.k8s.io/v1).

@@ -228,6 +228,12 @@ pub struct GateState {
     /// or the suspension is lifted (`WritesResumed`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspended: bool,
+    /// The node this gate started on was a Karpenter node nodegate had
+    /// opened before and not re-gated: its registration put a managed taint
+    /// back ([`crate::startup::karpenter_reopening`]). Its opening records
+    /// no second Event.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reopening: bool,
 }
 
 impl GateState {
@@ -255,12 +261,14 @@ impl GateState {
 
     /// True when the gate may open by readiness: every expected member is
     /// Ready, and so is the node itself.
+    /// A node Karpenter is still registering is not Ready for this
+    /// (semantics.md §6.0).
     pub fn may_open_by_ready(&self) -> bool {
         self.all_ready()
-            && self
-                .node
-                .as_ref()
-                .is_some_and(|n| readiness::node_not_ready(n).is_none())
+            && self.node.as_ref().is_some_and(|n| {
+                readiness::node_not_ready(n).is_none()
+                    && !crate::startup::karpenter_registering(&n.labels)
+            })
     }
 
     /// The expected members that are not Ready, and why.

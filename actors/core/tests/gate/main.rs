@@ -20,6 +20,7 @@ mod dry_run;
 mod expected_set;
 mod external;
 mod journal_trace;
+mod karpenter;
 mod lost_answers;
 mod min_ready_seconds;
 mod node_ready;

@@ -80,6 +80,8 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- $c := .Values.config -}}
 {{- $a := list "run" -}}
 {{- range $c.taints }}{{ $a = append $a (printf "--taint=%s" .) }}{{ end -}}
+{{- $a = append $a (printf "--autoscaler=%s" (join "," $c.autoscalers)) -}}
+{{- range $c.taintFor }}{{ $a = append $a (printf "--taint-for=%s" .) }}{{ end -}}
 {{- range $c.transientTaints }}{{ $a = append $a (printf "--transient-taint=%s" .) }}{{ end -}}
 {{- with $c.daemonsetNamespaces }}{{ $a = append $a (printf "--daemonset-namespaces=%s" (join "," (uniq (append . $.Release.Namespace)))) }}{{ end -}}
 {{- range $c.exclude }}{{ $a = append $a (printf "--exclude=%s" .) }}{{ end -}}
@@ -183,5 +185,34 @@ true
 {{- $c := .Values.config -}}
 {{- if or $c.criticalPods $c.conditionTaints $c.criticalConditions $c.suspend -}}
 true
+{{- end -}}
+{{- end -}}
+
+{{/* The startup-taint rules, one a line, SELECTOR=KEY:EFFECT, in the order
+nodegate applies them (src/settings, actors/core/src/startup.rs): the
+config.taintFor rules, then each preset of config.autoscalers once (auto is
+karpenter, gke, aks, eks), the cluster-autoscaler catch-all last. The
+admission policy's CEL reads them from its parameter ConfigMap. */}}
+{{- define "nodegate.startupRules" -}}
+{{- $ca := "startup-taint.cluster-autoscaler.kubernetes.io/nodegate:NoSchedule" -}}
+{{- $rules := dict "karpenter" "karpenter.sh/nodepool=readiness.k8s.io/nodegate:NoSchedule" "gke" (printf "cloud.google.com/gke-nodepool=%s" $ca) "aks" (printf "kubernetes.azure.com/agentpool=%s" $ca) "eks" (printf "eks.amazonaws.com/nodegroup=%s" $ca) -}}
+{{- $names := list -}}
+{{- range .Values.config.autoscalers -}}
+{{- range splitList "," . -}}
+{{- $n := lower (trim .) -}}
+{{- if eq $n "auto" -}}{{- $names = concat $names (list "karpenter" "gke" "aks" "eks") -}}
+{{- else if $n -}}{{- $names = append $names $n -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range .Values.config.taintFor }}
+{{ regexReplaceAll "^(.*)=([^=]*)$" . "${1}" }}={{ include "nodegate.taintKeyEffect" (regexReplaceAll "^(.*)=([^=]*)$" . "${2}" | trim) }}
+{{- end -}}
+{{- range uniq $names -}}
+{{- if hasKey $rules . }}
+{{ get $rules . }}
+{{- end -}}
+{{- end -}}
+{{- if has "cluster-autoscaler" $names }}
+={{ $ca }}
 {{- end -}}
 {{- end -}}

@@ -25,6 +25,7 @@ fn settings() -> GateSettings {
         scope: Default::default(),
         suspend: false,
         placement: PlacementConfig::default(),
+        startup: Default::default(),
         critical: Vec::new(),
         regate: None,
         conditions: Vec::new(),

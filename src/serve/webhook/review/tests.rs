@@ -323,6 +323,7 @@ fn with_no_leader_a_node_is_admitted_unchanged_and_says_why() {
         &review("Node", "CREATE", node(json!({}))),
         &Scope::default(),
         &managed(),
+        &StartupTaints::default(),
         &hold,
     );
     assert_allowed(&a);
@@ -330,4 +331,39 @@ fn with_no_leader_a_node_is_admitted_unchanged_and_says_why() {
     assert!(a.body["response"].get("patch").is_none(), "{}", a.body);
     let warning = a.body["response"]["warnings"][0].as_str().unwrap_or("");
     assert!(warning.contains("lease ns/x"), "{}", a.body);
+}
+
+/// The webhook adds the taint chosen for the node's labels (`--autoscaler
+/// auto`): Karpenter's nodes the readiness key, GKE's the CA-prefix key,
+/// the rest the first `--taint`.
+#[test]
+fn the_taint_added_is_the_one_chosen_for_the_labels() {
+    use nodegate_core::startup::Autoscaler;
+    let first = managed()[0].clone();
+    let startup = StartupTaints::new(Vec::new(), &[Autoscaler::Auto], first.clone());
+    let all = startup.managed(&[first]);
+    for (label, key) in [
+        ("karpenter.sh/nodepool", "readiness.k8s.io/nodegate"),
+        (
+            "cloud.google.com/gke-nodepool",
+            "startup-taint.cluster-autoscaler.kubernetes.io/nodegate",
+        ),
+        ("pool", "nodegate.dev/initializing"),
+    ] {
+        let object = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "labels": {label: "a"}}, "spec": {}});
+        let a = answer_held(
+            &review("Node", "CREATE", object),
+            &Scope::default(),
+            &all,
+            &startup,
+            &Hold::No,
+        );
+        assert_eq!(a.result, AdmissionResult::Tainted, "{label}: {}", a.body);
+        assert_eq!(
+            patch_of(&a),
+            json!([{"op": "add", "path": "/spec/taints", "value": [{"key": key, "effect": "NoSchedule"}]}]),
+            "{label}"
+        );
+    }
 }

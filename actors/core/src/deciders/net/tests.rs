@@ -353,3 +353,38 @@ fn a_node_recorded_as_opened_externally_is_left_alone_by_a_new_net() {
     );
     assert!(net.candidates().is_empty());
 }
+
+/// The net adds the taint chosen for the node's labels, not the first
+/// `--taint`; a node carrying a rule's taint is gated already.
+#[test]
+fn the_net_adds_the_taint_chosen_for_the_labels() {
+    use crate::placement::ManagedTaint;
+    use crate::startup::{Autoscaler, KARPENTER_TAINT_KEY, StartupTaints};
+    let mut cfg = GateConfig::default();
+    let first = cfg.placement.managed_taints[0].clone();
+    cfg.startup = StartupTaints::new(Vec::new(), &[Autoscaler::Auto], first.clone());
+    cfg.placement.managed_taints = cfg.startup.managed(&[first]);
+    let mut r = Run::new(cfg, ts(10));
+    let mut net = Net::new(WINDOW);
+    let mut node = new_node("k1");
+    node.labels
+        .insert("karpenter.sh/nodepool".into(), "default".into());
+    let change = r.index.upsert(node.clone());
+    assert_eq!(lists(&r.step(&mut net, change)), ["k1"]);
+    let out = r.step(&mut net, listed("k1", vec![]));
+    let w = writes(&out);
+    assert_eq!(w.len(), 1, "{out:?}");
+    match &w[0].change {
+        TaintChange::Add { taint: t, .. } => {
+            assert_eq!(*t, taint(KARPENTER_TAINT_KEY, "NoSchedule"));
+        }
+        other => panic!("not an add: {other:?}"),
+    }
+    // Registered by Karpenter with the readiness key already: no second one.
+    let mut net = Net::new(WINDOW);
+    node.name = "k2".into();
+    node.uid = "k2".into();
+    node.taints = vec![ManagedTaint::new(KARPENTER_TAINT_KEY, "NoSchedule").to_taint()];
+    let change = r.index.upsert(node);
+    assert!(lists(&r.step(&mut net, change)).is_empty());
+}
