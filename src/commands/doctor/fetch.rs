@@ -186,6 +186,7 @@ async fn binding(
             .map(|cm| {
                 let data = cm.data.unwrap_or_default();
                 Params {
+                    startup_rules: data.get("startupRules").cloned(),
                     startup_taint: data.get("startupTaint").cloned(),
                     managed_taints: data.get("managedTaints").cloned(),
                 }

@@ -8,20 +8,14 @@ use crate::settings::config::GateSettings;
 
 /// The taints nodegate may add to a node with these labels (at Node CREATE
 /// through the admission policy or webhook, the late-taint net, backfill):
-/// none for a node outside `--node-selector`, else the first `--taint` —
-/// every entrance adds that one today, whatever the labels. When taints are
-/// chosen per node (by rules over the labels), this is the one function to
-/// change; every check asks it.
+/// none for a node outside `--node-selector`, else the one every entrance
+/// chooses for those labels (the first `--taint-for` rule or `--autoscaler`
+/// preset that matches, else the first `--taint`). Every check asks this.
 pub fn added_taints(gate: &GateSettings, labels: &Labels) -> Vec<ManagedTaint> {
     if !gate.scope.includes(labels) {
         return Vec::new();
     }
-    gate.placement
-        .managed_taints
-        .first()
-        .cloned()
-        .into_iter()
-        .collect()
+    vec![gate.startup.for_node(labels).clone()]
 }
 
 /// The taints nodegate may add to any of these nodes (by their labels), or

@@ -33,6 +33,8 @@ pub struct Binding {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Params {
+    /// `startupRules`: one `SELECTOR=KEY:EFFECT` a line.
+    pub startup_rules: Option<String>,
     pub startup_taint: Option<String>,
     pub managed_taints: Option<String>,
 }
@@ -192,6 +194,30 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
                 "set ConfigMap {at}'s data to startupTaint: {first:?} and managedTaints: {:?} \
                  (Helm renders both from config.taints)",
                 want.join(",")
+            ),
+        );
+    }
+    let rule_lines = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(str::to_string)
+            .collect()
+    };
+    let want_rules = s.gate.startup.admission_rules();
+    if rule_lines(params.startup_rules.as_deref().unwrap_or_default()) != rule_lines(&want_rules) {
+        return Check::problem(
+            CHECK,
+            subject,
+            format!(
+                "its parameters (ConfigMap {at}) say startupRules {:?}, nodegate's --taint-for \
+                 and --autoscaler say {want_rules:?}: the policy would add another taint than \
+                 nodegate's own entrances to some nodes",
+                params.startup_rules.as_deref().unwrap_or_default()
+            ),
+            format!(
+                "set ConfigMap {at}'s data startupRules to {want_rules:?} (Helm renders it from \
+                 config.autoscalers and config.taintFor)"
             ),
         );
     }

@@ -18,8 +18,21 @@ use crate::commands::doctor::report::{Check, Status};
 use crate::settings::cli::{Cli, Command};
 use crate::settings::config::{RunSettings, run_settings};
 
+/// `nodegate run` with these flags. Without an `--autoscaler`, as with
+/// `--autoscaler none`: every node gets the first `--taint` (the rows that
+/// check the presets say so themselves).
 fn settings(flags: &[&str]) -> RunSettings {
-    let argv = ["nodegate", "run"].iter().chain(flags.iter()).copied();
+    let none = ["--autoscaler", "none"];
+    let extra: &[&str] = if flags.contains(&"--autoscaler") {
+        &[]
+    } else {
+        &none
+    };
+    let argv = ["nodegate", "run"]
+        .iter()
+        .chain(flags.iter())
+        .chain(extra.iter())
+        .copied();
     let args = match Cli::try_parse_from(argv).map(|c| c.command) {
         Ok(Command::Run(a)) => *a,
         other => panic!("{flags:?} do not parse as run: {other:?}"),
@@ -468,6 +481,7 @@ fn binding(startup: &str, managed: &str) -> Binding {
         policy: "nodegate-startup-taint".to_string(),
         params_ref: Some("nodegate-system/nodegate-admission".to_string()),
         params: Some(Params {
+            startup_rules: None,
             startup_taint: Some(startup.to_string()),
             managed_taints: Some(managed.to_string()),
         }),
@@ -730,4 +744,41 @@ fn karpenter_before_1_13_does_not_ignore_a_readiness_key() {
         let c = karpenter::nodepool(&readiness.gate, &pool("p", startup), v(image).as_ref());
         assert_eq!(c.status, want, "{image} {startup:?}: {c:?}");
     }
+}
+
+/// Under the default presets (`--autoscaler auto`) a NodePool needs no
+/// setting, and the policy's parameters must carry the same rules.
+#[test]
+fn the_default_presets_need_no_nodepool_setting_and_rules_in_the_parameters() {
+    let auto = settings(&["--autoscaler", "auto"]);
+    let c = karpenter::nodepool(&auto.gate, &pool("default", &[]), None);
+    assert_eq!(c.status, Status::Ok, "{c:?}");
+    assert!(c.message.contains("readiness.k8s.io/nodegate"), "{c:?}");
+
+    let managed = "nodegate.dev/initializing:NoSchedule,readiness.k8s.io/nodegate:NoSchedule,\
+                   startup-taint.cluster-autoscaler.kubernetes.io/nodegate:NoSchedule";
+    let with_rules = |rules: Option<&str>| Binding {
+        params: Some(Params {
+            startup_rules: rules.map(str::to_string),
+            startup_taint: Some("nodegate.dev/initializing:NoSchedule".to_string()),
+            managed_taints: Some(managed.to_string()),
+        }),
+        ..binding("", "")
+    };
+    let rules = auto.gate.startup.admission_rules();
+    let c = admission::binding(&auto, &with_rules(Some(&rules)));
+    assert_eq!(c.status, Status::Ok, "{c:?}");
+    // Rules left out of the parameters: the policy adds the default taint
+    // where nodegate's own entrances add a preset's.
+    let c = admission::binding(&auto, &with_rules(None));
+    assert_eq!(c.status, Status::Problem, "{c:?}");
+    assert!(
+        c.fix.as_ref().is_some_and(|f| f.contains("startupRules")),
+        "{c:?}"
+    );
+    let c = admission::binding(
+        &auto,
+        &with_rules(Some("karpenter.sh/nodepool=x:NoSchedule\n")),
+    );
+    assert_eq!(c.status, Status::Problem, "{c:?}");
 }
