@@ -232,12 +232,18 @@ fn statuses(out: &str, which: &str) -> Vec<String> {
 }
 
 /// The flags nodegate runs with here, given to the doctor.
-const FLAGS: [&str; 5] = [
+/// nodegate as a user runs it who turned the autoscaler presets off
+/// (`--autoscaler none`): every node gets `nodegate.dev/initializing`, so a
+/// NodePool or a cluster-autoscaler must be told about it. (Under the
+/// default presets a NodePool needs nothing: the table tests check that.)
+const FLAGS: [&str; 7] = [
     "--leader-elect",
     "--lease-namespace",
     "nodegate-system",
     "--timeout",
     "10m",
+    "--autoscaler",
+    "none",
 ];
 
 /// Waits until the API server applies the admission policy just applied: a
@@ -278,6 +284,21 @@ async fn setup(cluster: &TestCluster) -> Nodegate {
         let path = repo_root().join("deploy/kustomize/base").join(file);
         kubectl_ok(cluster, &["apply", "-f", &path.to_string_lossy()]);
     }
+    // The policy's parameters for `--autoscaler none`: no rule, one taint
+    // (what the doctor's own fix says for such a nodegate).
+    kubectl_ok(
+        cluster,
+        &[
+            "-n",
+            "nodegate-system",
+            "patch",
+            "configmap",
+            "nodegate-admission",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"startupRules":"","managedTaints":"nodegate.dev/initializing:NoSchedule"}}"#,
+        ],
+    );
     policy_in_effect(cluster).await;
     apply(cluster, NODEPOOL_CRD);
     kubectl_ok(
