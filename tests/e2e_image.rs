@@ -3,12 +3,15 @@
 //! binary reports, that assembling it again gives the same digest, and that
 //! the Dockerfile describes the same image.
 //!
-//! The image is the one `deploy/image/build` prints (tests/run builds it
-//! first; here the script finds its cargo build fresh and assembles again).
+//! The image is the one `deploy/image/build` prints (tests/run starts that
+//! build beside the tests; here the script waits for it, finds its cargo
+//! build fresh and assembles again). Named e2e_ so that it runs among the
+//! end-to-end binaries (tests/lanes.py), not before them: its first call
+//! may wait minutes for the release build.
 
-#[path = "image/dockerfile.rs"]
+#[path = "e2e_image/dockerfile.rs"]
 mod dockerfile;
-#[path = "image/layout.rs"]
+#[path = "e2e_image/layout.rs"]
 mod layout;
 
 use std::path::PathBuf;
