@@ -10,11 +10,11 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 
 use super::{TestCluster, local_bin, local_script, repo_root, wait_for};
@@ -446,8 +446,9 @@ impl Recorder {
         let cfg = watcher::Config::default().labels("karpenter.sh/nodepool");
         let node_seen = seen.clone();
         let node_task = tokio::spawn(async move {
-            let mut stream = watcher::watcher(nodes, cfg).boxed();
-            while let Ok(Some(ev)) = stream.try_next().await {
+            let mut stream = watcher::watcher(nodes, cfg).default_backoff().boxed();
+            while let Some(ev) = stream.next().await {
+                let Ok(ev) = ev else { continue };
                 let (n, gone) = match ev {
                     watcher::Event::Apply(n) | watcher::Event::InitApply(n) => (n, false),
                     watcher::Event::Delete(n) => (n, true),
@@ -459,8 +460,11 @@ impl Recorder {
         let claims = nodeclaims(cluster);
         let claim_seen = seen.clone();
         let claim_task = tokio::spawn(async move {
-            let mut stream = watcher::watcher(claims, watcher::Config::default()).boxed();
-            while let Ok(Some(ev)) = stream.try_next().await {
+            let mut stream = watcher::watcher(claims, watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while let Some(ev) = stream.next().await {
+                let Ok(ev) = ev else { continue };
                 let (c, gone) = match ev {
                     watcher::Event::Apply(c) | watcher::Event::InitApply(c) => (c, false),
                     watcher::Event::Delete(c) => (c, true),
