@@ -36,6 +36,7 @@ LONGEST_FIRST = [
     "e2e_gate",
     "e2e_differential",
     "e2e_regate",
+    "e2e_karpenter",
     "e2e_conditions",
     "e2e_operations",
     "e2e_reload",

@@ -102,3 +102,81 @@ REAL_NODE_POD_CIDR=10.88.0.0/16
 REAL_NODE_GATEWAY=10.88.0.1
 # What the kubelet registers the node with (--register-with-taints).
 REAL_NODE_TAINTS="${NODEGATE_REAL_NODE_TAINTS:-nodegate.dev/initializing:NoSchedule}"
+
+# The real Karpenter with its kwok cloud provider (sigs.k8s.io/karpenter/kwok),
+# for the Karpenter e2e tests and the scale-up benchmark: built by
+# `build --karpenter` (deploy/local/build-karpenter) from the wrapper module
+# deploy/local/gomod/karpenter into its own version-keyed directory, with its
+# CRDs copied beside the binary; started and stopped by deploy/local/karpenter.
+# Karpenter's go.mod needs a newer Go than the machine's: the wrapper's
+# `toolchain` line names the one to build with (fetched through the module
+# proxy as golang.org/toolchain).
+KARPENTER_VERSION=$(mod_version karpenter sigs.k8s.io/karpenter)
+KARPENTER_TOOLCHAIN=$(awk '$1 == "toolchain" { print $2; exit }' "$GOMOD_DIR/karpenter/go.mod")
+KARPENTER_BIN="$CACHE_ROOT/karpenter-$KARPENTER_VERSION/bin"
+# The CRDs the kwok provider needs, as paths inside the module.
+KARPENTER_CRDS=(
+  kwok/charts/crds/karpenter.sh_nodepools.yaml
+  kwok/charts/crds/karpenter.sh_nodeclaims.yaml
+  kwok/charts/crds/karpenter.sh_nodeoverlays.yaml
+  kwok/apis/crds/karpenter.kwok.sh_kwoknodeclasses.yaml
+)
+
+# Where the karpenter binary and its crds/ are: $NODEGATE_LOCAL_BIN when it
+# holds both, the version-keyed cache otherwise.
+karpenter_dir() {
+  if [ -n "${NODEGATE_LOCAL_BIN:-}" ] && [ -x "$NODEGATE_LOCAL_BIN/karpenter" ] &&
+    [ -d "$NODEGATE_LOCAL_BIN/crds" ]; then
+    printf '%s\n' "$NODEGATE_LOCAL_BIN"
+  else
+    printf '%s\n' "$KARPENTER_BIN"
+  fi
+}
+
+# N free loopback ports below the kernel's ephemeral range, never one that
+# another cluster's script chose in the last two minutes (the registry `up`
+# keeps too), printed on one line.
+free_ports() { # count
+  python3 - "$1" <<'PY'
+import fcntl, os, random, socket, sys, tempfile, time
+want = int(sys.argv[1])
+try:
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        ephemeral_low = int(f.read().split()[0])
+except (OSError, ValueError, IndexError):
+    ephemeral_low = 32768
+low, high = 20000, max(20100, ephemeral_low)
+registry = os.path.join(tempfile.gettempdir(), "nodegate-local-ports")
+with open(registry + ".lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    now = time.time()
+    recent = {}
+    try:
+        with open(registry) as f:
+            for line in f:
+                port, at = line.split()
+                if now - float(at) < 120:
+                    recent[int(port)] = float(at)
+    except (OSError, ValueError):
+        pass
+    chosen = []
+    while len(chosen) < want:
+        port = random.randrange(low, high)
+        if port in recent or port in chosen:
+            continue
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        chosen.append(port)
+    for port in chosen:
+        recent[port] = now
+    with open(registry, "w") as f:
+        for port, at in recent.items():
+            f.write(f"{port} {at}\n")
+print(" ".join(map(str, chosen)))
+PY
+}

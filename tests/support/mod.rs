@@ -12,6 +12,7 @@
 
 pub mod chaos;
 pub mod gate;
+pub mod karpenter;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
