@@ -195,18 +195,12 @@ async fn karpenter_neither_replaces_nor_disrupts_a_regated_node() {
 /// Ready; then it is let through. The gate must not open before
 /// registration, and the key must never come back after it opened.
 ///
-/// Needs the Karpenter-aware opening (not before `karpenter.sh/registered`)
-/// from the `--autoscaler` work; until that is merged this test fails (the
-/// gate opens while registration is held, and the key bounces), so it runs
-/// only with NODEGATE_E2E_KARPENTER_REGISTRATION=1.
+/// The Karpenter-aware opening: without it (a gate that opens Karpenter's
+/// nodes as soon as their agents are Ready) this test fails twice: the gate
+/// opens while registration is held, and Karpenter's registration puts the
+/// key back (a bounce).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_startup_taint_nodepool_is_opened_only_after_registration_without_a_bounce() {
-    if std::env::var_os("NODEGATE_E2E_KARPENTER_REGISTRATION").is_none() {
-        eprintln!(
-            "skipped: needs the Karpenter-aware opening; set NODEGATE_E2E_KARPENTER_REGISTRATION=1 to run it"
-        );
-        return;
-    }
     let cluster = TestCluster::start("karpenter-registration").await;
     create_agents(&cluster, &agents()).await;
     let startup = format!("{KEY}:NoSchedule");

@@ -30,20 +30,12 @@ pub const KEY: &str = GATE_KEY;
 /// The namespace of the tests' workloads and DaemonSets.
 pub const NS: &str = "karpenter-e2e";
 
-/// nodegate's flags under Karpenter, in one place. Today they name the key
-/// explicitly (`--taint`: the key nodegate manages and the one its entrances
-/// add). Once the `--autoscaler` presets are merged (default `auto`: nodes
-/// labelled `karpenter.sh/nodepool` get `readiness.k8s.io/nodegate`, and are
-/// opened only after `karpenter.sh/registered=true`), this list becomes the
-/// defaults, i.e. `extra` alone, and `install_admission` the shipped policy
-/// unchanged.
+/// nodegate's flags under Karpenter: the defaults (`--autoscaler auto`:
+/// nodes labelled `karpenter.sh/nodepool` get `readiness.k8s.io/nodegate`,
+/// and open only after `karpenter.sh/registered=true`) plus a deadline long
+/// enough that no gate opens by it here, and `extra`.
 pub fn nodegate_flags(extra: &[&str]) -> Vec<String> {
-    let mut flags = vec![
-        "--taint".to_string(),
-        format!("{KEY}:NoSchedule"),
-        "--timeout".to_string(),
-        "180s".to_string(),
-    ];
+    let mut flags = vec!["--timeout".to_string(), "180s".to_string()];
     flags.extend(extra.iter().map(|s| s.to_string()));
     flags
 }
@@ -78,22 +70,6 @@ pub async fn install_admission(cluster: &TestCluster, selector: &[(&str, &str)])
     ] {
         kubectl_ok(cluster, &["apply", "-f", file]);
     }
-    let taint = format!("{KEY}:NoSchedule");
-    let params = json!({"data": {"startupTaint": taint, "managedTaints": taint}});
-    let params = params.to_string();
-    kubectl_ok(
-        cluster,
-        &[
-            "-n",
-            "nodegate-system",
-            "patch",
-            "configmap",
-            "nodegate-admission",
-            "--type=merge",
-            "-p",
-            &params,
-        ],
-    );
     let labels: BTreeMap<_, _> = selector.iter().copied().collect();
     let binding = json!({"spec": {"matchResources": {"objectSelector": {"matchLabels": labels}}}});
     let binding = binding.to_string();
