@@ -33,7 +33,9 @@ fn state_dir(cluster: &TestCluster) -> PathBuf {
 }
 
 /// nodegate's image archive: `$NODEGATE_IMAGE_ARCHIVE`, or what
-/// `deploy/image/build` prints (it returns at once when the image is built).
+/// `deploy/image/build` prints (it returns at once when the image is built;
+/// after a commit it rebuilds the binary, minutes: call it before the
+/// cluster starts, or the real node's deadline runs meanwhile).
 fn image_archive() -> PathBuf {
     if let Some(p) = std::env::var_os("NODEGATE_IMAGE_ARCHIVE") {
         return PathBuf::from(p);
@@ -43,10 +45,10 @@ fn image_archive() -> PathBuf {
     PathBuf::from(out.stdout.trim())
 }
 
-/// Imports nodegate's image into the real node's containerd, under the name
-/// the manifests use (ghcr.io/nodegate/nodegate:VERSION): no registry.
-fn import_image(cluster: &TestCluster) {
-    let archive = image_archive();
+/// Imports nodegate's image (the archive `image_archive` gave) into the real
+/// node's containerd, under the name the manifests use
+/// (ghcr.io/nodegate/nodegate:VERSION): no registry.
+fn import_image(cluster: &TestCluster, archive: &Path) {
     let dir = state_dir(cluster);
     must(
         "import nodegate's image into the real node",

@@ -43,6 +43,7 @@ fn helm(cluster: &TestCluster, what: &str, args: &[&str]) {
 
 #[tokio::test]
 async fn helm_install_on_a_real_node_gates_it_fails_over_and_upgrades() {
+    let archive = image_archive();
     let cluster = TestCluster::start_real_node("real-helm").await;
     let admin = cluster.kubeconfig.clone();
     let nodes: Api<Node> = Api::all(cluster.client.clone());
@@ -67,7 +68,7 @@ async fn helm_install_on_a_real_node_gates_it_fails_over_and_upgrades() {
     apply(&cluster, "the agent DaemonSet", &agent_daemonset(&gate_dir));
     apply(&cluster, "a workload pod", &workload_pod("app-0"));
 
-    import_image(&cluster);
+    import_image(&cluster, &archive);
     let leaders = Recorder::start(state_dir(&cluster).join("node/pod-logs"), NS);
     helm(&cluster, "helm install", &["install", "--create-namespace"]);
     let leader = both_ready_one_leader(&cluster, NS).await;

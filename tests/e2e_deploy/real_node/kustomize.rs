@@ -5,6 +5,7 @@ use super::*;
 
 #[tokio::test]
 async fn kustomize_base_on_a_real_node_runs_gates_and_taints_by_policy() {
+    let archive = image_archive();
     let cluster = TestCluster::start_real_node("real-kustomize").await;
 
     // The agent is Ready as soon as its container starts.
@@ -13,7 +14,7 @@ async fn kustomize_base_on_a_real_node_runs_gates_and_taints_by_policy() {
     std::fs::write(gate_dir.join("ready"), "").expect("write the agent's ready file");
     apply(&cluster, "the agent DaemonSet", &agent_daemonset(&gate_dir));
 
-    import_image(&cluster);
+    import_image(&cluster, &archive);
     // As shipped. The only schedulable node is the real one (no kwok node
     // exists yet), so both replicas land there: the base prefers, and does
     // not require, replicas on different nodes and zones.
