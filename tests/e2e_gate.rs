@@ -584,3 +584,58 @@ async fn dry_run_decides_but_never_writes() {
         "dry-run annotated the node"
     );
 }
+
+/// The schedule deadline (`--schedule-timeout`): a DaemonSet that belongs on
+/// the node but whose pods its namespace's ResourceQuota (pods: 0) refuses
+/// never gets a pod there; the node opens at the schedule deadline, long
+/// before `--timeout`, and the Warning names that deadline and the member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedule_deadline_opens_a_node_whose_member_never_got_a_pod() {
+    let env = Env::new("gate-schedule").await;
+    env.create_ds(DsSpec::new("cni")).await;
+    env.cluster.namespace("quota").await;
+    let quotas: Api<k8s_openapi::api::core::v1::ResourceQuota> =
+        Api::namespaced(env.cluster.client.clone(), "quota");
+    let quota = serde_json::from_value(json!({
+        "metadata": {"name": "no-pods"},
+        "spec": {"hard": {"pods": "0"}}
+    }))
+    .expect("static quota manifest");
+    quotas
+        .create(&PostParams::default(), &quota)
+        .await
+        .expect("create quota");
+    let mut ds = support::gate::daemonset(&DsSpec::new("unscheduled"));
+    ds.metadata.namespace = Some("quota".to_string());
+    Api::<k8s_openapi::api::apps::v1::DaemonSet>::namespaced(env.cluster.client.clone(), "quota")
+        .create(&PostParams::default(), &ds)
+        .await
+        .expect("create daemonset");
+    let ng = Nodegate::start(
+        &env.cluster,
+        &["--timeout", "5m", "--schedule-timeout", "5s"],
+    );
+    env.create_node("node-s", &[]).await;
+
+    env.wait_open("node-s", Duration::from_secs(30), &[&ng])
+        .await;
+    let node = env.node("node-s").await;
+    assert_eq!(
+        annotation(&node, "nodegate.dev/opened-by").as_deref(),
+        Some("timeout")
+    );
+    let note = wait_for("GateTimedOut event", Duration::from_secs(10), || async {
+        let evs = env.events_for("node-s").await;
+        evs.iter()
+            .find(|e| e.reason.as_deref() == Some("GateTimedOut"))
+            .and_then(|e| e.note.clone())
+            .ok_or_else(|| format!("{evs:?}"))
+    })
+    .await;
+    assert!(
+        note.contains("schedule deadline (--schedule-timeout)")
+            && note.contains("quota/unscheduled (never scheduled"),
+        "the warning must name the schedule deadline and the member: {note}"
+    );
+    assert!(!note.contains("infra/cni"), "cni was Ready: {note}");
+}

@@ -220,7 +220,7 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
             Input::Snapshot { .. }
                 | Input::Reexamine { .. }
                 | Input::TimerFired {
-                    kind: TimerKind::Deadline,
+                    kind: TimerKind::Deadline | TimerKind::ScheduleDeadline,
                     ..
                 }
         );
@@ -400,6 +400,7 @@ fn log_event(span: &tracing::Span, event: &Event, state: &GateState) {
         ),
         Event::TimedOut {
             deadline,
+            by_schedule,
             action,
             expected,
             not_ready,
@@ -418,11 +419,17 @@ fn log_event(span: &tracing::Span, event: &Event, state: &GateState) {
             tracing::warn!(
                 parent: span,
                 %deadline,
+                clock = if *by_schedule { "schedule" } else { "ready" },
                 action = ?action,
                 expected,
                 not_ready = not_ready.len(),
                 blocked_by = %blocked_by.join("; "),
-                "gate deadline passed"
+                "{}",
+                if *by_schedule {
+                    "gate schedule deadline passed with members never scheduled"
+                } else {
+                    "gate deadline passed"
+                }
             );
         }
         Event::DeadlineHeld {

@@ -119,7 +119,7 @@ impl GateSettings {
     /// new field is a compile error here and nowhere else.
     pub fn gate_config(
         &self,
-        timeout: Option<Duration>,
+        timeouts: Timeouts,
         on_timeout: OnTimeout,
         dry_run: bool,
     ) -> GateConfig {
@@ -130,7 +130,8 @@ impl GateSettings {
             critical: self.critical.clone(),
             conditions: self.conditions.clone(),
             condition_taints: self.condition_taints.clone(),
-            timeout,
+            timeout: timeouts.ready,
+            schedule_timeout: timeouts.schedule,
             on_timeout,
             dry_run,
             suspend: self.suspend,
@@ -143,7 +144,11 @@ impl GateSettings {
 /// `nodegate run`: the gate exactly as configured.
 impl From<&RunSettings> for GateConfig {
     fn from(s: &RunSettings) -> GateConfig {
-        s.gate.gate_config(s.timeout, s.on_timeout, s.dry_run)
+        let timeouts = Timeouts {
+            ready: s.timeout,
+            schedule: s.schedule_timeout,
+        };
+        s.gate.gate_config(timeouts, s.on_timeout, s.dry_run)
     }
 }
 
@@ -152,7 +157,11 @@ impl From<&RunSettings> for GateConfig {
 /// table shows what the gate would decide and never asks for a write.
 impl From<&StatusSettings> for GateConfig {
     fn from(s: &StatusSettings) -> GateConfig {
-        s.gate.gate_config(s.timeout, OnTimeout::Open, true)
+        let timeouts = Timeouts {
+            ready: s.timeout,
+            schedule: None,
+        };
+        s.gate.gate_config(timeouts, OnTimeout::Open, true)
     }
 }
 
@@ -161,6 +170,8 @@ pub struct RunSettings {
     pub gate: GateSettings,
     /// `None`: no deadline.
     pub timeout: Option<Duration>,
+    /// `--schedule-timeout`; `None`: off.
+    pub schedule_timeout: Option<Duration>,
     pub on_timeout: OnTimeout,
     pub dry_run: bool,
     pub max_concurrent_patches: usize,
@@ -387,6 +398,8 @@ fn run_part(
     let given = RunGiven::merge(&args.flags, &mut file);
 
     let timeout = timeout_setting(&given.timeout)?;
+    let schedule_timeout =
+        schedule_timeout_setting(&given.schedule_timeout, &given.timeout, timeout)?;
     let client = client_settings(&given)?;
     tracing_subscriber::EnvFilter::try_new(&given.log_level)
         .map_err(|e| invalid(format!("--log-level {:?}", given.log_level), e.to_string()))?;
@@ -413,6 +426,7 @@ fn run_part(
         otlp_endpoint,
         gate,
         timeout,
+        schedule_timeout,
         on_timeout: given.on_timeout,
         dry_run: given.dry_run,
         max_concurrent_patches: client.max_concurrent_patches,
@@ -509,12 +523,6 @@ fn positive_duration(flag: &str, s: &str) -> Result<Duration, ConfigError> {
     Ok(d)
 }
 
-/// `--timeout`: 0 means no deadline.
-fn timeout_setting(s: &str) -> Result<Option<Duration>, ConfigError> {
-    let d = parse_duration("--timeout", s)?;
-    Ok(if d.is_zero() { None } else { Some(d) })
-}
-
 pub fn status_settings(args: &StatusArgs) -> Result<StatusSettings, ConfigError> {
     let mut file = load_file(&args.gate)?;
     let gate = gate_settings(&args.gate, &mut file)?;
@@ -561,3 +569,6 @@ pub use values::{
 
 #[cfg(test)]
 mod tests;
+mod timeouts;
+pub use timeouts::Timeouts;
+use timeouts::{schedule_timeout_setting, timeout_setting};

@@ -137,6 +137,13 @@ settings! {
             default: format!("{}s", DEFAULT_TIMEOUT.as_secs()),
             helm: "config.timeout", reload: live,
         }
+        /// An earlier deadline, also counted from the gate's start, for members
+        /// that never got a pod on the node: past it with such a member,
+        /// --on-timeout acts. Shorter than --timeout; 0 turns it off.
+        schedule_timeout: value(String) {
+            flag: "schedule-timeout", value: "DURATION", key: "scheduleTimeout",
+            default: "0", docs: "`0` (off)", helm: "config.scheduleTimeout", reload: live,
+        }
         /// What to do when the deadline passes.
         on_timeout: value(OnTimeout) {
             flag: "on-timeout", value: "ACTION", key: "onTimeout",

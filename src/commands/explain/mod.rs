@@ -109,7 +109,11 @@ pub struct ClusterView {
 /// never asks for a write, and has no gate start to count a deadline from.
 /// The one place explain turns settings into a `GateConfig`.
 pub fn gate_config(settings: &GateSettings) -> GateConfig {
-    settings.gate_config(None, nodegate_core::gate::OnTimeout::Open, true)
+    settings.gate_config(
+        crate::settings::config::Timeouts::default(),
+        nodegate_core::gate::OnTimeout::Open,
+        true,
+    )
 }
 
 /// Builds the report from what was read, through the gate, at `now`.

@@ -203,7 +203,7 @@ criticalConditions:
         assert!(kaput.conditions[1].status.matches("Kaput"));
         assert!(!kaput.conditions[1].status.matches("NotKaput"));
         assert_eq!(s.conditions.len(), 2);
-        let cfg = s.gate_config(None, OnTimeout::Open, false);
+        let cfg = s.gate_config(super::Timeouts::default(), OnTimeout::Open, false);
         assert_eq!(cfg.condition_taints.len(), 2);
         assert_eq!(cfg.conditions.len(), 2);
     }

@@ -34,6 +34,8 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         | Event::MemberWaiting { .. } => apply_member(state, ev),
         Event::DeadlineSet { .. }
         | Event::DeadlineHeld { .. }
+        | Event::ScheduleDeadlineSet { .. }
+        | Event::ScheduleDeadlinePassed { .. }
         | Event::ServerTimeSeen { .. }
         | Event::GatedSinceClamped { .. }
         | Event::RecheckScheduled { .. }
@@ -164,6 +166,14 @@ fn apply_clock(state: &mut GateState, ev: &Event) {
         Event::DeadlineHeld { generation, .. } => {
             state.timers.deadline_generation = *generation;
         }
+        Event::ScheduleDeadlineSet { at, generation } => {
+            state.timers.schedule_deadline = *at;
+            state.timers.schedule_generation = *generation;
+        }
+        Event::ScheduleDeadlinePassed { at } => {
+            state.timers.schedule_passed = Some(*at);
+            state.timers.schedule_deadline = None;
+        }
         Event::ServerTimeSeen { at } => state.server_time = Some(*at),
         Event::GatedSinceClamped { gated_since, to } => {
             state.gated_since_clamp = Some(GatedSinceClamp {
@@ -178,6 +188,7 @@ fn apply_clock(state: &mut GateState, ev: &Event) {
         Event::RecheckFired { .. } => state.timers.recheck = None,
         Event::TimedOut {
             deadline,
+            by_schedule,
             action,
             expected,
             not_ready,
@@ -185,6 +196,7 @@ fn apply_clock(state: &mut GateState, ev: &Event) {
         } => {
             state.timed_out = Some(TimeoutRecord {
                 deadline: *deadline,
+                by_schedule: *by_schedule,
                 action: *action,
                 expected: *expected,
                 not_ready: not_ready.clone(),

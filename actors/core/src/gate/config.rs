@@ -86,6 +86,9 @@ pub struct GateConfig {
     pub condition_taints: Vec<ConditionTaintRule>,
     /// `None` means no deadline (`--timeout 0`).
     pub timeout: Option<Duration>,
+    /// `--schedule-timeout`: the earlier deadline for members that never
+    /// got a pod on the node (semantics.md §5.2); `None`: off.
+    pub schedule_timeout: Option<Duration>,
     pub on_timeout: OnTimeout,
     pub dry_run: bool,
     /// `suspend: true` in the config file: every gate decides and journals
@@ -145,6 +148,7 @@ impl Default for GateConfig {
             conditions: Vec::new(),
             condition_taints: Vec::new(),
             timeout: Some(DEFAULT_TIMEOUT),
+            schedule_timeout: None,
             on_timeout: OnTimeout::Open,
             dry_run: false,
             suspend: false,

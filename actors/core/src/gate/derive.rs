@@ -7,7 +7,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use super::config::GateConfig;
-use super::member::{Expectation, Member, MemberId, Readiness};
+use super::member::{Blocker, Expectation, Member, MemberId, Readiness};
 use super::state::GateState;
 use crate::conditions::CriticalCondition;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
@@ -128,6 +128,28 @@ pub fn waited_pod(
         MemberState::Ready { .. } => None,
     }
 }
+
+/// The expected members with no pod on the node at all: never scheduled
+/// there, as the node's pods show now (semantics.md §5.2). Conditions have
+/// no pod and are never among them.
+pub fn never_scheduled(state: &GateState, cfg: &GateConfig, now: Timestamp) -> Vec<Blocker> {
+    state
+        .expected()
+        .filter(|(id, _)| {
+            matches!(
+                member_state(id, state, cfg, now),
+                Some(MemberState::NotReady(readiness::Waiting::NoPod))
+            )
+        })
+        .map(|(id, _)| Blocker {
+            member: id.clone(),
+            why: NEVER_SCHEDULED.to_string(),
+        })
+        .collect()
+}
+
+/// How a member with no pod on the node at its schedule deadline is named.
+pub const NEVER_SCHEDULED: &str = "never scheduled: no pod on the node";
 
 fn member_state(
     id: &MemberId,

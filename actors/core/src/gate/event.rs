@@ -112,6 +112,18 @@ pub enum Event {
         generation: u64,
         reason: String,
     },
+    /// The schedule deadline (`--schedule-timeout`) is `at`, or (`None`)
+    /// there is none: not configured, or not earlier than the deadline.
+    ScheduleDeadlineSet {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<Timestamp>,
+        generation: u64,
+    },
+    /// The schedule deadline `at` passed with every expected member holding
+    /// a pod on the node: it is decided, and no later pod loss times out.
+    ScheduleDeadlinePassed {
+        at: Timestamp,
+    },
     /// New evidence of the API server's clock: its time was at least `at`.
     ServerTimeSeen {
         at: Timestamp,
@@ -133,6 +145,10 @@ pub enum Event {
     // --- decisions and writes ---
     TimedOut {
         deadline: Timestamp,
+        /// The schedule deadline passed with members never scheduled
+        /// (listed in `not_ready`), not the readiness deadline.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        by_schedule: bool,
         action: OnTimeout,
         expected: usize,
         not_ready: Vec<Blocker>,

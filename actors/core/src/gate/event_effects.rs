@@ -17,6 +17,7 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
     match ev {
         Event::DeadlineSet { .. }
         | Event::DeadlineHeld { .. }
+        | Event::ScheduleDeadlineSet { .. }
         | Event::RecheckScheduled { .. }
         | Event::RetryScheduled { .. } => timer_effects(state, ev),
         Event::UntaintSent { .. }
@@ -64,6 +65,21 @@ fn timer_effects(state: &GateState, ev: &Event) -> Vec<Effect> {
             vec![Effect::ScheduleTimer {
                 kind: TimerKind::Deadline,
                 at: *until,
+                generation: *generation,
+            }]
+        }
+        // The schedule deadline: armed under the deadline's conditions.
+        Event::ScheduleDeadlineSet {
+            at: Some(at),
+            generation,
+        } if !state.is_finished()
+            && state.timed_out.is_none()
+            && state.phase != Phase::WouldOpen
+            && state.timers.schedule_generation == *generation =>
+        {
+            vec![Effect::ScheduleTimer {
+                kind: TimerKind::ScheduleDeadline,
+                at: *at,
                 generation: *generation,
             }]
         }
@@ -146,21 +162,12 @@ fn ending_effects(state: &GateState, node: &NodeInfo, ev: &Event, cfg: &GateConf
         } if state.reopening => {
             vec![Effect::Stop(Ending::Opened(*opened_by))]
         }
-        Event::TimedOut {
-            deadline,
-            action,
-            expected,
-            not_ready,
-            node_not_ready,
-        } if cfg.dry_run => vec![Effect::RecordEvent(notes::dry_run_timed_out(
-            node,
-            start,
-            *deadline,
-            *action,
-            *expected,
-            not_ready,
-            node_not_ready.as_deref(),
-        ))],
+        Event::TimedOut { .. } if cfg.dry_run => match &state.timed_out {
+            Some(t) => vec![Effect::RecordEvent(notes::dry_run_timed_out(
+                node, start, t,
+            ))],
+            None => Vec::new(),
+        },
         Event::WouldOpen {
             opened_by: OpenedBy::Ready,
             taints,

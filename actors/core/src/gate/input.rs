@@ -11,6 +11,8 @@ use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 #[serde(rename_all = "snake_case")]
 pub enum TimerKind {
     Deadline,
+    /// The schedule deadline (`--schedule-timeout`).
+    ScheduleDeadline,
     /// A member becomes available (minReadySeconds) at a known time.
     Recheck,
     /// The backoff before write attempt `generation`.

@@ -144,25 +144,28 @@ impl<'de> Deserialize<'de> for Reason {
 // --- the Events ------------------------------------------------------------
 
 /// Dry-run: the deadline passed with members not Ready.
-pub(super) fn dry_run_timed_out(
-    node: &NodeInfo,
-    start: Timestamp,
-    deadline: Timestamp,
-    action: OnTimeout,
-    expected: usize,
-    not_ready: &[Blocker],
-    node_not_ready: Option<&str>,
-) -> NodeEvent {
-    let what = match action {
+pub(super) fn dry_run_timed_out(node: &NodeInfo, start: Timestamp, t: &TimeoutRecord) -> NodeEvent {
+    let what = match t.action {
         OnTimeout::Open => "would open the node anyway",
         OnTimeout::Keep => "would keep the node closed",
     };
     let note = format!(
-        "dry-run: deadline passed {} after the gate started; {what}; {}",
-        since(start, deadline),
-        not_ready_text(expected, not_ready, node_not_ready)
+        "dry-run: {} passed {} after the gate started; {what}; {}",
+        deadline_name(t),
+        since(start, t.deadline),
+        not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())
     );
     event(node, EventType::Warning, Reason::GateTimedOut, note)
+}
+
+/// Which deadline a timeout passed: the readiness deadline (`--timeout`)
+/// or the schedule deadline (`--schedule-timeout`, semantics.md §5.2).
+fn deadline_name(t: &TimeoutRecord) -> &'static str {
+    if t.by_schedule {
+        "schedule deadline (--schedule-timeout)"
+    } else {
+        "deadline"
+    }
 }
 
 /// Dry-run: every expected member is Ready; the gate would remove `taints`.
@@ -200,7 +203,8 @@ pub(super) fn opened_by_timeout(
 ) -> NodeEvent {
     let note = match timed_out {
         Some(t) => format!(
-            "deadline passed {} after the gate started; opened anyway {} after the gate started; {}",
+            "{} passed {} after the gate started; opened anyway {} after the gate started; {}",
+            deadline_name(t),
             since(start, t.deadline),
             since(start, at),
             not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())
@@ -228,7 +232,8 @@ pub(super) fn opened_manually(node: &NodeInfo, state: &GateState, at: Timestamp)
 /// (`--on-timeout=keep`).
 pub(super) fn kept_closed(node: &NodeInfo, start: Timestamp, t: &TimeoutRecord) -> NodeEvent {
     let note = format!(
-        "deadline passed {} after the gate started; kept closed (--on-timeout=keep); {}",
+        "{} passed {} after the gate started; kept closed (--on-timeout=keep); {}",
+        deadline_name(t),
         since(start, t.deadline),
         not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())
     );

@@ -130,6 +130,10 @@ pub struct Write {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimeoutRecord {
     pub deadline: Timestamp,
+    /// The schedule deadline passed with members never scheduled (then
+    /// `not_ready` lists those members), not the readiness deadline.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub by_schedule: bool,
     pub action: OnTimeout,
     pub expected: usize,
     pub not_ready: Vec<Blocker>,
@@ -180,6 +184,16 @@ pub struct Timers {
     pub deadline_generation: u64,
     pub recheck: Option<Timestamp>,
     pub recheck_generation: u64,
+    /// The schedule deadline (`--schedule-timeout`), while it is earlier
+    /// than `deadline` (semantics.md §5.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_deadline: Option<Timestamp>,
+    #[serde(default)]
+    pub schedule_generation: u64,
+    /// A schedule deadline that passed with every member holding a pod:
+    /// decided, not set again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_passed: Option<Timestamp>,
 }
 
 /// A `nodegate.dev/gated-since` later than the API server's now when the

@@ -28,4 +28,5 @@ mod opening;
 mod patch;
 mod properties;
 mod reexamination;
+mod schedule_clock;
 mod switches;

@@ -89,6 +89,7 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- with $c.managedNodeSelector }}{{ $a = append $a (printf "--node-selector=%s" .) }}{{ end -}}
 {{- if include "nodegate.configFile" . }}{{ $a = append $a "--config=/etc/nodegate/config.yaml" }}{{ end -}}
 {{- $a = append $a (printf "--timeout=%v" $c.timeout) -}}
+{{- $a = append $a (printf "--schedule-timeout=%v" $c.scheduleTimeout) -}}
 {{- $a = append $a (printf "--on-timeout=%v" $c.onTimeout) -}}
 {{- if $c.dryRun }}{{ $a = append $a "--dry-run" }}{{ end -}}
 {{- $a = append $a (printf "--max-concurrent-patches=%v" $c.maxConcurrentPatches) -}}

@@ -76,6 +76,34 @@ fn zero_timeout_means_no_deadline() {
     );
 }
 
+#[test]
+fn the_schedule_timeout_is_off_by_default_and_shorter_than_the_timeout() {
+    assert_eq!(run_settings(&run_args(&[])).unwrap().schedule_timeout, None);
+    let s = run_settings(&run_args(&["--schedule-timeout", "30s"])).unwrap();
+    assert_eq!(s.schedule_timeout, Some(Duration::from_secs(30)));
+    assert_eq!(
+        GateConfig::from(&s).schedule_timeout,
+        Some(Duration::from_secs(30))
+    );
+    // With no deadline at all, the schedule deadline alone.
+    let s = run_settings(&run_args(&["--timeout", "0", "--schedule-timeout", "5m"])).unwrap();
+    assert_eq!(s.schedule_timeout, Some(Duration::from_secs(300)));
+    let err = run_settings(&run_args(&["--timeout", "2m", "--schedule-timeout", "2m"]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--schedule-timeout \"2m\"") && err.contains("--timeout \"2m\""),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(&path, "timeout: 1m\nscheduleTimeout: 90s\n").unwrap();
+    let err = run_settings(&run_args(&["--config", path.to_str().unwrap()]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("\"90s\"") && err.contains("\"1m\""), "{err}");
+}
+
 /// Each flag set must be refused with an error that contains its needle.
 fn assert_each_error_names(cases: &[(&[&str], &str)]) {
     for (flags, needle) in cases {

@@ -5,8 +5,8 @@
 use super::{ReconcileCause, Step};
 use crate::gate::config::OnTimeout;
 use crate::gate::event::{Event, IndexedTaint};
-use crate::gate::notes;
 use crate::gate::state::{GateWriteKind, OpenedBy, Phase, Write, WriteStatus};
+use crate::gate::{derive, notes};
 
 impl Step<'_> {
     pub(super) fn managed_taints(&self) -> Vec<IndexedTaint> {
@@ -97,12 +97,47 @@ impl Step<'_> {
             let expected = self.s.expected().count();
             self.emit(Event::TimedOut {
                 deadline,
+                by_schedule: false,
                 action: self.cfg.on_timeout,
                 expected,
                 not_ready,
                 node_not_ready: self.s.node_wait_reason(),
             });
+            return;
         }
+        self.time_out_unscheduled_if_due();
+    }
+
+    /// Times the gate out at its schedule deadline (`--schedule-timeout`)
+    /// if some expected member still has no pod on the node: those members
+    /// were never scheduled. Members with a pod, Ready or not, leave it to
+    /// the deadline (semantics.md §5.2).
+    fn time_out_unscheduled_if_due(&mut self) {
+        if self.s.timed_out.is_some() || !matches!(self.s.phase, Phase::Waiting) {
+            return;
+        }
+        let Some(at) = self.s.timers.schedule_deadline else {
+            return;
+        };
+        if self.now < at || !self.s.server_reached(at) {
+            return;
+        }
+        let never = derive::never_scheduled(self.s, self.cfg, self.now);
+        if never.is_empty() {
+            // Decided: a pod lost after this (one recreated) is the
+            // deadline's business, not this one's.
+            self.emit(Event::ScheduleDeadlinePassed { at });
+            return;
+        }
+        let expected = self.s.expected().count();
+        self.emit(Event::TimedOut {
+            deadline: at,
+            by_schedule: true,
+            action: self.cfg.on_timeout,
+            expected,
+            not_ready: never,
+            node_not_ready: None,
+        });
     }
 
     /// Why the gate would open now, if it would: a person asked, every

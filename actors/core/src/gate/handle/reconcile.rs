@@ -49,6 +49,7 @@ impl Step<'_> {
         }
         self.recompute_members(scope);
         self.recompute_deadline();
+        self.recompute_schedule_deadline();
         self.recompute_recheck();
         self.decide_opening(cause);
     }
@@ -90,6 +91,26 @@ impl Step<'_> {
         if self.s.timers.deadline != Some(at) {
             let generation = self.s.timers.deadline_generation + 1;
             self.emit(Event::DeadlineSet { at, generation });
+        }
+    }
+
+    /// The schedule deadline: the gate's start plus `--schedule-timeout`,
+    /// kept only while it is earlier than the deadline (semantics.md §5.2).
+    /// Counted from the gate's start like the deadline, so no pod resets it.
+    pub(super) fn recompute_schedule_deadline(&mut self) {
+        let deadline = self.s.timers.deadline;
+        let at = self
+            .cfg
+            .schedule_timeout
+            .filter(|_| self.s.node.is_some())
+            .and_then(|t| SignedDuration::try_from(t).ok())
+            .zip(self.s.gate_start())
+            .and_then(|(t, start)| start.checked_add(t).ok())
+            .filter(|at| deadline.is_none_or(|d| *at < d))
+            .filter(|at| self.s.timers.schedule_passed != Some(*at));
+        if self.s.timers.schedule_deadline != at {
+            let generation = self.s.timers.schedule_generation + 1;
+            self.emit(Event::ScheduleDeadlineSet { at, generation });
         }
     }
 

@@ -42,6 +42,25 @@ impl Step<'_> {
                 }
                 self.reconcile(ReconcileCause::Reexamine);
             }
+            TimerKind::ScheduleDeadline => {
+                let t = &self.s.timers;
+                if t.schedule_generation != generation {
+                    return;
+                }
+                let Some(at) = t.schedule_deadline else {
+                    return;
+                };
+                if self.now < at {
+                    // Fired early: re-arm rather than lose it.
+                    self.emit(Event::ScheduleDeadlineSet {
+                        at: Some(at),
+                        generation: generation + 1,
+                    });
+                }
+                // Not passed by the server's clock yet: the next
+                // re-examination decides it (about every 30 s).
+                self.reconcile(ReconcileCause::Reexamine);
+            }
             TimerKind::Recheck => {
                 if self.s.timers.recheck_generation != generation || self.s.timers.recheck.is_none()
                 {
