@@ -29,6 +29,7 @@
 //!   its note, cut to the API's limit in one place.
 
 mod apply;
+mod condition;
 mod config;
 mod derive;
 mod effect;
@@ -43,6 +44,9 @@ mod state;
 use jiff::Timestamp;
 
 pub use apply::apply;
+pub use condition::{
+    ConditionReason, OPEN_CONDITION, OpenCondition, condition_change, open_condition,
+};
 pub use config::{DEFAULT_TIMEOUT, GateConfig, OnTimeout};
 pub use derive::{derive_members, waited_pod};
 pub use effect::{
