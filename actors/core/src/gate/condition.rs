@@ -81,9 +81,7 @@ impl OpenCondition {
 /// writes nothing then), and for a gate that ended without opening (the
 /// node is gone, someone else removed the taint, or it was never gated).
 pub fn open_condition(state: &GateState) -> Option<OpenCondition> {
-    if state.node.is_none() {
-        return None;
-    }
+    state.node.as_ref()?;
     let (open, reason, message) = match state.phase {
         Phase::Waiting => (false, ConditionReason::Waiting, waiting(state)),
         Phase::Opening => (
