@@ -11,7 +11,8 @@
 use jiff::Timestamp;
 use nodegate_core::deciders::{TaintChange, TaintWrite};
 use nodegate_core::gate::{
-    OPENED_BY_EXTERNAL, OpenedBy, TimeoutMark, UntaintPatch, annotation_time,
+    ConditionWrite, OPEN_CONDITION, OPENED_BY_EXTERNAL, OpenedBy, TimeoutMark, UntaintPatch,
+    annotation_time,
 };
 use nodegate_core::model::Taint;
 
@@ -218,6 +219,23 @@ pub fn mark_timed_out(m: &TimeoutMark) -> Value {
 /// managed taints: `opened-at` and `opened-by: external`.
 pub fn opened_externally(at: Timestamp) -> Value {
     json!({"metadata": {"annotations": {OPENED_AT: rfc3339(at), OPENED_BY: OPENED_BY_EXTERNAL}}})
+}
+
+/// The strategic merge patch of `nodes/status` that sets the
+/// `nodegate.dev/Open` condition. Node conditions merge by `type`, so this
+/// leaves every other condition as it is; `lastTransitionTime` (`at`) is
+/// sent only when the status changes, so a new message keeps the old one.
+pub fn open_condition(w: &ConditionWrite, at: Timestamp) -> Value {
+    let mut condition = json!({
+        "type": OPEN_CONDITION,
+        "status": w.condition.status(),
+        "reason": w.condition.reason.as_str(),
+        "message": w.condition.message,
+    });
+    if w.transition {
+        condition["lastTransitionTime"] = json!(rfc3339(at));
+    }
+    json!({"status": {"conditions": [condition]}})
 }
 
 #[cfg(test)]

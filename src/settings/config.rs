@@ -136,6 +136,7 @@ impl GateSettings {
             suspend: self.suspend,
             regate: self.regate.clone(),
             max_unavailable: self.max_unavailable,
+            node_condition: false,
         }
     }
 }
@@ -143,7 +144,10 @@ impl GateSettings {
 /// `nodegate run`: the gate exactly as configured.
 impl From<&RunSettings> for GateConfig {
     fn from(s: &RunSettings) -> GateConfig {
-        s.gate.gate_config(s.timeout, s.on_timeout, s.dry_run)
+        GateConfig {
+            node_condition: s.node_condition,
+            ..s.gate.gate_config(s.timeout, s.on_timeout, s.dry_run)
+        }
     }
 }
 
@@ -163,6 +167,8 @@ pub struct RunSettings {
     pub timeout: Option<Duration>,
     pub on_timeout: OnTimeout,
     pub dry_run: bool,
+    /// `--node-condition`: write the `nodegate.dev/Open` Node condition.
+    pub node_condition: bool,
     pub max_concurrent_patches: usize,
     pub kube_qps: f64,
     pub kube_burst: u32,
@@ -415,6 +421,7 @@ fn run_part(
         timeout,
         on_timeout: given.on_timeout,
         dry_run: given.dry_run,
+        node_condition: given.node_condition,
         max_concurrent_patches: client.max_concurrent_patches,
         kube_qps: client.kube_qps,
         kube_burst: client.kube_burst,

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::state::{GateState, OpenedBy, Phase};
+use super::state::{GateState, OpenedBy, Phase, StopReason};
 use super::{Blocker, node_wait_reason};
 
 /// The condition's type on the Node.
@@ -37,6 +37,8 @@ pub enum ConditionReason {
     OpenedByTimeout,
     /// Opened by the `nodegate.dev/open` annotation (`opened-by: manual`).
     OpenedByManual,
+    /// Someone else removed the managed taints (`opened-by: external`).
+    OpenedExternally,
 }
 
 impl ConditionReason {
@@ -48,6 +50,7 @@ impl ConditionReason {
             ConditionReason::OpenedByReady => "OpenedByReady",
             ConditionReason::OpenedByTimeout => "OpenedByTimeout",
             ConditionReason::OpenedByManual => "OpenedByManual",
+            ConditionReason::OpenedExternally => "OpenedExternally",
         }
     }
 
@@ -79,7 +82,8 @@ impl OpenCondition {
 /// What the condition should say for this gate, or `None` when nodegate
 /// has nothing to say: before the first snapshot, in dry-run (nodegate
 /// writes nothing then), and for a gate that ended without opening (the
-/// node is gone, someone else removed the taint, or it was never gated).
+/// node is gone, or it was never gated). A node someone else opened says
+/// `True`, `OpenedExternally`.
 pub fn open_condition(state: &GateState) -> Option<OpenCondition> {
     state.node.as_ref()?;
     let (open, reason, message) = match state.phase {
@@ -110,6 +114,11 @@ pub fn open_condition(state: &GateState) -> Option<OpenCondition> {
             };
             (true, ConditionReason::opened_by(by), message.to_string())
         }
+        Phase::Gone if state.stopped == Some(StopReason::TaintRemovedElsewhere) => (
+            true,
+            ConditionReason::OpenedExternally,
+            "opened by another writer: the managed taints were removed".to_string(),
+        ),
         Phase::WouldOpen | Phase::Gone => return None,
     };
     Some(OpenCondition {
@@ -123,6 +132,27 @@ pub fn open_condition(state: &GateState) -> Option<OpenCondition> {
 /// last wrote, or read back, on the node); `None`: nothing changed, no write.
 pub fn condition_change(last: Option<&OpenCondition>, state: &GateState) -> Option<OpenCondition> {
     open_condition(state).filter(|want| last != Some(want))
+}
+
+/// The write for `--node-condition` after a step, when the condition
+/// changed from `last` (what this gate last handed over); `None` when the
+/// flag is off or nothing changed.
+pub fn condition_write(
+    last: Option<&OpenCondition>,
+    state: &GateState,
+    cfg: &super::GateConfig,
+) -> Option<super::ConditionWrite> {
+    if !cfg.node_condition || cfg.dry_run {
+        return None;
+    }
+    let node = state.node.as_ref()?.name.clone();
+    let condition = condition_change(last, state)?;
+    let transition = last.is_none_or(|l| l.open != condition.open);
+    Some(super::ConditionWrite {
+        node,
+        condition,
+        transition,
+    })
 }
 
 /// "waiting for 2 of 3: ns/a (why), ns/b (why)", then why the node itself

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::gate::state::{OpenedRecord, TimeoutRecord};
+use crate::gate::state::{OpenedRecord, StopReason, TimeoutRecord};
 use crate::gate::{Expectation, Member, MemberId, OnTimeout, Readiness};
 use crate::testutil::{mk_node, taint, ts};
 
@@ -119,10 +119,46 @@ fn dry_run_unsnapshotted_and_ended_gates_say_nothing() {
 }
 
 #[test]
+fn a_node_opened_by_another_writer_says_true_externally() {
+    let mut state = gated(&[("kube-system/cni", Some("pod not Ready"))]);
+    state.phase = Phase::Gone;
+    state.stopped = Some(StopReason::TaintRemovedElsewhere);
+    let c = open_condition(&state).expect("condition");
+    assert_eq!(
+        (c.status(), c.reason.as_str()),
+        ("True", "OpenedExternally")
+    );
+}
+
+#[test]
 fn a_long_message_is_cut_on_a_char_boundary() {
     let why = "é".repeat(2000);
     let state = gated(&[("kube-system/cni", Some(why.as_str()))]);
     let c = open_condition(&state).expect("condition");
     assert!(c.message.len() <= MAX_MESSAGE_BYTES);
     assert!(c.message.ends_with('…'));
+}
+
+#[test]
+fn the_write_is_off_without_the_flag_and_marks_status_transitions() {
+    let state = gated(&[("kube-system/cni", Some("no pod on the node yet"))]);
+    let off = crate::gate::GateConfig::default();
+    assert_eq!(condition_write(None, &state, &off), None);
+    let on = crate::gate::GateConfig {
+        node_condition: true,
+        ..off.clone()
+    };
+    let dry = crate::gate::GateConfig {
+        dry_run: true,
+        ..on.clone()
+    };
+    assert_eq!(condition_write(None, &state, &dry), None);
+    let first = condition_write(None, &state, &on).expect("first write");
+    assert!(first.transition);
+    assert_eq!(first.node, "n1");
+    assert_eq!(condition_write(Some(&first.condition), &state, &on), None);
+    let mut other = first.condition.clone();
+    other.message = "something else".into();
+    let same_status = condition_write(Some(&other), &state, &on).expect("message changed");
+    assert!(!same_status.transition);
 }
