@@ -101,3 +101,117 @@ async fn the_open_condition_is_false_while_held_true_once_opened_and_absent_with
     );
     assert!(has_ready_condition(&env.node("node-a").await));
 }
+
+/// `kubectl patch node NODE --subresource=status` as nodegate's
+/// ServiceAccount (impersonated): `Ok`, or the API server's refusal.
+fn sa_patch_status(env: &Env, node: &str, patch: &serde_json::Value) -> Result<(), String> {
+    let out = std::process::Command::new(support::local_bin("kubectl"))
+        .arg("--kubeconfig")
+        .arg(&env.cluster.kubeconfig)
+        .args([
+            &format!("--as=system:serviceaccount:{NS}:nodegate"),
+            "patch",
+            "node",
+            node,
+            "--subresource=status",
+            "--type=strategic",
+            "-p",
+            &patch.to_string(),
+        ])
+        .output()
+        .expect("kubectl runs");
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// The shipped policy `nodegate-node-changes` (deploy/kustomize/base) with
+/// the grant `--node-condition` needs: through `nodes/status` the
+/// ServiceAccount may write its `nodegate.dev/Open` condition and nothing
+/// else — not another condition, another status field, or a label.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_lets_nodegate_write_only_its_condition_through_the_status() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    use kube::api::{Api, PostParams};
+    let env = Env::new("node-condition-policy").await;
+    let c = env.cluster.client.clone();
+    let pp = PostParams::default();
+    let sa: ServiceAccount = serde_json::from_value(
+        serde_json::json!({"metadata": {"name": "nodegate", "namespace": NS}}),
+    )
+    .expect("sa");
+    Api::<ServiceAccount>::namespaced(c.clone(), NS)
+        .create(&pp, &sa)
+        .await
+        .expect("create sa");
+    let role: ClusterRole = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "nodegate-test"},
+        "rules": [{"apiGroups": [""], "resources": ["nodes", "nodes/status"], "verbs": ["get", "patch"]}],
+    }))
+    .expect("role");
+    Api::<ClusterRole>::all(c.clone())
+        .create(&pp, &role)
+        .await
+        .expect("create role");
+    let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "nodegate-test", "labels": {"nodegate.dev/policy-subject": "true"}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "nodegate-test"},
+        "subjects": [{"kind": "ServiceAccount", "name": "nodegate", "namespace": NS}],
+    }))
+    .expect("binding");
+    Api::<ClusterRoleBinding>::all(c)
+        .create(&pp, &binding)
+        .await
+        .expect("create binding");
+    let policy = support::repo_root().join("deploy/kustomize/base/admissionpolicy.yaml");
+    let applied = env
+        .cluster
+        .kubectl(&["apply", "-f", policy.to_str().expect("utf-8 path")]);
+    assert!(applied.contains("nodegate-node-changes"), "{applied}");
+    env.cluster
+        .create_node(&support::fake_node("vap-status", &[], &[]))
+        .await;
+
+    // Each attempt a new message: one allowed before the policy is loaded
+    // must not make the next an empty change.
+    let mut attempt = 0;
+    let env_ref = &env;
+    let refused = wait_for(
+        "the policy to refuse another condition through nodes/status",
+        Duration::from_secs(30),
+        || {
+            attempt += 1;
+            let foreign = serde_json::json!({"status": {"conditions": [
+                {"type": "example.com/Other", "status": "True", "reason": "Stolen", "message": format!("attempt {attempt}")}
+            ]}});
+            async move {
+                match sa_patch_status(env_ref, "vap-status", &foreign) {
+                    Ok(()) => Err("another condition was allowed".to_string()),
+                    Err(e) if e.contains("nodegate-node-changes") => Ok(e),
+                    Err(e) => Err(e),
+                }
+            }
+        },
+    )
+    .await;
+    assert!(refused.contains("nodegate.dev/Open condition"), "{refused}");
+    let addresses = serde_json::json!({"status": {"addresses": [{"type": "InternalIP", "address": "10.9.9.9"}]}});
+    let err = sa_patch_status(&env, "vap-status", &addresses).expect_err("addresses changed");
+    assert!(err.contains("nodegate-node-changes"), "{err}");
+    let label = serde_json::json!({"metadata": {"labels": {"example.com/stolen": "x"}}});
+    let err = sa_patch_status(&env, "vap-status", &label).expect_err("a label through status");
+    assert!(err.contains("labels"), "{err}");
+    let own = serde_json::json!({"status": {"conditions": [
+        {"type": OPEN, "status": "False", "reason": "Waiting", "message": "waiting for 1 of 1: infra/csi (no pod yet)",
+         "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    ]}});
+    sa_patch_status(&env, "vap-status", &own).expect("its own condition is allowed");
+    let node = env.node("vap-status").await;
+    assert_eq!(
+        open_condition(&node).map(|c| c.status),
+        Some("False".to_string())
+    );
+}
