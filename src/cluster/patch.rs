@@ -309,6 +309,39 @@ mod tests {
             json!({"metadata": {"annotations": {"nodegate.dev/timed-out": "2026-11-21T10:02:00Z"}}})
         );
     }
+
+    #[test]
+    fn the_condition_patch_touches_one_condition_and_sets_the_transition_time_only_on_a_new_status()
+    {
+        use nodegate_core::gate::{ConditionReason, OpenCondition};
+        let mut w = ConditionWrite {
+            node: "n1".into(),
+            condition: OpenCondition {
+                open: false,
+                reason: ConditionReason::Waiting,
+                message: "waiting for 1 of 1: ns/csi (pod not Ready)".into(),
+            },
+            transition: true,
+        };
+        let at: Timestamp = "2026-01-02T03:04:05.678Z".parse().unwrap();
+        assert_eq!(
+            open_condition(&w, at),
+            json!({"status": {"conditions": [{
+                "type": "nodegate.dev/Open",
+                "status": "False",
+                "reason": "Waiting",
+                "message": "waiting for 1 of 1: ns/csi (pod not Ready)",
+                "lastTransitionTime": "2026-01-02T03:04:05.678Z",
+            }]}})
+        );
+        w.transition = false;
+        let body = open_condition(&w, at);
+        assert!(
+            body["status"]["conditions"][0]
+                .get("lastTransitionTime")
+                .is_none()
+        );
+    }
 }
 
 #[cfg(test)]
