@@ -63,6 +63,9 @@ impl<E, C> NodeActor<E, C> {
 pub struct NodeActorState {
     name: String,
     gate: GateState,
+    /// The `nodegate.dev/Open` condition this gate last handed over
+    /// (`--node-condition`): an unchanged one is not written again.
+    condition: Option<gate::OpenCondition>,
     journal: Journal,
     timers: HashMap<TimerKind, JoinHandle<Result<(), MessagingErr<NodeMsg>>>>,
     /// The next periodic re-examination ([`NodeMsg::Reexamine`]).
@@ -106,6 +109,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
         Ok(NodeActorState {
             journal: Journal::new(self.ctx.journal_capacity),
             gate: GateState::default(),
+            condition: None,
             timers: HashMap::new(),
             reexamine: None,
             withdrawal: Withdrawal::default(),
@@ -244,6 +248,14 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
             log_event(&state.span, &event, &state.gate);
             state.journal.record(now, event);
         }
+        // Before the step's effects, so that an opening's True goes out
+        // before its Stop ends the gate.
+        if let Some(write) = gate::condition_write(state.condition.as_ref(), &state.gate, &config)
+            && self.ctx.executor.may_write()
+        {
+            state.condition = Some(write.condition.clone());
+            self.run(myself, state, Effect::WriteCondition(write), now);
+        }
         for effect in step.effects {
             self.run(myself, state, effect, now);
         }
@@ -284,6 +296,9 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
                 tokio::spawn(
                     async move { executor.mark_opened_externally(mark).await }.instrument(span),
                 );
+            }
+            Effect::WriteCondition(write) => {
+                tokio::spawn(async move { executor.write_condition(write).await }.instrument(span));
             }
             Effect::RecordEvent(event) => {
                 tokio::spawn(async move { executor.record_event(event).await }.instrument(span));

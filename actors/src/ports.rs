@@ -24,7 +24,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 use nodegate_core::deciders::{TaintWrite, Tally};
 use nodegate_core::entrance::BoundPod;
-use nodegate_core::gate::{self, ExternalOpening, NodeEvent, TimeoutMark, UntaintPatch};
+use nodegate_core::gate::{
+    self, ConditionWrite, ExternalOpening, NodeEvent, TimeoutMark, UntaintPatch,
+};
 use nodegate_core::model::NodeInfo;
 
 /// Where time comes from. The binary passes the system clock; tests pass
@@ -62,6 +64,12 @@ pub trait EffectExecutor: Send + Sync + 'static {
     /// Record `nodegate.dev/opened-by: external` and `opened-at` (now) on
     /// the node. Best effort, like an Event: the gate has ended.
     fn mark_opened_externally(&self, mark: ExternalOpening) -> impl Future<Output = ()> + Send;
+    /// Set the `nodegate.dev/Open` Node condition (`--node-condition`).
+    /// Best effort, like an Event; only the leader writes. The default
+    /// writes nothing.
+    fn write_condition(&self, _write: ConditionWrite) -> impl Future<Output = ()> + Send {
+        async {}
+    }
     /// Best effort: a lost Event is logged, never retried by the gate.
     fn record_event(&self, event: NodeEvent) -> impl Future<Output = ()> + Send;
     /// A fresh read of the node; `Ok(None)` for 404.

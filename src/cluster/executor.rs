@@ -23,7 +23,9 @@ use nodegate_actors::ports::{
 };
 use nodegate_core::deciders::{TaintWrite, Tally};
 use nodegate_core::entrance::BoundPod;
-use nodegate_core::gate::{ExternalOpening, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch};
+use nodegate_core::gate::{
+    ConditionWrite, ExternalOpening, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
+};
 use nodegate_core::model::NodeInfo;
 use rand::Rng;
 
@@ -117,6 +119,26 @@ impl EffectExecutor for KubeExecutor {
             other => tracing::warn!(
                 node = %mark.node,
                 "could not record opened-by: external on the node (the late-taint net still leaves it alone while this process runs): {other:?}"
+            ),
+        }
+    }
+
+    async fn write_condition(&self, write: ConditionWrite) {
+        if !self.admits_write() {
+            return;
+        }
+        let outcome = self
+            .writer
+            .write_condition(&write, Timestamp::now(), || self.admits_write())
+            .await;
+        match outcome {
+            PatchOutcome::Applied
+            | PatchOutcome::NotFound
+            | PatchOutcome::NotLeader
+            | PatchOutcome::Withdrawn => {}
+            other => tracing::warn!(
+                node = %write.node,
+                "could not write the nodegate.dev/Open condition on the node: {other:?}"
             ),
         }
     }

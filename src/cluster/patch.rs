@@ -11,7 +11,8 @@
 use jiff::Timestamp;
 use nodegate_core::deciders::{TaintChange, TaintWrite};
 use nodegate_core::gate::{
-    OPENED_BY_EXTERNAL, OpenedBy, TimeoutMark, UntaintPatch, annotation_time,
+    ConditionWrite, OPEN_CONDITION, OPENED_BY_EXTERNAL, OpenedBy, TimeoutMark, UntaintPatch,
+    annotation_time,
 };
 use nodegate_core::model::Taint;
 
@@ -220,6 +221,23 @@ pub fn opened_externally(at: Timestamp) -> Value {
     json!({"metadata": {"annotations": {OPENED_AT: rfc3339(at), OPENED_BY: OPENED_BY_EXTERNAL}}})
 }
 
+/// The strategic merge patch of `nodes/status` that sets the
+/// `nodegate.dev/Open` condition. Node conditions merge by `type`, so this
+/// leaves every other condition as it is; `lastTransitionTime` (`at`) is
+/// sent only when the status changes, so a new message keeps the old one.
+pub fn open_condition(w: &ConditionWrite, at: Timestamp) -> Value {
+    let mut condition = json!({
+        "type": OPEN_CONDITION,
+        "status": w.condition.status(),
+        "reason": w.condition.reason.as_str(),
+        "message": w.condition.message,
+    });
+    if w.transition {
+        condition["lastTransitionTime"] = json!(rfc3339(at));
+    }
+    json!({"status": {"conditions": [condition]}})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,6 +307,39 @@ mod tests {
         assert_eq!(
             mark_timed_out(&m),
             json!({"metadata": {"annotations": {"nodegate.dev/timed-out": "2026-11-21T10:02:00Z"}}})
+        );
+    }
+
+    #[test]
+    fn the_condition_patch_touches_one_condition_and_sets_the_transition_time_only_on_a_new_status()
+    {
+        use nodegate_core::gate::{ConditionReason, OpenCondition};
+        let mut w = ConditionWrite {
+            node: "n1".into(),
+            condition: OpenCondition {
+                open: false,
+                reason: ConditionReason::Waiting,
+                message: "waiting for 1 of 1: ns/csi (pod not Ready)".into(),
+            },
+            transition: true,
+        };
+        let at: Timestamp = "2026-01-02T03:04:05.678Z".parse().unwrap();
+        assert_eq!(
+            open_condition(&w, at),
+            json!({"status": {"conditions": [{
+                "type": "nodegate.dev/Open",
+                "status": "False",
+                "reason": "Waiting",
+                "message": "waiting for 1 of 1: ns/csi (pod not Ready)",
+                "lastTransitionTime": "2026-01-02T03:04:05.678Z",
+            }]}})
+        );
+        w.transition = false;
+        let body = open_condition(&w, at);
+        assert!(
+            body["status"]["conditions"][0]
+                .get("lastTransitionTime")
+                .is_none()
         );
     }
 }

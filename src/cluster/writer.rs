@@ -29,8 +29,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use nodegate_core::deciders::{Origin, TaintWrite};
 use nodegate_core::entrance::BoundPod;
 use nodegate_core::gate::{
-    EventType, ExternalOpening, NodeEvent, PatchOutcome, Reason, TimeoutMark, UntaintPatch,
-    annotation_time,
+    ConditionWrite, EventType, ExternalOpening, NodeEvent, PatchOutcome, Reason, TimeoutMark,
+    UntaintPatch, annotation_time,
 };
 use nodegate_core::model::NodeInfo;
 use serde_json::json;
@@ -180,10 +180,24 @@ impl Writer {
     /// lose the lease), then sends `patch` as nodegate's field manager.
     async fn patch_node<P: serde::Serialize + std::fmt::Debug>(
         &self,
+        write: (NodeWrite, bool),
+        node: &str,
+        patch: &Patch<P>,
+        may_write: impl Fn() -> bool,
+    ) -> PatchOutcome {
+        self.patch_node_at(write, node, patch, may_write, false)
+            .await
+    }
+
+    /// [`Self::patch_node`], to the node itself or (`status`) to its
+    /// `status` subresource.
+    async fn patch_node_at<P: serde::Serialize + std::fmt::Debug>(
+        &self,
         (kind, background): (NodeWrite, bool),
         node: &str,
         patch: &Patch<P>,
         may_write: impl Fn() -> bool,
+        status: bool,
     ) -> PatchOutcome {
         let queued = Instant::now();
         let Ok(_permit) = self.patches.acquire().await else {
@@ -209,8 +223,15 @@ impl Writer {
             ..Default::default()
         };
         let nodes = self.nodes();
-        let request = nodes.patch(node, &params, patch);
-        let answer = tokio::time::timeout(self.request_timeout, request).await;
+        let answer = if status {
+            tokio::time::timeout(
+                self.request_timeout,
+                nodes.patch_status(node, &params, patch),
+            )
+            .await
+        } else {
+            tokio::time::timeout(self.request_timeout, nodes.patch(node, &params, patch)).await
+        };
         observe(Some(sent.elapsed()));
         match answer {
             Ok(answer) => outcome(answer.map(|_| ())),
@@ -272,6 +293,26 @@ impl Writer {
             &m.node,
             &Patch::Merge(body),
             may_write,
+        )
+        .await
+    }
+
+    /// The `nodegate.dev/Open` condition (`--node-condition`): a strategic
+    /// merge patch of the node's `status.conditions`, merged by `type`, so
+    /// no other condition is touched. A background write.
+    pub async fn write_condition(
+        &self,
+        w: &ConditionWrite,
+        at: Timestamp,
+        may_write: impl Fn() -> bool,
+    ) -> PatchOutcome {
+        let body = patch::open_condition(w, at);
+        self.patch_node_at(
+            (NodeWrite::Patch, true),
+            &w.node,
+            &Patch::Strategic(body),
+            may_write,
+            true,
         )
         .await
     }

@@ -137,6 +137,7 @@ impl GateSettings {
             suspend: self.suspend,
             regate: self.regate.clone(),
             max_unavailable: self.max_unavailable,
+            node_condition: false,
         }
     }
 }
@@ -148,7 +149,10 @@ impl From<&RunSettings> for GateConfig {
             ready: s.timeout,
             schedule: s.schedule_timeout,
         };
-        s.gate.gate_config(timeouts, s.on_timeout, s.dry_run)
+        GateConfig {
+            node_condition: s.node_condition,
+            ..s.gate.gate_config(timeouts, s.on_timeout, s.dry_run)
+        }
     }
 }
 
@@ -174,6 +178,8 @@ pub struct RunSettings {
     pub schedule_timeout: Option<Duration>,
     pub on_timeout: OnTimeout,
     pub dry_run: bool,
+    /// `--node-condition`: write the `nodegate.dev/Open` Node condition.
+    pub node_condition: bool,
     pub max_concurrent_patches: usize,
     pub kube_qps: f64,
     pub kube_burst: u32,
@@ -429,6 +435,7 @@ fn run_part(
         schedule_timeout,
         on_timeout: given.on_timeout,
         dry_run: given.dry_run,
+        node_condition: given.node_condition,
         max_concurrent_patches: client.max_concurrent_patches,
         kube_qps: client.kube_qps,
         kube_burst: client.kube_burst,

@@ -57,6 +57,7 @@ pub fn decide(
     let mut config = GateConfig::from(&new);
     // Read once at start by the late-taint net too: kept as started.
     config.dry_run = started.dry_run;
+    config.node_condition = started.node_condition;
     let retired = retire_dropped_taints(current, &mut config);
     Ok(Reloaded {
         config,

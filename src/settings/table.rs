@@ -154,6 +154,11 @@ settings! {
         dry_run: switch {
             flag: "dry-run", key: "dryRun", docs: "off", helm: "config.dryRun", reload: restart,
         }
+        /// The leader writes the nodegate.dev/Open condition on each node it gates
+        /// (False while closed, True once opened), for other tools to read.
+        node_condition: switch {
+            flag: "node-condition", key: "nodeCondition", docs: "off", helm: "config.nodeCondition", reload: restart,
+        }
         /// Most untaint patches in flight at once.
         max_concurrent_patches: value(usize) {
             flag: "max-concurrent-patches", value: "N", key: "maxConcurrentPatches",

@@ -101,6 +101,11 @@ pub struct GateConfig {
     /// taint (see [`crate::budget::closed_by_nodegate`]); `None`: no cap
     /// beyond each one's own budget.
     pub max_unavailable: Option<crate::budget::MaxUnavailable>,
+    /// `--node-condition`: the leader writes the [`OPEN_CONDITION`]
+    /// condition on each node it gates ([`super::open_condition`]).
+    ///
+    /// [`OPEN_CONDITION`]: super::OPEN_CONDITION
+    pub node_condition: bool,
 }
 
 impl GateConfig {
@@ -154,6 +159,7 @@ impl Default for GateConfig {
             suspend: false,
             regate: None,
             max_unavailable: None,
+            node_condition: false,
         }
     }
 }

@@ -106,8 +106,21 @@ pub enum Effect {
     /// Do not send the in-flight untaint if it is still waiting for a patch
     /// slot or a rate token; its result then is `PatchOutcome::Withdrawn`.
     WithdrawWrite,
+    /// Write the `nodegate.dev/Open` Node condition (`--node-condition`).
+    WriteCondition(ConditionWrite),
     /// The gate is over, and how; always the last effect of its step.
     Stop(Ending),
+}
+
+/// Set the [`OPEN_CONDITION`](super::OPEN_CONDITION) condition on `node`,
+/// touching no other condition. `transition`: its status is new (or this
+/// gate writes it for the first time), so `lastTransitionTime` is set to
+/// the shell's now; otherwise the time already there is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConditionWrite {
+    pub node: String,
+    pub condition: super::OpenCondition,
+    pub transition: bool,
 }
 
 /// How a gate ended, as [`Effect::Stop`] tells the shell. Shown — and

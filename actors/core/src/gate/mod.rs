@@ -29,6 +29,7 @@
 //!   its note, cut to the API's limit in one place.
 
 mod apply;
+mod condition;
 mod config;
 mod derive;
 mod effect;
@@ -43,11 +44,15 @@ mod state;
 use jiff::Timestamp;
 
 pub use apply::apply;
+pub use condition::{
+    ConditionReason, OPEN_CONDITION, OpenCondition, condition_change, condition_write,
+    open_condition,
+};
 pub use config::{DEFAULT_TIMEOUT, GateConfig, OnTimeout};
 pub use derive::{derive_members, waited_pod};
 pub use effect::{
-    Effect, Ending, EventType, ExternalOpening, NodeEvent, OPENED_BY_EXTERNAL, TimeoutMark,
-    UntaintPatch, annotation_time,
+    ConditionWrite, Effect, Ending, EventType, ExternalOpening, NodeEvent, OPENED_BY_EXTERNAL,
+    TimeoutMark, UntaintPatch, annotation_time,
 };
 pub use event::{Event, IndexedTaint};
 pub use event_effects::effects;

@@ -92,6 +92,7 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- $a = append $a (printf "--schedule-timeout=%v" $c.scheduleTimeout) -}}
 {{- $a = append $a (printf "--on-timeout=%v" $c.onTimeout) -}}
 {{- if $c.dryRun }}{{ $a = append $a "--dry-run" }}{{ end -}}
+{{- if $c.nodeCondition }}{{ $a = append $a "--node-condition" }}{{ end -}}
 {{- $a = append $a (printf "--max-concurrent-patches=%v" $c.maxConcurrentPatches) -}}
 {{- $a = append $a (printf "--kube-qps=%v" $c.kubeQps) -}}
 {{- $a = append $a (printf "--kube-burst=%v" $c.kubeBurst) -}}

@@ -1,0 +1,197 @@
+//! The Node condition other tools read (`--node-condition`): type
+//! [`OPEN_CONDITION`] on each gated node, `False` while the gate is closed
+//! and `True` once nodegate opened it, with a reason and a message taken
+//! from the gate's own state.
+//!
+//! This module only decides what the condition says ([`open_condition`])
+//! and whether that differs from what was last written ([`condition_change`]:
+//! no change, no write). The shell writes it with a patch of the node's
+//! `status.conditions` that touches only this type. Pure: no I/O, no clock.
+
+use serde::{Deserialize, Serialize};
+
+use super::state::{GateState, OpenedBy, Phase, StopReason};
+use super::{Blocker, node_wait_reason};
+
+/// The condition's type on the Node.
+pub const OPEN_CONDITION: &str = "nodegate.dev/Open";
+
+/// A message longer than this is cut (with `…`): the condition is read by
+/// people and tools, and a node's status is not the place for a long list.
+const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// Why the condition has its status, as its `reason` (CamelCase, as the API
+/// convention for condition reasons asks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConditionReason {
+    /// Closed: some expected member, or the node itself, is not Ready.
+    Waiting,
+    /// Every expected member is Ready; the untaint is being written.
+    Opening,
+    /// The deadline passed with `--on-timeout=keep`: still closed, and still
+    /// opens if everything becomes Ready.
+    TimedOut,
+    /// Opened: every expected member was Ready (`opened-by: ready`).
+    OpenedByReady,
+    /// Opened by the deadline (`opened-by: timeout`).
+    OpenedByTimeout,
+    /// Opened by the `nodegate.dev/open` annotation (`opened-by: manual`).
+    OpenedByManual,
+    /// Someone else removed the managed taints (`opened-by: external`).
+    OpenedExternally,
+}
+
+impl ConditionReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionReason::Waiting => "Waiting",
+            ConditionReason::Opening => "Opening",
+            ConditionReason::TimedOut => "TimedOut",
+            ConditionReason::OpenedByReady => "OpenedByReady",
+            ConditionReason::OpenedByTimeout => "OpenedByTimeout",
+            ConditionReason::OpenedByManual => "OpenedByManual",
+            ConditionReason::OpenedExternally => "OpenedExternally",
+        }
+    }
+
+    fn opened_by(by: OpenedBy) -> Self {
+        match by {
+            OpenedBy::Ready => ConditionReason::OpenedByReady,
+            OpenedBy::Timeout => ConditionReason::OpenedByTimeout,
+            OpenedBy::Manual => ConditionReason::OpenedByManual,
+        }
+    }
+}
+
+/// What the condition says on one node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenCondition {
+    /// `True` when nodegate opened the node.
+    pub open: bool,
+    pub reason: ConditionReason,
+    pub message: String,
+}
+
+impl OpenCondition {
+    /// The condition's `status` field.
+    pub fn status(&self) -> &'static str {
+        if self.open { "True" } else { "False" }
+    }
+}
+
+/// What the condition should say for this gate, or `None` when nodegate
+/// has nothing to say: before the first snapshot, in dry-run (nodegate
+/// writes nothing then), and for a gate that ended without opening (the
+/// node is gone, or it was never gated). A node someone else opened says
+/// `True`, `OpenedExternally`.
+pub fn open_condition(state: &GateState) -> Option<OpenCondition> {
+    state.node.as_ref()?;
+    let (open, reason, message) = match state.phase {
+        Phase::Waiting => (false, ConditionReason::Waiting, waiting(state)),
+        Phase::Opening => (
+            false,
+            ConditionReason::Opening,
+            "every expected member is Ready; removing the managed taints".to_string(),
+        ),
+        Phase::TimedOutKept => {
+            let deadline = state
+                .timed_out
+                .as_ref()
+                .map(|t| format!("the deadline passed at {}; ", t.deadline))
+                .unwrap_or_default();
+            (
+                false,
+                ConditionReason::TimedOut,
+                format!("{deadline}{}", waiting(state)),
+            )
+        }
+        Phase::Opened => {
+            let by = state.opened.as_ref()?.opened_by;
+            let message = match by {
+                OpenedBy::Ready => "opened: every expected member was Ready",
+                OpenedBy::Timeout => "opened by the deadline (--on-timeout=open)",
+                OpenedBy::Manual => "opened by the nodegate.dev/open annotation",
+            };
+            (true, ConditionReason::opened_by(by), message.to_string())
+        }
+        Phase::Gone if state.stopped == Some(StopReason::TaintRemovedElsewhere) => (
+            true,
+            ConditionReason::OpenedExternally,
+            "opened by another writer: the managed taints were removed".to_string(),
+        ),
+        Phase::WouldOpen | Phase::Gone => return None,
+    };
+    Some(OpenCondition {
+        open,
+        reason,
+        message: cut(message),
+    })
+}
+
+/// The condition to write when it differs from `last` (what this replica
+/// last wrote, or read back, on the node); `None`: nothing changed, no write.
+pub fn condition_change(last: Option<&OpenCondition>, state: &GateState) -> Option<OpenCondition> {
+    open_condition(state).filter(|want| last != Some(want))
+}
+
+/// The write for `--node-condition` after a step, when the condition
+/// changed from `last` (what this gate last handed over); `None` when the
+/// flag is off or nothing changed.
+pub fn condition_write(
+    last: Option<&OpenCondition>,
+    state: &GateState,
+    cfg: &super::GateConfig,
+) -> Option<super::ConditionWrite> {
+    if !cfg.node_condition || cfg.dry_run {
+        return None;
+    }
+    let node = state.node.as_ref()?.name.clone();
+    let condition = condition_change(last, state)?;
+    let transition = last.is_none_or(|l| l.open != condition.open);
+    Some(super::ConditionWrite {
+        node,
+        condition,
+        transition,
+    })
+}
+
+/// "waiting for 2 of 3: ns/a (why), ns/b (why)", then why the node itself
+/// is not Ready — explain's one-line summary, in the gate's words.
+fn waiting(state: &GateState) -> String {
+    let blockers: Vec<Blocker> = state.blockers();
+    let expected = state.expected().count();
+    let node = state.node.as_deref().and_then(node_wait_reason);
+    let members = (!blockers.is_empty()).then(|| {
+        let list: Vec<String> = blockers
+            .iter()
+            .map(|b| format!("{} ({})", b.member, b.why))
+            .collect();
+        format!(
+            "waiting for {} of {expected}: {}",
+            blockers.len(),
+            list.join(", ")
+        )
+    });
+    match (members, node) {
+        (Some(m), Some(n)) => format!("{m}; {n}"),
+        (Some(m), None) => m,
+        (None, Some(n)) => n,
+        (None, None) => "waiting for the gate to evaluate its members".to_string(),
+    }
+}
+
+fn cut(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE_BYTES {
+        let mut end = MAX_MESSAGE_BYTES - '…'.len_utf8();
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
+}
+
+#[cfg(test)]
+#[path = "condition/tests.rs"]
+mod tests;
