@@ -60,6 +60,7 @@ fn a_kept_timed_out_gate_says_timed_out() {
         expected: 1,
         not_ready: vec![],
         node_not_ready: None,
+        by_schedule: false,
     });
     let c = open_condition(&state).expect("condition");
     assert_eq!((c.status(), c.reason.as_str()), ("False", "TimedOut"));
