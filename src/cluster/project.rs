@@ -16,10 +16,11 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{self as core, Node, Pod};
+use k8s_openapi::api::resource::v1::ResourceSlice;
 use k8s_openapi::api::storage::v1::CSINode;
 use nodegate_core::model::{
     DaemonSetInfo, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement, NodeSelectorTerm,
-    PodInfo, PodPlacement, Taint, Toleration,
+    PodInfo, PodPlacement, SliceInfo, Taint, Toleration,
 };
 
 use nodegate_core::annotations;
@@ -75,6 +76,8 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
     let info = NodeInfo {
         conditions,
         csi_drivers: None,
+        extended_allocatable: extended_allocatable(n),
+        resource_slices: Vec::new(),
         uid: n.metadata.uid.clone().unwrap_or_default(),
         resource_version: n.metadata.resource_version.clone().unwrap_or_default(),
         labels: labels(n.metadata.labels.as_ref()),
@@ -107,6 +110,42 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
             .map(Into::into),
     };
     (Some(info), odd)
+}
+
+/// The node's allocatable extended resources (names with a domain prefix,
+/// such as `nvidia.com/gpu`; `cpu`, `memory`, `pods` and the like have
+/// none), each quantity as written: what `criticalResources` reads.
+fn extended_allocatable(n: &Node) -> BTreeMap<String, String> {
+    n.status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref())
+        .map(|a| {
+            a.iter()
+                .filter(|(name, _)| name.contains('/'))
+                .map(|(name, q)| (name.clone(), q.0.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A ResourceSlice local to one node (`spec.nodeName`): the node's name and
+/// what pool completeness needs of it. `None` for a slice of no one node
+/// (`nodeSelector`, `allNodes`, `perDeviceNodeSelection`: devices reachable
+/// from many nodes, which no node's start-up publishes; semantics.md §6.8)
+/// and for one without a name.
+pub fn resource_slice(s: &ResourceSlice) -> Option<(String, SliceInfo)> {
+    let node = s.spec.node_name.clone().filter(|n| !n.is_empty())?;
+    let pool = &s.spec.pool;
+    Some((
+        node,
+        SliceInfo {
+            name: s.metadata.name.clone()?,
+            driver: s.spec.driver.clone(),
+            pool: pool.name.clone(),
+            generation: pool.generation,
+            slice_count: pool.resource_slice_count,
+        },
+    ))
 }
 
 /// The time in annotation `key` of a node, if it has one that parses; one

@@ -165,6 +165,15 @@ pub async fn gather(client: &kube::Client, settings: &StatusSettings) -> Result<
     for n in &mut gated {
         n.csi_drivers = csi.get(&n.name).cloned();
     }
+    // Likewise its ResourceSlice watch, which runs only with draDrivers.
+    if !config.dra_drivers.is_empty() {
+        let mut slices = crate::cluster::slices::all_slices(client)
+            .await
+            .unwrap_or_default();
+        for n in &mut gated {
+            n.resource_slices = slices.remove(&n.name).unwrap_or_default();
+        }
+    }
     let daemonsets: Api<DaemonSet> = Api::all(client.clone());
     let daemonsets = daemonsets
         .list(&ListParams::default())
