@@ -5,7 +5,9 @@
 
 use crate::gate_support::*;
 use nodegate_core::devices::{CriticalResource, DraDriver};
-use nodegate_core::gate::{Expectation, Input, MemberId, Readiness};
+use nodegate_core::gate::{
+    EventType, Expectation, Input, MemberId, PatchOutcome, Readiness, TimerKind,
+};
 use nodegate_core::model::{NodeInfo, SliceInfo};
 use nodegate_core::placement::ReasonCode;
 use nodegate_core::selector::LabelSelector;
@@ -128,4 +130,30 @@ fn a_node_waits_for_its_dra_driver_until_its_pool_is_complete() {
         .at(2)
         .feed(Input::NodeChanged(with_slices(both, "3").into()));
     assert_eq!(patches(&s).len(), 1, "{s:?}");
+}
+
+#[test]
+fn the_deadline_warning_names_each_device_member_and_why() {
+    let mut cfg = cfg();
+    cfg.resources = vec![gpu()];
+    cfg.dra_drivers = vec![driver()];
+    let mut g = Gate::new(cfg);
+    g.at(10)
+        .start(with_slices(vec![slice("s1", 3, 2)], "1"), vec![], vec![]);
+    let step = g.at(120).feed(Input::TimerFired {
+        kind: TimerKind::Deadline,
+        generation: 1,
+    });
+    assert_eq!(patches(&step).len(), 1, "opens at the deadline");
+    let step = g.at(121).feed(Input::PatchResult(PatchOutcome::Applied));
+    assert_event(
+        &step,
+        EventType::Warning,
+        "GateTimedOut",
+        &[
+            "resource:nvidia.com/gpu (the node reports no allocatable nvidia.com/gpu yet)",
+            "dra:gpu.nvidia.com (DRA driver gpu.nvidia.com: pool node-a incomplete: \
+             1 of 2 ResourceSlices at generation 3 (1 missing))",
+        ],
+    );
 }
