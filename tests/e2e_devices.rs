@@ -88,7 +88,65 @@ async fn extended_resources_and_dra_drivers_hold_the_gate() {
         _dir: dir,
         file,
     };
-    tokio::join!(extended_resource(&s), dra_driver(&s));
+    tokio::join!(extended_resource(&s), dra_driver(&s), rbac_component(&s));
+}
+
+/// What nodegate's ServiceAccount may do with ResourceSlices, asked of the
+/// API server as that account (impersonation): "yes" or "no" (kubectl's
+/// first line; a warning that the kind is cluster-scoped may follow).
+fn sa_can(s: &Shared, verb: &str) -> String {
+    let sa = "system:serviceaccount:nodegate-system:nodegate";
+    s.env
+        .cluster
+        .kubectl(&[
+            "auth",
+            "can-i",
+            verb,
+            "resourceslices.resource.k8s.io",
+            "--as",
+            sa,
+        ])
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// The kustomize component `dra-drivers` grants the watch its list and
+/// watch, for real; without it the ServiceAccount has neither.
+async fn rbac_component(s: &Shared) {
+    let k = &s.env.cluster;
+    k.kubectl(&["create", "namespace", "nodegate-system"]);
+    k.kubectl(&[
+        "-n",
+        "nodegate-system",
+        "create",
+        "serviceaccount",
+        "nodegate",
+    ]);
+    for verb in ["list", "watch"] {
+        assert_eq!(sa_can(s, verb), "no", "{verb} before the component");
+    }
+    let rbac = support::repo_root().join("deploy/kustomize/components/dra-drivers/rbac.yaml");
+    let applied = k.kubectl(&["apply", "-f", rbac.to_str().expect("utf-8 path")]);
+    assert!(applied.contains("nodegate-dra-drivers"), "{applied}");
+    for verb in ["list", "watch"] {
+        wait_for(
+            &format!("{verb} resourceslices granted"),
+            Duration::from_secs(10),
+            || async {
+                match sa_can(s, verb).as_str() {
+                    "yes" => Ok(()),
+                    other => Err(other.to_string()),
+                }
+            },
+        )
+        .await;
+    }
+    for verb in ["create", "delete", "get"] {
+        assert_eq!(sa_can(s, verb), "no", "{verb} is not nodegate's");
+    }
 }
 
 /// Waits until the controller's gate of `node` says `member` waits for
