@@ -419,6 +419,38 @@ mod tests {
     }
 
     #[test]
+    fn device_members_are_counted_and_named_like_the_others() {
+        use nodegate_core::devices::{CriticalResource, DraDriver};
+        let mut node = mk_node("n1", &[], vec![taint(TAINT, "NoSchedule")]);
+        node.extended_allocatable
+            .insert("nvidia.com/gpu".into(), "4".into());
+        node.resource_slices = vec![nodegate_core::model::SliceInfo {
+            name: "s1".into(),
+            driver: "gpu.nvidia.com".into(),
+            pool: "n1".into(),
+            generation: 1,
+            slice_count: 2,
+        }];
+        let mut c = cfg(Some(120));
+        c.resources = vec![CriticalResource {
+            resource: "nvidia.com/gpu".into(),
+            node_selector: None,
+        }];
+        c.dra_drivers = vec![DraDriver {
+            driver: "gpu.nvidia.com".into(),
+            node_selector: None,
+        }];
+        let snap = Snapshot {
+            nodes: vec![node],
+            pods: BTreeMap::new(),
+            daemonsets: Vec::new(),
+        };
+        let rows = rows(&snap, &c, ts(55));
+        assert_eq!(rows[0].ready, "1/2 ready");
+        assert_eq!(rows[0].blocked_by, "dra:gpu.nvidia.com");
+    }
+
+    #[test]
     fn a_node_that_is_not_ready_is_named_as_its_own_blocker() {
         let dss = vec![tolerant("a")];
         let mut node = mk_node("n1", &[], vec![taint(TAINT, "NoSchedule")]);
