@@ -89,6 +89,37 @@ async fn extended_resources_and_dra_drivers_hold_the_gate() {
         file,
     };
     tokio::join!(extended_resource(&s), dra_driver(&s), rbac_component(&s));
+    config_check_counts_the_nodes_each_entry_is_satisfied_on(&s);
+}
+
+/// `nodegate config check --cluster`: with both nodes open, each entry is
+/// satisfied on the one managed node it applies to.
+fn config_check_counts_the_nodes_each_entry_is_satisfied_on(s: &Shared) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nodegate"))
+        .args(["config", "check", "--cluster", "-o", "json", "--kubeconfig"])
+        .arg(&s.env.cluster.kubeconfig)
+        .arg(&s.file)
+        .output()
+        .expect("run nodegate config check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let said = |key: &str| {
+        v["cluster"]
+            .as_array()
+            .and_then(|fs| fs.iter().find(|f| f["key"] == key))
+            .and_then(|f| f["message"].as_str().map(str::to_string))
+            .unwrap_or_else(|| panic!("no {key} finding: {text}"))
+    };
+    assert!(
+        said("criticalResources (example.com/gpu)")
+            .starts_with("1 of the 1 managed nodes it applies to report allocatable"),
+        "{text}"
+    );
+    assert!(
+        said("draDrivers (gpu.example.com)")
+            .starts_with("1 of the 1 managed nodes it applies to have every pool"),
+        "{text}"
+    );
 }
 
 /// What nodegate's ServiceAccount may do with ResourceSlices, asked of the
