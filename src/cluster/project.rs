@@ -499,4 +499,53 @@ mod tests {
             Some("2026-01-01T00:00:05Z")
         );
     }
+
+    #[test]
+    fn devices_project_only_extended_resources_and_node_local_slices() {
+        let n: Node = serde_json::from_value(json!({
+            "metadata": {"name": "g", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"allocatable": {"cpu": "8", "pods": "110", "hugepages-2Mi": "0",
+                                       "nvidia.com/gpu": "4", "example.com/fpga": "0"}},
+        }))
+        .unwrap();
+        let info = node(&n).0.unwrap();
+        assert_eq!(
+            info.extended_allocatable,
+            BTreeMap::from([
+                ("example.com/fpga".to_string(), "0".to_string()),
+                ("nvidia.com/gpu".to_string(), "4".to_string()),
+            ])
+        );
+        let slice = |placement: serde_json::Value| -> ResourceSlice {
+            let mut spec = json!({
+                "driver": "gpu.example.com",
+                "pool": {"name": "p", "generation": 3, "resourceSliceCount": 2},
+            });
+            if let (Some(spec), Some(extra)) = (spec.as_object_mut(), placement.as_object()) {
+                spec.extend(extra.clone());
+            }
+            serde_json::from_value(json!({"metadata": {"name": "s"}, "spec": spec})).unwrap()
+        };
+        assert_eq!(
+            resource_slice(&slice(json!({"nodeName": "g"}))),
+            Some((
+                "g".to_string(),
+                SliceInfo {
+                    name: "s".into(),
+                    driver: "gpu.example.com".into(),
+                    pool: "p".into(),
+                    generation: 3,
+                    slice_count: 2,
+                }
+            ))
+        );
+        for shared in [
+            json!({"allNodes": true}),
+            json!({"perDeviceNodeSelection": true}),
+            json!({"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "rack", "operator": "In", "values": ["r1"]}]}]}}),
+        ] {
+            assert_eq!(resource_slice(&slice(shared.clone())), None, "{shared}");
+        }
+    }
 }
