@@ -1,6 +1,6 @@
 //! The index: the compact projections the watchers deliver (nodes by name,
 //! DaemonSets by uid, pods by the node they are bound to, the CSI drivers
-//! each node's CSINode lists) and the change [`Feed`] on which every change
+//! each node's CSINode lists, the ResourceSlices local to each node) and the change [`Feed`] on which every change
 //! of them is published to the deciders.
 //!
 //! I/O-free and lock-free for readers (DashMaps; a guard is never held
@@ -8,13 +8,13 @@
 //! ([`crate::router`]) writes here first, then hints the gates; gates,
 //! deciders ([`ClusterView`]) and the debug endpoints read here.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 use nodegate_core::deciders::{self, Change, ClusterView};
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, SliceInfo};
 
 use crate::feed::{Feed, Subscriber};
 
@@ -34,6 +34,10 @@ pub struct Index {
     /// node name → the CSI drivers its CSINode lists (the CSINode watch);
     /// copied into the indexed node as `NodeInfo::csi_drivers`.
     csi_drivers: Map<Vec<String>>,
+    /// node name → slice name → the ResourceSlices local to it (the
+    /// ResourceSlice watch, while `draDrivers` is configured); copied into
+    /// the indexed node as `NodeInfo::resource_slices`.
+    resource_slices: Map<BTreeMap<String, SliceInfo>>,
     feed: Feed,
     /// The newest node resourceVersion indexed (as a number; the API
     /// server's are etcd revisions, delivered in order by the watch).
@@ -71,9 +75,12 @@ impl Index {
             self.node_version.fetch_max(v, Ordering::Relaxed);
         }
         node.csi_drivers = self.csi_drivers.get(&name).map(|d| d.clone());
+        node.resource_slices = self.slices_of(&name);
         let before = self.nodes.insert(name.clone(), Arc::new(node));
-        // A CSINode seen between the read above and the insert.
+        // A CSINode or ResourceSlice seen between the reads above and the
+        // insert.
         self.sync_csi_drivers(&name);
+        self.sync_slices(&name);
         if self.feed.is_heard() {
             let after = self.node(&name);
             self.publish(Change::Node {
@@ -124,6 +131,50 @@ impl Index {
             return false;
         }
         Arc::make_mut(&mut *node).csi_drivers = want;
+        true
+    }
+
+    /// ResourceSlice `slice`, local to node `node`, was added or changed;
+    /// true when that changed the indexed node.
+    pub(crate) fn upsert_slice(&self, node: &str, slice: SliceInfo) -> bool {
+        self.resource_slices
+            .entry(node.to_string())
+            .or_default()
+            .insert(slice.name.clone(), slice);
+        self.sync_slices(node)
+    }
+
+    /// ResourceSlice `name`, local to node `node`, is gone; true when that
+    /// changed the indexed node.
+    pub(crate) fn delete_slice(&self, node: &str, name: &str) -> bool {
+        if let Some(mut slices) = self.resource_slices.get_mut(node) {
+            slices.remove(name);
+        }
+        self.resource_slices
+            .remove_if(node, |_, slices| slices.is_empty());
+        self.sync_slices(node)
+    }
+
+    /// The ResourceSlices held for `node`, by name.
+    fn slices_of(&self, node: &str) -> Vec<SliceInfo> {
+        self.resource_slices
+            .get(node)
+            .map(|s| s.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Copies the ResourceSlices held for `name` into its indexed node, as
+    /// [`sync_csi_drivers`](Self::sync_csi_drivers) does the CSI drivers;
+    /// true when that changed the node.
+    fn sync_slices(&self, name: &str) -> bool {
+        let Some(mut node) = self.nodes.get_mut(name) else {
+            return false;
+        };
+        let want = self.slices_of(name);
+        if node.resource_slices == want {
+            return false;
+        }
+        Arc::make_mut(&mut *node).resource_slices = want;
         true
     }
 

@@ -41,7 +41,7 @@ use crate::observe::{GateObserver, NoObserver, RouterEvent};
 use crate::pending::{Gate, PendingPods};
 use nodegate_core::deciders::{self, Change, ClusterView};
 use nodegate_core::gate::{GateConfig, Input};
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, SliceInfo};
 
 /// How long `view` waits for a busy actor before giving up.
 const VIEW_TIMEOUT: Duration = Duration::from_secs(5);
@@ -195,6 +195,22 @@ impl Router {
     pub fn csinode_deleted(&self, name: &str) {
         if self.index.set_csi_drivers(name, None) {
             self.hint(name, NodeMsg::NodeTouched);
+        }
+    }
+
+    /// ResourceSlice `slice`, local to node `node`, was added or changed
+    /// (the ResourceSlice watch). The indexed node carries it from now on;
+    /// its gate, if any, hears of it like of any change of its node.
+    pub fn resource_slice_upserted(&self, node: &str, slice: SliceInfo) {
+        if self.index.upsert_slice(node, slice) {
+            self.hint(node, NodeMsg::NodeTouched);
+        }
+    }
+
+    /// ResourceSlice `name`, local to node `node`, is gone.
+    pub fn resource_slice_deleted(&self, node: &str, name: &str) {
+        if self.index.delete_slice(node, name) {
+            self.hint(node, NodeMsg::NodeTouched);
         }
     }
 

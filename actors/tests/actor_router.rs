@@ -10,7 +10,7 @@ use std::sync::Arc;
 use gate_support::*;
 use nodegate_actors::router::Router;
 use nodegate_core::gate::{GateConfig, Input};
-use nodegate_core::model::{NodeInfo, PodInfo};
+use nodegate_core::model::{NodeInfo, PodInfo, SliceInfo};
 use nodegate_core::testutil::{mk_pod, taint};
 
 fn router() -> Router {
@@ -146,4 +146,54 @@ fn csi_drivers_reach_the_indexed_node_whichever_watch_comes_first() {
     assert_eq!(drivers(NODE), Some(vec!["b.csi.example.com".to_string()]));
     r.csinode_deleted(NODE);
     assert_eq!(drivers(NODE), None);
+}
+
+#[test]
+fn resource_slices_reach_the_indexed_node_whichever_watch_comes_first() {
+    let r = router();
+    let slice = |name: &str, generation: i64| SliceInfo {
+        name: name.into(),
+        driver: "gpu.example.com".into(),
+        pool: "p".into(),
+        generation,
+        slice_count: 2,
+    };
+    let names = |node: &str| {
+        r.node(node)
+            .map(|n| {
+                n.resource_slices
+                    .iter()
+                    .map(|s| (s.name.clone(), s.generation))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    // A slice first: the node finds it when it is indexed.
+    r.resource_slice_upserted("early", slice("e", 1));
+    r.node_upserted(NodeInfo {
+        name: "early".into(),
+        ..gated_node()
+    });
+    assert_eq!(names("early"), vec![("e".to_string(), 1)]);
+    // The node first: slices come and change (a new generation), are kept
+    // across later versions of the node, in name order, and go.
+    r.node_upserted(gated_node());
+    assert_eq!(names(NODE), vec![]);
+    r.resource_slice_upserted(NODE, slice("b", 1));
+    r.resource_slice_upserted(NODE, slice("a", 1));
+    r.resource_slice_upserted(NODE, slice("b", 2));
+    r.node_upserted(NodeInfo {
+        resource_version: "2".into(),
+        ..gated_node()
+    });
+    assert_eq!(
+        names(NODE),
+        vec![("a".to_string(), 1), ("b".to_string(), 2)]
+    );
+    r.resource_slice_deleted(NODE, "a");
+    assert_eq!(names(NODE), vec![("b".to_string(), 2)]);
+    r.resource_slice_deleted(NODE, "b");
+    assert_eq!(names(NODE), vec![]);
+    // Another node's slices are not this one's.
+    assert_eq!(names("early"), vec![("e".to_string(), 1)]);
 }

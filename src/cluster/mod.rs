@@ -1,6 +1,6 @@
 //! Everything that talks to the Kubernetes API, as adapters only (no
 //! controller state lives here): the client every command uses (`client`),
-//! compact projections of its objects (`project`, `lean`, `csi`), the shared
+//! compact projections of its objects (`project`, `lean`, `csi`, `slices`), the shared
 //! watches that feed the router (`watch`, with `relist`), leader election
 //! (`leader`), the evidence of the API server's clock they gather
 //! (`server_time`), and the one node writer: `patch` builds every
@@ -19,5 +19,6 @@ pub mod patch;
 pub mod project;
 pub mod relist;
 pub mod server_time;
+pub mod slices;
 pub mod watch;
 pub mod writer;

@@ -16,10 +16,11 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{self as core, Node, Pod};
+use k8s_openapi::api::resource::v1::ResourceSlice;
 use k8s_openapi::api::storage::v1::CSINode;
 use nodegate_core::model::{
     DaemonSetInfo, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement, NodeSelectorTerm,
-    PodInfo, PodPlacement, Taint, Toleration,
+    PodInfo, PodPlacement, SliceInfo, Taint, Toleration,
 };
 
 use nodegate_core::annotations;
@@ -75,6 +76,8 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
     let info = NodeInfo {
         conditions,
         csi_drivers: None,
+        extended_allocatable: extended_allocatable(n),
+        resource_slices: Vec::new(),
         uid: n.metadata.uid.clone().unwrap_or_default(),
         resource_version: n.metadata.resource_version.clone().unwrap_or_default(),
         labels: labels(n.metadata.labels.as_ref()),
@@ -107,6 +110,42 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
             .map(Into::into),
     };
     (Some(info), odd)
+}
+
+/// The node's allocatable extended resources (names with a domain prefix,
+/// such as `nvidia.com/gpu`; `cpu`, `memory`, `pods` and the like have
+/// none), each quantity as written: what `criticalResources` reads.
+fn extended_allocatable(n: &Node) -> BTreeMap<String, String> {
+    n.status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref())
+        .map(|a| {
+            a.iter()
+                .filter(|(name, _)| name.contains('/'))
+                .map(|(name, q)| (name.clone(), q.0.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A ResourceSlice local to one node (`spec.nodeName`): the node's name and
+/// what pool completeness needs of it. `None` for a slice of no one node
+/// (`nodeSelector`, `allNodes`, `perDeviceNodeSelection`: devices reachable
+/// from many nodes, which no node's start-up publishes; semantics.md §6.8)
+/// and for one without a name.
+pub fn resource_slice(s: &ResourceSlice) -> Option<(String, SliceInfo)> {
+    let node = s.spec.node_name.clone().filter(|n| !n.is_empty())?;
+    let pool = &s.spec.pool;
+    Some((
+        node,
+        SliceInfo {
+            name: s.metadata.name.clone()?,
+            driver: s.spec.driver.clone(),
+            pool: pool.name.clone(),
+            generation: pool.generation,
+            slice_count: pool.resource_slice_count,
+        },
+    ))
 }
 
 /// The time in annotation `key` of a node, if it has one that parses; one
@@ -459,5 +498,54 @@ mod tests {
             info.ready_since.map(|t| t.to_string()).as_deref(),
             Some("2026-01-01T00:00:05Z")
         );
+    }
+
+    #[test]
+    fn devices_project_only_extended_resources_and_node_local_slices() {
+        let n: Node = serde_json::from_value(json!({
+            "metadata": {"name": "g", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"allocatable": {"cpu": "8", "pods": "110", "hugepages-2Mi": "0",
+                                       "nvidia.com/gpu": "4", "example.com/fpga": "0"}},
+        }))
+        .unwrap();
+        let info = node(&n).0.unwrap();
+        assert_eq!(
+            info.extended_allocatable,
+            BTreeMap::from([
+                ("example.com/fpga".to_string(), "0".to_string()),
+                ("nvidia.com/gpu".to_string(), "4".to_string()),
+            ])
+        );
+        let slice = |placement: serde_json::Value| -> ResourceSlice {
+            let mut spec = json!({
+                "driver": "gpu.example.com",
+                "pool": {"name": "p", "generation": 3, "resourceSliceCount": 2},
+            });
+            if let (Some(spec), Some(extra)) = (spec.as_object_mut(), placement.as_object()) {
+                spec.extend(extra.clone());
+            }
+            serde_json::from_value(json!({"metadata": {"name": "s"}, "spec": spec})).unwrap()
+        };
+        assert_eq!(
+            resource_slice(&slice(json!({"nodeName": "g"}))),
+            Some((
+                "g".to_string(),
+                SliceInfo {
+                    name: "s".into(),
+                    driver: "gpu.example.com".into(),
+                    pool: "p".into(),
+                    generation: 3,
+                    slice_count: 2,
+                }
+            ))
+        );
+        for shared in [
+            json!({"allNodes": true}),
+            json!({"perDeviceNodeSelection": true}),
+            json!({"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "rack", "operator": "In", "values": ["r1"]}]}]}}),
+        ] {
+            assert_eq!(resource_slice(&slice(shared.clone())), None, "{shared}");
+        }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! Nodes (all), DaemonSets (all), DaemonSet pods (server-side filtered to pods
 //! that carry the DaemonSet controller's `pod-template-generation` label and
-//! are bound to a node), and one watch per critical-pod entry. Each event is
+//! are bound to a node), CSINodes, one watch per critical-pod entry, and
+//! ResourceSlices while `draDrivers` is configured. Each event is
 //! projected to the compact model at once and handed to the router; whole
 //! objects are never kept. A watch that fails restarts with backoff; a
 //! re-list is swapped into the index whole once it is complete (see
@@ -20,13 +21,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::ResourceSlice;
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 use nodegate_actors::router::Router;
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, SliceInfo};
 use nodegate_core::readiness::CriticalPodEntry;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
@@ -231,6 +233,39 @@ impl Sink<CSINode> for CsiNodeSink {
     }
 }
 
+/// ResourceSlices local to a node (`spec.nodeName`), by (node, name): what
+/// `draDrivers` reads. A slice's node name is immutable, and the deleted
+/// object still carries it.
+struct ResourceSliceSink {
+    router: Arc<Router>,
+}
+
+impl Sink<ResourceSlice> for ResourceSliceSink {
+    type Item = (String, SliceInfo);
+    /// A slice can make a pool complete or incomplete (a pool that shrank
+    /// at a new generation): the order matters neither way, and removing
+    /// first never shows a stale slice beside its successor.
+    const RELIST_ORDER: Order = Order::DeletesFirst;
+
+    fn project(&mut self, s: &ResourceSlice) -> Option<(Id, Self::Item)> {
+        let (node, slice) = project::resource_slice(s)?;
+        Some(((node.clone(), slice.name.clone()), (node, slice)))
+    }
+    fn upsert(&mut self, (node, slice): Self::Item) {
+        self.router.resource_slice_upserted(&node, slice);
+    }
+    fn delete(&mut self, id: &Id) {
+        self.router.resource_slice_deleted(&id.0, &id.1);
+    }
+}
+
+fn slice_id(s: &ResourceSlice) -> Id {
+    (
+        s.spec.node_name.clone().unwrap_or_default(),
+        s.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
 fn delete_id<K: Resource>(obj: &K, by_name: bool) -> Id {
     let meta = obj.meta();
     if by_name {
@@ -337,10 +372,10 @@ fn pod_id(Lean(p): &Lean<Pod>) -> Id {
 }
 
 /// How many watch streams `start` opens, each of which reports its first
-/// complete list once: nodes, DaemonSets, DaemonSet pods, CSINodes, and one
-/// per critical-pod entry.
-pub fn watch_count(critical: &[CriticalPodEntry]) -> usize {
-    4 + critical.len()
+/// complete list once: nodes, DaemonSets, DaemonSet pods, CSINodes, one
+/// per critical-pod entry, and ResourceSlices when `resource_slices`.
+pub fn watch_count(critical: &[CriticalPodEntry], resource_slices: bool) -> usize {
+    4 + critical.len() + usize::from(resource_slices)
 }
 
 /// Starts every watcher and returns at once with a receiver on which each
@@ -350,10 +385,11 @@ pub async fn start(
     client: Client,
     router: Arc<Router>,
     critical: &[CriticalPodEntry],
+    resource_slices: bool,
     stats: Arc<WatchStats>,
     server_time: Arc<ServerTime>,
 ) -> mpsc::Receiver<&'static str> {
-    let (tx, rx) = mpsc::channel(watch_count(critical));
+    let (tx, rx) = mpsc::channel(watch_count(critical, resource_slices));
     let reports = Reports {
         synced: tx,
         stats,
@@ -410,6 +446,20 @@ pub async fn start(
         reports.clone(),
         |c: &CSINode| delete_id(c, true),
     ));
+    if resource_slices {
+        // Only while draDrivers is configured: the kind (and the RBAC to
+        // list it) exists only where DRA is in use.
+        tokio::spawn(run(
+            "resourceslices",
+            Api::<ResourceSlice>::all(client.clone()),
+            watcher::Config::default(),
+            ResourceSliceSink {
+                router: Arc::clone(&router),
+            },
+            reports.clone(),
+            slice_id,
+        ));
+    }
     for entry in critical {
         let selector = entry.selector.to_string();
         tokio::spawn(run(

@@ -370,11 +370,12 @@ async fn watch_until_synced(shared: &Shared, settings: &RunSettings) -> bool {
         shared.client.clone(),
         Arc::clone(&shared.router),
         critical,
+        !settings.gate.dra_drivers.is_empty(),
         Arc::clone(&shared.stats),
         Arc::clone(&shared.server_time),
     )
     .await;
-    let watches = watch::watch_count(critical);
+    let watches = watch::watch_count(critical, !settings.gate.dra_drivers.is_empty());
     let sync = async {
         for _ in 0..watches {
             match synced.recv().await {

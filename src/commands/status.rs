@@ -165,6 +165,15 @@ pub async fn gather(client: &kube::Client, settings: &StatusSettings) -> Result<
     for n in &mut gated {
         n.csi_drivers = csi.get(&n.name).cloned();
     }
+    // Likewise its ResourceSlice watch, which runs only with draDrivers.
+    if !config.dra_drivers.is_empty() {
+        let mut slices = crate::cluster::slices::all_slices(client)
+            .await
+            .unwrap_or_default();
+        for n in &mut gated {
+            n.resource_slices = slices.remove(&n.name).unwrap_or_default();
+        }
+    }
     let daemonsets: Api<DaemonSet> = Api::all(client.clone());
     let daemonsets = daemonsets
         .list(&ListParams::default())
@@ -407,6 +416,38 @@ mod tests {
         assert_eq!(late[0].deadline, "passed 25s ago");
         let none = super::rows(&snap, &cfg(None), ts(55));
         assert_eq!(none[0].deadline, "none");
+    }
+
+    #[test]
+    fn device_members_are_counted_and_named_like_the_others() {
+        use nodegate_core::devices::{CriticalResource, DraDriver};
+        let mut node = mk_node("n1", &[], vec![taint(TAINT, "NoSchedule")]);
+        node.extended_allocatable
+            .insert("nvidia.com/gpu".into(), "4".into());
+        node.resource_slices = vec![nodegate_core::model::SliceInfo {
+            name: "s1".into(),
+            driver: "gpu.nvidia.com".into(),
+            pool: "n1".into(),
+            generation: 1,
+            slice_count: 2,
+        }];
+        let mut c = cfg(Some(120));
+        c.resources = vec![CriticalResource {
+            resource: "nvidia.com/gpu".into(),
+            node_selector: None,
+        }];
+        c.dra_drivers = vec![DraDriver {
+            driver: "gpu.nvidia.com".into(),
+            node_selector: None,
+        }];
+        let snap = Snapshot {
+            nodes: vec![node],
+            pods: BTreeMap::new(),
+            daemonsets: Vec::new(),
+        };
+        let rows = rows(&snap, &c, ts(55));
+        assert_eq!(rows[0].ready, "1/2 ready");
+        assert_eq!(rows[0].blocked_by, "dra:gpu.nvidia.com");
     }
 
     #[test]

@@ -107,6 +107,10 @@ pub struct GateSettings {
     pub conditions: Vec<CriticalCondition>,
     /// `conditionTaints` (semantics.md §6.5).
     pub condition_taints: Vec<ConditionTaintRule>,
+    /// `criticalResources` (semantics.md §6.8).
+    pub resources: Vec<nodegate_core::devices::CriticalResource>,
+    /// `draDrivers` (semantics.md §6.8).
+    pub dra_drivers: Vec<nodegate_core::devices::DraDriver>,
     /// `--max-unavailable`: the cap on the nodes re-gating and the rules
     /// keep closed together; `None` at 100%.
     pub max_unavailable: Option<nodegate_core::budget::MaxUnavailable>,
@@ -130,6 +134,8 @@ impl GateSettings {
             critical: self.critical.clone(),
             conditions: self.conditions.clone(),
             condition_taints: self.condition_taints.clone(),
+            resources: self.resources.clone(),
+            dra_drivers: self.dra_drivers.clone(),
             timeout: timeouts.ready,
             schedule_timeout: timeouts.schedule,
             on_timeout,
@@ -272,8 +278,12 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
     let conditions = conditions::critical_conditions(file.critical_conditions.take())?;
     let condition_taints = conditions::condition_taints(file.condition_taints.take(), &managed)?;
     let max_unavailable = total_cap(&given.max_unavailable)?;
+    let resources = devices::critical_resources(file.critical_resources.take())?;
+    let dra_drivers = devices::dra_drivers(file.dra_drivers.take())?;
 
     Ok(GateSettings {
+        resources,
+        dra_drivers,
         scope: Scope { node_selector },
         startup,
         regate,
@@ -554,6 +564,8 @@ pub fn status_settings(args: &StatusArgs) -> Result<StatusSettings, ConfigError>
 
 mod conditions;
 pub use conditions::RawRule;
+mod devices;
+pub use devices::{RawCriticalResource, RawDraDriver};
 pub mod check;
 pub mod load;
 mod members;

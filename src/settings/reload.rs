@@ -12,7 +12,8 @@
 //! entrances' switches, `dryRun`) keep their start values; changing one is
 //! applied with a warning naming it ([`Reloaded::needs_restart`]).
 //! `criticalPods` needs watches set up at start: a file that changes it is
-//! refused whole. A managed taint the new file drops stays managed (removed,
+//! refused whole; so is one that sets `draDrivers` when nodegate started
+//! without it (the ResourceSlice watch starts only with it). A managed taint the new file drops stays managed (removed,
 //! never added) until a restart ([`retire_dropped_taints`]).
 
 use std::path::{Path, PathBuf};
@@ -51,6 +52,13 @@ pub fn decide(
             "{origin}: criticalPods changed, and that key needs a restart (the watches of \
              critical pods are set up at start); the file was not applied: restore the \
              criticalPods in force, or restart nodegate to apply it"
+        ));
+    }
+    if started.gate.dra_drivers.is_empty() && !new.gate.dra_drivers.is_empty() {
+        return Err(format!(
+            "{origin}: draDrivers is set, and nodegate started without it, so it does not \
+             watch ResourceSlices; the file was not applied: remove draDrivers, or restart \
+             nodegate to apply it"
         ));
     }
     let needs_restart = restart_only_changes(started, &new);

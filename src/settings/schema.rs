@@ -27,6 +27,10 @@ use super::table::{GateFlags, RunFlags, definitions};
 const LABEL: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 /// A label or annotation key: an optional DNS subdomain prefix and a name.
 const KEY: &str = r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?";
+/// A DNS subdomain (a DRA driver's name; its length is checked apart).
+const SUBDOMAIN: &str = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+/// A qualified name with a domain prefix (an extended resource's name).
+const PREFIXED_KEY: &str = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?";
 /// A label value (possibly empty).
 const VALUE: &str = "([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?";
 /// The units humantime (and so every DURATION flag) reads.
@@ -230,6 +234,20 @@ fn file_only(key: &str) -> Value {
             json!({
                 "type": {"type": "string", "minLength": 1},
                 "status": {"type": "string", "minLength": 1},
+                "nodeSelector": node_selector(),
+            }),
+        ),
+        "criticalResources" => object(
+            &["resource"],
+            json!({
+                "resource": {"type": "string", "pattern": format!("^{PREFIXED_KEY}$")},
+                "nodeSelector": node_selector(),
+            }),
+        ),
+        "draDrivers" => object(
+            &["driver"],
+            json!({
+                "driver": {"type": "string", "maxLength": 63, "pattern": format!("^{SUBDOMAIN}$")},
                 "nodeSelector": node_selector(),
             }),
         ),

@@ -22,7 +22,10 @@ use nodegate_core::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
 use nodegate_core::regate::DEFAULT_REGATE_TAINT_KEY;
 
 use super::cli::LogFormat;
-use super::config::{FileSelector, RawCriticalCondition, RawCriticalPod, RawRule, TaintFor};
+use super::config::{
+    FileSelector, RawCriticalCondition, RawCriticalPod, RawCriticalResource, RawDraDriver, RawRule,
+    TaintFor,
+};
 use super::define::Setting;
 
 settings! {
@@ -332,6 +335,17 @@ settings! {
         /// Rules that put a taint on nodes matching conditions (semantics.md §6.5).
         condition_taints: Vec<RawRule> => "conditionTaints" {
             docs: "none", helm: "config.conditionTaints", reload: live,
+        }
+        /// Extended resources a node must report allocatable, waited for
+        /// like members (semantics.md §6.8).
+        critical_resources: Vec<RawCriticalResource> => "criticalResources" {
+            docs: "none", helm: "config.criticalResources", reload: live,
+        }
+        /// DRA drivers whose ResourceSlice pools for a node must be
+        /// complete, waited for like members (semantics.md §6.8). The
+        /// ResourceSlice watch runs only when this is set at start.
+        dra_drivers: Vec<RawDraDriver> => "draDrivers" {
+            docs: "none", helm: "config.draDrivers", reload: live,
         }
     }
 }

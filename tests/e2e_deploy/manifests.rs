@@ -738,3 +738,62 @@ fn the_pods_tolerate_every_taint_nodegate_may_add() {
     );
     assert_accepted("helm chart (conditionTaints)", &args);
 }
+
+/// The ClusterRole rules for `resourceslices`, in every ClusterRole of `objs`.
+fn resourceslice_rules(objs: &[Value]) -> Vec<Value> {
+    objs.iter()
+        .filter(|o| o["kind"] == "ClusterRole")
+        .flat_map(|o| o["rules"].as_array().cloned().unwrap_or_default())
+        .filter(|r| {
+            r["resources"]
+                .as_array()
+                .is_some_and(|rs| rs.iter().any(|x| x == "resourceslices"))
+        })
+        .collect()
+}
+
+/// `draDrivers` (semantics.md §6.8): the chart grants list and watch on
+/// ResourceSlices, and writes the key to its ConfigMap, only when it is set;
+/// the kustomize base never grants them, its `dra-drivers` component grants
+/// exactly what the chart does.
+#[test]
+fn resourceslices_are_granted_only_with_dra_drivers() {
+    assert_eq!(
+        resourceslice_rules(&objects(&helm_template(&[]))),
+        Vec::<Value>::new()
+    );
+    assert_eq!(
+        resourceslice_rules(&objects(&kustomize("deploy/kustomize/base"))),
+        Vec::<Value>::new()
+    );
+    let chart = objects(&helm_template(&[
+        "--set-json",
+        r#"config.draDrivers=[{"driver":"gpu.nvidia.com","nodeSelector":"nvidia.com/gpu.present=true"}]"#,
+        "--set-json",
+        r#"config.criticalResources=[{"resource":"nvidia.com/gpu"}]"#,
+    ]));
+    let want = vec![json!({
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["resourceslices"],
+        "verbs": ["list", "watch"],
+    })];
+    assert_eq!(resourceslice_rules(&chart), want);
+    let config = find(&chart, "ConfigMap")["data"]["config.yaml"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let file: Value = serde_saphyr::from_str(&config).expect("config.yaml parses");
+    assert_eq!(
+        file["draDrivers"][0]["driver"], "gpu.nvidia.com",
+        "{config}"
+    );
+    assert_eq!(
+        file["criticalResources"][0]["resource"], "nvidia.com/gpu",
+        "{config}"
+    );
+    let component = std::fs::read_to_string(
+        repo_root().join("deploy/kustomize/components/dra-drivers/rbac.yaml"),
+    )
+    .expect("the dra-drivers component's rbac.yaml");
+    assert_eq!(resourceslice_rules(&objects(&component)), want);
+}

@@ -20,6 +20,7 @@ pub mod annotations;
 pub mod budget;
 pub mod conditions;
 pub mod deciders;
+pub mod devices;
 pub mod entrance;
 pub mod gate;
 pub mod journal;

@@ -199,6 +199,31 @@ pub struct NodeInfo {
     /// seen no CSINode for it (semantics.md §6.7, `nodegate.dev/csi-driver`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csi_drivers: Option<Vec<String>>,
+    /// The node's allocatable extended resources (names with a domain
+    /// prefix, such as `nvidia.com/gpu`), each quantity as written: what
+    /// `criticalResources` reads (semantics.md §6.8).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extended_allocatable: BTreeMap<String, String>,
+    /// The ResourceSlices published for this node (`spec.nodeName`), by
+    /// name, from the ResourceSlice watch that runs while `draDrivers` is
+    /// configured: what `draDrivers` reads (semantics.md §6.8).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_slices: Vec<SliceInfo>,
+}
+
+/// What a DRA driver's pool completeness needs of one ResourceSlice local
+/// to a node (resource.k8s.io/v1): its name, driver and `spec.pool`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SliceInfo {
+    pub name: String,
+    pub driver: String,
+    /// `spec.pool.name`.
+    pub pool: String,
+    /// `spec.pool.generation`.
+    pub generation: i64,
+    /// `spec.pool.resourceSliceCount`: how many slices the pool has at
+    /// this generation.
+    pub slice_count: i64,
 }
 
 impl NodeInfo {

@@ -29,6 +29,7 @@ use crate::selector::LabelSelector;
 mod regate;
 pub use regate::{BrokenMember, RegateReport};
 mod conditions;
+mod devices;
 mod words;
 pub use conditions::RuleRow;
 pub use words::{describe_waiting, expected_reason, verdict};
@@ -67,6 +68,9 @@ pub struct Report {
     pub critical_pods: Vec<MemberRow>,
     /// `criticalConditions` members, in configuration order.
     pub conditions: Vec<MemberRow>,
+    /// `criticalResources` then `draDrivers` members, each in
+    /// configuration order (semantics.md §6.8).
+    pub devices: Vec<MemberRow>,
     /// Each `conditionTaints` rule's verdict for the node, in
     /// configuration order.
     pub condition_taints: Vec<RuleRow>,
@@ -254,6 +258,7 @@ fn build_for(
         .iter()
         .map(|c| conditions::condition_row(state, c))
         .collect();
+    let devices = devices::device_rows(state, cfg);
 
     let gated = is_gated(state);
     let node_not_ready = state.node_wait_reason();
@@ -262,6 +267,7 @@ fn build_for(
         .iter()
         .chain(&critical_pods)
         .chain(&conditions)
+        .chain(&devices)
         .filter(|r| r.expected && r.ready != Some(true))
         .collect();
     Report {
@@ -279,6 +285,7 @@ fn build_for(
         critical_pods,
         regate: regate::regate_report(node, state, cfg, now),
         conditions,
+        devices,
         condition_taints: conditions::rule_rows(node, cfg, now),
     }
 }

@@ -19,6 +19,8 @@ use crate::cluster::client::{Connection, client_impersonating};
 use crate::error::{Error, Result};
 use crate::settings::config::RunSettings;
 
+mod devices;
+
 /// The label on the ClusterRoleBindings that grant nodegate's writes (the
 /// admission policy's parameters).
 const POLICY_SUBJECT_LABEL: &str = "nodegate.dev/policy-subject=true";
@@ -83,6 +85,7 @@ pub async fn check(
     namespaces(client, s, &mut out).await?;
     excluded(client, s, &mut out).await?;
     critical_pods(client, s, &mut out).await?;
+    devices::devices(client, s, &managed, &mut out).await?;
     taints(client, conn, s, &managed, &mut out).await?;
     Ok(out)
 }

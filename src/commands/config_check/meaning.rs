@@ -66,6 +66,16 @@ pub fn of(s: &RunSettings) -> Value {
             "nodeSelector": c.node_selector.as_ref().map_or(every("gated node"), |s| s.to_string().into()),
         })).collect::<Vec<_>>(),
         "conditionTaints": g.condition_taints.iter().map(rule).collect::<Vec<_>>(),
+        "criticalResources": g.resources.iter().map(|r| json!({
+            "member": format!("resource:{}", r.resource),
+            "resource": r.resource,
+            "nodeSelector": r.node_selector.as_ref().map_or(every("gated node"), |s| s.to_string().into()),
+        })).collect::<Vec<_>>(),
+        "draDrivers": g.dra_drivers.iter().map(|d| json!({
+            "member": format!("dra:{}", d.driver),
+            "driver": d.driver,
+            "nodeSelector": d.node_selector.as_ref().map_or(every("gated node"), |s| s.to_string().into()),
+        })).collect::<Vec<_>>(),
         "leaderElect": s.leader_election.enabled,
         "httpAddr": s.http_addr.to_string(),
         "debugAddr": s.debug_addr.map_or("(off)".to_string(), |a| a.to_string()),

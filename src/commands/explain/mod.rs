@@ -142,7 +142,16 @@ pub async fn gather(
     now: Timestamp,
 ) -> Result<ClusterView> {
     let mut warnings = Vec::new();
-    let node = read_node(client, node_name, &mut warnings).await?;
+    let mut node = read_node(client, node_name, &mut warnings).await?;
+    if !settings.dra_drivers.is_empty() {
+        match crate::cluster::slices::slices_of(client, node_name).await {
+            Ok(slices) => node.resource_slices = slices,
+            Err(e) => warnings.push(format!(
+                "cannot list the node's ResourceSlices ({e}); DRA drivers are shown as having \
+                 published none"
+            )),
+        }
+    }
     let daemonsets = read_daemonsets(client, &mut warnings).await?;
     let pods_api: Api<Pod> = Api::all(client.clone());
     let (pods, details) = read_pods_on_node(&pods_api, node_name).await?;

@@ -77,6 +77,16 @@ impl Metrics {
                 namespace: String::new(),
                 name: type_.clone(),
             }),
+            MemberId::Resource(name) => Some(BlockerLabels {
+                kind: "resource",
+                namespace: String::new(),
+                name: name.clone(),
+            }),
+            MemberId::Dra(driver) => Some(BlockerLabels {
+                kind: "dra_driver",
+                namespace: String::new(),
+                name: driver.clone(),
+            }),
         }
     }
 

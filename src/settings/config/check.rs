@@ -26,6 +26,7 @@ pub fn check_file(args: &RunArgs) -> Result<RunSettings, Vec<ConfigError>> {
     if let Some(mut f) = fresh() {
         // The gate's keys without the lists checked apart below.
         (f.critical_pods, f.critical_conditions, f.condition_taints) = (None, None, None);
+        (f.critical_resources, f.dra_drivers) = (None, None);
         more.push(gate_settings(&args.gate, &mut f).err());
     }
     if let Some(mut f) = fresh() {
@@ -36,6 +37,8 @@ pub fn check_file(args: &RunArgs) -> Result<RunSettings, Vec<ConfigError>> {
             f.condition_taints.take(),
         );
         f.suspend = None;
+        more.push(devices::critical_resources(f.critical_resources.take()).err());
+        more.push(devices::dra_drivers(f.dra_drivers.take()).err());
         more.push(critical_pods(pods.unwrap_or_default()).err());
         more.push(conditions::critical_conditions(conds).err());
         let managed = managed_taints(&GateGiven::defaults().taints).unwrap_or_default();

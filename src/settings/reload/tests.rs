@@ -115,6 +115,24 @@ fn changing_critical_pods_is_refused_as_needing_a_restart() {
 }
 
 #[test]
+fn dra_drivers_are_refused_only_when_started_without_them() {
+    let gpu = "draDrivers:\n- driver: gpu.nvidia.com\n";
+    let s = started("timeout: 60s\n", &[]);
+    let err = reload(&s, gpu).expect_err("no ResourceSlice watch");
+    assert!(
+        err.contains("draDrivers") && err.contains("restart"),
+        "{err}"
+    );
+    // Started with them, the watch runs: the list may change, or go.
+    let s = started(gpu, &[]);
+    let r = reload(&s, "draDrivers:\n- driver: tpu.example.com\n").expect("valid");
+    assert_eq!(r.config.dra_drivers[0].driver, "tpu.example.com");
+    let r = reload(&s, "criticalResources:\n- resource: nvidia.com/gpu\n").expect("valid");
+    assert!(r.config.dra_drivers.is_empty());
+    assert_eq!(r.config.resources[0].resource, "nvidia.com/gpu");
+}
+
+#[test]
 fn restart_only_keys_are_named_and_keep_their_start_values() {
     let s = started("timeout: 60s\n", &[]);
     let r = reload(

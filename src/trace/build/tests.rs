@@ -320,3 +320,28 @@ fn a_gate_opened_by_an_untaint_whose_answer_was_lost_ends_at_that_untaints_opene
     assert_eq!(sent, [ts(1), ts(5)], "{:#?}", g.journal);
     assert_eq!(g.trace().root.end, ts(1), "the opened-at the node shows");
 }
+
+#[test]
+fn device_members_are_spans_of_their_own_kind() {
+    use nodegate_core::devices::CriticalResource;
+    let mut g = Gate::new(GateConfig {
+        resources: vec![CriticalResource {
+            resource: "nvidia.com/gpu".into(),
+            node_selector: None,
+        }],
+        ..GateConfig::default()
+    });
+    g.feed(1, Input::snapshot(gated(0), vec![], vec![]));
+    let mut node: NodeInfo = gated(0);
+    node.extended_allocatable
+        .insert("nvidia.com/gpu".into(), "8".into());
+    node.resource_version = "2".into();
+    g.feed(4, Input::NodeChanged(node.into()));
+    g.feed(4, Input::PatchResult(PatchOutcome::Applied));
+
+    let t = g.trace();
+    let span = member(&t, "resource:nvidia.com/gpu");
+    assert_eq!(str_attr(span, "nodegate.member.kind"), "extended_resource");
+    assert_eq!(span.end, ts(4), "Ready when the gate saw it");
+    assert_eq!(span.error, None);
+}

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::conditions::CriticalCondition;
 use crate::conditions::rules::ConditionTaintRule;
+use crate::devices::{CriticalResource, DraDriver};
 use crate::entrance::Scope;
 use crate::model::NodeInfo;
 use crate::placement::PlacementConfig;
@@ -84,6 +85,12 @@ pub struct GateConfig {
     /// conditions (semantics.md §6.5). Not read by the gates; carried here
     /// so that the rules are reloaded with the rest of the configuration.
     pub condition_taints: Vec<ConditionTaintRule>,
+    /// `criticalResources`: extended resources the node must report
+    /// allocatable, waited for like members (semantics.md §6.8).
+    pub resources: Vec<CriticalResource>,
+    /// `draDrivers`: DRA drivers whose ResourceSlice pools for the node
+    /// must be complete, waited for like members (semantics.md §6.8).
+    pub dra_drivers: Vec<DraDriver>,
     /// `None` means no deadline (`--timeout 0`).
     pub timeout: Option<Duration>,
     /// `--schedule-timeout`: the earlier deadline for members that never
@@ -152,6 +159,8 @@ impl Default for GateConfig {
             critical: Vec::new(),
             conditions: Vec::new(),
             condition_taints: Vec::new(),
+            resources: Vec::new(),
+            dra_drivers: Vec::new(),
             timeout: Some(DEFAULT_TIMEOUT),
             schedule_timeout: None,
             on_timeout: OnTimeout::Open,

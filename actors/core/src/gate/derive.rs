@@ -7,6 +7,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use super::config::GateConfig;
+use super::devices;
 use super::member::{Blocker, Expectation, Member, MemberId, Readiness};
 use super::state::GateState;
 use crate::conditions::CriticalCondition;
@@ -57,6 +58,18 @@ pub(super) fn derive_all(
             condition_member(node, cond),
         );
     }
+    for r in &cfg.resources {
+        out.insert(
+            MemberId::Resource(r.resource.clone()),
+            devices::resource_member(node, r),
+        );
+    }
+    for d in &cfg.dra_drivers {
+        out.insert(
+            MemberId::Dra(d.driver.clone()),
+            devices::dra_member(node, d),
+        );
+    }
     out
 }
 
@@ -83,6 +96,7 @@ pub(super) fn derive_member(
             .iter()
             .find(|c| c.type_ == *type_)
             .map(|c| condition_member(node, c)),
+        MemberId::Resource(_) | MemberId::Dra(_) => devices::member(id, node, cfg),
     }
 }
 
@@ -97,6 +111,9 @@ pub(super) fn derive_readiness(
         let cond = cfg.conditions.iter().find(|c| c.type_ == *type_)?;
         return Some(condition_readiness(state.node.as_ref()?, cond));
     }
+    if let MemberId::Resource(_) | MemberId::Dra(_) = id {
+        return devices::member(id, state.node.as_ref()?, cfg)?.readiness;
+    }
     Some(match (id, member_state(id, state, cfg, now)?) {
         (MemberId::Critical(name), member) => {
             let entry = cfg.critical.iter().find(|e| e.name == *name)?;
@@ -110,7 +127,7 @@ pub(super) fn derive_readiness(
                 Readiness::from_member_state(member),
             )
         }
-        (MemberId::Condition(_), _) => return None,
+        (MemberId::Condition(_) | MemberId::Resource(_) | MemberId::Dra(_), _) => return None,
     })
 }
 
@@ -165,7 +182,7 @@ fn member_state(
         MemberId::Critical(name) => {
             readiness::critical_member(cfg.critical.iter().find(|e| e.name == *name)?, pods, now)
         }
-        MemberId::Condition(_) => return None,
+        MemberId::Condition(_) | MemberId::Resource(_) | MemberId::Dra(_) => return None,
     })
 }
 
@@ -218,9 +235,9 @@ fn critical_member(
     }
 }
 
-/// A critical-pod entry or condition whose node selector the node does not
-/// match (`what` names which).
-fn selector_mismatch(what: &str, selector: Option<&LabelSelector>) -> Member {
+/// A critical-pod entry, condition or device whose node selector the node
+/// does not match (`what` names which).
+pub(super) fn selector_mismatch(what: &str, selector: Option<&LabelSelector>) -> Member {
     let selector = selector.map(ToString::to_string).unwrap_or_default();
     Member {
         expectation: Expectation::NotExpected {

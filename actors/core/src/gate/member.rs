@@ -21,7 +21,17 @@ pub enum MemberId {
     Critical(String),
     /// A `criticalConditions` entry, by condition type (`condition:TYPE`).
     Condition(String),
+    /// A `criticalResources` entry, by resource name
+    /// (`resource:nvidia.com/gpu`).
+    Resource(String),
+    /// A `draDrivers` entry, by driver name (`dra:gpu.nvidia.com`).
+    Dra(String),
 }
+
+/// How a `criticalResources` member's id starts.
+const RESOURCE_PREFIX: &str = "resource:";
+/// How a `draDrivers` member's id starts.
+const DRA_PREFIX: &str = "dra:";
 
 impl MemberId {
     pub fn daemonset(ds: &DaemonSetInfo) -> Self {
@@ -35,6 +45,8 @@ impl fmt::Display for MemberId {
             MemberId::DaemonSet(key) => f.write_str(key),
             MemberId::Critical(name) => write!(f, "critical:{name}"),
             MemberId::Condition(type_) => write!(f, "condition:{type_}"),
+            MemberId::Resource(name) => write!(f, "{RESOURCE_PREFIX}{name}"),
+            MemberId::Dra(driver) => write!(f, "{DRA_PREFIX}{driver}"),
         }
     }
 }
@@ -42,6 +54,14 @@ impl fmt::Display for MemberId {
 impl std::str::FromStr for MemberId {
     type Err = std::convert::Infallible;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // A colon appears in no namespace, so no DaemonSet key has these
+        // prefixes.
+        if let Some(name) = s.strip_prefix(RESOURCE_PREFIX) {
+            return Ok(MemberId::Resource(name.to_string()));
+        }
+        if let Some(driver) = s.strip_prefix(DRA_PREFIX) {
+            return Ok(MemberId::Dra(driver.to_string()));
+        }
         Ok(
             match (s.strip_prefix("critical:"), s.strip_prefix("condition:")) {
                 (Some(name), _) => MemberId::Critical(name.to_string()),

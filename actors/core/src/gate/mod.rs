@@ -32,6 +32,7 @@ mod apply;
 mod condition;
 mod config;
 mod derive;
+mod devices;
 mod effect;
 mod event;
 mod event_effects;

@@ -77,6 +77,8 @@ enum MemberKind {
     DaemonSet,
     Critical,
     Condition,
+    Resource,
+    Dra,
 }
 
 /// A time as nanoseconds since the Unix epoch; `NONE` for an absent one.
@@ -160,6 +162,8 @@ impl Strings {
             MemberId::DaemonSet(n) => (MemberKind::DaemonSet, n),
             MemberId::Critical(n) => (MemberKind::Critical, n),
             MemberId::Condition(n) => (MemberKind::Condition, n),
+            MemberId::Resource(n) => (MemberKind::Resource, n),
+            MemberId::Dra(n) => (MemberKind::Dra, n),
         };
         Some(Member {
             kind,
@@ -173,6 +177,8 @@ impl Strings {
             MemberKind::DaemonSet => MemberId::DaemonSet(name),
             MemberKind::Critical => MemberId::Critical(name),
             MemberKind::Condition => MemberId::Condition(name),
+            MemberKind::Resource => MemberId::Resource(name),
+            MemberKind::Dra => MemberId::Dra(name),
         }
     }
 

@@ -16,6 +16,7 @@ mod gate_support;
 mod clock_skew;
 mod conditions;
 mod deadline;
+mod devices;
 mod dry_run;
 mod expected_set;
 mod external;

@@ -77,6 +77,11 @@ pub fn required(s: &RunSettings, lease_namespace: &str) -> Vec<Access> {
         Access::new("watch", "storage.k8s.io", "csinodes"),
         Access::new("create", "events.k8s.io", "events").within(EVENTS_NAMESPACE, None),
     ];
+    if !s.gate.dra_drivers.is_empty() {
+        // draDrivers: the ResourceSlice watch, which runs only with it.
+        out.push(Access::new("list", "resource.k8s.io", "resourceslices"));
+        out.push(Access::new("watch", "resource.k8s.io", "resourceslices"));
+    }
     let le = &s.leader_election;
     if le.enabled {
         let lease = Some(le.lease_name.as_str());

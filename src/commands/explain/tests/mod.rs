@@ -30,6 +30,8 @@ fn settings() -> GateSettings {
         regate: None,
         conditions: Vec::new(),
         condition_taints: Vec::new(),
+        resources: Vec::new(),
+        dra_drivers: Vec::new(),
         max_unavailable: None,
     }
 }

@@ -251,3 +251,43 @@ fn condition_members_and_rule_verdicts_have_their_own_sections() {
     );
     assert!(text.contains("Preempted=True matches \"True\""), "{text}");
 }
+
+#[test]
+fn device_members_have_their_own_section_with_what_each_waits_for() {
+    use nodegate_core::devices::{CriticalResource, DraDriver};
+    use nodegate_core::selector::LabelSelector;
+    let mut s = settings();
+    s.resources = vec![CriticalResource {
+        resource: "nvidia.com/gpu".into(),
+        node_selector: None,
+    }];
+    s.dra_drivers = vec![DraDriver {
+        driver: "gpu.nvidia.com".into(),
+        node_selector: Some(LabelSelector::parse("gpu=true").unwrap()),
+    }];
+    let node = mk_node("n", &[], vec![taint(GATE, "NoSchedule")]);
+    let r = build_report(&view(node, vec![], vec![]), &s, ts(NOW));
+    assert_eq!(r.devices.len(), 2);
+    assert_eq!(r.expected_members, 1, "the DRA driver is for gpu=true only");
+    let text = render_table(&r, 100);
+    assert!(text.contains("\nDEVICE "), "{text}");
+    let row = |label: &str| {
+        text.lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} row:\n{text}"))
+            .to_string()
+    };
+    let gpu = row("resource:nvidia.com/gpu");
+    assert!(
+        gpu.contains("yes") && gpu.contains("no allocatable nvidia.com/gpu"),
+        "{text}"
+    );
+    let dra = row("dra:gpu.nvidia.com");
+    assert!(dra.contains("node selector"), "{text}");
+    assert_eq!(r.devices[1].reason_code, "node_selector");
+    assert!(
+        r.verdict.contains("resource:nvidia.com/gpu"),
+        "{}",
+        r.verdict
+    );
+}

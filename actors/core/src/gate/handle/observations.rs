@@ -237,6 +237,8 @@ fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (bool, bool) {
         gated_since,
         conditions,
         csi_drivers,
+        extended_allocatable,
+        resource_slices,
         ready,
         opened_at,
         suspended,
@@ -259,7 +261,9 @@ fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (bool, bool) {
         && *created == new.created
         && *gated_since == new.gated_since
         && *conditions == new.conditions
-        && *csi_drivers == new.csi_drivers;
+        && *csi_drivers == new.csi_drivers
+        && *extended_allocatable == new.extended_allocatable
+        && *resource_slices == new.resource_slices;
     let same_switches = *ready == new.ready
         && *opened_at == new.opened_at
         && *suspended == new.suspended

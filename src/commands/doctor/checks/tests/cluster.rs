@@ -288,6 +288,22 @@ fn rbac_asks_for_what_nodegate_does_and_names_what_is_denied() {
     }
     let no_lease = rbac::required(&settings(&[]), "ops");
     assert!(no_lease.iter().all(|a| a.resource != "leases"));
+    assert!(no_lease.iter().all(|a| a.resource != "resourceslices"));
+    let mut dra = settings(&[]);
+    dra.gate.dra_drivers = vec![nodegate_core::devices::DraDriver {
+        driver: "gpu.nvidia.com".into(),
+        node_selector: None,
+    }];
+    let described: Vec<String> = rbac::required(&dra, "ops")
+        .iter()
+        .map(Access::describe)
+        .collect();
+    for w in [
+        "list resourceslices.resource.k8s.io",
+        "watch resourceslices.resource.k8s.io",
+    ] {
+        assert!(described.iter().any(|d| d == w), "{w} not in {described:?}");
+    }
     assert!(no_lease.iter().all(|a| a.resource != "secrets"));
     let hook = settings(&[
         "--webhook-addr=127.0.0.1:9443",
