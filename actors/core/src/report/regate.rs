@@ -86,6 +86,10 @@ pub fn regate_report(
         Health::Regate(Trigger::Reboot { .. }) => {
             ("due for re-gating: it rebooted".to_string(), Vec::new())
         }
+        Health::Regate(Trigger::Announced(a)) => (
+            format!("due for re-gating before an announced reboot: {}", a.detail),
+            Vec::new(),
+        ),
     };
     Some(RegateReport {
         verdict,
