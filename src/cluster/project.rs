@@ -101,7 +101,8 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         reboot_pending: found
             .and_then(|a| a.get(annotations::REBOOT_PENDING))
             .map(|v| v.as_str().into()),
-        kured_rebooting: found.is_some_and(|a| a.contains_key(annotations::KURED_REBOOT_IN_PROGRESS)),
+        kured_rebooting: found
+            .is_some_and(|a| a.contains_key(nodegate_core::reboot::KURED_REBOOT_IN_PROGRESS)),
         awaiting_reboot: found
             .and_then(|a| a.get(annotations::AWAITING_REBOOT))
             .map(|v| v.as_str().into()),
@@ -186,7 +187,8 @@ pub fn daemonset(ds: &DaemonSet) -> Option<DaemonSetInfo> {
                 // kured's reboot lock too (semantics.md §6.8): only kured's
                 // own DaemonSet carries it.
                 .filter(|(k, _)| {
-                    k.starts_with(annotations::PREFIX) || *k == annotations::KURED_NODE_LOCK
+                    k.starts_with(annotations::PREFIX)
+                        || *k == nodegate_core::reboot::KURED_NODE_LOCK
                 })
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()

@@ -81,17 +81,6 @@ pub const CSI_DRIVER: &str = "nodegate.dev/csi-driver";
 /// semantics.md §6.7).
 pub const POD_READY: &str = "nodegate.dev/ready";
 
-// Written by kured (kubereboot/kured), read by nodegate.
-
-/// On kured's own DaemonSet: the reboot lock, JSON naming the node that
-/// holds it (`{"nodeID": ..., "created": ..., "TTL": ...}`, or with
-/// `--concurrency` above 1 `{"maxOwners": N, "locks": [...]}`).
-pub const KURED_NODE_LOCK: &str = "weave.works/kured-node-lock";
-
-/// On a Node, with kured's `--annotate-nodes`: the node needs a reboot and
-/// kured is working towards it (set before kured waits for its lock).
-pub const KURED_REBOOT_IN_PROGRESS: &str = "weave.works/kured-reboot-in-progress";
-
 // Not an annotation, but of the same family.
 
 /// The controller named as `reportingController` in the Events nodegate

@@ -24,6 +24,17 @@ use crate::annotations;
 use crate::gate::GateConfig;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
+/// On kured's own DaemonSet: kured's reboot lock, JSON naming the node
+/// that holds it (`{"nodeID": ..., "created": ..., "TTL": ...}`, or with
+/// kured's `--concurrency` above 1 `{"maxOwners": N, "locks": [...]}`).
+/// Written by kured (kubereboot/kured), read by nodegate.
+pub const KURED_NODE_LOCK: &str = "weave.works/kured-node-lock";
+
+/// On a Node, with kured's `--annotate-nodes`: the node needs a reboot and
+/// kured works towards it (set before kured waits for its lock, removed
+/// after the reboot).
+pub const KURED_REBOOT_IN_PROGRESS: &str = "weave.works/kured-reboot-in-progress";
+
 /// Where an announcement comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Source {
@@ -143,8 +154,7 @@ pub fn announced<'a>(
             source: Source::KuredLock,
             detail: format!(
                 "kured's lock ({} on {}) names the node",
-                annotations::KURED_NODE_LOCK,
-                cfg.kured_daemonset
+                KURED_NODE_LOCK, cfg.kured_daemonset
             ),
         });
     }
@@ -164,7 +174,7 @@ pub fn announced<'a>(
     if cfg.listens_to(Source::KuredAnnotation) && node.kured_rebooting {
         return Some(Announcement {
             source: Source::KuredAnnotation,
-            detail: format!("kured's {}", annotations::KURED_REBOOT_IN_PROGRESS),
+            detail: format!("kured's {}", KURED_REBOOT_IN_PROGRESS),
         });
     }
     None
@@ -181,7 +191,7 @@ pub fn kured_lock_of<'a>(
     let ds = daemonsets
         .into_iter()
         .find(|ds| ds.key() == cfg.kured_daemonset)?;
-    let raw = ds.annotations.get(annotations::KURED_NODE_LOCK)?;
+    let raw = ds.annotations.get(KURED_NODE_LOCK)?;
     Some(kured_lock_holders(raw, now))
 }
 
@@ -218,7 +228,7 @@ pub fn kured_lock_holders(raw: &str, now: Timestamp) -> Result<Vec<String>, Stri
     let lock: Lock = serde_json::from_str(raw).map_err(|e| {
         format!(
             "{} {raw:?} is not kured's lock JSON ({e}); the lock is ignored",
-            annotations::KURED_NODE_LOCK
+            KURED_NODE_LOCK
         )
     })?;
     let entries = match lock {
@@ -297,9 +307,10 @@ pub fn boot_of(node: &NodeInfo) -> &str {
 /// until the restarted kubelet writes it again. `members` are the expected
 /// DaemonSets whose readiness the gate counts as Ready.
 ///
-/// Only positive evidence holds a member: a Ready condition with a
-/// `lastTransitionTime` before the taint. Times are compared to the second,
-/// the precision the kubelet writes.
+/// Only positive evidence holds a member: every Ready condition of its
+/// pods with a `lastTransitionTime` no later than the taint. The kubelet
+/// writes whole seconds, so a transition in the taint's own second cannot
+/// be told from one before it, and holds.
 pub fn reboot_wait<'a>(
     node: &NodeInfo,
     members: impl IntoIterator<Item = &'a DaemonSetInfo>,
@@ -323,7 +334,7 @@ pub fn reboot_wait<'a>(
                 .filter(|p| p.controlled_by(ds) && !p.terminating && p.ready)
                 .filter_map(|p| p.ready_since)
                 .peekable();
-            ready.peek().is_some() && ready.all(|since| since < floor)
+            ready.peek().is_some() && ready.all(|since| since <= floor)
         })
         .map(|ds| ds.key())
         .collect();

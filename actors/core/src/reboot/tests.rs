@@ -7,7 +7,7 @@ fn kured_ds(lock: Option<&str>) -> Arc<DaemonSetInfo> {
     let mut ds = mk_ds("kube-system", "kured", Default::default());
     if let Some(lock) = lock {
         ds.annotations
-            .insert(annotations::KURED_NODE_LOCK.into(), lock.into());
+            .insert(crate::reboot::KURED_NODE_LOCK.into(), lock.into());
     }
     Arc::new(ds)
 }
@@ -180,8 +180,11 @@ fn the_gate_waits_for_a_new_boot_id_and_for_readiness_after_the_taint() {
     n.boot_id = Some("b2".into());
     let why = reboot_wait(&n, [&ds], &[ready(999)]).unwrap_or_default();
     assert!(why.contains("infra/cni"), "{why}");
-    // Ready again since the taint (to the second the kubelet writes): open.
-    assert_eq!(reboot_wait(&n, [&ds], &[ready(1000)]), None);
+    // Ready in the taint's own second (the kubelet writes whole seconds):
+    // it cannot be told from before, and holds.
+    assert!(reboot_wait(&n, [&ds], &[ready(1000)]).is_some());
+    // Ready again in a later second: open.
+    assert_eq!(reboot_wait(&n, [&ds], &[ready(1001)]), None);
     assert_eq!(reboot_wait(&n, [&ds], &[ready(1500)]), None);
     // A node that reported no boot id when re-gated: any id is a reboot.
     n.awaiting_reboot = Some("".into());

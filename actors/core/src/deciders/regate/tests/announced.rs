@@ -21,7 +21,7 @@ fn announced_run(lock: Option<&str>) -> Run {
     if let Some(lock) = lock {
         kured
             .annotations
-            .insert(annotations::KURED_NODE_LOCK.into(), lock.into());
+            .insert(crate::reboot::KURED_NODE_LOCK.into(), lock.into());
     }
     r.index.daemonsets.push(Arc::new(kured));
     r
