@@ -148,7 +148,7 @@ pub fn announced<'a>(
 ) -> Option<Announcement> {
     if cfg.listens_to(Source::KuredLock)
         && let Some(Ok(holders)) = kured_lock_of(cfg, daemonsets, now)
-        && holders.iter().any(|h| *h == node.name)
+        && holders.contains(&node.name)
     {
         return Some(Announcement {
             source: Source::KuredLock,

@@ -113,6 +113,8 @@ pub struct Regater {
     /// Removals of `nodegate.dev/awaiting-reboot` waiting for this replica
     /// to lead.
     forget_later: HashSet<String>,
+    /// The last unreadable kured lock warned about.
+    lock_warned: Option<String>,
 }
 
 impl Regater {

@@ -22,6 +22,7 @@ impl Regater {
             return None;
         }
         let now = cx.now.for_grace();
+        self.warn_unreadable_lock(daemonsets, cx, node, out);
         let announced = reboot::announced(node, &cfg.reboots, daemonsets, now);
         match reboot::before_reboot(node, cfg, announced) {
             BeforeReboot::Regate(a) => Some(Trigger::Announced(a)),
@@ -30,6 +31,29 @@ impl Regater {
                 None
             }
             BeforeReboot::Nothing => None,
+        }
+    }
+
+    /// A kured lock that is not kured's JSON announces nothing: said once
+    /// per value.
+    fn warn_unreadable_lock(
+        &mut self,
+        daemonsets: &[Arc<DaemonSetInfo>],
+        cx: &Context<'_>,
+        node: &NodeInfo,
+        out: &mut Vec<Effect>,
+    ) {
+        let cfg = &cx.config.reboots;
+        if !cfg.listens_to(reboot::Source::KuredLock) {
+            return;
+        }
+        let now = cx.now.for_grace();
+        if let Some(Err(e)) = reboot::kured_lock_of(cfg, daemonsets, now)
+            && self.lock_warned.as_ref() != Some(&e)
+        {
+            let message = format!("kured's lock on {}: {e}", cfg.kured_daemonset);
+            out.push(Effect::log(Level::Warn, &node.name, message));
+            self.lock_warned = Some(e);
         }
     }
 

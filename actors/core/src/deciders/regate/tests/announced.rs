@@ -181,3 +181,17 @@ fn a_new_leader_finds_the_announcement_acted_on_and_removes_a_withdrawn_one() {
     assert_eq!(w[0].node, "n2", "kured's lock still names n1");
     assert!(matches!(w[0].change, TaintChange::Annotate { .. }));
 }
+
+#[test]
+fn an_unreadable_lock_announces_nothing_and_is_warned_about_once() {
+    let mut r = announced_run(Some("k1"));
+    let mut g = Regater::new();
+    let n1 = booted(&mut r, "n1", "boot-1");
+    let out = upsert(&mut r, &mut g, n1.clone());
+    assert!(reads(&out).is_empty(), "{out:?}");
+    let warned = logs(&out, Level::Warn);
+    assert_eq!(warned.len(), 1, "{out:?}");
+    assert!(warned[0].contains("kube-system/kured"), "{warned:?}");
+    let out = upsert(&mut r, &mut g, at_version(n1, "2"));
+    assert!(logs(&out, Level::Warn).is_empty(), "{out:?}");
+}
