@@ -115,6 +115,10 @@ pub struct AnnouncedReboots {
     pub timeout: Option<Duration>,
 }
 
+/// How `nodegate.dev/regated-for` begins on a node re-gated before an
+/// announced reboot (then the source: `announced-reboot:kured-lock`).
+pub const REGATED_FOR_PREFIX: &str = "announced-reboot:";
+
 /// The default `--kured-daemonset`: kured's own default `--ds-namespace`
 /// and `--ds-name`.
 pub const DEFAULT_KURED_DAEMONSET: &str = "kube-system/kured";
@@ -301,8 +305,8 @@ pub fn boot_of(node: &NodeInfo) -> &str {
 }
 
 /// Why the gate of `node` must not open by readiness yet because of an
-/// announced reboot, if it must not: the node still reports the boot id it
-/// was re-gated in, or a member's Ready pods all turned Ready before the
+/// announced reboot, if it must not (only for a node whose last re-gate
+/// was for one): the node still reports the boot id it was re-gated in, or a member's Ready pods all turned Ready before the
 /// taint went on (`gated-since`) — their status is from before the reboot
 /// until the restarted kubelet writes it again. `members` are the expected
 /// DaemonSets whose readiness the gate counts as Ready.
@@ -317,6 +321,13 @@ pub fn reboot_wait<'a>(
     pods: impl IntoIterator<Item = &'a Arc<PodInfo>> + Clone,
 ) -> Option<String> {
     let awaited = node.awaiting_reboot.as_deref()?;
+    // A record left from an earlier announcement while the node was
+    // re-gated since for something else (its members, a reboot seen after
+    // the fact): not this gate's business.
+    let regated_for = node.regated_for.as_deref().unwrap_or("");
+    if !regated_for.starts_with(REGATED_FOR_PREFIX) {
+        return None;
+    }
     if boot_of(node) == awaited {
         let shown = if awaited.is_empty() { "none" } else { awaited };
         return Some(format!(

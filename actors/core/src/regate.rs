@@ -118,7 +118,9 @@ impl Trigger {
                 .collect::<Vec<_>>()
                 .join(","),
             Trigger::Reboot { .. } => "reboot".to_string(),
-            Trigger::Announced(a) => format!("announced-reboot:{}", a.source),
+            Trigger::Announced(a) => {
+                format!("{}{}", crate::reboot::REGATED_FOR_PREFIX, a.source)
+            }
         }
     }
 

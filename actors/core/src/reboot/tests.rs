@@ -173,6 +173,11 @@ fn the_gate_waits_for_a_new_boot_id_and_for_readiness_after_the_taint() {
     // Not re-gated before a reboot: no hold at all.
     assert_eq!(reboot_wait(&n, [&ds], &[ready(10)]), None);
     n.awaiting_reboot = Some("b1".into());
+    // A record left from an earlier announcement on a node re-gated since
+    // for its members: not held by it.
+    n.regated_for = Some("infra/csi".into());
+    assert_eq!(reboot_wait(&n, [&ds], &[ready(10)]), None);
+    n.regated_for = Some("announced-reboot:annotation".into());
     // The same boot: held, whatever the pods show.
     let why = reboot_wait(&n, [&ds], &[ready(2000)]).unwrap_or_default();
     assert!(why.contains("boot id b1"), "{why}");

@@ -42,6 +42,7 @@ fn reboot_cfg() -> GateConfig {
 fn announced_node(boot: &str, version: &str) -> NodeInfo {
     let mut n = node(vec![taint(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE)]);
     n.gated_since = Some(ts(TAINTED));
+    n.regated_for = Some("announced-reboot:kured-lock".into());
     n.awaiting_reboot = Some("boot-1".into());
     n.boot_id = Some(boot.into());
     n.resource_version = version.into();
