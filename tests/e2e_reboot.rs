@@ -4,7 +4,8 @@
 //! DaemonSet) gets the re-gate taint before the reboot; its gate does not
 //! open on the pods Ready from before, opens once the node reports a new
 //! boot id and its agent is Ready again, and opens by readiness when the
-//! announcement is withdrawn without a reboot. kured's lock goes around the
+//! announcement is withdrawn without a reboot; a nodegate restarted while
+//! the reboot is announced holds the same. kured's lock goes around the
 //! re-gating budget; a person's annotation does not.
 //!
 //! The reboot is simulated as a kubelet would show it: a new
@@ -154,26 +155,32 @@ async fn an_announced_reboot_taints_before_and_opens_only_after_the_reboot() {
     let env = Env::new("reboot-announced").await;
     create(&env, &agent("agent", "a")).await;
     healthy_node(&env, "r1", "a", "agent").await;
-    let ng = Nodegate::start(
-        &env.cluster,
-        &[
-            "--regate-after",
-            "1h",
-            "--reboot-announcements",
-            "annotation",
-            "--reboot-timeout",
-            "10m",
-        ],
-    );
-    let _ = ng.http_addr(Duration::from_secs(30));
+    let args = [
+        "--regate-after",
+        "1h",
+        "--reboot-announcements",
+        "annotation",
+        "--reboot-timeout",
+        "10m",
+    ];
+    let mut first = Nodegate::start(&env.cluster, &args);
+    let _ = first.http_addr(Duration::from_secs(30));
 
     // A person announces the reboot: the taint goes on before it.
     annotate_node(&env, "r1", "nodegate.dev/reboot-pending", Some("kernel")).await;
-    wait_regated(&env, &ng, "r1", "announced-reboot:annotation").await;
+    wait_regated(&env, &first, "r1", "announced-reboot:annotation").await;
     // The agent is Ready (from before): the gate holds, waiting for the
     // reboot.
-    wait_gate_says(&ng, "r1", "waiting for the announced reboot").await;
+    wait_gate_says(&first, "r1", "waiting for the announced reboot").await;
     assert!(degraded(&env, "r1").await, "opened before the reboot");
+
+    // nodegate restarts while the reboot is announced: the new process
+    // knows it from the node alone, and holds the same.
+    first.terminate(Duration::from_secs(20));
+    let ng = Nodegate::start(&env.cluster, &args);
+    let _ = ng.http_addr(Duration::from_secs(30));
+    wait_gate_says(&ng, "r1", "waiting for the announced reboot").await;
+    assert!(degraded(&env, "r1").await, "opened after the restart");
 
     // The reboot: a new boot id, the agent's status still from before.
     boot_id(&env, "r1", "boot-2").await;
