@@ -70,16 +70,29 @@ pub fn taint_write(w: &TaintWrite) -> json_patch::Patch {
             ];
             // The node has each annotation the removal changes (its record
             // of the taint): set in place, or removed.
-            for (k, v) in annotations {
-                let path = format!("/metadata/annotations/{}", pointer_segment(k));
-                ops.push(match v {
-                    Some(v) => json!({"op": "add", "path": path, "value": v}),
-                    None => json!({"op": "remove", "path": path}),
-                });
-            }
+            ops.extend(annotation_ops(annotations));
+            build(ops)
+        }
+        TaintChange::Annotate { annotations } => {
+            let mut ops = vec![test];
+            ops.extend(annotation_ops(annotations));
             build(ops)
         }
     }
+}
+
+/// Each annotation set in place (`Some`) or removed (`None`); the node has
+/// an annotations map, and each one removed.
+fn annotation_ops<'a>(
+    annotations: &'a [(&'static str, Option<String>)],
+) -> impl Iterator<Item = Value> + 'a {
+    annotations.iter().map(|(k, v)| {
+        let path = format!("/metadata/annotations/{}", pointer_segment(k));
+        match v {
+            Some(v) => json!({"op": "add", "path": path, "value": v}),
+            None => json!({"op": "remove", "path": path}),
+        }
+    })
 }
 
 /// Putting `taint` on a node read at `resource_version` with `existing`

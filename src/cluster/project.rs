@@ -101,6 +101,14 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         rule_taints: found
             .and_then(|a| a.get(annotations::CONDITION_TAINTS))
             .map(|v| v.as_str().into()),
+        reboot_pending: found
+            .and_then(|a| a.get(annotations::REBOOT_PENDING))
+            .map(|v| v.as_str().into()),
+        kured_rebooting: found
+            .is_some_and(|a| a.contains_key(nodegate_core::reboot::KURED_REBOOT_IN_PROGRESS)),
+        awaiting_reboot: found
+            .and_then(|a| a.get(annotations::AWAITING_REBOOT))
+            .map(|v| v.as_str().into()),
         boot_id: n
             .status
             .as_ref()
@@ -215,7 +223,12 @@ pub fn daemonset(ds: &DaemonSet) -> Option<DaemonSetInfo> {
         .as_ref()
         .map(|a| {
             a.iter()
-                .filter(|(k, _)| k.starts_with(annotations::PREFIX))
+                // kured's reboot lock too (semantics.md §6.10): only kured's
+                // own DaemonSet carries it.
+                .filter(|(k, _)| {
+                    k.starts_with(annotations::PREFIX)
+                        || *k == nodegate_core::reboot::KURED_NODE_LOCK
+                })
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
         })

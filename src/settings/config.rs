@@ -114,6 +114,8 @@ pub struct GateSettings {
     /// `--max-unavailable`: the cap on the nodes re-gating and the rules
     /// keep closed together; `None` at 100%.
     pub max_unavailable: Option<nodegate_core::budget::MaxUnavailable>,
+    /// `--reboot-announcements` and friends (semantics.md §6.10).
+    pub reboots: nodegate_core::reboot::AnnouncedReboots,
 }
 
 impl GateSettings {
@@ -144,6 +146,7 @@ impl GateSettings {
             regate: self.regate.clone(),
             max_unavailable: self.max_unavailable,
             node_condition: false,
+            reboots: self.reboots.clone(),
         }
     }
 }
@@ -272,6 +275,7 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
         .flatten();
 
     let regate = regate_settings(&given, &managed)?;
+    let reboots = reboot_settings(&given, regate.as_ref())?;
     if let Some(rc) = &regate {
         managed.push(rc.taint.clone());
     }
@@ -290,6 +294,7 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
         conditions,
         condition_taints,
         max_unavailable,
+        reboots,
         suspend: file.suspend.unwrap_or(false),
         placement: PlacementConfig {
             managed_taints: managed,
@@ -577,7 +582,7 @@ mod leader;
 pub use leader::check_lease_timings;
 use leader::leader_election;
 mod regate;
-use regate::regate_settings;
+use regate::{reboot_settings, regate_settings};
 mod startup;
 pub use startup::{TaintFor, TaintForRule};
 mod values;

@@ -19,6 +19,7 @@
 use nodegate_core::budget::MaxUnavailable;
 use nodegate_core::gate::{DEFAULT_TIMEOUT, OnTimeout};
 use nodegate_core::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
+use nodegate_core::reboot::{DEFAULT_KURED_DAEMONSET, DEFAULT_REBOOT_TIMEOUT};
 use nodegate_core::regate::DEFAULT_REGATE_TAINT_KEY;
 
 use super::cli::LogFormat;
@@ -130,6 +131,30 @@ settings! {
         regate_on_reboot: switch {
             flag: "regate-on-reboot", key: "regateOnReboot",
             docs: "off", helm: "config.regateOnReboot", reload: live,
+        }
+        /// Re-gate an open node before an announced reboot, from these sources
+        /// (comma-separated or repeated): annotation (nodegate.dev/reboot-pending),
+        /// kured-lock (kured's lock names the node; outside the re-gating budget),
+        /// kured-annotation (weave.works/kured-reboot-in-progress). Needs
+        /// --regate-after.
+        reboot_announcements: list {
+            flag: "reboot-announcements", value: "SOURCE[,SOURCE]", key: "rebootAnnouncements",
+            docs: "none (off)", helm: "config.rebootAnnouncements", reload: live,
+        }
+        /// kured's DaemonSet, whose weave.works/kured-node-lock annotation is
+        /// kured's reboot lock (--reboot-announcements kured-lock).
+        kured_daemonset: value(String) {
+            flag: "kured-daemonset", value: "NAMESPACE/NAME", key: "kuredDaemonset",
+            default: DEFAULT_KURED_DAEMONSET.to_string(),
+            helm: "config.kuredDaemonset", reload: live,
+        }
+        /// The deadline of a node re-gated before an announced reboot, counted
+        /// from the taint: the drain, the reboot and its agents starting again;
+        /// 0 uses --regate-timeout's.
+        reboot_timeout: value(String) {
+            flag: "reboot-timeout", value: "DURATION", key: "rebootTimeout",
+            default: format!("{}m", DEFAULT_REBOOT_TIMEOUT.as_secs() / 60),
+            helm: "config.rebootTimeout", reload: live,
         }
     }
     run RunFlags RunGiven RunSet {

@@ -37,7 +37,20 @@ pub const REGATED_FOR: &str = "nodegate.dev/regated-for";
 /// the rule's key is theirs).
 pub const CONDITION_TAINTS: &str = "nodegate.dev/condition-taints";
 
+/// The boot id (`status.nodeInfo.bootID`, empty if it reported none) the
+/// node had when nodegate put the re-gate taint on it because a reboot was
+/// announced (semantics.md §6.10): its gate holds until the node reports
+/// another one and its members are Ready after that. Removed by re-gating
+/// once no announcement stands and the node is open or did not reboot.
+pub const AWAITING_REBOOT: &str = "nodegate.dev/awaiting-reboot";
+
 // On a Node, set by people.
+
+/// Any value (a reason, say): a reboot of this node is coming; with
+/// `--reboot-announcements annotation` nodegate re-gates it before the
+/// reboot, within `--regate-max-unavailable` (semantics.md §6.10). Acted on
+/// once per announcement: remove it after the reboot.
+pub const REBOOT_PENDING: &str = "nodegate.dev/reboot-pending";
 
 /// `"true"`: the gate decides and journals but writes nothing for this node
 /// until the annotation goes (semantics.md §6.6).

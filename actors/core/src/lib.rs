@@ -27,6 +27,7 @@ pub mod journal;
 pub mod model;
 pub mod placement;
 pub mod readiness;
+pub mod reboot;
 pub mod regate;
 pub mod report;
 pub mod selector;

@@ -209,6 +209,17 @@ pub struct NodeInfo {
     /// configured: what `draDrivers` reads (semantics.md §6.8).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_slices: Vec<SliceInfo>,
+    /// `nodegate.dev/reboot-pending`, as written: a person announced a
+    /// reboot (semantics.md §6.10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reboot_pending: Option<Box<str>>,
+    /// kured's `weave.works/kured-reboot-in-progress` is there.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kured_rebooting: bool,
+    /// `nodegate.dev/awaiting-reboot`: the boot id nodegate re-gated the
+    /// node in, before an announced reboot (semantics.md §6.10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_reboot: Option<Box<str>>,
 }
 
 /// What a DRA driver's pool completeness needs of one ResourceSlice local
@@ -253,7 +264,8 @@ pub struct DaemonSetInfo {
     pub name: String,
     pub uid: String,
     pub labels: Labels,
-    /// Only the `nodegate.dev/*` annotations are kept.
+    /// Only the `nodegate.dev/*` annotations are kept, and kured's reboot
+    /// lock (`weave.works/kured-node-lock`, semantics.md §6.10).
     pub annotations: Labels,
     pub template: PodPlacement,
     pub min_ready_seconds: i32,

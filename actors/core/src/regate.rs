@@ -102,6 +102,9 @@ pub enum Trigger {
     Members(Vec<Broken>),
     /// `status.nodeInfo.bootID` changed (`--regate-on-reboot`).
     Reboot { from: String, to: String },
+    /// A reboot is announced and has not happened yet
+    /// (`--reboot-announcements`, semantics.md §6.10).
+    Announced(crate::reboot::Announcement),
 }
 
 impl Trigger {
@@ -115,15 +118,25 @@ impl Trigger {
                 .collect::<Vec<_>>()
                 .join(","),
             Trigger::Reboot { .. } => "reboot".to_string(),
+            Trigger::Announced(a) => {
+                format!("{}{}", crate::reboot::REGATED_FOR_PREFIX, a.source)
+            }
         }
     }
 
-    /// The metric label: `members` or `reboot`.
+    /// The metric label: `members`, `reboot` or `announced`.
     pub fn kind(&self) -> &'static str {
         match self {
             Trigger::Members(_) => "members",
             Trigger::Reboot { .. } => "reboot",
+            Trigger::Announced(_) => "announced",
         }
+    }
+
+    /// Whether acting on it goes around the budgets: only an announcement
+    /// from an orchestrator that bounds its own disruption.
+    pub fn bypasses_budget(&self) -> bool {
+        matches!(self, Trigger::Announced(a) if a.source.bypasses_budget())
     }
 }
 

@@ -125,3 +125,19 @@ fn removing_updates_the_record_of_the_rules_taints() {
     let p = remove(None);
     assert_eq!(p[4], json!({"op": "remove", "path": path}));
 }
+
+/// Re-gating's withdrawal of an announced reboot (semantics.md §6.10): the
+/// record removed, the resourceVersion tested, no taint touched.
+#[test]
+fn annotating_tests_the_version_and_touches_no_taint() {
+    let p = json(taint_write(&write(TaintChange::Annotate {
+        annotations: vec![("nodegate.dev/awaiting-reboot", None)],
+    })));
+    assert_eq!(
+        p,
+        json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": "42"},
+            {"op": "remove", "path": "/metadata/annotations/nodegate.dev~1awaiting-reboot"},
+        ])
+    );
+}

@@ -54,7 +54,7 @@ impl RegateMetrics {
         };
         registry.register(
             "regates",
-            "Open nodes nodegate re-gated, by trigger (members | reboot)",
+            "Open nodes nodegate re-gated, by trigger (members | reboot | announced: before an announced reboot)",
             m.regates.clone(),
         );
         registry.register(
@@ -87,7 +87,7 @@ impl RegateMetrics {
             "Seconds since each node carrying the re-gate taint was re-gated (nodegate.dev/gated-since); one series per re-gated node",
             m.regated_age.clone(),
         );
-        for trigger in ["members", "reboot"] {
+        for trigger in ["members", "reboot", "announced"] {
             m.regates.get_or_create_owned(&TriggerLabels { trigger });
         }
         m

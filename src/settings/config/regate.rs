@@ -5,6 +5,7 @@
 
 use nodegate_core::budget::MaxUnavailable;
 use nodegate_core::placement::{EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, ManagedTaint};
+use nodegate_core::reboot::{AnnouncedReboots, Source};
 use nodegate_core::regate::RegateConfig;
 
 use super::values::parse_duration;
@@ -85,4 +86,70 @@ fn regate_taint(s: &str, startup: &[ManagedTaint]) -> Result<ManagedTaint, Confi
         ));
     }
     Ok(taint)
+}
+
+/// `--reboot-announcements`, `--kured-daemonset`, `--reboot-timeout`
+/// (semantics.md §6.10): off (no source) by default. A source needs
+/// re-gating on (its taint and budget); the other two settings only matter
+/// with a source, and `--kured-daemonset` only with `kured-lock`.
+pub(super) fn reboot_settings(
+    given: &GateGiven,
+    regate: Option<&RegateConfig>,
+) -> Result<AnnouncedReboots, ConfigError> {
+    let mut sources = given
+        .reboot_announcements
+        .iter()
+        .flat_map(|e| e.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<Source>()
+                .map_err(|e| invalid(format!("--reboot-announcements {s:?}"), e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    sources.sort_unstable();
+    sources.dedup();
+    let set = &given.set;
+    if sources.is_empty() {
+        let named: Vec<&str> = [
+            (set.kured_daemonset, "--kured-daemonset"),
+            (set.reboot_timeout, "--reboot-timeout"),
+        ]
+        .into_iter()
+        .filter_map(|(set, flag)| set.then_some(flag))
+        .collect();
+        if !named.is_empty() {
+            return Err(invalid(
+                named.join(", "),
+                "no reboot announcement is listened to: set --reboot-announcements \
+                 (rebootAnnouncements), e.g. kured-lock",
+            ));
+        }
+        return Ok(AnnouncedReboots::default());
+    }
+    if regate.is_none() {
+        return Err(invalid(
+            "--reboot-announcements",
+            "re-gating is off, and a node is re-gated before its reboot with the re-gate \
+             taint: set --regate-after (regateAfter), e.g. 2m",
+        ));
+    }
+    let kured_daemonset = given.kured_daemonset.trim().to_string();
+    let valid = kured_daemonset
+        .split_once('/')
+        .is_some_and(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'));
+    if !valid {
+        return Err(invalid(
+            format!("--kured-daemonset {kured_daemonset:?}"),
+            "write kured's DaemonSet as NAMESPACE/NAME, e.g. kube-system/kured \
+             (kured's --ds-namespace and --ds-name)",
+        ));
+    }
+    let timeout =
+        Some(parse_duration("--reboot-timeout", &given.reboot_timeout)?).filter(|d| !d.is_zero());
+    Ok(AnnouncedReboots {
+        sources,
+        kured_daemonset,
+        timeout,
+    })
 }

@@ -175,6 +175,12 @@ pub enum TaintChange {
         taint: Taint,
         annotations: Vec<(&'static str, Option<String>)>,
     },
+    /// No taint: set each of `annotations` to its value (`None`: remove
+    /// it; the node has it). Re-gating's removal of
+    /// `nodegate.dev/awaiting-reboot` (semantics.md §6.10).
+    Annotate {
+        annotations: Vec<(&'static str, Option<String>)>,
+    },
 }
 
 /// How loud a [`Effect::Log`] line is.

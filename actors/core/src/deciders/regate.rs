@@ -41,6 +41,7 @@ use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
 use crate::model::{DaemonSetInfo, NodeInfo};
 use crate::regate::{self, Exhausted, Health, RegateConfig, Trigger, Watched};
 
+mod announced;
 mod budget;
 mod counts;
 
@@ -105,6 +106,15 @@ pub struct Regater {
     counts: Option<Counts>,
     /// The look-again time last asked for (by the grace's clock).
     asked: Option<Timestamp>,
+    /// Removals of `nodegate.dev/awaiting-reboot` out (semantics.md §6.10),
+    /// and those applied whose node the index shows at the version from
+    /// before the write: by node, the resourceVersion the write tested.
+    forgetting: HashMap<String, String>,
+    /// Removals of `nodegate.dev/awaiting-reboot` waiting for this replica
+    /// to lead.
+    forget_later: HashSet<String>,
+    /// The last unreadable kured lock warned about.
+    lock_warned: Option<String>,
 }
 
 impl Regater {
@@ -140,6 +150,8 @@ impl Regater {
         self.follower.remove(name);
         self.held.remove(name);
         self.refused.remove(name);
+        self.forgetting.remove(name);
+        self.forget_later.remove(name);
     }
 
     /// Looks at each of `names`, and acts on those due.
@@ -183,12 +195,18 @@ impl Regater {
             Some(_) | None => {}
         }
         let now = cx.now.for_grace();
-        let mut memory = self.watched.remove(name).unwrap_or_default();
-        let pods = cx.view.pods_on(name);
-        let health = regate::examine(&node, daemonsets, &pods, cx.config, &mut memory, now);
-        if !memory.is_empty() {
-            self.watched.insert(name.to_string(), memory);
-        }
+        let health = match self.announcement(&node, daemonsets, cx, out) {
+            Some(trigger) => Health::Regate(trigger),
+            None => {
+                let mut memory = self.watched.remove(name).unwrap_or_default();
+                let pods = cx.view.pods_on(name);
+                let health = regate::examine(&node, daemonsets, &pods, cx.config, &mut memory, now);
+                if !memory.is_empty() {
+                    self.watched.insert(name.to_string(), memory);
+                }
+                health
+            }
+        };
         if !matches!(health, Health::Regate(_)) || cx.config.suspend || node.suspended {
             // Not due (or not to be acted on): a read out is not written on.
             self.reading.remove(name);
@@ -266,7 +284,7 @@ impl Regater {
             self.follower.insert(name.to_string());
             return;
         }
-        match self.budget(rc, cx) {
+        match self.budget_for(&trigger, rc, cx) {
             Budget::Allows => {}
             Budget::Held => {
                 self.look_at.insert(name.to_string(), retry_after(now));
@@ -345,6 +363,9 @@ impl Regater {
         if write.origin != Origin::Regate {
             return Vec::new();
         }
+        if let TaintChange::Annotate { .. } = write.change {
+            return self.forgot(write, outcome, cx);
+        }
         let Some(due) = self.writing.remove(name) else {
             return Vec::new();
         };
@@ -366,9 +387,15 @@ impl Regater {
                     .insert(name.to_string(), [write.resource_version.clone(), indexed]);
                 self.look_at.remove(name);
                 self.budget_event.remove(name);
-                let note = format!(
-                    "nodegate put {taint} on the node: {why}; it opens again when they are Ready"
-                );
+                let note = match &due.trigger {
+                    Trigger::Announced(_) => format!(
+                        "nodegate put {taint} on the node before its reboot: {why}; it opens \
+                         again after the reboot, once its members are Ready again"
+                    ),
+                    _ => format!(
+                        "nodegate put {taint} on the node: {why}; it opens again when they are Ready"
+                    ),
+                };
                 let event = NodeEvent::new(
                     name,
                     &write.uid,
@@ -492,7 +519,9 @@ impl Decider for Regater {
             }
             Input::MayWrite => {
                 let mut waiting: Vec<String> = self.follower.drain().collect();
+                waiting.extend(self.forget_later.drain());
                 waiting.sort_unstable();
+                waiting.dedup();
                 self.looks(waiting, cx, &mut out);
             }
             Input::NodeRead { node, read } => out = self.read(&node, read, cx),
@@ -511,13 +540,19 @@ impl Decider for Regater {
 
 /// The write that re-gates `node` as the fresh read shows it.
 fn regate_write(node: &NodeInfo, rc: &RegateConfig, due: &Due) -> TaintWrite {
-    let annotations = vec![
+    let mut annotations = vec![
         (
             annotations::GATED_SINCE,
             annotation_time(due.at).to_string(),
         ),
         (annotations::REGATED_FOR, due.trigger.annotation()),
     ];
+    if let Trigger::Announced(_) = due.trigger {
+        // The boot the node is in as the fresh read shows it: its gate
+        // holds until it reports another (semantics.md §6.10).
+        let boot = crate::reboot::boot_of(node).to_string();
+        annotations.push((annotations::AWAITING_REBOOT, boot));
+    }
     TaintWrite {
         origin: Origin::Regate,
         node: node.name.clone(),
@@ -549,6 +584,7 @@ pub fn words(trigger: &Trigger, now: Timestamp) -> String {
             regate::describe(m, now)
         ),
         Trigger::Reboot { from, to } => format!("the node rebooted (boot id {from} is now {to})"),
+        Trigger::Announced(a) => format!("a reboot is announced: {}", a.detail),
     }
 }
 

@@ -113,6 +113,9 @@ pub struct GateConfig {
     ///
     /// [`OPEN_CONDITION`]: super::OPEN_CONDITION
     pub node_condition: bool,
+    /// `--reboot-announcements` and friends: re-gating before an announced
+    /// reboot (semantics.md §6.10). Off by default.
+    pub reboots: crate::reboot::AnnouncedReboots,
 }
 
 impl GateConfig {
@@ -127,11 +130,15 @@ impl GateConfig {
 
 impl GateConfig {
     /// The deadline of `node`'s gate: `--regate-timeout` for a node that
-    /// carries only the re-gate taint (it was open and broke), else
-    /// `--timeout`.
+    /// carries only the re-gate taint (it was open and broke), or
+    /// `--reboot-timeout` when it was re-gated before an announced reboot
+    /// (`nodegate.dev/awaiting-reboot`), else `--timeout`.
     pub fn timeout_for(&self, node: &NodeInfo) -> Option<Duration> {
         match &self.regate {
-            Some(rc) if self.regated(node, rc) => rc.timeout,
+            Some(rc) if self.regated(node, rc) => match self.reboots.timeout {
+                Some(t) if node.awaiting_reboot.is_some() => Some(t),
+                _ => rc.timeout,
+            },
             _ => self.timeout,
         }
     }
@@ -169,6 +176,7 @@ impl Default for GateConfig {
             regate: None,
             max_unavailable: None,
             node_condition: false,
+            reboots: crate::reboot::AnnouncedReboots::default(),
         }
     }
 }

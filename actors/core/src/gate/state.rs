@@ -270,7 +270,25 @@ impl GateState {
     /// all be Ready (semantics.md §5.1), in the gate's words; `None` when the
     /// node is Ready (or not seen yet).
     pub fn node_wait_reason(&self) -> Option<String> {
-        self.node.as_deref().and_then(notes::node_wait_reason)
+        self.node
+            .as_deref()
+            .and_then(notes::node_wait_reason)
+            .or_else(|| self.reboot_wait())
+    }
+
+    /// Why a node re-gated before an announced reboot may not open by
+    /// readiness yet (semantics.md §6.10): it has not rebooted, or a Ready
+    /// member's pod is Ready from before the reboot.
+    pub fn reboot_wait(&self) -> Option<String> {
+        let node = self.node.as_deref()?;
+        node.awaiting_reboot.as_ref()?;
+        let ready_members = self.expected().filter_map(|(id, m)| match id {
+            MemberId::DaemonSet(key) if m.readiness.as_ref().is_some_and(Readiness::is_ready) => {
+                self.daemonsets.get(key).map(AsRef::as_ref)
+            }
+            _ => None,
+        });
+        crate::reboot::reboot_wait(node, ready_members, self.pods.values())
     }
 
     /// True when the gate may open by readiness: every expected member is
@@ -283,6 +301,7 @@ impl GateState {
                 readiness::node_not_ready(n).is_none()
                     && !crate::startup::karpenter_registering(&n.labels)
             })
+            && self.reboot_wait().is_none()
     }
 
     /// The expected members that are not Ready, and why.

@@ -46,14 +46,18 @@ pub fn regate_report(
 ) -> Option<RegateReport> {
     let rc = cfg.regate.as_ref()?;
     let pods: Vec<Arc<PodInfo>> = state.pods.values().cloned().collect();
-    let health = regate::examine(
-        node,
-        state.daemonsets.values(),
-        &pods,
-        cfg,
-        &mut Watched::default(),
-        now,
-    );
+    let announced = crate::reboot::announced(node, &cfg.reboots, state.daemonsets.values(), now);
+    let health = match crate::reboot::before_reboot(node, cfg, announced) {
+        crate::reboot::BeforeReboot::Regate(a) => Health::Regate(Trigger::Announced(a)),
+        _ => regate::examine(
+            node,
+            state.daemonsets.values(),
+            &pods,
+            cfg,
+            &mut Watched::default(),
+            now,
+        ),
+    };
     let carries = node.taints.iter().any(|t| rc.taint.matches(t));
     let regated_for = carries.then(|| node.regated_for.as_deref().unwrap_or("").to_string());
     let grace = humantime_secs(rc.after.as_secs());
@@ -86,6 +90,10 @@ pub fn regate_report(
         Health::Regate(Trigger::Reboot { .. }) => {
             ("due for re-gating: it rebooted".to_string(), Vec::new())
         }
+        Health::Regate(Trigger::Announced(a)) => (
+            format!("due for re-gating before an announced reboot: {}", a.detail),
+            Vec::new(),
+        ),
     };
     Some(RegateReport {
         verdict,

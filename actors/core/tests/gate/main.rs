@@ -28,6 +28,7 @@ mod node_ready;
 mod opening;
 mod patch;
 mod properties;
+mod reboot;
 mod reexamination;
 mod schedule_clock;
 mod switches;

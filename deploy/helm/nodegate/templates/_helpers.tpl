@@ -141,6 +141,11 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- $a = append $a (printf "--regate-max-unavailable=%v" $c.regateMaxUnavailable) -}}
 {{- if $c.regateOnReboot }}{{ $a = append $a "--regate-on-reboot" }}{{ end -}}
 {{- if $c.regateAllowNoExecute }}{{ $a = append $a "--regate-allow-no-execute" }}{{ end -}}
+{{- with $c.rebootAnnouncements -}}
+{{- $a = append $a (printf "--reboot-announcements=%s" (join "," .)) -}}
+{{- $a = append $a (printf "--kured-daemonset=%v" $c.kuredDaemonset) -}}
+{{- $a = append $a (printf "--reboot-timeout=%v" $c.rebootTimeout) -}}
+{{- end -}}
 {{- end -}}
 {{- range .Values.extraArgs }}{{ $a = append $a (toString .) }}{{ end -}}
 {{- toYaml $a -}}

@@ -33,6 +33,7 @@ fn settings() -> GateSettings {
         resources: Vec::new(),
         dra_drivers: Vec::new(),
         max_unavailable: None,
+        reboots: Default::default(),
     }
 }
 

@@ -191,6 +191,20 @@ fn an_open_node_shows_each_broken_member_and_when_it_would_be_regated() {
         table.contains("infra/cni broken for 30s (since its pod's Ready condition changed): pod cni-1 is not Ready"),
         "{table}"
     );
+    // A reboot announced for it (semantics.md §6.10): due before the reboot.
+    settings.reboots.sources = vec![nodegate_core::reboot::Source::Annotation];
+    let mut announced = mk_node("n1", &[], vec![]);
+    announced.reboot_pending = Some("kernel".into());
+    let a = view(announced, vec![], vec![]);
+    let report = build_report(&a, &settings, ts(NOW));
+    let r = report.regate.as_ref().expect("re-gating is on");
+    assert!(
+        r.verdict
+            .starts_with("due for re-gating before an announced reboot")
+            && r.verdict.contains("kernel"),
+        "{}",
+        r.verdict
+    );
     // Off: no section at all.
     let off = build_report(&v, &super::settings(), ts(NOW));
     assert!(off.regate.is_none());

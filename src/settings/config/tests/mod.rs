@@ -473,3 +473,48 @@ fn the_total_cap_reads_like_a_budget() {
 // The config file as a newcomer writes it (typos, selector shapes, budgets)
 // and the per-node startup taints.
 mod file;
+
+/// `--reboot-announcements` (semantics.md §6.10): off by default; sources
+/// read comma-separated or repeated; it needs re-gating on, its two
+/// companions need a source, and each bad value is named.
+#[test]
+fn reboot_announcements_are_off_by_default_and_need_re_gating() {
+    use nodegate_core::reboot::{DEFAULT_REBOOT_TIMEOUT, Source};
+    let s = run_settings(&run_args(&[])).unwrap();
+    assert!(s.gate.reboots.sources.is_empty());
+    let s = run_settings(&run_args(&[
+        "--regate-after",
+        "2m",
+        "--reboot-announcements",
+        "kured-lock,annotation",
+        "--reboot-announcements",
+        "kured-lock",
+    ]))
+    .unwrap();
+    assert_eq!(
+        s.gate.reboots.sources,
+        [Source::KuredLock, Source::Annotation]
+    );
+    assert_eq!(s.gate.reboots.kured_daemonset, "kube-system/kured");
+    assert_eq!(s.gate.reboots.timeout, Some(DEFAULT_REBOOT_TIMEOUT));
+    let e = err_of(&["--reboot-announcements", "annotation"]);
+    assert!(
+        e.contains("--reboot-announcements") && e.contains("--regate-after"),
+        "{e}"
+    );
+    let e = err_of(&["--reboot-timeout", "5m"]);
+    assert!(
+        e.contains("--reboot-timeout") && e.contains("--reboot-announcements"),
+        "{e}"
+    );
+    let on = ["--regate-after", "2m", "--reboot-announcements"];
+    let e = err_of(&[&on[..], &["kured"]].concat());
+    assert!(e.contains("\"kured\"") && e.contains("kured-lock"), "{e}");
+    let e = err_of(&[&on[..], &["kured-lock", "--kured-daemonset", "kured"]].concat());
+    assert!(e.contains("--kured-daemonset \"kured\""), "{e}");
+    let s = run_settings(&run_args(
+        &[&on[..], &["annotation", "--reboot-timeout", "0"]].concat(),
+    ))
+    .unwrap();
+    assert_eq!(s.gate.reboots.timeout, None);
+}

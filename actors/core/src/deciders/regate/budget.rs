@@ -5,6 +5,21 @@
 use super::*;
 
 impl Regater {
+    /// [`Regater::budget`] for `trigger`: an announcement from an
+    /// orchestrator that bounds its own disruption (kured's lock) goes
+    /// around both budgets (semantics.md §6.10).
+    pub(super) fn budget_for(
+        &mut self,
+        trigger: &Trigger,
+        rc: &RegateConfig,
+        cx: &Context<'_>,
+    ) -> Budget {
+        if trigger.bypasses_budget() {
+            return Budget::Allows;
+        }
+        self.budget(rc, cx)
+    }
+
     /// Whether one more node may be re-gated: counted from the nodes in
     /// scope the index shows with the re-gate taint, plus this replica's
     /// own re-gates the index does not show yet; the reads and writes out

@@ -9,6 +9,7 @@ use crate::placement::{EFFECT_NO_SCHEDULE, ManagedTaint, TOLERATION_OP_EXISTS};
 use crate::regate::DEFAULT_REGATE_TAINT_KEY;
 use crate::testutil::{mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts};
 
+mod announced;
 mod budget;
 
 const GRACE: i64 = 60;

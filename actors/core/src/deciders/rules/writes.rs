@@ -69,6 +69,8 @@ pub(super) fn info(node: &str, what: &str, rule: &ConditionTaintRule, why: Optio
 /// The count, the log line and the Event of an applied write.
 pub(super) fn applied(write: &TaintWrite, rule: &str, why: &str, cx: &Context<'_>) -> Vec<Effect> {
     let (tally, what, reason, note) = match &write.change {
+        // The rules write no annotation on its own.
+        TaintChange::Annotate { .. } => return Vec::new(),
         TaintChange::Add { taint, .. } => (
             Tally::RuleAdded(rule.to_string()),
             format!("condition taint put on (rule {rule}, taint {taint})"),

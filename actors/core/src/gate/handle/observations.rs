@@ -243,11 +243,15 @@ fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (bool, bool) {
         opened_at,
         suspended,
         open_requested,
+        // An announced reboot's hold (semantics.md §6.10).
+        boot_id,
+        awaiting_reboot,
         // Recorded with the resourceVersion alone: no decision of the gate
-        // reads them.
+        // reads them (re-gating reads the announcements).
+        reboot_pending: _,
+        kured_rebooting: _,
         resource_version: _,
         ignored: _,
-        boot_id: _,
         regated_for: _,
         rule_taints: _,
         opened_unready: _,
@@ -267,6 +271,8 @@ fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (bool, bool) {
     let same_switches = *ready == new.ready
         && *opened_at == new.opened_at
         && *suspended == new.suspended
-        && *open_requested == new.open_requested;
+        && *open_requested == new.open_requested
+        && *boot_id == new.boot_id
+        && *awaiting_reboot == new.awaiting_reboot;
     (same_members, same_switches)
 }

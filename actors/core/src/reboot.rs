@@ -1,0 +1,362 @@
+//! Re-gating before an announced reboot (`--reboot-announcements`,
+//! semantics.md §6.10).
+//!
+//! An orchestrator (kured) or a person announces that a node is about to
+//! reboot; re-gating puts the re-gate taint on it *before* the reboot,
+//! recording the boot id it had then (`nodegate.dev/awaiting-reboot`). The
+//! node's gate then holds, whatever its members show, until the node
+//! reports another boot id and every member whose pod was Ready from before
+//! has become Ready again since the taint went on — or until the
+//! announcement is withdrawn without a reboot, when re-gating removes the
+//! record and the gate opens by readiness as usual.
+//!
+//! Everything here is a plain function of the node, the DaemonSets (kured's
+//! lock is an annotation on its own DaemonSet), the pods and the time.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use serde::Deserialize;
+
+use crate::annotations;
+use crate::gate::GateConfig;
+use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
+
+/// On kured's own DaemonSet: kured's reboot lock, JSON naming the node
+/// that holds it (`{"nodeID": ..., "created": ..., "TTL": ...}`, or with
+/// kured's `--concurrency` above 1 `{"maxOwners": N, "locks": [...]}`).
+/// Written by kured (kubereboot/kured), read by nodegate.
+pub const KURED_NODE_LOCK: &str = "weave.works/kured-node-lock";
+
+/// On a Node, with kured's `--annotate-nodes`: the node needs a reboot and
+/// kured works towards it (set before kured waits for its lock, removed
+/// after the reboot).
+pub const KURED_REBOOT_IN_PROGRESS: &str = "weave.works/kured-reboot-in-progress";
+
+/// Where an announcement comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Source {
+    /// kured's reboot lock names the node (`weave.works/kured-node-lock` on
+    /// kured's DaemonSet). kured holds it from before the drain until the
+    /// node is back, and lets at most `--concurrency` nodes (1 by default)
+    /// hold it: kured bounds the disruption, so this source is not counted
+    /// against `--regate-max-unavailable`.
+    KuredLock,
+    /// `nodegate.dev/reboot-pending` on the node, set by a person or a
+    /// script: within the budget.
+    Annotation,
+    /// kured's `weave.works/kured-reboot-in-progress` on the node
+    /// (`--annotate-nodes`). kured sets it before it waits for its lock, so
+    /// every node needing a reboot may carry it at once: within the budget.
+    KuredAnnotation,
+}
+
+impl Source {
+    /// Every source, in the order they are looked at.
+    pub const ALL: [Source; 3] = [
+        Source::KuredLock,
+        Source::Annotation,
+        Source::KuredAnnotation,
+    ];
+
+    /// The name `--reboot-announcements` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::KuredLock => "kured-lock",
+            Source::Annotation => "annotation",
+            Source::KuredAnnotation => "kured-annotation",
+        }
+    }
+
+    /// Whether a re-gate for this source goes around `--regate-max-unavailable`
+    /// and `--max-unavailable`: only where the orchestrator itself bounds how
+    /// many nodes reboot at once.
+    pub fn bypasses_budget(self) -> bool {
+        matches!(self, Source::KuredLock)
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A source name that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{0:?} is not a reboot announcement source: use annotation, kured-lock or kured-annotation"
+)]
+pub struct UnknownSource(pub String);
+
+impl std::str::FromStr for Source {
+    type Err = UnknownSource;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Source::ALL
+            .into_iter()
+            .find(|o| o.as_str() == s.trim())
+            .ok_or_else(|| UnknownSource(s.to_string()))
+    }
+}
+
+/// `--reboot-announcements` and friends. Off (no source) by default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AnnouncedReboots {
+    /// The sources listened to, sorted, without duplicates.
+    pub sources: Vec<Source>,
+    /// kured's DaemonSet, `namespace/name` (`--kured-daemonset`), where its
+    /// lock is read with [`Source::KuredLock`].
+    pub kured_daemonset: String,
+    /// The deadline of a gate waiting for an announced reboot, from the
+    /// taint (`--reboot-timeout`); `None`: `--regate-timeout`'s.
+    pub timeout: Option<Duration>,
+}
+
+/// How `nodegate.dev/regated-for` begins on a node re-gated before an
+/// announced reboot (then the source: `announced-reboot:kured-lock`).
+pub const REGATED_FOR_PREFIX: &str = "announced-reboot:";
+
+/// The default `--kured-daemonset`: kured's own default `--ds-namespace`
+/// and `--ds-name`.
+pub const DEFAULT_KURED_DAEMONSET: &str = "kube-system/kured";
+
+/// The default `--reboot-timeout`: a drain, a reboot and the node agents
+/// starting again fit in it.
+pub const DEFAULT_REBOOT_TIMEOUT: Duration = Duration::from_secs(3600);
+
+impl AnnouncedReboots {
+    pub fn listens_to(&self, source: Source) -> bool {
+        self.sources.contains(&source)
+    }
+}
+
+/// A reboot announced for a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Announcement {
+    pub source: Source,
+    /// In words, for Events and logs.
+    pub detail: String,
+}
+
+/// The first announcement that stands for `node` at `now` among the sources
+/// listened to, if any. A kured lock that cannot be read announces nothing
+/// (the caller reports it with [`kured_lock_of`]).
+pub fn announced<'a>(
+    node: &NodeInfo,
+    cfg: &AnnouncedReboots,
+    daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
+    now: Timestamp,
+) -> Option<Announcement> {
+    if cfg.listens_to(Source::KuredLock)
+        && let Some(Ok(holders)) = kured_lock_of(cfg, daemonsets, now)
+        && holders.contains(&node.name)
+    {
+        return Some(Announcement {
+            source: Source::KuredLock,
+            detail: format!(
+                "kured's lock ({} on {}) names the node",
+                KURED_NODE_LOCK, cfg.kured_daemonset
+            ),
+        });
+    }
+    if cfg.listens_to(Source::Annotation)
+        && let Some(why) = node.reboot_pending.as_deref()
+    {
+        let why = if why.is_empty() {
+            "no reason given"
+        } else {
+            why
+        };
+        return Some(Announcement {
+            source: Source::Annotation,
+            detail: format!("{} ({why})", annotations::REBOOT_PENDING),
+        });
+    }
+    if cfg.listens_to(Source::KuredAnnotation) && node.kured_rebooting {
+        return Some(Announcement {
+            source: Source::KuredAnnotation,
+            detail: format!("kured's {}", KURED_REBOOT_IN_PROGRESS),
+        });
+    }
+    None
+}
+
+/// The nodes kured's lock names at `now` (expired entries left out), read
+/// from kured's DaemonSet among `daemonsets`; `None` when the DaemonSet is
+/// not there or holds no lock, `Err` when the lock is not kured's JSON.
+pub fn kured_lock_of<'a>(
+    cfg: &AnnouncedReboots,
+    daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
+    now: Timestamp,
+) -> Option<Result<Vec<String>, String>> {
+    let ds = daemonsets
+        .into_iter()
+        .find(|ds| ds.key() == cfg.kured_daemonset)?;
+    let raw = ds.annotations.get(KURED_NODE_LOCK)?;
+    Some(kured_lock_holders(raw, now))
+}
+
+/// One entry of kured's lock, as kured writes it (Go's JSON of its
+/// `LockAnnotationValue`): `TTL` is a Go duration, in nanoseconds.
+#[derive(Debug, Deserialize)]
+struct LockEntry {
+    #[serde(rename = "nodeID")]
+    node_id: String,
+    #[serde(default)]
+    created: Option<String>,
+    #[serde(rename = "TTL", default)]
+    ttl: i64,
+}
+
+/// kured's lock: one holder, or with `--concurrency` above 1 a list (which
+/// always carries `maxOwners`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Lock {
+    Multi {
+        #[serde(rename = "maxOwners")]
+        _max_owners: i64,
+        #[serde(default)]
+        locks: Option<Vec<LockEntry>>,
+    },
+    Single(LockEntry),
+}
+
+/// The nodes a kured lock value names at `now`. An entry with a TTL whose
+/// time has run out is expired, as kured judges it (a TTL of 0 never
+/// expires); one whose `created` cannot be read is kept.
+pub fn kured_lock_holders(raw: &str, now: Timestamp) -> Result<Vec<String>, String> {
+    let lock: Lock = serde_json::from_str(raw).map_err(|e| {
+        format!(
+            "{} {raw:?} is not kured's lock JSON ({e}); the lock is ignored",
+            KURED_NODE_LOCK
+        )
+    })?;
+    let entries = match lock {
+        Lock::Multi { locks, .. } => locks.unwrap_or_default(),
+        Lock::Single(entry) => vec![entry],
+    };
+    Ok(entries
+        .into_iter()
+        .filter(|e| !expired(e, now))
+        .map(|e| e.node_id)
+        .filter(|n| !n.is_empty())
+        .collect())
+}
+
+fn expired(e: &LockEntry, now: Timestamp) -> bool {
+    if e.ttl <= 0 {
+        return false;
+    }
+    let Some(created) = e
+        .created
+        .as_deref()
+        .and_then(|c| c.parse::<Timestamp>().ok())
+    else {
+        return false;
+    };
+    now.duration_since(created) >= SignedDuration::from_nanos(e.ttl)
+}
+
+/// What re-gating does about announcements for one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BeforeReboot {
+    /// Put the re-gate taint on now, recording the boot id.
+    Regate(Announcement),
+    /// Remove `nodegate.dev/awaiting-reboot`: no announcement stands, and
+    /// the node is open (the record is done with) or still in the boot it
+    /// was re-gated in (the announcement was withdrawn: its gate opens by
+    /// readiness).
+    Forget,
+    Nothing,
+}
+
+/// The decision for one node: `announced` is [`announced`]'s answer.
+///
+/// An open node is re-gated for an announcement only if it carries no
+/// record of one: a record means nodegate acted on an announcement already
+/// and the node was opened since by its deadline or by hand, or rebooted
+/// and opened while the announcement still showed (kured releases its lock
+/// only after the node is back). Such a record is removed once no
+/// announcement stands, so the next one counts. A gated node that rebooted
+/// keeps its record until it opens: its gate needs it.
+pub fn before_reboot(
+    node: &NodeInfo,
+    cfg: &GateConfig,
+    announced: Option<Announcement>,
+) -> BeforeReboot {
+    if cfg.regate.is_none() || !cfg.scope.includes(&node.labels) || node.ignored {
+        return BeforeReboot::Nothing;
+    }
+    let open = !node.taints.iter().any(|t| cfg.placement.is_managed(t));
+    match (announced, node.awaiting_reboot.as_deref()) {
+        (Some(a), None) if open => BeforeReboot::Regate(a),
+        (None, Some(awaited)) if open || boot_of(node) == awaited => BeforeReboot::Forget,
+        _ => BeforeReboot::Nothing,
+    }
+}
+
+/// The node's boot id as the record writes it: empty when it reports none.
+pub fn boot_of(node: &NodeInfo) -> &str {
+    node.boot_id.as_deref().unwrap_or("")
+}
+
+/// Why the gate of `node` must not open by readiness yet because of an
+/// announced reboot, if it must not (only for a node whose last re-gate
+/// was for one): the node still reports the boot id it was re-gated in, or a member's Ready pods all turned Ready before the
+/// taint went on (`gated-since`) — their status is from before the reboot
+/// until the restarted kubelet writes it again. `members` are the expected
+/// DaemonSets whose readiness the gate counts as Ready.
+///
+/// Only positive evidence holds a member: every Ready condition of its
+/// pods with a `lastTransitionTime` no later than the taint. The kubelet
+/// writes whole seconds, so a transition in the taint's own second cannot
+/// be told from one before it, and holds.
+pub fn reboot_wait<'a>(
+    node: &NodeInfo,
+    members: impl IntoIterator<Item = &'a DaemonSetInfo>,
+    pods: impl IntoIterator<Item = &'a Arc<PodInfo>> + Clone,
+) -> Option<String> {
+    let awaited = node.awaiting_reboot.as_deref()?;
+    // A record left from an earlier announcement while the node was
+    // re-gated since for something else (its members, a reboot seen after
+    // the fact): not this gate's business.
+    let regated_for = node.regated_for.as_deref().unwrap_or("");
+    if !regated_for.starts_with(REGATED_FOR_PREFIX) {
+        return None;
+    }
+    if boot_of(node) == awaited {
+        let shown = if awaited.is_empty() { "none" } else { awaited };
+        return Some(format!(
+            "waiting for the announced reboot (the node still reports boot id {shown})"
+        ));
+    }
+    let taint_at = node.gated_since?;
+    let floor = Timestamp::from_second(taint_at.as_second()).unwrap_or(taint_at);
+    let stale: Vec<String> = members
+        .into_iter()
+        .filter(|ds| {
+            let mut ready = pods
+                .clone()
+                .into_iter()
+                .filter(|p| p.controlled_by(ds) && !p.terminating && p.ready)
+                .filter_map(|p| p.ready_since)
+                .peekable();
+            ready.peek().is_some() && ready.all(|since| since <= floor)
+        })
+        .map(|ds| ds.key())
+        .collect();
+    if stale.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "the node rebooted; waiting for {} to be Ready again (Ready since before the reboot)",
+        stale.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests;
