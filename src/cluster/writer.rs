@@ -418,6 +418,7 @@ fn action_for(reason: Reason) -> &'static str {
         Reason::NodeRegated | Reason::RegateBudgetExhausted => "Regate",
         Reason::ConditionTaintAdded => "Taint",
         Reason::ConditionTaintRemoved => "Untaint",
+        Reason::GateReplaced | Reason::ReplaceBudgetExhausted | Reason::ReplaceSkipped => "Replace",
     }
 }
 

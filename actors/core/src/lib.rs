@@ -27,6 +27,7 @@ pub mod model;
 pub mod placement;
 pub mod readiness;
 pub mod regate;
+pub mod replace;
 pub mod report;
 pub mod selector;
 pub mod startup;

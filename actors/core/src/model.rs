@@ -199,6 +199,14 @@ pub struct NodeInfo {
     /// seen no CSINode for it (semantics.md §6.7, `nodegate.dev/csi-driver`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csi_drivers: Option<Vec<String>>,
+    /// Its owner and nodegate's replace marks (`--on-timeout=replace`,
+    /// semantics.md §5.7).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub replace: crate::replace::Replacement,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 impl NodeInfo {

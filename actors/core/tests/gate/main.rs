@@ -28,5 +28,6 @@ mod opening;
 mod patch;
 mod properties;
 mod reexamination;
+mod replace;
 mod schedule_clock;
 mod switches;

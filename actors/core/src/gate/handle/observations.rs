@@ -241,6 +241,7 @@ fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (bool, bool) {
         opened_at,
         suspended,
         open_requested,
+        replace,
         // Recorded with the resourceVersion alone: no decision of the gate
         // reads them.
         resource_version: _,
@@ -263,6 +264,8 @@ fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (bool, bool) {
     let same_switches = *ready == new.ready
         && *opened_at == new.opened_at
         && *suspended == new.suspended
-        && *open_requested == new.open_requested;
+        && *open_requested == new.open_requested
+        // Only the fallback is read by the gate (`--replace-fallback=open`).
+        && replace.fallback == new.replace.fallback;
     (same_members, same_switches)
 }
