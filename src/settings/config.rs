@@ -138,6 +138,7 @@ impl GateSettings {
             regate: self.regate.clone(),
             max_unavailable: self.max_unavailable,
             node_condition: false,
+            replace: Default::default(),
         }
     }
 }
@@ -151,6 +152,7 @@ impl From<&RunSettings> for GateConfig {
         };
         GateConfig {
             node_condition: s.node_condition,
+            replace: s.replace.clone(),
             ..s.gate.gate_config(timeouts, s.on_timeout, s.dry_run)
         }
     }
@@ -180,6 +182,8 @@ pub struct RunSettings {
     pub dry_run: bool,
     /// `--node-condition`: write the `nodegate.dev/Open` Node condition.
     pub node_condition: bool,
+    /// `--replace-*` (semantics.md §5.7).
+    pub replace: nodegate_core::replace::ReplaceConfig,
     pub max_concurrent_patches: usize,
     pub kube_qps: f64,
     pub kube_burst: u32,
@@ -420,8 +424,10 @@ fn run_part(
         check_webhook_addr(w, http_addr, debug_addr)?;
     }
     let net = net_settings(&given)?;
+    let replace = replace::replace_settings(&given)?;
 
     Ok(RunSettings {
+        replace,
         webhook,
         net,
         leader_election,
@@ -566,6 +572,7 @@ pub use leader::check_lease_timings;
 use leader::leader_election;
 mod regate;
 use regate::regate_settings;
+mod replace;
 mod startup;
 pub use startup::{TaintFor, TaintForRule};
 mod values;

@@ -37,6 +37,25 @@ pub const REGATED_FOR: &str = "nodegate.dev/regated-for";
 /// the rule's key is theirs).
 pub const CONDITION_TAINTS: &str = "nodegate.dev/condition-taints";
 
+/// `--on-timeout=replace` (semantics.md §5.7): when nodegate asked the
+/// node's owner to replace it (RFC 3339). Written before the owner is
+/// deleted; what the replace budget counts. With no owner known, nodegate
+/// also cordons the node, for the cluster-autoscaler or a person to remove.
+pub const REPLACE_REQUESTED: &str = "nodegate.dev/replace-requested";
+
+/// Why nodegate asked for the replacement: what the node waited for, and
+/// what was done (its NodeClaim or Machine deleted, or cordoned).
+pub const REPLACE_REASON: &str = "nodegate.dev/replace-reason";
+
+/// `open` or `keep`: nodegate did not replace the node because a member it
+/// waits for is broken cluster-wide, and `--replace-fallback` chose this
+/// instead. The gate opens the node on `open`.
+pub const REPLACE_FALLBACK: &str = "nodegate.dev/replace-fallback";
+
+/// When nodegate wrote `replace-fallback` (RFC 3339): one written before
+/// the node's current gate started is of an earlier gate and not read.
+pub const REPLACE_FALLBACK_AT: &str = "nodegate.dev/replace-fallback-at";
+
 // On a Node, set by people.
 
 /// `"true"`: the gate decides and journals but writes nothing for this node
