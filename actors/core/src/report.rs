@@ -28,6 +28,8 @@ use crate::selector::LabelSelector;
 
 mod regate;
 pub use regate::{BrokenMember, RegateReport};
+mod replace;
+pub use replace::ReplaceReport;
 mod conditions;
 mod words;
 pub use conditions::RuleRow;
@@ -75,6 +77,9 @@ pub struct Report {
     /// off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub regate: Option<RegateReport>,
+    /// `--on-timeout=replace`'s view of the node (semantics.md §5.7).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replace: Option<ReplaceReport>,
 }
 
 /// One DaemonSet or critical-pod entry on the node.
@@ -278,6 +283,7 @@ fn build_for(
         daemonsets,
         critical_pods,
         regate: regate::regate_report(node, state, cfg, now),
+        replace: replace::replace_report(node, cfg),
         conditions,
         condition_taints: conditions::rule_rows(node, cfg, now),
     }
