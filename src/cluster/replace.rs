@@ -1,4 +1,4 @@
-//! `--on-timeout=replace`, the I/O (semantics.md §5.7): the replace
+//! `--on-timeout=replace`, the I/O (semantics.md §5.8): the replace
 //! decider's mark on the node, then the delete of its owner — a Karpenter
 //! NodeClaim (found by `status.nodeName`, else by `status.providerID`) or a
 //! Cluster API Machine (named by the node's annotations). With no owner

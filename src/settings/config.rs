@@ -182,7 +182,7 @@ pub struct RunSettings {
     pub dry_run: bool,
     /// `--node-condition`: write the `nodegate.dev/Open` Node condition.
     pub node_condition: bool,
-    /// `--replace-*` (semantics.md §5.7).
+    /// `--replace-*` (semantics.md §5.8).
     pub replace: nodegate_core::replace::ReplaceConfig,
     pub max_concurrent_patches: usize,
     pub kube_qps: f64,

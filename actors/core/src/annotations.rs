@@ -37,7 +37,7 @@ pub const REGATED_FOR: &str = "nodegate.dev/regated-for";
 /// the rule's key is theirs).
 pub const CONDITION_TAINTS: &str = "nodegate.dev/condition-taints";
 
-/// `--on-timeout=replace` (semantics.md §5.7): when nodegate asked the
+/// `--on-timeout=replace` (semantics.md §5.8): when nodegate asked the
 /// node's owner to replace it (RFC 3339). Written before the owner is
 /// deleted; what the replace budget counts. With no owner known, nodegate
 /// also cordons the node, for the cluster-autoscaler or a person to remove.

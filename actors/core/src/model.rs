@@ -200,7 +200,7 @@ pub struct NodeInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub csi_drivers: Option<Vec<String>>,
     /// Its owner and nodegate's replace marks (`--on-timeout=replace`,
-    /// semantics.md §5.7).
+    /// semantics.md §5.8).
     #[serde(default, skip_serializing_if = "is_default")]
     pub replace: crate::replace::Replacement,
 }

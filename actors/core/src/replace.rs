@@ -1,5 +1,5 @@
 //! Replacing a node whose gate timed out (`--on-timeout=replace`,
-//! semantics.md §5.7): the rules the replace decider
+//! semantics.md §5.8): the rules the replace decider
 //! ([`crate::deciders::replace`]) applies, as plain functions.
 //!
 //! The gate keeps such a node closed at its deadline and marks it

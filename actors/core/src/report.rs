@@ -77,7 +77,7 @@ pub struct Report {
     /// off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub regate: Option<RegateReport>,
-    /// `--on-timeout=replace`'s view of the node (semantics.md §5.7).
+    /// `--on-timeout=replace`'s view of the node (semantics.md §5.8).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replace: Option<ReplaceReport>,
 }

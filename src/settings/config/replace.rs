@@ -1,5 +1,5 @@
 //! `--replace-*`: the budget and the fallback of `--on-timeout=replace`
-//! (semantics.md §5.7).
+//! (semantics.md §5.8).
 
 use nodegate_core::replace::ReplaceConfig;
 

@@ -1,4 +1,4 @@
-//! `--on-timeout=replace` as a decider (semantics.md §5.7): a gated node
+//! `--on-timeout=replace` as a decider (semantics.md §5.8): a gated node
 //! whose gate timed out and kept it closed (`nodegate.dev/timed-out`, this
 //! gate's) is replaced by its owner, under a cluster-wide budget, unless a
 //! member it waits for is broken cluster-wide.

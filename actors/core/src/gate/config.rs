@@ -26,7 +26,7 @@ pub enum OnTimeout {
     Keep,
     /// As `Keep`, and the leader asks the node's owner to replace it
     /// (deletes its Karpenter NodeClaim or Cluster API Machine, or cordons
-    /// and marks it): see [`crate::replace`] and semantics.md §5.7.
+    /// and marks it): see [`crate::replace`] and semantics.md §5.8.
     Replace,
 }
 
@@ -117,7 +117,7 @@ pub struct GateConfig {
     /// [`OPEN_CONDITION`]: super::OPEN_CONDITION
     pub node_condition: bool,
     /// `--replace-*`: the budget and fallback of `--on-timeout=replace`
-    /// (semantics.md §5.7); read only with that action.
+    /// (semantics.md §5.8); read only with that action.
     pub replace: crate::replace::ReplaceConfig,
 }
 

@@ -82,7 +82,7 @@ pub enum Reason {
     ConditionTaintRemoved,
     /// `--on-timeout=replace`: the leader asked the node's owner to replace
     /// it (deleted its NodeClaim or Machine, or cordoned and marked it;
-    /// semantics.md §5.7).
+    /// semantics.md §5.8).
     GateReplaced,
     /// A node is due for replacement, but the replace budget is used up.
     ReplaceBudgetExhausted,

@@ -1,5 +1,5 @@
 //! The replace part of an explain report (`--on-timeout=replace`,
-//! semantics.md §5.7): the node's owner as nodegate sees it, and where the
+//! semantics.md §5.8): the node's owner as nodegate sees it, and where the
 //! node stands — not due yet, due (waiting for the leader and its budget),
 //! replacement requested (when, why), or not replaced for a cluster-wide
 //! breakage (which fallback). Read from the node's marks only: the budget's

@@ -164,7 +164,7 @@ impl Step<'_> {
 
     /// A timeout kept (`--on-timeout=keep` or `replace`) whose mark is not
     /// written yet. With `replace` the mark is also what tells the replace
-    /// decider that the node is due (semantics.md §5.7).
+    /// decider that the node is due (semantics.md §5.8).
     fn mark_owed(&self) -> bool {
         self.s.timed_out.as_ref().is_some_and(|t| t.action.keeps()) && !self.s.timeout_marked
     }
