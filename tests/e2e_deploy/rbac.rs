@@ -42,7 +42,7 @@ pub(super) fn token_kubeconfig(admin: &Path, token: &str, dir: &Path) -> PathBuf
 
 /// `kubectl auth can-i` as the ServiceAccount itself (a
 /// SelfSubjectAccessReview with its token): true for "yes".
-pub(super) fn can_i(sa_kubeconfig: &Path, args: &[&str]) -> bool {
+fn can_i(sa_kubeconfig: &Path, args: &[&str]) -> bool {
     let mut all = vec!["auth", "can-i"];
     all.extend_from_slice(args);
     let out = kubectl(sa_kubeconfig, &all, None);
