@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::gate_support::*;
 use nodegate_core::gate::{
-    Effect, EventType, Input, OnTimeout, OpenedBy, PatchOutcome, Phase, TimerKind,
+    Effect, Event, EventType, Input, OnTimeout, OpenedBy, PatchOutcome, Phase, TimerKind,
 };
 use nodegate_core::replace::Fallback;
 use nodegate_core::testutil::ts;
@@ -81,4 +81,23 @@ fn a_fallback_keep_or_one_of_an_earlier_gate_keeps_it_closed() {
     let mut g = replace_gate();
     let step = g.at(130).feed(with_fallback(Fallback::Open, -100));
     assert!(patches(&step).is_empty());
+}
+
+#[test]
+fn the_request_written_on_the_node_is_journaled_with_it() {
+    let mut g = replace_gate();
+    let mut n = gated_node();
+    n.resource_version = "8".into();
+    n.replace.timed_out = Some(ts(120));
+    n.replace.requested = Some(ts(125));
+    let step = g.at(126).feed(Input::NodeChanged(Arc::new(n)));
+    assert!(
+        step.events.iter().any(|e| matches!(
+            e,
+            Event::NodeUpdated { node } if node.replace.requested == Some(ts(125))
+        )),
+        "{:?}",
+        step.events
+    );
+    assert!(patches(&step).is_empty(), "still closed");
 }

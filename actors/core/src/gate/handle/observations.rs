@@ -265,7 +265,9 @@ fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (bool, bool) {
         && *opened_at == new.opened_at
         && *suspended == new.suspended
         && *open_requested == new.open_requested
-        // Only the fallback is read by the gate (`--replace-fallback=open`).
-        && replace.fallback == new.replace.fallback;
+        // The fallback is read by the gate (`--replace-fallback=open`); the
+        // request is not, but is journaled with the node (semantics.md §5.8).
+        && replace.fallback == new.replace.fallback
+        && replace.requested == new.replace.requested;
     (same_members, same_switches)
 }
