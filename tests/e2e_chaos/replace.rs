@@ -42,11 +42,11 @@ fn watch_requests(nodes: Api<Node>) -> Arc<Mutex<Requests>> {
                 continue;
             };
             if let Ok(mut r) = seen.lock() {
-                match r.first.get(&name) {
+                match r.first.get(&name).copied() {
                     None => {
                         r.first.insert(name, at);
                     }
-                    Some(t) if *t != at => r.changed.push(format!("{name}: {t} then {at}")),
+                    Some(t) if t != at => r.changed.push(format!("{name}: {t} then {at}")),
                     Some(_) => {}
                 }
             }
