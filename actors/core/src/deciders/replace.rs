@@ -98,8 +98,10 @@ pub struct Replacer {
     seen: HashMap<String, Timestamp>,
     /// This replica's requests the index does not show yet.
     pending: HashSet<String>,
-    /// Writes out.
+    /// Writes out (requests, deletes again, fallbacks).
     writing: HashSet<String>,
+    /// The requests among them: they count in the budget until answered.
+    requesting: HashSet<String>,
     /// Marked nodes whose owner this replica deleted (or found gone).
     owner_done: HashSet<String>,
     /// When the last `ReplaceBudgetExhausted` Event went out, per node.
@@ -150,12 +152,12 @@ impl Replacer {
         let unseen = self
             .pending
             .iter()
-            .chain(&self.writing)
+            .chain(&self.requesting)
             .filter(|n| !marked.contains(*n))
             .collect::<HashSet<_>>()
             .len();
         Used {
-            recent: self.seen.len() + self.writing.len(),
+            recent: self.seen.len() + self.requesting.len(),
             in_flight: marked.len() + unseen,
         }
     }
@@ -219,6 +221,7 @@ impl Replacer {
         let owner = node.replace.owner.clone();
         let reason = replace::reason(&owner, &waiting);
         self.writing.insert(name.to_string());
+        self.requesting.insert(name.to_string());
         out.push(Effect::Replace(write_for(
             node,
             ReplaceAction::Request {
@@ -315,6 +318,7 @@ impl Replacer {
     ) {
         let name = write.node.clone();
         self.writing.remove(&name);
+        self.requesting.remove(&name);
         let now = cx.now.for_grace();
         let again = now.checked_add(BUDGET_RETRY).unwrap_or(now);
         match (write.action, outcome) {
