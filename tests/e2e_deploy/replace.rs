@@ -235,3 +235,80 @@ async fn replace_grants_and_the_policy_allow_exactly_the_cordon_with_its_mark() 
         sa_patch(&sa, "rp-b", "merge", &cordon),
     );
 }
+
+/// The ClusterRole rules on `group` in `objs`.
+fn rules_on(objs: &[Value], group: &str) -> Vec<Value> {
+    objs.iter()
+        .filter(|o| o["kind"] == "ClusterRole")
+        .flat_map(|o| o["rules"].as_array().cloned().unwrap_or_default())
+        .filter(|r| {
+            r["apiGroups"]
+                .as_array()
+                .is_some_and(|g| g.iter().any(|g| g == group))
+        })
+        .collect()
+}
+
+/// Needs no cluster: the chart grants the owners' deletes only with
+/// `onTimeout: replace`, and then exactly list/delete on NodeClaims and
+/// delete on Machines; the kustomize component adds the same; the
+/// arguments both pass are ones nodegate takes.
+#[test]
+fn replace_is_granted_only_when_enabled_and_its_arguments_are_taken() {
+    let plain = objects(&helm_template(&[]));
+    assert!(rules_on(&plain, "karpenter.sh").is_empty());
+    assert!(rules_on(&plain, "cluster.x-k8s.io").is_empty());
+    let chart = objects(&helm_template(&[
+        "--set",
+        "config.onTimeout=replace,config.replaceFallback=open,config.replaceBreakage=30%,config.replaceInterval=30m",
+    ]));
+    assert_eq!(
+        rules_on(&chart, "karpenter.sh"),
+        [
+            json!({"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list", "delete"]})
+        ]
+    );
+    assert_eq!(
+        rules_on(&chart, "cluster.x-k8s.io"),
+        [
+            json!({"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines"], "verbs": ["delete"]})
+        ]
+    );
+    let args = super::manifests::container_args(&chart);
+    for want in [
+        "--on-timeout=replace",
+        "--replace-fallback=open",
+        "--replace-breakage=30%",
+        "--replace-interval=30m",
+    ] {
+        assert!(args.iter().any(|a| a == want), "{want} not in {args:?}");
+    }
+    super::manifests::assert_accepted("helm chart (onTimeout: replace)", &args);
+    let refused = super::manifests::helm_refuses(&["--set", "config.replaceFallback=later"]);
+    assert!(refused.contains("replaceFallback"), "{refused}");
+
+    // The kustomize component, from an overlay of the base.
+    let dir = tempfile::tempdir().expect("temp dir");
+    // kustomize takes only relative paths: up from the temp dir to /, then
+    // down to the repository.
+    let up = "../".repeat(dir.path().components().count().saturating_sub(1));
+    let root = repo_root();
+    let repo = root.to_string_lossy();
+    let repo = repo.trim_start_matches('/');
+    let overlay = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {up}{repo}/deploy/kustomize/base\ncomponents:\n  - {up}{repo}/deploy/kustomize/components/replace\n",
+    );
+    std::fs::write(dir.path().join("kustomization.yaml"), overlay).expect("write overlay");
+    let built = objects(&kustomize(&dir.path().to_string_lossy()));
+    assert_eq!(
+        rules_on(&built, "karpenter.sh"),
+        rules_on(&chart, "karpenter.sh")
+    );
+    assert_eq!(
+        rules_on(&built, "cluster.x-k8s.io"),
+        rules_on(&chart, "cluster.x-k8s.io")
+    );
+    let args = super::manifests::container_args(&built);
+    assert!(args.iter().any(|a| a == "--on-timeout=replace"), "{args:?}");
+    super::manifests::assert_accepted("kustomize base + components/replace", &args);
+}
