@@ -149,3 +149,66 @@ async fn a_node_with_no_owner_is_cordoned_and_marked_within_the_budget() {
         "the request is not made again"
     );
 }
+
+/// Two nodes whose agent never turns Ready: with `--replace-breakage 1` the
+/// agent failing on both is broken cluster-wide, so neither is replaced;
+/// `--replace-fallback open` records `nodegate.dev/replace-fallback: open`
+/// with a `ReplaceSkipped` Event, and the gate then opens each node as by
+/// timeout. Nothing is cordoned or requested.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_broken_cluster_wide_is_not_replaced_and_the_fallback_opens() {
+    let env = Env::new("replace-fallback").await;
+    env.create_ds(DsSpec {
+        hold: true,
+        ..DsSpec::new("agent")
+    })
+    .await;
+    let ng = Nodegate::start(
+        &env.cluster,
+        &[
+            "--timeout",
+            "3s",
+            "--on-timeout",
+            "replace",
+            "--replace-breakage",
+            "1",
+            "--replace-fallback",
+            "open",
+        ],
+    );
+    env.create_node("bad-a", &[]).await;
+    env.create_node("bad-b", &[]).await;
+    for name in ["bad-a", "bad-b"] {
+        env.wait_open(name, Duration::from_secs(60), &[&ng]).await;
+        let n = env.node(name).await;
+        assert_eq!(
+            annotation(&n, "nodegate.dev/opened-by").as_deref(),
+            Some("timeout"),
+            "{name}"
+        );
+        assert_eq!(
+            annotation(&n, "nodegate.dev/replace-fallback").as_deref(),
+            Some("open"),
+            "{name}"
+        );
+        assert_eq!(annotation(&n, "nodegate.dev/replace-requested"), None);
+        assert!(!cordoned(&n), "{name} must not be cordoned");
+        let skipped = wait_for(
+            &format!("ReplaceSkipped on {name}"),
+            Duration::from_secs(15),
+            || async {
+                env.events_for(name)
+                    .await
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("ReplaceSkipped"))
+                    .and_then(|e| e.note)
+                    .ok_or_else(|| format!("no ReplaceSkipped on {name} yet"))
+            },
+        )
+        .await;
+        assert!(
+            skipped.contains("infra/agent is broken cluster-wide"),
+            "{skipped}"
+        );
+    }
+}
