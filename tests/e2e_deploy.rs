@@ -210,6 +210,8 @@ mod policy;
 mod rbac;
 #[path = "e2e_deploy/real_node.rs"]
 mod real_node;
+#[path = "e2e_deploy/replace.rs"]
+mod replace;
 #[path = "e2e_deploy/schedule.rs"]
 mod schedule;
 #[path = "e2e_deploy/values.rs"]

@@ -254,6 +254,198 @@ async fn a_startup_taint_nodepool_is_opened_only_after_registration_without_a_bo
     );
 }
 
+/// (e) `--on-timeout replace` with the real Karpenter: the agent
+/// `stuck` never turns Ready on the first node, which reaches its deadline
+/// closed; nodegate marks it `nodegate.dev/replace-requested` and deletes
+/// its NodeClaim (`GateReplaced` names it). Karpenter terminates the node
+/// and, the workload pod still pending, launches another NodeClaim; its node
+/// comes up gated and opens once its `stuck` pod is let turn Ready (the test
+/// releases it, as a healthy instance would). The workload pod runs there.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_that_never_becomes_ready_is_replaced_by_karpenter() {
+    let cluster = TestCluster::start("karpenter-replace").await;
+    let mut ds = agents();
+    ds.push(held_agent("stuck"));
+    create_agents(&cluster, &ds).await;
+    let karpenter = Karpenter::start(&cluster, None);
+    install_admission(&cluster, &[("karpenter.sh/nodepool", "default")]).await;
+    let flags = [
+        "--timeout",
+        "30s",
+        "--on-timeout",
+        "replace",
+        // One stuck node is never a cluster-wide breakage (2 needed);
+        // the budget's defaults (2 per 10m, 2 in flight) let this one go.
+    ];
+    let ng = Nodegate::start(&cluster, &flags);
+    let _ = ng.http_addr(Duration::from_secs(30));
+    let recorder = Recorder::start(&cluster);
+    create_workload(&cluster, &workload("app", 1, "default")).await;
+
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let first = wait_for(
+        "the first Karpenter node",
+        Duration::from_secs(60),
+        || async {
+            karpenter_nodes(&nodes)
+                .await
+                .into_iter()
+                .next()
+                .ok_or_else(|| "none yet".to_string())
+        },
+    )
+    .await;
+    let first_claim = wait_for(
+        &format!("the NodeClaim of {first}"),
+        Duration::from_secs(60),
+        || async {
+            claim_of(&cluster, &first)
+                .await
+                .ok_or_else(|| "none yet".to_string())
+        },
+    )
+    .await;
+    // The deadline passes (30 s) and the NodeClaim is deleted.
+    wait_for(
+        &format!("NodeClaim {first_claim} deleted by nodegate"),
+        Duration::from_secs(120),
+        || async {
+            let claims = support::karpenter::nodeclaims(&cluster);
+            match claims.get_opt(&first_claim).await {
+                Ok(Some(c)) if c.metadata.deletion_timestamp.is_none() => {
+                    Err(format!("still there\n{}", ng.logs()))
+                }
+                Ok(_) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            }
+        },
+    )
+    .await;
+    let events = events_about(&cluster, &first).await;
+    let replaced = events
+        .iter()
+        .find(|(reason, _)| reason == "GateReplaced")
+        .unwrap_or_else(|| panic!("no GateReplaced for {first}: {events:?}"));
+    assert!(
+        replaced.1.contains(&format!("nodeclaim/{first_claim}")),
+        "{replaced:?}"
+    );
+    if let Ok(n) = nodes.get(&first).await {
+        assert!(has_taint(&n, KEY), "{first} must stay closed");
+        assert!(
+            support::gate::annotation(&n, "nodegate.dev/replace-requested").is_some(),
+            "{first} must carry the request"
+        );
+    }
+
+    // A new node comes up gated; its stuck agent is released; it opens.
+    let second = wait_for(
+        "a second Karpenter node",
+        Duration::from_secs(120),
+        || async {
+            karpenter_nodes(&nodes)
+                .await
+                .into_iter()
+                .find(|n| *n != first)
+                .ok_or_else(|| format!("none yet\n{}", karpenter.log_tail(10)))
+        },
+    )
+    .await;
+    let n = nodes.get(&second).await.expect("the second node");
+    assert!(has_taint(&n, KEY), "{second} must come up gated");
+    release_on(&cluster, "stuck", &second).await;
+    wait_running(&cluster, "app", 1, Duration::from_secs(120)).await;
+    let n = nodes.get(&second).await.expect("the second node");
+    assert!(!has_taint(&n, KEY), "{second} must have opened");
+    assert_eq!(
+        support::gate::annotation(&n, "nodegate.dev/opened-by").as_deref(),
+        Some("ready")
+    );
+    wait_for(
+        &format!("{first} gone"),
+        Duration::from_secs(120),
+        || async {
+            match nodes.get_opt(&first).await {
+                Ok(None) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    eprintln!("timeline:\n{}", recorder.dump());
+}
+
+/// A node agent whose pods (kwok) are Running but never Ready until the
+/// test removes the hold label from one (`release_on`).
+fn held_agent(name: &str) -> k8s_openapi::api::apps::v1::DaemonSet {
+    let mut ds = agent(name, "1s");
+    let t = ds.spec.as_mut().expect("spec");
+    t.template
+        .metadata
+        .as_mut()
+        .expect("template metadata")
+        .labels
+        .get_or_insert_default()
+        .insert("nodegate.test/hold-not-ready".into(), "true".into());
+    ds
+}
+
+async fn release_on(cluster: &TestCluster, app: &str, node: &str) {
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), NS);
+    let pod = wait_for(
+        &format!("the {app} pod on {node}"),
+        Duration::from_secs(60),
+        || async {
+            let list = pods
+                .list(&ListParams::default().labels(&format!("app={app}")))
+                .await
+                .map_err(|e| e.to_string())?;
+            list.items
+                .into_iter()
+                .find(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+                .and_then(|p| p.metadata.name)
+                .ok_or_else(|| "none yet".to_string())
+        },
+    )
+    .await;
+    let patch = json!({"metadata": {"labels": {"nodegate.test/hold-not-ready": null}}});
+    pods.patch(
+        &pod,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("release {pod}: {e}"));
+}
+
+/// The NodeClaim whose status.nodeName is `node`.
+async fn claim_of(cluster: &TestCluster, node: &str) -> Option<String> {
+    let list = support::karpenter::nodeclaims(cluster)
+        .list(&ListParams::default())
+        .await
+        .ok()?;
+    list.items
+        .into_iter()
+        .find(|c| c.data["status"]["nodeName"].as_str() == Some(node))
+        .and_then(|c| c.metadata.name)
+}
+
+/// (reason, note) of the Events about `node`.
+async fn events_about(cluster: &TestCluster, node: &str) -> Vec<(String, String)> {
+    let api: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(cluster.client.clone(), "default");
+    api.list(&ListParams::default())
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(node))
+                .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn str_refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }

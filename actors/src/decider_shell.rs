@@ -92,7 +92,10 @@ where
 {
     let (tx, rx) = mpsc::unbounded_channel();
     router.subscribe(Arc::new(Inbox(tx.clone())));
-    let budgeted = matches!(decider.origin(), Origin::Regate | Origin::Rules);
+    let budgeted = matches!(
+        decider.origin(),
+        Origin::Regate | Origin::Rules | Origin::Replace
+    );
     let shell = Shell {
         catch_up: CatchUp::new(budgeted),
         inbox: tx,
@@ -291,6 +294,10 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
                     let _ = inbox.send(Input::PodsListed { node, pods });
                 });
                 None
+            }
+            Effect::Replace(write) => {
+                let outcome = self.executor.replace(write.clone()).await;
+                Some(Input::Replaced { write, outcome })
             }
             Effect::ReadNode { node } => {
                 let read = self.executor.get_node(&node).await;

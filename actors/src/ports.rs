@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
+use nodegate_core::deciders::replace::{ReplaceOutcome, ReplaceWrite};
 use nodegate_core::deciders::{TaintWrite, Tally};
 use nodegate_core::entrance::BoundPod;
 use nodegate_core::gate::{
@@ -99,6 +100,18 @@ pub trait EffectExecutor: Send + Sync + 'static {
                 "this executor writes no taints (asked for node {})",
                 write.node
             ))
+        }
+    }
+    /// `--on-timeout=replace`: mark the node (and cordon it when no owner
+    /// is known) with one conditional patch, then delete its owner; or
+    /// record a fallback. Only the leader writes. The default writes
+    /// nothing.
+    fn replace(&self, write: ReplaceWrite) -> impl Future<Output = ReplaceOutcome> + Send {
+        async move {
+            ReplaceOutcome::NotWritten(gate::PatchOutcome::Failed(format!(
+                "this executor replaces no nodes (asked for node {})",
+                write.node
+            )))
         }
     }
     /// One LIST of the pods bound to `node` (the late-taint net's "is there

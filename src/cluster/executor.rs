@@ -21,6 +21,7 @@ use jiff::Timestamp;
 use nodegate_actors::ports::{
     self, Clock, EffectExecutor, REEXAMINE_PERIOD, Withdrawal, retry_ceiling,
 };
+use nodegate_core::deciders::replace::{ReplaceOutcome, ReplaceWrite};
 use nodegate_core::deciders::{TaintWrite, Tally};
 use nodegate_core::entrance::BoundPod;
 use nodegate_core::gate::{
@@ -163,6 +164,13 @@ impl EffectExecutor for KubeExecutor {
             .await
     }
 
+    async fn replace(&self, write: ReplaceWrite) -> ReplaceOutcome {
+        if !self.admits_write() {
+            return ReplaceOutcome::NotWritten(PatchOutcome::NotLeader);
+        }
+        crate::cluster::replace::carry_out(&self.writer, &write, || self.admits_write()).await
+    }
+
     async fn list_pods(&self, node: &str) -> Result<Vec<BoundPod>, String> {
         self.writer.list_pods(node).await
     }
@@ -184,6 +192,9 @@ impl EffectExecutor for KubeExecutor {
             Tally::RuleAdded(rule) => m.conditions.added(rule),
             Tally::RuleRemoved(rule) => m.conditions.removed(rule),
             Tally::RuleBudgetBlocked(rule) => m.conditions.budget_blocked(rule),
+            Tally::Replaced { owner, outcome } => m.replace.replaced(owner, outcome),
+            Tally::ReplaceBudgetExhausted => m.replace.budget_exhausted(),
+            Tally::ReplaceSkipped(fallback) => m.replace.skipped(fallback),
         }
     }
 

@@ -18,6 +18,7 @@ pub mod lean;
 pub mod patch;
 pub mod project;
 pub mod relist;
+pub mod replace;
 pub mod server_time;
 pub mod slices;
 pub mod watch;

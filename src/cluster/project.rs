@@ -24,6 +24,7 @@ use nodegate_core::model::{
 };
 
 use nodegate_core::annotations;
+use nodegate_core::replace::{self, Fallback, Owner, Replacement};
 
 /// Something a projection had to ignore; the caller logs it once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +74,9 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         .map(|ts| ts.iter().map(taint).collect())
         .unwrap_or_default();
     let (ready, conditions) = node_conditions(n);
+    let replace = replacement(n, &name, &mut odd);
     let info = NodeInfo {
+        replace,
         conditions,
         csi_drivers: None,
         extended_allocatable: extended_allocatable(n),
@@ -154,6 +157,47 @@ pub fn resource_slice(s: &ResourceSlice) -> Option<(String, SliceInfo)> {
             slice_count: pool.resource_slice_count,
         },
     ))
+}
+
+/// The node's owner and nodegate's replace marks (`--on-timeout=replace`).
+fn replacement(n: &Node, name: &str, odd: &mut Vec<Oddity>) -> Replacement {
+    let found = n.metadata.annotations.as_ref();
+    let get = |key: &str| found.and_then(|a| a.get(key)).filter(|v| !v.is_empty());
+    let karpenter = n
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(replace::KARPENTER_NODEPOOL_LABEL));
+    let owner = match (
+        get(replace::CAPI_MACHINE_ANNOTATION),
+        get(replace::CAPI_NAMESPACE_ANNOTATION),
+    ) {
+        (Some(machine), Some(namespace)) => Owner::Machine {
+            namespace: namespace.clone(),
+            name: machine.clone(),
+        },
+        _ if karpenter => Owner::NodeClaim,
+        _ => Owner::None,
+    };
+    let spec = n.spec.as_ref();
+    let mut time = |key: &str| time_annotation(found, key, "ignored", name, odd);
+    let timed_out = time(annotations::TIMED_OUT);
+    let requested = time(annotations::REPLACE_REQUESTED);
+    let fallback_at = time(annotations::REPLACE_FALLBACK_AT);
+    let fallback = get(annotations::REPLACE_FALLBACK)
+        .and_then(|v| v.parse::<Fallback>().ok())
+        .zip(fallback_at);
+    Replacement {
+        owner,
+        provider_id: spec
+            .and_then(|s| s.provider_id.as_deref())
+            .filter(|p| !p.is_empty())
+            .map(Into::into),
+        timed_out,
+        requested,
+        fallback,
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+    }
 }
 
 /// The time in annotation `key` of a node, if it has one that parses; one

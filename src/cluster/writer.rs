@@ -327,11 +327,34 @@ impl Writer {
     pub async fn write_taint(&self, w: &TaintWrite, may_write: impl Fn() -> bool) -> PatchOutcome {
         let kind = match w.origin {
             Origin::Rules => (NodeWrite::Patch, true),
-            Origin::Net | Origin::Regate => (NodeWrite::AddTaint, false),
+            Origin::Net | Origin::Regate | Origin::Replace => (NodeWrite::AddTaint, false),
         };
         let body = patch::taint_write(w);
         self.patch_node(kind, &w.node, &Patch::Json::<()>(body), may_write)
             .await
+    }
+
+    /// The replace decider's node write (`--on-timeout=replace`): the
+    /// conditional JSON patch of `cluster::replace`, through the same
+    /// slots, rate and leadership check as every other node write.
+    pub async fn write_replace(
+        &self,
+        node: &str,
+        body: json_patch::Patch,
+        may_write: impl Fn() -> bool,
+    ) -> PatchOutcome {
+        self.patch_node(
+            (NodeWrite::Patch, false),
+            node,
+            &Patch::Json::<()>(body),
+            may_write,
+        )
+        .await
+    }
+
+    /// `--kube-request-timeout`.
+    pub fn request_timeout(&self) -> Duration {
+        self.request_timeout
     }
 
     /// One LIST of the pods bound to `node` (the late-taint net's look for
@@ -418,6 +441,7 @@ fn action_for(reason: Reason) -> &'static str {
         Reason::NodeRegated | Reason::RegateBudgetExhausted => "Regate",
         Reason::ConditionTaintAdded => "Taint",
         Reason::ConditionTaintRemoved => "Untaint",
+        Reason::GateReplaced | Reason::ReplaceBudgetExhausted | Reason::ReplaceSkipped => "Replace",
     }
 }
 

@@ -38,6 +38,7 @@ mod entrances;
 mod outcomes;
 mod regate;
 mod reload;
+mod replace;
 mod traces;
 mod writes;
 pub use conditions::ConditionMetrics;
@@ -169,11 +170,11 @@ pub struct Metrics {
     age_series: Mutex<HashSet<String>>,
     /// `--drop-node-metrics`: no `gate_age` (nor re-gate age) series.
     drop_node_series: std::sync::atomic::AtomicBool,
-    // The series of the entrances, the config reload, re-gating, the trace
-    // exporter, the condition rules and node writes, each in `metrics/`.
+    // The other families, each in its own file under `metrics/`.
     entrances: EntranceMetrics,
     pub config: ConfigMetrics,
     pub regate: RegateMetrics,
+    pub replace: replace::ReplaceMetrics,
     pub traces: TraceMetrics,
     pub conditions: ConditionMetrics,
     pub writes: Arc<WriteTimings>,
@@ -222,6 +223,7 @@ impl Metrics {
             entrances: EntranceMetrics::register(&mut registry),
             config: ConfigMetrics::register(&mut registry),
             regate: RegateMetrics::register(&mut registry),
+            replace: replace::ReplaceMetrics::register(&mut registry),
             traces: TraceMetrics::register(&mut registry),
             conditions: ConditionMetrics::register(&mut registry),
             writes: Arc::new(WriteTimings::register(&mut registry)),
@@ -276,7 +278,7 @@ impl Metrics {
         );
         registry.register(
             "gates_timed_out",
-            "Gate deadlines passed, by --on-timeout action (open | keep); leader only",
+            "Gate deadlines passed, by --on-timeout action (open | keep | replace); leader only",
             self.gates_timed_out.clone(),
         );
         registry.register(
@@ -326,7 +328,7 @@ impl Metrics {
                 outcome: outcome.as_str(),
             });
         }
-        for action in [OnTimeout::Open, OnTimeout::Keep] {
+        for action in OnTimeout::ALL {
             self.gates_timed_out.get_or_create_owned(&ActionLabels {
                 action: action.as_str(),
             });

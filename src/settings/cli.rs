@@ -248,6 +248,9 @@ pub fn on_timeout_parser() -> impl TypedValueParser<Value = OnTimeout> {
         OnTimeout::Keep => {
             "Keep the taint, record the Warning and annotate the node nodegate.dev/timed-out"
         }
+        OnTimeout::Replace => {
+            "As keep, and ask the node's owner to replace it: delete its Karpenter NodeClaim or Cluster API Machine, or cordon it (--replace-*)"
+        }
     };
     PossibleValuesParser::new(OnTimeout::ALL.map(|o| PossibleValue::new(o.as_str()).help(help(o))))
         .try_map(|s| s.parse::<OnTimeout>())

@@ -147,6 +147,7 @@ impl GateSettings {
             max_unavailable: self.max_unavailable,
             node_condition: false,
             reboots: self.reboots.clone(),
+            replace: Default::default(),
         }
     }
 }
@@ -160,6 +161,7 @@ impl From<&RunSettings> for GateConfig {
         };
         GateConfig {
             node_condition: s.node_condition,
+            replace: s.replace.clone(),
             ..s.gate.gate_config(timeouts, s.on_timeout, s.dry_run)
         }
     }
@@ -189,6 +191,8 @@ pub struct RunSettings {
     pub dry_run: bool,
     /// `--node-condition`: write the `nodegate.dev/Open` Node condition.
     pub node_condition: bool,
+    /// `--replace-*` (semantics.md §5.8).
+    pub replace: nodegate_core::replace::ReplaceConfig,
     pub max_concurrent_patches: usize,
     pub kube_qps: f64,
     pub kube_burst: u32,
@@ -435,8 +439,10 @@ fn run_part(
         check_webhook_addr(w, http_addr, debug_addr)?;
     }
     let net = net_settings(&given)?;
+    let replace = replace::replace_settings(&given)?;
 
     Ok(RunSettings {
+        replace,
         webhook,
         net,
         leader_election,
@@ -583,6 +589,7 @@ pub use leader::check_lease_timings;
 use leader::leader_election;
 mod regate;
 use regate::{reboot_settings, regate_settings};
+mod replace;
 mod startup;
 pub use startup::{TaintFor, TaintForRule};
 mod values;

@@ -178,6 +178,36 @@ settings! {
             default: OnTimeout::default(), parser: super::cli::on_timeout_parser(),
             helm: "config.onTimeout", reload: live,
         }
+        /// --on-timeout replace: most replace requests per --replace-interval,
+        /// cluster-wide (0: none; the due nodes stay closed).
+        replace_budget: value(u32) {
+            flag: "replace-budget", value: "N", key: "replaceBudget",
+            default: 2u32, helm: "config.replaceBudget", reload: live,
+        }
+        /// The window --replace-budget counts requests in.
+        replace_interval: value(String) {
+            flag: "replace-interval", value: "DURATION", key: "replaceInterval",
+            default: "10m", helm: "config.replaceInterval", reload: live,
+        }
+        /// --on-timeout replace: most nodes asked to be replaced that still
+        /// exist, cluster-wide.
+        replace_in_flight: value(u32) {
+            flag: "replace-in-flight", value: "N", key: "replaceInFlight",
+            default: 2u32, helm: "config.replaceInFlight", reload: live,
+        }
+        /// --on-timeout replace: what a due node gets instead when a member it
+        /// waits for is broken cluster-wide (open or keep).
+        replace_fallback: value(String) {
+            flag: "replace-fallback", value: "open|keep", key: "replaceFallback",
+            default: "keep", helm: "config.replaceFallback", reload: live,
+        }
+        /// --on-timeout replace: a member not Ready on at least two nodes and on
+        /// more than this of the nodes it has a pod on (a count or a
+        /// percentage) is broken cluster-wide; such nodes are not replaced.
+        replace_breakage: value(String) {
+            flag: "replace-breakage", value: "N|P%", key: "replaceBreakage",
+            default: "20%", helm: "config.replaceBreakage", reload: live,
+        }
         /// Decide and record everything, write nothing to nodes (the webhook admits them unchanged).
         dry_run: switch {
             flag: "dry-run", key: "dryRun", docs: "off", helm: "config.dryRun", reload: restart,

@@ -585,7 +585,7 @@ pub(super) fn container_args(objs: &[Value]) -> Vec<String> {
 /// settings are validated first (exit 2 on any bad flag or value), so
 /// reaching "cannot find cluster credentials" (exit 1) means nodegate took
 /// every argument.
-fn assert_accepted(what: &str, args: &[String]) {
+pub(super) fn assert_accepted(what: &str, args: &[String]) {
     let out = Command::new(env!("CARGO_BIN_EXE_nodegate"))
         .args(args)
         .env("KUBECONFIG", "/nonexistent/nodegate-e2e-kubeconfig")

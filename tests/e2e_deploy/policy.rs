@@ -155,7 +155,7 @@ pub(super) fn webhook_certificate_writes_reach_only_its_own_objects(admin: &Path
 
 /// A `kubectl patch node` as the ServiceAccount: `Ok` or the API server's
 /// refusal.
-fn sa_patch(sa: &Path, node: &str, kind: &str, patch: &Value) -> Result<(), String> {
+pub(super) fn sa_patch(sa: &Path, node: &str, kind: &str, patch: &Value) -> Result<(), String> {
     let out = kubectl(
         sa,
         &[
@@ -174,7 +174,7 @@ fn sa_patch(sa: &Path, node: &str, kind: &str, patch: &Value) -> Result<(), Stri
 
 /// Refused by the admission policy, by the rule whose message contains
 /// `rule`.
-fn refused_by_policy(what: &str, rule: &str, r: Result<(), String>) {
+pub(super) fn refused_by_policy(what: &str, rule: &str, r: Result<(), String>) {
     let err = r
         .err()
         .unwrap_or_else(|| panic!("{what}: must be refused, was allowed"));

@@ -44,6 +44,25 @@ pub const CONDITION_TAINTS: &str = "nodegate.dev/condition-taints";
 /// once no announcement stands and the node is open or did not reboot.
 pub const AWAITING_REBOOT: &str = "nodegate.dev/awaiting-reboot";
 
+/// `--on-timeout=replace` (semantics.md §5.8): when nodegate asked the
+/// node's owner to replace it (RFC 3339). Written before the owner is
+/// deleted; what the replace budget counts. With no owner known, nodegate
+/// also cordons the node, for the cluster-autoscaler or a person to remove.
+pub const REPLACE_REQUESTED: &str = "nodegate.dev/replace-requested";
+
+/// Why nodegate asked for the replacement: what the node waited for, and
+/// what was done (its NodeClaim or Machine deleted, or cordoned).
+pub const REPLACE_REASON: &str = "nodegate.dev/replace-reason";
+
+/// `open` or `keep`: nodegate did not replace the node because a member it
+/// waits for is broken cluster-wide, and `--replace-fallback` chose this
+/// instead. The gate opens the node on `open`.
+pub const REPLACE_FALLBACK: &str = "nodegate.dev/replace-fallback";
+
+/// When nodegate wrote `replace-fallback` (RFC 3339): one written before
+/// the node's current gate started is of an earlier gate and not read.
+pub const REPLACE_FALLBACK_AT: &str = "nodegate.dev/replace-fallback-at";
+
 // On a Node, set by people.
 
 /// Any value (a reason, say): a reboot of this node is coming; with

@@ -29,6 +29,7 @@ pub mod placement;
 pub mod readiness;
 pub mod reboot;
 pub mod regate;
+pub mod replace;
 pub mod report;
 pub mod selector;
 pub mod startup;

@@ -220,6 +220,10 @@ pub struct NodeInfo {
     /// node in, before an announced reboot (semantics.md §6.10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub awaiting_reboot: Option<Box<str>>,
+    /// Its owner and nodegate's replace marks (`--on-timeout=replace`,
+    /// semantics.md §5.8).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub replace: crate::replace::Replacement,
 }
 
 /// What a DRA driver's pool completeness needs of one ResourceSlice local
@@ -235,6 +239,10 @@ pub struct SliceInfo {
     /// `spec.pool.resourceSliceCount`: how many slices the pool has at
     /// this generation.
     pub slice_count: i64,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 impl NodeInfo {

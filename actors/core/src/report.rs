@@ -28,6 +28,8 @@ use crate::selector::LabelSelector;
 
 mod regate;
 pub use regate::{BrokenMember, RegateReport};
+mod replace;
+pub use replace::ReplaceReport;
 mod conditions;
 mod devices;
 mod words;
@@ -79,6 +81,9 @@ pub struct Report {
     /// off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub regate: Option<RegateReport>,
+    /// `--on-timeout=replace`'s view of the node (semantics.md §5.8).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replace: Option<ReplaceReport>,
 }
 
 /// One DaemonSet or critical-pod entry on the node.
@@ -284,6 +289,7 @@ fn build_for(
         daemonsets,
         critical_pods,
         regate: regate::regate_report(node, state, cfg, now),
+        replace: replace::replace_report(node, cfg),
         conditions,
         devices,
         condition_taints: conditions::rule_rows(node, cfg, now),

@@ -158,6 +158,10 @@ fn push_verdicts(out: &mut String, report: &Report, width: usize) {
             push_wrapped(out, "  ", "    ", &line, width);
         }
     }
+    if let Some(r) = &report.replace {
+        let line = format!("owner {}: {}", r.owner, r.verdict);
+        push_wrapped(out, "REPLACE  ", "         ", &line, width);
+    }
 }
 
 fn member_table(

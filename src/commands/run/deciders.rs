@@ -1,7 +1,8 @@
 //! The deciders beside the gates, started on the router's change feed: the
-//! late-taint net (with `--taint-new-nodes`), re-gating and the condition
-//! rules' taints (both always running: what they do follows the
-//! configuration in force, which a reload may change). Each runs in its own
+//! late-taint net (with `--taint-new-nodes`), re-gating, the condition
+//! rules' taints and `--on-timeout=replace` (these three always running:
+//! what they do follows the configuration in force, which a reload may
+//! change). Each runs in its own
 //! decider shell and writes through the one executor; what they count and
 //! measure goes to the metrics.
 
@@ -13,6 +14,7 @@ use nodegate_actors::decider_shell;
 use nodegate_actors::router::Router;
 use nodegate_core::deciders::net::Net;
 use nodegate_core::deciders::regate::Regater;
+use nodegate_core::deciders::replace::Replacer;
 use nodegate_core::deciders::rules::RuleTainter;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -75,6 +77,14 @@ pub fn start(
         Arc::clone(executor),
         Arc::clone(clock),
         Some(gauges),
+        stop.clone(),
+    )));
+    tasks.push(task(decider_shell::start(
+        Replacer::new(),
+        router,
+        Arc::clone(executor),
+        Arc::clone(clock),
+        None,
         stop.clone(),
     )));
     tasks

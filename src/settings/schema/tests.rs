@@ -73,7 +73,7 @@ fn every_value_is_described_and_every_description_is_a_value() {
 fn enums_are_the_flags_possible_values() {
     let schema = values_schema();
     let on_timeout = &schema["properties"]["config"]["properties"]["onTimeout"]["enum"];
-    assert_eq!(on_timeout, &serde_json::json!(["open", "keep"]));
+    assert_eq!(on_timeout, &serde_json::json!(["open", "keep", "replace"]));
     let log_format = &schema["properties"]["config"]["properties"]["logFormat"]["enum"];
     assert_eq!(log_format, &serde_json::json!(["text", "json"]));
 }

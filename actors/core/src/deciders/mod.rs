@@ -17,6 +17,7 @@
 
 pub mod net;
 pub mod regate;
+pub mod replace;
 pub mod rules;
 
 use std::sync::Arc;
@@ -129,6 +130,11 @@ pub enum Input {
         node: String,
         read: Result<Option<NodeInfo>, String>,
     },
+    /// The executor's answer to [`Effect::Replace`].
+    Replaced {
+        write: replace::ReplaceWrite,
+        outcome: replace::ReplaceOutcome,
+    },
 }
 
 /// Which decider a write, a log line or a count comes from.
@@ -137,6 +143,7 @@ pub enum Origin {
     Net,
     Regate,
     Rules,
+    Replace,
 }
 
 /// A conditional write of one taint on one node, as read at
@@ -202,6 +209,15 @@ pub enum Tally {
     RuleAdded(String),
     RuleRemoved(String),
     RuleBudgetBlocked(String),
+    /// A replace request, by owner kind (`nodeclaim`, `machine`, `none`)
+    /// and outcome (`requested`, `owner_failed`, `failed`).
+    Replaced {
+        owner: &'static str,
+        outcome: &'static str,
+    },
+    ReplaceBudgetExhausted,
+    /// A node not replaced for a cluster-wide breakage, by fallback.
+    ReplaceSkipped(&'static str),
 }
 
 /// What comes out of a decider.
@@ -229,6 +245,9 @@ pub enum Effect {
         message: String,
     },
     Count(Tally),
+    /// `--on-timeout=replace`: mark the node and ask its owner to replace
+    /// it, or record a fallback; answer [`Input::Replaced`].
+    Replace(replace::ReplaceWrite),
 }
 
 impl Effect {

@@ -379,7 +379,7 @@ impl Decider for Net {
             Input::Changed(Change::Pods { .. } | Change::GateStopped { .. }) => Vec::new(),
             Input::PodsListed { node, pods } => self.listed(&node, pods, cx),
             Input::Wrote { write, outcome } => self.wrote(&write, outcome, cx),
-            Input::NodeRead { .. } => Vec::new(),
+            Input::NodeRead { .. } | Input::Replaced { .. } => Vec::new(),
         }
     }
 }

@@ -526,7 +526,7 @@ impl Decider for Regater {
             }
             Input::NodeRead { node, read } => out = self.read(&node, read, cx),
             Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx),
-            Input::PodsListed { .. } => {}
+            Input::PodsListed { .. } | Input::Replaced { .. } => {}
         }
         if self.reading.len() + self.writing.len() < out_before && !self.held.is_empty() {
             let mut held: Vec<String> = self.held.drain().collect();

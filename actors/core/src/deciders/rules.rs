@@ -557,7 +557,8 @@ impl Decider for RuleTainter {
             }
             Input::Changed(Change::Pods { .. } | Change::GateStopped { .. })
             | Input::PodsListed { .. }
-            | Input::NodeRead { .. } => return Vec::new(),
+            | Input::NodeRead { .. }
+            | Input::Replaced { .. } => return Vec::new(),
         };
         self.ask(cx.now, &mut out);
         out

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use super::config::OnTimeout;
 use super::effect::annotation_time;
 use super::event::Event;
 use super::member::{Expectation, Member, Readiness};
@@ -202,7 +201,7 @@ fn apply_clock(state: &mut GateState, ev: &Event) {
                 not_ready: not_ready.clone(),
                 node_not_ready: node_not_ready.clone(),
             });
-            if *action == OnTimeout::Keep {
+            if action.keeps() {
                 state.phase = Phase::TimedOutKept;
             }
         }
@@ -306,7 +305,7 @@ fn apply_ending(state: &mut GateState, ev: &Event) {
         Event::WriteAbandoned { .. } => {
             state.write = None;
             state.phase = match &state.timed_out {
-                Some(t) if t.action == OnTimeout::Keep => Phase::TimedOutKept,
+                Some(t) if t.action.keeps() => Phase::TimedOutKept,
                 _ => Phase::Waiting,
             };
         }

@@ -25,18 +25,28 @@ pub enum OnTimeout {
     /// Leave the taint and mark the node `nodegate.dev/timed-out`; the gate
     /// still opens if every member later becomes Ready.
     Keep,
+    /// As `Keep`, and the leader asks the node's owner to replace it
+    /// (deletes its Karpenter NodeClaim or Cluster API Machine, or cordons
+    /// and marks it): see [`crate::replace`] and semantics.md §5.8.
+    Replace,
 }
 
 impl OnTimeout {
     /// Every action, in the order the command line lists them.
-    pub const ALL: [OnTimeout; 2] = [OnTimeout::Open, OnTimeout::Keep];
+    pub const ALL: [OnTimeout; 3] = [OnTimeout::Open, OnTimeout::Keep, OnTimeout::Replace];
 
     /// The name `--on-timeout` and the config file's `onTimeout` take.
     pub fn as_str(self) -> &'static str {
         match self {
             OnTimeout::Open => "open",
             OnTimeout::Keep => "keep",
+            OnTimeout::Replace => "replace",
         }
+    }
+
+    /// Whether the taint stays at the deadline (`keep`, `replace`).
+    pub fn keeps(self) -> bool {
+        matches!(self, OnTimeout::Keep | OnTimeout::Replace)
     }
 }
 
@@ -46,9 +56,9 @@ impl std::fmt::Display for OnTimeout {
     }
 }
 
-/// An action that is not `open` or `keep`, as written.
+/// An action that is not `open`, `keep` or `replace`, as written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not an action: use open or keep")]
+#[error("{0:?} is not an action: use open, keep or replace")]
 pub struct UnknownOnTimeout(pub String);
 
 impl std::str::FromStr for OnTimeout {
@@ -116,6 +126,9 @@ pub struct GateConfig {
     /// `--reboot-announcements` and friends: re-gating before an announced
     /// reboot (semantics.md §6.10). Off by default.
     pub reboots: crate::reboot::AnnouncedReboots,
+    /// `--replace-*`: the budget and fallback of `--on-timeout=replace`
+    /// (semantics.md §5.8); read only with that action.
+    pub replace: crate::replace::ReplaceConfig,
 }
 
 impl GateConfig {
@@ -177,6 +190,7 @@ impl Default for GateConfig {
             max_unavailable: None,
             node_condition: false,
             reboots: crate::reboot::AnnouncedReboots::default(),
+            replace: crate::replace::ReplaceConfig::default(),
         }
     }
 }

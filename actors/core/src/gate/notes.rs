@@ -80,10 +80,19 @@ pub enum Reason {
     /// A `remove: whenCleared` rule took its taint off a node that no
     /// longer matches it.
     ConditionTaintRemoved,
+    /// `--on-timeout=replace`: the leader asked the node's owner to replace
+    /// it (deleted its NodeClaim or Machine, or cordoned and marked it;
+    /// semantics.md §5.8).
+    GateReplaced,
+    /// A node is due for replacement, but the replace budget is used up.
+    ReplaceBudgetExhausted,
+    /// A node is due for replacement, but a member it waits for is broken
+    /// cluster-wide: not replaced, `--replace-fallback` decides instead.
+    ReplaceSkipped,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 9] = [
+    pub const ALL: [Reason; 12] = [
         Reason::GateOpened,
         Reason::GateTimedOut,
         Reason::GateWouldOpen,
@@ -93,6 +102,9 @@ impl Reason {
         Reason::RegateBudgetExhausted,
         Reason::ConditionTaintAdded,
         Reason::ConditionTaintRemoved,
+        Reason::GateReplaced,
+        Reason::ReplaceBudgetExhausted,
+        Reason::ReplaceSkipped,
     ];
 
     /// The Event's `reason` as the API shows it.
@@ -107,6 +119,9 @@ impl Reason {
             Reason::RegateBudgetExhausted => "RegateBudgetExhausted",
             Reason::ConditionTaintAdded => "ConditionTaintAdded",
             Reason::ConditionTaintRemoved => "ConditionTaintRemoved",
+            Reason::GateReplaced => "GateReplaced",
+            Reason::ReplaceBudgetExhausted => "ReplaceBudgetExhausted",
+            Reason::ReplaceSkipped => "ReplaceSkipped",
         }
     }
 }
@@ -148,6 +163,7 @@ pub(super) fn dry_run_timed_out(node: &NodeInfo, start: Timestamp, t: &TimeoutRe
     let what = match t.action {
         OnTimeout::Open => "would open the node anyway",
         OnTimeout::Keep => "would keep the node closed",
+        OnTimeout::Replace => "would keep the node closed and ask its owner to replace it",
     };
     let note = format!(
         "dry-run: {} passed {} after the gate started; {what}; {}",
@@ -203,10 +219,15 @@ pub(super) fn opened_by_timeout(
 ) -> NodeEvent {
     let note = match timed_out {
         Some(t) => format!(
-            "{} passed {} after the gate started; opened anyway {} after the gate started; {}",
+            "{} passed {} after the gate started; opened anyway {} after the gate started{}; {}",
             deadline_name(t),
             since(start, t.deadline),
             since(start, at),
+            if t.action == OnTimeout::Replace {
+                " (not replaced: a member is broken cluster-wide; --replace-fallback=open)"
+            } else {
+                ""
+            },
             not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())
         ),
         None => format!(
@@ -231,8 +252,14 @@ pub(super) fn opened_manually(node: &NodeInfo, state: &GateState, at: Timestamp)
 /// The deadline passed and the node is marked and kept closed
 /// (`--on-timeout=keep`).
 pub(super) fn kept_closed(node: &NodeInfo, start: Timestamp, t: &TimeoutRecord) -> NodeEvent {
+    let kept = match t.action {
+        OnTimeout::Replace => {
+            "kept closed; the leader asks the node's owner to replace it (--on-timeout=replace)"
+        }
+        _ => "kept closed (--on-timeout=keep)",
+    };
     let note = format!(
-        "{} passed {} after the gate started; kept closed (--on-timeout=keep); {}",
+        "{} passed {} after the gate started; {kept}; {}",
         deadline_name(t),
         since(start, t.deadline),
         not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())

@@ -30,5 +30,6 @@ mod patch;
 mod properties;
 mod reboot;
 mod reexamination;
+mod replace;
 mod schedule_clock;
 mod switches;

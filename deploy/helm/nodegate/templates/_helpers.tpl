@@ -91,6 +91,13 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- $a = append $a (printf "--timeout=%v" $c.timeout) -}}
 {{- $a = append $a (printf "--schedule-timeout=%v" $c.scheduleTimeout) -}}
 {{- $a = append $a (printf "--on-timeout=%v" $c.onTimeout) -}}
+{{- if eq (toString $c.onTimeout) "replace" -}}
+{{- $a = append $a (printf "--replace-budget=%v" $c.replaceBudget) -}}
+{{- $a = append $a (printf "--replace-interval=%v" $c.replaceInterval) -}}
+{{- $a = append $a (printf "--replace-in-flight=%v" $c.replaceInFlight) -}}
+{{- $a = append $a (printf "--replace-fallback=%v" $c.replaceFallback) -}}
+{{- $a = append $a (printf "--replace-breakage=%v" $c.replaceBreakage) -}}
+{{- end -}}
 {{- if $c.dryRun }}{{ $a = append $a "--dry-run" }}{{ end -}}
 {{- if $c.nodeCondition }}{{ $a = append $a "--node-condition" }}{{ end -}}
 {{- $a = append $a (printf "--max-concurrent-patches=%v" $c.maxConcurrentPatches) -}}

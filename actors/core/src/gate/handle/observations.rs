@@ -246,6 +246,7 @@ fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (bool, bool) {
         // An announced reboot's hold (semantics.md §6.10).
         boot_id,
         awaiting_reboot,
+        replace,
         // Recorded with the resourceVersion alone: no decision of the gate
         // reads them (re-gating reads the announcements).
         reboot_pending: _,
@@ -273,6 +274,10 @@ fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (bool, bool) {
         && *suspended == new.suspended
         && *open_requested == new.open_requested
         && *boot_id == new.boot_id
-        && *awaiting_reboot == new.awaiting_reboot;
+        && *awaiting_reboot == new.awaiting_reboot
+        // The fallback is read by the gate (`--replace-fallback=open`); the
+        // request is not, but is journaled with the node (semantics.md §5.8).
+        && replace.fallback == new.replace.fallback
+        && replace.requested == new.replace.requested;
     (same_members, same_switches)
 }

@@ -147,7 +147,7 @@ impl Step<'_> {
             Some(OpenedBy::Manual)
         } else if may_open {
             Some(OpenedBy::Ready)
-        } else if self.timed_out_with(OnTimeout::Open) {
+        } else if self.timed_out_with(OnTimeout::Open) || self.replace_falls_back_to_open() {
             Some(OpenedBy::Timeout)
         } else {
             None
@@ -162,9 +162,22 @@ impl Step<'_> {
             .is_some_and(|t| t.action == action)
     }
 
-    /// A timeout kept (`--on-timeout=keep`) whose mark is not written yet.
+    /// A timeout kept (`--on-timeout=keep` or `replace`) whose mark is not
+    /// written yet. With `replace` the mark is also what tells the replace
+    /// decider that the node is due (semantics.md §5.8).
     fn mark_owed(&self) -> bool {
-        self.timed_out_with(OnTimeout::Keep) && !self.s.timeout_marked
+        self.s.timed_out.as_ref().is_some_and(|t| t.action.keeps()) && !self.s.timeout_marked
+    }
+
+    /// `--on-timeout=replace`, and the leader refused to replace the node
+    /// because its members are broken cluster-wide, with
+    /// `--replace-fallback=open`: the node carries
+    /// `nodegate.dev/replace-fallback: open`, and opens as by timeout.
+    fn replace_falls_back_to_open(&self) -> bool {
+        self.timed_out_with(OnTimeout::Replace)
+            && self.s.node.as_ref().is_some_and(|n| {
+                crate::replace::fallback(n) == Some(crate::replace::Fallback::Open)
+            })
     }
 
     /// Suspended: decide and journal, write nothing; an in-flight write is

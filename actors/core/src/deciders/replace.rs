@@ -1,0 +1,486 @@
+//! `--on-timeout=replace` as a decider (semantics.md §5.8): a gated node
+//! whose gate timed out and kept it closed (`nodegate.dev/timed-out`, this
+//! gate's) is replaced by its owner, under a cluster-wide budget, unless a
+//! member it waits for is broken cluster-wide.
+//!
+//! A node is looked at when the change feed says it changed, and every
+//! node when everything may have changed, at a [`Input::Tick`] asked for,
+//! and when this replica starts leading. Only the leader writes.
+//!
+//! What the budget counts comes from the API: every node carrying
+//! `nodegate.dev/replace-requested` is in flight, and every request time
+//! this replica has seen on a node (through its watch, or its own write)
+//! counts in the interval, also after that node is gone. A restarted or new
+//! leader therefore counts the requests made before it as long as it saw
+//! their nodes, and never asks twice for a node already marked: the mark is
+//! written before the owner is deleted. A leader that gains the lease deletes
+//! the owner of every marked node once more (a delete of an object already
+//! being deleted changes nothing), so a request cut off between the mark and
+//! the delete is finished.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use super::{Change, Context, Decider, Effect, Input, Level, Origin, Tally, retry_after};
+use crate::gate::{EventType, NodeEvent, OnTimeout, PatchOutcome, Reason};
+use crate::model::{DaemonSetInfo, NodeInfo};
+use crate::replace::{self, Exhausted, Fallback, Owner, ReplaceConfig, Spread, Used};
+
+#[cfg(test)]
+mod tests;
+
+/// At most one `ReplaceBudgetExhausted` Event per node this often.
+pub const BUDGET_EVENT_EVERY: SignedDuration = SignedDuration::from_secs(600);
+
+/// A due node the budget refused is looked at again this much later (or as
+/// soon as a requested node goes).
+pub const BUDGET_RETRY: SignedDuration = SignedDuration::from_secs(10);
+
+/// One write of the replace decider, conditional on the node's
+/// `resource_version` where it writes the node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplaceWrite {
+    pub node: String,
+    pub uid: String,
+    pub resource_version: String,
+    /// Whether the node has a `metadata.annotations` map to add to.
+    pub annotations_present: bool,
+    pub action: ReplaceAction,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplaceAction {
+    /// Set `nodegate.dev/replace-requested` (`at`) and
+    /// `nodegate.dev/replace-reason`, with `spec.unschedulable: true` when
+    /// no owner is known, in one conditional patch; then delete the owner.
+    Request {
+        owner: Owner,
+        provider_id: Option<String>,
+        at: Timestamp,
+        reason: String,
+    },
+    /// The request is on the node already: delete the owner (again).
+    DeleteOwner {
+        owner: Owner,
+        provider_id: Option<String>,
+    },
+    /// Set `nodegate.dev/replace-fallback` and `replace-fallback-at`: not
+    /// replaced, and what instead. `note`: the `ReplaceSkipped` Event's.
+    Fallback {
+        fallback: Fallback,
+        at: Timestamp,
+        note: String,
+    },
+}
+
+/// What the executor did with a [`ReplaceWrite`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplaceOutcome {
+    /// Done. `deleted`: the owner object deleted (`nodeclaim/NAME`,
+    /// `machine/NS/NAME`); `None` for a cordon or a fallback.
+    Done { deleted: Option<String> },
+    /// The node is marked, but its owner could not be deleted (why).
+    OwnerFailed(String),
+    /// The node write was not made (or may not have been).
+    NotWritten(PatchOutcome),
+}
+
+/// The replace decider's memory.
+#[derive(Debug, Default)]
+pub struct Replacer {
+    /// Request times seen on nodes (or written by this replica), kept for
+    /// the interval even after the node is gone.
+    seen: HashMap<String, Timestamp>,
+    /// This replica's requests the index does not show yet.
+    pending: HashSet<String>,
+    /// Writes out (requests, deletes again, fallbacks).
+    writing: HashSet<String>,
+    /// The requests among them: they count in the budget until answered.
+    requesting: HashSet<String>,
+    /// Marked nodes whose owner this replica deleted (or found gone).
+    owner_done: HashSet<String>,
+    /// When the last `ReplaceBudgetExhausted` Event went out, per node.
+    budget_event: HashMap<String, Timestamp>,
+    /// Due nodes the budget refused.
+    refused: BTreeSet<String>,
+    /// Spreads of the DaemonSets counted during one input.
+    spreads: HashMap<String, Spread>,
+}
+
+impl Replacer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The request times this replica counts, for explain and tests.
+    pub fn requests(&self) -> &HashMap<String, Timestamp> {
+        &self.seen
+    }
+
+    /// Whether `name` is due but refused by the budget now.
+    pub fn refused(&self, name: &str) -> bool {
+        self.refused.contains(name)
+    }
+
+    fn note(&mut self, node: &NodeInfo) {
+        if let Some(at) = node.replace.requested {
+            self.seen.entry(node.name.clone()).or_insert(at);
+            self.pending.remove(&node.name);
+        }
+    }
+
+    fn prune(&mut self, rc: &ReplaceConfig, now: Timestamp) {
+        let interval = SignedDuration::try_from(rc.interval).unwrap_or(SignedDuration::MAX);
+        let since = now.checked_sub(interval).unwrap_or(Timestamp::MIN);
+        self.seen.retain(|_, at| *at > since);
+    }
+
+    /// The budget used now.
+    fn used(&self, cx: &Context<'_>) -> Used {
+        let marked: HashSet<String> = cx
+            .view
+            .nodes()
+            .iter()
+            .filter(|n| n.replace.requested.is_some())
+            .map(|n| n.name.clone())
+            .collect();
+        let unseen = self
+            .pending
+            .iter()
+            .chain(&self.requesting)
+            .filter(|n| !marked.contains(*n))
+            .collect::<HashSet<_>>()
+            .len();
+        Used {
+            recent: self.seen.len() + self.requesting.len(),
+            in_flight: marked.len() + unseen,
+        }
+    }
+
+    /// Every node: noted, and those due acted on, the longest timed out
+    /// first.
+    fn scan(&mut self, cx: &Context<'_>, out: &mut Vec<Effect>) {
+        let mut nodes = cx.view.nodes();
+        for n in &nodes {
+            self.note(n);
+        }
+        nodes.sort_by(|a, b| (a.replace.timed_out, &a.name).cmp(&(b.replace.timed_out, &b.name)));
+        for n in nodes {
+            self.look(&n, cx, out);
+        }
+    }
+
+    /// One node: its owner deleted again if this replica has not yet, and a
+    /// request (or a fallback) if it is due.
+    fn look(&mut self, node: &Arc<NodeInfo>, cx: &Context<'_>, out: &mut Vec<Effect>) {
+        let name = node.name.as_str();
+        if self.writing.contains(name) || !cx.may_write || cx.config.suspend || node.suspended {
+            return;
+        }
+        if node.replace.requested.is_some()
+            && node.replace.owner != Owner::None
+            && !self.owner_done.contains(name)
+        {
+            self.writing.insert(name.to_string());
+            out.push(Effect::Replace(write_for(
+                node,
+                ReplaceAction::DeleteOwner {
+                    owner: node.replace.owner.clone(),
+                    provider_id: node.replace.provider_id.as_deref().map(str::to_string),
+                },
+            )));
+            return;
+        }
+        if !replace::due(node, cx.config) {
+            self.refused.remove(name);
+            return;
+        }
+        let rc = &cx.config.replace;
+        let now = cx.now.for_grace();
+        let daemonsets = cx.view.daemonsets();
+        let pods = cx.view.pods_on(name);
+        let blocking = replace::blocking(node, &daemonsets, &pods, cx.config, now);
+        for ds in &blocking {
+            let spread = self.spread(ds, cx);
+            if spread.broken(rc.breakage) {
+                self.refused.remove(name);
+                return self.fall_back(node, ds, spread, rc, now, out);
+            }
+        }
+        self.prune(rc, now);
+        if let Err(exhausted) = replace::budget_allows(rc, self.used(cx)) {
+            return self.refuse(node, exhausted, now, out);
+        }
+        self.refused.remove(name);
+        let waiting: Vec<String> = blocking.iter().map(|ds| ds.key()).collect();
+        let owner = node.replace.owner.clone();
+        let reason = replace::reason(&owner, &waiting);
+        self.writing.insert(name.to_string());
+        self.requesting.insert(name.to_string());
+        out.push(Effect::Replace(write_for(
+            node,
+            ReplaceAction::Request {
+                owner,
+                provider_id: node.replace.provider_id.as_deref().map(str::to_string),
+                at: crate::gate::annotation_time(now),
+                reason,
+            },
+        )));
+    }
+
+    /// How `ds` fares across the cluster, counted once per input.
+    fn spread(&mut self, ds: &DaemonSetInfo, cx: &Context<'_>) -> Spread {
+        if let Some(s) = self.spreads.get(&ds.uid) {
+            return *s;
+        }
+        let mut spread = Spread::default();
+        for n in cx.view.nodes() {
+            let pods = cx.view.pods_on(&n.name);
+            spread.count(ds, pods.iter().map(AsRef::as_ref));
+        }
+        self.spreads.insert(ds.uid.clone(), spread);
+        spread
+    }
+
+    fn fall_back(
+        &mut self,
+        node: &NodeInfo,
+        ds: &DaemonSetInfo,
+        spread: Spread,
+        rc: &ReplaceConfig,
+        now: Timestamp,
+        out: &mut Vec<Effect>,
+    ) {
+        let fallback = rc.fallback;
+        let instead = match fallback {
+            Fallback::Open => "opened as by --on-timeout=open",
+            Fallback::Keep => "kept closed as by --on-timeout=keep",
+        };
+        let note = format!(
+            "Not replaced: {} is broken cluster-wide ({spread}, more than --replace-breakage {}); replacing nodes cannot fix it; {instead} (--replace-fallback={fallback})",
+            ds.key(),
+            rc.breakage
+        );
+        self.writing.insert(node.name.clone());
+        out.push(Effect::Replace(write_for(
+            node,
+            ReplaceAction::Fallback {
+                fallback,
+                at: crate::gate::annotation_time(now),
+                note,
+            },
+        )));
+    }
+
+    fn refuse(
+        &mut self,
+        node: &NodeInfo,
+        exhausted: Exhausted,
+        now: Timestamp,
+        out: &mut Vec<Effect>,
+    ) {
+        let name = node.name.as_str();
+        self.refused.insert(name.to_string());
+        out.push(Effect::Count(Tally::ReplaceBudgetExhausted));
+        out.push(Effect::LookAgainAt(
+            now.checked_add(BUDGET_RETRY).unwrap_or(now),
+        ));
+        let announce = self
+            .budget_event
+            .get(name)
+            .is_none_or(|last| now.duration_since(*last) >= BUDGET_EVENT_EVERY);
+        if !announce {
+            return;
+        }
+        self.budget_event.insert(name.to_string(), now);
+        let note = format!("Not replaced yet although its deadline passed: {exhausted}");
+        out.push(Effect::log(Level::Warn, name, note.clone()));
+        out.push(Effect::RecordEvent(NodeEvent::new(
+            name,
+            &node.uid,
+            EventType::Warning,
+            Reason::ReplaceBudgetExhausted,
+            note,
+        )));
+    }
+
+    fn answered(
+        &mut self,
+        write: ReplaceWrite,
+        outcome: ReplaceOutcome,
+        cx: &Context<'_>,
+        out: &mut Vec<Effect>,
+    ) {
+        let name = write.node.clone();
+        self.writing.remove(&name);
+        self.requesting.remove(&name);
+        let now = cx.now.for_grace();
+        let again = now.checked_add(BUDGET_RETRY).unwrap_or(now);
+        match (write.action, outcome) {
+            (ReplaceAction::Request { owner, at, .. }, ReplaceOutcome::Done { deleted }) => {
+                self.requested(&name, at);
+                self.owner_done.insert(name.clone());
+                let what = match deleted {
+                    Some(obj) => format!("deleted its owner {obj}"),
+                    None => "no owner known: cordoned and marked nodegate.dev/replace-requested for the cluster-autoscaler or a person".to_string(),
+                };
+                out.push(Effect::Count(Tally::Replaced {
+                    owner: owner.kind(),
+                    outcome: "requested",
+                }));
+                self.replaced_event(&write.uid, &name, &what, out);
+            }
+            (ReplaceAction::Request { owner, at, .. }, ReplaceOutcome::OwnerFailed(e)) => {
+                self.requested(&name, at);
+                out.push(Effect::Count(Tally::Replaced {
+                    owner: owner.kind(),
+                    outcome: "owner_failed",
+                }));
+                let what = format!("marked, but deleting its owner failed ({e}); trying again");
+                self.replaced_event(&write.uid, &name, &what, out);
+                out.push(Effect::LookAgainAt(again));
+            }
+            (ReplaceAction::DeleteOwner { .. }, ReplaceOutcome::Done { .. }) => {
+                self.owner_done.insert(name);
+            }
+            (ReplaceAction::DeleteOwner { .. }, ReplaceOutcome::OwnerFailed(e)) => {
+                out.push(Effect::log(
+                    Level::Warn,
+                    &name,
+                    format!(
+                        "cannot delete the owner of a node asked to be replaced: {e}; trying again"
+                    ),
+                ));
+                out.push(Effect::LookAgainAt(again));
+            }
+            (ReplaceAction::Fallback { fallback, note, .. }, ReplaceOutcome::Done { .. }) => {
+                out.push(Effect::Count(Tally::ReplaceSkipped(fallback.as_str())));
+                out.push(Effect::log(Level::Warn, &name, note.clone()));
+                out.push(Effect::RecordEvent(NodeEvent::new(
+                    &name,
+                    &write.uid,
+                    EventType::Warning,
+                    Reason::ReplaceSkipped,
+                    note,
+                )));
+            }
+            (action, ReplaceOutcome::NotWritten(outcome)) => {
+                self.not_written(&name, &action, outcome, now, out);
+            }
+            // A fallback write never deletes an owner.
+            (ReplaceAction::Fallback { .. }, ReplaceOutcome::OwnerFailed(_)) => {}
+        }
+    }
+
+    fn requested(&mut self, name: &str, at: Timestamp) {
+        self.seen.insert(name.to_string(), at);
+        self.pending.insert(name.to_string());
+    }
+
+    fn replaced_event(&self, uid: &str, name: &str, what: &str, out: &mut Vec<Effect>) {
+        let note = format!("Deadline passed with --on-timeout=replace: {what}");
+        out.push(Effect::log(Level::Info, name, note.clone()));
+        out.push(Effect::RecordEvent(NodeEvent::new(
+            name,
+            uid,
+            EventType::Warning,
+            Reason::GateReplaced,
+            note,
+        )));
+    }
+
+    fn not_written(
+        &mut self,
+        name: &str,
+        action: &ReplaceAction,
+        outcome: PatchOutcome,
+        now: Timestamp,
+        out: &mut Vec<Effect>,
+    ) {
+        match outcome {
+            // Looked at again when this replica leads (MayWrite).
+            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {}
+            PatchOutcome::NotFound => {}
+            PatchOutcome::Applied => {}
+            PatchOutcome::Conflict => out.push(Effect::LookAgainAt(retry_after(now))),
+            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
+                if matches!(action, ReplaceAction::Request { .. }) {
+                    let owner = match action {
+                        ReplaceAction::Request { owner, .. } => owner.kind(),
+                        _ => "none",
+                    };
+                    out.push(Effect::Count(Tally::Replaced {
+                        owner,
+                        outcome: "failed",
+                    }));
+                }
+                out.push(Effect::log(
+                    Level::Warn,
+                    name,
+                    format!("cannot write the replace mark: {e}; trying again"),
+                ));
+                out.push(Effect::LookAgainAt(retry_after(now)));
+            }
+        }
+    }
+}
+
+fn write_for(node: &NodeInfo, action: ReplaceAction) -> ReplaceWrite {
+    ReplaceWrite {
+        node: node.name.clone(),
+        uid: node.uid.clone(),
+        resource_version: node.resource_version.clone(),
+        annotations_present: node.annotations_present,
+        action,
+    }
+}
+
+impl Decider for Replacer {
+    fn origin(&self) -> Origin {
+        Origin::Replace
+    }
+
+    fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect> {
+        let mut out = Vec::new();
+        if cx.config.on_timeout != OnTimeout::Replace {
+            // Still note requests, so that turning replace on later counts
+            // them; and report the answers of writes out.
+            if let Input::Replaced { write, outcome } = input {
+                self.answered(write, outcome, cx, &mut out);
+            }
+            return out;
+        }
+        self.spreads.clear();
+        match input {
+            Input::Changed(Change::Node { after: Some(n), .. }) => {
+                self.note(&n);
+                self.look(&n, cx, &mut out);
+            }
+            Input::Changed(Change::Node {
+                name, after: None, ..
+            }) => {
+                self.pending.remove(&name);
+                self.owner_done.remove(&name);
+                self.budget_event.remove(&name);
+                if !self.refused.is_empty() {
+                    out.push(Effect::LookAgainAt(cx.now.local));
+                }
+                self.refused.remove(&name);
+            }
+            Input::Changed(Change::Everything) | Input::Tick | Input::MayWrite => {
+                self.scan(cx, &mut out);
+            }
+            Input::Replaced { write, outcome } => self.answered(write, outcome, cx, &mut out),
+            Input::Changed(Change::Pods { .. } | Change::GateStopped { .. })
+            | Input::Wrote { .. }
+            | Input::PodsListed { .. }
+            | Input::NodeRead { .. } => {}
+        }
+        out
+    }
+}

@@ -1,0 +1,468 @@
+use std::time::Duration;
+
+use super::*;
+use crate::budget::MaxUnavailable;
+use crate::deciders::fixture::{Run, asked, reasons};
+use crate::gate::GateConfig;
+use crate::model::PodInfo;
+use crate::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE, TOLERATION_OP_EXISTS};
+use crate::replace::KARPENTER_NODEPOOL_LABEL;
+use crate::testutil::{ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts};
+
+const NOW: i64 = 10_000;
+/// Every gated node was created here and timed out at +120 s.
+const CREATED: i64 = 5_000;
+
+fn config(budget: u32, in_flight: u32, fallback: Fallback) -> GateConfig {
+    GateConfig {
+        on_timeout: OnTimeout::Replace,
+        replace: ReplaceConfig {
+            budget,
+            interval: Duration::from_secs(600),
+            in_flight,
+            fallback,
+            breakage: MaxUnavailable::Percent(20),
+        },
+        ..GateConfig::default()
+    }
+}
+
+fn agent() -> Arc<DaemonSetInfo> {
+    Arc::new(mk_ds(
+        "infra",
+        "cni",
+        template_with_tolerations(vec![toleration("", TOLERATION_OP_EXISTS, "", "")]),
+    ))
+}
+
+fn pod(node: &str, ready: bool) -> Arc<PodInfo> {
+    let mut p = ds_pod(&format!("cni-{node}"), node, &agent());
+    p.ready = ready;
+    Arc::new(p)
+}
+
+/// A healthy open node with the agent Ready on it.
+fn open(r: &mut Run, name: &str) {
+    r.index
+        .nodes
+        .insert(name.into(), Arc::new(mk_node(name, &[], vec![])));
+    r.index.pods.push(pod(name, true));
+}
+
+/// A gated node whose gate timed out and kept it, the agent not Ready.
+fn stuck(name: &str) -> NodeInfo {
+    let mut n = mk_node(
+        name,
+        &[],
+        vec![taint(DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE)],
+    );
+    n.created = ts(CREATED);
+    n.annotations_present = true;
+    n.replace.timed_out = Some(ts(CREATED + 120));
+    n
+}
+
+fn karpenter(name: &str) -> NodeInfo {
+    let mut n = stuck(name);
+    n.labels
+        .insert(KARPENTER_NODEPOOL_LABEL.into(), "default".into());
+    n.replace.owner = Owner::NodeClaim;
+    n.replace.provider_id = Some("kwok://x".into());
+    n
+}
+
+/// Ten healthy nodes, the agent Ready on each, and `stuck` nodes not
+/// Ready: the agent is not broken cluster-wide for up to two stuck ones.
+fn run(cfg: GateConfig) -> Run {
+    let mut r = Run::new(cfg, ts(NOW));
+    r.index.daemonsets.push(agent());
+    for i in 0..10 {
+        open(&mut r, &format!("ok-{i}"));
+    }
+    r
+}
+
+fn add_stuck(r: &mut Run, n: NodeInfo) -> Input {
+    r.index.pods.push(pod(&n.name, false));
+    r.index.upsert(n)
+}
+
+fn replace_writes(effects: &[Effect]) -> Vec<&ReplaceWrite> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Replace(w) => Some(w),
+            _ => None,
+        })
+        .collect()
+}
+
+fn requests(effects: &[Effect]) -> Vec<(&str, &Owner)> {
+    replace_writes(effects)
+        .into_iter()
+        .filter_map(|w| match &w.action {
+            ReplaceAction::Request { owner, .. } => Some((w.node.as_str(), owner)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn done(w: &ReplaceWrite, deleted: Option<&str>) -> Input {
+    Input::Replaced {
+        write: w.clone(),
+        outcome: ReplaceOutcome::Done {
+            deleted: deleted.map(str::to_string),
+        },
+    }
+}
+
+/// What the index shows once a request was written: the marks.
+fn marked(mut n: NodeInfo, at: i64) -> NodeInfo {
+    n.replace.requested = Some(ts(at));
+    n.resource_version = "2".into();
+    n
+}
+
+#[test]
+fn a_karpenter_node_gets_its_nodeclaim_deleted_and_a_gate_replaced_event() {
+    let mut r = run(config(2, 2, Fallback::Keep));
+    let mut d = Replacer::new();
+    let input = add_stuck(&mut r, karpenter("k1"));
+    let out = r.step(&mut d, input);
+    assert_eq!(requests(&out), [("k1", &Owner::NodeClaim)]);
+    let w = replace_writes(&out)[0].clone();
+    let ReplaceAction::Request {
+        provider_id,
+        reason,
+        at,
+        ..
+    } = &w.action
+    else {
+        panic!("{w:?}")
+    };
+    assert_eq!(provider_id.as_deref(), Some("kwok://x"));
+    assert!(
+        reason.contains("infra/cni") && reason.contains("NodeClaim"),
+        "{reason}"
+    );
+    assert_eq!(*at, ts(NOW));
+    assert_eq!(w.resource_version, "1");
+    let out = r.step(&mut d, done(&w, Some("nodeclaim/k1")));
+    assert_eq!(reasons(&out), ["GateReplaced"]);
+    assert!(out.contains(&Effect::Count(Tally::Replaced {
+        owner: "nodeclaim",
+        outcome: "requested"
+    })));
+}
+
+#[test]
+fn a_cluster_api_node_gets_its_machine_deleted() {
+    let mut r = run(config(2, 2, Fallback::Keep));
+    let mut d = Replacer::new();
+    let mut n = stuck("m1");
+    n.replace.owner = Owner::Machine {
+        namespace: "capi".into(),
+        name: "machine-m1".into(),
+    };
+    let input = add_stuck(&mut r, n);
+    let out = r.step(&mut d, input);
+    assert_eq!(
+        requests(&out),
+        [(
+            "m1",
+            &Owner::Machine {
+                namespace: "capi".into(),
+                name: "machine-m1".into()
+            }
+        )]
+    );
+}
+
+#[test]
+fn a_node_with_no_owner_is_cordoned_and_marked() {
+    let mut r = run(config(2, 2, Fallback::Keep));
+    let mut d = Replacer::new();
+    let input = add_stuck(&mut r, stuck("n1"));
+    let out = r.step(&mut d, input);
+    assert_eq!(requests(&out), [("n1", &Owner::None)]);
+    let w = replace_writes(&out)[0].clone();
+    let out = r.step(&mut d, done(&w, None));
+    assert_eq!(reasons(&out), ["GateReplaced"]);
+    let Some(Effect::RecordEvent(ev)) = out.iter().find(|e| matches!(e, Effect::RecordEvent(_)))
+    else {
+        panic!("{out:?}")
+    };
+    assert!(ev.note.contains("cordoned"), "{}", ev.note);
+}
+
+#[test]
+fn a_node_not_timed_out_by_this_gate_is_not_replaced() {
+    let mut r = run(config(2, 2, Fallback::Keep));
+    let mut d = Replacer::new();
+    // The timed-out mark of an earlier gate: re-gated since.
+    let mut n = stuck("n1");
+    n.gated_since = Some(ts(CREATED + 500));
+    let input = add_stuck(&mut r, n);
+    assert!(replace_writes(&r.step(&mut d, input)).is_empty());
+    // Not timed out at all.
+    let mut n = stuck("n2");
+    n.replace.timed_out = None;
+    let input = add_stuck(&mut r, n);
+    assert!(replace_writes(&r.step(&mut d, input)).is_empty());
+    // Another action.
+    r.config.on_timeout = OnTimeout::Keep;
+    let input = add_stuck(&mut r, stuck("n3"));
+    assert!(replace_writes(&r.step(&mut d, input)).is_empty());
+}
+
+#[test]
+fn the_rate_budget_refuses_with_replace_budget_exhausted_and_looks_again() {
+    let mut r = run(config(1, 5, Fallback::Keep));
+    let mut d = Replacer::new();
+    let input = add_stuck(&mut r, karpenter("k1"));
+    let out = r.step(&mut d, input);
+    let w = replace_writes(&out)[0].clone();
+    r.step(&mut d, done(&w, Some("nodeclaim/k1")));
+    // k1 is gone already (Karpenter was quick): in flight is 0, but the
+    // request still counts in the interval.
+    let input = r.index.delete("k1");
+    r.step(&mut d, input);
+    let input = add_stuck(&mut r, karpenter("k2"));
+    let out = r.step(&mut d, input);
+    assert!(requests(&out).is_empty(), "{out:?}");
+    assert_eq!(reasons(&out), ["ReplaceBudgetExhausted"]);
+    assert!(out.contains(&Effect::Count(Tally::ReplaceBudgetExhausted)));
+    assert_eq!(asked(&out), [ts(NOW + 10)]);
+    assert!(d.refused("k2"));
+    // The interval passes: k2 is asked for.
+    r.now = ts(NOW + 601);
+    let out = r.step(&mut d, Input::Tick);
+    assert_eq!(requests(&out), [("k2", &Owner::NodeClaim)]);
+}
+
+#[test]
+fn the_in_flight_limit_counts_marked_nodes_that_still_exist() {
+    let mut r = run(config(10, 1, Fallback::Keep));
+    let mut d = Replacer::new();
+    // Marked by an earlier leader, long ago (out of the interval), still
+    // there.
+    r.index.upsert(marked(stuck("old"), NOW - 5_000));
+    let input = add_stuck(&mut r, stuck("n1"));
+    let out = r.step(&mut d, input);
+    assert!(requests(&out).is_empty(), "{out:?}");
+    assert_eq!(reasons(&out), ["ReplaceBudgetExhausted"]);
+    let Some(Effect::RecordEvent(ev)) = out.iter().find(|e| matches!(e, Effect::RecordEvent(_)))
+    else {
+        panic!()
+    };
+    assert!(ev.note.contains("--replace-in-flight 1"), "{}", ev.note);
+    // The old node goes: n1 is looked at again and asked for.
+    let input = r.index.delete("old");
+    let out = r.step(&mut d, input);
+    assert_eq!(asked(&out), [ts(NOW)]);
+    let out = r.step(&mut d, Input::Tick);
+    assert_eq!(requests(&out), [("n1", &Owner::None)]);
+}
+
+#[test]
+fn a_refused_node_gets_one_budget_event_per_ten_minutes() {
+    let mut r = run(config(0, 5, Fallback::Keep));
+    let mut d = Replacer::new();
+    let input = add_stuck(&mut r, stuck("n1"));
+    assert_eq!(reasons(&r.step(&mut d, input)), ["ReplaceBudgetExhausted"]);
+    r.now = ts(NOW + 10);
+    assert!(reasons(&r.step(&mut d, Input::Tick)).is_empty());
+    r.now = ts(NOW + 600);
+    assert_eq!(
+        reasons(&r.step(&mut d, Input::Tick)),
+        ["ReplaceBudgetExhausted"]
+    );
+}
+
+/// Three stuck nodes beside the ten healthy ones: 3 of 13 failing is
+/// more than 20 % (2 nodes): broken cluster-wide.
+fn broken_run(fallback: Fallback) -> (Run, Vec<Effect>) {
+    let mut r = run(config(5, 5, fallback));
+    let mut d = Replacer::new();
+    for name in ["s1", "s2"] {
+        let mut n = stuck(name);
+        n.replace.timed_out = None; // still within their deadline
+        add_stuck(&mut r, n);
+    }
+    let input = add_stuck(&mut r, karpenter("k1"));
+    let out = r.step(&mut d, input);
+    (r, out)
+}
+
+#[test]
+fn a_member_broken_cluster_wide_keeps_the_node_with_fallback_keep() {
+    let (r, out) = broken_run(Fallback::Keep);
+    assert!(requests(&out).is_empty(), "{out:?}");
+    let w = replace_writes(&out);
+    assert_eq!(w.len(), 1);
+    let ReplaceAction::Fallback { fallback, note, .. } = &w[0].action else {
+        panic!("{w:?}")
+    };
+    assert_eq!(*fallback, Fallback::Keep);
+    assert!(
+        note.contains("infra/cni is broken cluster-wide (not Ready on 3 of the 13 nodes"),
+        "{note}"
+    );
+    let mut d = Replacer::new();
+    let out = r.step(&mut d, done(w[0], None));
+    assert_eq!(reasons(&out), ["ReplaceSkipped"]);
+    assert!(out.contains(&Effect::Count(Tally::ReplaceSkipped("keep"))));
+}
+
+#[test]
+fn a_member_broken_cluster_wide_opens_the_node_with_fallback_open() {
+    let (_, out) = broken_run(Fallback::Open);
+    let w = replace_writes(&out);
+    assert!(
+        matches!(
+            &w[..],
+            [ReplaceWrite {
+                action: ReplaceAction::Fallback {
+                    fallback: Fallback::Open,
+                    ..
+                },
+                ..
+            }]
+        ),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn a_fallback_recorded_for_this_gate_is_not_decided_again() {
+    let mut r = run(config(5, 5, Fallback::Keep));
+    let mut d = Replacer::new();
+    let mut n = stuck("n1");
+    n.replace.fallback = Some((Fallback::Keep, ts(CREATED + 130)));
+    let input = add_stuck(&mut r, n);
+    assert!(replace_writes(&r.step(&mut d, input)).is_empty());
+}
+
+#[test]
+fn a_node_already_being_replaced_is_not_asked_twice() {
+    let mut r = run(config(5, 5, Fallback::Keep));
+    let mut d = Replacer::new();
+    let input = add_stuck(&mut r, stuck("n1"));
+    let out = r.step(&mut d, input);
+    assert_eq!(requests(&out).len(), 1);
+    // While the write is out: another change of the node, a tick.
+    let input = r.index.upsert(stuck("n1"));
+    assert!(replace_writes(&r.step(&mut d, input)).is_empty());
+    assert!(replace_writes(&r.step(&mut d, Input::Tick)).is_empty());
+    let w = replace_writes(&out)[0].clone();
+    r.step(&mut d, done(&w, None));
+    // The watch shows the mark: nothing more.
+    let input = r.index.upsert(marked(stuck("n1"), NOW));
+    assert!(replace_writes(&r.step(&mut d, input)).is_empty());
+    assert!(replace_writes(&r.step(&mut d, Input::Changed(Change::Everything))).is_empty());
+}
+
+#[test]
+fn a_new_leader_counts_the_marks_on_the_nodes_and_asks_no_node_twice() {
+    let mut r = run(config(2, 5, Fallback::Keep));
+    // The old leader asked for two Karpenter nodes within the interval.
+    r.index.upsert(marked(karpenter("k1"), NOW - 100));
+    r.index.upsert(marked(karpenter("k2"), NOW - 50));
+    add_stuck(&mut r, karpenter("k3"));
+    let mut d = Replacer::new();
+    let out = r.step(&mut d, Input::MayWrite);
+    // No new request: the budget of 2 per interval is used.
+    assert!(requests(&out).is_empty(), "{out:?}");
+    assert_eq!(reasons(&out), ["ReplaceBudgetExhausted"]);
+    // The marked nodes' NodeClaims are deleted once more (a request cut
+    // off between the mark and the delete is finished), not asked again.
+    let again: Vec<&str> = replace_writes(&out)
+        .iter()
+        .filter(|w| matches!(w.action, ReplaceAction::DeleteOwner { .. }))
+        .map(|w| w.node.as_str())
+        .collect();
+    assert_eq!(again, ["k1", "k2"]);
+    for w in replace_writes(&out) {
+        r.step(&mut d, done(w, None));
+    }
+    let out = r.step(&mut d, Input::Tick);
+    assert!(
+        !replace_writes(&out)
+            .iter()
+            .any(|w| matches!(w.action, ReplaceAction::DeleteOwner { .. })),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn requests_seen_on_nodes_since_deleted_still_count_in_the_interval() {
+    let mut r = run(config(1, 5, Fallback::Keep));
+    let mut d = Replacer::new();
+    // Another leader marked k1; this replica's watch saw it; then it went.
+    let input = r.index.upsert(marked(karpenter("k1"), NOW - 100));
+    r.may_write = false;
+    r.step(&mut d, input);
+    let input = r.index.delete("k1");
+    r.step(&mut d, input);
+    r.may_write = true;
+    add_stuck(&mut r, karpenter("k2"));
+    let out = r.step(&mut d, Input::MayWrite);
+    assert!(requests(&out).is_empty(), "{out:?}");
+    assert_eq!(reasons(&out), ["ReplaceBudgetExhausted"]);
+}
+
+#[test]
+fn a_follower_asks_for_nothing_until_it_leads() {
+    let mut r = run(config(2, 2, Fallback::Keep));
+    r.may_write = false;
+    let mut d = Replacer::new();
+    let input = add_stuck(&mut r, stuck("n1"));
+    assert!(r.step(&mut d, input).is_empty());
+    r.may_write = true;
+    assert_eq!(requests(&r.step(&mut d, Input::MayWrite)).len(), 1);
+}
+
+#[test]
+fn a_failed_owner_delete_is_tried_again() {
+    let mut r = run(config(2, 2, Fallback::Keep));
+    let mut d = Replacer::new();
+    let input = add_stuck(&mut r, karpenter("k1"));
+    let out = r.step(&mut d, input);
+    let w = replace_writes(&out)[0].clone();
+    let out = r.step(
+        &mut d,
+        Input::Replaced {
+            write: w,
+            outcome: ReplaceOutcome::OwnerFailed("503".into()),
+        },
+    );
+    assert_eq!(asked(&out), [ts(NOW + 10)]);
+    r.index.upsert(marked(karpenter("k1"), NOW));
+    let out = r.step(&mut d, Input::Tick);
+    assert!(matches!(
+        &replace_writes(&out)[..],
+        [ReplaceWrite {
+            action: ReplaceAction::DeleteOwner { .. },
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn a_conflict_looks_again_and_nothing_counts() {
+    let mut r = run(config(1, 1, Fallback::Keep));
+    let mut d = Replacer::new();
+    let input = add_stuck(&mut r, stuck("n1"));
+    let out = r.step(&mut d, input);
+    let w = replace_writes(&out)[0].clone();
+    let out = r.step(
+        &mut d,
+        Input::Replaced {
+            write: w,
+            outcome: ReplaceOutcome::NotWritten(PatchOutcome::Conflict),
+        },
+    );
+    assert_eq!(asked(&out), [ts(NOW + 1)]);
+    assert!(d.requests().is_empty());
+    assert_eq!(requests(&r.step(&mut d, Input::Tick)).len(), 1);
+}

@@ -1,0 +1,352 @@
+//! Replacing a node whose gate timed out (`--on-timeout=replace`,
+//! semantics.md §5.8): the rules the replace decider
+//! ([`crate::deciders::replace`]) applies, as plain functions.
+//!
+//! The gate keeps such a node closed at its deadline and marks it
+//! `nodegate.dev/timed-out`, as with `keep`. The leader then asks the node's
+//! owner to replace it: it deletes the Karpenter NodeClaim or the Cluster
+//! API Machine that owns the node, or, with no owner known, cordons the node
+//! and marks it for the cluster-autoscaler and for a person. Every request
+//! is first recorded on the node (`nodegate.dev/replace-requested`), which
+//! is what the budget counts and what keeps a restarted or new leader from
+//! asking twice. A node whose members are broken cluster-wide is never
+//! replaced: `--replace-fallback` opens or keeps it instead, recorded as
+//! `nodegate.dev/replace-fallback` (which the gate reads).
+//!
+//! Everything here is pure: time is an argument.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::budget::MaxUnavailable;
+use crate::gate::{GateConfig, OnTimeout};
+use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use crate::placement::{self, Verdict};
+use crate::readiness::{self, MemberState};
+
+/// Who can replace a node, as its labels and annotations tell.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Owner {
+    /// No owner known (cluster-autoscaler, or unmanaged): cordon and mark.
+    #[default]
+    None,
+    /// Karpenter (label `karpenter.sh/nodepool`): the NodeClaim whose
+    /// `status.nodeName` is the node, or whose `status.providerID` is the
+    /// node's `spec.providerID`.
+    NodeClaim,
+    /// Cluster API (annotations `cluster.x-k8s.io/machine` and
+    /// `cluster.x-k8s.io/cluster-namespace`): that Machine.
+    Machine { namespace: String, name: String },
+}
+
+impl Owner {
+    /// The metric label and the word the Events use: `nodeclaim`,
+    /// `machine` or `none`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Owner::None => "none",
+            Owner::NodeClaim => "nodeclaim",
+            Owner::Machine { .. } => "machine",
+        }
+    }
+
+    pub const KINDS: [&'static str; 3] = ["nodeclaim", "machine", "none"];
+}
+
+/// The label Karpenter puts on every node it launches.
+pub const KARPENTER_NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
+/// The annotation Cluster API puts on a node: its Machine's name.
+pub const CAPI_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/machine";
+/// The annotation Cluster API puts on a node: its Machine's namespace.
+pub const CAPI_NAMESPACE_ANNOTATION: &str = "cluster.x-k8s.io/cluster-namespace";
+
+/// What a node carries about its replacement: its owner, and nodegate's
+/// marks. Projected from the Node by the binary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replacement {
+    #[serde(default)]
+    pub owner: Owner,
+    /// `spec.providerID`, to find a NodeClaim that has no nodeName yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<Box<str>>,
+    /// `nodegate.dev/timed-out`: the deadline the gate passed, kept closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_out: Option<Timestamp>,
+    /// `nodegate.dev/replace-requested`: when nodegate asked for the
+    /// replacement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested: Option<Timestamp>,
+    /// `nodegate.dev/replace-fallback` (`open` or `keep`) and
+    /// `nodegate.dev/replace-fallback-at`: nodegate refused to replace the
+    /// node, and what it did instead, when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<(Fallback, Timestamp)>,
+    /// `spec.unschedulable`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unschedulable: bool,
+}
+
+/// What a node due for replacement gets when its members are broken
+/// cluster-wide (`--replace-fallback`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fallback {
+    /// Open it, as `--on-timeout=open` would.
+    Open,
+    /// Keep it closed, as `--on-timeout=keep` would (the default).
+    #[default]
+    Keep,
+}
+
+impl Fallback {
+    pub const ALL: [Fallback; 2] = [Fallback::Open, Fallback::Keep];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fallback::Open => "open",
+            Fallback::Keep => "keep",
+        }
+    }
+}
+
+impl fmt::Display for Fallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A fallback that is not `open` or `keep`, as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a replace fallback: use open or keep")]
+pub struct UnknownFallback(pub String);
+
+impl FromStr for Fallback {
+    type Err = UnknownFallback;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Fallback::ALL
+            .into_iter()
+            .find(|f| f.as_str() == s.trim())
+            .ok_or_else(|| UnknownFallback(s.to_string()))
+    }
+}
+
+/// `--replace-*`: the budget and the fallback.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplaceConfig {
+    /// At most this many requests per [`interval`](Self::interval),
+    /// cluster-wide (`--replace-budget`).
+    pub budget: u32,
+    pub interval: Duration,
+    /// At most this many requested nodes still existing
+    /// (`--replace-in-flight`).
+    pub in_flight: u32,
+    pub fallback: Fallback,
+    /// A member failing on more than this of the nodes it has a pod on is
+    /// broken cluster-wide (`--replace-breakage`).
+    pub breakage: MaxUnavailable,
+}
+
+impl Default for ReplaceConfig {
+    fn default() -> Self {
+        ReplaceConfig {
+            budget: 2,
+            interval: Duration::from_secs(600),
+            in_flight: 2,
+            fallback: Fallback::Keep,
+            breakage: MaxUnavailable::Percent(20),
+        }
+    }
+}
+
+/// When this node's gate started: `gated-since`, or the node's creation.
+pub fn gate_start(node: &NodeInfo) -> Timestamp {
+    node.gated_since.unwrap_or(node.created)
+}
+
+/// The fallback recorded on the node for its current gate, if any (one
+/// from an earlier gate, before a re-gate, does not count).
+pub fn fallback(node: &NodeInfo) -> Option<Fallback> {
+    node.replace
+        .fallback
+        .filter(|(_, at)| *at >= gate_start(node))
+        .map(|(f, _)| f)
+}
+
+/// Whether `node` waits for the leader to ask for its replacement: it is
+/// gated and in scope, not ignored, its current gate timed out and kept it
+/// (the `timed-out` mark is of this gate), and neither a request nor a
+/// fallback is recorded for this gate.
+pub fn due(node: &NodeInfo, cfg: &GateConfig) -> bool {
+    let start = gate_start(node);
+    cfg.on_timeout == OnTimeout::Replace
+        && cfg.gates(node)
+        && !node.ignored
+        && node.replace.timed_out.is_some_and(|t| t >= start)
+        && node.replace.requested.is_none_or(|t| t < start)
+        && fallback(node).is_none()
+}
+
+/// The DaemonSets the node waits for: expected on it and not Ready there.
+pub fn blocking<'a>(
+    node: &NodeInfo,
+    daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
+    pods: &[Arc<PodInfo>],
+    cfg: &GateConfig,
+    now: Timestamp,
+) -> Vec<Arc<DaemonSetInfo>> {
+    daemonsets
+        .into_iter()
+        .filter(|ds| {
+            matches!(
+                placement::evaluate(node, ds, &cfg.placement),
+                Verdict::Expected
+            )
+        })
+        .filter(|ds| {
+            let on_node = pods.iter().map(AsRef::as_ref);
+            matches!(
+                readiness::daemonset_member(ds, on_node, now),
+                MemberState::NotReady(_)
+            )
+        })
+        .cloned()
+        .collect()
+}
+
+/// How a DaemonSet fares across the cluster: on how many nodes it has a
+/// pod, and on how many of those none is Ready.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spread {
+    pub failing: usize,
+    pub nodes: usize,
+}
+
+impl Spread {
+    /// Counts one node's pods of `ds` (pods being deleted left out): no
+    /// pod, nothing; a pod, one node; none Ready, a failing one.
+    pub fn count<'a>(&mut self, ds: &DaemonSetInfo, pods: impl IntoIterator<Item = &'a PodInfo>) {
+        let mut any = false;
+        let mut ready = false;
+        for p in pods {
+            if p.controlled_by(ds) && !p.terminating {
+                any = true;
+                ready |= p.ready;
+            }
+        }
+        if any {
+            self.nodes += 1;
+            if !ready {
+                self.failing += 1;
+            }
+        }
+    }
+
+    /// Broken cluster-wide: failing on at least two nodes, and on more than
+    /// `threshold` of the nodes it has a pod on. Replacing a node cannot
+    /// fix a DaemonSet that fails everywhere.
+    pub fn broken(self, threshold: MaxUnavailable) -> bool {
+        self.failing >= 2 && self.failing > threshold.allowed(self.nodes)
+    }
+}
+
+impl fmt::Display for Spread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "not Ready on {} of the {} nodes it has a pod on",
+            self.failing, self.nodes
+        )
+    }
+}
+
+/// The budget used: requests in the interval, and requested nodes still
+/// there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Used {
+    pub recent: usize,
+    pub in_flight: usize,
+}
+
+/// Why the budget refuses one more request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exhausted {
+    /// `--replace-budget` requests already in the last `--replace-interval`.
+    Rate {
+        recent: usize,
+        budget: u32,
+        interval: Duration,
+    },
+    /// `--replace-in-flight` requested nodes still exist.
+    InFlight { in_flight: usize, limit: u32 },
+}
+
+impl fmt::Display for Exhausted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Exhausted::Rate {
+                recent,
+                budget,
+                interval,
+            } => write!(
+                f,
+                "{recent} replacements requested in the last {} (--replace-budget {budget} per --replace-interval)",
+                humantime(*interval)
+            ),
+            Exhausted::InFlight { in_flight, limit } => write!(
+                f,
+                "{in_flight} nodes asked to be replaced still exist (--replace-in-flight {limit})"
+            ),
+        }
+    }
+}
+
+fn humantime(d: Duration) -> String {
+    SignedDuration::try_from(d).map_or_else(|_| format!("{d:?}"), |s| format!("{s:#}"))
+}
+
+/// Whether one more request fits the budget.
+pub fn budget_allows(rc: &ReplaceConfig, used: Used) -> Result<(), Exhausted> {
+    if used.in_flight >= rc.in_flight as usize {
+        return Err(Exhausted::InFlight {
+            in_flight: used.in_flight,
+            limit: rc.in_flight,
+        });
+    }
+    if used.recent >= rc.budget as usize {
+        return Err(Exhausted::Rate {
+            recent: used.recent,
+            budget: rc.budget,
+            interval: rc.interval,
+        });
+    }
+    Ok(())
+}
+
+/// The `nodegate.dev/replace-reason` of a request: the owner and what the
+/// node waits for.
+pub fn reason(owner: &Owner, waiting: &[String]) -> String {
+    let what = match owner {
+        Owner::None => {
+            "no owner known: cordoned for the cluster-autoscaler or a person".to_string()
+        }
+        Owner::NodeClaim => "its Karpenter NodeClaim deleted".to_string(),
+        Owner::Machine { namespace, name } => {
+            format!("its Cluster API Machine {namespace}/{name} deleted")
+        }
+    };
+    if waiting.is_empty() {
+        format!("deadline passed with the node itself not Ready; {what}")
+    } else {
+        format!("deadline passed waiting for {}; {what}", waiting.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests;
