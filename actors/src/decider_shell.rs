@@ -301,7 +301,10 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
             }
             Effect::ReadNode { node } => {
                 let read = self.executor.get_node(&node).await;
-                Some(Input::NodeRead { node, read })
+                Some(Input::NodeRead {
+                    node,
+                    read: read.map(|n| n.map(Box::new)),
+                })
             }
             Effect::RecordEvent(event) => {
                 let permit = Arc::clone(&self.events).acquire_owned().await.ok();

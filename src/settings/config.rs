@@ -18,7 +18,7 @@ use nodegate_core::gate::{GateConfig, OnTimeout};
 use nodegate_core::placement::{
     ManagedTaint, PlacementConfig, TransientTaint, default_transient_taints,
 };
-use nodegate_core::readiness::{CriticalPodEntry, CriticalPodEntryError};
+use nodegate_core::readiness::CriticalPodEntry;
 use nodegate_core::regate::RegateConfig;
 use nodegate_core::selector::check_label_key;
 use nodegate_core::startup::StartupTaints;
@@ -371,37 +371,6 @@ fn transient_taints(
     Ok(transient)
 }
 
-/// `criticalPods`: each named once, each valid.
-fn critical_pods(raw: Vec<RawCriticalPod>) -> Result<Vec<CriticalPodEntry>, ConfigError> {
-    let mut names = BTreeSet::new();
-    let mut critical = Vec::new();
-    for (i, r) in raw.iter().enumerate() {
-        let at = format!("criticalPods[{i}] ({})", r.name);
-        if r.name.is_empty() {
-            return Err(invalid(format!("criticalPods[{i}]"), "needs a name"));
-        }
-        let c = r.entry(&at)?;
-        if !names.insert(c.name.clone()) {
-            return Err(invalid(at, "the name is used twice"));
-        }
-        c.validate().map_err(|e| match e {
-            CriticalPodEntryError::NoNamespace { .. } => invalid(at, "needs a namespace"),
-            CriticalPodEntryError::EmptySelector { .. } => invalid(
-                at,
-                "needs a non-empty selector (an empty one would match every pod)",
-            ),
-            CriticalPodEntryError::Selector { source, .. } => {
-                invalid(format!("{at}.selector"), source.to_string())
-            }
-            CriticalPodEntryError::NodeSelector { source, .. } => {
-                invalid(format!("{at}.nodeSelector"), source.to_string())
-            }
-        })?;
-        critical.push(c);
-    }
-    Ok(critical)
-}
-
 pub fn run_settings(args: &RunArgs) -> Result<RunSettings, ConfigError> {
     run_settings_from(args, load_file(&args.gate)?)
 }
@@ -580,6 +549,7 @@ pub use devices::{RawCriticalResource, RawDraDriver};
 pub mod check;
 pub mod load;
 mod members;
+use members::critical_pods;
 pub use members::{FileSelector, RawCriticalCondition, RawCriticalPod};
 mod entrances;
 pub use entrances::{NetSettings, WebhookCerts, WebhookSettings};

@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 
 use nodegate_core::conditions::CriticalCondition;
-use nodegate_core::readiness::CriticalPodEntry;
+use std::collections::BTreeSet;
+
+use nodegate_core::readiness::{CriticalPodEntry, CriticalPodEntryError};
 use nodegate_core::selector::{LabelSelector, LabelSelectorRequirement};
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -169,4 +171,37 @@ impl RawCriticalCondition {
             node_selector,
         })
     }
+}
+
+/// `criticalPods`: each named once, each valid.
+pub(super) fn critical_pods(
+    raw: Vec<RawCriticalPod>,
+) -> Result<Vec<CriticalPodEntry>, ConfigError> {
+    let mut names = BTreeSet::new();
+    let mut critical = Vec::new();
+    for (i, r) in raw.iter().enumerate() {
+        let at = format!("criticalPods[{i}] ({})", r.name);
+        if r.name.is_empty() {
+            return Err(invalid(format!("criticalPods[{i}]"), "needs a name"));
+        }
+        let c = r.entry(&at)?;
+        if !names.insert(c.name.clone()) {
+            return Err(invalid(at, "the name is used twice"));
+        }
+        c.validate().map_err(|e| match e {
+            CriticalPodEntryError::NoNamespace { .. } => invalid(at, "needs a namespace"),
+            CriticalPodEntryError::EmptySelector { .. } => invalid(
+                at,
+                "needs a non-empty selector (an empty one would match every pod)",
+            ),
+            CriticalPodEntryError::Selector { source, .. } => {
+                invalid(format!("{at}.selector"), source.to_string())
+            }
+            CriticalPodEntryError::NodeSelector { source, .. } => {
+                invalid(format!("{at}.nodeSelector"), source.to_string())
+            }
+        })?;
+        critical.push(c);
+    }
+    Ok(critical)
 }

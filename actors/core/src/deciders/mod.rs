@@ -128,7 +128,7 @@ pub enum Input {
     /// The answer to [`Effect::ReadNode`]; `Ok(None)`: the node is gone.
     NodeRead {
         node: String,
-        read: Result<Option<NodeInfo>, String>,
+        read: Result<Option<Box<NodeInfo>>, String>,
     },
     /// The executor's answer to [`Effect::Replace`].
     Replaced {

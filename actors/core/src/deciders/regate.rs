@@ -524,7 +524,9 @@ impl Decider for Regater {
                 waiting.dedup();
                 self.looks(waiting, cx, &mut out);
             }
-            Input::NodeRead { node, read } => out = self.read(&node, read, cx),
+            Input::NodeRead { node, read } => {
+                out = self.read(&node, read.map(|n| n.map(|n| *n)), cx)
+            }
             Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx),
             Input::PodsListed { .. } | Input::Replaced { .. } => {}
         }

@@ -114,7 +114,7 @@ fn notes(effects: &[Effect]) -> Vec<&str> {
 fn fresh(node: NodeInfo) -> Input {
     Input::NodeRead {
         node: node.name.clone(),
-        read: Ok(Some(node)),
+        read: Ok(Some(Box::new(node))),
     }
 }
 
