@@ -94,10 +94,7 @@ fn next_generation() -> u64 {
 
 impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
     type Msg = NodeMsg;
-    /// Boxed: ractor keeps the state inside the actor's task, whose future
-    /// then reserved room for it more than once (measured: 0.4 KiB a gate
-    /// less boxed, docs/benchmarks.md).
-    type State = Box<NodeActorState>;
+    type State = NodeActorState;
     /// The node's name.
     type Arguments = String;
 
@@ -105,14 +102,14 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
         &self,
         myself: ActorRef<NodeMsg>,
         name: String,
-    ) -> Result<Box<NodeActorState>, ActorProcessingErr> {
+    ) -> Result<NodeActorState, ActorProcessingErr> {
         // Registered before the snapshot is read (post_start), so every change
         // indexed after that read also reaches this actor as a hint.
         let pods = self.ctx.router.register(&name, myself);
         let generation = next_generation();
         let span = tracing::info_span!("gate", node = %name, generation);
         self.ctx.router.observer().gate_started(&name, generation);
-        Ok(Box::new(NodeActorState {
+        Ok(NodeActorState {
             journal: Journal::new(self.ctx.journal_capacity),
             gate: GateState::default(),
             condition: None,
@@ -123,13 +120,13 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
             name,
             span,
             generation,
-        }))
+        })
     }
 
     async fn post_start(
         &self,
         myself: ActorRef<NodeMsg>,
-        state: &mut Box<NodeActorState>,
+        state: &mut NodeActorState,
     ) -> Result<(), ActorProcessingErr> {
         match self.ctx.router.snapshot(&state.name) {
             Some(snapshot) => {
@@ -149,7 +146,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
         &self,
         myself: ActorRef<NodeMsg>,
         msg: NodeMsg,
-        state: &mut Box<NodeActorState>,
+        state: &mut NodeActorState,
     ) -> Result<(), ActorProcessingErr> {
         let router = &self.ctx.router;
         let input = match msg {
@@ -199,7 +196,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
     async fn post_stop(
         &self,
         myself: ActorRef<NodeMsg>,
-        state: &mut Box<NodeActorState>,
+        state: &mut NodeActorState,
     ) -> Result<(), ActorProcessingErr> {
         for (_, timer) in state.timers.drain(..) {
             self.wheel.cancel(timer);
