@@ -12,7 +12,9 @@
 //!
 //! `ROUNDS=K` plays only the first K pod versions (default all 5);
 //! `JCAP=N` sets the journal capacity per gate (default the binary's,
-//! `nodegate_core::journal::DEFAULT_CAPACITY`).
+//! `nodegate_core::journal::DEFAULT_CAPACITY`); `TRIM=1` also prints the RSS
+//! after glibc's `malloc_trim(0)` (what of it is freed memory the allocator
+//! kept).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -184,6 +186,15 @@ fn main() {
             last,
             rss()
         );
+        if std::env::var("TRIM").is_ok() {
+            unsafe extern "C" {
+                fn malloc_trim(pad: usize) -> i32;
+            }
+            // SAFETY: glibc's malloc_trim takes no pointer and only returns
+            // free memory to the system.
+            unsafe { malloc_trim(0) };
+            println!("after malloc_trim: {}", rss());
+        }
         assert_eq!(router.gate_count(), nodes, "every gate is still waiting");
         sup.stop(None);
     });

@@ -13,7 +13,8 @@
 //! each other; `pending` is the set of changed pods a gate takes when woken;
 //! `feed` is the change feed and `index` holds what the watchers delivered,
 //! publishing each change on the feed; `router` writes to the index and
-//! routes hints to the gates; `node_actor` runs one gate; `supervisor`
+//! routes hints to the gates; `wheel` is the one timer task the gates'
+//! timers wait in; `node_actor` runs one gate; `supervisor`
 //! spawns and restarts the node actors at the router's request;
 //! `decider_shell` runs each of the deciders beside the gates (the
 //! late-taint net, re-gating, condition-rule taints) on the feed, through
@@ -34,3 +35,4 @@ pub mod router;
 pub mod supervisor;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod wheel;

@@ -6,7 +6,8 @@
 //! [`EffectExecutor`] on spawned tasks whose results come back as `Input`
 //! messages (so the mailbox keeps flowing while a patch is in flight), and
 //! timers become delayed self-messages, one per [`TimerKind`], the previous one
-//! aborted. While the gate lives it also re-examines itself from the router's
+//! cancelled. Every gate keeps its own timers; they wait in the process's one
+//! [`Wheel`] rather than in a task each. While the gate lives it also re-examines itself from the router's
 //! indexes on a period the executor jitters ([`NodeMsg::Reexamine`]), so that
 //! no lost message can hold its node closed. Time comes only from the
 //! injected [`Clock`]. It reads the objects
@@ -19,20 +20,19 @@
 //! through the executor, and never picks a random number (the executor
 //! chooses the jittered retry delays, by the policy in `ports`).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use ractor::concurrency::JoinHandle;
-use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::Instrument;
 
 use crate::messages::{GateView, NodeMsg};
 use crate::pending::PendingPods;
 use crate::ports::{Clock, EffectExecutor, Withdrawal};
 use crate::router::Router;
+use crate::wheel::{Due, TimerKey, Wheel};
 use nodegate_core::gate::{self, Effect, Event, GateState, Input, Phase, TimerKind};
 use nodegate_core::journal::Journal;
 
@@ -52,11 +52,13 @@ pub struct GateContext<E, C> {
 
 pub struct NodeActor<E, C> {
     ctx: Arc<GateContext<E, C>>,
+    /// Where this gate's timers wait (one for every gate of the process).
+    wheel: Arc<Wheel>,
 }
 
 impl<E, C> NodeActor<E, C> {
-    pub fn new(ctx: Arc<GateContext<E, C>>) -> Self {
-        NodeActor { ctx }
+    pub fn new(ctx: Arc<GateContext<E, C>>, wheel: Arc<Wheel>) -> Self {
+        NodeActor { ctx, wheel }
     }
 }
 
@@ -67,9 +69,10 @@ pub struct NodeActorState {
     /// (`--node-condition`): an unchanged one is not written again.
     condition: Option<gate::OpenCondition>,
     journal: Journal,
-    timers: HashMap<TimerKind, JoinHandle<Result<(), MessagingErr<NodeMsg>>>>,
+    /// The pending timer of each kind armed (a few at most).
+    timers: Vec<(TimerKind, TimerKey)>,
     /// The next periodic re-examination ([`NodeMsg::Reexamine`]).
-    reexamine: Option<JoinHandle<Result<(), MessagingErr<NodeMsg>>>>,
+    reexamine: Option<TimerKey>,
     /// The withdrawal handle of the untaint last handed to the executor.
     withdrawal: Withdrawal,
     /// The pods the router saw change since this gate last looked.
@@ -110,7 +113,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
             journal: Journal::new(self.ctx.journal_capacity),
             gate: GateState::default(),
             condition: None,
-            timers: HashMap::new(),
+            timers: Vec::new(),
             reexamine: None,
             withdrawal: Withdrawal::default(),
             pods,
@@ -195,11 +198,11 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
         myself: ActorRef<NodeMsg>,
         state: &mut NodeActorState,
     ) -> Result<(), ActorProcessingErr> {
-        for (_, timer) in state.timers.drain() {
-            timer.abort();
+        for (_, timer) in state.timers.drain(..) {
+            self.wheel.cancel(timer);
         }
         if let Some(timer) = state.reexamine.take() {
-            timer.abort();
+            self.wheel.cancel(timer);
         }
         self.ctx.router.unregister(&state.name, myself.get_id());
         self.ctx.router.gate_stopped(&state.name);
@@ -349,9 +352,9 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
             return;
         }
         let delay = self.ctx.executor.reexamine_delay();
-        let handle = myself.send_after(delay, || NodeMsg::Reexamine);
-        if let Some(previous) = state.reexamine.replace(handle) {
-            previous.abort();
+        let key = self.wheel.schedule(delay, myself.clone(), Due::Reexamine);
+        if let Some(previous) = state.reexamine.replace(key) {
+            self.wheel.cancel(previous);
         }
     }
 
@@ -363,11 +366,15 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
         delay: Duration,
         generation: u64,
     ) {
-        let handle = myself.send_after(delay, move || {
-            NodeMsg::input(Input::TimerFired { kind, generation })
-        });
-        if let Some(previous) = state.timers.insert(kind, handle) {
-            previous.abort();
+        let key = self
+            .wheel
+            .schedule(delay, myself.clone(), Due::Timer { kind, generation });
+        match state.timers.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, slot)) => self.wheel.cancel(std::mem::replace(slot, key)),
+            None => {
+                state.timers.reserve_exact(1);
+                state.timers.push((kind, key));
+            }
         }
     }
 }

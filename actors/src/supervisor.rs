@@ -26,6 +26,7 @@ use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SpawnErr, Supervision
 use crate::messages::SpawnRequest;
 use crate::node_actor::{GateContext, NodeActor};
 use crate::ports::{Clock, EffectExecutor};
+use crate::wheel::Wheel;
 
 pub enum SupervisorMsg {
     /// From the router, or the supervisor's own delayed restart of a failed
@@ -62,6 +63,9 @@ impl<E: EffectExecutor, C: Clock> Supervisor<E, C> {
 
 pub struct SupervisorState {
     children: HashMap<ActorId, String>,
+    /// The timer task every gate's timers wait in; it ends when the
+    /// supervisor and every gate have dropped it.
+    wheel: Arc<Wheel>,
     /// Failures per node since its gate last ended cleanly.
     failures: HashMap<String, u32>,
 }
@@ -90,6 +94,7 @@ impl<E: EffectExecutor, C: Clock> Actor for Supervisor<E, C> {
             .set_spawn_requests(Some(myself.get_derived()));
         Ok(SupervisorState {
             children: HashMap::new(),
+            wheel: Wheel::start(),
             failures: HashMap::new(),
         })
     }
@@ -161,7 +166,7 @@ impl<E: EffectExecutor, C: Clock> Supervisor<E, C> {
         if router.gate(&node).is_some() || !router.needs_gate(&node) {
             return;
         }
-        let actor = NodeActor::new(Arc::clone(&self.ctx));
+        let actor = NodeActor::new(Arc::clone(&self.ctx), Arc::clone(&state.wheel));
         match Actor::spawn_linked(None, actor, node.clone(), myself.get_cell()).await {
             Ok((gate, _)) => {
                 tracing::debug!(%node, "gate started");

@@ -35,3 +35,4 @@ pub mod selector;
 pub mod startup;
 #[cfg(any(test, feature = "testing"))]
 pub mod testutil;
+pub mod vec_map;

@@ -1,7 +1,6 @@
 //! Deriving members from scratch: each DaemonSet's placement verdict and
 //! readiness, and each critical-pod entry's.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -15,6 +14,7 @@ use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use crate::placement::{self, ReasonCode, Verdict};
 use crate::readiness::{self, CriticalPodEntry, MemberState};
 use crate::selector::LabelSelector;
+use crate::vec_map::VecMap;
 
 /// Every member the gate should have, derived from scratch from what it has
 /// seen: each DaemonSet's placement verdict and, when expected, its readiness
@@ -25,21 +25,21 @@ pub fn derive_members(
     state: &GateState,
     cfg: &GateConfig,
     now: Timestamp,
-) -> BTreeMap<MemberId, Member> {
+) -> VecMap<MemberId, Member> {
     match &state.node {
         Some(node) => derive_all(node, &state.daemonsets, &state.pods, cfg, now),
-        None => BTreeMap::new(),
+        None => VecMap::new(),
     }
 }
 
 pub(super) fn derive_all(
     node: &NodeInfo,
-    daemonsets: &BTreeMap<String, Arc<DaemonSetInfo>>,
-    pods: &BTreeMap<String, Arc<PodInfo>>,
+    daemonsets: &VecMap<String, Arc<DaemonSetInfo>>,
+    pods: &VecMap<String, Arc<PodInfo>>,
     cfg: &GateConfig,
     now: Timestamp,
-) -> BTreeMap<MemberId, Member> {
-    let mut out = BTreeMap::new();
+) -> VecMap<MemberId, Member> {
+    let mut out = VecMap::new();
     for ds in daemonsets.values() {
         out.insert(
             MemberId::daemonset(ds),
@@ -77,8 +77,8 @@ pub(super) fn derive_all(
 pub(super) fn derive_member(
     id: &MemberId,
     node: &NodeInfo,
-    daemonsets: &BTreeMap<String, Arc<DaemonSetInfo>>,
-    pods: &BTreeMap<String, Arc<PodInfo>>,
+    daemonsets: &VecMap<String, Arc<DaemonSetInfo>>,
+    pods: &VecMap<String, Arc<PodInfo>>,
     cfg: &GateConfig,
     now: Timestamp,
 ) -> Option<Member> {
@@ -189,7 +189,7 @@ fn member_state(
 fn daemonset_member(
     node: &NodeInfo,
     ds: &DaemonSetInfo,
-    pods: &BTreeMap<String, Arc<PodInfo>>,
+    pods: &VecMap<String, Arc<PodInfo>>,
     cfg: &GateConfig,
     now: Timestamp,
 ) -> Member {
@@ -219,7 +219,7 @@ fn daemonset_member(
 fn critical_member(
     node: &NodeInfo,
     entry: &CriticalPodEntry,
-    pods: &BTreeMap<String, Arc<PodInfo>>,
+    pods: &VecMap<String, Arc<PodInfo>>,
     now: Timestamp,
 ) -> Member {
     if readiness::critical_applies(entry, node) {

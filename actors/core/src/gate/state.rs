@@ -1,7 +1,6 @@
 //! Everything one gate knows ([`GateState`]) and the records it keeps: its
 //! phase, its one outstanding write, its timers, and how it ended.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -13,6 +12,7 @@ use super::member::{Blocker, Member, MemberId, Readiness};
 use super::notes;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use crate::readiness;
+use crate::vec_map::VecMap;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -215,10 +215,10 @@ pub struct GateState {
     pub node: Option<Arc<NodeInfo>>,
     /// Every DaemonSet in the cluster, by `namespace/name`: any of them may
     /// become expected when the node or the DaemonSet changes.
-    pub daemonsets: BTreeMap<String, Arc<DaemonSetInfo>>,
+    pub daemonsets: VecMap<String, Arc<DaemonSetInfo>>,
     /// Pods bound to this node, by uid.
-    pub pods: BTreeMap<String, Arc<PodInfo>>,
-    pub members: BTreeMap<MemberId, Member>,
+    pub pods: VecMap<String, Arc<PodInfo>>,
+    pub members: VecMap<MemberId, Member>,
     pub timers: Timers,
     pub phase: Phase,
     pub write: Option<Write>,

@@ -5,7 +5,7 @@
 //! members: a pod's status changed, a member is waiting (and why), a member is
 //! Ready. As [`Entry`] values each of those takes 104 bytes plus two or three
 //! string allocations, and a gate records dozens of them. Here the frequent
-//! kinds are stored as a [`Slot`] of about 32 bytes whose strings are numbers
+//! kinds are stored as a [`Slot`] of 16 bytes (24 with its time) whose strings are numbers
 //! into the journal's [`Strings`], one buffer holding each distinct string
 //! once; every other kind, and any entry that does not fit the slot (a time
 //! outside ±292 years of 1970, a journal that has met too many distinct
@@ -27,8 +27,15 @@ use crate::model::PodInfo;
 /// would add one are stored whole. A gate meets a few dozen.
 const MAX_STRINGS: usize = 1024;
 
-/// A string of the journal's [`Strings`].
-type Sym = u32;
+/// A string of the journal's [`Strings`]. Two bytes: a journal meets at
+/// most [`MAX_STRINGS`], and with two-byte strings the slots below fit 16
+/// bytes, a stored entry 24 (checked below).
+type Sym = u16;
+
+const _: () = assert!(
+    MAX_STRINGS < Sym::MAX as usize,
+    "Sym::MAX marks an absent string"
+);
 
 /// Every distinct string a journal's slots name, each once, in one buffer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -85,6 +92,11 @@ enum MemberKind {
 type Nanos = i64;
 const NONE: Nanos = i64::MIN;
 
+/// [`Slot::PodStatus`]'s `ready`.
+const READY: u8 = 1;
+/// [`Slot::PodStatus`]'s `terminating`.
+const TERMINATING: u8 = 2;
+
 /// One stored entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Stored {
@@ -99,8 +111,8 @@ enum Slot {
         uid: Sym,
         phase: Sym,
         ready_since: Nanos,
-        ready: bool,
-        terminating: bool,
+        /// [`READY`] and [`TERMINATING`]: one byte, so the slot fits 16.
+        flags: u8,
     },
     MemberExpected {
         member: Member,
@@ -243,8 +255,7 @@ impl Strings {
                 uid: self.intern(uid)?,
                 phase: self.intern(phase)?,
                 ready_since: nanos_opt(*ready_since)?,
-                ready: *ready,
-                terminating: *terminating,
+                flags: if *ready { READY } else { 0 } | if *terminating { TERMINATING } else { 0 },
             },
             Event::PodUpdated { pod } => Slot::Pod(Box::new(self.pod(pod)?)),
             Event::MemberExpected { member } => Slot::MemberExpected {
@@ -288,15 +299,14 @@ impl Strings {
                 uid,
                 phase,
                 ready_since,
-                ready,
-                terminating,
+                flags,
             } => Event::PodStatusChanged {
                 pod: self.get(*pod).into(),
                 uid: self.get(*uid).into(),
                 phase: self.get(*phase).into(),
-                ready: *ready,
+                ready: flags & READY != 0,
                 ready_since: time_opt(*ready_since),
-                terminating: *terminating,
+                terminating: flags & TERMINATING != 0,
             },
             Slot::MemberExpected { member } => Event::MemberExpected {
                 member: self.member_id(*member),

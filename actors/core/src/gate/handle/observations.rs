@@ -1,8 +1,8 @@
 //! Observations: the snapshot that starts (or restarts) a gate, the node,
 //! DaemonSet and pod inputs that follow it, and the periodic re-examination.
 
+use crate::vec_map::VecMap;
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::members::MemberScope;
@@ -54,9 +54,9 @@ impl Step<'_> {
     ) {
         // Keyed as the state keys them (a list may repeat an object; the
         // last copy wins), so an unchanged cluster compares equal.
-        let daemonsets: BTreeMap<String, Arc<DaemonSetInfo>> =
+        let daemonsets: VecMap<String, Arc<DaemonSetInfo>> =
             daemonsets.iter().map(|ds| (ds.key(), ds.clone())).collect();
-        let pods: BTreeMap<String, Arc<PodInfo>> = pods
+        let pods: VecMap<String, Arc<PodInfo>> = pods
             .iter()
             .filter(|p| p.node_name == node.name)
             .map(|p| (p.uid.clone(), p.clone()))
