@@ -18,8 +18,8 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{self as core, Node, Pod};
 use k8s_openapi::api::storage::v1::CSINode;
 use nodegate_core::model::{
-    DaemonSetInfo, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement, NodeSelectorTerm,
-    PodInfo, PodPlacement, Taint, Toleration,
+    DaemonSetInfo, Interner, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement,
+    NodeSelectorTerm, PodInfo, PodPlacement, Taint, Toleration,
 };
 
 use nodegate_core::annotations;
@@ -251,29 +251,36 @@ fn toleration(t: &core::Toleration) -> Toleration {
 }
 
 pub fn pod(p: &Pod) -> Option<PodInfo> {
-    let namespace = p.metadata.namespace.clone()?;
+    pod_in(p, &mut Interner::default())
+}
+
+/// [`pod`], its namespace, node, owner and phase shared through `interner`
+/// with every other pod that has the same (the watches' projection).
+pub fn pod_in(p: &Pod, interner: &mut Interner) -> Option<PodInfo> {
+    let namespace = interner.get(p.metadata.namespace.as_deref()?);
     let name = p.metadata.name.clone()?;
     let controller_uid = p
         .metadata
         .owner_references
         .as_ref()
         .and_then(|refs| refs.iter().find(|r| r.controller == Some(true)))
-        .map(|r| r.uid.clone());
+        .map(|r| interner.get(&r.uid));
     let status = p.status.as_ref();
     let ready_cond = status
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
     Some(PodInfo {
-        uid: p.metadata.uid.clone().unwrap_or_default(),
-        node_name: p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default(),
+        uid: p.metadata.uid.as_deref().unwrap_or_default().into(),
+        node_name: interner.get(
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .unwrap_or_default(),
+        ),
         labels: labels(p.metadata.labels.as_ref()),
         controller_uid,
         terminating: p.metadata.deletion_timestamp.is_some(),
-        phase: status.and_then(|s| s.phase.clone()).unwrap_or_default(),
+        phase: interner.get(status.and_then(|s| s.phase.as_deref()).unwrap_or_default()),
         ready: ready_cond.is_some_and(|c| c.status == "True"),
         ready_since: ready_cond
             .and_then(|c| c.last_transition_time.as_ref())

@@ -11,6 +11,9 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+mod shared;
+pub use shared::{Interner, Shared};
+
 pub type Labels = BTreeMap<String, String>;
 
 /// A node taint. `effect` is one of `NoSchedule`, `PreferNoSchedule`,
@@ -241,21 +244,23 @@ impl DaemonSetInfo {
     }
 }
 
-/// What the gate needs of a Pod.
+/// What the gate needs of a Pod. The values many pods share (namespace,
+/// node, owner, phase) are [`Shared`] strings, and so is the uid, which the
+/// index and the watch's bookkeeping key the pod by.
 #[derive(Debug, Clone, Eq, Serialize, Deserialize)]
 pub struct PodInfo {
-    pub namespace: String,
+    pub namespace: Shared,
     pub name: String,
-    pub uid: String,
+    pub uid: Shared,
     /// `spec.nodeName`; empty while the pod is not bound.
-    pub node_name: String,
+    pub node_name: Shared,
     pub labels: Labels,
     /// UID of the owner reference with `controller: true`, if any.
-    pub controller_uid: Option<String>,
+    pub controller_uid: Option<Shared>,
     /// `metadata.deletionTimestamp` is set.
     pub terminating: bool,
     /// `status.phase` as written (`Pending`, `Running`, ...).
-    pub phase: String,
+    pub phase: Shared,
     /// The `Ready` condition is `True`.
     pub ready: bool,
     /// `lastTransitionTime` of the `Ready` condition, when present.

@@ -82,7 +82,7 @@ pub fn unready_pod(name: &str, ds: &DaemonSetInfo) -> PodInfo {
 
 pub fn pending_pod(name: &str, ds: &DaemonSetInfo) -> PodInfo {
     PodInfo {
-        phase: "Pending".to_string(),
+        phase: "Pending".into(),
         ready: false,
         ready_since: None,
         ..mk_pod(name, NODE, &ds.uid)
