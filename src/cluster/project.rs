@@ -18,8 +18,8 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{self as core, Node, Pod};
 use k8s_openapi::api::storage::v1::CSINode;
 use nodegate_core::model::{
-    DaemonSetInfo, Interner, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement,
-    NodeSelectorTerm, PodInfo, PodPlacement, Taint, Toleration,
+    DaemonSetInfo, Interner, Labels, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement,
+    NodeSelectorTerm, PodInfo, PodPlacement, Shared, Taint, Toleration,
 };
 
 use nodegate_core::annotations;
@@ -32,6 +32,13 @@ pub struct Oddity {
 }
 
 pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
+    node_in(n, &mut Interner::default())
+}
+
+/// [`node`], its label keys and values and its conditions' types and
+/// statuses shared through `interner` with every other node that has the
+/// same (the node watch's projection).
+pub fn node_in(n: &Node, interner: &mut Interner) -> (Option<NodeInfo>, Vec<Oddity>) {
     let mut odd = Vec::new();
     let Some(name) = n.metadata.name.clone() else {
         return (
@@ -71,13 +78,13 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         .and_then(|s| s.taints.as_ref())
         .map(|ts| ts.iter().map(taint).collect())
         .unwrap_or_default();
-    let (ready, conditions) = node_conditions(n);
+    let (ready, conditions) = node_conditions(n, interner);
     let info = NodeInfo {
         conditions,
         csi_drivers: None,
         uid: n.metadata.uid.clone().unwrap_or_default(),
         resource_version: n.metadata.resource_version.clone().unwrap_or_default(),
-        labels: labels(n.metadata.labels.as_ref()),
+        labels: labels_in(n.metadata.labels.as_ref(), interner),
         taints,
         created,
         gated_since,
@@ -133,7 +140,10 @@ fn time_annotation(
 }
 
 /// The node's Ready condition, and every condition by type.
-fn node_conditions(n: &Node) -> (NodeReady, BTreeMap<String, NodeCondition>) {
+fn node_conditions(
+    n: &Node,
+    interner: &mut Interner,
+) -> (NodeReady, BTreeMap<Shared, NodeCondition>) {
     let listed = n.status.as_ref().and_then(|s| s.conditions.as_ref());
     let ready = listed
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
@@ -143,10 +153,10 @@ fn node_conditions(n: &Node) -> (NodeReady, BTreeMap<String, NodeCondition>) {
             cs.iter()
                 .map(|c| {
                     let cond = NodeCondition {
-                        status: c.status.clone(),
+                        status: interner.get(&c.status),
                         since: c.last_transition_time.as_ref().map(|t| t.0),
                     };
-                    (c.type_.clone(), cond)
+                    (interner.get(&c.type_), cond)
                 })
                 .collect()
         })
@@ -177,7 +187,7 @@ pub fn daemonset(ds: &DaemonSet) -> Option<DaemonSetInfo> {
         .map(|a| {
             a.iter()
                 .filter(|(k, _)| k.starts_with(annotations::PREFIX))
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
                 .collect()
         })
         .unwrap_or_default();
@@ -204,12 +214,7 @@ pub fn placement(spec: &core::PodSpec) -> PodPlacement {
         })
         .map(|sel| sel.node_selector_terms.iter().map(term).collect());
     PodPlacement {
-        node_selector: spec
-            .node_selector
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .collect(),
+        node_selector: labels(spec.node_selector.as_ref()),
         required_node_affinity: required,
         tolerations: spec
             .tolerations
@@ -277,7 +282,7 @@ pub fn pod_in(p: &Pod, interner: &mut Interner) -> Option<PodInfo> {
                 .and_then(|s| s.node_name.as_deref())
                 .unwrap_or_default(),
         ),
-        labels: labels(p.metadata.labels.as_ref()),
+        labels: labels_in(p.metadata.labels.as_ref(), interner),
         controller_uid,
         terminating: p.metadata.deletion_timestamp.is_some(),
         phase: interner.get(status.and_then(|s| s.phase.as_deref()).unwrap_or_default()),
@@ -306,8 +311,18 @@ pub fn csinode(c: &CSINode) -> Option<(String, Vec<String>)> {
     ))
 }
 
-pub fn labels(l: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
-    l.cloned().unwrap_or_default()
+pub fn labels(l: Option<&BTreeMap<String, String>>) -> Labels {
+    labels_in(l, &mut Interner::default())
+}
+
+/// [`labels`], keys and values shared through `interner`.
+pub fn labels_in(l: Option<&BTreeMap<String, String>>, interner: &mut Interner) -> Labels {
+    l.map(|m| {
+        m.iter()
+            .map(|(k, v)| (interner.get(k), interner.get(v)))
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -334,7 +349,7 @@ mod tests {
         let info = info.unwrap();
         assert!(odd.is_empty());
         assert_eq!(info.resource_version, "42");
-        assert_eq!(info.labels.get("zone").map(String::as_str), Some("a"));
+        assert_eq!(info.labels.get("zone").map(Shared::as_str), Some("a"));
         assert_eq!(
             info.taints[0],
             Taint::new("nodegate.dev/initializing", "", "NoSchedule")

@@ -109,6 +109,8 @@ type Id = (Shared, Shared);
 
 struct NodeSink {
     router: Arc<Router>,
+    /// Shares label keys and values and condition types and statuses.
+    interner: Interner,
 }
 
 impl Sink<Lean<Node>> for NodeSink {
@@ -117,7 +119,7 @@ impl Sink<Lean<Node>> for NodeSink {
     type Item = NodeInfo;
 
     fn project(&mut self, Lean(n): &Lean<Node>) -> Option<(Id, Self::Item)> {
-        let (info, oddities) = project::node(n);
+        let (info, oddities) = project::node_in(n, &mut self.interner);
         for o in oddities {
             tracing::warn!(object = %o.object, "{}", o.what);
         }
@@ -341,7 +343,10 @@ impl<K> WatchFeed<K> {
 /// The node watch's handling.
 pub fn node_feed(router: Arc<Router>, server_time: Arc<ServerTime>) -> WatchFeed<Lean<Node>> {
     WatchFeed(Box::new(Indexing {
-        sink: NodeSink { router },
+        sink: NodeSink {
+            router,
+            interner: Interner::default(),
+        },
         listing: Listing::default(),
         server_time,
         id_of_deleted: Box::new(|n: &Lean<Node>| delete_id(n, true)),

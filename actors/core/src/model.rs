@@ -14,7 +14,10 @@ use serde::{Deserialize, Serialize};
 mod shared;
 pub use shared::{Interner, Shared};
 
-pub type Labels = BTreeMap<String, String>;
+/// Labels (and annotations) by key. Keys and values are [`Shared`]: the
+/// watches intern them, so the label keys and most values of 65,000 nodes
+/// are held once (docs/benchmarks.md, "65,000 open nodes").
+pub type Labels = BTreeMap<Shared, Shared>;
 
 /// A node taint. `effect` is one of `NoSchedule`, `PreferNoSchedule`,
 /// `NoExecute` on a valid object; kept as a string so the rules can mirror
@@ -197,7 +200,7 @@ pub struct NodeInfo {
     /// node-problem-detector or a readiness reporter write them: what
     /// `criticalConditions` and `conditionTaints` read (semantics.md §6.5).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub conditions: BTreeMap<String, NodeCondition>,
+    pub conditions: BTreeMap<Shared, NodeCondition>,
     /// The CSI drivers the node's CSINode lists; `None` while nodegate has
     /// seen no CSINode for it (semantics.md §6.7, `nodegate.dev/csi-driver`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -218,7 +221,7 @@ impl NodeInfo {
 /// or anything else a reporter chose) and since when it holds it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeCondition {
-    pub status: String,
+    pub status: Shared,
     /// `lastTransitionTime`, when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<Timestamp>,

@@ -16,10 +16,7 @@ use crate::model::{
 
 /// Labels from pairs.
 pub fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs.iter().map(|&(k, v)| (k.into(), v.into())).collect()
 }
 
 /// `secs` seconds after the Unix epoch.

@@ -70,7 +70,7 @@ fn tolerant(name: &str) -> DaemonSetInfo {
 fn pod_of(ds: &DaemonSetInfo, name: &str) -> PodInfo {
     let mut p = mk_pod(name, NODE, &ds.uid);
     p.namespace = ds.namespace.as_str().into();
-    p.labels.insert("app".into(), ds.name.clone());
+    p.labels.insert("app".into(), ds.name.clone().into());
     p
 }
 

@@ -208,7 +208,7 @@ impl Strings {
             labels: p
                 .labels
                 .iter()
-                .map(|&(k, v)| (self.get(k).to_string(), self.get(v).to_string()))
+                .map(|&(k, v)| (self.get(k).into(), self.get(v).into()))
                 .collect(),
             controller_uid: (p.controller_uid != Sym::MAX)
                 .then(|| self.get(p.controller_uid).into()),

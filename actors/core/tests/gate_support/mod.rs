@@ -64,7 +64,7 @@ pub fn gpu_ds(name: &str) -> DaemonSetInfo {
     let mut ds = tolerant_ds(name);
     ds.template
         .node_selector
-        .insert("role".to_string(), "gpu".to_string());
+        .insert("role".to_string().into(), "gpu".to_string().into());
     ds
 }
 
