@@ -85,7 +85,7 @@ fn main() {
                     continue;
                 }
                 let mut p = mk_pod(&format!("{}-{i}", ds.name), &name, &ds.uid);
-                p.uid = format!("{name}-{}", ds.name);
+                p.uid = format!("{name}-{}", ds.name).into();
                 router.pod_upserted(p);
             }
         }

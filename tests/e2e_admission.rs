@@ -339,7 +339,7 @@ async fn the_policy_and_the_webhook_choose_the_same_taint_for_each_node_then_eac
     let wanted = |labels: Labels| -> Vec<String> {
         let map = labels
             .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .map(|(k, v)| (k.to_string().into(), v.to_string().into()))
             .collect();
         vec![startup.for_node(&map).to_string()]
     };

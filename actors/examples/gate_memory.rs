@@ -85,9 +85,9 @@ fn daemonsets(d: usize) -> Vec<DaemonSetInfo> {
 /// The versions a DaemonSet pod goes through on a busy node.
 fn versions(ds: &DaemonSetInfo, node: &str, never_ready: bool) -> Vec<PodInfo> {
     let mut p = ds_pod(&format!("{}-{node}", ds.name), node, ds);
-    p.namespace = ds.namespace.clone();
+    p.namespace = ds.namespace.clone().into();
     p.name = format!("{}-x7f2k", ds.name);
-    p.uid = format!("{node}-{}", ds.name);
+    p.uid = format!("{node}-{}", ds.name).into();
     let since = p.ready_since;
     let mut out = Vec::new();
     for (phase, ready) in [

@@ -8,13 +8,13 @@
 //! ([`crate::router`]) writes here first, then hints the gates; gates,
 //! deciders ([`ClusterView`]) and the debug endpoints read here.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 use nodegate_core::deciders::{self, Change, ClusterView};
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, SliceInfo};
+use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, Shared, SliceInfo};
 
 use crate::feed::{Feed, Subscriber};
 
@@ -29,8 +29,11 @@ pub struct Index {
     nodes: Map<Arc<NodeInfo>>,
     /// Shared with every gate (and its journal) that holds the same version.
     daemonsets: Map<Arc<DaemonSetInfo>>,
-    /// node name → pod uid → pod.
-    pods: Map<HashMap<String, Arc<PodInfo>, Hasher>>,
+    /// node name → its pods. A node has a handful (one per DaemonSet and
+    /// a few critical pods): a vector searched by uid costs 8 bytes a pod,
+    /// a hash map keyed by a copy of the uid about 100. The key is the
+    /// name the pods share.
+    pods: DashMap<Shared, Vec<Arc<PodInfo>>, Hasher>,
     /// node name → the CSI drivers its CSINode lists (the CSINode watch);
     /// copied into the indexed node as `NodeInfo::csi_drivers`.
     csi_drivers: Map<Vec<String>>,
@@ -202,25 +205,16 @@ impl Index {
     pub(crate) fn upsert_pod(&self, pod: &Arc<PodInfo>) {
         // The common case, a known pod on a known node, allocates nothing
         // for the index.
-        match self.pods.get_mut(&pod.node_name) {
-            Some(mut bucket) => match bucket.get_mut(&pod.uid) {
-                Some(slot) => *slot = Arc::clone(pod),
-                None => {
-                    bucket.insert(pod.uid.clone(), Arc::clone(pod));
-                }
-            },
-            None => {
-                self.pods
-                    .entry(pod.node_name.clone())
-                    .or_default()
-                    .insert(pod.uid.clone(), Arc::clone(pod));
-            }
+        let mut bucket = self.pods.entry(pod.node_name.clone()).or_default();
+        match bucket.iter_mut().find(|p| p.uid == pod.uid) {
+            Some(slot) => *slot = Arc::clone(pod),
+            None => bucket.push(Arc::clone(pod)),
         }
     }
 
     pub(crate) fn delete_pod(&self, node_name: &str, uid: &str) {
         if let Some(mut bucket) = self.pods.get_mut(node_name) {
-            bucket.remove(uid);
+            bucket.retain(|p| *p.uid != *uid);
         }
         self.pods
             .remove_if(node_name, |_, bucket| bucket.is_empty());
@@ -243,7 +237,7 @@ impl Index {
     pub fn pod(&self, node_name: &str, uid: &str) -> Option<Arc<PodInfo>> {
         self.pods
             .get(node_name)
-            .and_then(|bucket| bucket.get(uid).cloned())
+            .and_then(|bucket| bucket.iter().find(|p| *p.uid == *uid).cloned())
     }
 
     /// The names and versions of the indexed nodes `keep` holds for.
@@ -263,10 +257,7 @@ impl ClusterView for Index {
     }
 
     fn pods_on(&self, node: &str) -> Vec<Arc<PodInfo>> {
-        self.pods
-            .get(node)
-            .map(|b| b.values().cloned().collect())
-            .unwrap_or_default()
+        self.pods.get(node).map(|b| b.clone()).unwrap_or_default()
     }
 
     fn daemonsets(&self) -> Vec<Arc<DaemonSetInfo>> {

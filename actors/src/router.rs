@@ -263,7 +263,7 @@ impl Router {
             .router_event(RouterEvent::PodUpserted, routed);
         if !routed {
             self.index.publish_with(|| Change::Pods {
-                node: pod.node_name.clone(),
+                node: pod.node_name.to_string(),
             });
         }
     }

@@ -50,7 +50,7 @@ fn unbound_pods_are_not_indexed_and_deleted_pods_leave_the_index() {
     let r = router();
     let a = tolerant_ds("cilium");
     r.pod_upserted(PodInfo {
-        node_name: String::new(),
+        node_name: String::new().into(),
         ..ready_pod("cilium-pending", &a)
     });
     r.pod_upserted(ready_pod("cilium-1", &a));

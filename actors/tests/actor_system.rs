@@ -368,7 +368,7 @@ async fn many_nodes_open_independently() {
     eventually("50 gates", || sys.router.gate_count() == 50).await;
     for name in &names {
         let mut pod = ready_pod(&format!("cilium-{name}"), &cilium);
-        pod.node_name = name.clone();
+        pod.node_name = name.clone().into();
         sys.router.pod_upserted(pod);
     }
     eventually("50 patches", || sys.exec.patches().len() == 50).await;

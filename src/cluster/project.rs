@@ -19,8 +19,8 @@ use k8s_openapi::api::core::v1::{self as core, Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use k8s_openapi::api::storage::v1::CSINode;
 use nodegate_core::model::{
-    DaemonSetInfo, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement, NodeSelectorTerm,
-    PodInfo, PodPlacement, SliceInfo, Taint, Toleration,
+    DaemonSetInfo, Interner, Labels, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement,
+    NodeSelectorTerm, PodInfo, PodPlacement, Shared, SliceInfo, Taint, Toleration,
 };
 
 use nodegate_core::annotations;
@@ -34,6 +34,13 @@ pub struct Oddity {
 }
 
 pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
+    node_in(n, &mut Interner::default())
+}
+
+/// [`node`], its label keys and values and its conditions' types and
+/// statuses shared through `interner` with every other node that has the
+/// same (the node watch's projection).
+pub fn node_in(n: &Node, interner: &mut Interner) -> (Option<NodeInfo>, Vec<Oddity>) {
     let mut odd = Vec::new();
     let Some(name) = n.metadata.name.clone() else {
         return (
@@ -73,7 +80,7 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         .and_then(|s| s.taints.as_ref())
         .map(|ts| ts.iter().map(taint).collect())
         .unwrap_or_default();
-    let (ready, conditions) = node_conditions(n);
+    let (ready, conditions) = node_conditions(n, interner);
     let replace = replacement(n, &name, &mut odd);
     let info = NodeInfo {
         replace,
@@ -83,7 +90,7 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
         resource_slices: Vec::new(),
         uid: n.metadata.uid.clone().unwrap_or_default(),
         resource_version: n.metadata.resource_version.clone().unwrap_or_default(),
-        labels: labels(n.metadata.labels.as_ref()),
+        labels: labels_in(n.metadata.labels.as_ref(), interner),
         taints,
         created,
         gated_since,
@@ -224,7 +231,10 @@ fn time_annotation(
 }
 
 /// The node's Ready condition, and every condition by type.
-fn node_conditions(n: &Node) -> (NodeReady, BTreeMap<String, NodeCondition>) {
+fn node_conditions(
+    n: &Node,
+    interner: &mut Interner,
+) -> (NodeReady, BTreeMap<Shared, NodeCondition>) {
     let listed = n.status.as_ref().and_then(|s| s.conditions.as_ref());
     let ready = listed
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
@@ -234,10 +244,10 @@ fn node_conditions(n: &Node) -> (NodeReady, BTreeMap<String, NodeCondition>) {
             cs.iter()
                 .map(|c| {
                     let cond = NodeCondition {
-                        status: c.status.clone(),
+                        status: interner.get(&c.status),
                         since: c.last_transition_time.as_ref().map(|t| t.0),
                     };
-                    (c.type_.clone(), cond)
+                    (interner.get(&c.type_), cond)
                 })
                 .collect()
         })
@@ -273,7 +283,7 @@ pub fn daemonset(ds: &DaemonSet) -> Option<DaemonSetInfo> {
                     k.starts_with(annotations::PREFIX)
                         || *k == nodegate_core::reboot::KURED_NODE_LOCK
                 })
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
                 .collect()
         })
         .unwrap_or_default();
@@ -300,12 +310,7 @@ pub fn placement(spec: &core::PodSpec) -> PodPlacement {
         })
         .map(|sel| sel.node_selector_terms.iter().map(term).collect());
     PodPlacement {
-        node_selector: spec
-            .node_selector
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .collect(),
+        node_selector: labels(spec.node_selector.as_ref()),
         required_node_affinity: required,
         tolerations: spec
             .tolerations
@@ -347,29 +352,36 @@ fn toleration(t: &core::Toleration) -> Toleration {
 }
 
 pub fn pod(p: &Pod) -> Option<PodInfo> {
-    let namespace = p.metadata.namespace.clone()?;
+    pod_in(p, &mut Interner::default())
+}
+
+/// [`pod`], its namespace, node, owner and phase shared through `interner`
+/// with every other pod that has the same (the watches' projection).
+pub fn pod_in(p: &Pod, interner: &mut Interner) -> Option<PodInfo> {
+    let namespace = interner.get(p.metadata.namespace.as_deref()?);
     let name = p.metadata.name.clone()?;
     let controller_uid = p
         .metadata
         .owner_references
         .as_ref()
         .and_then(|refs| refs.iter().find(|r| r.controller == Some(true)))
-        .map(|r| r.uid.clone());
+        .map(|r| interner.get(&r.uid));
     let status = p.status.as_ref();
     let ready_cond = status
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
     Some(PodInfo {
-        uid: p.metadata.uid.clone().unwrap_or_default(),
-        node_name: p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default(),
-        labels: labels(p.metadata.labels.as_ref()),
+        uid: p.metadata.uid.as_deref().unwrap_or_default().into(),
+        node_name: interner.get(
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .unwrap_or_default(),
+        ),
+        labels: labels_in(p.metadata.labels.as_ref(), interner),
         controller_uid,
         terminating: p.metadata.deletion_timestamp.is_some(),
-        phase: status.and_then(|s| s.phase.clone()).unwrap_or_default(),
+        phase: interner.get(status.and_then(|s| s.phase.as_deref()).unwrap_or_default()),
         ready: ready_cond.is_some_and(|c| c.status == "True"),
         ready_since: ready_cond
             .and_then(|c| c.last_transition_time.as_ref())
@@ -395,8 +407,18 @@ pub fn csinode(c: &CSINode) -> Option<(String, Vec<String>)> {
     ))
 }
 
-pub fn labels(l: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
-    l.cloned().unwrap_or_default()
+pub fn labels(l: Option<&BTreeMap<String, String>>) -> Labels {
+    labels_in(l, &mut Interner::default())
+}
+
+/// [`labels`], keys and values shared through `interner`.
+pub fn labels_in(l: Option<&BTreeMap<String, String>>, interner: &mut Interner) -> Labels {
+    l.map(|m| {
+        m.iter()
+            .map(|(k, v)| (interner.get(k), interner.get(v)))
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 #[cfg(test)]

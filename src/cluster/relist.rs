@@ -1,44 +1,40 @@
 //! Re-list bookkeeping for one watch: which objects it has indexed, and how a
-//! re-list is swapped in.
+//! re-list is streamed into the index.
 //!
 //! A watch re-lists after a 410 Gone, an API server restart or an etcd
 //! compaction: kube-runtime's watcher then sends `Init`, one `InitApply` per
-//! object that exists now, and `InitDone`. Applying those objects as they
-//! arrive, and deleting the vanished ones only at the end, lets a gate decide
-//! on a state that never existed: a deleted Ready pod would still count while
-//! newly listed pods arrive. So a re-list is buffered here (as compact
-//! projections, never whole objects) and handed back at `InitDone` as one
-//! batch of operations, ordered so that every state a gate can see while the
-//! batch is applied is *more closed* than the listed one: it removes before it
-//! adds where removing can only close a gate (pods), and adds before it
-//! removes where adding can only close a gate (DaemonSets, each of which may
-//! add an expected member). A gate may therefore wait a moment longer during a
-//! re-list, but never opens on a half-applied one.
+//! object that exists now (page by page), and `InitDone`. Only at `InitDone`
+//! is it known which indexed objects vanished meanwhile. Applying every
+//! listed object as it arrives and deleting the vanished ones only at the
+//! end could let a gate decide on a state that never existed: a deleted
+//! Ready pod would still count while newly listed Ready pods arrive.
 //!
-//! Only what changed is held: a listed object the index already shows as it
-//! is (the watch says so, [`Listing::listed_unchanged`]) keeps just its
-//! identity, since upserting it again would change nothing. A re-list after
-//! an API server restart, where nearly everything is unchanged, so holds
-//! the identities and the few changed projections, not a second copy of the
-//! index (security review §17); the order of the operations, and so the
-//! guarantee above, is the same.
+//! So a re-list is streamed by *mark and sweep*, never as a second copy of
+//! the index: every indexed identity carries the epoch of the last list (or
+//! live event) that showed it; `Init` starts a new epoch, each listed object
+//! is marked with it as it arrives, and `InitDone` sweeps (deletes) every
+//! identity still marked with an older one. What is applied at once and
+//! what waits for the sweep follows one rule — every state a gate can see
+//! while a re-list is applied is *more closed* than the listed one:
+//!
+//! - A listed object that can only close a gate, or that the index already
+//!   shows as it is, is applied (or, unchanged, just marked) at once.
+//! - A listed object that may open a gate (for pods: one that is Ready or
+//!   declares itself done) is held as its compact projection until the sweep
+//!   is done, and applied right after it ([`Listing::listed`] with
+//!   `may_open`). A re-list after an API server restart, where nearly
+//!   everything is unchanged, holds next to nothing; after a long watch gap
+//!   it holds the projections of the objects that changed towards open.
+//! - For kinds where *more* objects can only close a gate (DaemonSets, each
+//!   of which may add an expected member) and for nodes (a node's deletion
+//!   opens no other node), every listed object is applied at once and the
+//!   sweep comes last, as the old batch did.
 //!
 //! Pure bookkeeping: no I/O, no clock; the watch loop in `watch` applies the
 //! operations this returns.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::hash::Hash;
-
-/// In what order a re-list's operations are applied (see the module doc).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Order {
-    /// Deletions of vanished objects first, then the listed objects, lowest
-    /// rank first: for kinds where fewer objects can only keep a gate closed.
-    DeletesFirst,
-    /// The listed objects first, then deletions: for kinds where more
-    /// objects can only keep a gate closed.
-    UpsertsFirst,
-}
 
 /// One operation on the index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,21 +43,27 @@ pub enum Op<I, T> {
     Delete(I),
 }
 
-/// The identities a watch has indexed, and the re-list in progress.
+/// The identities a watch has indexed, each with the epoch of the list (or
+/// live event) that last showed it, and the upserts a re-list in progress
+/// holds back until its sweep.
 #[derive(Debug)]
 pub struct Listing<I, T> {
-    known: HashSet<I>,
-    relist: Option<Vec<(I, T)>>,
-    /// Listed in the re-list in progress, unchanged: identities only.
-    unchanged: Vec<I>,
+    known: HashMap<I, u32>,
+    /// The current epoch; a re-list starts the next one.
+    epoch: u32,
+    /// Whether a re-list is in progress (between `Init` and `InitDone`).
+    relisting: bool,
+    /// Listed objects that may open a gate, applied after the sweep.
+    held: Vec<T>,
 }
 
 impl<I, T> Default for Listing<I, T> {
     fn default() -> Self {
         Listing {
-            known: HashSet::new(),
-            relist: None,
-            unchanged: Vec::new(),
+            known: HashMap::new(),
+            epoch: 0,
+            relisting: false,
+            held: Vec::new(),
         }
     }
 }
@@ -69,77 +71,71 @@ impl<I, T> Default for Listing<I, T> {
 impl<I: Clone + Eq + Hash, T> Listing<I, T> {
     /// A live `Apply` was indexed under `id`.
     pub fn applied(&mut self, id: I) {
-        self.known.insert(id);
+        self.known.insert(id, self.epoch);
     }
 
     /// A live `Delete`: whether `id` was indexed (and so must be deleted).
     pub fn deleted(&mut self, id: &I) -> bool {
-        self.known.remove(id)
+        self.known.remove(id).is_some()
     }
 
-    /// `Init`: a re-list starts; what it lists is held until [`Self::done`].
+    /// `Init`: a re-list starts; every identity it does not list before
+    /// [`Self::done`] is swept then.
     pub fn begin(&mut self) {
-        self.relist = Some(Vec::new());
-        self.unchanged.clear();
+        self.epoch = self.epoch.wrapping_add(1);
+        self.relisting = true;
+        self.held.clear();
     }
 
-    /// `InitApply` of an object the index already shows exactly so: only
-    /// its identity is kept (it is listed, so not deleted at the end).
+    /// `InitApply` of an object the index already shows exactly so: it is
+    /// marked as listed, nothing else.
     pub fn listed_unchanged(&mut self, id: I) {
-        match self.relist {
-            Some(_) => self.unchanged.push(id),
-            None => {
-                self.known.insert(id);
-            }
-        }
+        self.known.insert(id, self.epoch);
     }
 
-    /// How many projections the re-list in progress holds.
+    /// How many projections the re-list in progress holds back.
     pub fn held(&self) -> usize {
-        self.relist.as_ref().map_or(0, Vec::len)
+        self.held.len()
     }
 
-    /// `InitApply`. Outside a re-list (which the watcher never does) the
-    /// object is returned to be applied at once.
-    pub fn listed(&mut self, id: I, item: T) -> Option<T> {
-        match self.relist.as_mut() {
-            Some(batch) => {
-                batch.push((id, item));
-                None
-            }
-            None => {
-                self.known.insert(id);
-                Some(item)
-            }
+    /// How many identities the watch has indexed.
+    pub fn known(&self) -> usize {
+        self.known.len()
+    }
+
+    /// `InitApply` of a changed object: marked as listed, and returned to be
+    /// applied at once — unless a re-list is in progress and it `may_open` a
+    /// gate, in which case it is held until [`Self::done`].
+    pub fn listed(&mut self, id: I, item: T, may_open: bool) -> Option<T> {
+        self.known.insert(id, self.epoch);
+        if self.relisting && may_open {
+            self.held.push(item);
+            None
+        } else {
+            Some(item)
         }
     }
 
-    /// `InitDone`: the whole re-list as operations, in `order`; upserts of
-    /// lower `rank` come first. Afterwards exactly the listed objects are
-    /// known.
-    pub fn done(&mut self, order: Order, rank: impl Fn(&T) -> u8) -> Vec<Op<I, T>> {
-        let Some(mut batch) = self.relist.take() else {
+    /// `InitDone`: the sweep (every identity the re-list did not show is
+    /// deleted), then the held upserts. Afterwards exactly the listed
+    /// objects are known.
+    pub fn done(&mut self) -> Vec<Op<I, T>> {
+        if !self.relisting {
             return Vec::new();
-        };
-        batch.sort_by_key(|(_, item)| rank(item));
-        let listed: HashSet<I> = batch
-            .iter()
-            .map(|(id, _)| id.clone())
-            .chain(std::mem::take(&mut self.unchanged))
-            .collect();
-        let deletes = self
-            .known
-            .iter()
-            .filter(|id| !listed.contains(*id))
-            .cloned()
-            .map(Op::Delete);
-        let deletes: Vec<Op<I, T>> = deletes.collect();
-        let upserts = batch.into_iter().map(|(_, item)| Op::Upsert(item));
-        self.known = listed;
-        match order {
-            Order::DeletesFirst => deletes.into_iter().chain(upserts).collect(),
-            Order::UpsertsFirst => upserts.chain(deletes).collect(),
         }
+        self.relisting = false;
+        let epoch = self.epoch;
+        let mut ops = Vec::new();
+        self.known.retain(|id, seen| {
+            let listed = *seen == epoch;
+            if !listed {
+                ops.push(Op::Delete(id.clone()));
+            }
+            listed
+        });
+        ops.extend(std::mem::take(&mut self.held).into_iter().map(Op::Upsert));
+        self.held.shrink_to_fit();
+        ops
     }
 }
 
@@ -158,25 +154,24 @@ mod tests {
         l
     }
 
-    fn by_readiness(p: &Pod) -> u8 {
-        u8::from(p.1)
+    /// Lists `pod` the way the pod watch does: a Ready one may open a gate.
+    fn list(l: &mut Listing<&'static str, Pod>, pod: Pod) -> Option<Pod> {
+        l.listed(pod.0, pod, pod.1)
     }
 
     #[test]
-    fn a_relist_is_held_until_it_is_done() {
+    fn closing_objects_stream_and_opening_ones_wait_for_the_sweep() {
         let mut l = listing(&["a"]);
         l.begin();
-        assert_eq!(l.listed("b", ("b", true)), None);
-        assert_eq!(l.listed("c", ("c", false)), None);
-        let ops = l.done(Order::DeletesFirst, by_readiness);
+        assert_eq!(list(&mut l, ("b", true)), None, "Ready: held");
         assert_eq!(
-            ops,
-            vec![
-                Op::Delete("a"),
-                Op::Upsert(("c", false)),
-                Op::Upsert(("b", true)),
-            ]
+            list(&mut l, ("c", false)),
+            Some(("c", false)),
+            "not Ready: applied at once"
         );
+        assert_eq!(l.held(), 1);
+        assert_eq!(l.done(), vec![Op::Delete("a"), Op::Upsert(("b", true))]);
+        assert_eq!(l.held(), 0);
     }
 
     #[test]
@@ -185,9 +180,11 @@ mod tests {
         // count while the newly listed Ready pods arrive.
         let mut l = listing(&["old-ready", "stays"]);
         l.begin();
-        l.listed("stays", ("stays", false));
-        l.listed("new-ready", ("new-ready", true));
-        let ops = l.done(Order::DeletesFirst, by_readiness);
+        let mut ops: Vec<Op<&str, Pod>> = Vec::new();
+        for pod in [("new-ready", true), ("stays", false)] {
+            ops.extend(list(&mut l, pod).map(Op::Upsert));
+        }
+        ops.extend(l.done());
         let first_ready = ops
             .iter()
             .position(|op| matches!(op, Op::Upsert((_, true))))
@@ -207,43 +204,55 @@ mod tests {
         let mut l: Listing<&str, &str> = Listing::default();
         l.applied("old-uid");
         l.begin();
-        l.listed("new-uid", "cilium");
-        let ops = l.done(Order::UpsertsFirst, |_| 0);
-        assert_eq!(ops, vec![Op::Upsert("cilium"), Op::Delete("old-uid")]);
+        assert_eq!(l.listed("new-uid", "cilium", false), Some("cilium"));
+        assert_eq!(l.done(), vec![Op::Delete("old-uid")]);
     }
 
     #[test]
     fn after_a_relist_only_listed_objects_are_known() {
         let mut l = listing(&["a", "b"]);
         l.begin();
-        l.listed("b", ("b", true));
-        l.done(Order::DeletesFirst, by_readiness);
+        list(&mut l, ("b", true));
+        l.done();
+        assert_eq!(l.known(), 1);
         assert!(!l.deleted(&"a"), "a vanished in the re-list");
         assert!(l.deleted(&"b"));
+    }
+
+    #[test]
+    fn a_second_relist_sweeps_what_the_first_listed_and_the_second_did_not() {
+        let mut l = listing(&["a", "b", "c"]);
+        l.begin();
+        l.listed_unchanged("a");
+        l.listed_unchanged("b");
+        assert_eq!(l.done(), vec![Op::Delete("c")]);
+        l.applied("d");
+        l.begin();
+        l.listed_unchanged("b");
+        l.listed_unchanged("d");
+        assert_eq!(l.done(), vec![Op::Delete("a")]);
+        assert_eq!(l.known(), 2);
     }
 
     #[test]
     fn an_unchanged_relist_deletes_nothing() {
         let mut l = listing(&["a"]);
         l.begin();
-        l.listed("a", ("a", true));
-        assert_eq!(
-            l.done(Order::DeletesFirst, by_readiness),
-            vec![Op::Upsert(("a", true))]
-        );
+        list(&mut l, ("a", true));
+        assert_eq!(l.done(), vec![Op::Upsert(("a", true))]);
     }
 
     #[test]
     fn done_without_begin_does_nothing() {
         let mut l = listing(&["a"]);
-        assert!(l.done(Order::DeletesFirst, by_readiness).is_empty());
+        assert!(l.done().is_empty());
         assert!(l.deleted(&"a"));
     }
 
     #[test]
     fn listed_outside_a_relist_applies_at_once() {
         let mut l: Listing<&str, &str> = Listing::default();
-        assert_eq!(l.listed("a", "item"), Some("item"));
+        assert_eq!(l.listed("a", "item", true), Some("item"));
         assert!(l.deleted(&"a"));
     }
 
@@ -252,10 +261,12 @@ mod tests {
         let mut l = listing(&["same", "gone"]);
         l.begin();
         l.listed_unchanged("same");
-        assert_eq!(l.listed("new", ("new", true)), None);
+        assert_eq!(list(&mut l, ("new", true)), None);
         assert_eq!(l.held(), 1, "only the changed projection is held");
-        let ops = l.done(Order::DeletesFirst, by_readiness);
-        assert_eq!(ops, vec![Op::Delete("gone"), Op::Upsert(("new", true))]);
+        assert_eq!(
+            l.done(),
+            vec![Op::Delete("gone"), Op::Upsert(("new", true))]
+        );
         // "same" is still known: a later live delete deletes it.
         assert!(l.deleted(&"same"));
     }

@@ -6,8 +6,8 @@
 //! ResourceSlices while `draDrivers` is configured. Each event is
 //! projected to the compact model at once and handed to the router; whole
 //! objects are never kept. A watch that fails restarts with backoff; a
-//! re-list is swapped into the index whole once it is complete (see
-//! `relist`), deleting the objects that vanished meanwhile. Every object's
+//! re-list is streamed into the index as its pages arrive and swept at its
+//! end (see `relist`), deleting the objects that vanished meanwhile. Every object's
 //! `creationTimestamp` is evidence of the API server's clock (`server_time`;
 //! its `managedFields` times are not: clients choose them), and `start` also
 //! starts that module's probe of the server's clock.
@@ -28,14 +28,14 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 use nodegate_actors::router::Router;
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, SliceInfo};
+use nodegate_core::model::{DaemonSetInfo, Interner, NodeInfo, PodInfo, Shared, SliceInfo};
 use nodegate_core::readiness::CriticalPodEntry;
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
 use crate::cluster::lean::Lean;
 use crate::cluster::project;
-use crate::cluster::relist::{Listing, Op, Order};
+use crate::cluster::relist::{Listing, Op};
 use crate::cluster::server_time::{self, ServerTime};
 
 /// The DaemonSet controller puts this label on every pod it creates; filtering
@@ -85,8 +85,6 @@ impl Drop for StopGuard {
 trait Sink<K>: Send + 'static {
     /// The projection the router indexes.
     type Item: Send;
-    /// How a re-list of this kind is swapped in (see `relist`).
-    const RELIST_ORDER: Order;
     /// Projects the object; returns its identity for re-list bookkeeping
     /// with the projection, or `None` when the object is skipped.
     fn project(&mut self, obj: &K) -> Option<(Id, Self::Item)>;
@@ -94,36 +92,41 @@ trait Sink<K>: Send + 'static {
     fn upsert(&mut self, item: Self::Item);
     /// Removes an object by the identity `project` returned.
     fn delete(&mut self, id: &Id);
-    /// Within a re-list, lower ranks are indexed first.
-    fn rank(_item: &Self::Item) -> u8 {
-        0
+    /// Whether indexing this projection may open a gate: within a re-list
+    /// it then waits until the vanished objects are swept (see `relist`).
+    fn may_open(_item: &Self::Item) -> bool {
+        false
     }
     /// Whether the index already shows exactly this projection (a re-list
-    /// then holds only its identity, see `relist`).
+    /// then only marks its identity as listed, see `relist`).
     fn unchanged(&self, _item: &Self::Item) -> bool {
         false
     }
 }
 
 /// An indexed object's identity: a node's name or a DaemonSet's uid (with an
-/// empty second part), or a pod's (node, uid).
-type Id = (String, String);
+/// empty second part), or a pod's (node, uid), shared with the pod's
+/// projection (two reference counts, not two more copies of its strings).
+type Id = (Shared, Shared);
 
 struct NodeSink {
     router: Arc<Router>,
+    /// Shares label keys and values and condition types and statuses.
+    interner: Interner,
 }
 
 impl Sink<Lean<Node>> for NodeSink {
+    /// Nodes stream: deleting a vanished node opens no other node, so
+    /// every listed node is indexed at once and the sweep comes last.
     type Item = NodeInfo;
-    const RELIST_ORDER: Order = Order::UpsertsFirst;
 
     fn project(&mut self, Lean(n): &Lean<Node>) -> Option<(Id, Self::Item)> {
-        let (info, oddities) = project::node(n);
+        let (info, oddities) = project::node_in(n, &mut self.interner);
         for o in oddities {
             tracing::warn!(object = %o.object, "{}", o.what);
         }
         let info = info?;
-        Some(((info.name.clone(), String::new()), info))
+        Some(((info.name.as_str().into(), Shared::default()), info))
     }
     fn upsert(&mut self, info: Self::Item) {
         self.router.node_upserted(info);
@@ -147,13 +150,13 @@ struct DaemonSetSink {
 }
 
 impl Sink<DaemonSet> for DaemonSetSink {
+    /// Every DaemonSet may add an expected member: listed ones are indexed
+    /// at once, the vanished ones swept last.
     type Item = DaemonSetInfo;
-    /// Every DaemonSet may add an expected member: add before removing.
-    const RELIST_ORDER: Order = Order::UpsertsFirst;
 
     fn project(&mut self, ds: &DaemonSet) -> Option<(Id, Self::Item)> {
         let info = project::daemonset(ds)?;
-        Some(((info.uid.clone(), String::new()), info))
+        Some(((info.uid.as_str().into(), Shared::default()), info))
     }
     fn upsert(&mut self, info: Self::Item) {
         self.router.daemonset_upserted(info);
@@ -174,21 +177,22 @@ struct PodSink {
     /// every gate and every journal entry hold per pod (the scale benchmark's
     /// memory was mostly pod copies).
     keep_labels_in: Option<Arc<HashSet<String>>>,
+    /// Shares the values many pods have (see `project::pod_in`).
+    interner: Interner,
 }
 
 impl Sink<Lean<Pod>> for PodSink {
+    /// Fewer pods can only keep a gate closed: a listed pod that is not
+    /// Ready is indexed at once, a Ready one after the sweep.
     type Item = PodInfo;
-    /// Fewer pods can only keep a gate closed: remove before adding, and
-    /// index the pods that are not Ready before the Ready ones.
-    const RELIST_ORDER: Order = Order::DeletesFirst;
 
     fn project(&mut self, Lean(p): &Lean<Pod>) -> Option<(Id, Self::Item)> {
-        let mut info = project::pod(p)?;
+        let mut info = project::pod_in(p, &mut self.interner)?;
         if info.node_name.is_empty() {
             return None;
         }
         if let Some(keep) = &self.keep_labels_in
-            && !keep.contains(&info.namespace)
+            && !keep.contains(info.namespace.as_str())
         {
             info.labels = Default::default();
         }
@@ -200,8 +204,8 @@ impl Sink<Lean<Pod>> for PodSink {
     fn delete(&mut self, id: &Id) {
         self.router.pod_deleted(&id.0, &id.1);
     }
-    fn rank(info: &Self::Item) -> u8 {
-        u8::from(info.ready)
+    fn may_open(info: &Self::Item) -> bool {
+        info.ready || info.ready_annotation
     }
     fn unchanged(&self, info: &Self::Item) -> bool {
         self.router
@@ -217,16 +221,18 @@ struct CsiNodeSink {
 }
 
 impl Sink<CSINode> for CsiNodeSink {
+    /// A listed driver can only open a node: indexed after the sweep.
     type Item = (String, Vec<String>);
-    /// A listed driver can only open a node: remove before adding.
-    const RELIST_ORDER: Order = Order::DeletesFirst;
 
     fn project(&mut self, c: &CSINode) -> Option<(Id, Self::Item)> {
         let (name, drivers) = project::csinode(c)?;
-        Some(((name.clone(), String::new()), (name, drivers)))
+        Some(((name.as_str().into(), Shared::default()), (name, drivers)))
     }
     fn upsert(&mut self, (name, drivers): Self::Item) {
         self.router.csinode_upserted(&name, drivers);
+    }
+    fn may_open(_item: &Self::Item) -> bool {
+        true
     }
     fn delete(&mut self, id: &Id) {
         self.router.csinode_deleted(&id.0);
@@ -242,113 +248,232 @@ struct ResourceSliceSink {
 
 impl Sink<ResourceSlice> for ResourceSliceSink {
     type Item = (String, SliceInfo);
-    /// A slice can make a pool complete or incomplete (a pool that shrank
-    /// at a new generation): the order matters neither way, and removing
-    /// first never shows a stale slice beside its successor.
-    const RELIST_ORDER: Order = Order::DeletesFirst;
 
     fn project(&mut self, s: &ResourceSlice) -> Option<(Id, Self::Item)> {
         let (node, slice) = project::resource_slice(s)?;
-        Some(((node.clone(), slice.name.clone()), (node, slice)))
+        Some((
+            (node.as_str().into(), slice.name.as_str().into()),
+            (node, slice),
+        ))
     }
     fn upsert(&mut self, (node, slice): Self::Item) {
         self.router.resource_slice_upserted(&node, slice);
     }
+    /// A slice can complete its pool, so within a re-list it waits for the
+    /// sweep like a Ready pod.
+    fn may_open(_item: &Self::Item) -> bool {
+        true
+    }
     fn delete(&mut self, id: &Id) {
-        self.router.resource_slice_deleted(&id.0, &id.1);
+        self.router
+            .resource_slice_deleted(id.0.as_str(), id.1.as_str());
     }
 }
 
 fn slice_id(s: &ResourceSlice) -> Id {
     (
-        s.spec.node_name.clone().unwrap_or_default(),
-        s.metadata.name.clone().unwrap_or_default(),
+        s.spec.node_name.as_deref().unwrap_or_default().into(),
+        s.metadata.name.as_deref().unwrap_or_default().into(),
     )
 }
 
 fn delete_id<K: Resource>(obj: &K, by_name: bool) -> Id {
     let meta = obj.meta();
-    if by_name {
-        (meta.name.clone().unwrap_or_default(), String::new())
-    } else {
-        (meta.uid.clone().unwrap_or_default(), String::new())
+    let id = if by_name { &meta.name } else { &meta.uid };
+    (id.as_deref().unwrap_or_default().into(), Shared::default())
+}
+
+/// One watch's handling of what its stream delivers: projection, the
+/// re-list's mark and sweep, and the index.
+struct Indexing<K, S: Sink<K>> {
+    sink: S,
+    /// The objects this watch has indexed, so a re-list can sweep the ones
+    /// that disappeared while the watch was down.
+    listing: Listing<Id, S::Item>,
+    server_time: Arc<ServerTime>,
+    id_of_deleted: Box<dyn Fn(&K) -> Id + Send>,
+}
+
+impl<K: Resource, S: Sink<K>> Indexing<K, S> {
+    /// Handles one event; true at the end of a complete list.
+    fn handle(&mut self, event: Event<K>) -> bool {
+        match event {
+            Event::Apply(obj) => {
+                self.server_time.saw_object(obj.meta());
+                if let Some((id, item)) = self.sink.project(&obj) {
+                    self.listing.applied(id);
+                    self.sink.upsert(item);
+                }
+            }
+            Event::Delete(obj) => {
+                // A pod's identity needs its node, which the deleted object
+                // still carries; nodes and DaemonSets go by name / uid.
+                let id = (self.id_of_deleted)(&obj);
+                if self.listing.deleted(&id) {
+                    self.sink.delete(&id);
+                }
+            }
+            Event::Init => self.listing.begin(),
+            Event::InitApply(obj) => {
+                self.server_time.saw_object(obj.meta());
+                if let Some((id, item)) = self.sink.project(&obj) {
+                    if self.sink.unchanged(&item) {
+                        self.listing.listed_unchanged(id);
+                    } else {
+                        let may_open = S::may_open(&item);
+                        if let Some(item) = self.listing.listed(id, item, may_open) {
+                            self.sink.upsert(item);
+                        }
+                    }
+                }
+            }
+            Event::InitDone => {
+                for op in self.listing.done() {
+                    match op {
+                        Op::Upsert(item) => self.sink.upsert(item),
+                        Op::Delete(id) => self.sink.delete(&id),
+                    }
+                }
+                return true;
+            }
+        }
+        false
     }
 }
 
-/// Where a watch loop reports: its first complete list (`synced`), its
-/// counts, and the server-stamped times of what it sees.
-#[derive(Clone)]
-struct Reports {
-    synced: mpsc::Sender<&'static str>,
-    stats: Arc<WatchStats>,
+/// The handling of one watch's events, without the stream: what the memory
+/// example (`examples/open_memory.rs`) and the tests feed with events
+/// decoded from the API server's JSON.
+pub struct WatchFeed<K>(Box<dyn Handle<K>>);
+
+trait Handle<K>: Send {
+    fn handle(&mut self, event: Event<K>) -> bool;
+    fn known(&self) -> usize;
+    fn held(&self) -> usize;
+}
+
+impl<K: Resource + Send + 'static, S: Sink<K>> Handle<K> for Indexing<K, S> {
+    fn handle(&mut self, event: Event<K>) -> bool {
+        Indexing::handle(self, event)
+    }
+    fn known(&self) -> usize {
+        self.listing.known()
+    }
+    fn held(&self) -> usize {
+        self.listing.held()
+    }
+}
+
+impl<K> WatchFeed<K> {
+    /// Handles one event as the watch loop does; true at the end of a
+    /// complete list.
+    pub fn handle(&mut self, event: Event<K>) -> bool {
+        self.0.handle(event)
+    }
+    /// How many objects this watch has indexed.
+    pub fn known(&self) -> usize {
+        self.0.known()
+    }
+    /// How many projections a re-list in progress holds back.
+    pub fn held(&self) -> usize {
+        self.0.held()
+    }
+}
+
+/// The node watch's handling.
+pub fn node_feed(router: Arc<Router>, server_time: Arc<ServerTime>) -> WatchFeed<Lean<Node>> {
+    WatchFeed(Box::new(Indexing {
+        sink: NodeSink {
+            router,
+            interner: Interner::default(),
+        },
+        listing: Listing::default(),
+        server_time,
+        id_of_deleted: Box::new(|n: &Lean<Node>| delete_id(n, true)),
+    }))
+}
+
+/// The DaemonSet watch's handling.
+pub fn daemonset_feed(router: Arc<Router>, server_time: Arc<ServerTime>) -> WatchFeed<DaemonSet> {
+    WatchFeed(Box::new(Indexing {
+        sink: DaemonSetSink { router },
+        listing: Listing::default(),
+        server_time,
+        id_of_deleted: Box::new(|d: &DaemonSet| delete_id(d, false)),
+    }))
+}
+
+/// The DaemonSet pod watch's handling (pods outside `critical_namespaces`
+/// lose their labels).
+pub fn daemonset_pod_feed(
+    router: Arc<Router>,
     server_time: Arc<ServerTime>,
+    critical_namespaces: Arc<HashSet<String>>,
+) -> WatchFeed<Lean<Pod>> {
+    pod_feed(router, server_time, Some(critical_namespaces))
+}
+
+fn pod_feed(
+    router: Arc<Router>,
+    server_time: Arc<ServerTime>,
+    keep_labels_in: Option<Arc<HashSet<String>>>,
+) -> WatchFeed<Lean<Pod>> {
+    WatchFeed(Box::new(Indexing {
+        sink: PodSink {
+            router,
+            keep_labels_in,
+            interner: Interner::default(),
+        },
+        listing: Listing::default(),
+        server_time,
+        id_of_deleted: Box::new(pod_id),
+    }))
+}
+
+fn csinode_feed(router: Arc<Router>, server_time: Arc<ServerTime>) -> WatchFeed<CSINode> {
+    WatchFeed(Box::new(Indexing {
+        sink: CsiNodeSink { router },
+        listing: Listing::default(),
+        server_time,
+        id_of_deleted: Box::new(|c: &CSINode| delete_id(c, true)),
+    }))
+}
+
+fn resource_slice_feed(
+    router: Arc<Router>,
+    server_time: Arc<ServerTime>,
+) -> WatchFeed<ResourceSlice> {
+    WatchFeed(Box::new(Indexing {
+        sink: ResourceSliceSink { router },
+        listing: Listing::default(),
+        server_time,
+        id_of_deleted: Box::new(slice_id),
+    }))
 }
 
 /// Runs one watch until the process ends. Sends its `kind` on `synced` once,
 /// after the first complete list.
-async fn run<K, S>(
+async fn run<K>(
     kind: &'static str,
     api: Api<K>,
     config: watcher::Config,
-    mut sink: S,
-    reports: Reports,
-    id_of_deleted: impl Fn(&K) -> Id + Send + 'static,
+    mut feed: WatchFeed<K>,
+    synced: mpsc::Sender<&'static str>,
+    stats: Arc<WatchStats>,
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    S: Sink<K>,
 {
-    let Reports {
-        synced,
-        stats,
-        server_time,
-    } = reports;
     let _guard = StopGuard {
         kind,
         stats: Arc::clone(&stats),
     };
-    // The objects this watch has indexed, so a re-list can delete the ones
-    // that disappeared while the watch was down; the re-list's changes are
-    // swapped in whole at InitDone (unchanged objects are not held).
-    let mut listing: Listing<Id, S::Item> = Listing::default();
     let mut first_sync = true;
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     while let Some(item) = stream.next().await {
         stats.events.fetch_add(1, Ordering::Relaxed);
         match item {
-            Ok(Event::Apply(obj)) => {
-                server_time.saw_object(obj.meta());
-                if let Some((id, item)) = sink.project(&obj) {
-                    listing.applied(id);
-                    sink.upsert(item);
-                }
-            }
-            Ok(Event::Delete(obj)) => {
-                // A pod's identity needs its node, which the deleted object
-                // still carries; nodes and DaemonSets go by name / uid.
-                let id = id_of_deleted(&obj);
-                if listing.deleted(&id) {
-                    sink.delete(&id);
-                }
-            }
-            Ok(Event::Init) => listing.begin(),
-            Ok(Event::InitApply(obj)) => {
-                server_time.saw_object(obj.meta());
-                if let Some((id, item)) = sink.project(&obj) {
-                    if sink.unchanged(&item) {
-                        listing.listed_unchanged(id);
-                    } else if let Some(item) = listing.listed(id, item) {
-                        sink.upsert(item);
-                    }
-                }
-            }
-            Ok(Event::InitDone) => {
-                for op in listing.done(S::RELIST_ORDER, S::rank) {
-                    match op {
-                        Op::Upsert(item) => sink.upsert(item),
-                        Op::Delete(id) => sink.delete(&id),
-                    }
-                }
-                if first_sync {
+            Ok(event) => {
+                if feed.handle(event) && first_sync {
                     first_sync = false;
                     let _ = synced.send(kind).await;
                 }
@@ -365,9 +490,10 @@ fn pod_id(Lean(p): &Lean<Pod>) -> Id {
     (
         p.spec
             .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default(),
-        p.metadata.uid.clone().unwrap_or_default(),
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or_default()
+            .into(),
+        p.metadata.uid.as_deref().unwrap_or_default().into(),
     )
 }
 
@@ -390,11 +516,6 @@ pub async fn start(
     server_time: Arc<ServerTime>,
 ) -> mpsc::Receiver<&'static str> {
     let (tx, rx) = mpsc::channel(watch_count(critical, resource_slices));
-    let reports = Reports {
-        synced: tx,
-        stats,
-        server_time: Arc::clone(&server_time),
-    };
     // Evidence of the API server's clock when the lists' stamps are old.
     tokio::spawn(server_time::probe(client.clone(), Arc::clone(&server_time)));
     let bound = "spec.nodeName!=";
@@ -402,26 +523,24 @@ pub async fn start(
     // must index it identically, labels and all.
     let critical_namespaces: Arc<HashSet<String>> =
         Arc::new(critical.iter().map(|e| e.namespace.clone()).collect());
+    let r = || Arc::clone(&router);
+    let t = || Arc::clone(&server_time);
 
     tokio::spawn(run(
         "nodes",
         Api::<Lean<Node>>::all(client.clone()),
         watcher::Config::default(),
-        NodeSink {
-            router: Arc::clone(&router),
-        },
-        reports.clone(),
-        |n: &Lean<Node>| delete_id(n, true),
+        node_feed(r(), t()),
+        tx.clone(),
+        Arc::clone(&stats),
     ));
     tokio::spawn(run(
         "daemonsets",
         Api::<DaemonSet>::all(client.clone()),
         watcher::Config::default(),
-        DaemonSetSink {
-            router: Arc::clone(&router),
-        },
-        reports.clone(),
-        |d: &DaemonSet| delete_id(d, false),
+        daemonset_feed(r(), t()),
+        tx.clone(),
+        Arc::clone(&stats),
     ));
     tokio::spawn(run(
         "daemonset pods",
@@ -429,22 +548,17 @@ pub async fn start(
         watcher::Config::default()
             .labels(DAEMONSET_POD_LABEL)
             .fields(bound),
-        PodSink {
-            router: Arc::clone(&router),
-            keep_labels_in: Some(Arc::clone(&critical_namespaces)),
-        },
-        reports.clone(),
-        pod_id,
+        daemonset_pod_feed(r(), t(), critical_namespaces),
+        tx.clone(),
+        Arc::clone(&stats),
     ));
     tokio::spawn(run(
         "csinodes",
         Api::<CSINode>::all(client.clone()),
         watcher::Config::default(),
-        CsiNodeSink {
-            router: Arc::clone(&router),
-        },
-        reports.clone(),
-        |c: &CSINode| delete_id(c, true),
+        csinode_feed(r(), t()),
+        tx.clone(),
+        Arc::clone(&stats),
     ));
     if resource_slices {
         // Only while draDrivers is configured: the kind (and the RBAC to
@@ -453,11 +567,9 @@ pub async fn start(
             "resourceslices",
             Api::<ResourceSlice>::all(client.clone()),
             watcher::Config::default(),
-            ResourceSliceSink {
-                router: Arc::clone(&router),
-            },
-            reports.clone(),
-            slice_id,
+            resource_slice_feed(r(), t()),
+            tx.clone(),
+            Arc::clone(&stats),
         ));
     }
     for entry in critical {
@@ -466,13 +578,13 @@ pub async fn start(
             "critical pods",
             Api::<Lean<Pod>>::namespaced(client.clone(), &entry.namespace),
             watcher::Config::default().labels(&selector).fields(bound),
-            PodSink {
-                router: Arc::clone(&router),
-                keep_labels_in: None,
-            },
-            reports.clone(),
-            pod_id,
+            pod_feed(r(), t(), None),
+            tx.clone(),
+            Arc::clone(&stats),
         ));
     }
     rx
 }
+
+#[cfg(test)]
+mod tests;

@@ -11,7 +11,13 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-pub type Labels = BTreeMap<String, String>;
+mod shared;
+pub use shared::{Interner, Shared};
+
+/// Labels (and annotations) by key. Keys and values are [`Shared`]: the
+/// watches intern them, so the label keys and most values of 65,000 nodes
+/// are held once (docs/benchmarks.md, "65,000 open nodes").
+pub type Labels = BTreeMap<Shared, Shared>;
 
 /// A node taint. `effect` is one of `NoSchedule`, `PreferNoSchedule`,
 /// `NoExecute` on a valid object; kept as a string so the rules can mirror
@@ -194,7 +200,7 @@ pub struct NodeInfo {
     /// node-problem-detector or a readiness reporter write them: what
     /// `criticalConditions` and `conditionTaints` read (semantics.md §6.5).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub conditions: BTreeMap<String, NodeCondition>,
+    pub conditions: BTreeMap<Shared, NodeCondition>,
     /// The CSI drivers the node's CSINode lists; `None` while nodegate has
     /// seen no CSINode for it (semantics.md §6.7, `nodegate.dev/csi-driver`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -259,7 +265,7 @@ impl NodeInfo {
 /// or anything else a reporter chose) and since when it holds it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeCondition {
-    pub status: String,
+    pub status: Shared,
     /// `lastTransitionTime`, when present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<Timestamp>,
@@ -286,21 +292,23 @@ impl DaemonSetInfo {
     }
 }
 
-/// What the gate needs of a Pod.
+/// What the gate needs of a Pod. The values many pods share (namespace,
+/// node, owner, phase) are [`Shared`] strings, and so is the uid, which the
+/// index and the watch's bookkeeping key the pod by.
 #[derive(Debug, Clone, Eq, Serialize, Deserialize)]
 pub struct PodInfo {
-    pub namespace: String,
+    pub namespace: Shared,
     pub name: String,
-    pub uid: String,
+    pub uid: Shared,
     /// `spec.nodeName`; empty while the pod is not bound.
-    pub node_name: String,
+    pub node_name: Shared,
     pub labels: Labels,
     /// UID of the owner reference with `controller: true`, if any.
-    pub controller_uid: Option<String>,
+    pub controller_uid: Option<Shared>,
     /// `metadata.deletionTimestamp` is set.
     pub terminating: bool,
     /// `status.phase` as written (`Pending`, `Running`, ...).
-    pub phase: String,
+    pub phase: Shared,
     /// The `Ready` condition is `True`.
     pub ready: bool,
     /// `lastTransitionTime` of the `Ready` condition, when present.

@@ -219,7 +219,7 @@ fn running_and_ready(pod: &PodInfo) -> Result<(), Waiting> {
     if pod.phase != PHASE_RUNNING {
         return Err(Waiting::NotRunning {
             pod: name,
-            phase: pod.phase.clone(),
+            phase: pod.phase.to_string(),
         });
     }
     if !pod.ready {

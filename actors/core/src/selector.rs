@@ -15,7 +15,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Labels;
+use crate::model::{Labels, Shared};
 
 pub const OP_IN: &str = "In";
 pub const OP_NOT_IN: &str = "NotIn";
@@ -79,10 +79,11 @@ impl LabelSelectorRequirement {
         if self.problem().is_some() {
             return false;
         }
-        let value = labels.get(&self.key);
+        let value = labels.get(self.key.as_str());
+        let listed = |v: &Shared| self.values.iter().any(|x| *x == **v);
         match self.operator.as_str() {
-            OP_IN => value.is_some_and(|v| self.values.contains(v)),
-            OP_NOT_IN => value.is_none_or(|v| !self.values.contains(v)),
+            OP_IN => value.is_some_and(listed),
+            OP_NOT_IN => value.is_none_or(|v| !listed(v)),
             OP_EXISTS => value.is_some(),
             OP_DOES_NOT_EXIST => value.is_none(),
             _ => false,
@@ -139,7 +140,7 @@ impl LabelSelector {
         }
         self.match_labels
             .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
+            .all(|(k, v)| labels.get(k.as_str()).is_some_and(|l| *l == *v))
             && self.match_expressions.iter().all(|r| r.matches(labels))
     }
 

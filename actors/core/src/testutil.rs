@@ -16,10 +16,7 @@ use crate::model::{
 
 /// Labels from pairs.
 pub fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs.iter().map(|&(k, v)| (k.into(), v.into())).collect()
 }
 
 /// `secs` seconds after the Unix epoch.
@@ -123,7 +120,7 @@ pub fn template_with_affinity(terms: Vec<NodeSelectorTerm>) -> PodPlacement {
 /// namespace, with the DaemonSet as its controller owner.
 pub fn ds_pod(name: &str, node: &str, ds: &DaemonSetInfo) -> PodInfo {
     PodInfo {
-        namespace: ds.namespace.clone(),
+        namespace: ds.namespace.as_str().into(),
         ..mk_pod(name, node, &ds.uid)
     }
 }
@@ -132,14 +129,14 @@ pub fn ds_pod(name: &str, node: &str, ds: &DaemonSetInfo) -> PodInfo {
 /// Running, Ready since the epoch, not terminating.
 pub fn mk_pod(name: &str, node: &str, owner_uid: &str) -> PodInfo {
     PodInfo {
-        namespace: "kube-system".to_string(),
+        namespace: "kube-system".into(),
         name: name.to_string(),
-        uid: format!("uid-{name}"),
-        node_name: node.to_string(),
+        uid: format!("uid-{name}").into(),
+        node_name: node.into(),
         labels: Labels::new(),
-        controller_uid: Some(owner_uid.to_string()),
+        controller_uid: Some(owner_uid.into()),
         terminating: false,
-        phase: "Running".to_string(),
+        phase: "Running".into(),
         ready: true,
         ready_since: Some(Timestamp::UNIX_EPOCH),
         ready_annotation: false,

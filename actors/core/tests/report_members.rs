@@ -69,8 +69,8 @@ fn tolerant(name: &str) -> DaemonSetInfo {
 
 fn pod_of(ds: &DaemonSetInfo, name: &str) -> PodInfo {
     let mut p = mk_pod(name, NODE, &ds.uid);
-    p.namespace = ds.namespace.clone();
-    p.labels.insert("app".into(), ds.name.clone());
+    p.namespace = ds.namespace.as_str().into();
+    p.labels.insert("app".into(), ds.name.clone().into());
     p
 }
 
@@ -335,7 +335,7 @@ fn detail_from_a_full_read_adds_to_the_gates_words_and_never_replaces_them() {
     pending_pod.phase = "Pending".into();
     pending_pod.ready = false;
     let mut unbound_pod = pod_of(&unbound, "unbound-x");
-    unbound_pod.node_name.clear();
+    unbound_pod.node_name = Default::default();
     let busy = |c: &str| PodDetail {
         unschedulable: None,
         containers: vec![format!("container agent: {c}")],
@@ -446,7 +446,7 @@ fn world_node(bits: u8) -> NodeInfo {
 
 fn world_pod(ds: &DaemonSetInfo, which: u8, kind: u8, since: u8) -> PodInfo {
     let mut p = pod_of(ds, &format!("{}-{}", ds.name, which % 2));
-    p.uid = format!("uid-{}", p.name);
+    p.uid = format!("uid-{}", p.name).into();
     match kind % 5 {
         0 => p.ready_since = Some(ts(NOW - i64::from(since % 16))),
         1 => p.ready = false,
@@ -518,7 +518,7 @@ proptest! {
             now = ts(NOW - 40 + i64::try_from(i).unwrap_or(0));
             let input = match kind {
                 0 => Input::NodeChanged(world_node(bits | 4).into()),
-                1 => Input::PodDeleted { uid: pods_of(&[*pod])[0].uid.clone() },
+                1 => Input::PodDeleted { uid: pods_of(&[*pod])[0].uid.to_string() },
                 _ => Input::pod_upserted(pods_of(&[*pod])[0].clone()),
             };
             gate::step(&mut live, &input, &cfg, now);

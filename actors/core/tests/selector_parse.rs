@@ -2,8 +2,6 @@
 //! structured form from YAML (`metav1.LabelSelector`), matching, validation
 //! and the errors a person reads.
 
-use std::collections::BTreeMap;
-
 use nodegate_core::model::Labels;
 use nodegate_core::selector::{
     LabelSelector, LabelSelectorRequirement, SelectorError, check_label_key, check_label_value,
@@ -13,7 +11,10 @@ use proptest::prelude::*;
 
 fn sel(match_labels: &[(&str, &str)], exprs: Vec<LabelSelectorRequirement>) -> LabelSelector {
     LabelSelector {
-        match_labels: labels(match_labels),
+        match_labels: match_labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         match_expressions: exprs,
     }
 }
@@ -507,8 +508,9 @@ fn selector() -> impl Strategy<Value = LabelSelector> {
         })
 }
 
-fn some_labels() -> impl Strategy<Value = BTreeMap<String, String>> {
+fn some_labels() -> impl Strategy<Value = nodegate_core::model::Labels> {
     proptest::collection::btree_map(key(), value(), 0..4)
+        .prop_map(|m| m.into_iter().map(|(k, v)| (k.into(), v.into())).collect())
 }
 
 proptest! {
@@ -526,7 +528,7 @@ proptest! {
         prop_assert_eq!(back.matches(&l), s.matches(&l));
         // Also with the selector's own keys set, so matches are not all trivial.
         let mut own = l.clone();
-        own.extend(s.match_labels.clone());
+        own.extend(s.match_labels.iter().map(|(k, v)| (k.into(), v.into())));
         prop_assert_eq!(back.matches(&own), s.matches(&own));
     }
 
@@ -547,7 +549,7 @@ proptest! {
     #[test]
     fn match_labels_alone_match_exactly_their_superset(ml in proptest::collection::btree_map(key(), value(), 0..3), l in some_labels()) {
         let s = LabelSelector { match_labels: ml.clone(), match_expressions: vec![] };
-        let want = ml.iter().all(|(k, v)| l.get(k) == Some(v));
+        let want = ml.iter().all(|(k, v)| l.get(k.as_str()).is_some_and(|x| *x == *v));
         prop_assert_eq!(s.matches(&l), want);
     }
 }

@@ -20,7 +20,7 @@ fn node_projection_keeps_taints_labels_and_gated_since() {
     let info = info.unwrap();
     assert!(odd.is_empty());
     assert_eq!(info.resource_version, "42");
-    assert_eq!(info.labels.get("zone").map(String::as_str), Some("a"));
+    assert_eq!(info.labels.get("zone").map(Shared::as_str), Some("a"));
     assert_eq!(
         info.taints[0],
         Taint::new("nodegate.dev/initializing", "", "NoSchedule")

@@ -5,8 +5,6 @@
 //! the ClusterRoleBindings its admission policy reads), so the API server
 //! answers exactly as it would answer nodegate.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
@@ -91,7 +89,7 @@ pub async fn check(
 }
 
 fn selects(sel: Option<&LabelSelector>, node: &Node) -> bool {
-    let labels: BTreeMap<String, String> = node.metadata.labels.clone().unwrap_or_default();
+    let labels = crate::cluster::project::labels(node.metadata.labels.as_ref());
     sel.is_none_or(|s| s.matches(&labels))
 }
 

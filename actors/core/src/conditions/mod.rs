@@ -70,7 +70,7 @@ impl CriticalCondition {
         if now == self.status {
             return None;
         }
-        Some(if node.conditions.contains_key(&self.type_) {
+        Some(if node.conditions.contains_key(self.type_.as_str()) {
             format!(
                 "condition {} is {now}, waiting for {}",
                 self.type_, self.status

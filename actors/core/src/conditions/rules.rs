@@ -281,7 +281,7 @@ fn requirement(
     r: &Requirement,
     now: Timestamp,
 ) -> (bool, String, Option<Timestamp>) {
-    let cond = node.conditions.get(&r.type_);
+    let cond = node.conditions.get(r.type_.as_str());
     let status = status_of(node, &r.type_);
     let shown = if cond.is_some() {
         format!("{}={status}", r.type_)

@@ -19,9 +19,9 @@ fn node_with(conds: &[(&str, &str, Option<i64>)]) -> NodeInfo {
     let mut n = mk_node("n", &[("pool", "spot")], vec![]);
     for (t, s, since) in conds {
         n.conditions.insert(
-            t.to_string(),
+            t.to_string().into(),
             NodeCondition {
-                status: s.to_string(),
+                status: s.to_string().into(),
                 since: since.map(ts),
             },
         );

@@ -57,7 +57,7 @@ fn text_that_is_not_a_quantity_is_refused_naming_the_part() {
 fn node(allocatable: &[(&str, &str)], slices: Vec<SliceInfo>) -> NodeInfo {
     NodeInfo {
         name: "gpu-1".into(),
-        labels: [("gpu".to_string(), "true".to_string())].into(),
+        labels: [("gpu".into(), "true".into())].into(),
         extended_allocatable: allocatable
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -3,7 +3,7 @@ use super::*;
 fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs
         .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| (k.to_string().into(), v.to_string().into()))
         .collect()
 }
 

@@ -69,7 +69,10 @@ fn apply_observed(state: &mut GateState, ev: &Event) {
             state.node = Some(Arc::clone(node));
             state.reopening = crate::startup::karpenter_reopening(node);
             state.daemonsets = daemonsets.iter().map(|ds| (ds.key(), ds.clone())).collect();
-            state.pods = pods.iter().map(|p| (p.uid.clone(), p.clone())).collect();
+            state.pods = pods
+                .iter()
+                .map(|p| (p.uid.to_string(), p.clone()))
+                .collect();
         }
         Event::NodeUpdated { node } => state.node = Some(Arc::clone(node)),
         Event::NodeVersionChanged { resource_version } => {
@@ -88,11 +91,11 @@ fn apply_observed(state: &mut GateState, ev: &Event) {
                 set_status(Arc::make_mut(slot), ev);
             }
         }
-        Event::PodUpdated { pod } => match state.pods.get_mut(&pod.uid) {
+        Event::PodUpdated { pod } => match state.pods.get_mut(pod.uid.as_str()) {
             // A new version of a known pod: no new key to allocate.
             Some(slot) => *slot = Arc::clone(pod),
             None => {
-                state.pods.insert(pod.uid.clone(), Arc::clone(pod));
+                state.pods.insert(pod.uid.to_string(), Arc::clone(pod));
             }
         },
         Event::PodRemoved { uid, .. } => {
@@ -378,8 +381,9 @@ fn set_status(p: &mut PodInfo, ev: &Event) {
         ..
     } = ev
     {
-        p.phase.clear();
-        p.phase.push_str(phase);
+        if *p.phase != **phase {
+            p.phase = (**phase).into();
+        }
         p.ready = *ready;
         p.ready_since = *ready_since;
         p.terminating = *terminating;

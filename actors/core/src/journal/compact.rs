@@ -219,19 +219,19 @@ impl Strings {
 
     fn pod_info(&self, p: &Pod) -> PodInfo {
         PodInfo {
-            namespace: self.get(p.namespace).to_string(),
+            namespace: self.get(p.namespace).into(),
             name: self.get(p.name).to_string(),
-            uid: self.get(p.uid).to_string(),
-            node_name: self.get(p.node_name).to_string(),
+            uid: self.get(p.uid).into(),
+            node_name: self.get(p.node_name).into(),
             labels: p
                 .labels
                 .iter()
-                .map(|&(k, v)| (self.get(k).to_string(), self.get(v).to_string()))
+                .map(|&(k, v)| (self.get(k).into(), self.get(v).into()))
                 .collect(),
             controller_uid: (p.controller_uid != Sym::MAX)
-                .then(|| self.get(p.controller_uid).to_string()),
+                .then(|| self.get(p.controller_uid).into()),
             terminating: p.terminating,
-            phase: self.get(p.phase).to_string(),
+            phase: self.get(p.phase).into(),
             ready: p.ready,
             ready_since: time_opt(p.ready_since),
             ready_annotation: p.ready_annotation,

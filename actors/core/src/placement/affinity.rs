@@ -4,7 +4,7 @@
 //! never looks at taints or at nodegate's configuration.
 
 use super::reason::{NotExpectedReason, RequirementRef, TermFailure, TermList, TermMismatch};
-use crate::model::{Labels, NodeSelectorRequirement, NodeSelectorTerm, PodPlacement};
+use crate::model::{Labels, NodeSelectorRequirement, NodeSelectorTerm, PodPlacement, Shared};
 use crate::selector::{check_label_key, check_label_value};
 
 pub const NODE_OP_IN: &str = "In";
@@ -41,15 +41,15 @@ pub fn check_node_selector(
         match labels.get(key) {
             None => {
                 return Err(NotExpectedReason::NodeSelectorKeyMissing {
-                    key: key.clone(),
-                    wanted: wanted.clone(),
+                    key: key.to_string(),
+                    wanted: wanted.to_string(),
                 });
             }
             Some(actual) if actual != wanted => {
                 return Err(NotExpectedReason::NodeSelectorValueDiffers {
-                    key: key.clone(),
-                    wanted: wanted.clone(),
-                    actual: actual.clone(),
+                    key: key.to_string(),
+                    wanted: wanted.to_string(),
+                    actual: actual.to_string(),
                 });
             }
             Some(_) => {}
@@ -101,10 +101,11 @@ fn expression_problem(r: &NodeSelectorRequirement) -> Option<String> {
 }
 
 fn expression_holds(r: &NodeSelectorRequirement, labels: &Labels) -> bool {
-    let value = labels.get(&r.key);
+    let value = labels.get(r.key.as_str());
+    let listed = |v: &Shared| r.values.iter().any(|x| *x == **v);
     match r.operator.as_str() {
-        NODE_OP_IN => value.is_some_and(|v| r.values.contains(v)),
-        NODE_OP_NOT_IN => value.is_none_or(|v| !r.values.contains(v)),
+        NODE_OP_IN => value.is_some_and(listed),
+        NODE_OP_NOT_IN => value.is_none_or(|v| !listed(v)),
         NODE_OP_EXISTS => value.is_some(),
         NODE_OP_DOES_NOT_EXIST => value.is_none(),
         op @ (NODE_OP_GT | NODE_OP_LT) => {
@@ -196,7 +197,7 @@ pub fn match_term(
         if !expression_holds(r, labels) {
             return Err(TermFailure::Unmet {
                 requirement: RequirementRef::new(list, i, r),
-                node_value: labels.get(&r.key).cloned(),
+                node_value: labels.get(r.key.as_str()).map(|v| v.to_string()),
             });
         }
     }

@@ -7,6 +7,7 @@ use super::config::PlacementConfig;
 use super::reason::NotExpectedReason;
 use crate::annotations::DAEMONSET_IGNORE;
 use crate::model::DaemonSetInfo;
+use crate::model::Shared;
 
 /// Why a DaemonSet is left out whatever the node: named in the exclusions,
 /// matched by the exclude selector, or annotated `nodegate.dev/ignore:
@@ -31,7 +32,7 @@ pub fn exclusion_reason(ds: &DaemonSetInfo, cfg: &PlacementConfig) -> Option<Not
             selector: selector.to_string(),
         });
     }
-    if ds.annotations.get(DAEMONSET_IGNORE).map(String::as_str) == Some("true") {
+    if ds.annotations.get(DAEMONSET_IGNORE).map(Shared::as_str) == Some("true") {
         return Some(NotExpectedReason::IgnoreAnnotation);
     }
     None

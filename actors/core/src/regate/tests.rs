@@ -33,7 +33,7 @@ fn agent(name: &str) -> Arc<DaemonSetInfo> {
 /// `agent`'s pod on node `n1`, not Ready since `since` (seconds).
 fn broken_pod(ds: &DaemonSetInfo, since: i64) -> Arc<PodInfo> {
     let mut p = mk_pod(&format!("{}-pod", ds.name), "n1", &ds.uid);
-    p.namespace = ds.namespace.clone();
+    p.namespace = ds.namespace.as_str().into();
     p.ready = false;
     p.ready_since = Some(ts(since));
     Arc::new(p)
@@ -41,7 +41,7 @@ fn broken_pod(ds: &DaemonSetInfo, since: i64) -> Arc<PodInfo> {
 
 fn ready_pod(ds: &DaemonSetInfo) -> Arc<PodInfo> {
     let mut p = mk_pod(&format!("{}-pod", ds.name), "n1", &ds.uid);
-    p.namespace = ds.namespace.clone();
+    p.namespace = ds.namespace.as_str().into();
     Arc::new(p)
 }
 

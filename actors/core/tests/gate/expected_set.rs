@@ -210,7 +210,10 @@ fn critical_pod_entry_is_waited_for_on_matching_nodes() {
         name: "kube-proxy".into(),
         namespace: "kube-system".into(),
         selector: LabelSelector {
-            match_labels: labels(&[("k8s-app", "kube-proxy")]),
+            match_labels: labels(&[("k8s-app", "kube-proxy")])
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
             ..Default::default()
         },
         node_selector: None,
@@ -219,11 +222,17 @@ fn critical_pod_entry_is_waited_for_on_matching_nodes() {
         name: "gpu-only".into(),
         namespace: "kube-system".into(),
         selector: LabelSelector {
-            match_labels: labels(&[("app", "x")]),
+            match_labels: labels(&[("app", "x")])
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
             ..Default::default()
         },
         node_selector: Some(LabelSelector {
-            match_labels: labels(&[("role", "gpu")]),
+            match_labels: labels(&[("role", "gpu")])
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
             ..Default::default()
         }),
     });

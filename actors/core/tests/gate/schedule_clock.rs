@@ -130,7 +130,9 @@ fn a_crash_looping_or_recreated_pod_resets_neither_clock() {
     // Deleted after the schedule deadline and not yet recreated: the
     // schedule deadline was decided, only the deadline remains.
     let uid = unready_pod("broken-1", &b).uid;
-    let step = g.at(40).feed(Input::PodDeleted { uid });
+    let step = g.at(40).feed(Input::PodDeleted {
+        uid: uid.to_string(),
+    });
     assert_eq!(timed_out(&step), None);
     g.at(41)
         .feed(Input::pod_upserted(unready_pod("broken-2", &b)));

@@ -64,7 +64,7 @@ pub fn gpu_ds(name: &str) -> DaemonSetInfo {
     let mut ds = tolerant_ds(name);
     ds.template
         .node_selector
-        .insert("role".to_string(), "gpu".to_string());
+        .insert("role".to_string().into(), "gpu".to_string().into());
     ds
 }
 
@@ -82,7 +82,7 @@ pub fn unready_pod(name: &str, ds: &DaemonSetInfo) -> PodInfo {
 
 pub fn pending_pod(name: &str, ds: &DaemonSetInfo) -> PodInfo {
     PodInfo {
-        phase: "Pending".to_string(),
+        phase: "Pending".into(),
         ready: false,
         ready_since: None,
         ..mk_pod(name, NODE, &ds.uid)

@@ -65,6 +65,7 @@ fn any_labels() -> impl Strategy<Value = Labels> {
         pick(VALUES),
         0..5,
     )
+    .prop_map(|m| m.into_iter().map(|(k, v)| (k.into(), v.into())).collect())
 }
 
 fn any_requirement() -> impl Strategy<Value = NodeSelectorRequirement> {
@@ -112,7 +113,10 @@ fn any_template() -> impl Strategy<Value = PodPlacement> {
         .prop_map(
             |(node_selector, required_node_affinity, tolerations, node_name, host_network)| {
                 PodPlacement {
-                    node_selector,
+                    node_selector: node_selector
+                        .into_iter()
+                        .map(|(k, v)| (k.into(), v.into()))
+                        .collect(),
                     required_node_affinity,
                     tolerations,
                     node_name,
@@ -188,10 +192,10 @@ proptest! {
             }).collect(),
             match_fields: vec![],
         };
-        prop_assume!(!labels.contains_key(&new_key));
+        prop_assume!(!labels.contains_key(new_key.as_str()));
         if match_term(&term, "node-1", &labels).is_ok() {
             let mut more = labels.clone();
-            more.insert(new_key, new_value);
+            more.insert(new_key.into(), new_value.into());
             prop_assert!(match_term(&term, "node-1", &more).is_ok());
         }
     }

@@ -149,7 +149,10 @@ fn critical_entry_validation() {
     );
     let mut e = proxy_entry();
     e.node_selector = Some(LabelSelector {
-        match_labels: labels(&[("bad key", "x")]),
+        match_labels: labels(&[("bad key", "x")])
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect(),
         ..LabelSelector::default()
     });
     assert!(e.validate().unwrap_err().to_string().starts_with(r#"critical pod "kube-system/kube-proxy": nodeSelector: label selector: matchLabels["bad key"]"#));

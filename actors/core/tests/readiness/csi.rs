@@ -12,7 +12,7 @@ use nodegate_core::testutil::mk_ds;
 fn annotated(value: &str) -> DaemonSetInfo {
     let mut ds = mk_ds("kube-system", "csi", PodPlacement::default());
     ds.annotations
-        .insert(CSI_DRIVER.to_string(), value.to_string());
+        .insert(CSI_DRIVER.to_string().into(), value.to_string().into());
     ds
 }
 

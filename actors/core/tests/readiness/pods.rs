@@ -94,7 +94,7 @@ fn single_pod_states() {
         },
         Case {
             name: "no_phase_yet",
-            edit: |p| p.phase = String::new(),
+            edit: |p| p.phase = Default::default(),
             want: Waiting::NotRunning {
                 pod: p(),
                 phase: String::new(),

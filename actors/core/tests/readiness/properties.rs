@@ -15,9 +15,9 @@ fn any_pod() -> impl Strategy<Value = PodInfo> {
     )
         .prop_map(|(name, owner, terminating, phase, is_ready, since)| {
             let mut p = owned(name);
-            p.controller_uid = owner.map(str::to_string);
+            p.controller_uid = owner.map(Into::into);
             p.terminating = terminating;
-            p.phase = phase.to_string();
+            p.phase = phase.into();
             p.ready = is_ready;
             p.ready_since = since.map(ts);
             p

@@ -41,11 +41,11 @@ impl NodePool {
             .as_object()
             .map(|m| {
                 m.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .filter_map(|(k, v)| Some((k.as_str().into(), v.as_str()?.into())))
                     .collect()
             })
             .unwrap_or_default();
-        labels.insert(NODEPOOL_LABEL.to_string(), name.to_string());
+        labels.insert(NODEPOOL_LABEL.to_string().into(), name.to_string().into());
         let startup_taints = template["spec"]["startupTaints"]
             .as_array()
             .map(|a| {

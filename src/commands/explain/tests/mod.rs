@@ -58,7 +58,7 @@ fn view(node: NodeInfo, daemonsets: Vec<DaemonSetInfo>, pods: Vec<PodInfo>) -> C
 
 fn pod_of(ds: &DaemonSetInfo, name: &str, node: &str) -> PodInfo {
     let mut p = ds_pod(name, node, ds);
-    p.namespace = ds.namespace.clone();
+    p.namespace = ds.namespace.clone().into();
     p
 }
 

@@ -153,7 +153,7 @@ fn startup_taints_are_chosen_by_rules_then_presets() {
     let node = |pairs: &[(&str, &str)]| -> Labels {
         pairs
             .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .map(|(k, v)| (k.to_string().into(), v.to_string().into()))
             .collect()
     };
     let key = |l: Labels| startup.for_node(&l).key.clone();

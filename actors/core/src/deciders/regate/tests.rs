@@ -54,7 +54,7 @@ fn run() -> Run {
 fn broken_pod(node: &str, since: i64) -> Arc<PodInfo> {
     let ds = agent("cni");
     let mut p = mk_pod(&format!("cni-{node}"), node, &ds.uid);
-    p.namespace = ds.namespace.clone();
+    p.namespace = ds.namespace.as_str().into();
     p.ready = false;
     p.ready_since = Some(ts(since));
     Arc::new(p)
@@ -63,7 +63,7 @@ fn broken_pod(node: &str, since: i64) -> Arc<PodInfo> {
 fn ready_pod(node: &str) -> Arc<PodInfo> {
     let ds = agent("cni");
     let mut p = mk_pod(&format!("cni-{node}"), node, &ds.uid);
-    p.namespace = ds.namespace.clone();
+    p.namespace = ds.namespace.as_str().into();
     Arc::new(p)
 }
 

@@ -55,10 +55,10 @@ fn node(name: &str, rv: u32, conds: &[(&str, &str, Option<i64>)], taints: Vec<Ta
     n.annotations_present = true;
     for (t, s, since) in conds {
         let c = NodeCondition {
-            status: s.to_string(),
+            status: s.to_string().into(),
             since: since.map(ts),
         };
-        n.conditions.insert(t.to_string(), c);
+        n.conditions.insert(t.to_string().into(), c);
     }
     n
 }

@@ -59,7 +59,7 @@ impl Step<'_> {
         let pods: VecMap<String, Arc<PodInfo>> = pods
             .iter()
             .filter(|p| p.node_name == node.name)
-            .map(|p| (p.uid.clone(), p.clone()))
+            .map(|p| (p.uid.to_string(), p.clone()))
             .collect();
         let unchanged = self.s.node.as_ref() == Some(node)
             && self.s.daemonsets == daemonsets
@@ -149,14 +149,14 @@ impl Step<'_> {
     pub(super) fn pod_upserted(&mut self, pod: &Arc<PodInfo>) {
         // One lookup of the version the gate knows: every pod event
         // passes here.
-        let old = self.s.pods.get(&pod.uid).map(Arc::clone);
+        let old = self.s.pods.get(pod.uid.as_str()).map(Arc::clone);
         // The owner before the change, when it differs (a pod's
         // namespace never changes).
         let old_owner = old
             .as_ref()
             .and_then(|old| old.controller_uid.as_ref())
             .filter(|old| Some(*old) != pod.controller_uid.as_ref())
-            .map(|old| Cow::Owned(old.clone()));
+            .map(|old| Cow::Owned(old.to_string()));
         if self.is_this_node(&pod.node_name) {
             if old.as_deref() != Some(&**pod) {
                 self.pod_changed(pod, old.as_deref());
@@ -164,7 +164,7 @@ impl Step<'_> {
         } else if old.is_some() {
             self.emit(Event::PodRemoved {
                 pod: pod.key(),
-                uid: pod.uid.clone(),
+                uid: pod.uid.to_string(),
             });
         }
         let scope = MemberScope::Pods {
@@ -208,8 +208,13 @@ impl Step<'_> {
         match self.s.pods.get(uid) {
             Some(pod) => {
                 let scope = MemberScope::Pods {
-                    owners: [pod.controller_uid.clone().map(Cow::Owned), None],
-                    namespace: Cow::Owned(pod.namespace.clone()),
+                    owners: [
+                        pod.controller_uid
+                            .as_ref()
+                            .map(|o| Cow::Owned(o.to_string())),
+                        None,
+                    ],
+                    namespace: Cow::Owned(pod.namespace.to_string()),
                 };
                 let key = pod.key();
                 self.emit(Event::PodRemoved {

@@ -43,7 +43,7 @@ fn settings(flags: &[&str]) -> RunSettings {
 fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs
         .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| (k.to_string().into(), v.to_string().into()))
         .collect()
 }
 

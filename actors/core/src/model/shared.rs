@@ -1,0 +1,200 @@
+//! Shared strings: the model's most repeated values (a pod's namespace, its
+//! node's name, its DaemonSet's uid, its phase; a node's condition types
+//! and statuses) are held once and shared by every object that carries them.
+//!
+//! At 65,000 nodes the index holds 390,000 DaemonSet pods; as `String`s their
+//! namespace, node, owner and phase were four allocations a pod, about 150
+//! bytes, for a handful of distinct values (docs/benchmarks.md, "65,000 open
+//! nodes"). A [`Shared`] is an `Arc<str>`: cloning it is a reference count,
+//! and it reads like a `&str` (`Deref`, `Borrow<str>`, `==` against strings).
+//! An [`Interner`] hands out one `Shared` per distinct value; it forgets the
+//! values nobody holds any more, so a cluster's churn does not grow it.
+
+use std::borrow::Borrow;
+use std::collections::HashSet;
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// An immutable string, shared by reference count.
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Shared(Arc<str>);
+
+impl Shared {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Deref for Shared {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Shared {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Borrow<str> for Shared {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl From<&str> for Shared {
+    fn from(s: &str) -> Self {
+        Shared(Arc::from(s))
+    }
+}
+
+impl From<String> for Shared {
+    fn from(s: String) -> Self {
+        Shared(Arc::from(s))
+    }
+}
+
+impl From<&String> for Shared {
+    fn from(s: &String) -> Self {
+        Shared(Arc::from(s.as_str()))
+    }
+}
+
+impl From<Shared> for String {
+    fn from(s: Shared) -> Self {
+        s.0.to_string()
+    }
+}
+
+impl PartialEq<str> for Shared {
+    fn eq(&self, other: &str) -> bool {
+        &*self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Shared {
+    fn eq(&self, other: &&str) -> bool {
+        &*self.0 == *other
+    }
+}
+
+impl PartialEq<String> for Shared {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<Shared> for String {
+    fn eq(&self, other: &Shared) -> bool {
+        **self == *other.0
+    }
+}
+
+impl PartialEq<Shared> for str {
+    fn eq(&self, other: &Shared) -> bool {
+        *self == *other.0
+    }
+}
+
+impl PartialEq<Shared> for &str {
+    fn eq(&self, other: &Shared) -> bool {
+        **self == *other.0
+    }
+}
+
+impl Serialize for Shared {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Shared {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Shared::from)
+    }
+}
+
+/// Hands out one [`Shared`] per distinct value.
+#[derive(Debug, Default)]
+pub struct Interner {
+    values: HashSet<Shared>,
+    /// How many values were held after the last pruning.
+    kept: usize,
+}
+
+impl Interner {
+    /// The shared copy of `s`.
+    pub fn get(&mut self, s: &str) -> Shared {
+        if let Some(v) = self.values.get(s) {
+            return v.clone();
+        }
+        // Forget the values only this interner still holds, each time the
+        // set has doubled since the last time: amortised O(1) a value, and
+        // a cluster's churn cannot grow it without bound.
+        if self.values.len() >= 2 * self.kept.max(512) {
+            self.values.retain(|v| Arc::strong_count(&v.0) > 1);
+            self.values.shrink_to_fit();
+            self.kept = self.values.len();
+        }
+        let v = Shared::from(s);
+        self.values.insert(v.clone());
+        v
+    }
+
+    /// How many distinct values it holds.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_allocation_per_value_and_it_reads_like_a_string() {
+        let mut i = Interner::default();
+        let a = i.get("kube-system");
+        let b = i.get("kube-system");
+        assert!(Arc::ptr_eq(&a.0, &b.0));
+        assert_eq!(a, "kube-system");
+        assert_eq!(a, "kube-system".to_string());
+        assert_eq!(a.len(), 11);
+        assert_eq!(
+            serde_json::to_string(&a).ok().as_deref(),
+            Some("\"kube-system\"")
+        );
+    }
+
+    #[test]
+    fn values_nobody_holds_are_forgotten_as_it_grows() {
+        let mut i = Interner::default();
+        let kept = i.get("kept");
+        for n in 0..10_000 {
+            i.get(&format!("node-{n}"));
+        }
+        assert!(i.len() <= 1024, "{} values held", i.len());
+        assert!(Arc::ptr_eq(&i.get("kept").0, &kept.0));
+    }
+}
