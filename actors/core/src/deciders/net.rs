@@ -379,7 +379,10 @@ impl Decider for Net {
             Input::Changed(Change::Pods { .. } | Change::GateStopped { .. }) => Vec::new(),
             Input::PodsListed { node, pods } => self.listed(&node, pods, cx),
             Input::Wrote { write, outcome } => self.wrote(&write, outcome, cx),
-            Input::NodeRead { .. } => Vec::new(),
+            Input::NodeRead { .. }
+            | Input::CanaryCreated { .. }
+            | Input::CanaryDeleted { .. }
+            | Input::CanariesListed(_) => Vec::new(),
         }
     }
 }

@@ -497,7 +497,10 @@ impl Decider for Regater {
             }
             Input::NodeRead { node, read } => out = self.read(&node, read, cx),
             Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx),
-            Input::PodsListed { .. } => {}
+            Input::PodsListed { .. }
+            | Input::CanaryCreated { .. }
+            | Input::CanaryDeleted { .. }
+            | Input::CanariesListed(_) => {}
         }
         if self.reading.len() + self.writing.len() < out_before && !self.held.is_empty() {
             let mut held: Vec<String> = self.held.drain().collect();

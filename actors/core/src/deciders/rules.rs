@@ -557,7 +557,10 @@ impl Decider for RuleTainter {
             }
             Input::Changed(Change::Pods { .. } | Change::GateStopped { .. })
             | Input::PodsListed { .. }
-            | Input::NodeRead { .. } => return Vec::new(),
+            | Input::NodeRead { .. }
+            | Input::CanaryCreated { .. }
+            | Input::CanaryDeleted { .. }
+            | Input::CanariesListed(_) => return Vec::new(),
         };
         self.ask(cx.now, &mut out);
         out

@@ -106,6 +106,9 @@ pub struct GateConfig {
     ///
     /// [`OPEN_CONDITION`]: super::OPEN_CONDITION
     pub node_condition: bool,
+    /// `canary`: every gated node waits for a canary pod nodegate runs on
+    /// it (semantics.md §6.9); `None`: off.
+    pub canary: Option<crate::canary::CanaryConfig>,
 }
 
 impl GateConfig {
@@ -160,6 +163,7 @@ impl Default for GateConfig {
             regate: None,
             max_unavailable: None,
             node_condition: false,
+            canary: None,
         }
     }
 }

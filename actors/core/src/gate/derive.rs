@@ -9,6 +9,7 @@ use jiff::Timestamp;
 use super::config::GateConfig;
 use super::member::{Blocker, Expectation, Member, MemberId, Readiness};
 use super::state::GateState;
+use crate::canary;
 use crate::conditions::CriticalCondition;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use crate::placement::{self, ReasonCode, Verdict};
@@ -57,6 +58,9 @@ pub(super) fn derive_all(
             condition_member(node, cond),
         );
     }
+    if let Some(canary) = &cfg.canary {
+        out.insert(MemberId::Canary, canary_member(node, canary, pods));
+    }
     out
 }
 
@@ -83,6 +87,7 @@ pub(super) fn derive_member(
             .iter()
             .find(|c| c.type_ == *type_)
             .map(|c| condition_member(node, c)),
+        MemberId::Canary => cfg.canary.as_ref().map(|c| canary_member(node, c, pods)),
     }
 }
 
@@ -97,6 +102,11 @@ pub(super) fn derive_readiness(
         let cond = cfg.conditions.iter().find(|c| c.type_ == *type_)?;
         return Some(condition_readiness(state.node.as_ref()?, cond));
     }
+    if let MemberId::Canary = id {
+        let node = state.node.as_ref()?;
+        let pods = state.pods.values().map(AsRef::as_ref);
+        return Some(canary::readiness(pods, cfg.canary.as_ref()?, &node.name));
+    }
     Some(match (id, member_state(id, state, cfg, now)?) {
         (MemberId::Critical(name), member) => {
             let entry = cfg.critical.iter().find(|e| e.name == *name)?;
@@ -110,7 +120,7 @@ pub(super) fn derive_readiness(
                 Readiness::from_member_state(member),
             )
         }
-        (MemberId::Condition(_), _) => return None,
+        (MemberId::Condition(_) | MemberId::Canary, _) => return None,
     })
 }
 
@@ -165,7 +175,9 @@ fn member_state(
         MemberId::Critical(name) => {
             readiness::critical_member(cfg.critical.iter().find(|e| e.name == *name)?, pods, now)
         }
-        MemberId::Condition(_) => return None,
+        // nodegate makes the canary's pod itself: it is never a member
+        // the schedule deadline is about.
+        MemberId::Condition(_) | MemberId::Canary => return None,
     })
 }
 
@@ -228,6 +240,23 @@ fn selector_mismatch(what: &str, selector: Option<&LabelSelector>) -> Member {
             code: ReasonCode::NodeSelector,
         },
         readiness: None,
+    }
+}
+
+/// The canary member: expected on every gated node while `canary` is
+/// configured, Ready as [`canary::readiness`] says.
+fn canary_member(
+    node: &NodeInfo,
+    cfg: &canary::CanaryConfig,
+    pods: &BTreeMap<String, Arc<PodInfo>>,
+) -> Member {
+    Member {
+        expectation: Expectation::Expected,
+        readiness: Some(canary::readiness(
+            pods.values().map(AsRef::as_ref),
+            cfg,
+            &node.name,
+        )),
     }
 }
 

@@ -21,7 +21,13 @@ pub enum MemberId {
     Critical(String),
     /// A `criticalConditions` entry, by condition type (`condition:TYPE`).
     Condition(String),
+    /// The canary pod nodegate runs on the node (`canary`): a name with
+    /// neither a slash nor a colon, so it clashes with no other member.
+    Canary,
 }
+
+/// How the canary member is named in explain, status, traces and Events.
+pub const CANARY_MEMBER: &str = "canary";
 
 impl MemberId {
     pub fn daemonset(ds: &DaemonSetInfo) -> Self {
@@ -35,6 +41,7 @@ impl fmt::Display for MemberId {
             MemberId::DaemonSet(key) => f.write_str(key),
             MemberId::Critical(name) => write!(f, "critical:{name}"),
             MemberId::Condition(type_) => write!(f, "condition:{type_}"),
+            MemberId::Canary => f.write_str(CANARY_MEMBER),
         }
     }
 }
@@ -46,6 +53,7 @@ impl std::str::FromStr for MemberId {
             match (s.strip_prefix("critical:"), s.strip_prefix("condition:")) {
                 (Some(name), _) => MemberId::Critical(name.to_string()),
                 (None, Some(type_)) => MemberId::Condition(type_.to_string()),
+                (None, None) if s == CANARY_MEMBER => MemberId::Canary,
                 (None, None) => MemberId::DaemonSet(s.to_string()),
             },
         )

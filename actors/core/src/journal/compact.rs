@@ -77,6 +77,7 @@ enum MemberKind {
     DaemonSet,
     Critical,
     Condition,
+    Canary,
 }
 
 /// A time as nanoseconds since the Unix epoch; `NONE` for an absent one.
@@ -131,6 +132,9 @@ struct Pod {
     ready: bool,
     terminating: bool,
     ready_annotation: bool,
+    sandbox_ready: bool,
+    /// `None` is written as `Sym::MAX`.
+    status_note: Sym,
     labels: Box<[(Sym, Sym)]>,
 }
 
@@ -160,6 +164,7 @@ impl Strings {
             MemberId::DaemonSet(n) => (MemberKind::DaemonSet, n),
             MemberId::Critical(n) => (MemberKind::Critical, n),
             MemberId::Condition(n) => (MemberKind::Condition, n),
+            MemberId::Canary => (MemberKind::Canary, &String::new()),
         };
         Some(Member {
             kind,
@@ -173,6 +178,7 @@ impl Strings {
             MemberKind::DaemonSet => MemberId::DaemonSet(name),
             MemberKind::Critical => MemberId::Critical(name),
             MemberKind::Condition => MemberId::Condition(name),
+            MemberKind::Canary => MemberId::Canary,
         }
     }
 
@@ -195,6 +201,11 @@ impl Strings {
             ready: p.ready,
             terminating: p.terminating,
             ready_annotation: p.ready_annotation,
+            sandbox_ready: p.sandbox_ready,
+            status_note: match &p.status_note {
+                Some(n) => self.intern(n)?,
+                None => Sym::MAX,
+            },
             labels: labels.into_boxed_slice(),
         })
     }
@@ -217,6 +228,8 @@ impl Strings {
             ready: p.ready,
             ready_since: time_opt(p.ready_since),
             ready_annotation: p.ready_annotation,
+            sandbox_ready: p.sandbox_ready,
+            status_note: (p.status_note != Sym::MAX).then(|| self.get(p.status_note).to_string()),
         }
     }
 
