@@ -2,7 +2,8 @@
 //!
 //! Nodes (all), DaemonSets (all), DaemonSet pods (server-side filtered to pods
 //! that carry the DaemonSet controller's `pod-template-generation` label and
-//! are bound to a node), and one watch per critical-pod entry. Each event is
+//! are bound to a node), one watch per critical-pod entry, and with `canary`
+//! one on nodegate's own canary pods (its namespace, its label). Each event is
 //! projected to the compact model at once and handed to the router; whole
 //! objects are never kept. A watch that fails restarts with backoff; a
 //! re-list is swapped into the index whole once it is complete (see
@@ -26,6 +27,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 use nodegate_actors::router::Router;
+use nodegate_core::canary::CanaryConfig;
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_core::readiness::CriticalPodEntry;
 use serde::de::DeserializeOwned;
@@ -172,6 +174,10 @@ struct PodSink {
     /// every gate and every journal entry hold per pod (the scale benchmark's
     /// memory was mostly pod copies).
     keep_labels_in: Option<Arc<HashSet<String>>>,
+    /// The canaries' namespace (`canary`): only its pods keep their
+    /// sandbox condition and status note, which nothing else reads (and
+    /// which would otherwise wake a gate once more per DaemonSet pod).
+    canary_namespace: Option<Arc<str>>,
 }
 
 impl Sink<Lean<Pod>> for PodSink {
@@ -189,6 +195,10 @@ impl Sink<Lean<Pod>> for PodSink {
             && !keep.contains(&info.namespace)
         {
             info.labels = Default::default();
+        }
+        if self.canary_namespace.as_deref() != Some(info.namespace.as_str()) {
+            info.sandbox_ready = false;
+            info.status_note = None;
         }
         Some(((info.node_name.clone(), info.uid.clone()), info))
     }
@@ -337,10 +347,10 @@ fn pod_id(Lean(p): &Lean<Pod>) -> Id {
 }
 
 /// How many watch streams `start` opens, each of which reports its first
-/// complete list once: nodes, DaemonSets, DaemonSet pods, CSINodes, and one
-/// per critical-pod entry.
-pub fn watch_count(critical: &[CriticalPodEntry]) -> usize {
-    4 + critical.len()
+/// complete list once: nodes, DaemonSets, DaemonSet pods, CSINodes, one
+/// per critical-pod entry, and the canaries' with `canary`.
+pub fn watch_count(critical: &[CriticalPodEntry], canary: Option<&CanaryConfig>) -> usize {
+    4 + critical.len() + usize::from(canary.is_some())
 }
 
 /// Starts every watcher and returns at once with a receiver on which each
@@ -349,11 +359,11 @@ pub fn watch_count(critical: &[CriticalPodEntry]) -> usize {
 pub async fn start(
     client: Client,
     router: Arc<Router>,
-    critical: &[CriticalPodEntry],
+    (critical, canary): (&[CriticalPodEntry], Option<&CanaryConfig>),
     stats: Arc<WatchStats>,
     server_time: Arc<ServerTime>,
 ) -> mpsc::Receiver<&'static str> {
-    let (tx, rx) = mpsc::channel(watch_count(critical));
+    let (tx, rx) = mpsc::channel(watch_count(critical, canary));
     let reports = Reports {
         synced: tx,
         stats,
@@ -364,8 +374,12 @@ pub async fn start(
     let bound = "spec.nodeName!=";
     // The same pod may come from both pod watches; in these namespaces both
     // must index it identically, labels and all.
-    let critical_namespaces: Arc<HashSet<String>> =
-        Arc::new(critical.iter().map(|e| e.namespace.clone()).collect());
+    let mut critical_namespaces: HashSet<String> =
+        critical.iter().map(|e| e.namespace.clone()).collect();
+    // A canary is recognised by its label, in its namespace.
+    critical_namespaces.extend(canary.map(|c| c.namespace.clone()));
+    let critical_namespaces = Arc::new(critical_namespaces);
+    let canary_namespace: Option<Arc<str>> = canary.map(|c| Arc::from(c.namespace.as_str()));
 
     tokio::spawn(run(
         "nodes",
@@ -396,6 +410,7 @@ pub async fn start(
         PodSink {
             router: Arc::clone(&router),
             keep_labels_in: Some(Arc::clone(&critical_namespaces)),
+            canary_namespace: canary_namespace.clone(),
         },
         reports.clone(),
         pod_id,
@@ -419,6 +434,24 @@ pub async fn start(
             PodSink {
                 router: Arc::clone(&router),
                 keep_labels_in: None,
+                canary_namespace: canary_namespace.clone(),
+            },
+            reports.clone(),
+            pod_id,
+        ));
+    }
+    if let Some(c) = canary {
+        // nodegate's own canaries: its namespace, its label, bound pods.
+        tokio::spawn(run(
+            "canary pods",
+            Api::<Lean<Pod>>::namespaced(client.clone(), &c.namespace),
+            watcher::Config::default()
+                .labels(nodegate_core::canary::CANARY_LABEL)
+                .fields(bound),
+            PodSink {
+                router: Arc::clone(&router),
+                keep_labels_in: None,
+                canary_namespace,
             },
             reports.clone(),
             pod_id,

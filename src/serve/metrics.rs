@@ -19,7 +19,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dashmap::DashMap;
-
 use jiff::Timestamp;
 use nodegate_actors::observe::RouterEvent;
 use nodegate_actors::router::Router;
@@ -33,6 +32,7 @@ use prometheus_client::registry::Registry;
 
 use crate::cluster::leader::Leadership;
 
+mod canary;
 mod conditions;
 mod entrances;
 mod outcomes;
@@ -40,6 +40,7 @@ mod regate;
 mod reload;
 mod traces;
 mod writes;
+pub use canary::CanaryMetrics;
 pub use conditions::ConditionMetrics;
 use entrances::EntranceMetrics;
 pub use entrances::{AdmissionResult, CertProblem, LateTaint};
@@ -169,13 +170,13 @@ pub struct Metrics {
     age_series: Mutex<HashSet<String>>,
     /// `--drop-node-metrics`: no `gate_age` (nor re-gate age) series.
     drop_node_series: std::sync::atomic::AtomicBool,
-    // The series of the entrances, the config reload, re-gating, the trace
-    // exporter, the condition rules and node writes, each in `metrics/`.
+    // The series of the entrances, reload, re-gating, ..., each in `metrics/`.
     entrances: EntranceMetrics,
     pub config: ConfigMetrics,
     pub regate: RegateMetrics,
     pub traces: TraceMetrics,
     pub conditions: ConditionMetrics,
+    pub canary: CanaryMetrics,
     pub writes: Arc<WriteTimings>,
     /// The last `/metrics` page and when it was made: scrapes within
     /// [`SCRAPE_REUSE`] get it again, and one scrape at a time does the work.
@@ -224,6 +225,7 @@ impl Metrics {
             regate: RegateMetrics::register(&mut registry),
             traces: TraceMetrics::register(&mut registry),
             conditions: ConditionMetrics::register(&mut registry),
+            canary: CanaryMetrics::register(&mut registry),
             writes: Arc::new(WriteTimings::register(&mut registry)),
             scrape: tokio::sync::Mutex::new(None),
             registry: Registry::default(),

@@ -110,6 +110,8 @@ pub struct GateSettings {
     /// `--max-unavailable`: the cap on the nodes re-gating and the rules
     /// keep closed together; `None` at 100%.
     pub max_unavailable: Option<nodegate_core::budget::MaxUnavailable>,
+    /// `canary` (semantics.md §6.9); `None`: off.
+    pub canary: Option<CanarySettings>,
 }
 
 impl GateSettings {
@@ -138,6 +140,7 @@ impl GateSettings {
             regate: self.regate.clone(),
             max_unavailable: self.max_unavailable,
             node_condition: false,
+            canary: self.canary.as_ref().map(|c| c.core.clone()),
         }
     }
 }
@@ -272,6 +275,10 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
     let conditions = conditions::critical_conditions(file.critical_conditions.take())?;
     let condition_taints = conditions::condition_taints(file.condition_taints.take(), &managed)?;
     let max_unavailable = total_cap(&given.max_unavailable)?;
+    let canary = canary::canary_settings(
+        file.canary.take(),
+        std::env::var("POD_NAMESPACE").ok().as_deref(),
+    )?;
 
     Ok(GateSettings {
         scope: Scope { node_selector },
@@ -280,6 +287,7 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
         conditions,
         condition_taints,
         max_unavailable,
+        canary,
         suspend: file.suspend.unwrap_or(false),
         placement: PlacementConfig {
             managed_taints: managed,
@@ -552,6 +560,8 @@ pub fn status_settings(args: &StatusArgs) -> Result<StatusSettings, ConfigError>
     })
 }
 
+mod canary;
+pub use canary::{CanaryPod, CanarySettings, RawCanary};
 mod conditions;
 pub use conditions::RawRule;
 pub mod check;

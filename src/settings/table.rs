@@ -22,7 +22,9 @@ use nodegate_core::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
 use nodegate_core::regate::DEFAULT_REGATE_TAINT_KEY;
 
 use super::cli::LogFormat;
-use super::config::{FileSelector, RawCriticalCondition, RawCriticalPod, RawRule, TaintFor};
+use super::config::{
+    FileSelector, RawCanary, RawCriticalCondition, RawCriticalPod, RawRule, TaintFor,
+};
 use super::define::Setting;
 
 settings! {
@@ -332,6 +334,12 @@ settings! {
         /// Rules that put a taint on nodes matching conditions (semantics.md §6.5).
         condition_taints: Vec<RawRule> => "conditionTaints" {
             docs: "none", helm: "config.conditionTaints", reload: live,
+        }
+        /// A canary pod on each gated node, waited for like a member
+        /// (semantics.md §6.9): image, readinessProbe, resources,
+        /// maxInFlight, namespace, imagePullPolicy, priorityClassName.
+        canary: RawCanary => "canary" {
+            docs: "off", helm: "config.canary", reload: restart,
         }
     }
 }

@@ -236,7 +236,7 @@ fn ready_at(state: &GateState, journal: &Journal, id: &MemberId, pod: &str) -> T
             .daemonsets
             .get(key)
             .map_or(0, |ds| i64::from(ds.min_ready_seconds.max(0))),
-        MemberId::Critical(_) | MemberId::Condition(_) => 0,
+        MemberId::Critical(_) | MemberId::Condition(_) | MemberId::Canary => 0,
     };
     let from_pod = state
         .pods
@@ -265,6 +265,7 @@ fn member_span(id: &MemberId, start: Timestamp, end: Timestamp, journal: &Journa
         MemberId::DaemonSet(_) => "daemonset",
         MemberId::Critical(_) => "critical_pod",
         MemberId::Condition(_) => "node_condition",
+        MemberId::Canary => "canary",
     };
     let events = journal
         .entries()

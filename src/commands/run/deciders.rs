@@ -1,7 +1,8 @@
 //! The deciders beside the gates, started on the router's change feed: the
 //! late-taint net (with `--taint-new-nodes`), re-gating and the condition
 //! rules' taints (both always running: what they do follows the
-//! configuration in force, which a reload may change). Each runs in its own
+//! configuration in force, which a reload may change), and the canary pods
+//! (with `canary`, read at start). Each runs in its own
 //! decider shell and writes through the one executor; what they count and
 //! measure goes to the metrics.
 
@@ -11,6 +12,7 @@ use std::sync::Arc;
 
 use nodegate_actors::decider_shell;
 use nodegate_actors::router::Router;
+use nodegate_core::deciders::canary::Canaries;
 use nodegate_core::deciders::net::Net;
 use nodegate_core::deciders::regate::Regater;
 use nodegate_core::deciders::rules::RuleTainter;
@@ -77,5 +79,20 @@ pub fn start(
         Some(gauges),
         stop.clone(),
     )));
+    if settings.gate.canary.is_some() {
+        let m = Arc::clone(metrics);
+        let gauges: decider_shell::Publish<Canaries> = Box::new(move |canaries, _| {
+            m.canary
+                .gauges(canaries.in_flight(), canaries.waiting().count());
+        });
+        tasks.push(task(decider_shell::start(
+            Canaries::new(),
+            router,
+            Arc::clone(executor),
+            Arc::clone(clock),
+            Some(gauges),
+            stop.clone(),
+        )));
+    }
     tasks
 }

@@ -77,6 +77,11 @@ impl Metrics {
                 namespace: String::new(),
                 name: type_.clone(),
             }),
+            MemberId::Canary => Some(BlockerLabels {
+                kind: "canary",
+                namespace: String::new(),
+                name: String::new(),
+            }),
         }
     }
 

@@ -185,7 +185,7 @@ true
 {{/* Whether the chart writes a config file: only for what has no flag. */}}
 {{- define "nodegate.configFile" -}}
 {{- $c := .Values.config -}}
-{{- if or $c.criticalPods $c.conditionTaints $c.criticalConditions $c.suspend -}}
+{{- if or $c.criticalPods $c.conditionTaints $c.criticalConditions $c.suspend $c.canary.enabled -}}
 true
 {{- end -}}
 {{- end -}}

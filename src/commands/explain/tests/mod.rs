@@ -31,6 +31,7 @@ fn settings() -> GateSettings {
         conditions: Vec::new(),
         condition_taints: Vec::new(),
         max_unavailable: None,
+        canary: None,
     }
 }
 
