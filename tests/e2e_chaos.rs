@@ -224,6 +224,10 @@ mod regate;
 #[path = "e2e_chaos/breakage.rs"]
 mod breakage;
 
+// Scenario 6: a canary pod never leaks across a leader change.
+#[path = "e2e_chaos/canary.rs"]
+mod canary;
+
 /// 3. Two replicas; twenty nodes wait for a held DaemonSet, some carrying a
 /// foreign taint and annotation. Their pods are released one after another
 /// and the leader is SIGKILLed mid-burst. Every node opens by ready, with

@@ -71,6 +71,7 @@ impl Canaries {
 
     pub async fn delete(&self, d: &CanaryDelete) -> PatchOutcome {
         let params = DeleteParams {
+            grace_period_seconds: d.force.then_some(0),
             preconditions: d.uid.clone().map(|uid| Preconditions {
                 uid: Some(uid),
                 resource_version: None,

@@ -81,9 +81,14 @@ pub fn start(
     )));
     if settings.gate.canary.is_some() {
         let m = Arc::clone(metrics);
-        let gauges: decider_shell::Publish<Canaries> = Box::new(move |canaries, _| {
-            m.canary
-                .gauges(canaries.in_flight(), canaries.waiting().count());
+        // A follower decides nothing about canaries: it reports none.
+        let gauges: decider_shell::Publish<Canaries> = Box::new(move |canaries, cx| {
+            let (in_flight, waiting) = if cx.may_write {
+                (canaries.in_flight(), canaries.waiting().count())
+            } else {
+                (0, 0)
+            };
+            m.canary.gauges(in_flight, waiting);
         });
         tasks.push(task(decider_shell::start(
             Canaries::new(),

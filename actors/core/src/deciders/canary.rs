@@ -54,6 +54,8 @@ pub struct Canaries {
     creating: BTreeSet<String>,
     /// Deletes out, by pod name.
     deleting: BTreeSet<String>,
+    /// Canaries of gone nodes deleted with force (uids, by node): sent once.
+    forced: BTreeMap<String, BTreeSet<String>>,
     /// Canaries the last LIST found (name, uid) by node, until the index
     /// shows that node's canaries or they are deleted.
     listed: BTreeMap<String, Vec<(String, String)>>,
@@ -254,14 +256,16 @@ impl Canaries {
     ) {
         self.waiting.remove(node);
         self.failed.remove(node);
-        let why = if cx.view.node(node).is_some() {
-            "not_gated"
-        } else {
-            "node_gone"
-        };
+        let gone = cx.view.node(node).is_none();
+        let why = if gone { "node_gone" } else { "not_gated" };
+        // A canary being deleted gracefully on a node that is gone is
+        // forced, once: no kubelet will finish it.
         let mut doomed: Vec<(String, Option<String>)> = indexed
             .iter()
-            .filter(|p| !p.terminating)
+            .filter(|p| {
+                !p.terminating
+                    || (gone && !self.forced.get(node).is_some_and(|f| f.contains(&p.uid)))
+            })
             .map(|p| (p.name.clone(), Some(p.uid.clone())))
             .collect();
         for (name, uid) in self.listed.get(node).into_iter().flatten() {
@@ -274,16 +278,24 @@ impl Canaries {
         for (name, uid) in doomed {
             any = true;
             if self.deleting.insert(name.clone()) {
+                if let Some(uid) = uid.as_ref().filter(|_| gone) {
+                    self.forced
+                        .entry(node.to_string())
+                        .or_default()
+                        .insert(uid.clone());
+                }
                 out.push(Effect::DeleteCanary(CanaryDelete {
                     node: node.to_string(),
                     name,
                     uid,
+                    force: gone,
                 }));
                 out.push(Effect::Count(Tally::CanaryDeleted(why)));
             }
         }
         if !any {
             self.holders.remove(node);
+            self.forced.remove(node);
         }
     }
 
@@ -350,6 +362,7 @@ impl Canaries {
                 node: node.to_string(),
                 name: pod.name.clone(),
                 uid: Some(pod.uid.clone()),
+                force: false,
             }));
             out.push(Effect::Count(Tally::CanaryDeleted("failed")));
         }

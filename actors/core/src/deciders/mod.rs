@@ -162,12 +162,15 @@ pub struct CanaryCreate {
 }
 
 /// Delete the canary pod `name` of `node`; with `uid`, only if the name
-/// still belongs to that pod.
+/// still belongs to that pod. `force`: at once (grace period 0) — the node
+/// is gone, and no kubelet will ever finish a graceful deletion (the pod
+/// garbage collector would force it only later, while it holds a slot).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CanaryDelete {
     pub node: String,
     pub name: String,
     pub uid: Option<String>,
+    pub force: bool,
 }
 
 /// Which decider a write, a log line or a count comes from.

@@ -67,6 +67,16 @@ fn deletes(effects: &[Effect]) -> Vec<(&str, Option<&str>)> {
         .collect()
 }
 
+fn forced(effects: &[Effect]) -> Vec<bool> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::DeleteCanary(d) => Some(d.force),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A decider that has started and listed `listed`.
 fn started(run: &Run, listed: Vec<PodInfo>) -> (Canaries, Vec<Effect>) {
     let mut c = Canaries::new();
@@ -191,18 +201,63 @@ fn a_canary_goes_when_its_node_opens_ends_or_is_deleted() {
     let (mut c, out) = started(&run, vec![canary("n1"), canary("n2")]);
     assert!(deletes(&out).is_empty() && creates(&out).is_empty());
     let change = run.index.upsert(open("n1"));
+    let out = run.step(&mut c, change);
     assert_eq!(
-        deletes(&run.step(&mut c, change)),
+        deletes(&out),
         [("nodegate-canary-n1", Some("canary-uid-n1"))]
     );
+    assert_eq!(forced(&out), [false], "the kubelet stops it gracefully");
     let change = run.index.delete("n2");
+    let out = run.step(&mut c, change);
     assert_eq!(
-        deletes(&run.step(&mut c, change)),
+        deletes(&out),
         [("nodegate-canary-n2", Some("canary-uid-n2"))]
+    );
+    assert_eq!(
+        forced(&out),
+        [true],
+        "no kubelet will finish a graceful delete"
     );
     // A delete out is not sent again.
     let again = run.step(&mut c, Input::Changed(Change::Pods { node: "n2".into() }));
     assert!(deletes(&again).is_empty());
+}
+
+#[test]
+fn a_canary_stuck_terminating_on_a_gone_node_is_forced_once() {
+    let mut run = Run::new(config(10), ts(NOW));
+    run.index.upsert(gated("n1"));
+    let mut dying = canary("n1");
+    dying.terminating = true;
+    run.index.pods.push(Arc::new(dying.clone()));
+    let (mut c, out) = started(&run, vec![]);
+    assert!(deletes(&out).is_empty(), "being deleted already: {out:?}");
+    let change = run.index.delete("n1");
+    let out = run.step(&mut c, change);
+    assert_eq!(
+        deletes(&out),
+        [("nodegate-canary-n1", Some("canary-uid-n1"))]
+    );
+    assert_eq!(forced(&out), [true]);
+    let Some(Effect::DeleteCanary(delete)) = out
+        .into_iter()
+        .find(|e| matches!(e, Effect::DeleteCanary(_)))
+    else {
+        panic!("no delete");
+    };
+    run.step(
+        &mut c,
+        Input::CanaryDeleted {
+            delete,
+            outcome: PatchOutcome::Applied,
+        },
+    );
+    let again = run.step(&mut c, Input::Changed(Change::Pods { node: "n1".into() }));
+    assert!(deletes(&again).is_empty(), "forced once: {again:?}");
+    // Gone from the index: the slot is free.
+    run.index.pods.clear();
+    run.step(&mut c, Input::Changed(Change::Pods { node: "n1".into() }));
+    assert_eq!(c.in_flight(), 0);
 }
 
 #[test]
