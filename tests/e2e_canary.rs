@@ -261,3 +261,177 @@ async fn the_gate_waits_for_its_canarys_sandbox_and_every_canary_goes_with_its_g
         "nodegate touched the tenant's pod"
     );
 }
+
+/// `kubectl auth can-i VERB RESOURCE -n NS` as nodegate's ServiceAccount
+/// (impersonated): true for "yes".
+fn can_i(cluster: &support::TestCluster, verb: &str, resource: &str, ns: &str) -> bool {
+    let out = cluster.kubectl(&[
+        "auth",
+        "can-i",
+        verb,
+        resource,
+        "-n",
+        ns,
+        "--as",
+        "system:serviceaccount:nodegate-system:nodegate",
+    ]);
+    match out.trim() {
+        "yes" => true,
+        s if s.starts_with("no") => false,
+        other => panic!("kubectl auth can-i {verb} {resource} -n {ns}: {other}"),
+    }
+}
+
+/// The Role named `*-canary` among rendered manifests, as JSON.
+fn canary_roles(manifests: &str) -> Vec<Value> {
+    manifests
+        .split("\n---")
+        .filter_map(|doc| serde_saphyr::from_str::<Value>(doc).ok())
+        .filter(|v| {
+            v["kind"] == "Role"
+                && v["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with("-canary"))
+        })
+        .collect()
+}
+
+fn helm_template(root: &str, extra: &[&str]) -> String {
+    let mut args = vec![
+        "template",
+        "ng",
+        "deploy/helm/nodegate",
+        "-n",
+        "nodegate-system",
+    ];
+    args.extend_from_slice(extra);
+    let out = std::process::Command::new(support::local_bin("helm"))
+        .current_dir(root)
+        .args(&args)
+        .output()
+        .expect("helm runs");
+    assert!(
+        out.status.success(),
+        "helm template: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The canary's grant, in the kustomize component and the Helm chart alike:
+/// create, delete, list and watch pods in nodegate's namespace — a Role,
+/// bound to nodegate's ServiceAccount — and nothing else; the chart renders
+/// it only when `config.canary.enabled`. Asked of the real API server with
+/// the ServiceAccount impersonated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_canary_grant_is_a_role_on_pods_in_nodegates_namespace_only() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let cluster = support::TestCluster::start("canary-rbac").await;
+    cluster.namespace("nodegate-system").await;
+    let component = format!("{root}/deploy/kustomize/components/canary/rbac.yaml");
+    let applied = cluster.kubectl(&["apply", "-f", &component]);
+    assert!(applied.contains("created"), "{applied}");
+
+    for verb in ["create", "delete", "list", "watch"] {
+        assert!(can_i(&cluster, verb, "pods", "nodegate-system"), "{verb}");
+    }
+    for verb in ["update", "patch", "get", "deletecollection"] {
+        assert!(!can_i(&cluster, verb, "pods", "nodegate-system"), "{verb}");
+    }
+    assert!(!can_i(&cluster, "patch", "pods/status", "nodegate-system"));
+    assert!(!can_i(
+        &cluster,
+        "create",
+        "pods/eviction",
+        "nodegate-system"
+    ));
+    for ns in ["default", "kube-system"] {
+        assert!(!can_i(&cluster, "create", "pods", ns), "create in {ns}");
+        assert!(!can_i(&cluster, "delete", "pods", ns), "delete in {ns}");
+    }
+
+    // The chart: the same rules, only when enabled.
+    let kustomize = canary_roles(&std::fs::read_to_string(&component).expect("read component"));
+    let on = canary_roles(&helm_template(
+        root,
+        &["--set", "config.canary.enabled=true"],
+    ));
+    assert_eq!(on.len(), 1, "{on:?}");
+    assert_eq!(on[0]["rules"], kustomize[0]["rules"]);
+    assert_eq!(on[0]["metadata"]["namespace"], "nodegate-system");
+    assert!(canary_roles(&helm_template(root, &[])).is_empty());
+}
+
+/// On a real kubelet (deploy/local's real node: containerd, runc, the
+/// bridge CNI with host-local IPAM, registered with the startup taint): the
+/// canary gets a real sandbox with an IP, the kubelet sets
+/// `PodReadyToStartContainers`, the gate opens and the canary goes. The
+/// pause image the node has imported (pulled from nowhere: `Never`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_real_node_the_canary_gets_a_sandbox_and_an_ip_and_the_node_opens() {
+    const REAL_NODE: &str = "real-node-1";
+    const CANARY_NS: &str = "nodegate-canary";
+    let cluster = support::TestCluster::start_real_node("canary-real").await;
+    cluster.namespace(CANARY_NS).await;
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), CANARY_NS);
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client.clone());
+    // Every version of the canary the watch shows, kept for the verdict.
+    let seen: Arc<Mutex<Vec<Pod>>> = Arc::default();
+    let record = Arc::clone(&seen);
+    let watched = pods.clone();
+    tokio::spawn(async move {
+        let mut stream = watcher(watched, watcher::Config::default().labels(LABEL)).boxed();
+        while let Some(event) = stream.next().await {
+            if let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = event {
+                record.lock().unwrap_or_else(|e| e.into_inner()).push(p);
+            }
+        }
+    });
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("config.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "canary:\n  namespace: {CANARY_NS}\n  image: registry.k8s.io/pause:3.10.2\n  imagePullPolicy: Never\n"
+        ),
+    )
+    .expect("write config");
+    let file = file.to_string_lossy().into_owned();
+    let ng = Nodegate::start(&cluster, &["--timeout", "10m", "--config", &file]);
+
+    wait_for(
+        "the real node to open",
+        Duration::from_secs(120),
+        || async {
+            match nodes.get_opt(REAL_NODE).await {
+                Ok(Some(n)) if !has_gate_taint(&n) => Ok(()),
+                other => Err(format!(
+                    "{:?}\n{}\n{}",
+                    other.map(|n| n.and_then(|n| n.spec).and_then(|s| s.taints)),
+                    cluster.kubectl(&["get", "pods", "-A", "-o", "wide"]),
+                    ng.logs()
+                )),
+            }
+        },
+    )
+    .await;
+    wait_gone(&pods, &canary_name(REAL_NODE), &ng).await;
+
+    let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+    let up = seen.iter().find(|p| {
+        let status = p.status.as_ref();
+        let sandbox = status
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.type_ == "PodReadyToStartContainers" && c.status == "True")
+            });
+        sandbox && status.and_then(|s| s.pod_ip.as_ref()).is_some()
+    });
+    assert!(
+        up.is_some(),
+        "the canary was never seen with its sandbox and an IP: {:?}\n{}",
+        seen.iter().map(|p| &p.status).collect::<Vec<_>>(),
+        ng.logs()
+    );
+}

@@ -26,6 +26,7 @@ use crate::placement::{self, PlacementConfig, ReasonCode};
 use crate::readiness::CriticalPodEntry;
 use crate::selector::LabelSelector;
 
+mod canary;
 mod regate;
 pub use regate::{BrokenMember, RegateReport};
 mod conditions;
@@ -67,6 +68,8 @@ pub struct Report {
     pub critical_pods: Vec<MemberRow>,
     /// `criticalConditions` members, in configuration order.
     pub conditions: Vec<MemberRow>,
+    /// The canary member (`canary`): one row when configured, else none.
+    pub canary: Vec<MemberRow>,
     /// Each `conditionTaints` rule's verdict for the node, in
     /// configuration order.
     pub condition_taints: Vec<RuleRow>,
@@ -254,6 +257,11 @@ fn build_for(
         .iter()
         .map(|c| conditions::condition_row(state, c))
         .collect();
+    let canary: Vec<MemberRow> = cfg
+        .canary
+        .iter()
+        .map(|c| canary::canary_row(state, c))
+        .collect();
 
     let gated = is_gated(state);
     let node_not_ready = state.node_wait_reason();
@@ -262,6 +270,7 @@ fn build_for(
         .iter()
         .chain(&critical_pods)
         .chain(&conditions)
+        .chain(&canary)
         .filter(|r| r.expected && r.ready != Some(true))
         .collect();
     Report {
@@ -279,6 +288,7 @@ fn build_for(
         critical_pods,
         regate: regate::regate_report(node, state, cfg, now),
         conditions,
+        canary,
         condition_taints: conditions::rule_rows(node, cfg, now),
     }
 }

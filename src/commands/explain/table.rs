@@ -49,7 +49,10 @@ fn push_node_header(out: &mut String, report: &Report, width: usize) {
     let counts = format!(
         "{} of {} DaemonSets and critical pods expected here, {} of them Ready",
         report.expected_members,
-        report.daemonsets.len() + report.critical_pods.len() + report.conditions.len(),
+        report.daemonsets.len()
+            + report.critical_pods.len()
+            + report.conditions.len()
+            + report.canary.len(),
         report.ready_members,
     );
     push_wrapped(out, "", "", &counts, width);
@@ -64,6 +67,7 @@ fn push_member_tables(out: &mut String, report: &Report, width: usize) {
         .iter()
         .chain(&report.critical_pods)
         .chain(&report.conditions)
+        .chain(&report.canary)
         .map(|r| r.label.chars().count())
         .chain(["DAEMONSET".len(), "CRITICAL POD".len()])
         .filter(|w| *w <= MAX_NAME_WIDTH)
@@ -87,6 +91,10 @@ fn push_member_tables(out: &mut String, report: &Report, width: usize) {
     if !report.conditions.is_empty() {
         out.push('\n');
         member_table(out, "CONDITION", &report.conditions, name_width, width);
+    }
+    if !report.canary.is_empty() {
+        out.push('\n');
+        member_table(out, "CANARY", &report.canary, name_width, width);
     }
 }
 
