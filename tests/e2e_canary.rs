@@ -265,7 +265,12 @@ async fn the_gate_waits_for_its_canarys_sandbox_and_every_canary_goes_with_its_g
 /// `kubectl auth can-i VERB RESOURCE -n NS` as nodegate's ServiceAccount
 /// (impersonated): true for "yes".
 fn can_i(cluster: &support::TestCluster, verb: &str, resource: &str, ns: &str) -> bool {
-    let out = cluster.kubectl(&[
+    // `pods/eviction` is a subresource: kubectl reads RESOURCE/NAME.
+    let (resource, sub) = match resource.split_once('/') {
+        Some((r, s)) => (r, Some(format!("--subresource={s}"))),
+        None => (resource, None),
+    };
+    let mut args = vec![
         "auth",
         "can-i",
         verb,
@@ -274,7 +279,9 @@ fn can_i(cluster: &support::TestCluster, verb: &str, resource: &str, ns: &str) -
         ns,
         "--as",
         "system:serviceaccount:nodegate-system:nodegate",
-    ]);
+    ];
+    args.extend(sub.as_deref());
+    let out = cluster.kubectl(&args);
     match out.trim() {
         "yes" => true,
         s if s.starts_with("no") => false,
