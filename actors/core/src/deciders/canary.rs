@@ -96,6 +96,9 @@ impl Decider for Canaries {
         };
         let now = cx.now.local;
         let mut out = Vec::new();
+        // Decisions wait for a LIST answered while leading; asking for the
+        // LIST (below) does not.
+        let deciding = cx.may_write && self.synced;
         match input {
             // What the decisions rest on may have changed: a LIST, then a
             // pass over every canary and gated node.
@@ -106,16 +109,12 @@ impl Decider for Canaries {
                 | Change::Pods { node }
                 | Change::GateStopped { node },
             ) => {
-                if !cx.may_write || !self.synced {
-                    return out;
+                if deciding {
+                    self.reconcile(&node, &cfg, cx, &mut out);
                 }
-                self.reconcile(&node, &cfg, cx, &mut out);
             }
             Input::Tick => {
-                if !cx.may_write || !self.synced {
-                    return out;
-                }
-                if self.next_list.is_some_and(|at| at > now) {
+                if deciding && self.next_list.is_some_and(|at| at > now) {
                     self.pass(self.known(), &cfg, cx, &mut out);
                 }
             }

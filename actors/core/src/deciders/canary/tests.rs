@@ -383,3 +383,22 @@ fn without_the_canary_key_the_decider_does_nothing() {
             .is_empty()
     );
 }
+
+#[test]
+fn a_failed_list_is_asked_again_shortly_and_nothing_is_decided_meanwhile() {
+    let mut run = Run::new(config(10), ts(NOW));
+    run.index.upsert(gated("n1"));
+    let mut c = Canaries::new();
+    run.step(&mut c, Input::Changed(Change::Everything));
+    let out = run.step(
+        &mut c,
+        Input::CanariesListed(Err("pods is forbidden".into())),
+    );
+    assert!(creates(&out).is_empty());
+    assert!(asked(&out).contains(&ts(NOW + 1)), "{out:?}");
+    run.now = ts(NOW + 1);
+    let out = run.step(&mut c, Input::Tick);
+    assert_eq!(out.first(), Some(&Effect::ListCanaries), "{out:?}");
+    let out = run.step(&mut c, Input::CanariesListed(Ok(vec![])));
+    assert_eq!(creates(&out), ["n1"]);
+}
