@@ -291,6 +291,7 @@ fn main() {
         Arc::clone(&router),
         Arc::clone(&time),
         Arc::new(HashSet::new()),
+        None,
     );
 
     let f = |node, ds, generation, rv| Fields {

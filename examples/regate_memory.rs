@@ -107,6 +107,7 @@ fn main() {
             ),
             metrics: Arc::new(Metrics::new(Arc::clone(&leadership))),
             leader: leadership,
+            canaries: None,
         });
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let task = decider_shell::start(Regater::new(), &router, executor, clock, None, stopped);

@@ -227,6 +227,9 @@ mod breakage;
 // Scenario 6: the replace budget under a burst of stuck nodes.
 #[path = "e2e_chaos/replace.rs"]
 mod replace;
+// Scenario 7: a canary pod never leaks across a leader change.
+#[path = "e2e_chaos/canary.rs"]
+mod canary;
 
 /// 3. Two replicas; twenty nodes wait for a held DaemonSet, some carrying a
 /// foreign taint and annotation. Their pods are released one after another

@@ -1,5 +1,5 @@
 //! The shell every decider runs in (the late-taint net, re-gating,
-//! condition-rule taints): one task per decider, like the node actor is the
+//! condition-rule taints, the canary pods): one task per decider, like the node actor is the
 //! gate's shell.
 //!
 //! It subscribes to the router's change feed, and for each input builds the
@@ -305,6 +305,17 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
                     node,
                     read: read.map(|n| n.map(Box::new)),
                 })
+            }
+            Effect::CreateCanary(create) => {
+                let outcome = self.executor.create_canary(create.clone()).await;
+                Some(Input::CanaryCreated { create, outcome })
+            }
+            Effect::DeleteCanary(delete) => {
+                let outcome = self.executor.delete_canary(delete.clone()).await;
+                Some(Input::CanaryDeleted { delete, outcome })
+            }
+            Effect::ListCanaries => {
+                Some(Input::CanariesListed(self.executor.list_canaries().await))
             }
             Effect::RecordEvent(event) => {
                 let permit = Arc::clone(&self.events).acquire_owned().await.ok();

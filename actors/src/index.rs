@@ -212,12 +212,15 @@ impl Index {
         }
     }
 
-    pub(crate) fn delete_pod(&self, node_name: &str, uid: &str) {
-        if let Some(mut bucket) = self.pods.get_mut(node_name) {
-            bucket.retain(|p| *p.uid != *uid);
-        }
+    /// Removes a pod; the pod it removed, if it was indexed.
+    pub(crate) fn delete_pod(&self, node_name: &str, uid: &str) -> Option<Arc<PodInfo>> {
+        let removed = self.pods.get_mut(node_name).and_then(|mut bucket| {
+            let at = bucket.iter().position(|p| *p.uid == *uid)?;
+            Some(bucket.remove(at))
+        });
         self.pods
             .remove_if(node_name, |_, bucket| bucket.is_empty());
+        removed
     }
 
     /// The newest node resourceVersion the index has seen (0: none, or

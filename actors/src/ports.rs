@@ -23,12 +23,12 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use nodegate_core::deciders::replace::{ReplaceOutcome, ReplaceWrite};
-use nodegate_core::deciders::{TaintWrite, Tally};
+use nodegate_core::deciders::{CanaryCreate, CanaryDelete, TaintWrite, Tally};
 use nodegate_core::entrance::BoundPod;
 use nodegate_core::gate::{
     self, ConditionWrite, ExternalOpening, NodeEvent, TimeoutMark, UntaintPatch,
 };
-use nodegate_core::model::NodeInfo;
+use nodegate_core::model::{NodeInfo, PodInfo};
 
 /// Where time comes from. The binary passes the system clock; tests pass
 /// whatever they need.
@@ -123,6 +123,36 @@ pub trait EffectExecutor: Send + Sync + 'static {
                 "this executor lists no pods (asked for node {node})"
             ))
         }
+    }
+    /// Creates a canary pod (`canary`); only the leader's are sent.
+    fn create_canary(
+        &self,
+        create: CanaryCreate,
+    ) -> impl Future<Output = gate::PatchOutcome> + Send {
+        async move {
+            gate::PatchOutcome::Failed(format!(
+                "this executor creates no canaries (asked for node {})",
+                create.node
+            ))
+        }
+    }
+
+    /// Deletes a canary pod; only the leader's are sent.
+    fn delete_canary(
+        &self,
+        delete: CanaryDelete,
+    ) -> impl Future<Output = gate::PatchOutcome> + Send {
+        async move {
+            gate::PatchOutcome::Failed(format!(
+                "this executor deletes no canaries (asked for {})",
+                delete.name
+            ))
+        }
+    }
+
+    /// Lists every canary pod in nodegate's namespace.
+    fn list_canaries(&self) -> impl Future<Output = Result<Vec<PodInfo>, String>> + Send {
+        async { Err("this executor lists no canaries".to_string()) }
     }
     /// Whether a node write would go out now (this replica leads). Only a
     /// hint for the deciders: every write is checked again right before it

@@ -261,7 +261,7 @@ impl Router {
         let routed = self.pod_hint(&pod.node_name, &pod.uid);
         self.observer()
             .router_event(RouterEvent::PodUpserted, routed);
-        if !routed {
+        if !routed || self.is_canary_namespace(&pod.namespace) {
             self.index.publish_with(|| Change::Pods {
                 node: pod.node_name.to_string(),
             });
@@ -269,11 +269,12 @@ impl Router {
     }
 
     pub fn pod_deleted(&self, node_name: &str, uid: &str) {
-        self.index.delete_pod(node_name, uid);
+        let removed = self.index.delete_pod(node_name, uid);
         let routed = self.pod_hint(node_name, uid);
         self.observer()
             .router_event(RouterEvent::PodDeleted, routed);
-        if !routed {
+        let canary = removed.is_some_and(|p| self.is_canary_namespace(&p.namespace));
+        if !routed || canary {
             self.index.publish_with(|| Change::Pods {
                 node: node_name.to_string(),
             });
@@ -515,6 +516,16 @@ impl Router {
             }
             None => false,
         }
+    }
+
+    /// Whether pods of `namespace` may be canaries (`canary`): their
+    /// changes go to the canary decider as well as to the node's gate (a
+    /// routed pod is otherwise the gate's alone).
+    fn is_canary_namespace(&self, namespace: &str) -> bool {
+        self.config()
+            .canary
+            .as_ref()
+            .is_some_and(|c| c.namespace == namespace)
     }
 
     /// Sends `msg` to every live gate; true when there was at least one.

@@ -465,3 +465,55 @@ async fn a_reconfigure_gates_nodes_the_new_taints_manage() {
         "example.com/boot"
     );
 }
+
+/// A pod change on a node with a live gate goes to that gate alone — except
+/// a canary's (`canary`): the canary decider must see its own pods change
+/// (a canary that failed, or is gone so its slot is free) at once, not at
+/// its next LIST.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canarys_changes_reach_the_feed_although_a_gate_takes_them() {
+    use nodegate_actors::feed::Subscriber;
+    use nodegate_core::canary::CanaryConfig;
+    use nodegate_core::deciders::{Change, Input as Feed};
+
+    #[derive(Default)]
+    struct Heard(std::sync::Mutex<Vec<Feed>>);
+    impl Subscriber for Heard {
+        fn deliver(&self, input: &Feed) {
+            self.0.lock().unwrap().push(input.clone());
+        }
+    }
+    let pods_changed = |h: &Heard| {
+        h.0.lock()
+            .unwrap()
+            .iter()
+            .filter(|i| matches!(i, Feed::Changed(Change::Pods { .. })))
+            .count()
+    };
+
+    let mut config = cfg();
+    config.canary = Some(CanaryConfig {
+        namespace: "nodegate".into(),
+        probe: false,
+        max_in_flight: 10,
+    });
+    let sys = System::start(config).await;
+    let heard = Arc::new(Heard::default());
+    sys.router.subscribe(heard.clone());
+    let cilium = tolerant_ds("cilium");
+    sys.router.daemonset_upserted(cilium.clone());
+    sys.router.node_upserted(fresh_node());
+    sys.router.mark_synced();
+    eventually("the gate to start", || sys.router.gate(NODE).is_some()).await;
+
+    // A DaemonSet's pod goes to the gate only.
+    sys.router.pod_upserted(unready_pod("cilium-1", &cilium));
+    assert_eq!(pods_changed(&heard), 0);
+    // The canary goes to the gate and to the feed, created and deleted.
+    let mut canary = nodegate_core::testutil::mk_pod("nodegate-canary-x", NODE, "node-uid");
+    canary.namespace = "nodegate".into();
+    sys.router.pod_upserted(canary.clone());
+    assert_eq!(pods_changed(&heard), 1);
+    sys.router.pod_deleted(NODE, &canary.uid);
+    assert_eq!(pods_changed(&heard), 2);
+}

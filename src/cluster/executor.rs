@@ -22,12 +22,12 @@ use nodegate_actors::ports::{
     self, Clock, EffectExecutor, REEXAMINE_PERIOD, Withdrawal, retry_ceiling,
 };
 use nodegate_core::deciders::replace::{ReplaceOutcome, ReplaceWrite};
-use nodegate_core::deciders::{TaintWrite, Tally};
+use nodegate_core::deciders::{CanaryCreate, CanaryDelete, TaintWrite, Tally};
 use nodegate_core::entrance::BoundPod;
 use nodegate_core::gate::{
     ConditionWrite, ExternalOpening, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
 };
-use nodegate_core::model::NodeInfo;
+use nodegate_core::model::{NodeInfo, PodInfo};
 use rand::Rng;
 
 use crate::cluster::leader::Leadership;
@@ -59,6 +59,8 @@ pub struct KubeExecutor {
     /// may.
     pub leader: Arc<Leadership>,
     pub metrics: Arc<Metrics>,
+    /// The canary pods' requests (`canary`); `None`: off.
+    pub canaries: Option<crate::cluster::canary::Canaries>,
 }
 
 impl KubeExecutor {
@@ -175,6 +177,36 @@ impl EffectExecutor for KubeExecutor {
         self.writer.list_pods(node).await
     }
 
+    async fn create_canary(&self, create: CanaryCreate) -> PatchOutcome {
+        let Some(canaries) = &self.canaries else {
+            return PatchOutcome::Failed("canary is not configured".into());
+        };
+        if !self.admits_write() {
+            return PatchOutcome::NotLeader;
+        }
+        self.writer.rate_token().await;
+        canaries.create(&create).await
+    }
+
+    async fn delete_canary(&self, delete: CanaryDelete) -> PatchOutcome {
+        let Some(canaries) = &self.canaries else {
+            return PatchOutcome::Failed("canary is not configured".into());
+        };
+        if !self.admits_write() {
+            return PatchOutcome::NotLeader;
+        }
+        self.writer.rate_token().await;
+        canaries.delete(&delete).await
+    }
+
+    async fn list_canaries(&self) -> Result<Vec<PodInfo>, String> {
+        let Some(canaries) = &self.canaries else {
+            return Err("canary is not configured".into());
+        };
+        self.writer.rate_token().await;
+        canaries.list().await
+    }
+
     fn may_write(&self) -> bool {
         self.is_leader()
     }
@@ -195,6 +227,9 @@ impl EffectExecutor for KubeExecutor {
             Tally::Replaced { owner, outcome } => m.replace.replaced(owner, outcome),
             Tally::ReplaceBudgetExhausted => m.replace.budget_exhausted(),
             Tally::ReplaceSkipped(fallback) => m.replace.skipped(fallback),
+            Tally::CanaryCreated => m.canary.created(),
+            Tally::CanaryDeleted(why) => m.canary.deleted(why),
+            Tally::CanaryFailed => m.canary.failed(),
         }
     }
 

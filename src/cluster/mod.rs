@@ -9,6 +9,7 @@
 //! (leadership, Events, metrics). `entrance` reads what the admission
 //! webhook and `backfill` need of a node and its pods.
 
+pub mod canary;
 pub mod client;
 pub mod csi;
 pub mod entrance;

@@ -392,10 +392,65 @@ pub fn pod_in(p: &Pod, interner: &mut Interner) -> Option<PodInfo> {
             .as_ref()
             .and_then(|a| a.get(annotations::POD_READY))
             .is_some_and(|v| v == "true"),
+        sandbox_ready: status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == SANDBOX_CONDITION))
+            .is_some_and(|c| c.status == "True"),
+        status_note: status.and_then(pod_status_note),
         namespace,
         name,
     })
 }
+
+/// The pod condition the kubelet sets once the pod's sandbox and network
+/// are up (Kubernetes 1.29+; the canary member's proof).
+pub const SANDBOX_CONDITION: &str = "PodReadyToStartContainers";
+
+/// Why a pod is not running, in the kubelet's words: the pod's own reason
+/// and message (a rejected or evicted pod), else the first container
+/// waiting or terminated with a reason, else a condition that is not True
+/// and says why. At most [`NOTE_MAX`] bytes.
+fn pod_status_note(s: &core::PodStatus) -> Option<String> {
+    let join = |reason: Option<&String>, message: Option<&String>| match (
+        reason.filter(|r| !r.is_empty()),
+        message.filter(|m| !m.is_empty()),
+    ) {
+        (Some(r), Some(m)) => Some(format!("{r}: {m}")),
+        (Some(r), None) => Some(r.clone()),
+        (None, Some(m)) => Some(m.clone()),
+        (None, None) => None,
+    };
+    let own = join(s.reason.as_ref(), s.message.as_ref());
+    let container = || {
+        s.container_statuses.iter().flatten().find_map(|c| {
+            let state = c.state.as_ref()?;
+            if let Some(w) = &state.waiting {
+                return join(w.reason.as_ref(), w.message.as_ref());
+            }
+            let t = state.terminated.as_ref()?;
+            join(t.reason.as_ref(), t.message.as_ref())
+        })
+    };
+    let condition = || {
+        s.conditions.iter().flatten().find_map(|c| {
+            (c.status != "True")
+                .then(|| join(c.reason.as_ref(), c.message.as_ref()))
+                .flatten()
+        })
+    };
+    let mut note = own.or_else(container).or_else(condition)?;
+    if note.len() > NOTE_MAX {
+        let mut cut = NOTE_MAX;
+        while !note.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        note.truncate(cut);
+    }
+    Some(note)
+}
+
+/// The longest note kept of a pod's status.
+pub const NOTE_MAX: usize = 256;
 
 /// A CSINode: its node's name (a CSINode is named after its node) and the
 /// names of the CSI drivers it lists.

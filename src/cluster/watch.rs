@@ -2,8 +2,9 @@
 //!
 //! Nodes (all), DaemonSets (all), DaemonSet pods (server-side filtered to pods
 //! that carry the DaemonSet controller's `pod-template-generation` label and
-//! are bound to a node), CSINodes, one watch per critical-pod entry, and
-//! ResourceSlices while `draDrivers` is configured. Each event is
+//! are bound to a node), CSINodes, one watch per critical-pod entry,
+//! ResourceSlices while `draDrivers` is configured, and with `canary` one on
+//! nodegate's own canary pods (its namespace, its label). Each event is
 //! projected to the compact model at once and handed to the router; whole
 //! objects are never kept. A watch that fails restarts with backoff; a
 //! re-list is streamed into the index as its pages arrive and swept at its
@@ -28,6 +29,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 use nodegate_actors::router::Router;
+use nodegate_core::canary::CanaryConfig;
 use nodegate_core::model::{DaemonSetInfo, Interner, NodeInfo, PodInfo, Shared, SliceInfo};
 use nodegate_core::readiness::CriticalPodEntry;
 use serde::de::DeserializeOwned;
@@ -179,6 +181,10 @@ struct PodSink {
     keep_labels_in: Option<Arc<HashSet<String>>>,
     /// Shares the values many pods have (see `project::pod_in`).
     interner: Interner,
+    /// The canaries' namespace (`canary`): only its pods keep their
+    /// sandbox condition and status note, which nothing else reads (and
+    /// which would otherwise wake a gate once more per DaemonSet pod).
+    canary_namespace: Option<Arc<str>>,
 }
 
 impl Sink<Lean<Pod>> for PodSink {
@@ -195,6 +201,10 @@ impl Sink<Lean<Pod>> for PodSink {
             && !keep.contains(info.namespace.as_str())
         {
             info.labels = Default::default();
+        }
+        if self.canary_namespace.as_deref() != Some(info.namespace.as_str()) {
+            info.sandbox_ready = false;
+            info.status_note = None;
         }
         Some(((info.node_name.clone(), info.uid.clone()), info))
     }
@@ -404,25 +414,34 @@ pub fn daemonset_feed(router: Arc<Router>, server_time: Arc<ServerTime>) -> Watc
 }
 
 /// The DaemonSet pod watch's handling (pods outside `critical_namespaces`
-/// lose their labels).
+/// lose their labels; only pods in `canary_namespace` keep their sandbox
+/// condition).
 pub fn daemonset_pod_feed(
     router: Arc<Router>,
     server_time: Arc<ServerTime>,
     critical_namespaces: Arc<HashSet<String>>,
+    canary_namespace: Option<Arc<str>>,
 ) -> WatchFeed<Lean<Pod>> {
-    pod_feed(router, server_time, Some(critical_namespaces))
+    pod_feed(
+        router,
+        server_time,
+        Some(critical_namespaces),
+        canary_namespace,
+    )
 }
 
 fn pod_feed(
     router: Arc<Router>,
     server_time: Arc<ServerTime>,
     keep_labels_in: Option<Arc<HashSet<String>>>,
+    canary_namespace: Option<Arc<str>>,
 ) -> WatchFeed<Lean<Pod>> {
     WatchFeed(Box::new(Indexing {
         sink: PodSink {
             router,
             keep_labels_in,
             interner: Interner::default(),
+            canary_namespace,
         },
         listing: Listing::default(),
         server_time,
@@ -499,9 +518,14 @@ fn pod_id(Lean(p): &Lean<Pod>) -> Id {
 
 /// How many watch streams `start` opens, each of which reports its first
 /// complete list once: nodes, DaemonSets, DaemonSet pods, CSINodes, one
-/// per critical-pod entry, and ResourceSlices when `resource_slices`.
-pub fn watch_count(critical: &[CriticalPodEntry], resource_slices: bool) -> usize {
-    4 + critical.len() + usize::from(resource_slices)
+/// per critical-pod entry, ResourceSlices when `resource_slices`, and the
+/// canaries' with `canary`.
+pub fn watch_count(
+    critical: &[CriticalPodEntry],
+    resource_slices: bool,
+    canary: Option<&CanaryConfig>,
+) -> usize {
+    4 + critical.len() + usize::from(resource_slices) + usize::from(canary.is_some())
 }
 
 /// Starts every watcher and returns at once with a receiver on which each
@@ -510,19 +534,23 @@ pub fn watch_count(critical: &[CriticalPodEntry], resource_slices: bool) -> usiz
 pub async fn start(
     client: Client,
     router: Arc<Router>,
-    critical: &[CriticalPodEntry],
+    (critical, canary): (&[CriticalPodEntry], Option<&CanaryConfig>),
     resource_slices: bool,
     stats: Arc<WatchStats>,
     server_time: Arc<ServerTime>,
 ) -> mpsc::Receiver<&'static str> {
-    let (tx, rx) = mpsc::channel(watch_count(critical, resource_slices));
+    let (tx, rx) = mpsc::channel(watch_count(critical, resource_slices, canary));
     // Evidence of the API server's clock when the lists' stamps are old.
     tokio::spawn(server_time::probe(client.clone(), Arc::clone(&server_time)));
     let bound = "spec.nodeName!=";
     // The same pod may come from both pod watches; in these namespaces both
     // must index it identically, labels and all.
-    let critical_namespaces: Arc<HashSet<String>> =
-        Arc::new(critical.iter().map(|e| e.namespace.clone()).collect());
+    let mut critical_namespaces: HashSet<String> =
+        critical.iter().map(|e| e.namespace.clone()).collect();
+    // A canary is recognised by its label, in its namespace.
+    critical_namespaces.extend(canary.map(|c| c.namespace.clone()));
+    let critical_namespaces = Arc::new(critical_namespaces);
+    let canary_namespace: Option<Arc<str>> = canary.map(|c| Arc::from(c.namespace.as_str()));
     let r = || Arc::clone(&router);
     let t = || Arc::clone(&server_time);
 
@@ -548,7 +576,7 @@ pub async fn start(
         watcher::Config::default()
             .labels(DAEMONSET_POD_LABEL)
             .fields(bound),
-        daemonset_pod_feed(r(), t(), critical_namespaces),
+        daemonset_pod_feed(r(), t(), critical_namespaces, canary_namespace.clone()),
         tx.clone(),
         Arc::clone(&stats),
     ));
@@ -578,7 +606,20 @@ pub async fn start(
             "critical pods",
             Api::<Lean<Pod>>::namespaced(client.clone(), &entry.namespace),
             watcher::Config::default().labels(&selector).fields(bound),
-            pod_feed(r(), t(), None),
+            pod_feed(r(), t(), None, canary_namespace.clone()),
+            tx.clone(),
+            Arc::clone(&stats),
+        ));
+    }
+    if let Some(c) = canary {
+        // nodegate's own canaries: its namespace, its label, bound pods.
+        tokio::spawn(run(
+            "canary pods",
+            Api::<Lean<Pod>>::namespaced(client.clone(), &c.namespace),
+            watcher::Config::default()
+                .labels(nodegate_core::canary::CANARY_LABEL)
+                .fields(bound),
+            pod_feed(r(), t(), None, canary_namespace),
             tx.clone(),
             Arc::clone(&stats),
         ));

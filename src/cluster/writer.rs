@@ -164,6 +164,12 @@ impl Writer {
         }
     }
 
+    /// Waits for a rate token, as every request of nodegate's own does
+    /// (the canary pods' requests take theirs here).
+    pub async fn rate_token(&self) {
+        self.limiter.acquire().await;
+    }
+
     /// The client this writer sends with (for the reads an entrance makes
     /// before it writes).
     pub fn client(&self) -> &Client {
@@ -327,7 +333,10 @@ impl Writer {
     pub async fn write_taint(&self, w: &TaintWrite, may_write: impl Fn() -> bool) -> PatchOutcome {
         let kind = match w.origin {
             Origin::Rules => (NodeWrite::Patch, true),
-            Origin::Net | Origin::Regate | Origin::Replace => (NodeWrite::AddTaint, false),
+            // The canary decider writes no taints; were it to, as the net.
+            Origin::Net | Origin::Regate | Origin::Replace | Origin::Canary => {
+                (NodeWrite::AddTaint, false)
+            }
         };
         let body = patch::taint_write(w);
         self.patch_node(kind, &w.node, &Patch::Json::<()>(body), may_write)

@@ -23,6 +23,7 @@ use ractor::ActorRef;
 use tokio::sync::watch as signal;
 use tokio::task::JoinHandle;
 
+use crate::cluster::canary::Canaries;
 use crate::cluster::client::client;
 use crate::cluster::executor::{KubeExecutor, SystemClock};
 use crate::cluster::leader::{self, Elector, Leadership};
@@ -285,10 +286,18 @@ async fn start_writers(
         instance_name(),
     )
     .with_timings(Arc::clone(&shared.metrics.writes));
+    let canaries = settings.gate.canary.as_ref().map(|c| Canaries {
+        client: shared.client.clone(),
+        namespace: c.core.namespace.clone(),
+        pod: c.pod.clone(),
+        tolerate: settings.gate.placement.managed_taints.clone(),
+        request_timeout: settings.kube_request_timeout,
+    });
     let executor = Arc::new(KubeExecutor {
         writer,
         leader: Arc::clone(&shared.leadership),
         metrics: Arc::clone(&shared.metrics),
+        canaries,
     });
     let clock = Arc::new(SystemClock {
         server_time: Arc::clone(&shared.server_time),
@@ -366,16 +375,17 @@ fn log_start(settings: &RunSettings) {
 /// router start gating. False when a shutdown signal came first.
 async fn watch_until_synced(shared: &Shared, settings: &RunSettings) -> bool {
     let critical = &settings.gate.critical;
+    let canary = settings.gate.canary.as_ref().map(|c| &c.core);
     let mut synced = watch::start(
         shared.client.clone(),
         Arc::clone(&shared.router),
-        critical,
+        (critical, canary),
         !settings.gate.dra_drivers.is_empty(),
         Arc::clone(&shared.stats),
         Arc::clone(&shared.server_time),
     )
     .await;
-    let watches = watch::watch_count(critical, !settings.gate.dra_drivers.is_empty());
+    let watches = watch::watch_count(critical, !settings.gate.dra_drivers.is_empty(), canary);
     let sync = async {
         for _ in 0..watches {
             match synced.recv().await {

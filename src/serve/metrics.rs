@@ -19,7 +19,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dashmap::DashMap;
-
 use jiff::Timestamp;
 use nodegate_actors::observe::RouterEvent;
 use nodegate_actors::router::Router;
@@ -33,6 +32,7 @@ use prometheus_client::registry::Registry;
 
 use crate::cluster::leader::Leadership;
 
+mod canary;
 mod conditions;
 mod entrances;
 mod outcomes;
@@ -41,6 +41,7 @@ mod reload;
 mod replace;
 mod traces;
 mod writes;
+pub use canary::CanaryMetrics;
 pub use conditions::ConditionMetrics;
 use entrances::EntranceMetrics;
 pub use entrances::{AdmissionResult, CertProblem, LateTaint};
@@ -177,6 +178,7 @@ pub struct Metrics {
     pub replace: replace::ReplaceMetrics,
     pub traces: TraceMetrics,
     pub conditions: ConditionMetrics,
+    pub canary: CanaryMetrics,
     pub writes: Arc<WriteTimings>,
     /// The last `/metrics` page and when it was made: scrapes within
     /// [`SCRAPE_REUSE`] get it again, and one scrape at a time does the work.
@@ -226,6 +228,7 @@ impl Metrics {
             replace: replace::ReplaceMetrics::register(&mut registry),
             traces: TraceMetrics::register(&mut registry),
             conditions: ConditionMetrics::register(&mut registry),
+            canary: CanaryMetrics::register(&mut registry),
             writes: Arc::new(WriteTimings::register(&mut registry)),
             scrape: tokio::sync::Mutex::new(None),
             registry: Registry::default(),

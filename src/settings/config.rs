@@ -116,6 +116,8 @@ pub struct GateSettings {
     pub max_unavailable: Option<nodegate_core::budget::MaxUnavailable>,
     /// `--reboot-announcements` and friends (semantics.md §6.10).
     pub reboots: nodegate_core::reboot::AnnouncedReboots,
+    /// `canary` (semantics.md §6.9); `None`: off.
+    pub canary: Option<CanarySettings>,
 }
 
 impl GateSettings {
@@ -148,6 +150,7 @@ impl GateSettings {
             node_condition: false,
             reboots: self.reboots.clone(),
             replace: Default::default(),
+            canary: self.canary.as_ref().map(|c| c.core.clone()),
         }
     }
 }
@@ -288,6 +291,10 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
     let max_unavailable = total_cap(&given.max_unavailable)?;
     let resources = devices::critical_resources(file.critical_resources.take())?;
     let dra_drivers = devices::dra_drivers(file.dra_drivers.take())?;
+    let canary = canary::canary_settings(
+        file.canary.take(),
+        std::env::var("POD_NAMESPACE").ok().as_deref(),
+    )?;
 
     Ok(GateSettings {
         resources,
@@ -299,6 +306,7 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
         condition_taints,
         max_unavailable,
         reboots,
+        canary,
         suspend: file.suspend.unwrap_or(false),
         placement: PlacementConfig {
             managed_taints: managed,
@@ -542,6 +550,8 @@ pub fn status_settings(args: &StatusArgs) -> Result<StatusSettings, ConfigError>
     })
 }
 
+mod canary;
+pub use canary::{CanaryPod, CanarySettings, RawCanary};
 mod conditions;
 pub use conditions::RawRule;
 mod devices;

@@ -66,6 +66,12 @@ pub fn decide(
     // Read once at start by the late-taint net too: kept as started.
     config.dry_run = started.dry_run;
     config.node_condition = started.node_condition;
+    // The canary pods' watch and template are set up at start.
+    let mut needs_restart = needs_restart;
+    if new.gate.canary != started.gate.canary {
+        needs_restart.push("canary");
+    }
+    config.canary = GateConfig::from(started).canary;
     let retired = retire_dropped_taints(current, &mut config);
     Ok(Reloaded {
         config,

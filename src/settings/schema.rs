@@ -215,11 +215,31 @@ fn object(required: &[&str], properties: Value) -> Value {
     })
 }
 
+/// `canary`: one object; every value but `enabled` may be left empty (the
+/// binary's default).
+fn canary() -> Value {
+    let or_null = |t: &str| json!({"type": [t, "null"]});
+    object(
+        &[],
+        json!({
+            "enabled": {"type": "boolean"},
+            "image": or_null("string"),
+            "imagePullPolicy": {"enum": ["Always", "IfNotPresent", "Never", "", null]},
+            "namespace": {"type": ["string", "null"], "pattern": format!("^({LABEL})?$")},
+            "readinessProbe": or_null("object"),
+            "resources": or_null("object"),
+            "maxInFlight": {"type": ["integer", "null"], "minimum": 1},
+            "priorityClassName": or_null("string"),
+        }),
+    )
+}
+
 /// The config file's own keys, as structured YAML.
 fn file_only(key: &str) -> Value {
     let duration = json!({"type": "string", "pattern": duration_pattern()});
     let item = match key {
         "suspend" => return json!({"type": "boolean"}),
+        "canary" => return canary(),
         "criticalPods" => object(
             &["name", "namespace", "selector"],
             json!({

@@ -24,8 +24,8 @@ use nodegate_core::regate::DEFAULT_REGATE_TAINT_KEY;
 
 use super::cli::LogFormat;
 use super::config::{
-    FileSelector, RawCriticalCondition, RawCriticalPod, RawCriticalResource, RawDraDriver, RawRule,
-    TaintFor,
+    FileSelector, RawCanary, RawCriticalCondition, RawCriticalPod, RawCriticalResource,
+    RawDraDriver, RawRule, TaintFor,
 };
 use super::define::Setting;
 
@@ -401,6 +401,12 @@ settings! {
         /// ResourceSlice watch runs only when this is set at start.
         dra_drivers: Vec<RawDraDriver> => "draDrivers" {
             docs: "none", helm: "config.draDrivers", reload: live,
+        }
+        /// A canary pod on each gated node, waited for like a member
+        /// (semantics.md §6.9): image, readinessProbe, resources,
+        /// maxInFlight, namespace, imagePullPolicy, priorityClassName.
+        canary: RawCanary => "canary" {
+            docs: "off", helm: "config.canary", reload: restart,
         }
     }
 }

@@ -239,7 +239,8 @@ fn ready_at(state: &GateState, journal: &Journal, id: &MemberId, pod: &str) -> T
         MemberId::Critical(_)
         | MemberId::Condition(_)
         | MemberId::Resource(_)
-        | MemberId::Dra(_) => 0,
+        | MemberId::Dra(_)
+        | MemberId::Canary => 0,
     };
     let from_pod = state
         .pods
@@ -270,6 +271,7 @@ fn member_span(id: &MemberId, start: Timestamp, end: Timestamp, journal: &Journa
         MemberId::Condition(_) => "node_condition",
         MemberId::Resource(_) => "extended_resource",
         MemberId::Dra(_) => "dra_driver",
+        MemberId::Canary => "canary",
     };
     let events = journal
         .entries()

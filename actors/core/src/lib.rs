@@ -18,6 +18,7 @@
 
 pub mod annotations;
 pub mod budget;
+pub mod canary;
 pub mod conditions;
 pub mod deciders;
 pub mod devices;

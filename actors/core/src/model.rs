@@ -317,6 +317,18 @@ pub struct PodInfo {
     /// or warm-up pod without a probe; semantics.md §6.7).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ready_annotation: bool,
+    /// The `PodReadyToStartContainers` condition is `True`: the kubelet
+    /// made the pod's sandbox and its network (the canary member's proof,
+    /// semantics.md §6.9).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sandbox_ready: bool,
+    /// Why the pod is not running, in the kubelet's words: `status.reason`
+    /// and `message`, else a container's waiting or terminated reason.
+    /// Kept for the canary member's explanation; `None` when there is none
+    /// (or the watch dropped it, as it does outside the namespaces whose
+    /// pods are members by label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_note: Option<String>,
 }
 
 impl PodInfo {
@@ -346,8 +358,12 @@ impl PartialEq for PodInfo {
             ready,
             ready_since,
             ready_annotation,
+            sandbox_ready,
+            status_note,
         } = self;
         *ready == other.ready
+            && *sandbox_ready == other.sandbox_ready
+            && *status_note == other.status_note
             && *terminating == other.terminating
             && *ready_since == other.ready_since
             && *ready_annotation == other.ready_annotation

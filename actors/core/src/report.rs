@@ -26,6 +26,7 @@ use crate::placement::{self, PlacementConfig, ReasonCode};
 use crate::readiness::CriticalPodEntry;
 use crate::selector::LabelSelector;
 
+mod canary;
 mod regate;
 pub use regate::{BrokenMember, RegateReport};
 mod replace;
@@ -73,6 +74,8 @@ pub struct Report {
     /// `criticalResources` then `draDrivers` members, each in
     /// configuration order (semantics.md §6.8).
     pub devices: Vec<MemberRow>,
+    /// The canary member (`canary`): one row when configured, else none.
+    pub canary: Vec<MemberRow>,
     /// Each `conditionTaints` rule's verdict for the node, in
     /// configuration order.
     pub condition_taints: Vec<RuleRow>,
@@ -264,6 +267,11 @@ fn build_for(
         .map(|c| conditions::condition_row(state, c))
         .collect();
     let devices = devices::device_rows(state, cfg);
+    let canary: Vec<MemberRow> = cfg
+        .canary
+        .iter()
+        .map(|c| canary::canary_row(state, c))
+        .collect();
 
     let gated = is_gated(state);
     let node_not_ready = state.node_wait_reason();
@@ -273,6 +281,7 @@ fn build_for(
         .chain(&critical_pods)
         .chain(&conditions)
         .chain(&devices)
+        .chain(&canary)
         .filter(|r| r.expected && r.ready != Some(true))
         .collect();
     Report {
@@ -292,6 +301,7 @@ fn build_for(
         replace: replace::replace_report(node, cfg),
         conditions,
         devices,
+        canary,
         condition_taints: conditions::rule_rows(node, cfg, now),
     }
 }

@@ -140,5 +140,7 @@ pub fn mk_pod(name: &str, node: &str, owner_uid: &str) -> PodInfo {
         ready: true,
         ready_since: Some(Timestamp::UNIX_EPOCH),
         ready_annotation: false,
+        sandbox_ready: true,
+        status_note: None,
     }
 }

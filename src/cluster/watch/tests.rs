@@ -55,7 +55,7 @@ fn indexed_pods(router: &Router, nodes: &[&str]) -> BTreeSet<String> {
 #[test]
 fn a_streamed_relist_sweeps_what_vanished_in_the_gap_and_keeps_the_rest() {
     let (router, time) = router();
-    let mut pods = daemonset_pod_feed(Arc::clone(&router), Arc::clone(&time), Arc::default());
+    let mut pods = daemonset_pod_feed(Arc::clone(&router), Arc::clone(&time), Arc::default(), None);
     let mut nodes = node_feed(Arc::clone(&router), time);
 
     nodes.handle(Event::Init);

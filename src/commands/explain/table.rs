@@ -52,7 +52,8 @@ fn push_node_header(out: &mut String, report: &Report, width: usize) {
         report.daemonsets.len()
             + report.critical_pods.len()
             + report.conditions.len()
-            + report.devices.len(),
+            + report.devices.len()
+            + report.canary.len(),
         report.ready_members,
     );
     push_wrapped(out, "", "", &counts, width);
@@ -68,6 +69,7 @@ fn push_member_tables(out: &mut String, report: &Report, width: usize) {
         .chain(&report.critical_pods)
         .chain(&report.conditions)
         .chain(&report.devices)
+        .chain(&report.canary)
         .map(|r| r.label.chars().count())
         .chain(["DAEMONSET".len(), "CRITICAL POD".len()])
         .filter(|w| *w <= MAX_NAME_WIDTH)
@@ -95,6 +97,10 @@ fn push_member_tables(out: &mut String, report: &Report, width: usize) {
     if !report.devices.is_empty() {
         out.push('\n');
         member_table(out, "DEVICE", &report.devices, name_width, width);
+    }
+    if !report.canary.is_empty() {
+        out.push('\n');
+        member_table(out, "CANARY", &report.canary, name_width, width);
     }
 }
 

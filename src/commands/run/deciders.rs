@@ -2,7 +2,7 @@
 //! late-taint net (with `--taint-new-nodes`), re-gating, the condition
 //! rules' taints and `--on-timeout=replace` (these three always running:
 //! what they do follows the configuration in force, which a reload may
-//! change). Each runs in its own
+//! change), and the canary pods (with `canary`, read at start). Each runs in its own
 //! decider shell and writes through the one executor; what they count and
 //! measure goes to the metrics.
 
@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use nodegate_actors::decider_shell;
 use nodegate_actors::router::Router;
+use nodegate_core::deciders::canary::Canaries;
 use nodegate_core::deciders::net::Net;
 use nodegate_core::deciders::regate::Regater;
 use nodegate_core::deciders::replace::Replacer;
@@ -87,5 +88,25 @@ pub fn start(
         None,
         stop.clone(),
     )));
+    if settings.gate.canary.is_some() {
+        let m = Arc::clone(metrics);
+        // A follower decides nothing about canaries: it reports none.
+        let gauges: decider_shell::Publish<Canaries> = Box::new(move |canaries, cx| {
+            let (in_flight, waiting) = if cx.may_write {
+                (canaries.in_flight(), canaries.waiting().count())
+            } else {
+                (0, 0)
+            };
+            m.canary.gauges(in_flight, waiting);
+        });
+        tasks.push(task(decider_shell::start(
+            Canaries::new(),
+            router,
+            Arc::clone(executor),
+            Arc::clone(clock),
+            Some(gauges),
+            stop.clone(),
+        )));
+    }
     tasks
 }

@@ -87,6 +87,11 @@ impl Metrics {
                 namespace: String::new(),
                 name: driver.clone(),
             }),
+            MemberId::Canary => Some(BlockerLabels {
+                kind: "canary",
+                namespace: String::new(),
+                name: String::new(),
+            }),
         }
     }
 

@@ -1,5 +1,6 @@
 //! The deciders beside the gate: the late-taint net ([`net`]), re-gating
-//! ([`regate`]) and condition-rule taints ([`rules`]) — every controller in
+//! ([`regate`]), condition-rule taints ([`rules`]) and the canary pods
+//! ([`canary`]) — every controller in
 //! nodegate that is not a node's own gate.
 //!
 //! Each has the gate's shape. It is a plain value holding only what the
@@ -15,6 +16,7 @@
 //! ([`Change`]), the index as a decider reads it ([`ClusterView`]), the one
 //! definition of "now" ([`Now`]), and the effects.
 
+pub mod canary;
 pub mod net;
 pub mod regate;
 pub mod replace;
@@ -135,6 +137,46 @@ pub enum Input {
         write: replace::ReplaceWrite,
         outcome: replace::ReplaceOutcome,
     },
+    /// The answer to [`Effect::CreateCanary`]: `Applied` when made,
+    /// `Conflict` when a pod of that name exists already.
+    CanaryCreated {
+        create: CanaryCreate,
+        outcome: PatchOutcome,
+    },
+    /// The answer to [`Effect::DeleteCanary`]: `Applied` when deleted (or
+    /// being deleted), `NotFound` when gone already, `Conflict` when the
+    /// name now belongs to another pod.
+    CanaryDeleted {
+        delete: CanaryDelete,
+        outcome: PatchOutcome,
+    },
+    /// The answer to [`Effect::ListCanaries`]: every canary pod in
+    /// nodegate's namespace, bound or not.
+    CanariesListed(Result<Vec<PodInfo>, String>),
+}
+
+/// Make the canary pod of `node` (semantics.md §6.9) in nodegate's own
+/// namespace: named `name` ([`crate::canary::pod_name`]), labelled
+/// [`crate::canary::CANARY_LABEL`]`=label`, bound to the node and owned
+/// by it (`node_uid`); the shell supplies the rest of the pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CanaryCreate {
+    pub node: String,
+    pub node_uid: String,
+    pub name: String,
+    pub label: String,
+}
+
+/// Delete the canary pod `name` of `node`; with `uid`, only if the name
+/// still belongs to that pod. `force`: at once (grace period 0) — the node
+/// is gone, and no kubelet will ever finish a graceful deletion (the pod
+/// garbage collector would force it only later, while it holds a slot).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CanaryDelete {
+    pub node: String,
+    pub name: String,
+    pub uid: Option<String>,
+    pub force: bool,
 }
 
 /// Which decider a write, a log line or a count comes from.
@@ -144,6 +186,7 @@ pub enum Origin {
     Regate,
     Rules,
     Replace,
+    Canary,
 }
 
 /// A conditional write of one taint on one node, as read at
@@ -218,6 +261,11 @@ pub enum Tally {
     ReplaceBudgetExhausted,
     /// A node not replaced for a cluster-wide breakage, by fallback.
     ReplaceSkipped(&'static str),
+    /// A canary pod created, deleted (why: `not_gated`, `node_gone`,
+    /// `failed`) or seen failed.
+    CanaryCreated,
+    CanaryDeleted(&'static str),
+    CanaryFailed,
 }
 
 /// What comes out of a decider.
@@ -233,6 +281,12 @@ pub enum Effect {
     ReadNode {
         node: String,
     },
+    /// Answer [`Input::CanaryCreated`].
+    CreateCanary(CanaryCreate),
+    /// Answer [`Input::CanaryDeleted`].
+    DeleteCanary(CanaryDelete),
+    /// LIST every canary pod; answer [`Input::CanariesListed`].
+    ListCanaries,
     /// Deliver [`Input::Tick`] at `at` on this machine's clock ([`Now::local`]:
     /// the shell's timers run on it; a decider that judges time on another
     /// reading converts), at once if past. Only the earliest pending one

@@ -379,7 +379,11 @@ impl Decider for Net {
             Input::Changed(Change::Pods { .. } | Change::GateStopped { .. }) => Vec::new(),
             Input::PodsListed { node, pods } => self.listed(&node, pods, cx),
             Input::Wrote { write, outcome } => self.wrote(&write, outcome, cx),
-            Input::NodeRead { .. } | Input::Replaced { .. } => Vec::new(),
+            Input::NodeRead { .. }
+            | Input::Replaced { .. }
+            | Input::CanaryCreated { .. }
+            | Input::CanaryDeleted { .. }
+            | Input::CanariesListed(_) => Vec::new(),
         }
     }
 }

@@ -528,7 +528,11 @@ impl Decider for Regater {
                 out = self.read(&node, read.map(|n| n.map(|n| *n)), cx)
             }
             Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx),
-            Input::PodsListed { .. } | Input::Replaced { .. } => {}
+            Input::PodsListed { .. }
+            | Input::Replaced { .. }
+            | Input::CanaryCreated { .. }
+            | Input::CanaryDeleted { .. }
+            | Input::CanariesListed(_) => {}
         }
         if self.reading.len() + self.writing.len() < out_before && !self.held.is_empty() {
             let mut held: Vec<String> = self.held.drain().collect();

@@ -479,7 +479,10 @@ impl Decider for Replacer {
             Input::Changed(Change::Pods { .. } | Change::GateStopped { .. })
             | Input::Wrote { .. }
             | Input::PodsListed { .. }
-            | Input::NodeRead { .. } => {}
+            | Input::NodeRead { .. }
+            | Input::CanaryCreated { .. }
+            | Input::CanaryDeleted { .. }
+            | Input::CanariesListed(_) => {}
         }
         out
     }

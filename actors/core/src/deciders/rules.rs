@@ -555,10 +555,8 @@ impl Decider for RuleTainter {
                 let deferred = std::mem::take(&mut self.deferred);
                 self.looked(&self.due(cx, deferred), cx)
             }
-            Input::Changed(Change::Pods { .. } | Change::GateStopped { .. })
-            | Input::PodsListed { .. }
-            | Input::NodeRead { .. }
-            | Input::Replaced { .. } => return Vec::new(),
+            // Pods, gate endings, pod lists, node reads, canaries: not ours.
+            _ => return Vec::new(),
         };
         self.ask(cx.now, &mut out);
         out

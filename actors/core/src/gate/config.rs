@@ -129,6 +129,9 @@ pub struct GateConfig {
     /// `--replace-*`: the budget and fallback of `--on-timeout=replace`
     /// (semantics.md §5.8); read only with that action.
     pub replace: crate::replace::ReplaceConfig,
+    /// `canary`: every gated node waits for a canary pod nodegate runs on
+    /// it (semantics.md §6.9); `None`: off.
+    pub canary: Option<crate::canary::CanaryConfig>,
 }
 
 impl GateConfig {
@@ -191,6 +194,7 @@ impl Default for GateConfig {
             node_condition: false,
             reboots: crate::reboot::AnnouncedReboots::default(),
             replace: crate::replace::ReplaceConfig::default(),
+            canary: None,
         }
     }
 }

@@ -9,6 +9,7 @@ use super::config::GateConfig;
 use super::devices;
 use super::member::{Blocker, Expectation, Member, MemberId, Readiness};
 use super::state::GateState;
+use crate::canary;
 use crate::conditions::CriticalCondition;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use crate::placement::{self, ReasonCode, Verdict};
@@ -70,6 +71,9 @@ pub(super) fn derive_all(
             devices::dra_member(node, d),
         );
     }
+    if let Some(canary) = &cfg.canary {
+        out.insert(MemberId::Canary, canary_member(node, canary, pods));
+    }
     out
 }
 
@@ -97,6 +101,7 @@ pub(super) fn derive_member(
             .find(|c| c.type_ == *type_)
             .map(|c| condition_member(node, c)),
         MemberId::Resource(_) | MemberId::Dra(_) => devices::member(id, node, cfg),
+        MemberId::Canary => cfg.canary.as_ref().map(|c| canary_member(node, c, pods)),
     }
 }
 
@@ -114,6 +119,11 @@ pub(super) fn derive_readiness(
     if let MemberId::Resource(_) | MemberId::Dra(_) = id {
         return devices::member(id, state.node.as_ref()?, cfg)?.readiness;
     }
+    if let MemberId::Canary = id {
+        let node = state.node.as_ref()?;
+        let pods = state.pods.values().map(AsRef::as_ref);
+        return Some(canary::readiness(pods, cfg.canary.as_ref()?, &node.name));
+    }
     Some(match (id, member_state(id, state, cfg, now)?) {
         (MemberId::Critical(name), member) => {
             let entry = cfg.critical.iter().find(|e| e.name == *name)?;
@@ -127,7 +137,10 @@ pub(super) fn derive_readiness(
                 Readiness::from_member_state(member),
             )
         }
-        (MemberId::Condition(_) | MemberId::Resource(_) | MemberId::Dra(_), _) => return None,
+        (
+            MemberId::Condition(_) | MemberId::Resource(_) | MemberId::Dra(_) | MemberId::Canary,
+            _,
+        ) => return None,
     })
 }
 
@@ -182,7 +195,11 @@ fn member_state(
         MemberId::Critical(name) => {
             readiness::critical_member(cfg.critical.iter().find(|e| e.name == *name)?, pods, now)
         }
-        MemberId::Condition(_) | MemberId::Resource(_) | MemberId::Dra(_) => return None,
+        // nodegate makes the canary's pod itself: it is never a member
+        // the schedule deadline is about.
+        MemberId::Condition(_) | MemberId::Resource(_) | MemberId::Dra(_) | MemberId::Canary => {
+            return None;
+        }
     })
 }
 
@@ -245,6 +262,23 @@ pub(super) fn selector_mismatch(what: &str, selector: Option<&LabelSelector>) ->
             code: ReasonCode::NodeSelector,
         },
         readiness: None,
+    }
+}
+
+/// The canary member: expected on every gated node while `canary` is
+/// configured, Ready as [`canary::readiness`] says.
+fn canary_member(
+    node: &NodeInfo,
+    cfg: &canary::CanaryConfig,
+    pods: &VecMap<String, Arc<PodInfo>>,
+) -> Member {
+    Member {
+        expectation: Expectation::Expected,
+        readiness: Some(canary::readiness(
+            pods.values().map(AsRef::as_ref),
+            cfg,
+            &node.name,
+        )),
     }
 }
 

@@ -26,12 +26,18 @@ pub enum MemberId {
     Resource(String),
     /// A `draDrivers` entry, by driver name (`dra:gpu.nvidia.com`).
     Dra(String),
+    /// The canary pod nodegate runs on the node (`canary`): a name with
+    /// neither a slash nor a colon, so it clashes with no other member.
+    Canary,
 }
 
 /// How a `criticalResources` member's id starts.
 const RESOURCE_PREFIX: &str = "resource:";
 /// How a `draDrivers` member's id starts.
 const DRA_PREFIX: &str = "dra:";
+
+/// How the canary member is named in explain, status, traces and Events.
+pub const CANARY_MEMBER: &str = "canary";
 
 impl MemberId {
     pub fn daemonset(ds: &DaemonSetInfo) -> Self {
@@ -47,6 +53,7 @@ impl fmt::Display for MemberId {
             MemberId::Condition(type_) => write!(f, "condition:{type_}"),
             MemberId::Resource(name) => write!(f, "{RESOURCE_PREFIX}{name}"),
             MemberId::Dra(driver) => write!(f, "{DRA_PREFIX}{driver}"),
+            MemberId::Canary => f.write_str(CANARY_MEMBER),
         }
     }
 }
@@ -66,6 +73,7 @@ impl std::str::FromStr for MemberId {
             match (s.strip_prefix("critical:"), s.strip_prefix("condition:")) {
                 (Some(name), _) => MemberId::Critical(name.to_string()),
                 (None, Some(type_)) => MemberId::Condition(type_.to_string()),
+                (None, None) if s == CANARY_MEMBER => MemberId::Canary,
                 (None, None) => MemberId::DaemonSet(s.to_string()),
             },
         )

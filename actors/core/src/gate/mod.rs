@@ -58,7 +58,7 @@ pub use effect::{
 pub use event::{Event, IndexedTaint};
 pub use event_effects::effects;
 pub use input::{Input, PatchOutcome, TimerKind};
-pub use member::{Blocker, Expectation, Member, MemberId, Readiness};
+pub use member::{Blocker, CANARY_MEMBER, Expectation, Member, MemberId, Readiness};
 pub use notes::{NODE_NOT_READY, Reason, node_wait_reason};
 pub use state::{
     GateState, GateWriteKind, GatedSinceClamp, MAX_UNANSWERED, OpenedBy, OpenedRecord, Phase,

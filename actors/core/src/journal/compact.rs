@@ -86,6 +86,7 @@ enum MemberKind {
     Condition,
     Resource,
     Dra,
+    Canary,
 }
 
 /// A time as nanoseconds since the Unix epoch; `NONE` for an absent one.
@@ -145,6 +146,9 @@ struct Pod {
     ready: bool,
     terminating: bool,
     ready_annotation: bool,
+    sandbox_ready: bool,
+    /// `None` is written as `Sym::MAX`.
+    status_note: Sym,
     labels: Box<[(Sym, Sym)]>,
 }
 
@@ -176,6 +180,7 @@ impl Strings {
             MemberId::Condition(n) => (MemberKind::Condition, n),
             MemberId::Resource(n) => (MemberKind::Resource, n),
             MemberId::Dra(n) => (MemberKind::Dra, n),
+            MemberId::Canary => (MemberKind::Canary, &String::new()),
         };
         Some(Member {
             kind,
@@ -191,6 +196,7 @@ impl Strings {
             MemberKind::Condition => MemberId::Condition(name),
             MemberKind::Resource => MemberId::Resource(name),
             MemberKind::Dra => MemberId::Dra(name),
+            MemberKind::Canary => MemberId::Canary,
         }
     }
 
@@ -213,6 +219,11 @@ impl Strings {
             ready: p.ready,
             terminating: p.terminating,
             ready_annotation: p.ready_annotation,
+            sandbox_ready: p.sandbox_ready,
+            status_note: match &p.status_note {
+                Some(n) => self.intern(n)?,
+                None => Sym::MAX,
+            },
             labels: labels.into_boxed_slice(),
         })
     }
@@ -235,6 +246,8 @@ impl Strings {
             ready: p.ready,
             ready_since: time_opt(p.ready_since),
             ready_annotation: p.ready_annotation,
+            sandbox_ready: p.sandbox_ready,
+            status_note: (p.status_note != Sym::MAX).then(|| self.get(p.status_note).to_string()),
         }
     }
 

@@ -13,6 +13,7 @@
 #[path = "../gate_support/mod.rs"]
 mod gate_support;
 
+mod canary;
 mod clock_skew;
 mod conditions;
 mod deadline;

@@ -197,7 +197,7 @@ true
 {{/* Whether the chart writes a config file: only for what has no flag. */}}
 {{- define "nodegate.configFile" -}}
 {{- $c := .Values.config -}}
-{{- if or $c.criticalPods $c.conditionTaints $c.criticalConditions $c.criticalResources $c.draDrivers $c.suspend -}}
+{{- if or $c.criticalPods $c.conditionTaints $c.criticalConditions $c.criticalResources $c.draDrivers $c.suspend $c.canary.enabled -}}
 true
 {{- end -}}
 {{- end -}}

@@ -34,6 +34,7 @@ fn settings() -> GateSettings {
         dra_drivers: Vec::new(),
         max_unavailable: None,
         reboots: Default::default(),
+        canary: None,
     }
 }
 

@@ -105,6 +105,14 @@ impl Step<'_> {
                         work.push((MemberId::Critical(entry.name.clone()), true));
                     }
                 }
+                if self
+                    .cfg
+                    .canary
+                    .as_ref()
+                    .is_some_and(|c| c.namespace == **namespace)
+                {
+                    work.push((MemberId::Canary, true));
+                }
             }
         }
         work

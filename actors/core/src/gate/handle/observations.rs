@@ -187,6 +187,8 @@ impl Step<'_> {
                 && old.controller_uid == pod.controller_uid
                 && old.labels == pod.labels
                 && old.ready_annotation == pod.ready_annotation
+                && old.sandbox_ready == pod.sandbox_ready
+                && old.status_note == pod.status_note
         });
         if !status_only {
             return self.emit(Event::PodUpdated {

@@ -1,0 +1,196 @@
+//! The canary pods' requests (semantics.md §6.9): the pod nodegate makes on
+//! a gated node, its deletion, and the LIST of every canary. What to create
+//! or delete, and when, is the canary decider's (`nodegate_core::deciders::
+//! canary`); this module only builds the pod and talks to the API server,
+//! within the request timeout and the client's rate.
+//!
+//! The pod is bound with `spec.nodeName` (no scheduler), tolerates exactly
+//! the managed taints (a NoExecute one would otherwise make the kubelet
+//! refuse it), runs as an unprivileged user with nothing it does not need
+//! (no service-account token, no capabilities, the runtime's seccomp
+//! profile, a read-only root), and is owned by its Node, so the garbage
+//! collector removes it with the node should nodegate not be running then.
+//! `restartPolicy: Always`: a container that exits is the kubelet's to
+//! restart; a canary that ends (`Failed`: refused at admission, evicted) is
+//! nodegate's to replace.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, Pod, PodSecurityContext, PodSpec, SeccompProfile, SecurityContext,
+    Toleration,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
+use nodegate_core::canary::CANARY_LABEL;
+use nodegate_core::deciders::{CanaryCreate, CanaryDelete};
+use nodegate_core::gate::PatchOutcome;
+use nodegate_core::model::PodInfo;
+use nodegate_core::placement::ManagedTaint;
+
+use crate::cluster::project;
+use crate::cluster::writer::outcome;
+use crate::settings::config::CanaryPod;
+
+/// The user a canary runs as when the image says nothing (the pause
+/// image's own).
+const CANARY_USER: i64 = 65535;
+/// Seconds a canary gets to stop: it holds nothing worth a clean stop.
+const GRACE_SECONDS: i64 = 1;
+/// The field manager and `app.kubernetes.io/managed-by` of every canary.
+const MANAGER: &str = "nodegate";
+
+/// What the executor needs to make and remove canaries.
+pub struct Canaries {
+    pub client: Client,
+    pub namespace: String,
+    pub pod: CanaryPod,
+    /// The managed taints at start, which every canary tolerates.
+    pub tolerate: Vec<ManagedTaint>,
+    pub request_timeout: Duration,
+}
+
+impl Canaries {
+    fn api(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    pub async fn create(&self, c: &CanaryCreate) -> PatchOutcome {
+        let pod = build(c, &self.namespace, &self.pod, &self.tolerate);
+        let params = PostParams {
+            field_manager: Some(MANAGER.into()),
+            ..Default::default()
+        };
+        let api = self.api();
+        match tokio::time::timeout(self.request_timeout, api.create(&params, &pod)).await {
+            Ok(answer) => outcome(answer.map(|_| ())),
+            Err(_) => PatchOutcome::Ambiguous(self.no_answer()),
+        }
+    }
+
+    pub async fn delete(&self, d: &CanaryDelete) -> PatchOutcome {
+        let params = DeleteParams {
+            grace_period_seconds: d.force.then_some(0),
+            preconditions: d.uid.clone().map(|uid| Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        let api = self.api();
+        match tokio::time::timeout(self.request_timeout, api.delete(&d.name, &params)).await {
+            Ok(answer) => outcome(answer.map(|_| ())),
+            Err(_) => PatchOutcome::Ambiguous(self.no_answer()),
+        }
+    }
+
+    /// Every canary in the namespace (a quorum read), projected like the
+    /// watch projects them.
+    pub async fn list(&self) -> Result<Vec<PodInfo>, String> {
+        let params = ListParams::default().labels(CANARY_LABEL);
+        let api = self.api();
+        match tokio::time::timeout(self.request_timeout, api.list(&params)).await {
+            Ok(Ok(list)) => Ok(list.items.iter().filter_map(project::pod).collect()),
+            Ok(Err(e)) => Err(format!(
+                "listing pods labelled {CANARY_LABEL} in namespace {}: {e}",
+                self.namespace
+            )),
+            Err(_) => Err(self.no_answer()),
+        }
+    }
+
+    fn no_answer(&self) -> String {
+        format!(
+            "no answer within {}",
+            humantime::format_duration(self.request_timeout)
+        )
+    }
+}
+
+/// The canary pod for `c`.
+pub fn build(c: &CanaryCreate, namespace: &str, t: &CanaryPod, tolerate: &[ManagedTaint]) -> Pod {
+    let labels = [
+        (CANARY_LABEL.to_string(), c.label.clone()),
+        (
+            "app.kubernetes.io/managed-by".to_string(),
+            MANAGER.to_string(),
+        ),
+        (
+            "app.kubernetes.io/name".to_string(),
+            "nodegate-canary".to_string(),
+        ),
+    ];
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(c.name.clone()),
+            namespace: Some(namespace.to_string()),
+            labels: Some(labels.into()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "Node".into(),
+                name: c.node.clone(),
+                uid: c.node_uid.clone(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+        spec: Some(spec(c, t, tolerate)),
+        status: None,
+    }
+}
+
+fn spec(c: &CanaryCreate, t: &CanaryPod, tolerate: &[ManagedTaint]) -> PodSpec {
+    PodSpec {
+        node_name: Some(c.node.clone()),
+        restart_policy: Some("Always".into()),
+        termination_grace_period_seconds: Some(GRACE_SECONDS),
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        priority_class_name: t.priority_class_name.clone(),
+        tolerations: Some(
+            tolerate
+                .iter()
+                .map(|m| Toleration {
+                    key: Some(m.key.clone()),
+                    operator: Some("Exists".into()),
+                    effect: Some(m.effect.clone()).filter(|e| !e.is_empty()),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+        security_context: Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(CANARY_USER),
+            run_as_group: Some(CANARY_USER),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        containers: vec![Container {
+            name: "canary".into(),
+            image: Some(t.image.clone()),
+            image_pull_policy: Some(t.image_pull_policy.clone()),
+            readiness_probe: t.readiness_probe.clone(),
+            resources: Some(t.resources.clone()),
+            security_context: Some(SecurityContext {
+                allow_privilege_escalation: Some(false),
+                privileged: Some(false),
+                read_only_root_filesystem: Some(true),
+                run_as_non_root: Some(true),
+                capabilities: Some(Capabilities {
+                    drop: Some(vec!["ALL".into()]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,199 @@
+//! The config file's `canary` key (semantics.md §6.9): the canary pod
+//! nodegate runs on each gated node, as written and checked. What the gates
+//! and the canary decider need goes to the core's [`CanaryConfig`]; the pod
+//! itself ([`CanaryPod`]) to the shell that creates it.
+
+use k8s_openapi::api::core::v1::{Probe, ResourceRequirements};
+use nodegate_core::canary::{CanaryConfig, DEFAULT_MAX_IN_FLIGHT};
+
+use super::*;
+
+/// The image a canary runs when none is named: the pause image every
+/// kubelet already has for its sandboxes (it runs as user 65535 and does
+/// nothing).
+pub const DEFAULT_IMAGE: &str = "registry.k8s.io/pause:3.10";
+
+/// The namespace canaries go to when neither the key nor `$POD_NAMESPACE`
+/// (nodegate's own pod, by the downward API) names one.
+pub const DEFAULT_NAMESPACE: &str = "nodegate";
+
+/// `canary` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RawCanary {
+    /// `false` turns canaries off with the key still written (as the Helm
+    /// chart writes it); absent or `true`: on.
+    pub enabled: Option<bool>,
+    pub image: Option<String>,
+    pub image_pull_policy: Option<String>,
+    pub namespace: Option<String>,
+    pub readiness_probe: Option<Probe>,
+    pub resources: Option<ResourceRequirements>,
+    pub max_in_flight: Option<usize>,
+    pub priority_class_name: Option<String>,
+}
+
+/// The canary pod as the shell makes it, besides what identifies it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CanaryPod {
+    pub image: String,
+    pub image_pull_policy: String,
+    pub readiness_probe: Option<Probe>,
+    pub resources: ResourceRequirements,
+    pub priority_class_name: Option<String>,
+}
+
+/// `canary`, checked: the gates' part and the pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CanarySettings {
+    pub core: CanaryConfig,
+    pub pod: CanaryPod,
+}
+
+/// The requests of a canary when `resources` is not given: as small as the
+/// scheduler's accounting goes, so a canary never holds a real pod off.
+fn default_resources() -> ResourceRequirements {
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let q = |s: &str| Quantity(s.to_string());
+    ResourceRequirements {
+        requests: Some([("cpu".into(), q("1m")), ("memory".into(), q("8Mi"))].into()),
+        limits: Some([("memory".into(), q("16Mi"))].into()),
+        ..Default::default()
+    }
+}
+
+/// `canary`, checked; `None` when the key is absent. The namespace is the
+/// key's, else `$POD_NAMESPACE` (`pod_namespace`), else
+/// [`DEFAULT_NAMESPACE`].
+pub fn canary_settings(
+    raw: Option<RawCanary>,
+    pod_namespace: Option<&str>,
+) -> Result<Option<CanarySettings>, ConfigError> {
+    let Some(raw) = raw.filter(|r| r.enabled != Some(false)) else {
+        return Ok(None);
+    };
+    let namespace = raw
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .or(pod_namespace.filter(|n| !n.is_empty()).map(str::to_string))
+        .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+    check_dns_label(&namespace)
+        .map_err(|e| invalid(format!("canary.namespace {namespace:?}"), e))?;
+    let max_in_flight = raw.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT);
+    if max_in_flight == 0 {
+        return Err(invalid(
+            "canary.maxInFlight 0",
+            "must be at least 1 (remove the canary key to turn canaries off)",
+        ));
+    }
+    let image = raw
+        .image
+        .filter(|i| !i.is_empty())
+        .unwrap_or_else(|| DEFAULT_IMAGE.to_string());
+    if image.trim().is_empty() || image.chars().any(char::is_whitespace) {
+        return Err(invalid(
+            format!("canary.image {image:?}"),
+            "must name an image, e.g. registry.k8s.io/pause:3.10",
+        ));
+    }
+    let image_pull_policy = raw
+        .image_pull_policy
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "IfNotPresent".to_string());
+    if !["Always", "IfNotPresent", "Never"].contains(&image_pull_policy.as_str()) {
+        return Err(invalid(
+            format!("canary.imagePullPolicy {image_pull_policy:?}"),
+            "must be Always, IfNotPresent or Never",
+        ));
+    }
+    let priority_class_name = raw.priority_class_name.filter(|p| !p.is_empty());
+    if let Some(pc) = &priority_class_name {
+        check_dns_subdomain(pc)
+            .map_err(|e| invalid(format!("canary.priorityClassName {pc:?}"), e))?;
+    }
+    Ok(Some(CanarySettings {
+        core: CanaryConfig {
+            namespace,
+            probe: raw.readiness_probe.is_some(),
+            max_in_flight,
+        },
+        pod: CanaryPod {
+            image,
+            image_pull_policy,
+            readiness_probe: raw.readiness_probe,
+            resources: raw.resources.unwrap_or_else(default_resources),
+            priority_class_name,
+        },
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(yaml: &str) -> Option<RawCanary> {
+        FileConfig::parse(yaml, "test").expect("parses").canary
+    }
+
+    #[test]
+    fn an_empty_key_turns_canaries_on_with_the_defaults() {
+        let s = canary_settings(parse("canary: {}\n"), Some("infra"))
+            .expect("valid")
+            .expect("on");
+        assert_eq!(s.core.namespace, "infra");
+        assert_eq!(s.core.max_in_flight, DEFAULT_MAX_IN_FLIGHT);
+        assert!(!s.core.probe);
+        assert_eq!(s.pod.image, DEFAULT_IMAGE);
+        assert_eq!(s.pod.image_pull_policy, "IfNotPresent");
+        assert_eq!(s.pod.resources, default_resources());
+        let none = canary_settings(parse("canary: {}\n"), None).expect("valid");
+        assert_eq!(
+            none.map(|s| s.core.namespace).as_deref(),
+            Some(DEFAULT_NAMESPACE)
+        );
+    }
+
+    #[test]
+    fn the_chart_s_shape_with_empty_values_and_a_probe_reads() {
+        let yaml = "canary:\n  namespace: nodegate\n  image: \"\"\n  imagePullPolicy: \"\"\n  readinessProbe:\n    exec: {command: [\"true\"]}\n    periodSeconds: 2\n  resources: null\n  maxInFlight: 5\n  priorityClassName: \"\"\n";
+        let s = canary_settings(parse(yaml), Some("other"))
+            .expect("valid")
+            .expect("on");
+        assert_eq!(s.core.namespace, "nodegate");
+        assert!(s.core.probe);
+        assert_eq!(s.core.max_in_flight, 5);
+        assert_eq!(s.pod.image, DEFAULT_IMAGE);
+        assert_eq!(s.pod.priority_class_name, None);
+        let probe = s.pod.readiness_probe.expect("probe");
+        assert_eq!(probe.period_seconds, Some(2));
+    }
+
+    #[test]
+    fn off_when_absent_or_disabled() {
+        assert!(canary_settings(None, None).expect("valid").is_none());
+        let off = parse("canary: {enabled: false, maxInFlight: 0}\n");
+        assert!(canary_settings(off, None).expect("valid").is_none());
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let cases = [
+            ("canary: {maxInFlight: 0}\n", "canary.maxInFlight 0"),
+            ("canary: {namespace: Not_A_Namespace}\n", "canary.namespace"),
+            (
+                "canary: {imagePullPolicy: Sometimes}\n",
+                "canary.imagePullPolicy",
+            ),
+            ("canary: {image: \"a b\"}\n", "canary.image"),
+        ];
+        for (yaml, named) in cases {
+            let e = canary_settings(parse(yaml), None)
+                .expect_err(yaml)
+                .to_string();
+            assert!(e.contains(named), "{yaml}: {e}");
+        }
+        let typo = FileConfig::parse("canary: {imag: pause}\n", "test").expect_err("typo");
+        assert!(typo.to_string().contains("imag"), "{typo}");
+    }
+}
