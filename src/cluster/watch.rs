@@ -390,86 +390,6 @@ impl<K> WatchFeed<K> {
     }
 }
 
-/// The node watch's handling.
-pub fn node_feed(router: Arc<Router>, server_time: Arc<ServerTime>) -> WatchFeed<Lean<Node>> {
-    WatchFeed(Box::new(Indexing {
-        sink: NodeSink {
-            router,
-            interner: Interner::default(),
-        },
-        listing: Listing::default(),
-        server_time,
-        id_of_deleted: Box::new(|n: &Lean<Node>| delete_id(n, true)),
-    }))
-}
-
-/// The DaemonSet watch's handling.
-pub fn daemonset_feed(router: Arc<Router>, server_time: Arc<ServerTime>) -> WatchFeed<DaemonSet> {
-    WatchFeed(Box::new(Indexing {
-        sink: DaemonSetSink { router },
-        listing: Listing::default(),
-        server_time,
-        id_of_deleted: Box::new(|d: &DaemonSet| delete_id(d, false)),
-    }))
-}
-
-/// The DaemonSet pod watch's handling (pods outside `critical_namespaces`
-/// lose their labels; only pods in `canary_namespace` keep their sandbox
-/// condition).
-pub fn daemonset_pod_feed(
-    router: Arc<Router>,
-    server_time: Arc<ServerTime>,
-    critical_namespaces: Arc<HashSet<String>>,
-    canary_namespace: Option<Arc<str>>,
-) -> WatchFeed<Lean<Pod>> {
-    pod_feed(
-        router,
-        server_time,
-        Some(critical_namespaces),
-        canary_namespace,
-    )
-}
-
-fn pod_feed(
-    router: Arc<Router>,
-    server_time: Arc<ServerTime>,
-    keep_labels_in: Option<Arc<HashSet<String>>>,
-    canary_namespace: Option<Arc<str>>,
-) -> WatchFeed<Lean<Pod>> {
-    WatchFeed(Box::new(Indexing {
-        sink: PodSink {
-            router,
-            keep_labels_in,
-            interner: Interner::default(),
-            canary_namespace,
-        },
-        listing: Listing::default(),
-        server_time,
-        id_of_deleted: Box::new(pod_id),
-    }))
-}
-
-fn csinode_feed(router: Arc<Router>, server_time: Arc<ServerTime>) -> WatchFeed<CSINode> {
-    WatchFeed(Box::new(Indexing {
-        sink: CsiNodeSink { router },
-        listing: Listing::default(),
-        server_time,
-        id_of_deleted: Box::new(|c: &CSINode| delete_id(c, true)),
-    }))
-}
-
-fn resource_slice_feed(
-    router: Arc<Router>,
-    server_time: Arc<ServerTime>,
-) -> WatchFeed<ResourceSlice> {
-    WatchFeed(Box::new(Indexing {
-        sink: ResourceSliceSink { router },
-        listing: Listing::default(),
-        server_time,
-        id_of_deleted: Box::new(slice_id),
-    }))
-}
-
 /// Runs one watch until the process ends. Sends its `kind` on `synced` once,
 /// after the first complete list.
 async fn run<K>(
@@ -626,6 +546,10 @@ pub async fn start(
     }
     rx
 }
+
+mod feeds;
+use feeds::{csinode_feed, pod_feed, resource_slice_feed};
+pub use feeds::{daemonset_feed, daemonset_pod_feed, node_feed};
 
 #[cfg(test)]
 mod tests;

@@ -48,6 +48,7 @@ pub use entrances::{AdmissionResult, CertProblem, LateTaint};
 pub use regate::{RegateGauges, RegateMetrics};
 pub use reload::ConfigMetrics;
 pub use traces::{SpanDrop, TraceMetrics};
+pub use writes::patch_result;
 pub use writes::{NodeWrite, WriteTimings};
 
 /// The Content-Type of [`Metrics::encode`]'s output.
@@ -107,18 +108,6 @@ struct NodeLabels {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabels {
     version: &'static str,
-}
-
-/// The `result` label of a patch attempt; `None` for a write that was never
-/// sent (this replica is not the leader, or the gate withdrew it).
-pub fn patch_result(outcome: &PatchOutcome) -> Option<&'static str> {
-    match outcome {
-        PatchOutcome::Applied => Some("ok"),
-        PatchOutcome::Conflict => Some("conflict"),
-        PatchOutcome::NotFound => Some("not_found"),
-        PatchOutcome::Failed(_) | PatchOutcome::Ambiguous(_) => Some("error"),
-        PatchOutcome::NotLeader | PatchOutcome::Withdrawn => None,
-    }
 }
 
 const PATCH_RESULTS: [&str; 4] = ["ok", "conflict", "not_found", "error"];

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use nodegate_core::gate::PatchOutcome;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -95,5 +96,17 @@ impl WriteTimings {
         if let Some(r) = request {
             self.request.get_or_create(&labels).observe(r.as_secs_f64());
         }
+    }
+}
+
+/// The `result` label of a patch attempt; `None` for a write that was never
+/// sent (this replica is not the leader, or the gate withdrew it).
+pub fn patch_result(outcome: &PatchOutcome) -> Option<&'static str> {
+    match outcome {
+        PatchOutcome::Applied => Some("ok"),
+        PatchOutcome::Conflict => Some("conflict"),
+        PatchOutcome::NotFound => Some("not_found"),
+        PatchOutcome::Failed(_) | PatchOutcome::Ambiguous(_) => Some("error"),
+        PatchOutcome::NotLeader | PatchOutcome::Withdrawn => None,
     }
 }
