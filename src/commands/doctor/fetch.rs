@@ -346,6 +346,7 @@ pub async fn access(
                     verb: Some(a.verb.to_string()),
                     group: Some(a.group.to_string()),
                     resource: Some(a.resource.to_string()),
+                    subresource: a.subresource.map(str::to_string),
                     namespace: a.namespace.clone(),
                     name: a.name.clone(),
                     ..Default::default()

@@ -13,6 +13,8 @@ pub struct Access {
     pub verb: &'static str,
     pub group: &'static str,
     pub resource: &'static str,
+    /// A subresource such as `status` (`nodes/status`).
+    pub subresource: Option<&'static str>,
     pub namespace: Option<String>,
     pub name: Option<String>,
 }
@@ -23,9 +25,15 @@ impl Access {
             verb,
             group,
             resource,
+            subresource: None,
             namespace: None,
             name: None,
         }
+    }
+
+    fn sub(mut self, subresource: &'static str) -> Access {
+        self.subresource = Some(subresource);
+        self
     }
 
     fn named(mut self, name: &str) -> Access {
@@ -41,9 +49,11 @@ impl Access {
 
     /// `patch nodes`, `create events.events.k8s.io in default`, ...
     pub fn describe(&self) -> String {
-        let resource = match self.group {
-            "" => self.resource.to_string(),
-            g => format!("{}.{g}", self.resource),
+        let resource = match (self.group, self.subresource) {
+            ("", None) => self.resource.to_string(),
+            ("", Some(sub)) => format!("{}/{sub}", self.resource),
+            (g, None) => format!("{}.{g}", self.resource),
+            (g, Some(sub)) => format!("{}.{g}/{sub}", self.resource),
         };
         let mut s = format!("{} {resource}", self.verb);
         if let Some(name) = &self.name {
@@ -81,6 +91,22 @@ pub fn required(s: &RunSettings, lease_namespace: &str) -> Vec<Access> {
         // draDrivers: the ResourceSlice watch, which runs only with it.
         out.push(Access::new("list", "resource.k8s.io", "resourceslices"));
         out.push(Access::new("watch", "resource.k8s.io", "resourceslices"));
+    }
+    if s.node_condition {
+        // --node-condition: the nodegate.dev/Open condition.
+        out.push(Access::new("patch", "", "nodes").sub("status"));
+    }
+    if let Some(c) = &s.gate.canary {
+        // canary: nodegate's own pods, in their namespace only.
+        for verb in ["create", "delete", "list", "watch"] {
+            out.push(Access::new(verb, "", "pods").within(&c.core.namespace, None));
+        }
+    }
+    if s.on_timeout == nodegate_core::gate::OnTimeout::Replace {
+        // --on-timeout=replace: find and delete a node's owner.
+        out.push(Access::new("list", "karpenter.sh", "nodeclaims"));
+        out.push(Access::new("delete", "karpenter.sh", "nodeclaims"));
+        out.push(Access::new("delete", "cluster.x-k8s.io", "machines"));
     }
     let le = &s.leader_election;
     if le.enabled {

@@ -305,6 +305,25 @@ fn rbac_asks_for_what_nodegate_does_and_names_what_is_denied() {
         assert!(described.iter().any(|d| d == w), "{w} not in {described:?}");
     }
     assert!(no_lease.iter().all(|a| a.resource != "secrets"));
+    // Each optional feature asks for its own rights, and only when on.
+    assert!(no_lease.iter().all(|a| a.subresource.is_none()
+        && a.resource != "nodeclaims"
+        && a.resource != "machines"
+        && a.namespace.is_none()
+        || a.resource == "events"));
+    let features = settings(&["--node-condition", "--on-timeout=replace"]);
+    let described: Vec<String> = rbac::required(&features, "ops")
+        .iter()
+        .map(Access::describe)
+        .collect();
+    for w in [
+        "patch nodes/status",
+        "list nodeclaims.karpenter.sh",
+        "delete nodeclaims.karpenter.sh",
+        "delete machines.cluster.x-k8s.io",
+    ] {
+        assert!(described.iter().any(|d| d == w), "{w} not in {described:?}");
+    }
     let hook = settings(&[
         "--webhook-addr=127.0.0.1:9443",
         "--webhook-cert-secret=ng/tls",
