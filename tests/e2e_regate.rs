@@ -451,3 +451,113 @@ async fn a_re_gate_taint_removed_by_hand_is_not_put_back() {
     )
     .await;
 }
+
+/// The value of the `nodegate_map_entries` sample of `map` on a page.
+fn map_entries(page: &str, map: &str) -> Option<f64> {
+    let prefix = format!("nodegate_map_entries{{map=\"{map}\"}} ");
+    page.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Node churn leaves nothing behind: a node deleted while its gate is
+/// closed and one deleted while re-gated take their per-node series
+/// (`nodegate_gate_age_seconds{node}`, `nodegate_regated_node_age_seconds{node}`)
+/// with them, and every map that grows with the nodes
+/// (`nodegate_map_entries`) comes back to what it held before they came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_node_takes_its_series_and_map_entries_with_it() {
+    let env = Env::new("regate-churn").await;
+    create(&env, &agent("agent", "a", None, false)).await;
+    env.cluster.create_node(&open_node("regated", "a")).await;
+    env.wait_pod("agent", "regated", true).await;
+    let ng = Nodegate::start(&env.cluster, &["--regate-after", GRACE]);
+    let addr = ng.http_addr(Duration::from_secs(30));
+    let page = || async {
+        support::http_get(&addr, "/metrics")
+            .await
+            .map(|(_, body)| body)
+    };
+    let before = wait_for("a first page", Duration::from_secs(30), || async {
+        let p = page().await?;
+        map_entries(&p, "index_nodes")
+            .filter(|n| *n >= 1.0)
+            .map(|_| p.clone())
+            .ok_or_else(|| format!("no nodegate_map_entries yet\n{p}"))
+    })
+    .await;
+
+    // The agent's new revision is never Ready: "regated" is re-gated after
+    // the grace, and "gated", joining now, stays gated.
+    roll(&env, "agent", true, "2").await;
+    env.cluster
+        .create_node(&support::gate::gated_node("gated", &[("role", "a")]))
+        .await;
+    let series = [
+        "nodegate_gate_age_seconds{node=\"gated\"}",
+        "nodegate_regated_node_age_seconds{node=\"regated\"}",
+    ];
+    wait_for("both per-node series", Duration::from_secs(90), || async {
+        let p = page().await?;
+        match series.iter().find(|s| !p.contains(*s)) {
+            None => Ok(()),
+            Some(missing) => Err(format!("{missing} missing\n{}", ng.logs())),
+        }
+    })
+    .await;
+
+    // Both nodes go, and their pods with them (as the pod garbage collector
+    // would delete them, without its delay).
+    for n in ["gated", "regated"] {
+        env.nodes
+            .delete(n, &Default::default())
+            .await
+            .expect("delete node");
+    }
+    env.pods
+        .delete_collection(
+            &kube::api::DeleteParams::default().grace_period(0),
+            &ListParams::default().labels("app=agent"),
+        )
+        .await
+        .expect("delete the agent's pods");
+    let maps = [
+        "router_gates",
+        "router_opened_at_version",
+        "index_nodes",
+        "index_pod_nodes",
+        "index_pods",
+        "metrics_gates",
+        "metrics_gate_age_series",
+        "metrics_regated_age_series",
+    ];
+    wait_for(
+        "the series gone and every map back to its size before",
+        Duration::from_secs(90),
+        || async {
+            let p = page().await?;
+            let mut wrong: Vec<String> = series
+                .iter()
+                .filter(|s| p.contains(*s))
+                .map(|s| format!("{s} still exported"))
+                .collect();
+            for m in maps {
+                let (was, now) = (map_entries(&before, m), map_entries(&p, m));
+                // Before: one open node and its one pod, nothing gated.
+                let want = match m {
+                    "index_nodes" | "index_pod_nodes" | "index_pods" => Some(0.0),
+                    _ => was,
+                };
+                if now != want {
+                    wrong.push(format!("{m}: {now:?}, want {want:?} (before: {was:?})"));
+                }
+            }
+            if wrong.is_empty() {
+                Ok(())
+            } else {
+                Err(wrong.join("; "))
+            }
+        },
+    )
+    .await;
+}

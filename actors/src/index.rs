@@ -223,6 +223,21 @@ impl Index {
         removed
     }
 
+    /// How many entries each of the index's maps holds, by name: the nodes,
+    /// the DaemonSets, the nodes with pods, the pods, the CSINodes. For the
+    /// metrics (`nodegate_map_entries`), so that a leak under node churn
+    /// shows; counting the pods visits every node's bucket.
+    pub fn sizes(&self) -> [(&'static str, usize); 5] {
+        let pods = self.pods.iter().map(|bucket| bucket.len()).sum();
+        [
+            ("index_nodes", self.nodes.len()),
+            ("index_daemonsets", self.daemonsets.len()),
+            ("index_pod_nodes", self.pods.len()),
+            ("index_pods", pods),
+            ("index_csi_drivers", self.csi_drivers.len()),
+        ]
+    }
+
     /// The newest node resourceVersion the index has seen (0: none, or
     /// none that reads as a number).
     pub fn node_version_seen(&self) -> u64 {

@@ -22,7 +22,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -130,7 +130,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
     ) -> Result<(), ActorProcessingErr> {
         match self.ctx.router.snapshot(&state.name) {
             Some(snapshot) => {
-                self.process(&myself, state, snapshot);
+                self.process(&myself, state, snapshot, None);
                 self.arm_reexamine(&myself, state);
             }
             None => {
@@ -160,12 +160,13 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
                 None => Input::DaemonSetDeleted { uid },
             },
             NodeMsg::PodsTouched => {
-                for uid in state.pods.take() {
+                let (uids, seen) = state.pods.take();
+                for uid in uids {
                     let input = match router.pod(&state.name, &uid) {
                         Some(pod) => Input::PodUpserted(pod),
                         None => Input::PodDeleted { uid },
                     };
-                    self.process(&myself, state, input);
+                    self.process(&myself, state, input, seen);
                 }
                 return Ok(());
             }
@@ -173,7 +174,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
                 let input = router
                     .reexamination(&state.name)
                     .unwrap_or(Input::NodeDeleted);
-                self.process(&myself, state, input);
+                self.process(&myself, state, input, None);
                 self.arm_reexamine(&myself, state);
                 return Ok(());
             }
@@ -189,7 +190,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
                 return Ok(());
             }
         };
-        self.process(&myself, state, input);
+        self.process(&myself, state, input, None);
         Ok(())
     }
 
@@ -220,8 +221,15 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
     /// Runs one input through the gate. A snapshot, a re-examination and the
     /// deadline timer — the inputs that may decide the deadline by time —
     /// are preceded by the newest evidence of the API server's clock, if
-    /// any (semantics.md §5.3).
-    fn process(&self, myself: &ActorRef<NodeMsg>, state: &mut NodeActorState, input: Input) {
+    /// any (semantics.md §5.3). `seen`: when the pod events behind `input`
+    /// reached the router (for the metrics only; see [`PendingPods`]).
+    fn process(
+        &self,
+        myself: &ActorRef<NodeMsg>,
+        state: &mut NodeActorState,
+        input: Input,
+        seen: Option<Instant>,
+    ) {
         let judges_time = matches!(
             input,
             Input::Snapshot { .. }
@@ -232,12 +240,18 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
                 }
         );
         if judges_time && let Some(server) = self.ctx.clock.server_now() {
-            self.process_one(myself, state, Input::ServerTime(server));
+            self.process_one(myself, state, Input::ServerTime(server), None);
         }
-        self.process_one(myself, state, input);
+        self.process_one(myself, state, input, seen);
     }
 
-    fn process_one(&self, myself: &ActorRef<NodeMsg>, state: &mut NodeActorState, input: Input) {
+    fn process_one(
+        &self,
+        myself: &ActorRef<NodeMsg>,
+        state: &mut NodeActorState,
+        input: Input,
+        seen: Option<Instant>,
+    ) {
         let now = self.ctx.clock.now();
         let config = self.ctx.router.live().load();
         let step = gate::step(&mut state.gate, &input, &config, now);
@@ -257,10 +271,10 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
             && self.ctx.executor.may_write()
         {
             state.condition = Some(write.condition.clone());
-            self.run(myself, state, Effect::WriteCondition(write), now);
+            self.run(myself, state, Effect::WriteCondition(write), now, None);
         }
         for effect in step.effects {
-            self.run(myself, state, effect, now);
+            self.run(myself, state, effect, now, seen);
         }
     }
 
@@ -270,6 +284,7 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
         state: &mut NodeActorState,
         effect: Effect,
         now: Timestamp,
+        seen: Option<Instant>,
     ) {
         let executor = Arc::clone(&self.ctx.executor);
         let me = myself.clone();
@@ -280,7 +295,7 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
                 state.withdrawal = withdrawal.clone();
                 tokio::spawn(
                     async move {
-                        let outcome = executor.remove_taints(patch, withdrawal).await;
+                        let outcome = executor.remove_taints(patch, withdrawal, seen).await;
                         let _ = me.cast(NodeMsg::input(Input::PatchResult(outcome)));
                     }
                     .instrument(span),

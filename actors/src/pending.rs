@@ -3,8 +3,14 @@
 //! the set was empty; the gate takes the whole set when it wakes. However
 //! many versions of its pods a burst brings, a gate's mailbox holds at most
 //! one such wake, and the gate reads each pod once, as the index has it then.
+//!
+//! The set also remembers when the first of its pods was added (the wake's
+//! start): the metrics' measure of how long nodegate itself took from a pod
+//! event to the untaint it caused (`nodegate_event_to_patch_seconds`). It is
+//! read only for that metric, never for a decision.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use ractor::ActorRef;
 
@@ -25,23 +31,29 @@ impl Gate {
     }
 }
 
-/// The uids of the pods that changed for one gate since it last looked.
+/// The uids of the pods that changed for one gate since it last looked, and
+/// when the first of them was added.
 #[derive(Default)]
-pub struct PendingPods(std::sync::Mutex<Vec<String>>);
+pub struct PendingPods(std::sync::Mutex<(Vec<String>, Option<Instant>)>);
 
 impl PendingPods {
     /// Adds `uid`; true when the set was empty (the gate must be woken).
     pub(crate) fn add(&self, uid: &str) -> bool {
-        let mut pods = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pending = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (pods, since) = &mut *pending;
         let was_empty = pods.is_empty();
+        if was_empty {
+            *since = Some(Instant::now());
+        }
         if !pods.iter().any(|u| u == uid) {
             pods.push(uid.to_string());
         }
         was_empty
     }
 
-    /// Every uid added since the last take, emptying the set.
-    pub fn take(&self) -> Vec<String> {
+    /// Every uid added since the last take, emptying the set, and when the
+    /// first of them was added.
+    pub fn take(&self) -> (Vec<String>, Option<Instant>) {
         std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
@@ -56,8 +68,10 @@ mod tests {
         assert!(p.add("a"), "an empty set wakes");
         assert!(!p.add("b"), "a wake is already on its way");
         assert!(!p.add("a"), "a uid already pending is not added twice");
-        assert_eq!(p.take(), vec!["a".to_string(), "b".to_string()]);
-        assert!(p.take().is_empty(), "a take empties the set");
+        let (uids, since) = p.take();
+        assert_eq!(uids, vec!["a".to_string(), "b".to_string()]);
+        assert!(since.is_some(), "the wake's start is kept");
+        assert_eq!(p.take(), (Vec::new(), None), "a take empties the set");
         assert!(p.add("b"), "the first uid after a take wakes again");
     }
 }

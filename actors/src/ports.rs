@@ -54,11 +54,15 @@ pub trait EffectExecutor: Send + Sync + 'static {
     /// The conditional JSON patch of semantics.md §5.4. Right before sending
     /// (after any wait for a patch slot or rate token) the executor checks
     /// `withdrawal`, and answers [`gate::PatchOutcome::Withdrawn`] without
-    /// writing if the gate asked for it.
+    /// writing if the gate asked for it. `seen`: when the pod events that led
+    /// to this untaint reached the router (`None` for any other cause), for
+    /// the executor's measure of nodegate's own share of a reaction; never
+    /// for a decision.
     fn remove_taints(
         &self,
         patch: UntaintPatch,
         withdrawal: Withdrawal,
+        seen: Option<std::time::Instant>,
     ) -> impl Future<Output = gate::PatchOutcome> + Send;
     /// Annotate `nodegate.dev/timed-out`.
     fn mark_timed_out(&self, mark: TimeoutMark) -> impl Future<Output = gate::PatchOutcome> + Send;

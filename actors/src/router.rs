@@ -388,6 +388,19 @@ impl Router {
         self.gates.len()
     }
 
+    /// How many entries each of the router's and its index's maps holds, by
+    /// name (`nodegate_map_entries`): the live gates (the supervisor keeps
+    /// one entry per live gate too), the versions nodes were opened at, and
+    /// [`Index::sizes`].
+    pub fn map_sizes(&self) -> Vec<(&'static str, usize)> {
+        let mut sizes = vec![
+            ("router_gates", self.gates.len()),
+            ("router_opened_at_version", self.opened_at_version.len()),
+        ];
+        sizes.extend(self.index.sizes());
+        sizes
+    }
+
     /// A live gate's state and journal; `None` when the node has no gate (or
     /// it did not answer within a few seconds).
     pub async fn view(&self, name: &str) -> Option<GateView> {

@@ -138,7 +138,12 @@ impl Default for FakeExecutor {
 }
 
 impl EffectExecutor for FakeExecutor {
-    async fn remove_taints(&self, patch: UntaintPatch, withdrawal: Withdrawal) -> PatchOutcome {
+    async fn remove_taints(
+        &self,
+        patch: UntaintPatch,
+        withdrawal: Withdrawal,
+        _seen: Option<std::time::Instant>,
+    ) -> PatchOutcome {
         self.handed.fetch_add(1, Ordering::SeqCst);
         let hold = self.hold.lock().unwrap().clone();
         if let Some(hold) = hold {

@@ -76,16 +76,29 @@ impl KubeExecutor {
 }
 
 impl EffectExecutor for KubeExecutor {
-    async fn remove_taints(&self, patch: UntaintPatch, withdrawal: Withdrawal) -> PatchOutcome {
+    async fn remove_taints(
+        &self,
+        patch: UntaintPatch,
+        withdrawal: Withdrawal,
+        seen: Option<std::time::Instant>,
+    ) -> PatchOutcome {
         if !self.admits_write() {
             return PatchOutcome::NotLeader;
         }
         // Asked right before the request, after any wait for a patch slot or
         // a rate token: the gate may have seen a member stop being Ready
         // meanwhile, and an untaint not yet sent can still be called back.
+        // A yes is the moment the untaint goes out: the end of nodegate's
+        // own share of a reaction that a pod event started.
         let outcome = self
             .writer
-            .remove_taints(&patch, || !withdrawal.is_requested() && self.admits_write())
+            .remove_taints(&patch, || {
+                let send = !withdrawal.is_requested() && self.admits_write();
+                if send && let Some(seen) = seen {
+                    self.metrics.writes.event_to_patch(seen.elapsed());
+                }
+                send
+            })
             .await;
         let outcome = match outcome {
             PatchOutcome::NotLeader if withdrawal.is_requested() => PatchOutcome::Withdrawn,

@@ -35,6 +35,7 @@ use crate::cluster::leader::Leadership;
 mod canary;
 mod conditions;
 mod entrances;
+mod maps;
 mod outcomes;
 mod regate;
 mod reload;
@@ -48,8 +49,8 @@ pub use entrances::{AdmissionResult, CertProblem, LateTaint};
 pub use regate::{RegateGauges, RegateMetrics};
 pub use reload::ConfigMetrics;
 pub use traces::{SpanDrop, TraceMetrics};
-pub use writes::patch_result;
-pub use writes::{NodeWrite, WriteTimings};
+use writes::PATCH_RESULTS;
+pub use writes::{NodeWrite, WriteTimings, patch_result};
 
 /// The Content-Type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -110,8 +111,6 @@ struct VersionLabels {
     version: &'static str,
 }
 
-const PATCH_RESULTS: [&str; 4] = ["ok", "conflict", "not_found", "error"];
-
 /// What the metrics remember of one live gate.
 #[derive(Debug, Default)]
 struct GateTrack {
@@ -148,6 +147,7 @@ pub struct Metrics {
     /// by `cluster::server_time::ServerTime`.
     pub server_time_refused: Counter,
     watch_restarts: Counter,
+    maps: maps::MapMetrics,
     /// The watchers' own restart count at the last refresh.
     watch_restarts_seen: AtomicU64,
 
@@ -206,6 +206,7 @@ impl Metrics {
             leader_known: Gauge::default(),
             server_time_refused: Counter::default(),
             watch_restarts: Counter::default(),
+            maps: maps::MapMetrics::register(&mut registry),
             watch_restarts_seen: AtomicU64::new(0),
             gates: DashMap::new(),
             daemonset_series: Mutex::new(BTreeMap::new()),
@@ -511,8 +512,9 @@ impl Metrics {
             watch_restarts,
             now,
         );
+        self.maps
+            .set(router.map_sizes().into_iter().chain(self.own_map_sizes()));
     }
-
     /// [`Self::refresh`] with the router's answers passed in.
     fn refresh_with(
         &self,

@@ -123,6 +123,11 @@ impl RegateMetrics {
         *aged = now;
     }
 
+    /// Nodes with a `regated_age` series now.
+    pub(super) fn aged_len(&self) -> usize {
+        self.aged.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// `--drop-node-metrics`.
     pub(super) fn drop_node_series(&self) {
         self.dropped.store(true, Ordering::Relaxed);

@@ -10,7 +10,7 @@ use clap::Parser;
 
 /// The controller command when --controller is not given.
 pub const DEFAULT_CONTROLLER: &str =
-    "{nodegate} run --timeout {timeout} --taint {taint} --http-addr 127.0.0.1:0";
+    "{nodegate} run --timeout {timeout} --taint {taint} --http-addr {http_addr}";
 
 /// Scale benchmark: N tainted nodes join a fresh deploy/local cluster at once;
 /// measures, by watching the API server, how fast and how correctly the
@@ -30,8 +30,9 @@ pub struct Args {
     /// The controller under test, run with `bash -c 'exec CMD'` and
     /// KUBECONFIG set. Placeholders: {kubeconfig}, {timeout} (e.g. 120s),
     /// {taint} (KEY:EFFECT), {nodegate} (the nodegate binary), {nodegate_b}
-    /// (the binary of --nodegate-b).
-    /// Default: '{nodegate} run --timeout {timeout} --taint {taint} --http-addr 127.0.0.1:0'.
+    /// (the binary of --nodegate-b), {http_addr} (a free loopback address;
+    /// the driver reads nodegate's own histograms from /metrics there).
+    /// Default: '{nodegate} run --timeout {timeout} --taint {taint} --http-addr {http_addr}'.
     #[arg(long, value_name = "CMD")]
     pub controller: Option<String>,
     /// A second controller (same placeholders) to compare with the first:
@@ -44,6 +45,18 @@ pub struct Args {
     /// builds of nodegate.
     #[arg(long, value_name = "PATH")]
     pub nodegate_b: Option<PathBuf>,
+    /// Do not probe the floor (a PATCH and a pod write by the driver for each
+    /// opening, see docs/benchmarks.md "The floor").
+    #[arg(long)]
+    pub no_floor: bool,
+    /// Churn mode: instead of one join, CYCLES nodes are created and deleted
+    /// in waves of --batch, and the controller's RSS, metric series and map
+    /// sizes are read before, after every wave and at the end.
+    #[arg(long, value_name = "CYCLES")]
+    pub churn: Option<usize>,
+    /// Nodes per churn wave.
+    #[arg(long, value_name = "B", default_value_t = 500)]
+    pub batch: usize,
     /// Runs of each controller, each on a fresh cluster.
     #[arg(long, value_name = "K", default_value_t = 1)]
     pub repeat: usize,

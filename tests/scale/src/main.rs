@@ -13,7 +13,9 @@
 //! cluster, and summarises them side by side (`summary`).
 
 mod args;
+mod churn;
 mod cluster;
+mod floor;
 mod metrics;
 mod observe;
 mod procstat;
@@ -186,6 +188,20 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .join("nodegate-scale")
             .join(format!("run-{}", std::process::id()))
     });
+    if args.churn.is_some() {
+        let spec = run::RunSpec {
+            template: &templates[0],
+            state_dir: base_state.clone(),
+            log_path: log_path(args.out.as_deref(), ""),
+            repo: &repo,
+        };
+        let result = churn::run(&args, spec).await?;
+        if let Some(path) = &args.out {
+            churn::write(path, &result)?;
+            log(format!("result written to {} (and .csv)", path.display()));
+        }
+        return Ok(());
+    }
     let mut results: Vec<(usize, usize, report::Result)> = Vec::new();
     for (i, slot) in slots.iter().enumerate() {
         let c = &contenders[slot.contender];

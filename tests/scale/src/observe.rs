@@ -43,6 +43,9 @@ pub struct NodeRecord {
     /// The taint came back after the node opened.
     pub retainted: bool,
     pub deleted: bool,
+    /// The newest event of the node (for the floor probes: when a write of
+    /// theirs arrived).
+    pub last: Option<Sighting>,
     /// `nodegate.dev/opened-by` when the opening write set it (nodegate
     /// does; another controller may not). Informational only.
     pub opened_by: Option<String>,
@@ -61,6 +64,9 @@ pub struct Record {
     pub nodes: HashMap<String, NodeRecord>,
     /// pod uid → (node, DaemonSet, ready).
     pods: HashMap<String, (String, String, bool)>,
+    /// pod uid → name, and its newest event (for the floor probes).
+    pub pod_names: HashMap<String, String>,
+    pub pod_last: HashMap<String, Sighting>,
     pub pod_events: u64,
     pub node_events: u64,
     pub watch_errors: u64,
@@ -124,6 +130,7 @@ impl Record {
                 .as_ref()
                 .is_some_and(|l| l.get(STUCK_LABEL).is_some_and(|v| v == "true"));
         }
+        r.last = Some(sighting(at, rv));
         let tainted = has_taint(n, &taint.0, &taint.1);
         match (&r.opened, tainted) {
             (None, false) => {
@@ -152,6 +159,13 @@ impl Record {
             return;
         };
         let ready = pod_ready(p);
+        self.pod_last
+            .insert(uid.clone(), sighting(at, rv_of(&p.metadata)));
+        if let Some(name) = &p.metadata.name
+            && !self.pod_names.contains_key(&uid)
+        {
+            self.pod_names.insert(uid.clone(), name.clone());
+        }
         self.nodes
             .entry(node.clone())
             .or_default()
@@ -180,6 +194,8 @@ impl Record {
         let Some(uid) = p.metadata.uid.as_deref() else {
             return;
         };
+        self.pod_last.remove(uid);
+        self.pod_names.remove(uid);
         if let Some((node, ds, true)) = self.pods.remove(uid) {
             // A deleted Ready pod stops counting, as of the revision of the
             // delete (a watch DELETED event carries it).

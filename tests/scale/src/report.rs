@@ -173,6 +173,12 @@ pub struct Result {
     /// measurement, every client's (the controller's untaint patches among
     /// them): the floor under any reaction time.
     pub apiserver_node_patch_ms: Option<crate::metrics::BucketQuantiles>,
+    /// The floor under the reaction, probed in the same run (`floor`), and
+    /// each opening's reaction over it.
+    pub floor: Option<crate::floor::Summary>,
+    /// The controller's own histograms, when it serves nodegate's metrics
+    /// at `{http_addr}`.
+    pub controller_own: Option<crate::floor::OwnShare>,
     /// Seconds from the first node create to the last open sighting.
     pub wall_s: f64,
     pub create_s: f64,
@@ -233,12 +239,15 @@ pub struct Inputs<'a> {
     pub apiserver_node_patch: Option<crate::metrics::BucketQuantiles>,
     pub create_started: std::time::Instant,
     pub create_s: f64,
+    pub floor: Option<&'a crate::floor::Samples>,
+    pub controller_own: Option<crate::floor::OwnShare>,
 }
 
 pub fn compute(i: Inputs<'_>) -> Result {
     let d = i.config.daemonsets;
     let timeout = SignedDuration::try_from(i.timeout).unwrap_or(SignedDuration::MAX);
     let mut reaction = Vec::new();
+    let mut reaction_by_node = HashMap::new();
     let mut gate = Vec::new();
     let mut gate_ready = Vec::new();
     let mut deadline_err = Vec::new();
@@ -296,8 +305,10 @@ pub fn compute(i: Inputs<'_>) -> Result {
                 if open.at < last {
                     c.watch_order_inversions += 1;
                     reaction.push(0.0);
+                    reaction_by_node.insert((*name).clone(), 0.0);
                 } else {
                     reaction.push(ms(open.at - last));
+                    reaction_by_node.insert((*name).clone(), ms(open.at - last));
                 }
             }
             gate_ready.push(ms(open.at.saturating_duration_since(added.at)));
@@ -420,6 +431,10 @@ pub fn compute(i: Inputs<'_>) -> Result {
     let errs = deadline_err;
     let controller_cpu_s = i.controller.cpu_s;
     Result {
+        floor: i
+            .floor
+            .map(|f| crate::floor::summarise(f, &reaction_by_node)),
+        controller_own: i.controller_own,
         opened_by_ready: gate_ready.len(),
         opened_at_deadline: errs.len(),
         controller_cpu_ms_per_node: round(controller_cpu_s * 1000.0 / n),

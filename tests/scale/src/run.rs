@@ -13,8 +13,8 @@ use anyhow::{Context as _, bail};
 use crate::args::{Args, expand, parse_taint};
 use crate::workload::ReadyDelay;
 use crate::{
-    client_for, cluster, lock, log, machine_facts, metrics, observe, procstat, proxy, report,
-    workload,
+    client_for, cluster, floor, lock, log, machine_facts, metrics, observe, procstat, proxy,
+    report, workload,
 };
 
 /// What one run needs besides the flags.
@@ -30,21 +30,21 @@ pub struct RunSpec<'a> {
 }
 
 /// The controller process; killed when dropped.
-struct Controller {
-    child: Child,
+pub struct Controller {
+    pub child: Child,
 }
 
 impl Controller {
-    fn pid(&self) -> u32 {
+    pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    fn running(&mut self) -> bool {
+    pub fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
 
     /// SIGTERM, then SIGKILL after `grace`.
-    fn stop(&mut self, grace: Duration) {
+    pub fn stop(&mut self, grace: Duration) {
         let _ = Command::new("kill")
             .arg("-TERM")
             .arg(self.pid().to_string())
@@ -142,12 +142,14 @@ pub async fn run_once(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<report::
     let record = Arc::clone(&observer.record);
 
     let timeout_arg = format!("{}s", args.timeout.as_secs_f64());
+    let http_addr = floor::free_addr()?;
     let command = expand(
         &template,
         &[
             ("kubeconfig", controller_kubeconfig.display().to_string()),
             ("timeout", timeout_arg),
             ("taint", args.taint.clone()),
+            ("http_addr", http_addr.clone()),
         ],
     );
     log(format!(
@@ -192,6 +194,24 @@ pub async fn run_once(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<report::
             log_path.display()
         );
     }
+
+    // The floor probes go through a proxy of their own (same code, same
+    // hop), so that the controller's counts stay its own.
+    let samples = Arc::new(Mutex::new(floor::Samples::default()));
+    let prober = if args.no_floor {
+        None
+    } else {
+        let probe_proxy = proxy::Proxy::start(client_for(&cluster.kubeconfig).await?).await?;
+        let probe_kubeconfig = state_dir.join("probe.kubeconfig");
+        std::fs::write(&probe_kubeconfig, probe_proxy.kubeconfig())
+            .with_context(|| format!("writing {}", probe_kubeconfig.display()))?;
+        Some(floor::start(
+            client_for(&probe_kubeconfig).await?,
+            Arc::clone(&record),
+            args.daemonsets,
+            Arc::clone(&samples),
+        ))
+    };
 
     // The measurement window starts here for the control plane's CPU.
     lock(&sampler).reset(&["controller"]);
@@ -256,6 +276,12 @@ pub async fn run_once(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<report::
     log("all nodes settled; lingering 3s to catch late writes");
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = metrics::scrape(&admin).await?;
+    if let Some(p) = &prober {
+        p.abort();
+    }
+    let controller_own = floor::scrape(&http_addr)
+        .await
+        .map(|page| floor::own_share(&page));
     sampling.abort();
     let usage: BTreeMap<String, procstat::Usage> = {
         let mut s = lock(&sampler);
@@ -305,6 +331,8 @@ pub async fn run_once(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<report::
             apiserver_node_patch: metrics::node_patch_latency(&before, &after),
             create_started,
             create_s,
+            floor: prober.is_some().then_some(&*lock(&samples)),
+            controller_own,
         })
     };
     println!("{}", crate::table::table(&result));

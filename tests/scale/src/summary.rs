@@ -20,6 +20,10 @@ fn count(n: usize) -> Option<f64> {
     Some(n as f64)
 }
 
+fn own(r: &Result) -> Option<&crate::metrics::BucketQuantiles> {
+    r.controller_own.as_ref()?.event_to_patch_ms.as_ref()
+}
+
 fn cpu(r: &Result, process: &str) -> Option<f64> {
     r.control_plane.get(process).map(|u| u.cpu_s)
 }
@@ -32,6 +36,26 @@ const METRICS: &[Metric] = &[
     Metric {
         name: "reaction p99 (ms)",
         get: |r| Some(r.reaction_ms.p99),
+    },
+    Metric {
+        name: "floor p50 (ms): probe PATCH + its delivery",
+        get: |r| r.floor.as_ref().map(|f| f.floor_ms.p50),
+    },
+    Metric {
+        name: "reaction over floor p50 (ms)",
+        get: |r| r.floor.as_ref().map(|f| f.over_floor_ms.p50),
+    },
+    Metric {
+        name: "reaction over floor p99 (ms)",
+        get: |r| r.floor.as_ref().map(|f| f.over_floor_ms.p99),
+    },
+    Metric {
+        name: "nodegate event→patch p50 (ms)",
+        get: |r| own(r).map(|q| q.p50),
+    },
+    Metric {
+        name: "nodegate event→patch p99 (ms)",
+        get: |r| own(r).map(|q| q.p99),
     },
     Metric {
         name: "API server PATCH nodes p50 (ms)",
@@ -298,6 +322,8 @@ mod tests {
             apiserver_node_patch: None,
             create_started: std::time::Instant::now(),
             create_s: 0.0,
+            floor: None,
+            controller_own: None,
         });
         r.reaction_ms.p50 = reaction_p50;
         r

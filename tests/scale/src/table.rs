@@ -65,6 +65,28 @@ pub fn table(r: &Result) -> String {
             "API server: PATCH nodes", q.p50, q.p90, q.p99, "", q.count
         );
     }
+    if let Some(f) = &r.floor {
+        s += &pct_row("floor: probe PATCH", &f.patch_ms);
+        s += "\n";
+        s += &pct_row("floor: pod watch delivery", &f.pod_delivery_ms);
+        s += "\n";
+        s += &pct_row("floor: node watch delivery", &f.node_delivery_ms);
+        s += "\n";
+        s += &pct_row("floor (PATCH + its delivery)", &f.floor_ms);
+        s += "\n";
+        s += &pct_row("reaction over the floor", &f.over_floor_ms);
+        s += "\n";
+    }
+    if let Some(q) = r
+        .controller_own
+        .as_ref()
+        .and_then(|o| o.event_to_patch_ms.as_ref())
+    {
+        s += &format!(
+            "{:<28} {:>9.2} {:>9.2} {:>9.2} {:>9} {:>7}\n",
+            "nodegate: event→patch sent", q.p50, q.p90, q.p99, "", q.count
+        );
+    }
     s += "\n";
     let k = &r.correctness;
     s += &format!(

@@ -194,14 +194,27 @@ pub async fn create_nodes(
     taint: (&str, &str),
     concurrency: usize,
 ) -> anyhow::Result<()> {
+    let names: Vec<(String, bool)> = (0..n).map(|i| (node_name(i), stuck.contains(&i))).collect();
+    create_named_nodes(client, &names, taint, concurrency).await
+}
+
+/// Creates tainted benchmark nodes by name, each stuck or not,
+/// `concurrency` requests at a time.
+pub async fn create_named_nodes(
+    client: &Client,
+    names: &[(String, bool)],
+    taint: (&str, &str),
+    concurrency: usize,
+) -> anyhow::Result<()> {
     let api: Api<Node> = Api::all(client.clone());
-    let manifests: Vec<Node> = (0..n)
-        .map(|i| {
+    let manifests: Vec<Node> = names
+        .iter()
+        .map(|(name, stuck)| {
             let mut labels = vec![(NODE_LABEL, "true")];
-            if stuck.contains(&i) {
+            if *stuck {
                 labels.push((STUCK_LABEL, "true"));
             }
-            node(&node_name(i), &labels, Some(taint), 110)
+            node(name, &labels, Some(taint), 110)
         })
         .collect::<anyhow::Result<_>>()?;
     futures::stream::iter(manifests)
