@@ -157,26 +157,38 @@ async fn replace_grants_and_the_policy_allow_exactly_the_cordon_with_its_mark() 
         );
     }
 
-    // --- the policy: a cordon alone is refused (wait for the policy).
-    cluster
-        .create_node(&fake_node("rp-a", &[], &[(TAINT, "", "NoSchedule")]))
-        .await;
-    cluster
-        .create_node(&fake_node("rp-b", &[], &[(TAINT, "", "NoSchedule")]))
-        .await;
+    // --- the policy: a cordon alone is refused. The API server enforces a
+    // new policy a moment after it is created (sooner or later under load):
+    // wait for that on a probe node, undoing each cordon let through before.
+    for name in ["rp-a", "rp-b", "rp-probe"] {
+        cluster
+            .create_node(&fake_node(name, &[], &[(TAINT, "", "NoSchedule")]))
+            .await;
+    }
     let cordon = json!({"spec": {"unschedulable": true}});
     wait_for(
         "the admission policy to refuse a bare cordon",
         Duration::from_secs(30),
         || async {
-            match sa_patch(&sa, "rp-a", "merge", &cordon) {
-                Ok(()) => panic!("a cordon without a replace request was allowed"),
+            match sa_patch(&sa, "rp-probe", "merge", &cordon) {
+                Ok(()) => {
+                    must(
+                        "uncordon the probe node",
+                        kubectl(&admin, &["uncordon", "rp-probe"], None),
+                    );
+                    Err("the policy is not enforced yet".to_string())
+                }
                 Err(e) if e.contains("ValidatingAdmissionPolicy") => Ok(()),
                 Err(e) => Err(e),
             }
         },
     )
     .await;
+    refused_by_policy(
+        "a bare cordon",
+        "no node spec field",
+        sa_patch(&sa, "rp-a", "merge", &cordon),
+    );
     refused_by_policy(
         "cordon with some other nodegate.dev/ annotation",
         "no node spec field",
