@@ -15,6 +15,22 @@ use super::policy::{
 // 3. nodegate with nothing but deploy/'s RBAC
 // ---------------------------------------------------------------------------
 
+/// A token for nodegate's ServiceAccount, by TokenRequest (as the kubelet
+/// gets a pod's projected token).
+pub(super) fn sa_token(admin: &Path) -> String {
+    must(
+        "kubectl create token",
+        kubectl(
+            admin,
+            &["-n", NS, "create", "token", SA, "--duration=1h"],
+            None,
+        ),
+    )
+    .stdout
+    .trim()
+    .to_string()
+}
+
 /// A kubeconfig that carries only `token` and the cluster's CA: no client
 /// certificate, no admin token, nothing else to fall back on.
 pub(super) fn token_kubeconfig(admin: &Path, token: &str, dir: &Path) -> PathBuf {
@@ -342,17 +358,7 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
         kubectl(&admin, &["apply", "-f", "-"], Some(&to_stream(&identity))),
     );
     // TokenRequest, as the kubelet does for a pod's projected token.
-    let token = must(
-        "kubectl create token",
-        kubectl(
-            &admin,
-            &["-n", NS, "create", "token", SA, "--duration=1h"],
-            None,
-        ),
-    )
-    .stdout
-    .trim()
-    .to_string();
+    let token = sa_token(&admin);
     assert!(!token.is_empty(), "TokenRequest returned no token");
     let dir = tempfile::tempdir().expect("temp dir");
     let sa = token_kubeconfig(&admin, &token, dir.path());

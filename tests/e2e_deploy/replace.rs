@@ -8,7 +8,7 @@
 //! patch. All with the ServiceAccount's own token.
 
 use super::policy::{refused_by_policy, sa_patch};
-use super::rbac::token_kubeconfig;
+use super::rbac::{sa_token, token_kubeconfig};
 use super::*;
 use jiff::Timestamp;
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
@@ -101,17 +101,7 @@ async fn replace_grants_and_the_policy_allow_exactly_the_cordon_with_its_mark() 
         "apply the base's identity and policies",
         kubectl(&admin, &["apply", "-f", "-"], Some(&to_stream(&refs))),
     );
-    let token = must(
-        "kubectl create token",
-        kubectl(
-            &admin,
-            &["-n", NS, "create", "token", SA, "--duration=1h"],
-            None,
-        ),
-    )
-    .stdout
-    .trim()
-    .to_string();
+    let token = sa_token(&admin);
     let dir = tempfile::tempdir().expect("temp dir");
     let sa = token_kubeconfig(&admin, &token, dir.path());
 
