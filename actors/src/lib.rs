@@ -13,7 +13,8 @@
 //! each other; `pending` is the set of changed pods a gate takes when woken;
 //! `feed` is the change feed and `index` holds what the watchers delivered,
 //! publishing each change on the feed; `router` writes to the index and
-//! routes hints to the gates; `wheel` is the one timer task the gates'
+//! routes hints to the gates; `latest` writes a gate's
+//! condition one write at a time, latest wins; `wheel` is the one timer task the gates'
 //! timers wait in; `node_actor` runs one gate; `supervisor`
 //! spawns and restarts the node actors at the router's request;
 //! `decider_shell` runs each of the deciders beside the gates (the
@@ -25,6 +26,7 @@
 pub mod decider_shell;
 pub mod feed;
 pub mod index;
+pub mod latest;
 pub mod live;
 pub mod messages;
 pub mod node_actor;

@@ -28,6 +28,7 @@ use jiff::Timestamp;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::Instrument;
 
+use crate::latest::LatestWriter;
 use crate::messages::{GateView, NodeMsg};
 use crate::pending::PendingPods;
 use crate::ports::{Clock, EffectExecutor, Withdrawal};
@@ -68,6 +69,9 @@ pub struct NodeActorState {
     /// The `nodegate.dev/Open` condition this gate last handed over
     /// (`--node-condition`): an unchanged one is not written again.
     condition: Option<gate::OpenCondition>,
+    /// Where those conditions go out, one write at a time, in order
+    /// (made at the first write: without the flag a gate pays nothing).
+    condition_out: Option<LatestWriter<gate::ConditionWrite>>,
     journal: Journal,
     /// The pending timer of each kind armed (a few at most).
     timers: Vec<(TimerKind, TimerKey)>,
@@ -113,6 +117,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
             journal: Journal::new(self.ctx.journal_capacity),
             gate: GateState::default(),
             condition: None,
+            condition_out: None,
             timers: Vec::new(),
             reexamine: None,
             withdrawal: Withdrawal::default(),
@@ -316,7 +321,16 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
                 );
             }
             Effect::WriteCondition(write) => {
-                tokio::spawn(async move { executor.write_condition(write).await }.instrument(span));
+                // Never two at once: an older write held for a slot could
+                // otherwise land after a newer one (`latest`).
+                state.condition_out.get_or_insert_default().send(
+                    write,
+                    move |w| {
+                        let executor = Arc::clone(&executor);
+                        async move { executor.write_condition(w).await }
+                    },
+                    span,
+                );
             }
             Effect::RecordEvent(event) => {
                 tokio::spawn(async move { executor.record_event(event).await }.instrument(span));

@@ -1,0 +1,127 @@
+//! One writer at a time, the latest value wins: how a gate hands its
+//! `nodegate.dev/Open` condition to the executor.
+//!
+//! A gate may want two condition writes within milliseconds (`Opening` when
+//! its untaint goes out, `True` once it applied). Each on its own spawned
+//! task, the two raced: the older one, held a moment longer for a patch slot
+//! or a rate token, could land last and leave the node saying `Opening` for
+//! good. Here a value handed over while a write is in flight waits in one
+//! slot, a newer one replaces it, and the single writer task takes the slot
+//! only after its write returned; so the API server sees the writes in the
+//! order they were wanted and the last one wanted is the last one written.
+//! The writer task lives only while there is something to write, so an idle
+//! gate pays for one slot, not for a task.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tracing::Instrument;
+
+/// The slot and whether a writer task is running, under one lock.
+struct Inner<T> {
+    next: Option<T>,
+    writing: bool,
+}
+
+/// Hands values to `write`, one call at a time, in order, skipping any value
+/// a newer one replaced before its turn came.
+pub struct LatestWriter<T> {
+    inner: Arc<Mutex<Inner<T>>>,
+}
+
+impl<T> Default for LatestWriter<T> {
+    fn default() -> Self {
+        LatestWriter {
+            inner: Arc::new(Mutex::new(Inner {
+                next: None,
+                writing: false,
+            })),
+        }
+    }
+}
+
+impl<T: Send + 'static> LatestWriter<T> {
+    /// Queue `value` (replacing any value still waiting), and start the
+    /// writer task on `write` unless one is running. The task runs in
+    /// `span` and outlives this handle, so the last value is written even
+    /// when the gate has ended meanwhile.
+    pub fn send<W, F>(&self, value: T, write: W, span: tracing::Span)
+    where
+        W: Fn(T) -> F + Send + 'static,
+        F: Future<Output = ()> + Send,
+    {
+        {
+            let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            inner.next = Some(value);
+            if inner.writing {
+                return;
+            }
+            inner.writing = true;
+        }
+        let slot = Arc::clone(&self.inner);
+        tokio::spawn(
+            async move {
+                loop {
+                    let value = {
+                        let mut inner = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                        match inner.next.take() {
+                            Some(value) => value,
+                            None => {
+                                inner.writing = false;
+                                return;
+                            }
+                        }
+                    };
+                    write(value).await;
+                }
+            }
+            .instrument(span),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::{Semaphore, mpsc};
+
+    /// The first write is held; two more are handed over meanwhile. The
+    /// second is replaced by the third before its turn, and nothing is
+    /// written out of order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_held_write_is_followed_only_by_the_latest_value() {
+        let writer = LatestWriter::default();
+        let gate = Arc::new(Semaphore::new(0));
+        let (started_tx, mut started) = mpsc::unbounded_channel();
+        let (written_tx, mut written) = mpsc::unbounded_channel();
+        let write = {
+            let gate = Arc::clone(&gate);
+            move |v: u32| {
+                let gate = Arc::clone(&gate);
+                let started = started_tx.clone();
+                let written = written_tx.clone();
+                async move {
+                    started.send(v).expect("receiver alive");
+                    let permit = gate.acquire().await.expect("semaphore open");
+                    permit.forget();
+                    written.send(v).expect("receiver alive");
+                }
+            }
+        };
+        writer.send(1, write.clone(), tracing::Span::none());
+        assert_eq!(started.recv().await, Some(1));
+        writer.send(2, write.clone(), tracing::Span::none());
+        writer.send(3, write.clone(), tracing::Span::none());
+        gate.add_permits(10);
+        assert_eq!(written.recv().await, Some(1));
+        assert_eq!(written.recv().await, Some(3));
+        assert_eq!(started.recv().await, Some(3), "2 was never started");
+        // A value handed over later is written too.
+        writer.send(4, write, tracing::Span::none());
+        assert_eq!(written.recv().await, Some(4));
+        drop(writer);
+        assert_eq!(written.recv().await, None, "no write beyond the latest");
+        assert_eq!(started.recv().await, Some(4));
+        assert_eq!(started.recv().await, None);
+    }
+}
