@@ -14,10 +14,12 @@ use serde::{Deserialize, Serialize};
 mod shared;
 pub use shared::{Interner, Shared};
 
-/// Labels (and annotations) by key. Keys and values are [`Shared`]: the
-/// watches intern them, so the label keys and most values of 65,000 nodes
-/// are held once (docs/benchmarks.md, "65,000 open nodes").
-pub type Labels = BTreeMap<Shared, Shared>;
+/// Labels (and annotations) by key, as a sorted vector: a node's 25
+/// labels take 800 bytes instead of a B-tree's 1.6 KiB. Keys and values
+/// are [`Shared`]: the watches intern them, so the label keys and most
+/// values of 65,000 nodes are held once (docs/benchmarks.md, "65,000 open
+/// nodes").
+pub type Labels = crate::vec_map::VecMap<Shared, Shared>;
 
 /// A node taint. `effect` is one of `NoSchedule`, `PreferNoSchedule`,
 /// `NoExecute` on a valid object; kept as a string so the rules can mirror

@@ -222,6 +222,13 @@ impl<K: Ord, V> FromIterator<(K, V)> for VecMap<K, V> {
     }
 }
 
+/// Like a `BTreeMap`'s, for literals: `[(k, v), ...].into()`.
+impl<K: Ord, V, const N: usize> From<[(K, V); N]> for VecMap<K, V> {
+    fn from(entries: [(K, V); N]) -> Self {
+        entries.into_iter().collect()
+    }
+}
+
 impl<K: Ord, V> Extend<(K, V)> for VecMap<K, V> {
     fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, iter: I) {
         for (k, v) in iter {
