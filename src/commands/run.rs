@@ -42,6 +42,7 @@ use crate::trace::{self, TraceSink};
 
 pub mod deciders;
 pub mod reload;
+pub mod trim;
 
 /// The identity this replica reports in Events (`reportingInstance`); its
 /// Lease identity is this plus a random suffix (`leader::identity`).
@@ -119,6 +120,7 @@ struct Running {
     http: JoinHandle<()>,
     debug: Option<JoinHandle<()>>,
     reload: JoinHandle<()>,
+    trim: JoinHandle<()>,
     deciders: Vec<deciders::Task>,
     webhook: Option<Webhook>,
     traces: Option<JoinHandle<()>>,
@@ -149,6 +151,7 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         args.gate.config.clone(),
         shared.stop.clone(),
     );
+    let trim = trim::spawn(Arc::clone(&shared.router), shared.stop.clone());
     let running = Running {
         elector,
         supervisor,
@@ -156,6 +159,7 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         http,
         debug,
         reload,
+        trim,
         deciders,
         webhook,
         traces,
@@ -426,6 +430,7 @@ impl Running {
             let _ = tokio::time::timeout(short, task).await;
         }
         let _ = tokio::time::timeout(short, self.reload).await;
+        let _ = tokio::time::timeout(short, self.trim).await;
         for task in self.deciders {
             let _ = tokio::time::timeout(short, task).await;
         }
