@@ -145,11 +145,20 @@ pub fn condition_write(
     if !cfg.node_condition || cfg.dry_run {
         return None;
     }
-    let node = state.node.as_ref()?.name.clone();
+    let node = state.node.as_ref()?;
     let condition = condition_change(last, state)?;
-    let transition = last.is_none_or(|l| l.open != condition.open);
+    // This gate's first write (a new gate, or one after a restart) is a
+    // transition only if the node does not already say the same status:
+    // a restart must not move `lastTransitionTime`.
+    let transition = match last {
+        Some(l) => l.open != condition.open,
+        None => node
+            .conditions
+            .get(OPEN_CONDITION)
+            .is_none_or(|c| c.status != condition.status()),
+    };
     Some(super::ConditionWrite {
-        node,
+        node: node.name.clone(),
         condition,
         transition,
     })

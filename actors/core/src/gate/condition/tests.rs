@@ -163,3 +163,31 @@ fn the_write_is_off_without_the_flag_and_marks_status_transitions() {
     let same_status = condition_write(Some(&other), &state, &on).expect("message changed");
     assert!(!same_status.transition);
 }
+
+#[test]
+fn a_first_write_after_a_restart_keeps_the_nodes_transition_time() {
+    let on = crate::gate::GateConfig {
+        node_condition: true,
+        ..crate::gate::GateConfig::default()
+    };
+    let mut state = gated(&[("kube-system/cni", Some("no pod on the node yet"))]);
+    let with_status = |state: &GateState, status: &str| {
+        let mut node = (**state.node.as_ref().expect("node")).clone();
+        node.conditions.insert(
+            OPEN_CONDITION.into(),
+            crate::model::NodeCondition {
+                status: status.into(),
+                since: Some(ts(100)),
+            },
+        );
+        Arc::new(node)
+    };
+    // A previous process wrote False; this gate still says False.
+    state.node = Some(with_status(&state, "False"));
+    let write = condition_write(None, &state, &on).expect("first write of this gate");
+    assert_eq!(write.condition.status(), "False");
+    assert!(!write.transition, "the node already said False");
+    // It said True (an earlier gate opened it; the node was re-gated).
+    state.node = Some(with_status(&state, "True"));
+    assert!(condition_write(None, &state, &on).expect("write").transition);
+}
