@@ -42,7 +42,6 @@ use crate::trace::{self, TraceSink};
 
 pub mod deciders;
 pub mod reload;
-pub mod trim;
 
 /// The identity this replica reports in Events (`reportingInstance`); its
 /// Lease identity is this plus a random suffix (`leader::identity`).
@@ -120,7 +119,6 @@ struct Running {
     http: JoinHandle<()>,
     debug: Option<JoinHandle<()>>,
     reload: JoinHandle<()>,
-    trim: JoinHandle<()>,
     deciders: Vec<deciders::Task>,
     webhook: Option<Webhook>,
     traces: Option<JoinHandle<()>>,
@@ -151,7 +149,6 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         args.gate.config.clone(),
         shared.stop.clone(),
     );
-    let trim = trim::spawn(Arc::clone(&shared.router), shared.stop.clone());
     let running = Running {
         elector,
         supervisor,
@@ -159,7 +156,6 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         http,
         debug,
         reload,
-        trim,
         deciders,
         webhook,
         traces,
@@ -430,7 +426,6 @@ impl Running {
             let _ = tokio::time::timeout(short, task).await;
         }
         let _ = tokio::time::timeout(short, self.reload).await;
-        let _ = tokio::time::timeout(short, self.trim).await;
         for task in self.deciders {
             let _ = tokio::time::timeout(short, task).await;
         }
