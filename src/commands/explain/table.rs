@@ -47,16 +47,37 @@ fn push_node_header(out: &mut String, report: &Report, width: usize) {
     );
     push_wrapped(out, "", "", &header, width);
     let counts = format!(
-        "{} of {} DaemonSets and critical pods expected here, {} of them Ready",
+        "{} of {} {} expected here, {} of them Ready",
         report.expected_members,
         report.daemonsets.len()
             + report.critical_pods.len()
             + report.conditions.len()
             + report.devices.len()
             + report.canary.len(),
+        member_kinds(report),
         report.ready_members,
     );
     push_wrapped(out, "", "", &counts, width);
+}
+
+/// What the header counts, in words: "DaemonSets", then each other kind of
+/// member the node has ("DaemonSets, critical pods and node conditions").
+fn member_kinds(report: &Report) -> String {
+    let mut kinds = vec!["DaemonSets"];
+    for (n, kind) in [
+        (report.critical_pods.len(), "critical pods"),
+        (report.conditions.len(), "node conditions"),
+        (report.devices.len(), "devices"),
+        (report.canary.len(), "the canary"),
+    ] {
+        if n > 0 {
+            kinds.push(kind);
+        }
+    }
+    match kinds.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => kinds.join(""),
+    }
 }
 
 /// The DaemonSet table, then the critical-pod and condition tables when

@@ -305,3 +305,32 @@ fn device_members_have_their_own_section_with_what_each_waits_for() {
         r.verdict
     );
 }
+
+#[test]
+fn the_header_names_each_kind_of_member_it_counts() {
+    let mut report = sample_report();
+    let some_row = report
+        .daemonsets
+        .first()
+        .cloned()
+        .expect("the sample has DaemonSets");
+    let header = |r: &Report| render_table(r, 200).lines().nth(1).map(str::to_string);
+    report.conditions.push(some_row.clone());
+    report.canary.push(some_row);
+    assert_eq!(
+        header(&report).as_deref(),
+        Some(
+            "8 of 15 DaemonSets, critical pods, node conditions and the canary expected here, 1 of them Ready"
+        )
+    );
+    report.critical_pods.clear();
+    report.conditions.clear();
+    report.canary.clear();
+    let total = report.daemonsets.len();
+    assert_eq!(
+        header(&report),
+        Some(format!(
+            "8 of {total} DaemonSets expected here, 1 of them Ready"
+        ))
+    );
+}

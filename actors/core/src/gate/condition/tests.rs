@@ -189,5 +189,9 @@ fn a_first_write_after_a_restart_keeps_the_nodes_transition_time() {
     assert!(!write.transition, "the node already said False");
     // It said True (an earlier gate opened it; the node was re-gated).
     state.node = Some(with_status(&state, "True"));
-    assert!(condition_write(None, &state, &on).expect("write").transition);
+    assert!(
+        condition_write(None, &state, &on)
+            .expect("write")
+            .transition
+    );
 }
