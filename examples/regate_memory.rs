@@ -108,6 +108,7 @@ fn main() {
             metrics: Arc::new(Metrics::new(Arc::clone(&leadership))),
             leader: leadership,
             canaries: None,
+            fresh_versions: Default::default(),
         });
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let task = decider_shell::start(Regater::new(), &router, executor, clock, None, stopped);

@@ -32,6 +32,7 @@ use rand::Rng;
 
 use crate::cluster::leader::Leadership;
 use crate::cluster::server_time::ServerTime;
+use crate::cluster::term_read::TermRead;
 use crate::cluster::writer::Writer;
 use crate::serve::metrics::{Metrics, NodeWrite};
 
@@ -61,6 +62,9 @@ pub struct KubeExecutor {
     pub metrics: Arc<Metrics>,
     /// The canary pods' requests (`canary`); `None`: off.
     pub canaries: Option<crate::cluster::canary::Canaries>,
+    /// The fresh read of every node's version the budgeted deciders wait
+    /// for after gaining the lease: one per leadership term, shared.
+    pub fresh_versions: TermRead<Vec<(String, String)>>,
 }
 
 impl KubeExecutor {
@@ -225,7 +229,12 @@ impl EffectExecutor for KubeExecutor {
     }
 
     async fn fresh_node_versions(&self) -> Result<Option<Vec<(String, String)>>, String> {
-        fresh_node_versions(self.writer.client()).await.map(Some)
+        self.fresh_versions
+            .get(self.leader.term(), || {
+                fresh_node_versions(self.writer.client())
+            })
+            .await
+            .map(Some)
     }
 
     fn tally(&self, tally: &Tally) {

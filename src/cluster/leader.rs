@@ -54,6 +54,9 @@ struct Held {
     /// The latest node write refused since the gates were last told they may
     /// write (see [`Leadership::renewed`]).
     refused_at: Option<Instant>,
+    /// How many times this replica began to lead after not leading (see
+    /// [`Leadership::term`]).
+    term: u64,
 }
 
 impl Leadership {
@@ -74,6 +77,7 @@ impl Leadership {
                 leader: !elected,
                 until: None,
                 refused_at: None,
+                term: 0,
             }),
             seen: Mutex::new(Seen::new()),
         }
@@ -114,6 +118,14 @@ impl Leadership {
         self.admits_write_at(Instant::now())
     }
 
+    /// The leadership term: a number that changes each time this replica
+    /// begins to lead after not leading (a lapse of the renew deadline
+    /// included), and only then. Whatever was read in one term says
+    /// nothing of the writes another leader made before the next.
+    pub fn term(&self) -> u64 {
+        self.held().term
+    }
+
     fn admits_write_at(&self, now: Instant) -> bool {
         let mut held = self.lock();
         let admits = held.leads_at(now);
@@ -143,6 +155,9 @@ impl Leadership {
     fn renewed(&self, started: Instant, answered: Instant, until: Instant) -> bool {
         let mut held = self.lock();
         let lapsed = !held.leads_at(answered);
+        if lapsed {
+            held.term += 1;
+        }
         let refused = held.refused_at;
         if refused.is_some_and(|at| at < started) {
             held.refused_at = None;

@@ -6,7 +6,8 @@
 //! (`server_time`), and the one node writer: `patch` builds every
 //! conditional patch, `writer` sends it within the slots and the rate, and
 //! `executor` is the port the gates and the deciders write through
-//! (leadership, Events, metrics). `entrance` reads what the admission
+//! (leadership, Events, metrics; `term_read` shares its one fresh node
+//! read per leadership term). `entrance` reads what the admission
 //! webhook and `backfill` need of a node and its pods.
 
 pub mod canary;
@@ -22,5 +23,6 @@ pub mod relist;
 pub mod replace;
 pub mod server_time;
 pub mod slices;
+pub mod term_read;
 pub mod watch;
 pub mod writer;

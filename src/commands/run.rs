@@ -298,6 +298,7 @@ async fn start_writers(
         leader: Arc::clone(&shared.leadership),
         metrics: Arc::clone(&shared.metrics),
         canaries,
+        fresh_versions: Default::default(),
     });
     let clock = Arc::new(SystemClock {
         server_time: Arc::clone(&shared.server_time),

@@ -148,3 +148,24 @@ fn identities_differ_between_processes_on_one_host() {
     assert_ne!(identity("host"), identity("host"));
     assert!(identity("host").starts_with("host_"));
 }
+
+#[test]
+fn the_term_changes_only_when_leading_begins_again() {
+    let s = Duration::from_secs;
+    let l = Leadership::follower();
+    let t0 = Instant::now();
+    let first = l.term();
+    l.renewed(t0, t0, t0 + s(10));
+    let leading = l.term();
+    assert_ne!(leading, first, "became leader");
+    l.renewed(t0 + s(2), t0 + s(3), t0 + s(12));
+    assert_eq!(l.term(), leading, "a renewal in time is the same term");
+    // The renew deadline passed before the next renewal answered: another
+    // replica may have led in between.
+    l.renewed(t0 + s(11), t0 + s(13), t0 + s(21));
+    let after_lapse = l.term();
+    assert_ne!(after_lapse, leading);
+    l.step_down();
+    l.renewed(t0 + s(30), t0 + s(30), t0 + s(40));
+    assert_ne!(l.term(), after_lapse, "lost and taken again");
+}
