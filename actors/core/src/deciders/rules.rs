@@ -555,35 +555,18 @@ impl Decider for RuleTainter {
                 let deferred = std::mem::take(&mut self.deferred);
                 self.looked(&self.due(cx, deferred), cx)
             }
-            // Pods, gate endings, pod lists, node reads, canaries: not ours.
-            _ => return Vec::new(),
+            // Named one by one, so that a new input is a compile error here.
+            Input::Changed(Change::Pods { .. } | Change::GateStopped { .. })
+            | Input::PodsListed { .. }
+            | Input::NodeRead { .. }
+            | Input::Replaced { .. }
+            | Input::CanaryCreated { .. }
+            | Input::CanaryDeleted { .. }
+            | Input::CanariesListed(_) => return Vec::new(),
         };
         self.ask(cx.now, &mut out);
         out
     }
-}
-
-/// `count` moved by one node's contribution going from `before` to `now`.
-fn shift(count: usize, before: bool, now: bool) -> usize {
-    match (before, now) {
-        (true, false) => count.saturating_sub(1),
-        (false, true) => count + 1,
-        _ => count,
-    }
-}
-
-fn unseen(version: &str, expect: Expect) -> Unseen {
-    Unseen {
-        version: version.to_string(),
-        expect,
-    }
-}
-
-/// `at` on the window clock ([`Now::for_window`]), as the local clock will
-/// read it then: the shell's timers run on the local clock.
-fn on_local_clock(now: Now, at: Timestamp) -> Timestamp {
-    let ahead = now.for_window().duration_since(now.local);
-    at.checked_sub(ahead).unwrap_or(at)
 }
 
 pub mod backoff;
@@ -591,7 +574,7 @@ mod total;
 mod writes;
 
 use backoff::Backoffs;
-use writes::{applied, carries, change, info};
+use writes::{applied, carries, change, info, on_local_clock, shift, unseen};
 
 #[cfg(test)]
 mod tests;

@@ -1,11 +1,16 @@
 //! The writes a rule asks for, and the words for them: the taint change
-//! on a node, the log lines, and the count and Event of an applied write.
+//! on a node, the log lines, and the count and Event of an applied write;
+//! and the small helpers of the tainter's bookkeeping (counts, unseen
+//! writes, the window clock).
 
 use crate::annotations;
 use crate::conditions::rules::{self, ConditionTaintRule, RuleAction};
 use crate::deciders::{Context, Effect, Level, Now, TaintChange, TaintWrite, Tally};
 use crate::gate::{EventType, NodeEvent, Reason};
 use crate::model::NodeInfo;
+use jiff::Timestamp;
+
+use super::{Expect, Unseen};
 
 /// Whether `node` carries `rule`'s taint (key and effect), whoever put it on.
 pub(super) fn carries(node: &NodeInfo, rule: &ConditionTaintRule) -> bool {
@@ -100,4 +105,27 @@ pub(super) fn applied(write: &TaintWrite, rule: &str, why: &str, cx: &Context<'_
         Effect::log(Level::Info, &write.node, format!("{what}: {why}")),
         Effect::RecordEvent(event),
     ]
+}
+
+/// `count` moved by one node's contribution going from `before` to `now`.
+pub(super) fn shift(count: usize, before: bool, now: bool) -> usize {
+    match (before, now) {
+        (true, false) => count.saturating_sub(1),
+        (false, true) => count + 1,
+        _ => count,
+    }
+}
+
+pub(super) fn unseen(version: &str, expect: Expect) -> Unseen {
+    Unseen {
+        version: version.to_string(),
+        expect,
+    }
+}
+
+/// `at` on the window clock ([`Now::for_window`]), as the local clock will
+/// read it then: the shell's timers run on the local clock.
+pub(super) fn on_local_clock(now: Now, at: Timestamp) -> Timestamp {
+    let ahead = now.for_window().duration_since(now.local);
+    at.checked_sub(ahead).unwrap_or(at)
 }
