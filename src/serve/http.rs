@@ -438,6 +438,7 @@ fn summary(view: &GateView, now: Timestamp) -> Value {
         "gate_start": s.gate_start(),
         "age_seconds": age_seconds(s, now),
         "deadline": deadline(s),
+        "schedule_deadline": schedule_deadline(s),
     })
 }
 
@@ -445,6 +446,16 @@ fn deadline(s: &GateState) -> Option<Timestamp> {
     // Only a gate still waiting has a deadline ahead of it.
     match s.phase {
         Phase::Waiting | Phase::Opening => s.timers.deadline,
+        _ => None,
+    }
+}
+
+/// `--schedule-timeout`'s earlier deadline for members that never got a
+/// pod, while it is still ahead of a waiting gate (it is cleared once it
+/// passed or is no earlier than the deadline).
+fn schedule_deadline(s: &GateState) -> Option<Timestamp> {
+    match s.phase {
+        Phase::Waiting => s.timers.schedule_deadline,
         _ => None,
     }
 }
@@ -460,6 +471,7 @@ fn detail(view: &GateView, live: bool, now: Timestamp) -> Value {
         "gate_start": s.gate_start(),
         "age_seconds": if live { age_seconds(s, now) } else { None },
         "deadline": deadline(s),
+        "schedule_deadline": schedule_deadline(s),
         "expected_count": expected,
         "ready_count": ready,
         "expected": members(s),
@@ -536,5 +548,26 @@ mod tests {
             "the last event is the opening: {}",
             v["journal"]
         );
+    }
+
+    #[test]
+    fn a_waiting_gate_shows_its_schedule_deadline_and_a_finished_one_none() {
+        let (mut state, journal) = opened_gate("a");
+        state.timers.deadline = Some(ts(300));
+        state.timers.schedule_deadline = Some(ts(60));
+        let view = |state: GateState| GateView {
+            node: "a".into(),
+            state,
+            journal: journal.entries().collect(),
+            journal_dropped: 0,
+        };
+        let opened = view(state.clone());
+        assert_eq!(summary(&opened, ts(10))["schedule_deadline"], Value::Null);
+        state.phase = Phase::Waiting;
+        let waiting = view(state);
+        for v in [summary(&waiting, ts(10)), detail(&waiting, true, ts(10))] {
+            assert_eq!(v["schedule_deadline"], "1970-01-01T00:01:00Z", "{v}");
+            assert_eq!(v["deadline"], "1970-01-01T00:05:00Z", "{v}");
+        }
     }
 }
