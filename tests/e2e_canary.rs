@@ -20,7 +20,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use support::gate::{Env, NS, has_gate_taint, is_ready};
 use support::{Nodegate, http_get, wait_for};
@@ -38,7 +38,11 @@ fn count_canaries(pods: Api<Pod>) -> Arc<Mutex<usize>> {
     let out = Arc::clone(&most);
     tokio::spawn(async move {
         let mut live: BTreeMap<String, ()> = BTreeMap::new();
-        let mut stream = watcher(pods, watcher::Config::default().labels(LABEL)).boxed();
+        // With backoff: without it a watch whose cluster is gone retries in a
+        // busy loop and starves the test it serves.
+        let mut stream = watcher(pods, watcher::Config::default().labels(LABEL))
+            .default_backoff()
+            .boxed();
         while let Some(event) = stream.next().await {
             match event {
                 Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {

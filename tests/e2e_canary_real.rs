@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use support::gate::has_gate_taint;
 use support::{Nodegate, wait_for};
 
@@ -52,7 +52,9 @@ async fn on_a_real_node_the_canary_gets_a_sandbox_and_an_ip_and_the_node_opens()
     let record = Arc::clone(&seen);
     let watched = pods.clone();
     tokio::spawn(async move {
-        let mut stream = watcher(watched, watcher::Config::default().labels(LABEL)).boxed();
+        let mut stream = watcher(watched, watcher::Config::default().labels(LABEL))
+            .default_backoff()
+            .boxed();
         while let Some(event) = stream.next().await {
             if let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = event {
                 record.lock().unwrap_or_else(|e| e.into_inner()).push(p);
