@@ -180,3 +180,238 @@ with open(registry + ".lock", "w") as lock:
 print(" ".join(map(str, chosen)))
 PY
 }
+
+# --- Processes: stop only what this cluster started.
+#
+# Every process a cluster starts carries the cluster's token in its
+# environment (NODEGATE_LOCAL_ID, kept in DIR/id) and is recorded in
+# DIR/pids/NAME as "PID START BOOT": its start time in clock ticks since boot
+# (field 22 of /proc/PID/stat) and the boot id. A recorded process is signalled
+# only when all three still match and its environment carries the token; a
+# pid that was reused, or a file that was forged, is dropped, never signalled.
+# Where the machine lets us make cgroups (a cgroup2 mount we may write to), a
+# cluster also gets its own cgroup, DIR/cgroup names it, each component a
+# child of it: stopping signals exactly the processes in that cgroup (shims
+# and other children that made their own session included), then
+# `cgroup.kill` takes whatever is left.
+
+boot_id() { cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown; }
+
+# Field N (1-based, as proc(5) counts) of /proc/PID/stat; the command name
+# (field 2) may hold spaces and parentheses, so counting starts after its
+# last ')'.
+proc_stat_field() { # pid n
+  local stat rest
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  rest=${stat##*) }
+  local -a f
+  read -r -a f <<<"$rest"
+  [ "$2" -ge 3 ] && [ -n "${f[$(($2 - 3))]:-}" ] || return 1
+  printf '%s\n' "${f[$(($2 - 3))]}"
+}
+
+# The cgroup2 mount a cluster's cgroup goes under, when there is one.
+cgroup2_mount() { awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts 2>/dev/null; }
+
+# Makes DIR/id (the token) and, where possible, the cluster's cgroup.
+cluster_identity_init() { # state-dir
+  local dir=$1 id root cg
+  id=$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+  [ -n "$id" ] || die "could not make a token for the cluster in $dir"
+  printf '%s\n' "$id" >"$dir/id"
+  root=$(cgroup2_mount)
+  if [ -n "$root" ] && [ -w "$root" ]; then
+    cg="$root/nodegate-local/$id"
+    if mkdir -p "$cg" 2>/dev/null && [ -e "$cg/cgroup.kill" ]; then
+      printf '%s\n' "$cg" >"$dir/cgroup"
+    else
+      rmdir "$cg" 2>/dev/null || true
+    fi
+  fi
+}
+
+cluster_id() { # state-dir
+  local id
+  id=$(cat "$1/id" 2>/dev/null) || return 1
+  [[ "$id" =~ ^[0-9a-f]{24}$ ]] || return 1
+  printf '%s\n' "$id"
+}
+
+# The cgroup of the cluster (no argument) or of one component; empty when the
+# cluster has none. Only a path under the cgroup2 mount that names the
+# cluster's own token is believed.
+cluster_cgroup() { # state-dir [name]
+  local cg id root
+  [ -f "$1/cgroup" ] || return 0
+  cg=$(cat "$1/cgroup") id=$(cluster_id "$1") || return 0
+  root=$(cgroup2_mount)
+  [ -n "$root" ] && [ "$cg" = "$root/nodegate-local/$id" ] && [ -d "$cg" ] || return 0
+  if [ $# -ge 2 ]; then printf '%s/%s\n' "$cg" "$2"; else printf '%s\n' "$cg"; fi
+}
+
+# Starts `command...` in its own session, in the component's cgroup, with the
+# cluster's token, its output going to DIR/logs/NAME.log (appended with
+# --append); records it in DIR/pids/NAME and prints its pid.
+proc_launch() { # state-dir name [--append] command...
+  local dir=$1 name=$2 append=0 id cg pid start
+  shift 2
+  if [ "${1:-}" = --append ]; then append=1; shift; fi
+  [ $# -gt 0 ] || die "proc_launch $name: no command"
+  id=$(cluster_id "$dir") || die "no cluster token in $dir/id (was it started by deploy/local/up?)"
+  [ ! -e "$dir/pids/$name" ] || die "$name already runs in $dir (pids/$name)"
+  cg=$(cluster_cgroup "$dir" "$name")
+  [ -z "$cg" ] || mkdir -p "$cg" || die "could not make the cgroup $cg"
+  mkdir -p "$dir/pids" "$dir/logs"
+  local log="$dir/logs/$name.log"
+  [ "$append" = 1 ] || : >"$log"
+  # The child joins the cgroup and takes the token before it runs the
+  # command, so nothing of the command ever runs outside them.
+  NODEGATE_LOCAL_ID=$id setsid bash -c '
+    if [ -n "$1" ]; then echo "$$" >"$1/cgroup.procs" || exit 126; fi
+    shift
+    exec "$@"' nodegate-local-launch "$cg" "$@" >>"$log" 2>&1 </dev/null &
+  pid=$!
+  start=$(proc_stat_field "$pid" 22) || die "$name (pid $pid) exited at once; see $log"
+  printf '%s %s %s\n' "$pid" "$start" "$(boot_id)" >"$dir/pids/$name"
+  printf '%s\n' "$pid"
+}
+
+# The pid of NAME when the recorded process is still the one that was
+# started (pid, start time, boot id and the token all match); otherwise
+# nothing, and a status of 1.
+proc_pid() { # state-dir name
+  local dir=$1 name=$2 pid start boot id
+  [ -f "$dir/pids/$name" ] || return 1
+  read -r pid start boot <"$dir/pids/$name" || true
+  [[ "$pid" =~ ^[0-9]+$ ]] && [[ "${start:-}" =~ ^[0-9]+$ ]] && [ "${boot:-}" = "$(boot_id)" ] || return 1
+  [ "$(proc_stat_field "$pid" 22 2>/dev/null)" = "$start" ] || return 1
+  id=$(cluster_id "$dir") || return 1
+  tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ" | grep -qx "NODEGATE_LOCAL_ID=$id" || return 1
+  printf '%s\n' "$pid"
+}
+
+proc_alive() { proc_pid "$1" "$2" >/dev/null; }
+
+# The pids in a cgroup and all its descendants.
+cgroup_pids() { # cgroup-dir
+  [ -d "$1" ] || return 0
+  find "$1" -name cgroup.procs -exec cat {} + 2>/dev/null
+}
+
+cgroup_populated() { # cgroup-dir
+  [ -d "$1" ] && grep -qx 'populated 1' "$1/cgroup.events" 2>/dev/null
+}
+
+# Removes a cgroup and its descendants, deepest first (each must be empty).
+cgroup_remove() { # cgroup-dir
+  [ -d "$1" ] || return 0
+  find "$1" -depth -type d -exec rmdir {} + 2>/dev/null || true
+}
+
+# Sends SIG to NAME: to every process of its cgroup, or else to the verified
+# pid, and to its process group only when that group is the pid's own.
+proc_signal() { # state-dir name signal
+  local dir=$1 name=$2 sig=$3 cg pid p sent=1
+  cg=$(cluster_cgroup "$dir" "$name")
+  if [ -n "$cg" ] && [ -d "$cg" ]; then
+    for p in $(cgroup_pids "$cg"); do kill "-$sig" "$p" 2>/dev/null && sent=0; done
+    return $sent
+  fi
+  pid=$(proc_pid "$dir" "$name") || return 1
+  if [ "$(proc_stat_field "$pid" 5)" = "$pid" ]; then
+    kill "-$sig" -- "-$pid" 2>/dev/null
+  else
+    kill "-$sig" "$pid" 2>/dev/null
+  fi
+}
+
+# Stops NAME: SIG (TERM by default), then after GRACE seconds whatever is
+# left of it is killed. A record that no longer names the process it
+# recorded is dropped without a signal.
+proc_stop() { # state-dir name [signal] [grace-seconds]
+  local dir=$1 name=$2 sig=${3:-TERM} grace=${4:-5} cg pid i
+  cg=$(cluster_cgroup "$dir" "$name")
+  pid=$(proc_pid "$dir" "$name") || pid=""
+  if [ -z "$pid" ] && [ -f "$dir/pids/$name" ] && [ -z "$cg" ]; then
+    log "$name: the recorded process is gone or is not this cluster's (pids/$name); not signalled"
+  fi
+  if [ -n "$pid" ] || cgroup_populated "$cg"; then
+    proc_signal "$dir" "$name" "$sig" || true
+    # A stopped process (SIGSTOP) acts on TERM only once continued.
+    proc_signal "$dir" "$name" CONT || true
+    for ((i = 0; i < grace * 10; i++)); do
+      if [ -n "$cg" ]; then cgroup_populated "$cg" || break; else proc_alive "$dir" "$name" || break; fi
+      sleep 0.1
+    done
+    if [ -n "$cg" ] && cgroup_populated "$cg"; then
+      [ "$sig" = KILL ] || log "$name ignored SIG$sig for ${grace}s; killing it"
+      echo 1 >"$cg/cgroup.kill" 2>/dev/null || true
+      for ((i = 0; i < 50; i++)); do cgroup_populated "$cg" || break; sleep 0.1; done
+    elif [ -z "$cg" ] && proc_alive "$dir" "$name"; then
+      [ "$sig" = KILL ] || log "$name (pid $pid) ignored SIG$sig for ${grace}s; killing it"
+      proc_signal "$dir" "$name" KILL || true
+      for ((i = 0; i < 50; i++)); do proc_alive "$dir" "$name" || break; sleep 0.1; done
+    fi
+  fi
+  [ -z "$cg" ] || cgroup_remove "$cg"
+  rm -f "$dir/pids/$name"
+}
+
+# The pids of every process that carries the cluster's token in its
+# environment: what is left of it when it has no cgroup (a shim that made
+# its own session, say).
+token_pids() { # state-dir
+  local id p
+  id=$(cluster_id "$1") || return 0
+  for p in /proc/[0-9]*; do
+    tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "NODEGATE_LOCAL_ID=$id" && printf '%s\n' "${p#/proc/}"
+  done
+  return 0
+}
+
+# After every component was stopped: anything still in the cluster's cgroup
+# (or, without one, still carrying its token) is killed, and the cgroup
+# removed.
+cluster_sweep() { # state-dir
+  local dir=$1 cg p i
+  cg=$(cluster_cgroup "$dir")
+  if [ -n "$cg" ]; then
+    if cgroup_populated "$cg"; then
+      echo 1 >"$cg/cgroup.kill" 2>/dev/null || true
+      for ((i = 0; i < 50; i++)); do cgroup_populated "$cg" || break; sleep 0.1; done
+    fi
+    cgroup_remove "$cg"
+    rmdir "$(dirname "$cg")" 2>/dev/null || true
+  else
+    for p in $(token_pids "$dir"); do
+      [ "$p" = "$$" ] || kill -KILL "$p" 2>/dev/null || true
+    done
+  fi
+}
+
+# The real node's bridge carries the alias "nodegate-local:TOKEN:DIR" of the
+# cluster that made it.
+bridge_alias() { printf 'nodegate-local:%s:%s\n' "$(cluster_id "$1")" "$1"; }
+bridge_alias_now() { cat "/sys/class/net/$REAL_NODE_BRIDGE/ifalias" 2>/dev/null; }
+bridge_owner_dir() {
+  local a
+  a=$(bridge_alias_now)
+  case "$a" in nodegate-local:*:*) a=${a#nodegate-local:}; printf '%s\n' "${a#*:}" ;; esac
+}
+bridge_is_ours() { # state-dir
+  local id
+  id=$(cluster_id "$1") || return 1
+  [ "$(bridge_alias_now)" = "nodegate-local:$id:$1" ]
+}
+
+# Whether any process recorded in a state directory is still the one that
+# was started there.
+cluster_running() { # state-dir
+  local f
+  for f in "$1"/pids/*; do
+    [ -f "$f" ] || continue
+    proc_alive "$1" "${f##*/}" && return 0
+  done
+  [ -n "$(cluster_cgroup "$1")" ] && cgroup_populated "$(cluster_cgroup "$1")" && return 0
+  return 1
+}

@@ -96,13 +96,26 @@ impl Faults {
         }
     }
 
-    /// The pid `deploy/local` recorded for `component` (e.g. kube-apiserver).
+    /// The pid of `component` (e.g. kube-apiserver), as `deploy/local/proc`
+    /// verifies it: the process that cluster started, never a recycled pid.
     pub fn pid(&self, component: &str) -> u32 {
-        let f = self.state_dir.join("pids").join(component);
-        std::fs::read_to_string(&f)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no pid recorded in {}", f.display()))
+        let out = std::process::Command::new(local_script("proc"))
+            .arg("pid")
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .arg(component)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run deploy/local/proc: {e}"));
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| {
+                panic!(
+                    "{component} is not running in {}: {}",
+                    self.state_dir.display(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )
+            })
     }
 
     /// Writes `what` into the timeline, with the seconds since `new`.
@@ -135,19 +148,27 @@ impl Faults {
             .unwrap_or_default()
     }
 
-    fn signal(pid: u32, sig: &str) {
-        let ok = std::process::Command::new("kill")
-            .arg(format!("-{sig}"))
-            .arg(pid.to_string())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "kill -{sig} {pid} failed");
+    /// Sends `sig` to `component` through `deploy/local/proc`, which signals
+    /// only processes it can prove are this cluster's.
+    fn signal(&self, component: &str, sig: &str) {
+        let out = std::process::Command::new(local_script("proc"))
+            .arg("signal")
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .args([component, sig])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run deploy/local/proc: {e}"));
+        assert!(
+            out.status.success(),
+            "SIG{sig} to {component} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
 
     /// SIGSTOP of `component` until the guard is thawed or dropped.
     pub fn freeze(&self, component: &str) -> Frozen<'_> {
         let pid = self.pid(component);
-        Self::signal(pid, "STOP");
+        self.signal(component, "STOP");
         self.note(format!("SIGSTOP {component} (pid {pid})"));
         Frozen {
             faults: self,
@@ -272,7 +293,7 @@ impl Frozen<'_> {
     fn cont(&mut self) {
         if !self.thawed {
             self.thawed = true;
-            Faults::signal(self.pid, "CONT");
+            self.faults.signal(&self.component, "CONT");
             self.faults
                 .note(format!("SIGCONT {} (pid {})", self.component, self.pid));
         }

@@ -146,23 +146,40 @@ impl Karpenter {
         Karpenter { state_dir }
     }
 
+    /// Karpenter's pid, as `deploy/local/proc` verifies it.
     pub fn pid(&self) -> i32 {
-        let file = self.state_dir.join("pids/karpenter");
-        std::fs::read_to_string(&file)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no pid in {}", file.display()))
+        let out = self.proc(&["pid", "karpenter"]);
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| {
+                panic!(
+                    "Karpenter is not running in {}: {}",
+                    self.state_dir.display(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )
+            })
     }
 
-    /// Sends `signal` (e.g. "STOP", "CONT") to Karpenter's process group.
+    /// Sends `signal` (e.g. "STOP", "CONT") to Karpenter, through
+    /// `deploy/local/proc`, which signals only the process it started.
     pub fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg("--")
-            .arg(format!("-{}", self.pid()))
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run kill: {e}"));
-        assert!(status.success(), "kill -{signal} Karpenter failed");
+        let out = self.proc(&["signal", "karpenter", signal]);
+        assert!(
+            out.status.success(),
+            "SIG{signal} to Karpenter failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+
+    fn proc(&self, args: &[&str]) -> std::process::Output {
+        Command::new(local_script("proc"))
+            .arg(args[0])
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .args(&args[1..])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run deploy/local/proc: {e}"))
     }
 
     /// The end of Karpenter's log (for failure output).

@@ -115,8 +115,13 @@ impl TestCluster {
             .unwrap_or_else(|| std::env::temp_dir().join("nodegate-e2e"));
         std::fs::create_dir_all(&base)
             .unwrap_or_else(|e| panic!("cannot create {}: {e}", base.display()));
-        let state_dir = base.join(format!("{test_name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&state_dir);
+        // A directory no other run has: a name made of the pid alone could
+        // be a directory a killed run left, whose processes may still run.
+        let state_dir = tempfile::Builder::new()
+            .prefix(&format!("{test_name}-"))
+            .tempdir_in(&base)
+            .unwrap_or_else(|e| panic!("cannot make a state directory in {}: {e}", base.display()))
+            .keep();
         let started = Instant::now();
         // Two tries: a start-up can lose a race for the machine with the
         // clusters of tests running beside it; a second failure is real.
@@ -147,7 +152,10 @@ impl TestCluster {
                 );
             }
             eprintln!("[e2e {test_name}] cluster start-up failed, trying once more:\n{stderr}");
+            // Everything of the failed start is stopped (`down` above); its
+            // state goes, the directory stays for the second try.
             let _ = std::fs::remove_dir_all(&state_dir);
+            let _ = std::fs::create_dir_all(&state_dir);
         };
         let stdout = String::from_utf8_lossy(&out.stdout);
         let kubeconfig = stdout

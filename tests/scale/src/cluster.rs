@@ -2,7 +2,7 @@
 //! state directory, stopped again with `deploy/local/down` when the value is
 //! dropped (also on error and Ctrl-C), unless the user asked to keep it.
 //!
-//! It also names the control plane's processes (from `up`'s pid files) so
+//! It also names the control plane's processes (verified by `deploy/local/proc`) so
 //! their memory and CPU can be sampled next to the controller's. Nothing here
 //! creates objects in the cluster.
 
@@ -73,15 +73,37 @@ impl Cluster {
         Ok(cluster)
     }
 
-    /// The pid of each component that is running, by name.
+    /// The pid of each component that is running, by name, as
+    /// `deploy/local/proc` verifies it (never a recycled pid).
     pub fn pids(&self) -> Vec<(&'static str, u32)> {
         COMPONENTS
             .iter()
-            .filter_map(|name| {
-                let text = std::fs::read_to_string(self.state_dir.join("pids").join(name)).ok()?;
-                Some((*name, text.trim().parse().ok()?))
-            })
+            .filter_map(|name| Some((*name, self.pid(name).ok()?)))
             .collect()
+    }
+
+    fn proc(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
+        Command::new(self.local_dir.join("proc"))
+            .arg(args[0])
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .args(&args[1..])
+            .stdin(Stdio::null())
+            .output()
+            .context("running deploy/local/proc")
+    }
+
+    fn pid(&self, name: &str) -> anyhow::Result<u32> {
+        let out = self.proc(&["pid", name])?;
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .with_context(|| {
+                format!(
+                    "{name} is not running: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )
+            })
     }
 
     /// Tunes the control plane for the benchmark: restarts kwok (and, with
@@ -139,21 +161,16 @@ impl Cluster {
         Ok(())
     }
 
-    /// Stops a component `up` started (by its pid file; `up` made it a
-    /// process group leader, so the group goes as `down` would stop it) and
-    /// starts it again with the arguments `edit` makes of its old ones,
-    /// recording the new pid where `down` will find it.
+    /// Stops a component `up` started (through `deploy/local/proc`, which
+    /// signals only that cluster's processes) and starts it again the same
+    /// way with the arguments `edit` makes of its old ones, so that `down`
+    /// stops it too.
     fn restart(
         &self,
         name: &str,
         edit: impl FnOnce(&[String]) -> Vec<String>,
     ) -> anyhow::Result<()> {
-        let pid_file = self.state_dir.join("pids").join(name);
-        let pid: u32 = std::fs::read_to_string(&pid_file)
-            .with_context(|| format!("reading {}", pid_file.display()))?
-            .trim()
-            .parse()
-            .with_context(|| format!("{} holds no pid", pid_file.display()))?;
+        let pid = self.pid(name)?;
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
             .with_context(|| format!("{name} (pid {pid}) is not running"))?;
         let argv: Vec<String> = cmdline
@@ -165,37 +182,27 @@ impl Cluster {
             bail!("{name} (pid {pid}) has an empty command line");
         };
         let args = edit(args);
-        let _ = Command::new("kill")
-            .args(["-TERM", "--", &format!("-{pid}")])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            if Instant::now() > deadline {
-                bail!("{name} (pid {pid}) did not stop within 10s");
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let stop = self.proc(&["stop", name, "--signal", "TERM", "--grace", "10"])?;
+        if !stop.status.success() {
+            bail!(
+                "stopping {name} failed: {}",
+                String::from_utf8_lossy(&stop.stderr).trim()
+            );
         }
-        let log_path = self.logs_dir().join(format!("{name}.log"));
-        let log = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&log_path)
-            .with_context(|| format!("opening {}", log_path.display()))?;
-        let child = Command::new(program)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("restarting {name} ({program})"))?;
-        std::fs::write(&pid_file, format!("{}\n", child.id()))
-            .with_context(|| format!("writing {}", pid_file.display()))?;
+        let mut launch = vec!["launch", name, "--append", "--", program.as_str()];
+        launch.extend(args.iter().map(String::as_str));
+        let started = self.proc(&launch)?;
+        if !started.status.success() {
+            bail!(
+                "restarting {name} ({program}) failed: {}",
+                String::from_utf8_lossy(&started.stderr).trim()
+            );
+        }
         std::thread::sleep(Duration::from_secs(1));
-        if !std::path::Path::new(&format!("/proc/{}", child.id())).exists() {
+        if self.pid(name).is_err() {
             bail!(
                 "the restarted {name} exited at once; see {}",
-                log_path.display()
+                self.logs_dir().join(format!("{name}.log")).display()
             );
         }
         Ok(())

@@ -1,0 +1,369 @@
+//! The lab itself (deploy/local): it stops only what it started and removes
+//! only the host state it created, whatever the files in a state directory
+//! say, and clusters side by side never touch each other.
+//!
+//! The first two tests use clusters of etcd alone (`up --etcd-only`): how a
+//! cluster's processes are started, recorded, verified and stopped is the
+//! same for every component, and etcd starts in about a second. The third
+//! needs a real node (root).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{TestCluster, local_script};
+
+/// A fresh state directory under the e2e root (never one another run used).
+fn state_dir(name: &str) -> PathBuf {
+    let base = std::env::temp_dir().join("nodegate-e2e");
+    std::fs::create_dir_all(&base).expect("create the e2e state root");
+    tempfile::Builder::new()
+        .prefix(&format!("{name}-"))
+        .tempdir_in(&base)
+        .expect("a fresh state directory")
+        .keep()
+}
+
+fn run(script: &str, args: &[&str], dir: &Path) -> std::process::Output {
+    Command::new(local_script(script))
+        .args(args)
+        .arg("--state-dir")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run deploy/local/{script}: {e}"))
+}
+
+fn up_etcd(dir: &Path) {
+    let out = run("up", &["--etcd-only", "--quiet"], dir);
+    assert!(
+        out.status.success(),
+        "deploy/local/up --etcd-only failed in {}:\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn down(dir: &Path) -> String {
+    let out = run("down", &[], dir);
+    assert!(
+        out.status.success(),
+        "deploy/local/down failed in {}:\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The verified pid of `name` in the cluster of `dir`, if it runs.
+fn verified_pid(dir: &Path, name: &str) -> Option<u32> {
+    let out = Command::new(local_script("proc"))
+        .args(["pid", "--state-dir"])
+        .arg(dir)
+        .arg(name)
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+/// Field 22 of /proc/PID/stat: when the process started, in ticks since boot.
+fn start_time(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19).map(str::to_string)
+}
+
+fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .expect("boot id")
+        .trim()
+        .to_string()
+}
+
+/// A process that must outlive every `down` of this test; killed on drop.
+struct Decoy(Child);
+
+impl Decoy {
+    /// `sleep` whose command line carries `tag` (a cluster's path, say), in
+    /// a session of its own like a cluster's component.
+    fn start(tag: &str) -> Decoy {
+        let child = Command::new("setsid")
+            .args(["bash", "-c", r#"exec -a "sleep $0" sleep 600"#, tag])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start a decoy process");
+        // Until setsid has made the session, the pid is not a group leader.
+        std::thread::sleep(Duration::from_millis(200));
+        Decoy(child)
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.0.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Decoy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn down_signals_no_process_it_cannot_prove_is_its_own() {
+    let dir = state_dir("lab-decoy");
+    up_etcd(&dir);
+    let etcd = verified_pid(&dir, "etcd").expect("etcd runs after up");
+    let etcd_started = start_time(etcd).expect("etcd's start time");
+    let tag = dir.join("node").display().to_string();
+    let mut bare = Decoy::start(&tag);
+    let mut forged = Decoy::start(&tag);
+    let mut named = Decoy::start(&tag);
+    let pids = dir.join("pids");
+    // A record as an old lab wrote it: the pid alone.
+    std::fs::write(pids.join("kube-apiserver"), format!("{}\n", bare.pid())).unwrap();
+    // A record forged with the decoy's true start time and boot id: only the
+    // cluster's token in the environment is missing.
+    let forged_line = format!(
+        "{} {} {}\n",
+        forged.pid(),
+        start_time(forged.pid()).expect("decoy's start time"),
+        boot_id()
+    );
+    std::fs::write(pids.join("karpenter"), forged_line).unwrap();
+    // The decoy `named` carries the cluster's path in its command line only.
+    assert!(verified_pid(&dir, "kube-apiserver").is_none());
+    assert!(verified_pid(&dir, "karpenter").is_none());
+
+    down(&dir);
+
+    assert!(
+        bare.alive(),
+        "down killed a process named by a bare pid file"
+    );
+    assert!(
+        forged.alive(),
+        "down killed a process named by a forged record"
+    );
+    assert!(
+        named.alive(),
+        "down killed a process whose command line names the cluster's path"
+    );
+    assert_ne!(
+        start_time(etcd),
+        Some(etcd_started),
+        "etcd (pid {etcd}) still runs after down"
+    );
+    assert!(!dir.exists(), "down left {}", dir.display());
+}
+
+#[test]
+fn two_clusters_side_by_side_never_stop_each_other() {
+    let dirs = [state_dir("lab-pair-a"), state_dir("lab-pair-b")];
+    for round in 0..20 {
+        // Both start at the same moment.
+        std::thread::scope(|s| {
+            for d in &dirs {
+                s.spawn(move || up_etcd(d));
+            }
+        });
+        let pids: Vec<u32> = dirs
+            .iter()
+            .map(|d| verified_pid(d, "etcd").expect("etcd runs after up"))
+            .collect();
+        // One goes first (in turn), the other must be untouched by it; then
+        // the second, while the first starts again in the even rounds.
+        let (first, second) = if round % 2 == 0 { (0, 1) } else { (1, 0) };
+        down(&dirs[first]);
+        assert_eq!(
+            verified_pid(&dirs[second], "etcd"),
+            Some(pids[second]),
+            "round {round}: stopping {} touched etcd of {}",
+            dirs[first].display(),
+            dirs[second].display()
+        );
+        assert!(
+            dirs[second].join("pids").is_dir(),
+            "round {round}: state lost"
+        );
+        if round % 2 == 0 {
+            // Stop one while the other starts.
+            std::thread::scope(|s| {
+                s.spawn(|| up_etcd(&dirs[first]));
+                s.spawn(|| down(&dirs[second]));
+            });
+            assert!(
+                verified_pid(&dirs[first], "etcd").is_some(),
+                "round {round}: a cluster starting beside a stopping one lost etcd"
+            );
+            down(&dirs[first]);
+        } else {
+            down(&dirs[second]);
+        }
+        for d in &dirs {
+            assert!(!d.exists(), "round {round}: down left {}", d.display());
+        }
+    }
+}
+
+/// Stand-in host state of another Kubernetes on the same machine.
+struct StandIn {
+    chain: &'static str,
+    jump: Vec<String>,
+    cgroups: Vec<PathBuf>,
+}
+
+impl StandIn {
+    const CHAIN: &'static str = "KUBE-NODEGATE-STANDIN";
+
+    fn create() -> StandIn {
+        let ipt = |args: &[&str]| {
+            let ok = Command::new("iptables")
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "iptables {args:?} failed");
+        };
+        let _ = Command::new("iptables")
+            .args(["-D", "INPUT", "-s", "203.0.113.7/32", "-j", Self::CHAIN])
+            .stderr(Stdio::null())
+            .status();
+        let _ = Command::new("iptables")
+            .args(["-F", Self::CHAIN])
+            .stderr(Stdio::null())
+            .status();
+        let _ = Command::new("iptables")
+            .args(["-X", Self::CHAIN])
+            .stderr(Stdio::null())
+            .status();
+        ipt(&["-N", Self::CHAIN]);
+        ipt(&["-A", Self::CHAIN, "-s", "203.0.113.7/32", "-j", "RETURN"]);
+        let jump: Vec<String> = ["INPUT", "-s", "203.0.113.7/32", "-j", Self::CHAIN]
+            .map(String::from)
+            .to_vec();
+        ipt(&["-A", "INPUT", "-s", "203.0.113.7/32", "-j", Self::CHAIN]);
+        // An (empty) `k8s.io` cgroup in each hierarchy that has none, as a
+        // runtime of another Kubernetes leaves it.
+        let mut cgroups = Vec::new();
+        for h in ["pids", "memory", "cpu"] {
+            let d = Path::new("/sys/fs/cgroup").join(h).join("k8s.io");
+            if !d.exists() && std::fs::create_dir(&d).is_ok() {
+                cgroups.push(d);
+            }
+        }
+        assert!(
+            !cgroups.is_empty(),
+            "could not make a stand-in k8s.io cgroup"
+        );
+        StandIn {
+            chain: Self::CHAIN,
+            jump,
+            cgroups,
+        }
+    }
+
+    fn rules(&self) -> String {
+        let out = Command::new("iptables")
+            .args(["-S", self.chain])
+            .output()
+            .expect("run iptables");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn jump_present(&self) -> bool {
+        Command::new("iptables")
+            .arg("-C")
+            .args(&self.jump)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let _ = Command::new("iptables").arg("-D").args(&self.jump).status();
+        let _ = Command::new("iptables").args(["-F", self.chain]).status();
+        let _ = Command::new("iptables").args(["-X", self.chain]).status();
+        for d in &self.cgroups {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+/// Every KUBE-* chain on the host, as "COMMAND TABLE CHAIN".
+fn kube_chains() -> Vec<String> {
+    let mut found = Vec::new();
+    for cmd in ["iptables", "ip6tables"] {
+        for table in ["filter", "nat", "mangle"] {
+            let Ok(out) = Command::new(cmd).args(["-t", table, "-S"]).output() else {
+                continue;
+            };
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                if let Some(chain) = line.strip_prefix("-N ")
+                    && chain.starts_with("KUBE-")
+                {
+                    found.push(format!("{cmd} {table} {chain}"));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn a_real_node_removes_only_the_host_state_it_created() {
+    let stand_in = StandIn::create();
+    let before = stand_in.rules();
+    assert!(before.contains("203.0.113.7"), "stand-in chain: {before}");
+    let chains_before = kube_chains();
+    let started = Instant::now();
+    let cluster = TestCluster::start_real_node("lab-host").await;
+    let dir = cluster
+        .state_dir()
+        .expect("the test started its own cluster")
+        .to_path_buf();
+    let mut named = Decoy::start(&dir.join("node").display().to_string());
+    assert!(
+        stand_in.jump_present() && stand_in.rules() == before,
+        "up --real-node changed another Kubernetes' iptables chain:\n{}",
+        stand_in.rules()
+    );
+    drop(cluster); // deploy/local/down
+    eprintln!(
+        "[e2e lab] real node up and down in {:.0}s",
+        started.elapsed().as_secs_f64()
+    );
+
+    assert!(
+        named.alive(),
+        "down killed a process naming the cluster's path"
+    );
+    assert_eq!(
+        stand_in.rules(),
+        before,
+        "down changed another Kubernetes' iptables chain"
+    );
+    assert!(stand_in.jump_present(), "down removed the jump into it");
+    for d in &stand_in.cgroups {
+        assert!(d.is_dir(), "down removed the cgroup {}", d.display());
+    }
+    // What the node made is gone: every KUBE-* chain it made, and the bridge.
+    let left: Vec<String> = kube_chains()
+        .into_iter()
+        .filter(|c| !chains_before.contains(c))
+        .collect();
+    assert!(left.is_empty(), "down left the node's chains: {left:?}");
+    assert!(
+        !Path::new("/sys/class/net/nodegate0").exists(),
+        "down left the bridge"
+    );
+}
