@@ -2,8 +2,16 @@
 //!
 //! `NODEGATE_REVISION` wins when set (the container builds set it: the
 //! Dockerfile's context has no `.git`, and deploy/image/build adds `-dirty`
-//! itself); otherwise `git rev-parse HEAD` in the source tree; otherwise
-//! `unknown` (a source archive without git).
+//! itself). Otherwise a release build (`PROFILE=release`, e.g. `cargo build
+//! --release`, `cargo install`) asks `git rev-parse HEAD` in the source tree,
+//! or says `unknown` (a source archive without git); a debug build — every
+//! test binary and `cargo run` — says `dev`.
+//!
+//! Why not the commit in a debug build too: the revision is a compile-time
+//! constant of the `nodegate` crate, so a revision that moves with HEAD
+//! recompiles that crate, and every test binary linking it, at every commit
+//! (minutes of CPU a commit on two cores). The image and released binaries
+//! carry the commit; the tests build only what changed.
 //!
 //! No `-dirty` here: cargo reruns this script only when the files named
 //! below change (HEAD and the branch's ref), not on every edit, so a dirty
@@ -15,9 +23,11 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-env-changed=NODEGATE_REVISION");
     println!("cargo:rerun-if-changed=build.rs");
+    let release = std::env::var("PROFILE").is_ok_and(|p| p == "release");
     let revision = match std::env::var("NODEGATE_REVISION") {
         Ok(r) if !r.trim().is_empty() => r.trim().to_string(),
-        _ => from_git().unwrap_or_else(|| "unknown".to_string()),
+        _ if release => from_git().unwrap_or_else(|| "unknown".to_string()),
+        _ => "dev".to_string(),
     };
     println!("cargo:rustc-env=NODEGATE_BUILD_REVISION={revision}");
 }
