@@ -3,9 +3,9 @@
 //! binary reports, that assembling it again gives the same digest, and that
 //! the Dockerfile describes the same image.
 //!
-//! The image is the one `deploy/image/build` prints (tests/run starts that
-//! build beside the tests; here the script waits for it, finds its cargo
-//! build fresh and assembles again). Named e2e_ so that it runs among the
+//! The image is the one `deploy/image/build` prints (tests/lanes.py starts
+//! that build just before the first binary that needs it; here the script
+//! waits for it, finds its cargo build fresh and assembles again). Named e2e_ so that it runs among the
 //! end-to-end binaries (tests/lanes.py), not before them: its first call
 //! may wait minutes for the release build.
 

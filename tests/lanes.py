@@ -7,11 +7,24 @@ BUILD_JSON is the `--message-format=json` output of that build. Every binary
 that is not an end-to-end test (its name does not start with `e2e_`) runs
 first, one after another (they take seconds). The end-to-end binaries then run
 LANES at a time (NODEGATE_E2E_LANES, default 2), each with NODEGATE_E2E_THREADS
-tests at a time (default 2), the longest first: each end-to-end test starts
-its own cluster, and most of their time is spent waiting on one; those in
-ALONE run last, by themselves. A binary's
-output is printed whole when it ends, so lanes never interleave. The exit
-status is 1 when any binary failed, after all have run.
+tests at a time (default 2), the longest first (by the times of the last run,
+kept in TIMES_FILE; by LONGEST_FIRST before there are any): each end-to-end
+test starts its own cluster, and most of their time is spent waiting on one.
+
+Two binaries are placed, not queued:
+
+- the container image's release build (deploy/image/build, minutes of CPU)
+  starts in the background just before the first binary that needs the image
+  (NEEDS_IMAGE) starts, not before: a run of binaries that need no image
+  never pays for it;
+- the chaos binary (e2e_chaos) starts once every binary that needs the image
+  has started and the image build has ended (the build never runs beside
+  it), and once what is left in the queue would take about as long as it
+  (so it overlaps the last lanes rather than running alone after them).
+
+A binary's output is printed whole when it ends, so lanes never interleave;
+each ends with its time, and a summary sorted by time ends the run. The exit
+status is 1 when any binary (or the image build) failed, after all have run.
 
 Run the binaries as cargo would: with CARGO_MANIFEST_DIR set to their
 package's directory (the tests find the repository through it).
@@ -25,22 +38,34 @@ import tempfile
 import threading
 import time
 
-# Run alone, after the others: the chaos scenarios stop and starve real
-# processes and judge timing against deadlines, which a second cluster on the
-# same two cores would blur; the real-node canary test starts and cleans up
-# a real kubelet and containerd (bridge, iptables, mounts, process kills by
-# state directory), and twice a kwok cluster running beside it lost its
-# processes and state directory while it did (cause not yet found).
-ALONE = ["e2e_canary_real", "e2e_chaos"]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Started when the queue is short enough (see the module's text), never
+# beside the image build.
+CHAOS = "e2e_chaos"
+
+# The binaries whose tests run deploy/image/build (the image's own checks;
+# the real-node deployment tests import the image into a real containerd).
+NEEDS_IMAGE = ["e2e_image", "e2e_deploy"]
 
 # A binary still running after this long is stopped and counted as failed:
 # a hung test must fail the run, not hold it for ever. The slowest binary
-# takes about 340 s.
+# takes about 340 s on an idle machine.
 BINARY_TIMEOUT = int(os.environ.get("NODEGATE_E2E_BINARY_TIMEOUT", "1200"))
 
-# Slowest first, from the timings of earlier runs; a binary not named here
-# runs after these, in name order.
+# Each binary's time in the last run that ran it, to order the next run
+# (longest first) and to decide when the chaos binary starts.
+TIMES_FILE = os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+    "nodegate",
+    "e2e-times.json",
+)
+
+# Slowest first, from the timings of earlier runs: the order when
+# TIMES_FILE has no time for a binary (those it has go first, by time); a
+# binary in neither runs after these, in name order.
 LONGEST_FIRST = [
+    "e2e_chaos",
     "e2e_gate",
     "e2e_differential",
     "e2e_regate",
@@ -53,6 +78,8 @@ LONGEST_FIRST = [
     "e2e_traces",
     "e2e_webhook",
 ]
+# The time assumed for a binary never timed (seconds).
+UNTIMED = 60.0
 
 
 def binaries(build_json):
@@ -75,6 +102,25 @@ def binaries(build_json):
             pkg_dir = os.path.dirname(msg["manifest_path"])
             found.append((name, exe, pkg_dir))
     return found
+
+
+def load_times():
+    try:
+        with open(TIMES_FILE) as f:
+            return {k: float(v) for k, v in json.load(f).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def save_times(times):
+    try:
+        os.makedirs(os.path.dirname(TIMES_FILE), exist_ok=True)
+        tmp = TIMES_FILE + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(times, f, indent=1, sort_keys=True)
+        os.replace(tmp, TIMES_FILE)
+    except OSError as e:
+        print(f"lanes: cannot keep the times in {TIMES_FILE}: {e}", file=sys.stderr)
 
 
 def run(name, exe, pkg_dir, threads):
@@ -100,26 +146,96 @@ def run(name, exe, pkg_dir, threads):
     return code, text, time.monotonic() - started
 
 
+class ImageBuild:
+    """deploy/image/build in the background, started once, on demand."""
+
+    def __init__(self, t0):
+        self.t0 = t0
+        self.proc = None
+        self.log = None
+        self.started = None
+        self.secs = None
+        self.code = None
+        self.done = threading.Event()
+
+    def start(self, why):
+        if self.proc is not None:
+            return
+        self.started = time.monotonic()
+        print(f"lanes: {self.started - self.t0:.0f}s: image build started (for {why})", flush=True)
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [os.path.join(ROOT, "deploy/image/build")],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=self.log,
+        )
+        threading.Thread(target=self._wait, daemon=True).start()
+
+    def _wait(self):
+        self.code = self.proc.wait()
+        self.secs = time.monotonic() - self.started
+        self.done.set()
+
+    def wait(self):
+        """Waits for a started build; True when none was started."""
+        if self.proc is None:
+            return True
+        self.done.wait()
+        return self.code == 0
+
+    def report(self):
+        """Prints the build's summary (or its failure); False if it failed."""
+        if self.proc is None:
+            return True
+        self.wait()
+        self.log.seek(0)
+        text = self.log.read()
+        if self.code == 0:
+            print(f"== image ({self.secs:.0f}s, beside the lanes):")
+            keep = [l for l in text.splitlines() if any(w in l for w in ("summary", "digest", "revision", "packages"))]
+            print("\n".join(keep[:8]))
+            return True
+        print(f"== the image build failed ({self.secs:.0f}s):")
+        print("\n".join(text.splitlines()[-30:]))
+        return False
+
+
 def main():
     build_json = sys.argv[1]
-    lanes = int(os.environ.get("NODEGATE_E2E_LANES", "2"))
+    lanes = max(1, int(os.environ.get("NODEGATE_E2E_LANES", "2")))
     threads = os.environ.get("NODEGATE_E2E_THREADS", "2")
     all_bins = binaries(build_json)
     if not all_bins:
         print("lanes: no test binary in the build output", file=sys.stderr)
         return 1
+    t0 = time.monotonic()
+    times = load_times()
     quick = [b for b in all_bins if not b[0].startswith("e2e_")]
     e2e = [b for b in all_bins if b[0].startswith("e2e_")]
     rank = {n: i for i, n in enumerate(LONGEST_FIRST)}
-    e2e.sort(key=lambda b: (rank.get(b[0], len(rank)), b[0]))
+
+    def estimate(name):
+        return times.get(name, UNTIMED)
+
+    e2e.sort(
+        key=lambda b: (
+            b[0] not in times,
+            -times.get(b[0], 0.0),
+            rank.get(b[0], len(rank)),
+            b[0],
+        )
+    )
 
     failed = []
+    took = {}
     lock = threading.Lock()
 
     def report(name, code, text, secs):
         with lock:
-            print(f"---- {name} ({secs:.0f}s) ----")
+            print(f"---- {name} ({secs:.0f}s, ended at {time.monotonic() - t0:.0f}s) ----")
             print(text, end="" if text.endswith("\n") else "\n")
+            took[name] = secs
             if code != 0:
                 failed.append(name)
             sys.stdout.flush()
@@ -127,25 +243,58 @@ def main():
     for name, exe, pkg_dir in quick:
         report(name, *run(name, exe, pkg_dir, threads))
 
-    alone = [b for b in e2e if b[0] in ALONE]
-    queue = [b for b in e2e if b[0] not in ALONE]
+    image = ImageBuild(t0)
+    chaos = [b for b in e2e if b[0] == CHAOS]
+    queue = [b for b in e2e if b[0] != CHAOS]
+
+    def next_binary():
+        """The binary a free lane runs next, or None when none is left."""
+        while True:
+            with lock:
+                image_pending = [i for i, b in enumerate(queue) if b[0] in NEEDS_IMAGE]
+                image_idle = image.proc is None or image.done.is_set()
+                # With the other lanes draining the queue beside it, chaos
+                # ends about when they do.
+                left = sum(estimate(b[0]) for b in queue)
+                chaos_due = chaos and left <= estimate(CHAOS) * (lanes - 1)
+                if chaos and not image_pending and image_idle and (chaos_due or not queue):
+                    return chaos.pop()
+                if queue:
+                    # Chaos is due but waits for the image: what needs the
+                    # image goes first.
+                    b = queue.pop(image_pending[0] if chaos_due and image_pending else 0)
+                    if b[0] in NEEDS_IMAGE:
+                        image.start(b[0])
+                    return b
+                if not chaos:
+                    return None
+            # Only chaos is left, behind the image build: wait for it.
+            image.wait()
 
     def lane():
         while True:
-            with lock:
-                if not queue:
-                    return
-                name, exe, pkg_dir = queue.pop(0)
+            b = next_binary()
+            if b is None:
+                return
+            name, exe, pkg_dir = b
+            if name == CHAOS:
+                print(f"lanes: {time.monotonic() - t0:.0f}s: {CHAOS} started", flush=True)
             report(name, *run(name, exe, pkg_dir, threads))
 
-    workers = [threading.Thread(target=lane) for _ in range(max(1, lanes))]
+    workers = [threading.Thread(target=lane) for _ in range(lanes)]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
-    for name, exe, pkg_dir in alone:
-        report(name, *run(name, exe, pkg_dir, threads))
+    if not image.report():
+        failed.append("deploy/image/build")
 
+    times.update(took)
+    save_times(times)
+    print(f"== test binaries by time (lanes: {time.monotonic() - t0:.0f}s)")
+    for name, secs in sorted(took.items(), key=lambda kv: -kv[1]):
+        print(f"  {secs:7.1f}s  {name}{'  FAILED' if name in failed else ''}")
+    sys.stdout.flush()
     if failed:
         print(f"lanes: FAILED: {', '.join(failed)}", file=sys.stderr)
         return 1
