@@ -17,12 +17,12 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Node;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
 use serde_json::{Value, json};
 
 use support::gate::{DsSpec, Env, NS, daemonset, taint_keys};
-use support::{Nodegate, fake_node, http_get, wait_for};
+use support::{Nodegate, fake_node, http_get, wait_for, watch_until};
 
 const DEGRADED: &str = "nodegate.dev/degraded";
 const AWAITING: &str = "nodegate.dev/awaiting-reboot";
@@ -79,17 +79,18 @@ async fn degraded(env: &Env, node: &str) -> bool {
 }
 
 /// Waits until `node` carries the re-gate taint, re-gated for `why`, with
-/// the boot id it had recorded.
+/// the boot id it had recorded (a watch of the node).
 async fn wait_regated(env: &Env, ng: &Nodegate, node: &str, why: &str) {
-    wait_for(
+    env.wait_node(
+        node,
         &format!("{node} re-gated before its reboot"),
         Duration::from_secs(60),
-        || async {
-            let n: Node = env.node(node).await;
+        |n| {
+            let n = n.ok_or("no such node")?;
             let a = n.metadata.annotations.clone().unwrap_or_default();
             let for_ = a.get("nodegate.dev/regated-for").map(String::as_str);
             let awaiting = a.get(AWAITING).map(String::as_str);
-            let tainted = taint_keys(&n).iter().any(|k| k == DEGRADED);
+            let tainted = taint_keys(n).iter().any(|k| k == DEGRADED);
             if tainted && for_ == Some(why) && awaiting == Some("boot-1") {
                 Ok(())
             } else {
@@ -100,6 +101,19 @@ async fn wait_regated(env: &Env, ng: &Nodegate, node: &str, why: &str) {
             }
         },
     )
+    .await;
+}
+
+/// Waits until `node` no longer carries the re-gate taint (a watch of it).
+async fn wait_not_degraded(env: &Env, ng: &Nodegate, node: &str, what: &str) {
+    env.wait_node(node, what, Duration::from_secs(60), |n| {
+        let n = n.ok_or("no such node")?;
+        if taint_keys(n).iter().any(|k| k == DEGRADED) {
+            Err(format!("still degraded\n{}", ng.logs()))
+        } else {
+            Ok(())
+        }
+    })
     .await;
 }
 
@@ -132,19 +146,23 @@ async fn restart_pod(env: &Env, app: &str, node: &str) {
         .delete(&name, &DeleteParams::default())
         .await
         .expect("delete the pod");
-    wait_for(
+    let config = watcher::Config::default()
+        .labels(&format!("app={app}"))
+        .fields(&format!("spec.nodeName={node}"));
+    watch_until(
+        &env.pods,
+        config,
         &format!("{app} on {node} replaced and Ready"),
         Duration::from_secs(60),
-        || async {
-            let p = env.pod_on(app, node).await?;
-            if p.metadata.name.as_deref() != Some(name.as_str())
-                && support::gate::is_ready(&p)
-                && p.metadata.deletion_timestamp.is_none()
-            {
-                Ok(())
-            } else {
-                Err("not replaced yet".to_string())
-            }
+        |pods| {
+            pods.iter()
+                .any(|p| {
+                    p.metadata.name.as_deref() != Some(name.as_str())
+                        && support::gate::is_ready(p)
+                        && p.metadata.deletion_timestamp.is_none()
+                })
+                .then_some(())
+                .ok_or_else(|| "not replaced yet".to_string())
         },
     )
     .await;
@@ -192,14 +210,7 @@ async fn an_announced_reboot_taints_before_and_opens_only_after_the_reboot() {
 
     // The agent Ready again after the reboot: the gate opens.
     restart_pod(&env, "agent", "r1").await;
-    wait_for("r1 open", Duration::from_secs(60), || async {
-        if degraded(&env, "r1").await {
-            Err(format!("still degraded\n{}", ng.logs()))
-        } else {
-            Ok(())
-        }
-    })
-    .await;
+    wait_not_degraded(&env, &ng, "r1", "r1 open").await;
     assert_eq!(
         env.annotation("r1", "nodegate.dev/opened-by")
             .await
@@ -210,12 +221,15 @@ async fn an_announced_reboot_taints_before_and_opens_only_after_the_reboot() {
     // The person removes the announcement: the record goes with it, so the
     // next announcement counts; the node is not re-gated meanwhile.
     annotate_node(&env, "r1", "nodegate.dev/reboot-pending", None).await;
-    wait_for("the record removed", Duration::from_secs(60), || async {
-        match env.annotation("r1", AWAITING).await {
+    env.wait_node(
+        "r1",
+        "the record removed",
+        Duration::from_secs(60),
+        |n| match n.and_then(|n| n.metadata.annotations.as_ref()?.get(AWAITING)) {
             None => Ok(()),
             Some(v) => Err(format!("{AWAITING}={v}")),
-        }
-    })
+        },
+    )
     .await;
     assert!(!degraded(&env, "r1").await);
 }
@@ -286,18 +300,7 @@ async fn kureds_lock_regates_outside_the_budget_and_its_release_without_a_reboot
     // kured gives up (its drain failed) and releases the lock: no reboot,
     // the record goes and the gate opens on the pods Ready all along.
     lock(&env, None).await;
-    wait_for(
-        "k1 open after the release",
-        Duration::from_secs(60),
-        || async {
-            if degraded(&env, "k1").await {
-                Err(format!("still degraded\n{}", ng.logs()))
-            } else {
-                Ok(())
-            }
-        },
-    )
-    .await;
+    wait_not_degraded(&env, &ng, "k1", "k1 open after the release").await;
     assert_eq!(env.annotation("k1", AWAITING).await, None);
     assert_eq!(
         env.annotation("k1", "nodegate.dev/opened-by")

@@ -13,7 +13,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
 use serde_json::json;
 
-use super::{Nodegate, TestCluster, fake_node, wait_for};
+use super::{Nodegate, TestCluster, fake_node};
 
 pub const NS: &str = "infra";
 pub const TAINT: &str = "nodegate.dev/initializing";
@@ -195,25 +195,51 @@ impl Env {
     }
 
     /// Waits up to 60 s for `app`'s pod on `node` to be Running and Ready
-    /// (`ready`) or Running and not Ready (`!ready`).
+    /// (`ready`) or Running and not Ready (`!ready`), as a watch of the
+    /// node's pods of `app` sees them.
     pub async fn wait_pod(&self, app: &str, node: &str, ready: bool) {
-        wait_for(
+        let config = kube::runtime::watcher::Config::default()
+            .labels(&format!("app={app}"))
+            .fields(&format!("spec.nodeName={node}"));
+        super::watch_until(
+            &self.pods,
+            config,
             &format!("{app} on {node} (ready={ready})"),
             Duration::from_secs(60),
-            || async {
-                let p = self.pod_on(app, node).await?;
-                let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-                if running && is_ready(&p) == ready {
+            |pods| {
+                let states: Vec<String> = pods
+                    .iter()
+                    .map(|p| {
+                        let running =
+                            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+                        if running && is_ready(p) == ready {
+                            return String::new();
+                        }
+                        format!("running={running} ready={}", is_ready(p))
+                    })
+                    .collect();
+                if states.iter().any(String::is_empty) {
                     Ok(())
+                } else if states.is_empty() {
+                    Err(format!("no {app} pod on {node} yet"))
                 } else {
-                    Err(format!(
-                        "{app} on {node}: running={running} ready={}",
-                        is_ready(&p)
-                    ))
+                    Err(format!("{app} on {node}: {}", states.join(", ")))
                 }
             },
         )
         .await
+    }
+
+    /// Waits until `check` accepts the node `name`, as a watch of it sees
+    /// it (`None`: there is no such node).
+    pub async fn wait_node<T>(
+        &self,
+        name: &str,
+        what: &str,
+        within: Duration,
+        check: impl FnMut(Option<&Node>) -> Result<T, String>,
+    ) -> T {
+        super::watch_one(&self.nodes, name, what, within, check).await
     }
 
     /// Lets a held pod (`DsSpec::hold`) become Ready.

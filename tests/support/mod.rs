@@ -278,17 +278,22 @@ pub fn fake_node(name: &str, labels: &[(&str, &str)], taints: &[(&str, &str, &st
     .expect("fake node manifest is a valid Node")
 }
 
-/// Polls `check` until it returns `Some`, or panics with `what` and the last
-/// state `describe` reports after `timeout`.
+/// Polls `check` until it returns `Ok`, or panics with `what` and the last
+/// state it reported after `timeout`. For the state of API objects, prefer
+/// [`watch_until`]: it sees each change as it happens instead of every 200 ms.
 pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, String>>,
 {
-    let deadline = Instant::now() + timeout;
+    let started = Instant::now();
+    let deadline = started + timeout;
     loop {
         let last = match check().await {
-            Ok(v) => return v,
+            Ok(v) => {
+                note_long_wait(what, started);
+                return v;
+            }
             Err(state) => state,
         };
         if Instant::now() >= deadline {
@@ -296,6 +301,108 @@ where
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Prints a wait that took seconds (shown with a failure or `--nocapture`):
+/// where a slow test spends its time.
+fn note_long_wait(what: &str, started: Instant) {
+    let took = started.elapsed();
+    if took >= Duration::from_secs(3) {
+        eprintln!("[wait] {what}: {:.1}s", took.as_secs_f64());
+    }
+}
+
+/// Watches the objects of `api` that `config` selects (e.g. one by
+/// `fields("metadata.name=NAME")`) until `check`, given all of them after
+/// each change the watch delivers, returns `Ok`; panics with `what` and the
+/// last state `check` reported after `timeout`. No polling: a change is seen
+/// when it happens, and nothing is asked of the API server in between.
+pub async fn watch_until<K, T, F>(
+    api: &Api<K>,
+    config: kube::runtime::watcher::Config,
+    what: &str,
+    timeout: Duration,
+    mut check: F,
+) -> T
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    F: FnMut(&[&K]) -> Result<T, String>,
+{
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let key = |o: &K| {
+        let m = o.meta();
+        format!(
+            "{}/{}",
+            m.namespace.as_deref().unwrap_or(""),
+            m.name.as_deref().unwrap_or("")
+        )
+    };
+    let started = Instant::now();
+    let mut last = "the watch delivered nothing".to_string();
+    let mut stream = watcher(api.clone(), config).default_backoff().boxed();
+    let mut seen: std::collections::BTreeMap<String, K> = Default::default();
+    let mut listing: std::collections::BTreeMap<String, K> = Default::default();
+    let found = tokio::time::timeout(timeout, async {
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(watcher::Event::Init) => {
+                    listing.clear();
+                    continue;
+                }
+                Ok(watcher::Event::InitApply(o)) => {
+                    listing.insert(key(&o), o);
+                    continue;
+                }
+                Ok(watcher::Event::InitDone) => seen = std::mem::take(&mut listing),
+                Ok(watcher::Event::Apply(o)) => {
+                    seen.insert(key(&o), o);
+                }
+                Ok(watcher::Event::Delete(o)) => {
+                    seen.remove(&key(&o));
+                }
+                Err(e) => {
+                    last = format!("watch error: {e}");
+                    continue;
+                }
+            }
+            let all: Vec<&K> = seen.values().collect();
+            match check(&all) {
+                Ok(v) => return Some(v),
+                Err(state) => last = state,
+            }
+        }
+        None
+    })
+    .await;
+    match found {
+        Ok(Some(v)) => {
+            note_long_wait(what, started);
+            v
+        }
+        Ok(None) => panic!("the watch for {what} ended; last seen: {last}"),
+        Err(_) => panic!("timed out after {timeout:?} waiting for {what}; last seen: {last}"),
+    }
+}
+
+/// [`watch_until`] for the one object `name`: `check` is given it, or
+/// `None` while there is none.
+pub async fn watch_one<K, T, F>(
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    mut check: F,
+) -> T
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    F: FnMut(Option<&K>) -> Result<T, String>,
+{
+    let config = kube::runtime::watcher::Config::default().fields(&format!("metadata.name={name}"));
+    watch_until(api, config, what, timeout, |all| {
+        check(all.first().copied())
+    })
+    .await
 }
 
 /// A `nodegate run` process against a test cluster, its output in a log file.
