@@ -5,16 +5,17 @@ use super::*;
 /// 2. A gated node whose members are all Ready opens; it is deleted and
 /// re-created under the same name (new uid), tainted again, while its
 /// DaemonSet pods keep running (Kubernetes keeps pods bound to a deleted
-/// node's name). It must open by ready well before its new deadline.
+/// node's name). It must open by ready, not by its new deadline, which is
+/// far (`TIMEOUT`): how soon it opens is the machine's speed, what opens it
+/// is nodegate's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_recreated_under_the_same_name_opens_by_ready() {
-    const TIMEOUT: Duration = Duration::from_secs(60);
-    const WITHIN: Duration = Duration::from_secs(15);
+    const TIMEOUT: Duration = Duration::from_secs(600);
     let _took = Stopwatch::start("node_recreated_under_the_same_name_opens_by_ready");
     let env = Env::new("chaos-recreate").await;
     let faults = Faults::new(&env.cluster);
     create_daemonsets(&env, &[("cni", false), ("csi", false)]).await;
-    let ng = Replica::start(&env.cluster, "nodegate", &["--timeout", "60s"]).await;
+    let ng = Replica::start(&env.cluster, "nodegate", &["--timeout", "600s"]).await;
     let names = ["again-1", "again-2", "again-3"];
     let mut first = Vec::new();
     for n in names {
@@ -52,7 +53,6 @@ async fn node_recreated_under_the_same_name_opens_by_ready() {
     for n in names {
         again.push(create(&env, &gated_node(n, &[])).await);
     }
-    let recreated = Instant::now();
     faults.note("nodes re-created under the same names, tainted");
     for (before, after) in first.iter().zip(&again) {
         assert_ne!(before.uid, after.uid, "{}: same uid", after.name);
@@ -66,12 +66,7 @@ async fn node_recreated_under_the_same_name_opens_by_ready() {
 
     let promised = again
         .iter()
-        .map(|n| {
-            (
-                n.name.clone(),
-                (recreated + WITHIN).min(deadline_of(n.at, TIMEOUT) + GRACE),
-            )
-        })
+        .map(|n| (n.name.clone(), deadline_of(n.at, TIMEOUT) + GRACE))
         .collect();
     let opened = await_openings(&faults, &env.nodes, &promised).await;
     for (node, r) in &opened {
@@ -79,8 +74,8 @@ async fn node_recreated_under_the_same_name_opens_by_ready() {
             verdicts.fail(
                 node,
                 format!(
-                    "re-created with every member's pod Ready, not open within {WITHIN:?} \
-                     (deadline {TIMEOUT:?}): {e}"
+                    "re-created with every member's pod Ready, not open by its deadline \
+                     ({TIMEOUT:?}): {e}"
                 ),
             );
         }
