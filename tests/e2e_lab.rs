@@ -68,11 +68,22 @@ fn verified_pid(dir: &Path, name: &str) -> Option<u32> {
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
+/// Fields 3 on of /proc/PID/stat (after the command name, which may hold
+/// spaces).
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
 /// Field 22 of /proc/PID/stat: when the process started, in ticks since boot.
 fn start_time(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19).map(str::to_string)
+    stat_fields(pid)?.get(19).cloned()
+}
+
+/// Whether `pid` runs (a zombie that nobody reaped does not).
+fn running(pid: u32) -> bool {
+    stat_fields(pid).is_some_and(|f| f.first().is_some_and(|state| state != "Z"))
 }
 
 fn boot_id() -> String {
@@ -157,9 +168,8 @@ fn down_signals_no_process_it_cannot_prove_is_its_own() {
         named.alive(),
         "down killed a process whose command line names the cluster's path"
     );
-    assert_ne!(
-        start_time(etcd),
-        Some(etcd_started),
+    assert!(
+        !(running(etcd) && start_time(etcd) == Some(etcd_started)),
         "etcd (pid {etcd}) still runs after down"
     );
     assert!(!dir.exists(), "down left {}", dir.display());
@@ -167,51 +177,58 @@ fn down_signals_no_process_it_cannot_prove_is_its_own() {
 
 #[test]
 fn two_clusters_side_by_side_never_stop_each_other() {
-    let dirs = [state_dir("lab-pair-a"), state_dir("lab-pair-b")];
+    // A third cluster runs throughout: nothing the pair does may touch it.
+    let witness = state_dir("lab-witness");
+    up_etcd(&witness);
+    let witness_pid = verified_pid(&witness, "etcd").expect("etcd runs after up");
+    let pair = [state_dir("lab-pair-a"), state_dir("lab-pair-b")];
     for round in 0..20 {
-        // Both start at the same moment.
+        // Even rounds start both at the same moment, odd rounds stop both
+        // at the same moment, alternating which one is asked first.
+        let order: Vec<&PathBuf> = if round % 4 < 2 {
+            pair.iter().collect()
+        } else {
+            pair.iter().rev().collect()
+        };
         std::thread::scope(|s| {
-            for d in &dirs {
-                s.spawn(move || up_etcd(d));
+            for d in order {
+                if round % 2 == 0 {
+                    s.spawn(move || up_etcd(d));
+                } else {
+                    s.spawn(move || down(d));
+                }
             }
         });
-        let pids: Vec<u32> = dirs
-            .iter()
-            .map(|d| verified_pid(d, "etcd").expect("etcd runs after up"))
-            .collect();
-        // One goes first (in turn), the other must be untouched by it; then
-        // the second, while the first starts again in the even rounds.
-        let (first, second) = if round % 2 == 0 { (0, 1) } else { (1, 0) };
-        down(&dirs[first]);
+        for d in &pair {
+            if round % 2 == 0 {
+                assert!(
+                    verified_pid(d, "etcd").is_some(),
+                    "round {round}: {} lost etcd while the other started",
+                    d.display()
+                );
+            } else {
+                assert!(!d.exists(), "round {round}: down left {}", d.display());
+                std::fs::create_dir_all(d).expect("state directory for the next round");
+            }
+        }
         assert_eq!(
-            verified_pid(&dirs[second], "etcd"),
-            Some(pids[second]),
-            "round {round}: stopping {} touched etcd of {}",
-            dirs[first].display(),
-            dirs[second].display()
+            verified_pid(&witness, "etcd"),
+            Some(witness_pid),
+            "round {round}: the witness cluster lost etcd"
         );
         assert!(
-            dirs[second].join("pids").is_dir(),
-            "round {round}: state lost"
+            witness.join("pids").is_dir(),
+            "round {round}: witness state lost"
         );
-        if round % 2 == 0 {
-            // Stop one while the other starts.
-            std::thread::scope(|s| {
-                s.spawn(|| up_etcd(&dirs[first]));
-                s.spawn(|| down(&dirs[second]));
-            });
-            assert!(
-                verified_pid(&dirs[first], "etcd").is_some(),
-                "round {round}: a cluster starting beside a stopping one lost etcd"
-            );
-            down(&dirs[first]);
-        } else {
-            down(&dirs[second]);
-        }
-        for d in &dirs {
-            assert!(!d.exists(), "round {round}: down left {}", d.display());
-        }
     }
+    for d in &pair {
+        let _ = std::fs::remove_dir(d);
+    }
+    down(&witness);
+    assert!(
+        !running(witness_pid),
+        "the witness's etcd (pid {witness_pid}) still runs after down"
+    );
 }
 
 /// Stand-in host state of another Kubernetes on the same machine.
