@@ -3,17 +3,27 @@
 //!
 //! This module owns [`Error`] (what a fallible path of any command or of
 //! `main` reports: a bad setting, missing cluster credentials, a failed API
-//! request, local I/O, an actor that would not start) and its exit status
+//! request, local I/O, an actor that would not start), its exit status
 //! ([`Error::exit_code`]: [`EXIT_USAGE`] for a bad setting, [`EXIT_FAILURE`]
-//! for everything else). A variant's message is the text a user reads
-//! today; the cause is kept as the error's `source`, and [`Error::report`]
-//! prints the whole chain the way `anyhow`'s `{:#}` does (`message: cause:
-//! cause's cause`). The settings' own validation error, [`ConfigError`], stays
-//! in `settings::config` and is wrapped whole. This module decides nothing and
-//! prints nothing: every command returns its error to `main`, which prints
-//! it and exits with its status.
+//! for everything else; [`EXIT_PROBLEMS`] is what `doctor` and `config
+//! check --cluster` return themselves when they found problems) and how it
+//! reads ([`Error::report`]), the same for every command.
+//!
+//! A report is one line. The two commonest failures read as kubectl's do,
+//! naming the file, or the server and the context, once, the cause once and
+//! the fix: no kubeconfig (`cannot read the kubeconfig /x (KUBECONFIG): no
+//! such file or directory; …`) and an API server that does not answer
+//! (`cannot reach the API server https://… (context "c"): connection
+//! refused; …`). Any other error prints its message and its causes
+//! `: `-separated (as `anyhow`'s `{:#}`), a failed API request as the
+//! server's reason and message, never a Rust type's name, and a cause said
+//! twice in a row only once. The settings' own validation error,
+//! [`ConfigError`], stays in `settings::config` and is wrapped whole. This
+//! module decides nothing and prints nothing: every command returns its
+//! error to `main`, which prints it and exits with its status.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use crate::settings::config::ConfigError;
 
@@ -23,6 +33,37 @@ pub const EXIT_FAILURE: u8 = 1;
 /// Exit status for a bad flag, value or config file (checked before anything
 /// touches the cluster).
 pub const EXIT_USAGE: u8 = 2;
+/// Exit status of a check that ran and found problems (`doctor`, `config
+/// check --cluster`): the setup is wrong, as opposed to "could not look"
+/// ([`EXIT_FAILURE`]).
+pub const EXIT_PROBLEMS: u8 = 3;
+
+/// The cluster a command talks to, as a person names it: the API server's
+/// URL and the kubeconfig context (none in a pod's in-cluster
+/// configuration). Set once, when the first client is built
+/// (`cluster::client`), so that an error can say which cluster did not
+/// answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub server: String,
+    pub context: Option<String>,
+}
+
+static TARGET: OnceLock<Target> = OnceLock::new();
+
+/// Records the cluster this process talks to; only the first call counts.
+pub fn set_target(target: Target) {
+    let _ = TARGET.set(target);
+}
+
+/// Where the kubeconfig a command reads comes from, for its error line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubeconfigSource {
+    /// `--kubeconfig`.
+    Flag,
+    /// `KUBECONFIG`, or `~/.kube/config` without it.
+    Environment,
+}
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -34,6 +75,15 @@ pub enum Error {
     /// Neither an in-cluster service account nor a usable kubeconfig.
     #[error("cannot find cluster credentials (in-cluster service account or KUBECONFIG)")]
     Credentials(#[source] kube::config::InferConfigError),
+    /// A kubeconfig that cannot be used: missing, unreadable, not YAML, or
+    /// without the context asked for.
+    #[error("{}", kubeconfig_line(.source, *.from, .context.as_deref()))]
+    Kubeconfig {
+        source: kube::config::KubeconfigError,
+        from: KubeconfigSource,
+        /// `--context`, when given.
+        context: Option<String>,
+    },
     /// Credentials found, but no client could be built from them.
     #[error("cannot build a Kubernetes client")]
     Client(#[source] kube::Error),
@@ -100,6 +150,7 @@ impl Error {
         match self {
             Error::Config(_) => EXIT_USAGE,
             Error::Credentials(_)
+            | Error::Kubeconfig { .. }
             | Error::Client(_)
             | Error::Kube { .. }
             | Error::Io { .. }
@@ -122,13 +173,181 @@ pub struct Report<'a>(&'a Error);
 
 impl fmt::Display for Report<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
+        // The cluster's credentials or connection: one line of their own,
+        // whatever step they stopped.
+        let mut inner = self.0;
+        while let Error::Context { source, .. } = inner {
+            inner = source;
+        }
+        match inner {
+            Error::Credentials(e) => return write!(f, "{}", credentials_line(e)),
+            Error::Kubeconfig { .. } => return write!(f, "{inner}"),
+            Error::Kube { source, .. } if is_unreachable(source) => {
+                return write!(f, "{}", unreachable_line(source));
+            }
+            _ => {}
+        }
+        let mut parts = vec![self.0.to_string()];
         let mut cause = std::error::Error::source(self.0);
         while let Some(e) = cause {
-            write!(f, ": {e}")?;
+            if let Some(k) = e.downcast_ref::<kube::Error>() {
+                parts.push(kube_text(k));
+                break;
+            }
+            parts.push(e.to_string());
             cause = e.source();
         }
-        Ok(())
+        write!(f, "{}", join_causes(parts))
+    }
+}
+
+/// `parts` joined with `: `, each dropped when the one before already ends
+/// with it (a library that prints its cause inside its own message).
+fn join_causes(parts: Vec<String>) -> String {
+    let mut out = String::new();
+    for p in parts {
+        let p = p.trim();
+        if p.is_empty() || out.ends_with(p) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(p);
+    }
+    out
+}
+
+/// An I/O error as a person reads it: `no such file or directory`, not
+/// `No such file or directory (os error 2)`.
+fn io_text(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    let text = match text.find(" (os error ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    };
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().chain(chars).collect(),
+        None => text,
+    }
+}
+
+/// The innermost cause of `e`: what actually went wrong, said once.
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = e;
+    while let Some(next) = last.source() {
+        last = next;
+    }
+    match last.downcast_ref::<std::io::Error>() {
+        Some(io) => io_text(io),
+        None => {
+            let text = last.to_string();
+            // hyper-util's "tcp connect error" without its cause, or a
+            // timeout's "deadline has elapsed".
+            match text.as_str() {
+                "deadline has elapsed" | "operation timed out" => "timed out".to_string(),
+                _ => text,
+            }
+        }
+    }
+}
+
+/// Whether a failed request never reached the API server (connection
+/// refused, no route, name not resolved, TLS refused, timed out).
+fn is_unreachable(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::HyperError(_) | kube::Error::Service(_))
+}
+
+/// A failed API request as a person reads it: the server's answer (its
+/// reason and message), or what stopped the request; never a Rust type.
+pub fn kube_text(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => {
+            let reason = if status.reason.is_empty() {
+                format!("HTTP {}", status.code)
+            } else {
+                status.reason.clone()
+            };
+            match status.message.trim() {
+                "" => reason,
+                m => format!("{m} ({reason})"),
+            }
+        }
+        kube::Error::HyperError(_) | kube::Error::Service(_) => {
+            format!("cannot reach the API server: {}", root_cause(e))
+        }
+        kube::Error::SerdeError(s) => format!("the API server's answer cannot be read: {s}"),
+        other => root_cause(other),
+    }
+}
+
+/// `cannot reach the API server URL (context "C"): CAUSE; FIX`.
+fn unreachable_line(e: &kube::Error) -> String {
+    let cause = root_cause(e);
+    let fix = "check that the cluster is up and that this is its context (kubectl cluster-info)";
+    match TARGET.get() {
+        Some(Target {
+            server,
+            context: Some(ctx),
+        }) => format!("cannot reach the API server {server} (context {ctx:?}): {cause}; {fix}"),
+        Some(Target {
+            server,
+            context: None,
+        }) => format!("cannot reach the API server {server}: {cause}; {fix}"),
+        None => format!("cannot reach the API server: {cause}; {fix}"),
+    }
+}
+
+/// Neither a kubeconfig nor a pod's service account: what was looked for.
+fn credentials_line(e: &kube::config::InferConfigError) -> String {
+    match std::error::Error::source(e).and_then(|s| s.downcast_ref()) {
+        Some(k) => kubeconfig_line(k, KubeconfigSource::Environment, None),
+        None => "no kubeconfig and not in a cluster; set KUBECONFIG or pass --kubeconfig FILE"
+            .to_string(),
+    }
+}
+
+/// A kubeconfig that cannot be used, naming the file once, the cause once
+/// and the fix.
+fn kubeconfig_line(
+    e: &kube::config::KubeconfigError,
+    from: KubeconfigSource,
+    context: Option<&str>,
+) -> String {
+    use kube::config::KubeconfigError as K;
+    let whence = match from {
+        KubeconfigSource::Flag => "--kubeconfig",
+        KubeconfigSource::Environment => "KUBECONFIG",
+    };
+    let fix = match from {
+        KubeconfigSource::Flag => "pass --kubeconfig a kubeconfig file",
+        KubeconfigSource::Environment => {
+            "set KUBECONFIG or pass --kubeconfig FILE (in a pod: its service account)"
+        }
+    };
+    match e {
+        K::ReadConfig(io, path) => format!(
+            "cannot read the kubeconfig {} ({whence}): {}; {fix}",
+            path.display(),
+            io_text(io)
+        ),
+        K::FindPath => format!("no kubeconfig found (KUBECONFIG unset, no ~/.kube/config); {fix}"),
+        K::Parse(p) => format!("the kubeconfig ({whence}) is not valid YAML: {p}"),
+        K::LoadContext(name) => format!(
+            "the kubeconfig ({whence}) has no context {name:?}; kubectl config get-contexts lists them"
+        ),
+        K::LoadClusterOfContext(name) => format!(
+            "the kubeconfig ({whence}) has no cluster {name:?} for context {}; kubectl config get-contexts lists them",
+            context.map_or("(current)".to_string(), |c| format!("{c:?}"))
+        ),
+        K::CurrentContextNotSet => format!(
+            "the kubeconfig ({whence}) sets no current-context; pass --context NAME (kubectl config get-contexts lists them)"
+        ),
+        other => format!(
+            "the kubeconfig ({whence}) cannot be used: {}",
+            root_cause(other)
+        ),
     }
 }
 
@@ -162,6 +381,42 @@ mod tests {
         assert!(matches!(e, Error::Config(_)), "{e:?}");
         assert_eq!(e.report().to_string(), e.to_string());
         assert!(e.to_string().starts_with("--timeout \"soon\": "), "{e}");
+    }
+
+    #[test]
+    fn a_missing_kubeconfig_is_one_line_naming_the_file_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let source = kube::config::KubeconfigError::ReadConfig(io, "/x/kc".into());
+        let e = Error::context("cannot connect to the cluster")(Error::Kubeconfig {
+            source,
+            from: KubeconfigSource::Environment,
+            context: None,
+        });
+        let line = e.report().to_string();
+        assert_eq!(line.matches("/x/kc").count(), 1, "{line}");
+        assert!(
+            line.starts_with("cannot read the kubeconfig /x/kc (KUBECONFIG): "),
+            "{line}"
+        );
+        assert!(
+            !line.contains("cannot connect") && !line.contains('\''),
+            "{line}"
+        );
+        assert_eq!(e.exit_code(), EXIT_FAILURE);
+    }
+
+    #[test]
+    fn a_cause_said_twice_in_a_row_is_said_once() {
+        let joined = join_causes(vec![
+            "listing nodes".into(),
+            "client error (Connect)".into(),
+            "client error (Connect)".into(),
+            "connection refused".into(),
+        ]);
+        assert_eq!(
+            joined,
+            "listing nodes: client error (Connect): connection refused"
+        );
     }
 
     #[test]

@@ -19,6 +19,14 @@ use nodegate::settings::config;
 use nodegate::{Error, Result};
 
 fn init_tracing(format: LogFormat, filter: &str) {
+    // kube's client logs every failed request at ERROR itself, and nodegate
+    // says the same failure in its own words: once is enough, unless the
+    // filter asks for kube's own lines.
+    let filter = if filter.contains("kube") {
+        filter.to_string()
+    } else {
+        format!("{filter},kube_client::client::builder=off")
+    };
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colour only for a person at a terminal: a log file or a collector
@@ -63,10 +71,10 @@ fn parse() -> Cli {
 }
 
 /// Gives each command the connection flags given before the subcommand,
-/// where it has none of its own; `run` (which has no such flags) gets them
-/// as the process's connection.
+/// where it has none of its own; `run`'s become the process's connection.
 fn connect_flags(mut cli: Cli) -> std::result::Result<Command, Error> {
     let outer: &ClusterArgs = &cli.cluster;
+    let mut process = outer.clone();
     match &mut cli.command {
         Command::Explain(a) => a.cluster = a.cluster.or(outer),
         Command::Status(a) => a.cluster = a.cluster.or(outer),
@@ -74,10 +82,14 @@ fn connect_flags(mut cli: Cli) -> std::result::Result<Command, Error> {
         Command::Uninstall(a) => a.cluster = a.cluster.or(outer),
         Command::Version(a) => a.cluster = a.cluster.or(outer),
         Command::Config(ConfigCommand::Check(a)) => a.cluster = a.cluster.or(outer),
-        Command::Doctor(a) => a.cluster = a.cluster.or(outer),
-        Command::Run(_) | Command::Completion(_) => {}
+        Command::Doctor(a) => a.run.cluster = a.run.cluster.or(outer),
+        Command::Run(a) => {
+            a.cluster = a.cluster.or(outer);
+            process = a.cluster.clone();
+        }
+        Command::Completion(_) => {}
     }
-    set_process_connection(output::connection(outer)?);
+    set_process_connection(output::connection(&process)?);
     Ok(cli.command)
 }
 

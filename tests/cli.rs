@@ -135,6 +135,10 @@ fn every_help_lists_the_exit_statuses() {
             out.contains("Exit status:") && out.contains("  2  bad usage"),
             "{args:?} --help lacks the exit statuses:\n{out}"
         );
+        // Issue 38: one scheme, every code in every command's help.
+        for code in ["  0  ", "  1  could not do it", "  3"] {
+            assert!(out.contains(code), "{args:?} --help lacks {code:?}:\n{out}");
+        }
     }
 }
 
@@ -190,7 +194,10 @@ fn version_prints_the_client_without_a_cluster() {
     let (code, out, err) = run_as(bin(), &["version"]);
     assert_eq!(code, 1, "{err}");
     assert_eq!(out, format!("Client: {}\n", env!("CARGO_PKG_VERSION")));
-    assert!(err.contains("cannot connect to the cluster"), "{err}");
+    assert!(
+        err.contains("cannot read the kubeconfig /nonexistent/nodegate-test-kubeconfig"),
+        "{err}"
+    );
 }
 
 /// `nodegate --version` names the commit the binary was built from: what
@@ -283,7 +290,7 @@ fn config_check_names_every_problem_of_a_bad_file() {
         err.contains("unknown key `matchLabel`; did you mean `matchLabels`?"),
         "{err}"
     );
-    assert!(err.contains("line 5"), "{err}");
+    assert!(err.contains("nodegate.yaml:5: "), "{err}");
     let (_dir2, path) = config_file(
         "timeout: soon\nmaxUnavailable: 0\ncriticalPods:\n- {name: p, namespace: kube-system}\n",
     );
@@ -292,7 +299,11 @@ fn config_check_names_every_problem_of_a_bad_file() {
     let v: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(v["valid"], false);
     let all = v["problems"].to_string();
-    for want in ["soon", "--max-unavailable \\\"0\\\"", "criticalPods[0] (p)"] {
+    for want in [
+        "nodegate.yaml:1: timeout: \\\"soon\\\": not a duration",
+        "nodegate.yaml:2: maxUnavailable: \\\"0\\\"",
+        "nodegate.yaml:3: criticalPods[0] (p)",
+    ] {
         assert!(all.contains(want), "{want:?} not in {all}");
     }
 }
@@ -368,4 +379,279 @@ fn doctor_refuses_bad_arguments_with_2_naming_them() {
     ] {
         assert!(out.contains(flag), "{flag} not in:\n{out}");
     }
+}
+
+/// A loopback address nothing listens on: a port the kernel gave out and
+/// took back, so a connection to it is refused at once.
+fn closed_port() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    format!("https://{addr}")
+}
+
+/// A kubeconfig whose one context, `dead`, names `server`.
+fn kubeconfig_for(dir: &std::path::Path, server: &str) -> String {
+    let path = dir.join("dead.yaml");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: dead\n  cluster: {{server: \"{server}\"}}\n\
+         contexts:\n- name: dead\n  context: {{cluster: dead, user: u}}\ncurrent-context: dead\n\
+         users:\n- name: u\n  user: {{token: x}}\n"
+    );
+    std::fs::write(&path, text).expect("write kubeconfig");
+    path.to_str().expect("utf-8 path").to_string()
+}
+
+/// The one error line a command printed: stderr is exactly one line,
+/// shorter than 200 characters, with no Rust type in it.
+fn one_error_line(args: &[&str], err: &str) -> String {
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{args:?}: not one line:\n{err}");
+    let line = lines[0];
+    assert!(
+        line.chars().count() < 200,
+        "{args:?}: {} chars: {line}",
+        line.chars().count()
+    );
+    for leak in [
+        "ServiceError",
+        "HyperError",
+        "ApiError",
+        "Error {",
+        "os error",
+        "'\"",
+        "(Connect)",
+    ] {
+        assert!(!line.contains(leak), "{args:?}: {leak:?} in {line}");
+    }
+    line.to_string()
+}
+
+/// Issue 38, finding 4: the two commonest connection errors, one line each,
+/// kubectl-style, for every command that reads the cluster: a missing
+/// kubeconfig names its path once, the cause once and the fix; a refused
+/// server names the server and the context once and the cause once. Exit 1
+/// (could not do it).
+#[test]
+fn connection_errors_are_one_line_naming_the_file_or_the_server_once() {
+    let commands: &[&[&str]] = &[
+        &["status"],
+        &["explain", "n1"],
+        &["backfill", "--dry-run"],
+        &["uninstall", "--dry-run"],
+        &["version"],
+        &["doctor"],
+        &["doctor", "--from-cluster"],
+    ];
+    let missing = "/nonexistent/nodegate-test-kubeconfig";
+    for args in commands {
+        let (code, _, err) = run_as(bin(), args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        let line = one_error_line(args, &err);
+        assert_eq!(line.matches(missing).count(), 1, "{args:?}: {line}");
+        assert_eq!(
+            line.matches("no such file or directory").count(),
+            1,
+            "{line}"
+        );
+        assert!(
+            line.contains("KUBECONFIG") && line.contains("--kubeconfig"),
+            "{line}"
+        );
+    }
+    let (code, _, err) = run_as(bin(), &["status", "--kubeconfig", "/nonexistent/kc"]);
+    assert_eq!(code, 1, "{err}");
+    let line = one_error_line(&["--kubeconfig"], &err);
+    assert_eq!(line.matches("/nonexistent/kc").count(), 1, "{line}");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = closed_port();
+    let kc = kubeconfig_for(dir.path(), &server);
+    let (_empty_dir, empty) = config_file("");
+    let mut with_file: Vec<Vec<&str>> = commands.iter().map(|c| c.to_vec()).collect();
+    with_file.push(vec!["config", "check", "--cluster", &empty]);
+    for args in &with_file {
+        let mut full = args.clone();
+        full.extend(["--kubeconfig", kc.as_str()]);
+        let (code, _, err) = run_as(bin(), &full);
+        assert_eq!(code, 1, "{full:?}: {err}");
+        let line = one_error_line(&full, &err);
+        assert_eq!(line.matches(&server).count(), 1, "{full:?}: {line}");
+        assert_eq!(line.matches("context \"dead\"").count(), 1, "{line}");
+        assert_eq!(line.matches("connection refused").count(), 1, "{line}");
+    }
+}
+
+/// Issue 38, findings 3 and 5: `run` takes --kubeconfig like every other
+/// command; at a cluster that does not answer it logs the failure once,
+/// then exits 1 after the bounded wait its help states (30 s); `--log-level
+/// warning` is `warn` and logs that warning. A bare word that is no level
+/// is refused with 2, on the flag and in the file.
+#[test]
+fn run_at_an_unreachable_cluster_logs_a_warning_and_exits_1() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = closed_port();
+    let kc = kubeconfig_for(dir.path(), &server);
+    let (code, _, err) = run_as(
+        bin(),
+        &[
+            "run",
+            "--kubeconfig",
+            &kc,
+            "--log-level",
+            "warning",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--debug-addr",
+            "",
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains(" WARN ")).collect();
+    assert_eq!(warnings.len(), 1, "one warning, then the error:\n{err}");
+    assert!(warnings[0].contains(&server), "{err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.contains(" ERROR ")).collect();
+    assert_eq!(errors.len(), 1, "{err}");
+    assert!(errors[0].contains("connection refused"), "{err}");
+    let (_, help, _) = run_as(bin(), &["run", "--help"]);
+    assert!(help.contains("30 s of start"), "{help}");
+
+    for level in ["verbose", "warning,loud"] {
+        let (code, _, err) = run_as(bin(), &["run", "--log-level", level]);
+        assert_eq!(code, 2, "{level}: {err}");
+        assert!(err.contains("not a level"), "{level}: {err}");
+    }
+    let (_d, path) = config_file("logLevel: verbose\n");
+    let (code, _, err) = run_as(bin(), &["config", "check", &path]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(":1: logLevel: \"verbose\": not a level"),
+        "{err}"
+    );
+    let (_d, path) = config_file("logLevel: warning,nodegate=debug\n");
+    let (code, out, err) = run_as(bin(), &["config", "check", "-o", "json", &path]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["settings"]["logLevel"], "warn,nodegate=debug");
+}
+
+/// Issue 38, finding 6: `config check -o json` on an empty file prints
+/// every key docs/configuration.md documents (its flag table and its reload
+/// table), and every key it prints is documented; typed values, no prose.
+#[test]
+fn config_check_of_an_empty_file_prints_every_documented_key() {
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md"),
+    )
+    .expect("read docs/configuration.md");
+    let (_d, path) = config_file("");
+    let (code, out, err) = run_as(bin(), &["config", "check", "-o", "json", &path]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let shown: std::collections::BTreeSet<String> = v["settings"]
+        .as_object()
+        .expect("settings")
+        .keys()
+        .cloned()
+        .collect();
+    let backticked = |cell: &str| -> Vec<String> {
+        cell.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .filter(|k| k.starts_with(|c: char| c.is_ascii_lowercase()))
+            .filter(|k| k.chars().all(|c| c.is_ascii_alphanumeric() || c == '*'))
+            .collect()
+    };
+    let mut documented = Vec::new();
+    for line in docs.lines() {
+        let cells: Vec<&str> = line.split(" | ").collect();
+        if line.starts_with("| `--") && cells.len() == 4 {
+            documented.extend(backticked(cells[1]));
+        }
+        if cells.len() == 2 && (line.contains("| applied at once") || line.contains("| need")) {
+            documented.extend(backticked(cells[0]));
+        }
+    }
+    assert!(documented.len() > 40, "{documented:?}");
+    for key in &documented {
+        let found = match key.strip_suffix('*') {
+            Some(prefix) => shown.iter().any(|k| k.starts_with(prefix)),
+            None => shown.contains(key),
+        };
+        assert!(
+            found,
+            "documented key {key:?} missing from config check -o json: {shown:?}"
+        );
+    }
+    for key in &shown {
+        let by_prefix = documented
+            .iter()
+            .filter_map(|d| d.strip_suffix('*'))
+            .any(|prefix| key.starts_with(prefix));
+        assert!(
+            docs.contains(&format!("`{key}`")) || by_prefix,
+            "{key} is not in docs/configuration.md"
+        );
+    }
+    let text = v["settings"].to_string();
+    for prose in ["(every", "(off)", "(none)", "(at once)"] {
+        assert!(!text.contains(prose), "{prose:?} in {text}");
+    }
+    assert_eq!(v["settings"]["kubeQps"], 50);
+    assert_eq!(v["settings"]["timeout"], "2m");
+}
+
+/// Issue 38, finding 7: a check that ran and found problems is 3, "could
+/// not look" is 1; the file's own problems are bad usage, 2.
+#[test]
+fn problems_found_exit_3_and_help_says_so() {
+    for args in [&["doctor", "--help"][..], &["config", "check", "--help"]] {
+        let (_, out, _) = run_as(bin(), args);
+        assert!(
+            out.contains("  3  checked and found problems"),
+            "{args:?}:\n{out}"
+        );
+        assert!(!out.contains("  1  a check found"), "{out}");
+    }
+}
+
+/// Issue 38, finding 11: each command's own flags first, the gate settings
+/// and the connection under their headings; one duration rule everywhere (a
+/// bare number is seconds).
+#[test]
+fn help_is_grouped_and_a_bare_number_is_seconds() {
+    let (_, out, _) = run_as(bin(), &["status", "--help"]);
+    let at = |s: &str| {
+        out.find(s)
+            .unwrap_or_else(|| panic!("{s:?} not in:\n{out}"))
+    };
+    assert!(at("--watch") < at("Gate settings"), "{out}");
+    assert!(at("--watch") < at("--regate-allow-no-execute"), "{out}");
+    assert!(at("Output:") < at("Cluster:"), "{out}");
+    assert!(at("Cluster:") < at("--kubeconfig"), "{out}");
+    let (_, out, _) = run_as(bin(), &["run", "--help"]);
+    for heading in ["Deadline:", "Leader election:", "Logging:", "Cluster:"] {
+        assert!(out.contains(heading), "{heading} not in run --help");
+    }
+    let (_, out, _) = run_as(bin(), &["doctor", "--help"]);
+    let at = |s: &str| {
+        out.find(s)
+            .unwrap_or_else(|| panic!("{s:?} not in:\n{out}"))
+    };
+    assert!(at("--from-cluster") < at("--taint "), "{out}");
+    let (_d, path) = config_file("timeout: 300\nregateAfter: 90\n");
+    let (code, out, err) = run_as(bin(), &["config", "check", "-o", "json", &path]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["settings"]["timeout"], "5m");
+    assert_eq!(v["settings"]["regateAfter"], "90s");
+    let (code, _, err) = run_as(
+        bin(),
+        &["status", "--timeout", "5", "--request-timeout", "5"],
+    );
+    assert_eq!(
+        code, 1,
+        "a bare number is taken, the cluster is not there: {err}"
+    );
 }

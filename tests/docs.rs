@@ -99,11 +99,16 @@ fn every_run_flag_is_documented() {
     );
 }
 
+/// kubectl's connection flags, which `run` takes like every other command
+/// (in a pod the service account is used: no Helm value).
+const KUBECTL_FLAGS: [&str; 3] = ["--kubeconfig", "--context", "--request-timeout"];
+
 #[test]
 fn every_run_flag_is_a_helm_value() {
     let values = read("deploy/helm/nodegate/values.yaml");
     let missing: Vec<_> = long_flags("run")
         .into_iter()
+        .filter(|f| !KUBECTL_FLAGS.contains(&f.as_str()))
         .filter(|f| !mentions(&values, f))
         .collect();
     assert!(
@@ -397,6 +402,11 @@ fn every_run_flag_is_defined_once_in_the_settings_table() {
     let defined: BTreeSet<String> = flagged().iter().map(|(f, _)| format!("--{f}")).collect();
     let mut listed = long_flags("run");
     listed.remove("--config");
+    // Where to reach the cluster: kubectl's flags, as every command takes
+    // them; no setting of the controller.
+    for kubectl in KUBECTL_FLAGS {
+        assert!(listed.remove(kubectl), "run --help lacks {kubectl}");
+    }
     assert_eq!(
         listed, defined,
         "`nodegate run --help` and src/settings/table.rs disagree"

@@ -187,7 +187,8 @@ async fn config_check_reads_the_cluster_and_never_writes() {
                     "json",
                     &bad,
                 ]);
-                if code != 2 {
+                // 3: checked, and found problems (issue 38's one scheme).
+                if code != 3 {
                     return Err(format!("exit {code}: {out}{err}"));
                 }
                 let f = findings(&out);
@@ -223,6 +224,6 @@ async fn config_check_reads_the_cluster_and_never_writes() {
     }
     // The readable form says the same.
     let (code, out, _) = nodegate(&["config", "check", "--cluster", "--kubeconfig", &kc, &bad]);
-    assert_eq!(code, 2, "{out}");
+    assert_eq!(code, 3, "{out}");
     assert!(out.contains("PROBLEM daemonsetNamespaces"), "{out}");
 }

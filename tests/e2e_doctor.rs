@@ -342,7 +342,7 @@ async fn doctor_names_each_autoscaler_problem_and_its_fix_and_passes_a_clean_clu
     // A NodePool that does not know nodegate's taint.
     apply(&cluster, &nodepool("general", ""));
     let (code, out, err) = doctor(&cluster, &FLAGS);
-    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(code, 3, "{out}{err}");
     assert!(
         out.contains("✗ karpenter") && out.contains("NodePool general"),
         "{out}"
@@ -353,7 +353,7 @@ async fn doctor_names_each_autoscaler_problem_and_its_fix_and_passes_a_clean_clu
         "{out}"
     );
     let (code, out, _) = doctor(&cluster, &json);
-    assert_eq!(code, 1, "{out}");
+    assert_eq!(code, 3, "{out}");
     let karpenter = checks(&out, "karpenter");
     assert_eq!(karpenter.len(), 1, "{out}");
     assert_eq!(karpenter[0]["status"], "problem");
@@ -381,7 +381,7 @@ async fn doctor_names_each_autoscaler_problem_and_its_fix_and_passes_a_clean_clu
     // shorter than nodegate's deadline.
     apply(&cluster, &autoscaler(&["--max-node-startup-time=5m"]));
     let (code, out, err) = doctor(&cluster, &FLAGS);
-    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(code, 3, "{out}{err}");
     assert!(
         out.contains(
             "✗ cluster-autoscaler Deployment kube-system/cluster-autoscaler: does not treat"
@@ -441,7 +441,7 @@ async fn doctor_names_each_autoscaler_problem_and_its_fix_and_passes_a_clean_clu
         &nodegate_deployment(&["--leader-elect", "--timeout=20m"]),
     );
     let (code, out, _) = doctor(&cluster, &["--from-cluster", "-o", "json"]);
-    assert_eq!(code, 1, "{out}");
+    assert_eq!(code, 3, "{out}");
     let ca = checks(&out, "cluster-autoscaler");
     assert!(
         ca.iter()
@@ -461,7 +461,7 @@ async fn doctor_names_each_autoscaler_problem_and_its_fix_and_passes_a_clean_clu
         ],
     );
     let (code, out, _) = doctor(&cluster, &json);
-    assert_eq!(code, 1, "{out}");
+    assert_eq!(code, 3, "{out}");
     let missing = checks(&out, "admission");
     assert!(
         missing.iter().any(|c| c["status"] == "problem"
@@ -479,7 +479,7 @@ async fn doctor_names_each_autoscaler_problem_and_its_fix_and_passes_a_clean_clu
         &["-n", "default", "delete", "rolebinding", "nodegate-events"],
     );
     let (code, out, _) = doctor(&cluster, &json);
-    assert_eq!(code, 1, "{out}");
+    assert_eq!(code, 3, "{out}");
     let rbac = checks(&out, "rbac");
     assert!(
         rbac.len() == 1
@@ -506,7 +506,7 @@ async fn doctor_names_each_autoscaler_problem_and_its_fix_and_passes_a_clean_clu
         .insert("nodegate.dev/gated-since".into(), hour_ago.to_string());
     cluster.create_node(&stuck).await;
     let (code, out, _) = doctor(&cluster, &json);
-    assert_eq!(code, 1, "{out}");
+    assert_eq!(code, 3, "{out}");
     let nodes = checks(&out, "nodes");
     assert!(
         nodes

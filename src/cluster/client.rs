@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, KubeconfigSource, Result, Target, set_target};
 use crate::settings::config::ConfigError;
 
 /// Where to reach the cluster: kubectl's flags, already checked.
@@ -112,32 +112,43 @@ async fn config_for(c: &Connection) -> Result<kube::Config> {
         context: c.context.clone(),
         ..Default::default()
     };
-    match (&c.kubeconfig, &c.context) {
-        (None, None) => kube::Config::infer().await.map_err(Error::Credentials),
-        (Some(path), _) => {
-            let file = Kubeconfig::read_from(path).map_err(|e| Error::Invalid {
-                what: format!("--kubeconfig {}", path.display()),
-                why: format!("cannot be read: {e}"),
-            })?;
-            kube::Config::from_custom_kubeconfig(file, &options)
-                .await
-                .map_err(|e| kubeconfig_error(c, e))
-        }
-        (None, Some(_)) => kube::Config::from_kubeconfig(&options)
-            .await
-            .map_err(|e| kubeconfig_error(c, e)),
-    }
-}
-
-fn kubeconfig_error(c: &Connection, e: kube::config::KubeconfigError) -> Error {
-    let what = match &c.context {
-        Some(ctx) => format!("--context {ctx:?}"),
-        None => "the kubeconfig".to_string(),
+    let kubeconfig_error = |source: kube::config::KubeconfigError, from| Error::Kubeconfig {
+        source,
+        from,
+        context: c.context.clone(),
     };
-    Error::Invalid {
-        what,
-        why: format!("{e} (kubectl config get-contexts lists the contexts)"),
-    }
+    let (config, context) = match (&c.kubeconfig, &c.context) {
+        (None, None) => {
+            let config = kube::Config::infer().await.map_err(Error::Credentials)?;
+            // The context infer() used, if it used a kubeconfig at all.
+            let context = Kubeconfig::read().ok().and_then(|k| k.current_context);
+            (config, context)
+        }
+        (Some(path), _) => {
+            let file = Kubeconfig::read_from(path)
+                .map_err(|e| kubeconfig_error(e, KubeconfigSource::Flag))?;
+            let context = c.context.clone().or(file.current_context.clone());
+            let config = kube::Config::from_custom_kubeconfig(file, &options)
+                .await
+                .map_err(|e| kubeconfig_error(e, KubeconfigSource::Flag))?;
+            (config, context)
+        }
+        (None, Some(ctx)) => {
+            let config = kube::Config::from_kubeconfig(&options)
+                .await
+                .map_err(|e| kubeconfig_error(e, KubeconfigSource::Environment))?;
+            (config, Some(ctx.clone()))
+        }
+    };
+    set_target(Target {
+        server: config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_string(),
+        context,
+    });
+    Ok(config)
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! `settings::config::check::check_file`), offline, and what it means
 //! printed; with `--cluster`, what the cluster says about it, read without
 //! writing (`cluster`). Exit 0 when valid, 2 when not (every problem
-//! found named), 1 when the cluster cannot be read.
+//! found named), 3 when a check against the cluster found a problem, 1
+//! when the cluster cannot be read.
 
 mod cluster;
 mod meaning;
@@ -14,9 +15,11 @@ use std::process::ExitCode;
 use serde_json::{Value, json};
 
 use crate::commands::output::{connect, connection};
-use crate::error::{EXIT_USAGE, Error, Result};
-use crate::settings::cli::{ConfigCheckArgs, GateArgs, OutputFormat, RunArgs, RunFlags};
-use crate::settings::config::check::check_file;
+use crate::error::{EXIT_PROBLEMS, EXIT_USAGE, Error, Result};
+use crate::settings::cli::{ConfigCheckArgs, GateArgs, OutputFormat, RunArgs};
+use crate::settings::config::check::check_file_located;
+use crate::settings::config::load_file;
+use crate::settings::table::GateGiven;
 
 pub async fn main(args: ConfigCheckArgs) -> Result<ExitCode> {
     // Checked first, so that a bad flag is exit 2 before anything else.
@@ -26,22 +29,25 @@ pub async fn main(args: ConfigCheckArgs) -> Result<ExitCode> {
             config: Some(args.file.clone()),
             ..GateArgs::default()
         },
-        flags: RunFlags::default(),
+        ..RunArgs::default()
     };
     let file = args.file.display().to_string();
-    let settings = match check_file(&run) {
+    let settings = match check_file_located(&run) {
         Ok(s) => s,
         Err(problems) => {
-            let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
             let report = json!({"file": file, "valid": false, "problems": problems});
-            print(&args, &report, || refused(&file, &problems))?;
+            print(&args, &report, || refused(&problems))?;
             if matches!(args.output, OutputFormat::Table | OutputFormat::Wide) {
-                eprint!("{}", refused(&file, &problems));
+                eprint!("{}", refused(&problems));
             }
             return Ok(ExitCode::from(EXIT_USAGE));
         }
     };
-    let meaning = meaning::of(&settings);
+    // The file was read and checked: the gate's keys as given, for the
+    // values shown as written.
+    let mut raw = load_file(&run.gate).unwrap_or_default();
+    let gate = GateGiven::merge(&run.gate.flags, &mut raw);
+    let meaning = meaning::of(&settings, &gate);
     let findings = if args.against_cluster {
         let client = connect(&conn).await?;
         Some(cluster::check(&client, &conn, &settings).await?)
@@ -57,7 +63,7 @@ pub async fn main(args: ConfigCheckArgs) -> Result<ExitCode> {
     });
     print(&args, &report, || readable(&file, &report))?;
     Ok(if failed {
-        ExitCode::from(EXIT_USAGE)
+        ExitCode::from(EXIT_PROBLEMS)
     } else {
         ExitCode::SUCCESS
     })
@@ -76,15 +82,9 @@ fn print(args: &ConfigCheckArgs, report: &Value, text: impl FnOnce() -> String) 
         .map_err(Error::io("cannot write to stdout"))
 }
 
-fn refused(file: &str, problems: &[String]) -> String {
-    let mut s = format!(
-        "error: config file {file} is refused ({} problem(s)):\n",
-        problems.len()
-    );
-    for p in problems {
-        s.push_str(&format!("  - {p}\n"));
-    }
-    s
+/// One line per problem, each `error: FILE:LINE: key: what is wrong`.
+fn refused(problems: &[String]) -> String {
+    problems.iter().map(|p| format!("error: {p}\n")).collect()
 }
 
 /// The valid file's settings as YAML, then the cluster's findings.

@@ -4,7 +4,7 @@
 //! run` parses them) or, with `--from-cluster`, from nodegate's Deployment
 //! (`source`). Everything is read first (`fetch`), then judged by pure
 //! checks (`checks`), one line each (`report`). Exit 0 when no check found
-//! a problem, 1 when one did (or the cluster could not be read), 2 for a
+//! a problem, 3 when one did, 1 when the cluster could not be read, 2 for a
 //! bad flag or value. It never writes to the cluster.
 
 pub mod checks;
@@ -20,7 +20,7 @@ use jiff::Timestamp;
 use kube::Client;
 
 use crate::commands::output;
-use crate::error::{EXIT_FAILURE, Error, Result};
+use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::settings::cli::DoctorArgs;
 use crate::settings::config::{self, RunSettings};
 use checks::karpenter::NODEPOOL_LABEL;
@@ -29,7 +29,7 @@ use report::{Check, Report};
 
 pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
     // Every flag and value checked before anything is sent (exit 2).
-    let conn = output::connection(&args.cluster)?;
+    let conn = output::connection(&args.run.cluster)?;
     source::refuse_settings_with_from_cluster(&args)?;
     let given = match args.from_cluster {
         true => None,
@@ -78,7 +78,7 @@ pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
         .map_err(Error::io("cannot write to stdout"))?;
     Ok(match report.problems {
         0 => ExitCode::SUCCESS,
-        _ => ExitCode::from(EXIT_FAILURE),
+        _ => ExitCode::from(EXIT_PROBLEMS),
     })
 }
 

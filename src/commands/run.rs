@@ -91,6 +91,47 @@ pub fn lease_namespace(
         .to_string()
 }
 
+/// How long `run` waits, at start, for the API server to answer before it
+/// exits 1 (its help and docs/operations.md say so): a cluster that is
+/// down or named wrongly is said in a minute rather than retried for ever,
+/// and a pod restarts with the kubelet's backoff.
+pub const START_WAIT: Duration = Duration::from_secs(30);
+
+/// Asks the API server its version until it answers (any answer, even a
+/// refusal, is an answer: what the credentials may do is the watches'
+/// business), at most [`START_WAIT`]; the first failure is logged once,
+/// and the last one is returned.
+async fn wait_for_api_server(client: &kube::Client) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + START_WAIT;
+    let mut said = false;
+    loop {
+        let attempt = tokio::time::timeout(Duration::from_secs(10), client.apiserver_version());
+        let failure = match attempt.await {
+            Ok(Ok(_)) | Ok(Err(kube::Error::Api(_))) => return Ok(()),
+            Ok(Err(e)) => Error::kube("asking the API server its version")(e),
+            Err(_) => Error::Invalid {
+                what: "the API server".to_string(),
+                why: "did not answer within 10 s".to_string(),
+            },
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::context(format!(
+                "no answer within {} s of start",
+                START_WAIT.as_secs()
+            ))(failure));
+        }
+        if !said {
+            tracing::warn!(
+                "{}; retrying for up to {} s",
+                failure.report(),
+                START_WAIT.as_secs()
+            );
+            said = true;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
 /// What every part of a running controller shares, built before anything
 /// starts.
 struct Shared {
@@ -176,6 +217,7 @@ impl Shared {
         stop: signal::Receiver<bool>,
     ) -> Result<Self> {
         let client = client().await?;
+        wait_for_api_server(&client).await?;
         let live = Arc::new(LiveConfig::new(Arc::new(GateConfig::from(settings))));
         let leadership = Arc::new(if settings.leader_election.enabled {
             Leadership::follower()
@@ -359,15 +401,20 @@ fn start_elector(shared: &Shared, settings: &RunSettings) -> Option<JoinHandle<(
 }
 
 fn log_start(settings: &RunSettings) {
+    let duration = |d: Option<Duration>| {
+        d.map_or("off".to_string(), |d| {
+            humantime::format_duration(d).to_string()
+        })
+    };
     tracing::info!(
-        taints = ?settings.gate.placement.managed_taints.iter().map(|t| format!("{}:{}", t.key, t.effect)).collect::<Vec<_>>(),
-        timeout = ?settings.timeout,
-        on_timeout = ?settings.on_timeout,
+        taints = %settings.gate.placement.managed_taints.iter().map(|t| format!("{}:{}", t.key, t.effect)).collect::<Vec<_>>().join(","),
+        timeout = %duration(settings.timeout),
+        on_timeout = %settings.on_timeout,
         dry_run = settings.dry_run,
         leader_elect = settings.leader_election.enabled,
-        webhook = settings.webhook.as_ref().map(|w| w.addr.to_string()),
+        webhook = %settings.webhook.as_ref().map_or("off".to_string(), |w| w.addr.to_string()),
         taint_new_nodes = settings.net.enabled,
-        regate_after = ?settings.gate.regate.as_ref().map(|r| r.after),
+        regate_after = %duration(settings.gate.regate.as_ref().map(|r| r.after)),
         "nodegate starting"
     );
 }

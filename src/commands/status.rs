@@ -79,39 +79,64 @@ pub async fn main(args: StatusArgs) -> Result<ExitCode> {
     let tty = std::io::stdout().is_terminal()
         && matches!(format, OutputFormat::Table | OutputFormat::Wide);
     let mut drawn_lines = 0usize;
+    // While the cluster does not answer: said once, then asked less and
+    // less often (doubling up to WATCH_BACKOFF_MAX), never a line a try.
+    let mut failing = false;
+    let mut delay = settings.interval;
     loop {
-        let mut text = match table_now(&client, &settings, format).await {
-            Ok(t) => t,
-            // A watch outlives a blip of the API server; say so and go on.
-            Err(e) => format!("error: {}\n", e.report()),
-        };
-        if tty {
-            text.push_str(&format!(
-                "refreshed {} UTC every {} (Ctrl-C to stop)\n",
-                Timestamp::now().strftime("%H:%M:%S"),
-                humantime::format_duration(settings.interval)
-            ));
-            // Back to the first line of the previous table, then clear to
-            // the end of the screen: an update in place, scrollback intact.
-            let up = if drawn_lines > 0 {
-                format!("\x1b[{drawn_lines}F\x1b[J")
-            } else {
-                String::new()
-            };
-            drawn_lines = text.lines().count();
-            text = up + &text;
-        } else if format == OutputFormat::Yaml {
-            text.insert_str(0, "---\n");
-        } else {
-            text.push('\n');
+        match table_now(&client, &settings, format).await {
+            Ok(mut text) => {
+                if failing {
+                    eprintln!("the cluster answers again");
+                    failing = false;
+                }
+                delay = settings.interval;
+                if tty {
+                    text.push_str(&format!(
+                        "refreshed {} UTC every {} (Ctrl-C to stop)\n",
+                        Timestamp::now().strftime("%H:%M:%S"),
+                        humantime::format_duration(settings.interval)
+                    ));
+                    // Back to the first line of the previous table, then
+                    // clear to the end of the screen: an update in place,
+                    // scrollback intact.
+                    let up = if drawn_lines > 0 {
+                        format!("\x1b[{drawn_lines}F\x1b[J")
+                    } else {
+                        String::new()
+                    };
+                    drawn_lines = text.lines().count();
+                    text = up + &text;
+                } else if format == OutputFormat::Yaml {
+                    text.insert_str(0, "---\n");
+                } else {
+                    text.push('\n');
+                }
+                print(&text)?;
+            }
+            Err(e) => {
+                if !failing {
+                    eprintln!(
+                        "error: {}; still trying, less often while it fails (Ctrl-C to stop)",
+                        e.report()
+                    );
+                    failing = true;
+                    // The next table is drawn below the message.
+                    drawn_lines = 0;
+                }
+                delay = (delay * 2).min(WATCH_BACKOFF_MAX.max(settings.interval));
+            }
         }
-        print(&text)?;
         tokio::select! {
-            _ = tokio::time::sleep(settings.interval) => {}
+            _ = tokio::time::sleep(delay) => {}
             _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
         }
     }
 }
+
+/// The longest `status --watch` waits between two tries while the cluster
+/// does not answer (or --interval, if longer).
+const WATCH_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn print(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();

@@ -49,10 +49,7 @@ struct Settings {
 fn settings(args: &UninstallArgs) -> Result<Settings, ConfigError> {
     let mut file = config::load_file(&args.gate)?;
     let gate = config::gate_settings(&args.gate, &mut file)?;
-    let fresh = humantime::parse_duration(&args.lease_fresh).map_err(|e| ConfigError::Invalid {
-        source_: format!("--lease-fresh {:?}", args.lease_fresh),
-        message: format!("{e}; give a duration such as 60s"),
-    })?;
+    let fresh = config::parse_duration("--lease-fresh", &args.lease_fresh)?;
     Ok(Settings {
         scope: gate.scope,
         owned: Owned {

@@ -18,9 +18,9 @@ pub use super::table::{GateFlags, RunFlags};
 #[command(after_help = EXIT_CODES_HELP)]
 pub struct Cli {
     /// Where to reach the cluster, given before the subcommand (`nodegate
-    /// --context prod run …`): the only way to give it to `run`, whose own
-    /// flags are the controller's settings. A subcommand's own
-    /// `--kubeconfig`/`--context`/`--request-timeout` win over these.
+    /// --context prod status`) or after it, as kubectl takes them. A
+    /// subcommand's own `--kubeconfig`/`--context`/`--request-timeout` win
+    /// over these.
     #[command(flatten)]
     pub cluster: ClusterArgs,
 
@@ -28,51 +28,66 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// The exit statuses every command shares, for `--help`.
+/// The exit statuses every command shares, for `--help`: one scheme for
+/// every command (`crate::error`'s EXIT_* constants).
 pub const EXIT_CODES_HELP: &str = "\
 Exit status:
-  0  success
-  1  failure: the cluster could not be read or written, or the output
-     could not be written
+  0  done
+  1  could not do it: the cluster unreachable, a read or a write failed,
+     the output could not be written
   2  bad usage: a bad flag, value or config file (found before anything is
-     sent to the cluster)";
+     sent to the cluster)
+  3  checked and found problems (doctor, config check --cluster)";
 
 const RUN_EXIT: &str = "\
 Exit status:
   0  stopped by SIGTERM or Ctrl-C after a clean shutdown
-  1  failure: no credentials, the cluster unreachable at start, the HTTP
-     port taken, an actor that would not start
+  1  could not do it: no credentials, the API server not answering within
+     30 s of start, the HTTP port taken, an actor that would not start
   2  bad usage: a bad flag, value or config file (found before anything is
-     sent to the cluster)";
+     sent to the cluster)
+  3  (doctor and config check --cluster only: checked, found problems)";
 
 const EXPLAIN_EXIT: &str = "\
 Exit status:
   0  the report was printed (whether or not the gate would open)
-  1  failure: the node does not exist, the cluster could not be read
+  1  could not do it: the node does not exist, the cluster could not be
+     read
   2  bad usage: a bad flag, value or config file (found before anything is
-     sent to the cluster)";
+     sent to the cluster)
+  3  (doctor and config check --cluster only: checked, found problems)";
 
 const BACKFILL_EXIT: &str = "\
 Exit status:
   0  every node was tainted, would be (--dry-run) or was skipped
-  1  a node could not be tainted (its line says why), or the cluster could
-     not be read
+  1  could not do it: a node could not be tainted (its line says why), or
+     the cluster could not be read
   2  bad usage: a bad flag, value or config file (found before anything is
-     sent to the cluster)";
+     sent to the cluster)
+  3  (doctor and config check --cluster only: checked, found problems)";
 
 const UNINSTALL_EXIT: &str = "\
 Exit status:
   0  every node is clean (or would be, with --dry-run)
-  1  refused because a replica holds the Lease, a node could not be
-     changed (its line says why), or the cluster could not be read
+  1  could not do it: refused because a replica holds the Lease, a node
+     could not be changed (its line says why), or the cluster could not be
+     read
   2  bad usage: a bad flag, value or config file, or neither --dry-run nor
-     --yes (found before anything is sent to the cluster)";
+     --yes (found before anything is sent to the cluster)
+  3  (doctor and config check --cluster only: checked, found problems)";
 
 const COMPLETION_EXIT: &str = "\
 Exit status:
   0  the script was printed
-  1  stdout could not be written
-  2  bad usage: an unknown shell";
+  1  could not do it: stdout could not be written
+  2  bad usage: an unknown shell
+  3  (doctor and config check --cluster only: checked, found problems)";
+
+/// Headings of `--help`: each command's own flags come first (clap's
+/// "Options"), then these.
+pub const OUTPUT: &str = "Output";
+pub const CLUSTER: &str = "Cluster";
+pub const CONFIG_FILE: &str = "Gate settings";
 
 /// Where to reach the cluster, with kubectl's flags and meanings. Without
 /// them: the in-cluster service account, else `KUBECONFIG` / `~/.kube/config`
@@ -81,16 +96,16 @@ Exit status:
 pub struct ClusterArgs {
     /// Path to the kubeconfig file to use (instead of KUBECONFIG or
     /// ~/.kube/config).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = CLUSTER)]
     pub kubeconfig: Option<PathBuf>,
 
     /// The kubeconfig context to use (instead of its current-context).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help_heading = CLUSTER)]
     pub context: Option<String>,
 
     /// How long to wait for each request to the API server before giving up
     /// (`10s`, `1m`; a bare number is seconds; 0 waits as long as it takes).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", help_heading = CLUSTER)]
     pub request_timeout: Option<String>,
 }
 
@@ -158,19 +173,15 @@ const DOCTOR_EXIT: &str = "\
 Exit status:
   0  no check found a problem (checks that could not be made, shown as -,
      do not count)
-  1  a check found a problem (each says what to change), or the cluster
-     could not be read
+  1  could not do it: the cluster could not be read
   2  bad usage: a bad flag, value or config file (found before anything is
-     sent to the cluster)";
+     sent to the cluster)
+  3  checked and found problems: a check found one (each says what to
+     change)";
 
 /// `nodegate doctor`.
 #[derive(Debug, Clone, Args)]
 pub struct DoctorArgs {
-    /// nodegate's settings, as given to `nodegate run` (flags and
-    /// --config); ignored with --from-cluster.
-    #[command(flatten)]
-    pub run: RunArgs,
-
     /// Read nodegate's settings from the container args of its Deployment
     /// (and the config file they name, from its ConfigMap) in --namespace,
     /// instead of from the flags given here.
@@ -192,13 +203,16 @@ pub struct DoctorArgs {
     #[arg(long, value_name = "NAME", default_value = "nodegate")]
     pub deployment: String,
 
-    #[command(flatten)]
-    pub cluster: ClusterArgs,
-
     /// Output format: table (one line per check, the fix under each
     /// problem; wide is the same), json or yaml.
-    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table", help_heading = OUTPUT)]
     pub output: OutputFormat,
+
+    /// nodegate's settings, as given to `nodegate run` (flags and
+    /// --config), and where to reach the cluster; the settings are ignored
+    /// with --from-cluster.
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// `nodegate config …`.
@@ -215,10 +229,12 @@ const CONFIG_CHECK_EXIT: &str = "\
 Exit status:
   0  the file is valid (and, with --cluster, no check against the cluster
      found a problem; notes do not count)
-  1  failure: with --cluster, the cluster could not be read; or the output
-     could not be written
-  2  bad usage: the file is refused (every problem found is named), or,
-     with --cluster, a check against the cluster found a problem";
+  1  could not do it: with --cluster, the cluster could not be read; or the
+     output could not be written
+  2  bad usage: the file is refused (every problem found is named, as
+     FILE:LINE: key: what is wrong)
+  3  checked and found problems: with --cluster, a check against the
+     cluster found one";
 
 /// `nodegate config check FILE`.
 #[derive(Debug, Clone, Args)]
@@ -233,12 +249,12 @@ pub struct ConfigCheckArgs {
     #[arg(long = "cluster")]
     pub against_cluster: bool,
 
+    /// Output format: table (readable text), json or yaml.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table", help_heading = OUTPUT)]
+    pub output: OutputFormat,
+
     #[command(flatten)]
     pub cluster: ClusterArgs,
-
-    /// Output format: table (readable text), json or yaml.
-    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
-    pub output: OutputFormat,
 }
 
 /// `--on-timeout`: the core's [`OnTimeout`], each value with what it does.
@@ -263,21 +279,26 @@ pub struct GateArgs {
     #[command(flatten)]
     pub flags: GateFlags,
 
-    /// YAML file with the same settings (camelCase keys) plus criticalPods.
-    /// A flag given on the command line overrides the file's value.
-    #[arg(long = "config", value_name = "FILE")]
+    /// YAML file with the same settings (camelCase keys) plus the keys that
+    /// have no flag (criticalPods, criticalConditions, conditionTaints,
+    /// criticalResources, draDrivers, canary, suspend). A flag given on the
+    /// command line overrides the file's value.
+    #[arg(long = "config", value_name = "FILE", help_heading = CONFIG_FILE)]
     pub config: Option<PathBuf>,
 }
 
-/// `nodegate run`: the shared settings and the `run` group of the settings
-/// table.
-#[derive(Debug, Clone, Args)]
+/// `nodegate run`: the shared settings, the `run` group of the settings
+/// table, and where to reach the cluster (as every command takes it).
+#[derive(Debug, Clone, Default, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub gate: GateArgs,
 
     #[command(flatten)]
     pub flags: RunFlags,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
@@ -293,29 +314,28 @@ pub struct ExplainArgs {
     #[arg(add = clap_complete::ArgValueCandidates::new(crate::commands::completion::node_candidates))]
     pub node: String,
 
+    /// Output format: table (wrapped to 100 columns), wide (the table
+    /// unwrapped), json or yaml.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table", help_heading = OUTPUT)]
+    pub output: OutputFormat,
+
     #[command(flatten)]
     pub gate: GateArgs,
 
     #[command(flatten)]
     pub cluster: ClusterArgs,
-
-    /// Output format: table (wrapped to 100 columns), wide (the table
-    /// unwrapped), json or yaml.
-    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
-    pub output: OutputFormat,
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct StatusArgs {
-    #[command(flatten)]
-    pub gate: GateArgs,
-
     /// The deadline nodegate runs with (as for `nodegate run`), to show the
     /// time left.
     #[arg(long, value_name = "DURATION", help = status_timeout_help())]
     pub timeout: Option<String>,
 
-    /// Keep the table on screen and refresh it in place.
+    /// Keep the table on screen and refresh it in place. While the cluster
+    /// does not answer, it says so once and tries less often (up to every
+    /// 30 s).
     #[arg(short = 'w', long)]
     pub watch: bool,
 
@@ -323,13 +343,16 @@ pub struct StatusArgs {
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     pub interval: String,
 
-    #[command(flatten)]
-    pub cluster: ClusterArgs,
-
     /// Output format: table, wide (every blocker, not the first few), json
     /// or yaml (one document per refresh with --watch).
-    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table", help_heading = OUTPUT)]
     pub output: OutputFormat,
+
+    #[command(flatten)]
+    pub gate: GateArgs,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 /// `status --timeout`'s help: `run --timeout`'s default.
@@ -343,9 +366,6 @@ fn status_timeout_help() -> String {
 
 #[derive(Debug, Clone, Args)]
 pub struct BackfillArgs {
-    #[command(flatten)]
-    pub gate: GateArgs,
-
     /// Only nodes matching this label selector (kubectl syntax), within
     /// --node-selector.
     #[arg(short = 'l', long, value_name = "SELECTOR")]
@@ -355,13 +375,16 @@ pub struct BackfillArgs {
     #[arg(long)]
     pub dry_run: bool,
 
-    #[command(flatten)]
-    pub cluster: ClusterArgs,
-
     /// Output format: table, wide (the same columns: no detail is cut),
     /// json or yaml.
-    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table", help_heading = OUTPUT)]
     pub output: OutputFormat,
+
+    #[command(flatten)]
+    pub gate: GateArgs,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -401,12 +424,12 @@ pub struct VersionArgs {
     #[command(flatten)]
     pub lease: LeaseArgs,
 
+    /// Output format: table (text), json or yaml (wide is the table).
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table", help_heading = OUTPUT)]
+    pub output: OutputFormat,
+
     #[command(flatten)]
     pub cluster: ClusterArgs,
-
-    /// Output format: table (text), json or yaml (wide is the table).
-    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
-    pub output: OutputFormat,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -403,8 +403,7 @@ fn run_part(
     let schedule_timeout =
         schedule_timeout_setting(&given.schedule_timeout, &given.timeout, timeout)?;
     let client = client_settings(&given)?;
-    tracing_subscriber::EnvFilter::try_new(&given.log_level)
-        .map_err(|e| invalid(format!("--log-level {:?}", given.log_level), e.to_string()))?;
+    let log_level = log_level(&given.log_level)?;
     let leader_election = leader_election(&given)?;
     let (http_addr, debug_addr) = listeners(&given)?;
     let otlp_endpoint = given.otlp_endpoint.clone().filter(|u| !u.trim().is_empty());
@@ -439,9 +438,62 @@ fn run_part(
         kube_burst: client.kube_burst,
         kube_request_timeout: client.kube_request_timeout,
         log_format: given.log_format,
-        log_level: given.log_level.clone(),
+        log_level,
         given,
     })
+}
+
+/// The levels `--log-level` takes, alone or after `TARGET=`.
+const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
+/// `--log-level`: comma-separated directives, each a level (`warning` is
+/// `warn`) or `TARGET=LEVEL`; normalized (aliases resolved, lower case).
+/// A bare word that is no level is refused: the tracing filter would read
+/// it as a target's name and log nothing else (`--log-level warning` once
+/// silenced every line, fatal errors included).
+pub fn log_level(s: &str) -> Result<String, ConfigError> {
+    let bad = |why: String| invalid(format!("--log-level {s:?}"), why);
+    let level = |word: &str| {
+        let w = word.trim().to_ascii_lowercase();
+        let w = if w == "warning" {
+            "warn".to_string()
+        } else {
+            w
+        };
+        LEVELS.contains(&w.as_str()).then_some(w)
+    };
+    let mut out = Vec::new();
+    for directive in s.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let normalized = match directive.rsplit_once('=') {
+            Some((target, lvl)) => match level(lvl) {
+                Some(l) if !target.trim().is_empty() => format!("{}={l}", target.trim()),
+                _ => {
+                    return Err(bad(format!(
+                        "{directive:?} is not TARGET=LEVEL; LEVEL is one of {}",
+                        LEVELS.join(", ")
+                    )));
+                }
+            },
+            None => level(directive).ok_or_else(|| {
+                let what = if directive == s.trim() {
+                    "not a level".to_string()
+                } else {
+                    format!("{directive:?} is not a level")
+                };
+                bad(format!(
+                    "{what}; use one of {} (warning is warn), or TARGET=LEVEL such as nodegate=debug",
+                    LEVELS.join(", ")
+                ))
+            })?,
+        };
+        out.push(normalized);
+    }
+    if out.is_empty() {
+        return Err(bad(format!("give a level: one of {}", LEVELS.join(", "))));
+    }
+    let joined = out.join(",");
+    tracing_subscriber::EnvFilter::try_new(&joined).map_err(|e| bad(e.to_string()))?;
+    Ok(joined)
 }
 
 /// nodegate's own API client: its write slots, rate and request timeout.

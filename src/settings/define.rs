@@ -138,7 +138,11 @@ pub fn arg(
     takes: Takes,
     parser: ValueParser,
 ) -> Arg {
-    let arg = Arg::new(id).long(flag).help(help).required(false);
+    let arg = Arg::new(id)
+        .long(flag)
+        .help(help)
+        .required(false)
+        .help_heading(super::table::heading(flag));
     let arg = match value_name {
         Some(v) => arg.value_name(v),
         None => arg,

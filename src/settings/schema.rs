@@ -40,8 +40,10 @@ const UNITS: &str = "nsec|ns|usec|us|µs|msec|ms|seconds|second|secs|sec|s|minut
 /// refuses 0 and 0 %: it would mean 1).
 const BUDGET: &str = r"^\s*([1-9][0-9]*|([1-9]|[1-9][0-9]|100)\s*%)\s*$";
 
+/// A duration as every DURATION flag reads it: humantime's, or a bare
+/// number of seconds.
 fn duration_pattern() -> String {
-    format!(r"^\s*(0|([0-9]+(\.[0-9]+)?\s*({UNITS})\s*)+)$")
+    format!(r"^\s*([0-9]+|([0-9]+(\.[0-9]+)?\s*({UNITS})\s*)+)\s*$")
 }
 
 /// A decimal written out, of at least MIN_KUBE_QPS (0.001: a non-zero
@@ -78,8 +80,8 @@ fn by_value_name(s: &Setting, name: &str, enums: &[String]) -> Value {
         "DURATION" => json!({
             "type": ["string", "integer"],
             "pattern": duration_pattern(),
-            "minimum": 0, "maximum": 0,
-            "description": "a duration such as 90s, 2m, 1h30m, or 0",
+            "minimum": 0,
+            "description": "a duration such as 90s, 2m or 1h30m; a bare number is seconds",
         }),
         "N|P%" => json!({
             "type": ["string", "integer"],
@@ -133,6 +135,14 @@ fn by_value_name(s: &Setting, name: &str, enums: &[String]) -> Value {
             "pattern": qps_pattern(),
             "description": format!("requests per second, at least {MIN_KUBE_QPS}"),
         }),
+        "LEVEL" => {
+            let level = "(off|error|warn|warning|info|debug|trace)";
+            let one = format!(r"({level}|[A-Za-z0-9_:.-]+\s*=\s*{level})");
+            string(
+                format!(r"^\s*{one}(\s*,\s*{one})*\s*$"),
+                "a log level: off, error, warn (or warning), info, debug or trace; or TARGET=LEVEL directives, comma-separated",
+            )
+        }
         "ACTION" | "FORMAT" if !enums.is_empty() => json!({"enum": enums}),
         _ => json!({"type": "string"}),
     }

@@ -245,9 +245,10 @@ settings! {
             flag: "log-format", value: "FORMAT", key: "logFormat",
             default: LogFormat::Text, helm: "config.logFormat", reload: restart,
         }
-        /// Log filter, a tracing directive such as 'info' or 'nodegate=debug'.
+        /// Log level: off, error, warn (or warning), info, debug or trace; or
+        /// comma-separated TARGET=LEVEL directives such as 'info,nodegate=debug'.
         log_level: value(String) {
-            flag: "log-level", value: "FILTER", key: "logLevel",
+            flag: "log-level", value: "LEVEL", key: "logLevel",
             default: "info", helm: "config.logLevel", reload: restart,
         }
         /// Run as one of several replicas: only the holder of a
@@ -408,6 +409,37 @@ settings! {
         canary: RawCanary => "canary" {
             docs: "off", helm: "config.canary", reload: restart,
         }
+    }
+}
+
+/// The `--help` heading a flag of the table is listed under: the gate's
+/// settings (shared by every command that reasons about placement) by
+/// topic, then `run`'s.
+pub fn heading(flag: &str) -> &'static str {
+    match flag {
+        "taint" | "autoscaler" | "taint-for" | "transient-taint" => "Gate settings: taints",
+        "exclude" | "exclude-selector" | "daemonset-namespaces" | "node-selector" => {
+            "Gate settings: which nodes and DaemonSets"
+        }
+        f if f.starts_with("regate") || f.starts_with("reboot") => {
+            "Gate settings: re-gating open nodes"
+        }
+        "max-unavailable" | "kured-daemonset" => "Gate settings: re-gating open nodes",
+        "timeout" | "schedule-timeout" | "on-timeout" => "Deadline",
+        f if f.starts_with("replace") => "Deadline",
+        "dry-run"
+        | "node-condition"
+        | "max-concurrent-patches"
+        | "kube-qps"
+        | "kube-burst"
+        | "kube-request-timeout" => "Writes and API requests",
+        "log-format" | "log-level" => "Logging",
+        "leader-elect" | "lease-name" | "lease-namespace" | "lease-duration" | "renew-deadline"
+        | "retry-period" => "Leader election",
+        "http-addr" | "debug-addr" | "debug-history" | "drop-node-metrics" | "otlp-endpoint" => {
+            "HTTP, metrics and traces"
+        }
+        _ => "Admission: the taint at node creation",
     }
 }
 

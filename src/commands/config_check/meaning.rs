@@ -1,91 +1,253 @@
-//! What a config file means: the settings `nodegate run` would run with,
-//! as readable values (durations as `2m`, selectors and taints as kubectl
-//! writes them), keyed by the config file's own keys.
+//! What a config file means: every key of the file (every setting of the
+//! settings table, `settings::table::definitions`) with the value
+//! `nodegate run` would run with, keyed by the file's own keys and typed as
+//! the file writes them: durations as `2m`, selectors and taints as kubectl
+//! writes them, switches as booleans, counts as numbers, and `null` for a
+//! setting that is off or unset (an absent `nodeSelector` is every node, an
+//! absent `daemonsetNamespaces` every namespace; docs/configuration.md says
+//! what each means). No prose stands in for a value.
 
 use nodegate_core::conditions::rules::ConditionTaintRule;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use crate::settings::config::{RunSettings, WebhookCerts};
+use crate::settings::config::{RunSettings, parse_duration};
+use crate::settings::table::GateGiven;
 
-fn duration(d: std::time::Duration) -> String {
-    humantime::format_duration(d).to_string()
+/// A duration as a person writes it (`2m`, `0s`); as given if it does not
+/// read as one (it was checked before this is called).
+fn duration(given: &str) -> Value {
+    match parse_duration("", given) {
+        Ok(d) => text(d),
+        Err(_) => Value::String(given.to_string()),
+    }
 }
 
-fn every(what: &str) -> Value {
-    Value::String(format!("(every {what})"))
+/// In the largest unit that says it exactly (`365d`, `2m`, `90s`), as the
+/// flags take it back.
+fn text(d: std::time::Duration) -> Value {
+    let secs = d.as_secs();
+    let shown = if d.subsec_nanos() != 0 {
+        humantime::format_duration(d).to_string().replace(' ', "")
+    } else if secs == 0 {
+        "0s".to_string()
+    } else if secs.is_multiple_of(86_400) {
+        format!("{}d", secs / 86_400)
+    } else if secs.is_multiple_of(3_600) {
+        format!("{}h", secs / 3_600)
+    } else if secs.is_multiple_of(60) {
+        format!("{}m", secs / 60)
+    } else {
+        format!("{secs}s")
+    };
+    Value::String(shown)
 }
 
-/// The settings, as a JSON value (rendered as YAML for people).
-pub fn of(s: &RunSettings) -> Value {
+/// `None`, or an empty string: `null`.
+fn optional(s: Option<&str>) -> Value {
+    s.filter(|s| !s.trim().is_empty())
+        .map_or(Value::Null, |s| Value::String(s.to_string()))
+}
+
+/// A list given as repeated or comma-separated values, one entry each.
+fn split(list: &[String]) -> Value {
+    json!(
+        list.iter()
+            .flat_map(|e| e.split(','))
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .collect::<Vec<_>>()
+    )
+}
+
+fn selector(s: Option<&nodegate_core::selector::LabelSelector>) -> Value {
+    s.map_or(Value::Null, |s| Value::String(s.to_string()))
+}
+
+/// A whole number stays one (`50`, not `50.0`).
+fn number(f: f64) -> Value {
+    if f.fract() == 0.0 && f.abs() < 1e15 {
+        json!(f as i64)
+    } else {
+        json!(f)
+    }
+}
+
+/// The settings, as a JSON object of every key (rendered as YAML for
+/// people).
+pub fn of(s: &RunSettings, gate: &GateGiven) -> Value {
     let g = &s.gate;
     let p = &g.placement;
-    let regate = match &g.regate {
-        None => Value::String("(off)".to_string()),
-        Some(r) => json!({
-            "regateAfter": duration(r.after),
-            "regateTaint": r.taint.to_taint().to_string(),
-            "regateTimeout": r.timeout.map_or("(none)".to_string(), duration),
-            "regateOnReboot": r.on_reboot,
-            "regateMaxUnavailable": r.max_unavailable.to_string(),
-        }),
+    let r = &s.given;
+    let mut m = Map::new();
+    let mut put = |k: &str, v: Value| {
+        m.insert(k.to_string(), v);
     };
-    let webhook = match &s.webhook {
-        None => Value::String("(off)".to_string()),
-        Some(w) => json!({
-            "webhookAddr": w.addr.to_string(),
-            "certificates": match &w.certs {
-                WebhookCerts::Dir(d) => format!("from {}", d.display()),
-                WebhookCerts::Managed { secret_namespace, secret_name, .. } =>
-                    format!("managed by nodegate in Secret {secret_namespace}/{secret_name}"),
-            },
+    // The gate's keys (every command that reasons about placement).
+    put("taints", json!(gate.taints));
+    put("autoscalers", split(&gate.autoscalers));
+    put("taintFor", json!(gate.taint_for));
+    put(
+        "transientTaints",
+        json!(
+            p.transient_taints
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        ),
+    );
+    put(
+        "exclude",
+        json!(
+            p.excluded
+                .iter()
+                .map(|(ns, n)| format!("{ns}/{n}"))
+                .collect::<Vec<_>>()
+        ),
+    );
+    put("excludeSelector", selector(p.exclude_selector.as_ref()));
+    put(
+        "daemonsetNamespaces",
+        p.daemonset_namespaces
+            .as_ref()
+            .map_or(Value::Null, |n| json!(n)),
+    );
+    put("nodeSelector", selector(g.scope.node_selector.as_ref()));
+    put("regateAfter", duration(&gate.regate_after));
+    put("regateTaint", json!(gate.regate_taint));
+    put("regateTimeout", duration(&gate.regate_timeout));
+    put("regateMaxUnavailable", json!(gate.regate_max_unavailable));
+    put("regateAllowNoExecute", json!(gate.regate_allow_no_execute));
+    put("maxUnavailable", json!(gate.max_unavailable));
+    put("regateOnReboot", json!(gate.regate_on_reboot));
+    put("rebootAnnouncements", split(&gate.reboot_announcements));
+    put("kuredDaemonset", json!(gate.kured_daemonset));
+    put("rebootTimeout", duration(&gate.reboot_timeout));
+    // `run`'s keys.
+    put("timeout", s.timeout.map_or(json!("0s"), text));
+    put(
+        "scheduleTimeout",
+        s.schedule_timeout.map_or(json!("0s"), text),
+    );
+    put("onTimeout", json!(s.on_timeout.to_string()));
+    put("replaceBudget", json!(r.replace_budget));
+    put("replaceInterval", duration(&r.replace_interval));
+    put("replaceInFlight", json!(r.replace_in_flight));
+    put("replaceFallback", json!(r.replace_fallback));
+    put("replaceBreakage", json!(r.replace_breakage));
+    put("dryRun", json!(s.dry_run));
+    put("nodeCondition", json!(s.node_condition));
+    put("maxConcurrentPatches", json!(s.max_concurrent_patches));
+    put("kubeQps", number(s.kube_qps));
+    put("kubeBurst", json!(s.kube_burst));
+    put("kubeRequestTimeout", text(s.kube_request_timeout));
+    put(
+        "logFormat",
+        json!(crate::settings::define::Shown::shown(&s.log_format)),
+    );
+    put("logLevel", json!(s.log_level));
+    put("leaderElect", json!(s.leader_election.enabled));
+    put("leaseName", json!(s.leader_election.lease_name));
+    put(
+        "leaseNamespace",
+        optional(s.leader_election.lease_namespace.as_deref()),
+    );
+    put("leaseDuration", text(s.leader_election.lease_duration));
+    put("renewDeadline", text(s.leader_election.renew_deadline));
+    put("retryPeriod", text(s.leader_election.retry_period));
+    put("httpAddr", json!(s.http_addr.to_string()));
+    put(
+        "debugAddr",
+        s.debug_addr.map_or(Value::Null, |a| json!(a.to_string())),
+    );
+    put("debugHistory", json!(s.debug_history));
+    put("dropNodeMetrics", json!(s.drop_node_metrics));
+    put("otlpEndpoint", optional(s.otlp_endpoint.as_deref()));
+    put("webhookAddr", optional(r.webhook_addr.as_deref()));
+    put("webhookCertDir", optional(r.webhook_cert_dir.as_deref()));
+    put(
+        "webhookCertSecret",
+        optional(r.webhook_cert_secret.as_deref()),
+    );
+    put(
+        "webhookConfiguration",
+        optional(r.webhook_configuration.as_deref()),
+    );
+    put("webhookHosts", json!(r.webhook_hosts));
+    put("webhookCertValidity", duration(&r.webhook_cert_validity));
+    put("taintNewNodes", json!(s.net.enabled));
+    put("newNodeWindow", text(s.net.window));
+    // The file's own keys.
+    put("suspend", json!(g.suspend));
+    put(
+        "criticalPods",
+        json!(
+            g.critical
+                .iter()
+                .map(|c| json!({
+                    "name": c.name,
+                    "namespace": c.namespace,
+                    "selector": c.selector.to_string(),
+                    "nodeSelector": selector(c.node_selector.as_ref()),
+                }))
+                .collect::<Vec<_>>()
+        ),
+    );
+    put(
+        "criticalConditions",
+        json!(
+            g.conditions
+                .iter()
+                .map(|c| json!({
+                    "type": c.type_,
+                    "status": c.status,
+                    "nodeSelector": selector(c.node_selector.as_ref()),
+                }))
+                .collect::<Vec<_>>()
+        ),
+    );
+    put(
+        "conditionTaints",
+        json!(g.condition_taints.iter().map(rule).collect::<Vec<_>>()),
+    );
+    put(
+        "criticalResources",
+        json!(
+            g.resources
+                .iter()
+                .map(|r| json!({
+                    "resource": r.resource,
+                    "nodeSelector": selector(r.node_selector.as_ref()),
+                }))
+                .collect::<Vec<_>>()
+        ),
+    );
+    put(
+        "draDrivers",
+        json!(
+            g.dra_drivers
+                .iter()
+                .map(|d| json!({
+                    "driver": d.driver,
+                    "nodeSelector": selector(d.node_selector.as_ref()),
+                }))
+                .collect::<Vec<_>>()
+        ),
+    );
+    put(
+        "canary",
+        g.canary.as_ref().map_or(Value::Null, |c| {
+            json!({
+                "namespace": c.core.namespace,
+                "maxInFlight": c.core.max_in_flight,
+                "image": c.pod.image,
+                "imagePullPolicy": c.pod.image_pull_policy,
+                "priorityClassName": optional(c.pod.priority_class_name.as_deref()),
+                "readinessProbe": serde_json::to_value(&c.pod.readiness_probe).unwrap_or(Value::Null),
+                "resources": serde_json::to_value(&c.pod.resources).unwrap_or(Value::Null),
+            })
         }),
-    };
-    json!({
-        "taints": p.managed_taints.iter().map(|t| t.to_taint().to_string()).collect::<Vec<_>>(),
-        "transientTaints": p.transient_taints.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "exclude": p.excluded.iter().map(|(ns, n)| format!("{ns}/{n}")).collect::<Vec<_>>(),
-        "excludeSelector": p.exclude_selector.as_ref().map_or(Value::Null, |s| s.to_string().into()),
-        "daemonsetNamespaces": p.daemonset_namespaces.as_ref()
-            .map_or(every("namespace"), |n| json!(n)),
-        "nodeSelector": g.scope.node_selector.as_ref().map_or(every("node"), |s| s.to_string().into()),
-        "suspend": g.suspend,
-        "timeout": s.timeout.map_or("(none)".to_string(), duration),
-        "onTimeout": s.on_timeout.to_string(),
-        "dryRun": s.dry_run,
-        "maxUnavailable": g.max_unavailable.map_or("100%".to_string(), |m| m.to_string()),
-        "regate": regate,
-        "criticalPods": g.critical.iter().map(|c| json!({
-            "name": c.name,
-            "namespace": c.namespace,
-            "selector": c.selector.to_string(),
-            "nodeSelector": c.node_selector.as_ref().map_or(every("gated node"), |s| s.to_string().into()),
-        })).collect::<Vec<_>>(),
-        "criticalConditions": g.conditions.iter().map(|c| json!({
-            "type": c.type_,
-            "status": c.status,
-            "nodeSelector": c.node_selector.as_ref().map_or(every("gated node"), |s| s.to_string().into()),
-        })).collect::<Vec<_>>(),
-        "conditionTaints": g.condition_taints.iter().map(rule).collect::<Vec<_>>(),
-        "criticalResources": g.resources.iter().map(|r| json!({
-            "member": format!("resource:{}", r.resource),
-            "resource": r.resource,
-            "nodeSelector": r.node_selector.as_ref().map_or(every("gated node"), |s| s.to_string().into()),
-        })).collect::<Vec<_>>(),
-        "draDrivers": g.dra_drivers.iter().map(|d| json!({
-            "member": format!("dra:{}", d.driver),
-            "driver": d.driver,
-            "nodeSelector": d.node_selector.as_ref().map_or(every("gated node"), |s| s.to_string().into()),
-        })).collect::<Vec<_>>(),
-        "leaderElect": s.leader_election.enabled,
-        "httpAddr": s.http_addr.to_string(),
-        "debugAddr": s.debug_addr.map_or("(off)".to_string(), |a| a.to_string()),
-        "webhook": webhook,
-        "taintNewNodes": s.net.enabled,
-        "newNodeWindow": duration(s.net.window),
-        "kubeQps": s.kube_qps,
-        "kubeBurst": s.kube_burst,
-        "logLevel": s.log_level,
-    })
+    );
+    Value::Object(m)
 }
 
 fn rule(r: &ConditionTaintRule) -> Value {
@@ -95,12 +257,45 @@ fn rule(r: &ConditionTaintRule) -> Value {
         "conditions": r.conditions.iter().map(|c| json!({
             "type": c.type_,
             "status": c.status.as_str(),
-            "for": c.for_.map_or("(at once)".to_string(), duration),
+            "for": c.for_.map_or(Value::Null, text),
             "matchAbsent": c.match_absent,
         })).collect::<Vec<_>>(),
-        "nodeSelector": r.node_selector.as_ref().map_or(every("managed node"), |s| s.to_string().into()),
+        "nodeSelector": selector(r.node_selector.as_ref()),
         "taint": r.taint.to_string(),
         "remove": r.remove,
-        "maxUnavailable": r.budget().map_or("(none)".to_string(), |m| m.to_string()),
+        "maxUnavailable": r.budget().map_or(Value::Null, |m| json!(m.to_string())),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::cli::RunArgs;
+    use crate::settings::config::{FileConfig, run_settings_from};
+
+    /// Every key the settings table defines is in the output, and nothing
+    /// else: a key added to the table and not here fails.
+    #[test]
+    fn every_key_of_the_table_is_shown() {
+        let settings = run_settings_from(&RunArgs::default(), FileConfig::default());
+        let Ok(settings) = settings else {
+            panic!("defaults: {settings:?}");
+        };
+        let gate = GateGiven::defaults();
+        let shown = of(&settings, &gate);
+        let shown: std::collections::BTreeSet<&str> = shown
+            .as_object()
+            .map(|o| o.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        let defined: std::collections::BTreeSet<&str> = crate::settings::table::definitions()
+            .iter()
+            .map(|d| d.key)
+            .collect();
+        assert_eq!(shown, defined);
+        let text = serde_json::to_string(&of(&settings, &gate)).unwrap_or_default();
+        assert!(
+            !text.contains("(every") && !text.contains("(off)"),
+            "{text}"
+        );
+    }
 }

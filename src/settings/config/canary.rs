@@ -27,10 +27,100 @@ pub struct RawCanary {
     pub image: Option<String>,
     pub image_pull_policy: Option<String>,
     pub namespace: Option<String>,
+    /// Read strictly (`strict`): the Kubernetes type alone would drop a
+    /// misspelt key such as `periodSecond` without a word.
+    #[serde(default, deserialize_with = "strict_probe")]
     pub readiness_probe: Option<Probe>,
+    #[serde(default, deserialize_with = "strict_resources")]
     pub resources: Option<ResourceRequirements>,
     pub max_in_flight: Option<usize>,
     pub priority_class_name: Option<String>,
+}
+
+/// The keys a Probe (and the handlers in it) and a ResourceRequirements
+/// take, by the name of the map they are in, for a typo's suggestion.
+fn known_keys(map: &str) -> &'static [&'static str] {
+    match map {
+        "readinessProbe" => &[
+            "exec",
+            "failureThreshold",
+            "grpc",
+            "httpGet",
+            "initialDelaySeconds",
+            "periodSeconds",
+            "successThreshold",
+            "tcpSocket",
+            "terminationGracePeriodSeconds",
+            "timeoutSeconds",
+        ],
+        "exec" => &["command"],
+        "grpc" => &["port", "service"],
+        "httpGet" => &["host", "httpHeaders", "path", "port", "scheme"],
+        "tcpSocket" => &["host", "port"],
+        "resources" => &["claims", "limits", "requests"],
+        _ => &[],
+    }
+}
+
+/// The first key of `given` that the typed value read from it does not
+/// keep (`back`, the value written out again): a key the Kubernetes type
+/// ignored, with the path of maps to it.
+fn dropped_key(
+    given: &serde_json::Value,
+    back: &serde_json::Value,
+    path: &str,
+) -> Option<(String, String)> {
+    use serde_json::Value;
+    match (given, back) {
+        (Value::Object(g), Value::Object(b)) => g.iter().find_map(|(k, v)| match b.get(k) {
+            None if !v.is_null() => Some((path.to_string(), k.clone())),
+            None => None,
+            Some(bv) => dropped_key(v, bv, &format!("{path}.{k}")),
+        }),
+        (Value::Array(g), Value::Array(b)) => g
+            .iter()
+            .zip(b)
+            .enumerate()
+            .find_map(|(i, (v, bv))| dropped_key(v, bv, &format!("{path}[{i}]"))),
+        _ => None,
+    }
+}
+
+/// A Kubernetes type read from the file with every key it does not know
+/// refused (naming the nearest known one), at every level.
+fn strict<'de, D, T>(d: D, name: &str) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned + serde::Serialize,
+{
+    use serde::de::Error as _;
+    let Some(given) = Option::<serde_json::Value>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let typed: T = serde_json::from_value(given.clone()).map_err(D::Error::custom)?;
+    let back = serde_json::to_value(&typed).map_err(D::Error::custom)?;
+    if let Some((path, key)) = dropped_key(&given, &back, &format!("canary.{name}")) {
+        let map = path.rsplit('.').next().unwrap_or(name);
+        let map = map.split('[').next().unwrap_or(map);
+        let hint = match load::nearest(&key, known_keys(map)) {
+            Some(best) => format!("; did you mean `{best}`?"),
+            None => String::new(),
+        };
+        return Err(D::Error::custom(format!(
+            "{path}: unknown key `{key}`{hint}"
+        )));
+    }
+    Ok(Some(typed))
+}
+
+fn strict_probe<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Probe>, D::Error> {
+    strict(d, "readinessProbe")
+}
+
+fn strict_resources<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<ResourceRequirements>, D::Error> {
+    strict(d, "resources")
 }
 
 /// The canary pod as the shell makes it, besides what identifies it.
@@ -195,5 +285,29 @@ mod tests {
         }
         let typo = FileConfig::parse("canary: {imag: pause}\n", "test").expect_err("typo");
         assert!(typo.to_string().contains("imag"), "{typo}");
+    }
+
+    #[test]
+    fn typos_inside_the_probe_and_the_resources_are_refused() {
+        let cases = [
+            (
+                "canary:\n  readinessProbe:\n    exec: {command: [\"true\"]}\n    periodSecond: 2\n",
+                "canary.readinessProbe: unknown key `periodSecond`; did you mean `periodSeconds`?",
+            ),
+            (
+                "canary:\n  readinessProbe:\n    httpGet: {pth: /, port: 80}\n",
+                "canary.readinessProbe.httpGet: unknown key `pth`; did you mean `path`?",
+            ),
+            (
+                "canary:\n  resources: {requets: {cpu: 1m}}\n",
+                "canary.resources: unknown key `requets`; did you mean `requests`?",
+            ),
+        ];
+        for (yaml, want) in cases {
+            let e = FileConfig::parse(yaml, "test").expect_err(yaml).to_string();
+            assert!(e.contains(want), "{yaml}: {e}");
+        }
+        let good = "canary:\n  readinessProbe:\n    httpGet: {path: /, port: 80}\n    periodSeconds: 2\n  resources: {requests: {cpu: 1m}}\n";
+        assert!(FileConfig::parse(good, "test").is_ok());
     }
 }

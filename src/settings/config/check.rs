@@ -56,6 +56,239 @@ pub fn check_file(args: &RunArgs) -> Result<RunSettings, Vec<ConfigError>> {
     Err(problems)
 }
 
+/// [`check_file`] for `nodegate config check`: every problem of the file
+/// as `FILE:LINE: key: what is wrong`, and more of them: each top-level key
+/// is also checked on its own (with every other key at its default), so a
+/// problem of one key, or an unknown key in one part of the file, never
+/// hides another's.
+pub fn check_file_located(args: &RunArgs) -> Result<RunSettings, Vec<String>> {
+    let Some(path) = args.gate.config.clone() else {
+        return check_file(args).map_err(|v| v.iter().map(ToString::to_string).collect());
+    };
+    let shown = path.display().to_string();
+    let text = match load::read_capped(&path) {
+        Ok(t) => t,
+        Err(e) => return Err(vec![locate(&e, &shown, "", 0)]),
+    };
+    let whole = match check_file(args) {
+        Ok(settings) => return Ok(settings),
+        Err(whole) => whole,
+    };
+    let parsed = !matches!(whole.first(), Some(ConfigError::Parse { .. }));
+    let mut problems: Vec<String> = Vec::new();
+    let mut add = |p: String| {
+        if !problems.contains(&p) {
+            problems.push(p);
+        }
+    };
+    for e in &whole {
+        add(locate(e, &shown, &text, 0));
+    }
+    let alone = RunArgs {
+        gate: GateArgs {
+            config: None,
+            flags: args.gate.flags.clone(),
+        },
+        ..args.clone()
+    };
+    for (start, block) in top_level_blocks(&text) {
+        let e = match FileConfig::parse(&block, &shown) {
+            Ok(f) => match run_settings_from(&alone, f) {
+                Ok(_) => continue,
+                Err(e) => e,
+            },
+            // When the whole file parsed, a part that does not parse alone
+            // leans on another part (a YAML alias): not a problem.
+            Err(_) if parsed => continue,
+            Err(e) => e,
+        };
+        add(locate(&e, &shown, &text, start));
+    }
+    Err(problems)
+}
+
+/// The file cut at its top-level keys: each key's lines, with the index of
+/// its first line.
+fn top_level_blocks(text: &str) -> Vec<(usize, String)> {
+    let mut blocks: Vec<(usize, String)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let starts = line
+            .chars()
+            .next()
+            .is_some_and(|c| !c.is_whitespace() && c != '-' && c != '#' && c != '}')
+            && line.contains(':')
+            && !line.starts_with("---");
+        if starts {
+            blocks.push((i, String::new()));
+        } else if line.starts_with("---") || line.starts_with("...") {
+            continue;
+        }
+        if let Some((_, b)) = blocks.last_mut() {
+            b.push_str(line);
+            b.push('\n');
+        }
+    }
+    blocks
+}
+
+/// One problem as `FILE:LINE: key: what is wrong` (`FILE: …` when no line
+/// can be named). A parser's position is moved by `offset` lines (the part
+/// of the file it read began there); a value's problem names the key it
+/// was given under, not the flag that has the same meaning.
+pub fn locate(e: &ConfigError, file: &str, text: &str, offset: usize) -> String {
+    match e {
+        ConfigError::Read { err, .. } => {
+            let why = err.to_string();
+            let why = why
+                .split(" (os error")
+                .next()
+                .unwrap_or(&why)
+                .to_lowercase();
+            format!("{file}: cannot be read: {why}")
+        }
+        ConfigError::Parse { err, .. } => {
+            let (message, line) = without_position(err);
+            let mut message = plain(&message);
+            let line = line.map(|n| n + offset);
+            // A wrong type names no key: the one written on that line.
+            if let Some(key) = line.and_then(|n| key_on_line(text, n))
+                && !message.contains(&key)
+            {
+                message = format!("{key}: {message}");
+            }
+            match line {
+                Some(n) => format!("{file}:{n}: {message}"),
+                None => format!("{file}: {message}"),
+            }
+        }
+        ConfigError::Invalid { source_, message } => {
+            let (key, value) = key_of(source_);
+            let line = line_of_path(text, &key);
+            let what = match value {
+                Some(v) => format!("{key}: {v}: {message}"),
+                None => format!("{key}: {message}"),
+            };
+            match line {
+                Some(n) => format!("{file}:{n}: {what}"),
+                None => format!("{file}: {what}"),
+            }
+        }
+    }
+}
+
+/// A parser's message without its ` at line N, column M` and the quoted
+/// line after it, and the line.
+fn without_position(err: &str) -> (String, Option<usize>) {
+    let Some(at) = err.find(" at line ") else {
+        // No position: at most the start of a quoted line.
+        let message = match err.find(" (at `") {
+            Some(q) if err.len() - q > 80 => {
+                let quoted: String = err[q..].chars().take(70).collect();
+                format!("{}{quoted} …`)", &err[..q])
+            }
+            _ => err.to_string(),
+        };
+        return (message, None);
+    };
+    let rest = &err[at + " at line ".len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let mut after = &rest[digits.len()..];
+    for sep in [", column ", " column "] {
+        if let Some(r) = after.strip_prefix(sep) {
+            after = r.trim_start_matches(|c: char| c.is_ascii_digit());
+        }
+    }
+    let after = after.trim();
+    let mut message = err[..at].trim().to_string();
+    if !after.is_empty() && !after.starts_with("(at `") {
+        message.push(' ');
+        message.push_str(after);
+    }
+    (message, digits.parse().ok())
+}
+
+/// The key written on line `n` (1-based) of `text`, if one is.
+fn key_on_line(text: &str, n: usize) -> Option<String> {
+    let line = text.lines().nth(n.checked_sub(1)?)?;
+    let line = line.trim_start().trim_start_matches("- ").trim_start();
+    let (key, _) = line.split_once(':')?;
+    let key = key.trim().trim_matches('"');
+    key.chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        .then(|| key.to_string())
+        .filter(|k| !k.is_empty())
+}
+
+/// The parser's words for a wrong type, in a person's.
+fn plain(message: &str) -> String {
+    let mut m = message.to_string();
+    for (from, to) in [
+        ("invalid u32", "not a whole number"),
+        ("invalid u64", "not a whole number"),
+        ("invalid usize", "not a whole number"),
+        ("invalid i32", "not a whole number"),
+        ("invalid i64", "not a whole number"),
+        ("invalid f64", "not a number"),
+        (
+            "invalid boolean (strict mode expects true/false)",
+            "not true or false",
+        ),
+    ] {
+        m = m.replace(from, to);
+    }
+    if let Some(at) = m.find("budget breached") {
+        m = format!(
+            "{}the file expands to too many nodes (YAML aliases?); nodegate refuses it to bound its memory",
+            &m[..at]
+        );
+    }
+    m
+}
+
+/// The config file's key a problem is about, and the value as given: a
+/// flag's name (`--timeout "soon"`) becomes its key (`timeout`), a path
+/// (`criticalPods[0] (p)`, `canary.maxInFlight 0`) stays as written.
+fn key_of(source: &str) -> (String, Option<String>) {
+    if let Some(rest) = source.strip_prefix("--") {
+        let (flag, value) = rest.split_once(' ').unwrap_or((rest, ""));
+        let key = crate::settings::table::definitions()
+            .into_iter()
+            .find(|d| d.flag == Some(flag))
+            .map_or(format!("--{flag}"), |d| d.key.to_string());
+        let value = Some(value.trim().to_string()).filter(|v| !v.is_empty());
+        return (key, value);
+    }
+    (source.to_string(), None)
+}
+
+/// The line (1-based) a key path is written on: its top-level key, then
+/// each further name of the path after it.
+fn line_of_path(text: &str, path: &str) -> Option<usize> {
+    let names: Vec<&str> = path
+        .split(['.', '[', ' '])
+        .filter(|n| !n.is_empty() && n.chars().next().is_some_and(char::is_alphabetic))
+        .collect();
+    let top = names.first()?;
+    let lines: Vec<&str> = text.lines().collect();
+    let mut at = lines.iter().position(|l| {
+        l.strip_prefix(top)
+            .is_some_and(|r| r.trim_start().starts_with(':'))
+    })?;
+    for name in names.iter().skip(1) {
+        let found = lines.iter().enumerate().skip(at + 1).find(|(_, l)| {
+            let l = l.trim_start().trim_start_matches("- ");
+            l.starts_with(&format!("{name}:"))
+                || l.contains(&format!(" {name}:"))
+                || l.contains(&format!("{{{name}:"))
+        });
+        match found {
+            Some((i, _)) => at = i,
+            None => break,
+        }
+    }
+    Some(at + 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,6 +321,54 @@ mod tests {
         for want in ["soon", "criticalPods[0] (p)", "Sometimes"] {
             assert!(all.contains(want), "{want:?} not in {all}");
         }
+    }
+
+    fn located(yaml: &str) -> Vec<String> {
+        let Ok(dir) = tempfile::tempdir() else {
+            return vec!["no temp dir".to_string()];
+        };
+        let path = dir.path().join("c.yaml");
+        if std::fs::write(&path, yaml).is_err() {
+            return vec!["cannot write".to_string()];
+        }
+        let args = RunArgs {
+            gate: GateArgs {
+                config: Some(path.clone()),
+                ..GateArgs::default()
+            },
+            ..RunArgs::default()
+        };
+        let shown = path.display().to_string();
+        check_file_located(&args)
+            .err()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| p.replace(&shown, "c.yaml"))
+            .collect()
+    }
+
+    #[test]
+    fn every_problem_is_file_line_key_and_what_is_wrong() {
+        let problems =
+            located("taints: [\"Bad Key\"]\ntimeout: -5s\nmaxUnavailable: 0%\nkubeBurst: lots\n");
+        let all = problems.join("\n");
+        for want in [
+            "c.yaml:1: taints: ",
+            "c.yaml:2: timeout: \"-5s\": a duration cannot be negative",
+            "c.yaml:3: maxUnavailable: \"0%\": ",
+            "c.yaml:4: ",
+            "not a whole number",
+        ] {
+            assert!(all.contains(want), "{want:?} not in\n{all}");
+        }
+        for leak in ["invalid u32", "--timeout", "--max-unavailable"] {
+            assert!(!all.contains(leak), "{leak:?} in\n{all}");
+        }
+        // Unknown keys in two parts of the file: both named.
+        let problems = located("timout: 3m\ncanary:\n  readinessProbe:\n    periodSecond: 2\n");
+        let all = problems.join("\n");
+        assert!(all.contains("c.yaml:1: unknown key `timout`"), "{all}");
+        assert!(all.contains("periodSecond"), "{all}");
     }
 
     #[test]

@@ -75,6 +75,10 @@ pub fn explain_unknown_key(message: &str, text: &str) -> Option<String> {
     match nearest(key, &valid) {
         Some(best) => out.push_str(&format!("; did you mean `{best}`?")),
         None if valid.is_empty() => {}
+        // The top level has over fifty keys: a list that long helps no one.
+        None if valid.len() > 12 => out.push_str(
+            "; no key is like it (`nodegate config check` on an empty file prints every key)",
+        ),
         None => out.push_str(&format!("; the keys here are {}", valid.join(", "))),
     }
     let located = message.contains(" at line ");

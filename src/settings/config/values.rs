@@ -105,13 +105,15 @@ pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, ConfigError> {
             "a duration cannot be negative",
         ));
     }
-    if t == "0" {
-        return Ok(Duration::ZERO);
+    // One rule for every duration, kubectl's --request-timeout's: a bare
+    // number is seconds.
+    if let Ok(secs) = t.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
     }
-    humantime::parse_duration(t).map_err(|e| {
+    humantime::parse_duration(t).map_err(|_| {
         invalid(
             format!("{flag} {s:?}"),
-            format!("not a duration ({e}); use e.g. 90s, 2m, 1h30m"),
+            "not a duration; write e.g. 90s, 2m or 1h30m (a bare number is seconds)",
         )
     })
 }

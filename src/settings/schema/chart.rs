@@ -24,6 +24,36 @@ fn go_duration() -> Value {
     json!({"type": "string", "pattern": r"^$|^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h|d|w|y))+$"})
 }
 
+/// A Kubernetes quantity (`100m`, `64Mi`, `1`), as the API server reads it.
+fn quantity() -> Value {
+    json!({
+        "type": ["string", "number"],
+        "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$",
+        "description": "a quantity such as 100m, 1, 128Mi or 2Gi",
+    })
+}
+
+/// A container's `resources`: requests and limits by resource name, each
+/// a quantity; any other key (`requets`) refused.
+fn resources() -> Value {
+    let by_name = json!({"type": ["object", "null"], "additionalProperties": quantity()});
+    closed(json!({
+        "requests": by_name,
+        "limits": by_name,
+    }))
+}
+
+/// The pods' extra `tolerations`, each a Toleration.
+fn tolerations() -> Value {
+    json!({"type": "array", "items": closed(json!({
+        "key": {"type": "string"},
+        "operator": {"enum": ["Exists", "Equal", ""]},
+        "value": {"type": "string"},
+        "effect": {"enum": ["NoSchedule", "PreferNoSchedule", "NoExecute", ""]},
+        "tolerationSeconds": {"type": ["integer", "null"]},
+    }))})
+}
+
 /// Each chart value that is no flag, by its dotted path.
 pub fn chart_values() -> Vec<(&'static str, Value)> {
     let mut all = install_values();
@@ -41,7 +71,11 @@ fn install_values() -> Vec<(&'static str, Value)> {
             "image",
             closed(json!({
                 "repository": {"type": "string", "minLength": 1},
-                "tag": {"type": "string"},
+                // `--set image.tag=1` is a number to Helm: taken, and
+                // written as the tag. A YAML float (1.0 unquoted) is not:
+                // it would read as 1.
+                "tag": {"type": ["string", "integer"],
+                        "description": "the image tag, e.g. \"1.0\" (quote a tag that looks like a decimal)"},
                 "digest": {"type": "string", "pattern": "^$|^sha256:[a-f0-9]{64}$"},
                 "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
             })),
@@ -125,8 +159,8 @@ fn pod_values() -> Vec<(&'static str, Value)> {
             })),
         ),
         ("priorityClassName", json!({"type": "string"})),
-        ("resources", json!({"type": "object"})),
-        ("tolerations", objects()),
+        ("resources", resources()),
+        ("tolerations", tolerations()),
         ("nodeSelector", strings()),
         ("affinity", json!({"type": "object"})),
         (

@@ -77,3 +77,33 @@ fn enums_are_the_flags_possible_values() {
     let log_format = &schema["properties"]["config"]["properties"]["logFormat"]["enum"];
     assert_eq!(log_format, &serde_json::json!(["text", "json"]));
 }
+
+/// Issue 38: `resources` and `tolerations` are typed (a typo such as
+/// `resources.requets` or a quantity `lots` is refused by `helm install`),
+/// `--set image.tag=1` is taken, and `logLevel` takes levels only.
+#[test]
+fn resources_tolerations_tag_and_log_level_are_typed() {
+    let schema = values_schema();
+    let p = &schema["properties"];
+    assert_eq!(p["resources"]["additionalProperties"], Value::Bool(false));
+    let quantity = &p["resources"]["properties"]["requests"]["additionalProperties"];
+    assert!(quantity["pattern"].is_string(), "{quantity}");
+    assert!(quantity["description"].is_string(), "{quantity}");
+    let toleration = &p["tolerations"]["items"];
+    assert_eq!(toleration["additionalProperties"], Value::Bool(false));
+    assert!(toleration["properties"]["effect"]["enum"].is_array());
+    assert_eq!(
+        p["image"]["properties"]["tag"]["type"],
+        serde_json::json!(["string", "integer"])
+    );
+    let level = p["config"]["properties"]["logLevel"]["pattern"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        level.contains("warning") && level.starts_with('^'),
+        "{level}"
+    );
+    // A duration may be a bare number of seconds, as on the command line.
+    let timeout = &p["config"]["properties"]["timeout"];
+    assert!(timeout.get("maximum").is_none(), "{timeout}");
+}

@@ -518,3 +518,23 @@ fn reboot_announcements_are_off_by_default_and_need_re_gating() {
     .unwrap();
     assert_eq!(s.gate.reboots.timeout, None);
 }
+
+/// Issue 38: `--log-level warning` is `warn` (it once silenced every line);
+/// a bare word that is no level is refused, naming it.
+#[test]
+fn log_levels_are_levels_and_warning_is_warn() {
+    assert_eq!(log_level("warning").ok().as_deref(), Some("warn"));
+    assert_eq!(
+        log_level("INFO, nodegate=Warning").ok().as_deref(),
+        Some("info,nodegate=warn")
+    );
+    for bad in ["verbose", "info,loud", "nodegate=loud", ""] {
+        let e = log_level(bad)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.starts_with("--log-level"), "{bad:?}: {e}");
+    }
+    let s = run_settings(&run_args(&["--log-level", "warning"]));
+    assert_eq!(s.map(|s| s.log_level).ok().as_deref(), Some("warn"));
+}
