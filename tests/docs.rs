@@ -1009,3 +1009,106 @@ fn every_doctor_flag_check_and_json_field_is_in_its_section() {
         "not in docs/troubleshooting.md's `nodegate doctor` section: {missing:?}"
     );
 }
+
+/// The subcommands `nodegate --help` lists (`config` as `config check`).
+fn commands() -> Vec<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_nodegate"))
+        .arg("--help")
+        .output()
+        .expect("run nodegate --help");
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    let listed = help
+        .split("Commands:")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .unwrap_or_default()
+        .lines()
+        // A command's line; its description's further lines are indented
+        // deeper.
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(|c| match c {
+            "config" => "config check".to_string(),
+            c => c.to_string(),
+        })
+        .collect::<Vec<_>>();
+    assert!(listed.len() >= 9, "commands not read from --help:\n{help}");
+    listed
+}
+
+/// Issue 38: the README, read in five minutes, still names every command
+/// and every `--on-timeout` value, and stays under 200 lines.
+#[test]
+fn the_readme_names_every_command_and_on_timeout_value() {
+    let readme = read("README.md");
+    let missing: Vec<String> = commands()
+        .into_iter()
+        .filter(|c| !readme.contains(&format!("`nodegate {c}")))
+        .collect();
+    assert!(missing.is_empty(), "README.md does not name: {missing:?}");
+    for value in nodegate_core::gate::OnTimeout::ALL {
+        let v = format!("`{}`", value.as_str());
+        assert!(
+            readme.contains(&v),
+            "README.md does not name --on-timeout {v}"
+        );
+    }
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 200,
+        "README.md has {lines} lines; the limit is 200"
+    );
+}
+
+/// The chart's values the schema keeps only to refuse them (description
+/// `retired: …`), as dotted paths.
+fn retired_helm_values(at: &str, schema: &serde_json::Value, out: &mut Vec<String>) {
+    let Some(props) = schema["properties"].as_object() else {
+        return;
+    };
+    for (k, s) in props {
+        let path = format!("{at}{k}");
+        if s["description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("retired"))
+        {
+            out.push(path.clone());
+        }
+        retired_helm_values(&format!("{path}."), s, out);
+    }
+}
+
+/// Issue 38: no page of the documentation (the README and docs/) names a
+/// Helm value the chart retired, as if it still worked.
+#[test]
+fn no_doc_names_a_retired_helm_value() {
+    let mut retired = Vec::new();
+    retired_helm_values(
+        "",
+        &nodegate::settings::schema::values_schema(),
+        &mut retired,
+    );
+    assert!(!retired.is_empty(), "the schema lists no retired value");
+    let mut docs = vec!["README.md".to_string()];
+    for entry in std::fs::read_dir(root().join("docs")).expect("docs/") {
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        if name.ends_with(".md") {
+            docs.push(format!("docs/{name}"));
+        }
+    }
+    let mut named = Vec::new();
+    for doc in &docs {
+        let text = read(doc);
+        for value in &retired {
+            if text.contains(&format!("`{value}`")) || text.contains(&format!("{value}=")) {
+                named.push(format!("{doc}: {value}"));
+            }
+        }
+    }
+    assert!(named.is_empty(), "retired Helm values named: {named:?}");
+}
