@@ -383,7 +383,9 @@ impl Replica {
     /// The gate's journal for `node`, one line per entry (long entries
     /// cut), or why there is none.
     pub async fn journal(&self, node: &str) -> String {
-        let (status, body) = match http_get(&self.addr, &format!("/debug/nodes/{node}")).await {
+        // /debug/nodes is served on the debug listener only.
+        let debug = self.ng.debug_addr(Duration::from_secs(5));
+        let (status, body) = match http_get(&debug, &format!("/debug/nodes/{node}")).await {
             Ok(x) => x,
             Err(e) => return format!("    (no answer: {e})"),
         };
