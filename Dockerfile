@@ -20,7 +20,7 @@
 #
 # The cache mounts need BuildKit (docker >= 23 by default, buildah/podman).
 # Without a container engine, deploy/image/build assembles the same image
-# (same user, entrypoint, labels and binary path; tests/image.rs checks that
+# (same user, entrypoint, labels and binary path; tests/e2e_image.rs checks that
 # the two agree) from Debian packages, reproducibly.
 
 ARG RUST_VERSION=1.95

@@ -87,7 +87,7 @@ Exit status:
 /// "Options"), then these.
 pub const OUTPUT: &str = "Output";
 pub const CLUSTER: &str = "Cluster";
-pub const CONFIG_FILE: &str = "Gate settings";
+pub const CONFIG_FILE: &str = "Gate settings: the config file";
 
 /// Where to reach the cluster, with kubectl's flags and meanings. Without
 /// them: the in-cluster service account, else `KUBECONFIG` / `~/.kube/config`

@@ -63,7 +63,8 @@ const BAD: &[(&str, &str, &str)] = &[
     ),
     (
         "--set",
-        "leaderElection.leaseDuration=15",
+        // A bare number is seconds (15 is 15s): a unit it does not know.
+        "leaderElection.leaseDuration=15x",
         "/leaderElection/leaseDuration",
     ),
     (
