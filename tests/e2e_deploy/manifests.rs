@@ -583,8 +583,8 @@ pub(super) fn container_args(objs: &[Value]) -> Vec<String> {
 
 /// Runs the real binary with `args` and a kubeconfig that cannot exist:
 /// settings are validated first (exit 2 on any bad flag or value), so
-/// reaching "cannot find cluster credentials" (exit 1) means nodegate took
-/// every argument.
+/// reaching "cannot read the kubeconfig" (exit 1) means nodegate took every
+/// argument.
 pub(super) fn assert_accepted(what: &str, args: &[String]) {
     let out = Command::new(env!("CARGO_BIN_EXE_nodegate"))
         .args(args)
@@ -595,7 +595,7 @@ pub(super) fn assert_accepted(what: &str, args: &[String]) {
         .unwrap_or_else(|e| panic!("cannot run nodegate: {e}"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        out.status.code() == Some(1) && stderr.contains("cluster credentials"),
+        out.status.code() == Some(1) && stderr.contains("cannot read the kubeconfig"),
         "{what}: nodegate must accept {args:?}, got {:?}:\n{stderr}",
         out.status.code()
     );
