@@ -739,6 +739,77 @@ async fn a_webhook_flood_leaves_nodegate_bounded_and_answering() {
     );
 }
 
+/// Clients that send a review's head and trickle its body hold nothing the
+/// API server's reviews need: with 32 of them sending a byte a second, a
+/// Node CREATE through the real API server still comes back tainted (a
+/// review is read before it takes a place to be judged, and a body not
+/// whole within 2 s is given up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_review_bodies_cannot_make_the_webhook_admit_unchanged() {
+    let env = Env::new("webhook-slow-bodies").await;
+    env.cluster.namespace(SECRET_NS).await;
+    let port = free_port();
+    let configs = register(&env, &[port]).await;
+    let args = webhook_args(port, "1h");
+    let ng = Nodegate::start(
+        &env.cluster,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let bundle = wait_bundle(&configs, &[&ng]).await;
+    wait_admitting(&env, &[&ng]).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tricklers = Vec::new();
+    for _ in 0..32 {
+        let (bundle, stop) = (bundle.clone(), Arc::clone(&stop));
+        tricklers.push(tokio::spawn(async move {
+            // Each reconnects as soon as the server gives it up, so that
+            // all 32 are always trickling.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let Some(mut tls) = idle_tls(port, &bundle).await else {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                };
+                let head = "POST /mutate-node HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{";
+                if tls.write_all(head.as_bytes()).await.is_err() {
+                    continue;
+                }
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    if tls.write_all(b" ").await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }));
+    }
+    // Let every trickler be mid-body.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut results = Vec::new();
+    for i in 0..3 {
+        let created = env
+            .nodes
+            .create(
+                &PostParams::default(),
+                &untainted(&format!("beside-slow-{i}")),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("create beside the slow bodies: {e}\n{}", ng.logs()));
+        results.push((i, has_gate_taint(&created), taint_keys(&created)));
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in tricklers {
+        t.abort();
+    }
+    for (i, tainted, keys) in results {
+        assert!(
+            tainted,
+            "node beside-slow-{i} was admitted without the taint while slow clients held the webhook: {keys:?}\n{}",
+            ng.logs()
+        );
+    }
+}
+
 /// A client for the same cluster acting as the kubelet of `node`
 /// (impersonation: user `system:node:NODE`, group `system:nodes`).
 async fn as_kubelet(env: &Env, node: &str) -> kube::Client {

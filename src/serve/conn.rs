@@ -1,37 +1,124 @@
 //! The bounds every listener of `nodegate run` shares (`--http-addr` and
-//! the webhook): at most [`Limits::max_connections`] connections at once
-//! (one more is accepted and closed at once, so it costs nothing but the
-//! accept), and hyper's timer, without which its timeouts do nothing: the
-//! request head must arrive within [`Limits::header_read_timeout`] of the
-//! connection being ready for it — which is also how long a kept-alive
-//! connection may sit idle — and a request is answered or dropped within
-//! [`Limits::request_timeout`] (the handlers bound that themselves).
+//! the webhook): at most [`Limits::max_connections`] connections at once,
+//! and at most [`Limits::max_per_peer`] from one remote address, so that one
+//! pod cannot take every place (a connection beyond either is accepted and
+//! closed at once, so it costs nothing but the accept). Connections from
+//! loopback — the pod's own, such as `nodegate probe` — count against
+//! neither, and [`Limits::loopback_reserve`] places beyond the cap are kept
+//! for them: no remote client can starve the probes. hyper's timer, without
+//! which its timeouts do nothing: the request head must arrive within
+//! [`Limits::header_read_timeout`] of the connection being ready for it —
+//! which is also how long a kept-alive connection may sit idle — and a
+//! request is answered or dropped within [`Limits::request_timeout`] (the
+//! handlers bound that themselves).
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioTimer;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 /// How much one listener admits.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
+    /// Connections at once from remote addresses.
     pub max_connections: usize,
+    /// Connections at once from one remote address.
+    pub max_per_peer: usize,
+    /// Places for loopback connections beyond `max_connections`.
+    pub loopback_reserve: usize,
+    /// Whether loopback connections are exempt from the caps (always, but
+    /// for tests that need two distinct peers on one machine).
+    pub loopback_exempt: bool,
     pub header_read_timeout: Duration,
     pub request_timeout: Duration,
 }
 
 impl Limits {
-    /// The bounds of `--http-addr` and of the webhook.
+    /// The bounds of `--http-addr` and of the webhook. The head timeout is
+    /// short: the API server and the kubelet send a head at once, and a
+    /// client that trickles one holds a place only that long.
     pub const DEFAULT: Limits = Limits {
         max_connections: 1024,
-        header_read_timeout: Duration::from_secs(10),
+        max_per_peer: 64,
+        loopback_reserve: 64,
+        loopback_exempt: true,
+        header_read_timeout: Duration::from_secs(3),
         request_timeout: Duration::from_secs(10),
     };
+}
+
+/// The places taken, by remote address and in all.
+#[derive(Debug, Default)]
+struct Taken {
+    remote: usize,
+    loopback: usize,
+    by_peer: HashMap<IpAddr, usize>,
+}
+
+/// A place held by one connection, given back on drop.
+struct Place {
+    taken: Arc<Mutex<Taken>>,
+    peer: Option<IpAddr>,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let Ok(mut t) = self.taken.lock() else { return };
+        match self.peer {
+            None => t.loopback = t.loopback.saturating_sub(1),
+            Some(ip) => {
+                t.remote = t.remote.saturating_sub(1);
+                if let Some(n) = t.by_peer.get_mut(&ip) {
+                    *n -= 1;
+                    if *n == 0 {
+                        t.by_peer.remove(&ip);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A place for a connection from `peer`, or why there is none.
+fn take_place(
+    taken: &Arc<Mutex<Taken>>,
+    limits: &Limits,
+    peer: IpAddr,
+) -> Result<Place, &'static str> {
+    let mut t = taken
+        .lock()
+        .map_err(|_| "the listener's count is poisoned")?;
+    let loopback = limits.loopback_exempt && peer.to_canonical().is_loopback();
+    if loopback {
+        if t.loopback >= limits.loopback_reserve + limits.max_connections.saturating_sub(t.remote) {
+            return Err("too many connections at once");
+        }
+        t.loopback += 1;
+        return Ok(Place {
+            taken: Arc::clone(taken),
+            peer: None,
+        });
+    }
+    if t.remote + t.loopback.saturating_sub(limits.loopback_reserve) >= limits.max_connections {
+        return Err("too many connections at once");
+    }
+    let n = t.by_peer.entry(peer).or_insert(0);
+    if *n >= limits.max_per_peer {
+        return Err("too many connections from one address");
+    }
+    *n += 1;
+    t.remote += 1;
+    Ok(Place {
+        taken: Arc::clone(taken),
+        peer: Some(peer),
+    })
 }
 
 /// An HTTP/1.1 connection builder with the timer and the head timeout of
@@ -68,14 +155,14 @@ pub async fn accept_loop<F, Fut>(
     F: Fn(TcpStream) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let taken = Arc::new(Mutex::new(Taken::default()));
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = shutdown.changed() => break,
         };
-        let tcp = match accepted {
-            Ok((tcp, _)) => tcp,
+        let (tcp, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(error) => {
                 // Out of file descriptors and the like: wait, retry.
                 tracing::warn!(%error, "{what}: cannot accept a connection");
@@ -83,26 +170,31 @@ pub async fn accept_loop<F, Fut>(
                 continue;
             }
         };
-        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            if refused
-                .0
-                .fetch_add(1, Ordering::Relaxed)
-                .is_multiple_of(1000)
-            {
-                tracing::warn!(
-                    max = limits.max_connections,
-                    refused = refused.get(),
-                    "{what}: too many connections at once; closing new ones"
-                );
+        let place = match take_place(&taken, &limits, peer.ip()) {
+            Ok(place) => place,
+            Err(why) => {
+                if refused
+                    .0
+                    .fetch_add(1, Ordering::Relaxed)
+                    .is_multiple_of(1000)
+                {
+                    tracing::warn!(
+                        max = limits.max_connections,
+                        max_per_peer = limits.max_per_peer,
+                        %peer,
+                        refused = refused.get(),
+                        "{what}: {why}; closing new ones"
+                    );
+                }
+                drop(tcp);
+                continue;
             }
-            drop(tcp);
-            continue;
         };
         let _ = tcp.set_nodelay(true);
         let conn = serve(tcp);
         tokio::spawn(async move {
             conn.await;
-            drop(permit);
+            drop(place);
         });
     }
 }
@@ -112,12 +204,58 @@ mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;
 
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("an IP address")
+    }
+
+    #[test]
+    fn one_peer_cannot_take_every_place_and_loopback_always_has_one() {
+        let limits = Limits {
+            max_connections: 6,
+            max_per_peer: 2,
+            loopback_reserve: 1,
+            ..Limits::DEFAULT
+        };
+        let taken = Arc::new(Mutex::new(Taken::default()));
+        let mut held = Vec::new();
+        // One pod: two places, then refused; others still get theirs.
+        for _ in 0..2 {
+            held.push(take_place(&taken, &limits, ip("10.0.0.9")).expect("within the peer cap"));
+        }
+        assert_eq!(
+            take_place(&taken, &limits, ip("10.0.0.9")).err(),
+            Some("too many connections from one address")
+        );
+        for peer in ["10.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.2"] {
+            held.push(take_place(&taken, &limits, ip(peer)).expect("within the caps"));
+        }
+        // Every remote place is taken: a new address is refused, the pod's
+        // own loopback (the probe) is not, up to the reserve.
+        assert_eq!(
+            take_place(&taken, &limits, ip("10.0.0.3")).err(),
+            Some("too many connections at once")
+        );
+        let probe = take_place(&taken, &limits, ip("127.0.0.1")).expect("the reserve");
+        assert!(
+            take_place(&taken, &limits, ip("::1")).is_err(),
+            "beyond the reserve"
+        );
+        // Places come back on drop.
+        drop(probe);
+        held.truncate(1);
+        assert!(take_place(&taken, &limits, ip("10.0.0.3")).is_ok());
+        let t = taken.lock().expect("lock");
+        assert_eq!((t.remote, t.loopback), (1, 0), "{t:?}");
+        assert_eq!(t.by_peer.get(&ip("10.0.0.9")), Some(&1), "{t:?}");
+    }
+
     #[tokio::test]
     async fn a_connection_beyond_the_cap_is_closed_at_once() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let limits = Limits {
             max_connections: 2,
+            loopback_exempt: false,
             ..Limits::DEFAULT
         };
         let refused = Arc::new(Refused::default());

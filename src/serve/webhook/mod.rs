@@ -120,10 +120,7 @@ pub fn start(settings: &WebhookSettings, cx: Context, shutdown: watch::Receiver<
             return;
         };
         let slot = Arc::new(CertSlot::new(key));
-        let handler = Arc::new(Handler {
-            live: cx.live,
-            metrics: Arc::clone(&cx.metrics),
-        });
+        let handler = Arc::new(Handler::new(cx.live, Arc::clone(&cx.metrics)));
         let Some(server) = bind(addr, &slot, &handler, &status, shutdown.clone()).await else {
             return;
         };

@@ -36,6 +36,16 @@ pub const PATH: &str = "/mutate-node";
 const MAX_BODY: usize = 1 << 20;
 /// A client that has not finished its TLS handshake by then is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A review's body must arrive whole within this: the API server sends it at
+/// once, and a client that trickles one holds nothing but its connection.
+const BODY_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a review that was read waits for a place to be judged when
+/// [`IN_FLIGHT`] are being judged, before it is admitted unchanged.
+const JUDGE_WAIT: Duration = Duration::from_secs(1);
+/// The bytes of all bodies being read or judged at once: what bounds their
+/// memory, whatever the number of connections. A body waits for its bytes
+/// (within [`BODY_TIMEOUT`]); a trickling client takes few.
+const BODY_BUDGET: usize = 64 << 20;
 
 /// The serving certificate, swappable while connections are being served:
 /// each new handshake takes the one current then.
@@ -90,11 +100,24 @@ pub struct Handler {
     /// The gate configuration in force: scope and managed taints.
     pub live: Arc<LiveConfig>,
     pub metrics: Arc<Metrics>,
+    /// [`BODY_BUDGET`], shared by every connection.
+    budget: Arc<Semaphore>,
 }
 
-/// Reviews read and judged at once; one more is admitted unchanged without
-/// being read (see [`busy`]). Bounds the memory of bodies being read to
-/// `IN_FLIGHT × MAX_BODY`.
+impl Handler {
+    pub fn new(live: Arc<LiveConfig>, metrics: Arc<Metrics>) -> Handler {
+        Handler {
+            live,
+            metrics,
+            budget: Arc::new(Semaphore::new(BODY_BUDGET)),
+        }
+    }
+}
+
+/// Reviews judged at once (each on a blocking thread). A review is read
+/// first, without a place, so that slow clients cannot hold the places; one
+/// that finds them all taken waits [`JUDGE_WAIT`] for one, and only then is
+/// admitted unchanged (see [`busy`]).
 const IN_FLIGHT: usize = 16;
 
 /// The bytes of a body not read whole that are kept to find its uid in.
@@ -104,45 +127,64 @@ const PREFIX: usize = 4 << 10;
 enum Unread {
     /// Over [`MAX_BODY`]: its first bytes.
     TooLarge(Vec<u8>),
+    /// Not whole within [`BODY_TIMEOUT`] (or no bytes of the budget for it
+    /// within that time): its first bytes.
+    Slow(Vec<u8>),
     /// The connection failed while it was read.
     Broken(String),
 }
 
-/// Reads `body` whole if it is at most `max` bytes.
-async fn read_capped(body: Body, max: usize) -> Result<Vec<u8>, Unread> {
+/// A body read whole, with the bytes of the budget it holds until dropped.
+struct Read {
+    bytes: Vec<u8>,
+    _budget: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// Reads `body` whole if it is at most `max` bytes and arrives within
+/// `within`, taking its bytes from `budget` as they come.
+async fn read_capped(
+    body: Body,
+    max: usize,
+    budget: Arc<Semaphore>,
+    within: Duration,
+) -> Result<Read, Unread> {
     use futures::StreamExt;
     let mut stream = body.into_data_stream();
     let mut bytes = Vec::new();
-    while let Some(chunk) = stream.next().await {
+    let mut held: Option<tokio::sync::OwnedSemaphorePermit> = None;
+    let deadline = tokio::time::Instant::now() + within;
+    let prefix = |mut b: Vec<u8>| {
+        b.truncate(PREFIX);
+        b
+    };
+    loop {
+        let next = match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(next) => next,
+            Err(_) => return Err(Unread::Slow(prefix(bytes))),
+        };
+        let Some(chunk) = next else { break };
         let chunk = chunk.map_err(|e| Unread::Broken(e.to_string()))?;
         if bytes.len() + chunk.len() > max {
             let keep = PREFIX.saturating_sub(bytes.len()).min(chunk.len());
             bytes.extend_from_slice(&chunk[..keep]);
-            bytes.truncate(PREFIX);
-            return Err(Unread::TooLarge(bytes));
+            return Err(Unread::TooLarge(prefix(bytes)));
+        }
+        // `max` is far below u32::MAX, so the chunk's size fits.
+        let n = u32::try_from(chunk.len()).unwrap_or(u32::MAX);
+        let more = Arc::clone(&budget).acquire_many_owned(n);
+        match tokio::time::timeout_at(deadline, more).await {
+            Ok(Ok(p)) => match held.as_mut() {
+                Some(h) => h.merge(p),
+                None => held = Some(p),
+            },
+            _ => return Err(Unread::Slow(prefix(bytes))),
         }
         bytes.extend_from_slice(&chunk);
     }
-    Ok(bytes)
-}
-
-/// Up to [`PREFIX`] bytes of `body`, read within a second: enough to find
-/// the uid of a review that will not be read whole.
-async fn prefix_of(body: Incoming) -> Vec<u8> {
-    use futures::StreamExt;
-    let mut stream = Body::new(body).into_data_stream();
-    let mut bytes = Vec::new();
-    let read = async {
-        while bytes.len() < PREFIX {
-            match stream.next().await {
-                Some(Ok(chunk)) => bytes.extend_from_slice(&chunk),
-                _ => break,
-            }
-        }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(1), read).await;
-    bytes.truncate(PREFIX);
-    bytes
+    Ok(Read {
+        bytes,
+        _budget: held,
+    })
 }
 
 /// Allowed unchanged without being read, with a warning; the uid from the
@@ -170,17 +212,7 @@ impl Handler {
             return plain(StatusCode::METHOD_NOT_ALLOWED, "POST an AdmissionReview\n");
         }
         let started = Instant::now();
-        let answer = match permits.try_acquire_owned() {
-            Ok(permit) => {
-                let a = self.read_and_answer(req.into_body()).await;
-                drop(permit);
-                a
-            }
-            Err(_) => busy(
-                &prefix_of(req.into_body()).await,
-                &format!("the webhook is serving {IN_FLIGHT} reviews at once"),
-            ),
-        };
+        let answer = self.read_and_answer(req.into_body(), permits).await;
         self.metrics
             .webhook_admission(answer.result, started.elapsed().as_secs_f64());
         log(&answer);
@@ -193,17 +225,35 @@ impl Handler {
         response
     }
 
-    /// Reads the body (at most [`MAX_BODY`]) and judges it on a blocking
+    /// Reads the body (at most [`MAX_BODY`], within [`BODY_TIMEOUT`]), then
+    /// waits up to [`JUDGE_WAIT`] for a place and judges it on a blocking
     /// thread, off the runtime's workers.
-    async fn read_and_answer(&self, body: Incoming) -> review::Answer {
-        let bytes = match read_capped(Body::new(body), MAX_BODY).await {
-            Ok(b) => b,
+    async fn read_and_answer(&self, body: Incoming, permits: Arc<Semaphore>) -> review::Answer {
+        let read = read_capped(
+            Body::new(body),
+            MAX_BODY,
+            Arc::clone(&self.budget),
+            BODY_TIMEOUT,
+        )
+        .await;
+        let read = match read {
+            Ok(r) => r,
             Err(Unread::TooLarge(prefix)) => {
                 let why = format!("the body is over {MAX_BODY} bytes, not a Node review");
                 return busy(&prefix, &why);
             }
+            Err(Unread::Slow(prefix)) => {
+                let why = format!("the body did not arrive whole within {BODY_TIMEOUT:?}");
+                return busy(&prefix, &why);
+            }
             Err(Unread::Broken(why)) => return review::unreadable(why),
         };
+        let Ok(Ok(_place)) = tokio::time::timeout(JUDGE_WAIT, permits.acquire_owned()).await else {
+            let why =
+                format!("the webhook was judging {IN_FLIGHT} reviews at once for {JUDGE_WAIT:?}");
+            return busy(&read.bytes, &why);
+        };
+        let bytes = read.bytes;
         let config = self.live.load();
         let hold = match self.metrics.leadership().leader_known() {
             _ if config.dry_run => review::Hold::DryRun,
@@ -331,15 +381,19 @@ async fn serve_one(
 mod tests {
     use super::*;
 
+    fn budget() -> Arc<Semaphore> {
+        Arc::new(Semaphore::new(BODY_BUDGET))
+    }
+
     #[tokio::test]
     async fn a_body_over_the_bound_is_not_read_and_keeps_its_first_bytes() {
         let small = br#"{"request":{"uid":"u-1"}}"#.to_vec();
-        let read = read_capped(Body::from(small.clone()), 64).await;
-        assert!(matches!(&read, Ok(b) if *b == small));
+        let read = read_capped(Body::from(small.clone()), 64, budget(), BODY_TIMEOUT).await;
+        assert!(matches!(&read, Ok(r) if r.bytes == small));
 
         let mut big = br#"{"request":{"uid":"u-2","x":["#.to_vec();
         big.extend(std::iter::repeat_n(b'0', 3 << 20));
-        match read_capped(Body::from(big), MAX_BODY).await {
+        match read_capped(Body::from(big), MAX_BODY, budget(), BODY_TIMEOUT).await {
             Err(Unread::TooLarge(prefix)) => {
                 assert_eq!(prefix.len(), PREFIX);
                 let a = busy(&prefix, "too large");
@@ -348,8 +402,77 @@ mod tests {
                 assert_eq!(a.body["response"]["allowed"], true, "{}", a.body);
                 assert!(a.body["response"].get("patch").is_none(), "{}", a.body);
             }
-            Ok(b) => panic!("read {} bytes over the bound", b.len()),
+            Ok(r) => panic!("read {} bytes over the bound", r.bytes.len()),
+            Err(Unread::Slow(_)) => panic!("a body sent whole was slow"),
             Err(Unread::Broken(why)) => panic!("{why}"),
         }
+    }
+
+    /// A body that trickles is given up after the timeout with its first
+    /// bytes, and gives back the budget it took; the budget bounds the
+    /// bytes of every body being read at once.
+    #[tokio::test]
+    async fn a_trickling_body_is_given_up_and_the_budget_bounds_every_body() {
+        let (mut tx, rx) = futures::channel::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(4);
+        let slow = Body::from_stream(rx);
+        tx.try_send(Ok(br#"{"request":{"uid":"u-3","#.to_vec()))
+            .expect("room for the first chunk");
+        let shared = Arc::new(Semaphore::new(1024));
+        let started = tokio::time::Instant::now();
+        match read_capped(
+            slow,
+            MAX_BODY,
+            Arc::clone(&shared),
+            Duration::from_millis(200),
+        )
+        .await
+        {
+            Err(Unread::Slow(prefix)) => {
+                assert_eq!(busy(&prefix, "slow").body["response"]["uid"], "u-3");
+            }
+            Ok(_) => panic!("a body that never ended was read whole"),
+            Err(_) => panic!("a slow body is Slow"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(shared.available_permits(), 1024, "the budget came back");
+        drop(tx);
+
+        // Two bodies of 600 bytes against a budget of 1,000: while the first
+        // is held, the second waits for bytes and is given up.
+        let first = read_capped(
+            Body::from(vec![b' '; 600]),
+            MAX_BODY,
+            Arc::clone(&shared),
+            BODY_TIMEOUT,
+        )
+        .await
+        .ok()
+        .expect("the first fits");
+        let tight = Arc::new(Semaphore::new(1000));
+        let held = read_capped(
+            Body::from(vec![b' '; 600]),
+            MAX_BODY,
+            Arc::clone(&tight),
+            BODY_TIMEOUT,
+        )
+        .await
+        .ok()
+        .expect("fits the budget");
+        let second = read_capped(
+            Body::from(vec![b' '; 600]),
+            MAX_BODY,
+            Arc::clone(&tight),
+            Duration::from_millis(100),
+        )
+        .await;
+        assert!(matches!(second, Err(Unread::Slow(_))), "over the budget");
+        drop(held);
+        assert!(
+            read_capped(Body::from(vec![b' '; 600]), MAX_BODY, tight, BODY_TIMEOUT)
+                .await
+                .is_ok(),
+            "the budget came back when the first was dropped"
+        );
+        drop(first);
     }
 }
