@@ -148,7 +148,7 @@ async fn the_policy_lets_nodegate_write_only_its_condition_through_the_status() 
         .await
         .expect("create sa");
     let role: ClusterRole = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "nodegate-test"},
+        "metadata": {"name": "test-nodegate"},
         "rules": [{"apiGroups": [""], "resources": ["nodes", "nodes/status"], "verbs": ["get", "patch"]}],
     }))
     .expect("role");
@@ -157,8 +157,8 @@ async fn the_policy_lets_nodegate_write_only_its_condition_through_the_status() 
         .await
         .expect("create role");
     let binding: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "nodegate-test", "labels": {"nodegate.dev/policy-subject": "true"}},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "nodegate-test"},
+        "metadata": {"name": "test-nodegate", "labels": {"nodegate.dev/policy-subject": "true"}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "test-nodegate"},
         "subjects": [{"kind": "ServiceAccount", "name": "nodegate", "namespace": NS}],
     }))
     .expect("binding");

@@ -346,8 +346,8 @@ async fn serviceaccount_with_deploy_rbac_runs_the_gate_and_nothing_more() {
         .collect();
     assert_eq!(
         identity.len(),
-        20,
-        "namespace, account, five roles, five bindings, three admission policies and their \
+        24,
+        "namespace, account, five roles, five bindings, five admission policies and their \
          bindings, the webhook's empty Secret and its configuration"
     );
     // The webhook configuration is applied for real, and no nodegate-webhook

@@ -4,8 +4,9 @@
 //! delete Machines and nothing more; and the admission policy
 //! nodegate-node-changes lets it cordon a node only in the write that sets
 //! a new `nodegate.dev/replace-requested` — the very patch nodegate sends —
-//! and refuses every other cordon, an uncordon, and anything more in that
-//! patch. All with the ServiceAccount's own token.
+//! on a node that carries a managed taint and `nodegate.dev/timed-out`, and
+//! refuses every other cordon (an open node's above all), an uncordon, and
+//! anything more in that patch. All with the ServiceAccount's own token.
 
 use super::policy::{refused_by_policy, sa_patch};
 use super::rbac::{sa_token, token_kubeconfig};
@@ -189,6 +190,40 @@ async fn replace_grants_and_the_policy_allow_exactly_the_cordon_with_its_mark() 
             &json!({"spec": {"unschedulable": true}, "metadata": {"annotations": {"nodegate.dev/timed-out": "2026-01-01T00:00:00.000Z"}}}),
         ),
     );
+    // Issue 37 §8: only a gated node that timed out may be cordoned. rp-a
+    // is gated and has no nodegate.dev/timed-out yet; rp-open timed out
+    // once but carries no managed taint (it was opened since): nodegate's
+    // very request is refused on both.
+    cluster.create_node(&fake_node("rp-open", &[], &[])).await;
+    let timed_out = |node: &str| {
+        must(
+            "the gate's timed-out mark (as the gate writes it before a replace request)",
+            kubectl(
+                &admin,
+                &[
+                    "annotate",
+                    "node",
+                    node,
+                    "--overwrite",
+                    "nodegate.dev/timed-out=2026-01-01T00:00:00.000Z",
+                ],
+                None,
+            ),
+        );
+    };
+    timed_out("rp-open");
+    refused_by_policy(
+        "nodegate's request on a gated node that has not timed out",
+        "no node spec field",
+        sa_patch(&sa, "rp-a", "json", &replace_patch(&cluster, "rp-a")),
+    );
+    refused_by_policy(
+        "nodegate's request on an open node (timed out once, opened since)",
+        "no node spec field",
+        sa_patch(&sa, "rp-open", "json", &replace_patch(&cluster, "rp-open")),
+    );
+    timed_out("rp-a");
+    timed_out("rp-b");
     // The request nodegate sends, with a label too: refused whole.
     let mut with_label = replace_patch(&cluster, "rp-a");
     with_label
