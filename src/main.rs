@@ -12,7 +12,7 @@ use clap::{CommandFactory, FromArgMatches};
 
 use nodegate::cluster::client::set_process_connection;
 use nodegate::commands::{
-    backfill, completion, config_check, doctor, explain, output, run, status, uninstall, version,
+    backfill, completion, config_check, doctor, explain, output, probe, run, status, uninstall, version,
 };
 use nodegate::settings::cli::{Cli, ClusterArgs, Command, ConfigCommand, LogFormat};
 use nodegate::settings::config;
@@ -87,10 +87,19 @@ fn connect_flags(mut cli: Cli) -> std::result::Result<Command, Error> {
             a.cluster = a.cluster.or(outer);
             process = a.cluster.clone();
         }
-        Command::Completion(_) => {}
+        Command::Completion(_) | Command::Probe(_) => {}
     }
     set_process_connection(output::connection(&process)?);
     Ok(cli.command)
+}
+
+/// Whether `--FLAG` was given on this process's command line.
+fn given_on_the_command_line(flag: &str) -> bool {
+    let long = format!("--{flag}");
+    std::env::args_os().any(|a| {
+        a.to_str()
+            .is_some_and(|a| a == long || a.starts_with(&format!("{long}=")))
+    })
 }
 
 /// Whether the binary runs as `kubectl_complete-nodegate`, kubectl's
@@ -108,6 +117,10 @@ fn main() -> ExitCode {
         return exit(completion::kubectl_complete(&args[1..]), false);
     }
     let cli = parse();
+    // The container's probe, run every few seconds: no runtime, no cluster.
+    if let Command::Probe(args) = &cli.command {
+        return probe::main(args.clone());
+    }
     let mut logging = false;
     let command = match connect_flags(cli) {
         Ok(c) => c,
@@ -122,6 +135,7 @@ fn main() -> ExitCode {
     };
     let result = match command {
         Command::Run(args) => config::run_settings(&args)
+            .map_err(|e| config::check::said_of_the_file(&args, e, given_on_the_command_line))
             .map_err(Error::from)
             .and_then(|settings| {
                 init_tracing(settings.log_format, &settings.log_level);
@@ -135,6 +149,7 @@ fn main() -> ExitCode {
         Command::Uninstall(args) => runtime.block_on(uninstall::main(args)),
         Command::Version(args) => runtime.block_on(version::main(args)),
         Command::Completion(args) => completion::main(args),
+        Command::Probe(args) => Ok(probe::main(args)),
         Command::Config(ConfigCommand::Check(args)) => runtime.block_on(config_check::main(args)),
         Command::Doctor(args) => runtime.block_on(doctor::main(*args)),
     };

@@ -655,3 +655,18 @@ fn help_is_grouped_and_a_bare_number_is_seconds() {
         "a bare number is taken, the cluster is not there: {err}"
     );
 }
+
+/// Issue 38, finding 6: `run --config FILE` says a problem of the file as
+/// `FILE:LINE: key: what is wrong`, as `config check` does; a bad flag is
+/// still named as the flag.
+#[test]
+fn run_names_the_file_s_key_and_line() {
+    let (_d, path) = config_file("onTimeout: keep\ntimeout: -5s\n");
+    let (code, err) = nodegate(&["run", "--config", &path]);
+    assert_eq!(code, 2, "{err}");
+    let want = format!("error: {path}:2: timeout: \"-5s\": a duration cannot be negative");
+    assert_eq!(err.trim(), want);
+    let (code, err) = nodegate(&["run", "--config", &path, "--timeout=-6s"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--timeout \"-6s\""), "{err}");
+}

@@ -107,6 +107,46 @@ pub fn check_file_located(args: &RunArgs) -> Result<RunSettings, Vec<String>> {
     Err(problems)
 }
 
+/// `run --config FILE`'s error, said of the file when it came from the
+/// file: `FILE:LINE: key: what is wrong`, as `config check` says it. An
+/// error about a flag given on the command line (`flag_given`, the flag's
+/// name without `--`) stays about the flag.
+pub fn said_of_the_file(
+    args: &RunArgs,
+    e: ConfigError,
+    flag_given: impl Fn(&str) -> bool,
+) -> ConfigError {
+    let Some(path) = &args.gate.config else {
+        return e;
+    };
+    let from_flag = match &e {
+        ConfigError::Read { .. } => return e,
+        ConfigError::Parse { .. } => false,
+        ConfigError::Invalid { source_, .. } => source_
+            .strip_prefix("--")
+            .map(|rest| rest.split(' ').next().unwrap_or(rest))
+            .is_some_and(&flag_given),
+    };
+    if from_flag {
+        return e;
+    }
+    let Ok(text) = load::read_capped(path) else {
+        return e;
+    };
+    let file = path.display().to_string();
+    let line = locate(&e, &file, &text, 0);
+    // `FILE[:LINE]: key` and what is wrong, apart, as every ConfigError.
+    let after_file = line.strip_prefix(&file).unwrap_or(&line);
+    let seps: Vec<usize> = after_file.match_indices(": ").map(|(i, _)| i).collect();
+    match seps.get(1).or(seps.first()) {
+        Some(i) => {
+            let at = i + (line.len() - after_file.len());
+            invalid(&line[..at], &line[at + 2..])
+        }
+        None => invalid(file, line),
+    }
+}
+
 /// The file cut at its top-level keys: each key's lines, with the index of
 /// its first line.
 fn top_level_blocks(text: &str) -> Vec<(usize, String)> {
@@ -369,6 +409,38 @@ mod tests {
         let all = problems.join("\n");
         assert!(all.contains("c.yaml:1: unknown key `timout`"), "{all}");
         assert!(all.contains("periodSecond"), "{all}");
+    }
+
+    #[test]
+    fn run_says_a_file_s_problem_of_the_file_and_a_flag_s_of_the_flag() {
+        let Ok(dir) = tempfile::tempdir() else {
+            return;
+        };
+        let path = dir.path().join("c.yaml");
+        std::fs::write(&path, "onTimeout: keep\ntimeout: -5s\n").unwrap_or_default();
+        let args = RunArgs {
+            gate: GateArgs {
+                config: Some(path.clone()),
+                ..GateArgs::default()
+            },
+            ..RunArgs::default()
+        };
+        let shown = path.display().to_string();
+        let e = run_settings(&args)
+            .err()
+            .map(|e| said_of_the_file(&args, e, |_| false));
+        assert_eq!(
+            e.map(|e| e.to_string().replace(&shown, "c.yaml"))
+                .as_deref(),
+            Some("c.yaml:2: timeout: \"-5s\": a duration cannot be negative")
+        );
+        let e = run_settings(&args)
+            .err()
+            .map(|e| said_of_the_file(&args, e, |f| f == "timeout"));
+        assert!(
+            e.is_some_and(|e| e.to_string().starts_with("--timeout \"-5s\"")),
+            "a flag's problem names the flag"
+        );
     }
 
     #[test]
