@@ -336,10 +336,11 @@ async fn canary_bounds_hold(
     eprintln!("{ns}: quota: {over}");
 }
 
-/// Issue 37 §2, in both install modes: the kustomize canary component in
+/// The canary grant (docs/operations.md, "Every write nodegate can make"),
+/// in both install modes: the kustomize canary component in
 /// nodegate's restricted namespace, and the chart (`config.canary.enabled`)
 /// in an unlabelled release namespace, each with its ServiceAccount's own
-/// token. And §12: bindings of nodegate's roles name ServiceAccounts only,
+/// token. And the bindings: those of nodegate's roles name ServiceAccounts only,
 /// and the policy-subject label on another role's binding holds nobody.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_canary_grant_creates_only_the_canary_and_bindings_hold_their_subjects() {
@@ -445,7 +446,8 @@ async fn the_canary_grant_creates_only_the_canary_and_bindings_hold_their_subjec
     bindings_of_nodegates_roles_hold_their_subjects(&cluster, &admin).await;
 }
 
-/// Issue 37 §12. (a) The label is no switch: a labelled binding of another
+/// Who the policies hold (docs/operations.md, "Every write nodegate can
+/// make"). (a) The label is no switch: a labelled binding of another
 /// role (here a stand-in for the node controller's) does not make its
 /// ServiceAccount subject to nodegate's node policy — it adds a taint of
 /// its own. (b) A binding of nodegate's roles to a Group or a User, and an
@@ -612,7 +614,8 @@ async fn bindings_of_nodegates_roles_hold_their_subjects(cluster: &TestCluster, 
     assert!(msg.contains("another taint changed"), "{msg}");
 }
 
-/// Issue 37 §7: the kustomize base with components/dry-run (the documented
+/// A trial run writes nothing (docs/operations.md, "Every write nodegate
+/// can make"): the kustomize base with components/dry-run (the documented
 /// way to run a trial) passes --dry-run and flips the admission parameters,
 /// and the API server then puts no taint on a new node; the same policy
 /// with the base's own parameters does (so the policy was in force).

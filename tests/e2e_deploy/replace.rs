@@ -190,7 +190,7 @@ async fn replace_grants_and_the_policy_allow_exactly_the_cordon_with_its_mark() 
             &json!({"spec": {"unschedulable": true}, "metadata": {"annotations": {"nodegate.dev/timed-out": "2026-01-01T00:00:00.000Z"}}}),
         ),
     );
-    // Issue 37 §8: only a gated node that timed out may be cordoned. rp-a
+    // Only a gated node that timed out may be cordoned. rp-a
     // is gated and has no nodegate.dev/timed-out yet; rp-open timed out
     // once but carries no managed taint (it was opened since): nodegate's
     // very request is refused on both.
