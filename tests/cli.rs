@@ -670,3 +670,39 @@ fn run_names_the_file_s_key_and_line() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--timeout \"-6s\""), "{err}");
 }
+
+/// Issue 38, finding 11: `status --watch` at a cluster that does not answer
+/// says so once, however many times it tries (it printed a new error every
+/// refresh, for ever), and keeps trying until stopped.
+#[test]
+fn status_watch_says_once_that_the_cluster_does_not_answer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = closed_port();
+    let kc = kubeconfig_for(dir.path(), &server);
+    let mut child = Command::new(bin())
+        .args([
+            "status",
+            "--watch",
+            "--interval",
+            "100ms",
+            "--kubeconfig",
+            &kc,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run nodegate status --watch");
+    // Long enough for tens of refreshes at --interval 100ms.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let still_running = child.try_wait().expect("try_wait").is_none();
+    child.kill().expect("stop nodegate status --watch");
+    let out = child.wait_with_output().expect("output");
+    assert!(still_running, "it gave up: {out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.matches("cannot reach the API server").count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains(&server), "{err}");
+}
