@@ -12,7 +12,8 @@ use clap::{CommandFactory, FromArgMatches};
 
 use nodegate::cluster::client::set_process_connection;
 use nodegate::commands::{
-    backfill, completion, config_check, doctor, explain, output, probe, run, status, uninstall, version,
+    backfill, completion, config_check, doctor, explain, output, probe, run, status, uninstall,
+    version,
 };
 use nodegate::settings::cli::{Cli, ClusterArgs, Command, ConfigCommand, LogFormat};
 use nodegate::settings::config;

@@ -127,6 +127,7 @@ fn every_help_lists_the_exit_statuses() {
         &["completion"],
         &["config", "check"],
         &["doctor"],
+        &["probe"],
     ] {
         let args: Vec<&str> = cmd.iter().copied().chain(["--help"]).collect();
         let (code, out, _) = run_as(bin(), &args);

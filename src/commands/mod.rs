@@ -6,7 +6,8 @@
 //! SHELL` only prints a script; `nodegate config check FILE` validates a
 //! config file offline (and, with `--cluster`, reads what it names); `nodegate
 //! doctor` checks the cluster around nodegate (autoscalers, admission,
-//! Lease, RBAC, stuck nodes) and names the fix for each problem. Each returns its exit status, or an
+//! Lease, RBAC, stuck nodes) and names the fix for each problem; `nodegate
+//! probe` is the container's own liveness and readiness probe. Each returns its exit status, or an
 //! [`Error`](crate::Error) that `main` prints and exits with.
 
 pub mod backfill;
@@ -15,6 +16,7 @@ pub mod config_check;
 pub mod doctor;
 pub mod explain;
 pub mod output;
+pub mod probe;
 pub mod run;
 pub mod status;
 pub mod uninstall;

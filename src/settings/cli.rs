@@ -167,6 +167,40 @@ pub enum Command {
     /// or webhook, the Lease, nodegate's RBAC and nodes left gated. Read only.
     #[command(after_help = DOCTOR_EXIT)]
     Doctor(Box<DoctorArgs>),
+    /// The container's liveness and readiness probe: GET PATH from the
+    /// controller's own HTTP listener over loopback and exit 0 on 200. For
+    /// an `exec` probe, so that no client in the cluster can starve the
+    /// probes by holding connections to the listener.
+    #[command(after_help = PROBE_EXIT)]
+    Probe(ProbeArgs),
+}
+
+const PROBE_EXIT: &str = "\
+Exit status:
+  0  PATH answered 200
+  1  could not do it: no answer within 2s (said on stderr)
+  2  bad usage
+  3  checked and found problems: PATH answered another status (its text on
+     stderr)
+The kubelet counts any status but 0 as a failed probe.";
+
+/// `nodegate probe`.
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    /// The path to ask: /healthz (liveness) or /readyz (readiness).
+    #[arg(default_value = "/healthz", value_parser = ["/healthz", "/readyz", "/readyz?verbose", "/healthz?verbose"])]
+    pub path: String,
+
+    /// Where the controller's --http-addr listens, seen from inside its
+    /// container (the shipped manifests set NODEGATE_PROBE_ADDR to the port
+    /// they give --http-addr).
+    #[arg(
+        long,
+        env = "NODEGATE_PROBE_ADDR",
+        default_value = "127.0.0.1:8080",
+        value_name = "ADDR"
+    )]
+    pub addr: std::net::SocketAddr,
 }
 
 const DOCTOR_EXIT: &str = "\
