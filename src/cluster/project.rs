@@ -11,6 +11,9 @@
 //! absent, because a controller must keep working on the rest of the cluster
 //! while one object is odd.
 
+use nodegate_core::model::{
+    CAPI_MACHINE_ANNOTATION, CAPI_NAMESPACE_ANNOTATION, KARPENTER_NODEPOOL_LABEL,
+};
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
@@ -24,7 +27,7 @@ use nodegate_core::model::{
 };
 
 use nodegate_core::annotations;
-use nodegate_core::replace::{self, Fallback, Owner, Replacement};
+use nodegate_core::model::{Fallback, Owner, Replacement};
 
 /// Something a projection had to ignore; the caller logs it once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,11 +177,8 @@ fn replacement(n: &Node, name: &str, odd: &mut Vec<Oddity>) -> Replacement {
         .metadata
         .labels
         .as_ref()
-        .is_some_and(|l| l.contains_key(replace::KARPENTER_NODEPOOL_LABEL));
-    let owner = match (
-        get(replace::CAPI_MACHINE_ANNOTATION),
-        get(replace::CAPI_NAMESPACE_ANNOTATION),
-    ) {
+        .is_some_and(|l| l.contains_key(KARPENTER_NODEPOOL_LABEL));
+    let owner = match (get(CAPI_MACHINE_ANNOTATION), get(CAPI_NAMESPACE_ANNOTATION)) {
         (Some(machine), Some(namespace)) => Owner::Machine {
             namespace: namespace.clone(),
             name: machine.clone(),

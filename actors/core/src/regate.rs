@@ -7,36 +7,20 @@
 //! [`MaxUnavailable`] budget is checked by the caller, which counts the
 //! cluster's nodes. Pure: time is an argument.
 
+use crate::config::RegateConfig;
 use std::sync::Arc;
-use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
 use crate::budget::MaxUnavailable;
-use crate::gate::GateConfig;
+use crate::config::Config;
 use crate::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
-use crate::placement::{
-    self, ManagedTaint, Verdict, first_untolerated_taint, with_default_tolerations,
-};
+use crate::placement::{self, Verdict, first_untolerated_taint, with_default_tolerations};
 use crate::readiness::{self, MemberState};
 
 /// The default `--regate-taint`: a managed taint, but never the startup
 /// taint (autoscalers treat a startup taint that comes back as permanent).
 pub const DEFAULT_REGATE_TAINT_KEY: &str = "nodegate.dev/degraded";
-
-/// `--regate-*`, present only when `--regate-after` is not zero.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RegateConfig {
-    /// The grace: how long a member may have no Ready pod before the node is
-    /// re-gated. Never zero.
-    pub after: Duration,
-    pub taint: ManagedTaint,
-    /// A re-gated node's deadline; `None`: it stays closed until its members
-    /// are Ready.
-    pub timeout: Option<Duration>,
-    pub on_reboot: bool,
-    pub max_unavailable: MaxUnavailable,
-}
 
 /// What is remembered about one open node between looks: the boot id it
 /// was first seen with (`--regate-on-reboot`), and since when each broken
@@ -179,7 +163,7 @@ pub fn examine<'a>(
     node: &NodeInfo,
     daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
     pods: &[Arc<PodInfo>],
-    cfg: &GateConfig,
+    cfg: &Config,
     memory: &mut Watched,
     now: Timestamp,
 ) -> Health {
@@ -207,7 +191,7 @@ pub fn examine<'a>(
 
 /// Why an open node in reach of `--regate-after` is not watched, before its
 /// own Ready condition is looked at: out of scope, ignored, or gated.
-fn not_watched(node: &NodeInfo, cfg: &GateConfig) -> Option<NotWatched> {
+fn not_watched(node: &NodeInfo, cfg: &Config) -> Option<NotWatched> {
     if !cfg.scope.includes(&node.labels) {
         Some(NotWatched::OutOfScope)
     } else if node.ignored {
@@ -248,7 +232,7 @@ fn broken_members<'a>(
     node: &NodeInfo,
     daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
     pods: &[Arc<PodInfo>],
-    cfg: &GateConfig,
+    cfg: &Config,
     rc: &RegateConfig,
     memory: &mut Watched,
     now: Timestamp,
@@ -378,7 +362,7 @@ fn first_seen(memory: &mut Watched, member: &str, now: Timestamp) -> Timestamp {
 /// them carrying the re-gate taint now.
 pub fn budget_counts<N: std::ops::Deref<Target = NodeInfo>>(
     nodes: impl IntoIterator<Item = N>,
-    cfg: &GateConfig,
+    cfg: &Config,
     rc: &RegateConfig,
 ) -> (usize, usize) {
     let mut managed = 0;
@@ -418,7 +402,7 @@ pub fn budget_allows(rc: &RegateConfig, managed: usize, in_use: usize) -> Result
 /// The cap on all nodes nodegate keeps closed (`--max-unavailable`):
 /// whether one more may be, with `in_use` of the `managed` nodes already
 /// closed by re-gating or a condition rule.
-pub fn total_allows(cfg: &GateConfig, managed: usize, in_use: usize) -> Result<(), Exhausted> {
+pub fn total_allows(cfg: &Config, managed: usize, in_use: usize) -> Result<(), Exhausted> {
     match cfg.max_unavailable {
         Some(cap) if cap.room(managed, in_use) == 0 => Err(Exhausted {
             allowed: cap.allowed(managed),

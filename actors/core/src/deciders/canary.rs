@@ -26,7 +26,8 @@ use super::{
     CanaryCreate, CanaryDelete, Change, Context, Decider, Effect, Input, Level, Origin, Tally,
     retry_after,
 };
-use crate::canary::{self, CanaryConfig};
+use crate::canary::{self};
+use crate::config::CanaryConfig;
 use crate::gate::PatchOutcome;
 use crate::model::PodInfo;
 

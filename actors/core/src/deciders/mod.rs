@@ -26,8 +26,9 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
+use crate::config::Config;
 use crate::entrance::BoundPod;
-use crate::gate::{GateConfig, NodeEvent, PatchOutcome};
+use crate::gate::{NodeEvent, PatchOutcome};
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
 
 /// The index as a decider reads it: I/O-free, always answering at once.
@@ -100,7 +101,7 @@ impl Now {
 /// What a decider reads besides its input.
 pub struct Context<'a> {
     pub view: &'a dyn ClusterView,
-    pub config: &'a GateConfig,
+    pub config: &'a Config,
     pub now: Now,
     /// Whether the node writer would send a write now (this replica leads).
     /// A decider that may not write keeps its work for later; the writer
@@ -327,6 +328,22 @@ pub fn retry_after(at: Timestamp) -> Timestamp {
 pub trait Decider: Send + 'static {
     fn origin(&self) -> Origin;
     fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect>;
+}
+
+/// Whether `node` counts against `--max-unavailable`, the cap on the nodes
+/// nodegate keeps closed on its own initiative: it carries the re-gate
+/// taint or one of the condition rules' taints (whoever put it on, as each
+/// one's own budget counts). A node closed by its startup taint is not
+/// counted: it is new, not taken out of service.
+pub fn closed_by_nodegate(node: &NodeInfo, cfg: &Config) -> bool {
+    cfg.regate
+        .as_ref()
+        .is_some_and(|rc| crate::regate::carries(node, rc))
+        || cfg.condition_taints.iter().any(|r| {
+            node.taints
+                .iter()
+                .any(|t| crate::conditions::rules::same_taint(t, &r.taint))
+        })
 }
 
 #[cfg(test)]

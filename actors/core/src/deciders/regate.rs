@@ -36,10 +36,11 @@ use super::{
     Change, Context, Decider, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite, Tally,
     retry_after,
 };
+use crate::config::RegateConfig;
 use crate::entrance;
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
 use crate::model::{DaemonSetInfo, NodeInfo};
-use crate::regate::{self, Exhausted, Health, RegateConfig, Trigger, Watched};
+use crate::regate::{self, Exhausted, Health, Trigger, Watched};
 
 mod announced;
 mod budget;

@@ -25,9 +25,12 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use super::{Change, Context, Decider, Effect, Input, Level, Origin, Tally, retry_after};
-use crate::gate::{EventType, NodeEvent, OnTimeout, PatchOutcome, Reason};
+use crate::config::OnTimeout;
+use crate::config::ReplaceConfig;
+use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
 use crate::model::{DaemonSetInfo, NodeInfo};
-use crate::replace::{self, Exhausted, Fallback, Owner, ReplaceConfig, Spread, Used};
+use crate::model::{Fallback, Owner};
+use crate::replace::{self, Exhausted, Spread, Used};
 
 #[cfg(test)]
 mod tests;

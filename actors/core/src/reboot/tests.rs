@@ -1,7 +1,10 @@
 use super::*;
+use crate::config::RegateConfig;
+use crate::config::{DEFAULT_KURED_DAEMONSET, DEFAULT_REBOOT_TIMEOUT};
 use crate::placement::{EFFECT_NO_SCHEDULE, ManagedTaint};
-use crate::regate::{DEFAULT_REGATE_TAINT_KEY, RegateConfig};
+use crate::regate::DEFAULT_REGATE_TAINT_KEY;
 use crate::testutil::{mk_ds, mk_node, mk_pod, taint, ts};
+use std::time::Duration;
 
 fn kured_ds(lock: Option<&str>) -> Arc<DaemonSetInfo> {
     let mut ds = mk_ds("kube-system", "kured", Default::default());
@@ -27,9 +30,9 @@ fn only(source: Source) -> AnnouncedReboots {
     }
 }
 
-fn cfg() -> GateConfig {
+fn cfg() -> Config {
     let regate = ManagedTaint::new(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE);
-    let mut cfg = GateConfig::default();
+    let mut cfg = Config::default();
     cfg.placement.managed_taints.push(regate.clone());
     cfg.regate = Some(RegateConfig {
         after: Duration::from_secs(60),

@@ -1,4 +1,5 @@
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use super::*;
 use crate::model::Taint;
@@ -7,9 +8,9 @@ use crate::testutil::{mk_ds, mk_node, mk_pod, taint, template_with_tolerations, 
 
 const GRACE: u64 = 60;
 
-fn cfg() -> GateConfig {
+fn cfg() -> Config {
     let regate = ManagedTaint::new(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE);
-    let mut cfg = GateConfig::default();
+    let mut cfg = Config::default();
     cfg.placement.managed_taints.push(regate.clone());
     cfg.regate = Some(RegateConfig {
         after: Duration::from_secs(GRACE),

@@ -79,9 +79,9 @@ fn a_spread_counts_nodes_with_a_pod_and_those_with_none_ready() {
 
 #[test]
 fn a_node_is_due_only_for_a_timeout_of_its_current_gate_with_nothing_recorded() {
-    let mut cfg = GateConfig {
+    let mut cfg = Config {
         on_timeout: OnTimeout::Replace,
-        ..GateConfig::default()
+        ..Config::default()
     };
     let mut n = mk_node(
         "n",

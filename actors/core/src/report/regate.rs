@@ -12,7 +12,8 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 use crate::annotations;
-use crate::gate::{GateConfig, GateState};
+use crate::config::Config;
+use crate::gate::GateState;
 use crate::model::{NodeInfo, PodInfo};
 use crate::regate::{self, Health, NotWatched, Since, Trigger, Watched};
 
@@ -41,7 +42,7 @@ pub struct BrokenMember {
 pub fn regate_report(
     node: &NodeInfo,
     state: &GateState,
-    cfg: &GateConfig,
+    cfg: &Config,
     now: Timestamp,
 ) -> Option<RegateReport> {
     let rc = cfg.regate.as_ref()?;

@@ -5,6 +5,7 @@
 //! did not reboot — a withdrawal, after which its gate opens by readiness.
 
 use super::*;
+use crate::config::Source;
 use crate::reboot::{self, BeforeReboot};
 
 impl Regater {
@@ -44,7 +45,7 @@ impl Regater {
         out: &mut Vec<Effect>,
     ) {
         let cfg = &cx.config.reboots;
-        if !cfg.listens_to(reboot::Source::KuredLock) {
+        if !cfg.listens_to(Source::KuredLock) {
             return;
         }
         let now = cx.now.for_grace();

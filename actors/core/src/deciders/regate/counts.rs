@@ -6,10 +6,10 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use super::Regater;
-use crate::budget;
+
+use crate::config::Config;
 use crate::deciders::Context;
 use crate::entrance::Scope;
-use crate::gate::GateConfig;
 use crate::model::{NodeInfo, Taint};
 use crate::placement::ManagedTaint;
 use crate::regate;
@@ -140,7 +140,7 @@ pub(super) struct CountKey {
 }
 
 impl CountKey {
-    pub(super) fn of(cfg: &GateConfig) -> Self {
+    pub(super) fn of(cfg: &Config) -> Self {
         CountKey {
             scope: cfg.scope.clone(),
             suspend: cfg.suspend,
@@ -155,7 +155,7 @@ impl CountKey {
 
     /// Whether counts made under this key hold for `cfg` (without building
     /// its key: asked at every change).
-    fn is_for(&self, cfg: &GateConfig) -> bool {
+    fn is_for(&self, cfg: &Config) -> bool {
         self.scope == cfg.scope
             && self.suspend == cfg.suspend
             && self.taint.as_ref() == cfg.regate.as_ref().map(|rc| &rc.taint)
@@ -197,7 +197,7 @@ impl Counts {
         }
     }
 
-    pub(super) fn of(cfg: &GateConfig, nodes: &[Arc<NodeInfo>]) -> Self {
+    pub(super) fn of(cfg: &Config, nodes: &[Arc<NodeInfo>]) -> Self {
         let mut counts = Counts::new(CountKey::of(cfg));
         for node in nodes {
             counts.set(&node.name, Some(node), cfg);
@@ -206,13 +206,13 @@ impl Counts {
     }
 
     /// Node `name` is `node` now (`None`: gone).
-    pub(super) fn set(&mut self, name: &str, node: Option<&NodeInfo>, cfg: &GateConfig) {
+    pub(super) fn set(&mut self, name: &str, node: Option<&NodeInfo>, cfg: &Config) {
         let managed = node.filter(|n| cfg.scope.includes(&n.labels));
         let suspended = managed.is_some_and(|n| cfg.suspend || n.suspended);
         let regated = managed
             .zip(cfg.regate.as_ref())
             .is_some_and(|(n, rc)| regate::carries(n, rc));
-        let closed = managed.is_some_and(|n| budget::closed_by_nodegate(n, cfg));
+        let closed = managed.is_some_and(|n| crate::deciders::closed_by_nodegate(n, cfg));
         let print = fingerprint(name);
         flag(&mut self.managed, print, managed.is_some());
         flag(&mut self.suspended, print, suspended);

@@ -2,19 +2,19 @@ use std::time::Duration;
 
 use super::*;
 use crate::budget::MaxUnavailable;
+use crate::config::Config;
 use crate::deciders::fixture::{Run, asked, reasons};
-use crate::gate::GateConfig;
+use crate::model::KARPENTER_NODEPOOL_LABEL;
 use crate::model::PodInfo;
 use crate::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE, TOLERATION_OP_EXISTS};
-use crate::replace::KARPENTER_NODEPOOL_LABEL;
 use crate::testutil::{ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts};
 
 const NOW: i64 = 10_000;
 /// Every gated node was created here and timed out at +120 s.
 const CREATED: i64 = 5_000;
 
-fn config(budget: u32, in_flight: u32, fallback: Fallback) -> GateConfig {
-    GateConfig {
+fn config(budget: u32, in_flight: u32, fallback: Fallback) -> Config {
+    Config {
         on_timeout: OnTimeout::Replace,
         replace: ReplaceConfig {
             budget,
@@ -23,7 +23,7 @@ fn config(budget: u32, in_flight: u32, fallback: Fallback) -> GateConfig {
             fallback,
             breakage: MaxUnavailable::Percent(20),
         },
-        ..GateConfig::default()
+        ..Config::default()
     }
 }
 
@@ -73,7 +73,7 @@ fn karpenter(name: &str) -> NodeInfo {
 
 /// Ten healthy nodes, the agent Ready on each, and `stuck` nodes not
 /// Ready: the agent is not broken cluster-wide for up to two stuck ones.
-fn run(cfg: GateConfig) -> Run {
+fn run(cfg: Config) -> Run {
     let mut r = Run::new(cfg, ts(NOW));
     r.index.daemonsets.push(agent());
     for i in 0..10 {

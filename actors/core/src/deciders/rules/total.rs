@@ -5,8 +5,8 @@
 //! decider counts it alike from its side.
 
 use super::{Expect, RuleTainter};
-use crate::budget::closed_by_nodegate;
 use crate::deciders::Context;
+use crate::deciders::closed_by_nodegate;
 use crate::model::NodeInfo;
 use crate::regate::{self, Exhausted};
 

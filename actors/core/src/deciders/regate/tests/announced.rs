@@ -4,7 +4,7 @@
 //! replica that starts (or starts leading) while a reboot is announced.
 
 use super::*;
-use crate::reboot::{AnnouncedReboots, DEFAULT_KURED_DAEMONSET, Source};
+use crate::config::{AnnouncedReboots, DEFAULT_KURED_DAEMONSET, Source};
 
 const LOCK_N1: &str = r#"{"nodeID":"n1","metadata":{"unschedulable":false},"created":"1970-01-01T00:16:00Z","TTL":0}"#;
 
