@@ -12,12 +12,13 @@ use crate::budget::MaxUnavailable;
 use crate::conditions::CriticalCondition;
 use crate::conditions::rules::ConditionTaintRule;
 use crate::devices::{CriticalResource, DraDriver};
-use crate::entrance::Scope;
 use crate::model::Fallback;
+use crate::model::Labels;
 use crate::model::NodeInfo;
 use crate::placement::ManagedTaint;
 use crate::placement::PlacementConfig;
 use crate::readiness::CriticalPodEntry;
+use crate::selector::LabelSelector;
 use crate::startup::StartupTaints;
 
 /// What a gate does when its deadline passes with members still not Ready.
@@ -75,6 +76,22 @@ impl std::str::FromStr for OnTimeout {
             .into_iter()
             .find(|o| o.as_str() == s)
             .ok_or_else(|| UnknownOnTimeout(s.to_string()))
+    }
+}
+
+/// Which nodes nodegate manages at all (`--node-selector`): every entrance and
+/// the gate itself leave the others alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// `None`: every node.
+    pub node_selector: Option<LabelSelector>,
+}
+
+impl Scope {
+    pub fn includes(&self, labels: &Labels) -> bool {
+        self.node_selector
+            .as_ref()
+            .is_none_or(|s| s.matches(labels))
     }
 }
 

@@ -399,22 +399,6 @@ pub fn budget_allows(rc: &RegateConfig, managed: usize, in_use: usize) -> Result
     }
 }
 
-/// The cap on all nodes nodegate keeps closed (`--max-unavailable`):
-/// whether one more may be, with `in_use` of the `managed` nodes already
-/// closed by re-gating or a condition rule.
-pub fn total_allows(cfg: &Config, managed: usize, in_use: usize) -> Result<(), Exhausted> {
-    match cfg.max_unavailable {
-        Some(cap) if cap.room(managed, in_use) == 0 => Err(Exhausted {
-            allowed: cap.allowed(managed),
-            in_use,
-            managed,
-            max_unavailable: cap,
-            total: true,
-        }),
-        _ => Ok(()),
-    }
-}
-
 /// The budget is used up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Exhausted {

@@ -15,20 +15,14 @@
 //!
 //! Everything here is pure: time is an argument.
 
-use crate::config::ReplaceConfig;
-use crate::model::Fallback;
 use std::fmt;
-
-use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
 use crate::budget::MaxUnavailable;
-use crate::config::{Config, OnTimeout};
-use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
-use crate::placement::{self, Verdict};
-use crate::readiness::{self, MemberState};
+use crate::config::ReplaceConfig;
+use crate::model::{DaemonSetInfo, Fallback, NodeInfo, PodInfo};
 
 // The owner is part of the node's model now; this old path is kept only
 // because tests/e2e_deploy/replace.rs, edited by another change at the same
@@ -47,47 +41,6 @@ pub fn fallback(node: &NodeInfo) -> Option<Fallback> {
         .fallback
         .filter(|(_, at)| *at >= gate_start(node))
         .map(|(f, _)| f)
-}
-
-/// Whether `node` waits for the leader to ask for its replacement: it is
-/// gated and in scope, not ignored, its current gate timed out and kept it
-/// (the `timed-out` mark is of this gate), and neither a request nor a
-/// fallback is recorded for this gate.
-pub fn due(node: &NodeInfo, cfg: &Config) -> bool {
-    let start = gate_start(node);
-    cfg.on_timeout == OnTimeout::Replace
-        && cfg.gates(node)
-        && !node.ignored
-        && node.replace.timed_out.is_some_and(|t| t >= start)
-        && node.replace.requested.is_none_or(|t| t < start)
-        && fallback(node).is_none()
-}
-
-/// The DaemonSets the node waits for: expected on it and not Ready there.
-pub fn blocking<'a>(
-    node: &NodeInfo,
-    daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
-    pods: &[Arc<PodInfo>],
-    cfg: &Config,
-    now: Timestamp,
-) -> Vec<Arc<DaemonSetInfo>> {
-    daemonsets
-        .into_iter()
-        .filter(|ds| {
-            matches!(
-                placement::evaluate(node, ds, &cfg.placement),
-                Verdict::Expected
-            )
-        })
-        .filter(|ds| {
-            let on_node = pods.iter().map(AsRef::as_ref);
-            matches!(
-                readiness::daemonset_member(ds, on_node, now),
-                MemberState::NotReady(_)
-            )
-        })
-        .cloned()
-        .collect()
 }
 
 /// How a DaemonSet fares across the cluster: on how many nodes it has a

@@ -346,5 +346,25 @@ pub fn closed_by_nodegate(node: &NodeInfo, cfg: &Config) -> bool {
         })
 }
 
+/// The cap on all nodes nodegate keeps closed (`--max-unavailable`):
+/// whether one more may be, with `in_use` of the `managed` nodes already
+/// closed by re-gating or a condition rule.
+pub fn total_allows(
+    cfg: &Config,
+    managed: usize,
+    in_use: usize,
+) -> Result<(), crate::regate::Exhausted> {
+    match cfg.max_unavailable {
+        Some(cap) if cap.room(managed, in_use) == 0 => Err(crate::regate::Exhausted {
+            allowed: cap.allowed(managed),
+            in_use,
+            managed,
+            max_unavailable: cap,
+            total: true,
+        }),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod fixture;

@@ -46,7 +46,7 @@ pub(super) fn replace_report(node: &NodeInfo, cfg: &Config) -> Option<ReplaceRep
         format!(
             "not replaced: a member it waits for is broken cluster-wide; --replace-fallback={f} (see its ReplaceSkipped Event)"
         )
-    } else if replace::due(node, cfg) {
+    } else if crate::deciders::replace::due(node, cfg) {
         format!(
             "due: its deadline passed; the leader {asks} as soon as --replace-budget and --replace-in-flight allow, unless a member it waits for is broken cluster-wide"
         )

@@ -44,11 +44,12 @@ impl Regater {
             .filter(|n| !counts.closed.contains(&counts::fingerprint(n)))
             .count();
         let closed = counts.closed.len() + unseen;
-        if let Err(exhausted) = regate::total_allows(cx.config, managed, closed) {
+        if let Err(exhausted) = crate::deciders::total_allows(cx.config, managed, closed) {
             return Budget::Refused(exhausted);
         }
         let held = |total| regate::budget_allows(rc, managed, in_use + out).is_err() || total;
-        if out > 0 && held(regate::total_allows(cx.config, managed, closed + out).is_err()) {
+        if out > 0 && held(crate::deciders::total_allows(cx.config, managed, closed + out).is_err())
+        {
             return Budget::Held;
         }
         Budget::Allows

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use super::Regater;
 
 use crate::config::Config;
+use crate::config::Scope;
 use crate::deciders::Context;
-use crate::entrance::Scope;
 use crate::model::{NodeInfo, Taint};
 use crate::placement::ManagedTaint;
 use crate::regate;

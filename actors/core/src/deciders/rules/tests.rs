@@ -7,9 +7,9 @@ use crate::conditions::rules::{
     ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern, validate_rules,
 };
 use crate::config::Config;
+use crate::config::Scope;
 use crate::deciders::Level;
 use crate::deciders::fixture::{Run, asked, logs, reasons, writes};
-use crate::entrance::Scope;
 use crate::gate::EventType;
 use crate::model::{NodeCondition, Taint};
 use crate::selector::LabelSelector;

@@ -8,7 +8,7 @@ use super::{Expect, RuleTainter};
 use crate::deciders::Context;
 use crate::deciders::closed_by_nodegate;
 use crate::model::NodeInfo;
-use crate::regate::{self, Exhausted};
+use crate::regate::Exhausted;
 
 impl RuleTainter {
     /// Records whether `node` (managed) counts as closed now; true when it
@@ -35,6 +35,6 @@ impl RuleTainter {
         if self.closed.contains(node) {
             return None;
         }
-        regate::total_allows(cx.config, self.seen.len(), self.closed.len()).err()
+        crate::deciders::total_allows(cx.config, self.seen.len(), self.closed.len()).err()
     }
 }

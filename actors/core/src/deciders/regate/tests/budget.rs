@@ -2,7 +2,7 @@
 //! the change feed.
 
 use super::*;
-use crate::entrance::Scope;
+use crate::config::Scope;
 use crate::selector::LabelSelector;
 
 fn refused(effects: &[Effect]) -> usize {
