@@ -318,7 +318,7 @@ fn excuse(node: &NodeInfo, memory: &mut Watched, broken: &mut Vec<Broken>) {
 /// manual or external), or one nodegate did not make at all — the node was
 /// re-gated (`regated-for`, `gated-since`), it is open now, and nodegate
 /// wrote no `opened-at` since: an operator took the re-gate taint off by
-/// hand to put the node back in service (security review §12(b)). That
+/// hand to put the node back in service. That
 /// removal is respected until the members broken then have been Ready once;
 /// it is known by its `gated-since`.
 fn excused_opening(node: &NodeInfo) -> Option<Timestamp> {

@@ -1,7 +1,7 @@
-//! A gate whose managed taints someone else removed (security review
-//! §12(a)): the gate ends and asks the shell to record `opened-by:
-//! external` on the node, so that no entrance puts the taint back — except
-//! in a dry run or while writes are suspended, when it writes nothing.
+//! A gate whose managed taints someone else removed: the gate ends and
+//! asks the shell to record `opened-by: external` on the node, so that no
+//! entrance puts the taint back — except in a dry run or while writes are
+//! suspended, when it writes nothing.
 
 use crate::gate_support::*;
 use nodegate_core::gate::{Effect, ExternalOpening, Input, Step, StopReason};

@@ -1,4 +1,4 @@
-//! The rules decider under the security review's findings: a rule the API
+//! The rules decider's hardening: a rule the API
 //! server refuses backs off, `whenCleared` takes off only what it put on, and
 //! the global cap counts re-gated nodes too.
 
