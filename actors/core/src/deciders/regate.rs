@@ -37,24 +37,24 @@ use super::{
     retry_after,
 };
 use crate::config::RegateConfig;
+use crate::config::Source;
 use crate::entrance;
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
 use crate::model::{DaemonSetInfo, NodeInfo};
+use crate::reboot::{self, BeforeReboot};
 use crate::regate::{self, Exhausted, Health, Trigger, Watched};
 
-mod announced;
-mod budget;
 mod counts;
 
-use counts::Counts;
 pub use counts::RegateGauges;
+use counts::{CountKey, Counts};
 
 /// At most one `RegateBudgetExhausted` Event per node this often.
 pub const BUDGET_EVENT_EVERY: SignedDuration = SignedDuration::from_secs(600);
 
 /// A due node the budget refused is looked at again this much later (or
 /// as soon as a place frees up), not at every tick: during a cluster-wide
-/// agent breakage most open nodes are due and refused (security review §8).
+/// agent breakage most open nodes are due and refused.
 pub const BUDGET_RETRY: SignedDuration = SignedDuration::from_secs(10);
 
 /// A due node whose fresh read or write is out: why, and when it was found
@@ -592,6 +592,317 @@ pub fn words(trigger: &Trigger, now: Timestamp) -> String {
         ),
         Trigger::Reboot { from, to } => format!("the node rebooted (boot id {from} is now {to})"),
         Trigger::Announced(a) => format!("a reboot is announced: {}", a.detail),
+    }
+}
+
+// The counts the budget and the gauges read, kept by name from the change
+// feed.
+impl Regater {
+    /// The budget's counts as kept from the change feed: (nodes in scope, of
+    /// them carrying the re-gate taint as the index shows them); `None`
+    /// before the first count.
+    pub fn counted(&self) -> Option<(usize, usize)> {
+        self.counts
+            .as_ref()
+            .map(|c| (c.managed.len(), c.regated.len()))
+    }
+
+    /// The gauges now.
+    pub fn gauges(&self, cx: &Context<'_>) -> RegateGauges {
+        self.with_counts(cx, |counts| {
+            let (regated, budget_allowed) = match &cx.config.regate {
+                Some(rc) => (
+                    counts.regated.len() + self.unseen(counts),
+                    rc.max_unavailable.allowed(counts.managed.len()),
+                ),
+                None => (0, 0),
+            };
+            RegateGauges {
+                regated,
+                budget_allowed,
+                broken: self.look_at.len(),
+                suspended: counts.suspended.len(),
+            }
+        })
+    }
+
+    /// The nodes in scope carrying the re-gate taint, by name, each with
+    /// the seconds since its gate started (`gated-since`, else its
+    /// creation).
+    pub fn regated_ages(&self, cx: &Context<'_>) -> Vec<(String, f64)> {
+        let now = cx.now.for_grace();
+        let mut ages: Vec<(String, f64)> = self.with_counts(cx, |counts| {
+            counts
+                .regated
+                .iter()
+                .filter_map(|name| cx.view.node(name))
+                .map(|n| {
+                    let since = n.gated_since.unwrap_or(n.created);
+                    let age = now.duration_since(since).as_secs_f64().max(0.0);
+                    (n.name.clone(), age)
+                })
+                .collect()
+        });
+        ages.sort_by(|a, b| a.0.cmp(&b.0));
+        ages
+    }
+
+    /// `f` of the counts kept, or of a count made now if the configuration
+    /// changed since (the next decision counts afresh).
+    fn with_counts<T>(&self, cx: &Context<'_>, f: impl FnOnce(&Counts) -> T) -> T {
+        match &self.counts {
+            Some(c) if c.key.is_for(cx.config) => f(c),
+            _ => f(&Counts::of(cx.config, &cx.view.nodes())),
+        }
+    }
+
+    /// The counts, counted afresh if there are none yet or the
+    /// configuration changed since.
+    fn counts(&mut self, cx: &Context<'_>) -> &mut Counts {
+        let stale = self
+            .counts
+            .as_ref()
+            .is_none_or(|c| !c.key.is_for(cx.config));
+        if stale {
+            self.recount(cx);
+        }
+        self.counts
+            .get_or_insert_with(|| Counts::new(CountKey::of(cx.config)))
+    }
+
+    fn recount(&mut self, cx: &Context<'_>) {
+        self.counts = Some(Counts::of(cx.config, &cx.view.nodes()));
+    }
+
+    /// The places in use: of re-gating's budget (nodes carrying the
+    /// re-gate taint, and this replica's re-gates the index does not show
+    /// yet), and of `--max-unavailable` (nodes closed by nodegate).
+    fn in_use(&mut self, cx: &Context<'_>) -> (usize, usize) {
+        let counts = self.counts(cx);
+        let (shown, closed) = (counts.regated.len(), counts.closed.len());
+        let counts = self.counts.as_ref();
+        (shown + counts.map_or(0, |c| self.unseen(c)), closed)
+    }
+
+    /// This replica's re-gates the counts do not show yet: each counts
+    /// until the change feed brings a version of its node other than those
+    /// from before the write (in the same step as the counts take it in).
+    fn unseen(&self, counts: &Counts) -> usize {
+        self.pending
+            .keys()
+            .filter(|name| !counts.regated.contains(*name))
+            .count()
+    }
+}
+
+// Announced reboots in re-gating (`--reboot-announcements`, semantics.md
+// §6.10): an open node whose reboot is announced is due for a re-gate (the
+// write records its boot id in `nodegate.dev/awaiting-reboot`), and that
+// record is removed once no announcement stands and the node is open or did
+// not reboot — a withdrawal, after which its gate opens by readiness.
+impl Regater {
+    /// The announced reboot `node` is due for, if any; removes the record of
+    /// one that no longer stands.
+    fn announcement(
+        &mut self,
+        node: &NodeInfo,
+        daemonsets: &[Arc<DaemonSetInfo>],
+        cx: &Context<'_>,
+        out: &mut Vec<Effect>,
+    ) -> Option<Trigger> {
+        let cfg = cx.config;
+        if cfg.reboots.sources.is_empty() && node.awaiting_reboot.is_none() {
+            return None;
+        }
+        let now = cx.now.for_grace();
+        self.warn_unreadable_lock(daemonsets, cx, node, out);
+        let announced = reboot::announced(node, &cfg.reboots, daemonsets, now);
+        match reboot::before_reboot(node, cfg, announced) {
+            BeforeReboot::Regate(a) => Some(Trigger::Announced(a)),
+            BeforeReboot::Forget => {
+                self.forget_awaiting(node, cx, out);
+                None
+            }
+            BeforeReboot::Nothing => None,
+        }
+    }
+
+    /// A kured lock that is not kured's JSON announces nothing: said once
+    /// per value.
+    fn warn_unreadable_lock(
+        &mut self,
+        daemonsets: &[Arc<DaemonSetInfo>],
+        cx: &Context<'_>,
+        node: &NodeInfo,
+        out: &mut Vec<Effect>,
+    ) {
+        let cfg = &cx.config.reboots;
+        if !cfg.listens_to(Source::KuredLock) {
+            return;
+        }
+        let now = cx.now.for_grace();
+        if let Some(Err(e)) = reboot::kured_lock_of(cfg, daemonsets, now)
+            && self.lock_warned.as_ref() != Some(&e)
+        {
+            let message = format!("kured's lock on {}: {e}", cfg.kured_daemonset);
+            out.push(Effect::log(Level::Warn, &node.name, message));
+            self.lock_warned = Some(e);
+        }
+    }
+
+    /// Removes `nodegate.dev/awaiting-reboot` from `node` as the index shows
+    /// it, unless a removal tested against this version is out or applied.
+    fn forget_awaiting(&mut self, node: &NodeInfo, cx: &Context<'_>, out: &mut Vec<Effect>) {
+        let name = node.name.as_str();
+        match self.forgetting.get(name) {
+            Some(tested) if *tested == node.resource_version => return,
+            Some(_) => {
+                self.forgetting.remove(name);
+            }
+            None => {}
+        }
+        let cfg = cx.config;
+        if cfg.dry_run || cfg.suspend || node.suspended {
+            return;
+        }
+        if !cx.may_write {
+            self.forget_later.insert(name.to_string());
+            return;
+        }
+        self.forgetting
+            .insert(name.to_string(), node.resource_version.clone());
+        out.push(Effect::Write(TaintWrite {
+            origin: Origin::Regate,
+            node: name.to_string(),
+            uid: node.uid.clone(),
+            resource_version: node.resource_version.clone(),
+            change: TaintChange::Annotate {
+                annotations: vec![(annotations::AWAITING_REBOOT, None)],
+            },
+            tag: None,
+        }));
+    }
+
+    /// The answer to a removal of `nodegate.dev/awaiting-reboot`.
+    fn forgot(
+        &mut self,
+        write: &TaintWrite,
+        outcome: PatchOutcome,
+        cx: &Context<'_>,
+    ) -> Vec<Effect> {
+        let name = write.node.as_str();
+        let now = cx.now.for_grace();
+        match outcome {
+            PatchOutcome::Applied => {
+                let message = "no reboot announcement stands any more: removed \
+                               nodegate.dev/awaiting-reboot (its gate, if any, opens by readiness)";
+                vec![Effect::log(Level::Info, name, message)]
+            }
+            // The node changed since: decided again on the index's next
+            // version of it (the entry holds back the version tested).
+            PatchOutcome::Conflict => Vec::new(),
+            PatchOutcome::NotFound => {
+                self.forget(name);
+                Vec::new()
+            }
+            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
+                self.forgetting.remove(name);
+                self.forget_later.insert(name.to_string());
+                Vec::new()
+            }
+            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
+                self.forgetting.remove(name);
+                self.look_at.insert(name.to_string(), retry_after(now));
+                let message =
+                    format!("removing nodegate.dev/awaiting-reboot failed; trying again: {e}");
+                vec![Effect::log(Level::Warn, name, message)]
+            }
+        }
+    }
+}
+
+// The budget's answers: one more re-gate allowed, held for the reads and
+// writes out, or refused (counted, announced now and then, and looked at
+// again later).
+impl Regater {
+    /// [`Regater::budget`] for `trigger`: an announcement from an
+    /// orchestrator that bounds its own disruption (kured's lock) goes
+    /// around both budgets (semantics.md §6.10).
+    fn budget_for(&mut self, trigger: &Trigger, rc: &RegateConfig, cx: &Context<'_>) -> Budget {
+        if trigger.bypasses_budget() {
+            return Budget::Allows;
+        }
+        self.budget(rc, cx)
+    }
+
+    /// Whether one more node may be re-gated: counted from the nodes in
+    /// scope the index shows with the re-gate taint, plus this replica's
+    /// own re-gates the index does not show yet; the reads and writes out
+    /// hold a node the budget would refuse if they all ended in a re-gate.
+    fn budget(&mut self, rc: &RegateConfig, cx: &Context<'_>) -> Budget {
+        let out = self.reading.len() + self.writing.len();
+        self.counts(cx);
+        let Some(counts) = self.counts.as_ref() else {
+            return Budget::Allows;
+        };
+        let managed = counts.managed.len();
+        let in_use = counts.regated.len() + self.unseen(counts);
+        if let Err(exhausted) = regate::budget_allows(rc, managed, in_use) {
+            return Budget::Refused(exhausted);
+        }
+        // The cap on every node nodegate keeps closed (re-gated, or
+        // carrying a rule's taint), with this replica's re-gates the index
+        // does not show yet.
+        let unseen = self
+            .pending
+            .keys()
+            .filter(|n| !counts.closed.contains(&counts::fingerprint(n)))
+            .count();
+        let closed = counts.closed.len() + unseen;
+        if let Err(exhausted) = crate::deciders::total_allows(cx.config, managed, closed) {
+            return Budget::Refused(exhausted);
+        }
+        let held = |total| regate::budget_allows(rc, managed, in_use + out).is_err() || total;
+        if out > 0 && held(crate::deciders::total_allows(cx.config, managed, closed + out).is_err())
+        {
+            return Budget::Held;
+        }
+        Budget::Allows
+    }
+
+    fn refused(
+        &mut self,
+        name: &str,
+        trigger: &Trigger,
+        exhausted: Exhausted,
+        cx: &Context<'_>,
+        out: &mut Vec<Effect>,
+    ) {
+        let now = cx.now.for_grace();
+        out.push(Effect::Count(Tally::RegateBudgetExhausted));
+        let again = now.checked_add(BUDGET_RETRY).unwrap_or(now);
+        self.look_at.insert(name.to_string(), again);
+        self.refused.insert(name.to_string());
+        let announce = self
+            .budget_event
+            .get(name)
+            .is_none_or(|last| now.duration_since(*last) >= BUDGET_EVENT_EVERY);
+        if !announce {
+            return;
+        }
+        self.budget_event.insert(name.to_string(), now);
+        let why = words(trigger, now);
+        out.push(Effect::log(
+            Level::Warn,
+            name,
+            format!("not re-gated: the budget is used up ({exhausted}); {why}"),
+        ));
+        if let Some(node) = cx.view.node(name) {
+            let note = format!("Not re-gated although {why}: {exhausted}");
+            let reason = Reason::RegateBudgetExhausted;
+            let event = NodeEvent::new(name, &node.uid, EventType::Warning, reason, note);
+            out.push(Effect::RecordEvent(event));
+        }
     }
 }
 

@@ -5,11 +5,8 @@ use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use super::Regater;
-
 use crate::config::Config;
 use crate::config::Scope;
-use crate::deciders::Context;
 use crate::model::{NodeInfo, Taint};
 use crate::placement::ManagedTaint;
 use crate::regate;
@@ -28,104 +25,6 @@ pub struct RegateGauges {
     pub broken: usize,
     /// Managed nodes whose writes are suspended (annotation or config).
     pub suspended: usize,
-}
-
-impl Regater {
-    /// The budget's counts as kept from the change feed: (nodes in scope, of
-    /// them carrying the re-gate taint as the index shows them); `None`
-    /// before the first count.
-    pub fn counted(&self) -> Option<(usize, usize)> {
-        self.counts
-            .as_ref()
-            .map(|c| (c.managed.len(), c.regated.len()))
-    }
-
-    /// The gauges now.
-    pub fn gauges(&self, cx: &Context<'_>) -> RegateGauges {
-        self.with_counts(cx, |counts| {
-            let (regated, budget_allowed) = match &cx.config.regate {
-                Some(rc) => (
-                    counts.regated.len() + self.unseen(counts),
-                    rc.max_unavailable.allowed(counts.managed.len()),
-                ),
-                None => (0, 0),
-            };
-            RegateGauges {
-                regated,
-                budget_allowed,
-                broken: self.look_at.len(),
-                suspended: counts.suspended.len(),
-            }
-        })
-    }
-
-    /// The nodes in scope carrying the re-gate taint, by name, each with
-    /// the seconds since its gate started (`gated-since`, else its
-    /// creation).
-    pub fn regated_ages(&self, cx: &Context<'_>) -> Vec<(String, f64)> {
-        let now = cx.now.for_grace();
-        let mut ages: Vec<(String, f64)> = self.with_counts(cx, |counts| {
-            counts
-                .regated
-                .iter()
-                .filter_map(|name| cx.view.node(name))
-                .map(|n| {
-                    let since = n.gated_since.unwrap_or(n.created);
-                    let age = now.duration_since(since).as_secs_f64().max(0.0);
-                    (n.name.clone(), age)
-                })
-                .collect()
-        });
-        ages.sort_by(|a, b| a.0.cmp(&b.0));
-        ages
-    }
-
-    /// `f` of the counts kept, or of a count made now if the configuration
-    /// changed since (the next decision counts afresh).
-    pub(super) fn with_counts<T>(&self, cx: &Context<'_>, f: impl FnOnce(&Counts) -> T) -> T {
-        match &self.counts {
-            Some(c) if c.key.is_for(cx.config) => f(c),
-            _ => f(&Counts::of(cx.config, &cx.view.nodes())),
-        }
-    }
-
-    /// The counts, counted afresh if there are none yet or the
-    /// configuration changed since.
-    pub(super) fn counts(&mut self, cx: &Context<'_>) -> &mut Counts {
-        let stale = self
-            .counts
-            .as_ref()
-            .is_none_or(|c| !c.key.is_for(cx.config));
-        if stale {
-            self.recount(cx);
-        }
-        self.counts
-            .get_or_insert_with(|| Counts::new(CountKey::of(cx.config)))
-    }
-
-    pub(super) fn recount(&mut self, cx: &Context<'_>) {
-        self.counts = Some(Counts::of(cx.config, &cx.view.nodes()));
-    }
-
-    /// The places in use: of re-gating's budget (nodes carrying the
-    /// re-gate taint, and this replica's re-gates the index does not show
-    /// yet), and of `--max-unavailable` (nodes closed by nodegate).
-    pub(super) fn in_use(&mut self, cx: &Context<'_>) -> (usize, usize) {
-        let counts = self.counts(cx);
-        let (shown, closed) = (counts.regated.len(), counts.closed.len());
-        let counts = self.counts.as_ref();
-        (shown + counts.map_or(0, |c| self.unseen(c)), closed)
-    }
-
-    /// This replica's re-gates the counts do not show yet: each counts
-    /// until the change feed brings a version of its node other than those
-    /// from before the write (in the same step as the counts take it in).
-    pub(super) fn unseen(&self, counts: &Counts) -> usize {
-        self.pending
-            .keys()
-            .filter(|name| !counts.regated.contains(*name))
-            .count()
-    }
 }
 
 /// What the counts depend on in the configuration: counted afresh when it
@@ -155,7 +54,7 @@ impl CountKey {
 
     /// Whether counts made under this key hold for `cfg` (without building
     /// its key: asked at every change).
-    fn is_for(&self, cfg: &Config) -> bool {
+    pub(super) fn is_for(&self, cfg: &Config) -> bool {
         self.scope == cfg.scope
             && self.suspend == cfg.suspend
             && self.taint.as_ref() == cfg.regate.as_ref().map(|rc| &rc.taint)
