@@ -22,6 +22,7 @@ pub mod regate;
 pub mod replace;
 pub mod rules;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
@@ -328,6 +329,41 @@ pub fn retry_after(at: Timestamp) -> Timestamp {
 pub trait Decider: Send + 'static {
     fn origin(&self) -> Origin;
     fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect>;
+}
+
+/// A due node a budget refused is looked at again this much later (or as
+/// soon as a place frees up), not at every tick: during a cluster-wide
+/// breakage most nodes are due and refused.
+pub const BUDGET_RETRY: SignedDuration = SignedDuration::from_secs(10);
+
+/// A budget's refusal of one node is told (a log line and an Event) at most
+/// this often.
+pub const BUDGET_EVENT_EVERY: SignedDuration = SignedDuration::from_secs(600);
+
+/// Tells of a budget's refusal of `node`: a Warning log line and, when
+/// `words` builds one, a Warning Event, unless the refusal was told less
+/// than [`BUDGET_EVENT_EVERY`] ago (`told` keeps when, by node). The words
+/// are built only when told, since in a breakage most nodes are refused
+/// every [`BUDGET_RETRY`].
+pub fn tell_refusal(
+    told: &mut HashMap<String, Timestamp>,
+    node: &str,
+    now: Timestamp,
+    words: impl FnOnce() -> (String, Option<NodeEvent>),
+    out: &mut Vec<Effect>,
+) {
+    let due = told
+        .get(node)
+        .is_none_or(|last| now.duration_since(*last) >= BUDGET_EVENT_EVERY);
+    if !due {
+        return;
+    }
+    told.insert(node.to_string(), now);
+    let (log, event) = words();
+    out.push(Effect::log(Level::Warn, node, log));
+    if let Some(event) = event {
+        out.push(Effect::RecordEvent(event));
+    }
 }
 
 /// Whether `node` counts against `--max-unavailable`, the cap on the nodes

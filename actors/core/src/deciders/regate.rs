@@ -30,11 +30,11 @@ use crate::annotations;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 
 use super::{
-    Change, Context, Decider, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite, Tally,
-    retry_after,
+    BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Now, Origin, TaintChange,
+    TaintWrite, Tally, retry_after, tell_refusal,
 };
 use crate::config::RegateConfig;
 use crate::config::Source;
@@ -48,14 +48,6 @@ mod counts;
 
 pub use counts::RegateGauges;
 use counts::{CountKey, Counts};
-
-/// At most one `RegateBudgetExhausted` Event per node this often.
-pub const BUDGET_EVENT_EVERY: SignedDuration = SignedDuration::from_secs(600);
-
-/// A due node the budget refused is looked at again this much later (or
-/// as soon as a place frees up), not at every tick: during a cluster-wide
-/// agent breakage most open nodes are due and refused.
-pub const BUDGET_RETRY: SignedDuration = SignedDuration::from_secs(10);
 
 /// A due node whose fresh read or write is out: why, and when it was found
 /// due (the Event's words and `gated-since` are of that moment).
@@ -883,26 +875,22 @@ impl Regater {
         let again = now.checked_add(BUDGET_RETRY).unwrap_or(now);
         self.look_at.insert(name.to_string(), again);
         self.refused.insert(name.to_string());
-        let announce = self
-            .budget_event
-            .get(name)
-            .is_none_or(|last| now.duration_since(*last) >= BUDGET_EVENT_EVERY);
-        if !announce {
-            return;
-        }
-        self.budget_event.insert(name.to_string(), now);
-        let why = words(trigger, now);
-        out.push(Effect::log(
-            Level::Warn,
+        tell_refusal(
+            &mut self.budget_event,
             name,
-            format!("not re-gated: the budget is used up ({exhausted}); {why}"),
-        ));
-        if let Some(node) = cx.view.node(name) {
-            let note = format!("Not re-gated although {why}: {exhausted}");
-            let reason = Reason::RegateBudgetExhausted;
-            let event = NodeEvent::new(name, &node.uid, EventType::Warning, reason, note);
-            out.push(Effect::RecordEvent(event));
-        }
+            now,
+            || {
+                let why = words(trigger, now);
+                let event = cx.view.node(name).map(|node| {
+                    let note = format!("Not re-gated although {why}: {exhausted}");
+                    let reason = Reason::RegateBudgetExhausted;
+                    NodeEvent::new(name, &node.uid, EventType::Warning, reason, note)
+                });
+                let log = format!("not re-gated: the budget is used up ({exhausted}); {why}");
+                (log, event)
+            },
+            out,
+        );
     }
 }
 

@@ -24,7 +24,10 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::{Change, Context, Decider, Effect, Input, Level, Origin, Tally, retry_after};
+use super::{
+    BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Origin, Tally, retry_after,
+    tell_refusal,
+};
 use crate::config::{Config, OnTimeout, ReplaceConfig};
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
@@ -35,13 +38,6 @@ use crate::replace::{self, Exhausted, Spread, Used};
 
 #[cfg(test)]
 mod tests;
-
-/// At most one `ReplaceBudgetExhausted` Event per node this often.
-pub const BUDGET_EVENT_EVERY: SignedDuration = SignedDuration::from_secs(600);
-
-/// A due node the budget refused is looked at again this much later (or as
-/// soon as a requested node goes).
-pub const BUDGET_RETRY: SignedDuration = SignedDuration::from_secs(10);
 
 /// Whether `node` waits for the leader to ask for its replacement: it is
 /// gated and in scope, not ignored, its current gate timed out and kept it
@@ -335,23 +331,19 @@ impl Replacer {
         out.push(Effect::LookAgainAt(
             now.checked_add(BUDGET_RETRY).unwrap_or(now),
         ));
-        let announce = self
-            .budget_event
-            .get(name)
-            .is_none_or(|last| now.duration_since(*last) >= BUDGET_EVENT_EVERY);
-        if !announce {
-            return;
-        }
-        self.budget_event.insert(name.to_string(), now);
-        let note = format!("Not replaced yet although its deadline passed: {exhausted}");
-        out.push(Effect::log(Level::Warn, name, note.clone()));
-        out.push(Effect::RecordEvent(NodeEvent::new(
+        tell_refusal(
+            &mut self.budget_event,
             name,
-            &node.uid,
-            EventType::Warning,
-            Reason::ReplaceBudgetExhausted,
-            note,
-        )));
+            now,
+            || {
+                let note = format!("Not replaced yet although its deadline passed: {exhausted}");
+                let reason = Reason::ReplaceBudgetExhausted;
+                let event =
+                    NodeEvent::new(name, &node.uid, EventType::Warning, reason, note.clone());
+                (note, Some(event))
+            },
+            out,
+        );
     }
 
     fn answered(

@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+use jiff::SignedDuration;
+
 use super::*;
 use crate::budget::MaxUnavailable;
 use crate::config::Config;
