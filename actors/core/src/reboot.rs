@@ -20,7 +20,6 @@ use jiff::{SignedDuration, Timestamp};
 use serde::Deserialize;
 
 use crate::annotations;
-use crate::config::Config;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 /// On kured's own DaemonSet: kured's reboot lock, JSON naming the node
@@ -164,44 +163,6 @@ fn expired(e: &LockEntry, now: Timestamp) -> bool {
         return false;
     };
     now.duration_since(created) >= SignedDuration::from_nanos(e.ttl)
-}
-
-/// What re-gating does about announcements for one node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BeforeReboot {
-    /// Put the re-gate taint on now, recording the boot id.
-    Regate(Announcement),
-    /// Remove `nodegate.dev/awaiting-reboot`: no announcement stands, and
-    /// the node is open (the record is done with) or still in the boot it
-    /// was re-gated in (the announcement was withdrawn: its gate opens by
-    /// readiness).
-    Forget,
-    Nothing,
-}
-
-/// The decision for one node: `announced` is [`announced`]'s answer.
-///
-/// An open node is re-gated for an announcement only if it carries no
-/// record of one: a record means nodegate acted on an announcement already
-/// and the node was opened since by its deadline or by hand, or rebooted
-/// and opened while the announcement still showed (kured releases its lock
-/// only after the node is back). Such a record is removed once no
-/// announcement stands, so the next one counts. A gated node that rebooted
-/// keeps its record until it opens: its gate needs it.
-pub fn before_reboot(
-    node: &NodeInfo,
-    cfg: &Config,
-    announced: Option<Announcement>,
-) -> BeforeReboot {
-    if cfg.regate.is_none() || !cfg.scope.includes(&node.labels) || node.ignored {
-        return BeforeReboot::Nothing;
-    }
-    let open = !node.taints.iter().any(|t| cfg.placement.is_managed(t));
-    match (announced, node.awaiting_reboot.as_deref()) {
-        (Some(a), None) if open => BeforeReboot::Regate(a),
-        (None, Some(awaited)) if open || boot_of(node) == awaited => BeforeReboot::Forget,
-        _ => BeforeReboot::Nothing,
-    }
 }
 
 /// The node's boot id as the record writes it: empty when it reports none.

@@ -36,18 +36,56 @@ use super::{
     BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Now, Origin, TaintChange,
     TaintWrite, Tally, retry_after, tell_refusal,
 };
-use crate::config::RegateConfig;
 use crate::config::Source;
+use crate::config::{Config, RegateConfig};
 use crate::entrance;
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
 use crate::model::{DaemonSetInfo, NodeInfo};
-use crate::reboot::{self, BeforeReboot};
+use crate::reboot::{self, Announcement, boot_of};
 use crate::regate::{self, Exhausted, Health, Trigger, Watched};
 
 mod counts;
 
 pub use counts::RegateGauges;
 use counts::{CountKey, Counts};
+
+/// What re-gating does about announcements for one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BeforeReboot {
+    /// Put the re-gate taint on now, recording the boot id.
+    Regate(Announcement),
+    /// Remove `nodegate.dev/awaiting-reboot`: no announcement stands, and
+    /// the node is open (the record is done with) or still in the boot it
+    /// was re-gated in (the announcement was withdrawn: its gate opens by
+    /// readiness).
+    Forget,
+    Nothing,
+}
+
+/// The decision for one node: `announced` is [`announced`]'s answer.
+///
+/// An open node is re-gated for an announcement only if it carries no
+/// record of one: a record means nodegate acted on an announcement already
+/// and the node was opened since by its deadline or by hand, or rebooted
+/// and opened while the announcement still showed (kured releases its lock
+/// only after the node is back). Such a record is removed once no
+/// announcement stands, so the next one counts. A gated node that rebooted
+/// keeps its record until it opens: its gate needs it.
+pub fn before_reboot(
+    node: &NodeInfo,
+    cfg: &Config,
+    announced: Option<Announcement>,
+) -> BeforeReboot {
+    if cfg.regate.is_none() || !cfg.scope.includes(&node.labels) || node.ignored {
+        return BeforeReboot::Nothing;
+    }
+    let open = !node.taints.iter().any(|t| cfg.placement.is_managed(t));
+    match (announced, node.awaiting_reboot.as_deref()) {
+        (Some(a), None) if open => BeforeReboot::Regate(a),
+        (None, Some(awaited)) if open || boot_of(node) == awaited => BeforeReboot::Forget,
+        _ => BeforeReboot::Nothing,
+    }
+}
 
 /// A due node whose fresh read or write is out: why, and when it was found
 /// due (the Event's words and `gated-since` are of that moment).
@@ -709,7 +747,7 @@ impl Regater {
         let now = cx.now.for_grace();
         self.warn_unreadable_lock(daemonsets, cx, node, out);
         let announced = reboot::announced(node, &cfg.reboots, daemonsets, now);
-        match reboot::before_reboot(node, cfg, announced) {
+        match before_reboot(node, cfg, announced) {
             BeforeReboot::Regate(a) => Some(Trigger::Announced(a)),
             BeforeReboot::Forget => {
                 self.forget_awaiting(node, cx, out);

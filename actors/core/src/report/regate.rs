@@ -48,8 +48,8 @@ pub fn regate_report(
     let rc = cfg.regate.as_ref()?;
     let pods: Vec<Arc<PodInfo>> = state.pods.values().cloned().collect();
     let announced = crate::reboot::announced(node, &cfg.reboots, state.daemonsets.values(), now);
-    let health = match crate::reboot::before_reboot(node, cfg, announced) {
-        crate::reboot::BeforeReboot::Regate(a) => Health::Regate(Trigger::Announced(a)),
+    let health = match crate::deciders::regate::before_reboot(node, cfg, announced) {
+        crate::deciders::regate::BeforeReboot::Regate(a) => Health::Regate(Trigger::Announced(a)),
         _ => regate::examine(
             node,
             state.daemonsets.values(),
