@@ -11,9 +11,6 @@
 //! absent, because a controller must keep working on the rest of the cluster
 //! while one object is odd.
 
-use nodegate_core::model::{
-    CAPI_MACHINE_ANNOTATION, CAPI_NAMESPACE_ANNOTATION, KARPENTER_NODEPOOL_LABEL,
-};
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
@@ -22,7 +19,8 @@ use k8s_openapi::api::core::v1::{self as core, Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use k8s_openapi::api::storage::v1::CSINode;
 use nodegate_core::model::{
-    DaemonSetInfo, Interner, Labels, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement,
+    CAPI_MACHINE_ANNOTATION, CAPI_NAMESPACE_ANNOTATION, DaemonSetInfo, Interner,
+    KARPENTER_NODEPOOL_LABEL, Labels, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement,
     NodeSelectorTerm, PodInfo, PodPlacement, Shared, SliceInfo, Taint, Toleration,
 };
 

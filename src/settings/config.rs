@@ -13,9 +13,7 @@ use std::time::Duration;
 
 use nodegate_core::conditions::CriticalCondition;
 use nodegate_core::conditions::rules::ConditionTaintRule;
-use nodegate_core::config::RegateConfig;
-use nodegate_core::config::Scope;
-use nodegate_core::config::{Config, OnTimeout};
+use nodegate_core::config::{Config, OnTimeout, RegateConfig, Scope};
 use nodegate_core::placement::{
     ManagedTaint, PlacementConfig, TransientTaint, default_transient_taints,
 };

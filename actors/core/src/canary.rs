@@ -9,9 +9,9 @@
 //! canary decider's (`deciders::canary`); the pod's spec is the shell's. It
 //! must never do I/O or read the clock.
 
-use crate::config::CanaryConfig;
 use std::time::Duration;
 
+use crate::config::CanaryConfig;
 use crate::member::Readiness;
 use crate::model::PodInfo;
 

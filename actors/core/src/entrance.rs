@@ -10,9 +10,9 @@
 //! The net and backfill share one more rule, decided after a LIST of the
 //! node's pods: [`workload_pods`] must be empty.
 
-use crate::config::Scope;
 use jiff::{SignedDuration, Timestamp};
 
+use crate::config::Scope;
 use crate::model::{Labels, NodeInfo, Taint};
 use crate::placement::ManagedTaint;
 use crate::startup::StartupTaints;

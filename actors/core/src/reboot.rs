@@ -13,13 +13,13 @@
 //! Everything here is a plain function of the node, the DaemonSets (kured's
 //! lock is an annotation on its own DaemonSet), the pods and the time.
 
-use crate::config::{AnnouncedReboots, Source};
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use serde::Deserialize;
 
 use crate::annotations;
+use crate::config::{AnnouncedReboots, Source};
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 /// On kured's own DaemonSet: kured's reboot lock, JSON naming the node

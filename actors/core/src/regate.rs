@@ -7,13 +7,12 @@
 //! [`MaxUnavailable`] budget is checked by the caller, which counts the
 //! cluster's nodes. Pure: time is an argument.
 
-use crate::config::RegateConfig;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
 use crate::budget::MaxUnavailable;
-use crate::config::Config;
+use crate::config::{Config, RegateConfig};
 use crate::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
 use crate::placement::{self, Verdict, first_untolerated_taint, with_default_tolerations};
 use crate::readiness::{self, MemberState};

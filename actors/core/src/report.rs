@@ -19,13 +19,11 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::Serialize;
 
-use crate::gate::{self, GateState, Input};
+use crate::gate::{self, GateState, Input, StopReason};
 
-use crate::member::{Expectation, MemberId, Readiness};
+use crate::member::{Expectation, Member, MemberId, Readiness};
 
 use crate::config::Config;
-use crate::gate::StopReason;
-use crate::member::Member;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
 use crate::placement::{self, PlacementConfig, ReasonCode};
 use crate::readiness::CriticalPodEntry;

@@ -26,8 +26,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 
 use nodegate_core::config::Config;
-use nodegate_core::model::NODE_OP_IN;
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_core::model::{DaemonSetInfo, NODE_OP_IN, NodeInfo, PodInfo};
 use nodegate_core::placement::NODE_NAME_FIELD;
 use nodegate_core::report::{self, ReadFacts};
 pub use nodegate_core::report::{MemberRow, PodDetail, Report, TaintSplit, TermResult};

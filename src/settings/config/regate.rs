@@ -4,8 +4,7 @@
 //! reload changes them live. Each error names the flag and the value.
 
 use nodegate_core::budget::MaxUnavailable;
-use nodegate_core::config::RegateConfig;
-use nodegate_core::config::{AnnouncedReboots, Source};
+use nodegate_core::config::{AnnouncedReboots, RegateConfig, Source};
 use nodegate_core::placement::{EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, ManagedTaint};
 
 use super::values::parse_duration;

@@ -26,7 +26,6 @@
 //! clock, so a controller clock running ahead does not shorten the grace
 //! (semantics.md §5.3).
 
-use crate::annotations;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -36,8 +35,8 @@ use super::{
     BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Now, Origin, TaintChange,
     TaintWrite, Tally, retry_after, tell_refusal,
 };
-use crate::config::Source;
-use crate::config::{Config, RegateConfig};
+use crate::annotations;
+use crate::config::{Config, RegateConfig, Source};
 use crate::entrance;
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
 use crate::model::{DaemonSetInfo, NodeInfo};

@@ -30,8 +30,7 @@ use super::{
 };
 use crate::config::{Config, OnTimeout, ReplaceConfig};
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
-use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
-use crate::model::{Fallback, Owner};
+use crate::model::{DaemonSetInfo, Fallback, NodeInfo, Owner, PodInfo};
 use crate::placement::{self, Verdict};
 use crate::readiness::{self, MemberState};
 use crate::replace::{self, Exhausted, Spread, Used};

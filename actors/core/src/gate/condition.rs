@@ -8,11 +8,10 @@
 //! no change, no write). The shell writes it with a patch of the node's
 //! `status.conditions` that touches only this type. Pure: no I/O, no clock.
 
-use crate::config::Config;
 use serde::{Deserialize, Serialize};
 
-use super::state::node_wait_reason;
-use super::state::{GateState, OpenedBy, Phase, StopReason};
+use super::state::{GateState, OpenedBy, Phase, StopReason, node_wait_reason};
+use crate::config::Config;
 use crate::member::Blocker;
 
 /// The condition's type on the Node.

@@ -1,7 +1,6 @@
 //! Deriving members from scratch: each DaemonSet's placement verdict and
 //! readiness, and each critical-pod entry's.
 
-use crate::config::CanaryConfig;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -9,7 +8,7 @@ use jiff::Timestamp;
 use super::state::GateState;
 use crate::canary;
 use crate::conditions::CriticalCondition;
-use crate::config::Config;
+use crate::config::{CanaryConfig, Config};
 use crate::devices::{CriticalResource, DraDriver};
 use crate::member::{Blocker, Expectation, Member, MemberId, Readiness};
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};

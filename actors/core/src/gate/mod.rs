@@ -39,7 +39,6 @@ mod input;
 mod notes;
 mod state;
 
-use crate::config::Config;
 use jiff::Timestamp;
 
 pub use apply::apply;
@@ -62,6 +61,8 @@ pub use state::{
 };
 
 use handle::decide_in_place;
+
+use crate::config::Config;
 
 /// Turns an input into the facts it establishes, given the state before it.
 /// Returns no events when the input changes nothing (duplicates, stale timers,

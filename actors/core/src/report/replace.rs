@@ -8,8 +8,7 @@
 use serde::Serialize;
 
 use crate::config::{Config, OnTimeout};
-use crate::model::NodeInfo;
-use crate::model::Owner;
+use crate::model::{NodeInfo, Owner};
 use crate::replace::{self};
 
 /// The replace view of the node. Absent from the report unless

@@ -5,8 +5,7 @@
 
 use crate::gate_support::*;
 use nodegate_core::canary::{CANARY_LABEL, label_value, pod_name};
-use nodegate_core::config::CanaryConfig;
-use nodegate_core::config::Config;
+use nodegate_core::config::{CanaryConfig, Config};
 use nodegate_core::gate::Input;
 use nodegate_core::member::{MemberId, Readiness};
 use nodegate_core::model::PodInfo;

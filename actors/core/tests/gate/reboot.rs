@@ -9,9 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::gate_support::*;
-use nodegate_core::config::AnnouncedReboots;
-use nodegate_core::config::RegateConfig;
-use nodegate_core::config::{Config, OnTimeout};
+use nodegate_core::config::{AnnouncedReboots, Config, OnTimeout, RegateConfig};
 use nodegate_core::gate::{Event, Input, OpenedBy, TimerKind};
 use nodegate_core::model::{NodeInfo, PodInfo};
 use nodegate_core::placement::{EFFECT_NO_SCHEDULE, ManagedTaint};

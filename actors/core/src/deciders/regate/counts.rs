@@ -5,8 +5,7 @@ use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use crate::config::Config;
-use crate::config::Scope;
+use crate::config::{Config, Scope};
 use crate::model::{NodeInfo, Taint};
 use crate::placement::ManagedTaint;
 use crate::regate;

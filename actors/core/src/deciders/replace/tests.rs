@@ -4,8 +4,7 @@ use super::*;
 use crate::budget::MaxUnavailable;
 use crate::config::Config;
 use crate::deciders::fixture::{Run, asked, reasons};
-use crate::model::KARPENTER_NODEPOOL_LABEL;
-use crate::model::PodInfo;
+use crate::model::{KARPENTER_NODEPOOL_LABEL, PodInfo};
 use crate::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE, TOLERATION_OP_EXISTS};
 use crate::testutil::{ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts};
 

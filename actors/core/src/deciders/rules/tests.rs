@@ -6,8 +6,7 @@ use crate::budget::MaxUnavailable;
 use crate::conditions::rules::{
     ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern, validate_rules,
 };
-use crate::config::Config;
-use crate::config::Scope;
+use crate::config::{Config, Scope};
 use crate::deciders::Level;
 use crate::deciders::fixture::{Run, asked, logs, reasons, writes};
 use crate::gate::EventType;
