@@ -13,6 +13,7 @@ use crate::testutil::{mk_ds, mk_node, mk_pod, taint, template_with_tolerations, 
 
 mod announced;
 mod budget;
+mod examine;
 
 const GRACE: i64 = 60;
 const NOW: i64 = 1000;
