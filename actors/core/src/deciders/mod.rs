@@ -1,7 +1,8 @@
 //! The deciders beside the gate: the late-taint net ([`net`]), re-gating
-//! ([`regate`]), condition-rule taints ([`rules`]) and the canary pods
-//! ([`canary`]) — every controller in
-//! nodegate that is not a node's own gate.
+//! ([`regate`]), condition-rule taints ([`rules`]), `--on-timeout=replace`
+//! ([`replace`]) and the canary pods (in the canary's own folder,
+//! [`crate::canary::decider`]) — every controller in nodegate that is not a
+//! node's own gate.
 //!
 //! Each has the gate's shape. It is a plain value holding only what the
 //! index does not (candidates, writes not yet seen by the watch, budget
@@ -16,7 +17,6 @@
 //! ([`Change`]), the index as a decider reads it ([`ClusterView`]), the one
 //! definition of "now" ([`Now`]), and the effects.
 
-pub mod canary;
 pub mod net;
 pub mod regate;
 pub mod replace;

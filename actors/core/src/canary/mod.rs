@@ -6,7 +6,7 @@
 //! This module owns what identifies a canary (its name, its label, its
 //! namespace), when one counts as Ready for a gate, and how long a failed one
 //! waits before it is made again. Which canaries to create and delete is the
-//! canary decider's (`deciders::canary`); the pod's spec is the shell's. It
+//! canary decider's ([`decider`]); the pod's spec is the shell's. It
 //! must never do I/O or read the clock.
 
 use std::time::Duration;
@@ -145,6 +145,8 @@ pub fn backoff(failures: u32) -> Duration {
         .checked_mul(1u32 << doublings)
         .map_or(BACKOFF_MAX, |d| d.min(BACKOFF_MAX))
 }
+
+pub mod decider;
 
 #[cfg(test)]
 mod tests;
