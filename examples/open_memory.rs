@@ -37,8 +37,8 @@ use kube::runtime::watcher::Event;
 use nodegate::cluster::server_time::ServerTime;
 use nodegate::cluster::watch::{self, WatchFeed};
 use nodegate_actors::router::Router;
+use nodegate_core::config::Config;
 use nodegate_core::deciders::ClusterView;
-use nodegate_core::gate::GateConfig;
 use serde::de::DeserializeOwned;
 
 /// The system allocator, counting the bytes live on the heap.
@@ -283,7 +283,7 @@ fn main() {
     .collect();
     let start = mem();
 
-    let router = Arc::new(Router::new(Arc::new(GateConfig::default())));
+    let router = Arc::new(Router::new(Arc::new(Config::default())));
     let time = Arc::new(ServerTime::new());
     let mut ds_feed = watch::daemonset_feed(Arc::clone(&router), Arc::clone(&time));
     let mut node_feed = watch::node_feed(Arc::clone(&router), Arc::clone(&time));

@@ -23,10 +23,10 @@ use nodegate::cluster::writer::Writer;
 use nodegate::serve::metrics::Metrics;
 use nodegate_actors::decider_shell;
 use nodegate_actors::router::Router;
+use nodegate_core::config::{Config, RegateConfig};
 use nodegate_core::deciders::regate::Regater;
-use nodegate_core::gate::GateConfig;
 use nodegate_core::placement::ManagedTaint;
-use nodegate_core::regate::{DEFAULT_REGATE_TAINT_KEY, RegateConfig};
+use nodegate_core::regate::DEFAULT_REGATE_TAINT_KEY;
 use nodegate_core::testutil::{mk_ds, mk_node, mk_pod, template_with_tolerations, toleration};
 
 fn rss_kib() -> u64 {
@@ -59,7 +59,7 @@ fn main() {
         .expect("a tokio runtime");
     rt.block_on(async move {
         let start = rss_kib();
-        let router = Arc::new(Router::new(Arc::new(GateConfig::default())));
+        let router = Arc::new(Router::new(Arc::new(Config::default())));
         let clock = Arc::new(SystemClock {
             server_time: Arc::new(ServerTime::new()),
         });
@@ -119,7 +119,7 @@ fn main() {
         let off = rss_kib();
 
         let regate = ManagedTaint::new(DEFAULT_REGATE_TAINT_KEY, "NoSchedule");
-        let mut on = GateConfig::default();
+        let mut on = Config::default();
         on.placement.managed_taints.push(regate.clone());
         on.regate = Some(RegateConfig {
             after: Duration::from_secs(3600),

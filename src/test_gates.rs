@@ -3,7 +3,8 @@
 //! Compiled for this crate's tests only.
 
 use jiff::Timestamp;
-use nodegate_core::gate::{self, GateConfig, GateState, Input};
+use nodegate_core::config::Config;
+use nodegate_core::gate::{self, GateState, Input};
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_core::testutil::{
     ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts,
@@ -46,11 +47,11 @@ pub(crate) fn pod(name: &str, ds: &DaemonSetInfo, ready_at: Option<i64>) -> PodI
 /// One gate's state and configuration, stepped as the node actor steps it.
 pub(crate) struct DrivenGate {
     pub(crate) state: GateState,
-    pub(crate) cfg: GateConfig,
+    pub(crate) cfg: Config,
 }
 
 impl DrivenGate {
-    pub(crate) fn new(cfg: GateConfig) -> Self {
+    pub(crate) fn new(cfg: Config) -> Self {
         DrivenGate {
             state: GateState::default(),
             cfg,

@@ -1047,7 +1047,7 @@ fn the_readme_names_every_command_and_on_timeout_value() {
         .filter(|c| !readme.contains(&format!("`nodegate {c}")))
         .collect();
     assert!(missing.is_empty(), "README.md does not name: {missing:?}");
-    for value in nodegate_core::gate::OnTimeout::ALL {
+    for value in nodegate_core::config::OnTimeout::ALL {
         let v = format!("`{}`", value.as_str());
         assert!(
             readme.contains(&v),

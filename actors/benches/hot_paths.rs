@@ -26,7 +26,8 @@ use nodegate_actors::observe::GateObserver;
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
 use nodegate_actors::testing::{FakeClock, FakeExecutor, StepCounter};
-use nodegate_core::gate::{self, GateConfig, GateState, Input};
+use nodegate_core::config::Config;
+use nodegate_core::gate::{self, GateState, Input};
 use nodegate_core::journal;
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_core::placement;
@@ -118,8 +119,8 @@ fn placement(bencher: Bencher, d: usize) {
 }
 
 /// A gate past its snapshot, and the pod whose readiness the bench flips.
-fn gate_with_pods(d: usize) -> (GateState, GateConfig, PodInfo) {
-    let cfg = GateConfig::default();
+fn gate_with_pods(d: usize) -> (GateState, Config, PodInfo) {
+    let cfg = Config::default();
     let n = node("n1");
     let dss = daemonsets(d);
     let pods = pods_for("n1", &dss);
@@ -165,7 +166,7 @@ fn route_and_decide(bencher: Bencher) {
         Ok(rt) => rt,
         Err(e) => panic!("tokio runtime: {e}"),
     };
-    let config = Arc::new(GateConfig::default());
+    let config = Arc::new(Config::default());
     let router = Arc::new(Router::new(Arc::clone(&config)));
     let steps = Arc::new(StepCounter::default());
     router.set_observer(Arc::clone(&steps) as Arc<dyn GateObserver>);
@@ -240,7 +241,7 @@ fn route_and_decide(bencher: Bencher) {
 
 #[divan::bench]
 fn route_index_only(bencher: Bencher) {
-    let router = Router::new(Arc::new(GateConfig::default()));
+    let router = Router::new(Arc::new(Config::default()));
     let dss = daemonsets(6);
     let pods = pods_for("free-node", &dss);
     let mut i = 0usize;

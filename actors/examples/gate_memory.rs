@@ -26,7 +26,7 @@ use nodegate_actors::observe::GateObserver;
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
 use nodegate_actors::testing::{FakeClock, FakeExecutor, StepCounter};
-use nodegate_core::gate::GateConfig;
+use nodegate_core::config::Config;
 use nodegate_core::journal;
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_core::testutil::{
@@ -136,7 +136,7 @@ fn main() {
         .expect("tokio runtime");
     println!("before: {}", rss());
     rt.block_on(async {
-        let config = Arc::new(GateConfig::default());
+        let config = Arc::new(Config::default());
         let router = Arc::new(Router::new(Arc::clone(&config)));
         let steps = Arc::new(StepCounter::default());
         router.set_observer(Arc::clone(&steps) as Arc<dyn GateObserver>);

@@ -17,13 +17,12 @@
 //! LISTs run concurrently, at most [`LISTS_IN_FLIGHT`] at once, their
 //! answers coming back through the shell's inbox; Events are sent in the
 //! background, at most [`EVENTS_IN_FLIGHT`] at once: a slow API server
-//! holds neither the next candidate nor the next decision (security review
-//! §17).
+//! holds neither the next candidate nor the next decision.
 //!
 //! A budgeted decider (re-gating, the condition rules) counts its budget
 //! from the index, so after this replica gains the lease it must not write
 //! before the node watch has caught up with the cluster: the taints the old
-//! leader wrote last may not show yet (security review §13). The shell then
+//! leader wrote last may not show yet. The shell then
 //! reads every node's resourceVersion afresh (a quorum read,
 //! [`EffectExecutor::fresh_node_versions`]) and tells the decider it may
 //! write only once the index shows each of those nodes at that version or

@@ -169,7 +169,7 @@ pub trait EffectExecutor: Send + Sync + 'static {
     /// A fresh quorum read of every node's name and resourceVersion (a
     /// paginated metadata LIST): what the node watch must have caught up
     /// with before a budgeted decider writes after this replica gained the
-    /// lease (security review §13). `Ok(None)`: this executor has no
+    /// lease. `Ok(None)`: this executor has no
     /// cluster to read, and nothing to wait for.
     fn fresh_node_versions(
         &self,

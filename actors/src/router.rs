@@ -39,8 +39,9 @@ use crate::live::LiveConfig;
 use crate::messages::{GateView, NodeMsg, SpawnRequest};
 use crate::observe::{GateObserver, NoObserver, RouterEvent};
 use crate::pending::{Gate, PendingPods};
+use nodegate_core::config::Config;
 use nodegate_core::deciders::{self, Change, ClusterView};
-use nodegate_core::gate::{GateConfig, Input};
+use nodegate_core::gate::Input;
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, SliceInfo};
 
 /// How long `view` waits for a busy actor before giving up.
@@ -70,7 +71,7 @@ pub struct Router {
 }
 
 impl Router {
-    pub fn new(config: Arc<GateConfig>) -> Self {
+    pub fn new(config: Arc<Config>) -> Self {
         Self::with_live(Arc::new(LiveConfig::new(config)))
     }
 
@@ -121,7 +122,7 @@ impl Router {
     }
 
     /// The configuration in force now.
-    pub fn config(&self) -> Arc<GateConfig> {
+    pub fn config(&self) -> Arc<Config> {
         self.config.current()
     }
 
@@ -138,7 +139,7 @@ impl Router {
     /// its own re-examination decides (it stops once its node carries no
     /// managed taint, and otherwise finishes as it would have). Returns the
     /// number of live gates re-examined.
-    pub fn reconfigure(&self, config: Arc<GateConfig>) -> usize {
+    pub fn reconfigure(&self, config: Arc<Config>) -> usize {
         self.config.store(config);
         let lost = self.hints_lost();
         let mut live = 0;

@@ -9,12 +9,13 @@ use std::sync::Arc;
 
 use gate_support::*;
 use nodegate_actors::router::Router;
-use nodegate_core::gate::{GateConfig, Input};
+use nodegate_core::config::Config;
+use nodegate_core::gate::Input;
 use nodegate_core::model::{NodeInfo, PodInfo, SliceInfo};
 use nodegate_core::testutil::{mk_pod, taint};
 
 fn router() -> Router {
-    Router::new(Arc::new(GateConfig::default()))
+    Router::new(Arc::new(Config::default()))
 }
 
 #[test]

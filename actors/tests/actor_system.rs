@@ -15,7 +15,8 @@ use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor::{self, SupervisorMsg};
 use nodegate_actors::testing::{FakeClock, FakeExecutor};
-use nodegate_core::gate::{EventType, GateConfig, OpenedBy, PatchOutcome, Phase};
+use nodegate_core::config::Config;
+use nodegate_core::gate::{EventType, OpenedBy, PatchOutcome, Phase};
 use nodegate_core::model::NodeInfo;
 use ractor::ActorRef;
 
@@ -27,7 +28,7 @@ struct System {
 }
 
 impl System {
-    async fn start(config: GateConfig) -> Self {
+    async fn start(config: Config) -> Self {
         let config = Arc::new(config);
         let router = Arc::new(Router::new(Arc::clone(&config)));
         let exec = Arc::new(FakeExecutor::recording());
@@ -473,7 +474,7 @@ async fn a_reconfigure_gates_nodes_the_new_taints_manage() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_canarys_changes_reach_the_feed_although_a_gate_takes_them() {
     use nodegate_actors::feed::Subscriber;
-    use nodegate_core::canary::CanaryConfig;
+    use nodegate_core::config::CanaryConfig;
     use nodegate_core::deciders::{Change, Input as Feed};
 
     #[derive(Default)]

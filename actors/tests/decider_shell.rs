@@ -14,9 +14,9 @@ use nodegate_actors::decider_shell;
 use nodegate_actors::feed::Subscriber;
 use nodegate_actors::router::Router;
 use nodegate_actors::testing::{FakeClock, FakeExecutor};
+use nodegate_core::config::Config;
 use nodegate_core::deciders::net::Net;
 use nodegate_core::deciders::{Change, Input, Origin, TaintChange, Tally};
-use nodegate_core::gate::GateConfig;
 use nodegate_core::model::NodeInfo;
 use nodegate_core::testutil::mk_node;
 
@@ -44,7 +44,7 @@ fn open_node(name: &str, version: &str) -> NodeInfo {
 
 #[test]
 fn every_index_change_is_published_once_with_the_node_before_and_after() {
-    let router = Router::new(Arc::new(GateConfig::default()));
+    let router = Router::new(Arc::new(Config::default()));
     let heard = Arc::new(Heard::default());
     router.subscribe(heard.clone());
 
@@ -109,7 +109,7 @@ fn the_net_runs_in_its_shell_and_writes_through_the_executor() {
         .build()
         .expect("a runtime");
     rt.block_on(async {
-        let router = Arc::new(Router::new(Arc::new(GateConfig::default())));
+        let router = Arc::new(Router::new(Arc::new(Config::default())));
         let executor = Arc::new(FakeExecutor::recording());
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let shell = decider_shell::start(
@@ -191,7 +191,7 @@ fn a_budgeted_decider_may_write_only_once_the_index_caught_up() {
         .build()
         .expect("a runtime");
     rt.block_on(async {
-        let router = Arc::new(Router::new(Arc::new(GateConfig::default())));
+        let router = Arc::new(Router::new(Arc::new(Config::default())));
         router.node_upserted(open_node("n1", "5"));
         router.mark_synced();
         let executor = Arc::new(FakeExecutor::recording());
@@ -248,7 +248,7 @@ fn the_nets_pod_lists_run_concurrently_and_bounded() {
         .build()
         .expect("a runtime");
     rt.block_on(async {
-        let router = Arc::new(Router::new(Arc::new(GateConfig::default())));
+        let router = Arc::new(Router::new(Arc::new(Config::default())));
         let executor = Arc::new(FakeExecutor::recording());
         let hold = Arc::new(tokio::sync::Semaphore::new(0));
         *executor.list_hold.lock().unwrap() = Some(Arc::clone(&hold));

@@ -272,8 +272,8 @@ const VERSIONS_PAGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Every node's name and resourceVersion, by a paginated metadata LIST
 /// served from etcd (a quorum read: no `resourceVersion` parameter), for a
-/// budgeted decider's catch-up after gaining the lease (security review
-/// §13). Only names and versions are kept.
+/// budgeted decider's catch-up after gaining the lease. Only names and
+/// versions are kept.
 async fn fresh_node_versions(client: &kube::Client) -> Result<Vec<(String, String)>, String> {
     use k8s_openapi::api::core::v1::Node;
     use kube::api::{Api, ListParams};

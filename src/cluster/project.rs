@@ -19,12 +19,13 @@ use k8s_openapi::api::core::v1::{self as core, Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use k8s_openapi::api::storage::v1::CSINode;
 use nodegate_core::model::{
-    DaemonSetInfo, Interner, Labels, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement,
+    CAPI_MACHINE_ANNOTATION, CAPI_NAMESPACE_ANNOTATION, DaemonSetInfo, Interner,
+    KARPENTER_NODEPOOL_LABEL, Labels, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement,
     NodeSelectorTerm, PodInfo, PodPlacement, Shared, SliceInfo, Taint, Toleration,
 };
 
 use nodegate_core::annotations;
-use nodegate_core::replace::{self, Fallback, Owner, Replacement};
+use nodegate_core::model::{Fallback, Owner, Replacement};
 
 /// Something a projection had to ignore; the caller logs it once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,11 +175,8 @@ fn replacement(n: &Node, name: &str, odd: &mut Vec<Oddity>) -> Replacement {
         .metadata
         .labels
         .as_ref()
-        .is_some_and(|l| l.contains_key(replace::KARPENTER_NODEPOOL_LABEL));
-    let owner = match (
-        get(replace::CAPI_MACHINE_ANNOTATION),
-        get(replace::CAPI_NAMESPACE_ANNOTATION),
-    ) {
+        .is_some_and(|l| l.contains_key(KARPENTER_NODEPOOL_LABEL));
+    let owner = match (get(CAPI_MACHINE_ANNOTATION), get(CAPI_NAMESPACE_ANNOTATION)) {
         (Some(machine), Some(namespace)) => Owner::Machine {
             namespace: namespace.clone(),
             name: machine.clone(),

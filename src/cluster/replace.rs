@@ -12,7 +12,7 @@ use nodegate_core::annotations::{
 };
 use nodegate_core::deciders::replace::{ReplaceAction, ReplaceOutcome, ReplaceWrite};
 use nodegate_core::gate::PatchOutcome;
-use nodegate_core::replace::Owner;
+use nodegate_core::model::Owner;
 use serde_json::{Value, json};
 
 use crate::cluster::patch::{pointer_segment, rfc3339};

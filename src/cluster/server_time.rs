@@ -11,7 +11,7 @@
 //! the time the stamp took to reach us (and up to a second for the stamps'
 //! precision).
 //!
-//! Only stamps no other client can choose count (security review §5):
+//! Only stamps no other client can choose count:
 //! - a `creationTimestamp` (the server sets it on every create);
 //! - the `Date` header of an answer to a request this process made: the
 //!   [`probe`] asks `GET /version` (which every authenticated client may

@@ -29,7 +29,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 use nodegate_actors::router::Router;
-use nodegate_core::canary::CanaryConfig;
+use nodegate_core::config::CanaryConfig;
 use nodegate_core::model::{DaemonSetInfo, Interner, NodeInfo, PodInfo, Shared, SliceInfo};
 use nodegate_core::readiness::CriticalPodEntry;
 use serde::de::DeserializeOwned;

@@ -328,7 +328,7 @@ impl Writer {
     /// check as every other node write. The metrics label a condition
     /// rule's write `patch`, the net's and re-gating's `add_taint`. A
     /// condition rule's write takes only the rate the gates' untaints leave
-    /// over (security review §10: a rule the API server keeps refusing must
+    /// over (a rule the API server keeps refusing must
     /// not slow openings down).
     pub async fn write_taint(&self, w: &TaintWrite, may_write: impl Fn() -> bool) -> PatchOutcome {
         let kind = match w.origin {

@@ -17,7 +17,8 @@ use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::observe::{GateObserver, RouterEvent};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
-use nodegate_core::gate::{Event, GateConfig, GateState};
+use nodegate_core::config::Config;
+use nodegate_core::gate::{Event, GateState};
 use nodegate_core::journal::{self, Journal};
 use ractor::ActorRef;
 use tokio::sync::watch as signal;
@@ -218,7 +219,7 @@ impl Shared {
     ) -> Result<Self> {
         let client = client().await?;
         wait_for_api_server(&client).await?;
-        let live = Arc::new(LiveConfig::new(Arc::new(GateConfig::from(settings))));
+        let live = Arc::new(LiveConfig::new(Arc::new(Config::from(settings))));
         let leadership = Arc::new(if settings.leader_election.enabled {
             Leadership::follower()
         } else {

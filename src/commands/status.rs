@@ -22,7 +22,9 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
-use nodegate_core::gate::{self, GateConfig, GateState, Input, Readiness};
+use nodegate_core::config::Config;
+use nodegate_core::gate::{self, GateState, Input};
+use nodegate_core::member::Readiness;
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 use crate::cluster::project;
@@ -148,7 +150,7 @@ fn print(text: &str) -> Result<()> {
     }
 }
 
-/// The table, now. The gate runs in dry-run (`GateConfig::from` a
+/// The table, now. The gate runs in dry-run (`Config::from` a
 /// `StatusSettings`): the table shows what the gate would decide and never
 /// asks for a write.
 async fn table_now(
@@ -158,7 +160,7 @@ async fn table_now(
 ) -> Result<String> {
     let snapshot = gather(client, settings).await?;
     let now = Timestamp::now();
-    let rows = rows(&snapshot, &GateConfig::from(settings), now);
+    let rows = rows(&snapshot, &Config::from(settings), now);
     Ok(match output::encode(&rows, format, "the status")? {
         Some(text) => text,
         None => render(&rows, format == OutputFormat::Wide),
@@ -173,7 +175,7 @@ pub async fn gather(client: &kube::Client, settings: &StatusSettings) -> Result<
         .list(&ListParams::default())
         .await
         .map_err(Error::kube("listing nodes"))?;
-    let config = GateConfig::from(settings);
+    let config = Config::from(settings);
     let mut gated: Vec<NodeInfo> = nodes
         .items
         .iter()
@@ -237,7 +239,7 @@ pub async fn gather(client: &kube::Client, settings: &StatusSettings) -> Result<
 }
 
 /// Runs each gated node through the gate, on the snapshot, at `now`.
-pub fn rows(snapshot: &Snapshot, cfg: &GateConfig, now: Timestamp) -> Vec<Row> {
+pub fn rows(snapshot: &Snapshot, cfg: &Config, now: Timestamp) -> Vec<Row> {
     let mut rows: Vec<Row> = snapshot
         .nodes
         .iter()
@@ -258,7 +260,7 @@ pub fn rows(snapshot: &Snapshot, cfg: &GateConfig, now: Timestamp) -> Vec<Row> {
 
 /// Why the node is closed: a new node's start-up, or a re-gate (and what
 /// for, as `nodegate.dev/regated-for` says).
-fn gate_kind(node: &NodeInfo, cfg: &GateConfig) -> String {
+fn gate_kind(node: &NodeInfo, cfg: &Config) -> String {
     let regated = cfg
         .regate
         .as_ref()
@@ -270,7 +272,7 @@ fn gate_kind(node: &NodeInfo, cfg: &GateConfig) -> String {
     }
 }
 
-fn row(node: &NodeInfo, state: &GateState, cfg: &GateConfig, now: Timestamp) -> Row {
+fn row(node: &NodeInfo, state: &GateState, cfg: &Config, now: Timestamp) -> Row {
     let expected = state.expected().count();
     let ready = state
         .expected()
@@ -397,12 +399,12 @@ mod tests {
         )
     }
 
-    fn cfg(timeout: Option<u64>) -> GateConfig {
-        GateConfig {
+    fn cfg(timeout: Option<u64>) -> Config {
+        Config {
             scope: Default::default(),
             timeout: timeout.map(Duration::from_secs),
             dry_run: true,
-            ..GateConfig::default()
+            ..Config::default()
         }
     }
 
@@ -492,8 +494,8 @@ mod tests {
 
     #[test]
     fn a_regated_node_says_what_for_and_takes_the_regate_deadline() {
+        use nodegate_core::config::RegateConfig;
         use nodegate_core::placement::ManagedTaint;
-        use nodegate_core::regate::RegateConfig;
         let degraded = ManagedTaint::new("nodegate.dev/degraded", "NoSchedule");
         let mut c = cfg(Some(120));
         c.placement.managed_taints.push(degraded.clone());

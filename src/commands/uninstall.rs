@@ -18,7 +18,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
-use nodegate_core::entrance::Scope;
+use nodegate_core::config::Scope;
 use nodegate_core::gate::PatchOutcome;
 
 use crate::cluster::project;

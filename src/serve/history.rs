@@ -78,7 +78,8 @@ impl History {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use nodegate_core::gate::{self, GateConfig, Input, PatchOutcome};
+    use nodegate_core::config::Config;
+    use nodegate_core::gate::{self, Input, PatchOutcome};
     use nodegate_core::testutil::{
         ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts,
     };
@@ -86,7 +87,7 @@ pub(crate) mod tests {
     /// A gate that opened (its one DaemonSet Ready, the untaint applied),
     /// with its journal; shared with the HTTP tests.
     pub(crate) fn opened_gate(node: &str) -> (GateState, Journal) {
-        let cfg = GateConfig::default();
+        let cfg = Config::default();
         let ds = mk_ds(
             "infra",
             "cni",

@@ -1,6 +1,6 @@
 //! Settings: the command line merged over an optional YAML file, validated
 //! before anything touches the cluster, and turned into the core's
-//! [`GateConfig`] in one place ([`GateSettings::gate_config`]).
+//! [`Config`] in one place ([`GateSettings::gate_config`]).
 //!
 //! Every error ([`ConfigError`]) names the bad value and where it came from,
 //! and the process exits with status 2 on any of them (see `crate::error`).
@@ -13,13 +13,11 @@ use std::time::Duration;
 
 use nodegate_core::conditions::CriticalCondition;
 use nodegate_core::conditions::rules::ConditionTaintRule;
-use nodegate_core::entrance::Scope;
-use nodegate_core::gate::{GateConfig, OnTimeout};
+use nodegate_core::config::{Config, OnTimeout, RegateConfig, Scope};
 use nodegate_core::placement::{
     ManagedTaint, PlacementConfig, TransientTaint, default_transient_taints,
 };
 use nodegate_core::readiness::CriticalPodEntry;
-use nodegate_core::regate::RegateConfig;
 use nodegate_core::selector::check_label_key;
 use nodegate_core::startup::StartupTaints;
 use serde::Deserialize;
@@ -115,7 +113,7 @@ pub struct GateSettings {
     /// keep closed together; `None` at 100%.
     pub max_unavailable: Option<nodegate_core::budget::MaxUnavailable>,
     /// `--reboot-announcements` and friends (semantics.md §6.10).
-    pub reboots: nodegate_core::reboot::AnnouncedReboots,
+    pub reboots: nodegate_core::config::AnnouncedReboots,
     /// `canary` (semantics.md §6.9); `None`: off.
     pub canary: Option<CanarySettings>,
 }
@@ -123,15 +121,10 @@ pub struct GateSettings {
 impl GateSettings {
     /// The core's gate configuration: these settings' placement and critical
     /// pods, with the deadline and the write policy the command runs with.
-    /// The one place a [`GateConfig`] is assembled from settings, so that a
+    /// The one place a [`Config`] is assembled from settings, so that a
     /// new field is a compile error here and nowhere else.
-    pub fn gate_config(
-        &self,
-        timeouts: Timeouts,
-        on_timeout: OnTimeout,
-        dry_run: bool,
-    ) -> GateConfig {
-        GateConfig {
+    pub fn gate_config(&self, timeouts: Timeouts, on_timeout: OnTimeout, dry_run: bool) -> Config {
+        Config {
             scope: self.scope.clone(),
             placement: self.placement.clone(),
             startup: self.startup.clone(),
@@ -156,13 +149,13 @@ impl GateSettings {
 }
 
 /// `nodegate run`: the gate exactly as configured.
-impl From<&RunSettings> for GateConfig {
-    fn from(s: &RunSettings) -> GateConfig {
+impl From<&RunSettings> for Config {
+    fn from(s: &RunSettings) -> Config {
         let timeouts = Timeouts {
             ready: s.timeout,
             schedule: s.schedule_timeout,
         };
-        GateConfig {
+        Config {
             node_condition: s.node_condition,
             replace: s.replace.clone(),
             ..s.gate.gate_config(timeouts, s.on_timeout, s.dry_run)
@@ -173,8 +166,8 @@ impl From<&RunSettings> for GateConfig {
 /// `nodegate status`: the gate in dry-run, opening on timeout, whatever the
 /// file says about `onTimeout` or `dryRun` (status has neither flag): the
 /// table shows what the gate would decide and never asks for a write.
-impl From<&StatusSettings> for GateConfig {
-    fn from(s: &StatusSettings) -> GateConfig {
+impl From<&StatusSettings> for Config {
+    fn from(s: &StatusSettings) -> Config {
         let timeouts = Timeouts {
             ready: s.timeout,
             schedule: None,
@@ -195,7 +188,7 @@ pub struct RunSettings {
     /// `--node-condition`: write the `nodegate.dev/Open` Node condition.
     pub node_condition: bool,
     /// `--replace-*` (semantics.md §5.8).
-    pub replace: nodegate_core::replace::ReplaceConfig,
+    pub replace: nodegate_core::config::ReplaceConfig,
     pub max_concurrent_patches: usize,
     pub kube_qps: f64,
     pub kube_burst: u32,

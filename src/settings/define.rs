@@ -74,7 +74,7 @@ macro_rules! shown_by_display {
         })*
     };
 }
-shown_by_display!(String, usize, u32, f64, nodegate_core::gate::OnTimeout);
+shown_by_display!(String, usize, u32, f64, nodegate_core::config::OnTimeout);
 
 impl Shown for Vec<String> {
     fn shown(&self) -> String {

@@ -7,7 +7,7 @@
 //! ([`run_settings_from`]: the same parser, the same validation, flags still
 //! winning over the file), so a file that would not start nodegate is never
 //! applied. Of the result only the gate configuration is put in force: every
-//! key of [`GateConfig`] except `criticalPods` and `dryRun`. Keys read once
+//! key of [`Config`] except `criticalPods` and `dryRun`. Keys read once
 //! at start (addresses, leader election, client limits, logging, the
 //! entrances' switches, `dryRun`) keep their start values; changing one is
 //! applied with a warning naming it ([`Reloaded::needs_restart`]).
@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use nodegate_core::gate::GateConfig;
+use nodegate_core::config::Config;
 
 use crate::settings::cli::RunArgs;
 use crate::settings::config::{FileConfig, RunSettings, run_settings_from};
@@ -26,7 +26,7 @@ use crate::settings::config::{FileConfig, RunSettings, run_settings_from};
 /// What a valid new file puts in force.
 #[derive(Debug)]
 pub struct Reloaded {
-    pub config: GateConfig,
+    pub config: Config,
     /// Keys (as the file spells them) whose new value differs from the one
     /// in force but that only a restart applies.
     pub needs_restart: Vec<&'static str>,
@@ -43,7 +43,7 @@ pub fn decide(
     text: &str,
     origin: &str,
     started: &RunSettings,
-    current: &GateConfig,
+    current: &Config,
 ) -> Result<Reloaded, String> {
     let file = FileConfig::parse(text, origin).map_err(|e| e.to_string())?;
     let new = run_settings_from(args, file).map_err(|e| format!("{origin}: {e}"))?;
@@ -62,7 +62,7 @@ pub fn decide(
         ));
     }
     let needs_restart = restart_only_changes(started, &new);
-    let mut config = GateConfig::from(&new);
+    let mut config = Config::from(&new);
     // Read once at start by the late-taint net too: kept as started.
     config.dry_run = started.dry_run;
     config.node_condition = started.node_condition;
@@ -71,7 +71,7 @@ pub fn decide(
     if new.gate.canary != started.gate.canary {
         needs_restart.push("canary");
     }
-    config.canary = GateConfig::from(started).canary;
+    config.canary = Config::from(started).canary;
     let retired = retire_dropped_taints(current, &mut config);
     Ok(Reloaded {
         config,
@@ -89,7 +89,7 @@ pub fn decide(
 /// it simply forgotten, those nodes would stay closed for ever (security
 /// review §20). A restart reads the file afresh and forgets retired taints.
 /// Returns the retired ones (KEY:EFFECT), for the log.
-fn retire_dropped_taints(current: &GateConfig, new: &mut GateConfig) -> Vec<String> {
+fn retire_dropped_taints(current: &Config, new: &mut Config) -> Vec<String> {
     let mut retired = Vec::new();
     for t in &current.placement.managed_taints {
         if !new.placement.managed_taints.contains(t) {

@@ -17,9 +17,10 @@
 //!   the flag's form (`String: From<T>`); no default.
 
 use nodegate_core::budget::MaxUnavailable;
-use nodegate_core::gate::{DEFAULT_TIMEOUT, OnTimeout};
+use nodegate_core::config::{
+    DEFAULT_KURED_DAEMONSET, DEFAULT_REBOOT_TIMEOUT, DEFAULT_TIMEOUT, OnTimeout,
+};
 use nodegate_core::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
-use nodegate_core::reboot::{DEFAULT_KURED_DAEMONSET, DEFAULT_REBOOT_TIMEOUT};
 use nodegate_core::regate::DEFAULT_REGATE_TAINT_KEY;
 
 use super::cli::LogFormat;

@@ -12,8 +12,9 @@
 //! the old process's journal.
 
 use jiff::{SignedDuration, Timestamp};
-use nodegate_core::gate::{Event, GateState, MemberId, OpenedRecord, Readiness};
+use nodegate_core::gate::{Event, GateState, OpenedRecord};
 use nodegate_core::journal::Journal;
+use nodegate_core::member::{MemberId, Readiness};
 use nodegate_core::model::NodeInfo;
 
 /// An attribute's value.

@@ -138,7 +138,9 @@ async fn export(
 mod tests {
     use std::sync::Arc;
 
-    use nodegate_core::gate::{self, GateConfig, Input, PatchOutcome};
+    use nodegate_core::gate::{self, Input, PatchOutcome};
+
+    use nodegate_core::config::Config;
     use nodegate_core::model::{NodeInfo, PodInfo};
     use nodegate_core::testutil::{
         ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts,
@@ -169,7 +171,7 @@ mod tests {
             ..ds_pod("cni-1", "node-a", &ds)
         };
         let (mut state, mut journal) = (GateState::default(), Journal::default());
-        let cfg = GateConfig::default();
+        let cfg = Config::default();
         for input in [
             Input::snapshot(node, vec![ds], vec![pod]),
             Input::PatchResult(PatchOutcome::Applied),

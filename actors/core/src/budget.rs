@@ -8,24 +8,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::conditions::rules::same_taint;
-use crate::gate::GateConfig;
-use crate::model::NodeInfo;
-use crate::regate::carries;
-
-/// Whether `node` counts against `--max-unavailable`, the cap on the nodes
-/// nodegate keeps closed on its own initiative: it carries the re-gate
-/// taint or one of the condition rules' taints (whoever put it on, as each
-/// one's own budget counts). A node closed by its startup taint is not
-/// counted: it is new, not taken out of service.
-pub fn closed_by_nodegate(node: &NodeInfo, cfg: &GateConfig) -> bool {
-    cfg.regate.as_ref().is_some_and(|rc| carries(node, rc))
-        || cfg
-            .condition_taints
-            .iter()
-            .any(|r| node.taints.iter().any(|t| same_taint(t, &r.taint)))
-}
-
 /// `--regate-max-unavailable` and friends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MaxUnavailable {

@@ -12,30 +12,14 @@
 
 use jiff::{SignedDuration, Timestamp};
 
+use crate::config::Scope;
 use crate::model::{Labels, NodeInfo, Taint};
 use crate::placement::ManagedTaint;
-use crate::selector::LabelSelector;
 use crate::startup::StartupTaints;
 
 /// `nodegate.dev/ignore: "true"`: nodegate never puts a taint on this node
 /// (a gate already running on it still opens).
 pub const IGNORE_ANNOTATION: &str = crate::annotations::NODE_IGNORE;
-
-/// Which nodes nodegate manages at all (`--node-selector`): every entrance and
-/// the gate itself leave the others alone.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Scope {
-    /// `None`: every node.
-    pub node_selector: Option<LabelSelector>,
-}
-
-impl Scope {
-    pub fn includes(&self, labels: &Labels) -> bool {
-        self.node_selector
-            .as_ref()
-            .is_none_or(|s| s.matches(labels))
-    }
-}
 
 /// What an entrance needs of a node: a view of the one model of a node,
 /// [`NodeInfo`], made by [`view`] (tests build it directly).

@@ -1,30 +1,29 @@
-//! nodegate's pure gate core.
-//!
-//! Everything here is a plain function over plain data: the placement rules
-//! (`placement`, `selector`), when a member is Ready (`readiness`, and
-//! `conditions` for node conditions), the node state machine (`gate`) and
-//! its journal (`journal`), over the compact projections of cluster objects
-//! in `model`, whose `nodegate.dev/*` annotations `annotations` names; the
-//! entrances' rules (`entrance`, `regate`, `budget`) and the deciders that
-//! run them beside the gates (`deciders`: the late-taint net, re-gating,
-//! condition-rule taints); and `report`, the gate's state explained to a
-//! person, as `nodegate explain` prints it. Nothing here does
-//! I/O, awaits, or reads the clock — time is always an argument — and this
-//! crate's Cargo.toml has no async runtime, actor framework or Kubernetes
-//! client in it, so the compiler keeps it that way. The actor system
-//! (`nodegate-actors`) and the binary carry out the effects the gate returns.
-//! `testutil`, builders for tests, exists only in tests and under the cargo
-//! feature `testing`, which only dev-dependencies turn on.
+//! nodegate's pure core: every decision nodegate makes, as plain functions
+//! over plain data, and nothing that does I/O, awaits or reads the clock
+//! (time is always an argument; the Cargo.toml keeps async runtimes, actor
+//! frameworks and Kubernetes clients out). It is built in floors. At the
+//! bottom, the vocabulary every feature shares: the node's `model` with its
+//! marks, the `annotations` it carries, the `config` with each feature's
+//! settings, `member`s and a `budget`. Above it, the rules that vocabulary is
+//! written in (`placement`, `selector`, `readiness`, `startup`, `conditions`,
+//! `devices`). On top, the controllers: each node's `gate` and its
+//! `journal`, the `deciders` beside it with their rules (`entrance`,
+//! `regate`, `reboot`, `replace`, `canary`), and `report`, a gate explained
+//! to a person. Nothing imports upward, and `tests/module_graph.rs` keeps it
+//! so. `testutil`, builders for tests, exists only in tests and under the
+//! cargo feature `testing`, which only dev-dependencies turn on.
 
 pub mod annotations;
 pub mod budget;
 pub mod canary;
 pub mod conditions;
+pub mod config;
 pub mod deciders;
 pub mod devices;
 pub mod entrance;
 pub mod gate;
 pub mod journal;
+pub mod member;
 pub mod model;
 pub mod placement;
 pub mod readiness;

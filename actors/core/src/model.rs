@@ -7,6 +7,8 @@
 //! helpers treat it. This module holds data only; it must never do I/O.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -81,6 +83,14 @@ pub struct NodeSelectorRequirement {
     #[serde(default)]
     pub values: Vec<String>,
 }
+
+/// The operators a [`NodeSelectorRequirement`] may name, as upstream spells them.
+pub const NODE_OP_IN: &str = "In";
+pub const NODE_OP_NOT_IN: &str = "NotIn";
+pub const NODE_OP_EXISTS: &str = "Exists";
+pub const NODE_OP_DOES_NOT_EXIST: &str = "DoesNotExist";
+pub const NODE_OP_GT: &str = "Gt";
+pub const NODE_OP_LT: &str = "Lt";
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeSelectorTerm {
@@ -231,7 +241,7 @@ pub struct NodeInfo {
     /// Its owner and nodegate's replace marks (`--on-timeout=replace`,
     /// semantics.md §5.8).
     #[serde(default, skip_serializing_if = "is_default")]
-    pub replace: crate::replace::Replacement,
+    pub replace: Replacement,
 }
 
 /// What a DRA driver's pool completeness needs of one ResourceSlice local
@@ -382,5 +392,113 @@ impl PartialEq for PodInfo {
 impl PodInfo {
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Who can replace a node, as its labels and annotations tell.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Owner {
+    /// No owner known (cluster-autoscaler, or unmanaged): cordon and mark.
+    #[default]
+    None,
+    /// Karpenter (label `karpenter.sh/nodepool`): the NodeClaim whose
+    /// `status.nodeName` is the node, or whose `status.providerID` is the
+    /// node's `spec.providerID`.
+    NodeClaim,
+    /// Cluster API (annotations `cluster.x-k8s.io/machine` and
+    /// `cluster.x-k8s.io/cluster-namespace`): that Machine.
+    Machine { namespace: String, name: String },
+}
+
+impl Owner {
+    /// The metric label and the word the Events use: `nodeclaim`,
+    /// `machine` or `none`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Owner::None => "none",
+            Owner::NodeClaim => "nodeclaim",
+            Owner::Machine { .. } => "machine",
+        }
+    }
+
+    pub const KINDS: [&'static str; 3] = ["nodeclaim", "machine", "none"];
+}
+
+/// The label Karpenter puts on every node it launches.
+pub const KARPENTER_NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
+/// The annotation Cluster API puts on a node: its Machine's name.
+pub const CAPI_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/machine";
+/// The annotation Cluster API puts on a node: its Machine's namespace.
+pub const CAPI_NAMESPACE_ANNOTATION: &str = "cluster.x-k8s.io/cluster-namespace";
+
+/// What a node carries about its replacement: its owner, and nodegate's
+/// marks. Projected from the Node by the binary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replacement {
+    #[serde(default)]
+    pub owner: Owner,
+    /// `spec.providerID`, to find a NodeClaim that has no nodeName yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<Box<str>>,
+    /// `nodegate.dev/timed-out`: the deadline the gate passed, kept closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_out: Option<Timestamp>,
+    /// `nodegate.dev/replace-requested`: when nodegate asked for the
+    /// replacement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested: Option<Timestamp>,
+    /// `nodegate.dev/replace-fallback` (`open` or `keep`) and
+    /// `nodegate.dev/replace-fallback-at`: nodegate refused to replace the
+    /// node, and what it did instead, when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<(Fallback, Timestamp)>,
+    /// `spec.unschedulable`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unschedulable: bool,
+}
+
+/// What a node due for replacement gets when its members are broken
+/// cluster-wide (`--replace-fallback`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fallback {
+    /// Open it, as `--on-timeout=open` would.
+    Open,
+    /// Keep it closed, as `--on-timeout=keep` would (the default).
+    #[default]
+    Keep,
+}
+
+impl Fallback {
+    pub const ALL: [Fallback; 2] = [Fallback::Open, Fallback::Keep];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fallback::Open => "open",
+            Fallback::Keep => "keep",
+        }
+    }
+}
+
+impl fmt::Display for Fallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A fallback that is not `open` or `keep`, as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a replace fallback: use open or keep")]
+pub struct UnknownFallback(pub String);
+
+impl FromStr for Fallback {
+    type Err = UnknownFallback;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Fallback::ALL
+            .into_iter()
+            .find(|f| f.as_str() == s.trim())
+            .ok_or_else(|| UnknownFallback(s.to_string()))
     }
 }

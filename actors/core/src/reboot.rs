@@ -13,15 +13,13 @@
 //! Everything here is a plain function of the node, the DaemonSets (kured's
 //! lock is an annotation on its own DaemonSet), the pods and the time.
 
-use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use serde::Deserialize;
 
 use crate::annotations;
-use crate::gate::GateConfig;
+use crate::config::{AnnouncedReboots, Source};
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 /// On kured's own DaemonSet: kured's reboot lock, JSON naming the node
@@ -35,103 +33,9 @@ pub const KURED_NODE_LOCK: &str = "weave.works/kured-node-lock";
 /// after the reboot).
 pub const KURED_REBOOT_IN_PROGRESS: &str = "weave.works/kured-reboot-in-progress";
 
-/// Where an announcement comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Source {
-    /// kured's reboot lock names the node (`weave.works/kured-node-lock` on
-    /// kured's DaemonSet). kured holds it from before the drain until the
-    /// node is back, and lets at most `--concurrency` nodes (1 by default)
-    /// hold it: kured bounds the disruption, so this source is not counted
-    /// against `--regate-max-unavailable`.
-    KuredLock,
-    /// `nodegate.dev/reboot-pending` on the node, set by a person or a
-    /// script: within the budget.
-    Annotation,
-    /// kured's `weave.works/kured-reboot-in-progress` on the node
-    /// (`--annotate-nodes`). kured sets it before it waits for its lock, so
-    /// every node needing a reboot may carry it at once: within the budget.
-    KuredAnnotation,
-}
-
-impl Source {
-    /// Every source, in the order they are looked at.
-    pub const ALL: [Source; 3] = [
-        Source::KuredLock,
-        Source::Annotation,
-        Source::KuredAnnotation,
-    ];
-
-    /// The name `--reboot-announcements` takes.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::KuredLock => "kured-lock",
-            Source::Annotation => "annotation",
-            Source::KuredAnnotation => "kured-annotation",
-        }
-    }
-
-    /// Whether a re-gate for this source goes around `--regate-max-unavailable`
-    /// and `--max-unavailable`: only where the orchestrator itself bounds how
-    /// many nodes reboot at once.
-    pub fn bypasses_budget(self) -> bool {
-        matches!(self, Source::KuredLock)
-    }
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A source name that is not one.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{0:?} is not a reboot announcement source: use annotation, kured-lock or kured-annotation"
-)]
-pub struct UnknownSource(pub String);
-
-impl std::str::FromStr for Source {
-    type Err = UnknownSource;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Source::ALL
-            .into_iter()
-            .find(|o| o.as_str() == s.trim())
-            .ok_or_else(|| UnknownSource(s.to_string()))
-    }
-}
-
-/// `--reboot-announcements` and friends. Off (no source) by default.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AnnouncedReboots {
-    /// The sources listened to, sorted, without duplicates.
-    pub sources: Vec<Source>,
-    /// kured's DaemonSet, `namespace/name` (`--kured-daemonset`), where its
-    /// lock is read with [`Source::KuredLock`].
-    pub kured_daemonset: String,
-    /// The deadline of a gate waiting for an announced reboot, from the
-    /// taint (`--reboot-timeout`); `None`: `--regate-timeout`'s.
-    pub timeout: Option<Duration>,
-}
-
 /// How `nodegate.dev/regated-for` begins on a node re-gated before an
 /// announced reboot (then the source: `announced-reboot:kured-lock`).
 pub const REGATED_FOR_PREFIX: &str = "announced-reboot:";
-
-/// The default `--kured-daemonset`: kured's own default `--ds-namespace`
-/// and `--ds-name`.
-pub const DEFAULT_KURED_DAEMONSET: &str = "kube-system/kured";
-
-/// The default `--reboot-timeout`: a drain, a reboot and the node agents
-/// starting again fit in it.
-pub const DEFAULT_REBOOT_TIMEOUT: Duration = Duration::from_secs(3600);
-
-impl AnnouncedReboots {
-    pub fn listens_to(&self, source: Source) -> bool {
-        self.sources.contains(&source)
-    }
-}
 
 /// A reboot announced for a node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -259,44 +163,6 @@ fn expired(e: &LockEntry, now: Timestamp) -> bool {
         return false;
     };
     now.duration_since(created) >= SignedDuration::from_nanos(e.ttl)
-}
-
-/// What re-gating does about announcements for one node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BeforeReboot {
-    /// Put the re-gate taint on now, recording the boot id.
-    Regate(Announcement),
-    /// Remove `nodegate.dev/awaiting-reboot`: no announcement stands, and
-    /// the node is open (the record is done with) or still in the boot it
-    /// was re-gated in (the announcement was withdrawn: its gate opens by
-    /// readiness).
-    Forget,
-    Nothing,
-}
-
-/// The decision for one node: `announced` is [`announced`]'s answer.
-///
-/// An open node is re-gated for an announcement only if it carries no
-/// record of one: a record means nodegate acted on an announcement already
-/// and the node was opened since by its deadline or by hand, or rebooted
-/// and opened while the announcement still showed (kured releases its lock
-/// only after the node is back). Such a record is removed once no
-/// announcement stands, so the next one counts. A gated node that rebooted
-/// keeps its record until it opens: its gate needs it.
-pub fn before_reboot(
-    node: &NodeInfo,
-    cfg: &GateConfig,
-    announced: Option<Announcement>,
-) -> BeforeReboot {
-    if cfg.regate.is_none() || !cfg.scope.includes(&node.labels) || node.ignored {
-        return BeforeReboot::Nothing;
-    }
-    let open = !node.taints.iter().any(|t| cfg.placement.is_managed(t));
-    match (announced, node.awaiting_reboot.as_deref()) {
-        (Some(a), None) if open => BeforeReboot::Regate(a),
-        (None, Some(awaited)) if open || boot_of(node) == awaited => BeforeReboot::Forget,
-        _ => BeforeReboot::Nothing,
-    }
 }
 
 /// The node's boot id as the record writes it: empty when it reports none.

@@ -2,41 +2,21 @@
 //! had no Ready pod for the grace, or the node rebooted, nodegate puts the
 //! re-gate taint back on and the gate runs as for a new node.
 //!
-//! [`examine`] is the whole decision for one node, over what the router's
-//! indexes hold plus the little [`Watched`] remembers between looks; the
-//! [`MaxUnavailable`] budget is checked by the caller, which counts the
-//! cluster's nodes. Pure: time is an argument.
-
-use std::sync::Arc;
-use std::time::Duration;
+//! This module holds re-gating's words: what is remembered of an open node
+//! between looks ([`Watched`]), why a node is re-gated ([`Trigger`]), how it
+//! is doing ([`Health`]), and its budget ([`budget_allows`]). The decision
+//! itself, `examine`, reads the whole configuration and lives beside the
+//! decider that runs it (`deciders::regate`). Pure: time is an argument.
 
 use jiff::{SignedDuration, Timestamp};
 
 use crate::budget::MaxUnavailable;
-use crate::gate::GateConfig;
-use crate::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
-use crate::placement::{
-    self, ManagedTaint, Verdict, first_untolerated_taint, with_default_tolerations,
-};
-use crate::readiness::{self, MemberState};
+use crate::config::RegateConfig;
+use crate::model::NodeInfo;
 
 /// The default `--regate-taint`: a managed taint, but never the startup
 /// taint (autoscalers treat a startup taint that comes back as permanent).
 pub const DEFAULT_REGATE_TAINT_KEY: &str = "nodegate.dev/degraded";
-
-/// `--regate-*`, present only when `--regate-after` is not zero.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RegateConfig {
-    /// The grace: how long a member may have no Ready pod before the node is
-    /// re-gated. Never zero.
-    pub after: Duration,
-    pub taint: ManagedTaint,
-    /// A re-gated node's deadline; `None`: it stays closed until its members
-    /// are Ready.
-    pub timeout: Option<Duration>,
-    pub on_reboot: bool,
-    pub max_unavailable: MaxUnavailable,
-}
 
 /// What is remembered about one open node between looks: the boot id it
 /// was first seen with (`--regate-on-reboot`), and since when each broken
@@ -156,7 +136,7 @@ pub enum NotWatched {
     NodeNotReady,
 }
 
-/// [`examine`]'s verdict for one node.
+/// [`examine`](crate::deciders::regate::examine)'s verdict for one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Health {
     NotWatched(NotWatched),
@@ -170,228 +150,6 @@ pub enum Health {
     },
     /// Re-gate the node now (if the budget allows).
     Regate(Trigger),
-}
-
-/// The decision for one node at `now`. `memory` is updated: the boot id is
-/// recorded the first time, and first-seen times are kept for broken members
-/// without a Ready condition and dropped for the others.
-pub fn examine<'a>(
-    node: &NodeInfo,
-    daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
-    pods: &[Arc<PodInfo>],
-    cfg: &GateConfig,
-    memory: &mut Watched,
-    now: Timestamp,
-) -> Health {
-    let Some(rc) = &cfg.regate else {
-        *memory = Watched::default();
-        return Health::NotWatched(NotWatched::Off);
-    };
-    if let Some(why) = not_watched(node, cfg) {
-        *memory = Watched::default();
-        return Health::NotWatched(why);
-    }
-    if rc.on_reboot
-        && let Some(trigger) = reboot_due(node, memory)
-    {
-        return Health::Regate(trigger);
-    }
-    if node.ready != NodeReady::True {
-        memory.missing_since.clear();
-        return Health::NotWatched(NotWatched::NodeNotReady);
-    }
-    let mut broken = broken_members(node, daemonsets, pods, cfg, rc, memory, now);
-    excuse(node, memory, &mut broken);
-    grace_verdict(broken, rc, now)
-}
-
-/// Why an open node in reach of `--regate-after` is not watched, before its
-/// own Ready condition is looked at: out of scope, ignored, or gated.
-fn not_watched(node: &NodeInfo, cfg: &GateConfig) -> Option<NotWatched> {
-    if !cfg.scope.includes(&node.labels) {
-        Some(NotWatched::OutOfScope)
-    } else if node.ignored {
-        Some(NotWatched::Ignored)
-    } else if node.taints.iter().any(|t| cfg.placement.is_managed(t)) {
-        Some(NotWatched::Gated)
-    } else {
-        None
-    }
-}
-
-/// `--regate-on-reboot`: records the boot id the first time, notes a change
-/// of it as a reboot (forgetting the first-seen times, which belong to the
-/// boot before), and returns the reboot trigger while one is due. A node
-/// reporting no boot id is left as it is.
-fn reboot_due(node: &NodeInfo, memory: &mut Watched) -> Option<Trigger> {
-    let now_boot = node.boot_id.as_deref().filter(|b| !b.is_empty())?;
-    match memory.boot_id.as_deref() {
-        Some(seen) if seen != now_boot => {
-            memory.reboot = Some((seen.into(), now_boot.into()));
-            memory.boot_id = Some(now_boot.into());
-            memory.missing_since.clear();
-        }
-        Some(_) => {}
-        None => memory.boot_id = Some(now_boot.into()),
-    }
-    memory.reboot.as_ref().map(|(from, to)| Trigger::Reboot {
-        from: from.to_string(),
-        to: to.to_string(),
-    })
-}
-
-/// The expected members that tolerate the re-gate taint and have no Ready
-/// pod on the node, each with since when it is broken. First-seen times are
-/// recorded for those without a Ready condition to count from, and dropped
-/// for every other member.
-fn broken_members<'a>(
-    node: &NodeInfo,
-    daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
-    pods: &[Arc<PodInfo>],
-    cfg: &GateConfig,
-    rc: &RegateConfig,
-    memory: &mut Watched,
-    now: Timestamp,
-) -> Vec<Broken> {
-    let regate_taint = rc.taint.to_taint();
-    let mut broken = Vec::new();
-    for ds in daemonsets {
-        if !matches!(
-            placement::evaluate(node, ds, &cfg.placement),
-            Verdict::Expected
-        ) {
-            continue;
-        }
-        let tolerations =
-            with_default_tolerations(&ds.template.tolerations, ds.template.host_network);
-        if first_untolerated_taint([&regate_taint], &tolerations).is_some() {
-            continue;
-        }
-        let on_node = pods.iter().map(AsRef::as_ref);
-        if let MemberState::NotReady(waiting) = readiness::daemonset_member(ds, on_node, now) {
-            let (since, source) = match condition_since(ds, pods) {
-                Some(t) => (t, Since::PodCondition),
-                None => (first_seen(memory, &ds.key(), now), Since::FirstSeen),
-            };
-            broken.push(Broken {
-                member: ds.key(),
-                since,
-                source,
-                waiting: waiting.to_string(),
-            });
-        }
-    }
-    memory.missing_since.retain(|(m, _)| {
-        broken
-            .iter()
-            .any(|b| b.source == Since::FirstSeen && *b.member == **m)
-    });
-    broken
-}
-
-/// The verdict over the broken members not excused: re-gate for those broken
-/// for the whole grace, or else when the first of the others will be.
-fn grace_verdict(broken: Vec<Broken>, rc: &RegateConfig, now: Timestamp) -> Health {
-    let grace = SignedDuration::try_from(rc.after).unwrap_or(SignedDuration::MAX);
-    let due_at = |b: &Broken| b.since.checked_add(grace).unwrap_or(Timestamp::MAX);
-    let (due, waiting): (Vec<Broken>, Vec<Broken>) =
-        broken.into_iter().partition(|b| due_at(b) <= now);
-    if !due.is_empty() {
-        return Health::Regate(Trigger::Members(due));
-    }
-    match waiting.iter().map(due_at).min() {
-        Some(regate_at) => Health::Broken {
-            members: waiting,
-            regate_at,
-        },
-        None => Health::Healthy,
-    }
-}
-
-/// A node opened by its deadline or by hand (`opened-by: timeout|manual`),
-/// or whose re-gate taint someone took off (see [`excused_opening`]): the
-/// members broken at the first look after that opening are excused until
-/// each has been Ready once, and left out of `broken`. (After a restart of
-/// nodegate, the first look is the first after the opening.)
-fn excuse(node: &NodeInfo, memory: &mut Watched, broken: &mut Vec<Broken>) {
-    let Some(opened) = excused_opening(node) else {
-        memory.excused = None;
-        return;
-    };
-    if memory.excused.as_ref().is_none_or(|(at, _)| *at != opened) {
-        let list = broken.iter().map(|b| b.member.as_str().into()).collect();
-        memory.excused = Some((opened, list));
-    }
-    if let Some((_, excused)) = memory.excused.as_mut() {
-        // Ready once (not broken now): no longer excused.
-        excused.retain(|m| broken.iter().any(|b| *b.member == **m));
-        broken.retain(|b| !excused.iter().any(|m| **m == *b.member));
-    }
-}
-
-/// The opening whose broken members are excused, if any: one nodegate made
-/// with members broken on purpose (`opened-at`, with `opened-by` timeout,
-/// manual or external), or one nodegate did not make at all — the node was
-/// re-gated (`regated-for`, `gated-since`), it is open now, and nodegate
-/// wrote no `opened-at` since: an operator took the re-gate taint off by
-/// hand to put the node back in service (security review §12(b)). That
-/// removal is respected until the members broken then have been Ready once;
-/// it is known by its `gated-since`.
-fn excused_opening(node: &NodeInfo) -> Option<Timestamp> {
-    if let (Some(opened), true) = (node.opened_at, node.opened_unready) {
-        return Some(opened);
-    }
-    node.regated_for.as_ref()?;
-    let regated = node.gated_since?;
-    node.opened_at
-        .is_none_or(|opened| opened < regated)
-        .then_some(regated)
-}
-
-/// The latest `lastTransitionTime` of a Ready condition that is not True,
-/// among the member's own pods on the node that are not being deleted: the
-/// newest pod decides, so a pod replaced by a rolling update counts from its
-/// replacement.
-fn condition_since(ds: &DaemonSetInfo, pods: &[Arc<PodInfo>]) -> Option<Timestamp> {
-    pods.iter()
-        .filter(|p| p.controlled_by(ds))
-        .filter(|p| !p.terminating && !p.ready)
-        .filter_map(|p| p.ready_since)
-        .max()
-}
-
-fn first_seen(memory: &mut Watched, member: &str, now: Timestamp) -> Timestamp {
-    match memory
-        .missing_since
-        .binary_search_by(|(m, _)| (**m).cmp(member))
-    {
-        Ok(i) => memory.missing_since[i].1,
-        Err(i) => {
-            memory.missing_since.insert(i, (member.into(), now));
-            now
-        }
-    }
-}
-
-/// What the budget counts, from the nodes as the cluster shows them (so a
-/// restarted or new leader counts the same): the nodes in scope, and those of
-/// them carrying the re-gate taint now.
-pub fn budget_counts<N: std::ops::Deref<Target = NodeInfo>>(
-    nodes: impl IntoIterator<Item = N>,
-    cfg: &GateConfig,
-    rc: &RegateConfig,
-) -> (usize, usize) {
-    let mut managed = 0;
-    let mut in_use = 0;
-    for n in nodes {
-        if cfg.scope.includes(&n.labels) {
-            managed += 1;
-            if carries(&n, rc) {
-                in_use += 1;
-            }
-        }
-    }
-    (managed, in_use)
 }
 
 /// Whether `node` carries the re-gate taint.
@@ -412,22 +170,6 @@ pub fn budget_allows(rc: &RegateConfig, managed: usize, in_use: usize) -> Result
             max_unavailable: rc.max_unavailable,
             total: false,
         })
-    }
-}
-
-/// The cap on all nodes nodegate keeps closed (`--max-unavailable`):
-/// whether one more may be, with `in_use` of the `managed` nodes already
-/// closed by re-gating or a condition rule.
-pub fn total_allows(cfg: &GateConfig, managed: usize, in_use: usize) -> Result<(), Exhausted> {
-    match cfg.max_unavailable {
-        Some(cap) if cap.room(managed, in_use) == 0 => Err(Exhausted {
-            allowed: cap.allowed(managed),
-            in_use,
-            managed,
-            max_unavailable: cap,
-            total: true,
-        }),
-        _ => Ok(()),
     }
 }
 

@@ -3,7 +3,7 @@
 //!
 //! This module owns every word explain says about a node. It never judges a
 //! member itself: [`gate_state`] feeds what was read through the gate's own
-//! `step` (as a snapshot, with the controller's `GateConfig`), and [`build`]
+//! `step` (as a snapshot, with the controller's `Config`), and [`build`]
 //! reads expected, Ready, the reason a member is not expected and what it
 //! waits for from that state's members, so that explain and the controller
 //! cannot disagree. What only a full read of the cluster knows — a pod's
@@ -19,8 +19,11 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::Serialize;
 
-use crate::gate::{self, Expectation, GateConfig, GateState, Input, MemberId, Readiness};
-use crate::gate::{Member, StopReason};
+use crate::gate::{self, GateState, Input, StopReason};
+
+use crate::member::{Expectation, Member, MemberId, Readiness};
+
+use crate::config::Config;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
 use crate::placement::{self, PlacementConfig, ReasonCode};
 use crate::readiness::CriticalPodEntry;
@@ -188,7 +191,7 @@ pub fn gate_state(
     node: &NodeInfo,
     daemonsets: &[DaemonSetInfo],
     pods: &[PodInfo],
-    cfg: &GateConfig,
+    cfg: &Config,
     now: Timestamp,
 ) -> GateState {
     let mut state = GateState::default();
@@ -207,7 +210,7 @@ pub fn is_gated(state: &GateState) -> bool {
 
 /// Some expected DaemonSet has no pod on the node: only then can unbound
 /// pods aimed at the node explain anything.
-pub fn some_daemonset_has_no_pod(state: &GateState, cfg: &GateConfig, now: Timestamp) -> bool {
+pub fn some_daemonset_has_no_pod(state: &GateState, cfg: &Config, now: Timestamp) -> bool {
     state.expected().any(|(id, m)| {
         matches!(id, MemberId::DaemonSet(_))
             && matches!(m.readiness, Some(Readiness::Waiting { .. }))
@@ -224,7 +227,7 @@ pub fn explain(
     daemonsets: &[DaemonSetInfo],
     pods: &[PodInfo],
     facts: &ReadFacts,
-    cfg: &GateConfig,
+    cfg: &Config,
     now: Timestamp,
 ) -> Report {
     let state = gate_state(node, daemonsets, pods, cfg, now);
@@ -233,12 +236,7 @@ pub fn explain(
 
 /// The report of a gate's state at `now`; `None` before the gate has seen
 /// its node. `cfg` must be the configuration the state was built with.
-pub fn build(
-    state: &GateState,
-    cfg: &GateConfig,
-    facts: &ReadFacts,
-    now: Timestamp,
-) -> Option<Report> {
+pub fn build(state: &GateState, cfg: &Config, facts: &ReadFacts, now: Timestamp) -> Option<Report> {
     let node = state.node.as_ref()?;
     Some(build_for(node, state, cfg, facts, now))
 }
@@ -246,7 +244,7 @@ pub fn build(
 fn build_for(
     node: &NodeInfo,
     state: &GateState,
-    cfg: &GateConfig,
+    cfg: &Config,
     facts: &ReadFacts,
     now: Timestamp,
 ) -> Report {
@@ -348,7 +346,7 @@ fn daemonset_row(
     state: &GateState,
     node: &NodeInfo,
     ds: &DaemonSetInfo,
-    gate_cfg: &GateConfig,
+    gate_cfg: &Config,
     facts: &ReadFacts,
     now: Timestamp,
 ) -> MemberRow {
@@ -410,7 +408,7 @@ fn daemonset_row(
 fn critical_row(
     state: &GateState,
     entry: &CriticalPodEntry,
-    cfg: &GateConfig,
+    cfg: &Config,
     facts: &ReadFacts,
     now: Timestamp,
 ) -> MemberRow {

@@ -9,9 +9,9 @@
 use std::collections::BTreeSet;
 
 use jiff::Timestamp;
-use nodegate_core::gate::{
-    self, Expectation, GateConfig, GateState, Input, Member, MemberId, OnTimeout, Readiness,
-};
+use nodegate_core::config::{Config, OnTimeout};
+use nodegate_core::gate::{self, GateState, Input};
+use nodegate_core::member::{Expectation, Member, MemberId, Readiness};
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, PodPlacement};
 use nodegate_core::placement::PlacementConfig;
 use nodegate_core::readiness::CriticalPodEntry;
@@ -27,7 +27,7 @@ const GATE: &str = "nodegate.dev/initializing";
 const NODE: &str = "n1";
 const NOW: i64 = 1_000;
 
-fn cfg(excluded: &[&str], critical: Vec<CriticalPodEntry>) -> GateConfig {
+fn cfg(excluded: &[&str], critical: Vec<CriticalPodEntry>) -> Config {
     let placement = PlacementConfig {
         excluded: excluded
             .iter()
@@ -38,7 +38,7 @@ fn cfg(excluded: &[&str], critical: Vec<CriticalPodEntry>) -> GateConfig {
             .collect(),
         ..PlacementConfig::default()
     };
-    GateConfig {
+    Config {
         scope: Default::default(),
         placement,
         critical,
@@ -46,7 +46,7 @@ fn cfg(excluded: &[&str], critical: Vec<CriticalPodEntry>) -> GateConfig {
         on_timeout: OnTimeout::Open,
         dry_run: true,
         suspend: false,
-        ..GateConfig::default()
+        ..Config::default()
     }
 }
 
@@ -80,7 +80,7 @@ fn id_of(row: &MemberRow) -> MemberId {
 }
 
 /// Every row against the state's member, and the totals against the state.
-fn check_report(report: &Report, state: &GateState, cfg: &GateConfig) {
+fn check_report(report: &Report, state: &GateState, cfg: &Config) {
     let rows: Vec<&MemberRow> = report
         .daemonsets
         .iter()
@@ -460,7 +460,7 @@ fn world_pod(ds: &DaemonSetInfo, which: u8, kind: u8, since: u8) -> PodInfo {
     p
 }
 
-fn world_cfg(bits: u8) -> GateConfig {
+fn world_cfg(bits: u8) -> Config {
     let excluded: &[&str] = if bits & 1 != 0 { &["infra/cni"] } else { &[] };
     let mut critical = vec![entry("proxy", "cni", None)];
     if bits & 2 != 0 {

@@ -61,8 +61,8 @@ fn about(st: &ServerTime, secs: i64) {
 
 #[test]
 fn a_watched_object_gives_only_its_creation_timestamp() {
-    // A tenant's pod with a managedFields entry dated 2099 (security review
-    // §5): the server keeps client-supplied entries, so they are no evidence.
+    // A tenant's pod with a managedFields entry dated 2099: the server keeps
+    // client-supplied entries, so they are no evidence.
     let st = ServerTime::new();
     st.saw_object(&meta(
         100,

@@ -6,7 +6,7 @@
 //! never write to the cluster, and it judges and words nothing itself: the
 //! report comes from `nodegate_core::report`, which runs what was read
 //! through the controller's own gate (`nodegate_core::gate::step`, with the
-//! `GateConfig` the controller builds from the same settings) and reads every
+//! `Config` the controller builds from the same settings) and reads every
 //! member from the gate's state, so that explain and the gate cannot
 //! disagree. Only [`main`] (with its helper `explain`) and [`gather`] (with
 //! its `read_*` steps) do I/O or read the clock; building and rendering the
@@ -25,9 +25,9 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 
-use nodegate_core::gate::GateConfig;
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
-use nodegate_core::placement::{NODE_NAME_FIELD, NODE_OP_IN};
+use nodegate_core::config::Config;
+use nodegate_core::model::{DaemonSetInfo, NODE_OP_IN, NodeInfo, PodInfo};
+use nodegate_core::placement::NODE_NAME_FIELD;
 use nodegate_core::report::{self, ReadFacts};
 pub use nodegate_core::report::{MemberRow, PodDetail, Report, TaintSplit, TermResult};
 
@@ -107,11 +107,11 @@ pub struct ClusterView {
 /// The gate configuration the controller builds from the same settings, in
 /// dry-run and without a deadline: explain shows what the gate waits for,
 /// never asks for a write, and has no gate start to count a deadline from.
-/// The one place explain turns settings into a `GateConfig`.
-pub fn gate_config(settings: &GateSettings) -> GateConfig {
+/// The one place explain turns settings into a `Config`.
+pub fn gate_config(settings: &GateSettings) -> Config {
     settings.gate_config(
         crate::settings::config::Timeouts::default(),
-        nodegate_core::gate::OnTimeout::Open,
+        nodegate_core::config::OnTimeout::Open,
         true,
     )
 }

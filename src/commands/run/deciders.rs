@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use nodegate_actors::decider_shell;
 use nodegate_actors::router::Router;
-use nodegate_core::deciders::canary::Canaries;
+use nodegate_core::canary::decider::Canaries;
 use nodegate_core::deciders::net::Net;
 use nodegate_core::deciders::regate::Regater;
 use nodegate_core::deciders::replace::Replacer;

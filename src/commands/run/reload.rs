@@ -181,7 +181,7 @@ mod tests {
     use crate::settings::cli::{Cli, Command};
     use crate::settings::config::run_settings;
     use clap::Parser;
-    use nodegate_core::gate::GateConfig;
+    use nodegate_core::config::Config;
 
     fn reloader() -> Reloader {
         let args = match Cli::try_parse_from(["nodegate", "run"]).map(|c| c.command) {
@@ -190,7 +190,7 @@ mod tests {
         };
         let started = run_settings(&args).expect("defaults are valid");
         Reloader {
-            router: Arc::new(Router::new(Arc::new(GateConfig::from(&started)))),
+            router: Arc::new(Router::new(Arc::new(Config::from(&started)))),
             metrics: Arc::new(Metrics::new(Arc::new(Leadership::always()))),
             health: Arc::new(ProcessHealth::default()),
             args,

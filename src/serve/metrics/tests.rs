@@ -5,7 +5,9 @@ use super::*;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nodegate_core::gate::{self, GateConfig, Input};
+use nodegate_core::gate::{self, Input};
+
+use nodegate_core::config::Config;
 use nodegate_core::model::DaemonSetInfo;
 use nodegate_core::testutil::ts;
 
@@ -40,7 +42,7 @@ impl std::ops::DerefMut for Driven<'_> {
     }
 }
 
-fn drive(m: &Metrics, cfg: GateConfig) -> Driven<'_> {
+fn drive(m: &Metrics, cfg: Config) -> Driven<'_> {
     m.gate_started(NODE, 1);
     Driven {
         m,
@@ -49,7 +51,7 @@ fn drive(m: &Metrics, cfg: GateConfig) -> Driven<'_> {
 }
 
 fn router_with(dss: &[&DaemonSetInfo]) -> Router {
-    let r = Router::new(Arc::new(GateConfig::default()));
+    let r = Router::new(Arc::new(Config::default()));
     for ds in dss {
         r.daemonset_upserted((*ds).clone());
     }
@@ -108,7 +110,7 @@ fn an_opening_records_duration_reaction_and_time_to_ready() {
     let m = Metrics::new(Arc::new(Leadership::always()));
     let cni = tolerant("cni");
     let csi = tolerant("csi");
-    let mut g = drive(&m, GateConfig::default());
+    let mut g = drive(&m, Config::default());
     g.feed(
         1,
         Input::snapshot(
@@ -186,10 +188,10 @@ fn a_deadline_counts_each_blocker_and_the_timeout_outcome() {
     let broken = tolerant("broken");
     let mut g = drive(
         &m,
-        GateConfig {
+        Config {
             scope: Default::default(),
             timeout: Some(Duration::from_secs(5)),
-            ..GateConfig::default()
+            ..Config::default()
         },
     );
     g.feed(
@@ -251,7 +253,7 @@ fn a_deadline_counts_each_blocker_and_the_timeout_outcome() {
 fn a_follower_records_no_outcomes() {
     let m = Metrics::new(Arc::new(Leadership::follower()));
     let cni = tolerant("cni");
-    let mut g = drive(&m, GateConfig::default());
+    let mut g = drive(&m, Config::default());
     g.feed(
         1,
         Input::snapshot(
@@ -293,7 +295,7 @@ fn watch_restarts_follow_the_watchers_count() {
 fn gate_ages_are_shown_while_closed_and_dropped_after() {
     let m = Metrics::new(Arc::new(Leadership::always()));
     let cni = tolerant("cni");
-    let mut g = drive(&m, GateConfig::default());
+    let mut g = drive(&m, Config::default());
     g.feed(
         100,
         Input::snapshot(gated(90), vec![cni.clone()], vec![pod("cni-1", &cni, None)]),
@@ -328,7 +330,7 @@ fn drop_node_metrics_leaves_out_every_per_node_gauge() {
     let m = Metrics::new(Arc::new(Leadership::always()));
     m.drop_node_series();
     let cni = tolerant("cni");
-    let mut g = drive(&m, GateConfig::default());
+    let mut g = drive(&m, Config::default());
     g.feed(
         100,
         Input::snapshot(gated(90), vec![cni.clone()], vec![pod("cni-1", &cni, None)]),

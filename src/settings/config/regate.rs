@@ -4,9 +4,8 @@
 //! reload changes them live. Each error names the flag and the value.
 
 use nodegate_core::budget::MaxUnavailable;
+use nodegate_core::config::{AnnouncedReboots, RegateConfig, Source};
 use nodegate_core::placement::{EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, ManagedTaint};
-use nodegate_core::reboot::{AnnouncedReboots, Source};
-use nodegate_core::regate::RegateConfig;
 
 use super::values::parse_duration;
 use super::{ConfigError, invalid};

@@ -5,7 +5,7 @@
 use std::os::unix::fs::symlink;
 use std::time::Duration;
 
-use nodegate_core::gate::OnTimeout;
+use nodegate_core::config::OnTimeout;
 
 use super::*;
 use crate::settings::config::run_settings;
@@ -30,7 +30,7 @@ struct Started {
     _dir: tempfile::TempDir,
     args: RunArgs,
     settings: RunSettings,
-    config: GateConfig,
+    config: Config,
 }
 
 fn started(start: &str, flags: &[&str]) -> Started {
@@ -42,7 +42,7 @@ fn started(start: &str, flags: &[&str]) -> Started {
     argv.extend_from_slice(flags);
     let args = run_args(&argv);
     let settings = run_settings(&args).expect("the start file is valid");
-    let config = GateConfig::from(&settings);
+    let config = Config::from(&settings);
     Started {
         _dir: dir,
         args,
@@ -245,7 +245,7 @@ fn a_dropped_managed_taint_stays_managed_after_the_new_ones() {
         "taints: [nodegate.dev/a:NoSchedule]\n",
         &["--autoscaler", "none"],
     );
-    let keys = |c: &GateConfig| -> Vec<String> {
+    let keys = |c: &Config| -> Vec<String> {
         c.placement
             .managed_taints
             .iter()

@@ -44,9 +44,9 @@ fn the_core_defaults_are_the_table_defaults() {
     let run = RunGiven::defaults();
     assert_eq!(
         parse_duration("--timeout", &run.timeout).ok(),
-        Some(nodegate_core::gate::DEFAULT_TIMEOUT)
+        Some(nodegate_core::config::DEFAULT_TIMEOUT)
     );
-    assert_eq!(run.on_timeout, nodegate_core::gate::OnTimeout::default());
+    assert_eq!(run.on_timeout, nodegate_core::config::OnTimeout::default());
     let gate = GateGiven::defaults();
     let [taint] = &gate.taints[..] else {
         panic!("one default taint: {:?}", gate.taints);

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_core::gate::{self, GateConfig, Input, PatchOutcome, TimerKind};
+use nodegate_core::config::Config;
+use nodegate_core::gate::{self, Input, PatchOutcome, TimerKind};
 use nodegate_core::journal::Journal;
 use nodegate_core::model::{DaemonSetInfo, NodeInfo};
 use nodegate_core::testutil::ts;
@@ -20,7 +21,7 @@ struct Gate {
 }
 
 impl Gate {
-    fn new(cfg: GateConfig) -> Gate {
+    fn new(cfg: Config) -> Gate {
         Gate {
             gate: DrivenGate::new(cfg),
             journal: Journal::default(),
@@ -74,7 +75,7 @@ fn int_attr(span: &SpanPlan, key: &str) -> i64 {
 fn a_gate_opened_by_readiness_spans_creation_to_opened_at_with_a_child_per_member() {
     let cni = tolerant("cni");
     let csi = tolerant("csi");
-    let mut g = Gate::new(GateConfig::default());
+    let mut g = Gate::new(Config::default());
     g.feed(
         1,
         Input::snapshot(
@@ -153,9 +154,9 @@ fn a_gate_opened_by_readiness_spans_creation_to_opened_at_with_a_child_per_membe
 fn a_member_not_ready_at_the_deadline_ends_there_as_an_error() {
     let cni = tolerant("cni");
     let broken = tolerant("broken");
-    let mut g = Gate::new(GateConfig {
+    let mut g = Gate::new(Config {
         timeout: Some(Duration::from_secs(5)),
-        ..GateConfig::default()
+        ..Config::default()
     });
     g.feed(
         1,
@@ -198,7 +199,7 @@ fn a_restarted_nodegate_draws_a_gate_in_progress_from_the_cluster_times() {
     // finds both pods Ready since 3 and 7.
     let cni = tolerant("cni");
     let csi = tolerant("csi");
-    let mut g = Gate::new(GateConfig::default());
+    let mut g = Gate::new(Config::default());
     g.feed(
         50,
         Input::snapshot(
@@ -220,7 +221,7 @@ fn min_ready_seconds_counts_in_a_members_ready_time() {
         min_ready_seconds: 4,
         ..tolerant("slow")
     };
-    let mut g = Gate::new(GateConfig::default());
+    let mut g = Gate::new(Config::default());
     g.feed(
         20,
         Input::snapshot(
@@ -236,7 +237,7 @@ fn min_ready_seconds_counts_in_a_members_ready_time() {
 #[test]
 fn a_gate_that_did_not_open_has_no_trace() {
     let cni = tolerant("cni");
-    let mut g = Gate::new(GateConfig::default());
+    let mut g = Gate::new(Config::default());
     g.feed(
         1,
         Input::snapshot(gated(0), vec![cni.clone()], vec![pod("cni-1", &cni, None)]),
@@ -249,7 +250,7 @@ fn a_gate_that_did_not_open_has_no_trace() {
 #[test]
 fn spans_are_otel_spans_of_one_trace_under_the_root() {
     let cni = tolerant("cni");
-    let mut g = Gate::new(GateConfig::default());
+    let mut g = Gate::new(Config::default());
     g.feed(
         3,
         Input::snapshot(
@@ -275,7 +276,7 @@ fn spans_are_otel_spans_of_one_trace_under_the_root() {
 #[test]
 fn a_gate_opened_by_an_untaint_whose_answer_was_lost_ends_at_that_untaints_opened_at() {
     let cni = tolerant("cni");
-    let mut g = Gate::new(GateConfig::default());
+    let mut g = Gate::new(Config::default());
     g.feed(
         1,
         Input::snapshot(
@@ -324,12 +325,12 @@ fn a_gate_opened_by_an_untaint_whose_answer_was_lost_ends_at_that_untaints_opene
 #[test]
 fn device_members_are_spans_of_their_own_kind() {
     use nodegate_core::devices::CriticalResource;
-    let mut g = Gate::new(GateConfig {
+    let mut g = Gate::new(Config {
         resources: vec![CriticalResource {
             resource: "nvidia.com/gpu".into(),
             node_selector: None,
         }],
-        ..GateConfig::default()
+        ..Config::default()
     });
     g.feed(1, Input::snapshot(gated(0), vec![], vec![]));
     let mut node: NodeInfo = gated(0);

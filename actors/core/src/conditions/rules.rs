@@ -421,7 +421,7 @@ pub fn decide(
             Some(budget) if budget.room(managed, tainted) == 0 => RuleAction::BudgetBlocked,
             _ => RuleAction::Add,
         }),
-        // Only a taint nodegate recorded putting on (security review §9):
+        // Only a taint nodegate recorded putting on:
         // one an operator or another agent put on under the same key and
         // effect stays.
         (false, true)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use super::{Change, ClusterView, Context, Decider, Effect, Input, Now};
-use crate::gate::GateConfig;
+use crate::config::Config;
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 /// The index, as a test builds it.
@@ -65,13 +65,13 @@ impl Index {
 /// One decision as the shell makes it.
 pub struct Run {
     pub index: Index,
-    pub config: GateConfig,
+    pub config: Config,
     pub now: Timestamp,
     pub may_write: bool,
 }
 
 impl Run {
-    pub fn new(config: GateConfig, now: Timestamp) -> Self {
+    pub fn new(config: Config, now: Timestamp) -> Self {
         Run {
             index: Index::default(),
             config,

@@ -1,7 +1,8 @@
 //! The deciders beside the gate: the late-taint net ([`net`]), re-gating
-//! ([`regate`]), condition-rule taints ([`rules`]) and the canary pods
-//! ([`canary`]) — every controller in
-//! nodegate that is not a node's own gate.
+//! ([`regate`]), condition-rule taints ([`rules`]), `--on-timeout=replace`
+//! ([`replace`]) and the canary pods (in the canary's own folder,
+//! [`crate::canary::decider`]) — every controller in nodegate that is not a
+//! node's own gate.
 //!
 //! Each has the gate's shape. It is a plain value holding only what the
 //! index does not (candidates, writes not yet seen by the watch, budget
@@ -16,18 +17,19 @@
 //! ([`Change`]), the index as a decider reads it ([`ClusterView`]), the one
 //! definition of "now" ([`Now`]), and the effects.
 
-pub mod canary;
 pub mod net;
 pub mod regate;
 pub mod replace;
 pub mod rules;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
+use crate::config::Config;
 use crate::entrance::BoundPod;
-use crate::gate::{GateConfig, NodeEvent, PatchOutcome};
+use crate::gate::{NodeEvent, PatchOutcome};
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
 
 /// The index as a decider reads it: I/O-free, always answering at once.
@@ -100,7 +102,7 @@ impl Now {
 /// What a decider reads besides its input.
 pub struct Context<'a> {
     pub view: &'a dyn ClusterView,
-    pub config: &'a GateConfig,
+    pub config: &'a Config,
     pub now: Now,
     /// Whether the node writer would send a write now (this replica leads).
     /// A decider that may not write keeps its work for later; the writer
@@ -327,6 +329,77 @@ pub fn retry_after(at: Timestamp) -> Timestamp {
 pub trait Decider: Send + 'static {
     fn origin(&self) -> Origin;
     fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect>;
+}
+
+/// A due node a budget refused is looked at again this much later (or as
+/// soon as a place frees up), not at every tick: during a cluster-wide
+/// breakage most nodes are due and refused.
+pub const BUDGET_RETRY: SignedDuration = SignedDuration::from_secs(10);
+
+/// A budget's refusal of one node is told (a log line and an Event) at most
+/// this often.
+pub const BUDGET_EVENT_EVERY: SignedDuration = SignedDuration::from_secs(600);
+
+/// Tells of a budget's refusal of `node`: a Warning log line and, when
+/// `words` builds one, a Warning Event, unless the refusal was told less
+/// than [`BUDGET_EVENT_EVERY`] ago (`told` keeps when, by node). The words
+/// are built only when told, since in a breakage most nodes are refused
+/// every [`BUDGET_RETRY`].
+pub fn tell_refusal(
+    told: &mut HashMap<String, Timestamp>,
+    node: &str,
+    now: Timestamp,
+    words: impl FnOnce() -> (String, Option<NodeEvent>),
+    out: &mut Vec<Effect>,
+) {
+    let due = told
+        .get(node)
+        .is_none_or(|last| now.duration_since(*last) >= BUDGET_EVENT_EVERY);
+    if !due {
+        return;
+    }
+    told.insert(node.to_string(), now);
+    let (log, event) = words();
+    out.push(Effect::log(Level::Warn, node, log));
+    if let Some(event) = event {
+        out.push(Effect::RecordEvent(event));
+    }
+}
+
+/// Whether `node` counts against `--max-unavailable`, the cap on the nodes
+/// nodegate keeps closed on its own initiative: it carries the re-gate
+/// taint or one of the condition rules' taints (whoever put it on, as each
+/// one's own budget counts). A node closed by its startup taint is not
+/// counted: it is new, not taken out of service.
+pub fn closed_by_nodegate(node: &NodeInfo, cfg: &Config) -> bool {
+    cfg.regate
+        .as_ref()
+        .is_some_and(|rc| crate::regate::carries(node, rc))
+        || cfg.condition_taints.iter().any(|r| {
+            node.taints
+                .iter()
+                .any(|t| crate::conditions::rules::same_taint(t, &r.taint))
+        })
+}
+
+/// The cap on all nodes nodegate keeps closed (`--max-unavailable`):
+/// whether one more may be, with `in_use` of the `managed` nodes already
+/// closed by re-gating or a condition rule.
+pub fn total_allows(
+    cfg: &Config,
+    managed: usize,
+    in_use: usize,
+) -> Result<(), crate::regate::Exhausted> {
+    match cfg.max_unavailable {
+        Some(cap) if cap.room(managed, in_use) == 0 => Err(crate::regate::Exhausted {
+            allowed: cap.allowed(managed),
+            in_use,
+            managed,
+            max_unavailable: cap,
+            total: true,
+        }),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]

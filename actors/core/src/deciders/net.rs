@@ -15,9 +15,8 @@
 //! and a tainted node whose taint someone removes is not tainted again. A
 //! node the index ever showed with a managed taint (the webhook's, a
 //! gate's) is decided too: if that taint goes without nodegate's
-//! `opened-at`, an operator removed it, and the net does not put it back
-//! (security review §12(a)); the gate then records `opened-by: external`
-//! on the node, which keeps every replica's net off it after a restart.
+//! `opened-at`, an operator removed it, and the net does not put it back;
+//! the gate then records `opened-by: external` on the node, which keeps every replica's net off it after a restart.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

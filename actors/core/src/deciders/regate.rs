@@ -8,7 +8,7 @@
 //! changed (every node), when a broken member's grace runs out or a node put
 //! off for a moment is due again ([`Input::Tick`]), and when this replica
 //! starts leading (the nodes that waited for it). A look is the core's
-//! [`regate::examine`]; what is kept per open node is only what the index
+//! [`examine`]; what is kept per open node is only what the index
 //! does not hold: a [`Watched`] (its boot id, first-seen times of members
 //! with no pod), and nothing at all for a healthy node without
 //! `--regate-on-reboot`.
@@ -26,35 +26,69 @@
 //! clock, so a controller clock running ahead does not shorten the grace
 //! (semantics.md §5.3).
 
-use crate::annotations;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
 use super::{
-    Change, Context, Decider, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite, Tally,
-    retry_after,
+    BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Now, Origin, TaintChange,
+    TaintWrite, Tally, retry_after, tell_refusal,
 };
+use crate::annotations;
+use crate::config::{Config, RegateConfig, Source};
 use crate::entrance;
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
-use crate::model::{DaemonSetInfo, NodeInfo};
-use crate::regate::{self, Exhausted, Health, RegateConfig, Trigger, Watched};
+use crate::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
+use crate::placement::{self, Verdict, first_untolerated_taint, with_default_tolerations};
+use crate::readiness::{self, MemberState};
+use crate::reboot::{self, Announcement, boot_of};
+use crate::regate::{
+    self, Broken, Exhausted, Health, NotWatched, Since, Trigger, Watched, carries,
+};
 
-mod announced;
-mod budget;
 mod counts;
 
-use counts::Counts;
 pub use counts::RegateGauges;
+use counts::{CountKey, Counts};
 
-/// At most one `RegateBudgetExhausted` Event per node this often.
-pub const BUDGET_EVENT_EVERY: SignedDuration = SignedDuration::from_secs(600);
+/// What re-gating does about announcements for one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BeforeReboot {
+    /// Put the re-gate taint on now, recording the boot id.
+    Regate(Announcement),
+    /// Remove `nodegate.dev/awaiting-reboot`: no announcement stands, and
+    /// the node is open (the record is done with) or still in the boot it
+    /// was re-gated in (the announcement was withdrawn: its gate opens by
+    /// readiness).
+    Forget,
+    Nothing,
+}
 
-/// A due node the budget refused is looked at again this much later (or
-/// as soon as a place frees up), not at every tick: during a cluster-wide
-/// agent breakage most open nodes are due and refused (security review §8).
-pub const BUDGET_RETRY: SignedDuration = SignedDuration::from_secs(10);
+/// The decision for one node: `announced` is [`announced`]'s answer.
+///
+/// An open node is re-gated for an announcement only if it carries no
+/// record of one: a record means nodegate acted on an announcement already
+/// and the node was opened since by its deadline or by hand, or rebooted
+/// and opened while the announcement still showed (kured releases its lock
+/// only after the node is back). Such a record is removed once no
+/// announcement stands, so the next one counts. A gated node that rebooted
+/// keeps its record until it opens: its gate needs it.
+pub fn before_reboot(
+    node: &NodeInfo,
+    cfg: &Config,
+    announced: Option<Announcement>,
+) -> BeforeReboot {
+    if cfg.regate.is_none() || !cfg.scope.includes(&node.labels) || node.ignored {
+        return BeforeReboot::Nothing;
+    }
+    let open = !node.taints.iter().any(|t| cfg.placement.is_managed(t));
+    match (announced, node.awaiting_reboot.as_deref()) {
+        (Some(a), None) if open => BeforeReboot::Regate(a),
+        (None, Some(awaited)) if open || boot_of(node) == awaited => BeforeReboot::Forget,
+        _ => BeforeReboot::Nothing,
+    }
+}
 
 /// A due node whose fresh read or write is out: why, and when it was found
 /// due (the Event's words and `gated-since` are of that moment).
@@ -200,7 +234,7 @@ impl Regater {
             None => {
                 let mut memory = self.watched.remove(name).unwrap_or_default();
                 let pods = cx.view.pods_on(name);
-                let health = regate::examine(&node, daemonsets, &pods, cx.config, &mut memory, now);
+                let health = examine(&node, daemonsets, &pods, cx.config, &mut memory, now);
                 if !memory.is_empty() {
                     self.watched.insert(name.to_string(), memory);
                 }
@@ -592,6 +626,537 @@ pub fn words(trigger: &Trigger, now: Timestamp) -> String {
         Trigger::Reboot { from, to } => format!("the node rebooted (boot id {from} is now {to})"),
         Trigger::Announced(a) => format!("a reboot is announced: {}", a.detail),
     }
+}
+
+// The counts the budget and the gauges read, kept by name from the change
+// feed.
+impl Regater {
+    /// The budget's counts as kept from the change feed: (nodes in scope, of
+    /// them carrying the re-gate taint as the index shows them); `None`
+    /// before the first count.
+    pub fn counted(&self) -> Option<(usize, usize)> {
+        self.counts
+            .as_ref()
+            .map(|c| (c.managed.len(), c.regated.len()))
+    }
+
+    /// The gauges now.
+    pub fn gauges(&self, cx: &Context<'_>) -> RegateGauges {
+        self.with_counts(cx, |counts| {
+            let (regated, budget_allowed) = match &cx.config.regate {
+                Some(rc) => (
+                    counts.regated.len() + self.unseen(counts),
+                    rc.max_unavailable.allowed(counts.managed.len()),
+                ),
+                None => (0, 0),
+            };
+            RegateGauges {
+                regated,
+                budget_allowed,
+                broken: self.look_at.len(),
+                suspended: counts.suspended.len(),
+            }
+        })
+    }
+
+    /// The nodes in scope carrying the re-gate taint, by name, each with
+    /// the seconds since its gate started (`gated-since`, else its
+    /// creation).
+    pub fn regated_ages(&self, cx: &Context<'_>) -> Vec<(String, f64)> {
+        let now = cx.now.for_grace();
+        let mut ages: Vec<(String, f64)> = self.with_counts(cx, |counts| {
+            counts
+                .regated
+                .iter()
+                .filter_map(|name| cx.view.node(name))
+                .map(|n| {
+                    let since = n.gated_since.unwrap_or(n.created);
+                    let age = now.duration_since(since).as_secs_f64().max(0.0);
+                    (n.name.clone(), age)
+                })
+                .collect()
+        });
+        ages.sort_by(|a, b| a.0.cmp(&b.0));
+        ages
+    }
+
+    /// `f` of the counts kept, or of a count made now if the configuration
+    /// changed since (the next decision counts afresh).
+    fn with_counts<T>(&self, cx: &Context<'_>, f: impl FnOnce(&Counts) -> T) -> T {
+        match &self.counts {
+            Some(c) if c.key.is_for(cx.config) => f(c),
+            _ => f(&Counts::of(cx.config, &cx.view.nodes())),
+        }
+    }
+
+    /// The counts, counted afresh if there are none yet or the
+    /// configuration changed since.
+    fn counts(&mut self, cx: &Context<'_>) -> &mut Counts {
+        let stale = self
+            .counts
+            .as_ref()
+            .is_none_or(|c| !c.key.is_for(cx.config));
+        if stale {
+            self.recount(cx);
+        }
+        self.counts
+            .get_or_insert_with(|| Counts::new(CountKey::of(cx.config)))
+    }
+
+    fn recount(&mut self, cx: &Context<'_>) {
+        self.counts = Some(Counts::of(cx.config, &cx.view.nodes()));
+    }
+
+    /// The places in use: of re-gating's budget (nodes carrying the
+    /// re-gate taint, and this replica's re-gates the index does not show
+    /// yet), and of `--max-unavailable` (nodes closed by nodegate).
+    fn in_use(&mut self, cx: &Context<'_>) -> (usize, usize) {
+        let counts = self.counts(cx);
+        let (shown, closed) = (counts.regated.len(), counts.closed.len());
+        let counts = self.counts.as_ref();
+        (shown + counts.map_or(0, |c| self.unseen(c)), closed)
+    }
+
+    /// This replica's re-gates the counts do not show yet: each counts
+    /// until the change feed brings a version of its node other than those
+    /// from before the write (in the same step as the counts take it in).
+    fn unseen(&self, counts: &Counts) -> usize {
+        self.pending
+            .keys()
+            .filter(|name| !counts.regated.contains(*name))
+            .count()
+    }
+}
+
+// Announced reboots in re-gating (`--reboot-announcements`, semantics.md
+// §6.10): an open node whose reboot is announced is due for a re-gate (the
+// write records its boot id in `nodegate.dev/awaiting-reboot`), and that
+// record is removed once no announcement stands and the node is open or did
+// not reboot — a withdrawal, after which its gate opens by readiness.
+impl Regater {
+    /// The announced reboot `node` is due for, if any; removes the record of
+    /// one that no longer stands.
+    fn announcement(
+        &mut self,
+        node: &NodeInfo,
+        daemonsets: &[Arc<DaemonSetInfo>],
+        cx: &Context<'_>,
+        out: &mut Vec<Effect>,
+    ) -> Option<Trigger> {
+        let cfg = cx.config;
+        if cfg.reboots.sources.is_empty() && node.awaiting_reboot.is_none() {
+            return None;
+        }
+        let now = cx.now.for_grace();
+        self.warn_unreadable_lock(daemonsets, cx, node, out);
+        let announced = reboot::announced(node, &cfg.reboots, daemonsets, now);
+        match before_reboot(node, cfg, announced) {
+            BeforeReboot::Regate(a) => Some(Trigger::Announced(a)),
+            BeforeReboot::Forget => {
+                self.forget_awaiting(node, cx, out);
+                None
+            }
+            BeforeReboot::Nothing => None,
+        }
+    }
+
+    /// A kured lock that is not kured's JSON announces nothing: said once
+    /// per value.
+    fn warn_unreadable_lock(
+        &mut self,
+        daemonsets: &[Arc<DaemonSetInfo>],
+        cx: &Context<'_>,
+        node: &NodeInfo,
+        out: &mut Vec<Effect>,
+    ) {
+        let cfg = &cx.config.reboots;
+        if !cfg.listens_to(Source::KuredLock) {
+            return;
+        }
+        let now = cx.now.for_grace();
+        if let Some(Err(e)) = reboot::kured_lock_of(cfg, daemonsets, now)
+            && self.lock_warned.as_ref() != Some(&e)
+        {
+            let message = format!("kured's lock on {}: {e}", cfg.kured_daemonset);
+            out.push(Effect::log(Level::Warn, &node.name, message));
+            self.lock_warned = Some(e);
+        }
+    }
+
+    /// Removes `nodegate.dev/awaiting-reboot` from `node` as the index shows
+    /// it, unless a removal tested against this version is out or applied.
+    fn forget_awaiting(&mut self, node: &NodeInfo, cx: &Context<'_>, out: &mut Vec<Effect>) {
+        let name = node.name.as_str();
+        match self.forgetting.get(name) {
+            Some(tested) if *tested == node.resource_version => return,
+            Some(_) => {
+                self.forgetting.remove(name);
+            }
+            None => {}
+        }
+        let cfg = cx.config;
+        if cfg.dry_run || cfg.suspend || node.suspended {
+            return;
+        }
+        if !cx.may_write {
+            self.forget_later.insert(name.to_string());
+            return;
+        }
+        self.forgetting
+            .insert(name.to_string(), node.resource_version.clone());
+        out.push(Effect::Write(TaintWrite {
+            origin: Origin::Regate,
+            node: name.to_string(),
+            uid: node.uid.clone(),
+            resource_version: node.resource_version.clone(),
+            change: TaintChange::Annotate {
+                annotations: vec![(annotations::AWAITING_REBOOT, None)],
+            },
+            tag: None,
+        }));
+    }
+
+    /// The answer to a removal of `nodegate.dev/awaiting-reboot`.
+    fn forgot(
+        &mut self,
+        write: &TaintWrite,
+        outcome: PatchOutcome,
+        cx: &Context<'_>,
+    ) -> Vec<Effect> {
+        let name = write.node.as_str();
+        let now = cx.now.for_grace();
+        match outcome {
+            PatchOutcome::Applied => {
+                let message = "no reboot announcement stands any more: removed \
+                               nodegate.dev/awaiting-reboot (its gate, if any, opens by readiness)";
+                vec![Effect::log(Level::Info, name, message)]
+            }
+            // The node changed since: decided again on the index's next
+            // version of it (the entry holds back the version tested).
+            PatchOutcome::Conflict => Vec::new(),
+            PatchOutcome::NotFound => {
+                self.forget(name);
+                Vec::new()
+            }
+            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
+                self.forgetting.remove(name);
+                self.forget_later.insert(name.to_string());
+                Vec::new()
+            }
+            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
+                self.forgetting.remove(name);
+                self.look_at.insert(name.to_string(), retry_after(now));
+                let message =
+                    format!("removing nodegate.dev/awaiting-reboot failed; trying again: {e}");
+                vec![Effect::log(Level::Warn, name, message)]
+            }
+        }
+    }
+}
+
+// The budget's answers: one more re-gate allowed, held for the reads and
+// writes out, or refused (counted, announced now and then, and looked at
+// again later).
+impl Regater {
+    /// [`Regater::budget`] for `trigger`: an announcement from an
+    /// orchestrator that bounds its own disruption (kured's lock) goes
+    /// around both budgets (semantics.md §6.10).
+    fn budget_for(&mut self, trigger: &Trigger, rc: &RegateConfig, cx: &Context<'_>) -> Budget {
+        if trigger.bypasses_budget() {
+            return Budget::Allows;
+        }
+        self.budget(rc, cx)
+    }
+
+    /// Whether one more node may be re-gated: counted from the nodes in
+    /// scope the index shows with the re-gate taint, plus this replica's
+    /// own re-gates the index does not show yet; the reads and writes out
+    /// hold a node the budget would refuse if they all ended in a re-gate.
+    fn budget(&mut self, rc: &RegateConfig, cx: &Context<'_>) -> Budget {
+        let out = self.reading.len() + self.writing.len();
+        self.counts(cx);
+        let Some(counts) = self.counts.as_ref() else {
+            return Budget::Allows;
+        };
+        let managed = counts.managed.len();
+        let in_use = counts.regated.len() + self.unseen(counts);
+        if let Err(exhausted) = regate::budget_allows(rc, managed, in_use) {
+            return Budget::Refused(exhausted);
+        }
+        // The cap on every node nodegate keeps closed (re-gated, or
+        // carrying a rule's taint), with this replica's re-gates the index
+        // does not show yet.
+        let unseen = self
+            .pending
+            .keys()
+            .filter(|n| !counts.closed.contains(&counts::fingerprint(n)))
+            .count();
+        let closed = counts.closed.len() + unseen;
+        if let Err(exhausted) = crate::deciders::total_allows(cx.config, managed, closed) {
+            return Budget::Refused(exhausted);
+        }
+        let held = |total| regate::budget_allows(rc, managed, in_use + out).is_err() || total;
+        if out > 0 && held(crate::deciders::total_allows(cx.config, managed, closed + out).is_err())
+        {
+            return Budget::Held;
+        }
+        Budget::Allows
+    }
+
+    fn refused(
+        &mut self,
+        name: &str,
+        trigger: &Trigger,
+        exhausted: Exhausted,
+        cx: &Context<'_>,
+        out: &mut Vec<Effect>,
+    ) {
+        let now = cx.now.for_grace();
+        out.push(Effect::Count(Tally::RegateBudgetExhausted));
+        let again = now.checked_add(BUDGET_RETRY).unwrap_or(now);
+        self.look_at.insert(name.to_string(), again);
+        self.refused.insert(name.to_string());
+        tell_refusal(
+            &mut self.budget_event,
+            name,
+            now,
+            || {
+                let why = words(trigger, now);
+                let event = cx.view.node(name).map(|node| {
+                    let note = format!("Not re-gated although {why}: {exhausted}");
+                    let reason = Reason::RegateBudgetExhausted;
+                    NodeEvent::new(name, &node.uid, EventType::Warning, reason, note)
+                });
+                let log = format!("not re-gated: the budget is used up ({exhausted}); {why}");
+                (log, event)
+            },
+            out,
+        );
+    }
+}
+
+// How one open node is doing, from what the index holds and the little the
+// decider remembers of it ([`Watched`]), and the counts its budget starts from.
+/// The decision for one node at `now`. `memory` is updated: the boot id is
+/// recorded the first time, and first-seen times are kept for broken members
+/// without a Ready condition and dropped for the others.
+pub fn examine<'a>(
+    node: &NodeInfo,
+    daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
+    pods: &[Arc<PodInfo>],
+    cfg: &Config,
+    memory: &mut Watched,
+    now: Timestamp,
+) -> Health {
+    let Some(rc) = &cfg.regate else {
+        *memory = Watched::default();
+        return Health::NotWatched(NotWatched::Off);
+    };
+    if let Some(why) = not_watched(node, cfg) {
+        *memory = Watched::default();
+        return Health::NotWatched(why);
+    }
+    if rc.on_reboot
+        && let Some(trigger) = reboot_due(node, memory)
+    {
+        return Health::Regate(trigger);
+    }
+    if node.ready != NodeReady::True {
+        memory.missing_since.clear();
+        return Health::NotWatched(NotWatched::NodeNotReady);
+    }
+    let mut broken = broken_members(node, daemonsets, pods, cfg, rc, memory, now);
+    excuse(node, memory, &mut broken);
+    grace_verdict(broken, rc, now)
+}
+
+/// Why an open node in reach of `--regate-after` is not watched, before its
+/// own Ready condition is looked at: out of scope, ignored, or gated.
+fn not_watched(node: &NodeInfo, cfg: &Config) -> Option<NotWatched> {
+    if !cfg.scope.includes(&node.labels) {
+        Some(NotWatched::OutOfScope)
+    } else if node.ignored {
+        Some(NotWatched::Ignored)
+    } else if node.taints.iter().any(|t| cfg.placement.is_managed(t)) {
+        Some(NotWatched::Gated)
+    } else {
+        None
+    }
+}
+
+/// `--regate-on-reboot`: records the boot id the first time, notes a change
+/// of it as a reboot (forgetting the first-seen times, which belong to the
+/// boot before), and returns the reboot trigger while one is due. A node
+/// reporting no boot id is left as it is.
+fn reboot_due(node: &NodeInfo, memory: &mut Watched) -> Option<Trigger> {
+    let now_boot = node.boot_id.as_deref().filter(|b| !b.is_empty())?;
+    match memory.boot_id.as_deref() {
+        Some(seen) if seen != now_boot => {
+            memory.reboot = Some((seen.into(), now_boot.into()));
+            memory.boot_id = Some(now_boot.into());
+            memory.missing_since.clear();
+        }
+        Some(_) => {}
+        None => memory.boot_id = Some(now_boot.into()),
+    }
+    memory.reboot.as_ref().map(|(from, to)| Trigger::Reboot {
+        from: from.to_string(),
+        to: to.to_string(),
+    })
+}
+
+/// The expected members that tolerate the re-gate taint and have no Ready
+/// pod on the node, each with since when it is broken. First-seen times are
+/// recorded for those without a Ready condition to count from, and dropped
+/// for every other member.
+fn broken_members<'a>(
+    node: &NodeInfo,
+    daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
+    pods: &[Arc<PodInfo>],
+    cfg: &Config,
+    rc: &RegateConfig,
+    memory: &mut Watched,
+    now: Timestamp,
+) -> Vec<Broken> {
+    let regate_taint = rc.taint.to_taint();
+    let mut broken = Vec::new();
+    for ds in daemonsets {
+        if !matches!(
+            placement::evaluate(node, ds, &cfg.placement),
+            Verdict::Expected
+        ) {
+            continue;
+        }
+        let tolerations =
+            with_default_tolerations(&ds.template.tolerations, ds.template.host_network);
+        if first_untolerated_taint([&regate_taint], &tolerations).is_some() {
+            continue;
+        }
+        let on_node = pods.iter().map(AsRef::as_ref);
+        if let MemberState::NotReady(waiting) = readiness::daemonset_member(ds, on_node, now) {
+            let (since, source) = match condition_since(ds, pods) {
+                Some(t) => (t, Since::PodCondition),
+                None => (first_seen(memory, &ds.key(), now), Since::FirstSeen),
+            };
+            broken.push(Broken {
+                member: ds.key(),
+                since,
+                source,
+                waiting: waiting.to_string(),
+            });
+        }
+    }
+    memory.missing_since.retain(|(m, _)| {
+        broken
+            .iter()
+            .any(|b| b.source == Since::FirstSeen && *b.member == **m)
+    });
+    broken
+}
+
+/// The verdict over the broken members not excused: re-gate for those broken
+/// for the whole grace, or else when the first of the others will be.
+fn grace_verdict(broken: Vec<Broken>, rc: &RegateConfig, now: Timestamp) -> Health {
+    let grace = SignedDuration::try_from(rc.after).unwrap_or(SignedDuration::MAX);
+    let due_at = |b: &Broken| b.since.checked_add(grace).unwrap_or(Timestamp::MAX);
+    let (due, waiting): (Vec<Broken>, Vec<Broken>) =
+        broken.into_iter().partition(|b| due_at(b) <= now);
+    if !due.is_empty() {
+        return Health::Regate(Trigger::Members(due));
+    }
+    match waiting.iter().map(due_at).min() {
+        Some(regate_at) => Health::Broken {
+            members: waiting,
+            regate_at,
+        },
+        None => Health::Healthy,
+    }
+}
+
+/// A node opened by its deadline or by hand (`opened-by: timeout|manual`),
+/// or whose re-gate taint someone took off (see [`excused_opening`]): the
+/// members broken at the first look after that opening are excused until
+/// each has been Ready once, and left out of `broken`. (After a restart of
+/// nodegate, the first look is the first after the opening.)
+fn excuse(node: &NodeInfo, memory: &mut Watched, broken: &mut Vec<Broken>) {
+    let Some(opened) = excused_opening(node) else {
+        memory.excused = None;
+        return;
+    };
+    if memory.excused.as_ref().is_none_or(|(at, _)| *at != opened) {
+        let list = broken.iter().map(|b| b.member.as_str().into()).collect();
+        memory.excused = Some((opened, list));
+    }
+    if let Some((_, excused)) = memory.excused.as_mut() {
+        // Ready once (not broken now): no longer excused.
+        excused.retain(|m| broken.iter().any(|b| *b.member == **m));
+        broken.retain(|b| !excused.iter().any(|m| **m == *b.member));
+    }
+}
+
+/// The opening whose broken members are excused, if any: one nodegate made
+/// with members broken on purpose (`opened-at`, with `opened-by` timeout,
+/// manual or external), or one nodegate did not make at all — the node was
+/// re-gated (`regated-for`, `gated-since`), it is open now, and nodegate
+/// wrote no `opened-at` since: an operator took the re-gate taint off by
+/// hand to put the node back in service. That
+/// removal is respected until the members broken then have been Ready once;
+/// it is known by its `gated-since`.
+fn excused_opening(node: &NodeInfo) -> Option<Timestamp> {
+    if let (Some(opened), true) = (node.opened_at, node.opened_unready) {
+        return Some(opened);
+    }
+    node.regated_for.as_ref()?;
+    let regated = node.gated_since?;
+    node.opened_at
+        .is_none_or(|opened| opened < regated)
+        .then_some(regated)
+}
+
+/// The latest `lastTransitionTime` of a Ready condition that is not True,
+/// among the member's own pods on the node that are not being deleted: the
+/// newest pod decides, so a pod replaced by a rolling update counts from its
+/// replacement.
+fn condition_since(ds: &DaemonSetInfo, pods: &[Arc<PodInfo>]) -> Option<Timestamp> {
+    pods.iter()
+        .filter(|p| p.controlled_by(ds))
+        .filter(|p| !p.terminating && !p.ready)
+        .filter_map(|p| p.ready_since)
+        .max()
+}
+
+fn first_seen(memory: &mut Watched, member: &str, now: Timestamp) -> Timestamp {
+    match memory
+        .missing_since
+        .binary_search_by(|(m, _)| (**m).cmp(member))
+    {
+        Ok(i) => memory.missing_since[i].1,
+        Err(i) => {
+            memory.missing_since.insert(i, (member.into(), now));
+            now
+        }
+    }
+}
+
+/// What the budget counts, from the nodes as the cluster shows them (so a
+/// restarted or new leader counts the same): the nodes in scope, and those of
+/// them carrying the re-gate taint now.
+pub fn budget_counts<N: std::ops::Deref<Target = NodeInfo>>(
+    nodes: impl IntoIterator<Item = N>,
+    cfg: &Config,
+    rc: &RegateConfig,
+) -> (usize, usize) {
+    let mut managed = 0;
+    let mut in_use = 0;
+    for n in nodes {
+        if cfg.scope.includes(&n.labels) {
+            managed += 1;
+            if carries(&n, rc) {
+                in_use += 1;
+            }
+        }
+    }
+    (managed, in_use)
 }
 
 #[cfg(test)]

@@ -24,20 +24,60 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::{Change, Context, Decider, Effect, Input, Level, Origin, Tally, retry_after};
-use crate::gate::{EventType, NodeEvent, OnTimeout, PatchOutcome, Reason};
-use crate::model::{DaemonSetInfo, NodeInfo};
-use crate::replace::{self, Exhausted, Fallback, Owner, ReplaceConfig, Spread, Used};
+use super::{
+    BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Origin, Tally, retry_after,
+    tell_refusal,
+};
+use crate::config::{Config, OnTimeout, ReplaceConfig};
+use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
+use crate::model::{DaemonSetInfo, Fallback, NodeInfo, Owner, PodInfo};
+use crate::placement::{self, Verdict};
+use crate::readiness::{self, MemberState};
+use crate::replace::{self, Exhausted, Spread, Used};
 
 #[cfg(test)]
 mod tests;
 
-/// At most one `ReplaceBudgetExhausted` Event per node this often.
-pub const BUDGET_EVENT_EVERY: SignedDuration = SignedDuration::from_secs(600);
+/// Whether `node` waits for the leader to ask for its replacement: it is
+/// gated and in scope, not ignored, its current gate timed out and kept it
+/// (the `timed-out` mark is of this gate), and neither a request nor a
+/// fallback is recorded for this gate.
+pub fn due(node: &NodeInfo, cfg: &Config) -> bool {
+    let start = replace::gate_start(node);
+    cfg.on_timeout == OnTimeout::Replace
+        && cfg.gates(node)
+        && !node.ignored
+        && node.replace.timed_out.is_some_and(|t| t >= start)
+        && node.replace.requested.is_none_or(|t| t < start)
+        && replace::fallback(node).is_none()
+}
 
-/// A due node the budget refused is looked at again this much later (or as
-/// soon as a requested node goes).
-pub const BUDGET_RETRY: SignedDuration = SignedDuration::from_secs(10);
+/// The DaemonSets the node waits for: expected on it and not Ready there.
+pub fn blocking<'a>(
+    node: &NodeInfo,
+    daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
+    pods: &[Arc<PodInfo>],
+    cfg: &Config,
+    now: Timestamp,
+) -> Vec<Arc<DaemonSetInfo>> {
+    daemonsets
+        .into_iter()
+        .filter(|ds| {
+            matches!(
+                placement::evaluate(node, ds, &cfg.placement),
+                Verdict::Expected
+            )
+        })
+        .filter(|ds| {
+            let on_node = pods.iter().map(AsRef::as_ref);
+            matches!(
+                readiness::daemonset_member(ds, on_node, now),
+                MemberState::NotReady(_)
+            )
+        })
+        .cloned()
+        .collect()
+}
 
 /// One write of the replace decider, conditional on the node's
 /// `resource_version` where it writes the node.
@@ -196,7 +236,7 @@ impl Replacer {
             )));
             return;
         }
-        if !replace::due(node, cx.config) {
+        if !due(node, cx.config) {
             self.refused.remove(name);
             return;
         }
@@ -204,7 +244,7 @@ impl Replacer {
         let now = cx.now.for_grace();
         let daemonsets = cx.view.daemonsets();
         let pods = cx.view.pods_on(name);
-        let blocking = replace::blocking(node, &daemonsets, &pods, cx.config, now);
+        let blocking = blocking(node, &daemonsets, &pods, cx.config, now);
         for ds in &blocking {
             let spread = self.spread(ds, cx);
             if spread.broken(rc.breakage) {
@@ -290,23 +330,19 @@ impl Replacer {
         out.push(Effect::LookAgainAt(
             now.checked_add(BUDGET_RETRY).unwrap_or(now),
         ));
-        let announce = self
-            .budget_event
-            .get(name)
-            .is_none_or(|last| now.duration_since(*last) >= BUDGET_EVENT_EVERY);
-        if !announce {
-            return;
-        }
-        self.budget_event.insert(name.to_string(), now);
-        let note = format!("Not replaced yet although its deadline passed: {exhausted}");
-        out.push(Effect::log(Level::Warn, name, note.clone()));
-        out.push(Effect::RecordEvent(NodeEvent::new(
+        tell_refusal(
+            &mut self.budget_event,
             name,
-            &node.uid,
-            EventType::Warning,
-            Reason::ReplaceBudgetExhausted,
-            note,
-        )));
+            now,
+            || {
+                let note = format!("Not replaced yet although its deadline passed: {exhausted}");
+                let reason = Reason::ReplaceBudgetExhausted;
+                let event =
+                    NodeEvent::new(name, &node.uid, EventType::Warning, reason, note.clone());
+                (note, Some(event))
+            },
+            out,
+        );
     }
 
     fn answered(

@@ -29,11 +29,13 @@ use jiff::Timestamp;
 
 use super::{
     Change, Context, Decider, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite, Tally,
-    retry_after,
+    closed_by_nodegate, retry_after,
 };
-use crate::conditions::rules::{self, RuleAction, RuleVerdict};
-use crate::gate::PatchOutcome;
+use crate::annotations;
+use crate::conditions::rules::{self, ConditionTaintRule, RuleAction, RuleVerdict};
+use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
 use crate::model::NodeInfo;
+use crate::regate::Exhausted;
 
 /// (rule name, node name).
 type Key = (String, String);
@@ -569,12 +571,193 @@ impl Decider for RuleTainter {
     }
 }
 
-pub mod backoff;
-mod total;
-mod writes;
+impl RuleTainter {
+    /// Whether the write due for `key` waits because the API server refused
+    /// its rule: then the node is looked at again when it may go, and the
+    /// wait is logged once.
+    fn refused(&mut self, key: &Key, cx: &Context<'_>, out: &mut Vec<Effect>) -> bool {
+        let now = cx.now.for_window();
+        let (rule, node) = key;
+        let sent = self.in_flight.keys().filter(|(r, _)| r == rule).count();
+        let at = match self.backoffs.may(rule, now, sent) {
+            May::Write => return false,
+            May::WaitUntil(until) => until,
+            May::WaitForProbe => retry_after(now),
+        };
+        self.schedule(node, at);
+        if self.hold(key.clone(), Hold::Refused) {
+            out.push(Effect::log(
+                Level::Info,
+                node,
+                format!(
+                    "condition taint held back: the API server refused rule {rule}'s last write; \
+                     its writes wait until {at}"
+                ),
+            ));
+        }
+        true
+    }
+}
 
-use backoff::Backoffs;
-use writes::{applied, carries, change, info, on_local_clock, shift, unseen};
+// `--max-unavailable`, the cap on every node nodegate keeps closed on its own
+// initiative: re-gated, or carrying a condition rule's
+// taint. Counted here from the same looks as the rules' own counts, with this
+// tainter's adds the index does not show yet; the re-gating decider counts it
+// alike from its side.
+impl RuleTainter {
+    /// Records whether `node` (managed) counts as closed now; true when it
+    /// stopped counting (a place may have freed up).
+    fn count_closed(&mut self, node: &NodeInfo, cx: &Context<'_>) -> bool {
+        let ours = self
+            .unseen
+            .iter()
+            .any(|((_, n), u)| *n == node.name && u.expect == Expect::On);
+        let closed = ours || closed_by_nodegate(node, cx.config);
+        if closed {
+            if !self.closed.contains(&node.name) {
+                self.closed.insert(node.name.clone());
+            }
+            false
+        } else {
+            self.closed.remove(&node.name)
+        }
+    }
+
+    /// Why adding a taint to `node` would exceed the cap, if it would: a
+    /// node already closed by nodegate closes no further node.
+    fn total_refuses(&self, node: &str, cx: &Context<'_>) -> Option<Exhausted> {
+        if self.closed.contains(node) {
+            return None;
+        }
+        crate::deciders::total_allows(cx.config, self.seen.len(), self.closed.len()).err()
+    }
+}
+
+// The writes a rule asks for, and the words for them: the taint change on a
+// node, the log lines, and the count and Event of an applied write; and the
+// small helpers of the tainter's bookkeeping (counts, unseen writes, the
+// window clock).
+/// Whether `node` carries `rule`'s taint (key and effect), whoever put it on.
+fn carries(node: &NodeInfo, rule: &ConditionTaintRule) -> bool {
+    node.taints
+        .iter()
+        .any(|t| rules::same_taint(t, &rule.taint))
+}
+
+/// The write `action` needs on `node`: the rule's taint put on after the
+/// others, or the node's taint that is the rule's taken off.
+fn change(
+    action: RuleAction,
+    rule: &ConditionTaintRule,
+    node: &NodeInfo,
+    now: Now,
+) -> Option<TaintChange> {
+    let others = || {
+        let list = node.rule_taints.as_deref().unwrap_or_default();
+        list.split(',')
+            .map(str::trim)
+            .filter(|r| !r.is_empty() && *r != rule.name)
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    if action == RuleAction::Add {
+        // The taint and the record that nodegate put it on, in one patch.
+        let mut owners = others();
+        owners.push(rule.name.clone());
+        owners.sort_unstable();
+        return Some(TaintChange::Add {
+            taint: rule.taint.clone(),
+            existing: node.taints.len(),
+            annotations: vec![(annotations::CONDITION_TAINTS, owners.join(","))],
+            annotations_present: node.annotations_present,
+            at: now.for_window(),
+        });
+    }
+    let index = node
+        .taints
+        .iter()
+        .position(|t| rules::same_taint(t, &rule.taint))?;
+    let taint = node.taints.get(index)?.clone();
+    let owners = others();
+    let record = (!owners.is_empty()).then(|| owners.join(","));
+    Some(TaintChange::Remove {
+        index,
+        taint,
+        annotations: vec![(annotations::CONDITION_TAINTS, record)],
+    })
+}
+
+fn info(node: &str, what: &str, rule: &ConditionTaintRule, why: Option<&str>) -> Effect {
+    let mut message = format!("{what} (rule {}, taint {})", rule.name, rule.taint);
+    if let Some(why) = why {
+        message.push_str(": ");
+        message.push_str(why);
+    }
+    Effect::log(Level::Info, node, message)
+}
+
+/// The count, the log line and the Event of an applied write.
+fn applied(write: &TaintWrite, rule: &str, why: &str, cx: &Context<'_>) -> Vec<Effect> {
+    let (tally, what, reason, note) = match &write.change {
+        // The rules write no annotation on its own.
+        TaintChange::Annotate { .. } => return Vec::new(),
+        TaintChange::Add { taint, .. } => (
+            Tally::RuleAdded(rule.to_string()),
+            format!("condition taint put on (rule {rule}, taint {taint})"),
+            Reason::ConditionTaintAdded,
+            format!("Rule {rule} matches ({why}): nodegate put {taint} on the node"),
+        ),
+        TaintChange::Remove { taint, .. } => {
+            // The rule's taint as configured, as the log and Event name it.
+            let rules = &cx.config.condition_taints;
+            let taint = rules
+                .iter()
+                .find(|r| r.name == rule)
+                .map_or(taint, |r| &r.taint);
+            (
+                Tally::RuleRemoved(rule.to_string()),
+                format!("condition taint taken off (rule {rule}, taint {taint})"),
+                Reason::ConditionTaintRemoved,
+                format!(
+                    "Rule {rule} no longer matches ({why}): nodegate took {taint} off the node"
+                ),
+            )
+        }
+    };
+    let event = NodeEvent::new(&write.node, &write.uid, EventType::Normal, reason, note);
+    vec![
+        Effect::Count(tally),
+        Effect::log(Level::Info, &write.node, format!("{what}: {why}")),
+        Effect::RecordEvent(event),
+    ]
+}
+
+/// `count` moved by one node's contribution going from `before` to `now`.
+fn shift(count: usize, before: bool, now: bool) -> usize {
+    match (before, now) {
+        (true, false) => count.saturating_sub(1),
+        (false, true) => count + 1,
+        _ => count,
+    }
+}
+
+fn unseen(version: &str, expect: Expect) -> Unseen {
+    Unseen {
+        version: version.to_string(),
+        expect,
+    }
+}
+
+/// `at` on the window clock ([`Now::for_window`]), as the local clock will
+/// read it then: the shell's timers run on the local clock.
+fn on_local_clock(now: Now, at: Timestamp) -> Timestamp {
+    let ahead = now.for_window().duration_since(now.local);
+    at.checked_sub(ahead).unwrap_or(at)
+}
+
+pub mod backoff;
+
+use backoff::{Backoffs, May};
 
 #[cfg(test)]
 mod tests;

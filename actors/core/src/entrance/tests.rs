@@ -1,4 +1,5 @@
 use super::*;
+use crate::selector::LabelSelector;
 
 fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs

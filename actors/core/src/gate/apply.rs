@@ -4,11 +4,11 @@ use std::sync::Arc;
 
 use super::effect::annotation_time;
 use super::event::Event;
-use super::member::{Expectation, Member, Readiness};
 use super::state::{
     GateState, GateWriteKind, GatedSinceClamp, MAX_UNANSWERED, OpenedRecord, Phase, TimeoutRecord,
     UnansweredUntaint, Write, WriteStatus,
 };
+use crate::member::{Expectation, Member, Readiness};
 use crate::model::PodInfo;
 
 /// Folds one fact into the state. Never fails and never consults anything but

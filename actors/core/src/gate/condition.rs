@@ -10,8 +10,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::state::{GateState, OpenedBy, Phase, StopReason};
-use super::{Blocker, node_wait_reason};
+use super::state::{GateState, OpenedBy, Phase, StopReason, node_wait_reason};
+use crate::config::Config;
+use crate::member::Blocker;
 
 /// The condition's type on the Node.
 pub const OPEN_CONDITION: &str = "nodegate.dev/Open";
@@ -140,8 +141,8 @@ pub fn condition_change(last: Option<&OpenCondition>, state: &GateState) -> Opti
 pub fn condition_write(
     last: Option<&OpenCondition>,
     state: &GateState,
-    cfg: &super::GateConfig,
-) -> Option<super::ConditionWrite> {
+    cfg: &Config,
+) -> Option<ConditionWrite> {
     if !cfg.node_condition || cfg.dry_run {
         return None;
     }
@@ -157,7 +158,7 @@ pub fn condition_write(
             .get(OPEN_CONDITION)
             .is_none_or(|c| c.status != condition.status()),
     };
-    Some(super::ConditionWrite {
+    Some(ConditionWrite {
         node: node.name.clone(),
         condition,
         transition,
@@ -199,6 +200,17 @@ fn cut(mut message: String) -> String {
         message.push('…');
     }
     message
+}
+
+/// Set the [`OPEN_CONDITION`](super::OPEN_CONDITION) condition on `node`,
+/// touching no other condition. `transition`: its status is new (or this
+/// gate writes it for the first time), so `lastTransitionTime` is set to
+/// the shell's now; otherwise the time already there is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConditionWrite {
+    pub node: String,
+    pub condition: super::OpenCondition,
+    pub transition: bool,
 }
 
 #[cfg(test)]

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use super::config::GateConfig;
-use super::devices;
-use super::member::{Blocker, Expectation, Member, MemberId, Readiness};
 use super::state::GateState;
 use crate::canary;
 use crate::conditions::CriticalCondition;
+use crate::config::{CanaryConfig, Config};
+use crate::devices::{CriticalResource, DraDriver};
+use crate::member::{Blocker, Expectation, Member, MemberId, Readiness};
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use crate::placement::{self, ReasonCode, Verdict};
 use crate::readiness::{self, CriticalPodEntry, MemberState};
@@ -22,11 +22,7 @@ use crate::vec_map::VecMap;
 /// at `now`; each critical-pod entry likewise. The gate keeps its `members`
 /// equal to this after every step (tests check it); it only avoids
 /// re-deriving what an input cannot have changed.
-pub fn derive_members(
-    state: &GateState,
-    cfg: &GateConfig,
-    now: Timestamp,
-) -> VecMap<MemberId, Member> {
+pub fn derive_members(state: &GateState, cfg: &Config, now: Timestamp) -> VecMap<MemberId, Member> {
     match &state.node {
         Some(node) => derive_all(node, &state.daemonsets, &state.pods, cfg, now),
         None => VecMap::new(),
@@ -37,7 +33,7 @@ pub(super) fn derive_all(
     node: &NodeInfo,
     daemonsets: &VecMap<String, Arc<DaemonSetInfo>>,
     pods: &VecMap<String, Arc<PodInfo>>,
-    cfg: &GateConfig,
+    cfg: &Config,
     now: Timestamp,
 ) -> VecMap<MemberId, Member> {
     let mut out = VecMap::new();
@@ -62,14 +58,11 @@ pub(super) fn derive_all(
     for r in &cfg.resources {
         out.insert(
             MemberId::Resource(r.resource.clone()),
-            devices::resource_member(node, r),
+            resource_member(node, r),
         );
     }
     for d in &cfg.dra_drivers {
-        out.insert(
-            MemberId::Dra(d.driver.clone()),
-            devices::dra_member(node, d),
-        );
+        out.insert(MemberId::Dra(d.driver.clone()), dra_member(node, d));
     }
     if let Some(canary) = &cfg.canary {
         out.insert(MemberId::Canary, canary_member(node, canary, pods));
@@ -83,7 +76,7 @@ pub(super) fn derive_member(
     node: &NodeInfo,
     daemonsets: &VecMap<String, Arc<DaemonSetInfo>>,
     pods: &VecMap<String, Arc<PodInfo>>,
-    cfg: &GateConfig,
+    cfg: &Config,
     now: Timestamp,
 ) -> Option<Member> {
     match id {
@@ -100,7 +93,7 @@ pub(super) fn derive_member(
             .iter()
             .find(|c| c.type_ == *type_)
             .map(|c| condition_member(node, c)),
-        MemberId::Resource(_) | MemberId::Dra(_) => devices::member(id, node, cfg),
+        MemberId::Resource(_) | MemberId::Dra(_) => device_member(id, node, cfg),
         MemberId::Canary => cfg.canary.as_ref().map(|c| canary_member(node, c, pods)),
     }
 }
@@ -109,7 +102,7 @@ pub(super) fn derive_member(
 pub(super) fn derive_readiness(
     id: &MemberId,
     state: &GateState,
-    cfg: &GateConfig,
+    cfg: &Config,
     now: Timestamp,
 ) -> Option<Readiness> {
     if let MemberId::Condition(type_) = id {
@@ -117,7 +110,7 @@ pub(super) fn derive_readiness(
         return Some(condition_readiness(state.node.as_ref()?, cond));
     }
     if let MemberId::Resource(_) | MemberId::Dra(_) = id {
-        return devices::member(id, state.node.as_ref()?, cfg)?.readiness;
+        return device_member(id, state.node.as_ref()?, cfg)?.readiness;
     }
     if let MemberId::Canary = id {
         let node = state.node.as_ref()?;
@@ -150,7 +143,7 @@ pub(super) fn derive_readiness(
 pub fn waited_pod(
     id: &MemberId,
     state: &GateState,
-    cfg: &GateConfig,
+    cfg: &Config,
     now: Timestamp,
 ) -> Option<String> {
     match member_state(id, state, cfg, now)? {
@@ -162,7 +155,7 @@ pub fn waited_pod(
 /// The expected members with no pod on the node at all: never scheduled
 /// there, as the node's pods show now (semantics.md §5.2). Conditions have
 /// no pod and are never among them.
-pub fn never_scheduled(state: &GateState, cfg: &GateConfig, now: Timestamp) -> Vec<Blocker> {
+pub fn never_scheduled(state: &GateState, cfg: &Config, now: Timestamp) -> Vec<Blocker> {
     state
         .expected()
         .filter(|(id, _)| {
@@ -184,7 +177,7 @@ pub const NEVER_SCHEDULED: &str = "never scheduled: no pod on the node";
 fn member_state(
     id: &MemberId,
     state: &GateState,
-    cfg: &GateConfig,
+    cfg: &Config,
     now: Timestamp,
 ) -> Option<MemberState> {
     let pods = state.pods.values().map(AsRef::as_ref);
@@ -207,7 +200,7 @@ fn daemonset_member(
     node: &NodeInfo,
     ds: &DaemonSetInfo,
     pods: &VecMap<String, Arc<PodInfo>>,
-    cfg: &GateConfig,
+    cfg: &Config,
     now: Timestamp,
 ) -> Member {
     match placement::evaluate(node, ds, &cfg.placement) {
@@ -269,7 +262,7 @@ pub(super) fn selector_mismatch(what: &str, selector: Option<&LabelSelector>) ->
 /// configured, Ready as [`canary::readiness`] says.
 fn canary_member(
     node: &NodeInfo,
-    cfg: &canary::CanaryConfig,
+    cfg: &CanaryConfig,
     pods: &VecMap<String, Arc<PodInfo>>,
 ) -> Member {
     Member {
@@ -338,5 +331,60 @@ fn csi_readiness(node: &NodeInfo, ds: &DaemonSetInfo, readiness: Readiness) -> R
             missing.join(", ")
         ),
         available_at: None,
+    }
+}
+
+// The device members (semantics.md §6.8): each `criticalResources` entry
+// (`resource:NAME`) and each `draDrivers` entry (`dra:DRIVER`), derived
+// from the node alone, like node conditions.
+
+/// A device member by id, derived from scratch; `None` when the
+/// configuration no longer lists it (or `id` is not a device member).
+fn device_member(id: &MemberId, node: &NodeInfo, cfg: &Config) -> Option<Member> {
+    match id {
+        MemberId::Resource(name) => cfg
+            .resources
+            .iter()
+            .find(|r| r.resource == *name)
+            .map(|r| resource_member(node, r)),
+        MemberId::Dra(driver) => cfg
+            .dra_drivers
+            .iter()
+            .find(|d| d.driver == *driver)
+            .map(|d| dra_member(node, d)),
+        _ => None,
+    }
+}
+
+/// Expected where its node selector matches; Ready once the node reports
+/// more than zero of the resource allocatable.
+fn resource_member(node: &NodeInfo, r: &CriticalResource) -> Member {
+    if r.applies(node) {
+        expected(r.judge(node))
+    } else {
+        selector_mismatch("resource", r.node_selector.as_ref())
+    }
+}
+
+/// Expected where its node selector matches; Ready once every pool the
+/// driver publishes for the node is complete (and there is one).
+fn dra_member(node: &NodeInfo, d: &DraDriver) -> Member {
+    if d.applies(node) {
+        expected(d.judge(node))
+    } else {
+        selector_mismatch("DRA driver", d.node_selector.as_ref())
+    }
+}
+
+fn expected(verdict: Result<String, String>) -> Member {
+    Member {
+        expectation: Expectation::Expected,
+        readiness: Some(match verdict {
+            Ok(what) => Readiness::Ready { pod: what },
+            Err(why) => Readiness::Waiting {
+                why,
+                available_at: None,
+            },
+        }),
     }
 }

@@ -6,9 +6,10 @@ use std::fmt;
 use jiff::{Timestamp, Unit};
 use serde::{Deserialize, Serialize};
 
+use super::condition::ConditionWrite;
 use super::event::IndexedTaint;
 use super::input::TimerKind;
-use super::notes::Reason;
+use super::notes::{NodeEvent, deserialize_words};
 use super::state::{OpenedBy, StopReason};
 
 /// A time as nodegate writes it into an annotation: RFC 3339 at millisecond
@@ -57,31 +58,6 @@ pub struct TimeoutMark {
     pub deadline: Timestamp,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum EventType {
-    Normal,
-    Warning,
-}
-
-/// A Kubernetes Event (events.k8s.io/v1) regarding the node. The gate
-/// records some; the late-taint net, the re-gating and the condition rules
-/// record the others through the same writer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeEvent {
-    pub node: String,
-    pub node_uid: String,
-    #[serde(rename = "type")]
-    pub type_: EventType,
-    /// One of [`Reason::ALL`]: the gate's `GateOpened`, `GateTimedOut` and
-    /// `GateWouldOpen`; the net's `LateTaint` and `LateTaintSkipped`; the
-    /// re-gating's `NodeRegated` and `RegateBudgetExhausted`; the condition
-    /// rules' `ConditionTaintAdded` and `ConditionTaintRemoved`.
-    pub reason: Reason,
-    /// At most 1024 bytes, as the API requires: cut by the core (`notes`),
-    /// so the shell sends it as it is.
-    pub note: String,
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Effect {
@@ -110,17 +86,6 @@ pub enum Effect {
     WriteCondition(ConditionWrite),
     /// The gate is over, and how; always the last effect of its step.
     Stop(Ending),
-}
-
-/// Set the [`OPEN_CONDITION`](super::OPEN_CONDITION) condition on `node`,
-/// touching no other condition. `transition`: its status is new (or this
-/// gate writes it for the first time), so `lastTransitionTime` is set to
-/// the shell's now; otherwise the time already there is kept.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConditionWrite {
-    pub node: String,
-    pub condition: super::OpenCondition,
-    pub transition: bool,
 }
 
 /// How a gate ended, as [`Effect::Stop`] tells the shell. Shown — and
@@ -173,20 +138,6 @@ impl<'de> Deserialize<'de> for Ending {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         deserialize_words(d, &Ending::ALL, "gate ending")
     }
-}
-
-/// Reads back one of `all`, serialized as its `Display` words ([`Ending`],
-/// [`Reason`](super::Reason)).
-pub(super) fn deserialize_words<'de, D, T>(d: D, all: &[T], what: &str) -> Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Copy + fmt::Display,
-{
-    let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-    all.iter()
-        .copied()
-        .find(|v| v.to_string() == s)
-        .ok_or_else(|| serde::de::Error::custom(format!("unknown {what} `{s}`")))
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use super::config::OnTimeout;
-use super::member::{Blocker, MemberId};
 use super::state::{OpenedBy, StopReason};
+use crate::config::OnTimeout;
+use crate::member::{Blocker, MemberId};
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
 use crate::placement::ReasonCode;
 

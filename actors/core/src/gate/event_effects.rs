@@ -1,16 +1,16 @@
 //! What the shell must do because of an event.
 
-use super::config::GateConfig;
 use super::effect::{Effect, Ending, ExternalOpening, TimeoutMark, UntaintPatch, annotation_time};
 use super::event::Event;
 use super::input::TimerKind;
 use super::notes;
 use super::state::{GateState, OpenedBy, Phase, StopReason, WriteStatus};
+use crate::config::Config;
 use crate::model::NodeInfo;
 
 /// What the shell must do because of `ev`, given the state after the whole
 /// step (so a timer armed and made moot in the same step is not scheduled).
-pub fn effects(state: &GateState, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
+pub fn effects(state: &GateState, ev: &Event, cfg: &Config) -> Vec<Effect> {
     let Some(node) = &state.node else {
         return Vec::new();
     };
@@ -150,7 +150,7 @@ fn write_effects(state: &GateState, node: &NodeInfo, ev: &Event) -> Vec<Effect> 
 
 /// The Kubernetes Events a timeout, an opening or a mark records, and the
 /// end of the gate.
-fn ending_effects(state: &GateState, node: &NodeInfo, ev: &Event, cfg: &GateConfig) -> Vec<Effect> {
+fn ending_effects(state: &GateState, node: &NodeInfo, ev: &Event, cfg: &Config) -> Vec<Effect> {
     // What the Events' notes count from.
     let start = state.gate_start().unwrap_or(node.created);
     match ev {

@@ -22,10 +22,10 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use super::apply::{apply, apply_sharing};
-use super::config::GateConfig;
 use super::event::Event;
 use super::input::Input;
 use super::state::{GateState, StopReason};
+use crate::config::Config;
 use crate::model::PodInfo;
 
 /// `decide` on the state itself: each event is applied as it is emitted, so
@@ -33,7 +33,7 @@ use crate::model::PodInfo;
 pub(super) fn decide_in_place(
     state: &mut GateState,
     input: &Input,
-    cfg: &GateConfig,
+    cfg: &Config,
     now: Timestamp,
 ) -> Vec<Event> {
     if state.is_finished() {
@@ -52,7 +52,7 @@ pub(super) fn decide_in_place(
 struct Step<'a> {
     s: &'a mut GateState,
     events: Vec<Event>,
-    cfg: &'a GateConfig,
+    cfg: &'a Config,
     now: Timestamp,
 }
 

@@ -15,7 +15,7 @@
 //!
 //! The module is laid out by what each part owns:
 //!
-//! - the vocabulary: [`GateConfig`] (`config`), members (`member`), the
+//! - the vocabulary: [`Config`] (`config`), members (`member`), the
 //!   [`GateState`] and its records (`state`), [`Input`] (`input`), [`Event`]
 //!   (`event`) and [`Effect`] (`effect`);
 //! - `apply` (folding an event into the state), `event_effects` (the
@@ -30,15 +30,12 @@
 
 mod apply;
 mod condition;
-mod config;
 mod derive;
-mod devices;
 mod effect;
 mod event;
 mod event_effects;
 mod handle;
 mod input;
-mod member;
 mod notes;
 mod state;
 
@@ -46,31 +43,31 @@ use jiff::Timestamp;
 
 pub use apply::apply;
 pub use condition::{
-    ConditionReason, OPEN_CONDITION, OpenCondition, condition_change, condition_write,
-    open_condition,
+    ConditionReason, ConditionWrite, OPEN_CONDITION, OpenCondition, condition_change,
+    condition_write, open_condition,
 };
-pub use config::{DEFAULT_TIMEOUT, GateConfig, OnTimeout};
 pub use derive::{derive_members, waited_pod};
 pub use effect::{
-    ConditionWrite, Effect, Ending, EventType, ExternalOpening, NodeEvent, OPENED_BY_EXTERNAL,
-    TimeoutMark, UntaintPatch, annotation_time,
+    Effect, Ending, ExternalOpening, OPENED_BY_EXTERNAL, TimeoutMark, UntaintPatch, annotation_time,
 };
 pub use event::{Event, IndexedTaint};
 pub use event_effects::effects;
 pub use input::{Input, PatchOutcome, TimerKind};
-pub use member::{Blocker, CANARY_MEMBER, Expectation, Member, MemberId, Readiness};
-pub use notes::{NODE_NOT_READY, Reason, node_wait_reason};
+pub use notes::{EventType, NodeEvent, Reason};
 pub use state::{
-    GateState, GateWriteKind, GatedSinceClamp, MAX_UNANSWERED, OpenedBy, OpenedRecord, Phase,
-    SERVER_TIME_SLACK, StopReason, TimeoutRecord, Timers, UnansweredUntaint, Write, WriteStatus,
+    GateState, GateWriteKind, GatedSinceClamp, MAX_UNANSWERED, NODE_NOT_READY, OpenedBy,
+    OpenedRecord, Phase, SERVER_TIME_SLACK, StopReason, TimeoutRecord, Timers, UnansweredUntaint,
+    Write, WriteStatus, node_wait_reason,
 };
 
 use handle::decide_in_place;
 
+use crate::config::Config;
+
 /// Turns an input into the facts it establishes, given the state before it.
 /// Returns no events when the input changes nothing (duplicates, stale timers,
 /// results for a write that is no longer outstanding).
-pub fn decide(state: &GateState, input: &Input, cfg: &GateConfig, now: Timestamp) -> Vec<Event> {
+pub fn decide(state: &GateState, input: &Input, cfg: &Config, now: Timestamp) -> Vec<Event> {
     if state.is_finished() {
         return Vec::new();
     }
@@ -87,7 +84,7 @@ pub struct Step {
 
 /// `decide`, then `apply` each event, then `effects` — what the actor runs per
 /// input.
-pub fn step(state: &mut GateState, input: &Input, cfg: &GateConfig, now: Timestamp) -> Step {
+pub fn step(state: &mut GateState, input: &Input, cfg: &Config, now: Timestamp) -> Step {
     let events = decide_in_place(state, input, cfg, now);
     let mut effects: Vec<Effect> = events
         .iter()

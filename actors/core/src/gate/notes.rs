@@ -8,42 +8,50 @@ use std::fmt;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use super::config::OnTimeout;
-use super::effect::{EventType, NodeEvent, deserialize_words};
 use super::event::IndexedTaint;
-use super::member::Blocker;
 use super::state::{GateState, TimeoutRecord};
 use crate::annotations;
+use crate::config::OnTimeout;
+use crate::member::Blocker;
 use crate::model::NodeInfo;
-use crate::readiness::{self, NodeNotReady};
 
-/// Why a gate whose members are all Ready does not open by readiness: the
-/// node itself is not (semantics.md §5.1). The one wording of it — the journal,
-/// the Warnings, `explain` and `status` all say it so.
-pub const NODE_NOT_READY: &str = "the node is not Ready";
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
 
-/// Why the node keeps its gate closed although every member may be Ready, in
-/// words ([`NODE_NOT_READY`] and what says so); `None` when the node is Ready.
-///
-/// A node Karpenter is still registering waits too, after its readiness:
-/// [`crate::startup::karpenter_registering`].
-pub fn node_wait_reason(node: &NodeInfo) -> Option<String> {
-    use crate::startup::{KARPENTER_REGISTERED_LABEL, KARPENTER_REGISTRATION};
-    readiness::node_not_ready(node)
-        .map(|why| match why {
-            NodeNotReady::Condition(status) => {
-                format!("{NODE_NOT_READY} (its Ready condition is {status})")
-            }
-            NodeNotReady::Tainted(taint) => format!("{NODE_NOT_READY} (it carries {taint})"),
-        })
-        .or_else(|| {
-            crate::startup::karpenter_registering(&node.labels).then(|| {
-                format!(
-                    "waiting for {KARPENTER_REGISTRATION} (no {KARPENTER_REGISTERED_LABEL}=true yet; \
-                     Karpenter would put its startup taints back)"
-                )
-            })
-        })
+/// A Kubernetes Event (events.k8s.io/v1) regarding the node. The gate
+/// records some; the late-taint net, the re-gating and the condition rules
+/// record the others through the same writer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeEvent {
+    pub node: String,
+    pub node_uid: String,
+    #[serde(rename = "type")]
+    pub type_: EventType,
+    /// One of [`Reason::ALL`]: the gate's `GateOpened`, `GateTimedOut` and
+    /// `GateWouldOpen`; the net's `LateTaint` and `LateTaintSkipped`; the
+    /// re-gating's `NodeRegated` and `RegateBudgetExhausted`; the condition
+    /// rules' `ConditionTaintAdded` and `ConditionTaintRemoved`.
+    pub reason: Reason,
+    /// At most 1024 bytes, as the API requires: cut by the core (`notes`),
+    /// so the shell sends it as it is.
+    pub note: String,
+}
+
+/// Reads back one of `all`, serialized as its `Display` words ([`Ending`],
+/// [`Reason`](super::Reason)).
+pub(super) fn deserialize_words<'de, D, T>(d: D, all: &[T], what: &str) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Copy + fmt::Display,
+{
+    let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+    all.iter()
+        .copied()
+        .find(|v| v.to_string() == s)
+        .ok_or_else(|| serde::de::Error::custom(format!("unknown {what} `{s}`")))
 }
 
 /// Kubernetes rejects an Event whose note is longer than this (events.k8s.io/v1).

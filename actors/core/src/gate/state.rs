@@ -7,12 +7,40 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use super::config::OnTimeout;
-use super::member::{Blocker, Member, MemberId, Readiness};
-use super::notes;
+use crate::config::OnTimeout;
+use crate::member::{Blocker, Member, MemberId, Readiness};
 use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
-use crate::readiness;
+use crate::readiness::{self, NodeNotReady};
 use crate::vec_map::VecMap;
+
+/// Why a gate whose members are all Ready does not open by readiness: the
+/// node itself is not (semantics.md §5.1). The one wording of it — the journal,
+/// the Warnings, `explain` and `status` all say it so.
+pub const NODE_NOT_READY: &str = "the node is not Ready";
+
+/// Why the node keeps its gate closed although every member may be Ready, in
+/// words ([`NODE_NOT_READY`] and what says so); `None` when the node is Ready.
+///
+/// A node Karpenter is still registering waits too, after its readiness:
+/// [`crate::startup::karpenter_registering`].
+pub fn node_wait_reason(node: &NodeInfo) -> Option<String> {
+    use crate::startup::{KARPENTER_REGISTERED_LABEL, KARPENTER_REGISTRATION};
+    readiness::node_not_ready(node)
+        .map(|why| match why {
+            NodeNotReady::Condition(status) => {
+                format!("{NODE_NOT_READY} (its Ready condition is {status})")
+            }
+            NodeNotReady::Tainted(taint) => format!("{NODE_NOT_READY} (it carries {taint})"),
+        })
+        .or_else(|| {
+            crate::startup::karpenter_registering(&node.labels).then(|| {
+                format!(
+                    "waiting for {KARPENTER_REGISTRATION} (no {KARPENTER_REGISTERED_LABEL}=true yet; \
+                     Karpenter would put its startup taints back)"
+                )
+            })
+        })
+}
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -272,7 +300,7 @@ impl GateState {
     pub fn node_wait_reason(&self) -> Option<String> {
         self.node
             .as_deref()
-            .and_then(notes::node_wait_reason)
+            .and_then(node_wait_reason)
             .or_else(|| self.reboot_wait())
     }
 

@@ -20,7 +20,8 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use super::Entry;
-use crate::gate::{Event, MemberId};
+use crate::gate::Event;
+use crate::member::MemberId;
 use crate::model::PodInfo;
 
 /// At most this many distinct strings per journal; past it, entries that

@@ -4,15 +4,11 @@
 //! never looks at taints or at nodegate's configuration.
 
 use super::reason::{NotExpectedReason, RequirementRef, TermFailure, TermList, TermMismatch};
-use crate::model::{Labels, NodeSelectorRequirement, NodeSelectorTerm, PodPlacement, Shared};
+use crate::model::{
+    Labels, NODE_OP_DOES_NOT_EXIST, NODE_OP_EXISTS, NODE_OP_GT, NODE_OP_IN, NODE_OP_LT,
+    NODE_OP_NOT_IN, NodeSelectorRequirement, NodeSelectorTerm, PodPlacement, Shared,
+};
 use crate::selector::{check_label_key, check_label_value};
-
-pub const NODE_OP_IN: &str = "In";
-pub const NODE_OP_NOT_IN: &str = "NotIn";
-pub const NODE_OP_EXISTS: &str = "Exists";
-pub const NODE_OP_DOES_NOT_EXIST: &str = "DoesNotExist";
-pub const NODE_OP_GT: &str = "Gt";
-pub const NODE_OP_LT: &str = "Lt";
 
 /// The only field `matchFields` can select on; every other field reads as "".
 pub const NODE_NAME_FIELD: &str = "metadata.name";

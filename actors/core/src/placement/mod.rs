@@ -31,8 +31,7 @@ use crate::model::{DaemonSetInfo, Labels, NodeInfo, PodPlacement, Taint};
 
 use affinity::check_node_name;
 pub use affinity::{
-    NODE_NAME_FIELD, NODE_OP_DOES_NOT_EXIST, NODE_OP_EXISTS, NODE_OP_GT, NODE_OP_IN, NODE_OP_LT,
-    NODE_OP_NOT_IN, check_node_affinity, check_node_selector, explain_terms, match_term,
+    NODE_NAME_FIELD, check_node_affinity, check_node_selector, explain_terms, match_term,
     node_matches_terms,
 };
 pub use config::{

@@ -8,9 +8,11 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::affinity::{NODE_OP_DOES_NOT_EXIST, NODE_OP_GT, NODE_OP_IN, NODE_OP_LT, NODE_OP_NOT_IN};
 use crate::annotations::DAEMONSET_IGNORE;
-use crate::model::{NodeSelectorRequirement, Taint};
+use crate::model::{
+    NODE_OP_DOES_NOT_EXIST, NODE_OP_GT, NODE_OP_IN, NODE_OP_LT, NODE_OP_NOT_IN,
+    NodeSelectorRequirement, Taint,
+};
 
 /// Why a DaemonSet is not waited for on a node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

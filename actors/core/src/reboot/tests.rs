@@ -1,7 +1,6 @@
 use super::*;
-use crate::placement::{EFFECT_NO_SCHEDULE, ManagedTaint};
-use crate::regate::{DEFAULT_REGATE_TAINT_KEY, RegateConfig};
-use crate::testutil::{mk_ds, mk_node, mk_pod, taint, ts};
+use crate::config::{DEFAULT_KURED_DAEMONSET, DEFAULT_REBOOT_TIMEOUT};
+use crate::testutil::{mk_ds, mk_node, mk_pod, ts};
 
 fn kured_ds(lock: Option<&str>) -> Arc<DaemonSetInfo> {
     let mut ds = mk_ds("kube-system", "kured", Default::default());
@@ -25,21 +24,6 @@ fn only(source: Source) -> AnnouncedReboots {
         sources: vec![source],
         ..all_sources()
     }
-}
-
-fn cfg() -> GateConfig {
-    let regate = ManagedTaint::new(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE);
-    let mut cfg = GateConfig::default();
-    cfg.placement.managed_taints.push(regate.clone());
-    cfg.regate = Some(RegateConfig {
-        after: Duration::from_secs(60),
-        taint: regate,
-        timeout: None,
-        on_reboot: false,
-        max_unavailable: Default::default(),
-    });
-    cfg.reboots = all_sources();
-    cfg
 }
 
 const SINGLE: &str = r#"{"nodeID":"n1","metadata":{"unschedulable":false},"created":"1970-01-01T00:16:40.123456789Z","TTL":0}"#;
@@ -105,57 +89,6 @@ fn each_source_announces_only_when_listened_to() {
         .filter(|s| s.bypasses_budget())
         .collect();
     assert_eq!(bypass, [Source::KuredLock]);
-}
-
-#[test]
-fn an_announcement_regates_an_open_node_once_and_its_record_is_forgotten_when_it_goes() {
-    let c = cfg();
-    let a = Announcement {
-        source: Source::Annotation,
-        detail: "x".into(),
-    };
-    let mut n = mk_node("n1", &[], vec![]);
-    n.boot_id = Some("b1".into());
-    assert_eq!(
-        before_reboot(&n, &c, Some(a.clone())),
-        BeforeReboot::Regate(a.clone())
-    );
-    assert_eq!(before_reboot(&n, &c, None), BeforeReboot::Nothing);
-    // Re-gated: the record is there; nothing more while it stands.
-    let mut gated = n.clone();
-    gated.awaiting_reboot = Some("b1".into());
-    gated
-        .taints
-        .push(taint(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE));
-    assert_eq!(
-        before_reboot(&gated, &c, Some(a.clone())),
-        BeforeReboot::Nothing
-    );
-    // Withdrawn before any reboot: the record goes, the gate opens by ready.
-    assert_eq!(before_reboot(&gated, &c, None), BeforeReboot::Forget);
-    // Rebooted and still gated: the gate needs the record.
-    gated.boot_id = Some("b2".into());
-    assert_eq!(before_reboot(&gated, &c, None), BeforeReboot::Nothing);
-    // Open again (after the reboot, or by its deadline) with the
-    // announcement still showing: not re-gated for it again.
-    let mut open = gated.clone();
-    open.taints.clear();
-    assert_eq!(
-        before_reboot(&open, &c, Some(a.clone())),
-        BeforeReboot::Nothing
-    );
-    // It went: the record is forgotten, so the next announcement counts.
-    assert_eq!(before_reboot(&open, &c, None), BeforeReboot::Forget);
-    // Ignored, out of scope or re-gating off: nothing.
-    n.ignored = true;
-    assert_eq!(
-        before_reboot(&n, &c, Some(a.clone())),
-        BeforeReboot::Nothing
-    );
-    n.ignored = false;
-    let mut off = c.clone();
-    off.regate = None;
-    assert_eq!(before_reboot(&n, &off, Some(a)), BeforeReboot::Nothing);
 }
 
 #[test]

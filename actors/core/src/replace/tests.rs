@@ -1,5 +1,5 @@
 use super::*;
-use crate::testutil::{ds_pod, mk_ds, mk_node, taint, ts};
+use crate::testutil::{ds_pod, mk_ds};
 
 #[test]
 fn the_budget_refuses_in_flight_first_then_the_rate() {
@@ -75,41 +75,6 @@ fn a_spread_counts_nodes_with_a_pod_and_those_with_none_ready() {
             nodes: 2
         }
     );
-}
-
-#[test]
-fn a_node_is_due_only_for_a_timeout_of_its_current_gate_with_nothing_recorded() {
-    let mut cfg = GateConfig {
-        on_timeout: OnTimeout::Replace,
-        ..GateConfig::default()
-    };
-    let mut n = mk_node(
-        "n",
-        &[],
-        vec![taint("nodegate.dev/initializing", "NoSchedule")],
-    );
-    n.created = ts(100);
-    assert!(!due(&n, &cfg), "not timed out");
-    n.replace.timed_out = Some(ts(220));
-    assert!(due(&n, &cfg));
-    n.replace.requested = Some(ts(230));
-    assert!(!due(&n, &cfg), "already requested");
-    n.replace.requested = Some(ts(50));
-    assert!(due(&n, &cfg), "a request of an earlier life does not count");
-    n.replace.fallback = Some((Fallback::Keep, ts(230)));
-    assert!(!due(&n, &cfg), "a fallback decided");
-    n.replace.fallback = None;
-    n.gated_since = Some(ts(300));
-    assert!(!due(&n, &cfg), "timed out before this gate started");
-    n.gated_since = None;
-    n.ignored = true;
-    assert!(!due(&n, &cfg), "ignored");
-    n.ignored = false;
-    n.taints.clear();
-    assert!(!due(&n, &cfg), "open");
-    n.taints = vec![taint("nodegate.dev/initializing", "NoSchedule")];
-    cfg.on_timeout = OnTimeout::Keep;
-    assert!(!due(&n, &cfg), "another action");
 }
 
 #[test]

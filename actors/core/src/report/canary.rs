@@ -3,8 +3,9 @@
 //! `canary` is configured, with the gate's words for what it waits for.
 
 use super::{EXPECTED, MemberRow, NOT_EVALUATED, empty_row, member_of};
-use crate::canary::CanaryConfig;
-use crate::gate::{GateState, MemberId, Readiness};
+use crate::config::CanaryConfig;
+use crate::gate::GateState;
+use crate::member::{MemberId, Readiness};
 
 pub(super) fn canary_row(state: &GateState, cfg: &CanaryConfig) -> MemberRow {
     let id = MemberId::Canary;

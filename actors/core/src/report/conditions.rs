@@ -8,7 +8,9 @@ use serde::Serialize;
 use super::{EXPECTED, MemberRow, NOT_EVALUATED, empty_row, member_of, selector_match};
 use crate::conditions::CriticalCondition;
 use crate::conditions::rules::{self, RuleAction};
-use crate::gate::{Expectation, GateConfig, GateState, MemberId, Readiness};
+use crate::config::Config;
+use crate::gate::GateState;
+use crate::member::{Expectation, MemberId, Readiness};
 use crate::model::NodeInfo;
 
 /// One `conditionTaints` rule on the node.
@@ -52,7 +54,7 @@ pub(super) fn condition_row(state: &GateState, cond: &CriticalCondition) -> Memb
     row
 }
 
-pub(super) fn rule_rows(node: &NodeInfo, cfg: &GateConfig, now: Timestamp) -> Vec<RuleRow> {
+pub(super) fn rule_rows(node: &NodeInfo, cfg: &Config, now: Timestamp) -> Vec<RuleRow> {
     cfg.condition_taints
         .iter()
         .map(|rule| {

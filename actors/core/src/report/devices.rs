@@ -3,12 +3,14 @@
 //! like every member.
 
 use super::{EXPECTED, MemberRow, NOT_EVALUATED, empty_row, member_of, selector_match};
-use crate::gate::{Expectation, GateConfig, GateState, MemberId, Readiness};
+use crate::config::Config;
+use crate::gate::GateState;
+use crate::member::{Expectation, MemberId, Readiness};
 use crate::selector::LabelSelector;
 
 /// The rows of the device members, resources first, each list in
 /// configuration order.
-pub(super) fn device_rows(state: &GateState, cfg: &GateConfig) -> Vec<MemberRow> {
+pub(super) fn device_rows(state: &GateState, cfg: &Config) -> Vec<MemberRow> {
     let resources = cfg.resources.iter().map(|r| {
         let id = MemberId::Resource(r.resource.clone());
         row(

@@ -2,7 +2,7 @@
 //! node, what re-gating makes of it now — each member without a Ready pod,
 //! how long it has been broken and when the grace runs out — and for a
 //! re-gated node, what it was re-gated for. Judged by the core's own
-//! [`regate::examine`], with nothing remembered (explain sees the node once,
+//! [`examine`](crate::deciders::regate::examine), with nothing remembered (explain sees the node once,
 //! so a member with no pod counts from now, as for a controller that just
 //! started).
 
@@ -12,9 +12,10 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 use crate::annotations;
-use crate::gate::{GateConfig, GateState};
+use crate::config::Config;
+use crate::gate::GateState;
 use crate::model::{NodeInfo, PodInfo};
-use crate::regate::{self, Health, NotWatched, Since, Trigger, Watched};
+use crate::regate::{Health, NotWatched, Since, Trigger, Watched};
 
 /// Re-gating's view of the node. Absent from the report when re-gating is
 /// off.
@@ -41,15 +42,15 @@ pub struct BrokenMember {
 pub fn regate_report(
     node: &NodeInfo,
     state: &GateState,
-    cfg: &GateConfig,
+    cfg: &Config,
     now: Timestamp,
 ) -> Option<RegateReport> {
     let rc = cfg.regate.as_ref()?;
     let pods: Vec<Arc<PodInfo>> = state.pods.values().cloned().collect();
     let announced = crate::reboot::announced(node, &cfg.reboots, state.daemonsets.values(), now);
-    let health = match crate::reboot::before_reboot(node, cfg, announced) {
-        crate::reboot::BeforeReboot::Regate(a) => Health::Regate(Trigger::Announced(a)),
-        _ => regate::examine(
+    let health = match crate::deciders::regate::before_reboot(node, cfg, announced) {
+        crate::deciders::regate::BeforeReboot::Regate(a) => Health::Regate(Trigger::Announced(a)),
+        _ => crate::deciders::regate::examine(
             node,
             state.daemonsets.values(),
             &pods,

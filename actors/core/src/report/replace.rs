@@ -7,9 +7,9 @@
 
 use serde::Serialize;
 
-use crate::gate::{GateConfig, OnTimeout};
-use crate::model::NodeInfo;
-use crate::replace::{self, Owner};
+use crate::config::{Config, OnTimeout};
+use crate::model::{NodeInfo, Owner};
+use crate::replace::{self};
 
 /// The replace view of the node. Absent from the report unless
 /// `--on-timeout=replace` is in force or the node carries a replace mark.
@@ -21,7 +21,7 @@ pub struct ReplaceReport {
     pub verdict: String,
 }
 
-pub(super) fn replace_report(node: &NodeInfo, cfg: &GateConfig) -> Option<ReplaceReport> {
+pub(super) fn replace_report(node: &NodeInfo, cfg: &Config) -> Option<ReplaceReport> {
     let r = &node.replace;
     let marked = r.requested.is_some() || r.fallback.is_some();
     if cfg.on_timeout != OnTimeout::Replace && !marked {
@@ -45,7 +45,7 @@ pub(super) fn replace_report(node: &NodeInfo, cfg: &GateConfig) -> Option<Replac
         format!(
             "not replaced: a member it waits for is broken cluster-wide; --replace-fallback={f} (see its ReplaceSkipped Event)"
         )
-    } else if replace::due(node, cfg) {
+    } else if crate::deciders::replace::due(node, cfg) {
         format!(
             "due: its deadline passed; the leader {asks} as soon as --replace-budget and --replace-in-flight allow, unless a member it waits for is broken cluster-wide"
         )
@@ -60,16 +60,16 @@ pub(super) fn replace_report(node: &NodeInfo, cfg: &GateConfig) -> Option<Replac
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replace::Fallback;
+    use crate::model::Fallback;
     use crate::testutil::{mk_node, taint, ts};
 
-    fn verdict(node: &NodeInfo, cfg: &GateConfig) -> Option<String> {
+    fn verdict(node: &NodeInfo, cfg: &Config) -> Option<String> {
         replace_report(node, cfg).map(|r| format!("{}: {}", r.owner, r.verdict))
     }
 
     #[test]
     fn explain_says_where_a_node_stands_with_replace() {
-        let mut cfg = GateConfig::default();
+        let mut cfg = Config::default();
         let mut n = mk_node(
             "n",
             &[],

@@ -4,12 +4,14 @@
 //! forgery. Every step is replay-checked.
 
 use crate::gate_support::*;
-use nodegate_core::canary::{CANARY_LABEL, CanaryConfig, label_value, pod_name};
-use nodegate_core::gate::{GateConfig, Input, MemberId, Readiness};
+use nodegate_core::canary::{CANARY_LABEL, label_value, pod_name};
+use nodegate_core::config::{CanaryConfig, Config};
+use nodegate_core::gate::Input;
+use nodegate_core::member::{MemberId, Readiness};
 use nodegate_core::model::PodInfo;
 use nodegate_core::testutil::mk_pod;
 
-fn canary_cfg(probe: bool) -> GateConfig {
+fn canary_cfg(probe: bool) -> Config {
     let mut cfg = cfg();
     cfg.canary = Some(CanaryConfig {
         namespace: "nodegate".into(),

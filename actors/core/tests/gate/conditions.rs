@@ -6,7 +6,8 @@
 use crate::gate_support::*;
 use nodegate_core::annotations::CSI_DRIVER as CSI_DRIVER_ANNOTATION;
 use nodegate_core::conditions::CriticalCondition;
-use nodegate_core::gate::{Input, MemberId, Readiness};
+use nodegate_core::gate::Input;
+use nodegate_core::member::{MemberId, Readiness};
 use nodegate_core::model::NodeCondition;
 use nodegate_core::selector::LabelSelector;
 

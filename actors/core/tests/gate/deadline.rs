@@ -4,8 +4,9 @@
 //! no sleeping; every step is replay-checked.)
 
 use crate::gate_support::*;
+use nodegate_core::config::OnTimeout;
 use nodegate_core::gate::{
-    Effect, Event, EventType, Input, OnTimeout, OpenedBy, PatchOutcome, Phase, Step, TimerKind,
+    Effect, Event, EventType, Input, OpenedBy, PatchOutcome, Phase, Step, TimerKind,
 };
 use nodegate_core::testutil::ts;
 

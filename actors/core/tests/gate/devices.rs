@@ -5,9 +5,8 @@
 
 use crate::gate_support::*;
 use nodegate_core::devices::{CriticalResource, DraDriver};
-use nodegate_core::gate::{
-    EventType, Expectation, Input, MemberId, PatchOutcome, Readiness, TimerKind,
-};
+use nodegate_core::gate::{EventType, Input, PatchOutcome, TimerKind};
+use nodegate_core::member::{Expectation, MemberId, Readiness};
 use nodegate_core::model::{NodeInfo, SliceInfo};
 use nodegate_core::placement::ReasonCode;
 use nodegate_core::selector::LabelSelector;

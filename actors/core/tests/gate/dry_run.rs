@@ -3,7 +3,8 @@
 //! no sleeping; every step is replay-checked.)
 
 use crate::gate_support::*;
-use nodegate_core::gate::{Event, EventType, Input, OnTimeout, OpenedBy, Phase};
+use nodegate_core::config::OnTimeout;
+use nodegate_core::gate::{Event, EventType, Input, OpenedBy, Phase};
 
 #[test]
 fn dry_run_decides_and_records_but_writes_nothing() {

@@ -5,7 +5,8 @@
 //! no sleeping; every step is replay-checked.)
 
 use crate::gate_support::*;
-use nodegate_core::gate::{Event, Expectation, Input, MemberId, Readiness};
+use nodegate_core::gate::{Event, Input};
+use nodegate_core::member::{Expectation, MemberId, Readiness};
 use nodegate_core::readiness::CriticalPodEntry;
 use nodegate_core::selector::LabelSelector;
 use nodegate_core::testutil::{labels, taint};

@@ -4,7 +4,8 @@
 //! no sleeping; every step is replay-checked.)
 
 use crate::gate_support::*;
-use nodegate_core::gate::{Event, Input, MemberId, PatchOutcome, decide};
+use nodegate_core::gate::{Event, Input, PatchOutcome, decide};
+use nodegate_core::member::MemberId;
 use nodegate_core::testutil::ts;
 
 #[test]

@@ -6,9 +6,9 @@
 //! that node write for a status update would open the node in between.
 
 use crate::gate_support::*;
+use nodegate_core::config::OnTimeout;
 use nodegate_core::gate::{
-    Effect, Event, EventType, Input, NODE_NOT_READY, OnTimeout, OpenedBy, PatchOutcome, Phase,
-    TimerKind,
+    Effect, Event, EventType, Input, NODE_NOT_READY, OpenedBy, PatchOutcome, Phase, TimerKind,
 };
 use nodegate_core::model::{NodeInfo, NodeReady, Taint};
 use nodegate_core::testutil::taint;

@@ -5,9 +5,9 @@
 
 use crate::deadline::armed_deadline;
 use crate::gate_support::*;
+use nodegate_core::config::OnTimeout;
 use nodegate_core::gate::{
-    Effect, Event, Input, OnTimeout, OpenedBy, PatchOutcome, Phase, StopReason, TimerKind,
-    WriteStatus,
+    Effect, Event, Input, OpenedBy, PatchOutcome, Phase, StopReason, TimerKind, WriteStatus,
 };
 use nodegate_core::placement::ManagedTaint;
 use nodegate_core::testutil::{taint, taint_v};

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use crate::gate_support::*;
 use jiff::Timestamp;
+use nodegate_core::config::OnTimeout;
 use nodegate_core::gate::{
-    Effect, GateState, Input, OnTimeout, OpenedBy, PatchOutcome, Phase, TimerKind, WriteStatus,
-    decide, step,
+    Effect, GateState, Input, OpenedBy, PatchOutcome, Phase, TimerKind, WriteStatus, decide, step,
 };
 use nodegate_core::journal::{Journal, replay};
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};

@@ -9,17 +9,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::gate_support::*;
-use nodegate_core::gate::{Event, GateConfig, Input, OnTimeout, OpenedBy, TimerKind};
+use nodegate_core::config::{AnnouncedReboots, Config, OnTimeout, RegateConfig};
+use nodegate_core::gate::{Event, Input, OpenedBy, TimerKind};
 use nodegate_core::model::{NodeInfo, PodInfo};
 use nodegate_core::placement::{EFFECT_NO_SCHEDULE, ManagedTaint};
-use nodegate_core::reboot::AnnouncedReboots;
-use nodegate_core::regate::{DEFAULT_REGATE_TAINT_KEY, RegateConfig};
+use nodegate_core::regate::DEFAULT_REGATE_TAINT_KEY;
 use nodegate_core::testutil::{taint, ts};
 
 /// The taint went on at 1000 s.
 const TAINTED: i64 = 1000;
 
-fn reboot_cfg() -> GateConfig {
+fn reboot_cfg() -> Config {
     let regate = ManagedTaint::new(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE);
     let mut c = cfg();
     c.placement.managed_taints.push(regate.clone());

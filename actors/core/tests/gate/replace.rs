@@ -6,10 +6,11 @@
 use std::sync::Arc;
 
 use crate::gate_support::*;
+use nodegate_core::config::OnTimeout;
 use nodegate_core::gate::{
-    Effect, Event, EventType, Input, OnTimeout, OpenedBy, PatchOutcome, Phase, TimerKind,
+    Effect, Event, EventType, Input, OpenedBy, PatchOutcome, Phase, TimerKind,
 };
-use nodegate_core::replace::Fallback;
+use nodegate_core::model::Fallback;
 use nodegate_core::testutil::ts;
 
 fn replace_gate() -> Gate {

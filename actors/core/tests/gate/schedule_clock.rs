@@ -5,14 +5,14 @@
 use std::time::Duration;
 
 use crate::gate_support::*;
+use nodegate_core::config::{Config, OnTimeout};
 use nodegate_core::gate::{
-    Effect, Event, EventType, GateConfig, Input, OnTimeout, OpenedBy, PatchOutcome, Phase,
-    TimerKind,
+    Effect, Event, EventType, Input, OpenedBy, PatchOutcome, Phase, TimerKind,
 };
 use nodegate_core::testutil::ts;
 
 /// The defaults with a 30 s schedule deadline (the deadline stays 120 s).
-fn two_clocks() -> GateConfig {
+fn two_clocks() -> Config {
     let mut c = cfg();
     c.schedule_timeout = Some(Duration::from_secs(30));
     c

@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
+use nodegate_core::config::{Config, OnTimeout};
 use nodegate_core::gate::{
-    Effect, Event, EventType, GateConfig, GateState, Input, MemberId, NodeEvent, OnTimeout, Step,
-    UntaintPatch, derive_members, step,
+    Effect, Event, EventType, GateState, Input, NodeEvent, Step, UntaintPatch, derive_members, step,
 };
 use nodegate_core::journal::{Journal, replay};
+use nodegate_core::member::MemberId;
 use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, PodPlacement, Taint};
 use nodegate_core::placement::PlacementConfig;
 use nodegate_core::testutil::{
@@ -23,8 +24,8 @@ pub fn managed() -> Taint {
 }
 
 /// Defaults as the binary ships them: 120 s, open on timeout.
-pub fn cfg() -> GateConfig {
-    let c = GateConfig::default();
+pub fn cfg() -> Config {
+    let c = Config::default();
     assert_eq!(c.timeout, Some(Duration::from_secs(120)));
     assert_eq!((c.on_timeout, c.dry_run), (OnTimeout::Open, false));
     assert_eq!(c.placement, PlacementConfig::default());
@@ -107,13 +108,13 @@ pub fn ready_cilium_gate() -> (Gate, DaemonSetInfo, Step) {
 /// replay is checked against the live state after every input.
 pub struct Gate {
     pub state: GateState,
-    pub cfg: GateConfig,
+    pub cfg: Config,
     pub journal: Journal,
     pub now: Timestamp,
 }
 
 impl Gate {
-    pub fn new(cfg: GateConfig) -> Self {
+    pub fn new(cfg: Config) -> Self {
         Gate {
             state: GateState::default(),
             cfg,
@@ -232,7 +233,7 @@ pub fn is_observation(input: &Input) -> bool {
 /// have changed; the result must be what deriving every member from scratch
 /// gives. (Once the gate is finished, or while its taint is gone, it stops
 /// deriving members, so there is nothing to compare.)
-pub fn assert_members_derived(state: &GateState, input: &Input, cfg: &GateConfig, now: Timestamp) {
+pub fn assert_members_derived(state: &GateState, input: &Input, cfg: &Config, now: Timestamp) {
     let observation = is_observation(input);
     let gated = state
         .node

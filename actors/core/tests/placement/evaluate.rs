@@ -319,7 +319,7 @@ fn prefer_no_schedule_taints_do_not_matter() {
     );
 }
 
-/// `--daemonset-namespaces` (security review §18): a DaemonSet outside the
+/// `--daemonset-namespaces`: a DaemonSet outside the
 /// allow-list is never a member, whatever its placement; inside it, or with
 /// no allow-list, it is judged as before.
 #[test]

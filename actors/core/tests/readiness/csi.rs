@@ -1,4 +1,4 @@
-//! The `nodegate.dev/csi-driver` annotation (security review §18): at most
+//! The `nodegate.dev/csi-driver` annotation: at most
 //! `MAX_CSI_DRIVERS` names are waited for, each a valid CSI driver name;
 //! the rest are reported and never waited for.
 

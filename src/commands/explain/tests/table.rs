@@ -146,8 +146,8 @@ fn human_age_shows_the_two_largest_units() {
 /// pod's Ready condition), one with no pod, one healthy.
 #[test]
 fn an_open_node_shows_each_broken_member_and_when_it_would_be_regated() {
+    use nodegate_core::config::RegateConfig;
     use nodegate_core::placement::ManagedTaint;
-    use nodegate_core::regate::RegateConfig;
     let degraded = ManagedTaint::new("nodegate.dev/degraded", "NoSchedule");
     let mut settings = settings();
     settings.placement.managed_taints.push(degraded.clone());
@@ -192,7 +192,7 @@ fn an_open_node_shows_each_broken_member_and_when_it_would_be_regated() {
         "{table}"
     );
     // A reboot announced for it (semantics.md §6.10): due before the reboot.
-    settings.reboots.sources = vec![nodegate_core::reboot::Source::Annotation];
+    settings.reboots.sources = vec![nodegate_core::config::Source::Annotation];
     let mut announced = mk_node("n1", &[], vec![]);
     announced.reboot_pending = Some("kernel".into());
     let a = view(announced, vec![], vec![]);

@@ -82,7 +82,7 @@ fn the_schedule_timeout_is_off_by_default_and_shorter_than_the_timeout() {
     let s = run_settings(&run_args(&["--schedule-timeout", "30s"])).unwrap();
     assert_eq!(s.schedule_timeout, Some(Duration::from_secs(30)));
     assert_eq!(
-        GateConfig::from(&s).schedule_timeout,
+        Config::from(&s).schedule_timeout,
         Some(Duration::from_secs(30))
     );
     // With no deadline at all, the schedule deadline alone.
@@ -310,7 +310,7 @@ fn run_and_status_turn_settings_into_the_gate_config_each_their_way() {
     std::fs::write(&path, "onTimeout: keep\ndryRun: false\ntimeout: 30s\n").unwrap();
     let p = path.to_str().unwrap();
     let run = run_settings(&run_args(&["--config", p, "--exclude", "ns/a"])).unwrap();
-    let cfg = GateConfig::from(&run);
+    let cfg = Config::from(&run);
     assert_eq!(cfg.on_timeout, OnTimeout::Keep);
     assert!(!cfg.dry_run);
     assert_eq!(cfg.timeout, Some(Duration::from_secs(30)));
@@ -330,7 +330,7 @@ fn run_and_status_turn_settings_into_the_gate_config_each_their_way() {
             crate::settings::cli::Command::Status(s) => status_settings(&s).unwrap(),
             other => panic!("not status: {other:?}"),
         };
-    let cfg = GateConfig::from(&status);
+    let cfg = Config::from(&status);
     assert_eq!(cfg.on_timeout, OnTimeout::Open);
     assert!(cfg.dry_run);
     assert_eq!(cfg.timeout, Some(Duration::from_secs(30)));
@@ -479,7 +479,7 @@ mod file;
 /// companions need a source, and each bad value is named.
 #[test]
 fn reboot_announcements_are_off_by_default_and_need_re_gating() {
-    use nodegate_core::reboot::{DEFAULT_REBOOT_TIMEOUT, Source};
+    use nodegate_core::config::{DEFAULT_REBOOT_TIMEOUT, Source};
     let s = run_settings(&run_args(&[])).unwrap();
     assert!(s.gate.reboots.sources.is_empty());
     let s = run_settings(&run_args(&[

@@ -1,14 +1,14 @@
 use std::time::Duration;
 
 use super::*;
+use crate::config::Config;
 use crate::deciders::fixture::{Run, reasons, writes};
-use crate::gate::GateConfig;
 use crate::testutil::{mk_node, taint, ts};
 
 const WINDOW: Duration = Duration::from_secs(60);
 
 fn run() -> Run {
-    Run::new(GateConfig::default(), ts(10))
+    Run::new(Config::default(), ts(10))
 }
 
 fn pod(ns: &str, name: &str, kind: Option<&str>) -> BoundPod {
@@ -360,7 +360,7 @@ fn a_node_recorded_as_opened_externally_is_left_alone_by_a_new_net() {
 fn the_net_adds_the_taint_chosen_for_the_labels() {
     use crate::placement::ManagedTaint;
     use crate::startup::{Autoscaler, KARPENTER_TAINT_KEY, StartupTaints};
-    let mut cfg = GateConfig::default();
+    let mut cfg = Config::default();
     let first = cfg.placement.managed_taints[0].clone();
     cfg.startup = StartupTaints::new(Vec::new(), &[Autoscaler::Auto], first.clone());
     cfg.placement.managed_taints = cfg.startup.managed(&[first]);

@@ -5,11 +5,7 @@ use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use super::Regater;
-use crate::budget;
-use crate::deciders::Context;
-use crate::entrance::Scope;
-use crate::gate::GateConfig;
+use crate::config::{Config, Scope};
 use crate::model::{NodeInfo, Taint};
 use crate::placement::ManagedTaint;
 use crate::regate;
@@ -30,104 +26,6 @@ pub struct RegateGauges {
     pub suspended: usize,
 }
 
-impl Regater {
-    /// The budget's counts as kept from the change feed: (nodes in scope, of
-    /// them carrying the re-gate taint as the index shows them); `None`
-    /// before the first count.
-    pub fn counted(&self) -> Option<(usize, usize)> {
-        self.counts
-            .as_ref()
-            .map(|c| (c.managed.len(), c.regated.len()))
-    }
-
-    /// The gauges now.
-    pub fn gauges(&self, cx: &Context<'_>) -> RegateGauges {
-        self.with_counts(cx, |counts| {
-            let (regated, budget_allowed) = match &cx.config.regate {
-                Some(rc) => (
-                    counts.regated.len() + self.unseen(counts),
-                    rc.max_unavailable.allowed(counts.managed.len()),
-                ),
-                None => (0, 0),
-            };
-            RegateGauges {
-                regated,
-                budget_allowed,
-                broken: self.look_at.len(),
-                suspended: counts.suspended.len(),
-            }
-        })
-    }
-
-    /// The nodes in scope carrying the re-gate taint, by name, each with
-    /// the seconds since its gate started (`gated-since`, else its
-    /// creation).
-    pub fn regated_ages(&self, cx: &Context<'_>) -> Vec<(String, f64)> {
-        let now = cx.now.for_grace();
-        let mut ages: Vec<(String, f64)> = self.with_counts(cx, |counts| {
-            counts
-                .regated
-                .iter()
-                .filter_map(|name| cx.view.node(name))
-                .map(|n| {
-                    let since = n.gated_since.unwrap_or(n.created);
-                    let age = now.duration_since(since).as_secs_f64().max(0.0);
-                    (n.name.clone(), age)
-                })
-                .collect()
-        });
-        ages.sort_by(|a, b| a.0.cmp(&b.0));
-        ages
-    }
-
-    /// `f` of the counts kept, or of a count made now if the configuration
-    /// changed since (the next decision counts afresh).
-    pub(super) fn with_counts<T>(&self, cx: &Context<'_>, f: impl FnOnce(&Counts) -> T) -> T {
-        match &self.counts {
-            Some(c) if c.key.is_for(cx.config) => f(c),
-            _ => f(&Counts::of(cx.config, &cx.view.nodes())),
-        }
-    }
-
-    /// The counts, counted afresh if there are none yet or the
-    /// configuration changed since.
-    pub(super) fn counts(&mut self, cx: &Context<'_>) -> &mut Counts {
-        let stale = self
-            .counts
-            .as_ref()
-            .is_none_or(|c| !c.key.is_for(cx.config));
-        if stale {
-            self.recount(cx);
-        }
-        self.counts
-            .get_or_insert_with(|| Counts::new(CountKey::of(cx.config)))
-    }
-
-    pub(super) fn recount(&mut self, cx: &Context<'_>) {
-        self.counts = Some(Counts::of(cx.config, &cx.view.nodes()));
-    }
-
-    /// The places in use: of re-gating's budget (nodes carrying the
-    /// re-gate taint, and this replica's re-gates the index does not show
-    /// yet), and of `--max-unavailable` (nodes closed by nodegate).
-    pub(super) fn in_use(&mut self, cx: &Context<'_>) -> (usize, usize) {
-        let counts = self.counts(cx);
-        let (shown, closed) = (counts.regated.len(), counts.closed.len());
-        let counts = self.counts.as_ref();
-        (shown + counts.map_or(0, |c| self.unseen(c)), closed)
-    }
-
-    /// This replica's re-gates the counts do not show yet: each counts
-    /// until the change feed brings a version of its node other than those
-    /// from before the write (in the same step as the counts take it in).
-    pub(super) fn unseen(&self, counts: &Counts) -> usize {
-        self.pending
-            .keys()
-            .filter(|name| !counts.regated.contains(*name))
-            .count()
-    }
-}
-
 /// What the counts depend on in the configuration: counted afresh when it
 /// changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -140,7 +38,7 @@ pub(super) struct CountKey {
 }
 
 impl CountKey {
-    pub(super) fn of(cfg: &GateConfig) -> Self {
+    pub(super) fn of(cfg: &Config) -> Self {
         CountKey {
             scope: cfg.scope.clone(),
             suspend: cfg.suspend,
@@ -155,7 +53,7 @@ impl CountKey {
 
     /// Whether counts made under this key hold for `cfg` (without building
     /// its key: asked at every change).
-    fn is_for(&self, cfg: &GateConfig) -> bool {
+    pub(super) fn is_for(&self, cfg: &Config) -> bool {
         self.scope == cfg.scope
             && self.suspend == cfg.suspend
             && self.taint.as_ref() == cfg.regate.as_ref().map(|rc| &rc.taint)
@@ -197,7 +95,7 @@ impl Counts {
         }
     }
 
-    pub(super) fn of(cfg: &GateConfig, nodes: &[Arc<NodeInfo>]) -> Self {
+    pub(super) fn of(cfg: &Config, nodes: &[Arc<NodeInfo>]) -> Self {
         let mut counts = Counts::new(CountKey::of(cfg));
         for node in nodes {
             counts.set(&node.name, Some(node), cfg);
@@ -206,13 +104,13 @@ impl Counts {
     }
 
     /// Node `name` is `node` now (`None`: gone).
-    pub(super) fn set(&mut self, name: &str, node: Option<&NodeInfo>, cfg: &GateConfig) {
+    pub(super) fn set(&mut self, name: &str, node: Option<&NodeInfo>, cfg: &Config) {
         let managed = node.filter(|n| cfg.scope.includes(&n.labels));
         let suspended = managed.is_some_and(|n| cfg.suspend || n.suspended);
         let regated = managed
             .zip(cfg.regate.as_ref())
             .is_some_and(|(n, rc)| regate::carries(n, rc));
-        let closed = managed.is_some_and(|n| budget::closed_by_nodegate(n, cfg));
+        let closed = managed.is_some_and(|n| crate::deciders::closed_by_nodegate(n, cfg));
         let print = fingerprint(name);
         flag(&mut self.managed, print, managed.is_some());
         flag(&mut self.suspended, print, suspended);

@@ -1,9 +1,11 @@
 use std::time::Duration;
 
+use jiff::SignedDuration;
+
 use super::*;
 use crate::budget::MaxUnavailable;
+use crate::config::Config;
 use crate::deciders::fixture::{Run, asked, logs, reasons, writes};
-use crate::gate::GateConfig;
 use crate::model::{PodInfo, Taint};
 use crate::placement::{EFFECT_NO_SCHEDULE, ManagedTaint, TOLERATION_OP_EXISTS};
 use crate::regate::DEFAULT_REGATE_TAINT_KEY;
@@ -11,6 +13,7 @@ use crate::testutil::{mk_ds, mk_node, mk_pod, taint, template_with_tolerations, 
 
 mod announced;
 mod budget;
+mod examine;
 
 const GRACE: i64 = 60;
 const NOW: i64 = 1000;
@@ -19,9 +22,9 @@ fn regate_taint() -> Taint {
     taint(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE)
 }
 
-fn config(max_unavailable: MaxUnavailable) -> GateConfig {
+fn config(max_unavailable: MaxUnavailable) -> Config {
     let regate = ManagedTaint::new(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE);
-    let mut cfg = GateConfig::default();
+    let mut cfg = Config::default();
     cfg.placement.managed_taints.push(regate.clone());
     cfg.regate = Some(RegateConfig {
         after: Duration::from_secs(GRACE as u64),

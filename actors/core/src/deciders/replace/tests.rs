@@ -2,19 +2,18 @@ use std::time::Duration;
 
 use super::*;
 use crate::budget::MaxUnavailable;
+use crate::config::Config;
 use crate::deciders::fixture::{Run, asked, reasons};
-use crate::gate::GateConfig;
-use crate::model::PodInfo;
+use crate::model::{KARPENTER_NODEPOOL_LABEL, PodInfo};
 use crate::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE, TOLERATION_OP_EXISTS};
-use crate::replace::KARPENTER_NODEPOOL_LABEL;
 use crate::testutil::{ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts};
 
 const NOW: i64 = 10_000;
 /// Every gated node was created here and timed out at +120 s.
 const CREATED: i64 = 5_000;
 
-fn config(budget: u32, in_flight: u32, fallback: Fallback) -> GateConfig {
-    GateConfig {
+fn config(budget: u32, in_flight: u32, fallback: Fallback) -> Config {
+    Config {
         on_timeout: OnTimeout::Replace,
         replace: ReplaceConfig {
             budget,
@@ -23,7 +22,7 @@ fn config(budget: u32, in_flight: u32, fallback: Fallback) -> GateConfig {
             fallback,
             breakage: MaxUnavailable::Percent(20),
         },
-        ..GateConfig::default()
+        ..Config::default()
     }
 }
 
@@ -73,7 +72,7 @@ fn karpenter(name: &str) -> NodeInfo {
 
 /// Ten healthy nodes, the agent Ready on each, and `stuck` nodes not
 /// Ready: the agent is not broken cluster-wide for up to two stuck ones.
-fn run(cfg: GateConfig) -> Run {
+fn run(cfg: Config) -> Run {
     let mut r = Run::new(cfg, ts(NOW));
     r.index.daemonsets.push(agent());
     for i in 0..10 {
@@ -465,4 +464,39 @@ fn a_conflict_looks_again_and_nothing_counts() {
     assert_eq!(asked(&out), [ts(NOW + 1)]);
     assert!(d.requests().is_empty());
     assert_eq!(requests(&r.step(&mut d, Input::Tick)).len(), 1);
+}
+
+#[test]
+fn a_node_is_due_only_for_a_timeout_of_its_current_gate_with_nothing_recorded() {
+    let mut cfg = Config {
+        on_timeout: OnTimeout::Replace,
+        ..Config::default()
+    };
+    let mut n = mk_node(
+        "n",
+        &[],
+        vec![taint("nodegate.dev/initializing", "NoSchedule")],
+    );
+    n.created = ts(100);
+    assert!(!due(&n, &cfg), "not timed out");
+    n.replace.timed_out = Some(ts(220));
+    assert!(due(&n, &cfg));
+    n.replace.requested = Some(ts(230));
+    assert!(!due(&n, &cfg), "already requested");
+    n.replace.requested = Some(ts(50));
+    assert!(due(&n, &cfg), "a request of an earlier life does not count");
+    n.replace.fallback = Some((Fallback::Keep, ts(230)));
+    assert!(!due(&n, &cfg), "a fallback decided");
+    n.replace.fallback = None;
+    n.gated_since = Some(ts(300));
+    assert!(!due(&n, &cfg), "timed out before this gate started");
+    n.gated_since = None;
+    n.ignored = true;
+    assert!(!due(&n, &cfg), "ignored");
+    n.ignored = false;
+    n.taints.clear();
+    assert!(!due(&n, &cfg), "open");
+    n.taints = vec![taint("nodegate.dev/initializing", "NoSchedule")];
+    cfg.on_timeout = OnTimeout::Keep;
+    assert!(!due(&n, &cfg), "another action");
 }

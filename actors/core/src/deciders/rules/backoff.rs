@@ -1,4 +1,4 @@
-//! A rule the API server refuses (security review §10): a policy that
+//! A rule the API server refuses: a policy that
 //! forbids its taint key (403), a taint the API server finds invalid (422
 //! naming the field). Such a write fails the same way on every node and
 //! every second; retried at the tainter's usual pace it would spend the
@@ -10,9 +10,6 @@
 use std::collections::HashMap;
 
 use jiff::{SignedDuration, Timestamp};
-
-use super::{Hold, Key, RuleTainter};
-use crate::deciders::{Context, Effect, Level, retry_after};
 
 /// The wait after a rule's first refusal.
 pub const FIRST: SignedDuration = SignedDuration::from_secs(2);
@@ -86,33 +83,5 @@ impl Backoffs {
     /// Keeps only the rules `known` says are still in force.
     pub(super) fn retain(&mut self, known: impl Fn(&str) -> bool) {
         self.refused.retain(|r, _| known(r));
-    }
-}
-
-impl RuleTainter {
-    /// Whether the write due for `key` waits because the API server refused
-    /// its rule: then the node is looked at again when it may go, and the
-    /// wait is logged once.
-    pub(super) fn refused(&mut self, key: &Key, cx: &Context<'_>, out: &mut Vec<Effect>) -> bool {
-        let now = cx.now.for_window();
-        let (rule, node) = key;
-        let sent = self.in_flight.keys().filter(|(r, _)| r == rule).count();
-        let at = match self.backoffs.may(rule, now, sent) {
-            May::Write => return false,
-            May::WaitUntil(until) => until,
-            May::WaitForProbe => retry_after(now),
-        };
-        self.schedule(node, at);
-        if self.hold(key.clone(), Hold::Refused) {
-            out.push(Effect::log(
-                Level::Info,
-                node,
-                format!(
-                    "condition taint held back: the API server refused rule {rule}'s last write; \
-                     its writes wait until {at}"
-                ),
-            ));
-        }
-        true
     }
 }

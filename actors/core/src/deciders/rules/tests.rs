@@ -6,10 +6,10 @@ use crate::budget::MaxUnavailable;
 use crate::conditions::rules::{
     ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern, validate_rules,
 };
+use crate::config::{Config, Scope};
 use crate::deciders::Level;
 use crate::deciders::fixture::{Run, asked, logs, reasons, writes};
-use crate::entrance::Scope;
-use crate::gate::{EventType, GateConfig};
+use crate::gate::EventType;
 use crate::model::{NodeCondition, Taint};
 use crate::selector::LabelSelector;
 use crate::testutil::{mk_node, taint, taint_v, ts};
@@ -40,9 +40,9 @@ fn oos() -> ConditionTaintRule {
 
 fn run(rules: Vec<ConditionTaintRule>) -> Run {
     validate_rules(&rules, |k| k.starts_with("nodegate.dev/")).unwrap();
-    let config = GateConfig {
+    let config = Config {
         condition_taints: rules,
-        ..GateConfig::default()
+        ..Config::default()
     };
     Run::new(config, ts(100))
 }

@@ -1,8 +1,9 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::config::OnTimeout;
 use crate::gate::state::{OpenedRecord, StopReason, TimeoutRecord};
-use crate::gate::{Expectation, Member, MemberId, OnTimeout, Readiness};
+use crate::member::{Expectation, Member, MemberId, Readiness};
 use crate::testutil::{mk_node, taint, ts};
 
 fn gated(members: &[(&str, Option<&str>)]) -> GateState {
@@ -143,13 +144,13 @@ fn a_long_message_is_cut_on_a_char_boundary() {
 #[test]
 fn the_write_is_off_without_the_flag_and_marks_status_transitions() {
     let state = gated(&[("kube-system/cni", Some("no pod on the node yet"))]);
-    let off = crate::gate::GateConfig::default();
+    let off = crate::config::Config::default();
     assert_eq!(condition_write(None, &state, &off), None);
-    let on = crate::gate::GateConfig {
+    let on = crate::config::Config {
         node_condition: true,
         ..off.clone()
     };
-    let dry = crate::gate::GateConfig {
+    let dry = crate::config::Config {
         dry_run: true,
         ..on.clone()
     };
@@ -166,9 +167,9 @@ fn the_write_is_off_without_the_flag_and_marks_status_transitions() {
 
 #[test]
 fn a_first_write_after_a_restart_keeps_the_nodes_transition_time() {
-    let on = crate::gate::GateConfig {
+    let on = crate::config::Config {
         node_condition: true,
-        ..crate::gate::GateConfig::default()
+        ..crate::config::Config::default()
     };
     let mut state = gated(&[("kube-system/cni", Some("no pod on the node yet"))]);
     let with_status = |state: &GateState, status: &str| {

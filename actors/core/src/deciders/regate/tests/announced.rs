@@ -4,7 +4,7 @@
 //! replica that starts (or starts leading) while a reboot is announced.
 
 use super::*;
-use crate::reboot::{AnnouncedReboots, DEFAULT_KURED_DAEMONSET, Source};
+use crate::config::{AnnouncedReboots, DEFAULT_KURED_DAEMONSET, Source};
 
 const LOCK_N1: &str = r#"{"nodeID":"n1","metadata":{"unschedulable":false},"created":"1970-01-01T00:16:00Z","TTL":0}"#;
 
@@ -194,4 +194,75 @@ fn an_unreadable_lock_announces_nothing_and_is_warned_about_once() {
     assert!(warned[0].contains("kube-system/kured"), "{warned:?}");
     let out = upsert(&mut r, &mut g, at_version(n1, "2"));
     assert!(logs(&out, Level::Warn).is_empty(), "{out:?}");
+}
+
+/// Re-gating on and every source listened to, for [`before_reboot`] alone.
+fn reboot_config() -> Config {
+    let regate = ManagedTaint::new(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE);
+    let mut cfg = Config::default();
+    cfg.placement.managed_taints.push(regate.clone());
+    cfg.regate = Some(RegateConfig {
+        after: Duration::from_secs(60),
+        taint: regate,
+        timeout: None,
+        on_reboot: false,
+        max_unavailable: Default::default(),
+    });
+    cfg.reboots = AnnouncedReboots {
+        sources: Source::ALL.to_vec(),
+        kured_daemonset: DEFAULT_KURED_DAEMONSET.into(),
+        timeout: Some(crate::config::DEFAULT_REBOOT_TIMEOUT),
+    };
+    cfg
+}
+
+#[test]
+fn an_announcement_regates_an_open_node_once_and_its_record_is_forgotten_when_it_goes() {
+    let c = reboot_config();
+    let a = Announcement {
+        source: Source::Annotation,
+        detail: "x".into(),
+    };
+    let mut n = mk_node("n1", &[], vec![]);
+    n.boot_id = Some("b1".into());
+    assert_eq!(
+        before_reboot(&n, &c, Some(a.clone())),
+        BeforeReboot::Regate(a.clone())
+    );
+    assert_eq!(before_reboot(&n, &c, None), BeforeReboot::Nothing);
+    // Re-gated: the record is there; nothing more while it stands.
+    let mut gated = n.clone();
+    gated.awaiting_reboot = Some("b1".into());
+    gated
+        .taints
+        .push(taint(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE));
+    assert_eq!(
+        before_reboot(&gated, &c, Some(a.clone())),
+        BeforeReboot::Nothing
+    );
+    // Withdrawn before any reboot: the record goes, the gate opens by ready.
+    assert_eq!(before_reboot(&gated, &c, None), BeforeReboot::Forget);
+    // Rebooted and still gated: the gate needs the record.
+    gated.boot_id = Some("b2".into());
+    assert_eq!(before_reboot(&gated, &c, None), BeforeReboot::Nothing);
+    // Open again (after the reboot, or by its deadline) with the
+    // announcement still showing: not re-gated for it again.
+    let mut open = gated.clone();
+    open.taints.clear();
+    assert_eq!(
+        before_reboot(&open, &c, Some(a.clone())),
+        BeforeReboot::Nothing
+    );
+    // It went: the record is forgotten, so the next announcement counts.
+    assert_eq!(before_reboot(&open, &c, None), BeforeReboot::Forget);
+    // Ignored, out of scope or re-gating off: nothing.
+    n.ignored = true;
+    assert_eq!(
+        before_reboot(&n, &c, Some(a.clone())),
+        BeforeReboot::Nothing
+    );
+    n.ignored = false;
+    let mut off = c.clone();
+    off.regate = None;
+    assert_eq!(before_reboot(&n, &off, Some(a)), BeforeReboot::Nothing);
 }

@@ -2,7 +2,7 @@
 //! the change feed.
 
 use super::*;
-use crate::entrance::Scope;
+use crate::config::Scope;
 use crate::selector::LabelSelector;
 
 fn refused(effects: &[Effect]) -> usize {
@@ -99,7 +99,7 @@ fn recount(r: &Run) -> ((usize, usize), usize, Vec<String>) {
         panic!("re-gating is off");
     };
     let nodes: Vec<&Arc<NodeInfo>> = r.index.nodes.values().collect();
-    let counts = regate::budget_counts(nodes.iter().map(|n| Arc::clone(n)), cfg, rc);
+    let counts = budget_counts(nodes.iter().map(|n| Arc::clone(n)), cfg, rc);
     let in_scope = |n: &&&Arc<NodeInfo>| cfg.scope.includes(&n.labels);
     let suspended = nodes
         .iter()

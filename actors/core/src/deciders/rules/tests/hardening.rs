@@ -1,4 +1,4 @@
-//! The rules decider under the security review's findings: a rule the API
+//! The rules decider's hardening: a rule the API
 //! server refuses backs off, `whenCleared` takes off only what it put on, and
 //! the global cap counts re-gated nodes too.
 
@@ -126,7 +126,7 @@ fn when_cleared_leaves_a_taint_nodegate_did_not_put_on() {
 /// taint or a rule's taint.
 #[test]
 fn the_total_cap_holds_a_rule_back_with_re_gated_nodes_counted() {
-    use crate::regate::RegateConfig;
+    use crate::config::RegateConfig;
     let mut lenient = oos();
     lenient.max_unavailable = Some(MaxUnavailable::Count(10));
     let mut r = run(vec![lenient]);

@@ -22,11 +22,12 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::{
+use crate::canary;
+use crate::config::CanaryConfig;
+use crate::deciders::{
     CanaryCreate, CanaryDelete, Change, Context, Decider, Effect, Input, Level, Origin, Tally,
     retry_after,
 };
-use crate::canary::{self, CanaryConfig};
 use crate::gate::PatchOutcome;
 use crate::model::PodInfo;
 

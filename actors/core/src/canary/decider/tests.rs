@@ -2,21 +2,21 @@ use std::sync::Arc;
 
 use super::*;
 use crate::canary::{CANARY_LABEL, label_value, pod_name};
+use crate::config::Config;
 use crate::deciders::fixture::{Run, asked};
-use crate::gate::GateConfig;
 use crate::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
 use crate::testutil::{mk_node, mk_pod, taint, ts};
 
 const NOW: i64 = 1000;
 
-fn config(cap: usize) -> GateConfig {
-    GateConfig {
+fn config(cap: usize) -> Config {
+    Config {
         canary: Some(CanaryConfig {
             namespace: "nodegate".into(),
             probe: false,
             max_in_flight: cap,
         }),
-        ..GateConfig::default()
+        ..Config::default()
     }
 }
 
@@ -376,7 +376,7 @@ fn suspend_creates_nothing_but_still_cleans_up() {
 
 #[test]
 fn without_the_canary_key_the_decider_does_nothing() {
-    let mut run = Run::new(GateConfig::default(), ts(NOW));
+    let mut run = Run::new(Config::default(), ts(NOW));
     run.index.upsert(gated("n1"));
     let mut c = Canaries::new();
     assert!(

@@ -6,12 +6,13 @@
 //! This module owns what identifies a canary (its name, its label, its
 //! namespace), when one counts as Ready for a gate, and how long a failed one
 //! waits before it is made again. Which canaries to create and delete is the
-//! canary decider's (`deciders::canary`); the pod's spec is the shell's. It
+//! canary decider's ([`decider`]); the pod's spec is the shell's. It
 //! must never do I/O or read the clock.
 
 use std::time::Duration;
 
-use crate::gate::Readiness;
+use crate::config::CanaryConfig;
+use crate::member::Readiness;
 use crate::model::PodInfo;
 
 /// The label on every canary, naming its node ([`label_value`]): what the
@@ -20,20 +21,6 @@ pub const CANARY_LABEL: &str = "nodegate.dev/canary";
 
 /// The prefix of every canary's name ([`pod_name`]).
 pub const NAME_PREFIX: &str = "nodegate-canary-";
-
-/// The default cap on canaries in flight cluster-wide.
-pub const DEFAULT_MAX_IN_FLIGHT: usize = 50;
-
-/// The `canary` key, as the gates and the canary decider need it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CanaryConfig {
-    /// nodegate's own namespace: the only one whose pods can be canaries.
-    pub namespace: String,
-    /// A readiness probe is configured: the pod must also be Ready.
-    pub probe: bool,
-    /// The most canary pods that exist at once, cluster-wide.
-    pub max_in_flight: usize,
-}
 
 /// The longest a DNS label (a label value) may be.
 const LABEL_MAX: usize = 63;
@@ -158,6 +145,8 @@ pub fn backoff(failures: u32) -> Duration {
         .checked_mul(1u32 << doublings)
         .map_or(BACKOFF_MAX, |d| d.min(BACKOFF_MAX))
 }
+
+pub mod decider;
 
 #[cfg(test)]
 mod tests;

@@ -1,17 +1,21 @@
-//! The settings every gate shares, and what it does when its deadline passes.
+//! The configuration: [`Config`], built once by the binary from flags and the
+//! config file, with one sub-configuration per feature. It sits on the core's
+//! floor so that every feature can read its settings without importing the
+//! gate or another feature; nothing here imports a controller.
 
+use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::budget::MaxUnavailable;
 use crate::conditions::CriticalCondition;
 use crate::conditions::rules::ConditionTaintRule;
 use crate::devices::{CriticalResource, DraDriver};
-use crate::entrance::Scope;
-use crate::model::NodeInfo;
-use crate::placement::PlacementConfig;
+use crate::model::{Fallback, Labels, NodeInfo};
+use crate::placement::{ManagedTaint, PlacementConfig};
 use crate::readiness::CriticalPodEntry;
-use crate::regate::RegateConfig;
+use crate::selector::LabelSelector;
 use crate::startup::StartupTaints;
 
 /// What a gate does when its deadline passes with members still not Ready.
@@ -72,13 +76,29 @@ impl std::str::FromStr for OnTimeout {
     }
 }
 
+/// Which nodes nodegate manages at all (`--node-selector`): every entrance and
+/// the gate itself leave the others alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// `None`: every node.
+    pub node_selector: Option<LabelSelector>,
+}
+
+impl Scope {
+    pub fn includes(&self, labels: &Labels) -> bool {
+        self.node_selector
+            .as_ref()
+            .is_none_or(|s| s.matches(labels))
+    }
+}
+
 /// The default `--timeout`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The settings every gate shares. Built once by the binary from flags and the
 /// config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GateConfig {
+pub struct Config {
     /// Which nodes nodegate manages at all (`--node-selector`): a node
     /// outside it is never gated, whatever its taints.
     pub scope: Scope,
@@ -115,9 +135,9 @@ pub struct GateConfig {
     pub regate: Option<RegateConfig>,
     /// `--max-unavailable`: the most managed nodes nodegate keeps closed on
     /// its own initiative at once, re-gated or carrying a condition rule's
-    /// taint (see [`crate::budget::closed_by_nodegate`]); `None`: no cap
+    /// taint (see [`closed_by_nodegate`](crate::deciders::closed_by_nodegate)); `None`: no cap
     /// beyond each one's own budget.
-    pub max_unavailable: Option<crate::budget::MaxUnavailable>,
+    pub max_unavailable: Option<MaxUnavailable>,
     /// `--node-condition`: the leader writes the [`OPEN_CONDITION`]
     /// condition on each node it gates ([`super::open_condition`]).
     ///
@@ -125,16 +145,16 @@ pub struct GateConfig {
     pub node_condition: bool,
     /// `--reboot-announcements` and friends: re-gating before an announced
     /// reboot (semantics.md §6.10). Off by default.
-    pub reboots: crate::reboot::AnnouncedReboots,
+    pub reboots: AnnouncedReboots,
     /// `--replace-*`: the budget and fallback of `--on-timeout=replace`
     /// (semantics.md §5.8); read only with that action.
-    pub replace: crate::replace::ReplaceConfig,
+    pub replace: ReplaceConfig,
     /// `canary`: every gated node waits for a canary pod nodegate runs on
     /// it (semantics.md §6.9); `None`: off.
-    pub canary: Option<crate::canary::CanaryConfig>,
+    pub canary: Option<CanaryConfig>,
 }
 
-impl GateConfig {
+impl Config {
     /// Whether `node` is gated: inside `--node-selector` and carrying at
     /// least one managed taint. The one definition the router (which gates to
     /// run) and `status` (which nodes to list) share.
@@ -144,7 +164,7 @@ impl GateConfig {
     }
 }
 
-impl GateConfig {
+impl Config {
     /// The deadline of `node`'s gate: `--regate-timeout` for a node that
     /// carries only the re-gate taint (it was open and broke), or
     /// `--reboot-timeout` when it was re-gated before an announced reboot
@@ -171,11 +191,11 @@ impl GateConfig {
     }
 }
 
-impl Default for GateConfig {
+impl Default for Config {
     /// The defaults `nodegate run` documents: the default managed and
     /// transient taints, 120 s, open on timeout, writes enabled.
     fn default() -> Self {
-        GateConfig {
+        Config {
             scope: Scope::default(),
             placement: PlacementConfig::default(),
             startup: StartupTaints::default(),
@@ -192,9 +212,159 @@ impl Default for GateConfig {
             regate: None,
             max_unavailable: None,
             node_condition: false,
-            reboots: crate::reboot::AnnouncedReboots::default(),
-            replace: crate::replace::ReplaceConfig::default(),
+            reboots: AnnouncedReboots::default(),
+            replace: ReplaceConfig::default(),
             canary: None,
         }
     }
+}
+
+/// `--regate-*`, present only when `--regate-after` is not zero.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegateConfig {
+    /// The grace: how long a member may have no Ready pod before the node is
+    /// re-gated. Never zero.
+    pub after: Duration,
+    pub taint: ManagedTaint,
+    /// A re-gated node's deadline; `None`: it stays closed until its members
+    /// are Ready.
+    pub timeout: Option<Duration>,
+    pub on_reboot: bool,
+    pub max_unavailable: MaxUnavailable,
+}
+
+/// Where an announcement comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Source {
+    /// kured's reboot lock names the node (`weave.works/kured-node-lock` on
+    /// kured's DaemonSet). kured holds it from before the drain until the
+    /// node is back, and lets at most `--concurrency` nodes (1 by default)
+    /// hold it: kured bounds the disruption, so this source is not counted
+    /// against `--regate-max-unavailable`.
+    KuredLock,
+    /// `nodegate.dev/reboot-pending` on the node, set by a person or a
+    /// script: within the budget.
+    Annotation,
+    /// kured's `weave.works/kured-reboot-in-progress` on the node
+    /// (`--annotate-nodes`). kured sets it before it waits for its lock, so
+    /// every node needing a reboot may carry it at once: within the budget.
+    KuredAnnotation,
+}
+
+impl Source {
+    /// Every source, in the order they are looked at.
+    pub const ALL: [Source; 3] = [
+        Source::KuredLock,
+        Source::Annotation,
+        Source::KuredAnnotation,
+    ];
+
+    /// The name `--reboot-announcements` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::KuredLock => "kured-lock",
+            Source::Annotation => "annotation",
+            Source::KuredAnnotation => "kured-annotation",
+        }
+    }
+
+    /// Whether a re-gate for this source goes around `--regate-max-unavailable`
+    /// and `--max-unavailable`: only where the orchestrator itself bounds how
+    /// many nodes reboot at once.
+    pub fn bypasses_budget(self) -> bool {
+        matches!(self, Source::KuredLock)
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A source name that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{0:?} is not a reboot announcement source: use annotation, kured-lock or kured-annotation"
+)]
+pub struct UnknownSource(pub String);
+
+impl std::str::FromStr for Source {
+    type Err = UnknownSource;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Source::ALL
+            .into_iter()
+            .find(|o| o.as_str() == s.trim())
+            .ok_or_else(|| UnknownSource(s.to_string()))
+    }
+}
+
+/// `--reboot-announcements` and friends. Off (no source) by default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AnnouncedReboots {
+    /// The sources listened to, sorted, without duplicates.
+    pub sources: Vec<Source>,
+    /// kured's DaemonSet, `namespace/name` (`--kured-daemonset`), where its
+    /// lock is read with [`Source::KuredLock`].
+    pub kured_daemonset: String,
+    /// The deadline of a gate waiting for an announced reboot, from the
+    /// taint (`--reboot-timeout`); `None`: `--regate-timeout`'s.
+    pub timeout: Option<Duration>,
+}
+
+/// The default `--kured-daemonset`: kured's own default `--ds-namespace`
+/// and `--ds-name`.
+pub const DEFAULT_KURED_DAEMONSET: &str = "kube-system/kured";
+
+/// The default `--reboot-timeout`: a drain, a reboot and the node agents
+/// starting again fit in it.
+pub const DEFAULT_REBOOT_TIMEOUT: Duration = Duration::from_secs(3600);
+
+impl AnnouncedReboots {
+    pub fn listens_to(&self, source: Source) -> bool {
+        self.sources.contains(&source)
+    }
+}
+
+/// `--replace-*`: the budget and the fallback.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplaceConfig {
+    /// At most this many requests per [`interval`](Self::interval),
+    /// cluster-wide (`--replace-budget`).
+    pub budget: u32,
+    pub interval: Duration,
+    /// At most this many requested nodes still existing
+    /// (`--replace-in-flight`).
+    pub in_flight: u32,
+    pub fallback: Fallback,
+    /// A member failing on more than this of the nodes it has a pod on is
+    /// broken cluster-wide (`--replace-breakage`).
+    pub breakage: MaxUnavailable,
+}
+
+impl Default for ReplaceConfig {
+    fn default() -> Self {
+        ReplaceConfig {
+            budget: 2,
+            interval: Duration::from_secs(600),
+            in_flight: 2,
+            fallback: Fallback::Keep,
+            breakage: MaxUnavailable::Percent(20),
+        }
+    }
+}
+
+/// The default cap on canaries in flight cluster-wide.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 50;
+
+/// The `canary` key, as the gates and the canary decider need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CanaryConfig {
+    /// nodegate's own namespace: the only one whose pods can be canaries.
+    pub namespace: String,
+    /// A readiness probe is configured: the pod must also be Ready.
+    pub probe: bool,
+    /// The most canary pods that exist at once, cluster-wide.
+    pub max_in_flight: usize,
 }
