@@ -1,5 +1,5 @@
 //! The webhook's certificate lifecycle and start-up against the real
-//! kube-apiserver of deploy/local (security review §7, §14 a, §15):
+//! kube-apiserver of deploy/local:
 //!
 //! - a webhook Secret nodegate cannot get or create does not stop the gate;
 //!   readiness and a metric say the webhook is not serving, and it starts

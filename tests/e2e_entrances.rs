@@ -367,7 +367,7 @@ async fn tenant_client(env: &Env) -> kube::Client {
     kube::Client::try_from(config).expect("tenant client")
 }
 
-/// Security review §5: as a tenant, a pod whose `managedFields` entry is
+/// Hardening: as a tenant, a pod whose `managedFields` entry is
 /// dated 2099, selected by nodegate's pod watch. The API server keeps the
 /// client's entry (asserted: the premise). Before the fix it moved
 /// nodegate's "server now" to 2099, so every node looked older than the
@@ -435,7 +435,7 @@ async fn a_tenant_pod_dated_2099_does_not_move_the_server_clock() {
     assert_eq!(metric(&text, series), Some(0.0), "{series}");
 }
 
-/// Security review §12(a): operators win. A node registered with the
+/// Hardening: operators win. A node registered with the
 /// startup taint (the webhook's), whose taint an operator removes by hand
 /// while its gate waits, is recorded `opened-by: external` (with
 /// `opened-at`) and the late-taint net does not put the taint back. Before

@@ -386,7 +386,7 @@ async fn a_bad_rollout_regates_no_more_nodes_than_the_budget() {
     assert_eq!(total, BUDGET);
 }
 
-/// Security review §12(b): an operator takes `nodegate.dev/degraded` off a
+/// Hardening: an operator takes `nodegate.dev/degraded` off a
 /// re-gated node by hand (`kubectl taint … nodegate.dev/degraded-`) to put
 /// it back in service while the broken agent is fixed. The member's grace
 /// counted from its pod's old transition, so the node was re-gated again

@@ -235,7 +235,7 @@ async fn an_invalid_file_is_refused_and_a_valid_one_changes_the_expected_set() {
     assert!(ng.logs().contains("SIGHUP: reading the config file again"));
 }
 
-/// Security review §20: `taints: [a]` reloaded as `[b]`. A replica still
+/// Hardening: `taints: [a]` reloaded as `[b]`. A replica still
 /// on the old file (ConfigMap updates reach pods up to about a minute
 /// apart) keeps putting `a` on new nodes; the reloaded replica still
 /// manages `a`, so such a node is gated and opened, not stranded; a node

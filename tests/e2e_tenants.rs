@@ -148,7 +148,7 @@ fn daemonset_in(namespace: &str, spec: DsSpec) -> DaemonSet {
     ds
 }
 
-/// Security review §18: a tenant allowed to create DaemonSets in their own
+/// Hardening: a tenant allowed to create DaemonSets in their own
 /// namespace deploys one that tolerates everything and never turns Ready.
 /// With `--daemonset-namespaces kube-system`, a new node opens by the
 /// readiness of the system DaemonSet alone, long before its deadline.

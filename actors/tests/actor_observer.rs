@@ -175,7 +175,7 @@ async fn a_daemonset_seen_again_unchanged_is_not_fanned_out_to_the_gates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemonset_outside_the_allowed_namespaces_is_not_fanned_out() {
-    // Security review §18: with --daemonset-namespaces, a tenant's DaemonSet
+    // Hardening: with --daemonset-namespaces, a tenant's DaemonSet
     // is no member anywhere, so toggling its labels reaches no gate.
     let mut c = cfg();
     c.placement.daemonset_namespaces = Some(["kube-system".to_string()].into());

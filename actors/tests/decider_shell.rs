@@ -180,7 +180,7 @@ impl nodegate_core::deciders::Decider for Probe {
     }
 }
 
-/// Security review §13: after gaining the lease, a budgeted decider may
+/// Hardening: after gaining the lease, a budgeted decider may
 /// write only once the index shows every node at the version a fresh read
 /// gave (the old leader's last taint included); it is then told so.
 #[test]
@@ -237,7 +237,7 @@ fn a_budgeted_decider_may_write_only_once_the_index_caught_up() {
     });
 }
 
-/// Security review §17: the net's pod LISTs run side by side, at most
+/// Hardening: the net's pod LISTs run side by side, at most
 /// `LISTS_IN_FLIGHT` at once (before, one candidate at a time: a slow LIST
 /// held every other new node past its window).
 #[test]

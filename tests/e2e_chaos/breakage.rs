@@ -1,4 +1,4 @@
-//! Scenario 4: a cluster-wide agent breakage (security review §8).
+//! Scenario 4: a cluster-wide agent breakage.
 
 use super::*;
 use support::gate::taint_keys;

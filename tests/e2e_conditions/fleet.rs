@@ -1,4 +1,4 @@
-//! The security review's §2 case on the real API server: ten managed
+//! The typo'd condition rule on the real API server: ten managed
 //! nodes, a `NoExecute` rule with no `maxUnavailable` whose condition type
 //! is a typo, so the condition is absent (read as `Unknown`) on every node.
 //!

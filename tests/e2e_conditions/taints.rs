@@ -109,7 +109,7 @@ async fn stale_writes_are_refused(s: &Shared) {
         .nodes
         .patch("spot-1", &PatchParams::default(), &Patch::Json::<()>(add))
         .await;
-    // Security review §10: the writer tells the API server's answer to a
+    // Hardening: the writer tells the API server's answer to a
     // failed `test` op (the node changed: decide again) ...
     let told = outcome(match &r {
         Ok(_) => Ok(()),
@@ -333,7 +333,7 @@ pub async fn preempted_spot_node(s: &Shared) {
     }
 }
 
-/// Security review §9: an operator follows the upstream non-graceful
+/// Hardening: an operator follows the upstream non-graceful
 /// shutdown runbook and puts out-of-service on a dead spot node by hand.
 /// The node does not report `Preempted=True`, so the `preempted` rule
 /// (`remove: whenCleared`) does not match it, and used to take the taint

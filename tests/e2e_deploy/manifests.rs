@@ -676,7 +676,7 @@ fn deployed_arguments_are_accepted_by_nodegate() {
     assert_accepted("helm chart (custom values)", &args);
 }
 
-/// Security review §2: nodegate did not tolerate the taints it may add
+/// Hardening: nodegate did not tolerate the taints it may add
 /// itself, so a NoExecute rule evicted it and nothing took the taint off.
 /// The chart writes `config.conditionTaints` to its ConfigMap (nodegate
 /// takes it) and its pods tolerate each rule's key and the re-gate taint;

@@ -932,7 +932,7 @@ async fn as_node_api(admin: &Path) -> Api<Node> {
     Api::all(kube::Client::try_from(config).expect("client"))
 }
 
-/// Security review §4 (d): an overlay that renames the ServiceAccount and
+/// Hardening: an overlay that renames the ServiceAccount and
 /// moves it to another namespace (kustomize `namePrefix` and `namespace`)
 /// is still held by the policy, which follows the labelled bindings'
 /// subjects instead of naming the account. As the renamed account

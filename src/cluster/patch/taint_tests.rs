@@ -108,7 +108,7 @@ fn removing_tests_the_taint_at_its_index() {
     assert_eq!(p[3], json!({"op": "remove", "path": "/spec/taints/1"}));
 }
 
-/// Security review §9: a rule's removal also updates nodegate's record of
+/// Hardening: a rule's removal also updates nodegate's record of
 /// the taints it put on, in the same conditional patch.
 #[test]
 fn removing_updates_the_record_of_the_rules_taints() {

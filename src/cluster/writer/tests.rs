@@ -128,7 +128,7 @@ fn answers_that_may_hide_an_applied_write_are_ambiguous() {
     }
     assert_eq!(api(409), PatchOutcome::Conflict);
     assert_eq!(api(422), PatchOutcome::Conflict);
-    // Security review §10(b): the answers of the real API server to a
+    // Hardening: the answers of the real API server to a
     // failed `test` op and to an invalid taint value.
     let answer = |json: serde_json::Value| {
         let status: Status = serde_json::from_value(json).expect("a Status");

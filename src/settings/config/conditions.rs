@@ -259,12 +259,12 @@ criticalConditions:
                 ),
                 &["\"r1\"", "twice"],
             ),
-            // Security review §2: the typo'd rule of the review.
+            // Hardening: a typo'd rule (it matched every node).
             (
                 rule("", "{type: GPUDriverReadyy, status: \"False|Unknown\"}", good_taint),
                 &["\"r1\"", "conditions[0]", "for", "matchAbsent: true"],
             ),
-            // Security review §10(b): the API server refuses these taints.
+            // Hardening: the API server refuses these taints.
             (
                 rule("", good_cond, "{key: example.com/a, value: not valid, effect: NoSchedule}"),
                 &["\"r1\"", "taint.value", "not valid"],

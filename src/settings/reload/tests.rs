@@ -233,7 +233,7 @@ fn condition_keys_are_applied_live_and_an_invalid_rule_is_refused() {
     );
 }
 
-/// Security review §20: `taints: [A]` reloaded as `[B]` keeps A managed
+/// Hardening: `taints: [A]` reloaded as `[B]` keeps A managed
 /// after B (nodes a lagging replica still taints with A are gated and
 /// opened), while the entrances add B, the first; a retired taint carries
 /// over further reloads; naming it again makes it an ordinary managed

@@ -149,7 +149,7 @@ fn when_cleared_removes_never_keeps() {
     assert_eq!(decide(&r, &n, &v, 1, 10), None, "already on");
     n.conditions.get_mut("Preempted").unwrap().status = "False".into();
     let v = evaluate(&r, &n, ts(0));
-    // Security review §9: only a taint nodegate recorded putting on comes
+    // Hardening: only a taint nodegate recorded putting on comes
     // off; the same taint put on by someone else stays.
     assert_eq!(decide(&r, &n, &v, 1, 10), None, "not nodegate's");
     n.rule_taints = Some("other,r".into());
@@ -235,7 +235,7 @@ fn critical_conditions_are_checked() {
     ));
 }
 
-/// Security review §2: `status: "False|Unknown"` with no `for` matched every
+/// Hardening: `status: "False|Unknown"` with no `for` matched every
 /// node that does not report the condition (a typo in the type is enough),
 /// at once. Refused unless the rule says `matchAbsent: true`.
 #[test]
@@ -274,7 +274,7 @@ fn a_pattern_matching_unknown_needs_for_or_match_absent() {
     assert_eq!(validate_rules(&[not_unknown], managed), Ok(()));
 }
 
-/// Security review §10(b): a taint the API server refuses (a value with a
+/// Hardening: a taint the API server refuses (a value with a
 /// space, a key that is not a qualified name) was retried for ever.
 #[test]
 fn a_rule_taint_must_be_one_the_api_accepts() {
@@ -304,7 +304,7 @@ fn a_rule_taint_must_be_one_the_api_accepts() {
     }
 }
 
-/// Security review §2: a `NoExecute` rule without `maxUnavailable` had no
+/// Hardening: a `NoExecute` rule without `maxUnavailable` had no
 /// limit; it now takes one node at a time.
 #[test]
 fn a_no_execute_rule_without_a_budget_takes_one_node_at_a_time() {

@@ -83,7 +83,7 @@ fn the_period_follows_the_validity() {
     assert_eq!(period(Duration::from_secs(20)), Duration::from_secs(2));
 }
 
-/// Security review §14: the caBundle is written only from the Secret as it
+/// Hardening: the caBundle is written only from the Secret as it
 /// is now: a replica whose view is older (another replica rewrote the
 /// Secret since) or unknown does not write.
 #[test]
@@ -94,7 +94,7 @@ fn the_bundle_is_written_only_from_the_secret_version_it_came_from() {
     assert!(!may_write_bundle(Some("41"), None));
 }
 
-/// Security review §14: the caBundle first, then the serving certificate.
+/// Hardening: the caBundle first, then the serving certificate.
 /// A new certificate is swapped in only once every webhook has trusted its
 /// CA for a whole period (found in place in the round before too): not in
 /// the round this replica wrote the bundle, nor while a write was lost to a

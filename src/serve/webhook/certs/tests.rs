@@ -169,7 +169,7 @@ fn settle_is_a_sixth_of_the_validity_within_bounds() {
     );
 }
 
-/// Security review §14 (a): a replica whose clock ran ahead issued the
+/// Hardening: a replica whose clock ran ahead issued the
 /// stored pair. By the API server's clock the serving certificate is not
 /// valid yet, so it is replaced at once (from the same CA); within the
 /// slack it is kept.

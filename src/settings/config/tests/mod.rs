@@ -131,7 +131,7 @@ fn bad_values_are_named_in_the_error() {
             "--max-concurrent-patches",
         ),
         (&["--kube-qps=-1"], "--kube-qps"),
-        // Security review L2: 1/qps overflowed a Duration and panicked.
+        // Hardening: 1/qps overflowed a Duration and panicked.
         (&["--kube-qps=1e-20"], "--kube-qps"),
         (&["--kube-request-timeout", "0"], "--kube-request-timeout"),
         (&["--kube-request-timeout", "never"], "never"),
@@ -401,7 +401,7 @@ fn yaml_errors_name_the_position_the_key_and_the_value() {
     }
 }
 
-/// Security review L3: `--webhook-cert-validity` is capped at ten years (the
+/// Hardening: `--webhook-cert-validity` is capped at ten years (the
 /// CA lives ten times as long; beyond year 9999 nothing can be issued), and
 /// the refusal names the flag, the value and the bounds.
 #[test]
@@ -431,7 +431,7 @@ fn the_webhook_certificate_validity_is_capped() {
     }
 }
 
-/// Security review §13: a NoExecute re-gate taint evicted every re-gated
+/// Hardening: a NoExecute re-gate taint evicted every re-gated
 /// node's workloads and was accepted silently; it now needs its opt-in.
 #[test]
 fn a_no_execute_regate_taint_needs_its_opt_in() {

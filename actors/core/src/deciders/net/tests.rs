@@ -312,7 +312,7 @@ fn a_suspended_new_node_is_not_listed() {
     assert_eq!(lists(&r.step(&mut net, change)), ["n1"]);
 }
 
-/// Security review §12(a): a node created with the startup taint (the
+/// Hardening: a node created with the startup taint (the
 /// webhook's) whose taint an operator removes by hand, before nodegate's
 /// `opened-by: external` reaches the index, is not tainted again.
 #[test]

@@ -251,7 +251,7 @@ fn a_write_counts_while_its_change_is_still_on_the_feed() {
     assert_eq!(gauges(&r, &g).regated, 1);
 }
 
-/// Security review §8: with the budget used up, every due node was looked
+/// Hardening: with the budget used up, every due node was looked
 /// at again every second. Refused nodes wait ten seconds; a place freed
 /// wakes as many of them as places freed, at once.
 #[test]
@@ -280,7 +280,7 @@ fn refused_nodes_wait_and_a_freed_place_wakes_one() {
     assert!(reads(&out).is_empty(), "{out:?}");
 }
 
-/// Security review §13: the nodes a condition rule keeps tainted count
+/// Hardening: the nodes a condition rule keeps tainted count
 /// against `--max-unavailable` together with the re-gated ones.
 #[test]
 fn the_total_cap_counts_the_rules_taints() {

@@ -485,7 +485,7 @@ fn members_broken_when_a_node_was_opened_by_its_deadline_are_excused_until_ready
     assert_eq!(members(&h), BTreeSet::from(["infra/cni".to_string()]));
 }
 
-/// Security review §12(b): an operator takes `nodegate.dev/degraded` off a
+/// Hardening: an operator takes `nodegate.dev/degraded` off a
 /// re-gated node by hand to put it back in service while the broken agent
 /// is fixed. The member's grace counts from its pod's old transition, so
 /// the node was re-gated again at the next look. The removal is respected

@@ -4,7 +4,7 @@
 
 use super::*;
 
-/// Security review §10: a rule whose writes the API server refuses (a
+/// Hardening: a rule whose writes the API server refuses (a
 /// policy's 403, an invalid taint's 422) was retried on every node every
 /// second. Now the rule waits 2 s, 4 s, 8 s ... after each refusal in a
 /// row, one write goes out alone when the wait is over, and a success lets
@@ -77,7 +77,7 @@ fn a_rule_the_api_server_refuses_backs_off() {
     assert_eq!(backoff::wait_after(40), backoff::MOST);
 }
 
-/// Security review §9: with `remove: whenCleared`, an out-of-service taint
+/// Hardening: with `remove: whenCleared`, an out-of-service taint
 /// an operator put on by hand (the upstream non-graceful-shutdown runbook)
 /// on a node that does not match was taken off within a second. Only a
 /// taint nodegate recorded putting on comes off now; the add records it.
@@ -120,7 +120,7 @@ fn when_cleared_leaves_a_taint_nodegate_did_not_put_on() {
     );
 }
 
-/// Security review §2 and §13: re-gating and each rule had budgets of their
+/// Hardening: re-gating and each rule had budgets of their
 /// own, with no cap on the nodes nodegate keeps closed altogether.
 /// `--max-unavailable` counts every managed node carrying the re-gate
 /// taint or a rule's taint.
