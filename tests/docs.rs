@@ -1112,3 +1112,62 @@ fn no_doc_names_a_retired_helm_value() {
     }
     assert!(named.is_empty(), "retired Helm values named: {named:?}");
 }
+
+/// Every source file of the repository (Rust, shell, Python, YAML), by its
+/// path from the repository's root.
+fn source_files() -> Vec<PathBuf> {
+    let root = root();
+    let out = Command::new("git")
+        .args(["ls-files", "--cached", "--others", "--exclude-standard"])
+        .current_dir(&root)
+        .output()
+        .expect("run git ls-files");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|f| {
+            [".rs", ".sh", ".py", ".yaml", ".md", ".tpl", ".toml"]
+                .iter()
+                .any(|ext| f.ends_with(ext))
+                || f.starts_with("deploy/local/")
+                || f.starts_with(".ci/")
+        })
+        .map(|f| root.join(f))
+        .filter(|p| p.is_file())
+        .collect()
+}
+
+/// Comments and docs cite the repository's own documents: none names a
+/// review or design brief kept outside it.
+#[test]
+fn nothing_cites_a_document_outside_the_repository() {
+    let files = source_files();
+    assert!(
+        files.len() > 100,
+        "source files not listed: {}",
+        files.len()
+    );
+    let mut cited = Vec::new();
+    for path in files {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        for (i, line) in text.lines().enumerate() {
+            let lower = line.to_lowercase();
+            // Spelled in pieces, so that this file does not match itself.
+            let needles = [
+                concat!("security review ", "§"),
+                concat!("../", "shared/"),
+                concat!("shared", "/reviews"),
+                concat!("shared", "/design"),
+            ];
+            if needles.iter().any(|n| lower.contains(n)) {
+                cited.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        cited.is_empty(),
+        "cites outside the repository:\n{}",
+        cited.join("\n")
+    );
+}
