@@ -6,21 +6,29 @@
 //! a new `nodegate.dev/replace-requested` — the very patch nodegate sends —
 //! on a node that carries a managed taint and `nodegate.dev/timed-out`, and
 //! refuses every other cordon (an open node's above all), an uncordon, and
-//! anything more in that patch. All with the ServiceAccount's own token.
+//! anything more in that patch. The component's policy
+//! nodegate-owner-deletes lets those deletes take only a NodeClaim that is
+//! not Initialized and never a control-plane Machine. All with the
+//! ServiceAccount's own token.
 
 use super::policy::{refused_by_policy, sa_patch};
 use super::rbac::{sa_token, token_kubeconfig};
 use super::*;
 use jiff::Timestamp;
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+use kube::api::{ApiResource, DeleteParams, DynamicObject};
 use nodegate::cluster::replace::mark;
 use nodegate_core::deciders::replace::{ReplaceAction, ReplaceWrite};
 use nodegate_core::replace::Owner;
 
 /// The base's identity and admission policies (no webhook, no Deployment).
 fn base_identity() -> Vec<Value> {
-    objects(&kustomize("deploy/kustomize/base"))
-        .into_iter()
+    identity(objects(&kustomize("deploy/kustomize/base")))
+}
+
+/// The identity and admission policies among `objs`.
+fn identity(objs: Vec<Value>) -> Vec<Value> {
+    objs.into_iter()
         .filter(|o| {
             matches!(
                 o["kind"].as_str(),
@@ -273,6 +281,268 @@ async fn replace_grants_and_the_policy_allow_exactly_the_cordon_with_its_mark() 
     );
 }
 
+/// A Machine CRD as small as the policy needs: Cluster API's group, version
+/// and kind, any fields, a status subresource.
+fn machine_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "machines.cluster.x-k8s.io"},
+        "spec": {
+            "group": "cluster.x-k8s.io",
+            "scope": "Namespaced",
+            "names": {"plural": "machines", "singular": "machine", "kind": "Machine", "listKind": "MachineList"},
+            "versions": [{
+                "name": "v1beta1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                "subresources": {"status": {}},
+            }],
+        },
+    })
+}
+
+fn nodeclaim_resource() -> ApiResource {
+    ApiResource {
+        group: "karpenter.sh".into(),
+        version: "v1".into(),
+        api_version: "karpenter.sh/v1".into(),
+        kind: "NodeClaim".into(),
+        plural: "nodeclaims".into(),
+    }
+}
+
+fn machine_resource() -> ApiResource {
+    ApiResource {
+        group: "cluster.x-k8s.io".into(),
+        version: "v1beta1".into(),
+        api_version: "cluster.x-k8s.io/v1beta1".into(),
+        kind: "Machine".into(),
+        plural: "machines".into(),
+    }
+}
+
+/// Deletes `name` through `api` (and so as its client's user), server-side
+/// dry-run: `Ok` or the API server's message.
+async fn dry_delete(api: &Api<DynamicObject>, name: &str) -> Result<(), String> {
+    let params = DeleteParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    api.delete(name, &params)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Refused by nodegate-owner-deletes, with `rule` in its message.
+fn refused_by_owner_policy(what: &str, rule: &str, r: Result<(), String>) {
+    let err = r
+        .err()
+        .unwrap_or_else(|| panic!("{what}: must be refused, was allowed"));
+    assert!(
+        err.contains("ValidatingAdmissionPolicy 'nodegate-owner-deletes'") && err.contains(rule),
+        "{what}: refused, but not by nodegate-owner-deletes ({rule:?}): {err}"
+    );
+}
+
+/// The replace grant's deletes (docs/operations.md, "Every write nodegate
+/// can make"), on the real API server with Karpenter's own NodeClaim CRD
+/// and a Machine CRD, as the ServiceAccount with its own token: the
+/// component's policy nodegate-owner-deletes refuses deleting an
+/// Initialized NodeClaim and a Machine labelled
+/// `cluster.x-k8s.io/control-plane`, and lets through a NodeClaim still
+/// launching and a worker Machine. An administrator is not held by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owner_deletes_spare_initialized_nodeclaims_and_control_plane_machines() {
+    let cluster = TestCluster::start("deploy-owner-deletes").await;
+    let admin = cluster.kubeconfig.clone();
+
+    // The CRDs first: Karpenter's NodeClaim (from the cached build) and the
+    // Machine stand-in.
+    let crd = build_dir("--karpenter").join("crds/karpenter.sh_nodeclaims.yaml");
+    must(
+        "apply Karpenter's NodeClaim CRD",
+        kubectl(
+            &admin,
+            &[
+                "apply",
+                "--server-side",
+                "-f",
+                crd.to_str().expect("utf-8 path"),
+            ],
+            None,
+        ),
+    );
+    must(
+        "apply the Machine CRD",
+        kubectl(
+            &admin,
+            &["apply", "-f", "-"],
+            Some(&machine_crd().to_string()),
+        ),
+    );
+    must(
+        "the CRDs established",
+        kubectl(
+            &admin,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "crd/nodeclaims.karpenter.sh",
+                "crd/machines.cluster.x-k8s.io",
+            ],
+            None,
+        ),
+    );
+
+    // The base's identity and policies with components/replace.
+    let objs = identity(super::bounds::base_with(&["replace"]));
+    assert!(
+        objs.iter().any(|o| o["kind"] == "ValidatingAdmissionPolicy"
+            && o["metadata"]["name"] == "nodegate-owner-deletes"),
+        "components/replace ships nodegate-owner-deletes"
+    );
+    let refs: Vec<&Value> = objs.iter().collect();
+    must(
+        "apply the base's and the replace component's identity and policies",
+        kubectl(&admin, &["apply", "-f", "-"], Some(&to_stream(&refs))),
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sa = token_kubeconfig(&admin, &sa_token(&admin), dir.path());
+
+    // Two NodeClaims, one Initialized, one still launching; two Machines,
+    // a control plane's and a worker's.
+    let claim = |name: &str| {
+        json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "default"}},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
+                "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+            },
+        })
+    };
+    let machine = |name: &str, labels: Value| {
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": name, "namespace": "capi", "labels": labels},
+            "spec": {"clusterName": "workload", "bootstrap": {"dataSecretName": "none"}},
+        })
+    };
+    cluster.namespace("capi").await;
+    let made: Vec<Value> = vec![
+        claim("nc-initialized"),
+        claim("nc-launching"),
+        machine(
+            "cp-0",
+            json!({"cluster.x-k8s.io/cluster-name": "workload", "cluster.x-k8s.io/control-plane": ""}),
+        ),
+        machine(
+            "worker-0",
+            json!({"cluster.x-k8s.io/cluster-name": "workload"}),
+        ),
+    ];
+    must(
+        "create the NodeClaims and Machines",
+        kubectl(
+            &admin,
+            &["create", "-f", "-"],
+            Some(&to_stream(&made.iter().collect::<Vec<_>>())),
+        ),
+    );
+    let condition = |ty: &str, status: &str| {
+        json!({"type": ty, "status": status, "reason": "Test", "message": "",
+               "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    };
+    for (name, conditions) in [
+        (
+            "nc-initialized",
+            json!([
+                condition("Launched", "True"),
+                condition("Registered", "True"),
+                condition("Initialized", "True")
+            ]),
+        ),
+        (
+            "nc-launching",
+            json!([
+                condition("Launched", "True"),
+                condition("Registered", "Unknown"),
+                condition("Initialized", "Unknown")
+            ]),
+        ),
+    ] {
+        must(
+            &format!("{name}: its status"),
+            kubectl(
+                &admin,
+                &[
+                    "patch",
+                    "nodeclaim",
+                    name,
+                    "--subresource=status",
+                    "--type=merge",
+                    "-p",
+                    &json!({"status": {"conditions": conditions}}).to_string(),
+                ],
+                None,
+            ),
+        );
+    }
+
+    let client = support::client_for(&sa).await;
+    let claims: Api<DynamicObject> = Api::all_with(client.clone(), &nodeclaim_resource());
+    let machine_resource = machine_resource();
+    let machines: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "capi", &machine_resource);
+
+    // The policy is enforced a moment after it is created (and the grant
+    // a moment after its binding): wait for the first refusal.
+    let first = wait_for(
+        "the owner policy to refuse deleting an Initialized NodeClaim",
+        Duration::from_secs(30),
+        || async {
+            match dry_delete(&claims, "nc-initialized").await {
+                Ok(()) => Err("allowed: the policy is not enforced yet".to_string()),
+                Err(e) if e.contains("nodegate-owner-deletes") => Ok(e),
+                Err(e) => Err(e),
+            }
+        },
+    )
+    .await;
+    eprintln!("an Initialized NodeClaim: {first}");
+    refused_by_owner_policy(
+        "deleting an Initialized NodeClaim",
+        "not Initialized",
+        Err(first),
+    );
+    refused_by_owner_policy(
+        "deleting a control-plane Machine",
+        "control-plane",
+        dry_delete(&machines, "cp-0").await,
+    );
+    dry_delete(&claims, "nc-launching")
+        .await
+        .unwrap_or_else(|e| panic!("deleting a NodeClaim still launching must be allowed: {e}"));
+    dry_delete(&machines, "worker-0")
+        .await
+        .unwrap_or_else(|e| panic!("deleting a worker Machine must be allowed: {e}"));
+
+    // The policy holds nodegate's ServiceAccount, not whoever deletes.
+    let admin_client = cluster.client.clone();
+    let admin_claims: Api<DynamicObject> =
+        Api::all_with(admin_client.clone(), &nodeclaim_resource());
+    dry_delete(&admin_claims, "nc-initialized")
+        .await
+        .unwrap_or_else(|e| panic!("an administrator deletes an Initialized NodeClaim: {e}"));
+    let admin_machines: Api<DynamicObject> =
+        Api::namespaced_with(admin_client, "capi", &machine_resource);
+    dry_delete(&admin_machines, "cp-0")
+        .await
+        .unwrap_or_else(|e| panic!("an administrator deletes a control-plane Machine: {e}"));
+}
+
 /// The ClusterRole rules on `group` in `objs`.
 fn rules_on(objs: &[Value], group: &str) -> Vec<Value> {
     objs.iter()
@@ -289,7 +559,8 @@ fn rules_on(objs: &[Value], group: &str) -> Vec<Value> {
 /// Needs no cluster: the chart grants the owners' deletes only with
 /// `onTimeout: replace`, and then exactly list/delete on NodeClaims and
 /// delete on Machines; the kustomize component adds the same; the
-/// arguments both pass are ones nodegate takes.
+/// arguments both pass are ones nodegate takes; and both ship the same
+/// policy nodegate-owner-deletes on those deletes.
 #[test]
 fn replace_is_granted_only_when_enabled_and_its_arguments_are_taken() {
     let plain = objects(&helm_template(&[]));
@@ -348,4 +619,36 @@ fn replace_is_granted_only_when_enabled_and_its_arguments_are_taken() {
     let args = super::manifests::container_args(&built);
     assert!(args.iter().any(|a| a == "--on-timeout=replace"), "{args:?}");
     super::manifests::assert_accepted("kustomize base + components/replace", &args);
+
+    // The bound on those deletes: nodegate-owner-deletes, the same both
+    // ways, and in the chart only with onTimeout: replace.
+    const VAP_API: [&str; 2] = [
+        "--api-versions",
+        "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
+    ];
+    let owner_policy = |objs: &[Value], kind: &str| {
+        objs.iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == "nodegate-owner-deletes")
+            .map(|o| o["spec"].clone())
+    };
+    let plain = objects(&helm_template(&VAP_API));
+    let chart = objects(&helm_template(&[
+        VAP_API[0],
+        VAP_API[1],
+        "--set",
+        "config.onTimeout=replace",
+    ]));
+    for kind in [
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ] {
+        assert_eq!(owner_policy(&plain, kind), None, "{kind} without replace");
+        let kz = owner_policy(&built, kind)
+            .unwrap_or_else(|| panic!("components/replace ships the {kind}"));
+        assert_eq!(
+            Some(kz),
+            owner_policy(&chart, kind),
+            "{kind} nodegate-owner-deletes: kustomize and Helm differ"
+        );
+    }
 }

@@ -25,7 +25,7 @@ request.userInfo.username == 'system:serviceaccount:' + s.namespace + ':' + s.na
 {{/* The ClusterRoles whose bindings must carry the policy-subject label. */}}
 {{- define "nodegate.heldRoles" -}}
 {{- $f := include "nodegate.fullname" . -}}
-['{{ $f }}', '{{ $f }}-node-condition', '{{ $f }}-webhook-certs']
+['{{ $f }}', '{{ $f }}-node-condition', '{{ $f }}-webhook-certs', '{{ $f }}-replace']
 {{- end -}}
 
 {{/* The taint keys outside nodegate.dev/ that nodegate adds and removes: the
