@@ -124,7 +124,10 @@ fn the_admission_policies_follow_the_api_server() {
         0,
         "1.28 serves no VAP v1"
     );
-    assert_eq!(vaps(&["--kube-version", "1.30.0"]), 3);
+    // node-changes, webhook-changes (helm template assumes no
+    // MutatingAdmissionPolicy: the webhook mode), node-identity,
+    // role-bindings, records.
+    assert_eq!(vaps(&["--kube-version", "1.30.0"]), 5);
     assert_eq!(
         vaps(&[
             "--kube-version",
@@ -132,7 +135,7 @@ fn the_admission_policies_follow_the_api_server() {
             "--api-versions",
             "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
         ]),
-        3
+        5
     );
     // Below 1.25 the chart is refused outright (Chart.yaml kubeVersion).
     let old = helm_refuses(&["--kube-version", "1.24.0"]);
