@@ -22,12 +22,8 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::budget::MaxUnavailable;
 use crate::config::ReplaceConfig;
+use crate::model::Owner;
 use crate::model::{DaemonSetInfo, Fallback, NodeInfo, PodInfo};
-
-// The owner is part of the node's model now; this old path is kept only
-// because tests/e2e_deploy/replace.rs, edited by another change at the same
-// time, still names it. Remove once that file says `model::Owner`.
-pub use crate::model::Owner;
 
 /// When this node's gate started: `gated-since`, or the node's creation.
 pub fn gate_start(node: &NodeInfo) -> Timestamp {
