@@ -22,8 +22,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::budget::MaxUnavailable;
 use crate::config::ReplaceConfig;
-use crate::model::Owner;
-use crate::model::{DaemonSetInfo, Fallback, NodeInfo, PodInfo};
+use crate::model::{DaemonSetInfo, Fallback, NodeInfo, Owner, PodInfo};
 
 /// When this node's gate started: `gated-since`, or the node's creation.
 pub fn gate_start(node: &NodeInfo) -> Timestamp {
