@@ -267,19 +267,23 @@ impl StandIn {
             .map(String::from)
             .to_vec();
         ipt(&["-A", "INPUT", "-s", "203.0.113.7/32", "-j", Self::CHAIN]);
-        // An (empty) `k8s.io` cgroup in each hierarchy that has none, as a
-        // runtime of another Kubernetes leaves it.
+        // Another runtime's cgroups: a child of its own under `k8s.io` in
+        // three hierarchies, and `k8s.io` itself where none is there yet.
+        let mut made = Vec::new();
         let mut cgroups = Vec::new();
         for h in ["pids", "memory", "cpu"] {
-            let d = Path::new("/sys/fs/cgroup").join(h).join("k8s.io");
-            if !d.exists() && std::fs::create_dir(&d).is_ok() {
-                cgroups.push(d);
+            let runtime = Path::new("/sys/fs/cgroup").join(h).join("k8s.io");
+            if !runtime.exists() {
+                std::fs::create_dir(&runtime)
+                    .unwrap_or_else(|e| panic!("cannot make {}: {e}", runtime.display()));
+                made.push(runtime.clone());
             }
+            let child = runtime.join(format!("nodegate-standin-{}", std::process::id()));
+            std::fs::create_dir(&child)
+                .unwrap_or_else(|e| panic!("cannot make {}: {e}", child.display()));
+            cgroups.push(child);
         }
-        assert!(
-            !cgroups.is_empty(),
-            "could not make a stand-in k8s.io cgroup"
-        );
+        cgroups.extend(made.iter().cloned());
         StandIn {
             chain: Self::CHAIN,
             jump,
@@ -310,6 +314,7 @@ impl Drop for StandIn {
         let _ = Command::new("iptables").arg("-D").args(&self.jump).status();
         let _ = Command::new("iptables").args(["-F", self.chain]).status();
         let _ = Command::new("iptables").args(["-X", self.chain]).status();
+        // Children first (they come first), then any `k8s.io` made here.
         for d in &self.cgroups {
             let _ = std::fs::remove_dir(d);
         }
@@ -338,12 +343,18 @@ fn kube_chains() -> Vec<String> {
 
 #[tokio::test]
 async fn a_real_node_removes_only_the_host_state_it_created() {
+    // The machine's one real node is this test's before the stand-in is made,
+    // so that no other test's node starts or stops beside it.
+    let lock = TestCluster::real_node_lock("lab-host");
+    // A second descriptor of the same lock keeps it held after the cluster
+    // (and its copy) is gone, until the checks below are done.
+    let _held = lock.try_clone().expect("a second descriptor of the lock");
     let stand_in = StandIn::create();
     let before = stand_in.rules();
     assert!(before.contains("203.0.113.7"), "stand-in chain: {before}");
     let chains_before = kube_chains();
     let started = Instant::now();
-    let cluster = TestCluster::start_real_node("lab-host").await;
+    let cluster = TestCluster::start_real_node_locked("lab-host", lock).await;
     let dir = cluster
         .state_dir()
         .expect("the test started its own cluster")

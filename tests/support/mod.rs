@@ -76,6 +76,14 @@ impl TestCluster {
     /// runs per machine: the test waits for a lock until no other test's
     /// real node runs.
     pub async fn start_real_node(test_name: &str) -> TestCluster {
+        let lock = Self::real_node_lock(test_name);
+        Self::start_real_node_locked(test_name, lock).await
+    }
+
+    /// The machine's one real node, held until the file is dropped (or
+    /// handed to [`TestCluster::start_real_node_locked`]): for a test that
+    /// must prepare the host before its real node starts.
+    pub fn real_node_lock(test_name: &str) -> std::fs::File {
         let path = std::env::temp_dir().join("nodegate-e2e-real-node.lock");
         let lock = std::fs::OpenOptions::new()
             .create(true)
@@ -92,6 +100,12 @@ impl TestCluster {
                 waited.elapsed().as_secs_f64()
             );
         }
+        lock
+    }
+
+    /// A cluster with a real node, under a lock from
+    /// [`TestCluster::real_node_lock`].
+    pub async fn start_real_node_locked(test_name: &str, lock: std::fs::File) -> TestCluster {
         Self::start_with(test_name, &["--real-node"], Some(lock)).await
     }
 
