@@ -599,15 +599,10 @@ fn oversized_review(i: usize) -> String {
     )
 }
 
-/// The webhook flood (chaos): 8 concurrent 3 MiB reviews and 2,000 idle TLS
-/// connections against the webhook, and 500 idle connections against
-/// `--http-addr`. nodegate's memory stays bounded, `/healthz` keeps
-/// answering, the idle connections are closed by the server, Node CREATEs
-/// through the real API server still come back tainted, and text in a
-/// review cannot forge a log line.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_webhook_flood_leaves_nodegate_bounded_and_answering() {
-    let env = Env::new("webhook-flood").await;
+/// A cluster with one nodegate serving the webhook (deadline 1h), once it
+/// admits: the cluster, the replica, the CA bundle and the webhook's port.
+async fn one_webhook(name: &str) -> (Env, Nodegate, Vec<u8>, u16) {
+    let env = Env::new(name).await;
     env.cluster.namespace(SECRET_NS).await;
     let port = free_port();
     let configs = register(&env, &[port]).await;
@@ -618,6 +613,18 @@ async fn a_webhook_flood_leaves_nodegate_bounded_and_answering() {
     );
     let bundle = wait_bundle(&configs, &[&ng]).await;
     wait_admitting(&env, &[&ng]).await;
+    (env, ng, bundle, port)
+}
+
+/// The webhook flood (chaos): 8 concurrent 3 MiB reviews and 2,000 idle TLS
+/// connections against the webhook, and 500 idle connections against
+/// `--http-addr`. nodegate's memory stays bounded, `/healthz` keeps
+/// answering, the idle connections are closed by the server, Node CREATEs
+/// through the real API server still come back tainted, and text in a
+/// review cannot forge a log line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_flood_leaves_nodegate_bounded_and_answering() {
+    let (env, ng, bundle, port) = one_webhook("webhook-flood").await;
     let http_addr = ng.http_addr(Duration::from_secs(5));
     let pid = ng.pid();
     eprintln!("before the flood: (VmRSS, VmHWM) = {:?} MiB", rss_mib(pid));
@@ -746,17 +753,7 @@ async fn a_webhook_flood_leaves_nodegate_bounded_and_answering() {
 /// whole within 2 s is given up).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_review_bodies_cannot_make_the_webhook_admit_unchanged() {
-    let env = Env::new("webhook-slow-bodies").await;
-    env.cluster.namespace(SECRET_NS).await;
-    let port = free_port();
-    let configs = register(&env, &[port]).await;
-    let args = webhook_args(port, "1h");
-    let ng = Nodegate::start(
-        &env.cluster,
-        &args.iter().map(String::as_str).collect::<Vec<_>>(),
-    );
-    let bundle = wait_bundle(&configs, &[&ng]).await;
-    wait_admitting(&env, &[&ng]).await;
+    let (env, ng, bundle, port) = one_webhook("webhook-slow-bodies").await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut tricklers = Vec::new();
     for _ in 0..32 {
