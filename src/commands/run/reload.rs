@@ -60,8 +60,14 @@ impl Reloader {
         };
         match outcome {
             Ok(reloaded) => {
-                let gates = self.router.reconfigure(Arc::new(reloaded.config));
+                // Counted and marked healthy before the gates hear of it: a
+                // gate may act on the new settings at once, and whoever sees
+                // that act must find the reload already on /metrics and
+                // /readyz.
                 self.metrics.config.reload_applied(now.as_second());
+                self.health
+                    .config_applied(now, reloaded.needs_restart.clone());
+                let gates = self.router.reconfigure(Arc::new(reloaded.config));
                 tracing::info!(
                     file = origin,
                     live_gates = gates,
@@ -81,7 +87,6 @@ impl Reloader {
                         "config reload: these keys changed but only a restart applies them; their start values stay in force"
                     );
                 }
-                self.health.config_applied(now, reloaded.needs_restart);
                 true
             }
             Err(why) => {
