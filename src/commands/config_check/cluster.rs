@@ -69,7 +69,7 @@ pub async fn check(
         .filter(|n| selects(s.gate.scope.node_selector.as_ref(), n))
         .collect();
     let scope = match &s.gate.scope.node_selector {
-        Some(sel) => format!("nodeSelector {sel:?} matches"),
+        Some(sel) => format!("nodeSelector {{{sel}}} matches"),
         None => "no nodeSelector: nodegate manages".to_string(),
     };
     out.push(note(
@@ -255,6 +255,11 @@ fn carries(node: &Node, key: &str) -> bool {
 
 /// A server-side dry-run patch adding `taint` to `node`: what the API
 /// server (RBAC, admission policies, validation) says, nothing stored.
+///
+/// The patch carries the whole taint list and the node's resourceVersion,
+/// so a node changed since it was read (the node lifecycle controller
+/// adding or lifting its own taints) is a conflict, not a patch that seems
+/// to change another taint: the node is read again and the patch retried.
 async fn try_taint(
     client: &kube::Client,
     user: &str,
@@ -262,7 +267,37 @@ async fn try_taint(
     key: &str,
     taint: &Taint,
 ) -> Result<Finding> {
+    const ATTEMPTS: usize = 5;
     let name = node.metadata.name.clone().unwrap_or_default();
+    let nodes = Api::<Node>::all(client.clone());
+    let mut node = node.clone();
+    let mut attempt = 1;
+    loop {
+        match dry_run_taint(&nodes, user, &node, &name, key, taint).await {
+            Err(Error::Kube { source, .. }) if is_conflict(&source) && attempt < ATTEMPTS => {
+                attempt += 1;
+                node = nodes
+                    .get(&name)
+                    .await
+                    .map_err(Error::kube(format!("reading node {name} again")))?;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+async fn dry_run_taint(
+    nodes: &Api<Node>,
+    user: &str,
+    node: &Node,
+    name: &str,
+    key: &str,
+    taint: &Taint,
+) -> Result<Finding> {
     let mut list: Vec<serde_json::Value> = node
         .spec
         .as_ref()
@@ -276,15 +311,15 @@ async fn try_taint(
         added["value"] = taint.value.clone().into();
     }
     list.push(added);
-    let patch = serde_json::json!({"spec": {"taints": list}});
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": node.metadata.resource_version},
+        "spec": {"taints": list},
+    });
     let pp = PatchParams {
         dry_run: true,
         ..Default::default()
     };
-    match Api::<Node>::all(client.clone())
-        .patch(&name, &pp, &Patch::Merge(&patch))
-        .await
-    {
+    match nodes.patch(name, &pp, &Patch::Merge(&patch)).await {
         Ok(_) => Ok(note(
             key,
             format!("the API server lets {user} add taint {taint} (dry run on node {name})"),
