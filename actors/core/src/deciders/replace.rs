@@ -14,9 +14,11 @@
 //! leader therefore counts the requests made before it as long as it saw
 //! their nodes, and never asks twice for a node already marked: the mark is
 //! written before the owner is deleted. A leader that gains the lease deletes
-//! the owner of every marked node once more (a delete of an object already
-//! being deleted changes nothing), so a request cut off between the mark and
-//! the delete is finished.
+//! the owner of every marked node once more (the executor skips an owner
+//! already being deleted), so a request cut off between the mark and the
+//! delete is finished. A request whose owner the executor cannot prove
+//! owns the node (`ReplaceOutcome::NoOwner`) writes nothing and falls back
+//! as a cluster-wide breakage does.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -126,6 +128,9 @@ pub enum ReplaceOutcome {
     Done { deleted: Option<String> },
     /// The node is marked, but its owner could not be deleted (why).
     OwnerFailed(String),
+    /// A request found no owner it could prove owns the node (why): nothing
+    /// was written, and the decider falls back instead.
+    NoOwner(String),
     /// The node write was not made (or may not have been).
     NotWritten(PatchOutcome),
 }
@@ -297,14 +302,11 @@ impl Replacer {
         out: &mut Vec<Effect>,
     ) {
         let fallback = rc.fallback;
-        let instead = match fallback {
-            Fallback::Open => "opened as by --on-timeout=open",
-            Fallback::Keep => "kept closed as by --on-timeout=keep",
-        };
         let note = format!(
-            "Not replaced: {} is broken cluster-wide ({spread}, more than --replace-breakage {}); replacing nodes cannot fix it; {instead} (--replace-fallback={fallback})",
+            "Not replaced: {} is broken cluster-wide ({spread}, more than --replace-breakage {}); replacing nodes cannot fix it; {} (--replace-fallback={fallback})",
             ds.key(),
-            rc.breakage
+            rc.breakage,
+            instead(fallback)
         );
         self.writing.insert(node.name.clone());
         out.push(Effect::Replace(write_for(
@@ -381,6 +383,23 @@ impl Replacer {
                 self.replaced_event(&write.uid, &name, &what, out);
                 out.push(Effect::LookAgainAt(again));
             }
+            (ReplaceAction::Request { .. }, ReplaceOutcome::NoOwner(why)) => {
+                let rc = &cx.config.replace;
+                let fallback = rc.fallback;
+                let note = format!(
+                    "Not replaced: no owner could be proven to own the node ({why}); {} (--replace-fallback={fallback})",
+                    instead(fallback)
+                );
+                self.writing.insert(name);
+                out.push(Effect::Replace(ReplaceWrite {
+                    action: ReplaceAction::Fallback {
+                        fallback,
+                        at: crate::gate::annotation_time(now),
+                        note,
+                    },
+                    ..write
+                }));
+            }
             (ReplaceAction::DeleteOwner { .. }, ReplaceOutcome::Done { .. }) => {
                 self.owner_done.insert(name);
             }
@@ -408,8 +427,13 @@ impl Replacer {
             (action, ReplaceOutcome::NotWritten(outcome)) => {
                 self.not_written(&name, &action, outcome, now, out);
             }
-            // A fallback write never deletes an owner.
-            (ReplaceAction::Fallback { .. }, ReplaceOutcome::OwnerFailed(_)) => {}
+            // A fallback write never deletes an owner, and only a request
+            // proves one first.
+            (ReplaceAction::Fallback { .. }, ReplaceOutcome::OwnerFailed(_))
+            | (
+                ReplaceAction::Fallback { .. } | ReplaceAction::DeleteOwner { .. },
+                ReplaceOutcome::NoOwner(_),
+            ) => {}
         }
     }
 
@@ -463,6 +487,14 @@ impl Replacer {
                 out.push(Effect::LookAgainAt(retry_after(now)));
             }
         }
+    }
+}
+
+/// What a fallback does instead of the replacement, for its Event.
+fn instead(fallback: Fallback) -> &'static str {
+    match fallback {
+        Fallback::Open => "opened as by --on-timeout=open",
+        Fallback::Keep => "kept closed as by --on-timeout=keep",
     }
 }
 

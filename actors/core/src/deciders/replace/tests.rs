@@ -500,3 +500,46 @@ fn a_node_is_due_only_for_a_timeout_of_its_current_gate_with_nothing_recorded() 
     cfg.on_timeout = OnTimeout::Keep;
     assert!(!due(&n, &cfg), "another action");
 }
+
+#[test]
+fn an_owner_not_proven_is_a_fallback_and_counts_in_no_budget() {
+    let mut r = run(config(1, 1, Fallback::Open));
+    let mut d = Replacer::new();
+    let input = add_stuck(&mut r, karpenter("k1"));
+    let out = r.step(&mut d, input);
+    let w = replace_writes(&out)[0].clone();
+    let out = r.step(
+        &mut d,
+        Input::Replaced {
+            write: w,
+            outcome: ReplaceOutcome::NoOwner("nodeclaim/x: its uid differs".into()),
+        },
+    );
+    let writes = replace_writes(&out);
+    let [fallback] = &writes[..] else {
+        panic!("one fallback write: {out:?}")
+    };
+    let ReplaceAction::Fallback {
+        fallback: Fallback::Open,
+        note,
+        ..
+    } = &fallback.action
+    else {
+        panic!("{fallback:?}")
+    };
+    assert!(
+        note.contains("no owner could be proven") && note.contains("its uid differs"),
+        "{note}"
+    );
+    assert_eq!(
+        fallback.resource_version, "1",
+        "the version the request read"
+    );
+    assert!(d.requests().is_empty(), "nothing counts in the interval");
+    // A second stuck node still fits the budget of one.
+    let input = add_stuck(&mut r, karpenter("k2"));
+    assert_eq!(
+        requests(&r.step(&mut d, input)),
+        [("k2", &Owner::NodeClaim)]
+    );
+}
