@@ -8,13 +8,15 @@
 //! and when this replica starts leading. Only the leader writes.
 //!
 //! What the budget counts comes from the API: every node carrying
-//! `nodegate.dev/replace-requested` is in flight, and every request time
+//! `nodegate.dev/replace-requested` for its current gate and still held
+//! closed by it is in flight ([`outstanding`]), and every request time
 //! this replica has seen on a node (through its watch, or its own write)
 //! counts in the interval, also after that node is gone. A restarted or new
 //! leader therefore counts the requests made before it as long as it saw
 //! their nodes, and never asks twice for a node already marked: the mark is
 //! written before the owner is deleted. A leader that gains the lease deletes
-//! the owner of every marked node once more (the executor skips an owner
+//! the owner of every outstanding node once more (never of one opened
+//! since, which may serve workloads; the executor skips an owner
 //! already being deleted), so a request cut off between the mark and the
 //! delete is finished. A request whose owner the executor cannot prove
 //! owns the node (`ReplaceOutcome::NoOwner`) writes nothing and falls back
@@ -52,6 +54,19 @@ pub fn due(node: &NodeInfo, cfg: &Config) -> bool {
         && node.replace.timed_out.is_some_and(|t| t >= start)
         && node.replace.requested.is_none_or(|t| t < start)
         && replace::fallback(node).is_none()
+}
+
+/// Whether `node`'s replacement is still outstanding: a request is
+/// recorded for its current gate and the gate still holds it closed. A
+/// node opened since (by a person, `nodegate.dev/open` or its members) or
+/// re-gated afresh is no longer in flight, and its owner is never deleted
+/// again: its mark is history.
+pub fn outstanding(node: &NodeInfo, cfg: &Config) -> bool {
+    cfg.gates(node)
+        && node
+            .replace
+            .requested
+            .is_some_and(|t| t >= replace::gate_start(node))
 }
 
 /// The DaemonSets the node waits for: expected on it and not Ready there.
@@ -191,7 +206,7 @@ impl Replacer {
             .view
             .nodes()
             .iter()
-            .filter(|n| n.replace.requested.is_some())
+            .filter(|n| outstanding(n, cx.config))
             .map(|n| n.name.clone())
             .collect();
         let unseen = self
@@ -227,7 +242,7 @@ impl Replacer {
         if self.writing.contains(name) || !cx.may_write || cx.config.suspend || node.suspended {
             return;
         }
-        if node.replace.requested.is_some()
+        if outstanding(node, cx.config)
             && node.replace.owner != Owner::None
             && !self.owner_done.contains(name)
         {

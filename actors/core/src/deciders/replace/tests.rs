@@ -543,3 +543,32 @@ fn an_owner_not_proven_is_a_fallback_and_counts_in_no_budget() {
         [("k2", &Owner::NodeClaim)]
     );
 }
+
+#[test]
+fn a_marked_node_opened_since_is_neither_in_flight_nor_deleted_again() {
+    let mut r = run(config(10, 1, Fallback::Keep));
+    // An earlier leader asked for k1 long ago; a person has since opened it
+    // (the managed taint is gone) and it serves workloads.
+    let mut opened = marked(karpenter("k1"), NOW - 5_000);
+    opened.taints.clear();
+    r.index.upsert(opened);
+    r.index.pods.push(pod("k1", true));
+    let input = add_stuck(&mut r, karpenter("k2"));
+    r.may_write = false;
+    let mut d = Replacer::new();
+    r.step(&mut d, input);
+    r.may_write = true;
+    let out = r.step(&mut d, Input::MayWrite);
+    let writes = replace_writes(&out);
+    assert!(
+        !writes
+            .iter()
+            .any(|w| matches!(w.action, ReplaceAction::DeleteOwner { .. })),
+        "the opened node's owner is not deleted again: {out:?}"
+    );
+    assert_eq!(
+        requests(&out),
+        [("k2", &Owner::NodeClaim)],
+        "the opened node takes no place of --replace-in-flight 1"
+    );
+}
