@@ -860,12 +860,36 @@ impl Regater {
 impl Regater {
     /// [`Regater::budget`] for `trigger`: an announcement from an
     /// orchestrator that bounds its own disruption (kured's lock) goes
-    /// around both budgets (semantics.md §6.10).
+    /// around `--regate-max-unavailable` (semantics.md §6.10), never around
+    /// `--max-unavailable`, the cap on every node nodegate keeps closed.
     fn budget_for(&mut self, trigger: &Trigger, rc: &RegateConfig, cx: &Context<'_>) -> Budget {
         if trigger.bypasses_budget() {
-            return Budget::Allows;
+            return self.total_budget(cx);
         }
         self.budget(rc, cx)
+    }
+
+    /// `--max-unavailable` alone: counted as in [`Regater::budget`].
+    fn total_budget(&mut self, cx: &Context<'_>) -> Budget {
+        let out = self.reading.len() + self.writing.len();
+        self.counts(cx);
+        let Some(counts) = self.counts.as_ref() else {
+            return Budget::Allows;
+        };
+        let managed = counts.managed.len();
+        let unseen = self
+            .pending
+            .keys()
+            .filter(|n| !counts.closed.contains(&counts::fingerprint(n)))
+            .count();
+        let closed = counts.closed.len() + unseen;
+        if let Err(exhausted) = crate::deciders::total_allows(cx.config, managed, closed) {
+            return Budget::Refused(exhausted);
+        }
+        if out > 0 && crate::deciders::total_allows(cx.config, managed, closed + out).is_err() {
+            return Budget::Held;
+        }
+        Budget::Allows
     }
 
     /// Whether one more node may be re-gated: counted from the nodes in
