@@ -54,8 +54,23 @@ pub fn announced<'a>(
     daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
     now: Timestamp,
 ) -> Option<Announcement> {
+    let lock = cfg
+        .listens_to(Source::KuredLock)
+        .then(|| kured_lock_of(cfg, daemonsets, now))
+        .flatten();
+    announced_given(node, cfg, lock.as_ref())
+}
+
+/// [`announced`] with kured's lock already read ([`kured_lock_of`]; `None`
+/// when it is not listened to or there is none), so that one look reads it
+/// once.
+pub fn announced_given(
+    node: &NodeInfo,
+    cfg: &AnnouncedReboots,
+    lock: Option<&Result<Vec<String>, String>>,
+) -> Option<Announcement> {
     if cfg.listens_to(Source::KuredLock)
-        && let Some(Ok(holders)) = kured_lock_of(cfg, daemonsets, now)
+        && let Some(Ok(holders)) = lock
         && holders.contains(&node.name)
     {
         return Some(Announcement {
