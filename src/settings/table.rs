@@ -210,8 +210,9 @@ settings! {
             default: "keep", helm: "config.replaceFallback", reload: live,
         }
         /// --on-timeout replace: a member not Ready on at least two nodes and on
-        /// more than this of the nodes it has a pod on (a count or a
-        /// percentage) is broken cluster-wide; such nodes are not replaced.
+        /// more than this of the nodes it has a pod on or is expected on (a
+        /// count or a percentage) is broken cluster-wide; such nodes are not
+        /// replaced.
         replace_breakage: value(String) {
             flag: "replace-breakage", value: "N|P%", key: "replaceBreakage",
             default: "20%", helm: "config.replaceBreakage", reload: live,

@@ -342,7 +342,8 @@ pub struct ReplaceConfig {
     /// (`--replace-in-flight`).
     pub in_flight: u32,
     pub fallback: Fallback,
-    /// A member failing on more than this of the nodes it has a pod on is
+    /// A member failing on more than this of the nodes it has a pod on (or
+    /// is expected on and has none) is
     /// broken cluster-wide (`--replace-breakage`).
     pub breakage: MaxUnavailable,
 }

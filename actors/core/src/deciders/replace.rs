@@ -293,7 +293,9 @@ impl Replacer {
         )));
     }
 
-    /// How `ds` fares across the cluster, counted once per input.
+    /// How `ds` fares across the cluster, counted once per input. A node
+    /// where it is expected but has no pod (none could be made: a quota,
+    /// an admission refusal, no pod IP) counts as a node it fails on.
     fn spread(&mut self, ds: &DaemonSetInfo, cx: &Context<'_>) -> Spread {
         if let Some(s) = self.spreads.get(&ds.uid) {
             return *s;
@@ -301,7 +303,16 @@ impl Replacer {
         let mut spread = Spread::default();
         for n in cx.view.nodes() {
             let pods = cx.view.pods_on(&n.name);
+            let before = spread;
             spread.count(ds, pods.iter().map(AsRef::as_ref));
+            if spread == before
+                && matches!(
+                    placement::evaluate(&n, ds, &cx.config.placement),
+                    Verdict::Expected
+                )
+            {
+                spread.missing();
+            }
         }
         self.spreads.insert(ds.uid.clone(), spread);
         spread

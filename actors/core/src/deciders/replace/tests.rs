@@ -363,7 +363,11 @@ fn a_node_already_being_replaced_is_not_asked_twice() {
 
 #[test]
 fn a_new_leader_counts_the_marks_on_the_nodes_and_asks_no_node_twice() {
-    let mut r = run(config(2, 5, Fallback::Keep));
+    // The marked nodes have no agent pod, which counts as failing: a
+    // breakage threshold that three failing nodes of thirteen stay under.
+    let mut cfg = config(2, 5, Fallback::Keep);
+    cfg.replace.breakage = MaxUnavailable::Percent(50);
+    let mut r = run(cfg);
     // The old leader asked for two Karpenter nodes within the interval.
     r.index.upsert(marked(karpenter("k1"), NOW - 100));
     r.index.upsert(marked(karpenter("k2"), NOW - 50));
@@ -570,5 +574,37 @@ fn a_marked_node_opened_since_is_neither_in_flight_nor_deleted_again() {
         requests(&out),
         [("k2", &Owner::NodeClaim)],
         "the opened node takes no place of --replace-in-flight 1"
+    );
+}
+
+/// A DaemonSet whose pods cannot be made on new nodes (a quota, an
+/// admission refusal) has no pod there at all: each node where it is
+/// expected without a pod counts as one it fails on, so three stuck nodes
+/// of thirteen make it broken cluster-wide and none is replaced.
+#[test]
+fn an_expected_member_with_no_pod_counts_as_failing() {
+    let mut r = run(config(5, 5, Fallback::Keep));
+    let mut d = Replacer::new();
+    for name in ["s1", "s2"] {
+        let mut n = stuck(name);
+        n.replace.timed_out = None; // still within their deadline
+        r.index.upsert(n);
+    }
+    let input = r.index.upsert(karpenter("k1"));
+    let out = r.step(&mut d, input);
+    assert!(requests(&out).is_empty(), "{out:?}");
+    let w = replace_writes(&out);
+    let [
+        ReplaceWrite {
+            action: ReplaceAction::Fallback { note, .. },
+            ..
+        },
+    ] = &w[..]
+    else {
+        panic!("one fallback: {out:?}")
+    };
+    assert!(
+        note.contains("not Ready on 3 of the 13 nodes it has a pod on or is expected on"),
+        "{note}"
     );
 }
