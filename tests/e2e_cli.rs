@@ -447,12 +447,41 @@ async fn uninstall_cleans_nodegates_taints_keeps_foreign_ones_and_waits_for_the_
         json!({"nodegate.dev/condition-taints": "gpu"}),
     )
     .await;
+    // u-start: a replace request cordoned it, and it carries every mark.
     annotate(
         &nodes,
         "u-start",
-        json!({"nodegate.dev/gated-since": "2026-01-01T00:00:00.000Z"}),
+        json!({
+            "nodegate.dev/gated-since": "2026-01-01T00:00:00.000Z",
+            "nodegate.dev/timed-out": "2026-01-01T00:02:00.000Z",
+            "nodegate.dev/replace-requested": "2026-01-01T00:02:01.000Z",
+            "nodegate.dev/replace-reason": "deadline passed",
+            "nodegate.dev/reboot-pending": "a person's",
+        }),
     )
     .await;
+    nodes
+        .patch(
+            "u-start",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordon u-start");
+    // u-regate: the nodegate.dev/Open condition (--node-condition), beside
+    // the kubelet's own.
+    let open = json!({"status": {"conditions": [{
+        "type": "nodegate.dev/Open", "status": "True", "reason": "Opened",
+        "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }]}});
+    nodes
+        .patch_status(
+            "u-regate",
+            &PatchParams::default(),
+            &Patch::Strategic(&open),
+        )
+        .await
+        .expect("the Open condition");
     annotate(
         &nodes,
         "u-regate",
@@ -487,6 +516,28 @@ async fn uninstall_cleans_nodegates_taints_keeps_foreign_ones_and_waits_for_the_
 
     // A replica renewed the Lease a moment ago: refused, nothing changed.
     set_lease(&cluster, Timestamp::now()).await;
+    // A managed taint under another vendor's domain: refused without the
+    // opt-in, nothing changed; taken with it (a dry run here).
+    let foreign_taint = [
+        "uninstall",
+        "--dry-run",
+        "--kubeconfig",
+        kc,
+        "--config",
+        cfg,
+        "--taint",
+        "node.cilium.io/agent-not-ready:NoSchedule",
+    ];
+    let (code, out, err) = nodegate(&foreign_taint);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("node.cilium.io/agent-not-ready") && err.contains("--remove-foreign-keys"),
+        "{err}"
+    );
+    assert!(out.is_empty(), "{out}");
+    let (code, out, err) = nodegate(&[&foreign_taint[..], &["--remove-foreign-keys"]].concat());
+    assert_eq!(code, 0, "{out}{err}");
+
     let (code, out, err) = uninstall("--yes");
     assert_eq!(code, 1, "must refuse while the lease is fresh: {out}{err}");
     assert!(err.contains("nodegate-7d9f_00c0ffee"), "{err}");
@@ -505,6 +556,11 @@ async fn uninstall_cleans_nodegates_taints_keeps_foreign_ones_and_waits_for_the_
         assert!(out.contains(&format!("{n}  would-remove")), "{out}");
     }
     assert!(!out.contains("u-foreign"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("u-regate") && l.contains("condition nodegate.dev/Open")),
+        "{out}"
+    );
     assert_eq!(taints(&nodes, "u-regate").await.len(), 2);
 
     // The replica is gone (its lease ten minutes old): cleaned.
@@ -522,10 +578,12 @@ async fn uninstall_cleans_nodegates_taints_keeps_foreign_ones_and_waits_for_the_
             ["example.com/foreign:NoSchedule"],
             "{n}: {out}"
         );
-        assert!(
-            nodegate_annotations(&nodes, n).await.is_empty(),
-            "{n}: {out}"
-        );
+        let left: Vec<String> = nodegate_annotations(&nodes, n)
+            .await
+            .into_iter()
+            .filter(|k| k != "nodegate.dev/reboot-pending")
+            .collect();
+        assert!(left.is_empty(), "{n}: {left:?} {out}");
     }
     assert_eq!(
         taints(&nodes, "u-foreign").await,
@@ -535,6 +593,39 @@ async fn uninstall_cleans_nodegates_taints_keeps_foreign_ones_and_waits_for_the_
         ],
         "a rule's key put on by hand is not nodegate's to take off"
     );
+    // The person's reboot-pending stays; the replace cordon is reported and
+    // left; the Open condition is gone, the kubelet's conditions kept.
+    let start = nodes.get("u-start").await.expect("get u-start");
+    assert_eq!(
+        start
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get("nodegate.dev/reboot-pending")
+            .map(String::as_str),
+        Some("a person's")
+    );
+    assert_eq!(
+        start.spec.and_then(|s| s.unschedulable),
+        Some(true),
+        "uninstall reports the cordon, a person lifts it"
+    );
+    assert!(out.contains("kubectl uncordon u-start"), "{out}");
+    let conditions: Vec<String> = nodes
+        .get("u-regate")
+        .await
+        .expect("get u-regate")
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.type_)
+        .collect();
+    assert!(
+        !conditions.iter().any(|c| c == "nodegate.dev/Open"),
+        "{conditions:?}"
+    );
+    assert!(conditions.iter().any(|c| c == "Ready"), "{conditions:?}");
     // Nothing left: a second run changes nothing.
     let (code, out, err) = uninstall("--yes");
     assert_eq!(code, 0, "{err}");

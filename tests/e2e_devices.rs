@@ -8,9 +8,10 @@
 //!   the kubelet writes it): absent, then `0`, keep it closed; `4` opens it.
 //! - `dra_driver`: a gated node waits for the DRA driver `gpu.example.com`
 //!   to publish a complete pool of ResourceSlices for it (created by the
-//!   test as a driver does): none, then one slice of a pool of two, keep it
+//!   test as a driver does, owned by the Node): none, then a slice the node
+//!   does not own (ignored), then one slice of a pool of two, keep it
 //!   closed, and the controller and `explain` both name the missing slice;
-//!   the second slice opens it.
+//!   the driver's second slice opens it.
 //!
 //! "Keeps it closed" is read from the controller's own gate
 //! (`/debug/nodes/NAME`): once it says the member waits for the new reason,
@@ -267,10 +268,21 @@ async fn extended_resource(s: &Shared) {
 }
 
 /// A ResourceSlice of `DRIVER` local to `node`, in pool `node` at
-/// `generation` of `count` slices, with one device.
-fn slice(name: &str, node: &str, generation: i64, count: i64) -> ResourceSlice {
+/// `generation` of `count` slices, with one device; owned by the Node
+/// (`owner`: its UID) as a driver's kubelet plugin writes it, or by nothing.
+fn slice(
+    name: &str,
+    node: &str,
+    owner: Option<&str>,
+    generation: i64,
+    count: i64,
+) -> ResourceSlice {
+    let owners = match owner {
+        Some(uid) => json!([{"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}]),
+        None => json!([]),
+    };
     serde_json::from_value(json!({
-        "metadata": {"name": name},
+        "metadata": {"name": name, "ownerReferences": owners},
         "spec": {
             "driver": DRIVER,
             "nodeName": node,
@@ -284,20 +296,42 @@ fn slice(name: &str, node: &str, generation: i64, count: i64) -> ResourceSlice {
 async fn dra_driver(s: &Shared) {
     let member = format!("dra:{DRIVER}");
     let slices: Api<ResourceSlice> = Api::all(s.env.cluster.client.clone());
-    s.env.create_node("dra-1", &[("scenario", "dra")]).await;
+    let node = s.env.create_node("dra-1", &[("scenario", "dra")]).await;
+    let uid = node.metadata.uid.clone().expect("the node's uid");
+    let own = Some(uid.as_str());
     wait_kwok_ready(s, "dra-1").await;
     waits_for(s, "dra-1", &member, "has published no ResourceSlice").await;
     // Another node's slice and another driver's slice change nothing.
-    let mut other = slice("other-driver-dra-1", "dra-1", 1, 1);
+    let mut other = slice("other-driver-dra-1", "dra-1", own, 1, 1);
     other.spec.driver = "net.example.com".into();
-    for obj in [slice("other-node", "gpu-9", 1, 1), other] {
+    for obj in [slice("other-node", "gpu-9", None, 1, 1), other] {
         slices
             .create(&PostParams::default(), &obj)
             .await
             .expect("create an unrelated ResourceSlice");
     }
+    // A slice of the pool from someone who may create ResourceSlices but is
+    // not the node's driver (no ownerReference to the Node): ignored, and
+    // it does not complete the pool with the driver's own slice below.
     slices
-        .create(&PostParams::default(), &slice("dra-1-a", "dra-1", 1, 2))
+        .create(
+            &PostParams::default(),
+            &slice("dra-1-b", "dra-1", None, 1, 2),
+        )
+        .await
+        .expect("create a slice the node does not own");
+    waits_for(
+        s,
+        "dra-1",
+        &member,
+        "1 of its slices for the node ignored: not owned by the node",
+    )
+    .await;
+    slices
+        .create(
+            &PostParams::default(),
+            &slice("dra-1-a", "dra-1", own, 1, 2),
+        )
         .await
         .expect("create the first slice of two");
     let missing = "pool dra-1 incomplete: 1 of 2 ResourceSlices at generation 1 (1 missing)";
@@ -318,7 +352,10 @@ async fn dra_driver(s: &Shared) {
         "{r}"
     );
     slices
-        .create(&PostParams::default(), &slice("dra-1-b", "dra-1", 1, 2))
+        .create(
+            &PostParams::default(),
+            &slice("dra-1-c", "dra-1", own, 1, 2),
+        )
         .await
         .expect("create the second slice");
     s.env

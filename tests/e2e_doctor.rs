@@ -429,6 +429,21 @@ async fn doctor_names_each_autoscaler_problem_and_its_fix_and_passes_a_clean_clu
         );
     }
 
+    // A trial run (--dry-run) while the policy's parameters are live: the
+    // API server would taint every new node and the trial never open it.
+    let trial: Vec<&str> = json.iter().copied().chain(["--dry-run"]).collect();
+    let (code, out, _) = doctor(&cluster, &trial);
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        checks(&out, "admission")
+            .iter()
+            .any(|c| c["status"] == "problem"
+                && c["subject"] == "MutatingAdmissionPolicyBinding nodegate-startup-taint"
+                && c["message"].to_string().contains("--dry-run")
+                && c["message"].to_string().contains("dryRun")),
+        "{out}"
+    );
+
     // The same settings read from nodegate's Deployment.
     apply(&cluster, &nodegate_deployment(&FLAGS));
     let (code, out, err) = doctor(&cluster, &["--from-cluster", "-o", "json"]);

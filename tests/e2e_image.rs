@@ -309,3 +309,67 @@ fn the_dockerfile_describes_the_same_image() {
         assert_eq!(in_image[key], expected.as_str(), "label {key}");
     }
 }
+
+/// Runs deploy/image/assemble.py's `fetch` for one package against the
+/// cache `cache`, with apt answered by stand-ins: apt's package index gives
+/// the SHA256 of `REAL`, and `apt-get download` writes `downloaded`.
+/// Returns (success, the bytes fetch handed on, stderr).
+fn fetch_with(cache: &std::path::Path, downloaded: &str) -> (bool, String, String) {
+    const SCRIPT: &str = r#"
+import hashlib, os, sys
+sys.path.insert(0, sys.argv[1])
+import assemble
+cache, downloaded = sys.argv[2], sys.argv[3]
+real = b"REAL"
+assemble.candidate = lambda name: ("1.0", "pkg_1.0_amd64.deb", hashlib.sha256(real).hexdigest())
+def download(cmd, cwd=None, check=False, stdout=None):
+    with open(os.path.join(cwd, "pkg_1.0_amd64.deb"), "w") as f:
+        f.write(downloaded)
+assemble.subprocess.run = download
+assemble.Package = lambda name, version, path: path
+with open(assemble.fetch("pkg", cache)) as f:
+    print(f.read(), end="")
+"#;
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg(repo().join("deploy/image"))
+        .arg(cache)
+        .arg(downloaded)
+        .output()
+        .expect("run python3");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A .deb is used only when its SHA256 is the one apt's package index
+/// gives: a cached file that differs is fetched again, a download that
+/// differs stops the build, and a cached file that matches is used as it
+/// is. Needs python3 only, not the image.
+#[test]
+fn a_deb_is_used_only_with_the_sha256_apt_gives() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cached = dir.path().join("pkg_1.0_amd64.deb");
+    std::fs::write(&cached, "TAMPERED").expect("write the cached file");
+    let (ok, used, err) = fetch_with(dir.path(), "REAL");
+    assert!(ok, "{err}");
+    assert_eq!(used, "REAL", "the tampered cache was used: {err}");
+    assert!(err.contains("downloading it again"), "{err}");
+
+    std::fs::remove_file(&cached).expect("empty the cache");
+    let (ok, used, err) = fetch_with(dir.path(), "TAMPERED");
+    assert!(!ok, "a download with another SHA256 was used: {used}");
+    assert!(err.contains("SHA256") && err.contains("not used"), "{err}");
+    assert!(
+        !cached.exists(),
+        "the bad download must not reach the cache"
+    );
+
+    std::fs::write(&cached, "REAL").expect("write the cached file");
+    let (ok, used, err) = fetch_with(dir.path(), "TAMPERED");
+    assert!(ok, "{err}");
+    assert_eq!(used, "REAL", "a matching cached file is used, not fetched");
+}

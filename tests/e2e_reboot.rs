@@ -266,6 +266,11 @@ async fn kureds_lock_regates_outside_the_budget_and_its_release_without_a_reboot
             "1h",
             "--regate-max-unavailable",
             "1",
+            // kured's lock goes around --regate-max-unavailable only:
+            // --max-unavailable (50 % of three nodes: one, taken by k0)
+            // would hold it too.
+            "--max-unavailable",
+            "100%",
             "--reboot-announcements",
             "kured-lock,annotation",
             "--kured-daemonset",
@@ -307,5 +312,62 @@ async fn kureds_lock_regates_outside_the_budget_and_its_release_without_a_reboot
             .await
             .as_deref(),
         Some("ready")
+    );
+}
+
+/// Whoever may annotate kured's DaemonSet could name every node in its
+/// lock. A lock naming ten nodes with `maxOwners: 1` re-gates one of them
+/// (the first), however roomy the budgets: with `--max-unavailable 100%`
+/// and kured's lock outside `--regate-max-unavailable`, only
+/// `maxOwners` and `--kured-max-holders` (default 1) bound it. A person's
+/// announcement made after the lock is re-gated too, so the lock has been
+/// acted on whole by then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kured_lock_naming_ten_nodes_with_max_owners_one_regates_one() {
+    let env = Env::new("reboot-kured-cap").await;
+    create(&env, &agent("kured", "k")).await;
+    let names: Vec<String> = (0..10).map(|i| format!("k{i}")).collect();
+    for n in names.iter().map(String::as_str).chain(["p"]) {
+        healthy_node(&env, n, "k", "kured").await;
+    }
+    let kured = format!("{NS}/kured");
+    let ng = Nodegate::start(
+        &env.cluster,
+        &[
+            "--regate-after",
+            "1h",
+            "--regate-max-unavailable",
+            "5",
+            "--max-unavailable",
+            "100%",
+            "--reboot-announcements",
+            "kured-lock,annotation",
+            "--kured-daemonset",
+            &kured,
+        ],
+    );
+    let _ = ng.http_addr(Duration::from_secs(30));
+
+    let entries: Vec<Value> = names
+        .iter()
+        .map(|n| json!({"nodeID": n, "metadata": {"unschedulable": false}, "created": "2026-01-01T00:00:00Z", "TTL": 0}))
+        .collect();
+    let value = json!({"maxOwners": 1, "locks": entries}).to_string();
+    lock(&env, Some(&value)).await;
+    wait_regated(&env, &ng, "k0", "announced-reboot:kured-lock").await;
+    annotate_node(&env, "p", "nodegate.dev/reboot-pending", Some("bios")).await;
+    wait_regated(&env, &ng, "p", "announced-reboot:annotation").await;
+
+    let mut regated = Vec::new();
+    for n in &names {
+        if degraded(&env, n).await {
+            regated.push(n.clone());
+        }
+    }
+    assert_eq!(
+        regated,
+        ["k0"],
+        "only the lock's first holder\n{}",
+        ng.logs()
     );
 }

@@ -8,7 +8,10 @@ mod support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
-use support::gate::{DsSpec, Env, annotation, has_gate_taint};
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::gate::{DsSpec, Env, annotation, gated_node, has_gate_taint};
 use support::{Nodegate, wait_for};
 
 fn cordoned(n: &Node) -> bool {
@@ -211,4 +214,258 @@ async fn a_member_broken_cluster_wide_is_not_replaced_and_the_fallback_opens() {
             "{skipped}"
         );
     }
+}
+
+/// A CustomResourceDefinition as small as these tests need: the group,
+/// version and kind nodegate asks for, any fields, a status subresource.
+fn crd(group: &str, kind: &str, plural: &str, version: &str, namespaced: bool) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "scope": if namespaced { "Namespaced" } else { "Cluster" },
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+            "versions": [{
+                "name": version, "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                "subresources": {"status": {}},
+            }],
+        },
+    })
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: format!("{group}/{version}"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// Creates `obj` and sets its `status`.
+async fn create_with_status(api: &Api<DynamicObject>, obj: Value, status: Value) {
+    let obj: DynamicObject = serde_json::from_value(obj).expect("object");
+    let name = obj.metadata.name.clone().expect("a name");
+    api.create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"));
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": status})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("status of {name}: {e}"));
+}
+
+/// A node that names an owner which does not own it is not a lever: nodegate
+/// deletes only an owner that names the node from its own side. Three stuck
+/// nodes under `--on-timeout replace`:
+/// - `rogue` carries Cluster API's annotations naming the Machine
+///   `capi/victim`, whose `status.nodeRef` names another node;
+/// - `by-provider` is a Karpenter node whose providerID matches the
+///   NodeClaim `victim-claim`, which names another node in
+///   `status.nodeName`, and no ownerReference ties them;
+/// - `owned` names the Machine `capi/owned-m`, whose `status.nodeRef`
+///   names it by name and UID.
+///
+/// `owned-m` is deleted; `victim` and `victim-claim` survive, and their
+/// nodes get the fallback (`keep`) with a `ReplaceSkipped` Event saying no
+/// owner could be proven — nothing requested, nothing cordoned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replace_deletes_only_an_owner_that_names_the_node_itself() {
+    let env = Env::new("replace-proven-owner").await;
+    let crds: Api<DynamicObject> = Api::all_with(
+        env.cluster.client.clone(),
+        &resource(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+        ),
+    );
+    for c in [
+        crd("cluster.x-k8s.io", "Machine", "machines", "v1beta1", true),
+        crd("karpenter.sh", "NodeClaim", "nodeclaims", "v1", false),
+    ] {
+        let c: DynamicObject = serde_json::from_value(c).expect("crd");
+        crds.create(&PostParams::default(), &c)
+            .await
+            .expect("create CRD");
+    }
+    env.cluster.namespace("capi").await;
+    let client = env.cluster.client.clone();
+    let machine_res = resource("cluster.x-k8s.io", "v1beta1", "Machine", "machines");
+    let claim_res = resource("karpenter.sh", "v1", "NodeClaim", "nodeclaims");
+    let machines: Api<DynamicObject> = Api::namespaced_with(client.clone(), "capi", &machine_res);
+    let claims: Api<DynamicObject> = Api::all_with(client, &claim_res);
+    wait_for("the CRDs served", Duration::from_secs(30), || async {
+        match (
+            machines.list(&Default::default()).await,
+            claims.list(&Default::default()).await,
+        ) {
+            (Ok(_), Ok(_)) => Ok(()),
+            (m, c) => Err(format!("{:?} {:?}", m.err(), c.err())),
+        }
+    })
+    .await;
+
+    env.create_ds(DsSpec {
+        hold: true,
+        ..DsSpec::new("agent")
+    })
+    .await;
+    let capi = |name: &str, machine: &str| {
+        let mut n = gated_node(name, &[]);
+        n.metadata.annotations = Some(
+            [
+                ("cluster.x-k8s.io/machine", machine),
+                ("cluster.x-k8s.io/cluster-namespace", "capi"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        n
+    };
+    let rogue = env.cluster.create_node(&capi("rogue", "victim")).await;
+    let owned = env.cluster.create_node(&capi("owned", "owned-m")).await;
+    let mut by_provider = gated_node("by-provider", &[("karpenter.sh/nodepool", "default")]);
+    by_provider.spec.get_or_insert_default().provider_id = Some("kwok://victim-instance".into());
+    env.cluster.create_node(&by_provider).await;
+    let uid = |n: &Node| n.metadata.uid.clone().expect("a node uid");
+
+    let machine = |name: &str| {
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": name, "namespace": "capi"},
+            "spec": {"clusterName": "workload"},
+        })
+    };
+    create_with_status(
+        &machines,
+        machine("victim"),
+        json!({"nodeRef": {"kind": "Node", "name": "victim-node", "uid": uid(&rogue)}}),
+    )
+    .await;
+    create_with_status(
+        &machines,
+        machine("owned-m"),
+        json!({"nodeRef": {"kind": "Node", "name": "owned", "uid": uid(&owned)}}),
+    )
+    .await;
+    create_with_status(
+        &claims,
+        json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": "victim-claim"},
+            "spec": {},
+        }),
+        json!({"nodeName": "victim-node", "providerID": "kwok://victim-instance"}),
+    )
+    .await;
+
+    let ng = Nodegate::start(
+        &env.cluster,
+        &[
+            "--timeout",
+            "3s",
+            "--on-timeout",
+            "replace",
+            "--replace-budget",
+            "5",
+            "--replace-in-flight",
+            "5",
+            "--replace-fallback",
+            "keep",
+            // Three failing nodes of three: not judged a cluster-wide
+            // breakage.
+            "--replace-breakage",
+            "100%",
+        ],
+    );
+
+    wait_for(
+        "owned-m deleted and a fallback on rogue and by-provider",
+        Duration::from_secs(90),
+        || async {
+            let gone = matches!(machines.get_opt("owned-m").await, Ok(None));
+            let rogue = env
+                .annotation("rogue", "nodegate.dev/replace-fallback")
+                .await;
+            let prov = env
+                .annotation("by-provider", "nodegate.dev/replace-fallback")
+                .await;
+            if gone && rogue.is_some() && prov.is_some() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "owned-m gone {gone}, fallback on rogue {rogue:?}, on by-provider {prov:?}\n{}",
+                    ng.logs()
+                ))
+            }
+        },
+    )
+    .await;
+    assert!(
+        machines
+            .get_opt("victim")
+            .await
+            .expect("get victim")
+            .is_some(),
+        "the Machine a node named in its own annotations survives"
+    );
+    assert!(
+        claims
+            .get_opt("victim-claim")
+            .await
+            .expect("get victim-claim")
+            .is_some(),
+        "the NodeClaim matched only by providerID survives"
+    );
+    for name in ["rogue", "by-provider"] {
+        let n = env.node(name).await;
+        assert_eq!(
+            annotation(&n, "nodegate.dev/replace-fallback").as_deref(),
+            Some("keep"),
+            "{name}"
+        );
+        assert_eq!(
+            annotation(&n, "nodegate.dev/replace-requested"),
+            None,
+            "{name}"
+        );
+        assert!(!cordoned(&n), "{name} must not be cordoned");
+        assert!(has_gate_taint(&n), "{name} stays closed (keep)");
+        let skipped = wait_for(
+            &format!("ReplaceSkipped on {name}"),
+            Duration::from_secs(15),
+            || async {
+                env.events_for(name)
+                    .await
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("ReplaceSkipped"))
+                    .and_then(|e| e.note)
+                    .ok_or_else(|| format!("no ReplaceSkipped on {name} yet"))
+            },
+        )
+        .await;
+        assert!(skipped.contains("no owner could be proven"), "{skipped}");
+    }
+    let owned = env.node("owned").await;
+    assert!(
+        annotation(&owned, "nodegate.dev/replace-requested").is_some(),
+        "owned: its replacement was requested"
+    );
+    assert!(
+        reasons(&env, "owned")
+            .await
+            .iter()
+            .any(|r| r == "GateReplaced"),
+        "owned: GateReplaced"
+    );
 }

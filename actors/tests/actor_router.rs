@@ -158,6 +158,7 @@ fn resource_slices_reach_the_indexed_node_whichever_watch_comes_first() {
         pool: "p".into(),
         generation,
         slice_count: 2,
+        owner_uid: String::new(),
     };
     let names = |node: &str| {
         r.node(node)

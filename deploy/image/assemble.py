@@ -90,13 +90,34 @@ def candidate(name):
     if "Version" not in fields or "Filename" not in fields:
         die(f"apt knows no installable version of {name}: "
             "run 'apt-get update' (or check /etc/apt/sources.list)")
-    return fields["Version"], posixpath.basename(fields["Filename"])
+    if "SHA256" not in fields:
+        die(f"apt gives no SHA256 for {name} {fields['Version']}: the .deb "
+            "could not be checked; run 'apt-get update' against a signed "
+            "Debian mirror")
+    return (fields["Version"], posixpath.basename(fields["Filename"]),
+            fields["SHA256"].strip().lower())
+
+
+def sha256_of(path):
+    """The SHA256 of the file at path, as lowercase hex."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def fetch(name, cache):
-    """The package's .deb in the cache, downloaded once per version."""
-    version, filename = candidate(name)
+    """The package's .deb in the cache, downloaded once per version, and
+    only ever used when its SHA256 is the one apt's (signed) package index
+    gives: a cached file that differs is downloaded again, a download that
+    differs stops the build."""
+    version, filename, sha256 = candidate(name)
     path = os.path.join(cache, filename)
+    if os.path.exists(path) and sha256_of(path) != sha256:
+        log(f"{path}: not the SHA256 apt gives for {name} {version}; "
+            "downloading it again")
+        os.remove(path)
     if not os.path.exists(path):
         log(f"downloading {name} {version}")
         # A directory of its own: two builds may download at once.
@@ -112,7 +133,13 @@ def fetch(name, cache):
             got = [f for f in os.listdir(tmp) if f.endswith(".deb")]
             if len(got) != 1:
                 raise OSError(f"expected one .deb, got {got}")
-            os.replace(os.path.join(tmp, got[0]), path)
+            fetched = os.path.join(tmp, got[0])
+            actual = sha256_of(fetched)
+            if actual != sha256:
+                die(f"apt-get download {name}={version}: SHA256 {actual}, "
+                    f"but apt's package index says {sha256}; not used "
+                    "(a mirror or proxy changed the file?)")
+            os.replace(fetched, path)
         except (OSError, subprocess.CalledProcessError) as e:
             die(f"apt-get download {name}={version} failed ({e}): "
                 "deploy/image/build needs apt-get and a reachable Debian "

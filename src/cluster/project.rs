@@ -155,6 +155,14 @@ fn extended_allocatable(n: &Node) -> BTreeMap<String, String> {
 pub fn resource_slice(s: &ResourceSlice) -> Option<(String, SliceInfo)> {
     let node = s.spec.node_name.clone().filter(|n| !n.is_empty())?;
     let pool = &s.spec.pool;
+    let owner_uid = s
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.kind == "Node" && r.api_version == "v1" && r.name == node)
+        .map(|r| r.uid.clone())
+        .unwrap_or_default();
     Some((
         node,
         SliceInfo {
@@ -163,6 +171,7 @@ pub fn resource_slice(s: &ResourceSlice) -> Option<(String, SliceInfo)> {
             pool: pool.name.clone(),
             generation: pool.generation,
             slice_count: pool.resource_slice_count,
+            owner_uid,
         },
     ))
 }

@@ -1,12 +1,16 @@
 //! `--on-timeout=replace`, the I/O (semantics.md §5.8): the replace
 //! decider's mark on the node, then the delete of its owner — a Karpenter
-//! NodeClaim (found by `status.nodeName`, else by `status.providerID`) or a
-//! Cluster API Machine (named by the node's annotations). With no owner
-//! known the mark cordons the node. Nothing here decides: the decider in
+//! NodeClaim or a Cluster API Machine, each proven to own the node from
+//! its own side before anything is written (see [`prove`]), and deleted
+//! with its UID as a precondition. With no owner known the mark cordons the
+//! node. Nothing here decides: the decider in
 //! `nodegate_core::deciders::replace` did.
 
+use k8s_openapi::api::core::v1::Node;
 use kube::Client;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Preconditions,
+};
 use nodegate_core::annotations::{
     REPLACE_FALLBACK, REPLACE_FALLBACK_AT, REPLACE_REASON, REPLACE_REQUESTED,
 };
@@ -60,38 +64,67 @@ pub fn mark(w: &ReplaceWrite) -> Option<json_patch::Patch> {
     serde_json::from_value(Value::Array(ops)).ok()
 }
 
-/// Carries out one replace write: the mark (if any), then the owner's
-/// delete (for a request or a delete again).
+/// Carries out one replace write. A request proves the owner first (see
+/// [`prove`]): an owner that cannot be proven is answered
+/// [`ReplaceOutcome::NoOwner`] with nothing written, and the decider falls
+/// back instead. Then the mark (if any), then the owner's delete, with the
+/// owner's UID as a precondition (for a request or a delete again).
 pub async fn carry_out(
     writer: &Writer,
     w: &ReplaceWrite,
     may_write: impl Fn() -> bool,
 ) -> ReplaceOutcome {
+    let timeout = writer.request_timeout().saturating_mul(3);
+    let late = || format!("no answer within {}", humantime::format_duration(timeout));
+    let (owner, again) = match &w.action {
+        ReplaceAction::Request { owner, .. } => (owner, false),
+        ReplaceAction::DeleteOwner { owner, .. } => (owner, true),
+        ReplaceAction::Fallback { .. } => {
+            return match mark(w) {
+                Some(body) => match writer.write_replace(&w.node, body, &may_write).await {
+                    PatchOutcome::Applied => ReplaceOutcome::Done { deleted: None },
+                    other => ReplaceOutcome::NotWritten(other),
+                },
+                None => ReplaceOutcome::Done { deleted: None },
+            };
+        }
+    };
+    let proven = if *owner == Owner::None {
+        None
+    } else {
+        let found = tokio::time::timeout(timeout, prove(writer.client(), owner, &w.node, &w.uid));
+        match found.await {
+            Ok(Ok(Found::Proven(p))) => Some(p),
+            // Marked already: nothing (more) of it to delete.
+            Ok(Ok(Found::NotProven(_))) if again => return ReplaceOutcome::Done { deleted: None },
+            Ok(Ok(Found::NotProven(why))) => return ReplaceOutcome::NoOwner(why),
+            Ok(Err(e)) if again => return ReplaceOutcome::OwnerFailed(e),
+            Ok(Err(e)) => return ReplaceOutcome::NotWritten(PatchOutcome::Failed(e)),
+            Err(_) if again => return ReplaceOutcome::OwnerFailed(late()),
+            Err(_) => {
+                return ReplaceOutcome::NotWritten(PatchOutcome::Failed(format!(
+                    "finding the node's owner: {}",
+                    late()
+                )));
+            }
+        }
+    };
     if let Some(body) = mark(w) {
         match writer.write_replace(&w.node, body, &may_write).await {
             PatchOutcome::Applied => {}
             other => return ReplaceOutcome::NotWritten(other),
         }
     }
-    let (owner, provider_id) = match &w.action {
-        ReplaceAction::Request {
-            owner, provider_id, ..
-        }
-        | ReplaceAction::DeleteOwner { owner, provider_id } => (owner, provider_id.as_deref()),
-        ReplaceAction::Fallback { .. } => return ReplaceOutcome::Done { deleted: None },
+    let Some(proven) = proven else {
+        return ReplaceOutcome::Done { deleted: None };
     };
     if !may_write() {
         return ReplaceOutcome::OwnerFailed("this replica lost the lease before the delete".into());
     }
-    let timeout = writer.request_timeout();
-    let deleted = delete_owner(writer.client(), owner, &w.node, provider_id);
-    match tokio::time::timeout(timeout.saturating_mul(3), deleted).await {
+    match tokio::time::timeout(timeout, proven.delete()).await {
         Ok(Ok(deleted)) => ReplaceOutcome::Done { deleted },
         Ok(Err(e)) => ReplaceOutcome::OwnerFailed(e),
-        Err(_) => ReplaceOutcome::OwnerFailed(format!(
-            "no answer within {}",
-            humantime::format_duration(timeout.saturating_mul(3))
-        )),
+        Err(_) => ReplaceOutcome::OwnerFailed(late()),
     }
 }
 
@@ -106,68 +139,213 @@ fn machines() -> ApiResource {
     ApiResource::from_gvk_with_plural(&gvk, "machines")
 }
 
-/// Deletes the owner; what was deleted (`None`: nothing to delete — no
-/// owner known, or it is gone already).
-async fn delete_owner(
+/// What [`prove`] found.
+enum Found {
+    /// The owner, proven from its own side.
+    Proven(Box<Proven>),
+    /// Why no owner could be proven (none exists, it is being deleted, or
+    /// it does not name this node).
+    NotProven(String),
+}
+
+/// An owner proven to own the node: deleted only as this very object.
+struct Proven {
+    api: Api<DynamicObject>,
+    name: String,
+    uid: String,
+    /// `nodeclaim/NAME` or `machine/NAMESPACE/NAME`.
+    what: String,
+}
+
+impl Proven {
+    /// Deletes the owner if it is still the object proven (a UID
+    /// precondition); what was deleted, `None` when it is gone already or
+    /// another object took its name.
+    async fn delete(self) -> Result<Option<String>, String> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(self.uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self.api.delete(&self.name, &params).await {
+            Ok(_) => Ok(Some(self.what)),
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(None),
+            Err(e) => Err(format!("deleting {}: {e}", self.what)),
+        }
+    }
+}
+
+fn status_str<'a>(o: &'a DynamicObject, pointer: &str) -> Option<&'a str> {
+    o.data.pointer(pointer).and_then(Value::as_str)
+}
+
+fn uid_of(o: &DynamicObject) -> &str {
+    o.metadata.uid.as_deref().unwrap_or_default()
+}
+
+/// Proves the node's owner from the owner's side. The node's own labels
+/// and annotations (which its kubelet may write) only say where to look:
+/// - a Machine counts only when its `status.nodeRef` names this node by
+///   name and UID;
+/// - a NodeClaim counts when the Node's ownerReference names it (name and
+///   UID) and its `status.nodeName` is this node, or, with no such
+///   reference, when both its `status.nodeName` and its
+///   `status.providerID` are this node's;
+/// - never an owner already being deleted.
+async fn prove(
     client: &Client,
     owner: &Owner,
     node: &str,
-    provider_id: Option<&str>,
-) -> Result<Option<String>, String> {
+    node_uid: &str,
+) -> Result<Found, String> {
     match owner {
-        Owner::None => Ok(None),
-        Owner::NodeClaim => {
-            let api: Api<DynamicObject> = Api::all_with(client.clone(), &nodeclaims());
-            let list = api
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| format!("listing karpenter.sh NodeClaims: {e}"))?;
-            let Some(name) = owning_nodeclaim(&list.items, node, provider_id) else {
-                return Ok(None);
-            };
-            delete(&api, &name, "nodeclaim").await
-        }
+        Owner::None => Ok(Found::NotProven("no owner known".into())),
         Owner::Machine { namespace, name } => {
+            let what = format!("machine/{namespace}/{name}");
             let api: Api<DynamicObject> =
                 Api::namespaced_with(client.clone(), namespace, &machines());
-            delete(&api, name, &format!("machine/{namespace}")).await
+            let found = api
+                .get_opt(name)
+                .await
+                .map_err(|e| format!("reading {what}: {e}"))?;
+            let Some(m) = found else {
+                return Ok(Found::NotProven(format!(
+                    "{what}, named by the node's annotations, does not exist"
+                )));
+            };
+            Ok(match machine_owns(&m, node, node_uid) {
+                Ok(uid) => Found::Proven(Box::new(Proven {
+                    api,
+                    name: name.clone(),
+                    uid,
+                    what,
+                })),
+                Err(why) => Found::NotProven(format!("{what}: {why}")),
+            })
+        }
+        Owner::NodeClaim => {
+            let nodes: Api<Node> = Api::all(client.clone());
+            let found = nodes
+                .get_opt(node)
+                .await
+                .map_err(|e| format!("reading node {node}: {e}"))?;
+            let Some(n) = found.filter(|n| n.metadata.uid.as_deref() == Some(node_uid)) else {
+                return Ok(Found::NotProven(format!(
+                    "node {node} (uid {node_uid}) is gone"
+                )));
+            };
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &nodeclaims());
+            let reference = n
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|r| r.kind == "NodeClaim" && r.api_version.starts_with("karpenter.sh/"));
+            let (claim, why) = if let Some(r) = reference {
+                let what = format!("nodeclaim/{}", r.name);
+                let found = api
+                    .get_opt(&r.name)
+                    .await
+                    .map_err(|e| format!("reading {what}: {e}"))?;
+                match found {
+                    None => (
+                        None,
+                        format!("{what}, the node's owner reference, does not exist"),
+                    ),
+                    Some(c) => match claim_owns_by_reference(&c, &r.uid, node) {
+                        Ok(()) => (Some(c), String::new()),
+                        Err(why) => (None, format!("{what}: {why}")),
+                    },
+                }
+            } else {
+                let provider_id = n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.provider_id.as_deref())
+                    .filter(|p| !p.is_empty());
+                let list = api
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| format!("listing karpenter.sh NodeClaims: {e}"))?;
+                let claim = owning_nodeclaim(&list.items, node, provider_id).cloned();
+                let why = format!(
+                    "no NodeClaim names it in an ownerReference, and none has both status.nodeName {node} and status.providerID {}",
+                    provider_id.unwrap_or("(the node has none)")
+                );
+                (claim, why)
+            };
+            Ok(match claim {
+                Some(c) => {
+                    let name = c.metadata.name.clone().unwrap_or_default();
+                    Found::Proven(Box::new(Proven {
+                        uid: uid_of(&c).to_string(),
+                        what: format!("nodeclaim/{name}"),
+                        name,
+                        api,
+                    }))
+                }
+                None => Found::NotProven(why),
+            })
         }
     }
 }
 
-/// The NodeClaim whose `status.nodeName` is `node`, else the one whose
-/// `status.providerID` is the node's.
-pub fn owning_nodeclaim(
-    claims: &[DynamicObject],
-    node: &str,
-    provider_id: Option<&str>,
-) -> Option<String> {
-    let status = |o: &DynamicObject, field: &str| {
-        o.data
-            .get("status")
-            .and_then(|s| s.get(field))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    let by = |field: &str, value: &str| {
-        claims
-            .iter()
-            .find(|o| status(o, field).as_deref() == Some(value))
-            .and_then(|o| o.metadata.name.clone())
-    };
-    by("nodeName", node).or_else(|| provider_id.and_then(|p| by("providerID", p)))
+/// The Machine's UID if it owns `node`: its `status.nodeRef` names the node
+/// by name and UID, and it is not being deleted; else why not.
+pub fn machine_owns(m: &DynamicObject, node: &str, node_uid: &str) -> Result<String, String> {
+    if m.metadata.deletion_timestamp.is_some() {
+        return Err("already being deleted".into());
+    }
+    let name = status_str(m, "/status/nodeRef/name");
+    let uid = status_str(m, "/status/nodeRef/uid");
+    if name != Some(node) || uid != Some(node_uid) {
+        return Err(format!(
+            "its status.nodeRef ({} uid {}) does not name this node ({node} uid {node_uid})",
+            name.unwrap_or("no name"),
+            uid.unwrap_or("none")
+        ));
+    }
+    Ok(uid_of(m).to_string())
 }
 
-async fn delete(
-    api: &Api<DynamicObject>,
-    name: &str,
-    what: &str,
-) -> Result<Option<String>, String> {
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(Some(format!("{what}/{name}"))),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
-        Err(e) => Err(format!("deleting {what}/{name}: {e}")),
+/// Whether the NodeClaim the node's ownerReference names (`ref_uid`) is
+/// that very claim, owns `node` by its own `status.nodeName`, and is not
+/// being deleted.
+pub fn claim_owns_by_reference(c: &DynamicObject, ref_uid: &str, node: &str) -> Result<(), String> {
+    if uid_of(c) != ref_uid {
+        return Err(format!(
+            "its uid {} is not the one the node's ownerReference names ({ref_uid})",
+            uid_of(c)
+        ));
     }
+    if c.metadata.deletion_timestamp.is_some() {
+        return Err("already being deleted".into());
+    }
+    match status_str(c, "/status/nodeName") {
+        Some(n) if n == node => Ok(()),
+        other => Err(format!(
+            "its status.nodeName ({}) is not this node",
+            other.unwrap_or("none")
+        )),
+    }
+}
+
+/// With no ownerReference on the node: the NodeClaim whose
+/// `status.nodeName` is `node` and whose `status.providerID` is the node's,
+/// not being deleted. A match on one of them alone proves nothing.
+pub fn owning_nodeclaim<'a>(
+    claims: &'a [DynamicObject],
+    node: &str,
+    provider_id: Option<&str>,
+) -> Option<&'a DynamicObject> {
+    let provider_id = provider_id?;
+    claims.iter().find(|c| {
+        c.metadata.deletion_timestamp.is_none()
+            && status_str(c, "/status/nodeName") == Some(node)
+            && status_str(c, "/status/providerID") == Some(provider_id)
+    })
 }
 
 #[cfg(test)]

@@ -457,6 +457,7 @@ mod tests {
             pool: "n1".into(),
             generation: 1,
             slice_count: 2,
+            owner_uid: node.uid.clone(),
         }];
         let mut c = cfg(Some(120));
         c.resources = vec![CriticalResource {

@@ -1,7 +1,9 @@
-//! `nodegate uninstall --dry-run | --yes`: takes nodegate's taints and the
-//! annotations it wrote off every node it manages (within
-//! `--node-selector`), keeping every other taint, and prints what it did to
-//! each node as it goes.
+//! `nodegate uninstall --dry-run | --yes`: takes nodegate's taints, the
+//! annotations it wrote and its `nodegate.dev/Open` condition off every
+//! node it manages (within `--node-selector`), keeping every other taint,
+//! and prints what it did to each node as it goes; a cordon of its replace
+//! request is reported, not lifted. A managed taint outside `nodegate.dev/`
+//! is removed only with `--remove-foreign-keys`.
 //!
 //! It refuses (with `--yes`) while a replica renewed nodegate's Lease within
 //! `--lease-fresh`: a running controller would put the taints back on new
@@ -19,7 +21,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
 use nodegate_core::config::Scope;
-use nodegate_core::gate::PatchOutcome;
+use nodegate_core::gate::{OPEN_CONDITION, PatchOutcome};
 
 use crate::cluster::project;
 use crate::cluster::writer::{FIELD_MANAGER, outcome};
@@ -50,6 +52,17 @@ fn settings(args: &UninstallArgs) -> Result<Settings, ConfigError> {
     let mut file = config::load_file(&args.gate)?;
     let gate = config::gate_settings(&args.gate, &mut file)?;
     let fresh = config::parse_duration("--lease-fresh", &args.lease_fresh)?;
+    let foreign = plan::foreign_keys(&gate.placement.managed_taints);
+    if !foreign.is_empty() && !args.remove_foreign_keys {
+        return Err(ConfigError::Invalid {
+            source_: format!("managed taint {}", foreign.join(", ")),
+            message: "outside nodegate.dev/: uninstall would take it off every node in scope, \
+                      also where its own owner put it on (a node whose agent is not ready). \
+                      Pass --remove-foreign-keys to remove it anyway, or leave it out of the \
+                      settings given to uninstall"
+                .into(),
+        });
+    }
     Ok(Settings {
         scope: gate.scope,
         owned: Owned {
@@ -210,7 +223,12 @@ fn planned(node: &Node, s: &Settings) -> Option<Cleanup> {
         return None;
     }
     let keys = node.metadata.annotations.iter().flat_map(|a| a.keys());
-    let cleanup = plan::plan(&info, keys, &s.owned);
+    let open = node
+        .status
+        .as_ref()
+        .and_then(|st| st.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == OPEN_CONDITION));
+    let cleanup = plan::plan(&info, keys, open, &s.owned);
     (!cleanup.is_empty()).then_some(cleanup)
 }
 
@@ -223,12 +241,29 @@ async fn send(nodes: &Api<Node>, cleanup: &Cleanup) -> PatchOutcome {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
     };
-    outcome(
+    let sent = outcome(
         nodes
             .patch(&cleanup.node, &params, &Patch::Json::<()>(patch))
             .await
             .map(|_| ()),
-    )
+    );
+    if sent != PatchOutcome::Applied || !cleanup.open_condition {
+        return sent;
+    }
+    // The condition through the status subresource: node conditions merge
+    // by type, so this deletes that one and keeps every other.
+    let delete = serde_json::json!({"status": {"conditions": [
+        {"type": OPEN_CONDITION, "$patch": "delete"},
+    ]}});
+    match nodes
+        .patch_status(&cleanup.node, &params, &Patch::Strategic(delete))
+        .await
+    {
+        Ok(_) => PatchOutcome::Applied,
+        Err(e) => PatchOutcome::Failed(format!(
+            "removed the rest, but not the condition {OPEN_CONDITION}: {e}"
+        )),
+    }
 }
 
 #[cfg(test)]

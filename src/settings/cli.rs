@@ -484,6 +484,14 @@ pub struct UninstallArgs {
     #[arg(long)]
     pub keep_rule_taints: bool,
 
+    /// Also remove the managed taints whose key is outside nodegate.dev/
+    /// (another vendor's, e.g. a CNI's agent-not-ready from --taint or
+    /// --taint-for), from every node in scope, also where their owner put
+    /// them on. Without it uninstall refuses to start while one is
+    /// configured.
+    #[arg(long)]
+    pub remove_foreign_keys: bool,
+
     /// Go on even though a replica renewed the Lease within the last
     /// --lease-fresh (it would put the taints back on new nodes).
     #[arg(long)]

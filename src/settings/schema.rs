@@ -151,7 +151,7 @@ fn by_value_name(s: &Setting, name: &str, enums: &[String]) -> Value {
 /// The least count a setting accepts (the binary refuses 0 for these).
 fn minimum(key: &str) -> u32 {
     match key {
-        "maxConcurrentPatches" | "kubeBurst" => 1,
+        "maxConcurrentPatches" | "kubeBurst" | "kuredMaxHolders" => 1,
         _ => 0,
     }
 }

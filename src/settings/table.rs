@@ -149,6 +149,13 @@ settings! {
             default: DEFAULT_KURED_DAEMONSET.to_string(),
             helm: "config.kuredDaemonset", reload: live,
         }
+        /// Most nodes kured's lock may name at once that nodegate believes
+        /// (the first ones; the lock's own maxOwners caps them too): whoever may
+        /// annotate kured's DaemonSet cannot re-gate more. At least 1.
+        kured_max_holders: value(u32) {
+            flag: "kured-max-holders", value: "N", key: "kuredMaxHolders",
+            default: 1u32, helm: "config.kuredMaxHolders", reload: live,
+        }
         /// The deadline of a node re-gated before an announced reboot, counted
         /// from the taint: the drain, the reboot and its agents starting again;
         /// 0 uses --regate-timeout's.
@@ -203,8 +210,9 @@ settings! {
             default: "keep", helm: "config.replaceFallback", reload: live,
         }
         /// --on-timeout replace: a member not Ready on at least two nodes and on
-        /// more than this of the nodes it has a pod on (a count or a
-        /// percentage) is broken cluster-wide; such nodes are not replaced.
+        /// more than this of the nodes it has a pod on or is expected on (a
+        /// count or a percentage) is broken cluster-wide; such nodes are not
+        /// replaced.
         replace_breakage: value(String) {
             flag: "replace-breakage", value: "N|P%", key: "replaceBreakage",
             default: "20%", helm: "config.replaceBreakage", reload: live,
@@ -425,7 +433,9 @@ pub fn heading(flag: &str) -> &'static str {
         f if f.starts_with("regate") || f.starts_with("reboot") => {
             "Gate settings: re-gating open nodes"
         }
-        "max-unavailable" | "kured-daemonset" => "Gate settings: re-gating open nodes",
+        "max-unavailable" | "kured-daemonset" | "kured-max-holders" => {
+            "Gate settings: re-gating open nodes"
+        }
         "timeout" | "schedule-timeout" | "on-timeout" => "Deadline",
         f if f.starts_with("replace") => "Deadline",
         "dry-run"

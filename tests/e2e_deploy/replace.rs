@@ -1,7 +1,8 @@
 //! `--on-timeout replace` and what deploy/ grants it (semantics.md §5.8):
 //! the kustomize base's ServiceAccount may not touch NodeClaims or
-//! Machines, the `replace` component lets it list and delete NodeClaims and
-//! delete Machines and nothing more; and the admission policy
+//! Machines, the `replace` component lets it get, list and delete
+//! NodeClaims and get and delete Machines in the one namespace its Role is
+//! in, and nothing more; and the admission policy
 //! nodegate-node-changes lets it cordon a node only in the write that sets
 //! a new `nodegate.dev/replace-requested` — the very patch nodegate sends —
 //! on a node that carries a managed taint and `nodegate.dev/timed-out`, and
@@ -118,7 +119,9 @@ async fn replace_grants_and_the_policy_allow_exactly_the_cordon_with_its_mark() 
     let owner_verbs: &[(&str, &str, &str, &str)] = &[
         ("list", "karpenter.sh", "nodeclaims", ""),
         ("delete", "karpenter.sh", "nodeclaims", ""),
-        ("delete", "cluster.x-k8s.io", "machines", "capi"),
+        ("get", "karpenter.sh", "nodeclaims", ""),
+        ("get", "cluster.x-k8s.io", "machines", "default"),
+        ("delete", "cluster.x-k8s.io", "machines", "default"),
     ];
     for (verb, group, resource, ns) in owner_verbs {
         assert!(
@@ -142,11 +145,14 @@ async fn replace_grants_and_the_policy_allow_exactly_the_cordon_with_its_mark() 
     })
     .await;
     for (verb, group, resource, ns) in [
-        ("get", "karpenter.sh", "nodeclaims", ""),
         ("update", "karpenter.sh", "nodeclaims", ""),
+        // Machines only in the Role's one namespace: another namespace of a
+        // management cluster holds other clusters' Machines.
+        ("delete", "cluster.x-k8s.io", "machines", "capi"),
+        ("get", "cluster.x-k8s.io", "machines", "capi"),
         ("create", "karpenter.sh", "nodeclaims", ""),
         ("list", "cluster.x-k8s.io", "machines", ""),
-        ("patch", "cluster.x-k8s.io", "machines", "capi"),
+        ("patch", "cluster.x-k8s.io", "machines", "default"),
         ("delete", "", "nodes", ""),
         ("delete", "karpenter.sh", "nodepools", ""),
     ] {
@@ -426,11 +432,10 @@ async fn owner_deletes_spare_initialized_nodeclaims_and_control_plane_machines()
     let machine = |name: &str, labels: Value| {
         json!({
             "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
-            "metadata": {"name": name, "namespace": "capi", "labels": labels},
+            "metadata": {"name": name, "namespace": "default", "labels": labels},
             "spec": {"clusterName": "workload", "bootstrap": {"dataSecretName": "none"}},
         })
     };
-    cluster.namespace("capi").await;
     let made: Vec<Value> = vec![
         claim("nc-initialized"),
         claim("nc-launching"),
@@ -495,7 +500,7 @@ async fn owner_deletes_spare_initialized_nodeclaims_and_control_plane_machines()
     let claims: Api<DynamicObject> = Api::all_with(client.clone(), &nodeclaim_resource());
     let machine_resource = machine_resource();
     let machines: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), "capi", &machine_resource);
+        Api::namespaced_with(client.clone(), "default", &machine_resource);
 
     // The policy is enforced a moment after it is created (and the grant
     // a moment after its binding): wait for the first refusal.
@@ -537,7 +542,7 @@ async fn owner_deletes_spare_initialized_nodeclaims_and_control_plane_machines()
         .await
         .unwrap_or_else(|e| panic!("an administrator deletes an Initialized NodeClaim: {e}"));
     let admin_machines: Api<DynamicObject> =
-        Api::namespaced_with(admin_client, "capi", &machine_resource);
+        Api::namespaced_with(admin_client, "default", &machine_resource);
     dry_delete(&admin_machines, "cp-0")
         .await
         .unwrap_or_else(|e| panic!("an administrator deletes a control-plane Machine: {e}"));
@@ -556,9 +561,35 @@ fn rules_on(objs: &[Value], group: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The Role rules on `group` in `objs`, with the Role's namespace.
+fn role_rules_on(objs: &[Value], group: &str) -> Vec<(String, Value)> {
+    objs.iter()
+        .filter(|o| o["kind"] == "Role")
+        .flat_map(|o| {
+            let ns = o["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            o["rules"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |r| (ns.clone(), r))
+        })
+        .filter(|(_, r)| {
+            r["apiGroups"]
+                .as_array()
+                .is_some_and(|g| g.iter().any(|g| g == group))
+        })
+        .collect()
+}
+
 /// Needs no cluster: the chart grants the owners' deletes only with
-/// `onTimeout: replace`, and then exactly list/delete on NodeClaims and
-/// delete on Machines; the kustomize component adds the same; the
+/// `onTimeout: replace`, and then exactly get/list/delete on NodeClaims
+/// and get/delete on Machines in one namespace (a Role, in
+/// `replaceMachineNamespace`; none when it is empty); the kustomize
+/// component adds the same; the
 /// arguments both pass are ones nodegate takes; and both ship the same
 /// policy nodegate-owner-deletes on those deletes.
 #[test]
@@ -570,18 +601,35 @@ fn replace_is_granted_only_when_enabled_and_its_arguments_are_taken() {
         "--set",
         "config.onTimeout=replace,config.replaceFallback=open,config.replaceBreakage=30%,config.replaceInterval=30m",
     ]));
+    assert!(role_rules_on(&plain, "cluster.x-k8s.io").is_empty());
     assert_eq!(
         rules_on(&chart, "karpenter.sh"),
         [
-            json!({"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list", "delete"]})
+            json!({"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["get", "list", "delete"]})
         ]
     );
+    assert!(
+        rules_on(&chart, "cluster.x-k8s.io").is_empty(),
+        "no cluster-wide grant on Machines"
+    );
+    let machines = json!({"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines"], "verbs": ["get", "delete"]});
     assert_eq!(
-        rules_on(&chart, "cluster.x-k8s.io"),
-        [
-            json!({"apiGroups": ["cluster.x-k8s.io"], "resources": ["machines"], "verbs": ["delete"]})
-        ]
+        role_rules_on(&chart, "cluster.x-k8s.io"),
+        [("default".to_string(), machines.clone())]
     );
+    let elsewhere = objects(&helm_template(&[
+        "--set",
+        "config.onTimeout=replace,config.replaceMachineNamespace=capi-workers",
+    ]));
+    assert_eq!(
+        role_rules_on(&elsewhere, "cluster.x-k8s.io"),
+        [("capi-workers".to_string(), machines)]
+    );
+    let karpenter_only = objects(&helm_template(&[
+        "--set",
+        "config.onTimeout=replace,config.replaceMachineNamespace=",
+    ]));
+    assert!(role_rules_on(&karpenter_only, "cluster.x-k8s.io").is_empty());
     let args = super::manifests::container_args(&chart);
     for want in [
         "--on-timeout=replace",
@@ -615,6 +663,10 @@ fn replace_is_granted_only_when_enabled_and_its_arguments_are_taken() {
     assert_eq!(
         rules_on(&built, "cluster.x-k8s.io"),
         rules_on(&chart, "cluster.x-k8s.io")
+    );
+    assert_eq!(
+        role_rules_on(&built, "cluster.x-k8s.io"),
+        role_rules_on(&chart, "cluster.x-k8s.io")
     );
     let args = super::manifests::container_args(&built);
     assert!(args.iter().any(|a| a == "--on-timeout=replace"), "{args:?}");

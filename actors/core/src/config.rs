@@ -308,6 +308,10 @@ pub struct AnnouncedReboots {
     /// kured's DaemonSet, `namespace/name` (`--kured-daemonset`), where its
     /// lock is read with [`Source::KuredLock`].
     pub kured_daemonset: String,
+    /// `--kured-max-holders`: most holders of kured's lock believed at once
+    /// (at least 1), whatever the lock itself says; the lock's own
+    /// `maxOwners` caps them too.
+    pub kured_max_holders: u32,
     /// The deadline of a gate waiting for an announced reboot, from the
     /// taint (`--reboot-timeout`); `None`: `--regate-timeout`'s.
     pub timeout: Option<Duration>,
@@ -338,7 +342,8 @@ pub struct ReplaceConfig {
     /// (`--replace-in-flight`).
     pub in_flight: u32,
     pub fallback: Fallback,
-    /// A member failing on more than this of the nodes it has a pod on is
+    /// A member failing on more than this of the nodes it has a pod on (or
+    /// is expected on and has none) is
     /// broken cluster-wide (`--replace-breakage`).
     pub breakage: MaxUnavailable,
 }

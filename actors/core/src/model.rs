@@ -257,6 +257,11 @@ pub struct SliceInfo {
     /// `spec.pool.resourceSliceCount`: how many slices the pool has at
     /// this generation.
     pub slice_count: i64,
+    /// The UID of the Node the slice's ownerReference names (kind Node, the
+    /// name in `spec.nodeName`), as a DRA driver's kubelet plugin sets it;
+    /// empty when it names none. Only a slice owned by the very node counts.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub owner_uid: String,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

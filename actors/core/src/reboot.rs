@@ -54,8 +54,23 @@ pub fn announced<'a>(
     daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
     now: Timestamp,
 ) -> Option<Announcement> {
+    let lock = cfg
+        .listens_to(Source::KuredLock)
+        .then(|| kured_lock_of(cfg, daemonsets, now))
+        .flatten();
+    announced_given(node, cfg, lock.as_ref())
+}
+
+/// [`announced`] with kured's lock already read ([`kured_lock_of`]; `None`
+/// when it is not listened to or there is none), so that one look reads it
+/// once.
+pub fn announced_given(
+    node: &NodeInfo,
+    cfg: &AnnouncedReboots,
+    lock: Option<&Result<Vec<String>, String>>,
+) -> Option<Announcement> {
     if cfg.listens_to(Source::KuredLock)
-        && let Some(Ok(holders)) = kured_lock_of(cfg, daemonsets, now)
+        && let Some(Ok(holders)) = lock
         && holders.contains(&node.name)
     {
         return Some(Announcement {
@@ -100,7 +115,7 @@ pub fn kured_lock_of<'a>(
         .into_iter()
         .find(|ds| ds.key() == cfg.kured_daemonset)?;
     let raw = ds.annotations.get(KURED_NODE_LOCK)?;
-    Some(kured_lock_holders(raw, now))
+    Some(kured_lock_holders(raw, now, cfg.kured_max_holders))
 }
 
 /// One entry of kured's lock, as kured writes it (Go's JSON of its
@@ -122,32 +137,44 @@ struct LockEntry {
 enum Lock {
     Multi {
         #[serde(rename = "maxOwners")]
-        _max_owners: i64,
+        max_owners: i64,
         #[serde(default)]
         locks: Option<Vec<LockEntry>>,
     },
     Single(LockEntry),
 }
 
-/// The nodes a kured lock value names at `now`. An entry with a TTL whose
-/// time has run out is expired, as kured judges it (a TTL of 0 never
-/// expires); one whose `created` cannot be read is kept.
-pub fn kured_lock_holders(raw: &str, now: Timestamp) -> Result<Vec<String>, String> {
+/// The nodes a kured lock value names at `now`, the first of them only: at
+/// most the lock's own `maxOwners` (1 for a single holder) and at most
+/// `max_holders` (`--kured-max-holders`, at least 1). Whoever may write the
+/// annotation could otherwise name every node and so re-gate them all
+/// outside the re-gating budget. An entry with a TTL whose time has run
+/// out is expired, as kured judges it (a TTL of 0 never expires); one whose
+/// `created` cannot be read is kept.
+pub fn kured_lock_holders(
+    raw: &str,
+    now: Timestamp,
+    max_holders: u32,
+) -> Result<Vec<String>, String> {
     let lock: Lock = serde_json::from_str(raw).map_err(|e| {
         format!(
             "{} {raw:?} is not kured's lock JSON ({e}); the lock is ignored",
             KURED_NODE_LOCK
         )
     })?;
-    let entries = match lock {
-        Lock::Multi { locks, .. } => locks.unwrap_or_default(),
-        Lock::Single(entry) => vec![entry],
+    let (entries, max_owners) = match lock {
+        Lock::Multi { locks, max_owners } => (locks.unwrap_or_default(), max_owners),
+        Lock::Single(entry) => (vec![entry], 1),
     };
+    let cap = usize::try_from(max_owners.max(1))
+        .unwrap_or(usize::MAX)
+        .min(max_holders.max(1) as usize);
     Ok(entries
         .into_iter()
         .filter(|e| !expired(e, now))
         .map(|e| e.node_id)
         .filter(|n| !n.is_empty())
+        .take(cap)
         .collect())
 }
 

@@ -66,9 +66,15 @@ impl Spread {
         }
     }
 
+    /// One node where the DaemonSet is expected but has no pod: failing.
+    pub fn missing(&mut self) {
+        self.nodes += 1;
+        self.failing += 1;
+    }
+
     /// Broken cluster-wide: failing on at least two nodes, and on more than
-    /// `threshold` of the nodes it has a pod on. Replacing a node cannot
-    /// fix a DaemonSet that fails everywhere.
+    /// `threshold` of the nodes it has a pod on or is expected on. Replacing
+    /// a node cannot fix a DaemonSet that fails everywhere.
     pub fn broken(self, threshold: MaxUnavailable) -> bool {
         self.failing >= 2 && self.failing > threshold.allowed(self.nodes)
     }
@@ -78,7 +84,7 @@ impl fmt::Display for Spread {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "not Ready on {} of the {} nodes it has a pod on",
+            "not Ready on {} of the {} nodes it has a pod on or is expected on",
             self.failing, self.nodes
         )
     }

@@ -190,9 +190,28 @@ fn devices_project_only_extended_resources_and_node_local_slices() {
                 pool: "p".into(),
                 generation: 3,
                 slice_count: 2,
+                owner_uid: String::new(),
             }
         ))
     );
+    // The ownerReference to the Node of spec.nodeName gives the owner's UID;
+    // one to another node, or to something else, gives none.
+    let owned = |refs: serde_json::Value| {
+        let mut s = slice(json!({"nodeName": "g"}));
+        s.metadata.owner_references = serde_json::from_value(refs).unwrap();
+        resource_slice(&s).map(|(_, s)| s.owner_uid)
+    };
+    assert_eq!(
+        owned(json!([{"apiVersion": "v1", "kind": "Node", "name": "g", "uid": "u-g"}])),
+        Some("u-g".to_string())
+    );
+    for other in [
+        json!([{"apiVersion": "v1", "kind": "Node", "name": "h", "uid": "u-h"}]),
+        json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "g", "uid": "u-d"}]),
+        json!(null),
+    ] {
+        assert_eq!(owned(other.clone()), Some(String::new()), "{other}");
+    }
     for shared in [
         json!({"allNodes": true}),
         json!({"perDeviceNodeSelection": true}),

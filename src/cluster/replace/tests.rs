@@ -83,34 +83,105 @@ fn a_request_with_an_owner_only_marks_and_a_fallback_only_records() {
     assert!(mark(&again).is_none());
 }
 
-fn claim(name: &str, node: Option<&str>, provider: Option<&str>) -> DynamicObject {
+fn object(kind: &str, name: &str, uid: &str, deleting: bool, status: Value) -> DynamicObject {
+    let mut metadata = json!({"name": name, "uid": uid});
+    if deleting {
+        metadata["deletionTimestamp"] = json!("2026-11-27T11:00:00Z");
+    }
     serde_json::from_value(json!({
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodeClaim",
-        "metadata": {"name": name},
-        "status": {"nodeName": node, "providerID": provider},
+        "apiVersion": "example/v1", "kind": kind, "metadata": metadata, "status": status,
     }))
     .unwrap()
 }
 
+fn claim(name: &str, node: Option<&str>, provider: Option<&str>) -> DynamicObject {
+    object(
+        "NodeClaim",
+        name,
+        &format!("uid-{name}"),
+        false,
+        json!({"nodeName": node, "providerID": provider}),
+    )
+}
+
+fn name(o: Option<&DynamicObject>) -> Option<&str> {
+    o.and_then(|o| o.metadata.name.as_deref())
+}
+
 #[test]
-fn the_owning_nodeclaim_is_found_by_node_name_then_by_provider_id() {
+fn a_nodeclaim_without_a_reference_owns_the_node_only_by_name_and_provider_id() {
     let claims = [
-        claim("a", Some("other"), Some("kwok://other")),
-        claim("b", None, Some("kwok://n1")),
-        claim("c", Some("n1"), None),
+        claim("by-provider-only", Some("other"), Some("kwok://n1")),
+        claim("by-name-only", Some("n1"), Some("kwok://other")),
+        claim("no-node-yet", None, Some("kwok://n1")),
     ];
     assert_eq!(
-        owning_nodeclaim(&claims, "n1", Some("kwok://n1")),
-        Some("c".into())
-    );
-    assert_eq!(
-        owning_nodeclaim(&claims[..2], "n1", Some("kwok://n1")),
-        Some("b".into())
-    );
-    assert_eq!(owning_nodeclaim(&claims[..2], "n1", None), None);
-    assert_eq!(
-        owning_nodeclaim(&claims[..1], "n1", Some("kwok://n1")),
+        name(owning_nodeclaim(&claims, "n1", Some("kwok://n1"))),
         None
     );
+    assert_eq!(name(owning_nodeclaim(&claims, "n1", None)), None);
+    let with_both = [
+        claims[0].clone(),
+        claim("both", Some("n1"), Some("kwok://n1")),
+    ];
+    assert_eq!(
+        name(owning_nodeclaim(&with_both, "n1", Some("kwok://n1"))),
+        Some("both")
+    );
+    let deleting = object(
+        "NodeClaim",
+        "both",
+        "uid-both",
+        true,
+        json!({"nodeName": "n1", "providerID": "kwok://n1"}),
+    );
+    assert_eq!(
+        name(owning_nodeclaim(&[deleting], "n1", Some("kwok://n1"))),
+        None,
+        "never one already being deleted"
+    );
+}
+
+#[test]
+fn a_referenced_nodeclaim_must_be_that_uid_and_name_the_node_itself() {
+    let c = claim("c", Some("n1"), Some("kwok://n1"));
+    assert_eq!(claim_owns_by_reference(&c, "uid-c", "n1"), Ok(()));
+    let err = claim_owns_by_reference(&c, "uid-old", "n1").unwrap_err();
+    assert!(err.contains("uid-old"), "{err}");
+    let elsewhere = claim("c", Some("n2"), Some("kwok://n1"));
+    let err = claim_owns_by_reference(&elsewhere, "uid-c", "n1").unwrap_err();
+    assert!(err.contains("n2"), "{err}");
+    let deleting = object("NodeClaim", "c", "uid-c", true, json!({"nodeName": "n1"}));
+    assert!(claim_owns_by_reference(&deleting, "uid-c", "n1").is_err());
+}
+
+#[test]
+fn a_machine_owns_the_node_only_when_its_node_ref_names_it_by_name_and_uid() {
+    let machine = |node_ref: Value, deleting: bool| {
+        object(
+            "Machine",
+            "m",
+            "uid-m",
+            deleting,
+            json!({"nodeRef": node_ref}),
+        )
+    };
+    let good = machine(json!({"kind": "Node", "name": "n1", "uid": "u1"}), false);
+    assert_eq!(machine_owns(&good, "n1", "u1"), Ok("uid-m".to_string()));
+    for (node_ref, why) in [
+        (
+            json!({"kind": "Node", "name": "n1", "uid": "u-old"}),
+            "a node of that name before",
+        ),
+        (
+            json!({"kind": "Node", "name": "other", "uid": "u1"}),
+            "another node",
+        ),
+        (json!(null), "no node yet"),
+    ] {
+        let err = machine_owns(&machine(node_ref, false), "n1", "u1").unwrap_err();
+        assert!(err.contains("status.nodeRef"), "{why}: {err}");
+    }
+    let deleting = machine(json!({"kind": "Node", "name": "n1", "uid": "u1"}), true);
+    assert!(machine_owns(&deleting, "n1", "u1").is_err());
 }

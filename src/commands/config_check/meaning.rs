@@ -121,6 +121,7 @@ pub fn of(s: &RunSettings, gate: &GateGiven) -> Value {
     put("regateOnReboot", json!(gate.regate_on_reboot));
     put("rebootAnnouncements", split(&gate.reboot_announcements));
     put("kuredDaemonset", json!(gate.kured_daemonset));
+    put("kuredMaxHolders", json!(gate.kured_max_holders));
     put("rebootTimeout", duration(&gate.reboot_timeout));
     // `run`'s keys.
     put("timeout", s.timeout.map_or(json!("0s"), text));

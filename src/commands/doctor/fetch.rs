@@ -189,6 +189,7 @@ async fn binding(
                     startup_rules: data.get("startupRules").cloned(),
                     startup_taint: data.get("startupTaint").cloned(),
                     managed_taints: data.get("managedTaints").cloned(),
+                    dry_run: data.get("dryRun").cloned(),
                 }
             }),
     };

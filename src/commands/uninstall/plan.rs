@@ -7,29 +7,59 @@
 //! key) and a condition rule's taint where the node records that the rule
 //! put it on (`nodegate.dev/condition-taints`; the same taint put on by
 //! someone else stays, as the rule itself would leave it). Its
-//! annotations are the ones it writes itself; the ones a person writes to
-//! steer it (`suspend`, `open`, `ignore`) are left for that person.
+//! annotations are the ones it writes itself, its marks included; the ones
+//! a person writes to steer it (`suspend`, `open`, `ignore`,
+//! `reboot-pending`) are left for that person. Its `nodegate.dev/Open`
+//! condition goes too. A cordon its replace request made is reported, not
+//! lifted: whether the node should serve again is a person's call.
 
 use nodegate_core::annotations::{
-    CONDITION_TAINTS, GATED_SINCE, OPENED_AT, OPENED_BY, PREFIX, REGATED_FOR, TIMED_OUT,
+    AWAITING_REBOOT, CONDITION_TAINTS, GATED_SINCE, OPENED_AT, OPENED_BY, PREFIX, REGATED_FOR,
+    REPLACE_FALLBACK, REPLACE_FALLBACK_AT, REPLACE_REASON, REPLACE_REQUESTED, TIMED_OUT,
 };
 use nodegate_core::conditions::rules::same_taint;
 use nodegate_core::model::{NodeInfo, Taint};
 use nodegate_core::placement::ManagedTaint;
+use nodegate_core::startup::{CLUSTER_AUTOSCALER_TAINT_KEY, KARPENTER_TAINT_KEY};
 use serde_json::{Value, json};
 
 use crate::cluster::patch::pointer_segment;
 
 /// The annotations nodegate writes on a node, all of which uninstall
 /// removes.
-pub const WRITTEN_ANNOTATIONS: [&str; 6] = [
+pub const WRITTEN_ANNOTATIONS: [&str; 11] = [
     OPENED_AT,
     OPENED_BY,
     TIMED_OUT,
     GATED_SINCE,
     REGATED_FOR,
     CONDITION_TAINTS,
+    AWAITING_REBOOT,
+    REPLACE_REQUESTED,
+    REPLACE_REASON,
+    REPLACE_FALLBACK,
+    REPLACE_FALLBACK_AT,
 ];
+
+/// The managed taints that are not nodegate's own keys: another vendor's
+/// (a CNI's `agent-not-ready`, a `kubernetes.io` one) that its owner may
+/// have put on a node, where uninstall would take it off too. nodegate's own
+/// are those under `nodegate.dev/` and the autoscalers' startup keys named
+/// `nodegate` (`--autoscaler`). Uninstall removes the others only when
+/// asked to (`--remove-foreign-keys`).
+pub fn foreign_keys(managed: &[ManagedTaint]) -> Vec<String> {
+    let own = |key: &str| {
+        key.starts_with(PREFIX) || key == KARPENTER_TAINT_KEY || key == CLUSTER_AUTOSCALER_TAINT_KEY
+    };
+    let mut keys: Vec<String> = managed
+        .iter()
+        .filter(|m| !own(&m.key))
+        .map(ToString::to_string)
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
 
 /// Which taints are nodegate's, beyond the `nodegate.dev/` prefix.
 #[derive(Debug, Clone, Default)]
@@ -62,11 +92,17 @@ pub struct Cleanup {
     pub taints: Vec<(usize, Taint)>,
     /// nodegate's annotations present on the node.
     pub annotations: Vec<String>,
+    /// The node carries the `nodegate.dev/Open` condition (removed through
+    /// `nodes/status`).
+    pub open_condition: bool,
+    /// Cordoned by nodegate's replace request (`spec.unschedulable` with
+    /// `nodegate.dev/replace-requested`): reported, left cordoned.
+    pub cordoned: bool,
 }
 
 impl Cleanup {
     pub fn is_empty(&self) -> bool {
-        self.taints.is_empty() && self.annotations.is_empty()
+        self.taints.is_empty() && self.annotations.is_empty() && !self.open_condition
     }
 
     /// `taints: a:NoSchedule, b:NoExecute; annotations: nodegate.dev/x`.
@@ -79,15 +115,25 @@ impl Cleanup {
         if !self.annotations.is_empty() {
             parts.push(format!("annotations {}", self.annotations.join(", ")));
         }
+        if self.open_condition {
+            parts.push("condition nodegate.dev/Open".into());
+        }
+        if self.cordoned {
+            parts.push(format!(
+                "left cordoned by nodegate's replace request: `kubectl uncordon {}` if it should serve",
+                self.node
+            ));
+        }
         parts.join("; ")
     }
 }
 
-/// What comes off `node` (its projection, and the keys of its
-/// annotations).
+/// What comes off `node` (its projection, the keys of its annotations, and
+/// whether it carries the `nodegate.dev/Open` condition).
 pub fn plan<'a>(
     node: &NodeInfo,
     annotation_keys: impl IntoIterator<Item = &'a String>,
+    open_condition: bool,
     owned: &Owned,
 ) -> Cleanup {
     let taints = node
@@ -103,11 +149,14 @@ pub fn plan<'a>(
         .cloned()
         .collect();
     annotations.sort();
+    let cordoned = node.replace.unschedulable && annotations.iter().any(|k| k == REPLACE_REQUESTED);
     Cleanup {
         node: node.name.clone(),
         resource_version: node.resource_version.clone(),
         taints,
         annotations,
+        open_condition,
+        cordoned,
     }
 }
 
@@ -169,7 +218,7 @@ mod tests {
         let keys: Vec<String> = [GATED_SINCE, "nodegate.dev/suspend", "other/x", OPENED_AT]
             .map(String::from)
             .to_vec();
-        let c = plan(&n, &keys, &owned);
+        let c = plan(&n, &keys, false, &owned);
         let idx: Vec<usize> = c.taints.iter().map(|(i, _)| *i).collect();
         assert_eq!(idx, vec![1, 2, 3]);
         assert_eq!(
@@ -188,6 +237,8 @@ mod tests {
                 (2, t("nodegate.dev/b", "NoExecute")),
             ],
             annotations: vec![OPENED_BY.into()],
+            open_condition: false,
+            cordoned: false,
         };
         let v = serde_json::to_value(patch(&c).ok()).unwrap_or_default();
         let paths: Vec<(String, String)> = v
@@ -214,5 +265,60 @@ mod tests {
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .to_vec();
         assert_eq!(paths, want);
+    }
+
+    #[test]
+    fn every_mark_and_the_open_condition_go_and_a_replace_cordon_is_reported() {
+        let mut n = mk_node("n1", &[], vec![]);
+        n.replace.unschedulable = true;
+        let keys: Vec<String> = [
+            REPLACE_REQUESTED,
+            REPLACE_REASON,
+            REPLACE_FALLBACK,
+            REPLACE_FALLBACK_AT,
+            AWAITING_REBOOT,
+            "nodegate.dev/reboot-pending",
+        ]
+        .map(String::from)
+        .to_vec();
+        let c = plan(&n, &keys, true, &Owned::default());
+        assert_eq!(c.annotations.len(), 5, "{:?}", c.annotations);
+        assert!(
+            !c.annotations
+                .iter()
+                .any(|k| k == "nodegate.dev/reboot-pending")
+        );
+        assert!(c.open_condition && c.cordoned);
+        let said = c.describe();
+        assert!(
+            said.contains("condition nodegate.dev/Open") && said.contains("kubectl uncordon n1"),
+            "{said}"
+        );
+        // The condition alone is still something to remove.
+        let only = plan(&mk_node("n2", &[], vec![]), &[], true, &Owned::default());
+        assert!(!only.is_empty());
+        // A cordon without nodegate's request is someone else's: not said.
+        let mut other = mk_node("n3", &[], vec![]);
+        other.replace.unschedulable = true;
+        assert!(!plan(&other, &[], false, &Owned::default()).cordoned);
+    }
+
+    #[test]
+    fn managed_keys_outside_nodegates_domain_are_foreign() {
+        let managed = [
+            ManagedTaint::new("nodegate.dev/initializing", "NoSchedule"),
+            ManagedTaint::new(KARPENTER_TAINT_KEY, "NoSchedule"),
+            ManagedTaint::new(CLUSTER_AUTOSCALER_TAINT_KEY, "NoSchedule"),
+            ManagedTaint::new("node.cilium.io/agent-not-ready", "NoSchedule"),
+            ManagedTaint::new("node.kubernetes.io/not-ready", "NoSchedule"),
+        ];
+        assert_eq!(
+            foreign_keys(&managed),
+            [
+                "node.cilium.io/agent-not-ready:NoSchedule",
+                "node.kubernetes.io/not-ready:NoSchedule"
+            ]
+        );
+        assert!(foreign_keys(&managed[..3]).is_empty());
     }
 }

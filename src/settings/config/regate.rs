@@ -87,10 +87,10 @@ fn regate_taint(s: &str, startup: &[ManagedTaint]) -> Result<ManagedTaint, Confi
     Ok(taint)
 }
 
-/// `--reboot-announcements`, `--kured-daemonset`, `--reboot-timeout`
-/// (semantics.md §6.10): off (no source) by default. A source needs
-/// re-gating on (its taint and budget); the other two settings only matter
-/// with a source, and `--kured-daemonset` only with `kured-lock`.
+/// `--reboot-announcements`, `--kured-daemonset`, `--kured-max-holders`,
+/// `--reboot-timeout` (semantics.md §6.10): off (no source) by default. A
+/// source needs re-gating on (its taint and budget); the other settings
+/// only matter with a source, and the kured ones only with `kured-lock`.
 pub(super) fn reboot_settings(
     given: &GateGiven,
     regate: Option<&RegateConfig>,
@@ -112,6 +112,7 @@ pub(super) fn reboot_settings(
     if sources.is_empty() {
         let named: Vec<&str> = [
             (set.kured_daemonset, "--kured-daemonset"),
+            (set.kured_max_holders, "--kured-max-holders"),
             (set.reboot_timeout, "--reboot-timeout"),
         ]
         .into_iter()
@@ -144,11 +145,19 @@ pub(super) fn reboot_settings(
              (kured's --ds-namespace and --ds-name)",
         ));
     }
+    if given.kured_max_holders == 0 {
+        return Err(invalid(
+            "--kured-max-holders 0",
+            "kured's lock would announce nothing: give at least 1 (kured's --concurrency), \
+             or leave kured-lock out of --reboot-announcements",
+        ));
+    }
     let timeout =
         Some(parse_duration("--reboot-timeout", &given.reboot_timeout)?).filter(|d| !d.is_zero());
     Ok(AnnouncedReboots {
         sources,
         kured_daemonset,
+        kured_max_holders: given.kured_max_holders,
         timeout,
     })
 }

@@ -67,6 +67,13 @@ fn install_values() -> Vec<(&'static str, Value)> {
     vec![
         // Helm's own, passed to every chart.
         ("global", json!({"type": "object"})),
+        // With onTimeout: replace, the one namespace whose Cluster API
+        // Machines nodegate may read and delete (a Role there); empty: none.
+        (
+            "config.replaceMachineNamespace",
+            json!({"type": "string", "pattern": "^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$",
+                   "description": "a namespace name, or empty for no Machine grant"}),
+        ),
         (
             "image",
             closed(json!({

@@ -748,8 +748,14 @@ impl Regater {
             return None;
         }
         let now = cx.now.for_grace();
-        self.warn_unreadable_lock(daemonsets, cx, node, out);
-        let announced = reboot::announced(node, &cfg.reboots, daemonsets, now);
+        // kured's lock, read once for this look.
+        let lock = cfg
+            .reboots
+            .listens_to(Source::KuredLock)
+            .then(|| reboot::kured_lock_of(&cfg.reboots, daemonsets, now))
+            .flatten();
+        self.warn_unreadable_lock(lock.as_ref(), cx, node, out);
+        let announced = reboot::announced_given(node, &cfg.reboots, lock.as_ref());
         match before_reboot(node, cfg, announced) {
             BeforeReboot::Regate(a) => Some(Trigger::Announced(a)),
             BeforeReboot::Forget => {
@@ -764,22 +770,18 @@ impl Regater {
     /// per value.
     fn warn_unreadable_lock(
         &mut self,
-        daemonsets: &[Arc<DaemonSetInfo>],
+        lock: Option<&Result<Vec<String>, String>>,
         cx: &Context<'_>,
         node: &NodeInfo,
         out: &mut Vec<Effect>,
     ) {
         let cfg = &cx.config.reboots;
-        if !cfg.listens_to(Source::KuredLock) {
-            return;
-        }
-        let now = cx.now.for_grace();
-        if let Some(Err(e)) = reboot::kured_lock_of(cfg, daemonsets, now)
-            && self.lock_warned.as_ref() != Some(&e)
+        if let Some(Err(e)) = lock
+            && self.lock_warned.as_ref() != Some(e)
         {
             let message = format!("kured's lock on {}: {e}", cfg.kured_daemonset);
             out.push(Effect::log(Level::Warn, &node.name, message));
-            self.lock_warned = Some(e);
+            self.lock_warned = Some(e.clone());
         }
     }
 
@@ -860,12 +862,36 @@ impl Regater {
 impl Regater {
     /// [`Regater::budget`] for `trigger`: an announcement from an
     /// orchestrator that bounds its own disruption (kured's lock) goes
-    /// around both budgets (semantics.md §6.10).
+    /// around `--regate-max-unavailable` (semantics.md §6.10), never around
+    /// `--max-unavailable`, the cap on every node nodegate keeps closed.
     fn budget_for(&mut self, trigger: &Trigger, rc: &RegateConfig, cx: &Context<'_>) -> Budget {
         if trigger.bypasses_budget() {
-            return Budget::Allows;
+            return self.total_budget(cx);
         }
         self.budget(rc, cx)
+    }
+
+    /// `--max-unavailable` alone: counted as in [`Regater::budget`].
+    fn total_budget(&mut self, cx: &Context<'_>) -> Budget {
+        let out = self.reading.len() + self.writing.len();
+        self.counts(cx);
+        let Some(counts) = self.counts.as_ref() else {
+            return Budget::Allows;
+        };
+        let managed = counts.managed.len();
+        let unseen = self
+            .pending
+            .keys()
+            .filter(|n| !counts.closed.contains(&counts::fingerprint(n)))
+            .count();
+        let closed = counts.closed.len() + unseen;
+        if let Err(exhausted) = crate::deciders::total_allows(cx.config, managed, closed) {
+            return Budget::Refused(exhausted);
+        }
+        if out > 0 && crate::deciders::total_allows(cx.config, managed, closed + out).is_err() {
+            return Budget::Held;
+        }
+        Budget::Allows
     }
 
     /// Whether one more node may be re-gated: counted from the nodes in

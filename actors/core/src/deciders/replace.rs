@@ -8,15 +8,19 @@
 //! and when this replica starts leading. Only the leader writes.
 //!
 //! What the budget counts comes from the API: every node carrying
-//! `nodegate.dev/replace-requested` is in flight, and every request time
+//! `nodegate.dev/replace-requested` for its current gate and still held
+//! closed by it is in flight ([`outstanding`]), and every request time
 //! this replica has seen on a node (through its watch, or its own write)
 //! counts in the interval, also after that node is gone. A restarted or new
 //! leader therefore counts the requests made before it as long as it saw
 //! their nodes, and never asks twice for a node already marked: the mark is
 //! written before the owner is deleted. A leader that gains the lease deletes
-//! the owner of every marked node once more (a delete of an object already
-//! being deleted changes nothing), so a request cut off between the mark and
-//! the delete is finished.
+//! the owner of every outstanding node once more (never of one opened
+//! since, which may serve workloads; the executor skips an owner
+//! already being deleted), so a request cut off between the mark and the
+//! delete is finished. A request whose owner the executor cannot prove
+//! owns the node (`ReplaceOutcome::NoOwner`) writes nothing and falls back
+//! as a cluster-wide breakage does.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -50,6 +54,19 @@ pub fn due(node: &NodeInfo, cfg: &Config) -> bool {
         && node.replace.timed_out.is_some_and(|t| t >= start)
         && node.replace.requested.is_none_or(|t| t < start)
         && replace::fallback(node).is_none()
+}
+
+/// Whether `node`'s replacement is still outstanding: a request is
+/// recorded for its current gate and the gate still holds it closed. A
+/// node opened since (by a person, `nodegate.dev/open` or its members) or
+/// re-gated afresh is no longer in flight, and its owner is never deleted
+/// again: its mark is history.
+pub fn outstanding(node: &NodeInfo, cfg: &Config) -> bool {
+    cfg.gates(node)
+        && node
+            .replace
+            .requested
+            .is_some_and(|t| t >= replace::gate_start(node))
 }
 
 /// The DaemonSets the node waits for: expected on it and not Ready there.
@@ -126,6 +143,9 @@ pub enum ReplaceOutcome {
     Done { deleted: Option<String> },
     /// The node is marked, but its owner could not be deleted (why).
     OwnerFailed(String),
+    /// A request found no owner it could prove owns the node (why): nothing
+    /// was written, and the decider falls back instead.
+    NoOwner(String),
     /// The node write was not made (or may not have been).
     NotWritten(PatchOutcome),
 }
@@ -186,7 +206,7 @@ impl Replacer {
             .view
             .nodes()
             .iter()
-            .filter(|n| n.replace.requested.is_some())
+            .filter(|n| outstanding(n, cx.config))
             .map(|n| n.name.clone())
             .collect();
         let unseen = self
@@ -222,7 +242,7 @@ impl Replacer {
         if self.writing.contains(name) || !cx.may_write || cx.config.suspend || node.suspended {
             return;
         }
-        if node.replace.requested.is_some()
+        if outstanding(node, cx.config)
             && node.replace.owner != Owner::None
             && !self.owner_done.contains(name)
         {
@@ -273,7 +293,9 @@ impl Replacer {
         )));
     }
 
-    /// How `ds` fares across the cluster, counted once per input.
+    /// How `ds` fares across the cluster, counted once per input. A node
+    /// where it is expected but has no pod (none could be made: a quota,
+    /// an admission refusal, no pod IP) counts as a node it fails on.
     fn spread(&mut self, ds: &DaemonSetInfo, cx: &Context<'_>) -> Spread {
         if let Some(s) = self.spreads.get(&ds.uid) {
             return *s;
@@ -281,7 +303,16 @@ impl Replacer {
         let mut spread = Spread::default();
         for n in cx.view.nodes() {
             let pods = cx.view.pods_on(&n.name);
+            let before = spread;
             spread.count(ds, pods.iter().map(AsRef::as_ref));
+            if spread == before
+                && matches!(
+                    placement::evaluate(&n, ds, &cx.config.placement),
+                    Verdict::Expected
+                )
+            {
+                spread.missing();
+            }
         }
         self.spreads.insert(ds.uid.clone(), spread);
         spread
@@ -297,14 +328,11 @@ impl Replacer {
         out: &mut Vec<Effect>,
     ) {
         let fallback = rc.fallback;
-        let instead = match fallback {
-            Fallback::Open => "opened as by --on-timeout=open",
-            Fallback::Keep => "kept closed as by --on-timeout=keep",
-        };
         let note = format!(
-            "Not replaced: {} is broken cluster-wide ({spread}, more than --replace-breakage {}); replacing nodes cannot fix it; {instead} (--replace-fallback={fallback})",
+            "Not replaced: {} is broken cluster-wide ({spread}, more than --replace-breakage {}); replacing nodes cannot fix it; {} (--replace-fallback={fallback})",
             ds.key(),
-            rc.breakage
+            rc.breakage,
+            instead(fallback)
         );
         self.writing.insert(node.name.clone());
         out.push(Effect::Replace(write_for(
@@ -381,6 +409,23 @@ impl Replacer {
                 self.replaced_event(&write.uid, &name, &what, out);
                 out.push(Effect::LookAgainAt(again));
             }
+            (ReplaceAction::Request { .. }, ReplaceOutcome::NoOwner(why)) => {
+                let rc = &cx.config.replace;
+                let fallback = rc.fallback;
+                let note = format!(
+                    "Not replaced: no owner could be proven to own the node ({why}); {} (--replace-fallback={fallback})",
+                    instead(fallback)
+                );
+                self.writing.insert(name);
+                out.push(Effect::Replace(ReplaceWrite {
+                    action: ReplaceAction::Fallback {
+                        fallback,
+                        at: crate::gate::annotation_time(now),
+                        note,
+                    },
+                    ..write
+                }));
+            }
             (ReplaceAction::DeleteOwner { .. }, ReplaceOutcome::Done { .. }) => {
                 self.owner_done.insert(name);
             }
@@ -408,8 +453,13 @@ impl Replacer {
             (action, ReplaceOutcome::NotWritten(outcome)) => {
                 self.not_written(&name, &action, outcome, now, out);
             }
-            // A fallback write never deletes an owner.
-            (ReplaceAction::Fallback { .. }, ReplaceOutcome::OwnerFailed(_)) => {}
+            // A fallback write never deletes an owner, and only a request
+            // proves one first.
+            (ReplaceAction::Fallback { .. }, ReplaceOutcome::OwnerFailed(_))
+            | (
+                ReplaceAction::Fallback { .. } | ReplaceAction::DeleteOwner { .. },
+                ReplaceOutcome::NoOwner(_),
+            ) => {}
         }
     }
 
@@ -463,6 +513,14 @@ impl Replacer {
                 out.push(Effect::LookAgainAt(retry_after(now)));
             }
         }
+    }
+}
+
+/// What a fallback does instead of the replacement, for its Event.
+fn instead(fallback: Fallback) -> &'static str {
+    match fallback {
+        Fallback::Open => "opened as by --on-timeout=open",
+        Fallback::Keep => "kept closed as by --on-timeout=keep",
     }
 }
 

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::NodeInfo;
+use crate::model::{NodeInfo, SliceInfo};
 use crate::selector::{LabelSelector, SelectorError, check_label_key};
 
 /// An extended resource the gate waits for, like a member: the node opens
@@ -87,12 +87,31 @@ impl DraDriver {
     /// `Ok` with its complete pools when the driver has at least one pool
     /// for the node and all are complete; else why not, naming each
     /// incomplete pool and the slices it lacks.
+    ///
+    /// Only slices the node owns count (an ownerReference to the Node by
+    /// name and UID, as a driver's kubelet plugin writes it): anyone who
+    /// may create ResourceSlices could otherwise complete a pool, or leave
+    /// one incomplete, for any node.
     pub fn judge(&self, node: &NodeInfo) -> Result<String, String> {
         let d = &self.driver;
-        let pools = pools::pools(&node.resource_slices, d);
+        let (owned, foreign): (Vec<SliceInfo>, Vec<SliceInfo>) = node
+            .resource_slices
+            .iter()
+            .filter(|s| s.driver == *d)
+            .cloned()
+            .partition(|s| !s.owner_uid.is_empty() && s.owner_uid == node.uid);
+        let pools = pools::pools(&owned, d);
         if pools.is_empty() {
+            let ignored = if foreign.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({} of its slices for the node ignored: not owned by the node, by name and UID)",
+                    foreign.len()
+                )
+            };
             return Err(format!(
-                "DRA driver {d} has published no ResourceSlice for the node yet"
+                "DRA driver {d} has published no ResourceSlice for the node yet{ignored}"
             ));
         }
         let words = |ps: Vec<&pools::Pool>| {

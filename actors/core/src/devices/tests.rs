@@ -57,6 +57,7 @@ fn text_that_is_not_a_quantity_is_refused_naming_the_part() {
 fn node(allocatable: &[(&str, &str)], slices: Vec<SliceInfo>) -> NodeInfo {
     NodeInfo {
         name: "gpu-1".into(),
+        uid: "uid-gpu-1".into(),
         labels: [("gpu".into(), "true".into())].into(),
         extended_allocatable: allocatable
             .iter()
@@ -131,6 +132,7 @@ fn slice(name: &str, driver: &str, pool: &str, generation: i64, count: i64) -> S
         pool: pool.into(),
         generation,
         slice_count: count,
+        owner_uid: "uid-gpu-1".into(),
     }
 }
 
@@ -299,4 +301,35 @@ fn lists_are_refused_naming_the_entry_and_the_value() {
         let e = validate_drivers(&[d(bad)]).unwrap_err();
         assert!(e.error.to_string().contains(&format!("{bad:?}")), "{e:?}");
     }
+}
+
+/// Anyone who may create ResourceSlices could complete a pool for any
+/// node: only slices owned by the node itself (its name and UID in their
+/// ownerReference) count.
+#[test]
+fn only_slices_the_node_owns_count() {
+    let owned = |name: &str| slice(name, D, "p", 1, 2);
+    let foreign = |name: &str, uid: &str| SliceInfo {
+        owner_uid: uid.into(),
+        ..slice(name, D, "p", 1, 2)
+    };
+    // The pool completed by a slice of no owner, or of a node of the same
+    // name before (another UID): still incomplete.
+    for stranger in ["", "uid-gpu-1-before"] {
+        let why = judge(vec![owned("a"), foreign("b", stranger)]).unwrap_err();
+        assert!(why.contains("1 missing"), "{stranger:?}: {why}");
+    }
+    // A whole pool published by a stranger at a high generation: nothing.
+    let why = judge(vec![SliceInfo {
+        generation: 999,
+        slice_count: 1,
+        ..foreign("x", "")
+    }])
+    .unwrap_err();
+    assert!(
+        why.contains("no ResourceSlice") && why.contains("1 of its slices for the node ignored"),
+        "{why}"
+    );
+    // Beside the node's own complete pool, a stranger's slice changes nothing.
+    assert!(judge(vec![owned("a"), owned("b"), foreign("c", "")]).is_ok());
 }

@@ -15,6 +15,7 @@ fn all_sources() -> AnnouncedReboots {
     AnnouncedReboots {
         sources: Source::ALL.to_vec(),
         kured_daemonset: DEFAULT_KURED_DAEMONSET.into(),
+        kured_max_holders: 1,
         timeout: Some(DEFAULT_REBOOT_TIMEOUT),
     }
 }
@@ -31,7 +32,7 @@ const SINGLE: &str = r#"{"nodeID":"n1","metadata":{"unschedulable":false},"creat
 #[test]
 fn kureds_lock_is_read_in_both_of_its_forms_and_expires_by_its_ttl() {
     assert_eq!(
-        kured_lock_holders(SINGLE, ts(1_000_000)),
+        kured_lock_holders(SINGLE, ts(1_000_000), 1),
         Ok(vec!["n1".into()])
     );
     // --concurrency 2: a list; an entry past its TTL (in nanoseconds, as Go
@@ -40,13 +41,47 @@ fn kureds_lock_is_read_in_both_of_its_forms_and_expires_by_its_ttl() {
         {"nodeID":"n1","created":"1970-01-01T00:16:40Z","TTL":60000000000},
         {"nodeID":"n2","created":"1970-01-01T00:16:40Z","TTL":0}]}"#;
     assert_eq!(
-        kured_lock_holders(multi, ts(1059)),
+        kured_lock_holders(multi, ts(1059), 2),
         Ok(vec!["n1".into(), "n2".into()])
     );
-    assert_eq!(kured_lock_holders(multi, ts(1060)), Ok(vec!["n2".into()]));
-    assert_eq!(kured_lock_holders(r#"{"maxOwners":2}"#, ts(0)), Ok(vec![]));
-    let bad = kured_lock_holders("n1", ts(0)).unwrap_err();
+    assert_eq!(
+        kured_lock_holders(multi, ts(1060), 2),
+        Ok(vec!["n2".into()])
+    );
+    assert_eq!(
+        kured_lock_holders(r#"{"maxOwners":2}"#, ts(0), 2),
+        Ok(vec![])
+    );
+    let bad = kured_lock_holders("n1", ts(0), 1).unwrap_err();
     assert!(bad.contains("weave.works/kured-node-lock"), "{bad}");
+}
+
+/// Whoever may write kured's DaemonSet annotations could name every node
+/// in the lock: only the first `maxOwners` and `--kured-max-holders` count.
+#[test]
+fn kureds_lock_names_at_most_max_owners_and_kured_max_holders_nodes() {
+    let entries: Vec<String> = (0..10)
+        .map(|i| format!(r#"{{"nodeID":"n{i}","created":"1970-01-01T00:16:40Z","TTL":0}}"#))
+        .collect();
+    let lock = |max_owners: i64| {
+        format!(
+            r#"{{"maxOwners":{max_owners},"locks":[{}]}}"#,
+            entries.join(",")
+        )
+    };
+    let at = ts(2000);
+    assert_eq!(kured_lock_holders(&lock(1), at, 5), Ok(vec!["n0".into()]));
+    assert_eq!(
+        kured_lock_holders(&lock(10), at, 1),
+        Ok(vec!["n0".into()]),
+        "--kured-max-holders 1 caps a lock whose maxOwners is 10"
+    );
+    assert_eq!(
+        kured_lock_holders(&lock(3), at, 5),
+        Ok(vec!["n0".into(), "n1".into(), "n2".into()])
+    );
+    // 0 or less is read as 1.
+    assert_eq!(kured_lock_holders(&lock(0), at, 0), Ok(vec!["n0".into()]));
 }
 
 #[test]

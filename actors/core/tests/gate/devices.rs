@@ -99,6 +99,7 @@ fn slice(name: &str, generation: i64, count: i64) -> SliceInfo {
         pool: "node-a".into(),
         generation,
         slice_count: count,
+        owner_uid: gated_node().uid,
     }
 }
 

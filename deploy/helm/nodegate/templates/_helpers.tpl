@@ -151,6 +151,7 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- with $c.rebootAnnouncements -}}
 {{- $a = append $a (printf "--reboot-announcements=%s" (join "," .)) -}}
 {{- $a = append $a (printf "--kured-daemonset=%v" $c.kuredDaemonset) -}}
+{{- $a = append $a (printf "--kured-max-holders=%v" $c.kuredMaxHolders) -}}
 {{- $a = append $a (printf "--reboot-timeout=%v" $c.rebootTimeout) -}}
 {{- end -}}
 {{- end -}}

@@ -37,6 +37,9 @@ pub struct Params {
     pub startup_rules: Option<String>,
     pub startup_taint: Option<String>,
     pub managed_taints: Option<String>,
+    /// `dryRun`: `"true"` while nodegate runs with `--dry-run` (the policy
+    /// then taints nothing).
+    pub dry_run: Option<String>,
 }
 
 /// nodegate's webhook in one MutatingWebhookConfiguration.
@@ -165,6 +168,34 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
             ),
         );
     };
+    let at = b.params_ref.as_deref().unwrap_or_default();
+    let trial = params.dry_run.as_deref().map(str::trim) == Some("true");
+    if s.dry_run && !trial {
+        return Check::problem(
+            CHECK,
+            subject,
+            format!(
+                "nodegate runs with --dry-run, but its parameters (ConfigMap {at}) say dryRun \
+                 {:?}: the API server taints every new node, and a dry-run gate never opens it",
+                params.dry_run.as_deref().unwrap_or("(unset)")
+            ),
+            format!(
+                "set ConfigMap {at}'s data.dryRun to \"true\" (kustomize: the dry-run \
+                 component sets it with --dry-run; Helm renders no policy with config.dryRun)"
+            ),
+        );
+    }
+    if !s.dry_run && trial {
+        return Check::problem(
+            CHECK,
+            subject,
+            format!(
+                "its parameters (ConfigMap {at}) say dryRun \"true\", but nodegate runs live: \
+                 the policy taints no new node"
+            ),
+            format!("set ConfigMap {at}'s data.dryRun to \"false\""),
+        );
+    }
     let startup = params.startup_taint.as_deref().map(str::trim);
     let mut managed: Vec<String> = params
         .managed_taints
@@ -177,7 +208,6 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
     managed.sort();
     let mut want_sorted = want.clone();
     want_sorted.sort();
-    let at = b.params_ref.as_deref().unwrap_or_default();
     if startup != Some(first.as_str()) || managed != want_sorted {
         return Check::problem(
             CHECK,

@@ -496,6 +496,7 @@ fn reboot_announcements_are_off_by_default_and_need_re_gating() {
         [Source::KuredLock, Source::Annotation]
     );
     assert_eq!(s.gate.reboots.kured_daemonset, "kube-system/kured");
+    assert_eq!(s.gate.reboots.kured_max_holders, 1);
     assert_eq!(s.gate.reboots.timeout, Some(DEFAULT_REBOOT_TIMEOUT));
     let e = err_of(&["--reboot-announcements", "annotation"]);
     assert!(
@@ -512,6 +513,18 @@ fn reboot_announcements_are_off_by_default_and_need_re_gating() {
     assert!(e.contains("\"kured\"") && e.contains("kured-lock"), "{e}");
     let e = err_of(&[&on[..], &["kured-lock", "--kured-daemonset", "kured"]].concat());
     assert!(e.contains("--kured-daemonset \"kured\""), "{e}");
+    let e = err_of(&[&on[..], &["kured-lock", "--kured-max-holders", "0"]].concat());
+    assert!(e.contains("--kured-max-holders 0"), "{e}");
+    let e = err_of(&["--kured-max-holders", "3"]);
+    assert!(
+        e.contains("--kured-max-holders") && e.contains("--reboot-announcements"),
+        "{e}"
+    );
+    let s = run_settings(&run_args(
+        &[&on[..], &["kured-lock", "--kured-max-holders", "3"]].concat(),
+    ))
+    .unwrap();
+    assert_eq!(s.gate.reboots.kured_max_holders, 3);
     let s = run_settings(&run_args(
         &[&on[..], &["annotation", "--reboot-timeout", "0"]].concat(),
     ))

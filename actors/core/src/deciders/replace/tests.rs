@@ -363,7 +363,11 @@ fn a_node_already_being_replaced_is_not_asked_twice() {
 
 #[test]
 fn a_new_leader_counts_the_marks_on_the_nodes_and_asks_no_node_twice() {
-    let mut r = run(config(2, 5, Fallback::Keep));
+    // The marked nodes have no agent pod, which counts as failing: a
+    // breakage threshold that three failing nodes of thirteen stay under.
+    let mut cfg = config(2, 5, Fallback::Keep);
+    cfg.replace.breakage = MaxUnavailable::Percent(50);
+    let mut r = run(cfg);
     // The old leader asked for two Karpenter nodes within the interval.
     r.index.upsert(marked(karpenter("k1"), NOW - 100));
     r.index.upsert(marked(karpenter("k2"), NOW - 50));
@@ -499,4 +503,108 @@ fn a_node_is_due_only_for_a_timeout_of_its_current_gate_with_nothing_recorded() 
     n.taints = vec![taint("nodegate.dev/initializing", "NoSchedule")];
     cfg.on_timeout = OnTimeout::Keep;
     assert!(!due(&n, &cfg), "another action");
+}
+
+#[test]
+fn an_owner_not_proven_is_a_fallback_and_counts_in_no_budget() {
+    let mut r = run(config(1, 1, Fallback::Open));
+    let mut d = Replacer::new();
+    let input = add_stuck(&mut r, karpenter("k1"));
+    let out = r.step(&mut d, input);
+    let w = replace_writes(&out)[0].clone();
+    let out = r.step(
+        &mut d,
+        Input::Replaced {
+            write: w,
+            outcome: ReplaceOutcome::NoOwner("nodeclaim/x: its uid differs".into()),
+        },
+    );
+    let writes = replace_writes(&out);
+    let [fallback] = &writes[..] else {
+        panic!("one fallback write: {out:?}")
+    };
+    let ReplaceAction::Fallback {
+        fallback: Fallback::Open,
+        note,
+        ..
+    } = &fallback.action
+    else {
+        panic!("{fallback:?}")
+    };
+    assert!(
+        note.contains("no owner could be proven") && note.contains("its uid differs"),
+        "{note}"
+    );
+    assert_eq!(
+        fallback.resource_version, "1",
+        "the version the request read"
+    );
+    assert!(d.requests().is_empty(), "nothing counts in the interval");
+    // A second stuck node still fits the budget of one.
+    let input = add_stuck(&mut r, karpenter("k2"));
+    assert_eq!(
+        requests(&r.step(&mut d, input)),
+        [("k2", &Owner::NodeClaim)]
+    );
+}
+
+#[test]
+fn a_marked_node_opened_since_is_neither_in_flight_nor_deleted_again() {
+    let mut r = run(config(10, 1, Fallback::Keep));
+    // An earlier leader asked for k1 long ago; a person has since opened it
+    // (the managed taint is gone) and it serves workloads.
+    let mut opened = marked(karpenter("k1"), NOW - 5_000);
+    opened.taints.clear();
+    r.index.upsert(opened);
+    r.index.pods.push(pod("k1", true));
+    let input = add_stuck(&mut r, karpenter("k2"));
+    r.may_write = false;
+    let mut d = Replacer::new();
+    r.step(&mut d, input);
+    r.may_write = true;
+    let out = r.step(&mut d, Input::MayWrite);
+    let writes = replace_writes(&out);
+    assert!(
+        !writes
+            .iter()
+            .any(|w| matches!(w.action, ReplaceAction::DeleteOwner { .. })),
+        "the opened node's owner is not deleted again: {out:?}"
+    );
+    assert_eq!(
+        requests(&out),
+        [("k2", &Owner::NodeClaim)],
+        "the opened node takes no place of --replace-in-flight 1"
+    );
+}
+
+/// A DaemonSet whose pods cannot be made on new nodes (a quota, an
+/// admission refusal) has no pod there at all: each node where it is
+/// expected without a pod counts as one it fails on, so three stuck nodes
+/// of thirteen make it broken cluster-wide and none is replaced.
+#[test]
+fn an_expected_member_with_no_pod_counts_as_failing() {
+    let mut r = run(config(5, 5, Fallback::Keep));
+    let mut d = Replacer::new();
+    for name in ["s1", "s2"] {
+        let mut n = stuck(name);
+        n.replace.timed_out = None; // still within their deadline
+        r.index.upsert(n);
+    }
+    let input = r.index.upsert(karpenter("k1"));
+    let out = r.step(&mut d, input);
+    assert!(requests(&out).is_empty(), "{out:?}");
+    let w = replace_writes(&out);
+    let [
+        ReplaceWrite {
+            action: ReplaceAction::Fallback { note, .. },
+            ..
+        },
+    ] = &w[..]
+    else {
+        panic!("one fallback: {out:?}")
+    };
+    assert!(
+        note.contains("not Ready on 3 of the 13 nodes it has a pod on or is expected on"),
+        "{note}"
+    );
 }

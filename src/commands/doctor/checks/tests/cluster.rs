@@ -154,6 +154,7 @@ fn binding(startup: &str, managed: &str) -> Binding {
             startup_rules: None,
             startup_taint: Some(startup.to_string()),
             managed_taints: Some(managed.to_string()),
+            dry_run: None,
         }),
         ..Binding::default()
     }
@@ -467,6 +468,7 @@ fn the_default_presets_need_no_nodepool_setting_and_rules_in_the_parameters() {
             startup_rules: rules.map(str::to_string),
             startup_taint: Some("nodegate.dev/initializing:NoSchedule".to_string()),
             managed_taints: Some(managed.to_string()),
+            dry_run: None,
         }),
         ..binding("", "")
     };
@@ -486,4 +488,41 @@ fn the_default_presets_need_no_nodepool_setting_and_rules_in_the_parameters() {
         &with_rules(Some("karpenter.sh/nodepool=x:NoSchedule\n")),
     );
     assert_eq!(c.status, Status::Problem, "{c:?}");
+}
+
+/// A trial run (`--dry-run`) while the policy's parameters are live taints
+/// every new node and never opens it: a problem; the other way round, a
+/// live nodegate whose policy is in dry-run taints nothing: a problem too.
+#[test]
+fn the_policy_parameters_must_match_dry_run() {
+    let managed = "nodegate.dev/initializing:NoSchedule";
+    let with = |dry_run: Option<&str>| {
+        let mut b = binding("nodegate.dev/initializing:NoSchedule", managed);
+        if let Some(p) = b.params.as_mut() {
+            p.dry_run = dry_run.map(str::to_string);
+        }
+        b
+    };
+    let live = settings(&[]);
+    let trial = settings(&["--dry-run"]);
+    for params in [None, Some("false")] {
+        let c = admission::binding(&trial, &with(params));
+        assert_eq!(c.status, Status::Problem, "{params:?}: {c:?}");
+        assert!(
+            c.message.contains("--dry-run")
+                && c.message.contains("nodegate-system/nodegate-admission"),
+            "{c:?}"
+        );
+    }
+    assert_eq!(
+        admission::binding(&trial, &with(Some("true"))).status,
+        Status::Ok
+    );
+    let c = admission::binding(&live, &with(Some("true")));
+    assert_eq!(c.status, Status::Problem, "{c:?}");
+    assert!(c.message.contains("runs live"), "{c:?}");
+    assert_eq!(
+        admission::binding(&live, &with(Some("false"))).status,
+        Status::Ok
+    );
 }

@@ -15,6 +15,7 @@ fn announced_run(lock: Option<&str>) -> Run {
     r.config.reboots = AnnouncedReboots {
         sources: Source::ALL.to_vec(),
         kured_daemonset: DEFAULT_KURED_DAEMONSET.into(),
+        kured_max_holders: 1,
         timeout: None,
     };
     let mut kured = mk_ds("kube-system", "kured", Default::default());
@@ -76,6 +77,23 @@ fn kureds_lock_regates_outside_the_budget_and_records_the_boot_id() {
     let note = notes(&out)[0];
     assert!(note.contains("before its reboot"), "{note}");
     assert!(note.contains("kured's lock"), "{note}");
+}
+
+/// kured's lock goes around `--regate-max-unavailable`, not around
+/// `--max-unavailable`: with the one place of the cap taken, the node the
+/// lock names is refused too.
+#[test]
+fn kureds_lock_stays_within_max_unavailable() {
+    let mut r = announced_run(Some(LOCK_N1));
+    r.config.max_unavailable = Some(crate::budget::MaxUnavailable::Count(1));
+    let mut g = Regater::new();
+    upsert(&mut r, &mut g, regated("n0", "1"));
+    let n1 = booted(&mut r, "n1", "boot-1");
+    let out = upsert(&mut r, &mut g, n1);
+    assert!(reads(&out).is_empty(), "{out:?}");
+    assert_eq!(count(&out, &Tally::RegateBudgetExhausted), 1, "{out:?}");
+    let note = notes(&out)[0];
+    assert!(note.contains("--max-unavailable"), "{note}");
 }
 
 #[test]
@@ -211,6 +229,7 @@ fn reboot_config() -> Config {
     cfg.reboots = AnnouncedReboots {
         sources: Source::ALL.to_vec(),
         kured_daemonset: DEFAULT_KURED_DAEMONSET.into(),
+        kured_max_holders: 1,
         timeout: Some(crate::config::DEFAULT_REBOOT_TIMEOUT),
     };
     cfg
