@@ -284,19 +284,19 @@ async fn setup(cluster: &TestCluster) -> Nodegate {
         let path = repo_root().join("deploy/kustomize/base").join(file);
         kubectl_ok(cluster, &["apply", "-f", &path.to_string_lossy()]);
     }
-    // The policy's parameters for `--autoscaler none`: no rule, one taint
-    // (what the doctor's own fix says for such a nodegate).
+    // The policy's parameters as a leading nodegate with `--autoscaler
+    // none` writes them: no rule, one taint.
     kubectl_ok(
         cluster,
         &[
             "-n",
             "nodegate-system",
-            "patch",
+            "create",
             "configmap",
             "nodegate-admission",
-            "--type=merge",
-            "-p",
-            r#"{"data":{"startupRules":"","managedTaints":"nodegate.dev/initializing:NoSchedule"}}"#,
+            "--from-literal=startupRules=",
+            "--from-literal=startupTaint=nodegate.dev/initializing:NoSchedule",
+            "--from-literal=managedTaints=nodegate.dev/initializing:NoSchedule",
         ],
     );
     policy_in_effect(cluster).await;

@@ -352,26 +352,32 @@ fn the_base_taints_through_the_admission_policy(base: &[Value]) {
             );
         }
     }
-    let params = named(base, "ConfigMap", "nodegate-admission");
-    assert_eq!(
-        params["data"]["startupTaint"],
-        format!("{TAINT}:NoSchedule")
+    // The parameters are not shipped: the leader writes them
+    // (--admission-params, the binding's paramRef) and they go with its Pod
+    // ($POD_UID), so nodegate down never keeps new nodes closed.
+    assert!(
+        !base
+            .iter()
+            .any(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "nodegate-admission"),
+        "the base ships the admission parameters"
     );
-    // The default --autoscaler auto, as nodegate itself builds it: its
-    // rules one a line, every taint they can choose managed.
-    let first = nodegate_core::placement::ManagedTaint::new(TAINT, "NoSchedule");
-    let auto = nodegate_core::startup::StartupTaints::new(
-        Vec::new(),
-        nodegate_core::startup::DEFAULT_AUTOSCALERS,
-        first.clone(),
+    assert!(
+        container_args(base)
+            .iter()
+            .any(|a| a == "--admission-params=nodegate-admission"),
+        "{:?}",
+        container_args(base)
     );
-    assert_eq!(params["data"]["startupRules"], auto.admission_rules());
-    let managed: Vec<String> = auto
-        .managed(&[first])
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    assert_eq!(params["data"]["managedTaints"], managed.join(","));
+    let deployment = named(base, "Deployment", "nodegate");
+    let env = &deployment["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert!(
+        env.as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| e["name"] == "POD_UID"
+                && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.uid"),
+        "no POD_UID from the downward API: {env}"
+    );
     let binding = named(
         base,
         "MutatingAdmissionPolicyBinding",
