@@ -803,3 +803,100 @@ fn resourceslices_are_granted_only_with_dra_drivers() {
     .expect("the dra-drivers component's rbac.yaml");
     assert_eq!(resourceslice_rules(&objects(&component)), want);
 }
+
+/// What the chart's defaults run differently from the kustomize base (and
+/// the binary), key by key of the config file, each with its reason; the
+/// chart's README lists each too. Anything else must be the same.
+const HELM_DIFFERS: &[(&str, &str)] = &[(
+    "leaseNamespace",
+    "the chart names the release namespace; the base leaves it to $POD_NAMESPACE, the same namespace",
+)];
+
+/// Every setting nodegate would run with in `objs`' Deployment: its args,
+/// and its config file from the ConfigMap the chart mounts, read by
+/// nodegate's own settings code (what `config check -o json` prints).
+fn effective_settings(what: &str, objs: &[Value]) -> serde_json::Map<String, Value> {
+    use clap::Parser as _;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut words = vec!["nodegate".to_string()];
+    for a in container_args(objs) {
+        match a.strip_prefix("--config=") {
+            Some(mounted) => {
+                let file = std::path::Path::new(mounted)
+                    .file_name()
+                    .and_then(|f| f.to_str())
+                    .expect("a file name")
+                    .to_string();
+                let cm = objs
+                    .iter()
+                    .find(|o| o["kind"] == "ConfigMap" && o["data"][&file].is_string())
+                    .unwrap_or_else(|| panic!("{what}: no ConfigMap holds {file}"));
+                let path = dir.path().join(&file);
+                std::fs::write(&path, cm["data"][&file].as_str().unwrap_or_default())
+                    .expect("write the config file");
+                words.push(format!("--config={}", path.display()));
+            }
+            None => words.push(a),
+        }
+    }
+    let cli = nodegate::settings::cli::Cli::try_parse_from(&words)
+        .unwrap_or_else(|e| panic!("{what}: nodegate refuses {words:?}: {e}"));
+    let nodegate::settings::cli::Command::Run(run) = cli.command else {
+        panic!("{what}: the container does not run `nodegate run`: {words:?}")
+    };
+    match nodegate::commands::config_check::run_meaning(&run) {
+        Ok(Value::Object(m)) => m,
+        other => panic!("{what}: {other:?}"),
+    }
+}
+
+/// One gate whichever way it is installed: the chart with its defaults and
+/// the kustomize base make nodegate run with the same value for every key
+/// of the config file, in both admission modes, but for HELM_DIFFERS.
+#[test]
+fn helm_and_kustomize_run_the_same_gate() {
+    let readme = std::fs::read_to_string(repo_root().join("deploy/helm/nodegate/README.md"))
+        .expect("the chart's README");
+    for (mode, kz, chart) in [
+        (
+            "admission policy",
+            objects(&kustomize("deploy/kustomize/base")),
+            objects(&helm_template(POLICY_API)),
+        ),
+        (
+            "webhook",
+            objects(&kustomize("deploy/kustomize/overlays/webhook")),
+            objects(&helm_template(&["--set", "admission=webhook"])),
+        ),
+    ] {
+        let k = effective_settings(&format!("kustomize, {mode}"), &kz);
+        let h = effective_settings(&format!("helm, {mode}"), &chart);
+        let keys: std::collections::BTreeSet<&String> = k.keys().chain(h.keys()).collect();
+        let mut unlisted = Vec::new();
+        for key in keys {
+            if k.get(key) != h.get(key) && !HELM_DIFFERS.iter().any(|(d, _)| d == key) {
+                unlisted.push(format!(
+                    "{key}: kustomize {}, helm {}",
+                    k.get(key).unwrap_or(&Value::Null),
+                    h.get(key).unwrap_or(&Value::Null)
+                ));
+            }
+        }
+        assert!(
+            unlisted.is_empty(),
+            "{mode}: the chart and the kustomize base run different gates:\n{}",
+            unlisted.join("\n")
+        );
+        for (key, why) in HELM_DIFFERS {
+            assert_ne!(
+                k.get(*key),
+                h.get(*key),
+                "{mode}: {key} is listed as a difference ({why}) but is the same"
+            );
+            assert!(
+                readme.contains(&format!("`{key}`")),
+                "the chart's README does not name the difference {key} ({why})"
+            );
+        }
+    }
+}
