@@ -210,6 +210,8 @@ mod down;
 mod grants;
 #[path = "e2e_deploy/manifests.rs"]
 mod manifests;
+#[path = "e2e_deploy/namespace.rs"]
+mod namespace;
 #[path = "e2e_deploy/policy.rs"]
 mod policy;
 #[path = "e2e_deploy/rbac.rs"]
