@@ -900,3 +900,72 @@ fn helm_and_kustomize_run_the_same_gate() {
         }
     }
 }
+
+/// The HTTP port (/metrics carries node names) is closed by default: in the
+/// kustomize base and the chart, both admission modes, the NetworkPolicies
+/// on nodegate's pods admit port `http` only from named peers, and the
+/// probes need no ingress (exec probes over loopback); the webhook mode
+/// keeps its port reachable.
+#[test]
+fn the_metrics_port_is_closed_by_the_shipped_network_policy() {
+    for (what, objs, webhook) in [
+        (
+            "kustomize base",
+            objects(&kustomize("deploy/kustomize/base")),
+            false,
+        ),
+        (
+            "kustomize webhook",
+            objects(&kustomize("deploy/kustomize/overlays/webhook")),
+            true,
+        ),
+        ("chart, policy", objects(&helm_template(POLICY_API)), false),
+        (
+            "chart, webhook",
+            objects(&helm_template(&["--set", "admission=webhook"])),
+            true,
+        ),
+    ] {
+        let policies: Vec<&Value> = objs
+            .iter()
+            .filter(|o| o["kind"] == "NetworkPolicy")
+            .collect();
+        let rules: Vec<&Value> = policies
+            .iter()
+            .flat_map(|p| p["spec"]["ingress"].as_array().into_iter().flatten())
+            .collect();
+        let opens = |port: &str| -> Vec<&&Value> {
+            rules
+                .iter()
+                .filter(|r| {
+                    r["ports"]
+                        .as_array()
+                        .is_none_or(|ps| ps.iter().any(|p| p["port"] == port))
+                })
+                .collect()
+        };
+        let http = opens("http");
+        assert!(
+            !http.is_empty(),
+            "{what}: no NetworkPolicy admits the HTTP port at all"
+        );
+        for r in &http {
+            let from = r["from"].as_array().map_or(0, Vec::len);
+            assert!(from > 0, "{what}: the HTTP port is open to every peer: {r}");
+        }
+        if webhook {
+            assert!(
+                !opens("webhook").is_empty(),
+                "{what}: the webhook port is closed"
+            );
+        }
+        let container = &find(&objs, "Deployment")["spec"]["template"]["spec"]["containers"][0];
+        for probe in ["livenessProbe", "readinessProbe"] {
+            assert!(
+                container[probe]["httpGet"].is_null() && !container[probe]["exec"].is_null(),
+                "{what}: {probe} needs ingress to the HTTP port: {}",
+                container[probe]
+            );
+        }
+    }
+}
