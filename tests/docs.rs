@@ -1242,3 +1242,55 @@ fn no_doc_passes_a_flag_nodegate_does_not_take() {
     wrong.dedup();
     assert!(wrong.is_empty(), "flags nodegate does not take: {wrong:#?}");
 }
+
+/// Every YAML block of the docs that is a nodegate config file (its first
+/// key is a config key, and it is no Kubernetes object or Helm values file)
+/// is read by nodegate's own config parser without a refusal: no doc shows
+/// a retired or misspelt config key.
+#[test]
+fn every_config_file_a_doc_shows_is_accepted() {
+    let keys: BTreeSet<String> = definitions()
+        .into_iter()
+        .map(|s| s.key.to_string())
+        .collect();
+    let mut docs = vec!["README.md".to_string()];
+    for e in std::fs::read_dir(root().join("docs"))
+        .expect("docs/")
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.ends_with(".md") {
+            docs.push(format!("docs/{name}"));
+        }
+    }
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for doc in &docs {
+        let text = read(doc);
+        for (i, block) in text.split("```yaml\n").skip(1).enumerate() {
+            let block = block.split("\n```").next().unwrap_or_default();
+            let first = block
+                .lines()
+                .map(str::trim_end)
+                .find(|l| !l.is_empty() && !l.starts_with('#'))
+                .unwrap_or_default();
+            let Some((key, _)) = first.split_once(':') else {
+                continue;
+            };
+            if first.starts_with(' ') || !keys.contains(key) || block.contains("apiVersion:") {
+                continue;
+            }
+            checked += 1;
+            if let Err(e) =
+                nodegate::settings::config::FileConfig::parse(block, &format!("{doc} block {i}"))
+            {
+                wrong.push(e.to_string());
+            }
+        }
+    }
+    assert!(checked > 0, "no config file found in the docs");
+    assert!(
+        wrong.is_empty(),
+        "config files in the docs nodegate refuses: {wrong:#?}"
+    );
+}
