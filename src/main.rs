@@ -136,7 +136,12 @@ fn main() -> ExitCode {
     };
     let result = match command {
         Command::Run(args) => config::run_settings(&args)
-            .map_err(|e| config::check::said_of_the_file(&args, e, given_on_the_command_line))
+            .map_err(|e| {
+                // A refused start crash-loops the pod: what its earlier
+                // run wrote must not keep the admission policy tainting.
+                runtime.block_on(run::forget_on_refusal(&args));
+                config::check::said_of_the_file(&args, e, given_on_the_command_line)
+            })
             .map_err(Error::from)
             .and_then(|settings| {
                 init_tracing(settings.log_format, &settings.log_level);

@@ -1171,3 +1171,126 @@ fn nothing_cites_a_document_outside_the_repository() {
         cited.join("\n")
     );
 }
+
+/// Every `--flag` a doc (README, docs/, the chart's README) passes to a
+/// `nodegate` command, in a code span or a code block line, is a flag that
+/// command takes today: no doc shows a retired or misspelt flag.
+#[test]
+fn no_doc_passes_a_flag_nodegate_does_not_take() {
+    use clap::CommandFactory as _;
+    let cli = nodegate::settings::cli::Cli::command();
+    let mut docs = vec![
+        "README.md".to_string(),
+        "deploy/helm/nodegate/README.md".to_string(),
+    ];
+    for e in std::fs::read_dir(root().join("docs"))
+        .expect("docs/")
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.ends_with(".md") {
+            docs.push(format!("docs/{name}"));
+        }
+    }
+    let mut wrong = Vec::new();
+    for doc in &docs {
+        let text = read(doc);
+        let spans = text.split('`').skip(1).step_by(2).map(str::to_string);
+        let lines = text
+            .lines()
+            .map(|l| l.trim().trim_start_matches("$ ").to_string());
+        for cmd in spans.chain(lines) {
+            let cmd = cmd.trim();
+            let rest = cmd
+                .strip_prefix("kubectl nodegate ")
+                .or_else(|| cmd.strip_prefix("nodegate "));
+            let Some(rest) = rest else { continue };
+            let rest = rest.split('#').next().unwrap_or_default();
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            let mut at = &cli;
+            let mut flags: BTreeSet<String> = at
+                .get_arguments()
+                .filter_map(|a| a.get_long().map(str::to_string))
+                .collect();
+            for w in &words {
+                if let Some(sub) = at.find_subcommand(w) {
+                    at = sub;
+                    flags.extend(
+                        at.get_arguments()
+                            .filter_map(|a| a.get_long().map(str::to_string)),
+                    );
+                    continue;
+                }
+                // `--dry-run|--yes`: either of two flags.
+                for alt in w.replace('\\', "").split('|') {
+                    let Some(flag) = alt.strip_prefix("--") else {
+                        continue;
+                    };
+                    let flag = flag.split('=').next().unwrap_or_default();
+                    let flag = flag.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+                    if flag.is_empty() || flag == "help" || flag == "version" {
+                        continue;
+                    }
+                    if !flags.contains(flag) {
+                        wrong.push(format!("{doc}: `{cmd}`: --{flag}"));
+                    }
+                }
+            }
+        }
+    }
+    wrong.sort();
+    wrong.dedup();
+    assert!(wrong.is_empty(), "flags nodegate does not take: {wrong:#?}");
+}
+
+/// Every YAML block of the docs that is a nodegate config file (its first
+/// key is a config key, and it is no Kubernetes object or Helm values file)
+/// is read by nodegate's own config parser without a refusal: no doc shows
+/// a retired or misspelt config key.
+#[test]
+fn every_config_file_a_doc_shows_is_accepted() {
+    let keys: BTreeSet<String> = definitions()
+        .into_iter()
+        .map(|s| s.key.to_string())
+        .collect();
+    let mut docs = vec!["README.md".to_string()];
+    for e in std::fs::read_dir(root().join("docs"))
+        .expect("docs/")
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.ends_with(".md") {
+            docs.push(format!("docs/{name}"));
+        }
+    }
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for doc in &docs {
+        let text = read(doc);
+        for (i, block) in text.split("```yaml\n").skip(1).enumerate() {
+            let block = block.split("\n```").next().unwrap_or_default();
+            let first = block
+                .lines()
+                .map(str::trim_end)
+                .find(|l| !l.is_empty() && !l.starts_with('#'))
+                .unwrap_or_default();
+            let Some((key, _)) = first.split_once(':') else {
+                continue;
+            };
+            if first.starts_with(' ') || !keys.contains(key) || block.contains("apiVersion:") {
+                continue;
+            }
+            checked += 1;
+            if let Err(e) =
+                nodegate::settings::config::FileConfig::parse(block, &format!("{doc} block {i}"))
+            {
+                wrong.push(e.to_string());
+            }
+        }
+    }
+    assert!(checked > 0, "no config file found in the docs");
+    assert!(
+        wrong.is_empty(),
+        "config files in the docs nodegate refuses: {wrong:#?}"
+    );
+}

@@ -1,7 +1,9 @@
 //! The startup taint at Node CREATE without a webhook: the shipped
 //! MutatingAdmissionPolicy (deploy/kustomize/base/startup-taint.yaml) on
 //! deploy/local's real API server. The API server evaluates it itself, so
-//! most of these run with nodegate not running at all.
+//! most of these run with nodegate not running at all: they write the
+//! policy's parameters as a leading nodegate with the default flags writes
+//! them (without them the policy taints nothing; tests/e2e_deploy/down.rs).
 
 mod support;
 
@@ -16,7 +18,8 @@ use support::{Nodegate, fake_node, repo_root, wait_for};
 const POLICY_FILE: &str = "deploy/kustomize/base/startup-taint.yaml";
 const NAMESPACE_FILE: &str = "deploy/kustomize/base/namespace.yaml";
 
-/// Applies the shipped policy, its binding and its parameters, then waits
+/// Applies the shipped policy and its binding, writes its parameters as a
+/// leading nodegate with the default taint flags does, then waits
 /// until the API server applies it: a server-side dry-run create of a probe
 /// node comes back tainted (nothing is stored by a dry run).
 async fn install_policy(env: &Env) {
@@ -26,6 +29,7 @@ async fn install_policy(env: &Env) {
             &["apply", "-f", &repo_root().join(file).to_string_lossy()],
         );
     }
+    support::write_default_admission_params(&env.cluster.client).await;
     let nodes: Api<Node> = Api::all(env.cluster.client.clone());
     let dry = PostParams {
         dry_run: true,
@@ -132,7 +136,7 @@ fn with_annotation(mut n: Node, key: &str, value: &str) -> Node {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_policy_taints_a_new_node_at_create_with_nodegate_not_running() {
+async fn the_policy_taints_a_new_node_at_create_from_its_parameters() {
     let env = Env::new("policy-create").await;
     install_policy(&env).await;
     let made = env.cluster.create_node(&untainted("plain")).await;

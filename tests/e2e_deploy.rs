@@ -204,10 +204,14 @@ fn annotation(n: &Node, key: &str) -> Option<String> {
 // The tests, by subject (their own files: together they are long).
 #[path = "e2e_deploy/bounds.rs"]
 mod bounds;
+#[path = "e2e_deploy/down.rs"]
+mod down;
 #[path = "e2e_deploy/grants.rs"]
 mod grants;
 #[path = "e2e_deploy/manifests.rs"]
 mod manifests;
+#[path = "e2e_deploy/namespace.rs"]
+mod namespace;
 #[path = "e2e_deploy/policy.rs"]
 mod policy;
 #[path = "e2e_deploy/rbac.rs"]

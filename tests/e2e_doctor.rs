@@ -284,19 +284,19 @@ async fn setup(cluster: &TestCluster) -> Nodegate {
         let path = repo_root().join("deploy/kustomize/base").join(file);
         kubectl_ok(cluster, &["apply", "-f", &path.to_string_lossy()]);
     }
-    // The policy's parameters for `--autoscaler none`: no rule, one taint
-    // (what the doctor's own fix says for such a nodegate).
+    // The policy's parameters as a leading nodegate with `--autoscaler
+    // none` writes them: no rule, one taint.
     kubectl_ok(
         cluster,
         &[
             "-n",
             "nodegate-system",
-            "patch",
+            "create",
             "configmap",
             "nodegate-admission",
-            "--type=merge",
-            "-p",
-            r#"{"data":{"startupRules":"","managedTaints":"nodegate.dev/initializing:NoSchedule"}}"#,
+            "--from-literal=startupRules=",
+            "--from-literal=startupTaint=nodegate.dev/initializing:NoSchedule",
+            "--from-literal=managedTaints=nodegate.dev/initializing:NoSchedule",
         ],
     );
     policy_in_effect(cluster).await;
@@ -529,4 +529,119 @@ async fn doctor_names_each_autoscaler_problem_and_its_fix_and_passes_a_clean_clu
             .any(|c| c["status"] == "problem" && c["subject"] == "node stuck-1"),
         "{out}"
     );
+}
+
+/// `nodegate explain|status ARGS` against `cluster` (no other kubeconfig to
+/// fall back on): exit code, stdout, stderr.
+fn nodegate(cluster: &TestCluster, command: &str, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nodegate"))
+        .arg(command)
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .args(args)
+        .env("KUBECONFIG", "/nonexistent/nodegate-e2e-kubeconfig")
+        .output()
+        .unwrap_or_else(|e| panic!("run nodegate {command}: {e}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `explain --from-cluster` and `status --from-cluster` judge by the
+/// installed Deployment's settings, not by the binary's defaults: with the
+/// Deployment's `--daemonset-namespaces=kube-system`, a DaemonSet in
+/// `logging` is no member there, while the defaults wait for it; the
+/// Deployment's `--timeout` is the deadline status shows. A gate flag
+/// given beside `--from-cluster` is refused (exit 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_and_status_from_cluster_judge_by_the_installed_gate() {
+    use support::gate::{DsSpec, daemonset};
+    let cluster = TestCluster::start("from-cluster").await;
+    kubectl_ok(&cluster, &["create", "namespace", "nodegate-system"]);
+    kubectl_ok(&cluster, &["create", "namespace", "logging"]);
+    let mut ds = daemonset(&DsSpec::new("fluent"));
+    ds.metadata.namespace = Some("logging".to_string());
+    apply(&cluster, &serde_json::to_string(&ds).expect("json"));
+    let node = support::fake_node(
+        "gated-1",
+        &[],
+        &[("nodegate.dev/initializing", "", "NoSchedule")],
+    );
+    cluster.create_node(&node).await;
+    apply(
+        &cluster,
+        &nodegate_deployment(&["--daemonset-namespaces=kube-system", "--timeout=7m"]),
+    );
+
+    let (code, defaults, err) = nodegate(&cluster, "explain", &["gated-1", "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, installed, err) = nodegate(
+        &cluster,
+        "explain",
+        &["gated-1", "--from-cluster", "-o", "json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let waits_for_fluent =
+        |out: &str| -> bool {
+            let v: Value = serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"));
+            v["daemonsets"].as_array().into_iter().flatten().any(|d| {
+                d["namespace"] == "logging" && d["name"] == "fluent" && d["expected"] == true
+            })
+        };
+    assert!(
+        waits_for_fluent(&defaults),
+        "with the defaults, logging/fluent is a member: {defaults}"
+    );
+    assert!(
+        !waits_for_fluent(&installed),
+        "the installed gate (--daemonset-namespaces=kube-system) does not wait for logging/fluent: {installed}"
+    );
+
+    // status: the same members, and the deadline left of the Deployment's
+    // 7m (more than the default 2m could leave).
+    let row = |args: &[&str]| -> (u64, std::time::Duration) {
+        let (code, out, err) = nodegate(&cluster, "status", args);
+        assert_eq!(code, 0, "{err}");
+        let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        let r = v
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["node"] == "gated-1")
+            .unwrap_or_else(|| panic!("no row for gated-1: {out}"))
+            .clone();
+        let left = humantime::parse_duration(r["deadline"].as_str().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("deadline {}: {e}", r["deadline"]));
+        (r["members_expected"].as_u64().unwrap_or(99), left)
+    };
+    let (expected, left) = row(&["-o", "json"]);
+    assert_eq!(expected, 1, "the defaults wait for logging/fluent");
+    assert!(
+        left <= Duration::from_secs(120),
+        "the default deadline: {left:?} left"
+    );
+    let (expected, left) = row(&["--from-cluster", "-o", "json"]);
+    assert_eq!(
+        expected, 0,
+        "the installed gate does not wait for logging/fluent"
+    );
+    assert!(
+        left > Duration::from_secs(180),
+        "status --from-cluster shows the Deployment's 7m deadline: {left:?} left"
+    );
+    let (code, _, err) = nodegate(
+        &cluster,
+        "explain",
+        &[
+            "gated-1",
+            "--from-cluster",
+            "--daemonset-namespaces=logging",
+        ],
+    );
+    assert_eq!(code, 2, "a gate flag beside --from-cluster: {err}");
+    assert!(err.contains("--from-cluster"), "{err}");
+    let (code, _, err) = nodegate(&cluster, "status", &["--from-cluster", "--timeout", "5m"]);
+    assert_eq!(code, 2, "--timeout beside --from-cluster: {err}");
 }

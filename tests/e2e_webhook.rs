@@ -1045,6 +1045,7 @@ async fn with_both_the_admission_policy_and_the_webhook_a_node_gets_one_taint() 
             "kubectl apply -f {file}: {out}"
         );
     }
+    support::write_default_admission_params(&env.cluster.client).await;
     // The policy is in force before the webhook exists: a dry-run create
     // (nothing stored) comes back tainted.
     let dry = PostParams {

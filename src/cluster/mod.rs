@@ -8,8 +8,10 @@
 //! `executor` is the port the gates and the deciders write through
 //! (leadership, Events, metrics; `term_read` shares its one fresh node
 //! read per leadership term). `entrance` reads what the admission
-//! webhook and `backfill` need of a node and its pods.
+//! webhook and `backfill` need of a node and its pods. `admission_params`
+//! keeps the admission policy's parameters while this replica leads.
 
+pub mod admission_params;
 pub mod canary;
 pub mod client;
 pub mod csi;

@@ -69,6 +69,16 @@ pub async fn main(args: ConfigCheckArgs) -> Result<ExitCode> {
     })
 }
 
+/// Every setting `nodegate run` would run with under these flags and
+/// their config file, keyed by the file's keys (what `config check -o json`
+/// prints as `settings`); the error names what was refused.
+pub fn run_meaning(run: &RunArgs) -> std::result::Result<Value, String> {
+    let settings = crate::settings::config::run_settings(run).map_err(|e| e.to_string())?;
+    let mut raw = load_file(&run.gate).map_err(|e| e.to_string())?;
+    let gate = GateGiven::merge(&run.gate.flags, &mut raw);
+    Ok(meaning::of(&settings, &gate))
+}
+
 /// `-o json|yaml`: the report; the table formats: `text()` (on stdout; a
 /// refused file's text goes to stderr instead, by the caller).
 fn print(args: &ConfigCheckArgs, report: &Value, text: impl FnOnce() -> String) -> Result<()> {

@@ -24,6 +24,7 @@ use ractor::ActorRef;
 use tokio::sync::watch as signal;
 use tokio::task::JoinHandle;
 
+use crate::cluster::admission_params::{AdmissionParams, OwnPod};
 use crate::cluster::canary::Canaries;
 use crate::cluster::client::client;
 use crate::cluster::executor::{KubeExecutor, SystemClock};
@@ -156,6 +157,7 @@ struct Shared {
 /// writes down.
 struct Running {
     elector: Option<JoinHandle<()>>,
+    admission_params: Option<JoinHandle<()>>,
     supervisor: ActorRef<supervisor::SupervisorMsg>,
     supervisor_task: JoinHandle<()>,
     http: JoinHandle<()>,
@@ -173,12 +175,23 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         trace::config::from_settings(settings.otlp_endpoint.as_deref(), &instance_name())?;
     let (shutdown, stop) = signal::channel(false);
     let shared = Shared::new(&settings, args.gate.config.as_deref(), stop).await?;
+    // Before anything may lead: what an earlier run of this Pod wrote goes.
+    let params = admission_params_of(&shared, &settings).await;
     let traces = observe(&shared, trace_config);
     // The HTTP server comes first, so that probes answer (and say "not
     // ready") while the initial lists load.
     let (http, webhook, debug) = serve(&shared, &settings).await?;
     let (supervisor, supervisor_task, deciders) = start_writers(&shared, &settings).await?;
     let elector = start_elector(&shared, &settings);
+    // A trial writes nothing: no parameters, so the policy taints nothing.
+    let admission_params = params.filter(|_| !settings.dry_run).map(|p| {
+        p.spawn(
+            Arc::clone(&shared.live),
+            Arc::clone(&shared.leadership),
+            Arc::clone(&shared.router),
+            shared.stop.clone(),
+        )
+    });
     log_start(&settings);
     let reload = reload::spawn(
         reload::Reloader {
@@ -193,6 +206,7 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     );
     let running = Running {
         elector,
+        admission_params,
         supervisor,
         supervisor_task,
         http,
@@ -369,6 +383,72 @@ async fn start_writers(
     Ok((supervisor, task, deciders))
 }
 
+/// `--admission-params`: the parameters this replica keeps while it leads,
+/// after deleting what an earlier run of its Pod left (a crash loop must
+/// not keep the policy tainting nodes no one opens).
+async fn admission_params_of(shared: &Shared, settings: &RunSettings) -> Option<AdmissionParams> {
+    let at = settings.admission_params.as_ref()?;
+    let namespace = params_namespace(shared.client.default_namespace());
+    let params = AdmissionParams::new(shared.client.clone(), at, &namespace, OwnPod::from_env());
+    forget(&params).await;
+    Some(params)
+}
+
+/// The namespace of `--admission-params` when it names none: the Pod's
+/// own, else the kubeconfig's (or service account's).
+fn params_namespace(client_default: &str) -> String {
+    lease_namespace(
+        None,
+        std::env::var("POD_NAMESPACE").ok().as_deref(),
+        client_default,
+    )
+}
+
+/// [`AdmissionParams::forget_earlier_run`], bounded, its outcome logged.
+async fn forget(params: &AdmissionParams) {
+    match tokio::time::timeout(Duration::from_secs(10), params.forget_earlier_run()).await {
+        Ok(Ok(true)) => tracing::warn!(
+            "deleted the admission policy parameters an earlier run of this pod wrote (it exited or was killed); \
+             new nodes are not tainted at creation until a replica leads again"
+        ),
+        Ok(Ok(false)) => {}
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "cannot check the admission policy parameters an earlier run may have left")
+        }
+        Err(_) => tracing::warn!(
+            "no answer within 10 s checking the admission policy parameters an earlier run may have left"
+        ),
+    }
+}
+
+/// For a `run` whose settings were refused (the pod will crash-loop): the
+/// parameters its Pod wrote in an earlier run are deleted all the same,
+/// when `--admission-params` itself reads.
+pub async fn forget_on_refusal(args: &RunArgs) {
+    let Some(given) = args.flags.admission_params.as_deref() else {
+        return;
+    };
+    let Ok(at) = crate::settings::config::admission_params_ref(given) else {
+        return;
+    };
+    let Some(owner) = OwnPod::from_env() else {
+        return;
+    };
+    let Ok(Ok(client)) = tokio::time::timeout(Duration::from_secs(10), client()).await else {
+        return;
+    };
+    let namespace = params_namespace(client.default_namespace());
+    let params = AdmissionParams::new(client, &at, &namespace, Some(owner));
+    if let Ok(Ok(true)) =
+        tokio::time::timeout(Duration::from_secs(10), params.forget_earlier_run()).await
+    {
+        eprintln!(
+            "nodegate: deleted the admission policy parameters an earlier run of this pod wrote: \
+             new nodes are not tainted at creation until a replica leads again"
+        );
+    }
+}
+
 /// The leader election, with `--leader-elect`: leadership first (inside the
 /// elector), then the gates and the deciders are told, so that a write
 /// re-sent at once finds the executor willing.
@@ -467,6 +547,9 @@ impl Running {
         if let Some(task) = self.elector {
             let wait = settings.leader_election.renew_deadline + Duration::from_secs(1);
             let _ = tokio::time::timeout(wait, task).await;
+        }
+        if let Some(task) = self.admission_params {
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
         }
         self.supervisor.stop(Some("shutdown".into()));
         let _ = tokio::time::timeout(Duration::from_secs(5), self.supervisor_task).await;

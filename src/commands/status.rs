@@ -68,9 +68,21 @@ pub struct Row {
 }
 
 pub async fn main(args: StatusArgs) -> Result<ExitCode> {
-    let settings = config::status_settings(&args)?;
+    crate::commands::doctor::source::refuse_gate_flags_with_from_cluster(
+        &args.installed,
+        &args.gate,
+        &[("--timeout", args.timeout.is_some())],
+    )?;
+    let mut settings = config::status_settings(&args)?;
     let format = args.output;
     let client = output::connect(&output::connection(&args.cluster)?).await?;
+    if args.installed.from_cluster {
+        // The installed gate and its deadline, as the controller runs them.
+        let run =
+            crate::commands::doctor::source::installed_settings(&client, &args.installed).await?;
+        settings.gate = run.gate;
+        settings.timeout = run.timeout;
+    }
     if !settings.watch {
         print(&table_now(&client, &settings, format).await?)?;
         return Ok(ExitCode::SUCCESS);

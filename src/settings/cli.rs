@@ -86,6 +86,8 @@ Exit status:
 /// Headings of `--help`: each command's own flags come first (clap's
 /// "Options"), then these.
 pub const OUTPUT: &str = "Output";
+/// The `--help` heading of `--from-cluster` and where it looks.
+pub const INSTALLED: &str = "The installed nodegate";
 pub const CLUSTER: &str = "Cluster";
 pub const CONFIG_FILE: &str = "Gate settings: the config file";
 
@@ -354,10 +356,41 @@ pub struct ExplainArgs {
     pub output: OutputFormat,
 
     #[command(flatten)]
+    pub installed: InstalledArgs,
+
+    #[command(flatten)]
     pub gate: GateArgs,
 
     #[command(flatten)]
     pub cluster: ClusterArgs,
+}
+
+/// `--from-cluster` on `explain` and `status`: the gate settings of the
+/// installed nodegate, read from its Deployment as `doctor --from-cluster`
+/// reads them.
+#[derive(Debug, Clone, Default, Args)]
+pub struct InstalledArgs {
+    /// Read the gate settings from nodegate's Deployment (its container args
+    /// and the config file they name, from its ConfigMap) in --namespace,
+    /// instead of from the flags given here: what the installed controller
+    /// runs with.
+    #[arg(long, help_heading = INSTALLED)]
+    pub from_cluster: bool,
+
+    /// With --from-cluster: the namespace of nodegate's Deployment.
+    #[arg(
+        short = 'n',
+        long,
+        value_name = "NAMESPACE",
+        default_value = "nodegate-system",
+        help_heading = INSTALLED
+    )]
+    pub namespace: String,
+
+    /// With --from-cluster: the name of nodegate's Deployment (Helm names it
+    /// after the release).
+    #[arg(long, value_name = "NAME", default_value = "nodegate", help_heading = INSTALLED)]
+    pub deployment: String,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -381,6 +414,9 @@ pub struct StatusArgs {
     /// or yaml (one document per refresh with --watch).
     #[arg(short = 'o', long = "output", value_enum, default_value = "table", help_heading = OUTPUT)]
     pub output: OutputFormat,
+
+    #[command(flatten)]
+    pub installed: InstalledArgs,
 
     #[command(flatten)]
     pub gate: GateArgs,

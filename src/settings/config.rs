@@ -209,6 +209,9 @@ pub struct RunSettings {
     pub otlp_endpoint: Option<String>,
     /// The admission webhook (`--webhook-*`); `None`: off.
     pub webhook: Option<WebhookSettings>,
+    /// `--admission-params`: the admission policy's parameter ConfigMap
+    /// nodegate keeps while it leads; `None`: off.
+    pub admission_params: Option<AdmissionParamsRef>,
     /// The late-taint net (`--taint-new-nodes`, `--new-node-window`).
     pub net: NetSettings,
     /// Every `run` setting as given (flag over file over default): a reload
@@ -409,8 +412,14 @@ fn run_part(
     }
     let net = net_settings(&given)?;
     let replace = replace::replace_settings(&given)?;
+    let admission_params = given
+        .admission_params
+        .as_deref()
+        .map(admission_params_ref)
+        .transpose()?;
 
     Ok(RunSettings {
+        admission_params,
         replace,
         webhook,
         net,
@@ -434,6 +443,43 @@ fn run_part(
         log_level,
         given,
     })
+}
+
+/// `--admission-params [NAMESPACE/]NAME`: where the admission policy's
+/// parameters live (the binding's `paramRef`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionParamsRef {
+    /// `None`: the Pod's namespace (`$POD_NAMESPACE`, else the client's).
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+/// Reads `--admission-params`: a ConfigMap name (a DNS-1123 subdomain),
+/// optionally after its namespace and a slash.
+pub fn admission_params_ref(s: &str) -> Result<AdmissionParamsRef, ConfigError> {
+    let bad = |why: &str| invalid(format!("--admission-params {s:?}"), why.to_string());
+    let (namespace, name) = match s.trim().split_once('/') {
+        Some((ns, name)) => (Some(ns.to_string()), name.to_string()),
+        None => (None, s.trim().to_string()),
+    };
+    if let Some(ns) = &namespace
+        && !nodegate_core::readiness::is_dns1123_label(ns)
+    {
+        return Err(bad(
+            "the namespace must be a DNS-1123 label, e.g. nodegate-system/nodegate-admission",
+        ));
+    }
+    let subdomain = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .split('.')
+            .all(nodegate_core::readiness::is_dns1123_label);
+    if !subdomain {
+        return Err(bad(
+            "expected a ConfigMap name (lower-case letters, digits, '-' and '.'), e.g. nodegate-admission",
+        ));
+    }
+    Ok(AdmissionParamsRef { namespace, name })
 }
 
 /// The levels `--log-level` takes, alone or after `TARGET=`.

@@ -351,7 +351,42 @@ pub fn values_schema() -> Value {
     for (path, schema) in chart::chart_values() {
         insert(&mut root, path, schema);
     }
+    explain_patterns(&mut root);
     root
+}
+
+/// Every pattern with a description becomes `anyOf: [{pattern}, {const:
+/// DESCRIPTION, maxLength: 0}]`: the second branch can never match (a
+/// non-empty constant of length 0), so nothing more is accepted, but Helm
+/// then prints the description ("value must be 'a duration such as …'")
+/// beside the raw pattern it cannot explain.
+fn explain_patterns(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            let described = o
+                .get("description")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            if let (Some(what), true) = (described, o.contains_key("pattern"))
+                && let Some(pattern) = o.remove("pattern")
+            {
+                o.insert(
+                    "anyOf".into(),
+                    json!([{"pattern": pattern}, {"const": what, "maxLength": 0}]),
+                );
+            }
+            o.values_mut().for_each(explain_patterns);
+        }
+        Value::Array(a) => a.iter_mut().for_each(explain_patterns),
+        _ => {}
+    }
+}
+
+/// The pattern of a value's schema, where [`explain_patterns`] put it.
+pub fn pattern_of(schema: &Value) -> Option<&str> {
+    schema["anyOf"][0]["pattern"]
+        .as_str()
+        .or_else(|| schema["pattern"].as_str())
 }
 
 /// The schema as the chart ships it.

@@ -331,6 +331,16 @@ settings! {
             flag: "otlp-endpoint", value: "URL", key: "otlpEndpoint",
             docs: "off", helm: "tracing.otlpEndpoint", reload: restart,
         }
+        /// Keep the admission policy's parameters, this ConfigMap
+        /// ([NAMESPACE/]NAME, the namespace defaulting to the Pod's), written
+        /// from the taint flags while this replica leads and its watches are
+        /// synced, owned by its Pod ($POD_NAME, $POD_UID) so that they go when
+        /// it goes; a restarted container first deletes what its Pod wrote
+        /// before. Without them the policy taints no node. Default: off.
+        admission_params: option(String) {
+            flag: "admission-params", value: "[NAMESPACE/]NAME", key: "admissionParams",
+            docs: "off", helm: "admission", reload: restart,
+        }
         /// Serve the mutating admission webhook that adds the startup taint at
         /// Node CREATE, over HTTPS on this address (path /mutate-node). Every
         /// replica serves it, followers too. Default: off.

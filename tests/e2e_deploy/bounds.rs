@@ -616,55 +616,107 @@ async fn bindings_of_nodegates_roles_hold_their_subjects(cluster: &TestCluster, 
 
 /// A trial run writes nothing (docs/operations.md, "Every write nodegate
 /// can make"): the kustomize base with components/dry-run (the documented
-/// way to run a trial) passes --dry-run and flips the admission parameters,
-/// and the API server then puts no taint on a new node; the same policy
-/// with the base's own parameters does (so the policy was in force).
+/// way to run a trial) passes --dry-run, and nodegate, leading, writes no
+/// admission parameters, so the API server puts no taint on a new node;
+/// the same nodegate without --dry-run writes them and the policy taints
+/// (so the policy was in force).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_base_in_dry_run_taints_no_new_node() {
+    use k8s_openapi::api::core::v1::ConfigMap;
     let cluster = TestCluster::start("deploy-dry-run-policy").await;
     let admin = cluster.kubeconfig.clone();
-    let live = objects(&kustomize("deploy/kustomize/base"));
     let trial = base_with(&["dry-run"]);
     let args = super::manifests::container_args(&trial);
     assert!(args.iter().any(|a| a == "--dry-run"), "{args:?}");
-    let admission = |objs: &[Value]| -> String {
-        let picked: Vec<&Value> = objs
-            .iter()
-            .filter(|o| {
-                matches!(
-                    o["kind"].as_str(),
-                    Some(
-                        "Namespace" | "MutatingAdmissionPolicy" | "MutatingAdmissionPolicyBinding"
-                    )
-                ) || (o["kind"] == "ConfigMap" && o["metadata"]["name"] == "nodegate-admission")
-            })
-            .collect();
-        assert_eq!(picked.len(), 4, "namespace, policy, binding, parameters");
-        to_stream(&picked)
-    };
-    assert_eq!(
-        named_data(&trial, "nodegate-admission")["dryRun"],
-        "true",
-        "components/dry-run flips the parameters"
+    assert!(
+        args.iter()
+            .any(|a| a == "--admission-params=nodegate-admission"),
+        "{args:?}"
     );
-    assert_eq!(named_data(&live, "nodegate-admission")["dryRun"], "false");
-
+    let picked: Vec<&Value> = trial
+        .iter()
+        .filter(|o| {
+            matches!(
+                o["kind"].as_str(),
+                Some("Namespace" | "MutatingAdmissionPolicy" | "MutatingAdmissionPolicyBinding")
+            )
+        })
+        .collect();
+    assert_eq!(picked.len(), 3, "namespace, policy, binding");
+    must(
+        "apply the base's admission",
+        kubectl(&admin, &["apply", "-f", "-"], Some(&to_stream(&picked))),
+    );
     let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let cms: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), NS);
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), NS);
     let tainted = |n: &Node| {
         n.spec
             .as_ref()
             .and_then(|s| s.taints.as_ref())
             .is_some_and(|ts| ts.iter().any(|t| t.key == TAINT))
     };
-    // Live parameters: the policy taints (once the API server loaded it).
-    must(
-        "apply the base's admission",
-        kubectl(&admin, &["apply", "-f", "-"], Some(&admission(&live))),
+    // The trial: nodegate with the component's flags, leading.
+    let flags: Vec<&str> = args.iter().skip(1).map(String::as_str).collect();
+    let mut trial_run = Nodegate::start_as(&admin, &[("POD_NAMESPACE", NS)], &flags);
+    wait_for("the trial to lead", Duration::from_secs(60), || async {
+        let holder = leases
+            .get_opt("nodegate")
+            .await
+            .map_err(|e| e.to_string())?
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+            .unwrap_or_default();
+        if holder.is_empty() {
+            Err("no holder".to_string())
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    wait_for("the trial to sync", Duration::from_secs(30), || async {
+        if trial_run.logs().contains("watches synced") {
+            Ok(())
+        } else {
+            Err(trial_run.logs())
+        }
+    })
+    .await;
+    for i in 0..3 {
+        let made = nodes
+            .create(
+                &PostParams::default(),
+                &fake_node(&format!("trial-{i}"), &[], &[]),
+            )
+            .await
+            .expect("create node");
+        assert!(
+            !tainted(&made),
+            "a node created in dry-run came back tainted: {:?}",
+            made.spec
+        );
+    }
+    assert!(
+        cms.get_opt("nodegate-admission")
+            .await
+            .expect("read the parameters")
+            .is_none(),
+        "a dry run wrote the admission parameters:\n{}",
+        trial_run.logs()
     );
+    trial_run.terminate(Duration::from_secs(20));
+    // Live: the same flags without --dry-run write the parameters, and the
+    // policy taints.
+    let live: Vec<&str> = flags
+        .iter()
+        .copied()
+        .filter(|a| *a != "--dry-run")
+        .collect();
+    let live_run = Nodegate::start_as(&admin, &[("POD_NAMESPACE", NS)], &live);
     let mut n = 0;
     wait_for(
-        "the live policy to taint a new node",
-        Duration::from_secs(60),
+        "the live nodegate's parameters to taint a new node",
+        Duration::from_secs(90),
         || {
             n += 1;
             let nodes = nodes.clone();
@@ -683,54 +735,7 @@ async fn the_base_in_dry_run_taints_no_new_node() {
         },
     )
     .await;
-    // The trial's parameters: no taint, once they reached the API server.
-    must(
-        "apply the trial's admission",
-        kubectl(&admin, &["apply", "-f", "-"], Some(&admission(&trial))),
-    );
-    let mut n = 0;
-    wait_for(
-        "a new node to come back untainted in dry-run",
-        Duration::from_secs(60),
-        || {
-            n += 1;
-            let nodes = nodes.clone();
-            let name = format!("trial-{n}");
-            async move {
-                let made = nodes
-                    .create(&PostParams::default(), &fake_node(&name, &[], &[]))
-                    .await
-                    .map_err(|e| e.to_string())?;
-                if tainted(&made) {
-                    Err(format!("{name} tainted"))
-                } else {
-                    Ok(())
-                }
-            }
-        },
-    )
-    .await;
-    for i in 0..3 {
-        let made = nodes
-            .create(
-                &PostParams::default(),
-                &fake_node(&format!("trial-after-{i}"), &[], &[]),
-            )
-            .await
-            .expect("create node");
-        assert!(
-            !tainted(&made),
-            "a node created in dry-run came back tainted: {:?}",
-            made.spec
-        );
-    }
-}
-
-fn named_data(objs: &[Value], name: &str) -> Value {
-    objs.iter()
-        .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == name)
-        .map(|o| o["data"].clone())
-        .unwrap_or_else(|| panic!("no ConfigMap {name}"))
+    drop(live_run);
 }
 
 /// The other writes RBAC cannot narrow, with the ServiceAccount's token:

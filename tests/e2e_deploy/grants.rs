@@ -160,8 +160,25 @@ fn every_granted_write_has_a_row_a_bound_and_a_refusal_test() {
     assert!(!rows.is_empty(), "the table has no rows");
 
     let mut problems = Vec::new();
+    // The admission policy mode (the base as shipped, the chart's default
+    // where the API server serves the policy) grants what the webhook mode
+    // above takes away: the policy's parameters.
+    let kz_policy = super::bounds::base_with(&[]);
+    let chart_policy = objects(&helm_template(&[
+        "--set",
+        "admission=policy",
+        "--api-versions",
+        "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy",
+        "--api-versions",
+        "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
+    ]));
     let mut grants = granted_writes(&kz, "kustomize base + every component");
     grants.extend(granted_writes(&chart, "helm chart, every feature on"));
+    grants.extend(granted_writes(&kz_policy, "kustomize base"));
+    grants.extend(granted_writes(
+        &chart_policy,
+        "helm chart, admission=policy",
+    ));
     for (resource, verb, sub, from) in &grants {
         if verb == "*" {
             problems.push(format!("{from} grants every verb on {resource}"));

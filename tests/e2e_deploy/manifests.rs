@@ -352,26 +352,32 @@ fn the_base_taints_through_the_admission_policy(base: &[Value]) {
             );
         }
     }
-    let params = named(base, "ConfigMap", "nodegate-admission");
-    assert_eq!(
-        params["data"]["startupTaint"],
-        format!("{TAINT}:NoSchedule")
+    // The parameters are not shipped: the leader writes them
+    // (--admission-params, the binding's paramRef) and they go with its Pod
+    // ($POD_UID), so nodegate down never keeps new nodes closed.
+    assert!(
+        !base
+            .iter()
+            .any(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "nodegate-admission"),
+        "the base ships the admission parameters"
     );
-    // The default --autoscaler auto, as nodegate itself builds it: its
-    // rules one a line, every taint they can choose managed.
-    let first = nodegate_core::placement::ManagedTaint::new(TAINT, "NoSchedule");
-    let auto = nodegate_core::startup::StartupTaints::new(
-        Vec::new(),
-        nodegate_core::startup::DEFAULT_AUTOSCALERS,
-        first.clone(),
+    assert!(
+        container_args(base)
+            .iter()
+            .any(|a| a == "--admission-params=nodegate-admission"),
+        "{:?}",
+        container_args(base)
     );
-    assert_eq!(params["data"]["startupRules"], auto.admission_rules());
-    let managed: Vec<String> = auto
-        .managed(&[first])
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    assert_eq!(params["data"]["managedTaints"], managed.join(","));
+    let deployment = named(base, "Deployment", "nodegate");
+    let env = &deployment["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert!(
+        env.as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| e["name"] == "POD_UID"
+                && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.uid"),
+        "no POD_UID from the downward API: {env}"
+    );
     let binding = named(
         base,
         "MutatingAdmissionPolicyBinding",
@@ -796,4 +802,170 @@ fn resourceslices_are_granted_only_with_dra_drivers() {
     )
     .expect("the dra-drivers component's rbac.yaml");
     assert_eq!(resourceslice_rules(&objects(&component)), want);
+}
+
+/// What the chart's defaults run differently from the kustomize base (and
+/// the binary), key by key of the config file, each with its reason; the
+/// chart's README lists each too. Anything else must be the same.
+const HELM_DIFFERS: &[(&str, &str)] = &[(
+    "leaseNamespace",
+    "the chart names the release namespace; the base leaves it to $POD_NAMESPACE, the same namespace",
+)];
+
+/// Every setting nodegate would run with in `objs`' Deployment: its args,
+/// and its config file from the ConfigMap the chart mounts, read by
+/// nodegate's own settings code (what `config check -o json` prints).
+fn effective_settings(what: &str, objs: &[Value]) -> serde_json::Map<String, Value> {
+    use clap::Parser as _;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut words = vec!["nodegate".to_string()];
+    for a in container_args(objs) {
+        match a.strip_prefix("--config=") {
+            Some(mounted) => {
+                let file = std::path::Path::new(mounted)
+                    .file_name()
+                    .and_then(|f| f.to_str())
+                    .expect("a file name")
+                    .to_string();
+                let cm = objs
+                    .iter()
+                    .find(|o| o["kind"] == "ConfigMap" && o["data"][&file].is_string())
+                    .unwrap_or_else(|| panic!("{what}: no ConfigMap holds {file}"));
+                let path = dir.path().join(&file);
+                std::fs::write(&path, cm["data"][&file].as_str().unwrap_or_default())
+                    .expect("write the config file");
+                words.push(format!("--config={}", path.display()));
+            }
+            None => words.push(a),
+        }
+    }
+    let cli = nodegate::settings::cli::Cli::try_parse_from(&words)
+        .unwrap_or_else(|e| panic!("{what}: nodegate refuses {words:?}: {e}"));
+    let nodegate::settings::cli::Command::Run(run) = cli.command else {
+        panic!("{what}: the container does not run `nodegate run`: {words:?}")
+    };
+    match nodegate::commands::config_check::run_meaning(&run) {
+        Ok(Value::Object(m)) => m,
+        other => panic!("{what}: {other:?}"),
+    }
+}
+
+/// One gate whichever way it is installed: the chart with its defaults and
+/// the kustomize base make nodegate run with the same value for every key
+/// of the config file, in both admission modes, but for HELM_DIFFERS.
+#[test]
+fn helm_and_kustomize_run_the_same_gate() {
+    let readme = std::fs::read_to_string(repo_root().join("deploy/helm/nodegate/README.md"))
+        .expect("the chart's README");
+    for (mode, kz, chart) in [
+        (
+            "admission policy",
+            objects(&kustomize("deploy/kustomize/base")),
+            objects(&helm_template(POLICY_API)),
+        ),
+        (
+            "webhook",
+            objects(&kustomize("deploy/kustomize/overlays/webhook")),
+            objects(&helm_template(&["--set", "admission=webhook"])),
+        ),
+    ] {
+        let k = effective_settings(&format!("kustomize, {mode}"), &kz);
+        let h = effective_settings(&format!("helm, {mode}"), &chart);
+        let keys: std::collections::BTreeSet<&String> = k.keys().chain(h.keys()).collect();
+        let mut unlisted = Vec::new();
+        for key in keys {
+            if k.get(key) != h.get(key) && !HELM_DIFFERS.iter().any(|(d, _)| d == key) {
+                unlisted.push(format!(
+                    "{key}: kustomize {}, helm {}",
+                    k.get(key).unwrap_or(&Value::Null),
+                    h.get(key).unwrap_or(&Value::Null)
+                ));
+            }
+        }
+        assert!(
+            unlisted.is_empty(),
+            "{mode}: the chart and the kustomize base run different gates:\n{}",
+            unlisted.join("\n")
+        );
+        for (key, why) in HELM_DIFFERS {
+            assert_ne!(
+                k.get(*key),
+                h.get(*key),
+                "{mode}: {key} is listed as a difference ({why}) but is the same"
+            );
+            assert!(
+                readme.contains(&format!("`{key}`")),
+                "the chart's README does not name the difference {key} ({why})"
+            );
+        }
+    }
+}
+
+/// The HTTP port (/metrics carries node names) is closed by default: in the
+/// kustomize base and the chart, both admission modes, the NetworkPolicies
+/// on nodegate's pods admit port `http` only from named peers, and the
+/// probes need no ingress (exec probes over loopback); the webhook mode
+/// keeps its port reachable.
+#[test]
+fn the_metrics_port_is_closed_by_the_shipped_network_policy() {
+    for (what, objs, webhook) in [
+        (
+            "kustomize base",
+            objects(&kustomize("deploy/kustomize/base")),
+            false,
+        ),
+        (
+            "kustomize webhook",
+            objects(&kustomize("deploy/kustomize/overlays/webhook")),
+            true,
+        ),
+        ("chart, policy", objects(&helm_template(POLICY_API)), false),
+        (
+            "chart, webhook",
+            objects(&helm_template(&["--set", "admission=webhook"])),
+            true,
+        ),
+    ] {
+        let policies: Vec<&Value> = objs
+            .iter()
+            .filter(|o| o["kind"] == "NetworkPolicy")
+            .collect();
+        let rules: Vec<&Value> = policies
+            .iter()
+            .flat_map(|p| p["spec"]["ingress"].as_array().into_iter().flatten())
+            .collect();
+        let opens = |port: &str| -> Vec<&&Value> {
+            rules
+                .iter()
+                .filter(|r| {
+                    r["ports"]
+                        .as_array()
+                        .is_none_or(|ps| ps.iter().any(|p| p["port"] == port))
+                })
+                .collect()
+        };
+        let http = opens("http");
+        assert!(
+            !http.is_empty(),
+            "{what}: no NetworkPolicy admits the HTTP port at all"
+        );
+        for r in &http {
+            let from = r["from"].as_array().map_or(0, Vec::len);
+            assert!(from > 0, "{what}: the HTTP port is open to every peer: {r}");
+        }
+        if webhook {
+            assert!(
+                !opens("webhook").is_empty(),
+                "{what}: the webhook port is closed"
+            );
+        }
+        let container = &find(&objs, "Deployment")["spec"]["template"]["spec"]["containers"][0];
+        for probe in ["livenessProbe", "readinessProbe"] {
+            assert!(
+                container[probe]["httpGet"].is_null() && !container[probe]["exec"].is_null(),
+                "{what}: {probe} needs ingress to the HTTP port: {}",
+                container[probe]
+            );
+        }
+    }
 }

@@ -128,6 +128,27 @@ fn helm_template_refuses_each_bad_value_naming_it() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// A value refused by a pattern is explained in words, not only by the raw
+/// regex: Helm prints the schema's description of the value.
+#[test]
+fn helm_shows_the_description_of_a_value_its_pattern_refuses() {
+    for (value, says) in [
+        ("config.timeout=5x", "a duration such as 90s, 2m or 1h30m"),
+        ("config.taints[0]=bad key", "a taint KEY[:EFFECT]"),
+        ("config.maxUnavailable=150%", "a count or a percentage"),
+        (
+            "config.managedNodeSelector=pool in (a",
+            "a label selector in kubectl syntax",
+        ),
+    ] {
+        let err = helm_refuses(&["--set", value]);
+        assert!(
+            err.contains(&format!("value must be '{says}")),
+            "--set {value}: the error does not say {says:?}:\n{err}"
+        );
+    }
+}
+
 /// The same refusals through `helm install --dry-run=server` against a real
 /// API server: nothing reaches it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

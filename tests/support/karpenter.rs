@@ -60,7 +60,8 @@ pub fn kubectl_ok(cluster: &TestCluster, args: &[&str]) -> String {
 }
 
 /// The shipped MutatingAdmissionPolicy (the taint at Node CREATE, before any
-/// controller sees the node), its parameters set to `KEY` and its binding to
+/// controller sees the node), its parameters as a leader with the default
+/// flags writes them, and its binding to
 /// nodes matching `selector` (`matchLabels`), and waits until the API server
 /// applies it to a dry-run node carrying those labels.
 pub async fn install_admission(cluster: &TestCluster, selector: &[(&str, &str)]) {
@@ -70,6 +71,7 @@ pub async fn install_admission(cluster: &TestCluster, selector: &[(&str, &str)])
     ] {
         kubectl_ok(cluster, &["apply", "-f", file]);
     }
+    super::write_default_admission_params(&cluster.client).await;
     let labels: BTreeMap<_, _> = selector.iter().copied().collect();
     let binding = json!({"spec": {"matchResources": {"objectSelector": {"matchLabels": labels}}}});
     let binding = binding.to_string();

@@ -507,6 +507,20 @@ impl Nodegate {
         None
     }
 
+    /// Waits up to `timeout` for the process to exit by itself; its exit
+    /// status, or `None` if it was still running (it is then killed).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.kill();
+        None
+    }
+
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
@@ -673,4 +687,38 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
         .and_then(|v| v.split(' ').next()?.parse().ok())
+}
+
+/// The admission policy's parameters as a leading nodegate with the default
+/// taint flags writes them (`--admission-params`, nodegate's own
+/// `params_data`), written here for tests that run the shipped policy with no
+/// nodegate leading: without them the policy taints nothing.
+pub async fn write_default_admission_params(client: &Client) {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use nodegate_core::config::Config as GateConfig;
+    let first =
+        nodegate_core::placement::ManagedTaint::new("nodegate.dev/initializing", "NoSchedule");
+    let mut config = GateConfig {
+        startup: nodegate_core::startup::StartupTaints::new(
+            Vec::new(),
+            nodegate_core::startup::DEFAULT_AUTOSCALERS,
+            first.clone(),
+        ),
+        ..GateConfig::default()
+    };
+    config.placement.managed_taints = config.startup.managed(&[first]);
+    let params = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("nodegate-admission".to_string()),
+            namespace: Some("nodegate-system".to_string()),
+            ..ObjectMeta::default()
+        },
+        data: Some(nodegate::cluster::admission_params::params_data(&config)),
+        ..ConfigMap::default()
+    };
+    Api::<ConfigMap>::namespaced(client.clone(), "nodegate-system")
+        .create(&PostParams::default(), &params)
+        .await
+        .unwrap_or_else(|e| panic!("cannot write the admission policy's parameters: {e}"));
 }

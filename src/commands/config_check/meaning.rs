@@ -163,6 +163,7 @@ pub fn of(s: &RunSettings, gate: &GateGiven) -> Value {
     put("debugHistory", json!(s.debug_history));
     put("dropNodeMetrics", json!(s.drop_node_metrics));
     put("otlpEndpoint", optional(s.otlp_endpoint.as_deref()));
+    put("admissionParams", optional(r.admission_params.as_deref()));
     put("webhookAddr", optional(r.webhook_addr.as_deref()));
     put("webhookCertDir", optional(r.webhook_cert_dir.as_deref()));
     put(

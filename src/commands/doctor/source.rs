@@ -1,7 +1,8 @@
 //! Where the doctor gets nodegate's settings: the flags and `--config` given
 //! to it (parsed exactly as `nodegate run` parses them), or, with
 //! `--from-cluster`, the container args of nodegate's Deployment (and the
-//! config file they name, read from the ConfigMap mounted there).
+//! config file they name, read from the ConfigMap mounted there). `explain`
+//! and `status` read the installed gate the same way (`installed_settings`).
 
 use clap::Parser;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -9,7 +10,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec};
 use kube::Api;
 
 use crate::error::{Error, Result};
-use crate::settings::cli::{Cli, Command, DoctorArgs, RunArgs};
+use crate::settings::cli::{Cli, Command, DoctorArgs, GateArgs, InstalledArgs, RunArgs};
 use crate::settings::config::{self, ConfigError, FileConfig, RunSettings};
 use crate::settings::table::{GateGiven, GateSet, RunGiven, RunSet};
 
@@ -41,6 +42,53 @@ pub fn refuse_settings_with_from_cluster(args: &DoctorArgs) -> Result<(), Config
         });
     }
     Ok(())
+}
+
+/// `explain`/`status --from-cluster`: no gate setting may be given too
+/// (which would win is not obvious), nor `others` (the command's own
+/// settings the Deployment decides, by flag name). Exit 2 naming it.
+pub fn refuse_gate_flags_with_from_cluster(
+    installed: &InstalledArgs,
+    gate: &GateArgs,
+    others: &[(&str, bool)],
+) -> Result<(), ConfigError> {
+    if !installed.from_cluster {
+        return Ok(());
+    }
+    let mut empty = FileConfig::default();
+    let given = GateGiven::merge(&gate.flags, &mut empty).set;
+    let other = others.iter().find(|(_, given)| *given).map(|(f, _)| *f);
+    if gate.config.is_some() || given != GateSet::default() || other.is_some() {
+        let named = other.unwrap_or("gate flags and --config");
+        return Err(ConfigError::Invalid {
+            source_: "--from-cluster".to_string(),
+            message: format!(
+                "reads the gate settings from nodegate's Deployment: give either it or {named}, not both"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The settings the installed nodegate runs with: its Deployment
+/// (`installed.namespace`/`installed.deployment`) read as `doctor
+/// --from-cluster` reads it. The error names the Deployment and what to
+/// pass instead.
+pub async fn installed_settings(
+    client: &kube::Client,
+    installed: &InstalledArgs,
+) -> Result<RunSettings> {
+    let (ns, name) = (&installed.namespace, &installed.deployment);
+    let what = format!("Deployment {ns}/{name}");
+    match super::fetch::deployment(client, ns, name).await? {
+        Ok(Some(d)) => from_deployment(client, ns, &d).await,
+        Ok(None) => Err(invalid(
+            what,
+            "not found: pass --namespace and --deployment naming nodegate's, or give the gate \
+             flags instead of --from-cluster",
+        )),
+        Err(why) => Err(invalid(what, why)),
+    }
 }
 
 /// The words after `run` in a container's command and args: the flags

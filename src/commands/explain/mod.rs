@@ -62,9 +62,27 @@ pub async fn main(args: ExplainArgs) -> Result<ExitCode> {
 }
 
 async fn explain(args: &ExplainArgs) -> Result<String> {
-    let mut file = config::load_file(&args.gate)?;
-    let settings = config::gate_settings(&args.gate, &mut file)?;
+    crate::commands::doctor::source::refuse_gate_flags_with_from_cluster(
+        &args.installed,
+        &args.gate,
+        &[],
+    )?;
+    let given = match args.installed.from_cluster {
+        true => None,
+        false => {
+            let mut file = config::load_file(&args.gate)?;
+            Some(config::gate_settings(&args.gate, &mut file)?)
+        }
+    };
     let client = output::connect(&output::connection(&args.cluster)?).await?;
+    let settings = match given {
+        Some(s) => s,
+        None => {
+            crate::commands::doctor::source::installed_settings(&client, &args.installed)
+                .await?
+                .gate
+        }
+    };
     // API times have whole seconds; so does `now`, so that durations read
     // "Ready for 3s", not "Ready for 3.412s".
     let now = Timestamp::now();

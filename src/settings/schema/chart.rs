@@ -124,7 +124,8 @@ fn install_values() -> Vec<(&'static str, Value)> {
             closed(json!({
                 "enabled": {"type": "boolean"},
                 "from": objects(),
-                "httpFrom": objects(),
+                // Retired: validate.yaml names networkPolicy.httpFrom.
+                "httpFrom": {"description": "retired: use networkPolicy.httpFrom"},
             })),
         ),
         // Retired: accepted here so that templates/validate.yaml can name
@@ -206,6 +207,13 @@ fn pod_values() -> Vec<(&'static str, Value)> {
                 "interval": go_duration(),
                 "scrapeTimeout": go_duration(),
                 "labels": strings(),
+            })),
+        ),
+        (
+            "networkPolicy",
+            closed(json!({
+                "enabled": {"type": "boolean"},
+                "httpFrom": objects(),
             })),
         ),
     ]

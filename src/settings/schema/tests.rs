@@ -87,7 +87,7 @@ fn resources_tolerations_tag_and_log_level_are_typed() {
     let p = &schema["properties"];
     assert_eq!(p["resources"]["additionalProperties"], Value::Bool(false));
     let quantity = &p["resources"]["properties"]["requests"]["additionalProperties"];
-    assert!(quantity["pattern"].is_string(), "{quantity}");
+    assert!(super::pattern_of(quantity).is_some(), "{quantity}");
     assert!(quantity["description"].is_string(), "{quantity}");
     let toleration = &p["tolerations"]["items"];
     assert_eq!(toleration["additionalProperties"], Value::Bool(false));
@@ -96,9 +96,7 @@ fn resources_tolerations_tag_and_log_level_are_typed() {
         p["image"]["properties"]["tag"]["type"],
         serde_json::json!(["string", "integer"])
     );
-    let level = p["config"]["properties"]["logLevel"]["pattern"]
-        .as_str()
-        .unwrap_or_default();
+    let level = super::pattern_of(&p["config"]["properties"]["logLevel"]).unwrap_or_default();
     assert!(
         level.contains("warning") && level.starts_with('^'),
         "{level}"
@@ -106,4 +104,60 @@ fn resources_tolerations_tag_and_log_level_are_typed() {
     // A duration may be a bare number of seconds, as on the command line.
     let timeout = &p["config"]["properties"]["timeout"];
     assert!(timeout.get("maximum").is_none(), "{timeout}");
+}
+
+/// Issue 38: a value refused by a pattern is explained in words: every
+/// described pattern sits beside a branch that names the description (and
+/// can never match), so Helm prints the description, not only the regex;
+/// every flag's value with a pattern (durations, taints, selectors,
+/// budgets) is described.
+#[test]
+fn every_described_pattern_is_shown_with_its_description() {
+    fn walk(v: &Value, at: &str, out: &mut Vec<String>) {
+        match v {
+            Value::Object(o) => {
+                if o.contains_key("pattern") && o.contains_key("description") {
+                    out.push(format!("{at}: the pattern's description is not shown"));
+                }
+                let explained = o.get("anyOf").and_then(Value::as_array).filter(|any| {
+                    any.first().is_some_and(|b| b.get("pattern").is_some())
+                        && any.len() == 2
+                        && any[1].get("const").is_some()
+                });
+                if let Some(any) = explained {
+                    if any[1]["const"].as_str() != o.get("description").and_then(Value::as_str) {
+                        out.push(format!("{at}: the branch does not say the description"));
+                    }
+                    if any[1]["maxLength"] != serde_json::json!(0) {
+                        out.push(format!("{at}: the description branch could match"));
+                    }
+                }
+                for (k, v) in o {
+                    if k == "anyOf" && explained.is_some() {
+                        continue;
+                    }
+                    walk(v, &format!("{at}/{k}"), out);
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|v| walk(v, at, out)),
+            _ => {}
+        }
+    }
+    let schema = values_schema();
+    let mut problems = Vec::new();
+    walk(&schema, "", &mut problems);
+    for s in definitions() {
+        let Some(helm) = s.helm else { continue };
+        let at = helm.split('.').fold(&schema, |v, k| &v["properties"][k]);
+        let value = if at["type"] == "array" {
+            &at["items"]
+        } else {
+            at
+        };
+        let patterned = value.get("pattern").is_some() || value.get("anyOf").is_some();
+        if patterned && value.get("description").and_then(Value::as_str).is_none() {
+            problems.push(format!("{helm}: a pattern with no description"));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
 }

@@ -324,19 +324,17 @@ async fn install_admission(
         ],
     )?;
     let taint = format!("{key}:NoSchedule");
-    let params = json!({"data": {"startupTaint": taint, "managedTaints": taint}}).to_string();
     kubectl(
         repo,
         kubeconfig,
         &[
             "-n",
             "nodegate-system",
-            "patch",
+            "create",
             "configmap",
             "nodegate-admission",
-            "--type=merge",
-            "-p",
-            &params,
+            &format!("--from-literal=startupTaint={taint}"),
+            &format!("--from-literal=managedTaints={taint}"),
         ],
     )?;
     let probe: Node = serde_json::from_value(json!({

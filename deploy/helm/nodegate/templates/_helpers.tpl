@@ -123,6 +123,9 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- with .Values.tracing -}}
 {{- if .otlpEndpoint }}{{ $a = append $a (printf "--otlp-endpoint=%s" .otlpEndpoint) }}{{ end -}}
 {{- end -}}
+{{- if and (eq (include "nodegate.admission" .) "policy") (not $c.dryRun) -}}
+{{- $a = append $a (printf "--admission-params=%s-admission" (include "nodegate.fullname" .)) -}}
+{{- end -}}
 {{- with .Values.webhook -}}
 {{- if eq (include "nodegate.admission" $) "webhook" -}}
 {{- $fullname := include "nodegate.fullname" $ -}}

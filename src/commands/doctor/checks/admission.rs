@@ -151,6 +151,64 @@ pub fn answered(s: &RunSettings, probe: &Result<Vec<String>, String>) -> Check {
     }
 }
 
+/// The binding's parameters are not there. nodegate writes them itself
+/// (`--admission-params`) while a replica leads, so that nodegate down
+/// never keeps new nodes closed: their absence means no replica leads, or
+/// nodegate does not keep them.
+fn params_absent(s: &RunSettings, subject: String, at: &str) -> Check {
+    let (name, namespace) = match at.split_once('/') {
+        Some((ns, name)) => (name, Some(ns)),
+        None => (at, None),
+    };
+    match &s.admission_params {
+        None => Check::problem(
+            CHECK,
+            subject,
+            format!(
+                "its parameters ConfigMap {at} is not there, and nodegate runs without \
+                 --admission-params, so nothing writes them: the policy adds no taint"
+            ),
+            format!(
+                "run nodegate with --admission-params={at} (the kustomize base and the chart \
+                 pass it in the policy mode)"
+            ),
+        ),
+        Some(p)
+            if p.name != name || (p.namespace.is_some() && p.namespace.as_deref() != namespace) =>
+        {
+            Check::problem(
+                CHECK,
+                subject,
+                format!(
+                    "its parameters ConfigMap {at} is not there, and nodegate keeps another one \
+                     (--admission-params {}{}): the policy adds no taint",
+                    p.namespace
+                        .as_deref()
+                        .map(|n| format!("{n}/"))
+                        .unwrap_or_default(),
+                    p.name
+                ),
+                format!(
+                    "pass --admission-params={at}, or point the binding's paramRef at nodegate's"
+                ),
+            )
+        }
+        Some(_) => Check::problem(
+            CHECK,
+            subject,
+            format!(
+                "its parameters ConfigMap {at} is not there: no nodegate replica leads (nodegate \
+                 writes them once it leads and has synced, and they go with the leader's Pod), \
+                 so new nodes register untainted until one does; if the late-taint net \
+                 (--taint-new-nodes) runs, a leader taints them after creation"
+            ),
+            "see why no replica leads: kubectl -n NAMESPACE get pods,lease (an image that \
+             cannot be pulled, a crash loop: kubectl logs --previous), then the nodegate rows \
+             above",
+        ),
+    }
+}
+
 /// One policy binding against nodegate's settings.
 pub fn binding(s: &RunSettings, b: &Binding) -> Check {
     let subject = format!("MutatingAdmissionPolicyBinding {}", b.name);
@@ -158,15 +216,7 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
     let first = want.first().cloned().unwrap_or_default();
     let Some(params) = &b.params else {
         let at = b.params_ref.as_deref().unwrap_or("(no spec.paramRef)");
-        return Check::problem(
-            CHECK,
-            subject,
-            format!("its parameters ConfigMap {at} is not there: the policy adds no taint"),
-            format!(
-                "create ConfigMap {at} with data startupTaint: {first:?} and managedTaints: {:?}",
-                want.join(",")
-            ),
-        );
+        return params_absent(s, subject, at);
     };
     let at = b.params_ref.as_deref().unwrap_or_default();
     let trial = params.dry_run.as_deref().map(str::trim) == Some("true");
