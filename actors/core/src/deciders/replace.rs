@@ -216,8 +216,29 @@ impl Replacer {
             .filter(|n| !marked.contains(*n))
             .collect::<HashSet<_>>()
             .len();
+        // The rate from what the nodes carry as well as what this replica
+        // remembers: a new leader (or a restarted one) counts the requests
+        // already on the nodes before its first full look has noted them.
+        let rc = &cx.config.replace;
+        let interval = SignedDuration::try_from(rc.interval).unwrap_or(SignedDuration::MAX);
+        let now = cx.now.for_grace();
+        let since = now.checked_sub(interval).unwrap_or(Timestamp::MIN);
+        let on_nodes = cx
+            .view
+            .nodes()
+            .iter()
+            .filter(|n| n.replace.requested.is_some_and(|at| at > since))
+            .map(|n| n.name.clone())
+            .collect::<HashSet<_>>();
+        let recent = self
+            .seen
+            .keys()
+            .chain(&self.requesting)
+            .chain(on_nodes.iter())
+            .collect::<HashSet<_>>()
+            .len();
         Used {
-            recent: self.seen.len() + self.requesting.len(),
+            recent,
             in_flight: marked.len() + unseen,
         }
     }

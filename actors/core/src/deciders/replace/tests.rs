@@ -608,3 +608,16 @@ fn an_expected_member_with_no_pod_counts_as_failing() {
         "{note}"
     );
 }
+
+#[test]
+fn the_rate_counts_marks_on_the_nodes_before_any_full_look() {
+    // A restarted replica: the nodes carry a request of the last interval,
+    // and the first input it gets is one node's change, not a full look.
+    let mut r = run(config(1, 5, Fallback::Keep));
+    r.index.upsert(marked(stuck("s1"), NOW - 100));
+    let mut d = Replacer::new();
+    let input = add_stuck(&mut r, stuck("s2"));
+    let out = r.step(&mut d, input);
+    assert!(requests(&out).is_empty(), "{out:?}");
+    assert_eq!(reasons(&out), ["ReplaceBudgetExhausted"]);
+}
