@@ -392,9 +392,12 @@ fn sbom_lists_every_crate_of_cargo_lock_and_the_images_debian_packages() {
             .filter_map(|r| r["referenceLocator"].as_str().map(str::to_string))
             .collect();
         // Every crate from crates.io (the workspace's own may be listed too).
+        // A package URL writes a version's `+` (build metadata) as `%2B`.
         let missing: Vec<_> = crates
             .iter()
-            .filter(|(n, v, registry)| *registry && !purls.contains(&format!("pkg:cargo/{n}@{v}")))
+            .filter(|(n, v, registry)| {
+                *registry && !purls.contains(&format!("pkg:cargo/{n}@{}", v.replace('+', "%2B")))
+            })
             .collect();
         assert!(
             missing.is_empty(),
@@ -404,7 +407,10 @@ fn sbom_lists_every_crate_of_cargo_lock_and_the_images_debian_packages() {
             .iter()
             .filter_map(|p| p.strip_prefix("pkg:cargo/"))
             .filter_map(|p| p.split_once('@'))
-            .filter(|(n, v)| !crates.iter().any(|(cn, cv, _)| cn == n && cv == v))
+            .filter(|(n, v)| {
+                let v = v.replace("%2B", "+");
+                !crates.iter().any(|(cn, cv, _)| cn == n && *cv == v)
+            })
             .collect();
         assert!(
             extra.is_empty(),
