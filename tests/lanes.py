@@ -46,7 +46,7 @@ CHAOS = "e2e_chaos"
 
 # The binaries whose tests run deploy/image/build (the image's own checks;
 # the real-node deployment tests import the image into a real containerd).
-NEEDS_IMAGE = ["e2e_image", "e2e_deploy"]
+NEEDS_IMAGE = ["e2e_image", "e2e_deploy", "e2e_release"]
 
 # A binary still running after this long is stopped and counted as failed:
 # a hung test must fail the run, not hold it for ever. The slowest binary

@@ -80,9 +80,50 @@ def run(cmd, what):
 
 # --- Debian packages -------------------------------------------------------
 
+# apt options for another architecture than the machine's: package lists,
+# caches and an empty dpkg status of their own (under --apt-dir), so that
+# the machine's dpkg and apt state stay as they are. Empty for the
+# machine's own architecture (apt as configured).
+APT_OPTIONS = []
+
+
+def foreign_apt(arch, apt_dir):
+    """Sets APT_OPTIONS for `arch` and fetches its package lists (the
+    machine's sources, that architecture only) when they are missing or
+    older than a day."""
+    lists = os.path.join(apt_dir, "lists")
+    os.makedirs(os.path.join(lists, "partial"), exist_ok=True)
+    os.makedirs(os.path.join(apt_dir, "cache", "archives", "partial"),
+                exist_ok=True)
+    status = os.path.join(apt_dir, "status")
+    if not os.path.exists(status):
+        open(status, "w").close()
+    APT_OPTIONS[:] = [
+        "-o", f"APT::Architecture={arch}",
+        "-o", f"APT::Architectures={arch}",
+        "-o", f"Dir::State::Lists={lists}",
+        "-o", f"Dir::State::status={status}",
+        "-o", f"Dir::Cache={os.path.join(apt_dir, 'cache')}",
+    ]
+    if os.geteuid() == 0:
+        APT_OPTIONS[:0] = ["-o", "APT::Sandbox::User=root"]
+    fresh = [f for f in os.listdir(lists) if "_Packages" in f]
+    stamp = os.path.join(apt_dir, "updated")
+    if fresh and os.path.exists(stamp) and \
+            os.path.getmtime(stamp) > datetime.datetime.now().timestamp() - 86400:
+        return
+    log(f"apt-get update for {arch} (lists in {lists})")
+    run(["apt-get", *APT_OPTIONS, "-q", "update"],
+        f"fetching the package lists of {arch} into {lists}")
+    if not [f for f in os.listdir(lists) if "_Packages" in f]:
+        die(f"apt-get update for {arch} fetched no package list into {lists}: "
+            f"do the machine's apt sources (/etc/apt) serve {arch}?")
+    open(stamp, "w").close()
+
+
 def candidate(name):
     """The version apt would install now, and the .deb file name it has."""
-    out = run(["apt-cache", "show", "--no-all-versions", name],
+    out = run(["apt-cache", *APT_OPTIONS, "show", "--no-all-versions", name],
               f"looking up package {name}").decode()
     fields = dict(
         line.split(": ", 1) for line in out.splitlines()
@@ -122,8 +163,8 @@ def fetch(name, cache):
         log(f"downloading {name} {version}")
         # A directory of its own: two builds may download at once.
         tmp = tempfile.mkdtemp(prefix=".download.", dir=cache)
-        cmd = ["apt-get", "download", "-q", f"{name}={version}"]
-        if os.geteuid() == 0:
+        cmd = ["apt-get", *APT_OPTIONS, "download", "-q", f"{name}={version}"]
+        if os.geteuid() == 0 and not APT_OPTIONS:
             # apt drops to _apt for downloads, which cannot write here.
             cmd[1:1] = ["-o", "APT::Sandbox::User=root"]
         try:
@@ -462,11 +503,19 @@ def main():
     ap.add_argument("--epoch", required=True, type=int)
     ap.add_argument("--cache", required=True, help="where .debs are kept")
     ap.add_argument("--packages", required=True, help="comma-separated")
+    ap.add_argument("--arch", help="Debian architecture (default: the machine's)")
+    ap.add_argument("--apt-dir", help="apt state of its own for another --arch")
     ap.add_argument("--label", action="append", default=[], help="KEY=VALUE")
     args = ap.parse_args()
     tag_of(args.image)
     deb_arch = run(["dpkg", "--print-architecture"],
                    "the Debian architecture").decode().strip()
+    if args.arch and args.arch != deb_arch:
+        if not args.apt_dir:
+            die(f"--arch {args.arch} (not this machine's {deb_arch}) needs --apt-dir")
+        deb_arch = args.arch
+        if deb_arch in ARCHES:
+            foreign_apt(deb_arch, args.apt_dir)
     if deb_arch not in ARCHES:
         die(f"architecture {deb_arch} is not supported (only {', '.join(ARCHES)})")
     arch, machine, triplet = ARCHES[deb_arch]

@@ -92,6 +92,21 @@ NODE_BINARIES=(kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc)
 # Where Debian's containernetworking-plugins put the CNI plugins.
 CNI_BIN_DIR="${NODEGATE_CNI_BIN_DIR:-/usr/lib/cni}"
 
+# The release tools (deploy/release, deploy/local/up --registry, the release
+# workflow's check), each built by `build --release-tools`
+# (deploy/local/build-release-tools) from its wrapper module into a directory
+# keyed by its version: cosign and crane (go-containerregistry at the version
+# cosign resolves), syft, the reference registry (distribution), actionlint.
+COSIGN_VERSION=$(mod_version cosign github.com/sigstore/cosign/v2)
+CRANE_VERSION=$(mod_version cosign github.com/google/go-containerregistry)
+SYFT_VERSION=$(mod_version syft github.com/anchore/syft)
+REGISTRY_VERSION=$(mod_version registry github.com/distribution/distribution/v3)
+ACTIONLINT_VERSION=$(mod_version actionlint github.com/rhysd/actionlint)
+COSIGN_BIN="$CACHE_ROOT/cosign-${COSIGN_VERSION}_crane-$CRANE_VERSION/bin"
+SYFT_BIN="$CACHE_ROOT/syft-$SYFT_VERSION/bin"
+REGISTRY_BIN="$CACHE_ROOT/registry-$REGISTRY_VERSION/bin"
+ACTIONLINT_BIN="$CACHE_ROOT/actionlint-$ACTIONLINT_VERSION/bin"
+
 # The real node's network: a bridge made before the API server starts, whose
 # address is the pods' gateway, the node's IP, and the address the API server
 # listens and advertises on (pods reach it through the `kubernetes` Service,

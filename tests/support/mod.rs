@@ -109,6 +109,11 @@ impl TestCluster {
         Self::start_with(test_name, &["--real-node"], Some(lock)).await
     }
 
+    /// A cluster with the lab's registry (`up --registry`) and no real node.
+    pub async fn start_with_registry(test_name: &str) -> TestCluster {
+        Self::start_with(test_name, &["--registry"], None).await
+    }
+
     async fn start_with(
         test_name: &str,
         extra: &[&str],
