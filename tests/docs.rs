@@ -368,6 +368,22 @@ fn cells(row: &str) -> Option<Vec<String>> {
 /// The rows of the `| flag | config key | default | meaning |` tables of
 /// configuration.md and operations.md whose first cell is the flag `--FLAG`
 /// (with or without its value name).
+/// `first` and every page of docs/, as paths from the repository's root.
+fn markdown_docs(first: &[&str]) -> Vec<String> {
+    let mut docs: Vec<String> = first.iter().map(|d| d.to_string()).collect();
+    for entry in std::fs::read_dir(root().join("docs")).expect("docs/") {
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        if name.ends_with(".md") {
+            docs.push(format!("docs/{name}"));
+        }
+    }
+    docs
+}
+
 fn flag_rows(docs: &str, flag: &str) -> Vec<Vec<String>> {
     let spelled = format!("`--{flag}");
     docs.lines()
@@ -1090,17 +1106,7 @@ fn no_doc_names_a_retired_helm_value() {
         &mut retired,
     );
     assert!(!retired.is_empty(), "the schema lists no retired value");
-    let mut docs = vec!["README.md".to_string()];
-    for entry in std::fs::read_dir(root().join("docs")).expect("docs/") {
-        let name = entry
-            .expect("entry")
-            .file_name()
-            .to_string_lossy()
-            .into_owned();
-        if name.ends_with(".md") {
-            docs.push(format!("docs/{name}"));
-        }
-    }
+    let docs = markdown_docs(&["README.md"]);
     let mut named = Vec::new();
     for doc in &docs {
         let text = read(doc);
@@ -1179,19 +1185,7 @@ fn nothing_cites_a_document_outside_the_repository() {
 fn no_doc_passes_a_flag_nodegate_does_not_take() {
     use clap::CommandFactory as _;
     let cli = nodegate::settings::cli::Cli::command();
-    let mut docs = vec![
-        "README.md".to_string(),
-        "deploy/helm/nodegate/README.md".to_string(),
-    ];
-    for e in std::fs::read_dir(root().join("docs"))
-        .expect("docs/")
-        .flatten()
-    {
-        let name = e.file_name().to_string_lossy().to_string();
-        if name.ends_with(".md") {
-            docs.push(format!("docs/{name}"));
-        }
-    }
+    let docs = markdown_docs(&["README.md", "deploy/helm/nodegate/README.md"]);
     let mut wrong = Vec::new();
     for doc in &docs {
         let text = read(doc);
@@ -1253,16 +1247,7 @@ fn every_config_file_a_doc_shows_is_accepted() {
         .into_iter()
         .map(|s| s.key.to_string())
         .collect();
-    let mut docs = vec!["README.md".to_string()];
-    for e in std::fs::read_dir(root().join("docs"))
-        .expect("docs/")
-        .flatten()
-    {
-        let name = e.file_name().to_string_lossy().to_string();
-        if name.ends_with(".md") {
-            docs.push(format!("docs/{name}"));
-        }
-    }
+    let docs = markdown_docs(&["README.md"]);
     let mut checked = 0;
     let mut wrong = Vec::new();
     for doc in &docs {

@@ -501,15 +501,7 @@ impl Nodegate {
             .arg("-TERM")
             .arg(self.pid().to_string())
             .status();
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        self.kill();
-        None
+        self.wait_exit(timeout)
     }
 
     /// Waits up to `timeout` for the process to exit by itself; its exit

@@ -726,6 +726,17 @@ impl Regater {
             .filter(|name| !counts.regated.contains(*name))
             .count()
     }
+
+    /// Every node nodegate keeps closed (re-gated, or carrying a rule's
+    /// taint), with this replica's re-gates the index does not show yet.
+    fn closed(&self, counts: &Counts) -> usize {
+        let unseen = self
+            .pending
+            .keys()
+            .filter(|n| !counts.closed.contains(&counts::fingerprint(n)))
+            .count();
+        counts.closed.len() + unseen
+    }
 }
 
 // Announced reboots in re-gating (`--reboot-announcements`, semantics.md
@@ -879,12 +890,7 @@ impl Regater {
             return Budget::Allows;
         };
         let managed = counts.managed.len();
-        let unseen = self
-            .pending
-            .keys()
-            .filter(|n| !counts.closed.contains(&counts::fingerprint(n)))
-            .count();
-        let closed = counts.closed.len() + unseen;
+        let closed = self.closed(counts);
         if let Err(exhausted) = crate::deciders::total_allows(cx.config, managed, closed) {
             return Budget::Refused(exhausted);
         }
@@ -912,12 +918,7 @@ impl Regater {
         // The cap on every node nodegate keeps closed (re-gated, or
         // carrying a rule's taint), with this replica's re-gates the index
         // does not show yet.
-        let unseen = self
-            .pending
-            .keys()
-            .filter(|n| !counts.closed.contains(&counts::fingerprint(n)))
-            .count();
-        let closed = counts.closed.len() + unseen;
+        let closed = self.closed(counts);
         if let Err(exhausted) = crate::deciders::total_allows(cx.config, managed, closed) {
             return Budget::Refused(exhausted);
         }
