@@ -34,6 +34,55 @@ async fn kustomize_base_and_helm_chart_pass_server_side_dry_run() {
 
     let chart = objects(&helm_template(POLICY_API));
     dry_run(&cluster, "helm chart", &chart.iter().collect::<Vec<_>>());
+
+    // The chart's own Namespace (namespace.create), applied for real in a
+    // namespace of its own: its Pod Security labels in force, the chart's
+    // pods (and its dashboard ConfigMap) pass "restricted" there.
+    let own_ns = "nodegate-chart-ns";
+    let rendered = must(
+        "helm template --set namespace.create=true",
+        run(
+            &helm_bin(),
+            &[
+                "template",
+                "nodegate",
+                "deploy/helm/nodegate",
+                "--namespace",
+                own_ns,
+                "--set",
+                "namespace.create=true,dashboard.enabled=true",
+            ],
+            None,
+        ),
+    );
+    let own = objects(&rendered.stdout);
+    let (namespace, rest): (Vec<&Value>, Vec<&Value>) =
+        own.iter().partition(|o| o["kind"] == "Namespace");
+    assert_eq!(namespace.len(), 1, "namespace.create renders one Namespace");
+    must(
+        "create the chart's namespace",
+        kubectl(
+            &cluster.kubeconfig,
+            &["apply", "-f", "-"],
+            Some(&to_stream(&namespace)),
+        ),
+    );
+    let enforced = must(
+        "read the chart's namespace",
+        kubectl(
+            &cluster.kubeconfig,
+            &[
+                "get",
+                "namespace",
+                own_ns,
+                "-o",
+                "jsonpath={.metadata.labels.pod-security\\.kubernetes\\.io/enforce}",
+            ],
+            None,
+        ),
+    );
+    assert_eq!(enforced.stdout.trim(), "restricted");
+    dry_run(&cluster, "helm chart in its own namespace", &rest);
     // The webhook mode, both ways (the chart picks it where the API server
     // does not serve MutatingAdmissionPolicy, as `helm template` assumes).
     let webhook = objects(&kustomize("deploy/kustomize/overlays/webhook"));
@@ -968,4 +1017,150 @@ fn the_metrics_port_is_closed_by_the_shipped_network_policy() {
             );
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// 3. The chart's optional objects: the alerts, the dashboard, the namespace
+// ---------------------------------------------------------------------------
+
+/// deploy/monitoring's files and the chart's copies of them, which the
+/// chart reads (Helm cannot read a file outside the chart).
+const MONITORING_COPIES: &[(&str, &str)] = &[
+    (
+        "deploy/monitoring/prometheusrule.yaml",
+        "deploy/helm/nodegate/files/prometheusrule.yaml",
+    ),
+    (
+        "deploy/monitoring/grafana-dashboard.json",
+        "deploy/helm/nodegate/files/grafana-dashboard.json",
+    ),
+];
+
+fn repo_file(rel: &str) -> String {
+    std::fs::read_to_string(repo_root().join(rel))
+        .unwrap_or_else(|e| panic!("cannot read {rel}: {e}"))
+}
+
+/// Issue 38: the chart's alerts and dashboard are deploy/monitoring's, byte
+/// for byte, so a change to one that misses the other fails here.
+#[test]
+fn the_chart_s_monitoring_files_are_deploy_monitoring_s() {
+    let mut differ = Vec::new();
+    for (source, copy) in MONITORING_COPIES {
+        if repo_file(source) != repo_file(copy) {
+            differ.push(format!("{copy} differs from {source}: cp {source} {copy}"));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
+
+/// Issue 38: `prometheusRule.enabled` renders a PrometheusRule with exactly
+/// deploy/monitoring's rule groups (the alerts' own `{{ $labels }}` left as
+/// written), its labels and namespace as asked; `dashboard.enabled` a
+/// ConfigMap holding deploy/monitoring's dashboard, labelled for Grafana's
+/// sidecar. Neither by default.
+#[test]
+fn prometheus_rule_and_dashboard_render_deploy_monitoring_s() {
+    let defaults = objects(&helm_template(&[]));
+    assert!(
+        !defaults.iter().any(|o| o["kind"] == "PrometheusRule"
+            || o["metadata"]["name"] == "nodegate-dashboard"),
+        "neither the alerts nor the dashboard by default"
+    );
+
+    let objs = objects(&helm_template(&[
+        "--set",
+        "prometheusRule.enabled=true,prometheusRule.labels.release=kube-prometheus-stack",
+        "--set",
+        "dashboard.enabled=true",
+    ]));
+    let rule = find(&objs, "PrometheusRule");
+    let shipped: Value = serde_saphyr::from_str(&repo_file(MONITORING_COPIES[0].0))
+        .expect("deploy/monitoring/prometheusrule.yaml parses");
+    assert!(
+        shipped["spec"]["groups"]
+            .as_array()
+            .is_some_and(|g| !g.is_empty()),
+        "deploy/monitoring has rule groups"
+    );
+    assert_eq!(
+        rule["spec"]["groups"], shipped["spec"]["groups"],
+        "the chart's rule groups are deploy/monitoring's"
+    );
+    assert_eq!(rule["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(rule["metadata"]["namespace"], NS);
+    assert_eq!(
+        rule["metadata"]["labels"]["release"],
+        "kube-prometheus-stack"
+    );
+    assert_eq!(
+        rule["metadata"]["labels"]["app.kubernetes.io/instance"],
+        "nodegate"
+    );
+
+    let dashboard = named(&objs, "ConfigMap", "nodegate-dashboard");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    let json_text = dashboard["data"]["nodegate.json"].as_str().unwrap_or("");
+    let rendered: Value = serde_json::from_str(json_text)
+        .unwrap_or_else(|e| panic!("the dashboard is not JSON: {e}"));
+    let shipped: Value = serde_json::from_str(&repo_file(MONITORING_COPIES[1].0))
+        .expect("deploy/monitoring/grafana-dashboard.json parses");
+    assert_eq!(rendered, shipped, "the dashboard is deploy/monitoring's");
+
+    // Elsewhere, and with the sidecar's own label.
+    let moved = objects(&helm_template(&[
+        "--set",
+        "prometheusRule.enabled=true,prometheusRule.namespace=monitoring",
+        "--set",
+        "dashboard.enabled=true,dashboard.namespace=grafana,dashboard.labels.grafana_dashboard=nodegate",
+    ]));
+    assert_eq!(
+        find(&moved, "PrometheusRule")["metadata"]["namespace"],
+        "monitoring"
+    );
+    let dashboard = named(&moved, "ConfigMap", "nodegate-dashboard");
+    assert_eq!(dashboard["metadata"]["namespace"], "grafana");
+    assert_eq!(
+        dashboard["metadata"]["labels"]["grafana_dashboard"],
+        "nodegate"
+    );
+}
+
+/// Issue 38: `namespace.create` renders the release namespace with the Pod
+/// Security labels of deploy/kustomize/base's Namespace; off by default
+/// (it cannot be combined with `--create-namespace`).
+#[test]
+fn namespace_create_renders_the_release_namespace_with_pod_security_labels() {
+    let defaults = objects(&helm_template(&[]));
+    assert!(
+        !defaults.iter().any(|o| o["kind"] == "Namespace"),
+        "no Namespace by default"
+    );
+    let objs = objects(&helm_template(&["--set", "namespace.create=true"]));
+    let ns = find(&objs, "Namespace");
+    assert_eq!(ns["metadata"]["name"], NS);
+    let base = objects(&kustomize("deploy/kustomize/base"));
+    let base_labels = &find(&base, "Namespace")["metadata"]["labels"];
+    let labels = &ns["metadata"]["labels"];
+    for level in ["enforce", "warn", "audit"] {
+        let key = format!("pod-security.kubernetes.io/{level}");
+        assert_eq!(labels[&key], "restricted", "{key}");
+        assert_eq!(labels[&key], base_labels[&key], "{key}: as the base");
+    }
+    // Configurable, e.g. kept on uninstall, or a level chosen.
+    let objs = objects(&helm_template(&[
+        "--set",
+        "namespace.create=true,namespace.labels.pod-security\\.kubernetes\\.io/warn=baseline",
+        "--set",
+        "namespace.annotations.helm\\.sh/resource-policy=keep",
+    ]));
+    let ns = find(&objs, "Namespace");
+    assert_eq!(
+        ns["metadata"]["labels"]["pod-security.kubernetes.io/warn"],
+        "baseline"
+    );
+    assert_eq!(
+        ns["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
+    );
 }

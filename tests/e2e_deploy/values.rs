@@ -112,6 +112,18 @@ const BAD: &[(&str, &str, &str)] = &[
         "config.regateOnReboot=true",
         "config.regateOnReboot needs re-gating on",
     ),
+    // The chart's optional objects (issue 38): typed like the rest.
+    (
+        "--set",
+        "prometheusRule.enabeld=true",
+        "additional properties 'enabeld'",
+    ),
+    (
+        "--set",
+        "dashboard.namespace=Grafana_Dashboards",
+        "/dashboard/namespace",
+    ),
+    ("--set", "namespace.create=yes", "/namespace/create"),
 ];
 
 #[test]

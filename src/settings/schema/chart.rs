@@ -58,6 +58,7 @@ fn tolerations() -> Value {
 pub fn chart_values() -> Vec<(&'static str, Value)> {
     let mut all = install_values();
     all.extend(pod_values());
+    all.extend(extra_objects());
     all
 }
 
@@ -214,6 +215,55 @@ fn pod_values() -> Vec<(&'static str, Value)> {
             closed(json!({
                 "enabled": {"type": "boolean"},
                 "httpFrom": objects(),
+            })),
+        ),
+    ]
+}
+
+/// Where an optional object goes: a namespace, or empty for the release's.
+fn target_namespace(what: &str) -> Value {
+    json!({"type": "string", "pattern": "^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$",
+           "description": format!("{what}; empty: the release namespace")})
+}
+
+/// A map of labels or annotations added to an object's own.
+fn described_strings(what: &str) -> Value {
+    let mut s = strings();
+    s["description"] = json!(what);
+    s
+}
+
+/// The chart's optional objects beside nodegate: the alerts, the dashboard
+/// and the namespace.
+fn extra_objects() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "prometheusRule",
+            closed(json!({
+                "enabled": {"type": "boolean",
+                            "description": "render the alerts of deploy/monitoring/prometheusrule.yaml as a PrometheusRule (needs the prometheus-operator CRDs)"},
+                "namespace": target_namespace("the PrometheusRule's namespace"),
+                "labels": described_strings("added to the PrometheusRule's labels, e.g. what your Prometheus's ruleSelector picks"),
+                "annotations": described_strings("added to the PrometheusRule's annotations"),
+            })),
+        ),
+        (
+            "dashboard",
+            closed(json!({
+                "enabled": {"type": "boolean",
+                            "description": "render deploy/monitoring/grafana-dashboard.json as a ConfigMap for Grafana's dashboard sidecar"},
+                "namespace": target_namespace("the dashboard ConfigMap's namespace"),
+                "labels": described_strings("the ConfigMap's labels besides the chart's: the label Grafana's sidecar looks for (grafana_dashboard: \"1\" by default)"),
+                "annotations": described_strings("added to the ConfigMap's annotations, e.g. grafana_folder"),
+            })),
+        ),
+        (
+            "namespace",
+            closed(json!({
+                "create": {"type": "boolean",
+                           "description": "render the release namespace with Pod Security labels; not with helm install --create-namespace or a namespace that exists, and helm uninstall deletes it"},
+                "labels": described_strings("the Namespace's labels besides the chart's: the Pod Security levels (restricted by default)"),
+                "annotations": described_strings("added to the Namespace's annotations, e.g. helm.sh/resource-policy: keep"),
             })),
         ),
     ]
