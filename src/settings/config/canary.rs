@@ -19,7 +19,7 @@ pub const DEFAULT_NAMESPACE: &str = "nodegate";
 
 /// `canary` as written.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(try_from = "GivenCanary")]
 pub struct RawCanary {
     /// `false` turns canaries off with the key still written (as the Helm
     /// chart writes it); absent or `true`: on.
@@ -27,14 +27,55 @@ pub struct RawCanary {
     pub image: Option<String>,
     pub image_pull_policy: Option<String>,
     pub namespace: Option<String>,
-    /// Read strictly (`strict`): the Kubernetes type alone would drop a
-    /// misspelt key such as `periodSecond` without a word.
-    #[serde(default, deserialize_with = "strict_probe")]
     pub readiness_probe: Option<Probe>,
-    #[serde(default, deserialize_with = "strict_resources")]
     pub resources: Option<ResourceRequirements>,
     pub max_in_flight: Option<usize>,
     pub priority_class_name: Option<String>,
+}
+
+/// `canary` as the parser reads it, the probe and the resources still
+/// untyped: both are then read strictly ([`strict`]; the Kubernetes types
+/// alone would drop a misspelt key such as `periodSecond` without a word),
+/// and the unknown keys of both are named together.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct GivenCanary {
+    enabled: Option<bool>,
+    image: Option<String>,
+    image_pull_policy: Option<String>,
+    namespace: Option<String>,
+    readiness_probe: Option<serde_json::Value>,
+    resources: Option<serde_json::Value>,
+    max_in_flight: Option<usize>,
+    priority_class_name: Option<String>,
+}
+
+impl TryFrom<GivenCanary> for RawCanary {
+    type Error = String;
+
+    fn try_from(g: GivenCanary) -> Result<Self, String> {
+        let probe = strict::<Probe>(g.readiness_probe, "readinessProbe");
+        let resources = strict::<ResourceRequirements>(g.resources, "resources");
+        match (probe, resources) {
+            (Ok(readiness_probe), Ok(resources)) => Ok(RawCanary {
+                enabled: g.enabled,
+                image: g.image,
+                image_pull_policy: g.image_pull_policy,
+                namespace: g.namespace,
+                readiness_probe,
+                resources,
+                max_in_flight: g.max_in_flight,
+                priority_class_name: g.priority_class_name,
+            }),
+            (probe, resources) => {
+                let problems: Vec<String> = [probe.err(), resources.err()]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                Err(problems.join(PROBLEMS_APART))
+            }
+        }
+    }
 }
 
 /// The keys a Probe (and the handlers in it) and a ResourceRequirements
@@ -62,65 +103,72 @@ fn known_keys(map: &str) -> &'static [&'static str] {
     }
 }
 
-/// The first key of `given` that the typed value read from it does not
-/// keep (`back`, the value written out again): a key the Kubernetes type
-/// ignored, with the path of maps to it.
-fn dropped_key(
+/// Between two problems of one strictly read value (the parser's message
+/// is one line): `config check` names each apart (check::locate).
+pub const PROBLEMS_APART: &str = " | ";
+
+/// Every key of `given` that the typed value read from it does not keep
+/// (`back`, the value written out again): the keys the Kubernetes type
+/// ignored, each with the path of maps to it, in the order written.
+fn dropped_keys(
     given: &serde_json::Value,
     back: &serde_json::Value,
     path: &str,
-) -> Option<(String, String)> {
+    out: &mut Vec<(String, String)>,
+) {
     use serde_json::Value;
     match (given, back) {
-        (Value::Object(g), Value::Object(b)) => g.iter().find_map(|(k, v)| match b.get(k) {
-            None if !v.is_null() => Some((path.to_string(), k.clone())),
-            None => None,
-            Some(bv) => dropped_key(v, bv, &format!("{path}.{k}")),
-        }),
-        (Value::Array(g), Value::Array(b)) => g
-            .iter()
-            .zip(b)
-            .enumerate()
-            .find_map(|(i, (v, bv))| dropped_key(v, bv, &format!("{path}[{i}]"))),
-        _ => None,
+        (Value::Object(g), Value::Object(b)) => {
+            for (k, v) in g {
+                match b.get(k) {
+                    None if !v.is_null() => out.push((path.to_string(), k.clone())),
+                    None => {}
+                    Some(bv) => dropped_keys(v, bv, &format!("{path}.{k}"), out),
+                }
+            }
+        }
+        (Value::Array(g), Value::Array(b)) => {
+            for (i, (v, bv)) in g.iter().zip(b).enumerate() {
+                dropped_keys(v, bv, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
     }
 }
 
 /// A Kubernetes type read from the file with every key it does not know
-/// refused (naming the nearest known one), at every level.
-fn strict<'de, D, T>(d: D, name: &str) -> Result<Option<T>, D::Error>
+/// refused (naming the nearest known one), at every level: every unknown
+/// key, each as `canary.readinessProbe.periodSecond: unknown key; did you
+/// mean ...`, [`PROBLEMS_APART`], so that `config check` can name each at
+/// its own line (check::locate).
+fn strict<T>(given: Option<serde_json::Value>, name: &str) -> Result<Option<T>, String>
 where
-    D: serde::Deserializer<'de>,
     T: serde::de::DeserializeOwned + serde::Serialize,
 {
-    use serde::de::Error as _;
-    let Some(given) = Option::<serde_json::Value>::deserialize(d)? else {
+    let Some(given) = given.filter(|g| !g.is_null()) else {
         return Ok(None);
     };
-    let typed: T = serde_json::from_value(given.clone()).map_err(D::Error::custom)?;
-    let back = serde_json::to_value(&typed).map_err(D::Error::custom)?;
-    if let Some((path, key)) = dropped_key(&given, &back, &format!("canary.{name}")) {
-        let map = path.rsplit('.').next().unwrap_or(name);
-        let map = map.split('[').next().unwrap_or(map);
-        let hint = match load::nearest(&key, known_keys(map)) {
-            Some(best) => format!("; did you mean `{best}`?"),
-            None => String::new(),
-        };
-        return Err(D::Error::custom(format!(
-            "{path}: unknown key `{key}`{hint}"
-        )));
+    let typed: T =
+        serde_json::from_value(given.clone()).map_err(|e| format!("canary.{name}: {e}"))?;
+    let back = serde_json::to_value(&typed).map_err(|e| format!("canary.{name}: {e}"))?;
+    let mut dropped = Vec::new();
+    dropped_keys(&given, &back, &format!("canary.{name}"), &mut dropped);
+    if dropped.is_empty() {
+        return Ok(Some(typed));
     }
-    Ok(Some(typed))
-}
-
-fn strict_probe<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Probe>, D::Error> {
-    strict(d, "readinessProbe")
-}
-
-fn strict_resources<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<ResourceRequirements>, D::Error> {
-    strict(d, "resources")
+    let lines: Vec<String> = dropped
+        .iter()
+        .map(|(path, key)| {
+            let map = path.rsplit('.').next().unwrap_or(name);
+            let map = map.split('[').next().unwrap_or(map);
+            let hint = match load::nearest(key, known_keys(map)) {
+                Some(best) => format!("; did you mean `{best}`?"),
+                None => String::new(),
+            };
+            format!("{path}.{key}: unknown key{hint}")
+        })
+        .collect();
+    Err(lines.join(PROBLEMS_APART))
 }
 
 /// The canary pod as the shell makes it, besides what identifies it.
@@ -292,15 +340,15 @@ mod tests {
         let cases = [
             (
                 "canary:\n  readinessProbe:\n    exec: {command: [\"true\"]}\n    periodSecond: 2\n",
-                "canary.readinessProbe: unknown key `periodSecond`; did you mean `periodSeconds`?",
+                "canary.readinessProbe.periodSecond: unknown key; did you mean `periodSeconds`?",
             ),
             (
                 "canary:\n  readinessProbe:\n    httpGet: {pth: /, port: 80}\n",
-                "canary.readinessProbe.httpGet: unknown key `pth`; did you mean `path`?",
+                "canary.readinessProbe.httpGet.pth: unknown key; did you mean `path`?",
             ),
             (
                 "canary:\n  resources: {requets: {cpu: 1m}}\n",
-                "canary.resources: unknown key `requets`; did you mean `requests`?",
+                "canary.resources.requets: unknown key; did you mean `requests`?",
             ),
         ];
         for (yaml, want) in cases {

@@ -76,9 +76,13 @@ pub fn check_file_located(args: &RunArgs) -> Result<RunSettings, Vec<String>> {
     };
     let parsed = !matches!(whole.first(), Some(ConfigError::Parse { .. }));
     let mut problems: Vec<String> = Vec::new();
-    let mut add = |p: String| {
-        if !problems.contains(&p) {
-            problems.push(p);
+    // A located problem may be several (one line each: every unknown key
+    // inside canary.readinessProbe, say); each is added apart.
+    let mut add = |located: String| {
+        for p in located.lines() {
+            if !problems.iter().any(|q| q == p) {
+                problems.push(p.to_string());
+            }
         }
     };
     for e in &whole {
@@ -134,7 +138,16 @@ pub fn said_of_the_file(
         return e;
     };
     let file = path.display().to_string();
-    let line = locate(&e, &file, &text, 0);
+    let located = locate(&e, &file, &text, 0);
+    // One line: the first problem, and how many more `config check` names.
+    let mut lines = located.lines();
+    let mut line = lines.next().unwrap_or_default().to_string();
+    let more = lines.count();
+    if more > 0 {
+        line.push_str(&format!(
+            " (and {more} more: nodegate config check {file} names each)"
+        ));
+    }
     // `FILE[:LINE]: key` and what is wrong, apart, as every ConfigError.
     let after_file = line.strip_prefix(&file).unwrap_or(&line);
     let seps: Vec<usize> = after_file.match_indices(": ").map(|(i, _)| i).collect();
@@ -176,6 +189,11 @@ fn top_level_blocks(text: &str) -> Vec<(usize, String)> {
 /// of the file it read began there); a value's problem names the key it
 /// was given under, not the flag that has the same meaning.
 pub fn locate(e: &ConfigError, file: &str, text: &str, offset: usize) -> String {
+    cut_echoes(&located(e, file, text, offset))
+}
+
+/// [`locate`], with every value echoed whole.
+fn located(e: &ConfigError, file: &str, text: &str, offset: usize) -> String {
     match e {
         ConfigError::Read { err, .. } => {
             let why = err.to_string();
@@ -188,6 +206,9 @@ pub fn locate(e: &ConfigError, file: &str, text: &str, offset: usize) -> String 
         }
         ConfigError::Parse { err, .. } => {
             let (message, line) = without_position(err);
+            if let Some(each) = nested_keys(&message, file, text) {
+                return each;
+            }
             let mut message = plain(&message);
             let line = line.map(|n| n + offset);
             // A wrong type names no key: the one written on that line.
@@ -214,6 +235,99 @@ pub fn locate(e: &ConfigError, file: &str, text: &str, offset: usize) -> String 
             }
         }
     }
+}
+
+/// A message that is one problem a line, each about a nested key by its
+/// full path (`canary.readinessProbe.periodSecond: unknown key; ...`, as
+/// the canary's strict reading says them): each as `FILE:LINE: path: what
+/// is wrong`, at the line the path is written on, not the parser's (which
+/// points at the map that holds them).
+fn nested_keys(message: &str, file: &str, text: &str) -> Option<String> {
+    let mut out = Vec::new();
+    for entry in message.split(canary::PROBLEMS_APART) {
+        let (path, _) = entry.split_once(": ")?;
+        let nested = path.contains('.')
+            && path
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._[]".contains(c));
+        if !nested {
+            return None;
+        }
+        let line = line_of_path(text, path);
+        out.push(match line {
+            Some(n) => (line, format!("{file}:{n}: {entry}")),
+            None => (line, format!("{file}: {entry}")),
+        });
+    }
+    // In the file's order.
+    out.sort_by_key(|(line, _)| *line);
+    let out: Vec<String> = out.into_iter().map(|(_, p)| p).collect();
+    (!out.is_empty()).then(|| out.join("\n"))
+}
+
+/// The most characters of a value a problem repeats: a longer one (a
+/// selector pasted whole, the wrong file's contents) is cut to its first
+/// [`ECHO_MAX`] characters and its size, and said once.
+const ECHO_MAX: usize = 40;
+
+/// The longest unquoted word kept whole (a key's full path is one word).
+const WORD_MAX: usize = 100;
+
+/// `line` with each quoted ("…" or `…`) value longer than [`ECHO_MAX`] cut
+/// to `"first characters…" (N bytes)`, a long value already shown (or
+/// a part of one) replaced by `(the same value)`, and any unquoted word
+/// longer than [`WORD_MAX`] cut alike.
+fn cut_echoes(line: &str) -> String {
+    let cut = |body: &str, quote: &str| {
+        let head: String = body.chars().take(ECHO_MAX).collect();
+        format!("{quote}{head}…{quote} ({} bytes)", body.len())
+    };
+    let words = |plain: &str| {
+        plain
+            .split(' ')
+            .map(|w| {
+                if w.chars().count() > WORD_MAX {
+                    cut(w, "")
+                } else {
+                    w.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut out = String::new();
+    let mut shown: Vec<&str> = Vec::new();
+    let mut rest = line;
+    while let Some(open) = rest.find(['"', '`']) {
+        let quote = &rest[open..=open];
+        let bytes = rest.as_bytes();
+        let mut i = open + 1;
+        let mut close = None;
+        while i < bytes.len() {
+            if bytes[i] == b'\\' && quote == "\"" {
+                i += 2;
+            } else if bytes[i] == quote.as_bytes()[0] {
+                close = Some(i);
+                break;
+            } else {
+                i += 1;
+            }
+        }
+        let Some(close) = close else { break };
+        out.push_str(&words(&rest[..open]));
+        let body = &rest[open + 1..close];
+        if body.chars().count() <= ECHO_MAX {
+            out.push_str(&rest[open..=close]);
+        } else if shown.iter().any(|s| s.contains(body)) {
+            out.push_str("(the same value)");
+        } else {
+            out.push_str(&cut(body, quote));
+            shown.push(body);
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(&words(rest));
+    out
 }
 
 /// A parser's message without its ` at line N, column M` and the quoted
@@ -409,6 +523,83 @@ mod tests {
         let all = problems.join("\n");
         assert!(all.contains("c.yaml:1: unknown key `timout`"), "{all}");
         assert!(all.contains("periodSecond"), "{all}");
+    }
+
+    /// Issue 38: a 10 KB value is not echoed whole, nor twice: the line
+    /// stays short and names the key.
+    #[test]
+    fn a_long_value_is_cut_and_said_once() {
+        let long = "a".repeat(10240);
+        let problems = located(&format!("timeout: 2m\nnodeSelector: {long}\n"));
+        assert!(!problems.is_empty(), "a 10 KB selector must be refused");
+        for p in &problems {
+            assert!(
+                p.chars().count() < 200,
+                "{} characters: {p}",
+                p.chars().count()
+            );
+            assert!(p.starts_with("c.yaml:2: nodeSelector: "), "{p}");
+            assert_eq!(p.matches(&"a".repeat(40)).count(), 1, "{p}");
+            assert!(p.contains("(10240 bytes)"), "{p}");
+        }
+    }
+
+    /// Issue 38: every unknown key inside canary.readinessProbe is named,
+    /// each by its full path at its own line.
+    #[test]
+    fn every_nested_unknown_key_is_named_at_its_line() {
+        let problems = located(
+            "timeout: 2m\ncanary:\n  enabled: true\n  readinessProbe:\n    exec:\n      \
+             command: [\"true\"]\n    initialDelaySecond: 5\n    periodSecond: 2\n",
+        );
+        assert_eq!(
+            problems,
+            [
+                "c.yaml:7: canary.readinessProbe.initialDelaySecond: unknown key; \
+                 did you mean `initialDelaySeconds`?",
+                "c.yaml:8: canary.readinessProbe.periodSecond: unknown key; \
+                 did you mean `periodSeconds`?",
+            ]
+        );
+        // In the probe and the resources at once: both.
+        let problems = located(
+            "canary:\n  readinessProbe:\n    periodSecond: 2\n  resources:\n    requets: {}\n",
+        );
+        assert_eq!(
+            problems,
+            [
+                "c.yaml:3: canary.readinessProbe.periodSecond: unknown key; \
+                 did you mean `periodSeconds`?",
+                "c.yaml:5: canary.resources.requets: unknown key; did you mean `requests`?",
+            ]
+        );
+        // `run` says the first in one line, and that there are more.
+        let Ok(dir) = tempfile::tempdir() else {
+            return;
+        };
+        let path = dir.path().join("c.yaml");
+        std::fs::write(
+            &path,
+            "canary:\n  resources:\n    requets: {cpu: 1m}\n    limts: {}\n",
+        )
+        .unwrap_or_default();
+        let args = RunArgs {
+            gate: GateArgs {
+                config: Some(path.clone()),
+                ..GateArgs::default()
+            },
+            ..RunArgs::default()
+        };
+        let e = run_settings(&args)
+            .err()
+            .map(|e| said_of_the_file(&args, e, |_| false).to_string())
+            .unwrap_or_default()
+            .replace(&path.display().to_string(), "c.yaml");
+        assert_eq!(
+            e,
+            "c.yaml:3: canary.resources.requets: unknown key; did you mean `requests`? \
+             (and 1 more: nodegate config check c.yaml names each)"
+        );
     }
 
     #[test]
