@@ -355,11 +355,13 @@ pub fn values_schema() -> Value {
     root
 }
 
-/// Every pattern with a description becomes `anyOf: [{pattern}, {const:
-/// DESCRIPTION, maxLength: 0}]`: the second branch can never match (a
-/// non-empty constant of length 0), so nothing more is accepted, but Helm
-/// then prints the description ("value must be 'a duration such as …'")
-/// beside the raw pattern it cannot explain.
+/// Every pattern with a description becomes `anyOf: [{const: DESCRIPTION,
+/// maxLength: 0}, {not: {not: {pattern}}}]`. The first branch can never
+/// match (a non-empty constant of length 0), so nothing more is accepted,
+/// but Helm then prints the description ("value must be 'a duration such
+/// as …'"), first; the pattern sits under a double `not`, which accepts
+/// exactly what it does but whose failure Helm reports as "'not' failed"
+/// instead of printing the raw regex.
 fn explain_patterns(v: &mut Value) {
     match v {
         Value::Object(o) => {
@@ -372,7 +374,10 @@ fn explain_patterns(v: &mut Value) {
             {
                 o.insert(
                     "anyOf".into(),
-                    json!([{"pattern": pattern}, {"const": what, "maxLength": 0}]),
+                    json!([
+                        {"const": what, "maxLength": 0},
+                        {"not": {"not": {"pattern": pattern}}},
+                    ]),
                 );
             }
             o.values_mut().for_each(explain_patterns);
@@ -384,7 +389,7 @@ fn explain_patterns(v: &mut Value) {
 
 /// The pattern of a value's schema, where [`explain_patterns`] put it.
 pub fn pattern_of(schema: &Value) -> Option<&str> {
-    schema["anyOf"][0]["pattern"]
+    schema["anyOf"][1]["not"]["not"]["pattern"]
         .as_str()
         .or_else(|| schema["pattern"].as_str())
 }

@@ -140,12 +140,14 @@ fn helm_template_refuses_each_bad_value_naming_it() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// A value refused by a pattern is explained in words, not only by the raw
-/// regex: Helm prints the schema's description of the value.
+/// A value refused by a pattern is explained in words, not by the raw
+/// regex: Helm prints the schema's description of the value, and no
+/// pattern.
 #[test]
 fn helm_shows_the_description_of_a_value_its_pattern_refuses() {
     for (value, says) in [
         ("config.timeout=5x", "a duration such as 90s, 2m or 1h30m"),
+        ("config.timeout=soon", "a duration such as 90s, 2m or 1h30m"),
         ("config.taints[0]=bad key", "a taint KEY[:EFFECT]"),
         ("config.maxUnavailable=150%", "a count or a percentage"),
         (
@@ -157,6 +159,11 @@ fn helm_shows_the_description_of_a_value_its_pattern_refuses() {
         assert!(
             err.contains(&format!("value must be '{says}")),
             "--set {value}: the error does not say {says:?}:\n{err}"
+        );
+        // The description, not the schema's raw regex.
+        assert!(
+            !err.contains("does not match pattern"),
+            "--set {value}: the error shows the raw pattern:\n{err}"
         );
     }
 }

@@ -107,8 +107,9 @@ fn resources_tolerations_tag_and_log_level_are_typed() {
 }
 
 /// Issue 38: a value refused by a pattern is explained in words: every
-/// described pattern sits beside a branch that names the description (and
-/// can never match), so Helm prints the description, not only the regex;
+/// described pattern sits after a branch that names the description (and
+/// can never match), under a double `not`, so Helm prints the description
+/// and not the regex;
 /// every flag's value with a pattern (durations, taints, selectors,
 /// budgets) is described.
 #[test]
@@ -120,16 +121,24 @@ fn every_described_pattern_is_shown_with_its_description() {
                     out.push(format!("{at}: the pattern's description is not shown"));
                 }
                 let explained = o.get("anyOf").and_then(Value::as_array).filter(|any| {
-                    any.first().is_some_and(|b| b.get("pattern").is_some())
-                        && any.len() == 2
-                        && any[1].get("const").is_some()
+                    any.len() == 2
+                        && any[0].get("const").is_some()
+                        && any[1]["not"]["not"].get("pattern").is_some()
                 });
                 if let Some(any) = explained {
-                    if any[1]["const"].as_str() != o.get("description").and_then(Value::as_str) {
+                    if any[0]["const"].as_str() != o.get("description").and_then(Value::as_str) {
                         out.push(format!("{at}: the branch does not say the description"));
                     }
-                    if any[1]["maxLength"] != serde_json::json!(0) {
+                    if any[0]["maxLength"] != serde_json::json!(0) {
                         out.push(format!("{at}: the description branch could match"));
+                    }
+                    // Only the pattern under the double `not`: anything
+                    // else there would be negated too.
+                    if any[1]["not"]["not"].as_object().map(|n| n.len()) != Some(1)
+                        || any[1].as_object().map(|n| n.len()) != Some(1)
+                        || any[1]["not"].as_object().map(|n| n.len()) != Some(1)
+                    {
+                        out.push(format!("{at}: more than the pattern under the double not"));
                     }
                 }
                 for (k, v) in o {
