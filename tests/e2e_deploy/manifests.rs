@@ -1164,3 +1164,96 @@ fn namespace_create_renders_the_release_namespace_with_pod_security_labels() {
         "keep"
     );
 }
+
+/// Issue 38: what the chart README says of `namespace.create`, with Helm on
+/// a real API server: a first install with `--create-namespace` gets the
+/// namespace with its Pod Security labels; without `--create-namespace`, or
+/// into a namespace that already exists, the install is refused; `helm
+/// uninstall` deletes the namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_create_installs_only_with_create_namespace() {
+    let cluster = TestCluster::start("deploy-namespace-create").await;
+    let kubeconfig = cluster.kubeconfig.to_str().expect("utf-8 path");
+    let helm = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--kubeconfig", kubeconfig]);
+        run(&helm_bin(), &all, None)
+    };
+    let install = |release: &str, ns: &str, extra: &[&str]| {
+        let mut args = vec![
+            "install",
+            release,
+            "deploy/helm/nodegate",
+            "--namespace",
+            ns,
+            "--set",
+            "namespace.create=true,image.repository=nodegate.invalid/nodegate",
+        ];
+        args.extend_from_slice(extra);
+        helm(&args)
+    };
+    let label = |ns: &str| {
+        kubectl(
+            &cluster.kubeconfig,
+            &[
+                "get",
+                "namespace",
+                ns,
+                "-o",
+                "jsonpath={.metadata.labels.pod-security\\.kubernetes\\.io/enforce}",
+            ],
+            None,
+        )
+        .stdout
+    };
+
+    must(
+        "helm install --create-namespace --set namespace.create=true",
+        install("first", "ng-first", &["--create-namespace"]),
+    );
+    assert_eq!(label("ng-first"), "restricted");
+
+    let without = install("bare", "ng-bare", &[]);
+    assert!(
+        !without.ok,
+        "without --create-namespace the install must fail:\n{}",
+        without.stdout
+    );
+
+    must(
+        "kubectl create namespace",
+        kubectl(
+            &cluster.kubeconfig,
+            &["create", "namespace", "ng-existing"],
+            None,
+        ),
+    );
+    let existing = install("existing", "ng-existing", &[]);
+    assert!(
+        !existing.ok && existing.stderr.contains("invalid ownership metadata"),
+        "an existing namespace must be refused as not Helm's:\n{}",
+        existing.stderr
+    );
+
+    must(
+        "helm uninstall",
+        helm(&["uninstall", "first", "--namespace", "ng-first"]),
+    );
+    let after = kubectl(
+        &cluster.kubeconfig,
+        &[
+            "get",
+            "namespace",
+            "ng-first",
+            "-o",
+            "jsonpath={.status.phase}",
+        ],
+        None,
+    );
+    assert!(
+        !after.ok || after.stdout == "Terminating",
+        "helm uninstall must delete the namespace: {} {}",
+        after.stdout,
+        after.stderr
+    );
+}

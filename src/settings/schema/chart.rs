@@ -261,7 +261,7 @@ fn extra_objects() -> Vec<(&'static str, Value)> {
             "namespace",
             closed(json!({
                 "create": {"type": "boolean",
-                           "description": "render the release namespace with Pod Security labels; not with helm install --create-namespace or a namespace that exists, and helm uninstall deletes it"},
+                           "description": "render the release namespace with Pod Security labels: only on a first helm install --create-namespace (a namespace that exists is refused), and helm uninstall deletes it"},
                 "labels": described_strings("the Namespace's labels besides the chart's: the Pod Security levels (restricted by default)"),
                 "annotations": described_strings("added to the Namespace's annotations, e.g. helm.sh/resource-policy: keep"),
             })),
