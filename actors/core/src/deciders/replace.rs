@@ -44,29 +44,40 @@ mod tests;
 
 /// Whether `node` waits for the leader to ask for its replacement: it is
 /// gated and in scope, not ignored, its current gate timed out and kept it
-/// (the `timed-out` mark is of this gate), and neither a request nor a
-/// fallback is recorded for this gate.
+/// (the `timed-out` mark is of this gate) and nobody opened it since,
+/// and neither a request nor a fallback is recorded for this gate.
 pub fn due(node: &NodeInfo, cfg: &Config) -> bool {
     let start = replace::gate_start(node);
     cfg.on_timeout == OnTimeout::Replace
         && cfg.gates(node)
         && !node.ignored
-        && node.replace.timed_out.is_some_and(|t| t >= start)
+        && node
+            .replace
+            .timed_out
+            .is_some_and(|t| t >= start && !opened_since(node, t))
         && node.replace.requested.is_none_or(|t| t < start)
         && replace::fallback(node).is_none()
 }
 
 /// Whether `node`'s replacement is still outstanding: a request is
-/// recorded for its current gate and the gate still holds it closed. A
-/// node opened since (by a person, `nodegate.dev/open` or its members) or
-/// re-gated afresh is no longer in flight, and its owner is never deleted
-/// again: its mark is history.
+/// recorded for its current gate, the gate still holds it closed (it
+/// carries a managed taint), and it has no `opened-at` since the request.
+/// A node opened since (by a person, `nodegate.dev/open` or its members;
+/// the opening also removes the mark) or re-gated afresh is no longer in
+/// flight, and its owner is never deleted again, even when a managed taint
+/// comes back (Karpenter's registration puts its startup taints back on a
+/// node opened before it registered): its mark is history.
 pub fn outstanding(node: &NodeInfo, cfg: &Config) -> bool {
     cfg.gates(node)
         && node
             .replace
             .requested
-            .is_some_and(|t| t >= replace::gate_start(node))
+            .is_some_and(|t| t >= replace::gate_start(node) && !opened_since(node, t))
+}
+
+/// Whether `node` carries an `opened-at` at or after `t`.
+fn opened_since(node: &NodeInfo, t: Timestamp) -> bool {
+    node.opened_at.is_some_and(|o| o >= t)
 }
 
 /// The DaemonSets the node waits for: expected on it and not Ready there.

@@ -621,3 +621,44 @@ fn the_rate_counts_marks_on_the_nodes_before_any_full_look() {
     assert!(requests(&out).is_empty(), "{out:?}");
     assert_eq!(reasons(&out), ["ReplaceBudgetExhausted"]);
 }
+
+/// Issue 37 §4: a marked node a person opened (it carries an `opened-at`
+/// after the request) whose managed taint came back — Karpenter's
+/// registration puts its startup taints back on a node opened before it
+/// registered — is not in flight, its owner is not deleted again by a new
+/// leader, and it is not due again for the deadline it passed before the
+/// opening.
+#[test]
+fn a_marked_node_opened_since_stays_history_when_a_managed_taint_comes_back() {
+    let mut r = run(config(10, 1, Fallback::Keep));
+    let mut back = marked(karpenter("k1"), NOW - 5_000);
+    back.opened_at = Some(ts(NOW - 4_000));
+    assert!(!back.taints.is_empty(), "the managed taint is back");
+    r.index.upsert(back.clone());
+    r.index.pods.push(pod("k1", true));
+    let input = add_stuck(&mut r, karpenter("k2"));
+    r.may_write = false;
+    let mut d = Replacer::new();
+    r.step(&mut d, input);
+    r.may_write = true;
+    let out = r.step(&mut d, Input::MayWrite);
+    assert!(
+        !replace_writes(&out).iter().any(|w| w.node == "k1"),
+        "nothing is written for the opened node: {out:?}"
+    );
+    assert_eq!(
+        requests(&out),
+        [("k2", &Owner::NodeClaim)],
+        "the opened node takes no place of --replace-in-flight 1"
+    );
+    // Its mark removed by the opening, it is not due either: its deadline
+    // passed before the opening.
+    let mut cleared = back;
+    cleared.replace.requested = None;
+    assert!(!outstanding(&cleared, &r.config));
+    assert!(!due(&cleared, &r.config), "{cleared:?}");
+    // A node never opened with the same marks is.
+    let mut never = cleared.clone();
+    never.opened_at = None;
+    assert!(due(&never, &r.config));
+}
