@@ -321,11 +321,20 @@ async fn a_node_that_never_becomes_ready_is_replaced_by_karpenter() {
         },
     )
     .await;
-    let events = events_about(&cluster, &first).await;
-    let replaced = events
-        .iter()
-        .find(|(reason, _)| reason == "GateReplaced")
-        .unwrap_or_else(|| panic!("no GateReplaced for {first}: {events:?}"));
+    // The Event is recorded after the delete's answer: waited for.
+    let replaced = wait_for(
+        &format!("GateReplaced for {first}"),
+        Duration::from_secs(15),
+        || async {
+            let events = events_about(&cluster, &first).await;
+            events
+                .iter()
+                .find(|(reason, _)| reason == "GateReplaced")
+                .cloned()
+                .ok_or_else(|| format!("none yet: {events:?}"))
+        },
+    )
+    .await;
     assert!(
         replaced.1.contains(&format!("nodeclaim/{first_claim}")),
         "{replaced:?}"

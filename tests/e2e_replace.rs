@@ -262,23 +262,9 @@ async fn create_with_status(api: &Api<DynamicObject>, obj: Value, status: Value)
     .unwrap_or_else(|e| panic!("status of {name}: {e}"));
 }
 
-/// A node that names an owner which does not own it is not a lever: nodegate
-/// deletes only an owner that names the node from its own side. Three stuck
-/// nodes under `--on-timeout replace`:
-/// - `rogue` carries Cluster API's annotations naming the Machine
-///   `capi/victim`, whose `status.nodeRef` names another node;
-/// - `by-provider` is a Karpenter node whose providerID matches the
-///   NodeClaim `victim-claim`, which names another node in
-///   `status.nodeName`, and no ownerReference ties them;
-/// - `owned` names the Machine `capi/owned-m`, whose `status.nodeRef`
-///   names it by name and UID.
-///
-/// `owned-m` is deleted; `victim` and `victim-claim` survive, and their
-/// nodes get the fallback (`keep`) with a `ReplaceSkipped` Event saying no
-/// owner could be proven — nothing requested, nothing cordoned.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replace_deletes_only_an_owner_that_names_the_node_itself() {
-    let env = Env::new("replace-proven-owner").await;
+/// Installs the Machine and NodeClaim kinds (and the namespace `capi`);
+/// their APIs once served: Machines in `capi`, NodeClaims.
+async fn owner_kinds(env: &Env) -> (Api<DynamicObject>, Api<DynamicObject>) {
     let crds: Api<DynamicObject> = Api::all_with(
         env.cluster.client.clone(),
         &resource(
@@ -313,6 +299,27 @@ async fn replace_deletes_only_an_owner_that_names_the_node_itself() {
         }
     })
     .await;
+    (machines, claims)
+}
+
+/// A node that names an owner which does not own it is not a lever: nodegate
+/// deletes only an owner that names the node from its own side. Three stuck
+/// nodes under `--on-timeout replace`:
+/// - `rogue` carries Cluster API's annotations naming the Machine
+///   `capi/victim`, whose `status.nodeRef` names another node;
+/// - `by-provider` is a Karpenter node whose providerID matches the
+///   NodeClaim `victim-claim`, which names another node in
+///   `status.nodeName`, and no ownerReference ties them;
+/// - `owned` names the Machine `capi/owned-m`, whose `status.nodeRef`
+///   names it by name and UID.
+///
+/// `owned-m` is deleted; `victim` and `victim-claim` survive, and their
+/// nodes get the fallback (`keep`) with a `ReplaceSkipped` Event saying no
+/// owner could be proven — nothing requested, nothing cordoned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replace_deletes_only_an_owner_that_names_the_node_itself() {
+    let env = Env::new("replace-proven-owner").await;
+    let (machines, claims) = owner_kinds(&env).await;
 
     env.create_ds(DsSpec {
         hold: true,
@@ -467,5 +474,144 @@ async fn replace_deletes_only_an_owner_that_names_the_node_itself() {
             .iter()
             .any(|r| r == "GateReplaced"),
         "owned: GateReplaced"
+    );
+}
+
+/// Issue 37 §4: a node asked to be replaced that a person then opens is no
+/// longer being replaced. `marked` has no owner at its deadline, so it is
+/// cordoned and marked; then it gains one (Cluster API's annotations and a
+/// Machine whose `status.nodeRef` names it by name and UID) and a person
+/// opens it with `nodegate.dev/open`. The opening removes the request's
+/// marks; the leader is killed, the managed taint comes back (as
+/// Karpenter's registration puts its startup taints back on a node opened
+/// before it registered), and the restarted leader leaves the Machine
+/// alone: a serving node is not terminated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opened_marked_node_keeps_its_owner_across_a_leader_restart() {
+    let env = Env::new("replace-opened").await;
+    let (machines, _) = owner_kinds(&env).await;
+    env.create_ds(DsSpec {
+        hold: true,
+        ..DsSpec::new("agent")
+    })
+    .await;
+    let flags = [
+        "--timeout",
+        "3s",
+        "--on-timeout",
+        "replace",
+        "--replace-budget",
+        "5",
+        "--replace-in-flight",
+        "5",
+        "--replace-breakage",
+        "100%",
+    ];
+    let mut ng = Nodegate::start(&env.cluster, &flags);
+    let node = env.create_node("marked", &[]).await;
+    let at = wait_for("marked to be marked", Duration::from_secs(60), || async {
+        env.annotation("marked", "nodegate.dev/replace-requested")
+            .await
+            .ok_or_else(|| ng.logs())
+    })
+    .await;
+    assert!(cordoned(&env.node("marked").await), "no owner: cordoned");
+
+    // It gains an owner that proves it owns the node.
+    create_with_status(
+        &machines,
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": "marked-m", "namespace": "capi"},
+            "spec": {"clusterName": "workload"},
+        }),
+        json!({"nodeRef": {"kind": "Node", "name": "marked",
+                           "uid": node.metadata.uid.clone().expect("a node uid")}}),
+    )
+    .await;
+    let pp = PatchParams::default();
+    env.nodes
+        .patch(
+            "marked",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"annotations": {
+                "cluster.x-k8s.io/machine": "marked-m",
+                "cluster.x-k8s.io/cluster-namespace": "capi",
+            }}})),
+        )
+        .await
+        .expect("annotate marked with its Machine");
+
+    // A person opens it.
+    env.nodes
+        .patch(
+            "marked",
+            &pp,
+            &Patch::Merge(json!({"metadata": {"annotations": {"nodegate.dev/open": "true"}}})),
+        )
+        .await
+        .expect("ask to open marked");
+    env.wait_open("marked", Duration::from_secs(30), &[&ng])
+        .await;
+    let opened = env.node("marked").await;
+    assert!(annotation(&opened, "nodegate.dev/opened-at").is_some());
+    assert_eq!(
+        annotation(&opened, "nodegate.dev/replace-requested"),
+        None,
+        "the opening removes the request (it was {at})"
+    );
+    assert_eq!(annotation(&opened, "nodegate.dev/replace-reason"), None);
+
+    // The leader is killed; the managed taint comes back.
+    ng.kill();
+    let mut n = env.node("marked").await;
+    n.spec
+        .get_or_insert_default()
+        .taints
+        .get_or_insert_default()
+        .push(
+            serde_json::from_value(
+                json!({"key": "nodegate.dev/initializing", "effect": "NoSchedule"}),
+            )
+            .expect("a taint"),
+        );
+    env.nodes
+        .replace("marked", &PostParams::default(), &n)
+        .await
+        .expect("put the managed taint back on marked");
+
+    // A new leader, seen to look and act: another stuck node with no owner
+    // is cordoned and marked after the restart.
+    let ng = Nodegate::start(&env.cluster, &flags);
+    env.create_node("later", &[]).await;
+    wait_for("later to be marked", Duration::from_secs(60), || async {
+        env.annotation("later", "nodegate.dev/replace-requested")
+            .await
+            .ok_or_else(|| ng.logs())
+    })
+    .await;
+    assert!(
+        machines
+            .get_opt("marked-m")
+            .await
+            .expect("get marked-m")
+            .is_some_and(|m| m.metadata.deletion_timestamp.is_none()),
+        "the Machine of a node opened since its request is not deleted:\n{}",
+        ng.logs()
+    );
+    let marked = env.node("marked").await;
+    assert_eq!(
+        annotation(&marked, "nodegate.dev/replace-requested"),
+        None,
+        "no request again for a node opened after its deadline"
+    );
+    let replaced = reasons(&env, "marked")
+        .await
+        .into_iter()
+        .filter(|r| r == "GateReplaced")
+        .count();
+    assert_eq!(
+        replaced, 1,
+        "one GateReplaced on marked, from before the opening"
     );
 }

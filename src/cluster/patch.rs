@@ -16,7 +16,9 @@ use nodegate_core::gate::{
 };
 use nodegate_core::model::Taint;
 
-use nodegate_core::annotations::{OPEN, OPENED_AT, OPENED_BY, TIMED_OUT};
+use nodegate_core::annotations::{
+    OPEN, OPENED_AT, OPENED_BY, REPLACE_REASON, REPLACE_REQUESTED, TIMED_OUT,
+};
 use serde_json::{Value, json};
 
 /// RFC 3339 at millisecond precision, the form nodegate writes everywhere
@@ -216,6 +218,17 @@ pub fn untaint(p: &UntaintPatch) -> json_patch::Patch {
     if p.opened_by == OpenedBy::Manual {
         ops.push(json!({"op": "remove", "path": format!("/metadata/annotations/{}", pointer_segment(OPEN))}));
     }
+    // An open node is no longer being replaced: its request's marks go in
+    // the same patch. Each is set, then removed, so that the patch applies
+    // whether or not the node still carries it (the map exists: the node
+    // carried the request).
+    if p.clear_replace_request && p.annotations_present {
+        for k in [REPLACE_REQUESTED, REPLACE_REASON] {
+            let path = format!("/metadata/annotations/{}", pointer_segment(k));
+            ops.push(json!({"op": "add", "path": path, "value": ""}));
+            ops.push(json!({"op": "remove", "path": path}));
+        }
+    }
     // Every op above is built from the json! macro in a shape json_patch
     // accepts; a failure here is a bug in this function, reported as such.
     serde_json::from_value(Value::Array(ops))
@@ -229,9 +242,14 @@ pub fn mark_timed_out(m: &TimeoutMark) -> Value {
 }
 
 /// The merge patch that records on a node that someone else removed its
-/// managed taints: `opened-at` and `opened-by: external`.
+/// managed taints: `opened-at` and `opened-by: external`; a replace
+/// request's marks, if any, are removed (an open node is no longer being
+/// replaced).
 pub fn opened_externally(at: Timestamp) -> Value {
-    json!({"metadata": {"annotations": {OPENED_AT: rfc3339(at), OPENED_BY: OPENED_BY_EXTERNAL}}})
+    json!({"metadata": {"annotations": {
+        OPENED_AT: rfc3339(at), OPENED_BY: OPENED_BY_EXTERNAL,
+        REPLACE_REQUESTED: null, REPLACE_REASON: null,
+    }}})
 }
 
 /// The strategic merge patch of `nodes/status` that sets the
@@ -271,6 +289,7 @@ mod tests {
             opened_by: OpenedBy::Ready,
             opened_at: "2026-11-21T10:00:00.123456Z".parse().unwrap(),
             annotations_present,
+            clear_replace_request: false,
         }
     }
 
@@ -297,6 +316,58 @@ mod tests {
         let last = &ops[4];
         assert_eq!(last["path"], "/metadata/annotations");
         assert_eq!(last["value"][OPENED_BY], "ready");
+    }
+
+    /// An opening removes a replace request's marks in the same patch,
+    /// whether the node carries both or only `replace-requested`, and
+    /// leaves every other annotation as it was.
+    #[test]
+    fn an_opening_removes_the_replace_marks_whether_or_not_the_reason_is_there() {
+        let mut p = patch(&[0], true);
+        p.clear_replace_request = true;
+        for reason in [true, false] {
+            let mut annotations = json!({
+                "nodegate.dev/replace-requested": "2026-11-21T09:00:00Z",
+                "example.com/keep": "x",
+            });
+            if reason {
+                annotations["nodegate.dev/replace-reason"] = json!("why");
+            }
+            let mut node = json!({
+                "metadata": {"resourceVersion": "77", "annotations": annotations},
+                "spec": {"taints": [{"key": "k0", "effect": "NoSchedule"}]},
+            });
+            json_patch::patch(&mut node, &untaint(&p)).unwrap();
+            assert_eq!(
+                node["metadata"]["annotations"],
+                json!({
+                    "example.com/keep": "x",
+                    "nodegate.dev/opened-at": "2026-11-21T10:00:00.123Z",
+                    "nodegate.dev/opened-by": "ready",
+                }),
+                "reason present: {reason}"
+            );
+        }
+        // Without a request on the node, nothing of it is in the patch.
+        let ops = serde_json::to_value(untaint(&patch(&[0], true))).unwrap();
+        assert!(!ops.to_string().contains("replace-"), "{ops}");
+    }
+
+    #[test]
+    fn an_external_opening_removes_the_replace_marks() {
+        let at: Timestamp = "2026-11-21T10:00:00Z".parse().unwrap();
+        let mut node = json!({"metadata": {"annotations": {
+            "nodegate.dev/replace-requested": "2026-11-21T09:00:00Z",
+            "nodegate.dev/replace-reason": "why",
+        }}});
+        json_patch::merge(&mut node, &opened_externally(at));
+        assert_eq!(
+            node["metadata"]["annotations"],
+            json!({
+                "nodegate.dev/opened-at": "2026-11-21T10:00:00Z",
+                "nodegate.dev/opened-by": "external",
+            })
+        );
     }
 
     #[test]

@@ -217,7 +217,9 @@ settings! {
             flag: "replace-breakage", value: "N|P%", key: "replaceBreakage",
             default: "20%", helm: "config.replaceBreakage", reload: live,
         }
-        /// Decide and record everything, write nothing to nodes (the webhook admits them unchanged).
+        /// Decide and record everything, write nothing to nodes: the webhook admits them unchanged,
+        /// and the leader writes no admission policy parameters (--admission-params), so the
+        /// policy taints no new node; a start deletes those an earlier run of its Pod wrote.
         dry_run: switch {
             flag: "dry-run", key: "dryRun", docs: "off", helm: "config.dryRun", reload: restart,
         }

@@ -404,3 +404,155 @@ async fn nodegate_down_never_keeps_new_nodes_closed() {
         "the parameters outlived the leader's Pod"
     );
 }
+
+/// Issue 37 §7: the kustomize base run as a trial (`--dry-run` added, as an
+/// overlay would) taints no new node at CREATE. A dry-run leader writes no
+/// admission parameters, and a replica deletes those an earlier run of its
+/// Pod left, so the policy, which is in force (parameters written by hand
+/// taint a new node), adds nothing while the trial leads and decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_of_the_base_taints_no_new_node() {
+    let cluster = TestCluster::start("deploy-dry-run").await;
+    let admin = cluster.kubeconfig.clone();
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let cms: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), NS);
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), NS);
+
+    // The base with an image no registry serves: its Pods exist, and
+    // nodegate runs here as their containers.
+    let mut base = objects(&kustomize("deploy/kustomize/base"));
+    for o in base.iter_mut().filter(|o| o["kind"] == "Deployment") {
+        o["spec"]["template"]["spec"]["containers"][0]["image"] =
+            json!("nodegate.invalid/nodegate:never-pulled");
+    }
+    let picked: Vec<&Value> = base.iter().collect();
+    must(
+        "apply the base",
+        kubectl(&admin, &["apply", "-f", "-"], Some(&to_stream(&picked))),
+    );
+    // The policy is in force: parameters written by hand taint a new node.
+    let by_hand = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": PARAMS, "namespace": NS},
+        "data": {"startupRules": "", "startupTaint": format!("{TAINT}:NoSchedule"),
+                 "managedTaints": format!("{TAINT}:NoSchedule")}});
+    must(
+        "write parameters by hand",
+        kubectl(&admin, &["apply", "-f", "-"], Some(&by_hand.to_string())),
+    );
+    until_new_node(&nodes, "by-hand", true, Duration::from_secs(60)).await;
+
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), NS);
+    let lp = ListParams::default().labels("app.kubernetes.io/name=nodegate");
+    let pod_ids: Vec<(String, String)> =
+        wait_for("the Deployment's two Pods", Duration::from_secs(60), || {
+            let pods = pods.clone();
+            let lp = lp.clone();
+            async move {
+                let list = pods.list(&lp).await.map_err(|e| e.to_string())?;
+                let ids: Vec<(String, String)> = list
+                    .items
+                    .iter()
+                    .filter_map(|p| Some((p.metadata.name.clone()?, p.metadata.uid.clone()?)))
+                    .collect();
+                if ids.len() == 2 {
+                    Ok(ids)
+                } else {
+                    Err(format!("{} pods", ids.len()))
+                }
+            }
+        })
+        .await;
+    // What an earlier (live) run of the first Pod left: the trial's start
+    // deletes it.
+    let mut left = by_hand.clone();
+    left["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "Pod",
+        "name": pod_ids[0].0, "uid": pod_ids[0].1, "controller": true}]);
+    must(
+        "put back the parameters an earlier run left",
+        kubectl(&admin, &["apply", "-f", "-"], Some(&left.to_string())),
+    );
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sa = token_kubeconfig(&admin, &sa_token(&admin), dir.path());
+    let a = replica(&sa, &pod_ids[0], &["--dry-run"]);
+    let b = replica(&sa, &pod_ids[1], &["--dry-run"]);
+    wait_for(
+        "the trial to delete what its Pod's earlier run left",
+        Duration::from_secs(30),
+        || async {
+            match params_owners(&cms).await {
+                None => Ok(()),
+                Some(o) => Err(format!("still there, owned by {o:?}\n{}", a.logs())),
+            }
+        },
+    )
+    .await;
+    // A trial leader that decides: a node carrying the taint, with nothing
+    // to wait for, would open (a Normal GateWouldOpen Event, recorded only
+    // by the leader once its watches are synced, when it would also have
+    // written the parameters).
+    must(
+        "create a gated node",
+        kubectl(
+            &admin,
+            &["apply", "-f", "-"],
+            Some(
+                &serde_json::to_string(&fake_node(
+                    "trial-gated",
+                    &[],
+                    &[(TAINT, "", "NoSchedule")],
+                ))
+                .expect("a node as JSON"),
+            ),
+        ),
+    );
+    let events: Api<KubeEvent> = Api::namespaced(cluster.client.clone(), "default");
+    wait_for(
+        "the trial leader's GateWouldOpen for trial-gated",
+        Duration::from_secs(90),
+        || async {
+            let list = events
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let found = list.items.iter().any(|e| {
+                e.reason.as_deref() == Some("GateWouldOpen")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("trial-gated")
+            });
+            if found {
+                Ok(())
+            } else {
+                Err(format!(
+                    "none yet\n--- a ---\n{}\n--- b ---\n{}",
+                    a.logs(),
+                    b.logs()
+                ))
+            }
+        },
+    )
+    .await;
+    let holder = lease_holder(&leases).await;
+    assert!(
+        pod_ids
+            .iter()
+            .any(|(name, _)| holder.starts_with(&format!("{name}_"))),
+        "a trial replica leads: {holder:?}"
+    );
+    // A leader that writes them does so within half a second of leading
+    // synced; the margin here is four times that.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        params_owners(&cms).await,
+        None,
+        "a dry-run leader wrote the admission parameters:\n{}\n{}",
+        a.logs(),
+        b.logs()
+    );
+    new_node_is(&nodes, "trial-new", false, "a dry-run nodegate leading").await;
+    let node = nodes.get("trial-gated").await.expect("read trial-gated");
+    assert!(
+        tainted(&node),
+        "the trial opened trial-gated: {:?}",
+        node.spec.and_then(|s| s.taints)
+    );
+}

@@ -39,6 +39,7 @@ fn untaint(node: &str) -> UntaintPatch {
         opened_by: OpenedBy::Ready,
         opened_at: jiff::Timestamp::UNIX_EPOCH,
         annotations_present: true,
+        clear_replace_request: false,
     }
 }
 

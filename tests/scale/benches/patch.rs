@@ -26,6 +26,7 @@ fn untaint_patch(taints: usize) -> UntaintPatch {
         opened_by: OpenedBy::Ready,
         opened_at: jiff::Timestamp::now(),
         annotations_present: true,
+        clear_replace_request: false,
     }
 }
 

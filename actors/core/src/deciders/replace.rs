@@ -44,29 +44,40 @@ mod tests;
 
 /// Whether `node` waits for the leader to ask for its replacement: it is
 /// gated and in scope, not ignored, its current gate timed out and kept it
-/// (the `timed-out` mark is of this gate), and neither a request nor a
-/// fallback is recorded for this gate.
+/// (the `timed-out` mark is of this gate) and nobody opened it since,
+/// and neither a request nor a fallback is recorded for this gate.
 pub fn due(node: &NodeInfo, cfg: &Config) -> bool {
     let start = replace::gate_start(node);
     cfg.on_timeout == OnTimeout::Replace
         && cfg.gates(node)
         && !node.ignored
-        && node.replace.timed_out.is_some_and(|t| t >= start)
+        && node
+            .replace
+            .timed_out
+            .is_some_and(|t| t >= start && !opened_since(node, t))
         && node.replace.requested.is_none_or(|t| t < start)
         && replace::fallback(node).is_none()
 }
 
 /// Whether `node`'s replacement is still outstanding: a request is
-/// recorded for its current gate and the gate still holds it closed. A
-/// node opened since (by a person, `nodegate.dev/open` or its members) or
-/// re-gated afresh is no longer in flight, and its owner is never deleted
-/// again: its mark is history.
+/// recorded for its current gate, the gate still holds it closed (it
+/// carries a managed taint), and it has no `opened-at` since the request.
+/// A node opened since (by a person, `nodegate.dev/open` or its members;
+/// the opening also removes the mark) or re-gated afresh is no longer in
+/// flight, and its owner is never deleted again, even when a managed taint
+/// comes back (Karpenter's registration puts its startup taints back on a
+/// node opened before it registered): its mark is history.
 pub fn outstanding(node: &NodeInfo, cfg: &Config) -> bool {
     cfg.gates(node)
         && node
             .replace
             .requested
-            .is_some_and(|t| t >= replace::gate_start(node))
+            .is_some_and(|t| t >= replace::gate_start(node) && !opened_since(node, t))
+}
+
+/// Whether `node` carries an `opened-at` at or after `t`.
+fn opened_since(node: &NodeInfo, t: Timestamp) -> bool {
+    node.opened_at.is_some_and(|o| o >= t)
 }
 
 /// The DaemonSets the node waits for: expected on it and not Ready there.
@@ -170,6 +181,16 @@ pub struct Replacer {
     refused: BTreeSet<String>,
     /// Spreads of the DaemonSets counted during one input.
     spreads: HashMap<String, Spread>,
+    /// What the budget counts, kept up to date from the change feed so that
+    /// a look costs no pass over every node (issue 37 §6): the request time
+    /// on each indexed node that carries one, and the indexed nodes whose
+    /// request is [`outstanding`]. Built from the whole index at the first
+    /// input, at every full look, and whenever the configuration in force
+    /// (which decides what is outstanding) is not the one they were built
+    /// under (`tracked_for`).
+    marks: HashMap<String, Timestamp>,
+    in_flight: HashSet<String>,
+    tracked_for: Option<Config>,
 }
 
 impl Replacer {
@@ -200,58 +221,93 @@ impl Replacer {
         self.seen.retain(|_, at| *at > since);
     }
 
-    /// The budget used now.
+    /// Keeps [`Self::marks`] and [`Self::in_flight`] for one node as it is
+    /// now.
+    fn track(&mut self, node: &NodeInfo, cfg: &Config) {
+        match node.replace.requested {
+            Some(at) => {
+                self.marks.insert(node.name.clone(), at);
+            }
+            None => {
+                self.marks.remove(&node.name);
+            }
+        }
+        if outstanding(node, cfg) {
+            self.in_flight.insert(node.name.clone());
+        } else {
+            self.in_flight.remove(&node.name);
+        }
+    }
+
+    /// [`Self::marks`] and [`Self::in_flight`] built afresh from `nodes`
+    /// (every indexed node), and every request on them noted.
+    fn rebuild(&mut self, nodes: &[Arc<NodeInfo>], cfg: &Config) {
+        self.marks.clear();
+        self.in_flight.clear();
+        for n in nodes {
+            self.note(n);
+            if let Some(at) = n.replace.requested {
+                self.marks.insert(n.name.clone(), at);
+                if outstanding(n, cfg) {
+                    self.in_flight.insert(n.name.clone());
+                }
+            }
+        }
+        if self.tracked_for.as_ref() != Some(cfg) {
+            self.tracked_for = Some(cfg.clone());
+        }
+    }
+
+    /// The budget used now: from what the nodes carry (kept up to date by
+    /// [`Self::track`]) as well as what this replica remembers, so a new
+    /// leader (or a restarted one) counts the requests already on the
+    /// nodes.
     fn used(&self, cx: &Context<'_>) -> Used {
-        let marked: HashSet<String> = cx
-            .view
-            .nodes()
-            .iter()
-            .filter(|n| outstanding(n, cx.config))
-            .map(|n| n.name.clone())
-            .collect();
         let unseen = self
             .pending
             .iter()
             .chain(&self.requesting)
-            .filter(|n| !marked.contains(*n))
+            .filter(|n| !self.in_flight.contains(*n))
             .collect::<HashSet<_>>()
             .len();
-        // The rate from what the nodes carry as well as what this replica
-        // remembers: a new leader (or a restarted one) counts the requests
-        // already on the nodes before its first full look has noted them.
         let rc = &cx.config.replace;
         let interval = SignedDuration::try_from(rc.interval).unwrap_or(SignedDuration::MAX);
         let now = cx.now.for_grace();
         let since = now.checked_sub(interval).unwrap_or(Timestamp::MIN);
-        let on_nodes = cx
-            .view
-            .nodes()
+        let on_nodes = self
+            .marks
             .iter()
-            .filter(|n| n.replace.requested.is_some_and(|at| at > since))
-            .map(|n| n.name.clone())
-            .collect::<HashSet<_>>();
+            .filter(|(_, at)| **at > since)
+            .map(|(name, _)| name);
         let recent = self
             .seen
             .keys()
             .chain(&self.requesting)
-            .chain(on_nodes.iter())
+            .chain(on_nodes)
             .collect::<HashSet<_>>()
             .len();
         Used {
             recent,
-            in_flight: marked.len() + unseen,
+            in_flight: self.in_flight.len() + unseen,
         }
     }
 
-    /// Every node: noted, and those due acted on, the longest timed out
-    /// first.
+    /// Every node: noted, and those that carry a deadline or a request
+    /// looked at, the longest timed out first. The others cannot be due or
+    /// outstanding: they are only dropped from the refused set.
     fn scan(&mut self, cx: &Context<'_>, out: &mut Vec<Effect>) {
-        let mut nodes = cx.view.nodes();
-        for n in &nodes {
-            self.note(n);
-        }
-        nodes.sort_by(|a, b| (a.replace.timed_out, &a.name).cmp(&(b.replace.timed_out, &b.name)));
-        for n in nodes {
+        let nodes = cx.view.nodes();
+        self.rebuild(&nodes, cx.config);
+        let mut candidates: Vec<Arc<NodeInfo>> = nodes
+            .into_iter()
+            .filter(|n| n.replace.timed_out.is_some() || n.replace.requested.is_some())
+            .collect();
+        let names: HashSet<&str> = candidates.iter().map(|n| n.name.as_str()).collect();
+        self.refused.retain(|n| names.contains(n.as_str()));
+        drop(names);
+        candidates
+            .sort_by(|a, b| (a.replace.timed_out, &a.name).cmp(&(b.replace.timed_out, &b.name)));
+        for n in candidates {
             self.look(&n, cx, out);
         }
     }
@@ -283,6 +339,15 @@ impl Replacer {
         }
         let rc = &cx.config.replace;
         let now = cx.now.for_grace();
+        // A full budget refuses before anything is judged: with thousands
+        // of due nodes, judging each (its members, their spread over every
+        // node) would cost a pass over the cluster per look for nothing.
+        // The judgement comes at the first look with room, before any
+        // request, so a broken member still means no replacement.
+        self.prune(rc, now);
+        if let Err(exhausted) = replace::budget_allows(rc, self.used(cx)) {
+            return self.refuse(node, exhausted, now, out);
+        }
         let daemonsets = cx.view.daemonsets();
         let pods = cx.view.pods_on(name);
         let blocking = blocking(node, &daemonsets, &pods, cx.config, now);
@@ -292,10 +357,6 @@ impl Replacer {
                 self.refused.remove(name);
                 return self.fall_back(node, ds, spread, rc, now, out);
             }
-        }
-        self.prune(rc, now);
-        if let Err(exhausted) = replace::budget_allows(rc, self.used(cx)) {
-            return self.refuse(node, exhausted, now, out);
         }
         self.refused.remove(name);
         let waiting: Vec<String> = blocking.iter().map(|ds| ds.key()).collect();
@@ -564,21 +625,35 @@ impl Decider for Replacer {
         let mut out = Vec::new();
         if cx.config.on_timeout != OnTimeout::Replace {
             // Still note requests, so that turning replace on later counts
-            // them; and report the answers of writes out.
+            // them; and report the answers of writes out. What the budget
+            // counts is built afresh when replace is on again.
+            self.tracked_for = None;
             if let Input::Replaced { write, outcome } = input {
                 self.answered(write, outcome, cx, &mut out);
             }
             return out;
         }
         self.spreads.clear();
+        let full_look = matches!(
+            input,
+            Input::Changed(Change::Everything) | Input::Tick | Input::MayWrite
+        );
+        if !full_look && self.tracked_for.as_ref() != Some(cx.config) {
+            // The first input, or the first under another configuration:
+            // what the budget counts comes from the whole index once.
+            self.rebuild(&cx.view.nodes(), cx.config);
+        }
         match input {
             Input::Changed(Change::Node { after: Some(n), .. }) => {
                 self.note(&n);
+                self.track(&n, cx.config);
                 self.look(&n, cx, &mut out);
             }
             Input::Changed(Change::Node {
                 name, after: None, ..
             }) => {
+                self.marks.remove(&name);
+                self.in_flight.remove(&name);
                 self.pending.remove(&name);
                 self.owner_done.remove(&name);
                 self.budget_event.remove(&name);

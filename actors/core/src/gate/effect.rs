@@ -22,7 +22,8 @@ pub fn annotation_time(t: Timestamp) -> Timestamp {
 /// One conditional JSON patch (semantics.md §5.4): `test` the resourceVersion,
 /// `test` + `remove` each taint at its index (highest index first, so earlier
 /// removals do not shift later ones — the executor must keep this order), and
-/// add the `nodegate.dev/opened-at` / `opened-by` annotations.
+/// add the `nodegate.dev/opened-at` / `opened-by` annotations (and remove a
+/// replace request's marks).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UntaintPatch {
     pub node: String,
@@ -36,6 +37,12 @@ pub struct UntaintPatch {
     /// `metadata.annotations` map: a JSON patch cannot add a key to a map
     /// that does not exist, and must not replace one that does.
     pub annotations_present: bool,
+    /// Whether the node carries a replace request
+    /// (`nodegate.dev/replace-requested`): the opening removes it and its
+    /// `replace-reason` in the same patch, so that no leader counts it in
+    /// flight or deletes the owner of an open node again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub clear_replace_request: bool,
 }
 
 /// The value of `nodegate.dev/opened-by` on a node whose managed taints

@@ -124,6 +124,7 @@ fn write_effects(state: &GateState, node: &NodeInfo, ev: &Event) -> Vec<Effect> 
                 opened_by: *opened_by,
                 opened_at: annotation_time(*at),
                 annotations_present: node.annotations_present,
+                clear_replace_request: node.replace.requested.is_some(),
             })]
         }
         Event::MarkSent { .. } => match &state.timed_out {

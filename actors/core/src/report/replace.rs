@@ -38,7 +38,7 @@ pub(super) fn replace_report(node: &NodeInfo, cfg: &Config) -> Option<ReplaceRep
     };
     let verdict = if let Some(at) = r.requested {
         format!(
-            "replacement requested at {at} (nodegate.dev/replace-requested); in flight while the node exists{}",
+            "replacement requested at {at} (nodegate.dev/replace-requested); in flight until the node opens (which removes the mark) or goes{}",
             if r.unschedulable { "; cordoned" } else { "" }
         )
     } else if let Some(f) = replace::fallback(node) {

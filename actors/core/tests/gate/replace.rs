@@ -102,3 +102,34 @@ fn the_request_written_on_the_node_is_journaled_with_it() {
     );
     assert!(patches(&step).is_empty(), "still closed");
 }
+
+/// Issue 37 §4: a node whose replacement was asked for and that a person
+/// then opens with `nodegate.dev/open` loses the request's marks in the
+/// opening patch; a node never asked for carries no such removal.
+#[test]
+fn an_opening_clears_the_replace_request() {
+    let mut g = replace_gate();
+    let mut asked = gated_node();
+    asked.resource_version = "8".into();
+    asked.replace.timed_out = Some(ts(120));
+    asked.replace.requested = Some(ts(125));
+    let step = g.at(126).feed(Input::NodeChanged(Arc::new(asked.clone())));
+    assert!(patches(&step).is_empty(), "the request alone opens nothing");
+    asked.resource_version = "9".into();
+    asked.open_requested = true;
+    let step = g.at(130).feed(Input::NodeChanged(Arc::new(asked)));
+    let p = patches(&step);
+    assert_eq!(p.len(), 1, "{:?}", step.events);
+    assert_eq!(p[0].opened_by, OpenedBy::Manual);
+    assert!(p[0].clear_replace_request, "{:?}", p[0]);
+
+    let mut g = replace_gate();
+    let mut open = gated_node();
+    open.resource_version = "8".into();
+    open.replace.timed_out = Some(ts(120));
+    open.open_requested = true;
+    let step = g.at(130).feed(Input::NodeChanged(Arc::new(open)));
+    let p = patches(&step);
+    assert_eq!(p.len(), 1, "{:?}", step.events);
+    assert!(!p[0].clear_replace_request, "{:?}", p[0]);
+}

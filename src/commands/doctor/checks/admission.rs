@@ -216,6 +216,18 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
     let first = want.first().cloned().unwrap_or_default();
     let Some(params) = &b.params else {
         let at = b.params_ref.as_deref().unwrap_or("(no spec.paramRef)");
+        if s.dry_run {
+            // A trial writes no parameters: the policy taints nothing, as
+            // it must (a node tainted now would never be opened).
+            return Check::ok(
+                CHECK,
+                subject,
+                format!(
+                    "dry run: nodegate writes no parameters (ConfigMap {at} is not there), so \
+                     the policy taints no new node"
+                ),
+            );
+        }
         return params_absent(s, subject, at);
     };
     let at = b.params_ref.as_deref().unwrap_or_default();
@@ -230,8 +242,9 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
                 params.dry_run.as_deref().unwrap_or("(unset)")
             ),
             format!(
-                "set ConfigMap {at}'s data.dryRun to \"true\" (kustomize: the dry-run \
-                 component sets it with --dry-run; Helm renders no policy with config.dryRun)"
+                "a dry-run nodegate writes no parameters: these are another writer's (a live \
+                 replica's go with its Pod); delete ConfigMap {at}, or set its data.dryRun to \
+                 \"true\" (Helm renders no policy with config.dryRun)"
             ),
         );
     }

@@ -621,3 +621,114 @@ fn the_rate_counts_marks_on_the_nodes_before_any_full_look() {
     assert!(requests(&out).is_empty(), "{out:?}");
     assert_eq!(reasons(&out), ["ReplaceBudgetExhausted"]);
 }
+
+/// Issue 37 §4: a marked node a person opened (it carries an `opened-at`
+/// after the request) whose managed taint came back — Karpenter's
+/// registration puts its startup taints back on a node opened before it
+/// registered — is not in flight, its owner is not deleted again by a new
+/// leader, and it is not due again for the deadline it passed before the
+/// opening.
+#[test]
+fn a_marked_node_opened_since_stays_history_when_a_managed_taint_comes_back() {
+    let mut r = run(config(10, 1, Fallback::Keep));
+    let mut back = marked(karpenter("k1"), NOW - 5_000);
+    back.opened_at = Some(ts(NOW - 4_000));
+    assert!(!back.taints.is_empty(), "the managed taint is back");
+    r.index.upsert(back.clone());
+    r.index.pods.push(pod("k1", true));
+    let input = add_stuck(&mut r, karpenter("k2"));
+    r.may_write = false;
+    let mut d = Replacer::new();
+    r.step(&mut d, input);
+    r.may_write = true;
+    let out = r.step(&mut d, Input::MayWrite);
+    assert!(
+        !replace_writes(&out).iter().any(|w| w.node == "k1"),
+        "nothing is written for the opened node: {out:?}"
+    );
+    assert_eq!(
+        requests(&out),
+        [("k2", &Owner::NodeClaim)],
+        "the opened node takes no place of --replace-in-flight 1"
+    );
+    // Its mark removed by the opening, it is not due either: its deadline
+    // passed before the opening.
+    let mut cleared = back;
+    cleared.replace.requested = None;
+    assert!(!outstanding(&cleared, &r.config));
+    assert!(!due(&cleared, &r.config), "{cleared:?}");
+    // A node never opened with the same marks is.
+    let mut never = cleared.clone();
+    never.opened_at = None;
+    assert!(due(&never, &r.config));
+}
+
+/// Issue 37 §6: what the budget counts is kept from the change feed, not
+/// recounted over every node per look: a marked node's opening, seen as
+/// one node's change, frees its place of `--replace-in-flight` at once,
+/// and a node marked since the last full look takes one.
+#[test]
+fn the_in_flight_count_follows_each_node_change() {
+    let mut r = run(config(10, 1, Fallback::Keep));
+    let input = r.index.upsert(marked(karpenter("k1"), NOW - 100));
+    r.index.pods.push(pod("k1", true));
+    let mut d = Replacer::new();
+    r.step(&mut d, input);
+    let input = add_stuck(&mut r, karpenter("k2"));
+    let out = r.step(&mut d, input);
+    assert_eq!(reasons(&out), ["ReplaceBudgetExhausted"], "{out:?}");
+    // A person opens k1: the opening removes its taint and its mark.
+    let mut opened = karpenter("k1");
+    opened.taints.clear();
+    opened.opened_at = Some(ts(NOW - 10));
+    opened.resource_version = "3".into();
+    let input = r.index.upsert(opened);
+    let out = r.step(&mut d, input);
+    assert!(replace_writes(&out).is_empty(), "{out:?}");
+    let input = Input::Changed(Change::Node {
+        name: "k2".into(),
+        before: None,
+        after: r.index.nodes.get("k2").cloned(),
+    });
+    assert_eq!(
+        requests(&r.step(&mut d, input)),
+        [("k2", &Owner::NodeClaim)]
+    );
+    // k3 is refused again: k2's request holds the one place.
+    let input = add_stuck(&mut r, karpenter("k3"));
+    assert_eq!(reasons(&r.step(&mut d, input)), ["ReplaceBudgetExhausted"]);
+}
+
+/// Issue 37 §6: while the budget is full a due node is refused without
+/// being judged (no pass over the cluster per node); once there is room it
+/// is judged first, and a member broken cluster-wide still means the
+/// fallback, never a request.
+#[test]
+fn a_full_budget_refuses_before_judging_and_the_judgement_comes_with_room() {
+    let mut r = run(config(5, 1, Fallback::Keep));
+    let input = r.index.upsert(marked(stuck("m1"), NOW - 100));
+    r.index.pods.push(pod("m1", true));
+    let mut d = Replacer::new();
+    r.step(&mut d, input);
+    // s1 and s2 fail with k1 (three of thirteen): the agent is broken.
+    for name in ["s1", "s2"] {
+        let mut n = stuck(name);
+        n.replace.timed_out = None;
+        add_stuck(&mut r, n);
+    }
+    let input = add_stuck(&mut r, karpenter("k1"));
+    let out = r.step(&mut d, input);
+    assert_eq!(reasons(&out), ["ReplaceBudgetExhausted"], "{out:?}");
+    assert!(replace_writes(&out).is_empty(), "{out:?}");
+    // m1 goes: room, and k1 is judged.
+    let input = r.index.delete("m1");
+    let out = r.step(&mut d, input);
+    let out = [out, r.step(&mut d, Input::Tick)].concat();
+    assert!(requests(&out).is_empty(), "{out:?}");
+    assert!(
+        replace_writes(&out)
+            .iter()
+            .any(|w| w.node == "k1" && matches!(w.action, ReplaceAction::Fallback { .. })),
+        "{out:?}"
+    );
+}

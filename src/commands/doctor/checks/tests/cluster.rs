@@ -204,6 +204,19 @@ fn admission_policy_rows() {
         let c = admission::binding(s, &b);
         assert_eq!(c.status, want, "{b:?}: {c:?}");
     }
+    // A trial writes no parameters: their absence is as it should be, and
+    // parameters without dryRun (another writer's) are a problem.
+    let trial = settings(&["--dry-run", "--admission-params", "nodegate-admission"]);
+    let c = admission::binding(
+        &trial,
+        &Binding {
+            params: None,
+            ..binding(init, init)
+        },
+    );
+    assert_eq!(c.status, Status::Ok, "{c:?}");
+    let c = admission::binding(&trial, &binding(init, init));
+    assert_eq!(c.status, Status::Problem, "{c:?}");
     // The same binding against nodegate without --node-selector: a mismatch.
     let c = admission::binding(&s, &selecting);
     assert_eq!(c.status, Status::Problem, "{c:?}");
