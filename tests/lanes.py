@@ -45,13 +45,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHAOS = "e2e_chaos"
 
 # The binaries whose tests run deploy/image/build (the image's own checks;
-# the real-node deployment tests import the image into a real containerd).
+# the real-node deployment tests import the image into a real containerd;
+# e2e_release and e2e_deploy's registry test run deploy/release, whose
+# linux/amd64 image is this build and whose linux/arm64 one they share).
 NEEDS_IMAGE = ["e2e_image", "e2e_deploy", "e2e_release"]
 
 # A binary still running after this long is stopped and counted as failed:
-# a hung test must fail the run, not hold it for ever. The slowest binary
-# takes about 340 s on an idle machine.
-BINARY_TIMEOUT = int(os.environ.get("NODEGATE_E2E_BINARY_TIMEOUT", "1200"))
+# a hung test must fail the run, not hold it for ever. The slowest binaries
+# (e2e_release, e2e_chaos) took about 530 s in the last full run; e2e_deploy's
+# registry test waits for both release builds of the image after a commit
+# (amd64, then the arm64 cross build: 974 s on this 2-core machine with
+# other work beside them), and only then starts its cluster.
+BINARY_TIMEOUT = int(os.environ.get("NODEGATE_E2E_BINARY_TIMEOUT", "1800"))
 
 # Each binary's time in the last run that ran it, to order the next run
 # (longest first) and to decide when the chaos binary starts.

@@ -287,3 +287,5 @@ fn metrics_through_service(cluster: &TestCluster, ns: &str) -> String {
 mod helm;
 #[path = "real_node/kustomize.rs"]
 mod kustomize;
+#[path = "real_node/registry.rs"]
+mod registry;

@@ -114,6 +114,17 @@ impl TestCluster {
         Self::start_with(test_name, &["--registry"], None).await
     }
 
+    /// A cluster with a real node and the lab's registry (`up --registry`:
+    /// TLS with the cluster's own CA, which the real node's containerd
+    /// trusts through certs.d), under a lock from
+    /// [`TestCluster::real_node_lock`].
+    pub async fn start_real_node_with_registry(
+        test_name: &str,
+        lock: std::fs::File,
+    ) -> TestCluster {
+        Self::start_with(test_name, &["--real-node", "--registry"], Some(lock)).await
+    }
+
     async fn start_with(
         test_name: &str,
         extra: &[&str],
