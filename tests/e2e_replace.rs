@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::gate::{DsSpec, Env, annotation, gated_node, has_gate_taint};
+use support::gate::{DsSpec, Env, NS, annotation, gated_node, has_gate_taint};
 use support::{Nodegate, wait_for};
 
 fn cordoned(n: &Node) -> bool {
@@ -212,6 +212,111 @@ async fn a_member_broken_cluster_wide_is_not_replaced_and_the_fallback_opens() {
         assert!(
             skipped.contains("infra/agent is broken cluster-wide"),
             "{skipped}"
+        );
+    }
+}
+
+/// Not only DaemonSets: a canary whose image nobody can pull fails on every
+/// gated node (no pod gets its sandbox). Five Cluster API nodes, each owned
+/// by its Machine (`status.nodeRef` by name and UID), time out under
+/// `--on-timeout replace` with the default fallback: each gets
+/// `nodegate.dev/replace-fallback: keep` and a `ReplaceSkipped` naming the
+/// canary, and no Machine is deleted, no node requested or cordoned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_failing_on_every_node_replaces_none_of_them() {
+    let env = Env::new("replace-canary").await;
+    let (machines, _) = owner_kinds(&env).await;
+    let names: Vec<String> = (0..5).map(|i| format!("canary-{i}")).collect();
+    for name in &names {
+        let mut n = gated_node(name, &[]);
+        n.metadata.annotations = Some(
+            [
+                ("cluster.x-k8s.io/machine", format!("m-{name}")),
+                ("cluster.x-k8s.io/cluster-namespace", "capi".to_string()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        );
+        let node = env.cluster.create_node(&n).await;
+        let uid = node.metadata.uid.clone().expect("a node uid");
+        create_with_status(
+            &machines,
+            json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+                "metadata": {"name": format!("m-{name}"), "namespace": "capi"},
+                "spec": {"clusterName": "workload"},
+            }),
+            json!({"nodeRef": {"kind": "Node", "name": name, "uid": uid}}),
+        )
+        .await;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("config.yaml");
+    std::fs::write(
+        &file,
+        format!("canary:\n  namespace: {NS}\n  image: registry.invalid/x\n"),
+    )
+    .expect("write config");
+    let ng = Nodegate::start(
+        &env.cluster,
+        &[
+            "--timeout",
+            "3s",
+            "--on-timeout",
+            "replace",
+            "--replace-budget",
+            "5",
+            "--replace-in-flight",
+            "5",
+            "--config",
+            &file.to_string_lossy(),
+        ],
+    );
+    for name in &names {
+        let note = wait_for(
+            &format!("ReplaceSkipped on {name}"),
+            Duration::from_secs(90),
+            || async {
+                env.events_for(name)
+                    .await
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("ReplaceSkipped"))
+                    .and_then(|e| e.note)
+                    .ok_or_else(|| format!("no ReplaceSkipped on {name} yet\n{}", ng.logs()))
+            },
+        )
+        .await;
+        assert!(note.contains("canary is broken cluster-wide"), "{note}");
+    }
+    for name in &names {
+        let n = env.node(name).await;
+        assert_eq!(
+            annotation(&n, "nodegate.dev/replace-fallback").as_deref(),
+            Some("keep"),
+            "{name}"
+        );
+        assert_eq!(
+            annotation(&n, "nodegate.dev/replace-requested"),
+            None,
+            "{name}"
+        );
+        assert!(!cordoned(&n), "{name} must not be cordoned");
+        assert!(has_gate_taint(&n), "{name} stays closed");
+        assert!(
+            !reasons(&env, name)
+                .await
+                .iter()
+                .any(|r| r == "GateReplaced"),
+            "{name}"
+        );
+        let m = machines
+            .get_opt(&format!("m-{name}"))
+            .await
+            .expect("read a Machine");
+        assert!(
+            m.is_some_and(|m| m.metadata.deletion_timestamp.is_none()),
+            "the Machine of {name} must survive"
         );
     }
 }

@@ -33,11 +33,12 @@ use super::{
     tell_refusal,
 };
 use crate::config::{Config, OnTimeout, ReplaceConfig};
-use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
+use crate::gate::{self, EventType, NodeEvent, PatchOutcome, Reason};
+use crate::member::{Member, MemberId, Readiness};
 use crate::model::{DaemonSetInfo, Fallback, NodeInfo, Owner, PodInfo};
 use crate::placement::{self, Verdict};
-use crate::readiness::{self, MemberState};
 use crate::replace::{self, Exhausted, Spread, Used};
+use crate::vec_map::VecMap;
 
 #[cfg(test)]
 mod tests;
@@ -80,31 +81,38 @@ fn opened_since(node: &NodeInfo, t: Timestamp) -> bool {
     node.opened_at.is_some_and(|o| o >= t)
 }
 
-/// The DaemonSets the node waits for: expected on it and not Ready there.
-pub fn blocking<'a>(
+/// The members the node waits for — of every kind the gate waits for
+/// (DaemonSets, critical pods, conditions, devices, the canary): expected
+/// on it and not Ready there, as the gate derives them.
+pub fn blocking(
     node: &NodeInfo,
-    daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
+    daemonsets: &VecMap<String, Arc<DaemonSetInfo>>,
     pods: &[Arc<PodInfo>],
     cfg: &Config,
     now: Timestamp,
-) -> Vec<Arc<DaemonSetInfo>> {
-    daemonsets
+) -> Vec<MemberId> {
+    gate::derive_all(node, daemonsets, &by_uid(pods), cfg, now)
         .into_iter()
-        .filter(|ds| {
-            matches!(
-                placement::evaluate(node, ds, &cfg.placement),
-                Verdict::Expected
-            )
-        })
-        .filter(|ds| {
-            let on_node = pods.iter().map(AsRef::as_ref);
-            matches!(
-                readiness::daemonset_member(ds, on_node, now),
-                MemberState::NotReady(_)
-            )
-        })
-        .cloned()
+        .filter(|(_, m)| failing(m))
+        .map(|(id, _)| id)
         .collect()
+}
+
+/// Whether a member is expected and not Ready.
+fn failing(m: &Member) -> bool {
+    m.is_expected() && !m.readiness.as_ref().is_some_and(Readiness::is_ready)
+}
+
+/// Pods keyed as a gate keeps them.
+fn by_uid(pods: &[Arc<PodInfo>]) -> VecMap<String, Arc<PodInfo>> {
+    pods.iter()
+        .map(|p| (p.uid.to_string(), Arc::clone(p)))
+        .collect()
+}
+
+/// DaemonSets keyed as a gate keeps them.
+fn by_key(daemonsets: Vec<Arc<DaemonSetInfo>>) -> VecMap<String, Arc<DaemonSetInfo>> {
+    daemonsets.into_iter().map(|ds| (ds.key(), ds)).collect()
 }
 
 /// One write of the replace decider, conditional on the node's
@@ -179,8 +187,8 @@ pub struct Replacer {
     budget_event: HashMap<String, Timestamp>,
     /// Due nodes the budget refused.
     refused: BTreeSet<String>,
-    /// Spreads of the DaemonSets counted during one input.
-    spreads: HashMap<String, Spread>,
+    /// Spreads of the members counted during one input.
+    spreads: HashMap<MemberId, Spread>,
     /// What the budget counts, kept up to date from the change feed so that
     /// a look costs no pass over every node (issue 37 §6): the request time
     /// on each indexed node that carries one, and the indexed nodes whose
@@ -348,18 +356,18 @@ impl Replacer {
         if let Err(exhausted) = replace::budget_allows(rc, self.used(cx)) {
             return self.refuse(node, exhausted, now, out);
         }
-        let daemonsets = cx.view.daemonsets();
+        let daemonsets = by_key(cx.view.daemonsets());
         let pods = cx.view.pods_on(name);
         let blocking = blocking(node, &daemonsets, &pods, cx.config, now);
-        for ds in &blocking {
-            let spread = self.spread(ds, cx);
+        for id in &blocking {
+            let spread = self.spread(id, &daemonsets, cx);
             if spread.broken(rc.breakage) {
                 self.refused.remove(name);
-                return self.fall_back(node, ds, spread, rc, now, out);
+                return self.fall_back(node, id, spread, rc, now, out);
             }
         }
         self.refused.remove(name);
-        let waiting: Vec<String> = blocking.iter().map(|ds| ds.key()).collect();
+        let waiting: Vec<String> = blocking.iter().map(ToString::to_string).collect();
         let owner = node.replace.owner.clone();
         let reason = replace::reason(&owner, &waiting);
         self.writing.insert(name.to_string());
@@ -375,45 +383,76 @@ impl Replacer {
         )));
     }
 
-    /// How `ds` fares across the cluster, counted once per input. A node
-    /// where it is expected but has no pod (none could be made: a quota,
-    /// an admission refusal, no pod IP) counts as a node it fails on.
-    fn spread(&mut self, ds: &DaemonSetInfo, cx: &Context<'_>) -> Spread {
-        if let Some(s) = self.spreads.get(&ds.uid) {
+    /// How member `id` fares across the cluster, counted once per input.
+    /// A DaemonSet over every node: where it has a pod, and where it is
+    /// expected but has none (none could be made: a quota, an admission
+    /// refusal, no pod IP), which counts as failing. Any other member over
+    /// the gated nodes that expect it, failing where not Ready (the canary
+    /// exists only there; a condition or critical pod is judged where the
+    /// gate waits for it). On every node, whether a due node waits for it.
+    fn spread(
+        &mut self,
+        id: &MemberId,
+        daemonsets: &VecMap<String, Arc<DaemonSetInfo>>,
+        cx: &Context<'_>,
+    ) -> Spread {
+        if let Some(s) = self.spreads.get(id) {
             return *s;
         }
+        let ds = match id {
+            MemberId::DaemonSet(key) => daemonsets.get(key),
+            _ => None,
+        };
+        let now = cx.now.for_grace();
         let mut spread = Spread::default();
         for n in cx.view.nodes() {
             let pods = cx.view.pods_on(&n.name);
             let before = spread;
-            spread.count(ds, pods.iter().map(AsRef::as_ref));
-            if spread == before
-                && matches!(
-                    placement::evaluate(&n, ds, &cx.config.placement),
-                    Verdict::Expected
-                )
-            {
-                spread.missing();
+            if let Some(ds) = ds {
+                spread.count(ds, pods.iter().map(AsRef::as_ref));
+                if spread == before
+                    && matches!(
+                        placement::evaluate(&n, ds, &cx.config.placement),
+                        Verdict::Expected
+                    )
+                {
+                    spread.missing();
+                }
+            } else if cx.config.gates(&n) && !n.ignored {
+                let member =
+                    gate::derive_member(id, &n, daemonsets, &by_uid(&pods), cx.config, now);
+                if let Some(m) = member.filter(Member::is_expected) {
+                    spread.nodes += 1;
+                    if failing(&m) {
+                        spread.failing += 1;
+                    }
+                }
+            }
+            if spread.failing > before.failing && due(&n, cx.config) {
+                spread.due += 1;
             }
         }
-        self.spreads.insert(ds.uid.clone(), spread);
+        self.spreads.insert(id.clone(), spread);
         spread
     }
 
     fn fall_back(
         &mut self,
         node: &NodeInfo,
-        ds: &DaemonSetInfo,
+        member: &MemberId,
         spread: Spread,
         rc: &ReplaceConfig,
         now: Timestamp,
         out: &mut Vec<Effect>,
     ) {
         let fallback = rc.fallback;
+        let why = if spread.due >= 2 {
+            "shared by nodes past their deadline".to_string()
+        } else {
+            format!("more than --replace-breakage {}", rc.breakage)
+        };
         let note = format!(
-            "Not replaced: {} is broken cluster-wide ({spread}, more than --replace-breakage {}); replacing nodes cannot fix it; {} (--replace-fallback={fallback})",
-            ds.key(),
-            rc.breakage,
+            "Not replaced: {member} is broken cluster-wide ({spread}, {why}); replacing nodes cannot fix it; {} (--replace-fallback={fallback})",
             instead(fallback)
         );
         self.writing.insert(node.name.clone());
