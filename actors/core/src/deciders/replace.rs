@@ -28,6 +28,7 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
+use super::rules::backoff::{Backoffs, May};
 use super::{
     BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Origin, Tally, retry_after,
     tell_refusal,
@@ -169,8 +170,16 @@ pub enum ReplaceOutcome {
     NotWritten(PatchOutcome),
 }
 
+/// The first wait after a node's owner could not be found or deleted
+/// (each wait is spread over its second half: 10–20 s here).
+pub const OWNER_RETRY_FIRST: SignedDuration = SignedDuration::from_secs(20);
+/// The longest: an owner lookup (a LIST of every NodeClaim when the node
+/// has no ownerReference) or delete that keeps failing — a verb not
+/// granted, an API answering errors — is tried about once in this, at most.
+pub const OWNER_RETRY_MOST: SignedDuration = SignedDuration::from_secs(300);
+
 /// The replace decider's memory.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Replacer {
     /// Request times seen on nodes (or written by this replica), kept for
     /// the interval even after the node is gone.
@@ -199,6 +208,29 @@ pub struct Replacer {
     marks: HashMap<String, Timestamp>,
     in_flight: HashSet<String>,
     tracked_for: Option<Config>,
+    /// Per node, the failed owner lookups or deletes in a row and how long
+    /// they make the next wait (issue 37 §6): doubling from
+    /// [`OWNER_RETRY_FIRST`] to [`OWNER_RETRY_MOST`], spread per node.
+    owner_backoff: Backoffs,
+}
+
+impl Default for Replacer {
+    fn default() -> Self {
+        Replacer {
+            seen: HashMap::new(),
+            pending: HashSet::new(),
+            writing: HashSet::new(),
+            requesting: HashSet::new(),
+            owner_done: HashSet::new(),
+            budget_event: HashMap::new(),
+            refused: BTreeSet::new(),
+            spreads: HashMap::new(),
+            marks: HashMap::new(),
+            in_flight: HashSet::new(),
+            tracked_for: None,
+            owner_backoff: Backoffs::spread(OWNER_RETRY_FIRST, OWNER_RETRY_MOST),
+        }
+    }
 }
 
 impl Replacer {
@@ -331,6 +363,10 @@ impl Replacer {
             && node.replace.owner != Owner::None
             && !self.owner_done.contains(name)
         {
+            if let May::WaitUntil(at) = self.owner_backoff.may(name, cx.now.for_grace(), 0) {
+                out.push(Effect::LookAgainAt(at));
+                return;
+            }
             self.writing.insert(name.to_string());
             out.push(Effect::Replace(write_for(
                 node,
@@ -347,6 +383,10 @@ impl Replacer {
         }
         let rc = &cx.config.replace;
         let now = cx.now.for_grace();
+        if let May::WaitUntil(at) = self.owner_backoff.may(name, now, 0) {
+            out.push(Effect::LookAgainAt(at));
+            return;
+        }
         // A full budget refuses before anything is judged: with thousands
         // of due nodes, judging each (its members, their spread over every
         // node) would cost a pass over the cluster per look for nothing.
@@ -505,9 +545,9 @@ impl Replacer {
         self.writing.remove(&name);
         self.requesting.remove(&name);
         let now = cx.now.for_grace();
-        let again = now.checked_add(BUDGET_RETRY).unwrap_or(now);
         match (write.action, outcome) {
             (ReplaceAction::Request { owner, at, .. }, ReplaceOutcome::Done { deleted }) => {
+                self.owner_backoff.applied(&name);
                 self.requested(&name, at);
                 self.owner_done.insert(name.clone());
                 let what = match deleted {
@@ -528,7 +568,7 @@ impl Replacer {
                 }));
                 let what = format!("marked, but deleting its owner failed ({e}); trying again");
                 self.replaced_event(&write.uid, &name, &what, out);
-                out.push(Effect::LookAgainAt(again));
+                out.push(Effect::LookAgainAt(self.owner_backoff.refused(&name, now)));
             }
             (ReplaceAction::Request { .. }, ReplaceOutcome::NoOwner(why)) => {
                 let rc = &cx.config.replace;
@@ -548,17 +588,19 @@ impl Replacer {
                 }));
             }
             (ReplaceAction::DeleteOwner { .. }, ReplaceOutcome::Done { .. }) => {
+                self.owner_backoff.applied(&name);
                 self.owner_done.insert(name);
             }
             (ReplaceAction::DeleteOwner { .. }, ReplaceOutcome::OwnerFailed(e)) => {
+                let until = self.owner_backoff.refused(&name, now);
                 out.push(Effect::log(
                     Level::Warn,
                     &name,
                     format!(
-                        "cannot delete the owner of a node asked to be replaced: {e}; trying again"
+                        "cannot delete the owner of a node asked to be replaced: {e}; trying again at {until}"
                     ),
                 ));
-                out.push(Effect::LookAgainAt(again));
+                out.push(Effect::LookAgainAt(until));
             }
             (ReplaceAction::Fallback { fallback, note, .. }, ReplaceOutcome::Done { .. }) => {
                 out.push(Effect::Count(Tally::ReplaceSkipped(fallback.as_str())));
@@ -626,12 +668,20 @@ impl Replacer {
                         outcome: "failed",
                     }));
                 }
+                // A request fails here also when its owner cannot be looked
+                // up (a LIST refused or failing): it backs off as a failed
+                // delete does.
+                let at = if matches!(action, ReplaceAction::Request { .. }) {
+                    self.owner_backoff.refused(name, now)
+                } else {
+                    retry_after(now)
+                };
                 out.push(Effect::log(
                     Level::Warn,
                     name,
-                    format!("cannot write the replace mark: {e}; trying again"),
+                    format!("cannot write the replace mark: {e}; trying again at {at}"),
                 ));
-                out.push(Effect::LookAgainAt(retry_after(now)));
+                out.push(Effect::LookAgainAt(at));
             }
         }
     }
@@ -693,6 +743,7 @@ impl Decider for Replacer {
             }) => {
                 self.marks.remove(&name);
                 self.in_flight.remove(&name);
+                self.owner_backoff.applied(&name);
                 self.pending.remove(&name);
                 self.owner_done.remove(&name);
                 self.budget_event.remove(&name);

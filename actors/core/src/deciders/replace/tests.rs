@@ -439,8 +439,15 @@ fn a_failed_owner_delete_is_tried_again() {
             outcome: ReplaceOutcome::OwnerFailed("503".into()),
         },
     );
-    assert_eq!(asked(&out), [ts(NOW + 10)]);
+    let [at] = asked(&out)[..] else {
+        panic!("one look again: {out:?}")
+    };
+    assert!(ts(NOW + 10) <= at && at <= ts(NOW + 20), "{at}");
     r.index.upsert(marked(karpenter("k1"), NOW));
+    // Not before the wait is over.
+    let out = r.step(&mut d, Input::Tick);
+    assert!(replace_writes(&out).is_empty(), "{out:?}");
+    r.now = at;
     let out = r.step(&mut d, Input::Tick);
     assert!(matches!(
         &replace_writes(&out)[..],
@@ -868,4 +875,54 @@ fn due_nodes_sharing_a_blocker_fall_back_instead_of_being_replaced_one_by_one() 
             "{note}"
         );
     }
+}
+
+/// Every owner delete fails (the verb not granted, or an API answering
+/// errors) and the decider looks every 10 s: the deletes (each a lookup,
+/// for a node with no ownerReference a LIST of every NodeClaim) back off
+/// to about one in 2.5–5 minutes instead of one per look.
+#[test]
+fn failing_owner_deletes_back_off_to_a_few_per_ten_minutes() {
+    let mut r = run(config(5, 5, Fallback::Keep));
+    let mut d = Replacer::new();
+    // Marked by an earlier leader: every look would delete its owner again.
+    r.index.upsert(marked(karpenter("k1"), NOW - 60));
+    r.index.pods.push(pod("k1", false));
+    let mut attempts = Vec::new();
+    for step in 0..=360 {
+        // An hour, a look every 10 s.
+        r.now = ts(NOW + step * 10);
+        let out = r.step(&mut d, Input::Tick);
+        for w in replace_writes(&out) {
+            assert!(
+                matches!(w.action, ReplaceAction::DeleteOwner { .. }),
+                "{w:?}"
+            );
+            attempts.push(step * 10);
+            let w = w.clone();
+            r.step(
+                &mut d,
+                Input::Replaced {
+                    write: w,
+                    outcome: ReplaceOutcome::OwnerFailed("nodeclaims is forbidden".into()),
+                },
+            );
+        }
+    }
+    // 10–20 s, doubling to 150–300 s: at most 7 in the first ten minutes,
+    // then never two within 150 s.
+    assert!(
+        attempts.iter().filter(|t| **t < 600).count() <= 7,
+        "{attempts:?}"
+    );
+    assert!(attempts.len() <= 7 + 20, "{attempts:?}");
+    for pair in attempts.windows(2).skip(6) {
+        assert!(pair[1] - pair[0] >= 150, "{attempts:?}");
+    }
+    // Never given up.
+    let last = *attempts.last().expect("attempts");
+    assert!(
+        last >= 3_000,
+        "still tried in the last ten minutes: {attempts:?}"
+    );
 }
