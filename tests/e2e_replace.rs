@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::gate::{DsSpec, Env, annotation, gated_node, has_gate_taint};
+use support::gate::{DsSpec, Env, NS, annotation, gated_node, has_gate_taint};
 use support::{Nodegate, wait_for};
 
 fn cordoned(n: &Node) -> bool {
@@ -216,6 +216,104 @@ async fn a_member_broken_cluster_wide_is_not_replaced_and_the_fallback_opens() {
     }
 }
 
+/// Not only DaemonSets: a canary whose image nobody can pull fails on every
+/// gated node (no pod gets its sandbox). Five Cluster API nodes, each owned
+/// by its Machine (`status.nodeRef` by name and UID), time out under
+/// `--on-timeout replace` with the default fallback: each gets
+/// `nodegate.dev/replace-fallback: keep` and a `ReplaceSkipped` naming the
+/// canary, and no Machine is deleted, no node requested or cordoned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_failing_on_every_node_replaces_none_of_them() {
+    let env = Env::new("replace-canary").await;
+    let (machines, _) = owner_kinds(&env).await;
+    let names: Vec<String> = (0..5).map(|i| format!("canary-{i}")).collect();
+    for name in &names {
+        let node = env
+            .cluster
+            .create_node(&capi_node(name, &format!("m-{name}")))
+            .await;
+        let uid = node.metadata.uid.clone().expect("a node uid");
+        create_with_status(
+            &machines,
+            json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+                "metadata": {"name": format!("m-{name}"), "namespace": "capi"},
+                "spec": {"clusterName": "workload"},
+            }),
+            json!({"nodeRef": {"kind": "Node", "name": name, "uid": uid}}),
+        )
+        .await;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("config.yaml");
+    std::fs::write(
+        &file,
+        format!("canary:\n  namespace: {NS}\n  image: registry.invalid/x\n"),
+    )
+    .expect("write config");
+    let ng = Nodegate::start(
+        &env.cluster,
+        &[
+            "--timeout",
+            "3s",
+            "--on-timeout",
+            "replace",
+            "--replace-budget",
+            "5",
+            "--replace-in-flight",
+            "5",
+            "--config",
+            &file.to_string_lossy(),
+        ],
+    );
+    for name in &names {
+        let note = wait_for(
+            &format!("ReplaceSkipped on {name}"),
+            Duration::from_secs(90),
+            || async {
+                env.events_for(name)
+                    .await
+                    .into_iter()
+                    .find(|e| e.reason.as_deref() == Some("ReplaceSkipped"))
+                    .and_then(|e| e.note)
+                    .ok_or_else(|| format!("no ReplaceSkipped on {name} yet\n{}", ng.logs()))
+            },
+        )
+        .await;
+        assert!(note.contains("canary is broken cluster-wide"), "{note}");
+    }
+    for name in &names {
+        let n = env.node(name).await;
+        assert_eq!(
+            annotation(&n, "nodegate.dev/replace-fallback").as_deref(),
+            Some("keep"),
+            "{name}"
+        );
+        assert_eq!(
+            annotation(&n, "nodegate.dev/replace-requested"),
+            None,
+            "{name}"
+        );
+        assert!(!cordoned(&n), "{name} must not be cordoned");
+        assert!(has_gate_taint(&n), "{name} stays closed");
+        assert!(
+            !reasons(&env, name)
+                .await
+                .iter()
+                .any(|r| r == "GateReplaced"),
+            "{name}"
+        );
+        let m = machines
+            .get_opt(&format!("m-{name}"))
+            .await
+            .expect("read a Machine");
+        assert!(
+            m.is_some_and(|m| m.metadata.deletion_timestamp.is_none()),
+            "the Machine of {name} must survive"
+        );
+    }
+}
+
 /// A CustomResourceDefinition as small as these tests need: the group,
 /// version and kind nodegate asks for, any fields, a status subresource.
 fn crd(group: &str, kind: &str, plural: &str, version: &str, namespaced: bool) -> Value {
@@ -302,6 +400,116 @@ async fn owner_kinds(env: &Env) -> (Api<DynamicObject>, Api<DynamicObject>) {
     (machines, claims)
 }
 
+/// A gated node whose Cluster API annotations name the Machine
+/// `capi/MACHINE`.
+fn capi_node(name: &str, machine: &str) -> Node {
+    let mut n = gated_node(name, &[]);
+    n.metadata.annotations = Some(
+        [
+            ("cluster.x-k8s.io/machine", machine),
+            ("cluster.x-k8s.io/cluster-namespace", "capi"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+    );
+    n
+}
+
+/// A Cluster API workload cluster: its Machines live in the management
+/// cluster, so every lookup of a node's Machine here is a 404. Two stuck
+/// CAPI-annotated nodes whose Machines do not exist get the fallback
+/// (`keep`), are not requested and do not fill `--replace-in-flight 2`; a
+/// third stuck node, whose Machine names it, is then replaced (its Machine
+/// deleted) rather than refused for ever with `ReplaceBudgetExhausted`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn machines_that_do_not_exist_fill_no_budget() {
+    let env = Env::new("replace-capi-404").await;
+    let (machines, _) = owner_kinds(&env).await;
+    env.create_ds(DsSpec {
+        hold: true,
+        ..DsSpec::new("agent")
+    })
+    .await;
+    let ng = Nodegate::start(
+        &env.cluster,
+        &[
+            "--timeout",
+            "3s",
+            "--on-timeout",
+            "replace",
+            "--replace-budget",
+            "5",
+            "--replace-in-flight",
+            "2",
+            // The agent fails on every node: not judged a breakage here.
+            "--replace-breakage",
+            "100%",
+        ],
+    );
+    for name in ["elsewhere-a", "elsewhere-b"] {
+        env.cluster
+            .create_node(&capi_node(name, &format!("m-{name}")))
+            .await;
+    }
+    for name in ["elsewhere-a", "elsewhere-b"] {
+        wait_for(
+            &format!("the fallback on {name}"),
+            Duration::from_secs(60),
+            || async {
+                env.annotation(name, "nodegate.dev/replace-fallback")
+                    .await
+                    .ok_or_else(|| format!("no fallback on {name} yet\n{}", ng.logs()))
+            },
+        )
+        .await;
+        let n = env.node(name).await;
+        assert_eq!(
+            annotation(&n, "nodegate.dev/replace-requested"),
+            None,
+            "{name}"
+        );
+        assert!(!cordoned(&n), "{name} must not be cordoned");
+    }
+    let third = env
+        .cluster
+        .create_node(&capi_node("third", "m-third"))
+        .await;
+    create_with_status(
+        &machines,
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": "m-third", "namespace": "capi"},
+            "spec": {"clusterName": "workload"},
+        }),
+        json!({"nodeRef": {"kind": "Node", "name": "third",
+                           "uid": third.metadata.uid.clone().expect("a node uid")}}),
+    )
+    .await;
+    wait_for(
+        "the third node's Machine deleted",
+        Duration::from_secs(60),
+        || async {
+            match machines.get_opt("m-third").await {
+                Ok(None) => Ok(()),
+                other => Err(format!("m-third: {other:?}\n{}", ng.logs())),
+            }
+        },
+    )
+    .await;
+    assert!(
+        annotation(&env.node("third").await, "nodegate.dev/replace-requested").is_some(),
+        "the third node is marked"
+    );
+    assert!(
+        !reasons(&env, "third")
+            .await
+            .iter()
+            .any(|r| r == "ReplaceBudgetExhausted"),
+        "the third node was never refused"
+    );
+}
+
 /// A node that names an owner which does not own it is not a lever: nodegate
 /// deletes only an owner that names the node from its own side. Three stuck
 /// nodes under `--on-timeout replace`:
@@ -326,19 +534,7 @@ async fn replace_deletes_only_an_owner_that_names_the_node_itself() {
         ..DsSpec::new("agent")
     })
     .await;
-    let capi = |name: &str, machine: &str| {
-        let mut n = gated_node(name, &[]);
-        n.metadata.annotations = Some(
-            [
-                ("cluster.x-k8s.io/machine", machine),
-                ("cluster.x-k8s.io/cluster-namespace", "capi"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        );
-        n
-    };
+    let capi = capi_node;
     let rogue = env.cluster.create_node(&capi("rogue", "victim")).await;
     let owned = env.cluster.create_node(&capi("owned", "owned-m")).await;
     let mut by_provider = gated_node("by-provider", &[("karpenter.sh/nodepool", "default")]);

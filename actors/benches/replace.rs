@@ -6,14 +6,15 @@
 //! timed out with their agent not Ready and are due for replacement, and
 //! two more already asked to be replaced fill `--replace-in-flight 2`. The
 //! agent fails on 5,002 of 65,000 nodes, under `--replace-breakage 20%`,
-//! so every due node is judged and refused by the budget.
+//! but 5,000 due nodes wait for it: judged, it is broken cluster-wide.
 //!
 //! - `first_look`: a new leader's first look (`MayWrite`), from an empty
 //!   memory: 5,000 refusals, each with its `ReplaceBudgetExhausted` Event.
 //! - `tick`: the look every 10 s while nodes are refused, once the Events
 //!   are out.
-//! - `first_look_with_room`: the first look with no node marked yet: two
-//!   requests (each judged first), then refusals.
+//! - `first_look_with_room`: the first look with no node marked yet: every
+//!   due node judged (the agent's spread counted once), and each gets the
+//!   fallback, which spends no budget.
 //!
 //! The target is one look under 50 ms. The figures are reported, not
 //! asserted (speed is asserted nowhere in the ordinary tests).
@@ -23,8 +24,8 @@ use std::sync::Arc;
 use divan::{Bencher, black_box};
 use nodegate_actors::router::Router;
 use nodegate_core::config::{Config, OnTimeout};
-use nodegate_core::deciders::replace::Replacer;
-use nodegate_core::deciders::{Context, Decider, Input, Now};
+use nodegate_core::deciders::replace::{ReplaceAction, Replacer};
+use nodegate_core::deciders::{Context, Decider, Effect, Input, Now};
 use nodegate_core::model::{DaemonSetInfo, KARPENTER_NODEPOOL_LABEL, NodeInfo, Owner};
 use nodegate_core::placement::DEFAULT_MANAGED_TAINT_KEY;
 use nodegate_core::testutil::{
@@ -142,9 +143,9 @@ fn first_look(bencher: Bencher) {
     assert_eq!(refused, DUE, "the scenario: every due node refused");
 }
 
-/// The same look with room for two requests (no node marked yet): the
-/// first two due nodes are judged (their agent's spread over every node,
-/// once per look) and requested, the rest refused.
+/// The same look with room (no node marked yet): every due node is judged
+/// (the agent's spread over every node, once per look) and falls back,
+/// since the due nodes share their blocker.
 #[divan::bench(sample_count = 5, sample_size = 1)]
 fn first_look_with_room(bencher: Bencher) {
     let router = cluster(0);
@@ -154,6 +155,24 @@ fn first_look_with_room(bencher: Bencher) {
         .bench_local_refs(|replacer| {
             black_box(look(&router, &cfg, replacer, Input::MayWrite));
         });
+    let cx = Context {
+        view: router.index(),
+        config: &cfg,
+        now: Now::local(ts(NOW)),
+        may_write: true,
+    };
+    let out = Replacer::new().decide(Input::MayWrite, &cx);
+    let fallbacks = out
+        .iter()
+        .filter(|e| {
+            matches!(e, Effect::Replace(w) if matches!(w.action, ReplaceAction::Fallback { .. }))
+        })
+        .count();
+    assert_eq!(
+        fallbacks,
+        DUE + MARKED,
+        "the scenario: every due node falls back"
+    );
 }
 
 #[divan::bench(sample_count = 5, sample_size = 1)]

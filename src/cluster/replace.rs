@@ -265,11 +265,7 @@ async fn prove(
                     .as_ref()
                     .and_then(|s| s.provider_id.as_deref())
                     .filter(|p| !p.is_empty());
-                let list = api
-                    .list(&ListParams::default())
-                    .await
-                    .map_err(|e| format!("listing karpenter.sh NodeClaims: {e}"))?;
-                let claim = owning_nodeclaim(&list.items, node, provider_id).cloned();
+                let claim = find_nodeclaim(&api, node, provider_id).await?;
                 let why = format!(
                     "no NodeClaim names it in an ownerReference, and none has both status.nodeName {node} and status.providerID {}",
                     provider_id.unwrap_or("(the node has none)")
@@ -288,6 +284,35 @@ async fn prove(
                 }
                 None => Found::NotProven(why),
             })
+        }
+    }
+}
+
+/// One page of the NodeClaim LIST below.
+const NODECLAIM_PAGE: u32 = 500;
+
+/// [`owning_nodeclaim`] over every NodeClaim, read a page at a time and
+/// stopping at the first match (only for a node with no ownerReference).
+async fn find_nodeclaim(
+    api: &Api<DynamicObject>,
+    node: &str,
+    provider_id: Option<&str>,
+) -> Result<Option<DynamicObject>, String> {
+    if provider_id.is_none() {
+        return Ok(None);
+    }
+    let mut params = ListParams::default().limit(NODECLAIM_PAGE);
+    loop {
+        let page = api
+            .list(&params)
+            .await
+            .map_err(|e| format!("listing karpenter.sh NodeClaims: {e}"))?;
+        if let Some(c) = owning_nodeclaim(&page.items, node, provider_id) {
+            return Ok(Some(c.clone()));
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(None),
         }
     }
 }

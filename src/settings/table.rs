@@ -210,9 +210,10 @@ settings! {
             default: "keep", helm: "config.replaceFallback", reload: live,
         }
         /// --on-timeout replace: a member not Ready on at least two nodes and on
-        /// more than this of the nodes it has a pod on or is expected on (a
-        /// count or a percentage) is broken cluster-wide; such nodes are not
-        /// replaced.
+        /// more than this of the nodes it is judged on (a count or a
+        /// percentage), or that two due nodes wait for, is broken
+        /// cluster-wide; such nodes are not replaced. 100% judges nothing
+        /// broken.
         replace_breakage: value(String) {
             flag: "replace-breakage", value: "N|P%", key: "replaceBreakage",
             default: "20%", helm: "config.replaceBreakage", reload: live,

@@ -342,9 +342,9 @@ pub struct ReplaceConfig {
     /// (`--replace-in-flight`).
     pub in_flight: u32,
     pub fallback: Fallback,
-    /// A member failing on more than this of the nodes it has a pod on (or
-    /// is expected on and has none) is
-    /// broken cluster-wide (`--replace-breakage`).
+    /// A member failing on more than this of the nodes it is judged on is
+    /// broken cluster-wide (`--replace-breakage`; see
+    /// [`crate::replace::Spread::broken`]).
     pub breakage: MaxUnavailable,
 }
 

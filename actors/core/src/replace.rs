@@ -38,12 +38,16 @@ pub fn fallback(node: &NodeInfo) -> Option<Fallback> {
         .map(|(f, _)| f)
 }
 
-/// How a DaemonSet fares across the cluster: on how many nodes it has a
-/// pod, and on how many of those none is Ready.
+/// How a member fares across the cluster: on how many nodes it is judged
+/// (a DaemonSet: where it has a pod or is expected; any other member: the
+/// gated nodes that expect it), on how many of those it is not Ready, and
+/// on how many due nodes (timed out, nothing recorded yet) it is what they
+/// wait for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Spread {
     pub failing: usize,
     pub nodes: usize,
+    pub due: usize,
 }
 
 impl Spread {
@@ -73,10 +77,13 @@ impl Spread {
     }
 
     /// Broken cluster-wide: failing on at least two nodes, and on more than
-    /// `threshold` of the nodes it has a pod on or is expected on. Replacing
-    /// a node cannot fix a DaemonSet that fails everywhere.
+    /// `threshold` of the nodes it is judged on, or what at least two due
+    /// nodes wait for (replacing them one by one would only churn). A
+    /// threshold that allows every node (`100%`) judges nothing broken.
+    /// Replacing a node cannot fix a member that fails everywhere.
     pub fn broken(self, threshold: MaxUnavailable) -> bool {
-        self.failing >= 2 && self.failing > threshold.allowed(self.nodes)
+        let allowed = threshold.allowed(self.nodes);
+        self.failing >= 2 && (self.failing > allowed || (self.due >= 2 && allowed < self.nodes))
     }
 }
 
@@ -86,7 +93,11 @@ impl fmt::Display for Spread {
             f,
             "not Ready on {} of the {} nodes it has a pod on or is expected on",
             self.failing, self.nodes
-        )
+        )?;
+        if self.due >= 2 {
+            write!(f, "; {} nodes past their deadline wait for it", self.due)?;
+        }
+        Ok(())
     }
 }
 

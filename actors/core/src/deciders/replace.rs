@@ -28,16 +28,18 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
+use super::rules::backoff::{Backoffs, May};
 use super::{
     BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Origin, Tally, retry_after,
     tell_refusal,
 };
 use crate::config::{Config, OnTimeout, ReplaceConfig};
-use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
+use crate::gate::{self, EventType, NodeEvent, PatchOutcome, Reason};
+use crate::member::{Member, MemberId, Readiness};
 use crate::model::{DaemonSetInfo, Fallback, NodeInfo, Owner, PodInfo};
 use crate::placement::{self, Verdict};
-use crate::readiness::{self, MemberState};
 use crate::replace::{self, Exhausted, Spread, Used};
+use crate::vec_map::VecMap;
 
 #[cfg(test)]
 mod tests;
@@ -80,31 +82,38 @@ fn opened_since(node: &NodeInfo, t: Timestamp) -> bool {
     node.opened_at.is_some_and(|o| o >= t)
 }
 
-/// The DaemonSets the node waits for: expected on it and not Ready there.
-pub fn blocking<'a>(
+/// The members the node waits for — of every kind the gate waits for
+/// (DaemonSets, critical pods, conditions, devices, the canary): expected
+/// on it and not Ready there, as the gate derives them.
+pub fn blocking(
     node: &NodeInfo,
-    daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
+    daemonsets: &VecMap<String, Arc<DaemonSetInfo>>,
     pods: &[Arc<PodInfo>],
     cfg: &Config,
     now: Timestamp,
-) -> Vec<Arc<DaemonSetInfo>> {
-    daemonsets
+) -> Vec<MemberId> {
+    gate::derive_all(node, daemonsets, &by_uid(pods), cfg, now)
         .into_iter()
-        .filter(|ds| {
-            matches!(
-                placement::evaluate(node, ds, &cfg.placement),
-                Verdict::Expected
-            )
-        })
-        .filter(|ds| {
-            let on_node = pods.iter().map(AsRef::as_ref);
-            matches!(
-                readiness::daemonset_member(ds, on_node, now),
-                MemberState::NotReady(_)
-            )
-        })
-        .cloned()
+        .filter(|(_, m)| failing(m))
+        .map(|(id, _)| id)
         .collect()
+}
+
+/// Whether a member is expected and not Ready.
+fn failing(m: &Member) -> bool {
+    m.is_expected() && !m.readiness.as_ref().is_some_and(Readiness::is_ready)
+}
+
+/// Pods keyed as a gate keeps them.
+fn by_uid(pods: &[Arc<PodInfo>]) -> VecMap<String, Arc<PodInfo>> {
+    pods.iter()
+        .map(|p| (p.uid.to_string(), Arc::clone(p)))
+        .collect()
+}
+
+/// DaemonSets keyed as a gate keeps them.
+fn by_key(daemonsets: Vec<Arc<DaemonSetInfo>>) -> VecMap<String, Arc<DaemonSetInfo>> {
+    daemonsets.into_iter().map(|ds| (ds.key(), ds)).collect()
 }
 
 /// One write of the replace decider, conditional on the node's
@@ -161,8 +170,16 @@ pub enum ReplaceOutcome {
     NotWritten(PatchOutcome),
 }
 
+/// The first wait after a node's owner could not be found or deleted
+/// (each wait is spread over its second half: 10–20 s here).
+pub const OWNER_RETRY_FIRST: SignedDuration = SignedDuration::from_secs(20);
+/// The longest: an owner lookup (a LIST of every NodeClaim when the node
+/// has no ownerReference) or delete that keeps failing — a verb not
+/// granted, an API answering errors — is tried about once in this, at most.
+pub const OWNER_RETRY_MOST: SignedDuration = SignedDuration::from_secs(300);
+
 /// The replace decider's memory.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Replacer {
     /// Request times seen on nodes (or written by this replica), kept for
     /// the interval even after the node is gone.
@@ -179,8 +196,8 @@ pub struct Replacer {
     budget_event: HashMap<String, Timestamp>,
     /// Due nodes the budget refused.
     refused: BTreeSet<String>,
-    /// Spreads of the DaemonSets counted during one input.
-    spreads: HashMap<String, Spread>,
+    /// Spreads of the members counted during one input.
+    spreads: HashMap<MemberId, Spread>,
     /// What the budget counts, kept up to date from the change feed so that
     /// a look costs no pass over every node (issue 37 §6): the request time
     /// on each indexed node that carries one, and the indexed nodes whose
@@ -191,6 +208,29 @@ pub struct Replacer {
     marks: HashMap<String, Timestamp>,
     in_flight: HashSet<String>,
     tracked_for: Option<Config>,
+    /// Per node, the failed owner lookups or deletes in a row and how long
+    /// they make the next wait (issue 37 §6): doubling from
+    /// [`OWNER_RETRY_FIRST`] to [`OWNER_RETRY_MOST`], spread per node.
+    owner_backoff: Backoffs,
+}
+
+impl Default for Replacer {
+    fn default() -> Self {
+        Replacer {
+            seen: HashMap::new(),
+            pending: HashSet::new(),
+            writing: HashSet::new(),
+            requesting: HashSet::new(),
+            owner_done: HashSet::new(),
+            budget_event: HashMap::new(),
+            refused: BTreeSet::new(),
+            spreads: HashMap::new(),
+            marks: HashMap::new(),
+            in_flight: HashSet::new(),
+            tracked_for: None,
+            owner_backoff: Backoffs::spread(OWNER_RETRY_FIRST, OWNER_RETRY_MOST),
+        }
+    }
 }
 
 impl Replacer {
@@ -323,6 +363,10 @@ impl Replacer {
             && node.replace.owner != Owner::None
             && !self.owner_done.contains(name)
         {
+            if let May::WaitUntil(at) = self.owner_backoff.may(name, cx.now.for_grace(), 0) {
+                out.push(Effect::LookAgainAt(at));
+                return;
+            }
             self.writing.insert(name.to_string());
             out.push(Effect::Replace(write_for(
                 node,
@@ -339,6 +383,10 @@ impl Replacer {
         }
         let rc = &cx.config.replace;
         let now = cx.now.for_grace();
+        if let May::WaitUntil(at) = self.owner_backoff.may(name, now, 0) {
+            out.push(Effect::LookAgainAt(at));
+            return;
+        }
         // A full budget refuses before anything is judged: with thousands
         // of due nodes, judging each (its members, their spread over every
         // node) would cost a pass over the cluster per look for nothing.
@@ -348,18 +396,18 @@ impl Replacer {
         if let Err(exhausted) = replace::budget_allows(rc, self.used(cx)) {
             return self.refuse(node, exhausted, now, out);
         }
-        let daemonsets = cx.view.daemonsets();
+        let daemonsets = by_key(cx.view.daemonsets());
         let pods = cx.view.pods_on(name);
         let blocking = blocking(node, &daemonsets, &pods, cx.config, now);
-        for ds in &blocking {
-            let spread = self.spread(ds, cx);
+        for id in &blocking {
+            let spread = self.spread(id, &daemonsets, cx);
             if spread.broken(rc.breakage) {
                 self.refused.remove(name);
-                return self.fall_back(node, ds, spread, rc, now, out);
+                return self.fall_back(node, id, spread, rc, now, out);
             }
         }
         self.refused.remove(name);
-        let waiting: Vec<String> = blocking.iter().map(|ds| ds.key()).collect();
+        let waiting: Vec<String> = blocking.iter().map(ToString::to_string).collect();
         let owner = node.replace.owner.clone();
         let reason = replace::reason(&owner, &waiting);
         self.writing.insert(name.to_string());
@@ -375,45 +423,76 @@ impl Replacer {
         )));
     }
 
-    /// How `ds` fares across the cluster, counted once per input. A node
-    /// where it is expected but has no pod (none could be made: a quota,
-    /// an admission refusal, no pod IP) counts as a node it fails on.
-    fn spread(&mut self, ds: &DaemonSetInfo, cx: &Context<'_>) -> Spread {
-        if let Some(s) = self.spreads.get(&ds.uid) {
+    /// How member `id` fares across the cluster, counted once per input.
+    /// A DaemonSet over every node: where it has a pod, and where it is
+    /// expected but has none (none could be made: a quota, an admission
+    /// refusal, no pod IP), which counts as failing. Any other member over
+    /// the gated nodes that expect it, failing where not Ready (the canary
+    /// exists only there; a condition or critical pod is judged where the
+    /// gate waits for it). On every node, whether a due node waits for it.
+    fn spread(
+        &mut self,
+        id: &MemberId,
+        daemonsets: &VecMap<String, Arc<DaemonSetInfo>>,
+        cx: &Context<'_>,
+    ) -> Spread {
+        if let Some(s) = self.spreads.get(id) {
             return *s;
         }
+        let ds = match id {
+            MemberId::DaemonSet(key) => daemonsets.get(key),
+            _ => None,
+        };
+        let now = cx.now.for_grace();
         let mut spread = Spread::default();
         for n in cx.view.nodes() {
             let pods = cx.view.pods_on(&n.name);
             let before = spread;
-            spread.count(ds, pods.iter().map(AsRef::as_ref));
-            if spread == before
-                && matches!(
-                    placement::evaluate(&n, ds, &cx.config.placement),
-                    Verdict::Expected
-                )
-            {
-                spread.missing();
+            if let Some(ds) = ds {
+                spread.count(ds, pods.iter().map(AsRef::as_ref));
+                if spread == before
+                    && matches!(
+                        placement::evaluate(&n, ds, &cx.config.placement),
+                        Verdict::Expected
+                    )
+                {
+                    spread.missing();
+                }
+            } else if cx.config.gates(&n) && !n.ignored {
+                let member =
+                    gate::derive_member(id, &n, daemonsets, &by_uid(&pods), cx.config, now);
+                if let Some(m) = member.filter(Member::is_expected) {
+                    spread.nodes += 1;
+                    if failing(&m) {
+                        spread.failing += 1;
+                    }
+                }
+            }
+            if spread.failing > before.failing && due(&n, cx.config) {
+                spread.due += 1;
             }
         }
-        self.spreads.insert(ds.uid.clone(), spread);
+        self.spreads.insert(id.clone(), spread);
         spread
     }
 
     fn fall_back(
         &mut self,
         node: &NodeInfo,
-        ds: &DaemonSetInfo,
+        member: &MemberId,
         spread: Spread,
         rc: &ReplaceConfig,
         now: Timestamp,
         out: &mut Vec<Effect>,
     ) {
         let fallback = rc.fallback;
+        let why = if spread.due >= 2 {
+            "shared by nodes past their deadline".to_string()
+        } else {
+            format!("more than --replace-breakage {}", rc.breakage)
+        };
         let note = format!(
-            "Not replaced: {} is broken cluster-wide ({spread}, more than --replace-breakage {}); replacing nodes cannot fix it; {} (--replace-fallback={fallback})",
-            ds.key(),
-            rc.breakage,
+            "Not replaced: {member} is broken cluster-wide ({spread}, {why}); replacing nodes cannot fix it; {} (--replace-fallback={fallback})",
             instead(fallback)
         );
         self.writing.insert(node.name.clone());
@@ -466,9 +545,9 @@ impl Replacer {
         self.writing.remove(&name);
         self.requesting.remove(&name);
         let now = cx.now.for_grace();
-        let again = now.checked_add(BUDGET_RETRY).unwrap_or(now);
         match (write.action, outcome) {
             (ReplaceAction::Request { owner, at, .. }, ReplaceOutcome::Done { deleted }) => {
+                self.owner_backoff.applied(&name);
                 self.requested(&name, at);
                 self.owner_done.insert(name.clone());
                 let what = match deleted {
@@ -489,7 +568,7 @@ impl Replacer {
                 }));
                 let what = format!("marked, but deleting its owner failed ({e}); trying again");
                 self.replaced_event(&write.uid, &name, &what, out);
-                out.push(Effect::LookAgainAt(again));
+                out.push(Effect::LookAgainAt(self.owner_backoff.refused(&name, now)));
             }
             (ReplaceAction::Request { .. }, ReplaceOutcome::NoOwner(why)) => {
                 let rc = &cx.config.replace;
@@ -509,17 +588,19 @@ impl Replacer {
                 }));
             }
             (ReplaceAction::DeleteOwner { .. }, ReplaceOutcome::Done { .. }) => {
+                self.owner_backoff.applied(&name);
                 self.owner_done.insert(name);
             }
             (ReplaceAction::DeleteOwner { .. }, ReplaceOutcome::OwnerFailed(e)) => {
+                let until = self.owner_backoff.refused(&name, now);
                 out.push(Effect::log(
                     Level::Warn,
                     &name,
                     format!(
-                        "cannot delete the owner of a node asked to be replaced: {e}; trying again"
+                        "cannot delete the owner of a node asked to be replaced: {e}; trying again at {until}"
                     ),
                 ));
-                out.push(Effect::LookAgainAt(again));
+                out.push(Effect::LookAgainAt(until));
             }
             (ReplaceAction::Fallback { fallback, note, .. }, ReplaceOutcome::Done { .. }) => {
                 out.push(Effect::Count(Tally::ReplaceSkipped(fallback.as_str())));
@@ -587,12 +668,20 @@ impl Replacer {
                         outcome: "failed",
                     }));
                 }
+                // A request fails here also when its owner cannot be looked
+                // up (a LIST refused or failing): it backs off as a failed
+                // delete does.
+                let at = if matches!(action, ReplaceAction::Request { .. }) {
+                    self.owner_backoff.refused(name, now)
+                } else {
+                    retry_after(now)
+                };
                 out.push(Effect::log(
                     Level::Warn,
                     name,
-                    format!("cannot write the replace mark: {e}; trying again"),
+                    format!("cannot write the replace mark: {e}; trying again at {at}"),
                 ));
-                out.push(Effect::LookAgainAt(retry_after(now)));
+                out.push(Effect::LookAgainAt(at));
             }
         }
     }
@@ -654,6 +743,7 @@ impl Decider for Replacer {
             }) => {
                 self.marks.remove(&name);
                 self.in_flight.remove(&name);
+                self.owner_backoff.applied(&name);
                 self.pending.remove(&name);
                 self.owner_done.remove(&name);
                 self.budget_event.remove(&name);

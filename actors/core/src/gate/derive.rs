@@ -29,7 +29,7 @@ pub fn derive_members(state: &GateState, cfg: &Config, now: Timestamp) -> VecMap
     }
 }
 
-pub(super) fn derive_all(
+pub(crate) fn derive_all(
     node: &NodeInfo,
     daemonsets: &VecMap<String, Arc<DaemonSetInfo>>,
     pods: &VecMap<String, Arc<PodInfo>>,
@@ -71,7 +71,7 @@ pub(super) fn derive_all(
 }
 
 /// One member derived from scratch; `None` when it no longer exists.
-pub(super) fn derive_member(
+pub(crate) fn derive_member(
     id: &MemberId,
     node: &NodeInfo,
     daemonsets: &VecMap<String, Arc<DaemonSetInfo>>,

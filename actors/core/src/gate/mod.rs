@@ -46,6 +46,7 @@ pub use condition::{
     ConditionReason, ConditionWrite, OPEN_CONDITION, OpenCondition, condition_change,
     condition_write, open_condition,
 };
+pub(crate) use derive::{derive_all, derive_member};
 pub use derive::{derive_members, waited_pod};
 pub use effect::{
     Effect, Ending, ExternalOpening, OPENED_BY_EXTERNAL, TimeoutMark, UntaintPatch, annotation_time,

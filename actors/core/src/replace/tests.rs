@@ -42,7 +42,11 @@ fn the_budget_refuses_in_flight_first_then_the_rate() {
 
 #[test]
 fn broken_cluster_wide_means_failing_on_two_or_more_and_more_than_the_share() {
-    let s = |failing, nodes| Spread { failing, nodes };
+    let s = |failing, nodes| Spread {
+        failing,
+        nodes,
+        due: 0,
+    };
     let twenty = MaxUnavailable::Percent(20);
     // Alone: never cluster-wide.
     assert!(!s(1, 1).broken(twenty));
@@ -53,6 +57,16 @@ fn broken_cluster_wide_means_failing_on_two_or_more_and_more_than_the_share() {
     assert!(s(2, 2).broken(twenty));
     assert!(s(2, 5).broken(MaxUnavailable::Count(1)));
     assert!(!s(2, 5).broken(MaxUnavailable::Count(2)));
+    // What two due nodes wait for: broken, whatever the share.
+    let shared = |due| Spread {
+        failing: due,
+        nodes: 1_000,
+        due,
+    };
+    assert!(!shared(1).broken(twenty));
+    assert!(shared(2).broken(twenty));
+    // 100 % judges nothing broken.
+    assert!(!shared(2).broken(MaxUnavailable::Percent(100)));
 }
 
 #[test]
@@ -72,7 +86,8 @@ fn a_spread_counts_nodes_with_a_pod_and_those_with_none_ready() {
         spread,
         Spread {
             failing: 1,
-            nodes: 2
+            nodes: 2,
+            due: 0
         }
     );
 }

@@ -439,8 +439,15 @@ fn a_failed_owner_delete_is_tried_again() {
             outcome: ReplaceOutcome::OwnerFailed("503".into()),
         },
     );
-    assert_eq!(asked(&out), [ts(NOW + 10)]);
+    let [at] = asked(&out)[..] else {
+        panic!("one look again: {out:?}")
+    };
+    assert!(ts(NOW + 10) <= at && at <= ts(NOW + 20), "{at}");
     r.index.upsert(marked(karpenter("k1"), NOW));
+    // Not before the wait is over.
+    let out = r.step(&mut d, Input::Tick);
+    assert!(replace_writes(&out).is_empty(), "{out:?}");
+    r.now = at;
     let out = r.step(&mut d, Input::Tick);
     assert!(matches!(
         &replace_writes(&out)[..],
@@ -540,6 +547,10 @@ fn an_owner_not_proven_is_a_fallback_and_counts_in_no_budget() {
         "the version the request read"
     );
     assert!(d.requests().is_empty(), "nothing counts in the interval");
+    // The index shows the fallback.
+    let mut k1 = karpenter("k1");
+    k1.replace.fallback = Some((Fallback::Open, ts(NOW)));
+    r.index.upsert(k1);
     // A second stuck node still fits the budget of one.
     let input = add_stuck(&mut r, karpenter("k2"));
     assert_eq!(
@@ -730,5 +741,188 @@ fn a_full_budget_refuses_before_judging_and_the_judgement_comes_with_room() {
             .iter()
             .any(|w| w.node == "k1" && matches!(w.action, ReplaceAction::Fallback { .. })),
         "{out:?}"
+    );
+}
+
+/// The only fallback write in `out`, with its note.
+fn the_fallback(out: &[Effect]) -> (Fallback, String) {
+    let w = replace_writes(out);
+    let [
+        ReplaceWrite {
+            action: ReplaceAction::Fallback { fallback, note, .. },
+            ..
+        },
+    ] = &w[..]
+    else {
+        panic!("one fallback: {out:?}")
+    };
+    (*fallback, note.clone())
+}
+
+/// A stuck node whose agent is Ready: it waits only for members of other
+/// kinds.
+fn add_stuck_agent_ready(r: &mut Run, n: NodeInfo) -> Input {
+    r.index.pods.push(pod(&n.name, true));
+    r.index.upsert(n)
+}
+
+#[test]
+fn the_canary_failing_on_every_gated_node_is_broken_and_nothing_is_replaced() {
+    let mut cfg = config(5, 5, Fallback::Keep);
+    cfg.canary = Some(crate::config::CanaryConfig {
+        namespace: "nodegate".into(),
+        probe: false,
+        max_in_flight: 50,
+    });
+    let mut r = run(cfg);
+    let mut d = Replacer::new();
+    // Two gated nodes within their deadline, no canary could start on
+    // either (an image nobody can pull, no pod IP left).
+    for name in ["s1", "s2"] {
+        let mut n = stuck(name);
+        n.replace.timed_out = None;
+        add_stuck_agent_ready(&mut r, n);
+    }
+    let input = add_stuck_agent_ready(&mut r, karpenter("k1"));
+    let out = r.step(&mut d, input);
+    assert!(requests(&out).is_empty(), "{out:?}");
+    let (fallback, note) = the_fallback(&out);
+    assert_eq!(fallback, Fallback::Keep);
+    assert!(
+        note.contains("canary is broken cluster-wide")
+            && note.contains("not Ready on 3 of the 3 nodes"),
+        "{note}"
+    );
+}
+
+#[test]
+fn a_critical_condition_failing_on_the_gated_nodes_is_broken() {
+    let mut cfg = config(5, 5, Fallback::Keep);
+    cfg.conditions = vec![crate::conditions::CriticalCondition {
+        type_: "NetworkReady".into(),
+        status: "True".into(),
+        node_selector: None,
+    }];
+    let mut r = run(cfg);
+    let mut d = Replacer::new();
+    for name in ["s1", "s2"] {
+        let mut n = stuck(name);
+        n.replace.timed_out = None;
+        add_stuck_agent_ready(&mut r, n);
+    }
+    let input = add_stuck_agent_ready(&mut r, stuck("n1"));
+    let out = r.step(&mut d, input);
+    assert!(requests(&out).is_empty(), "{out:?}");
+    let (_, note) = the_fallback(&out);
+    assert!(
+        note.contains("condition:NetworkReady is broken cluster-wide"),
+        "{note}"
+    );
+}
+
+#[test]
+fn a_member_failing_on_one_gated_node_only_is_not_broken() {
+    let mut cfg = config(5, 5, Fallback::Keep);
+    cfg.conditions = vec![crate::conditions::CriticalCondition {
+        type_: "NetworkReady".into(),
+        status: "True".into(),
+        node_selector: None,
+    }];
+    let mut r = run(cfg);
+    let mut d = Replacer::new();
+    // Two other gated nodes report the condition.
+    for name in ["g1", "g2"] {
+        let mut n = stuck(name);
+        n.replace.timed_out = None;
+        n.conditions.insert(
+            "NetworkReady".into(),
+            crate::model::NodeCondition {
+                status: "True".into(),
+                ..Default::default()
+            },
+        );
+        add_stuck_agent_ready(&mut r, n);
+    }
+    let input = add_stuck_agent_ready(&mut r, stuck("n1"));
+    let out = r.step(&mut d, input);
+    assert_eq!(requests(&out), [("n1", &Owner::None)]);
+}
+
+#[test]
+fn due_nodes_sharing_a_blocker_fall_back_instead_of_being_replaced_one_by_one() {
+    // 2 failing of 12 is within 20 %: by its share the agent is not broken,
+    // but both failing nodes are due and wait for it.
+    let mut r = run(config(5, 5, Fallback::Keep));
+    let mut d = Replacer::new();
+    r.may_write = false;
+    let a = add_stuck(&mut r, stuck("n1"));
+    r.step(&mut d, a);
+    let b = add_stuck(&mut r, stuck("n2"));
+    r.step(&mut d, b);
+    r.may_write = true;
+    let out = r.step(&mut d, Input::MayWrite);
+    assert!(requests(&out).is_empty(), "{out:?}");
+    let w = replace_writes(&out);
+    assert_eq!(w.len(), 2, "{out:?}");
+    for w in w {
+        let ReplaceAction::Fallback { fallback, note, .. } = &w.action else {
+            panic!("{w:?}")
+        };
+        assert_eq!(*fallback, Fallback::Keep);
+        assert!(
+            note.contains("infra/cni is broken cluster-wide")
+                && note.contains("2 nodes past their deadline wait for it"),
+            "{note}"
+        );
+    }
+}
+
+/// Every owner delete fails (the verb not granted, or an API answering
+/// errors) and the decider looks every 10 s: the deletes (each a lookup,
+/// for a node with no ownerReference a LIST of every NodeClaim) back off
+/// to about one in 2.5–5 minutes instead of one per look.
+#[test]
+fn failing_owner_deletes_back_off_to_a_few_per_ten_minutes() {
+    let mut r = run(config(5, 5, Fallback::Keep));
+    let mut d = Replacer::new();
+    // Marked by an earlier leader: every look would delete its owner again.
+    r.index.upsert(marked(karpenter("k1"), NOW - 60));
+    r.index.pods.push(pod("k1", false));
+    let mut attempts = Vec::new();
+    for step in 0..=360 {
+        // An hour, a look every 10 s.
+        r.now = ts(NOW + step * 10);
+        let out = r.step(&mut d, Input::Tick);
+        for w in replace_writes(&out) {
+            assert!(
+                matches!(w.action, ReplaceAction::DeleteOwner { .. }),
+                "{w:?}"
+            );
+            attempts.push(step * 10);
+            let w = w.clone();
+            r.step(
+                &mut d,
+                Input::Replaced {
+                    write: w,
+                    outcome: ReplaceOutcome::OwnerFailed("nodeclaims is forbidden".into()),
+                },
+            );
+        }
+    }
+    // 10–20 s, doubling to 150–300 s: at most 7 in the first ten minutes,
+    // then never two within 150 s.
+    assert!(
+        attempts.iter().filter(|t| **t < 600).count() <= 7,
+        "{attempts:?}"
+    );
+    assert!(attempts.len() <= 7 + 20, "{attempts:?}");
+    for pair in attempts.windows(2).skip(6) {
+        assert!(pair[1] - pair[0] >= 150, "{attempts:?}");
+    }
+    // Never given up.
+    let last = *attempts.last().expect("attempts");
+    assert!(
+        last >= 3_000,
+        "still tried in the last ten minutes: {attempts:?}"
     );
 }

@@ -24,15 +24,33 @@ struct Refused {
     until: Timestamp,
 }
 
-/// Per rule name, the refusals in a row and the wait they earned.
-#[derive(Debug, Default)]
-pub(super) struct Backoffs {
+/// Per key (a rule's name; for replace, a node's), the refusals in a row
+/// and the wait they earned.
+#[derive(Debug)]
+pub(crate) struct Backoffs {
     refused: HashMap<String, Refused>,
+    first: SignedDuration,
+    most: SignedDuration,
+    /// Whether each wait is spread over its second half by the key, so
+    /// that keys refused together do not come back together.
+    spread: bool,
+}
+
+impl Default for Backoffs {
+    /// A rule's: from [`FIRST`] up to [`MOST`], not spread.
+    fn default() -> Self {
+        Backoffs {
+            refused: HashMap::new(),
+            first: FIRST,
+            most: MOST,
+            spread: false,
+        }
+    }
 }
 
 /// What a rule's next write may do now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum May {
+pub(crate) enum May {
     Write,
     /// Not before this time.
     WaitUntil(Timestamp),
@@ -43,15 +61,45 @@ pub(super) enum May {
 
 /// The wait after `times` refusals in a row.
 pub fn wait_after(times: u32) -> SignedDuration {
+    doubled(times, FIRST, MOST)
+}
+
+/// `first` doubled for each refusal in a row after the first, at most
+/// `most`.
+fn doubled(times: u32, first: SignedDuration, most: SignedDuration) -> SignedDuration {
     let doublings = times.saturating_sub(1).min(16);
-    let wait = FIRST.checked_mul(1i32 << doublings).unwrap_or(MOST);
-    wait.min(MOST)
+    let wait = first.checked_mul(1i32 << doublings).unwrap_or(most);
+    wait.min(most)
+}
+
+/// A point of `wait`'s second half, [wait/2, wait], chosen by a hash of
+/// `key` and `times`: the jitter a pure decider can have (it draws no
+/// random numbers), spreading keys refused together.
+fn spread_by(key: &str, times: u32, wait: SignedDuration) -> SignedDuration {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    (key, times).hash(&mut h);
+    let half = wait / 2;
+    let span = u64::try_from(half.as_millis()).unwrap_or(0);
+    let pick = h.finish() % span.saturating_add(1);
+    half + SignedDuration::from_millis(i64::try_from(pick).unwrap_or(0))
 }
 
 impl Backoffs {
+    /// Waits from `first` doubling up to `most`, each spread over its second
+    /// half by the key.
+    pub(crate) fn spread(first: SignedDuration, most: SignedDuration) -> Self {
+        Backoffs {
+            first,
+            most,
+            spread: true,
+            ..Backoffs::default()
+        }
+    }
+
     /// Whether a write of `rule` may go out at `now`, with `out` writes of
     /// the rule already out.
-    pub(super) fn may(&self, rule: &str, now: Timestamp, out: usize) -> May {
+    pub(crate) fn may(&self, rule: &str, now: Timestamp, out: usize) -> May {
         match self.refused.get(rule) {
             None => May::Write,
             Some(r) if now < r.until => May::WaitUntil(r.until),
@@ -63,25 +111,29 @@ impl Backoffs {
     /// The API server refused a write of `rule` at `now`: the rule waits
     /// (longer than before, unless the refusal belongs to writes sent before
     /// the wait it already earned). Returns the end of the wait.
-    pub(super) fn refused(&mut self, rule: &str, now: Timestamp) -> Timestamp {
+    pub(crate) fn refused(&mut self, rule: &str, now: Timestamp) -> Timestamp {
         let r = self.refused.entry(rule.to_string()).or_insert(Refused {
             times: 0,
             until: now,
         });
         if now >= r.until {
             r.times = r.times.saturating_add(1);
-            r.until = now.checked_add(wait_after(r.times)).unwrap_or(now);
+            let mut wait = doubled(r.times, self.first, self.most);
+            if self.spread {
+                wait = spread_by(rule, r.times, wait);
+            }
+            r.until = now.checked_add(wait).unwrap_or(now);
         }
         r.until
     }
 
     /// A write of `rule` was applied: the rule writes at its pace again.
-    pub(super) fn applied(&mut self, rule: &str) {
+    pub(crate) fn applied(&mut self, rule: &str) {
         self.refused.remove(rule);
     }
 
     /// Keeps only the rules `known` says are still in force.
-    pub(super) fn retain(&mut self, known: impl Fn(&str) -> bool) {
+    pub(crate) fn retain(&mut self, known: impl Fn(&str) -> bool) {
         self.refused.retain(|r, _| known(r));
     }
 }
