@@ -29,6 +29,11 @@ async fn reasons(env: &Env, node: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether an Event with this reason was recorded for the node.
+async fn has_event(env: &Env, node: &str, reason: &str) -> bool {
+    reasons(env, node).await.iter().any(|r| r == reason)
+}
+
 /// Two nodes whose agent never turns Ready, a budget of one request: one
 /// node is cordoned and marked `nodegate.dev/replace-requested` with a
 /// `GateReplaced` Event; the other stays as it was, with a
@@ -296,13 +301,7 @@ async fn a_canary_failing_on_every_node_replaces_none_of_them() {
         );
         assert!(!cordoned(&n), "{name} must not be cordoned");
         assert!(has_gate_taint(&n), "{name} stays closed");
-        assert!(
-            !reasons(&env, name)
-                .await
-                .iter()
-                .any(|r| r == "GateReplaced"),
-            "{name}"
-        );
+        assert!(!has_event(&env, name, "GateReplaced").await, "{name}");
         let m = machines
             .get_opt(&format!("m-{name}"))
             .await
@@ -502,10 +501,7 @@ async fn machines_that_do_not_exist_fill_no_budget() {
         "the third node is marked"
     );
     assert!(
-        !reasons(&env, "third")
-            .await
-            .iter()
-            .any(|r| r == "ReplaceBudgetExhausted"),
+        !has_event(&env, "third", "ReplaceBudgetExhausted").await,
         "the third node was never refused"
     );
 }
@@ -665,10 +661,7 @@ async fn replace_deletes_only_an_owner_that_names_the_node_itself() {
         "owned: its replacement was requested"
     );
     assert!(
-        reasons(&env, "owned")
-            .await
-            .iter()
-            .any(|r| r == "GateReplaced"),
+        has_event(&env, "owned", "GateReplaced").await,
         "owned: GateReplaced"
     );
 }
