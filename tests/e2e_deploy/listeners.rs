@@ -10,6 +10,7 @@
 //! real_node.rs, whose helpers are private to it: the few needed here are
 //! written again, smaller).
 
+use super::real_node::agent_daemonset;
 use super::*;
 
 use std::sync::Arc;
@@ -19,7 +20,6 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::net::TcpStream;
 
 const REAL_NODE: &str = "real-node-1";
-const BUSYBOX: &str = "nodegate.dev/local/busybox:1";
 /// Idle connections held to each replica's HTTP port.
 const HELD: usize = 1_100;
 /// How long they are held.
@@ -42,39 +42,6 @@ fn image_archive() -> PathBuf {
         run(&repo_root().join("deploy/image/build"), &[], None),
     );
     PathBuf::from(out.stdout.trim())
-}
-
-/// A DaemonSet in kube-system, tolerating everything, whose container is
-/// Ready at once (its probe finds `ready` in `host_dir`).
-fn agent_daemonset(host_dir: &Path) -> Value {
-    json!({
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": "node-agent", "namespace": "kube-system"},
-        "spec": {
-            "selector": {"matchLabels": {"app": "node-agent"}},
-            "template": {
-                "metadata": {"labels": {"app": "node-agent"}},
-                "spec": {
-                    "tolerations": [{"operator": "Exists"}],
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [{
-                        "name": "agent",
-                        "image": BUSYBOX,
-                        "imagePullPolicy": "Never",
-                        "command": ["/bin/sleep", "2147483647"],
-                        "readinessProbe": {
-                            "exec": {"command": ["/bin/test", "-f", "/gate/ready"]},
-                            "periodSeconds": 1,
-                        },
-                        "volumeMounts": [{"name": "gate", "mountPath": "/gate", "readOnly": true}],
-                    }],
-                    "volumes": [{"name": "gate", "hostPath": {
-                        "path": host_dir.to_string_lossy(), "type": "DirectoryOrCreate",
-                    }}],
-                },
-            },
-        },
-    })
 }
 
 fn tainted(n: &Node) -> bool {
