@@ -23,7 +23,11 @@ Two binaries are placed, not queued:
   (so it overlaps the last lanes rather than running alone after them).
 
 A binary's output is printed whole when it ends, so lanes never interleave;
-each ends with its time, and a summary sorted by time ends the run. The exit
+each ends with its time, and a summary sorted by time ends the run, with the
+CPU each binary used itself (with the nodegate processes it ran) and in the
+clusters it started (deploy/local/down reads each component's cgroup into
+NODEGATE_LOCAL_CPU_LOG), and how busy the machine was: where a slow run's
+time went. The exit
 status is 1 when any binary (or the image build) failed, after all have run.
 
 Run the binaries as cargo would: with CARGO_MANIFEST_DIR set to their
@@ -128,8 +132,58 @@ def save_times(times):
         print(f"lanes: cannot keep the times in {TIMES_FILE}: {e}", file=sys.stderr)
 
 
-def run(name, exe, pkg_dir, threads):
-    env = dict(os.environ, CARGO_MANIFEST_DIR=pkg_dir)
+def wait_with_cpu(proc, timeout):
+    """Waits for `proc` at most `timeout` s: (exit code, its CPU seconds and
+    its reaped children's), or raises subprocess.TimeoutExpired."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode, usage.ru_utime + usage.ru_stime
+        if time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        time.sleep(0.2)
+
+
+def busy_seconds():
+    """CPU seconds the whole machine has been busy since boot (/proc/stat)."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def cluster_cpu(log_path):
+    """{tag: {component: seconds}} from the lines deploy/local/down wrote."""
+    out = {}
+    try:
+        with open(log_path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) != 3:
+                    continue
+                try:
+                    secs = float(parts[2])
+                except ValueError:
+                    continue
+                comp = out.setdefault(parts[0], {})
+                comp[parts[1]] = comp.get(parts[1], 0.0) + secs
+    except OSError:
+        pass
+    return out
+
+
+def run(name, exe, pkg_dir, threads, cpu_log):
+    env = dict(
+        os.environ,
+        CARGO_MANIFEST_DIR=pkg_dir,
+        NODEGATE_LOCAL_CPU_LOG=cpu_log,
+        NODEGATE_LOCAL_CPU_TAG=name,
+    )
     started = time.monotonic()
     with tempfile.TemporaryFile(mode="w+") as out:
         proc = subprocess.Popen(
@@ -140,15 +194,15 @@ def run(name, exe, pkg_dir, threads):
             stderr=subprocess.STDOUT,
         )
         try:
-            code = proc.wait(timeout=BINARY_TIMEOUT)
+            code, cpu = wait_with_cpu(proc, BINARY_TIMEOUT)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
+            _, cpu = wait_with_cpu(proc, 60)
             code = 1
             out.write(f"\nlanes: {name} still running after {BINARY_TIMEOUT}s: killed\n")
         out.seek(0)
         text = out.read()
-    return code, text, time.monotonic() - started
+    return code, text, time.monotonic() - started, cpu
 
 
 class ImageBuild:
@@ -161,6 +215,7 @@ class ImageBuild:
         self.started = None
         self.secs = None
         self.code = None
+        self.cpu = 0.0
         self.done = threading.Event()
 
     def start(self, why):
@@ -178,7 +233,7 @@ class ImageBuild:
         threading.Thread(target=self._wait, daemon=True).start()
 
     def _wait(self):
-        self.code = self.proc.wait()
+        self.code, self.cpu = wait_with_cpu(self.proc, float("inf"))
         self.secs = time.monotonic() - self.started
         self.done.set()
 
@@ -234,19 +289,25 @@ def main():
 
     failed = []
     took = {}
+    cpu_of = {}
     lock = threading.Lock()
+    busy_at_start = busy_seconds()
+    cpu_log_file = tempfile.NamedTemporaryFile(prefix="nodegate-cluster-cpu-", delete=False)
+    cpu_log_file.close()
+    cpu_log = cpu_log_file.name
 
-    def report(name, code, text, secs):
+    def report(name, code, text, secs, cpu):
         with lock:
             print(f"---- {name} ({secs:.0f}s, ended at {time.monotonic() - t0:.0f}s) ----")
             print(text, end="" if text.endswith("\n") else "\n")
             took[name] = secs
+            cpu_of[name] = cpu
             if code != 0:
                 failed.append(name)
             sys.stdout.flush()
 
     for name, exe, pkg_dir in quick:
-        report(name, *run(name, exe, pkg_dir, threads))
+        report(name, *run(name, exe, pkg_dir, threads, cpu_log))
 
     image = ImageBuild(t0)
     chaos = [b for b in e2e if b[0] == CHAOS]
@@ -284,7 +345,7 @@ def main():
             name, exe, pkg_dir = b
             if name == CHAOS:
                 print(f"lanes: {time.monotonic() - t0:.0f}s: {CHAOS} started", flush=True)
-            report(name, *run(name, exe, pkg_dir, threads))
+            report(name, *run(name, exe, pkg_dir, threads, cpu_log))
 
     workers = [threading.Thread(target=lane) for _ in range(lanes)]
     for w in workers:
@@ -296,9 +357,32 @@ def main():
 
     times.update(took)
     save_times(times)
-    print(f"== test binaries by time (lanes: {time.monotonic() - t0:.0f}s)")
+    wall = time.monotonic() - t0
+    clusters = cluster_cpu(cpu_log)
+    try:
+        os.unlink(cpu_log)
+    except OSError:
+        pass
+    print(f"== test binaries by time (lanes: {wall:.0f}s); CPU s: the binary's own (with the nodegate it ran), its clusters'")
     for name, secs in sorted(took.items(), key=lambda kv: -kv[1]):
-        print(f"  {secs:7.1f}s  {name}{'  FAILED' if name in failed else ''}")
+        own = cpu_of.get(name, 0.0)
+        theirs = sum(clusters.get(name, {}).values())
+        print(f"  {secs:7.1f}s  {own:7.1f} {theirs:7.1f}  {name}{'  FAILED' if name in failed else ''}")
+    busy_now = busy_seconds()
+    if busy_at_start is not None and busy_now is not None:
+        busy = busy_now - busy_at_start
+        cores = os.cpu_count() or 1
+        by_component = {}
+        for comps in clusters.values():
+            for comp, secs in comps.items():
+                by_component[comp] = by_component.get(comp, 0.0) + secs
+        parts = ", ".join(f"{c} {s:.0f}" for c, s in sorted(by_component.items(), key=lambda kv: -kv[1]))
+        print(
+            f"== CPU over the lanes: {busy:.0f} s busy of {wall * cores:.0f} ({cores} cores, "
+            f"{100 * busy / max(wall * cores, 1):.0f}%): test binaries {sum(cpu_of.values()):.0f} s, "
+            f"clusters {sum(by_component.values()):.0f} s ({parts or 'none recorded'}), "
+            f"image build {image.cpu:.0f} s"
+        )
     sys.stdout.flush()
     if failed:
         print(f"lanes: FAILED: {', '.join(failed)}", file=sys.stderr)

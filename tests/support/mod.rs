@@ -39,17 +39,24 @@ pub fn local_script(name: &str) -> PathBuf {
 }
 
 /// A binary of the local control plane's build (`deploy/local/build
-/// --print-dir`), e.g. `kubectl`; the bare name (found on PATH) when the
-/// build script cannot say.
+/// --print-dir`, asked once per test binary), e.g. `kubectl`; the bare name
+/// (found on PATH) when the build script cannot say.
 pub fn local_bin(name: &str) -> PathBuf {
-    match Command::new(local_script("build"))
-        .arg("--print-dir")
-        .output()
-    {
-        Ok(o) if o.status.success() => {
-            PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()).join(name)
+    static DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        match Command::new(local_script("build"))
+            .arg("--print-dir")
+            .output()
+        {
+            Ok(o) if o.status.success() => {
+                Some(PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+            }
+            _ => None,
         }
-        _ => PathBuf::from(name),
+    });
+    match dir {
+        Some(dir) => dir.join(name),
+        None => PathBuf::from(name),
     }
 }
 
