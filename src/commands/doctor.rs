@@ -90,9 +90,12 @@ fn skipped(check: &'static str, subject: &str, why: String) -> Check {
 /// Labels for the admission probe's Node inside `--node-selector`: none
 /// when that takes every node, else those of a node it takes (without its
 /// hostname); `None` when no node is inside it.
-fn probe_labels(s: &RunSettings, seen: &[nodes::NodeSeen]) -> Option<nodegate_core::model::Labels> {
+fn probe_labels(
+    s: &RunSettings,
+    seen: &[nodes::NodeSeen],
+) -> Option<nodegate_core::vocab::model::Labels> {
     let scope = &s.gate.scope;
-    let empty = nodegate_core::model::Labels::new();
+    let empty = nodegate_core::vocab::model::Labels::new();
     if scope.includes(&empty) {
         return Some(empty);
     }

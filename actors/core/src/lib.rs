@@ -13,26 +13,12 @@
 //! so. `testutil`, builders for tests, exists only in tests and under the
 //! cargo feature `testing`, which only dev-dependencies turn on.
 
-pub mod annotations;
-pub mod budget;
 pub mod canary;
-pub mod conditions;
-pub mod config;
+pub mod closing;
 pub mod deciders;
-pub mod devices;
-pub mod entrance;
 pub mod gate;
-pub mod journal;
-pub mod member;
-pub mod model;
-pub mod placement;
-pub mod readiness;
-pub mod reboot;
-pub mod regate;
-pub mod replace;
-pub mod report;
-pub mod selector;
-pub mod startup;
+pub mod net;
+pub mod rules;
 #[cfg(any(test, feature = "testing"))]
 pub mod testutil;
-pub mod vec_map;
+pub mod vocab;

@@ -1,8 +1,10 @@
-//! The deciders beside the gate: the late-taint net ([`net`]), re-gating
-//! ([`regate`]), condition-rule taints ([`rules`]), `--on-timeout=replace`
-//! ([`replace`]) and the canary pods (in the canary's own folder,
-//! [`crate::canary::decider`]) — every controller in nodegate that is not a
-//! node's own gate.
+//! The deciders are the controllers in nodegate that are not a node's own
+//! gate, each in its feature's folder: the
+//! late-taint net ([`crate::net::decider`]), re-gating
+//! ([`crate::closing::regating::decider`]), condition-rule taints
+//! ([`crate::closing::condition_taints::decider`]), `--on-timeout=replace`
+//! ([`crate::closing::replacing::decider`]) and the canary pods
+//! ([`crate::canary::decider`]).
 //!
 //! Each has the gate's shape. It is a plain value holding only what the
 //! index does not (candidates, writes not yet seen by the watch, budget
@@ -17,20 +19,15 @@
 //! ([`Change`]), the index as a decider reads it ([`ClusterView`]), the one
 //! definition of "now" ([`Now`]), and the effects.
 
-pub mod net;
-pub mod regate;
-pub mod replace;
-pub mod rules;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::config::Config;
-use crate::entrance::BoundPod;
 use crate::gate::{NodeEvent, PatchOutcome};
-use crate::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
+use crate::net::entrance::BoundPod;
+use crate::vocab::config::Config;
+use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
 
 /// The index as a decider reads it: I/O-free, always answering at once.
 pub trait ClusterView {
@@ -136,8 +133,8 @@ pub enum Input {
     },
     /// The executor's answer to [`Effect::Replace`].
     Replaced {
-        write: replace::ReplaceWrite,
-        outcome: replace::ReplaceOutcome,
+        write: crate::closing::replacing::decider::ReplaceWrite,
+        outcome: crate::closing::replacing::decider::ReplaceOutcome,
     },
     /// The answer to [`Effect::CreateCanary`]: `Applied` when made,
     /// `Conflict` when a pod of that name exists already.
@@ -303,7 +300,7 @@ pub enum Effect {
     Count(Tally),
     /// `--on-timeout=replace`: mark the node and ask its owner to replace
     /// it, or record a fallback; answer [`Input::Replaced`].
-    Replace(replace::ReplaceWrite),
+    Replace(crate::closing::replacing::decider::ReplaceWrite),
 }
 
 impl Effect {
@@ -374,11 +371,11 @@ pub fn tell_refusal(
 pub fn closed_by_nodegate(node: &NodeInfo, cfg: &Config) -> bool {
     cfg.regate
         .as_ref()
-        .is_some_and(|rc| crate::regate::carries(node, rc))
+        .is_some_and(|rc| crate::closing::regating::carries(node, rc))
         || cfg.condition_taints.iter().any(|r| {
             node.taints
                 .iter()
-                .any(|t| crate::conditions::rules::same_taint(t, &r.taint))
+                .any(|t| crate::rules::conditions::taints::same_taint(t, &r.taint))
         })
 }
 
@@ -389,9 +386,9 @@ pub fn total_allows(
     cfg: &Config,
     managed: usize,
     in_use: usize,
-) -> Result<(), crate::regate::Exhausted> {
+) -> Result<(), crate::closing::regating::Exhausted> {
     match cfg.max_unavailable {
-        Some(cap) if cap.room(managed, in_use) == 0 => Err(crate::regate::Exhausted {
+        Some(cap) if cap.room(managed, in_use) == 0 => Err(crate::closing::regating::Exhausted {
             allowed: cap.allowed(managed),
             in_use,
             managed,

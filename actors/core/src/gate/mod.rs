@@ -39,6 +39,9 @@ mod input;
 mod notes;
 mod state;
 
+pub mod journal;
+pub mod report;
+
 use jiff::Timestamp;
 
 pub use apply::apply;
@@ -63,7 +66,7 @@ pub use state::{
 
 use handle::decide_in_place;
 
-use crate::config::Config;
+use crate::vocab::config::Config;
 
 /// Turns an input into the facts it establishes, given the state before it.
 /// Returns no events when the input changes nothing (duplicates, stale timers,

@@ -5,11 +5,11 @@
 
 use crate::gate_support::*;
 use nodegate_core::canary::{CANARY_LABEL, label_value, pod_name};
-use nodegate_core::config::{CanaryConfig, Config};
 use nodegate_core::gate::Input;
-use nodegate_core::member::{MemberId, Readiness};
-use nodegate_core::model::PodInfo;
 use nodegate_core::testutil::mk_pod;
+use nodegate_core::vocab::config::{CanaryConfig, Config};
+use nodegate_core::vocab::member::{MemberId, Readiness};
+use nodegate_core::vocab::model::PodInfo;
 
 fn canary_cfg(probe: bool) -> Config {
     let mut cfg = cfg();

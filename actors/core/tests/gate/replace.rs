@@ -6,12 +6,12 @@
 use std::sync::Arc;
 
 use crate::gate_support::*;
-use nodegate_core::config::OnTimeout;
 use nodegate_core::gate::{
     Effect, Event, EventType, Input, OpenedBy, PatchOutcome, Phase, TimerKind,
 };
-use nodegate_core::model::Fallback;
 use nodegate_core::testutil::ts;
+use nodegate_core::vocab::config::OnTimeout;
+use nodegate_core::vocab::model::Fallback;
 
 fn replace_gate() -> Gate {
     let mut c = cfg();

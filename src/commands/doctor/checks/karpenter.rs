@@ -7,8 +7,8 @@
 //! empty node becomes a consolidation candidate).
 
 use k8s_openapi::api::apps::v1::Deployment;
-use nodegate_core::model::Labels;
-use nodegate_core::placement::ManagedTaint;
+use nodegate_core::rules::placement::ManagedTaint;
+use nodegate_core::vocab::model::Labels;
 
 use crate::commands::doctor::keys::added_taints;
 use crate::commands::doctor::report::Check;
