@@ -23,7 +23,8 @@ use std::sync::Arc;
 
 use divan::{Bencher, black_box};
 use nodegate_actors::router::Router;
-use nodegate_core::closing::replacing::decider::{ReplaceAction, Replacer};
+use nodegate_core::closing::replacing::decider::Replacer;
+use nodegate_core::deciders::ReplaceAction;
 use nodegate_core::deciders::{Context, Decider, Effect, Input, Now};
 use nodegate_core::rules::placement::DEFAULT_MANAGED_TAINT_KEY;
 use nodegate_core::testutil::{

@@ -22,8 +22,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_core::closing::replacing::decider::{ReplaceOutcome, ReplaceWrite};
 use nodegate_core::deciders::{CanaryCreate, CanaryDelete, TaintWrite, Tally};
+use nodegate_core::deciders::{ReplaceOutcome, ReplaceWrite};
 use nodegate_core::gate::{
     self, ConditionWrite, ExternalOpening, NodeEvent, TimeoutMark, UntaintPatch,
 };

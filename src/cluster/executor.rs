@@ -21,8 +21,8 @@ use jiff::Timestamp;
 use nodegate_actors::ports::{
     self, Clock, EffectExecutor, REEXAMINE_PERIOD, Withdrawal, retry_ceiling,
 };
-use nodegate_core::closing::replacing::decider::{ReplaceOutcome, ReplaceWrite};
 use nodegate_core::deciders::{CanaryCreate, CanaryDelete, TaintWrite, Tally};
+use nodegate_core::deciders::{ReplaceOutcome, ReplaceWrite};
 use nodegate_core::gate::{
     ConditionWrite, ExternalOpening, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
 };

@@ -11,7 +11,7 @@ use kube::Client;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Preconditions,
 };
-use nodegate_core::closing::replacing::decider::{ReplaceAction, ReplaceOutcome, ReplaceWrite};
+use nodegate_core::deciders::{ReplaceAction, ReplaceOutcome, ReplaceWrite};
 use nodegate_core::gate::PatchOutcome;
 use nodegate_core::vocab::annotations::{
     REPLACE_FALLBACK, REPLACE_FALLBACK_AT, REPLACE_REASON, REPLACE_REQUESTED,

@@ -19,7 +19,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use kube::api::{ApiResource, DeleteParams, DynamicObject};
 use nodegate::cluster::replace::mark;
-use nodegate_core::closing::replacing::decider::{ReplaceAction, ReplaceWrite};
+use nodegate_core::deciders::{ReplaceAction, ReplaceWrite};
 use nodegate_core::vocab::model::Owner;
 
 /// The base's identity and admission policies (no webhook, no Deployment).

@@ -147,6 +147,7 @@ pub fn backoff(failures: u32) -> Duration {
 }
 
 pub mod decider;
+pub(crate) mod report;
 
 #[cfg(test)]
 mod tests;

@@ -23,11 +23,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
 
 use crate::gate::{NodeEvent, PatchOutcome};
 use crate::net::entrance::BoundPod;
 use crate::vocab::config::Config;
-use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
+use crate::vocab::model::{DaemonSetInfo, Fallback, NodeInfo, Owner, PodInfo, Taint};
 
 /// The index as a decider reads it: I/O-free, always answering at once.
 pub trait ClusterView {
@@ -133,8 +134,8 @@ pub enum Input {
     },
     /// The executor's answer to [`Effect::Replace`].
     Replaced {
-        write: crate::closing::replacing::decider::ReplaceWrite,
-        outcome: crate::closing::replacing::decider::ReplaceOutcome,
+        write: ReplaceWrite,
+        outcome: ReplaceOutcome,
     },
     /// The answer to [`Effect::CreateCanary`]: `Applied` when made,
     /// `Conflict` when a pod of that name exists already.
@@ -176,6 +177,60 @@ pub struct CanaryDelete {
     pub name: String,
     pub uid: Option<String>,
     pub force: bool,
+}
+
+/// One write of the replace decider, conditional on the node's
+/// `resource_version` where it writes the node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplaceWrite {
+    pub node: String,
+    pub uid: String,
+    pub resource_version: String,
+    /// Whether the node has a `metadata.annotations` map to add to.
+    pub annotations_present: bool,
+    pub action: ReplaceAction,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplaceAction {
+    /// Set `nodegate.dev/replace-requested` (`at`) and
+    /// `nodegate.dev/replace-reason`, with `spec.unschedulable: true` when
+    /// no owner is known, in one conditional patch; then delete the owner.
+    Request {
+        owner: Owner,
+        provider_id: Option<String>,
+        at: Timestamp,
+        reason: String,
+    },
+    /// The request is on the node already: delete the owner (again).
+    DeleteOwner {
+        owner: Owner,
+        provider_id: Option<String>,
+    },
+    /// Set `nodegate.dev/replace-fallback` and `replace-fallback-at`: not
+    /// replaced, and what instead. `note`: the `ReplaceSkipped` Event's.
+    Fallback {
+        fallback: Fallback,
+        at: Timestamp,
+        note: String,
+    },
+}
+
+/// What the executor did with a [`ReplaceWrite`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplaceOutcome {
+    /// Done. `deleted`: the owner object deleted (`nodeclaim/NAME`,
+    /// `machine/NS/NAME`); `None` for a cordon or a fallback.
+    Done { deleted: Option<String> },
+    /// The node is marked, but its owner could not be deleted (why).
+    OwnerFailed(String),
+    /// A request found no owner it could prove owns the node (why): nothing
+    /// was written, and the decider falls back instead.
+    NoOwner(String),
+    /// The node write was not made (or may not have been).
+    NotWritten(PatchOutcome),
 }
 
 /// Which decider a write, a log line or a count comes from.
@@ -300,7 +355,7 @@ pub enum Effect {
     Count(Tally),
     /// `--on-timeout=replace`: mark the node and ask its owner to replace
     /// it, or record a fallback; answer [`Input::Replaced`].
-    Replace(crate::closing::replacing::decider::ReplaceWrite),
+    Replace(ReplaceWrite),
 }
 
 impl Effect {

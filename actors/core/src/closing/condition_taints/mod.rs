@@ -4,3 +4,4 @@
 //! is `rules::conditions::taints`.
 
 pub mod decider;
+pub mod report;

@@ -26,13 +26,12 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
-use serde::{Deserialize, Serialize};
 
 use crate::closing::backoff::{Backoffs, May};
 use crate::closing::replacing::{self, Exhausted, Spread, Used};
 use crate::deciders::{
-    BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Origin, Tally, retry_after,
-    tell_refusal,
+    BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Origin, ReplaceAction,
+    ReplaceOutcome, ReplaceWrite, Tally, retry_after, tell_refusal,
 };
 use crate::gate::{self, EventType, NodeEvent, PatchOutcome, Reason};
 use crate::rules::placement::{self, Verdict};
@@ -114,60 +113,6 @@ fn by_uid(pods: &[Arc<PodInfo>]) -> VecMap<String, Arc<PodInfo>> {
 /// DaemonSets keyed as a gate keeps them.
 fn by_key(daemonsets: Vec<Arc<DaemonSetInfo>>) -> VecMap<String, Arc<DaemonSetInfo>> {
     daemonsets.into_iter().map(|ds| (ds.key(), ds)).collect()
-}
-
-/// One write of the replace decider, conditional on the node's
-/// `resource_version` where it writes the node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReplaceWrite {
-    pub node: String,
-    pub uid: String,
-    pub resource_version: String,
-    /// Whether the node has a `metadata.annotations` map to add to.
-    pub annotations_present: bool,
-    pub action: ReplaceAction,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReplaceAction {
-    /// Set `nodegate.dev/replace-requested` (`at`) and
-    /// `nodegate.dev/replace-reason`, with `spec.unschedulable: true` when
-    /// no owner is known, in one conditional patch; then delete the owner.
-    Request {
-        owner: Owner,
-        provider_id: Option<String>,
-        at: Timestamp,
-        reason: String,
-    },
-    /// The request is on the node already: delete the owner (again).
-    DeleteOwner {
-        owner: Owner,
-        provider_id: Option<String>,
-    },
-    /// Set `nodegate.dev/replace-fallback` and `replace-fallback-at`: not
-    /// replaced, and what instead. `note`: the `ReplaceSkipped` Event's.
-    Fallback {
-        fallback: Fallback,
-        at: Timestamp,
-        note: String,
-    },
-}
-
-/// What the executor did with a [`ReplaceWrite`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReplaceOutcome {
-    /// Done. `deleted`: the owner object deleted (`nodeclaim/NAME`,
-    /// `machine/NS/NAME`); `None` for a cordon or a fallback.
-    Done { deleted: Option<String> },
-    /// The node is marked, but its owner could not be deleted (why).
-    OwnerFailed(String),
-    /// A request found no owner it could prove owns the node (why): nothing
-    /// was written, and the decider falls back instead.
-    NoOwner(String),
-    /// The node write was not made (or may not have been).
-    NotWritten(PatchOutcome),
 }
 
 /// The first wait after a node's owner could not be found or deleted

@@ -1,16 +1,19 @@
 //! One node's gate, explained to a person: the report `nodegate explain`
 //! prints, built from the gate's own state.
 //!
-//! This module owns every word explain says about a node. It never judges a
-//! member itself: [`gate_state`] feeds what was read through the gate's own
-//! `step` (as a snapshot, with the controller's `Config`), and [`build`]
-//! reads expected, Ready, the reason a member is not expected and what it
-//! waits for from that state's members, so that explain and the controller
-//! cannot disagree. What only a full read of the cluster knows — a pod's
-//! container and scheduling messages, the unbound pods aimed at the node —
-//! comes in as plain data ([`ReadFacts`]) and only adds detail to the gate's
-//! words. The one judgement made here is none of the gate's business: why an
-//! expected member is expected (what matched, which taints it tolerates).
+//! This module puts the report together; a feature's own part is in that
+//! feature's folder (`canary::report`, `closing::regating::report`,
+//! `closing::condition_taints::report`, `closing::replacing::report`), and
+//! a member's row is `rows`. The report never judges a member itself:
+//! [`gate_state`] feeds what was read through the gate's own `step` (as a
+//! snapshot, with the controller's `Config`), and [`build`] reads expected,
+//! Ready, the reason a member is not expected and what it waits for from
+//! that state's members, so that explain and the controller cannot
+//! disagree. What only a full read of the cluster knows — a pod's container
+//! and scheduling messages, the unbound pods aimed at the node — comes in as
+//! plain data ([`ReadFacts`]) and only adds detail to the gate's words. The
+//! one judgement made here is none of the gate's business: why an expected
+//! member is expected (what matched, which taints it tolerates).
 //! Pure: no I/O, no clock (`now` is an argument).
 
 use std::collections::BTreeMap;
@@ -19,30 +22,24 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::Serialize;
 
-use crate::gate::{self, GateState, Input, StopReason};
-
-use crate::vocab::member::{Expectation, Member, MemberId, Readiness};
-
-use crate::rules::placement::{self, PlacementConfig, ReasonCode};
-use crate::rules::readiness::CriticalPodEntry;
-use crate::rules::selector::LabelSelector;
-use crate::vocab::config::Config;
-use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
-
+use crate::canary::report::canary_row;
+use crate::closing::condition_taints::report::{RuleRow, rule_rows};
 use crate::closing::regating::report::{RegateReport, regate_report};
 use crate::closing::replacing::report::{ReplaceReport, replace_report};
+use crate::gate::{self, GateState, Input, StopReason};
+use crate::rules::placement::{self, PlacementConfig, ReasonCode};
+use crate::rules::readiness::CriticalPodEntry;
+use crate::vocab::config::Config;
+use crate::vocab::member::{Expectation, MemberId, Readiness};
+use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
 
-mod canary;
 mod conditions;
 mod devices;
+pub(crate) mod rows;
 mod words;
-pub use conditions::RuleRow;
+pub use rows::{EXPECTED, MemberRow, TermResult};
+use rows::{NOT_EVALUATED, empty_row, member_of, selector_match};
 pub use words::{describe_waiting, expected_reason, verdict};
-
-/// The reason code of an expected member.
-pub const EXPECTED: &str = "expected";
-/// What a member the gate has not evaluated waits for (the gate's words).
-const NOT_EVALUATED: &str = "not evaluated yet";
 
 /// One node's gate, as explain shows it. Its JSON form is the `-o json`
 /// output; the fields below are a stable interface.
@@ -89,48 +86,6 @@ pub struct Report {
     /// `--on-timeout=replace`'s view of the node (semantics.md §5.8).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replace: Option<ReplaceReport>,
-}
-
-/// One DaemonSet or critical-pod entry on the node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MemberRow {
-    pub namespace: String,
-    pub name: String,
-    pub expected: bool,
-    /// Why it is (or is not) expected here, in words.
-    pub reason: String,
-    /// `reason` as a stable name: "expected", or a placement reason code
-    /// such as "node_selector" or "starts_after_gate".
-    pub reason_code: String,
-    /// Null when not expected.
-    pub ready: Option<bool>,
-    /// The pod that satisfies the member, or the one it waits on.
-    pub pod: Option<String>,
-    /// What it waits for; null when Ready or not expected.
-    pub waiting: Option<String>,
-    /// Each required node affinity term's result, in order (DaemonSets with
-    /// a required node affinity only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node_affinity: Option<Vec<TermResult>>,
-    /// The entry's pod selector (critical pods only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub selector: Option<String>,
-    /// How the member is named in the table and the verdict: its gate
-    /// member id (`namespace/name`, `critical:NAME`).
-    #[serde(skip)]
-    pub label: String,
-    /// Further lines for the table's WHY column.
-    #[serde(skip)]
-    pub detail: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TermResult {
-    /// 1-based: term 1 is `nodeSelectorTerms[0]`.
-    pub term: usize,
-    pub matches: bool,
-    /// Why it does not match; null when it does.
-    pub why: Option<String>,
 }
 
 /// The node's taints as nodegate sees them, each as `key[=value]:Effect`.
@@ -264,11 +219,7 @@ fn build_for(
         .map(|c| conditions::condition_row(state, c))
         .collect();
     let devices = devices::device_rows(state, cfg);
-    let canary: Vec<MemberRow> = cfg
-        .canary
-        .iter()
-        .map(|c| canary::canary_row(state, c))
-        .collect();
+    let canary: Vec<MemberRow> = cfg.canary.iter().map(|c| canary_row(state, c)).collect();
 
     let gated = is_gated(state);
     let node_not_ready = state.node_wait_reason();
@@ -299,45 +250,7 @@ fn build_for(
         conditions,
         devices,
         canary,
-        condition_taints: conditions::rule_rows(node, cfg, now),
-    }
-}
-
-/// Why an expected critical-pod entry or condition (`what`) is expected:
-/// its node selector matches, or it has none.
-pub(super) fn selector_match(what: &str, selector: Option<&LabelSelector>) -> String {
-    match selector.map(ToString::to_string).filter(|s| !s.is_empty()) {
-        Some(s) => format!("the node matches the {what}'s node selector {s:?}"),
-        None => format!("the {what} has no node selector, so it applies to every node"),
-    }
-}
-
-fn empty_row(id: &MemberId, namespace: &str, name: &str) -> MemberRow {
-    MemberRow {
-        namespace: namespace.to_string(),
-        name: name.to_string(),
-        expected: false,
-        reason: String::new(),
-        reason_code: String::new(),
-        ready: None,
-        pod: None,
-        waiting: None,
-        node_affinity: None,
-        selector: None,
-        label: id.to_string(),
-        detail: Vec::new(),
-    }
-}
-
-/// A member the state does not hold (never after a snapshot) reads as the
-/// gate reads a member with no readiness: expected, not evaluated yet.
-fn member_of<'a>(state: &'a GateState, id: &MemberId) -> std::borrow::Cow<'a, Member> {
-    match state.members.get(id) {
-        Some(m) => std::borrow::Cow::Borrowed(m),
-        None => std::borrow::Cow::Owned(Member {
-            expectation: Expectation::Expected,
-            readiness: None,
-        }),
+        condition_taints: rule_rows(node, cfg, now),
     }
 }
 

@@ -2,12 +2,12 @@
 //! the gate's state like every member: expected on every gated node while
 //! `canary` is configured, with the gate's words for what it waits for.
 
-use super::{EXPECTED, MemberRow, NOT_EVALUATED, empty_row, member_of};
 use crate::gate::GateState;
+use crate::gate::report::rows::{EXPECTED, MemberRow, NOT_EVALUATED, empty_row, member_of};
 use crate::vocab::config::CanaryConfig;
 use crate::vocab::member::{MemberId, Readiness};
 
-pub(super) fn canary_row(state: &GateState, cfg: &CanaryConfig) -> MemberRow {
+pub(crate) fn canary_row(state: &GateState, cfg: &CanaryConfig) -> MemberRow {
     let id = MemberId::Canary;
     let node = state.node.as_ref().map(|n| n.name.as_str()).unwrap_or("");
     let mut row = empty_row(&id, &cfg.namespace, &crate::canary::pod_name(node));
