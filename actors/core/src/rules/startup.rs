@@ -23,10 +23,8 @@ use std::fmt;
 
 use crate::rules::placement::{EFFECT_NO_SCHEDULE, ManagedTaint};
 use crate::rules::selector::{LabelSelector, LabelSelectorRequirement, OP_EXISTS};
-use crate::vocab::model::{Labels, NodeInfo};
+use crate::vocab::model::{KARPENTER_NODEPOOL_LABEL, Labels, NodeInfo};
 
-/// The label Karpenter puts on every node it launches.
-pub const KARPENTER_NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
 /// GKE's node-pool label.
 pub const GKE_NODEPOOL_LABEL: &str = "cloud.google.com/gke-nodepool";
 /// AKS's agent-pool label.
