@@ -23,8 +23,8 @@ use crate::commands::output;
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::settings::cli::DoctorArgs;
 use crate::settings::config::{self, RunSettings};
-use checks::karpenter::NODEPOOL_LABEL;
 use checks::{admission, autoscaler, karpenter, leader, nodes, rbac};
+use nodegate_core::vocab::model::KARPENTER_NODEPOOL_LABEL;
 use report::{Check, Report};
 
 pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
@@ -134,7 +134,7 @@ async fn gather(
     // cluster-autoscaler sees every node that is not Karpenter's.
     let ca_labels = seen_nodes
         .iter()
-        .filter(|n| !n.labels.contains_key(NODEPOOL_LABEL))
+        .filter(|n| !n.labels.contains_key(KARPENTER_NODEPOOL_LABEL))
         .map(|n| &n.labels);
     let ca_taints = keys::added_to_any(&s.gate, ca_labels);
     match &deployments {
