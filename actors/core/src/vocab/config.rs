@@ -139,9 +139,9 @@ pub struct Config {
     /// beyond each one's own budget.
     pub max_unavailable: Option<MaxUnavailable>,
     /// `--node-condition`: the leader writes the [`OPEN_CONDITION`]
-    /// condition on each node it gates ([`super::open_condition`]).
+    /// condition on each node it gates ([`crate::gate::open_condition`]).
     ///
-    /// [`OPEN_CONDITION`]: super::OPEN_CONDITION
+    /// [`OPEN_CONDITION`]: crate::gate::OPEN_CONDITION
     pub node_condition: bool,
     /// `--reboot-announcements` and friends: re-gating before an announced
     /// reboot (semantics.md §6.10). Off by default.

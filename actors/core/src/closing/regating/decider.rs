@@ -65,7 +65,7 @@ pub enum BeforeReboot {
     Nothing,
 }
 
-/// The decision for one node: `announced` is [`announced`]'s answer.
+/// The decision for one node: `announced` is [`reboot::announced`]'s answer.
 ///
 /// An open node is re-gated for an announcement only if it carries no
 /// record of one: a record means nodegate acted on an announcement already

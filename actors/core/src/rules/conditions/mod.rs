@@ -1,6 +1,6 @@
 //! Node conditions (semantics.md §6.5): as gate members
 //! ([`CriticalCondition`], `criticalConditions` in the config) and as taints
-//! ([`rules`], `conditionTaints`).
+//! ([`taints`], `conditionTaints`).
 //!
 //! A condition the node does not report has status `Unknown`, as upstream
 //! reads a missing condition. Pure, like the rest of the core: time is an
