@@ -8,8 +8,8 @@
 //! changed ([`Change::Everything`]: the rules or the scope may be others),
 //! and a node again when one of its rules' `for` runs out (the verdict's
 //! `recheck_at`, asked for with [`Effect::LookAgainAt`]). Each look judges
-//! the node against every rule with the core's [`taints::evaluate`] and
-//! [`taints::decide`], and keeps the per-rule counts the budgets need
+//! the node against every rule with the core's [`evaluate`](super::evaluate)
+//! and [`decide`](super::decide), and keeps the per-rule counts the budgets need
 //! (`managed`, `tainted`, `matching`) up to date by replacing what the node
 //! counted before with what it counts now.
 //!
@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
+use super::{RuleAction, RuleVerdict};
 use crate::closing::backoff::{Backoffs, May};
 use crate::closing::regating::Exhausted;
 use crate::deciders::{
@@ -34,7 +35,7 @@ use crate::deciders::{
     closed_by_nodegate, retry_after,
 };
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
-use crate::rules::conditions::taints::{self, ConditionTaintRule, RuleAction, RuleVerdict};
+use crate::rules::conditions::taints::{self, ConditionTaintRule};
 use crate::vocab::annotations;
 use crate::vocab::model::NodeInfo;
 
@@ -205,7 +206,7 @@ impl RuleTainter {
         let now = cx.now.for_window();
         let mut verdicts = Vec::with_capacity(cx.config.condition_taints.len());
         for rule in &cx.config.condition_taints {
-            let verdict = taints::evaluate(rule, &node, now);
+            let verdict = super::evaluate(rule, &node, now);
             // Our write the index does not show yet counts as done.
             let key = (rule.name.clone(), name.to_string());
             let tainted = match self.unseen.get(&key).map(|u| u.expect) {
@@ -280,7 +281,7 @@ impl RuleTainter {
                 continue;
             }
             let tainted = self.counts.get(&rule.name).map_or(0, |c| c.tainted);
-            let Some(mut action) = taints::decide(rule, node, verdict, tainted, self.seen.len())
+            let Some(mut action) = super::decide(rule, node, verdict, tainted, self.seen.len())
             else {
                 self.held.remove(&key);
                 continue;

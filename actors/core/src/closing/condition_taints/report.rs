@@ -4,7 +4,8 @@
 use jiff::Timestamp;
 use serde::Serialize;
 
-use crate::rules::conditions::taints::{self, RuleAction};
+use super::{RuleAction, decide, evaluate};
+use crate::rules::conditions::taints;
 use crate::vocab::config::Config;
 use crate::vocab::model::NodeInfo;
 
@@ -28,10 +29,10 @@ pub(crate) fn rule_rows(node: &NodeInfo, cfg: &Config, now: Timestamp) -> Vec<Ru
     cfg.condition_taints
         .iter()
         .map(|rule| {
-            let verdict = taints::evaluate(rule, node, now);
+            let verdict = evaluate(rule, node, now);
             // Budgets are the leader's business: counted over every managed
             // node, which one node's report does not see.
-            let action = match taints::decide(rule, node, &verdict, 0, usize::MAX) {
+            let action = match decide(rule, node, &verdict, 0, usize::MAX) {
                 Some(RuleAction::Add | RuleAction::BudgetBlocked) => Some("add"),
                 Some(RuleAction::Remove) => Some("remove"),
                 None => None,

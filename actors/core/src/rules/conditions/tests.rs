@@ -3,10 +3,13 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::taints::{
-    self, ConditionTaintRule, MatchMode, RemovePolicy, Requirement, RuleAction, RuleError,
-    StatusPattern, decide, evaluate, validate_rules,
+    self, ConditionTaintRule, MatchMode, RemovePolicy, Requirement, RuleError, StatusPattern,
+    validate_rules,
 };
+// How a node is judged against a rule lives with the controller that acts
+// on it; these tests check it together with the rules it reads.
 use super::*;
+use crate::closing::condition_taints::{RuleAction, decide, evaluate};
 use crate::testutil::mk_node;
 use crate::vocab::budget::MaxUnavailable;
 use crate::vocab::model::{NodeCondition, Taint};

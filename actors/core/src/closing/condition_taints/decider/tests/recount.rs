@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::*;
+use crate::closing::condition_taints::evaluate;
 use crate::deciders::ClusterView;
-use crate::rules::conditions::taints::evaluate;
 
 type Gauge = Vec<(String, usize)>;
 
