@@ -37,8 +37,8 @@ use kube::runtime::watcher::Event;
 use nodegate::cluster::server_time::ServerTime;
 use nodegate::cluster::watch::{self, WatchFeed};
 use nodegate_actors::router::Router;
-use nodegate_core::config::Config;
 use nodegate_core::deciders::ClusterView;
+use nodegate_core::vocab::config::Config;
 use serde::de::DeserializeOwned;
 
 /// The system allocator, counting the bytes live on the heap.

@@ -3,12 +3,12 @@
 //! Compiled for this crate's tests only.
 
 use jiff::Timestamp;
-use nodegate_core::config::Config;
 use nodegate_core::gate::{self, GateState, Input};
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_core::testutil::{
     ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts,
 };
+use nodegate_core::vocab::config::Config;
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 /// The one node the gates here are about.
 pub(crate) const NODE: &str = "node-a";

@@ -697,14 +697,14 @@ fn the_metrics_table_lists_every_registered_family() {
     }
 }
 
-/// The annotation keys defined in actors/core/src/annotations.rs. The module
-/// has constants, not a list, so this reads its source: every line
+/// The annotation keys defined in actors/core/src/vocab/annotations.rs. The
+/// module has constants, not a list, so this reads its source: every line
 /// `pub const NAME: &str = "nodegate.dev/…";`, less `PREFIX` (the prefix
 /// alone) and `REPORTING_CONTROLLER` (an Event field, not an annotation).
 /// Two keys share one spelling (`ignore`, on a Node and on a DaemonSet).
 /// The constants checked below by name keep this reading honest.
 fn annotation_keys() -> BTreeSet<String> {
-    read("actors/core/src/annotations.rs")
+    read("actors/core/src/vocab/annotations.rs")
         .lines()
         .filter_map(|l| l.trim().strip_prefix("pub const "))
         .filter_map(|l| l.split_once(": &str = \""))
@@ -730,7 +730,7 @@ fn annotations_table_disagreement(configuration: &str) -> Option<String> {
 
 #[test]
 fn the_annotations_table_lists_every_annotation_constant() {
-    use nodegate_core::annotations as a;
+    use nodegate_core::vocab::annotations as a;
     let keys = annotation_keys();
     for constant in [
         a::OPENED_AT,
@@ -748,7 +748,7 @@ fn the_annotations_table_lists_every_annotation_constant() {
     ] {
         assert!(
             keys.contains(constant),
-            "{constant} not read from actors/core/src/annotations.rs: {keys:?}"
+            "{constant} not read from actors/core/src/vocab/annotations.rs: {keys:?}"
         );
     }
     assert!(keys.iter().all(|k| k.starts_with(a::PREFIX)), "{keys:?}");
@@ -1063,7 +1063,7 @@ fn the_readme_names_every_command_and_on_timeout_value() {
         .filter(|c| !readme.contains(&format!("`nodegate {c}")))
         .collect();
     assert!(missing.is_empty(), "README.md does not name: {missing:?}");
-    for value in nodegate_core::config::OnTimeout::ALL {
+    for value in nodegate_core::vocab::config::OnTimeout::ALL {
         let v = format!("`{}`", value.as_str());
         assert!(
             readme.contains(&v),

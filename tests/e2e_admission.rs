@@ -270,8 +270,8 @@ async fn a_node_the_policy_tainted_opens_by_ready() {
 /// node at registration) labels it `karpenter.sh/registered=true`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_policy_and_the_webhook_choose_the_same_taint_for_each_node_then_each_opens() {
-    use nodegate_core::placement::ManagedTaint;
-    use nodegate_core::startup::{Autoscaler, StartupRule, StartupTaints};
+    use nodegate_core::rules::placement::ManagedTaint;
+    use nodegate_core::rules::startup::{Autoscaler, StartupRule, StartupTaints};
 
     let env = Env::new("policy-webhook-keys").await;
     install_policy(&env).await;

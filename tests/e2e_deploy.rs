@@ -26,7 +26,7 @@ use kube::api::{Api, ListParams, PostParams};
 use nodegate::cluster::entrance::gated_since;
 use nodegate::cluster::patch::add_taint;
 use nodegate::cluster::project;
-use nodegate_core::model::Taint;
+use nodegate_core::vocab::model::Taint;
 use serde_json::{Value, json};
 use support::{Nodegate, TestCluster, fake_node, repo_root, wait_for};
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
-use nodegate_core::placement::{PlacementConfig, evaluate};
+use nodegate_core::rules::placement::{PlacementConfig, evaluate};
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};

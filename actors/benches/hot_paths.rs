@@ -26,14 +26,14 @@ use nodegate_actors::observe::GateObserver;
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
 use nodegate_actors::testing::{FakeClock, FakeExecutor, StepCounter};
-use nodegate_core::config::Config;
+use nodegate_core::gate::journal;
 use nodegate_core::gate::{self, GateState, Input};
-use nodegate_core::journal;
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
-use nodegate_core::placement;
+use nodegate_core::rules::placement;
 use nodegate_core::testutil::{
     ds_pod, mk_ds, mk_node, req, taint, template_with_tolerations, term, toleration,
 };
+use nodegate_core::vocab::config::Config;
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 fn main() {
     divan::main();

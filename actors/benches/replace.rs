@@ -23,14 +23,15 @@ use std::sync::Arc;
 
 use divan::{Bencher, black_box};
 use nodegate_actors::router::Router;
-use nodegate_core::config::{Config, OnTimeout};
-use nodegate_core::deciders::replace::{ReplaceAction, Replacer};
+use nodegate_core::closing::replacing::decider::Replacer;
+use nodegate_core::deciders::ReplaceAction;
 use nodegate_core::deciders::{Context, Decider, Effect, Input, Now};
-use nodegate_core::model::{DaemonSetInfo, KARPENTER_NODEPOOL_LABEL, NodeInfo, Owner};
-use nodegate_core::placement::DEFAULT_MANAGED_TAINT_KEY;
+use nodegate_core::rules::placement::DEFAULT_MANAGED_TAINT_KEY;
 use nodegate_core::testutil::{
     ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts,
 };
+use nodegate_core::vocab::config::{Config, OnTimeout};
+use nodegate_core::vocab::model::{DaemonSetInfo, KARPENTER_NODEPOOL_LABEL, NodeInfo, Owner};
 
 fn main() {
     divan::main();

@@ -12,7 +12,7 @@
 //!
 //! `ROUNDS=K` plays only the first K pod versions (default all 5);
 //! `JCAP=N` sets the journal capacity per gate (default the binary's,
-//! `nodegate_core::journal::DEFAULT_CAPACITY`); `TRIM=1` also prints the RSS
+//! `nodegate_core::gate::journal::DEFAULT_CAPACITY`); `TRIM=1` also prints the RSS
 //! after glibc's `malloc_trim(0)` (what of it is freed memory the allocator
 //! kept).
 
@@ -26,12 +26,12 @@ use nodegate_actors::observe::GateObserver;
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
 use nodegate_actors::testing::{FakeClock, FakeExecutor, StepCounter};
-use nodegate_core::config::Config;
-use nodegate_core::journal;
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_core::gate::journal;
 use nodegate_core::testutil::{
     ds_pod, mk_ds, mk_node, req, taint, template_with_tolerations, term, toleration,
 };
+use nodegate_core::vocab::config::Config;
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 const MANAGED: &str = "nodegate.dev/initializing";
 

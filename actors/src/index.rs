@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 use nodegate_core::deciders::{self, Change, ClusterView};
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, Shared, SliceInfo};
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, Shared, SliceInfo};
 
 use crate::feed::{Feed, Subscriber};
 

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use arc_swap::{ArcSwap, Guard};
-use nodegate_core::config::Config;
+use nodegate_core::vocab::config::Config;
 
 pub struct LiveConfig(ArcSwap<Config>);
 

@@ -12,8 +12,8 @@
 //!
 //! Plain data only: nothing here acts, decides or does I/O.
 
+use nodegate_core::gate::journal::Entry;
 use nodegate_core::gate::{GateState, Input};
-use nodegate_core::journal::Entry;
 use ractor::RpcReplyPort;
 use serde::{Deserialize, Serialize};
 

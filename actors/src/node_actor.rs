@@ -34,8 +34,8 @@ use crate::pending::PendingPods;
 use crate::ports::{Clock, EffectExecutor, Withdrawal};
 use crate::router::Router;
 use crate::wheel::{Due, TimerKey, Wheel};
+use nodegate_core::gate::journal::Journal;
 use nodegate_core::gate::{self, Effect, Event, GateState, Input, Phase, TimerKind};
-use nodegate_core::journal::Journal;
 
 /// The handles every gate shares (kube-rs controller style `Context`).
 ///
@@ -47,7 +47,7 @@ pub struct GateContext<E, C> {
     pub executor: Arc<E>,
     pub clock: Arc<C>,
     /// Entries each gate's journal keeps; the binary passes
-    /// `nodegate_core::journal::DEFAULT_CAPACITY`.
+    /// `nodegate_core::gate::journal::DEFAULT_CAPACITY`.
     pub journal_capacity: usize,
 }
 
@@ -501,7 +501,7 @@ fn log_event(span: &tracing::Span, event: &Event, state: &GateState) {
             %gated_since,
             %to,
             "{} is later than the API server's clock; counting from its now",
-            nodegate_core::annotations::GATED_SINCE
+            nodegate_core::vocab::annotations::GATED_SINCE
         ),
         Event::WriteFailed { attempt, error } => {
             tracing::warn!(parent: span, attempt, %error, "gate write failed; retrying")

@@ -13,8 +13,8 @@
 
 use jiff::Timestamp;
 
+use nodegate_core::gate::journal::Journal;
 use nodegate_core::gate::{Event, GateState};
-use nodegate_core::journal::Journal;
 
 /// What reached the router's indexes, one per watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

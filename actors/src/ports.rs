@@ -22,13 +22,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_core::deciders::replace::{ReplaceOutcome, ReplaceWrite};
 use nodegate_core::deciders::{CanaryCreate, CanaryDelete, TaintWrite, Tally};
-use nodegate_core::entrance::BoundPod;
+use nodegate_core::deciders::{ReplaceOutcome, ReplaceWrite};
 use nodegate_core::gate::{
     self, ConditionWrite, ExternalOpening, NodeEvent, TimeoutMark, UntaintPatch,
 };
-use nodegate_core::model::{NodeInfo, PodInfo};
+use nodegate_core::net::entrance::BoundPod;
+use nodegate_core::vocab::model::{NodeInfo, PodInfo};
 
 /// Where time comes from. The binary passes the system clock; tests pass
 /// whatever they need.

@@ -39,10 +39,10 @@ use crate::live::LiveConfig;
 use crate::messages::{GateView, NodeMsg, SpawnRequest};
 use crate::observe::{GateObserver, NoObserver, RouterEvent};
 use crate::pending::{Gate, PendingPods};
-use nodegate_core::config::Config;
 use nodegate_core::deciders::{self, Change, ClusterView};
 use nodegate_core::gate::Input;
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, SliceInfo};
+use nodegate_core::vocab::config::Config;
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, SliceInfo};
 
 /// How long `view` waits for a busy actor before giving up.
 const VIEW_TIMEOUT: Duration = Duration::from_secs(5);
@@ -223,7 +223,7 @@ impl Router {
         let uid = ds.uid.clone();
         // An invalid or overlong csi-driver annotation is not waited for
         // (readiness::csi_drivers); said once per change of the DaemonSet.
-        let csi_problem = nodegate_core::readiness::csi_driver_problems(&ds)
+        let csi_problem = nodegate_core::rules::readiness::csi_driver_problems(&ds)
             .map(|p| (format!("{}/{}", ds.namespace, ds.name), p));
         // Outside --daemonset-namespaces no gate waits for it: indexed, not
         // fanned out (a reload that admits the namespace re-examines every

@@ -14,11 +14,11 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use nodegate_core::deciders::{TaintWrite, Tally};
-use nodegate_core::entrance::BoundPod;
 use nodegate_core::gate::{
     self, ExternalOpening, GateState, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
 };
-use nodegate_core::model::NodeInfo;
+use nodegate_core::net::entrance::BoundPod;
+use nodegate_core::vocab::model::NodeInfo;
 use tokio::sync::Semaphore;
 
 use crate::observe::GateObserver;

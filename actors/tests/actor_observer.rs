@@ -14,9 +14,9 @@ use nodegate_actors::observe::{GateObserver, RouterEvent};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
 use nodegate_actors::testing::{FakeClock, FakeExecutor};
+use nodegate_core::gate::journal::Journal;
 use nodegate_core::gate::{Event, GateState, Phase};
-use nodegate_core::journal::Journal;
-use nodegate_core::model::NodeInfo;
+use nodegate_core::vocab::model::NodeInfo;
 
 /// Every write applies; nothing is kept (the observer records what counts).
 fn applying() -> FakeExecutor {

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use gate_support::*;
 use nodegate_actors::router::Router;
-use nodegate_core::config::Config;
 use nodegate_core::gate::Input;
-use nodegate_core::model::{NodeInfo, PodInfo, SliceInfo};
 use nodegate_core::testutil::{mk_pod, taint};
+use nodegate_core::vocab::config::Config;
+use nodegate_core::vocab::model::{NodeInfo, PodInfo, SliceInfo};
 
 fn router() -> Router {
     Router::new(Arc::new(Config::default()))

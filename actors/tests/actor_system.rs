@@ -15,9 +15,9 @@ use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor::{self, SupervisorMsg};
 use nodegate_actors::testing::{FakeClock, FakeExecutor};
-use nodegate_core::config::Config;
 use nodegate_core::gate::{EventType, OpenedBy, PatchOutcome, Phase};
-use nodegate_core::model::NodeInfo;
+use nodegate_core::vocab::config::Config;
+use nodegate_core::vocab::model::NodeInfo;
 use ractor::ActorRef;
 
 struct System {
@@ -453,7 +453,7 @@ async fn a_reconfigure_gates_nodes_the_new_taints_manage() {
     assert!(sys.router.gate(NODE).is_none(), "not a managed taint yet");
 
     let mut config = (*sys.router.config()).clone();
-    config.placement.managed_taints = vec![nodegate_core::placement::ManagedTaint::new(
+    config.placement.managed_taints = vec![nodegate_core::rules::placement::ManagedTaint::new(
         "example.com/boot",
         "NoSchedule",
     )];
@@ -474,8 +474,8 @@ async fn a_reconfigure_gates_nodes_the_new_taints_manage() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_canarys_changes_reach_the_feed_although_a_gate_takes_them() {
     use nodegate_actors::feed::Subscriber;
-    use nodegate_core::config::CanaryConfig;
     use nodegate_core::deciders::{Change, Input as Feed};
+    use nodegate_core::vocab::config::CanaryConfig;
 
     #[derive(Default)]
     struct Heard(std::sync::Mutex<Vec<Feed>>);

@@ -14,11 +14,11 @@ use nodegate_actors::decider_shell;
 use nodegate_actors::feed::Subscriber;
 use nodegate_actors::router::Router;
 use nodegate_actors::testing::{FakeClock, FakeExecutor};
-use nodegate_core::config::Config;
-use nodegate_core::deciders::net::Net;
 use nodegate_core::deciders::{Change, Input, Origin, TaintChange, Tally};
-use nodegate_core::model::NodeInfo;
+use nodegate_core::net::decider::Net;
 use nodegate_core::testutil::mk_node;
+use nodegate_core::vocab::config::Config;
+use nodegate_core::vocab::model::NodeInfo;
 
 #[derive(Default)]
 struct Heard(Mutex<Vec<Input>>);

@@ -28,7 +28,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use nodegate_actors::live::LiveConfig;
 use nodegate_actors::router::Router;
-use nodegate_core::config::Config;
+use nodegate_core::vocab::config::Config;
 use tokio::sync::watch;
 
 use crate::cluster::leader::Leadership;

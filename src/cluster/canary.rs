@@ -1,8 +1,9 @@
 //! The canary pods' requests (semantics.md §6.9): the pod nodegate makes on
 //! a gated node, its deletion, and the LIST of every canary. What to create
-//! or delete, and when, is the canary decider's (`nodegate_core::deciders::
-//! canary`); this module only builds the pod and talks to the API server,
-//! within the request timeout and the client's rate.
+//! or delete, and when, is the canary decider's
+//! (`nodegate_core::canary::decider`); this module only builds the pod and
+//! talks to the API server, within the request timeout and the client's
+//! rate.
 //!
 //! The pod is bound with `spec.nodeName` (no scheduler), tolerates exactly
 //! the managed taints (a NoExecute one would otherwise make the kubelet
@@ -26,8 +27,8 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use nodegate_core::canary::CANARY_LABEL;
 use nodegate_core::deciders::{CanaryCreate, CanaryDelete};
 use nodegate_core::gate::PatchOutcome;
-use nodegate_core::model::PodInfo;
-use nodegate_core::placement::ManagedTaint;
+use nodegate_core::rules::placement::ManagedTaint;
+use nodegate_core::vocab::model::PodInfo;
 
 use crate::cluster::project;
 use crate::cluster::writer::outcome;

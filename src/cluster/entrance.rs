@@ -4,19 +4,19 @@
 //! decider's (`patch::add_taint`). Nodes are read as `project::node` makes
 //! them, like everywhere else.
 //!
-//! The decisions are the core's (`nodegate_core::entrance`).
+//! The decisions are the core's (`nodegate_core::net::entrance`).
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
-use nodegate_core::entrance::BoundPod;
-use nodegate_core::model::{NodeInfo, Taint};
+use nodegate_core::net::entrance::BoundPod;
+use nodegate_core::vocab::model::{NodeInfo, Taint};
 
 use crate::cluster::patch::{self, rfc3339};
-use nodegate_core::annotations::GATED_SINCE as GATED_SINCE_ANNOTATION;
 use nodegate_core::gate::PatchOutcome;
+use nodegate_core::vocab::annotations::GATED_SINCE as GATED_SINCE_ANNOTATION;
 
 use crate::cluster::writer::{FIELD_MANAGER, outcome};
 

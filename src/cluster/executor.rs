@@ -21,13 +21,13 @@ use jiff::Timestamp;
 use nodegate_actors::ports::{
     self, Clock, EffectExecutor, REEXAMINE_PERIOD, Withdrawal, retry_ceiling,
 };
-use nodegate_core::deciders::replace::{ReplaceOutcome, ReplaceWrite};
 use nodegate_core::deciders::{CanaryCreate, CanaryDelete, TaintWrite, Tally};
-use nodegate_core::entrance::BoundPod;
+use nodegate_core::deciders::{ReplaceOutcome, ReplaceWrite};
 use nodegate_core::gate::{
     ConditionWrite, ExternalOpening, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
 };
-use nodegate_core::model::{NodeInfo, PodInfo};
+use nodegate_core::net::entrance::BoundPod;
+use nodegate_core::vocab::model::{NodeInfo, PodInfo};
 use rand::Rng;
 
 use crate::cluster::leader::Leadership;

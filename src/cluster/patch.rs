@@ -14,9 +14,9 @@ use nodegate_core::gate::{
     ConditionWrite, OPEN_CONDITION, OPENED_BY_EXTERNAL, OpenedBy, TimeoutMark, UntaintPatch,
     annotation_time,
 };
-use nodegate_core::model::Taint;
+use nodegate_core::vocab::model::Taint;
 
-use nodegate_core::annotations::{
+use nodegate_core::vocab::annotations::{
     OPEN, OPENED_AT, OPENED_BY, REPLACE_REASON, REPLACE_REQUESTED, TIMED_OUT,
 };
 use serde_json::{Value, json};
@@ -273,7 +273,7 @@ pub fn open_condition(w: &ConditionWrite, at: Timestamp) -> Value {
 mod tests {
     use super::*;
     use nodegate_core::gate::{IndexedTaint, OpenedBy};
-    use nodegate_core::model::Taint;
+    use nodegate_core::vocab::model::Taint;
 
     fn patch(indexes: &[usize], annotations_present: bool) -> UntaintPatch {
         UntaintPatch {

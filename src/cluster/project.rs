@@ -1,5 +1,5 @@
 //! Projections: whole Kubernetes objects in, the compact model of
-//! `nodegate_core::model` out.
+//! `nodegate_core::vocab::model` out.
 //!
 //! These are the projections every part reads (nodes — the gate, the
 //! deciders, the webhook and backfill alike —, DaemonSets, pods, CSINodes);
@@ -18,14 +18,14 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{self as core, Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use k8s_openapi::api::storage::v1::CSINode;
-use nodegate_core::model::{
+use nodegate_core::vocab::model::{
     CAPI_MACHINE_ANNOTATION, CAPI_NAMESPACE_ANNOTATION, DaemonSetInfo, Interner,
     KARPENTER_NODEPOOL_LABEL, Labels, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement,
     NodeSelectorTerm, PodInfo, PodPlacement, Shared, SliceInfo, Taint, Toleration,
 };
 
-use nodegate_core::annotations;
-use nodegate_core::model::{Fallback, Owner, Replacement};
+use nodegate_core::vocab::annotations;
+use nodegate_core::vocab::model::{Fallback, Owner, Replacement};
 
 /// Something a projection had to ignore; the caller logs it once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,8 +115,9 @@ pub fn node_in(n: &Node, interner: &mut Interner) -> (Option<NodeInfo>, Vec<Oddi
         reboot_pending: found
             .and_then(|a| a.get(annotations::REBOOT_PENDING))
             .map(|v| v.as_str().into()),
-        kured_rebooting: found
-            .is_some_and(|a| a.contains_key(nodegate_core::reboot::KURED_REBOOT_IN_PROGRESS)),
+        kured_rebooting: found.is_some_and(|a| {
+            a.contains_key(nodegate_core::closing::regating::reboot::KURED_REBOOT_IN_PROGRESS)
+        }),
         awaiting_reboot: found
             .and_then(|a| a.get(annotations::AWAITING_REBOOT))
             .map(|v| v.as_str().into()),
@@ -288,7 +289,7 @@ pub fn daemonset(ds: &DaemonSet) -> Option<DaemonSetInfo> {
                 // own DaemonSet carries it.
                 .filter(|(k, _)| {
                     k.starts_with(annotations::PREFIX)
-                        || *k == nodegate_core::reboot::KURED_NODE_LOCK
+                        || *k == nodegate_core::closing::regating::reboot::KURED_NODE_LOCK
                 })
                 .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
                 .collect()

@@ -4,19 +4,19 @@
 //! its own side before anything is written (see [`prove`]), and deleted
 //! with its UID as a precondition. With no owner known the mark cordons the
 //! node. Nothing here decides: the decider in
-//! `nodegate_core::deciders::replace` did.
+//! `nodegate_core::closing::replacing::decider` did.
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Preconditions,
 };
-use nodegate_core::annotations::{
+use nodegate_core::deciders::{ReplaceAction, ReplaceOutcome, ReplaceWrite};
+use nodegate_core::gate::PatchOutcome;
+use nodegate_core::vocab::annotations::{
     REPLACE_FALLBACK, REPLACE_FALLBACK_AT, REPLACE_REASON, REPLACE_REQUESTED,
 };
-use nodegate_core::deciders::replace::{ReplaceAction, ReplaceOutcome, ReplaceWrite};
-use nodegate_core::gate::PatchOutcome;
-use nodegate_core::model::Owner;
+use nodegate_core::vocab::model::Owner;
 use serde_json::{Value, json};
 
 use crate::cluster::patch::{pointer_segment, rfc3339};

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::Api;
 use kube::api::ListParams;
-use nodegate_core::model::SliceInfo;
+use nodegate_core::vocab::model::SliceInfo;
 
 use crate::cluster::project;
 

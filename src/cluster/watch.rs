@@ -29,9 +29,9 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 use nodegate_actors::router::Router;
-use nodegate_core::config::CanaryConfig;
-use nodegate_core::model::{DaemonSetInfo, Interner, NodeInfo, PodInfo, Shared, SliceInfo};
-use nodegate_core::readiness::CriticalPodEntry;
+use nodegate_core::rules::readiness::CriticalPodEntry;
+use nodegate_core::vocab::config::CanaryConfig;
+use nodegate_core::vocab::model::{DaemonSetInfo, Interner, NodeInfo, PodInfo, Shared, SliceInfo};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 

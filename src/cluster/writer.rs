@@ -27,12 +27,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use nodegate_core::deciders::{Origin, TaintWrite};
-use nodegate_core::entrance::BoundPod;
 use nodegate_core::gate::{
     ConditionWrite, EventType, ExternalOpening, NodeEvent, PatchOutcome, Reason, TimeoutMark,
     UntaintPatch, annotation_time,
 };
-use nodegate_core::model::NodeInfo;
+use nodegate_core::net::entrance::BoundPod;
+use nodegate_core::vocab::model::NodeInfo;
 use serde_json::json;
 
 use crate::cluster::entrance;
@@ -43,7 +43,7 @@ use crate::cluster::{patch, project};
 use crate::serve::metrics::{NodeWrite, WriteTimings};
 
 /// The controller's name in Events and as the field manager of its writes.
-pub const CONTROLLER_NAME: &str = nodegate_core::annotations::REPORTING_CONTROLLER;
+pub const CONTROLLER_NAME: &str = nodegate_core::vocab::annotations::REPORTING_CONTROLLER;
 pub const FIELD_MANAGER: &str = "nodegate";
 
 /// A token bucket: `qps` tokens a second, at most `burst` saved up, with

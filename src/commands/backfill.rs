@@ -14,12 +14,12 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::ListParams;
-use nodegate_core::config::Scope;
-use nodegate_core::entrance::{self, Skip};
-use nodegate_core::model::NodeInfo;
-use nodegate_core::placement::ManagedTaint;
-use nodegate_core::selector::LabelSelector;
-use nodegate_core::startup::StartupTaints;
+use nodegate_core::net::entrance::{self, Skip};
+use nodegate_core::rules::placement::ManagedTaint;
+use nodegate_core::rules::selector::LabelSelector;
+use nodegate_core::rules::startup::StartupTaints;
+use nodegate_core::vocab::config::Scope;
+use nodegate_core::vocab::model::NodeInfo;
 use serde::Serialize;
 
 use crate::cluster::entrance::{gated_since, pods_on, put_taint};

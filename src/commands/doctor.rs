@@ -23,8 +23,8 @@ use crate::commands::output;
 use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::settings::cli::DoctorArgs;
 use crate::settings::config::{self, RunSettings};
-use checks::karpenter::NODEPOOL_LABEL;
 use checks::{admission, autoscaler, karpenter, leader, nodes, rbac};
+use nodegate_core::vocab::model::KARPENTER_NODEPOOL_LABEL;
 use report::{Check, Report};
 
 pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
@@ -90,9 +90,12 @@ fn skipped(check: &'static str, subject: &str, why: String) -> Check {
 /// Labels for the admission probe's Node inside `--node-selector`: none
 /// when that takes every node, else those of a node it takes (without its
 /// hostname); `None` when no node is inside it.
-fn probe_labels(s: &RunSettings, seen: &[nodes::NodeSeen]) -> Option<nodegate_core::model::Labels> {
+fn probe_labels(
+    s: &RunSettings,
+    seen: &[nodes::NodeSeen],
+) -> Option<nodegate_core::vocab::model::Labels> {
     let scope = &s.gate.scope;
-    let empty = nodegate_core::model::Labels::new();
+    let empty = nodegate_core::vocab::model::Labels::new();
     if scope.includes(&empty) {
         return Some(empty);
     }
@@ -131,7 +134,7 @@ async fn gather(
     // cluster-autoscaler sees every node that is not Karpenter's.
     let ca_labels = seen_nodes
         .iter()
-        .filter(|n| !n.labels.contains_key(NODEPOOL_LABEL))
+        .filter(|n| !n.labels.contains_key(KARPENTER_NODEPOOL_LABEL))
         .map(|n| &n.labels);
     let ca_taints = keys::added_to_any(&s.gate, ca_labels);
     match &deployments {

@@ -22,10 +22,10 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
-use nodegate_core::config::Config;
 use nodegate_core::gate::{self, GateState, Input};
-use nodegate_core::member::Readiness;
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use nodegate_core::vocab::config::Config;
+use nodegate_core::vocab::member::Readiness;
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 use crate::cluster::project;
 use crate::commands::output;
@@ -396,10 +396,10 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    use nodegate_core::model::PodInfo;
     use nodegate_core::testutil::{
         ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts,
     };
+    use nodegate_core::vocab::model::PodInfo;
 
     const TAINT: &str = "nodegate.dev/initializing";
 
@@ -459,11 +459,11 @@ mod tests {
 
     #[test]
     fn device_members_are_counted_and_named_like_the_others() {
-        use nodegate_core::devices::{CriticalResource, DraDriver};
+        use nodegate_core::rules::devices::{CriticalResource, DraDriver};
         let mut node = mk_node("n1", &[], vec![taint(TAINT, "NoSchedule")]);
         node.extended_allocatable
             .insert("nvidia.com/gpu".into(), "4".into());
-        node.resource_slices = vec![nodegate_core::model::SliceInfo {
+        node.resource_slices = vec![nodegate_core::vocab::model::SliceInfo {
             name: "s1".into(),
             driver: "gpu.nvidia.com".into(),
             pool: "n1".into(),
@@ -494,7 +494,7 @@ mod tests {
     fn a_node_that_is_not_ready_is_named_as_its_own_blocker() {
         let dss = vec![tolerant("a")];
         let mut node = mk_node("n1", &[], vec![taint(TAINT, "NoSchedule")]);
-        node.ready = nodegate_core::model::NodeReady::Unknown;
+        node.ready = nodegate_core::vocab::model::NodeReady::Unknown;
         let snap = Snapshot {
             nodes: vec![node],
             pods: BTreeMap::from([("n1".to_string(), vec![ds_pod("a-1", "n1", &dss[0])])]),
@@ -507,8 +507,8 @@ mod tests {
 
     #[test]
     fn a_regated_node_says_what_for_and_takes_the_regate_deadline() {
-        use nodegate_core::config::RegateConfig;
-        use nodegate_core::placement::ManagedTaint;
+        use nodegate_core::rules::placement::ManagedTaint;
+        use nodegate_core::vocab::config::RegateConfig;
         let degraded = ManagedTaint::new("nodegate.dev/degraded", "NoSchedule");
         let mut c = cfg(Some(120));
         c.placement.managed_taints.push(degraded.clone());

@@ -20,8 +20,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams};
-use nodegate_core::config::Scope;
 use nodegate_core::gate::{OPEN_CONDITION, PatchOutcome};
+use nodegate_core::vocab::config::Scope;
 
 use crate::cluster::project;
 use crate::cluster::writer::{FIELD_MANAGER, outcome};

@@ -9,8 +9,8 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use nodegate_actors::messages::GateView;
+use nodegate_core::gate::journal::Journal;
 use nodegate_core::gate::{GateState, StopReason};
-use nodegate_core::journal::Journal;
 use serde_json::{Value, json};
 
 /// The last N gates that finished (opened, or ended because the node or its
@@ -78,11 +78,11 @@ impl History {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use nodegate_core::config::Config;
     use nodegate_core::gate::{self, Input, PatchOutcome};
     use nodegate_core::testutil::{
         ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts,
     };
+    use nodegate_core::vocab::config::Config;
 
     /// A gate that opened (its one DaemonSet Ready, the untaint applied),
     /// with its journal; shared with the HTTP tests.

@@ -32,7 +32,7 @@ use jiff::Timestamp;
 use nodegate_actors::messages::GateView;
 use nodegate_actors::router::Router;
 use nodegate_core::gate::{GateState, Phase};
-use nodegate_core::member::{Expectation, Readiness};
+use nodegate_core::vocab::member::{Expectation, Readiness};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use nodegate_core::config::OnTimeout;
+use nodegate_core::vocab::config::OnTimeout;
 
 pub use super::table::{GateFlags, RunFlags};
 

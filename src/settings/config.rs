@@ -11,15 +11,15 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use nodegate_core::conditions::CriticalCondition;
-use nodegate_core::conditions::rules::ConditionTaintRule;
-use nodegate_core::config::{Config, OnTimeout, RegateConfig, Scope};
-use nodegate_core::placement::{
+use nodegate_core::rules::conditions::CriticalCondition;
+use nodegate_core::rules::conditions::taints::ConditionTaintRule;
+use nodegate_core::rules::placement::{
     ManagedTaint, PlacementConfig, TransientTaint, default_transient_taints,
 };
-use nodegate_core::readiness::CriticalPodEntry;
-use nodegate_core::selector::check_label_key;
-use nodegate_core::startup::StartupTaints;
+use nodegate_core::rules::readiness::CriticalPodEntry;
+use nodegate_core::rules::selector::check_label_key;
+use nodegate_core::rules::startup::StartupTaints;
+use nodegate_core::vocab::config::{Config, OnTimeout, RegateConfig, Scope};
 use serde::Deserialize;
 
 use crate::settings::cli::{GateArgs, LogFormat, RunArgs, StatusArgs};
@@ -106,14 +106,14 @@ pub struct GateSettings {
     /// `conditionTaints` (semantics.md §6.5).
     pub condition_taints: Vec<ConditionTaintRule>,
     /// `criticalResources` (semantics.md §6.8).
-    pub resources: Vec<nodegate_core::devices::CriticalResource>,
+    pub resources: Vec<nodegate_core::rules::devices::CriticalResource>,
     /// `draDrivers` (semantics.md §6.8).
-    pub dra_drivers: Vec<nodegate_core::devices::DraDriver>,
+    pub dra_drivers: Vec<nodegate_core::rules::devices::DraDriver>,
     /// `--max-unavailable`: the cap on the nodes re-gating and the rules
     /// keep closed together; `None` at 100%.
-    pub max_unavailable: Option<nodegate_core::budget::MaxUnavailable>,
+    pub max_unavailable: Option<nodegate_core::vocab::budget::MaxUnavailable>,
     /// `--reboot-announcements` and friends (semantics.md §6.10).
-    pub reboots: nodegate_core::config::AnnouncedReboots,
+    pub reboots: nodegate_core::vocab::config::AnnouncedReboots,
     /// `canary` (semantics.md §6.9); `None`: off.
     pub canary: Option<CanarySettings>,
 }
@@ -188,7 +188,7 @@ pub struct RunSettings {
     /// `--node-condition`: write the `nodegate.dev/Open` Node condition.
     pub node_condition: bool,
     /// `--replace-*` (semantics.md §5.8).
-    pub replace: nodegate_core::config::ReplaceConfig,
+    pub replace: nodegate_core::vocab::config::ReplaceConfig,
     pub max_concurrent_patches: usize,
     pub kube_qps: f64,
     pub kube_burst: u32,
@@ -327,7 +327,7 @@ fn daemonset_namespaces(given: &[String]) -> Result<Option<BTreeSet<String>>, Co
         .collect();
     if let Some(bad) = names
         .iter()
-        .find(|n| !nodegate_core::readiness::is_dns1123_label(n))
+        .find(|n| !nodegate_core::rules::readiness::is_dns1123_label(n))
     {
         return Err(invalid(
             format!("--daemonset-namespaces {bad:?}"),
@@ -338,8 +338,8 @@ fn daemonset_namespaces(given: &[String]) -> Result<Option<BTreeSet<String>>, Co
 }
 
 /// `--max-unavailable`; `None` at 100% (no cap beyond each one's own).
-fn total_cap(s: &str) -> Result<Option<nodegate_core::budget::MaxUnavailable>, ConfigError> {
-    use nodegate_core::budget::MaxUnavailable;
+fn total_cap(s: &str) -> Result<Option<nodegate_core::vocab::budget::MaxUnavailable>, ConfigError> {
+    use nodegate_core::vocab::budget::MaxUnavailable;
     let cap = values::budget(
         "--max-unavailable",
         s,
@@ -463,7 +463,7 @@ pub fn admission_params_ref(s: &str) -> Result<AdmissionParamsRef, ConfigError> 
         None => (None, s.trim().to_string()),
     };
     if let Some(ns) = &namespace
-        && !nodegate_core::readiness::is_dns1123_label(ns)
+        && !nodegate_core::rules::readiness::is_dns1123_label(ns)
     {
         return Err(bad(
             "the namespace must be a DNS-1123 label, e.g. nodegate-system/nodegate-admission",
@@ -473,7 +473,7 @@ pub fn admission_params_ref(s: &str) -> Result<AdmissionParamsRef, ConfigError> 
         && name.len() <= 253
         && name
             .split('.')
-            .all(nodegate_core::readiness::is_dns1123_label);
+            .all(nodegate_core::rules::readiness::is_dns1123_label);
     if !subdomain {
         return Err(bad(
             "expected a ConfigMap name (lower-case letters, digits, '-' and '.'), e.g. nodegate-admission",

@@ -74,7 +74,13 @@ macro_rules! shown_by_display {
         })*
     };
 }
-shown_by_display!(String, usize, u32, f64, nodegate_core::config::OnTimeout);
+shown_by_display!(
+    String,
+    usize,
+    u32,
+    f64,
+    nodegate_core::vocab::config::OnTimeout
+);
 
 impl Shown for Vec<String> {
     fn shown(&self) -> String {

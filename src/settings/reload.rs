@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use nodegate_core::config::Config;
+use nodegate_core::vocab::config::Config;
 
 use crate::settings::cli::RunArgs;
 use crate::settings::config::{FileConfig, RunSettings, run_settings_from};

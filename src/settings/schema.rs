@@ -102,7 +102,7 @@ fn by_value_name(s: &Setting, name: &str, enums: &[String]) -> Value {
             "a label selector in kubectl syntax, e.g. 'pool in (a,b),!spot'",
         ),
         "NAME[,NAME]" => {
-            let one = nodegate_core::startup::Autoscaler::ALL
+            let one = nodegate_core::rules::startup::Autoscaler::ALL
                 .map(|a| a.as_str())
                 .join("|");
             string(

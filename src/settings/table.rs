@@ -16,12 +16,12 @@
 //!   `list(T)`: the same, the file's entries read as `T` and written in
 //!   the flag's form (`String: From<T>`); no default.
 
-use nodegate_core::budget::MaxUnavailable;
-use nodegate_core::config::{
+use nodegate_core::closing::regating::DEFAULT_REGATE_TAINT_KEY;
+use nodegate_core::rules::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
+use nodegate_core::vocab::budget::MaxUnavailable;
+use nodegate_core::vocab::config::{
     DEFAULT_KURED_DAEMONSET, DEFAULT_REBOOT_TIMEOUT, DEFAULT_TIMEOUT, OnTimeout,
 };
-use nodegate_core::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
-use nodegate_core::regate::DEFAULT_REGATE_TAINT_KEY;
 
 use super::cli::LogFormat;
 use super::config::{

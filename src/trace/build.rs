@@ -12,10 +12,10 @@
 //! the old process's journal.
 
 use jiff::{SignedDuration, Timestamp};
+use nodegate_core::gate::journal::Journal;
 use nodegate_core::gate::{Event, GateState, OpenedRecord};
-use nodegate_core::journal::Journal;
-use nodegate_core::member::{MemberId, Readiness};
-use nodegate_core::model::NodeInfo;
+use nodegate_core::vocab::member::{MemberId, Readiness};
+use nodegate_core::vocab::model::NodeInfo;
 
 /// An attribute's value.
 #[derive(Debug, Clone, PartialEq)]

@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use nodegate_core::gate::GateState;
-use nodegate_core::journal::Journal;
+use nodegate_core::gate::journal::Journal;
 use opentelemetry::InstrumentationScope;
 use opentelemetry_sdk::trace::SpanData;
 use opentelemetry_sdk::trace::SpanExporter as _;
@@ -140,11 +140,11 @@ mod tests {
 
     use nodegate_core::gate::{self, Input, PatchOutcome};
 
-    use nodegate_core::config::Config;
-    use nodegate_core::model::{NodeInfo, PodInfo};
     use nodegate_core::testutil::{
         ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts,
     };
+    use nodegate_core::vocab::config::Config;
+    use nodegate_core::vocab::model::{NodeInfo, PodInfo};
 
     use super::*;
     use crate::cluster::leader::Leadership;

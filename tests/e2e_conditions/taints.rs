@@ -84,7 +84,7 @@ async fn stale_writes_are_refused(s: &Shared) {
     let (stale, _) = nodegate::cluster::project::node(&before);
     let stale = stale.expect("projected node");
     add_foreign_taint(s, FOREIGN).await;
-    let ours = nodegate_core::model::Taint::new(OOS, "nodeshutdown", "NoExecute");
+    let ours = nodegate_core::vocab::model::Taint::new(OOS, "nodeshutdown", "NoExecute");
     let refused = |r: Result<Node, kube::Error>| match r {
         Err(kube::Error::Api(e)) => e.code == 409 || e.code == 422,
         _ => false,
@@ -125,8 +125,11 @@ async fn stale_writes_are_refused(s: &Shared) {
         let fresh = nodegate::cluster::project::node(&s.env.node("spot-1").await)
             .0
             .expect("projected node");
-        let bad =
-            nodegate_core::model::Taint::new("example.com/invalid", "not valid", "NoSchedule");
+        let bad = nodegate_core::vocab::model::Taint::new(
+            "example.com/invalid",
+            "not valid",
+            "NoSchedule",
+        );
         let invalid = taint_write(&TaintWrite {
             resource_version: fresh.resource_version.clone(),
             ..write(TaintChange::Add {

@@ -15,7 +15,7 @@ use kube::api::DeleteParams;
 use nodegate::cluster::canary;
 use nodegate::settings::config::CanaryPod;
 use nodegate_core::deciders::CanaryCreate;
-use nodegate_core::placement::ManagedTaint;
+use nodegate_core::rules::placement::ManagedTaint;
 
 /// The base with `components` (paths under deploy/kustomize/components),
 /// rendered through an overlay in a temp dir (kustomize takes only relative

@@ -19,8 +19,8 @@ use jiff::Timestamp;
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use kube::api::{ApiResource, DeleteParams, DynamicObject};
 use nodegate::cluster::replace::mark;
-use nodegate_core::deciders::replace::{ReplaceAction, ReplaceWrite};
-use nodegate_core::model::Owner;
+use nodegate_core::deciders::{ReplaceAction, ReplaceWrite};
+use nodegate_core::vocab::model::Owner;
 
 /// The base's identity and admission policies (no webhook, no Deployment).
 fn base_identity() -> Vec<Value> {

@@ -711,13 +711,15 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
 pub async fn write_default_admission_params(client: &Client) {
     use k8s_openapi::api::core::v1::ConfigMap;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use nodegate_core::config::Config as GateConfig;
-    let first =
-        nodegate_core::placement::ManagedTaint::new("nodegate.dev/initializing", "NoSchedule");
+    use nodegate_core::vocab::config::Config as GateConfig;
+    let first = nodegate_core::rules::placement::ManagedTaint::new(
+        "nodegate.dev/initializing",
+        "NoSchedule",
+    );
     let mut config = GateConfig {
-        startup: nodegate_core::startup::StartupTaints::new(
+        startup: nodegate_core::rules::startup::StartupTaints::new(
             Vec::new(),
-            nodegate_core::startup::DEFAULT_AUTOSCALERS,
+            nodegate_core::rules::startup::DEFAULT_AUTOSCALERS,
             first.clone(),
         ),
         ..GateConfig::default()

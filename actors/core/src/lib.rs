@@ -1,38 +1,35 @@
 //! nodegate's pure core: every decision nodegate makes, as plain functions
 //! over plain data, and nothing that does I/O, awaits or reads the clock
 //! (time is always an argument; the Cargo.toml keeps async runtimes, actor
-//! frameworks and Kubernetes clients out). It is built in floors. At the
-//! bottom, the vocabulary every feature shares: the node's `model` with its
-//! marks, the `annotations` it carries, the `config` with each feature's
-//! settings, `member`s and a `budget`. Above it, the rules that vocabulary is
-//! written in (`placement`, `selector`, `readiness`, `startup`, `conditions`,
-//! `devices`). On top, the controllers: each node's `gate` and its
-//! `journal`, the `deciders` beside it with their rules (`entrance`,
-//! `regate`, `reboot`, `replace`, `canary`), and `report`, a gate explained
-//! to a person. Nothing imports upward, and `tests/module_graph.rs` keeps it
-//! so. `testutil`, builders for tests, exists only in tests and under the
-//! cargo feature `testing`, which only dev-dependencies turn on.
+//! frameworks and Kubernetes clients out). It is built in floors, one folder
+//! each:
+//!
+//! - `vocab`: the words every feature shares: the node's `model` with its
+//!   marks, the `annotations`, the `config` with each feature's settings,
+//!   `member`s, a `budget`, `vec_map`.
+//! - `rules`: the rules that vocabulary is written in: `placement`,
+//!   `selector`, `readiness` (pinned to upstream), `startup`, `conditions`,
+//!   `devices`. With `vocab` it is the floor: it imports nothing above it.
+//! - `gate`: each node's gate, its `journal`, and its `report` (what
+//!   `nodegate explain` prints).
+//! - `deciders`: what every decider shares: the change feed, the index as
+//!   a decider reads it, inputs and effects, "now".
+//! - One folder per controller beside the gate, each with its rules, its
+//!   decider and its part of the report: `net` (the entrances and the
+//!   late-taint net), `closing` (what closes an open node: re-gating,
+//!   condition-rule taints, replace) and `canary`.
+//!
+//! `tests/module_graph.rs` checks that the floor imports nothing above it
+//! and that no modules import each other in a circle. `testutil`, builders
+//! for tests, exists only in tests and under the cargo feature `testing`,
+//! which only dev-dependencies turn on.
 
-pub mod annotations;
-pub mod budget;
 pub mod canary;
-pub mod conditions;
-pub mod config;
+pub mod closing;
 pub mod deciders;
-pub mod devices;
-pub mod entrance;
 pub mod gate;
-pub mod journal;
-pub mod member;
-pub mod model;
-pub mod placement;
-pub mod readiness;
-pub mod reboot;
-pub mod regate;
-pub mod replace;
-pub mod report;
-pub mod selector;
-pub mod startup;
+pub mod net;
+pub mod rules;
 #[cfg(any(test, feature = "testing"))]
 pub mod testutil;
-pub mod vec_map;
+pub mod vocab;

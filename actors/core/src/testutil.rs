@@ -9,7 +9,7 @@
 
 use jiff::Timestamp;
 
-use crate::model::{
+use crate::vocab::model::{
     DaemonSetInfo, Labels, NodeInfo, NodeReady, NodeSelectorRequirement, NodeSelectorTerm, PodInfo,
     PodPlacement, Taint, Toleration,
 };

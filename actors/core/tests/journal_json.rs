@@ -5,8 +5,8 @@
 mod gate_support;
 
 use gate_support::*;
+use nodegate_core::gate::journal::{Entry, replay};
 use nodegate_core::gate::{Event, Input};
-use nodegate_core::journal::{Entry, replay};
 use serde_json::json;
 
 #[test]

@@ -9,18 +9,18 @@
 use std::collections::BTreeSet;
 
 use jiff::Timestamp;
-use nodegate_core::config::{Config, OnTimeout};
+use nodegate_core::gate::report::{self, MemberRow, PodDetail, ReadFacts, Report};
 use nodegate_core::gate::{self, GateState, Input};
-use nodegate_core::member::{Expectation, Member, MemberId, Readiness};
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, PodPlacement};
-use nodegate_core::placement::PlacementConfig;
-use nodegate_core::readiness::CriticalPodEntry;
-use nodegate_core::report::{self, MemberRow, PodDetail, ReadFacts, Report};
-use nodegate_core::selector::LabelSelector;
+use nodegate_core::rules::placement::PlacementConfig;
+use nodegate_core::rules::readiness::CriticalPodEntry;
+use nodegate_core::rules::selector::LabelSelector;
 use nodegate_core::testutil::{
     mk_ds, mk_node, mk_pod, req, taint, template_with_affinity, template_with_tolerations, term,
     toleration, ts,
 };
+use nodegate_core::vocab::config::{Config, OnTimeout};
+use nodegate_core::vocab::member::{Expectation, Member, MemberId, Readiness};
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, PodPlacement};
 use proptest::prelude::*;
 
 const GATE: &str = "nodegate.dev/initializing";

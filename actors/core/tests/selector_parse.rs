@@ -2,11 +2,11 @@
 //! structured form from YAML (`metav1.LabelSelector`), matching, validation
 //! and the errors a person reads.
 
-use nodegate_core::model::Labels;
-use nodegate_core::selector::{
+use nodegate_core::rules::selector::{
     LabelSelector, LabelSelectorRequirement, SelectorError, check_label_key, check_label_value,
 };
 use nodegate_core::testutil::labels;
+use nodegate_core::vocab::model::Labels;
 use proptest::prelude::*;
 
 fn sel(match_labels: &[(&str, &str)], exprs: Vec<LabelSelectorRequirement>) -> LabelSelector {
@@ -508,7 +508,7 @@ fn selector() -> impl Strategy<Value = LabelSelector> {
         })
 }
 
-fn some_labels() -> impl Strategy<Value = nodegate_core::model::Labels> {
+fn some_labels() -> impl Strategy<Value = nodegate_core::vocab::model::Labels> {
     proptest::collection::btree_map(key(), value(), 0..4)
         .prop_map(|m| m.into_iter().map(|(k, v)| (k.into(), v.into())).collect())
 }

@@ -2,7 +2,7 @@
 
 use jiff::Timestamp;
 use nodegate_core::deciders::{Origin, TaintChange, TaintWrite};
-use nodegate_core::model::Taint;
+use nodegate_core::vocab::model::Taint;
 use serde_json::{Value, json};
 
 use super::{add_taint, taint_write};

@@ -1,6 +1,6 @@
 use super::*;
 use jiff::Timestamp;
-use nodegate_core::model::Fallback;
+use nodegate_core::vocab::model::Fallback;
 
 fn write(action: ReplaceAction, annotations_present: bool) -> ReplaceWrite {
     ReplaceWrite {

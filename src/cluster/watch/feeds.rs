@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use k8s_openapi::api::storage::v1::CSINode;
 use nodegate_actors::router::Router;
-use nodegate_core::model::Interner;
+use nodegate_core::vocab::model::Interner;
 
 use super::*;
 

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::watcher::Event;
 use nodegate_actors::router::Router;
-use nodegate_core::config::Config;
 use nodegate_core::deciders::ClusterView;
+use nodegate_core::vocab::config::Config;
 use serde_json::json;
 
 use super::{daemonset_pod_feed, node_feed};

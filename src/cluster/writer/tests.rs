@@ -3,7 +3,7 @@
 use super::*;
 use kube::core::Status;
 use nodegate_core::gate::{IndexedTaint, OpenedBy};
-use nodegate_core::model::Taint;
+use nodegate_core::vocab::model::Taint;
 
 /// A client whose API server takes every request and never answers: a
 /// hung connection.

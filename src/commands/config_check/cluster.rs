@@ -9,8 +9,8 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, ListParams, Patch, PatchParams};
-use nodegate_core::model::Taint;
-use nodegate_core::selector::LabelSelector;
+use nodegate_core::rules::selector::LabelSelector;
+use nodegate_core::vocab::model::Taint;
 use serde::Serialize;
 
 use crate::cluster::client::{Connection, client_impersonating};

@@ -7,7 +7,7 @@
 //! absent `daemonsetNamespaces` every namespace; docs/configuration.md says
 //! what each means). No prose stands in for a value.
 
-use nodegate_core::conditions::rules::ConditionTaintRule;
+use nodegate_core::rules::conditions::taints::ConditionTaintRule;
 use serde_json::{Map, Value, json};
 
 use crate::settings::config::{RunSettings, parse_duration};
@@ -59,7 +59,7 @@ fn split(list: &[String]) -> Value {
     )
 }
 
-fn selector(s: Option<&nodegate_core::selector::LabelSelector>) -> Value {
+fn selector(s: Option<&nodegate_core::rules::selector::LabelSelector>) -> Value {
     s.map_or(Value::Null, |s| Value::String(s.to_string()))
 }
 

@@ -17,9 +17,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use kube::{Api, Client};
-use nodegate_core::annotations::TIMED_OUT;
-use nodegate_core::model::Labels;
-use nodegate_core::selector::LabelSelector;
+use nodegate_core::rules::selector::LabelSelector;
+use nodegate_core::vocab::annotations::TIMED_OUT;
+use nodegate_core::vocab::model::Labels;
 
 use super::checks::admission::{Admission, Binding, Params, WEBHOOK_NAME, Webhook};
 use super::checks::karpenter::NodePool;

@@ -1,8 +1,8 @@
 //! Which taints nodegate may add to a node: the one question every
 //! autoscaler check asks, answered in one place.
 
-use nodegate_core::model::Labels;
-use nodegate_core::placement::ManagedTaint;
+use nodegate_core::rules::placement::ManagedTaint;
+use nodegate_core::vocab::model::Labels;
 
 use crate::settings::config::GateSettings;
 

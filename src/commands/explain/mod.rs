@@ -4,7 +4,7 @@
 //! DaemonSet and the pods bound to (or aimed at) the node once, and prints
 //! the report as an aligned table (`table`) or as one JSON object. It must
 //! never write to the cluster, and it judges and words nothing itself: the
-//! report comes from `nodegate_core::report`, which runs what was read
+//! report comes from `nodegate_core::gate::report`, which runs what was read
 //! through the controller's own gate (`nodegate_core::gate::step`, with the
 //! `Config` the controller builds from the same settings) and reads every
 //! member from the gate's state, so that explain and the gate cannot
@@ -25,11 +25,11 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 
-use nodegate_core::config::Config;
-use nodegate_core::model::{DaemonSetInfo, NODE_OP_IN, NodeInfo, PodInfo};
-use nodegate_core::placement::NODE_NAME_FIELD;
-use nodegate_core::report::{self, ReadFacts};
-pub use nodegate_core::report::{MemberRow, PodDetail, Report, TaintSplit, TermResult};
+use nodegate_core::gate::report::{self, ReadFacts};
+pub use nodegate_core::gate::report::{MemberRow, PodDetail, Report, TaintSplit, TermResult};
+use nodegate_core::rules::placement::NODE_NAME_FIELD;
+use nodegate_core::vocab::config::Config;
+use nodegate_core::vocab::model::{DaemonSetInfo, NODE_OP_IN, NodeInfo, PodInfo};
 
 use crate::cluster::project;
 use crate::commands::output;
@@ -129,7 +129,7 @@ pub struct ClusterView {
 pub fn gate_config(settings: &GateSettings) -> Config {
     settings.gate_config(
         crate::settings::config::Timeouts::default(),
-        nodegate_core::config::OnTimeout::Open,
+        nodegate_core::vocab::config::OnTimeout::Open,
         true,
     )
 }

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use nodegate_core::report::{MemberRow, Report};
+use nodegate_core::gate::report::{MemberRow, Report};
 
 const GAP: &str = "  ";
 const MIN_WHY_WIDTH: usize = 30;

@@ -13,10 +13,10 @@ use std::sync::Arc;
 use nodegate_actors::decider_shell;
 use nodegate_actors::router::Router;
 use nodegate_core::canary::decider::Canaries;
-use nodegate_core::deciders::net::Net;
-use nodegate_core::deciders::regate::Regater;
-use nodegate_core::deciders::replace::Replacer;
-use nodegate_core::deciders::rules::RuleTainter;
+use nodegate_core::closing::condition_taints::decider::RuleTainter;
+use nodegate_core::closing::regating::decider::Regater;
+use nodegate_core::closing::replacing::decider::Replacer;
+use nodegate_core::net::decider::Net;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 

@@ -186,7 +186,7 @@ mod tests {
     use crate::settings::cli::{Cli, Command};
     use crate::settings::config::run_settings;
     use clap::Parser;
-    use nodegate_core::config::Config;
+    use nodegate_core::vocab::config::Config;
 
     fn reloader() -> Reloader {
         let args = match Cli::try_parse_from(["nodegate", "run"]).map(|c| c.command) {

@@ -13,14 +13,14 @@
 //! condition goes too. A cordon its replace request made is reported, not
 //! lifted: whether the node should serve again is a person's call.
 
-use nodegate_core::annotations::{
+use nodegate_core::rules::conditions::taints::same_taint;
+use nodegate_core::rules::placement::ManagedTaint;
+use nodegate_core::rules::startup::{CLUSTER_AUTOSCALER_TAINT_KEY, KARPENTER_TAINT_KEY};
+use nodegate_core::vocab::annotations::{
     AWAITING_REBOOT, CONDITION_TAINTS, GATED_SINCE, OPENED_AT, OPENED_BY, PREFIX, REGATED_FOR,
     REPLACE_FALLBACK, REPLACE_FALLBACK_AT, REPLACE_REASON, REPLACE_REQUESTED, TIMED_OUT,
 };
-use nodegate_core::conditions::rules::same_taint;
-use nodegate_core::model::{NodeInfo, Taint};
-use nodegate_core::placement::ManagedTaint;
-use nodegate_core::startup::{CLUSTER_AUTOSCALER_TAINT_KEY, KARPENTER_TAINT_KEY};
+use nodegate_core::vocab::model::{NodeInfo, Taint};
 use serde_json::{Value, json};
 
 use crate::cluster::patch::pointer_segment;

@@ -3,9 +3,9 @@
 //! gate took to open and to react to its last member turning Ready.
 
 use jiff::Timestamp;
-use nodegate_core::config::OnTimeout;
 use nodegate_core::gate::{GateState, OpenedBy};
-use nodegate_core::member::{Blocker, MemberId};
+use nodegate_core::vocab::config::OnTimeout;
+use nodegate_core::vocab::member::{Blocker, MemberId};
 
 use super::{ActionLabels, BlockerLabels, GateTrack, Metrics, OutcomeLabels, seconds_between};
 

@@ -37,7 +37,7 @@ pub struct RegateMetrics {
 
 /// What the open nodes look like at one look (the gauges), as the
 /// re-gating decider counts them.
-pub use nodegate_core::deciders::regate::RegateGauges;
+pub use nodegate_core::closing::regating::decider::RegateGauges;
 
 impl RegateMetrics {
     pub(super) fn register(registry: &mut Registry) -> RegateMetrics {

@@ -3,7 +3,7 @@
 //! cluster-wide breakage, by fallback. Counted by the leader, which alone
 //! decides.
 
-use nodegate_core::model::{Fallback, Owner};
+use nodegate_core::vocab::model::{Fallback, Owner};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

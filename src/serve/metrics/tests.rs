@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use nodegate_core::gate::{self, Input};
 
-use nodegate_core::config::Config;
-use nodegate_core::model::DaemonSetInfo;
 use nodegate_core::testutil::ts;
+use nodegate_core::vocab::config::Config;
+use nodegate_core::vocab::model::DaemonSetInfo;
 
 use crate::test_gates::{DrivenGate, NODE, gated, pod, tolerant};
 

@@ -13,12 +13,12 @@
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint as ApiTaint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::admission::AdmissionResponse;
-use nodegate_core::annotations::PREFIX;
-use nodegate_core::config::Scope;
-use nodegate_core::entrance::{self, Admission, admit};
-use nodegate_core::model::Taint;
-use nodegate_core::placement::ManagedTaint;
-use nodegate_core::startup::StartupTaints;
+use nodegate_core::net::entrance::{self, Admission, admit};
+use nodegate_core::rules::placement::ManagedTaint;
+use nodegate_core::rules::startup::StartupTaints;
+use nodegate_core::vocab::annotations::PREFIX;
+use nodegate_core::vocab::config::Scope;
+use nodegate_core::vocab::model::Taint;
 use serde_json::{Value, json};
 
 use crate::cluster::project;

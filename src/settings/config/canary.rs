@@ -4,7 +4,7 @@
 //! itself ([`CanaryPod`]) to the shell that creates it.
 
 use k8s_openapi::api::core::v1::{Probe, ResourceRequirements};
-use nodegate_core::config::{CanaryConfig, DEFAULT_MAX_IN_FLIGHT};
+use nodegate_core::vocab::config::{CanaryConfig, DEFAULT_MAX_IN_FLIGHT};
 
 use super::*;
 

@@ -4,12 +4,14 @@
 //! Every error names the entry and the field to fix; both keys are reloaded
 //! with the rest of the gate configuration.
 
-use nodegate_core::conditions::rules::{
+use nodegate_core::rules::conditions::taints::{
     ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern, validate_rules,
 };
-use nodegate_core::conditions::{CriticalCondition, CriticalConditionError, validate_critical};
-use nodegate_core::model::Taint;
-use nodegate_core::placement::ManagedTaint;
+use nodegate_core::rules::conditions::{
+    CriticalCondition, CriticalConditionError, validate_critical,
+};
+use nodegate_core::rules::placement::ManagedTaint;
+use nodegate_core::vocab::model::Taint;
 
 use super::*;
 
@@ -157,7 +159,7 @@ pub fn condition_taints(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nodegate_core::budget::MaxUnavailable;
+    use nodegate_core::vocab::budget::MaxUnavailable;
 
     fn settings(yaml: &str) -> Result<GateSettings, String> {
         let mut file = FileConfig::parse(yaml, "c.yaml").map_err(|e| e.to_string())?;

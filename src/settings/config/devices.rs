@@ -5,7 +5,7 @@
 //! `nodeSelector` matches. Every error names the entry, the field and the
 //! bad value.
 
-use nodegate_core::devices::{
+use nodegate_core::rules::devices::{
     AtEntry, CriticalResource, DeviceError, DraDriver, validate_drivers, validate_resources,
 };
 use serde::Deserialize;
@@ -33,7 +33,7 @@ pub struct RawDraDriver {
 fn node_selector(
     raw: Option<&FileSelector>,
     at: &str,
-) -> Result<Option<nodegate_core::selector::LabelSelector>, ConfigError> {
+) -> Result<Option<nodegate_core::rules::selector::LabelSelector>, ConfigError> {
     match raw {
         Some(s) => s.resolve_nodes(&format!("{at}.nodeSelector")),
         None => Ok(None),

@@ -8,11 +8,11 @@
 
 use std::collections::BTreeMap;
 
-use nodegate_core::conditions::CriticalCondition;
+use nodegate_core::rules::conditions::CriticalCondition;
 use std::collections::BTreeSet;
 
-use nodegate_core::readiness::{CriticalPodEntry, CriticalPodEntryError};
-use nodegate_core::selector::{LabelSelector, LabelSelectorRequirement};
+use nodegate_core::rules::readiness::{CriticalPodEntry, CriticalPodEntryError};
+use nodegate_core::rules::selector::{LabelSelector, LabelSelectorRequirement};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::{ConfigError, invalid};

@@ -3,9 +3,9 @@
 //! know the re-gate taint and a re-gated node's deadline, and a config
 //! reload changes them live. Each error names the flag and the value.
 
-use nodegate_core::budget::MaxUnavailable;
-use nodegate_core::config::{AnnouncedReboots, RegateConfig, Source};
-use nodegate_core::placement::{EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, ManagedTaint};
+use nodegate_core::rules::placement::{EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, ManagedTaint};
+use nodegate_core::vocab::budget::MaxUnavailable;
+use nodegate_core::vocab::config::{AnnouncedReboots, RegateConfig, Source};
 
 use super::values::parse_duration;
 use super::{ConfigError, invalid};

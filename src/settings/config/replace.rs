@@ -1,7 +1,7 @@
 //! `--replace-*`: the budget and the fallback of `--on-timeout=replace`
 //! (semantics.md §5.8).
 
-use nodegate_core::config::ReplaceConfig;
+use nodegate_core::vocab::config::ReplaceConfig;
 
 use super::{ConfigError, RunGiven, budget, invalid, parse_duration};
 

@@ -2,8 +2,8 @@
 //! semantics.md §6.0): the presets and rules as written, read into the
 //! core's [`StartupTaints`]. Each error names the flag and the bad value.
 
-use nodegate_core::placement::ManagedTaint;
-use nodegate_core::startup::{Autoscaler, StartupRule, StartupTaints};
+use nodegate_core::rules::placement::ManagedTaint;
+use nodegate_core::rules::startup::{Autoscaler, StartupRule, StartupTaints};
 use serde::Deserialize;
 
 use super::{ConfigError, invalid};

@@ -125,8 +125,8 @@ pub fn budget(
     at: &str,
     s: &str,
     instead: &str,
-) -> Result<nodegate_core::budget::MaxUnavailable, ConfigError> {
-    use nodegate_core::budget::MaxUnavailable;
+) -> Result<nodegate_core::vocab::budget::MaxUnavailable, ConfigError> {
+    use nodegate_core::vocab::budget::MaxUnavailable;
     let cap: MaxUnavailable = s
         .parse()
         .map_err(|e| invalid(format!("{at} {s:?}"), format!("{e}")))?;

@@ -5,7 +5,7 @@
 use std::os::unix::fs::symlink;
 use std::time::Duration;
 
-use nodegate_core::config::OnTimeout;
+use nodegate_core::vocab::config::OnTimeout;
 
 use super::*;
 use crate::settings::config::run_settings;

@@ -4,9 +4,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use nodegate_core::budget::MaxUnavailable;
-use nodegate_core::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
-use nodegate_core::regate::DEFAULT_REGATE_TAINT_KEY;
+use nodegate_core::closing::regating::DEFAULT_REGATE_TAINT_KEY;
+use nodegate_core::rules::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
+use nodegate_core::vocab::budget::MaxUnavailable;
 
 use super::*;
 use crate::settings::config::{parse_duration, parse_managed_taint};
@@ -44,9 +44,12 @@ fn the_core_defaults_are_the_table_defaults() {
     let run = RunGiven::defaults();
     assert_eq!(
         parse_duration("--timeout", &run.timeout).ok(),
-        Some(nodegate_core::config::DEFAULT_TIMEOUT)
+        Some(nodegate_core::vocab::config::DEFAULT_TIMEOUT)
     );
-    assert_eq!(run.on_timeout, nodegate_core::config::OnTimeout::default());
+    assert_eq!(
+        run.on_timeout,
+        nodegate_core::vocab::config::OnTimeout::default()
+    );
     let gate = GateGiven::defaults();
     let [taint] = &gate.taints[..] else {
         panic!("one default taint: {:?}", gate.taints);

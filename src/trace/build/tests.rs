@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_core::config::Config;
+use nodegate_core::gate::journal::Journal;
 use nodegate_core::gate::{self, Input, PatchOutcome, TimerKind};
-use nodegate_core::journal::Journal;
-use nodegate_core::model::{DaemonSetInfo, NodeInfo};
 use nodegate_core::testutil::ts;
+use nodegate_core::vocab::config::Config;
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo};
 
 use crate::test_gates::{DrivenGate, NODE, gated, pod, tolerant};
 
@@ -324,7 +324,7 @@ fn a_gate_opened_by_an_untaint_whose_answer_was_lost_ends_at_that_untaints_opene
 
 #[test]
 fn device_members_are_spans_of_their_own_kind() {
-    use nodegate_core::devices::CriticalResource;
+    use nodegate_core::rules::devices::CriticalResource;
     let mut g = Gate::new(Config {
         resources: vec![CriticalResource {
             resource: "nvidia.com/gpu".into(),

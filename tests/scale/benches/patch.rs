@@ -6,7 +6,7 @@
 use divan::{Bencher, black_box};
 use nodegate::cluster::patch;
 use nodegate_core::gate::{IndexedTaint, OpenedBy, UntaintPatch};
-use nodegate_core::model::Taint;
+use nodegate_core::vocab::model::Taint;
 
 fn main() {
     divan::main();

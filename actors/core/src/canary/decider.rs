@@ -23,13 +23,13 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 
 use crate::canary;
-use crate::config::CanaryConfig;
 use crate::deciders::{
     CanaryCreate, CanaryDelete, Change, Context, Decider, Effect, Input, Level, Origin, Tally,
     retry_after,
 };
 use crate::gate::PatchOutcome;
-use crate::model::PodInfo;
+use crate::vocab::config::CanaryConfig;
+use crate::vocab::model::PodInfo;
 
 /// How often the leader lists every canary again.
 pub const RESYNC: SignedDuration = SignedDuration::from_secs(30);

@@ -11,9 +11,9 @@
 
 use std::time::Duration;
 
-use crate::config::CanaryConfig;
-use crate::member::Readiness;
-use crate::model::PodInfo;
+use crate::vocab::config::CanaryConfig;
+use crate::vocab::member::Readiness;
+use crate::vocab::model::PodInfo;
 
 /// The label on every canary, naming its node ([`label_value`]): what the
 /// leader lists and the gate recognises, together with the namespace.
@@ -147,6 +147,7 @@ pub fn backoff(failures: u32) -> Duration {
 }
 
 pub mod decider;
+pub(crate) mod report;
 
 #[cfg(test)]
 mod tests;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use super::{Change, ClusterView, Context, Decider, Effect, Input, Now};
-use crate::config::Config;
-use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use crate::vocab::config::Config;
+use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 /// The index, as a test builds it.
 #[derive(Debug, Default, Clone)]

@@ -1,8 +1,10 @@
-//! The deciders beside the gate: the late-taint net ([`net`]), re-gating
-//! ([`regate`]), condition-rule taints ([`rules`]), `--on-timeout=replace`
-//! ([`replace`]) and the canary pods (in the canary's own folder,
-//! [`crate::canary::decider`]) — every controller in nodegate that is not a
-//! node's own gate.
+//! The deciders are the controllers in nodegate that are not a node's own
+//! gate, each in its feature's folder: the
+//! late-taint net ([`crate::net::decider`]), re-gating
+//! ([`crate::closing::regating::decider`]), condition-rule taints
+//! ([`crate::closing::condition_taints::decider`]), `--on-timeout=replace`
+//! ([`crate::closing::replacing::decider`]) and the canary pods
+//! ([`crate::canary::decider`]).
 //!
 //! Each has the gate's shape. It is a plain value holding only what the
 //! index does not (candidates, writes not yet seen by the watch, budget
@@ -17,20 +19,16 @@
 //! ([`Change`]), the index as a decider reads it ([`ClusterView`]), the one
 //! definition of "now" ([`Now`]), and the effects.
 
-pub mod net;
-pub mod regate;
-pub mod replace;
-pub mod rules;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
-use crate::entrance::BoundPod;
 use crate::gate::{NodeEvent, PatchOutcome};
-use crate::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
+use crate::net::entrance::BoundPod;
+use crate::vocab::config::Config;
+use crate::vocab::model::{DaemonSetInfo, Fallback, NodeInfo, Owner, PodInfo, Taint};
 
 /// The index as a decider reads it: I/O-free, always answering at once.
 pub trait ClusterView {
@@ -136,8 +134,8 @@ pub enum Input {
     },
     /// The executor's answer to [`Effect::Replace`].
     Replaced {
-        write: replace::ReplaceWrite,
-        outcome: replace::ReplaceOutcome,
+        write: ReplaceWrite,
+        outcome: ReplaceOutcome,
     },
     /// The answer to [`Effect::CreateCanary`]: `Applied` when made,
     /// `Conflict` when a pod of that name exists already.
@@ -179,6 +177,60 @@ pub struct CanaryDelete {
     pub name: String,
     pub uid: Option<String>,
     pub force: bool,
+}
+
+/// One write of the replace decider, conditional on the node's
+/// `resource_version` where it writes the node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplaceWrite {
+    pub node: String,
+    pub uid: String,
+    pub resource_version: String,
+    /// Whether the node has a `metadata.annotations` map to add to.
+    pub annotations_present: bool,
+    pub action: ReplaceAction,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplaceAction {
+    /// Set `nodegate.dev/replace-requested` (`at`) and
+    /// `nodegate.dev/replace-reason`, with `spec.unschedulable: true` when
+    /// no owner is known, in one conditional patch; then delete the owner.
+    Request {
+        owner: Owner,
+        provider_id: Option<String>,
+        at: Timestamp,
+        reason: String,
+    },
+    /// The request is on the node already: delete the owner (again).
+    DeleteOwner {
+        owner: Owner,
+        provider_id: Option<String>,
+    },
+    /// Set `nodegate.dev/replace-fallback` and `replace-fallback-at`: not
+    /// replaced, and what instead. `note`: the `ReplaceSkipped` Event's.
+    Fallback {
+        fallback: Fallback,
+        at: Timestamp,
+        note: String,
+    },
+}
+
+/// What the executor did with a [`ReplaceWrite`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplaceOutcome {
+    /// Done. `deleted`: the owner object deleted (`nodeclaim/NAME`,
+    /// `machine/NS/NAME`); `None` for a cordon or a fallback.
+    Done { deleted: Option<String> },
+    /// The node is marked, but its owner could not be deleted (why).
+    OwnerFailed(String),
+    /// A request found no owner it could prove owns the node (why): nothing
+    /// was written, and the decider falls back instead.
+    NoOwner(String),
+    /// The node write was not made (or may not have been).
+    NotWritten(PatchOutcome),
 }
 
 /// Which decider a write, a log line or a count comes from.
@@ -303,7 +355,7 @@ pub enum Effect {
     Count(Tally),
     /// `--on-timeout=replace`: mark the node and ask its owner to replace
     /// it, or record a fallback; answer [`Input::Replaced`].
-    Replace(replace::ReplaceWrite),
+    Replace(ReplaceWrite),
 }
 
 impl Effect {
@@ -374,11 +426,11 @@ pub fn tell_refusal(
 pub fn closed_by_nodegate(node: &NodeInfo, cfg: &Config) -> bool {
     cfg.regate
         .as_ref()
-        .is_some_and(|rc| crate::regate::carries(node, rc))
+        .is_some_and(|rc| crate::closing::regating::carries(node, rc))
         || cfg.condition_taints.iter().any(|r| {
             node.taints
                 .iter()
-                .any(|t| crate::conditions::rules::same_taint(t, &r.taint))
+                .any(|t| crate::rules::conditions::taints::same_taint(t, &r.taint))
         })
 }
 
@@ -389,9 +441,9 @@ pub fn total_allows(
     cfg: &Config,
     managed: usize,
     in_use: usize,
-) -> Result<(), crate::regate::Exhausted> {
+) -> Result<(), crate::closing::regating::Exhausted> {
     match cfg.max_unavailable {
-        Some(cap) if cap.room(managed, in_use) == 0 => Err(crate::regate::Exhausted {
+        Some(cap) if cap.room(managed, in_use) == 0 => Err(crate::closing::regating::Exhausted {
             allowed: cap.allowed(managed),
             in_use,
             managed,

@@ -8,8 +8,8 @@ use super::state::{
     GateState, GateWriteKind, GatedSinceClamp, MAX_UNANSWERED, OpenedRecord, Phase, TimeoutRecord,
     UnansweredUntaint, Write, WriteStatus,
 };
-use crate::member::{Expectation, Member, Readiness};
-use crate::model::PodInfo;
+use crate::vocab::member::{Expectation, Member, Readiness};
+use crate::vocab::model::PodInfo;
 
 /// Folds one fact into the state. Never fails and never consults anything but
 /// the event: an event that does not fit the state (e.g. a member update for a
@@ -67,7 +67,7 @@ fn apply_observed(state: &mut GateState, ev: &Event) {
             pods,
         } => {
             state.node = Some(Arc::clone(node));
-            state.reopening = crate::startup::karpenter_reopening(node);
+            state.reopening = crate::rules::startup::karpenter_reopening(node);
             state.daemonsets = daemonsets.iter().map(|ds| (ds.key(), ds.clone())).collect();
             state.pods = pods
                 .iter()

@@ -11,8 +11,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::state::{GateState, OpenedBy, Phase, StopReason, node_wait_reason};
-use crate::config::Config;
-use crate::member::Blocker;
+use crate::vocab::config::Config;
+use crate::vocab::member::Blocker;
 
 /// The condition's type on the Node.
 pub const OPEN_CONDITION: &str = "nodegate.dev/Open";

@@ -7,15 +7,15 @@ use jiff::Timestamp;
 
 use super::state::GateState;
 use crate::canary;
-use crate::conditions::CriticalCondition;
-use crate::config::{CanaryConfig, Config};
-use crate::devices::{CriticalResource, DraDriver};
-use crate::member::{Blocker, Expectation, Member, MemberId, Readiness};
-use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
-use crate::placement::{self, ReasonCode, Verdict};
-use crate::readiness::{self, CriticalPodEntry, MemberState};
-use crate::selector::LabelSelector;
-use crate::vec_map::VecMap;
+use crate::rules::conditions::CriticalCondition;
+use crate::rules::devices::{CriticalResource, DraDriver};
+use crate::rules::placement::{self, ReasonCode, Verdict};
+use crate::rules::readiness::{self, CriticalPodEntry, MemberState};
+use crate::rules::selector::LabelSelector;
+use crate::vocab::config::{CanaryConfig, Config};
+use crate::vocab::member::{Blocker, Expectation, Member, MemberId, Readiness};
+use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use crate::vocab::vec_map::VecMap;
 
 /// Every member the gate should have, derived from scratch from what it has
 /// seen: each DaemonSet's placement verdict and, when expected, its readiness

@@ -7,10 +7,10 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::state::{OpenedBy, StopReason};
-use crate::config::OnTimeout;
-use crate::member::{Blocker, MemberId};
-use crate::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
-use crate::placement::ReasonCode;
+use crate::rules::placement::ReasonCode;
+use crate::vocab::config::OnTimeout;
+use crate::vocab::member::{Blocker, MemberId};
+use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
 
 /// A managed taint and where it sits in `spec.taints`, for the patch's
 /// `test` + `remove` pair.

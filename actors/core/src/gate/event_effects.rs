@@ -5,8 +5,8 @@ use super::event::Event;
 use super::input::TimerKind;
 use super::notes;
 use super::state::{GateState, OpenedBy, Phase, StopReason, WriteStatus};
-use crate::config::Config;
-use crate::model::NodeInfo;
+use crate::vocab::config::Config;
+use crate::vocab::model::NodeInfo;
 
 /// What the shell must do because of `ev`, given the state after the whole
 /// step (so a timer armed and made moot in the same step is not scheduled).

@@ -25,8 +25,8 @@ use super::apply::{apply, apply_sharing};
 use super::event::Event;
 use super::input::Input;
 use super::state::{GateState, StopReason};
-use crate::config::Config;
-use crate::model::PodInfo;
+use crate::vocab::config::Config;
+use crate::vocab::model::PodInfo;
 
 /// `decide` on the state itself: each event is applied as it is emitted, so
 /// afterwards `state` is what folding the returned events gives.

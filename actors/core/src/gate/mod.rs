@@ -15,9 +15,9 @@
 //!
 //! The module is laid out by what each part owns:
 //!
-//! - the vocabulary: [`Config`] (`config`), members (`member`), the
-//!   [`GateState`] and its records (`state`), [`Input`] (`input`), [`Event`]
-//!   (`event`) and [`Effect`] (`effect`);
+//! - the vocabulary: [`Config`] (`vocab::config`), members
+//!   (`vocab::member`), the [`GateState`] and its records (`state`),
+//!   [`Input`] (`input`), [`Event`] (`event`) and [`Effect`] (`effect`);
 //! - `apply` (folding an event into the state), `event_effects` (the
 //!   [`effects`](fn@effects) function: what an event asks of the shell) and
 //!   `derive` (members derived from scratch);
@@ -26,7 +26,10 @@
 //!   `handle/writes.rs`, all ending in `handle/reconcile.rs`'s `reconcile`,
 //!   which leaves the opening itself to `handle/opening.rs`;
 //! - `notes`: every Kubernetes Event the gate records — its [`Reason`] and
-//!   its note, cut to the API's limit in one place.
+//!   its note, cut to the API's limit in one place;
+//! - [`journal`]: the bounded list of a gate's events, which replays to its
+//!   state;
+//! - [`report`]: one gate explained to a person (`nodegate explain`).
 
 mod apply;
 mod condition;
@@ -38,6 +41,9 @@ mod handle;
 mod input;
 mod notes;
 mod state;
+
+pub mod journal;
+pub mod report;
 
 use jiff::Timestamp;
 
@@ -63,7 +69,7 @@ pub use state::{
 
 use handle::decide_in_place;
 
-use crate::config::Config;
+use crate::vocab::config::Config;
 
 /// Turns an input into the facts it establishes, given the state before it.
 /// Returns no events when the input changes nothing (duplicates, stale timers,

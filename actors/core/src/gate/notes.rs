@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use super::event::IndexedTaint;
 use super::state::{GateState, TimeoutRecord};
-use crate::annotations;
-use crate::config::OnTimeout;
-use crate::member::Blocker;
-use crate::model::NodeInfo;
+use crate::vocab::annotations;
+use crate::vocab::config::OnTimeout;
+use crate::vocab::member::Blocker;
+use crate::vocab::model::NodeInfo;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EventType {

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::config::OnTimeout;
-use crate::member::{Blocker, Member, MemberId, Readiness};
-use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
-use crate::readiness::{self, NodeNotReady};
-use crate::vec_map::VecMap;
+use crate::rules::readiness::{self, NodeNotReady};
+use crate::vocab::config::OnTimeout;
+use crate::vocab::member::{Blocker, Member, MemberId, Readiness};
+use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use crate::vocab::vec_map::VecMap;
 
 /// Why a gate whose members are all Ready does not open by readiness: the
 /// node itself is not (semantics.md §5.1). The one wording of it — the journal,
@@ -22,9 +22,9 @@ pub const NODE_NOT_READY: &str = "the node is not Ready";
 /// words ([`NODE_NOT_READY`] and what says so); `None` when the node is Ready.
 ///
 /// A node Karpenter is still registering waits too, after its readiness:
-/// [`crate::startup::karpenter_registering`].
+/// [`crate::rules::startup::karpenter_registering`].
 pub fn node_wait_reason(node: &NodeInfo) -> Option<String> {
-    use crate::startup::{KARPENTER_REGISTERED_LABEL, KARPENTER_REGISTRATION};
+    use crate::rules::startup::{KARPENTER_REGISTERED_LABEL, KARPENTER_REGISTRATION};
     readiness::node_not_ready(node)
         .map(|why| match why {
             NodeNotReady::Condition(status) => {
@@ -33,7 +33,7 @@ pub fn node_wait_reason(node: &NodeInfo) -> Option<String> {
             NodeNotReady::Tainted(taint) => format!("{NODE_NOT_READY} (it carries {taint})"),
         })
         .or_else(|| {
-            crate::startup::karpenter_registering(&node.labels).then(|| {
+            crate::rules::startup::karpenter_registering(&node.labels).then(|| {
                 format!(
                     "waiting for {KARPENTER_REGISTRATION} (no {KARPENTER_REGISTERED_LABEL}=true yet; \
                      Karpenter would put its startup taints back)"
@@ -272,7 +272,7 @@ pub struct GateState {
     pub suspended: bool,
     /// The node this gate started on was a Karpenter node nodegate had
     /// opened before and not re-gated: its registration put a managed taint
-    /// back ([`crate::startup::karpenter_reopening`]). Its opening records
+    /// back ([`crate::rules::startup::karpenter_reopening`]). Its opening records
     /// no second Event.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reopening: bool,
@@ -316,7 +316,7 @@ impl GateState {
             }
             _ => None,
         });
-        crate::reboot::reboot_wait(node, ready_members, self.pods.values())
+        crate::closing::regating::reboot::reboot_wait(node, ready_members, self.pods.values())
     }
 
     /// True when the gate may open by readiness: every expected member is
@@ -327,7 +327,7 @@ impl GateState {
         self.all_ready()
             && self.node.as_ref().is_some_and(|n| {
                 readiness::node_not_ready(n).is_none()
-                    && !crate::startup::karpenter_registering(&n.labels)
+                    && !crate::rules::startup::karpenter_registering(&n.labels)
             })
             && self.reboot_wait().is_none()
     }

@@ -4,12 +4,12 @@
 //! `nodegate.dev/ready` annotation. Every step is replay-checked.
 
 use crate::gate_support::*;
-use nodegate_core::annotations::CSI_DRIVER as CSI_DRIVER_ANNOTATION;
-use nodegate_core::conditions::CriticalCondition;
 use nodegate_core::gate::Input;
-use nodegate_core::member::{MemberId, Readiness};
-use nodegate_core::model::NodeCondition;
-use nodegate_core::selector::LabelSelector;
+use nodegate_core::rules::conditions::CriticalCondition;
+use nodegate_core::rules::selector::LabelSelector;
+use nodegate_core::vocab::annotations::CSI_DRIVER as CSI_DRIVER_ANNOTATION;
+use nodegate_core::vocab::member::{MemberId, Readiness};
+use nodegate_core::vocab::model::NodeCondition;
 
 fn network_ready() -> CriticalCondition {
     CriticalCondition {
@@ -20,10 +20,10 @@ fn network_ready() -> CriticalCondition {
 }
 
 fn with_condition(
-    mut n: nodegate_core::model::NodeInfo,
+    mut n: nodegate_core::vocab::model::NodeInfo,
     status: &str,
     rv: &str,
-) -> nodegate_core::model::NodeInfo {
+) -> nodegate_core::vocab::model::NodeInfo {
     n.conditions.insert(
         "NetworkReady".into(),
         NodeCondition {

@@ -4,11 +4,11 @@
 //! no sleeping; every step is replay-checked.)
 
 use crate::gate_support::*;
-use nodegate_core::config::OnTimeout;
 use nodegate_core::gate::{
     Effect, Event, EventType, Input, OpenedBy, PatchOutcome, Phase, Step, TimerKind,
 };
 use nodegate_core::testutil::ts;
+use nodegate_core::vocab::config::OnTimeout;
 
 #[test]
 fn deadline_is_creation_plus_timeout_and_fires_through_a_keyed_timer() {

@@ -4,12 +4,12 @@
 //! Every step is replay-checked.
 
 use crate::gate_support::*;
-use nodegate_core::devices::{CriticalResource, DraDriver};
 use nodegate_core::gate::{EventType, Input, PatchOutcome, TimerKind};
-use nodegate_core::member::{Expectation, MemberId, Readiness};
-use nodegate_core::model::{NodeInfo, SliceInfo};
-use nodegate_core::placement::ReasonCode;
-use nodegate_core::selector::LabelSelector;
+use nodegate_core::rules::devices::{CriticalResource, DraDriver};
+use nodegate_core::rules::placement::ReasonCode;
+use nodegate_core::rules::selector::LabelSelector;
+use nodegate_core::vocab::member::{Expectation, MemberId, Readiness};
+use nodegate_core::vocab::model::{NodeInfo, SliceInfo};
 
 fn gpu() -> CriticalResource {
     CriticalResource {

@@ -3,8 +3,8 @@
 //! no sleeping; every step is replay-checked.)
 
 use crate::gate_support::*;
-use nodegate_core::config::OnTimeout;
 use nodegate_core::gate::{Event, EventType, Input, OpenedBy, Phase};
+use nodegate_core::vocab::config::OnTimeout;
 
 #[test]
 fn dry_run_decides_and_records_but_writes_nothing() {

@@ -6,10 +6,10 @@
 
 use crate::gate_support::*;
 use nodegate_core::gate::{Event, Input};
-use nodegate_core::member::{Expectation, MemberId, Readiness};
-use nodegate_core::readiness::CriticalPodEntry;
-use nodegate_core::selector::LabelSelector;
+use nodegate_core::rules::readiness::CriticalPodEntry;
+use nodegate_core::rules::selector::LabelSelector;
 use nodegate_core::testutil::{labels, taint};
+use nodegate_core::vocab::member::{Expectation, MemberId, Readiness};
 
 #[test]
 fn daemonset_added_mid_wait_must_now_be_waited_for() {

@@ -16,7 +16,7 @@ fn external(step: &Step) -> Vec<&ExternalOpening> {
         .collect()
 }
 
-fn removed_by_hand(cfg: nodegate_core::config::Config) -> (Gate, Step) {
+fn removed_by_hand(cfg: nodegate_core::vocab::config::Config) -> (Gate, Step) {
     let mut g = Gate::new(cfg);
     g.at(1)
         .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
@@ -51,13 +51,13 @@ fn a_taint_removed_by_someone_else_is_recorded_as_an_external_opening() {
 
 #[test]
 fn a_dry_run_or_a_suspended_gate_records_nothing() {
-    let (_, step) = removed_by_hand(nodegate_core::config::Config {
+    let (_, step) = removed_by_hand(nodegate_core::vocab::config::Config {
         dry_run: true,
         ..cfg()
     });
     assert!(external(&step).is_empty(), "{:?}", step.effects);
     assert!(stops(&step));
-    let (_, step) = removed_by_hand(nodegate_core::config::Config {
+    let (_, step) = removed_by_hand(nodegate_core::vocab::config::Config {
         suspend: true,
         ..cfg()
     });

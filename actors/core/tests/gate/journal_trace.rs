@@ -5,8 +5,8 @@
 
 use crate::gate_support::*;
 use nodegate_core::gate::{Event, Input, PatchOutcome, decide};
-use nodegate_core::member::MemberId;
 use nodegate_core::testutil::ts;
+use nodegate_core::vocab::member::MemberId;
 
 #[test]
 fn events_read_well_as_json() {
@@ -136,7 +136,7 @@ fn a_status_only_node_update_is_journalled_briefly() {
 #[test]
 fn a_bounded_journal_still_replays_to_the_live_state() {
     let a = tolerant_ds("cilium");
-    let mut g = Gate::new(cfg()).with_journal(nodegate_core::journal::Journal::new(3));
+    let mut g = Gate::new(cfg()).with_journal(nodegate_core::gate::journal::Journal::new(3));
     g.at(1)
         .start(gated_node(), vec![a.clone(), tolerant_ds("csi")], vec![]);
     for i in 0..20 {

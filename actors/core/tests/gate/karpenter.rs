@@ -8,8 +8,8 @@
 
 use crate::gate_support::*;
 use nodegate_core::gate::{Effect, EventType, Input, OpenedBy, PatchOutcome, Phase, TimerKind};
-use nodegate_core::model::NodeInfo;
 use nodegate_core::testutil::ts;
+use nodegate_core::vocab::model::NodeInfo;
 
 fn karpenter_node(extra: &[(&str, &str)], version: &str) -> NodeInfo {
     let mut n = gated_node();
@@ -140,7 +140,7 @@ fn a_taint_put_back_by_registration_is_gated_again_with_the_same_deadline_and_no
 /// explain and status say the node waits for Karpenter, in the gate's words.
 #[test]
 fn explain_names_the_wait_for_karpenter_registration() {
-    use nodegate_core::report::{ReadFacts, explain};
+    use nodegate_core::gate::report::{ReadFacts, explain};
     let a = tolerant_ds("cilium");
     let report = explain(
         &karpenter_node(&[], "1"),

@@ -10,8 +10,8 @@ use nodegate_core::gate::{
     Effect, Event, EventType, Input, MAX_UNANSWERED, OpenedBy, PatchOutcome, Phase, StopReason,
     TimerKind,
 };
-use nodegate_core::model::NodeInfo;
 use nodegate_core::testutil::ts;
+use nodegate_core::vocab::model::NodeInfo;
 
 /// The node as the patch left it: no managed taint, nodegate's annotation.
 fn opened_node(version: &str, opened_at: Option<Timestamp>) -> NodeInfo {

@@ -13,7 +13,7 @@
 #[path = "../gate_support/mod.rs"]
 mod gate_support;
 
-mod canary;
+mod canary_member;
 mod clock_skew;
 mod conditions;
 mod deadline;
@@ -26,11 +26,11 @@ mod karpenter;
 mod lost_answers;
 mod min_ready_seconds;
 mod node_ready;
+mod on_timeout_replace;
 mod opening;
 mod patch;
 mod properties;
 mod reboot;
 mod reexamination;
-mod replace;
 mod schedule_clock;
 mod switches;

@@ -4,8 +4,8 @@
 
 use crate::gate_support::*;
 use nodegate_core::gate::{Effect, Event, Input, TimerKind};
-use nodegate_core::model::PodInfo;
 use nodegate_core::testutil::ts;
+use nodegate_core::vocab::model::PodInfo;
 
 #[test]
 fn min_ready_seconds_schedules_a_recheck_instead_of_polling() {

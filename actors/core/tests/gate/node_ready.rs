@@ -6,12 +6,12 @@
 //! that node write for a status update would open the node in between.
 
 use crate::gate_support::*;
-use nodegate_core::config::OnTimeout;
 use nodegate_core::gate::{
     Effect, Event, EventType, Input, NODE_NOT_READY, OpenedBy, PatchOutcome, Phase, TimerKind,
 };
-use nodegate_core::model::{NodeInfo, NodeReady, Taint};
 use nodegate_core::testutil::taint;
+use nodegate_core::vocab::config::OnTimeout;
+use nodegate_core::vocab::model::{NodeInfo, NodeReady, Taint};
 
 /// The gated node at `version`, its Ready condition `ready`.
 fn gated_at(ready: NodeReady, version: &str) -> NodeInfo {

@@ -7,8 +7,8 @@ use crate::gate_support::*;
 use nodegate_core::gate::{
     Effect, Event, EventType, Input, OpenedBy, PatchOutcome, Phase, TimerKind, WriteStatus,
 };
-use nodegate_core::model::PodInfo;
 use nodegate_core::testutil::ts;
+use nodegate_core::vocab::model::PodInfo;
 
 #[test]
 fn empty_expected_set_opens_at_once() {

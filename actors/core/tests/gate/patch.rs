@@ -5,12 +5,12 @@
 
 use crate::deadline::armed_deadline;
 use crate::gate_support::*;
-use nodegate_core::config::OnTimeout;
 use nodegate_core::gate::{
     Effect, Event, Input, OpenedBy, PatchOutcome, Phase, StopReason, TimerKind, WriteStatus,
 };
-use nodegate_core::placement::ManagedTaint;
+use nodegate_core::rules::placement::ManagedTaint;
 use nodegate_core::testutil::{taint, taint_v};
+use nodegate_core::vocab::config::OnTimeout;
 
 #[test]
 fn foreign_taints_are_never_in_the_patch() {

@@ -8,15 +8,15 @@ use std::time::Duration;
 
 use crate::gate_support::*;
 use jiff::Timestamp;
-use nodegate_core::config::OnTimeout;
+use nodegate_core::gate::journal::{Journal, replay};
 use nodegate_core::gate::{
     Effect, GateState, Input, OpenedBy, PatchOutcome, Phase, TimerKind, WriteStatus, decide, step,
 };
-use nodegate_core::journal::{Journal, replay};
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
-use nodegate_core::readiness::CriticalPodEntry;
-use nodegate_core::selector::LabelSelector;
+use nodegate_core::rules::readiness::CriticalPodEntry;
+use nodegate_core::rules::selector::LabelSelector;
 use nodegate_core::testutil::{mk_pod, taint, ts};
+use nodegate_core::vocab::config::OnTimeout;
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
 use proptest::prelude::*;
 
 fn daemonsets() -> Vec<DaemonSetInfo> {

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::gate_support::*;
-use nodegate_core::config::{AnnouncedReboots, Config, OnTimeout, RegateConfig};
+use nodegate_core::closing::regating::DEFAULT_REGATE_TAINT_KEY;
 use nodegate_core::gate::{Event, Input, OpenedBy, TimerKind};
-use nodegate_core::model::{NodeInfo, PodInfo};
-use nodegate_core::placement::{EFFECT_NO_SCHEDULE, ManagedTaint};
-use nodegate_core::regate::DEFAULT_REGATE_TAINT_KEY;
+use nodegate_core::rules::placement::{EFFECT_NO_SCHEDULE, ManagedTaint};
 use nodegate_core::testutil::{taint, ts};
+use nodegate_core::vocab::config::{AnnouncedReboots, Config, OnTimeout, RegateConfig};
+use nodegate_core::vocab::model::{NodeInfo, PodInfo};
 
 /// The taint went on at 1000 s.
 const TAINTED: i64 = 1000;
@@ -50,7 +50,7 @@ fn announced_node(boot: &str, version: &str) -> NodeInfo {
 }
 
 /// `cilium-1`, Ready since `since`.
-fn ready_since(ds: &nodegate_core::model::DaemonSetInfo, since: i64) -> PodInfo {
+fn ready_since(ds: &nodegate_core::vocab::model::DaemonSetInfo, since: i64) -> PodInfo {
     PodInfo {
         ready_since: Some(ts(since)),
         ..ready_pod("cilium-1", ds)

@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use crate::gate_support::*;
-use nodegate_core::config::{Config, OnTimeout};
 use nodegate_core::gate::{
     Effect, Event, EventType, Input, OpenedBy, PatchOutcome, Phase, TimerKind,
 };
 use nodegate_core::testutil::ts;
+use nodegate_core::vocab::config::{Config, OnTimeout};
 
 /// The defaults with a 30 s schedule deadline (the deadline stays 120 s).
 fn two_clocks() -> Config {

@@ -5,7 +5,7 @@
 
 use crate::gate_support::*;
 use nodegate_core::gate::{Effect, Event, Input, OpenedBy, PatchOutcome, Phase, TimerKind};
-use nodegate_core::model::NodeInfo;
+use nodegate_core::vocab::model::NodeInfo;
 
 fn suspended(mut n: NodeInfo, on: bool, version: &str) -> NodeInfo {
     n.suspended = on;

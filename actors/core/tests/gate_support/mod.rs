@@ -4,17 +4,17 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_core::config::{Config, OnTimeout};
+use nodegate_core::gate::journal::{Journal, replay};
 use nodegate_core::gate::{
     Effect, Event, EventType, GateState, Input, NodeEvent, Step, UntaintPatch, derive_members, step,
 };
-use nodegate_core::journal::{Journal, replay};
-use nodegate_core::member::MemberId;
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodInfo, PodPlacement, Taint};
-use nodegate_core::placement::PlacementConfig;
+use nodegate_core::rules::placement::PlacementConfig;
 use nodegate_core::testutil::{
     mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts,
 };
+use nodegate_core::vocab::config::{Config, OnTimeout};
+use nodegate_core::vocab::member::MemberId;
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, PodPlacement, Taint};
 
 pub const NODE: &str = "node-a";
 pub const MANAGED_KEY: &str = "nodegate.dev/initializing";

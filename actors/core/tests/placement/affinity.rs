@@ -4,12 +4,12 @@
 //! keys and values; `terms`, how terms and requirements combine, `matchFields`,
 //! how a failed match is explained, `nodeSelector` and `nodeName`.
 
-use nodegate_core::model::{NodeSelectorTerm, PodPlacement};
-use nodegate_core::placement::{
+use nodegate_core::rules::placement::{
     NotExpectedReason, TermFailure, TermList, check_node_selector, explain_terms, match_term,
     node_matches_terms, should_run,
 };
 use nodegate_core::testutil::{field_term, labels, req, template_with_affinity, term};
+use nodegate_core::vocab::model::{NodeSelectorTerm, PodPlacement};
 
 mod operators;
 mod terms;

@@ -1,17 +1,17 @@
 //! `evaluate`: exclusions, the steady-state view of taints and nodegate's own
 //! taint (semantics.md sections 2 and 3), and how verdicts read.
 
-use nodegate_core::annotations::DAEMONSET_IGNORE as IGNORE_ANNOTATION;
-use nodegate_core::model::{DaemonSetInfo, NodeInfo, PodPlacement, Taint};
-use nodegate_core::placement::{
+use nodegate_core::rules::placement::{
     ManagedTaint, NotExpectedReason, PlacementConfig, TransientTaint, Verdict, evaluate,
     exclusion_reason, should_run,
 };
-use nodegate_core::selector::LabelSelector;
+use nodegate_core::rules::selector::LabelSelector;
 use nodegate_core::testutil::{
     labels, mk_ds, mk_node, req, taint, taint_v, template_with_affinity, template_with_tolerations,
     term, toleration,
 };
+use nodegate_core::vocab::annotations::DAEMONSET_IGNORE as IGNORE_ANNOTATION;
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodPlacement, Taint};
 
 const MANAGED: &str = "nodegate.dev/initializing";
 

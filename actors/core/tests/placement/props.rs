@@ -2,15 +2,15 @@
 
 use std::collections::BTreeSet;
 
-use nodegate_core::model::{
-    DaemonSetInfo, Labels, NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodPlacement,
-    Taint, Toleration,
-};
-use nodegate_core::placement::{
+use nodegate_core::rules::placement::{
     ManagedTaint, NotExpectedReason, PlacementConfig, TransientTaint, Verdict, evaluate,
     match_term, node_matches_terms, should_run, tolerates, with_default_tolerations,
 };
 use nodegate_core::testutil::{mk_ds, mk_node};
+use nodegate_core::vocab::model::{
+    DaemonSetInfo, Labels, NodeInfo, NodeSelectorRequirement, NodeSelectorTerm, PodPlacement,
+    Taint, Toleration,
+};
 use proptest::collection::{btree_map, vec};
 use proptest::prelude::*;
 

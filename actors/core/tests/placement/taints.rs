@@ -4,13 +4,13 @@
 
 mod transient;
 
-use nodegate_core::model::{PodPlacement, Taint, Toleration};
-use nodegate_core::placement::{
+use nodegate_core::rules::placement::{
     ManagedTaint, NotExpectedReason, PlacementConfig, TransientTaint, default_daemon_tolerations,
     default_transient_taints, first_untolerated_taint, should_run, tolerates,
     with_default_tolerations,
 };
 use nodegate_core::testutil::{labels, taint, taint_v, template_with_tolerations, toleration};
+use nodegate_core::vocab::model::{PodPlacement, Taint, Toleration};
 
 #[test]
 fn tolerates_follows_upstream_rules() {

@@ -119,14 +119,13 @@ fn an_empty_critical_selector_matches_any_pod_in_the_namespace() {
 #[test]
 fn an_invalid_critical_selector_matches_nothing_and_fails_validation() {
     let mut entry = proxy_entry();
-    entry
-        .selector
-        .match_expressions
-        .push(nodegate_core::selector::LabelSelectorRequirement::new(
+    entry.selector.match_expressions.push(
+        nodegate_core::rules::selector::LabelSelectorRequirement::new(
             "k8s-app",
             "NotIn",
             Vec::<String>::new(),
-        ));
+        ),
+    );
     assert_eq!(
         critical_member(&entry, [&proxy_pod("p")], ts(NOW)),
         MemberState::NotReady(Waiting::NoPod)

@@ -2,12 +2,12 @@
 //! `MAX_CSI_DRIVERS` names are waited for, each a valid CSI driver name;
 //! the rest are reported and never waited for.
 
-use nodegate_core::annotations::CSI_DRIVER;
-use nodegate_core::model::{DaemonSetInfo, PodPlacement};
-use nodegate_core::readiness::{
+use nodegate_core::rules::readiness::{
     MAX_CSI_DRIVERS, csi_driver_problems, csi_drivers, is_csi_driver_name, is_dns1123_label,
 };
 use nodegate_core::testutil::mk_ds;
+use nodegate_core::vocab::annotations::CSI_DRIVER;
+use nodegate_core::vocab::model::{DaemonSetInfo, PodPlacement};
 
 fn annotated(value: &str) -> DaemonSetInfo {
     let mut ds = mk_ds("kube-system", "csi", PodPlacement::default());

@@ -5,12 +5,12 @@
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use nodegate_core::model::{DaemonSetInfo, PodInfo, PodPlacement};
-use nodegate_core::readiness::{
+use nodegate_core::rules::readiness::{
     CriticalPodEntry, MemberState, Waiting, critical_applies, critical_member, daemonset_member,
 };
-use nodegate_core::selector::LabelSelector;
+use nodegate_core::rules::selector::LabelSelector;
 use nodegate_core::testutil::{labels, mk_ds, mk_node, mk_pod, ts};
+use nodegate_core::vocab::model::{DaemonSetInfo, PodInfo, PodPlacement};
 use proptest::prelude::*;
 
 mod critical_pods;

@@ -4,7 +4,7 @@
 //! the ResourceSlices that `draDrivers` watches at all.
 
 use k8s_openapi::api::core::v1::Node;
-use nodegate_core::model::NodeInfo;
+use nodegate_core::vocab::model::NodeInfo;
 
 use super::{Finding, is_not_found, note, problem};
 use crate::cluster::project;

@@ -5,8 +5,8 @@
 //! `--node-selector` selects; the webhook needs a Service with a ready
 //! endpoint and a caBundle.
 
-use nodegate_core::placement::ManagedTaint;
-use nodegate_core::selector::LabelSelector;
+use nodegate_core::rules::placement::ManagedTaint;
+use nodegate_core::rules::selector::LabelSelector;
 
 use crate::commands::doctor::report::Check;
 use crate::settings::config::RunSettings;

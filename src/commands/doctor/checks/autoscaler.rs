@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use nodegate_core::placement::ManagedTaint;
+use nodegate_core::rules::placement::ManagedTaint;
 
 use crate::commands::doctor::report::Check;
 use crate::settings::config::RunSettings;

@@ -7,8 +7,8 @@
 //! empty node becomes a consolidation candidate).
 
 use k8s_openapi::api::apps::v1::Deployment;
-use nodegate_core::model::Labels;
-use nodegate_core::placement::ManagedTaint;
+use nodegate_core::rules::placement::ManagedTaint;
+use nodegate_core::vocab::model::{KARPENTER_NODEPOOL_LABEL, Labels};
 
 use crate::commands::doctor::keys::added_taints;
 use crate::commands::doctor::report::Check;
@@ -18,9 +18,6 @@ pub const CHECK: &str = "karpenter";
 
 /// The key prefix Karpenter ignores while a node initializes.
 pub const READINESS_PREFIX: &str = "readiness.k8s.io/";
-
-/// The label Karpenter puts on every node of a NodePool.
-pub const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
 
 /// What the doctor reads of a `karpenter.sh/v1` NodePool.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -45,7 +42,10 @@ impl NodePool {
                     .collect()
             })
             .unwrap_or_default();
-        labels.insert(NODEPOOL_LABEL.to_string().into(), name.to_string().into());
+        labels.insert(
+            KARPENTER_NODEPOOL_LABEL.to_string().into(),
+            name.to_string().into(),
+        );
         let startup_taints = template["spec"]["startupTaints"]
             .as_array()
             .map(|a| {

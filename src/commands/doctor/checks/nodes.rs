@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_core::model::{Labels, Taint};
-use nodegate_core::placement::ManagedTaint;
+use nodegate_core::rules::placement::ManagedTaint;
+use nodegate_core::vocab::model::{Labels, Taint};
 
 use crate::commands::doctor::report::Check;
 use crate::settings::config::RunSettings;

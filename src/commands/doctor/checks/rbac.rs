@@ -102,7 +102,7 @@ pub fn required(s: &RunSettings, lease_namespace: &str) -> Vec<Access> {
             out.push(Access::new(verb, "", "pods").within(&c.core.namespace, None));
         }
     }
-    if s.on_timeout == nodegate_core::config::OnTimeout::Replace {
+    if s.on_timeout == nodegate_core::vocab::config::OnTimeout::Replace {
         // --on-timeout=replace: find and delete a node's owner.
         out.push(Access::new("list", "karpenter.sh", "nodeclaims"));
         out.push(Access::new("delete", "karpenter.sh", "nodeclaims"));

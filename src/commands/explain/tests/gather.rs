@@ -1,6 +1,6 @@
 use super::*;
-use nodegate_core::readiness::Waiting;
-use nodegate_core::report::describe_waiting;
+use nodegate_core::gate::report::describe_waiting;
+use nodegate_core::rules::readiness::Waiting;
 
 #[test]
 fn pod_detail_reads_the_scheduler_message_and_container_reasons() {

@@ -7,14 +7,14 @@ mod report;
 mod table;
 
 use super::*;
-use nodegate_core::model::{PodPlacement, Toleration};
-use nodegate_core::placement::PlacementConfig;
-use nodegate_core::readiness::CriticalPodEntry;
-use nodegate_core::selector::LabelSelector;
+use nodegate_core::rules::placement::PlacementConfig;
+use nodegate_core::rules::readiness::CriticalPodEntry;
+use nodegate_core::rules::selector::LabelSelector;
 use nodegate_core::testutil::{
     ds_pod, mk_ds, mk_node, mk_pod, req, taint, taint_v, template_with_affinity,
     template_with_tolerations, term, toleration, ts,
 };
+use nodegate_core::vocab::model::{PodPlacement, Toleration};
 use serde_json::json;
 
 const GATE: &str = "nodegate.dev/initializing";

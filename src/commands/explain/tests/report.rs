@@ -1,5 +1,5 @@
 use super::*;
-use nodegate_core::report::split_taints;
+use nodegate_core::gate::report::split_taints;
 
 #[test]
 fn daemonsets_are_sorted_by_namespace_then_name() {
@@ -234,7 +234,7 @@ fn verdict_would_open_when_every_expected_member_is_ready() {
 #[test]
 fn verdict_says_closed_when_the_node_itself_is_not_ready() {
     let mut node = mk_node("n", &[], vec![taint(GATE, "NoSchedule")]);
-    node.ready = nodegate_core::model::NodeReady::Unknown;
+    node.ready = nodegate_core::vocab::model::NodeReady::Unknown;
     let ds = mk_ds("kube-system", "cni", tolerate_all());
     let pod = pod_of(&ds, "cni-x", "n");
     let r = build_report(

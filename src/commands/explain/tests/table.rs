@@ -146,8 +146,8 @@ fn human_age_shows_the_two_largest_units() {
 /// pod's Ready condition), one with no pod, one healthy.
 #[test]
 fn an_open_node_shows_each_broken_member_and_when_it_would_be_regated() {
-    use nodegate_core::config::RegateConfig;
-    use nodegate_core::placement::ManagedTaint;
+    use nodegate_core::rules::placement::ManagedTaint;
+    use nodegate_core::vocab::config::RegateConfig;
     let degraded = ManagedTaint::new("nodegate.dev/degraded", "NoSchedule");
     let mut settings = settings();
     settings.placement.managed_taints.push(degraded.clone());
@@ -192,7 +192,7 @@ fn an_open_node_shows_each_broken_member_and_when_it_would_be_regated() {
         "{table}"
     );
     // A reboot announced for it (semantics.md §6.10): due before the reboot.
-    settings.reboots.sources = vec![nodegate_core::config::Source::Annotation];
+    settings.reboots.sources = vec![nodegate_core::vocab::config::Source::Annotation];
     let mut announced = mk_node("n1", &[], vec![]);
     announced.reboot_pending = Some("kernel".into());
     let a = view(announced, vec![], vec![]);
@@ -213,11 +213,11 @@ fn an_open_node_shows_each_broken_member_and_when_it_would_be_regated() {
 
 #[test]
 fn condition_members_and_rule_verdicts_have_their_own_sections() {
-    use nodegate_core::conditions::CriticalCondition;
-    use nodegate_core::conditions::rules::{
+    use nodegate_core::rules::conditions::CriticalCondition;
+    use nodegate_core::rules::conditions::taints::{
         ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern,
     };
-    use nodegate_core::model::{NodeCondition, Taint};
+    use nodegate_core::vocab::model::{NodeCondition, Taint};
     let mut s = settings();
     s.conditions = vec![CriticalCondition {
         type_: "NetworkReady".into(),
@@ -268,8 +268,8 @@ fn condition_members_and_rule_verdicts_have_their_own_sections() {
 
 #[test]
 fn device_members_have_their_own_section_with_what_each_waits_for() {
-    use nodegate_core::devices::{CriticalResource, DraDriver};
-    use nodegate_core::selector::LabelSelector;
+    use nodegate_core::rules::devices::{CriticalResource, DraDriver};
+    use nodegate_core::rules::selector::LabelSelector;
     let mut s = settings();
     s.resources = vec![CriticalResource {
         resource: "nvidia.com/gpu".into(),

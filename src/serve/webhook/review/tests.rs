@@ -338,7 +338,7 @@ fn with_no_leader_a_node_is_admitted_unchanged_and_says_why() {
 /// the rest the first `--taint`.
 #[test]
 fn the_taint_added_is_the_one_chosen_for_the_labels() {
-    use nodegate_core::startup::Autoscaler;
+    use nodegate_core::rules::startup::Autoscaler;
     let first = managed()[0].clone();
     let startup = StartupTaints::new(Vec::new(), &[Autoscaler::Auto], first.clone());
     let all = startup.managed(&[first]);

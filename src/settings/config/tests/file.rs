@@ -139,7 +139,7 @@ fn a_budget_of_zero_is_refused() {
 /// mistake named with the value and what to write instead.
 #[test]
 fn startup_taints_are_chosen_by_rules_then_presets() {
-    use nodegate_core::model::Labels;
+    use nodegate_core::vocab::model::Labels;
     let s = run_settings(&run_args(&[
         "--autoscaler",
         "karpenter,gke",
@@ -173,7 +173,7 @@ fn startup_taints_are_chosen_by_rules_then_presets() {
     assert!(
         s.gate
             .placement
-            .is_managed(&nodegate_core::model::Taint::new(
+            .is_managed(&nodegate_core::vocab::model::Taint::new(
                 "example.com/gpu-init",
                 "",
                 "NoSchedule"

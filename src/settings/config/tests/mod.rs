@@ -459,7 +459,7 @@ fn a_no_execute_regate_taint_needs_its_opt_in() {
 /// value names the flag.
 #[test]
 fn the_total_cap_reads_like_a_budget() {
-    use nodegate_core::budget::MaxUnavailable;
+    use nodegate_core::vocab::budget::MaxUnavailable;
     let s = run_settings(&run_args(&[])).unwrap();
     assert_eq!(s.gate.max_unavailable, Some(MaxUnavailable::Percent(50)));
     let s = run_settings(&run_args(&["--max-unavailable", "3"])).unwrap();
@@ -479,7 +479,7 @@ mod file;
 /// companions need a source, and each bad value is named.
 #[test]
 fn reboot_announcements_are_off_by_default_and_need_re_gating() {
-    use nodegate_core::config::{DEFAULT_REBOOT_TIMEOUT, Source};
+    use nodegate_core::vocab::config::{DEFAULT_REBOOT_TIMEOUT, Source};
     let s = run_settings(&run_args(&[])).unwrap();
     assert!(s.gate.reboots.sources.is_empty());
     let s = run_settings(&run_args(&[

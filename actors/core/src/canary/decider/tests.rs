@@ -2,10 +2,10 @@ use std::sync::Arc;
 
 use super::*;
 use crate::canary::{CANARY_LABEL, label_value, pod_name};
-use crate::config::Config;
 use crate::deciders::fixture::{Run, asked};
-use crate::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
+use crate::rules::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
 use crate::testutil::{mk_node, mk_pod, taint, ts};
+use crate::vocab::config::Config;
 
 const NOW: i64 = 1000;
 
@@ -20,7 +20,7 @@ fn config(cap: usize) -> Config {
     }
 }
 
-fn gated(name: &str) -> crate::model::NodeInfo {
+fn gated(name: &str) -> crate::vocab::model::NodeInfo {
     let mut n = mk_node(
         name,
         &[],
@@ -30,7 +30,7 @@ fn gated(name: &str) -> crate::model::NodeInfo {
     n
 }
 
-fn open(name: &str) -> crate::model::NodeInfo {
+fn open(name: &str) -> crate::vocab::model::NodeInfo {
     let mut n = mk_node(name, &[], vec![]);
     n.uid = format!("uid-{name}");
     n

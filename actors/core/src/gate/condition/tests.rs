@@ -1,10 +1,10 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::config::OnTimeout;
 use crate::gate::state::{OpenedRecord, StopReason, TimeoutRecord};
-use crate::member::{Expectation, Member, MemberId, Readiness};
 use crate::testutil::{mk_node, taint, ts};
+use crate::vocab::config::OnTimeout;
+use crate::vocab::member::{Expectation, Member, MemberId, Readiness};
 
 fn gated(members: &[(&str, Option<&str>)]) -> GateState {
     let mut state = GateState {
@@ -144,13 +144,13 @@ fn a_long_message_is_cut_on_a_char_boundary() {
 #[test]
 fn the_write_is_off_without_the_flag_and_marks_status_transitions() {
     let state = gated(&[("kube-system/cni", Some("no pod on the node yet"))]);
-    let off = crate::config::Config::default();
+    let off = crate::vocab::config::Config::default();
     assert_eq!(condition_write(None, &state, &off), None);
-    let on = crate::config::Config {
+    let on = crate::vocab::config::Config {
         node_condition: true,
         ..off.clone()
     };
-    let dry = crate::config::Config {
+    let dry = crate::vocab::config::Config {
         dry_run: true,
         ..on.clone()
     };
@@ -167,16 +167,16 @@ fn the_write_is_off_without_the_flag_and_marks_status_transitions() {
 
 #[test]
 fn a_first_write_after_a_restart_keeps_the_nodes_transition_time() {
-    let on = crate::config::Config {
+    let on = crate::vocab::config::Config {
         node_condition: true,
-        ..crate::config::Config::default()
+        ..crate::vocab::config::Config::default()
     };
     let mut state = gated(&[("kube-system/cni", Some("no pod on the node yet"))]);
     let with_status = |state: &GateState, status: &str| {
         let mut node = (**state.node.as_ref().expect("node")).clone();
         node.conditions.insert(
             OPEN_CONDITION.into(),
-            crate::model::NodeCondition {
+            crate::vocab::model::NodeCondition {
                 status: status.into(),
                 since: Some(ts(100)),
             },

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use super::Step;
 use crate::gate::derive::{derive_all, derive_member, derive_readiness};
 use crate::gate::event::Event;
-use crate::member::{Expectation, Member, MemberId, Readiness};
+use crate::vocab::member::{Expectation, Member, MemberId, Readiness};
 
 /// Which members an input can have changed (see `Step::recompute_members`).
 pub(super) enum MemberScope<'i> {

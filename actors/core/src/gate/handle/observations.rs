@@ -1,7 +1,7 @@
 //! Observations: the snapshot that starts (or restarts) a gate, the node,
 //! DaemonSet and pod inputs that follow it, and the periodic re-examination.
 
-use crate::vec_map::VecMap;
+use crate::vocab::vec_map::VecMap;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -9,7 +9,7 @@ use super::members::MemberScope;
 use super::{ReconcileCause, Step};
 use crate::gate::event::Event;
 use crate::gate::state::StopReason;
-use crate::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 impl Step<'_> {
     pub(super) fn snapshot(

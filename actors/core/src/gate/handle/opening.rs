@@ -3,10 +3,10 @@
 //! withdrawal, the timeout and its mark, and the suspension of writes.
 
 use super::{ReconcileCause, Step};
-use crate::config::OnTimeout;
 use crate::gate::event::{Event, IndexedTaint};
 use crate::gate::state::{GateWriteKind, OpenedBy, Phase, Write, WriteStatus};
 use crate::gate::{derive, notes};
+use crate::vocab::config::OnTimeout;
 
 impl Step<'_> {
     pub(super) fn managed_taints(&self) -> Vec<IndexedTaint> {
@@ -175,11 +175,9 @@ impl Step<'_> {
     /// `nodegate.dev/replace-fallback: open`, and opens as by timeout.
     fn replace_falls_back_to_open(&self) -> bool {
         self.timed_out_with(OnTimeout::Replace)
-            && self
-                .s
-                .node
-                .as_ref()
-                .is_some_and(|n| crate::replace::fallback(n) == Some(crate::model::Fallback::Open))
+            && self.s.node.as_ref().is_some_and(|n| {
+                crate::closing::replacing::fallback(n) == Some(crate::vocab::model::Fallback::Open)
+            })
     }
 
     /// Suspended: decide and journal, write nothing; an in-flight write is

@@ -8,7 +8,7 @@ use super::members::MemberScope;
 use super::{ReconcileCause, Step};
 use crate::gate::event::Event;
 use crate::gate::state::{GateWriteKind, Phase, StopReason, UnansweredUntaint, WriteStatus};
-use crate::member::Readiness;
+use crate::vocab::member::Readiness;
 
 impl Step<'_> {
     /// Re-derives everything that follows from what the gate has seen, and

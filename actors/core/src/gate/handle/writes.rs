@@ -7,7 +7,7 @@ use super::{ReconcileCause, Step};
 use crate::gate::event::Event;
 use crate::gate::input::PatchOutcome;
 use crate::gate::state::{GateWriteKind, StopReason, WriteStatus};
-use crate::model::NodeInfo;
+use crate::vocab::model::NodeInfo;
 
 impl Step<'_> {
     pub(super) fn patch_result(&mut self, outcome: &PatchOutcome) {

@@ -171,7 +171,7 @@ fn admission_policy_rows() {
         ..binding(init, init)
     };
     let selecting = Binding {
-        object_selector: nodegate_core::selector::LabelSelector::parse("pool=a")
+        object_selector: nodegate_core::rules::selector::LabelSelector::parse("pool=a")
             .unwrap_or_default(),
         ..binding(init, init)
     };
@@ -304,7 +304,7 @@ fn rbac_asks_for_what_nodegate_does_and_names_what_is_denied() {
     assert!(no_lease.iter().all(|a| a.resource != "leases"));
     assert!(no_lease.iter().all(|a| a.resource != "resourceslices"));
     let mut dra = settings(&[]);
-    dra.gate.dra_drivers = vec![nodegate_core::devices::DraDriver {
+    dra.gate.dra_drivers = vec![nodegate_core::rules::devices::DraDriver {
         driver: "gpu.nvidia.com".into(),
         node_selector: None,
     }];

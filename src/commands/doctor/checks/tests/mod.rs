@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use jiff::Timestamp;
-use nodegate_core::model::{Labels, Taint};
-use nodegate_core::placement::ManagedTaint;
+use nodegate_core::rules::placement::ManagedTaint;
+use nodegate_core::vocab::model::{Labels, Taint};
 
 use super::admission::{self, Admission, Binding, Params, Webhook};
 use super::autoscaler::{self, Autoscaler, flags};

@@ -1,0 +1,761 @@
+//! Condition-rule taints (`conditionTaints`, semantics.md §6.5) as a
+//! decider: the leader puts a rule's taint on every managed node that
+//! matches the rule and, with `remove: whenCleared`, takes it off a node
+//! that stops matching.
+//!
+//! Nothing polls the index. A node is looked at when the change feed shows
+//! it changed ([`Change::Node`]), every node when what they all depend on
+//! changed ([`Change::Everything`]: the rules or the scope may be others),
+//! and a node again when one of its rules' `for` runs out (the verdict's
+//! `recheck_at`, asked for with [`Effect::LookAgainAt`]). Each look judges
+//! the node against every rule with the core's [`evaluate`](super::evaluate)
+//! and [`decide`](super::decide), and keeps the per-rule counts the budgets need
+//! (`managed`, `tainted`, `matching`) up to date by replacing what the node
+//! counted before with what it counts now.
+//!
+//! A write of ours counts as done (the taint on, or off) from the moment it
+//! goes out (an add) or is applied (a removal) until the index shows the
+//! node at another resourceVersion than the one the write tested. A write
+//! the budget holds back is logged and counted once, and tried again when
+//! room may have appeared (a count went down, a node left or entered the
+//! scope) and at least every [`RETRY`](crate::deciders::RETRY) while it is held.
+//! Nothing happens before the first [`Change::Everything`] (the initial
+//! lists are in): a budget counted on half a list would be wrong.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use jiff::Timestamp;
+
+use super::{RuleAction, RuleVerdict};
+use crate::closing::backoff::{Backoffs, May};
+use crate::closing::regating::Exhausted;
+use crate::deciders::{
+    Change, Context, Decider, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite, Tally,
+    closed_by_nodegate, retry_after,
+};
+use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
+use crate::rules::conditions::taints::{self, ConditionTaintRule};
+use crate::vocab::annotations;
+use crate::vocab::model::NodeInfo;
+
+/// (rule name, node name).
+type Key = (String, String);
+
+/// What one node counted for one rule.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Seen {
+    tainted: bool,
+    matching: bool,
+}
+
+/// One rule's counts over the managed nodes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Counts {
+    tainted: usize,
+    matching: usize,
+}
+
+/// A write whose result the index does not show yet: it holds while the
+/// index shows the node at `version`, the resourceVersion the write tested.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Unseen {
+    version: String,
+    expect: Expect,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// An add went out or was applied: the taint counts as on.
+    On,
+    /// A removal was applied: the taint counts as off.
+    Off,
+    /// The write was refused (the node changed or is gone): the node is
+    /// decided again only on the index's next view of it.
+    Refused,
+}
+
+/// Why a due write is held back; each is logged once until the write is no
+/// longer due, or held back for another reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    Budget,
+    DryRun(RuleAction),
+    /// `suspend: true` in the configuration, or the node's
+    /// `nodegate.dev/suspend` annotation: nothing is written.
+    Suspended(RuleAction),
+    /// The API server refused the rule's last write: the rule waits
+    /// ([`backoff`](crate::closing::backoff)).
+    Refused,
+}
+
+/// A node as one look counted it: the node (when it is managed) with its
+/// verdict for each rule in force, in the rules' order.
+type Judged = (Arc<NodeInfo>, Vec<RuleVerdict>);
+
+/// The condition-rule tainter's memory.
+#[derive(Debug, Default)]
+pub struct RuleTainter {
+    /// The first [`Change::Everything`] came: the index is complete.
+    synced: bool,
+    /// The rules' names at the last recount, in their order (the gauges').
+    rules: Vec<String>,
+    /// Every managed node (inside the scope), with what it counts per rule.
+    seen: HashMap<String, HashMap<String, Seen>>,
+    counts: HashMap<String, Counts>,
+    unseen: HashMap<Key, Unseen>,
+    /// Writes out, with the verdict's words for the log and the Event.
+    in_flight: HashMap<Key, String>,
+    held: HashMap<Key, Hold>,
+    /// Node → the earliest time to look at it again (a `for` running out, a
+    /// held or failed write to try again), on the window clock.
+    look_at: HashMap<String, Timestamp>,
+    /// Nodes with a write due that could not go out (this replica may not
+    /// write): looked at again on [`Input::MayWrite`].
+    deferred: BTreeSet<String>,
+    /// The earliest [`Effect::LookAgainAt`] asked for and not yet delivered.
+    asked: Option<Timestamp>,
+    /// The rules the API server refused, and how long they wait.
+    backoffs: Backoffs,
+    /// Managed nodes closed by nodegate on its own initiative (re-gated,
+    /// or carrying a rule's taint): `--max-unavailable`'s count ([`total`]).
+    closed: HashSet<String>,
+}
+
+impl RuleTainter {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many managed nodes match each rule now, by rule name in the
+    /// rules' order (the `nodegate_condition_taint_matching` gauge).
+    pub fn matching(&self) -> Vec<(String, usize)> {
+        self.gauge(|c| c.matching)
+    }
+
+    /// How many managed nodes carry each rule's taint now (or will, by a
+    /// write of ours the index does not show yet), by rule name.
+    pub fn tainted(&self) -> Vec<(String, usize)> {
+        self.gauge(|c| c.tainted)
+    }
+
+    /// How many nodes are inside the scope (`--node-selector`).
+    pub fn managed(&self) -> usize {
+        self.seen.len()
+    }
+
+    fn gauge(&self, pick: impl Fn(&Counts) -> usize) -> Vec<(String, usize)> {
+        self.rules
+            .iter()
+            .map(|r| (r.clone(), self.counts.get(r).map_or(0, &pick)))
+            .collect()
+    }
+
+    /// Replaces what `node` counted for `rule` by `now`; true when its
+    /// taint no longer counts (budget room may have appeared).
+    fn set(&mut self, node: &str, rule: &str, now: Seen) -> bool {
+        let before = self
+            .seen
+            .entry(node.to_string())
+            .or_default()
+            .insert(rule.to_string(), now)
+            .unwrap_or_default();
+        let c = self.counts.entry(rule.to_string()).or_default();
+        c.tainted = shift(c.tainted, before.tainted, now.tainted);
+        c.matching = shift(c.matching, before.matching, now.matching);
+        before.tainted && !now.tainted
+    }
+
+    /// Drops a node that left the scope or the index from the counts and
+    /// from every plan; true when it was counted.
+    fn forget(&mut self, name: &str, gone: bool) -> bool {
+        let counted = self.seen.remove(name);
+        for (rule, s) in counted.iter().flatten() {
+            if let Some(c) = self.counts.get_mut(rule) {
+                c.tainted = shift(c.tainted, s.tainted, false);
+                c.matching = shift(c.matching, s.matching, false);
+            }
+        }
+        self.held.retain(|(_, n), _| n != name);
+        self.look_at.remove(name);
+        self.deferred.remove(name);
+        let was_closed = self.closed.remove(name);
+        if gone {
+            self.unseen.retain(|(_, n), _| n != name);
+        }
+        counted.is_some() || was_closed
+    }
+
+    /// Counts `name` as the index shows it now. Returns the node with its
+    /// verdicts when it is managed, and whether budget room may have
+    /// appeared (a taint stopped counting, the managed count changed).
+    fn count(&mut self, name: &str, cx: &Context<'_>) -> (Option<Judged>, bool) {
+        let indexed = cx.view.node(name);
+        let Some(node) = indexed
+            .clone()
+            .filter(|n| cx.config.scope.includes(&n.labels))
+        else {
+            return (None, self.forget(name, indexed.is_none()));
+        };
+        let version = node.resource_version.as_str();
+        self.unseen
+            .retain(|(_, n), u| n != name || u.version == version);
+        self.look_at.remove(name);
+        self.deferred.remove(name);
+        let mut freed = !self.seen.contains_key(name);
+        let now = cx.now.for_window();
+        let mut verdicts = Vec::with_capacity(cx.config.condition_taints.len());
+        for rule in &cx.config.condition_taints {
+            let verdict = super::evaluate(rule, &node, now);
+            // Our write the index does not show yet counts as done.
+            let key = (rule.name.clone(), name.to_string());
+            let tainted = match self.unseen.get(&key).map(|u| u.expect) {
+                Some(Expect::On) => true,
+                Some(Expect::Off) => false,
+                Some(Expect::Refused) | None => carries(&node, rule),
+            };
+            let seen = Seen {
+                tainted,
+                matching: verdict.matches,
+            };
+            freed |= self.set(name, &rule.name, seen);
+            if let Some(at) = verdict.recheck_at {
+                self.schedule(name, at);
+            }
+            verdicts.push(verdict);
+        }
+        freed |= self.count_closed(&node, cx);
+        (Some((node, verdicts)), freed)
+    }
+
+    fn schedule(&mut self, name: &str, at: Timestamp) {
+        let entry = self.look_at.entry(name.to_string()).or_insert(at);
+        *entry = (*entry).min(at);
+    }
+
+    /// Counts `names` (in this order) as the index shows them now and, with
+    /// `act`, decides each. When budget room may have appeared, the nodes
+    /// held back by the budget are counted and decided again as well.
+    fn look(&mut self, names: &[String], act: bool, cx: &Context<'_>, out: &mut Vec<Effect>) {
+        let mut judged = Vec::new();
+        let mut freed = false;
+        for name in names {
+            let (node, f) = self.count(name, cx);
+            freed |= f;
+            if act {
+                judged.extend(node);
+            }
+        }
+        if freed {
+            let held: BTreeSet<String> = self
+                .held
+                .iter()
+                .filter(|(_, h)| **h == Hold::Budget)
+                .map(|((_, n), _)| n.clone())
+                .filter(|n| !act || !names.contains(n))
+                .collect();
+            for name in held {
+                judged.extend(self.count(&name, cx).0);
+            }
+        }
+        for (node, verdicts) in judged {
+            self.act(&node, &verdicts, cx, out);
+        }
+    }
+
+    /// Decides `node` against every rule, as counted a moment ago.
+    fn act(
+        &mut self,
+        node: &Arc<NodeInfo>,
+        verdicts: &[RuleVerdict],
+        cx: &Context<'_>,
+        out: &mut Vec<Effect>,
+    ) {
+        let dry_run = cx.config.dry_run;
+        for (rule, verdict) in cx.config.condition_taints.iter().zip(verdicts) {
+            let key = (rule.name.clone(), node.name.clone());
+            // A write out, or one the index does not show yet (what
+            // `count` left of `unseen` is about this very version).
+            if self.in_flight.contains_key(&key) || self.unseen.contains_key(&key) {
+                self.held.remove(&key);
+                continue;
+            }
+            let tainted = self.counts.get(&rule.name).map_or(0, |c| c.tainted);
+            let Some(mut action) = super::decide(rule, node, verdict, tainted, self.seen.len())
+            else {
+                self.held.remove(&key);
+                continue;
+            };
+            let total = (action == RuleAction::Add)
+                .then(|| self.total_refuses(&node.name, cx))
+                .flatten();
+            if total.is_some() {
+                action = RuleAction::BudgetBlocked;
+            }
+            if !dry_run && !cx.may_write {
+                self.deferred.insert(node.name.clone());
+                continue;
+            }
+            match action {
+                RuleAction::BudgetBlocked => {
+                    self.schedule(&node.name, retry_after(cx.now.for_window()));
+                    if self.hold(key, Hold::Budget) {
+                        let what = match &total {
+                            Some(e) => format!("condition taint held back: {e}"),
+                            None => {
+                                "condition taint held back: the rule's maxUnavailable is used up"
+                                    .to_string()
+                            }
+                        };
+                        out.push(info(&node.name, &what, rule, None));
+                        out.push(Effect::Count(Tally::RuleBudgetBlocked(rule.name.clone())));
+                    }
+                }
+                RuleAction::Add | RuleAction::Remove if cx.config.suspend || node.suspended => {
+                    if self.hold(key, Hold::Suspended(action)) {
+                        let what = if action == RuleAction::Add {
+                            "suspended: would put the condition taint on"
+                        } else {
+                            "suspended: would take the condition taint off"
+                        };
+                        out.push(info(&node.name, what, rule, Some(&verdict.why)));
+                    }
+                }
+                RuleAction::Add | RuleAction::Remove if dry_run => {
+                    if self.hold(key, Hold::DryRun(action)) {
+                        let what = if action == RuleAction::Add {
+                            "dry run: would put the condition taint on"
+                        } else {
+                            "dry run: would take the condition taint off"
+                        };
+                        out.push(info(&node.name, what, rule, Some(&verdict.why)));
+                    }
+                }
+                RuleAction::Add | RuleAction::Remove => {
+                    if self.refused(&key, cx, out) {
+                        continue;
+                    }
+                    if let Some(change) = change(action, rule, node, cx.now) {
+                        out.push(self.send(key, node, &verdict.why, change));
+                    }
+                }
+            }
+        }
+    }
+
+    /// True the first time a write for `key` is held back for `why`, until
+    /// it is no longer due.
+    fn hold(&mut self, key: Key, why: Hold) -> bool {
+        self.held.insert(key, why) != Some(why)
+    }
+
+    /// Sends `change` for `rule` on `node`. An add counts as done at once
+    /// (the budget must not let a second one out meanwhile).
+    fn send(&mut self, key: Key, node: &NodeInfo, why: &str, change: TaintChange) -> Effect {
+        self.held.remove(&key);
+        self.in_flight.insert(key.clone(), why.to_string());
+        if matches!(change, TaintChange::Add { .. }) {
+            self.closed.insert(node.name.clone());
+            let version = &node.resource_version;
+            self.unseen.insert(key.clone(), unseen(version, Expect::On));
+            let counted = self.seen.get(&node.name).and_then(|s| s.get(&key.0));
+            let matching = counted.is_some_and(|s| s.matching);
+            self.set(
+                &node.name,
+                &key.0,
+                Seen {
+                    tainted: true,
+                    matching,
+                },
+            );
+        }
+        Effect::Write(TaintWrite {
+            origin: Origin::Rules,
+            node: node.name.clone(),
+            uid: node.uid.clone(),
+            resource_version: node.resource_version.clone(),
+            change,
+            tag: Some(key.0),
+        })
+    }
+
+    /// The node writer's answer to one of our writes.
+    fn wrote(
+        &mut self,
+        write: &TaintWrite,
+        outcome: PatchOutcome,
+        cx: &Context<'_>,
+    ) -> Vec<Effect> {
+        let Some(rule) = write.tag.clone() else {
+            return Vec::new();
+        };
+        let name = write.node.clone();
+        let key = (rule.clone(), name.clone());
+        let why = self.in_flight.remove(&key).unwrap_or_default();
+        let mut out = Vec::new();
+        let (act, defer, retry) = self.answer(write, outcome, (&rule, &why), cx, &mut out);
+        if !self.synced || cx.config.condition_taints.is_empty() {
+            return out;
+        }
+        // Our write's expectation changed: count the node again (a taint
+        // that stopped counting makes room for held nodes) and, where the
+        // answer says so, decide it again on the index's view.
+        self.look(std::slice::from_ref(&name), act, cx, &mut out);
+        if defer {
+            self.deferred.insert(name.clone());
+        }
+        if let Some(at) = retry
+            && self.seen.contains_key(&name)
+        {
+            self.schedule(&name, at);
+        }
+        out
+    }
+
+    /// What the writer's answer means for the rule and the node: whether to
+    /// decide the node again now, to leave it for the lease's return, or to
+    /// try again at a time; with the log lines and Events it calls for.
+    fn answer(
+        &mut self,
+        write: &TaintWrite,
+        outcome: PatchOutcome,
+        (rule, why): (&str, &str),
+        cx: &Context<'_>,
+        out: &mut Vec<Effect>,
+    ) -> (bool, bool, Option<Timestamp>) {
+        let adding = matches!(write.change, TaintChange::Add { .. });
+        let (name, key) = (write.node.clone(), (rule.to_string(), write.node.clone()));
+        // Whether to decide the node again now, to leave it for the
+        // lease's return, or to try again after a while.
+        let (mut act, mut defer, mut retry) = (false, false, None);
+        let now = cx.now.for_window();
+        match outcome {
+            PatchOutcome::Applied => {
+                self.backoffs.applied(rule);
+                if !adding {
+                    self.unseen
+                        .insert(key, unseen(&write.resource_version, Expect::Off));
+                }
+                out.extend(applied(write, rule, why, cx));
+                act = true;
+            }
+            PatchOutcome::Conflict => {
+                self.unseen
+                    .insert(key, unseen(&write.resource_version, Expect::Refused));
+                out.push(Effect::log(
+                    Level::Debug,
+                    &name,
+                    format!("condition taint: the node changed; deciding again (rule {rule})"),
+                ));
+                act = true;
+            }
+            PatchOutcome::NotFound => {
+                self.unseen
+                    .insert(key, unseen(&write.resource_version, Expect::Refused));
+            }
+            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
+                self.unseen.remove(&key);
+                defer = true;
+            }
+            PatchOutcome::Failed(e) => {
+                // Refused (a policy, an invalid taint) or never sent: the
+                // same write would fail again at once.
+                self.unseen.remove(&key);
+                let until = self.backoffs.refused(rule, now);
+                let what = if adding { "put on" } else { "take off" };
+                out.push(Effect::log(
+                    Level::Warn,
+                    &name,
+                    format!(
+                        "condition taint: could not {what} the taint; rule {rule}'s writes wait until {until}: {e}"
+                    ),
+                ));
+                retry = Some(until);
+            }
+            PatchOutcome::Ambiguous(e) => {
+                self.unseen.remove(&key);
+                let what = if adding { "put on" } else { "take off" };
+                out.push(Effect::log(
+                    Level::Warn,
+                    &name,
+                    format!(
+                        "condition taint: could not {what} the taint; trying again (rule {rule}): {e}"
+                    ),
+                ));
+                retry = Some(retry_after(now));
+            }
+        }
+        (act, defer, retry)
+    }
+
+    /// Every node the index holds, counted afresh and decided: the rules
+    /// or the scope may have changed.
+    fn everything(&mut self, cx: &Context<'_>) -> Vec<Effect> {
+        let rules = &cx.config.condition_taints;
+        self.synced = true;
+        self.rules = rules.iter().map(|r| r.name.clone()).collect();
+        self.seen.clear();
+        self.counts.clear();
+        self.closed.clear();
+        self.look_at.clear();
+        self.deferred.clear();
+        let known = |r: &String| rules.iter().any(|rule| &rule.name == r);
+        self.held.retain(|(r, _), _| known(r));
+        self.unseen.retain(|(r, _), _| known(r));
+        self.backoffs
+            .retain(|r| rules.iter().any(|rule| rule.name == r));
+        if rules.is_empty() {
+            return Vec::new();
+        }
+        let mut names: Vec<String> = cx.view.nodes().iter().map(|n| n.name.clone()).collect();
+        names.sort_unstable();
+        self.looked(&names, cx)
+    }
+
+    /// The nodes whose time to look again has come, with `also`, in order.
+    fn due(&self, cx: &Context<'_>, mut also: BTreeSet<String>) -> Vec<String> {
+        let now = cx.now.for_window();
+        let due = self.look_at.iter().filter(|(_, at)| **at <= now);
+        also.extend(due.map(|(n, _)| n.clone()));
+        also.into_iter().collect()
+    }
+
+    fn looked(&mut self, names: &[String], cx: &Context<'_>) -> Vec<Effect> {
+        let mut out = Vec::new();
+        self.look(names, true, cx, &mut out);
+        out
+    }
+
+    /// Asks to be woken for the earliest look planned, unless an earlier
+    /// one is asked for already.
+    fn ask(&mut self, now: Now, out: &mut Vec<Effect>) {
+        let Some(first) = self.look_at.values().min().copied() else {
+            return;
+        };
+        if self.asked.is_some_and(|a| a <= first) {
+            return;
+        }
+        self.asked = Some(first);
+        out.push(Effect::LookAgainAt(on_local_clock(now, first)));
+    }
+}
+
+impl Decider for RuleTainter {
+    fn origin(&self) -> Origin {
+        Origin::Rules
+    }
+
+    fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect> {
+        let mut out = match input {
+            Input::Changed(Change::Everything) => self.everything(cx),
+            Input::Wrote { write, outcome } => self.wrote(&write, outcome, cx),
+            _ if !self.synced || cx.config.condition_taints.is_empty() => return Vec::new(),
+            Input::Changed(Change::Node { name, .. }) => self.looked(&[name], cx),
+            Input::Tick => {
+                self.asked = None;
+                self.looked(&self.due(cx, BTreeSet::new()), cx)
+            }
+            Input::MayWrite => {
+                let deferred = std::mem::take(&mut self.deferred);
+                self.looked(&self.due(cx, deferred), cx)
+            }
+            // Named one by one, so that a new input is a compile error here.
+            Input::Changed(Change::Pods { .. } | Change::GateStopped { .. })
+            | Input::PodsListed { .. }
+            | Input::NodeRead { .. }
+            | Input::Replaced { .. }
+            | Input::CanaryCreated { .. }
+            | Input::CanaryDeleted { .. }
+            | Input::CanariesListed(_) => return Vec::new(),
+        };
+        self.ask(cx.now, &mut out);
+        out
+    }
+}
+
+impl RuleTainter {
+    /// Whether the write due for `key` waits because the API server refused
+    /// its rule: then the node is looked at again when it may go, and the
+    /// wait is logged once.
+    fn refused(&mut self, key: &Key, cx: &Context<'_>, out: &mut Vec<Effect>) -> bool {
+        let now = cx.now.for_window();
+        let (rule, node) = key;
+        let sent = self.in_flight.keys().filter(|(r, _)| r == rule).count();
+        let at = match self.backoffs.may(rule, now, sent) {
+            May::Write => return false,
+            May::WaitUntil(until) => until,
+            May::WaitForProbe => retry_after(now),
+        };
+        self.schedule(node, at);
+        if self.hold(key.clone(), Hold::Refused) {
+            out.push(Effect::log(
+                Level::Info,
+                node,
+                format!(
+                    "condition taint held back: the API server refused rule {rule}'s last write; \
+                     its writes wait until {at}"
+                ),
+            ));
+        }
+        true
+    }
+}
+
+// `--max-unavailable`, the cap on every node nodegate keeps closed on its own
+// initiative: re-gated, or carrying a condition rule's
+// taint. Counted here from the same looks as the rules' own counts, with this
+// tainter's adds the index does not show yet; the re-gating decider counts it
+// alike from its side.
+impl RuleTainter {
+    /// Records whether `node` (managed) counts as closed now; true when it
+    /// stopped counting (a place may have freed up).
+    fn count_closed(&mut self, node: &NodeInfo, cx: &Context<'_>) -> bool {
+        let ours = self
+            .unseen
+            .iter()
+            .any(|((_, n), u)| *n == node.name && u.expect == Expect::On);
+        let closed = ours || closed_by_nodegate(node, cx.config);
+        if closed {
+            if !self.closed.contains(&node.name) {
+                self.closed.insert(node.name.clone());
+            }
+            false
+        } else {
+            self.closed.remove(&node.name)
+        }
+    }
+
+    /// Why adding a taint to `node` would exceed the cap, if it would: a
+    /// node already closed by nodegate closes no further node.
+    fn total_refuses(&self, node: &str, cx: &Context<'_>) -> Option<Exhausted> {
+        if self.closed.contains(node) {
+            return None;
+        }
+        crate::deciders::total_allows(cx.config, self.seen.len(), self.closed.len()).err()
+    }
+}
+
+// The writes a rule asks for, and the words for them: the taint change on a
+// node, the log lines, and the count and Event of an applied write; and the
+// small helpers of the tainter's bookkeeping (counts, unseen writes, the
+// window clock).
+/// Whether `node` carries `rule`'s taint (key and effect), whoever put it on.
+fn carries(node: &NodeInfo, rule: &ConditionTaintRule) -> bool {
+    node.taints
+        .iter()
+        .any(|t| taints::same_taint(t, &rule.taint))
+}
+
+/// The write `action` needs on `node`: the rule's taint put on after the
+/// others, or the node's taint that is the rule's taken off.
+fn change(
+    action: RuleAction,
+    rule: &ConditionTaintRule,
+    node: &NodeInfo,
+    now: Now,
+) -> Option<TaintChange> {
+    let others = || {
+        let list = node.rule_taints.as_deref().unwrap_or_default();
+        list.split(',')
+            .map(str::trim)
+            .filter(|r| !r.is_empty() && *r != rule.name)
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    if action == RuleAction::Add {
+        // The taint and the record that nodegate put it on, in one patch.
+        let mut owners = others();
+        owners.push(rule.name.clone());
+        owners.sort_unstable();
+        return Some(TaintChange::Add {
+            taint: rule.taint.clone(),
+            existing: node.taints.len(),
+            annotations: vec![(annotations::CONDITION_TAINTS, owners.join(","))],
+            annotations_present: node.annotations_present,
+            at: now.for_window(),
+        });
+    }
+    let index = node
+        .taints
+        .iter()
+        .position(|t| taints::same_taint(t, &rule.taint))?;
+    let taint = node.taints.get(index)?.clone();
+    let owners = others();
+    let record = (!owners.is_empty()).then(|| owners.join(","));
+    Some(TaintChange::Remove {
+        index,
+        taint,
+        annotations: vec![(annotations::CONDITION_TAINTS, record)],
+    })
+}
+
+fn info(node: &str, what: &str, rule: &ConditionTaintRule, why: Option<&str>) -> Effect {
+    let mut message = format!("{what} (rule {}, taint {})", rule.name, rule.taint);
+    if let Some(why) = why {
+        message.push_str(": ");
+        message.push_str(why);
+    }
+    Effect::log(Level::Info, node, message)
+}
+
+/// The count, the log line and the Event of an applied write.
+fn applied(write: &TaintWrite, rule: &str, why: &str, cx: &Context<'_>) -> Vec<Effect> {
+    let (tally, what, reason, note) = match &write.change {
+        // The rules write no annotation on its own.
+        TaintChange::Annotate { .. } => return Vec::new(),
+        TaintChange::Add { taint, .. } => (
+            Tally::RuleAdded(rule.to_string()),
+            format!("condition taint put on (rule {rule}, taint {taint})"),
+            Reason::ConditionTaintAdded,
+            format!("Rule {rule} matches ({why}): nodegate put {taint} on the node"),
+        ),
+        TaintChange::Remove { taint, .. } => {
+            // The rule's taint as configured, as the log and Event name it.
+            let rules = &cx.config.condition_taints;
+            let taint = rules
+                .iter()
+                .find(|r| r.name == rule)
+                .map_or(taint, |r| &r.taint);
+            (
+                Tally::RuleRemoved(rule.to_string()),
+                format!("condition taint taken off (rule {rule}, taint {taint})"),
+                Reason::ConditionTaintRemoved,
+                format!(
+                    "Rule {rule} no longer matches ({why}): nodegate took {taint} off the node"
+                ),
+            )
+        }
+    };
+    let event = NodeEvent::new(&write.node, &write.uid, EventType::Normal, reason, note);
+    vec![
+        Effect::Count(tally),
+        Effect::log(Level::Info, &write.node, format!("{what}: {why}")),
+        Effect::RecordEvent(event),
+    ]
+}
+
+/// `count` moved by one node's contribution going from `before` to `now`.
+fn shift(count: usize, before: bool, now: bool) -> usize {
+    match (before, now) {
+        (true, false) => count.saturating_sub(1),
+        (false, true) => count + 1,
+        _ => count,
+    }
+}
+
+fn unseen(version: &str, expect: Expect) -> Unseen {
+    Unseen {
+        version: version.to_string(),
+        expect,
+    }
+}
+
+/// `at` on the window clock ([`Now::for_window`]), as the local clock will
+/// read it then: the shell's timers run on the local clock.
+fn on_local_clock(now: Now, at: Timestamp) -> Timestamp {
+    let ahead = now.for_window().duration_since(now.local);
+    at.checked_sub(ahead).unwrap_or(at)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1190 @@
+//! Re-gating (`--regate-after`, semantics.md §6.4) as a decider: open nodes
+//! are watched without a gate each, and one whose member stays broken for
+//! the grace (or that rebooted, with `--regate-on-reboot`) gets the re-gate
+//! taint; its gate then starts like any other.
+//!
+//! A node is looked at when the change feed says it (its node object or one
+//! of its pods) changed, when its gate stopped, when everything may have
+//! changed (every node), when a broken member's grace runs out or a node put
+//! off for a moment is due again ([`Input::Tick`]), and when this replica
+//! starts leading (the nodes that waited for it). A look is the core's
+//! [`examine`]; what is kept per open node is only what the index
+//! does not hold: a [`Watched`] (its boot id, first-seen times of members
+//! with no pod), and nothing at all for a healthy node without
+//! `--regate-on-reboot`.
+//!
+//! A due node is read afresh ([`Effect::ReadNode`]); if it is still open and
+//! nodegate's, the re-gate taint goes on with one conditional write. Only
+//! the leader writes. The budget (`--regate-max-unavailable`) is counted from
+//! the nodes the index shows carrying the re-gate taint, plus this replica's
+//! re-gates the index does not show yet, so it holds across restarts and
+//! leader changes. It is kept up to date from the change feed rather than
+//! counted over every node at each decision, and counted afresh when
+//! everything changed (the configuration in force may have).
+//!
+//! Every time here is [`Now::for_grace`]: never ahead of the API server's
+//! clock, so a controller clock running ahead does not shorten the grace
+//! (semantics.md §5.3).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::closing::regating::reboot::{self, Announcement, boot_of};
+use crate::closing::regating::{
+    self, Broken, Exhausted, Health, NotWatched, Since, Trigger, Watched, carries,
+};
+use crate::deciders::{
+    BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Now, Origin, TaintChange,
+    TaintWrite, Tally, retry_after, tell_refusal,
+};
+use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
+use crate::net::entrance;
+use crate::rules::placement::{self, Verdict, first_untolerated_taint, with_default_tolerations};
+use crate::rules::readiness::{self, MemberState};
+use crate::vocab::annotations;
+use crate::vocab::config::{Config, RegateConfig, Source};
+use crate::vocab::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
+
+mod counts;
+
+pub use counts::RegateGauges;
+use counts::{CountKey, Counts};
+
+/// What re-gating does about announcements for one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BeforeReboot {
+    /// Put the re-gate taint on now, recording the boot id.
+    Regate(Announcement),
+    /// Remove `nodegate.dev/awaiting-reboot`: no announcement stands, and
+    /// the node is open (the record is done with) or still in the boot it
+    /// was re-gated in (the announcement was withdrawn: its gate opens by
+    /// readiness).
+    Forget,
+    Nothing,
+}
+
+/// The decision for one node: `announced` is [`reboot::announced`]'s answer.
+///
+/// An open node is re-gated for an announcement only if it carries no
+/// record of one: a record means nodegate acted on an announcement already
+/// and the node was opened since by its deadline or by hand, or rebooted
+/// and opened while the announcement still showed (kured releases its lock
+/// only after the node is back). Such a record is removed once no
+/// announcement stands, so the next one counts. A gated node that rebooted
+/// keeps its record until it opens: its gate needs it.
+pub fn before_reboot(
+    node: &NodeInfo,
+    cfg: &Config,
+    announced: Option<Announcement>,
+) -> BeforeReboot {
+    if cfg.regate.is_none() || !cfg.scope.includes(&node.labels) || node.ignored {
+        return BeforeReboot::Nothing;
+    }
+    let open = !node.taints.iter().any(|t| cfg.placement.is_managed(t));
+    match (announced, node.awaiting_reboot.as_deref()) {
+        (Some(a), None) if open => BeforeReboot::Regate(a),
+        (None, Some(awaited)) if open || boot_of(node) == awaited => BeforeReboot::Forget,
+        _ => BeforeReboot::Nothing,
+    }
+}
+
+/// A due node whose fresh read or write is out: why, and when it was found
+/// due (the Event's words and `gated-since` are of that moment).
+#[derive(Debug, Clone)]
+struct Due {
+    trigger: Trigger,
+    at: Timestamp,
+}
+
+/// What the budget says about one more re-gate.
+enum Budget {
+    Allows,
+    /// Room only if none of the reads and writes out ends in a re-gate:
+    /// decided again when one of them ends.
+    Held,
+    Refused(Exhausted),
+}
+
+/// Re-gating's memory.
+#[derive(Debug, Default)]
+pub struct Regater {
+    /// What the index does not hold, per open node that has any.
+    watched: HashMap<String, Watched>,
+    /// When to look again at a node: a broken member's grace ends then, or
+    /// it is due but could not be re-gated yet.
+    look_at: HashMap<String, Timestamp>,
+    /// When the last `RegateBudgetExhausted` Event went out, per node.
+    budget_event: HashMap<String, Timestamp>,
+    /// Nodes re-gated by this replica, with the resourceVersions from before
+    /// the write: the one the write replaced (the fresh read's) and the one
+    /// the index showed when the answer came, which may be older still.
+    /// While the index shows one of them, the node counts in the budget and
+    /// is not looked at.
+    pending: HashMap<String, [String; 2]>,
+    /// Dry run: nodes already logged as "would re-gate".
+    dry_logged: HashSet<String>,
+    /// Due nodes whose fresh read is out.
+    reading: HashMap<String, Due>,
+    /// Due nodes whose write is out.
+    writing: HashMap<String, Due>,
+    /// Due nodes waiting for this replica to lead.
+    follower: HashSet<String>,
+    /// Due nodes the budget holds only for the reads and writes out.
+    held: HashSet<String>,
+    /// Due nodes the budget refused: looked at again after
+    /// [`BUDGET_RETRY`], or when a place frees up.
+    refused: BTreeSet<String>,
+    /// The budget's and the gauges' counts; `None` until first needed.
+    counts: Option<Counts>,
+    /// The look-again time last asked for (by the grace's clock).
+    asked: Option<Timestamp>,
+    /// Removals of `nodegate.dev/awaiting-reboot` out (semantics.md §6.10),
+    /// and those applied whose node the index shows at the version from
+    /// before the write: by node, the resourceVersion the write tested.
+    forgetting: HashMap<String, String>,
+    /// Removals of `nodegate.dev/awaiting-reboot` waiting for this replica
+    /// to lead.
+    forget_later: HashSet<String>,
+    /// The last unreadable kured lock warned about.
+    lock_warned: Option<String>,
+}
+
+impl Regater {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// What is remembered of `name` now, for explain and the debug views.
+    pub fn watched(&self, name: &str) -> Option<&Watched> {
+        self.watched.get(name)
+    }
+
+    /// Re-gating is off: nothing is remembered but the counts (the
+    /// `suspended` gauge counts all the same) and the writes out, whose
+    /// answers are still reported.
+    fn reset(&mut self) {
+        let counts = self.counts.take();
+        let writing = std::mem::take(&mut self.writing);
+        *self = Regater {
+            counts,
+            writing,
+            ..Regater::default()
+        };
+    }
+
+    fn forget(&mut self, name: &str) {
+        self.watched.remove(name);
+        self.look_at.remove(name);
+        self.budget_event.remove(name);
+        self.pending.remove(name);
+        self.dry_logged.remove(name);
+        self.reading.remove(name);
+        self.follower.remove(name);
+        self.held.remove(name);
+        self.refused.remove(name);
+        self.forgetting.remove(name);
+        self.forget_later.remove(name);
+    }
+
+    /// Looks at each of `names`, and acts on those due.
+    fn looks<S: AsRef<str>>(
+        &mut self,
+        names: impl IntoIterator<Item = S>,
+        cx: &Context<'_>,
+        out: &mut Vec<Effect>,
+    ) {
+        let mut names = names.into_iter().peekable();
+        if names.peek().is_none() {
+            return;
+        }
+        let daemonsets = cx.view.daemonsets();
+        for name in names {
+            let name = name.as_ref();
+            if let Some(trigger) = self.look(name, &daemonsets, cx, out) {
+                self.act(name, trigger, cx, out);
+            }
+        }
+    }
+
+    /// The core's verdict for one node, with the memory kept up to date;
+    /// `Some` when the node is due for a re-gate.
+    fn look(
+        &mut self,
+        name: &str,
+        daemonsets: &[Arc<DaemonSetInfo>],
+        cx: &Context<'_>,
+        out: &mut Vec<Effect>,
+    ) -> Option<Trigger> {
+        let Some(node) = cx.view.node(name) else {
+            self.forget(name);
+            return None;
+        };
+        match self.pending.get(name) {
+            // The index does not show our write yet: wait for it.
+            Some(before) if before.contains(&node.resource_version) => return None,
+            // The index moved on; the feed's change of the node, in order
+            // with the counts, ends the pending write (see `changed`).
+            Some(_) | None => {}
+        }
+        let now = cx.now.for_grace();
+        let health = match self.announcement(&node, daemonsets, cx, out) {
+            Some(trigger) => Health::Regate(trigger),
+            None => {
+                let mut memory = self.watched.remove(name).unwrap_or_default();
+                let pods = cx.view.pods_on(name);
+                let health = examine(&node, daemonsets, &pods, cx.config, &mut memory, now);
+                if !memory.is_empty() {
+                    self.watched.insert(name.to_string(), memory);
+                }
+                health
+            }
+        };
+        if !matches!(health, Health::Regate(_)) || cx.config.suspend || node.suspended {
+            // Not due (or not to be acted on): a read out is not written on.
+            self.reading.remove(name);
+            self.follower.remove(name);
+            self.held.remove(name);
+            self.refused.remove(name);
+        }
+        match health {
+            Health::Regate(_) if cx.config.suspend || node.suspended => {
+                out.push(Effect::log(
+                    Level::Debug,
+                    name,
+                    "re-gating suspended: would re-gate",
+                ));
+                self.look_at.insert(name.to_string(), retry_after(now));
+                None
+            }
+            Health::Regate(trigger) => Some(trigger),
+            Health::Broken { regate_at, members } => {
+                // Said when the time to look again is new, not at every
+                // look (every heartbeat of the node would say it again).
+                if self.look_at.get(name) != Some(&regate_at) {
+                    let members = regating::describe(&members, now);
+                    out.push(Effect::log(
+                        Level::Debug,
+                        name,
+                        format!(
+                            "member broken; re-gating at {regate_at} if still broken: {members}"
+                        ),
+                    ));
+                    self.look_at.insert(name.to_string(), regate_at);
+                }
+                None
+            }
+            Health::Healthy | Health::NotWatched(_) => {
+                self.look_at.remove(name);
+                self.budget_event.remove(name);
+                self.dry_logged.remove(name);
+                None
+            }
+        }
+    }
+
+    /// A due node: read it afresh if nothing holds it back.
+    fn act(&mut self, name: &str, trigger: Trigger, cx: &Context<'_>, out: &mut Vec<Effect>) {
+        let now = cx.now.for_grace();
+        if let Some(due) = self.reading.get_mut(name) {
+            *due = Due { trigger, at: now };
+            self.look_at.remove(name);
+            return;
+        }
+        if self.writing.contains_key(name) {
+            self.look_at.remove(name);
+            return;
+        }
+        let Some(rc) = cx.config.regate.as_ref() else {
+            return;
+        };
+        if cx.config.dry_run {
+            // Time does not make a due node less due: the next change of
+            // the node or its pods is looked at all the same.
+            self.look_at.remove(name);
+            if self.dry_logged.insert(name.to_string()) {
+                let why = words(&trigger, now);
+                out.push(Effect::log(
+                    Level::Info,
+                    name,
+                    format!("dry run: would re-gate: {why}"),
+                ));
+            }
+            return;
+        }
+        if !cx.may_write {
+            self.look_at.insert(name.to_string(), retry_after(now));
+            self.follower.insert(name.to_string());
+            return;
+        }
+        match self.budget_for(&trigger, rc, cx) {
+            Budget::Allows => {}
+            Budget::Held => {
+                self.look_at.insert(name.to_string(), retry_after(now));
+                self.held.insert(name.to_string());
+                return;
+            }
+            Budget::Refused(exhausted) => {
+                return self.refused(name, &trigger, exhausted, cx, out);
+            }
+        }
+        self.look_at.remove(name);
+        self.follower.remove(name);
+        self.held.remove(name);
+        self.refused.remove(name);
+        self.reading
+            .insert(name.to_string(), Due { trigger, at: now });
+        out.push(Effect::ReadNode {
+            node: name.to_string(),
+        });
+    }
+
+    /// The fresh read's answer: the write, if the node is still open and
+    /// nodegate's.
+    fn read(
+        &mut self,
+        name: &str,
+        read: Result<Option<NodeInfo>, String>,
+        cx: &Context<'_>,
+    ) -> Vec<Effect> {
+        let Some(due) = self.reading.remove(name) else {
+            return Vec::new();
+        };
+        let now = cx.now.for_grace();
+        let node = match read {
+            Ok(Some(node)) => node,
+            Ok(None) => {
+                self.forget(name);
+                return Vec::new();
+            }
+            Err(e) => {
+                self.look_at.insert(name.to_string(), retry_after(now));
+                let message = format!("re-gate: cannot read the node; trying again: {e}");
+                return vec![Effect::log(Level::Warn, name, message)];
+            }
+        };
+        let cfg = cx.config;
+        let Some(rc) = cfg.regate.as_ref() else {
+            return Vec::new();
+        };
+        if cfg.dry_run || cfg.suspend {
+            // The configuration changed while the read was out.
+            self.look_at.insert(name.to_string(), retry_after(now));
+            return Vec::new();
+        }
+        let view = entrance::view(&node);
+        if let Err(skip) = entrance::open_and_ours(&view, &cfg.scope, &cfg.placement.managed_taints)
+        {
+            // The index shows the change soon, and the node is looked at.
+            self.look_at.remove(name);
+            let message = format!("re-gate: not open any more: {skip}");
+            return vec![Effect::log(Level::Debug, name, message)];
+        }
+        let write = regate_write(&node, rc, &due);
+        self.writing.insert(name.to_string(), due);
+        vec![Effect::Write(write)]
+    }
+
+    /// The write's answer.
+    fn wrote(
+        &mut self,
+        write: &TaintWrite,
+        outcome: PatchOutcome,
+        cx: &Context<'_>,
+    ) -> Vec<Effect> {
+        let name = write.node.as_str();
+        if write.origin != Origin::Regate {
+            return Vec::new();
+        }
+        if let TaintChange::Annotate { .. } = write.change {
+            return self.forgot(write, outcome, cx);
+        }
+        let Some(due) = self.writing.remove(name) else {
+            return Vec::new();
+        };
+        let now = cx.now.for_grace();
+        let mut out = Vec::new();
+        match outcome {
+            PatchOutcome::Applied => {
+                let TaintChange::Add { taint, .. } = &write.change else {
+                    return out;
+                };
+                let why = words(&due.trigger, due.at);
+                // The index may not even show the version the fresh read
+                // returned yet: both count as "before our write".
+                let indexed = cx
+                    .view
+                    .node(name)
+                    .map_or_else(String::new, |n| n.resource_version.clone());
+                self.pending
+                    .insert(name.to_string(), [write.resource_version.clone(), indexed]);
+                self.look_at.remove(name);
+                self.budget_event.remove(name);
+                let note = match &due.trigger {
+                    Trigger::Announced(_) => format!(
+                        "nodegate put {taint} on the node before its reboot: {why}; it opens \
+                         again after the reboot, once its members are Ready again"
+                    ),
+                    _ => format!(
+                        "nodegate put {taint} on the node: {why}; it opens again when they are Ready"
+                    ),
+                };
+                let event = NodeEvent::new(
+                    name,
+                    &write.uid,
+                    EventType::Warning,
+                    Reason::NodeRegated,
+                    note,
+                );
+                out.push(Effect::log(
+                    Level::Warn,
+                    name,
+                    format!("re-gated: put {taint} on: {why}"),
+                ));
+                out.push(Effect::Count(Tally::Regated(due.trigger.kind())));
+                out.push(Effect::RecordEvent(event));
+            }
+            PatchOutcome::NotFound => self.forget(name),
+            // The node changed since the read (or this replica stopped
+            // leading): decided again now.
+            PatchOutcome::Conflict | PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
+                self.looks([name], cx, &mut out);
+            }
+            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
+                self.look_at.insert(name.to_string(), retry_after(now));
+                let message = format!("re-gate: the patch failed; trying again: {e}");
+                out.push(Effect::log(Level::Warn, name, message));
+            }
+        }
+        out
+    }
+
+    /// The change feed, with re-gating on.
+    fn changed(&mut self, change: Change, cx: &Context<'_>, out: &mut Vec<Effect>) {
+        match change {
+            Change::Node { name, after, .. } => {
+                let before = self.in_use(cx);
+                self.counts(cx).set(&name, after.as_deref(), cx.config);
+                // Another version than those before our write, in the same
+                // step as the counts see it: counted as it shows (with the
+                // taint, or without it if it was taken off since).
+                let moved = after.as_ref().is_none_or(|a| {
+                    self.pending
+                        .get(&name)
+                        .is_some_and(|b| !b.contains(&a.resource_version))
+                });
+                if moved {
+                    self.pending.remove(&name);
+                }
+                self.looks([name.as_str()], cx, out);
+                // Places freed: as many refused nodes looked at now.
+                let after = self.in_use(cx);
+                let freed =
+                    (before.0.saturating_sub(after.0)).max(before.1.saturating_sub(after.1));
+                let first: Vec<String> = self
+                    .refused
+                    .iter()
+                    .filter(|n| **n != name)
+                    .take(freed)
+                    .cloned()
+                    .collect();
+                self.looks(first, cx, out);
+            }
+            Change::Pods { node } | Change::GateStopped { node } => {
+                self.looks([node], cx, out);
+            }
+            Change::Everything => {
+                let mut nodes = cx.view.nodes();
+                self.counts = Some(Counts::of(cx.config, &nodes));
+                nodes.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+                self.looks(nodes.iter().map(|n| n.name.as_str()), cx, out);
+            }
+        }
+    }
+
+    /// Asks to be looked at again at the earliest time set, when that
+    /// changed, or after a [`Input::Tick`] (which used up the one asked for).
+    fn ask(&mut self, tick: bool, now: Now, out: &mut Vec<Effect>) {
+        match self.look_at.values().min().copied() {
+            None => self.asked = None,
+            Some(at) if tick || self.asked != Some(at) => {
+                self.asked = Some(at);
+                out.push(Effect::LookAgainAt(local_time(at, now)));
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+impl Decider for Regater {
+    fn origin(&self) -> Origin {
+        Origin::Regate
+    }
+
+    fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect> {
+        let mut out = Vec::new();
+        if cx.config.regate.is_none() {
+            self.reset();
+            match input {
+                Input::Changed(Change::Node { name, after, .. }) => {
+                    self.counts(cx).set(&name, after.as_deref(), cx.config);
+                }
+                Input::Changed(Change::Everything) => self.recount(cx),
+                Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx),
+                _ => {}
+            }
+            return out;
+        }
+        let out_before = self.reading.len() + self.writing.len();
+        let tick = matches!(input, Input::Tick);
+        match input {
+            Input::Changed(change) => self.changed(change, cx, &mut out),
+            Input::Tick => {
+                let now = cx.now.for_grace();
+                let mut due: Vec<String> = self
+                    .look_at
+                    .iter()
+                    .filter(|(_, at)| **at <= now)
+                    .map(|(name, _)| name.clone())
+                    .collect();
+                due.sort_unstable();
+                self.looks(due, cx, &mut out);
+            }
+            Input::MayWrite => {
+                let mut waiting: Vec<String> = self.follower.drain().collect();
+                waiting.extend(self.forget_later.drain());
+                waiting.sort_unstable();
+                waiting.dedup();
+                self.looks(waiting, cx, &mut out);
+            }
+            Input::NodeRead { node, read } => {
+                out = self.read(&node, read.map(|n| n.map(|n| *n)), cx)
+            }
+            Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx),
+            Input::PodsListed { .. }
+            | Input::Replaced { .. }
+            | Input::CanaryCreated { .. }
+            | Input::CanaryDeleted { .. }
+            | Input::CanariesListed(_) => {}
+        }
+        if self.reading.len() + self.writing.len() < out_before && !self.held.is_empty() {
+            let mut held: Vec<String> = self.held.drain().collect();
+            held.sort_unstable();
+            self.looks(held, cx, &mut out);
+        }
+        self.ask(tick, cx.now, &mut out);
+        out
+    }
+}
+
+/// The write that re-gates `node` as the fresh read shows it.
+fn regate_write(node: &NodeInfo, rc: &RegateConfig, due: &Due) -> TaintWrite {
+    let mut annotations = vec![
+        (
+            annotations::GATED_SINCE,
+            annotation_time(due.at).to_string(),
+        ),
+        (annotations::REGATED_FOR, due.trigger.annotation()),
+    ];
+    if let Trigger::Announced(_) = due.trigger {
+        // The boot the node is in as the fresh read shows it: its gate
+        // holds until it reports another (semantics.md §6.10).
+        let boot = crate::closing::regating::reboot::boot_of(node).to_string();
+        annotations.push((annotations::AWAITING_REBOOT, boot));
+    }
+    TaintWrite {
+        origin: Origin::Regate,
+        node: node.name.clone(),
+        uid: node.uid.clone(),
+        resource_version: node.resource_version.clone(),
+        change: TaintChange::Add {
+            taint: rc.taint.to_taint(),
+            existing: node.taints.len(),
+            annotations,
+            annotations_present: node.annotations_present,
+            at: due.at,
+        },
+        tag: None,
+    }
+}
+
+/// `at` by the grace's clock, as this machine's clock will show it (the
+/// shell's timers run on it).
+fn local_time(at: Timestamp, now: Now) -> Timestamp {
+    at.checked_add(now.local.duration_since(now.for_grace()))
+        .unwrap_or(at)
+}
+
+/// Why a node is (or would be) re-gated, for Events and logs.
+pub fn words(trigger: &Trigger, now: Timestamp) -> String {
+    match trigger {
+        Trigger::Members(m) => format!(
+            "without a Ready pod for the grace: {}",
+            regating::describe(m, now)
+        ),
+        Trigger::Reboot { from, to } => format!("the node rebooted (boot id {from} is now {to})"),
+        Trigger::Announced(a) => format!("a reboot is announced: {}", a.detail),
+    }
+}
+
+// The counts the budget and the gauges read, kept by name from the change
+// feed.
+impl Regater {
+    /// The budget's counts as kept from the change feed: (nodes in scope, of
+    /// them carrying the re-gate taint as the index shows them); `None`
+    /// before the first count.
+    pub fn counted(&self) -> Option<(usize, usize)> {
+        self.counts
+            .as_ref()
+            .map(|c| (c.managed.len(), c.regated.len()))
+    }
+
+    /// The gauges now.
+    pub fn gauges(&self, cx: &Context<'_>) -> RegateGauges {
+        self.with_counts(cx, |counts| {
+            let (regated, budget_allowed) = match &cx.config.regate {
+                Some(rc) => (
+                    counts.regated.len() + self.unseen(counts),
+                    rc.max_unavailable.allowed(counts.managed.len()),
+                ),
+                None => (0, 0),
+            };
+            RegateGauges {
+                regated,
+                budget_allowed,
+                broken: self.look_at.len(),
+                suspended: counts.suspended.len(),
+            }
+        })
+    }
+
+    /// The nodes in scope carrying the re-gate taint, by name, each with
+    /// the seconds since its gate started (`gated-since`, else its
+    /// creation).
+    pub fn regated_ages(&self, cx: &Context<'_>) -> Vec<(String, f64)> {
+        let now = cx.now.for_grace();
+        let mut ages: Vec<(String, f64)> = self.with_counts(cx, |counts| {
+            counts
+                .regated
+                .iter()
+                .filter_map(|name| cx.view.node(name))
+                .map(|n| {
+                    let since = n.gated_since.unwrap_or(n.created);
+                    let age = now.duration_since(since).as_secs_f64().max(0.0);
+                    (n.name.clone(), age)
+                })
+                .collect()
+        });
+        ages.sort_by(|a, b| a.0.cmp(&b.0));
+        ages
+    }
+
+    /// `f` of the counts kept, or of a count made now if the configuration
+    /// changed since (the next decision counts afresh).
+    fn with_counts<T>(&self, cx: &Context<'_>, f: impl FnOnce(&Counts) -> T) -> T {
+        match &self.counts {
+            Some(c) if c.key.is_for(cx.config) => f(c),
+            _ => f(&Counts::of(cx.config, &cx.view.nodes())),
+        }
+    }
+
+    /// The counts, counted afresh if there are none yet or the
+    /// configuration changed since.
+    fn counts(&mut self, cx: &Context<'_>) -> &mut Counts {
+        let stale = self
+            .counts
+            .as_ref()
+            .is_none_or(|c| !c.key.is_for(cx.config));
+        if stale {
+            self.recount(cx);
+        }
+        self.counts
+            .get_or_insert_with(|| Counts::new(CountKey::of(cx.config)))
+    }
+
+    fn recount(&mut self, cx: &Context<'_>) {
+        self.counts = Some(Counts::of(cx.config, &cx.view.nodes()));
+    }
+
+    /// The places in use: of re-gating's budget (nodes carrying the
+    /// re-gate taint, and this replica's re-gates the index does not show
+    /// yet), and of `--max-unavailable` (nodes closed by nodegate).
+    fn in_use(&mut self, cx: &Context<'_>) -> (usize, usize) {
+        let counts = self.counts(cx);
+        let (shown, closed) = (counts.regated.len(), counts.closed.len());
+        let counts = self.counts.as_ref();
+        (shown + counts.map_or(0, |c| self.unseen(c)), closed)
+    }
+
+    /// This replica's re-gates the counts do not show yet: each counts
+    /// until the change feed brings a version of its node other than those
+    /// from before the write (in the same step as the counts take it in).
+    fn unseen(&self, counts: &Counts) -> usize {
+        self.pending
+            .keys()
+            .filter(|name| !counts.regated.contains(*name))
+            .count()
+    }
+
+    /// Every node nodegate keeps closed (re-gated, or carrying a rule's
+    /// taint), with this replica's re-gates the index does not show yet.
+    fn closed(&self, counts: &Counts) -> usize {
+        let unseen = self
+            .pending
+            .keys()
+            .filter(|n| !counts.closed.contains(&counts::fingerprint(n)))
+            .count();
+        counts.closed.len() + unseen
+    }
+}
+
+// Announced reboots in re-gating (`--reboot-announcements`, semantics.md
+// §6.10): an open node whose reboot is announced is due for a re-gate (the
+// write records its boot id in `nodegate.dev/awaiting-reboot`), and that
+// record is removed once no announcement stands and the node is open or did
+// not reboot — a withdrawal, after which its gate opens by readiness.
+impl Regater {
+    /// The announced reboot `node` is due for, if any; removes the record of
+    /// one that no longer stands.
+    fn announcement(
+        &mut self,
+        node: &NodeInfo,
+        daemonsets: &[Arc<DaemonSetInfo>],
+        cx: &Context<'_>,
+        out: &mut Vec<Effect>,
+    ) -> Option<Trigger> {
+        let cfg = cx.config;
+        if cfg.reboots.sources.is_empty() && node.awaiting_reboot.is_none() {
+            return None;
+        }
+        let now = cx.now.for_grace();
+        // kured's lock, read once for this look.
+        let lock = cfg
+            .reboots
+            .listens_to(Source::KuredLock)
+            .then(|| reboot::kured_lock_of(&cfg.reboots, daemonsets, now))
+            .flatten();
+        self.warn_unreadable_lock(lock.as_ref(), cx, node, out);
+        let announced = reboot::announced_given(node, &cfg.reboots, lock.as_ref());
+        match before_reboot(node, cfg, announced) {
+            BeforeReboot::Regate(a) => Some(Trigger::Announced(a)),
+            BeforeReboot::Forget => {
+                self.forget_awaiting(node, cx, out);
+                None
+            }
+            BeforeReboot::Nothing => None,
+        }
+    }
+
+    /// A kured lock that is not kured's JSON announces nothing: said once
+    /// per value.
+    fn warn_unreadable_lock(
+        &mut self,
+        lock: Option<&Result<Vec<String>, String>>,
+        cx: &Context<'_>,
+        node: &NodeInfo,
+        out: &mut Vec<Effect>,
+    ) {
+        let cfg = &cx.config.reboots;
+        if let Some(Err(e)) = lock
+            && self.lock_warned.as_ref() != Some(e)
+        {
+            let message = format!("kured's lock on {}: {e}", cfg.kured_daemonset);
+            out.push(Effect::log(Level::Warn, &node.name, message));
+            self.lock_warned = Some(e.clone());
+        }
+    }
+
+    /// Removes `nodegate.dev/awaiting-reboot` from `node` as the index shows
+    /// it, unless a removal tested against this version is out or applied.
+    fn forget_awaiting(&mut self, node: &NodeInfo, cx: &Context<'_>, out: &mut Vec<Effect>) {
+        let name = node.name.as_str();
+        match self.forgetting.get(name) {
+            Some(tested) if *tested == node.resource_version => return,
+            Some(_) => {
+                self.forgetting.remove(name);
+            }
+            None => {}
+        }
+        let cfg = cx.config;
+        if cfg.dry_run || cfg.suspend || node.suspended {
+            return;
+        }
+        if !cx.may_write {
+            self.forget_later.insert(name.to_string());
+            return;
+        }
+        self.forgetting
+            .insert(name.to_string(), node.resource_version.clone());
+        out.push(Effect::Write(TaintWrite {
+            origin: Origin::Regate,
+            node: name.to_string(),
+            uid: node.uid.clone(),
+            resource_version: node.resource_version.clone(),
+            change: TaintChange::Annotate {
+                annotations: vec![(annotations::AWAITING_REBOOT, None)],
+            },
+            tag: None,
+        }));
+    }
+
+    /// The answer to a removal of `nodegate.dev/awaiting-reboot`.
+    fn forgot(
+        &mut self,
+        write: &TaintWrite,
+        outcome: PatchOutcome,
+        cx: &Context<'_>,
+    ) -> Vec<Effect> {
+        let name = write.node.as_str();
+        let now = cx.now.for_grace();
+        match outcome {
+            PatchOutcome::Applied => {
+                let message = "no reboot announcement stands any more: removed \
+                               nodegate.dev/awaiting-reboot (its gate, if any, opens by readiness)";
+                vec![Effect::log(Level::Info, name, message)]
+            }
+            // The node changed since: decided again on the index's next
+            // version of it (the entry holds back the version tested).
+            PatchOutcome::Conflict => Vec::new(),
+            PatchOutcome::NotFound => {
+                self.forget(name);
+                Vec::new()
+            }
+            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
+                self.forgetting.remove(name);
+                self.forget_later.insert(name.to_string());
+                Vec::new()
+            }
+            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
+                self.forgetting.remove(name);
+                self.look_at.insert(name.to_string(), retry_after(now));
+                let message =
+                    format!("removing nodegate.dev/awaiting-reboot failed; trying again: {e}");
+                vec![Effect::log(Level::Warn, name, message)]
+            }
+        }
+    }
+}
+
+// The budget's answers: one more re-gate allowed, held for the reads and
+// writes out, or refused (counted, announced now and then, and looked at
+// again later).
+impl Regater {
+    /// [`Regater::budget`] for `trigger`: an announcement from an
+    /// orchestrator that bounds its own disruption (kured's lock) goes
+    /// around `--regate-max-unavailable` (semantics.md §6.10), never around
+    /// `--max-unavailable`, the cap on every node nodegate keeps closed.
+    fn budget_for(&mut self, trigger: &Trigger, rc: &RegateConfig, cx: &Context<'_>) -> Budget {
+        if trigger.bypasses_budget() {
+            return self.total_budget(cx);
+        }
+        self.budget(rc, cx)
+    }
+
+    /// `--max-unavailable` alone: counted as in [`Regater::budget`].
+    fn total_budget(&mut self, cx: &Context<'_>) -> Budget {
+        let out = self.reading.len() + self.writing.len();
+        self.counts(cx);
+        let Some(counts) = self.counts.as_ref() else {
+            return Budget::Allows;
+        };
+        let managed = counts.managed.len();
+        let closed = self.closed(counts);
+        if let Err(exhausted) = crate::deciders::total_allows(cx.config, managed, closed) {
+            return Budget::Refused(exhausted);
+        }
+        if out > 0 && crate::deciders::total_allows(cx.config, managed, closed + out).is_err() {
+            return Budget::Held;
+        }
+        Budget::Allows
+    }
+
+    /// Whether one more node may be re-gated: counted from the nodes in
+    /// scope the index shows with the re-gate taint, plus this replica's
+    /// own re-gates the index does not show yet; the reads and writes out
+    /// hold a node the budget would refuse if they all ended in a re-gate.
+    fn budget(&mut self, rc: &RegateConfig, cx: &Context<'_>) -> Budget {
+        let out = self.reading.len() + self.writing.len();
+        self.counts(cx);
+        let Some(counts) = self.counts.as_ref() else {
+            return Budget::Allows;
+        };
+        let managed = counts.managed.len();
+        let in_use = counts.regated.len() + self.unseen(counts);
+        if let Err(exhausted) = regating::budget_allows(rc, managed, in_use) {
+            return Budget::Refused(exhausted);
+        }
+        // The cap on every node nodegate keeps closed (re-gated, or
+        // carrying a rule's taint), with this replica's re-gates the index
+        // does not show yet.
+        let closed = self.closed(counts);
+        if let Err(exhausted) = crate::deciders::total_allows(cx.config, managed, closed) {
+            return Budget::Refused(exhausted);
+        }
+        let held = |total| regating::budget_allows(rc, managed, in_use + out).is_err() || total;
+        if out > 0 && held(crate::deciders::total_allows(cx.config, managed, closed + out).is_err())
+        {
+            return Budget::Held;
+        }
+        Budget::Allows
+    }
+
+    fn refused(
+        &mut self,
+        name: &str,
+        trigger: &Trigger,
+        exhausted: Exhausted,
+        cx: &Context<'_>,
+        out: &mut Vec<Effect>,
+    ) {
+        let now = cx.now.for_grace();
+        out.push(Effect::Count(Tally::RegateBudgetExhausted));
+        let again = now.checked_add(BUDGET_RETRY).unwrap_or(now);
+        self.look_at.insert(name.to_string(), again);
+        self.refused.insert(name.to_string());
+        tell_refusal(
+            &mut self.budget_event,
+            name,
+            now,
+            || {
+                let why = words(trigger, now);
+                let event = cx.view.node(name).map(|node| {
+                    let note = format!("Not re-gated although {why}: {exhausted}");
+                    let reason = Reason::RegateBudgetExhausted;
+                    NodeEvent::new(name, &node.uid, EventType::Warning, reason, note)
+                });
+                let log = format!("not re-gated: the budget is used up ({exhausted}); {why}");
+                (log, event)
+            },
+            out,
+        );
+    }
+}
+
+// How one open node is doing, from what the index holds and the little the
+// decider remembers of it ([`Watched`]), and the counts its budget starts from.
+/// The decision for one node at `now`. `memory` is updated: the boot id is
+/// recorded the first time, and first-seen times are kept for broken members
+/// without a Ready condition and dropped for the others.
+pub fn examine<'a>(
+    node: &NodeInfo,
+    daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
+    pods: &[Arc<PodInfo>],
+    cfg: &Config,
+    memory: &mut Watched,
+    now: Timestamp,
+) -> Health {
+    let Some(rc) = &cfg.regate else {
+        *memory = Watched::default();
+        return Health::NotWatched(NotWatched::Off);
+    };
+    if let Some(why) = not_watched(node, cfg) {
+        *memory = Watched::default();
+        return Health::NotWatched(why);
+    }
+    if rc.on_reboot
+        && let Some(trigger) = reboot_due(node, memory)
+    {
+        return Health::Regate(trigger);
+    }
+    if node.ready != NodeReady::True {
+        memory.missing_since.clear();
+        return Health::NotWatched(NotWatched::NodeNotReady);
+    }
+    let mut broken = broken_members(node, daemonsets, pods, cfg, rc, memory, now);
+    excuse(node, memory, &mut broken);
+    grace_verdict(broken, rc, now)
+}
+
+/// Why an open node in reach of `--regate-after` is not watched, before its
+/// own Ready condition is looked at: out of scope, ignored, or gated.
+fn not_watched(node: &NodeInfo, cfg: &Config) -> Option<NotWatched> {
+    if !cfg.scope.includes(&node.labels) {
+        Some(NotWatched::OutOfScope)
+    } else if node.ignored {
+        Some(NotWatched::Ignored)
+    } else if node.taints.iter().any(|t| cfg.placement.is_managed(t)) {
+        Some(NotWatched::Gated)
+    } else {
+        None
+    }
+}
+
+/// `--regate-on-reboot`: records the boot id the first time, notes a change
+/// of it as a reboot (forgetting the first-seen times, which belong to the
+/// boot before), and returns the reboot trigger while one is due. A node
+/// reporting no boot id is left as it is.
+fn reboot_due(node: &NodeInfo, memory: &mut Watched) -> Option<Trigger> {
+    let now_boot = node.boot_id.as_deref().filter(|b| !b.is_empty())?;
+    match memory.boot_id.as_deref() {
+        Some(seen) if seen != now_boot => {
+            memory.reboot = Some((seen.into(), now_boot.into()));
+            memory.boot_id = Some(now_boot.into());
+            memory.missing_since.clear();
+        }
+        Some(_) => {}
+        None => memory.boot_id = Some(now_boot.into()),
+    }
+    memory.reboot.as_ref().map(|(from, to)| Trigger::Reboot {
+        from: from.to_string(),
+        to: to.to_string(),
+    })
+}
+
+/// The expected members that tolerate the re-gate taint and have no Ready
+/// pod on the node, each with since when it is broken. First-seen times are
+/// recorded for those without a Ready condition to count from, and dropped
+/// for every other member.
+fn broken_members<'a>(
+    node: &NodeInfo,
+    daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
+    pods: &[Arc<PodInfo>],
+    cfg: &Config,
+    rc: &RegateConfig,
+    memory: &mut Watched,
+    now: Timestamp,
+) -> Vec<Broken> {
+    let regate_taint = rc.taint.to_taint();
+    let mut broken = Vec::new();
+    for ds in daemonsets {
+        if !matches!(
+            placement::evaluate(node, ds, &cfg.placement),
+            Verdict::Expected
+        ) {
+            continue;
+        }
+        let tolerations =
+            with_default_tolerations(&ds.template.tolerations, ds.template.host_network);
+        if first_untolerated_taint([&regate_taint], &tolerations).is_some() {
+            continue;
+        }
+        let on_node = pods.iter().map(AsRef::as_ref);
+        if let MemberState::NotReady(waiting) = readiness::daemonset_member(ds, on_node, now) {
+            let (since, source) = match condition_since(ds, pods) {
+                Some(t) => (t, Since::PodCondition),
+                None => (first_seen(memory, &ds.key(), now), Since::FirstSeen),
+            };
+            broken.push(Broken {
+                member: ds.key(),
+                since,
+                source,
+                waiting: waiting.to_string(),
+            });
+        }
+    }
+    memory.missing_since.retain(|(m, _)| {
+        broken
+            .iter()
+            .any(|b| b.source == Since::FirstSeen && *b.member == **m)
+    });
+    broken
+}
+
+/// The verdict over the broken members not excused: re-gate for those broken
+/// for the whole grace, or else when the first of the others will be.
+fn grace_verdict(broken: Vec<Broken>, rc: &RegateConfig, now: Timestamp) -> Health {
+    let grace = SignedDuration::try_from(rc.after).unwrap_or(SignedDuration::MAX);
+    let due_at = |b: &Broken| b.since.checked_add(grace).unwrap_or(Timestamp::MAX);
+    let (due, waiting): (Vec<Broken>, Vec<Broken>) =
+        broken.into_iter().partition(|b| due_at(b) <= now);
+    if !due.is_empty() {
+        return Health::Regate(Trigger::Members(due));
+    }
+    match waiting.iter().map(due_at).min() {
+        Some(regate_at) => Health::Broken {
+            members: waiting,
+            regate_at,
+        },
+        None => Health::Healthy,
+    }
+}
+
+/// A node opened by its deadline or by hand (`opened-by: timeout|manual`),
+/// or whose re-gate taint someone took off (see [`excused_opening`]): the
+/// members broken at the first look after that opening are excused until
+/// each has been Ready once, and left out of `broken`. (After a restart of
+/// nodegate, the first look is the first after the opening.)
+fn excuse(node: &NodeInfo, memory: &mut Watched, broken: &mut Vec<Broken>) {
+    let Some(opened) = excused_opening(node) else {
+        memory.excused = None;
+        return;
+    };
+    if memory.excused.as_ref().is_none_or(|(at, _)| *at != opened) {
+        let list = broken.iter().map(|b| b.member.as_str().into()).collect();
+        memory.excused = Some((opened, list));
+    }
+    if let Some((_, excused)) = memory.excused.as_mut() {
+        // Ready once (not broken now): no longer excused.
+        excused.retain(|m| broken.iter().any(|b| *b.member == **m));
+        broken.retain(|b| !excused.iter().any(|m| **m == *b.member));
+    }
+}
+
+/// The opening whose broken members are excused, if any: one nodegate made
+/// with members broken on purpose (`opened-at`, with `opened-by` timeout,
+/// manual or external), or one nodegate did not make at all — the node was
+/// re-gated (`regated-for`, `gated-since`), it is open now, and nodegate
+/// wrote no `opened-at` since: an operator took the re-gate taint off by
+/// hand to put the node back in service. That
+/// removal is respected until the members broken then have been Ready once;
+/// it is known by its `gated-since`.
+fn excused_opening(node: &NodeInfo) -> Option<Timestamp> {
+    if let (Some(opened), true) = (node.opened_at, node.opened_unready) {
+        return Some(opened);
+    }
+    node.regated_for.as_ref()?;
+    let regated = node.gated_since?;
+    node.opened_at
+        .is_none_or(|opened| opened < regated)
+        .then_some(regated)
+}
+
+/// The latest `lastTransitionTime` of a Ready condition that is not True,
+/// among the member's own pods on the node that are not being deleted: the
+/// newest pod decides, so a pod replaced by a rolling update counts from its
+/// replacement.
+fn condition_since(ds: &DaemonSetInfo, pods: &[Arc<PodInfo>]) -> Option<Timestamp> {
+    pods.iter()
+        .filter(|p| p.controlled_by(ds))
+        .filter(|p| !p.terminating && !p.ready)
+        .filter_map(|p| p.ready_since)
+        .max()
+}
+
+fn first_seen(memory: &mut Watched, member: &str, now: Timestamp) -> Timestamp {
+    match memory
+        .missing_since
+        .binary_search_by(|(m, _)| (**m).cmp(member))
+    {
+        Ok(i) => memory.missing_since[i].1,
+        Err(i) => {
+            memory.missing_since.insert(i, (member.into(), now));
+            now
+        }
+    }
+}
+
+/// What the budget counts, from the nodes as the cluster shows them (so a
+/// restarted or new leader counts the same): the nodes in scope, and those of
+/// them carrying the re-gate taint now.
+pub fn budget_counts<N: std::ops::Deref<Target = NodeInfo>>(
+    nodes: impl IntoIterator<Item = N>,
+    cfg: &Config,
+    rc: &RegateConfig,
+) -> (usize, usize) {
+    let mut managed = 0;
+    let mut in_use = 0;
+    for n in nodes {
+        if cfg.scope.includes(&n.labels) {
+            managed += 1;
+            if carries(&n, rc) {
+                in_use += 1;
+            }
+        }
+    }
+    (managed, in_use)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,714 @@
+//! `--on-timeout=replace` as a decider (semantics.md §5.8): a gated node
+//! whose gate timed out and kept it closed (`nodegate.dev/timed-out`, this
+//! gate's) is replaced by its owner, under a cluster-wide budget, unless a
+//! member it waits for is broken cluster-wide.
+//!
+//! A node is looked at when the change feed says it changed, and every
+//! node when everything may have changed, at a [`Input::Tick`] asked for,
+//! and when this replica starts leading. Only the leader writes.
+//!
+//! What the budget counts comes from the API: every node carrying
+//! `nodegate.dev/replace-requested` for its current gate and still held
+//! closed by it is in flight ([`outstanding`]), and every request time
+//! this replica has seen on a node (through its watch, or its own write)
+//! counts in the interval, also after that node is gone. A restarted or new
+//! leader therefore counts the requests made before it as long as it saw
+//! their nodes, and never asks twice for a node already marked: the mark is
+//! written before the owner is deleted. A leader that gains the lease deletes
+//! the owner of every outstanding node once more (never of one opened
+//! since, which may serve workloads; the executor skips an owner
+//! already being deleted), so a request cut off between the mark and the
+//! delete is finished. A request whose owner the executor cannot prove
+//! owns the node (`ReplaceOutcome::NoOwner`) writes nothing and falls back
+//! as a cluster-wide breakage does.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::closing::backoff::{Backoffs, May};
+use crate::closing::replacing::{self, Exhausted, Spread, Used};
+use crate::deciders::{
+    BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Origin, ReplaceAction,
+    ReplaceOutcome, ReplaceWrite, Tally, retry_after, tell_refusal,
+};
+use crate::gate::{self, EventType, NodeEvent, PatchOutcome, Reason};
+use crate::rules::placement::{self, Verdict};
+use crate::vocab::config::{Config, OnTimeout, ReplaceConfig};
+use crate::vocab::member::{Member, MemberId, Readiness};
+use crate::vocab::model::{DaemonSetInfo, Fallback, NodeInfo, Owner, PodInfo};
+use crate::vocab::vec_map::VecMap;
+
+#[cfg(test)]
+mod tests;
+
+/// Whether `node` waits for the leader to ask for its replacement: it is
+/// gated and in scope, not ignored, its current gate timed out and kept it
+/// (the `timed-out` mark is of this gate) and nobody opened it since,
+/// and neither a request nor a fallback is recorded for this gate.
+pub fn due(node: &NodeInfo, cfg: &Config) -> bool {
+    let start = replacing::gate_start(node);
+    cfg.on_timeout == OnTimeout::Replace
+        && cfg.gates(node)
+        && !node.ignored
+        && node
+            .replace
+            .timed_out
+            .is_some_and(|t| t >= start && !opened_since(node, t))
+        && node.replace.requested.is_none_or(|t| t < start)
+        && replacing::fallback(node).is_none()
+}
+
+/// Whether `node`'s replacement is still outstanding: a request is
+/// recorded for its current gate, the gate still holds it closed (it
+/// carries a managed taint), and it has no `opened-at` since the request.
+/// A node opened since (by a person, `nodegate.dev/open` or its members;
+/// the opening also removes the mark) or re-gated afresh is no longer in
+/// flight, and its owner is never deleted again, even when a managed taint
+/// comes back (Karpenter's registration puts its startup taints back on a
+/// node opened before it registered): its mark is history.
+pub fn outstanding(node: &NodeInfo, cfg: &Config) -> bool {
+    cfg.gates(node)
+        && node
+            .replace
+            .requested
+            .is_some_and(|t| t >= replacing::gate_start(node) && !opened_since(node, t))
+}
+
+/// Whether `node` carries an `opened-at` at or after `t`.
+fn opened_since(node: &NodeInfo, t: Timestamp) -> bool {
+    node.opened_at.is_some_and(|o| o >= t)
+}
+
+/// The members the node waits for — of every kind the gate waits for
+/// (DaemonSets, critical pods, conditions, devices, the canary): expected
+/// on it and not Ready there, as the gate derives them.
+pub fn blocking(
+    node: &NodeInfo,
+    daemonsets: &VecMap<String, Arc<DaemonSetInfo>>,
+    pods: &[Arc<PodInfo>],
+    cfg: &Config,
+    now: Timestamp,
+) -> Vec<MemberId> {
+    gate::derive_all(node, daemonsets, &by_uid(pods), cfg, now)
+        .into_iter()
+        .filter(|(_, m)| failing(m))
+        .map(|(id, _)| id)
+        .collect()
+}
+
+/// Whether a member is expected and not Ready.
+fn failing(m: &Member) -> bool {
+    m.is_expected() && !m.readiness.as_ref().is_some_and(Readiness::is_ready)
+}
+
+/// Pods keyed as a gate keeps them.
+fn by_uid(pods: &[Arc<PodInfo>]) -> VecMap<String, Arc<PodInfo>> {
+    pods.iter()
+        .map(|p| (p.uid.to_string(), Arc::clone(p)))
+        .collect()
+}
+
+/// DaemonSets keyed as a gate keeps them.
+fn by_key(daemonsets: Vec<Arc<DaemonSetInfo>>) -> VecMap<String, Arc<DaemonSetInfo>> {
+    daemonsets.into_iter().map(|ds| (ds.key(), ds)).collect()
+}
+
+/// The first wait after a node's owner could not be found or deleted
+/// (each wait is spread over its second half: 10–20 s here).
+pub const OWNER_RETRY_FIRST: SignedDuration = SignedDuration::from_secs(20);
+/// The longest: an owner lookup (a LIST of every NodeClaim when the node
+/// has no ownerReference) or delete that keeps failing — a verb not
+/// granted, an API answering errors — is tried about once in this, at most.
+pub const OWNER_RETRY_MOST: SignedDuration = SignedDuration::from_secs(300);
+
+/// The replace decider's memory.
+#[derive(Debug)]
+pub struct Replacer {
+    /// Request times seen on nodes (or written by this replica), kept for
+    /// the interval even after the node is gone.
+    seen: HashMap<String, Timestamp>,
+    /// This replica's requests the index does not show yet.
+    pending: HashSet<String>,
+    /// Writes out (requests, deletes again, fallbacks).
+    writing: HashSet<String>,
+    /// The requests among them: they count in the budget until answered.
+    requesting: HashSet<String>,
+    /// Marked nodes whose owner this replica deleted (or found gone).
+    owner_done: HashSet<String>,
+    /// When the last `ReplaceBudgetExhausted` Event went out, per node.
+    budget_event: HashMap<String, Timestamp>,
+    /// Due nodes the budget refused.
+    refused: BTreeSet<String>,
+    /// Spreads of the members counted during one input.
+    spreads: HashMap<MemberId, Spread>,
+    /// What the budget counts, kept up to date from the change feed so that
+    /// a look costs no pass over every node (issue 37 §6): the request time
+    /// on each indexed node that carries one, and the indexed nodes whose
+    /// request is [`outstanding`]. Built from the whole index at the first
+    /// input, at every full look, and whenever the configuration in force
+    /// (which decides what is outstanding) is not the one they were built
+    /// under (`tracked_for`).
+    marks: HashMap<String, Timestamp>,
+    in_flight: HashSet<String>,
+    tracked_for: Option<Config>,
+    /// Per node, the failed owner lookups or deletes in a row and how long
+    /// they make the next wait (issue 37 §6): doubling from
+    /// [`OWNER_RETRY_FIRST`] to [`OWNER_RETRY_MOST`], spread per node.
+    owner_backoff: Backoffs,
+}
+
+impl Default for Replacer {
+    fn default() -> Self {
+        Replacer {
+            seen: HashMap::new(),
+            pending: HashSet::new(),
+            writing: HashSet::new(),
+            requesting: HashSet::new(),
+            owner_done: HashSet::new(),
+            budget_event: HashMap::new(),
+            refused: BTreeSet::new(),
+            spreads: HashMap::new(),
+            marks: HashMap::new(),
+            in_flight: HashSet::new(),
+            tracked_for: None,
+            owner_backoff: Backoffs::spread(OWNER_RETRY_FIRST, OWNER_RETRY_MOST),
+        }
+    }
+}
+
+impl Replacer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The request times this replica counts, for explain and tests.
+    pub fn requests(&self) -> &HashMap<String, Timestamp> {
+        &self.seen
+    }
+
+    /// Whether `name` is due but refused by the budget now.
+    pub fn refused(&self, name: &str) -> bool {
+        self.refused.contains(name)
+    }
+
+    fn note(&mut self, node: &NodeInfo) {
+        if let Some(at) = node.replace.requested {
+            self.seen.entry(node.name.clone()).or_insert(at);
+            self.pending.remove(&node.name);
+        }
+    }
+
+    fn prune(&mut self, rc: &ReplaceConfig, now: Timestamp) {
+        let interval = SignedDuration::try_from(rc.interval).unwrap_or(SignedDuration::MAX);
+        let since = now.checked_sub(interval).unwrap_or(Timestamp::MIN);
+        self.seen.retain(|_, at| *at > since);
+    }
+
+    /// Keeps [`Self::marks`] and [`Self::in_flight`] for one node as it is
+    /// now.
+    fn track(&mut self, node: &NodeInfo, cfg: &Config) {
+        match node.replace.requested {
+            Some(at) => {
+                self.marks.insert(node.name.clone(), at);
+            }
+            None => {
+                self.marks.remove(&node.name);
+            }
+        }
+        if outstanding(node, cfg) {
+            self.in_flight.insert(node.name.clone());
+        } else {
+            self.in_flight.remove(&node.name);
+        }
+    }
+
+    /// [`Self::marks`] and [`Self::in_flight`] built afresh from `nodes`
+    /// (every indexed node), and every request on them noted.
+    fn rebuild(&mut self, nodes: &[Arc<NodeInfo>], cfg: &Config) {
+        self.marks.clear();
+        self.in_flight.clear();
+        for n in nodes {
+            self.note(n);
+            if let Some(at) = n.replace.requested {
+                self.marks.insert(n.name.clone(), at);
+                if outstanding(n, cfg) {
+                    self.in_flight.insert(n.name.clone());
+                }
+            }
+        }
+        if self.tracked_for.as_ref() != Some(cfg) {
+            self.tracked_for = Some(cfg.clone());
+        }
+    }
+
+    /// The budget used now: from what the nodes carry (kept up to date by
+    /// [`Self::track`]) as well as what this replica remembers, so a new
+    /// leader (or a restarted one) counts the requests already on the
+    /// nodes.
+    fn used(&self, cx: &Context<'_>) -> Used {
+        let unseen = self
+            .pending
+            .iter()
+            .chain(&self.requesting)
+            .filter(|n| !self.in_flight.contains(*n))
+            .collect::<HashSet<_>>()
+            .len();
+        let rc = &cx.config.replace;
+        let interval = SignedDuration::try_from(rc.interval).unwrap_or(SignedDuration::MAX);
+        let now = cx.now.for_grace();
+        let since = now.checked_sub(interval).unwrap_or(Timestamp::MIN);
+        let on_nodes = self
+            .marks
+            .iter()
+            .filter(|(_, at)| **at > since)
+            .map(|(name, _)| name);
+        let recent = self
+            .seen
+            .keys()
+            .chain(&self.requesting)
+            .chain(on_nodes)
+            .collect::<HashSet<_>>()
+            .len();
+        Used {
+            recent,
+            in_flight: self.in_flight.len() + unseen,
+        }
+    }
+
+    /// Every node: noted, and those that carry a deadline or a request
+    /// looked at, the longest timed out first. The others cannot be due or
+    /// outstanding: they are only dropped from the refused set.
+    fn scan(&mut self, cx: &Context<'_>, out: &mut Vec<Effect>) {
+        let nodes = cx.view.nodes();
+        self.rebuild(&nodes, cx.config);
+        let mut candidates: Vec<Arc<NodeInfo>> = nodes
+            .into_iter()
+            .filter(|n| n.replace.timed_out.is_some() || n.replace.requested.is_some())
+            .collect();
+        let names: HashSet<&str> = candidates.iter().map(|n| n.name.as_str()).collect();
+        self.refused.retain(|n| names.contains(n.as_str()));
+        drop(names);
+        candidates
+            .sort_by(|a, b| (a.replace.timed_out, &a.name).cmp(&(b.replace.timed_out, &b.name)));
+        for n in candidates {
+            self.look(&n, cx, out);
+        }
+    }
+
+    /// One node: its owner deleted again if this replica has not yet, and a
+    /// request (or a fallback) if it is due.
+    fn look(&mut self, node: &Arc<NodeInfo>, cx: &Context<'_>, out: &mut Vec<Effect>) {
+        let name = node.name.as_str();
+        if self.writing.contains(name) || !cx.may_write || cx.config.suspend || node.suspended {
+            return;
+        }
+        if outstanding(node, cx.config)
+            && node.replace.owner != Owner::None
+            && !self.owner_done.contains(name)
+        {
+            if let May::WaitUntil(at) = self.owner_backoff.may(name, cx.now.for_grace(), 0) {
+                out.push(Effect::LookAgainAt(at));
+                return;
+            }
+            self.writing.insert(name.to_string());
+            out.push(Effect::Replace(write_for(
+                node,
+                ReplaceAction::DeleteOwner {
+                    owner: node.replace.owner.clone(),
+                    provider_id: node.replace.provider_id.as_deref().map(str::to_string),
+                },
+            )));
+            return;
+        }
+        if !due(node, cx.config) {
+            self.refused.remove(name);
+            return;
+        }
+        let rc = &cx.config.replace;
+        let now = cx.now.for_grace();
+        if let May::WaitUntil(at) = self.owner_backoff.may(name, now, 0) {
+            out.push(Effect::LookAgainAt(at));
+            return;
+        }
+        // A full budget refuses before anything is judged: with thousands
+        // of due nodes, judging each (its members, their spread over every
+        // node) would cost a pass over the cluster per look for nothing.
+        // The judgement comes at the first look with room, before any
+        // request, so a broken member still means no replacement.
+        self.prune(rc, now);
+        if let Err(exhausted) = replacing::budget_allows(rc, self.used(cx)) {
+            return self.refuse(node, exhausted, now, out);
+        }
+        let daemonsets = by_key(cx.view.daemonsets());
+        let pods = cx.view.pods_on(name);
+        let blocking = blocking(node, &daemonsets, &pods, cx.config, now);
+        for id in &blocking {
+            let spread = self.spread(id, &daemonsets, cx);
+            if spread.broken(rc.breakage) {
+                self.refused.remove(name);
+                return self.fall_back(node, id, spread, rc, now, out);
+            }
+        }
+        self.refused.remove(name);
+        let waiting: Vec<String> = blocking.iter().map(ToString::to_string).collect();
+        let owner = node.replace.owner.clone();
+        let reason = replacing::reason(&owner, &waiting);
+        self.writing.insert(name.to_string());
+        self.requesting.insert(name.to_string());
+        out.push(Effect::Replace(write_for(
+            node,
+            ReplaceAction::Request {
+                owner,
+                provider_id: node.replace.provider_id.as_deref().map(str::to_string),
+                at: crate::gate::annotation_time(now),
+                reason,
+            },
+        )));
+    }
+
+    /// How member `id` fares across the cluster, counted once per input.
+    /// A DaemonSet over every node: where it has a pod, and where it is
+    /// expected but has none (none could be made: a quota, an admission
+    /// refusal, no pod IP), which counts as failing. Any other member over
+    /// the gated nodes that expect it, failing where not Ready (the canary
+    /// exists only there; a condition or critical pod is judged where the
+    /// gate waits for it). On every node, whether a due node waits for it.
+    fn spread(
+        &mut self,
+        id: &MemberId,
+        daemonsets: &VecMap<String, Arc<DaemonSetInfo>>,
+        cx: &Context<'_>,
+    ) -> Spread {
+        if let Some(s) = self.spreads.get(id) {
+            return *s;
+        }
+        let ds = match id {
+            MemberId::DaemonSet(key) => daemonsets.get(key),
+            _ => None,
+        };
+        let now = cx.now.for_grace();
+        let mut spread = Spread::default();
+        for n in cx.view.nodes() {
+            let pods = cx.view.pods_on(&n.name);
+            let before = spread;
+            if let Some(ds) = ds {
+                spread.count(ds, pods.iter().map(AsRef::as_ref));
+                if spread == before
+                    && matches!(
+                        placement::evaluate(&n, ds, &cx.config.placement),
+                        Verdict::Expected
+                    )
+                {
+                    spread.missing();
+                }
+            } else if cx.config.gates(&n) && !n.ignored {
+                let member =
+                    gate::derive_member(id, &n, daemonsets, &by_uid(&pods), cx.config, now);
+                if let Some(m) = member.filter(Member::is_expected) {
+                    spread.nodes += 1;
+                    if failing(&m) {
+                        spread.failing += 1;
+                    }
+                }
+            }
+            if spread.failing > before.failing && due(&n, cx.config) {
+                spread.due += 1;
+            }
+        }
+        self.spreads.insert(id.clone(), spread);
+        spread
+    }
+
+    fn fall_back(
+        &mut self,
+        node: &NodeInfo,
+        member: &MemberId,
+        spread: Spread,
+        rc: &ReplaceConfig,
+        now: Timestamp,
+        out: &mut Vec<Effect>,
+    ) {
+        let fallback = rc.fallback;
+        let why = if spread.due >= 2 {
+            "shared by nodes past their deadline".to_string()
+        } else {
+            format!("more than --replace-breakage {}", rc.breakage)
+        };
+        let note = format!(
+            "Not replaced: {member} is broken cluster-wide ({spread}, {why}); replacing nodes cannot fix it; {} (--replace-fallback={fallback})",
+            instead(fallback)
+        );
+        self.writing.insert(node.name.clone());
+        out.push(Effect::Replace(write_for(
+            node,
+            ReplaceAction::Fallback {
+                fallback,
+                at: crate::gate::annotation_time(now),
+                note,
+            },
+        )));
+    }
+
+    fn refuse(
+        &mut self,
+        node: &NodeInfo,
+        exhausted: Exhausted,
+        now: Timestamp,
+        out: &mut Vec<Effect>,
+    ) {
+        let name = node.name.as_str();
+        self.refused.insert(name.to_string());
+        out.push(Effect::Count(Tally::ReplaceBudgetExhausted));
+        out.push(Effect::LookAgainAt(
+            now.checked_add(BUDGET_RETRY).unwrap_or(now),
+        ));
+        tell_refusal(
+            &mut self.budget_event,
+            name,
+            now,
+            || {
+                let note = format!("Not replaced yet although its deadline passed: {exhausted}");
+                let reason = Reason::ReplaceBudgetExhausted;
+                let event =
+                    NodeEvent::new(name, &node.uid, EventType::Warning, reason, note.clone());
+                (note, Some(event))
+            },
+            out,
+        );
+    }
+
+    fn answered(
+        &mut self,
+        write: ReplaceWrite,
+        outcome: ReplaceOutcome,
+        cx: &Context<'_>,
+        out: &mut Vec<Effect>,
+    ) {
+        let name = write.node.clone();
+        self.writing.remove(&name);
+        self.requesting.remove(&name);
+        let now = cx.now.for_grace();
+        match (write.action, outcome) {
+            (ReplaceAction::Request { owner, at, .. }, ReplaceOutcome::Done { deleted }) => {
+                self.owner_backoff.applied(&name);
+                self.requested(&name, at);
+                self.owner_done.insert(name.clone());
+                let what = match deleted {
+                    Some(obj) => format!("deleted its owner {obj}"),
+                    None => "no owner known: cordoned and marked nodegate.dev/replace-requested for the cluster-autoscaler or a person".to_string(),
+                };
+                out.push(Effect::Count(Tally::Replaced {
+                    owner: owner.kind(),
+                    outcome: "requested",
+                }));
+                self.replaced_event(&write.uid, &name, &what, out);
+            }
+            (ReplaceAction::Request { owner, at, .. }, ReplaceOutcome::OwnerFailed(e)) => {
+                self.requested(&name, at);
+                out.push(Effect::Count(Tally::Replaced {
+                    owner: owner.kind(),
+                    outcome: "owner_failed",
+                }));
+                let what = format!("marked, but deleting its owner failed ({e}); trying again");
+                self.replaced_event(&write.uid, &name, &what, out);
+                out.push(Effect::LookAgainAt(self.owner_backoff.refused(&name, now)));
+            }
+            (ReplaceAction::Request { .. }, ReplaceOutcome::NoOwner(why)) => {
+                let rc = &cx.config.replace;
+                let fallback = rc.fallback;
+                let note = format!(
+                    "Not replaced: no owner could be proven to own the node ({why}); {} (--replace-fallback={fallback})",
+                    instead(fallback)
+                );
+                self.writing.insert(name);
+                out.push(Effect::Replace(ReplaceWrite {
+                    action: ReplaceAction::Fallback {
+                        fallback,
+                        at: crate::gate::annotation_time(now),
+                        note,
+                    },
+                    ..write
+                }));
+            }
+            (ReplaceAction::DeleteOwner { .. }, ReplaceOutcome::Done { .. }) => {
+                self.owner_backoff.applied(&name);
+                self.owner_done.insert(name);
+            }
+            (ReplaceAction::DeleteOwner { .. }, ReplaceOutcome::OwnerFailed(e)) => {
+                let until = self.owner_backoff.refused(&name, now);
+                out.push(Effect::log(
+                    Level::Warn,
+                    &name,
+                    format!(
+                        "cannot delete the owner of a node asked to be replaced: {e}; trying again at {until}"
+                    ),
+                ));
+                out.push(Effect::LookAgainAt(until));
+            }
+            (ReplaceAction::Fallback { fallback, note, .. }, ReplaceOutcome::Done { .. }) => {
+                out.push(Effect::Count(Tally::ReplaceSkipped(fallback.as_str())));
+                out.push(Effect::log(Level::Warn, &name, note.clone()));
+                out.push(Effect::RecordEvent(NodeEvent::new(
+                    &name,
+                    &write.uid,
+                    EventType::Warning,
+                    Reason::ReplaceSkipped,
+                    note,
+                )));
+            }
+            (action, ReplaceOutcome::NotWritten(outcome)) => {
+                self.not_written(&name, &action, outcome, now, out);
+            }
+            // A fallback write never deletes an owner, and only a request
+            // proves one first.
+            (ReplaceAction::Fallback { .. }, ReplaceOutcome::OwnerFailed(_))
+            | (
+                ReplaceAction::Fallback { .. } | ReplaceAction::DeleteOwner { .. },
+                ReplaceOutcome::NoOwner(_),
+            ) => {}
+        }
+    }
+
+    fn requested(&mut self, name: &str, at: Timestamp) {
+        self.seen.insert(name.to_string(), at);
+        self.pending.insert(name.to_string());
+    }
+
+    fn replaced_event(&self, uid: &str, name: &str, what: &str, out: &mut Vec<Effect>) {
+        let note = format!("Deadline passed with --on-timeout=replace: {what}");
+        out.push(Effect::log(Level::Info, name, note.clone()));
+        out.push(Effect::RecordEvent(NodeEvent::new(
+            name,
+            uid,
+            EventType::Warning,
+            Reason::GateReplaced,
+            note,
+        )));
+    }
+
+    fn not_written(
+        &mut self,
+        name: &str,
+        action: &ReplaceAction,
+        outcome: PatchOutcome,
+        now: Timestamp,
+        out: &mut Vec<Effect>,
+    ) {
+        match outcome {
+            // Looked at again when this replica leads (MayWrite).
+            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {}
+            PatchOutcome::NotFound => {}
+            PatchOutcome::Applied => {}
+            PatchOutcome::Conflict => out.push(Effect::LookAgainAt(retry_after(now))),
+            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
+                if matches!(action, ReplaceAction::Request { .. }) {
+                    let owner = match action {
+                        ReplaceAction::Request { owner, .. } => owner.kind(),
+                        _ => "none",
+                    };
+                    out.push(Effect::Count(Tally::Replaced {
+                        owner,
+                        outcome: "failed",
+                    }));
+                }
+                // A request fails here also when its owner cannot be looked
+                // up (a LIST refused or failing): it backs off as a failed
+                // delete does.
+                let at = if matches!(action, ReplaceAction::Request { .. }) {
+                    self.owner_backoff.refused(name, now)
+                } else {
+                    retry_after(now)
+                };
+                out.push(Effect::log(
+                    Level::Warn,
+                    name,
+                    format!("cannot write the replace mark: {e}; trying again at {at}"),
+                ));
+                out.push(Effect::LookAgainAt(at));
+            }
+        }
+    }
+}
+
+/// What a fallback does instead of the replacement, for its Event.
+fn instead(fallback: Fallback) -> &'static str {
+    match fallback {
+        Fallback::Open => "opened as by --on-timeout=open",
+        Fallback::Keep => "kept closed as by --on-timeout=keep",
+    }
+}
+
+fn write_for(node: &NodeInfo, action: ReplaceAction) -> ReplaceWrite {
+    ReplaceWrite {
+        node: node.name.clone(),
+        uid: node.uid.clone(),
+        resource_version: node.resource_version.clone(),
+        annotations_present: node.annotations_present,
+        action,
+    }
+}
+
+impl Decider for Replacer {
+    fn origin(&self) -> Origin {
+        Origin::Replace
+    }
+
+    fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect> {
+        let mut out = Vec::new();
+        if cx.config.on_timeout != OnTimeout::Replace {
+            // Still note requests, so that turning replace on later counts
+            // them; and report the answers of writes out. What the budget
+            // counts is built afresh when replace is on again.
+            self.tracked_for = None;
+            if let Input::Replaced { write, outcome } = input {
+                self.answered(write, outcome, cx, &mut out);
+            }
+            return out;
+        }
+        self.spreads.clear();
+        let full_look = matches!(
+            input,
+            Input::Changed(Change::Everything) | Input::Tick | Input::MayWrite
+        );
+        if !full_look && self.tracked_for.as_ref() != Some(cx.config) {
+            // The first input, or the first under another configuration:
+            // what the budget counts comes from the whole index once.
+            self.rebuild(&cx.view.nodes(), cx.config);
+        }
+        match input {
+            Input::Changed(Change::Node { after: Some(n), .. }) => {
+                self.note(&n);
+                self.track(&n, cx.config);
+                self.look(&n, cx, &mut out);
+            }
+            Input::Changed(Change::Node {
+                name, after: None, ..
+            }) => {
+                self.marks.remove(&name);
+                self.in_flight.remove(&name);
+                self.owner_backoff.applied(&name);
+                self.pending.remove(&name);
+                self.owner_done.remove(&name);
+                self.budget_event.remove(&name);
+                if !self.refused.is_empty() {
+                    out.push(Effect::LookAgainAt(cx.now.local));
+                }
+                self.refused.remove(&name);
+            }
+            Input::Changed(Change::Everything) | Input::Tick | Input::MayWrite => {
+                self.scan(cx, &mut out);
+            }
+            Input::Replaced { write, outcome } => self.answered(write, outcome, cx, &mut out),
+            Input::Changed(Change::Pods { .. } | Change::GateStopped { .. })
+            | Input::Wrote { .. }
+            | Input::PodsListed { .. }
+            | Input::NodeRead { .. }
+            | Input::CanaryCreated { .. }
+            | Input::CanaryDeleted { .. }
+            | Input::CanariesListed(_) => {}
+        }
+        out
+    }
+}

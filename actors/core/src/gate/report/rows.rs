@@ -1,0 +1,94 @@
+//! A member's row in an explain report: what every part of the report
+//! (the gate's own members here, the canary's in `canary::report`) fills
+//! in the same way.
+
+use serde::Serialize;
+
+use crate::gate::GateState;
+use crate::rules::selector::LabelSelector;
+use crate::vocab::member::{Expectation, Member, MemberId};
+
+/// The reason code of an expected member.
+pub const EXPECTED: &str = "expected";
+/// What a member the gate has not evaluated waits for (the gate's words).
+pub(crate) const NOT_EVALUATED: &str = "not evaluated yet";
+
+/// One DaemonSet or critical-pod entry on the node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemberRow {
+    pub namespace: String,
+    pub name: String,
+    pub expected: bool,
+    /// Why it is (or is not) expected here, in words.
+    pub reason: String,
+    /// `reason` as a stable name: "expected", or a placement reason code
+    /// such as "node_selector" or "starts_after_gate".
+    pub reason_code: String,
+    /// Null when not expected.
+    pub ready: Option<bool>,
+    /// The pod that satisfies the member, or the one it waits on.
+    pub pod: Option<String>,
+    /// What it waits for; null when Ready or not expected.
+    pub waiting: Option<String>,
+    /// Each required node affinity term's result, in order (DaemonSets with
+    /// a required node affinity only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_affinity: Option<Vec<TermResult>>,
+    /// The entry's pod selector (critical pods only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    /// How the member is named in the table and the verdict: its gate
+    /// member id (`namespace/name`, `critical:NAME`).
+    #[serde(skip)]
+    pub label: String,
+    /// Further lines for the table's WHY column.
+    #[serde(skip)]
+    pub detail: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TermResult {
+    /// 1-based: term 1 is `nodeSelectorTerms[0]`.
+    pub term: usize,
+    pub matches: bool,
+    /// Why it does not match; null when it does.
+    pub why: Option<String>,
+}
+
+/// Why an expected critical-pod entry or condition (`what`) is expected:
+/// its node selector matches, or it has none.
+pub(crate) fn selector_match(what: &str, selector: Option<&LabelSelector>) -> String {
+    match selector.map(ToString::to_string).filter(|s| !s.is_empty()) {
+        Some(s) => format!("the node matches the {what}'s node selector {s:?}"),
+        None => format!("the {what} has no node selector, so it applies to every node"),
+    }
+}
+
+pub(crate) fn empty_row(id: &MemberId, namespace: &str, name: &str) -> MemberRow {
+    MemberRow {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        expected: false,
+        reason: String::new(),
+        reason_code: String::new(),
+        ready: None,
+        pod: None,
+        waiting: None,
+        node_affinity: None,
+        selector: None,
+        label: id.to_string(),
+        detail: Vec::new(),
+    }
+}
+
+/// A member the state does not hold (never after a snapshot) reads as the
+/// gate reads a member with no readiness: expected, not evaluated yet.
+pub(crate) fn member_of<'a>(state: &'a GateState, id: &MemberId) -> std::borrow::Cow<'a, Member> {
+    match state.members.get(id) {
+        Some(m) => std::borrow::Cow::Borrowed(m),
+        None => std::borrow::Cow::Owned(Member {
+            expectation: Expectation::Expected,
+            readiness: None,
+        }),
+    }
+}

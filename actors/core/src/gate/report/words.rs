@@ -1,0 +1,153 @@
+//! The sentences of explain's report: the verdict, why an expected
+//! DaemonSet belongs on the node, and what a waiting member's full pod adds
+//! to the gate's own words. Pure functions of what they are given.
+
+use super::*;
+use crate::rules::readiness::PHASE_RUNNING;
+
+/// The gate's answer in one sentence, naming each blocker and what it waits
+/// for.
+pub fn verdict(
+    gated: bool,
+    expected: usize,
+    blockers: &[&MemberRow],
+    node_not_ready: Option<&str>,
+) -> String {
+    let waiting = || {
+        let list: Vec<String> = blockers
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} ({})",
+                    r.label,
+                    r.waiting.as_deref().unwrap_or("not Ready")
+                )
+            })
+            .collect();
+        let members = format!(
+            "waiting for {} of {expected}: {}",
+            blockers.len(),
+            list.join(", ")
+        );
+        match node_not_ready {
+            Some(node) => format!("{members}; {node}"),
+            None => members,
+        }
+    };
+    let all_ready = || match expected {
+        0 => "nothing here to wait for".to_string(),
+        1 => "its one expected member is Ready".to_string(),
+        n => format!("all {n} expected members are Ready"),
+    };
+    match (gated, blockers.is_empty()) {
+        (true, true) => match node_not_ready {
+            None => format!("would open now: {}", all_ready()),
+            Some(node) => format!("closed: {node}; {}", all_ready()),
+        },
+        (true, false) => format!("closed: {}", waiting()),
+        (false, true) => match node_not_ready {
+            None => format!(
+                "not gated: the node carries no managed taint; were it gated, it would open now ({})",
+                all_ready()
+            ),
+            Some(node) => format!(
+                "not gated: the node carries no managed taint; were it gated, it would stay closed: {node}; {}",
+                all_ready()
+            ),
+        },
+        (false, false) => format!(
+            "not gated: the node carries no managed taint; were it gated, it would be {}",
+            waiting()
+        ),
+    }
+}
+
+/// The gate's words for what a member waits on, plus what the full pod
+/// adds: the scheduler's message or the containers that hold it back. A
+/// terminating pod's containers are going away anyway, and a pod that is
+/// Ready has none to name.
+pub fn describe_waiting(why: &str, pod: Option<&PodInfo>, detail: Option<&PodDetail>) -> String {
+    let base = why.to_string();
+    let (Some(p), Some(d)) = (pod, detail) else {
+        return base;
+    };
+    let containers = || format!("{base}, {}", d.containers.join("; "));
+    if p.terminating {
+        base
+    } else if p.phase != PHASE_RUNNING {
+        match &d.unschedulable {
+            Some(msg) => format!("{base}, not scheduled: {msg}"),
+            None if !d.containers.is_empty() => containers(),
+            None => base,
+        }
+    } else if !p.ready && !d.containers.is_empty() {
+        containers()
+    } else {
+        base
+    }
+}
+
+/// Why an expected DaemonSet belongs here: what matched, which taints it
+/// tolerates, and which transient taints were set aside.
+pub fn expected_reason(
+    node: &NodeInfo,
+    ds: &DaemonSetInfo,
+    cfg: &PlacementConfig,
+    terms: Option<&[TermResult]>,
+) -> String {
+    let t = &ds.template;
+    let mut parts = Vec::new();
+    if !t.node_name.is_empty() {
+        parts.push("its pod template's spec.nodeName names this node".to_string());
+    }
+    if !t.node_selector.is_empty() {
+        let pairs: Vec<String> = t
+            .node_selector
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        parts.push(format!("its nodeSelector {} matches", pairs.join(",")));
+    }
+    if let Some(m) = terms.and_then(|ts| ts.iter().find(|r| r.matches)) {
+        parts.push(format!("its node affinity term {} matches", m.term));
+    }
+    let tolerations = placement::with_default_tolerations(&t.tolerations, t.host_network);
+    let tolerated = |taint: &Taint| {
+        tolerations
+            .iter()
+            .any(|tol| placement::tolerates(tol, taint))
+    };
+    let blocking: Vec<&Taint> = node
+        .taints
+        .iter()
+        .filter(|taint| placement::taint_blocks_scheduling(taint))
+        .collect();
+    let kept: Vec<String> = blocking
+        .iter()
+        .filter(|taint| !cfg.is_transient(taint))
+        .map(|taint| taint.to_string())
+        .collect();
+    let set_aside: Vec<String> = blocking
+        .iter()
+        .filter(|taint| cfg.is_transient(taint) && !tolerated(taint))
+        .map(|taint| taint.to_string())
+        .collect();
+    if !kept.is_empty() {
+        parts.push(format!("it tolerates {}", kept.join(", ")));
+    }
+    if !set_aside.is_empty() {
+        parts.push(format!(
+            "the transient {} {} lifted by another agent during start-up",
+            if set_aside.len() == 1 {
+                "taint"
+            } else {
+                "taints"
+            },
+            set_aside.join(", ") + if set_aside.len() == 1 { " is" } else { " are" }
+        ));
+    }
+    if parts.is_empty() {
+        return "nothing keeps it off this node".into();
+    }
+    parts.join("; ")
+}

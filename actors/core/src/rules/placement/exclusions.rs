@@ -1,0 +1,39 @@
+//! The configured opt-outs: a DaemonSet outside the allowed namespaces
+//! (`--daemonset-namespaces`), named in the exclusions, matched by the
+//! exclude selector, or annotated `nodegate.dev/ignore: "true"` is never
+//! waited for, whatever the node. It never looks at the node.
+
+use super::config::PlacementConfig;
+use super::reason::NotExpectedReason;
+use crate::vocab::annotations::DAEMONSET_IGNORE;
+use crate::vocab::model::DaemonSetInfo;
+use crate::vocab::model::Shared;
+
+/// Why a DaemonSet is left out whatever the node: named in the exclusions,
+/// matched by the exclude selector, or annotated `nodegate.dev/ignore:
+/// "true"` (exactly "true", as Kubernetes reads boolean annotations).
+///
+/// An empty exclude selector would match every DaemonSet and so open every
+/// gate at once; no one configures that on purpose, so it counts as unset.
+pub fn exclusion_reason(ds: &DaemonSetInfo, cfg: &PlacementConfig) -> Option<NotExpectedReason> {
+    if !cfg.daemonset_allowed(&ds.namespace) {
+        return Some(NotExpectedReason::OutsideDaemonSetNamespaces);
+    }
+    if cfg
+        .excluded
+        .contains(&(ds.namespace.clone(), ds.name.clone()))
+    {
+        return Some(NotExpectedReason::ExcludedByName);
+    }
+    if let Some(selector) = cfg.exclude_selector.as_ref().filter(|s| !s.is_empty())
+        && selector.matches(&ds.labels)
+    {
+        return Some(NotExpectedReason::ExcludedBySelector {
+            selector: selector.to_string(),
+        });
+    }
+    if ds.annotations.get(DAEMONSET_IGNORE).map(Shared::as_str) == Some("true") {
+        return Some(NotExpectedReason::IgnoreAnnotation);
+    }
+    None
+}

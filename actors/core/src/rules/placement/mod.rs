@@ -1,0 +1,152 @@
+//! Would this DaemonSet place a pod on this node, once start-up is over?
+//!
+//! This module owns the placement rules of semantics.md sections 1 to 3: the
+//! DaemonSet controller's own predicate (`should_run`: default tolerations,
+//! `nodeName`, `nodeSelector`, required node affinity, NoSchedule/NoExecute
+//! taints), the steady-state view of a node's taints (transient start-up
+//! taints removed, nodegate's managed taints kept), and the configured
+//! exclusions (`evaluate`). Upstream Kubernetes 1.36 is the authority, down to
+//! its quirks; every "no" comes with a reason an operator can act on. It is
+//! pure: it never does I/O, never reads a clock and never panics on cluster
+//! data, however malformed.
+//!
+//! The rules are split by concern: `config` (managed and transient taints,
+//! `PlacementConfig`), `taints` (tolerations and the taint check), `affinity`
+//! (`nodeName`, `nodeSelector`, required node affinity), `exclusions` (the
+//! configured opt-outs) and `reason` (every "no" and how it reads). This file
+//! asks the two questions, `should_run` and `evaluate`, and re-exports the
+//! public items so that every path stays `nodegate_core::placement::X`.
+
+mod affinity;
+mod config;
+mod exclusions;
+mod reason;
+mod taints;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::vocab::model::{DaemonSetInfo, Labels, NodeInfo, PodPlacement, Taint};
+
+use affinity::check_node_name;
+pub use affinity::{
+    NODE_NAME_FIELD, check_node_affinity, check_node_selector, explain_terms, match_term,
+    node_matches_terms,
+};
+pub use config::{
+    DEFAULT_MANAGED_TAINT_KEY, DEFAULT_TRANSIENT_TAINTS, ManagedTaint, ManagedTaintError,
+    PlacementConfig, TransientTaint, default_transient_taints,
+};
+pub use exclusions::exclusion_reason;
+pub use reason::{
+    NotExpectedReason, ReasonCode, RequirementRef, TermFailure, TermList, TermMismatch,
+};
+pub use taints::{
+    EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, EFFECT_PREFER_NO_SCHEDULE, TOLERATION_OP_EQUAL,
+    TOLERATION_OP_EXISTS, TOLERATION_OP_GT, TOLERATION_OP_LT, default_daemon_tolerations,
+    first_untolerated_taint, taint_blocks_scheduling, tolerates, with_default_tolerations,
+};
+
+// ---------------------------------------------------------------------------
+// Verdicts
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Verdict {
+    Expected,
+    NotExpected(NotExpectedReason),
+}
+
+impl Verdict {
+    pub fn is_expected(&self) -> bool {
+        matches!(self, Verdict::Expected)
+    }
+
+    pub fn reason(&self) -> Option<&NotExpectedReason> {
+        match self {
+            Verdict::Expected => None,
+            Verdict::NotExpected(r) => Some(r),
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verdict::Expected => f.write_str("expected"),
+            Verdict::NotExpected(r) => write!(f, "not expected: {r}"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The two questions
+
+/// The DaemonSet controller's own predicate (`NodeShouldRunDaemonPod`'s
+/// "should run"): with the default daemon tolerations added, the node name,
+/// `nodeSelector`, required node affinity and every NoSchedule/NoExecute
+/// taint. No steady-state view and no exclusions: this is what the real
+/// controller decides for the node exactly as given, and the differential
+/// tests hold us to it.
+pub fn should_run(
+    node_name: &str,
+    labels: &Labels,
+    taints: &[Taint],
+    template: &PodPlacement,
+) -> Result<(), NotExpectedReason> {
+    check_node_name(template, node_name)?;
+    check_node_affinity(template, node_name, labels)?;
+    let tolerations = with_default_tolerations(&template.tolerations, template.host_network);
+    match first_untolerated_taint(taints, &tolerations) {
+        Some(taint) => Err(NotExpectedReason::UntoleratedTaint {
+            taint: taint.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Must the gate on `node` wait for `ds`? Exclusions first; then the
+/// controller's predicate against the node in steady state: transient taints
+/// removed, nodegate's managed taints kept. Other untolerated taints are
+/// checked before managed ones, so a DaemonSet that will never run here is
+/// reported as such rather than as "starts after the gate opens".
+pub fn evaluate(node: &NodeInfo, ds: &DaemonSetInfo, cfg: &PlacementConfig) -> Verdict {
+    match placement_problem(node, ds, cfg) {
+        None => Verdict::Expected,
+        Some(reason) => Verdict::NotExpected(reason),
+    }
+}
+
+fn placement_problem(
+    node: &NodeInfo,
+    ds: &DaemonSetInfo,
+    cfg: &PlacementConfig,
+) -> Option<NotExpectedReason> {
+    if let Some(reason) = exclusion_reason(ds, cfg) {
+        return Some(reason);
+    }
+    let template = &ds.template;
+    if let Err(reason) = check_node_name(template, &node.name) {
+        return Some(reason);
+    }
+    if let Err(reason) = check_node_affinity(template, &node.name, &node.labels) {
+        return Some(reason);
+    }
+    let tolerations = with_default_tolerations(&template.tolerations, template.host_network);
+    let (managed, others): (Vec<&Taint>, Vec<&Taint>) = node
+        .taints
+        .iter()
+        .filter(|t| !cfg.is_transient(t))
+        .partition(|t| cfg.is_managed(t));
+    if let Some(taint) = first_untolerated_taint(others, &tolerations) {
+        return Some(NotExpectedReason::UntoleratedTaint {
+            taint: taint.clone(),
+        });
+    }
+    if let Some(taint) = first_untolerated_taint(managed, &tolerations) {
+        return Some(NotExpectedReason::StartsAfterGate {
+            taint: taint.clone(),
+        });
+    }
+    None
+}

@@ -1,0 +1,338 @@
+//! Kubernetes label selectors, as configuration uses them.
+//!
+//! This module owns `LabelSelector` (the `metav1.LabelSelector` shape, so a
+//! YAML config can say `{matchLabels: ..., matchExpressions: [...]}`), its
+//! kubectl string form (`tier=infra,zone in (a,b),!spot`), and the label key
+//! and value rules that placement also uses to judge node-affinity
+//! requirements. It follows upstream apimachinery: an empty selector matches
+//! everything, keys are qualified names, values are at most 63 characters.
+//! It is pure: no I/O, no clock, no panics on user input — every mistake in a
+//! selector comes back as a `SelectorError` that names the part that is wrong.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::vocab::model::{Labels, Shared};
+
+pub const OP_IN: &str = "In";
+pub const OP_NOT_IN: &str = "NotIn";
+pub const OP_EXISTS: &str = "Exists";
+pub const OP_DOES_NOT_EXIST: &str = "DoesNotExist";
+
+const LABEL_NAME_MAX: usize = 63;
+const LABEL_VALUE_MAX: usize = 63;
+const DNS_SUBDOMAIN_MAX: usize = 253;
+
+/// A `metav1.LabelSelector`. All of `match_labels` and all of
+/// `match_expressions` must hold; an empty selector matches every object.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelector {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+/// One `matchExpressions` entry. The operator is kept as written so that a
+/// wrong one can be reported by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelectorRequirement {
+    pub key: String,
+    pub operator: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+/// What is wrong with a selector, said so a person can fix it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    /// The string form could not be read, or names an invalid key or value.
+    #[error("label selector {input:?}: {problem}")]
+    Parse { input: String, problem: String },
+    /// A structured selector (from YAML) breaks a rule; `at` names the entry,
+    /// e.g. `matchExpressions[1] (key "tier")`.
+    #[error("label selector: {at}: {problem}")]
+    Invalid { at: String, problem: String },
+}
+
+impl LabelSelectorRequirement {
+    pub fn new(
+        key: impl Into<String>,
+        operator: impl Into<String>,
+        values: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        LabelSelectorRequirement {
+            key: key.into(),
+            operator: operator.into(),
+            values: values.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    /// Whether `labels` satisfy this requirement. A requirement that
+    /// `validate` would reject matches nothing.
+    pub fn matches(&self, labels: &Labels) -> bool {
+        if self.problem().is_some() {
+            return false;
+        }
+        let value = labels.get(self.key.as_str());
+        let listed = |v: &Shared| self.values.iter().any(|x| *x == **v);
+        match self.operator.as_str() {
+            OP_IN => value.is_some_and(listed),
+            OP_NOT_IN => value.is_none_or(|v| !listed(v)),
+            OP_EXISTS => value.is_some(),
+            OP_DOES_NOT_EXIST => value.is_none(),
+            _ => false,
+        }
+    }
+
+    /// The first rule this requirement breaks, if any.
+    fn problem(&self) -> Option<String> {
+        if let Err(problem) = check_label_key(&self.key) {
+            return Some(problem);
+        }
+        match self.operator.as_str() {
+            OP_IN | OP_NOT_IN if self.values.is_empty() => {
+                return Some(format!(
+                    "{} needs at least one value, got none",
+                    self.operator
+                ));
+            }
+            OP_EXISTS | OP_DOES_NOT_EXIST if !self.values.is_empty() => {
+                return Some(format!(
+                    "{} takes no values, got {:?}",
+                    self.operator, self.values
+                ));
+            }
+            OP_IN | OP_NOT_IN | OP_EXISTS | OP_DOES_NOT_EXIST => {}
+            other => {
+                return Some(format!(
+                    "operator {other:?} is not one of In, NotIn, Exists, DoesNotExist"
+                ));
+            }
+        }
+        self.values.iter().find_map(|v| check_label_value(v).err())
+    }
+}
+
+impl LabelSelector {
+    /// A selector that matches every object.
+    pub fn everything() -> Self {
+        LabelSelector::default()
+    }
+
+    /// True when the selector has no constraints (and so matches everything).
+    pub fn is_empty(&self) -> bool {
+        self.match_labels.is_empty() && self.match_expressions.is_empty()
+    }
+
+    /// Whether `labels` satisfy every constraint. A selector that `validate`
+    /// would reject matches nothing: configuration loading calls `validate`
+    /// and refuses such a selector, so this only guards callers that skipped
+    /// that step, and it errs towards selecting nothing.
+    pub fn matches(&self, labels: &Labels) -> bool {
+        if self.validate().is_err() {
+            return false;
+        }
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k.as_str()).is_some_and(|l| *l == *v))
+            && self.match_expressions.iter().all(|r| r.matches(labels))
+    }
+
+    /// Checks every key, value and operator against the Kubernetes rules.
+    pub fn validate(&self) -> Result<(), SelectorError> {
+        for (key, value) in &self.match_labels {
+            let problem = check_label_key(key)
+                .err()
+                .or_else(|| check_label_value(value).err());
+            if let Some(problem) = problem {
+                return Err(SelectorError::Invalid {
+                    at: format!("matchLabels[{key:?}]"),
+                    problem,
+                });
+            }
+        }
+        for (i, req) in self.match_expressions.iter().enumerate() {
+            if let Some(problem) = req.problem() {
+                return Err(SelectorError::Invalid {
+                    at: format!("matchExpressions[{i}] (key {:?})", req.key),
+                    problem,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the kubectl form: comma-separated requirements, each one of
+    /// `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a)`, `k` or `!k`.
+    /// `k=v` lands in `match_labels` (or, when `k` is already there with
+    /// another value, as an `In` expression, so that both still must hold);
+    /// `k!=v` becomes `NotIn [v]`. As upstream, `k in ()` means the one
+    /// empty value, and an empty string is the empty selector.
+    pub fn parse(s: &str) -> Result<LabelSelector, SelectorError> {
+        Parser::new(s)
+            .parse()
+            .map_err(|problem| SelectorError::Parse {
+                input: s.to_string(),
+                problem,
+            })
+    }
+}
+
+impl FromStr for LabelSelector {
+    type Err = SelectorError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        LabelSelector::parse(s)
+    }
+}
+
+/// The kubectl form; `parse` reads back exactly what this writes for any
+/// valid selector.
+impl fmt::Display for LabelSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        let mut sep = |f: &mut fmt::Formatter<'_>| {
+            if first {
+                first = false;
+                Ok(())
+            } else {
+                f.write_str(",")
+            }
+        };
+        for (k, v) in &self.match_labels {
+            sep(f)?;
+            write!(f, "{k}={v}")?;
+        }
+        for r in &self.match_expressions {
+            sep(f)?;
+            write!(f, "{r}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for LabelSelectorRequirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.operator.as_str() {
+            OP_EXISTS => write!(f, "{}", self.key),
+            OP_DOES_NOT_EXIST => write!(f, "!{}", self.key),
+            OP_IN => write!(f, "{} in ({})", self.key, self.values.join(",")),
+            OP_NOT_IN => write!(f, "{} notin ({})", self.key, self.values.join(",")),
+            other => write!(f, "{} {other} ({})", self.key, self.values.join(",")),
+        }
+    }
+}
+
+/// Checks a label key (a "qualified name"): an optional DNS-subdomain
+/// prefix of at most 253 characters and a `/`, then a name of 1 to 63
+/// letters, digits, `-`, `_` or `.` that starts and ends with a letter or
+/// digit. The error says which part is wrong.
+pub fn check_label_key(key: &str) -> Result<(), String> {
+    if key.is_empty() {
+        return Err("key must not be empty".to_string());
+    }
+    let (prefix, name) = match key.split_once('/') {
+        None => (None, key),
+        Some((_, rest)) if rest.contains('/') => {
+            return Err(format!("invalid key {key:?}: a key has at most one \"/\""));
+        }
+        Some((prefix, name)) => (Some(prefix), name),
+    };
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() {
+            return Err(format!(
+                "invalid key {key:?}: the prefix before \"/\" must not be empty"
+            ));
+        }
+        if prefix.len() > DNS_SUBDOMAIN_MAX {
+            return Err(format!(
+                "invalid key {key:?}: the prefix must be at most {DNS_SUBDOMAIN_MAX} characters, got {}",
+                prefix.len()
+            ));
+        }
+        if !is_dns_subdomain(prefix) {
+            return Err(format!(
+                "invalid key {key:?}: the prefix {prefix:?} must be a DNS subdomain \
+                 (lowercase letters, digits, '-' and '.', each part starting and ending \
+                 with a letter or digit)"
+            ));
+        }
+    }
+    if name.is_empty() {
+        return Err(format!(
+            "invalid key {key:?}: the name after \"/\" must not be empty"
+        ));
+    }
+    if name.len() > LABEL_NAME_MAX {
+        return Err(format!(
+            "invalid key {key:?}: the name part must be at most {LABEL_NAME_MAX} characters, got {}",
+            name.len()
+        ));
+    }
+    if !is_label_token(name) {
+        return Err(format!(
+            "invalid key {key:?}: the name part must consist of letters, digits, '-', '_' \
+             or '.', and start and end with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a label value: empty, or at most 63 letters, digits, `-`, `_` or
+/// `.` that start and end with a letter or digit.
+pub fn check_label_value(value: &str) -> Result<(), String> {
+    if value.len() > LABEL_VALUE_MAX {
+        return Err(format!(
+            "invalid value {value:?}: a label value must be at most {LABEL_VALUE_MAX} characters, got {}",
+            value.len()
+        ));
+    }
+    if !value.is_empty() && !is_label_token(value) {
+        return Err(format!(
+            "invalid value {value:?}: a label value must consist of letters, digits, '-', '_' \
+             or '.', and start and end with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+fn is_label_token(s: &str) -> bool {
+    let bytes = s.as_bytes();
+    let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
+        return false;
+    };
+    first.is_ascii_alphanumeric()
+        && last.is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// RFC 1123 subdomain as upstream checks it: dot-separated lowercase labels,
+/// each starting and ending with a letter or digit (upstream checks only the
+/// total length, not each label's).
+fn is_dns_subdomain(s: &str) -> bool {
+    s.split('.').all(|part| {
+        let bytes = part.as_bytes();
+        match (bytes.first(), bytes.last()) {
+            (Some(first), Some(last)) => {
+                is_lower_alnum(*first)
+                    && is_lower_alnum(*last)
+                    && bytes.iter().all(|b| is_lower_alnum(*b) || *b == b'-')
+            }
+            _ => false,
+        }
+    })
+}
+
+fn is_lower_alnum(b: u8) -> bool {
+    b.is_ascii_lowercase() || b.is_ascii_digit()
+}
+
+mod parse;
+use parse::Parser;

@@ -1,0 +1,383 @@
+//! Which startup taint an entrance adds to a node (semantics.md §6.0): the
+//! first rule whose node selector matches the node's labels, else the first
+//! `--taint`. The rules are the explicit ones (`--taint-for
+//! SELECTOR=KEY[:EFFECT]`, in the order given), then the presets' rules
+//! (`--autoscaler NAME`), which put a key each autoscaler already treats as
+//! a startup taint on the nodes it manages:
+//!
+//! | preset | nodes | key |
+//! | --- | --- | --- |
+//! | `karpenter` | label `karpenter.sh/nodepool` | `readiness.k8s.io/nodegate` |
+//! | `gke` | label `cloud.google.com/gke-nodepool` | `startup-taint.cluster-autoscaler.kubernetes.io/nodegate` |
+//! | `aks` | label `kubernetes.azure.com/agentpool` | the same |
+//! | `eks` | label `eks.amazonaws.com/nodegroup` | the same |
+//! | `cluster-autoscaler` | every node (a catch-all, last) | the same |
+//!
+//! `auto` is karpenter, gke, aks and eks (no catch-all); `none` no preset.
+//! Every rule's taint is managed (a gate removes it) beside every `--taint`:
+//! [`StartupTaints::managed`]. Every entrance — the webhook, the late-taint
+//! net, `backfill`, and the admission policy's CEL from
+//! [`StartupTaints::admission_rules`] — chooses with [`StartupTaints::for_node`].
+
+use std::fmt;
+
+use crate::rules::placement::{EFFECT_NO_SCHEDULE, ManagedTaint};
+use crate::rules::selector::{LabelSelector, LabelSelectorRequirement, OP_EXISTS};
+use crate::vocab::model::{KARPENTER_NODEPOOL_LABEL, Labels, NodeInfo};
+
+/// GKE's node-pool label.
+pub const GKE_NODEPOOL_LABEL: &str = "cloud.google.com/gke-nodepool";
+/// AKS's agent-pool label.
+pub const AKS_AGENTPOOL_LABEL: &str = "kubernetes.azure.com/agentpool";
+/// EKS managed node groups' label.
+pub const EKS_NODEGROUP_LABEL: &str = "eks.amazonaws.com/nodegroup";
+
+/// Karpenter sets this label to `true` once it has registered the node: its
+/// registration sync, which puts a NodePool's taints and `startupTaints` on
+/// the node, is done.
+pub const KARPENTER_REGISTERED_LABEL: &str = "karpenter.sh/registered";
+/// `true`: Karpenter never syncs taints onto this node.
+pub const KARPENTER_DO_NOT_SYNC_TAINTS_LABEL: &str = "karpenter.sh/do-not-sync-taints";
+
+/// Why a gate waits for Karpenter before it opens, in words.
+pub const KARPENTER_REGISTRATION: &str = "karpenter registration";
+
+/// Whether Karpenter may still put taints back on this node: it is
+/// Karpenter's (`karpenter.sh/nodepool`), not yet `karpenter.sh/registered=true`,
+/// and not `karpenter.sh/do-not-sync-taints=true`. A gate that opened such a
+/// node would see a NodePool's `startupTaints` key put back by the
+/// registration (karpenter#1772), so it waits (semantics.md §6.0).
+pub fn karpenter_registering(labels: &Labels) -> bool {
+    let is = |key: &str| labels.get(key).is_some_and(|v| v == "true");
+    labels.contains_key(KARPENTER_NODEPOOL_LABEL)
+        && !is(KARPENTER_REGISTERED_LABEL)
+        && !is(KARPENTER_DO_NOT_SYNC_TAINTS_LABEL)
+}
+
+/// A gate on a Karpenter node that nodegate opened before (it carries
+/// `nodegate.dev/opened-at`) and did not re-gate (no
+/// `nodegate.dev/gated-since`): the managed taint came back with Karpenter's
+/// registration sync after an opening before registration (by the deadline
+/// or by hand). Such a gate opens again as usual, with the same deadline
+/// (from the node's creation), but records no second Event: the node's
+/// opening was recorded once already.
+pub fn karpenter_reopening(node: &NodeInfo) -> bool {
+    node.labels.contains_key(KARPENTER_NODEPOOL_LABEL)
+        && (node.opened_at.is_some() || node.opened_before)
+        && node.gated_since.is_none()
+}
+
+/// Karpenter (v1.13 and later) ignores a `readiness.k8s.io/` taint while a
+/// node initializes and waits for it to go before calling it Initialized.
+pub const KARPENTER_TAINT_KEY: &str = "readiness.k8s.io/nodegate";
+/// cluster-autoscaler treats every key under this prefix as a startup taint
+/// with no flag at all: the one kind managed autoscalers (GKE, AKS) accept.
+pub const CLUSTER_AUTOSCALER_TAINT_KEY: &str =
+    "startup-taint.cluster-autoscaler.kubernetes.io/nodegate";
+
+/// A preset of `--autoscaler`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Autoscaler {
+    Auto,
+    Karpenter,
+    ClusterAutoscaler,
+    Gke,
+    Aks,
+    Eks,
+    None,
+}
+
+/// `--autoscaler`'s default.
+pub const DEFAULT_AUTOSCALERS: &[Autoscaler] = &[Autoscaler::Auto];
+
+/// A name that is no preset, with the nearest one when there is one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name:?} is not an autoscaler preset{}; use one of {}", suggestion(.nearest), Autoscaler::names())]
+pub struct UnknownAutoscaler {
+    pub name: String,
+    pub nearest: Option<&'static str>,
+}
+
+fn suggestion(nearest: &Option<&'static str>) -> String {
+    nearest
+        .map(|n| format!(" (did you mean {n:?}?)"))
+        .unwrap_or_default()
+}
+
+impl Autoscaler {
+    pub const ALL: [Autoscaler; 7] = [
+        Autoscaler::Auto,
+        Autoscaler::Karpenter,
+        Autoscaler::ClusterAutoscaler,
+        Autoscaler::Gke,
+        Autoscaler::Aks,
+        Autoscaler::Eks,
+        Autoscaler::None,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Autoscaler::Auto => "auto",
+            Autoscaler::Karpenter => "karpenter",
+            Autoscaler::ClusterAutoscaler => "cluster-autoscaler",
+            Autoscaler::Gke => "gke",
+            Autoscaler::Aks => "aks",
+            Autoscaler::Eks => "eks",
+            Autoscaler::None => "none",
+        }
+    }
+
+    /// Every name, comma-separated, for errors and help.
+    pub fn names() -> String {
+        Self::ALL.map(Autoscaler::as_str).join(", ")
+    }
+
+    /// Reads one name (case and surrounding space ignored).
+    pub fn parse(s: &str) -> Result<Autoscaler, UnknownAutoscaler> {
+        let wanted = s.trim().to_ascii_lowercase();
+        Self::ALL
+            .into_iter()
+            .find(|a| a.as_str() == wanted)
+            .ok_or_else(|| UnknownAutoscaler {
+                name: s.to_string(),
+                nearest: nearest(&wanted),
+            })
+    }
+
+    /// The presets this one stands for (`auto` is four).
+    fn expand(self) -> &'static [Autoscaler] {
+        match self {
+            Autoscaler::Auto => &[
+                Autoscaler::Karpenter,
+                Autoscaler::Gke,
+                Autoscaler::Aks,
+                Autoscaler::Eks,
+            ],
+            Autoscaler::Karpenter => &[Autoscaler::Karpenter],
+            Autoscaler::ClusterAutoscaler => &[Autoscaler::ClusterAutoscaler],
+            Autoscaler::Gke => &[Autoscaler::Gke],
+            Autoscaler::Aks => &[Autoscaler::Aks],
+            Autoscaler::Eks => &[Autoscaler::Eks],
+            Autoscaler::None => &[],
+        }
+    }
+
+    /// The one rule of a concrete preset (`None` for `auto` and `none`).
+    fn rule(self) -> Option<StartupRule> {
+        let (label, key) = match self {
+            Autoscaler::Karpenter => (Some(KARPENTER_NODEPOOL_LABEL), KARPENTER_TAINT_KEY),
+            Autoscaler::Gke => (Some(GKE_NODEPOOL_LABEL), CLUSTER_AUTOSCALER_TAINT_KEY),
+            Autoscaler::Aks => (Some(AKS_AGENTPOOL_LABEL), CLUSTER_AUTOSCALER_TAINT_KEY),
+            Autoscaler::Eks => (Some(EKS_NODEGROUP_LABEL), CLUSTER_AUTOSCALER_TAINT_KEY),
+            Autoscaler::ClusterAutoscaler => (None, CLUSTER_AUTOSCALER_TAINT_KEY),
+            Autoscaler::Auto | Autoscaler::None => return None,
+        };
+        let selector = LabelSelector {
+            match_expressions: label
+                .map(|l| LabelSelectorRequirement::new(l, OP_EXISTS, Vec::<String>::new()))
+                .into_iter()
+                .collect(),
+            ..LabelSelector::default()
+        };
+        Some(StartupRule {
+            selector,
+            taint: ManagedTaint::new(key, EFFECT_NO_SCHEDULE),
+            source: RuleSource::Preset(self),
+        })
+    }
+}
+
+impl fmt::Display for Autoscaler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The preset nearest to a misspelt name: one a single edit away, or one
+/// that starts with what was typed.
+fn nearest(wanted: &str) -> Option<&'static str> {
+    let names = Autoscaler::ALL.map(Autoscaler::as_str);
+    names
+        .into_iter()
+        .find(|n| edit_distance(n, wanted) <= 2)
+        .or_else(|| {
+            names
+                .into_iter()
+                .find(|n| !wanted.is_empty() && (n.starts_with(wanted) || wanted.starts_with(n)))
+        })
+}
+
+/// Levenshtein distance over characters (names are a few bytes long).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let here = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(here + 1);
+            prev = here;
+        }
+    }
+    row[b.len()]
+}
+
+/// Where a rule came from, for explain and the docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleSource {
+    /// `--taint-for` / `taintFor`.
+    Explicit,
+    Preset(Autoscaler),
+}
+
+/// One rule: nodes whose labels match `selector` get `taint`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartupRule {
+    pub selector: LabelSelector,
+    pub taint: ManagedTaint,
+    pub source: RuleSource,
+}
+
+/// What is wrong with a `--taint-for` value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--taint-for {input:?}: {problem}")]
+pub struct StartupRuleError {
+    pub input: String,
+    pub problem: String,
+}
+
+impl StartupRule {
+    /// Reads `SELECTOR=KEY[:EFFECT]` (EFFECT defaults to NoSchedule): the
+    /// taint follows the last `=`, since a taint has none and a selector may.
+    pub fn parse(s: &str) -> Result<StartupRule, StartupRuleError> {
+        let err = |problem: String| StartupRuleError {
+            input: s.to_string(),
+            problem,
+        };
+        let Some((selector, taint)) = s.trim().rsplit_once('=') else {
+            return Err(err(
+                "expected SELECTOR=KEY[:EFFECT], e.g. 'pool=gpu=example.com/gpu-init:NoSchedule'"
+                    .into(),
+            ));
+        };
+        Self::from_parts(selector, taint).map_err(|e| err(e.problem))
+    }
+
+    /// A rule from its selector (kubectl syntax; empty is every node) and
+    /// its taint `KEY[:EFFECT]`, as the config file's `taintFor` gives them.
+    pub fn from_parts(selector: &str, taint: &str) -> Result<StartupRule, StartupRuleError> {
+        let err = |problem: String| StartupRuleError {
+            input: format!("{selector}={taint}"),
+            problem,
+        };
+        let selector = LabelSelector::parse(selector).map_err(|e| err(e.to_string()))?;
+        let taint = taint.trim();
+        let spelled = if taint.contains(':') {
+            taint.to_string()
+        } else {
+            format!("{taint}:{EFFECT_NO_SCHEDULE}")
+        };
+        let taint = ManagedTaint::parse(&spelled).map_err(|e| err(e.to_string()))?;
+        Ok(StartupRule {
+            selector,
+            taint,
+            source: RuleSource::Explicit,
+        })
+    }
+}
+
+/// The line of the admission policy's parameters for this rule:
+/// `SELECTOR=KEY:EFFECT`, the selector in kubectl syntax.
+impl fmt::Display for StartupRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.selector, self.taint)
+    }
+}
+
+/// The rules in force and the taint for a node no rule matches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartupTaints {
+    rules: Vec<StartupRule>,
+    fallback: ManagedTaint,
+}
+
+impl Default for StartupTaints {
+    /// No rule: every node gets nodegate's default taint (`--autoscaler
+    /// none`). The binary's default is `auto`, built by the settings.
+    fn default() -> Self {
+        StartupTaints::new(
+            Vec::new(),
+            &[],
+            crate::rules::placement::PlacementConfig::default().managed_taints[0].clone(),
+        )
+    }
+}
+
+impl StartupTaints {
+    /// The explicit rules first, in order, then each preset's rule once, in
+    /// the order named (`auto` expanded where it stands); `fallback` is the
+    /// first `--taint`.
+    pub fn new(
+        explicit: Vec<StartupRule>,
+        presets: &[Autoscaler],
+        fallback: ManagedTaint,
+    ) -> StartupTaints {
+        let mut seen = Vec::new();
+        let mut rules = explicit;
+        for p in presets.iter().flat_map(|p| p.expand()) {
+            if !seen.contains(p) {
+                seen.push(*p);
+                rules.extend(p.rule());
+            }
+        }
+        // The catch-all goes last whatever its place among the names: a
+        // preset named after it would otherwise never match.
+        rules.sort_by_key(|r| r.source == RuleSource::Preset(Autoscaler::ClusterAutoscaler));
+        StartupTaints { rules, fallback }
+    }
+
+    /// The rule that chooses `labels`' taint, if one does.
+    pub fn rule_for(&self, labels: &Labels) -> Option<&StartupRule> {
+        self.rules.iter().find(|r| r.selector.matches(labels))
+    }
+
+    /// The taint an entrance adds to a node with these labels.
+    pub fn for_node(&self, labels: &Labels) -> &ManagedTaint {
+        self.rule_for(labels)
+            .map(|r| &r.taint)
+            .unwrap_or(&self.fallback)
+    }
+
+    pub fn rules(&self) -> &[StartupRule] {
+        &self.rules
+    }
+
+    /// The taint of a node no rule matches (the first `--taint`).
+    pub fn fallback(&self) -> &ManagedTaint {
+        &self.fallback
+    }
+
+    /// The managed startup taints: every `--taint` (`taints`), then every
+    /// rule's taint not among them, each once.
+    pub fn managed(&self, taints: &[ManagedTaint]) -> Vec<ManagedTaint> {
+        let mut out = taints.to_vec();
+        for r in &self.rules {
+            if !out.contains(&r.taint) {
+                out.push(r.taint.clone());
+            }
+        }
+        out
+    }
+
+    /// The admission policy's `startupRules` parameter: one rule a line,
+    /// `SELECTOR=KEY:EFFECT`, in order (the policy's CEL reads it).
+    pub fn admission_rules(&self) -> String {
+        self.rules.iter().map(|r| format!("{r}\n")).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

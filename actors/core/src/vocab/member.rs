@@ -1,0 +1,217 @@
+//! Who a gate may wait for ([`MemberId`]), whether it waits for each
+//! ([`Expectation`]) and where each stands ([`Readiness`]).
+
+use std::fmt;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::rules::placement::ReasonCode;
+use crate::rules::readiness::{CriticalPodEntry, MemberState, Waiting};
+use crate::vocab::model::DaemonSetInfo;
+
+/// Who a gate may wait for. DaemonSets are named `namespace/name` (a name is
+/// held by one live object at a time; a recreated DaemonSet replaces the old
+/// one under the same name), critical-pod entries `critical:NAME` — a colon can
+/// appear in neither a namespace nor a DaemonSet name, so the two never clash.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MemberId {
+    DaemonSet(String),
+    Critical(String),
+    /// A `criticalConditions` entry, by condition type (`condition:TYPE`).
+    Condition(String),
+    /// A `criticalResources` entry, by resource name
+    /// (`resource:nvidia.com/gpu`).
+    Resource(String),
+    /// A `draDrivers` entry, by driver name (`dra:gpu.nvidia.com`).
+    Dra(String),
+    /// The canary pod nodegate runs on the node (`canary`): a name with
+    /// neither a slash nor a colon, so it clashes with no other member.
+    Canary,
+}
+
+/// How a `criticalResources` member's id starts.
+const RESOURCE_PREFIX: &str = "resource:";
+/// How a `draDrivers` member's id starts.
+const DRA_PREFIX: &str = "dra:";
+
+/// How the canary member is named in explain, status, traces and Events.
+pub const CANARY_MEMBER: &str = "canary";
+
+impl MemberId {
+    pub fn daemonset(ds: &DaemonSetInfo) -> Self {
+        MemberId::DaemonSet(ds.key())
+    }
+}
+
+impl fmt::Display for MemberId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemberId::DaemonSet(key) => f.write_str(key),
+            MemberId::Critical(name) => write!(f, "critical:{name}"),
+            MemberId::Condition(type_) => write!(f, "condition:{type_}"),
+            MemberId::Resource(name) => write!(f, "{RESOURCE_PREFIX}{name}"),
+            MemberId::Dra(driver) => write!(f, "{DRA_PREFIX}{driver}"),
+            MemberId::Canary => f.write_str(CANARY_MEMBER),
+        }
+    }
+}
+
+impl std::str::FromStr for MemberId {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // A colon appears in no namespace, so no DaemonSet key has these
+        // prefixes.
+        if let Some(name) = s.strip_prefix(RESOURCE_PREFIX) {
+            return Ok(MemberId::Resource(name.to_string()));
+        }
+        if let Some(driver) = s.strip_prefix(DRA_PREFIX) {
+            return Ok(MemberId::Dra(driver.to_string()));
+        }
+        Ok(
+            match (s.strip_prefix("critical:"), s.strip_prefix("condition:")) {
+                (Some(name), _) => MemberId::Critical(name.to_string()),
+                (None, Some(type_)) => MemberId::Condition(type_.to_string()),
+                (None, None) if s == CANARY_MEMBER => MemberId::Canary,
+                (None, None) => MemberId::DaemonSet(s.to_string()),
+            },
+        )
+    }
+}
+
+// A string form keeps journal lines short ("member":"kube-system/cilium") and
+// lets members be JSON map keys.
+impl Serialize for MemberId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for MemberId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(s.parse()
+            .unwrap_or_else(|never: std::convert::Infallible| match never {}))
+    }
+}
+
+/// Whether the gate waits for a member, and if not, why not (in words, as the
+/// placement rules put it, and as a stable code such as "node_selector" or
+/// "starts_after_gate": `NotExpectedReason::kind` for DaemonSets).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expectation {
+    Expected,
+    NotExpected { reason: String, code: ReasonCode },
+}
+
+/// Where an expected member stands on this node. Kept as text plus the one
+/// time that matters, so that it compares equal across inputs while nothing
+/// changes (the readiness module's own `Waiting` renders `ready_for`, which
+/// grows with `now`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Readiness {
+    Ready {
+        pod: String,
+    },
+    Waiting {
+        why: String,
+        /// When a Ready pod becomes available (minReadySeconds): the gate
+        /// re-checks at that time instead of polling.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        available_at: Option<Timestamp>,
+    },
+}
+
+impl Readiness {
+    pub(crate) fn from_member_state(state: MemberState) -> Self {
+        match state {
+            MemberState::Ready { pod } => Readiness::Ready { pod },
+            MemberState::NotReady(Waiting::NotAvailableYet {
+                pod,
+                min_ready,
+                available_at,
+                ..
+            }) => Readiness::Waiting {
+                why: Readiness::not_available_text(&pod, min_ready, available_at, None),
+                available_at: Some(available_at),
+            },
+            MemberState::NotReady(waiting) => Readiness::Waiting {
+                why: waiting.to_string(),
+                available_at: None,
+            },
+        }
+    }
+
+    /// The one wording for a pod that is Ready but not yet available
+    /// (`minReadySeconds`). The gate's own text must stay equal while
+    /// nothing changes, so without `now` it says "less than"; a report made
+    /// at one moment (`now`) says how long, in the readiness module's words.
+    pub fn not_available_text(
+        pod: &str,
+        min_ready: Duration,
+        available_at: Timestamp,
+        now: Option<Timestamp>,
+    ) -> String {
+        let head = match now {
+            Some(now) => {
+                let left =
+                    Duration::try_from(available_at.duration_since(now)).unwrap_or(Duration::ZERO);
+                Waiting::NotAvailableYet {
+                    pod: pod.to_string(),
+                    ready_for: min_ready.saturating_sub(left),
+                    min_ready,
+                    available_at,
+                }
+                .to_string()
+            }
+            None => format!(
+                "pod {pod} Ready for less than minReadySeconds {}s",
+                min_ready.as_secs()
+            ),
+        };
+        format!("{head}, available at {available_at}")
+    }
+
+    /// A critical-pod entry's readiness: "no pod yet" names what it looks
+    /// for, since nothing owns the pod it waits on.
+    pub(crate) fn of_critical(entry: &CriticalPodEntry, state: MemberState) -> Self {
+        match state {
+            MemberState::NotReady(Waiting::NoPod) => Readiness::Waiting {
+                why: format!(
+                    "no pod matching {} in namespace {} on the node yet",
+                    entry.selector, entry.namespace
+                ),
+                available_at: None,
+            },
+            state => Readiness::from_member_state(state),
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        matches!(self, Readiness::Ready { .. })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub expectation: Expectation,
+    /// Tracked for expected members only; `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<Readiness>,
+}
+
+impl Member {
+    pub fn is_expected(&self) -> bool {
+        self.expectation == Expectation::Expected
+    }
+}
+
+/// An expected member that was not Ready, and why — what a Warning names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Blocker {
+    pub member: MemberId,
+    pub why: String,
+}

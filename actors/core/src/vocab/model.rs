@@ -1,0 +1,509 @@
+//! Compact projections of the cluster objects the gate reasons about.
+//!
+//! The watchers in the binary translate Nodes, DaemonSets and Pods into these
+//! plain structs and keep nothing else, so the core never sees (or allocates
+//! for) a whole Kubernetes object. Field semantics follow the Kubernetes API:
+//! an empty string stands for an unset optional string, exactly as upstream
+//! helpers treat it. This module holds data only; it must never do I/O.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+mod shared;
+pub use shared::{Interner, Shared};
+
+/// Labels (and annotations) by key, as a sorted vector: a node's 25
+/// labels take 800 bytes instead of a B-tree's 1.6 KiB. Keys and values
+/// are [`Shared`]: the watches intern them, so the label keys and most
+/// values of 65,000 nodes are held once (docs/benchmarks.md, "65,000 open
+/// nodes").
+pub type Labels = crate::vocab::vec_map::VecMap<Shared, Shared>;
+
+/// A node taint. `effect` is one of `NoSchedule`, `PreferNoSchedule`,
+/// `NoExecute` on a valid object; kept as a string so the rules can mirror
+/// upstream's string comparisons.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    pub effect: String,
+}
+
+impl Taint {
+    pub fn new(
+        key: impl Into<String>,
+        value: impl Into<String>,
+        effect: impl Into<String>,
+    ) -> Self {
+        Taint {
+            key: key.into(),
+            value: value.into(),
+            effect: effect.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Taint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.value.is_empty() {
+            write!(f, "{}:{}", self.key, self.effect)
+        } else {
+            write!(f, "{}={}:{}", self.key, self.value, self.effect)
+        }
+    }
+}
+
+/// A pod toleration. Empty strings mean "unset": an empty `operator` is
+/// `Equal`, an empty `effect` matches every effect, an empty `key` (with
+/// `Exists`) matches every key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Toleration {
+    #[serde(default)]
+    pub key: String,
+    #[serde(default)]
+    pub operator: String,
+    #[serde(default)]
+    pub value: String,
+    #[serde(default)]
+    pub effect: String,
+}
+
+/// One requirement of a node selector term (`matchExpressions` or
+/// `matchFields`). The operator is kept as written so that an invalid one can
+/// be reported by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSelectorRequirement {
+    pub key: String,
+    pub operator: String,
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+/// The operators a [`NodeSelectorRequirement`] may name, as upstream spells them.
+pub const NODE_OP_IN: &str = "In";
+pub const NODE_OP_NOT_IN: &str = "NotIn";
+pub const NODE_OP_EXISTS: &str = "Exists";
+pub const NODE_OP_DOES_NOT_EXIST: &str = "DoesNotExist";
+pub const NODE_OP_GT: &str = "Gt";
+pub const NODE_OP_LT: &str = "Lt";
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSelectorTerm {
+    #[serde(default)]
+    pub match_expressions: Vec<NodeSelectorRequirement>,
+    #[serde(default)]
+    pub match_fields: Vec<NodeSelectorRequirement>,
+}
+
+/// The placement-relevant part of a pod template (or of a pod).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodPlacement {
+    #[serde(default)]
+    pub node_selector: Labels,
+    /// `affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+    /// .nodeSelectorTerms`; `None` when the required node affinity is unset.
+    #[serde(default)]
+    pub required_node_affinity: Option<Vec<NodeSelectorTerm>>,
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+    /// `spec.nodeName`; empty when unset.
+    #[serde(default)]
+    pub node_name: String,
+    #[serde(default)]
+    pub host_network: bool,
+}
+
+/// The status of a node's `Ready` condition, as the kubelet and the node
+/// lifecycle controller set it. A node the gate has never seen Ready reads as
+/// `Unknown`, as upstream treats a node without the condition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum NodeReady {
+    True,
+    False,
+    /// `Unknown`, any other value, or no `Ready` condition at all.
+    #[default]
+    Unknown,
+}
+
+impl NodeReady {
+    /// The condition's `status` as the API writes it.
+    pub fn from_status(status: &str) -> Self {
+        match status {
+            "True" => NodeReady::True,
+            "False" => NodeReady::False,
+            _ => NodeReady::Unknown,
+        }
+    }
+}
+
+impl std::fmt::Display for NodeReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NodeReady::True => "True",
+            NodeReady::False => "False",
+            NodeReady::Unknown => "Unknown",
+        })
+    }
+}
+
+/// What the gate needs of a Node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub name: String,
+    pub uid: String,
+    /// The resourceVersion the conditional untaint patch tests against.
+    pub resource_version: String,
+    pub labels: Labels,
+    pub taints: Vec<Taint>,
+    pub created: Timestamp,
+    /// `nodegate.dev/gated-since`, when the node was re-gated; the deadline
+    /// counts from here instead of from `created`. An unparsable annotation
+    /// is reported by the adapter and treated as absent.
+    pub gated_since: Option<Timestamp>,
+    /// The status of the node's `Ready` condition (semantics.md §5.1: a node
+    /// opens by readiness only while it is `True`).
+    #[serde(default)]
+    pub ready: NodeReady,
+    /// `nodegate.dev/opened-at`, the time nodegate's untaint patch wrote
+    /// (semantics.md §5.5): how a gate recognises its own patch whose answer
+    /// was lost. An unparsable annotation is reported and treated as absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_at: Option<Timestamp>,
+    /// `nodegate.dev/opened-at` is there at all, readable or not: nodegate
+    /// opened this node before, and no entrance puts the startup taint back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub opened_before: bool,
+    /// Whether the object has `metadata.annotations` at all: a JSON patch
+    /// that sets an annotation must create the map when it does not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub annotations_present: bool,
+    /// `nodegate.dev/suspend: "true"`: the gate decides and journals, but
+    /// writes nothing for this node until it is lifted (semantics.md §6.6).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspended: bool,
+    /// `nodegate.dev/open: "true"`: open now, whatever the members
+    /// (`opened-by: manual`); the untaint removes the annotation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub open_requested: bool,
+    /// Annotated `nodegate.dev/ignore: "true"`: no entrance taints it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignored: bool,
+    /// `status.nodeInfo.bootID`: changes when the node reboots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<Box<str>>,
+    /// `nodegate.dev/regated-for`: why nodegate last re-gated this node (the
+    /// members, or `reboot`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regated_for: Option<Box<str>>,
+    /// `nodegate.dev/condition-taints`: the rules whose taint nodegate put
+    /// on this node, comma separated (see [`NodeInfo::rule_added`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_taints: Option<Box<str>>,
+    /// `nodegate.dev/opened-by` is `timeout`, `manual` or `external`: the
+    /// node was last opened with members not Ready, on purpose.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub opened_unready: bool,
+    /// The node's conditions by type (`Ready` included), as the kubelet,
+    /// node-problem-detector or a readiness reporter write them: what
+    /// `criticalConditions` and `conditionTaints` read (semantics.md §6.5).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub conditions: BTreeMap<Shared, NodeCondition>,
+    /// The CSI drivers the node's CSINode lists; `None` while nodegate has
+    /// seen no CSINode for it (semantics.md §6.7, `nodegate.dev/csi-driver`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub csi_drivers: Option<Vec<String>>,
+    /// The node's allocatable extended resources (names with a domain
+    /// prefix, such as `nvidia.com/gpu`), each quantity as written: what
+    /// `criticalResources` reads (semantics.md §6.8).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extended_allocatable: BTreeMap<String, String>,
+    /// The ResourceSlices published for this node (`spec.nodeName`), by
+    /// name, from the ResourceSlice watch that runs while `draDrivers` is
+    /// configured: what `draDrivers` reads (semantics.md §6.8).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_slices: Vec<SliceInfo>,
+    /// `nodegate.dev/reboot-pending`, as written: a person announced a
+    /// reboot (semantics.md §6.10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reboot_pending: Option<Box<str>>,
+    /// kured's `weave.works/kured-reboot-in-progress` is there.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kured_rebooting: bool,
+    /// `nodegate.dev/awaiting-reboot`: the boot id nodegate re-gated the
+    /// node in, before an announced reboot (semantics.md §6.10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_reboot: Option<Box<str>>,
+    /// Its owner and nodegate's replace marks (`--on-timeout=replace`,
+    /// semantics.md §5.8).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub replace: Replacement,
+}
+
+/// What a DRA driver's pool completeness needs of one ResourceSlice local
+/// to a node (resource.k8s.io/v1): its name, driver and `spec.pool`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SliceInfo {
+    pub name: String,
+    pub driver: String,
+    /// `spec.pool.name`.
+    pub pool: String,
+    /// `spec.pool.generation`.
+    pub generation: i64,
+    /// `spec.pool.resourceSliceCount`: how many slices the pool has at
+    /// this generation.
+    pub slice_count: i64,
+    /// The UID of the Node the slice's ownerReference names (kind Node, the
+    /// name in `spec.nodeName`), as a DRA driver's kubelet plugin sets it;
+    /// empty when it names none. Only a slice owned by the very node counts.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub owner_uid: String,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+impl NodeInfo {
+    /// Whether nodegate recorded putting rule `rule`'s taint on this node
+    /// (`nodegate.dev/condition-taints`).
+    pub fn rule_added(&self, rule: &str) -> bool {
+        self.rule_taints
+            .as_deref()
+            .is_some_and(|list| list.split(',').any(|r| r.trim() == rule))
+    }
+}
+
+/// One node condition: its status as written (`True`, `False`, `Unknown`
+/// or anything else a reporter chose) and since when it holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeCondition {
+    pub status: Shared,
+    /// `lastTransitionTime`, when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Timestamp>,
+}
+
+/// What the gate needs of a DaemonSet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonSetInfo {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub labels: Labels,
+    /// Only the `nodegate.dev/*` annotations are kept, and kured's reboot
+    /// lock (`weave.works/kured-node-lock`, semantics.md §6.10).
+    pub annotations: Labels,
+    pub template: PodPlacement,
+    pub min_ready_seconds: i32,
+}
+
+impl DaemonSetInfo {
+    /// `namespace/name`, the way people name a DaemonSet.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// What the gate needs of a Pod. The values many pods share (namespace,
+/// node, owner, phase) are [`Shared`] strings, and so is the uid, which the
+/// index and the watch's bookkeeping key the pod by.
+#[derive(Debug, Clone, Eq, Serialize, Deserialize)]
+pub struct PodInfo {
+    pub namespace: Shared,
+    pub name: String,
+    pub uid: Shared,
+    /// `spec.nodeName`; empty while the pod is not bound.
+    pub node_name: Shared,
+    pub labels: Labels,
+    /// UID of the owner reference with `controller: true`, if any.
+    pub controller_uid: Option<Shared>,
+    /// `metadata.deletionTimestamp` is set.
+    pub terminating: bool,
+    /// `status.phase` as written (`Pending`, `Running`, ...).
+    pub phase: Shared,
+    /// The `Ready` condition is `True`.
+    pub ready: bool,
+    /// `lastTransitionTime` of the `Ready` condition, when present.
+    pub ready_since: Option<Timestamp>,
+    /// `nodegate.dev/ready: "true"`: the pod declares itself done (an init
+    /// or warm-up pod without a probe; semantics.md §6.7).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ready_annotation: bool,
+    /// The `PodReadyToStartContainers` condition is `True`: the kubelet
+    /// made the pod's sandbox and its network (the canary member's proof,
+    /// semantics.md §6.9).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sandbox_ready: bool,
+    /// Why the pod is not running, in the kubelet's words: `status.reason`
+    /// and `message`, else a container's waiting or terminated reason.
+    /// Kept for the canary member's explanation; `None` when there is none
+    /// (or the watch dropped it, as it does outside the namespaces whose
+    /// pods are members by label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_note: Option<String>,
+}
+
+impl PodInfo {
+    /// Whether `ds` is this pod's controller: the controller owner
+    /// reference names its UID, and the pod is in its namespace. Owner
+    /// references are namespace-local in Kubernetes, so a pod in another
+    /// namespace naming the DaemonSet's UID is a forgery, not its pod.
+    pub fn controlled_by(&self, ds: &DaemonSetInfo) -> bool {
+        self.controller_uid.as_deref() == Some(ds.uid.as_str()) && self.namespace == ds.namespace
+    }
+}
+
+/// Field by field like a derived `==`, but the fields a pod's updates change
+/// (its status) first: most comparisons are of two versions of one pod.
+/// Every field is named, so a new one is a compile error here.
+impl PartialEq for PodInfo {
+    fn eq(&self, other: &Self) -> bool {
+        let PodInfo {
+            namespace,
+            name,
+            uid,
+            node_name,
+            labels,
+            controller_uid,
+            terminating,
+            phase,
+            ready,
+            ready_since,
+            ready_annotation,
+            sandbox_ready,
+            status_note,
+        } = self;
+        *ready == other.ready
+            && *sandbox_ready == other.sandbox_ready
+            && *status_note == other.status_note
+            && *terminating == other.terminating
+            && *ready_since == other.ready_since
+            && *ready_annotation == other.ready_annotation
+            && *phase == other.phase
+            && *uid == other.uid
+            && *node_name == other.node_name
+            && *controller_uid == other.controller_uid
+            && *name == other.name
+            && *namespace == other.namespace
+            && *labels == other.labels
+    }
+}
+
+impl PodInfo {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Who can replace a node, as its labels and annotations tell.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Owner {
+    /// No owner known (cluster-autoscaler, or unmanaged): cordon and mark.
+    #[default]
+    None,
+    /// Karpenter (label `karpenter.sh/nodepool`): the NodeClaim whose
+    /// `status.nodeName` is the node, or whose `status.providerID` is the
+    /// node's `spec.providerID`.
+    NodeClaim,
+    /// Cluster API (annotations `cluster.x-k8s.io/machine` and
+    /// `cluster.x-k8s.io/cluster-namespace`): that Machine.
+    Machine { namespace: String, name: String },
+}
+
+impl Owner {
+    /// The metric label and the word the Events use: `nodeclaim`,
+    /// `machine` or `none`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Owner::None => "none",
+            Owner::NodeClaim => "nodeclaim",
+            Owner::Machine { .. } => "machine",
+        }
+    }
+
+    pub const KINDS: [&'static str; 3] = ["nodeclaim", "machine", "none"];
+}
+
+/// The label Karpenter puts on every node it launches.
+pub const KARPENTER_NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
+/// The annotation Cluster API puts on a node: its Machine's name.
+pub const CAPI_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/machine";
+/// The annotation Cluster API puts on a node: its Machine's namespace.
+pub const CAPI_NAMESPACE_ANNOTATION: &str = "cluster.x-k8s.io/cluster-namespace";
+
+/// What a node carries about its replacement: its owner, and nodegate's
+/// marks. Projected from the Node by the binary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replacement {
+    #[serde(default)]
+    pub owner: Owner,
+    /// `spec.providerID`, to find a NodeClaim that has no nodeName yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<Box<str>>,
+    /// `nodegate.dev/timed-out`: the deadline the gate passed, kept closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timed_out: Option<Timestamp>,
+    /// `nodegate.dev/replace-requested`: when nodegate asked for the
+    /// replacement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested: Option<Timestamp>,
+    /// `nodegate.dev/replace-fallback` (`open` or `keep`) and
+    /// `nodegate.dev/replace-fallback-at`: nodegate refused to replace the
+    /// node, and what it did instead, when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<(Fallback, Timestamp)>,
+    /// `spec.unschedulable`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unschedulable: bool,
+}
+
+/// What a node due for replacement gets when its members are broken
+/// cluster-wide (`--replace-fallback`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fallback {
+    /// Open it, as `--on-timeout=open` would.
+    Open,
+    /// Keep it closed, as `--on-timeout=keep` would (the default).
+    #[default]
+    Keep,
+}
+
+impl Fallback {
+    pub const ALL: [Fallback; 2] = [Fallback::Open, Fallback::Keep];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fallback::Open => "open",
+            Fallback::Keep => "keep",
+        }
+    }
+}
+
+impl fmt::Display for Fallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A fallback that is not `open` or `keep`, as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a replace fallback: use open or keep")]
+pub struct UnknownFallback(pub String);
+
+impl FromStr for Fallback {
+    type Err = UnknownFallback;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Fallback::ALL
+            .into_iter()
+            .find(|f| f.as_str() == s.trim())
+            .ok_or_else(|| UnknownFallback(s.to_string()))
+    }
+}
