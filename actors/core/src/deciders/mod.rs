@@ -404,3 +404,6 @@ pub fn total_allows(
 
 #[cfg(test)]
 pub(crate) mod fixture;
+
+#[cfg(test)]
+mod closing;
