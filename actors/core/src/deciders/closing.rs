@@ -1,13 +1,110 @@
-#[cfg(test)]
-use super::Decider;
+//! The closing decider: every way nodegate closes an open node on its own
+//! initiative, as one decider in one shell — re-gating ([`Regater`],
+//! semantics.md §6.4) and the condition rules' taints ([`RuleTainter`],
+//! §6.5) — over one [`Ledger`] for `--max-unavailable`.
+//!
+//! Each input is taken in by the ledger first (the index's change), then
+//! goes to re-gating and to the rules in turn (an answer only to the
+//! method whose request it answers). After each method's turn the ledger
+//! takes in its writes out, so the other method, later in the same step or
+//! in the next, counts them: the two never take the same last place.
+//! Every write, log line, count and Event keeps the origin of the method
+//! that made it ([`Origin::Regate`], [`Origin::Rules`]).
+
+use super::ledger::Ledger;
+use super::regate::Regater;
+use super::rules::RuleTainter;
+use super::{Context, Decider, Effect, Input, Origin};
+
+/// Re-gating and the condition rules, with the ledger they share.
+#[derive(Debug, Default)]
+pub struct Closing {
+    regater: Regater,
+    rules: RuleTainter,
+    ledger: Ledger,
+}
+
+impl Closing {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Re-gating's memory (explain, the debug views, the gauges).
+    pub fn regater(&self) -> &Regater {
+        &self.regater
+    }
+
+    /// The condition rules' memory (their gauges).
+    pub fn rules(&self) -> &RuleTainter {
+        &self.rules
+    }
+}
+
+impl Decider for Closing {
+    /// The origin of the shell's own log lines (the catch-up after gaining
+    /// the lease); each effect's line carries its method's.
+    fn origin(&self) -> Origin {
+        Origin::Regate
+    }
+
+    /// Both methods count budgets from the index.
+    fn budgeted(&self) -> bool {
+        true
+    }
+
+    fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect> {
+        self.ledger.begin(&input, cx);
+        let (regate, rules) = match &input {
+            Input::Wrote { write, .. } => (
+                write.origin == Origin::Regate,
+                write.origin == Origin::Rules,
+            ),
+            Input::NodeRead { .. } => (true, false),
+            _ => (true, true),
+        };
+        let (to_regate, to_rules) = match (regate, rules) {
+            (true, true) => (Some(input.clone()), Some(input)),
+            (true, false) => (Some(input), None),
+            (false, true) => (None, Some(input)),
+            (false, false) => (None, None),
+        };
+        let mut out = Vec::new();
+        if let Some(input) = to_regate {
+            let effects = self.regater.decide(input, cx, &self.ledger);
+            self.ledger.report(Origin::Regate, self.regater.claims());
+            out.extend(effects.into_iter().map(|e| labelled(e, Origin::Regate)));
+        }
+        if let Some(input) = to_rules {
+            let effects = self.rules.decide(input, cx, &self.ledger);
+            self.ledger.report(Origin::Rules, self.rules.claims());
+            out.extend(effects.into_iter().map(|e| labelled(e, Origin::Rules)));
+        }
+        out
+    }
+}
+
+/// `effect`, its log line labelled with `origin`.
+fn labelled(effect: Effect, origin: Origin) -> Effect {
+    match effect {
+        Effect::Log {
+            level,
+            node,
+            message,
+            origin: None,
+        } => Effect::Log {
+            level,
+            node,
+            message,
+            origin: Some(origin),
+        },
+        other => other,
+    }
+}
 
 /// The shells `--max-unavailable` is counted in, as the binary starts them.
 #[cfg(test)]
 fn shells() -> Vec<Box<dyn Decider>> {
-    vec![
-        Box::new(super::regate::Regater::new()),
-        Box::new(super::rules::RuleTainter::new()),
-    ]
+    vec![Box::new(Closing::new())]
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
-//! The deciders beside the gate: the late-taint net ([`net`]), re-gating
-//! ([`regate`]), condition-rule taints ([`rules`]), `--on-timeout=replace`
-//! ([`replace`]) and the canary pods (in the canary's own folder,
+//! The deciders beside the gate: the late-taint net ([`net`]), the closing
+//! decider ([`closing`]: re-gating, [`regate`], and condition-rule taints,
+//! [`rules`], as two methods of one decider over one [`ledger`] for
+//! `--max-unavailable`), `--on-timeout=replace` ([`replace`], with its own
+//! in-flight budget) and the canary pods (in the canary's own folder,
 //! [`crate::canary::decider`]) — every controller in nodegate that is not a
 //! node's own gate.
 //!
@@ -17,6 +19,8 @@
 //! ([`Change`]), the index as a decider reads it ([`ClusterView`]), the one
 //! definition of "now" ([`Now`]), and the effects.
 
+pub mod closing;
+pub mod ledger;
 pub mod net;
 pub mod regate;
 pub mod replace;
@@ -294,11 +298,13 @@ pub enum Effect {
     /// reading converts), at once if past. Only the earliest pending one
     /// counts.
     LookAgainAt(Timestamp),
-    /// A line for the log, with the node it concerns.
+    /// A line for the log, with the node it concerns; `origin`: the
+    /// method of a decider of two that said it (`None`: the decider's own).
     Log {
         level: Level,
         node: String,
         message: String,
+        origin: Option<Origin>,
     },
     Count(Tally),
     /// `--on-timeout=replace`: mark the node and ask its owner to replace
@@ -312,6 +318,7 @@ impl Effect {
             level,
             node: node.to_string(),
             message: message.into(),
+            origin: None,
         }
     }
 }
@@ -328,6 +335,12 @@ pub fn retry_after(at: Timestamp) -> Timestamp {
 /// A decider: its state, and the one function that moves it.
 pub trait Decider: Send + 'static {
     fn origin(&self) -> Origin;
+    /// Whether it counts a budget from the index: then, after this replica
+    /// gains the lease, its shell lets it write only once the node watch
+    /// has caught up (semantics.md §5.6).
+    fn budgeted(&self) -> bool {
+        false
+    }
     fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect>;
 }
 
@@ -370,7 +383,8 @@ pub fn tell_refusal(
 /// nodegate keeps closed on its own initiative: it carries the re-gate
 /// taint or one of the condition rules' taints (whoever put it on, as each
 /// one's own budget counts). A node closed by its startup taint is not
-/// counted: it is new, not taken out of service.
+/// counted: it is new, not taken out of service. The [`ledger`] counts by
+/// it.
 pub fn closed_by_nodegate(node: &NodeInfo, cfg: &Config) -> bool {
     cfg.regate
         .as_ref()
@@ -382,28 +396,5 @@ pub fn closed_by_nodegate(node: &NodeInfo, cfg: &Config) -> bool {
         })
 }
 
-/// The cap on all nodes nodegate keeps closed (`--max-unavailable`):
-/// whether one more may be, with `in_use` of the `managed` nodes already
-/// closed by re-gating or a condition rule.
-pub fn total_allows(
-    cfg: &Config,
-    managed: usize,
-    in_use: usize,
-) -> Result<(), crate::regate::Exhausted> {
-    match cfg.max_unavailable {
-        Some(cap) if cap.room(managed, in_use) == 0 => Err(crate::regate::Exhausted {
-            allowed: cap.allowed(managed),
-            in_use,
-            managed,
-            max_unavailable: cap,
-            total: true,
-        }),
-        _ => Ok(()),
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod fixture;
-
-#[cfg(test)]
-mod closing;

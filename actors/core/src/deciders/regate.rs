@@ -21,6 +21,10 @@
 //! leader changes. It is kept up to date from the change feed rather than
 //! counted over every node at each decision, and counted afresh when
 //! everything changed (the configuration in force may have).
+//! `--max-unavailable`, the cap over re-gating and the condition rules
+//! together, is not counted here: a re-gate asks the closing decider's
+//! [`Ledger`] (this is one of its two methods, [`super::closing`]), with
+//! this method's reads and writes out.
 //!
 //! Every time here is [`Now::for_grace`]: never ahead of the API server's
 //! clock, so a controller clock running ahead does not shorten the grace
@@ -32,11 +36,12 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 
 use super::{
-    BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Now, Origin, TaintChange,
-    TaintWrite, Tally, retry_after, tell_refusal,
+    BUDGET_RETRY, Change, Context, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite,
+    Tally, retry_after, tell_refusal,
 };
 use crate::annotations;
 use crate::config::{Config, RegateConfig, Source};
+use crate::deciders::ledger::{Claims, Ledger, Room};
 use crate::entrance;
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
 use crate::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
@@ -193,6 +198,7 @@ impl Regater {
         &mut self,
         names: impl IntoIterator<Item = S>,
         cx: &Context<'_>,
+        ledger: &Ledger,
         out: &mut Vec<Effect>,
     ) {
         let mut names = names.into_iter().peekable();
@@ -203,7 +209,7 @@ impl Regater {
         for name in names {
             let name = name.as_ref();
             if let Some(trigger) = self.look(name, &daemonsets, cx, out) {
-                self.act(name, trigger, cx, out);
+                self.act(name, trigger, cx, ledger, out);
             }
         }
     }
@@ -285,7 +291,14 @@ impl Regater {
     }
 
     /// A due node: read it afresh if nothing holds it back.
-    fn act(&mut self, name: &str, trigger: Trigger, cx: &Context<'_>, out: &mut Vec<Effect>) {
+    fn act(
+        &mut self,
+        name: &str,
+        trigger: Trigger,
+        cx: &Context<'_>,
+        ledger: &Ledger,
+        out: &mut Vec<Effect>,
+    ) {
         let now = cx.now.for_grace();
         if let Some(due) = self.reading.get_mut(name) {
             *due = Due { trigger, at: now };
@@ -318,7 +331,7 @@ impl Regater {
             self.follower.insert(name.to_string());
             return;
         }
-        match self.budget_for(&trigger, rc, cx) {
+        match self.budget_for(&trigger, rc, cx, ledger) {
             Budget::Allows => {}
             Budget::Held => {
                 self.look_at.insert(name.to_string(), retry_after(now));
@@ -392,6 +405,7 @@ impl Regater {
         write: &TaintWrite,
         outcome: PatchOutcome,
         cx: &Context<'_>,
+        ledger: &Ledger,
     ) -> Vec<Effect> {
         let name = write.node.as_str();
         if write.origin != Origin::Regate {
@@ -449,7 +463,7 @@ impl Regater {
             // The node changed since the read (or this replica stopped
             // leading): decided again now.
             PatchOutcome::Conflict | PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
-                self.looks([name], cx, &mut out);
+                self.looks([name], cx, ledger, &mut out);
             }
             PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
                 self.look_at.insert(name.to_string(), retry_after(now));
@@ -461,7 +475,13 @@ impl Regater {
     }
 
     /// The change feed, with re-gating on.
-    fn changed(&mut self, change: Change, cx: &Context<'_>, out: &mut Vec<Effect>) {
+    fn changed(
+        &mut self,
+        change: Change,
+        cx: &Context<'_>,
+        ledger: &Ledger,
+        out: &mut Vec<Effect>,
+    ) {
         match change {
             Change::Node { name, after, .. } => {
                 let before = self.in_use(cx);
@@ -477,11 +497,12 @@ impl Regater {
                 if moved {
                     self.pending.remove(&name);
                 }
-                self.looks([name.as_str()], cx, out);
-                // Places freed: as many refused nodes looked at now.
+                self.looks([name.as_str()], cx, ledger, out);
+                // Places freed (of re-gating's budget, or of
+                // `--max-unavailable` by this change): as many refused nodes
+                // looked at now.
                 let after = self.in_use(cx);
-                let freed =
-                    (before.0.saturating_sub(after.0)).max(before.1.saturating_sub(after.1));
+                let freed = before.saturating_sub(after).max(ledger.freed());
                 let first: Vec<String> = self
                     .refused
                     .iter()
@@ -489,16 +510,16 @@ impl Regater {
                     .take(freed)
                     .cloned()
                     .collect();
-                self.looks(first, cx, out);
+                self.looks(first, cx, ledger, out);
             }
             Change::Pods { node } | Change::GateStopped { node } => {
-                self.looks([node], cx, out);
+                self.looks([node], cx, ledger, out);
             }
             Change::Everything => {
                 let mut nodes = cx.view.nodes();
                 self.counts = Some(Counts::of(cx.config, &nodes));
                 nodes.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-                self.looks(nodes.iter().map(|n| n.name.as_str()), cx, out);
+                self.looks(nodes.iter().map(|n| n.name.as_str()), cx, ledger, out);
             }
         }
     }
@@ -517,12 +538,16 @@ impl Regater {
     }
 }
 
-impl Decider for Regater {
-    fn origin(&self) -> Origin {
-        Origin::Regate
-    }
-
-    fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect> {
+// Re-gating's turn in each step of the closing decider
+// ([`super::closing::Closing`]).
+impl Regater {
+    /// One input, with `ledger` for `--max-unavailable`.
+    pub(super) fn decide(
+        &mut self,
+        input: Input,
+        cx: &Context<'_>,
+        ledger: &Ledger,
+    ) -> Vec<Effect> {
         let mut out = Vec::new();
         if cx.config.regate.is_none() {
             self.reset();
@@ -531,7 +556,7 @@ impl Decider for Regater {
                     self.counts(cx).set(&name, after.as_deref(), cx.config);
                 }
                 Input::Changed(Change::Everything) => self.recount(cx),
-                Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx),
+                Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx, ledger),
                 _ => {}
             }
             return out;
@@ -539,7 +564,7 @@ impl Decider for Regater {
         let out_before = self.reading.len() + self.writing.len();
         let tick = matches!(input, Input::Tick);
         match input {
-            Input::Changed(change) => self.changed(change, cx, &mut out),
+            Input::Changed(change) => self.changed(change, cx, ledger, &mut out),
             Input::Tick => {
                 let now = cx.now.for_grace();
                 let mut due: Vec<String> = self
@@ -549,19 +574,19 @@ impl Decider for Regater {
                     .map(|(name, _)| name.clone())
                     .collect();
                 due.sort_unstable();
-                self.looks(due, cx, &mut out);
+                self.looks(due, cx, ledger, &mut out);
             }
             Input::MayWrite => {
                 let mut waiting: Vec<String> = self.follower.drain().collect();
                 waiting.extend(self.forget_later.drain());
                 waiting.sort_unstable();
                 waiting.dedup();
-                self.looks(waiting, cx, &mut out);
+                self.looks(waiting, cx, ledger, &mut out);
             }
             Input::NodeRead { node, read } => {
                 out = self.read(&node, read.map(|n| n.map(|n| *n)), cx)
             }
-            Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx),
+            Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx, ledger),
             Input::PodsListed { .. }
             | Input::Replaced { .. }
             | Input::CanaryCreated { .. }
@@ -571,7 +596,7 @@ impl Decider for Regater {
         if self.reading.len() + self.writing.len() < out_before && !self.held.is_empty() {
             let mut held: Vec<String> = self.held.drain().collect();
             held.sort_unstable();
-            self.looks(held, cx, &mut out);
+            self.looks(held, cx, ledger, &mut out);
         }
         self.ask(tick, cx.now, &mut out);
         out
@@ -707,14 +732,12 @@ impl Regater {
         self.counts = Some(Counts::of(cx.config, &cx.view.nodes()));
     }
 
-    /// The places in use: of re-gating's budget (nodes carrying the
-    /// re-gate taint, and this replica's re-gates the index does not show
-    /// yet), and of `--max-unavailable` (nodes closed by nodegate).
-    fn in_use(&mut self, cx: &Context<'_>) -> (usize, usize) {
-        let counts = self.counts(cx);
-        let (shown, closed) = (counts.regated.len(), counts.closed.len());
+    /// The places of re-gating's budget in use: nodes carrying the re-gate
+    /// taint, and this replica's re-gates the index does not show yet.
+    fn in_use(&mut self, cx: &Context<'_>) -> usize {
+        let shown = self.counts(cx).regated.len();
         let counts = self.counts.as_ref();
-        (shown + counts.map_or(0, |c| self.unseen(c)), closed)
+        shown + counts.map_or(0, |c| self.unseen(c))
     }
 
     /// This replica's re-gates the counts do not show yet: each counts
@@ -727,15 +750,19 @@ impl Regater {
             .count()
     }
 
-    /// Every node nodegate keeps closed (re-gated, or carrying a rule's
-    /// taint), with this replica's re-gates the index does not show yet.
-    fn closed(&self, counts: &Counts) -> usize {
-        let unseen = self
-            .pending
-            .keys()
-            .filter(|n| !counts.closed.contains(&counts::fingerprint(n)))
-            .count();
-        counts.closed.len() + unseen
+    /// This method's writes out that close a node, for the ledger: its
+    /// re-gates the index does not show yet, and its fresh reads and writes
+    /// out (each may end in a re-gate).
+    pub(super) fn claims(&self) -> Claims {
+        Claims {
+            sure: self.pending.keys().cloned().collect(),
+            maybe: self
+                .reading
+                .keys()
+                .chain(self.writing.keys())
+                .cloned()
+                .collect(),
+        }
     }
 }
 
@@ -875,36 +902,35 @@ impl Regater {
     /// orchestrator that bounds its own disruption (kured's lock) goes
     /// around `--regate-max-unavailable` (semantics.md §6.10), never around
     /// `--max-unavailable`, the cap on every node nodegate keeps closed.
-    fn budget_for(&mut self, trigger: &Trigger, rc: &RegateConfig, cx: &Context<'_>) -> Budget {
+    fn budget_for(
+        &mut self,
+        trigger: &Trigger,
+        rc: &RegateConfig,
+        cx: &Context<'_>,
+        ledger: &Ledger,
+    ) -> Budget {
         if trigger.bypasses_budget() {
-            return self.total_budget(cx);
+            return self.total_budget(cx, ledger);
         }
-        self.budget(rc, cx)
+        self.budget(rc, cx, ledger)
     }
 
-    /// `--max-unavailable` alone: counted as in [`Regater::budget`].
-    fn total_budget(&mut self, cx: &Context<'_>) -> Budget {
-        let out = self.reading.len() + self.writing.len();
-        self.counts(cx);
-        let Some(counts) = self.counts.as_ref() else {
-            return Budget::Allows;
-        };
-        let managed = counts.managed.len();
-        let closed = self.closed(counts);
-        if let Err(exhausted) = crate::deciders::total_allows(cx.config, managed, closed) {
-            return Budget::Refused(exhausted);
+    /// `--max-unavailable` alone: the ledger's answer, with this method's
+    /// reads and writes out as they are now.
+    fn total_budget(&self, cx: &Context<'_>, ledger: &Ledger) -> Budget {
+        match ledger.room(cx.config, Origin::Regate, &self.claims(), None) {
+            Room::Allows => Budget::Allows,
+            Room::Held(_) => Budget::Held,
+            Room::Refused(exhausted) => Budget::Refused(exhausted),
         }
-        if out > 0 && crate::deciders::total_allows(cx.config, managed, closed + out).is_err() {
-            return Budget::Held;
-        }
-        Budget::Allows
     }
 
     /// Whether one more node may be re-gated: counted from the nodes in
     /// scope the index shows with the re-gate taint, plus this replica's
     /// own re-gates the index does not show yet; the reads and writes out
     /// hold a node the budget would refuse if they all ended in a re-gate.
-    fn budget(&mut self, rc: &RegateConfig, cx: &Context<'_>) -> Budget {
+    /// Then `--max-unavailable`, from the ledger.
+    fn budget(&mut self, rc: &RegateConfig, cx: &Context<'_>, ledger: &Ledger) -> Budget {
         let out = self.reading.len() + self.writing.len();
         self.counts(cx);
         let Some(counts) = self.counts.as_ref() else {
@@ -915,19 +941,11 @@ impl Regater {
         if let Err(exhausted) = regate::budget_allows(rc, managed, in_use) {
             return Budget::Refused(exhausted);
         }
-        // The cap on every node nodegate keeps closed (re-gated, or
-        // carrying a rule's taint), with this replica's re-gates the index
-        // does not show yet.
-        let closed = self.closed(counts);
-        if let Err(exhausted) = crate::deciders::total_allows(cx.config, managed, closed) {
-            return Budget::Refused(exhausted);
+        let held = out > 0 && regate::budget_allows(rc, managed, in_use + out).is_err();
+        match self.total_budget(cx, ledger) {
+            Budget::Allows if held => Budget::Held,
+            total => total,
         }
-        let held = |total| regate::budget_allows(rc, managed, in_use + out).is_err() || total;
-        if out > 0 && held(crate::deciders::total_allows(cx.config, managed, closed + out).is_err())
-        {
-            return Budget::Held;
-        }
-        Budget::Allows
     }
 
     fn refused(

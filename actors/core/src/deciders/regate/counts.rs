@@ -2,11 +2,11 @@
 //! feed, and the gauges.
 
 use std::collections::HashSet;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use crate::config::{Config, Scope};
-use crate::model::{NodeInfo, Taint};
+use crate::deciders::ledger::fingerprint;
+use crate::model::NodeInfo;
 use crate::placement::ManagedTaint;
 use crate::regate;
 
@@ -33,8 +33,6 @@ pub(super) struct CountKey {
     scope: Scope,
     suspend: bool,
     taint: Option<ManagedTaint>,
-    /// The condition rules' taints (`--max-unavailable` counts them).
-    rule_taints: Vec<Taint>,
 }
 
 impl CountKey {
@@ -43,11 +41,6 @@ impl CountKey {
             scope: cfg.scope.clone(),
             suspend: cfg.suspend,
             taint: cfg.regate.as_ref().map(|rc| rc.taint.clone()),
-            rule_taints: cfg
-                .condition_taints
-                .iter()
-                .map(|r| r.taint.clone())
-                .collect(),
         }
     }
 
@@ -57,12 +50,6 @@ impl CountKey {
         self.scope == cfg.scope
             && self.suspend == cfg.suspend
             && self.taint.as_ref() == cfg.regate.as_ref().map(|rc| &rc.taint)
-            && self.rule_taints.len() == cfg.condition_taints.len()
-            && self
-                .rule_taints
-                .iter()
-                .zip(&cfg.condition_taints)
-                .all(|(t, r)| *t == r.taint)
     }
 }
 
@@ -79,9 +66,6 @@ pub(super) struct Counts {
     pub(super) suspended: HashSet<u64>,
     /// Of them, carrying the re-gate taint, by name (the gauges list them).
     pub(super) regated: HashSet<String>,
-    /// Of them, closed by nodegate on its own initiative (the re-gate taint
-    /// or a rule's), by fingerprint: `--max-unavailable`'s count.
-    pub(super) closed: HashSet<u64>,
 }
 
 impl Counts {
@@ -91,7 +75,6 @@ impl Counts {
             managed: HashSet::new(),
             suspended: HashSet::new(),
             regated: HashSet::new(),
-            closed: HashSet::new(),
         }
     }
 
@@ -110,22 +93,11 @@ impl Counts {
         let regated = managed
             .zip(cfg.regate.as_ref())
             .is_some_and(|(n, rc)| regate::carries(n, rc));
-        let closed = managed.is_some_and(|n| crate::deciders::closed_by_nodegate(n, cfg));
         let print = fingerprint(name);
         flag(&mut self.managed, print, managed.is_some());
         flag(&mut self.suspended, print, suspended);
-        flag(&mut self.closed, print, closed);
         member(&mut self.regated, name, regated);
     }
-}
-
-/// A node name's 64-bit fingerprint (SipHash with fixed keys: the same in
-/// every process). Two names of one cluster sharing one would miscount the
-/// budget by one node; at 65,000 nodes the chance is about 1 in 10^10.
-pub(super) fn fingerprint(name: &str) -> u64 {
-    let mut h = std::hash::DefaultHasher::new();
-    name.hash(&mut h);
-    h.finish()
 }
 
 fn flag(set: &mut HashSet<u64>, print: u64, is: bool) {
