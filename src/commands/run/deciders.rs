@@ -58,9 +58,8 @@ pub fn start(
         for (rule, nodes) in closing.rules().matching() {
             m.conditions.matching(&rule, nodes);
         }
-        let regater = closing.regater();
-        m.regate.regated_ages(&regater.regated_ages(cx));
-        m.regate.gauges(regater.gauges(cx));
+        m.regate.regated_ages(&closing.regated_ages(cx));
+        m.regate.gauges(closing.regate_gauges(cx));
     });
     tasks.push(task(decider_shell::start(
         Closing::new(),

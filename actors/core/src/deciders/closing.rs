@@ -12,7 +12,7 @@
 //! that made it ([`Origin::Regate`], [`Origin::Rules`]).
 
 use super::ledger::Ledger;
-use super::regate::Regater;
+use super::regate::{RegateGauges, Regater};
 use super::rules::RuleTainter;
 use super::{Context, Decider, Effect, Input, Origin};
 
@@ -29,7 +29,7 @@ impl Closing {
         Self::default()
     }
 
-    /// Re-gating's memory (explain, the debug views, the gauges).
+    /// Re-gating's memory (explain, the debug views).
     pub fn regater(&self) -> &Regater {
         &self.regater
     }
@@ -37,6 +37,41 @@ impl Closing {
     /// The condition rules' memory (their gauges).
     pub fn rules(&self) -> &RuleTainter {
         &self.rules
+    }
+
+    /// Re-gating's gauges now.
+    pub fn regate_gauges(&self, cx: &Context<'_>) -> RegateGauges {
+        self.regater.gauges(cx, &self.ledger)
+    }
+
+    /// Re-gating's budget counts as the ledger keeps them from the change
+    /// feed: (nodes in scope, of them carrying the re-gate taint as the
+    /// index shows them); `None` before the first step.
+    pub fn counted(&self) -> Option<(usize, usize)> {
+        self.ledger
+            .counts()
+            .map(|c| (c.managed.len(), c.regated.len()))
+    }
+
+    /// The nodes in scope carrying the re-gate taint, by name, each with
+    /// the seconds since its gate started (`gated-since`, else its
+    /// creation).
+    pub fn regated_ages(&self, cx: &Context<'_>) -> Vec<(String, f64)> {
+        let now = cx.now.for_grace();
+        let mut ages: Vec<(String, f64)> = self.ledger.with_counts(cx, |counts| {
+            counts
+                .regated
+                .iter()
+                .filter_map(|name| cx.view.node(name))
+                .map(|n| {
+                    let since = n.gated_since.unwrap_or(n.created);
+                    let age = now.duration_since(since).as_secs_f64().max(0.0);
+                    (n.name.clone(), age)
+                })
+                .collect()
+        });
+        ages.sort_by(|a, b| a.0.cmp(&b.0));
+        ages
     }
 }
 

@@ -18,13 +18,11 @@
 //! the leader writes. The budget (`--regate-max-unavailable`) is counted from
 //! the nodes the index shows carrying the re-gate taint, plus this replica's
 //! re-gates the index does not show yet, so it holds across restarts and
-//! leader changes. It is kept up to date from the change feed rather than
-//! counted over every node at each decision, and counted afresh when
-//! everything changed (the configuration in force may have).
-//! `--max-unavailable`, the cap over re-gating and the condition rules
-//! together, is not counted here: a re-gate asks the closing decider's
-//! [`Ledger`] (this is one of its two methods, [`super::closing`]), with
-//! this method's reads and writes out.
+//! leader changes. The nodes shown are counted by the closing decider's
+//! [`Ledger`] (this is one of its two methods, [`super::closing`]) from the
+//! change feed, not over every node at each decision; `--max-unavailable`,
+//! the cap over re-gating and the condition rules together, is the ledger's
+//! too: a re-gate asks it, with this method's reads and writes out.
 //!
 //! Every time here is [`Now::for_grace`]: never ahead of the API server's
 //! clock, so a controller clock running ahead does not shorten the grace
@@ -41,7 +39,7 @@ use super::{
 };
 use crate::annotations;
 use crate::config::{Config, RegateConfig, Source};
-use crate::deciders::ledger::{Claims, Ledger, Room};
+use crate::deciders::ledger::{Claims, Counts, Ledger, Room};
 use crate::entrance;
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
 use crate::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
@@ -55,7 +53,6 @@ use crate::regate::{
 mod counts;
 
 pub use counts::RegateGauges;
-use counts::{CountKey, Counts};
 
 /// What re-gating does about announcements for one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,8 +138,6 @@ pub struct Regater {
     /// Due nodes the budget refused: looked at again after
     /// [`BUDGET_RETRY`], or when a place frees up.
     refused: BTreeSet<String>,
-    /// The budget's and the gauges' counts; `None` until first needed.
-    counts: Option<Counts>,
     /// The look-again time last asked for (by the grace's clock).
     asked: Option<Timestamp>,
     /// Removals of `nodegate.dev/awaiting-reboot` out (semantics.md §6.10),
@@ -166,14 +161,12 @@ impl Regater {
         self.watched.get(name)
     }
 
-    /// Re-gating is off: nothing is remembered but the counts (the
-    /// `suspended` gauge counts all the same) and the writes out, whose
-    /// answers are still reported.
+    /// Re-gating is off: nothing is remembered but the writes out, whose
+    /// answers are still reported (the ledger counts on: the `suspended`
+    /// gauge counts all the same).
     fn reset(&mut self) {
-        let counts = self.counts.take();
         let writing = std::mem::take(&mut self.writing);
         *self = Regater {
-            counts,
             writing,
             ..Regater::default()
         };
@@ -484,8 +477,9 @@ impl Regater {
     ) {
         match change {
             Change::Node { name, after, .. } => {
-                let before = self.in_use(cx);
-                self.counts(cx).set(&name, after.as_deref(), cx.config);
+                // The node's place in re-gating's budget before this change
+                // (the ledger has taken the change in already).
+                let before = ledger.was_regated(&name) || self.pending.contains_key(&name);
                 // Another version than those before our write, in the same
                 // step as the counts see it: counted as it shows (with the
                 // taint, or without it if it was taken off since).
@@ -499,10 +493,11 @@ impl Regater {
                 }
                 self.looks([name.as_str()], cx, ledger, out);
                 // Places freed (of re-gating's budget, or of
-                // `--max-unavailable` by this change): as many refused nodes
+                // `--max-unavailable`, by this change): as many refused nodes
                 // looked at now.
-                let after = self.in_use(cx);
-                let freed = before.saturating_sub(after).max(ledger.freed());
+                let after = ledger.counts().is_some_and(|c| c.regated.contains(&name))
+                    || self.pending.contains_key(&name);
+                let freed = usize::from(before && !after).max(ledger.freed());
                 let first: Vec<String> = self
                     .refused
                     .iter()
@@ -517,7 +512,6 @@ impl Regater {
             }
             Change::Everything => {
                 let mut nodes = cx.view.nodes();
-                self.counts = Some(Counts::of(cx.config, &nodes));
                 nodes.sort_unstable_by(|a, b| a.name.cmp(&b.name));
                 self.looks(nodes.iter().map(|n| n.name.as_str()), cx, ledger, out);
             }
@@ -551,13 +545,8 @@ impl Regater {
         let mut out = Vec::new();
         if cx.config.regate.is_none() {
             self.reset();
-            match input {
-                Input::Changed(Change::Node { name, after, .. }) => {
-                    self.counts(cx).set(&name, after.as_deref(), cx.config);
-                }
-                Input::Changed(Change::Everything) => self.recount(cx),
-                Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx, ledger),
-                _ => {}
+            if let Input::Wrote { write, outcome } = input {
+                out = self.wrote(&write, outcome, cx, ledger);
             }
             return out;
         }
@@ -653,21 +642,11 @@ pub fn words(trigger: &Trigger, now: Timestamp) -> String {
     }
 }
 
-// The counts the budget and the gauges read, kept by name from the change
-// feed.
+// Re-gating's gauges, and its re-gates the ledger's counts do not show yet.
 impl Regater {
-    /// The budget's counts as kept from the change feed: (nodes in scope, of
-    /// them carrying the re-gate taint as the index shows them); `None`
-    /// before the first count.
-    pub fn counted(&self) -> Option<(usize, usize)> {
-        self.counts
-            .as_ref()
-            .map(|c| (c.managed.len(), c.regated.len()))
-    }
-
     /// The gauges now.
-    pub fn gauges(&self, cx: &Context<'_>) -> RegateGauges {
-        self.with_counts(cx, |counts| {
+    pub fn gauges(&self, cx: &Context<'_>, ledger: &Ledger) -> RegateGauges {
+        ledger.with_counts(cx, |counts| {
             let (regated, budget_allowed) = match &cx.config.regate {
                 Some(rc) => (
                     counts.regated.len() + self.unseen(counts),
@@ -682,62 +661,6 @@ impl Regater {
                 suspended: counts.suspended.len(),
             }
         })
-    }
-
-    /// The nodes in scope carrying the re-gate taint, by name, each with
-    /// the seconds since its gate started (`gated-since`, else its
-    /// creation).
-    pub fn regated_ages(&self, cx: &Context<'_>) -> Vec<(String, f64)> {
-        let now = cx.now.for_grace();
-        let mut ages: Vec<(String, f64)> = self.with_counts(cx, |counts| {
-            counts
-                .regated
-                .iter()
-                .filter_map(|name| cx.view.node(name))
-                .map(|n| {
-                    let since = n.gated_since.unwrap_or(n.created);
-                    let age = now.duration_since(since).as_secs_f64().max(0.0);
-                    (n.name.clone(), age)
-                })
-                .collect()
-        });
-        ages.sort_by(|a, b| a.0.cmp(&b.0));
-        ages
-    }
-
-    /// `f` of the counts kept, or of a count made now if the configuration
-    /// changed since (the next decision counts afresh).
-    fn with_counts<T>(&self, cx: &Context<'_>, f: impl FnOnce(&Counts) -> T) -> T {
-        match &self.counts {
-            Some(c) if c.key.is_for(cx.config) => f(c),
-            _ => f(&Counts::of(cx.config, &cx.view.nodes())),
-        }
-    }
-
-    /// The counts, counted afresh if there are none yet or the
-    /// configuration changed since.
-    fn counts(&mut self, cx: &Context<'_>) -> &mut Counts {
-        let stale = self
-            .counts
-            .as_ref()
-            .is_none_or(|c| !c.key.is_for(cx.config));
-        if stale {
-            self.recount(cx);
-        }
-        self.counts
-            .get_or_insert_with(|| Counts::new(CountKey::of(cx.config)))
-    }
-
-    fn recount(&mut self, cx: &Context<'_>) {
-        self.counts = Some(Counts::of(cx.config, &cx.view.nodes()));
-    }
-
-    /// The places of re-gating's budget in use: nodes carrying the re-gate
-    /// taint, and this replica's re-gates the index does not show yet.
-    fn in_use(&mut self, cx: &Context<'_>) -> usize {
-        let shown = self.counts(cx).regated.len();
-        let counts = self.counts.as_ref();
-        shown + counts.map_or(0, |c| self.unseen(c))
     }
 
     /// This replica's re-gates the counts do not show yet: each counts
@@ -932,8 +855,7 @@ impl Regater {
     /// Then `--max-unavailable`, from the ledger.
     fn budget(&mut self, rc: &RegateConfig, cx: &Context<'_>, ledger: &Ledger) -> Budget {
         let out = self.reading.len() + self.writing.len();
-        self.counts(cx);
-        let Some(counts) = self.counts.as_ref() else {
+        let Some(counts) = ledger.counts() else {
             return Budget::Allows;
         };
         let managed = counts.managed.len();

@@ -139,7 +139,7 @@ fn context(r: &Run) -> Context<'_> {
 }
 
 fn gauges(r: &Run, g: &Closing) -> RegateGauges {
-    g.regater().gauges(&context(r))
+    g.regate_gauges(&context(r))
 }
 
 /// Puts `n` in the index and has `g` hear of it.
@@ -220,7 +220,7 @@ fn a_pending_write_counts_in_the_budget_until_the_index_shows_another_version() 
     let write = due_and_read(&mut r, &mut g, "n1");
     r.step(&mut g, answer(&write, PatchOutcome::Applied));
     // The index still shows version 1, without the taint.
-    assert_eq!(g.regater().counted(), Some((1, 0)));
+    assert_eq!(g.counted(), Some((1, 0)));
     assert_eq!(gauges(&r, &g).regated, 1);
     // Not looked at meanwhile: nothing at all about n1.
     let out = r.step(&mut g, Input::Changed(Change::Pods { node: "n1".into() }));
@@ -232,7 +232,7 @@ fn a_pending_write_counts_in_the_budget_until_the_index_shows_another_version() 
     assert_eq!(count(&out, &Tally::RegateBudgetExhausted), 1);
     // The index shows the write: counted once, as shown.
     upsert(&mut r, &mut g, regated("n1", "2"));
-    assert_eq!(g.regater().counted(), Some((2, 1)));
+    assert_eq!(g.counted(), Some((2, 1)));
     assert_eq!(gauges(&r, &g).regated, 1);
     // Its gate opens it again, its member Ready: the budget has room, and
     // the node refused is looked at at once.

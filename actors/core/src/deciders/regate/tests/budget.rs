@@ -117,14 +117,9 @@ fn recount(r: &Run) -> ((usize, usize), usize, Vec<String>) {
 
 fn kept(r: &Run, g: &Closing) -> ((usize, usize), usize, Vec<String>) {
     let cx = context(r);
-    let names = g
-        .regater()
-        .regated_ages(&cx)
-        .into_iter()
-        .map(|(n, _)| n)
-        .collect();
-    let counted = g.regater().counted().unwrap_or((usize::MAX, usize::MAX));
-    (counted, g.regater().gauges(&cx).suspended, names)
+    let names = g.regated_ages(&cx).into_iter().map(|(n, _)| n).collect();
+    let counted = g.counted().unwrap_or((usize::MAX, usize::MAX));
+    (counted, g.regate_gauges(&cx).suspended, names)
 }
 
 fn scope(selector: &str) -> Scope {
@@ -192,13 +187,13 @@ fn a_count_made_from_an_index_ahead_of_the_feed_counts_each_node_once() {
     let late_n1 = r.index.upsert(regated("n1", "1"));
     let late_n2 = r.index.upsert(node("n2"));
     r.step(&mut g, Input::Changed(Change::Everything));
-    assert_eq!(g.regater().counted(), Some((2, 1)));
+    assert_eq!(g.counted(), Some((2, 1)));
     r.step(&mut g, late_n1);
     r.step(&mut g, late_n2);
-    assert_eq!(g.regater().counted(), Some((2, 1)));
+    assert_eq!(g.counted(), Some((2, 1)));
     let gone = r.index.delete("n1");
     r.step(&mut g, gone);
-    assert_eq!(g.regater().counted(), Some((1, 0)));
+    assert_eq!(g.counted(), Some((1, 0)));
 }
 
 /// The fresh read may return a version the index has not shown yet: the
@@ -230,7 +225,7 @@ fn a_write_counts_while_the_index_lags_behind_the_fresh_read() {
     assert!(reads(&out).is_empty(), "{out:?}");
     // Then the write itself: counted once, as shown.
     upsert(&mut r, &mut g, regated("n1", "3"));
-    assert_eq!(g.regater().counted(), Some((2, 1)));
+    assert_eq!(g.counted(), Some((2, 1)));
     assert_eq!(gauges(&r, &g).regated, 1);
 }
 
@@ -252,7 +247,7 @@ fn a_write_counts_while_its_change_is_still_on_the_feed() {
     assert_eq!(gauges(&r, &g).regated, 1);
     // Delivered: counted once, as shown.
     r.step(&mut g, change);
-    assert_eq!(g.regater().counted(), Some((2, 1)));
+    assert_eq!(g.counted(), Some((2, 1)));
     assert_eq!(gauges(&r, &g).regated, 1);
 }
 
