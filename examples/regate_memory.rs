@@ -3,7 +3,8 @@
 //!
 //! Fills the router the binary runs with N open nodes (no managed taint,
 //! each with a boot id and one Ready pod per DaemonSet, D DaemonSets that
-//! tolerate everything), then runs the real re-gating decider in its shell,
+//! tolerate everything), then runs the real closing decider (re-gating and
+//! the condition rules, none configured here) in its shell,
 //! on the router's change feed, over them twice: first
 //! with re-gating off, then on (`--regate-after 1h --regate-on-reboot`, a
 //! live reconfiguration as a config reload makes). Before that, the given
@@ -23,11 +24,11 @@ use nodegate::cluster::writer::Writer;
 use nodegate::serve::metrics::Metrics;
 use nodegate_actors::decider_shell;
 use nodegate_actors::router::Router;
-use nodegate_core::closing::regating::DEFAULT_REGATE_TAINT_KEY;
-use nodegate_core::closing::regating::decider::Regater;
-use nodegate_core::rules::placement::ManagedTaint;
-use nodegate_core::testutil::{mk_ds, mk_node, mk_pod, template_with_tolerations, toleration};
 use nodegate_core::vocab::config::{Config, RegateConfig};
+use nodegate_core::closing::decider::Closing;
+use nodegate_core::rules::placement::ManagedTaint;
+use nodegate_core::closing::regating::DEFAULT_REGATE_TAINT_KEY;
+use nodegate_core::testutil::{mk_ds, mk_node, mk_pod, template_with_tolerations, toleration};
 
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -111,7 +112,7 @@ fn main() {
             fresh_versions: Default::default(),
         });
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let task = decider_shell::start(Regater::new(), &router, executor, clock, None, stopped);
+        let task = decider_shell::start(Closing::new(), &router, executor, clock, None, stopped);
         router.mark_synced();
 
         // Off: the re-gater looks at nothing and remembers nothing.
@@ -132,7 +133,8 @@ fn main() {
         tokio::time::sleep(Duration::from_secs(3)).await;
         let watching = rss_kib();
         let _ = stop.send(true);
-        let regater = task.await.expect("the re-gating shell ran to its end");
+        let closing = task.await.expect("the closing shell ran to its end");
+        let regater = closing.regater();
         let remembered = (0..nodes)
             .filter(|i| regater.watched(&format!("node-{i:05}")).is_some())
             .count();

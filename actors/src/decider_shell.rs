@@ -1,6 +1,6 @@
-//! The shell every decider runs in (the late-taint net, re-gating,
-//! condition-rule taints, the canary pods): one task per decider, like the node actor is the
-//! gate's shell.
+//! The shell every decider runs in (the late-taint net, the closing
+//! decider — re-gating and condition-rule taints —, replace, the canary
+//! pods): one task per decider, like the node actor is the gate's shell.
 //!
 //! It subscribes to the router's change feed, and for each input builds the
 //! decider's [`Context`] — the router's indexes read-only, the configuration
@@ -19,7 +19,8 @@
 //! background, at most [`EVENTS_IN_FLIGHT`] at once: a slow API server
 //! holds neither the next candidate nor the next decision.
 //!
-//! A budgeted decider (re-gating, the condition rules) counts its budget
+//! A budgeted decider ([`Decider::budgeted`]: the closing decider, replace)
+//! counts its budget
 //! from the index, so after this replica gains the lease it must not write
 //! before the node watch has caught up with the cluster: the taints the old
 //! leader wrote last may not show yet. The shell then
@@ -36,7 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_core::deciders::{Change, Context, Decider, Effect, Input, Level, Now, Origin};
+use nodegate_core::deciders::{Change, Context, Decider, Effect, Input, Level, Now};
 use tokio::sync::watch;
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
@@ -91,12 +92,8 @@ where
 {
     let (tx, rx) = mpsc::unbounded_channel();
     router.subscribe(Arc::new(Inbox(tx.clone())));
-    let budgeted = matches!(
-        decider.origin(),
-        Origin::Regate | Origin::Rules | Origin::Replace
-    );
     let shell = Shell {
-        catch_up: CatchUp::new(budgeted),
+        catch_up: CatchUp::new(decider.budgeted()),
         inbox: tx,
         lists: Arc::new(Semaphore::new(LISTS_IN_FLIGHT)),
         events: Arc::new(Semaphore::new(EVENTS_IN_FLIGHT)),
@@ -333,8 +330,9 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
                 level,
                 node,
                 message,
+                origin,
             } => {
-                let origin = self.decider.origin();
+                let origin = origin.unwrap_or_else(|| self.decider.origin());
                 match level {
                     Level::Debug => tracing::debug!(%node, ?origin, "{message}"),
                     Level::Info => tracing::info!(%node, ?origin, "{message}"),

@@ -168,6 +168,9 @@ impl nodegate_core::deciders::Decider for Probe {
     fn origin(&self) -> Origin {
         Origin::Regate
     }
+    fn budgeted(&self) -> bool {
+        true
+    }
     fn decide(
         &mut self,
         input: Input,

@@ -1,10 +1,11 @@
 //! The deciders beside the gates, started on the router's change feed: the
-//! late-taint net (with `--taint-new-nodes`), re-gating, the condition
-//! rules' taints and `--on-timeout=replace` (these three always running:
-//! what they do follows the configuration in force, which a reload may
-//! change), and the canary pods (with `canary`, read at start). Each runs in its own
-//! decider shell and writes through the one executor; what they count and
-//! measure goes to the metrics.
+//! late-taint net (with `--taint-new-nodes`), the closing decider
+//! (re-gating and the condition rules' taints, one budget for
+//! `--max-unavailable`) and `--on-timeout=replace` (these two always
+//! running: what they do follows the configuration in force, which a reload
+//! may change), and the canary pods (with `canary`, read at start). Each
+//! runs in its own decider shell and writes through the one executor; what
+//! they count and measure goes to the metrics.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,10 +14,9 @@ use std::sync::Arc;
 use nodegate_actors::decider_shell;
 use nodegate_actors::router::Router;
 use nodegate_core::canary::decider::Canaries;
-use nodegate_core::closing::condition_taints::decider::RuleTainter;
-use nodegate_core::closing::regating::decider::Regater;
-use nodegate_core::closing::replacing::decider::Replacer;
+use nodegate_core::closing::decider::Closing;
 use nodegate_core::net::decider::Net;
+use nodegate_core::closing::replacing::decider::Replacer;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -54,26 +54,15 @@ pub fn start(
         )));
     }
     let m = Arc::clone(metrics);
-    let matching: decider_shell::Publish<RuleTainter> = Box::new(move |rules, _| {
-        for (rule, nodes) in rules.matching() {
+    let gauges: decider_shell::Publish<Closing> = Box::new(move |closing, cx| {
+        for (rule, nodes) in closing.rules().matching() {
             m.conditions.matching(&rule, nodes);
         }
+        m.regate.regated_ages(&closing.regated_ages(cx));
+        m.regate.gauges(closing.regate_gauges(cx));
     });
     tasks.push(task(decider_shell::start(
-        RuleTainter::new(),
-        router,
-        Arc::clone(executor),
-        Arc::clone(clock),
-        Some(matching),
-        stop.clone(),
-    )));
-    let m = Arc::clone(metrics);
-    let gauges: decider_shell::Publish<Regater> = Box::new(move |regater, cx| {
-        m.regate.regated_ages(&regater.regated_ages(cx));
-        m.regate.gauges(regater.gauges(cx));
-    });
-    tasks.push(task(decider_shell::start(
-        Regater::new(),
+        Closing::new(),
         router,
         Arc::clone(executor),
         Arc::clone(clock),

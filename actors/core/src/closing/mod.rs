@@ -1,5 +1,8 @@
-//! Everything that closes an open node, each a decider with its rules and
-//! its part of the explain report:
+//! Everything that closes an open node, each with its rules, its decider
+//! and its part of the explain report. Re-gating and the condition rules run
+//! as two methods of one decider, [`decider::Closing`], over one
+//! [`ledger::Ledger`] that counts `--max-unavailable` once, with the writes
+//! the watch does not show yet (semantics.md §6.5):
 //!
 //! - `regating`: re-gating a node whose member stays broken, that rebooted,
 //!   or whose reboot is announced (semantics.md §6.4, §6.10);
@@ -13,5 +16,7 @@
 
 pub mod backoff;
 pub mod condition_taints;
+pub mod decider;
+pub mod ledger;
 pub mod regating;
 pub mod replacing;

@@ -1,10 +1,11 @@
 //! The deciders are the controllers in nodegate that are not a node's own
-//! gate, each in its feature's folder: the
-//! late-taint net ([`crate::net::decider`]), re-gating
-//! ([`crate::closing::regating::decider`]), condition-rule taints
-//! ([`crate::closing::condition_taints::decider`]), `--on-timeout=replace`
-//! ([`crate::closing::replacing::decider`]) and the canary pods
-//! ([`crate::canary::decider`]).
+//! gate, each in its feature's folder: the late-taint net
+//! ([`crate::net::decider`]), the closing decider
+//! ([`crate::closing::decider`]: re-gating and condition-rule taints as two
+//! methods of one decider over one [`crate::closing::ledger`] for
+//! `--max-unavailable`), `--on-timeout=replace`
+//! ([`crate::closing::replacing::decider`], with its own in-flight budget)
+//! and the canary pods ([`crate::canary::decider`]).
 //!
 //! Each has the gate's shape. It is a plain value holding only what the
 //! index does not (candidates, writes not yet seen by the watch, budget
@@ -346,11 +347,13 @@ pub enum Effect {
     /// reading converts), at once if past. Only the earliest pending one
     /// counts.
     LookAgainAt(Timestamp),
-    /// A line for the log, with the node it concerns.
+    /// A line for the log, with the node it concerns; `origin`: the
+    /// method of a decider of two that said it (`None`: the decider's own).
     Log {
         level: Level,
         node: String,
         message: String,
+        origin: Option<Origin>,
     },
     Count(Tally),
     /// `--on-timeout=replace`: mark the node and ask its owner to replace
@@ -364,6 +367,7 @@ impl Effect {
             level,
             node: node.to_string(),
             message: message.into(),
+            origin: None,
         }
     }
 }
@@ -380,6 +384,12 @@ pub fn retry_after(at: Timestamp) -> Timestamp {
 /// A decider: its state, and the one function that moves it.
 pub trait Decider: Send + 'static {
     fn origin(&self) -> Origin;
+    /// Whether it counts a budget from the index: then, after this replica
+    /// gains the lease, its shell lets it write only once the node watch
+    /// has caught up (semantics.md §5.6).
+    fn budgeted(&self) -> bool {
+        false
+    }
     fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect>;
 }
 
@@ -422,7 +432,8 @@ pub fn tell_refusal(
 /// nodegate keeps closed on its own initiative: it carries the re-gate
 /// taint or one of the condition rules' taints (whoever put it on, as each
 /// one's own budget counts). A node closed by its startup taint is not
-/// counted: it is new, not taken out of service.
+/// counted: it is new, not taken out of service. The [`ledger`] counts by
+/// it.
 pub fn closed_by_nodegate(node: &NodeInfo, cfg: &Config) -> bool {
     cfg.regate
         .as_ref()
@@ -432,26 +443,6 @@ pub fn closed_by_nodegate(node: &NodeInfo, cfg: &Config) -> bool {
                 .iter()
                 .any(|t| crate::rules::conditions::taints::same_taint(t, &r.taint))
         })
-}
-
-/// The cap on all nodes nodegate keeps closed (`--max-unavailable`):
-/// whether one more may be, with `in_use` of the `managed` nodes already
-/// closed by re-gating or a condition rule.
-pub fn total_allows(
-    cfg: &Config,
-    managed: usize,
-    in_use: usize,
-) -> Result<(), crate::closing::regating::Exhausted> {
-    match cfg.max_unavailable {
-        Some(cap) if cap.room(managed, in_use) == 0 => Err(crate::closing::regating::Exhausted {
-            allowed: cap.allowed(managed),
-            in_use,
-            managed,
-            max_unavailable: cap,
-            total: true,
-        }),
-        _ => Ok(()),
-    }
 }
 
 #[cfg(test)]

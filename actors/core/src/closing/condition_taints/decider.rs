@@ -8,8 +8,8 @@
 //! changed ([`Change::Everything`]: the rules or the scope may be others),
 //! and a node again when one of its rules' `for` runs out (the verdict's
 //! `recheck_at`, asked for with [`Effect::LookAgainAt`]). Each look judges
-//! the node against every rule with the core's [`evaluate`](super::evaluate)
-//! and [`decide`](super::decide), and keeps the per-rule counts the budgets need
+//! the node against every rule with the core's [`rules::evaluate`] and
+//! [`rules::decide`], and keeps the per-rule counts the budgets need
 //! (`managed`, `tainted`, `matching`) up to date by replacing what the node
 //! counted before with what it counts now.
 //!
@@ -18,26 +18,30 @@
 //! node at another resourceVersion than the one the write tested. A write
 //! the budget holds back is logged and counted once, and tried again when
 //! room may have appeared (a count went down, a node left or entered the
-//! scope) and at least every [`RETRY`](crate::deciders::RETRY) while it is held.
+//! scope) and at least every [`RETRY`](super::RETRY) while it is held.
 //! Nothing happens before the first [`Change::Everything`] (the initial
 //! lists are in): a budget counted on half a list would be wrong.
+//!
+//! Each rule's own `maxUnavailable` is counted here; `--max-unavailable`,
+//! the cap over the rules and re-gating together, is the closing decider's
+//! [`Ledger`] (this is one of its two methods, [`super::closing`]): an add
+//! asks it, with this tainter's adds out.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use super::{RuleAction, RuleVerdict};
-use crate::closing::backoff::{Backoffs, May};
-use crate::closing::regating::Exhausted;
 use crate::deciders::{
-    Change, Context, Decider, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite, Tally,
-    closed_by_nodegate, retry_after,
+    Change, Context, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite, Tally, retry_after,
 };
-use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
-use crate::rules::conditions::taints::{self, ConditionTaintRule};
 use crate::vocab::annotations;
+use super::{RuleAction, RuleVerdict};
+use crate::rules::conditions::taints::{self, ConditionTaintRule};
+use crate::closing::ledger::{Claims, Ledger, Room};
+use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
 use crate::vocab::model::NodeInfo;
+use crate::closing::regating::Exhausted;
 
 /// (rule name, node name).
 type Key = (String, String);
@@ -85,7 +89,7 @@ enum Hold {
     /// `nodegate.dev/suspend` annotation: nothing is written.
     Suspended(RuleAction),
     /// The API server refused the rule's last write: the rule waits
-    /// ([`backoff`](crate::closing::backoff)).
+    /// ([`backoff`]).
     Refused,
 }
 
@@ -117,9 +121,6 @@ pub struct RuleTainter {
     asked: Option<Timestamp>,
     /// The rules the API server refused, and how long they wait.
     backoffs: Backoffs,
-    /// Managed nodes closed by nodegate on its own initiative (re-gated,
-    /// or carrying a rule's taint): `--max-unavailable`'s count ([`total`]).
-    closed: HashSet<String>,
 }
 
 impl RuleTainter {
@@ -179,11 +180,10 @@ impl RuleTainter {
         self.held.retain(|(_, n), _| n != name);
         self.look_at.remove(name);
         self.deferred.remove(name);
-        let was_closed = self.closed.remove(name);
         if gone {
             self.unseen.retain(|(_, n), _| n != name);
         }
-        counted.is_some() || was_closed
+        counted.is_some()
     }
 
     /// Counts `name` as the index shows it now. Returns the node with its
@@ -224,7 +224,6 @@ impl RuleTainter {
             }
             verdicts.push(verdict);
         }
-        freed |= self.count_closed(&node, cx);
         (Some((node, verdicts)), freed)
     }
 
@@ -236,9 +235,18 @@ impl RuleTainter {
     /// Counts `names` (in this order) as the index shows them now and, with
     /// `act`, decides each. When budget room may have appeared, the nodes
     /// held back by the budget are counted and decided again as well.
-    fn look(&mut self, names: &[String], act: bool, cx: &Context<'_>, out: &mut Vec<Effect>) {
+    fn look(
+        &mut self,
+        names: &[String],
+        act: bool,
+        cx: &Context<'_>,
+        ledger: &Ledger,
+        out: &mut Vec<Effect>,
+    ) {
         let mut judged = Vec::new();
-        let mut freed = false;
+        // A node no longer closed by nodegate frees a place of
+        // `--max-unavailable`.
+        let mut freed = ledger.freed() > 0;
         for name in names {
             let (node, f) = self.count(name, cx);
             freed |= f;
@@ -259,7 +267,7 @@ impl RuleTainter {
             }
         }
         for (node, verdicts) in judged {
-            self.act(&node, &verdicts, cx, out);
+            self.act(&node, &verdicts, cx, ledger, out);
         }
     }
 
@@ -269,6 +277,7 @@ impl RuleTainter {
         node: &Arc<NodeInfo>,
         verdicts: &[RuleVerdict],
         cx: &Context<'_>,
+        ledger: &Ledger,
         out: &mut Vec<Effect>,
     ) {
         let dry_run = cx.config.dry_run;
@@ -287,7 +296,7 @@ impl RuleTainter {
                 continue;
             };
             let total = (action == RuleAction::Add)
-                .then(|| self.total_refuses(&node.name, cx))
+                .then(|| self.total_refuses(&node.name, cx, ledger))
                 .flatten();
             if total.is_some() {
                 action = RuleAction::BudgetBlocked;
@@ -355,7 +364,6 @@ impl RuleTainter {
         self.held.remove(&key);
         self.in_flight.insert(key.clone(), why.to_string());
         if matches!(change, TaintChange::Add { .. }) {
-            self.closed.insert(node.name.clone());
             let version = &node.resource_version;
             self.unseen.insert(key.clone(), unseen(version, Expect::On));
             let counted = self.seen.get(&node.name).and_then(|s| s.get(&key.0));
@@ -385,6 +393,7 @@ impl RuleTainter {
         write: &TaintWrite,
         outcome: PatchOutcome,
         cx: &Context<'_>,
+        ledger: &Ledger,
     ) -> Vec<Effect> {
         let Some(rule) = write.tag.clone() else {
             return Vec::new();
@@ -400,7 +409,7 @@ impl RuleTainter {
         // Our write's expectation changed: count the node again (a taint
         // that stopped counting makes room for held nodes) and, where the
         // answer says so, decide it again on the index's view.
-        self.look(std::slice::from_ref(&name), act, cx, &mut out);
+        self.look(std::slice::from_ref(&name), act, cx, ledger, &mut out);
         if defer {
             self.deferred.insert(name.clone());
         }
@@ -490,13 +499,12 @@ impl RuleTainter {
 
     /// Every node the index holds, counted afresh and decided: the rules
     /// or the scope may have changed.
-    fn everything(&mut self, cx: &Context<'_>) -> Vec<Effect> {
+    fn everything(&mut self, cx: &Context<'_>, ledger: &Ledger) -> Vec<Effect> {
         let rules = &cx.config.condition_taints;
         self.synced = true;
         self.rules = rules.iter().map(|r| r.name.clone()).collect();
         self.seen.clear();
         self.counts.clear();
-        self.closed.clear();
         self.look_at.clear();
         self.deferred.clear();
         let known = |r: &String| rules.iter().any(|rule| &rule.name == r);
@@ -509,7 +517,7 @@ impl RuleTainter {
         }
         let mut names: Vec<String> = cx.view.nodes().iter().map(|n| n.name.clone()).collect();
         names.sort_unstable();
-        self.looked(&names, cx)
+        self.looked(&names, cx, ledger)
     }
 
     /// The nodes whose time to look again has come, with `also`, in order.
@@ -520,9 +528,9 @@ impl RuleTainter {
         also.into_iter().collect()
     }
 
-    fn looked(&mut self, names: &[String], cx: &Context<'_>) -> Vec<Effect> {
+    fn looked(&mut self, names: &[String], cx: &Context<'_>, ledger: &Ledger) -> Vec<Effect> {
         let mut out = Vec::new();
-        self.look(names, true, cx, &mut out);
+        self.look(names, true, cx, ledger, &mut out);
         out
     }
 
@@ -540,24 +548,28 @@ impl RuleTainter {
     }
 }
 
-impl Decider for RuleTainter {
-    fn origin(&self) -> Origin {
-        Origin::Rules
-    }
-
-    fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect> {
+// The rules' turn in each step of the closing decider
+// ([`super::closing::Closing`]).
+impl RuleTainter {
+    /// One input, with `ledger` for `--max-unavailable`.
+    pub(crate) fn decide(
+        &mut self,
+        input: Input,
+        cx: &Context<'_>,
+        ledger: &Ledger,
+    ) -> Vec<Effect> {
         let mut out = match input {
-            Input::Changed(Change::Everything) => self.everything(cx),
-            Input::Wrote { write, outcome } => self.wrote(&write, outcome, cx),
+            Input::Changed(Change::Everything) => self.everything(cx, ledger),
+            Input::Wrote { write, outcome } => self.wrote(&write, outcome, cx, ledger),
             _ if !self.synced || cx.config.condition_taints.is_empty() => return Vec::new(),
-            Input::Changed(Change::Node { name, .. }) => self.looked(&[name], cx),
+            Input::Changed(Change::Node { name, .. }) => self.looked(&[name], cx, ledger),
             Input::Tick => {
                 self.asked = None;
-                self.looked(&self.due(cx, BTreeSet::new()), cx)
+                self.looked(&self.due(cx, BTreeSet::new()), cx, ledger)
             }
             Input::MayWrite => {
                 let deferred = std::mem::take(&mut self.deferred);
-                self.looked(&self.due(cx, deferred), cx)
+                self.looked(&self.due(cx, deferred), cx, ledger)
             }
             // Named one by one, so that a new input is a compile error here.
             Input::Changed(Change::Pods { .. } | Change::GateStopped { .. })
@@ -602,36 +614,33 @@ impl RuleTainter {
 }
 
 // `--max-unavailable`, the cap on every node nodegate keeps closed on its own
-// initiative: re-gated, or carrying a condition rule's
-// taint. Counted here from the same looks as the rules' own counts, with this
-// tainter's adds the index does not show yet; the re-gating decider counts it
-// alike from its side.
+// initiative: re-gated, or carrying a condition rule's taint. Counted once, in
+// the closing decider's ledger, with this tainter's adds the index does not
+// show yet and re-gating's writes out.
 impl RuleTainter {
-    /// Records whether `node` (managed) counts as closed now; true when it
-    /// stopped counting (a place may have freed up).
-    fn count_closed(&mut self, node: &NodeInfo, cx: &Context<'_>) -> bool {
-        let ours = self
-            .unseen
-            .iter()
-            .any(|((_, n), u)| *n == node.name && u.expect == Expect::On);
-        let closed = ours || closed_by_nodegate(node, cx.config);
-        if closed {
-            if !self.closed.contains(&node.name) {
-                self.closed.insert(node.name.clone());
-            }
-            false
-        } else {
-            self.closed.remove(&node.name)
+    /// This method's writes out that close a node, for the ledger: its
+    /// adds the index does not show yet.
+    pub(crate) fn claims(&self) -> Claims {
+        Claims {
+            sure: self
+                .unseen
+                .iter()
+                .filter(|(_, u)| u.expect == Expect::On)
+                .map(|((_, n), _)| n.clone())
+                .collect(),
+            maybe: Default::default(),
         }
     }
 
     /// Why adding a taint to `node` would exceed the cap, if it would: a
-    /// node already closed by nodegate closes no further node.
-    fn total_refuses(&self, node: &str, cx: &Context<'_>) -> Option<Exhausted> {
-        if self.closed.contains(node) {
-            return None;
+    /// node already closed by nodegate (or being closed) closes no further
+    /// node; a place held by a re-gate out counts as taken.
+    fn total_refuses(&self, node: &str, cx: &Context<'_>, ledger: &Ledger) -> Option<Exhausted> {
+        cx.config.max_unavailable?;
+        match ledger.room(cx.config, Origin::Rules, &self.claims(), Some(node)) {
+            Room::Allows => None,
+            Room::Held(exhausted) | Room::Refused(exhausted) => Some(exhausted),
         }
-        crate::deciders::total_allows(cx.config, self.seen.len(), self.closed.len()).err()
     }
 }
 
@@ -756,6 +765,8 @@ fn on_local_clock(now: Now, at: Timestamp) -> Timestamp {
     let ahead = now.for_window().duration_since(now.local);
     at.checked_sub(ahead).unwrap_or(at)
 }
+
+use crate::closing::backoff::{Backoffs, May};
 
 #[cfg(test)]
 mod tests;

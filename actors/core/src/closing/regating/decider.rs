@@ -18,9 +18,11 @@
 //! the leader writes. The budget (`--regate-max-unavailable`) is counted from
 //! the nodes the index shows carrying the re-gate taint, plus this replica's
 //! re-gates the index does not show yet, so it holds across restarts and
-//! leader changes. It is kept up to date from the change feed rather than
-//! counted over every node at each decision, and counted afresh when
-//! everything changed (the configuration in force may have).
+//! leader changes. The nodes shown are counted by the closing decider's
+//! [`Ledger`] (this is one of its two methods, [`super::closing`]) from the
+//! change feed, not over every node at each decision; `--max-unavailable`,
+//! the cap over re-gating and the condition rules together, is the ledger's
+//! too: a re-gate asks it, with this method's reads and writes out.
 //!
 //! Every time here is [`Now::for_grace`]: never ahead of the API server's
 //! clock, so a controller clock running ahead does not shorten the grace
@@ -31,26 +33,26 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
+use crate::deciders::{
+    BUDGET_RETRY, Change, Context, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite,
+    Tally, retry_after, tell_refusal,
+};
+use crate::vocab::annotations;
+use crate::vocab::config::{Config, RegateConfig, Source};
+use crate::closing::ledger::{Claims, Counts, Ledger, Room};
+use crate::net::entrance;
+use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
+use crate::vocab::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
+use crate::rules::placement::{self, Verdict, first_untolerated_taint, with_default_tolerations};
+use crate::rules::readiness::{self, MemberState};
 use crate::closing::regating::reboot::{self, Announcement, boot_of};
 use crate::closing::regating::{
     self, Broken, Exhausted, Health, NotWatched, Since, Trigger, Watched, carries,
 };
-use crate::deciders::{
-    BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Now, Origin, TaintChange,
-    TaintWrite, Tally, retry_after, tell_refusal,
-};
-use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
-use crate::net::entrance;
-use crate::rules::placement::{self, Verdict, first_untolerated_taint, with_default_tolerations};
-use crate::rules::readiness::{self, MemberState};
-use crate::vocab::annotations;
-use crate::vocab::config::{Config, RegateConfig, Source};
-use crate::vocab::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
 
 mod counts;
 
 pub use counts::RegateGauges;
-use counts::{CountKey, Counts};
 
 /// What re-gating does about announcements for one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +67,7 @@ pub enum BeforeReboot {
     Nothing,
 }
 
-/// The decision for one node: `announced` is [`reboot::announced`]'s answer.
+/// The decision for one node: `announced` is [`announced`]'s answer.
 ///
 /// An open node is re-gated for an announcement only if it carries no
 /// record of one: a record means nodegate acted on an announcement already
@@ -136,8 +138,6 @@ pub struct Regater {
     /// Due nodes the budget refused: looked at again after
     /// [`BUDGET_RETRY`], or when a place frees up.
     refused: BTreeSet<String>,
-    /// The budget's and the gauges' counts; `None` until first needed.
-    counts: Option<Counts>,
     /// The look-again time last asked for (by the grace's clock).
     asked: Option<Timestamp>,
     /// Removals of `nodegate.dev/awaiting-reboot` out (semantics.md §6.10),
@@ -161,14 +161,12 @@ impl Regater {
         self.watched.get(name)
     }
 
-    /// Re-gating is off: nothing is remembered but the counts (the
-    /// `suspended` gauge counts all the same) and the writes out, whose
-    /// answers are still reported.
+    /// Re-gating is off: nothing is remembered but the writes out, whose
+    /// answers are still reported (the ledger counts on: the `suspended`
+    /// gauge counts all the same).
     fn reset(&mut self) {
-        let counts = self.counts.take();
         let writing = std::mem::take(&mut self.writing);
         *self = Regater {
-            counts,
             writing,
             ..Regater::default()
         };
@@ -193,6 +191,7 @@ impl Regater {
         &mut self,
         names: impl IntoIterator<Item = S>,
         cx: &Context<'_>,
+        ledger: &Ledger,
         out: &mut Vec<Effect>,
     ) {
         let mut names = names.into_iter().peekable();
@@ -203,7 +202,7 @@ impl Regater {
         for name in names {
             let name = name.as_ref();
             if let Some(trigger) = self.look(name, &daemonsets, cx, out) {
-                self.act(name, trigger, cx, out);
+                self.act(name, trigger, cx, ledger, out);
             }
         }
     }
@@ -285,7 +284,14 @@ impl Regater {
     }
 
     /// A due node: read it afresh if nothing holds it back.
-    fn act(&mut self, name: &str, trigger: Trigger, cx: &Context<'_>, out: &mut Vec<Effect>) {
+    fn act(
+        &mut self,
+        name: &str,
+        trigger: Trigger,
+        cx: &Context<'_>,
+        ledger: &Ledger,
+        out: &mut Vec<Effect>,
+    ) {
         let now = cx.now.for_grace();
         if let Some(due) = self.reading.get_mut(name) {
             *due = Due { trigger, at: now };
@@ -318,7 +324,7 @@ impl Regater {
             self.follower.insert(name.to_string());
             return;
         }
-        match self.budget_for(&trigger, rc, cx) {
+        match self.budget_for(&trigger, rc, cx, ledger) {
             Budget::Allows => {}
             Budget::Held => {
                 self.look_at.insert(name.to_string(), retry_after(now));
@@ -392,6 +398,7 @@ impl Regater {
         write: &TaintWrite,
         outcome: PatchOutcome,
         cx: &Context<'_>,
+        ledger: &Ledger,
     ) -> Vec<Effect> {
         let name = write.node.as_str();
         if write.origin != Origin::Regate {
@@ -449,7 +456,7 @@ impl Regater {
             // The node changed since the read (or this replica stopped
             // leading): decided again now.
             PatchOutcome::Conflict | PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
-                self.looks([name], cx, &mut out);
+                self.looks([name], cx, ledger, &mut out);
             }
             PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
                 self.look_at.insert(name.to_string(), retry_after(now));
@@ -461,11 +468,18 @@ impl Regater {
     }
 
     /// The change feed, with re-gating on.
-    fn changed(&mut self, change: Change, cx: &Context<'_>, out: &mut Vec<Effect>) {
+    fn changed(
+        &mut self,
+        change: Change,
+        cx: &Context<'_>,
+        ledger: &Ledger,
+        out: &mut Vec<Effect>,
+    ) {
         match change {
             Change::Node { name, after, .. } => {
-                let before = self.in_use(cx);
-                self.counts(cx).set(&name, after.as_deref(), cx.config);
+                // The node's place in re-gating's budget before this change
+                // (the ledger has taken the change in already).
+                let before = ledger.was_regated(&name) || self.pending.contains_key(&name);
                 // Another version than those before our write, in the same
                 // step as the counts see it: counted as it shows (with the
                 // taint, or without it if it was taken off since).
@@ -477,11 +491,13 @@ impl Regater {
                 if moved {
                     self.pending.remove(&name);
                 }
-                self.looks([name.as_str()], cx, out);
-                // Places freed: as many refused nodes looked at now.
-                let after = self.in_use(cx);
-                let freed =
-                    (before.0.saturating_sub(after.0)).max(before.1.saturating_sub(after.1));
+                self.looks([name.as_str()], cx, ledger, out);
+                // Places freed (of re-gating's budget, or of
+                // `--max-unavailable`, by this change): as many refused nodes
+                // looked at now.
+                let after = ledger.counts().is_some_and(|c| c.regated.contains(&name))
+                    || self.pending.contains_key(&name);
+                let freed = usize::from(before && !after).max(ledger.freed());
                 let first: Vec<String> = self
                     .refused
                     .iter()
@@ -489,16 +505,15 @@ impl Regater {
                     .take(freed)
                     .cloned()
                     .collect();
-                self.looks(first, cx, out);
+                self.looks(first, cx, ledger, out);
             }
             Change::Pods { node } | Change::GateStopped { node } => {
-                self.looks([node], cx, out);
+                self.looks([node], cx, ledger, out);
             }
             Change::Everything => {
                 let mut nodes = cx.view.nodes();
-                self.counts = Some(Counts::of(cx.config, &nodes));
                 nodes.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-                self.looks(nodes.iter().map(|n| n.name.as_str()), cx, out);
+                self.looks(nodes.iter().map(|n| n.name.as_str()), cx, ledger, out);
             }
         }
     }
@@ -517,29 +532,28 @@ impl Regater {
     }
 }
 
-impl Decider for Regater {
-    fn origin(&self) -> Origin {
-        Origin::Regate
-    }
-
-    fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect> {
+// Re-gating's turn in each step of the closing decider
+// ([`super::closing::Closing`]).
+impl Regater {
+    /// One input, with `ledger` for `--max-unavailable`.
+    pub(crate) fn decide(
+        &mut self,
+        input: Input,
+        cx: &Context<'_>,
+        ledger: &Ledger,
+    ) -> Vec<Effect> {
         let mut out = Vec::new();
         if cx.config.regate.is_none() {
             self.reset();
-            match input {
-                Input::Changed(Change::Node { name, after, .. }) => {
-                    self.counts(cx).set(&name, after.as_deref(), cx.config);
-                }
-                Input::Changed(Change::Everything) => self.recount(cx),
-                Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx),
-                _ => {}
+            if let Input::Wrote { write, outcome } = input {
+                out = self.wrote(&write, outcome, cx, ledger);
             }
             return out;
         }
         let out_before = self.reading.len() + self.writing.len();
         let tick = matches!(input, Input::Tick);
         match input {
-            Input::Changed(change) => self.changed(change, cx, &mut out),
+            Input::Changed(change) => self.changed(change, cx, ledger, &mut out),
             Input::Tick => {
                 let now = cx.now.for_grace();
                 let mut due: Vec<String> = self
@@ -549,19 +563,19 @@ impl Decider for Regater {
                     .map(|(name, _)| name.clone())
                     .collect();
                 due.sort_unstable();
-                self.looks(due, cx, &mut out);
+                self.looks(due, cx, ledger, &mut out);
             }
             Input::MayWrite => {
                 let mut waiting: Vec<String> = self.follower.drain().collect();
                 waiting.extend(self.forget_later.drain());
                 waiting.sort_unstable();
                 waiting.dedup();
-                self.looks(waiting, cx, &mut out);
+                self.looks(waiting, cx, ledger, &mut out);
             }
             Input::NodeRead { node, read } => {
                 out = self.read(&node, read.map(|n| n.map(|n| *n)), cx)
             }
-            Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx),
+            Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx, ledger),
             Input::PodsListed { .. }
             | Input::Replaced { .. }
             | Input::CanaryCreated { .. }
@@ -571,7 +585,7 @@ impl Decider for Regater {
         if self.reading.len() + self.writing.len() < out_before && !self.held.is_empty() {
             let mut held: Vec<String> = self.held.drain().collect();
             held.sort_unstable();
-            self.looks(held, cx, &mut out);
+            self.looks(held, cx, ledger, &mut out);
         }
         self.ask(tick, cx.now, &mut out);
         out
@@ -628,21 +642,11 @@ pub fn words(trigger: &Trigger, now: Timestamp) -> String {
     }
 }
 
-// The counts the budget and the gauges read, kept by name from the change
-// feed.
+// Re-gating's gauges, and its re-gates the ledger's counts do not show yet.
 impl Regater {
-    /// The budget's counts as kept from the change feed: (nodes in scope, of
-    /// them carrying the re-gate taint as the index shows them); `None`
-    /// before the first count.
-    pub fn counted(&self) -> Option<(usize, usize)> {
-        self.counts
-            .as_ref()
-            .map(|c| (c.managed.len(), c.regated.len()))
-    }
-
     /// The gauges now.
-    pub fn gauges(&self, cx: &Context<'_>) -> RegateGauges {
-        self.with_counts(cx, |counts| {
+    pub fn gauges(&self, cx: &Context<'_>, ledger: &Ledger) -> RegateGauges {
+        ledger.with_counts(cx, |counts| {
             let (regated, budget_allowed) = match &cx.config.regate {
                 Some(rc) => (
                     counts.regated.len() + self.unseen(counts),
@@ -659,64 +663,6 @@ impl Regater {
         })
     }
 
-    /// The nodes in scope carrying the re-gate taint, by name, each with
-    /// the seconds since its gate started (`gated-since`, else its
-    /// creation).
-    pub fn regated_ages(&self, cx: &Context<'_>) -> Vec<(String, f64)> {
-        let now = cx.now.for_grace();
-        let mut ages: Vec<(String, f64)> = self.with_counts(cx, |counts| {
-            counts
-                .regated
-                .iter()
-                .filter_map(|name| cx.view.node(name))
-                .map(|n| {
-                    let since = n.gated_since.unwrap_or(n.created);
-                    let age = now.duration_since(since).as_secs_f64().max(0.0);
-                    (n.name.clone(), age)
-                })
-                .collect()
-        });
-        ages.sort_by(|a, b| a.0.cmp(&b.0));
-        ages
-    }
-
-    /// `f` of the counts kept, or of a count made now if the configuration
-    /// changed since (the next decision counts afresh).
-    fn with_counts<T>(&self, cx: &Context<'_>, f: impl FnOnce(&Counts) -> T) -> T {
-        match &self.counts {
-            Some(c) if c.key.is_for(cx.config) => f(c),
-            _ => f(&Counts::of(cx.config, &cx.view.nodes())),
-        }
-    }
-
-    /// The counts, counted afresh if there are none yet or the
-    /// configuration changed since.
-    fn counts(&mut self, cx: &Context<'_>) -> &mut Counts {
-        let stale = self
-            .counts
-            .as_ref()
-            .is_none_or(|c| !c.key.is_for(cx.config));
-        if stale {
-            self.recount(cx);
-        }
-        self.counts
-            .get_or_insert_with(|| Counts::new(CountKey::of(cx.config)))
-    }
-
-    fn recount(&mut self, cx: &Context<'_>) {
-        self.counts = Some(Counts::of(cx.config, &cx.view.nodes()));
-    }
-
-    /// The places in use: of re-gating's budget (nodes carrying the
-    /// re-gate taint, and this replica's re-gates the index does not show
-    /// yet), and of `--max-unavailable` (nodes closed by nodegate).
-    fn in_use(&mut self, cx: &Context<'_>) -> (usize, usize) {
-        let counts = self.counts(cx);
-        let (shown, closed) = (counts.regated.len(), counts.closed.len());
-        let counts = self.counts.as_ref();
-        (shown + counts.map_or(0, |c| self.unseen(c)), closed)
-    }
-
     /// This replica's re-gates the counts do not show yet: each counts
     /// until the change feed brings a version of its node other than those
     /// from before the write (in the same step as the counts take it in).
@@ -727,15 +673,19 @@ impl Regater {
             .count()
     }
 
-    /// Every node nodegate keeps closed (re-gated, or carrying a rule's
-    /// taint), with this replica's re-gates the index does not show yet.
-    fn closed(&self, counts: &Counts) -> usize {
-        let unseen = self
-            .pending
-            .keys()
-            .filter(|n| !counts.closed.contains(&counts::fingerprint(n)))
-            .count();
-        counts.closed.len() + unseen
+    /// This method's writes out that close a node, for the ledger: its
+    /// re-gates the index does not show yet, and its fresh reads and writes
+    /// out (each may end in a re-gate).
+    pub(crate) fn claims(&self) -> Claims {
+        Claims {
+            sure: self.pending.keys().cloned().collect(),
+            maybe: self
+                .reading
+                .keys()
+                .chain(self.writing.keys())
+                .cloned()
+                .collect(),
+        }
     }
 }
 
@@ -875,39 +825,37 @@ impl Regater {
     /// orchestrator that bounds its own disruption (kured's lock) goes
     /// around `--regate-max-unavailable` (semantics.md §6.10), never around
     /// `--max-unavailable`, the cap on every node nodegate keeps closed.
-    fn budget_for(&mut self, trigger: &Trigger, rc: &RegateConfig, cx: &Context<'_>) -> Budget {
+    fn budget_for(
+        &mut self,
+        trigger: &Trigger,
+        rc: &RegateConfig,
+        cx: &Context<'_>,
+        ledger: &Ledger,
+    ) -> Budget {
         if trigger.bypasses_budget() {
-            return self.total_budget(cx);
+            return self.total_budget(cx, ledger);
         }
-        self.budget(rc, cx)
+        self.budget(rc, cx, ledger)
     }
 
-    /// `--max-unavailable` alone: counted as in [`Regater::budget`].
-    fn total_budget(&mut self, cx: &Context<'_>) -> Budget {
-        let out = self.reading.len() + self.writing.len();
-        self.counts(cx);
-        let Some(counts) = self.counts.as_ref() else {
-            return Budget::Allows;
-        };
-        let managed = counts.managed.len();
-        let closed = self.closed(counts);
-        if let Err(exhausted) = crate::deciders::total_allows(cx.config, managed, closed) {
-            return Budget::Refused(exhausted);
+    /// `--max-unavailable` alone: the ledger's answer, with this method's
+    /// reads and writes out as they are now.
+    fn total_budget(&self, cx: &Context<'_>, ledger: &Ledger) -> Budget {
+        match ledger.room(cx.config, Origin::Regate, &self.claims(), None) {
+            Room::Allows => Budget::Allows,
+            Room::Held(_) => Budget::Held,
+            Room::Refused(exhausted) => Budget::Refused(exhausted),
         }
-        if out > 0 && crate::deciders::total_allows(cx.config, managed, closed + out).is_err() {
-            return Budget::Held;
-        }
-        Budget::Allows
     }
 
     /// Whether one more node may be re-gated: counted from the nodes in
     /// scope the index shows with the re-gate taint, plus this replica's
     /// own re-gates the index does not show yet; the reads and writes out
     /// hold a node the budget would refuse if they all ended in a re-gate.
-    fn budget(&mut self, rc: &RegateConfig, cx: &Context<'_>) -> Budget {
+    /// Then `--max-unavailable`, from the ledger.
+    fn budget(&mut self, rc: &RegateConfig, cx: &Context<'_>, ledger: &Ledger) -> Budget {
         let out = self.reading.len() + self.writing.len();
-        self.counts(cx);
-        let Some(counts) = self.counts.as_ref() else {
+        let Some(counts) = ledger.counts() else {
             return Budget::Allows;
         };
         let managed = counts.managed.len();
@@ -915,19 +863,11 @@ impl Regater {
         if let Err(exhausted) = regating::budget_allows(rc, managed, in_use) {
             return Budget::Refused(exhausted);
         }
-        // The cap on every node nodegate keeps closed (re-gated, or
-        // carrying a rule's taint), with this replica's re-gates the index
-        // does not show yet.
-        let closed = self.closed(counts);
-        if let Err(exhausted) = crate::deciders::total_allows(cx.config, managed, closed) {
-            return Budget::Refused(exhausted);
+        let held = out > 0 && regating::budget_allows(rc, managed, in_use + out).is_err();
+        match self.total_budget(cx, ledger) {
+            Budget::Allows if held => Budget::Held,
+            total => total,
         }
-        let held = |total| regating::budget_allows(rc, managed, in_use + out).is_err() || total;
-        if out > 0 && held(crate::deciders::total_allows(cx.config, managed, closed + out).is_err())
-        {
-            return Budget::Held;
-        }
-        Budget::Allows
     }
 
     fn refused(

@@ -655,6 +655,11 @@ impl Decider for Replacer {
         Origin::Replace
     }
 
+    /// Its in-flight budget counts replace marks from the index.
+    fn budgeted(&self) -> bool {
+        true
+    }
+
     fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect> {
         let mut out = Vec::new();
         if cx.config.on_timeout != OnTimeout::Replace {

@@ -1,18 +1,20 @@
 use std::time::Duration;
 
 use super::*;
-use crate::deciders::Level;
-use crate::deciders::fixture::{Run, asked, logs, reasons, writes};
-use crate::gate::EventType;
+use crate::vocab::annotations;
+use crate::vocab::budget::MaxUnavailable;
 use crate::rules::conditions::taints::{
     ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern, validate_rules,
 };
+use crate::vocab::config::{Config, Scope};
+use crate::deciders::Decider;
+use crate::deciders::Level;
+use crate::closing::decider::Closing;
+use crate::deciders::fixture::{Run, asked, logs, reasons, writes};
+use crate::gate::EventType;
+use crate::vocab::model::{NodeCondition, Taint};
 use crate::rules::selector::LabelSelector;
 use crate::testutil::{mk_node, taint, taint_v, ts};
-use crate::vocab::annotations;
-use crate::vocab::budget::MaxUnavailable;
-use crate::vocab::config::{Config, Scope};
-use crate::vocab::model::{NodeCondition, Taint};
 
 const OOS: &str = "node.kubernetes.io/out-of-service";
 
@@ -111,7 +113,7 @@ fn one(rule: &str, n: usize) -> Vec<(String, usize)> {
 #[test]
 fn a_matching_node_gets_the_rules_taint_and_an_event() {
     let mut r = run(vec![oos()]);
-    let mut t = RuleTainter::new();
+    let mut t = Closing::new();
     let change = r.index.upsert(shut("n1", 1));
     assert!(
         r.step(&mut t, change).is_empty(),
@@ -136,7 +138,7 @@ fn a_matching_node_gets_the_rules_taint_and_an_event() {
         }
     );
     assert!(reasons(&out).is_empty(), "no Event before the answer");
-    assert_eq!(t.tainted(), one("oos", 1), "the write out counts");
+    assert_eq!(t.rules().tainted(), one("oos", 1), "the write out counts");
     let out = r.step(&mut t, answer(&write, PatchOutcome::Applied));
     assert!(out.contains(&Effect::Count(Tally::RuleAdded("oos".into()))));
     assert_eq!(reasons(&out), ["ConditionTaintAdded"]);
@@ -154,17 +156,17 @@ fn a_matching_node_gets_the_rules_taint_and_an_event() {
         "{info:?}"
     );
     assert!(writes(&out).is_empty());
-    assert_eq!(t.matching(), one("oos", 1));
+    assert_eq!(t.rules().matching(), one("oos", 1));
     // The watch shows the taint: nothing more to do.
     let change = r.index.upsert(shut_tainted("n1", 2));
     assert!(writes(&r.step(&mut t, change)).is_empty());
-    assert_eq!(t.tainted(), one("oos", 1));
+    assert_eq!(t.rules().tainted(), one("oos", 1));
 }
 
 #[test]
 fn an_applied_write_counts_against_the_budget_until_the_index_shows_a_new_version() {
     let mut r = run(vec![limited()]);
-    let mut t = RuleTainter::new();
+    let mut t = Closing::new();
     r.index.upsert(shut("n1", 1));
     r.index.upsert(node("n2", 1, &[], vec![]));
     let out = r.step(&mut t, everything());
@@ -198,7 +200,7 @@ fn an_applied_write_counts_against_the_budget_until_the_index_shows_a_new_versio
     // The index shows n1 tainted: it counts from the index now.
     let change = r.index.upsert(shut_tainted("n1", 2));
     assert!(writes(&r.step(&mut t, change)).is_empty());
-    assert_eq!(t.tainted(), one("oos", 1));
+    assert_eq!(t.rules().tainted(), one("oos", 1));
     // Someone takes n1's taint off and its condition clears: room for n2.
     let change = r.index.upsert(node("n1", 3, &[], vec![]));
     let out = r.step(&mut t, change);
@@ -214,7 +216,7 @@ fn an_applied_write_counts_against_the_budget_until_the_index_shows_a_new_versio
 #[test]
 fn when_cleared_takes_the_rules_taint_off_at_its_index() {
     let mut r = run(vec![oos()]);
-    let mut t = RuleTainter::new();
+    let mut t = Closing::new();
     let other = taint("example.com/other", "NoSchedule");
     let ours = taint_v(OOS, "nodeshutdown", "NoExecute");
     let carried = vec![other.clone(), taint(OOS, "NoSchedule"), ours.clone()];
@@ -241,17 +243,21 @@ fn when_cleared_takes_the_rules_taint_off_at_its_index() {
     let out = r.step(&mut t, answer(&write, PatchOutcome::Applied));
     assert!(out.contains(&Effect::Count(Tally::RuleRemoved("oos".into()))));
     assert_eq!(reasons(&out), ["ConditionTaintRemoved"]);
-    assert_eq!(t.tainted(), one("oos", 0), "counts as removed at once");
+    assert_eq!(
+        t.rules().tainted(),
+        one("oos", 0),
+        "counts as removed at once"
+    );
     // The watch lags: the index still shows the taint, and no second
     // removal goes out.
     let change = r.index.upsert(cleared());
     assert!(writes(&r.step(&mut t, change)).is_empty());
-    assert_eq!(t.tainted(), one("oos", 0));
+    assert_eq!(t.rules().tainted(), one("oos", 0));
     // `remove: never` keeps it.
     let mut never = oos();
     never.remove = RemovePolicy::Never;
     let mut r = run(vec![never]);
-    let mut t = RuleTainter::new();
+    let mut t = Closing::new();
     let tainted = vec![taint(OOS, "NoExecute")];
     r.index.upsert(node("n1", 1, &[], tainted));
     assert!(writes(&r.step(&mut t, everything())).is_empty());
@@ -260,7 +266,7 @@ fn when_cleared_takes_the_rules_taint_off_at_its_index() {
 #[test]
 fn a_removal_applied_makes_room_for_a_held_node() {
     let mut r = run(vec![limited()]);
-    let mut t = RuleTainter::new();
+    let mut t = Closing::new();
     let tainted = node("n1", 1, &[], vec![taint(OOS, "NoExecute")]);
     r.index.upsert(owned(tainted, "oos"));
     r.index.upsert(shut("n2", 1));
@@ -282,7 +288,7 @@ fn nodes_joining_or_leaving_make_room_for_a_held_node() {
     let mut half = oos();
     half.max_unavailable = Some(MaxUnavailable::Percent(50));
     let mut r = run(vec![half]);
-    let mut t = RuleTainter::new();
+    let mut t = Closing::new();
     r.index.upsert(shut_tainted("n1", 1));
     r.index.upsert(shut("n2", 1));
     let out = r.step(&mut t, everything());
@@ -295,14 +301,17 @@ fn nodes_joining_or_leaving_make_room_for_a_held_node() {
     assert_eq!(writes(&out)[0].node, "n2", "{out:?}");
     // A tainted node deleted makes room as well.
     let mut r = run(vec![limited()]);
-    let mut t = RuleTainter::new();
+    let mut t = Closing::new();
     r.index.upsert(shut_tainted("n1", 1));
     r.index.upsert(shut("n2", 1));
     assert!(writes(&r.step(&mut t, everything())).is_empty());
     let change = r.index.delete("n1");
     let out = r.step(&mut t, change);
     assert_eq!(writes(&out)[0].node, "n2", "{out:?}");
-    assert_eq!((t.managed(), t.tainted()), (1, one("oos", 1)));
+    assert_eq!(
+        (t.rules().managed(), t.rules().tainted()),
+        (1, one("oos", 1))
+    );
 }
 
 #[test]
@@ -310,13 +319,13 @@ fn a_rule_with_for_writes_once_it_has_held_long_enough() {
     let mut waiting = oos();
     waiting.conditions[0].for_ = Some(Duration::from_secs(30));
     let mut r = run(vec![waiting]);
-    let mut t = RuleTainter::new();
+    let mut t = Closing::new();
     r.index
         .upsert(node("n1", 1, &[("Shutdown", "True", Some(90))], vec![]));
     let out = r.step(&mut t, everything());
     assert!(writes(&out).is_empty());
     assert_eq!(asked(&out), [ts(120)]);
-    assert_eq!(t.matching(), one("oos", 0));
+    assert_eq!(t.rules().matching(), one("oos", 0));
     // Only an earlier look is asked for again.
     let later = node("n2", 1, &[("Shutdown", "True", Some(95))], vec![]);
     let change = r.index.upsert(later);
@@ -340,7 +349,7 @@ fn a_rule_with_for_writes_once_it_has_held_long_enough() {
     let w = writes(&out);
     assert_eq!(w.len(), 1, "{out:?}");
     assert!(matches!(w[0].change, TaintChange::Add { at, .. } if at == ts(120)));
-    assert_eq!(t.matching(), one("oos", 1));
+    assert_eq!(t.rules().matching(), one("oos", 1));
     assert!(asked(&out).is_empty());
 }
 
@@ -352,7 +361,7 @@ fn nodes_outside_the_scope_or_the_rules_selector_are_left_alone() {
     r.config.scope = Scope {
         node_selector: Some(LabelSelector::parse("pool=a").unwrap()),
     };
-    let mut t = RuleTainter::new();
+    let mut t = Closing::new();
     let mut outside = shut("outside", 1);
     outside.labels.insert("pool".into(), "b".into());
     outside.labels.insert("zone".into(), "b".into());
@@ -365,15 +374,15 @@ fn nodes_outside_the_scope_or_the_rules_selector_are_left_alone() {
     let w = writes(&out);
     assert_eq!(w.len(), 1, "{out:?}");
     assert_eq!(w[0].node, "inside");
-    assert_eq!(t.managed(), 2);
-    assert_eq!(t.matching(), one("oos", 1));
+    assert_eq!(t.rules().managed(), 2);
+    assert_eq!(t.rules().matching(), one("oos", 1));
     // Out of scope, even carrying the taint, it is not the rules' business.
     outside.taints.push(taint(OOS, "NoExecute"));
     outside.conditions.clear();
     outside.resource_version = "2".into();
     let change = r.index.upsert(outside);
     assert!(r.step(&mut t, change).is_empty());
-    assert_eq!(t.managed(), 2);
+    assert_eq!(t.rules().managed(), 2);
 }
 
 #[test]
@@ -381,7 +390,7 @@ fn a_dry_run_logs_each_write_once_and_writes_nothing() {
     let mut r = run(vec![oos()]);
     r.config.dry_run = true;
     r.may_write = false;
-    let mut t = RuleTainter::new();
+    let mut t = Closing::new();
     r.index.upsert(shut("n1", 1));
     let out = r.step(&mut t, everything());
     assert!(
@@ -397,7 +406,7 @@ fn a_dry_run_logs_each_write_once_and_writes_nothing() {
     let change = r.index.upsert(shut("n1", 2));
     assert!(r.step(&mut t, change).is_empty(), "logged once");
     assert_eq!(
-        t.tainted(),
+        t.rules().tainted(),
         one("oos", 0),
         "a dry run counts nothing written"
     );
@@ -420,14 +429,14 @@ fn a_dry_run_logs_each_write_once_and_writes_nothing() {
 fn a_follower_writes_and_logs_nothing_until_it_may_write() {
     let mut r = run(vec![limited()]);
     r.may_write = false;
-    let mut t = RuleTainter::new();
+    let mut t = Closing::new();
     r.index.upsert(shut("n1", 1));
     r.index.upsert(shut("n2", 1));
     assert!(r.step(&mut t, everything()).is_empty());
     let change = r.index.upsert(shut("n2", 2));
     assert!(r.step(&mut t, change).is_empty());
     assert_eq!(
-        t.matching(),
+        t.rules().matching(),
         one("oos", 2),
         "a follower counts all the same"
     );
@@ -446,7 +455,7 @@ fn a_follower_writes_and_logs_nothing_until_it_may_write() {
         writes(&out).is_empty() && logs(&out, Level::Info).is_empty(),
         "{out:?}"
     );
-    assert_eq!(t.tainted(), one("oos", 0));
+    assert_eq!(t.rules().tainted(), one("oos", 0));
     r.may_write = true;
     let out = r.step(&mut t, Input::MayWrite);
     let w = writes(&out);
@@ -457,7 +466,7 @@ fn a_follower_writes_and_logs_nothing_until_it_may_write() {
 #[test]
 fn a_conflict_is_decided_again_on_the_indexs_next_view() {
     let mut r = run(vec![oos()]);
-    let mut t = RuleTainter::new();
+    let mut t = Closing::new();
     r.index.upsert(shut("n1", 1));
     let write = writes(&r.step(&mut t, everything()))[0].clone();
     let out = r.step(&mut t, answer(&write, PatchOutcome::Conflict));
@@ -467,7 +476,7 @@ fn a_conflict_is_decided_again_on_the_indexs_next_view() {
         "the index still shows the refused version"
     );
     assert!(reasons(&out).is_empty());
-    assert_eq!(t.tainted(), one("oos", 0));
+    assert_eq!(t.rules().tainted(), one("oos", 0));
     let change = r.index.upsert(shut("n1", 2));
     let w = writes(&r.step(&mut t, change))
         .into_iter()
@@ -489,7 +498,7 @@ fn a_conflict_is_decided_again_on_the_indexs_next_view() {
 #[test]
 fn an_unanswered_write_is_tried_again_a_moment_later() {
     let mut r = run(vec![oos()]);
-    let mut t = RuleTainter::new();
+    let mut t = Closing::new();
     r.index.upsert(shut("n1", 1));
     let write = writes(&r.step(&mut t, everything()))[0].clone();
     let out = r.step(
@@ -510,14 +519,14 @@ fn an_unanswered_write_is_tried_again_a_moment_later() {
 #[test]
 fn without_rules_nothing_happens() {
     let mut r = run(vec![]);
-    let mut t = RuleTainter::new();
+    let mut t = Closing::new();
     r.index.upsert(shut("n1", 1));
     assert!(r.step(&mut t, everything()).is_empty());
     let change = r.index.upsert(shut("n1", 2));
     assert!(r.step(&mut t, change).is_empty());
     assert!(r.step(&mut t, Input::Tick).is_empty());
     assert!(r.step(&mut t, Input::MayWrite).is_empty());
-    assert!(t.matching().is_empty());
+    assert!(t.rules().matching().is_empty());
 }
 
 #[test]
@@ -538,7 +547,7 @@ fn the_window_clock_stamps_and_the_local_clock_wakes() {
         ],
         vec![],
     ));
-    let mut t = RuleTainter::new();
+    let mut t = Closing::new();
     // The API server's clock is 5 s ahead of this machine's.
     let cx = Context {
         view: &index,

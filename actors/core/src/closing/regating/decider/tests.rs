@@ -3,13 +3,14 @@ use std::time::Duration;
 use jiff::SignedDuration;
 
 use super::*;
-use crate::closing::regating::DEFAULT_REGATE_TAINT_KEY;
-use crate::deciders::fixture::{Run, asked, logs, reasons, writes};
-use crate::rules::placement::{EFFECT_NO_SCHEDULE, ManagedTaint, TOLERATION_OP_EXISTS};
-use crate::testutil::{mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts};
 use crate::vocab::budget::MaxUnavailable;
 use crate::vocab::config::Config;
+use crate::closing::decider::Closing;
+use crate::deciders::fixture::{Run, asked, logs, reasons, writes};
 use crate::vocab::model::{PodInfo, Taint};
+use crate::rules::placement::{EFFECT_NO_SCHEDULE, ManagedTaint, TOLERATION_OP_EXISTS};
+use crate::closing::regating::DEFAULT_REGATE_TAINT_KEY;
+use crate::testutil::{mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts};
 
 mod announced;
 mod budget;
@@ -137,18 +138,18 @@ fn context(r: &Run) -> Context<'_> {
     }
 }
 
-fn gauges(r: &Run, g: &Regater) -> RegateGauges {
-    g.gauges(&context(r))
+fn gauges(r: &Run, g: &Closing) -> RegateGauges {
+    g.regate_gauges(&context(r))
 }
 
 /// Puts `n` in the index and has `g` hear of it.
-fn upsert(r: &mut Run, g: &mut Regater, n: NodeInfo) -> Vec<Effect> {
+fn upsert(r: &mut Run, g: &mut Closing, n: NodeInfo) -> Vec<Effect> {
     let change = r.index.upsert(n);
     r.step(g, change)
 }
 
 /// `name` (at version 1, in the index) due and read: the write.
-fn due_and_read(r: &mut Run, g: &mut Regater, name: &str) -> TaintWrite {
+fn due_and_read(r: &mut Run, g: &mut Closing, name: &str) -> TaintWrite {
     r.index.pods.push(broken_pod(name, NOW - GRACE - 5));
     let out = upsert(r, g, node(name));
     assert_eq!(reads(&out), [name], "{out:?}");
@@ -162,7 +163,7 @@ fn due_and_read(r: &mut Run, g: &mut Regater, name: &str) -> TaintWrite {
 fn a_member_broken_past_the_grace_is_read_written_and_reported() {
     let mut r = run();
     r.now = ts(NOW) + SignedDuration::from_nanos(1_234_567);
-    let mut g = Regater::new();
+    let mut g = Closing::new();
     r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
     let out = upsert(&mut r, &mut g, node("n1"));
     assert_eq!(reads(&out), ["n1"]);
@@ -215,7 +216,7 @@ fn a_member_broken_past_the_grace_is_read_written_and_reported() {
 #[test]
 fn a_pending_write_counts_in_the_budget_until_the_index_shows_another_version() {
     let mut r = run();
-    let mut g = Regater::new();
+    let mut g = Closing::new();
     let write = due_and_read(&mut r, &mut g, "n1");
     r.step(&mut g, answer(&write, PatchOutcome::Applied));
     // The index still shows version 1, without the taint.
@@ -244,7 +245,7 @@ fn a_pending_write_counts_in_the_budget_until_the_index_shows_another_version() 
 #[test]
 fn a_pending_write_the_index_moved_past_stops_counting() {
     let mut r = run();
-    let mut g = Regater::new();
+    let mut g = Closing::new();
     let write = due_and_read(&mut r, &mut g, "n1");
     r.step(&mut g, answer(&write, PatchOutcome::Applied));
     assert_eq!(gauges(&r, &g).regated, 1);
@@ -256,7 +257,7 @@ fn a_pending_write_the_index_moved_past_stops_counting() {
 #[test]
 fn broken_within_the_grace_is_looked_at_again_when_it_ends() {
     let mut r = run();
-    let mut g = Regater::new();
+    let mut g = Closing::new();
     r.index.pods.push(broken_pod("n1", NOW - 10));
     let out = upsert(&mut r, &mut g, node("n1"));
     assert!(reads(&out).is_empty() && writes(&out).is_empty(), "{out:?}");
@@ -282,17 +283,17 @@ fn a_healthy_node_is_not_remembered_without_on_reboot() {
     if let Some(rc) = r.config.regate.as_mut() {
         rc.on_reboot = false;
     }
-    let mut g = Regater::new();
+    let mut g = Closing::new();
     r.index.pods.push(ready_pod("n1"));
     let out = upsert(&mut r, &mut g, node("n1"));
     assert!(out.is_empty(), "{out:?}");
-    assert!(g.watched("n1").is_none());
+    assert!(g.regater().watched("n1").is_none());
 }
 
 #[test]
 fn a_reboot_re_gates() {
     let mut r = run();
-    let mut g = Regater::new();
+    let mut g = Closing::new();
     r.index.pods.push(ready_pod("n1"));
     let booted = |id: &str| NodeInfo {
         boot_id: Some(id.into()),
@@ -301,7 +302,7 @@ fn a_reboot_re_gates() {
     let out = upsert(&mut r, &mut g, booted("a"));
     assert!(out.is_empty(), "{out:?}");
     assert_eq!(
-        g.watched("n1").and_then(|w| w.boot_id.as_deref()),
+        g.regater().watched("n1").and_then(|w| w.boot_id.as_deref()),
         Some("a")
     );
     let out = upsert(&mut r, &mut g, at_version(booted("b"), "2"));
@@ -325,7 +326,7 @@ fn suspended_by_config_or_annotation_writes_nothing() {
     for by_config in [true, false] {
         let mut r = run();
         r.config.suspend = by_config;
-        let mut g = Regater::new();
+        let mut g = Closing::new();
         r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
         let n = NodeInfo {
             suspended: !by_config,
@@ -348,7 +349,7 @@ fn suspended_by_config_or_annotation_writes_nothing() {
 fn a_dry_run_logs_once_and_writes_nothing() {
     let mut r = run();
     r.config.dry_run = true;
-    let mut g = Regater::new();
+    let mut g = Closing::new();
     r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
     let out = upsert(&mut r, &mut g, node("n1"));
     assert!(
@@ -372,7 +373,7 @@ fn a_dry_run_logs_once_and_writes_nothing() {
 fn a_follower_reads_nothing_until_it_may_write() {
     let mut r = run();
     r.may_write = false;
-    let mut g = Regater::new();
+    let mut g = Closing::new();
     r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
     let out = upsert(&mut r, &mut g, node("n1"));
     assert!(reads(&out).is_empty(), "{out:?}");
@@ -392,7 +393,7 @@ fn a_follower_reads_nothing_until_it_may_write() {
 #[test]
 fn a_node_gated_meanwhile_is_not_written() {
     let mut r = run();
-    let mut g = Regater::new();
+    let mut g = Closing::new();
     r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
     upsert(&mut r, &mut g, node("n1"));
     let gated = NodeInfo {
@@ -407,7 +408,7 @@ fn a_node_gated_meanwhile_is_not_written() {
 #[test]
 fn a_conflict_decides_again_at_once() {
     let mut r = run();
-    let mut g = Regater::new();
+    let mut g = Closing::new();
     let write = due_and_read(&mut r, &mut g, "n1");
     let out = r.step(&mut g, answer(&write, PatchOutcome::Conflict));
     assert_eq!(reads(&out), ["n1"], "{out:?}");
@@ -422,7 +423,7 @@ fn a_conflict_decides_again_at_once() {
 #[test]
 fn a_failed_read_or_write_is_tried_again_after_a_moment() {
     let mut r = run();
-    let mut g = Regater::new();
+    let mut g = Closing::new();
     let write = due_and_read(&mut r, &mut g, "n1");
     let out = r.step(&mut g, answer(&write, PatchOutcome::Failed("boom".into())));
     assert!(reads(&out).is_empty(), "{out:?}");
@@ -443,18 +444,18 @@ fn a_failed_read_or_write_is_tried_again_after_a_moment() {
 #[test]
 fn a_deleted_node_is_forgotten() {
     let mut r = run();
-    let mut g = Regater::new();
+    let mut g = Closing::new();
     r.index.pods.push(broken_pod("n1", NOW - 10));
     let n = NodeInfo {
         boot_id: Some("a".into()),
         ..node("n1")
     };
     upsert(&mut r, &mut g, n);
-    assert!(g.watched("n1").is_some());
+    assert!(g.regater().watched("n1").is_some());
     let change = r.index.delete("n1");
     let out = r.step(&mut g, change);
     assert!(out.is_empty(), "{out:?}");
-    assert!(g.watched("n1").is_none());
+    assert!(g.regater().watched("n1").is_none());
     let after = gauges(&r, &g);
     assert_eq!((after.regated, after.broken, after.suspended), (0, 0, 0));
     // Gone when read, or when written.
@@ -467,26 +468,26 @@ fn a_deleted_node_is_forgotten() {
         ..node("n3")
     };
     upsert(&mut r, &mut g, n3);
-    assert!(g.watched("n3").is_some());
+    assert!(g.regater().watched("n3").is_some());
     let gone = Input::NodeRead {
         node: "n3".into(),
         read: Ok(None),
     };
     assert!(r.step(&mut g, gone).is_empty());
-    assert!(g.watched("n3").is_none());
+    assert!(g.regater().watched("n3").is_none());
 }
 
 #[test]
 fn with_re_gating_off_nothing_happens_and_nothing_is_kept() {
     let mut r = run();
-    let mut g = Regater::new();
+    let mut g = Closing::new();
     r.index.pods.push(broken_pod("n1", NOW - 10));
     let n1 = NodeInfo {
         boot_id: Some("a".into()),
         ..node("n1")
     };
     upsert(&mut r, &mut g, n1);
-    assert!(g.watched("n1").is_some());
+    assert!(g.regater().watched("n1").is_some());
     assert_eq!(gauges(&r, &g).broken, 1);
     r.config.regate = None;
     r.index.pods.push(broken_pod("n2", NOW - GRACE - 5));
@@ -501,7 +502,7 @@ fn with_re_gating_off_nothing_happens_and_nothing_is_kept() {
         let out = r.step(&mut g, input);
         assert!(out.is_empty(), "{out:?}");
     }
-    assert!(g.watched("n1").is_none());
+    assert!(g.regater().watched("n1").is_none());
     let gauges = gauges(&r, &g);
     assert_eq!((gauges.regated, gauges.broken), (0, 0));
 }
@@ -519,7 +520,7 @@ fn look_again_times_follow_this_machines_clock() {
 #[test]
 fn a_node_healthy_again_while_its_read_is_out_is_not_written() {
     let mut r = run();
-    let mut g = Regater::new();
+    let mut g = Closing::new();
     r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
     upsert(&mut r, &mut g, node("n1"));
     r.index.pods = vec![ready_pod("n1")];
@@ -531,7 +532,7 @@ fn a_node_healthy_again_while_its_read_is_out_is_not_written() {
 #[test]
 fn a_write_applied_after_re_gating_was_turned_off_is_still_reported() {
     let mut r = run();
-    let mut g = Regater::new();
+    let mut g = Closing::new();
     let write = due_and_read(&mut r, &mut g, "n1");
     r.config.regate = None;
     r.step(&mut g, Input::Changed(Change::Everything));

@@ -41,7 +41,7 @@ fn incremental_counts_equal_a_full_recount() {
     let net = rule("net", "NetworkDown", "example.com/net", "NoSchedule");
     let mut r = run(vec![slow, net.clone()]);
     r.may_write = false;
-    let mut t = RuleTainter::new();
+    let mut t = Closing::new();
     assert!(r.step(&mut t, everything()).is_empty());
     let mut seed: u64 = 7;
     let mut next = |n: u64| {
@@ -81,9 +81,9 @@ fn incremental_counts_equal_a_full_recount() {
         }
         r.step(&mut t, input);
         let (managed, matching, tainted) = recount(&r);
-        assert_eq!(t.managed(), managed, "step {step}");
-        assert_eq!(t.matching(), matching, "step {step}");
-        assert_eq!(t.tainted(), tainted, "step {step}");
+        assert_eq!(t.rules().managed(), managed, "step {step}");
+        assert_eq!(t.rules().matching(), matching, "step {step}");
+        assert_eq!(t.rules().tainted(), tainted, "step {step}");
         if step == 200 {
             // The configuration changes: a rule goes, another comes, the
             // scope narrows.
@@ -94,8 +94,8 @@ fn incremental_counts_equal_a_full_recount() {
                 node_selector: Some(LabelSelector::parse("pool=a").unwrap()),
             };
             r.step(&mut t, everything());
-            assert_eq!(t.matching(), recount(&r).1);
-            assert_eq!(t.matching()[0].0, "network");
+            assert_eq!(t.rules().matching(), recount(&r).1);
+            assert_eq!(t.rules().matching()[0].0, "network");
         }
     }
 }
