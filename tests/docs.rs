@@ -758,6 +758,220 @@ fn the_annotations_table_lists_every_annotation_constant() {
     }
 }
 
+/// The core's top-level modules: the `pub mod NAME;` lines of
+/// actors/core/src/lib.rs, less `testutil` (builders for tests only).
+fn core_modules() -> BTreeSet<String> {
+    read("actors/core/src/lib.rs")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .filter_map(|l| l.strip_suffix(';'))
+        .filter(|m| *m != "testutil")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// docs/architecture.md's folder table (its first column, `` `vocab` ``)
+/// against the core's top-level modules, `testutil` left out on both sides.
+fn folders_table_disagreement(architecture: &str) -> Option<String> {
+    let documented: BTreeSet<String> = table_rows(architecture, "The core's folders", "module")
+        .iter()
+        .flat_map(|row| code_spans(&row[0]))
+        .map(|m| m.trim_end_matches('/').to_owned())
+        .filter(|m| m != "testutil")
+        .collect();
+    differences(
+        "docs/architecture.md, The core's folders (against actors/core/src/lib.rs)",
+        &documented,
+        &core_modules(),
+    )
+}
+
+/// Issue 35: the folder table a new maintainer reads is the core as it is.
+#[test]
+fn the_architecture_names_every_core_module() {
+    let modules = core_modules();
+    assert!(
+        modules.contains("gate"),
+        "`pub mod` lines not read from actors/core/src/lib.rs: {modules:?}"
+    );
+    if let Some(wrong) = folders_table_disagreement(&read("docs/architecture.md")) {
+        panic!("{wrong}");
+    }
+}
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            files.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// Each `pub enum NAME` the core defines, as (its file from
+/// actors/core/src/, its variants' names). rustfmt puts a variant at the
+/// start of a line indented once (four spaces), its fields and doc comments
+/// elsewhere or behind `///` and `#[`, so a line indented once that begins
+/// with a capital begins a variant.
+fn core_enums(name: &str) -> Vec<(String, Vec<String>)> {
+    let src = root().join("actors/core/src");
+    let opening = format!("pub enum {name} {{");
+    let mut found = Vec::new();
+    for path in rust_files(&src) {
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let mut lines = text.lines();
+        while lines.by_ref().any(|l| l == opening) {
+            let variants = lines
+                .by_ref()
+                .take_while(|l| *l != "}")
+                .filter_map(|l| l.strip_prefix("    "))
+                .filter(|l| l.starts_with(|c: char| c.is_ascii_uppercase()))
+                .map(|l| {
+                    l.chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect()
+                })
+                .collect();
+            let file = path.strip_prefix(&src).unwrap_or(&path);
+            found.push((file.display().to_string(), variants));
+        }
+    }
+    found
+}
+
+/// The gate's effects that write nothing: timers, a re-read, the withdrawal
+/// of an untaint, the end.
+const GATE_NOT_WRITES: [&str; 5] = [
+    "ScheduleTimer",
+    "ScheduleRetry",
+    "RefreshNode",
+    "WithdrawWrite",
+    "Stop",
+];
+
+/// The deciders' effects that write nothing: reads, a timer, a log line, a
+/// count.
+const DECIDER_NOT_WRITES: [&str; 6] = [
+    "ListPods",
+    "ReadNode",
+    "ListCanaries",
+    "LookAgainAt",
+    "Log",
+    "Count",
+];
+
+/// The variants of the two `Effect`s, read from the source so that the
+/// check follows the enums wherever they live: the gate's (the one under
+/// `gate/`) and the deciders' (the other), whose `Write` is spelled once
+/// per kind of `TaintChange`: `Write(Add)`, `Write(Remove)`, ….
+fn effect_variants() -> (BTreeSet<String>, BTreeSet<String>) {
+    let effects = core_enums("Effect");
+    let names: Vec<String> = effects.iter().map(|(f, _)| f.clone()).collect();
+    assert_eq!(
+        effects.len(),
+        2,
+        "expected the gate's and the deciders' `pub enum Effect`, found: {names:?}"
+    );
+    let (gate, deciders): (Vec<_>, Vec<_>) = effects
+        .into_iter()
+        .partition(|(f, _)| f.starts_with("gate/") || f.starts_with("gate\\"));
+    let (Some((_, gate)), Some((_, deciders))) = (gate.first(), deciders.first()) else {
+        panic!("no `pub enum Effect` under actors/core/src/gate/ and one elsewhere: {names:?}");
+    };
+    let kinds = core_enums("TaintChange");
+    let [(_, kinds)] = kinds.as_slice() else {
+        panic!("expected one `pub enum TaintChange` in actors/core/src: {kinds:?}");
+    };
+    let deciders = deciders
+        .iter()
+        .flat_map(|v| match v.as_str() {
+            "Write" => kinds.iter().map(|k| format!("Write({k})")).collect(),
+            _ => vec![v.clone()],
+        })
+        .collect();
+    (gate.iter().cloned().collect(), deciders)
+}
+
+/// Whether a table of writes and the code agree: every variant is a row
+/// (a write) or listed as not a write, never both, and each row and each
+/// listed name is a variant. The message names every variant out of place.
+fn write_classification(
+    table: &str,
+    documented: &BTreeSet<String>,
+    in_code: &BTreeSet<String>,
+    not_writes: &[&str],
+) -> Option<String> {
+    let not_writes: BTreeSet<String> = not_writes.iter().map(|s| s.to_string()).collect();
+    let unclassified: Vec<_> = in_code
+        .iter()
+        .filter(|v| !documented.contains(*v) && !not_writes.contains(*v))
+        .collect();
+    let unknown: Vec<_> = documented.difference(in_code).collect();
+    let stale: Vec<_> = not_writes.difference(in_code).collect();
+    let both: Vec<_> = documented.intersection(&not_writes).collect();
+    (!unclassified.is_empty() || !unknown.is_empty() || !stale.is_empty() || !both.is_empty())
+        .then(|| {
+            format!(
+                "{table}: variants neither a row (a write) nor listed in tests/docs.rs as not a write: \
+                 {unclassified:?}; rows that are no variant: {unknown:?}; listed as not a write \
+                 but no variant: {stale:?}; both a row and listed as not a write: {both:?}"
+            )
+        })
+}
+
+/// docs/architecture.md's two write tables against the variants of the
+/// gate's and the deciders' `Effect`.
+fn write_tables_disagreement(architecture: &str) -> Option<String> {
+    let (gate, deciders) = effect_variants();
+    let documented = |first: &str| -> BTreeSet<String> {
+        table_rows(architecture, "Who writes what", first)
+            .iter()
+            .flat_map(|row| code_spans(&row[0]))
+            .collect()
+    };
+    let wrong: Vec<String> = [
+        write_classification(
+            "docs/architecture.md, the gate's effects",
+            &documented("gate effect"),
+            &gate,
+            &GATE_NOT_WRITES,
+        ),
+        write_classification(
+            "docs/architecture.md, the deciders' effects",
+            &documented("decider effect"),
+            &deciders,
+            &DECIDER_NOT_WRITES,
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (!wrong.is_empty()).then(|| wrong.join("\n"))
+}
+
+/// Issue 35: every effect that writes has its row in the architecture's
+/// "Who writes what", and every other effect is named here as not a write,
+/// so a new variant must be classed one way or the other.
+#[test]
+fn the_write_tables_name_every_write() {
+    let (gate, deciders) = effect_variants();
+    for (variants, known) in [(&gate, "RemoveTaints"), (&deciders, "Write(Add)")] {
+        assert!(
+            variants.contains(known),
+            "{known} not read from the core's `Effect`s: {variants:?}"
+        );
+    }
+    if let Some(wrong) = write_tables_disagreement(&read("docs/architecture.md")) {
+        panic!("{wrong}");
+    }
+}
+
 /// Drops the table row of `doc` whose first cell holds `` `name` ``.
 fn without_row(doc: &str, name: &str) -> String {
     let spelled = format!("`{name}");
@@ -780,6 +994,7 @@ fn without_row(doc: &str, name: &str) -> String {
 fn each_table_check_fails_without_a_row() {
     let operations = read("docs/operations.md");
     let configuration = read("docs/configuration.md");
+    let architecture = read("docs/architecture.md");
     let cases = [
         (
             events_table_disagreement(&without_row(&operations, "RegateBudgetExhausted")),
@@ -792,6 +1007,18 @@ fn each_table_check_fails_without_a_row() {
         (
             annotations_table_disagreement(&without_row(&configuration, "nodegate.dev/suspend")),
             "nodegate.dev/suspend",
+        ),
+        (
+            folders_table_disagreement(&without_row(&architecture, "canary")),
+            "\"canary\"",
+        ),
+        (
+            write_tables_disagreement(&without_row(&architecture, "MarkOpenedExternally")),
+            "\"MarkOpenedExternally\"",
+        ),
+        (
+            write_tables_disagreement(&without_row(&architecture, "Write(Remove)")),
+            "\"Write(Remove)\"",
         ),
     ];
     for (wrong, name) in cases {
@@ -816,11 +1043,35 @@ fn each_table_check_fails_without_a_row() {
             ),
             "nodegate.dev/timedout",
         ),
+        (
+            folders_table_disagreement(&architecture.replace("| `canary` |", "| `canaries` |")),
+            "\"canaries\"",
+        ),
+        (
+            write_tables_disagreement(&architecture.replace("`DeleteCanary`", "`RemoveCanary`")),
+            "\"RemoveCanary\"",
+        ),
     ];
     for (wrong, name) in renamed {
         let wrong = wrong.unwrap_or_else(|| panic!("a row for {name} went unnoticed"));
         assert!(wrong.contains(name), "{wrong}");
     }
+    // And an effect nobody classed as a write or not.
+    let (gate, _) = effect_variants();
+    let writes: BTreeSet<String> = gate
+        .iter()
+        .filter(|v| !GATE_NOT_WRITES.contains(&v.as_str()))
+        .cloned()
+        .collect();
+    assert_eq!(
+        write_classification("gate", &writes, &gate, &GATE_NOT_WRITES),
+        None
+    );
+    let mut grown = gate.clone();
+    grown.insert("PaintNode".to_string());
+    let wrong = write_classification("gate", &writes, &grown, &GATE_NOT_WRITES)
+        .unwrap_or_else(|| panic!("an unclassified effect went unnoticed"));
+    assert!(wrong.contains("\"PaintNode\""), "{wrong}");
 }
 
 /// The LICENSE file is the license Cargo.toml and the image's label declare.
