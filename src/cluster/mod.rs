@@ -24,6 +24,7 @@ pub mod project;
 pub mod relist;
 pub mod replace;
 pub mod server_time;
+pub mod snapshot;
 pub mod slices;
 pub mod term_read;
 pub mod watch;
