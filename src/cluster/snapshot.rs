@@ -28,7 +28,7 @@ use crate::cluster::project;
 use crate::error::{Error, Result};
 
 /// Pod lists in flight at once, one per node ([`pods_on_each`]).
-pub const LIST_CONCURRENCY: usize = 8;
+const LIST_CONCURRENCY: usize = 8;
 
 // ---------------------------------------------------------------------------
 // Nodes
@@ -100,7 +100,7 @@ pub async fn add_devices(client: &kube::Client, nodes: &mut [NodeInfo], with_sli
 
 /// [`add_devices`]'s assignment: each node's drivers and (when read) slices
 /// by its name; a node missing from a map has none.
-pub fn fill_devices(
+fn fill_devices(
     nodes: &mut [NodeInfo],
     csi: &HashMap<String, Vec<String>>,
     slices: Option<&HashMap<String, Vec<SliceInfo>>>,
@@ -247,7 +247,7 @@ pub struct PodsOnFailed {
 }
 
 /// The pods bound to each of `nodes`, by node name: one LIST per node,
-/// [`LIST_CONCURRENCY`] at a time, never every pod of the cluster.
+/// `LIST_CONCURRENCY` at a time, never every pod of the cluster.
 pub async fn pods_on_each<T>(
     client: &kube::Client,
     nodes: impl IntoIterator<Item = String>,
@@ -289,7 +289,7 @@ pub async fn unscheduled_for<T>(
 
 /// Whether an unbound pod was made for `node`: the DaemonSet controller pins
 /// each daemon pod with a required `matchFields` term on `metadata.name`.
-pub fn aimed_at(pod: &Pod, node: &str) -> bool {
+fn aimed_at(pod: &Pod, node: &str) -> bool {
     let Some(terms) = pod
         .spec
         .as_ref()

@@ -508,6 +508,8 @@ mod tests {
 
     #[test]
     fn gated_picks_the_nodes_with_a_managed_taint_inside_the_scope() {
+        use nodegate_core::placement::ManagedTaint;
+        use nodegate_core::selector::LabelSelector;
         let node = |name: Option<&str>, labels: serde_json::Value, taint: Option<&str>| -> Node {
             let taints: Vec<serde_json::Value> = taint
                 .map(|k| serde_json::json!({"key": k, "effect": "NoSchedule"}))
@@ -525,14 +527,18 @@ mod tests {
             node(Some("gated"), pool.clone(), Some(TAINT)),
             node(Some("open"), pool.clone(), None),
             node(Some("other-taint"), pool.clone(), Some("example.com/other")),
-            node(Some("outside"), serde_json::json!({"pool": "cpu"}), Some(TAINT)),
+            node(
+                Some("outside"),
+                serde_json::json!({"pool": "cpu"}),
+                Some(TAINT),
+            ),
             node(None, pool, Some(TAINT)),
         ];
         let mut c = cfg(None);
         c.placement
             .managed_taints
-            .push(nodegate_core::placement::ManagedTaint::new(TAINT, "NoSchedule"));
-        c.scope.node_selector = Some(nodegate_core::selector::LabelSelector::parse("pool=gpu").unwrap());
+            .push(ManagedTaint::new(TAINT, "NoSchedule"));
+        c.scope.node_selector = Some(LabelSelector::parse("pool=gpu").unwrap());
         let names: Vec<String> = gated(&nodes, &c).into_iter().map(|n| n.name).collect();
         assert_eq!(names, ["gated"]);
         c.scope.node_selector = None;

@@ -387,10 +387,7 @@ mod tests {
         assert!(seen.suspended);
         assert_eq!(seen.labels.get("pool").map(|v| v.as_ref()), Some("gpu"));
         assert_eq!(seen.taints.len(), 1);
-        assert_eq!(
-            seen.created,
-            Some("2026-01-01T00:00:00Z".parse().unwrap())
-        );
+        assert_eq!(seen.created, Some("2026-01-01T00:00:00Z".parse().unwrap()));
         let plain: Node = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "n2", "creationTimestamp": "2026-01-01T00:00:00Z"},
         }))
