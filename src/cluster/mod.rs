@@ -1,6 +1,7 @@
 //! Everything that talks to the Kubernetes API, as adapters only (no
 //! controller state lives here): the client every command uses (`client`),
-//! compact projections of its objects (`project`, `lean`, `csi`, `slices`), the shared
+//! compact projections of its objects (`project`, `lean`), the one reader
+//! the one-off commands read the cluster through (`snapshot`), the shared
 //! watches that feed the router (`watch`, with `relist`), leader election
 //! (`leader`), the evidence of the API server's clock they gather
 //! (`server_time`), and the one node writer: `patch` builds every
@@ -14,7 +15,6 @@
 pub mod admission_params;
 pub mod canary;
 pub mod client;
-pub mod csi;
 pub mod entrance;
 pub mod executor;
 pub mod leader;
@@ -24,7 +24,7 @@ pub mod project;
 pub mod relist;
 pub mod replace;
 pub mod server_time;
-pub mod slices;
+pub mod snapshot;
 pub mod term_read;
 pub mod watch;
 pub mod writer;

@@ -1,8 +1,9 @@
 //! `nodegate status [--watch]`: the gated nodes of a cluster, as a table.
 //!
-//! This module owns the status command. It reads the cluster itself — nodes
-//! that carry a managed taint, every DaemonSet, the pods bound to those nodes
-//! — and runs each node through the very gate the controller runs
+//! This module owns the status command. It reads the cluster through the
+//! commands' one reader (`crate::cluster::snapshot`) — nodes that carry a
+//! managed taint, every DaemonSet, the pods bound to those nodes — and runs
+//! each node through the very gate the controller runs
 //! (`nodegate_core::gate`, in dry-run, on a snapshot), so the table cannot
 //! disagree with the controller about what is expected, what is Ready and
 //! when the deadline falls. It works whether or not nodegate is running, and
@@ -17,24 +18,19 @@ use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write as _};
 use std::process::ExitCode;
 
-use futures::StreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ListParams};
+use k8s_openapi::api::core::v1::Node;
 use nodegate_core::gate::{self, GateState, Input};
 use nodegate_core::vocab::config::Config;
 use nodegate_core::vocab::member::Readiness;
 use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
-use crate::cluster::project;
+use crate::cluster::{project, snapshot};
 use crate::commands::output;
 use crate::error::{Error, Result};
 use crate::settings::cli::{OutputFormat, StatusArgs};
 use crate::settings::config::{self, StatusSettings};
 
-/// Pod lists in flight at once, one per gated node.
-const LIST_CONCURRENCY: usize = 8;
 /// Blockers named in the table before "+N more".
 const MAX_BLOCKERS_SHOWN: usize = 3;
 
@@ -180,74 +176,45 @@ async fn table_now(
 }
 
 /// Reads what the table needs: every node (to find the gated ones), every
-/// DaemonSet, and the pods bound to each gated node.
+/// DaemonSet, and the pods bound to each gated node (never every pod).
 pub async fn gather(client: &kube::Client, settings: &StatusSettings) -> Result<Snapshot> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let nodes = nodes
-        .list(&ListParams::default())
+    let nodes = snapshot::nodes(client)
         .await
         .map_err(Error::kube("listing nodes"))?;
     let config = Config::from(settings);
-    let mut gated: Vec<NodeInfo> = nodes
-        .items
-        .iter()
-        .filter_map(|n| project::node(n).0)
-        .filter(|n| config.gates(n))
-        .collect();
+    let mut gated = gated(&nodes, &config);
     if gated.is_empty() {
         return Ok(Snapshot::default());
     }
-    // As the controller sees them (its CSINode watch); unreadable, none.
-    let csi = crate::cluster::csi::all_drivers(client)
+    // As the controller sees them (its CSINode watch, and its ResourceSlice
+    // watch, which runs only with draDrivers); unreadable, none.
+    snapshot::add_devices(client, &mut gated, !config.dra_drivers.is_empty()).await;
+    // status shows no warnings: a DaemonSet it cannot project is left out.
+    let daemonsets = snapshot::daemonsets(client, &mut Vec::new())
         .await
-        .unwrap_or_default();
-    for n in &mut gated {
-        n.csi_drivers = csi.get(&n.name).cloned();
-    }
-    // Likewise its ResourceSlice watch, which runs only with draDrivers.
-    if !config.dra_drivers.is_empty() {
-        let mut slices = crate::cluster::slices::all_slices(client)
-            .await
-            .unwrap_or_default();
-        for n in &mut gated {
-            n.resource_slices = slices.remove(&n.name).unwrap_or_default();
-        }
-    }
-    let daemonsets: Api<DaemonSet> = Api::all(client.clone());
-    let daemonsets = daemonsets
-        .list(&ListParams::default())
+        .map_err(Error::kube("listing DaemonSets"))?;
+    let names = gated.iter().map(|n| n.name.clone());
+    let pods = snapshot::pods_on_each(client, names, project::pod)
         .await
-        .map_err(Error::kube("listing DaemonSets"))?
-        .items
-        .iter()
-        .filter_map(project::daemonset)
-        .collect();
-    let pods: Vec<(String, Vec<PodInfo>)> =
-        futures::stream::iter(gated.iter().map(|n| n.name.clone()))
-            .map(|name| {
-                let api: Api<Pod> = Api::all(client.clone());
-                async move {
-                    let list = api
-                        .list(&ListParams::default().fields(&format!("spec.nodeName={name}")))
-                        .await
-                        .map_err(|source| Error::Kube {
-                            what: format!("listing the pods on node {name}"),
-                            source,
-                        })?;
-                    let pods = list.items.iter().filter_map(project::pod).collect();
-                    Ok::<_, Error>((name, pods))
-                }
-            })
-            .buffer_unordered(LIST_CONCURRENCY)
-            .collect::<Vec<_>>()
-            .await
-            .into_iter()
-            .collect::<Result<_>>()?;
+        .map_err(|failed| Error::Kube {
+            what: format!("listing the pods on node {}", failed.node),
+            source: failed.source,
+        })?;
     Ok(Snapshot {
         nodes: gated,
         daemonsets,
-        pods: pods.into_iter().collect(),
+        pods,
     })
+}
+
+/// The nodes `cfg` gates (those carrying a managed taint), projected; a
+/// node the projection cannot name is left out.
+pub fn gated(nodes: &[Node], cfg: &Config) -> Vec<NodeInfo> {
+    nodes
+        .iter()
+        .filter_map(|n| project::node(n).0)
+        .filter(|n| cfg.gates(n))
+        .collect()
 }
 
 /// Runs each gated node through the gate, on the snapshot, at `now`.
@@ -537,6 +504,46 @@ mod tests {
         assert_eq!(rows[0].age, "7m30s");
         assert_eq!(rows[0].blocked_by, "infra/agent");
         assert_eq!(rows[0].deadline, "none", "--regate-timeout 0: no deadline");
+    }
+
+    #[test]
+    fn gated_picks_the_nodes_with_a_managed_taint_inside_the_scope() {
+        use nodegate_core::rules::placement::ManagedTaint;
+        use nodegate_core::rules::selector::LabelSelector;
+        let node = |name: Option<&str>, labels: serde_json::Value, taint: Option<&str>| -> Node {
+            let taints: Vec<serde_json::Value> = taint
+                .map(|k| serde_json::json!({"key": k, "effect": "NoSchedule"}))
+                .into_iter()
+                .collect();
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "labels": labels,
+                             "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {"taints": taints},
+            }))
+            .unwrap()
+        };
+        let pool = serde_json::json!({"pool": "gpu"});
+        let nodes = vec![
+            node(Some("gated"), pool.clone(), Some(TAINT)),
+            node(Some("open"), pool.clone(), None),
+            node(Some("other-taint"), pool.clone(), Some("example.com/other")),
+            node(
+                Some("outside"),
+                serde_json::json!({"pool": "cpu"}),
+                Some(TAINT),
+            ),
+            node(None, pool, Some(TAINT)),
+        ];
+        let mut c = cfg(None);
+        c.placement
+            .managed_taints
+            .push(ManagedTaint::new(TAINT, "NoSchedule"));
+        c.scope.node_selector = Some(LabelSelector::parse("pool=gpu").unwrap());
+        let names: Vec<String> = gated(&nodes, &c).into_iter().map(|n| n.name).collect();
+        assert_eq!(names, ["gated"]);
+        c.scope.node_selector = None;
+        let names: Vec<String> = gated(&nodes, &c).into_iter().map(|n| n.name).collect();
+        assert_eq!(names, ["gated", "outside"]);
     }
 
     #[test]

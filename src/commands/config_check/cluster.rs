@@ -1,11 +1,11 @@
 //! `nodegate config check --cluster`: what the cluster says about a valid
-//! config file, read without writing. Every request is a GET or a LIST,
-//! except the taint checks: a server-side dry-run patch (`dryRun=All`,
-//! nothing is stored), sent as nodegate's own ServiceAccount (found from
-//! the ClusterRoleBindings its admission policy reads), so the API server
-//! answers exactly as it would answer nodegate.
+//! config file, read without writing (nodes, DaemonSets and ResourceSlices
+//! through the commands' one reader, `crate::cluster::snapshot`). Every
+//! request is a GET or a LIST, except the taint checks: a server-side
+//! dry-run patch (`dryRun=All`, nothing is stored), sent as nodegate's own
+//! ServiceAccount (found from the ClusterRoleBindings its admission policy
+//! reads), so the API server answers exactly as it would answer nodegate.
 
-use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -14,6 +14,7 @@ use nodegate_core::vocab::model::Taint;
 use serde::Serialize;
 
 use crate::cluster::client::{Connection, client_impersonating};
+use crate::cluster::snapshot;
 use crate::error::{Error, Result};
 use crate::settings::config::RunSettings;
 
@@ -59,11 +60,9 @@ pub async fn check(
     s: &RunSettings,
 ) -> Result<Vec<Finding>> {
     let mut out = Vec::new();
-    let nodes = Api::<Node>::all(client.clone())
-        .list(&ListParams::default())
+    let nodes = snapshot::nodes(client)
         .await
-        .map_err(Error::kube("listing nodes"))?
-        .items;
+        .map_err(Error::kube("listing nodes"))?;
     let managed: Vec<&Node> = nodes
         .iter()
         .filter(|n| selects(s.gate.scope.node_selector.as_ref(), n))
@@ -110,10 +109,9 @@ async fn namespaces(client: &kube::Client, s: &RunSettings, out: &mut Vec<Findin
 
 async fn excluded(client: &kube::Client, s: &RunSettings, out: &mut Vec<Finding>) -> Result<()> {
     for (ns, name) in &s.gate.placement.excluded {
-        let api = Api::<DaemonSet>::namespaced(client.clone(), ns);
-        match api.get(name).await {
-            Ok(_) => {}
-            Err(e) if is_not_found(&e) => out.push(problem(
+        match snapshot::daemonset_exists(client, ns, name).await {
+            Ok(true) => {}
+            Ok(false) => out.push(problem(
                 "exclude",
                 format!(
                     "DaemonSet {ns}/{name} does not exist: excluding it does nothing (a typo?)"

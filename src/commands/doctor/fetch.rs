@@ -26,7 +26,7 @@ use super::checks::karpenter::NodePool;
 use super::checks::leader::LeaseSeen;
 use super::checks::nodes::NodeSeen;
 use super::checks::rbac::Access;
-use crate::cluster::project;
+use crate::cluster::{project, snapshot};
 use crate::error::{Error, Result};
 
 /// A read that may be forbidden: `Err` says so, for a check to show.
@@ -289,27 +289,26 @@ pub async fn lease(client: &Client, ns: &str, name: &str) -> Result<Readable<Opt
 
 /// Every node, as the node checks read it.
 pub async fn nodes(client: &Client) -> Result<Vec<NodeSeen>> {
-    let list = Api::<Node>::all(client.clone())
-        .list(&ListParams::default())
+    let list = snapshot::nodes(client)
         .await
         .map_err(Error::kube("listing nodes"))?;
-    Ok(list
-        .items
-        .iter()
-        .filter_map(|n| {
-            let info = project::node(n).0?;
-            let annotations = n.metadata.annotations.as_ref();
-            Some(NodeSeen {
-                timed_out: annotations.is_some_and(|a| a.contains_key(TIMED_OUT)),
-                suspended: info.suspended,
-                created: Some(info.created),
-                gated_since: info.gated_since,
-                name: info.name,
-                labels: info.labels,
-                taints: info.taints,
-            })
-        })
-        .collect())
+    Ok(list.iter().filter_map(node_seen).collect())
+}
+
+/// What the node checks read of `n`: its projection, and whether it is
+/// annotated `nodegate.dev/timed-out`; `None` for a node without a name.
+pub fn node_seen(n: &Node) -> Option<NodeSeen> {
+    let info = project::node(n).0?;
+    let annotations = n.metadata.annotations.as_ref();
+    Some(NodeSeen {
+        timed_out: annotations.is_some_and(|a| a.contains_key(TIMED_OUT)),
+        suspended: info.suspended,
+        created: Some(info.created),
+        gated_since: info.gated_since,
+        name: info.name,
+        labels: info.labels,
+        taints: info.taints,
+    })
 }
 
 /// nodegate's Deployment, if there.
@@ -366,4 +365,37 @@ pub async fn access(
         }
     }
     Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_seen_reads_the_projection_and_the_timed_out_annotation() {
+        let n: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1", "labels": {"pool": "gpu"},
+                         "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "annotations": {"nodegate.dev/timed-out": "2026-01-01T00:05:00Z",
+                                         "nodegate.dev/suspend": "true"}},
+            "spec": {"taints": [{"key": "nodegate.dev/initializing", "effect": "NoSchedule"}]},
+        }))
+        .unwrap();
+        let seen = node_seen(&n).unwrap();
+        assert_eq!(seen.name, "n1");
+        assert!(seen.timed_out);
+        assert!(seen.suspended);
+        assert_eq!(seen.labels.get("pool").map(|v| v.as_ref()), Some("gpu"));
+        assert_eq!(seen.taints.len(), 1);
+        assert_eq!(seen.created, Some("2026-01-01T00:00:00Z".parse().unwrap()));
+        let plain: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n2", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        }))
+        .unwrap();
+        let seen = node_seen(&plain).unwrap();
+        assert!(!seen.timed_out);
+        assert!(!seen.suspended);
+        let nameless: Node = serde_json::from_value(serde_json::json!({"metadata": {}})).unwrap();
+        assert_eq!(node_seen(&nameless), None);
+    }
 }

@@ -1,16 +1,17 @@
 //! `nodegate explain NODE`: one node's gate, explained to a person.
 //!
 //! This module owns the explain command's I/O: it reads the node, every
-//! DaemonSet and the pods bound to (or aimed at) the node once, and prints
+//! DaemonSet and the pods bound to (or aimed at) the node once, through the
+//! commands' one reader (`crate::cluster::snapshot`), and prints
 //! the report as an aligned table (`table`) or as one JSON object. It must
 //! never write to the cluster, and it judges and words nothing itself: the
 //! report comes from `nodegate_core::gate::report`, which runs what was read
 //! through the controller's own gate (`nodegate_core::gate::step`, with the
 //! `Config` the controller builds from the same settings) and reads every
 //! member from the gate's state, so that explain and the gate cannot
-//! disagree. Only [`main`] (with its helper `explain`) and [`gather`] (with
-//! its `read_*` steps) do I/O or read the clock; building and rendering the
-//! report are pure functions of their arguments.
+//! disagree. Only [`main`] (with its helper `explain`) and [`gather`] do
+//! I/O or read the clock; building and rendering the report are pure
+//! functions of their arguments.
 
 mod table;
 #[cfg(test)]
@@ -21,17 +22,14 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ListParams};
+use k8s_openapi::api::core::v1::Pod;
 
 use nodegate_core::gate::report::{self, ReadFacts};
 pub use nodegate_core::gate::report::{MemberRow, PodDetail, Report, TaintSplit, TermResult};
-use nodegate_core::rules::placement::NODE_NAME_FIELD;
 use nodegate_core::vocab::config::Config;
-use nodegate_core::vocab::model::{DaemonSetInfo, NODE_OP_IN, NodeInfo, PodInfo};
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
-use crate::cluster::project;
+use crate::cluster::{project, snapshot};
 use crate::commands::output;
 use crate::error::{Error, Result};
 use crate::settings::cli::{ExplainArgs, OutputFormat};
@@ -160,19 +158,18 @@ pub async fn gather(
     now: Timestamp,
 ) -> Result<ClusterView> {
     let mut warnings = Vec::new();
-    let mut node = read_node(client, node_name, &mut warnings).await?;
-    if !settings.dra_drivers.is_empty() {
-        match crate::cluster::slices::slices_of(client, node_name).await {
-            Ok(slices) => node.resource_slices = slices,
-            Err(e) => warnings.push(format!(
-                "cannot list the node's ResourceSlices ({e}); DRA drivers are shown as having \
-                 published none"
-            )),
-        }
-    }
-    let daemonsets = read_daemonsets(client, &mut warnings).await?;
-    let pods_api: Api<Pod> = Api::all(client.clone());
-    let (pods, details) = read_pods_on_node(&pods_api, node_name).await?;
+    let with_slices = !settings.dra_drivers.is_empty();
+    let node = snapshot::node(client, node_name, with_slices, &mut warnings).await?;
+    let daemonsets = snapshot::daemonsets(client, &mut warnings)
+        .await
+        .map_err(Error::kube("cannot list DaemonSets"))?;
+    let on_node = snapshot::pods_on(client, node_name, with_detail)
+        .await
+        .map_err(Error::kube(format!(
+            "cannot list the pods on node {node_name:?}"
+        )))?;
+    let mut details = BTreeMap::new();
+    let pods = keep_details(on_node, &mut details);
     let mut view = ClusterView {
         node,
         daemonsets,
@@ -186,129 +183,30 @@ pub async fn gather(
     let cfg = gate_config(settings);
     let state = report::gate_state(&view.node, &view.daemonsets, &view.pods, &cfg, now);
     if report::some_daemonset_has_no_pod(&state, &cfg, now) {
-        read_unscheduled(&pods_api, node_name, &mut view).await?;
+        let aimed = snapshot::unscheduled_for(client, node_name, with_detail)
+            .await
+            .map_err(Error::kube("cannot list unscheduled pods"))?;
+        view.unscheduled = keep_details(aimed, &mut view.details);
     }
     Ok(view)
 }
 
-/// The node, projected, with its CSI drivers; what the projection worked
-/// around, and a CSINode that cannot be read, go to `warnings`.
-async fn read_node(
-    client: &kube::Client,
-    node_name: &str,
-    warnings: &mut Vec<String>,
-) -> Result<NodeInfo> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let raw_node = nodes
-        .get_opt(node_name)
-        .await
-        .map_err(Error::kube(format!("cannot read node {node_name:?}")))?
-        .ok_or_else(|| Error::NodeNotFound(node_name.to_string()))?;
-    let (node, oddities) = project::node(&raw_node);
-    warnings.extend(
-        oddities
-            .into_iter()
-            .map(|o| format!("{}: {}", o.object, o.what)),
-    );
-    let mut node = node.ok_or_else(|| Error::Invalid {
-        what: format!("node {node_name:?}"),
-        why: "the API server returned a node without a name".into(),
-    })?;
-    match crate::cluster::csi::drivers_of(client, node_name).await {
-        Ok(drivers) => node.csi_drivers = drivers,
-        Err(e) => warnings.push(format!(
-            "cannot read the node's CSINode ({e}); CSI drivers are shown as not registered"
-        )),
-    }
-    Ok(node)
+/// A pod, projected, with the details shown for it.
+fn with_detail(p: &Pod) -> Option<(PodInfo, PodDetail)> {
+    project::pod(p).map(|info| (info, pod_detail(p)))
 }
 
-/// Every DaemonSet, projected; one without namespace or name is skipped with
-/// a warning.
-async fn read_daemonsets(
-    client: &kube::Client,
-    warnings: &mut Vec<String>,
-) -> Result<Vec<DaemonSetInfo>> {
-    let daemonsets: Api<DaemonSet> = Api::all(client.clone());
-    let mut dss: Vec<DaemonSetInfo> = Vec::new();
-    for ds in daemonsets
-        .list(&ListParams::default())
-        .await
-        .map_err(Error::kube("cannot list DaemonSets"))?
-    {
-        match project::daemonset(&ds) {
-            Some(info) => dss.push(info),
-            None => warnings.push("a DaemonSet without namespace or name was skipped".into()),
-        }
-    }
-    Ok(dss)
-}
-
-/// The pods bound to the node, projected, and the details shown for each.
-async fn read_pods_on_node(
-    pods_api: &Api<Pod>,
-    node_name: &str,
-) -> Result<(Vec<PodInfo>, BTreeMap<String, PodDetail>)> {
-    let on_node = pods_api
-        .list(&ListParams::default().fields(&format!("spec.nodeName={node_name}")))
-        .await
-        .map_err(Error::kube(format!(
-            "cannot list the pods on node {node_name:?}"
-        )))?;
-    let mut details = BTreeMap::new();
-    let mut pods = Vec::new();
-    for p in &on_node {
-        if let Some(info) = project::pod(p) {
-            details.insert(info.key(), pod_detail(p));
-            pods.push(info);
-        }
-    }
-    Ok((pods, details))
-}
-
-/// Adds to `view` the unscheduled pods the DaemonSet controller aimed at the
-/// node, with their details.
-async fn read_unscheduled(
-    pods_api: &Api<Pod>,
-    node_name: &str,
-    view: &mut ClusterView,
-) -> Result<()> {
-    let pending = pods_api
-        .list(&ListParams::default().fields("spec.nodeName=,status.phase=Pending"))
-        .await
-        .map_err(Error::kube("cannot list unscheduled pods"))?;
-    for p in pending.iter().filter(|p| aimed_at(p, node_name)) {
-        if let Some(info) = project::pod(p) {
-            view.details.insert(info.key(), pod_detail(p));
-            view.unscheduled.push(info);
-        }
-    }
-    Ok(())
-}
-
-/// Whether an unbound pod was made for `node`: the DaemonSet controller pins
-/// each daemon pod with a required `matchFields` term on `metadata.name`.
-pub fn aimed_at(pod: &Pod, node: &str) -> bool {
-    let Some(terms) = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.affinity.as_ref())
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| {
-            na.required_during_scheduling_ignored_during_execution
-                .as_ref()
+/// The pods of `read`, their details put in `details` by `namespace/name`.
+fn keep_details(
+    read: Vec<(PodInfo, PodDetail)>,
+    details: &mut BTreeMap<String, PodDetail>,
+) -> Vec<PodInfo> {
+    read.into_iter()
+        .map(|(info, detail)| {
+            details.insert(info.key(), detail);
+            info
         })
-        .map(|sel| &sel.node_selector_terms)
-    else {
-        return false;
-    };
-    terms.iter().any(|t| {
-        t.match_fields.iter().flatten().any(|r| {
-            r.key == NODE_NAME_FIELD
-                && r.operator == NODE_OP_IN
-                && r.values.iter().flatten().any(|v| v == node)
-        })
-    })
+        .collect()
 }
 
 /// Long kubelet messages (image pull errors, say) would drown the table.

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Node;
 use nodegate_core::vocab::model::NodeInfo;
 
 use super::{Finding, is_not_found, note, problem};
-use crate::cluster::project;
+use crate::cluster::{project, snapshot};
 use crate::error::{Error, Result};
 use crate::settings::config::RunSettings;
 
@@ -37,7 +37,7 @@ pub(super) async fn devices(
     if s.gate.dra_drivers.is_empty() {
         return Ok(());
     }
-    let slices = match crate::cluster::slices::all_slices(client).await {
+    let slices = match snapshot::all_slices(client).await {
         Ok(slices) => slices,
         Err(e) if is_not_found(&e) => {
             out.push(problem("draDrivers", NOT_SERVED));

@@ -80,25 +80,31 @@ fn describe_waiting_adds_what_the_pod_says() {
 }
 
 #[test]
-fn aimed_at_reads_the_daemonset_controllers_node_pin() {
-    let p: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "p"},
-        "spec": {"containers": [{"name": "c"}], "affinity": {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}}}},
-    }))
-    .unwrap();
-    assert!(aimed_at(&p, "n1"));
-    assert!(!aimed_at(&p, "n2"));
-    let plain: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}})).unwrap();
-    assert!(!aimed_at(&plain, "n1"));
-}
-
-#[test]
 fn long_kubelet_messages_are_shortened() {
     let long = "x".repeat(500);
     let s = shorten(&long);
     assert_eq!(s.chars().count(), MESSAGE_LIMIT + 3);
     assert!(s.ends_with("..."));
     assert_eq!(shorten(" short "), "short");
+}
+
+#[test]
+fn keep_details_files_each_detail_under_its_pod_and_keeps_the_order() {
+    let mut details = BTreeMap::new();
+    let busy = PodDetail {
+        unschedulable: None,
+        containers: vec!["container c: Error".into()],
+    };
+    let pods = keep_details(
+        vec![
+            (mk_pod("b", "n", "u-b"), busy.clone()),
+            (mk_pod("a", "n", "u-a"), PodDetail::default()),
+        ],
+        &mut details,
+    );
+    let names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["b", "a"]);
+    assert_eq!(details.len(), 2);
+    assert_eq!(details.get(&pods[0].key()), Some(&busy));
+    assert_eq!(details.get(&pods[1].key()), Some(&PodDetail::default()));
 }

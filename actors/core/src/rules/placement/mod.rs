@@ -15,7 +15,7 @@
 //! (`nodeName`, `nodeSelector`, required node affinity), `exclusions` (the
 //! configured opt-outs) and `reason` (every "no" and how it reads). This file
 //! asks the two questions, `should_run` and `evaluate`, and re-exports the
-//! public items so that every path stays `nodegate_core::placement::X`.
+//! public items so that every path stays `nodegate_core::rules::placement::X`.
 
 mod affinity;
 mod config;
