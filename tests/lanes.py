@@ -61,6 +61,10 @@ NEEDS_IMAGE = ["e2e_image", "e2e_deploy", "e2e_release"]
 # (amd64, then the arm64 cross build: 974 s on this 2-core machine with
 # other work beside them), and only then starts its cluster.
 BINARY_TIMEOUT = int(os.environ.get("NODEGATE_E2E_BINARY_TIMEOUT", "1800"))
+# On a machine with empty caches the binaries that need the image wait for
+# release builds from nothing (a cold CI killed e2e_deploy at 1800 s while its
+# registry test still waited for the arm64 cross build): they get twice as long.
+IMAGE_BINARY_TIMEOUT = 2 * BINARY_TIMEOUT
 
 # Each binary's time in the last run that ran it, to order the next run
 # (longest first) and to decide when the chaos binary starts.
@@ -178,6 +182,7 @@ def cluster_cpu(log_path):
 
 
 def run(name, exe, pkg_dir, threads, cpu_log):
+    timeout = IMAGE_BINARY_TIMEOUT if name in NEEDS_IMAGE else BINARY_TIMEOUT
     env = dict(
         os.environ,
         CARGO_MANIFEST_DIR=pkg_dir,
@@ -194,12 +199,12 @@ def run(name, exe, pkg_dir, threads, cpu_log):
             stderr=subprocess.STDOUT,
         )
         try:
-            code, cpu = wait_with_cpu(proc, BINARY_TIMEOUT)
+            code, cpu = wait_with_cpu(proc, timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             _, cpu = wait_with_cpu(proc, 60)
             code = 1
-            out.write(f"\nlanes: {name} still running after {BINARY_TIMEOUT}s: killed\n")
+            out.write(f"\nlanes: {name} still running after {timeout}s: killed\n")
         out.seek(0)
         text = out.read()
     return code, text, time.monotonic() - started, cpu
