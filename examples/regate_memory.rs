@@ -24,11 +24,11 @@ use nodegate::cluster::writer::Writer;
 use nodegate::serve::metrics::Metrics;
 use nodegate_actors::decider_shell;
 use nodegate_actors::router::Router;
-use nodegate_core::vocab::config::{Config, RegateConfig};
 use nodegate_core::closing::decider::Closing;
-use nodegate_core::rules::placement::ManagedTaint;
 use nodegate_core::closing::regating::DEFAULT_REGATE_TAINT_KEY;
+use nodegate_core::rules::placement::ManagedTaint;
 use nodegate_core::testutil::{mk_ds, mk_node, mk_pod, template_with_tolerations, toleration};
+use nodegate_core::vocab::config::{Config, RegateConfig};
 
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

@@ -21,8 +21,8 @@ use k8s_openapi::api::resource::v1::ResourceSlice;
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::Api;
 use kube::api::ListParams;
-use nodegate_core::vocab::model::{DaemonSetInfo, NODE_OP_IN, NodeInfo, SliceInfo};
 use nodegate_core::rules::placement::NODE_NAME_FIELD;
+use nodegate_core::vocab::model::{DaemonSetInfo, NODE_OP_IN, NodeInfo, SliceInfo};
 
 use crate::cluster::project;
 use crate::error::{Error, Result};

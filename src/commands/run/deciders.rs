@@ -15,8 +15,8 @@ use nodegate_actors::decider_shell;
 use nodegate_actors::router::Router;
 use nodegate_core::canary::decider::Canaries;
 use nodegate_core::closing::decider::Closing;
-use nodegate_core::net::decider::Net;
 use nodegate_core::closing::replacing::decider::Replacer;
+use nodegate_core::net::decider::Net;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 

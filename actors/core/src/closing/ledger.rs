@@ -18,11 +18,11 @@ use std::collections::{BTreeSet, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use crate::closing::regating::{self, Exhausted};
 use crate::deciders::{Change, Context, Input, Origin, closed_by_nodegate};
+use crate::rules::placement::ManagedTaint;
 use crate::vocab::config::{Config, Scope};
 use crate::vocab::model::{NodeInfo, Taint};
-use crate::rules::placement::ManagedTaint;
-use crate::closing::regating::{self, Exhausted};
 
 /// One method's writes out that close a node and that the index does not
 /// show closed yet, by node name.

@@ -32,16 +32,16 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
+use super::{RuleAction, RuleVerdict};
+use crate::closing::ledger::{Claims, Ledger, Room};
+use crate::closing::regating::Exhausted;
 use crate::deciders::{
     Change, Context, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite, Tally, retry_after,
 };
-use crate::vocab::annotations;
-use super::{RuleAction, RuleVerdict};
-use crate::rules::conditions::taints::{self, ConditionTaintRule};
-use crate::closing::ledger::{Claims, Ledger, Room};
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
+use crate::rules::conditions::taints::{self, ConditionTaintRule};
+use crate::vocab::annotations;
 use crate::vocab::model::NodeInfo;
-use crate::closing::regating::Exhausted;
 
 /// (rule name, node name).
 type Key = (String, String);

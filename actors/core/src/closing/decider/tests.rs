@@ -6,18 +6,18 @@ use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::vocab::budget::MaxUnavailable;
-use crate::rules::conditions::taints::{
-    ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern,
-};
-use crate::vocab::config::{Config, RegateConfig};
+use crate::closing::regating::DEFAULT_REGATE_TAINT_KEY;
 use crate::deciders::fixture::Index;
 use crate::deciders::{Change, Context, Decider, Effect, Input, Now, TaintChange, TaintWrite};
 use crate::gate::PatchOutcome;
-use crate::vocab::model::{DaemonSetInfo, NodeCondition, NodeInfo, PodInfo};
+use crate::rules::conditions::taints::{
+    ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern,
+};
 use crate::rules::placement::{EFFECT_NO_SCHEDULE, ManagedTaint, TOLERATION_OP_EXISTS};
-use crate::closing::regating::DEFAULT_REGATE_TAINT_KEY;
 use crate::testutil::{mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts};
+use crate::vocab::budget::MaxUnavailable;
+use crate::vocab::config::{Config, RegateConfig};
+use crate::vocab::model::{DaemonSetInfo, NodeCondition, NodeInfo, PodInfo};
 
 const GRACE: u64 = 60;
 const NOW: i64 = 1000;

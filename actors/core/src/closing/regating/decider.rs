@@ -33,22 +33,22 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::deciders::{
-    BUDGET_RETRY, Change, Context, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite,
-    Tally, retry_after, tell_refusal,
-};
-use crate::vocab::annotations;
-use crate::vocab::config::{Config, RegateConfig, Source};
 use crate::closing::ledger::{Claims, Counts, Ledger, Room};
-use crate::net::entrance;
-use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
-use crate::vocab::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
-use crate::rules::placement::{self, Verdict, first_untolerated_taint, with_default_tolerations};
-use crate::rules::readiness::{self, MemberState};
 use crate::closing::regating::reboot::{self, Announcement, boot_of};
 use crate::closing::regating::{
     self, Broken, Exhausted, Health, NotWatched, Since, Trigger, Watched, carries,
 };
+use crate::deciders::{
+    BUDGET_RETRY, Change, Context, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite,
+    Tally, retry_after, tell_refusal,
+};
+use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
+use crate::net::entrance;
+use crate::rules::placement::{self, Verdict, first_untolerated_taint, with_default_tolerations};
+use crate::rules::readiness::{self, MemberState};
+use crate::vocab::annotations;
+use crate::vocab::config::{Config, RegateConfig, Source};
+use crate::vocab::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
 
 mod counts;
 

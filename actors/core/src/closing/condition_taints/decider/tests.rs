@@ -1,20 +1,20 @@
 use std::time::Duration;
 
 use super::*;
-use crate::vocab::annotations;
-use crate::vocab::budget::MaxUnavailable;
+use crate::closing::decider::Closing;
+use crate::deciders::Decider;
+use crate::deciders::Level;
+use crate::deciders::fixture::{Run, asked, logs, reasons, writes};
+use crate::gate::EventType;
 use crate::rules::conditions::taints::{
     ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern, validate_rules,
 };
-use crate::vocab::config::{Config, Scope};
-use crate::deciders::Decider;
-use crate::deciders::Level;
-use crate::closing::decider::Closing;
-use crate::deciders::fixture::{Run, asked, logs, reasons, writes};
-use crate::gate::EventType;
-use crate::vocab::model::{NodeCondition, Taint};
 use crate::rules::selector::LabelSelector;
 use crate::testutil::{mk_node, taint, taint_v, ts};
+use crate::vocab::annotations;
+use crate::vocab::budget::MaxUnavailable;
+use crate::vocab::config::{Config, Scope};
+use crate::vocab::model::{NodeCondition, Taint};
 
 const OOS: &str = "node.kubernetes.io/out-of-service";
 

@@ -3,14 +3,14 @@ use std::time::Duration;
 use jiff::SignedDuration;
 
 use super::*;
+use crate::closing::decider::Closing;
+use crate::closing::regating::DEFAULT_REGATE_TAINT_KEY;
+use crate::deciders::fixture::{Run, asked, logs, reasons, writes};
+use crate::rules::placement::{EFFECT_NO_SCHEDULE, ManagedTaint, TOLERATION_OP_EXISTS};
+use crate::testutil::{mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts};
 use crate::vocab::budget::MaxUnavailable;
 use crate::vocab::config::Config;
-use crate::closing::decider::Closing;
-use crate::deciders::fixture::{Run, asked, logs, reasons, writes};
 use crate::vocab::model::{PodInfo, Taint};
-use crate::rules::placement::{EFFECT_NO_SCHEDULE, ManagedTaint, TOLERATION_OP_EXISTS};
-use crate::closing::regating::DEFAULT_REGATE_TAINT_KEY;
-use crate::testutil::{mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts};
 
 mod announced;
 mod budget;

@@ -20,9 +20,10 @@ fn announced_run(lock: Option<&str>) -> Run {
     };
     let mut kured = mk_ds("kube-system", "kured", Default::default());
     if let Some(lock) = lock {
-        kured
-            .annotations
-            .insert(crate::closing::regating::reboot::KURED_NODE_LOCK.into(), lock.into());
+        kured.annotations.insert(
+            crate::closing::regating::reboot::KURED_NODE_LOCK.into(),
+            lock.into(),
+        );
     }
     r.index.daemonsets.push(Arc::new(kured));
     r
