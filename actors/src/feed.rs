@@ -1,6 +1,6 @@
 //! The index's change feed: every change of the router's indexes, published
-//! once to whoever subscribed — the decider shells (the late-taint net,
-//! re-gating, condition-rule taints). The gates hear of their own node's
+//! once to whoever subscribed — the decider shells (the late-taint net, the
+//! closing decider, replace, the canary). The gates hear of their own node's
 //! changes through the router's hints, which are the same changes routed by
 //! node name.
 //!

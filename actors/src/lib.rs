@@ -18,7 +18,7 @@
 //! timers wait in; `node_actor` runs one gate; `supervisor`
 //! spawns and restarts the node actors at the router's request;
 //! `decider_shell` runs each of the deciders beside the gates (the
-//! late-taint net, re-gating, condition-rule taints) on the feed, through
+//! late-taint net, the closing decider, replace, the canary) on the feed, through
 //! the same ports as the gates. `testing` (cargo feature `testing`, for
 //! tests only) holds the fake executor and clock that stand in for the
 //! binary's.
