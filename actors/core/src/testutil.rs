@@ -144,3 +144,55 @@ pub fn mk_pod(name: &str, node: &str, owner_uid: &str) -> PodInfo {
         status_note: None,
     }
 }
+
+/// A configuration with re-gating on: the default re-gate taint, managed,
+/// put on after `grace_secs` of a broken member, with `on_reboot` and a
+/// budget of its own.
+pub fn regate_config(
+    grace_secs: u64,
+    on_reboot: bool,
+    max_unavailable: crate::vocab::budget::MaxUnavailable,
+) -> crate::vocab::config::Config {
+    use crate::rules::placement::{EFFECT_NO_SCHEDULE, ManagedTaint};
+    let regate = ManagedTaint::new(
+        crate::closing::regating::DEFAULT_REGATE_TAINT_KEY,
+        EFFECT_NO_SCHEDULE,
+    );
+    let mut cfg = crate::vocab::config::Config::default();
+    cfg.placement.managed_taints.push(regate.clone());
+    cfg.regate = Some(crate::vocab::config::RegateConfig {
+        after: std::time::Duration::from_secs(grace_secs),
+        taint: regate,
+        timeout: None,
+        on_reboot,
+        max_unavailable,
+    });
+    cfg
+}
+
+/// A `conditionTaints` rule `name`: `taint_key:NoSchedule` while the node's
+/// `condition` is True, never removed, with its own budget or none.
+pub fn condition_rule(
+    name: &str,
+    condition: &str,
+    taint_key: &str,
+    max_unavailable: Option<crate::vocab::budget::MaxUnavailable>,
+) -> crate::rules::conditions::taints::ConditionTaintRule {
+    use crate::rules::conditions::taints::{
+        ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern,
+    };
+    ConditionTaintRule {
+        name: name.into(),
+        conditions: vec![Requirement {
+            type_: condition.into(),
+            status: StatusPattern::new("True").expect("True is a valid status pattern"),
+            for_: None,
+            match_absent: false,
+        }],
+        match_mode: MatchMode::AllOf,
+        node_selector: None,
+        taint: taint(taint_key, "NoSchedule"),
+        remove: RemovePolicy::Never,
+        max_unavailable,
+    }
+}

@@ -4,19 +4,17 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::closing::regating::DEFAULT_REGATE_TAINT_KEY;
 use crate::deciders::fixture::Index;
 use crate::deciders::{Change, Context, Decider, Effect, Input, Now, TaintChange, TaintWrite};
 use crate::gate::PatchOutcome;
-use crate::rules::conditions::taints::{
-    ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern,
+use crate::rules::placement::TOLERATION_OP_EXISTS;
+use crate::testutil::{
+    condition_rule, mk_ds, mk_node, mk_pod, regate_config, template_with_tolerations, toleration,
+    ts,
 };
-use crate::rules::placement::{EFFECT_NO_SCHEDULE, ManagedTaint, TOLERATION_OP_EXISTS};
-use crate::testutil::{mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts};
 use crate::vocab::budget::MaxUnavailable;
-use crate::vocab::config::{Config, RegateConfig};
+use crate::vocab::config::Config;
 use crate::vocab::model::{DaemonSetInfo, NodeCondition, NodeInfo, PodInfo};
 
 const GRACE: u64 = 60;
@@ -59,30 +57,13 @@ fn node(name: &str, kaput: bool) -> NodeInfo {
 /// Re-gating and one condition rule, each with a budget of its own far
 /// from used up, under `--max-unavailable 1`.
 fn config() -> Config {
-    let regate = ManagedTaint::new(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE);
-    let mut cfg = Config::default();
-    cfg.placement.managed_taints.push(regate.clone());
-    cfg.regate = Some(RegateConfig {
-        after: Duration::from_secs(GRACE),
-        taint: regate,
-        timeout: None,
-        on_reboot: false,
-        max_unavailable: MaxUnavailable::Count(5),
-    });
-    cfg.condition_taints = vec![ConditionTaintRule {
-        name: "kaput".into(),
-        conditions: vec![Requirement {
-            type_: "Kaput".into(),
-            status: StatusPattern::new("True").unwrap(),
-            for_: None,
-            match_absent: false,
-        }],
-        match_mode: MatchMode::AllOf,
-        node_selector: None,
-        taint: taint(KAPUT, "NoSchedule"),
-        remove: RemovePolicy::Never,
-        max_unavailable: Some(MaxUnavailable::Count(5)),
-    }];
+    let mut cfg = regate_config(GRACE, false, MaxUnavailable::Count(5));
+    cfg.condition_taints = vec![condition_rule(
+        "kaput",
+        "Kaput",
+        KAPUT,
+        Some(MaxUnavailable::Count(5)),
+    )];
     cfg.max_unavailable = Some(MaxUnavailable::Count(1));
     cfg
 }

@@ -1,25 +1,15 @@
 use std::time::Duration;
 
 use super::*;
-use crate::rules::placement::{EFFECT_NO_SCHEDULE, ManagedTaint};
-use crate::testutil::{mk_node, taint, ts};
+use crate::rules::placement::EFFECT_NO_SCHEDULE;
+use crate::testutil::{mk_node, regate_config, taint, ts};
 use crate::vocab::config::Config;
 use crate::vocab::model::Taint;
 
 const GRACE: u64 = 60;
 
 fn cfg() -> Config {
-    let regate = ManagedTaint::new(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE);
-    let mut cfg = Config::default();
-    cfg.placement.managed_taints.push(regate.clone());
-    cfg.regate = Some(RegateConfig {
-        after: Duration::from_secs(GRACE),
-        taint: regate,
-        timeout: None,
-        on_reboot: true,
-        max_unavailable: MaxUnavailable::default(),
-    });
-    cfg
+    regate_config(GRACE, true, MaxUnavailable::default())
 }
 
 fn node() -> NodeInfo {

@@ -284,25 +284,14 @@ fn refused_nodes_wait_and_a_freed_place_wakes_one() {
 /// against `--max-unavailable` together with the re-gated ones.
 #[test]
 fn the_total_cap_counts_the_rules_taints() {
-    use crate::rules::conditions::taints::{
-        ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern,
-    };
     let mut cfg = config(MaxUnavailable::Count(5));
     cfg.max_unavailable = Some(MaxUnavailable::Count(1));
-    cfg.condition_taints = vec![ConditionTaintRule {
-        name: "kaput".into(),
-        conditions: vec![Requirement {
-            type_: "Kaput".into(),
-            status: StatusPattern::new("True").unwrap(),
-            for_: None,
-            match_absent: false,
-        }],
-        match_mode: MatchMode::AllOf,
-        node_selector: None,
-        taint: taint("example.com/kaput", "NoSchedule"),
-        remove: RemovePolicy::Never,
-        max_unavailable: None,
-    }];
+    cfg.condition_taints = vec![crate::testutil::condition_rule(
+        "kaput",
+        "Kaput",
+        "example.com/kaput",
+        None,
+    )];
     let mut r = Run::new(cfg, ts(NOW));
     r.index.daemonsets.push(agent("cni"));
     let mut g = Closing::new();

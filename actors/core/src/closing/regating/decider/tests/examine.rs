@@ -3,28 +3,19 @@
 //! budget's counts from the taints the cluster shows.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use super::*;
 use crate::closing::regating::{DEFAULT_REGATE_TAINT_KEY, budget_allows};
-use crate::rules::placement::{EFFECT_NO_SCHEDULE, ManagedTaint, TOLERATION_OP_EXISTS};
-use crate::testutil::{mk_ds, mk_node, mk_pod, taint, template_with_tolerations, toleration, ts};
+use crate::rules::placement::{EFFECT_NO_SCHEDULE, TOLERATION_OP_EXISTS};
+use crate::testutil::{
+    mk_ds, mk_node, mk_pod, regate_config, taint, template_with_tolerations, toleration, ts,
+};
 use crate::vocab::budget::MaxUnavailable;
 
 const GRACE: u64 = 60;
 
 fn cfg() -> Config {
-    let regate = ManagedTaint::new(DEFAULT_REGATE_TAINT_KEY, EFFECT_NO_SCHEDULE);
-    let mut cfg = Config::default();
-    cfg.placement.managed_taints.push(regate.clone());
-    cfg.regate = Some(RegateConfig {
-        after: Duration::from_secs(GRACE),
-        taint: regate,
-        timeout: None,
-        on_reboot: true,
-        max_unavailable: MaxUnavailable::default(),
-    });
-    cfg
+    regate_config(GRACE, true, MaxUnavailable::default())
 }
 
 /// A DaemonSet that tolerates everything (as node agents usually do).
