@@ -301,7 +301,16 @@ proc_pid() { # state-dir name
   [[ "$pid" =~ ^[0-9]+$ ]] && [[ "${start:-}" =~ ^[0-9]+$ ]] && [ "${boot:-}" = "$(boot_id)" ] || return 1
   [ "$(proc_stat_field "$pid" 22 2>/dev/null)" = "$start" ] || return 1
   id=$(cluster_id "$dir") || return 1
-  tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ" | grep -qx "NODEGATE_LOCAL_ID=$id" || return 1
+  # While a process execs (the launcher becomes env, env the component),
+  # the kernel shows an empty environment for a moment: read again before
+  # calling it someone else's.
+  local env="" i
+  for ((i = 0; i < 20; i++)); do
+    env=$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ") || return 1
+    [ -z "$env" ] || break
+    sleep 0.05
+  done
+  grep -qx "NODEGATE_LOCAL_ID=$id" <<<"$env" || return 1
   printf '%s\n' "$pid"
 }
 
