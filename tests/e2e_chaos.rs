@@ -258,6 +258,11 @@ mod replace;
 #[path = "e2e_chaos/canary.rs"]
 mod canary;
 
+// Scenario 8: replace's owners when every lookup 404s, and across a leader
+// kill after a person opened a marked node.
+#[path = "e2e_chaos/owners.rs"]
+mod owners;
+
 /// 3. Two replicas; twenty nodes wait for a held DaemonSet, some carrying a
 /// foreign taint and annotation. Their pods are released one after another
 /// and the leader is SIGKILLed mid-burst. Every node opens by ready, with

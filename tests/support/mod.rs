@@ -13,6 +13,7 @@
 pub mod chaos;
 pub mod gate;
 pub mod karpenter;
+pub mod owners;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
