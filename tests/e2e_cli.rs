@@ -468,6 +468,29 @@ async fn uninstall_cleans_nodegates_taints_keeps_foreign_ones_and_waits_for_the_
         )
         .await
         .expect("cordon u-start");
+    // u-opened: cordoned by a replace request and opened since: the opening
+    // removed the request and kept its reason.
+    cluster
+        .create_node(&fake_node("u-opened", &[], &[foreign]))
+        .await;
+    annotate(
+        &nodes,
+        "u-opened",
+        json!({
+            "nodegate.dev/replace-reason": "deadline passed; cordoned",
+            "nodegate.dev/opened-at": "2026-01-01T00:03:00.000Z",
+            "nodegate.dev/opened-by": "manual",
+        }),
+    )
+    .await;
+    nodes
+        .patch(
+            "u-opened",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordon u-opened");
     // u-regate: the nodegate.dev/Open condition (--node-condition), beside
     // the kubelet's own.
     let open = json!({"status": {"conditions": [{
@@ -611,6 +634,11 @@ async fn uninstall_cleans_nodegates_taints_keeps_foreign_ones_and_waits_for_the_
         "uninstall reports the cordon, a person lifts it"
     );
     assert!(out.contains("kubectl uncordon u-start"), "{out}");
+    assert!(out.contains("kubectl uncordon u-opened"), "{out}");
+    assert!(
+        nodegate_annotations(&nodes, "u-opened").await.is_empty(),
+        "{out}"
+    );
     let conditions: Vec<String> = nodes
         .get("u-regate")
         .await

@@ -221,9 +221,14 @@ pub fn untaint(p: &UntaintPatch) -> json_patch::Patch {
     // An open node is no longer being replaced: its request's marks go in
     // the same patch. Each is set, then removed, so that the patch applies
     // whether or not the node still carries it (the map exists: the node
-    // carried the request).
+    // carried the request). On a cordoned node the reason stays: it says
+    // why the node is cordoned, and `uninstall` reports it.
     if p.clear_replace_request && p.annotations_present {
-        for k in [REPLACE_REQUESTED, REPLACE_REASON] {
+        let marks: &[&str] = match p.cordoned {
+            true => &[REPLACE_REQUESTED],
+            false => &[REPLACE_REQUESTED, REPLACE_REASON],
+        };
+        for &k in marks {
             let path = format!("/metadata/annotations/{}", pointer_segment(k));
             ops.push(json!({"op": "add", "path": path, "value": ""}));
             ops.push(json!({"op": "remove", "path": path}));
@@ -244,12 +249,17 @@ pub fn mark_timed_out(m: &TimeoutMark) -> Value {
 /// The merge patch that records on a node that someone else removed its
 /// managed taints: `opened-at` and `opened-by: external`; a replace
 /// request's marks, if any, are removed (an open node is no longer being
-/// replaced).
-pub fn opened_externally(at: Timestamp) -> Value {
-    json!({"metadata": {"annotations": {
+/// replaced), except the reason on a cordoned node (`cordoned`), which says
+/// why it is cordoned.
+pub fn opened_externally(at: Timestamp, cordoned: bool) -> Value {
+    let mut body = json!({"metadata": {"annotations": {
         OPENED_AT: rfc3339(at), OPENED_BY: OPENED_BY_EXTERNAL,
         REPLACE_REQUESTED: null, REPLACE_REASON: null,
-    }}})
+    }}});
+    if cordoned && let Some(a) = body["metadata"]["annotations"].as_object_mut() {
+        a.remove(REPLACE_REASON);
+    }
+    body
 }
 
 /// The strategic merge patch of `nodes/status` that sets the
@@ -290,6 +300,7 @@ mod tests {
             opened_at: "2026-11-21T10:00:00.123456Z".parse().unwrap(),
             annotations_present,
             clear_replace_request: false,
+            cordoned: false,
         }
     }
 
@@ -353,6 +364,45 @@ mod tests {
         assert!(!ops.to_string().contains("replace-"), "{ops}");
     }
 
+    /// On a cordoned node the opening removes the request but keeps its
+    /// reason: it says why the node is cordoned, and `uninstall` reports
+    /// the cordon by it.
+    #[test]
+    fn an_opening_of_a_cordoned_node_keeps_the_reason() {
+        let mut p = patch(&[0], true);
+        p.clear_replace_request = true;
+        p.cordoned = true;
+        let mut node = json!({
+            "metadata": {"resourceVersion": "77", "annotations": {
+                "nodegate.dev/replace-requested": "2026-11-21T09:00:00Z",
+                "nodegate.dev/replace-reason": "cordoned: no owner known",
+            }},
+            "spec": {"taints": [{"key": "k0", "effect": "NoSchedule"}], "unschedulable": true},
+        });
+        json_patch::patch(&mut node, &untaint(&p)).unwrap();
+        assert_eq!(
+            node["metadata"]["annotations"],
+            json!({
+                "nodegate.dev/replace-reason": "cordoned: no owner known",
+                "nodegate.dev/opened-at": "2026-11-21T10:00:00.123Z",
+                "nodegate.dev/opened-by": "ready",
+            })
+        );
+        let mut node = json!({"metadata": {"annotations": {
+            "nodegate.dev/replace-requested": "2026-11-21T09:00:00Z",
+            "nodegate.dev/replace-reason": "cordoned: no owner known",
+        }}});
+        json_patch::merge(&mut node, &opened_externally(p.opened_at, true));
+        assert_eq!(
+            node["metadata"]["annotations"]["nodegate.dev/replace-reason"],
+            "cordoned: no owner known"
+        );
+        assert_eq!(
+            node["metadata"]["annotations"].get("nodegate.dev/replace-requested"),
+            None
+        );
+    }
+
     #[test]
     fn an_external_opening_removes_the_replace_marks() {
         let at: Timestamp = "2026-11-21T10:00:00Z".parse().unwrap();
@@ -360,7 +410,7 @@ mod tests {
             "nodegate.dev/replace-requested": "2026-11-21T09:00:00Z",
             "nodegate.dev/replace-reason": "why",
         }}});
-        json_patch::merge(&mut node, &opened_externally(at));
+        json_patch::merge(&mut node, &opened_externally(at, false));
         assert_eq!(
             node["metadata"]["annotations"],
             json!({

@@ -293,7 +293,7 @@ impl Writer {
         at: Timestamp,
         may_write: impl Fn() -> bool,
     ) -> PatchOutcome {
-        let body = patch::opened_externally(annotation_time(at));
+        let body = patch::opened_externally(annotation_time(at), m.cordoned);
         self.patch_node(
             (NodeWrite::Patch, true),
             &m.node,

@@ -185,7 +185,10 @@ async fn an_opened_marked_node_keeps_its_owner_across_a_leader_restart() {
         None,
         "the opening removes the request (it was {at})"
     );
-    assert_eq!(annotation(&opened, "nodegate.dev/replace-reason"), None);
+    assert!(
+        cordoned(&opened) && annotation(&opened, "nodegate.dev/replace-reason").is_some(),
+        "the cordon stays for a person to lift, and its reason says why"
+    );
 
     // The leader is killed; the managed taint comes back.
     ng.kill();

@@ -40,6 +40,7 @@ fn untaint(node: &str) -> UntaintPatch {
         opened_at: jiff::Timestamp::UNIX_EPOCH,
         annotations_present: true,
         clear_replace_request: false,
+        cordoned: false,
     }
 }
 

@@ -96,7 +96,8 @@ pub struct Cleanup {
     /// `nodes/status`).
     pub open_condition: bool,
     /// Cordoned by nodegate's replace request (`spec.unschedulable` with
-    /// `nodegate.dev/replace-requested`): reported, left cordoned.
+    /// `nodegate.dev/replace-requested`, or with the `replace-reason` an
+    /// opening keeps on a cordoned node): reported, left cordoned.
     pub cordoned: bool,
 }
 
@@ -149,7 +150,12 @@ pub fn plan<'a>(
         .cloned()
         .collect();
     annotations.sort();
-    let cordoned = node.replace.unschedulable && annotations.iter().any(|k| k == REPLACE_REQUESTED);
+    // A cordon of nodegate's replace: the request, or its reason, which an
+    // opening keeps on a cordoned node.
+    let cordoned = node.replace.unschedulable
+        && annotations
+            .iter()
+            .any(|k| k == REPLACE_REQUESTED || k == REPLACE_REASON);
     Cleanup {
         node: node.name.clone(),
         resource_version: node.resource_version.clone(),
@@ -301,6 +307,14 @@ mod tests {
         let mut other = mk_node("n3", &[], vec![]);
         other.replace.unschedulable = true;
         assert!(!plan(&other, &[], false, &Owned::default()).cordoned);
+        // Opened since (the request gone, its reason kept): still reported.
+        let opened = plan(
+            &other,
+            &[REPLACE_REASON.to_string()],
+            false,
+            &Owned::default(),
+        );
+        assert!(opened.cordoned && opened.describe().contains("kubectl uncordon n3"));
     }
 
     #[test]

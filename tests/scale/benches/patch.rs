@@ -27,6 +27,7 @@ fn untaint_patch(taints: usize) -> UntaintPatch {
         opened_at: jiff::Timestamp::now(),
         annotations_present: true,
         clear_replace_request: false,
+        cordoned: false,
     }
 }
 

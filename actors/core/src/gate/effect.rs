@@ -43,6 +43,12 @@ pub struct UntaintPatch {
     /// flight or deletes the owner of an open node again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub clear_replace_request: bool,
+    /// Whether the node is cordoned (`spec.unschedulable`) as the gate
+    /// last saw it: then the request's `replace-reason` stays, saying why,
+    /// for a person and for `uninstall` to report (nodegate never lifts a
+    /// cordon).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cordoned: bool,
 }
 
 /// The value of `nodegate.dev/opened-by` on a node whose managed taints
@@ -56,6 +62,10 @@ pub const OPENED_BY_EXTERNAL: &str = "external";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExternalOpening {
     pub node: String,
+    /// The node is cordoned: a replace request's `replace-reason` stays
+    /// (see [`UntaintPatch::cordoned`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cordoned: bool,
 }
 
 /// Set `nodegate.dev/timed-out` on the node (`--on-timeout=keep`).

@@ -125,6 +125,7 @@ fn write_effects(state: &GateState, node: &NodeInfo, ev: &Event) -> Vec<Effect> 
                 opened_at: annotation_time(*at),
                 annotations_present: node.annotations_present,
                 clear_replace_request: node.replace.requested.is_some(),
+                cordoned: node.replace.unschedulable,
             })]
         }
         Event::MarkSent { .. } => match &state.timed_out {
@@ -217,6 +218,7 @@ fn ending_effects(state: &GateState, node: &NodeInfo, ev: &Event, cfg: &Config) 
         } if !cfg.dry_run && !cfg.suspend && !state.suspended => vec![
             Effect::MarkOpenedExternally(ExternalOpening {
                 node: node.name.clone(),
+                cordoned: node.replace.unschedulable,
             }),
             Effect::Stop(Ending::Stopped(StopReason::TaintRemovedElsewhere)),
         ],

@@ -33,7 +33,8 @@ fn a_taint_removed_by_someone_else_is_recorded_as_an_external_opening() {
     assert_eq!(
         external(&step),
         [&ExternalOpening {
-            node: "node-a".into()
+            node: "node-a".into(),
+            cordoned: false,
         }]
     );
     // Recorded before the gate ends; no untaint of its own.

@@ -122,6 +122,7 @@ fn an_opening_clears_the_replace_request() {
     assert_eq!(p.len(), 1, "{:?}", step.events);
     assert_eq!(p[0].opened_by, OpenedBy::Manual);
     assert!(p[0].clear_replace_request, "{:?}", p[0]);
+    assert!(!p[0].cordoned, "{:?}", p[0]);
 
     let mut g = replace_gate();
     let mut open = gated_node();
@@ -132,4 +133,25 @@ fn an_opening_clears_the_replace_request() {
     let p = patches(&step);
     assert_eq!(p.len(), 1, "{:?}", step.events);
     assert!(!p[0].clear_replace_request, "{:?}", p[0]);
+}
+
+/// A node the replace cordoned and a person then opens: the opening clears
+/// the request and says the node is cordoned, so that the reason stays
+/// (the cordon is a person's to lift, and `uninstall` reports it).
+#[test]
+fn an_opening_of_a_cordoned_node_says_it_is_cordoned() {
+    let mut g = replace_gate();
+    let mut asked = gated_node();
+    asked.resource_version = "8".into();
+    asked.replace.timed_out = Some(ts(120));
+    asked.replace.requested = Some(ts(125));
+    asked.replace.unschedulable = true;
+    let step = g.at(126).feed(Input::NodeChanged(Arc::new(asked.clone())));
+    assert!(patches(&step).is_empty(), "the request alone opens nothing");
+    asked.resource_version = "9".into();
+    asked.open_requested = true;
+    let step = g.at(130).feed(Input::NodeChanged(Arc::new(asked)));
+    let p = patches(&step);
+    assert_eq!(p.len(), 1, "{:?}", step.events);
+    assert!(p[0].clear_replace_request && p[0].cordoned, "{:?}", p[0]);
 }
