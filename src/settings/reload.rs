@@ -86,8 +86,8 @@ pub fn decide(
 /// entrance adds it (they add the first managed taint). Replicas read a
 /// changed ConfigMap up to about a minute apart, so a replica still on the
 /// old file keeps tainting new nodes with the dropped taint meanwhile; were
-/// it simply forgotten, those nodes would stay closed for ever (security
-/// review §20). A restart reads the file afresh and forgets retired taints.
+/// it simply forgotten, those nodes would stay closed for ever. A restart
+/// reads the file afresh and forgets retired taints.
 /// Returns the retired ones (KEY:EFFECT), for the log.
 fn retire_dropped_taints(current: &Config, new: &mut Config) -> Vec<String> {
     let mut retired = Vec::new();

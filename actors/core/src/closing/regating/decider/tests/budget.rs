@@ -31,8 +31,8 @@ fn an_exhausted_budget_is_counted_each_time_and_announced_every_ten_minutes() {
         "{note}"
     );
     assert_eq!(logs(&out, Level::Warn).len(), 1);
-    // Looked at again ten seconds later, not every second (security
-    // review §8).
+    // Looked at again ten seconds later, not every second: a refusal is
+    // not retried in a tight loop.
     assert_eq!(asked(&out), [ts(NOW + 10)]);
     r.now = ts(NOW + 9);
     assert_eq!(refused(&r.step(&mut g, Input::Tick)), 0);
