@@ -31,6 +31,7 @@ const RULES: &[&str] = &["rules"];
 /// The plain words at the very bottom: they import nothing but each other.
 const WORDS: &[&str] = &[
     "vocab::annotations",
+    "vocab::backoff",
     "vocab::budget",
     "vocab::model",
     "vocab::vec_map",
