@@ -213,9 +213,10 @@ pub fn backoff_ceiling(attempt: u32, base: Duration, max: Duration) -> Duration 
 }
 
 /// nodegate's retry ceiling for `attempt`: [`backoff_ceiling`] between
-/// [`RETRY_BASE`] and [`RETRY_MAX`].
+/// [`RETRY_BASE`] and [`RETRY_MAX`], that is [`RETRY`] after `attempt - 1`
+/// failures.
 pub fn retry_ceiling(attempt: u32) -> Duration {
-    backoff_ceiling(attempt, RETRY_BASE, RETRY_MAX)
+    RETRY.ceiling(attempt.saturating_sub(1))
 }
 
 /// How often, on average, a live gate re-examines itself from the router's
