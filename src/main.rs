@@ -60,12 +60,25 @@ fn display_name(argv0: Option<&std::ffi::OsStr>) -> &'static str {
     }
 }
 
+/// The command line with its dynamic completion candidates attached here,
+/// so that its definition (`settings::cli`) imports no command: the node
+/// names `explain NODE` completes to.
+fn command() -> clap::Command {
+    Cli::command().mut_subcommand("explain", |explain| {
+        explain.mut_arg("node", |node| {
+            node.add(clap_complete::ArgValueCandidates::new(
+                completion::node_candidates,
+            ))
+        })
+    })
+}
+
 fn parse() -> Cli {
     let argv0 = std::env::args_os().next();
     // Dynamic completion (`COMPLETE=bash nodegate`): answers and exits;
     // without the variable it returns at once.
-    clap_complete::CompleteEnv::with_factory(Cli::command).complete();
-    let matches = Cli::command()
+    clap_complete::CompleteEnv::with_factory(command).complete();
+    let matches = command()
         .bin_name(display_name(argv0.as_deref()))
         .get_matches();
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
@@ -115,7 +128,7 @@ fn is_kubectl_completion(argv0: Option<&std::ffi::OsStr>) -> bool {
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if is_kubectl_completion(args.first().map(|a| a.as_os_str())) {
-        return exit(completion::kubectl_complete(&args[1..]), false);
+        return exit(completion::kubectl_complete(command(), &args[1..]), false);
     }
     let cli = parse();
     // The container's probe, run every few seconds: no runtime, no cluster.
@@ -176,5 +189,27 @@ fn exit(result: Result<ExitCode>, logging: bool) -> ExitCode {
             }
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn main_attaches_the_node_names_to_explain() {
+        let command = command();
+        command.clone().debug_assert();
+        let explain = command
+            .find_subcommand("explain")
+            .expect("an explain subcommand");
+        let node = explain
+            .get_arguments()
+            .find(|a| a.get_id() == "node")
+            .expect("explain's node argument");
+        assert!(
+            node.get::<clap_complete::ArgValueCandidates>().is_some(),
+            "explain NODE completes to the node names"
+        );
     }
 }

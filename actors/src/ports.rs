@@ -5,8 +5,8 @@
 //! clock, kube), tests and benches pass their own. A [`Withdrawal`] is the
 //! handle by which a gate calls back an untaint it already handed over.
 //!
-//! The retry backoff policy lives here and only here: [`RETRY_BASE`],
-//! [`RETRY_MAX`], the exponential ceiling ([`backoff_ceiling`],
+//! The gate's retry backoff lives here, over the core's one [`Backoff`]
+//! policy: [`RETRY_BASE`], [`RETRY_MAX`], the ceiling ([`backoff_ceiling`],
 //! [`retry_ceiling`]) and the jitter's shape ([`jitter`], a point in
 //! [ceiling/2, ceiling]); so does the periodic re-examination's
 //! ([`REEXAMINE_PERIOD`], [`reexamine_jitter`]). The random number itself is drawn by whoever
@@ -199,29 +199,24 @@ impl Withdrawal {
 pub const RETRY_BASE: Duration = Duration::from_millis(50);
 /// The longest a retry (or a failed gate's restart) waits.
 pub const RETRY_MAX: Duration = Duration::from_secs(10);
+/// The gate's write retry and restart: the core's one [`Backoff`] policy
+/// between [`RETRY_BASE`] and [`RETRY_MAX`].
+pub const RETRY: Backoff = Backoff::new(RETRY_BASE, RETRY_MAX);
+
+pub use nodegate_core::vocab::backoff::{Backoff, jitter};
 
 /// The un-jittered exponential part of a backoff: `base * 2^(attempt-2)` for
-/// the first retry onwards, capped at `max`.
+/// the first retry onwards, capped at `max` ([`Backoff::ceiling`] after
+/// `attempt - 1` failures).
 pub fn backoff_ceiling(attempt: u32, base: Duration, max: Duration) -> Duration {
-    let doublings = attempt.saturating_sub(2).min(31);
-    base.checked_mul(1u32 << doublings)
-        .map_or(max, |d| d.min(max))
+    Backoff::new(base, max).ceiling(attempt.saturating_sub(1))
 }
 
 /// nodegate's retry ceiling for `attempt`: [`backoff_ceiling`] between
-/// [`RETRY_BASE`] and [`RETRY_MAX`].
+/// [`RETRY_BASE`] and [`RETRY_MAX`], that is [`RETRY`] after `attempt - 1`
+/// failures.
 pub fn retry_ceiling(attempt: u32) -> Duration {
-    backoff_ceiling(attempt, RETRY_BASE, RETRY_MAX)
-}
-
-/// A point in [ceiling/2, ceiling], so that many gates that conflicted
-/// together do not retry together: `ceiling/2` plus `pick(spread)`
-/// microseconds, where `spread` is the width of that range in microseconds
-/// and `pick` is the caller's uniform random draw from `0..=spread`.
-pub fn jitter(ceiling: Duration, pick: impl FnOnce(u64) -> u64) -> Duration {
-    let half = ceiling / 2;
-    let spread = ceiling.saturating_sub(half).as_micros() as u64;
-    half + Duration::from_micros(pick(spread).min(spread))
+    RETRY.ceiling(attempt.saturating_sub(1))
 }
 
 /// How often, on average, a live gate re-examines itself from the router's
@@ -250,14 +245,6 @@ mod tests {
         assert_eq!(retry_ceiling(4), RETRY_BASE * 4);
         assert_eq!(retry_ceiling(40), RETRY_MAX);
         assert_eq!(retry_ceiling(u32::MAX), RETRY_MAX);
-    }
-
-    #[test]
-    fn jitter_spans_half_to_full_ceiling() {
-        let ceiling = Duration::from_millis(400);
-        assert_eq!(jitter(ceiling, |_| 0), ceiling / 2);
-        assert_eq!(jitter(ceiling, |spread| spread), ceiling);
-        assert_eq!(jitter(ceiling, |_| u64::MAX), ceiling);
     }
 
     #[test]

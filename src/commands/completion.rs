@@ -88,8 +88,9 @@ const NO_FILE_COMPLETION: u8 = 4;
 
 /// `kubectl_complete-nodegate __complete ARGS… PARTIAL`, as kubectl runs it
 /// for `kubectl nodegate ARGS… PARTIAL<TAB>`: the candidates (`value\thelp`)
-/// one a line, then `:4`, cobra's protocol.
-pub fn kubectl_complete(args: &[OsString]) -> Result<ExitCode> {
+/// one a line, then `:4`, cobra's protocol. `command` is the command line
+/// with its candidates attached (`main`'s).
+pub fn kubectl_complete(mut command: clap::Command, args: &[OsString]) -> Result<ExitCode> {
     let words = match args.first() {
         Some(first) if first == "__complete" || first == "__completeNoDesc" => &args[1..],
         _ => args,
@@ -101,9 +102,8 @@ pub fn kubectl_complete(args: &[OsString]) -> Result<ExitCode> {
     }
     let index = argv.len() - 1;
     let cwd = std::env::current_dir().ok();
-    let candidates =
-        clap_complete::engine::complete(&mut Cli::command(), argv, index, cwd.as_deref())
-            .map_err(Error::io("cannot complete"))?;
+    let candidates = clap_complete::engine::complete(&mut command, argv, index, cwd.as_deref())
+        .map_err(Error::io("cannot complete"))?;
     let mut out = String::new();
     for c in candidates.iter().filter(|c| !c.is_hide_set()) {
         out.push_str(&c.get_value().to_string_lossy());

@@ -21,6 +21,7 @@ use std::process::ExitCode;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use nodegate_core::gate::{self, GateState, Input};
+use nodegate_core::vocab::backoff::Backoff;
 use nodegate_core::vocab::config::Config;
 use nodegate_core::vocab::member::Readiness;
 use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
@@ -91,16 +92,19 @@ pub async fn main(args: StatusArgs) -> Result<ExitCode> {
     let mut drawn_lines = 0usize;
     // While the cluster does not answer: said once, then asked less and
     // less often (doubling up to WATCH_BACKOFF_MAX), never a line a try.
-    let mut failing = false;
-    let mut delay = settings.interval;
+    let mut failures = 0u32;
+    // After n failures in a row: the interval doubled n times.
+    let backoff = Backoff::new(
+        settings.interval.saturating_mul(2),
+        WATCH_BACKOFF_MAX.max(settings.interval),
+    );
     loop {
         match table_now(&client, &settings, format).await {
             Ok(mut text) => {
-                if failing {
+                if failures > 0 {
                     eprintln!("the cluster answers again");
-                    failing = false;
                 }
-                delay = settings.interval;
+                failures = 0;
                 if tty {
                     text.push_str(&format!(
                         "refreshed {} UTC every {} (Ctrl-C to stop)\n",
@@ -125,18 +129,21 @@ pub async fn main(args: StatusArgs) -> Result<ExitCode> {
                 print(&text)?;
             }
             Err(e) => {
-                if !failing {
+                if failures == 0 {
                     eprintln!(
                         "error: {}; still trying, less often while it fails (Ctrl-C to stop)",
                         e.report()
                     );
-                    failing = true;
                     // The next table is drawn below the message.
                     drawn_lines = 0;
                 }
-                delay = (delay * 2).min(WATCH_BACKOFF_MAX.max(settings.interval));
+                failures = failures.saturating_add(1);
             }
         }
+        let delay = match failures {
+            0 => settings.interval,
+            n => backoff.ceiling(n),
+        };
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),

@@ -346,8 +346,8 @@ pub enum LogFormat {
 
 #[derive(Debug, Clone, Args)]
 pub struct ExplainArgs {
-    /// The node to explain.
-    #[arg(add = clap_complete::ArgValueCandidates::new(crate::commands::completion::node_candidates))]
+    /// The node to explain (completed to the cluster's node names: `main`
+    /// attaches `completion::node_candidates`).
     pub node: String,
 
     /// Output format: table (wrapped to 100 columns), wide (the table

@@ -26,15 +26,7 @@ use crate::settings::cli::{GateArgs, LogFormat, RunArgs, StatusArgs};
 pub use crate::settings::table::FileConfig;
 use crate::settings::table::{GateGiven, RunGiven};
 
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{source_}: {message}")]
-    Invalid { source_: String, message: String },
-    #[error("cannot read config file {path}: {err}")]
-    Read { path: String, err: std::io::Error },
-    #[error("config file {path}: {err}")]
-    Parse { path: String, err: String },
-}
+pub use error::ConfigError;
 
 fn invalid(source_: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
@@ -646,6 +638,7 @@ pub use canary::{CanaryPod, CanarySettings, RawCanary};
 mod conditions;
 pub use conditions::RawRule;
 mod devices;
+mod error;
 pub use devices::{RawCriticalResource, RawDraDriver};
 pub mod check;
 pub mod load;

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nodegate_actors::live::LiveConfig;
+use nodegate_core::vocab::backoff::Backoff;
 use rustls::sign::CertifiedKey;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -42,10 +43,9 @@ use crate::settings::config::{WebhookCerts, WebhookSettings};
 use certdir::Pair;
 use server::{CertSlot, Handler};
 
-/// The first wait between two attempts at the first certificate (or the
-/// bind); it doubles up to [`RETRY_MAX`].
-const RETRY_MIN: Duration = Duration::from_secs(1);
-const RETRY_MAX: Duration = Duration::from_secs(30);
+/// The wait between two attempts at the first certificate (or the bind):
+/// 1 s after the first failure, doubling per failure up to 30 s.
+const RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
 /// How long the first attempt waits for evidence of the API server's clock.
 const CLOCK_WAIT: Duration = Duration::from_secs(10);
 
@@ -157,15 +157,12 @@ impl Status {
     }
 }
 
-/// Sleeps `wait` (then doubles it, up to [`RETRY_MAX`]); false when
-/// `shutdown` changed first.
-async fn back_off(wait: &mut Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
-    let slept = tokio::select! {
-        _ = tokio::time::sleep(*wait) => true,
+/// Sleeps `wait`; false when `shutdown` changed first.
+async fn back_off(wait: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(wait) => true,
         _ = shutdown.changed() => false,
-    };
-    *wait = (*wait * 2).min(RETRY_MAX);
-    slept
+    }
 }
 
 /// The first certificate, retried until it comes or `shutdown` changes
@@ -178,7 +175,7 @@ async fn first_certificate(
     if let Source::Managed(m) = &source {
         clock_evidence(&m.server_time, &mut shutdown).await;
     }
-    let mut wait = RETRY_MIN;
+    let mut failures = 0u32;
     loop {
         let got = match &source {
             Source::Dir(dir) => certdir::load(dir)
@@ -198,6 +195,8 @@ async fn first_certificate(
                 return Some((key, kept));
             }
             Err(why) => {
+                failures = failures.saturating_add(1);
+                let wait = RETRY.ceiling(failures);
                 tracing::warn!("webhook: not serving yet: {why}; retrying in {wait:?}");
                 let problem = match &source {
                     Source::Dir(_) => CertProblem::Reload,
@@ -205,7 +204,7 @@ async fn first_certificate(
                 };
                 status.metrics.webhook_certificate_error(problem);
                 status.waiting(why);
-                if !back_off(&mut wait, &mut shutdown).await {
+                if !back_off(wait, &mut shutdown).await {
                     return None;
                 }
             }
@@ -252,7 +251,7 @@ async fn bind(
     status: &Status,
     mut shutdown: watch::Receiver<bool>,
 ) -> Option<JoinHandle<()>> {
-    let mut wait = RETRY_MIN;
+    let mut failures = 0u32;
     loop {
         match server::serve(
             addr,
@@ -268,9 +267,11 @@ async fn bind(
             }
             Err(e) => {
                 let why = e.report().to_string();
+                failures = failures.saturating_add(1);
+                let wait = RETRY.ceiling(failures);
                 tracing::warn!("webhook: {why}; retrying in {wait:?}");
                 status.waiting(why);
-                if !back_off(&mut wait, &mut shutdown).await {
+                if !back_off(wait, &mut shutdown).await {
                     return None;
                 }
             }

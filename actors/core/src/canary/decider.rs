@@ -11,7 +11,7 @@
 //! from a fresh LIST.
 //!
 //! A canary that ended (`Failed`, `Succeeded`: the kubelet refused it, it
-//! was evicted) stays for a backoff ([`canary::backoff`], doubling per
+//! was evicted) stays for a backoff ([`canary::BACKOFF`], doubling per
 //! failure of that node) so that `explain` shows the kubelet's reason, and
 //! is then deleted and made again. A create the API server refuses backs
 //! off the same way. A gated node with no canary while the cap is reached
@@ -347,7 +347,7 @@ impl Canaries {
         if failure.uid != pod.uid.as_str() {
             failure.count += 1;
             failure.uid = pod.uid.to_string();
-            failure.at = after(now, canary::backoff(failure.count));
+            failure.at = after(now, canary::BACKOFF.ceiling(failure.count));
             out.push(Effect::Count(Tally::CanaryFailed));
             out.push(Effect::log(
                 Level::Warn,
@@ -436,7 +436,7 @@ impl Canaries {
                 });
                 failure.count += 1;
                 failure.uid.clear();
-                failure.at = after(cx.now.local, canary::backoff(failure.count));
+                failure.at = after(cx.now.local, canary::BACKOFF.ceiling(failure.count));
                 out.push(Effect::log(
                     Level::Warn,
                     &node,

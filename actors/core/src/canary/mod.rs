@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use crate::vocab::backoff::Backoff;
 use crate::vocab::config::CanaryConfig;
 use crate::vocab::member::Readiness;
 use crate::vocab::model::PodInfo;
@@ -132,19 +133,10 @@ pub fn readiness<'a>(
     }
 }
 
-/// The first wait before a failed canary is replaced.
-pub const BACKOFF_BASE: Duration = Duration::from_secs(5);
-/// The longest wait before a failed canary is replaced.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
-
 /// How long to wait before replacing the `failures`-th failed canary of a
-/// node (1 for the first): 5 s, doubling, at most 5 min.
-pub fn backoff(failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(16);
-    BACKOFF_BASE
-        .checked_mul(1u32 << doublings)
-        .map_or(BACKOFF_MAX, |d| d.min(BACKOFF_MAX))
-}
+/// node (`BACKOFF.ceiling(failures)`, 1 for the first): 5 s, doubling, at
+/// most 5 min.
+pub const BACKOFF: Backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
 
 pub mod decider;
 pub(crate) mod report;

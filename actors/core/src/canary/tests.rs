@@ -159,8 +159,8 @@ fn ready_once_the_sandbox_is_up_and_the_probe_passes_where_configured() {
 
 #[test]
 fn the_backoff_doubles_from_five_seconds_to_five_minutes() {
-    let secs: Vec<u64> = (1..=9).map(|n| backoff(n).as_secs()).collect();
+    let secs: Vec<u64> = (1..=9).map(|n| BACKOFF.ceiling(n).as_secs()).collect();
     assert_eq!(secs, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
-    assert_eq!(backoff(0), Duration::from_secs(5));
-    assert_eq!(backoff(u32::MAX), BACKOFF_MAX);
+    assert_eq!(BACKOFF.ceiling(0), Duration::from_secs(5));
+    assert_eq!(BACKOFF.ceiling(u32::MAX), BACKOFF.most);
 }

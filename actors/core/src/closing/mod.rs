@@ -10,11 +10,12 @@
 //!   matches it (semantics.md §6.5; what a rule is, with its check, is in
 //!   `rules::conditions::taints`, since the configuration holds the rules);
 //! - `replacing`: `--on-timeout=replace`, asking a timed-out node's owner to
-//!   replace it (semantics.md §5.8);
-//! - `backoff`: the wait after the API server refuses a write, which the
-//!   condition-taint and replace deciders share.
+//!   replace it (semantics.md §5.8).
+//!
+//! The wait after the API server refuses a write, which the condition-taint
+//! and replace deciders share, is the vocabulary's
+//! [`Backoffs`](crate::vocab::backoff::Backoffs).
 
-pub mod backoff;
 pub mod condition_taints;
 pub mod decider;
 pub mod ledger;

@@ -1,10 +1,12 @@
 //! The vocabulary every feature shares: the node's `model` (with its marks
 //! and the interner in `model/shared`), the `annotations` nodegate reads and
 //! writes, the `config` with every feature's settings, gate `member`s, a
-//! `budget` and the small sorted map (`vec_map`) the gate keeps its sets in.
+//! `budget`, the one `backoff` policy and the small sorted map (`vec_map`)
+//! the gate keeps its sets in.
 //! Together with `rules` it is the floor: it imports nothing above it.
 
 pub mod annotations;
+pub mod backoff;
 pub mod budget;
 pub mod config;
 pub mod member;

@@ -29,6 +29,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 use jiff::Timestamp;
 
@@ -89,16 +90,26 @@ enum Hold {
     /// `nodegate.dev/suspend` annotation: nothing is written.
     Suspended(RuleAction),
     /// The API server refused the rule's last write: the rule waits
-    /// ([`backoff`]).
+    /// ([`REFUSED`]).
     Refused,
 }
+
+/// The wait of a rule the API server refuses: a policy that forbids its
+/// taint key (403), a taint the API server finds invalid (422 naming the
+/// field). Such a write fails the same way on every node and every second;
+/// retried at the tainter's usual pace it would spend the shared request
+/// rate on nothing. After a refusal the rule's writes wait, from 2 s
+/// doubling per refusal in a row up to 5 min; when the wait is over one
+/// write of the rule goes out alone, and only its success lets the others
+/// follow ([`Backoffs`]).
+pub const REFUSED: Backoff = Backoff::new(Duration::from_secs(2), Duration::from_secs(300));
 
 /// A node as one look counted it: the node (when it is managed) with its
 /// verdict for each rule in force, in the rules' order.
 type Judged = (Arc<NodeInfo>, Vec<RuleVerdict>);
 
 /// The condition-rule tainter's memory.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RuleTainter {
     /// The first [`Change::Everything`] came: the index is complete.
     synced: bool,
@@ -121,6 +132,24 @@ pub struct RuleTainter {
     asked: Option<Timestamp>,
     /// The rules the API server refused, and how long they wait.
     backoffs: Backoffs,
+}
+
+impl Default for RuleTainter {
+    fn default() -> Self {
+        RuleTainter {
+            synced: false,
+            rules: Vec::new(),
+            seen: HashMap::new(),
+            counts: HashMap::new(),
+            unseen: HashMap::new(),
+            in_flight: HashMap::new(),
+            held: HashMap::new(),
+            look_at: HashMap::new(),
+            deferred: BTreeSet::new(),
+            asked: None,
+            backoffs: Backoffs::new(REFUSED),
+        }
+    }
 }
 
 impl RuleTainter {
@@ -766,7 +795,7 @@ fn on_local_clock(now: Now, at: Timestamp) -> Timestamp {
     at.checked_sub(ahead).unwrap_or(at)
 }
 
-use crate::closing::backoff::{Backoffs, May};
+use crate::vocab::backoff::{Backoff, Backoffs, May};
 
 #[cfg(test)]
 mod tests;

@@ -24,10 +24,10 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::closing::backoff::{Backoffs, May};
 use crate::closing::replacing::{self, Exhausted, Spread, Used};
 use crate::deciders::{
     BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Origin, ReplaceAction,
@@ -35,6 +35,7 @@ use crate::deciders::{
 };
 use crate::gate::{self, EventType, NodeEvent, PatchOutcome, Reason};
 use crate::rules::placement::{self, Verdict};
+use crate::vocab::backoff::{Backoff, Backoffs, May};
 use crate::vocab::config::{Config, OnTimeout, ReplaceConfig};
 use crate::vocab::member::{Member, MemberId, Readiness};
 use crate::vocab::model::{DaemonSetInfo, Fallback, NodeInfo, Owner, PodInfo};
@@ -115,13 +116,12 @@ fn by_key(daemonsets: Vec<Arc<DaemonSetInfo>>) -> VecMap<String, Arc<DaemonSetIn
     daemonsets.into_iter().map(|ds| (ds.key(), ds)).collect()
 }
 
-/// The first wait after a node's owner could not be found or deleted
-/// (each wait is spread over its second half: 10–20 s here).
-pub const OWNER_RETRY_FIRST: SignedDuration = SignedDuration::from_secs(20);
-/// The longest: an owner lookup (a LIST of every NodeClaim when the node
-/// has no ownerReference) or delete that keeps failing — a verb not
-/// granted, an API answering errors — is tried about once in this, at most.
-pub const OWNER_RETRY_MOST: SignedDuration = SignedDuration::from_secs(300);
+/// The wait after a node's owner could not be found or deleted: first
+/// 20 s (each wait is spread over its second half: 10–20 s here), at most
+/// 5 min: an owner lookup (a LIST of every NodeClaim when the node has no
+/// ownerReference) or delete that keeps failing — a verb not granted, an
+/// API answering errors — is tried about once in this, at most.
+pub const OWNER_RETRY: Backoff = Backoff::new(Duration::from_secs(20), Duration::from_secs(300));
 
 /// The replace decider's memory.
 #[derive(Debug)]
@@ -154,8 +154,8 @@ pub struct Replacer {
     in_flight: HashSet<String>,
     tracked_for: Option<Config>,
     /// Per node, the failed owner lookups or deletes in a row and how long
-    /// they make the next wait (issue 37 §6): doubling from
-    /// [`OWNER_RETRY_FIRST`] to [`OWNER_RETRY_MOST`], spread per node.
+    /// they make the next wait (issue 37 §6): [`OWNER_RETRY`], spread per
+    /// node.
     owner_backoff: Backoffs,
 }
 
@@ -173,7 +173,7 @@ impl Default for Replacer {
             marks: HashMap::new(),
             in_flight: HashSet::new(),
             tracked_for: None,
-            owner_backoff: Backoffs::spread(OWNER_RETRY_FIRST, OWNER_RETRY_MOST),
+            owner_backoff: Backoffs::spread(OWNER_RETRY),
         }
     }
 }

@@ -3,7 +3,6 @@
 //! the global cap counts re-gated nodes too.
 
 use super::*;
-use crate::closing::backoff;
 
 /// Hardening: a rule whose writes the API server refuses (a
 /// policy's 403, an invalid taint's 422) was retried on every node every
@@ -73,9 +72,9 @@ fn a_rule_the_api_server_refuses_backs_off() {
     assert_eq!(rest.len(), 2, "the other nodes follow: {rest:?}");
     assert!(!rest.contains(&probe.node));
     // The waits double up to five minutes.
-    assert_eq!(backoff::wait_after(1), jiff::SignedDuration::from_secs(2));
-    assert_eq!(backoff::wait_after(3), jiff::SignedDuration::from_secs(8));
-    assert_eq!(backoff::wait_after(40), backoff::MOST);
+    assert_eq!(REFUSED.ceiling(1), Duration::from_secs(2));
+    assert_eq!(REFUSED.ceiling(3), Duration::from_secs(8));
+    assert_eq!(REFUSED.ceiling(40), REFUSED.most);
 }
 
 /// Hardening: with `remove: whenCleared`, an out-of-service taint
