@@ -34,6 +34,7 @@ const WORDS: &[&str] = &[
     "vocab::budget",
     "vocab::model",
     "vocab::vec_map",
+    "vocab::write",
 ];
 
 type ModPath = Vec<String>;
