@@ -37,10 +37,10 @@ pub trait Clock: Send + Sync + 'static {
     /// Evidence of the API server's clock: a time the server's clock has
     /// certainly reached (semantics.md §5.3), or `None` when
     /// there is none. The node actor hands it to its gate
-    /// ([`gate::Input::ServerTime`](nodegate_core::gate::Input::ServerTime)) with the snapshot, each re-examination
-    /// and each deadline timer. The binary's answer is the newest time the
-    /// API server stamped on an object it saw, carried forward on the
-    /// monotonic clock.
+    /// ([`gate::Input::ServerTime`](nodegate_core::gate::Input::ServerTime))
+    /// with the snapshot, each re-examination and each deadline timer. The
+    /// binary's answer is the newest time the API server stamped on an
+    /// object it saw, carried forward on the monotonic clock.
     fn server_now(&self) -> Option<Timestamp> {
         None
     }
@@ -90,10 +90,10 @@ pub trait EffectExecutor: Send + Sync + 'static {
     /// random numbers; tests may answer anything.
     fn retry_delay(&self, attempt: u32) -> Duration;
     /// The wait before a gate's next periodic re-examination
-    /// ([`gate::Input::Reexamine`](nodegate_core::gate::Input::Reexamine)). The binary answers
-    /// `reexamine_jitter(REEXAMINE_PERIOD, ..)` over its own random numbers,
-    /// so that gates started together do not look again together; the
-    /// default is the bare period.
+    /// ([`gate::Input::Reexamine`](nodegate_core::gate::Input::Reexamine)).
+    /// The binary answers `reexamine_jitter(REEXAMINE_PERIOD, ..)` over its
+    /// own random numbers, so that gates started together do not look again
+    /// together; the default is the bare period.
     fn reexamine_delay(&self) -> Duration {
         REEXAMINE_PERIOD
     }

@@ -23,12 +23,14 @@ use tokio::sync::Semaphore;
 use crate::observe::GateObserver;
 use crate::ports::{Clock, EffectExecutor, REEXAMINE_PERIOD, Sending};
 
-/// Stands in for the binary's kube adapters. Every write applies unless
-/// outcomes were scripted ([`FakeExecutor::script`]); a node re-read answers
-/// [`FakeExecutor::node_on_refresh`] (404 by default). A recording executor
-/// ([`FakeExecutor::recording`]) keeps every [`Write`] it sends and every
-/// Event it is handed; a silent one ([`FakeExecutor::silent`]) keeps nothing, so that a
-/// bench or a memory measurement pays for no record.
+/// Stands in for the binary's kube adapters. Every node write applies
+/// unless outcomes were scripted for the untaints
+/// ([`FakeExecutor::script`]); a replace or a canary's write is refused. A
+/// node re-read answers [`FakeExecutor::node_on_refresh`] (404 by default).
+/// A recording executor ([`FakeExecutor::recording`]) keeps every [`Write`]
+/// it sends and every Event it is handed; a silent one
+/// ([`FakeExecutor::silent`]) keeps nothing, so that a bench or a memory
+/// measurement pays for no record.
 pub struct FakeExecutor {
     /// Whether writes and Events are kept.
     record: bool,

@@ -39,22 +39,6 @@ pub enum Write {
     DeleteCanary(CanaryDelete),
 }
 
-impl Write {
-    /// The node the write is about.
-    pub fn node(&self) -> &str {
-        match self {
-            Write::Untaint(w) => &w.node,
-            Write::MarkTimedOut(w) => &w.node,
-            Write::MarkOpenedExternally(w) => &w.node,
-            Write::Condition(w) => &w.node,
-            Write::Taint(w) => &w.node,
-            Write::Replace(w) => &w.node,
-            Write::CreateCanary(w) => &w.node,
-            Write::DeleteCanary(w) => &w.node,
-        }
-    }
-}
-
 /// What the executor reports for a [`Write`]: the one answer to every
 /// write. A [`Write::Replace`] that reached the owner answers
 /// [`Outcome::OwnerDeleted`] or [`Outcome::OwnerFailed`], and one that
@@ -74,8 +58,9 @@ pub enum Outcome {
     Ambiguous(String),
     /// This replica does not hold the lease; nothing was written.
     NotLeader,
-    /// The gate withdrew the write ([`Effect::WithdrawWrite`](crate::gate::Effect::WithdrawWrite)) before it
-    /// was sent; nothing was written.
+    /// The gate withdrew the write
+    /// ([`Effect::WithdrawWrite`](crate::gate::Effect::WithdrawWrite))
+    /// before it was sent; nothing was written.
     Withdrawn,
     /// A replace write is done, and it deleted the node's owner object
     /// (`nodeclaim/NAME`, `machine/NS/NAME`). A replace write done without
@@ -106,7 +91,8 @@ pub struct UntaintPatch {
     /// Sorted by descending index.
     pub taints: Vec<IndexedTaint>,
     pub opened_by: OpenedBy,
-    /// Already at the annotation's precision ([`annotation_time`](crate::gate::annotation_time)).
+    /// Already at the annotation's precision
+    /// ([`annotation_time`](crate::gate::annotation_time)).
     pub opened_at: Timestamp,
     /// Whether the node, as the gate last saw it, has a
     /// `metadata.annotations` map: a JSON patch cannot add a key to a map
