@@ -972,6 +972,44 @@ fn the_write_tables_name_every_write() {
     }
 }
 
+/// The variants of the core's one `Write` (`vocab/write.rs`), read from the
+/// source.
+fn write_variants() -> BTreeSet<String> {
+    let writes = core_enums("Write");
+    let [(_, variants)] = writes.as_slice() else {
+        panic!("expected one `pub enum Write` in actors/core/src: {writes:?}");
+    };
+    variants.iter().cloned().collect()
+}
+
+/// docs/architecture.md's table of the port's writes (in "The node
+/// writer", first column `write`) against the variants of `Write`.
+fn port_writes_disagreement(architecture: &str) -> Option<String> {
+    let documented: BTreeSet<String> = table_rows(architecture, "The node writer", "write")
+        .iter()
+        .flat_map(|row| code_spans(&row[0]))
+        .collect();
+    differences(
+        "docs/architecture.md, The node writer (against `Write` in actors/core/src/vocab/write.rs)",
+        &documented,
+        &write_variants(),
+    )
+}
+
+/// Issue 35: every write goes through the port as one `Write`, and the
+/// architecture names each of its variants, no more and no fewer.
+#[test]
+fn the_architecture_names_every_port_write() {
+    let variants = write_variants();
+    assert!(
+        variants.contains("Untaint") && variants.contains("DeleteCanary"),
+        "`Write` variants not read from actors/core/src/vocab/write.rs: {variants:?}"
+    );
+    if let Some(wrong) = port_writes_disagreement(&read("docs/architecture.md")) {
+        panic!("{wrong}");
+    }
+}
+
 /// Drops the table row of `doc` whose first cell holds `` `name` ``.
 fn without_row(doc: &str, name: &str) -> String {
     let spelled = format!("`{name}");
@@ -1020,6 +1058,10 @@ fn each_table_check_fails_without_a_row() {
             write_tables_disagreement(&without_row(&architecture, "Write(Remove)")),
             "\"Write(Remove)\"",
         ),
+        (
+            port_writes_disagreement(&without_row(&architecture, "Untaint")),
+            "\"Untaint\"",
+        ),
     ];
     for (wrong, name) in cases {
         let wrong = wrong.unwrap_or_else(|| panic!("a missing {name} row went unnoticed"));
@@ -1050,6 +1092,10 @@ fn each_table_check_fails_without_a_row() {
         (
             write_tables_disagreement(&architecture.replace("`DeleteCanary`", "`RemoveCanary`")),
             "\"RemoveCanary\"",
+        ),
+        (
+            port_writes_disagreement(&architecture.replace("| `Condition` |", "| `Conditions` |")),
+            "\"Conditions\"",
         ),
     ];
     for (wrong, name) in renamed {

@@ -38,12 +38,13 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use nodegate_core::deciders::{Change, Context, Decider, Effect, Input, Level, Now};
+use nodegate_core::vocab::write::Write;
 use tokio::sync::watch;
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
 use crate::feed::Subscriber;
-use crate::ports::{Clock, EffectExecutor};
+use crate::ports::{Clock, EffectExecutor, Sending};
 use crate::router::Router;
 
 mod catch_up;
@@ -274,7 +275,10 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
     async fn carry_out(&mut self, effect: Effect) -> Option<Input> {
         match effect {
             Effect::Write(write) => {
-                let outcome = self.executor.write_taint(write.clone()).await;
+                let outcome = self
+                    .executor
+                    .write(Write::Taint(write.clone()), Sending::default())
+                    .await;
                 Some(Input::Wrote { write, outcome })
             }
             Effect::ListPods { node } => {
@@ -292,7 +296,10 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
                 None
             }
             Effect::Replace(write) => {
-                let outcome = self.executor.replace(write.clone()).await;
+                let outcome = self
+                    .executor
+                    .write(Write::Replace(write.clone()), Sending::default())
+                    .await;
                 Some(Input::Replaced { write, outcome })
             }
             Effect::ReadNode { node } => {
@@ -303,11 +310,17 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
                 })
             }
             Effect::CreateCanary(create) => {
-                let outcome = self.executor.create_canary(create.clone()).await;
+                let outcome = self
+                    .executor
+                    .write(Write::CreateCanary(create.clone()), Sending::default())
+                    .await;
                 Some(Input::CanaryCreated { create, outcome })
             }
             Effect::DeleteCanary(delete) => {
-                let outcome = self.executor.delete_canary(delete.clone()).await;
+                let outcome = self
+                    .executor
+                    .write(Write::DeleteCanary(delete.clone()), Sending::default())
+                    .await;
                 Some(Input::CanaryDeleted { delete, outcome })
             }
             Effect::ListCanaries => {

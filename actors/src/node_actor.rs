@@ -31,11 +31,12 @@ use tracing::Instrument;
 use crate::latest::LatestWriter;
 use crate::messages::{GateView, NodeMsg};
 use crate::pending::PendingPods;
-use crate::ports::{Clock, EffectExecutor, Withdrawal};
+use crate::ports::{Clock, EffectExecutor, Sending, Withdrawal};
 use crate::router::Router;
 use crate::wheel::{Due, TimerKey, Wheel};
 use nodegate_core::gate::journal::Journal;
 use nodegate_core::gate::{self, Effect, Event, GateState, Input, Phase, TimerKind};
+use nodegate_core::vocab::write::Write;
 
 /// The handles every gate shares (kube-rs controller style `Context`).
 ///
@@ -300,7 +301,8 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
                 state.withdrawal = withdrawal.clone();
                 tokio::spawn(
                     async move {
-                        let outcome = executor.remove_taints(patch, withdrawal, seen).await;
+                        let sending = Sending { withdrawal, seen };
+                        let outcome = executor.write(Write::Untaint(patch), sending).await;
                         let _ = me.cast(NodeMsg::input(Input::PatchResult(outcome)));
                     }
                     .instrument(span),
@@ -309,7 +311,9 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
             Effect::MarkTimedOut(mark) => {
                 tokio::spawn(
                     async move {
-                        let outcome = executor.mark_timed_out(mark).await;
+                        let outcome = executor
+                            .write(Write::MarkTimedOut(mark), Sending::default())
+                            .await;
                         let _ = me.cast(NodeMsg::input(Input::MarkResult(outcome)));
                     }
                     .instrument(span),
@@ -317,7 +321,12 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
             }
             Effect::MarkOpenedExternally(mark) => {
                 tokio::spawn(
-                    async move { executor.mark_opened_externally(mark).await }.instrument(span),
+                    async move {
+                        // Best effort: the executor logs a failure.
+                        let write = Write::MarkOpenedExternally(mark);
+                        executor.write(write, Sending::default()).await;
+                    }
+                    .instrument(span),
                 );
             }
             Effect::WriteCondition(write) => {
@@ -327,7 +336,12 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
                     write,
                     move |w| {
                         let executor = Arc::clone(&executor);
-                        async move { executor.write_condition(w).await }
+                        async move {
+                            // Best effort: the executor logs a failure.
+                            executor
+                                .write(Write::Condition(w), Sending::default())
+                                .await;
+                        }
                     },
                     span,
                 );

@@ -1,9 +1,11 @@
 //! The ports: everything through which the gate actors reach the outside.
 //!
-//! A gate reads time from a [`Clock`] and hands its writes, Events and node
-//! re-reads to an [`EffectExecutor`]; the binary implements both (system
-//! clock, kube), tests and benches pass their own. A [`Withdrawal`] is the
-//! handle by which a gate calls back an untaint it already handed over.
+//! A gate reads time from a [`Clock`] and hands its writes (each one
+//! [`Write`], answered by one [`Outcome`]), Events and node re-reads to an
+//! [`EffectExecutor`]; the binary implements both (system clock, kube),
+//! tests and benches pass their own. A [`Withdrawal`] is the handle by
+//! which a gate calls back an untaint it already handed over; it travels
+//! beside the write, in [`Sending`].
 //!
 //! The gate's retry backoff lives here, over the core's one [`Backoff`]
 //! policy: [`RETRY_BASE`], [`RETRY_MAX`], the ceiling ([`backoff_ceiling`],
@@ -22,13 +24,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_core::deciders::{CanaryCreate, CanaryDelete, TaintWrite, Tally};
-use nodegate_core::deciders::{ReplaceOutcome, ReplaceWrite};
-use nodegate_core::gate::{
-    self, ConditionWrite, ExternalOpening, NodeEvent, TimeoutMark, UntaintPatch,
-};
+use nodegate_core::deciders::Tally;
+use nodegate_core::gate::NodeEvent;
 use nodegate_core::net::entrance::BoundPod;
 use nodegate_core::vocab::model::{NodeInfo, PodInfo};
+use nodegate_core::vocab::write::{Outcome, Write};
 
 /// Where time comes from. The binary passes the system clock; tests pass
 /// whatever they need.
@@ -37,44 +37,47 @@ pub trait Clock: Send + Sync + 'static {
     /// Evidence of the API server's clock: a time the server's clock has
     /// certainly reached (semantics.md §5.3), or `None` when
     /// there is none. The node actor hands it to its gate
-    /// ([`gate::Input::ServerTime`]) with the snapshot, each re-examination
-    /// and each deadline timer. The binary's answer is the newest time the
-    /// API server stamped on an object it saw, carried forward on the
-    /// monotonic clock.
+    /// ([`gate::Input::ServerTime`](nodegate_core::gate::Input::ServerTime))
+    /// with the snapshot, each re-examination and each deadline timer. The
+    /// binary's answer is the newest time the API server stamped on an
+    /// object it saw, carried forward on the monotonic clock.
     fn server_now(&self) -> Option<Timestamp> {
         None
     }
 }
 
-/// Carries out a gate's writes and reads against the cluster. Implemented by
-/// the binary with kube; it also enforces leadership (answering
-/// [`gate::PatchOutcome::NotLeader`] and dropping Events when this replica
-/// does not hold the lease) and the concurrency and QPS limits.
+/// Carries out the gates' and the deciders' writes and reads against the
+/// cluster. Implemented by the binary with kube; it also enforces
+/// leadership (answering [`Outcome::NotLeader`] and dropping Events when
+/// this replica does not hold the lease) and the concurrency and QPS
+/// limits.
 pub trait EffectExecutor: Send + Sync + 'static {
-    /// The conditional JSON patch of semantics.md §5.4. Right before sending
-    /// (after any wait for a patch slot or rate token) the executor checks
-    /// `withdrawal`, and answers [`gate::PatchOutcome::Withdrawn`] without
-    /// writing if the gate asked for it. `seen`: when the pod events that led
-    /// to this untaint reached the router (`None` for any other cause), for
-    /// the executor's measure of nodegate's own share of a reaction; never
-    /// for a decision.
-    fn remove_taints(
-        &self,
-        patch: UntaintPatch,
-        withdrawal: Withdrawal,
-        seen: Option<std::time::Instant>,
-    ) -> impl Future<Output = gate::PatchOutcome> + Send;
-    /// Annotate `nodegate.dev/timed-out`.
-    fn mark_timed_out(&self, mark: TimeoutMark) -> impl Future<Output = gate::PatchOutcome> + Send;
-    /// Record `nodegate.dev/opened-by: external` and `opened-at` (now) on
-    /// the node. Best effort, like an Event: the gate has ended.
-    fn mark_opened_externally(&self, mark: ExternalOpening) -> impl Future<Output = ()> + Send;
-    /// Set the `nodegate.dev/Open` Node condition (`--node-condition`).
-    /// Best effort, like an Event; only the leader writes. The default
-    /// writes nothing.
-    fn write_condition(&self, _write: ConditionWrite) -> impl Future<Output = ()> + Send {
-        async {}
-    }
+    /// Every write nodegate makes, each answered by one [`Outcome`]:
+    ///
+    /// - [`Write::Untaint`]: the conditional JSON patch of semantics.md
+    ///   §5.4. Right before sending (after any wait for a patch slot or rate
+    ///   token) the executor checks `sending.withdrawal`, and answers
+    ///   [`Outcome::Withdrawn`] without writing if the gate asked for it.
+    /// - [`Write::MarkTimedOut`]: annotate `nodegate.dev/timed-out`.
+    /// - [`Write::MarkOpenedExternally`]: record `nodegate.dev/opened-by:
+    ///   external` and `opened-at` (now) on the node. Best effort, like an
+    ///   Event: the gate has ended, and nothing waits for the outcome.
+    /// - [`Write::Condition`]: set the `nodegate.dev/Open` Node condition
+    ///   (`--node-condition`). Best effort, like an Event; only the leader
+    ///   writes.
+    /// - [`Write::Taint`]: a decider's taint write (the late-taint net,
+    ///   re-gating, a condition rule): the conditional patch of the write,
+    ///   through the same slots, rate and leadership check as the gates'
+    ///   writes.
+    /// - [`Write::Replace`]: `--on-timeout=replace`: mark the node (and
+    ///   cordon it when no owner is known) with one conditional patch, then
+    ///   delete its owner; or record a fallback. Only the leader writes.
+    /// - [`Write::CreateCanary`], [`Write::DeleteCanary`]: a canary pod
+    ///   (`canary`); only the leader's are sent.
+    ///
+    /// `sending` matters to an untaint only (see [`Sending`]); every other
+    /// write is handed `Sending::default()`.
+    fn write(&self, write: Write, sending: Sending) -> impl Future<Output = Outcome> + Send;
     /// Best effort: a lost Event is logged, never retried by the gate.
     fn record_event(&self, event: NodeEvent) -> impl Future<Output = ()> + Send;
     /// A fresh read of the node; `Ok(None)` for 404.
@@ -87,36 +90,12 @@ pub trait EffectExecutor: Send + Sync + 'static {
     /// random numbers; tests may answer anything.
     fn retry_delay(&self, attempt: u32) -> Duration;
     /// The wait before a gate's next periodic re-examination
-    /// ([`gate::Input::Reexamine`]). The binary answers
-    /// `reexamine_jitter(REEXAMINE_PERIOD, ..)` over its own random numbers,
-    /// so that gates started together do not look again together; the
-    /// default is the bare period.
+    /// ([`gate::Input::Reexamine`](nodegate_core::gate::Input::Reexamine)).
+    /// The binary answers `reexamine_jitter(REEXAMINE_PERIOD, ..)` over its
+    /// own random numbers, so that gates started together do not look again
+    /// together; the default is the bare period.
     fn reexamine_delay(&self) -> Duration {
         REEXAMINE_PERIOD
-    }
-    /// A decider's taint write (the late-taint net, re-gating, a condition
-    /// rule): the conditional patch of `write`, through the same slots,
-    /// rate and leadership check as the gates' writes. The default writes
-    /// nothing, for executors that only serve gates.
-    fn write_taint(&self, write: TaintWrite) -> impl Future<Output = gate::PatchOutcome> + Send {
-        async move {
-            gate::PatchOutcome::Failed(format!(
-                "this executor writes no taints (asked for node {})",
-                write.node
-            ))
-        }
-    }
-    /// `--on-timeout=replace`: mark the node (and cordon it when no owner
-    /// is known) with one conditional patch, then delete its owner; or
-    /// record a fallback. Only the leader writes. The default writes
-    /// nothing.
-    fn replace(&self, write: ReplaceWrite) -> impl Future<Output = ReplaceOutcome> + Send {
-        async move {
-            ReplaceOutcome::NotWritten(gate::PatchOutcome::Failed(format!(
-                "this executor replaces no nodes (asked for node {})",
-                write.node
-            )))
-        }
     }
     /// One LIST of the pods bound to `node` (the late-taint net's "is there
     /// a workload yet").
@@ -128,32 +107,6 @@ pub trait EffectExecutor: Send + Sync + 'static {
             ))
         }
     }
-    /// Creates a canary pod (`canary`); only the leader's are sent.
-    fn create_canary(
-        &self,
-        create: CanaryCreate,
-    ) -> impl Future<Output = gate::PatchOutcome> + Send {
-        async move {
-            gate::PatchOutcome::Failed(format!(
-                "this executor creates no canaries (asked for node {})",
-                create.node
-            ))
-        }
-    }
-
-    /// Deletes a canary pod; only the leader's are sent.
-    fn delete_canary(
-        &self,
-        delete: CanaryDelete,
-    ) -> impl Future<Output = gate::PatchOutcome> + Send {
-        async move {
-            gate::PatchOutcome::Failed(format!(
-                "this executor deletes no canaries (asked for {})",
-                delete.name
-            ))
-        }
-    }
-
     /// Lists every canary pod in nodegate's namespace.
     fn list_canaries(&self) -> impl Future<Output = Result<Vec<PodInfo>, String>> + Send {
         async { Err("this executor lists no canaries".to_string()) }
@@ -176,6 +129,21 @@ pub trait EffectExecutor: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<Vec<(String, String)>>, String>> + Send {
         async { Ok(None) }
     }
+}
+
+/// What travels with a [`Write`] besides the write itself: the shell's
+/// handles on an untaint, which are not part of what is written (and so
+/// not of the core's [`Write`], plain data that reads no clock). Every
+/// other write is handed the default, and the executor ignores it there.
+#[derive(Debug, Clone, Default)]
+pub struct Sending {
+    /// The gate's way to call the untaint back while it waits for a patch
+    /// slot or a rate token.
+    pub withdrawal: Withdrawal,
+    /// When the pod events that led to this untaint reached the router
+    /// (`None` for any other cause), for the executor's measure of
+    /// nodegate's own share of a reaction; never for a decision.
+    pub seen: Option<std::time::Instant>,
 }
 
 /// The gate's way to call back an untaint it handed to the executor, for as

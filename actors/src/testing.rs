@@ -14,40 +14,40 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use nodegate_core::deciders::{TaintWrite, Tally};
-use nodegate_core::gate::{
-    self, ExternalOpening, GateState, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
-};
+use nodegate_core::gate::{self, GateState, NodeEvent, UntaintPatch};
 use nodegate_core::net::entrance::BoundPod;
 use nodegate_core::vocab::model::NodeInfo;
+use nodegate_core::vocab::write::{Outcome, Write};
 use tokio::sync::Semaphore;
 
 use crate::observe::GateObserver;
-use crate::ports::{Clock, EffectExecutor, REEXAMINE_PERIOD, Withdrawal};
+use crate::ports::{Clock, EffectExecutor, REEXAMINE_PERIOD, Sending};
 
-/// Stands in for the binary's kube adapters. Every write applies unless
-/// outcomes were scripted ([`FakeExecutor::script`]); a node re-read answers
-/// [`FakeExecutor::node_on_refresh`] (404 by default). A recording executor
-/// ([`FakeExecutor::recording`]) keeps every patch, mark and Event it is
-/// handed; a silent one ([`FakeExecutor::silent`]) keeps nothing, so that a
-/// bench or a memory measurement pays for no record.
+/// Stands in for the binary's kube adapters. Every node write applies
+/// unless outcomes were scripted for the untaints
+/// ([`FakeExecutor::script`]); a replace or a canary's write is refused. A
+/// node re-read answers [`FakeExecutor::node_on_refresh`] (404 by default).
+/// A recording executor ([`FakeExecutor::recording`]) keeps every [`Write`]
+/// it sends and every Event it is handed; a silent one
+/// ([`FakeExecutor::silent`]) keeps nothing, so that a bench or a memory
+/// measurement pays for no record.
 pub struct FakeExecutor {
-    /// Whether patches, marks and Events are kept.
+    /// Whether writes and Events are kept.
     record: bool,
     /// What [`EffectExecutor::retry_delay`] answers, whatever the attempt.
     retry_delay: Duration,
-    pub patches: Mutex<Vec<UntaintPatch>>,
-    /// The deciders' taint writes; each applies.
-    pub taint_writes: Mutex<Vec<TaintWrite>>,
+    /// Every write sent, in order (an untaint withdrawn before it was sent
+    /// is not). An untaint answers [`FakeExecutor::outcomes`]; the other
+    /// node writes apply; a replace or a canary's is refused (`Failed`) and
+    /// not kept.
+    pub writes: Mutex<Vec<Write>>,
     /// What a LIST of a node's pods answers (none by default).
     pub pods: Mutex<Vec<BoundPod>>,
     /// The counters the deciders moved.
     pub tallies: Mutex<Vec<Tally>>,
-    pub marks: Mutex<Vec<TimeoutMark>>,
-    /// Nodes recorded as opened by someone else.
-    pub external: Mutex<Vec<ExternalOpening>>,
     pub events: Mutex<Vec<NodeEvent>>,
     /// The answers to the next untaints, in order; then `Applied`.
-    pub outcomes: Mutex<VecDeque<PatchOutcome>>,
+    pub outcomes: Mutex<VecDeque<Outcome>>,
     /// What a re-read of the node answers (`None`: 404).
     pub node_on_refresh: Mutex<Option<NodeInfo>>,
     /// How many re-reads of the node were asked for.
@@ -88,12 +88,9 @@ impl FakeExecutor {
         FakeExecutor {
             record,
             retry_delay: Duration::from_millis(20),
-            patches: Mutex::default(),
-            taint_writes: Mutex::default(),
+            writes: Mutex::default(),
             pods: Mutex::default(),
             tallies: Mutex::default(),
-            marks: Mutex::default(),
-            external: Mutex::default(),
             events: Mutex::default(),
             outcomes: Mutex::default(),
             node_on_refresh: Mutex::default(),
@@ -117,7 +114,26 @@ impl FakeExecutor {
 
     /// The untaint patches sent so far (a recording executor's).
     pub fn patches(&self) -> Vec<UntaintPatch> {
-        self.patches.lock().unwrap().clone()
+        let writes = self.writes.lock().unwrap();
+        writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::Untaint(p) => Some(p.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The deciders' taint writes sent so far (a recording executor's).
+    pub fn taint_writes(&self) -> Vec<TaintWrite> {
+        let writes = self.writes.lock().unwrap();
+        writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::Taint(t) => Some(t.clone()),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The Events recorded so far (a recording executor's).
@@ -126,7 +142,7 @@ impl FakeExecutor {
     }
 
     /// Answers the next untaints with these outcomes, in order.
-    pub fn script(&self, outcomes: Vec<PatchOutcome>) {
+    pub fn script(&self, outcomes: Vec<Outcome>) {
         self.outcomes.lock().unwrap().extend(outcomes);
     }
 }
@@ -138,41 +154,49 @@ impl Default for FakeExecutor {
 }
 
 impl EffectExecutor for FakeExecutor {
-    async fn remove_taints(
-        &self,
-        patch: UntaintPatch,
-        withdrawal: Withdrawal,
-        _seen: Option<std::time::Instant>,
-    ) -> PatchOutcome {
-        self.handed.fetch_add(1, Ordering::SeqCst);
-        let hold = self.hold.lock().unwrap().clone();
-        if let Some(hold) = hold {
-            hold.acquire().await.expect("hold semaphore open").forget();
+    async fn write(&self, write: Write, sending: Sending) -> Outcome {
+        // As before the one port: this executor makes no replace or canary
+        // writes.
+        let refused = match &write {
+            Write::Replace(w) => Some(format!(
+                "this executor replaces no nodes (asked for node {})",
+                w.node
+            )),
+            Write::CreateCanary(c) => Some(format!(
+                "this executor creates no canaries (asked for node {})",
+                c.node
+            )),
+            Write::DeleteCanary(d) => Some(format!(
+                "this executor deletes no canaries (asked for {})",
+                d.name
+            )),
+            _ => None,
+        };
+        if let Some(why) = refused {
+            return Outcome::Failed(why);
         }
-        if withdrawal.is_requested() {
-            return PatchOutcome::Withdrawn;
+        let untaint = matches!(write, Write::Untaint(_));
+        if untaint {
+            self.handed.fetch_add(1, Ordering::SeqCst);
+            let hold = self.hold.lock().unwrap().clone();
+            if let Some(hold) = hold {
+                hold.acquire().await.expect("hold semaphore open").forget();
+            }
+            if sending.withdrawal.is_requested() {
+                return Outcome::Withdrawn;
+            }
         }
         if self.record {
-            self.patches.lock().unwrap().push(patch);
+            self.writes.lock().unwrap().push(write);
+        }
+        if !untaint {
+            return Outcome::Applied;
         }
         self.outcomes
             .lock()
             .unwrap()
             .pop_front()
-            .unwrap_or(PatchOutcome::Applied)
-    }
-
-    async fn mark_timed_out(&self, mark: TimeoutMark) -> PatchOutcome {
-        if self.record {
-            self.marks.lock().unwrap().push(mark);
-        }
-        PatchOutcome::Applied
-    }
-
-    async fn mark_opened_externally(&self, mark: ExternalOpening) {
-        if self.record {
-            self.external.lock().unwrap().push(mark);
-        }
+            .unwrap_or(Outcome::Applied)
     }
 
     async fn record_event(&self, event: NodeEvent) {
@@ -188,13 +212,6 @@ impl EffectExecutor for FakeExecutor {
 
     fn retry_delay(&self, _attempt: u32) -> Duration {
         self.retry_delay
-    }
-
-    async fn write_taint(&self, write: TaintWrite) -> PatchOutcome {
-        if self.record {
-            self.taint_writes.lock().unwrap().push(write);
-        }
-        PatchOutcome::Applied
     }
 
     async fn list_pods(&self, _node: &str) -> Result<Vec<BoundPod>, String> {

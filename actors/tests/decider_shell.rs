@@ -128,7 +128,7 @@ fn the_net_runs_in_its_shell_and_writes_through_the_executor() {
         router.mark_synced();
 
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while executor.taint_writes.lock().unwrap().is_empty() {
+        while executor.taint_writes().is_empty() {
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "the net wrote nothing within 10 s"
@@ -138,7 +138,7 @@ fn the_net_runs_in_its_shell_and_writes_through_the_executor() {
         let _ = stop.send(true);
         let net = shell.await.expect("the shell ran to its end");
 
-        let writes = executor.taint_writes.lock().unwrap().clone();
+        let writes = executor.taint_writes();
         assert_eq!(writes.len(), 1, "{writes:?}");
         let w = &writes[0];
         assert_eq!((w.origin, w.node.as_str()), (Origin::Net, "young"));
@@ -287,11 +287,11 @@ fn the_nets_pod_lists_run_concurrently_and_bounded() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         hold.add_permits(count);
-        while executor.taint_writes.lock().unwrap().len() < count {
+        while executor.taint_writes().len() < count {
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "{} of {count} tainted",
-                executor.taint_writes.lock().unwrap().len()
+                executor.taint_writes().len()
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }

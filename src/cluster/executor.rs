@@ -19,15 +19,15 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use nodegate_actors::ports::{
-    self, Clock, EffectExecutor, REEXAMINE_PERIOD, Withdrawal, retry_ceiling,
+    self, Clock, EffectExecutor, REEXAMINE_PERIOD, Sending, retry_ceiling,
 };
-use nodegate_core::deciders::{CanaryCreate, CanaryDelete, TaintWrite, Tally};
-use nodegate_core::deciders::{ReplaceOutcome, ReplaceWrite};
+use nodegate_core::deciders::{CanaryCreate, CanaryDelete, ReplaceWrite, TaintWrite, Tally};
 use nodegate_core::gate::{
     ConditionWrite, ExternalOpening, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
 };
 use nodegate_core::net::entrance::BoundPod;
 use nodegate_core::vocab::model::{NodeInfo, PodInfo};
+use nodegate_core::vocab::write::{Outcome, Write};
 use rand::Rng;
 
 use crate::cluster::leader::Leadership;
@@ -77,15 +77,9 @@ impl KubeExecutor {
     fn admits_write(&self) -> bool {
         self.leader.admits_write()
     }
-}
 
-impl EffectExecutor for KubeExecutor {
-    async fn remove_taints(
-        &self,
-        patch: UntaintPatch,
-        withdrawal: Withdrawal,
-        seen: Option<std::time::Instant>,
-    ) -> PatchOutcome {
+    async fn remove_taints(&self, patch: UntaintPatch, sending: Sending) -> PatchOutcome {
+        let Sending { withdrawal, seen } = sending;
         if !self.admits_write() {
             return PatchOutcome::NotLeader;
         }
@@ -125,15 +119,15 @@ impl EffectExecutor for KubeExecutor {
         outcome
     }
 
-    async fn mark_opened_externally(&self, mark: ExternalOpening) {
+    async fn mark_opened_externally(&self, mark: ExternalOpening) -> PatchOutcome {
         if !self.admits_write() {
-            return;
+            return PatchOutcome::NotLeader;
         }
         let outcome = self
             .writer
             .mark_opened_externally(&mark, Timestamp::now(), || self.admits_write())
             .await;
-        match outcome {
+        match &outcome {
             PatchOutcome::Applied => {}
             PatchOutcome::NotFound | PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {}
             other => tracing::warn!(
@@ -141,17 +135,18 @@ impl EffectExecutor for KubeExecutor {
                 "could not record opened-by: external on the node (the late-taint net still leaves it alone while this process runs): {other:?}"
             ),
         }
+        outcome
     }
 
-    async fn write_condition(&self, write: ConditionWrite) {
+    async fn write_condition(&self, write: ConditionWrite) -> PatchOutcome {
         if !self.admits_write() {
-            return;
+            return PatchOutcome::NotLeader;
         }
         let outcome = self
             .writer
             .write_condition(&write, Timestamp::now(), || self.admits_write())
             .await;
-        match outcome {
+        match &outcome {
             PatchOutcome::Applied
             | PatchOutcome::NotFound
             | PatchOutcome::NotLeader
@@ -161,17 +156,7 @@ impl EffectExecutor for KubeExecutor {
                 "could not write the nodegate.dev/Open condition on the node: {other:?}"
             ),
         }
-    }
-
-    async fn record_event(&self, event: NodeEvent) {
-        // Followers stay silent: the leader records the same facts.
-        if self.is_leader() {
-            self.writer.record_event(&event).await;
-        }
-    }
-
-    async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
-        self.writer.get_node(name).await
+        outcome
     }
 
     async fn write_taint(&self, write: TaintWrite) -> PatchOutcome {
@@ -183,15 +168,11 @@ impl EffectExecutor for KubeExecutor {
             .await
     }
 
-    async fn replace(&self, write: ReplaceWrite) -> ReplaceOutcome {
+    async fn replace(&self, write: ReplaceWrite) -> Outcome {
         if !self.admits_write() {
-            return ReplaceOutcome::NotWritten(PatchOutcome::NotLeader);
+            return Outcome::NotLeader;
         }
         crate::cluster::replace::carry_out(&self.writer, &write, || self.admits_write()).await
-    }
-
-    async fn list_pods(&self, node: &str) -> Result<Vec<BoundPod>, String> {
-        self.writer.list_pods(node).await
     }
 
     async fn create_canary(&self, create: CanaryCreate) -> PatchOutcome {
@@ -214,6 +195,36 @@ impl EffectExecutor for KubeExecutor {
         }
         self.writer.rate_token().await;
         canaries.delete(&delete).await
+    }
+}
+
+impl EffectExecutor for KubeExecutor {
+    async fn write(&self, write: Write, sending: Sending) -> Outcome {
+        match write {
+            Write::Untaint(patch) => self.remove_taints(patch, sending).await,
+            Write::MarkTimedOut(mark) => self.mark_timed_out(mark).await,
+            Write::MarkOpenedExternally(mark) => self.mark_opened_externally(mark).await,
+            Write::Condition(write) => self.write_condition(write).await,
+            Write::Taint(write) => self.write_taint(write).await,
+            Write::Replace(write) => self.replace(write).await,
+            Write::CreateCanary(create) => self.create_canary(create).await,
+            Write::DeleteCanary(delete) => self.delete_canary(delete).await,
+        }
+    }
+
+    async fn record_event(&self, event: NodeEvent) {
+        // Followers stay silent: the leader records the same facts.
+        if self.is_leader() {
+            self.writer.record_event(&event).await;
+        }
+    }
+
+    async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
+        self.writer.get_node(name).await
+    }
+
+    async fn list_pods(&self, node: &str) -> Result<Vec<BoundPod>, String> {
+        self.writer.list_pods(node).await
     }
 
     async fn list_canaries(&self) -> Result<Vec<PodInfo>, String> {

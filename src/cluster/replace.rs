@@ -11,7 +11,7 @@ use kube::Client;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Preconditions,
 };
-use nodegate_core::deciders::{ReplaceAction, ReplaceOutcome, ReplaceWrite};
+use nodegate_core::deciders::{Outcome, ReplaceAction, ReplaceWrite};
 use nodegate_core::gate::PatchOutcome;
 use nodegate_core::vocab::annotations::{
     REPLACE_FALLBACK, REPLACE_FALLBACK_AT, REPLACE_REASON, REPLACE_REQUESTED,
@@ -66,14 +66,10 @@ pub fn mark(w: &ReplaceWrite) -> Option<json_patch::Patch> {
 
 /// Carries out one replace write. A request proves the owner first (see
 /// [`prove`]): an owner that cannot be proven is answered
-/// [`ReplaceOutcome::NoOwner`] with nothing written, and the decider falls
+/// [`Outcome::NoOwner`] with nothing written, and the decider falls
 /// back instead. Then the mark (if any), then the owner's delete, with the
 /// owner's UID as a precondition (for a request or a delete again).
-pub async fn carry_out(
-    writer: &Writer,
-    w: &ReplaceWrite,
-    may_write: impl Fn() -> bool,
-) -> ReplaceOutcome {
+pub async fn carry_out(writer: &Writer, w: &ReplaceWrite, may_write: impl Fn() -> bool) -> Outcome {
     let timeout = writer.request_timeout().saturating_mul(3);
     let late = || format!("no answer within {}", humantime::format_duration(timeout));
     let (owner, again) = match &w.action {
@@ -81,11 +77,8 @@ pub async fn carry_out(
         ReplaceAction::DeleteOwner { owner, .. } => (owner, true),
         ReplaceAction::Fallback { .. } => {
             return match mark(w) {
-                Some(body) => match writer.write_replace(&w.node, body, &may_write).await {
-                    PatchOutcome::Applied => ReplaceOutcome::Done { deleted: None },
-                    other => ReplaceOutcome::NotWritten(other),
-                },
-                None => ReplaceOutcome::Done { deleted: None },
+                Some(body) => writer.write_replace(&w.node, body, &may_write).await,
+                None => Outcome::Applied,
             };
         }
     };
@@ -96,35 +89,32 @@ pub async fn carry_out(
         match found.await {
             Ok(Ok(Found::Proven(p))) => Some(p),
             // Marked already: nothing (more) of it to delete.
-            Ok(Ok(Found::NotProven(_))) if again => return ReplaceOutcome::Done { deleted: None },
-            Ok(Ok(Found::NotProven(why))) => return ReplaceOutcome::NoOwner(why),
-            Ok(Err(e)) if again => return ReplaceOutcome::OwnerFailed(e),
-            Ok(Err(e)) => return ReplaceOutcome::NotWritten(PatchOutcome::Failed(e)),
-            Err(_) if again => return ReplaceOutcome::OwnerFailed(late()),
+            Ok(Ok(Found::NotProven(_))) if again => return Outcome::Applied,
+            Ok(Ok(Found::NotProven(why))) => return Outcome::NoOwner(why),
+            Ok(Err(e)) if again => return Outcome::OwnerFailed(e),
+            Ok(Err(e)) => return Outcome::Failed(e),
+            Err(_) if again => return Outcome::OwnerFailed(late()),
             Err(_) => {
-                return ReplaceOutcome::NotWritten(PatchOutcome::Failed(format!(
-                    "finding the node's owner: {}",
-                    late()
-                )));
+                return Outcome::Failed(format!("finding the node's owner: {}", late()));
             }
         }
     };
     if let Some(body) = mark(w) {
         match writer.write_replace(&w.node, body, &may_write).await {
             PatchOutcome::Applied => {}
-            other => return ReplaceOutcome::NotWritten(other),
+            other => return other,
         }
     }
     let Some(proven) = proven else {
-        return ReplaceOutcome::Done { deleted: None };
+        return Outcome::Applied;
     };
     if !may_write() {
-        return ReplaceOutcome::OwnerFailed("this replica lost the lease before the delete".into());
+        return Outcome::OwnerFailed("this replica lost the lease before the delete".into());
     }
     match tokio::time::timeout(timeout, proven.delete()).await {
-        Ok(Ok(deleted)) => ReplaceOutcome::Done { deleted },
-        Ok(Err(e)) => ReplaceOutcome::OwnerFailed(e),
-        Err(_) => ReplaceOutcome::OwnerFailed(late()),
+        Ok(Ok(deleted)) => deleted.map_or(Outcome::Applied, Outcome::OwnerDeleted),
+        Ok(Err(e)) => Outcome::OwnerFailed(e),
+        Err(_) => Outcome::OwnerFailed(late()),
     }
 }
 

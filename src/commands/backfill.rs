@@ -155,7 +155,12 @@ async fn one(client: &kube::Client, nodes: &Api<Node>, b: &Backfill, first: Node
             PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
                 return line("failed", "not sent".into());
             }
-            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => return line("failed", e),
+            // A replace write's own answers: this patch never gets one.
+            PatchOutcome::Failed(e)
+            | PatchOutcome::Ambiguous(e)
+            | PatchOutcome::OwnerDeleted(e)
+            | PatchOutcome::OwnerFailed(e)
+            | PatchOutcome::NoOwner(e) => return line("failed", e),
         }
     }
     line(

@@ -207,7 +207,12 @@ async fn clean_one(
             PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
                 return Some(("failed", "not sent".into()));
             }
-            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => return Some(("failed", e)),
+            // A replace write's own answers: this patch never gets one.
+            PatchOutcome::Failed(e)
+            | PatchOutcome::Ambiguous(e)
+            | PatchOutcome::OwnerDeleted(e)
+            | PatchOutcome::OwnerFailed(e)
+            | PatchOutcome::NoOwner(e) => return Some(("failed", e)),
         }
     }
     Some((

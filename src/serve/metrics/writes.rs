@@ -55,6 +55,9 @@ pub fn patch_result(outcome: &PatchOutcome) -> Option<&'static str> {
         PatchOutcome::Conflict => Some("conflict"),
         PatchOutcome::NotFound => Some("not_found"),
         PatchOutcome::Failed(_) | PatchOutcome::Ambiguous(_) => Some("error"),
+        // A replace write's own answers: no counted patch gets one.
+        PatchOutcome::OwnerDeleted(_) => Some("ok"),
+        PatchOutcome::OwnerFailed(_) | PatchOutcome::NoOwner(_) => Some("error"),
         PatchOutcome::NotLeader | PatchOutcome::Withdrawn => None,
     }
 }

@@ -426,7 +426,13 @@ impl Canaries {
                 self.creating.remove(&node);
                 self.holders.remove(&node);
             }
-            PatchOutcome::NotFound | PatchOutcome::Failed(_) | PatchOutcome::Ambiguous(_) => {
+            // A replace write's own answers: no canary create gets one.
+            PatchOutcome::NotFound
+            | PatchOutcome::Failed(_)
+            | PatchOutcome::Ambiguous(_)
+            | PatchOutcome::OwnerDeleted(_)
+            | PatchOutcome::OwnerFailed(_)
+            | PatchOutcome::NoOwner(_) => {
                 self.creating.remove(&node);
                 self.holders.remove(&node);
                 let failure = self.failed.entry(node.clone()).or_insert(Failure {

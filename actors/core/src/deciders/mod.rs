@@ -24,12 +24,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
-use serde::{Deserialize, Serialize};
 
-use crate::gate::{NodeEvent, PatchOutcome};
+use crate::gate::NodeEvent;
 use crate::net::entrance::BoundPod;
 use crate::vocab::config::Config;
-use crate::vocab::model::{DaemonSetInfo, Fallback, NodeInfo, Owner, PodInfo, Taint};
+use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 /// The index as a decider reads it: I/O-free, always answering at once.
 pub trait ClusterView {
@@ -136,7 +135,7 @@ pub enum Input {
     /// The executor's answer to [`Effect::Replace`].
     Replaced {
         write: ReplaceWrite,
-        outcome: ReplaceOutcome,
+        outcome: Outcome,
     },
     /// The answer to [`Effect::CreateCanary`]: `Applied` when made,
     /// `Conflict` when a pod of that name exists already.
@@ -156,137 +155,11 @@ pub enum Input {
     CanariesListed(Result<Vec<PodInfo>, String>),
 }
 
-/// Make the canary pod of `node` (semantics.md §6.9) in nodegate's own
-/// namespace: named `name` ([`crate::canary::pod_name`]), labelled
-/// [`crate::canary::CANARY_LABEL`]`=label`, bound to the node and owned
-/// by it (`node_uid`); the shell supplies the rest of the pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CanaryCreate {
-    pub node: String,
-    pub node_uid: String,
-    pub name: String,
-    pub label: String,
-}
+pub use crate::vocab::write::{
+    CanaryCreate, CanaryDelete, Outcome, PatchOutcome, ReplaceAction, ReplaceWrite,
+};
 
-/// Delete the canary pod `name` of `node`; with `uid`, only if the name
-/// still belongs to that pod. `force`: at once (grace period 0) — the node
-/// is gone, and no kubelet will ever finish a graceful deletion (the pod
-/// garbage collector would force it only later, while it holds a slot).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CanaryDelete {
-    pub node: String,
-    pub name: String,
-    pub uid: Option<String>,
-    pub force: bool,
-}
-
-/// One write of the replace decider, conditional on the node's
-/// `resource_version` where it writes the node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReplaceWrite {
-    pub node: String,
-    pub uid: String,
-    pub resource_version: String,
-    /// Whether the node has a `metadata.annotations` map to add to.
-    pub annotations_present: bool,
-    pub action: ReplaceAction,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReplaceAction {
-    /// Set `nodegate.dev/replace-requested` (`at`) and
-    /// `nodegate.dev/replace-reason`, with `spec.unschedulable: true` when
-    /// no owner is known, in one conditional patch; then delete the owner.
-    Request {
-        owner: Owner,
-        provider_id: Option<String>,
-        at: Timestamp,
-        reason: String,
-    },
-    /// The request is on the node already: delete the owner (again).
-    DeleteOwner {
-        owner: Owner,
-        provider_id: Option<String>,
-    },
-    /// Set `nodegate.dev/replace-fallback` and `replace-fallback-at`: not
-    /// replaced, and what instead. `note`: the `ReplaceSkipped` Event's.
-    Fallback {
-        fallback: Fallback,
-        at: Timestamp,
-        note: String,
-    },
-}
-
-/// What the executor did with a [`ReplaceWrite`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReplaceOutcome {
-    /// Done. `deleted`: the owner object deleted (`nodeclaim/NAME`,
-    /// `machine/NS/NAME`); `None` for a cordon or a fallback.
-    Done { deleted: Option<String> },
-    /// The node is marked, but its owner could not be deleted (why).
-    OwnerFailed(String),
-    /// A request found no owner it could prove owns the node (why): nothing
-    /// was written, and the decider falls back instead.
-    NoOwner(String),
-    /// The node write was not made (or may not have been).
-    NotWritten(PatchOutcome),
-}
-
-/// Which decider a write, a log line or a count comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Origin {
-    Net,
-    Regate,
-    Rules,
-    Replace,
-    Canary,
-}
-
-/// A conditional write of one taint on one node, as read at
-/// `resource_version`: the API server refuses it whole if the node changed
-/// since.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaintWrite {
-    pub origin: Origin,
-    pub node: String,
-    pub uid: String,
-    pub resource_version: String,
-    pub change: TaintChange,
-    /// What the decider needs back with the answer (a rule's name).
-    pub tag: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TaintChange {
-    /// Put `taint` on, after the node's `existing` taints (the patch creates
-    /// the list when there are none), and set `annotations`
-    /// (`annotations_present`: whether the node has an annotations map the
-    /// patch adds to, rather than creating it). A `NoExecute` taint is
-    /// stamped `timeAdded` = `at`.
-    Add {
-        taint: Taint,
-        existing: usize,
-        annotations: Vec<(&'static str, String)>,
-        annotations_present: bool,
-        at: Timestamp,
-    },
-    /// Take off the taint at `index` of the node's taints, testing that it
-    /// is still `taint` there, and set each of `annotations` to its value
-    /// (`None`: remove it; the node has it).
-    Remove {
-        index: usize,
-        taint: Taint,
-        annotations: Vec<(&'static str, Option<String>)>,
-    },
-    /// No taint: set each of `annotations` to its value (`None`: remove
-    /// it; the node has it). Re-gating's removal of
-    /// `nodegate.dev/awaiting-reboot` (semantics.md §6.10).
-    Annotate {
-        annotations: Vec<(&'static str, Option<String>)>,
-    },
-}
+pub use crate::vocab::write::{Origin, TaintChange, TaintWrite};
 
 /// How loud a [`Effect::Log`] line is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,8 +8,6 @@
 //! no change, no write). The shell writes it with a patch of the node's
 //! `status.conditions` that touches only this type. Pure: no I/O, no clock.
 
-use serde::{Deserialize, Serialize};
-
 use super::state::{GateState, OpenedBy, Phase, StopReason, node_wait_reason};
 use crate::vocab::config::Config;
 use crate::vocab::member::Blocker;
@@ -21,64 +19,7 @@ pub const OPEN_CONDITION: &str = "nodegate.dev/Open";
 /// people and tools, and a node's status is not the place for a long list.
 const MAX_MESSAGE_BYTES: usize = 1024;
 
-/// Why the condition has its status, as its `reason` (CamelCase, as the API
-/// convention for condition reasons asks).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ConditionReason {
-    /// Closed: some expected member, or the node itself, is not Ready.
-    Waiting,
-    /// Every expected member is Ready; the untaint is being written.
-    Opening,
-    /// The deadline passed with `--on-timeout=keep`: still closed, and still
-    /// opens if everything becomes Ready.
-    TimedOut,
-    /// Opened: every expected member was Ready (`opened-by: ready`).
-    OpenedByReady,
-    /// Opened by the deadline (`opened-by: timeout`).
-    OpenedByTimeout,
-    /// Opened by the `nodegate.dev/open` annotation (`opened-by: manual`).
-    OpenedByManual,
-    /// Someone else removed the managed taints (`opened-by: external`).
-    OpenedExternally,
-}
-
-impl ConditionReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ConditionReason::Waiting => "Waiting",
-            ConditionReason::Opening => "Opening",
-            ConditionReason::TimedOut => "TimedOut",
-            ConditionReason::OpenedByReady => "OpenedByReady",
-            ConditionReason::OpenedByTimeout => "OpenedByTimeout",
-            ConditionReason::OpenedByManual => "OpenedByManual",
-            ConditionReason::OpenedExternally => "OpenedExternally",
-        }
-    }
-
-    fn opened_by(by: OpenedBy) -> Self {
-        match by {
-            OpenedBy::Ready => ConditionReason::OpenedByReady,
-            OpenedBy::Timeout => ConditionReason::OpenedByTimeout,
-            OpenedBy::Manual => ConditionReason::OpenedByManual,
-        }
-    }
-}
-
-/// What the condition says on one node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OpenCondition {
-    /// `True` when nodegate opened the node.
-    pub open: bool,
-    pub reason: ConditionReason,
-    pub message: String,
-}
-
-impl OpenCondition {
-    /// The condition's `status` field.
-    pub fn status(&self) -> &'static str {
-        if self.open { "True" } else { "False" }
-    }
-}
+pub use crate::vocab::write::{ConditionReason, OpenCondition};
 
 /// What the condition should say for this gate, or `None` when nodegate
 /// has nothing to say: before the first snapshot, in dry-run (nodegate
@@ -202,16 +143,7 @@ fn cut(mut message: String) -> String {
     message
 }
 
-/// Set the [`OPEN_CONDITION`](super::OPEN_CONDITION) condition on `node`,
-/// touching no other condition. `transition`: its status is new (or this
-/// gate writes it for the first time), so `lastTransitionTime` is set to
-/// the shell's now; otherwise the time already there is kept.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConditionWrite {
-    pub node: String,
-    pub condition: super::OpenCondition,
-    pub transition: bool,
-}
+pub use crate::vocab::write::ConditionWrite;
 
 #[cfg(test)]
 #[path = "condition/tests.rs"]

@@ -7,7 +7,6 @@ use jiff::{Timestamp, Unit};
 use serde::{Deserialize, Serialize};
 
 use super::condition::ConditionWrite;
-use super::event::IndexedTaint;
 use super::input::TimerKind;
 use super::notes::{NodeEvent, deserialize_words};
 use super::state::{OpenedBy, StopReason};
@@ -19,61 +18,14 @@ pub fn annotation_time(t: Timestamp) -> Timestamp {
     t.round(Unit::Millisecond).unwrap_or(t)
 }
 
-/// One conditional JSON patch (semantics.md §5.4): `test` the resourceVersion,
-/// `test` + `remove` each taint at its index (highest index first, so earlier
-/// removals do not shift later ones — the executor must keep this order), and
-/// add the `nodegate.dev/opened-at` / `opened-by` annotations (and remove a
-/// replace request's marks).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UntaintPatch {
-    pub node: String,
-    pub resource_version: String,
-    /// Sorted by descending index.
-    pub taints: Vec<IndexedTaint>,
-    pub opened_by: OpenedBy,
-    /// Already at the annotation's precision ([`annotation_time`]).
-    pub opened_at: Timestamp,
-    /// Whether the node, as the gate last saw it, has a
-    /// `metadata.annotations` map: a JSON patch cannot add a key to a map
-    /// that does not exist, and must not replace one that does.
-    pub annotations_present: bool,
-    /// Whether the node carries a replace request
-    /// (`nodegate.dev/replace-requested`): the opening removes it and its
-    /// `replace-reason` in the same patch, so that no leader counts it in
-    /// flight or deletes the owner of an open node again.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub clear_replace_request: bool,
-    /// Whether the node is cordoned (`spec.unschedulable`) as the gate
-    /// last saw it: then the request's `replace-reason` stays, saying why,
-    /// for a person and for `uninstall` to report (nodegate never lifts a
-    /// cordon).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub cordoned: bool,
-}
+pub use crate::vocab::write::UntaintPatch;
 
 /// The value of `nodegate.dev/opened-by` on a node whose managed taints
 /// someone else removed while it was gated (semantics.md §5.5): the net,
 /// `backfill` and re-gating leave such a node alone.
 pub const OPENED_BY_EXTERNAL: &str = "external";
 
-/// Record on the node that someone else opened it: `nodegate.dev/opened-at`
-/// (the shell's time when it writes) and `nodegate.dev/opened-by:
-/// external`. Best effort, after the gate has ended: nothing waits for it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExternalOpening {
-    pub node: String,
-    /// The node is cordoned: a replace request's `replace-reason` stays
-    /// (see [`UntaintPatch::cordoned`]).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub cordoned: bool,
-}
-
-/// Set `nodegate.dev/timed-out` on the node (`--on-timeout=keep`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TimeoutMark {
-    pub node: String,
-    pub deadline: Timestamp,
-}
+pub use crate::vocab::write::{ExternalOpening, TimeoutMark};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -10,15 +10,9 @@ use super::state::{OpenedBy, StopReason};
 use crate::rules::placement::ReasonCode;
 use crate::vocab::config::OnTimeout;
 use crate::vocab::member::{Blocker, MemberId};
-use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
+use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
-/// A managed taint and where it sits in `spec.taints`, for the patch's
-/// `test` + `remove` pair.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IndexedTaint {
-    pub index: usize,
-    pub taint: Taint,
-}
+pub use crate::vocab::write::IndexedTaint;
 
 /// The facts of a gate's life, in the order they happened. Serialized
 /// externally tagged in snake_case, e.g.

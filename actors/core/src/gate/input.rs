@@ -19,25 +19,7 @@ pub enum TimerKind {
     Retry,
 }
 
-/// What the executor reports for a write.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PatchOutcome {
-    Applied,
-    /// 409, or 422 from a failed `test` operation: the node changed.
-    Conflict,
-    NotFound,
-    /// The request was refused or never sent: nothing was written.
-    Failed(String),
-    /// No answer (a timeout, a connection lost mid-request) or a 5xx: the
-    /// request may or may not have been applied.
-    Ambiguous(String),
-    /// This replica does not hold the lease; nothing was written.
-    NotLeader,
-    /// The gate withdrew the write ([`Effect::WithdrawWrite`](super::Effect::WithdrawWrite)) before it
-    /// was sent; nothing was written.
-    Withdrawn,
-}
+pub use crate::vocab::write::PatchOutcome;
 
 /// Everything that can happen to a gate.
 ///

@@ -62,31 +62,7 @@ pub enum Phase {
     Gone,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OpenedBy {
-    Ready,
-    Timeout,
-    /// The node was annotated `nodegate.dev/open: "true"`.
-    Manual,
-}
-
-impl OpenedBy {
-    /// The value of the `nodegate.dev/opened-by` annotation.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OpenedBy::Ready => "ready",
-            OpenedBy::Timeout => "timeout",
-            OpenedBy::Manual => "manual",
-        }
-    }
-}
-
-impl fmt::Display for OpenedBy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::vocab::write::OpenedBy;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

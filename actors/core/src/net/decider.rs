@@ -341,7 +341,12 @@ impl Net {
                 self.backoff.insert(name.to_string());
                 self.work(cx)
             }
-            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
+            // A replace write's own answers: no taint write gets one.
+            PatchOutcome::Failed(e)
+            | PatchOutcome::Ambiguous(e)
+            | PatchOutcome::OwnerDeleted(e)
+            | PatchOutcome::OwnerFailed(e)
+            | PatchOutcome::NoOwner(e) => {
                 self.backoff.insert(name.to_string());
                 let mut out = vec![
                     Effect::log(

@@ -510,7 +510,11 @@ impl RuleTainter {
                 ));
                 retry = Some(until);
             }
-            PatchOutcome::Ambiguous(e) => {
+            // A replace write's own answers: no taint write gets one.
+            PatchOutcome::Ambiguous(e)
+            | PatchOutcome::OwnerDeleted(e)
+            | PatchOutcome::OwnerFailed(e)
+            | PatchOutcome::NoOwner(e) => {
                 self.unseen.remove(&key);
                 let what = if adding { "put on" } else { "take off" };
                 out.push(Effect::log(

@@ -458,7 +458,12 @@ impl Regater {
             PatchOutcome::Conflict | PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
                 self.looks([name], cx, ledger, &mut out);
             }
-            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
+            // A replace write's own answers: no taint write gets one.
+            PatchOutcome::Failed(e)
+            | PatchOutcome::Ambiguous(e)
+            | PatchOutcome::OwnerDeleted(e)
+            | PatchOutcome::OwnerFailed(e)
+            | PatchOutcome::NoOwner(e) => {
                 self.look_at.insert(name.to_string(), retry_after(now));
                 let message = format!("re-gate: the patch failed; trying again: {e}");
                 out.push(Effect::log(Level::Warn, name, message));
@@ -806,7 +811,12 @@ impl Regater {
                 self.forget_later.insert(name.to_string());
                 Vec::new()
             }
-            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
+            // A replace write's own answers: no taint write gets one.
+            PatchOutcome::Failed(e)
+            | PatchOutcome::Ambiguous(e)
+            | PatchOutcome::OwnerDeleted(e)
+            | PatchOutcome::OwnerFailed(e)
+            | PatchOutcome::NoOwner(e) => {
                 self.forgetting.remove(name);
                 self.look_at.insert(name.to_string(), retry_after(now));
                 let message =

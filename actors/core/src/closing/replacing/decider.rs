@@ -19,7 +19,7 @@
 //! since, which may serve workloads; the executor skips an owner
 //! already being deleted), so a request cut off between the mark and the
 //! delete is finished. A request whose owner the executor cannot prove
-//! owns the node (`ReplaceOutcome::NoOwner`) writes nothing and falls back
+//! owns the node (`Outcome::NoOwner`) writes nothing and falls back
 //! as a cluster-wide breakage does.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -30,8 +30,8 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::closing::replacing::{self, Exhausted, Spread, Used};
 use crate::deciders::{
-    BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Origin, ReplaceAction,
-    ReplaceOutcome, ReplaceWrite, Tally, retry_after, tell_refusal,
+    BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Origin, Outcome, ReplaceAction,
+    ReplaceWrite, Tally, retry_after, tell_refusal,
 };
 use crate::gate::{self, EventType, NodeEvent, PatchOutcome, Reason};
 use crate::rules::placement::{self, Verdict};
@@ -482,7 +482,7 @@ impl Replacer {
     fn answered(
         &mut self,
         write: ReplaceWrite,
-        outcome: ReplaceOutcome,
+        outcome: Outcome,
         cx: &Context<'_>,
         out: &mut Vec<Effect>,
     ) {
@@ -491,13 +491,16 @@ impl Replacer {
         self.requesting.remove(&name);
         let now = cx.now.for_grace();
         match (write.action, outcome) {
-            (ReplaceAction::Request { owner, at, .. }, ReplaceOutcome::Done { deleted }) => {
+            (
+                ReplaceAction::Request { owner, at, .. },
+                outcome @ (Outcome::Applied | Outcome::OwnerDeleted(_)),
+            ) => {
                 self.owner_backoff.applied(&name);
                 self.requested(&name, at);
                 self.owner_done.insert(name.clone());
-                let what = match deleted {
-                    Some(obj) => format!("deleted its owner {obj}"),
-                    None => "no owner known: cordoned and marked nodegate.dev/replace-requested for the cluster-autoscaler or a person".to_string(),
+                let what = match outcome {
+                    Outcome::OwnerDeleted(obj) => format!("deleted its owner {obj}"),
+                    _ => "no owner known: cordoned and marked nodegate.dev/replace-requested for the cluster-autoscaler or a person".to_string(),
                 };
                 out.push(Effect::Count(Tally::Replaced {
                     owner: owner.kind(),
@@ -505,7 +508,7 @@ impl Replacer {
                 }));
                 self.replaced_event(&write.uid, &name, &what, out);
             }
-            (ReplaceAction::Request { owner, at, .. }, ReplaceOutcome::OwnerFailed(e)) => {
+            (ReplaceAction::Request { owner, at, .. }, Outcome::OwnerFailed(e)) => {
                 self.requested(&name, at);
                 out.push(Effect::Count(Tally::Replaced {
                     owner: owner.kind(),
@@ -515,7 +518,7 @@ impl Replacer {
                 self.replaced_event(&write.uid, &name, &what, out);
                 out.push(Effect::LookAgainAt(self.owner_backoff.refused(&name, now)));
             }
-            (ReplaceAction::Request { .. }, ReplaceOutcome::NoOwner(why)) => {
+            (ReplaceAction::Request { .. }, Outcome::NoOwner(why)) => {
                 let rc = &cx.config.replace;
                 let fallback = rc.fallback;
                 let note = format!(
@@ -532,11 +535,11 @@ impl Replacer {
                     ..write
                 }));
             }
-            (ReplaceAction::DeleteOwner { .. }, ReplaceOutcome::Done { .. }) => {
+            (ReplaceAction::DeleteOwner { .. }, Outcome::Applied | Outcome::OwnerDeleted(_)) => {
                 self.owner_backoff.applied(&name);
                 self.owner_done.insert(name);
             }
-            (ReplaceAction::DeleteOwner { .. }, ReplaceOutcome::OwnerFailed(e)) => {
+            (ReplaceAction::DeleteOwner { .. }, Outcome::OwnerFailed(e)) => {
                 let until = self.owner_backoff.refused(&name, now);
                 out.push(Effect::log(
                     Level::Warn,
@@ -547,7 +550,10 @@ impl Replacer {
                 ));
                 out.push(Effect::LookAgainAt(until));
             }
-            (ReplaceAction::Fallback { fallback, note, .. }, ReplaceOutcome::Done { .. }) => {
+            (
+                ReplaceAction::Fallback { fallback, note, .. },
+                Outcome::Applied | Outcome::OwnerDeleted(_),
+            ) => {
                 out.push(Effect::Count(Tally::ReplaceSkipped(fallback.as_str())));
                 out.push(Effect::log(Level::Warn, &name, note.clone()));
                 out.push(Effect::RecordEvent(NodeEvent::new(
@@ -558,15 +564,23 @@ impl Replacer {
                     note,
                 )));
             }
-            (action, ReplaceOutcome::NotWritten(outcome)) => {
+            (
+                action,
+                outcome @ (Outcome::Conflict
+                | Outcome::NotFound
+                | Outcome::Failed(_)
+                | Outcome::Ambiguous(_)
+                | Outcome::NotLeader
+                | Outcome::Withdrawn),
+            ) => {
                 self.not_written(&name, &action, outcome, now, out);
             }
             // A fallback write never deletes an owner, and only a request
             // proves one first.
-            (ReplaceAction::Fallback { .. }, ReplaceOutcome::OwnerFailed(_))
+            (ReplaceAction::Fallback { .. }, Outcome::OwnerFailed(_))
             | (
                 ReplaceAction::Fallback { .. } | ReplaceAction::DeleteOwner { .. },
-                ReplaceOutcome::NoOwner(_),
+                Outcome::NoOwner(_),
             ) => {}
         }
     }
@@ -600,7 +614,11 @@ impl Replacer {
             // Looked at again when this replica leads (MayWrite).
             PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {}
             PatchOutcome::NotFound => {}
-            PatchOutcome::Applied => {}
+            // Answered in `answered`: these never come here.
+            PatchOutcome::Applied
+            | PatchOutcome::OwnerDeleted(_)
+            | PatchOutcome::OwnerFailed(_)
+            | PatchOutcome::NoOwner(_) => {}
             PatchOutcome::Conflict => out.push(Effect::LookAgainAt(retry_after(now))),
             PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
                 if matches!(action, ReplaceAction::Request { .. }) {

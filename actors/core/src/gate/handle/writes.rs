@@ -46,7 +46,11 @@ impl Step<'_> {
                 });
                 self.reconcile(ReconcileCause::Observation);
             }
-            PatchOutcome::Failed(error) => {
+            // A replace write's own answers: no untaint gets one.
+            PatchOutcome::Failed(error)
+            | PatchOutcome::OwnerDeleted(error)
+            | PatchOutcome::OwnerFailed(error)
+            | PatchOutcome::NoOwner(error) => {
                 self.emit(Event::WriteFailed {
                     attempt: w.attempt,
                     error: error.clone(),
@@ -92,9 +96,19 @@ impl Step<'_> {
             // The mark is an unconditional merge patch: a conflict is just a
             // failure worth retrying, and so is a lost answer (sending the
             // same annotation twice is harmless).
-            PatchOutcome::Conflict | PatchOutcome::Failed(_) | PatchOutcome::Ambiguous(_) => {
+            // A replace write's own answers: no mark gets one.
+            PatchOutcome::Conflict
+            | PatchOutcome::Failed(_)
+            | PatchOutcome::Ambiguous(_)
+            | PatchOutcome::OwnerDeleted(_)
+            | PatchOutcome::OwnerFailed(_)
+            | PatchOutcome::NoOwner(_) => {
                 let error = match outcome {
-                    PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => e.clone(),
+                    PatchOutcome::Failed(e)
+                    | PatchOutcome::Ambiguous(e)
+                    | PatchOutcome::OwnerDeleted(e)
+                    | PatchOutcome::OwnerFailed(e)
+                    | PatchOutcome::NoOwner(e) => e.clone(),
                     _ => "conflict".to_string(),
                 };
                 self.emit(Event::WriteFailed {

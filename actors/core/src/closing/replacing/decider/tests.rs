@@ -111,9 +111,7 @@ fn requests(effects: &[Effect]) -> Vec<(&str, &Owner)> {
 fn done(w: &ReplaceWrite, deleted: Option<&str>) -> Input {
     Input::Replaced {
         write: w.clone(),
-        outcome: ReplaceOutcome::Done {
-            deleted: deleted.map(str::to_string),
-        },
+        outcome: deleted.map_or(Outcome::Applied, |d| Outcome::OwnerDeleted(d.to_string())),
     }
 }
 
@@ -438,7 +436,7 @@ fn a_failed_owner_delete_is_tried_again() {
         &mut d,
         Input::Replaced {
             write: w,
-            outcome: ReplaceOutcome::OwnerFailed("503".into()),
+            outcome: Outcome::OwnerFailed("503".into()),
         },
     );
     let [at] = asked(&out)[..] else {
@@ -471,7 +469,7 @@ fn a_conflict_looks_again_and_nothing_counts() {
         &mut d,
         Input::Replaced {
             write: w,
-            outcome: ReplaceOutcome::NotWritten(PatchOutcome::Conflict),
+            outcome: Outcome::Conflict,
         },
     );
     assert_eq!(asked(&out), [ts(NOW + 1)]);
@@ -525,7 +523,7 @@ fn an_owner_not_proven_is_a_fallback_and_counts_in_no_budget() {
         &mut d,
         Input::Replaced {
             write: w,
-            outcome: ReplaceOutcome::NoOwner("nodeclaim/x: its uid differs".into()),
+            outcome: Outcome::NoOwner("nodeclaim/x: its uid differs".into()),
         },
     );
     let writes = replace_writes(&out);
@@ -906,7 +904,7 @@ fn failing_owner_deletes_back_off_to_a_few_per_ten_minutes() {
                 &mut d,
                 Input::Replaced {
                     write: w,
-                    outcome: ReplaceOutcome::OwnerFailed("nodeclaims is forbidden".into()),
+                    outcome: Outcome::OwnerFailed("nodeclaims is forbidden".into()),
                 },
             );
         }
