@@ -124,8 +124,8 @@ impl Counts {
         counts.per_node.reserve(nodes.len());
         counts.flags.reserve(nodes.len() * counts.daemonsets.len());
         for n in &nodes {
-            let pods = cx.view.pods_on(&n.name);
-            counts.put(n, &pods, cx.config);
+            cx.view
+                .with_pods_on(&n.name, &mut |pods| counts.put(n, pods, cx.config));
         }
         let per_node = &counts.per_node;
         counts.unheard.retain(|n| per_node.contains_key(n.as_str()));
@@ -147,10 +147,9 @@ impl Counts {
     pub(super) fn recount(&mut self, name: &str, cx: &Context<'_>) {
         self.take(name);
         match cx.view.node(name) {
-            Some(n) => {
-                let pods = cx.view.pods_on(name);
-                self.put(&n, &pods, cx.config);
-            }
+            Some(n) => cx
+                .view
+                .with_pods_on(name, &mut |pods| self.put(&n, pods, cx.config)),
             None => {
                 self.gated.remove(name);
                 self.unheard.remove(name);
@@ -264,7 +263,7 @@ impl Counts {
             if !self.gated.contains(&node.name) {
                 self.gated.insert(node.name.clone());
             }
-        } else {
+        } else if !self.gated.is_empty() {
             self.gated.remove(&node.name);
         }
     }
