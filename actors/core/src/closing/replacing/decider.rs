@@ -21,6 +21,10 @@
 //! delete is finished. A request whose owner the executor cannot prove
 //! owns the node (`ReplaceOutcome::NoOwner`) writes nothing and falls back
 //! as a cluster-wide breakage does.
+//!
+//! How each member fares across the cluster (its spread, which decides
+//! whether it is broken) is kept from the change feed too ([`counts`]), so
+//! that judging a due node costs no pass over every node and its pods.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -344,8 +348,8 @@ impl Replacer {
             return;
         }
         // A full budget refuses before anything is judged: with thousands
-        // of due nodes, judging each (its members, their spread over every
-        // node) would cost a pass over the cluster per look for nothing.
+        // of due nodes, judging each (its members; the gated nodes counted
+        // again for their spread) would cost work per look for nothing.
         // The judgement comes at the first look with room, before any
         // request, so a broken member still means no replacement.
         self.prune(rc, now);
@@ -412,6 +416,14 @@ impl Replacer {
             before => Counts::build(daemonsets, cx, before),
         };
         self.counts.insert(counts)
+    }
+
+    /// Node `name` or its pods changed: counted again (the counts hold,
+    /// made sure at the start of each input).
+    fn recount(&mut self, name: &str, cx: &Context<'_>) {
+        if let Some(counts) = self.counts.as_mut() {
+            counts.recount(name, cx);
+        }
     }
 
     fn fall_back(
@@ -688,7 +700,7 @@ impl Decider for Replacer {
         }
         match input {
             Input::Changed(Change::Node { after: Some(n), .. }) => {
-                self.counts(cx).recount(&n.name, cx);
+                self.recount(&n.name, cx);
                 self.note(&n);
                 self.track(&n, cx.config);
                 self.look(&n, cx, &mut out);
@@ -696,7 +708,7 @@ impl Decider for Replacer {
             Input::Changed(Change::Node {
                 name, after: None, ..
             }) => {
-                self.counts(cx).recount(&name, cx);
+                self.recount(&name, cx);
                 self.marks.remove(&name);
                 self.in_flight.remove(&name);
                 self.owner_backoff.applied(&name);
@@ -711,9 +723,11 @@ impl Decider for Replacer {
             Input::Changed(Change::Everything) | Input::Tick | Input::MayWrite => {
                 self.scan(cx, &mut out);
             }
-            Input::Changed(Change::Pods { node }) => self.counts(cx).recount(&node, cx),
+            Input::Changed(Change::Pods { node }) => self.recount(&node, cx),
             Input::Changed(Change::GateStopped { node }) => {
-                self.counts(cx).gate_stopped(&node, cx);
+                if let Some(counts) = self.counts.as_mut() {
+                    counts.gate_stopped(&node, cx);
+                }
             }
             Input::Replaced { write, outcome } => self.answered(write, outcome, cx, &mut out),
             Input::Wrote { .. }
