@@ -356,9 +356,18 @@ impl Replacer {
         if let Err(exhausted) = replacing::budget_allows(rc, self.used(cx)) {
             return self.refuse(node, exhausted, now, out);
         }
-        let daemonsets = by_key(cx.view.daemonsets());
+        // The DaemonSets in force, as the counts (made sure at the input's
+        // start) hold them.
+        let fresh;
+        let daemonsets = match &self.counts {
+            Some(counts) => counts.daemonsets(),
+            None => {
+                fresh = by_key(cx.view.daemonsets());
+                &fresh
+            }
+        };
         let pods = cx.view.pods_on(name);
-        let blocking = blocking(node, &daemonsets, &pods, cx.config, now);
+        let blocking = blocking(node, daemonsets, &pods, cx.config, now);
         for id in &blocking {
             let spread = self.spread(id, cx);
             if spread.broken(rc.breakage) {

@@ -142,6 +142,11 @@ impl Counts {
         self.config == *cfg && self.daemonsets == *daemonsets
     }
 
+    /// The DaemonSets counted under, by key.
+    pub(super) fn daemonsets(&self) -> &VecMap<String, Arc<DaemonSetInfo>> {
+        &self.daemonsets
+    }
+
     /// Node `name` (or its pods) changed: what it adds counted again from
     /// the index as it is now.
     pub(super) fn recount(&mut self, name: &str, cx: &Context<'_>) {
