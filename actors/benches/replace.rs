@@ -8,13 +8,24 @@
 //! agent fails on 5,002 of 65,000 nodes, under `--replace-breakage 20%`,
 //! but 5,000 due nodes wait for it: judged, it is broken cluster-wide.
 //!
-//! - `first_look`: a new leader's first look (`MayWrite`), from an empty
-//!   memory: 5,000 refusals, each with its `ReplaceBudgetExhausted` Event.
+//! The decider keeps each member's spread from the change feed: it counts
+//! every node and its pods once, at the feed's `Change::Everything` (the
+//! initial lists are in; a DaemonSet or the configuration changed), which
+//! every replica hears, leader or not, before anything else.
+//!
+//! - `sync`: that count, a follower's `Change::Everything` from an empty
+//!   memory (it writes nothing, so judges nothing).
+//! - `first_look`: a new leader's first look (`MayWrite`) after it:
+//!   5,000 refusals, each with its `ReplaceBudgetExhausted` Event.
 //! - `tick`: the look every 10 s while nodes are refused, once the Events
 //!   are out.
 //! - `first_look_with_room`: the first look with no node marked yet: every
-//!   due node judged (the agent's spread counted once), and each gets the
-//!   fallback, which spends no budget.
+//!   due node judged, all 5,000 sharing one blocker (the agent), and each
+//!   gets the fallback, which spends no budget.
+//! - `cold_look_with_room`: the same look from an empty memory, the count
+//!   included: what a leader's `Change::Everything` costs with room, once
+//!   per DaemonSet or configuration change (and what
+//!   `first_look_with_room` measured before the counts were kept).
 //!
 //! The target is one look under 50 ms. The figures are reported, not
 //! asserted (speed is asserted nowhere in the ordinary tests).
@@ -25,7 +36,7 @@ use divan::{Bencher, black_box};
 use nodegate_actors::router::Router;
 use nodegate_core::closing::replacing::decider::Replacer;
 use nodegate_core::deciders::ReplaceAction;
-use nodegate_core::deciders::{Context, Decider, Effect, Input, Now};
+use nodegate_core::deciders::{Change, Context, Decider, Effect, Input, Now};
 use nodegate_core::rules::placement::DEFAULT_MANAGED_TAINT_KEY;
 use nodegate_core::testutil::{
     ds_pod, mk_ds, mk_node, taint, template_with_tolerations, toleration, ts,
@@ -127,16 +138,37 @@ fn look(router: &Router, cfg: &Config, replacer: &mut Replacer, input: Input) ->
     replacer.decide(input, &cx).len()
 }
 
+/// A replica's memory after the initial lists, as a follower hears them.
+fn synced(router: &Router, cfg: &Config) -> Replacer {
+    let mut replacer = Replacer::new();
+    let cx = Context {
+        view: router.index(),
+        config: cfg,
+        now: Now::local(ts(NOW)),
+        may_write: false,
+    };
+    let out = replacer.decide(Input::Changed(Change::Everything), &cx);
+    assert!(out.is_empty(), "a follower writes nothing: {out:?}");
+    replacer
+}
+
+#[divan::bench(sample_count = 5, sample_size = 1)]
+fn sync(bencher: Bencher) {
+    let router = cluster(MARKED);
+    let cfg = config();
+    bencher.bench_local(|| black_box(synced(&router, &cfg)));
+}
+
 #[divan::bench(sample_count = 5, sample_size = 1)]
 fn first_look(bencher: Bencher) {
     let router = cluster(MARKED);
     let cfg = config();
     bencher
-        .with_inputs(Replacer::new)
+        .with_inputs(|| synced(&router, &cfg))
         .bench_local_refs(|replacer| {
             black_box(look(&router, &cfg, replacer, Input::MayWrite));
         });
-    let mut replacer = Replacer::new();
+    let mut replacer = synced(&router, &cfg);
     look(&router, &cfg, &mut replacer, Input::MayWrite);
     let refused = (0..NODES)
         .filter(|i| replacer.refused(&format!("node-{i:05}")))
@@ -145,10 +177,24 @@ fn first_look(bencher: Bencher) {
 }
 
 /// The same look with room (no node marked yet): every due node is judged
-/// (the agent's spread over every node, once per look) and falls back,
-/// since the due nodes share their blocker.
+/// (the agent's spread from the counts kept) and falls back, since the due
+/// nodes share their blocker.
 #[divan::bench(sample_count = 5, sample_size = 1)]
 fn first_look_with_room(bencher: Bencher) {
+    let router = cluster(0);
+    let cfg = config();
+    bencher
+        .with_inputs(|| synced(&router, &cfg))
+        .bench_local_refs(|replacer| {
+            black_box(look(&router, &cfg, replacer, Input::MayWrite));
+        });
+    assert_every_due_node_falls_back(&router, &cfg, synced(&router, &cfg));
+}
+
+/// The look with room from an empty memory: every node and its pods
+/// counted first.
+#[divan::bench(sample_count = 5, sample_size = 1)]
+fn cold_look_with_room(bencher: Bencher) {
     let router = cluster(0);
     let cfg = config();
     bencher
@@ -156,13 +202,17 @@ fn first_look_with_room(bencher: Bencher) {
         .bench_local_refs(|replacer| {
             black_box(look(&router, &cfg, replacer, Input::MayWrite));
         });
+    assert_every_due_node_falls_back(&router, &cfg, Replacer::new());
+}
+
+fn assert_every_due_node_falls_back(router: &Router, cfg: &Config, mut replacer: Replacer) {
     let cx = Context {
         view: router.index(),
-        config: &cfg,
+        config: cfg,
         now: Now::local(ts(NOW)),
         may_write: true,
     };
-    let out = Replacer::new().decide(Input::MayWrite, &cx);
+    let out = replacer.decide(Input::MayWrite, &cx);
     let fallbacks = out
         .iter()
         .filter(|e| {
@@ -180,7 +230,7 @@ fn first_look_with_room(bencher: Bencher) {
 fn tick(bencher: Bencher) {
     let router = cluster(MARKED);
     let cfg = config();
-    let mut replacer = Replacer::new();
+    let mut replacer = synced(&router, &cfg);
     look(&router, &cfg, &mut replacer, Input::MayWrite);
     bencher.bench_local(|| black_box(look(&router, &cfg, &mut replacer, Input::Tick)));
 }

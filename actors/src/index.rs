@@ -278,6 +278,15 @@ impl ClusterView for Index {
         self.pods.get(node).map(|b| b.clone()).unwrap_or_default()
     }
 
+    /// Lends the node's bucket: `f` must not touch the index (it holds the
+    /// bucket's shard for reading meanwhile).
+    fn with_pods_on(&self, node: &str, f: &mut dyn FnMut(&[Arc<PodInfo>])) {
+        match self.pods.get(node) {
+            Some(bucket) => f(&bucket),
+            None => f(&[]),
+        }
+    }
+
     fn daemonsets(&self) -> Vec<Arc<DaemonSetInfo>> {
         self.daemonsets.iter().map(|d| d.value().clone()).collect()
     }

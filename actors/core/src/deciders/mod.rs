@@ -38,6 +38,11 @@ pub trait ClusterView {
     fn daemonsets(&self) -> Vec<Arc<DaemonSetInfo>>;
     /// Every indexed node, in no particular order.
     fn nodes(&self) -> Vec<Arc<NodeInfo>>;
+    /// `f` on the pods bound to `node` (none: an empty slice), without a
+    /// copy of them where the index can lend them.
+    fn with_pods_on(&self, node: &str, f: &mut dyn FnMut(&[Arc<PodInfo>])) {
+        f(&self.pods_on(node));
+    }
 }
 
 /// One change of the index, as its change feed publishes it to the gates

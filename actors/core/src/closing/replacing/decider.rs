@@ -21,6 +21,10 @@
 //! delete is finished. A request whose owner the executor cannot prove
 //! owns the node (`Outcome::NoOwner`) writes nothing and falls back
 //! as a cluster-wide breakage does.
+//!
+//! How each member fares across the cluster (its spread, which decides
+//! whether it is broken) is kept from the change feed too ([`counts`]), so
+//! that judging a due node costs no pass over every node and its pods.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -34,15 +38,17 @@ use crate::deciders::{
     ReplaceWrite, Tally, retry_after, tell_refusal,
 };
 use crate::gate::{self, EventType, NodeEvent, PatchOutcome, Reason};
-use crate::rules::placement::{self, Verdict};
 use crate::vocab::backoff::{Backoff, Backoffs, May};
 use crate::vocab::config::{Config, OnTimeout, ReplaceConfig};
 use crate::vocab::member::{Member, MemberId, Readiness};
 use crate::vocab::model::{DaemonSetInfo, Fallback, NodeInfo, Owner, PodInfo};
 use crate::vocab::vec_map::VecMap;
 
+mod counts;
 #[cfg(test)]
 mod tests;
+
+use counts::Counts;
 
 /// Whether `node` waits for the leader to ask for its replacement: it is
 /// gated and in scope, not ignored, its current gate timed out and kept it
@@ -141,8 +147,15 @@ pub struct Replacer {
     budget_event: HashMap<String, Timestamp>,
     /// Due nodes the budget refused.
     refused: BTreeSet<String>,
-    /// Spreads of the members counted during one input.
+    /// Spreads of the members judged during one input.
     spreads: HashMap<MemberId, Spread>,
+    /// The spreads kept from the change feed ([`counts`]): built from the
+    /// whole index at the first input and at every
+    /// [`Change::Everything`], updated at each node, pod and gate change.
+    counts: Option<Counts>,
+    /// Whether this input's look counted the nodes whose pods may change
+    /// unheard ([`Counts::refresh`]).
+    refreshed: bool,
     /// What the budget counts, kept up to date from the change feed so that
     /// a look costs no pass over every node (issue 37 §6): the request time
     /// on each indexed node that carries one, and the indexed nodes whose
@@ -170,6 +183,8 @@ impl Default for Replacer {
             budget_event: HashMap::new(),
             refused: BTreeSet::new(),
             spreads: HashMap::new(),
+            counts: None,
+            refreshed: false,
             marks: HashMap::new(),
             in_flight: HashSet::new(),
             tracked_for: None,
@@ -333,19 +348,28 @@ impl Replacer {
             return;
         }
         // A full budget refuses before anything is judged: with thousands
-        // of due nodes, judging each (its members, their spread over every
-        // node) would cost a pass over the cluster per look for nothing.
+        // of due nodes, judging each (its members; the gated nodes counted
+        // again for their spread) would cost work per look for nothing.
         // The judgement comes at the first look with room, before any
         // request, so a broken member still means no replacement.
         self.prune(rc, now);
         if let Err(exhausted) = replacing::budget_allows(rc, self.used(cx)) {
             return self.refuse(node, exhausted, now, out);
         }
-        let daemonsets = by_key(cx.view.daemonsets());
+        // The DaemonSets in force, as the counts (made sure at the input's
+        // start) hold them.
+        let fresh;
+        let daemonsets = match &self.counts {
+            Some(counts) => counts.daemonsets(),
+            None => {
+                fresh = by_key(cx.view.daemonsets());
+                &fresh
+            }
+        };
         let pods = cx.view.pods_on(name);
-        let blocking = blocking(node, &daemonsets, &pods, cx.config, now);
+        let blocking = blocking(node, daemonsets, &pods, cx.config, now);
         for id in &blocking {
-            let spread = self.spread(id, &daemonsets, cx);
+            let spread = self.spread(id, cx);
             if spread.broken(rc.breakage) {
                 self.refused.remove(name);
                 return self.fall_back(node, id, spread, rc, now, out);
@@ -368,57 +392,47 @@ impl Replacer {
         )));
     }
 
-    /// How member `id` fares across the cluster, counted once per input.
+    /// How member `id` fares across the cluster, judged once per input.
     /// A DaemonSet over every node: where it has a pod, and where it is
     /// expected but has none (none could be made: a quota, an admission
     /// refusal, no pod IP), which counts as failing. Any other member over
     /// the gated nodes that expect it, failing where not Ready (the canary
     /// exists only there; a condition or critical pod is judged where the
     /// gate waits for it). On every node, whether a due node waits for it.
-    fn spread(
-        &mut self,
-        id: &MemberId,
-        daemonsets: &VecMap<String, Arc<DaemonSetInfo>>,
-        cx: &Context<'_>,
-    ) -> Spread {
+    /// From the counts kept from the change feed, the nodes whose pods may
+    /// have changed unheard counted again first.
+    fn spread(&mut self, id: &MemberId, cx: &Context<'_>) -> Spread {
         if let Some(s) = self.spreads.get(id) {
             return *s;
         }
-        let ds = match id {
-            MemberId::DaemonSet(key) => daemonsets.get(key),
-            _ => None,
-        };
-        let now = cx.now.for_grace();
-        let mut spread = Spread::default();
-        for n in cx.view.nodes() {
-            let pods = cx.view.pods_on(&n.name);
-            let before = spread;
-            if let Some(ds) = ds {
-                spread.count(ds, pods.iter().map(AsRef::as_ref));
-                if spread == before
-                    && matches!(
-                        placement::evaluate(&n, ds, &cx.config.placement),
-                        Verdict::Expected
-                    )
-                {
-                    spread.missing();
-                }
-            } else if cx.config.gates(&n) && !n.ignored {
-                let member =
-                    gate::derive_member(id, &n, daemonsets, &by_uid(&pods), cx.config, now);
-                if let Some(m) = member.filter(Member::is_expected) {
-                    spread.nodes += 1;
-                    if failing(&m) {
-                        spread.failing += 1;
-                    }
-                }
-            }
-            if spread.failing > before.failing && due(&n, cx.config) {
-                spread.due += 1;
-            }
+        let refresh = !self.refreshed;
+        self.refreshed = true;
+        let counts = self.counts(cx);
+        if refresh {
+            counts.refresh(cx);
         }
+        let spread = counts.spread(id, cx);
         self.spreads.insert(id.clone(), spread);
         spread
+    }
+
+    /// The counts, built afresh unless they hold under the configuration
+    /// and the DaemonSets in force.
+    fn counts(&mut self, cx: &Context<'_>) -> &mut Counts {
+        let daemonsets = by_key(cx.view.daemonsets());
+        let counts = match self.counts.take() {
+            Some(c) if c.holds(cx.config, &daemonsets) => c,
+            before => Counts::build(daemonsets, cx, before),
+        };
+        self.counts.insert(counts)
+    }
+
+    /// Node `name` or its pods changed: counted again (the counts hold,
+    /// made sure at the start of each input).
+    fn recount(&mut self, name: &str, cx: &Context<'_>) {
+        if let Some(counts) = self.counts.as_mut() {
+            counts.recount(name, cx);
+        }
     }
 
     fn fall_back(
@@ -685,12 +699,23 @@ impl Decider for Replacer {
             // them; and report the answers of writes out. What the budget
             // counts is built afresh when replace is on again.
             self.tracked_for = None;
+            self.counts = None;
             if let Input::Replaced { write, outcome } = input {
                 self.answered(write, outcome, cx, &mut out);
             }
             return out;
         }
         self.spreads.clear();
+        self.refreshed = false;
+        if matches!(input, Input::Changed(Change::Everything)) {
+            // A DaemonSet, the configuration or the initial lists: counted
+            // afresh (the nodes a gate may still hold carried over).
+            if let Some(before) = self.counts.take() {
+                let daemonsets = by_key(cx.view.daemonsets());
+                self.counts = Some(Counts::build(daemonsets, cx, Some(before)));
+            }
+        }
+        self.counts(cx);
         let full_look = matches!(
             input,
             Input::Changed(Change::Everything) | Input::Tick | Input::MayWrite
@@ -702,6 +727,7 @@ impl Decider for Replacer {
         }
         match input {
             Input::Changed(Change::Node { after: Some(n), .. }) => {
+                self.recount(&n.name, cx);
                 self.note(&n);
                 self.track(&n, cx.config);
                 self.look(&n, cx, &mut out);
@@ -709,6 +735,7 @@ impl Decider for Replacer {
             Input::Changed(Change::Node {
                 name, after: None, ..
             }) => {
+                self.recount(&name, cx);
                 self.marks.remove(&name);
                 self.in_flight.remove(&name);
                 self.owner_backoff.applied(&name);
@@ -723,9 +750,14 @@ impl Decider for Replacer {
             Input::Changed(Change::Everything) | Input::Tick | Input::MayWrite => {
                 self.scan(cx, &mut out);
             }
+            Input::Changed(Change::Pods { node }) => self.recount(&node, cx),
+            Input::Changed(Change::GateStopped { node }) => {
+                if let Some(counts) = self.counts.as_mut() {
+                    counts.gate_stopped(&node, cx);
+                }
+            }
             Input::Replaced { write, outcome } => self.answered(write, outcome, cx, &mut out),
-            Input::Changed(Change::Pods { .. } | Change::GateStopped { .. })
-            | Input::Wrote { .. }
+            Input::Wrote { .. }
             | Input::PodsListed { .. }
             | Input::NodeRead { .. }
             | Input::CanaryCreated { .. }

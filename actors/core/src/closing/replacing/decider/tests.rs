@@ -722,10 +722,12 @@ fn a_full_budget_refuses_before_judging_and_the_judgement_comes_with_room() {
     let mut d = Replacer::new();
     r.step(&mut d, input);
     // s1 and s2 fail with k1 (three of thirteen): the agent is broken.
+    // Their changes reach the decider as the feed publishes them.
     for name in ["s1", "s2"] {
         let mut n = stuck(name);
         n.replace.timed_out = None;
-        add_stuck(&mut r, n);
+        let input = add_stuck(&mut r, n);
+        r.step(&mut d, input);
     }
     let input = add_stuck(&mut r, karpenter("k1"));
     let out = r.step(&mut d, input);
