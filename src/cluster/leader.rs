@@ -41,6 +41,7 @@ pub use leadership::Leadership;
 
 mod known;
 mod record;
+mod seen;
 pub use known::LEADER_LOST_AFTER;
 use record::record_duration;
 pub use record::{LeaseRecord, identity, may_take, next_record};

@@ -8,8 +8,7 @@
 //! conditional patch, `writer` sends it within the slots and the rate, and
 //! `executor` is the port the gates and the deciders write through
 //! (leadership, Events, metrics; `term_read` shares its one fresh node
-//! read per leadership term). `entrance` reads what the admission
-//! webhook and `backfill` need of a node and its pods. `admission_params`
+//! read per leadership term). `entrance` puts backfill's taint. `admission_params`
 //! keeps the admission policy's parameters while this replica leads.
 
 pub mod admission_params;

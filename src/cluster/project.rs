@@ -4,7 +4,7 @@
 //! These are the projections every part reads (nodes — the gate, the
 //! deciders, the webhook and backfill alike —, DaemonSets, pods, CSINodes);
 //! only the workload check projects pods into a smaller fact of its own
-//! (`BoundPod`, in `cluster::entrance`). Past the
+//! (`BoundPod`, [`bound_pod`]). Past the
 //! cluster adapters, the program sees only what the core reasons about.
 //! Projections never fail: a field the gate cannot use (an unparsable
 //! annotation, a missing timestamp) is reported to the caller and treated as
@@ -18,6 +18,8 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{self as core, Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use k8s_openapi::api::storage::v1::CSINode;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use nodegate_core::net::entrance::BoundPod;
 use nodegate_core::vocab::model::{
     CAPI_MACHINE_ANNOTATION, CAPI_NAMESPACE_ANNOTATION, DaemonSetInfo, Interner,
     KARPENTER_NODEPOOL_LABEL, Labels, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement,
@@ -408,6 +410,26 @@ pub fn pod_in(p: &Pod, interner: &mut Interner) -> Option<PodInfo> {
         namespace,
         name,
     })
+}
+
+/// The mirror-pod annotation the kubelet sets on the API copy of a static pod.
+const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// A pod's metadata as the "is there a workload" rule reads it.
+pub fn bound_pod(meta: &ObjectMeta) -> BoundPod {
+    BoundPod {
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+        controller_kind: meta
+            .owner_references
+            .as_ref()
+            .and_then(|os| os.iter().find(|o| o.controller == Some(true)))
+            .map(|o| o.kind.clone()),
+        mirror: meta
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)),
+    }
 }
 
 /// The pod condition the kubelet sets once the pod's sandbox and network

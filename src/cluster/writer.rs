@@ -21,11 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use nodegate_core::deciders::{Origin, TaintWrite};
 use nodegate_core::gate::{
     ConditionWrite, EventType, ExternalOpening, NodeEvent, PatchOutcome, Reason, TimeoutMark,
@@ -34,8 +34,6 @@ use nodegate_core::gate::{
 use nodegate_core::net::entrance::BoundPod;
 use nodegate_core::vocab::model::NodeInfo;
 use serde_json::json;
-
-use crate::cluster::entrance;
 use tokio::sync::{Mutex, Semaphore};
 use tokio::time::Instant;
 
@@ -370,7 +368,7 @@ impl Writer {
     /// workloads), after a rate token, within the request timeout.
     pub async fn list_pods(&self, node: &str) -> Result<Vec<BoundPod>, String> {
         self.limiter.acquire().await;
-        let request = entrance::pods_on(&self.client, node);
+        let request = pods_on(&self.client, node);
         match tokio::time::timeout(self.request_timeout, request).await {
             Ok(Ok(pods)) => Ok(pods),
             Ok(Err(e)) => Err(e.to_string()),
@@ -452,6 +450,21 @@ fn action_for(reason: Reason) -> &'static str {
         Reason::ConditionTaintRemoved => "Untaint",
         Reason::GateReplaced | Reason::ReplaceBudgetExhausted | Reason::ReplaceSkipped => "Replace",
     }
+}
+
+/// One LIST of the pods bound to `node` (every namespace), metadata only:
+/// [`Writer::list_pods`] sends it within the rate and the timeout, backfill
+/// as it is.
+pub async fn pods_on(client: &kube::Client, node: &str) -> Result<Vec<BoundPod>, kube::Error> {
+    let pods: Api<Pod> = Api::all(client.clone());
+    let list = pods
+        .list_metadata(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+        .await?;
+    Ok(list
+        .items
+        .iter()
+        .map(|p| project::bound_pod(&p.metadata))
+        .collect())
 }
 
 /// 409 (resourceVersion moved) and a 422 whose JSON patch did not apply (a

@@ -22,8 +22,9 @@ use nodegate_core::vocab::config::Scope;
 use nodegate_core::vocab::model::NodeInfo;
 use serde::Serialize;
 
-use crate::cluster::entrance::{gated_since, pods_on, put_taint};
+use crate::cluster::entrance::{gated_since, put_taint};
 use crate::cluster::project;
+use crate::cluster::writer::pods_on;
 use crate::commands::output;
 use crate::error::{EXIT_FAILURE, Error, Result};
 use crate::settings::cli::BackfillArgs;

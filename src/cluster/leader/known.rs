@@ -7,37 +7,11 @@
 use std::time::{Duration, Instant};
 
 use super::Leadership;
+use super::seen::Seen;
 
 /// How many lease durations may pass without any replica renewing the
 /// Lease before the leader is taken as unknown ([`Leadership::leader_known`]).
 pub const LEADER_LOST_AFTER: u32 = 2;
-
-/// What this replica last saw of the Lease's holder, whoever it is.
-#[derive(Debug, Clone)]
-pub(super) struct Seen {
-    /// When a holder was last seen renewing (this replica, or the Lease
-    /// changing under another holder); the start, until then.
-    alive_at: Instant,
-    /// `LEADER_LOST_AFTER × --lease-duration`, set by the elector; `None`
-    /// until it runs.
-    bound: Option<Duration>,
-    /// The lease's name, for the reason.
-    lease: String,
-    /// The last thing that went wrong (a refused read or write, a holder
-    /// that does not renew).
-    trouble: Option<String>,
-}
-
-impl Seen {
-    pub(super) fn new() -> Seen {
-        Seen {
-            alive_at: Instant::now(),
-            bound: None,
-            lease: String::new(),
-            trouble: None,
-        }
-    }
-}
 
 impl Leadership {
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {

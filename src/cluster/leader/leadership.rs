@@ -4,7 +4,7 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::known::Seen;
+use super::seen::Seen;
 
 /// Whether this replica may write now. Shared by the elector (which sets
 /// it), the executor (which checks it before each write) and the metrics.
