@@ -315,7 +315,9 @@ impl DaemonSetInfo {
 #[derive(Debug, Clone, Eq, Serialize, Deserialize)]
 pub struct PodInfo {
     pub namespace: Shared,
-    pub name: String,
+    /// A `Box<str>`, not a `String`: 8 bytes less a pod, and serialized
+    /// alike.
+    pub name: Box<str>,
     pub uid: Shared,
     /// `spec.nodeName`; empty while the pod is not bound.
     pub node_name: Shared,
@@ -345,7 +347,7 @@ pub struct PodInfo {
     /// (or the watch dropped it, as it does outside the namespaces whose
     /// pods are members by label).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status_note: Option<String>,
+    pub status_note: Option<Box<str>>,
 }
 
 impl PodInfo {
