@@ -509,3 +509,14 @@ impl FromStr for Fallback {
             .ok_or_else(|| UnknownFallback(s.to_string()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every replica holds one `PodInfo` per DaemonSet pod (390,000 at
+    /// 65,000 nodes, docs/benchmarks.md): its size is a budget.
+    #[test]
+    fn a_pod_info_stays_within_its_budget() {
+        let size = std::mem::size_of::<super::PodInfo>();
+        assert!(size <= 168, "PodInfo is {size} bytes, more than 168");
+    }
+}
