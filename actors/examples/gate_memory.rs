@@ -86,7 +86,7 @@ fn daemonsets(d: usize) -> Vec<DaemonSetInfo> {
 fn versions(ds: &DaemonSetInfo, node: &str, never_ready: bool) -> Vec<PodInfo> {
     let mut p = ds_pod(&format!("{}-{node}", ds.name), node, ds);
     p.namespace = ds.namespace.clone().into();
-    p.name = format!("{}-x7f2k", ds.name);
+    p.name = format!("{}-x7f2k", ds.name).into();
     p.uid = format!("{node}-{}", ds.name).into();
     let since = p.ready_since;
     let mut out = Vec::new();

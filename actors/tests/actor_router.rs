@@ -40,7 +40,7 @@ fn snapshot_holds_the_node_every_daemonset_and_only_that_nodes_pods() {
     daemonsets.sort_by_key(|d| d.key());
     assert_eq!(daemonsets, vec![Arc::new(a), Arc::new(b)]);
     assert_eq!(
-        pods.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        pods.iter().map(|p| &*p.name).collect::<Vec<_>>(),
         vec!["cilium-1"]
     );
     assert!(r.snapshot("unknown").is_none());
@@ -115,7 +115,7 @@ fn pods_bound_to_a_node_outlive_its_deletion_and_serve_a_node_recreated_under_th
         panic!("no snapshot for the re-created node");
     };
     assert_eq!(
-        pods.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        pods.iter().map(|p| &*p.name).collect::<Vec<_>>(),
         vec!["cilium-1"]
     );
 }

@@ -406,9 +406,9 @@ pub fn pod_in(p: &Pod, interner: &mut Interner) -> Option<PodInfo> {
             .and_then(|s| s.conditions.as_ref())
             .and_then(|cs| cs.iter().find(|c| c.type_ == SANDBOX_CONDITION))
             .is_some_and(|c| c.status == "True"),
-        status_note: status.and_then(pod_status_note),
+        status_note: status.and_then(pod_status_note).map(String::into_boxed_str),
         namespace,
-        name,
+        name: name.into_boxed_str(),
     })
 }
 

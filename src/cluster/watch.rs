@@ -206,6 +206,11 @@ impl Sink<Lean<Pod>> for PodSink {
             info.sandbox_ready = false;
             info.status_note = None;
         }
+        // One uid a pod, not one a version: the listing keeps the first
+        // version's uid as the pod's identity, and later versions share it.
+        if let Some(indexed) = self.router.pod(&info.node_name, &info.uid) {
+            info.uid = indexed.uid.clone();
+        }
         Some(((info.node_name.clone(), info.uid.clone()), info))
     }
     fn upsert(&mut self, info: Self::Item) {

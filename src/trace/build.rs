@@ -246,7 +246,7 @@ fn ready_at(state: &GateState, journal: &Journal, id: &MemberId, pod: &str) -> T
     let from_pod = state
         .pods
         .values()
-        .find(|p| p.name == pod)
+        .find(|p| *p.name == *pod)
         .and_then(|p| p.ready_since)
         .and_then(|t| t.checked_add(SignedDuration::from_secs(min_ready)).ok());
     let seen = || {

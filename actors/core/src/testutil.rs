@@ -130,7 +130,7 @@ pub fn ds_pod(name: &str, node: &str, ds: &DaemonSetInfo) -> PodInfo {
 pub fn mk_pod(name: &str, node: &str, owner_uid: &str) -> PodInfo {
     PodInfo {
         namespace: "kube-system".into(),
-        name: name.to_string(),
+        name: name.into(),
         uid: format!("uid-{name}").into(),
         node_name: node.into(),
         labels: Labels::new(),

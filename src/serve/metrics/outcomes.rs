@@ -29,7 +29,7 @@ impl Metrics {
             let ready_at = state
                 .pods
                 .values()
-                .find(|p| p.name == pod && p.ready)
+                .find(|p| *p.name == *pod && p.ready)
                 .and_then(|p| p.ready_since)
                 .unwrap_or(at);
             if let Some(labels) = self.daemonset_labels(key, state) {

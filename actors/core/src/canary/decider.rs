@@ -205,7 +205,7 @@ impl Canaries {
             self.listed
                 .entry(node.to_string())
                 .or_default()
-                .push((pod.name.clone(), pod.uid.to_string()));
+                .push((pod.name.to_string(), pod.uid.to_string()));
         }
         self.holders = self.listed.keys().cloned().collect();
         self.holders.extend(self.creating.iter().cloned());
@@ -273,7 +273,7 @@ impl Canaries {
                             .get(node)
                             .is_some_and(|f| f.contains(p.uid.as_str())))
             })
-            .map(|p| (p.name.clone(), Some(p.uid.to_string())))
+            .map(|p| (p.name.to_string(), Some(p.uid.to_string())))
             .collect();
         for (name, uid) in self.listed.get(node).into_iter().flatten() {
             doomed.push((name.clone(), Some(uid.clone())));
@@ -364,10 +364,10 @@ impl Canaries {
                 ),
             ));
         }
-        if failure.at <= now && self.deleting.insert(pod.name.clone()) {
+        if failure.at <= now && self.deleting.insert(pod.name.to_string()) {
             out.push(Effect::DeleteCanary(CanaryDelete {
                 node: node.to_string(),
-                name: pod.name.clone(),
+                name: pod.name.to_string(),
                 uid: Some(pod.uid.to_string()),
                 force: false,
             }));

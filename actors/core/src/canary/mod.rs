@@ -129,7 +129,7 @@ pub fn readiness<'a>(
         ));
     }
     Readiness::Ready {
-        pod: pod.name.clone(),
+        pod: pod.name.to_string(),
     }
 }
 

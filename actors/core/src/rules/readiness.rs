@@ -212,7 +212,7 @@ impl Best {
 
 /// The checks every member shares: not being deleted, `Running`, `Ready`.
 fn running_and_ready(pod: &PodInfo) -> Result<(), Waiting> {
-    let name = pod.name.clone();
+    let name = pod.name.to_string();
     if pod.terminating {
         return Err(Waiting::Terminating { pod: name });
     }
@@ -236,7 +236,7 @@ fn running_and_ready(pod: &PodInfo) -> Result<(), Waiting> {
 fn daemon_pod_state(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> MemberState {
     if pod.ready_annotation && !pod.terminating && pod.phase == PHASE_RUNNING {
         return MemberState::Ready {
-            pod: pod.name.clone(),
+            pod: pod.name.to_string(),
         };
     }
     if let Err(w) = running_and_ready(pod) {
@@ -244,7 +244,7 @@ fn daemon_pod_state(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> Membe
     }
     if min_ready.is_zero() {
         return MemberState::Ready {
-            pod: pod.name.clone(),
+            pod: pod.name.to_string(),
         };
     }
     let min_ready_signed = SignedDuration::try_from(min_ready).unwrap_or(SignedDuration::MAX);
@@ -253,7 +253,7 @@ fn daemon_pod_state(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> Membe
         // available; so do we. The gate waits for another pod, a pod update
         // that carries the time, or its deadline.
         None => MemberState::NotReady(Waiting::ReadySinceUnknown {
-            pod: pod.name.clone(),
+            pod: pod.name.to_string(),
             min_ready,
         }),
         Some(since) => {
@@ -265,7 +265,7 @@ fn daemon_pod_state(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> Membe
             // scheduled at exactly `available_at` see the pod as available.
             if available_at <= now {
                 MemberState::Ready {
-                    pod: pod.name.clone(),
+                    pod: pod.name.to_string(),
                 }
             } else {
                 // A transition time in the future (clock skew) reads as
@@ -273,7 +273,7 @@ fn daemon_pod_state(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> Membe
                 let ready_for =
                     Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
                 MemberState::NotReady(Waiting::NotAvailableYet {
-                    pod: pod.name.clone(),
+                    pod: pod.name.to_string(),
                     ready_for,
                     min_ready,
                     available_at,
@@ -467,7 +467,7 @@ pub fn critical_member<'a>(
         }
         best.offer(match running_and_ready(pod) {
             Ok(()) => MemberState::Ready {
-                pod: pod.name.clone(),
+                pod: pod.name.to_string(),
             },
             Err(w) => MemberState::NotReady(w),
         });

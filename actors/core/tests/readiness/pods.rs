@@ -295,7 +295,7 @@ fn the_most_promising_waiting_reason_is_reported() {
         let got = waiting(daemonset_member(&ds, pods.iter().copied(), ts(NOW)));
         assert_eq!(
             got.pod(),
-            Some(order[i].name.as_str()),
+            Some(&*order[i].name),
             "candidates from {}",
             order[i].name
         );

@@ -44,7 +44,7 @@ proptest! {
         let state = daemonset_member(&ds, &pods, now);
         prop_assert_eq!(state.is_ready(), pods.iter().any(|p| qualifies(p, min_ready, now)));
         if let MemberState::Ready { pod } = &state {
-            prop_assert!(pods.iter().any(|p| &p.name == pod && qualifies(p, min_ready, now)));
+            prop_assert!(pods.iter().any(|p| *p.name == **pod && qualifies(p, min_ready, now)));
         }
     }
 

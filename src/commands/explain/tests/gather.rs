@@ -102,7 +102,7 @@ fn keep_details_files_each_detail_under_its_pod_and_keeps_the_order() {
         ],
         &mut details,
     );
-    let names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
+    let names: Vec<&str> = pods.iter().map(|p| &*p.name).collect();
     assert_eq!(names, ["b", "a"]);
     assert_eq!(details.len(), 2);
     assert_eq!(details.get(&pods[0].key()), Some(&busy));

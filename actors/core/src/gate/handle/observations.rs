@@ -196,7 +196,7 @@ impl Step<'_> {
             });
         }
         let ev = Event::PodStatusChanged {
-            pod: pod.name.as_str().into(),
+            pod: (*pod.name).into(),
             uid: pod.uid.as_str().into(),
             phase: pod.phase.as_str().into(),
             ready: pod.ready,

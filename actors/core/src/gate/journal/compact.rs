@@ -232,7 +232,7 @@ impl Strings {
     fn pod_info(&self, p: &Pod) -> PodInfo {
         PodInfo {
             namespace: self.get(p.namespace).into(),
-            name: self.get(p.name).to_string(),
+            name: self.get(p.name).into(),
             uid: self.get(p.uid).into(),
             node_name: self.get(p.node_name).into(),
             labels: p
@@ -248,7 +248,7 @@ impl Strings {
             ready_since: time_opt(p.ready_since),
             ready_annotation: p.ready_annotation,
             sandbox_ready: p.sandbox_ready,
-            status_note: (p.status_note != Sym::MAX).then(|| self.get(p.status_note).to_string()),
+            status_note: (p.status_note != Sym::MAX).then(|| self.get(p.status_note).into()),
         }
     }
 

@@ -407,7 +407,7 @@ fn fill_readiness(
                         Some(msg) => format!("pod {} is Pending, not scheduled: {msg}", p.name),
                         None => format!("pod {} is Pending, not scheduled yet", p.name),
                     };
-                    row.pod = Some(p.name.clone());
+                    row.pod = Some(p.name.to_string());
                     row.waiting = Some(why);
                 }
                 None => row.waiting = Some(why.clone()),
@@ -424,7 +424,7 @@ fn fill_readiness(
                     let seen = state
                         .pods
                         .values()
-                        .find(|p| p.namespace == waits.namespace && p.name == *pod);
+                        .find(|p| p.namespace == waits.namespace && *p.name == *pod);
                     let detail = facts.details.get(&format!("{}/{pod}", waits.namespace));
                     describe_waiting(why, seen.map(AsRef::as_ref), detail)
                 }
