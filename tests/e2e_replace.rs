@@ -10,7 +10,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 use support::gate::{DsSpec, Env, NS, annotation, gated_node, has_gate_taint};
-use support::owners::{capi_node, cordoned, create_with_status, has_event, owner_kinds, reasons};
+use support::owners::{
+    capi_node, cordoned, create_machine, create_with_status, has_event, owner_kinds, reasons,
+};
 use support::{Nodegate, wait_for};
 
 /// Two nodes whose agent never turns Ready, a budget of one request: one
@@ -217,16 +219,7 @@ async fn a_canary_failing_on_every_node_replaces_none_of_them() {
             .create_node(&capi_node(name, &format!("m-{name}")))
             .await;
         let uid = node.metadata.uid.clone().expect("a node uid");
-        create_with_status(
-            &machines,
-            json!({
-                "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
-                "metadata": {"name": format!("m-{name}"), "namespace": "capi"},
-                "spec": {"clusterName": "workload"},
-            }),
-            json!({"nodeRef": {"kind": "Node", "name": name, "uid": uid}}),
-        )
-        .await;
+        create_machine(&machines, &format!("m-{name}"), name, &uid).await;
     }
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("config.yaml");
@@ -324,25 +317,8 @@ async fn replace_deletes_only_an_owner_that_names_the_node_itself() {
     env.cluster.create_node(&by_provider).await;
     let uid = |n: &Node| n.metadata.uid.clone().expect("a node uid");
 
-    let machine = |name: &str| {
-        json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
-            "metadata": {"name": name, "namespace": "capi"},
-            "spec": {"clusterName": "workload"},
-        })
-    };
-    create_with_status(
-        &machines,
-        machine("victim"),
-        json!({"nodeRef": {"kind": "Node", "name": "victim-node", "uid": uid(&rogue)}}),
-    )
-    .await;
-    create_with_status(
-        &machines,
-        machine("owned-m"),
-        json!({"nodeRef": {"kind": "Node", "name": "owned", "uid": uid(&owned)}}),
-    )
-    .await;
+    create_machine(&machines, "victim", "victim-node", &uid(&rogue)).await;
+    create_machine(&machines, "owned-m", "owned", &uid(&owned)).await;
     create_with_status(
         &claims,
         json!({

@@ -7,7 +7,7 @@
 use kube::api::PostParams;
 use support::Nodegate;
 use support::gate::DsSpec;
-use support::owners::{capi_node, cordoned, create_with_status, has_event, owner_kinds, reasons};
+use support::owners::{capi_node, cordoned, create_machine, has_event, owner_kinds, reasons};
 
 use super::*;
 
@@ -70,17 +70,8 @@ async fn machines_that_do_not_exist_fill_no_budget() {
         .cluster
         .create_node(&capi_node("third", "m-third"))
         .await;
-    create_with_status(
-        &machines,
-        json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
-            "metadata": {"name": "m-third", "namespace": "capi"},
-            "spec": {"clusterName": "workload"},
-        }),
-        json!({"nodeRef": {"kind": "Node", "name": "third",
-                           "uid": third.metadata.uid.clone().expect("a node uid")}}),
-    )
-    .await;
+    let uid = third.metadata.uid.clone().expect("a node uid");
+    create_machine(&machines, "m-third", "third", &uid).await;
     wait_for(
         "the third node's Machine deleted",
         Duration::from_secs(60),
@@ -143,17 +134,8 @@ async fn an_opened_marked_node_keeps_its_owner_across_a_leader_restart() {
     assert!(cordoned(&env.node("marked").await), "no owner: cordoned");
 
     // It gains an owner that proves it owns the node.
-    create_with_status(
-        &machines,
-        json!({
-            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
-            "metadata": {"name": "marked-m", "namespace": "capi"},
-            "spec": {"clusterName": "workload"},
-        }),
-        json!({"nodeRef": {"kind": "Node", "name": "marked",
-                           "uid": node.metadata.uid.clone().expect("a node uid")}}),
-    )
-    .await;
+    let uid = node.metadata.uid.clone().expect("a node uid");
+    create_machine(&machines, "marked-m", "marked", &uid).await;
     let pp = PatchParams::default();
     env.nodes
         .patch(

@@ -63,6 +63,21 @@ pub fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiReso
     }
 }
 
+/// Creates the Machine `capi/NAME` whose `status.nodeRef` names the node
+/// `node` with the UID `uid` (its own, or, to forge a claim, another's).
+pub async fn create_machine(api: &Api<DynamicObject>, name: &str, node: &str, uid: &str) {
+    create_with_status(
+        api,
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": name, "namespace": "capi"},
+            "spec": {"clusterName": "workload"},
+        }),
+        json!({"nodeRef": {"kind": "Node", "name": node, "uid": uid}}),
+    )
+    .await;
+}
+
 /// Creates `obj` and sets its `status`.
 pub async fn create_with_status(api: &Api<DynamicObject>, obj: Value, status: Value) {
     let obj: DynamicObject = serde_json::from_value(obj).expect("object");

@@ -84,13 +84,20 @@ fn a_fallback_keep_or_one_of_an_earlier_gate_keeps_it_closed() {
     assert!(patches(&step).is_empty());
 }
 
-#[test]
-fn the_request_written_on_the_node_is_journaled_with_it() {
-    let mut g = replace_gate();
+/// The gated node at version 8, timed out at 120 and asked to be replaced
+/// at 125.
+fn requested_node() -> nodegate_core::vocab::model::NodeInfo {
     let mut n = gated_node();
     n.resource_version = "8".into();
     n.replace.timed_out = Some(ts(120));
     n.replace.requested = Some(ts(125));
+    n
+}
+
+#[test]
+fn the_request_written_on_the_node_is_journaled_with_it() {
+    let mut g = replace_gate();
+    let n = requested_node();
     let step = g.at(126).feed(Input::NodeChanged(Arc::new(n)));
     assert!(
         step.events.iter().any(|e| matches!(
@@ -109,10 +116,7 @@ fn the_request_written_on_the_node_is_journaled_with_it() {
 #[test]
 fn an_opening_clears_the_replace_request() {
     let mut g = replace_gate();
-    let mut asked = gated_node();
-    asked.resource_version = "8".into();
-    asked.replace.timed_out = Some(ts(120));
-    asked.replace.requested = Some(ts(125));
+    let mut asked = requested_node();
     let step = g.at(126).feed(Input::NodeChanged(Arc::new(asked.clone())));
     assert!(patches(&step).is_empty(), "the request alone opens nothing");
     asked.resource_version = "9".into();
@@ -141,10 +145,7 @@ fn an_opening_clears_the_replace_request() {
 #[test]
 fn an_opening_of_a_cordoned_node_says_it_is_cordoned() {
     let mut g = replace_gate();
-    let mut asked = gated_node();
-    asked.resource_version = "8".into();
-    asked.replace.timed_out = Some(ts(120));
-    asked.replace.requested = Some(ts(125));
+    let mut asked = requested_node();
     asked.replace.unschedulable = true;
     let step = g.at(126).feed(Input::NodeChanged(Arc::new(asked.clone())));
     assert!(patches(&step).is_empty(), "the request alone opens nothing");
