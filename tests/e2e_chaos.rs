@@ -19,8 +19,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::chaos::{
     ELECTION, Faults, GRACE, Replica, Stopwatch, Verdicts, await_openings, daemonset_uids,
-    deadline_of, gate_events, instant_of, opening_revision, pod_ready, rv_of, taint_list,
-    unready_members_at,
+    deadline_of, gate_events, instant_of, opening_revision, pod_ready, rv_of,
+    sent_before_the_change, taint_list, unready_members_at,
 };
 use support::gate::{Env, NS, TAINT, annotation, gated_node, has_gate_taint};
 use support::{fake_node, wait_for};
@@ -144,9 +144,14 @@ struct Opening {
 
 /// Checks every node that opened `by ready`: at the revision its taint went,
 /// every expected member (every DaemonSet of the test namespace here) had a
-/// Ready pod on it. Returns how each open node opened.
+/// Ready pod on it — unless a replica's journal shows that the untaint was
+/// already sent when the gate learned that those members had stopped being
+/// Ready (a patch already sent cannot be called back, semantics.md §5.4).
+/// Returns how each open node opened.
 async fn check_ready_openings(
     env: &Env,
+    replicas: &[&Replica],
+    faults: &Faults,
     nodes: &[Created],
     opened: &BTreeMap<String, Result<Instant, String>>,
     verdicts: &mut Verdicts,
@@ -172,21 +177,47 @@ async fn check_ready_openings(
                 continue;
             }
         };
+        let described: Vec<String> = unready.iter().map(|(_, d)| d.clone()).collect();
         if opened_by == "ready" && !unready.is_empty() {
-            verdicts.fail(
-                &n.name,
-                format!(
-                    "opened by ready at revision {rev} while these expected members had no \
-                     Ready pod on it: {}",
-                    unready.join("; ")
+            let names: Vec<&str> = unready.iter().map(|(m, _)| m.as_str()).collect();
+            let mut why = Vec::new();
+            let mut excused = None;
+            for r in replicas {
+                match r.journal_entries(&n.name).await {
+                    Ok(journal) => match sent_before_the_change(&journal, &names) {
+                        Ok(times) => {
+                            excused = Some((r.name.clone(), times));
+                            break;
+                        }
+                        Err(e) => why.push(format!("{}: {e}", r.name)),
+                    },
+                    Err(e) => why.push(e),
+                }
+            }
+            match excused {
+                Some((replica, (sent, withdrawn))) => faults.note(format!(
+                    "{} opened at revision {rev} with {} no longer Ready: {replica} sent the \
+                     untaint at {sent} and learned of the change at {withdrawn}",
+                    n.name,
+                    names.join(", ")
+                )),
+                None => verdicts.fail(
+                    &n.name,
+                    format!(
+                        "opened by ready at revision {rev} while these expected members had no \
+                         Ready pod on it: {} (and no journal shows the untaint sent before the \
+                         change: {})",
+                        described.join("; "),
+                        why.join("; ")
+                    ),
                 ),
-            );
+            }
         }
         by.insert(
             n.name.clone(),
             Opening {
                 by: opened_by,
-                unready,
+                unready: described,
             },
         );
     }
@@ -385,7 +416,8 @@ async fn leader_killed_mid_burst_opens_every_node_once() {
     faults.note("every node open, or late");
     let mut verdicts = Verdicts::default();
     judge_openings(&opened, &mut verdicts);
-    let openings = check_ready_openings(&env, &nodes, &opened, &mut verdicts).await;
+    let openings =
+        check_ready_openings(&env, &[&a, &b], &faults, &nodes, &opened, &mut verdicts).await;
     for (node, o) in &openings {
         if o.by != "ready" {
             verdicts.fail(
@@ -657,7 +689,8 @@ async fn apiserver_stalls_do_not_hold_nodes_past_their_deadline() {
     faults.note("every node open, or late");
     let mut verdicts = Verdicts::default();
     judge_openings(&opened, &mut verdicts);
-    let openings = check_ready_openings(&env, &nodes, &opened, &mut verdicts).await;
+    let openings =
+        check_ready_openings(&env, &[&a, &b], &faults, &nodes, &opened, &mut verdicts).await;
     for n in ["ready-1", "ready-2"] {
         if let Some(o) = openings.get(n)
             && o.by != "ready"
@@ -677,4 +710,81 @@ async fn apiserver_stalls_do_not_hold_nodes_past_their_deadline() {
         eprintln!("{} leadership:\n{}", r.name, r.leadership_lines(30));
     }
     verdicts.conclude(&[&a, &b], &faults).await;
+}
+
+/// The excuse `check_ready_openings` accepts, read from journals shaped as
+/// `/debug/nodes/NAME` serves them: only an untaint by ready that was sent
+/// before the gate saw the member stop being Ready, and asked back.
+#[test]
+fn an_opening_is_excused_only_when_the_change_came_after_the_send() {
+    let entry = |at: u32, event: serde_json::Value| json!({"at": format!("t{at}"), "event": event});
+    let sent = |at, by: &str, attempt: u32| {
+        entry(
+            at,
+            json!({"untaint_sent": {"attempt": attempt, "opened_by": by,
+            "resource_version": "7", "taints": [], "at": "t"}}),
+        )
+    };
+    let waiting = |at, m: &str| {
+        entry(
+            at,
+            json!({"member_waiting": {"member": m, "why": "not Ready"}}),
+        )
+    };
+    let withdraw = |at, attempt: u32| {
+        entry(
+            at,
+            json!({"withdraw_requested": {"attempt": attempt, "reason": "x"}}),
+        )
+    };
+    let opened = |at, by: &str| {
+        entry(
+            at,
+            json!({"opened": {"opened_by": by, "at": "t", "resource_version": "8"}}),
+        )
+    };
+    let m = ["ns/cni"];
+
+    let raced = [
+        sent(1, "ready", 1),
+        waiting(2, "ns/cni"),
+        withdraw(3, 1),
+        opened(4, "ready"),
+    ];
+    assert_eq!(
+        sent_before_the_change(&raced, &m),
+        Ok(("t1".to_string(), "t3".to_string()))
+    );
+    // The gate knew before it sent: the change is journalled before the send.
+    let knew = [
+        waiting(1, "ns/cni"),
+        sent(2, "ready", 1),
+        opened(3, "ready"),
+    ];
+    assert!(sent_before_the_change(&knew, &m).is_err());
+    // A withdrawal of an earlier attempt does not excuse a later send.
+    let earlier = [
+        sent(1, "ready", 1),
+        waiting(2, "ns/cni"),
+        withdraw(3, 1),
+        sent(4, "ready", 2),
+        opened(5, "ready"),
+    ];
+    assert!(sent_before_the_change(&earlier, &m).is_err());
+    // Another member's change does not excuse this one.
+    let other = [
+        sent(1, "ready", 1),
+        waiting(2, "ns/csi"),
+        withdraw(3, 1),
+        opened(4, "ready"),
+    ];
+    assert!(sent_before_the_change(&other, &m).is_err());
+    // An opening by timeout is not an opening by ready.
+    let timeout = [
+        sent(1, "timeout", 1),
+        waiting(2, "ns/cni"),
+        withdraw(3, 1),
+        opened(4, "timeout"),
+    ];
+    assert!(sent_before_the_change(&timeout, &m).is_err());
 }

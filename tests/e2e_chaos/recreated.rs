@@ -28,7 +28,7 @@ async fn node_recreated_under_the_same_name_opens_by_ready() {
         .collect();
     let opened = await_openings(&faults, &env.nodes, &promised).await;
     judge_openings(&opened, &mut verdicts);
-    check_ready_openings(&env, &first, &opened, &mut verdicts).await;
+    check_ready_openings(&env, &[&ng], &faults, &first, &opened, &mut verdicts).await;
     faults.note("first incarnations open");
     wait_pods(&env, &first, &[("cni", true), ("csi", true)]).await;
     let pods_before = pods_on(&env, &names).await;
@@ -80,7 +80,8 @@ async fn node_recreated_under_the_same_name_opens_by_ready() {
             );
         }
     }
-    let openings = check_ready_openings(&env, &again, &opened, &mut verdicts).await;
+    let openings =
+        check_ready_openings(&env, &[&ng], &faults, &again, &opened, &mut verdicts).await;
     for n in &again {
         let now = env.node(&n.name).await;
         if now.metadata.uid.as_deref() != Some(n.uid.as_str()) {

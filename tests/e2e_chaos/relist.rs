@@ -175,7 +175,8 @@ async fn relist_after_apiserver_restart_opens_no_node_early() {
     faults.note("every node open, or late");
     let mut verdicts = Verdicts::default();
     judge_openings(&opened, &mut verdicts);
-    let openings = check_ready_openings(&env, &nodes, &opened, &mut verdicts).await;
+    let openings =
+        check_ready_openings(&env, &[&ng], &faults, &nodes, &opened, &mut verdicts).await;
     for (node, o) in &openings {
         if node.starts_with("ready-") && o.by != "ready" {
             verdicts.fail(

@@ -380,6 +380,21 @@ impl Replica {
         }
     }
 
+    /// The entries of the gate's journal for `node`, as `/debug/nodes/NAME`
+    /// serves them, or why there are none.
+    pub async fn journal_entries(&self, node: &str) -> Result<Vec<Value>, String> {
+        let debug = self.ng.debug_addr(Duration::from_secs(5));
+        let (status, body) = http_get(&debug, &format!("/debug/nodes/{node}"))
+            .await
+            .map_err(|e| format!("{}: no answer: {e}", self.name))?;
+        let v: Value =
+            serde_json::from_str(&body).map_err(|_| format!("{}: {status}: {body}", self.name))?;
+        v["journal"]
+            .as_array()
+            .cloned()
+            .ok_or_else(|| format!("{}: {status}: no journal in {v}", self.name))
+    }
+
     /// The gate's journal for `node`, one line per entry (long entries
     /// cut), or why there is none.
     pub async fn journal(&self, node: &str) -> String {

@@ -202,7 +202,7 @@ pub async fn unready_members_at(
     node: &str,
     rv: u64,
     members: &[(String, String)],
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<(String, String)>, String> {
     let lp = ListParams::default()
         .fields(&format!("spec.nodeName={node}"))
         .at(&rv.to_string())
@@ -225,10 +225,58 @@ pub async fn unready_members_at(
             .collect();
         if !mine.iter().any(|p| pod_ready(p)) {
             let states: Vec<String> = mine.iter().map(|p| pod_state(p)).collect();
-            unready.push(format!("{member} (pods: {states:?})"));
+            unready.push((member.clone(), format!("{member} (pods: {states:?})")));
         }
     }
     Ok(unready)
+}
+
+/// Whether a gate's journal (the entries of `/debug/nodes/NAME`) shows an
+/// opening by readiness that was already sent when the gate learned that
+/// `members` had stopped being Ready: between the last `untaint_sent` by
+/// `ready` and the `opened` that followed it, a `member_waiting` for each of
+/// `members` and a `withdraw_requested` of the same attempt. A patch already
+/// sent cannot be called back (docs/semantics.md §5.4: "a patch not yet sent
+/// is dropped or withdrawn"), so the node opened on what was true when the
+/// gate sent it. Returns when the untaint was sent and when the withdrawal
+/// was asked, or why the journal does not show that.
+pub fn sent_before_the_change(
+    journal: &[Value],
+    members: &[&str],
+) -> Result<(String, String), String> {
+    let kind = |e: &Value, k: &str| e["event"].get(k).cloned();
+    let opened = journal
+        .iter()
+        .rposition(|e| kind(e, "opened").is_some_and(|o| o["opened_by"] == "ready"))
+        .ok_or("the journal shows no opening by ready")?;
+    let sent = journal[..opened]
+        .iter()
+        .rposition(|e| kind(e, "untaint_sent").is_some())
+        .ok_or("the journal shows no untaint sent before the opening")?;
+    let untaint = kind(&journal[sent], "untaint_sent").unwrap_or_default();
+    if untaint["opened_by"] != "ready" {
+        return Err(format!(
+            "the last untaint sent was by {}",
+            untaint["opened_by"]
+        ));
+    }
+    let after = &journal[sent + 1..opened];
+    let withdrawn = after
+        .iter()
+        .find(|e| kind(e, "withdraw_requested").is_some_and(|w| w["attempt"] == untaint["attempt"]))
+        .ok_or("no withdrawal of the sent untaint: the gate opened on what it knew")?;
+    for m in members {
+        let waited = after
+            .iter()
+            .any(|e| kind(e, "member_waiting").is_some_and(|w| w["member"].as_str() == Some(m)));
+        if !waited {
+            return Err(format!(
+                "{m} was not seen waiting after the untaint was sent"
+            ));
+        }
+    }
+    let at = |e: &Value| e["at"].as_str().unwrap_or("?").to_string();
+    Ok((at(&journal[sent]), at(withdrawn)))
 }
 
 pub fn pod_ready(p: &Pod) -> bool {
