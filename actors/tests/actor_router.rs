@@ -56,8 +56,8 @@ fn unbound_pods_are_not_indexed_and_deleted_pods_leave_the_index() {
     });
     r.pod_upserted(ready_pod("cilium-1", &a));
     assert!(r.pod(NODE, "uid-cilium-1").is_some());
-    assert!(r.pod("", "uid-cilium-pending").is_none());
-    r.pod_deleted(NODE, "uid-cilium-1");
+    assert!(r.pod("", &"uid-cilium-pending".into()).is_none());
+    r.pod_deleted(NODE, &"uid-cilium-1".into());
     assert!(r.pod(NODE, "uid-cilium-1").is_none());
 }
 
