@@ -117,9 +117,9 @@ mod tests {
         assert_eq!(OptTime::default().get(), None);
         assert_eq!(OptTime::from(None), OptTime::NONE);
         let times = [
-            Timestamp::MIN,
-            Timestamp::MAX,
-            Timestamp::UNIX_EPOCH,
+            Ok(Timestamp::MIN),
+            Ok(Timestamp::MAX),
+            Ok(Timestamp::UNIX_EPOCH),
             Timestamp::new(1_795_000_000, 0),
             Timestamp::new(1_795_000_000, 999_999_999),
             Timestamp::new(-1, 0),
