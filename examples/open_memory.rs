@@ -365,10 +365,13 @@ fn main() {
     assert_eq!(indexed_pods, relisted_pods.len(), "pods after the re-list");
     let replaced_uid = uid(0x90d1, 13, 0);
     assert!(
-        router.index().pod(&node_name(13), &replaced_uid).is_some()
+        router
+            .index()
+            .pod(&node_name(13), &replaced_uid.as_str().into())
+            .is_some()
             && router
                 .index()
-                .pod(&node_name(13), &uid(0x90d0, 13, 0))
+                .pod(&node_name(13), &uid(0x90d0, 13, 0).into())
                 .is_none(),
         "the replaced pod is swapped"
     );

@@ -39,7 +39,7 @@ pub(crate) fn tolerant(name: &str) -> DaemonSetInfo {
 pub(crate) fn pod(name: &str, ds: &DaemonSetInfo, ready_at: Option<i64>) -> PodInfo {
     PodInfo {
         ready: ready_at.is_some(),
-        ready_since: ready_at.map(ts),
+        ready_since: ready_at.map(ts).into(),
         ..ds_pod(name, NODE, ds)
     }
 }

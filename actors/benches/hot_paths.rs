@@ -99,7 +99,7 @@ fn pods_for(node: &str, dss: &[DaemonSetInfo]) -> Vec<PodInfo> {
             // however often the others flip.
             if i + 1 == dss.len() {
                 p.ready = false;
-                p.ready_since = None;
+                p.ready_since = Default::default();
             }
             p
         })

@@ -88,7 +88,7 @@ fn versions(ds: &DaemonSetInfo, node: &str, never_ready: bool) -> Vec<PodInfo> {
     p.namespace = ds.namespace.clone().into();
     p.name = format!("{}-x7f2k", ds.name).into();
     p.uid = format!("{node}-{}", ds.name).into();
-    let since = p.ready_since;
+    let since = p.ready_since.get();
     let mut out = Vec::new();
     for (phase, ready) in [
         ("Pending", false),
@@ -100,7 +100,7 @@ fn versions(ds: &DaemonSetInfo, node: &str, never_ready: bool) -> Vec<PodInfo> {
         let mut v = p.clone();
         v.phase = phase.into();
         v.ready = ready && !never_ready;
-        v.ready_since = if v.ready { since } else { None };
+        v.ready_since = (if v.ready { since } else { None }).into();
         out.push(v);
     }
     out

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 use nodegate_core::deciders::{self, Change, ClusterView};
-use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, Shared, SliceInfo};
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, Shared, SliceInfo, Uid};
 
 use crate::feed::{Feed, Subscriber};
 
@@ -213,9 +213,9 @@ impl Index {
     }
 
     /// Removes a pod; the pod it removed, if it was indexed.
-    pub(crate) fn delete_pod(&self, node_name: &str, uid: &str) -> Option<Arc<PodInfo>> {
+    pub(crate) fn delete_pod(&self, node_name: &str, uid: &Uid) -> Option<Arc<PodInfo>> {
         let removed = self.pods.get_mut(node_name).and_then(|mut bucket| {
-            let at = bucket.iter().position(|p| *p.uid == *uid)?;
+            let at = bucket.iter().position(|p| p.uid == *uid)?;
             Some(bucket.remove(at))
         });
         self.pods
@@ -252,10 +252,10 @@ impl Index {
         self.daemonsets.get(uid).map(|d| d.clone())
     }
 
-    pub fn pod(&self, node_name: &str, uid: &str) -> Option<Arc<PodInfo>> {
+    pub fn pod(&self, node_name: &str, uid: &Uid) -> Option<Arc<PodInfo>> {
         self.pods
             .get(node_name)
-            .and_then(|bucket| bucket.iter().find(|p| *p.uid == *uid).cloned())
+            .and_then(|bucket| bucket.iter().find(|p| p.uid == *uid).cloned())
     }
 
     /// The names and versions of the indexed nodes `keep` holds for.

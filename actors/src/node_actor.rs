@@ -168,7 +168,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
             NodeMsg::PodsTouched => {
                 let (uids, seen) = state.pods.take();
                 for uid in uids {
-                    let input = match router.pod(&state.name, &uid) {
+                    let input = match router.pod(&state.name, &uid.as_str().into()) {
                         Some(pod) => Input::PodUpserted(pod),
                         None => Input::PodDeleted { uid },
                     };

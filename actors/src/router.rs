@@ -42,7 +42,7 @@ use crate::pending::{Gate, PendingPods};
 use nodegate_core::deciders::{self, Change, ClusterView};
 use nodegate_core::gate::Input;
 use nodegate_core::vocab::config::Config;
-use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, SliceInfo};
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, SliceInfo, Uid};
 
 /// How long `view` waits for a busy actor before giving up.
 const VIEW_TIMEOUT: Duration = Duration::from_secs(5);
@@ -269,7 +269,7 @@ impl Router {
         }
     }
 
-    pub fn pod_deleted(&self, node_name: &str, uid: &str) {
+    pub fn pod_deleted(&self, node_name: &str, uid: &Uid) {
         let removed = self.index.delete_pod(node_name, uid);
         let routed = self.pod_hint(node_name, uid);
         self.observer()
@@ -326,7 +326,7 @@ impl Router {
         self.index.daemonset(uid)
     }
 
-    pub fn pod(&self, node_name: &str, uid: &str) -> Option<Arc<PodInfo>> {
+    pub fn pod(&self, node_name: &str, uid: &Uid) -> Option<Arc<PodInfo>> {
         self.index.pod(node_name, uid)
     }
 
@@ -519,11 +519,11 @@ impl Router {
 
     /// Tells `name`'s gate that pod `uid` changed, through its pending set
     /// (see [`PendingPods`]): one wake however many versions come.
-    fn pod_hint(&self, name: &str, uid: &str) -> bool {
+    fn pod_hint(&self, name: &str, uid: &Uid) -> bool {
         match self.gates.get(name) {
             Some(_) if self.hints_lost() => true,
             Some(gate) => {
-                if gate.pods.add(uid) {
+                if gate.pods.add(&uid.text()) {
                     let _ = gate.actor.cast(NodeMsg::PodsTouched);
                 }
                 true

@@ -55,10 +55,10 @@ fn unbound_pods_are_not_indexed_and_deleted_pods_leave_the_index() {
         ..ready_pod("cilium-pending", &a)
     });
     r.pod_upserted(ready_pod("cilium-1", &a));
-    assert!(r.pod(NODE, "uid-cilium-1").is_some());
-    assert!(r.pod("", "uid-cilium-pending").is_none());
-    r.pod_deleted(NODE, "uid-cilium-1");
-    assert!(r.pod(NODE, "uid-cilium-1").is_none());
+    assert!(r.pod(NODE, &"uid-cilium-1".into()).is_some());
+    assert!(r.pod("", &"uid-cilium-pending".into()).is_none());
+    r.pod_deleted(NODE, &"uid-cilium-1".into());
+    assert!(r.pod(NODE, &"uid-cilium-1".into()).is_none());
 }
 
 #[test]
@@ -104,7 +104,7 @@ fn pods_bound_to_a_node_outlive_its_deletion_and_serve_a_node_recreated_under_th
     r.pod_upserted(ready_pod("cilium-1", &a));
     r.node_deleted(NODE);
     assert!(r.snapshot(NODE).is_none(), "no node, no snapshot");
-    assert!(r.pod(NODE, "uid-cilium-1").is_some());
+    assert!(r.pod(NODE, &"uid-cilium-1".into()).is_some());
 
     let recreated = NodeInfo {
         uid: "uid-node-a-2".into(),

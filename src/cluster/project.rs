@@ -395,7 +395,8 @@ pub fn pod_in(p: &Pod, interner: &mut Interner) -> Option<PodInfo> {
         ready: ready_cond.is_some_and(|c| c.status == "True"),
         ready_since: ready_cond
             .and_then(|c| c.last_transition_time.as_ref())
-            .map(|t| t.0),
+            .map(|t| t.0)
+            .into(),
         ready_annotation: p
             .metadata
             .annotations
@@ -406,9 +407,9 @@ pub fn pod_in(p: &Pod, interner: &mut Interner) -> Option<PodInfo> {
             .and_then(|s| s.conditions.as_ref())
             .and_then(|cs| cs.iter().find(|c| c.type_ == SANDBOX_CONDITION))
             .is_some_and(|c| c.status == "True"),
-        status_note: status.and_then(pod_status_note).map(String::into_boxed_str),
+        status_note: status.and_then(pod_status_note).map(Shared::from),
         namespace,
-        name: name.into_boxed_str(),
+        name: name.into(),
     })
 }
 

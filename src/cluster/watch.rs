@@ -31,7 +31,9 @@ use kube::{Client, Resource};
 use nodegate_actors::router::Router;
 use nodegate_core::rules::readiness::CriticalPodEntry;
 use nodegate_core::vocab::config::CanaryConfig;
-use nodegate_core::vocab::model::{DaemonSetInfo, Interner, NodeInfo, PodInfo, Shared, SliceInfo};
+use nodegate_core::vocab::model::{
+    DaemonSetInfo, Interner, NodeInfo, PodInfo, Shared, SliceInfo, Uid,
+};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
@@ -87,13 +89,15 @@ impl Drop for StopGuard {
 trait Sink<K>: Send + 'static {
     /// The projection the router indexes.
     type Item: Send;
+    /// An indexed object's identity, as the re-list bookkeeping keys it.
+    type Id: Clone + Eq + std::hash::Hash + Send;
     /// Projects the object; returns its identity for re-list bookkeeping
     /// with the projection, or `None` when the object is skipped.
-    fn project(&mut self, obj: &K) -> Option<(Id, Self::Item)>;
+    fn project(&mut self, obj: &K) -> Option<(Self::Id, Self::Item)>;
     /// Indexes a projection.
     fn upsert(&mut self, item: Self::Item);
     /// Removes an object by the identity `project` returned.
-    fn delete(&mut self, id: &Id);
+    fn delete(&mut self, id: &Self::Id);
     /// Whether indexing this projection may open a gate: within a re-list
     /// it then waits until the vanished objects are swept (see `relist`).
     fn may_open(_item: &Self::Item) -> bool {
@@ -107,9 +111,13 @@ trait Sink<K>: Send + 'static {
 }
 
 /// An indexed object's identity: a node's name or a DaemonSet's uid (with an
-/// empty second part), or a pod's (node, uid), shared with the pod's
-/// projection (two reference counts, not two more copies of its strings).
+/// empty second part), or a ResourceSlice's (node, name).
 type Id = (Shared, Shared);
+
+/// A pod's identity: (node, uid), its node shared with the pod's projection
+/// (a reference count) and its uid 16 bytes: 32 bytes a pod in the watch's
+/// table.
+type PodId = (Shared, Uid);
 
 struct NodeSink {
     router: Arc<Router>,
@@ -121,6 +129,7 @@ impl Sink<Lean<Node>> for NodeSink {
     /// Nodes stream: deleting a vanished node opens no other node, so
     /// every listed node is indexed at once and the sweep comes last.
     type Item = NodeInfo;
+    type Id = Id;
 
     fn project(&mut self, Lean(n): &Lean<Node>) -> Option<(Id, Self::Item)> {
         let (info, oddities) = project::node_in(n, &mut self.interner);
@@ -155,6 +164,7 @@ impl Sink<DaemonSet> for DaemonSetSink {
     /// Every DaemonSet may add an expected member: listed ones are indexed
     /// at once, the vanished ones swept last.
     type Item = DaemonSetInfo;
+    type Id = Id;
 
     fn project(&mut self, ds: &DaemonSet) -> Option<(Id, Self::Item)> {
         let info = project::daemonset(ds)?;
@@ -191,8 +201,9 @@ impl Sink<Lean<Pod>> for PodSink {
     /// Fewer pods can only keep a gate closed: a listed pod that is not
     /// Ready is indexed at once, a Ready one after the sweep.
     type Item = PodInfo;
+    type Id = PodId;
 
-    fn project(&mut self, Lean(p): &Lean<Pod>) -> Option<(Id, Self::Item)> {
+    fn project(&mut self, Lean(p): &Lean<Pod>) -> Option<(PodId, Self::Item)> {
         let mut info = project::pod_in(p, &mut self.interner)?;
         if info.node_name.is_empty() {
             return None;
@@ -206,9 +217,12 @@ impl Sink<Lean<Pod>> for PodSink {
             info.sandbox_ready = false;
             info.status_note = None;
         }
-        // One uid a pod, not one a version: the listing keeps the first
-        // version's uid as the pod's identity, and later versions share it.
-        if let Some(indexed) = self.router.pod(&info.node_name, &info.uid) {
+        // A uid that is not a UUID is text: one copy a pod, not one a
+        // version (the listing keeps the first version's as the pod's
+        // identity, and later versions share it).
+        if info.uid.is_text()
+            && let Some(indexed) = self.router.pod(&info.node_name, &info.uid)
+        {
             info.uid = indexed.uid.clone();
         }
         Some(((info.node_name.clone(), info.uid.clone()), info))
@@ -216,7 +230,7 @@ impl Sink<Lean<Pod>> for PodSink {
     fn upsert(&mut self, info: Self::Item) {
         self.router.pod_upserted(info);
     }
-    fn delete(&mut self, id: &Id) {
+    fn delete(&mut self, id: &PodId) {
         self.router.pod_deleted(&id.0, &id.1);
     }
     fn may_open(info: &Self::Item) -> bool {
@@ -238,6 +252,7 @@ struct CsiNodeSink {
 impl Sink<CSINode> for CsiNodeSink {
     /// A listed driver can only open a node: indexed after the sweep.
     type Item = (String, Vec<String>);
+    type Id = Id;
 
     fn project(&mut self, c: &CSINode) -> Option<(Id, Self::Item)> {
         let (name, drivers) = project::csinode(c)?;
@@ -263,6 +278,7 @@ struct ResourceSliceSink {
 
 impl Sink<ResourceSlice> for ResourceSliceSink {
     type Item = (String, SliceInfo);
+    type Id = Id;
 
     fn project(&mut self, s: &ResourceSlice) -> Option<(Id, Self::Item)> {
         let (node, slice) = project::resource_slice(s)?;
@@ -304,9 +320,9 @@ struct Indexing<K, S: Sink<K>> {
     sink: S,
     /// The objects this watch has indexed, so a re-list can sweep the ones
     /// that disappeared while the watch was down.
-    listing: Listing<Id, S::Item>,
+    listing: Listing<S::Id, S::Item>,
     server_time: Arc<ServerTime>,
-    id_of_deleted: Box<dyn Fn(&K) -> Id + Send>,
+    id_of_deleted: Box<dyn Fn(&K) -> S::Id + Send>,
 }
 
 impl<K: Resource, S: Sink<K>> Indexing<K, S> {
@@ -430,7 +446,7 @@ async fn run<K>(
     }
 }
 
-fn pod_id(Lean(p): &Lean<Pod>) -> Id {
+fn pod_id(Lean(p): &Lean<Pod>) -> PodId {
     (
         p.spec
             .as_ref()

@@ -247,7 +247,7 @@ fn ready_at(state: &GateState, journal: &Journal, id: &MemberId, pod: &str) -> T
         .pods
         .values()
         .find(|p| *p.name == *pod)
-        .and_then(|p| p.ready_since)
+        .and_then(|p| p.ready_since.get())
         .and_then(|t| t.checked_add(SignedDuration::from_secs(min_ready)).ok());
     let seen = || {
         journal

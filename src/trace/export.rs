@@ -167,7 +167,7 @@ mod tests {
         };
         let pod = PodInfo {
             ready: true,
-            ready_since: Some(ts(1)),
+            ready_since: Some(ts(1)).into(),
             ..ds_pod("cni-1", "node-a", &ds)
         };
         let (mut state, mut journal) = (GateState::default(), Journal::default());

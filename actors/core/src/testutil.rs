@@ -138,7 +138,7 @@ pub fn mk_pod(name: &str, node: &str, owner_uid: &str) -> PodInfo {
         terminating: false,
         phase: "Running".into(),
         ready: true,
-        ready_since: Some(Timestamp::UNIX_EPOCH),
+        ready_since: Some(Timestamp::UNIX_EPOCH).into(),
         ready_annotation: false,
         sandbox_ready: true,
         status_note: None,

@@ -230,7 +230,7 @@ fn every_kind_of_member_reads_as_the_gate_has_it() {
     let mut held_pod = pod_of(&held, "held-x");
     held_pod.ready = false;
     let mut slow_pod = pod_of(&slow, "slow-x");
-    slow_pod.ready_since = Some(ts(NOW - 4));
+    slow_pod.ready_since = Some(ts(NOW - 4)).into();
     let proxy = PodInfo {
         controller_uid: None,
         ..pod_of(&tolerant("proxy"), "proxy-x")
@@ -448,14 +448,14 @@ fn world_pod(ds: &DaemonSetInfo, which: u8, kind: u8, since: u8) -> PodInfo {
     let mut p = pod_of(ds, &format!("{}-{}", ds.name, which % 2));
     p.uid = format!("uid-{}", p.name).into();
     match kind % 5 {
-        0 => p.ready_since = Some(ts(NOW - i64::from(since % 16))),
+        0 => p.ready_since = Some(ts(NOW - i64::from(since % 16))).into(),
         1 => p.ready = false,
         2 => {
             p.phase = "Pending".into();
             p.ready = false;
         }
         3 => p.terminating = true,
-        _ => p.ready_since = None,
+        _ => p.ready_since = Default::default(),
     }
     p
 }

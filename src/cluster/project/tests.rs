@@ -149,7 +149,7 @@ fn pod_projection_reads_controller_owner_and_ready_transition() {
     assert!(info.ready);
     assert_eq!(info.node_name, "n1");
     assert_eq!(
-        info.ready_since.map(|t| t.to_string()).as_deref(),
+        info.ready_since.get().map(|t| t.to_string()).as_deref(),
         Some("2026-01-01T00:00:05Z")
     );
 }

@@ -83,7 +83,7 @@ fn a_streamed_relist_sweeps_what_vanished_in_the_gap_and_keeps_the_rest() {
     pods.handle(Event::InitApply(pod("d", "n2", false)));
     assert_eq!(pods.held(), 1, "c, now Ready, waits for the sweep");
     assert!(
-        router.index().pod("n1", "a").is_some(),
+        router.index().pod("n1", &"a".into()).is_some(),
         "nothing is swept before the list is complete"
     );
     pods.handle(Event::InitDone);
@@ -107,7 +107,12 @@ fn a_streamed_relist_sweeps_what_vanished_in_the_gap_and_keeps_the_rest() {
         indexed_pods(&router, &["n1", "n2", "n3"]),
         BTreeSet::from(["b".into(), "c".into(), "d".into()])
     );
-    assert!(router.index().pod("n2", "c").is_some_and(|p| p.ready));
+    assert!(
+        router
+            .index()
+            .pod("n2", &"c".into())
+            .is_some_and(|p| p.ready)
+    );
     assert_eq!((nodes.known(), pods.known(), pods.held()), (2, 3, 0));
 
     // A second gap: the next re-list sweeps by its own epoch.

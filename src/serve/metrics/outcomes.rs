@@ -30,7 +30,7 @@ impl Metrics {
                 .pods
                 .values()
                 .find(|p| *p.name == *pod && p.ready)
-                .and_then(|p| p.ready_since)
+                .and_then(|p| p.ready_since.get())
                 .unwrap_or(at);
             if let Some(labels) = self.daemonset_labels(key, state) {
                 self.daemonset_ready

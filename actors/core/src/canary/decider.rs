@@ -271,7 +271,7 @@ impl Canaries {
                         && !self
                             .forced
                             .get(node)
-                            .is_some_and(|f| f.contains(p.uid.as_str())))
+                            .is_some_and(|f| f.contains(&*p.uid.text())))
             })
             .map(|p| (p.name.to_string(), Some(p.uid.to_string())))
             .collect();
@@ -344,7 +344,7 @@ impl Canaries {
             uid: String::new(),
             at: now,
         });
-        if failure.uid != pod.uid.as_str() {
+        if pod.uid != failure.uid {
             failure.count += 1;
             failure.uid = pod.uid.to_string();
             failure.at = after(now, canary::BACKOFF.ceiling(failure.count));

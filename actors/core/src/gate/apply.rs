@@ -91,7 +91,7 @@ fn apply_observed(state: &mut GateState, ev: &Event) {
                 set_status(Arc::make_mut(slot), ev);
             }
         }
-        Event::PodUpdated { pod } => match state.pods.get_mut(pod.uid.as_str()) {
+        Event::PodUpdated { pod } => match state.pods.get_mut(&*pod.uid.text()) {
             // A new version of a known pod: no new key to allocate.
             Some(slot) => *slot = Arc::clone(pod),
             None => {
@@ -356,7 +356,7 @@ pub(super) fn apply_sharing(state: &mut GateState, ev: &Event, shared: &Arc<PodI
         return apply(state, ev);
     };
     match state.pods.get_mut(&**uid) {
-        Some(slot) if **uid == *shared.uid => {
+        Some(slot) if **uid == shared.uid => {
             debug_assert!(
                 {
                     let mut folded = PodInfo::clone(slot);
@@ -385,7 +385,7 @@ fn set_status(p: &mut PodInfo, ev: &Event) {
             p.phase = (**phase).into();
         }
         p.ready = *ready;
-        p.ready_since = *ready_since;
+        p.ready_since = (*ready_since).into();
         p.terminating = *terminating;
     }
 }

@@ -248,7 +248,7 @@ fn daemon_pod_state(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> Membe
         };
     }
     let min_ready_signed = SignedDuration::try_from(min_ready).unwrap_or(SignedDuration::MAX);
-    match pod.ready_since {
+    match pod.ready_since.get() {
         // Upstream counts a Ready pod with no transition time as never
         // available; so do we. The gate waits for another pod, a pod update
         // that carries the time, or its deadline.
@@ -552,7 +552,7 @@ mod tests {
         let now = Timestamp::from_second(1_000).unwrap();
         let mut pod = crate::testutil::mk_pod("warm-x", "n", &ds.uid);
         pod.ready = false;
-        pod.ready_since = None;
+        pod.ready_since = Default::default();
         let state = |p: &PodInfo| daemonset_member(&ds, [p], now);
         assert!(!state(&pod).is_ready(), "no annotation: the probe decides");
         pod.ready_annotation = true;

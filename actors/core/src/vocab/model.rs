@@ -14,7 +14,12 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 mod shared;
+mod time;
+mod uid;
+pub use compact_str::CompactString;
 pub use shared::{Interner, Shared};
+pub use time::OptTime;
+pub use uid::{Uid, UidText};
 
 /// Labels (and annotations) by key, as a sorted vector: a node's 25
 /// labels take 800 bytes instead of a B-tree's 1.6 KiB. Keys and values
@@ -310,15 +315,18 @@ impl DaemonSetInfo {
 }
 
 /// What the gate needs of a Pod. The values many pods share (namespace,
-/// node, owner, phase) are [`Shared`] strings, and so is the uid, which the
-/// index and the watch's bookkeeping key the pod by.
+/// node, owner, phase) are [`Shared`] strings; the uid, which the index and
+/// the watch's bookkeeping key the pod by, is a [`Uid`] (a UUID's 128 bits,
+/// no allocation). Every replica holds one per DaemonSet pod, so its size
+/// is a budget (docs/benchmarks.md, "65,000 open nodes"); each field
+/// serializes as the plain string (or time) it stands for.
 #[derive(Debug, Clone, Eq, Serialize, Deserialize)]
 pub struct PodInfo {
     pub namespace: Shared,
-    /// A `Box<str>`, not a `String`: 8 bytes less a pod, and serialized
-    /// alike.
-    pub name: Box<str>,
-    pub uid: Shared,
+    /// Held inline up to 24 bytes (a DaemonSet pod's name is its
+    /// DaemonSet's and five characters): no allocation of its own.
+    pub name: CompactString,
+    pub uid: Uid,
     /// `spec.nodeName`; empty while the pod is not bound.
     pub node_name: Shared,
     pub labels: Labels,
@@ -330,8 +338,10 @@ pub struct PodInfo {
     pub phase: Shared,
     /// The `Ready` condition is `True`.
     pub ready: bool,
-    /// `lastTransitionTime` of the `Ready` condition, when present.
-    pub ready_since: Option<Timestamp>,
+    /// `lastTransitionTime` of the `Ready` condition, when present: an
+    /// `Option<Timestamp>` in 12 bytes (serialized as one).
+    #[serde(default)]
+    pub ready_since: OptTime,
     /// `nodegate.dev/ready: "true"`: the pod declares itself done (an init
     /// or warm-up pod without a probe; semantics.md §6.7).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -347,7 +357,7 @@ pub struct PodInfo {
     /// (or the watch dropped it, as it does outside the namespaces whose
     /// pods are members by label).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status_note: Option<Box<str>>,
+    pub status_note: Option<Shared>,
 }
 
 impl PodInfo {
@@ -517,6 +527,6 @@ mod tests {
     #[test]
     fn a_pod_info_stays_within_its_budget() {
         let size = std::mem::size_of::<super::PodInfo>();
-        assert!(size <= 168, "PodInfo is {size} bytes, more than 168");
+        assert!(size <= 136, "PodInfo is {size} bytes, more than 136");
     }
 }

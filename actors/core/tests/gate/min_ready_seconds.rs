@@ -12,7 +12,7 @@ fn min_ready_seconds_schedules_a_recheck_instead_of_polling() {
     let mut a = tolerant_ds("cilium");
     a.min_ready_seconds = 10;
     let pod = PodInfo {
-        ready_since: Some(ts(5)),
+        ready_since: Some(ts(5)).into(),
         ..ready_pod("cilium-1", &a)
     };
     let mut g = Gate::new(cfg());

@@ -98,10 +98,10 @@ fn pod_variant(ds: &DaemonSetInfo, which: u8, state: u8, ready_since: u8) -> Pod
         p.controller_uid = None;
     }
     match state % 4 {
-        0 => p.ready_since = Some(ts(i64::from(ready_since))),
+        0 => p.ready_since = Some(ts(i64::from(ready_since))).into(),
         1 => {
             p.ready = false;
-            p.ready_since = None;
+            p.ready_since = Default::default();
         }
         2 => {
             p.phase = "Pending".into();

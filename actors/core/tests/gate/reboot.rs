@@ -52,7 +52,7 @@ fn announced_node(boot: &str, version: &str) -> NodeInfo {
 /// `cilium-1`, Ready since `since`.
 fn ready_since(ds: &nodegate_core::vocab::model::DaemonSetInfo, since: i64) -> PodInfo {
     PodInfo {
-        ready_since: Some(ts(since)),
+        ready_since: Some(ts(since)).into(),
         ..ready_pod("cilium-1", ds)
     }
 }
@@ -84,7 +84,7 @@ fn pods_ready_from_before_the_reboot_do_not_open_it_and_ready_after_it_does() {
         .at(TAINTED + 110)
         .feed(Input::PodUpserted(Arc::new(PodInfo {
             ready: false,
-            ready_since: Some(ts(TAINTED + 105)),
+            ready_since: Some(ts(TAINTED + 105)).into(),
             ..ready_pod("cilium-1", &a)
         })));
     assert!(patches(&step).is_empty());

@@ -76,7 +76,7 @@ pub fn ready_pod(name: &str, ds: &DaemonSetInfo) -> PodInfo {
 pub fn unready_pod(name: &str, ds: &DaemonSetInfo) -> PodInfo {
     PodInfo {
         ready: false,
-        ready_since: None,
+        ready_since: Default::default(),
         ..mk_pod(name, NODE, &ds.uid)
     }
 }
@@ -85,7 +85,7 @@ pub fn pending_pod(name: &str, ds: &DaemonSetInfo) -> PodInfo {
     PodInfo {
         phase: "Pending".into(),
         ready: false,
-        ready_since: None,
+        ready_since: Default::default(),
         ..mk_pod(name, NODE, &ds.uid)
     }
 }

@@ -91,7 +91,7 @@ fn critical_pod_states() {
 #[test]
 fn critical_pods_have_no_min_ready_seconds_and_no_owner_rule() {
     let mut pod = proxy_pod("p");
-    pod.ready_since = None;
+    pod.ready_since = Default::default();
     pod.controller_uid = None;
     assert_eq!(critical_member(&proxy_entry(), [&pod], ts(NOW)), ready("p"));
 }

@@ -139,7 +139,7 @@ fn single_pod_states() {
 fn min_ready_seconds_waits_for_availability() {
     let ds = ds_with_min_ready(10);
     let mut pod = owned("agent-x");
-    pod.ready_since = Some(ts(NOW - 3));
+    pod.ready_since = Some(ts(NOW - 3)).into();
     let got = waiting(daemonset_member(&ds, [&pod], ts(NOW)));
     assert_eq!(
         got,
@@ -161,7 +161,7 @@ fn min_ready_seconds_waits_for_availability() {
 fn min_ready_seconds_boundary_exactly_equal_is_available() {
     let ds = ds_with_min_ready(10);
     let mut pod = owned("agent-x");
-    pod.ready_since = Some(ts(NOW - 10));
+    pod.ready_since = Some(ts(NOW - 10)).into();
     assert_eq!(daemonset_member(&ds, [&pod], ts(NOW)), ready("agent-x"));
 }
 
@@ -169,7 +169,7 @@ fn min_ready_seconds_boundary_exactly_equal_is_available() {
 fn min_ready_seconds_one_nanosecond_short_is_not_available() {
     let ds = ds_with_min_ready(10);
     let mut pod = owned("agent-x");
-    pod.ready_since = Some(ts(NOW - 10));
+    pod.ready_since = Some(ts(NOW - 10)).into();
     let just_before = ts(NOW).checked_sub(SignedDuration::from_nanos(1)).unwrap();
     let got = waiting(daemonset_member(&ds, [&pod], just_before));
     assert_eq!(got.available_at(), Some(ts(NOW)));
@@ -185,7 +185,7 @@ fn min_ready_seconds_one_nanosecond_short_is_not_available() {
 fn min_ready_seconds_long_past_is_available() {
     let ds = ds_with_min_ready(10);
     let mut pod = owned("agent-x");
-    pod.ready_since = Some(ts(NOW - 3600));
+    pod.ready_since = Some(ts(NOW - 3600)).into();
     assert_eq!(daemonset_member(&ds, [&pod], ts(NOW)), ready("agent-x"));
 }
 
@@ -193,7 +193,7 @@ fn min_ready_seconds_long_past_is_available() {
 fn a_ready_time_in_the_future_reads_as_ready_for_zero() {
     let ds = ds_with_min_ready(10);
     let mut pod = owned("agent-x");
-    pod.ready_since = Some(ts(NOW + 5));
+    pod.ready_since = Some(ts(NOW + 5)).into();
     match waiting(daemonset_member(&ds, [&pod], ts(NOW))) {
         Waiting::NotAvailableYet {
             ready_for,
@@ -211,7 +211,7 @@ fn a_ready_time_in_the_future_reads_as_ready_for_zero() {
 fn a_missing_ready_time_is_never_available_with_min_ready_seconds() {
     let ds = ds_with_min_ready(10);
     let mut pod = owned("agent-x");
-    pod.ready_since = None;
+    pod.ready_since = Default::default();
     let got = waiting(daemonset_member(&ds, [&pod], ts(NOW)));
     assert_eq!(
         got,
@@ -232,7 +232,7 @@ fn a_missing_ready_time_is_never_available_with_min_ready_seconds() {
 #[test]
 fn a_missing_ready_time_does_not_matter_without_min_ready_seconds() {
     let mut pod = owned("agent-x");
-    pod.ready_since = None;
+    pod.ready_since = Default::default();
     assert_eq!(
         daemonset_member(&ds_with_min_ready(0), [&pod], ts(NOW)),
         ready("agent-x")
@@ -242,7 +242,7 @@ fn a_missing_ready_time_does_not_matter_without_min_ready_seconds() {
 #[test]
 fn a_negative_min_ready_seconds_counts_as_zero() {
     let mut pod = owned("agent-x");
-    pod.ready_since = Some(ts(NOW));
+    pod.ready_since = Some(ts(NOW)).into();
     assert_eq!(
         daemonset_member(&ds_with_min_ready(-5), [&pod], ts(NOW)),
         ready("agent-x")
@@ -283,9 +283,9 @@ fn the_most_promising_waiting_reason_is_reported() {
     let mut unready = owned("p-unready");
     unready.ready = false;
     let mut no_time = owned("p-no-time");
-    no_time.ready_since = None;
+    no_time.ready_since = Default::default();
     let mut warming = owned("p-warming");
-    warming.ready_since = Some(ts(NOW - 2));
+    warming.ready_since = Some(ts(NOW - 2)).into();
     let ds = ds_with_min_ready(10);
     let order = [&warming, &no_time, &unready, &pending, &terminating];
     // Each pod beats every pod after it, whatever the order they come in.
@@ -305,9 +305,9 @@ fn the_most_promising_waiting_reason_is_reported() {
 #[test]
 fn of_two_pods_not_yet_available_the_earlier_one_is_reported() {
     let mut early = owned("z-early");
-    early.ready_since = Some(ts(NOW - 8));
+    early.ready_since = Some(ts(NOW - 8)).into();
     let mut late = owned("a-late");
-    late.ready_since = Some(ts(NOW - 1));
+    late.ready_since = Some(ts(NOW - 1)).into();
     let ds = ds_with_min_ready(10);
     let got = waiting(daemonset_member(&ds, [&late, &early], ts(NOW)));
     assert_eq!(got.pod(), Some("z-early"));
@@ -328,7 +328,7 @@ fn a_member_that_stops_qualifying_is_not_ready_again() {
         })
     );
     pod.ready = true;
-    pod.ready_since = Some(ts(NOW + 2));
+    pod.ready_since = Some(ts(NOW + 2)).into();
     assert!(daemonset_member(&ds, [&pod], ts(NOW + 2)).is_ready());
 }
 
@@ -336,10 +336,10 @@ fn a_member_that_stops_qualifying_is_not_ready_again() {
 fn availability_is_measured_from_the_latest_ready_transition() {
     let ds = ds_with_min_ready(30);
     let mut pod = owned("agent-x");
-    pod.ready_since = Some(ts(NOW - 100));
+    pod.ready_since = Some(ts(NOW - 100)).into();
     assert!(daemonset_member(&ds, [&pod], ts(NOW)).is_ready());
     // Flapped: Ready again since a moment ago.
-    pod.ready_since = Some(ts(NOW - 1));
+    pod.ready_since = Some(ts(NOW - 1)).into();
     assert!(!daemonset_member(&ds, [&pod], ts(NOW)).is_ready());
 }
 

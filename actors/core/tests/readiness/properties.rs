@@ -19,7 +19,7 @@ fn any_pod() -> impl Strategy<Value = PodInfo> {
             p.terminating = terminating;
             p.phase = phase.into();
             p.ready = is_ready;
-            p.ready_since = since.map(ts);
+            p.ready_since = since.map(ts).into();
             p
         })
 }
@@ -31,6 +31,7 @@ fn qualifies(p: &PodInfo, min_ready: i32, now: Timestamp) -> bool {
         && p.ready
         && (min_ready <= 0
             || p.ready_since
+                .get()
                 .is_some_and(|s| s + SignedDuration::from_secs(i64::from(min_ready)) <= now))
 }
 

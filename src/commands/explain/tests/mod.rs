@@ -121,7 +121,7 @@ fn sample() -> (ClusterView, GateSettings) {
     let going = mk_ds("infra", "going", tolerate_all());
 
     let mut slow_pod = pod_of(&slow, "slow-x", "arm-1");
-    slow_pod.ready_since = Some(ts(NOW - 3));
+    slow_pod.ready_since = Some(ts(NOW - 3)).into();
     let mut held_pod = pod_of(&held, "held-x", "arm-1");
     held_pod.ready = false;
     let mut pending_pod = pod_of(&pending, "pending-x", "arm-1");

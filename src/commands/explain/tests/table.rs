@@ -163,7 +163,7 @@ fn an_open_node_shows_each_broken_member_and_when_it_would_be_regated() {
     let logs = mk_ds("infra", "logs", tolerate_all());
     let mut broken = pod_of(&cni, "cni-1", "n1");
     broken.ready = false;
-    broken.ready_since = Some(ts(NOW - 30));
+    broken.ready_since = Some(ts(NOW - 30)).into();
     let node = mk_node("n1", &[], vec![]);
     let v = view(
         node,

@@ -34,7 +34,7 @@ fn pod(node: &str, ready: bool) -> Arc<PodInfo> {
     p.ready = ready;
     if !ready {
         // Broken well past the grace.
-        p.ready_since = Some(ts(NOW - GRACE as i64 - 5));
+        p.ready_since = Some(ts(NOW - GRACE as i64 - 5)).into();
     }
     Arc::new(p)
 }

@@ -1098,7 +1098,7 @@ fn condition_since(ds: &DaemonSetInfo, pods: &[Arc<PodInfo>]) -> Option<Timestam
     pods.iter()
         .filter(|p| p.controlled_by(ds))
         .filter(|p| !p.terminating && !p.ready)
-        .filter_map(|p| p.ready_since)
+        .filter_map(|p| p.ready_since.get())
         .max()
 }
 

@@ -236,7 +236,7 @@ pub fn reboot_wait<'a>(
                 .clone()
                 .into_iter()
                 .filter(|p| p.controlled_by(ds) && !p.terminating && p.ready)
-                .filter_map(|p| p.ready_since)
+                .filter_map(|p| p.ready_since.get())
                 .peekable();
             ready.peek().is_some() && ready.all(|since| since <= floor)
         })

@@ -149,7 +149,7 @@ impl Step<'_> {
     pub(super) fn pod_upserted(&mut self, pod: &Arc<PodInfo>) {
         // One lookup of the version the gate knows: every pod event
         // passes here.
-        let old = self.s.pods.get(pod.uid.as_str()).map(Arc::clone);
+        let old = self.s.pods.get(&*pod.uid.text()).map(Arc::clone);
         // The owner before the change, when it differs (a pod's
         // namespace never changes).
         let old_owner = old
@@ -197,10 +197,10 @@ impl Step<'_> {
         }
         let ev = Event::PodStatusChanged {
             pod: (*pod.name).into(),
-            uid: pod.uid.as_str().into(),
+            uid: pod.uid.to_string().into(),
             phase: pod.phase.as_str().into(),
             ready: pod.ready,
-            ready_since: pod.ready_since,
+            ready_since: pod.ready_since.get(),
             terminating: pod.terminating,
         };
         self.emit_sharing(ev, pod);

@@ -5,8 +5,10 @@
 //! At 65,000 nodes the index holds 390,000 DaemonSet pods; as `String`s their
 //! namespace, node, owner and phase were four allocations a pod, about 150
 //! bytes, for a handful of distinct values (docs/benchmarks.md, "65,000 open
-//! nodes"). A [`Shared`] is an `Arc<str>`: cloning it is a reference count,
-//! and it reads like a `&str` (`Deref`, `Borrow<str>`, `==` against strings).
+//! nodes"). A [`Shared`] is a thin reference-counted string (`arcstr`'s
+//! `ArcStr`: one pointer, 8 bytes, its length in the allocation, where an
+//! `Arc<str>` takes 16): cloning it is a reference count, and it reads like a
+//! `&str` (`Deref`, `Borrow<str>`, `==` against strings).
 //! An [`Interner`] hands out one `Shared` per distinct value; it forgets the
 //! values nobody holds any more, so a cluster's churn does not grow it.
 
@@ -14,13 +16,14 @@ use std::borrow::Borrow;
 use std::collections::HashSet;
 use std::fmt;
 use std::ops::Deref;
-use std::sync::Arc;
+
+use arcstr::ArcStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// An immutable string, shared by reference count.
 #[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Shared(Arc<str>);
+pub struct Shared(ArcStr);
 
 impl Shared {
     pub fn as_str(&self) -> &str {
@@ -61,19 +64,19 @@ impl fmt::Debug for Shared {
 
 impl From<&str> for Shared {
     fn from(s: &str) -> Self {
-        Shared(Arc::from(s))
+        Shared(ArcStr::from(s))
     }
 }
 
 impl From<String> for Shared {
     fn from(s: String) -> Self {
-        Shared(Arc::from(s))
+        Shared(ArcStr::from(s))
     }
 }
 
 impl From<&String> for Shared {
     fn from(s: &String) -> Self {
-        Shared(Arc::from(s.as_str()))
+        Shared(ArcStr::from(s.as_str()))
     }
 }
 
@@ -149,7 +152,8 @@ impl Interner {
         // set has doubled since the last time: amortised O(1) a value, and
         // a cluster's churn cannot grow it without bound.
         if self.values.len() >= 2 * self.kept.max(512) {
-            self.values.retain(|v| Arc::strong_count(&v.0) > 1);
+            self.values
+                .retain(|v| ArcStr::strong_count(&v.0).is_none_or(|n| n > 1));
             self.values.shrink_to_fit();
             self.kept = self.values.len();
         }
@@ -177,7 +181,7 @@ mod tests {
         let mut i = Interner::default();
         let a = i.get("kube-system");
         let b = i.get("kube-system");
-        assert!(Arc::ptr_eq(&a.0, &b.0));
+        assert!(ArcStr::ptr_eq(&a.0, &b.0));
         assert_eq!(a, "kube-system");
         assert_eq!(a, "kube-system".to_string());
         assert_eq!(a.len(), 11);
@@ -195,6 +199,6 @@ mod tests {
             i.get(&format!("node-{n}"));
         }
         assert!(i.len() <= 1024, "{} values held", i.len());
-        assert!(Arc::ptr_eq(&i.get("kept").0, &kept.0));
+        assert!(ArcStr::ptr_eq(&i.get("kept").0, &kept.0));
     }
 }

@@ -60,7 +60,7 @@ fn broken_pod(node: &str, since: i64) -> Arc<PodInfo> {
     let mut p = mk_pod(&format!("cni-{node}"), node, &ds.uid);
     p.namespace = ds.namespace.as_str().into();
     p.ready = false;
-    p.ready_since = Some(ts(since));
+    p.ready_since = Some(ts(since)).into();
     Arc::new(p)
 }
 

@@ -137,7 +137,7 @@ fn the_gate_waits_for_a_new_boot_id_and_for_readiness_after_the_taint() {
     let ready = |since: i64| {
         let mut p = mk_pod("cni-1", "n1", &ds.uid);
         p.namespace = "infra".into();
-        p.ready_since = Some(ts(since));
+        p.ready_since = Some(ts(since)).into();
         Arc::new(p)
     };
     // Not re-gated before a reboot: no hold at all.

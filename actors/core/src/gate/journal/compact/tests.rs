@@ -27,7 +27,7 @@ fn the_frequent_kinds_take_a_slot_and_decode_to_what_was_recorded() {
             uid: "u-1".into(),
             phase: "Running".into(),
             ready: true,
-            ready_since: Some(at(1_795_000_000, 0)),
+            ready_since: Some(at(1_795_000_000, 0)).into(),
             terminating: false,
         },
         Event::PodStatusChanged {
@@ -35,7 +35,7 @@ fn the_frequent_kinds_take_a_slot_and_decode_to_what_was_recorded() {
             uid: "u-1".into(),
             phase: "Pending".into(),
             ready: false,
-            ready_since: None,
+            ready_since: Default::default(),
             terminating: true,
         },
         Event::MemberExpected {
@@ -122,7 +122,7 @@ fn a_new_pod_is_kept_by_its_strings_and_decodes_whole() {
     let mut s = Strings::default();
     let mut pod = crate::testutil::mk_pod("cilium-x7f2k", "node-1", "ds-uid");
     pod.labels.insert("app".into(), "cilium".into());
-    pod.ready_since = Some(at(1_795_000_000, 5));
+    pod.ready_since = Some(at(1_795_000_000, 5)).into();
     pod.ready_annotation = true;
     let mut bare = pod.clone();
     bare.controller_uid = None;

@@ -32,7 +32,7 @@ fn broken_pod(ds: &DaemonSetInfo, since: i64) -> Arc<PodInfo> {
     let mut p = mk_pod(&format!("{}-pod", ds.name), "n1", &ds.uid);
     p.namespace = ds.namespace.as_str().into();
     p.ready = false;
-    p.ready_since = Some(ts(since));
+    p.ready_since = Some(ts(since)).into();
     Arc::new(p)
 }
 
