@@ -23,9 +23,10 @@
 //! `WAVES=K` measures instead whether memory goes back: K waves, each of N
 //! new nodes gated, played as above, then deleted with their pods until no
 //! gate is left. Prints the RSS before any node (the cold baseline), with
-//! each wave live and after it is gone, and at the end after `SETTLE`
-//! seconds idle (default 12, longer than the `glibc-tuned` allocator's trim
-//! period), each against the baseline.
+//! each wave live and after it is gone, at the end after `SETTLE` seconds
+//! idle (default 12, longer than the `glibc-tuned` allocator's trim period)
+//! and after `nodegate_alloc::give_back`, each against the baseline and
+//! with the live heap (what of the RSS is still allocated).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -46,9 +47,9 @@ use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 const MANAGED: &str = "nodegate.dev/initializing";
 
-/// The binary's allocator.
+/// The binary's allocator, counting the bytes live on the heap.
 #[global_allocator]
-static GLOBAL: nodegate_alloc::Allocator = nodegate_alloc::Allocator;
+static GLOBAL: nodegate_alloc::Counting = nodegate_alloc::Counting;
 
 /// Stands in for the kube adapters; the gates measured never write, and it
 /// keeps no record (which would count in the memory measured).
@@ -174,12 +175,17 @@ async fn waves(
 ) {
     let mib = |kib: u64| kib as f64 / 1024.0;
     let cold = rss_kib();
-    println!("cold baseline: {:.1} MiB", mib(cold));
+    println!(
+        "cold baseline: {:.1} MiB, heap {:.1} MiB",
+        mib(cold),
+        nodegate_alloc::live_bytes() as f64 / 1048576.0
+    );
     let show = |what: &str, kib: u64| {
         println!(
-            "{what}: {:.1} MiB ({:.2}x the baseline)",
+            "{what}: {:.1} MiB ({:.2}x the baseline), heap {:.1} MiB",
             mib(kib),
-            kib as f64 / cold.max(1) as f64
+            kib as f64 / cold.max(1) as f64,
+            nodegate_alloc::live_bytes() as f64 / 1048576.0
         );
     };
     for wave in 0..waves {
@@ -218,6 +224,8 @@ async fn waves(
     let settle = env_or("SETTLE", 12);
     tokio::time::sleep(Duration::from_secs(settle as u64)).await;
     show(&format!("after {settle} s idle"), rss_kib());
+    nodegate_alloc::give_back();
+    show("after give_back", rss_kib());
 }
 
 fn main() {
