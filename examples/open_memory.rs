@@ -27,10 +27,8 @@
 //! The peak (VmHWM) is printed at the end: it includes the re-list. No API
 //! server is contacted.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kube::core::{ObjectList, WatchEvent};
 use kube::runtime::watcher::Event;
@@ -41,32 +39,9 @@ use nodegate_core::deciders::ClusterView;
 use nodegate_core::vocab::config::Config;
 use serde::de::DeserializeOwned;
 
-/// The system allocator, counting the bytes live on the heap.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size, Ordering::Relaxed);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
+/// The binary's allocator, counting the bytes live on the heap.
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: nodegate_alloc::Counting = nodegate_alloc::Counting;
 
 fn status_kib(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -88,7 +63,7 @@ struct Mem {
 fn mem() -> Mem {
     Mem {
         rss: status_kib("VmRSS"),
-        heap: (LIVE.load(Ordering::Relaxed) / 1024) as u64,
+        heap: (nodegate_alloc::live_bytes() / 1024) as u64,
     }
 }
 
@@ -255,6 +230,8 @@ fn per_item(what: &str, count: usize, before: Mem, after: Mem) {
 }
 
 fn main() {
+    nodegate_alloc::init();
+    println!("allocator: {}", nodegate_alloc::NAME);
     let nodes = arg(1, 65_000);
     let d = arg(2, 6);
     let page = arg(3, 500);

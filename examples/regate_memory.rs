@@ -30,6 +30,10 @@ use nodegate_core::rules::placement::ManagedTaint;
 use nodegate_core::testutil::{mk_ds, mk_node, mk_pod, template_with_tolerations, toleration};
 use nodegate_core::vocab::config::{Config, RegateConfig};
 
+/// The binary's allocator.
+#[global_allocator]
+static GLOBAL: nodegate_alloc::Allocator = nodegate_alloc::Allocator;
+
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -50,6 +54,8 @@ fn arg(i: usize, default: usize) -> usize {
 }
 
 fn main() {
+    nodegate_alloc::init();
+    println!("allocator: {}", nodegate_alloc::NAME);
     let nodes = arg(1, 5000);
     let d = arg(2, 6);
     let broken_percent = arg(3, 10);

@@ -19,6 +19,11 @@ use nodegate::settings::cli::{Cli, ClusterArgs, Command, ConfigCommand, LogForma
 use nodegate::settings::config;
 use nodegate::{Error, Result};
 
+/// The heap allocator, chosen by measurement (nodegate-alloc;
+/// docs/benchmarks.md, "The allocator").
+#[global_allocator]
+static GLOBAL: nodegate_alloc::Allocator = nodegate_alloc::Allocator;
+
 fn init_tracing(format: LogFormat, filter: &str) {
     // kube's client logs every failed request at ERROR itself, and nodegate
     // says the same failure in its own words: once is enough, unless the
@@ -135,6 +140,8 @@ fn main() -> ExitCode {
     if let Command::Probe(args) = &cli.command {
         return probe::main(args.clone());
     }
+    // Before the runtime starts its threads.
+    nodegate_alloc::init();
     let mut logging = false;
     let command = match connect_flags(cli) {
         Ok(c) => c,

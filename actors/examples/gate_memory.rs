@@ -10,11 +10,23 @@
 //! /proc/self/status. The kube watchers, HTTP server and metrics are not part
 //! of it: this is the gate core's share of `nodegate run`'s memory.
 //!
+//! The allocator is the binary's (`nodegate-alloc`); measure a candidate with
+//! `--features nodegate-alloc/jemalloc` (or `mimalloc`, `glibc-tuned`,
+//! `system`).
+//!
 //! `ROUNDS=K` plays only the first K pod versions (default all 5);
 //! `JCAP=N` sets the journal capacity per gate (default the binary's,
 //! `nodegate_core::gate::journal::DEFAULT_CAPACITY`); `TRIM=1` also prints the RSS
-//! after glibc's `malloc_trim(0)` (what of it is freed memory the allocator
-//! kept).
+//! after `nodegate_alloc::give_back` (glibc's `malloc_trim(0)`: what of it is
+//! freed memory the allocator kept).
+//!
+//! `WAVES=K` measures instead whether memory goes back: K waves, each of N
+//! new nodes gated, played as above, then deleted with their pods until no
+//! gate is left. Prints the RSS before any node (the cold baseline), with
+//! each wave live and after it is gone, at the end after `SETTLE` seconds
+//! idle (default 12, longer than the `glibc-tuned` allocator's trim period)
+//! and after `nodegate_alloc::give_back`, each against the baseline and
+//! with the live heap (what of the RSS is still allocated).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -34,6 +46,10 @@ use nodegate_core::vocab::config::Config;
 use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 const MANAGED: &str = "nodegate.dev/initializing";
+
+/// The binary's allocator, counting the bytes live on the heap.
+#[global_allocator]
+static GLOBAL: nodegate_alloc::Counting = nodegate_alloc::Counting;
 
 /// Stands in for the kube adapters; the gates measured never write, and it
 /// keeps no record (which would count in the memory measured).
@@ -125,7 +141,96 @@ fn rss() -> String {
         .join(", ")
 }
 
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until the gates have taken no step for 200 ms; returns the steps.
+async fn quiesce(steps: &StepCounter) -> u64 {
+    let mut last = steps.0.load(Ordering::Relaxed);
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = steps.0.load(Ordering::Relaxed);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// `WAVES=K`: K waves of N gated nodes, each deleted once played; the RSS
+/// against the cold baseline after each and at the end.
+async fn waves(
+    router: &Router,
+    steps: &StepCounter,
+    dss: &[DaemonSetInfo],
+    nodes: usize,
+    waves: usize,
+) {
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let cold = rss_kib();
+    println!(
+        "cold baseline: {:.1} MiB, heap {:.1} MiB",
+        mib(cold),
+        nodegate_alloc::live_bytes() as f64 / 1048576.0
+    );
+    let show = |what: &str, kib: u64| {
+        println!(
+            "{what}: {:.1} MiB ({:.2}x the baseline), heap {:.1} MiB",
+            mib(kib),
+            kib as f64 / cold.max(1) as f64,
+            nodegate_alloc::live_bytes() as f64 / 1048576.0
+        );
+    };
+    for wave in 0..waves {
+        let names: Vec<String> = (0..nodes)
+            .map(|i| format!("wave{wave:03}-{i:05}"))
+            .collect();
+        for n in &names {
+            router.node_upserted(node(n));
+        }
+        while router.gate_count() < nodes {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for round in 0..5 {
+            for n in &names {
+                for (i, ds) in dss.iter().enumerate() {
+                    router.pod_upserted(versions(ds, n, i + 1 == dss.len())[round].clone());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        quiesce(steps).await;
+        let live = rss_kib();
+        for n in &names {
+            for ds in dss {
+                router.pod_deleted(n, &format!("{n}-{}", ds.name));
+            }
+            router.node_deleted(n);
+        }
+        while router.gate_count() > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        quiesce(steps).await;
+        show(&format!("wave {}, {nodes} gates live", wave + 1), live);
+        show(&format!("wave {}, all gone", wave + 1), rss_kib());
+    }
+    let settle = env_or("SETTLE", 12);
+    tokio::time::sleep(Duration::from_secs(settle as u64)).await;
+    show(&format!("after {settle} s idle"), rss_kib());
+    nodegate_alloc::give_back();
+    show("after give_back", rss_kib());
+}
+
 fn main() {
+    nodegate_alloc::init();
+    println!("allocator: {}", nodegate_alloc::NAME);
     let mut args = std::env::args().skip(1);
     let nodes: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
     let d: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(6);
@@ -144,9 +249,12 @@ fn main() {
         for ds in &dss {
             router.daemonset_upserted(ds.clone());
         }
+        let wave_count = env_or("WAVES", 0);
         let names: Vec<String> = (0..nodes).map(|i| format!("bench-{i:05}")).collect();
-        for n in &names {
-            router.node_upserted(node(n));
+        if wave_count == 0 {
+            for n in &names {
+                router.node_upserted(node(n));
+            }
         }
         let ctx = Arc::new(GateContext {
             router: Arc::clone(&router),
@@ -156,6 +264,11 @@ fn main() {
         });
         let (sup, _) = supervisor::start(ctx).await.expect("supervisor");
         router.mark_synced();
+        if wave_count > 0 {
+            waves(&router, &steps, &dss, nodes, wave_count).await;
+            sup.stop(None);
+            return;
+        }
         while router.gate_count() < nodes {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -172,28 +285,15 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         // Let every gate catch up, then measure with all of them live.
-        let mut last = 0;
-        loop {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            let now = steps.0.load(Ordering::Relaxed);
-            if now == last {
-                break;
-            }
-            last = now;
-        }
+        let last = quiesce(&steps).await;
         println!(
             "after {nodes} gates x {d} DaemonSets, {sent} pod events, {} gate steps: {}",
             last,
             rss()
         );
         if std::env::var("TRIM").is_ok() {
-            unsafe extern "C" {
-                fn malloc_trim(pad: usize) -> i32;
-            }
-            // SAFETY: glibc's malloc_trim takes no pointer and only returns
-            // free memory to the system.
-            unsafe { malloc_trim(0) };
-            println!("after malloc_trim: {}", rss());
+            nodegate_alloc::give_back();
+            println!("after give_back: {}", rss());
         }
         assert_eq!(router.gate_count(), nodes, "every gate is still waiting");
         sup.stop(None);

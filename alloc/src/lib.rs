@@ -1,0 +1,233 @@
+//! nodegate's heap allocator, chosen in one place.
+//!
+//! The binary (`src/main.rs`) installs [`Allocator`] as its global
+//! allocator and calls [`init`] first thing; the memory examples
+//! (`gate_memory`, `open_memory`, `regate_memory`) install the same
+//! allocator, [`Counting`] where they report the live heap, so what they
+//! measure is what ships.
+//!
+//! With no feature, the allocator is the one docs/benchmarks.md ("The
+//! allocator") chose by measurement. Each feature below puts a candidate in
+//! its place, to measure it (`--features nodegate-alloc/jemalloc`); at most
+//! one of them at a time:
+//!
+//! - `system`: glibc's malloc as it comes (one arena per thread, up to eight
+//!   per core; freed memory mostly stays with its arena);
+//! - `glibc-tuned`: glibc's malloc with two arenas and a fixed 1 MiB trim
+//!   threshold, set at [`init`], and a thread that hands free pages back
+//!   (`malloc_trim`) every [`TRIM_PERIOD`];
+//! - `mimalloc`: Microsoft's mimalloc (crate `mimalloc`), default options;
+//! - `jemalloc`: jemalloc (crate `tikv-jemallocator`) with a background
+//!   purging thread and 1 s dirty-page decay ([`JEMALLOC_CONF`]).
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+#[cfg(any(
+    all(feature = "system", feature = "glibc-tuned"),
+    all(feature = "system", feature = "mimalloc"),
+    all(feature = "system", feature = "jemalloc"),
+    all(feature = "glibc-tuned", feature = "mimalloc"),
+    all(feature = "glibc-tuned", feature = "jemalloc"),
+    all(feature = "mimalloc", feature = "jemalloc"),
+))]
+compile_error!(
+    "nodegate-alloc: more than one allocator feature is on; enable at most one of \
+     system, glibc-tuned, mimalloc, jemalloc"
+);
+
+/// Which allocator this build uses, as the features below name it.
+pub const NAME: &str = if cfg!(feature = "system") {
+    "system"
+} else if cfg!(feature = "glibc-tuned") {
+    "glibc-tuned"
+} else if cfg!(feature = "jemalloc") {
+    "jemalloc"
+} else if cfg!(feature = "mimalloc") {
+    "mimalloc"
+} else {
+    SHIPPED
+};
+
+/// The allocator a build with no allocator feature uses.
+pub const SHIPPED: &str = "system";
+
+/// How often the `glibc-tuned` allocator's thread calls `malloc_trim`.
+pub const TRIM_PERIOD: Duration = Duration::from_secs(10);
+
+/// The `jemalloc` candidate's options: a background thread purges unused
+/// dirty pages after about a second, straight back to the kernel (no
+/// lazily-freed "muzzy" stage, whose pages would still count as resident).
+pub const JEMALLOC_CONF: &str = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0";
+
+#[cfg(feature = "jemalloc")]
+#[allow(non_upper_case_globals)]
+#[unsafe(export_name = "_rjem_malloc_conf")]
+/// jemalloc reads its options from this symbol when it starts
+/// (tikv-jemalloc-sys prefixes jemalloc's symbols with `_rjem_`).
+pub static malloc_conf: &[u8; JEMALLOC_CONF.len() + 1] = &{
+    let mut conf = [0u8; JEMALLOC_CONF.len() + 1];
+    let bytes = JEMALLOC_CONF.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        conf[i] = bytes[i];
+        i += 1;
+    }
+    conf
+};
+
+#[cfg(feature = "jemalloc")]
+type Inner = tikv_jemallocator::Jemalloc;
+#[cfg(feature = "jemalloc")]
+const INNER: Inner = tikv_jemallocator::Jemalloc;
+
+#[cfg(feature = "mimalloc")]
+type Inner = mimalloc::MiMalloc;
+#[cfg(feature = "mimalloc")]
+const INNER: Inner = mimalloc::MiMalloc;
+
+#[cfg(not(any(feature = "jemalloc", feature = "mimalloc")))]
+type Inner = std::alloc::System;
+#[cfg(not(any(feature = "jemalloc", feature = "mimalloc")))]
+const INNER: Inner = std::alloc::System;
+
+fn glibc() -> bool {
+    NAME == "system" || NAME == "glibc-tuned"
+}
+
+/// Sets the allocator up; call it first in `main`, before any thread starts.
+/// Only `glibc-tuned` has anything to do: it caps glibc's arenas at two,
+/// fixes the trim threshold at 1 MiB (glibc otherwise raises it as the
+/// program frees large blocks) and starts the trimming thread. Calling it
+/// again does nothing more.
+pub fn init() {
+    if NAME != "glibc-tuned" {
+        return;
+    }
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        // SAFETY: mallopt takes two integers and changes only malloc's own
+        // settings; called before other threads allocate.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 2);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 20);
+        }
+        let trimmer = std::thread::Builder::new()
+            .name("malloc-trim".into())
+            .spawn(|| {
+                loop {
+                    std::thread::sleep(TRIM_PERIOD);
+                    give_back();
+                }
+            });
+        // Without the thread, memory still goes back at the lower trim
+        // threshold, only less of it: not a reason to stop the program.
+        if let Err(e) = trimmer {
+            eprintln!("nodegate: could not start the malloc-trim thread: {e}");
+        }
+    });
+}
+
+/// Hands free memory the allocator keeps back to the kernel, where the
+/// allocator needs to be asked (glibc: `malloc_trim(0)`). jemalloc and
+/// mimalloc return memory on their own; for them it does nothing.
+pub fn give_back() {
+    if glibc() {
+        // SAFETY: malloc_trim takes no pointer and only releases free memory.
+        unsafe { libc::malloc_trim(0) };
+    }
+}
+
+/// The global allocator the binary installs: the chosen allocator, as is.
+pub struct Allocator;
+
+// SAFETY: every call is forwarded unchanged to the chosen allocator.
+unsafe impl GlobalAlloc for Allocator {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded unchanged.
+        unsafe { INNER.alloc(layout) }
+    }
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded unchanged.
+        unsafe { INNER.alloc_zeroed(layout) }
+    }
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged.
+        unsafe { INNER.dealloc(ptr, layout) }
+    }
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded unchanged.
+        unsafe { INNER.realloc(ptr, layout, new_size) }
+    }
+}
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// The chosen allocator, counting the bytes live on the heap
+/// ([`live_bytes`]); for the memory examples.
+pub struct Counting;
+
+// SAFETY: every call is forwarded unchanged to the chosen allocator; the
+// count is a side record.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: forwarded unchanged.
+        unsafe { INNER.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: forwarded unchanged.
+        unsafe { INNER.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: forwarded unchanged.
+        unsafe { INNER.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: forwarded unchanged.
+        unsafe { INNER.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// Bytes live on the heap, when [`Counting`] is the global allocator (0
+/// otherwise).
+pub fn live_bytes() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_name_is_one_of_the_candidates() {
+        assert!(["system", "glibc-tuned", "mimalloc", "jemalloc"].contains(&NAME));
+        assert!(["system", "glibc-tuned", "mimalloc", "jemalloc"].contains(&SHIPPED));
+    }
+
+    #[test]
+    fn counting_counts_what_is_live() {
+        let layout = Layout::from_size_align(4096, 8).expect("a valid layout");
+        let before = live_bytes();
+        // SAFETY: a non-zero layout; the block is freed with the same one.
+        unsafe {
+            let p = Counting.alloc(layout);
+            assert!(!p.is_null());
+            assert_eq!(live_bytes(), before + 4096);
+            let p = Counting.realloc(p, layout, 8192);
+            assert!(!p.is_null());
+            assert_eq!(live_bytes(), before + 8192);
+            Counting.dealloc(p, Layout::from_size_align(8192, 8).expect("a valid layout"));
+        }
+        assert_eq!(live_bytes(), before);
+    }
+}
