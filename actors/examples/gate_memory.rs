@@ -210,7 +210,7 @@ async fn waves(
         let live = rss_kib();
         for n in &names {
             for ds in dss {
-                router.pod_deleted(n, &format!("{n}-{}", ds.name));
+                router.pod_deleted(n, &format!("{n}-{}", ds.name).into());
             }
             router.node_deleted(n);
         }

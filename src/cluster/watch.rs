@@ -314,6 +314,9 @@ fn delete_id<K: Resource>(obj: &K, by_name: bool) -> Id {
     (id.as_deref().unwrap_or_default().into(), Shared::default())
 }
 
+/// How a watch names a deleted object it may no longer be able to project.
+type IdOfDeleted<K, I> = Box<dyn Fn(&K) -> I + Send>;
+
 /// One watch's handling of what its stream delivers: projection, the
 /// re-list's mark and sweep, and the index.
 struct Indexing<K, S: Sink<K>> {
@@ -322,7 +325,7 @@ struct Indexing<K, S: Sink<K>> {
     /// that disappeared while the watch was down.
     listing: Listing<S::Id, S::Item>,
     server_time: Arc<ServerTime>,
-    id_of_deleted: Box<dyn Fn(&K) -> S::Id + Send>,
+    id_of_deleted: IdOfDeleted<K, S::Id>,
 }
 
 impl<K: Resource, S: Sink<K>> Indexing<K, S> {

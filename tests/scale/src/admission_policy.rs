@@ -1,13 +1,19 @@
-//! The benchmark's MutatingAdmissionPolicy mode: the policy nodegate ships
+//! The benchmark's MutatingAdmissionPolicy modes: the policy nodegate ships
 //! (deploy/kustomize/base/startup-taint.yaml) installed with the cluster's
 //! own kubectl, its binding narrowed to the nodes the benchmark sends through
-//! it.
+//! it; or a trivial policy that appends a fixed taint and does nothing else
+//! (no parameters, variables or matchConditions), bound the same way, which
+//! shows what any mutating policy costs a Node CREATE before its CEL does
+//! anything.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, PostParams};
 use serde_json::json;
@@ -15,6 +21,11 @@ use serde_json::json;
 const POLICY_FILE: &str = "deploy/kustomize/base/startup-taint.yaml";
 const NAMESPACE_FILE: &str = "deploy/kustomize/base/namespace.yaml";
 const BINDING: &str = "nodegate-startup-taint";
+/// The trivial policy's and its binding's name.
+const TRIVIAL: &str = "nodegate-bench-trivial";
+/// Where nodegate writes the shipped policy's parameters (its binding's
+/// paramRef).
+pub const PARAMS: &str = "nodegate-system/nodegate-admission";
 
 fn kubectl(repo: &Path, kubeconfig: &Path, args: &[&str]) -> anyhow::Result<()> {
     let dir = Command::new(repo.join("deploy/local/build"))
@@ -47,17 +58,14 @@ fn kubectl(repo: &Path, kubeconfig: &Path, args: &[&str]) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// Installs the shipped policy with its binding limited to nodes labelled
-/// `label=value`, then waits until the API server applies it: a dry-run
-/// create of `probe` comes back with `taint` (a dry run stores nothing).
-pub async fn install(
+/// Applies the shipped policy with its binding limited to nodes labelled
+/// `label=value`. It taints nothing until nodegate writes its parameters
+/// ([`PARAMS`], `--admission-params`).
+pub fn apply_shipped(
     repo: &Path,
     kubeconfig: &Path,
-    nodes: &Api<Node>,
     (label, value): (&str, &str),
-    probe: &Node,
-    taint: &str,
-) -> anyhow::Result<Duration> {
+) -> anyhow::Result<()> {
     kubectl(
         repo,
         kubeconfig,
@@ -76,7 +84,63 @@ pub async fn install(
             "-p",
             &selector.to_string(),
         ],
-    )?;
+    )
+}
+
+/// Creates the trivial policy, which appends `taint` (effect NoSchedule) to
+/// every node it is bound to, and its binding, limited to nodes labelled
+/// `label=value` as the shipped one is. Its failure and reinvocation
+/// policies are the shipped policy's, so that only the CEL differs.
+pub async fn create_trivial(
+    client: &kube::Client,
+    (label, value): (&str, &str),
+    taint: &str,
+) -> anyhow::Result<()> {
+    let one = format!("Object.spec.taints{{key: {taint:?}, effect: \"NoSchedule\"}}");
+    let expression = format!(
+        "has(object.spec.taints) ? \
+         [JSONPatch{{op: \"add\", path: \"/spec/taints/-\", value: {one}}}] : \
+         [JSONPatch{{op: \"add\", path: \"/spec/taints\", value: [{one}]}}]"
+    );
+    let policy: MutatingAdmissionPolicy = serde_json::from_value(json!({
+        "metadata": {"name": TRIVIAL},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE"], "resources": ["nodes"],
+            }]},
+            "failurePolicy": "Ignore",
+            "reinvocationPolicy": "IfNeeded",
+            "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": expression}}],
+        },
+    }))?;
+    let binding: MutatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "metadata": {"name": TRIVIAL},
+        "spec": {
+            "policyName": TRIVIAL,
+            "matchResources": {"objectSelector": {"matchLabels": {label: value}}},
+        },
+    }))?;
+    Api::<MutatingAdmissionPolicy>::all(client.clone())
+        .create(&PostParams::default(), &policy)
+        .await
+        .context("creating the trivial MutatingAdmissionPolicy (the API server must serve admissionregistration.k8s.io/v1)")?;
+    Api::<MutatingAdmissionPolicyBinding>::all(client.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .context("creating the trivial policy's binding")?;
+    Ok(())
+}
+
+/// Waits until the API server applies a policy: a dry-run create of `probe`
+/// comes back with `taint` (a dry run stores nothing); `what` names the
+/// policy in the error.
+pub async fn wait_applied(
+    nodes: &Api<Node>,
+    probe: &Node,
+    taint: &str,
+    what: &str,
+) -> anyhow::Result<Duration> {
     let dry = PostParams {
         dry_run: true,
         ..PostParams::default()
@@ -95,7 +159,7 @@ pub async fn install(
             return Ok(started.elapsed());
         }
         if started.elapsed() > Duration::from_secs(60) {
-            bail!("the API server did not apply the admission policy within 60 s");
+            bail!("the API server did not apply {what} within 60 s");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

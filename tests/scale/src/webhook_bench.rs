@@ -4,7 +4,11 @@
 //! (`--mechanism webhook`, the default, described below) or through the
 //! MutatingAdmissionPolicy nodegate ships (`--mechanism policy`: the same
 //! two kinds of CREATE, the first tainted by the API server's own CEL
-//! evaluation, with no call out).
+//! evaluation, with no call out; nodegate writes the policy's parameters,
+//! `--admission-params`). `--mechanism trivial-policy` does the same with a
+//! policy that only appends a fixed taint (no parameters, variables or
+//! matchConditions): what any mutating policy costs, so that the shipped
+//! policy's CEL is the difference between the two.
 //!
 //! Two kinds of Node CREATE, interleaved in chunks so that both see the same
 //! machine: nodes created without a taint, which the real kube-apiserver
@@ -76,18 +80,41 @@ struct Args {
     /// the patch the API server applies.
     #[arg(long)]
     unchanged: bool,
-    /// What puts the taint on at CREATE: nodegate's webhook, or the
+    /// What puts the taint on at CREATE: nodegate's webhook, the
     /// MutatingAdmissionPolicy nodegate ships (evaluated inside the API
-    /// server; nodegate runs without a webhook).
+    /// server; nodegate runs without a webhook and writes its parameters),
+    /// or a trivial policy that appends a fixed taint and nothing else.
     #[arg(long, value_enum, default_value_t = Mechanism::Webhook)]
     mechanism: Mechanism,
+    /// A flag for nodegate, after the benchmark's own (repeatable), e.g.
+    /// `--nodegate-flag=--autoscaler=none`: with `--mechanism policy`, the
+    /// parameters it writes then hold no startupRules.
+    #[arg(
+        long = "nodegate-flag",
+        value_name = "FLAG",
+        allow_hyphen_values = true
+    )]
+    nodegate_flags: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 enum Mechanism {
     Webhook,
     Policy,
+    TrivialPolicy,
+}
+
+impl Mechanism {
+    /// The value of the `via` label, and the name prefix, of the nodes this
+    /// mechanism taints.
+    fn via(self) -> &'static str {
+        match self {
+            Mechanism::Webhook => "webhook",
+            Mechanism::Policy => "policy",
+            Mechanism::TrivialPolicy => "trivial-policy",
+        }
+    }
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -110,8 +137,10 @@ struct Report {
     concurrency: usize,
     /// `--unchanged`: the webhook answered without a patch.
     unchanged: bool,
-    /// webhook or policy.
+    /// webhook, policy or trivial-policy.
     mechanism: Mechanism,
+    /// `--nodegate-flag`s given.
+    nodegate_flags: Vec<String>,
     /// Nodes created untainted, tainted at CREATE by the mechanism.
     through_admission: Kind,
     tainted_by_client: Kind,
@@ -267,9 +296,11 @@ async fn create_chunk(
     Ok((all, untainted))
 }
 
-/// Starts nodegate (`extra` after its common flags), its output in
-/// `state_dir/nodegate.log`; returns it with its HTTP address.
+/// Starts nodegate (`extra`, then `--nodegate-flag`s, after its common
+/// flags), its output in `state_dir/nodegate.log`; returns it with its HTTP
+/// address.
 async fn start_nodegate(
+    args: &Args,
     cluster: &cluster::Cluster,
     state_dir: &Path,
     extra: &[&str],
@@ -290,6 +321,7 @@ async fn start_nodegate(
             "",
         ])
         .args(extra)
+        .args(&args.nodegate_flags)
         .env("KUBECONFIG", &cluster.kubeconfig)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
@@ -345,7 +377,7 @@ async fn start_webhook(
     if args.unchanged {
         flags.extend(["--node-selector", "bench.nodegate.dev/via!=webhook"]);
     }
-    let (nodegate, addr) = start_nodegate(cluster, state_dir, &flags).await?;
+    let (nodegate, addr) = start_nodegate(args, cluster, state_dir, &flags).await?;
     let nodes: Api<Node> = Api::all(client.clone());
     // Until nodegate has written its CA into the configuration, the API
     // server cannot call it: wait for a probe to come back tainted.
@@ -385,9 +417,11 @@ async fn start_webhook(
     Ok((nodegate, addr))
 }
 
-/// Installs the shipped admission policy for the nodes labelled
-/// `via=policy` and starts nodegate without a webhook (it gates both kinds
-/// alike, as in the webhook mode).
+/// Installs an admission policy for the nodes labelled `via=` the
+/// mechanism's, starts nodegate without a webhook (it gates both kinds
+/// alike, as in the webhook mode), and waits until the API server taints a
+/// probe. The shipped policy taints nothing until nodegate, its leader,
+/// writes the parameters (`--admission-params`).
 async fn start_policy(
     args: &Args,
     cluster: &cluster::Cluster,
@@ -396,24 +430,30 @@ async fn start_policy(
 ) -> anyhow::Result<(Nodegate, String)> {
     if args.unchanged {
         bail!(
-            "--unchanged measures the webhook's call without a patch; it has no meaning with --mechanism policy"
+            "--unchanged measures the webhook's call without a patch; it has no meaning with --mechanism {}",
+            args.mechanism.via()
         );
     }
+    let via = args.mechanism.via();
+    let (started, what) = if let Mechanism::TrivialPolicy = args.mechanism {
+        admission_policy::create_trivial(client, (VIA, via), TAINT).await?;
+        (
+            start_nodegate(args, cluster, state_dir, &[]).await?,
+            "the trivial admission policy",
+        )
+    } else {
+        admission_policy::apply_shipped(&repo_root(), &cluster.kubeconfig, (VIA, via))?;
+        let params = format!("--admission-params={}", admission_policy::PARAMS);
+        (
+            start_nodegate(args, cluster, state_dir, &[&params]).await?,
+            "the shipped admission policy (with the parameters nodegate writes once it leads)",
+        )
+    };
     let nodes: Api<Node> = Api::all(client.clone());
-    let took = admission_policy::install(
-        &repo_root(),
-        &cluster.kubeconfig,
-        &nodes,
-        (VIA, "policy"),
-        &node("probe", "policy", false)?,
-        TAINT,
-    )
-    .await?;
-    log(format!(
-        "admission policy applied after {:.1}s",
-        took.as_secs_f64()
-    ));
-    start_nodegate(cluster, state_dir, &[]).await
+    let took =
+        admission_policy::wait_applied(&nodes, &node("probe", via, false)?, TAINT, what).await?;
+    log(format!("{what} applied after {:.1}s", took.as_secs_f64()));
+    Ok(started)
 }
 
 /// Latencies (ms), wall time (s) and wrongly tainted count of one kind.
@@ -479,16 +519,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let kc = Kubeconfig::read_from(&cluster.kubeconfig)?;
     let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
     let client = kube::Client::try_from(config)?;
-    let (_nodegate, addr, admitted_via) = match args.mechanism {
-        Mechanism::Webhook => {
-            let (n, a) = start_webhook(&args, &cluster, &client, &state_dir).await?;
-            (n, a, "webhook")
-        }
-        Mechanism::Policy => {
-            let (n, a) = start_policy(&args, &cluster, &client, &state_dir).await?;
-            (n, a, "policy")
+    let (_nodegate, addr) = match args.mechanism {
+        Mechanism::Webhook => start_webhook(&args, &cluster, &client, &state_dir).await?,
+        Mechanism::Policy | Mechanism::TrivialPolicy => {
+            start_policy(&args, &cluster, &client, &state_dir).await?
         }
     };
+    let admitted_via = args.mechanism.via();
     let nodes: Api<Node> = Api::all(client.clone());
 
     let family = "nodegate_webhook_admission_duration_seconds";
@@ -509,6 +546,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     };
     let report = Report {
         mechanism: args.mechanism,
+        nodegate_flags: args.nodegate_flags.clone(),
         nodes: args.nodes,
         chunk: args.chunk,
         concurrency: args.concurrency,
@@ -527,9 +565,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     if report.through_admission.untainted > 0 {
         bail!(
-            "{} nodes created through the {:?} came back {} the taint",
+            "{} nodes created through the {} came back {} the taint",
             report.through_admission.untainted,
-            args.mechanism,
+            args.mechanism.via(),
             if args.unchanged { "with" } else { "without" }
         );
     }
@@ -547,6 +585,7 @@ fn print(r: &Report) {
     let (through, mechanism) = match r.mechanism {
         Mechanism::Webhook => ("CREATE through the webhook", "webhook"),
         Mechanism::Policy => ("CREATE through the policy", "policy"),
+        Mechanism::TrivialPolicy => ("CREATE through trivial policy", "trivial policy"),
     };
     println!(
         "nodes of each kind: {}, chunks of {}, {} in flight",

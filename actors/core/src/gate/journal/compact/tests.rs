@@ -27,7 +27,7 @@ fn the_frequent_kinds_take_a_slot_and_decode_to_what_was_recorded() {
             uid: "u-1".into(),
             phase: "Running".into(),
             ready: true,
-            ready_since: Some(at(1_795_000_000, 0)).into(),
+            ready_since: Some(at(1_795_000_000, 0)),
             terminating: false,
         },
         Event::PodStatusChanged {
