@@ -88,7 +88,8 @@ pub fn apply_shipped(
 }
 
 /// Creates the trivial policy, which appends `taint` (effect NoSchedule) to
-/// every node it is bound to, and its binding, limited to nodes labelled
+/// every node it is bound to that does not carry it yet (the reinvocation
+/// pass would otherwise append it twice), and its binding, limited to nodes labelled
 /// `label=value` as the shipped one is. Its failure and reinvocation
 /// policies are the shipped policy's, so that only the CEL differs.
 pub async fn create_trivial(
@@ -98,7 +99,8 @@ pub async fn create_trivial(
 ) -> anyhow::Result<()> {
     let one = format!("Object.spec.taints{{key: {taint:?}, effect: \"NoSchedule\"}}");
     let expression = format!(
-        "has(object.spec.taints) ? \
+        "has(object.spec.taints) && object.spec.taints.exists(t, t.key == {taint:?}) ? [] : \
+         has(object.spec.taints) ? \
          [JSONPatch{{op: \"add\", path: \"/spec/taints/-\", value: {one}}}] : \
          [JSONPatch{{op: \"add\", path: \"/spec/taints\", value: [{one}]}}]"
     );
