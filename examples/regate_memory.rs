@@ -34,16 +34,6 @@ use nodegate_core::vocab::config::{Config, RegateConfig};
 #[global_allocator]
 static GLOBAL: nodegate_alloc::Allocator = nodegate_alloc::Allocator;
 
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 fn arg(i: usize, default: usize) -> usize {
     match std::env::args().nth(i) {
         Some(v) => v
@@ -65,7 +55,7 @@ fn main() {
         .build()
         .expect("a tokio runtime");
     rt.block_on(async move {
-        let start = rss_kib();
+        let start = nodegate_alloc::resident_kib();
         let router = Arc::new(Router::new(Arc::new(Config::default())));
         let clock = Arc::new(SystemClock {
             server_time: Arc::new(ServerTime::new()),
@@ -96,7 +86,7 @@ fn main() {
                 router.pod_upserted(p);
             }
         }
-        let indexed = rss_kib();
+        let indexed = nodegate_alloc::resident_kib();
 
         let client = kube::Client::try_from(kube::Config::new(
             "http://127.0.0.1:9".parse().expect("a URL"),
@@ -123,7 +113,7 @@ fn main() {
 
         // Off: the re-gater looks at nothing and remembers nothing.
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let off = rss_kib();
+        let off = nodegate_alloc::resident_kib();
 
         let regate = ManagedTaint::new(DEFAULT_REGATE_TAINT_KEY, "NoSchedule");
         let mut on = Config::default();
@@ -137,7 +127,7 @@ fn main() {
         });
         router.reconfigure(Arc::new(on));
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let watching = rss_kib();
+        let watching = nodegate_alloc::resident_kib();
         let _ = stop.send(true);
         let closing = task.await.expect("the closing shell ran to its end");
         let regater = closing.regater();

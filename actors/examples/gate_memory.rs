@@ -141,16 +141,6 @@ fn rss() -> String {
         .join(", ")
 }
 
-fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Waits until the gates have taken no step for 200 ms; returns the steps.
 async fn quiesce(steps: &StepCounter) -> u64 {
     let mut last = steps.0.load(Ordering::Relaxed);
@@ -174,7 +164,7 @@ async fn waves(
     waves: usize,
 ) {
     let mib = |kib: u64| kib as f64 / 1024.0;
-    let cold = rss_kib();
+    let cold = nodegate_alloc::resident_kib();
     println!(
         "cold baseline: {:.1} MiB, heap {:.1} MiB",
         mib(cold),
@@ -207,7 +197,7 @@ async fn waves(
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         quiesce(steps).await;
-        let live = rss_kib();
+        let live = nodegate_alloc::resident_kib();
         for n in &names {
             for ds in dss {
                 router.pod_deleted(n, &format!("{n}-{}", ds.name).into());
@@ -219,13 +209,19 @@ async fn waves(
         }
         quiesce(steps).await;
         show(&format!("wave {}, {nodes} gates live", wave + 1), live);
-        show(&format!("wave {}, all gone", wave + 1), rss_kib());
+        show(
+            &format!("wave {}, all gone", wave + 1),
+            nodegate_alloc::resident_kib(),
+        );
     }
     let settle = env_or("SETTLE", 12);
     tokio::time::sleep(Duration::from_secs(settle as u64)).await;
-    show(&format!("after {settle} s idle"), rss_kib());
+    show(
+        &format!("after {settle} s idle"),
+        nodegate_alloc::resident_kib(),
+    );
     nodegate_alloc::give_back();
-    show("after give_back", rss_kib());
+    show("after give_back", nodegate_alloc::resident_kib());
 }
 
 fn main() {
