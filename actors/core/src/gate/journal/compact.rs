@@ -1,23 +1,27 @@
-//! How a journal keeps its entries in memory: small fixed-size slots whose
-//! strings live once per journal.
+//! How a journal keeps its entries in memory: small slots whose strings live
+//! once per journal, written one after another into one byte buffer.
 //!
 //! A gate's journal is mostly the same few facts about the same few pods and
 //! members: a pod's status changed, a member is waiting (and why), a member is
 //! Ready. As [`Entry`] values each of those takes 104 bytes plus two or three
 //! string allocations, and a gate records dozens of them. Here the frequent
-//! kinds are stored as a [`Slot`] of 16 bytes (24 with its time) whose strings are numbers
-//! into the journal's [`Strings`], one buffer holding each distinct string
-//! once; every other kind, and any entry that does not fit the slot (a time
-//! outside ±292 years of 1970, a journal that has met too many distinct
-//! strings), is stored whole, boxed.
+//! kinds are a [`Slot`] whose strings are numbers into the journal's
+//! [`Strings`], one buffer holding each distinct string once; every other
+//! kind, and any entry that does not fit the slot (a time outside ±292 years
+//! of 1970, a journal that has met too many distinct strings), is stored
+//! whole, boxed. The slots are kept as variable-length integers in one byte
+//! buffer ([`stream`]): 8–12 bytes an entry where a fixed slot took 24.
 //!
 //! Decoding gives back exactly the entry recorded: `decode(encode(e)) == e`
 //! for every entry (tested below and by every replay test), so the journal's
 //! JSON and its replay do not know this module exists.
 
+mod stream;
+
 use std::sync::Arc;
 
 use jiff::Timestamp;
+pub(super) use stream::Entries;
 
 use super::Entry;
 use crate::gate::Event;
@@ -42,34 +46,36 @@ const _: () = assert!(
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Strings {
     text: String,
-    /// (start, end) of each string in `text`.
-    spans: Vec<(u32, u32)>,
+    /// Where each string ends in `text`; each starts where the one before
+    /// it ends (4 bytes a string where a (start, end) pair took 8).
+    ends: Vec<u32>,
 }
 
 impl Strings {
     fn get(&self, sym: Sym) -> &str {
-        let (start, end) = self.spans[sym as usize];
-        &self.text[start as usize..end as usize]
+        let i = sym as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[start as usize..self.ends[i] as usize]
     }
 
     /// The number of `s`, added if new; `None` when the table is full.
     fn intern(&mut self, s: &str) -> Option<Sym> {
-        if let Some(i) = (0..self.spans.len()).find(|&i| self.get(i as Sym) == s) {
+        if let Some(i) = (0..self.ends.len()).find(|&i| self.get(i as Sym) == s) {
             return Some(i as Sym);
         }
-        let start = u32::try_from(self.text.len()).ok()?;
         let end = u32::try_from(self.text.len() + s.len()).ok()?;
-        if self.spans.len() >= MAX_STRINGS {
+        if self.ends.len() >= MAX_STRINGS {
             return None;
         }
-        // Grown a little at a time: most journals meet a few hundred bytes.
+        // Both grown a little at a time: most journals meet a few dozen
+        // strings, a few hundred bytes.
         self.text.reserve_exact(s.len() + 16);
         self.text.push_str(s);
-        if self.spans.is_empty() {
-            self.spans.reserve_exact(8);
+        if self.ends.len() == self.ends.capacity() {
+            self.ends.reserve_exact(8);
         }
-        self.spans.push((start, end));
-        Some(self.spans.len() as Sym - 1)
+        self.ends.push(end);
+        Some(self.ends.len() as Sym - 1)
     }
 }
 

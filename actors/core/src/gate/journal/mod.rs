@@ -16,8 +16,6 @@
 
 mod compact;
 
-use std::collections::VecDeque;
-
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -26,9 +24,6 @@ use crate::gate::{Event, GateState, apply};
 /// How many events a node keeps unless told otherwise: a gate's whole life is
 /// typically a few dozen events.
 pub const DEFAULT_CAPACITY: usize = 512;
-
-/// Entries a journal starts with room for, and grows by.
-const GROWTH: usize = 16;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
@@ -41,7 +36,7 @@ pub struct Journal {
     /// The fold of every evicted entry; `None` until the first eviction (most
     /// gates never evict, and a state is a few hundred bytes).
     base: Option<Box<GateState>>,
-    entries: VecDeque<compact::Stored>,
+    entries: compact::Entries,
     strings: compact::Strings,
     cap: usize,
     dropped: u64,
@@ -59,7 +54,7 @@ impl Journal {
         let cap = cap.max(1);
         Journal {
             base: None,
-            entries: VecDeque::with_capacity(cap.min(GROWTH)),
+            entries: compact::Entries::default(),
             strings: compact::Strings::default(),
             cap,
             dropped: 0,
@@ -67,13 +62,6 @@ impl Journal {
     }
 
     pub fn record(&mut self, at: Timestamp, event: Event) {
-        // Grown by a few entries at a time rather than doubled: a gate's life
-        // is a few dozen events, and a thousand gates' journals half empty
-        // would be most of the process's memory.
-        if self.entries.len() == self.entries.capacity() && self.entries.len() < self.cap {
-            let more = GROWTH.min(self.cap - self.entries.len());
-            self.entries.reserve_exact(more);
-        }
         let stored = self.strings.encode(Entry { at, event });
         self.entries.push_back(stored);
         while self.entries.len() > self.cap {
@@ -87,7 +75,7 @@ impl Journal {
 
     /// The retained entries, oldest first, each decoded as it is read.
     pub fn entries(&self) -> impl ExactSizeIterator<Item = Entry> + '_ {
-        self.entries.iter().map(|e| self.strings.decode(e))
+        self.entries.iter().map(|e| self.strings.decode(&e))
     }
 
     pub fn len(&self) -> usize {
@@ -95,7 +83,7 @@ impl Journal {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.len() == 0
     }
 
     pub fn capacity(&self) -> usize {

@@ -61,7 +61,7 @@ fn the_frequent_kinds_take_a_slot_and_decode_to_what_was_recorded() {
         assert!(is_slot(&stored), "{stored:?} was stored whole");
     }
     // Repeated strings are kept once.
-    assert_eq!(s.spans.len(), 9, "{:?}", s.spans);
+    assert_eq!(s.ends.len(), 9, "{:?}", s.ends);
 }
 
 #[test]
@@ -139,9 +139,164 @@ fn a_new_pod_is_kept_by_its_strings_and_decodes_whole() {
     }
 }
 
-/// A stored entry is 24 bytes: an 8-byte time and a 16-byte slot (two-byte
-/// strings). At 32 it was a quarter of a gate's journal more.
+/// An entry on its way into and out of the byte stream is 24 bytes: an
+/// 8-byte time and a 16-byte slot (two-byte strings).
 #[test]
 fn a_stored_entry_is_24_bytes() {
     assert_eq!(std::mem::size_of::<Stored>(), 24);
+}
+
+/// Entries of every stored form, with times that stress the differences:
+/// out of order, far apart, the extremes a slot holds, and whole entries
+/// (no time difference of their own) between them.
+fn mixed_entries() -> Vec<Entry> {
+    let mut pod = crate::testutil::mk_pod("cilium-x7f2k", "node-1", "ds-uid");
+    pod.labels.insert("app".into(), "cilium".into());
+    pod.ready_since = Some(at(-1_000, 7)).into();
+    pod.ready_annotation = true;
+    pod.terminating = true;
+    let times = [
+        at(1_795_000_000, 123_456_789),
+        at(1_795_000_000, 123_456_790),
+        at(1_794_000_000, 0),
+        time(i64::MAX),
+        time(i64::MIN + 1),
+        Timestamp::MAX,
+        at(0, 0),
+        at(1_795_000_001, 5),
+    ];
+    let events = [
+        Event::PodUpdated { pod: Arc::new(pod) },
+        Event::PodStatusChanged {
+            pod: "cilium-x7f2k".into(),
+            uid: "u-1".into(),
+            phase: "Running".into(),
+            ready: true,
+            ready_since: Some(time(i64::MIN + 1)),
+            terminating: true,
+        },
+        Event::RecheckFired { generation: 9 },
+        Event::MemberWaiting {
+            member: MemberId::Dra("gpu.example.com".into()),
+            why: "no device".into(),
+            available_at: Some(time(i64::MAX)),
+        },
+        Event::MemberReady {
+            member: MemberId::Canary,
+            pod: "canary-1".into(),
+        },
+        Event::MemberExpected {
+            member: MemberId::Resource("example.com/fpga".into()),
+        },
+        Event::PodStatusChanged {
+            pod: "cilium-x7f2k".into(),
+            uid: "u-1".into(),
+            phase: "Pending".into(),
+            ready: false,
+            ready_since: None,
+            terminating: false,
+        },
+        Event::MemberWaiting {
+            member: MemberId::Critical("dns".into()),
+            why: String::new(),
+            available_at: None,
+        },
+    ];
+    let mut out = Vec::new();
+    for round in 0..3 {
+        for (i, event) in events.iter().enumerate() {
+            out.push(Entry {
+                at: times[(i + round) % times.len()],
+                event: event.clone(),
+            });
+        }
+    }
+    out
+}
+
+#[test]
+fn the_byte_stream_gives_back_every_entry_as_recorded_through_eviction() {
+    let all = mixed_entries();
+    for cap in [1, 2, 3, 5, 8, 13, all.len(), all.len() + 1] {
+        let mut journal = crate::gate::journal::Journal::new(cap);
+        for (n, e) in all.iter().enumerate() {
+            journal.record(e.at, e.event.clone());
+            let kept: Vec<Entry> = journal.entries().collect();
+            let from = (n + 1).saturating_sub(cap);
+            assert_eq!(kept, all[from..=n], "cap {cap}, after entry {n}");
+        }
+        assert_eq!(journal.dropped() as usize, all.len().saturating_sub(cap));
+    }
+}
+
+#[test]
+fn a_pushed_then_popped_stream_is_empty_and_takes_more() {
+    let mut s = Strings::default();
+    let mut entries = Entries::default();
+    let all = mixed_entries();
+    for e in &all {
+        entries.push_back(s.encode(e.clone()));
+    }
+    for e in &all {
+        let popped = entries.pop_front().map(|p| s.decode(&p));
+        assert_eq!(popped.as_ref(), Some(e));
+    }
+    assert_eq!(entries.pop_front(), None);
+    assert_eq!(entries.encoded_len(), 0);
+    entries.push_back(s.encode(all[1].clone()));
+    assert_eq!(
+        entries.iter().map(|p| s.decode(&p)).collect::<Vec<_>>(),
+        [all[1].clone()]
+    );
+}
+
+/// A DaemonSet pod's usual life in a gate's journal (pending, running, Ready,
+/// flipped NotReady and Ready again, a member event after each) takes at most
+/// 12 bytes an entry: the figure behind the journal's share of a gate in
+/// docs/benchmarks.md. The 24-byte slots took twice that and more.
+#[test]
+fn a_pods_usual_life_takes_at_most_twelve_bytes_an_entry() {
+    let mut s = Strings::default();
+    let mut entries = Entries::default();
+    let member = MemberId::DaemonSet("kube-system/cilium".into());
+    let mut t = 1_795_000_000_000_000_000_i64;
+    let mut n = 0;
+    for (phase, ready, why) in [
+        ("Pending", false, Some("pod cilium-x7f2k is Pending")),
+        ("Running", false, Some("pod cilium-x7f2k is not Ready")),
+        ("Running", true, None),
+        ("Running", false, Some("pod cilium-x7f2k is not Ready")),
+        ("Running", true, None),
+    ] {
+        t += 1_500_000_000;
+        let status = Event::PodStatusChanged {
+            pod: "cilium-x7f2k".into(),
+            uid: "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0".into(),
+            phase: phase.into(),
+            ready,
+            ready_since: ready.then(|| time(t - 1_000_000_000)),
+            terminating: false,
+        };
+        let follow = match why {
+            Some(why) => Event::MemberWaiting {
+                member: member.clone(),
+                why: why.into(),
+                available_at: None,
+            },
+            None => Event::MemberReady {
+                member: member.clone(),
+                pod: "cilium-x7f2k".into(),
+            },
+        };
+        for event in [status, follow] {
+            entries.push_back(s.encode(Entry { at: time(t), event }));
+            t += 3_000_000;
+            n += 1;
+        }
+    }
+    assert!(
+        entries.encoded_len() <= 12 * n,
+        "{} bytes for {n} entries",
+        entries.encoded_len()
+    );
 }
