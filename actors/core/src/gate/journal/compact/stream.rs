@@ -60,8 +60,19 @@ impl Entries {
     }
 
     pub(in crate::gate::journal) fn push_back(&mut self, stored: Stored) {
+        let need = max_len(&stored.slot);
+        if self.bytes.capacity() - self.bytes.len() < need {
+            // Reclaim what eviction left at the front before growing.
+            if self.start > 0 {
+                self.bytes.drain(..self.start);
+                self.start = 0;
+            }
+            if self.bytes.capacity() - self.bytes.len() < need {
+                self.bytes.reserve_exact(need.max(CHUNK));
+            }
+        }
         let mut w = Writer {
-            out: Vec::with_capacity(32),
+            out: &mut self.bytes,
         };
         match stored.slot {
             Slot::Whole(entry) => {
@@ -73,17 +84,6 @@ impl Entries {
                 self.last = stored.at;
             }
         }
-        if self.bytes.capacity() - self.bytes.len() < w.out.len() {
-            // Reclaim what eviction left at the front before growing.
-            if self.start > 0 {
-                self.bytes.drain(..self.start);
-                self.start = 0;
-            }
-            if self.bytes.capacity() - self.bytes.len() < w.out.len() {
-                self.bytes.reserve_exact(w.out.len().max(CHUNK));
-            }
-        }
-        self.bytes.extend_from_slice(&w.out);
         self.len += 1;
     }
 
@@ -126,11 +126,22 @@ impl Entries {
     }
 }
 
-struct Writer {
-    out: Vec<u8>,
+/// The most bytes `slot` can take: room made before writing, so that the
+/// buffer grows by [`CHUNK`]s rather than doubling.
+fn max_len(slot: &Slot) -> usize {
+    // A kind byte, the time and an optional time, up to three strings.
+    const SMALL: usize = 1 + 10 + 10 + 3 * 3;
+    match slot {
+        Slot::Pod(p) => SMALL + 7 * 3 + 1 + 10 + p.labels.len() * 2 * 3,
+        _ => SMALL,
+    }
 }
 
-impl Writer {
+struct Writer<'a> {
+    out: &'a mut Vec<u8>,
+}
+
+impl Writer<'_> {
     fn byte(&mut self, b: u8) {
         self.out.push(b);
     }
