@@ -170,14 +170,15 @@ async fn waves(
         mib(cold),
         nodegate_alloc::live_bytes() as f64 / 1048576.0
     );
-    let show = |what: &str, kib: u64| {
+    let show = |what: &str, (kib, heap): (u64, usize)| {
         println!(
             "{what}: {:.1} MiB ({:.2}x the baseline), heap {:.1} MiB",
             mib(kib),
             kib as f64 / cold.max(1) as f64,
-            nodegate_alloc::live_bytes() as f64 / 1048576.0
+            heap as f64 / 1048576.0
         );
     };
+    let now = || (nodegate_alloc::resident_kib(), nodegate_alloc::live_bytes());
     for wave in 0..waves {
         let names: Vec<String> = (0..nodes)
             .map(|i| format!("wave{wave:03}-{i:05}"))
@@ -197,7 +198,7 @@ async fn waves(
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         quiesce(steps).await;
-        let live = nodegate_alloc::resident_kib();
+        let live = now();
         for n in &names {
             for ds in dss {
                 router.pod_deleted(n, &format!("{n}-{}", ds.name).into());
@@ -209,19 +210,16 @@ async fn waves(
         }
         quiesce(steps).await;
         show(&format!("wave {}, {nodes} gates live", wave + 1), live);
-        show(
-            &format!("wave {}, all gone", wave + 1),
-            nodegate_alloc::resident_kib(),
-        );
+        show(&format!("wave {}, all gone", wave + 1), now());
     }
     let settle = env_or("SETTLE", 12);
     tokio::time::sleep(Duration::from_secs(settle as u64)).await;
     show(
         &format!("after {settle} s idle"),
-        nodegate_alloc::resident_kib(),
+        now(),
     );
     nodegate_alloc::give_back();
-    show("after give_back", nodegate_alloc::resident_kib());
+    show("after give_back", now());
 }
 
 fn main() {
@@ -288,8 +286,10 @@ fn main() {
             rss()
         );
         if std::env::var("TRIM").is_ok() {
+            let started = std::time::Instant::now();
             nodegate_alloc::give_back();
-            println!("after give_back: {}", rss());
+            let took = started.elapsed();
+            println!("after give_back (it took {took:?}): {}", rss());
         }
         assert_eq!(router.gate_count(), nodes, "every gate is still waiting");
         sup.stop(None);
