@@ -51,7 +51,7 @@ pub const NAME: &str = if cfg!(feature = "system") {
 };
 
 /// The allocator a build with no allocator feature uses.
-pub const SHIPPED: &str = "system";
+pub const SHIPPED: &str = "glibc-tuned";
 
 /// How often the `glibc-tuned` allocator's thread calls `malloc_trim`.
 pub const TRIM_PERIOD: Duration = Duration::from_secs(10);
@@ -224,6 +224,32 @@ mod tests {
     fn the_name_is_one_of_the_candidates() {
         assert!(["system", "glibc-tuned", "mimalloc", "jemalloc"].contains(&NAME));
         assert!(["system", "glibc-tuned", "mimalloc", "jemalloc"].contains(&SHIPPED));
+    }
+
+    /// What the shipped allocator's thread does every [`TRIM_PERIOD`]: free
+    /// memory kept by glibc goes back to the kernel. 64 MiB in small blocks
+    /// (below glibc's mmap threshold, so they stay in its arenas when freed)
+    /// are allocated and freed; `give_back` must return most of it.
+    #[test]
+    fn give_back_returns_freed_small_blocks_to_the_kernel() {
+        if !glibc() {
+            return;
+        }
+        let before = resident_kib();
+        let blocks: Vec<Vec<u8>> = (0..64 * 1024).map(|i| vec![i as u8; 1000]).collect();
+        // A block above them all keeps free() from shrinking the heap's top
+        // by itself: only give_back can return the memory below it.
+        let pin = vec![1u8; 1000];
+        let live = resident_kib();
+        assert!(live > before + 48 * 1024, "{before} -> {live} KiB");
+        drop(blocks);
+        give_back();
+        let after = resident_kib();
+        assert!(
+            after < live - 32 * 1024,
+            "{live} KiB live, {after} KiB after freeing 64 MiB and give_back"
+        );
+        drop(pin);
     }
 
     #[test]
