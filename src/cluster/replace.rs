@@ -100,9 +100,9 @@ pub async fn carry_out(writer: &Writer, w: &ReplaceWrite, may_write: impl Fn() -
             Ok(Ok(Found::NotProven(why))) => return Outcome::NoOwner(why),
             Ok(Err(e)) if again => return Outcome::OwnerFailed(e),
             Ok(Err(e)) => return Outcome::Failed(e),
-            Err(e) if again => return Outcome::OwnerFailed(unsent(e)),
+            Err(e) if again => return Outcome::OwnerFailed(e.to_string()),
             Err(e) => {
-                return Outcome::Failed(format!("finding the node's owner: {}", unsent(e)));
+                return Outcome::Failed(format!("finding the node's owner: {e}"));
             }
         }
     };
@@ -124,16 +124,7 @@ pub async fn carry_out(writer: &Writer, w: &ReplaceWrite, may_write: impl Fn() -
         Err(Unsent::NotLeader) => {
             Outcome::OwnerFailed("this replica lost the lease before the delete".into())
         }
-        Err(e) => Outcome::OwnerFailed(unsent(e)),
-    }
-}
-
-/// Why an owner's request got no answer, as its outcome says it.
-fn unsent(e: Unsent) -> String {
-    match e {
-        Unsent::NoAnswer(e) => e,
-        Unsent::NotLeader => "this replica lost the lease".into(),
-        Unsent::Closed => "writer is shutting down".into(),
+        Err(e) => Outcome::OwnerFailed(e.to_string()),
     }
 }
 

@@ -163,12 +163,15 @@ pub enum Unsent {
     NoAnswer(String),
 }
 
-/// A one-off command writes one node at a time: one slot is all it uses.
-const COMMAND_SLOTS: usize = 1;
-/// A one-off command has no rate flags: it asks the API server for no more
-/// than the controller does by default (`--kube-qps`, `--kube-burst`).
-const COMMAND_QPS: f64 = 50.0;
-const COMMAND_BURST: u32 = 100;
+impl std::fmt::Display for Unsent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Unsent::NotLeader => "this replica lost the lease",
+            Unsent::Closed => "writer is shutting down",
+            Unsent::NoAnswer(e) => e,
+        })
+    }
+}
 
 impl Writer {
     pub fn new(
@@ -192,20 +195,15 @@ impl Writer {
         }
     }
 
-    /// The writer of `backfill` and `uninstall`: no leader election, one
-    /// slot, the controller's default rate, and `--request-timeout` (the
-    /// client's own; none when not given or 0, as before).
+    /// The writer of `backfill` and `uninstall`, which write one node at a
+    /// time and have no flags for slots or rate: no leader election, one
+    /// slot, the controller's default rate (`--kube-qps 50`, `--kube-burst
+    /// 100`: a command asks no more of the API server than the controller
+    /// does), and `--request-timeout` (which the client applies too; none
+    /// when not given or 0, as before).
     pub fn for_command(client: Client, request_timeout: Option<Duration>) -> Self {
         let timeout = request_timeout.unwrap_or(Duration::MAX);
-        let instance = CONTROLLER_NAME.to_string();
-        Writer::new(
-            client,
-            COMMAND_SLOTS,
-            COMMAND_QPS,
-            COMMAND_BURST,
-            timeout,
-            instance,
-        )
+        Writer::new(client, 1, 50.0, 100, timeout, CONTROLLER_NAME.into())
     }
 
     /// The controller's writer: writes while `leader` admits them, counts
@@ -275,7 +273,7 @@ impl Writer {
         match answer {
             Ok(answer) => outcome(answer),
             Err(Unsent::NotLeader) => PatchOutcome::NotLeader,
-            Err(Unsent::Closed) => PatchOutcome::Failed("writer is shutting down".into()),
+            Err(e @ Unsent::Closed) => PatchOutcome::Failed(e.to_string()),
             // Sent, and never answered: it may have been applied.
             Err(Unsent::NoAnswer(e)) => PatchOutcome::Ambiguous(e),
         }
@@ -284,7 +282,7 @@ impl Writer {
     /// One node write through [`Self::send`], sent as nodegate's field
     /// manager to the node itself or (`status`) to its `status`
     /// subresource; the API server's own answer, or why there is none.
-    async fn patch_node_at<P: serde::Serialize + std::fmt::Debug>(
+    pub async fn patch_node_at<P: serde::Serialize + std::fmt::Debug>(
         &self,
         (kind, background): (NodeWrite, bool),
         node: &str,
@@ -321,21 +319,6 @@ impl Writer {
             self.patch_node_at(write, node, patch, may_write, false)
                 .await,
         )
-    }
-
-    /// A one-off command's patch of the node's `status`: `Err` says why it
-    /// did not apply, as the API server or the timeout put it.
-    pub async fn patch_node_status<P: serde::Serialize + std::fmt::Debug>(
-        &self,
-        node: &str,
-        patch: &Patch<P>,
-    ) -> Result<(), String> {
-        let write = (NodeWrite::Patch, false);
-        match self.patch_node_at(write, node, patch, || true, true).await {
-            Ok(answer) => answer.map_err(|e| e.to_string()),
-            Err(Unsent::NoAnswer(e)) => Err(e),
-            Err(other) => Err(format!("not sent: {other:?}")),
-        }
     }
 
     pub async fn remove_taints(
@@ -469,10 +452,9 @@ impl Writer {
     /// `Ok(None)` when it is gone.
     pub async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
         let nodes = self.nodes();
-        match self.read(nodes.get_opt(name)).await {
-            Ok(Ok(Some(n))) => Ok(project::node(&n).0),
-            Ok(Ok(None)) => Ok(None),
-            Ok(Err(e)) => Err(format!("reading node {name}: {e}")),
+        let read = self.read(nodes.get_opt(name)).await;
+        match read.and_then(|r| r.map_err(|e| e.to_string())) {
+            Ok(node) => Ok(node.and_then(|n| project::node(&n).0)),
             Err(e) => Err(format!("reading node {name}: {e}")),
         }
     }

@@ -261,15 +261,18 @@ async fn send(writer: &Writer, cleanup: &Cleanup) -> PatchOutcome {
     let delete = serde_json::json!({"status": {"conditions": [
         {"type": OPEN_CONDITION, "$patch": "delete"},
     ]}});
-    match writer
-        .patch_node_status(&cleanup.node, &Patch::Strategic(delete))
+    let delete = Patch::Strategic(delete);
+    let e = match writer
+        .patch_node_at(write, &cleanup.node, &delete, || true, true)
         .await
     {
-        Ok(()) => PatchOutcome::Applied,
-        Err(e) => PatchOutcome::Failed(format!(
-            "removed the rest, but not the condition {OPEN_CONDITION}: {e}"
-        )),
-    }
+        Ok(Ok(())) => return PatchOutcome::Applied,
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => e.to_string(),
+    };
+    PatchOutcome::Failed(format!(
+        "removed the rest, but not the condition {OPEN_CONDITION}: {e}"
+    ))
 }
 
 #[cfg(test)]

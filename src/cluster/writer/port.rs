@@ -14,19 +14,19 @@
 //! the delays between a gate's periodic re-examinations; only the random
 //! draw is made here. Nothing here decides about a gate.
 
+use std::future::Future;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use nodegate_actors::ports::{self, EffectExecutor, REEXAMINE_PERIOD, Sending, retry_ceiling};
-use nodegate_core::deciders::{CanaryCreate, CanaryDelete, ReplaceWrite, TaintWrite, Tally};
-use nodegate_core::gate::{
-    ConditionWrite, ExternalOpening, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
-};
+use nodegate_core::deciders::Tally;
+use nodegate_core::gate::{ConditionWrite, ExternalOpening, NodeEvent, PatchOutcome, UntaintPatch};
 use nodegate_core::net::entrance::BoundPod;
 use nodegate_core::vocab::model::{NodeInfo, PodInfo};
 use nodegate_core::vocab::write::{Outcome, Write};
 use rand::Rng;
 
+use crate::cluster::replace;
 use crate::cluster::writer::Writer;
 use crate::serve::metrics::NodeWrite;
 
@@ -50,9 +50,6 @@ impl Writer {
 
     async fn untaint(&self, patch: UntaintPatch, sending: Sending) -> PatchOutcome {
         let Sending { withdrawal, seen } = sending;
-        if !self.admits_write() {
-            return PatchOutcome::NotLeader;
-        }
         // Asked right before the request, after any wait for a patch slot or
         // a rate token: the gate may have seen a member stop being Ready
         // meanwhile, and an untaint not yet sent can still be called back.
@@ -75,19 +72,7 @@ impl Writer {
         outcome
     }
 
-    async fn timed_out(&self, mark: TimeoutMark) -> PatchOutcome {
-        if !self.admits_write() {
-            return PatchOutcome::NotLeader;
-        }
-        let outcome = self.mark_timed_out(&mark, || self.admits_write()).await;
-        self.count(NodeWrite::MarkTimedOut, &outcome);
-        outcome
-    }
-
     async fn opened_externally(&self, mark: ExternalOpening) -> PatchOutcome {
-        if !self.admits_write() {
-            return PatchOutcome::NotLeader;
-        }
         let outcome = self
             .mark_opened_externally(&mark, Timestamp::now(), || self.admits_write())
             .await;
@@ -103,9 +88,6 @@ impl Writer {
     }
 
     async fn condition(&self, write: ConditionWrite) -> PatchOutcome {
-        if !self.admits_write() {
-            return PatchOutcome::NotLeader;
-        }
         let outcome = self
             .write_condition(&write, Timestamp::now(), || self.admits_write())
             .await;
@@ -122,66 +104,43 @@ impl Writer {
         outcome
     }
 
-    async fn taint(&self, write: TaintWrite) -> PatchOutcome {
-        if !self.admits_write() {
-            return PatchOutcome::NotLeader;
-        }
-        self.write_taint(&write, || self.admits_write()).await
-    }
-
-    async fn replace(&self, write: ReplaceWrite) -> Outcome {
-        if !self.admits_write() {
-            return Outcome::NotLeader;
-        }
-        crate::cluster::replace::carry_out(self, &write, || self.admits_write()).await
-    }
-
-    async fn create_canary(&self, create: CanaryCreate) -> PatchOutcome {
-        let Some(canaries) = &self.canaries else {
+    /// A canary pod's create or delete (`request`; `None`: canaries off).
+    async fn canary(
+        &self,
+        request: Option<impl Future<Output = Result<(), kube::Error>>>,
+    ) -> PatchOutcome {
+        let Some(request) = request else {
             return PatchOutcome::Failed("canary is not configured".into());
         };
-        if !self.admits_write() {
-            return PatchOutcome::NotLeader;
-        }
-        let request = canaries.create(&create);
-        let sent = self.send(
-            (None, false),
-            self.request_timeout,
-            || self.admits_write(),
-            request,
-        );
-        Self::classify(sent.await)
-    }
-
-    async fn delete_canary(&self, delete: CanaryDelete) -> PatchOutcome {
-        let Some(canaries) = &self.canaries else {
-            return PatchOutcome::Failed("canary is not configured".into());
-        };
-        if !self.admits_write() {
-            return PatchOutcome::NotLeader;
-        }
-        let request = canaries.delete(&delete);
-        let sent = self.send(
-            (None, false),
-            self.request_timeout,
-            || self.admits_write(),
-            request,
-        );
-        Self::classify(sent.await)
+        let lane = (None, false);
+        Self::classify(
+            self.send(lane, self.request_timeout, || self.admits_write(), request)
+                .await,
+        )
     }
 }
 
 impl EffectExecutor for Writer {
     async fn write(&self, write: Write, sending: Sending) -> Outcome {
+        // Refused before it is queued; the writer asks again before it sends.
+        if !self.admits_write() {
+            return Outcome::NotLeader;
+        }
+        let may_write = || self.admits_write();
+        let canaries = self.canaries.as_ref();
         match write {
             Write::Untaint(patch) => self.untaint(patch, sending).await,
-            Write::MarkTimedOut(mark) => self.timed_out(mark).await,
+            Write::MarkTimedOut(mark) => {
+                let outcome = self.mark_timed_out(&mark, may_write).await;
+                self.count(NodeWrite::MarkTimedOut, &outcome);
+                outcome
+            }
             Write::MarkOpenedExternally(mark) => self.opened_externally(mark).await,
             Write::Condition(write) => self.condition(write).await,
-            Write::Taint(write) => self.taint(write).await,
-            Write::Replace(write) => self.replace(write).await,
-            Write::CreateCanary(create) => self.create_canary(create).await,
-            Write::DeleteCanary(delete) => self.delete_canary(delete).await,
+            Write::Taint(write) => self.write_taint(&write, may_write).await,
+            Write::Replace(write) => replace::carry_out(self, &write, may_write).await,
+            Write::CreateCanary(c) => self.canary(canaries.map(|k| k.create(&c))).await,
+            Write::DeleteCanary(d) => self.canary(canaries.map(|k| k.delete(&d))).await,
         }
     }
 

@@ -403,3 +403,22 @@ async fn the_owners_delete_waits_for_a_rate_token() {
     let delete = format!("DELETE {MACHINE}");
     assert_eq!(seen_now(&seen), [get.as_str(), delete.as_str()]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_commands_writer_waits_as_its_request_timeout_says() {
+    let body = || Patch::Merge(json!({"metadata": {"annotations": {"a": "b"}}}));
+    let write = (NodeWrite::Patch, false);
+    // `--request-timeout 5s`: given up after 5 s, as perhaps applied.
+    let w = Writer::for_command(silent_client(), Some(Duration::from_secs(5)));
+    let given_up = tokio::time::timeout(PATIENCE, w.patch_node(write, "n1", &body(), || true))
+        .await
+        .expect("the patch was still waiting after 10 minutes");
+    assert!(
+        matches!(&given_up, PatchOutcome::Ambiguous(e) if e.contains("no answer within 5s")),
+        "{given_up:?}"
+    );
+    // No `--request-timeout` (or 0): the writer gives up on nothing.
+    let w = Writer::for_command(silent_client(), None);
+    let waiting = tokio::time::timeout(PATIENCE, w.patch_node(write, "n1", &body(), || true)).await;
+    assert!(waiting.is_err(), "{waiting:?}");
+}
