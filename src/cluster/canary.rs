@@ -40,7 +40,6 @@ const MANAGER: &str = "nodegate";
 
 /// What the writer needs to make and remove canaries.
 pub struct Canaries {
-    pub client: Client,
     pub namespace: String,
     pub pod: CanaryPod,
     /// The managed taints at start, which every canary tolerates.
@@ -48,22 +47,22 @@ pub struct Canaries {
 }
 
 impl Canaries {
-    fn api(&self) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), &self.namespace)
+    fn api(&self, client: &Client) -> Api<Pod> {
+        Api::namespaced(client.clone(), &self.namespace)
     }
 
     /// The canary for `c`, created (the writer bounds and times it).
-    pub async fn create(&self, c: &CanaryCreate) -> Result<(), kube::Error> {
+    pub async fn create(&self, client: &Client, c: &CanaryCreate) -> Result<(), kube::Error> {
         let pod = build(c, &self.namespace, &self.pod, &self.tolerate);
         let params = PostParams {
             field_manager: Some(MANAGER.into()),
             ..Default::default()
         };
-        self.api().create(&params, &pod).await.map(|_| ())
+        self.api(client).create(&params, &pod).await.map(|_| ())
     }
 
     /// The canary `d` names, deleted (the writer bounds and times it).
-    pub async fn delete(&self, d: &CanaryDelete) -> Result<(), kube::Error> {
+    pub async fn delete(&self, client: &Client, d: &CanaryDelete) -> Result<(), kube::Error> {
         let params = DeleteParams {
             grace_period_seconds: d.force.then_some(0),
             preconditions: d.uid.clone().map(|uid| Preconditions {
@@ -72,14 +71,14 @@ impl Canaries {
             }),
             ..Default::default()
         };
-        self.api().delete(&d.name, &params).await.map(|_| ())
+        self.api(client).delete(&d.name, &params).await.map(|_| ())
     }
 
     /// Every canary in the namespace (a quorum read), projected like the
     /// watch projects them.
-    pub async fn list(&self) -> Result<Vec<PodInfo>, String> {
+    pub async fn list(&self, client: &Client) -> Result<Vec<PodInfo>, String> {
         let params = ListParams::default().labels(CANARY_LABEL);
-        match self.api().list(&params).await {
+        match self.api(client).list(&params).await {
             Ok(list) => Ok(list.items.iter().filter_map(project::pod).collect()),
             Err(e) => Err(format!(
                 "listing pods labelled {CANARY_LABEL} in namespace {}: {e}",

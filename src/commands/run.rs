@@ -335,7 +335,6 @@ async fn start_writers(
     Vec<deciders::Task>,
 )> {
     let canaries = settings.gate.canary.as_ref().map(|c| Canaries {
-        client: shared.client.clone(),
         namespace: c.core.namespace.clone(),
         pod: c.pod.clone(),
         tolerate: settings.gate.placement.managed_taints.clone(),

@@ -20,7 +20,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use nodegate_actors::ports::{self, EffectExecutor, REEXAMINE_PERIOD, Sending, retry_ceiling};
 use nodegate_core::deciders::Tally;
-use nodegate_core::gate::{ConditionWrite, ExternalOpening, NodeEvent, PatchOutcome, UntaintPatch};
+use nodegate_core::gate::{NodeEvent, PatchOutcome, UntaintPatch};
 use nodegate_core::net::entrance::BoundPod;
 use nodegate_core::vocab::model::{NodeInfo, PodInfo};
 use nodegate_core::vocab::write::{Outcome, Write};
@@ -31,10 +31,6 @@ use crate::cluster::writer::Writer;
 use crate::serve::metrics::NodeWrite;
 
 impl Writer {
-    fn is_leader(&self) -> bool {
-        self.leader.is_leader()
-    }
-
     /// Whether a node write may go out now (a refusal is remembered, so the
     /// elector tells the gates when this replica leads again).
     fn admits_write(&self) -> bool {
@@ -72,38 +68,6 @@ impl Writer {
         outcome
     }
 
-    async fn opened_externally(&self, mark: ExternalOpening) -> PatchOutcome {
-        let outcome = self
-            .mark_opened_externally(&mark, Timestamp::now(), || self.admits_write())
-            .await;
-        match &outcome {
-            PatchOutcome::Applied => {}
-            PatchOutcome::NotFound | PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {}
-            other => tracing::warn!(
-                node = %mark.node,
-                "could not record opened-by: external on the node (the late-taint net still leaves it alone while this process runs): {other:?}"
-            ),
-        }
-        outcome
-    }
-
-    async fn condition(&self, write: ConditionWrite) -> PatchOutcome {
-        let outcome = self
-            .write_condition(&write, Timestamp::now(), || self.admits_write())
-            .await;
-        match &outcome {
-            PatchOutcome::Applied
-            | PatchOutcome::NotFound
-            | PatchOutcome::NotLeader
-            | PatchOutcome::Withdrawn => {}
-            other => tracing::warn!(
-                node = %write.node,
-                "could not write the nodegate.dev/Open condition on the node: {other:?}"
-            ),
-        }
-        outcome
-    }
-
     /// A canary pod's create or delete (`request`; `None`: canaries off).
     async fn canary(
         &self,
@@ -135,18 +99,38 @@ impl EffectExecutor for Writer {
                 self.count(NodeWrite::MarkTimedOut, &outcome);
                 outcome
             }
-            Write::MarkOpenedExternally(mark) => self.opened_externally(mark).await,
-            Write::Condition(write) => self.condition(write).await,
+            Write::MarkOpenedExternally(m) => {
+                let outcome = self.mark_opened_externally(&m, Timestamp::now(), may_write);
+                logged(
+                    outcome.await,
+                    &m.node,
+                    "could not record opened-by: external on the node (the late-taint net still leaves it alone while this process runs)",
+                )
+            }
+            Write::Condition(w) => {
+                let outcome = self.write_condition(&w, Timestamp::now(), may_write);
+                logged(
+                    outcome.await,
+                    &w.node,
+                    "could not write the nodegate.dev/Open condition on the node",
+                )
+            }
             Write::Taint(write) => self.write_taint(&write, may_write).await,
             Write::Replace(write) => replace::carry_out(self, &write, may_write).await,
-            Write::CreateCanary(c) => self.canary(canaries.map(|k| k.create(&c))).await,
-            Write::DeleteCanary(d) => self.canary(canaries.map(|k| k.delete(&d))).await,
+            Write::CreateCanary(c) => {
+                self.canary(canaries.map(|k| k.create(&self.client, &c)))
+                    .await
+            }
+            Write::DeleteCanary(d) => {
+                self.canary(canaries.map(|k| k.delete(&self.client, &d)))
+                    .await
+            }
         }
     }
 
     async fn record_event(&self, event: NodeEvent) {
         // Followers stay silent: the leader records the same facts.
-        if self.is_leader() {
+        if self.leader.is_leader() {
             Writer::record_event(self, &event).await;
         }
     }
@@ -163,11 +147,11 @@ impl EffectExecutor for Writer {
         let Some(canaries) = &self.canaries else {
             return Err("canary is not configured".into());
         };
-        self.read(canaries.list()).await?
+        self.read(canaries.list(&self.client)).await?
     }
 
     fn may_write(&self) -> bool {
-        self.is_leader()
+        self.leader.is_leader()
     }
 
     async fn fresh_node_versions(&self) -> Result<Option<Vec<(String, String)>>, String> {
@@ -205,6 +189,19 @@ impl EffectExecutor for Writer {
         let mut rng = rand::rng();
         ports::reexamine_jitter(REEXAMINE_PERIOD, |spread| rng.random_range(0..=spread))
     }
+}
+
+/// A best-effort write's `outcome`, logged as `failed` unless it was applied
+/// or there was nothing to do.
+fn logged(outcome: PatchOutcome, node: &str, failed: &str) -> PatchOutcome {
+    match &outcome {
+        PatchOutcome::Applied
+        | PatchOutcome::NotFound
+        | PatchOutcome::NotLeader
+        | PatchOutcome::Withdrawn => {}
+        other => tracing::warn!(node = %node, "{failed}: {other:?}"),
+    }
+    outcome
 }
 
 /// One page of the metadata LIST below.

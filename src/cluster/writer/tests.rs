@@ -259,7 +259,6 @@ fn serving(slots: usize, qps: f64, burst: u32, seen: &Seen) -> std::sync::Arc<Wr
     let leader = Arc::new(Leadership::always());
     let metrics = Arc::new(Metrics::new(Arc::clone(&leader)));
     let canaries = Canaries {
-        client: client.clone(),
         namespace: "nodegate".into(),
         pod: crate::settings::config::CanaryPod {
             image: "registry.k8s.io/pause:3.10".into(),
@@ -292,10 +291,13 @@ async fn hold_the_slot(w: &std::sync::Arc<Writer>, seen: &Seen) -> tokio::task::
     let task = tokio::spawn(async move {
         let _ = held.remove_taints(&untaint("n0"), || true).await;
     });
-    while seen_now(seen).is_empty() {
+    for _ in 0..1000 {
+        if !seen_now(seen).is_empty() {
+            return task;
+        }
         tokio::task::yield_now().await;
     }
-    task
+    panic!("the untaint holding the slot was never sent");
 }
 
 const UNTAINT: &str = "PATCH /api/v1/nodes/n0";
