@@ -17,9 +17,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nodegate::cluster::executor::{KubeExecutor, SystemClock};
 use nodegate::cluster::leader::Leadership;
-use nodegate::cluster::server_time::ServerTime;
+use nodegate::cluster::server_time::{ServerTime, SystemClock};
 use nodegate::cluster::writer::Writer;
 use nodegate::serve::metrics::Metrics;
 use nodegate_actors::decider_shell;
@@ -93,20 +92,18 @@ fn main() {
         ))
         .expect("a client that is never used");
         let leadership = Arc::new(Leadership::always());
-        let executor = Arc::new(KubeExecutor {
-            writer: Writer::new(
+        let metrics = Arc::new(Metrics::new(Arc::clone(&leadership)));
+        let executor = Arc::new(
+            Writer::new(
                 client,
                 16,
                 50.0,
                 100,
                 Duration::from_secs(10),
                 "regate-memory".into(),
-            ),
-            metrics: Arc::new(Metrics::new(Arc::clone(&leadership))),
-            leader: leadership,
-            canaries: None,
-            fresh_versions: Default::default(),
-        });
+            )
+            .serving(leadership, metrics, None),
+        );
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let task = decider_shell::start(Closing::new(), &router, executor, clock, None, stopped);
         router.mark_synced();

@@ -2,8 +2,8 @@
 //! a gated node, its deletion, and the LIST of every canary. What to create
 //! or delete, and when, is the canary decider's
 //! (`nodegate_core::canary::decider`); this module only builds the pod and
-//! talks to the API server, within the request timeout and the client's
-//! rate.
+//! talks to the API server; the writer sends each request within its slots,
+//! rate and timeout.
 //!
 //! The pod is bound with `spec.nodeName` (no scheduler), tolerates exactly
 //! the managed taints (a NoExecute one would otherwise make the kubelet
@@ -15,8 +15,6 @@
 //! restart; a canary that ends (`Failed`: refused at admission, evicted) is
 //! nodegate's to replace.
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, Pod, PodSecurityContext, PodSpec, SeccompProfile, SecurityContext,
     Toleration,
@@ -26,12 +24,10 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use nodegate_core::canary::CANARY_LABEL;
 use nodegate_core::deciders::{CanaryCreate, CanaryDelete};
-use nodegate_core::gate::PatchOutcome;
 use nodegate_core::rules::placement::ManagedTaint;
 use nodegate_core::vocab::model::PodInfo;
 
 use crate::cluster::project;
-use crate::cluster::writer::outcome;
 use crate::settings::config::CanaryPod;
 
 /// The user a canary runs as when the image says nothing (the pause
@@ -42,35 +38,31 @@ const GRACE_SECONDS: i64 = 1;
 /// The field manager and `app.kubernetes.io/managed-by` of every canary.
 const MANAGER: &str = "nodegate";
 
-/// What the executor needs to make and remove canaries.
+/// What the writer needs to make and remove canaries.
 pub struct Canaries {
-    pub client: Client,
     pub namespace: String,
     pub pod: CanaryPod,
     /// The managed taints at start, which every canary tolerates.
     pub tolerate: Vec<ManagedTaint>,
-    pub request_timeout: Duration,
 }
 
 impl Canaries {
-    fn api(&self) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), &self.namespace)
+    fn api(&self, client: &Client) -> Api<Pod> {
+        Api::namespaced(client.clone(), &self.namespace)
     }
 
-    pub async fn create(&self, c: &CanaryCreate) -> PatchOutcome {
+    /// The canary for `c`, created (the writer bounds and times it).
+    pub async fn create(&self, client: &Client, c: &CanaryCreate) -> Result<(), kube::Error> {
         let pod = build(c, &self.namespace, &self.pod, &self.tolerate);
         let params = PostParams {
             field_manager: Some(MANAGER.into()),
             ..Default::default()
         };
-        let api = self.api();
-        match tokio::time::timeout(self.request_timeout, api.create(&params, &pod)).await {
-            Ok(answer) => outcome(answer.map(|_| ())),
-            Err(_) => PatchOutcome::Ambiguous(self.no_answer()),
-        }
+        self.api(client).create(&params, &pod).await.map(|_| ())
     }
 
-    pub async fn delete(&self, d: &CanaryDelete) -> PatchOutcome {
+    /// The canary `d` names, deleted (the writer bounds and times it).
+    pub async fn delete(&self, client: &Client, d: &CanaryDelete) -> Result<(), kube::Error> {
         let params = DeleteParams {
             grace_period_seconds: d.force.then_some(0),
             preconditions: d.uid.clone().map(|uid| Preconditions {
@@ -79,33 +71,20 @@ impl Canaries {
             }),
             ..Default::default()
         };
-        let api = self.api();
-        match tokio::time::timeout(self.request_timeout, api.delete(&d.name, &params)).await {
-            Ok(answer) => outcome(answer.map(|_| ())),
-            Err(_) => PatchOutcome::Ambiguous(self.no_answer()),
-        }
+        self.api(client).delete(&d.name, &params).await.map(|_| ())
     }
 
     /// Every canary in the namespace (a quorum read), projected like the
     /// watch projects them.
-    pub async fn list(&self) -> Result<Vec<PodInfo>, String> {
+    pub async fn list(&self, client: &Client) -> Result<Vec<PodInfo>, String> {
         let params = ListParams::default().labels(CANARY_LABEL);
-        let api = self.api();
-        match tokio::time::timeout(self.request_timeout, api.list(&params)).await {
-            Ok(Ok(list)) => Ok(list.items.iter().filter_map(project::pod).collect()),
-            Ok(Err(e)) => Err(format!(
+        match self.api(client).list(&params).await {
+            Ok(list) => Ok(list.items.iter().filter_map(project::pod).collect()),
+            Err(e) => Err(format!(
                 "listing pods labelled {CANARY_LABEL} in namespace {}: {e}",
                 self.namespace
             )),
-            Err(_) => Err(self.no_answer()),
         }
-    }
-
-    fn no_answer(&self) -> String {
-        format!(
-            "no answer within {}",
-            humantime::format_duration(self.request_timeout)
-        )
     }
 }
 

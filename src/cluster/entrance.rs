@@ -6,26 +6,25 @@
 //! The decisions are the core's (`nodegate_core::net::entrance`).
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Node;
-use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 use nodegate_core::vocab::model::{NodeInfo, Taint};
 
 use crate::cluster::patch::{self, rfc3339};
 use nodegate_core::gate::PatchOutcome;
 use nodegate_core::vocab::annotations::GATED_SINCE as GATED_SINCE_ANNOTATION;
 
-use crate::cluster::writer::{FIELD_MANAGER, outcome};
+use crate::cluster::writer::Writer;
+use crate::serve::metrics::NodeWrite;
 
 /// `nodegate.dev/gated-since` at `at`, as [`put_taint`] takes it.
 pub fn gated_since(at: Timestamp) -> (&'static str, String) {
     (GATED_SINCE_ANNOTATION, rfc3339(at))
 }
 
-/// Puts `taint` on the node as it was read, with `annotations`, sent as
-/// nodegate's field manager.
+/// Puts `taint` on the node as it was read, with `annotations`, through
+/// `writer` (an entrance's write: slot, rate and timeout as the net's).
 pub async fn put_taint(
-    client: &kube::Client,
+    writer: &Writer,
     node: &NodeInfo,
     taint: &Taint,
     annotations: &[(&'static str, String)],
@@ -38,15 +37,7 @@ pub async fn put_taint(
         node.annotations_present,
         Timestamp::now(),
     );
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..Default::default()
-    };
-    let nodes: Api<Node> = Api::all(client.clone());
-    outcome(
-        nodes
-            .patch(&node.name, &params, &Patch::Json::<()>(patch))
-            .await
-            .map(|_| ()),
-    )
+    let write = (NodeWrite::AddTaint, false);
+    let patch = Patch::Json::<()>(patch);
+    writer.patch_node(write, &node.name, &patch, || true).await
 }

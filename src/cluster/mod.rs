@@ -5,17 +5,16 @@
 //! watches that feed the router (`watch`, with `relist`), leader election
 //! (`leader`), the evidence of the API server's clock they gather
 //! (`server_time`), and the one node writer: `patch` builds every
-//! conditional patch, `writer` sends it within the slots and the rate, and
-//! `executor` is the port the gates and the deciders write through
-//! (leadership, Events, metrics; `term_read` shares its one fresh node
-//! read per leadership term). `entrance` puts backfill's taint. `admission_params`
+//! conditional patch, `writer` sends it within leadership, the slots, the
+//! rate and the timeout, and is the port the gates and the deciders write
+//! through (Events, metrics; `term_read` shares its one fresh node read per
+//! leadership term). `entrance` puts backfill's taint. `admission_params`
 //! keeps the admission policy's parameters while this replica leads.
 
 pub mod admission_params;
 pub mod canary;
 pub mod client;
 pub mod entrance;
-pub mod executor;
 pub mod leader;
 pub mod lean;
 pub mod patch;

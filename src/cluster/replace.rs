@@ -20,7 +20,7 @@ use nodegate_core::vocab::model::Owner;
 use serde_json::{Value, json};
 
 use crate::cluster::patch::{pointer_segment, rfc3339};
-use crate::cluster::writer::Writer;
+use crate::cluster::writer::{Unsent, Writer};
 
 /// The conditional JSON patch that marks the node, or `None` when the
 /// action writes nothing on it (a delete of the owner again). It tests
@@ -68,10 +68,16 @@ pub fn mark(w: &ReplaceWrite) -> Option<json_patch::Patch> {
 /// [`prove`]): an owner that cannot be proven is answered
 /// [`Outcome::NoOwner`] with nothing written, and the decider falls
 /// back instead. Then the mark (if any), then the owner's delete, with the
-/// owner's UID as a precondition (for a request or a delete again).
+/// owner's UID as a precondition (for a request or a delete again). The
+/// proof and the delete each take a slot and a rate token of the writer's
+/// one path, as the mark does.
 pub async fn carry_out(writer: &Writer, w: &ReplaceWrite, may_write: impl Fn() -> bool) -> Outcome {
+    // The proof is several requests in a row (the node, then its owner or a
+    // LIST of NodeClaims a page at a time), sent as one: it gets three
+    // requests' time. The delete keeps the same bound it had when it was
+    // sent together with its owner's look-up.
     let timeout = writer.request_timeout().saturating_mul(3);
-    let late = || format!("no answer within {}", humantime::format_duration(timeout));
+    let owner_request = (None, false);
     let (owner, again) = match &w.action {
         ReplaceAction::Request { owner, .. } => (owner, false),
         ReplaceAction::DeleteOwner { owner, .. } => (owner, true),
@@ -85,17 +91,18 @@ pub async fn carry_out(writer: &Writer, w: &ReplaceWrite, may_write: impl Fn() -
     let proven = if *owner == Owner::None {
         None
     } else {
-        let found = tokio::time::timeout(timeout, prove(writer.client(), owner, &w.node, &w.uid));
-        match found.await {
+        // A read: asked of any replica that got this far.
+        let found = prove(writer.client(), owner, &w.node, &w.uid);
+        match writer.send(owner_request, timeout, || true, found).await {
             Ok(Ok(Found::Proven(p))) => Some(p),
             // Marked already: nothing (more) of it to delete.
             Ok(Ok(Found::NotProven(_))) if again => return Outcome::Applied,
             Ok(Ok(Found::NotProven(why))) => return Outcome::NoOwner(why),
             Ok(Err(e)) if again => return Outcome::OwnerFailed(e),
             Ok(Err(e)) => return Outcome::Failed(e),
-            Err(_) if again => return Outcome::OwnerFailed(late()),
-            Err(_) => {
-                return Outcome::Failed(format!("finding the node's owner: {}", late()));
+            Err(e) if again => return Outcome::OwnerFailed(e.to_string()),
+            Err(e) => {
+                return Outcome::Failed(format!("finding the node's owner: {e}"));
             }
         }
     };
@@ -108,13 +115,16 @@ pub async fn carry_out(writer: &Writer, w: &ReplaceWrite, may_write: impl Fn() -
     let Some(proven) = proven else {
         return Outcome::Applied;
     };
-    if !may_write() {
-        return Outcome::OwnerFailed("this replica lost the lease before the delete".into());
-    }
-    match tokio::time::timeout(timeout, proven.delete()).await {
+    match writer
+        .send(owner_request, timeout, may_write, proven.delete())
+        .await
+    {
         Ok(Ok(deleted)) => deleted.map_or(Outcome::Applied, Outcome::OwnerDeleted),
         Ok(Err(e)) => Outcome::OwnerFailed(e),
-        Err(_) => Outcome::OwnerFailed(late()),
+        Err(Unsent::NotLeader) => {
+            Outcome::OwnerFailed("this replica lost the lease before the delete".into())
+        }
+        Err(e) => Outcome::OwnerFailed(e.to_string()),
     }
 }
 

@@ -240,5 +240,23 @@ fn carried((at, seen): (Timestamp, Instant), instant: Instant) -> Option<Timesta
     at.checked_add(elapsed).ok()
 }
 
+/// The system clock, and the evidence of the API server's clock that the
+/// watches and the election gather (above).
+pub struct SystemClock {
+    pub server_time: Arc<ServerTime>,
+}
+
+impl nodegate_actors::ports::Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
+    }
+
+    /// The newest time the API server stamped on an object the watches or
+    /// the election saw, carried forward.
+    fn server_now(&self) -> Option<Timestamp> {
+        self.server_time.now()
+    }
+}
+
 #[cfg(test)]
 mod tests;

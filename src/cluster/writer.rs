@@ -1,22 +1,24 @@
-//! The writer: carries out the gates' and the deciders' effects against the
-//! API server.
+//! The one node writer: carries out the gates' and the deciders' effects
+//! against the API server, and the one-off commands' node patches.
 //!
 //! Every request a gate or a decider makes (untaint patches, timed-out
-//! marks, taint writes, node re-reads, pod LISTs, Events) goes through here
-//! — the lease, the webhook's Secret and the watches have their own clients'
-//! paths — bounded by
-//! `--max-concurrent-patches` and a token bucket of `--kube-qps` /
-//! `--kube-burst`. Node writes and reads take tokens first; Events only take
-//! a token nobody else is waiting for, so a burst of openings is never held
-//! back by the Events that report them (the scale benchmark showed
-//! deadline openings of 950 nodes waiting ~20 s behind their own Events).
-//! Each request, once sent, gets `--kube-request-timeout` to answer: a hung
-//! connection must not hold a patch slot, or a gate's write, past its
-//! deadline. API errors are classified into the outcomes the gate reasons
-//! about (applied, conflict, not found, failed, and ambiguous: no answer or
-//! a 5xx, so perhaps applied); this module never decides anything about a
-//! gate itself.
+//! marks, taint writes, a replace's owner proven and deleted, canary pods,
+//! node re-reads, pod LISTs, Events) goes through here — the lease, the
+//! webhook's Secret and the watches have their own clients' paths. Every
+//! write takes one path, [`Writer::send`]: one of `--max-concurrent-patches`
+//! slots, then a token of `--kube-qps` / `--kube-burst`, then leadership
+//! asked once more, then the request within its timeout. Reads take tokens
+//! only; Events only a token nobody else is waiting for, so a burst of
+//! openings is never held back by the Events that report them (the scale
+//! benchmark showed deadline openings of 950 nodes waiting ~20 s behind
+//! their own Events). Each request, once sent, gets `--kube-request-timeout`
+//! to answer: a hung connection must not hold a patch slot, or a gate's
+//! write, past its deadline. API errors are classified into the outcomes the
+//! gate reasons about (applied, conflict, not found, failed, and ambiguous:
+//! no answer or a 5xx, so perhaps applied); this module never decides
+//! anything about a gate itself. Its port, the `EffectExecutor`, is `port`.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,8 +39,11 @@ use serde_json::json;
 use tokio::sync::{Mutex, Semaphore};
 use tokio::time::Instant;
 
+use crate::cluster::canary::Canaries;
+use crate::cluster::leader::Leadership;
+use crate::cluster::term_read::TermRead;
 use crate::cluster::{patch, project};
-use crate::serve::metrics::{NodeWrite, WriteTimings};
+use crate::serve::metrics::{Metrics, NodeWrite};
 
 /// The controller's name in Events and as the field manager of its writes.
 pub const CONTROLLER_NAME: &str = nodegate_core::vocab::annotations::REPORTING_CONTROLLER;
@@ -123,16 +128,49 @@ impl RateLimiter {
     }
 }
 
+/// The one node writer. The controller's holds leadership, metrics and the
+/// canaries' settings ([`Writer::serving`]); a one-off command's
+/// ([`Writer::for_command`]) always may write.
 pub struct Writer {
     client: Client,
-    patches: Semaphore,
+    slots: Semaphore,
     limiter: RateLimiter,
     /// `--kube-request-timeout`: the longest one request may go unanswered.
     request_timeout: Duration,
     /// `reportingInstance` of Events: this replica's identity.
     instance: String,
-    /// Where each node write's wait and request times go, if anywhere.
-    timings: Option<Arc<WriteTimings>>,
+    /// Whether this replica may write. Without leader election, and for a
+    /// one-off command, it always may.
+    leader: Arc<Leadership>,
+    /// Where the writes' counts and each node write's wait and request
+    /// times go, if anywhere.
+    metrics: Option<Arc<Metrics>>,
+    /// The canary pods' requests (`canary`); `None`: off.
+    canaries: Option<Canaries>,
+    /// The fresh read of every node's version the budgeted deciders wait
+    /// for after gaining the lease: one per leadership term, shared.
+    fresh_versions: TermRead<Vec<(String, String)>>,
+}
+
+/// Why a request through [`Writer::send`] has no answer of its own.
+#[derive(Debug)]
+pub enum Unsent {
+    /// Not sent: this replica may no longer write.
+    NotLeader,
+    /// Not sent: the slots are closed.
+    Closed,
+    /// Sent, and not answered in time: it may have been applied.
+    NoAnswer(String),
+}
+
+impl std::fmt::Display for Unsent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Unsent::NotLeader => "this replica lost the lease",
+            Unsent::Closed => "writer is shutting down",
+            Unsent::NoAnswer(e) => e,
+        })
+    }
 }
 
 impl Writer {
@@ -146,26 +184,42 @@ impl Writer {
     ) -> Self {
         Writer {
             client,
-            patches: Semaphore::new(max_concurrent_patches),
+            slots: Semaphore::new(max_concurrent_patches),
             limiter: RateLimiter::new(qps, burst),
             request_timeout,
             instance,
-            timings: None,
+            leader: Arc::new(Leadership::always()),
+            metrics: None,
+            canaries: None,
+            fresh_versions: TermRead::default(),
         }
     }
 
-    /// Reports every node write's wait and request times to `timings`.
-    pub fn with_timings(self, timings: Arc<WriteTimings>) -> Self {
+    /// The writer of `backfill` and `uninstall`, which write one node at a
+    /// time and have no flags for slots or rate: no leader election, one
+    /// slot, the controller's default rate (`--kube-qps 50`, `--kube-burst
+    /// 100`: a command asks no more of the API server than the controller
+    /// does), and `--request-timeout` (which the client applies too; none
+    /// when not given or 0, as before).
+    pub fn for_command(client: Client, request_timeout: Option<Duration>) -> Self {
+        let timeout = request_timeout.unwrap_or(Duration::MAX);
+        Writer::new(client, 1, 50.0, 100, timeout, CONTROLLER_NAME.into())
+    }
+
+    /// The controller's writer: writes while `leader` admits them, counts
+    /// into `metrics`, makes canaries with `canaries`.
+    pub fn serving(
+        self,
+        leader: Arc<Leadership>,
+        metrics: Arc<Metrics>,
+        canaries: Option<Canaries>,
+    ) -> Self {
         Writer {
-            timings: Some(timings),
+            leader,
+            metrics: Some(metrics),
+            canaries,
             ..self
         }
-    }
-
-    /// Waits for a rate token, as every request of nodegate's own does
-    /// (the canary pods' requests take theirs here).
-    pub async fn rate_token(&self) {
-        self.limiter.acquire().await;
     }
 
     /// The client this writer sends with (for the reads an entrance makes
@@ -178,34 +232,21 @@ impl Writer {
         Api::all(self.client.clone())
     }
 
-    /// One node write: waits for a patch slot and a rate token (a
-    /// `background` write only for what the critical path leaves over), asks
-    /// `may_write` once more (the wait can be long enough for this replica to
-    /// lose the lease), then sends `patch` as nodegate's field manager.
-    async fn patch_node<P: serde::Serialize + std::fmt::Debug>(
+    /// The one path of every write: waits for a slot, then for a rate token
+    /// (a `background` write only for what the critical path leaves over),
+    /// asks `may_write` once more (the wait can be long enough for this
+    /// replica to lose the lease), then awaits `request` for at most
+    /// `timeout`. A node write (`kind`) reports its wait and request times.
+    pub async fn send<T>(
         &self,
-        write: (NodeWrite, bool),
-        node: &str,
-        patch: &Patch<P>,
+        (kind, background): (Option<NodeWrite>, bool),
+        timeout: Duration,
         may_write: impl Fn() -> bool,
-    ) -> PatchOutcome {
-        self.patch_node_at(write, node, patch, may_write, false)
-            .await
-    }
-
-    /// [`Self::patch_node`], to the node itself or (`status`) to its
-    /// `status` subresource.
-    async fn patch_node_at<P: serde::Serialize + std::fmt::Debug>(
-        &self,
-        (kind, background): (NodeWrite, bool),
-        node: &str,
-        patch: &Patch<P>,
-        may_write: impl Fn() -> bool,
-        status: bool,
-    ) -> PatchOutcome {
+        request: impl Future<Output = T>,
+    ) -> Result<T, Unsent> {
         let queued = Instant::now();
-        let Ok(_permit) = self.patches.acquire().await else {
-            return PatchOutcome::Failed("writer is shutting down".into());
+        let Ok(_slot) = self.slots.acquire().await else {
+            return Err(Unsent::Closed);
         };
         if background {
             self.limiter.acquire_background().await;
@@ -214,41 +255,69 @@ impl Writer {
         }
         let sent = Instant::now();
         let observe = |request: Option<Duration>| {
-            if let Some(t) = &self.timings {
-                t.observe(kind, sent.duration_since(queued), request);
+            if let (Some(kind), Some(m)) = (kind, &self.metrics) {
+                m.writes.observe(kind, sent.duration_since(queued), request);
             }
         };
         if !may_write() {
             observe(None);
-            return PatchOutcome::NotLeader;
+            return Err(Unsent::NotLeader);
         }
+        let answer = tokio::time::timeout(timeout, request).await;
+        observe(Some(sent.elapsed()));
+        answer.map_err(|_| Unsent::NoAnswer(no_answer(timeout)))
+    }
+
+    /// A write's answer as the gate reads it.
+    fn classify(answer: Result<Result<(), kube::Error>, Unsent>) -> PatchOutcome {
+        match answer {
+            Ok(answer) => outcome(answer),
+            Err(Unsent::NotLeader) => PatchOutcome::NotLeader,
+            Err(e @ Unsent::Closed) => PatchOutcome::Failed(e.to_string()),
+            // Sent, and never answered: it may have been applied.
+            Err(Unsent::NoAnswer(e)) => PatchOutcome::Ambiguous(e),
+        }
+    }
+
+    /// One node write through [`Self::send`], sent as nodegate's field
+    /// manager to the node itself or (`status`) to its `status`
+    /// subresource; the API server's own answer, or why there is none.
+    pub async fn patch_node_at<P: serde::Serialize + std::fmt::Debug>(
+        &self,
+        (kind, background): (NodeWrite, bool),
+        node: &str,
+        patch: &Patch<P>,
+        may_write: impl Fn() -> bool,
+        status: bool,
+    ) -> Result<Result<(), kube::Error>, Unsent> {
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..Default::default()
         };
         let nodes = self.nodes();
-        let answer = if status {
-            tokio::time::timeout(
-                self.request_timeout,
-                nodes.patch_status(node, &params, patch),
-            )
-            .await
-        } else {
-            tokio::time::timeout(self.request_timeout, nodes.patch(node, &params, patch)).await
+        let request = async {
+            if status {
+                nodes.patch_status(node, &params, patch).await.map(|_| ())
+            } else {
+                nodes.patch(node, &params, patch).await.map(|_| ())
+            }
         };
-        observe(Some(sent.elapsed()));
-        match answer {
-            Ok(answer) => outcome(answer.map(|_| ())),
-            // Sent, and never answered: it may have been applied.
-            Err(_) => PatchOutcome::Ambiguous(self.no_answer()),
-        }
+        let lane = (Some(kind), background);
+        self.send(lane, self.request_timeout, may_write, request)
+            .await
     }
 
-    /// The error of a request given up after `--kube-request-timeout`.
-    fn no_answer(&self) -> String {
-        format!(
-            "no answer within {}",
-            humantime::format_duration(self.request_timeout)
+    /// [`Self::patch_node_at`] to the node itself, its answer classified.
+    pub async fn patch_node<P: serde::Serialize + std::fmt::Debug>(
+        &self,
+        write: (NodeWrite, bool),
+        node: &str,
+        patch: &Patch<P>,
+        may_write: impl Fn() -> bool,
+    ) -> PatchOutcome {
+        Self::classify(
+            self.patch_node_at(write, node, patch, may_write, false)
+                .await,
         )
     }
 
@@ -311,14 +380,12 @@ impl Writer {
         may_write: impl Fn() -> bool,
     ) -> PatchOutcome {
         let body = patch::open_condition(w, at);
-        self.patch_node_at(
-            (NodeWrite::Patch, true),
-            &w.node,
-            &Patch::Strategic(body),
-            may_write,
-            true,
+        let write = (NodeWrite::Patch, true);
+        let patch = Patch::Strategic(body);
+        Self::classify(
+            self.patch_node_at(write, &w.node, &patch, may_write, true)
+                .await,
         )
-        .await
     }
 
     /// A decider's taint write (semantics.md §6): the conditional patch of
@@ -364,30 +431,37 @@ impl Writer {
         self.request_timeout
     }
 
+    /// One read: a rate token, then `request` within the request timeout
+    /// (`Err`: the error of one given up).
+    async fn read<T>(&self, request: impl Future<Output = T>) -> Result<T, String> {
+        self.limiter.acquire().await;
+        tokio::time::timeout(self.request_timeout, request)
+            .await
+            .map_err(|_| self.no_answer())
+    }
+
     /// One LIST of the pods bound to `node` (the late-taint net's look for
     /// workloads), after a rate token, within the request timeout.
     pub async fn list_pods(&self, node: &str) -> Result<Vec<BoundPod>, String> {
-        self.limiter.acquire().await;
-        let request = pods_on(&self.client, node);
-        match tokio::time::timeout(self.request_timeout, request).await {
-            Ok(Ok(pods)) => Ok(pods),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(self.no_answer()),
-        }
+        self.read(pods_on(&self.client, node))
+            .await?
+            .map_err(|e| e.to_string())
     }
 
     /// A fresh read of a node after a conflict or an unanswered patch;
     /// `Ok(None)` when it is gone.
     pub async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
-        self.limiter.acquire().await;
         let nodes = self.nodes();
-        let request = nodes.get_opt(name);
-        match tokio::time::timeout(self.request_timeout, request).await {
-            Ok(Ok(Some(n))) => Ok(project::node(&n).0),
-            Ok(Ok(None)) => Ok(None),
-            Ok(Err(e)) => Err(format!("reading node {name}: {e}")),
-            Err(_) => Err(format!("reading node {name}: {}", self.no_answer())),
+        let read = self.read(nodes.get_opt(name)).await;
+        match read.and_then(|r| r.map_err(|e| e.to_string())) {
+            Ok(node) => Ok(node.and_then(|n| project::node(&n).0)),
+            Err(e) => Err(format!("reading node {name}: {e}")),
         }
+    }
+
+    /// The error of a request given up after `--kube-request-timeout`.
+    fn no_answer(&self) -> String {
+        no_answer(self.request_timeout)
     }
 
     /// Records an Event (events.k8s.io/v1) regarding a node. Failures are
@@ -438,6 +512,11 @@ impl Writer {
             }
         }
     }
+}
+
+/// The error of a request given up after `timeout`.
+fn no_answer(timeout: Duration) -> String {
+    format!("no answer within {}", humantime::format_duration(timeout))
 }
 
 fn action_for(reason: Reason) -> &'static str {
@@ -513,6 +592,8 @@ fn names_invalid_fields(status: &kube::core::Status) -> bool {
             .any(|c| !c.field.is_empty() || c.reason.starts_with("FieldValue"))
     })
 }
+
+mod port;
 
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,8 @@
 //! backfill. Prints one line per node: what was done, or why not.
 //!
 //! The decisions are the core's (`entrance::backfill`, `workload_pods`); the
-//! write is the entrances' one conditional patch. A node that changed between
+//! write is the entrances' one conditional patch, sent through the writer. A
+//! node that changed between
 //! the read and the patch is read again and decided again.
 
 use std::io::Write;
@@ -24,7 +25,7 @@ use serde::Serialize;
 
 use crate::cluster::entrance::{gated_since, put_taint};
 use crate::cluster::project;
-use crate::cluster::writer::pods_on;
+use crate::cluster::writer::{Writer, pods_on};
 use crate::commands::output;
 use crate::error::{EXIT_FAILURE, Error, Result};
 use crate::settings::cli::BackfillArgs;
@@ -79,8 +80,10 @@ fn settings(args: &BackfillArgs) -> Result<Backfill, ConfigError> {
 /// printed.
 pub async fn main(args: BackfillArgs) -> Result<ExitCode> {
     let b = settings(&args)?;
-    let client = output::connect(&output::connection(&args.cluster)?).await?;
-    let lines = backfill(&client, &b).await?;
+    let connection = output::connection(&args.cluster)?;
+    let client = output::connect(&connection).await?;
+    let writer = Writer::for_command(client, connection.request_timeout);
+    let lines = backfill(&writer, &b).await?;
     let text = match output::encode(&lines, args.output, "the output")? {
         Some(text) => text,
         None => table(&lines),
@@ -95,8 +98,8 @@ pub async fn main(args: BackfillArgs) -> Result<ExitCode> {
     }
 }
 
-async fn backfill(client: &kube::Client, b: &Backfill) -> Result<Vec<Line>> {
-    let nodes: Api<Node> = Api::all(client.clone());
+async fn backfill(writer: &Writer, b: &Backfill) -> Result<Vec<Line>> {
+    let nodes: Api<Node> = Api::all(writer.client().clone());
     let list = nodes
         .list(&ListParams::default())
         .await
@@ -104,13 +107,13 @@ async fn backfill(client: &kube::Client, b: &Backfill) -> Result<Vec<Line>> {
     let mut lines = Vec::new();
     // A Node without a name cannot be patched: there is nothing to backfill.
     for n in list.items.iter().filter_map(|n| project::node(n).0) {
-        lines.push(one(client, &nodes, b, n).await);
+        lines.push(one(writer, &nodes, b, n).await);
     }
     lines.sort_by(|a, b| a.node.cmp(&b.node));
     Ok(lines)
 }
 
-async fn one(client: &kube::Client, nodes: &Api<Node>, b: &Backfill, first: NodeInfo) -> Line {
+async fn one(writer: &Writer, nodes: &Api<Node>, b: &Backfill, first: NodeInfo) -> Line {
     let name = first.name.clone();
     let line = |action, detail: String| Line {
         node: name.clone(),
@@ -128,7 +131,7 @@ async fn one(client: &kube::Client, nodes: &Api<Node>, b: &Backfill, first: Node
         if let Err(skip) = entrance::backfill(&entrance::view(&node), &b.scope, &b.managed) {
             return line("skipped", skip.to_string());
         }
-        let pods = match pods_on(client, &node.name).await {
+        let pods = match pods_on(writer.client(), &node.name).await {
             Ok(p) => p,
             Err(e) => return line("failed", format!("listing its pods: {e}")),
         };
@@ -140,7 +143,7 @@ async fn one(client: &kube::Client, nodes: &Api<Node>, b: &Backfill, first: Node
         if b.dry_run {
             return line("would-taint", taint.to_string());
         }
-        match put_taint(client, &node, &taint, &[gated_since(Timestamp::now())]).await {
+        match put_taint(writer, &node, &taint, &[gated_since(Timestamp::now())]).await {
             PatchOutcome::Applied => return line("tainted", taint.to_string()),
             PatchOutcome::Conflict => match nodes.get_opt(&node.name).await {
                 Ok(Some(n)) => match project::node(&n).0 {

@@ -27,9 +27,9 @@ use tokio::task::JoinHandle;
 use crate::cluster::admission_params::{AdmissionParams, OwnPod};
 use crate::cluster::canary::Canaries;
 use crate::cluster::client::client;
-use crate::cluster::executor::{KubeExecutor, SystemClock};
 use crate::cluster::leader::{self, Elector, Leadership};
 use crate::cluster::server_time::ServerTime;
+use crate::cluster::server_time::SystemClock;
 use crate::cluster::watch::{self, WatchStats};
 use crate::cluster::writer::Writer;
 use crate::error::{Error, Result};
@@ -324,7 +324,7 @@ async fn serve(
     Ok((http, webhook, debug))
 }
 
-/// The one node writer (the executor over the writer), the deciders on the
+/// The one node writer, the deciders on the
 /// router's change feed, and the supervisor of the gates.
 async fn start_writers(
     shared: &Shared,
@@ -334,6 +334,11 @@ async fn start_writers(
     JoinHandle<()>,
     Vec<deciders::Task>,
 )> {
+    let canaries = settings.gate.canary.as_ref().map(|c| Canaries {
+        namespace: c.core.namespace.clone(),
+        pod: c.pod.clone(),
+        tolerate: settings.gate.placement.managed_taints.clone(),
+    });
     let writer = Writer::new(
         shared.client.clone(),
         settings.max_concurrent_patches,
@@ -342,21 +347,12 @@ async fn start_writers(
         settings.kube_request_timeout,
         instance_name(),
     )
-    .with_timings(Arc::clone(&shared.metrics.writes));
-    let canaries = settings.gate.canary.as_ref().map(|c| Canaries {
-        client: shared.client.clone(),
-        namespace: c.core.namespace.clone(),
-        pod: c.pod.clone(),
-        tolerate: settings.gate.placement.managed_taints.clone(),
-        request_timeout: settings.kube_request_timeout,
-    });
-    let executor = Arc::new(KubeExecutor {
-        writer,
-        leader: Arc::clone(&shared.leadership),
-        metrics: Arc::clone(&shared.metrics),
+    .serving(
+        Arc::clone(&shared.leadership),
+        Arc::clone(&shared.metrics),
         canaries,
-        fresh_versions: Default::default(),
-    });
+    );
+    let executor = Arc::new(writer);
     let clock = Arc::new(SystemClock {
         server_time: Arc::clone(&shared.server_time),
     });

@@ -10,6 +10,7 @@
 //! nodes and re-gate old ones. Each node is changed by one conditional JSON
 //! patch (`plan::patch`), as the controller changes nodes; a node that
 //! changed between the read and the patch is read again and planned again.
+//! The patches go through the writer, as the controller's do.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -19,14 +20,15 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{ListParams, Patch};
 use nodegate_core::gate::{OPEN_CONDITION, PatchOutcome};
 use nodegate_core::vocab::config::Scope;
 
 use crate::cluster::project;
-use crate::cluster::writer::{FIELD_MANAGER, outcome};
+use crate::cluster::writer::Writer;
 use crate::commands::output;
 use crate::error::{EXIT_FAILURE, Error, Result};
+use crate::serve::metrics::NodeWrite;
 use crate::settings::cli::UninstallArgs;
 use crate::settings::config::{self, ConfigError};
 
@@ -84,7 +86,8 @@ fn settings(args: &UninstallArgs) -> Result<Settings, ConfigError> {
 
 pub async fn main(args: UninstallArgs) -> Result<ExitCode> {
     let s = settings(&args)?;
-    let client = output::connect(&output::connection(&args.cluster)?).await?;
+    let connection = output::connection(&args.cluster)?;
+    let client = output::connect(&connection).await?;
     if let Some(why) = lease_held(
         &client,
         &args.lease.namespace,
@@ -105,7 +108,8 @@ pub async fn main(args: UninstallArgs) -> Result<ExitCode> {
         }
         eprintln!("warning: {why}");
     }
-    let failed = clean_all(&client, &s).await?;
+    let writer = Writer::for_command(client, connection.request_timeout);
+    let failed = clean_all(&writer, &s).await?;
     Ok(if failed > 0 {
         ExitCode::from(EXIT_FAILURE)
     } else {
@@ -150,8 +154,8 @@ pub fn held(holder: &str, renewed: Option<Timestamp>, now: Timestamp, fresh: Dur
 
 /// Cleans every node in scope, printing a line per node changed (or to be
 /// changed) as it goes, and a summary. Returns how many nodes failed.
-async fn clean_all(client: &kube::Client, s: &Settings) -> Result<usize> {
-    let nodes: Api<Node> = Api::all(client.clone());
+async fn clean_all(writer: &Writer, s: &Settings) -> Result<usize> {
+    let nodes: Api<Node> = Api::all(writer.client().clone());
     let list = nodes
         .list(&ListParams::default())
         .await
@@ -163,7 +167,7 @@ async fn clean_all(client: &kube::Client, s: &Settings) -> Result<usize> {
         if i > 0 && i % PROGRESS_EVERY == 0 {
             eprintln!("checked {i}/{total} nodes");
         }
-        let Some((action, detail)) = clean_one(&nodes, n, s).await else {
+        let Some((action, detail)) = clean_one(writer, &nodes, n, s).await else {
             continue;
         };
         match action {
@@ -186,6 +190,7 @@ async fn clean_all(client: &kube::Client, s: &Settings) -> Result<usize> {
 /// the scope), else the action (`removed`, `would-remove`, `failed`) and
 /// what.
 async fn clean_one(
+    writer: &Writer,
     nodes: &Api<Node>,
     first: &Node,
     s: &Settings,
@@ -196,7 +201,7 @@ async fn clean_one(
         if s.dry_run {
             return Some(("would-remove", cleanup.describe()));
         }
-        match send(nodes, &cleanup).await {
+        match send(writer, &cleanup).await {
             PatchOutcome::Applied => return Some(("removed", cleanup.describe())),
             PatchOutcome::Conflict => match nodes.get_opt(&cleanup.node).await {
                 Ok(Some(n)) => node = n,
@@ -237,21 +242,17 @@ fn planned(node: &Node, s: &Settings) -> Option<Cleanup> {
     (!cleanup.is_empty()).then_some(cleanup)
 }
 
-async fn send(nodes: &Api<Node>, cleanup: &Cleanup) -> PatchOutcome {
+/// The cleanup through the writer (as nodegate's field manager).
+async fn send(writer: &Writer, cleanup: &Cleanup) -> PatchOutcome {
     let patch = match plan::patch(cleanup) {
         Ok(p) => p,
         Err(e) => return PatchOutcome::Failed(format!("cannot build the patch: {e}")),
     };
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..Default::default()
-    };
-    let sent = outcome(
-        nodes
-            .patch(&cleanup.node, &params, &Patch::Json::<()>(patch))
-            .await
-            .map(|_| ()),
-    );
+    let write = (NodeWrite::Patch, false);
+    let patch = Patch::Json::<()>(patch);
+    let sent = writer
+        .patch_node(write, &cleanup.node, &patch, || true)
+        .await;
     if sent != PatchOutcome::Applied || !cleanup.open_condition {
         return sent;
     }
@@ -260,15 +261,18 @@ async fn send(nodes: &Api<Node>, cleanup: &Cleanup) -> PatchOutcome {
     let delete = serde_json::json!({"status": {"conditions": [
         {"type": OPEN_CONDITION, "$patch": "delete"},
     ]}});
-    match nodes
-        .patch_status(&cleanup.node, &params, &Patch::Strategic(delete))
+    let delete = Patch::Strategic(delete);
+    let e = match writer
+        .patch_node_at(write, &cleanup.node, &delete, || true, true)
         .await
     {
-        Ok(_) => PatchOutcome::Applied,
-        Err(e) => PatchOutcome::Failed(format!(
-            "removed the rest, but not the condition {OPEN_CONDITION}: {e}"
-        )),
-    }
+        Ok(Ok(())) => return PatchOutcome::Applied,
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => e.to_string(),
+    };
+    PatchOutcome::Failed(format!(
+        "removed the rest, but not the condition {OPEN_CONDITION}: {e}"
+    ))
 }
 
 #[cfg(test)]

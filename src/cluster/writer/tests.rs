@@ -1,9 +1,14 @@
-//! The writer's unit tests: slots, rate, timeouts and the answers' outcomes.
+//! The writer's unit tests: slots, rate, timeouts and the answers' outcomes,
+//! and that canary and owner requests take slots and tokens too.
 
 use super::*;
 use kube::core::Status;
+use nodegate_actors::ports::{EffectExecutor, Sending};
+use nodegate_core::deciders::{CanaryCreate, CanaryDelete, ReplaceAction, ReplaceWrite};
 use nodegate_core::gate::{IndexedTaint, OpenedBy};
+use nodegate_core::vocab::model::Owner;
 use nodegate_core::vocab::model::Taint;
+use nodegate_core::vocab::write::Write;
 
 /// A client whose API server takes every request and never answers: a
 /// hung connection.
@@ -210,4 +215,212 @@ async fn background_requests_yield_to_waiting_ones() {
         order[1].1 >= Duration::from_millis(199),
         "the event waits for the next free token: {order:?}"
     );
+}
+
+/// Every request the recording API server below was sent, as `METHOD path`.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// The Machine `ns/m`, owning node `n1` (uid `u1`).
+fn machine() -> serde_json::Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta1",
+        "kind": "Machine",
+        "metadata": {"name": "m", "namespace": "ns", "uid": "mu"},
+        "status": {"nodeRef": {"name": "n1", "uid": "u1"}},
+    })
+}
+
+/// A client whose API server records every request, answers a request for
+/// the Machine `ns/m` (a GET or a DELETE) with it, and never answers
+/// anything else.
+fn recording_client(seen: Seen) -> Client {
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let seen = seen.clone();
+        async move {
+            let line = format!("{} {}", req.method(), req.uri().path());
+            seen.lock().unwrap().push(line.clone());
+            if !line.ends_with("/machines/m") {
+                std::future::pending::<()>().await;
+            }
+            let body = serde_json::to_vec(&machine()).unwrap();
+            http::Response::builder()
+                .status(200)
+                .header("content-type", "application/json")
+                .body(kube::client::Body::from(body))
+                .map_err(|e| e.to_string())
+        }
+    });
+    Client::new(service, "default")
+}
+
+/// The controller's writer over [`recording_client`], with canaries on.
+fn serving(slots: usize, qps: f64, burst: u32, seen: &Seen) -> std::sync::Arc<Writer> {
+    let client = recording_client(seen.clone());
+    let leader = Arc::new(Leadership::always());
+    let metrics = Arc::new(Metrics::new(Arc::clone(&leader)));
+    let canaries = Canaries {
+        namespace: "nodegate".into(),
+        pod: crate::settings::config::CanaryPod {
+            image: "registry.k8s.io/pause:3.10".into(),
+            image_pull_policy: "IfNotPresent".into(),
+            readiness_probe: None,
+            resources: Default::default(),
+            priority_class_name: None,
+        },
+        tolerate: Vec::new(),
+    };
+    let w = Writer::new(
+        client,
+        slots,
+        qps,
+        burst,
+        Duration::from_secs(10),
+        "test".into(),
+    );
+    Arc::new(w.serving(leader, metrics, Some(canaries)))
+}
+
+fn seen_now(seen: &Seen) -> Vec<String> {
+    seen.lock().unwrap().clone()
+}
+
+/// The one slot held by an untaint the API server never answers (it is
+/// given up after 10 s); returns once the untaint is sent.
+async fn hold_the_slot(w: &std::sync::Arc<Writer>, seen: &Seen) -> tokio::task::JoinHandle<()> {
+    let held = w.clone();
+    let task = tokio::spawn(async move {
+        let _ = held.remove_taints(&untaint("n0"), || true).await;
+    });
+    for _ in 0..1000 {
+        if !seen_now(seen).is_empty() {
+            return task;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("the untaint holding the slot was never sent");
+}
+
+const UNTAINT: &str = "PATCH /api/v1/nodes/n0";
+const MACHINE: &str = "/apis/cluster.x-k8s.io/v1beta1/namespaces/ns/machines/m";
+
+fn delete_owner() -> Write {
+    Write::Replace(ReplaceWrite {
+        node: "n1".into(),
+        uid: "u1".into(),
+        resource_version: "7".into(),
+        annotations_present: true,
+        action: ReplaceAction::DeleteOwner {
+            owner: Owner::Machine {
+                namespace: "ns".into(),
+                name: "m".into(),
+            },
+            provider_id: None,
+        },
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn canary_requests_wait_for_a_patch_slot() {
+    let seen = Seen::default();
+    let w = serving(1, 1000.0, 1000, &seen);
+    let held = hold_the_slot(&w, &seen).await;
+    let create = Write::CreateCanary(CanaryCreate {
+        node: "n1".into(),
+        node_uid: "u1".into(),
+        name: "nodegate-canary-n1".into(),
+        label: "n1".into(),
+    });
+    let delete = Write::DeleteCanary(CanaryDelete {
+        node: "n2".into(),
+        name: "nodegate-canary-n2".into(),
+        uid: None,
+        force: false,
+    });
+    let writes = [create, delete].map(|write| {
+        let w = w.clone();
+        tokio::spawn(async move { w.write(write, Sending::default()).await })
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        seen_now(&seen),
+        [UNTAINT],
+        "a canary request went out without a slot"
+    );
+    held.await.unwrap();
+    for write in writes {
+        let outcome = write.await.unwrap();
+        assert!(is_ambiguous_timeout(&outcome), "{outcome:?}");
+    }
+    assert_eq!(
+        seen_now(&seen),
+        [
+            UNTAINT,
+            "POST /api/v1/namespaces/nodegate/pods",
+            "DELETE /api/v1/namespaces/nodegate/pods/nodegate-canary-n2",
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_owners_proof_and_delete_wait_for_a_patch_slot() {
+    let seen = Seen::default();
+    let w = serving(1, 1000.0, 1000, &seen);
+    let held = hold_the_slot(&w, &seen).await;
+    let replace = {
+        let w = w.clone();
+        tokio::spawn(async move { w.write(delete_owner(), Sending::default()).await })
+    };
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        seen_now(&seen),
+        [UNTAINT],
+        "the owner was read without a slot"
+    );
+    held.await.unwrap();
+    let outcome = replace.await.unwrap();
+    assert_eq!(outcome, PatchOutcome::OwnerDeleted("machine/ns/m".into()));
+    let get = format!("GET {MACHINE}");
+    let delete = format!("DELETE {MACHINE}");
+    assert_eq!(seen_now(&seen), [UNTAINT, get.as_str(), delete.as_str()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_owners_delete_waits_for_a_rate_token() {
+    let seen = Seen::default();
+    // One token, and the next only after 1,000 s: the proof takes it.
+    let w = serving(4, 0.001, 1, &seen);
+    let replace = {
+        let w = w.clone();
+        tokio::spawn(async move { w.write(delete_owner(), Sending::default()).await })
+    };
+    tokio::time::sleep(Duration::from_secs(500)).await;
+    let get = format!("GET {MACHINE}");
+    assert_eq!(
+        seen_now(&seen),
+        [get.as_str()],
+        "the delete went out without a token"
+    );
+    let outcome = replace.await.unwrap();
+    assert_eq!(outcome, PatchOutcome::OwnerDeleted("machine/ns/m".into()));
+    let delete = format!("DELETE {MACHINE}");
+    assert_eq!(seen_now(&seen), [get.as_str(), delete.as_str()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_commands_writer_waits_as_its_request_timeout_says() {
+    let body = || Patch::Merge(json!({"metadata": {"annotations": {"a": "b"}}}));
+    let write = (NodeWrite::Patch, false);
+    // `--request-timeout 5s`: given up after 5 s, as perhaps applied.
+    let w = Writer::for_command(silent_client(), Some(Duration::from_secs(5)));
+    let given_up = tokio::time::timeout(PATIENCE, w.patch_node(write, "n1", &body(), || true))
+        .await
+        .expect("the patch was still waiting after 10 minutes");
+    assert!(
+        matches!(&given_up, PatchOutcome::Ambiguous(e) if e.contains("no answer within 5s")),
+        "{given_up:?}"
+    );
+    // No `--request-timeout` (or 0): the writer gives up on nothing.
+    let w = Writer::for_command(silent_client(), None);
+    let waiting = tokio::time::timeout(PATIENCE, w.patch_node(write, "n1", &body(), || true)).await;
+    assert!(waiting.is_err(), "{waiting:?}");
 }

@@ -20,7 +20,8 @@ use nodegate_core::net::decider::Net;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cluster::executor::{KubeExecutor, SystemClock};
+use crate::cluster::server_time::SystemClock;
+use crate::cluster::writer::Writer;
 use crate::serve::metrics::Metrics;
 use crate::settings::config::RunSettings;
 
@@ -37,7 +38,7 @@ fn task<D: Send + 'static>(handle: JoinHandle<D>) -> Task {
 pub fn start(
     settings: &RunSettings,
     router: &Arc<Router>,
-    executor: &Arc<KubeExecutor>,
+    executor: &Arc<Writer>,
     clock: &Arc<SystemClock>,
     metrics: &Arc<Metrics>,
     stop: &watch::Receiver<bool>,

@@ -1,11 +1,11 @@
-//! The binary's side of the actors: the system clock and the one node
-//! writer's port, an `EffectExecutor` that carries out the gates' and the
-//! deciders' writes through the `Writer`.
+//! The writer's port: the `EffectExecutor` the gates and the deciders
+//! write through, carried out by the `Writer`.
 //!
 //! Leadership is enforced here, right before each write: a replica that does
 //! not hold the lease (or whose last renewal is older than the renew deadline)
 //! answers `NotLeader` and writes nothing, so its gates stay warm and re-send
-//! when it becomes leader. An untaint the gate withdrew before it went out
+//! when it becomes leader; the writer asks again once the write has its slot
+//! and token. An untaint the gate withdrew before it went out
 //! answers `Withdrawn`. Every gate write actually sent is counted in
 //! `nodegate_patch_attempts_total` by its result; the deciders' writes are
 //! counted through the tallies they return (`tally`), and every node write's
@@ -14,86 +14,48 @@
 //! the delays between a gate's periodic re-examinations; only the random
 //! draw is made here. Nothing here decides about a gate.
 
-use std::sync::Arc;
+use std::future::Future;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_actors::ports::{
-    self, Clock, EffectExecutor, REEXAMINE_PERIOD, Sending, retry_ceiling,
-};
-use nodegate_core::deciders::{CanaryCreate, CanaryDelete, ReplaceWrite, TaintWrite, Tally};
-use nodegate_core::gate::{
-    ConditionWrite, ExternalOpening, NodeEvent, PatchOutcome, TimeoutMark, UntaintPatch,
-};
+use nodegate_actors::ports::{self, EffectExecutor, REEXAMINE_PERIOD, Sending, retry_ceiling};
+use nodegate_core::deciders::Tally;
+use nodegate_core::gate::{NodeEvent, PatchOutcome, UntaintPatch};
 use nodegate_core::net::entrance::BoundPod;
 use nodegate_core::vocab::model::{NodeInfo, PodInfo};
 use nodegate_core::vocab::write::{Outcome, Write};
 use rand::Rng;
 
-use crate::cluster::leader::Leadership;
-use crate::cluster::server_time::ServerTime;
-use crate::cluster::term_read::TermRead;
+use crate::cluster::replace;
 use crate::cluster::writer::Writer;
-use crate::serve::metrics::{Metrics, NodeWrite};
+use crate::serve::metrics::NodeWrite;
 
-/// The system clock, and the evidence of the API server's clock that the
-/// watches and the election gather (`cluster::server_time`).
-pub struct SystemClock {
-    pub server_time: Arc<ServerTime>,
-}
-
-impl Clock for SystemClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::now()
-    }
-
-    /// The newest time the API server stamped on an object the watches or
-    /// the election saw, carried forward (`cluster::server_time`).
-    fn server_now(&self) -> Option<Timestamp> {
-        self.server_time.now()
-    }
-}
-
-pub struct KubeExecutor {
-    pub writer: Writer,
-    /// Whether this replica may write. Without leader election it always
-    /// may.
-    pub leader: Arc<Leadership>,
-    pub metrics: Arc<Metrics>,
-    /// The canary pods' requests (`canary`); `None`: off.
-    pub canaries: Option<crate::cluster::canary::Canaries>,
-    /// The fresh read of every node's version the budgeted deciders wait
-    /// for after gaining the lease: one per leadership term, shared.
-    pub fresh_versions: TermRead<Vec<(String, String)>>,
-}
-
-impl KubeExecutor {
-    fn is_leader(&self) -> bool {
-        self.leader.is_leader()
-    }
-
+impl Writer {
     /// Whether a node write may go out now (a refusal is remembered, so the
     /// elector tells the gates when this replica leads again).
     fn admits_write(&self) -> bool {
         self.leader.admits_write()
     }
 
-    async fn remove_taints(&self, patch: UntaintPatch, sending: Sending) -> PatchOutcome {
-        let Sending { withdrawal, seen } = sending;
-        if !self.admits_write() {
-            return PatchOutcome::NotLeader;
+    /// `nodegate_patch_attempts_total`, for a gate's write that was sent.
+    fn count(&self, kind: NodeWrite, outcome: &PatchOutcome) {
+        if let Some(m) = &self.metrics {
+            m.patch_attempt(kind, outcome);
         }
+    }
+
+    async fn untaint(&self, patch: UntaintPatch, sending: Sending) -> PatchOutcome {
+        let Sending { withdrawal, seen } = sending;
         // Asked right before the request, after any wait for a patch slot or
         // a rate token: the gate may have seen a member stop being Ready
         // meanwhile, and an untaint not yet sent can still be called back.
         // A yes is the moment the untaint goes out: the end of nodegate's
         // own share of a reaction that a pod event started.
         let outcome = self
-            .writer
             .remove_taints(&patch, || {
                 let send = !withdrawal.is_requested() && self.admits_write();
-                if send && let Some(seen) = seen {
-                    self.metrics.writes.event_to_patch(seen.elapsed());
+                if send && let (Some(seen), Some(m)) = (seen, &self.metrics) {
+                    m.writes.event_to_patch(seen.elapsed());
                 }
                 send
             })
@@ -102,154 +64,107 @@ impl KubeExecutor {
             PatchOutcome::NotLeader if withdrawal.is_requested() => PatchOutcome::Withdrawn,
             other => other,
         };
-        self.metrics.patch_attempt(NodeWrite::Untaint, &outcome);
+        self.count(NodeWrite::Untaint, &outcome);
         outcome
     }
 
-    async fn mark_timed_out(&self, mark: TimeoutMark) -> PatchOutcome {
-        if !self.admits_write() {
-            return PatchOutcome::NotLeader;
-        }
-        let outcome = self
-            .writer
-            .mark_timed_out(&mark, || self.admits_write())
-            .await;
-        self.metrics
-            .patch_attempt(NodeWrite::MarkTimedOut, &outcome);
-        outcome
-    }
-
-    async fn mark_opened_externally(&self, mark: ExternalOpening) -> PatchOutcome {
-        if !self.admits_write() {
-            return PatchOutcome::NotLeader;
-        }
-        let outcome = self
-            .writer
-            .mark_opened_externally(&mark, Timestamp::now(), || self.admits_write())
-            .await;
-        match &outcome {
-            PatchOutcome::Applied => {}
-            PatchOutcome::NotFound | PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {}
-            other => tracing::warn!(
-                node = %mark.node,
-                "could not record opened-by: external on the node (the late-taint net still leaves it alone while this process runs): {other:?}"
-            ),
-        }
-        outcome
-    }
-
-    async fn write_condition(&self, write: ConditionWrite) -> PatchOutcome {
-        if !self.admits_write() {
-            return PatchOutcome::NotLeader;
-        }
-        let outcome = self
-            .writer
-            .write_condition(&write, Timestamp::now(), || self.admits_write())
-            .await;
-        match &outcome {
-            PatchOutcome::Applied
-            | PatchOutcome::NotFound
-            | PatchOutcome::NotLeader
-            | PatchOutcome::Withdrawn => {}
-            other => tracing::warn!(
-                node = %write.node,
-                "could not write the nodegate.dev/Open condition on the node: {other:?}"
-            ),
-        }
-        outcome
-    }
-
-    async fn write_taint(&self, write: TaintWrite) -> PatchOutcome {
-        if !self.admits_write() {
-            return PatchOutcome::NotLeader;
-        }
-        self.writer
-            .write_taint(&write, || self.admits_write())
-            .await
-    }
-
-    async fn replace(&self, write: ReplaceWrite) -> Outcome {
-        if !self.admits_write() {
-            return Outcome::NotLeader;
-        }
-        crate::cluster::replace::carry_out(&self.writer, &write, || self.admits_write()).await
-    }
-
-    async fn create_canary(&self, create: CanaryCreate) -> PatchOutcome {
-        let Some(canaries) = &self.canaries else {
+    /// A canary pod's create or delete (`request`; `None`: canaries off).
+    async fn canary(
+        &self,
+        request: Option<impl Future<Output = Result<(), kube::Error>>>,
+    ) -> PatchOutcome {
+        let Some(request) = request else {
             return PatchOutcome::Failed("canary is not configured".into());
         };
-        if !self.admits_write() {
-            return PatchOutcome::NotLeader;
-        }
-        self.writer.rate_token().await;
-        canaries.create(&create).await
-    }
-
-    async fn delete_canary(&self, delete: CanaryDelete) -> PatchOutcome {
-        let Some(canaries) = &self.canaries else {
-            return PatchOutcome::Failed("canary is not configured".into());
-        };
-        if !self.admits_write() {
-            return PatchOutcome::NotLeader;
-        }
-        self.writer.rate_token().await;
-        canaries.delete(&delete).await
+        let lane = (None, false);
+        Self::classify(
+            self.send(lane, self.request_timeout, || self.admits_write(), request)
+                .await,
+        )
     }
 }
 
-impl EffectExecutor for KubeExecutor {
+impl EffectExecutor for Writer {
     async fn write(&self, write: Write, sending: Sending) -> Outcome {
+        // Refused before it is queued; the writer asks again before it sends.
+        if !self.admits_write() {
+            return Outcome::NotLeader;
+        }
+        let may_write = || self.admits_write();
+        let canaries = self.canaries.as_ref();
         match write {
-            Write::Untaint(patch) => self.remove_taints(patch, sending).await,
-            Write::MarkTimedOut(mark) => self.mark_timed_out(mark).await,
-            Write::MarkOpenedExternally(mark) => self.mark_opened_externally(mark).await,
-            Write::Condition(write) => self.write_condition(write).await,
-            Write::Taint(write) => self.write_taint(write).await,
-            Write::Replace(write) => self.replace(write).await,
-            Write::CreateCanary(create) => self.create_canary(create).await,
-            Write::DeleteCanary(delete) => self.delete_canary(delete).await,
+            Write::Untaint(patch) => self.untaint(patch, sending).await,
+            Write::MarkTimedOut(mark) => {
+                let outcome = self.mark_timed_out(&mark, may_write).await;
+                self.count(NodeWrite::MarkTimedOut, &outcome);
+                outcome
+            }
+            Write::MarkOpenedExternally(m) => {
+                let outcome = self.mark_opened_externally(&m, Timestamp::now(), may_write);
+                logged(
+                    outcome.await,
+                    &m.node,
+                    "could not record opened-by: external on the node (the late-taint net still leaves it alone while this process runs)",
+                )
+            }
+            Write::Condition(w) => {
+                let outcome = self.write_condition(&w, Timestamp::now(), may_write);
+                logged(
+                    outcome.await,
+                    &w.node,
+                    "could not write the nodegate.dev/Open condition on the node",
+                )
+            }
+            Write::Taint(write) => self.write_taint(&write, may_write).await,
+            Write::Replace(write) => replace::carry_out(self, &write, may_write).await,
+            Write::CreateCanary(c) => {
+                self.canary(canaries.map(|k| k.create(&self.client, &c)))
+                    .await
+            }
+            Write::DeleteCanary(d) => {
+                self.canary(canaries.map(|k| k.delete(&self.client, &d)))
+                    .await
+            }
         }
     }
 
     async fn record_event(&self, event: NodeEvent) {
         // Followers stay silent: the leader records the same facts.
-        if self.is_leader() {
-            self.writer.record_event(&event).await;
+        if self.leader.is_leader() {
+            Writer::record_event(self, &event).await;
         }
     }
 
     async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
-        self.writer.get_node(name).await
+        Writer::get_node(self, name).await
     }
 
     async fn list_pods(&self, node: &str) -> Result<Vec<BoundPod>, String> {
-        self.writer.list_pods(node).await
+        Writer::list_pods(self, node).await
     }
 
     async fn list_canaries(&self) -> Result<Vec<PodInfo>, String> {
         let Some(canaries) = &self.canaries else {
             return Err("canary is not configured".into());
         };
-        self.writer.rate_token().await;
-        canaries.list().await
+        self.read(canaries.list(&self.client)).await?
     }
 
     fn may_write(&self) -> bool {
-        self.is_leader()
+        self.leader.is_leader()
     }
 
     async fn fresh_node_versions(&self) -> Result<Option<Vec<(String, String)>>, String> {
         self.fresh_versions
-            .get(self.leader.term(), || {
-                fresh_node_versions(self.writer.client())
-            })
+            .get(self.leader.term(), || fresh_node_versions(self.client()))
             .await
             .map(Some)
     }
 
     fn tally(&self, tally: &Tally) {
-        let m = &self.metrics;
+        let Some(m) = &self.metrics else {
+            return;
+        };
         match tally {
             Tally::LateTaint(result) => m.late_taint(result),
             Tally::Regated(kind) => m.regate.regated(kind),
@@ -274,6 +189,19 @@ impl EffectExecutor for KubeExecutor {
         let mut rng = rand::rng();
         ports::reexamine_jitter(REEXAMINE_PERIOD, |spread| rng.random_range(0..=spread))
     }
+}
+
+/// A best-effort write's `outcome`, logged as `failed` unless it was applied
+/// or there was nothing to do.
+fn logged(outcome: PatchOutcome, node: &str, failed: &str) -> PatchOutcome {
+    match &outcome {
+        PatchOutcome::Applied
+        | PatchOutcome::NotFound
+        | PatchOutcome::NotLeader
+        | PatchOutcome::Withdrawn => {}
+        other => tracing::warn!(node = %node, "{failed}: {other:?}"),
+    }
+    outcome
 }
 
 /// One page of the metadata LIST below.
