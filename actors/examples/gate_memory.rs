@@ -214,10 +214,7 @@ async fn waves(
     }
     let settle = env_or("SETTLE", 12);
     tokio::time::sleep(Duration::from_secs(settle as u64)).await;
-    show(
-        &format!("after {settle} s idle"),
-        now(),
-    );
+    show(&format!("after {settle} s idle"), now());
     nodegate_alloc::give_back();
     show("after give_back", now());
 }
