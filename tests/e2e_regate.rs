@@ -15,7 +15,7 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use support::gate::{DsSpec, Env, NS, annotation, daemonset, taint_keys};
-use support::{Nodegate, fake_node, wait_for};
+use support::{Nodegate, fake_node, http_get, metric, wait_for};
 
 const DEGRADED: &str = "nodegate.dev/degraded";
 /// The grace: long enough for kwok to replace a pod, short for a test.
@@ -123,7 +123,10 @@ async fn wait_rolled_out(env: &Env, app: &str, revision: &str, count: usize) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broken_agent_and_reboot_regate_and_a_routine_rollout_does_not() {
     let env = Env::new("regate").await;
-    create(&env, &agent("agent", "a", None, false)).await;
+    // The agent's bad revision reaches both of its nodes at once: with one
+    // at a time the DaemonSet controller would pick either node first (it
+    // walks a Go map), and `broken` might keep its Ready old pod.
+    create(&env, &agent("agent", "a", None, true)).await;
     create(&env, &agent("roller", "r", Some("1s"), false)).await;
     for (n, role) in [
         ("broken", "a"),
@@ -197,6 +200,16 @@ async fn broken_agent_and_reboot_regate_and_a_routine_rollout_does_not() {
         },
     )
     .await;
+    // Re-gated once for its one reboot, however quickly its gate opened it
+    // again (before nodegate saw the taint, it once re-gated it again).
+    let addr = ng.http_addr(Duration::from_secs(30));
+    let text = http_get(&addr, "/metrics").await.expect("GET /metrics").1;
+    assert_eq!(
+        metric(&text, "nodegate_regates_total{trigger=\"reboot\"}"),
+        Some(1.0),
+        "{}",
+        ng.logs()
+    );
 
     // (a) The agent's new revision is held not Ready: after the grace the
     // node is re-gated, naming the member.

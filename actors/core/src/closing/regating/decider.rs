@@ -428,6 +428,12 @@ impl Regater {
                     .insert(name.to_string(), [write.resource_version.clone(), indexed]);
                 self.look_at.remove(name);
                 self.budget_event.remove(name);
+                // The reboot is acted on: the node carries the taint now. Its
+                // gate may open it again before the index shows the taint at
+                // all, and the reboot must not be taken for a new one then.
+                if let Some(memory) = self.watched.get_mut(name) {
+                    memory.reboot = None;
+                }
                 let note = match &due.trigger {
                     Trigger::Announced(_) => format!(
                         "nodegate put {taint} on the node before its reboot: {why}; it opens \

@@ -28,8 +28,8 @@ pub struct Watched {
     /// (member, first seen broken), sorted by member.
     pub missing_since: Vec<(Box<str>, Timestamp)>,
     /// A reboot seen and not yet acted on, (from, to): it stays due until
-    /// the node carries the re-gate taint (the caller's write may be refused
-    /// by the budget, a conflict or leadership, and must be tried again).
+    /// the re-gate write is applied (the write may be refused by the budget,
+    /// a conflict or leadership, and must be tried again).
     pub reboot: Option<(Box<str>, Box<str>)>,
     /// The opening (`opened-at`) whose broken members are excused, and those
     /// members: a node opened by its deadline or by hand was opened with

@@ -321,6 +321,40 @@ fn a_reboot_re_gates() {
     assert!(notes(&out)[0].contains("the node rebooted (boot id a is now b)"));
 }
 
+/// The gate may open the re-gated node again before the index ever shows
+/// the taint (its members are still Ready; the watch may coalesce the two
+/// versions): the reboot was acted on once, and is not acted on again.
+#[test]
+fn a_reboot_acted_on_is_not_acted_on_again_when_the_taint_was_never_seen() {
+    let mut r = run();
+    let mut g = Closing::new();
+    r.index.pods.push(ready_pod("n1"));
+    let booted = |id: &str| NodeInfo {
+        boot_id: Some(id.into()),
+        ..node("n1")
+    };
+    upsert(&mut r, &mut g, booted("a"));
+    upsert(&mut r, &mut g, at_version(booted("b"), "2"));
+    let out = r.step(&mut g, fresh(at_version(booted("b"), "2")));
+    let write = writes(&out)[0].clone();
+    let out = r.step(&mut g, answer(&write, PatchOutcome::Applied));
+    assert_eq!(count(&out, &Tally::Regated("reboot")), 1);
+    // The next version the index shows is already open again, in boot b.
+    let out = upsert(&mut r, &mut g, at_version(booted("b"), "4"));
+    assert!(
+        reads(&out).is_empty(),
+        "re-gated twice for one reboot: {out:?}"
+    );
+    assert!(writes(&out).is_empty(), "{out:?}");
+    assert_eq!(
+        g.regater().watched("n1").and_then(|w| w.boot_id.as_deref()),
+        Some("b")
+    );
+    // A later reboot still counts.
+    let out = upsert(&mut r, &mut g, at_version(booted("c"), "5"));
+    assert_eq!(reads(&out), ["n1"], "{out:?}");
+}
+
 #[test]
 fn suspended_by_config_or_annotation_writes_nothing() {
     for by_config in [true, false] {
