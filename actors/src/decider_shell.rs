@@ -11,7 +11,7 @@
 //! effect. [`Effect::LookAgainAt`] arms one timer (the earliest asked for,
 //! on this machine's clock). Inputs that arrive
 //! together are handled as one batch; nothing is decided before the initial
-//! lists are in (the feed's [`Change::Everything`] at sync starts the work).
+//! lists are in (the feed's `Everything` at sync starts the work).
 //! The shell yields to the runtime every [`YIELD_EVERY`] inputs, so a burst
 //! never holds a worker from the watches, the gates and the lease. Pod
 //! LISTs run concurrently, at most [`LISTS_IN_FLIGHT`] at once, their
@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodegate_core::deciders::{Change, Context, Decider, Effect, Input, Level, Now};
+use nodegate_core::deciders::{Context, Decider, Effect, Input, Level, Now};
 use nodegate_core::vocab::write::Write;
 use tokio::sync::watch;
 use tokio::sync::{Semaphore, mpsc};
@@ -258,10 +258,11 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
         // can take long on a large cluster: on a multi-threaded runtime the
         // worker hands its other tasks (the lease, the watches, the probes)
         // to another thread meanwhile.
-        let whole_pass = matches!(
-            input,
-            Input::Tick | Input::MayWrite | Input::Changed(Change::Everything)
-        );
+        let whole_pass = match &input {
+            Input::Tick | Input::MayWrite => true,
+            Input::Changed(change) => change.reaches_every_node(),
+            _ => false,
+        };
         let multi_thread = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         if whole_pass && multi_thread {

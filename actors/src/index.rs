@@ -70,9 +70,9 @@ impl Index {
         self.feed.publish(input);
     }
 
-    /// Indexes `node` (with the CSI drivers held for it) and publishes the
-    /// change.
-    pub(crate) fn upsert_node(&self, mut node: NodeInfo) {
+    /// Indexes `node` (with the CSI drivers held for it), publishes the
+    /// change and returns it (for the node's gate).
+    pub(crate) fn upsert_node(&self, mut node: NodeInfo) -> Change {
         let name = node.name.clone();
         if let Ok(v) = node.resource_version.parse::<u64>() {
             self.node_version.fetch_max(v, Ordering::Relaxed);
@@ -84,32 +84,41 @@ impl Index {
         // insert.
         self.sync_csi_drivers(&name);
         self.sync_slices(&name);
+        let after = self.node(&name);
+        let change = Change::Node {
+            name,
+            before,
+            after,
+        };
         if self.feed.is_heard() {
-            let after = self.node(&name);
-            self.publish(Change::Node {
-                name,
-                before,
-                after,
-            });
+            self.publish(change.clone());
         }
+        change
     }
 
     /// The node's pods stay indexed: Kubernetes keeps pods bound to a node
     /// name when the Node object goes (the pod garbage collector deletes
     /// them later, and the pod watch then removes them here), and a node
     /// re-created under that name must find the ones still running.
-    pub(crate) fn delete_node(&self, name: &str) {
+    pub(crate) fn delete_node(&self, name: &str) -> Change {
         let before = self.nodes.remove(name).map(|(_, n)| n);
-        self.publish(Change::Node {
+        let change = Change::Node {
             name: name.to_string(),
             before,
             after: None,
-        });
+        };
+        self.publish(change.clone());
+        change
     }
 
-    /// The CSINode of `name` lists `drivers` (or, `None`, is gone); true
-    /// when that changed the indexed node.
-    pub(crate) fn set_csi_drivers(&self, name: &str, drivers: Option<Vec<String>>) -> bool {
+    /// The CSINode of `name` lists `drivers` (or, `None`, is gone); the
+    /// change of the indexed node, if any (for its gate: the deciders do
+    /// not read the CSI drivers and are not told).
+    pub(crate) fn set_csi_drivers(
+        &self,
+        name: &str,
+        drivers: Option<Vec<String>>,
+    ) -> Option<Change> {
         match drivers {
             Some(d) => {
                 self.csi_drivers.insert(name.to_string(), d);
@@ -121,25 +130,29 @@ impl Index {
         self.sync_csi_drivers(name)
     }
 
-    /// Copies the CSI drivers held for `name` into its indexed node; true
-    /// when that changed the node. Every writer of either map ends with
-    /// this, under the node's entry lock, so the two converge whatever the
-    /// interleaving of the node and CSINode watches.
-    fn sync_csi_drivers(&self, name: &str) -> bool {
-        let Some(mut node) = self.nodes.get_mut(name) else {
-            return false;
-        };
+    /// Copies the CSI drivers held for `name` into its indexed node; the
+    /// change when that changed the node. Every writer of either map ends
+    /// with this, under the node's entry lock, so the two converge whatever
+    /// the interleaving of the node and CSINode watches.
+    fn sync_csi_drivers(&self, name: &str) -> Option<Change> {
+        let mut node = self.nodes.get_mut(name)?;
         let want = self.csi_drivers.get(name).map(|d| d.clone());
         if node.csi_drivers == want {
-            return false;
+            return None;
         }
+        let before = Arc::clone(&*node);
         Arc::make_mut(&mut *node).csi_drivers = want;
-        true
+        Some(Change::Node {
+            name: name.to_string(),
+            before: Some(before),
+            after: Some(Arc::clone(&*node)),
+        })
     }
 
     /// ResourceSlice `slice`, local to node `node`, was added or changed;
-    /// true when that changed the indexed node.
-    pub(crate) fn upsert_slice(&self, node: &str, slice: SliceInfo) -> bool {
+    /// the change of the indexed node, if any (for its gate alone, as with
+    /// the CSI drivers).
+    pub(crate) fn upsert_slice(&self, node: &str, slice: SliceInfo) -> Option<Change> {
         self.resource_slices
             .entry(node.to_string())
             .or_default()
@@ -147,9 +160,9 @@ impl Index {
         self.sync_slices(node)
     }
 
-    /// ResourceSlice `name`, local to node `node`, is gone; true when that
-    /// changed the indexed node.
-    pub(crate) fn delete_slice(&self, node: &str, name: &str) -> bool {
+    /// ResourceSlice `name`, local to node `node`, is gone; the change of
+    /// the indexed node, if any.
+    pub(crate) fn delete_slice(&self, node: &str, name: &str) -> Option<Change> {
         if let Some(mut slices) = self.resource_slices.get_mut(node) {
             slices.remove(name);
         }
@@ -168,17 +181,20 @@ impl Index {
 
     /// Copies the ResourceSlices held for `name` into its indexed node, as
     /// [`sync_csi_drivers`](Self::sync_csi_drivers) does the CSI drivers;
-    /// true when that changed the node.
-    fn sync_slices(&self, name: &str) -> bool {
-        let Some(mut node) = self.nodes.get_mut(name) else {
-            return false;
-        };
+    /// the change when that changed the node.
+    fn sync_slices(&self, name: &str) -> Option<Change> {
+        let mut node = self.nodes.get_mut(name)?;
         let want = self.slices_of(name);
         if node.resource_slices == want {
-            return false;
+            return None;
         }
+        let before = Arc::clone(&*node);
         Arc::make_mut(&mut *node).resource_slices = want;
-        true
+        Some(Change::Node {
+            name: name.to_string(),
+            before: Some(before),
+            after: Some(Arc::clone(&*node)),
+        })
     }
 
     /// Indexes `ds`; false (and nothing published) when its projection did
@@ -191,14 +207,17 @@ impl Index {
         if unchanged {
             return false;
         }
+        let uid = ds.uid.clone();
         self.daemonsets.insert(ds.uid.clone(), Arc::new(ds));
-        self.publish(Change::Everything);
+        self.publish(Change::DaemonSet { uid });
         true
     }
 
     pub(crate) fn delete_daemonset(&self, uid: &str) {
         self.daemonsets.remove(uid);
-        self.publish(Change::Everything);
+        self.publish(Change::DaemonSet {
+            uid: uid.to_string(),
+        });
     }
 
     /// Indexes a pod bound to a node (the caller leaves out unbound ones).

@@ -4,7 +4,7 @@
 //! and `observe`; `node_actor` adds `router` and `ports`; `supervisor` adds
 //! `node_actor`.
 //!
-//! - [`NodeMsg`]: a node actor's mailbox — inputs, the router's hints, and
+//! - [`NodeMsg`]: a node actor's mailbox — inputs, the index's changes, and
 //!   the `View` request, answered with a [`GateView`].
 //! - [`SpawnRequest`]: the router asking for a gate. The supervisor's mailbox
 //!   accepts it (its message type converts from it), and the router holds
@@ -12,6 +12,7 @@
 //!
 //! Plain data only: nothing here acts, decides or does I/O.
 
+use nodegate_core::deciders::Change;
 use nodegate_core::gate::journal::Entry;
 use nodegate_core::gate::{GateState, Input};
 use ractor::RpcReplyPort;
@@ -30,15 +31,12 @@ pub enum NodeMsg {
     /// Anything the gate should know, as is (effect results, timers, tests).
     /// Boxed so the frequent small hints do not pay for a snapshot's size.
     Input(Box<Input>),
-    /// The node changed in the index: re-read it (absent = deleted).
-    NodeTouched,
-    /// A DaemonSet changed in the index: re-read it (absent = deleted).
-    DaemonSetTouched {
-        uid: String,
-    },
-    /// Pods on this node changed in the index: take their uids from the
-    /// gate's pending set and re-read each (absent = deleted).
-    PodsTouched,
+    /// A change of the index that concerns this gate: its node, a
+    /// DaemonSet, its pods, or everything (a reload). The gate reads what
+    /// changed back from the index (absent = deleted), so a late change
+    /// never shows an older version. For `Pods` it takes the uids from its
+    /// pending set: one message however many pod events came.
+    Changed(Change),
     View(RpcReplyPort<GateView>),
     /// The periodic re-examination is due: re-read everything from the
     /// index (the node absent = deleted). The actor sends it to itself.

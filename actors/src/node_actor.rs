@@ -34,6 +34,7 @@ use crate::pending::PendingPods;
 use crate::ports::{Clock, EffectExecutor, Sending, Withdrawal};
 use crate::router::Router;
 use crate::wheel::{Due, TimerKey, Wheel};
+use nodegate_core::deciders::Change;
 use nodegate_core::gate::journal::Journal;
 use nodegate_core::gate::{self, Effect, Event, GateState, Input, Phase, TimerKind};
 use nodegate_core::vocab::write::Write;
@@ -157,15 +158,17 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
         let router = &self.ctx.router;
         let input = match msg {
             NodeMsg::Input(input) => *input,
-            NodeMsg::NodeTouched => match router.node(&state.name) {
+            NodeMsg::Changed(Change::Node { .. }) => match router.node(&state.name) {
                 Some(node) => Input::NodeChanged(node),
                 None => Input::NodeDeleted,
             },
-            NodeMsg::DaemonSetTouched { uid } => match router.daemonset(&uid) {
+            NodeMsg::Changed(Change::DaemonSet { uid }) => match router.daemonset(&uid) {
                 Some(ds) => Input::DaemonSetUpserted(ds),
                 None => Input::DaemonSetDeleted { uid },
             },
-            NodeMsg::PodsTouched => {
+            // Not a gate's: the router sends neither.
+            NodeMsg::Changed(Change::GateStopped { .. }) => return Ok(()),
+            NodeMsg::Changed(Change::Pods { .. }) => {
                 let (uids, seen) = state.pods.take();
                 for uid in uids {
                     let input = match router.pod(&state.name, &uid.as_str().into()) {
@@ -176,7 +179,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
                 }
                 return Ok(());
             }
-            NodeMsg::Reexamine => {
+            NodeMsg::Reexamine | NodeMsg::Changed(Change::Everything) => {
                 let input = router
                     .reexamination(&state.name)
                     .unwrap_or(Input::NodeDeleted);

@@ -5,7 +5,7 @@
 //! feed the deciders subscribe to) and keeps the map from node name to the
 //! live gate actor. A change is written to the index first and then, when
 //! the node it concerns
-//! is gated, a *hint* naming the object goes straight to that node's actor —
+//! is gated, the [`Change`] goes straight to that node's actor (a *hint*) —
 //! no global lock, no trip through the supervisor. The actor reads the object
 //! back from the index when it handles the hint, so it always sees the newest
 //! version even if hints and its start-up snapshot interleave (a message
@@ -145,7 +145,7 @@ impl Router {
         let mut live = 0;
         for gate in self.gates.iter() {
             if !lost {
-                let _ = gate.actor.cast(NodeMsg::Reexamine);
+                let _ = gate.actor.cast(NodeMsg::Changed(Change::Everything));
             }
             live += 1;
         }
@@ -160,8 +160,8 @@ impl Router {
         let name = node.name.clone();
         let version = node.resource_version.clone();
         let gated = self.carries_managed_taint(&node);
-        self.index.upsert_node(node);
-        let routed = self.hint(&name, NodeMsg::NodeTouched);
+        let change = self.index.upsert_node(node);
+        let routed = self.hint(&name, NodeMsg::Changed(change));
         self.observer()
             .router_event(RouterEvent::NodeUpserted, routed);
         if routed {
@@ -176,9 +176,9 @@ impl Router {
 
     /// The node's pods stay indexed (see [`Index::delete_node`]).
     pub fn node_deleted(&self, name: &str) {
-        self.index.delete_node(name);
+        let change = self.index.delete_node(name);
         self.opened_at_version.remove(name);
-        let routed = self.hint(name, NodeMsg::NodeTouched);
+        let routed = self.hint(name, NodeMsg::Changed(change));
         self.observer()
             .router_event(RouterEvent::NodeDeleted, routed);
     }
@@ -187,15 +187,15 @@ impl Router {
     /// indexed node carries them from now on; its gate, if any, hears of it
     /// like of any change of its node.
     pub fn csinode_upserted(&self, name: &str, drivers: Vec<String>) {
-        if self.index.set_csi_drivers(name, Some(drivers)) {
-            self.hint(name, NodeMsg::NodeTouched);
+        if let Some(change) = self.index.set_csi_drivers(name, Some(drivers)) {
+            self.hint(name, NodeMsg::Changed(change));
         }
     }
 
     /// The CSINode of node `name` is gone: no driver is registered there.
     pub fn csinode_deleted(&self, name: &str) {
-        if self.index.set_csi_drivers(name, None) {
-            self.hint(name, NodeMsg::NodeTouched);
+        if let Some(change) = self.index.set_csi_drivers(name, None) {
+            self.hint(name, NodeMsg::Changed(change));
         }
     }
 
@@ -203,15 +203,15 @@ impl Router {
     /// (the ResourceSlice watch). The indexed node carries it from now on;
     /// its gate, if any, hears of it like of any change of its node.
     pub fn resource_slice_upserted(&self, node: &str, slice: SliceInfo) {
-        if self.index.upsert_slice(node, slice) {
-            self.hint(node, NodeMsg::NodeTouched);
+        if let Some(change) = self.index.upsert_slice(node, slice) {
+            self.hint(node, NodeMsg::Changed(change));
         }
     }
 
     /// ResourceSlice `name`, local to node `node`, is gone.
     pub fn resource_slice_deleted(&self, node: &str, name: &str) {
-        if self.index.delete_slice(node, name) {
-            self.hint(node, NodeMsg::NodeTouched);
+        if let Some(change) = self.index.delete_slice(node, name) {
+            self.hint(node, NodeMsg::Changed(change));
         }
     }
 
@@ -237,16 +237,19 @@ impl Router {
         if changed && let Some((daemonset, problem)) = csi_problem {
             tracing::warn!(%daemonset, "{problem}");
         }
-        let routed =
-            changed && allowed && self.fan_out(|| NodeMsg::DaemonSetTouched { uid: uid.clone() });
+        let routed = changed
+            && allowed
+            && self.fan_out(|| NodeMsg::Changed(Change::DaemonSet { uid: uid.clone() }));
         self.observer()
             .router_event(RouterEvent::DaemonSetUpserted, routed);
     }
 
     pub fn daemonset_deleted(&self, uid: &str) {
         self.index.delete_daemonset(uid);
-        let routed = self.fan_out(|| NodeMsg::DaemonSetTouched {
-            uid: uid.to_string(),
+        let routed = self.fan_out(|| {
+            NodeMsg::Changed(Change::DaemonSet {
+                uid: uid.to_string(),
+            })
         });
         self.observer()
             .router_event(RouterEvent::DaemonSetDeleted, routed);
@@ -524,7 +527,8 @@ impl Router {
             Some(_) if self.hints_lost() => true,
             Some(gate) => {
                 if gate.pods.add(&uid.text()) {
-                    let _ = gate.actor.cast(NodeMsg::PodsTouched);
+                    let node = name.to_string();
+                    let _ = gate.actor.cast(NodeMsg::Changed(Change::Pods { node }));
                 }
                 true
             }

@@ -94,7 +94,9 @@ fn every_index_change_is_published_once_with_the_node_before_and_after() {
     assert_eq!(
         heard.take(),
         [
-            Input::Changed(Change::Everything),
+            Input::Changed(Change::DaemonSet {
+                uid: "uid-kube-system-cilium".into()
+            }),
             Input::Changed(Change::Everything),
             Input::MayWrite,
         ]

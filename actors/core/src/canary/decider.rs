@@ -103,7 +103,7 @@ impl Decider for Canaries {
         match input {
             // What the decisions rest on may have changed: a LIST, then a
             // pass over every canary and gated node.
-            Input::Changed(Change::Everything) => self.next_list = None,
+            Input::Changed(Change::Everything | Change::DaemonSet { .. }) => self.next_list = None,
             Input::MayWrite => self.forget(),
             Input::Changed(
                 Change::Node { name: node, .. }

@@ -75,7 +75,7 @@ impl Ledger {
             .counts
             .as_ref()
             .is_none_or(|c| !c.key.is_for(cx.config));
-        if stale || matches!(input, Input::Changed(Change::Everything)) {
+        if stale || matches!(input, Input::Changed(c) if c.reaches_every_node()) {
             let before = self.counts.as_ref().map_or(0, |c| c.closed.len());
             let counts = Counts::of(cx.config, &cx.view.nodes());
             self.freed = before.saturating_sub(counts.closed.len());

@@ -45,8 +45,9 @@ pub trait ClusterView {
     }
 }
 
-/// One change of the index, as its change feed publishes it to the gates
-/// and the deciders.
+/// One change of the index: the change feed publishes it to the deciders,
+/// and the router delivers it by node name to the node's gate (a DaemonSet
+/// change and `Everything` to every gate).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     /// A node was added, changed or deleted: the index held `before` and
@@ -58,11 +59,22 @@ pub enum Change {
     },
     /// A pod bound to `node` was added, changed or deleted.
     Pods { node: String },
-    /// What every node depends on changed: a DaemonSet, the configuration
-    /// in force, or the initial lists are all in.
+    /// A DaemonSet was added, changed or deleted: what every node depends
+    /// on (a decider looks at every node again, as for `Everything`).
+    DaemonSet { uid: String },
+    /// What every node depends on changed: the configuration in force, or
+    /// the initial lists are all in.
     Everything,
     /// `node`'s gate stopped: the node is open now (or gone).
     GateStopped { node: String },
+}
+
+impl Change {
+    /// Whether every node is to be looked at again: a DaemonSet changed,
+    /// or everything did.
+    pub fn reaches_every_node(&self) -> bool {
+        matches!(self, Change::DaemonSet { .. } | Change::Everything)
+    }
 }
 
 /// The time a decision is made at, and the one definition of "now" every

@@ -373,7 +373,7 @@ impl Decider for Net {
             Input::Changed(Change::Node { name, after, .. }) => {
                 self.offer(&name, after.as_ref(), cx)
             }
-            Input::Changed(Change::Everything) => self.offer_all(cx),
+            Input::Changed(Change::Everything | Change::DaemonSet { .. }) => self.offer_all(cx),
             Input::MayWrite => self.work(cx),
             Input::Tick => {
                 self.look_pending = false;

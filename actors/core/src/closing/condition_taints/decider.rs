@@ -592,7 +592,9 @@ impl RuleTainter {
         ledger: &Ledger,
     ) -> Vec<Effect> {
         let mut out = match input {
-            Input::Changed(Change::Everything) => self.everything(cx, ledger),
+            Input::Changed(Change::Everything | Change::DaemonSet { .. }) => {
+                self.everything(cx, ledger)
+            }
             Input::Wrote { write, outcome } => self.wrote(&write, outcome, cx, ledger),
             _ if !self.synced || cx.config.condition_taints.is_empty() => return Vec::new(),
             Input::Changed(Change::Node { name, .. }) => self.looked(&[name], cx, ledger),

@@ -521,7 +521,7 @@ impl Regater {
             Change::Pods { node } | Change::GateStopped { node } => {
                 self.looks([node], cx, ledger, out);
             }
-            Change::Everything => {
+            Change::Everything | Change::DaemonSet { .. } => {
                 let mut nodes = cx.view.nodes();
                 nodes.sort_unstable_by(|a, b| a.name.cmp(&b.name));
                 self.looks(nodes.iter().map(|n| n.name.as_str()), cx, ledger, out);

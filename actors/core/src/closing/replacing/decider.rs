@@ -707,7 +707,7 @@ impl Decider for Replacer {
         }
         self.spreads.clear();
         self.refreshed = false;
-        if matches!(input, Input::Changed(Change::Everything)) {
+        if matches!(input, Input::Changed(ref c) if c.reaches_every_node()) {
             // A DaemonSet, the configuration or the initial lists: counted
             // afresh (the nodes a gate may still hold carried over).
             if let Some(before) = self.counts.take() {
@@ -718,7 +718,9 @@ impl Decider for Replacer {
         self.counts(cx);
         let full_look = matches!(
             input,
-            Input::Changed(Change::Everything) | Input::Tick | Input::MayWrite
+            Input::Changed(Change::Everything | Change::DaemonSet { .. })
+                | Input::Tick
+                | Input::MayWrite
         );
         if !full_look && self.tracked_for.as_ref() != Some(cx.config) {
             // The first input, or the first under another configuration:
@@ -747,7 +749,9 @@ impl Decider for Replacer {
                 }
                 self.refused.remove(&name);
             }
-            Input::Changed(Change::Everything) | Input::Tick | Input::MayWrite => {
+            Input::Changed(Change::Everything | Change::DaemonSet { .. })
+            | Input::Tick
+            | Input::MayWrite => {
                 self.scan(cx, &mut out);
             }
             Input::Changed(Change::Pods { node }) => self.recount(&node, cx),
