@@ -645,12 +645,21 @@ fn scraped_kinds() -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
-/// A row names a family as a scrape's samples do: a counter with `_total`.
+/// A row names a family as a scrape's samples do: a counter with `_total`;
+/// and one row a family (two rows drift apart: one of them gets the new
+/// label value, the other not).
 fn metrics_table_disagreement(operations: &str) -> Option<String> {
     let rows: Vec<String> = table_rows(operations, "Metrics", "metric")
         .iter()
         .flat_map(|row| code_spans(&row[0]))
         .collect();
+    let mut seen = BTreeSet::new();
+    let repeated: Vec<&String> = rows.iter().filter(|r| !seen.insert(*r)).collect();
+    if !repeated.is_empty() {
+        return Some(format!(
+            "docs/operations.md, Metrics: more than one row for {repeated:?}"
+        ));
+    }
     let registered = registered_metrics();
     let family = |row: &str| match row.strip_suffix("_total") {
         Some(base) if !registered.contains(row) => base.to_owned(),
@@ -1078,6 +1087,13 @@ fn each_table_check_fails_without_a_row() {
                 &operations.replace("`nodegate_live_actors`", "`nodegate_live_actors_total`"),
             ),
             "nodegate_live_actors_total is a gauge",
+        ),
+        (
+            metrics_table_disagreement(&operations.replace(
+                "| `nodegate_live_actors` |",
+                "| `nodegate_live_actors` | gauge | | A | again |\n| `nodegate_live_actors` |",
+            )),
+            "more than one row for [\"nodegate_live_actors\"]",
         ),
         (
             annotations_table_disagreement(
