@@ -290,25 +290,35 @@ fn a_healthy_node_is_not_remembered_without_on_reboot() {
     assert!(g.regater().watched("n1").is_none());
 }
 
-#[test]
-fn a_reboot_re_gates() {
-    let mut r = run();
-    let mut g = Closing::new();
-    r.index.pods.push(ready_pod("n1"));
-    let booted = |id: &str| NodeInfo {
+/// `n1`, with its member Ready, in boot `id`.
+fn in_boot(id: &str) -> NodeInfo {
+    NodeInfo {
         boot_id: Some(id.into()),
         ..node("n1")
-    };
-    let out = upsert(&mut r, &mut g, booted("a"));
+    }
+}
+
+/// `n1` seen in boot a, then in boot b (version 2) and read afresh: the
+/// re-gate write for the reboot.
+fn rebooted_and_read(r: &mut Run, g: &mut Closing) -> TaintWrite {
+    r.index.pods.push(ready_pod("n1"));
+    let out = upsert(r, g, in_boot("a"));
     assert!(out.is_empty(), "{out:?}");
     assert_eq!(
         g.regater().watched("n1").and_then(|w| w.boot_id.as_deref()),
         Some("a")
     );
-    let out = upsert(&mut r, &mut g, at_version(booted("b"), "2"));
+    let out = upsert(r, g, at_version(in_boot("b"), "2"));
     assert_eq!(reads(&out), ["n1"]);
-    let out = r.step(&mut g, fresh(at_version(booted("b"), "2")));
-    let write = writes(&out)[0].clone();
+    let out = r.step(g, fresh(at_version(in_boot("b"), "2")));
+    writes(&out)[0].clone()
+}
+
+#[test]
+fn a_reboot_re_gates() {
+    let mut r = run();
+    let mut g = Closing::new();
+    let write = rebooted_and_read(&mut r, &mut g);
     let TaintChange::Add { annotations, .. } = &write.change else {
         panic!("not an add: {write:?}");
     };
@@ -328,19 +338,11 @@ fn a_reboot_re_gates() {
 fn a_reboot_acted_on_is_not_acted_on_again_when_the_taint_was_never_seen() {
     let mut r = run();
     let mut g = Closing::new();
-    r.index.pods.push(ready_pod("n1"));
-    let booted = |id: &str| NodeInfo {
-        boot_id: Some(id.into()),
-        ..node("n1")
-    };
-    upsert(&mut r, &mut g, booted("a"));
-    upsert(&mut r, &mut g, at_version(booted("b"), "2"));
-    let out = r.step(&mut g, fresh(at_version(booted("b"), "2")));
-    let write = writes(&out)[0].clone();
+    let write = rebooted_and_read(&mut r, &mut g);
     let out = r.step(&mut g, answer(&write, PatchOutcome::Applied));
     assert_eq!(count(&out, &Tally::Regated("reboot")), 1);
     // The next version the index shows is already open again, in boot b.
-    let out = upsert(&mut r, &mut g, at_version(booted("b"), "4"));
+    let out = upsert(&mut r, &mut g, at_version(in_boot("b"), "4"));
     assert!(
         reads(&out).is_empty(),
         "re-gated twice for one reboot: {out:?}"
@@ -351,7 +353,7 @@ fn a_reboot_acted_on_is_not_acted_on_again_when_the_taint_was_never_seen() {
         Some("b")
     );
     // A later reboot still counts.
-    let out = upsert(&mut r, &mut g, at_version(booted("c"), "5"));
+    let out = upsert(&mut r, &mut g, at_version(in_boot("c"), "5"));
     assert_eq!(reads(&out), ["n1"], "{out:?}");
 }
 
