@@ -13,8 +13,8 @@ test starts its own cluster, and most of their time is spent waiting on one.
 
 Two binaries are placed, not queued:
 
-- the container image's release build (deploy/image/build, minutes of CPU)
-  starts in the background just before the first binary that needs the image
+- the container image's build (deploy/image/build; with tests/run's lab
+  profile seconds of CPU after a commit, minutes from nothing) starts in the background just before the first binary that needs the image
   (NEEDS_IMAGE) starts, not before: a run of binaries that need no image
   never pays for it;
 - the chaos binary (e2e_chaos) starts once every binary that needs the image
