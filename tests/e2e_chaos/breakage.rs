@@ -5,12 +5,18 @@ use support::gate::taint_keys;
 use support::{http_get, metric};
 
 /// How many open nodes the scenario breaks: `NODEGATE_CHAOS_AGENT_NODES`,
-/// 3,000 by default (the review's number; the chaos lane runs it so).
+/// 1,000 by default. The suite's size: on two cores the control plane takes
+/// minutes of both to make 3,000 agents Ready (most of the chaos binary's
+/// time), while the assertions judge the same thing at 1,000. The 3,000-node
+/// run is the measurement (`NODEGATE_CHAOS_AGENT_NODES=3000
+/// NODEGATE_CHAOS_TARGETS=1`, docs/development.md).
 fn node_count() -> usize {
-    std::env::var("NODEGATE_CHAOS_AGENT_NODES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3000)
+    match std::env::var("NODEGATE_CHAOS_AGENT_NODES") {
+        Err(_) => 1000,
+        Ok(v) => v.parse().unwrap_or_else(|_| {
+            panic!("NODEGATE_CHAOS_AGENT_NODES={v:?}: give a number of nodes, such as 3000")
+        }),
+    }
 }
 
 /// Parallel writers for the set-up's creates and patches.
@@ -244,7 +250,7 @@ async fn regated(env: &Env) -> usize {
         .count()
 }
 
-/// 4. `N` open nodes (3,000 by default) with a Ready agent; nodegate leads
+/// 4. `N` open nodes (1,000 by default) with a Ready agent; nodegate leads
 /// with `--regate-after 5s --regate-max-unavailable 1`. The agent breaks on
 /// every node at once (not Ready), so every node is due for re-gating and
 /// all but one are refused by the budget, over and over. While the agent
