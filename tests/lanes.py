@@ -55,15 +55,16 @@ CHAOS = "e2e_chaos"
 NEEDS_IMAGE = ["e2e_image", "e2e_deploy", "e2e_release"]
 
 # A binary still running after this long is stopped and counted as failed:
-# a hung test must fail the run, not hold it for ever. The slowest binaries
-# (e2e_release, e2e_chaos) took about 530 s in the last full run; e2e_deploy's
-# registry test waits for both release builds of the image after a commit
-# (amd64, then the arm64 cross build: 974 s on this 2-core machine with
-# other work beside them), and only then starts its cluster.
+# a hung test must fail the run, not hold it for ever. The slowest binary
+# (e2e_deploy) took about 460 s in the last full runs; its registry test
+# waits for both builds of the image (amd64, then the arm64 cross build),
+# which take seconds after a commit with tests/run's lab profile and minutes
+# from nothing, and only then starts its cluster.
 BINARY_TIMEOUT = int(os.environ.get("NODEGATE_E2E_BINARY_TIMEOUT", "1800"))
 # On a machine with empty caches the binaries that need the image wait for
-# release builds from nothing (a cold CI killed e2e_deploy at 1800 s while its
-# registry test still waited for the arm64 cross build): they get twice as long.
+# its builds from nothing (a cold CI with the release profile killed
+# e2e_deploy at 1800 s while its registry test still waited for the arm64
+# cross build): they get twice as long.
 IMAGE_BINARY_TIMEOUT = 2 * BINARY_TIMEOUT
 
 # Each binary's time in the last run that ran it, to order the next run
