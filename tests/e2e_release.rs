@@ -94,7 +94,9 @@ struct Release {
 }
 
 struct Releases {
-    _tmp: tempfile::TempDir,
+    /// Held for the life of the test binary: a second run of this binary
+    /// on the same target directory waits rather than wiping our folder.
+    _lock: std::fs::File,
     first: Release,
     second: Release,
 }
@@ -133,11 +135,25 @@ fn release(tmp: &Path, name: &str) -> Release {
 fn releases() -> &'static Releases {
     static RELEASES: OnceLock<Releases> = OnceLock::new();
     RELEASES.get_or_init(|| {
-        let tmp = tempfile::tempdir().expect("temp dir");
-        let first = release(tmp.path(), "first");
-        let second = release(tmp.path(), "second");
+        // A static is never dropped, so a `TempDir` here would leave two
+        // releases (180 MB) in /tmp after every run. One fixed folder under
+        // the target directory instead: each run empties it first.
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let lock_path = root.join("e2e_release.lock");
+        let lock = std::fs::File::create(&lock_path)
+            .unwrap_or_else(|e| panic!("cannot open {}: {e}", lock_path.display()));
+        lock.lock()
+            .unwrap_or_else(|e| panic!("cannot lock {}: {e}", lock_path.display()));
+        let tmp = root.join("e2e_release");
+        match std::fs::remove_dir_all(&tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => panic!("cannot empty {}: {e}", tmp.display()),
+        }
+        let first = release(&tmp, "first");
+        let second = release(&tmp, "second");
         Releases {
-            _tmp: tmp,
+            _lock: lock,
             first,
             second,
         }
