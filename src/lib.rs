@@ -25,6 +25,7 @@ pub mod error;
 pub mod serve;
 pub mod settings;
 #[cfg(test)]
+#[path = "tests/gates.rs"]
 pub(crate) mod test_gates;
 pub mod trace;
 

@@ -36,5 +36,6 @@ pub mod ports;
 pub mod router;
 pub mod supervisor;
 #[cfg(feature = "testing")]
+#[path = "tests/testing.rs"]
 pub mod testing;
 pub mod wheel;

@@ -479,4 +479,5 @@ mod tests {
 }
 
 #[cfg(test)]
+#[path = "patch/tests/taint.rs"]
 mod taint_tests;

@@ -31,5 +31,6 @@ pub mod gate;
 pub mod net;
 pub mod rules;
 #[cfg(any(test, feature = "testing"))]
+#[path = "tests/testutil.rs"]
 pub mod testutil;
 pub mod vocab;
