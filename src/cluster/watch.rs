@@ -449,6 +449,26 @@ async fn run<K>(
     }
 }
 
+/// Spawns [`run`] of one watch, reporting to `synced` and `stats`.
+fn spawn<K>(
+    kind: &'static str,
+    api: Api<K>,
+    config: watcher::Config,
+    feed: WatchFeed<K>,
+    (synced, stats): (&mpsc::Sender<&'static str>, &Arc<WatchStats>),
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    tokio::spawn(run(
+        kind,
+        api,
+        config,
+        feed,
+        synced.clone(),
+        Arc::clone(stats),
+    ));
+}
+
 fn pod_id(Lean(p): &Lean<Pod>) -> PodId {
     (
         p.spec
@@ -458,6 +478,63 @@ fn pod_id(Lean(p): &Lean<Pod>) -> PodId {
             .into(),
         p.metadata.uid.as_deref().unwrap_or_default().into(),
     )
+}
+
+/// One watch's handling: `sink` indexes its objects, with its own re-list
+/// bookkeeping (`Listing`) and clock evidence.
+fn feed<K: Resource + Send + 'static, S: Sink<K>>(
+    sink: S,
+    server_time: Arc<ServerTime>,
+    id_of_deleted: impl Fn(&K) -> S::Id + Send + 'static,
+) -> WatchFeed<K> {
+    WatchFeed(Box::new(Indexing {
+        sink,
+        listing: Listing::default(),
+        server_time,
+        id_of_deleted: Box::new(id_of_deleted),
+    }))
+}
+
+/// The node watch's handling.
+pub fn node_feed(router: Arc<Router>, server_time: Arc<ServerTime>) -> WatchFeed<Lean<Node>> {
+    let interner = Interner::default();
+    let sink = NodeSink { router, interner };
+    feed(sink, server_time, |n: &Lean<Node>| delete_id(n, true))
+}
+
+/// The DaemonSet watch's handling.
+pub fn daemonset_feed(router: Arc<Router>, server_time: Arc<ServerTime>) -> WatchFeed<DaemonSet> {
+    feed(DaemonSetSink { router }, server_time, |d: &DaemonSet| {
+        delete_id(d, false)
+    })
+}
+
+/// The DaemonSet pod watch's handling (pods outside `critical_namespaces`
+/// lose their labels; only pods in `canary_namespace` keep their sandbox
+/// condition).
+pub fn daemonset_pod_feed(
+    router: Arc<Router>,
+    server_time: Arc<ServerTime>,
+    critical_namespaces: Arc<HashSet<String>>,
+    canary_namespace: Option<Arc<str>>,
+) -> WatchFeed<Lean<Pod>> {
+    let keep_labels_in = Some(critical_namespaces);
+    pod_feed(router, server_time, keep_labels_in, canary_namespace)
+}
+
+fn pod_feed(
+    router: Arc<Router>,
+    server_time: Arc<ServerTime>,
+    keep_labels_in: Option<Arc<HashSet<String>>>,
+    canary_namespace: Option<Arc<str>>,
+) -> WatchFeed<Lean<Pod>> {
+    let sink = PodSink {
+        router,
+        keep_labels_in,
+        interner: Interner::default(),
+        canary_namespace,
+    };
+    feed(sink, server_time, pod_id)
 }
 
 /// How many watch streams `start` opens, each of which reports its first
@@ -497,83 +574,56 @@ pub async fn start(
     let canary_namespace: Option<Arc<str>> = canary.map(|c| Arc::from(c.namespace.as_str()));
     let r = || Arc::clone(&router);
     let t = || Arc::clone(&server_time);
+    let c = || client.clone();
+    let to = (&tx, &stats);
 
-    tokio::spawn(run(
-        "nodes",
-        Api::<Lean<Node>>::all(client.clone()),
-        watcher::Config::default(),
-        node_feed(r(), t()),
-        tx.clone(),
-        Arc::clone(&stats),
-    ));
-    tokio::spawn(run(
+    let all = watcher::Config::default;
+    spawn("nodes", Api::all(c()), all(), node_feed(r(), t()), to);
+    spawn(
         "daemonsets",
-        Api::<DaemonSet>::all(client.clone()),
-        watcher::Config::default(),
+        Api::all(c()),
+        all(),
         daemonset_feed(r(), t()),
-        tx.clone(),
-        Arc::clone(&stats),
-    ));
-    tokio::spawn(run(
+        to,
+    );
+    spawn(
         "daemonset pods",
-        Api::<Lean<Pod>>::all(client.clone()),
-        watcher::Config::default()
-            .labels(DAEMONSET_POD_LABEL)
-            .fields(bound),
+        Api::all(c()),
+        all().labels(DAEMONSET_POD_LABEL).fields(bound),
         daemonset_pod_feed(r(), t(), critical_namespaces, canary_namespace.clone()),
-        tx.clone(),
-        Arc::clone(&stats),
-    ));
-    tokio::spawn(run(
-        "csinodes",
-        Api::<CSINode>::all(client.clone()),
-        watcher::Config::default(),
-        csinode_feed(r(), t()),
-        tx.clone(),
-        Arc::clone(&stats),
-    ));
+        to,
+    );
+    let csinodes = feed(CsiNodeSink { router: r() }, t(), |c: &CSINode| {
+        delete_id(c, true)
+    });
+    spawn("csinodes", Api::all(c()), all(), csinodes, to);
     if resource_slices {
         // Only while draDrivers is configured: the kind (and the RBAC to
         // list it) exists only where DRA is in use.
-        tokio::spawn(run(
-            "resourceslices",
-            Api::<ResourceSlice>::all(client.clone()),
-            watcher::Config::default(),
-            resource_slice_feed(r(), t()),
-            tx.clone(),
-            Arc::clone(&stats),
-        ));
+        let slices = feed(ResourceSliceSink { router: r() }, t(), slice_id);
+        spawn("resourceslices", Api::all(c()), all(), slices, to);
     }
     for entry in critical {
         let selector = entry.selector.to_string();
-        tokio::spawn(run(
+        spawn(
             "critical pods",
-            Api::<Lean<Pod>>::namespaced(client.clone(), &entry.namespace),
-            watcher::Config::default().labels(&selector).fields(bound),
+            Api::namespaced(c(), &entry.namespace),
+            all().labels(&selector).fields(bound),
             pod_feed(r(), t(), None, canary_namespace.clone()),
-            tx.clone(),
-            Arc::clone(&stats),
-        ));
+            to,
+        );
     }
-    if let Some(c) = canary {
+    if let Some(canary) = canary {
         // nodegate's own canaries: its namespace, its label, bound pods.
-        tokio::spawn(run(
+        spawn(
             "canary pods",
-            Api::<Lean<Pod>>::namespaced(client.clone(), &c.namespace),
-            watcher::Config::default()
+            Api::namespaced(c(), &canary.namespace),
+            all()
                 .labels(nodegate_core::canary::CANARY_LABEL)
                 .fields(bound),
             pod_feed(r(), t(), None, canary_namespace),
-            tx.clone(),
-            Arc::clone(&stats),
-        ));
+            to,
+        );
     }
     rx
 }
-
-mod feeds;
-use feeds::{csinode_feed, pod_feed, resource_slice_feed};
-pub use feeds::{daemonset_feed, daemonset_pod_feed, node_feed};
-
-#[cfg(test)]
-mod tests;
