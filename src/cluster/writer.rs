@@ -22,17 +22,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use nodegate_core::deciders::{Origin, TaintWrite};
-use nodegate_core::gate::{
-    ConditionWrite, EventType, ExternalOpening, NodeEvent, PatchOutcome, Reason, TimeoutMark,
-    UntaintPatch, annotation_time,
-};
+use nodegate_core::gate::{EventType, NodeEvent, PatchOutcome, Reason};
 use nodegate_core::net::entrance::BoundPod;
 use nodegate_core::vocab::model::NodeInfo;
 use serde_json::json;
@@ -41,8 +36,8 @@ use tokio::time::Instant;
 
 use crate::cluster::canary::Canaries;
 use crate::cluster::leader::Leadership;
+use crate::cluster::project;
 use crate::cluster::term_read::TermRead;
-use crate::cluster::{patch, project};
 use crate::serve::metrics::{Metrics, NodeWrite};
 
 /// The controller's name in Events and as the field manager of its writes.
@@ -321,109 +316,17 @@ impl Writer {
         )
     }
 
-    pub async fn remove_taints(
-        &self,
-        p: &UntaintPatch,
-        may_write: impl Fn() -> bool,
-    ) -> PatchOutcome {
-        let body = patch::untaint(p);
-        self.patch_node(
-            (NodeWrite::Untaint, false),
-            &p.node,
-            &Patch::Json::<()>(body),
-            may_write,
-        )
-        .await
-    }
-
-    pub async fn mark_timed_out(
-        &self,
-        m: &TimeoutMark,
-        may_write: impl Fn() -> bool,
-    ) -> PatchOutcome {
-        let body = patch::mark_timed_out(m);
-        self.patch_node(
-            (NodeWrite::MarkTimedOut, false),
-            &m.node,
-            &Patch::Merge(body),
-            may_write,
-        )
-        .await
-    }
-
-    /// Records that someone else opened `m.node` (semantics.md §5.5): a
-    /// merge patch of `nodegate.dev/opened-at` (`at`) and `opened-by:
-    /// external`. Additive only.
-    pub async fn mark_opened_externally(
-        &self,
-        m: &ExternalOpening,
-        at: Timestamp,
-        may_write: impl Fn() -> bool,
-    ) -> PatchOutcome {
-        let body = patch::opened_externally(annotation_time(at), m.cordoned);
-        self.patch_node(
-            (NodeWrite::Patch, true),
-            &m.node,
-            &Patch::Merge(body),
-            may_write,
-        )
-        .await
-    }
-
-    /// The `nodegate.dev/Open` condition (`--node-condition`): a strategic
-    /// merge patch of the node's `status.conditions`, merged by `type`, so
-    /// no other condition is touched. A background write.
-    pub async fn write_condition(
-        &self,
-        w: &ConditionWrite,
-        at: Timestamp,
-        may_write: impl Fn() -> bool,
-    ) -> PatchOutcome {
-        let body = patch::open_condition(w, at);
-        let write = (NodeWrite::Patch, true);
-        let patch = Patch::Strategic(body);
-        Self::classify(
-            self.patch_node_at(write, &w.node, &patch, may_write, true)
-                .await,
-        )
-    }
-
-    /// A decider's taint write (semantics.md §6): the conditional patch of
-    /// [`patch::taint_write`], through the same slots, rate and leadership
-    /// check as every other node write. The metrics label a condition
-    /// rule's write `patch`, the net's and re-gating's `add_taint`. A
-    /// condition rule's write takes only the rate the gates' untaints leave
-    /// over (a rule the API server keeps refusing must
-    /// not slow openings down).
-    pub async fn write_taint(&self, w: &TaintWrite, may_write: impl Fn() -> bool) -> PatchOutcome {
-        let kind = match w.origin {
-            Origin::Rules => (NodeWrite::Patch, true),
-            // The canary decider writes no taints; were it to, as the net.
-            Origin::Net | Origin::Regate | Origin::Replace | Origin::Canary => {
-                (NodeWrite::AddTaint, false)
-            }
-        };
-        let body = patch::taint_write(w);
-        self.patch_node(kind, &w.node, &Patch::Json::<()>(body), may_write)
-            .await
-    }
-
     /// The replace decider's node write (`--on-timeout=replace`): the
-    /// conditional JSON patch of `cluster::replace`, through the same
-    /// slots, rate and leadership check as every other node write.
+    /// conditional JSON patch of `cluster::replace`.
     pub async fn write_replace(
         &self,
         node: &str,
         body: json_patch::Patch,
         may_write: impl Fn() -> bool,
     ) -> PatchOutcome {
-        self.patch_node(
-            (NodeWrite::Patch, false),
-            node,
-            &Patch::Json::<()>(body),
-            may_write,
-        )
-        .await
+        let write = (NodeWrite::Patch, false);
+        self.patch_node(write, node, &Patch::Json::<()>(body), may_write)
+            .await
     }
 
     /// `--kube-request-timeout`.

@@ -18,16 +18,17 @@ use std::future::Future;
 use std::time::Duration;
 
 use jiff::Timestamp;
+use kube::api::Patch;
 use nodegate_actors::ports::{self, EffectExecutor, REEXAMINE_PERIOD, Sending, retry_ceiling};
-use nodegate_core::deciders::Tally;
-use nodegate_core::gate::{NodeEvent, PatchOutcome, UntaintPatch};
+use nodegate_core::deciders::{Origin, Tally};
+use nodegate_core::gate::{NodeEvent, PatchOutcome, UntaintPatch, annotation_time};
 use nodegate_core::net::entrance::BoundPod;
 use nodegate_core::vocab::model::{NodeInfo, PodInfo};
 use nodegate_core::vocab::write::{Outcome, Write};
 use rand::Rng;
 
-use crate::cluster::replace;
 use crate::cluster::writer::Writer;
+use crate::cluster::{patch, replace};
 use crate::serve::metrics::NodeWrite;
 
 impl Writer {
@@ -44,15 +45,17 @@ impl Writer {
         }
     }
 
-    async fn untaint(&self, patch: UntaintPatch, sending: Sending) -> PatchOutcome {
+    async fn untaint(&self, p: UntaintPatch, sending: Sending) -> PatchOutcome {
         let Sending { withdrawal, seen } = sending;
         // Asked right before the request, after any wait for a patch slot or
         // a rate token: the gate may have seen a member stop being Ready
         // meanwhile, and an untaint not yet sent can still be called back.
         // A yes is the moment the untaint goes out: the end of nodegate's
         // own share of a reaction that a pod event started.
+        let body = Patch::Json::<()>(patch::untaint(&p));
+        let lane = (NodeWrite::Untaint, false);
         let outcome = self
-            .remove_taints(&patch, || {
+            .patch_node(lane, &p.node, &body, || {
                 let send = !withdrawal.is_requested() && self.admits_write();
                 if send && let (Some(seen), Some(m)) = (seen, &self.metrics) {
                     m.writes.event_to_patch(seen.elapsed());
@@ -95,12 +98,19 @@ impl EffectExecutor for Writer {
         match write {
             Write::Untaint(patch) => self.untaint(patch, sending).await,
             Write::MarkTimedOut(mark) => {
-                let outcome = self.mark_timed_out(&mark, may_write).await;
+                let body = Patch::Merge(patch::mark_timed_out(&mark));
+                let lane = (NodeWrite::MarkTimedOut, false);
+                let outcome = self.patch_node(lane, &mark.node, &body, may_write).await;
                 self.count(NodeWrite::MarkTimedOut, &outcome);
                 outcome
             }
             Write::MarkOpenedExternally(m) => {
-                let outcome = self.mark_opened_externally(&m, Timestamp::now(), may_write);
+                // Someone else opened the node (semantics.md §5.5): a merge
+                // patch of `opened-at` and `opened-by: external`, additive
+                // only.
+                let at = annotation_time(Timestamp::now());
+                let body = Patch::Merge(patch::opened_externally(at, m.cordoned));
+                let outcome = self.patch_node((NodeWrite::Patch, true), &m.node, &body, may_write);
                 logged(
                     outcome.await,
                     &m.node,
@@ -108,14 +118,34 @@ impl EffectExecutor for Writer {
                 )
             }
             Write::Condition(w) => {
-                let outcome = self.write_condition(&w, Timestamp::now(), may_write);
+                // `--node-condition`: a strategic merge patch of the node's
+                // `status.conditions`, merged by `type`, so no other
+                // condition is touched.
+                let body = Patch::Strategic(patch::open_condition(&w, Timestamp::now()));
+                let lane = (NodeWrite::Patch, true);
+                let outcome = self.patch_node_at(lane, &w.node, &body, may_write, true);
                 logged(
-                    outcome.await,
+                    Self::classify(outcome.await),
                     &w.node,
                     "could not write the nodegate.dev/Open condition on the node",
                 )
             }
-            Write::Taint(write) => self.write_taint(&write, may_write).await,
+            Write::Taint(write) => {
+                // A decider's taint write (semantics.md §6). A condition
+                // rule's write takes only the rate the gates' untaints leave
+                // over (a rule the API server keeps refusing must not slow
+                // openings down); the metrics label it `patch`, the net's and
+                // re-gating's `add_taint`.
+                let lane = match write.origin {
+                    Origin::Rules => (NodeWrite::Patch, true),
+                    // The canary decider writes no taints; were it to, as the net.
+                    Origin::Net | Origin::Regate | Origin::Replace | Origin::Canary => {
+                        (NodeWrite::AddTaint, false)
+                    }
+                };
+                let body = Patch::Json::<()>(patch::taint_write(&write));
+                self.patch_node(lane, &write.node, &body, may_write).await
+            }
             Write::Replace(write) => replace::carry_out(self, &write, may_write).await,
             Write::CreateCanary(c) => {
                 self.canary(canaries.map(|k| k.create(&self.client, &c)))

@@ -5,7 +5,7 @@ use super::*;
 use kube::core::Status;
 use nodegate_actors::ports::{EffectExecutor, Sending};
 use nodegate_core::deciders::{CanaryCreate, CanaryDelete, ReplaceAction, ReplaceWrite};
-use nodegate_core::gate::{IndexedTaint, OpenedBy};
+use nodegate_core::gate::{IndexedTaint, OpenedBy, TimeoutMark, UntaintPatch};
 use nodegate_core::vocab::model::Owner;
 use nodegate_core::vocab::model::Taint;
 use nodegate_core::vocab::write::Write;
@@ -49,6 +49,20 @@ fn untaint(node: &str) -> UntaintPatch {
     }
 }
 
+/// An untaint patch through the writer's one path, as the executor sends it.
+async fn remove_taints(w: &Writer, p: &UntaintPatch) -> PatchOutcome {
+    let body = Patch::Json::<()>(crate::cluster::patch::untaint(p));
+    w.patch_node((NodeWrite::Untaint, false), &p.node, &body, || true)
+        .await
+}
+
+/// A timed-out mark through the writer's one path, as the executor sends it.
+async fn mark_timed_out(w: &Writer, m: &TimeoutMark) -> PatchOutcome {
+    let body = Patch::Merge(crate::cluster::patch::mark_timed_out(m));
+    w.patch_node((NodeWrite::MarkTimedOut, false), &m.node, &body, || true)
+        .await
+}
+
 /// Far longer than any request may take: a call still waiting then has
 /// no timeout at all.
 const PATIENCE: Duration = Duration::from_secs(600);
@@ -61,7 +75,7 @@ fn is_ambiguous_timeout(o: &PatchOutcome) -> bool {
 async fn a_write_left_unanswered_is_given_up_as_ambiguous_and_frees_its_slot() {
     let w = writer(1);
     let start = Instant::now();
-    let first = tokio::time::timeout(PATIENCE, w.remove_taints(&untaint("n1"), || true))
+    let first = tokio::time::timeout(PATIENCE, remove_taints(&w, &untaint("n1")))
         .await
         .expect("the patch was still waiting after 10 minutes: no per-request timeout");
     assert!(is_ambiguous_timeout(&first), "{first:?}");
@@ -75,7 +89,7 @@ async fn a_write_left_unanswered_is_given_up_as_ambiguous_and_frees_its_slot() {
         node: "n2".into(),
         deadline: jiff::Timestamp::UNIX_EPOCH,
     };
-    let second = tokio::time::timeout(PATIENCE, w.mark_timed_out(&mark, || true))
+    let second = tokio::time::timeout(PATIENCE, mark_timed_out(&w, &mark))
         .await
         .expect("the slot of the hung patch was never freed");
     assert!(is_ambiguous_timeout(&second), "{second:?}");
@@ -289,7 +303,7 @@ fn seen_now(seen: &Seen) -> Vec<String> {
 async fn hold_the_slot(w: &std::sync::Arc<Writer>, seen: &Seen) -> tokio::task::JoinHandle<()> {
     let held = w.clone();
     let task = tokio::spawn(async move {
-        let _ = held.remove_taints(&untaint("n0"), || true).await;
+        let _ = remove_taints(&held, &untaint("n0")).await;
     });
     for _ in 0..1000 {
         if !seen_now(seen).is_empty() {
