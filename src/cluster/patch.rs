@@ -32,14 +32,24 @@ pub fn pointer_segment(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
+/// The JSON Pointer of annotation `key`.
+fn annotation_path(key: &str) -> String {
+    format!("/metadata/annotations/{}", pointer_segment(key))
+}
+
+/// The op every conditional patch starts with: the node is still at the
+/// resourceVersion its writer read.
+pub fn version_test(resource_version: &str) -> Value {
+    json!({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version})
+}
+
 /// The conditional patch of a decider's taint write (the late-taint net,
 /// re-gating, a condition rule): it tests the resourceVersion the decider
 /// read, so any change since makes the API server refuse it whole, and a
 /// removal also tests that the taint at its index is still the one meant.
 /// No other taint is ever touched.
 pub fn taint_write(w: &TaintWrite) -> json_patch::Patch {
-    let test =
-        json!({"op": "test", "path": "/metadata/resourceVersion", "value": w.resource_version});
+    let test = version_test(&w.resource_version);
     match &w.change {
         TaintChange::Add {
             taint,
@@ -47,17 +57,14 @@ pub fn taint_write(w: &TaintWrite) -> json_patch::Patch {
             annotations,
             annotations_present,
             at,
-        } => {
-            let mut ops = vec![test];
-            ops.extend(add_ops(
-                taint,
-                *existing,
-                annotations,
-                *annotations_present,
-                *at,
-            ));
-            build(ops)
-        }
+        } => add_taint(
+            &w.resource_version,
+            taint,
+            *existing,
+            annotations,
+            *annotations_present,
+            *at,
+        ),
         TaintChange::Remove {
             index,
             taint,
@@ -89,7 +96,7 @@ fn annotation_ops<'a>(
     annotations: &'a [(&'static str, Option<String>)],
 ) -> impl Iterator<Item = Value> + 'a {
     annotations.iter().map(|(k, v)| {
-        let path = format!("/metadata/annotations/{}", pointer_segment(k));
+        let path = annotation_path(k);
         match v {
             Some(v) => json!({"op": "add", "path": path, "value": v}),
             None => json!({"op": "remove", "path": path}),
@@ -109,8 +116,7 @@ pub fn add_taint(
     annotations_present: bool,
     at: Timestamp,
 ) -> json_patch::Patch {
-    let mut ops =
-        vec![json!({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version})];
+    let mut ops = vec![version_test(resource_version)];
     ops.extend(add_ops(
         taint,
         existing,
@@ -145,37 +151,42 @@ fn add_ops(
     } else {
         json!({"op": "add", "path": "/spec/taints/-", "value": t})
     }];
+    add_annotations(&mut ops, annotations, annotations_present);
+    ops
+}
+
+/// Adds each of `annotations` to a map the node has (`present`: JSON patch
+/// cannot add a key to a map that does not exist, and must not replace one
+/// that does), or adds the map with them.
+fn add_annotations<V: AsRef<str>>(ops: &mut Vec<Value>, annotations: &[(&str, V)], present: bool) {
     if annotations.is_empty() {
-        return ops;
+        return;
     }
-    if annotations_present {
+    if present {
         for (k, v) in annotations {
-            ops.push(json!({"op": "add", "path": format!("/metadata/annotations/{}", pointer_segment(k)), "value": v}));
+            ops.push(json!({"op": "add", "path": annotation_path(k), "value": v.as_ref()}));
         }
     } else {
         let map: serde_json::Map<String, Value> = annotations
             .iter()
-            .map(|(k, v)| (k.to_string(), Value::String(v.clone())))
+            .map(|(k, v)| (k.to_string(), Value::String(v.as_ref().to_string())))
             .collect();
         ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": map}));
     }
-    ops
 }
 
 fn build(ops: Vec<Value>) -> json_patch::Patch {
     // Every op is built from the json! macro in a shape json_patch accepts;
     // a failure here is a bug in this module, reported as such.
     serde_json::from_value(Value::Array(ops))
-        .unwrap_or_else(|e| panic!("a taint patch is malformed: {e}"))
+        .unwrap_or_else(|e| panic!("a node patch is malformed: {e}"))
 }
 
 /// The untaint patch. `p.annotations_present` says whether the node as last
 /// seen had a `metadata.annotations` map: JSON patch cannot add a key to a map
 /// that does not exist, and must not replace one that does.
 pub fn untaint(p: &UntaintPatch) -> json_patch::Patch {
-    let mut ops = vec![
-        json!({"op": "test", "path": "/metadata/resourceVersion", "value": p.resource_version}),
-    ];
+    let mut ops = vec![version_test(&p.resource_version)];
     // The gate hands the taints sorted by descending index, so removing them in
     // order never shifts an index still to be removed; sort again anyway, since
     // a wrong order here would remove someone else's taint.
@@ -197,26 +208,16 @@ pub fn untaint(p: &UntaintPatch) -> json_patch::Patch {
         }
         ops.push(json!({"op": "remove", "path": path}));
     }
-    let opened_at = rfc3339(p.opened_at);
-    if p.annotations_present {
-        for (k, v) in [
-            (OPENED_AT, opened_at.as_str()),
-            (OPENED_BY, p.opened_by.as_str()),
-        ] {
-            ops.push(json!({"op": "add", "path": format!("/metadata/annotations/{}", pointer_segment(k)), "value": v}));
-        }
-    } else {
-        ops.push(
-            json!({"op": "add", "path": "/metadata/annotations", "value": {
-                OPENED_AT: opened_at, OPENED_BY: p.opened_by.as_str(),
-            }}),
-        );
-    }
+    let opened = [
+        (OPENED_AT, rfc3339(p.opened_at)),
+        (OPENED_BY, p.opened_by.as_str().to_string()),
+    ];
+    add_annotations(&mut ops, &opened, p.annotations_present);
     // A manual opening consumes its request: the same patch removes the
     // annotation (it is there: the resourceVersion test pins the node the
     // gate saw it on).
     if p.opened_by == OpenedBy::Manual {
-        ops.push(json!({"op": "remove", "path": format!("/metadata/annotations/{}", pointer_segment(OPEN))}));
+        ops.push(json!({"op": "remove", "path": annotation_path(OPEN)}));
     }
     // An open node is no longer being replaced: its request's marks go in
     // the same patch. Each is set, then removed, so that the patch applies
@@ -229,15 +230,12 @@ pub fn untaint(p: &UntaintPatch) -> json_patch::Patch {
             false => &[REPLACE_REQUESTED, REPLACE_REASON],
         };
         for &k in marks {
-            let path = format!("/metadata/annotations/{}", pointer_segment(k));
+            let path = annotation_path(k);
             ops.push(json!({"op": "add", "path": path, "value": ""}));
             ops.push(json!({"op": "remove", "path": path}));
         }
     }
-    // Every op above is built from the json! macro in a shape json_patch
-    // accepts; a failure here is a bug in this function, reported as such.
-    serde_json::from_value(Value::Array(ops))
-        .unwrap_or_else(|e| panic!("untaint patch is malformed: {e}"))
+    build(ops)
 }
 
 /// The merge patch that marks a node whose deadline passed with

@@ -19,7 +19,7 @@ use nodegate_core::vocab::annotations::{
 use nodegate_core::vocab::model::Owner;
 use serde_json::{Value, json};
 
-use crate::cluster::patch::{pointer_segment, rfc3339};
+use crate::cluster::patch::{pointer_segment, rfc3339, version_test};
 use crate::cluster::writer::{Unsent, Writer};
 
 /// The conditional JSON patch that marks the node, or `None` when the
@@ -47,9 +47,7 @@ pub fn mark(w: &ReplaceWrite) -> Option<json_patch::Patch> {
         ),
         ReplaceAction::DeleteOwner { .. } => return None,
     };
-    let mut ops = vec![
-        json!({"op": "test", "path": "/metadata/resourceVersion", "value": w.resource_version}),
-    ];
+    let mut ops = vec![version_test(&w.resource_version)];
     if !w.annotations_present {
         ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": {}}));
     }
