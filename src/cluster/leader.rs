@@ -37,12 +37,9 @@ use crate::cluster::server_time::ServerTime;
 use crate::settings::config::LeaderElection;
 
 mod leadership;
-pub use leadership::Leadership;
+pub use leadership::{LEADER_LOST_AFTER, Leadership};
 
-mod known;
 mod record;
-mod seen;
-pub use known::LEADER_LOST_AFTER;
 use record::record_duration;
 pub use record::{LeaseRecord, identity, may_take, next_record};
 
