@@ -162,8 +162,7 @@ impl Router {
         let gated = self.carries_managed_taint(&node);
         let change = self.index.upsert_node(node);
         let routed = self.hint(&name, NodeMsg::Changed(change));
-        self.observer()
-            .router_event(RouterEvent::NodeUpserted, routed);
+        self.observed(RouterEvent::NodeUpserted, routed);
         if routed {
             return;
         }
@@ -179,40 +178,27 @@ impl Router {
         let change = self.index.delete_node(name);
         self.opened_at_version.remove(name);
         let routed = self.hint(name, NodeMsg::Changed(change));
-        self.observer()
-            .router_event(RouterEvent::NodeDeleted, routed);
+        self.observed(RouterEvent::NodeDeleted, routed);
     }
 
-    /// The CSINode of node `name` lists `drivers` (the CSINode watch). The
-    /// indexed node carries them from now on; its gate, if any, hears of it
-    /// like of any change of its node.
-    pub fn csinode_upserted(&self, name: &str, drivers: Vec<String>) {
-        if let Some(change) = self.index.set_csi_drivers(name, Some(drivers)) {
-            self.hint(name, NodeMsg::Changed(change));
-        }
-    }
-
-    /// The CSINode of node `name` is gone: no driver is registered there.
-    pub fn csinode_deleted(&self, name: &str) {
-        if let Some(change) = self.index.set_csi_drivers(name, None) {
-            self.hint(name, NodeMsg::Changed(change));
-        }
+    /// The CSINode of node `name` lists `drivers` (the CSINode watch), or
+    /// (`None`) is gone: no driver is registered there. The indexed node
+    /// carries them from now on; its gate, if any, hears of it like of any
+    /// change of its node.
+    pub fn csinode(&self, name: &str, drivers: Option<Vec<String>>) {
+        self.hint_node(name, self.index.set_csi_drivers(name, drivers));
     }
 
     /// ResourceSlice `slice`, local to node `node`, was added or changed
     /// (the ResourceSlice watch). The indexed node carries it from now on;
     /// its gate, if any, hears of it like of any change of its node.
     pub fn resource_slice_upserted(&self, node: &str, slice: SliceInfo) {
-        if let Some(change) = self.index.upsert_slice(node, slice) {
-            self.hint(node, NodeMsg::Changed(change));
-        }
+        self.hint_node(node, self.index.upsert_slice(node, slice));
     }
 
     /// ResourceSlice `name`, local to node `node`, is gone.
     pub fn resource_slice_deleted(&self, node: &str, name: &str) {
-        if let Some(change) = self.index.delete_slice(node, name) {
-            self.hint(node, NodeMsg::Changed(change));
-        }
+        self.hint_node(node, self.index.delete_slice(node, name));
     }
 
     /// A DaemonSet whose projection did not change (a status update: its
@@ -240,8 +226,7 @@ impl Router {
         let routed = changed
             && allowed
             && self.fan_out(|| NodeMsg::Changed(Change::DaemonSet { uid: uid.clone() }));
-        self.observer()
-            .router_event(RouterEvent::DaemonSetUpserted, routed);
+        self.observed(RouterEvent::DaemonSetUpserted, routed);
     }
 
     pub fn daemonset_deleted(&self, uid: &str) {
@@ -251,8 +236,7 @@ impl Router {
                 uid: uid.to_string(),
             })
         });
-        self.observer()
-            .router_event(RouterEvent::DaemonSetDeleted, routed);
+        self.observed(RouterEvent::DaemonSetDeleted, routed);
     }
 
     /// Pods not bound to a node yet are of no interest to any gate.
@@ -263,8 +247,7 @@ impl Router {
         let pod = Arc::new(pod);
         self.index.upsert_pod(&pod);
         let routed = self.pod_hint(&pod.node_name, &pod.uid);
-        self.observer()
-            .router_event(RouterEvent::PodUpserted, routed);
+        self.observed(RouterEvent::PodUpserted, routed);
         if !routed || self.is_canary_namespace(&pod.namespace) {
             self.index.publish_with(|| Change::Pods {
                 node: pod.node_name.to_string(),
@@ -275,8 +258,7 @@ impl Router {
     pub fn pod_deleted(&self, node_name: &str, uid: &Uid) {
         let removed = self.index.delete_pod(node_name, uid);
         let routed = self.pod_hint(node_name, uid);
-        self.observer()
-            .router_event(RouterEvent::PodDeleted, routed);
+        self.observed(RouterEvent::PodDeleted, routed);
         let canary = removed.is_some_and(|p| self.is_canary_namespace(&p.namespace));
         if !routed || canary {
             self.index.publish_with(|| Change::Pods {
@@ -505,6 +487,18 @@ impl Router {
 
     fn hints_lost(&self) -> bool {
         self.losing_hints.load(Ordering::Relaxed)
+    }
+
+    /// Reports a watch event to the observer.
+    fn observed(&self, event: RouterEvent, routed: bool) {
+        self.observer().router_event(event, routed);
+    }
+
+    /// Hints `change` of node `name`, if any, to its gate.
+    fn hint_node(&self, name: &str, change: Option<Change>) {
+        if let Some(change) = change {
+            self.hint(name, NodeMsg::Changed(change));
+        }
     }
 
     /// Sends `msg` to `name`'s gate if it has one. A gate that stopped a

@@ -125,7 +125,7 @@ fn csi_drivers_reach_the_indexed_node_whichever_watch_comes_first() {
     let r = router();
     let drivers = |name: &str| r.node(name).and_then(|n| n.csi_drivers.clone());
     // The CSINode first: the node finds its drivers when it is indexed.
-    r.csinode_upserted("early", vec!["a.csi.example.com".into()]);
+    r.csinode("early", Some(vec!["a.csi.example.com".into()]));
     r.node_upserted(NodeInfo {
         name: "early".into(),
         ..gated_node()
@@ -138,14 +138,14 @@ fn csi_drivers_reach_the_indexed_node_whichever_watch_comes_first() {
     // later versions of the node, and gone with the CSINode.
     r.node_upserted(gated_node());
     assert_eq!(drivers(NODE), None);
-    r.csinode_upserted(NODE, vec!["b.csi.example.com".into()]);
+    r.csinode(NODE, Some(vec!["b.csi.example.com".into()]));
     assert_eq!(drivers(NODE), Some(vec!["b.csi.example.com".to_string()]));
     r.node_upserted(NodeInfo {
         resource_version: "2".into(),
         ..gated_node()
     });
     assert_eq!(drivers(NODE), Some(vec!["b.csi.example.com".to_string()]));
-    r.csinode_deleted(NODE);
+    r.csinode(NODE, None);
     assert_eq!(drivers(NODE), None);
 }
 

@@ -259,13 +259,13 @@ impl Sink<CSINode> for CsiNodeSink {
         Some(((name.as_str().into(), Shared::default()), (name, drivers)))
     }
     fn upsert(&mut self, (name, drivers): Self::Item) {
-        self.router.csinode_upserted(&name, drivers);
+        self.router.csinode(&name, Some(drivers));
     }
     fn may_open(_item: &Self::Item) -> bool {
         true
     }
     fn delete(&mut self, id: &Id) {
-        self.router.csinode_deleted(&id.0);
+        self.router.csinode(&id.0, None);
     }
 }
 
