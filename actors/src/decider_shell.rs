@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use nodegate_core::deciders::{Context, Decider, Effect, Input, Level, Now};
-use nodegate_core::vocab::write::Write;
+use nodegate_core::vocab::write::{Outcome, Write};
 use tokio::sync::watch;
 use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
@@ -276,10 +276,7 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
     async fn carry_out(&mut self, effect: Effect) -> Option<Input> {
         match effect {
             Effect::Write(write) => {
-                let outcome = self
-                    .executor
-                    .write(Write::Taint(write.clone()), Sending::default())
-                    .await;
+                let outcome = send(&*self.executor, Write::Taint(write.clone())).await;
                 Some(Input::Wrote { write, outcome })
             }
             Effect::ListPods { node } => {
@@ -297,10 +294,7 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
                 None
             }
             Effect::Replace(write) => {
-                let outcome = self
-                    .executor
-                    .write(Write::Replace(write.clone()), Sending::default())
-                    .await;
+                let outcome = send(&*self.executor, Write::Replace(write.clone())).await;
                 Some(Input::Replaced { write, outcome })
             }
             Effect::ReadNode { node } => {
@@ -311,17 +305,11 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
                 })
             }
             Effect::CreateCanary(create) => {
-                let outcome = self
-                    .executor
-                    .write(Write::CreateCanary(create.clone()), Sending::default())
-                    .await;
+                let outcome = send(&*self.executor, Write::CreateCanary(create.clone())).await;
                 Some(Input::CanaryCreated { create, outcome })
             }
             Effect::DeleteCanary(delete) => {
-                let outcome = self
-                    .executor
-                    .write(Write::DeleteCanary(delete.clone()), Sending::default())
-                    .await;
+                let outcome = send(&*self.executor, Write::DeleteCanary(delete.clone())).await;
                 Some(Input::CanaryDeleted { delete, outcome })
             }
             Effect::ListCanaries => {
@@ -382,4 +370,9 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
         };
         publish(&self.decider, &cx);
     }
+}
+
+/// A decider's write: none of them travels with an untaint's handles.
+async fn send<E: EffectExecutor>(executor: &E, write: Write) -> Outcome {
+    executor.write(write, Sending::default()).await
 }

@@ -20,6 +20,7 @@
 //! through the executor, and never picks a random number (the executor
 //! chooses the jittered retry delays, by the policy in `ports`).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -302,35 +303,25 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
             Effect::RemoveTaints(patch) => {
                 let withdrawal = Withdrawal::default();
                 state.withdrawal = withdrawal.clone();
-                tokio::spawn(
-                    async move {
-                        let sending = Sending { withdrawal, seen };
-                        let outcome = executor.write(Write::Untaint(patch), sending).await;
-                        let _ = me.cast(NodeMsg::input(Input::PatchResult(outcome)));
-                    }
-                    .instrument(span),
-                );
+                spawn_in(span, async move {
+                    let sending = Sending { withdrawal, seen };
+                    let outcome = executor.write(Write::Untaint(patch), sending).await;
+                    let _ = me.cast(NodeMsg::input(Input::PatchResult(outcome)));
+                });
             }
             Effect::MarkTimedOut(mark) => {
-                tokio::spawn(
-                    async move {
-                        let outcome = executor
-                            .write(Write::MarkTimedOut(mark), Sending::default())
-                            .await;
-                        let _ = me.cast(NodeMsg::input(Input::MarkResult(outcome)));
-                    }
-                    .instrument(span),
-                );
+                spawn_in(span, async move {
+                    let write = Write::MarkTimedOut(mark);
+                    let outcome = executor.write(write, Sending::default()).await;
+                    let _ = me.cast(NodeMsg::input(Input::MarkResult(outcome)));
+                });
             }
             Effect::MarkOpenedExternally(mark) => {
-                tokio::spawn(
-                    async move {
-                        // Best effort: the executor logs a failure.
-                        let write = Write::MarkOpenedExternally(mark);
-                        executor.write(write, Sending::default()).await;
-                    }
-                    .instrument(span),
-                );
+                spawn_in(span, async move {
+                    // Best effort: the executor logs a failure.
+                    let write = Write::MarkOpenedExternally(mark);
+                    executor.write(write, Sending::default()).await;
+                });
             }
             Effect::WriteCondition(write) => {
                 // Never two at once: an older write held for a slot could
@@ -350,18 +341,15 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
                 );
             }
             Effect::RecordEvent(event) => {
-                tokio::spawn(async move { executor.record_event(event).await }.instrument(span));
+                spawn_in(span, async move { executor.record_event(event).await });
             }
             Effect::WithdrawWrite => state.withdrawal.request(),
             Effect::RefreshNode => {
                 let name = state.name.clone();
-                tokio::spawn(
-                    async move {
-                        let result = executor.get_node(&name).await;
-                        let _ = me.cast(NodeMsg::input(Input::NodeRefreshed(result)));
-                    }
-                    .instrument(span),
-                );
+                spawn_in(span, async move {
+                    let result = executor.get_node(&name).await;
+                    let _ = me.cast(NodeMsg::input(Input::NodeRefreshed(result)));
+                });
             }
             Effect::ScheduleTimer {
                 kind,
@@ -427,12 +415,12 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
 
 /// A timer due in the past fires at once.
 fn until(now: Timestamp, at: Timestamp) -> Duration {
-    let d = at.duration_since(now);
-    if d.is_negative() {
-        Duration::ZERO
-    } else {
-        Duration::try_from(d).unwrap_or(Duration::ZERO)
-    }
+    Duration::try_from(at.duration_since(now)).unwrap_or(Duration::ZERO)
+}
+
+/// Runs an effect's `task` on its own, in the gate's `span`.
+fn spawn_in(span: tracing::Span, task: impl Future<Output = ()> + Send + 'static) {
+    tokio::spawn(task.instrument(span));
 }
 
 /// Every journal event is one debug line (the journal, as it is written);
@@ -452,20 +440,19 @@ fn log_event(span: &tracing::Span, event: &Event, state: &GateState) {
             .unwrap_or_default()
     };
     match event {
-        Event::Opened { opened_by, at, .. } => tracing::info!(
-            parent: span,
-            opened_by = %opened_by,
-            after_seconds = format_args!("{:.1}", since_start(at)),
-            expected = expected(),
-            "gate opened"
-        ),
-        Event::WouldOpen { opened_by, at, .. } => tracing::info!(
-            parent: span,
-            opened_by = %opened_by,
-            after_seconds = format_args!("{:.1}", since_start(at)),
-            expected = expected(),
-            "dry-run: gate would open"
-        ),
+        Event::Opened { opened_by, at, .. } | Event::WouldOpen { opened_by, at, .. } => {
+            tracing::info!(
+                parent: span,
+                opened_by = %opened_by,
+                after_seconds = format_args!("{:.1}", since_start(at)),
+                expected = expected(),
+                "{}",
+                match event {
+                    Event::Opened { .. } => "gate opened",
+                    _ => "dry-run: gate would open",
+                }
+            )
+        }
         Event::TimedOut {
             deadline,
             by_schedule,
