@@ -286,17 +286,14 @@ pub fn kube_text(e: &kube::Error) -> String {
 fn unreachable_line(e: &kube::Error) -> String {
     let cause = root_cause(e);
     let fix = "check that the cluster is up and that this is its context (kubectl cluster-info)";
-    match TARGET.get() {
-        Some(Target {
-            server,
-            context: Some(ctx),
-        }) => format!("cannot reach the API server {server} (context {ctx:?}): {cause}; {fix}"),
-        Some(Target {
-            server,
-            context: None,
-        }) => format!("cannot reach the API server {server}: {cause}; {fix}"),
-        None => format!("cannot reach the API server: {cause}; {fix}"),
-    }
+    let server = match TARGET.get() {
+        Some(Target { server, context }) => match context {
+            Some(ctx) => format!(" {server} (context {ctx:?})"),
+            None => format!(" {server}"),
+        },
+        None => String::new(),
+    };
+    format!("cannot reach the API server{server}: {cause}; {fix}")
 }
 
 /// Neither a kubeconfig nor a pod's service account: what was looked for.

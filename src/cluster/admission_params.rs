@@ -267,18 +267,16 @@ impl AdmissionParams {
                     wait = CHECK_EVERY;
                     let data = params_data(&live.current());
                     match self.ensure(&data).await {
-                        Ok(Some(write)) => {
+                        Ok(written) => {
                             wrote = true;
                             said_error = false;
-                            tracing::info!(
-                                params = %self.at(),
-                                ?write,
-                                "admission policy parameters written: the policy taints new nodes while this replica leads"
-                            );
-                        }
-                        Ok(None) => {
-                            wrote = true;
-                            said_error = false;
+                            if let Some(write) = written {
+                                tracing::info!(
+                                    params = %self.at(),
+                                    ?write,
+                                    "admission policy parameters written: the policy taints new nodes while this replica leads"
+                                );
+                            }
                         }
                         Err(error) => {
                             wait = Duration::from_secs(2);

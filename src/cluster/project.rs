@@ -75,7 +75,9 @@ pub fn node_in(n: &Node, interner: &mut Interner) -> (Option<NodeInfo>, Vec<Oddi
         &name,
         &mut odd,
     );
-    let flag = |key: &str| found.and_then(|a| a.get(key)).is_some_and(|v| v == "true");
+    let get = |key: &str| found.and_then(|a| a.get(key));
+    let flag = |key: &str| get(key).is_some_and(|v| v == "true");
+    let text = |key: &str| get(key).map(|v| Box::<str>::from(v.as_str()));
     let opened_at = time_annotation(found, annotations::OPENED_AT, "ignored", &name, &mut odd);
     let taints = n
         .spec
@@ -105,24 +107,15 @@ pub fn node_in(n: &Node, interner: &mut Interner) -> (Option<NodeInfo>, Vec<Oddi
         suspended: flag(annotations::SUSPEND),
         open_requested: flag(annotations::OPEN),
         ignored: flag(annotations::NODE_IGNORE),
-        opened_unready: found
-            .and_then(|a| a.get(annotations::OPENED_BY))
+        opened_unready: get(annotations::OPENED_BY)
             .is_some_and(|v| v == "timeout" || v == "manual" || v == "external"),
-        regated_for: found
-            .and_then(|a| a.get(annotations::REGATED_FOR))
-            .map(|v| v.as_str().into()),
-        rule_taints: found
-            .and_then(|a| a.get(annotations::CONDITION_TAINTS))
-            .map(|v| v.as_str().into()),
-        reboot_pending: found
-            .and_then(|a| a.get(annotations::REBOOT_PENDING))
-            .map(|v| v.as_str().into()),
+        regated_for: text(annotations::REGATED_FOR),
+        rule_taints: text(annotations::CONDITION_TAINTS),
+        reboot_pending: text(annotations::REBOOT_PENDING),
         kured_rebooting: found.is_some_and(|a| {
             a.contains_key(nodegate_core::closing::regating::reboot::KURED_REBOOT_IN_PROGRESS)
         }),
-        awaiting_reboot: found
-            .and_then(|a| a.get(annotations::AWAITING_REBOOT))
-            .map(|v| v.as_str().into()),
+        awaiting_reboot: text(annotations::AWAITING_REBOOT),
         boot_id: n
             .status
             .as_ref()
@@ -377,9 +370,11 @@ pub fn pod_in(p: &Pod, interner: &mut Interner) -> Option<PodInfo> {
         .and_then(|refs| refs.iter().find(|r| r.controller == Some(true)))
         .map(|r| interner.get(&r.uid));
     let status = p.status.as_ref();
-    let ready_cond = status
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+    let condition = |type_: &str| {
+        let conditions = status.and_then(|s| s.conditions.as_ref());
+        conditions.and_then(|cs| cs.iter().find(|c| c.type_ == type_))
+    };
+    let ready_cond = condition("Ready");
     Some(PodInfo {
         uid: p.metadata.uid.as_deref().unwrap_or_default().into(),
         node_name: interner.get(
@@ -403,10 +398,7 @@ pub fn pod_in(p: &Pod, interner: &mut Interner) -> Option<PodInfo> {
             .as_ref()
             .and_then(|a| a.get(annotations::POD_READY))
             .is_some_and(|v| v == "true"),
-        sandbox_ready: status
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == SANDBOX_CONDITION))
-            .is_some_and(|c| c.status == "True"),
+        sandbox_ready: condition(SANDBOX_CONDITION).is_some_and(|c| c.status == "True"),
         status_note: status.and_then(pod_status_note).map(Shared::from),
         namespace,
         name: name.into(),

@@ -80,12 +80,6 @@ impl ServerTime {
         }
     }
 
-    /// The `Date` header of an answer to this process's own request: the
-    /// server's clock when it answered.
-    pub fn saw_date(&self, at: Timestamp) {
-        self.saw_date_at(at, Instant::now());
-    }
-
     /// An object this process saw (watched or read): only its
     /// `creationTimestamp`, which the server sets on create, counts.
     pub fn saw_object(&self, meta: &ObjectMeta) {
@@ -123,6 +117,8 @@ impl ServerTime {
         self.refused.get()
     }
 
+    /// The `Date` header of an answer to this process's own request (the
+    /// server's clock when it answered), seen at `seen`.
     pub(crate) fn saw_date_at(&self, at: Timestamp, seen: Instant) {
         {
             let mut date = lock(&self.date);
@@ -196,7 +192,7 @@ pub async fn probe(client: Client, server_time: Arc<ServerTime>) {
     loop {
         let wait = match tokio::time::timeout(PROBE_TIMEOUT, server_date(&client)).await {
             Ok(Ok(at)) => {
-                server_time.saw_date(at);
+                server_time.saw_date_at(at, Instant::now());
                 PROBE_PERIOD
             }
             Ok(Err(error)) => {

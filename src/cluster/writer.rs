@@ -29,7 +29,6 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use nodegate_core::gate::{EventType, NodeEvent, PatchOutcome, Reason};
 use nodegate_core::net::entrance::BoundPod;
-use nodegate_core::vocab::model::NodeInfo;
 use serde_json::json;
 use tokio::sync::{Mutex, Semaphore};
 use tokio::time::Instant;
@@ -340,31 +339,7 @@ impl Writer {
         self.limiter.acquire().await;
         tokio::time::timeout(self.request_timeout, request)
             .await
-            .map_err(|_| self.no_answer())
-    }
-
-    /// One LIST of the pods bound to `node` (the late-taint net's look for
-    /// workloads), after a rate token, within the request timeout.
-    pub async fn list_pods(&self, node: &str) -> Result<Vec<BoundPod>, String> {
-        self.read(pods_on(&self.client, node))
-            .await?
-            .map_err(|e| e.to_string())
-    }
-
-    /// A fresh read of a node after a conflict or an unanswered patch;
-    /// `Ok(None)` when it is gone.
-    pub async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
-        let nodes = self.nodes();
-        let read = self.read(nodes.get_opt(name)).await;
-        match read.and_then(|r| r.map_err(|e| e.to_string())) {
-            Ok(node) => Ok(node.and_then(|n| project::node(&n).0)),
-            Err(e) => Err(format!("reading node {name}: {e}")),
-        }
-    }
-
-    /// The error of a request given up after `--kube-request-timeout`.
-    fn no_answer(&self) -> String {
-        no_answer(self.request_timeout)
+            .map_err(|_| no_answer(self.request_timeout))
     }
 
     /// Records an Event (events.k8s.io/v1) regarding a node. Failures are
@@ -404,16 +379,12 @@ impl Writer {
         };
         let params = PostParams::default();
         let request = api.create(&params, &event);
-        match tokio::time::timeout(self.request_timeout, request).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(node = %ev.node, reason = %ev.reason, error = %e, "cannot record event")
-            }
-            Err(_) => {
-                let error = self.no_answer();
-                tracing::warn!(node = %ev.node, reason = %ev.reason, %error, "cannot record event")
-            }
-        }
+        let error = match tokio::time::timeout(self.request_timeout, request).await {
+            Ok(Ok(_)) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => no_answer(self.request_timeout),
+        };
+        tracing::warn!(node = %ev.node, reason = %ev.reason, %error, "cannot record event");
     }
 }
 
@@ -435,7 +406,7 @@ fn action_for(reason: Reason) -> &'static str {
 }
 
 /// One LIST of the pods bound to `node` (every namespace), metadata only:
-/// [`Writer::list_pods`] sends it within the rate and the timeout, backfill
+/// the executor's `list_pods` sends it within the rate and the timeout, backfill
 /// as it is.
 pub async fn pods_on(client: &kube::Client, node: &str) -> Result<Vec<BoundPod>, kube::Error> {
     let pods: Api<Pod> = Api::all(client.clone());

@@ -27,8 +27,8 @@ use nodegate_core::vocab::model::{NodeInfo, PodInfo};
 use nodegate_core::vocab::write::{Outcome, Write};
 use rand::Rng;
 
-use crate::cluster::writer::Writer;
-use crate::cluster::{patch, replace};
+use crate::cluster::writer::{Writer, pods_on};
+use crate::cluster::{patch, project, replace};
 use crate::serve::metrics::NodeWrite;
 
 impl Writer {
@@ -165,12 +165,18 @@ impl EffectExecutor for Writer {
         }
     }
 
+    /// A fresh read of a node after a conflict or an unanswered patch.
     async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
-        Writer::get_node(self, name).await
+        let read = self.read(self.nodes().get_opt(name)).await;
+        match read.and_then(|r| r.map_err(|e| e.to_string())) {
+            Ok(node) => Ok(node.and_then(|n| project::node(&n).0)),
+            Err(e) => Err(format!("reading node {name}: {e}")),
+        }
     }
 
     async fn list_pods(&self, node: &str) -> Result<Vec<BoundPod>, String> {
-        Writer::list_pods(self, node).await
+        let pods = self.read(pods_on(&self.client, node)).await?;
+        pods.map_err(|e| e.to_string())
     }
 
     async fn list_canaries(&self) -> Result<Vec<PodInfo>, String> {
