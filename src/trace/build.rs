@@ -17,37 +17,8 @@ use nodegate_core::gate::{Event, GateState, OpenedRecord};
 use nodegate_core::vocab::member::{MemberId, Readiness};
 use nodegate_core::vocab::model::NodeInfo;
 
-/// An attribute's value.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    Str(String),
-    Int(i64),
-    Bool(bool),
-}
-
-impl From<&str> for Value {
-    fn from(s: &str) -> Self {
-        Value::Str(s.to_string())
-    }
-}
-
-impl From<String> for Value {
-    fn from(s: String) -> Self {
-        Value::Str(s)
-    }
-}
-
-impl From<i64> for Value {
-    fn from(n: i64) -> Self {
-        Value::Int(n)
-    }
-}
-
-impl From<bool> for Value {
-    fn from(b: bool) -> Self {
-        Value::Bool(b)
-    }
-}
+/// An attribute's value: OpenTelemetry's own.
+pub use opentelemetry::Value;
 
 pub type Attributes = Vec<(&'static str, Value)>;
 
@@ -154,7 +125,7 @@ fn member_spans(
                 let at = ready_at(state, journal, id, pod).clamp(start, end);
                 let mut span = member_span(id, start, at, journal);
                 span.attributes
-                    .push(("nodegate.member.pod", pod.as_str().into()));
+                    .push(("nodegate.member.pod", pod.to_string().into()));
                 span
             }
             other => {
@@ -164,7 +135,7 @@ fn member_spans(
                 };
                 let mut span = member_span(id, start, deadline.unwrap_or(end), journal);
                 span.attributes
-                    .push(("nodegate.member.waiting_for", why.as_str().into()));
+                    .push(("nodegate.member.waiting_for", why.to_string().into()));
                 span.error = Some(format!("not Ready: {why}"));
                 span
             }
@@ -186,9 +157,9 @@ fn root_attributes(
     ready: i64,
 ) -> Attributes {
     let mut attributes: Attributes = vec![
-        ("k8s.node.name", node.name.as_str().into()),
-        ("k8s.node.uid", node.uid.as_str().into()),
-        ("nodegate.outcome", opened.opened_by.as_str().into()),
+        ("k8s.node.name", node.name.to_string().into()),
+        ("k8s.node.uid", node.uid.to_string().into()),
+        ("nodegate.outcome", opened.opened_by.to_string().into()),
         ("nodegate.members.expected", (expected as i64).into()),
         ("nodegate.members.ready", ready.into()),
         (
@@ -280,12 +251,12 @@ fn member_span(id: &MemberId, start: Timestamp, end: Timestamp, journal: &Journa
             Event::MemberWaiting { member, why, .. } if member == id => Some(SpanEvent {
                 name: "waiting",
                 at: e.at,
-                attributes: vec![("why", why.as_str().into())],
+                attributes: vec![("why", why.to_string().into())],
             }),
             Event::MemberReady { member, pod } if member == id => Some(SpanEvent {
                 name: "ready",
                 at: e.at,
-                attributes: vec![("pod", pod.as_str().into())],
+                attributes: vec![("pod", pod.to_string().into())],
             }),
             _ => None,
         })
@@ -306,7 +277,7 @@ fn member_span(id: &MemberId, start: Timestamp, end: Timestamp, journal: &Journa
 /// The journal's facts that the root span shows as events; the others
 /// (observations, timers) are in the spans' times already.
 fn gate_event(at: Timestamp, event: &Event) -> Option<SpanEvent> {
-    let attempt = |n: &u32| ("attempt", Value::Int(i64::from(*n)));
+    let attempt = |n: &u32| ("attempt", Value::I64(i64::from(*n)));
     let (name, attributes): (&'static str, Attributes) = match event {
         Event::GatedSinceClamped { gated_since, to } => (
             "gated-since clamped",
@@ -325,7 +296,7 @@ fn gate_event(at: Timestamp, event: &Event) -> Option<SpanEvent> {
             vec![
                 ("deadline", deadline.to_string().into()),
                 ("server_time", server_time.to_string().into()),
-                ("reason", reason.as_str().into()),
+                ("reason", reason.to_string().into()),
             ],
         ),
         Event::TimedOut {
@@ -341,7 +312,9 @@ fn gate_event(at: Timestamp, event: &Event) -> Option<SpanEvent> {
                 ("not_ready", (not_ready.len() as i64).into()),
             ],
         ),
-        Event::WritesSuspended { by, .. } => ("writes suspended", vec![("by", by.as_str().into())]),
+        Event::WritesSuspended { by, .. } => {
+            ("writes suspended", vec![("by", by.to_string().into())])
+        }
         Event::WritesResumed => ("writes resumed", vec![]),
         Event::UntaintSent {
             attempt: n,
@@ -349,28 +322,29 @@ fn gate_event(at: Timestamp, event: &Event) -> Option<SpanEvent> {
             ..
         } => (
             "untaint sent",
-            vec![attempt(n), ("opened_by", opened_by.as_str().into())],
+            vec![attempt(n), ("opened_by", opened_by.to_string().into())],
         ),
         Event::WriteConflict { attempt: n } => ("conflict", vec![attempt(n)]),
         Event::WriteFailed { attempt: n, error } => (
             "write failed",
-            vec![attempt(n), ("error", error.as_str().into())],
+            vec![attempt(n), ("error", error.to_string().into())],
         ),
         Event::WriteUnanswered { attempt: n, error } => (
             "write unanswered",
-            vec![attempt(n), ("error", error.as_str().into())],
+            vec![attempt(n), ("error", error.to_string().into())],
         ),
         Event::WriteDeferred { attempt: n } => ("leadership lost", vec![attempt(n)]),
         Event::WithdrawRequested { attempt: n, reason } => (
             "withdrawal",
-            vec![attempt(n), ("reason", reason.as_str().into())],
+            vec![attempt(n), ("reason", reason.to_string().into())],
         ),
         Event::RetryScheduled { attempt: n } => ("retry", vec![attempt(n)]),
-        Event::WriteAbandoned { reason } => {
-            ("write abandoned", vec![("reason", reason.as_str().into())])
-        }
+        Event::WriteAbandoned { reason } => (
+            "write abandoned",
+            vec![("reason", reason.to_string().into())],
+        ),
         Event::Opened { opened_by, .. } => {
-            ("opened", vec![("opened_by", opened_by.as_str().into())])
+            ("opened", vec![("opened_by", opened_by.to_string().into())])
         }
         _ => return None,
     };

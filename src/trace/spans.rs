@@ -11,7 +11,7 @@ use opentelemetry::trace::{
 use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 
-use super::build::{Attributes, GateTrace, SpanPlan, Value};
+use super::build::{Attributes, GateTrace, SpanPlan};
 use super::ids;
 
 /// The instrumentation scope every span names: nodegate and its version.
@@ -77,10 +77,6 @@ fn one(
 fn key_values(attributes: &Attributes) -> Vec<KeyValue> {
     attributes
         .iter()
-        .map(|(k, v)| match v {
-            Value::Str(s) => KeyValue::new(*k, s.clone()),
-            Value::Int(n) => KeyValue::new(*k, *n),
-            Value::Bool(b) => KeyValue::new(*k, *b),
-        })
+        .map(|(k, v)| KeyValue::new(*k, v.clone()))
         .collect()
 }

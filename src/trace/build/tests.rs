@@ -59,14 +59,14 @@ fn member<'a>(t: &'a GateTrace, name: &str) -> &'a SpanPlan {
 
 fn str_attr<'a>(span: &'a SpanPlan, key: &str) -> &'a str {
     match span.attribute(key) {
-        Some(Value::Str(s)) => s,
+        Some(Value::String(s)) => s.as_str(),
         other => panic!("{key} is {other:?} on {span:#?}"),
     }
 }
 
 fn int_attr(span: &SpanPlan, key: &str) -> i64 {
     match span.attribute(key) {
-        Some(Value::Int(n)) => *n,
+        Some(Value::I64(n)) => *n,
         other => panic!("{key} is {other:?} on {span:#?}"),
     }
 }
