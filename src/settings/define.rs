@@ -176,39 +176,33 @@ pub fn pick_list(flag: &[String], file: Option<Vec<String>>) -> Option<Vec<Strin
 /// `table.rs` for the entries' shape.
 macro_rules! settings {
     // --- the types of a setting, by kind -----------------------------------
-    (@flag_ty value ($ty:ty)) => { Option<$ty> };
-    (@flag_ty option ($ty:ty)) => { Option<$ty> };
     (@flag_ty switch) => { bool };
-    (@flag_ty list) => { Vec<String> };
-    (@flag_ty list ($ty:ty)) => { Vec<String> };
-    (@file_ty value ($ty:ty)) => { Option<$ty> };
-    (@file_ty option ($ty:ty)) => { Option<$ty> };
+    (@flag_ty list $(($ty:ty))?) => { Vec<String> };
+    (@flag_ty $kind:ident ($ty:ty)) => { Option<$ty> };
     (@file_ty switch) => { Option<bool> };
     (@file_ty list) => { Option<Vec<String>> };
     (@file_ty list ($ty:ty)) => { Option<Vec<$ty>> };
+    (@file_ty $kind:ident ($ty:ty)) => { Option<$ty> };
     (@given_ty value ($ty:ty)) => { $ty };
     (@given_ty option ($ty:ty)) => { Option<$ty> };
     (@given_ty switch) => { bool };
-    (@given_ty list) => { Vec<String> };
-    (@given_ty list ($ty:ty)) => { Vec<String> };
+    (@given_ty list $(($ty:ty))?) => { Vec<String> };
 
     // --- how a flag takes its value, and its parser -------------------------
     (@takes value) => { $crate::settings::define::Takes::One };
     (@takes option) => { $crate::settings::define::Takes::One };
     (@takes switch) => { $crate::settings::define::Takes::Switch };
     (@takes list) => { $crate::settings::define::Takes::Many };
-    (@takes list ($ty:ty)) => { $crate::settings::define::Takes::Many };
     (@parser [$parser:expr] $($ty:ty)?) => { ::clap::builder::ValueParser::from($parser) };
     (@parser [] $ty:ty) => { ::clap::value_parser!($ty).into() };
     (@parser []) => { ::clap::builder::ValueParser::string() };
 
     // --- reading a flag from clap's matches ---------------------------------
-    (@get value ($ty:ty), $m:ident, $id:expr) => { $m.get_one::<$ty>($id).cloned() };
-    (@get option ($ty:ty), $m:ident, $id:expr) => { $m.get_one::<$ty>($id).cloned() };
     (@get switch, $m:ident, $id:expr) => { $m.get_flag($id) };
     (@get list $(($ty:ty))?, $m:ident, $id:expr) => {
         $m.get_many::<String>($id).map(|v| v.cloned().collect()).unwrap_or_default()
     };
+    (@get $kind:ident ($ty:ty), $m:ident, $id:expr) => { $m.get_one::<$ty>($id).cloned() };
 
     // --- the default, typed and shown ---------------------------------------
     (@default value ($ty:ty) [$default:expr]) => { <$ty>::from($default) };
@@ -216,8 +210,7 @@ macro_rules! settings {
     (@default list [$default:expr]) => {
         $default.into_iter().map(String::from).collect::<Vec<String>>()
     };
-    (@default list []) => { Vec::<String>::new() };
-    (@default list ($ty:ty) []) => { Vec::<String>::new() };
+    (@default list $(($ty:ty))? []) => { Vec::<String>::new() };
     (@default option ($ty:ty) []) => { None::<$ty> };
     (@default switch []) => { false };
     (@default $kind:ident $(($ty:ty))? [$default:expr]) => {
@@ -372,6 +365,13 @@ macro_rules! settings {
                     }
                 )*
                 changed
+            }
+
+            /// Each setting of this group as given, by its config-file key.
+            pub fn shown(&self) -> ::serde_json::Map<String, ::serde_json::Value> {
+                let mut shown = ::serde_json::Map::new();
+                $(shown.insert($key.to_string(), ::serde_json::json!(self.$field));)*
+                shown
             }
 
             /// What each definition of this group says.

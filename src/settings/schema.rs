@@ -17,7 +17,7 @@
 //! judge of what the schema cannot express.
 
 use clap::Args as _;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::config::MIN_KUBE_QPS;
 use super::define::{Setting, Takes};
@@ -402,16 +402,8 @@ pub fn render() -> String {
 }
 
 /// A map with the given keys and schemas, unknown keys refused.
-pub(super) fn closed(properties: Value) -> Value {
-    let mut o = Map::new();
-    o.insert("type".into(), json!("object"));
-    o.insert("additionalProperties".into(), json!(false));
-    o.insert("properties".into(), properties);
-    Value::Object(o)
-}
-
-pub(super) fn label_selector_schema() -> Value {
-    label_selector()
+fn closed(properties: Value) -> Value {
+    json!({"type": "object", "additionalProperties": false, "properties": properties})
 }
 
 mod chart;

@@ -376,20 +376,13 @@ fn key_on_line(text: &str, n: usize) -> Option<String> {
 /// The parser's words for a wrong type, in a person's.
 fn plain(message: &str) -> String {
     let mut m = message.to_string();
-    for (from, to) in [
-        ("invalid u32", "not a whole number"),
-        ("invalid u64", "not a whole number"),
-        ("invalid usize", "not a whole number"),
-        ("invalid i32", "not a whole number"),
-        ("invalid i64", "not a whole number"),
-        ("invalid f64", "not a number"),
-        (
-            "invalid boolean (strict mode expects true/false)",
-            "not true or false",
-        ),
-    ] {
-        m = m.replace(from, to);
+    for int in ["u32", "u64", "usize", "i32", "i64"] {
+        m = m.replace(&format!("invalid {int}"), "not a whole number");
     }
+    m = m.replace("invalid f64", "not a number").replace(
+        "invalid boolean (strict mode expects true/false)",
+        "not true or false",
+    );
     if let Some(at) = m.find("budget breached") {
         m = format!(
             "{}the file expands to too many nodes (YAML aliases?); nodegate refuses it to bound its memory",
