@@ -390,7 +390,7 @@ fn run_part(
     let timeout = timeout_setting(&given.timeout)?;
     let schedule_timeout =
         schedule_timeout_setting(&given.schedule_timeout, &given.timeout, timeout)?;
-    let client = client_settings(&given)?;
+    let kube_request_timeout = client_settings(&given)?;
     let log_level = log_level(&given.log_level)?;
     let leader_election = leader_election(&given)?;
     let (http_addr, debug_addr) = listeners(&given)?;
@@ -427,10 +427,10 @@ fn run_part(
         on_timeout: given.on_timeout,
         dry_run: given.dry_run,
         node_condition: given.node_condition,
-        max_concurrent_patches: client.max_concurrent_patches,
-        kube_qps: client.kube_qps,
-        kube_burst: client.kube_burst,
-        kube_request_timeout: client.kube_request_timeout,
+        max_concurrent_patches: given.max_concurrent_patches,
+        kube_qps: given.kube_qps,
+        kube_burst: given.kube_burst,
+        kube_request_timeout,
         log_format: given.log_format,
         log_level,
         given,
@@ -461,12 +461,7 @@ pub fn admission_params_ref(s: &str) -> Result<AdmissionParamsRef, ConfigError> 
             "the namespace must be a DNS-1123 label, e.g. nodegate-system/nodegate-admission",
         ));
     }
-    let subdomain = !name.is_empty()
-        && name.len() <= 253
-        && name
-            .split('.')
-            .all(nodegate_core::rules::readiness::is_dns1123_label);
-    if !subdomain {
+    if check_dns_subdomain(&name).is_err() {
         return Err(bad(
             "expected a ConfigMap name (lower-case letters, digits, '-' and '.'), e.g. nodegate-admission",
         ));
@@ -527,18 +522,12 @@ pub fn log_level(s: &str) -> Result<String, ConfigError> {
     Ok(joined)
 }
 
-/// nodegate's own API client: its write slots, rate and request timeout.
-struct Client {
-    max_concurrent_patches: usize,
-    kube_qps: f64,
-    kube_burst: u32,
-    kube_request_timeout: Duration,
-}
-
 /// The slowest `--kube-qps` accepted.
 pub const MIN_KUBE_QPS: f64 = 0.001;
 
-fn client_settings(given: &RunGiven) -> Result<Client, ConfigError> {
+/// nodegate's own API client: its write slots and rate, checked; its
+/// request timeout.
+fn client_settings(given: &RunGiven) -> Result<Duration, ConfigError> {
     if given.max_concurrent_patches == 0 {
         return Err(invalid("--max-concurrent-patches 0", "must be at least 1"));
     }
@@ -553,15 +542,7 @@ fn client_settings(given: &RunGiven) -> Result<Client, ConfigError> {
     if given.kube_burst == 0 {
         return Err(invalid("--kube-burst 0", "must be at least 1"));
     }
-    Ok(Client {
-        max_concurrent_patches: given.max_concurrent_patches,
-        kube_qps,
-        kube_burst: given.kube_burst,
-        kube_request_timeout: positive_duration(
-            "--kube-request-timeout",
-            &given.kube_request_timeout,
-        )?,
-    })
+    positive_duration("--kube-request-timeout", &given.kube_request_timeout)
 }
 
 /// `--http-addr` and `--debug-addr` (empty: no debug listener), apart.

@@ -135,25 +135,19 @@ pub enum Takes {
     Many,
 }
 
-/// The clap argument of one flag.
-pub fn arg(
-    id: &'static str,
-    flag: &'static str,
-    value_name: Option<&'static str>,
-    help: String,
-    takes: Takes,
-    parser: ValueParser,
-) -> Arg {
+/// The clap argument of one flag, defined by `s`.
+pub fn arg(id: &'static str, s: &Setting, parser: ValueParser) -> Arg {
+    let flag = s.flag.unwrap_or(id);
     let arg = Arg::new(id)
         .long(flag)
-        .help(help)
+        .help(s.help.clone())
         .required(false)
         .help_heading(super::table::heading(flag));
-    let arg = match value_name {
+    let arg = match s.value {
         Some(v) => arg.value_name(v),
         None => arg,
     };
-    match takes {
+    match s.takes {
         Takes::One => arg.action(ArgAction::Set).value_parser(parser),
         Takes::Many => arg.action(ArgAction::Append).value_parser(parser),
         Takes::Switch => arg.action(ArgAction::SetTrue),
@@ -285,17 +279,13 @@ macro_rules! settings {
 
         impl ::clap::Args for $flags {
             fn augment_args(cmd: ::clap::Command) -> ::clap::Command {
-                cmd$(.arg($crate::settings::define::arg(
-                    stringify!($field),
-                    $flag,
-                    None$(.or(Some($vn)))?,
-                    $crate::settings::define::help(
-                        &[$($doc),*],
-                        settings!(@shown $kind $(($ty))? [$($default)?]).as_deref(),
-                    ),
-                    settings!(@takes $kind),
-                    settings!(@parser [$($parser)?] $($ty)?),
-                )))*
+                let ids = [$(stringify!($field)),*];
+                let parsers: [::clap::builder::ValueParser; _] =
+                    [$(settings!(@parser [$($parser)?] $($ty)?)),*];
+                let args = $given::definitions().into_iter().zip(ids).zip(parsers);
+                args.fold(cmd, |cmd, ((s, id), parser)| {
+                    cmd.arg($crate::settings::define::arg(id, &s, parser))
+                })
             }
 
             fn augment_args_for_update(cmd: ::clap::Command) -> ::clap::Command {

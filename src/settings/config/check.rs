@@ -217,10 +217,7 @@ fn located(e: &ConfigError, file: &str, text: &str, offset: usize) -> String {
             {
                 message = format!("{key}: {message}");
             }
-            match line {
-                Some(n) => format!("{file}:{n}: {message}"),
-                None => format!("{file}: {message}"),
-            }
+            format!("{}: {message}", place(file, line))
         }
         ConfigError::Invalid { source_, message } => {
             let (key, value) = key_of(source_);
@@ -229,10 +226,7 @@ fn located(e: &ConfigError, file: &str, text: &str, offset: usize) -> String {
                 Some(v) => format!("{key}: {v}: {message}"),
                 None => format!("{key}: {message}"),
             };
-            match line {
-                Some(n) => format!("{file}:{n}: {what}"),
-                None => format!("{file}: {what}"),
-            }
+            format!("{}: {what}", place(file, line))
         }
     }
 }
@@ -254,15 +248,17 @@ fn nested_keys(message: &str, file: &str, text: &str) -> Option<String> {
             return None;
         }
         let line = line_of_path(text, path);
-        out.push(match line {
-            Some(n) => (line, format!("{file}:{n}: {entry}")),
-            None => (line, format!("{file}: {entry}")),
-        });
+        out.push((line, format!("{}: {entry}", place(file, line))));
     }
     // In the file's order.
     out.sort_by_key(|(line, _)| *line);
     let out: Vec<String> = out.into_iter().map(|(_, p)| p).collect();
     (!out.is_empty()).then(|| out.join("\n"))
+}
+
+/// `FILE:LINE`, or `FILE` when no line can be named.
+fn place(file: &str, line: Option<usize>) -> String {
+    line.map_or(file.to_string(), |n| format!("{file}:{n}"))
 }
 
 /// The most characters of a value a problem repeats: a longer one (a

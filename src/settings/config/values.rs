@@ -24,19 +24,12 @@ pub(super) fn parse_addr(flag: &str, s: &str) -> Result<SocketAddr, ConfigError>
 }
 
 pub(super) fn check_dns_label(s: &str) -> Result<(), &'static str> {
-    let ok = !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-');
-    if ok {
-        Ok(())
-    } else {
-        Err(
-            "must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
-        )
+    if nodegate_core::rules::readiness::is_dns1123_label(s) {
+        return Ok(());
     }
+    Err(
+        "must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
+    )
 }
 
 pub(super) fn check_dns_subdomain(s: &str) -> Result<(), &'static str> {
