@@ -344,6 +344,14 @@ pub enum LogFormat {
     Json,
 }
 
+/// As `--log-format` takes it.
+impl std::fmt::Display for LogFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let value = self.to_possible_value();
+        f.write_str(value.as_ref().map_or("", |v| v.get_name()))
+    }
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct ExplainArgs {
     /// The node to explain (completed to the cluster's node names: `main`

@@ -60,42 +60,6 @@ pub struct Setting {
     pub takes: Takes,
 }
 
-/// A default as a person writes it on the command line.
-pub trait Shown {
-    fn shown(&self) -> String;
-}
-
-macro_rules! shown_by_display {
-    ($($t:ty),*) => {
-        $(impl Shown for $t {
-            fn shown(&self) -> String {
-                self.to_string()
-            }
-        })*
-    };
-}
-shown_by_display!(
-    String,
-    usize,
-    u32,
-    f64,
-    nodegate_core::vocab::config::OnTimeout
-);
-
-impl Shown for Vec<String> {
-    fn shown(&self) -> String {
-        self.join(", ")
-    }
-}
-
-impl Shown for super::cli::LogFormat {
-    fn shown(&self) -> String {
-        clap::ValueEnum::to_possible_value(self)
-            .map(|v| v.get_name().to_string())
-            .unwrap_or_default()
-    }
-}
-
 /// The help line of a flag, as clap's derive makes one from a doc comment:
 /// the lines joined, the default appended, the final period dropped.
 pub fn help(doc: &[&str], default: Option<&str>) -> String {
@@ -210,12 +174,9 @@ macro_rules! settings {
     (@default $kind:ident $(($ty:ty))? [$default:expr]) => {
         compile_error!("only `value` and `list` settings have a `default:`")
     };
-    (@shown value ($ty:ty) [$default:expr]) => {
-        Some($crate::settings::define::Shown::shown(&<$ty>::from($default)))
-    };
-    (@shown list [$default:expr]) => {
-        Some($crate::settings::define::Shown::shown(&settings!(@default list [$default])))
-    };
+    // A default as a person writes it on the command line.
+    (@shown value ($ty:ty) [$default:expr]) => { Some(<$ty>::from($default).to_string()) };
+    (@shown list [$default:expr]) => { Some(settings!(@default list [$default]).join(", ")) };
     (@shown $kind:ident $(($ty:ty))? []) => { None::<String> };
 
     // --- the flag over the file over the default ----------------------------
