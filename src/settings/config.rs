@@ -310,13 +310,7 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
 /// `--daemonset-namespaces`: entries may also be comma-separated; each a
 /// namespace name (DNS-1123 label). None given is every namespace.
 fn daemonset_namespaces(given: &[String]) -> Result<Option<BTreeSet<String>>, ConfigError> {
-    let names: BTreeSet<String> = given
-        .iter()
-        .flat_map(|e| e.split(','))
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-        .map(str::to_string)
-        .collect();
+    let names: BTreeSet<String> = entries(given).map(str::to_string).collect();
     if let Some(bad) = names
         .iter()
         .find(|n| !nodegate_core::rules::readiness::is_dns1123_label(n))
@@ -640,7 +634,7 @@ pub use startup::{TaintFor, TaintForRule};
 mod values;
 use values::{budget, check_dns_label, check_dns_subdomain, parse_addr};
 pub use values::{
-    parse_duration, parse_exclude, parse_http_addr, parse_managed_taint, parse_transient,
+    entries, parse_duration, parse_exclude, parse_http_addr, parse_managed_taint, parse_transient,
 };
 
 #[cfg(test)]

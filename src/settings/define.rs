@@ -147,10 +147,9 @@ macro_rules! settings {
     (@given_ty list $(($ty:ty))?) => { Vec<String> };
 
     // --- how a flag takes its value, and its parser -------------------------
-    (@takes value) => { $crate::settings::define::Takes::One };
-    (@takes option) => { $crate::settings::define::Takes::One };
     (@takes switch) => { $crate::settings::define::Takes::Switch };
     (@takes list) => { $crate::settings::define::Takes::Many };
+    (@takes $kind:ident) => { $crate::settings::define::Takes::One };
     (@parser [$parser:expr] $($ty:ty)?) => { ::clap::builder::ValueParser::from($parser) };
     (@parser [] $ty:ty) => { ::clap::value_parser!($ty).into() };
     (@parser []) => { ::clap::builder::ValueParser::string() };
@@ -169,11 +168,6 @@ macro_rules! settings {
         $default.into_iter().map(String::from).collect::<Vec<String>>()
     };
     (@default list $(($ty:ty))? []) => { Vec::<String>::new() };
-    (@default option ($ty:ty) []) => { None::<$ty> };
-    (@default switch []) => { false };
-    (@default $kind:ident $(($ty:ty))? [$default:expr]) => {
-        compile_error!("only `value` and `list` settings have a `default:`")
-    };
     // A default as a person writes it on the command line.
     (@shown value ($ty:ty) [$default:expr]) => { Some(<$ty>::from($default).to_string()) };
     (@shown list [$default:expr]) => { Some(settings!(@default list [$default]).join(", ")) };

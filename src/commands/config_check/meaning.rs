@@ -10,7 +10,7 @@
 use nodegate_core::rules::conditions::taints::ConditionTaintRule;
 use serde_json::{Value, json};
 
-use crate::settings::config::{RunSettings, parse_duration};
+use crate::settings::config::{RunSettings, entries, parse_duration};
 use crate::settings::table::GateGiven;
 
 /// A duration as a person writes it (`2m`, `0s`); as given if it does not
@@ -50,13 +50,7 @@ fn optional(s: Option<&str>) -> Value {
 
 /// A list given as repeated or comma-separated values, one entry each.
 fn split(list: &[String]) -> Value {
-    json!(
-        list.iter()
-            .flat_map(|e| e.split(','))
-            .map(str::trim)
-            .filter(|e| !e.is_empty())
-            .collect::<Vec<_>>()
-    )
+    json!(entries(list).collect::<Vec<_>>())
 }
 
 fn selector(s: Option<&nodegate_core::rules::selector::LabelSelector>) -> Value {

@@ -4,6 +4,13 @@
 
 use super::*;
 
+/// The entries of a list given as repeated or comma-separated values,
+/// each trimmed, empty ones left out.
+pub fn entries(given: &[String]) -> impl Iterator<Item = &str> {
+    let each = given.iter().flat_map(|e| e.split(','));
+    each.map(str::trim).filter(|e| !e.is_empty())
+}
+
 /// `HOST:PORT` with an IP host, or `:PORT` for every interface.
 pub fn parse_http_addr(s: &str) -> Result<SocketAddr, ConfigError> {
     parse_addr("--http-addr", s)
