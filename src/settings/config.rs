@@ -334,11 +334,8 @@ fn total_cap(s: &str) -> Result<Option<nodegate_core::vocab::budget::MaxUnavaila
     Ok((cap != MaxUnavailable::Percent(100)).then_some(cap))
 }
 
-/// `--taint`: at least one, each valid.
+/// `--taint`: each valid (that there is one, [`gate_settings`] checks).
 fn managed_taints(taints: &[String]) -> Result<Vec<ManagedTaint>, ConfigError> {
-    if taints.is_empty() {
-        return Err(invalid("taints", "at least one managed taint is needed"));
-    }
     taints.iter().map(|t| parse_managed_taint(t)).collect()
 }
 
