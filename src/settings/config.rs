@@ -586,10 +586,8 @@ fn positive_duration(flag: &str, s: &str) -> Result<Duration, ConfigError> {
 pub fn status_settings(args: &StatusArgs) -> Result<StatusSettings, ConfigError> {
     let mut file = load_file(&args.gate)?;
     let gate = gate_settings(&args.gate, &mut file)?;
-    let timeout = match args.timeout.clone().or(file.timeout.take()) {
-        Some(s) => timeout_setting(&s)?,
-        None => timeout_setting(&RunGiven::defaults().timeout)?,
-    };
+    let timeout = args.timeout.clone().or(file.timeout.take());
+    let timeout = timeout_setting(&timeout.unwrap_or_else(|| RunGiven::defaults().timeout))?;
     let interval = parse_duration("--interval", &args.interval)?;
     if interval < Duration::from_millis(100) {
         return Err(invalid(

@@ -388,14 +388,7 @@ macro_rules! settings {
         $(
             $(#[doc = $doc:literal])*
             $field:ident: $kind:ident $(($ty:ty))? {
-                flag: $flag:literal,
-                $(value: $vn:literal,)?
-                key: $key:literal,
-                $(default: $default:expr,)?
-                $(docs: $docs:literal,)?
-                $(parser: $parser:expr,)?
-                helm: $helm:literal,
-                reload: $reload:ident $(,)?
+                flag: $flag:literal, $(value: $vn:literal,)? key: $key:literal, $($rest:tt)*
             }
         )*
     ] {

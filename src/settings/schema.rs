@@ -49,9 +49,7 @@ fn duration_pattern() -> String {
 /// A decimal written out, of at least MIN_KUBE_QPS (0.001: a non-zero
 /// digit among the first three decimals); tests/e2e_deploy checks it
 /// against the binary.
-fn qps_pattern() -> String {
-    r"^\s*([1-9][0-9]*(\.[0-9]*)?|0?\.(00[1-9]|0[1-9]|[1-9])[0-9]*)\s*$".into()
-}
+const QPS: &str = r"^\s*([1-9][0-9]*(\.[0-9]*)?|0?\.(00[1-9]|0[1-9]|[1-9])[0-9]*)\s*$";
 
 fn taint_pattern() -> String {
     format!("^{KEY}(:(NoSchedule|NoExecute))?$")
@@ -132,7 +130,7 @@ fn by_value_name(s: &Setting, name: &str, enums: &[String]) -> Value {
         "QPS" => json!({
             "type": ["number", "string"],
             "minimum": MIN_KUBE_QPS,
-            "pattern": qps_pattern(),
+            "pattern": QPS,
             "description": format!("requests per second, at least {MIN_KUBE_QPS}"),
         }),
         "LEVEL" => {
