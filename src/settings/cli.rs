@@ -403,8 +403,6 @@ pub struct InstalledArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct StatusArgs {
-    /// The deadline nodegate runs with (as for `nodegate run`), to show the
-    /// time left.
     #[arg(long, value_name = "DURATION", help = status_timeout_help())]
     pub timeout: Option<String>,
 
