@@ -121,10 +121,6 @@ pub fn of(s: &RunSettings, gate: &GateGiven) -> Value {
     put("kubeQps", number(s.kube_qps));
     put("kubeRequestTimeout", text(s.kube_request_timeout));
     put("logLevel", json!(s.log_level));
-    put(
-        "leaseNamespace",
-        optional(s.leader_election.lease_namespace.as_deref()),
-    );
     put("leaseDuration", text(s.leader_election.lease_duration));
     put("renewDeadline", text(s.leader_election.renew_deadline));
     put("retryPeriod", text(s.leader_election.retry_period));
@@ -133,18 +129,17 @@ pub fn of(s: &RunSettings, gate: &GateGiven) -> Value {
         "debugAddr",
         s.debug_addr.map_or(Value::Null, |a| json!(a.to_string())),
     );
-    put("otlpEndpoint", optional(s.otlp_endpoint.as_deref()));
-    put("admissionParams", optional(r.admission_params.as_deref()));
-    put("webhookAddr", optional(r.webhook_addr.as_deref()));
-    put("webhookCertDir", optional(r.webhook_cert_dir.as_deref()));
-    put(
-        "webhookCertSecret",
-        optional(r.webhook_cert_secret.as_deref()),
-    );
-    put(
-        "webhookConfiguration",
-        optional(r.webhook_configuration.as_deref()),
-    );
+    for (key, given) in [
+        ("leaseNamespace", &s.leader_election.lease_namespace),
+        ("otlpEndpoint", &s.otlp_endpoint),
+        ("admissionParams", &r.admission_params),
+        ("webhookAddr", &r.webhook_addr),
+        ("webhookCertDir", &r.webhook_cert_dir),
+        ("webhookCertSecret", &r.webhook_cert_secret),
+        ("webhookConfiguration", &r.webhook_configuration),
+    ] {
+        put(key, optional(given.as_deref()));
+    }
     put("webhookCertValidity", duration(&r.webhook_cert_validity));
     put("newNodeWindow", text(s.net.window));
     // The file's own keys.
