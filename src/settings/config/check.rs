@@ -31,18 +31,13 @@ pub fn check_file(args: &RunArgs) -> Result<RunSettings, Vec<ConfigError>> {
     }
     if let Some(mut f) = fresh() {
         let _ = GateGiven::merge(&args.gate.flags, &mut f);
-        let (pods, conds, rules) = (
-            f.critical_pods.take(),
-            f.critical_conditions.take(),
-            f.condition_taints.take(),
-        );
         f.suspend = None;
         more.push(devices::critical_resources(f.critical_resources.take()).err());
         more.push(devices::dra_drivers(f.dra_drivers.take()).err());
-        more.push(critical_pods(pods.unwrap_or_default()).err());
-        more.push(conditions::critical_conditions(conds).err());
+        more.push(critical_pods(f.critical_pods.take().unwrap_or_default()).err());
+        more.push(conditions::critical_conditions(f.critical_conditions.take()).err());
         let managed = managed_taints(&GateGiven::defaults().taints).unwrap_or_default();
-        more.push(conditions::condition_taints(rules, &managed).err());
+        more.push(conditions::condition_taints(f.condition_taints.take(), &managed).err());
         let defaults = gate_settings(&GateArgs::default(), &mut FileConfig::default());
         if let Ok(gate) = defaults {
             more.push(run_part(args, gate, f).err());
