@@ -337,11 +337,19 @@ pub struct RunArgs {
     pub cluster: ClusterArgs,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// As `--log-format` takes it.
+impl std::fmt::Display for LogFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let value = self.to_possible_value();
+        f.write_str(value.as_ref().map_or("", |v| v.get_name()))
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -395,8 +403,6 @@ pub struct InstalledArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct StatusArgs {
-    /// The deadline nodegate runs with (as for `nodegate run`), to show the
-    /// time left.
     #[arg(long, value_name = "DURATION", help = status_timeout_help())]
     pub timeout: Option<String>,
 

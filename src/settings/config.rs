@@ -310,13 +310,7 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
 /// `--daemonset-namespaces`: entries may also be comma-separated; each a
 /// namespace name (DNS-1123 label). None given is every namespace.
 fn daemonset_namespaces(given: &[String]) -> Result<Option<BTreeSet<String>>, ConfigError> {
-    let names: BTreeSet<String> = given
-        .iter()
-        .flat_map(|e| e.split(','))
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-        .map(str::to_string)
-        .collect();
+    let names: BTreeSet<String> = entries(given).map(str::to_string).collect();
     if let Some(bad) = names
         .iter()
         .find(|n| !nodegate_core::rules::readiness::is_dns1123_label(n))
@@ -340,11 +334,8 @@ fn total_cap(s: &str) -> Result<Option<nodegate_core::vocab::budget::MaxUnavaila
     Ok((cap != MaxUnavailable::Percent(100)).then_some(cap))
 }
 
-/// `--taint`: at least one, each valid.
+/// `--taint`: each valid (that there is one, [`gate_settings`] checks).
 fn managed_taints(taints: &[String]) -> Result<Vec<ManagedTaint>, ConfigError> {
-    if taints.is_empty() {
-        return Err(invalid("taints", "at least one managed taint is needed"));
-    }
     taints.iter().map(|t| parse_managed_taint(t)).collect()
 }
 
@@ -390,7 +381,7 @@ fn run_part(
     let timeout = timeout_setting(&given.timeout)?;
     let schedule_timeout =
         schedule_timeout_setting(&given.schedule_timeout, &given.timeout, timeout)?;
-    let client = client_settings(&given)?;
+    let kube_request_timeout = client_settings(&given)?;
     let log_level = log_level(&given.log_level)?;
     let leader_election = leader_election(&given)?;
     let (http_addr, debug_addr) = listeners(&given)?;
@@ -427,10 +418,10 @@ fn run_part(
         on_timeout: given.on_timeout,
         dry_run: given.dry_run,
         node_condition: given.node_condition,
-        max_concurrent_patches: client.max_concurrent_patches,
-        kube_qps: client.kube_qps,
-        kube_burst: client.kube_burst,
-        kube_request_timeout: client.kube_request_timeout,
+        max_concurrent_patches: given.max_concurrent_patches,
+        kube_qps: given.kube_qps,
+        kube_burst: given.kube_burst,
+        kube_request_timeout,
         log_format: given.log_format,
         log_level,
         given,
@@ -461,12 +452,7 @@ pub fn admission_params_ref(s: &str) -> Result<AdmissionParamsRef, ConfigError> 
             "the namespace must be a DNS-1123 label, e.g. nodegate-system/nodegate-admission",
         ));
     }
-    let subdomain = !name.is_empty()
-        && name.len() <= 253
-        && name
-            .split('.')
-            .all(nodegate_core::rules::readiness::is_dns1123_label);
-    if !subdomain {
+    if check_dns_subdomain(&name).is_err() {
         return Err(bad(
             "expected a ConfigMap name (lower-case letters, digits, '-' and '.'), e.g. nodegate-admission",
         ));
@@ -527,18 +513,12 @@ pub fn log_level(s: &str) -> Result<String, ConfigError> {
     Ok(joined)
 }
 
-/// nodegate's own API client: its write slots, rate and request timeout.
-struct Client {
-    max_concurrent_patches: usize,
-    kube_qps: f64,
-    kube_burst: u32,
-    kube_request_timeout: Duration,
-}
-
 /// The slowest `--kube-qps` accepted.
 pub const MIN_KUBE_QPS: f64 = 0.001;
 
-fn client_settings(given: &RunGiven) -> Result<Client, ConfigError> {
+/// nodegate's own API client: its write slots and rate, checked; its
+/// request timeout.
+fn client_settings(given: &RunGiven) -> Result<Duration, ConfigError> {
     if given.max_concurrent_patches == 0 {
         return Err(invalid("--max-concurrent-patches 0", "must be at least 1"));
     }
@@ -553,15 +533,7 @@ fn client_settings(given: &RunGiven) -> Result<Client, ConfigError> {
     if given.kube_burst == 0 {
         return Err(invalid("--kube-burst 0", "must be at least 1"));
     }
-    Ok(Client {
-        max_concurrent_patches: given.max_concurrent_patches,
-        kube_qps,
-        kube_burst: given.kube_burst,
-        kube_request_timeout: positive_duration(
-            "--kube-request-timeout",
-            &given.kube_request_timeout,
-        )?,
-    })
+    positive_duration("--kube-request-timeout", &given.kube_request_timeout)
 }
 
 /// `--http-addr` and `--debug-addr` (empty: no debug listener), apart.
@@ -614,10 +586,8 @@ fn positive_duration(flag: &str, s: &str) -> Result<Duration, ConfigError> {
 pub fn status_settings(args: &StatusArgs) -> Result<StatusSettings, ConfigError> {
     let mut file = load_file(&args.gate)?;
     let gate = gate_settings(&args.gate, &mut file)?;
-    let timeout = match args.timeout.clone().or(file.timeout.take()) {
-        Some(s) => timeout_setting(&s)?,
-        None => timeout_setting(&RunGiven::defaults().timeout)?,
-    };
+    let timeout = args.timeout.clone().or(file.timeout.take());
+    let timeout = timeout_setting(&timeout.unwrap_or_else(|| RunGiven::defaults().timeout))?;
     let interval = parse_duration("--interval", &args.interval)?;
     if interval < Duration::from_millis(100) {
         return Err(invalid(
@@ -659,7 +629,7 @@ pub use startup::{TaintFor, TaintForRule};
 mod values;
 use values::{budget, check_dns_label, check_dns_subdomain, parse_addr};
 pub use values::{
-    parse_duration, parse_exclude, parse_http_addr, parse_managed_taint, parse_transient,
+    entries, parse_duration, parse_exclude, parse_http_addr, parse_managed_taint, parse_transient,
 };
 
 #[cfg(test)]

@@ -60,42 +60,6 @@ pub struct Setting {
     pub takes: Takes,
 }
 
-/// A default as a person writes it on the command line.
-pub trait Shown {
-    fn shown(&self) -> String;
-}
-
-macro_rules! shown_by_display {
-    ($($t:ty),*) => {
-        $(impl Shown for $t {
-            fn shown(&self) -> String {
-                self.to_string()
-            }
-        })*
-    };
-}
-shown_by_display!(
-    String,
-    usize,
-    u32,
-    f64,
-    nodegate_core::vocab::config::OnTimeout
-);
-
-impl Shown for Vec<String> {
-    fn shown(&self) -> String {
-        self.join(", ")
-    }
-}
-
-impl Shown for super::cli::LogFormat {
-    fn shown(&self) -> String {
-        clap::ValueEnum::to_possible_value(self)
-            .map(|v| v.get_name().to_string())
-            .unwrap_or_default()
-    }
-}
-
 /// The help line of a flag, as clap's derive makes one from a doc comment:
 /// the lines joined, the default appended, the final period dropped.
 pub fn help(doc: &[&str], default: Option<&str>) -> String {
@@ -135,25 +99,19 @@ pub enum Takes {
     Many,
 }
 
-/// The clap argument of one flag.
-pub fn arg(
-    id: &'static str,
-    flag: &'static str,
-    value_name: Option<&'static str>,
-    help: String,
-    takes: Takes,
-    parser: ValueParser,
-) -> Arg {
+/// The clap argument of one flag, defined by `s`.
+pub fn arg(id: &'static str, s: &Setting, parser: ValueParser) -> Arg {
+    let flag = s.flag.unwrap_or(id);
     let arg = Arg::new(id)
         .long(flag)
-        .help(help)
+        .help(s.help.clone())
         .required(false)
         .help_heading(super::table::heading(flag));
-    let arg = match value_name {
+    let arg = match s.value {
         Some(v) => arg.value_name(v),
         None => arg,
     };
-    match takes {
+    match s.takes {
         Takes::One => arg.action(ArgAction::Set).value_parser(parser),
         Takes::Many => arg.action(ArgAction::Append).value_parser(parser),
         Takes::Switch => arg.action(ArgAction::SetTrue),
@@ -176,39 +134,32 @@ pub fn pick_list(flag: &[String], file: Option<Vec<String>>) -> Option<Vec<Strin
 /// `table.rs` for the entries' shape.
 macro_rules! settings {
     // --- the types of a setting, by kind -----------------------------------
-    (@flag_ty value ($ty:ty)) => { Option<$ty> };
-    (@flag_ty option ($ty:ty)) => { Option<$ty> };
     (@flag_ty switch) => { bool };
-    (@flag_ty list) => { Vec<String> };
-    (@flag_ty list ($ty:ty)) => { Vec<String> };
-    (@file_ty value ($ty:ty)) => { Option<$ty> };
-    (@file_ty option ($ty:ty)) => { Option<$ty> };
+    (@flag_ty list $(($ty:ty))?) => { Vec<String> };
+    (@flag_ty $kind:ident ($ty:ty)) => { Option<$ty> };
     (@file_ty switch) => { Option<bool> };
     (@file_ty list) => { Option<Vec<String>> };
     (@file_ty list ($ty:ty)) => { Option<Vec<$ty>> };
+    (@file_ty $kind:ident ($ty:ty)) => { Option<$ty> };
     (@given_ty value ($ty:ty)) => { $ty };
     (@given_ty option ($ty:ty)) => { Option<$ty> };
     (@given_ty switch) => { bool };
-    (@given_ty list) => { Vec<String> };
-    (@given_ty list ($ty:ty)) => { Vec<String> };
+    (@given_ty list $(($ty:ty))?) => { Vec<String> };
 
     // --- how a flag takes its value, and its parser -------------------------
-    (@takes value) => { $crate::settings::define::Takes::One };
-    (@takes option) => { $crate::settings::define::Takes::One };
     (@takes switch) => { $crate::settings::define::Takes::Switch };
     (@takes list) => { $crate::settings::define::Takes::Many };
-    (@takes list ($ty:ty)) => { $crate::settings::define::Takes::Many };
+    (@takes $kind:ident) => { $crate::settings::define::Takes::One };
     (@parser [$parser:expr] $($ty:ty)?) => { ::clap::builder::ValueParser::from($parser) };
     (@parser [] $ty:ty) => { ::clap::value_parser!($ty).into() };
     (@parser []) => { ::clap::builder::ValueParser::string() };
 
     // --- reading a flag from clap's matches ---------------------------------
-    (@get value ($ty:ty), $m:ident, $id:expr) => { $m.get_one::<$ty>($id).cloned() };
-    (@get option ($ty:ty), $m:ident, $id:expr) => { $m.get_one::<$ty>($id).cloned() };
     (@get switch, $m:ident, $id:expr) => { $m.get_flag($id) };
     (@get list $(($ty:ty))?, $m:ident, $id:expr) => {
         $m.get_many::<String>($id).map(|v| v.cloned().collect()).unwrap_or_default()
     };
+    (@get $kind:ident ($ty:ty), $m:ident, $id:expr) => { $m.get_one::<$ty>($id).cloned() };
 
     // --- the default, typed and shown ---------------------------------------
     (@default value ($ty:ty) [$default:expr]) => { <$ty>::from($default) };
@@ -216,19 +167,10 @@ macro_rules! settings {
     (@default list [$default:expr]) => {
         $default.into_iter().map(String::from).collect::<Vec<String>>()
     };
-    (@default list []) => { Vec::<String>::new() };
-    (@default list ($ty:ty) []) => { Vec::<String>::new() };
-    (@default option ($ty:ty) []) => { None::<$ty> };
-    (@default switch []) => { false };
-    (@default $kind:ident $(($ty:ty))? [$default:expr]) => {
-        compile_error!("only `value` and `list` settings have a `default:`")
-    };
-    (@shown value ($ty:ty) [$default:expr]) => {
-        Some($crate::settings::define::Shown::shown(&<$ty>::from($default)))
-    };
-    (@shown list [$default:expr]) => {
-        Some($crate::settings::define::Shown::shown(&settings!(@default list [$default])))
-    };
+    (@default list $(($ty:ty))? []) => { Vec::<String>::new() };
+    // A default as a person writes it on the command line.
+    (@shown value ($ty:ty) [$default:expr]) => { Some(<$ty>::from($default).to_string()) };
+    (@shown list [$default:expr]) => { Some(settings!(@default list [$default]).join(", ")) };
     (@shown $kind:ident $(($ty:ty))? []) => { None::<String> };
 
     // --- the flag over the file over the default ----------------------------
@@ -292,17 +234,13 @@ macro_rules! settings {
 
         impl ::clap::Args for $flags {
             fn augment_args(cmd: ::clap::Command) -> ::clap::Command {
-                cmd$(.arg($crate::settings::define::arg(
-                    stringify!($field),
-                    $flag,
-                    None$(.or(Some($vn)))?,
-                    $crate::settings::define::help(
-                        &[$($doc),*],
-                        settings!(@shown $kind $(($ty))? [$($default)?]).as_deref(),
-                    ),
-                    settings!(@takes $kind),
-                    settings!(@parser [$($parser)?] $($ty)?),
-                )))*
+                let ids = [$(stringify!($field)),*];
+                let parsers: [::clap::builder::ValueParser; _] =
+                    [$(settings!(@parser [$($parser)?] $($ty)?)),*];
+                let args = $given::definitions().into_iter().zip(ids).zip(parsers);
+                args.fold(cmd, |cmd, ((s, id), parser)| {
+                    cmd.arg($crate::settings::define::arg(id, &s, parser))
+                })
             }
 
             fn augment_args_for_update(cmd: ::clap::Command) -> ::clap::Command {
@@ -374,6 +312,13 @@ macro_rules! settings {
                 changed
             }
 
+            /// Each setting of this group as given, by its config-file key.
+            pub fn shown(&self) -> ::serde_json::Map<String, ::serde_json::Value> {
+                let mut shown = ::serde_json::Map::new();
+                $(shown.insert($key.to_string(), ::serde_json::json!(self.$field));)*
+                shown
+            }
+
             /// What each definition of this group says.
             pub fn definitions() -> Vec<$crate::settings::define::Setting> {
                 vec![$(
@@ -443,14 +388,7 @@ macro_rules! settings {
         $(
             $(#[doc = $doc:literal])*
             $field:ident: $kind:ident $(($ty:ty))? {
-                flag: $flag:literal,
-                $(value: $vn:literal,)?
-                key: $key:literal,
-                $(default: $default:expr,)?
-                $(docs: $docs:literal,)?
-                $(parser: $parser:expr,)?
-                helm: $helm:literal,
-                reload: $reload:ident $(,)?
+                flag: $flag:literal, $(value: $vn:literal,)? key: $key:literal, $($rest:tt)*
             }
         )*
     ] {

@@ -61,13 +61,13 @@ pub fn decide(
              nodegate to apply it"
         ));
     }
-    let needs_restart = restart_only_changes(started, &new);
+    // The keys of reload class `restart` in the settings table.
+    let mut needs_restart = started.given.restart_changes(&new.given);
     let mut config = Config::from(&new);
     // Read once at start by the late-taint net too: kept as started.
     config.dry_run = started.dry_run;
     config.node_condition = started.node_condition;
     // The canary pods' watch and template are set up at start.
-    let mut needs_restart = needs_restart;
     if new.gate.canary != started.gate.canary {
         needs_restart.push("canary");
     }
@@ -98,12 +98,6 @@ fn retire_dropped_taints(current: &Config, new: &mut Config) -> Vec<String> {
         }
     }
     retired
-}
-
-/// The keys read once at start (reload class `restart` in the settings
-/// table) whose value in `new` differs from `started`.
-fn restart_only_changes(started: &RunSettings, new: &RunSettings) -> Vec<&'static str> {
-    started.given.restart_changes(&new.given)
 }
 
 /// How often the file is read again.

@@ -17,7 +17,7 @@
 //! judge of what the schema cannot express.
 
 use clap::Args as _;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::config::MIN_KUBE_QPS;
 use super::define::{Setting, Takes};
@@ -49,9 +49,7 @@ fn duration_pattern() -> String {
 /// A decimal written out, of at least MIN_KUBE_QPS (0.001: a non-zero
 /// digit among the first three decimals); tests/e2e_deploy checks it
 /// against the binary.
-fn qps_pattern() -> String {
-    r"^\s*([1-9][0-9]*(\.[0-9]*)?|0?\.(00[1-9]|0[1-9]|[1-9])[0-9]*)\s*$".into()
-}
+const QPS: &str = r"^\s*([1-9][0-9]*(\.[0-9]*)?|0?\.(00[1-9]|0[1-9]|[1-9])[0-9]*)\s*$";
 
 fn taint_pattern() -> String {
     format!("^{KEY}(:(NoSchedule|NoExecute))?$")
@@ -132,7 +130,7 @@ fn by_value_name(s: &Setting, name: &str, enums: &[String]) -> Value {
         "QPS" => json!({
             "type": ["number", "string"],
             "minimum": MIN_KUBE_QPS,
-            "pattern": qps_pattern(),
+            "pattern": QPS,
             "description": format!("requests per second, at least {MIN_KUBE_QPS}"),
         }),
         "LEVEL" => {
@@ -402,16 +400,8 @@ pub fn render() -> String {
 }
 
 /// A map with the given keys and schemas, unknown keys refused.
-pub(super) fn closed(properties: Value) -> Value {
-    let mut o = Map::new();
-    o.insert("type".into(), json!("object"));
-    o.insert("additionalProperties".into(), json!(false));
-    o.insert("properties".into(), properties);
-    Value::Object(o)
-}
-
-pub(super) fn label_selector_schema() -> Value {
-    label_selector()
+fn closed(properties: Value) -> Value {
+    json!({"type": "object", "additionalProperties": false, "properties": properties})
 }
 
 mod chart;

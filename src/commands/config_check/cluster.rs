@@ -93,18 +93,23 @@ fn selects(sel: Option<&LabelSelector>, node: &Node) -> bool {
 }
 
 async fn namespaces(client: &kube::Client, s: &RunSettings, out: &mut Vec<Finding>) -> Result<()> {
-    let api = Api::<Namespace>::all(client.clone());
     for ns in s.gate.placement.daemonset_namespaces.iter().flatten() {
-        match api.get(ns).await {
-            Ok(_) => {}
-            Err(e) if is_not_found(&e) => out.push(problem(
+        if !namespace_exists(client, ns).await? {
+            out.push(problem(
                 "daemonsetNamespaces",
                 format!("namespace {ns:?} does not exist: no DaemonSet there can be waited for (a typo?)"),
-            )),
-            Err(e) => return Err(Error::kube(format!("reading namespace {ns}"))(e)),
+            ));
         }
     }
     Ok(())
+}
+
+async fn namespace_exists(client: &kube::Client, ns: &str) -> Result<bool> {
+    match Api::<Namespace>::all(client.clone()).get(ns).await {
+        Ok(_) => Ok(true),
+        Err(e) if is_not_found(&e) => Ok(false),
+        Err(e) => Err(Error::kube(format!("reading namespace {ns}"))(e)),
+    }
 }
 
 async fn excluded(client: &kube::Client, s: &RunSettings, out: &mut Vec<Finding>) -> Result<()> {
@@ -130,22 +135,15 @@ async fn critical_pods(
 ) -> Result<()> {
     for c in &s.gate.critical {
         let key = format!("criticalPods ({})", c.name);
-        match Api::<Namespace>::all(client.clone())
-            .get(&c.namespace)
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if is_not_found(&e) => {
-                out.push(problem(
-                    key,
-                    format!(
-                        "namespace {:?} does not exist: gated nodes would wait for this pod until their deadline",
-                        c.namespace
-                    ),
-                ));
-                continue;
-            }
-            Err(e) => return Err(Error::kube(format!("reading namespace {}", c.namespace))(e)),
+        if !namespace_exists(client, &c.namespace).await? {
+            out.push(problem(
+                key,
+                format!(
+                    "namespace {:?} does not exist: gated nodes would wait for this pod until their deadline",
+                    c.namespace
+                ),
+            ));
+            continue;
         }
         let lp = ListParams::default().labels(&c.selector.to_string());
         let pods = Api::<Pod>::namespaced(client.clone(), &c.namespace)

@@ -8,9 +8,9 @@
 //! what each means). No prose stands in for a value.
 
 use nodegate_core::rules::conditions::taints::ConditionTaintRule;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::settings::config::{RunSettings, parse_duration};
+use crate::settings::config::{RunSettings, entries, parse_duration};
 use crate::settings::table::GateGiven;
 
 /// A duration as a person writes it (`2m`, `0s`); as given if it does not
@@ -50,13 +50,7 @@ fn optional(s: Option<&str>) -> Value {
 
 /// A list given as repeated or comma-separated values, one entry each.
 fn split(list: &[String]) -> Value {
-    json!(
-        list.iter()
-            .flat_map(|e| e.split(','))
-            .map(str::trim)
-            .filter(|e| !e.is_empty())
-            .collect::<Vec<_>>()
-    )
+    json!(entries(list).collect::<Vec<_>>())
 }
 
 fn selector(s: Option<&nodegate_core::rules::selector::LabelSelector>) -> Value {
@@ -73,19 +67,20 @@ fn number(f: f64) -> Value {
 }
 
 /// The settings, as a JSON object of every key (rendered as YAML for
-/// people).
+/// people): each flag's setting as given, unless what it was read into
+/// says it better (a duration in its largest unit, a selector as kubectl
+/// writes it, `null` for off).
 pub fn of(s: &RunSettings, gate: &GateGiven) -> Value {
     let g = &s.gate;
     let p = &g.placement;
     let r = &s.given;
-    let mut m = Map::new();
+    let mut m = gate.shown();
+    m.extend(r.shown());
     let mut put = |k: &str, v: Value| {
         m.insert(k.to_string(), v);
     };
     // The gate's keys (every command that reasons about placement).
-    put("taints", json!(gate.taints));
     put("autoscalers", split(&gate.autoscalers));
-    put("taintFor", json!(gate.taint_for));
     put(
         "transientTaints",
         json!(
@@ -113,15 +108,8 @@ pub fn of(s: &RunSettings, gate: &GateGiven) -> Value {
     );
     put("nodeSelector", selector(g.scope.node_selector.as_ref()));
     put("regateAfter", duration(&gate.regate_after));
-    put("regateTaint", json!(gate.regate_taint));
     put("regateTimeout", duration(&gate.regate_timeout));
-    put("regateMaxUnavailable", json!(gate.regate_max_unavailable));
-    put("regateAllowNoExecute", json!(gate.regate_allow_no_execute));
-    put("maxUnavailable", json!(gate.max_unavailable));
-    put("regateOnReboot", json!(gate.regate_on_reboot));
     put("rebootAnnouncements", split(&gate.reboot_announcements));
-    put("kuredDaemonset", json!(gate.kured_daemonset));
-    put("kuredMaxHolders", json!(gate.kured_max_holders));
     put("rebootTimeout", duration(&gate.reboot_timeout));
     // `run`'s keys.
     put("timeout", s.timeout.map_or(json!("0s"), text));
@@ -129,29 +117,10 @@ pub fn of(s: &RunSettings, gate: &GateGiven) -> Value {
         "scheduleTimeout",
         s.schedule_timeout.map_or(json!("0s"), text),
     );
-    put("onTimeout", json!(s.on_timeout.to_string()));
-    put("replaceBudget", json!(r.replace_budget));
     put("replaceInterval", duration(&r.replace_interval));
-    put("replaceInFlight", json!(r.replace_in_flight));
-    put("replaceFallback", json!(r.replace_fallback));
-    put("replaceBreakage", json!(r.replace_breakage));
-    put("dryRun", json!(s.dry_run));
-    put("nodeCondition", json!(s.node_condition));
-    put("maxConcurrentPatches", json!(s.max_concurrent_patches));
     put("kubeQps", number(s.kube_qps));
-    put("kubeBurst", json!(s.kube_burst));
     put("kubeRequestTimeout", text(s.kube_request_timeout));
-    put(
-        "logFormat",
-        json!(crate::settings::define::Shown::shown(&s.log_format)),
-    );
     put("logLevel", json!(s.log_level));
-    put("leaderElect", json!(s.leader_election.enabled));
-    put("leaseName", json!(s.leader_election.lease_name));
-    put(
-        "leaseNamespace",
-        optional(s.leader_election.lease_namespace.as_deref()),
-    );
     put("leaseDuration", text(s.leader_election.lease_duration));
     put("renewDeadline", text(s.leader_election.renew_deadline));
     put("retryPeriod", text(s.leader_election.retry_period));
@@ -160,23 +129,18 @@ pub fn of(s: &RunSettings, gate: &GateGiven) -> Value {
         "debugAddr",
         s.debug_addr.map_or(Value::Null, |a| json!(a.to_string())),
     );
-    put("debugHistory", json!(s.debug_history));
-    put("dropNodeMetrics", json!(s.drop_node_metrics));
-    put("otlpEndpoint", optional(s.otlp_endpoint.as_deref()));
-    put("admissionParams", optional(r.admission_params.as_deref()));
-    put("webhookAddr", optional(r.webhook_addr.as_deref()));
-    put("webhookCertDir", optional(r.webhook_cert_dir.as_deref()));
-    put(
-        "webhookCertSecret",
-        optional(r.webhook_cert_secret.as_deref()),
-    );
-    put(
-        "webhookConfiguration",
-        optional(r.webhook_configuration.as_deref()),
-    );
-    put("webhookHosts", json!(r.webhook_hosts));
+    for (key, given) in [
+        ("leaseNamespace", &s.leader_election.lease_namespace),
+        ("otlpEndpoint", &s.otlp_endpoint),
+        ("admissionParams", &r.admission_params),
+        ("webhookAddr", &r.webhook_addr),
+        ("webhookCertDir", &r.webhook_cert_dir),
+        ("webhookCertSecret", &r.webhook_cert_secret),
+        ("webhookConfiguration", &r.webhook_configuration),
+    ] {
+        put(key, optional(given.as_deref()));
+    }
     put("webhookCertValidity", duration(&r.webhook_cert_validity));
-    put("taintNewNodes", json!(s.net.enabled));
     put("newNodeWindow", text(s.net.window));
     // The file's own keys.
     put("suspend", json!(g.suspend));

@@ -31,18 +31,13 @@ pub fn check_file(args: &RunArgs) -> Result<RunSettings, Vec<ConfigError>> {
     }
     if let Some(mut f) = fresh() {
         let _ = GateGiven::merge(&args.gate.flags, &mut f);
-        let (pods, conds, rules) = (
-            f.critical_pods.take(),
-            f.critical_conditions.take(),
-            f.condition_taints.take(),
-        );
         f.suspend = None;
         more.push(devices::critical_resources(f.critical_resources.take()).err());
         more.push(devices::dra_drivers(f.dra_drivers.take()).err());
-        more.push(critical_pods(pods.unwrap_or_default()).err());
-        more.push(conditions::critical_conditions(conds).err());
+        more.push(critical_pods(f.critical_pods.take().unwrap_or_default()).err());
+        more.push(conditions::critical_conditions(f.critical_conditions.take()).err());
         let managed = managed_taints(&GateGiven::defaults().taints).unwrap_or_default();
-        more.push(conditions::condition_taints(rules, &managed).err());
+        more.push(conditions::condition_taints(f.condition_taints.take(), &managed).err());
         let defaults = gate_settings(&GateArgs::default(), &mut FileConfig::default());
         if let Ok(gate) = defaults {
             more.push(run_part(args, gate, f).err());
@@ -217,10 +212,7 @@ fn located(e: &ConfigError, file: &str, text: &str, offset: usize) -> String {
             {
                 message = format!("{key}: {message}");
             }
-            match line {
-                Some(n) => format!("{file}:{n}: {message}"),
-                None => format!("{file}: {message}"),
-            }
+            format!("{}: {message}", place(file, line))
         }
         ConfigError::Invalid { source_, message } => {
             let (key, value) = key_of(source_);
@@ -229,10 +221,7 @@ fn located(e: &ConfigError, file: &str, text: &str, offset: usize) -> String {
                 Some(v) => format!("{key}: {v}: {message}"),
                 None => format!("{key}: {message}"),
             };
-            match line {
-                Some(n) => format!("{file}:{n}: {what}"),
-                None => format!("{file}: {what}"),
-            }
+            format!("{}: {what}", place(file, line))
         }
     }
 }
@@ -254,15 +243,17 @@ fn nested_keys(message: &str, file: &str, text: &str) -> Option<String> {
             return None;
         }
         let line = line_of_path(text, path);
-        out.push(match line {
-            Some(n) => (line, format!("{file}:{n}: {entry}")),
-            None => (line, format!("{file}: {entry}")),
-        });
+        out.push((line, format!("{}: {entry}", place(file, line))));
     }
     // In the file's order.
     out.sort_by_key(|(line, _)| *line);
     let out: Vec<String> = out.into_iter().map(|(_, p)| p).collect();
     (!out.is_empty()).then(|| out.join("\n"))
+}
+
+/// `FILE:LINE`, or `FILE` when no line can be named.
+fn place(file: &str, line: Option<usize>) -> String {
+    line.map_or(file.to_string(), |n| format!("{file}:{n}"))
 }
 
 /// The most characters of a value a problem repeats: a longer one (a
@@ -376,20 +367,13 @@ fn key_on_line(text: &str, n: usize) -> Option<String> {
 /// The parser's words for a wrong type, in a person's.
 fn plain(message: &str) -> String {
     let mut m = message.to_string();
-    for (from, to) in [
-        ("invalid u32", "not a whole number"),
-        ("invalid u64", "not a whole number"),
-        ("invalid usize", "not a whole number"),
-        ("invalid i32", "not a whole number"),
-        ("invalid i64", "not a whole number"),
-        ("invalid f64", "not a number"),
-        (
-            "invalid boolean (strict mode expects true/false)",
-            "not true or false",
-        ),
-    ] {
-        m = m.replace(from, to);
+    for int in ["u32", "u64", "usize", "i32", "i64"] {
+        m = m.replace(&format!("invalid {int}"), "not a whole number");
     }
+    m = m.replace("invalid f64", "not a number").replace(
+        "invalid boolean (strict mode expects true/false)",
+        "not true or false",
+    );
     if let Some(at) = m.find("budget breached") {
         m = format!(
             "{}the file expands to too many nodes (YAML aliases?); nodegate refuses it to bound its memory",

@@ -121,10 +121,9 @@ pub fn condition_taints(
                 match_absent: c.match_absent,
             });
         }
-        let node_selector = match &r.node_selector {
-            Some(s) => s.resolve_nodes(&at("nodeSelector"))?,
-            None => None,
-        };
+        let node_selector = r.node_selector.as_ref();
+        let node_selector = node_selector.map(|s| s.resolve_nodes(&at("nodeSelector")));
+        let node_selector = node_selector.transpose()?.flatten();
         let max_unavailable = match &r.max_unavailable {
             None => None,
             Some(v) => {

@@ -8,6 +8,7 @@
 use nodegate_core::rules::devices::{
     AtEntry, CriticalResource, DeviceError, DraDriver, validate_drivers, validate_resources,
 };
+use nodegate_core::rules::selector::LabelSelector;
 use serde::Deserialize;
 
 use super::{ConfigError, FileSelector, invalid};
@@ -30,52 +31,60 @@ pub struct RawDraDriver {
     pub node_selector: Option<FileSelector>,
 }
 
-fn node_selector(
-    raw: Option<&FileSelector>,
-    at: &str,
-) -> Result<Option<nodegate_core::rules::selector::LabelSelector>, ConfigError> {
-    match raw {
-        Some(s) => s.resolve_nodes(&format!("{at}.nodeSelector")),
-        None => Ok(None),
-    }
-}
-
 /// `criticalResources`, checked.
 pub fn critical_resources(
     raw: Option<Vec<RawCriticalResource>>,
 ) -> Result<Vec<CriticalResource>, ConfigError> {
-    const KEY: &str = "criticalResources";
-    let raw = raw.unwrap_or_default();
-    let mut list = Vec::new();
-    for (i, r) in raw.iter().enumerate() {
-        list.push(CriticalResource {
-            resource: r.resource.clone(),
-            node_selector: node_selector(r.node_selector.as_ref(), &at(KEY, i, &r.resource))?,
-        });
-    }
-    validate_resources(&list)
-        .map_err(|e| worded(KEY, "resource", &list_names(&raw, |r| &r.resource), e))?;
-    Ok(list)
+    entries(
+        "criticalResources",
+        "resource",
+        raw,
+        |r| (&r.resource, r.node_selector.as_ref()),
+        |resource, node_selector| CriticalResource {
+            resource,
+            node_selector,
+        },
+        validate_resources,
+    )
 }
 
 /// `draDrivers`, checked.
 pub fn dra_drivers(raw: Option<Vec<RawDraDriver>>) -> Result<Vec<DraDriver>, ConfigError> {
-    const KEY: &str = "draDrivers";
-    let raw = raw.unwrap_or_default();
-    let mut list = Vec::new();
-    for (i, d) in raw.iter().enumerate() {
-        list.push(DraDriver {
-            driver: d.driver.clone(),
-            node_selector: node_selector(d.node_selector.as_ref(), &at(KEY, i, &d.driver))?,
-        });
-    }
-    validate_drivers(&list)
-        .map_err(|e| worded(KEY, "driver", &list_names(&raw, |d| &d.driver), e))?;
-    Ok(list)
+    entries(
+        "draDrivers",
+        "driver",
+        raw,
+        |d| (&d.driver, d.node_selector.as_ref()),
+        |driver, node_selector| DraDriver {
+            driver,
+            node_selector,
+        },
+        validate_drivers,
+    )
 }
 
-fn list_names<T>(raw: &[T], name: impl Fn(&T) -> &String) -> Vec<String> {
-    raw.iter().map(|t| name(t).clone()).collect()
+/// One device key's entries (each its `field`, named by `read`, and a node
+/// selector), made into the core's and checked by its `validate`.
+fn entries<R, T>(
+    key: &str,
+    field: &str,
+    raw: Option<Vec<R>>,
+    read: impl Fn(&R) -> (&String, Option<&FileSelector>),
+    make: impl Fn(String, Option<LabelSelector>) -> T,
+    validate: impl Fn(&[T]) -> Result<(), AtEntry>,
+) -> Result<Vec<T>, ConfigError> {
+    let raw = raw.unwrap_or_default();
+    let names: Vec<String> = raw.iter().map(|r| read(r).0.clone()).collect();
+    let mut list = Vec::new();
+    for (i, r) in raw.iter().enumerate() {
+        let (name, selector) = read(r);
+        list.push(make(
+            name.clone(),
+            FileSelector::entry_nodes(selector, &at(key, i, name))?,
+        ));
+    }
+    validate(&list).map_err(|e| worded(key, field, &names, e))?;
+    Ok(list)
 }
 
 /// `KEY[i] (NAME)`, or `KEY[i]` for an entry without a name.

@@ -40,37 +40,30 @@ pub struct NetSettings {
     pub window: Duration,
 }
 
-/// The webhook's settings as given; `validity` only when a person gave it.
-struct Given<'a> {
-    dir: Option<&'a str>,
-    secret: Option<&'a str>,
-    configuration: Option<&'a str>,
-    hosts: &'a [String],
-    validity: Option<&'a str>,
-}
-
 pub(super) fn webhook_settings(given: &RunGiven) -> Result<Option<WebhookSettings>, ConfigError> {
-    let webhook = Given {
-        dir: given.webhook_cert_dir.as_deref(),
-        secret: given.webhook_cert_secret.as_deref(),
-        configuration: given.webhook_configuration.as_deref(),
-        hosts: &given.webhook_hosts,
-        validity: given
-            .set
-            .webhook_cert_validity
-            .then_some(given.webhook_cert_validity.as_str()),
-    };
     let addr = given
         .webhook_addr
         .as_deref()
         .filter(|a| !a.trim().is_empty());
     let Some(addr) = addr else {
         let named = [
-            webhook.dir.map(|_| "--webhook-cert-dir"),
-            webhook.secret.map(|_| "--webhook-cert-secret"),
-            webhook.configuration.map(|_| "--webhook-configuration"),
-            (!webhook.hosts.is_empty()).then_some("--webhook-host"),
-            webhook.validity.map(|_| "--webhook-cert-validity"),
+            given
+                .webhook_cert_dir
+                .as_ref()
+                .map(|_| "--webhook-cert-dir"),
+            given
+                .webhook_cert_secret
+                .as_ref()
+                .map(|_| "--webhook-cert-secret"),
+            given
+                .webhook_configuration
+                .as_ref()
+                .map(|_| "--webhook-configuration"),
+            (!given.webhook_hosts.is_empty()).then_some("--webhook-host"),
+            given
+                .set
+                .webhook_cert_validity
+                .then_some("--webhook-cert-validity"),
         ];
         if let Some(first) = named.into_iter().flatten().next() {
             return Err(invalid(
@@ -81,7 +74,7 @@ pub(super) fn webhook_settings(given: &RunGiven) -> Result<Option<WebhookSetting
         return Ok(None);
     };
     let addr = parse_addr("--webhook-addr", addr)?;
-    let certs = match (webhook.dir, webhook.secret) {
+    let certs = match (&given.webhook_cert_dir, &given.webhook_cert_secret) {
         (Some(_), Some(_)) => {
             return Err(invalid(
                 "--webhook-cert-dir and --webhook-cert-secret",
@@ -96,20 +89,23 @@ pub(super) fn webhook_settings(given: &RunGiven) -> Result<Option<WebhookSetting
                  --webhook-host",
             ));
         }
-        (Some(dir), None) => cert_dir(dir, &webhook)?,
-        (None, Some(secret)) => managed_certs(secret, &webhook, &given.webhook_cert_validity)?,
+        (Some(dir), None) => cert_dir(dir, given)?,
+        (None, Some(secret)) => managed_certs(secret, given)?,
     };
     Ok(Some(WebhookSettings { addr, certs }))
 }
 
 /// `--webhook-cert-dir`: none of the managed certificates' settings.
-fn cert_dir(dir: &str, webhook: &Given) -> Result<WebhookCerts, ConfigError> {
-    for (flag, given) in [
-        ("--webhook-configuration", webhook.configuration.is_some()),
-        ("--webhook-host", !webhook.hosts.is_empty()),
-        ("--webhook-cert-validity", webhook.validity.is_some()),
+fn cert_dir(dir: &str, given: &RunGiven) -> Result<WebhookCerts, ConfigError> {
+    for (flag, set) in [
+        (
+            "--webhook-configuration",
+            given.webhook_configuration.is_some(),
+        ),
+        ("--webhook-host", !given.webhook_hosts.is_empty()),
+        ("--webhook-cert-validity", given.set.webhook_cert_validity),
     ] {
-        if given {
+        if set {
             return Err(invalid(
                 flag,
                 "only applies with --webhook-cert-secret (nodegate's own certificates)",
@@ -126,18 +122,14 @@ fn cert_dir(dir: &str, webhook: &Given) -> Result<WebhookCerts, ConfigError> {
 const MAX_CERT_VALIDITY: Duration = Duration::from_secs(3650 * 24 * 3600);
 
 /// `--webhook-cert-secret` with its configuration, hosts and validity.
-fn managed_certs(
-    secret: &str,
-    webhook: &Given,
-    validity: &str,
-) -> Result<WebhookCerts, ConfigError> {
+fn managed_certs(secret: &str, given: &RunGiven) -> Result<WebhookCerts, ConfigError> {
     let at = || format!("--webhook-cert-secret {secret:?}");
     let (ns, name) = secret
         .split_once('/')
         .ok_or_else(|| invalid(at(), "must be NAMESPACE/NAME"))?;
     check_dns_label(ns).map_err(|m| invalid(at(), format!("namespace: {m}")))?;
     check_dns_subdomain(name).map_err(|m| invalid(at(), format!("name: {m}")))?;
-    let configuration = webhook.configuration.ok_or_else(|| {
+    let configuration = given.webhook_configuration.as_deref().ok_or_else(|| {
         invalid(
             "--webhook-cert-secret",
             "needs --webhook-configuration NAME: the MutatingWebhookConfiguration \
@@ -146,13 +138,14 @@ fn managed_certs(
     })?;
     check_dns_subdomain(configuration)
         .map_err(|m| invalid(format!("--webhook-configuration {configuration:?}"), m))?;
-    if webhook.hosts.is_empty() {
+    let hosts = &given.webhook_hosts;
+    if hosts.is_empty() {
         return Err(invalid(
             "--webhook-cert-secret",
             "needs at least one --webhook-host (the Service's DNS name, or an IP)",
         ));
     }
-    for h in webhook.hosts {
+    for h in hosts {
         if h.parse::<IpAddr>().is_err() {
             check_dns_subdomain(h).map_err(|m| {
                 invalid(
@@ -162,6 +155,7 @@ fn managed_certs(
             })?;
         }
     }
+    let validity = &given.webhook_cert_validity;
     let validity_d = parse_duration("--webhook-cert-validity", validity)?;
     if validity_d < Duration::from_secs(60) || validity_d > MAX_CERT_VALIDITY {
         return Err(invalid(
@@ -173,7 +167,7 @@ fn managed_certs(
         secret_namespace: ns.to_string(),
         secret_name: name.to_string(),
         configuration: configuration.to_string(),
-        hosts: webhook.hosts.to_vec(),
+        hosts: hosts.clone(),
         validity: validity_d,
     })
 }

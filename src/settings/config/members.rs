@@ -113,6 +113,16 @@ impl FileSelector {
         let sel = self.resolve(at)?;
         Ok((!sel.is_empty()).then_some(sel))
     }
+
+    /// An entry's optional `nodeSelector` (`at` names the entry): absent,
+    /// like empty, is every node.
+    pub fn entry_nodes(
+        sel: Option<&FileSelector>,
+        at: &str,
+    ) -> Result<Option<LabelSelector>, ConfigError> {
+        let at = format!("{at}.nodeSelector");
+        Ok(sel.map(|s| s.resolve_nodes(&at)).transpose()?.flatten())
+    }
 }
 
 /// One `criticalPods` entry as written.
@@ -145,15 +155,11 @@ impl RawCriticalPod {
             Some(s) => s.resolve(&format!("{at}.selector"))?,
             None => LabelSelector::default(),
         };
-        let node_selector = match &self.node_selector {
-            Some(s) => s.resolve_nodes(&format!("{at}.nodeSelector"))?,
-            None => None,
-        };
         Ok(CriticalPodEntry {
             name: self.name.clone(),
             namespace: self.namespace.clone(),
             selector,
-            node_selector,
+            node_selector: FileSelector::entry_nodes(self.node_selector.as_ref(), at)?,
         })
     }
 }
@@ -161,14 +167,10 @@ impl RawCriticalPod {
 impl RawCriticalCondition {
     /// The core's condition; `at` names the entry for errors.
     pub fn condition(&self, at: &str) -> Result<CriticalCondition, ConfigError> {
-        let node_selector = match &self.node_selector {
-            Some(s) => s.resolve_nodes(&format!("{at}.nodeSelector"))?,
-            None => None,
-        };
         Ok(CriticalCondition {
             type_: self.type_.clone(),
             status: self.status.clone(),
-            node_selector,
+            node_selector: FileSelector::entry_nodes(self.node_selector.as_ref(), at)?,
         })
     }
 }

@@ -95,12 +95,7 @@ pub(super) fn reboot_settings(
     given: &GateGiven,
     regate: Option<&RegateConfig>,
 ) -> Result<AnnouncedReboots, ConfigError> {
-    let mut sources = given
-        .reboot_announcements
-        .iter()
-        .flat_map(|e| e.split(','))
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
+    let mut sources = super::entries(&given.reboot_announcements)
         .map(|s| {
             s.parse::<Source>()
                 .map_err(|e| invalid(format!("--reboot-announcements {s:?}"), e.to_string()))
@@ -135,10 +130,8 @@ pub(super) fn reboot_settings(
         ));
     }
     let kured_daemonset = given.kured_daemonset.trim().to_string();
-    let valid = kured_daemonset
-        .split_once('/')
-        .is_some_and(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'));
-    if !valid {
+    // NAMESPACE/NAME, as `--exclude` takes a DaemonSet.
+    if super::parse_exclude(&kured_daemonset).is_err() {
         return Err(invalid(
             format!("--kured-daemonset {kured_daemonset:?}"),
             "write kured's DaemonSet as NAMESPACE/NAME, e.g. kube-system/kured \

@@ -63,12 +63,7 @@ pub(super) fn startup_taints(
 }
 
 fn presets(given: &[String]) -> Result<Vec<Autoscaler>, ConfigError> {
-    let names: Vec<&str> = given
-        .iter()
-        .flat_map(|e| e.split(','))
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-        .collect();
+    let names: Vec<&str> = super::entries(given).collect();
     let presets = names
         .iter()
         .map(|n| {

@@ -4,6 +4,13 @@
 
 use super::*;
 
+/// The entries of a list given as repeated or comma-separated values,
+/// each trimmed, empty ones left out.
+pub fn entries(given: &[String]) -> impl Iterator<Item = &str> {
+    let each = given.iter().flat_map(|e| e.split(','));
+    each.map(str::trim).filter(|e| !e.is_empty())
+}
+
 /// `HOST:PORT` with an IP host, or `:PORT` for every interface.
 pub fn parse_http_addr(s: &str) -> Result<SocketAddr, ConfigError> {
     parse_addr("--http-addr", s)
@@ -24,19 +31,12 @@ pub(super) fn parse_addr(flag: &str, s: &str) -> Result<SocketAddr, ConfigError>
 }
 
 pub(super) fn check_dns_label(s: &str) -> Result<(), &'static str> {
-    let ok = !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-');
-    if ok {
-        Ok(())
-    } else {
-        Err(
-            "must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
-        )
+    if nodegate_core::rules::readiness::is_dns1123_label(s) {
+        return Ok(());
     }
+    Err(
+        "must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
+    )
 }
 
 pub(super) fn check_dns_subdomain(s: &str) -> Result<(), &'static str> {

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::{closed, label_selector_schema};
+use super::{closed, label_selector};
 
 fn strings() -> Value {
     json!({"type": "object", "additionalProperties": {"type": "string"}})
@@ -95,7 +95,7 @@ fn install_values() -> Vec<(&'static str, Value)> {
             json!({"enum": ["", "policy", "webhook", "none"],
                    "description": "policy, webhook or none; empty: policy where the API server serves MutatingAdmissionPolicy"}),
         ),
-        ("admissionObjectSelector", label_selector_schema()),
+        ("admissionObjectSelector", label_selector()),
         (
             "http.bindAddress",
             json!({"type": "string", "minLength": 1}),
