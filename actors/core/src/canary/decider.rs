@@ -35,7 +35,7 @@ use crate::vocab::model::PodInfo;
 pub const RESYNC: SignedDuration = SignedDuration::from_secs(30);
 
 /// A node's canaries that failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Failure {
     /// How many in a row (reset when the node is no longer gated).
     count: u32,
@@ -116,7 +116,9 @@ impl Decider for Canaries {
             }
             Input::Tick => {
                 if deciding && self.next_list.is_some_and(|at| at > now) {
-                    self.pass(self.known(), &cfg, cx, &mut out);
+                    for node in self.known() {
+                        self.reconcile(&node, &cfg, cx, &mut out);
+                    }
                 }
             }
             Input::CanariesListed(listed) => self.listed(listed, &cfg, cx, &mut out),
@@ -159,18 +161,6 @@ impl Canaries {
         nodes.extend(self.failed.keys().cloned());
         nodes.extend(self.listed.keys().cloned());
         nodes
-    }
-
-    fn pass(
-        &mut self,
-        nodes: BTreeSet<String>,
-        cfg: &CanaryConfig,
-        cx: &Context<'_>,
-        out: &mut Vec<Effect>,
-    ) {
-        for node in nodes {
-            self.reconcile(&node, cfg, cx, out);
-        }
     }
 
     /// The LIST's answer: the canaries that exist now, then a pass over
@@ -217,7 +207,9 @@ impl Canaries {
                 .filter(|n| cx.config.gates(n))
                 .map(|n| n.name.clone()),
         );
-        self.pass(nodes, cfg, cx, out);
+        for node in nodes {
+            self.reconcile(&node, cfg, cx, out);
+        }
     }
 
     /// Brings `node` in line: no canary unless gated; one, live, if gated
@@ -339,11 +331,7 @@ impl Canaries {
     /// A canary that ended: counted once, kept until its backoff is over
     /// (explain shows the kubelet's reason meanwhile), then deleted.
     fn replace_ended(&mut self, node: &str, pod: &PodInfo, now: Timestamp, out: &mut Vec<Effect>) {
-        let failure = self.failed.entry(node.to_string()).or_insert(Failure {
-            count: 0,
-            uid: String::new(),
-            at: now,
-        });
+        let failure = self.failed.entry(node.to_string()).or_default();
         if pod.uid != failure.uid {
             failure.count += 1;
             failure.uid = pod.uid.to_string();
@@ -435,11 +423,7 @@ impl Canaries {
             | PatchOutcome::NoOwner(_) => {
                 self.creating.remove(&node);
                 self.holders.remove(&node);
-                let failure = self.failed.entry(node.clone()).or_insert(Failure {
-                    count: 0,
-                    uid: String::new(),
-                    at: cx.now.local,
-                });
+                let failure = self.failed.entry(node.clone()).or_default();
                 failure.count += 1;
                 failure.uid.clear();
                 failure.at = after(cx.now.local, canary::BACKOFF.ceiling(failure.count));

@@ -251,18 +251,14 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
-    fn new(key: CountKey) -> Self {
-        Counts {
-            key,
+    pub(crate) fn of(cfg: &Config, nodes: &[Arc<NodeInfo>]) -> Self {
+        let mut counts = Counts {
+            key: CountKey::of(cfg),
             managed: HashSet::new(),
             suspended: HashSet::new(),
             regated: HashSet::new(),
             closed: HashSet::new(),
-        }
-    }
-
-    pub(crate) fn of(cfg: &Config, nodes: &[Arc<NodeInfo>]) -> Self {
-        let mut counts = Counts::new(CountKey::of(cfg));
+        };
         for node in nodes {
             counts.set(&node.name, Some(node), cfg);
         }

@@ -112,6 +112,14 @@ impl Now {
     pub fn for_window(&self) -> Timestamp {
         self.server.map_or(self.local, |s| s.max(self.local))
     }
+
+    /// `at` on `clock` (the reading of [`Now::for_grace`] or
+    /// [`Now::for_window`] a decider judges by), as this machine's clock
+    /// will show it then: the shell's timers run on it.
+    pub fn to_local(&self, clock: Timestamp, at: Timestamp) -> Timestamp {
+        at.checked_add(self.local.duration_since(clock))
+            .unwrap_or(at)
+    }
 }
 
 /// What a decider reads besides its input.

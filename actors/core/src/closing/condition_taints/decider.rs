@@ -349,24 +349,21 @@ impl RuleTainter {
                         out.push(Effect::Count(Tally::RuleBudgetBlocked(rule.name.clone())));
                     }
                 }
-                RuleAction::Add | RuleAction::Remove if cx.config.suspend || node.suspended => {
-                    if self.hold(key, Hold::Suspended(action)) {
-                        let what = if action == RuleAction::Add {
-                            "suspended: would put the condition taint on"
-                        } else {
-                            "suspended: would take the condition taint off"
+                RuleAction::Add | RuleAction::Remove
+                    if cx.config.suspend || node.suspended || dry_run =>
+                {
+                    let (hold, mode) = if cx.config.suspend || node.suspended {
+                        (Hold::Suspended(action), "suspended")
+                    } else {
+                        (Hold::DryRun(action), "dry run")
+                    };
+                    if self.hold(key, hold) {
+                        let what = match action {
+                            RuleAction::Add => "would put the condition taint on",
+                            _ => "would take the condition taint off",
                         };
-                        out.push(info(&node.name, what, rule, Some(&verdict.why)));
-                    }
-                }
-                RuleAction::Add | RuleAction::Remove if dry_run => {
-                    if self.hold(key, Hold::DryRun(action)) {
-                        let what = if action == RuleAction::Add {
-                            "dry run: would put the condition taint on"
-                        } else {
-                            "dry run: would take the condition taint off"
-                        };
-                        out.push(info(&node.name, what, rule, Some(&verdict.why)));
+                        let what = format!("{mode}: {what}");
+                        out.push(info(&node.name, &what, rule, Some(&verdict.why)));
                     }
                 }
                 RuleAction::Add | RuleAction::Remove => {
@@ -577,7 +574,7 @@ impl RuleTainter {
             return;
         }
         self.asked = Some(first);
-        out.push(Effect::LookAgainAt(on_local_clock(now, first)));
+        out.push(Effect::LookAgainAt(now.to_local(now.for_window(), first)));
     }
 }
 
@@ -792,13 +789,6 @@ fn unseen(version: &str, expect: Expect) -> Unseen {
         version: version.to_string(),
         expect,
     }
-}
-
-/// `at` on the window clock ([`Now::for_window`]), as the local clock will
-/// read it then: the shell's timers run on the local clock.
-fn on_local_clock(now: Now, at: Timestamp) -> Timestamp {
-    let ahead = now.for_window().duration_since(now.local);
-    at.checked_sub(ahead).unwrap_or(at)
 }
 
 use crate::vocab::backoff::{Backoff, Backoffs, May};

@@ -36,7 +36,7 @@ use jiff::{SignedDuration, Timestamp};
 use crate::closing::ledger::{Claims, Counts, Ledger, Room};
 use crate::closing::regating::reboot::{self, Announcement, boot_of};
 use crate::closing::regating::{
-    self, Broken, Exhausted, Health, NotWatched, Since, Trigger, Watched, carries,
+    self, Broken, Exhausted, Health, NotWatched, Since, Trigger, Watched,
 };
 use crate::deciders::{
     BUDGET_RETRY, Change, Context, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite,
@@ -98,15 +98,6 @@ pub fn before_reboot(
 struct Due {
     trigger: Trigger,
     at: Timestamp,
-}
-
-/// What the budget says about one more re-gate.
-enum Budget {
-    Allows,
-    /// Room only if none of the reads and writes out ends in a re-gate:
-    /// decided again when one of them ends.
-    Held,
-    Refused(Exhausted),
 }
 
 /// Re-gating's memory.
@@ -325,13 +316,13 @@ impl Regater {
             return;
         }
         match self.budget_for(&trigger, rc, cx, ledger) {
-            Budget::Allows => {}
-            Budget::Held => {
+            Room::Allows => {}
+            Room::Held(_) => {
                 self.look_at.insert(name.to_string(), retry_after(now));
                 self.held.insert(name.to_string());
                 return;
             }
-            Budget::Refused(exhausted) => {
+            Room::Refused(exhausted) => {
                 return self.refused(name, &trigger, exhausted, cx, out);
             }
         }
@@ -536,7 +527,7 @@ impl Regater {
             None => self.asked = None,
             Some(at) if tick || self.asked != Some(at) => {
                 self.asked = Some(at);
-                out.push(Effect::LookAgainAt(local_time(at, now)));
+                out.push(Effect::LookAgainAt(now.to_local(now.for_grace(), at)));
             }
             Some(_) => {}
         }
@@ -632,13 +623,6 @@ fn regate_write(node: &NodeInfo, rc: &RegateConfig, due: &Due) -> TaintWrite {
         },
         tag: None,
     }
-}
-
-/// `at` by the grace's clock, as this machine's clock will show it (the
-/// shell's timers run on it).
-fn local_time(at: Timestamp, now: Now) -> Timestamp {
-    at.checked_add(now.local.duration_since(now.for_grace()))
-        .unwrap_or(at)
 }
 
 /// Why a node is (or would be) re-gated, for Events and logs.
@@ -847,7 +831,7 @@ impl Regater {
         rc: &RegateConfig,
         cx: &Context<'_>,
         ledger: &Ledger,
-    ) -> Budget {
+    ) -> Room {
         if trigger.bypasses_budget() {
             return self.total_budget(cx, ledger);
         }
@@ -856,12 +840,8 @@ impl Regater {
 
     /// `--max-unavailable` alone: the ledger's answer, with this method's
     /// reads and writes out as they are now.
-    fn total_budget(&self, cx: &Context<'_>, ledger: &Ledger) -> Budget {
-        match ledger.room(cx.config, Origin::Regate, &self.claims(), None) {
-            Room::Allows => Budget::Allows,
-            Room::Held(_) => Budget::Held,
-            Room::Refused(exhausted) => Budget::Refused(exhausted),
-        }
+    fn total_budget(&self, cx: &Context<'_>, ledger: &Ledger) -> Room {
+        ledger.room(cx.config, Origin::Regate, &self.claims(), None)
     }
 
     /// Whether one more node may be re-gated: counted from the nodes in
@@ -869,20 +849,20 @@ impl Regater {
     /// own re-gates the index does not show yet; the reads and writes out
     /// hold a node the budget would refuse if they all ended in a re-gate.
     /// Then `--max-unavailable`, from the ledger.
-    fn budget(&mut self, rc: &RegateConfig, cx: &Context<'_>, ledger: &Ledger) -> Budget {
+    fn budget(&mut self, rc: &RegateConfig, cx: &Context<'_>, ledger: &Ledger) -> Room {
         let out = self.reading.len() + self.writing.len();
         let Some(counts) = ledger.counts() else {
-            return Budget::Allows;
+            return Room::Allows;
         };
         let managed = counts.managed.len();
         let in_use = counts.regated.len() + self.unseen(counts);
         if let Err(exhausted) = regating::budget_allows(rc, managed, in_use) {
-            return Budget::Refused(exhausted);
+            return Room::Refused(exhausted);
         }
-        let held = out > 0 && regating::budget_allows(rc, managed, in_use + out).is_err();
-        match self.total_budget(cx, ledger) {
-            Budget::Allows if held => Budget::Held,
-            total => total,
+        let held = regating::budget_allows(rc, managed, in_use + out).err();
+        match (self.total_budget(cx, ledger), held) {
+            (Room::Allows, Some(exhausted)) if out > 0 => Room::Held(exhausted),
+            (total, _) => total,
         }
     }
 
@@ -1119,27 +1099,6 @@ fn first_seen(memory: &mut Watched, member: &str, now: Timestamp) -> Timestamp {
             now
         }
     }
-}
-
-/// What the budget counts, from the nodes as the cluster shows them (so a
-/// restarted or new leader counts the same): the nodes in scope, and those of
-/// them carrying the re-gate taint now.
-pub fn budget_counts<N: std::ops::Deref<Target = NodeInfo>>(
-    nodes: impl IntoIterator<Item = N>,
-    cfg: &Config,
-    rc: &RegateConfig,
-) -> (usize, usize) {
-    let mut managed = 0;
-    let mut in_use = 0;
-    for n in nodes {
-        if cfg.scope.includes(&n.labels) {
-            managed += 1;
-            if carries(&n, rc) {
-                in_use += 1;
-            }
-        }
-    }
-    (managed, in_use)
 }
 
 #[cfg(test)]
