@@ -576,11 +576,7 @@ impl RuleTainter {
         self.asked = Some(first);
         out.push(Effect::LookAgainAt(now.to_local(now.for_window(), first)));
     }
-}
 
-// The rules' turn in each step of the closing decider
-// ([`super::closing::Closing`]).
-impl RuleTainter {
     /// One input, with `ledger` for `--max-unavailable`.
     pub(crate) fn decide(
         &mut self,
@@ -615,9 +611,7 @@ impl RuleTainter {
         self.ask(cx.now, &mut out);
         out
     }
-}
 
-impl RuleTainter {
     /// Whether the write due for `key` waits because the API server refused
     /// its rule: then the node is looked at again when it may go, and the
     /// wait is logged once.
@@ -643,13 +637,7 @@ impl RuleTainter {
         }
         true
     }
-}
 
-// `--max-unavailable`, the cap on every node nodegate keeps closed on its own
-// initiative: re-gated, or carrying a condition rule's taint. Counted once, in
-// the closing decider's ledger, with this tainter's adds the index does not
-// show yet and re-gating's writes out.
-impl RuleTainter {
     /// This method's writes out that close a node, for the ledger: its
     /// adds the index does not show yet.
     pub(crate) fn claims(&self) -> Claims {
@@ -676,10 +664,6 @@ impl RuleTainter {
     }
 }
 
-// The writes a rule asks for, and the words for them: the taint change on a
-// node, the log lines, and the count and Event of an applied write; and the
-// small helpers of the tainter's bookkeeping (counts, unseen writes, the
-// window clock).
 /// Whether `node` carries `rule`'s taint (key and effect), whoever put it on.
 fn carries(node: &NodeInfo, rule: &ConditionTaintRule) -> bool {
     node.taints

@@ -532,11 +532,7 @@ impl Regater {
             Some(_) => {}
         }
     }
-}
 
-// Re-gating's turn in each step of the closing decider
-// ([`super::closing::Closing`]).
-impl Regater {
     /// One input, with `ledger` for `--max-unavailable`.
     pub(crate) fn decide(
         &mut self,
@@ -592,53 +588,7 @@ impl Regater {
         self.ask(tick, cx.now, &mut out);
         out
     }
-}
 
-/// The write that re-gates `node` as the fresh read shows it.
-fn regate_write(node: &NodeInfo, rc: &RegateConfig, due: &Due) -> TaintWrite {
-    let mut annotations = vec![
-        (
-            annotations::GATED_SINCE,
-            annotation_time(due.at).to_string(),
-        ),
-        (annotations::REGATED_FOR, due.trigger.annotation()),
-    ];
-    if let Trigger::Announced(_) = due.trigger {
-        // The boot the node is in as the fresh read shows it: its gate
-        // holds until it reports another (semantics.md §6.10).
-        let boot = crate::closing::regating::reboot::boot_of(node).to_string();
-        annotations.push((annotations::AWAITING_REBOOT, boot));
-    }
-    TaintWrite {
-        origin: Origin::Regate,
-        node: node.name.clone(),
-        uid: node.uid.clone(),
-        resource_version: node.resource_version.clone(),
-        change: TaintChange::Add {
-            taint: rc.taint.to_taint(),
-            existing: node.taints.len(),
-            annotations,
-            annotations_present: node.annotations_present,
-            at: due.at,
-        },
-        tag: None,
-    }
-}
-
-/// Why a node is (or would be) re-gated, for Events and logs.
-pub fn words(trigger: &Trigger, now: Timestamp) -> String {
-    match trigger {
-        Trigger::Members(m) => format!(
-            "without a Ready pod for the grace: {}",
-            regating::describe(m, now)
-        ),
-        Trigger::Reboot { from, to } => format!("the node rebooted (boot id {from} is now {to})"),
-        Trigger::Announced(a) => format!("a reboot is announced: {}", a.detail),
-    }
-}
-
-// Re-gating's gauges, and its re-gates the ledger's counts do not show yet.
-impl Regater {
     /// The gauges now.
     pub fn gauges(&self, cx: &Context<'_>, ledger: &Ledger) -> RegateGauges {
         ledger.with_counts(cx, |counts| {
@@ -682,14 +632,7 @@ impl Regater {
                 .collect(),
         }
     }
-}
 
-// Announced reboots in re-gating (`--reboot-announcements`, semantics.md
-// §6.10): an open node whose reboot is announced is due for a re-gate (the
-// write records its boot id in `nodegate.dev/awaiting-reboot`), and that
-// record is removed once no announcement stands and the node is open or did
-// not reboot — a withdrawal, after which its gate opens by readiness.
-impl Regater {
     /// The announced reboot `node` is due for, if any; removes the record of
     /// one that no longer stands.
     fn announcement(
@@ -815,12 +758,7 @@ impl Regater {
             }
         }
     }
-}
 
-// The budget's answers: one more re-gate allowed, held for the reads and
-// writes out, or refused (counted, announced now and then, and looked at
-// again later).
-impl Regater {
     /// [`Regater::budget`] for `trigger`: an announcement from an
     /// orchestrator that bounds its own disruption (kured's lock) goes
     /// around `--regate-max-unavailable` (semantics.md §6.10), never around
@@ -898,8 +836,51 @@ impl Regater {
     }
 }
 
+/// The write that re-gates `node` as the fresh read shows it.
+fn regate_write(node: &NodeInfo, rc: &RegateConfig, due: &Due) -> TaintWrite {
+    let mut annotations = vec![
+        (
+            annotations::GATED_SINCE,
+            annotation_time(due.at).to_string(),
+        ),
+        (annotations::REGATED_FOR, due.trigger.annotation()),
+    ];
+    if let Trigger::Announced(_) = due.trigger {
+        // The boot the node is in as the fresh read shows it: its gate
+        // holds until it reports another (semantics.md §6.10).
+        let boot = crate::closing::regating::reboot::boot_of(node).to_string();
+        annotations.push((annotations::AWAITING_REBOOT, boot));
+    }
+    TaintWrite {
+        origin: Origin::Regate,
+        node: node.name.clone(),
+        uid: node.uid.clone(),
+        resource_version: node.resource_version.clone(),
+        change: TaintChange::Add {
+            taint: rc.taint.to_taint(),
+            existing: node.taints.len(),
+            annotations,
+            annotations_present: node.annotations_present,
+            at: due.at,
+        },
+        tag: None,
+    }
+}
+
+/// Why a node is (or would be) re-gated, for Events and logs.
+pub fn words(trigger: &Trigger, now: Timestamp) -> String {
+    match trigger {
+        Trigger::Members(m) => format!(
+            "without a Ready pod for the grace: {}",
+            regating::describe(m, now)
+        ),
+        Trigger::Reboot { from, to } => format!("the node rebooted (boot id {from} is now {to})"),
+        Trigger::Announced(a) => format!("a reboot is announced: {}", a.detail),
+    }
+}
+
 // How one open node is doing, from what the index holds and the little the
-// decider remembers of it ([`Watched`]), and the counts its budget starts from.
+// decider remembers of it ([`Watched`]).
 /// The decision for one node at `now`. `memory` is updated: the boot id is
 /// recorded the first time, and first-seen times are kept for broken members
 /// without a Ready condition and dropped for the others.
