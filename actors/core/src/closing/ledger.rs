@@ -62,10 +62,6 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// Takes in the index's change a step starts with (counting afresh if
     /// the configuration the counts depend on changed).
     pub fn begin(&mut self, input: &Input, cx: &Context<'_>) {

@@ -28,7 +28,7 @@ use jiff::{SignedDuration, Timestamp};
 use crate::gate::NodeEvent;
 use crate::net::entrance::BoundPod;
 use crate::vocab::config::Config;
-use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
 
 /// The index as a decider reads it: I/O-free, always answering at once.
 pub trait ClusterView {
@@ -185,6 +185,35 @@ pub use crate::vocab::write::{
 };
 
 pub use crate::vocab::write::{Origin, TaintChange, TaintWrite};
+
+/// A write of `change` on `node` as shown (by the index or a fresh read):
+/// conditional on its uid and resourceVersion.
+pub fn write_on(origin: Origin, node: &NodeInfo, change: TaintChange) -> TaintWrite {
+    TaintWrite {
+        origin,
+        node: node.name.clone(),
+        uid: node.uid.clone(),
+        resource_version: node.resource_version.clone(),
+        change,
+        tag: None,
+    }
+}
+
+/// `taint` put on `node` after its others, with `annotations`, at `at`.
+pub fn add_taint(
+    node: &NodeInfo,
+    taint: Taint,
+    annotations: Vec<(&'static str, String)>,
+    at: Timestamp,
+) -> TaintChange {
+    TaintChange::Add {
+        taint,
+        existing: node.taints.len(),
+        annotations,
+        annotations_present: node.annotations_present,
+        at,
+    }
+}
 
 /// How loud a [`Effect::Log`] line is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

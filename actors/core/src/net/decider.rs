@@ -26,7 +26,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::deciders::{
     Change, Context, Decider, Effect, Input, Level, Origin, TaintChange, TaintWrite, Tally,
-    retry_after,
+    add_taint, retry_after, write_on,
 };
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
 use crate::net::entrance::{self, BoundPod, Skip};
@@ -222,20 +222,8 @@ impl Net {
                 format!("dry run: would put the startup taint {taint} on"),
             )];
         }
-        vec![Effect::Write(TaintWrite {
-            origin: Origin::Net,
-            node: node.name.clone(),
-            uid: node.uid.clone(),
-            resource_version: node.resource_version.clone(),
-            change: TaintChange::Add {
-                taint,
-                existing: node.taints.len(),
-                annotations: Vec::new(),
-                annotations_present: node.annotations_present,
-                at: cx.now.for_window(),
-            },
-            tag: None,
-        })]
+        let change = add_taint(&node, taint, Vec::new(), cx.now.for_window());
+        vec![Effect::Write(write_on(Origin::Net, &node, change))]
     }
 
     /// The node has workload pods: left alone, once and for all.

@@ -37,7 +37,8 @@ use super::{RuleAction, RuleVerdict};
 use crate::closing::ledger::{Claims, Ledger, Room};
 use crate::closing::regating::Exhausted;
 use crate::deciders::{
-    Change, Context, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite, Tally, retry_after,
+    Change, Context, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite, Tally, add_taint,
+    retry_after, write_on,
 };
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
 use crate::rules::conditions::taints::{self, ConditionTaintRule};
@@ -153,10 +154,6 @@ impl Default for RuleTainter {
 }
 
 impl RuleTainter {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// How many managed nodes match each rule now, by rule name in the
     /// rules' order (the `nodegate_condition_taint_matching` gauge).
     pub fn matching(&self) -> Vec<(String, usize)> {
@@ -404,12 +401,8 @@ impl RuleTainter {
             );
         }
         Effect::Write(TaintWrite {
-            origin: Origin::Rules,
-            node: node.name.clone(),
-            uid: node.uid.clone(),
-            resource_version: node.resource_version.clone(),
-            change,
             tag: Some(key.0),
+            ..write_on(Origin::Rules, node, change)
         })
     }
 
@@ -424,54 +417,24 @@ impl RuleTainter {
         let Some(rule) = write.tag.clone() else {
             return Vec::new();
         };
+        let adding = matches!(write.change, TaintChange::Add { .. });
+        let what = if adding { "put on" } else { "take off" };
         let name = write.node.clone();
         let key = (rule.clone(), name.clone());
         let why = self.in_flight.remove(&key).unwrap_or_default();
         let mut out = Vec::new();
-        let (act, defer, retry) = self.answer(write, outcome, (&rule, &why), cx, &mut out);
-        if !self.synced || cx.config.condition_taints.is_empty() {
-            return out;
-        }
-        // Our write's expectation changed: count the node again (a taint
-        // that stopped counting makes room for held nodes) and, where the
-        // answer says so, decide it again on the index's view.
-        self.look(std::slice::from_ref(&name), act, cx, ledger, &mut out);
-        if defer {
-            self.deferred.insert(name.clone());
-        }
-        if let Some(at) = retry
-            && self.seen.contains_key(&name)
-        {
-            self.schedule(&name, at);
-        }
-        out
-    }
-
-    /// What the writer's answer means for the rule and the node: whether to
-    /// decide the node again now, to leave it for the lease's return, or to
-    /// try again at a time; with the log lines and Events it calls for.
-    fn answer(
-        &mut self,
-        write: &TaintWrite,
-        outcome: PatchOutcome,
-        (rule, why): (&str, &str),
-        cx: &Context<'_>,
-        out: &mut Vec<Effect>,
-    ) -> (bool, bool, Option<Timestamp>) {
-        let adding = matches!(write.change, TaintChange::Add { .. });
-        let (name, key) = (write.node.clone(), (rule.to_string(), write.node.clone()));
         // Whether to decide the node again now, to leave it for the
         // lease's return, or to try again after a while.
         let (mut act, mut defer, mut retry) = (false, false, None);
         let now = cx.now.for_window();
         match outcome {
             PatchOutcome::Applied => {
-                self.backoffs.applied(rule);
+                self.backoffs.applied(&rule);
                 if !adding {
                     self.unseen
                         .insert(key, unseen(&write.resource_version, Expect::Off));
                 }
-                out.extend(applied(write, rule, why, cx));
+                out.extend(applied(write, &rule, &why, cx));
                 act = true;
             }
             PatchOutcome::Conflict => {
@@ -496,8 +459,7 @@ impl RuleTainter {
                 // Refused (a policy, an invalid taint) or never sent: the
                 // same write would fail again at once.
                 self.unseen.remove(&key);
-                let until = self.backoffs.refused(rule, now);
-                let what = if adding { "put on" } else { "take off" };
+                let until = self.backoffs.refused(&rule, now);
                 out.push(Effect::log(
                     Level::Warn,
                     &name,
@@ -513,7 +475,6 @@ impl RuleTainter {
             | PatchOutcome::OwnerFailed(e)
             | PatchOutcome::NoOwner(e) => {
                 self.unseen.remove(&key);
-                let what = if adding { "put on" } else { "take off" };
                 out.push(Effect::log(
                     Level::Warn,
                     &name,
@@ -524,7 +485,22 @@ impl RuleTainter {
                 retry = Some(retry_after(now));
             }
         }
-        (act, defer, retry)
+        if !self.synced || cx.config.condition_taints.is_empty() {
+            return out;
+        }
+        // Our write's expectation changed: count the node again (a taint
+        // that stopped counting makes room for held nodes) and, where the
+        // answer says so, decide it again on the index's view.
+        self.look(std::slice::from_ref(&name), act, cx, ledger, &mut out);
+        if defer {
+            self.deferred.insert(name.clone());
+        }
+        if let Some(at) = retry
+            && self.seen.contains_key(&name)
+        {
+            self.schedule(&name, at);
+        }
+        out
     }
 
     /// Every node the index holds, counted afresh and decided: the rules
@@ -692,13 +668,13 @@ fn change(
         let mut owners = others();
         owners.push(rule.name.clone());
         owners.sort_unstable();
-        return Some(TaintChange::Add {
-            taint: rule.taint.clone(),
-            existing: node.taints.len(),
-            annotations: vec![(annotations::CONDITION_TAINTS, owners.join(","))],
-            annotations_present: node.annotations_present,
-            at: now.for_window(),
-        });
+        let annotations = vec![(annotations::CONDITION_TAINTS, owners.join(","))];
+        return Some(add_taint(
+            node,
+            rule.taint.clone(),
+            annotations,
+            now.for_window(),
+        ));
     }
     let index = node
         .taints

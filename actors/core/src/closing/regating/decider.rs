@@ -40,7 +40,7 @@ use crate::closing::regating::{
 };
 use crate::deciders::{
     BUDGET_RETRY, Change, Context, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite,
-    Tally, retry_after, tell_refusal,
+    Tally, add_taint, retry_after, tell_refusal, write_on,
 };
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
 use crate::net::entrance;
@@ -143,10 +143,6 @@ pub struct Regater {
 }
 
 impl Regater {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// What is remembered of `name` now, for explain and the debug views.
     pub fn watched(&self, name: &str) -> Option<&Watched> {
         self.watched.get(name)
@@ -705,16 +701,9 @@ impl Regater {
         }
         self.forgetting
             .insert(name.to_string(), node.resource_version.clone());
-        out.push(Effect::Write(TaintWrite {
-            origin: Origin::Regate,
-            node: name.to_string(),
-            uid: node.uid.clone(),
-            resource_version: node.resource_version.clone(),
-            change: TaintChange::Annotate {
-                annotations: vec![(annotations::AWAITING_REBOOT, None)],
-            },
-            tag: None,
-        }));
+        let annotations = vec![(annotations::AWAITING_REBOOT, None)];
+        let change = TaintChange::Annotate { annotations };
+        out.push(Effect::Write(write_on(Origin::Regate, node, change)));
     }
 
     /// The answer to a removal of `nodegate.dev/awaiting-reboot`.
@@ -848,23 +837,10 @@ fn regate_write(node: &NodeInfo, rc: &RegateConfig, due: &Due) -> TaintWrite {
     if let Trigger::Announced(_) = due.trigger {
         // The boot the node is in as the fresh read shows it: its gate
         // holds until it reports another (semantics.md §6.10).
-        let boot = crate::closing::regating::reboot::boot_of(node).to_string();
-        annotations.push((annotations::AWAITING_REBOOT, boot));
+        annotations.push((annotations::AWAITING_REBOOT, boot_of(node).to_string()));
     }
-    TaintWrite {
-        origin: Origin::Regate,
-        node: node.name.clone(),
-        uid: node.uid.clone(),
-        resource_version: node.resource_version.clone(),
-        change: TaintChange::Add {
-            taint: rc.taint.to_taint(),
-            existing: node.taints.len(),
-            annotations,
-            annotations_present: node.annotations_present,
-            at: due.at,
-        },
-        tag: None,
-    }
+    let change = add_taint(node, rc.taint.to_taint(), annotations, due.at);
+    write_on(Origin::Regate, node, change)
 }
 
 /// Why a node is (or would be) re-gated, for Events and logs.
