@@ -1,11 +1,9 @@
 //! The deciders are the controllers in nodegate that are not a node's own
 //! gate, each in its feature's folder: the late-taint net
-//! ([`crate::net::decider`]), the closing decider
-//! ([`crate::closing::decider`]: re-gating and condition-rule taints as two
-//! methods of one decider over one [`crate::closing::ledger`] for
-//! `--max-unavailable`), `--on-timeout=replace`
-//! ([`crate::closing::replacing::decider`], with its own in-flight budget)
-//! and the canary pods ([`crate::canary::decider`]).
+//! ([`crate::net::decider`]), the closing decider (re-gating and the
+//! condition rules, [`crate::closing::decider`]), `--on-timeout=replace`
+//! ([`crate::closing::replacing::decider`]) and the canary pods
+//! ([`crate::canary::decider`]).
 //!
 //! Each has the gate's shape. It is a plain value holding only what the
 //! index does not (candidates, writes not yet seen by the watch, budget

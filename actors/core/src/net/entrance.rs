@@ -82,13 +82,8 @@ impl std::fmt::Display for Skip {
             ),
             Skip::HasWorkload(pods) => {
                 const SHOWN: usize = 3;
-                write!(f, "has workload pods: ")?;
-                for (i, p) in pods.iter().take(SHOWN).enumerate() {
-                    if i > 0 {
-                        write!(f, ", ")?;
-                    }
-                    write!(f, "{p}")?;
-                }
+                let shown: Vec<&str> = pods.iter().take(SHOWN).map(String::as_str).collect();
+                write!(f, "has workload pods: {}", shown.join(", "))?;
                 if pods.len() > SHOWN {
                     write!(f, " and {} more", pods.len() - SHOWN)?;
                 }

@@ -22,10 +22,8 @@
 //! Nothing happens before the first [`Change::Everything`] (the initial
 //! lists are in): a budget counted on half a list would be wrong.
 //!
-//! Each rule's own `maxUnavailable` is counted here; `--max-unavailable`,
-//! the cap over the rules and re-gating together, is the closing decider's
-//! [`Ledger`] (this is one of its two methods, [`super::closing`]): an add
-//! asks it, with this tainter's adds out.
+//! Each rule's own `maxUnavailable` is counted here; `--max-unavailable` is
+//! the closing decider's [`Ledger`]'s: an add asks it.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

@@ -16,13 +16,9 @@
 //! A due node is read afresh ([`Effect::ReadNode`]); if it is still open and
 //! nodegate's, the re-gate taint goes on with one conditional write. Only
 //! the leader writes. The budget (`--regate-max-unavailable`) is counted from
-//! the nodes the index shows carrying the re-gate taint, plus this replica's
-//! re-gates the index does not show yet, so it holds across restarts and
-//! leader changes. The nodes shown are counted by the closing decider's
-//! [`Ledger`] (this is one of its two methods, [`super::closing`]) from the
-//! change feed, not over every node at each decision; `--max-unavailable`,
-//! the cap over re-gating and the condition rules together, is the ledger's
-//! too: a re-gate asks it, with this method's reads and writes out.
+//! the nodes the index shows carrying the re-gate taint (the closing
+//! decider's [`Ledger`] counts them), plus this replica's re-gates the index
+//! does not show yet, so it holds across restarts and leader changes.
 //!
 //! Every time here is [`Now::for_grace`]: never ahead of the API server's
 //! clock, so a controller clock running ahead does not shorten the grace
@@ -49,10 +45,6 @@ use crate::rules::readiness::{self, MemberState};
 use crate::vocab::annotations;
 use crate::vocab::config::{Config, RegateConfig, Source};
 use crate::vocab::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
-
-mod counts;
-
-pub use counts::RegateGauges;
 
 /// What re-gating does about announcements for one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +82,22 @@ pub fn before_reboot(
         (None, Some(awaited)) if open || boot_of(node) == awaited => BeforeReboot::Forget,
         _ => BeforeReboot::Nothing,
     }
+}
+
+/// Re-gating's gauges, for the shell to publish.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RegateGauges {
+    /// Managed nodes carrying the re-gate taint, with this replica's
+    /// re-gates the index does not show yet.
+    pub regated: usize,
+    /// How many the budget allows at once.
+    pub budget_allowed: usize,
+    /// Open nodes to be looked at again at a set time: a member broken but
+    /// still inside the grace, or due but put off (budget, leadership,
+    /// suspension, a failed request).
+    pub broken: usize,
+    /// Managed nodes whose writes are suspended (annotation or config).
+    pub suspended: usize,
 }
 
 /// A due node whose fresh read or write is out: why, and when it was found
