@@ -156,11 +156,9 @@ impl Canaries {
 
     /// Every node this decider has reason to look at again.
     fn known(&self) -> BTreeSet<String> {
-        let mut nodes: BTreeSet<String> = self.holders.iter().cloned().collect();
-        nodes.extend(self.waiting.iter().cloned());
-        nodes.extend(self.failed.keys().cloned());
-        nodes.extend(self.listed.keys().cloned());
-        nodes
+        let waiting = self.holders.iter().chain(&self.waiting);
+        let failed = self.failed.keys().chain(self.listed.keys());
+        waiting.chain(failed).cloned().collect()
     }
 
     /// The LIST's answer: the canaries that exist now, then a pass over
@@ -197,8 +195,7 @@ impl Canaries {
                 .or_default()
                 .push((pod.name.to_string(), pod.uid.to_string()));
         }
-        self.holders = self.listed.keys().cloned().collect();
-        self.holders.extend(self.creating.iter().cloned());
+        self.holders = self.listed.keys().chain(&self.creating).cloned().collect();
         let mut nodes = self.known();
         nodes.extend(
             cx.view

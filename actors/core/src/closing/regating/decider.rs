@@ -43,7 +43,7 @@ use crate::net::entrance;
 use crate::rules::placement::{self, Verdict, first_untolerated_taint, with_default_tolerations};
 use crate::rules::readiness::{self, MemberState};
 use crate::vocab::annotations;
-use crate::vocab::config::{Config, RegateConfig, Source};
+use crate::vocab::config::{Config, RegateConfig};
 use crate::vocab::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
 
 /// What re-gating does about announcements for one node.
@@ -652,11 +652,7 @@ impl Regater {
         }
         let now = cx.now.for_grace();
         // kured's lock, read once for this look.
-        let lock = cfg
-            .reboots
-            .listens_to(Source::KuredLock)
-            .then(|| reboot::kured_lock_of(&cfg.reboots, daemonsets, now))
-            .flatten();
+        let lock = reboot::kured_lock_of(&cfg.reboots, daemonsets, now);
         self.warn_unreadable_lock(lock.as_ref(), cx, node, out);
         let announced = reboot::announced_given(node, &cfg.reboots, lock.as_ref());
         match before_reboot(node, cfg, announced) {
