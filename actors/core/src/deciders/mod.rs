@@ -370,5 +370,7 @@ pub fn closed_by_nodegate(node: &NodeInfo, cfg: &Config) -> bool {
         })
 }
 
+// Test support only (cfg(test)), so it lives with the tests.
 #[cfg(test)]
+#[path = "tests/fixture.rs"]
 pub(crate) mod fixture;
