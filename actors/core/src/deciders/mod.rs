@@ -357,17 +357,19 @@ pub fn tell_refusal(
 /// nodegate keeps closed on its own initiative: it carries the re-gate
 /// taint or one of the condition rules' taints (whoever put it on, as each
 /// one's own budget counts). A node closed by its startup taint is not
-/// counted: it is new, not taken out of service. The [`ledger`] counts by
-/// it.
+/// counted: it is new, not taken out of service. The closing ledger counts
+/// by it.
 pub fn closed_by_nodegate(node: &NodeInfo, cfg: &Config) -> bool {
-    cfg.regate
+    use crate::closing::{condition_taints, regating};
+    let regated = cfg
+        .regate
         .as_ref()
-        .is_some_and(|rc| crate::closing::regating::carries(node, rc))
-        || cfg.condition_taints.iter().any(|r| {
-            node.taints
-                .iter()
-                .any(|t| crate::rules::conditions::taints::same_taint(t, &r.taint))
-        })
+        .is_some_and(|rc| regating::carries(node, rc));
+    regated
+        || cfg
+            .condition_taints
+            .iter()
+            .any(|r| condition_taints::carries(node, r))
 }
 
 // Test support only (cfg(test)), so it lives with the tests.

@@ -236,7 +236,7 @@ impl RuleTainter {
             let tainted = match self.unseen.get(&key).map(|u| u.expect) {
                 Some(Expect::On) => true,
                 Some(Expect::Off) => false,
-                Some(Expect::Refused) | None => carries(&node, rule),
+                Some(Expect::Refused) | None => super::carries(&node, rule),
             };
             let seen = Seen {
                 tainted,
@@ -636,13 +636,6 @@ impl RuleTainter {
             Room::Held(exhausted) | Room::Refused(exhausted) => Some(exhausted),
         }
     }
-}
-
-/// Whether `node` carries `rule`'s taint (key and effect), whoever put it on.
-fn carries(node: &NodeInfo, rule: &ConditionTaintRule) -> bool {
-    node.taints
-        .iter()
-        .any(|t| taints::same_taint(t, &rule.taint))
 }
 
 /// The write `action` needs on `node`: the rule's taint put on after the

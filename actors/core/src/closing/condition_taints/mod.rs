@@ -113,6 +113,11 @@ pub fn evaluate(rule: &ConditionTaintRule, node: &NodeInfo, now: Timestamp) -> R
     }
 }
 
+/// Whether `node` carries `rule`'s taint (key and effect), whoever put it on.
+pub fn carries(node: &NodeInfo, rule: &ConditionTaintRule) -> bool {
+    node.taints.iter().any(|t| same_taint(t, &rule.taint))
+}
+
 /// What the shell should write for one rule on one node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -138,8 +143,7 @@ pub fn decide(
     tainted: usize,
     managed: usize,
 ) -> Option<RuleAction> {
-    let has = node.taints.iter().any(|t| same_taint(t, &rule.taint));
-    match (verdict.matches, has) {
+    match (verdict.matches, carries(node, rule)) {
         (true, false) => Some(match rule.budget() {
             Some(budget) if budget.room(managed, tainted) == 0 => RuleAction::BudgetBlocked,
             _ => RuleAction::Add,
