@@ -252,27 +252,23 @@ impl Canaries {
         let why = if gone { "node_gone" } else { "not_gated" };
         // A canary being deleted gracefully on a node that is gone is
         // forced, once: no kubelet will finish it.
+        let forced = |p: &PodInfo| {
+            self.forced
+                .get(node)
+                .is_some_and(|f| f.contains(&*p.uid.text()))
+        };
         let mut doomed: Vec<(String, Option<String>)> = indexed
             .iter()
-            .filter(|p| {
-                !p.terminating
-                    || (gone
-                        && !self
-                            .forced
-                            .get(node)
-                            .is_some_and(|f| f.contains(&*p.uid.text())))
-            })
+            .filter(|p| !p.terminating || (gone && !forced(p)))
             .map(|p| (p.name.to_string(), Some(p.uid.to_string())))
             .collect();
-        for (name, uid) in self.listed.get(node).into_iter().flatten() {
-            doomed.push((name.clone(), Some(uid.clone())));
-        }
+        let listed = self.listed.get(node).into_iter().flatten();
+        doomed.extend(listed.map(|(name, uid)| (name.clone(), Some(uid.clone()))));
         if self.creating.contains(node) {
             doomed.push((canary::pod_name(node), None));
         }
-        let mut any = !indexed.is_empty();
+        let any = !indexed.is_empty() || !doomed.is_empty();
         for (name, uid) in doomed {
-            any = true;
             if self.deleting.insert(name.clone()) {
                 if let Some(uid) = uid.as_ref().filter(|_| gone) {
                     self.forced

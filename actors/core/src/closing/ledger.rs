@@ -217,12 +217,7 @@ impl CountKey {
         self.scope == cfg.scope
             && self.suspend == cfg.suspend
             && self.taint.as_ref() == cfg.regate.as_ref().map(|rc| &rc.taint)
-            && self.rule_taints.len() == cfg.condition_taints.len()
-            && self
-                .rule_taints
-                .iter()
-                .zip(&cfg.condition_taints)
-                .all(|(t, r)| *t == r.taint)
+            && (self.rule_taints.iter()).eq(cfg.condition_taints.iter().map(|r| &r.taint))
     }
 }
 
