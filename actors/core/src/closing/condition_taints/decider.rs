@@ -728,11 +728,7 @@ fn applied(write: &TaintWrite, rule: &str, why: &str, cx: &Context<'_>) -> Vec<E
 
 /// `count` moved by one node's contribution going from `before` to `now`.
 fn shift(count: usize, before: bool, now: bool) -> usize {
-    match (before, now) {
-        (true, false) => count.saturating_sub(1),
-        (false, true) => count + 1,
-        _ => count,
-    }
+    (count + usize::from(now)).saturating_sub(usize::from(before))
 }
 
 fn unseen(version: &str, expect: Expect) -> Unseen {
