@@ -122,11 +122,9 @@ impl Decider for Canaries {
                 }
             }
             Input::CanariesListed(listed) => self.listed(listed, &cfg, cx, &mut out),
-            Input::CanaryCreated { create, outcome } => {
-                self.created(create, outcome, cx, &mut out);
-            }
+            Input::CanaryCreated { create, outcome } => self.created(create, outcome, cx, &mut out),
             Input::CanaryDeleted { delete, outcome } => {
-                self.deleted(delete, outcome, now, &mut out);
+                self.deleted(delete, outcome, now, &mut out)
             }
             Input::Wrote { .. }
             | Input::PodsListed { .. }
