@@ -35,7 +35,7 @@ use crate::vocab::model::PodInfo;
 pub const RESYNC: SignedDuration = SignedDuration::from_secs(30);
 
 /// A node's canaries that failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Failure {
     /// How many in a row (reset when the node is no longer gated).
     count: u32,
@@ -116,15 +116,15 @@ impl Decider for Canaries {
             }
             Input::Tick => {
                 if deciding && self.next_list.is_some_and(|at| at > now) {
-                    self.pass(self.known(), &cfg, cx, &mut out);
+                    for node in self.known() {
+                        self.reconcile(&node, &cfg, cx, &mut out);
+                    }
                 }
             }
             Input::CanariesListed(listed) => self.listed(listed, &cfg, cx, &mut out),
-            Input::CanaryCreated { create, outcome } => {
-                self.created(create, outcome, cx, &mut out);
-            }
+            Input::CanaryCreated { create, outcome } => self.created(create, outcome, cx, &mut out),
             Input::CanaryDeleted { delete, outcome } => {
-                self.deleted(delete, outcome, now, &mut out);
+                self.deleted(delete, outcome, now, &mut out)
             }
             Input::Wrote { .. }
             | Input::PodsListed { .. }
@@ -154,23 +154,9 @@ impl Canaries {
 
     /// Every node this decider has reason to look at again.
     fn known(&self) -> BTreeSet<String> {
-        let mut nodes: BTreeSet<String> = self.holders.iter().cloned().collect();
-        nodes.extend(self.waiting.iter().cloned());
-        nodes.extend(self.failed.keys().cloned());
-        nodes.extend(self.listed.keys().cloned());
-        nodes
-    }
-
-    fn pass(
-        &mut self,
-        nodes: BTreeSet<String>,
-        cfg: &CanaryConfig,
-        cx: &Context<'_>,
-        out: &mut Vec<Effect>,
-    ) {
-        for node in nodes {
-            self.reconcile(&node, cfg, cx, out);
-        }
+        let waiting = self.holders.iter().chain(&self.waiting);
+        let failed = self.failed.keys().chain(self.listed.keys());
+        waiting.chain(failed).cloned().collect()
     }
 
     /// The LIST's answer: the canaries that exist now, then a pass over
@@ -207,8 +193,7 @@ impl Canaries {
                 .or_default()
                 .push((pod.name.to_string(), pod.uid.to_string()));
         }
-        self.holders = self.listed.keys().cloned().collect();
-        self.holders.extend(self.creating.iter().cloned());
+        self.holders = self.listed.keys().chain(&self.creating).cloned().collect();
         let mut nodes = self.known();
         nodes.extend(
             cx.view
@@ -217,7 +202,9 @@ impl Canaries {
                 .filter(|n| cx.config.gates(n))
                 .map(|n| n.name.clone()),
         );
-        self.pass(nodes, cfg, cx, out);
+        for node in nodes {
+            self.reconcile(&node, cfg, cx, out);
+        }
     }
 
     /// Brings `node` in line: no canary unless gated; one, live, if gated
@@ -263,27 +250,23 @@ impl Canaries {
         let why = if gone { "node_gone" } else { "not_gated" };
         // A canary being deleted gracefully on a node that is gone is
         // forced, once: no kubelet will finish it.
+        let forced = |p: &PodInfo| {
+            self.forced
+                .get(node)
+                .is_some_and(|f| f.contains(&*p.uid.text()))
+        };
         let mut doomed: Vec<(String, Option<String>)> = indexed
             .iter()
-            .filter(|p| {
-                !p.terminating
-                    || (gone
-                        && !self
-                            .forced
-                            .get(node)
-                            .is_some_and(|f| f.contains(&*p.uid.text())))
-            })
+            .filter(|p| !p.terminating || (gone && !forced(p)))
             .map(|p| (p.name.to_string(), Some(p.uid.to_string())))
             .collect();
-        for (name, uid) in self.listed.get(node).into_iter().flatten() {
-            doomed.push((name.clone(), Some(uid.clone())));
-        }
+        let listed = self.listed.get(node).into_iter().flatten();
+        doomed.extend(listed.map(|(name, uid)| (name.clone(), Some(uid.clone()))));
         if self.creating.contains(node) {
             doomed.push((canary::pod_name(node), None));
         }
-        let mut any = !indexed.is_empty();
+        let any = !indexed.is_empty() || !doomed.is_empty();
         for (name, uid) in doomed {
-            any = true;
             if self.deleting.insert(name.clone()) {
                 if let Some(uid) = uid.as_ref().filter(|_| gone) {
                     self.forced
@@ -339,11 +322,7 @@ impl Canaries {
     /// A canary that ended: counted once, kept until its backoff is over
     /// (explain shows the kubelet's reason meanwhile), then deleted.
     fn replace_ended(&mut self, node: &str, pod: &PodInfo, now: Timestamp, out: &mut Vec<Effect>) {
-        let failure = self.failed.entry(node.to_string()).or_insert(Failure {
-            count: 0,
-            uid: String::new(),
-            at: now,
-        });
+        let failure = self.failed.entry(node.to_string()).or_default();
         if pod.uid != failure.uid {
             failure.count += 1;
             failure.uid = pod.uid.to_string();
@@ -435,11 +414,7 @@ impl Canaries {
             | PatchOutcome::NoOwner(_) => {
                 self.creating.remove(&node);
                 self.holders.remove(&node);
-                let failure = self.failed.entry(node.clone()).or_insert(Failure {
-                    count: 0,
-                    uid: String::new(),
-                    at: cx.now.local,
-                });
+                let failure = self.failed.entry(node.clone()).or_default();
                 failure.count += 1;
                 failure.uid.clear();
                 failure.at = after(cx.now.local, canary::BACKOFF.ceiling(failure.count));

@@ -97,12 +97,8 @@ impl Decider for Closing {
             Input::NodeRead { .. } => (true, false),
             _ => (true, true),
         };
-        let (to_regate, to_rules) = match (regate, rules) {
-            (true, true) => (Some(input.clone()), Some(input)),
-            (true, false) => (Some(input), None),
-            (false, true) => (None, Some(input)),
-            (false, false) => (None, None),
-        };
+        let to_regate = regate.then(|| input.clone());
+        let to_rules = rules.then_some(input);
         let mut out = Vec::new();
         if let Some(input) = to_regate {
             let effects = self.regater.decide(input, cx, &self.ledger);
@@ -119,21 +115,11 @@ impl Decider for Closing {
 }
 
 /// `effect`, its log line labelled with `origin`.
-fn labelled(effect: Effect, origin: Origin) -> Effect {
-    match effect {
-        Effect::Log {
-            level,
-            node,
-            message,
-            origin: None,
-        } => Effect::Log {
-            level,
-            node,
-            message,
-            origin: Some(origin),
-        },
-        other => other,
+fn labelled(mut effect: Effect, origin: Origin) -> Effect {
+    if let Effect::Log { origin: said, .. } = &mut effect {
+        said.get_or_insert(origin);
     }
+    effect
 }
 
 /// The shells `--max-unavailable` is counted in, as the binary starts them.

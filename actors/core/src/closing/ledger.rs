@@ -62,10 +62,6 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// Takes in the index's change a step starts with (counting afresh if
     /// the configuration the counts depend on changed).
     pub fn begin(&mut self, input: &Input, cx: &Context<'_>) {
@@ -221,12 +217,7 @@ impl CountKey {
         self.scope == cfg.scope
             && self.suspend == cfg.suspend
             && self.taint.as_ref() == cfg.regate.as_ref().map(|rc| &rc.taint)
-            && self.rule_taints.len() == cfg.condition_taints.len()
-            && self
-                .rule_taints
-                .iter()
-                .zip(&cfg.condition_taints)
-                .all(|(t, r)| *t == r.taint)
+            && (self.rule_taints.iter()).eq(cfg.condition_taints.iter().map(|r| &r.taint))
     }
 }
 
@@ -251,18 +242,14 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
-    fn new(key: CountKey) -> Self {
-        Counts {
-            key,
+    pub(crate) fn of(cfg: &Config, nodes: &[Arc<NodeInfo>]) -> Self {
+        let mut counts = Counts {
+            key: CountKey::of(cfg),
             managed: HashSet::new(),
             suspended: HashSet::new(),
             regated: HashSet::new(),
             closed: HashSet::new(),
-        }
-    }
-
-    pub(crate) fn of(cfg: &Config, nodes: &[Arc<NodeInfo>]) -> Self {
-        let mut counts = Counts::new(CountKey::of(cfg));
+        };
         for node in nodes {
             counts.set(&node.name, Some(node), cfg);
         }

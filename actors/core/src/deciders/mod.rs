@@ -1,11 +1,9 @@
 //! The deciders are the controllers in nodegate that are not a node's own
 //! gate, each in its feature's folder: the late-taint net
-//! ([`crate::net::decider`]), the closing decider
-//! ([`crate::closing::decider`]: re-gating and condition-rule taints as two
-//! methods of one decider over one [`crate::closing::ledger`] for
-//! `--max-unavailable`), `--on-timeout=replace`
-//! ([`crate::closing::replacing::decider`], with its own in-flight budget)
-//! and the canary pods ([`crate::canary::decider`]).
+//! ([`crate::net::decider`]), the closing decider (re-gating and the
+//! condition rules, [`crate::closing::decider`]), `--on-timeout=replace`
+//! ([`crate::closing::replacing::decider`]) and the canary pods
+//! ([`crate::canary::decider`]).
 //!
 //! Each has the gate's shape. It is a plain value holding only what the
 //! index does not (candidates, writes not yet seen by the watch, budget
@@ -28,7 +26,7 @@ use jiff::{SignedDuration, Timestamp};
 use crate::gate::NodeEvent;
 use crate::net::entrance::BoundPod;
 use crate::vocab::config::Config;
-use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
+use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
 
 /// The index as a decider reads it: I/O-free, always answering at once.
 pub trait ClusterView {
@@ -112,6 +110,14 @@ impl Now {
     pub fn for_window(&self) -> Timestamp {
         self.server.map_or(self.local, |s| s.max(self.local))
     }
+
+    /// `at` on `clock` (the reading of [`Now::for_grace`] or
+    /// [`Now::for_window`] a decider judges by), as this machine's clock
+    /// will show it then: the shell's timers run on it.
+    pub fn to_local(&self, clock: Timestamp, at: Timestamp) -> Timestamp {
+        at.checked_add(self.local.duration_since(clock))
+            .unwrap_or(at)
+    }
 }
 
 /// What a decider reads besides its input.
@@ -177,6 +183,35 @@ pub use crate::vocab::write::{
 };
 
 pub use crate::vocab::write::{Origin, TaintChange, TaintWrite};
+
+/// A write of `change` on `node` as shown (by the index or a fresh read):
+/// conditional on its uid and resourceVersion.
+pub fn write_on(origin: Origin, node: &NodeInfo, change: TaintChange) -> TaintWrite {
+    TaintWrite {
+        origin,
+        node: node.name.clone(),
+        uid: node.uid.clone(),
+        resource_version: node.resource_version.clone(),
+        change,
+        tag: None,
+    }
+}
+
+/// `taint` put on `node` after its others, with `annotations`, at `at`.
+pub fn add_taint(
+    node: &NodeInfo,
+    taint: Taint,
+    annotations: Vec<(&'static str, String)>,
+    at: Timestamp,
+) -> TaintChange {
+    TaintChange::Add {
+        taint,
+        existing: node.taints.len(),
+        annotations,
+        annotations_present: node.annotations_present,
+        at,
+    }
+}
 
 /// How loud a [`Effect::Log`] line is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,18 +357,22 @@ pub fn tell_refusal(
 /// nodegate keeps closed on its own initiative: it carries the re-gate
 /// taint or one of the condition rules' taints (whoever put it on, as each
 /// one's own budget counts). A node closed by its startup taint is not
-/// counted: it is new, not taken out of service. The [`ledger`] counts by
-/// it.
+/// counted: it is new, not taken out of service. The closing ledger counts
+/// by it.
 pub fn closed_by_nodegate(node: &NodeInfo, cfg: &Config) -> bool {
-    cfg.regate
+    use crate::closing::{condition_taints, regating};
+    let regated = cfg
+        .regate
         .as_ref()
-        .is_some_and(|rc| crate::closing::regating::carries(node, rc))
-        || cfg.condition_taints.iter().any(|r| {
-            node.taints
-                .iter()
-                .any(|t| crate::rules::conditions::taints::same_taint(t, &r.taint))
-        })
+        .is_some_and(|rc| regating::carries(node, rc));
+    regated
+        || cfg
+            .condition_taints
+            .iter()
+            .any(|r| condition_taints::carries(node, r))
 }
 
+// Test support only (cfg(test)), so it lives with the tests.
 #[cfg(test)]
+#[path = "tests/fixture.rs"]
 pub(crate) mod fixture;

@@ -26,7 +26,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::deciders::{
     Change, Context, Decider, Effect, Input, Level, Origin, TaintChange, TaintWrite, Tally,
-    retry_after,
+    add_taint, retry_after, write_on,
 };
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
 use crate::net::entrance::{self, BoundPod, Skip};
@@ -205,27 +205,13 @@ impl Net {
             Ok(p) => p,
             Err(e) => {
                 self.in_flight.remove(name);
-                self.backoff.insert(name.to_string());
-                let mut out = vec![
-                    Effect::log(
-                        Level::Warn,
-                        name,
-                        format!("late taint: cannot list the node's pods; trying again: {e}"),
-                    ),
-                    Effect::Count(Tally::LateTaint("failed")),
-                ];
-                out.extend(self.work(cx));
-                return out;
+                let message = format!("late taint: cannot list the node's pods; trying again: {e}");
+                return self.failed(name, message, cx);
             }
         };
-        let age = cx
-            .now
-            .for_window()
-            .duration_since(node.created)
-            .as_secs_f64();
         let workload = entrance::workload_pods(&pods);
         if !workload.is_empty() {
-            return self.skip(&node, workload, age, cx);
+            return self.skip(&node, workload, cx);
         }
         let taint = cx.config.startup.for_node(&node.labels).to_taint();
         if cx.config.dry_run {
@@ -236,31 +222,14 @@ impl Net {
                 format!("dry run: would put the startup taint {taint} on"),
             )];
         }
-        vec![Effect::Write(TaintWrite {
-            origin: Origin::Net,
-            node: node.name.clone(),
-            uid: node.uid.clone(),
-            resource_version: node.resource_version.clone(),
-            change: TaintChange::Add {
-                taint,
-                existing: node.taints.len(),
-                annotations: Vec::new(),
-                annotations_present: node.annotations_present,
-                at: cx.now.for_window(),
-            },
-            tag: None,
-        })]
+        let change = add_taint(&node, taint, Vec::new(), cx.now.for_window());
+        vec![Effect::Write(write_on(Origin::Net, &node, change))]
     }
 
     /// The node has workload pods: left alone, once and for all.
-    fn skip(
-        &mut self,
-        node: &NodeInfo,
-        workload: Vec<String>,
-        age: f64,
-        cx: &Context<'_>,
-    ) -> Vec<Effect> {
+    fn skip(&mut self, node: &NodeInfo, workload: Vec<String>, cx: &Context<'_>) -> Vec<Effect> {
         let why = Skip::HasWorkload(workload).to_string();
+        let age = age(node, cx);
         self.settle(node);
         let mut out = vec![
             Effect::log(
@@ -296,11 +265,7 @@ impl Net {
                 let TaintChange::Add { taint, .. } = &write.change else {
                     return Vec::new();
                 };
-                let age = cx
-                    .now
-                    .for_window()
-                    .duration_since(node.created)
-                    .as_secs_f64();
+                let age = age(&node, cx);
                 self.settle(&node);
                 vec![
                     Effect::log(
@@ -347,20 +312,29 @@ impl Net {
             | PatchOutcome::OwnerDeleted(e)
             | PatchOutcome::OwnerFailed(e)
             | PatchOutcome::NoOwner(e) => {
-                self.backoff.insert(name.to_string());
-                let mut out = vec![
-                    Effect::log(
-                        Level::Warn,
-                        name,
-                        format!("late taint: the patch failed; trying again: {e}"),
-                    ),
-                    Effect::Count(Tally::LateTaint("failed")),
-                ];
-                out.extend(self.work(cx));
-                out
+                let message = format!("late taint: the patch failed; trying again: {e}");
+                self.failed(name, message, cx)
             }
         }
     }
+
+    /// A pod LIST or a write that failed: said and counted, and tried again
+    /// at the next look.
+    fn failed(&mut self, name: &str, message: String, cx: &Context<'_>) -> Vec<Effect> {
+        self.backoff.insert(name.to_string());
+        let mut out = vec![
+            Effect::log(Level::Warn, name, message),
+            Effect::Count(Tally::LateTaint("failed")),
+        ];
+        out.extend(self.work(cx));
+        out
+    }
+}
+
+/// The seconds since `node` was created, on the window's clock.
+fn age(node: &NodeInfo, cx: &Context<'_>) -> f64 {
+    let now = cx.now.for_window();
+    now.duration_since(node.created).as_secs_f64()
 }
 
 impl Decider for Net {

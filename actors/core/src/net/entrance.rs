@@ -82,13 +82,8 @@ impl std::fmt::Display for Skip {
             ),
             Skip::HasWorkload(pods) => {
                 const SHOWN: usize = 3;
-                write!(f, "has workload pods: ")?;
-                for (i, p) in pods.iter().take(SHOWN).enumerate() {
-                    if i > 0 {
-                        write!(f, ", ")?;
-                    }
-                    write!(f, "{p}")?;
-                }
+                let shown: Vec<&str> = pods.iter().take(SHOWN).map(String::as_str).collect();
+                write!(f, "has workload pods: {}", shown.join(", "))?;
                 if pods.len() > SHOWN {
                     write!(f, " and {} more", pods.len() - SHOWN)?;
                 }
@@ -106,10 +101,6 @@ pub fn open_and_ours(
     scope: &Scope,
     managed: &[ManagedTaint],
 ) -> Result<(), Skip> {
-    common(node, scope, managed)
-}
-
-fn common(node: &NodeView<'_>, scope: &Scope, managed: &[ManagedTaint]) -> Result<(), Skip> {
     if !scope.includes(node.labels) {
         return Err(Skip::OutOfScope);
     }
@@ -150,7 +141,7 @@ pub fn admit(
     managed: &[ManagedTaint],
     startup: &StartupTaints,
 ) -> Admission {
-    if let Err(skip) = common(node, scope, managed) {
+    if let Err(skip) = open_and_ours(node, scope, managed) {
         return Admission::Unchanged(skip);
     }
     Admission::AddTaint {
@@ -169,7 +160,7 @@ pub fn late_taint(
     now: Timestamp,
     window: SignedDuration,
 ) -> Result<(), Skip> {
-    common(node, scope, managed)?;
+    open_and_ours(node, scope, managed)?;
     if let Some(at) = node.opened_before {
         return Err(Skip::OpenedBefore(at));
     }
@@ -184,7 +175,7 @@ pub fn late_taint(
 
 /// §6.3, before the pod LIST: the same as the net, with no window.
 pub fn backfill(node: &NodeView<'_>, scope: &Scope, managed: &[ManagedTaint]) -> Result<(), Skip> {
-    common(node, scope, managed)?;
+    open_and_ours(node, scope, managed)?;
     match node.opened_before {
         Some(at) => Err(Skip::OpenedBefore(at)),
         None => Ok(()),

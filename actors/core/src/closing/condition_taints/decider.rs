@@ -22,10 +22,8 @@
 //! Nothing happens before the first [`Change::Everything`] (the initial
 //! lists are in): a budget counted on half a list would be wrong.
 //!
-//! Each rule's own `maxUnavailable` is counted here; `--max-unavailable`,
-//! the cap over the rules and re-gating together, is the closing decider's
-//! [`Ledger`] (this is one of its two methods, [`super::closing`]): an add
-//! asks it, with this tainter's adds out.
+//! Each rule's own `maxUnavailable` is counted here; `--max-unavailable` is
+//! the closing decider's [`Ledger`]'s: an add asks it.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -37,7 +35,8 @@ use super::{RuleAction, RuleVerdict};
 use crate::closing::ledger::{Claims, Ledger, Room};
 use crate::closing::regating::Exhausted;
 use crate::deciders::{
-    Change, Context, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite, Tally, retry_after,
+    Change, Context, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite, Tally, add_taint,
+    retry_after, write_on,
 };
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
 use crate::rules::conditions::taints::{self, ConditionTaintRule};
@@ -153,10 +152,6 @@ impl Default for RuleTainter {
 }
 
 impl RuleTainter {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// How many managed nodes match each rule now, by rule name in the
     /// rules' order (the `nodegate_condition_taint_matching` gauge).
     pub fn matching(&self) -> Vec<(String, usize)> {
@@ -241,7 +236,7 @@ impl RuleTainter {
             let tainted = match self.unseen.get(&key).map(|u| u.expect) {
                 Some(Expect::On) => true,
                 Some(Expect::Off) => false,
-                Some(Expect::Refused) | None => carries(&node, rule),
+                Some(Expect::Refused) | None => super::carries(&node, rule),
             };
             let seen = Seen {
                 tainted,
@@ -349,24 +344,21 @@ impl RuleTainter {
                         out.push(Effect::Count(Tally::RuleBudgetBlocked(rule.name.clone())));
                     }
                 }
-                RuleAction::Add | RuleAction::Remove if cx.config.suspend || node.suspended => {
-                    if self.hold(key, Hold::Suspended(action)) {
-                        let what = if action == RuleAction::Add {
-                            "suspended: would put the condition taint on"
-                        } else {
-                            "suspended: would take the condition taint off"
+                RuleAction::Add | RuleAction::Remove
+                    if cx.config.suspend || node.suspended || dry_run =>
+                {
+                    let (hold, mode) = if cx.config.suspend || node.suspended {
+                        (Hold::Suspended(action), "suspended")
+                    } else {
+                        (Hold::DryRun(action), "dry run")
+                    };
+                    if self.hold(key, hold) {
+                        let what = match action {
+                            RuleAction::Add => "would put the condition taint on",
+                            _ => "would take the condition taint off",
                         };
-                        out.push(info(&node.name, what, rule, Some(&verdict.why)));
-                    }
-                }
-                RuleAction::Add | RuleAction::Remove if dry_run => {
-                    if self.hold(key, Hold::DryRun(action)) {
-                        let what = if action == RuleAction::Add {
-                            "dry run: would put the condition taint on"
-                        } else {
-                            "dry run: would take the condition taint off"
-                        };
-                        out.push(info(&node.name, what, rule, Some(&verdict.why)));
+                        let what = format!("{mode}: {what}");
+                        out.push(info(&node.name, &what, rule, Some(&verdict.why)));
                     }
                 }
                 RuleAction::Add | RuleAction::Remove => {
@@ -407,12 +399,8 @@ impl RuleTainter {
             );
         }
         Effect::Write(TaintWrite {
-            origin: Origin::Rules,
-            node: node.name.clone(),
-            uid: node.uid.clone(),
-            resource_version: node.resource_version.clone(),
-            change,
             tag: Some(key.0),
+            ..write_on(Origin::Rules, node, change)
         })
     }
 
@@ -427,54 +415,24 @@ impl RuleTainter {
         let Some(rule) = write.tag.clone() else {
             return Vec::new();
         };
+        let adding = matches!(write.change, TaintChange::Add { .. });
+        let what = if adding { "put on" } else { "take off" };
         let name = write.node.clone();
         let key = (rule.clone(), name.clone());
         let why = self.in_flight.remove(&key).unwrap_or_default();
         let mut out = Vec::new();
-        let (act, defer, retry) = self.answer(write, outcome, (&rule, &why), cx, &mut out);
-        if !self.synced || cx.config.condition_taints.is_empty() {
-            return out;
-        }
-        // Our write's expectation changed: count the node again (a taint
-        // that stopped counting makes room for held nodes) and, where the
-        // answer says so, decide it again on the index's view.
-        self.look(std::slice::from_ref(&name), act, cx, ledger, &mut out);
-        if defer {
-            self.deferred.insert(name.clone());
-        }
-        if let Some(at) = retry
-            && self.seen.contains_key(&name)
-        {
-            self.schedule(&name, at);
-        }
-        out
-    }
-
-    /// What the writer's answer means for the rule and the node: whether to
-    /// decide the node again now, to leave it for the lease's return, or to
-    /// try again at a time; with the log lines and Events it calls for.
-    fn answer(
-        &mut self,
-        write: &TaintWrite,
-        outcome: PatchOutcome,
-        (rule, why): (&str, &str),
-        cx: &Context<'_>,
-        out: &mut Vec<Effect>,
-    ) -> (bool, bool, Option<Timestamp>) {
-        let adding = matches!(write.change, TaintChange::Add { .. });
-        let (name, key) = (write.node.clone(), (rule.to_string(), write.node.clone()));
         // Whether to decide the node again now, to leave it for the
         // lease's return, or to try again after a while.
         let (mut act, mut defer, mut retry) = (false, false, None);
         let now = cx.now.for_window();
         match outcome {
             PatchOutcome::Applied => {
-                self.backoffs.applied(rule);
+                self.backoffs.applied(&rule);
                 if !adding {
                     self.unseen
                         .insert(key, unseen(&write.resource_version, Expect::Off));
                 }
-                out.extend(applied(write, rule, why, cx));
+                out.extend(applied(write, &rule, &why, cx));
                 act = true;
             }
             PatchOutcome::Conflict => {
@@ -499,8 +457,7 @@ impl RuleTainter {
                 // Refused (a policy, an invalid taint) or never sent: the
                 // same write would fail again at once.
                 self.unseen.remove(&key);
-                let until = self.backoffs.refused(rule, now);
-                let what = if adding { "put on" } else { "take off" };
+                let until = self.backoffs.refused(&rule, now);
                 out.push(Effect::log(
                     Level::Warn,
                     &name,
@@ -516,7 +473,6 @@ impl RuleTainter {
             | PatchOutcome::OwnerFailed(e)
             | PatchOutcome::NoOwner(e) => {
                 self.unseen.remove(&key);
-                let what = if adding { "put on" } else { "take off" };
                 out.push(Effect::log(
                     Level::Warn,
                     &name,
@@ -527,7 +483,22 @@ impl RuleTainter {
                 retry = Some(retry_after(now));
             }
         }
-        (act, defer, retry)
+        if !self.synced || cx.config.condition_taints.is_empty() {
+            return out;
+        }
+        // Our write's expectation changed: count the node again (a taint
+        // that stopped counting makes room for held nodes) and, where the
+        // answer says so, decide it again on the index's view.
+        self.look(std::slice::from_ref(&name), act, cx, ledger, &mut out);
+        if defer {
+            self.deferred.insert(name.clone());
+        }
+        if let Some(at) = retry
+            && self.seen.contains_key(&name)
+        {
+            self.schedule(&name, at);
+        }
+        out
     }
 
     /// Every node the index holds, counted afresh and decided: the rules
@@ -577,13 +548,9 @@ impl RuleTainter {
             return;
         }
         self.asked = Some(first);
-        out.push(Effect::LookAgainAt(on_local_clock(now, first)));
+        out.push(Effect::LookAgainAt(now.to_local(now.for_window(), first)));
     }
-}
 
-// The rules' turn in each step of the closing decider
-// ([`super::closing::Closing`]).
-impl RuleTainter {
     /// One input, with `ledger` for `--max-unavailable`.
     pub(crate) fn decide(
         &mut self,
@@ -618,9 +585,7 @@ impl RuleTainter {
         self.ask(cx.now, &mut out);
         out
     }
-}
 
-impl RuleTainter {
     /// Whether the write due for `key` waits because the API server refused
     /// its rule: then the node is looked at again when it may go, and the
     /// wait is logged once.
@@ -646,13 +611,7 @@ impl RuleTainter {
         }
         true
     }
-}
 
-// `--max-unavailable`, the cap on every node nodegate keeps closed on its own
-// initiative: re-gated, or carrying a condition rule's taint. Counted once, in
-// the closing decider's ledger, with this tainter's adds the index does not
-// show yet and re-gating's writes out.
-impl RuleTainter {
     /// This method's writes out that close a node, for the ledger: its
     /// adds the index does not show yet.
     pub(crate) fn claims(&self) -> Claims {
@@ -679,17 +638,6 @@ impl RuleTainter {
     }
 }
 
-// The writes a rule asks for, and the words for them: the taint change on a
-// node, the log lines, and the count and Event of an applied write; and the
-// small helpers of the tainter's bookkeeping (counts, unseen writes, the
-// window clock).
-/// Whether `node` carries `rule`'s taint (key and effect), whoever put it on.
-fn carries(node: &NodeInfo, rule: &ConditionTaintRule) -> bool {
-    node.taints
-        .iter()
-        .any(|t| taints::same_taint(t, &rule.taint))
-}
-
 /// The write `action` needs on `node`: the rule's taint put on after the
 /// others, or the node's taint that is the rule's taken off.
 fn change(
@@ -711,13 +659,13 @@ fn change(
         let mut owners = others();
         owners.push(rule.name.clone());
         owners.sort_unstable();
-        return Some(TaintChange::Add {
-            taint: rule.taint.clone(),
-            existing: node.taints.len(),
-            annotations: vec![(annotations::CONDITION_TAINTS, owners.join(","))],
-            annotations_present: node.annotations_present,
-            at: now.for_window(),
-        });
+        let annotations = vec![(annotations::CONDITION_TAINTS, owners.join(","))];
+        return Some(add_taint(
+            node,
+            rule.taint.clone(),
+            annotations,
+            now.for_window(),
+        ));
     }
     let index = node
         .taints
@@ -780,11 +728,7 @@ fn applied(write: &TaintWrite, rule: &str, why: &str, cx: &Context<'_>) -> Vec<E
 
 /// `count` moved by one node's contribution going from `before` to `now`.
 fn shift(count: usize, before: bool, now: bool) -> usize {
-    match (before, now) {
-        (true, false) => count.saturating_sub(1),
-        (false, true) => count + 1,
-        _ => count,
-    }
+    (count + usize::from(now)).saturating_sub(usize::from(before))
 }
 
 fn unseen(version: &str, expect: Expect) -> Unseen {
@@ -792,13 +736,6 @@ fn unseen(version: &str, expect: Expect) -> Unseen {
         version: version.to_string(),
         expect,
     }
-}
-
-/// `at` on the window clock ([`Now::for_window`]), as the local clock will
-/// read it then: the shell's timers run on the local clock.
-fn on_local_clock(now: Now, at: Timestamp) -> Timestamp {
-    let ahead = now.for_window().duration_since(now.local);
-    at.checked_sub(ahead).unwrap_or(at)
 }
 
 use crate::vocab::backoff::{Backoff, Backoffs, May};

@@ -5,9 +5,6 @@
 //! of the configured ones, is `rules::conditions::taints`: the
 //! configuration holds the rules, and the floor imports nothing above it.
 
-use std::fmt;
-use std::time::Duration;
-
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
@@ -46,62 +43,30 @@ fn requirement(
     } else {
         format!("{}={ABSENT_STATUS} (not reported)", r.type_)
     };
+    let pattern = r.status.as_str();
     if !r.status.matches(status) {
-        return (
-            false,
-            format!("{shown} does not match {:?}", r.status.as_str()),
-            None,
-        );
+        return (false, format!("{shown} does not match {pattern:?}"), None);
     }
     let Some(need) = r.for_ else {
-        return (
-            true,
-            format!("{shown} matches {:?}", r.status.as_str()),
-            None,
-        );
+        return (true, format!("{shown} matches {pattern:?}"), None);
     };
+    let secs = need.as_secs();
     let Some(since) = cond.and_then(|c| c.since) else {
-        return (
-            false,
-            format!(
-                "{shown} matches {:?} but has no lastTransitionTime, so for {} cannot be counted",
-                r.status.as_str(),
-                Secs(need)
-            ),
-            None,
+        let why = format!(
+            "{shown} matches {pattern:?} but has no lastTransitionTime, so for {secs}s cannot be counted"
         );
+        return (false, why, None);
     };
     let at = since
         .checked_add(SignedDuration::try_from(need).unwrap_or(SignedDuration::MAX))
         .unwrap_or(Timestamp::MAX);
     if at <= now {
-        (
-            true,
-            format!(
-                "{shown} matches {:?} and has held for {} (since {since})",
-                r.status.as_str(),
-                Secs(need)
-            ),
-            None,
-        )
+        let why = format!("{shown} matches {pattern:?} and has held for {secs}s (since {since})");
+        (true, why, None)
     } else {
-        (
-            false,
-            format!(
-                "{shown} matches {:?} since {since}, not yet for {} (at {at})",
-                r.status.as_str(),
-                Secs(need)
-            ),
-            Some(at),
-        )
-    }
-}
-
-struct Secs(Duration);
-
-impl fmt::Display for Secs {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}s", self.0.as_secs())
+        let why =
+            format!("{shown} matches {pattern:?} since {since}, not yet for {secs}s (at {at})");
+        (false, why, Some(at))
     }
 }
 
@@ -148,6 +113,11 @@ pub fn evaluate(rule: &ConditionTaintRule, node: &NodeInfo, now: Timestamp) -> R
     }
 }
 
+/// Whether `node` carries `rule`'s taint (key and effect), whoever put it on.
+pub fn carries(node: &NodeInfo, rule: &ConditionTaintRule) -> bool {
+    node.taints.iter().any(|t| same_taint(t, &rule.taint))
+}
+
 /// What the shell should write for one rule on one node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -173,8 +143,7 @@ pub fn decide(
     tainted: usize,
     managed: usize,
 ) -> Option<RuleAction> {
-    let has = node.taints.iter().any(|t| same_taint(t, &rule.taint));
-    match (verdict.matches, has) {
+    match (verdict.matches, carries(node, rule)) {
         (true, false) => Some(match rule.budget() {
             Some(budget) if budget.room(managed, tainted) == 0 => RuleAction::BudgetBlocked,
             _ => RuleAction::Add,

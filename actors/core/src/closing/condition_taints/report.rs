@@ -4,8 +4,7 @@
 use jiff::Timestamp;
 use serde::Serialize;
 
-use super::{RuleAction, decide, evaluate};
-use crate::rules::conditions::taints;
+use super::{RuleAction, carries, decide, evaluate};
 use crate::vocab::config::Config;
 use crate::vocab::model::NodeInfo;
 
@@ -41,10 +40,7 @@ pub(crate) fn rule_rows(node: &NodeInfo, cfg: &Config, now: Timestamp) -> Vec<Ru
                 rule: rule.name.clone(),
                 taint: rule.taint.to_string(),
                 matches: verdict.matches,
-                tainted: node
-                    .taints
-                    .iter()
-                    .any(|t| taints::same_taint(t, &rule.taint)),
+                tainted: carries(node, rule),
                 action,
                 why: verdict.why,
             }

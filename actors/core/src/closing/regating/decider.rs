@@ -16,13 +16,9 @@
 //! A due node is read afresh ([`Effect::ReadNode`]); if it is still open and
 //! nodegate's, the re-gate taint goes on with one conditional write. Only
 //! the leader writes. The budget (`--regate-max-unavailable`) is counted from
-//! the nodes the index shows carrying the re-gate taint, plus this replica's
-//! re-gates the index does not show yet, so it holds across restarts and
-//! leader changes. The nodes shown are counted by the closing decider's
-//! [`Ledger`] (this is one of its two methods, [`super::closing`]) from the
-//! change feed, not over every node at each decision; `--max-unavailable`,
-//! the cap over re-gating and the condition rules together, is the ledger's
-//! too: a re-gate asks it, with this method's reads and writes out.
+//! the nodes the index shows carrying the re-gate taint (the closing
+//! decider's [`Ledger`] counts them), plus this replica's re-gates the index
+//! does not show yet, so it holds across restarts and leader changes.
 //!
 //! Every time here is [`Now::for_grace`]: never ahead of the API server's
 //! clock, so a controller clock running ahead does not shorten the grace
@@ -36,23 +32,19 @@ use jiff::{SignedDuration, Timestamp};
 use crate::closing::ledger::{Claims, Counts, Ledger, Room};
 use crate::closing::regating::reboot::{self, Announcement, boot_of};
 use crate::closing::regating::{
-    self, Broken, Exhausted, Health, NotWatched, Since, Trigger, Watched, carries,
+    self, Broken, Exhausted, Health, NotWatched, Since, Trigger, Watched,
 };
 use crate::deciders::{
     BUDGET_RETRY, Change, Context, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite,
-    Tally, retry_after, tell_refusal,
+    Tally, add_taint, retry_after, tell_refusal, write_on,
 };
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
 use crate::net::entrance;
 use crate::rules::placement::{self, Verdict, first_untolerated_taint, with_default_tolerations};
 use crate::rules::readiness::{self, MemberState};
 use crate::vocab::annotations;
-use crate::vocab::config::{Config, RegateConfig, Source};
+use crate::vocab::config::{Config, RegateConfig};
 use crate::vocab::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
-
-mod counts;
-
-pub use counts::RegateGauges;
 
 /// What re-gating does about announcements for one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,21 +84,28 @@ pub fn before_reboot(
     }
 }
 
+/// Re-gating's gauges, for the shell to publish.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RegateGauges {
+    /// Managed nodes carrying the re-gate taint, with this replica's
+    /// re-gates the index does not show yet.
+    pub regated: usize,
+    /// How many the budget allows at once.
+    pub budget_allowed: usize,
+    /// Open nodes to be looked at again at a set time: a member broken but
+    /// still inside the grace, or due but put off (budget, leadership,
+    /// suspension, a failed request).
+    pub broken: usize,
+    /// Managed nodes whose writes are suspended (annotation or config).
+    pub suspended: usize,
+}
+
 /// A due node whose fresh read or write is out: why, and when it was found
 /// due (the Event's words and `gated-since` are of that moment).
 #[derive(Debug, Clone)]
 struct Due {
     trigger: Trigger,
     at: Timestamp,
-}
-
-/// What the budget says about one more re-gate.
-enum Budget {
-    Allows,
-    /// Room only if none of the reads and writes out ends in a re-gate:
-    /// decided again when one of them ends.
-    Held,
-    Refused(Exhausted),
 }
 
 /// Re-gating's memory.
@@ -152,10 +151,6 @@ pub struct Regater {
 }
 
 impl Regater {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// What is remembered of `name` now, for explain and the debug views.
     pub fn watched(&self, name: &str) -> Option<&Watched> {
         self.watched.get(name)
@@ -325,13 +320,13 @@ impl Regater {
             return;
         }
         match self.budget_for(&trigger, rc, cx, ledger) {
-            Budget::Allows => {}
-            Budget::Held => {
+            Room::Allows => {}
+            Room::Held(_) => {
                 self.look_at.insert(name.to_string(), retry_after(now));
                 self.held.insert(name.to_string());
                 return;
             }
-            Budget::Refused(exhausted) => {
+            Room::Refused(exhausted) => {
                 return self.refused(name, &trigger, exhausted, cx, out);
             }
         }
@@ -536,16 +531,12 @@ impl Regater {
             None => self.asked = None,
             Some(at) if tick || self.asked != Some(at) => {
                 self.asked = Some(at);
-                out.push(Effect::LookAgainAt(local_time(at, now)));
+                out.push(Effect::LookAgainAt(now.to_local(now.for_grace(), at)));
             }
             Some(_) => {}
         }
     }
-}
 
-// Re-gating's turn in each step of the closing decider
-// ([`super::closing::Closing`]).
-impl Regater {
     /// One input, with `ledger` for `--max-unavailable`.
     pub(crate) fn decide(
         &mut self,
@@ -601,60 +592,7 @@ impl Regater {
         self.ask(tick, cx.now, &mut out);
         out
     }
-}
 
-/// The write that re-gates `node` as the fresh read shows it.
-fn regate_write(node: &NodeInfo, rc: &RegateConfig, due: &Due) -> TaintWrite {
-    let mut annotations = vec![
-        (
-            annotations::GATED_SINCE,
-            annotation_time(due.at).to_string(),
-        ),
-        (annotations::REGATED_FOR, due.trigger.annotation()),
-    ];
-    if let Trigger::Announced(_) = due.trigger {
-        // The boot the node is in as the fresh read shows it: its gate
-        // holds until it reports another (semantics.md §6.10).
-        let boot = crate::closing::regating::reboot::boot_of(node).to_string();
-        annotations.push((annotations::AWAITING_REBOOT, boot));
-    }
-    TaintWrite {
-        origin: Origin::Regate,
-        node: node.name.clone(),
-        uid: node.uid.clone(),
-        resource_version: node.resource_version.clone(),
-        change: TaintChange::Add {
-            taint: rc.taint.to_taint(),
-            existing: node.taints.len(),
-            annotations,
-            annotations_present: node.annotations_present,
-            at: due.at,
-        },
-        tag: None,
-    }
-}
-
-/// `at` by the grace's clock, as this machine's clock will show it (the
-/// shell's timers run on it).
-fn local_time(at: Timestamp, now: Now) -> Timestamp {
-    at.checked_add(now.local.duration_since(now.for_grace()))
-        .unwrap_or(at)
-}
-
-/// Why a node is (or would be) re-gated, for Events and logs.
-pub fn words(trigger: &Trigger, now: Timestamp) -> String {
-    match trigger {
-        Trigger::Members(m) => format!(
-            "without a Ready pod for the grace: {}",
-            regating::describe(m, now)
-        ),
-        Trigger::Reboot { from, to } => format!("the node rebooted (boot id {from} is now {to})"),
-        Trigger::Announced(a) => format!("a reboot is announced: {}", a.detail),
-    }
-}
-
-// Re-gating's gauges, and its re-gates the ledger's counts do not show yet.
-impl Regater {
     /// The gauges now.
     pub fn gauges(&self, cx: &Context<'_>, ledger: &Ledger) -> RegateGauges {
         ledger.with_counts(cx, |counts| {
@@ -698,14 +636,7 @@ impl Regater {
                 .collect(),
         }
     }
-}
 
-// Announced reboots in re-gating (`--reboot-announcements`, semantics.md
-// §6.10): an open node whose reboot is announced is due for a re-gate (the
-// write records its boot id in `nodegate.dev/awaiting-reboot`), and that
-// record is removed once no announcement stands and the node is open or did
-// not reboot — a withdrawal, after which its gate opens by readiness.
-impl Regater {
     /// The announced reboot `node` is due for, if any; removes the record of
     /// one that no longer stands.
     fn announcement(
@@ -721,11 +652,7 @@ impl Regater {
         }
         let now = cx.now.for_grace();
         // kured's lock, read once for this look.
-        let lock = cfg
-            .reboots
-            .listens_to(Source::KuredLock)
-            .then(|| reboot::kured_lock_of(&cfg.reboots, daemonsets, now))
-            .flatten();
+        let lock = reboot::kured_lock_of(&cfg.reboots, daemonsets, now);
         self.warn_unreadable_lock(lock.as_ref(), cx, node, out);
         let announced = reboot::announced_given(node, &cfg.reboots, lock.as_ref());
         match before_reboot(node, cfg, announced) {
@@ -778,16 +705,9 @@ impl Regater {
         }
         self.forgetting
             .insert(name.to_string(), node.resource_version.clone());
-        out.push(Effect::Write(TaintWrite {
-            origin: Origin::Regate,
-            node: name.to_string(),
-            uid: node.uid.clone(),
-            resource_version: node.resource_version.clone(),
-            change: TaintChange::Annotate {
-                annotations: vec![(annotations::AWAITING_REBOOT, None)],
-            },
-            tag: None,
-        }));
+        let annotations = vec![(annotations::AWAITING_REBOOT, None)];
+        let change = TaintChange::Annotate { annotations };
+        out.push(Effect::Write(write_on(Origin::Regate, node, change)));
     }
 
     /// The answer to a removal of `nodegate.dev/awaiting-reboot`.
@@ -831,12 +751,7 @@ impl Regater {
             }
         }
     }
-}
 
-// The budget's answers: one more re-gate allowed, held for the reads and
-// writes out, or refused (counted, announced now and then, and looked at
-// again later).
-impl Regater {
     /// [`Regater::budget`] for `trigger`: an announcement from an
     /// orchestrator that bounds its own disruption (kured's lock) goes
     /// around `--regate-max-unavailable` (semantics.md §6.10), never around
@@ -847,7 +762,7 @@ impl Regater {
         rc: &RegateConfig,
         cx: &Context<'_>,
         ledger: &Ledger,
-    ) -> Budget {
+    ) -> Room {
         if trigger.bypasses_budget() {
             return self.total_budget(cx, ledger);
         }
@@ -856,12 +771,8 @@ impl Regater {
 
     /// `--max-unavailable` alone: the ledger's answer, with this method's
     /// reads and writes out as they are now.
-    fn total_budget(&self, cx: &Context<'_>, ledger: &Ledger) -> Budget {
-        match ledger.room(cx.config, Origin::Regate, &self.claims(), None) {
-            Room::Allows => Budget::Allows,
-            Room::Held(_) => Budget::Held,
-            Room::Refused(exhausted) => Budget::Refused(exhausted),
-        }
+    fn total_budget(&self, cx: &Context<'_>, ledger: &Ledger) -> Room {
+        ledger.room(cx.config, Origin::Regate, &self.claims(), None)
     }
 
     /// Whether one more node may be re-gated: counted from the nodes in
@@ -869,20 +780,20 @@ impl Regater {
     /// own re-gates the index does not show yet; the reads and writes out
     /// hold a node the budget would refuse if they all ended in a re-gate.
     /// Then `--max-unavailable`, from the ledger.
-    fn budget(&mut self, rc: &RegateConfig, cx: &Context<'_>, ledger: &Ledger) -> Budget {
+    fn budget(&mut self, rc: &RegateConfig, cx: &Context<'_>, ledger: &Ledger) -> Room {
         let out = self.reading.len() + self.writing.len();
         let Some(counts) = ledger.counts() else {
-            return Budget::Allows;
+            return Room::Allows;
         };
         let managed = counts.managed.len();
         let in_use = counts.regated.len() + self.unseen(counts);
         if let Err(exhausted) = regating::budget_allows(rc, managed, in_use) {
-            return Budget::Refused(exhausted);
+            return Room::Refused(exhausted);
         }
-        let held = out > 0 && regating::budget_allows(rc, managed, in_use + out).is_err();
-        match self.total_budget(cx, ledger) {
-            Budget::Allows if held => Budget::Held,
-            total => total,
+        let held = regating::budget_allows(rc, managed, in_use + out).err();
+        match (self.total_budget(cx, ledger), held) {
+            (Room::Allows, Some(exhausted)) if out > 0 => Room::Held(exhausted),
+            (total, _) => total,
         }
     }
 
@@ -918,8 +829,38 @@ impl Regater {
     }
 }
 
+/// The write that re-gates `node` as the fresh read shows it.
+fn regate_write(node: &NodeInfo, rc: &RegateConfig, due: &Due) -> TaintWrite {
+    let mut annotations = vec![
+        (
+            annotations::GATED_SINCE,
+            annotation_time(due.at).to_string(),
+        ),
+        (annotations::REGATED_FOR, due.trigger.annotation()),
+    ];
+    if let Trigger::Announced(_) = due.trigger {
+        // The boot the node is in as the fresh read shows it: its gate
+        // holds until it reports another (semantics.md §6.10).
+        annotations.push((annotations::AWAITING_REBOOT, boot_of(node).to_string()));
+    }
+    let change = add_taint(node, rc.taint.to_taint(), annotations, due.at);
+    write_on(Origin::Regate, node, change)
+}
+
+/// Why a node is (or would be) re-gated, for Events and logs.
+pub fn words(trigger: &Trigger, now: Timestamp) -> String {
+    match trigger {
+        Trigger::Members(m) => format!(
+            "without a Ready pod for the grace: {}",
+            regating::describe(m, now)
+        ),
+        Trigger::Reboot { from, to } => format!("the node rebooted (boot id {from} is now {to})"),
+        Trigger::Announced(a) => format!("a reboot is announced: {}", a.detail),
+    }
+}
+
 // How one open node is doing, from what the index holds and the little the
-// decider remembers of it ([`Watched`]), and the counts its budget starts from.
+// decider remembers of it ([`Watched`]).
 /// The decision for one node at `now`. `memory` is updated: the boot id is
 /// recorded the first time, and first-seen times are kept for broken members
 /// without a Ready condition and dropped for the others.
@@ -1119,27 +1060,6 @@ fn first_seen(memory: &mut Watched, member: &str, now: Timestamp) -> Timestamp {
             now
         }
     }
-}
-
-/// What the budget counts, from the nodes as the cluster shows them (so a
-/// restarted or new leader counts the same): the nodes in scope, and those of
-/// them carrying the re-gate taint now.
-pub fn budget_counts<N: std::ops::Deref<Target = NodeInfo>>(
-    nodes: impl IntoIterator<Item = N>,
-    cfg: &Config,
-    rc: &RegateConfig,
-) -> (usize, usize) {
-    let mut managed = 0;
-    let mut in_use = 0;
-    for n in nodes {
-        if cfg.scope.includes(&n.labels) {
-            managed += 1;
-            if carries(&n, rc) {
-                in_use += 1;
-            }
-        }
-    }
-    (managed, in_use)
 }
 
 #[cfg(test)]

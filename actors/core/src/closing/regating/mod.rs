@@ -40,10 +40,7 @@ pub struct Watched {
 
 impl Watched {
     pub fn is_empty(&self) -> bool {
-        self.boot_id.is_none()
-            && self.missing_since.is_empty()
-            && self.reboot.is_none()
-            && self.excused.is_none()
+        *self == Watched::default()
     }
 }
 
@@ -84,7 +81,7 @@ pub enum Trigger {
     Reboot { from: String, to: String },
     /// A reboot is announced and has not happened yet
     /// (`--reboot-announcements`, semantics.md §6.10).
-    Announced(crate::closing::regating::reboot::Announcement),
+    Announced(reboot::Announcement),
 }
 
 impl Trigger {
@@ -98,13 +95,7 @@ impl Trigger {
                 .collect::<Vec<_>>()
                 .join(","),
             Trigger::Reboot { .. } => "reboot".to_string(),
-            Trigger::Announced(a) => {
-                format!(
-                    "{}{}",
-                    crate::closing::regating::reboot::REGATED_FOR_PREFIX,
-                    a.source
-                )
-            }
+            Trigger::Announced(a) => format!("{}{}", reboot::REGATED_FOR_PREFIX, a.source),
         }
     }
 

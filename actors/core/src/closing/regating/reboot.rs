@@ -54,11 +54,7 @@ pub fn announced<'a>(
     daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
     now: Timestamp,
 ) -> Option<Announcement> {
-    let lock = cfg
-        .listens_to(Source::KuredLock)
-        .then(|| kured_lock_of(cfg, daemonsets, now))
-        .flatten();
-    announced_given(node, cfg, lock.as_ref())
+    announced_given(node, cfg, kured_lock_of(cfg, daemonsets, now).as_ref())
 }
 
 /// [`announced`] with kured's lock already read ([`kured_lock_of`]; `None`
@@ -104,13 +100,15 @@ pub fn announced_given(
 }
 
 /// The nodes kured's lock names at `now` (expired entries left out), read
-/// from kured's DaemonSet among `daemonsets`; `None` when the DaemonSet is
-/// not there or holds no lock, `Err` when the lock is not kured's JSON.
+/// from kured's DaemonSet among `daemonsets`; `None` when the lock is not
+/// listened to, the DaemonSet is not there or holds no lock, `Err` when the
+/// lock is not kured's JSON.
 pub fn kured_lock_of<'a>(
     cfg: &AnnouncedReboots,
     daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
     now: Timestamp,
 ) -> Option<Result<Vec<String>, String>> {
+    cfg.listens_to(Source::KuredLock).then_some(())?;
     let ds = daemonsets
         .into_iter()
         .find(|ds| ds.key() == cfg.kured_daemonset)?;

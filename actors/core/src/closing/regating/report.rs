@@ -11,7 +11,8 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use serde::Serialize;
 
-use crate::closing::regating::{Health, NotWatched, Since, Trigger, Watched};
+use crate::closing::regating::decider::{BeforeReboot, before_reboot, examine};
+use crate::closing::regating::{Health, NotWatched, Since, Trigger, Watched, carries, reboot};
 use crate::gate::GateState;
 use crate::vocab::annotations;
 use crate::vocab::config::Config;
@@ -47,27 +48,16 @@ pub(crate) fn regate_report(
 ) -> Option<RegateReport> {
     let rc = cfg.regate.as_ref()?;
     let pods: Vec<Arc<PodInfo>> = state.pods.values().cloned().collect();
-    let announced = crate::closing::regating::reboot::announced(
-        node,
-        &cfg.reboots,
-        state.daemonsets.values(),
-        now,
-    );
-    let health = match crate::closing::regating::decider::before_reboot(node, cfg, announced) {
-        crate::closing::regating::decider::BeforeReboot::Regate(a) => {
-            Health::Regate(Trigger::Announced(a))
+    let announced = reboot::announced(node, &cfg.reboots, state.daemonsets.values(), now);
+    let health = match before_reboot(node, cfg, announced) {
+        BeforeReboot::Regate(a) => Health::Regate(Trigger::Announced(a)),
+        _ => {
+            let daemonsets = state.daemonsets.values();
+            examine(node, daemonsets, &pods, cfg, &mut Watched::default(), now)
         }
-        _ => crate::closing::regating::decider::examine(
-            node,
-            state.daemonsets.values(),
-            &pods,
-            cfg,
-            &mut Watched::default(),
-            now,
-        ),
     };
-    let carries = node.taints.iter().any(|t| rc.taint.matches(t));
-    let regated_for = carries.then(|| node.regated_for.as_deref().unwrap_or("").to_string());
+    let regated_for =
+        carries(node, rc).then(|| node.regated_for.as_deref().unwrap_or("").to_string());
     let grace = humantime_secs(rc.after.as_secs());
     let (verdict, broken) = match health {
         Health::NotWatched(why) => (

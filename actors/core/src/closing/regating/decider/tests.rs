@@ -549,6 +549,7 @@ fn look_again_times_follow_this_machines_clock() {
         local: ts(NOW + 7),
         server: Some(ts(NOW)),
     };
+    let local_time = |at, now: Now| now.to_local(now.for_grace(), at);
     assert_eq!(local_time(ts(NOW + 60), server), ts(NOW + 67));
     assert_eq!(local_time(ts(NOW + 60), Now::local(ts(NOW))), ts(NOW + 60));
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::closing::condition_taints::evaluate;
+use crate::closing::condition_taints::{carries, evaluate};
 use crate::deciders::ClusterView;
 
 type Gauge = Vec<(String, usize)>;

@@ -99,19 +99,19 @@ fn recount(r: &Run) -> ((usize, usize), usize, Vec<String>) {
         panic!("re-gating is off");
     };
     let nodes: Vec<&Arc<NodeInfo>> = r.index.nodes.values().collect();
-    let counts = budget_counts(nodes.iter().map(|n| Arc::clone(n)), cfg, rc);
     let in_scope = |n: &&&Arc<NodeInfo>| cfg.scope.includes(&n.labels);
     let suspended = nodes
         .iter()
         .filter(in_scope)
         .filter(|n| cfg.suspend || n.suspended)
         .count();
-    let names = nodes
+    let names: Vec<String> = nodes
         .iter()
         .filter(in_scope)
         .filter(|n| regating::carries(n, rc))
         .map(|n| n.name.clone())
         .collect();
+    let counts = (nodes.iter().filter(in_scope).count(), names.len());
     (counts, suspended, names)
 }
 
