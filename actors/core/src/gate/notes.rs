@@ -14,6 +14,7 @@ use crate::vocab::annotations;
 use crate::vocab::config::OnTimeout;
 use crate::vocab::member::Blocker;
 use crate::vocab::model::NodeInfo;
+use crate::vocab::words::word_enum;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EventType {
@@ -60,83 +61,45 @@ const MAX_NOTE_BYTES: usize = 1024;
 /// What a note cut to [`MAX_NOTE_BYTES`] ends with.
 const ELLIPSIS: &str = "…";
 
-/// The `reason` of a Kubernetes Event the gate records. Serialized (and
-/// sent) as [`as_str`](Self::as_str), e.g. `"GateOpened"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Reason {
-    /// Every expected member was Ready and the managed taints were removed.
-    GateOpened,
-    /// The deadline passed: the node was opened anyway, kept closed
-    /// (`--on-timeout=keep`), or — in dry-run — would have been.
-    GateTimedOut,
-    /// Dry-run: every expected member is Ready and the gate would open now.
-    GateWouldOpen,
-    /// The late-taint net put the startup taint on a new node that arrived
-    /// without it (semantics.md §6.2).
-    LateTaint,
-    /// The net found a new node without the taint, but a workload pod was
-    /// already bound to it: left alone.
-    LateTaintSkipped,
-    /// An open node's member had no Ready pod for the grace, or the node
-    /// rebooted: nodegate put the re-gate taint on (semantics.md §6.4).
-    NodeRegated,
-    /// A node would be re-gated, but the budget is used up.
-    RegateBudgetExhausted,
-    /// A `conditionTaints` rule put its taint on a node that matches it
-    /// (semantics.md §6.5).
-    ConditionTaintAdded,
-    /// A `remove: whenCleared` rule took its taint off a node that no
-    /// longer matches it.
-    ConditionTaintRemoved,
-    /// `--on-timeout=replace`: the leader asked the node's owner to replace
-    /// it (deleted its NodeClaim or Machine, or cordoned and marked it;
-    /// semantics.md §5.8).
-    GateReplaced,
-    /// A node is due for replacement, but the replace budget is used up.
-    ReplaceBudgetExhausted,
-    /// A node is due for replacement, but a member it waits for is broken
-    /// cluster-wide: not replaced, `--replace-fallback` decides instead.
-    ReplaceSkipped,
-}
-
-impl Reason {
-    pub const ALL: [Reason; 12] = [
-        Reason::GateOpened,
-        Reason::GateTimedOut,
-        Reason::GateWouldOpen,
-        Reason::LateTaint,
-        Reason::LateTaintSkipped,
-        Reason::NodeRegated,
-        Reason::RegateBudgetExhausted,
-        Reason::ConditionTaintAdded,
-        Reason::ConditionTaintRemoved,
-        Reason::GateReplaced,
-        Reason::ReplaceBudgetExhausted,
-        Reason::ReplaceSkipped,
-    ];
-
-    /// The Event's `reason` as the API shows it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::GateOpened => "GateOpened",
-            Reason::GateTimedOut => "GateTimedOut",
-            Reason::GateWouldOpen => "GateWouldOpen",
-            Reason::LateTaint => "LateTaint",
-            Reason::LateTaintSkipped => "LateTaintSkipped",
-            Reason::NodeRegated => "NodeRegated",
-            Reason::RegateBudgetExhausted => "RegateBudgetExhausted",
-            Reason::ConditionTaintAdded => "ConditionTaintAdded",
-            Reason::ConditionTaintRemoved => "ConditionTaintRemoved",
-            Reason::GateReplaced => "GateReplaced",
-            Reason::ReplaceBudgetExhausted => "ReplaceBudgetExhausted",
-            Reason::ReplaceSkipped => "ReplaceSkipped",
-        }
-    }
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+word_enum! {
+    /// The `reason` of a Kubernetes Event the gate records. Serialized (and
+    /// sent) as [`as_str`](Self::as_str), as the API shows it, e.g.
+    /// `"GateOpened"`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Reason {
+        /// Every expected member was Ready and the managed taints were removed.
+        GateOpened = "GateOpened",
+        /// The deadline passed: the node was opened anyway, kept closed
+        /// (`--on-timeout=keep`), or — in dry-run — would have been.
+        GateTimedOut = "GateTimedOut",
+        /// Dry-run: every expected member is Ready and the gate would open now.
+        GateWouldOpen = "GateWouldOpen",
+        /// The late-taint net put the startup taint on a new node that arrived
+        /// without it (semantics.md §6.2).
+        LateTaint = "LateTaint",
+        /// The net found a new node without the taint, but a workload pod was
+        /// already bound to it: left alone.
+        LateTaintSkipped = "LateTaintSkipped",
+        /// An open node's member had no Ready pod for the grace, or the node
+        /// rebooted: nodegate put the re-gate taint on (semantics.md §6.4).
+        NodeRegated = "NodeRegated",
+        /// A node would be re-gated, but the budget is used up.
+        RegateBudgetExhausted = "RegateBudgetExhausted",
+        /// A `conditionTaints` rule put its taint on a node that matches it
+        /// (semantics.md §6.5).
+        ConditionTaintAdded = "ConditionTaintAdded",
+        /// A `remove: whenCleared` rule took its taint off a node that no
+        /// longer matches it.
+        ConditionTaintRemoved = "ConditionTaintRemoved",
+        /// `--on-timeout=replace`: the leader asked the node's owner to replace
+        /// it (deleted its NodeClaim or Machine, or cordoned and marked it;
+        /// semantics.md §5.8).
+        GateReplaced = "GateReplaced",
+        /// A node is due for replacement, but the replace budget is used up.
+        ReplaceBudgetExhausted = "ReplaceBudgetExhausted",
+        /// A node is due for replacement, but a member it waits for is broken
+        /// cluster-wide: not replaced, `--replace-fallback` decides instead.
+        ReplaceSkipped = "ReplaceSkipped",
     }
 }
 
