@@ -323,7 +323,7 @@ fn taint_list(taints: &[IndexedTaint]) -> String {
 
 /// Cuts `s` to at most `max` bytes, on a character boundary, ending in
 /// [`ELLIPSIS`] when anything was cut.
-fn truncate(mut s: String, max: usize) -> String {
+pub(super) fn truncate(mut s: String, max: usize) -> String {
     if s.len() <= max {
         return s;
     }
