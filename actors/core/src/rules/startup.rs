@@ -171,30 +171,12 @@ fn nearest(wanted: &str) -> Option<&'static str> {
     let names = Autoscaler::ALL.map(Autoscaler::as_str);
     names
         .into_iter()
-        .find(|n| edit_distance(n, wanted) <= 2)
+        .find(|n| strsim::levenshtein(n, wanted) <= 2)
         .or_else(|| {
             names
                 .into_iter()
                 .find(|n| !wanted.is_empty() && (n.starts_with(wanted) || wanted.starts_with(n)))
         })
-}
-
-/// Levenshtein distance over characters (names are a few bytes long).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let here = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb))
-                .min(row[j] + 1)
-                .min(here + 1);
-            prev = here;
-        }
-    }
-    row[b.len()]
 }
 
 /// Where a rule came from, for explain and the docs.
