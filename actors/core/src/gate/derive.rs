@@ -90,33 +90,30 @@ pub(super) fn derive_readiness(
     cfg: &Config,
     now: Timestamp,
 ) -> Option<Readiness> {
-    if let MemberId::Condition(_) | MemberId::Resource(_) | MemberId::Dra(_) = id {
-        let m = node_members(cfg).find(|m| m.is(id))?;
-        return node_member(state.node.as_ref()?, m).readiness;
-    }
-    if let MemberId::Canary = id {
-        let node = state.node.as_ref()?;
-        let pods = state.pods.values().map(AsRef::as_ref);
-        return Some(canary::readiness(pods, cfg.canary.as_ref()?, &node.name));
-    }
-    Some(match (id, member_state(id, state, cfg, now)?) {
-        (MemberId::Critical(name), member) => {
-            let entry = cfg.critical.iter().find(|e| e.name == *name)?;
-            Readiness::of_critical(entry, member)
+    let node = state.node.as_ref()?;
+    match id {
+        MemberId::Condition(_) | MemberId::Resource(_) | MemberId::Dra(_) => {
+            node_member(node, node_members(cfg).find(|m| m.is(id))?).readiness
         }
-        (MemberId::DaemonSet(key), member) => {
+        MemberId::Canary => {
+            let pods = state.pods.values().map(AsRef::as_ref);
+            Some(canary::readiness(pods, cfg.canary.as_ref()?, &node.name))
+        }
+        MemberId::Critical(name) => {
+            let entry = cfg.critical.iter().find(|e| e.name == *name)?;
+            let member = member_state(id, state, cfg, now)?;
+            Some(Readiness::of_critical(entry, member))
+        }
+        MemberId::DaemonSet(key) => {
             let ds = state.daemonsets.get(key)?;
-            csi_readiness(
-                state.node.as_ref()?,
+            let member = member_state(id, state, cfg, now)?;
+            Some(csi_readiness(
+                node,
                 ds,
                 Readiness::from_member_state(member),
-            )
+            ))
         }
-        (
-            MemberId::Condition(_) | MemberId::Resource(_) | MemberId::Dra(_) | MemberId::Canary,
-            _,
-        ) => return None,
-    })
+    }
 }
 
 /// The pod an expected member waits on, by the same readiness rules the

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::condition::ConditionWrite;
 use super::input::TimerKind;
-use super::notes::{NodeEvent, deserialize_words};
+use super::notes::NodeEvent;
 use super::state::{OpenedBy, StopReason};
 
 /// A time as nodegate writes it into an annotation: RFC 3339 at millisecond
@@ -105,7 +105,11 @@ impl Serialize for Ending {
 
 impl<'de> Deserialize<'de> for Ending {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        deserialize_words(d, &Ending::ALL, "gate ending")
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Ending::ALL
+            .into_iter()
+            .find(|e| e.to_string() == s)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown gate ending `{s}`")))
     }
 }
 

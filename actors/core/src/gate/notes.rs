@@ -3,8 +3,6 @@
 //! place, with one ending — to the API's limit. The shell sends a
 //! [`NodeEvent`] as it is.
 
-use std::fmt;
-
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -41,20 +39,6 @@ pub struct NodeEvent {
     pub note: String,
 }
 
-/// Reads back one of `all`, serialized as its `Display` words ([`Ending`],
-/// [`Reason`](super::Reason)).
-pub(super) fn deserialize_words<'de, D, T>(d: D, all: &[T], what: &str) -> Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Copy + fmt::Display,
-{
-    let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-    all.iter()
-        .copied()
-        .find(|v| v.to_string() == s)
-        .ok_or_else(|| serde::de::Error::custom(format!("unknown {what} `{s}`")))
-}
-
 /// Kubernetes rejects an Event whose note is longer than this (events.k8s.io/v1).
 const MAX_NOTE_BYTES: usize = 1024;
 
@@ -64,8 +48,8 @@ const ELLIPSIS: &str = "…";
 word_enum! {
     /// The `reason` of a Kubernetes Event the gate records. Serialized (and
     /// sent) as [`as_str`](Self::as_str), as the API shows it, e.g.
-    /// `"GateOpened"`.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    /// `"GateOpened"`: each word is its variant's name.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
     pub enum Reason {
         /// Every expected member was Ready and the managed taints were removed.
         GateOpened = "GateOpened",
@@ -112,18 +96,6 @@ impl PartialEq<str> for Reason {
 impl PartialEq<&str> for Reason {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other
-    }
-}
-
-impl Serialize for Reason {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for Reason {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        deserialize_words(d, &Reason::ALL, "Event reason")
     }
 }
 
