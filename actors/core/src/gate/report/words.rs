@@ -136,14 +136,13 @@ pub fn expected_reason(
         parts.push(format!("it tolerates {}", kept.join(", ")));
     }
     if !set_aside.is_empty() {
+        let (noun, verb) = match set_aside.len() {
+            1 => ("taint", "is"),
+            _ => ("taints", "are"),
+        };
         parts.push(format!(
-            "the transient {} {} lifted by another agent during start-up",
-            if set_aside.len() == 1 {
-                "taint"
-            } else {
-                "taints"
-            },
-            set_aside.join(", ") + if set_aside.len() == 1 { " is" } else { " are" }
+            "the transient {noun} {} {verb} lifted by another agent during start-up",
+            set_aside.join(", ")
         ));
     }
     if parts.is_empty() {
