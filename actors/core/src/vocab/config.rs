@@ -145,9 +145,7 @@ impl Config {
         self.scope.includes(&node.labels)
             && node.taints.iter().any(|t| self.placement.is_managed(t))
     }
-}
 
-impl Config {
     /// The deadline of `node`'s gate: `--regate-timeout` for a node that
     /// carries only the re-gate taint (it was open and broke), or
     /// `--reboot-timeout` when it was re-gated before an announced reboot
