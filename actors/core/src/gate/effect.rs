@@ -69,15 +69,11 @@ pub enum Ending {
 }
 
 impl Ending {
-    const ALL: [Ending; 7] = [
-        Ending::Opened(OpenedBy::Ready),
-        Ending::Opened(OpenedBy::Timeout),
-        Ending::Opened(OpenedBy::Manual),
-        Ending::Stopped(StopReason::NodeDeleted),
-        Ending::Stopped(StopReason::NodeNotFound),
-        Ending::Stopped(StopReason::TaintRemovedElsewhere),
-        Ending::Stopped(StopReason::NotGated),
-    ];
+    /// Every ending: each opening, then each stop.
+    fn all() -> impl Iterator<Item = Ending> {
+        let opened = OpenedBy::ALL.into_iter().map(Ending::Opened);
+        opened.chain(StopReason::ALL.into_iter().map(Ending::Stopped))
+    }
 }
 
 impl From<StopReason> for Ending {
@@ -106,8 +102,7 @@ impl Serialize for Ending {
 impl<'de> Deserialize<'de> for Ending {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Ending::ALL
-            .into_iter()
+        Ending::all()
             .find(|e| e.to_string() == s)
             .ok_or_else(|| serde::de::Error::custom(format!("unknown gate ending `{s}`")))
     }
@@ -119,7 +114,7 @@ mod tests {
 
     #[test]
     fn an_ending_reads_as_the_words_the_shell_logs() {
-        let words: Vec<String> = Ending::ALL.iter().map(Ending::to_string).collect();
+        let words: Vec<String> = Ending::all().map(|e| e.to_string()).collect();
         assert_eq!(
             words,
             [
@@ -132,7 +127,7 @@ mod tests {
                 "node carries no managed taint",
             ]
         );
-        for e in Ending::ALL {
+        for e in Ending::all() {
             let json = serde_json::to_string(&Effect::Stop(e)).unwrap();
             assert_eq!(json, format!(r#"{{"stop":"{e}"}}"#));
             assert_eq!(

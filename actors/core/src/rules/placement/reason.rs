@@ -165,20 +165,13 @@ impl fmt::Display for NotExpectedReason {
     }
 }
 
-/// Which list of a node selector term a requirement sits in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum TermList {
-    MatchExpressions,
-    MatchFields,
-}
-
-impl fmt::Display for TermList {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TermList::MatchExpressions => "matchExpressions",
-            TermList::MatchFields => "matchFields",
-        })
+word_enum! {
+    /// Which list of a node selector term a requirement sits in.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub enum TermList {
+        MatchExpressions = "matchExpressions",
+        MatchFields = "matchFields",
     }
 }
 
