@@ -183,18 +183,15 @@ fn daemonset_member(
     now: Timestamp,
 ) -> Member {
     match placement::evaluate(node, ds, &cfg.placement) {
-        Verdict::Expected => Member {
-            expectation: Expectation::Expected,
-            readiness: Some(csi_readiness(
+        Verdict::Expected => {
+            let pods = pods.values().map(AsRef::as_ref);
+            let member = readiness::daemonset_member(ds, pods, now);
+            Member::expected(csi_readiness(
                 node,
                 ds,
-                Readiness::from_member_state(readiness::daemonset_member(
-                    ds,
-                    pods.values().map(AsRef::as_ref),
-                    now,
-                )),
-            )),
-        },
+                Readiness::from_member_state(member),
+            ))
+        }
         Verdict::NotExpected(reason) => Member {
             expectation: Expectation::NotExpected {
                 reason: reason.to_string(),
@@ -212,13 +209,11 @@ fn critical_member(
     now: Timestamp,
 ) -> Member {
     if readiness::critical_applies(entry, node) {
-        Member {
-            expectation: Expectation::Expected,
-            readiness: Some(Readiness::of_critical(
-                entry,
-                readiness::critical_member(entry, pods.values().map(AsRef::as_ref), now),
-            )),
-        }
+        let pods = pods.values().map(AsRef::as_ref);
+        Member::expected(Readiness::of_critical(
+            entry,
+            readiness::critical_member(entry, pods, now),
+        ))
     } else {
         selector_mismatch("entry", entry.node_selector.as_ref())
     }
@@ -244,14 +239,8 @@ fn canary_member(
     cfg: &CanaryConfig,
     pods: &VecMap<String, Arc<PodInfo>>,
 ) -> Member {
-    Member {
-        expectation: Expectation::Expected,
-        readiness: Some(canary::readiness(
-            pods.values().map(AsRef::as_ref),
-            cfg,
-            &node.name,
-        )),
-    }
+    let pods = pods.values().map(AsRef::as_ref);
+    Member::expected(canary::readiness(pods, cfg, &node.name))
 }
 
 /// A Ready DaemonSet annotated `nodegate.dev/csi-driver: NAME[,NAME]` is
@@ -396,14 +385,11 @@ fn node_member(node: &NodeInfo, m: &dyn NodeMember) -> Member {
     if !selector.is_none_or(|s| s.matches(&node.labels)) {
         return selector_mismatch(m.what(), selector);
     }
-    Member {
-        expectation: Expectation::Expected,
-        readiness: Some(match m.judge(node) {
-            Ok(what) => Readiness::Ready { pod: what },
-            Err(why) => Readiness::Waiting {
-                why,
-                available_at: None,
-            },
-        }),
-    }
+    Member::expected(match m.judge(node) {
+        Ok(what) => Readiness::Ready { pod: what },
+        Err(why) => Readiness::Waiting {
+            why,
+            available_at: None,
+        },
+    })
 }

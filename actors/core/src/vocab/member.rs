@@ -204,6 +204,14 @@ pub struct Member {
 }
 
 impl Member {
+    /// An expected member, standing as `readiness` says.
+    pub fn expected(readiness: Readiness) -> Self {
+        Member {
+            expectation: Expectation::Expected,
+            readiness: Some(readiness),
+        }
+    }
+
     pub fn is_expected(&self) -> bool {
         self.expectation == Expectation::Expected
     }
