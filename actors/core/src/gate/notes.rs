@@ -108,23 +108,24 @@ pub(super) fn dry_run_timed_out(node: &NodeInfo, start: Timestamp, t: &TimeoutRe
         OnTimeout::Keep => "would keep the node closed",
         OnTimeout::Replace => "would keep the node closed and ask its owner to replace it",
     };
-    let note = format!(
-        "dry-run: {} passed {} after the gate started; {what}; {}",
-        deadline_name(t),
-        since(start, t.deadline),
-        not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())
-    );
+    let note = format!("dry-run: {}", timed_out_note(start, t, what));
     event(node, EventType::Warning, Reason::GateTimedOut, note)
 }
 
-/// Which deadline a timeout passed: the readiness deadline (`--timeout`)
-/// or the schedule deadline (`--schedule-timeout`, semantics.md §5.2).
-fn deadline_name(t: &TimeoutRecord) -> &'static str {
-    if t.by_schedule {
+/// "DEADLINE passed T after the gate started; `what`; what was not Ready".
+/// The deadline is the readiness deadline (`--timeout`) or the schedule
+/// deadline (`--schedule-timeout`, semantics.md §5.2).
+fn timed_out_note(start: Timestamp, t: &TimeoutRecord, what: &str) -> String {
+    let deadline = if t.by_schedule {
         "schedule deadline (--schedule-timeout)"
     } else {
         "deadline"
-    }
+    };
+    format!(
+        "{deadline} passed {} after the gate started; {what}; {}",
+        since(start, t.deadline),
+        not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())
+    )
 }
 
 /// Dry-run: every expected member is Ready; the gate would remove `taints`.
@@ -161,18 +162,18 @@ pub(super) fn opened_by_timeout(
     at: Timestamp,
 ) -> NodeEvent {
     let note = match timed_out {
-        Some(t) => format!(
-            "{} passed {} after the gate started; opened anyway {} after the gate started{}; {}",
-            deadline_name(t),
-            since(start, t.deadline),
-            since(start, at),
-            if t.action == OnTimeout::Replace {
+        Some(t) => {
+            let fallback = if t.action == OnTimeout::Replace {
                 " (not replaced: a member is broken cluster-wide; --replace-fallback=open)"
             } else {
                 ""
-            },
-            not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())
-        ),
+            };
+            let what = format!(
+                "opened anyway {} after the gate started{fallback}",
+                since(start, at)
+            );
+            timed_out_note(start, t, &what)
+        }
         None => format!(
             "opened by timeout {} after the gate started",
             since(start, at)
@@ -201,12 +202,7 @@ pub(super) fn kept_closed(node: &NodeInfo, start: Timestamp, t: &TimeoutRecord) 
         }
         _ => "kept closed (--on-timeout=keep)",
     };
-    let note = format!(
-        "{} passed {} after the gate started; {kept}; {}",
-        deadline_name(t),
-        since(start, t.deadline),
-        not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())
-    );
+    let note = timed_out_note(start, t, kept);
     event(node, EventType::Warning, Reason::GateTimedOut, note)
 }
 
