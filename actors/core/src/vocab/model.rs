@@ -140,11 +140,7 @@ word_enum! {
 impl NodeReady {
     /// The condition's `status` as the API writes it.
     pub fn from_status(status: &str) -> Self {
-        match status {
-            "True" => NodeReady::True,
-            "False" => NodeReady::False,
-            _ => NodeReady::Unknown,
-        }
+        NodeReady::from_word(status).unwrap_or_default()
     }
 }
 
