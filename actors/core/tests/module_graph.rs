@@ -29,6 +29,7 @@ const WORDS: &[&str] = &[
     "vocab::budget",
     "vocab::model",
     "vocab::vec_map",
+    "vocab::words",
     "vocab::write",
 ];
 

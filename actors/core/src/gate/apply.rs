@@ -13,54 +13,11 @@ use crate::vocab::model::PodInfo;
 
 /// Folds one fact into the state. Never fails and never consults anything but
 /// the event: an event that does not fit the state (e.g. a member update for a
-/// member that is not there) changes nothing. Each family of events has its
-/// own fold below; this match names every event, so a new one must be given
-/// to one of them.
+/// member that is not there) changes nothing. This match names every event,
+/// family by family, so a new one must be given a fold.
 pub fn apply(state: &mut GateState, ev: &Event) {
     match ev {
-        Event::Snapshot { .. }
-        | Event::NodeUpdated { .. }
-        | Event::NodeVersionChanged { .. }
-        | Event::DaemonSetUpdated { .. }
-        | Event::DaemonSetRemoved { .. }
-        | Event::PodStatusChanged { .. }
-        | Event::PodUpdated { .. }
-        | Event::PodRemoved { .. } => apply_observed(state, ev),
-        Event::MemberExpected { .. }
-        | Event::MemberNotExpected { .. }
-        | Event::MemberRemoved { .. }
-        | Event::MemberReady { .. }
-        | Event::MemberWaiting { .. } => apply_member(state, ev),
-        Event::DeadlineSet { .. }
-        | Event::DeadlineHeld { .. }
-        | Event::ScheduleDeadlineSet { .. }
-        | Event::ScheduleDeadlinePassed { .. }
-        | Event::ServerTimeSeen { .. }
-        | Event::GatedSinceClamped { .. }
-        | Event::RecheckScheduled { .. }
-        | Event::RecheckFired { .. }
-        | Event::TimedOut { .. }
-        | Event::WritesSuspended { .. }
-        | Event::WritesResumed
-        | Event::WouldOpen { .. } => apply_clock(state, ev),
-        Event::UntaintSent { .. }
-        | Event::MarkSent { .. }
-        | Event::WriteConflict { .. }
-        | Event::WriteFailed { .. }
-        | Event::WriteUnanswered { .. }
-        | Event::WriteDeferred { .. }
-        | Event::WithdrawRequested { .. }
-        | Event::RetryScheduled { .. } => apply_write(state, ev),
-        Event::WriteAbandoned { .. }
-        | Event::Opened { .. }
-        | Event::TimeoutMarked
-        | Event::Stopped { .. } => apply_ending(state, ev),
-    }
-}
-
-/// The objects the gate has seen: the node, its DaemonSets and pods.
-fn apply_observed(state: &mut GateState, ev: &Event) {
-    match ev {
+        // The objects the gate has seen: the node, its DaemonSets and pods.
         Event::Snapshot {
             node,
             daemonsets,
@@ -101,14 +58,7 @@ fn apply_observed(state: &mut GateState, ev: &Event) {
         Event::PodRemoved { uid, .. } => {
             state.pods.remove(uid);
         }
-        // The other events are the other folds'.
-        _ => {}
-    }
-}
-
-/// The members and their readiness.
-fn apply_member(state: &mut GateState, ev: &Event) {
-    match ev {
+        // The members and their readiness.
         Event::MemberExpected { member } => {
             let m = state.members.entry(member.clone()).or_insert(Member {
                 expectation: Expectation::Expected,
@@ -152,15 +102,8 @@ fn apply_member(state: &mut GateState, ev: &Event) {
                 });
             }
         }
-        // The other events are the other folds'.
-        _ => {}
-    }
-}
-
-/// The deadline, the timers, the server's clock, the timeout, the
-/// suspension of writes and a dry run's "would open".
-fn apply_clock(state: &mut GateState, ev: &Event) {
-    match ev {
+        // The deadline, the timers, the server's clock, the timeout, the
+        // suspension of writes and a dry run's "would open".
         Event::DeadlineSet { at, generation } => {
             state.timers.deadline = Some(*at);
             state.timers.deadline_generation = *generation;
@@ -222,14 +165,7 @@ fn apply_clock(state: &mut GateState, ev: &Event) {
                     .unwrap_or_default(),
             });
         }
-        // The other events are the other folds'.
-        _ => {}
-    }
-}
-
-/// The gate's one write: sent, answered, deferred, retried.
-fn apply_write(state: &mut GateState, ev: &Event) {
-    match ev {
+        // The gate's one write: sent, answered, deferred, retried.
         Event::UntaintSent {
             attempt,
             opened_by,
@@ -297,14 +233,7 @@ fn apply_write(state: &mut GateState, ev: &Event) {
                 w.status = WriteStatus::Backoff;
             }
         }
-        // The other events are the other folds'.
-        _ => {}
-    }
-}
-
-/// A write given up, and the ends of a gate: opened, marked, stopped.
-fn apply_ending(state: &mut GateState, ev: &Event) {
-    match ev {
+        // A write given up, and the ends of a gate: opened, marked, stopped.
         Event::WriteAbandoned { .. } => {
             state.write = None;
             state.phase = match &state.timed_out {
@@ -334,8 +263,6 @@ fn apply_ending(state: &mut GateState, ev: &Event) {
             state.write = None;
             state.stopped = Some(*reason);
         }
-        // The other events are the other folds'.
-        _ => {}
     }
 }
 

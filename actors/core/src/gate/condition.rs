@@ -8,6 +8,7 @@
 //! no change, no write). The shell writes it with a patch of the node's
 //! `status.conditions` that touches only this type. Pure: no I/O, no clock.
 
+use super::notes::truncate;
 use super::state::{GateState, OpenedBy, Phase, StopReason, node_wait_reason};
 use crate::vocab::config::Config;
 use crate::vocab::member::Blocker;
@@ -66,7 +67,7 @@ pub fn open_condition(state: &GateState) -> Option<OpenCondition> {
     Some(OpenCondition {
         open,
         reason,
-        message: cut(message),
+        message: truncate(message, MAX_MESSAGE_BYTES),
     })
 }
 
@@ -129,18 +130,6 @@ fn waiting(state: &GateState) -> String {
         (None, Some(n)) => n,
         (None, None) => "waiting for the gate to evaluate its members".to_string(),
     }
-}
-
-fn cut(mut message: String) -> String {
-    if message.len() > MAX_MESSAGE_BYTES {
-        let mut end = MAX_MESSAGE_BYTES - '…'.len_utf8();
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
-        message.push('…');
-    }
-    message
 }
 
 pub use crate::vocab::write::ConditionWrite;

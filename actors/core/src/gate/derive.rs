@@ -49,20 +49,8 @@ pub(crate) fn derive_all(
             critical_member(node, entry, pods, now),
         );
     }
-    for cond in &cfg.conditions {
-        out.insert(
-            MemberId::Condition(cond.type_.clone()),
-            condition_member(node, cond),
-        );
-    }
-    for r in &cfg.resources {
-        out.insert(
-            MemberId::Resource(r.resource.clone()),
-            resource_member(node, r),
-        );
-    }
-    for d in &cfg.dra_drivers {
-        out.insert(MemberId::Dra(d.driver.clone()), dra_member(node, d));
+    for m in node_members(cfg) {
+        out.insert(m.id(), node_member(node, m));
     }
     if let Some(canary) = &cfg.canary {
         out.insert(MemberId::Canary, canary_member(node, canary, pods));
@@ -88,12 +76,9 @@ pub(crate) fn derive_member(
             .iter()
             .find(|e| e.name == *name)
             .map(|entry| critical_member(node, entry, pods, now)),
-        MemberId::Condition(type_) => cfg
-            .conditions
-            .iter()
-            .find(|c| c.type_ == *type_)
-            .map(|c| condition_member(node, c)),
-        MemberId::Resource(_) | MemberId::Dra(_) => device_member(id, node, cfg),
+        MemberId::Condition(_) | MemberId::Resource(_) | MemberId::Dra(_) => node_members(cfg)
+            .find(|m| m.is(id))
+            .map(|m| node_member(node, m)),
         MemberId::Canary => cfg.canary.as_ref().map(|c| canary_member(node, c, pods)),
     }
 }
@@ -105,36 +90,30 @@ pub(super) fn derive_readiness(
     cfg: &Config,
     now: Timestamp,
 ) -> Option<Readiness> {
-    if let MemberId::Condition(type_) = id {
-        let cond = cfg.conditions.iter().find(|c| c.type_ == *type_)?;
-        return Some(condition_readiness(state.node.as_ref()?, cond));
-    }
-    if let MemberId::Resource(_) | MemberId::Dra(_) = id {
-        return device_member(id, state.node.as_ref()?, cfg)?.readiness;
-    }
-    if let MemberId::Canary = id {
-        let node = state.node.as_ref()?;
-        let pods = state.pods.values().map(AsRef::as_ref);
-        return Some(canary::readiness(pods, cfg.canary.as_ref()?, &node.name));
-    }
-    Some(match (id, member_state(id, state, cfg, now)?) {
-        (MemberId::Critical(name), member) => {
-            let entry = cfg.critical.iter().find(|e| e.name == *name)?;
-            Readiness::of_critical(entry, member)
+    let node = state.node.as_ref()?;
+    match id {
+        MemberId::Condition(_) | MemberId::Resource(_) | MemberId::Dra(_) => {
+            node_member(node, node_members(cfg).find(|m| m.is(id))?).readiness
         }
-        (MemberId::DaemonSet(key), member) => {
+        MemberId::Canary => {
+            let pods = state.pods.values().map(AsRef::as_ref);
+            Some(canary::readiness(pods, cfg.canary.as_ref()?, &node.name))
+        }
+        MemberId::Critical(name) => {
+            let entry = cfg.critical.iter().find(|e| e.name == *name)?;
+            let member = member_state(id, state, cfg, now)?;
+            Some(Readiness::of_critical(entry, member))
+        }
+        MemberId::DaemonSet(key) => {
             let ds = state.daemonsets.get(key)?;
-            csi_readiness(
-                state.node.as_ref()?,
+            let member = member_state(id, state, cfg, now)?;
+            Some(csi_readiness(
+                node,
                 ds,
                 Readiness::from_member_state(member),
-            )
+            ))
         }
-        (
-            MemberId::Condition(_) | MemberId::Resource(_) | MemberId::Dra(_) | MemberId::Canary,
-            _,
-        ) => return None,
-    })
+    }
 }
 
 /// The pod an expected member waits on, by the same readiness rules the
@@ -204,18 +183,15 @@ fn daemonset_member(
     now: Timestamp,
 ) -> Member {
     match placement::evaluate(node, ds, &cfg.placement) {
-        Verdict::Expected => Member {
-            expectation: Expectation::Expected,
-            readiness: Some(csi_readiness(
+        Verdict::Expected => {
+            let pods = pods.values().map(AsRef::as_ref);
+            let member = readiness::daemonset_member(ds, pods, now);
+            Member::expected(csi_readiness(
                 node,
                 ds,
-                Readiness::from_member_state(readiness::daemonset_member(
-                    ds,
-                    pods.values().map(AsRef::as_ref),
-                    now,
-                )),
-            )),
-        },
+                Readiness::from_member_state(member),
+            ))
+        }
         Verdict::NotExpected(reason) => Member {
             expectation: Expectation::NotExpected {
                 reason: reason.to_string(),
@@ -233,13 +209,11 @@ fn critical_member(
     now: Timestamp,
 ) -> Member {
     if readiness::critical_applies(entry, node) {
-        Member {
-            expectation: Expectation::Expected,
-            readiness: Some(Readiness::of_critical(
-                entry,
-                readiness::critical_member(entry, pods.values().map(AsRef::as_ref), now),
-            )),
-        }
+        let pods = pods.values().map(AsRef::as_ref);
+        Member::expected(Readiness::of_critical(
+            entry,
+            readiness::critical_member(entry, pods, now),
+        ))
     } else {
         selector_mismatch("entry", entry.node_selector.as_ref())
     }
@@ -265,39 +239,8 @@ fn canary_member(
     cfg: &CanaryConfig,
     pods: &VecMap<String, Arc<PodInfo>>,
 ) -> Member {
-    Member {
-        expectation: Expectation::Expected,
-        readiness: Some(canary::readiness(
-            pods.values().map(AsRef::as_ref),
-            cfg,
-            &node.name,
-        )),
-    }
-}
-
-/// A `criticalConditions` entry on `node`: expected where its node selector
-/// matches, Ready once the node reports the wanted status.
-fn condition_member(node: &NodeInfo, cond: &CriticalCondition) -> Member {
-    if cond.applies(node) {
-        Member {
-            expectation: Expectation::Expected,
-            readiness: Some(condition_readiness(node, cond)),
-        }
-    } else {
-        selector_mismatch("condition", cond.node_selector.as_ref())
-    }
-}
-
-fn condition_readiness(node: &NodeInfo, cond: &CriticalCondition) -> Readiness {
-    match cond.waiting(node) {
-        None => Readiness::Ready {
-            pod: format!("condition {}={}", cond.type_, cond.status),
-        },
-        Some(why) => Readiness::Waiting {
-            why,
-            available_at: None,
-        },
-    }
+    let pods = pods.values().map(AsRef::as_ref);
+    Member::expected(canary::readiness(pods, cfg, &node.name))
 }
 
 /// A Ready DaemonSet annotated `nodegate.dev/csi-driver: NAME[,NAME]` is
@@ -334,57 +277,119 @@ fn csi_readiness(node: &NodeInfo, ds: &DaemonSetInfo, readiness: Readiness) -> R
     }
 }
 
-// The device members (semantics.md §6.8): each `criticalResources` entry
-// (`resource:NAME`) and each `draDrivers` entry (`dra:DRIVER`), derived
-// from the node alone, like node conditions.
+/// A member judged from the node alone, like node conditions: a
+/// `criticalConditions`, `criticalResources` or `draDrivers` entry
+/// (semantics.md §6.5, §6.8). Each kind joins [`node_members`] once instead
+/// of having a case in every function that derives, reads or reports a
+/// member.
+pub(crate) trait NodeMember {
+    fn id(&self) -> MemberId;
+    /// Whether `id` is this entry's member id (without building one).
+    fn is(&self, id: &MemberId) -> bool;
+    /// The member's name without its kind: its explain row's name.
+    fn name(&self) -> &str;
+    /// What explain shows as the member's selector, if anything.
+    fn row_selector(&self) -> Option<String> {
+        None
+    }
+    /// How a report and a selector mismatch name the kind ("condition").
+    fn what(&self) -> &'static str;
+    fn node_selector(&self) -> Option<&LabelSelector>;
+    /// `Ok` with what satisfies it on `node`, else why not.
+    fn judge(&self, node: &NodeInfo) -> Result<String, String>;
+}
 
-/// A device member by id, derived from scratch; `None` when the
-/// configuration no longer lists it (or `id` is not a device member).
-fn device_member(id: &MemberId, node: &NodeInfo, cfg: &Config) -> Option<Member> {
-    match id {
-        MemberId::Resource(name) => cfg
-            .resources
-            .iter()
-            .find(|r| r.resource == *name)
-            .map(|r| resource_member(node, r)),
-        MemberId::Dra(driver) => cfg
-            .dra_drivers
-            .iter()
-            .find(|d| d.driver == *driver)
-            .map(|d| dra_member(node, d)),
-        _ => None,
+impl NodeMember for CriticalCondition {
+    fn id(&self) -> MemberId {
+        MemberId::Condition(self.type_.clone())
+    }
+    fn is(&self, id: &MemberId) -> bool {
+        matches!(id, MemberId::Condition(t) if *t == self.type_)
+    }
+    fn name(&self) -> &str {
+        &self.type_
+    }
+    fn row_selector(&self) -> Option<String> {
+        Some(format!("{}={}", self.type_, self.status))
+    }
+    fn what(&self) -> &'static str {
+        "condition"
+    }
+    fn node_selector(&self) -> Option<&LabelSelector> {
+        self.node_selector.as_ref()
+    }
+    /// Ready once the node reports the wanted status.
+    fn judge(&self, node: &NodeInfo) -> Result<String, String> {
+        match self.waiting(node) {
+            None => Ok(format!("condition {}={}", self.type_, self.status)),
+            Some(why) => Err(why),
+        }
     }
 }
 
-/// Expected where its node selector matches; Ready once the node reports
-/// more than zero of the resource allocatable.
-fn resource_member(node: &NodeInfo, r: &CriticalResource) -> Member {
-    if r.applies(node) {
-        expected(r.judge(node))
-    } else {
-        selector_mismatch("resource", r.node_selector.as_ref())
+impl NodeMember for CriticalResource {
+    fn id(&self) -> MemberId {
+        MemberId::Resource(self.resource.clone())
+    }
+    fn is(&self, id: &MemberId) -> bool {
+        matches!(id, MemberId::Resource(r) if *r == self.resource)
+    }
+    fn name(&self) -> &str {
+        &self.resource
+    }
+    fn what(&self) -> &'static str {
+        "resource"
+    }
+    fn node_selector(&self) -> Option<&LabelSelector> {
+        self.node_selector.as_ref()
+    }
+    fn judge(&self, node: &NodeInfo) -> Result<String, String> {
+        CriticalResource::judge(self, node)
     }
 }
 
-/// Expected where its node selector matches; Ready once every pool the
-/// driver publishes for the node is complete (and there is one).
-fn dra_member(node: &NodeInfo, d: &DraDriver) -> Member {
-    if d.applies(node) {
-        expected(d.judge(node))
-    } else {
-        selector_mismatch("DRA driver", d.node_selector.as_ref())
+impl NodeMember for DraDriver {
+    fn id(&self) -> MemberId {
+        MemberId::Dra(self.driver.clone())
+    }
+    fn is(&self, id: &MemberId) -> bool {
+        matches!(id, MemberId::Dra(d) if *d == self.driver)
+    }
+    fn name(&self) -> &str {
+        &self.driver
+    }
+    fn what(&self) -> &'static str {
+        "DRA driver"
+    }
+    fn node_selector(&self) -> Option<&LabelSelector> {
+        self.node_selector.as_ref()
+    }
+    fn judge(&self, node: &NodeInfo) -> Result<String, String> {
+        DraDriver::judge(self, node)
     }
 }
 
-fn expected(verdict: Result<String, String>) -> Member {
-    Member {
-        expectation: Expectation::Expected,
-        readiness: Some(match verdict {
-            Ok(what) => Readiness::Ready { pod: what },
-            Err(why) => Readiness::Waiting {
-                why,
-                available_at: None,
-            },
-        }),
+/// Every configured member judged from the node alone: conditions, then
+/// resources, then DRA drivers, each in configuration order.
+pub(crate) fn node_members(cfg: &Config) -> impl Iterator<Item = &dyn NodeMember> {
+    let conditions = cfg.conditions.iter().map(|c| c as &dyn NodeMember);
+    let resources = cfg.resources.iter().map(|r| r as &dyn NodeMember);
+    let drivers = cfg.dra_drivers.iter().map(|d| d as &dyn NodeMember);
+    conditions.chain(resources).chain(drivers)
+}
+
+/// Expected where its node selector matches; Ready as [`NodeMember::judge`]
+/// says.
+fn node_member(node: &NodeInfo, m: &dyn NodeMember) -> Member {
+    let selector = m.node_selector();
+    if !selector.is_none_or(|s| s.matches(&node.labels)) {
+        return selector_mismatch(m.what(), selector);
     }
+    Member::expected(match m.judge(node) {
+        Ok(what) => Readiness::Ready { pod: what },
+        Err(why) => Readiness::Waiting {
+            why,
+            available_at: None,
+        },
+    })
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::condition::ConditionWrite;
 use super::input::TimerKind;
-use super::notes::{NodeEvent, deserialize_words};
+use super::notes::NodeEvent;
 use super::state::{OpenedBy, StopReason};
 
 /// A time as nodegate writes it into an annotation: RFC 3339 at millisecond
@@ -69,15 +69,11 @@ pub enum Ending {
 }
 
 impl Ending {
-    const ALL: [Ending; 7] = [
-        Ending::Opened(OpenedBy::Ready),
-        Ending::Opened(OpenedBy::Timeout),
-        Ending::Opened(OpenedBy::Manual),
-        Ending::Stopped(StopReason::NodeDeleted),
-        Ending::Stopped(StopReason::NodeNotFound),
-        Ending::Stopped(StopReason::TaintRemovedElsewhere),
-        Ending::Stopped(StopReason::NotGated),
-    ];
+    /// Every ending: each opening, then each stop.
+    fn all() -> impl Iterator<Item = Ending> {
+        let opened = OpenedBy::ALL.into_iter().map(Ending::Opened);
+        opened.chain(StopReason::ALL.into_iter().map(Ending::Stopped))
+    }
 }
 
 impl From<StopReason> for Ending {
@@ -105,7 +101,10 @@ impl Serialize for Ending {
 
 impl<'de> Deserialize<'de> for Ending {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        deserialize_words(d, &Ending::ALL, "gate ending")
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Ending::all()
+            .find(|e| e.to_string() == s)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown gate ending `{s}`")))
     }
 }
 
@@ -115,7 +114,7 @@ mod tests {
 
     #[test]
     fn an_ending_reads_as_the_words_the_shell_logs() {
-        let words: Vec<String> = Ending::ALL.iter().map(Ending::to_string).collect();
+        let words: Vec<String> = Ending::all().map(|e| e.to_string()).collect();
         assert_eq!(
             words,
             [
@@ -128,7 +127,7 @@ mod tests {
                 "node carries no managed taint",
             ]
         );
-        for e in Ending::ALL {
+        for e in Ending::all() {
             let json = serde_json::to_string(&Effect::Stop(e)).unwrap();
             assert_eq!(json, format!(r#"{{"stop":"{e}"}}"#));
             assert_eq!(

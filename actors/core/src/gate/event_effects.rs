@@ -36,73 +36,65 @@ pub fn effects(state: &GateState, ev: &Event, cfg: &Config) -> Vec<Effect> {
 
 /// The timers an event arms: the deadline, the recheck, a retry.
 fn timer_effects(state: &GateState, ev: &Event) -> Vec<Effect> {
-    match ev {
-        // Armed whatever the phase while the gate lives: an untaint out now
-        // may be withdrawn or abandoned later, and the gate must still time
-        // out then. Not once the deadline was decided (it is decided once),
-        // nor after a dry-run "would open" (nothing more is decided).
-        Event::DeadlineSet { at, generation }
-            if !state.is_finished()
-                && state.timed_out.is_none()
-                && state.phase != Phase::WouldOpen
-                && state.timers.deadline_generation == *generation =>
-        {
-            vec![Effect::ScheduleTimer {
-                kind: TimerKind::Deadline,
-                at: *at,
-                generation: *generation,
-            }]
-        }
+    // The deadlines are armed whatever the phase while the gate lives: an
+    // untaint out now may be withdrawn or abandoned later, and the gate must
+    // still time out then. Not once the deadline was decided (it is decided
+    // once), nor after a dry-run "would open" (nothing more is decided).
+    let deadline_live =
+        !state.is_finished() && state.timed_out.is_none() && state.phase != Phase::WouldOpen;
+    let timers = &state.timers;
+    let (kind, at, generation, live) = match ev {
+        Event::DeadlineSet { at, generation } => (
+            TimerKind::Deadline,
+            at,
+            generation,
+            deadline_live && timers.deadline_generation == *generation,
+        ),
         // The deadline not yet passed by the server's clock: the same timer,
         // later, under the same conditions.
         Event::DeadlineHeld {
             until, generation, ..
-        } if !state.is_finished()
-            && state.timed_out.is_none()
-            && state.phase != Phase::WouldOpen
-            && state.timers.deadline_generation == *generation =>
-        {
-            vec![Effect::ScheduleTimer {
-                kind: TimerKind::Deadline,
-                at: *until,
-                generation: *generation,
-            }]
-        }
+        } => (
+            TimerKind::Deadline,
+            until,
+            generation,
+            deadline_live && timers.deadline_generation == *generation,
+        ),
         // The schedule deadline: armed under the deadline's conditions.
         Event::ScheduleDeadlineSet {
             at: Some(at),
             generation,
-        } if !state.is_finished()
-            && state.timed_out.is_none()
-            && state.phase != Phase::WouldOpen
-            && state.timers.schedule_generation == *generation =>
-        {
-            vec![Effect::ScheduleTimer {
-                kind: TimerKind::ScheduleDeadline,
-                at: *at,
-                generation: *generation,
-            }]
-        }
-        Event::RecheckScheduled { at, generation }
-            if matches!(state.phase, Phase::Waiting | Phase::TimedOutKept)
-                && state.timers.recheck_generation == *generation =>
-        {
-            vec![Effect::ScheduleTimer {
-                kind: TimerKind::Recheck,
-                at: *at,
-                generation: *generation,
-            }]
-        }
+        } => (
+            TimerKind::ScheduleDeadline,
+            at,
+            generation,
+            deadline_live && timers.schedule_generation == *generation,
+        ),
+        Event::RecheckScheduled { at, generation } => (
+            TimerKind::Recheck,
+            at,
+            generation,
+            matches!(state.phase, Phase::Waiting | Phase::TimedOutKept)
+                && timers.recheck_generation == *generation,
+        ),
         Event::RetryScheduled { attempt }
             if state
                 .write
                 .as_ref()
                 .is_some_and(|w| w.attempt == *attempt && w.status == WriteStatus::Backoff) =>
         {
-            vec![Effect::ScheduleRetry { attempt: *attempt }]
+            return vec![Effect::ScheduleRetry { attempt: *attempt }];
         }
-        _ => Vec::new(),
+        _ => return Vec::new(),
+    };
+    if !live {
+        return Vec::new();
     }
+    vec![Effect::ScheduleTimer {
+        kind,
+        at: *at,
+        generation: *generation,
+    }]
 }
 
 /// The writes an event sends, re-reads or withdraws.
@@ -177,35 +169,19 @@ fn ending_effects(state: &GateState, node: &NodeInfo, ev: &Event, cfg: &Config) 
         } => vec![Effect::RecordEvent(notes::would_open(
             node, state, taints, *at,
         ))],
-        Event::Opened {
-            opened_by: OpenedBy::Ready,
-            at,
-            ..
-        } => vec![
-            Effect::RecordEvent(notes::opened(node, state, *at)),
-            Effect::Stop(Ending::Opened(OpenedBy::Ready)),
-        ],
-        Event::Opened {
-            opened_by: OpenedBy::Timeout,
-            at,
-            ..
-        } => vec![
-            Effect::RecordEvent(notes::opened_by_timeout(
-                node,
-                start,
-                state.timed_out.as_ref(),
-                *at,
-            )),
-            Effect::Stop(Ending::Opened(OpenedBy::Timeout)),
-        ],
-        Event::Opened {
-            opened_by: OpenedBy::Manual,
-            at,
-            ..
-        } => vec![
-            Effect::RecordEvent(notes::opened_manually(node, state, *at)),
-            Effect::Stop(Ending::Opened(OpenedBy::Manual)),
-        ],
+        Event::Opened { opened_by, at, .. } => {
+            let note = match opened_by {
+                OpenedBy::Ready => notes::opened(node, state, *at),
+                OpenedBy::Timeout => {
+                    notes::opened_by_timeout(node, start, state.timed_out.as_ref(), *at)
+                }
+                OpenedBy::Manual => notes::opened_manually(node, state, *at),
+            };
+            vec![
+                Effect::RecordEvent(note),
+                Effect::Stop(Ending::Opened(*opened_by)),
+            ]
+        }
         Event::TimeoutMarked => match &state.timed_out {
             Some(t) => vec![Effect::RecordEvent(notes::kept_closed(node, start, t))],
             None => Vec::new(),

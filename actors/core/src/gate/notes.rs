@@ -3,8 +3,6 @@
 //! place, with one ending — to the API's limit. The shell sends a
 //! [`NodeEvent`] as it is.
 
-use std::fmt;
-
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -14,6 +12,7 @@ use crate::vocab::annotations;
 use crate::vocab::config::OnTimeout;
 use crate::vocab::member::Blocker;
 use crate::vocab::model::NodeInfo;
+use crate::vocab::words::word_enum;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EventType {
@@ -40,103 +39,51 @@ pub struct NodeEvent {
     pub note: String,
 }
 
-/// Reads back one of `all`, serialized as its `Display` words ([`Ending`],
-/// [`Reason`](super::Reason)).
-pub(super) fn deserialize_words<'de, D, T>(d: D, all: &[T], what: &str) -> Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Copy + fmt::Display,
-{
-    let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-    all.iter()
-        .copied()
-        .find(|v| v.to_string() == s)
-        .ok_or_else(|| serde::de::Error::custom(format!("unknown {what} `{s}`")))
-}
-
 /// Kubernetes rejects an Event whose note is longer than this (events.k8s.io/v1).
 const MAX_NOTE_BYTES: usize = 1024;
 
 /// What a note cut to [`MAX_NOTE_BYTES`] ends with.
 const ELLIPSIS: &str = "…";
 
-/// The `reason` of a Kubernetes Event the gate records. Serialized (and
-/// sent) as [`as_str`](Self::as_str), e.g. `"GateOpened"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Reason {
-    /// Every expected member was Ready and the managed taints were removed.
-    GateOpened,
-    /// The deadline passed: the node was opened anyway, kept closed
-    /// (`--on-timeout=keep`), or — in dry-run — would have been.
-    GateTimedOut,
-    /// Dry-run: every expected member is Ready and the gate would open now.
-    GateWouldOpen,
-    /// The late-taint net put the startup taint on a new node that arrived
-    /// without it (semantics.md §6.2).
-    LateTaint,
-    /// The net found a new node without the taint, but a workload pod was
-    /// already bound to it: left alone.
-    LateTaintSkipped,
-    /// An open node's member had no Ready pod for the grace, or the node
-    /// rebooted: nodegate put the re-gate taint on (semantics.md §6.4).
-    NodeRegated,
-    /// A node would be re-gated, but the budget is used up.
-    RegateBudgetExhausted,
-    /// A `conditionTaints` rule put its taint on a node that matches it
-    /// (semantics.md §6.5).
-    ConditionTaintAdded,
-    /// A `remove: whenCleared` rule took its taint off a node that no
-    /// longer matches it.
-    ConditionTaintRemoved,
-    /// `--on-timeout=replace`: the leader asked the node's owner to replace
-    /// it (deleted its NodeClaim or Machine, or cordoned and marked it;
-    /// semantics.md §5.8).
-    GateReplaced,
-    /// A node is due for replacement, but the replace budget is used up.
-    ReplaceBudgetExhausted,
-    /// A node is due for replacement, but a member it waits for is broken
-    /// cluster-wide: not replaced, `--replace-fallback` decides instead.
-    ReplaceSkipped,
-}
-
-impl Reason {
-    pub const ALL: [Reason; 12] = [
-        Reason::GateOpened,
-        Reason::GateTimedOut,
-        Reason::GateWouldOpen,
-        Reason::LateTaint,
-        Reason::LateTaintSkipped,
-        Reason::NodeRegated,
-        Reason::RegateBudgetExhausted,
-        Reason::ConditionTaintAdded,
-        Reason::ConditionTaintRemoved,
-        Reason::GateReplaced,
-        Reason::ReplaceBudgetExhausted,
-        Reason::ReplaceSkipped,
-    ];
-
-    /// The Event's `reason` as the API shows it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::GateOpened => "GateOpened",
-            Reason::GateTimedOut => "GateTimedOut",
-            Reason::GateWouldOpen => "GateWouldOpen",
-            Reason::LateTaint => "LateTaint",
-            Reason::LateTaintSkipped => "LateTaintSkipped",
-            Reason::NodeRegated => "NodeRegated",
-            Reason::RegateBudgetExhausted => "RegateBudgetExhausted",
-            Reason::ConditionTaintAdded => "ConditionTaintAdded",
-            Reason::ConditionTaintRemoved => "ConditionTaintRemoved",
-            Reason::GateReplaced => "GateReplaced",
-            Reason::ReplaceBudgetExhausted => "ReplaceBudgetExhausted",
-            Reason::ReplaceSkipped => "ReplaceSkipped",
-        }
-    }
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+word_enum! {
+    /// The `reason` of a Kubernetes Event the gate records. Serialized (and
+    /// sent) as [`as_str`](Self::as_str), as the API shows it, e.g.
+    /// `"GateOpened"`: each word is its variant's name.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum Reason {
+        /// Every expected member was Ready and the managed taints were removed.
+        GateOpened = "GateOpened",
+        /// The deadline passed: the node was opened anyway, kept closed
+        /// (`--on-timeout=keep`), or — in dry-run — would have been.
+        GateTimedOut = "GateTimedOut",
+        /// Dry-run: every expected member is Ready and the gate would open now.
+        GateWouldOpen = "GateWouldOpen",
+        /// The late-taint net put the startup taint on a new node that arrived
+        /// without it (semantics.md §6.2).
+        LateTaint = "LateTaint",
+        /// The net found a new node without the taint, but a workload pod was
+        /// already bound to it: left alone.
+        LateTaintSkipped = "LateTaintSkipped",
+        /// An open node's member had no Ready pod for the grace, or the node
+        /// rebooted: nodegate put the re-gate taint on (semantics.md §6.4).
+        NodeRegated = "NodeRegated",
+        /// A node would be re-gated, but the budget is used up.
+        RegateBudgetExhausted = "RegateBudgetExhausted",
+        /// A `conditionTaints` rule put its taint on a node that matches it
+        /// (semantics.md §6.5).
+        ConditionTaintAdded = "ConditionTaintAdded",
+        /// A `remove: whenCleared` rule took its taint off a node that no
+        /// longer matches it.
+        ConditionTaintRemoved = "ConditionTaintRemoved",
+        /// `--on-timeout=replace`: the leader asked the node's owner to replace
+        /// it (deleted its NodeClaim or Machine, or cordoned and marked it;
+        /// semantics.md §5.8).
+        GateReplaced = "GateReplaced",
+        /// A node is due for replacement, but the replace budget is used up.
+        ReplaceBudgetExhausted = "ReplaceBudgetExhausted",
+        /// A node is due for replacement, but a member it waits for is broken
+        /// cluster-wide: not replaced, `--replace-fallback` decides instead.
+        ReplaceSkipped = "ReplaceSkipped",
     }
 }
 
@@ -152,18 +99,6 @@ impl PartialEq<&str> for Reason {
     }
 }
 
-impl Serialize for Reason {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for Reason {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        deserialize_words(d, &Reason::ALL, "Event reason")
-    }
-}
-
 // --- the Events ------------------------------------------------------------
 
 /// Dry-run: the deadline passed with members not Ready.
@@ -173,23 +108,24 @@ pub(super) fn dry_run_timed_out(node: &NodeInfo, start: Timestamp, t: &TimeoutRe
         OnTimeout::Keep => "would keep the node closed",
         OnTimeout::Replace => "would keep the node closed and ask its owner to replace it",
     };
-    let note = format!(
-        "dry-run: {} passed {} after the gate started; {what}; {}",
-        deadline_name(t),
-        since(start, t.deadline),
-        not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())
-    );
+    let note = format!("dry-run: {}", timed_out_note(start, t, what));
     event(node, EventType::Warning, Reason::GateTimedOut, note)
 }
 
-/// Which deadline a timeout passed: the readiness deadline (`--timeout`)
-/// or the schedule deadline (`--schedule-timeout`, semantics.md §5.2).
-fn deadline_name(t: &TimeoutRecord) -> &'static str {
-    if t.by_schedule {
+/// "DEADLINE passed T after the gate started; `what`; what was not Ready".
+/// The deadline is the readiness deadline (`--timeout`) or the schedule
+/// deadline (`--schedule-timeout`, semantics.md §5.2).
+fn timed_out_note(start: Timestamp, t: &TimeoutRecord, what: &str) -> String {
+    let deadline = if t.by_schedule {
         "schedule deadline (--schedule-timeout)"
     } else {
         "deadline"
-    }
+    };
+    format!(
+        "{deadline} passed {} after the gate started; {what}; {}",
+        since(start, t.deadline),
+        not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())
+    )
 }
 
 /// Dry-run: every expected member is Ready; the gate would remove `taints`.
@@ -226,18 +162,18 @@ pub(super) fn opened_by_timeout(
     at: Timestamp,
 ) -> NodeEvent {
     let note = match timed_out {
-        Some(t) => format!(
-            "{} passed {} after the gate started; opened anyway {} after the gate started{}; {}",
-            deadline_name(t),
-            since(start, t.deadline),
-            since(start, at),
-            if t.action == OnTimeout::Replace {
+        Some(t) => {
+            let fallback = if t.action == OnTimeout::Replace {
                 " (not replaced: a member is broken cluster-wide; --replace-fallback=open)"
             } else {
                 ""
-            },
-            not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())
-        ),
+            };
+            let what = format!(
+                "opened anyway {} after the gate started{fallback}",
+                since(start, at)
+            );
+            timed_out_note(start, t, &what)
+        }
         None => format!(
             "opened by timeout {} after the gate started",
             since(start, at)
@@ -266,12 +202,7 @@ pub(super) fn kept_closed(node: &NodeInfo, start: Timestamp, t: &TimeoutRecord) 
         }
         _ => "kept closed (--on-timeout=keep)",
     };
-    let note = format!(
-        "{} passed {} after the gate started; {kept}; {}",
-        deadline_name(t),
-        since(start, t.deadline),
-        not_ready_text(t.expected, &t.not_ready, t.node_not_ready.as_deref())
-    );
+    let note = timed_out_note(start, t, kept);
     event(node, EventType::Warning, Reason::GateTimedOut, note)
 }
 
@@ -360,7 +291,7 @@ fn taint_list(taints: &[IndexedTaint]) -> String {
 
 /// Cuts `s` to at most `max` bytes, on a character boundary, ending in
 /// [`ELLIPSIS`] when anything was cut.
-fn truncate(mut s: String, max: usize) -> String {
+pub(super) fn truncate(mut s: String, max: usize) -> String {
     if s.len() <= max {
         return s;
     }

@@ -1,7 +1,6 @@
 //! Everything one gate knows ([`GateState`]) and the records it keeps: its
 //! phase, its one outstanding write, its timers, and how it ended.
 
-use std::fmt;
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
@@ -12,6 +11,7 @@ use crate::vocab::config::OnTimeout;
 use crate::vocab::member::{Blocker, Member, MemberId, Readiness};
 use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use crate::vocab::vec_map::VecMap;
+use crate::vocab::words::word_enum;
 
 /// Why a gate whose members are all Ready does not open by readiness: the
 /// node itself is not (semantics.md §5.1). The one wording of it — the journal,
@@ -64,27 +64,18 @@ pub enum Phase {
 
 pub use crate::vocab::write::OpenedBy;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// The Node object was deleted (watch).
-    NodeDeleted,
-    /// The API server answered 404 for the node (patch or re-read).
-    NodeNotFound,
-    /// Every managed taint disappeared and nodegate did not remove it.
-    TaintRemovedElsewhere,
-    /// The node carried no managed taint when the gate started.
-    NotGated,
-}
-
-impl fmt::Display for StopReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            StopReason::NodeDeleted => "node deleted",
-            StopReason::NodeNotFound => "node not found",
-            StopReason::TaintRemovedElsewhere => "managed taint removed by another writer",
-            StopReason::NotGated => "node carries no managed taint",
-        })
+word_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum StopReason {
+        /// The Node object was deleted (watch).
+        NodeDeleted = "node deleted",
+        /// The API server answered 404 for the node (patch or re-read).
+        NodeNotFound = "node not found",
+        /// Every managed taint disappeared and nodegate did not remove it.
+        TaintRemovedElsewhere = "managed taint removed by another writer",
+        /// The node carried no managed taint when the gate started.
+        NotGated = "node carries no managed taint",
     }
 }
 

@@ -24,6 +24,7 @@ use std::fmt;
 use crate::rules::placement::{EFFECT_NO_SCHEDULE, ManagedTaint};
 use crate::rules::selector::{LabelSelector, LabelSelectorRequirement, OP_EXISTS};
 use crate::vocab::model::{KARPENTER_NODEPOOL_LABEL, Labels, NodeInfo};
+use crate::vocab::words::word_enum;
 
 /// GKE's node-pool label.
 pub const GKE_NODEPOOL_LABEL: &str = "cloud.google.com/gke-nodepool";
@@ -75,16 +76,18 @@ pub const KARPENTER_TAINT_KEY: &str = "readiness.k8s.io/nodegate";
 pub const CLUSTER_AUTOSCALER_TAINT_KEY: &str =
     "startup-taint.cluster-autoscaler.kubernetes.io/nodegate";
 
-/// A preset of `--autoscaler`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Autoscaler {
-    Auto,
-    Karpenter,
-    ClusterAutoscaler,
-    Gke,
-    Aks,
-    Eks,
-    None,
+word_enum! {
+    /// A preset of `--autoscaler`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Autoscaler {
+        Auto = "auto",
+        Karpenter = "karpenter",
+        ClusterAutoscaler = "cluster-autoscaler",
+        Gke = "gke",
+        Aks = "aks",
+        Eks = "eks",
+        None = "none",
+    }
 }
 
 /// `--autoscaler`'s default.
@@ -105,28 +108,6 @@ fn suggestion(nearest: &Option<&'static str>) -> String {
 }
 
 impl Autoscaler {
-    pub const ALL: [Autoscaler; 7] = [
-        Autoscaler::Auto,
-        Autoscaler::Karpenter,
-        Autoscaler::ClusterAutoscaler,
-        Autoscaler::Gke,
-        Autoscaler::Aks,
-        Autoscaler::Eks,
-        Autoscaler::None,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Autoscaler::Auto => "auto",
-            Autoscaler::Karpenter => "karpenter",
-            Autoscaler::ClusterAutoscaler => "cluster-autoscaler",
-            Autoscaler::Gke => "gke",
-            Autoscaler::Aks => "aks",
-            Autoscaler::Eks => "eks",
-            Autoscaler::None => "none",
-        }
-    }
-
     /// Every name, comma-separated, for errors and help.
     pub fn names() -> String {
         Self::ALL.map(Autoscaler::as_str).join(", ")
@@ -135,13 +116,10 @@ impl Autoscaler {
     /// Reads one name (case and surrounding space ignored).
     pub fn parse(s: &str) -> Result<Autoscaler, UnknownAutoscaler> {
         let wanted = s.trim().to_ascii_lowercase();
-        Self::ALL
-            .into_iter()
-            .find(|a| a.as_str() == wanted)
-            .ok_or_else(|| UnknownAutoscaler {
-                name: s.to_string(),
-                nearest: nearest(&wanted),
-            })
+        Self::from_word(&wanted).ok_or_else(|| UnknownAutoscaler {
+            name: s.to_string(),
+            nearest: nearest(&wanted),
+        })
     }
 
     /// The presets this one stands for (`auto` is four).
@@ -187,42 +165,18 @@ impl Autoscaler {
     }
 }
 
-impl fmt::Display for Autoscaler {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// The preset nearest to a misspelt name: one a single edit away, or one
 /// that starts with what was typed.
 fn nearest(wanted: &str) -> Option<&'static str> {
     let names = Autoscaler::ALL.map(Autoscaler::as_str);
     names
         .into_iter()
-        .find(|n| edit_distance(n, wanted) <= 2)
+        .find(|n| strsim::levenshtein(n, wanted) <= 2)
         .or_else(|| {
             names
                 .into_iter()
                 .find(|n| !wanted.is_empty() && (n.starts_with(wanted) || wanted.starts_with(n)))
         })
-}
-
-/// Levenshtein distance over characters (names are a few bytes long).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let here = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb))
-                .min(row[j] + 1)
-                .min(here + 1);
-            prev = here;
-        }
-    }
-    row[b.len()]
 }
 
 /// Where a rule came from, for explain and the docs.

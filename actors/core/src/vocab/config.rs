@@ -3,7 +3,6 @@
 //! floor so that every feature can read its settings without importing the
 //! gate or another feature; nothing here imports a controller.
 
-use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -17,46 +16,33 @@ use crate::rules::selector::LabelSelector;
 use crate::rules::startup::StartupTaints;
 use crate::vocab::budget::MaxUnavailable;
 use crate::vocab::model::{Fallback, Labels, NodeInfo};
+use crate::vocab::words::word_enum;
 
-/// What a gate does when its deadline passes with members still not Ready.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnTimeout {
-    /// Remove the taint anyway (the default): a broken DaemonSet must not keep
-    /// a node closed for ever.
-    #[default]
-    Open,
-    /// Leave the taint and mark the node `nodegate.dev/timed-out`; the gate
-    /// still opens if every member later becomes Ready.
-    Keep,
-    /// As `Keep`, and the leader asks the node's owner to replace it
-    /// (deletes its Karpenter NodeClaim or Cluster API Machine, or cordons
-    /// and marks it): see [`crate::closing::replacing`] and semantics.md §5.8.
-    Replace,
+word_enum! {
+    /// What a gate does when its deadline passes with members still not Ready;
+    /// its word is what `--on-timeout` and the config file's `onTimeout`
+    /// take, its variants in the order the command line lists them.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum OnTimeout {
+        /// Remove the taint anyway (the default): a broken DaemonSet must not keep
+        /// a node closed for ever.
+        #[default]
+        Open = "open",
+        /// Leave the taint and mark the node `nodegate.dev/timed-out`; the gate
+        /// still opens if every member later becomes Ready.
+        Keep = "keep",
+        /// As `Keep`, and the leader asks the node's owner to replace it
+        /// (deletes its Karpenter NodeClaim or Cluster API Machine, or cordons
+        /// and marks it): see [`crate::closing::replacing`] and semantics.md §5.8.
+        Replace = "replace",
+    }
 }
 
 impl OnTimeout {
-    /// Every action, in the order the command line lists them.
-    pub const ALL: [OnTimeout; 3] = [OnTimeout::Open, OnTimeout::Keep, OnTimeout::Replace];
-
-    /// The name `--on-timeout` and the config file's `onTimeout` take.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OnTimeout::Open => "open",
-            OnTimeout::Keep => "keep",
-            OnTimeout::Replace => "replace",
-        }
-    }
-
     /// Whether the taint stays at the deadline (`keep`, `replace`).
     pub fn keeps(self) -> bool {
         matches!(self, OnTimeout::Keep | OnTimeout::Replace)
-    }
-}
-
-impl std::fmt::Display for OnTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -69,10 +55,7 @@ impl std::str::FromStr for OnTimeout {
     type Err = UnknownOnTimeout;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        OnTimeout::ALL
-            .into_iter()
-            .find(|o| o.as_str() == s)
-            .ok_or_else(|| UnknownOnTimeout(s.to_string()))
+        OnTimeout::from_word(s).ok_or_else(|| UnknownOnTimeout(s.to_string()))
     }
 }
 
@@ -162,9 +145,7 @@ impl Config {
         self.scope.includes(&node.labels)
             && node.taints.iter().any(|t| self.placement.is_managed(t))
     }
-}
 
-impl Config {
     /// The deadline of `node`'s gate: `--regate-timeout` for a node that
     /// carries only the re-gate taint (it was open and broke), or
     /// `--reboot-timeout` when it was re-gated before an announced reboot
@@ -233,52 +214,34 @@ pub struct RegateConfig {
     pub max_unavailable: MaxUnavailable,
 }
 
-/// Where an announcement comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Source {
-    /// kured's reboot lock names the node (`weave.works/kured-node-lock` on
-    /// kured's DaemonSet). kured holds it from before the drain until the
-    /// node is back, and lets at most `--concurrency` nodes (1 by default)
-    /// hold it: kured bounds the disruption, so this source is not counted
-    /// against `--regate-max-unavailable`.
-    KuredLock,
-    /// `nodegate.dev/reboot-pending` on the node, set by a person or a
-    /// script: within the budget.
-    Annotation,
-    /// kured's `weave.works/kured-reboot-in-progress` on the node
-    /// (`--annotate-nodes`). kured sets it before it waits for its lock, so
-    /// every node needing a reboot may carry it at once: within the budget.
-    KuredAnnotation,
+word_enum! {
+    /// Where an announcement comes from; its word is the name
+    /// `--reboot-announcements` takes, its variants in the order they are
+    /// looked at.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum Source {
+        /// kured's reboot lock names the node (`weave.works/kured-node-lock` on
+        /// kured's DaemonSet). kured holds it from before the drain until the
+        /// node is back, and lets at most `--concurrency` nodes (1 by default)
+        /// hold it: kured bounds the disruption, so this source is not counted
+        /// against `--regate-max-unavailable`.
+        KuredLock = "kured-lock",
+        /// `nodegate.dev/reboot-pending` on the node, set by a person or a
+        /// script: within the budget.
+        Annotation = "annotation",
+        /// kured's `weave.works/kured-reboot-in-progress` on the node
+        /// (`--annotate-nodes`). kured sets it before it waits for its lock, so
+        /// every node needing a reboot may carry it at once: within the budget.
+        KuredAnnotation = "kured-annotation",
+    }
 }
 
 impl Source {
-    /// Every source, in the order they are looked at.
-    pub const ALL: [Source; 3] = [
-        Source::KuredLock,
-        Source::Annotation,
-        Source::KuredAnnotation,
-    ];
-
-    /// The name `--reboot-announcements` takes.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::KuredLock => "kured-lock",
-            Source::Annotation => "annotation",
-            Source::KuredAnnotation => "kured-annotation",
-        }
-    }
-
     /// Whether a re-gate for this source goes around `--regate-max-unavailable`
     /// and `--max-unavailable`: only where the orchestrator itself bounds how
     /// many nodes reboot at once.
     pub fn bypasses_budget(self) -> bool {
         matches!(self, Source::KuredLock)
-    }
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -293,10 +256,7 @@ impl std::str::FromStr for Source {
     type Err = UnknownSource;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Source::ALL
-            .into_iter()
-            .find(|o| o.as_str() == s.trim())
-            .ok_or_else(|| UnknownSource(s.to_string()))
+        Source::from_word(s.trim()).ok_or_else(|| UnknownSource(s.to_string()))
     }
 }
 

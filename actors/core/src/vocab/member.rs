@@ -31,11 +31,6 @@ pub enum MemberId {
     Canary,
 }
 
-/// How a `criticalResources` member's id starts.
-const RESOURCE_PREFIX: &str = "resource:";
-/// How a `draDrivers` member's id starts.
-const DRA_PREFIX: &str = "dra:";
-
 /// How the canary member is named in explain, status, traces and Events.
 pub const CANARY_MEMBER: &str = "canary";
 
@@ -45,38 +40,39 @@ impl MemberId {
     }
 }
 
+/// The kinds whose id is a prefix and a name. A colon appears in neither a
+/// namespace nor a DaemonSet name, so no DaemonSet key has these prefixes.
+const PREFIXED: [(&str, fn(String) -> MemberId); 4] = [
+    ("critical:", MemberId::Critical),
+    ("condition:", MemberId::Condition),
+    ("resource:", MemberId::Resource),
+    ("dra:", MemberId::Dra),
+];
+
 impl fmt::Display for MemberId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MemberId::DaemonSet(key) => f.write_str(key),
-            MemberId::Critical(name) => write!(f, "critical:{name}"),
-            MemberId::Condition(type_) => write!(f, "condition:{type_}"),
-            MemberId::Resource(name) => write!(f, "{RESOURCE_PREFIX}{name}"),
-            MemberId::Dra(driver) => write!(f, "{DRA_PREFIX}{driver}"),
-            MemberId::Canary => f.write_str(CANARY_MEMBER),
-        }
+        let (prefix, name) = match self {
+            MemberId::DaemonSet(key) => ("", key),
+            MemberId::Critical(name) => ("critical:", name),
+            MemberId::Condition(type_) => ("condition:", type_),
+            MemberId::Resource(name) => ("resource:", name),
+            MemberId::Dra(driver) => ("dra:", driver),
+            MemberId::Canary => return f.write_str(CANARY_MEMBER),
+        };
+        write!(f, "{prefix}{name}")
     }
 }
 
 impl std::str::FromStr for MemberId {
     type Err = std::convert::Infallible;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        // A colon appears in no namespace, so no DaemonSet key has these
-        // prefixes.
-        if let Some(name) = s.strip_prefix(RESOURCE_PREFIX) {
-            return Ok(MemberId::Resource(name.to_string()));
-        }
-        if let Some(driver) = s.strip_prefix(DRA_PREFIX) {
-            return Ok(MemberId::Dra(driver.to_string()));
-        }
-        Ok(
-            match (s.strip_prefix("critical:"), s.strip_prefix("condition:")) {
-                (Some(name), _) => MemberId::Critical(name.to_string()),
-                (None, Some(type_)) => MemberId::Condition(type_.to_string()),
-                (None, None) if s == CANARY_MEMBER => MemberId::Canary,
-                (None, None) => MemberId::DaemonSet(s.to_string()),
-            },
-        )
+        let prefixed = PREFIXED
+            .iter()
+            .find_map(|(prefix, kind)| Some(kind(s.strip_prefix(prefix)?.to_string())));
+        Ok(prefixed.unwrap_or_else(|| match s {
+            CANARY_MEMBER => MemberId::Canary,
+            _ => MemberId::DaemonSet(s.to_string()),
+        }))
     }
 }
 
@@ -204,6 +200,14 @@ pub struct Member {
 }
 
 impl Member {
+    /// An expected member, standing as `readiness` says.
+    pub fn expected(readiness: Readiness) -> Self {
+        Member {
+            expectation: Expectation::Expected,
+            readiness: Some(readiness),
+        }
+    }
+
     pub fn is_expected(&self) -> bool {
         self.expectation == Expectation::Expected
     }

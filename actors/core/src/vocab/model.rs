@@ -7,7 +7,6 @@
 //! helpers treat it. This module holds data only; it must never do I/O.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::str::FromStr;
 
 use jiff::Timestamp;
@@ -16,6 +15,7 @@ use serde::{Deserialize, Serialize};
 mod shared;
 mod time;
 mod uid;
+use crate::vocab::words::word_enum;
 pub use compact_str::CompactString;
 pub use shared::{Interner, Shared};
 pub use time::OptTime;
@@ -123,36 +123,24 @@ pub struct PodPlacement {
     pub host_network: bool,
 }
 
-/// The status of a node's `Ready` condition, as the kubelet and the node
-/// lifecycle controller set it. A node the gate has never seen Ready reads as
-/// `Unknown`, as upstream treats a node without the condition.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum NodeReady {
-    True,
-    False,
-    /// `Unknown`, any other value, or no `Ready` condition at all.
-    #[default]
-    Unknown,
+word_enum! {
+    /// The status of a node's `Ready` condition, as the kubelet and the node
+    /// lifecycle controller set it. A node the gate has never seen Ready reads as
+    /// `Unknown`, as upstream treats a node without the condition.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum NodeReady {
+        True = "True",
+        False = "False",
+        /// `Unknown`, any other value, or no `Ready` condition at all.
+        #[default]
+        Unknown = "Unknown",
+    }
 }
 
 impl NodeReady {
     /// The condition's `status` as the API writes it.
     pub fn from_status(status: &str) -> Self {
-        match status {
-            "True" => NodeReady::True,
-            "False" => NodeReady::False,
-            _ => NodeReady::Unknown,
-        }
-    }
-}
-
-impl std::fmt::Display for NodeReady {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            NodeReady::True => "True",
-            NodeReady::False => "False",
-            NodeReady::Unknown => "Unknown",
-        })
+        NodeReady::from_word(status).unwrap_or_default()
     }
 }
 
@@ -475,32 +463,17 @@ pub struct Replacement {
     pub unschedulable: bool,
 }
 
-/// What a node due for replacement gets when its members are broken
-/// cluster-wide (`--replace-fallback`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Fallback {
-    /// Open it, as `--on-timeout=open` would.
-    Open,
-    /// Keep it closed, as `--on-timeout=keep` would (the default).
-    #[default]
-    Keep,
-}
-
-impl Fallback {
-    pub const ALL: [Fallback; 2] = [Fallback::Open, Fallback::Keep];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Fallback::Open => "open",
-            Fallback::Keep => "keep",
-        }
-    }
-}
-
-impl fmt::Display for Fallback {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+word_enum! {
+    /// What a node due for replacement gets when its members are broken
+    /// cluster-wide (`--replace-fallback`).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Fallback {
+        /// Open it, as `--on-timeout=open` would.
+        Open = "open",
+        /// Keep it closed, as `--on-timeout=keep` would (the default).
+        #[default]
+        Keep = "keep",
     }
 }
 
@@ -513,10 +486,7 @@ impl FromStr for Fallback {
     type Err = UnknownFallback;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Fallback::ALL
-            .into_iter()
-            .find(|f| f.as_str() == s.trim())
-            .ok_or_else(|| UnknownFallback(s.to_string()))
+        Fallback::from_word(s.trim()).ok_or_else(|| UnknownFallback(s.to_string()))
     }
 }
 

@@ -15,9 +15,7 @@
 
 use std::borrow::Borrow;
 use std::fmt;
-use std::marker::PhantomData;
 
-use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A map sorted by key in one vector; see the [module](self).
@@ -147,10 +145,6 @@ impl<K, V> VecMap<K, V> {
         self.entries.into_iter().map(|(_, v)| v)
     }
 
-    pub fn into_keys(self) -> impl DoubleEndedIterator<Item = K> + ExactSizeIterator {
-        self.entries.into_iter().map(|(k, _)| k)
-    }
-
     pub fn retain(&mut self, mut keep: impl FnMut(&K, &mut V) -> bool) {
         self.entries.retain_mut(|(k, v)| keep(k, v));
     }
@@ -261,38 +255,18 @@ impl<K: Serialize, V: Serialize> Serialize for VecMap<K, V> {
     }
 }
 
+/// Read as a `BTreeMap` (for a key given twice, the last value wins), then
+/// kept sorted in one vector.
 impl<'de, K, V> Deserialize<'de> for VecMap<K, V>
 where
     K: Deserialize<'de> + Ord,
     V: Deserialize<'de>,
 {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(MapVisitor(PhantomData))
+        let map = std::collections::BTreeMap::<K, V>::deserialize(deserializer)?;
+        Ok(map.into_iter().collect())
     }
 }
-
-struct MapVisitor<K, V>(PhantomData<(K, V)>);
-
-impl<'de, K, V> Visitor<'de> for MapVisitor<K, V>
-where
-    K: Deserialize<'de> + Ord,
-    V: Deserialize<'de>,
-{
-    type Value = VecMap<K, V>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a map")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
-        let mut entries = Vec::with_capacity(access.size_hint().unwrap_or(0).min(64));
-        while let Some(entry) = access.next_entry()? {
-            entries.push(entry);
-        }
-        Ok(entries.into_iter().collect())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

@@ -8,12 +8,11 @@
 //!
 //! Plain data, part of the floor: it imports nothing but the model.
 
-use std::fmt;
-
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::model::{Fallback, Owner, Taint};
+use crate::vocab::words::word_enum;
 
 /// One write to the cluster, with everything the executor needs to make it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,40 +141,30 @@ pub struct ConditionWrite {
     pub transition: bool,
 }
 
-/// Why the condition has its status, as its `reason` (CamelCase, as the API
-/// convention for condition reasons asks).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ConditionReason {
-    /// Closed: some expected member, or the node itself, is not Ready.
-    Waiting,
-    /// Every expected member is Ready; the untaint is being written.
-    Opening,
-    /// The deadline passed with `--on-timeout=keep`: still closed, and still
-    /// opens if everything becomes Ready.
-    TimedOut,
-    /// Opened: every expected member was Ready (`opened-by: ready`).
-    OpenedByReady,
-    /// Opened by the deadline (`opened-by: timeout`).
-    OpenedByTimeout,
-    /// Opened by the `nodegate.dev/open` annotation (`opened-by: manual`).
-    OpenedByManual,
-    /// Someone else removed the managed taints (`opened-by: external`).
-    OpenedExternally,
+word_enum! {
+    /// Why the condition has its status, as its `reason` (CamelCase, as the API
+    /// convention for condition reasons asks).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ConditionReason {
+        /// Closed: some expected member, or the node itself, is not Ready.
+        Waiting = "Waiting",
+        /// Every expected member is Ready; the untaint is being written.
+        Opening = "Opening",
+        /// The deadline passed with `--on-timeout=keep`: still closed, and still
+        /// opens if everything becomes Ready.
+        TimedOut = "TimedOut",
+        /// Opened: every expected member was Ready (`opened-by: ready`).
+        OpenedByReady = "OpenedByReady",
+        /// Opened by the deadline (`opened-by: timeout`).
+        OpenedByTimeout = "OpenedByTimeout",
+        /// Opened by the `nodegate.dev/open` annotation (`opened-by: manual`).
+        OpenedByManual = "OpenedByManual",
+        /// Someone else removed the managed taints (`opened-by: external`).
+        OpenedExternally = "OpenedExternally",
+    }
 }
 
 impl ConditionReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ConditionReason::Waiting => "Waiting",
-            ConditionReason::Opening => "Opening",
-            ConditionReason::TimedOut => "TimedOut",
-            ConditionReason::OpenedByReady => "OpenedByReady",
-            ConditionReason::OpenedByTimeout => "OpenedByTimeout",
-            ConditionReason::OpenedByManual => "OpenedByManual",
-            ConditionReason::OpenedExternally => "OpenedExternally",
-        }
-    }
-
     pub(crate) fn opened_by(by: OpenedBy) -> Self {
         match by {
             OpenedBy::Ready => ConditionReason::OpenedByReady,
@@ -201,29 +190,16 @@ impl OpenCondition {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OpenedBy {
-    Ready,
-    Timeout,
-    /// The node was annotated `nodegate.dev/open: "true"`.
-    Manual,
-}
-
-impl OpenedBy {
-    /// The value of the `nodegate.dev/opened-by` annotation.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OpenedBy::Ready => "ready",
-            OpenedBy::Timeout => "timeout",
-            OpenedBy::Manual => "manual",
-        }
-    }
-}
-
-impl fmt::Display for OpenedBy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+word_enum! {
+    /// Why nodegate opened a node; its word is the value of the
+    /// `nodegate.dev/opened-by` annotation.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum OpenedBy {
+        Ready = "ready",
+        Timeout = "timeout",
+        /// The node was annotated `nodegate.dev/open: "true"`.
+        Manual = "manual",
     }
 }
 

@@ -47,10 +47,7 @@ impl Step<'_> {
             let desired = match (readiness_only, self.s.members.get(&id)) {
                 (true, Some(current)) if !current.is_expected() => continue,
                 (true, Some(_)) => {
-                    derive_readiness(&id, self.s, self.cfg, self.now).map(|r| Member {
-                        expectation: Expectation::Expected,
-                        readiness: Some(r),
-                    })
+                    derive_readiness(&id, self.s, self.cfg, self.now).map(Member::expected)
                 }
                 _ => derive_member(
                     &id,

@@ -79,9 +79,7 @@ impl Step<'_> {
             }
         }
     }
-}
 
-impl Step<'_> {
     /// Holds the deadline for the gap between it and `judged`, the server's
     /// now as the gate judges it (the evidence plus the slack).
     fn hold_deadline(&mut self, deadline: Timestamp, judged: Timestamp, generation: u64) {

@@ -86,14 +86,16 @@ struct Member {
     name: Sym,
 }
 
+/// Its number is its bits in a member slot's kind byte (`stream`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 enum MemberKind {
-    DaemonSet,
-    Critical,
-    Condition,
-    Resource,
-    Dra,
-    Canary,
+    DaemonSet = 0,
+    Critical = 1,
+    Condition = 2,
+    Resource = 3,
+    Dra = 4,
+    Canary = 5,
 }
 
 /// A time as nanoseconds since the Unix epoch; `NONE` for an absent one.

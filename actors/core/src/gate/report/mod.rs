@@ -33,12 +33,10 @@ use crate::vocab::config::Config;
 use crate::vocab::member::{Expectation, MemberId, Readiness};
 use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
 
-mod conditions;
-mod devices;
 pub(crate) mod rows;
 mod words;
 pub use rows::{EXPECTED, MemberRow, TermResult};
-use rows::{NOT_EVALUATED, empty_row, member_of, selector_match};
+use rows::{NOT_EVALUATED, empty_row, member_of, node_member_row, selector_match};
 pub use words::{describe_waiting, expected_reason, verdict};
 
 /// One node's gate, as explain shows it. Its JSON form is the `-o json`
@@ -216,9 +214,12 @@ fn build_for(
     let conditions: Vec<MemberRow> = cfg
         .conditions
         .iter()
-        .map(|c| conditions::condition_row(state, c))
+        .map(|c| node_member_row(state, c))
         .collect();
-    let devices = devices::device_rows(state, cfg);
+    // Resources first, each list in configuration order.
+    let resources = cfg.resources.iter().map(|r| node_member_row(state, r));
+    let drivers = cfg.dra_drivers.iter().map(|d| node_member_row(state, d));
+    let devices: Vec<MemberRow> = resources.chain(drivers).collect();
     let canary: Vec<MemberRow> = cfg.canary.iter().map(|c| canary_row(state, c)).collect();
 
     let gated = is_gated(state);

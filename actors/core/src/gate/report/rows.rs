@@ -5,8 +5,9 @@
 use serde::Serialize;
 
 use crate::gate::GateState;
+use crate::gate::derive::NodeMember;
 use crate::rules::selector::LabelSelector;
-use crate::vocab::member::{Expectation, Member, MemberId};
+use crate::vocab::member::{Expectation, Member, MemberId, Readiness};
 
 /// The reason code of an expected member.
 pub const EXPECTED: &str = "expected";
@@ -91,4 +92,37 @@ pub(crate) fn member_of<'a>(state: &'a GateState, id: &MemberId) -> std::borrow:
             readiness: None,
         }),
     }
+}
+
+/// The row of a member judged from the node alone (a condition, resource or
+/// DRA driver), read from the gate's state like every member.
+pub(crate) fn node_member_row(state: &GateState, m: &dyn NodeMember) -> MemberRow {
+    let id = m.id();
+    let mut row = empty_row(&id, "", m.name());
+    row.selector = m.row_selector();
+    let member = member_of(state, &id);
+    match &member.expectation {
+        Expectation::NotExpected { reason, code } => {
+            row.reason = reason.clone();
+            row.reason_code = code.to_string();
+        }
+        Expectation::Expected => {
+            row.expected = true;
+            row.reason_code = EXPECTED.into();
+            row.reason = selector_match(m.what(), m.node_selector());
+            row.ready = Some(false);
+            match &member.readiness {
+                Some(Readiness::Ready { pod }) => {
+                    row.ready = Some(true);
+                    // A condition's selector already says what is Ready.
+                    if row.selector.is_none() {
+                        row.detail.push(pod.clone());
+                    }
+                }
+                Some(Readiness::Waiting { why, .. }) => row.waiting = Some(why.clone()),
+                None => row.waiting = Some(NOT_EVALUATED.into()),
+            }
+        }
+    }
+    row
 }

@@ -39,26 +39,14 @@ pub fn verdict(
         1 => "its one expected member is Ready".to_string(),
         n => format!("all {n} expected members are Ready"),
     };
-    match (gated, blockers.is_empty()) {
-        (true, true) => match node_not_ready {
-            None => format!("would open now: {}", all_ready()),
-            Some(node) => format!("closed: {node}; {}", all_ready()),
-        },
-        (true, false) => format!("closed: {}", waiting()),
-        (false, true) => match node_not_ready {
-            None => format!(
-                "not gated: the node carries no managed taint; were it gated, it would open now ({})",
-                all_ready()
-            ),
-            Some(node) => format!(
-                "not gated: the node carries no managed taint; were it gated, it would stay closed: {node}; {}",
-                all_ready()
-            ),
-        },
-        (false, false) => format!(
-            "not gated: the node carries no managed taint; were it gated, it would be {}",
-            waiting()
-        ),
+    const NOT_GATED: &str = "not gated: the node carries no managed taint; were it gated, it would";
+    match (gated, blockers.is_empty(), node_not_ready) {
+        (true, true, None) => format!("would open now: {}", all_ready()),
+        (true, true, Some(node)) => format!("closed: {node}; {}", all_ready()),
+        (true, false, _) => format!("closed: {}", waiting()),
+        (false, true, None) => format!("{NOT_GATED} open now ({})", all_ready()),
+        (false, true, Some(node)) => format!("{NOT_GATED} stay closed: {node}; {}", all_ready()),
+        (false, false, _) => format!("{NOT_GATED} be {}", waiting()),
     }
 }
 
@@ -136,14 +124,13 @@ pub fn expected_reason(
         parts.push(format!("it tolerates {}", kept.join(", ")));
     }
     if !set_aside.is_empty() {
+        let (noun, verb) = match set_aside.len() {
+            1 => ("taint", "is"),
+            _ => ("taints", "are"),
+        };
         parts.push(format!(
-            "the transient {} {} lifted by another agent during start-up",
-            if set_aside.len() == 1 {
-                "taint"
-            } else {
-                "taints"
-            },
-            set_aside.join(", ") + if set_aside.len() == 1 { " is" } else { " are" }
+            "the transient {noun} {} {verb} lifted by another agent during start-up",
+            set_aside.join(", ")
         ));
     }
     if parts.is_empty() {

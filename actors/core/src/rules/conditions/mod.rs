@@ -56,13 +56,6 @@ pub enum CriticalConditionError {
 }
 
 impl CriticalCondition {
-    /// Whether the gate waits for it on `node` at all.
-    pub fn applies(&self, node: &NodeInfo) -> bool {
-        self.node_selector
-            .as_ref()
-            .is_none_or(|s| s.matches(&node.labels))
-    }
-
     /// `None` when the node reports the wanted status; else why not, in
     /// words for the journal, `explain` and `status`.
     pub fn waiting(&self, node: &NodeInfo) -> Option<String> {

@@ -14,6 +14,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use super::ABSENT_STATUS;
+use crate::rules::placement::EFFECT_NO_EXECUTE;
 use crate::rules::selector::{LabelSelector, SelectorError, check_label_key, check_label_value};
 use crate::vocab::budget::MaxUnavailable;
 use crate::vocab::model::Taint;
@@ -115,8 +116,6 @@ impl ConditionTaintRule {
         })
     }
 }
-
-const EFFECT_NO_EXECUTE: &str = "NoExecute";
 
 /// The taint effects the API accepts.
 pub const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];

@@ -112,8 +112,8 @@ pub fn should_run(
 /// reported as such rather than as "starts after the gate opens".
 pub fn evaluate(node: &NodeInfo, ds: &DaemonSetInfo, cfg: &PlacementConfig) -> Verdict {
     match placement_problem(node, ds, cfg) {
-        None => Verdict::Expected,
-        Some(reason) => Verdict::NotExpected(reason),
+        Ok(()) => Verdict::Expected,
+        Err(reason) => Verdict::NotExpected(reason),
     }
 }
 
@@ -121,17 +121,13 @@ fn placement_problem(
     node: &NodeInfo,
     ds: &DaemonSetInfo,
     cfg: &PlacementConfig,
-) -> Option<NotExpectedReason> {
+) -> Result<(), NotExpectedReason> {
     if let Some(reason) = exclusion_reason(ds, cfg) {
-        return Some(reason);
+        return Err(reason);
     }
     let template = &ds.template;
-    if let Err(reason) = check_node_name(template, &node.name) {
-        return Some(reason);
-    }
-    if let Err(reason) = check_node_affinity(template, &node.name, &node.labels) {
-        return Some(reason);
-    }
+    check_node_name(template, &node.name)?;
+    check_node_affinity(template, &node.name, &node.labels)?;
     let tolerations = with_default_tolerations(&template.tolerations, template.host_network);
     let (managed, others): (Vec<&Taint>, Vec<&Taint>) = node
         .taints
@@ -139,14 +135,14 @@ fn placement_problem(
         .filter(|t| !cfg.is_transient(t))
         .partition(|t| cfg.is_managed(t));
     if let Some(taint) = first_untolerated_taint(others, &tolerations) {
-        return Some(NotExpectedReason::UntoleratedTaint {
+        return Err(NotExpectedReason::UntoleratedTaint {
             taint: taint.clone(),
         });
     }
-    if let Some(taint) = first_untolerated_taint(managed, &tolerations) {
-        return Some(NotExpectedReason::StartsAfterGate {
+    match first_untolerated_taint(managed, &tolerations) {
+        Some(taint) => Err(NotExpectedReason::StartsAfterGate {
             taint: taint.clone(),
-        });
+        }),
+        None => Ok(()),
     }
-    None
 }

@@ -13,6 +13,7 @@ use crate::vocab::model::{
     NODE_OP_DOES_NOT_EXIST, NODE_OP_GT, NODE_OP_IN, NODE_OP_LT, NODE_OP_NOT_IN,
     NodeSelectorRequirement, Taint,
 };
+use crate::vocab::words::word_enum;
 
 /// Why a DaemonSet is not waited for on a node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,44 +51,24 @@ pub enum NotExpectedReason {
     StartsAfterGate { taint: Taint },
 }
 
-/// Why a member is not expected, as a stable name (the journal's
-/// `member_not_expected` events, explain's `reason_code`). One byte, so a
-/// gate's members and journal carry it for free; serialized as its
-/// snake_case name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReasonCode {
-    OutsideDaemonSetNamespaces,
-    ExcludedByName,
-    ExcludedBySelector,
-    IgnoreAnnotation,
-    NodeName,
-    /// A DaemonSet's nodeSelector, or a critical-pod entry's node selector.
-    NodeSelector,
-    NodeAffinity,
-    UntoleratedTaint,
-    StartsAfterGate,
-}
-
-impl ReasonCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReasonCode::OutsideDaemonSetNamespaces => "outside_daemonset_namespaces",
-            ReasonCode::ExcludedByName => "excluded_by_name",
-            ReasonCode::ExcludedBySelector => "excluded_by_selector",
-            ReasonCode::IgnoreAnnotation => "ignore_annotation",
-            ReasonCode::NodeName => "node_name",
-            ReasonCode::NodeSelector => "node_selector",
-            ReasonCode::NodeAffinity => "node_affinity",
-            ReasonCode::UntoleratedTaint => "untolerated_taint",
-            ReasonCode::StartsAfterGate => "starts_after_gate",
-        }
-    }
-}
-
-impl fmt::Display for ReasonCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+word_enum! {
+    /// Why a member is not expected, as a stable name (the journal's
+    /// `member_not_expected` events, explain's `reason_code`). One byte, so a
+    /// gate's members and journal carry it for free; serialized as its
+    /// snake_case name.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum ReasonCode {
+        OutsideDaemonSetNamespaces = "outside_daemonset_namespaces",
+        ExcludedByName = "excluded_by_name",
+        ExcludedBySelector = "excluded_by_selector",
+        IgnoreAnnotation = "ignore_annotation",
+        NodeName = "node_name",
+        /// A DaemonSet's nodeSelector, or a critical-pod entry's node selector.
+        NodeSelector = "node_selector",
+        NodeAffinity = "node_affinity",
+        UntoleratedTaint = "untolerated_taint",
+        StartsAfterGate = "starts_after_gate",
     }
 }
 
@@ -184,20 +165,13 @@ impl fmt::Display for NotExpectedReason {
     }
 }
 
-/// Which list of a node selector term a requirement sits in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum TermList {
-    MatchExpressions,
-    MatchFields,
-}
-
-impl fmt::Display for TermList {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TermList::MatchExpressions => "matchExpressions",
-            TermList::MatchFields => "matchFields",
-        })
+word_enum! {
+    /// Which list of a node selector term a requirement sits in.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub enum TermList {
+        MatchExpressions = "matchExpressions",
+        MatchFields = "matchFields",
     }
 }
 

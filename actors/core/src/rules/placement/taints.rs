@@ -85,24 +85,13 @@ pub fn default_daemon_tolerations(host_network: bool) -> Vec<Toleration> {
 /// The template's tolerations plus the DaemonSet controller's defaults, as
 /// `AddOrUpdateDaemonPodTolerations` builds them: a default replaces every
 /// toleration with the same key, effect, operator and value (in place), and
-/// is appended when there is none.
+/// is appended when there is none. Upstream's replacement drops e.g.
+/// `tolerationSeconds`; our projection has nothing else to drop, so a
+/// replaced toleration stays as it is.
 pub fn with_default_tolerations(tolerations: &[Toleration], host_network: bool) -> Vec<Toleration> {
     let mut out = tolerations.to_vec();
     for default in default_daemon_tolerations(host_network) {
-        let same = |t: &Toleration| {
-            t.key == default.key
-                && t.effect == default.effect
-                && t.operator == default.operator
-                && t.value == default.value
-        };
-        let mut replaced = false;
-        for t in out.iter_mut().filter(|t| same(t)) {
-            // Upstream swaps in the default, dropping e.g. tolerationSeconds;
-            // our projection has nothing else to drop.
-            *t = default.clone();
-            replaced = true;
-        }
-        if !replaced {
+        if !out.contains(&default) {
             out.push(default);
         }
     }

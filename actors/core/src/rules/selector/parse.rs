@@ -309,5 +309,4 @@ fn add(selector: &mut LabelSelector, parsed: Parsed) {
 }
 
 #[cfg(test)]
-#[path = "parse_tests.rs"]
 mod tests;

@@ -108,21 +108,9 @@ impl Deref for UidText<'_> {
     }
 }
 
-impl From<&str> for Uid {
-    fn from(s: &str) -> Self {
-        Uid::new(s)
-    }
-}
-
-impl From<String> for Uid {
-    fn from(s: String) -> Self {
-        Uid::new(&s)
-    }
-}
-
-impl From<&String> for Uid {
-    fn from(s: &String) -> Self {
-        Uid::new(s)
+impl<T: AsRef<str>> From<T> for Uid {
+    fn from(s: T) -> Self {
+        Uid::new(s.as_ref())
     }
 }
 
@@ -145,21 +133,9 @@ impl fmt::Debug for Uid {
     }
 }
 
-impl PartialEq<str> for Uid {
-    fn eq(&self, other: &str) -> bool {
-        *self.text() == *other
-    }
-}
-
-impl PartialEq<&str> for Uid {
-    fn eq(&self, other: &&str) -> bool {
-        *self.text() == **other
-    }
-}
-
-impl PartialEq<String> for Uid {
-    fn eq(&self, other: &String) -> bool {
-        *self.text() == **other
+impl<T: AsRef<str> + ?Sized> PartialEq<T> for Uid {
+    fn eq(&self, other: &T) -> bool {
+        *self.text() == *other.as_ref()
     }
 }
 

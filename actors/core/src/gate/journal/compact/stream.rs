@@ -163,7 +163,7 @@ impl Writer<'_> {
     }
 
     fn member(&mut self, slot: u8, m: Member, extra: u8) {
-        self.byte(slot | (member_kind_bits(m.kind) << MEMBER_SHIFT) | extra);
+        self.byte(slot | ((m.kind as u8) << MEMBER_SHIFT) | extra);
     }
 
     fn write(&mut self, slot: &Slot, at: Nanos, prev: Nanos) {
@@ -175,11 +175,7 @@ impl Writer<'_> {
                 ready_since,
                 flags,
             } => {
-                let has = if *ready_since != super::NONE {
-                    HAS_TIME
-                } else {
-                    0
-                };
+                let has = has_time(*ready_since);
                 self.byte(POD_STATUS | (flags << FLAGS_SHIFT) | has);
                 self.time(at, prev);
                 self.sym(*pod);
@@ -205,11 +201,7 @@ impl Writer<'_> {
                 why,
                 available_at,
             } => {
-                let has = if *available_at != super::NONE {
-                    HAS_TIME
-                } else {
-                    0
-                };
+                let has = has_time(*available_at);
                 self.member(MEMBER_WAITING, *member, has);
                 self.time(at, prev);
                 self.sym(member.name);
@@ -219,11 +211,7 @@ impl Writer<'_> {
                 }
             }
             Slot::Pod(p) => {
-                let has = if p.ready_since != super::NONE {
-                    HAS_TIME
-                } else {
-                    0
-                };
+                let has = has_time(p.ready_since);
                 self.byte(POD | has);
                 self.time(at, prev);
                 for s in [
@@ -409,15 +397,9 @@ impl Reader<'_> {
     }
 }
 
-fn member_kind_bits(k: MemberKind) -> u8 {
-    match k {
-        MemberKind::DaemonSet => 0,
-        MemberKind::Critical => 1,
-        MemberKind::Condition => 2,
-        MemberKind::Resource => 3,
-        MemberKind::Dra => 4,
-        MemberKind::Canary => 5,
-    }
+/// [`HAS_TIME`] when the optional time `t` is present.
+fn has_time(t: Nanos) -> u8 {
+    if t != super::NONE { HAS_TIME } else { 0 }
 }
 
 fn member_kind(bits: u8) -> MemberKind {
