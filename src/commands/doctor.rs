@@ -82,11 +82,6 @@ pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
     })
 }
 
-/// A check that could not be made (`why`), as its one line.
-fn skipped(check: &'static str, subject: &str, why: String) -> Check {
-    Check::skipped(check, subject, why)
-}
-
 /// Labels for the admission probe's Node inside `--node-selector`: none
 /// when that takes every node, else those of a node it takes (without its
 /// hostname); `None` when no node is inside it.
@@ -129,7 +124,7 @@ async fn gather(
             pools.as_deref(),
             version.as_ref(),
         )),
-        Err(why) => out.push(skipped(karpenter::CHECK, "NodePools", why)),
+        Err(why) => out.push(Check::skipped(karpenter::CHECK, "NodePools", why)),
     }
     // cluster-autoscaler sees every node that is not Karpenter's.
     let ca_labels = seen_nodes
@@ -139,12 +134,12 @@ async fn gather(
     let ca_taints = keys::added_to_any(&s.gate, ca_labels);
     match &deployments {
         Ok(d) => out.extend(autoscaler::check(s, &ca_taints, &autoscaler::found(d))),
-        Err(why) => out.push(skipped(autoscaler::CHECK, "Deployments", why.clone())),
+        Err(why) => out.push(Check::skipped(autoscaler::CHECK, "Deployments", why)),
     }
     let probe_labels = probe_labels(s, &seen_nodes);
     match fetch::admission(client, probe_labels.as_ref()).await? {
         Ok(a) => out.extend(admission::check(s, &a)),
-        Err(why) => out.push(skipped(admission::CHECK, "Node CREATE", why)),
+        Err(why) => out.push(Check::skipped(admission::CHECK, "Node CREATE", why)),
     }
     let le = &s.leader_election;
     let lease_ns = le
@@ -154,9 +149,9 @@ async fn gather(
     let (line, live) = match fetch::lease(client, &lease_ns, &le.lease_name).await? {
         Ok(lease) => leader::check(le, &lease_ns, lease.as_ref(), now),
         Err(why) => (
-            skipped(
+            Check::skipped(
                 leader::CHECK,
-                &format!("Lease {lease_ns}/{}", le.lease_name),
+                format!("Lease {lease_ns}/{}", le.lease_name),
                 why,
             ),
             None,
