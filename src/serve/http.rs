@@ -39,7 +39,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tower::ServiceExt;
 
 use crate::cluster::watch::WatchStats;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::serve::conn::{self, Limits, Refused};
 use crate::serve::health::ProcessHealth;
 use crate::serve::history::History;
@@ -132,12 +132,7 @@ async fn listen(
     app: axum::Router,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(Error::io(format!("cannot listen on {addr} ({flag})")))?;
-    let bound = listener.local_addr().map_err(Error::io(format!(
-        "cannot read the address bound for {addr}"
-    )))?;
+    let (listener, bound) = conn::bind(addr, flag).await?;
     tracing::info!("{what} {bound}");
     let limits = Limits::DEFAULT;
     let task = tokio::spawn(conn::accept_loop(

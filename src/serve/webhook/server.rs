@@ -314,14 +314,7 @@ pub async fn serve(
         .with_cert_resolver(slot);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(Error::io(format!(
-            "cannot listen on {addr} (--webhook-addr)"
-        )))?;
-    let bound = listener.local_addr().map_err(Error::io(format!(
-        "cannot read the address bound for {addr}"
-    )))?;
+    let (listener, bound) = conn::bind(addr, "--webhook-addr").await?;
     tracing::info!("webhook listening on {bound}");
     let limits = Limits::DEFAULT;
     let permits = Arc::new(Semaphore::new(IN_FLIGHT));
