@@ -46,8 +46,7 @@ mod traces;
 mod writes;
 pub use canary::CanaryMetrics;
 pub use conditions::ConditionMetrics;
-use entrances::EntranceMetrics;
-pub use entrances::{AdmissionResult, CertProblem, LateTaint};
+pub use entrances::{AdmissionResult, CertProblem, EntranceMetrics, LateTaint};
 pub use regate::{RegateGauges, RegateMetrics};
 pub use reload::ConfigMetrics;
 pub use traces::{SpanDrop, TraceMetrics};
@@ -146,7 +145,7 @@ pub struct Metrics {
     /// `--drop-node-metrics`: no `gate_age` (nor re-gate age) series.
     drop_node_series: std::sync::atomic::AtomicBool,
     // The other families, each in its own file under `metrics/`.
-    entrances: EntranceMetrics,
+    pub entrances: EntranceMetrics,
     pub config: ConfigMetrics,
     pub regate: RegateMetrics,
     pub replace: replace::ReplaceMetrics,
@@ -355,7 +354,6 @@ impl Metrics {
 
     // --- fed by the entrances (the webhook, the late-taint net) ---
 
-    /// One review answered by the webhook, and how long it took (seconds).
     /// The page for a scrape: the last one if it is younger than
     /// [`SCRAPE_REUSE`], else `make()` (one at a time; others wait for it).
     pub async fn page(
@@ -385,34 +383,11 @@ impl Metrics {
         &self.leadership
     }
 
-    pub fn webhook_admission(&self, result: AdmissionResult, seconds: f64) {
-        self.entrances.admission(result, seconds);
-    }
-
     /// One node the late-taint net dealt with: `"tainted"`, `"skipped"` or
     /// `"failed"` (any other word counts as `"failed"`).
     pub fn late_taint(&self, result: &str) {
         self.entrances
             .late_taint(LateTaint::parse(result).unwrap_or(LateTaint::Failed));
-    }
-
-    /// The expiry of the serving certificate now presented.
-    pub fn webhook_certificate_expiry(&self, unix_seconds: i64) {
-        self.entrances.certificate_expiry(unix_seconds);
-    }
-
-    pub fn webhook_certificate_error(&self, problem: CertProblem) {
-        self.entrances.certificate_error(problem);
-    }
-
-    /// Whether the webhook listener serves (it starts once it has a
-    /// certificate).
-    pub fn webhook_serving(&self, serving: bool) {
-        self.entrances.serving(serving);
-    }
-
-    pub fn webhook_ca_bundle_repaired(&self) {
-        self.entrances.ca_bundle_repaired();
     }
 
     // --- fed by the router and the gates (see nodegate_actors::observe) ---

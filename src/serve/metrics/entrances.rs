@@ -111,7 +111,7 @@ impl CertProblem {
     }
 }
 
-pub(super) struct EntranceMetrics {
+pub struct EntranceMetrics {
     admissions: Family<Label, Counter>,
     admission_duration: Histogram,
     late_taints: Family<Label, Counter>,
@@ -174,34 +174,38 @@ impl EntranceMetrics {
         m
     }
 
-    pub(super) fn admission(&self, result: AdmissionResult, seconds: f64) {
+    /// One review answered by the webhook, and how long it took (seconds).
+    pub fn admission(&self, result: AdmissionResult, seconds: f64) {
         self.admissions
             .get_or_create(&[("result", result.as_str())])
             .inc();
         self.admission_duration.observe(seconds);
     }
 
-    pub(super) fn late_taint(&self, result: LateTaint) {
+    pub fn late_taint(&self, result: LateTaint) {
         self.late_taints
             .get_or_create(&[("result", result.as_str())])
             .inc();
     }
 
-    pub(super) fn certificate_expiry(&self, unix_seconds: i64) {
+    /// The expiry of the serving certificate now presented.
+    pub fn certificate_expiry(&self, unix_seconds: i64) {
         self.cert_expiry.set(unix_seconds);
     }
 
-    pub(super) fn certificate_error(&self, problem: CertProblem) {
+    pub fn certificate_error(&self, problem: CertProblem) {
         self.cert_errors
             .get_or_create(&[("problem", problem.as_str())])
             .inc();
     }
 
-    pub(super) fn serving(&self, serving: bool) {
+    /// Whether the webhook listener serves (it starts once it has a
+    /// certificate).
+    pub fn serving(&self, serving: bool) {
         self.serving.set(i64::from(serving));
     }
 
-    pub(super) fn ca_bundle_repaired(&self) {
+    pub fn ca_bundle_repaired(&self) {
         self.ca_bundle_repairs.inc();
     }
 }

@@ -214,7 +214,8 @@ impl Handler {
         let started = Instant::now();
         let answer = self.read_and_answer(req.into_body(), permits).await;
         self.metrics
-            .webhook_admission(answer.result, started.elapsed().as_secs_f64());
+            .entrances
+            .admission(answer.result, started.elapsed().as_secs_f64());
         log(&answer);
         let text = serde_json::to_vec(&answer.body).unwrap_or_default();
         let mut response = Response::new(Body::from(text));
