@@ -597,7 +597,7 @@ fn the_events_table_lists_every_reason_the_code_records() {
 }
 
 /// The metric families nodegate registers, `nodegate_` and the name each
-/// `.register("NAME", …)` call under src/serve/metrics* gives (the registry
+/// registering call under src/serve/metrics* gives (the registry
 /// is `Registry::with_prefix("nodegate")`). Read from the source because
 /// prometheus-client neither lists a registry's families nor writes a family
 /// without series (a gauge per node, a counter per rule) into a scrape;
@@ -616,8 +616,14 @@ fn registered_metrics() -> BTreeSet<String> {
     for file in files {
         let text = std::fs::read_to_string(&file)
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
-        for (i, call) in text.match_indices(".register(") {
+        // `.register("NAME", …)`, or `reg(r, "NAME", …)` and `reg_with(r,
+        // "NAME", …)`, the helpers of src/serve/metrics.rs.
+        let calls = [".register(", "reg(", "reg_with("]
+            .into_iter()
+            .flat_map(|call| text.match_indices(call));
+        for (i, call) in calls {
             let after = &text[i + call.len()..];
+            let after = after.trim_start().strip_prefix("r,").unwrap_or(after);
             let name = after
                 .split_once('"')
                 .and_then(|(_, rest)| rest.split_once('"'))

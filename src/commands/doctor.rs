@@ -41,24 +41,7 @@ pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
     let (label, settings) = match given {
         Some(s) => ("flags".to_string(), s),
         None => {
-            let what = format!("Deployment {ns}/{}", args.deployment);
-            let d = match &deployment {
-                Ok(Some(d)) => d,
-                Ok(None) => {
-                    return Err(Error::Invalid {
-                        what,
-                        why: "not found: pass --namespace and --deployment naming nodegate's, or \
-                              give nodegate's flags instead of --from-cluster"
-                            .to_string(),
-                    });
-                }
-                Err(why) => {
-                    return Err(Error::Invalid {
-                        what,
-                        why: why.clone(),
-                    });
-                }
-            };
+            let d = source::found(&deployment, ns, &args.deployment, "nodegate's flags")?;
             let s = source::from_deployment(&client, ns, d).await?;
             (format!("deployment {ns}/{}", args.deployment), s)
         }

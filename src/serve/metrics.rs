@@ -171,14 +171,17 @@ fn seconds_between(from: Timestamp, to: Timestamp) -> f64 {
     to.duration_since(from).as_secs_f64().max(0.0)
 }
 
-/// Registers a new `M` as `nodegate_NAME` and returns it.
+/// Registers a new `M` as `nodegate_NAME` and returns it. Every call names
+/// its family with a literal, which tests/docs.rs reads.
 fn reg<M: Metric + Clone + Default>(r: &mut Registry, name: &str, help: &str) -> M {
-    reg_with(r, name, help, M::default())
+    let metric = M::default();
+    Registry::register(r, name, help, metric.clone());
+    metric
 }
 
-/// Registers `metric` as `nodegate_NAME` and returns it.
+/// Registers `metric` as `nodegate_NAME` and returns it, like [`reg`].
 fn reg_with<M: Metric + Clone>(r: &mut Registry, name: &str, help: &str, metric: M) -> M {
-    r.register(name, help, metric.clone());
+    Registry::register(r, name, help, metric.clone());
     metric
 }
 
