@@ -104,16 +104,6 @@ pub struct Handler {
     budget: Arc<Semaphore>,
 }
 
-impl Handler {
-    pub fn new(live: Arc<LiveConfig>, metrics: Arc<Metrics>) -> Handler {
-        Handler {
-            live,
-            metrics,
-            budget: Arc::new(Semaphore::new(BODY_BUDGET)),
-        }
-    }
-}
-
 /// Reviews judged at once (each on a blocking thread). A review is read
 /// first, without a place, so that slow clients cannot hold the places; one
 /// that finds them all taken waits [`JUDGE_WAIT`] for one, and only then is
@@ -197,6 +187,14 @@ fn busy(prefix: &[u8], why: &str) -> review::Answer {
 }
 
 impl Handler {
+    pub fn new(live: Arc<LiveConfig>, metrics: Arc<Metrics>) -> Handler {
+        Handler {
+            live,
+            metrics,
+            budget: Arc::new(Semaphore::new(BODY_BUDGET)),
+        }
+    }
+
     async fn handle(
         self: Arc<Self>,
         req: Request<Incoming>,
