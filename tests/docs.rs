@@ -1299,7 +1299,7 @@ fn every_doctor_flag_check_and_json_field_is_in_its_section() {
     use nodegate::commands::doctor::checks::{
         admission, autoscaler, karpenter, leader, nodes, rbac,
     };
-    use nodegate::commands::doctor::report::{Check, Report};
+    use nodegate::commands::doctor::report::{Name, Report};
 
     let docs = read("docs/troubleshooting.md");
     let section = docs
@@ -1321,7 +1321,7 @@ fn every_doctor_flag_check_and_json_field_is_in_its_section() {
         nodes::CHECK,
     ];
     // Every field, from a report whose one check has every optional field.
-    let full = Check::problem("karpenter", "s", "m", "f").with_note("n");
+    let full = Name("karpenter").problem("s", "m", "f").with_note("n");
     let report = serde_json::to_value(Report::new("flags".into(), vec![full])).expect("json");
     let mut fields: Vec<String> = Vec::new();
     for (k, v) in report.as_object().into_iter().flatten() {
@@ -1335,7 +1335,7 @@ fn every_doctor_flag_check_and_json_field_is_in_its_section() {
     let missing: Vec<String> = own
         .iter()
         .cloned()
-        .chain(checks.iter().map(|c| format!("`{c}`")))
+        .chain(checks.iter().map(|c| format!("`{}`", c.0)))
         .chain(fields.iter().map(|f| format!("`{f}`")))
         .filter(|w| !mentions(section, w))
         .collect();

@@ -107,7 +107,7 @@ async fn gather(
             pools.as_deref(),
             version.as_ref(),
         )),
-        Err(why) => out.push(Check::skipped(karpenter::CHECK, "NodePools", why)),
+        Err(why) => out.push(karpenter::CHECK.skipped("NodePools", why)),
     }
     // cluster-autoscaler sees every node that is not Karpenter's.
     let ca_labels = seen_nodes
@@ -117,12 +117,12 @@ async fn gather(
     let ca_taints = keys::added_to_any(&s.gate, ca_labels);
     match &deployments {
         Ok(d) => out.extend(autoscaler::check(s, &ca_taints, &autoscaler::found(d))),
-        Err(why) => out.push(Check::skipped(autoscaler::CHECK, "Deployments", why)),
+        Err(why) => out.push(autoscaler::CHECK.skipped("Deployments", why)),
     }
     let probe_labels = probe_labels(s, &seen_nodes);
     match fetch::admission(client, probe_labels.as_ref()).await? {
         Ok(a) => out.extend(admission::check(s, &a)),
-        Err(why) => out.push(Check::skipped(admission::CHECK, "Node CREATE", why)),
+        Err(why) => out.push(admission::CHECK.skipped("Node CREATE", why)),
     }
     let le = &s.leader_election;
     let lease_ns = le
@@ -132,11 +132,7 @@ async fn gather(
     let (line, live) = match fetch::lease(client, &lease_ns, &le.lease_name).await? {
         Ok(lease) => leader::check(le, &lease_ns, lease.as_ref(), now),
         Err(why) => (
-            Check::skipped(
-                leader::CHECK,
-                format!("Lease {lease_ns}/{}", le.lease_name),
-                why,
-            ),
+            leader::CHECK.skipped(format!("Lease {lease_ns}/{}", le.lease_name), why),
             None,
         ),
     };
