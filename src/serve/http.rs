@@ -35,7 +35,7 @@ use nodegate_core::gate::{GateState, Phase};
 use nodegate_core::vocab::member::{Expectation, Readiness};
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Semaphore, watch};
 use tower::ServiceExt;
 
 use crate::cluster::watch::WatchStats;
@@ -172,12 +172,6 @@ async fn serve_one(tcp: tokio::net::TcpStream, app: axum::Router, limits: Limits
     }
 }
 
-/// A permit to serve one debug request; `None` when [`DEBUG_CONCURRENCY`]
-/// are being served already.
-fn debug_permit(permits: &Arc<Semaphore>) -> Option<OwnedSemaphorePermit> {
-    Arc::clone(permits).try_acquire_owned().ok()
-}
-
 /// The answer to a debug request beyond the bound.
 fn too_many_debug_requests() -> Response {
     (
@@ -307,7 +301,7 @@ async fn metrics_text(State(s): State<AppState>) -> Response {
 }
 
 async fn debug_nodes(State(s): State<DebugState>) -> Response {
-    let Some(_permit) = debug_permit(&s.permits) else {
+    let Ok(_permit) = Arc::clone(&s.permits).try_acquire_owned() else {
         return too_many_debug_requests();
     };
     let now = Timestamp::now();
@@ -339,7 +333,7 @@ async fn debug_nodes(State(s): State<DebugState>) -> Response {
 }
 
 async fn debug_node(State(s): State<DebugState>, Path(name): Path<String>) -> Response {
-    let Some(_permit) = debug_permit(&s.permits) else {
+    let Ok(_permit) = Arc::clone(&s.permits).try_acquire_owned() else {
         return too_many_debug_requests();
     };
     let now = Timestamp::now();
