@@ -597,7 +597,7 @@ fn the_events_table_lists_every_reason_the_code_records() {
 }
 
 /// The metric families nodegate registers, `nodegate_` and the name each
-/// `.register("NAME", …)` call under src/serve/metrics* gives (the registry
+/// registering call under src/serve/metrics* gives (the registry
 /// is `Registry::with_prefix("nodegate")`). Read from the source because
 /// prometheus-client neither lists a registry's families nor writes a family
 /// without series (a gauge per node, a counter per rule) into a scrape;
@@ -616,8 +616,14 @@ fn registered_metrics() -> BTreeSet<String> {
     for file in files {
         let text = std::fs::read_to_string(&file)
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
-        for (i, call) in text.match_indices(".register(") {
+        // `.register("NAME", …)`, or `reg(r, "NAME", …)` and `reg_with(r,
+        // "NAME", …)`, the helpers of src/serve/metrics.rs.
+        let calls = [".register(", "reg(", "reg_with("]
+            .into_iter()
+            .flat_map(|call| text.match_indices(call));
+        for (i, call) in calls {
             let after = &text[i + call.len()..];
+            let after = after.trim_start().strip_prefix("r,").unwrap_or(after);
             let name = after
                 .split_once('"')
                 .and_then(|(_, rest)| rest.split_once('"'))
@@ -1293,7 +1299,7 @@ fn every_doctor_flag_check_and_json_field_is_in_its_section() {
     use nodegate::commands::doctor::checks::{
         admission, autoscaler, karpenter, leader, nodes, rbac,
     };
-    use nodegate::commands::doctor::report::{Check, Report};
+    use nodegate::commands::doctor::report::{Name, Report};
 
     let docs = read("docs/troubleshooting.md");
     let section = docs
@@ -1315,7 +1321,7 @@ fn every_doctor_flag_check_and_json_field_is_in_its_section() {
         nodes::CHECK,
     ];
     // Every field, from a report whose one check has every optional field.
-    let full = Check::problem("karpenter", "s", "m", "f").with_note("n");
+    let full = Name("karpenter").problem("s", "m", "f").with_note("n");
     let report = serde_json::to_value(Report::new("flags".into(), vec![full])).expect("json");
     let mut fields: Vec<String> = Vec::new();
     for (k, v) in report.as_object().into_iter().flatten() {
@@ -1329,7 +1335,7 @@ fn every_doctor_flag_check_and_json_field_is_in_its_section() {
     let missing: Vec<String> = own
         .iter()
         .cloned()
-        .chain(checks.iter().map(|c| format!("`{c}`")))
+        .chain(checks.iter().map(|c| format!("`{}`", c.0)))
         .chain(fields.iter().map(|f| format!("`{f}`")))
         .filter(|w| !mentions(section, w))
         .collect();

@@ -14,7 +14,6 @@ use std::process::ExitCode;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::api::ListParams;
 use nodegate_core::net::entrance::{self, Skip};
 use nodegate_core::rules::placement::ManagedTaint;
 use nodegate_core::rules::selector::LabelSelector;
@@ -24,8 +23,8 @@ use nodegate_core::vocab::model::NodeInfo;
 use serde::Serialize;
 
 use crate::cluster::entrance::{gated_since, put_taint};
-use crate::cluster::project;
 use crate::cluster::writer::{Writer, pods_on};
+use crate::cluster::{project, snapshot};
 use crate::commands::output;
 use crate::error::{EXIT_FAILURE, Error, Result};
 use crate::settings::cli::BackfillArgs;
@@ -100,13 +99,12 @@ pub async fn main(args: BackfillArgs) -> Result<ExitCode> {
 
 async fn backfill(writer: &Writer, b: &Backfill) -> Result<Vec<Line>> {
     let nodes: Api<Node> = Api::all(writer.client().clone());
-    let list = nodes
-        .list(&ListParams::default())
+    let list = snapshot::nodes(writer.client())
         .await
         .map_err(Error::kube("listing nodes"))?;
     let mut lines = Vec::new();
     // A Node without a name cannot be patched: there is nothing to backfill.
-    for n in list.items.iter().filter_map(|n| project::node(n).0) {
+    for n in list.iter().filter_map(|n| project::node(n).0) {
         lines.push(one(writer, &nodes, b, n).await);
     }
     lines.sort_by(|a, b| a.node.cmp(&b.node));

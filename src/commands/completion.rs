@@ -13,7 +13,6 @@
 //! linked under that name. Either way the node names come from one LIST of
 //! the current kubeconfig context, given up after a few seconds.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use std::ffi::OsString;
@@ -26,6 +25,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Api;
 use kube::api::ListParams;
 
+use crate::commands::output;
 use crate::error::{Error, Result};
 use crate::settings::cli::{Cli, CompletionArgs, CompletionShell};
 
@@ -35,14 +35,8 @@ const BIN_NAME: &str = "nodegate";
 pub fn main(args: CompletionArgs) -> Result<ExitCode> {
     let mut out = Vec::new();
     script(args.shell, &mut out);
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(&out).and_then(|()| stdout.flush()) {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        // A closed pipe (`nodegate completion bash | head`) is the reader's
-        // choice, not a failure worth a message.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(Error::io("cannot write the completion script to stdout")(e)),
-    }
+    output::print(&out, "cannot write the completion script to stdout")?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Writes the completion script for `shell` into `out`.
@@ -115,15 +109,8 @@ pub fn kubectl_complete(mut command: clap::Command, args: &[OsString]) -> Result
         out.push('\n');
     }
     out.push_str(&format!(":{NO_FILE_COMPLETION}\n"));
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(Error::io("cannot write the completions to stdout")(e)),
-    }
+    output::print(out.as_bytes(), "cannot write the completions to stdout")?;
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

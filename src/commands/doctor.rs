@@ -41,24 +41,7 @@ pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
     let (label, settings) = match given {
         Some(s) => ("flags".to_string(), s),
         None => {
-            let what = format!("Deployment {ns}/{}", args.deployment);
-            let d = match &deployment {
-                Ok(Some(d)) => d,
-                Ok(None) => {
-                    return Err(Error::Invalid {
-                        what,
-                        why: "not found: pass --namespace and --deployment naming nodegate's, or \
-                              give nodegate's flags instead of --from-cluster"
-                            .to_string(),
-                    });
-                }
-                Err(why) => {
-                    return Err(Error::Invalid {
-                        what,
-                        why: why.clone(),
-                    });
-                }
-            };
+            let d = source::found(&deployment, ns, &args.deployment, "nodegate's flags")?;
             let s = source::from_deployment(&client, ns, d).await?;
             (format!("deployment {ns}/{}", args.deployment), s)
         }
@@ -80,11 +63,6 @@ pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
         0 => ExitCode::SUCCESS,
         _ => ExitCode::from(EXIT_PROBLEMS),
     })
-}
-
-/// A check that could not be made (`why`), as its one line.
-fn skipped(check: &'static str, subject: &str, why: String) -> Check {
-    Check::skipped(check, subject, why)
 }
 
 /// Labels for the admission probe's Node inside `--node-selector`: none
@@ -129,7 +107,7 @@ async fn gather(
             pools.as_deref(),
             version.as_ref(),
         )),
-        Err(why) => out.push(skipped(karpenter::CHECK, "NodePools", why)),
+        Err(why) => out.push(karpenter::CHECK.skipped("NodePools", why)),
     }
     // cluster-autoscaler sees every node that is not Karpenter's.
     let ca_labels = seen_nodes
@@ -139,12 +117,12 @@ async fn gather(
     let ca_taints = keys::added_to_any(&s.gate, ca_labels);
     match &deployments {
         Ok(d) => out.extend(autoscaler::check(s, &ca_taints, &autoscaler::found(d))),
-        Err(why) => out.push(skipped(autoscaler::CHECK, "Deployments", why.clone())),
+        Err(why) => out.push(autoscaler::CHECK.skipped("Deployments", why)),
     }
     let probe_labels = probe_labels(s, &seen_nodes);
     match fetch::admission(client, probe_labels.as_ref()).await? {
         Ok(a) => out.extend(admission::check(s, &a)),
-        Err(why) => out.push(skipped(admission::CHECK, "Node CREATE", why)),
+        Err(why) => out.push(admission::CHECK.skipped("Node CREATE", why)),
     }
     let le = &s.leader_election;
     let lease_ns = le
@@ -154,11 +132,7 @@ async fn gather(
     let (line, live) = match fetch::lease(client, &lease_ns, &le.lease_name).await? {
         Ok(lease) => leader::check(le, &lease_ns, lease.as_ref(), now),
         Err(why) => (
-            skipped(
-                leader::CHECK,
-                &format!("Lease {lease_ns}/{}", le.lease_name),
-                why,
-            ),
+            leader::CHECK.skipped(format!("Lease {lease_ns}/{}", le.lease_name), why),
             None,
         ),
     };

@@ -1,6 +1,8 @@
 //! What the reading commands share: the connection from kubectl's flags, and
 //! `-o json|yaml` for any report that serializes.
 
+use std::io::Write;
+
 use serde::Serialize;
 
 use crate::cluster::client::{Connection, client_for};
@@ -23,6 +25,17 @@ pub async fn connect(c: &Connection) -> Result<kube::Client> {
     client_for(c)
         .await
         .map_err(Error::context("cannot connect to the cluster"))
+}
+
+/// Writes `text` on stdout and flushes it. A closed pipe (`nodegate … |
+/// head`) is the reader's choice, not a failure; any other error is
+/// `what` (`cannot write the report`).
+pub fn print(text: &[u8], what: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::io(what)(e)),
+        _ => Ok(()),
+    }
 }
 
 /// `value` as `-o json` (pretty) or `-o yaml`, ending in a newline; `None`

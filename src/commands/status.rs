@@ -15,7 +15,7 @@
 //! which prints them with their causes and exits with their status.
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write as _};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use jiff::Timestamp;
@@ -81,7 +81,10 @@ pub async fn main(args: StatusArgs) -> Result<ExitCode> {
         settings.timeout = run.timeout;
     }
     if !settings.watch {
-        print(&table_now(&client, &settings, format).await?)?;
+        output::print(
+            table_now(&client, &settings, format).await?.as_bytes(),
+            "cannot write the table",
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -126,7 +129,7 @@ pub async fn main(args: StatusArgs) -> Result<ExitCode> {
                 } else {
                     text.push('\n');
                 }
-                print(&text)?;
+                output::print(text.as_bytes(), "cannot write the table")?;
             }
             Err(e) => {
                 if failures == 0 {
@@ -154,16 +157,6 @@ pub async fn main(args: StatusArgs) -> Result<ExitCode> {
 /// The longest `status --watch` waits between two tries while the cluster
 /// does not answer (or --interval, if longer).
 const WATCH_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(30);
-
-fn print(text: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(()),
-        // `nodegate status | head` is not a failure.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(Error::io("cannot write the table")(e)),
-    }
-}
 
 /// The table, now. The gate runs in dry-run (`Config::from` a
 /// `StatusSettings`): the table shows what the gate would decide and never

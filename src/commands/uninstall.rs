@@ -20,12 +20,12 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::api::{ListParams, Patch};
+use kube::api::Patch;
 use nodegate_core::gate::{OPEN_CONDITION, PatchOutcome};
 use nodegate_core::vocab::config::Scope;
 
-use crate::cluster::project;
 use crate::cluster::writer::Writer;
+use crate::cluster::{project, snapshot};
 use crate::commands::output;
 use crate::error::{EXIT_FAILURE, Error, Result};
 use crate::serve::metrics::NodeWrite;
@@ -156,14 +156,13 @@ pub fn held(holder: &str, renewed: Option<Timestamp>, now: Timestamp, fresh: Dur
 /// changed) as it goes, and a summary. Returns how many nodes failed.
 async fn clean_all(writer: &Writer, s: &Settings) -> Result<usize> {
     let nodes: Api<Node> = Api::all(writer.client().clone());
-    let list = nodes
-        .list(&ListParams::default())
+    let list = snapshot::nodes(writer.client())
         .await
         .map_err(Error::kube("listing nodes"))?;
-    let total = list.items.len();
+    let total = list.len();
     let (mut changed, mut failed) = (0usize, 0usize);
     let mut out = std::io::stdout().lock();
-    for (i, n) in list.items.iter().enumerate() {
+    for (i, n) in list.iter().enumerate() {
         if i > 0 && i % PROGRESS_EVERY == 0 {
             eprintln!("checked {i}/{total} nodes");
         }

@@ -8,7 +8,6 @@
 //! which needs `get pods/proxy`), else from the tag of the pod's nodegate
 //! image. Nothing here writes.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -75,19 +74,10 @@ pub async fn main(args: VersionArgs) -> Result<ExitCode> {
         Some(text) => text,
         None => render(&versions, args.output == OutputFormat::Wide),
     };
-    print(&text)?;
+    output::print(text.as_bytes(), "cannot write the versions")?;
     match failure {
         Some(e) => Err(e),
         None => Ok(ExitCode::SUCCESS),
-    }
-}
-
-fn print(text: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(Error::io("cannot write the versions")(e)),
     }
 }
 

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,6 +23,8 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioTimer;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+
+use crate::error::{Error, Result};
 
 /// How much one listener admits.
 #[derive(Debug, Clone, Copy)]
@@ -129,6 +131,18 @@ pub fn http1(limits: &Limits) -> http1::Builder {
         .header_read_timeout(limits.header_read_timeout)
         .keep_alive(true);
     b
+}
+
+/// Binds `addr` (`flag` names it in the error): the listener, and the
+/// address actually bound (port 0 → a free port).
+pub async fn bind(addr: SocketAddr, flag: &str) -> Result<(TcpListener, SocketAddr)> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(Error::io(format!("cannot listen on {addr} ({flag})")))?;
+    let bound = listener.local_addr().map_err(Error::io(format!(
+        "cannot read the address bound for {addr}"
+    )))?;
+    Ok((listener, bound))
 }
 
 /// Connections refused because the listener was full, since start.

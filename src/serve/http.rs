@@ -35,11 +35,11 @@ use nodegate_core::gate::{GateState, Phase};
 use nodegate_core::vocab::member::{Expectation, Readiness};
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Semaphore, watch};
 use tower::ServiceExt;
 
 use crate::cluster::watch::WatchStats;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::serve::conn::{self, Limits, Refused};
 use crate::serve::health::ProcessHealth;
 use crate::serve::history::History;
@@ -132,12 +132,7 @@ async fn listen(
     app: axum::Router,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(Error::io(format!("cannot listen on {addr} ({flag})")))?;
-    let bound = listener.local_addr().map_err(Error::io(format!(
-        "cannot read the address bound for {addr}"
-    )))?;
+    let (listener, bound) = conn::bind(addr, flag).await?;
     tracing::info!("{what} {bound}");
     let limits = Limits::DEFAULT;
     let task = tokio::spawn(conn::accept_loop(
@@ -175,12 +170,6 @@ async fn serve_one(tcp: tokio::net::TcpStream, app: axum::Router, limits: Limits
     {
         tracing::debug!(%error, "HTTP connection ended with an error");
     }
-}
-
-/// A permit to serve one debug request; `None` when [`DEBUG_CONCURRENCY`]
-/// are being served already.
-fn debug_permit(permits: &Arc<Semaphore>) -> Option<OwnedSemaphorePermit> {
-    Arc::clone(permits).try_acquire_owned().ok()
 }
 
 /// The answer to a debug request beyond the bound.
@@ -312,7 +301,7 @@ async fn metrics_text(State(s): State<AppState>) -> Response {
 }
 
 async fn debug_nodes(State(s): State<DebugState>) -> Response {
-    let Some(_permit) = debug_permit(&s.permits) else {
+    let Ok(_permit) = Arc::clone(&s.permits).try_acquire_owned() else {
         return too_many_debug_requests();
     };
     let now = Timestamp::now();
@@ -344,7 +333,7 @@ async fn debug_nodes(State(s): State<DebugState>) -> Response {
 }
 
 async fn debug_node(State(s): State<DebugState>, Path(name): Path<String>) -> Response {
-    let Some(_permit) = debug_permit(&s.permits) else {
+    let Ok(_permit) = Arc::clone(&s.permits).try_acquire_owned() else {
         return too_many_debug_requests();
     };
     let now = Timestamp::now();
@@ -496,10 +485,11 @@ mod tests {
     #[tokio::test]
     async fn debug_requests_beyond_the_bound_get_503_and_retry_after() {
         let permits = Arc::new(Semaphore::new(DEBUG_CONCURRENCY));
+        let debug_permit = || Arc::clone(&permits).try_acquire_owned().ok();
         let held: Vec<_> = (0..DEBUG_CONCURRENCY)
-            .map(|_| debug_permit(&permits).expect("within the bound"))
+            .map(|_| debug_permit().expect("within the bound"))
             .collect();
-        assert!(debug_permit(&permits).is_none(), "one beyond the bound");
+        assert!(debug_permit().is_none(), "one beyond the bound");
         let refused = too_many_debug_requests();
         assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
@@ -515,7 +505,7 @@ mod tests {
         );
         // A finished request gives its permit back.
         drop(held);
-        assert!(debug_permit(&permits).is_some());
+        assert!(debug_permit().is_some());
     }
 
     #[test]

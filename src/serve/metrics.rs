@@ -30,7 +30,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 use crate::cluster::leader::Leadership;
 
@@ -46,8 +46,7 @@ mod traces;
 mod writes;
 pub use canary::CanaryMetrics;
 pub use conditions::ConditionMetrics;
-use entrances::EntranceMetrics;
-pub use entrances::{AdmissionResult, CertProblem, LateTaint};
+pub use entrances::{AdmissionResult, CertProblem, EntranceMetrics, LateTaint};
 pub use regate::{RegateGauges, RegateMetrics};
 pub use reload::ConfigMetrics;
 pub use traces::{SpanDrop, TraceMetrics};
@@ -67,10 +66,8 @@ const REACTION_BUCKETS: [f64; 12] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OutcomeLabels {
-    outcome: &'static str,
-}
+/// The labels of a family with one label: `[(NAME, value)]`.
+type Label<V = &'static str> = [(&'static str, V); 1];
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DaemonSetLabels {
@@ -87,11 +84,6 @@ struct BlockerLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ActionLabels {
-    action: &'static str,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PatchLabels {
     kind: &'static str,
     result: &'static str,
@@ -101,16 +93,6 @@ struct PatchLabels {
 struct RouterLabels {
     kind: &'static str,
     routed: &'static str,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct NodeLabels {
-    node: String,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct VersionLabels {
-    version: &'static str,
 }
 
 /// What the metrics remember of one live gate.
@@ -135,12 +117,12 @@ pub struct Metrics {
 
     gated_nodes: Gauge,
     live_actors: Gauge,
-    gate_age: Family<NodeLabels, Gauge<f64, AtomicU64>>,
-    gate_duration: Family<OutcomeLabels, Histogram>,
+    gate_age: Family<Label<String>, Gauge<f64, AtomicU64>>,
+    gate_duration: Family<Label, Histogram>,
     reaction: Histogram,
     daemonset_ready: Family<DaemonSetLabels, Histogram>,
     timeout_blockers: Family<BlockerLabels, Counter>,
-    gates_timed_out: Family<ActionLabels, Counter>,
+    gates_timed_out: Family<Label, Counter>,
     patch_attempts: Family<PatchLabels, Counter>,
     router_events: Family<RouterLabels, Counter>,
     leader: Gauge,
@@ -163,7 +145,7 @@ pub struct Metrics {
     /// `--drop-node-metrics`: no `gate_age` (nor re-gate age) series.
     drop_node_series: std::sync::atomic::AtomicBool,
     // The other families, each in its own file under `metrics/`.
-    entrances: EntranceMetrics,
+    pub entrances: EntranceMetrics,
     pub config: ConfigMetrics,
     pub regate: RegateMetrics,
     pub replace: replace::ReplaceMetrics,
@@ -189,144 +171,149 @@ fn seconds_between(from: Timestamp, to: Timestamp) -> f64 {
     to.duration_since(from).as_secs_f64().max(0.0)
 }
 
+/// Registers a new `M` as `nodegate_NAME` and returns it. Every call names
+/// its family with a literal, which tests/docs.rs reads (so the two helpers
+/// call `Registry::register` without a `.register(` of their own).
+fn reg<M: Metric + Clone + Default>(r: &mut Registry, name: &str, help: &str) -> M {
+    let metric = M::default();
+    Registry::register(r, name, help, metric.clone());
+    metric
+}
+
+/// Registers `metric` as `nodegate_NAME` and returns it, like [`reg`].
+fn reg_with<M: Metric + Clone>(r: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    Registry::register(r, name, help, metric.clone());
+    metric
+}
+
+/// A count as a gauge's value.
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 impl Metrics {
+    /// Registers every family, in the order they are exported: the
+    /// families of the files under `metrics/` first, then `Metrics`'s own,
+    /// then `build_info`.
     pub fn new(leadership: Arc<Leadership>) -> Metrics {
         let mut registry = Registry::with_prefix("nodegate");
+        let r = &mut registry;
         let m = Metrics {
+            maps: maps::MapMetrics::register(r),
+            entrances: EntranceMetrics::register(r),
+            config: ConfigMetrics::register(r),
+            regate: RegateMetrics::register(r),
+            replace: replace::ReplaceMetrics::register(r),
+            traces: TraceMetrics::register(r),
+            conditions: ConditionMetrics::register(r),
+            canary: CanaryMetrics::register(r),
+            writes: Arc::new(WriteTimings::register(r)),
+            gated_nodes: reg(
+                r,
+                "gated_nodes",
+                "Nodes whose gate is closed now (waiting, opening, or kept closed after a timeout)",
+            ),
+            live_actors: reg(
+                r,
+                "live_actors",
+                "Gate actors running now (one per gated node)",
+            ),
+            gate_age: reg(
+                r,
+                "gate_age_seconds",
+                "Seconds since the gate of each closed node started (creation or nodegate.dev/gated-since)",
+            ),
+            gate_duration: reg_with(
+                r,
+                "gate_duration_seconds",
+                "Gate start (node creation or gated-since) to taint removed, by outcome (ready | timeout | manual); leader only",
+                Family::new_with_constructor(|| Histogram::new(GATE_BUCKETS)),
+            ),
+            reaction: reg_with(
+                r,
+                "reaction_seconds",
+                "Every expected member and the node Ready (as observed) to taint removed; leader only",
+                Histogram::new(REACTION_BUCKETS),
+            ),
+            daemonset_ready: reg_with(
+                r,
+                "daemonset_ready_seconds",
+                "Node creation to the DaemonSet's pod Ready on that node, for new nodes; leader only",
+                Family::new_with_constructor(|| Histogram::new(GATE_BUCKETS)),
+            ),
+            timeout_blockers: reg(
+                r,
+                "timeout_blockers",
+                "Gate deadlines passed with this member not Ready (a DaemonSet or a critical-pod entry); leader only",
+            ),
+            gates_timed_out: reg(
+                r,
+                "gates_timed_out",
+                "Gate deadlines passed, by --on-timeout action (open | keep | replace); leader only",
+            ),
+            patch_attempts: reg(
+                r,
+                "patch_attempts",
+                "Writes sent to the API server, by kind (untaint | mark_timed_out) and result (ok | conflict | not_found | error)",
+            ),
+            router_events: reg(
+                r,
+                "router_events",
+                "Watch events handled by the router, by kind and whether they went on to a live gate",
+            ),
+            leader: reg(
+                r,
+                "leader",
+                "1 while this replica holds the leader-election lease (always 1 without --leader-elect)",
+            ),
+            leader_known: reg(
+                r,
+                "leader_known",
+                "1 while some replica leads as far as this one can tell: it leads, or a holder renewed the lease within 2 × --lease-duration (always 1 without --leader-elect); at 0 the webhook admits new nodes unchanged",
+            ),
+            server_time_refused: reg(
+                r,
+                "server_time_evidence_refused",
+                "Evidence of the API server's clock refused because it was more than 5 minutes ahead of the server's latest Date header",
+            ),
+            watch_restarts: reg(
+                r,
+                "watch_restarts",
+                "Watch streams that failed and were restarted",
+            ),
+            registry: {
+                let build_info = Family::<Label, Gauge>::default();
+                build_info
+                    .get_or_create(&[("version", env!("CARGO_PKG_VERSION"))])
+                    .set(1);
+                registry.register("build_info", "Always 1; the version as a label", build_info);
+                registry
+            },
             leadership,
-            gated_nodes: Gauge::default(),
-            live_actors: Gauge::default(),
-            gate_age: Family::default(),
-            gate_duration: Family::new_with_constructor(|| Histogram::new(GATE_BUCKETS)),
-            reaction: Histogram::new(REACTION_BUCKETS),
-            daemonset_ready: Family::new_with_constructor(|| Histogram::new(GATE_BUCKETS)),
-            timeout_blockers: Family::default(),
-            gates_timed_out: Family::default(),
-            patch_attempts: Family::default(),
-            router_events: Family::default(),
-            leader: Gauge::default(),
-            leader_known: Gauge::default(),
-            server_time_refused: Counter::default(),
-            watch_restarts: Counter::default(),
-            maps: maps::MapMetrics::register(&mut registry),
             watch_restarts_seen: AtomicU64::new(0),
             gates: DashMap::new(),
             daemonset_series: Mutex::new(BTreeMap::new()),
             age_series: Mutex::new(HashSet::new()),
             drop_node_series: std::sync::atomic::AtomicBool::new(false),
-            entrances: EntranceMetrics::register(&mut registry),
-            config: ConfigMetrics::register(&mut registry),
-            regate: RegateMetrics::register(&mut registry),
-            replace: replace::ReplaceMetrics::register(&mut registry),
-            traces: TraceMetrics::register(&mut registry),
-            conditions: ConditionMetrics::register(&mut registry),
-            canary: CanaryMetrics::register(&mut registry),
-            writes: Arc::new(WriteTimings::register(&mut registry)),
             scrape: tokio::sync::Mutex::new(None),
-            registry: Registry::default(),
         };
-        m.register_own(&mut registry);
         m.zero_known_series();
         m.leader.set(i64::from(m.leadership.is_leader()));
         m.leader_known
             .set(i64::from(m.leadership.leader_known().is_ok()));
-        Metrics { registry, ..m }
-    }
-
-    /// Registers the families `Metrics` holds itself (the others register
-    /// their own), and `build_info`.
-    fn register_own(&self, registry: &mut Registry) {
-        registry.register(
-            "gated_nodes",
-            "Nodes whose gate is closed now (waiting, opening, or kept closed after a timeout)",
-            self.gated_nodes.clone(),
-        );
-        registry.register(
-            "live_actors",
-            "Gate actors running now (one per gated node)",
-            self.live_actors.clone(),
-        );
-        registry.register(
-            "gate_age_seconds",
-            "Seconds since the gate of each closed node started (creation or nodegate.dev/gated-since)",
-            self.gate_age.clone(),
-        );
-        registry.register(
-            "gate_duration_seconds",
-            "Gate start (node creation or gated-since) to taint removed, by outcome (ready | timeout | manual); leader only",
-            self.gate_duration.clone(),
-        );
-        registry.register(
-            "reaction_seconds",
-            "Every expected member and the node Ready (as observed) to taint removed; leader only",
-            self.reaction.clone(),
-        );
-        registry.register(
-            "daemonset_ready_seconds",
-            "Node creation to the DaemonSet's pod Ready on that node, for new nodes; leader only",
-            self.daemonset_ready.clone(),
-        );
-        registry.register(
-            "timeout_blockers",
-            "Gate deadlines passed with this member not Ready (a DaemonSet or a critical-pod entry); leader only",
-            self.timeout_blockers.clone(),
-        );
-        registry.register(
-            "gates_timed_out",
-            "Gate deadlines passed, by --on-timeout action (open | keep | replace); leader only",
-            self.gates_timed_out.clone(),
-        );
-        registry.register(
-            "patch_attempts",
-            "Writes sent to the API server, by kind (untaint | mark_timed_out) and result (ok | conflict | not_found | error)",
-            self.patch_attempts.clone(),
-        );
-        registry.register(
-            "router_events",
-            "Watch events handled by the router, by kind and whether they went on to a live gate",
-            self.router_events.clone(),
-        );
-        registry.register(
-            "leader",
-            "1 while this replica holds the leader-election lease (always 1 without --leader-elect)",
-            self.leader.clone(),
-        );
-        registry.register(
-            "leader_known",
-            "1 while some replica leads as far as this one can tell: it leads, or a holder renewed the lease within 2 × --lease-duration (always 1 without --leader-elect); at 0 the webhook admits new nodes unchanged",
-            self.leader_known.clone(),
-        );
-        registry.register(
-            "server_time_evidence_refused",
-            "Evidence of the API server's clock refused because it was more than 5 minutes ahead of the server's latest Date header",
-            self.server_time_refused.clone(),
-        );
-        registry.register(
-            "watch_restarts",
-            "Watch streams that failed and were restarted",
-            self.watch_restarts.clone(),
-        );
-        let build_info = Family::<VersionLabels, Gauge>::default();
-        build_info
-            .get_or_create(&VersionLabels {
-                version: env!("CARGO_PKG_VERSION"),
-            })
-            .set(1);
-        registry.register("build_info", "Always 1; the version as a label", build_info);
+        m
     }
 
     /// Zeros for every label value known up front, so that each series
     /// exists before its first event.
     fn zero_known_series(&self) {
         for outcome in [OpenedBy::Ready, OpenedBy::Timeout, OpenedBy::Manual] {
-            self.gate_duration.get_or_create_owned(&OutcomeLabels {
-                outcome: outcome.as_str(),
-            });
+            self.gate_duration
+                .get_or_create_owned(&[("outcome", outcome.as_str())]);
         }
         for action in OnTimeout::ALL {
-            self.gates_timed_out.get_or_create_owned(&ActionLabels {
-                action: action.as_str(),
-            });
+            self.gates_timed_out
+                .get_or_create_owned(&[("action", action.as_str())]);
         }
         for kind in [NodeWrite::Untaint, NodeWrite::MarkTimedOut] {
             for result in PATCH_RESULTS {
@@ -371,7 +358,6 @@ impl Metrics {
 
     // --- fed by the entrances (the webhook, the late-taint net) ---
 
-    /// One review answered by the webhook, and how long it took (seconds).
     /// The page for a scrape: the last one if it is younger than
     /// [`SCRAPE_REUSE`], else `make()` (one at a time; others wait for it).
     pub async fn page(
@@ -401,34 +387,11 @@ impl Metrics {
         &self.leadership
     }
 
-    pub fn webhook_admission(&self, result: AdmissionResult, seconds: f64) {
-        self.entrances.admission(result, seconds);
-    }
-
     /// One node the late-taint net dealt with: `"tainted"`, `"skipped"` or
     /// `"failed"` (any other word counts as `"failed"`).
     pub fn late_taint(&self, result: &str) {
         self.entrances
             .late_taint(LateTaint::parse(result).unwrap_or(LateTaint::Failed));
-    }
-
-    /// The expiry of the serving certificate now presented.
-    pub fn webhook_certificate_expiry(&self, unix_seconds: i64) {
-        self.entrances.certificate_expiry(unix_seconds);
-    }
-
-    pub fn webhook_certificate_error(&self, problem: CertProblem) {
-        self.entrances.certificate_error(problem);
-    }
-
-    /// Whether the webhook listener serves (it starts once it has a
-    /// certificate).
-    pub fn webhook_serving(&self, serving: bool) {
-        self.entrances.serving(serving);
-    }
-
-    pub fn webhook_ca_bundle_repaired(&self) {
-        self.entrances.ca_bundle_repaired();
     }
 
     // --- fed by the router and the gates (see nodegate_actors::observe) ---
@@ -529,8 +492,7 @@ impl Metrics {
         self.leader.set(i64::from(self.leadership.is_leader()));
         self.leader_known
             .set(i64::from(self.leadership.leader_known().is_ok()));
-        self.live_actors
-            .set(i64::try_from(live_actors).unwrap_or(i64::MAX));
+        self.live_actors.set(count(live_actors));
         let seen = self
             .watch_restarts_seen
             .swap(watch_restarts, Ordering::Relaxed);
@@ -548,12 +510,11 @@ impl Metrics {
                 }
             }
         }
-        self.gated_nodes
-            .set(i64::try_from(closed.len()).unwrap_or(i64::MAX));
+        self.gated_nodes.set(count(closed.len()));
         let mut ages = lock(&self.age_series);
         for node in ages.iter() {
             if !closed.contains_key(node) {
-                self.gate_age.remove(&NodeLabels { node: node.clone() });
+                self.gate_age.remove(&[("node", node.clone())]);
             }
         }
         ages.retain(|node| closed.contains_key(node));
@@ -564,7 +525,7 @@ impl Metrics {
                 && per_node
             {
                 self.gate_age
-                    .get_or_create(&NodeLabels { node: node.clone() })
+                    .get_or_create(&[("node", node.clone())])
                     .set(seconds_between(start, now));
                 ages.insert(node);
             }

@@ -32,18 +32,11 @@ use crate::error::{Error, Result};
 /// A read that may be forbidden: `Err` says so, for a check to show.
 pub type Readable<T> = std::result::Result<T, String>;
 
-fn code(e: &kube::Error) -> Option<u16> {
-    match e {
-        kube::Error::Api(s) => Some(s.code),
-        _ => None,
-    }
-}
-
 /// `Ok(Err(why))` for a forbidden read, `Err` for any other failure.
 fn readable<T>(what: &str, r: std::result::Result<T, kube::Error>) -> Result<Readable<T>> {
     match r {
         Ok(v) => Ok(Ok(v)),
-        Err(e) if code(&e) == Some(403) => Ok(Err(format!(
+        Err(kube::Error::Api(s)) if s.code == 403 => Ok(Err(format!(
             "not checked: these credentials may not {what}"
         ))),
         Err(e) => Err(Error::kube(what.to_string())(e)),
@@ -57,7 +50,7 @@ pub async fn nodepools(client: &Client) -> Result<Readable<Option<Vec<NodePool>>
     let ar = ApiResource::from_gvk_with_plural(&gvk, "nodepools");
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     match api.list(&ListParams::default()).await {
-        Err(e) if code(&e) == Some(404) => Ok(Ok(None)),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Ok(None)),
         r => Ok(readable("list karpenter.sh NodePools", r)?.map(|list| {
             Some(
                 list.items
@@ -91,7 +84,7 @@ pub async fn admission(
         .await
     {
         // An API server without MutatingAdmissionPolicy (before 1.36).
-        Err(e) if code(&e) == Some(404) => Vec::new(),
+        Err(kube::Error::Api(s)) if s.code == 404 => Vec::new(),
         r => match readable("list MutatingAdmissionPolicies", r)? {
             Ok(l) => l.items,
             Err(why) => return Ok(Err(why)),
@@ -162,7 +155,7 @@ async fn probe(client: &Client, labels: &Labels) -> std::result::Result<Vec<Stri
             .filter(|t| t.key != "node.kubernetes.io/not-ready")
             .map(|t| format!("{}:{}", t.key, t.effect))
             .collect()),
-        Err(e) if code(&e) == Some(403) => {
+        Err(kube::Error::Api(s)) if s.code == 403 => {
             Err("these credentials may not create nodes (a dry run)".to_string())
         }
         Err(e) => Err(format!("the dry-run create failed: {e}")),
@@ -360,7 +353,7 @@ pub async fn access(
                 let allowed = r.status.is_some_and(|s| s.allowed);
                 out.push((a, allowed));
             }
-            Err(e) if code(&e) == Some(403) => return Ok(None),
+            Err(kube::Error::Api(s)) if s.code == 403 => return Ok(None),
             Err(e) => return Err(Error::kube("creating a SubjectAccessReview")(e)),
         }
     }

@@ -47,49 +47,48 @@ pub struct Check {
     pub note: Option<String>,
 }
 
-impl Check {
-    pub fn ok(check: &'static str, subject: impl Into<String>, message: impl Into<String>) -> Self {
-        Check {
-            check,
-            subject: subject.into(),
-            status: Status::Ok,
-            message: message.into(),
-            fix: None,
-            note: None,
-        }
+/// A check's name (`CHECK` in each module of `checks`), which makes its
+/// lines: `CHECK.ok(subject, message)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Name(pub &'static str);
+
+impl Name {
+    pub fn ok(self, subject: impl Into<String>, message: impl Into<String>) -> Check {
+        self.line(subject, Status::Ok, message, None)
     }
 
     pub fn problem(
-        check: &'static str,
+        self,
         subject: impl Into<String>,
         message: impl Into<String>,
         fix: impl Into<String>,
-    ) -> Self {
-        Check {
-            check,
-            subject: subject.into(),
-            status: Status::Problem,
-            message: message.into(),
-            fix: Some(fix.into()),
-            note: None,
-        }
+    ) -> Check {
+        self.line(subject, Status::Problem, message, Some(fix.into()))
     }
 
-    pub fn skipped(
-        check: &'static str,
+    pub fn skipped(self, subject: impl Into<String>, message: impl Into<String>) -> Check {
+        self.line(subject, Status::Skipped, message, None)
+    }
+
+    fn line(
+        self,
         subject: impl Into<String>,
+        status: Status,
         message: impl Into<String>,
-    ) -> Self {
+        fix: Option<String>,
+    ) -> Check {
         Check {
-            check,
+            check: self.0,
             subject: subject.into(),
-            status: Status::Skipped,
+            status,
             message: message.into(),
-            fix: None,
+            fix,
             note: None,
         }
     }
+}
 
+impl Check {
     pub fn with_note(mut self, note: impl Into<String>) -> Self {
         self.note = Some(note.into());
         self

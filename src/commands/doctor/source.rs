@@ -9,6 +9,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec};
 use kube::Api;
 
+use super::fetch::Readable;
 use crate::error::{Error, Result};
 use crate::settings::cli::{Cli, Command, DoctorArgs, GateArgs, InstalledArgs, RunArgs};
 use crate::settings::config::{self, ConfigError, FileConfig, RunSettings};
@@ -79,15 +80,29 @@ pub async fn installed_settings(
     installed: &InstalledArgs,
 ) -> Result<RunSettings> {
     let (ns, name) = (&installed.namespace, &installed.deployment);
-    let what = format!("Deployment {ns}/{name}");
-    match super::fetch::deployment(client, ns, name).await? {
-        Ok(Some(d)) => from_deployment(client, ns, &d).await,
+    let got = super::fetch::deployment(client, ns, name).await?;
+    from_deployment(client, ns, found(&got, ns, name, "the gate flags")?).await
+}
+
+/// nodegate's Deployment `namespace/name` as read, or the error that names
+/// it and says to give `instead` instead of `--from-cluster`.
+pub fn found<'a>(
+    got: &'a Readable<Option<Deployment>>,
+    namespace: &str,
+    name: &str,
+    instead: &str,
+) -> Result<&'a Deployment> {
+    let what = format!("Deployment {namespace}/{name}");
+    match got {
+        Ok(Some(d)) => Ok(d),
         Ok(None) => Err(invalid(
             what,
-            "not found: pass --namespace and --deployment naming nodegate's, or give the gate \
-             flags instead of --from-cluster",
+            format!(
+                "not found: pass --namespace and --deployment naming nodegate's, or give \
+                 {instead} instead of --from-cluster"
+            ),
         )),
-        Err(why) => Err(invalid(what, why)),
+        Err(why) => Err(invalid(what, why.clone())),
     }
 }
 

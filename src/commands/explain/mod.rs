@@ -18,7 +18,6 @@ mod table;
 mod tests;
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::process::ExitCode;
 
 use jiff::Timestamp;
@@ -50,13 +49,8 @@ pub const WIDE_WIDTH: usize = 1000;
 /// objects go to stderr; errors go back to `main`, which prints them there.
 pub async fn main(args: ExplainArgs) -> Result<ExitCode> {
     let text = explain(&args).await?;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        // `nodegate explain n | head` is not a failure.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(Error::io("cannot write the report")(e)),
-    }
+    output::print(text.as_bytes(), "cannot write the report")?;
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn explain(args: &ExplainArgs) -> Result<String> {

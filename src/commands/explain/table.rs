@@ -50,10 +50,10 @@ fn push_node_header(out: &mut String, report: &Report, width: usize) {
         "{} of {} {} expected here, {} of them Ready",
         report.expected_members,
         report.daemonsets.len()
-            + report.critical_pods.len()
-            + report.conditions.len()
-            + report.devices.len()
-            + report.canary.len(),
+            + other_members(report)
+                .iter()
+                .map(|(.., rows)| rows.len())
+                .sum::<usize>(),
         member_kinds(report),
         report.ready_members,
     );
@@ -64,13 +64,8 @@ fn push_node_header(out: &mut String, report: &Report, width: usize) {
 /// member the node has ("DaemonSets, critical pods and node conditions").
 fn member_kinds(report: &Report) -> String {
     let mut kinds = vec!["DaemonSets"];
-    for (n, kind) in [
-        (report.critical_pods.len(), "critical pods"),
-        (report.conditions.len(), "node conditions"),
-        (report.devices.len(), "devices"),
-        (report.canary.len(), "the canary"),
-    ] {
-        if n > 0 {
+    for (_, kind, rows) in other_members(report) {
+        if !rows.is_empty() {
             kinds.push(kind);
         }
     }
@@ -87,10 +82,11 @@ fn push_member_tables(out: &mut String, report: &Report, width: usize) {
     let name_width = report
         .daemonsets
         .iter()
-        .chain(&report.critical_pods)
-        .chain(&report.conditions)
-        .chain(&report.devices)
-        .chain(&report.canary)
+        .chain(
+            other_members(report)
+                .into_iter()
+                .flat_map(|(.., rows)| rows),
+        )
         .map(|r| r.label.chars().count())
         .chain(["DAEMONSET".len(), "CRITICAL POD".len()])
         .filter(|w| *w <= MAX_NAME_WIDTH)
@@ -100,29 +96,23 @@ fn push_member_tables(out: &mut String, report: &Report, width: usize) {
     if report.daemonsets.is_empty() {
         out.push_str("(no DaemonSets in the cluster)\n");
     }
-    if !report.critical_pods.is_empty() {
-        out.push('\n');
-        member_table(
-            out,
-            "CRITICAL POD",
-            &report.critical_pods,
-            name_width,
-            width,
-        );
+    for (title, _, rows) in other_members(report) {
+        if !rows.is_empty() {
+            out.push('\n');
+            member_table(out, title, rows, name_width, width);
+        }
     }
+}
 
-    if !report.conditions.is_empty() {
-        out.push('\n');
-        member_table(out, "CONDITION", &report.conditions, name_width, width);
-    }
-    if !report.devices.is_empty() {
-        out.push('\n');
-        member_table(out, "DEVICE", &report.devices, name_width, width);
-    }
-    if !report.canary.is_empty() {
-        out.push('\n');
-        member_table(out, "CANARY", &report.canary, name_width, width);
-    }
+/// The members other than DaemonSets, by kind: the table's title, the
+/// header's word for them, the rows.
+fn other_members(report: &Report) -> [(&'static str, &'static str, &[MemberRow]); 4] {
+    [
+        ("CRITICAL POD", "critical pods", &report.critical_pods),
+        ("CONDITION", "node conditions", &report.conditions),
+        ("DEVICE", "devices", &report.devices),
+        ("CANARY", "the canary", &report.canary),
+    ]
 }
 
 /// Each condition taint rule, whether it matches and what it would do with

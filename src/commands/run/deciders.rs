@@ -11,14 +11,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use nodegate_actors::decider_shell;
+use nodegate_actors::decider_shell::{self, Publish};
 use nodegate_actors::router::Router;
 use nodegate_core::canary::decider::Canaries;
 use nodegate_core::closing::decider::Closing;
 use nodegate_core::closing::replacing::decider::Replacer;
+use nodegate_core::deciders::Decider;
 use nodegate_core::net::decider::Net;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use crate::cluster::server_time::SystemClock;
 use crate::cluster::writer::Writer;
@@ -28,10 +28,29 @@ use crate::settings::config::RunSettings;
 /// A decider's task, to wait for at shutdown.
 pub type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-fn task<D: Send + 'static>(handle: JoinHandle<D>) -> Task {
-    Box::pin(async move {
-        let _ = handle.await;
-    })
+/// What every decider shell is started with.
+struct Shells<'a> {
+    router: &'a Arc<Router>,
+    executor: &'a Arc<Writer>,
+    clock: &'a Arc<SystemClock>,
+    stop: &'a watch::Receiver<bool>,
+}
+
+impl Shells<'_> {
+    /// `decider` in a shell of its own, publishing through `publish`.
+    fn start<D: Decider>(&self, decider: D, publish: Option<Publish<D>>) -> Task {
+        let handle = decider_shell::start(
+            decider,
+            self.router,
+            Arc::clone(self.executor),
+            Arc::clone(self.clock),
+            publish,
+            self.stop.clone(),
+        );
+        Box::pin(async move {
+            let _ = handle.await;
+        })
+    }
 }
 
 /// Starts every decider; their tasks, to wait for at shutdown.
@@ -43,45 +62,30 @@ pub fn start(
     metrics: &Arc<Metrics>,
     stop: &watch::Receiver<bool>,
 ) -> Vec<Task> {
+    let shells = Shells {
+        router,
+        executor,
+        clock,
+        stop,
+    };
     let mut tasks = Vec::new();
     if settings.net.enabled {
-        tasks.push(task(decider_shell::start(
-            Net::new(settings.net.window),
-            router,
-            Arc::clone(executor),
-            Arc::clone(clock),
-            None,
-            stop.clone(),
-        )));
+        tasks.push(shells.start(Net::new(settings.net.window), None));
     }
     let m = Arc::clone(metrics);
-    let gauges: decider_shell::Publish<Closing> = Box::new(move |closing, cx| {
+    let gauges: Publish<Closing> = Box::new(move |closing, cx| {
         for (rule, nodes) in closing.rules().matching() {
             m.conditions.matching(&rule, nodes);
         }
         m.regate.regated_ages(&closing.regated_ages(cx));
         m.regate.gauges(closing.regate_gauges(cx));
     });
-    tasks.push(task(decider_shell::start(
-        Closing::new(),
-        router,
-        Arc::clone(executor),
-        Arc::clone(clock),
-        Some(gauges),
-        stop.clone(),
-    )));
-    tasks.push(task(decider_shell::start(
-        Replacer::new(),
-        router,
-        Arc::clone(executor),
-        Arc::clone(clock),
-        None,
-        stop.clone(),
-    )));
+    tasks.push(shells.start(Closing::new(), Some(gauges)));
+    tasks.push(shells.start(Replacer::new(), None));
     if settings.gate.canary.is_some() {
         let m = Arc::clone(metrics);
         // A follower decides nothing about canaries: it reports none.
-        let gauges: decider_shell::Publish<Canaries> = Box::new(move |canaries, cx| {
+        let gauges: Publish<Canaries> = Box::new(move |canaries, cx| {
             let (in_flight, waiting) = if cx.may_write {
                 (canaries.in_flight(), canaries.waiting().count())
             } else {
@@ -89,14 +93,7 @@ pub fn start(
             };
             m.canary.gauges(in_flight, waiting);
         });
-        tasks.push(task(decider_shell::start(
-            Canaries::new(),
-            router,
-            Arc::clone(executor),
-            Arc::clone(clock),
-            Some(gauges),
-            stop.clone(),
-        )));
+        tasks.push(shells.start(Canaries::new(), Some(gauges)));
     }
     tasks
 }

@@ -3,12 +3,13 @@
 //! expiry and trouble, and the late-taint net's outcomes. Every replica
 //! reports its own admissions (followers answer the webhook too).
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+use super::{Label, reg, reg_with};
 
 /// Admission handling is sub-millisecond when healthy; the buckets are fine
 /// below 10 ms (the target is p99 ≤ 2 ms) and coarse above.
@@ -16,16 +17,6 @@ const ADMISSION_BUCKETS: [f64; 14] = [
     0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.1,
     1.0,
 ];
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabels {
-    result: &'static str,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ProblemLabels {
-    problem: &'static str,
-}
 
 /// What the webhook answered for one AdmissionReview.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,112 +111,101 @@ impl CertProblem {
     }
 }
 
-pub(super) struct EntranceMetrics {
-    admissions: Family<ResultLabels, Counter>,
+pub struct EntranceMetrics {
+    admissions: Family<Label, Counter>,
     admission_duration: Histogram,
-    late_taints: Family<ResultLabels, Counter>,
+    late_taints: Family<Label, Counter>,
     cert_expiry: Gauge,
     serving: Gauge,
-    cert_errors: Family<ProblemLabels, Counter>,
+    cert_errors: Family<Label, Counter>,
     ca_bundle_repairs: Counter,
 }
 
 impl EntranceMetrics {
-    pub(super) fn register(registry: &mut Registry) -> EntranceMetrics {
+    pub(super) fn register(r: &mut Registry) -> EntranceMetrics {
         let m = EntranceMetrics {
-            admissions: Family::default(),
-            admission_duration: Histogram::new(ADMISSION_BUCKETS),
-            late_taints: Family::default(),
-            cert_expiry: Gauge::default(),
-            serving: Gauge::default(),
-            cert_errors: Family::default(),
-            ca_bundle_repairs: Counter::default(),
+            admissions: reg(
+                r,
+                "webhook_admissions",
+                "Node CREATE reviews answered by the admission webhook, by result (tainted | unchanged | would_taint | error | busy | no_leader); every replica",
+            ),
+            admission_duration: reg_with(
+                r,
+                "webhook_admission_duration_seconds",
+                "Time the webhook took to answer a review, from the request read to the answer built (server side)",
+                Histogram::new(ADMISSION_BUCKETS),
+            ),
+            late_taints: reg(
+                r,
+                "late_taints",
+                "New nodes seen without the startup taint by the late-taint net, by result (tainted | skipped | failed)",
+            ),
+            cert_expiry: reg(
+                r,
+                "webhook_certificate_expiry_timestamp_seconds",
+                "When the serving certificate this replica presents expires (Unix seconds); 0 before one is loaded",
+            ),
+            serving: reg(
+                r,
+                "webhook_serving",
+                "1 while this replica's webhook listener serves with a certificate, 0 while it waits for one (see /readyz?verbose for why)",
+            ),
+            cert_errors: reg(
+                r,
+                "webhook_certificate_errors",
+                "Failures keeping the webhook's certificate current, by problem (reload | secret | ca_bundle)",
+            ),
+            ca_bundle_repairs: reg(
+                r,
+                "webhook_ca_bundle_repairs",
+                "Times nodegate wrote the caBundle of a webhook in its MutatingWebhookConfiguration (first fill included)",
+            ),
         };
-        registry.register(
-            "webhook_admissions",
-            "Node CREATE reviews answered by the admission webhook, by result (tainted | unchanged | would_taint | error | busy | no_leader); every replica",
-            m.admissions.clone(),
-        );
-        registry.register(
-            "webhook_admission_duration_seconds",
-            "Time the webhook took to answer a review, from the request read to the answer built (server side)",
-            m.admission_duration.clone(),
-        );
-        registry.register(
-            "late_taints",
-            "New nodes seen without the startup taint by the late-taint net, by result (tainted | skipped | failed)",
-            m.late_taints.clone(),
-        );
-        registry.register(
-            "webhook_certificate_expiry_timestamp_seconds",
-            "When the serving certificate this replica presents expires (Unix seconds); 0 before one is loaded",
-            m.cert_expiry.clone(),
-        );
-        registry.register(
-            "webhook_serving",
-            "1 while this replica's webhook listener serves with a certificate, 0 while it waits for one (see /readyz?verbose for why)",
-            m.serving.clone(),
-        );
-        registry.register(
-            "webhook_certificate_errors",
-            "Failures keeping the webhook's certificate current, by problem (reload | secret | ca_bundle)",
-            m.cert_errors.clone(),
-        );
-        registry.register(
-            "webhook_ca_bundle_repairs",
-            "Times nodegate wrote the caBundle of a webhook in its MutatingWebhookConfiguration (first fill included)",
-            m.ca_bundle_repairs.clone(),
-        );
         for r in AdmissionResult::ALL {
-            m.admissions
-                .get_or_create_owned(&ResultLabels { result: r.as_str() });
+            m.admissions.get_or_create_owned(&[("result", r.as_str())]);
         }
         for r in LateTaint::ALL {
-            m.late_taints
-                .get_or_create_owned(&ResultLabels { result: r.as_str() });
+            m.late_taints.get_or_create_owned(&[("result", r.as_str())]);
         }
         for p in CertProblem::ALL {
-            m.cert_errors.get_or_create_owned(&ProblemLabels {
-                problem: p.as_str(),
-            });
+            m.cert_errors
+                .get_or_create_owned(&[("problem", p.as_str())]);
         }
         m
     }
 
-    pub(super) fn admission(&self, result: AdmissionResult, seconds: f64) {
+    /// One review answered by the webhook, and how long it took (seconds).
+    pub fn admission(&self, result: AdmissionResult, seconds: f64) {
         self.admissions
-            .get_or_create(&ResultLabels {
-                result: result.as_str(),
-            })
+            .get_or_create(&[("result", result.as_str())])
             .inc();
         self.admission_duration.observe(seconds);
     }
 
-    pub(super) fn late_taint(&self, result: LateTaint) {
+    pub fn late_taint(&self, result: LateTaint) {
         self.late_taints
-            .get_or_create(&ResultLabels {
-                result: result.as_str(),
-            })
+            .get_or_create(&[("result", result.as_str())])
             .inc();
     }
 
-    pub(super) fn certificate_expiry(&self, unix_seconds: i64) {
+    /// The expiry of the serving certificate now presented.
+    pub fn certificate_expiry(&self, unix_seconds: i64) {
         self.cert_expiry.set(unix_seconds);
     }
 
-    pub(super) fn certificate_error(&self, problem: CertProblem) {
+    pub fn certificate_error(&self, problem: CertProblem) {
         self.cert_errors
-            .get_or_create(&ProblemLabels {
-                problem: problem.as_str(),
-            })
+            .get_or_create(&[("problem", problem.as_str())])
             .inc();
     }
 
-    pub(super) fn serving(&self, serving: bool) {
+    /// Whether the webhook listener serves (it starts once it has a
+    /// certificate).
+    pub fn serving(&self, serving: bool) {
         self.serving.set(i64::from(serving));
     }
 
-    pub(super) fn ca_bundle_repaired(&self) {
+    pub fn ca_bundle_repaired(&self) {
         self.ca_bundle_repairs.inc();
     }
 }

@@ -5,39 +5,33 @@
 //! down after nodes leave: the scale benchmark's churn mode reads it before
 //! and after thousands of node create/delete cycles.
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct MapLabels {
-    map: &'static str,
-}
+use super::{Label, count, reg};
 
 pub(super) struct MapMetrics {
-    entries: Family<MapLabels, Gauge>,
+    entries: Family<Label, Gauge>,
 }
 
 impl MapMetrics {
-    pub(super) fn register(registry: &mut Registry) -> MapMetrics {
-        let m = MapMetrics {
-            entries: Family::default(),
-        };
-        registry.register(
-            "map_entries",
-            "Entries in each of nodegate's maps that grow with the nodes, by map (router_gates, router_opened_at_version, index_nodes, index_daemonsets, index_pod_nodes, index_pods, index_csi_drivers, metrics_gates, metrics_gate_age_series, metrics_daemonset_series, metrics_regated_age_series)",
-            m.entries.clone(),
-        );
-        m
+    pub(super) fn register(r: &mut Registry) -> MapMetrics {
+        MapMetrics {
+            entries: reg(
+                r,
+                "map_entries",
+                "Entries in each of nodegate's maps that grow with the nodes, by map (router_gates, router_opened_at_version, index_nodes, index_daemonsets, index_pod_nodes, index_pods, index_csi_drivers, metrics_gates, metrics_gate_age_series, metrics_daemonset_series, metrics_regated_age_series)",
+            ),
+        }
     }
 
     /// The sizes now, by map name.
     pub(super) fn set(&self, sizes: impl IntoIterator<Item = (&'static str, usize)>) {
         for (map, entries) in sizes {
             self.entries
-                .get_or_create(&MapLabels { map })
-                .set(i64::try_from(entries).unwrap_or(i64::MAX));
+                .get_or_create(&[("map", map)])
+                .set(count(entries));
         }
     }
 }

@@ -7,7 +7,7 @@ use nodegate_core::gate::{GateState, OpenedBy};
 use nodegate_core::vocab::config::OnTimeout;
 use nodegate_core::vocab::member::{Blocker, MemberId};
 
-use super::{ActionLabels, BlockerLabels, GateTrack, Metrics, OutcomeLabels, seconds_between};
+use super::{BlockerLabels, GateTrack, Metrics, seconds_between};
 
 impl Metrics {
     /// A DaemonSet's time-to-Ready on this node, once per gate, from the gate
@@ -49,9 +49,7 @@ impl Metrics {
         state: &GateState,
     ) {
         self.gates_timed_out
-            .get_or_create(&ActionLabels {
-                action: action.as_str(),
-            })
+            .get_or_create(&[("action", action.as_str())])
             .inc();
         for blocker in not_ready {
             if let Some(labels) = self.blocker_labels(&blocker.member, state) {
@@ -102,9 +100,7 @@ impl Metrics {
     pub(super) fn record_opened(&self, track: &GateTrack, opened_by: OpenedBy, at: Timestamp) {
         if let Some(start) = track.start {
             self.gate_duration
-                .get_or_create(&OutcomeLabels {
-                    outcome: opened_by.as_str(),
-                })
+                .get_or_create(&[("outcome", opened_by.as_str())])
                 .observe(seconds_between(start, at));
         }
         if opened_by == OpenedBy::Ready

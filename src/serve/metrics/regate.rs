@@ -5,29 +5,20 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct TriggerLabels {
-    trigger: &'static str,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct NodeLabels {
-    node: String,
-}
+use super::{Label, count, reg};
 
 pub struct RegateMetrics {
-    regated_age: Family<NodeLabels, Gauge<f64, AtomicU64>>,
+    regated_age: Family<Label<String>, Gauge<f64, AtomicU64>>,
     /// Nodes that have a `regated_age` series now.
     aged: Mutex<HashSet<String>>,
     /// `--drop-node-metrics`: no `regated_age` series.
     dropped: AtomicBool,
-    regates: Family<TriggerLabels, Counter>,
+    regates: Family<Label, Counter>,
     budget_exhausted: Counter,
     regated: Gauge,
     budget_allowed: Gauge,
@@ -40,62 +31,55 @@ pub struct RegateMetrics {
 pub use nodegate_core::closing::regating::decider::RegateGauges;
 
 impl RegateMetrics {
-    pub(super) fn register(registry: &mut Registry) -> RegateMetrics {
+    pub(super) fn register(r: &mut Registry) -> RegateMetrics {
         let m = RegateMetrics {
-            regated_age: Family::default(),
+            regates: reg(
+                r,
+                "regates",
+                "Open nodes nodegate re-gated, by trigger (members | reboot | announced: before an announced reboot)",
+            ),
+            budget_exhausted: reg(
+                r,
+                "regate_budget_exhausted",
+                "Re-gates not made because --regate-max-unavailable nodes already carried the re-gate taint",
+            ),
+            regated: reg(
+                r,
+                "regated_nodes",
+                "Managed nodes carrying the re-gate taint now (the budget in use)",
+            ),
+            budget_allowed: reg(
+                r,
+                "regate_budget_nodes",
+                "Managed nodes --regate-max-unavailable allows to carry the re-gate taint at once",
+            ),
+            broken: reg(
+                r,
+                "regate_broken_nodes",
+                "Open nodes with a member that has no Ready pod and not re-gated (yet): inside --regate-after, or held by the budget, suspension or leadership",
+            ),
+            suspended: reg(
+                r,
+                "suspended_nodes",
+                "Managed nodes whose writes nodegate holds (gate, re-gating, condition rules, late-taint net; the admission webhook still taints new nodes): annotated nodegate.dev/suspend, or every one with suspend: true",
+            ),
+            regated_age: reg(
+                r,
+                "regated_node_age_seconds",
+                "Seconds since each node carrying the re-gate taint was re-gated (nodegate.dev/gated-since); one series per re-gated node",
+            ),
             aged: Mutex::new(HashSet::new()),
             dropped: AtomicBool::new(false),
-            regates: Family::default(),
-            budget_exhausted: Counter::default(),
-            regated: Gauge::default(),
-            budget_allowed: Gauge::default(),
-            broken: Gauge::default(),
-            suspended: Gauge::default(),
         };
-        registry.register(
-            "regates",
-            "Open nodes nodegate re-gated, by trigger (members | reboot | announced: before an announced reboot)",
-            m.regates.clone(),
-        );
-        registry.register(
-            "regate_budget_exhausted",
-            "Re-gates not made because --regate-max-unavailable nodes already carried the re-gate taint",
-            m.budget_exhausted.clone(),
-        );
-        registry.register(
-            "regated_nodes",
-            "Managed nodes carrying the re-gate taint now (the budget in use)",
-            m.regated.clone(),
-        );
-        registry.register(
-            "regate_budget_nodes",
-            "Managed nodes --regate-max-unavailable allows to carry the re-gate taint at once",
-            m.budget_allowed.clone(),
-        );
-        registry.register(
-            "regate_broken_nodes",
-            "Open nodes with a member that has no Ready pod and not re-gated (yet): inside --regate-after, or held by the budget, suspension or leadership",
-            m.broken.clone(),
-        );
-        registry.register(
-            "suspended_nodes",
-            "Managed nodes whose writes nodegate holds (gate, re-gating, condition rules, late-taint net; the admission webhook still taints new nodes): annotated nodegate.dev/suspend, or every one with suspend: true",
-            m.suspended.clone(),
-        );
-        registry.register(
-            "regated_node_age_seconds",
-            "Seconds since each node carrying the re-gate taint was re-gated (nodegate.dev/gated-since); one series per re-gated node",
-            m.regated_age.clone(),
-        );
         for trigger in ["members", "reboot", "announced"] {
-            m.regates.get_or_create_owned(&TriggerLabels { trigger });
+            m.regates.get_or_create_owned(&[("trigger", trigger)]);
         }
         m
     }
 
     /// A node re-gated: `trigger` is `members` or `reboot`.
     pub fn regated(&self, trigger: &'static str) {
-        self.regates.get_or_create(&TriggerLabels { trigger }).inc();
+        self.regates.get_or_create(&[("trigger", trigger)]).inc();
     }
 
     pub fn budget_exhausted(&self) {
@@ -113,11 +97,11 @@ impl RegateMetrics {
         let mut aged = self.aged.lock().unwrap_or_else(|p| p.into_inner());
         let now: HashSet<String> = ages.iter().map(|(n, _)| n.clone()).collect();
         for gone in aged.difference(&now) {
-            self.regated_age.remove(&NodeLabels { node: gone.clone() });
+            self.regated_age.remove(&[("node", gone.clone())]);
         }
         for (node, secs) in ages {
             self.regated_age
-                .get_or_create(&NodeLabels { node: node.clone() })
+                .get_or_create(&[("node", node.clone())])
                 .set(*secs);
         }
         *aged = now;
@@ -134,10 +118,9 @@ impl RegateMetrics {
     }
 
     pub fn gauges(&self, g: RegateGauges) {
-        let set = |gauge: &Gauge, n: usize| gauge.set(i64::try_from(n).unwrap_or(i64::MAX));
-        set(&self.regated, g.regated);
-        set(&self.budget_allowed, g.budget_allowed);
-        set(&self.broken, g.broken);
-        set(&self.suspended, g.suspended);
+        self.regated.set(count(g.regated));
+        self.budget_allowed.set(count(g.budget_allowed));
+        self.broken.set(count(g.broken));
+        self.suspended.set(count(g.suspended));
     }
 }

@@ -5,6 +5,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use super::reg;
+
 pub struct ConfigMetrics {
     reloads: Counter,
     failures: Counter,
@@ -13,33 +15,29 @@ pub struct ConfigMetrics {
 }
 
 impl ConfigMetrics {
-    pub(super) fn register(registry: &mut Registry) -> ConfigMetrics {
+    pub(super) fn register(r: &mut Registry) -> ConfigMetrics {
         let m = ConfigMetrics {
-            reloads: Counter::default(),
-            failures: Counter::default(),
-            last_successful: Gauge::default(),
-            applied_at: Gauge::default(),
+            reloads: reg(
+                r,
+                "config_reloads",
+                "Config file reloads applied without a restart (file change or SIGHUP)",
+            ),
+            failures: reg(
+                r,
+                "config_reload_failures",
+                "Config file reloads refused (unreadable, invalid, or changing a key that needs a restart); the settings in force stayed",
+            ),
+            last_successful: reg(
+                r,
+                "config_last_reload_successful",
+                "1 unless the last config reload was refused (1 before any reload)",
+            ),
+            applied_at: reg(
+                r,
+                "config_applied_timestamp_seconds",
+                "When the gate configuration in force was applied (Unix seconds): start, or the last reload applied",
+            ),
         };
-        registry.register(
-            "config_reloads",
-            "Config file reloads applied without a restart (file change or SIGHUP)",
-            m.reloads.clone(),
-        );
-        registry.register(
-            "config_reload_failures",
-            "Config file reloads refused (unreadable, invalid, or changing a key that needs a restart); the settings in force stayed",
-            m.failures.clone(),
-        );
-        registry.register(
-            "config_last_reload_successful",
-            "1 unless the last config reload was refused (1 before any reload)",
-            m.last_successful.clone(),
-        );
-        registry.register(
-            "config_applied_timestamp_seconds",
-            "When the gate configuration in force was applied (Unix seconds): start, or the last reload applied",
-            m.applied_at.clone(),
-        );
         m.last_successful.set(1);
         m
     }

@@ -9,15 +9,12 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
+use super::{Label, reg};
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RequestLabels {
     owner: &'static str,
     outcome: &'static str,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct FallbackLabels {
-    fallback: &'static str,
 }
 
 /// The outcomes of a request: the owner asked (or the node cordoned), the
@@ -28,31 +25,28 @@ const OUTCOMES: [&str; 3] = ["requested", "owner_failed", "failed"];
 pub struct ReplaceMetrics {
     requests: Family<RequestLabels, Counter>,
     budget_exhausted: Counter,
-    skipped: Family<FallbackLabels, Counter>,
+    skipped: Family<Label, Counter>,
 }
 
 impl ReplaceMetrics {
-    pub(super) fn register(registry: &mut Registry) -> ReplaceMetrics {
+    pub(super) fn register(r: &mut Registry) -> ReplaceMetrics {
         let m = ReplaceMetrics {
-            requests: Family::default(),
-            budget_exhausted: Counter::default(),
-            skipped: Family::default(),
+            requests: reg(
+                r,
+                "replace_requests",
+                "Nodes nodegate asked to be replaced after their deadline (--on-timeout=replace), by owner (nodeclaim | machine | none) and outcome (requested | owner_failed | failed); leader only",
+            ),
+            budget_exhausted: reg(
+                r,
+                "replace_budget_exhausted",
+                "Replace requests not made because --replace-budget or --replace-in-flight was used up; leader only",
+            ),
+            skipped: reg(
+                r,
+                "replace_skipped",
+                "Nodes not replaced because a member they wait for is broken cluster-wide, by --replace-fallback (open | keep); leader only",
+            ),
         };
-        registry.register(
-            "replace_requests",
-            "Nodes nodegate asked to be replaced after their deadline (--on-timeout=replace), by owner (nodeclaim | machine | none) and outcome (requested | owner_failed | failed); leader only",
-            m.requests.clone(),
-        );
-        registry.register(
-            "replace_budget_exhausted",
-            "Replace requests not made because --replace-budget or --replace-in-flight was used up; leader only",
-            m.budget_exhausted.clone(),
-        );
-        registry.register(
-            "replace_skipped",
-            "Nodes not replaced because a member they wait for is broken cluster-wide, by --replace-fallback (open | keep); leader only",
-            m.skipped.clone(),
-        );
         for owner in Owner::KINDS {
             for outcome in OUTCOMES {
                 m.requests
@@ -60,9 +54,7 @@ impl ReplaceMetrics {
             }
         }
         for f in Fallback::ALL {
-            m.skipped.get_or_create_owned(&FallbackLabels {
-                fallback: f.as_str(),
-            });
+            m.skipped.get_or_create_owned(&[("fallback", f.as_str())]);
         }
         m
     }
@@ -78,8 +70,6 @@ impl ReplaceMetrics {
     }
 
     pub fn skipped(&self, fallback: &'static str) {
-        self.skipped
-            .get_or_create(&FallbackLabels { fallback })
-            .inc();
+        self.skipped.get_or_create(&[("fallback", fallback)]).inc();
     }
 }

@@ -371,12 +371,12 @@ fn the_entrances_export_zeros_then_count() {
             "{t}"
         );
     }
-    m.webhook_admission(AdmissionResult::Tainted, 0.0004);
-    m.webhook_admission(AdmissionResult::Error, 0.002);
+    m.entrances.admission(AdmissionResult::Tainted, 0.0004);
+    m.entrances.admission(AdmissionResult::Error, 0.002);
     m.late_taint("skipped");
     m.late_taint("what");
-    m.webhook_certificate_expiry(1_800_000_000);
-    m.webhook_certificate_error(CertProblem::CaBundle);
+    m.entrances.certificate_expiry(1_800_000_000);
+    m.entrances.certificate_error(CertProblem::CaBundle);
     let t = text(&m);
     assert_eq!(
         sample(&t, "nodegate_webhook_admissions_total{result=\"tainted\"}"),

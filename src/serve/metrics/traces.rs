@@ -2,10 +2,11 @@
 //! queue was full (the collector is slower than the gates) or the
 //! collector refused or never answered the export.
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
+
+use super::{Label, reg};
 
 /// Why spans were dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,46 +18,38 @@ pub enum SpanDrop {
 impl SpanDrop {
     const ALL: [SpanDrop; 2] = [SpanDrop::QueueFull, SpanDrop::ExportFailed];
 
-    fn as_str(self) -> &'static str {
-        match self {
+    fn labels(self) -> Label {
+        let reason = match self {
             SpanDrop::QueueFull => "queue_full",
             SpanDrop::ExportFailed => "export_failed",
-        }
+        };
+        [("reason", reason)]
     }
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabels {
-    reason: &'static str,
 }
 
 /// Cheap to clone: the counters are shared.
 #[derive(Clone)]
 pub struct TraceMetrics {
     exported: Counter,
-    dropped: Family<ReasonLabels, Counter>,
+    dropped: Family<Label, Counter>,
 }
 
 impl TraceMetrics {
-    pub(super) fn register(registry: &mut Registry) -> TraceMetrics {
+    pub(super) fn register(r: &mut Registry) -> TraceMetrics {
         let m = TraceMetrics {
-            exported: Counter::default(),
-            dropped: Family::default(),
+            exported: reg(
+                r,
+                "trace_spans_exported",
+                "Gate trace spans the OTLP collector accepted (--otlp-endpoint)",
+            ),
+            dropped: reg(
+                r,
+                "trace_spans_dropped",
+                "Gate trace spans not exported, by reason: queue_full (the exporter fell behind; gates never wait for it) or export_failed (the collector refused or did not answer)",
+            ),
         };
-        registry.register(
-            "trace_spans_exported",
-            "Gate trace spans the OTLP collector accepted (--otlp-endpoint)",
-            m.exported.clone(),
-        );
-        registry.register(
-            "trace_spans_dropped",
-            "Gate trace spans not exported, by reason: queue_full (the exporter fell behind; gates never wait for it) or export_failed (the collector refused or did not answer)",
-            m.dropped.clone(),
-        );
         for reason in SpanDrop::ALL {
-            let _ = m.dropped.get_or_create(&ReasonLabels {
-                reason: reason.as_str(),
-            });
+            m.dropped.get_or_create_owned(&reason.labels());
         }
         m
     }
@@ -67,18 +60,12 @@ impl TraceMetrics {
 
     pub fn dropped(&self, reason: SpanDrop, spans: usize) {
         self.dropped
-            .get_or_create(&ReasonLabels {
-                reason: reason.as_str(),
-            })
+            .get_or_create(&reason.labels())
             .inc_by(spans as u64);
     }
 
     /// Spans dropped for `reason` so far.
     pub fn dropped_count(&self, reason: SpanDrop) -> u64 {
-        self.dropped
-            .get_or_create(&ReasonLabels {
-                reason: reason.as_str(),
-            })
-            .get()
+        self.dropped.get_or_create(&reason.labels()).get()
     }
 }

@@ -11,10 +11,11 @@
 use std::time::Duration;
 
 use nodegate_core::gate::PatchOutcome;
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use super::{Label, reg_with};
 
 /// What a node write is for, as the series label it: `untaint`,
 /// `mark_timed_out`, `add_taint` (an entrance or a re-gate) or `patch` (a
@@ -45,6 +46,10 @@ impl NodeWrite {
             NodeWrite::Patch => "patch",
         }
     }
+
+    fn labels(self) -> Label {
+        [("kind", self.as_str())]
+    }
 }
 
 /// The `result` label of a patch attempt; `None` for a write that was never
@@ -64,11 +69,6 @@ pub fn patch_result(outcome: &PatchOutcome) -> Option<&'static str> {
 
 pub(super) const PATCH_RESULTS: [&str; 4] = ["ok", "conflict", "not_found", "error"];
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct KindLabels {
-    kind: &'static str,
-}
-
 fn buckets() -> Histogram {
     // 1 ms to ~16 s.
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
@@ -82,40 +82,36 @@ const EVENT_TO_PATCH_BUCKETS: [f64; 16] = [
 ];
 
 pub struct WriteTimings {
-    wait: Family<KindLabels, Histogram, fn() -> Histogram>,
-    request: Family<KindLabels, Histogram, fn() -> Histogram>,
+    wait: Family<Label, Histogram, fn() -> Histogram>,
+    request: Family<Label, Histogram, fn() -> Histogram>,
     event_to_patch: Histogram,
 }
 
 impl WriteTimings {
-    pub(super) fn register(registry: &mut Registry) -> WriteTimings {
+    pub(super) fn register(r: &mut Registry) -> WriteTimings {
         let m = WriteTimings {
-            wait: Family::new_with_constructor(buckets),
-            request: Family::new_with_constructor(buckets),
-            event_to_patch: Histogram::new(EVENT_TO_PATCH_BUCKETS),
+            event_to_patch: reg_with(
+                r,
+                "event_to_patch_seconds",
+                "nodegate's own share of a reaction: the pod watch event that woke a gate reaching the router → the untaint it caused sent (slot and token wait included); openings a pod event caused",
+                Histogram::new(EVENT_TO_PATCH_BUCKETS),
+            ),
+            wait: reg_with(
+                r,
+                "write_wait_seconds",
+                "Time a node write waited for a patch slot (--max-concurrent-patches) and a rate token (--kube-qps) before it was sent, by kind",
+                Family::new_with_constructor(buckets),
+            ),
+            request: reg_with(
+                r,
+                "write_request_seconds",
+                "Time from sending a node write to its answer (or to giving up after --kube-request-timeout), by kind",
+                Family::new_with_constructor(buckets),
+            ),
         };
-        registry.register(
-            "event_to_patch_seconds",
-            "nodegate's own share of a reaction: the pod watch event that woke a gate reaching the router → the untaint it caused sent (slot and token wait included); openings a pod event caused",
-            m.event_to_patch.clone(),
-        );
-        registry.register(
-            "write_wait_seconds",
-            "Time a node write waited for a patch slot (--max-concurrent-patches) and a rate token (--kube-qps) before it was sent, by kind",
-            m.wait.clone(),
-        );
-        registry.register(
-            "write_request_seconds",
-            "Time from sending a node write to its answer (or to giving up after --kube-request-timeout), by kind",
-            m.request.clone(),
-        );
         for kind in NodeWrite::ALL {
-            m.wait.get_or_create_owned(&KindLabels {
-                kind: kind.as_str(),
-            });
-            m.request.get_or_create_owned(&KindLabels {
-                kind: kind.as_str(),
-            });
+            m.wait.get_or_create_owned(&kind.labels());
+            m.request.get_or_create_owned(&kind.labels());
         }
         m
     }
@@ -129,9 +125,7 @@ impl WriteTimings {
     /// One write: how long it waited before it was sent, and how long the
     /// request took once sent (`None` when it was never sent).
     pub fn observe(&self, kind: NodeWrite, waited: Duration, request: Option<Duration>) {
-        let labels = KindLabels {
-            kind: kind.as_str(),
-        };
+        let labels = kind.labels();
         self.wait
             .get_or_create(&labels)
             .observe(waited.as_secs_f64());

@@ -333,7 +333,9 @@ impl Managed {
                     self.namespace,
                     self.name
                 );
-                self.metrics.webhook_certificate_error(CertProblem::Secret);
+                self.metrics
+                    .entrances
+                    .certificate_error(CertProblem::Secret);
                 return served.to_string();
             }
         };
@@ -353,7 +355,7 @@ impl Managed {
         match certified_key(m.tls_crt.as_bytes(), m.tls_key.as_bytes()) {
             Ok((key, not_after)) => {
                 slot.set(key);
-                self.metrics.webhook_certificate_expiry(not_after);
+                self.metrics.entrances.certificate_expiry(not_after);
                 tracing::info!(
                     not_after,
                     "webhook: serving the certificate from the Secret"
@@ -364,7 +366,9 @@ impl Managed {
                 tracing::warn!(
                     "webhook: the Secret's tls.crt cannot be served ({why}); keeping the one served"
                 );
-                self.metrics.webhook_certificate_error(CertProblem::Secret);
+                self.metrics
+                    .entrances
+                    .certificate_error(CertProblem::Secret);
                 served.to_string()
             }
         }
@@ -378,7 +382,7 @@ impl Managed {
         match &sync {
             Ok(BundleSync::Written) => {
                 tracing::info!(configuration = %self.configuration, "webhook: caBundle set");
-                self.metrics.webhook_ca_bundle_repaired();
+                self.metrics.entrances.ca_bundle_repaired();
             }
             Ok(BundleSync::Equal | BundleSync::Lost) => {}
             Err(why) => {
@@ -387,7 +391,8 @@ impl Managed {
                     self.configuration
                 );
                 self.metrics
-                    .webhook_certificate_error(CertProblem::CaBundle);
+                    .entrances
+                    .certificate_error(CertProblem::CaBundle);
             }
         }
         sync

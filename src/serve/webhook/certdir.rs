@@ -81,7 +81,7 @@ pub fn spawn_reload(
                             "webhook: {}; serving the certificate loaded before",
                             e.report()
                         );
-                        metrics.webhook_certificate_error(CertProblem::Reload);
+                        metrics.entrances.certificate_error(CertProblem::Reload);
                         seen = (Vec::new(), Vec::new());
                     }
                     continue;
@@ -93,12 +93,12 @@ pub fn spawn_reload(
             match certified_key(&now.0, &now.1) {
                 Ok((key, not_after)) => {
                     slot.set(key);
-                    metrics.webhook_certificate_expiry(not_after);
+                    metrics.entrances.certificate_expiry(not_after);
                     tracing::info!(dir = %dir.display(), not_after, "webhook: new certificate loaded");
                 }
                 Err(why) => {
                     tracing::warn!(dir = %dir.display(), "webhook: the new certificate cannot be used ({why}); serving the one loaded before");
-                    metrics.webhook_certificate_error(CertProblem::Reload);
+                    metrics.entrances.certificate_error(CertProblem::Reload);
                 }
             }
             seen = now;

@@ -181,26 +181,21 @@ pub struct Material {
 /// certificates do not parse.
 pub fn read(ca_crt: &[u8], ca_key: &[u8], tls_crt: &[u8], tls_key: &[u8]) -> Option<Stored> {
     let cas = parse_all(ca_crt)?;
-    let ca_key_matches = match (
-        KeyPair::from_pem(std::str::from_utf8(ca_key).ok()?),
-        cas.first(),
-    ) {
-        (Ok(k), Some((_, spki))) => k.public_key_raw() == spki.as_slice(),
-        _ => false,
-    };
+    let ca_key = std::str::from_utf8(ca_key).ok()?;
     let serving = parse_all(tls_crt).and_then(|v| v.into_iter().next());
-    let serving_key_matches = match (
-        std::str::from_utf8(tls_key).ok().map(KeyPair::from_pem),
-        &serving,
+    // The key parses and its public key is the certificate's.
+    let matches = |key: Option<&str>, cert: Option<&(CertFacts, Vec<u8>)>| match (
+        key.map(KeyPair::from_pem),
+        cert,
     ) {
         (Some(Ok(k)), Some((_, spki))) => k.public_key_raw() == spki.as_slice(),
         _ => false,
     };
     Some(Stored {
+        ca_key_matches: matches(Some(ca_key), cas.first()),
+        serving_key_matches: matches(std::str::from_utf8(tls_key).ok(), serving.as_ref()),
         cas: cas.into_iter().map(|(f, _)| f).collect(),
-        ca_key_matches,
         serving: serving.map(|(f, _)| f),
-        serving_key_matches,
     })
 }
 
@@ -296,7 +291,9 @@ pub fn new_serving(
     validity: Duration,
 ) -> Result<(String, String), String> {
     let ca_key = KeyPair::from_pem(ca_key).map_err(|e| format!("reading ca.key: {e}"))?;
-    let first = pem_first(ca_crt).ok_or("ca.crt holds no certificate")?;
+    let first = pem_blocks(ca_crt)
+        .next()
+        .ok_or("ca.crt holds no certificate")?;
     let issuer =
         Issuer::from_ca_cert_pem(&first, ca_key).map_err(|e| format!("reading ca.crt: {e}"))?;
     let mut p = CertificateParams::default();
@@ -331,37 +328,34 @@ pub fn new_serving(
     Ok((cert.pem(), key.serialize_pem()))
 }
 
-/// The first PEM block of a bundle.
-fn pem_first(bundle: &str) -> Option<String> {
+/// The PEM certificate blocks of a bundle, in order, each ending in a
+/// newline.
+fn pem_blocks(bundle: &str) -> impl Iterator<Item = String> + '_ {
     const END: &str = "-----END CERTIFICATE-----";
-    let start = bundle.find("-----BEGIN CERTIFICATE-----")?;
-    let end = bundle[start..].find(END)? + start + END.len();
-    Some(format!("{}\n", &bundle[start..end]))
+    let mut rest = bundle;
+    std::iter::from_fn(move || {
+        let start = rest.find("-----BEGIN CERTIFICATE-----")?;
+        let end = rest[start..].find(END)? + start + END.len();
+        let block = format!("{}\n", &rest[start..end]);
+        rest = &rest[end..];
+        Some(block)
+    })
 }
 
 /// The certificates of `bundle` valid at `now` (not expired, not dated
 /// ahead beyond the slack), in order, at most `max` of them.
 fn unexpired(bundle: &str, now: i64, max: usize) -> String {
-    let mut out = String::new();
-    let mut kept = 0;
-    let mut rest = bundle;
-    while let Some(block) = pem_first(rest) {
-        let still = parse_all(block.as_bytes())
-            .and_then(|v| {
-                v.first()
-                    .map(|(f, _)| f.not_after > now && not_yet_valid(f, now).is_none())
-            })
-            .unwrap_or(false);
-        if still && kept < max {
-            out.push_str(&block);
-            kept += 1;
-        }
-        let cut = rest
-            .find("-----END CERTIFICATE-----")
-            .map_or(rest.len(), |i| i + 25);
-        rest = &rest[cut..];
-    }
-    out
+    pem_blocks(bundle)
+        .filter(|block| {
+            parse_all(block.as_bytes())
+                .and_then(|v| {
+                    v.first()
+                        .map(|(f, _)| f.not_after > now && not_yet_valid(f, now).is_none())
+                })
+                .unwrap_or(false)
+        })
+        .take(max)
+        .collect()
 }
 
 /// Carries out `decision` on what is stored (`old`, when there is

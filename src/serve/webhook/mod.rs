@@ -142,14 +142,14 @@ struct Status {
 
 impl Status {
     fn waiting(&self, why: String) {
-        self.metrics.webhook_serving(false);
+        self.metrics.entrances.serving(false);
         self.health.webhook(WebhookState {
             serving: false,
             detail: format!("not serving: {why}"),
         });
     }
     fn serving(&self, addr: SocketAddr) {
-        self.metrics.webhook_serving(true);
+        self.metrics.entrances.serving(true);
         self.health.webhook(WebhookState {
             serving: true,
             detail: format!("serving on {addr}"),
@@ -187,7 +187,7 @@ async fn first_certificate(
         };
         match got {
             Ok((key, not_after, served, seen)) => {
-                status.metrics.webhook_certificate_expiry(not_after);
+                status.metrics.entrances.certificate_expiry(not_after);
                 let kept = match source {
                     Source::Dir(dir) => Kept::Dir(dir, seen.unwrap_or_default()),
                     Source::Managed(m) => Kept::Managed(m, served.unwrap_or_default()),
@@ -202,7 +202,7 @@ async fn first_certificate(
                     Source::Dir(_) => CertProblem::Reload,
                     Source::Managed(_) => CertProblem::Secret,
                 };
-                status.metrics.webhook_certificate_error(problem);
+                status.metrics.entrances.certificate_error(problem);
                 status.waiting(why);
                 if !back_off(wait, &mut shutdown).await {
                     return None;

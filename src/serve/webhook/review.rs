@@ -21,6 +21,7 @@ use nodegate_core::vocab::config::Scope;
 use nodegate_core::vocab::model::Taint;
 use serde_json::{Value, json};
 
+use crate::cluster::patch::pointer_segment;
 use crate::cluster::project;
 use crate::serve::metrics::AdmissionResult;
 
@@ -51,10 +52,9 @@ pub fn taint_patch(taint: &Taint, create_list: bool) -> Value {
     }
 }
 
-/// The JSON patch operation that removes the annotation `key` (RFC 6901
-/// escaping: `~` is `~0`, `/` is `~1`).
+/// The JSON patch operation that removes the annotation `key`.
 pub fn remove_annotation(key: &str) -> Value {
-    let escaped = key.replace('~', "~0").replace('/', "~1");
+    let escaped = pointer_segment(key);
     json!({"op": "remove", "path": format!("/metadata/annotations/{escaped}")})
 }
 

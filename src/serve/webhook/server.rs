@@ -104,16 +104,6 @@ pub struct Handler {
     budget: Arc<Semaphore>,
 }
 
-impl Handler {
-    pub fn new(live: Arc<LiveConfig>, metrics: Arc<Metrics>) -> Handler {
-        Handler {
-            live,
-            metrics,
-            budget: Arc::new(Semaphore::new(BODY_BUDGET)),
-        }
-    }
-}
-
 /// Reviews judged at once (each on a blocking thread). A review is read
 /// first, without a place, so that slow clients cannot hold the places; one
 /// that finds them all taken waits [`JUDGE_WAIT`] for one, and only then is
@@ -197,6 +187,14 @@ fn busy(prefix: &[u8], why: &str) -> review::Answer {
 }
 
 impl Handler {
+    pub fn new(live: Arc<LiveConfig>, metrics: Arc<Metrics>) -> Handler {
+        Handler {
+            live,
+            metrics,
+            budget: Arc::new(Semaphore::new(BODY_BUDGET)),
+        }
+    }
+
     async fn handle(
         self: Arc<Self>,
         req: Request<Incoming>,
@@ -214,7 +212,8 @@ impl Handler {
         let started = Instant::now();
         let answer = self.read_and_answer(req.into_body(), permits).await;
         self.metrics
-            .webhook_admission(answer.result, started.elapsed().as_secs_f64());
+            .entrances
+            .admission(answer.result, started.elapsed().as_secs_f64());
         log(&answer);
         let text = serde_json::to_vec(&answer.body).unwrap_or_default();
         let mut response = Response::new(Body::from(text));
@@ -314,14 +313,7 @@ pub async fn serve(
         .with_cert_resolver(slot);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(Error::io(format!(
-            "cannot listen on {addr} (--webhook-addr)"
-        )))?;
-    let bound = listener.local_addr().map_err(Error::io(format!(
-        "cannot read the address bound for {addr}"
-    )))?;
+    let (listener, bound) = conn::bind(addr, "--webhook-addr").await?;
     tracing::info!("webhook listening on {bound}");
     let limits = Limits::DEFAULT;
     let permits = Arc::new(Semaphore::new(IN_FLIGHT));

@@ -8,10 +8,10 @@
 use nodegate_core::rules::placement::ManagedTaint;
 use nodegate_core::rules::selector::LabelSelector;
 
-use crate::commands::doctor::report::Check;
+use crate::commands::doctor::report::{Check, Name};
 use crate::settings::config::RunSettings;
 
-pub const CHECK: &str = "admission";
+pub const CHECK: Name = Name("admission");
 
 /// The name of nodegate's webhook in a MutatingWebhookConfiguration.
 pub const WEBHOOK_NAME: &str = "nodes.nodegate.dev";
@@ -88,8 +88,7 @@ pub fn check(s: &RunSettings, a: &Admission) -> Vec<Check> {
             }
             false => "",
         };
-        return vec![Check::problem(
-            CHECK,
+        return vec![CHECK.problem(
             "Node CREATE",
             format!(
                 "no admission policy or webhook of nodegate's is installed: nothing puts the \
@@ -105,8 +104,7 @@ pub fn check(s: &RunSettings, a: &Admission) -> Vec<Check> {
     for p in &a.policies {
         let bound: Vec<&Binding> = a.bindings.iter().filter(|b| b.policy == *p).collect();
         if bound.is_empty() {
-            out.push(Check::problem(
-                CHECK,
+            out.push(CHECK.problem(
                 format!("MutatingAdmissionPolicy {p}"),
                 "has no MutatingAdmissionPolicyBinding: it taints nothing",
                 format!("apply the binding (spec.policyName: {p}) shipped beside it"),
@@ -126,17 +124,12 @@ pub fn answered(s: &RunSettings, probe: &Result<Vec<String>, String>) -> Check {
     let subject = "dry-run Node CREATE";
     let taints = match probe {
         Ok(t) => t,
-        Err(why) => return Check::skipped(CHECK, subject, format!("not checked: {why}")),
+        Err(why) => return CHECK.skipped(subject, format!("not checked: {why}")),
     };
     let want: Vec<String> = taint_list(s).iter().map(|t| t.to_string()).collect();
     match taints.iter().find(|t| want.contains(t)) {
-        Some(t) => Check::ok(
-            CHECK,
-            subject,
-            format!("came back with {t}: admission answers"),
-        ),
-        None => Check::problem(
-            CHECK,
+        Some(t) => CHECK.ok(subject, format!("came back with {t}: admission answers")),
+        None => CHECK.problem(
             subject,
             format!(
                 "came back with taints {taints:?}, none of nodegate's ({}): the policy or the \
@@ -161,8 +154,7 @@ fn params_absent(s: &RunSettings, subject: String, at: &str) -> Check {
         None => (at, None),
     };
     match &s.admission_params {
-        None => Check::problem(
-            CHECK,
+        None => CHECK.problem(
             subject,
             format!(
                 "its parameters ConfigMap {at} is not there, and nodegate runs without \
@@ -176,8 +168,7 @@ fn params_absent(s: &RunSettings, subject: String, at: &str) -> Check {
         Some(p)
             if p.name != name || (p.namespace.is_some() && p.namespace.as_deref() != namespace) =>
         {
-            Check::problem(
-                CHECK,
+            CHECK.problem(
                 subject,
                 format!(
                     "its parameters ConfigMap {at} is not there, and nodegate keeps another one \
@@ -193,8 +184,7 @@ fn params_absent(s: &RunSettings, subject: String, at: &str) -> Check {
                 ),
             )
         }
-        Some(_) => Check::problem(
-            CHECK,
+        Some(_) => CHECK.problem(
             subject,
             format!(
                 "its parameters ConfigMap {at} is not there: no nodegate replica leads (nodegate \
@@ -219,8 +209,7 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
         if s.dry_run {
             // A trial writes no parameters: the policy taints nothing, as
             // it must (a node tainted now would never be opened).
-            return Check::ok(
-                CHECK,
+            return CHECK.ok(
                 subject,
                 format!(
                     "dry run: nodegate writes no parameters (ConfigMap {at} is not there), so \
@@ -233,8 +222,7 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
     let at = b.params_ref.as_deref().unwrap_or_default();
     let trial = params.dry_run.as_deref().map(str::trim) == Some("true");
     if s.dry_run && !trial {
-        return Check::problem(
-            CHECK,
+        return CHECK.problem(
             subject,
             format!(
                 "nodegate runs with --dry-run, but its parameters (ConfigMap {at}) say dryRun \
@@ -249,8 +237,7 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
         );
     }
     if !s.dry_run && trial {
-        return Check::problem(
-            CHECK,
+        return CHECK.problem(
             subject,
             format!(
                 "its parameters (ConfigMap {at}) say dryRun \"true\", but nodegate runs live: \
@@ -272,8 +259,7 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
     let mut want_sorted = want.clone();
     want_sorted.sort();
     if startup != Some(first.as_str()) || managed != want_sorted {
-        return Check::problem(
-            CHECK,
+        return CHECK.problem(
             subject,
             format!(
                 "its parameters (ConfigMap {at}) say startupTaint {:?} and managedTaints {:?}, \
@@ -299,8 +285,7 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
     };
     let want_rules = s.gate.startup.admission_rules();
     if rule_lines(params.startup_rules.as_deref().unwrap_or_default()) != rule_lines(&want_rules) {
-        return Check::problem(
-            CHECK,
+        return CHECK.problem(
             subject,
             format!(
                 "its parameters (ConfigMap {at}) say startupRules {:?}, nodegate's --taint-for \
@@ -316,8 +301,7 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
     }
     let scope = s.gate.scope.node_selector.clone().unwrap_or_default();
     if scope != b.object_selector {
-        return Check::problem(
-            CHECK,
+        return CHECK.problem(
             subject,
             format!(
                 "spec.matchResources.objectSelector selects {:?}, nodegate's --node-selector \
@@ -329,8 +313,7 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
              --node-selector (Helm: admissionObjectSelector)",
         );
     }
-    Check::ok(
-        CHECK,
+    CHECK.ok(
         subject,
         format!(
             "adds {first} at Node CREATE; its parameters ({at}) match nodegate's --taint flags"
@@ -342,8 +325,7 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
 pub fn webhook(w: &Webhook) -> Check {
     let subject = format!("MutatingWebhookConfiguration {}", w.configuration);
     if !w.ca_bundle {
-        return Check::problem(
-            CHECK,
+        return CHECK.problem(
             subject,
             format!("webhook {WEBHOOK_NAME} has no caBundle: the API server cannot verify it"),
             format!(
@@ -354,8 +336,7 @@ pub fn webhook(w: &Webhook) -> Check {
         );
     }
     let Some(service) = &w.service else {
-        return Check::ok(
-            CHECK,
+        return CHECK.ok(
             subject,
             format!(
                 "calls {} (a URL: not checked)",
@@ -364,8 +345,7 @@ pub fn webhook(w: &Webhook) -> Check {
         );
     };
     match w.ready_endpoints {
-        None => Check::problem(
-            CHECK,
+        None => CHECK.problem(
             subject,
             format!(
                 "its Service {service} is not there: the API server cannot call the webhook and \
@@ -373,8 +353,7 @@ pub fn webhook(w: &Webhook) -> Check {
             ),
             format!("create Service {service} selecting nodegate's pods on the webhook's port"),
         ),
-        Some(0) => Check::problem(
-            CHECK,
+        Some(0) => CHECK.problem(
             subject,
             format!(
                 "its Service {service} has no ready endpoint: the webhook does not answer and \
@@ -383,8 +362,7 @@ pub fn webhook(w: &Webhook) -> Check {
             "make nodegate's pods Ready and serving --webhook-addr on the Service's targetPort \
              (kubectl get endpointslices, kubectl logs of the pods)",
         ),
-        Some(n) => Check::ok(
-            CHECK,
+        Some(n) => CHECK.ok(
             subject,
             format!("webhook {WEBHOOK_NAME} through Service {service}: {n} ready endpoint(s)"),
         ),

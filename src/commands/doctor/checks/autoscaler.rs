@@ -14,10 +14,10 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use nodegate_core::rules::placement::ManagedTaint;
 
-use crate::commands::doctor::report::Check;
+use crate::commands::doctor::report::{Check, Name};
 use crate::settings::config::RunSettings;
 
-pub const CHECK: &str = "cluster-autoscaler";
+pub const CHECK: Name = Name("cluster-autoscaler");
 
 /// The key prefixes the autoscaler always treats as startup taints.
 pub const STARTUP_PREFIXES: [&str; 2] = [
@@ -155,8 +155,7 @@ impl Flags {
 /// nodes it sees) and nodegate's deadlines.
 pub fn check(s: &RunSettings, taints: &[ManagedTaint], found: &[Autoscaler]) -> Vec<Check> {
     if found.is_empty() {
-        return vec![Check::skipped(
-            CHECK,
+        return vec![CHECK.skipped(
             "Deployments",
             "no Deployment runs cluster-autoscaler (in the namespaces these credentials can list)",
         )];
@@ -194,9 +193,8 @@ pub fn startup_taints(a: &Autoscaler, f: &Flags, taints: &[ManagedTaint]) -> Che
             .collect::<Vec<_>>()
             .join(", ");
         return match keys.is_empty() {
-            true => Check::ok(CHECK, subject, "nodegate adds no taint to these nodes"),
-            false => Check::ok(
-                CHECK,
+            true => CHECK.ok(subject, "nodegate adds no taint to these nodes"),
+            false => CHECK.ok(
                 subject,
                 format!("treats {keys} as a startup taint: gated nodes count as starting"),
             ),
@@ -226,8 +224,7 @@ pub fn startup_taints(a: &Autoscaler, f: &Flags, taints: &[ManagedTaint]) -> Che
         "; or have nodegate add a key under {} (e.g. --taint={}nodegate:NoSchedule)",
         STARTUP_PREFIXES[0], STARTUP_PREFIXES[0]
     ));
-    Check::problem(
-        CHECK,
+    CHECK.problem(
         subject,
         format!(
             "does not treat {keys} as a startup taint: it counts gated nodes as ready but full, \
@@ -246,8 +243,7 @@ pub fn deadline(s: &RunSettings, a: &Autoscaler, f: &Flags) -> Check {
         Some(v) => match humantime::parse_duration(v) {
             Ok(d) => d,
             Err(e) => {
-                return Check::skipped(
-                    CHECK,
+                return CHECK.skipped(
                     subject,
                     format!("cannot read --max-node-startup-time={v}: {e}; deadline not checked"),
                 );
@@ -277,14 +273,12 @@ pub fn deadline(s: &RunSettings, a: &Autoscaler, f: &Flags) -> Check {
             .timeout
             .map(|t| humantime::format_duration(t).to_string())
             .unwrap_or_default();
-        return Check::ok(
-            CHECK,
+        return CHECK.ok(
             subject,
             format!("is {shown}: nodegate's deadline (--timeout {ours}) ends before it"),
         );
     }
-    Check::problem(
-        CHECK,
+    CHECK.problem(
         subject,
         format!(
             "is {shown}, and nodegate's {}: a node still gated then counts as unready, which \

@@ -11,10 +11,10 @@ use nodegate_core::rules::placement::ManagedTaint;
 use nodegate_core::vocab::model::{KARPENTER_NODEPOOL_LABEL, Labels};
 
 use crate::commands::doctor::keys::added_taints;
-use crate::commands::doctor::report::Check;
+use crate::commands::doctor::report::{Check, Name};
 use crate::settings::config::GateSettings;
 
-pub const CHECK: &str = "karpenter";
+pub const CHECK: Name = Name("karpenter");
 
 /// The key prefix Karpenter ignores while a node initializes.
 pub const READINESS_PREFIX: &str = "readiness.k8s.io/";
@@ -111,14 +111,13 @@ pub fn check(
     version: Option<&Version>,
 ) -> Vec<Check> {
     let Some(pools) = pools else {
-        return vec![Check::skipped(
-            CHECK,
+        return vec![CHECK.skipped(
             "NodePools",
             "Karpenter not installed (no karpenter.sh/v1 NodePool API)",
         )];
     };
     if pools.is_empty() {
-        return vec![Check::skipped(CHECK, "NodePools", "no NodePool")];
+        return vec![CHECK.skipped("NodePools", "no NodePool")];
     }
     pools.iter().map(|p| nodepool(gate, p, version)).collect()
 }
@@ -128,8 +127,7 @@ pub fn nodepool(gate: &GateSettings, pool: &NodePool, version: Option<&Version>)
     let subject = format!("NodePool {}", pool.name);
     let added = added_taints(gate, &pool.labels);
     if added.is_empty() {
-        return Check::ok(
-            CHECK,
+        return CHECK.ok(
             subject,
             "nodegate adds no taint to its nodes (outside --node-selector)",
         );
@@ -144,8 +142,7 @@ pub fn nodepool(gate: &GateSettings, pool: &NodePool, version: Option<&Version>)
             .map(|t| t.to_string())
             .collect::<Vec<_>>()
             .join(", ");
-        return Check::problem(
-            CHECK,
+        return CHECK.problem(
             subject,
             format!(
                 "nodegate adds {names} to its nodes, which Karpenter neither ignores (the key is \
@@ -172,8 +169,7 @@ pub fn nodepool(gate: &GateSettings, pool: &NodePool, version: Option<&Version>)
 fn too_old(pool: &NodePool, added: &[ManagedTaint], version: Option<&Version>) -> Option<Check> {
     let ((major, minor), image) = version.filter(|(v, _)| *v < READINESS_SINCE)?;
     let first = added.iter().find(|t| !pool.lists(t))?;
-    Some(Check::problem(
-        CHECK,
+    Some(CHECK.problem(
         format!("NodePool {}", pool.name),
         format!(
             "nodegate adds {first} to its nodes, and Karpenter {major}.{minor} ({image}) \
@@ -206,8 +202,7 @@ fn passed(
         .map(|t| t.to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    let ok = Check::ok(
-        CHECK,
+    let ok = CHECK.ok(
         subject,
         format!("Karpenter treats {keys} as a startup taint of its nodes"),
     );

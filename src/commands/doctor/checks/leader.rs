@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::commands::doctor::report::Check;
+use crate::commands::doctor::report::{Check, Name};
 use crate::settings::config::LeaderElection;
 
-pub const CHECK: &str = "leader";
+pub const CHECK: Name = Name("leader");
 
 /// What the doctor reads of the Lease.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,8 +30,7 @@ pub fn check(
     let subject = format!("Lease {namespace}/{}", le.lease_name);
     if !le.enabled {
         return (
-            Check::skipped(
-                CHECK,
+            CHECK.skipped(
                 subject,
                 "--leader-elect is off: nodegate runs without a Lease",
             ),
@@ -45,8 +44,7 @@ pub fn check(
     );
     let Some(lease) = lease else {
         return (
-            Check::problem(
-                CHECK,
+            CHECK.problem(
                 subject,
                 "not found: no replica leads, so no gated node opens",
                 fix,
@@ -56,8 +54,7 @@ pub fn check(
     };
     if lease.holder.is_empty() {
         return (
-            Check::problem(
-                CHECK,
+            CHECK.problem(
                 subject,
                 "released (no holder): no replica leads, so no gated node opens",
                 fix,
@@ -83,8 +80,7 @@ fn held(
     let holder = &lease.holder;
     match age {
         Some(age) if age > duration => (
-            Check::problem(
-                CHECK,
+            CHECK.problem(
                 subject,
                 format!(
                     "held by {holder:?} but last renewed {}s ago, longer than its {}s duration: \
@@ -97,15 +93,14 @@ fn held(
             Some(false),
         ),
         Some(age) => (
-            Check::ok(
-                CHECK,
+            CHECK.ok(
                 subject,
                 format!("held by {holder:?}, renewed {}s ago", age.as_secs()),
             ),
             Some(true),
         ),
         None => (
-            Check::ok(CHECK, subject, format!("held by {holder:?} (no renewTime)")),
+            CHECK.ok(subject, format!("held by {holder:?} (no renewTime)")),
             Some(true),
         ),
     }

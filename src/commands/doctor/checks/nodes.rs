@@ -10,10 +10,10 @@ use jiff::Timestamp;
 use nodegate_core::rules::placement::ManagedTaint;
 use nodegate_core::vocab::model::{Labels, Taint};
 
-use crate::commands::doctor::report::Check;
+use crate::commands::doctor::report::{Check, Name};
 use crate::settings::config::RunSettings;
 
-pub const CHECK: &str = "nodes";
+pub const CHECK: Name = Name("nodes");
 
 /// How long past its deadline a gated node may still be, before the doctor
 /// says no gate holds it (the gate acts within seconds of its deadline).
@@ -60,8 +60,7 @@ pub fn check(
         .filter_map(|(n, t)| node(s, n, t, leader, now))
         .collect();
     if problems.is_empty() {
-        return vec![Check::ok(
-            CHECK,
+        return vec![CHECK.ok(
             "gated nodes",
             format!(
                 "{} node(s) carry a managed taint, each with a live gate",
@@ -72,8 +71,7 @@ pub fn check(
     if problems.len() > MAX_NAMED {
         let rest = problems.len() - MAX_NAMED;
         problems.truncate(MAX_NAMED);
-        problems.push(Check::problem(
-            CHECK,
+        problems.push(CHECK.problem(
             format!("{rest} more node(s)"),
             "as above",
             "nodegate doctor -o json lists every one",
@@ -104,8 +102,7 @@ fn node(
     let subject = format!("node {}", n.name);
     let explain = format!("kubectl nodegate explain {}", n.name);
     if !s.gate.scope.includes(&n.labels) {
-        return Some(Check::problem(
-            CHECK,
+        return Some(CHECK.problem(
             subject,
             format!("carries {t} but is outside --node-selector: nodegate never opens it"),
             format!(
@@ -119,16 +116,14 @@ fn node(
         return None;
     }
     if leader == Some(false) {
-        return Some(Check::problem(
-            CHECK,
+        return Some(CHECK.problem(
             subject,
             format!("carries {t} while no replica holds the Lease: nothing opens it"),
             "bring a nodegate replica back (see the leader check)",
         ));
     }
     if n.timed_out {
-        return Some(Check::problem(
-            CHECK,
+        return Some(CHECK.problem(
             subject,
             format!("kept closed at its deadline (--on-timeout=keep): carries {t}"),
             format!(
@@ -141,8 +136,7 @@ fn node(
     let (timeout, since) = deadline_of(s, n, t)?;
     let age = Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
     (age > timeout + MARGIN).then(|| {
-        Check::problem(
-            CHECK,
+        CHECK.problem(
             subject,
             format!(
                 "gated for {} with {t}, past its {} deadline: no live gate holds it",

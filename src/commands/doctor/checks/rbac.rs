@@ -2,10 +2,10 @@
 //! API server with SubjectAccessReviews (the doctor's own rights say nothing
 //! about nodegate's); when the doctor may not create those, not checked.
 
-use crate::commands::doctor::report::Check;
+use crate::commands::doctor::report::{Check, Name};
 use crate::settings::config::{RunSettings, WebhookCerts};
 
-pub const CHECK: &str = "rbac";
+pub const CHECK: Name = Name("rbac");
 
 /// One request nodegate makes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,8 +149,7 @@ pub fn required(s: &RunSettings, lease_namespace: &str) -> Vec<Access> {
 pub fn check(account: &str, answers: Option<&[(Access, bool)]>) -> Vec<Check> {
     let subject = format!("ServiceAccount {account}");
     let Some(answers) = answers else {
-        return vec![Check::skipped(
-            CHECK,
+        return vec![CHECK.skipped(
             subject,
             "not checked: these credentials may not create SubjectAccessReviews",
         )];
@@ -161,14 +160,12 @@ pub fn check(account: &str, answers: Option<&[(Access, bool)]>) -> Vec<Check> {
         .map(|(a, _)| a.describe())
         .collect();
     if denied.is_empty() {
-        return vec![Check::ok(
-            CHECK,
+        return vec![CHECK.ok(
             subject,
             format!("may do all {} things nodegate does", answers.len()),
         )];
     }
-    vec![Check::problem(
-        CHECK,
+    vec![CHECK.problem(
         subject,
         format!("may not {}", denied.join(", ")),
         format!(

@@ -116,31 +116,16 @@ pub fn uid(body: &[u8]) -> String {
 /// forged body can only name a uid the API server is not waiting for.
 pub fn sniff_uid(prefix: &[u8]) -> String {
     let text = String::from_utf8_lossy(prefix);
-    let Some(after_request) = text.find("\"request\"").map(|i| &text[i..]) else {
-        return String::new();
-    };
-    let Some(at) = after_request.find("\"uid\"") else {
-        return String::new();
-    };
-    let rest = after_request[at + 5..].trim_start();
-    let Some(rest) = rest.strip_prefix(':').map(str::trim_start) else {
-        return String::new();
-    };
-    let Some(rest) = rest.strip_prefix('"') else {
-        return String::new();
-    };
-    match rest.find('"') {
+    let sniffed = || {
+        let after_request = &text[text.find("\"request\"")?..];
+        let rest = after_request[after_request.find("\"uid\"")? + 5..].trim_start();
+        let rest = rest.strip_prefix(':')?.trim_start().strip_prefix('"')?;
+        let uid = &rest[..rest.find('"')?];
         // A uid is short and plain (a UUID); anything else is not used.
-        Some(end)
-            if end <= 128
-                && rest[..end]
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-') =>
-        {
-            rest[..end].to_string()
-        }
-        _ => String::new(),
-    }
+        let plain = uid.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        (uid.len() <= 128 && plain).then(|| uid.to_string())
+    };
+    sniffed().unwrap_or_default()
 }
 
 /// `text` with control characters (newlines included) escaped, so that
@@ -150,14 +135,13 @@ pub fn clean(text: &str) -> String {
     if !text.chars().any(char::is_control) {
         return text.to_string();
     }
-    text.chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
