@@ -42,7 +42,8 @@ impl MemberId {
 
 /// The kinds whose id is a prefix and a name. A colon appears in neither a
 /// namespace nor a DaemonSet name, so no DaemonSet key has these prefixes.
-const PREFIXED: [(&str, fn(String) -> MemberId); 4] = [
+type MakeMember = fn(String) -> MemberId;
+const PREFIXED: [(&str, MakeMember); 4] = [
     ("critical:", MemberId::Critical),
     ("condition:", MemberId::Condition),
     ("resource:", MemberId::Resource),
