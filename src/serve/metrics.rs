@@ -173,7 +173,8 @@ fn seconds_between(from: Timestamp, to: Timestamp) -> f64 {
 
 /// Registers a new `M` as `nodegate_NAME` and returns it. Every call names
 /// its family with a literal, which tests/docs.rs reads (so the two helpers
-/// call `Registry::register` without a `.register(` of their own).
+/// call `Registry::register` by its path: a method call of theirs would
+/// look to that reading like one more family).
 fn reg<M: Metric + Clone + Default>(r: &mut Registry, name: &str, help: &str) -> M {
     let metric = M::default();
     Registry::register(r, name, help, metric.clone());
