@@ -315,19 +315,6 @@ impl Writer {
         )
     }
 
-    /// The replace decider's node write (`--on-timeout=replace`): the
-    /// conditional JSON patch of `cluster::replace`.
-    pub async fn write_replace(
-        &self,
-        node: &str,
-        body: json_patch::Patch,
-        may_write: impl Fn() -> bool,
-    ) -> PatchOutcome {
-        let write = (NodeWrite::Patch, false);
-        self.patch_node(write, node, &Patch::Json::<()>(body), may_write)
-            .await
-    }
-
     /// `--kube-request-timeout`.
     pub fn request_timeout(&self) -> Duration {
         self.request_timeout
@@ -397,9 +384,8 @@ fn action_for(reason: Reason) -> &'static str {
     match reason {
         Reason::GateOpened | Reason::GateWouldOpen => "Open",
         Reason::GateTimedOut => "Timeout",
-        Reason::LateTaint | Reason::LateTaintSkipped => "Taint",
+        Reason::LateTaint | Reason::LateTaintSkipped | Reason::ConditionTaintAdded => "Taint",
         Reason::NodeRegated | Reason::RegateBudgetExhausted => "Regate",
-        Reason::ConditionTaintAdded => "Taint",
         Reason::ConditionTaintRemoved => "Untaint",
         Reason::GateReplaced | Reason::ReplaceBudgetExhausted | Reason::ReplaceSkipped => "Replace",
     }
