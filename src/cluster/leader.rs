@@ -158,7 +158,8 @@ impl Elector {
     ) -> Phase {
         loop {
             let started = Instant::now();
-            match self.try_acquire_or_renew().await {
+            // How long to wait, and whether a change of the Lease ends the wait.
+            let (wait, on_change) = match self.try_acquire_or_renew().await {
                 Attempt::Holding => {
                     leadership.renewed(started, Instant::now(), started + self.renew_deadline);
                     tracing::info!(identity = %self.identity, lease = %self.lease_ref(), "became leader");
@@ -178,33 +179,24 @@ impl Elector {
                             "the lease is held by {holder:?}, which has not renewed it since this replica started watching"
                         ));
                     }
-                    let wait = self.follower_wait(Some(expires));
-                    tokio::select! {
-                        _ = shutdown.changed() => return Phase::ShutDown,
-                        _ = changed.notified() => {}
-                        _ = tokio::time::sleep(wait) => {}
-                    }
+                    (self.follower_wait(Some(expires)), true)
                 }
                 Attempt::Raced(why) => {
                     tracing::debug!(lease = %self.lease_ref(), %why, "lost a race for the lease");
                     // Another replica wrote the Lease: it is alive.
                     leadership.saw_holder_alive();
-                    let wait = self.follower_wait(None);
-                    tokio::select! {
-                        _ = shutdown.changed() => return Phase::ShutDown,
-                        _ = changed.notified() => {}
-                        _ = tokio::time::sleep(wait) => {}
-                    }
+                    (self.follower_wait(None), true)
                 }
                 Attempt::Failed(error) => {
                     tracing::warn!(lease = %self.lease_ref(), %error, "cannot acquire the lease; retrying");
                     leadership.saw_trouble(format!("this replica cannot acquire it: {error}"));
-                    let wait = self.follower_wait(None);
-                    tokio::select! {
-                        _ = shutdown.changed() => return Phase::ShutDown,
-                        _ = tokio::time::sleep(wait) => {}
-                    }
+                    (self.follower_wait(None), false)
                 }
+            };
+            tokio::select! {
+                _ = shutdown.changed() => return Phase::ShutDown,
+                _ = changed.notified(), if on_change => {}
+                _ = tokio::time::sleep(wait) => {}
             }
         }
     }
@@ -313,13 +305,9 @@ impl Elector {
         let record = LeaseRecord::from_lease(&lease);
         let version = lease.metadata.resource_version.clone().unwrap_or_default();
         let now = Instant::now();
-        let renewed = self
-            .observed
-            .as_ref()
-            .is_some_and(|(_, v, _)| *v != version);
-        let observed_at = match &self.observed {
-            Some((_, v, at)) if *v == version => *at,
-            _ => now,
+        let (renewed, observed_at) = match &self.observed {
+            Some((_, v, at)) if *v == version => (false, *at),
+            seen => (seen.is_some(), now),
         };
         self.observed = Some((record.clone(), version.clone(), observed_at));
         if !may_take(
