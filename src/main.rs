@@ -122,15 +122,11 @@ fn given_on_the_command_line(flag: &str) -> bool {
     })
 }
 
-/// Whether the binary runs as `kubectl_complete-nodegate`, kubectl's
-/// completion helper for the plugin.
-fn is_kubectl_completion(argv0: Option<&std::ffi::OsStr>) -> bool {
-    file_stem(argv0) == Some("kubectl_complete-nodegate")
-}
-
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if is_kubectl_completion(args.first().map(|a| a.as_os_str())) {
+    // Run as `kubectl_complete-nodegate`, kubectl's completion helper for
+    // the plugin.
+    if file_stem(args.first().map(|a| a.as_os_str())) == Some("kubectl_complete-nodegate") {
         return exit(completion::kubectl_complete(command(), &args[1..]), false);
     }
     let cli = parse();

@@ -281,13 +281,11 @@ impl Elector {
     /// One read and, when this replica may hold the lease, one conditional
     /// write; bounded by the renew deadline.
     async fn try_acquire_or_renew(&mut self) -> Attempt {
-        match tokio::time::timeout(self.renew_deadline, self.attempt()).await {
-            Ok(a) => a,
-            Err(_) => Attempt::Failed(format!(
-                "no answer from the API server within {:?}",
-                self.renew_deadline
-            )),
-        }
+        let deadline = self.renew_deadline;
+        let attempt = tokio::time::timeout(deadline, self.attempt()).await;
+        attempt.unwrap_or_else(|_| {
+            Attempt::Failed(format!("no answer from the API server within {deadline:?}"))
+        })
     }
 
     async fn attempt(&mut self) -> Attempt {

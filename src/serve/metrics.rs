@@ -500,17 +500,15 @@ impl Metrics {
         self.watch_restarts
             .inc_by(watch_restarts.saturating_sub(seen));
 
-        let mut closed: HashMap<String, Option<Timestamp>> = HashMap::new();
-        {
-            // A gate that panicked never reported its stop; its node has no
-            // registered gate until the supervisor restarts it.
-            self.gates.retain(|node, _| has_gate(node));
-            for track in self.gates.iter() {
-                if !matches!(track.phase, Phase::Opened | Phase::Gone) {
-                    closed.insert(track.key().clone(), track.start);
-                }
-            }
-        }
+        // A gate that panicked never reported its stop; its node has no
+        // registered gate until the supervisor restarts it.
+        self.gates.retain(|node, _| has_gate(node));
+        let closed: HashMap<String, Option<Timestamp>> = self
+            .gates
+            .iter()
+            .filter(|track| !matches!(track.phase, Phase::Opened | Phase::Gone))
+            .map(|track| (track.key().clone(), track.start))
+            .collect();
         self.gated_nodes.set(count(closed.len()));
         let mut ages = lock(&self.age_series);
         for node in ages.iter() {
