@@ -34,6 +34,34 @@ use prometheus_client::registry::{Metric, Registry};
 
 use crate::cluster::leader::Leadership;
 
+/// A label's values from one table: the enum, every variant (`ALL`) and
+/// each one's value (`as_str`).
+macro_rules! label_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $word:literal, )+
+        }
+    ) => {
+        $(#[$meta])*
+        pub enum $name {
+            $( $(#[$vmeta])* $variant, )+
+        }
+
+        impl $name {
+            /// Every variant, in the order declared.
+            pub const ALL: [$name; [$($word),+].len()] = [$($name::$variant),+];
+
+            /// The label value.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word,)+
+                }
+            }
+        }
+    };
+}
+
 mod canary;
 mod conditions;
 mod entrances;
