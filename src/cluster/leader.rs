@@ -308,13 +308,14 @@ impl Elector {
             seen => (seen.is_some(), now),
         };
         self.observed = Some((record.clone(), version.clone(), observed_at));
-        if !may_take(
+        let free = may_take(
             &record,
             &self.identity,
             observed_at,
             self.lease_duration,
             now,
-        ) {
+        );
+        if !free {
             return Attempt::HeldByOther {
                 expires: observed_at + record_duration(&record, self.lease_duration),
                 holder: record.holder,
@@ -322,12 +323,7 @@ impl Elector {
             };
         }
         let mut updated = lease;
-        updated.spec = Some(next_record(
-            Some(&record),
-            &self.identity,
-            self.lease_duration,
-            Timestamp::now(),
-        ));
+        updated.spec = Some(self.record_now(Some(&record)));
         // `replace` sends the resourceVersion just read: a concurrent writer
         // makes this a 409, never a lost update.
         match self
@@ -351,12 +347,7 @@ impl Elector {
                 namespace: Some(self.namespace.clone()),
                 ..Default::default()
             },
-            spec: Some(next_record(
-                None,
-                &self.identity,
-                self.lease_duration,
-                Timestamp::now(),
-            )),
+            spec: Some(self.record_now(None)),
         };
         match self.api.create(&PostParams::default(), &lease).await {
             Ok(written) => self.holding(&written),
@@ -373,19 +364,18 @@ impl Elector {
         }
     }
 
+    /// The record this replica writes now, over `old`.
+    fn record_now(&self, old: Option<&LeaseRecord>) -> LeaseSpec {
+        next_record(old, &self.identity, self.lease_duration, Timestamp::now())
+    }
+
     fn holding(&mut self, written: &Lease) -> Attempt {
         // This replica's own write: its managedFields entry was just stamped
         // by the server (semantics.md §5.3).
         self.server_time.saw_own_write(&written.metadata);
-        self.observed = Some((
-            LeaseRecord::from_lease(written),
-            written
-                .metadata
-                .resource_version
-                .clone()
-                .unwrap_or_default(),
-            Instant::now(),
-        ));
+        let version = written.metadata.resource_version.clone();
+        let record = LeaseRecord::from_lease(written);
+        self.observed = Some((record, version.unwrap_or_default(), Instant::now()));
         Attempt::Holding
     }
 
