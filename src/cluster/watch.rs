@@ -563,13 +563,9 @@ pub async fn start(
         daemonset_feed(r(), t()),
         to,
     );
-    spawn(
-        "daemonset pods",
-        Api::all(c()),
-        all().labels(DAEMONSET_POD_LABEL).fields(bound),
-        daemonset_pod_feed(r(), t(), critical_namespaces, canary_namespace.clone()),
-        to,
-    );
+    let pods = daemonset_pod_feed(r(), t(), critical_namespaces, canary_namespace.clone());
+    let daemonset_pods = all().labels(DAEMONSET_POD_LABEL).fields(bound);
+    spawn("daemonset pods", Api::all(c()), daemonset_pods, pods, to);
     let csinodes = feed(CsiNodeSink { router: r() }, t(), |c: &CSINode| {
         delete_id(c, true)
     });
@@ -581,26 +577,17 @@ pub async fn start(
         spawn("resourceslices", Api::all(c()), all(), slices, to);
     }
     for entry in critical {
-        let selector = entry.selector.to_string();
-        spawn(
-            "critical pods",
-            Api::namespaced(c(), &entry.namespace),
-            all().labels(&selector).fields(bound),
-            pod_feed(r(), t(), None, canary_namespace.clone()),
-            to,
-        );
+        let selected = all().labels(&entry.selector.to_string()).fields(bound);
+        let pods = pod_feed(r(), t(), None, canary_namespace.clone());
+        let api = Api::namespaced(c(), &entry.namespace);
+        spawn("critical pods", api, selected, pods, to);
     }
     if let Some(canary) = canary {
         // nodegate's own canaries: its namespace, its label, bound pods.
-        spawn(
-            "canary pods",
-            Api::namespaced(c(), &canary.namespace),
-            all()
-                .labels(nodegate_core::canary::CANARY_LABEL)
-                .fields(bound),
-            pod_feed(r(), t(), None, canary_namespace),
-            to,
-        );
+        let canaries = all().labels(nodegate_core::canary::CANARY_LABEL);
+        let pods = pod_feed(r(), t(), None, canary_namespace);
+        let api = Api::namespaced(c(), &canary.namespace);
+        spawn("canary pods", api, canaries.fields(bound), pods, to);
     }
     rx
 }
