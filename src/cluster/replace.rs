@@ -113,10 +113,8 @@ pub async fn carry_out(writer: &Writer, w: &ReplaceWrite, may_write: impl Fn() -
     let Some(proven) = proven else {
         return Outcome::Applied;
     };
-    match writer
-        .send(owner_request, timeout, may_write, proven.delete())
-        .await
-    {
+    let deleted = writer.send(owner_request, timeout, may_write, proven.delete());
+    match deleted.await {
         Ok(Ok(deleted)) => deleted.map_or(Outcome::Applied, Outcome::OwnerDeleted),
         Ok(Err(e)) => Outcome::OwnerFailed(e),
         Err(Unsent::NotLeader) => {

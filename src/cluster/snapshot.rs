@@ -205,10 +205,8 @@ pub async fn daemonset_exists(
     ns: &str,
     name: &str,
 ) -> Result<bool, kube::Error> {
-    match Api::<DaemonSet>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-    {
+    let api = Api::<DaemonSet>::namespaced(client.clone(), ns);
+    match api.get(name).await {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
         Err(e) => Err(e),

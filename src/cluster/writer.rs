@@ -309,10 +309,8 @@ impl Writer {
         patch: &Patch<P>,
         may_write: impl Fn() -> bool,
     ) -> PatchOutcome {
-        Self::classify(
-            self.patch_node_at(write, node, patch, may_write, false)
-                .await,
-        )
+        let answer = self.patch_node_at(write, node, patch, may_write, false);
+        Self::classify(answer.await)
     }
 
     /// `--kube-request-timeout`.

@@ -115,14 +115,8 @@ pub async fn serve_debug(
     state: DebugState,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    listen(
-        addr,
-        "--debug-addr",
-        "debug listener on",
-        debug_app(state),
-        shutdown,
-    )
-    .await
+    let app = debug_app(state);
+    listen(addr, "--debug-addr", "debug listener on", app, shutdown).await
 }
 
 async fn listen(

@@ -73,16 +73,9 @@ impl Writer {
         let Some(request) = request else {
             return PatchOutcome::Failed("canary is not configured".into());
         };
-        let lane = (None, false);
-        Self::classify(
-            self.send(
-                lane,
-                self.request_timeout,
-                || self.leader.admits_write(),
-                request,
-            )
-            .await,
-        )
+        let may_write = || self.leader.admits_write();
+        let answer = self.send((None, false), self.request_timeout, may_write, request);
+        Self::classify(answer.await)
     }
 }
 
