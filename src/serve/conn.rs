@@ -184,11 +184,8 @@ pub async fn accept_loop<F, Fut>(
         let place = match take_place(&taken, &limits, peer.ip()) {
             Ok(place) => place,
             Err(why) => {
-                if refused
-                    .0
-                    .fetch_add(1, Ordering::Relaxed)
-                    .is_multiple_of(1000)
-                {
+                let before = refused.0.fetch_add(1, Ordering::Relaxed);
+                if before.is_multiple_of(1000) {
                     tracing::warn!(
                         max = limits.max_connections,
                         max_per_peer = limits.max_per_peer,
