@@ -222,15 +222,9 @@ fn join_causes(parts: Vec<String>) -> String {
 /// `No such file or directory (os error 2)`.
 fn io_text(e: &std::io::Error) -> String {
     let text = e.to_string();
-    let text = match text.find(" (os error ") {
-        Some(at) => text[..at].to_string(),
-        None => text,
-    };
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(c) => c.to_lowercase().chain(chars).collect(),
-        None => text,
-    }
+    let mut chars = text.split(" (os error ").next().unwrap_or_default().chars();
+    let first = chars.next().into_iter().flat_map(char::to_lowercase);
+    first.chain(chars).collect()
 }
 
 /// The innermost cause of `e`: what actually went wrong, said once.
@@ -313,15 +307,12 @@ fn kubeconfig_line(
     context: Option<&str>,
 ) -> String {
     use kube::config::KubeconfigError as K;
-    let whence = match from {
-        KubeconfigSource::Flag => "--kubeconfig",
-        KubeconfigSource::Environment => "KUBECONFIG",
-    };
-    let fix = match from {
-        KubeconfigSource::Flag => "pass --kubeconfig a kubeconfig file",
-        KubeconfigSource::Environment => {
-            "set KUBECONFIG or pass --kubeconfig FILE (in a pod: its service account)"
-        }
+    let (whence, fix) = match from {
+        KubeconfigSource::Flag => ("--kubeconfig", "pass --kubeconfig a kubeconfig file"),
+        KubeconfigSource::Environment => (
+            "KUBECONFIG",
+            "set KUBECONFIG or pass --kubeconfig FILE (in a pod: its service account)",
+        ),
     };
     match e {
         K::ReadConfig(io, path) => format!(

@@ -55,14 +55,15 @@ fn init_tracing(format: LogFormat, filter: &str) {
 /// The name the usage lines show: `kubectl nodegate` when run as the
 /// kubectl plugin (`kubectl-nodegate` on the PATH), else `nodegate`.
 fn display_name(argv0: Option<&std::ffi::OsStr>) -> &'static str {
-    let base = argv0
-        .map(std::path::Path::new)
-        .and_then(|p| p.file_stem())
-        .and_then(|s| s.to_str());
-    match base {
+    match file_stem(argv0) {
         Some("kubectl-nodegate") => "kubectl nodegate",
         _ => "nodegate",
     }
+}
+
+/// The name of the binary as run, without its directory and extension.
+fn file_stem(argv0: Option<&std::ffi::OsStr>) -> Option<&str> {
+    std::path::Path::new(argv0?).file_stem()?.to_str()
 }
 
 /// The command line with its dynamic completion candidates attached here,
@@ -91,7 +92,7 @@ fn parse() -> Cli {
 
 /// Gives each command the connection flags given before the subcommand,
 /// where it has none of its own; `run`'s become the process's connection.
-fn connect_flags(mut cli: Cli) -> std::result::Result<Command, Error> {
+fn connect_flags(mut cli: Cli) -> Result<Command> {
     let outer: &ClusterArgs = &cli.cluster;
     let mut process = outer.clone();
     match &mut cli.command {
@@ -121,18 +122,11 @@ fn given_on_the_command_line(flag: &str) -> bool {
     })
 }
 
-/// Whether the binary runs as `kubectl_complete-nodegate`, kubectl's
-/// completion helper for the plugin.
-fn is_kubectl_completion(argv0: Option<&std::ffi::OsStr>) -> bool {
-    argv0
-        .map(std::path::Path::new)
-        .and_then(|p| p.file_stem())
-        .is_some_and(|s| s == "kubectl_complete-nodegate")
-}
-
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if is_kubectl_completion(args.first().map(|a| a.as_os_str())) {
+    // Run as `kubectl_complete-nodegate`, kubectl's completion helper for
+    // the plugin.
+    if file_stem(args.first().map(|a| a.as_os_str())) == Some("kubectl_complete-nodegate") {
         return exit(completion::kubectl_complete(command(), &args[1..]), false);
     }
     let cli = parse();

@@ -152,11 +152,10 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
                 _ = tokio::time::sleep(sleep) => None,
             };
             let mut batch: Vec<Input> = first.into_iter().collect();
-            while batch.len() < BATCH {
-                match rx.try_recv() {
-                    Ok(input) => batch.push(input),
-                    Err(_) => break,
-                }
+            while batch.len() < BATCH
+                && let Ok(input) = rx.try_recv()
+            {
+                batch.push(input);
             }
             if !self.router.is_synced() {
                 continue;

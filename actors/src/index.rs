@@ -119,13 +119,10 @@ impl Index {
         name: &str,
         drivers: Option<Vec<String>>,
     ) -> Option<Change> {
-        match drivers {
-            Some(d) => {
-                self.csi_drivers.insert(name.to_string(), d);
-            }
-            None => {
-                self.csi_drivers.remove(name);
-            }
+        if let Some(d) = drivers {
+            self.csi_drivers.insert(name.to_string(), d);
+        } else {
+            self.csi_drivers.remove(name);
         }
         self.sync_csi_drivers(name)
     }

@@ -86,7 +86,7 @@ pub struct NodeActorState {
     pods: Arc<PendingPods>,
     span: tracing::Span,
     /// This incarnation among all gates the process started (see
-    /// [`next_generation`]).
+    /// [`GATES_STARTED`]).
     generation: u64,
 }
 
@@ -94,10 +94,6 @@ pub struct NodeActorState {
 /// map, so that nothing grows with the nodes ever seen; it still tells a
 /// restarted or re-gated node's log lines and observations from the old ones.
 static GATES_STARTED: AtomicU64 = AtomicU64::new(0);
-
-fn next_generation() -> u64 {
-    GATES_STARTED.fetch_add(1, Ordering::Relaxed) + 1
-}
 
 impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
     type Msg = NodeMsg;
@@ -113,7 +109,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
         // Registered before the snapshot is read (post_start), so every change
         // indexed after that read also reaches this actor as a hint.
         let pods = self.ctx.router.register(&name, myself);
-        let generation = next_generation();
+        let generation = GATES_STARTED.fetch_add(1, Ordering::Relaxed) + 1;
         let span = tracing::info_span!("gate", node = %name, generation);
         self.ctx.router.observer().gate_started(&name, generation);
         Ok(NodeActorState {

@@ -141,14 +141,7 @@ impl Router {
     /// number of live gates re-examined.
     pub fn reconfigure(&self, config: Arc<Config>) -> usize {
         self.config.store(config);
-        let lost = self.hints_lost();
-        let mut live = 0;
-        for gate in self.gates.iter() {
-            if !lost {
-                let _ = gate.actor.cast(NodeMsg::Changed(Change::Everything));
-            }
-            live += 1;
-        }
+        let live = self.fan_out(|| NodeMsg::Changed(Change::Everything));
         self.request_missing_gates();
         self.publish(Change::Everything);
         live
@@ -225,17 +218,14 @@ impl Router {
         }
         let routed = changed
             && allowed
-            && self.fan_out(|| NodeMsg::Changed(Change::DaemonSet { uid: uid.clone() }));
+            && self.fan_out(|| NodeMsg::Changed(Change::DaemonSet { uid: uid.clone() })) > 0;
         self.observed(RouterEvent::DaemonSetUpserted, routed);
     }
 
     pub fn daemonset_deleted(&self, uid: &str) {
         self.index.delete_daemonset(uid);
-        let routed = self.fan_out(|| {
-            NodeMsg::Changed(Change::DaemonSet {
-                uid: uid.to_string(),
-            })
-        });
+        let uid = uid.to_string();
+        let routed = self.fan_out(|| NodeMsg::Changed(Change::DaemonSet { uid: uid.clone() })) > 0;
         self.observed(RouterEvent::DaemonSetDeleted, routed);
     }
 
@@ -437,17 +427,10 @@ impl Router {
     /// Installs (or, with `None`, removes) the receiver of this router's
     /// `SpawnRequest`s; the last call wins.
     pub(crate) fn set_spawn_requests(&self, receiver: Option<DerivedActorRef<SpawnRequest>>) {
-        match self.spawn_requests.write() {
-            Ok(mut slot) => *slot = receiver,
-            Err(poisoned) => *poisoned.into_inner() = receiver,
-        }
-    }
-
-    fn spawn_requests(&self) -> Option<DerivedActorRef<SpawnRequest>> {
-        match self.spawn_requests.read() {
-            Ok(slot) => slot.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        *self
+            .spawn_requests
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = receiver;
     }
 
     /// Whether the node is gated: inside `--node-selector` and carrying a
@@ -468,7 +451,8 @@ impl Router {
             return;
         }
         self.opened_at_version.remove(name);
-        if let Some(receiver) = self.spawn_requests() {
+        let receiver = self.spawn_requests.read().map(|r| r.clone());
+        if let Some(receiver) = receiver.unwrap_or_else(|p| p.into_inner().clone()) {
             // A stopped receiver means shutdown: nothing to start.
             let _ = receiver.send_message(SpawnRequest {
                 node: name.to_string(),
@@ -540,16 +524,16 @@ impl Router {
             .is_some_and(|c| c.namespace == namespace)
     }
 
-    /// Sends `msg` to every live gate; true when there was at least one.
-    fn fan_out(&self, msg: impl Fn() -> NodeMsg) -> bool {
-        let mut any = false;
+    /// Sends `msg` to every live gate; returns how many there were.
+    fn fan_out(&self, msg: impl Fn() -> NodeMsg) -> usize {
         let lost = self.hints_lost();
+        let mut live = 0;
         for gate in self.gates.iter() {
             if !lost {
                 let _ = gate.actor.cast(msg());
             }
-            any = true;
+            live += 1;
         }
-        any
+        live
     }
 }

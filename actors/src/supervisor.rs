@@ -59,6 +59,26 @@ impl<E: EffectExecutor, C: Clock> Supervisor<E, C> {
     pub fn new(ctx: Arc<GateContext<E, C>>) -> Self {
         Supervisor { ctx }
     }
+
+    async fn spawn_gate(
+        &self,
+        myself: &ActorRef<SupervisorMsg>,
+        state: &mut SupervisorState,
+        node: String,
+    ) {
+        let router = &self.ctx.router;
+        if router.gate(&node).is_some() || !router.needs_gate(&node) {
+            return;
+        }
+        let actor = NodeActor::new(Arc::clone(&self.ctx), Arc::clone(&state.wheel));
+        match Actor::spawn_linked(None, actor, node.clone(), myself.get_cell()).await {
+            Ok((gate, _)) => {
+                tracing::debug!(%node, "gate started");
+                state.children.insert(gate.get_id(), node);
+            }
+            Err(error) => tracing::error!(%node, %error, "could not start a gate"),
+        }
+    }
 }
 
 pub struct SupervisorState {
@@ -152,27 +172,5 @@ impl<E: EffectExecutor, C: Clock> Actor for Supervisor<E, C> {
         self.ctx.router.set_spawn_requests(None);
         myself.stop_children(Some("shutting down".to_string()));
         Ok(())
-    }
-}
-
-impl<E: EffectExecutor, C: Clock> Supervisor<E, C> {
-    async fn spawn_gate(
-        &self,
-        myself: &ActorRef<SupervisorMsg>,
-        state: &mut SupervisorState,
-        node: String,
-    ) {
-        let router = &self.ctx.router;
-        if router.gate(&node).is_some() || !router.needs_gate(&node) {
-            return;
-        }
-        let actor = NodeActor::new(Arc::clone(&self.ctx), Arc::clone(&state.wheel));
-        match Actor::spawn_linked(None, actor, node.clone(), myself.get_cell()).await {
-            Ok((gate, _)) => {
-                tracing::debug!(%node, "gate started");
-                state.children.insert(gate.get_id(), node);
-            }
-            Err(error) => tracing::error!(%node, %error, "could not start a gate"),
-        }
     }
 }

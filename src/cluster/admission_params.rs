@@ -206,16 +206,12 @@ impl AdmissionParams {
         let Some(write) = wanted(current.as_ref(), data, self.owner.as_ref()) else {
             return Ok(None);
         };
-        let mut labels = BTreeMap::new();
-        labels.insert(
-            "app.kubernetes.io/managed-by".to_string(),
-            "nodegate".to_string(),
-        );
+        let managed_by = ("app.kubernetes.io/managed-by".into(), "nodegate".into());
         let mut cm = ConfigMap {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),
                 namespace: Some(self.namespace.clone()),
-                labels: Some(labels),
+                labels: Some(BTreeMap::from([managed_by])),
                 owner_references: self.owner.as_ref().map(|p| vec![p.owner_reference()]),
                 ..ObjectMeta::default()
             },

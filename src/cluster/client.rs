@@ -44,17 +44,12 @@ impl Connection {
 /// kubectl's `--request-timeout`: a duration (`10s`, `1m`), or a bare
 /// number of seconds; 0 means no timeout (`None`).
 pub fn parse_request_timeout(s: &str) -> Result<Option<Duration>, ConfigError> {
-    let bad = |why: String| ConfigError::Invalid {
-        source_: format!("--request-timeout {s:?}"),
-        message: why,
-    };
     let t = s.trim();
     let d = match t.parse::<u64>() {
         Ok(secs) => Duration::from_secs(secs),
-        Err(_) => humantime::parse_duration(t).map_err(|e| {
-            bad(format!(
-                "{e}; give a duration such as 10s or 1m, or 0 for none"
-            ))
+        Err(_) => humantime::parse_duration(t).map_err(|e| ConfigError::Invalid {
+            source_: format!("--request-timeout {s:?}"),
+            message: format!("{e}; give a duration such as 10s or 1m, or 0 for none"),
         })?,
     };
     Ok((!d.is_zero()).then_some(d))
@@ -74,10 +69,8 @@ pub fn set_process_connection(c: Connection) {
 /// [`set_process_connection`]; else the in-cluster service account, else
 /// `KUBECONFIG` / `~/.kube/config`).
 pub async fn client() -> Result<kube::Client> {
-    match PROCESS_CONNECTION.get() {
-        Some(c) => client_for(c).await,
-        None => client_for(&Connection::default()).await,
-    }
+    let default = Connection::default();
+    client_for(PROCESS_CONNECTION.get().unwrap_or(&default)).await
 }
 
 /// A client for `c`, sending `User-Agent: nodegate/VERSION`. Without

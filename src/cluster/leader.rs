@@ -158,7 +158,8 @@ impl Elector {
     ) -> Phase {
         loop {
             let started = Instant::now();
-            match self.try_acquire_or_renew().await {
+            // How long to wait, and whether a change of the Lease ends the wait.
+            let (wait, on_change) = match self.try_acquire_or_renew().await {
                 Attempt::Holding => {
                     leadership.renewed(started, Instant::now(), started + self.renew_deadline);
                     tracing::info!(identity = %self.identity, lease = %self.lease_ref(), "became leader");
@@ -178,33 +179,24 @@ impl Elector {
                             "the lease is held by {holder:?}, which has not renewed it since this replica started watching"
                         ));
                     }
-                    let wait = self.follower_wait(Some(expires));
-                    tokio::select! {
-                        _ = shutdown.changed() => return Phase::ShutDown,
-                        _ = changed.notified() => {}
-                        _ = tokio::time::sleep(wait) => {}
-                    }
+                    (self.follower_wait(Some(expires)), true)
                 }
                 Attempt::Raced(why) => {
                     tracing::debug!(lease = %self.lease_ref(), %why, "lost a race for the lease");
                     // Another replica wrote the Lease: it is alive.
                     leadership.saw_holder_alive();
-                    let wait = self.follower_wait(None);
-                    tokio::select! {
-                        _ = shutdown.changed() => return Phase::ShutDown,
-                        _ = changed.notified() => {}
-                        _ = tokio::time::sleep(wait) => {}
-                    }
+                    (self.follower_wait(None), true)
                 }
                 Attempt::Failed(error) => {
                     tracing::warn!(lease = %self.lease_ref(), %error, "cannot acquire the lease; retrying");
                     leadership.saw_trouble(format!("this replica cannot acquire it: {error}"));
-                    let wait = self.follower_wait(None);
-                    tokio::select! {
-                        _ = shutdown.changed() => return Phase::ShutDown,
-                        _ = tokio::time::sleep(wait) => {}
-                    }
+                    (self.follower_wait(None), false)
                 }
+            };
+            tokio::select! {
+                _ = shutdown.changed() => return Phase::ShutDown,
+                _ = changed.notified(), if on_change => {}
+                _ = tokio::time::sleep(wait) => {}
             }
         }
     }
@@ -289,13 +281,11 @@ impl Elector {
     /// One read and, when this replica may hold the lease, one conditional
     /// write; bounded by the renew deadline.
     async fn try_acquire_or_renew(&mut self) -> Attempt {
-        match tokio::time::timeout(self.renew_deadline, self.attempt()).await {
-            Ok(a) => a,
-            Err(_) => Attempt::Failed(format!(
-                "no answer from the API server within {:?}",
-                self.renew_deadline
-            )),
-        }
+        let deadline = self.renew_deadline;
+        let attempt = tokio::time::timeout(deadline, self.attempt()).await;
+        attempt.unwrap_or_else(|_| {
+            Attempt::Failed(format!("no answer from the API server within {deadline:?}"))
+        })
     }
 
     async fn attempt(&mut self) -> Attempt {
@@ -313,22 +303,19 @@ impl Elector {
         let record = LeaseRecord::from_lease(&lease);
         let version = lease.metadata.resource_version.clone().unwrap_or_default();
         let now = Instant::now();
-        let renewed = self
-            .observed
-            .as_ref()
-            .is_some_and(|(_, v, _)| *v != version);
-        let observed_at = match &self.observed {
-            Some((_, v, at)) if *v == version => *at,
-            _ => now,
+        let (renewed, observed_at) = match &self.observed {
+            Some((_, v, at)) if *v == version => (false, *at),
+            seen => (seen.is_some(), now),
         };
         self.observed = Some((record.clone(), version.clone(), observed_at));
-        if !may_take(
+        let free = may_take(
             &record,
             &self.identity,
             observed_at,
             self.lease_duration,
             now,
-        ) {
+        );
+        if !free {
             return Attempt::HeldByOther {
                 expires: observed_at + record_duration(&record, self.lease_duration),
                 holder: record.holder,
@@ -336,12 +323,7 @@ impl Elector {
             };
         }
         let mut updated = lease;
-        updated.spec = Some(next_record(
-            Some(&record),
-            &self.identity,
-            self.lease_duration,
-            Timestamp::now(),
-        ));
+        updated.spec = Some(self.record_now(Some(&record)));
         // `replace` sends the resourceVersion just read: a concurrent writer
         // makes this a 409, never a lost update.
         match self
@@ -365,12 +347,7 @@ impl Elector {
                 namespace: Some(self.namespace.clone()),
                 ..Default::default()
             },
-            spec: Some(next_record(
-                None,
-                &self.identity,
-                self.lease_duration,
-                Timestamp::now(),
-            )),
+            spec: Some(self.record_now(None)),
         };
         match self.api.create(&PostParams::default(), &lease).await {
             Ok(written) => self.holding(&written),
@@ -387,19 +364,18 @@ impl Elector {
         }
     }
 
+    /// The record this replica writes now, over `old`.
+    fn record_now(&self, old: Option<&LeaseRecord>) -> LeaseSpec {
+        next_record(old, &self.identity, self.lease_duration, Timestamp::now())
+    }
+
     fn holding(&mut self, written: &Lease) -> Attempt {
         // This replica's own write: its managedFields entry was just stamped
         // by the server (semantics.md §5.3).
         self.server_time.saw_own_write(&written.metadata);
-        self.observed = Some((
-            LeaseRecord::from_lease(written),
-            written
-                .metadata
-                .resource_version
-                .clone()
-                .unwrap_or_default(),
-            Instant::now(),
-        ));
+        let version = written.metadata.resource_version.clone();
+        let record = LeaseRecord::from_lease(written);
+        self.observed = Some((record, version.unwrap_or_default(), Instant::now()));
         Attempt::Holding
     }
 

@@ -9,7 +9,8 @@
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Preconditions,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    Preconditions,
 };
 use nodegate_core::deciders::{Outcome, ReplaceAction, ReplaceWrite};
 use nodegate_core::gate::PatchOutcome;
@@ -21,6 +22,7 @@ use serde_json::{Value, json};
 
 use crate::cluster::patch::{pointer_segment, rfc3339, version_test};
 use crate::cluster::writer::{Unsent, Writer};
+use crate::serve::metrics::NodeWrite;
 
 /// The conditional JSON patch that marks the node, or `None` when the
 /// action writes nothing on it (a delete of the owner again). It tests
@@ -79,12 +81,8 @@ pub async fn carry_out(writer: &Writer, w: &ReplaceWrite, may_write: impl Fn() -
     let (owner, again) = match &w.action {
         ReplaceAction::Request { owner, .. } => (owner, false),
         ReplaceAction::DeleteOwner { owner, .. } => (owner, true),
-        ReplaceAction::Fallback { .. } => {
-            return match mark(w) {
-                Some(body) => writer.write_replace(&w.node, body, &may_write).await,
-                None => Outcome::Applied,
-            };
-        }
+        // A fallback only marks the node.
+        ReplaceAction::Fallback { .. } => (&Owner::None, false),
     };
     let proven = if *owner == Owner::None {
         None
@@ -105,7 +103,9 @@ pub async fn carry_out(writer: &Writer, w: &ReplaceWrite, may_write: impl Fn() -
         }
     };
     if let Some(body) = mark(w) {
-        match writer.write_replace(&w.node, body, &may_write).await {
+        let body = Patch::Json::<()>(body);
+        let lane = (NodeWrite::Patch, false);
+        match writer.patch_node(lane, &w.node, &body, &may_write).await {
             PatchOutcome::Applied => {}
             other => return other,
         }
@@ -113,10 +113,8 @@ pub async fn carry_out(writer: &Writer, w: &ReplaceWrite, may_write: impl Fn() -
     let Some(proven) = proven else {
         return Outcome::Applied;
     };
-    match writer
-        .send(owner_request, timeout, may_write, proven.delete())
-        .await
-    {
+    let deleted = writer.send(owner_request, timeout, may_write, proven.delete());
+    match deleted.await {
         Ok(Ok(deleted)) => deleted.map_or(Outcome::Applied, Outcome::OwnerDeleted),
         Ok(Err(e)) => Outcome::OwnerFailed(e),
         Err(Unsent::NotLeader) => {

@@ -120,12 +120,7 @@ impl ServerTime {
     /// The `Date` header of an answer to this process's own request (the
     /// server's clock when it answered), seen at `seen`.
     pub(crate) fn saw_date_at(&self, at: Timestamp, seen: Instant) {
-        {
-            let mut date = lock(&self.date);
-            if newer(*date, at, seen) {
-                *date = Some((at, seen));
-            }
-        }
+        keep_newer(&self.date, at, seen);
         self.saw_at(at, seen);
     }
 
@@ -152,10 +147,7 @@ impl ServerTime {
     }
 
     pub(crate) fn saw_at(&self, at: Timestamp, seen: Instant) {
-        let mut best = lock(&self.best);
-        if newer(*best, at, seen) {
-            *best = Some((at, seen));
-        }
+        keep_newer(&self.best, at, seen);
     }
 
     pub(crate) fn now_at(&self, instant: Instant) -> Option<Timestamp> {
@@ -168,11 +160,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Whether `at`, seen at `seen`, beats `old` carried forward to then.
-fn newer(old: Option<Reading>, at: Timestamp, seen: Instant) -> bool {
-    match old {
-        None => true,
-        Some(old) => carried(old, seen).is_none_or(|now| at > now),
+/// Puts `at`, seen at `seen`, in `slot` if it beats the reading there
+/// carried forward to then.
+fn keep_newer(slot: &Mutex<Option<Reading>>, at: Timestamp, seen: Instant) {
+    let mut old = lock(slot);
+    if old.is_none_or(|old| carried(old, seen).is_none_or(|now| at > now)) {
+        *old = Some((at, seen));
     }
 }
 

@@ -35,7 +35,7 @@ const LIST_CONCURRENCY: usize = 8;
 
 /// Every node, as listed (one LIST): `doctor` and `config check` read what
 /// the model leaves out, so the objects are the caller's to project.
-pub async fn nodes(client: &kube::Client) -> std::result::Result<Vec<Node>, kube::Error> {
+pub async fn nodes(client: &kube::Client) -> Result<Vec<Node>, kube::Error> {
     Ok(Api::<Node>::all(client.clone())
         .list(&ListParams::default())
         .await?
@@ -114,10 +114,7 @@ fn fill_devices(
 }
 
 /// The drivers node `name`'s CSINode lists; `Ok(None)` when it has none.
-async fn drivers_of(
-    client: &kube::Client,
-    name: &str,
-) -> std::result::Result<Option<Vec<String>>, kube::Error> {
+async fn drivers_of(client: &kube::Client, name: &str) -> Result<Option<Vec<String>>, kube::Error> {
     let api: Api<CSINode> = Api::all(client.clone());
     Ok(api
         .get_opt(name)
@@ -128,9 +125,7 @@ async fn drivers_of(
 }
 
 /// Every CSINode's drivers, by node name.
-async fn all_drivers(
-    client: &kube::Client,
-) -> std::result::Result<HashMap<String, Vec<String>>, kube::Error> {
+async fn all_drivers(client: &kube::Client) -> Result<HashMap<String, Vec<String>>, kube::Error> {
     let api: Api<CSINode> = Api::all(client.clone());
     Ok(api
         .list(&ListParams::default())
@@ -144,10 +139,7 @@ async fn all_drivers(
 /// The ResourceSlices local to node `name` (`spec.nodeName`, a field
 /// selector the API server supports for ResourceSlices), sorted by name.
 /// Read only while `draDrivers` is configured, as the controller watches.
-async fn slices_of(
-    client: &kube::Client,
-    name: &str,
-) -> std::result::Result<Vec<SliceInfo>, kube::Error> {
+async fn slices_of(client: &kube::Client, name: &str) -> Result<Vec<SliceInfo>, kube::Error> {
     let api: Api<ResourceSlice> = Api::all(client.clone());
     let params = ListParams::default().fields(&format!("spec.nodeName={name}"));
     let mut slices: Vec<SliceInfo> = api
@@ -167,7 +159,7 @@ async fn slices_of(
 /// error).
 pub async fn all_slices(
     client: &kube::Client,
-) -> std::result::Result<HashMap<String, Vec<SliceInfo>>, kube::Error> {
+) -> Result<HashMap<String, Vec<SliceInfo>>, kube::Error> {
     let api: Api<ResourceSlice> = Api::all(client.clone());
     let mut by_node: HashMap<String, Vec<SliceInfo>> = HashMap::new();
     for (node, slice) in api
@@ -193,7 +185,7 @@ pub async fn all_slices(
 pub async fn daemonsets(
     client: &kube::Client,
     warnings: &mut Vec<String>,
-) -> std::result::Result<Vec<DaemonSetInfo>, kube::Error> {
+) -> Result<Vec<DaemonSetInfo>, kube::Error> {
     let list = Api::<DaemonSet>::all(client.clone())
         .list(&ListParams::default())
         .await?;
@@ -212,11 +204,9 @@ pub async fn daemonset_exists(
     client: &kube::Client,
     ns: &str,
     name: &str,
-) -> std::result::Result<bool, kube::Error> {
-    match Api::<DaemonSet>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-    {
+) -> Result<bool, kube::Error> {
+    let api = Api::<DaemonSet>::namespaced(client.clone(), ns);
+    match api.get(name).await {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
         Err(e) => Err(e),
@@ -232,7 +222,7 @@ pub async fn pods_on<T>(
     client: &kube::Client,
     node: &str,
     keep: impl Fn(&Pod) -> Option<T>,
-) -> std::result::Result<Vec<T>, kube::Error> {
+) -> Result<Vec<T>, kube::Error> {
     let list = Api::<Pod>::all(client.clone())
         .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
         .await?;
@@ -252,7 +242,7 @@ pub async fn pods_on_each<T>(
     client: &kube::Client,
     nodes: impl IntoIterator<Item = String>,
     keep: impl Fn(&Pod) -> Option<T> + Copy,
-) -> std::result::Result<BTreeMap<String, Vec<T>>, PodsOnFailed> {
+) -> Result<BTreeMap<String, Vec<T>>, PodsOnFailed> {
     futures::stream::iter(nodes)
         .map(|node| async move {
             match pods_on(client, &node, keep).await {
@@ -275,7 +265,7 @@ pub async fn unscheduled_for<T>(
     client: &kube::Client,
     node: &str,
     keep: impl Fn(&Pod) -> Option<T>,
-) -> std::result::Result<Vec<T>, kube::Error> {
+) -> Result<Vec<T>, kube::Error> {
     let pending = Api::<Pod>::all(client.clone())
         .list(&ListParams::default().fields("spec.nodeName=,status.phase=Pending"))
         .await?;

@@ -60,10 +60,10 @@ pub struct WatchStats {
 impl WatchStats {
     /// The kinds whose watch loop has ended.
     pub fn stopped(&self) -> Vec<&'static str> {
-        match self.stopped.lock() {
-            Ok(v) => v.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        self.stopped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 }
 
@@ -77,10 +77,11 @@ struct StopGuard {
 
 impl Drop for StopGuard {
     fn drop(&mut self) {
-        match self.stats.stopped.lock() {
-            Ok(mut v) => v.push(self.kind),
-            Err(poisoned) => poisoned.into_inner().push(self.kind),
-        }
+        let stopped = &self.stats.stopped;
+        stopped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(self.kind);
     }
 }
 
@@ -328,8 +329,18 @@ struct Indexing<K, S: Sink<K>> {
     id_of_deleted: IdOfDeleted<K, S::Id>,
 }
 
-impl<K: Resource, S: Sink<K>> Indexing<K, S> {
-    /// Handles one event; true at the end of a complete list.
+/// The handling of one watch's events, without the stream: what the memory
+/// example (`examples/open_memory.rs`) and the tests feed with events
+/// decoded from the API server's JSON.
+pub struct WatchFeed<K>(Box<dyn Handle<K>>);
+
+trait Handle<K>: Send {
+    fn handle(&mut self, event: Event<K>) -> bool;
+    fn known(&self) -> usize;
+    fn held(&self) -> usize;
+}
+
+impl<K: Resource + Send + 'static, S: Sink<K>> Handle<K> for Indexing<K, S> {
     fn handle(&mut self, event: Event<K>) -> bool {
         match event {
             Event::Apply(obj) => {
@@ -373,23 +384,6 @@ impl<K: Resource, S: Sink<K>> Indexing<K, S> {
         }
         false
     }
-}
-
-/// The handling of one watch's events, without the stream: what the memory
-/// example (`examples/open_memory.rs`) and the tests feed with events
-/// decoded from the API server's JSON.
-pub struct WatchFeed<K>(Box<dyn Handle<K>>);
-
-trait Handle<K>: Send {
-    fn handle(&mut self, event: Event<K>) -> bool;
-    fn known(&self) -> usize;
-    fn held(&self) -> usize;
-}
-
-impl<K: Resource + Send + 'static, S: Sink<K>> Handle<K> for Indexing<K, S> {
-    fn handle(&mut self, event: Event<K>) -> bool {
-        Indexing::handle(self, event)
-    }
     fn known(&self) -> usize {
         self.listing.known()
     }
@@ -414,59 +408,42 @@ impl<K> WatchFeed<K> {
     }
 }
 
-/// Runs one watch until the process ends. Sends its `kind` on `synced` once,
-/// after the first complete list.
-async fn run<K>(
-    kind: &'static str,
-    api: Api<K>,
-    config: watcher::Config,
-    mut feed: WatchFeed<K>,
-    synced: mpsc::Sender<&'static str>,
-    stats: Arc<WatchStats>,
-) where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-{
-    let _guard = StopGuard {
-        kind,
-        stats: Arc::clone(&stats),
-    };
-    let mut first_sync = true;
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    while let Some(item) = stream.next().await {
-        stats.events.fetch_add(1, Ordering::Relaxed);
-        match item {
-            Ok(event) => {
-                if feed.handle(event) && first_sync {
-                    first_sync = false;
-                    let _ = synced.send(kind).await;
-                }
-            }
-            Err(e) => {
-                stats.restarts.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(kind, error = %e, "watch failed; retrying with backoff");
-            }
-        }
-    }
-}
-
-/// Spawns [`run`] of one watch, reporting to `synced` and `stats`.
+/// Spawns one watch, which runs until the process ends, counting into
+/// `stats`. Sends its `kind` on `synced` once, after the first complete list.
 fn spawn<K>(
     kind: &'static str,
     api: Api<K>,
     config: watcher::Config,
-    feed: WatchFeed<K>,
+    mut feed: WatchFeed<K>,
     (synced, stats): (&mpsc::Sender<&'static str>, &Arc<WatchStats>),
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    tokio::spawn(run(
-        kind,
-        api,
-        config,
-        feed,
-        synced.clone(),
-        Arc::clone(stats),
-    ));
+    let synced = synced.clone();
+    let stats = Arc::clone(stats);
+    tokio::spawn(async move {
+        let _guard = StopGuard {
+            kind,
+            stats: Arc::clone(&stats),
+        };
+        let mut first_sync = true;
+        let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+        while let Some(item) = stream.next().await {
+            stats.events.fetch_add(1, Ordering::Relaxed);
+            match item {
+                Ok(event) => {
+                    if feed.handle(event) && first_sync {
+                        first_sync = false;
+                        let _ = synced.send(kind).await;
+                    }
+                }
+                Err(e) => {
+                    stats.restarts.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(kind, error = %e, "watch failed; retrying with backoff");
+                }
+            }
+        }
+    });
 }
 
 fn pod_id(Lean(p): &Lean<Pod>) -> PodId {
@@ -586,13 +563,9 @@ pub async fn start(
         daemonset_feed(r(), t()),
         to,
     );
-    spawn(
-        "daemonset pods",
-        Api::all(c()),
-        all().labels(DAEMONSET_POD_LABEL).fields(bound),
-        daemonset_pod_feed(r(), t(), critical_namespaces, canary_namespace.clone()),
-        to,
-    );
+    let pods = daemonset_pod_feed(r(), t(), critical_namespaces, canary_namespace.clone());
+    let daemonset_pods = all().labels(DAEMONSET_POD_LABEL).fields(bound);
+    spawn("daemonset pods", Api::all(c()), daemonset_pods, pods, to);
     let csinodes = feed(CsiNodeSink { router: r() }, t(), |c: &CSINode| {
         delete_id(c, true)
     });
@@ -604,26 +577,17 @@ pub async fn start(
         spawn("resourceslices", Api::all(c()), all(), slices, to);
     }
     for entry in critical {
-        let selector = entry.selector.to_string();
-        spawn(
-            "critical pods",
-            Api::namespaced(c(), &entry.namespace),
-            all().labels(&selector).fields(bound),
-            pod_feed(r(), t(), None, canary_namespace.clone()),
-            to,
-        );
+        let selected = all().labels(&entry.selector.to_string()).fields(bound);
+        let pods = pod_feed(r(), t(), None, canary_namespace.clone());
+        let api = Api::namespaced(c(), &entry.namespace);
+        spawn("critical pods", api, selected, pods, to);
     }
     if let Some(canary) = canary {
         // nodegate's own canaries: its namespace, its label, bound pods.
-        spawn(
-            "canary pods",
-            Api::namespaced(c(), &canary.namespace),
-            all()
-                .labels(nodegate_core::canary::CANARY_LABEL)
-                .fields(bound),
-            pod_feed(r(), t(), None, canary_namespace),
-            to,
-        );
+        let canaries = all().labels(nodegate_core::canary::CANARY_LABEL);
+        let pods = pod_feed(r(), t(), None, canary_namespace);
+        let api = Api::namespaced(c(), &canary.namespace);
+        spawn("canary pods", api, canaries.fields(bound), pods, to);
     }
     rx
 }

@@ -309,23 +309,8 @@ impl Writer {
         patch: &Patch<P>,
         may_write: impl Fn() -> bool,
     ) -> PatchOutcome {
-        Self::classify(
-            self.patch_node_at(write, node, patch, may_write, false)
-                .await,
-        )
-    }
-
-    /// The replace decider's node write (`--on-timeout=replace`): the
-    /// conditional JSON patch of `cluster::replace`.
-    pub async fn write_replace(
-        &self,
-        node: &str,
-        body: json_patch::Patch,
-        may_write: impl Fn() -> bool,
-    ) -> PatchOutcome {
-        let write = (NodeWrite::Patch, false);
-        self.patch_node(write, node, &Patch::Json::<()>(body), may_write)
-            .await
+        let answer = self.patch_node_at(write, node, patch, may_write, false);
+        Self::classify(answer.await)
     }
 
     /// `--kube-request-timeout`.
@@ -397,9 +382,8 @@ fn action_for(reason: Reason) -> &'static str {
     match reason {
         Reason::GateOpened | Reason::GateWouldOpen => "Open",
         Reason::GateTimedOut => "Timeout",
-        Reason::LateTaint | Reason::LateTaintSkipped => "Taint",
+        Reason::LateTaint | Reason::LateTaintSkipped | Reason::ConditionTaintAdded => "Taint",
         Reason::NodeRegated | Reason::RegateBudgetExhausted => "Regate",
-        Reason::ConditionTaintAdded => "Taint",
         Reason::ConditionTaintRemoved => "Untaint",
         Reason::GateReplaced | Reason::ReplaceBudgetExhausted | Reason::ReplaceSkipped => "Replace",
     }

@@ -98,29 +98,26 @@ fn take_place(
         .lock()
         .map_err(|_| "the listener's count is poisoned")?;
     let loopback = limits.loopback_exempt && peer.to_canonical().is_loopback();
-    if loopback {
+    let peer = if loopback {
         if t.loopback >= limits.loopback_reserve + limits.max_connections.saturating_sub(t.remote) {
             return Err("too many connections at once");
         }
         t.loopback += 1;
-        return Ok(Place {
-            taken: Arc::clone(taken),
-            peer: None,
-        });
-    }
-    if t.remote + t.loopback.saturating_sub(limits.loopback_reserve) >= limits.max_connections {
-        return Err("too many connections at once");
-    }
-    let n = t.by_peer.entry(peer).or_insert(0);
-    if *n >= limits.max_per_peer {
-        return Err("too many connections from one address");
-    }
-    *n += 1;
-    t.remote += 1;
-    Ok(Place {
-        taken: Arc::clone(taken),
-        peer: Some(peer),
-    })
+        None
+    } else {
+        if t.remote + t.loopback.saturating_sub(limits.loopback_reserve) >= limits.max_connections {
+            return Err("too many connections at once");
+        }
+        let n = t.by_peer.entry(peer).or_insert(0);
+        if *n >= limits.max_per_peer {
+            return Err("too many connections from one address");
+        }
+        *n += 1;
+        t.remote += 1;
+        Some(peer)
+    };
+    let taken = Arc::clone(taken);
+    Ok(Place { taken, peer })
 }
 
 /// An HTTP/1.1 connection builder with the timer and the head timeout of
@@ -187,11 +184,8 @@ pub async fn accept_loop<F, Fut>(
         let place = match take_place(&taken, &limits, peer.ip()) {
             Ok(place) => place,
             Err(why) => {
-                if refused
-                    .0
-                    .fetch_add(1, Ordering::Relaxed)
-                    .is_multiple_of(1000)
-                {
+                let before = refused.0.fetch_add(1, Ordering::Relaxed);
+                if before.is_multiple_of(1000) {
                     tracing::warn!(
                         max = limits.max_connections,
                         max_per_peer = limits.max_per_peer,

@@ -115,14 +115,8 @@ pub async fn serve_debug(
     state: DebugState,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    listen(
-        addr,
-        "--debug-addr",
-        "debug listener on",
-        debug_app(state),
-        shutdown,
-    )
-    .await
+    let app = debug_app(state);
+    listen(addr, "--debug-addr", "debug listener on", app, shutdown).await
 }
 
 async fn listen(
@@ -194,15 +188,20 @@ async fn healthz(State(s): State<AppState>) -> Response {
             .into_iter()
             .map(|kind| format!("the {kind} watch has stopped")),
     );
-    if problems.is_empty() {
-        (StatusCode::OK, "ok\n").into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("unhealthy: {}\n", problems.join("; ")),
-        )
-            .into_response()
-    }
+    let text = match problems.is_empty() {
+        true => "ok\n".to_string(),
+        false => format!("unhealthy: {}\n", problems.join("; ")),
+    };
+    ok_or_503(problems.is_empty(), text)
+}
+
+/// `text` with 200 when `ok`, else with 503.
+fn ok_or_503(ok: bool, text: impl IntoResponse) -> Response {
+    let status = match ok {
+        true => StatusCode::OK,
+        false => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (status, text).into_response()
 }
 
 /// Ready once the initial lists are in. `?verbose` lists the checks, one a
@@ -216,15 +215,13 @@ async fn readyz(State(s): State<AppState>, uri: Uri) -> Response {
             .any(|kv| kv == "verbose" || kv.starts_with("verbose="))
     });
     if !verbose {
-        return if synced {
-            (StatusCode::OK, "ok\n").into_response()
-        } else {
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "not ready: the initial lists are not in yet, or the webhook is not serving (see /readyz?verbose)\n",
-            )
-                .into_response()
+        let text = match synced {
+            true => "ok\n",
+            false => {
+                "not ready: the initial lists are not in yet, or the webhook is not serving (see /readyz?verbose)\n"
+            }
         };
+        return ok_or_503(synced, text);
     }
     let mut text = if s.router.is_synced() {
         "[+]synced ok\n".to_string()
@@ -244,17 +241,13 @@ async fn readyz(State(s): State<AppState>, uri: Uri) -> Response {
     for check in s.health.config_checks() {
         text.push_str(&format!("{check}\n"));
     }
-    if synced {
-        text.push_str("readyz check passed\n");
-        (StatusCode::OK, text).into_response()
-    } else {
-        text.push_str("readyz check failed\n");
-        (StatusCode::SERVICE_UNAVAILABLE, text).into_response()
-    }
+    text.push_str(match synced {
+        true => "readyz check passed\n",
+        false => "readyz check failed\n",
+    });
+    ok_or_503(synced, text)
 }
 
-/// The metrics page; scrapes within `metrics::SCRAPE_REUSE` of each other
-/// share one refresh, so a loop of scrapes costs one O(gates) pass a second.
 /// The `/readyz?verbose` line about leadership. A warning only: the webhook
 /// must stay reachable (it answers "unchanged" while no leader is known), so
 /// this never makes the replica unready.
@@ -278,6 +271,8 @@ fn leader_check(metrics: &Metrics) -> crate::serve::health::Check {
     }
 }
 
+/// The metrics page; scrapes within `metrics::SCRAPE_REUSE` of each other
+/// share one refresh, so a loop of scrapes costs one O(gates) pass a second.
 async fn metrics_text(State(s): State<AppState>) -> Response {
     let page = s
         .metrics

@@ -34,6 +34,34 @@ use prometheus_client::registry::{Metric, Registry};
 
 use crate::cluster::leader::Leadership;
 
+/// A label's values from one table: the enum, every variant (`ALL`) and
+/// each one's value (`as_str`).
+macro_rules! label_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $word:literal, )+
+        }
+    ) => {
+        $(#[$meta])*
+        pub enum $name {
+            $( $(#[$vmeta])* $variant, )+
+        }
+
+        impl $name {
+            /// Every variant, in the order declared.
+            pub const ALL: [$name; [$($word),+].len()] = [$($name::$variant),+];
+
+            /// The label value.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word,)+
+                }
+            }
+        }
+    };
+}
+
 mod canary;
 mod conditions;
 mod entrances;
@@ -500,17 +528,15 @@ impl Metrics {
         self.watch_restarts
             .inc_by(watch_restarts.saturating_sub(seen));
 
-        let mut closed: HashMap<String, Option<Timestamp>> = HashMap::new();
-        {
-            // A gate that panicked never reported its stop; its node has no
-            // registered gate until the supervisor restarts it.
-            self.gates.retain(|node, _| has_gate(node));
-            for track in self.gates.iter() {
-                if !matches!(track.phase, Phase::Opened | Phase::Gone) {
-                    closed.insert(track.key().clone(), track.start);
-                }
-            }
-        }
+        // A gate that panicked never reported its stop; its node has no
+        // registered gate until the supervisor restarts it.
+        self.gates.retain(|node, _| has_gate(node));
+        let closed: HashMap<String, Option<Timestamp>> = self
+            .gates
+            .iter()
+            .filter(|track| !matches!(track.phase, Phase::Opened | Phase::Gone))
+            .map(|track| (track.key().clone(), track.start))
+            .collect();
         self.gated_nodes.set(count(closed.len()));
         let mut ages = lock(&self.age_series);
         for node in ages.iter() {

@@ -119,27 +119,25 @@ fn member_spans(
     let mut members = Vec::new();
     let mut ready = 0i64;
     for (id, member) in state.expected() {
-        let span = match &member.readiness {
+        let (at, attribute, error) = match &member.readiness {
             Some(Readiness::Ready { pod }) => {
                 ready += 1;
                 let at = ready_at(state, journal, id, pod).clamp(start, end);
-                let mut span = member_span(id, start, at, journal);
-                span.attributes
-                    .push(("nodegate.member.pod", pod.to_string().into()));
-                span
+                (at, ("nodegate.member.pod", pod.to_string()), None)
             }
             other => {
                 let why = match other {
-                    Some(Readiness::Waiting { why, .. }) => why.clone(),
+                    Some(Readiness::Waiting { why, .. }) => why.to_string(),
                     _ => "not evaluated yet".to_string(),
                 };
-                let mut span = member_span(id, start, deadline.unwrap_or(end), journal);
-                span.attributes
-                    .push(("nodegate.member.waiting_for", why.to_string().into()));
-                span.error = Some(format!("not Ready: {why}"));
-                span
+                let error = Some(format!("not Ready: {why}"));
+                let at = deadline.unwrap_or(end);
+                (at, ("nodegate.member.waiting_for", why), error)
             }
         };
+        let mut span = member_span(id, start, at, journal);
+        span.attributes.push((attribute.0, attribute.1.into()));
+        span.error = error;
         members.push(span);
     }
     (members, ready)

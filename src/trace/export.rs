@@ -93,11 +93,8 @@ async fn run(
         }
     };
     if tokio::time::timeout(DRAIN, drain).await.is_err() {
-        let mut left = 0;
-        while let Ok(t) = queue.try_recv() {
-            left += t.span_count();
-        }
-        metrics.dropped(SpanDrop::ExportFailed, left);
+        let left = std::iter::from_fn(|| queue.try_recv().ok()).map(|t| t.span_count());
+        metrics.dropped(SpanDrop::ExportFailed, left.sum());
     }
     let _ = exporter.shutdown();
 }
@@ -110,11 +107,10 @@ fn batch(
     scope: &InstrumentationScope,
 ) -> Vec<SpanData> {
     let mut spans = span_data(&first, scope);
-    while spans.len() < MAX_BATCH {
-        match queue.try_recv() {
-            Ok(t) => spans.extend(span_data(&t, scope)),
-            Err(_) => break,
-        }
+    while spans.len() < MAX_BATCH
+        && let Ok(t) = queue.try_recv()
+    {
+        spans.extend(span_data(&t, scope));
     }
     spans
 }

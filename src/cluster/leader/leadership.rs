@@ -103,10 +103,7 @@ impl Leadership {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
-        match self.held.lock() {
-            Ok(h) => h,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether a write may go out now: checked by the executor right

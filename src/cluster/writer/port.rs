@@ -32,12 +32,6 @@ use crate::cluster::{patch, project, replace};
 use crate::serve::metrics::NodeWrite;
 
 impl Writer {
-    /// Whether a node write may go out now (a refusal is remembered, so the
-    /// elector tells the gates when this replica leads again).
-    fn admits_write(&self) -> bool {
-        self.leader.admits_write()
-    }
-
     /// `nodegate_patch_attempts_total`, for a gate's write that was sent.
     fn count(&self, kind: NodeWrite, outcome: &PatchOutcome) {
         if let Some(m) = &self.metrics {
@@ -56,7 +50,7 @@ impl Writer {
         let lane = (NodeWrite::Untaint, false);
         let outcome = self
             .patch_node(lane, &p.node, &body, || {
-                let send = !withdrawal.is_requested() && self.admits_write();
+                let send = !withdrawal.is_requested() && self.leader.admits_write();
                 if send && let (Some(seen), Some(m)) = (seen, &self.metrics) {
                     m.writes.event_to_patch(seen.elapsed());
                 }
@@ -79,21 +73,21 @@ impl Writer {
         let Some(request) = request else {
             return PatchOutcome::Failed("canary is not configured".into());
         };
-        let lane = (None, false);
-        Self::classify(
-            self.send(lane, self.request_timeout, || self.admits_write(), request)
-                .await,
-        )
+        let may_write = || self.leader.admits_write();
+        let answer = self.send((None, false), self.request_timeout, may_write, request);
+        Self::classify(answer.await)
     }
 }
 
 impl EffectExecutor for Writer {
     async fn write(&self, write: Write, sending: Sending) -> Outcome {
         // Refused before it is queued; the writer asks again before it sends.
-        if !self.admits_write() {
+        // A refusal is remembered, so the elector tells the gates when this
+        // replica leads again.
+        if !self.leader.admits_write() {
             return Outcome::NotLeader;
         }
-        let may_write = || self.admits_write();
+        let may_write = || self.leader.admits_write();
         let canaries = self.canaries.as_ref();
         match write {
             Write::Untaint(patch) => self.untaint(patch, sending).await,

@@ -18,96 +18,60 @@ const ADMISSION_BUCKETS: [f64; 14] = [
     1.0,
 ];
 
-/// What the webhook answered for one AdmissionReview.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AdmissionResult {
-    /// Allowed with the patch that adds the startup taint.
-    Tainted,
-    /// Allowed as it was (out of scope, ignored, already gated).
-    Unchanged,
-    /// Allowed as it was, with a warning, though it would have been
-    /// tainted: nodegate runs with `--dry-run`.
-    WouldTaint,
-    /// The review could not be read or was not a Node CREATE: allowed as it
-    /// was, with a warning.
-    Error,
-    /// Allowed as it was, with a warning, without being read: the webhook
-    /// was serving as many reviews as it may at once, or the body was over
-    /// the size bound.
-    Busy,
-    /// Allowed as it was, with a warning, though it would have been
-    /// tainted: no replica has held the leader-election lease for a while,
-    /// so nothing would open the node.
-    NoLeader,
-}
-
-impl AdmissionResult {
-    pub const ALL: [AdmissionResult; 6] = [
-        AdmissionResult::Tainted,
-        AdmissionResult::Unchanged,
-        AdmissionResult::WouldTaint,
-        AdmissionResult::Error,
-        AdmissionResult::Busy,
-        AdmissionResult::NoLeader,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AdmissionResult::Tainted => "tainted",
-            AdmissionResult::Unchanged => "unchanged",
-            AdmissionResult::WouldTaint => "would_taint",
-            AdmissionResult::Error => "error",
-            AdmissionResult::Busy => "busy",
-            AdmissionResult::NoLeader => "no_leader",
-        }
+label_enum! {
+    /// What the webhook answered for one AdmissionReview.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum AdmissionResult {
+        /// Allowed with the patch that adds the startup taint.
+        Tainted = "tainted",
+        /// Allowed as it was (out of scope, ignored, already gated).
+        Unchanged = "unchanged",
+        /// Allowed as it was, with a warning, though it would have been
+        /// tainted: nodegate runs with `--dry-run`.
+        WouldTaint = "would_taint",
+        /// The review could not be read or was not a Node CREATE: allowed as
+        /// it was, with a warning.
+        Error = "error",
+        /// Allowed as it was, with a warning, without being read: the
+        /// webhook was serving as many reviews as it may at once, or the
+        /// body was over the size bound.
+        Busy = "busy",
+        /// Allowed as it was, with a warning, though it would have been
+        /// tainted: no replica has held the leader-election lease for a
+        /// while, so nothing would open the node.
+        NoLeader = "no_leader",
     }
 }
 
-/// What the late-taint net did with a node it saw without the taint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LateTaint {
-    Tainted,
-    Skipped,
-    Failed,
+label_enum! {
+    /// What the late-taint net did with a node it saw without the taint.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum LateTaint {
+        Tainted = "tainted",
+        Skipped = "skipped",
+        Failed = "failed",
+    }
 }
 
 impl LateTaint {
-    pub const ALL: [LateTaint; 3] = [LateTaint::Tainted, LateTaint::Skipped, LateTaint::Failed];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LateTaint::Tainted => "tainted",
-            LateTaint::Skipped => "skipped",
-            LateTaint::Failed => "failed",
-        }
-    }
     /// `"tainted"`, `"skipped"` or `"failed"`.
     pub fn parse(s: &str) -> Option<LateTaint> {
         LateTaint::ALL.into_iter().find(|r| r.as_str() == s)
     }
 }
 
-/// Certificate trouble the webhook counts (`problem` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CertProblem {
-    /// A certificate directory's new pair could not be used (old one kept).
-    Reload,
-    /// The Secret could not be read, filled or parsed.
-    Secret,
-    /// The MutatingWebhookConfiguration's caBundle could not be read or set.
-    CaBundle,
-}
-
-impl CertProblem {
-    pub const ALL: [CertProblem; 3] = [
-        CertProblem::Reload,
-        CertProblem::Secret,
-        CertProblem::CaBundle,
-    ];
-    fn as_str(self) -> &'static str {
-        match self {
-            CertProblem::Reload => "reload",
-            CertProblem::Secret => "secret",
-            CertProblem::CaBundle => "ca_bundle",
-        }
+label_enum! {
+    /// Certificate trouble the webhook counts (`problem` label).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum CertProblem {
+        /// A certificate directory's new pair could not be used (old one
+        /// kept).
+        Reload = "reload",
+        /// The Secret could not be read, filled or parsed.
+        Secret = "secret",
+        /// The MutatingWebhookConfiguration's caBundle could not be read or
+        /// set.
+        CaBundle = "ca_bundle",
     }
 }
 

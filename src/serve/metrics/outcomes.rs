@@ -61,38 +61,22 @@ impl Metrics {
     /// The labels of a member that blocked a gate until its timeout; `None`
     /// for a DaemonSet key that is not `namespace/name`.
     fn blocker_labels(&self, member: &MemberId, state: &GateState) -> Option<BlockerLabels> {
-        match member {
-            MemberId::DaemonSet(key) => self.daemonset_labels(key, state).map(|l| BlockerLabels {
-                kind: "daemonset",
-                namespace: l.namespace,
-                name: l.name,
-            }),
-            MemberId::Critical(name) => Some(BlockerLabels {
-                kind: "critical",
-                namespace: String::new(),
-                name: name.clone(),
-            }),
-            MemberId::Condition(type_) => Some(BlockerLabels {
-                kind: "condition",
-                namespace: String::new(),
-                name: type_.clone(),
-            }),
-            MemberId::Resource(name) => Some(BlockerLabels {
-                kind: "resource",
-                namespace: String::new(),
-                name: name.clone(),
-            }),
-            MemberId::Dra(driver) => Some(BlockerLabels {
-                kind: "dra_driver",
-                namespace: String::new(),
-                name: driver.clone(),
-            }),
-            MemberId::Canary => Some(BlockerLabels {
-                kind: "canary",
-                namespace: String::new(),
-                name: String::new(),
-            }),
-        }
+        let (kind, namespace, name) = match member {
+            MemberId::DaemonSet(key) => {
+                let l = self.daemonset_labels(key, state)?;
+                ("daemonset", l.namespace, l.name)
+            }
+            MemberId::Critical(name) => ("critical", String::new(), name.clone()),
+            MemberId::Condition(type_) => ("condition", String::new(), type_.clone()),
+            MemberId::Resource(name) => ("resource", String::new(), name.clone()),
+            MemberId::Dra(driver) => ("dra_driver", String::new(), driver.clone()),
+            MemberId::Canary => ("canary", String::new(), String::new()),
+        };
+        Some(BlockerLabels {
+            kind,
+            namespace,
+            name,
+        })
     }
 
     /// A gate that opened: its duration by who opened it, and, opened by

@@ -8,22 +8,18 @@ use prometheus_client::registry::Registry;
 
 use super::{Label, reg};
 
-/// Why spans were dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SpanDrop {
-    QueueFull,
-    ExportFailed,
+label_enum! {
+    /// Why spans were dropped.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum SpanDrop {
+        QueueFull = "queue_full",
+        ExportFailed = "export_failed",
+    }
 }
 
 impl SpanDrop {
-    const ALL: [SpanDrop; 2] = [SpanDrop::QueueFull, SpanDrop::ExportFailed];
-
     fn labels(self) -> Label {
-        let reason = match self {
-            SpanDrop::QueueFull => "queue_full",
-            SpanDrop::ExportFailed => "export_failed",
-        };
-        [("reason", reason)]
+        [("reason", self.as_str())]
     }
 }
 

@@ -17,36 +17,22 @@ use prometheus_client::registry::Registry;
 
 use super::{Label, reg_with};
 
-/// What a node write is for, as the series label it: `untaint`,
-/// `mark_timed_out`, `add_taint` (an entrance or a re-gate) or `patch` (a
-/// condition rule's taint). The metrics' one name for a kind of node write:
-/// the write timings use all four, `nodegate_patch_attempts_total` the
-/// gate's own two (`untaint`, `mark_timed_out`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeWrite {
-    Untaint,
-    MarkTimedOut,
-    AddTaint,
-    Patch,
+label_enum! {
+    /// What a node write is for, as the series label it: `untaint`,
+    /// `mark_timed_out`, `add_taint` (an entrance or a re-gate) or `patch` (a
+    /// condition rule's taint). The metrics' one name for a kind of node write:
+    /// the write timings use all four, `nodegate_patch_attempts_total` the
+    /// gate's own two (`untaint`, `mark_timed_out`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum NodeWrite {
+        Untaint = "untaint",
+        MarkTimedOut = "mark_timed_out",
+        AddTaint = "add_taint",
+        Patch = "patch",
+    }
 }
 
 impl NodeWrite {
-    pub const ALL: [NodeWrite; 4] = [
-        NodeWrite::Untaint,
-        NodeWrite::MarkTimedOut,
-        NodeWrite::AddTaint,
-        NodeWrite::Patch,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NodeWrite::Untaint => "untaint",
-            NodeWrite::MarkTimedOut => "mark_timed_out",
-            NodeWrite::AddTaint => "add_taint",
-            NodeWrite::Patch => "patch",
-        }
-    }
-
     fn labels(self) -> Label {
         [("kind", self.as_str())]
     }

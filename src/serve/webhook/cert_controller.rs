@@ -50,6 +50,7 @@ use tokio::sync::watch;
 
 use super::certs::{self, CA_CRT, CA_KEY, Decision, Material, TLS_CRT, TLS_KEY};
 use super::server::{CertSlot, certified_key};
+use crate::cluster::patch::version_test;
 use crate::cluster::server_time::ServerTime;
 use crate::cluster::writer::FIELD_MANAGER;
 use crate::serve::metrics::{CertProblem, Metrics};
@@ -109,11 +110,8 @@ pub fn with_material(old: Option<Secret>, namespace: &str, name: &str, m: &Mater
 /// The JSON patch that sets every webhook's caBundle to `bundle`, testing
 /// the resourceVersion; `None` when all are set already.
 pub fn bundle_patch(config: &MutatingWebhookConfiguration, bundle: &[u8]) -> Option<Value> {
-    let mut ops = vec![json!({
-        "op": "test",
-        "path": "/metadata/resourceVersion",
-        "value": config.metadata.resource_version.clone().unwrap_or_default(),
-    })];
+    let version = config.metadata.resource_version.as_deref();
+    let mut ops = vec![version_test(version.unwrap_or_default())];
     for (i, w) in config.webhooks.iter().flatten().enumerate() {
         if w.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()) != Some(bundle) {
             ops.push(json!({

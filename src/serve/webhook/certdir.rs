@@ -33,15 +33,14 @@ fn files(dir: &Path) -> (PathBuf, PathBuf) {
 /// The two files' bytes.
 fn read(dir: &Path) -> Result<Pair> {
     let (crt, key) = files(dir);
-    let c = std::fs::read(&crt).map_err(Error::io(format!(
-        "cannot read the webhook certificate {} (--webhook-cert-dir)",
-        crt.display()
-    )))?;
-    let k = std::fs::read(&key).map_err(Error::io(format!(
-        "cannot read the webhook key {} (--webhook-cert-dir)",
-        key.display()
-    )))?;
-    Ok((c, k))
+    let file = |path: &Path, what: &str| {
+        let what = format!(
+            "cannot read the webhook {what} {} (--webhook-cert-dir)",
+            path.display()
+        );
+        std::fs::read(path).map_err(Error::io(what))
+    };
+    Ok((file(&crt, "certificate")?, file(&key, "key")?))
 }
 
 /// Loads the pair at startup: the error names the files and what is wrong.

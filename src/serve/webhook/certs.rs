@@ -29,6 +29,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, SanType,
 };
+use x509_parser::extensions::GeneralName;
 
 /// The Secret's keys.
 pub const TLS_CRT: &str = "tls.crt";
@@ -206,27 +207,21 @@ fn parse_all(pem: &[u8]) -> Option<Vec<(CertFacts, Vec<u8>)>> {
     for p in x509_parser::pem::Pem::iter_from_buffer(pem) {
         let p = p.ok()?;
         let cert = p.parse_x509().ok()?;
-        let mut sans = BTreeSet::new();
-        if let Ok(Some(ext)) = cert.subject_alternative_name() {
-            for name in &ext.value.general_names {
-                match name {
-                    x509_parser::extensions::GeneralName::DNSName(d) => {
-                        sans.insert(d.to_string());
-                    }
-                    x509_parser::extensions::GeneralName::IPAddress(b) => {
-                        let ip = match b.len() {
-                            4 => <[u8; 4]>::try_from(*b).ok().map(IpAddr::from),
-                            16 => <[u8; 16]>::try_from(*b).ok().map(IpAddr::from),
-                            _ => None,
-                        };
-                        if let Some(ip) = ip {
-                            sans.insert(ip.to_string());
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
+        let names = cert.subject_alternative_name().ok().flatten();
+        let sans = names
+            .iter()
+            .flat_map(|ext| &ext.value.general_names)
+            .filter_map(|name| match name {
+                GeneralName::DNSName(d) => Some(d.to_string()),
+                // Four bytes or sixteen; any other length is no address.
+                GeneralName::IPAddress(b) => <[u8; 4]>::try_from(*b)
+                    .map(IpAddr::from)
+                    .or_else(|_| <[u8; 16]>::try_from(*b).map(IpAddr::from))
+                    .ok()
+                    .map(|ip| ip.to_string()),
+                _ => None,
+            })
+            .collect();
         out.push((
             CertFacts {
                 not_before: cert.validity().not_before.timestamp(),

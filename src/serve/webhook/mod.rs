@@ -115,7 +115,7 @@ pub fn start(settings: &WebhookSettings, cx: Context, shutdown: watch::Receiver<
             metrics: Arc::clone(&cx.metrics),
             health: Arc::clone(&cx.health),
         };
-        status.waiting("no certificate yet".into());
+        status.set(false, "not serving: no certificate yet".into());
         let Some((key, kept)) = first_certificate(source, &status, shutdown.clone()).await else {
             return;
         };
@@ -141,19 +141,10 @@ struct Status {
 }
 
 impl Status {
-    fn waiting(&self, why: String) {
-        self.metrics.entrances.serving(false);
-        self.health.webhook(WebhookState {
-            serving: false,
-            detail: format!("not serving: {why}"),
-        });
-    }
-    fn serving(&self, addr: SocketAddr) {
-        self.metrics.entrances.serving(true);
-        self.health.webhook(WebhookState {
-            serving: true,
-            detail: format!("serving on {addr}"),
-        });
+    /// Serving (on `detail`'s address) or not (`detail` says why).
+    fn set(&self, serving: bool, detail: String) {
+        self.metrics.entrances.serving(serving);
+        self.health.webhook(WebhookState { serving, detail });
     }
 }
 
@@ -203,7 +194,7 @@ async fn first_certificate(
                     Source::Managed(_) => CertProblem::Secret,
                 };
                 status.metrics.entrances.certificate_error(problem);
-                status.waiting(why);
+                status.set(false, format!("not serving: {why}"));
                 if !back_off(wait, &mut shutdown).await {
                     return None;
                 }
@@ -262,7 +253,7 @@ async fn bind(
         .await
         {
             Ok((bound, task)) => {
-                status.serving(bound);
+                status.set(true, format!("serving on {bound}"));
                 return Some(task);
             }
             Err(e) => {
@@ -270,7 +261,7 @@ async fn bind(
                 failures = failures.saturating_add(1);
                 let wait = RETRY.ceiling(failures);
                 tracing::warn!("webhook: {why}; retrying in {wait:?}");
-                status.waiting(why);
+                status.set(false, format!("not serving: {why}"));
                 if !back_off(wait, &mut shutdown).await {
                     return None;
                 }

@@ -67,7 +67,7 @@ impl CertSlot {
 
 impl ResolvesServerCert for CertSlot {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.0.load_full())
+        Some(self.current())
     }
 }
 
@@ -102,6 +102,8 @@ pub struct Handler {
     pub metrics: Arc<Metrics>,
     /// [`BODY_BUDGET`], shared by every connection.
     budget: Arc<Semaphore>,
+    /// The [`IN_FLIGHT`] places to judge a review in.
+    places: Arc<Semaphore>,
 }
 
 /// Reviews judged at once (each on a blocking thread). A review is read
@@ -192,14 +194,11 @@ impl Handler {
             live,
             metrics,
             budget: Arc::new(Semaphore::new(BODY_BUDGET)),
+            places: Arc::new(Semaphore::new(IN_FLIGHT)),
         }
     }
 
-    async fn handle(
-        self: Arc<Self>,
-        req: Request<Incoming>,
-        permits: Arc<Semaphore>,
-    ) -> Response<Body> {
+    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
         if req.uri().path() != PATH {
             return plain(
                 StatusCode::NOT_FOUND,
@@ -210,7 +209,7 @@ impl Handler {
             return plain(StatusCode::METHOD_NOT_ALLOWED, "POST an AdmissionReview\n");
         }
         let started = Instant::now();
-        let answer = self.read_and_answer(req.into_body(), permits).await;
+        let answer = self.read_and_answer(req.into_body()).await;
         self.metrics
             .entrances
             .admission(answer.result, started.elapsed().as_secs_f64());
@@ -227,7 +226,7 @@ impl Handler {
     /// Reads the body (at most [`MAX_BODY`], within [`BODY_TIMEOUT`]), then
     /// waits up to [`JUDGE_WAIT`] for a place and judges it on a blocking
     /// thread, off the runtime's workers.
-    async fn read_and_answer(&self, body: Incoming, permits: Arc<Semaphore>) -> review::Answer {
+    async fn read_and_answer(&self, body: Incoming) -> review::Answer {
         let read = read_capped(
             Body::new(body),
             MAX_BODY,
@@ -247,7 +246,7 @@ impl Handler {
             }
             Err(Unread::Broken(why)) => return review::unreadable(why),
         };
-        let Ok(Ok(_place)) = tokio::time::timeout(JUDGE_WAIT, permits.acquire_owned()).await else {
+        let Ok(Ok(_place)) = tokio::time::timeout(JUDGE_WAIT, self.places.acquire()).await else {
             let why =
                 format!("the webhook was judging {IN_FLIGHT} reviews at once for {JUDGE_WAIT:?}");
             return busy(&read.bytes, &why);
@@ -316,7 +315,6 @@ pub async fn serve(
     let (listener, bound) = conn::bind(addr, "--webhook-addr").await?;
     tracing::info!("webhook listening on {bound}");
     let limits = Limits::DEFAULT;
-    let permits = Arc::new(Semaphore::new(IN_FLIGHT));
     let refused = Arc::new(Refused::default());
     let task = tokio::spawn(conn::accept_loop(
         listener,
@@ -324,11 +322,7 @@ pub async fn serve(
         "webhook",
         refused,
         shutdown,
-        move |tcp| {
-            let (acceptor, handler, permits) =
-                (acceptor.clone(), Arc::clone(&handler), Arc::clone(&permits));
-            serve_one(tcp, acceptor, handler, permits, limits)
-        },
+        move |tcp| serve_one(tcp, acceptor.clone(), Arc::clone(&handler), limits),
     ));
     Ok((bound, task))
 }
@@ -338,7 +332,6 @@ async fn serve_one(
     tcp: tokio::net::TcpStream,
     acceptor: tokio_rustls::TlsAcceptor,
     handler: Arc<Handler>,
-    permits: Arc<Semaphore>,
     limits: Limits,
 ) {
     let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
@@ -350,9 +343,9 @@ async fn serve_one(
         Err(_) => return,
     };
     let service = hyper::service::service_fn(move |req| {
-        let (handler, permits) = (Arc::clone(&handler), Arc::clone(&permits));
+        let handler = Arc::clone(&handler);
         async move {
-            let answer = tokio::time::timeout(limits.request_timeout, handler.handle(req, permits));
+            let answer = tokio::time::timeout(limits.request_timeout, handler.handle(req));
             Ok::<_, Infallible>(answer.await.unwrap_or_else(|_| {
                 plain(
                     StatusCode::REQUEST_TIMEOUT,

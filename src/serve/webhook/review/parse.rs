@@ -18,36 +18,31 @@ pub struct Review {
     pub request: Option<Request>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// A missing field reads as its default (an absent `object` as `None`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct Request {
-    #[serde(default)]
     pub uid: String,
-    #[serde(default)]
     pub kind: Kind,
     /// Read as a string, not an enum: an unknown operation is answered
     /// "expected a CREATE", and its text never reaches an error message.
-    #[serde(default)]
     pub operation: String,
-    #[serde(default)]
     pub user_info: UserInfo,
     pub object: Option<NodeObject>,
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub struct Kind {
-    #[serde(default)]
     pub group: String,
-    #[serde(default)]
     pub kind: String,
 }
 
 /// Who sent the request the review is about.
 #[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub struct UserInfo {
-    #[serde(default)]
     pub username: String,
-    #[serde(default)]
     pub groups: Vec<String>,
 }
 
@@ -69,9 +64,7 @@ pub struct NodeObject {
 #[derive(Debug, Default, Deserialize)]
 pub struct Metadata {
     pub name: Option<String>,
-    #[serde(default)]
     pub labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
     pub annotations: Option<BTreeMap<String, String>>,
 }
 
@@ -83,7 +76,6 @@ pub struct Spec {
 #[derive(Debug, Deserialize)]
 pub struct TaintIn {
     pub key: String,
-    #[serde(default)]
     pub value: Option<String>,
     pub effect: String,
 }
