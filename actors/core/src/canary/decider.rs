@@ -324,9 +324,7 @@ impl Canaries {
     fn replace_ended(&mut self, node: &str, pod: &PodInfo, now: Timestamp, out: &mut Vec<Effect>) {
         let failure = self.failed.entry(node.to_string()).or_default();
         if pod.uid != failure.uid {
-            failure.count += 1;
-            failure.uid = pod.uid.to_string();
-            failure.at = after(now, canary::BACKOFF.ceiling(failure.count));
+            failure.again(pod.uid.to_string(), now);
             out.push(Effect::Count(Tally::CanaryFailed));
             out.push(Effect::log(
                 Level::Warn,
@@ -415,9 +413,7 @@ impl Canaries {
                 self.creating.remove(&node);
                 self.holders.remove(&node);
                 let failure = self.failed.entry(node.clone()).or_default();
-                failure.count += 1;
-                failure.uid.clear();
-                failure.at = after(cx.now.local, canary::BACKOFF.ceiling(failure.count));
+                failure.again(String::new(), cx.now.local);
                 out.push(Effect::log(
                     Level::Warn,
                     &node,
@@ -471,11 +467,18 @@ impl Canaries {
     }
 }
 
-fn after(now: Timestamp, d: std::time::Duration) -> Timestamp {
-    SignedDuration::try_from(d)
-        .ok()
-        .and_then(|d| now.checked_add(d).ok())
-        .unwrap_or(now)
+impl Failure {
+    /// One more failure in a row, of pod `uid` (empty: the create): the
+    /// node's next canary waits for the backoff.
+    fn again(&mut self, uid: String, now: Timestamp) {
+        self.count += 1;
+        self.uid = uid;
+        let wait = SignedDuration::try_from(canary::BACKOFF.ceiling(self.count));
+        self.at = wait
+            .ok()
+            .and_then(|d| now.checked_add(d).ok())
+            .unwrap_or(now);
+    }
 }
 
 #[cfg(test)]

@@ -160,10 +160,7 @@ pub fn late_taint(
     now: Timestamp,
     window: SignedDuration,
 ) -> Result<(), Skip> {
-    open_and_ours(node, scope, managed)?;
-    if let Some(at) = node.opened_before {
-        return Err(Skip::OpenedBefore(at));
-    }
+    backfill(node, scope, managed)?;
     if let Some(created) = node.created {
         let age = now.duration_since(created);
         if age >= window {
