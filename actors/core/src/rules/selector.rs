@@ -95,27 +95,21 @@ impl LabelSelectorRequirement {
         if let Err(problem) = check_label_key(&self.key) {
             return Some(problem);
         }
-        match self.operator.as_str() {
-            OP_IN | OP_NOT_IN if self.values.is_empty() => {
-                return Some(format!(
-                    "{} needs at least one value, got none",
-                    self.operator
-                ));
+        let (op, values) = (self.operator.as_str(), &self.values);
+        match op {
+            OP_IN | OP_NOT_IN if values.is_empty() => {
+                Some(format!("{op} needs at least one value, got none"))
             }
-            OP_EXISTS | OP_DOES_NOT_EXIST if !self.values.is_empty() => {
-                return Some(format!(
-                    "{} takes no values, got {:?}",
-                    self.operator, self.values
-                ));
+            OP_EXISTS | OP_DOES_NOT_EXIST if !values.is_empty() => {
+                Some(format!("{op} takes no values, got {values:?}"))
             }
-            OP_IN | OP_NOT_IN | OP_EXISTS | OP_DOES_NOT_EXIST => {}
-            other => {
-                return Some(format!(
-                    "operator {other:?} is not one of In, NotIn, Exists, DoesNotExist"
-                ));
+            OP_IN | OP_NOT_IN | OP_EXISTS | OP_DOES_NOT_EXIST => {
+                values.iter().find_map(|v| check_label_value(v).err())
             }
+            other => Some(format!(
+                "operator {other:?} is not one of In, NotIn, Exists, DoesNotExist"
+            )),
         }
-        self.values.iter().find_map(|v| check_label_value(v).err())
     }
 }
 

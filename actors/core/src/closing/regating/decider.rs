@@ -319,7 +319,16 @@ impl Regater {
             self.follower.insert(name.to_string());
             return;
         }
-        match self.budget_for(&trigger, rc, cx, ledger) {
+        // An announcement from an orchestrator that bounds its own
+        // disruption (kured's lock) goes around `--regate-max-unavailable`
+        // (semantics.md §6.10), never around `--max-unavailable`, the cap on
+        // every node nodegate keeps closed.
+        let room = if trigger.bypasses_budget() {
+            self.total_budget(cx, ledger)
+        } else {
+            self.budget(rc, cx, ledger)
+        };
+        match room {
             Room::Allows => {}
             Room::Held(_) => {
                 self.look_at.insert(name.to_string(), retry_after(now));
@@ -653,7 +662,15 @@ impl Regater {
         let now = cx.now.for_grace();
         // kured's lock, read once for this look.
         let lock = reboot::kured_lock_of(&cfg.reboots, daemonsets, now);
-        self.warn_unreadable_lock(lock.as_ref(), cx, node, out);
+        // A kured lock that is not kured's JSON announces nothing: said once
+        // per value.
+        if let Some(Err(e)) = &lock
+            && self.lock_warned.as_ref() != Some(e)
+        {
+            let message = format!("kured's lock on {}: {e}", cfg.reboots.kured_daemonset);
+            out.push(Effect::log(Level::Warn, &node.name, message));
+            self.lock_warned = Some(e.clone());
+        }
         let announced = reboot::announced_given(node, &cfg.reboots, lock.as_ref());
         match before_reboot(node, cfg, announced) {
             BeforeReboot::Regate(a) => Some(Trigger::Announced(a)),
@@ -662,25 +679,6 @@ impl Regater {
                 None
             }
             BeforeReboot::Nothing => None,
-        }
-    }
-
-    /// A kured lock that is not kured's JSON announces nothing: said once
-    /// per value.
-    fn warn_unreadable_lock(
-        &mut self,
-        lock: Option<&Result<Vec<String>, String>>,
-        cx: &Context<'_>,
-        node: &NodeInfo,
-        out: &mut Vec<Effect>,
-    ) {
-        let cfg = &cx.config.reboots;
-        if let Some(Err(e)) = lock
-            && self.lock_warned.as_ref() != Some(e)
-        {
-            let message = format!("kured's lock on {}: {e}", cfg.kured_daemonset);
-            out.push(Effect::log(Level::Warn, &node.name, message));
-            self.lock_warned = Some(e.clone());
         }
     }
 
@@ -750,23 +748,6 @@ impl Regater {
                 vec![Effect::log(Level::Warn, name, message)]
             }
         }
-    }
-
-    /// [`Regater::budget`] for `trigger`: an announcement from an
-    /// orchestrator that bounds its own disruption (kured's lock) goes
-    /// around `--regate-max-unavailable` (semantics.md §6.10), never around
-    /// `--max-unavailable`, the cap on every node nodegate keeps closed.
-    fn budget_for(
-        &mut self,
-        trigger: &Trigger,
-        rc: &RegateConfig,
-        cx: &Context<'_>,
-        ledger: &Ledger,
-    ) -> Room {
-        if trigger.bypasses_budget() {
-            return self.total_budget(cx, ledger);
-        }
-        self.budget(rc, cx, ledger)
     }
 
     /// `--max-unavailable` alone: the ledger's answer, with this method's
