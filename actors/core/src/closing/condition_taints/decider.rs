@@ -333,13 +333,11 @@ impl RuleTainter {
                 RuleAction::BudgetBlocked => {
                     self.schedule(&node.name, retry_after(cx.now.for_window()));
                     if self.hold(key, Hold::Budget) {
-                        let what = match &total {
-                            Some(e) => format!("condition taint held back: {e}"),
-                            None => {
-                                "condition taint held back: the rule's maxUnavailable is used up"
-                                    .to_string()
-                            }
-                        };
+                        let why = total.map_or_else(
+                            || "the rule's maxUnavailable is used up".to_string(),
+                            |e| e.to_string(),
+                        );
+                        let what = format!("condition taint held back: {why}");
                         out.push(info(&node.name, &what, rule, None));
                         out.push(Effect::Count(Tally::RuleBudgetBlocked(rule.name.clone())));
                     }

@@ -567,20 +567,20 @@ impl Regater {
             Input::Changed(change) => self.changed(change, cx, ledger, &mut out),
             Input::Tick => {
                 let now = cx.now.for_grace();
-                let mut due: Vec<String> = self
+                let due: BTreeSet<String> = self
                     .look_at
                     .iter()
                     .filter(|(_, at)| **at <= now)
                     .map(|(name, _)| name.clone())
                     .collect();
-                due.sort_unstable();
                 self.looks(due, cx, ledger, &mut out);
             }
             Input::MayWrite => {
-                let mut waiting: Vec<String> = self.follower.drain().collect();
-                waiting.extend(self.forget_later.drain());
-                waiting.sort_unstable();
-                waiting.dedup();
+                let waiting: BTreeSet<String> = self
+                    .follower
+                    .drain()
+                    .chain(self.forget_later.drain())
+                    .collect();
                 self.looks(waiting, cx, ledger, &mut out);
             }
             Input::NodeRead { node, read } => {
@@ -594,8 +594,7 @@ impl Regater {
             | Input::CanariesListed(_) => {}
         }
         if self.reading.len() + self.writing.len() < out_before && !self.held.is_empty() {
-            let mut held: Vec<String> = self.held.drain().collect();
-            held.sort_unstable();
+            let held: BTreeSet<String> = self.held.drain().collect();
             self.looks(held, cx, ledger, &mut out);
         }
         self.ask(tick, cx.now, &mut out);
