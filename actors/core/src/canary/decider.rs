@@ -104,7 +104,9 @@ impl Decider for Canaries {
             // What the decisions rest on may have changed: a LIST, then a
             // pass over every canary and gated node.
             Input::Changed(Change::Everything | Change::DaemonSet { .. }) => self.next_list = None,
-            Input::MayWrite => self.forget(),
+            // Everything this replica believed, dropped: it just gained the
+            // lease, and a LIST follows.
+            Input::MayWrite => *self = Canaries::default(),
             Input::Changed(
                 Change::Node { name: node, .. }
                 | Change::Pods { node }
@@ -146,12 +148,6 @@ impl Decider for Canaries {
 }
 
 impl Canaries {
-    /// Everything this replica believed, dropped: the work (re)starts, or
-    /// this replica just gained the lease, and a LIST follows.
-    fn forget(&mut self) {
-        *self = Canaries::default();
-    }
-
     /// Every node this decider has reason to look at again.
     fn known(&self) -> BTreeSet<String> {
         let waiting = self.holders.iter().chain(&self.waiting);

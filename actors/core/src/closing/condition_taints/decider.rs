@@ -509,11 +509,10 @@ impl RuleTainter {
         self.counts.clear();
         self.look_at.clear();
         self.deferred.clear();
-        let known = |r: &String| rules.iter().any(|rule| &rule.name == r);
+        let known = |r: &str| rules.iter().any(|rule| rule.name == r);
         self.held.retain(|(r, _), _| known(r));
         self.unseen.retain(|(r, _), _| known(r));
-        self.backoffs
-            .retain(|r| rules.iter().any(|rule| rule.name == r));
+        self.backoffs.retain(known);
         if rules.is_empty() {
             return Vec::new();
         }
