@@ -173,13 +173,8 @@ impl fmt::Display for Waiting {
 /// ("2.5s"): enough to read, stable to test.
 fn human(d: Duration) -> String {
     let millis = d.as_millis();
-    let fraction = format!("{:03}", millis % 1000);
-    let fraction = fraction.trim_end_matches('0');
-    if fraction.is_empty() {
-        format!("{}s", millis / 1000)
-    } else {
-        format!("{}.{fraction}s", millis / 1000)
-    }
+    let secs = format!("{}.{:03}", millis / 1000, millis % 1000);
+    format!("{}s", secs.trim_end_matches('0').trim_end_matches('.'))
 }
 
 /// The best of several candidate states: any Ready pod (the smallest name,

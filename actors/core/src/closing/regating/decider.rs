@@ -40,7 +40,7 @@ use crate::deciders::{
 };
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
 use crate::net::entrance;
-use crate::rules::placement::{self, Verdict, first_untolerated_taint, with_default_tolerations};
+use crate::rules::placement::{self, first_untolerated_taint, with_default_tolerations};
 use crate::rules::readiness::{self, MemberState};
 use crate::vocab::annotations;
 use crate::vocab::config::{Config, RegateConfig};
@@ -215,12 +215,12 @@ impl Regater {
             self.forget(name);
             return None;
         };
-        match self.pending.get(name) {
-            // The index does not show our write yet: wait for it.
-            Some(before) if before.contains(&node.resource_version) => return None,
-            // The index moved on; the feed's change of the node, in order
-            // with the counts, ends the pending write (see `changed`).
-            Some(_) | None => {}
+        // The index does not show our write yet: wait for it. (Once it moved
+        // on, the feed's change of the node, in order with the counts, ends
+        // the pending write: see `changed`.)
+        let version = &node.resource_version;
+        if self.pending.get(name).is_some_and(|b| b.contains(version)) {
+            return None;
         }
         let now = cx.now.for_grace();
         let health = match self.announcement(&node, daemonsets, cx, out) {
@@ -925,10 +925,7 @@ fn broken_members<'a>(
     let regate_taint = rc.taint.to_taint();
     let mut broken = Vec::new();
     for ds in daemonsets {
-        if !matches!(
-            placement::evaluate(node, ds, &cfg.placement),
-            Verdict::Expected
-        ) {
+        if !placement::evaluate(node, ds, &cfg.placement).is_expected() {
             continue;
         }
         let tolerations =
