@@ -141,14 +141,10 @@ impl Parser {
         }
         let key = match self.next() {
             Token::Word(w) => w,
-            other if negated => {
-                return Err(format!(
-                    "expected a label key after \"!\", found {}",
-                    other.describe()
-                ));
-            }
             other => {
-                return Err(format!("expected a label key, found {}", other.describe()));
+                let after = if negated { " after \"!\"" } else { "" };
+                let found = other.describe();
+                return Err(format!("expected a label key{after}, found {found}"));
             }
         };
         check_label_key(&key)?;
@@ -213,14 +209,12 @@ impl Parser {
     }
 
     fn values(&mut self, key: &str, op: &str) -> Result<Vec<String>, String> {
-        match self.next() {
-            Token::Open => {}
-            other => {
-                return Err(format!(
-                    "expected \"(\" after \"{key} {op}\", found {}",
-                    other.describe()
-                ));
-            }
+        let open = self.next();
+        if open != Token::Open {
+            let found = open.describe();
+            return Err(format!(
+                "expected \"(\" after \"{key} {op}\", found {found}"
+            ));
         }
         // Upstream reads `()` as the single empty value and lets empty items
         // stand between commas (`(a,,b)`, `(,a)`, `(a,)`); so do we.
