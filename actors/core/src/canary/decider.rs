@@ -104,7 +104,9 @@ impl Decider for Canaries {
             // What the decisions rest on may have changed: a LIST, then a
             // pass over every canary and gated node.
             Input::Changed(Change::Everything | Change::DaemonSet { .. }) => self.next_list = None,
-            Input::MayWrite => self.forget(),
+            // Everything this replica believed, dropped: it just gained the
+            // lease, and a LIST follows.
+            Input::MayWrite => *self = Canaries::default(),
             Input::Changed(
                 Change::Node { name: node, .. }
                 | Change::Pods { node }
@@ -146,12 +148,6 @@ impl Decider for Canaries {
 }
 
 impl Canaries {
-    /// Everything this replica believed, dropped: the work (re)starts, or
-    /// this replica just gained the lease, and a LIST follows.
-    fn forget(&mut self) {
-        *self = Canaries::default();
-    }
-
     /// Every node this decider has reason to look at again.
     fn known(&self) -> BTreeSet<String> {
         let waiting = self.holders.iter().chain(&self.waiting);
@@ -324,9 +320,7 @@ impl Canaries {
     fn replace_ended(&mut self, node: &str, pod: &PodInfo, now: Timestamp, out: &mut Vec<Effect>) {
         let failure = self.failed.entry(node.to_string()).or_default();
         if pod.uid != failure.uid {
-            failure.count += 1;
-            failure.uid = pod.uid.to_string();
-            failure.at = after(now, canary::BACKOFF.ceiling(failure.count));
+            failure.again(pod.uid.to_string(), now);
             out.push(Effect::Count(Tally::CanaryFailed));
             out.push(Effect::log(
                 Level::Warn,
@@ -415,9 +409,7 @@ impl Canaries {
                 self.creating.remove(&node);
                 self.holders.remove(&node);
                 let failure = self.failed.entry(node.clone()).or_default();
-                failure.count += 1;
-                failure.uid.clear();
-                failure.at = after(cx.now.local, canary::BACKOFF.ceiling(failure.count));
+                failure.again(String::new(), cx.now.local);
                 out.push(Effect::log(
                     Level::Warn,
                     &node,
@@ -471,11 +463,18 @@ impl Canaries {
     }
 }
 
-fn after(now: Timestamp, d: std::time::Duration) -> Timestamp {
-    SignedDuration::try_from(d)
-        .ok()
-        .and_then(|d| now.checked_add(d).ok())
-        .unwrap_or(now)
+impl Failure {
+    /// One more failure in a row, of pod `uid` (empty: the create): the
+    /// node's next canary waits for the backoff.
+    fn again(&mut self, uid: String, now: Timestamp) {
+        self.count += 1;
+        self.uid = uid;
+        let wait = SignedDuration::try_from(canary::BACKOFF.ceiling(self.count));
+        self.at = wait
+            .ok()
+            .and_then(|d| now.checked_add(d).ok())
+            .unwrap_or(now);
+    }
 }
 
 #[cfg(test)]

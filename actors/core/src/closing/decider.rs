@@ -97,15 +97,13 @@ impl Decider for Closing {
             Input::NodeRead { .. } => (true, false),
             _ => (true, true),
         };
-        let to_regate = regate.then(|| input.clone());
-        let to_rules = rules.then_some(input);
         let mut out = Vec::new();
-        if let Some(input) = to_regate {
-            let effects = self.regater.decide(input, cx, &self.ledger);
+        if regate {
+            let effects = self.regater.decide(input.clone(), cx, &self.ledger);
             self.ledger.report(Origin::Regate, self.regater.claims());
             out.extend(effects.into_iter().map(|e| labelled(e, Origin::Regate)));
         }
-        if let Some(input) = to_rules {
+        if rules {
             let effects = self.rules.decide(input, cx, &self.ledger);
             self.ledger.report(Origin::Rules, self.rules.claims());
             out.extend(effects.into_iter().map(|e| labelled(e, Origin::Rules)));

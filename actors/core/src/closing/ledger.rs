@@ -188,7 +188,7 @@ fn in_use<'a>(counts: &Counts, claimed: impl Iterator<Item = &'a String>) -> usi
 
 /// What the counts depend on in the configuration: counted afresh when it
 /// changes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct CountKey {
     scope: Scope,
     suspend: bool,
@@ -225,7 +225,7 @@ impl CountKey {
 /// kept by name, a change counts once however often it is offered, and a
 /// count made from an index ahead of the change feed does not count a later
 /// change twice.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Counts {
     key: CountKey,
     /// In scope (`--node-selector`), by [`fingerprint`]: every managed node
@@ -245,10 +245,7 @@ impl Counts {
     pub(crate) fn of(cfg: &Config, nodes: &[Arc<NodeInfo>]) -> Self {
         let mut counts = Counts {
             key: CountKey::of(cfg),
-            managed: HashSet::new(),
-            suspended: HashSet::new(),
-            regated: HashSet::new(),
-            closed: HashSet::new(),
+            ..Counts::default()
         };
         for node in nodes {
             counts.set(&node.name, Some(node), cfg);

@@ -33,7 +33,7 @@ use crate::net::entrance::{self, BoundPod, Skip};
 use crate::vocab::model::NodeInfo;
 
 /// The net's memory.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Net {
     window: SignedDuration,
     /// Waiting to be decided, by node name, as the index last showed them.
@@ -60,12 +60,7 @@ impl Net {
     pub fn new(window: Duration) -> Self {
         Net {
             window: SignedDuration::try_from(window).unwrap_or(SignedDuration::MAX),
-            waiting: HashMap::new(),
-            in_flight: HashSet::new(),
-            decided: HashMap::new(),
-            refused: HashMap::new(),
-            backoff: HashSet::new(),
-            look_pending: false,
+            ..Net::default()
         }
     }
 

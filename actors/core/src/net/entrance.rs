@@ -160,10 +160,7 @@ pub fn late_taint(
     now: Timestamp,
     window: SignedDuration,
 ) -> Result<(), Skip> {
-    open_and_ours(node, scope, managed)?;
-    if let Some(at) = node.opened_before {
-        return Err(Skip::OpenedBefore(at));
-    }
+    backfill(node, scope, managed)?;
     if let Some(created) = node.created {
         let age = now.duration_since(created);
         if age >= window {
@@ -176,10 +173,8 @@ pub fn late_taint(
 /// §6.3, before the pod LIST: the same as the net, with no window.
 pub fn backfill(node: &NodeView<'_>, scope: &Scope, managed: &[ManagedTaint]) -> Result<(), Skip> {
     open_and_ours(node, scope, managed)?;
-    match node.opened_before {
-        Some(at) => Err(Skip::OpenedBefore(at)),
-        None => Ok(()),
-    }
+    node.opened_before
+        .map_or(Ok(()), |at| Err(Skip::OpenedBefore(at)))
 }
 
 /// A pod bound to a node, as far as "is there a workload yet" needs it.

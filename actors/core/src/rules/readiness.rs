@@ -17,7 +17,7 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::rules::selector::{LabelSelector, SelectorError};
+use crate::rules::selector::{LabelSelector, SelectorError, is_lower_token};
 use crate::vocab::annotations::CSI_DRIVER;
 use crate::vocab::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo, Taint};
 
@@ -34,6 +34,12 @@ pub enum MemberState {
 }
 
 impl MemberState {
+    fn ready(pod: &PodInfo) -> Self {
+        MemberState::Ready {
+            pod: pod.name.to_string(),
+        }
+    }
+
     pub fn is_ready(&self) -> bool {
         matches!(self, MemberState::Ready { .. })
     }
@@ -167,46 +173,29 @@ impl fmt::Display for Waiting {
 /// ("2.5s"): enough to read, stable to test.
 fn human(d: Duration) -> String {
     let millis = d.as_millis();
-    let fraction = format!("{:03}", millis % 1000);
-    let fraction = fraction.trim_end_matches('0');
-    if fraction.is_empty() {
-        format!("{}s", millis / 1000)
-    } else {
-        format!("{}.{fraction}s", millis / 1000)
-    }
+    let secs = format!("{}.{:03}", millis / 1000, millis % 1000);
+    format!("{}s", secs.trim_end_matches('0').trim_end_matches('.'))
 }
 
-/// Keeps the best of several candidate states: any Ready pod (the smallest
-/// name, so the answer does not depend on iteration order), else the waiting
+/// The best of several candidate states: any Ready pod (the smallest name,
+/// so the answer does not depend on iteration order), else the waiting
 /// reason closest to Ready.
-#[derive(Default)]
-struct Best {
-    ready: Option<String>,
-    waiting: Option<Waiting>,
-}
-
-impl Best {
-    fn offer(&mut self, state: MemberState) {
+fn best(states: impl Iterator<Item = MemberState>) -> MemberState {
+    let (mut ready, mut waiting) = (None::<String>, None::<Waiting>);
+    for state in states {
         match state {
-            MemberState::Ready { pod } => {
-                if self.ready.as_ref().is_none_or(|r| pod < *r) {
-                    self.ready = Some(pod);
-                }
+            MemberState::Ready { pod } if ready.as_ref().is_none_or(|r| pod < *r) => {
+                ready = Some(pod);
             }
-            MemberState::NotReady(w) => {
-                if self.waiting.as_ref().is_none_or(|b| w.closer_than(b)) {
-                    self.waiting = Some(w);
-                }
+            MemberState::NotReady(w) if waiting.as_ref().is_none_or(|b| w.closer_than(b)) => {
+                waiting = Some(w);
             }
+            _ => {}
         }
     }
-
-    fn finish(self) -> MemberState {
-        match (self.ready, self.waiting) {
-            (Some(pod), _) => MemberState::Ready { pod },
-            (None, Some(w)) => MemberState::NotReady(w),
-            (None, None) => MemberState::NotReady(Waiting::NoPod),
-        }
+    match (ready, waiting) {
+        (Some(pod), _) => MemberState::Ready { pod },
+        (None, waiting) => MemberState::NotReady(waiting.unwrap_or(Waiting::NoPod)),
     }
 }
 
@@ -235,52 +224,42 @@ fn running_and_ready(pod: &PodInfo) -> Result<(), Waiting> {
 /// `minReadySeconds` is not counted for it.
 fn daemon_pod_state(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> MemberState {
     if pod.ready_annotation && !pod.terminating && pod.phase == PHASE_RUNNING {
-        return MemberState::Ready {
-            pod: pod.name.to_string(),
-        };
+        return MemberState::ready(pod);
     }
     if let Err(w) = running_and_ready(pod) {
         return MemberState::NotReady(w);
     }
     if min_ready.is_zero() {
-        return MemberState::Ready {
-            pod: pod.name.to_string(),
-        };
+        return MemberState::ready(pod);
     }
-    let min_ready_signed = SignedDuration::try_from(min_ready).unwrap_or(SignedDuration::MAX);
-    match pod.ready_since.get() {
-        // Upstream counts a Ready pod with no transition time as never
-        // available; so do we. The gate waits for another pod, a pod update
-        // that carries the time, or its deadline.
-        None => MemberState::NotReady(Waiting::ReadySinceUnknown {
-            pod: pod.name.to_string(),
+    let name = pod.name.to_string();
+    // Upstream counts a Ready pod with no transition time as never
+    // available; so do we. The gate waits for another pod, a pod update
+    // that carries the time, or its deadline.
+    let Some(since) = pod.ready_since.get() else {
+        return MemberState::NotReady(Waiting::ReadySinceUnknown {
+            pod: name,
             min_ready,
-        }),
-        Some(since) => {
-            let available_at = since
-                .checked_add(min_ready_signed)
-                .unwrap_or(Timestamp::MAX);
-            // Available once `since + minReadySeconds <= now`: current
-            // upstream `IsPodAvailable` is inclusive, and it lets a re-check
-            // scheduled at exactly `available_at` see the pod as available.
-            if available_at <= now {
-                MemberState::Ready {
-                    pod: pod.name.to_string(),
-                }
-            } else {
-                // A transition time in the future (clock skew) reads as
-                // "Ready for 0s".
-                let ready_for =
-                    Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
-                MemberState::NotReady(Waiting::NotAvailableYet {
-                    pod: pod.name.to_string(),
-                    ready_for,
-                    min_ready,
-                    available_at,
-                })
-            }
-        }
+        });
+    };
+    let min_ready_signed = SignedDuration::try_from(min_ready).unwrap_or(SignedDuration::MAX);
+    let available_at = since
+        .checked_add(min_ready_signed)
+        .unwrap_or(Timestamp::MAX);
+    // Available once `since + minReadySeconds <= now`: current upstream
+    // `IsPodAvailable` is inclusive, and it lets a re-check scheduled at
+    // exactly `available_at` see the pod as available.
+    if available_at <= now {
+        return MemberState::Ready { pod: name };
     }
+    // A transition time in the future (clock skew) reads as "Ready for 0s".
+    let ready_for = Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
+    MemberState::NotReady(Waiting::NotAvailableYet {
+        pod: name,
+        ready_for,
+        min_ready,
+        available_at,
+    })
 }
 
 /// Where DaemonSet `ds` stands on a node, given the pods bound to that node.
@@ -297,14 +276,8 @@ pub fn daemonset_member<'a>(
     now: Timestamp,
 ) -> MemberState {
     let min_ready = Duration::from_secs(u64::try_from(ds.min_ready_seconds).unwrap_or(0));
-    let mut best = Best::default();
-    for pod in pods_on_node {
-        if !pod.controlled_by(ds) {
-            continue;
-        }
-        best.offer(daemon_pod_state(pod, min_ready, now));
-    }
-    best.finish()
+    let ours = pods_on_node.into_iter().filter(|p| p.controlled_by(ds));
+    best(ours.map(|pod| daemon_pod_state(pod, min_ready, now)))
 }
 
 /// Most CSI drivers one DaemonSet's [`CSI_DRIVER`] annotation may name; the
@@ -372,14 +345,7 @@ pub fn is_csi_driver_name(s: &str) -> bool {
 /// A DNS-1123 label (a namespace name): 1 to 63 lower-case letters, digits
 /// and '-', starting and ending alphanumeric.
 pub fn is_dns1123_label(s: &str) -> bool {
-    let alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    let b = s.as_bytes();
-    match (b.first(), b.last()) {
-        (Some(&f), Some(&l)) => {
-            b.len() <= 63 && alnum(f) && alnum(l) && b.iter().all(|&c| alnum(c) || c == b'-')
-        }
-        _ => false,
-    }
+    s.len() <= 63 && is_lower_token(s)
 }
 
 /// A configured critical pod: something that is not a DaemonSet (a static
@@ -460,19 +426,13 @@ pub fn critical_member<'a>(
     pods_on_node: impl IntoIterator<Item = &'a PodInfo>,
     _now: Timestamp,
 ) -> MemberState {
-    let mut best = Best::default();
-    for pod in pods_on_node {
-        if pod.namespace != entry.namespace || !entry.selector.matches(&pod.labels) {
-            continue;
-        }
-        best.offer(match running_and_ready(pod) {
-            Ok(()) => MemberState::Ready {
-                pod: pod.name.to_string(),
-            },
-            Err(w) => MemberState::NotReady(w),
-        });
-    }
-    best.finish()
+    let ours = pods_on_node
+        .into_iter()
+        .filter(|p| p.namespace == entry.namespace && entry.selector.matches(&p.labels));
+    best(ours.map(|pod| match running_and_ready(pod) {
+        Ok(()) => MemberState::ready(pod),
+        Err(w) => MemberState::NotReady(w),
+    }))
 }
 
 /// The taint the node lifecycle controller puts on a node whose Ready

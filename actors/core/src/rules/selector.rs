@@ -95,27 +95,21 @@ impl LabelSelectorRequirement {
         if let Err(problem) = check_label_key(&self.key) {
             return Some(problem);
         }
-        match self.operator.as_str() {
-            OP_IN | OP_NOT_IN if self.values.is_empty() => {
-                return Some(format!(
-                    "{} needs at least one value, got none",
-                    self.operator
-                ));
+        let (op, values) = (self.operator.as_str(), &self.values);
+        match op {
+            OP_IN | OP_NOT_IN if values.is_empty() => {
+                Some(format!("{op} needs at least one value, got none"))
             }
-            OP_EXISTS | OP_DOES_NOT_EXIST if !self.values.is_empty() => {
-                return Some(format!(
-                    "{} takes no values, got {:?}",
-                    self.operator, self.values
-                ));
+            OP_EXISTS | OP_DOES_NOT_EXIST if !values.is_empty() => {
+                Some(format!("{op} takes no values, got {values:?}"))
             }
-            OP_IN | OP_NOT_IN | OP_EXISTS | OP_DOES_NOT_EXIST => {}
-            other => {
-                return Some(format!(
-                    "operator {other:?} is not one of In, NotIn, Exists, DoesNotExist"
-                ));
+            OP_IN | OP_NOT_IN | OP_EXISTS | OP_DOES_NOT_EXIST => {
+                values.iter().find_map(|v| check_label_value(v).err())
             }
+            other => Some(format!(
+                "operator {other:?} is not one of In, NotIn, Exists, DoesNotExist"
+            )),
         }
-        self.values.iter().find_map(|v| check_label_value(v).err())
     }
 }
 
@@ -195,24 +189,9 @@ impl FromStr for LabelSelector {
 /// valid selector.
 impl fmt::Display for LabelSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut first = true;
-        let mut sep = |f: &mut fmt::Formatter<'_>| {
-            if first {
-                first = false;
-                Ok(())
-            } else {
-                f.write_str(",")
-            }
-        };
-        for (k, v) in &self.match_labels {
-            sep(f)?;
-            write!(f, "{k}={v}")?;
-        }
-        for r in &self.match_expressions {
-            sep(f)?;
-            write!(f, "{r}")?;
-        }
-        Ok(())
+        let labels = self.match_labels.iter().map(|(k, v)| format!("{k}={v}"));
+        let expressions = self.match_expressions.iter().map(ToString::to_string);
+        f.write_str(&labels.chain(expressions).collect::<Vec<_>>().join(","))
     }
 }
 
@@ -317,21 +296,17 @@ fn is_label_token(s: &str) -> bool {
 /// each starting and ending with a letter or digit (upstream checks only the
 /// total length, not each label's).
 fn is_dns_subdomain(s: &str) -> bool {
-    s.split('.').all(|part| {
-        let bytes = part.as_bytes();
-        match (bytes.first(), bytes.last()) {
-            (Some(first), Some(last)) => {
-                is_lower_alnum(*first)
-                    && is_lower_alnum(*last)
-                    && bytes.iter().all(|b| is_lower_alnum(*b) || *b == b'-')
-            }
-            _ => false,
-        }
-    })
+    s.split('.').all(is_lower_token)
 }
 
-fn is_lower_alnum(b: u8) -> bool {
-    b.is_ascii_lowercase() || b.is_ascii_digit()
+/// Lower-case letters, digits and '-', starting and ending with a letter or
+/// digit: a DNS-1123 label without its length limit.
+pub(crate) fn is_lower_token(s: &str) -> bool {
+    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    let b = s.as_bytes();
+    b.first().is_some_and(alnum)
+        && b.last().is_some_and(alnum)
+        && b.iter().all(|c| alnum(c) || *c == b'-')
 }
 
 mod parse;

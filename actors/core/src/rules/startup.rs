@@ -123,20 +123,16 @@ impl Autoscaler {
     }
 
     /// The presets this one stands for (`auto` is four).
-    fn expand(self) -> &'static [Autoscaler] {
+    fn expand(self) -> Vec<Autoscaler> {
         match self {
-            Autoscaler::Auto => &[
+            Autoscaler::Auto => vec![
                 Autoscaler::Karpenter,
                 Autoscaler::Gke,
                 Autoscaler::Aks,
                 Autoscaler::Eks,
             ],
-            Autoscaler::Karpenter => &[Autoscaler::Karpenter],
-            Autoscaler::ClusterAutoscaler => &[Autoscaler::ClusterAutoscaler],
-            Autoscaler::Gke => &[Autoscaler::Gke],
-            Autoscaler::Aks => &[Autoscaler::Aks],
-            Autoscaler::Eks => &[Autoscaler::Eks],
-            Autoscaler::None => &[],
+            Autoscaler::None => Vec::new(),
+            preset => vec![preset],
         }
     }
 
@@ -282,8 +278,8 @@ impl StartupTaints {
         let mut seen = Vec::new();
         let mut rules = explicit;
         for p in presets.iter().flat_map(|p| p.expand()) {
-            if !seen.contains(p) {
-                seen.push(*p);
+            if !seen.contains(&p) {
+                seen.push(p);
                 rules.extend(p.rule());
             }
         }

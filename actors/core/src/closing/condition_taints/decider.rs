@@ -333,13 +333,11 @@ impl RuleTainter {
                 RuleAction::BudgetBlocked => {
                     self.schedule(&node.name, retry_after(cx.now.for_window()));
                     if self.hold(key, Hold::Budget) {
-                        let what = match &total {
-                            Some(e) => format!("condition taint held back: {e}"),
-                            None => {
-                                "condition taint held back: the rule's maxUnavailable is used up"
-                                    .to_string()
-                            }
-                        };
+                        let why = total.map_or_else(
+                            || "the rule's maxUnavailable is used up".to_string(),
+                            |e| e.to_string(),
+                        );
+                        let what = format!("condition taint held back: {why}");
                         out.push(info(&node.name, &what, rule, None));
                         out.push(Effect::Count(Tally::RuleBudgetBlocked(rule.name.clone())));
                     }
@@ -511,11 +509,10 @@ impl RuleTainter {
         self.counts.clear();
         self.look_at.clear();
         self.deferred.clear();
-        let known = |r: &String| rules.iter().any(|rule| &rule.name == r);
+        let known = |r: &str| rules.iter().any(|rule| rule.name == r);
         self.held.retain(|(r, _), _| known(r));
         self.unseen.retain(|(r, _), _| known(r));
-        self.backoffs
-            .retain(|r| rules.iter().any(|rule| rule.name == r));
+        self.backoffs.retain(known);
         if rules.is_empty() {
             return Vec::new();
         }

@@ -88,28 +88,15 @@ pub fn evaluate(rule: &ConditionTaintRule, node: &NodeInfo, now: Timestamp) -> R
         .iter()
         .map(|r| requirement(node, r, now))
         .collect();
-    let matches = match rule.match_mode {
-        MatchMode::AllOf => parts.iter().all(|p| p.0),
-        MatchMode::AnyOf => parts.iter().any(|p| p.0),
+    let (mode, matches) = match rule.match_mode {
+        MatchMode::AllOf => ("allOf", parts.iter().all(|p| p.0)),
+        MatchMode::AnyOf => ("anyOf", parts.iter().any(|p| p.0)),
     };
-    let recheck_at = if matches {
-        None
-    } else {
-        parts.iter().filter_map(|p| p.2).min()
-    };
-    let mode = match rule.match_mode {
-        MatchMode::AllOf => "allOf",
-        MatchMode::AnyOf => "anyOf",
-    };
-    let why = parts
-        .iter()
-        .map(|p| p.1.as_str())
-        .collect::<Vec<_>>()
-        .join("; ");
+    let why: Vec<&str> = parts.iter().map(|p| p.1.as_str()).collect();
     RuleVerdict {
         matches,
-        why: format!("{mode}: {why}"),
-        recheck_at,
+        why: format!("{mode}: {}", why.join("; ")),
+        recheck_at: parts.iter().filter_map(|p| p.2).min().filter(|_| !matches),
     }
 }
 

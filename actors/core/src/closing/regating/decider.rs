@@ -40,7 +40,7 @@ use crate::deciders::{
 };
 use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason, annotation_time};
 use crate::net::entrance;
-use crate::rules::placement::{self, Verdict, first_untolerated_taint, with_default_tolerations};
+use crate::rules::placement::{self, first_untolerated_taint, with_default_tolerations};
 use crate::rules::readiness::{self, MemberState};
 use crate::vocab::annotations;
 use crate::vocab::config::{Config, RegateConfig};
@@ -215,12 +215,12 @@ impl Regater {
             self.forget(name);
             return None;
         };
-        match self.pending.get(name) {
-            // The index does not show our write yet: wait for it.
-            Some(before) if before.contains(&node.resource_version) => return None,
-            // The index moved on; the feed's change of the node, in order
-            // with the counts, ends the pending write (see `changed`).
-            Some(_) | None => {}
+        // The index does not show our write yet: wait for it. (Once it moved
+        // on, the feed's change of the node, in order with the counts, ends
+        // the pending write: see `changed`.)
+        let version = &node.resource_version;
+        if self.pending.get(name).is_some_and(|b| b.contains(version)) {
+            return None;
         }
         let now = cx.now.for_grace();
         let health = match self.announcement(&node, daemonsets, cx, out) {
@@ -319,7 +319,16 @@ impl Regater {
             self.follower.insert(name.to_string());
             return;
         }
-        match self.budget_for(&trigger, rc, cx, ledger) {
+        // An announcement from an orchestrator that bounds its own
+        // disruption (kured's lock) goes around `--regate-max-unavailable`
+        // (semantics.md §6.10), never around `--max-unavailable`, the cap on
+        // every node nodegate keeps closed.
+        let room = if trigger.bypasses_budget() {
+            self.total_budget(cx, ledger)
+        } else {
+            self.budget(rc, cx, ledger)
+        };
+        match room {
             Room::Allows => {}
             Room::Held(_) => {
                 self.look_at.insert(name.to_string(), retry_after(now));
@@ -558,20 +567,20 @@ impl Regater {
             Input::Changed(change) => self.changed(change, cx, ledger, &mut out),
             Input::Tick => {
                 let now = cx.now.for_grace();
-                let mut due: Vec<String> = self
+                let due: BTreeSet<String> = self
                     .look_at
                     .iter()
                     .filter(|(_, at)| **at <= now)
                     .map(|(name, _)| name.clone())
                     .collect();
-                due.sort_unstable();
                 self.looks(due, cx, ledger, &mut out);
             }
             Input::MayWrite => {
-                let mut waiting: Vec<String> = self.follower.drain().collect();
-                waiting.extend(self.forget_later.drain());
-                waiting.sort_unstable();
-                waiting.dedup();
+                let waiting: BTreeSet<String> = self
+                    .follower
+                    .drain()
+                    .chain(self.forget_later.drain())
+                    .collect();
                 self.looks(waiting, cx, ledger, &mut out);
             }
             Input::NodeRead { node, read } => {
@@ -585,8 +594,7 @@ impl Regater {
             | Input::CanariesListed(_) => {}
         }
         if self.reading.len() + self.writing.len() < out_before && !self.held.is_empty() {
-            let mut held: Vec<String> = self.held.drain().collect();
-            held.sort_unstable();
+            let held: BTreeSet<String> = self.held.drain().collect();
             self.looks(held, cx, ledger, &mut out);
         }
         self.ask(tick, cx.now, &mut out);
@@ -653,7 +661,15 @@ impl Regater {
         let now = cx.now.for_grace();
         // kured's lock, read once for this look.
         let lock = reboot::kured_lock_of(&cfg.reboots, daemonsets, now);
-        self.warn_unreadable_lock(lock.as_ref(), cx, node, out);
+        // A kured lock that is not kured's JSON announces nothing: said once
+        // per value.
+        if let Some(Err(e)) = &lock
+            && self.lock_warned.as_ref() != Some(e)
+        {
+            let message = format!("kured's lock on {}: {e}", cfg.reboots.kured_daemonset);
+            out.push(Effect::log(Level::Warn, &node.name, message));
+            self.lock_warned = Some(e.clone());
+        }
         let announced = reboot::announced_given(node, &cfg.reboots, lock.as_ref());
         match before_reboot(node, cfg, announced) {
             BeforeReboot::Regate(a) => Some(Trigger::Announced(a)),
@@ -662,25 +678,6 @@ impl Regater {
                 None
             }
             BeforeReboot::Nothing => None,
-        }
-    }
-
-    /// A kured lock that is not kured's JSON announces nothing: said once
-    /// per value.
-    fn warn_unreadable_lock(
-        &mut self,
-        lock: Option<&Result<Vec<String>, String>>,
-        cx: &Context<'_>,
-        node: &NodeInfo,
-        out: &mut Vec<Effect>,
-    ) {
-        let cfg = &cx.config.reboots;
-        if let Some(Err(e)) = lock
-            && self.lock_warned.as_ref() != Some(e)
-        {
-            let message = format!("kured's lock on {}: {e}", cfg.kured_daemonset);
-            out.push(Effect::log(Level::Warn, &node.name, message));
-            self.lock_warned = Some(e.clone());
         }
     }
 
@@ -750,23 +747,6 @@ impl Regater {
                 vec![Effect::log(Level::Warn, name, message)]
             }
         }
-    }
-
-    /// [`Regater::budget`] for `trigger`: an announcement from an
-    /// orchestrator that bounds its own disruption (kured's lock) goes
-    /// around `--regate-max-unavailable` (semantics.md §6.10), never around
-    /// `--max-unavailable`, the cap on every node nodegate keeps closed.
-    fn budget_for(
-        &mut self,
-        trigger: &Trigger,
-        rc: &RegateConfig,
-        cx: &Context<'_>,
-        ledger: &Ledger,
-    ) -> Room {
-        if trigger.bypasses_budget() {
-            return self.total_budget(cx, ledger);
-        }
-        self.budget(rc, cx, ledger)
     }
 
     /// `--max-unavailable` alone: the ledger's answer, with this method's
@@ -945,10 +925,7 @@ fn broken_members<'a>(
     let regate_taint = rc.taint.to_taint();
     let mut broken = Vec::new();
     for ds in daemonsets {
-        if !matches!(
-            placement::evaluate(node, ds, &cfg.placement),
-            Verdict::Expected
-        ) {
+        if !placement::evaluate(node, ds, &cfg.placement).is_expected() {
             continue;
         }
         let tolerations =

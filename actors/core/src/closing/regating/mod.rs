@@ -89,11 +89,10 @@ impl Trigger {
     /// separated, or `reboot`.
     pub fn annotation(&self) -> String {
         match self {
-            Trigger::Members(m) => m
-                .iter()
-                .map(|b| b.member.as_str())
-                .collect::<Vec<_>>()
-                .join(","),
+            Trigger::Members(m) => {
+                let members: Vec<&str> = m.iter().map(|b| b.member.as_str()).collect();
+                members.join(",")
+            }
             Trigger::Reboot { .. } => "reboot".to_string(),
             Trigger::Announced(a) => format!("{}{}", reboot::REGATED_FOR_PREFIX, a.source),
         }

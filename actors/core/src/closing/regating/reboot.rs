@@ -80,11 +80,9 @@ pub fn announced_given(
     if cfg.listens_to(Source::Annotation)
         && let Some(why) = node.reboot_pending.as_deref()
     {
-        let why = if why.is_empty() {
-            "no reason given"
-        } else {
-            why
-        };
+        let why = Some(why)
+            .filter(|w| !w.is_empty())
+            .unwrap_or("no reason given");
         return Some(Announcement {
             source: Source::Annotation,
             detail: format!("{} ({why})", annotations::REBOOT_PENDING),
@@ -177,17 +175,12 @@ pub fn kured_lock_holders(
 }
 
 fn expired(e: &LockEntry, now: Timestamp) -> bool {
-    if e.ttl <= 0 {
-        return false;
-    }
-    let Some(created) = e
+    let created = e
         .created
         .as_deref()
-        .and_then(|c| c.parse::<Timestamp>().ok())
-    else {
-        return false;
-    };
-    now.duration_since(created) >= SignedDuration::from_nanos(e.ttl)
+        .and_then(|c| c.parse::<Timestamp>().ok());
+    let ttl = SignedDuration::from_nanos(e.ttl);
+    e.ttl > 0 && created.is_some_and(|created| now.duration_since(created) >= ttl)
 }
 
 /// The node's boot id as the record writes it: empty when it reports none.

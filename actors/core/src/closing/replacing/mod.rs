@@ -54,19 +54,13 @@ impl Spread {
     /// Counts one node's pods of `ds` (pods being deleted left out): no
     /// pod, nothing; a pod, one node; none Ready, a failing one.
     pub fn count<'a>(&mut self, ds: &DaemonSetInfo, pods: impl IntoIterator<Item = &'a PodInfo>) {
-        let mut any = false;
-        let mut ready = false;
-        for p in pods {
-            if p.controlled_by(ds) && !p.terminating {
-                any = true;
-                ready |= p.ready;
-            }
-        }
-        if any {
+        let mut ours = pods
+            .into_iter()
+            .filter(|p| p.controlled_by(ds) && !p.terminating)
+            .peekable();
+        if ours.peek().is_some() {
             self.nodes += 1;
-            if !ready {
-                self.failing += 1;
-            }
+            self.failing += usize::from(!ours.any(|p| p.ready));
         }
     }
 

@@ -115,16 +115,14 @@ impl DraDriver {
             ));
         }
         let words = |ps: Vec<&pools::Pool>| {
-            ps.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ")
+            let ps: Vec<String> = ps.iter().map(ToString::to_string).collect();
+            format!("DRA driver {d}: {}", ps.join("; "))
         };
         let incomplete: Vec<&pools::Pool> = pools.iter().filter(|p| !p.is_complete()).collect();
         if incomplete.is_empty() {
-            Ok(format!("DRA driver {d}: {}", words(pools.iter().collect())))
+            Ok(words(pools.iter().collect()))
         } else {
-            Err(format!("DRA driver {d}: {}", words(incomplete)))
+            Err(words(incomplete))
         }
     }
 }
@@ -183,13 +181,9 @@ pub fn validate_drivers(list: &[DraDriver]) -> Result<(), AtEntry> {
         list.iter()
             .map(|d| (d.driver.as_str(), d.node_selector.as_ref())),
         |name| {
-            if crate::rules::readiness::is_csi_driver_name(name) {
-                Ok(())
-            } else {
-                Err(DeviceError::Driver {
-                    name: name.to_string(),
-                })
-            }
+            let name = name.to_string();
+            let valid = crate::rules::readiness::is_csi_driver_name(&name);
+            valid.then_some(()).ok_or(DeviceError::Driver { name })
         },
     )
 }

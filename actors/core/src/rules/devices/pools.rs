@@ -60,16 +60,15 @@ impl fmt::Display for Pool {
                     )
                 }
             }
-            _ => write!(
-                f,
-                "pool {name} incomplete: its {seen} ResourceSlices at generation {generation} \
-                 disagree on resourceSliceCount ({})",
-                self.counts
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            _ => {
+                let counts: Vec<String> = self.counts.iter().map(ToString::to_string).collect();
+                let counts = counts.join(", ");
+                write!(
+                    f,
+                    "pool {name} incomplete: its {seen} ResourceSlices at generation {generation} \
+                     disagree on resourceSliceCount ({counts})"
+                )
+            }
         }
     }
 }

@@ -61,27 +61,20 @@ fn split_sign(text: &str) -> (bool, &str) {
 /// Reads `number` at the start of `s`: whether any digit is not zero, and
 /// what follows it.
 fn number(s: &str) -> Result<(bool, &str), QuantityError> {
-    let mut digits = 0;
-    let mut nonzero = false;
     let mut dot = false;
-    let mut end = s.len();
-    for (i, c) in s.char_indices() {
-        match c {
-            '0'..='9' => {
-                digits += 1;
-                nonzero |= c != '0';
-            }
-            '.' if !dot => dot = true,
-            _ => {
-                end = i;
-                break;
-            }
-        }
-    }
-    if digits == 0 {
+    let end = s
+        .find(|c: char| match c {
+            '0'..='9' => false,
+            // The first '.' is part of the number; a second ends it.
+            '.' => std::mem::replace(&mut dot, true),
+            _ => true,
+        })
+        .unwrap_or(s.len());
+    let (number, rest) = s.split_at(end);
+    if !number.bytes().any(|b| b.is_ascii_digit()) {
         return Err(QuantityError::NoDigits);
     }
-    Ok((nonzero, &s[end..]))
+    Ok((number.bytes().any(|b| matches!(b, b'1'..=b'9')), rest))
 }
 
 fn check_suffix(suffix: &str) -> Result<(), QuantityError> {
@@ -97,9 +90,6 @@ fn check_suffix(suffix: &str) -> Result<(), QuantityError> {
         .or_else(|| suffix.strip_prefix('E'))
         .ok_or_else(bad)?;
     let (_, digits) = split_sign(exponent);
-    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-        Ok(())
-    } else {
-        Err(bad())
-    }
+    let valid = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+    valid.then_some(()).ok_or_else(bad)
 }

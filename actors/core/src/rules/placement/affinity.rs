@@ -78,22 +78,19 @@ fn expression_problem(r: &NodeSelectorRequirement) -> Option<String> {
     let values = &r.values;
     match op {
         NODE_OP_IN | NODE_OP_NOT_IN if values.is_empty() => {
-            return Some(format!("{op} needs at least one value, got none"));
+            Some(format!("{op} needs at least one value, got none"))
         }
         NODE_OP_EXISTS | NODE_OP_DOES_NOT_EXIST if !values.is_empty() => {
-            return Some(format!("{op} takes no values, got {values:?}"));
+            Some(format!("{op} takes no values, got {values:?}"))
         }
-        NODE_OP_GT | NODE_OP_LT if values.len() != 1 || values[0].parse::<i64>().is_err() => {
-            return Some(format!(
-                "{op} needs exactly one integer value, got {values:?}"
-            ));
-        }
-        _ => {}
+        NODE_OP_GT | NODE_OP_LT if values.len() != 1 || values[0].parse::<i64>().is_err() => Some(
+            format!("{op} needs exactly one integer value, got {values:?}"),
+        ),
+        // For Gt/Lt this also refuses a signed integer such as "-5": upstream
+        // checks every value as a label value, and a label value cannot
+        // start with a sign.
+        _ => values.iter().find_map(|v| check_label_value(v).err()),
     }
-    // For Gt/Lt this also refuses a signed integer such as "-5": upstream
-    // checks every value as a label value, and a label value cannot start
-    // with a sign.
-    values.iter().find_map(|v| check_label_value(v).err())
 }
 
 fn expression_holds(r: &NodeSelectorRequirement, labels: &Labels) -> bool {

@@ -111,10 +111,7 @@ pub fn should_run(
 /// checked before managed ones, so a DaemonSet that will never run here is
 /// reported as such rather than as "starts after the gate opens".
 pub fn evaluate(node: &NodeInfo, ds: &DaemonSetInfo, cfg: &PlacementConfig) -> Verdict {
-    match placement_problem(node, ds, cfg) {
-        Ok(()) => Verdict::Expected,
-        Err(reason) => Verdict::NotExpected(reason),
-    }
+    placement_problem(node, ds, cfg).map_or_else(Verdict::NotExpected, |()| Verdict::Expected)
 }
 
 fn placement_problem(

@@ -144,14 +144,12 @@ impl fmt::Display for NotExpectedReason {
                     "its required node affinity has no nodeSelectorTerms, which matches no node",
                 ),
             NotExpectedReason::NodeAffinityNoTermMatched { terms } => {
-                f.write_str("no term of its required node affinity matches the node: ")?;
-                for (i, t) in terms.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str("; ")?;
-                    }
-                    write!(f, "{t}")?;
-                }
-                Ok(())
+                let terms: Vec<String> = terms.iter().map(ToString::to_string).collect();
+                let terms = terms.join("; ");
+                write!(
+                    f,
+                    "no term of its required node affinity matches the node: {terms}"
+                )
             }
             NotExpectedReason::UntoleratedTaint { taint } => {
                 write!(f, "it does not tolerate the node's taint {taint}")

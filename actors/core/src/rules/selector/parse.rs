@@ -50,42 +50,28 @@ fn is_space(c: char) -> bool {
 
 fn lex(s: &str) -> Vec<Token> {
     let mut tokens = Vec::new();
-    let mut chars = s.chars().peekable();
-    while let Some(&c) = chars.peek() {
-        if is_space(c) {
-            chars.next();
-            continue;
-        }
-        chars.next();
-        let token = match c {
-            '!' if chars.peek() == Some(&'=') => {
-                chars.next();
-                Token::NotEq
-            }
-            '!' => Token::Bang,
-            '=' if chars.peek() == Some(&'=') => {
-                chars.next();
-                Token::EqEq
-            }
-            '=' => Token::Eq,
-            '>' => Token::Gt,
-            '<' => Token::Lt,
-            '(' => Token::Open,
-            ')' => Token::Close,
-            ',' => Token::Comma,
+    let mut rest = s.trim_start_matches(is_space);
+    while let Some(c) = rest.chars().next() {
+        let (token, len) = match c {
+            '!' if rest.starts_with("!=") => (Token::NotEq, 2),
+            '!' => (Token::Bang, 1),
+            '=' if rest.starts_with("==") => (Token::EqEq, 2),
+            '=' => (Token::Eq, 1),
+            '>' => (Token::Gt, 1),
+            '<' => (Token::Lt, 1),
+            '(' => (Token::Open, 1),
+            ')' => (Token::Close, 1),
+            ',' => (Token::Comma, 1),
+            // A word runs to the next space or special character.
             _ => {
-                let mut word = String::from(c);
-                while let Some(&n) = chars.peek() {
-                    if is_space(n) || is_special(n) {
-                        break;
-                    }
-                    word.push(n);
-                    chars.next();
-                }
-                Token::Word(word)
+                let len = rest
+                    .find(|n| is_space(n) || is_special(n))
+                    .unwrap_or(rest.len());
+                (Token::Word(rest[..len].to_string()), len)
             }
         };
         tokens.push(token);
+        rest = rest[len..].trim_start_matches(is_space);
     }
     tokens.push(Token::End);
     tokens
@@ -155,14 +141,10 @@ impl Parser {
         }
         let key = match self.next() {
             Token::Word(w) => w,
-            other if negated => {
-                return Err(format!(
-                    "expected a label key after \"!\", found {}",
-                    other.describe()
-                ));
-            }
             other => {
-                return Err(format!("expected a label key, found {}", other.describe()));
+                let after = if negated { " after \"!\"" } else { "" };
+                let found = other.describe();
+                return Err(format!("expected a label key{after}, found {found}"));
             }
         };
         check_label_key(&key)?;
@@ -227,14 +209,12 @@ impl Parser {
     }
 
     fn values(&mut self, key: &str, op: &str) -> Result<Vec<String>, String> {
-        match self.next() {
-            Token::Open => {}
-            other => {
-                return Err(format!(
-                    "expected \"(\" after \"{key} {op}\", found {}",
-                    other.describe()
-                ));
-            }
+        let open = self.next();
+        if open != Token::Open {
+            let found = open.describe();
+            return Err(format!(
+                "expected \"(\" after \"{key} {op}\", found {found}"
+            ));
         }
         // Upstream reads `()` as the single empty value and lets empty items
         // stand between commas (`(a,,b)`, `(,a)`, `(a,)`); so do we.
