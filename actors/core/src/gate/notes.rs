@@ -135,9 +135,10 @@ pub(super) fn would_open(
     taints: &[IndexedTaint],
     at: Timestamp,
 ) -> NodeEvent {
+    let taints: Vec<String> = taints.iter().map(|t| t.taint.to_string()).collect();
     let note = format!(
         "dry-run: would remove {} now: {}, {} after the gate started",
-        taint_list(taints),
+        taints.join(", "),
         ready_text(state),
         since(state.gate_start().unwrap_or(node.created), at)
     );
@@ -282,11 +283,6 @@ fn blocker_list(blockers: &[Blocker]) -> String {
         .map(|b| format!("{} ({})", b.member, b.why))
         .collect();
     parts.join("; ")
-}
-
-fn taint_list(taints: &[IndexedTaint]) -> String {
-    let parts: Vec<String> = taints.iter().map(|t| t.taint.to_string()).collect();
-    parts.join(", ")
 }
 
 /// Cuts `s` to at most `max` bytes, on a character boundary, ending in

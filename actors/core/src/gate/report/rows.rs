@@ -15,7 +15,7 @@ pub const EXPECTED: &str = "expected";
 pub(crate) const NOT_EVALUATED: &str = "not evaluated yet";
 
 /// One DaemonSet or critical-pod entry on the node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MemberRow {
     pub namespace: String,
     pub name: String,
@@ -69,16 +69,8 @@ pub(crate) fn empty_row(id: &MemberId, namespace: &str, name: &str) -> MemberRow
     MemberRow {
         namespace: namespace.to_string(),
         name: name.to_string(),
-        expected: false,
-        reason: String::new(),
-        reason_code: String::new(),
-        ready: None,
-        pod: None,
-        waiting: None,
-        node_affinity: None,
-        selector: None,
         label: id.to_string(),
-        detail: Vec::new(),
+        ..MemberRow::default()
     }
 }
 
