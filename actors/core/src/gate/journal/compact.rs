@@ -166,10 +166,7 @@ fn nanos(t: Timestamp) -> Option<Nanos> {
 }
 
 fn nanos_opt(t: Option<Timestamp>) -> Option<Nanos> {
-    match t {
-        Some(t) => nanos(t),
-        None => Some(NONE),
-    }
+    t.map_or(Some(NONE), nanos)
 }
 
 fn time(n: Nanos) -> Timestamp {

@@ -6,13 +6,12 @@ use serde::Serialize;
 
 use crate::gate::GateState;
 use crate::gate::derive::NodeMember;
+pub(crate) use crate::gate::state::NOT_EVALUATED;
 use crate::rules::selector::LabelSelector;
 use crate::vocab::member::{Expectation, Member, MemberId, Readiness};
 
 /// The reason code of an expected member.
 pub const EXPECTED: &str = "expected";
-/// What a member the gate has not evaluated waits for (the gate's words).
-pub(crate) const NOT_EVALUATED: &str = "not evaluated yet";
 
 /// One DaemonSet or critical-pod entry on the node.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
