@@ -20,7 +20,7 @@ pub const OPEN_CONDITION: &str = "nodegate.dev/Open";
 /// people and tools, and a node's status is not the place for a long list.
 const MAX_MESSAGE_BYTES: usize = 1024;
 
-pub use crate::vocab::write::{ConditionReason, OpenCondition};
+pub use crate::vocab::write::{ConditionReason, ConditionWrite, OpenCondition};
 
 /// What the condition should say for this gate, or `None` when nodegate
 /// has nothing to say: before the first snapshot, in dry-run (nodegate
@@ -130,8 +130,6 @@ fn waiting(state: &GateState) -> String {
     }
     parts.join("; ")
 }
-
-pub use crate::vocab::write::ConditionWrite;
 
 #[cfg(test)]
 #[path = "condition/tests.rs"]
