@@ -139,7 +139,7 @@ pub(super) fn would_open(
     let note = format!(
         "dry-run: would remove {} now: {}, {} after the gate started",
         taints.join(", "),
-        ready_text(state),
+        all_ready_text(state.expected().count()),
         since(state.gate_start().unwrap_or(node.created), at)
     );
     event(node, EventType::Normal, Reason::GateWouldOpen, note)
@@ -149,7 +149,7 @@ pub(super) fn would_open(
 pub(super) fn opened(node: &NodeInfo, state: &GateState, at: Timestamp) -> NodeEvent {
     let note = format!(
         "opened: {}, {} after the gate started",
-        ready_text(state),
+        all_ready_text(state.expected().count()),
         since(state.gate_start().unwrap_or(node.created), at)
     );
     event(node, EventType::Normal, Reason::GateOpened, note)
@@ -189,7 +189,7 @@ pub(super) fn opened_manually(node: &NodeInfo, state: &GateState, at: Timestamp)
         "opened on request ({}=true), {} after the gate started; {}",
         annotations::OPEN,
         since(state.gate_start().unwrap_or(node.created), at),
-        ready_text(state)
+        all_ready_text(state.expected().count())
     );
     event(node, EventType::Normal, Reason::GateOpened, note)
 }
@@ -245,10 +245,6 @@ fn event(node: &NodeInfo, type_: EventType, reason: Reason, note: String) -> Nod
 fn since(start: Timestamp, at: Timestamp) -> String {
     let d = at.duration_since(start);
     format!("{:.1}s", d.as_secs_f64())
-}
-
-fn ready_text(state: &GateState) -> String {
-    all_ready_text(state.expected().count())
 }
 
 fn all_ready_text(expected: usize) -> String {
