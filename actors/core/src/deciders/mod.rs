@@ -179,10 +179,9 @@ pub enum Input {
 }
 
 pub use crate::vocab::write::{
-    CanaryCreate, CanaryDelete, Outcome, PatchOutcome, ReplaceAction, ReplaceWrite,
+    CanaryCreate, CanaryDelete, Origin, Outcome, PatchOutcome, ReplaceAction, ReplaceWrite,
+    TaintChange, TaintWrite,
 };
-
-pub use crate::vocab::write::{Origin, TaintChange, TaintWrite};
 
 /// A write of `change` on `node` as shown (by the index or a fresh read):
 /// conditional on its uid and resourceVersion.

@@ -71,16 +71,8 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             reason,
             code,
         } => {
-            state.members.insert(
-                member.clone(),
-                Member {
-                    expectation: Expectation::NotExpected {
-                        reason: reason.clone(),
-                        code: *code,
-                    },
-                    readiness: None,
-                },
-            );
+            let m = Member::not_expected(reason.clone(), *code);
+            state.members.insert(member.clone(), m);
         }
         Event::MemberRemoved { member } => {
             state.members.remove(member);
@@ -174,28 +166,17 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             ..
         } => {
             state.phase = Phase::Opening;
+            let kind = GateWriteKind::Untaint {
+                opened_by: *opened_by,
+            };
             state.write = Some(Write {
-                kind: GateWriteKind::Untaint {
-                    opened_by: *opened_by,
-                },
-                attempt: *attempt,
-                status: WriteStatus::InFlight,
                 resource_version: Some(resource_version.clone()),
                 opened_at: Some(annotation_time(*at)),
-                last_error: None,
-                withdrawing: false,
+                ..Write::sent(kind, *attempt)
             });
         }
         Event::MarkSent { attempt } => {
-            state.write = Some(Write {
-                kind: GateWriteKind::MarkTimedOut,
-                attempt: *attempt,
-                status: WriteStatus::InFlight,
-                resource_version: None,
-                opened_at: None,
-                last_error: None,
-                withdrawing: false,
-            });
+            state.write = Some(Write::sent(GateWriteKind::MarkTimedOut, *attempt));
         }
         Event::WriteConflict { .. } => set_write_status(state, WriteStatus::Refreshing),
         Event::WriteFailed { error, .. } => {

@@ -20,7 +20,7 @@ pub const OPEN_CONDITION: &str = "nodegate.dev/Open";
 /// people and tools, and a node's status is not the place for a long list.
 const MAX_MESSAGE_BYTES: usize = 1024;
 
-pub use crate::vocab::write::{ConditionReason, OpenCondition};
+pub use crate::vocab::write::{ConditionReason, ConditionWrite, OpenCondition};
 
 /// What the condition should say for this gate, or `None` when nodegate
 /// has nothing to say: before the first snapshot, in dry-run (nodegate
@@ -111,28 +111,25 @@ pub fn condition_write(
 /// is not Ready — explain's one-line summary, in the gate's words.
 fn waiting(state: &GateState) -> String {
     let blockers: Vec<Blocker> = state.blockers();
-    let expected = state.expected().count();
-    let node = state.node.as_deref().and_then(node_wait_reason);
     let members = (!blockers.is_empty()).then(|| {
         let list: Vec<String> = blockers
             .iter()
             .map(|b| format!("{} ({})", b.member, b.why))
             .collect();
+        let expected = state.expected().count();
         format!(
             "waiting for {} of {expected}: {}",
             blockers.len(),
             list.join(", ")
         )
     });
-    match (members, node) {
-        (Some(m), Some(n)) => format!("{m}; {n}"),
-        (Some(m), None) => m,
-        (None, Some(n)) => n,
-        (None, None) => "waiting for the gate to evaluate its members".to_string(),
+    let node = state.node.as_deref().and_then(node_wait_reason);
+    let parts: Vec<String> = members.into_iter().chain(node).collect();
+    if parts.is_empty() {
+        return "waiting for the gate to evaluate its members".to_string();
     }
+    parts.join("; ")
 }
-
-pub use crate::vocab::write::ConditionWrite;
 
 #[cfg(test)]
 #[path = "condition/tests.rs"]

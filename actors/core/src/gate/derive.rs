@@ -13,7 +13,7 @@ use crate::rules::placement::{self, ReasonCode, Verdict};
 use crate::rules::readiness::{self, CriticalPodEntry, MemberState};
 use crate::rules::selector::LabelSelector;
 use crate::vocab::config::{CanaryConfig, Config};
-use crate::vocab::member::{Blocker, Expectation, Member, MemberId, Readiness};
+use crate::vocab::member::{Blocker, Member, MemberId, Readiness};
 use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use crate::vocab::vec_map::VecMap;
 
@@ -53,7 +53,8 @@ pub(crate) fn derive_all(
         out.insert(m.id(), node_member(node, m));
     }
     if let Some(canary) = &cfg.canary {
-        out.insert(MemberId::Canary, canary_member(node, canary, pods));
+        let readiness = canary_readiness(node, canary, pods);
+        out.insert(MemberId::Canary, Member::expected(readiness));
     }
     out
 }
@@ -79,7 +80,9 @@ pub(crate) fn derive_member(
         MemberId::Condition(_) | MemberId::Resource(_) | MemberId::Dra(_) => node_members(cfg)
             .find(|m| m.is(id))
             .map(|m| node_member(node, m)),
-        MemberId::Canary => cfg.canary.as_ref().map(|c| canary_member(node, c, pods)),
+        MemberId::Canary => {
+            (cfg.canary.as_ref()).map(|c| Member::expected(canary_readiness(node, c, pods)))
+        }
     }
 }
 
@@ -91,29 +94,19 @@ pub(super) fn derive_readiness(
     now: Timestamp,
 ) -> Option<Readiness> {
     let node = state.node.as_ref()?;
-    match id {
+    let pods = &state.pods;
+    Some(match id {
         MemberId::Condition(_) | MemberId::Resource(_) | MemberId::Dra(_) => {
-            node_member(node, node_members(cfg).find(|m| m.is(id))?).readiness
+            return node_member(node, node_members(cfg).find(|m| m.is(id))?).readiness;
         }
-        MemberId::Canary => {
-            let pods = state.pods.values().map(AsRef::as_ref);
-            Some(canary::readiness(pods, cfg.canary.as_ref()?, &node.name))
-        }
+        MemberId::Canary => canary_readiness(node, cfg.canary.as_ref()?, pods),
         MemberId::Critical(name) => {
-            let entry = cfg.critical.iter().find(|e| e.name == *name)?;
-            let member = member_state(id, state, cfg, now)?;
-            Some(Readiness::of_critical(entry, member))
+            critical_readiness(cfg.critical.iter().find(|e| e.name == *name)?, pods, now)
         }
         MemberId::DaemonSet(key) => {
-            let ds = state.daemonsets.get(key)?;
-            let member = member_state(id, state, cfg, now)?;
-            Some(csi_readiness(
-                node,
-                ds,
-                Readiness::from_member_state(member),
-            ))
+            daemonset_readiness(node, state.daemonsets.get(key)?, pods, now)
         }
-    }
+    })
 }
 
 /// The pod an expected member waits on, by the same readiness rules the
@@ -183,22 +176,8 @@ fn daemonset_member(
     now: Timestamp,
 ) -> Member {
     match placement::evaluate(node, ds, &cfg.placement) {
-        Verdict::Expected => {
-            let pods = pods.values().map(AsRef::as_ref);
-            let member = readiness::daemonset_member(ds, pods, now);
-            Member::expected(csi_readiness(
-                node,
-                ds,
-                Readiness::from_member_state(member),
-            ))
-        }
-        Verdict::NotExpected(reason) => Member {
-            expectation: Expectation::NotExpected {
-                reason: reason.to_string(),
-                code: reason.kind(),
-            },
-            readiness: None,
-        },
+        Verdict::Expected => Member::expected(daemonset_readiness(node, ds, pods, now)),
+        Verdict::NotExpected(reason) => Member::not_expected(reason.to_string(), reason.kind()),
     }
 }
 
@@ -209,11 +188,7 @@ fn critical_member(
     now: Timestamp,
 ) -> Member {
     if readiness::critical_applies(entry, node) {
-        let pods = pods.values().map(AsRef::as_ref);
-        Member::expected(Readiness::of_critical(
-            entry,
-            readiness::critical_member(entry, pods, now),
-        ))
+        Member::expected(critical_readiness(entry, pods, now))
     } else {
         selector_mismatch("entry", entry.node_selector.as_ref())
     }
@@ -223,24 +198,41 @@ fn critical_member(
 /// does not match (`what` names which).
 pub(super) fn selector_mismatch(what: &str, selector: Option<&LabelSelector>) -> Member {
     let selector = selector.map(ToString::to_string).unwrap_or_default();
-    Member {
-        expectation: Expectation::NotExpected {
-            reason: format!("the node does not match the {what}'s node selector {selector:?}"),
-            code: ReasonCode::NodeSelector,
-        },
-        readiness: None,
-    }
+    Member::not_expected(
+        format!("the node does not match the {what}'s node selector {selector:?}"),
+        ReasonCode::NodeSelector,
+    )
 }
 
-/// The canary member: expected on every gated node while `canary` is
-/// configured, Ready as [`canary::readiness`] says.
-fn canary_member(
+/// An expected DaemonSet's readiness on the node: its pods', then its CSI
+/// drivers'.
+fn daemonset_readiness(
+    node: &NodeInfo,
+    ds: &DaemonSetInfo,
+    pods: &VecMap<String, Arc<PodInfo>>,
+    now: Timestamp,
+) -> Readiness {
+    let member = readiness::daemonset_member(ds, pods.values().map(AsRef::as_ref), now);
+    csi_readiness(node, ds, Readiness::from_member_state(member))
+}
+
+fn critical_readiness(
+    entry: &CriticalPodEntry,
+    pods: &VecMap<String, Arc<PodInfo>>,
+    now: Timestamp,
+) -> Readiness {
+    let member = readiness::critical_member(entry, pods.values().map(AsRef::as_ref), now);
+    Readiness::of_critical(entry, member)
+}
+
+/// The canary member, expected on every gated node while `canary` is
+/// configured, is Ready as [`canary::readiness`] says.
+fn canary_readiness(
     node: &NodeInfo,
     cfg: &CanaryConfig,
     pods: &VecMap<String, Arc<PodInfo>>,
-) -> Member {
-    let pods = pods.values().map(AsRef::as_ref);
-    Member::expected(canary::readiness(pods, cfg, &node.name))
+) -> Readiness {
+    canary::readiness(pods.values().map(AsRef::as_ref), cfg, &node.name)
 }
 
 /// A Ready DaemonSet annotated `nodegate.dev/csi-driver: NAME[,NAME]` is

@@ -44,19 +44,16 @@ fn timer_effects(state: &GateState, ev: &Event) -> Vec<Effect> {
         !state.is_finished() && state.timed_out.is_none() && state.phase != Phase::WouldOpen;
     let timers = &state.timers;
     let (kind, at, generation, live) = match ev {
-        Event::DeadlineSet { at, generation } => (
-            TimerKind::Deadline,
-            at,
+        // A held deadline (not yet passed by the server's clock) is the same
+        // timer, later, under the same conditions.
+        Event::DeadlineSet { at, generation }
+        | Event::DeadlineHeld {
+            until: at,
             generation,
-            deadline_live && timers.deadline_generation == *generation,
-        ),
-        // The deadline not yet passed by the server's clock: the same timer,
-        // later, under the same conditions.
-        Event::DeadlineHeld {
-            until, generation, ..
+            ..
         } => (
             TimerKind::Deadline,
-            until,
+            at,
             generation,
             deadline_live && timers.deadline_generation == *generation,
         ),

@@ -135,10 +135,11 @@ pub(super) fn would_open(
     taints: &[IndexedTaint],
     at: Timestamp,
 ) -> NodeEvent {
+    let taints: Vec<String> = taints.iter().map(|t| t.taint.to_string()).collect();
     let note = format!(
         "dry-run: would remove {} now: {}, {} after the gate started",
-        taint_list(taints),
-        ready_text(state),
+        taints.join(", "),
+        all_ready_text(state.expected().count()),
         since(state.gate_start().unwrap_or(node.created), at)
     );
     event(node, EventType::Normal, Reason::GateWouldOpen, note)
@@ -148,7 +149,7 @@ pub(super) fn would_open(
 pub(super) fn opened(node: &NodeInfo, state: &GateState, at: Timestamp) -> NodeEvent {
     let note = format!(
         "opened: {}, {} after the gate started",
-        ready_text(state),
+        all_ready_text(state.expected().count()),
         since(state.gate_start().unwrap_or(node.created), at)
     );
     event(node, EventType::Normal, Reason::GateOpened, note)
@@ -188,7 +189,7 @@ pub(super) fn opened_manually(node: &NodeInfo, state: &GateState, at: Timestamp)
         "opened on request ({}=true), {} after the gate started; {}",
         annotations::OPEN,
         since(state.gate_start().unwrap_or(node.created), at),
-        ready_text(state)
+        all_ready_text(state.expected().count())
     );
     event(node, EventType::Normal, Reason::GateOpened, note)
 }
@@ -246,10 +247,6 @@ fn since(start: Timestamp, at: Timestamp) -> String {
     format!("{:.1}s", d.as_secs_f64())
 }
 
-fn ready_text(state: &GateState) -> String {
-    all_ready_text(state.expected().count())
-}
-
 fn all_ready_text(expected: usize) -> String {
     match expected {
         0 => "no expected members".to_string(),
@@ -282,11 +279,6 @@ fn blocker_list(blockers: &[Blocker]) -> String {
         .map(|b| format!("{} ({})", b.member, b.why))
         .collect();
     parts.join("; ")
-}
-
-fn taint_list(taints: &[IndexedTaint]) -> String {
-    let parts: Vec<String> = taints.iter().map(|t| t.taint.to_string()).collect();
-    parts.join(", ")
 }
 
 /// Cuts `s` to at most `max` bytes, on a character boundary, ending in

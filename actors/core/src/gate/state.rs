@@ -18,6 +18,9 @@ use crate::vocab::words::word_enum;
 /// the Warnings, `explain` and `status` all say it so.
 pub const NODE_NOT_READY: &str = "the node is not Ready";
 
+/// What an expected member the gate has not evaluated waits for.
+pub const NOT_EVALUATED: &str = "not evaluated yet";
+
 /// Why the node keeps its gate closed although every member may be Ready, in
 /// words ([`NODE_NOT_READY`] and what says so); `None` when the node is Ready.
 ///
@@ -119,6 +122,21 @@ pub struct Write {
     /// member stopped being Ready: asked not to be sent if it has not been.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub withdrawing: bool,
+}
+
+impl Write {
+    /// Attempt `attempt` of `kind`, just sent.
+    pub fn sent(kind: GateWriteKind, attempt: u32) -> Self {
+        Write {
+            kind,
+            attempt,
+            status: WriteStatus::InFlight,
+            resource_version: None,
+            opened_at: None,
+            last_error: None,
+            withdrawing: false,
+        }
+    }
 }
 
 /// What the deadline found, kept for the Warning that follows the write.
@@ -302,16 +320,14 @@ impl GateState {
     /// The expected members that are not Ready, and why.
     pub fn blockers(&self) -> Vec<Blocker> {
         self.expected()
-            .filter_map(|(id, m)| match &m.readiness {
-                Some(Readiness::Ready { .. }) => None,
-                Some(Readiness::Waiting { why, .. }) => Some(Blocker {
-                    member: id.clone(),
-                    why: why.clone(),
-                }),
-                None => Some(Blocker {
-                    member: id.clone(),
-                    why: "not evaluated yet".to_string(),
-                }),
+            .filter_map(|(id, m)| {
+                let why = match &m.readiness {
+                    Some(Readiness::Ready { .. }) => return None,
+                    Some(Readiness::Waiting { why, .. }) => why.clone(),
+                    None => NOT_EVALUATED.to_string(),
+                };
+                let member = id.clone();
+                Some(Blocker { member, why })
             })
             .collect()
     }

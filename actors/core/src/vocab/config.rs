@@ -162,13 +162,9 @@ impl Config {
 
     /// Whether the node carries the re-gate taint and no other managed taint.
     fn regated(&self, node: &NodeInfo, rc: &RegateConfig) -> bool {
-        let mut managed = node.taints.iter().filter(|t| self.placement.is_managed(t));
-        let mut any = false;
-        let only_regate = managed.all(|t| {
-            any = true;
-            rc.taint.matches(t)
-        });
-        any && only_regate
+        let managed = node.taints.iter().filter(|t| self.placement.is_managed(t));
+        let mut managed = managed.peekable();
+        managed.peek().is_some() && managed.all(|t| rc.taint.matches(t))
     }
 }
 

@@ -209,6 +209,14 @@ impl Member {
         }
     }
 
+    /// A member the gate does not wait for, and why.
+    pub fn not_expected(reason: String, code: ReasonCode) -> Self {
+        Member {
+            expectation: Expectation::NotExpected { reason, code },
+            readiness: None,
+        }
+    }
+
     pub fn is_expected(&self) -> bool {
         self.expectation == Expectation::Expected
     }

@@ -356,6 +356,10 @@ impl PodInfo {
     pub fn controlled_by(&self, ds: &DaemonSetInfo) -> bool {
         self.controller_uid.as_deref() == Some(ds.uid.as_str()) && self.namespace == ds.namespace
     }
+
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
 }
 
 /// Field by field like a derived `==`, but the fields a pod's updates change
@@ -391,12 +395,6 @@ impl PartialEq for PodInfo {
             && *name == other.name
             && *namespace == other.namespace
             && *labels == other.labels
-    }
-}
-
-impl PodInfo {
-    pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
     }
 }
 

@@ -123,12 +123,6 @@ impl<K, V> VecMap<K, V> {
         self.entries.iter().map(|(k, v)| (k, v))
     }
 
-    pub fn iter_mut(
-        &mut self,
-    ) -> impl DoubleEndedIterator<Item = (&K, &mut V)> + ExactSizeIterator {
-        self.entries.iter_mut().map(|(k, v)| (&*k, v))
-    }
-
     pub fn keys(&self) -> impl DoubleEndedIterator<Item = &K> + ExactSizeIterator + Clone {
         self.entries.iter().map(|(k, _)| k)
     }
@@ -137,16 +131,8 @@ impl<K, V> VecMap<K, V> {
         self.entries.iter().map(|(_, v)| v)
     }
 
-    pub fn values_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut V> + ExactSizeIterator {
-        self.entries.iter_mut().map(|(_, v)| v)
-    }
-
     pub fn into_values(self) -> impl DoubleEndedIterator<Item = V> + ExactSizeIterator {
         self.entries.into_iter().map(|(_, v)| v)
-    }
-
-    pub fn retain(&mut self, mut keep: impl FnMut(&K, &mut V) -> bool) {
-        self.entries.retain_mut(|(k, v)| keep(k, v));
     }
 
     pub fn clear(&mut self) {
@@ -175,13 +161,6 @@ impl<'a, K: Ord, V> Entry<'a, K, V> {
             }
         };
         &mut self.map.entries[i].1
-    }
-
-    pub fn or_default(self) -> &'a mut V
-    where
-        V: Default,
-    {
-        self.or_insert_with(V::default)
     }
 }
 

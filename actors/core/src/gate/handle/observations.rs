@@ -125,25 +125,18 @@ impl Step<'_> {
     }
 
     pub(super) fn daemonset_deleted(&mut self, uid: &str) {
-        let key = self
-            .s
-            .daemonsets
-            .iter()
-            .find(|(_, ds)| ds.uid == uid)
-            .map(|(k, _)| k.clone());
-        match key {
+        let key = self.s.daemonsets.iter().find(|(_, ds)| ds.uid == uid);
+        let scope = match key.map(|(k, _)| k.clone()) {
             Some(key) => {
                 self.emit(Event::DaemonSetRemoved {
                     daemonset: key.clone(),
                     uid: uid.to_string(),
                 });
-                self.reconcile_scoped(
-                    ReconcileCause::Observation,
-                    &MemberScope::DaemonSet(Cow::Owned(key)),
-                );
+                MemberScope::DaemonSet(Cow::Owned(key))
             }
-            None => self.reconcile_scoped(ReconcileCause::Observation, &MemberScope::Nothing),
-        }
+            None => MemberScope::Nothing,
+        };
+        self.reconcile_scoped(ReconcileCause::Observation, &scope);
     }
 
     pub(super) fn pod_upserted(&mut self, pod: &Arc<PodInfo>) {
@@ -207,26 +200,22 @@ impl Step<'_> {
     }
 
     pub(super) fn pod_deleted(&mut self, uid: &str) {
-        match self.s.pods.get(uid) {
+        let scope = match self.s.pods.get(uid) {
             Some(pod) => {
+                let owner = pod.controller_uid.as_ref();
                 let scope = MemberScope::Pods {
-                    owners: [
-                        pod.controller_uid
-                            .as_ref()
-                            .map(|o| Cow::Owned(o.to_string())),
-                        None,
-                    ],
+                    owners: [owner.map(|o| Cow::Owned(o.to_string())), None],
                     namespace: Cow::Owned(pod.namespace.to_string()),
                 };
-                let key = pod.key();
                 self.emit(Event::PodRemoved {
-                    pod: key,
+                    pod: pod.key(),
                     uid: uid.to_string(),
                 });
-                self.reconcile_scoped(ReconcileCause::Observation, &scope);
+                scope
             }
-            None => self.reconcile_scoped(ReconcileCause::Observation, &MemberScope::Nothing),
-        }
+            None => MemberScope::Nothing,
+        };
+        self.reconcile_scoped(ReconcileCause::Observation, &scope);
     }
 }
 

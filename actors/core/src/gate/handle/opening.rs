@@ -70,26 +70,27 @@ impl Step<'_> {
         {
             return;
         }
-        let (in_flight, withdrawing, attempt) =
-            (w.status == WriteStatus::InFlight, w.withdrawing, w.attempt);
-        let reason =
-            || notes::no_longer_all_ready(self.s.node_wait_reason().as_deref(), &self.s.blockers());
-        if !in_flight {
-            let reason = reason();
-            self.emit(Event::WriteAbandoned { reason });
-        } else if !withdrawing {
-            let reason = reason();
-            self.emit(Event::WithdrawRequested { attempt, reason });
+        let (in_flight, attempt) = (w.status == WriteStatus::InFlight, w.attempt);
+        if in_flight && w.withdrawing {
+            return;
         }
+        let reason =
+            notes::no_longer_all_ready(self.s.node_wait_reason().as_deref(), &self.s.blockers());
+        self.emit(if in_flight {
+            Event::WithdrawRequested { attempt, reason }
+        } else {
+            Event::WriteAbandoned { reason }
+        });
     }
 
     /// Times the gate out once its deadline has passed, by the local clock
     /// and by the server's, while it still waits (called only when not every
-    /// member is Ready).
+    /// member is Ready); else at its schedule deadline.
     fn time_out_if_due(&mut self) {
-        if self.s.timed_out.is_none()
-            && matches!(self.s.phase, Phase::Waiting)
-            && let Some(deadline) = self.s.timers.deadline
+        if self.s.timed_out.is_some() || self.s.phase != Phase::Waiting {
+            return;
+        }
+        if let Some(deadline) = self.s.timers.deadline
             && self.now >= deadline
             && self.s.server_reached(deadline)
         {
@@ -113,9 +114,6 @@ impl Step<'_> {
     /// were never scheduled. Members with a pod, Ready or not, leave it to
     /// the deadline (semantics.md §5.2).
     fn time_out_unscheduled_if_due(&mut self) {
-        if self.s.timed_out.is_some() || !matches!(self.s.phase, Phase::Waiting) {
-            return;
-        }
         let Some(at) = self.s.timers.schedule_deadline else {
             return;
         };

@@ -18,10 +18,9 @@ impl Step<'_> {
                 // waits for leadership; elsewhere (an untaint in flight,
                 // already timed out) deciding again changes nothing.
                 let t = &self.s.timers;
-                if t.deadline_generation != generation {
+                let Some(at) = t.deadline.filter(|_| t.deadline_generation == generation) else {
                     return;
-                }
-                let Some(at) = t.deadline else { return };
+                };
                 if self.now < at {
                     // Fired early (the shell's timer and the clock disagree):
                     // re-arm rather than lose the deadline.
@@ -44,10 +43,8 @@ impl Step<'_> {
             }
             TimerKind::ScheduleDeadline => {
                 let t = &self.s.timers;
-                if t.schedule_generation != generation {
-                    return;
-                }
-                let Some(at) = t.schedule_deadline else {
+                let live = t.schedule_generation == generation;
+                let Some(at) = t.schedule_deadline.filter(|_| live) else {
                     return;
                 };
                 if self.now < at {

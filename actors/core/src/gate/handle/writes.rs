@@ -11,75 +11,55 @@ use crate::vocab::model::NodeInfo;
 
 impl Step<'_> {
     pub(super) fn patch_result(&mut self, outcome: &PatchOutcome) {
-        let Some(w) = self.s.write.clone() else {
-            return;
-        };
+        let Some(w) = &self.s.write else { return };
         let GateWriteKind::Untaint { opened_by } = w.kind else {
             return;
         };
         if w.status != WriteStatus::InFlight {
             return;
         }
+        let attempt = w.attempt;
         match outcome {
             PatchOutcome::Applied => {
                 let resource_version = w.resource_version.clone().unwrap_or_default();
-                self.emit(Event::Opened {
+                return self.emit(Event::Opened {
                     opened_by,
                     at: self.now,
                     resource_version,
                 });
             }
-            PatchOutcome::Conflict => {
-                self.emit(Event::WriteConflict { attempt: w.attempt });
-                self.reconcile(ReconcileCause::Observation);
+            PatchOutcome::Conflict => self.emit(Event::WriteConflict { attempt }),
+            PatchOutcome::NotFound => {
+                return self.emit(Event::Stopped {
+                    reason: StopReason::NodeNotFound,
+                });
             }
-            PatchOutcome::NotFound => self.emit(Event::Stopped {
-                reason: StopReason::NodeNotFound,
-            }),
             // It may have been applied: look at the node before retrying
             // (a re-read that shows it opened ends the gate as opened, see
             // `reconcile_scoped`), as after a conflict.
-            PatchOutcome::Ambiguous(error) => {
-                self.emit(Event::WriteUnanswered {
-                    attempt: w.attempt,
-                    error: error.clone(),
-                });
-                self.reconcile(ReconcileCause::Observation);
-            }
+            PatchOutcome::Ambiguous(error) => self.emit(Event::WriteUnanswered {
+                attempt,
+                error: error.clone(),
+            }),
             // A replace write's own answers: no untaint gets one.
             PatchOutcome::Failed(error)
             | PatchOutcome::OwnerDeleted(error)
             | PatchOutcome::OwnerFailed(error)
-            | PatchOutcome::NoOwner(error) => {
-                self.emit(Event::WriteFailed {
-                    attempt: w.attempt,
-                    error: error.clone(),
-                });
-                self.emit(Event::RetryScheduled {
-                    attempt: w.attempt.saturating_add(1),
-                });
-                self.reconcile(ReconcileCause::Observation);
-            }
-            PatchOutcome::NotLeader => {
-                self.emit(Event::WriteDeferred { attempt: w.attempt });
-                self.reconcile(ReconcileCause::Observation);
-            }
-            PatchOutcome::Withdrawn => {
-                self.emit(Event::WriteAbandoned {
-                    reason: "withdrawn before it was sent".to_string(),
-                });
-                self.reconcile(ReconcileCause::Observation);
-            }
+            | PatchOutcome::NoOwner(error) => self.fail_and_retry(attempt, error.clone()),
+            PatchOutcome::NotLeader => self.emit(Event::WriteDeferred { attempt }),
+            PatchOutcome::Withdrawn => self.emit(Event::WriteAbandoned {
+                reason: "withdrawn before it was sent".to_string(),
+            }),
         }
+        self.reconcile(ReconcileCause::Observation);
     }
 
     pub(super) fn mark_result(&mut self, outcome: &PatchOutcome) {
-        let Some(w) = self.s.write.clone() else {
-            return;
-        };
+        let Some(w) = &self.s.write else { return };
         if w.kind != GateWriteKind::MarkTimedOut || w.status != WriteStatus::InFlight {
             return;
         }
+        let attempt = w.attempt;
         match outcome {
             PatchOutcome::Applied => self.emit(Event::TimeoutMarked),
             PatchOutcome::NotFound => {
@@ -87,38 +67,22 @@ impl Step<'_> {
                     reason: StopReason::NodeNotFound,
                 });
             }
-            PatchOutcome::NotLeader => self.emit(Event::WriteDeferred { attempt: w.attempt }),
+            PatchOutcome::NotLeader => self.emit(Event::WriteDeferred { attempt }),
             // Only an untaint is ever withdrawn; a mark answered so was not
             // written, so it is sent again like a deferred one.
             PatchOutcome::Withdrawn => self.emit(Event::RetryScheduled {
-                attempt: w.attempt.saturating_add(1),
+                attempt: attempt.saturating_add(1),
             }),
             // The mark is an unconditional merge patch: a conflict is just a
             // failure worth retrying, and so is a lost answer (sending the
             // same annotation twice is harmless).
+            PatchOutcome::Conflict => self.fail_and_retry(attempt, "conflict".to_string()),
             // A replace write's own answers: no mark gets one.
-            PatchOutcome::Conflict
-            | PatchOutcome::Failed(_)
-            | PatchOutcome::Ambiguous(_)
-            | PatchOutcome::OwnerDeleted(_)
-            | PatchOutcome::OwnerFailed(_)
-            | PatchOutcome::NoOwner(_) => {
-                let error = match outcome {
-                    PatchOutcome::Failed(e)
-                    | PatchOutcome::Ambiguous(e)
-                    | PatchOutcome::OwnerDeleted(e)
-                    | PatchOutcome::OwnerFailed(e)
-                    | PatchOutcome::NoOwner(e) => e.clone(),
-                    _ => "conflict".to_string(),
-                };
-                self.emit(Event::WriteFailed {
-                    attempt: w.attempt,
-                    error,
-                });
-                self.emit(Event::RetryScheduled {
-                    attempt: w.attempt.saturating_add(1),
-                });
-            }
+            PatchOutcome::Failed(error)
+            | PatchOutcome::Ambiguous(error)
+            | PatchOutcome::OwnerDeleted(error)
+            | PatchOutcome::OwnerFailed(error)
+            | PatchOutcome::NoOwner(error) => self.fail_and_retry(attempt, error.clone()),
         }
         self.reconcile(ReconcileCause::Observation);
     }
@@ -135,19 +99,20 @@ impl Step<'_> {
                 self.reconcile(ReconcileCause::Refreshed);
             }
             Err(error) => {
-                if let Some(w) = self.s.write.clone()
+                if let Some(w) = &self.s.write
                     && w.status == WriteStatus::Refreshing
                 {
-                    self.emit(Event::WriteFailed {
-                        attempt: w.attempt,
-                        error: format!("re-reading the node: {error}"),
-                    });
-                    self.emit(Event::RetryScheduled {
-                        attempt: w.attempt.saturating_add(1),
-                    });
+                    self.fail_and_retry(w.attempt, format!("re-reading the node: {error}"));
                 }
                 self.reconcile(ReconcileCause::Observation);
             }
         }
+    }
+    /// Attempt `attempt` failed with `error`: the next one after a backoff.
+    fn fail_and_retry(&mut self, attempt: u32, error: String) {
+        self.emit(Event::WriteFailed { attempt, error });
+        self.emit(Event::RetryScheduled {
+            attempt: attempt.saturating_add(1),
+        });
     }
 }

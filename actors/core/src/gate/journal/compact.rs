@@ -166,10 +166,7 @@ fn nanos(t: Timestamp) -> Option<Nanos> {
 }
 
 fn nanos_opt(t: Option<Timestamp>) -> Option<Nanos> {
-    match t {
-        Some(t) => nanos(t),
-        None => Some(NONE),
-    }
+    t.map_or(Some(NONE), nanos)
 }
 
 fn time(n: Nanos) -> Timestamp {
@@ -219,22 +216,21 @@ impl Strings {
             name: self.intern(&p.name)?,
             uid: self.intern(&p.uid.text())?,
             node_name: self.intern(&p.node_name)?,
-            controller_uid: match &p.controller_uid {
-                Some(c) => self.intern(c)?,
-                None => Sym::MAX,
-            },
+            controller_uid: self.intern_opt(p.controller_uid.as_deref())?,
             phase: self.intern(&p.phase)?,
             ready_since: nanos_opt(p.ready_since.get())?,
             ready: p.ready,
             terminating: p.terminating,
             ready_annotation: p.ready_annotation,
             sandbox_ready: p.sandbox_ready,
-            status_note: match &p.status_note {
-                Some(n) => self.intern(n)?,
-                None => Sym::MAX,
-            },
+            status_note: self.intern_opt(p.status_note.as_deref())?,
             labels: labels.into_boxed_slice(),
         })
+    }
+
+    /// [`intern`](Self::intern) for an optional string; `None` is `Sym::MAX`.
+    fn intern_opt(&mut self, s: Option<&str>) -> Option<Sym> {
+        s.map_or(Some(Sym::MAX), |s| self.intern(s))
     }
 
     fn pod_info(&self, p: &Pod) -> PodInfo {

@@ -304,15 +304,9 @@ fn daemonset_row(
                 owner_uid: Some(&ds.uid),
                 min_ready,
                 pod: gate::waited_pod(&id, state, gate_cfg, now),
+                readiness: member.readiness.as_ref(),
             };
-            fill_readiness(
-                &mut row,
-                member.readiness.as_ref(),
-                &waits,
-                state,
-                facts,
-                now,
-            );
+            fill_readiness(&mut row, &waits, state, facts, now);
         }
     }
     row
@@ -346,15 +340,9 @@ fn critical_row(
                 owner_uid: None,
                 min_ready: Duration::ZERO,
                 pod: gate::waited_pod(&id, state, cfg, now),
+                readiness: member.readiness.as_ref(),
             };
-            fill_readiness(
-                &mut row,
-                member.readiness.as_ref(),
-                &waits,
-                state,
-                facts,
-                now,
-            );
+            fill_readiness(&mut row, &waits, state, facts, now);
         }
     }
     row
@@ -370,6 +358,8 @@ struct Waits<'a> {
     /// The pod it waits on (the gate's readiness rules); `None` when there
     /// is no pod yet.
     pod: Option<String>,
+    /// The gate's readiness of the member; `None`: not evaluated yet.
+    readiness: Option<&'a Readiness>,
 }
 
 /// Ready/pod/waiting of an expected member, from the gate's readiness. For
@@ -377,14 +367,13 @@ struct Waits<'a> {
 /// usually the scheduler's reason for not placing it.
 fn fill_readiness(
     row: &mut MemberRow,
-    readiness: Option<&Readiness>,
     waits: &Waits<'_>,
     state: &GateState,
     facts: &ReadFacts,
     now: Timestamp,
 ) {
     row.ready = Some(false);
-    match readiness {
+    match waits.readiness {
         Some(Readiness::Ready { pod }) => {
             row.ready = Some(true);
             row.pod = Some(pod.clone());

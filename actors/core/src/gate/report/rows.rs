@@ -6,16 +6,15 @@ use serde::Serialize;
 
 use crate::gate::GateState;
 use crate::gate::derive::NodeMember;
+pub(crate) use crate::gate::state::NOT_EVALUATED;
 use crate::rules::selector::LabelSelector;
 use crate::vocab::member::{Expectation, Member, MemberId, Readiness};
 
 /// The reason code of an expected member.
 pub const EXPECTED: &str = "expected";
-/// What a member the gate has not evaluated waits for (the gate's words).
-pub(crate) const NOT_EVALUATED: &str = "not evaluated yet";
 
 /// One DaemonSet or critical-pod entry on the node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MemberRow {
     pub namespace: String,
     pub name: String,
@@ -69,16 +68,8 @@ pub(crate) fn empty_row(id: &MemberId, namespace: &str, name: &str) -> MemberRow
     MemberRow {
         namespace: namespace.to_string(),
         name: name.to_string(),
-        expected: false,
-        reason: String::new(),
-        reason_code: String::new(),
-        ready: None,
-        pod: None,
-        waiting: None,
-        node_affinity: None,
-        selector: None,
         label: id.to_string(),
-        detail: Vec::new(),
+        ..MemberRow::default()
     }
 }
 

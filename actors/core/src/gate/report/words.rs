@@ -59,17 +59,13 @@ pub fn describe_waiting(why: &str, pod: Option<&PodInfo>, detail: Option<&PodDet
     let (Some(p), Some(d)) = (pod, detail) else {
         return base;
     };
-    let containers = || format!("{base}, {}", d.containers.join("; "));
+    let running = p.phase == PHASE_RUNNING;
     if p.terminating {
         base
-    } else if p.phase != PHASE_RUNNING {
-        match &d.unschedulable {
-            Some(msg) => format!("{base}, not scheduled: {msg}"),
-            None if !d.containers.is_empty() => containers(),
-            None => base,
-        }
-    } else if !p.ready && !d.containers.is_empty() {
-        containers()
+    } else if let (false, Some(msg)) = (running, &d.unschedulable) {
+        format!("{base}, not scheduled: {msg}")
+    } else if (!running || !p.ready) && !d.containers.is_empty() {
+        format!("{base}, {}", d.containers.join("; "))
     } else {
         base
     }

@@ -348,10 +348,6 @@ impl Reader<'_> {
             }
             POD => {
                 let at = self.at();
-                let mut s = [0; 7];
-                for x in &mut s {
-                    *x = self.sym();
-                }
                 let [
                     namespace,
                     name,
@@ -360,7 +356,7 @@ impl Reader<'_> {
                     controller_uid,
                     phase,
                     status_note,
-                ] = s;
+                ] = std::array::from_fn(|_| self.sym());
                 let ready_since = self.optional_time(kind, at);
                 let bits = self.byte();
                 let count = self.var::<u64>();
@@ -402,13 +398,9 @@ fn has_time(t: Nanos) -> u8 {
     if t != super::NONE { HAS_TIME } else { 0 }
 }
 
+/// The member kind whose number is `bits` (its `repr(u8)`).
 fn member_kind(bits: u8) -> MemberKind {
-    match bits {
-        1 => MemberKind::Critical,
-        2 => MemberKind::Condition,
-        3 => MemberKind::Resource,
-        4 => MemberKind::Dra,
-        5 => MemberKind::Canary,
-        _ => MemberKind::DaemonSet,
-    }
+    use MemberKind::*;
+    let kinds = [DaemonSet, Critical, Condition, Resource, Dra, Canary];
+    kinds.get(usize::from(bits)).copied().unwrap_or(DaemonSet)
 }
