@@ -208,15 +208,7 @@ async fn clean_one(
                 Err(e) => return Some(("failed", format!("reading it again: {e}"))),
             },
             PatchOutcome::NotFound => return None,
-            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
-                return Some(("failed", "not sent".into()));
-            }
-            // A replace write's own answers: this patch never gets one.
-            PatchOutcome::Failed(e)
-            | PatchOutcome::Ambiguous(e)
-            | PatchOutcome::OwnerDeleted(e)
-            | PatchOutcome::OwnerFailed(e)
-            | PatchOutcome::NoOwner(e) => return Some(("failed", e)),
+            failed => return Some(("failed", output::patch_failure(failed))),
         }
     }
     Some((

@@ -105,12 +105,8 @@ pub fn arg(id: &'static str, s: &Setting, parser: ValueParser) -> Arg {
     let arg = Arg::new(id)
         .long(flag)
         .help(s.help.clone())
-        .required(false)
+        .value_name(s.value)
         .help_heading(super::table::heading(flag));
-    let arg = match s.value {
-        Some(v) => arg.value_name(v),
-        None => arg,
-    };
     match s.takes {
         Takes::One => arg.action(ArgAction::Set).value_parser(parser),
         Takes::Many => arg.action(ArgAction::Append).value_parser(parser),

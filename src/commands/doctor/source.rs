@@ -15,16 +15,6 @@ use crate::settings::cli::{Cli, Command, DoctorArgs, GateArgs, InstalledArgs, Ru
 use crate::settings::config::{self, ConfigError, FileConfig, RunSettings};
 use crate::settings::table::{GateGiven, GateSet, RunGiven, RunSet};
 
-/// nodegate's settings, where they came from, and its ServiceAccount.
-#[derive(Debug, Clone)]
-pub struct Source {
-    /// `flags`, or `deployment NAMESPACE/NAME`.
-    pub label: String,
-    pub settings: RunSettings,
-    /// NAMESPACE:NAME of the ServiceAccount nodegate runs as.
-    pub account: (String, String),
-}
-
 /// With `--from-cluster`, no setting may be given here too: which one
 /// would win is not obvious. Exit 2 naming the flag.
 pub fn refuse_settings_with_from_cluster(args: &DoctorArgs) -> Result<(), ConfigError> {
