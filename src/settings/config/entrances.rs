@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::values::{check_dns_label, check_dns_subdomain, parse_addr, parse_duration};
-use super::{ConfigError, invalid, positive_duration};
+use super::{ConfigError, invalid};
 use crate::settings::table::RunGiven;
 
 /// `--webhook-addr` and where its certificate comes from.
@@ -169,12 +169,5 @@ fn managed_certs(secret: &str, given: &RunGiven) -> Result<WebhookCerts, ConfigE
         configuration: configuration.to_string(),
         hosts: hosts.clone(),
         validity: validity_d,
-    })
-}
-
-pub(super) fn net_settings(given: &RunGiven) -> Result<NetSettings, ConfigError> {
-    Ok(NetSettings {
-        enabled: given.taint_new_nodes,
-        window: positive_duration("--new-node-window", &given.new_node_window)?,
     })
 }
