@@ -57,6 +57,12 @@ pub fn encode<T: Serialize>(value: &T, format: OutputFormat, what: &str) -> Resu
     })
 }
 
+/// Each of `items` as it displays, `sep` between two.
+pub fn joined<T: std::fmt::Display>(items: impl IntoIterator<Item = T>, sep: &str) -> String {
+    let items: Vec<String> = items.into_iter().map(|i| i.to_string()).collect();
+    items.join(sep)
+}
+
 /// Why a command's node patch, neither applied nor in conflict nor on a
 /// node gone, failed: its error, or `not sent` (a command takes no part in
 /// leader election or withdrawal, and never gets a replace write's own

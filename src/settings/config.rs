@@ -254,20 +254,11 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
         .iter()
         .map(|e| parse_exclude(e))
         .collect::<Result<BTreeSet<_>, _>>()?;
-    let exclude_selector = given
-        .exclude_selector
-        .as_ref()
-        .map(|s| s.resolve_nodes("--exclude-selector"))
-        .transpose()?
-        .flatten();
+    let exclude_selector =
+        FileSelector::nodes(given.exclude_selector.as_ref(), "--exclude-selector")?;
     let daemonset_namespaces = daemonset_namespaces(&given.daemonset_namespaces)?;
     let critical = critical_pods(file.critical_pods.take().unwrap_or_default())?;
-    let node_selector = given
-        .node_selector
-        .as_ref()
-        .map(|s| s.resolve_nodes("--node-selector"))
-        .transpose()?
-        .flatten();
+    let node_selector = FileSelector::nodes(given.node_selector.as_ref(), "--node-selector")?;
 
     let regate = regate_settings(&given, &managed)?;
     let reboots = reboot_settings(&given, regate.as_ref())?;
