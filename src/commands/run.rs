@@ -272,15 +272,12 @@ fn observe(
     shared: &Shared,
     trace_config: Option<trace::config::TraceConfig>,
 ) -> Option<JoinHandle<()>> {
-    let (traces, task) = match trace_config {
-        Some(config) => {
+    let (traces, task) = trace_config
+        .map(|config| {
             tracing::info!(url = %config.url, "exporting each gate as an OpenTelemetry trace");
-            let (sink, task) =
-                trace::export::start(config, shared.metrics.traces.clone(), shared.stop.clone());
-            (Some(sink), Some(task))
-        }
-        None => (None, None),
-    };
+            trace::export::start(config, shared.metrics.traces.clone(), shared.stop.clone())
+        })
+        .unzip();
     shared.router.set_observer(Arc::new(Observers {
         metrics: Arc::clone(&shared.metrics),
         history: Arc::clone(&shared.history),

@@ -69,14 +69,13 @@ fn settings(args: &UninstallArgs) -> Result<Settings, ConfigError> {
         scope: gate.scope,
         owned: Owned {
             managed: gate.placement.managed_taints,
-            rule_taints: match args.keep_rule_taints {
-                true => Vec::new(),
-                false => gate
-                    .condition_taints
-                    .into_iter()
-                    .map(|r| (r.name.to_string(), r.taint))
-                    .collect(),
-            },
+            // With --keep-rule-taints, no rule's taint is nodegate's to take off.
+            rule_taints: gate
+                .condition_taints
+                .into_iter()
+                .filter(|_| !args.keep_rule_taints)
+                .map(|r| (r.name.to_string(), r.taint))
+                .collect(),
         },
         dry_run: args.dry_run,
         ignore_leader: args.ignore_leader,

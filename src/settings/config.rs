@@ -234,10 +234,8 @@ pub struct StatusSettings {
 }
 
 pub fn load_file(args: &GateArgs) -> Result<FileConfig, ConfigError> {
-    match &args.config {
-        Some(path) => FileConfig::load(path),
-        None => Ok(FileConfig::default()),
-    }
+    let file = args.config.as_deref().map(FileConfig::load).transpose()?;
+    Ok(file.unwrap_or_default())
 }
 
 pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSettings, ConfigError> {
