@@ -419,13 +419,9 @@ async fn forget(params: &AdmissionParams) {
 /// parameters its Pod wrote in an earlier run are deleted all the same,
 /// when `--admission-params` itself reads.
 pub async fn forget_on_refusal(args: &RunArgs) {
-    let Some(given) = args.flags.admission_params.as_deref() else {
-        return;
-    };
-    let Ok(at) = crate::settings::config::admission_params_ref(given) else {
-        return;
-    };
-    let Some(owner) = OwnPod::from_env() else {
+    let given = args.flags.admission_params.as_deref();
+    let at = given.map(crate::settings::config::admission_params_ref);
+    let (Some(Ok(at)), Some(owner)) = (at, OwnPod::from_env()) else {
         return;
     };
     let Ok(Ok(client)) = tokio::time::timeout(Duration::from_secs(10), client()).await else {

@@ -128,8 +128,7 @@ pub fn spawn(
                     if force {
                         tracing::info!(file = origin, "SIGHUP: reading the config file again");
                     }
-                    let look = p.look(force);
-                    reloader.handle(look, &origin);
+                    reloader.handle(p.look(force), &origin);
                 }
                 None => tracing::info!("SIGHUP: no --config file to read again; nothing changes"),
             }
