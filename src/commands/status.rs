@@ -117,13 +117,10 @@ pub async fn main(args: StatusArgs) -> Result<ExitCode> {
                     // Back to the first line of the previous table, then
                     // clear to the end of the screen: an update in place,
                     // scrollback intact.
-                    let up = if drawn_lines > 0 {
-                        format!("\x1b[{drawn_lines}F\x1b[J")
-                    } else {
-                        String::new()
-                    };
+                    if drawn_lines > 0 {
+                        text.insert_str(0, &format!("\x1b[{drawn_lines}F\x1b[J"));
+                    }
                     drawn_lines = text.lines().count();
-                    text = up + &text;
                 } else if format == OutputFormat::Yaml {
                     text.insert_str(0, "---\n");
                 } else {

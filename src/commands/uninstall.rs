@@ -87,14 +87,8 @@ pub async fn main(args: UninstallArgs) -> Result<ExitCode> {
     let s = settings(&args)?;
     let connection = output::connection(&args.cluster)?;
     let client = output::connect(&connection).await?;
-    if let Some(why) = lease_held(
-        &client,
-        &args.lease.namespace,
-        &args.lease.lease_name,
-        s.fresh,
-    )
-    .await?
-    {
+    let lease = &args.lease;
+    if let Some(why) = lease_held(&client, &lease.namespace, &lease.lease_name, s.fresh).await? {
         if !s.dry_run && !s.ignore_leader {
             return Err(Error::Invalid {
                 what: "refusing to uninstall".into(),
