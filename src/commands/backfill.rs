@@ -58,16 +58,15 @@ struct Backfill {
 fn settings(args: &BackfillArgs) -> Result<Backfill, ConfigError> {
     let mut file = config::load_file(&args.gate)?;
     let gate = config::gate_settings(&args.gate, &mut file)?;
-    let selector = match &args.selector {
-        Some(s) => Some(LabelSelector::parse(s).map_err(|e| ConfigError::Invalid {
+    let selector = args.selector.as_deref().map(|s| {
+        LabelSelector::parse(s).map_err(|e| ConfigError::Invalid {
             source_: format!("--selector {s:?}"),
             message: e.to_string(),
-        })?),
-        None => None,
-    };
+        })
+    });
     Ok(Backfill {
         scope: gate.scope,
-        selector,
+        selector: selector.transpose()?,
         managed: gate.placement.managed_taints,
         startup: gate.startup,
         dry_run: args.dry_run,
@@ -152,17 +151,7 @@ async fn one(writer: &Writer, nodes: &Api<Node>, b: &Backfill, first: NodeInfo) 
                 Err(e) => return line("failed", format!("reading it again: {e}")),
             },
             PatchOutcome::NotFound => return line("skipped", "deleted meanwhile".into()),
-            // Backfill takes no part in leader election or withdrawal; the
-            // gate's writer reports these, this patch never does.
-            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
-                return line("failed", "not sent".into());
-            }
-            // A replace write's own answers: this patch never gets one.
-            PatchOutcome::Failed(e)
-            | PatchOutcome::Ambiguous(e)
-            | PatchOutcome::OwnerDeleted(e)
-            | PatchOutcome::OwnerFailed(e)
-            | PatchOutcome::NoOwner(e) => return line("failed", e),
+            failed => return line("failed", output::patch_failure(failed)),
         }
     }
     line(
@@ -176,13 +165,8 @@ pub fn table(lines: &[Line]) -> String {
     if lines.is_empty() {
         return "no nodes\n".into();
     }
-    let w_node = lines.iter().map(|l| l.node.len()).max().unwrap_or(0).max(4);
-    let w_action = lines
-        .iter()
-        .map(|l| l.action.len())
-        .max()
-        .unwrap_or(0)
-        .max(6);
+    let w_node = lines.iter().map(|l| l.node.len()).fold(4, usize::max);
+    let w_action = lines.iter().map(|l| l.action.len()).fold(6, usize::max);
     let mut out = format!("{:w_node$}  {:w_action$}  DETAIL\n", "NODE", "ACTION");
     for l in lines {
         out.push_str(&format!(

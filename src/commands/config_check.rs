@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::commands::output::{connect, connection};
 use crate::error::{EXIT_PROBLEMS, EXIT_USAGE, Error, Result};
-use crate::settings::cli::{ConfigCheckArgs, GateArgs, OutputFormat, RunArgs};
+use crate::settings::cli::{ConfigCheckArgs, OutputFormat, RunArgs};
 use crate::settings::config::check::check_file_located;
 use crate::settings::config::load_file;
 use crate::settings::table::GateGiven;
@@ -24,13 +24,8 @@ use crate::settings::table::GateGiven;
 pub async fn main(args: ConfigCheckArgs) -> Result<ExitCode> {
     // Checked first, so that a bad flag is exit 2 before anything else.
     let conn = connection(&args.cluster)?;
-    let run = RunArgs {
-        gate: GateArgs {
-            config: Some(args.file.clone()),
-            ..GateArgs::default()
-        },
-        ..RunArgs::default()
-    };
+    let mut run = RunArgs::default();
+    run.gate.config = Some(args.file.clone());
     let file = args.file.display().to_string();
     let settings = match check_file_located(&run) {
         Ok(s) => s,

@@ -31,10 +31,9 @@ pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
     // Every flag and value checked before anything is sent (exit 2).
     let conn = output::connection(&args.run.cluster)?;
     source::refuse_settings_with_from_cluster(&args)?;
-    let given = match args.from_cluster {
-        true => None,
-        false => Some(config::run_settings(&args.run)?),
-    };
+    let given = (!args.from_cluster)
+        .then(|| config::run_settings(&args.run))
+        .transpose()?;
     let client = output::connect(&conn).await?;
     let ns = args.namespace.as_str();
     let deployment = fetch::deployment(&client, ns, &args.deployment).await?;

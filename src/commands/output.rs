@@ -1,9 +1,12 @@
-//! What the reading commands share: the connection from kubectl's flags, and
-//! `-o json|yaml` for any report that serializes.
+//! What the commands share: the connection from kubectl's flags, `-o
+//! json|yaml` for any report that serializes, and the words for a node
+//! patch of `backfill` or `uninstall` that failed.
 
 use std::io::Write;
 
 use serde::Serialize;
+
+use nodegate_core::gate::PatchOutcome;
 
 use crate::cluster::client::{Connection, client_for};
 use crate::error::{Error, Result};
@@ -52,6 +55,27 @@ pub fn encode<T: Serialize>(value: &T, format: OutputFormat, what: &str) -> Resu
         what: what.to_string(),
         why: format!("cannot be encoded as {format:?}: {why}"),
     })
+}
+
+/// Each of `items` as it displays, `sep` between two.
+pub fn joined<T: std::fmt::Display>(items: impl IntoIterator<Item = T>, sep: &str) -> String {
+    let items: Vec<String> = items.into_iter().map(|i| i.to_string()).collect();
+    items.join(sep)
+}
+
+/// Why a command's node patch, neither applied nor in conflict nor on a
+/// node gone, failed: its error, or `not sent` (a command takes no part in
+/// leader election or withdrawal, and never gets a replace write's own
+/// answers, which would be failures too).
+pub fn patch_failure(outcome: PatchOutcome) -> String {
+    match outcome {
+        PatchOutcome::Failed(e)
+        | PatchOutcome::Ambiguous(e)
+        | PatchOutcome::OwnerDeleted(e)
+        | PatchOutcome::OwnerFailed(e)
+        | PatchOutcome::NoOwner(e) => e,
+        _ => "not sent".into(),
+    }
 }
 
 #[cfg(test)]

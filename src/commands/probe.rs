@@ -43,8 +43,7 @@ fn probe(addr: SocketAddr, path: &str) -> Result<(), Failed> {
     let mut tcp =
         TcpStream::connect_timeout(&addr, TIMEOUT).map_err(|e| no_answer("cannot connect", e))?;
     tcp.set_read_timeout(Some(TIMEOUT))
-        .map_err(|e| no_answer("cannot set a timeout", e))?;
-    tcp.set_write_timeout(Some(TIMEOUT))
+        .and_then(|()| tcp.set_write_timeout(Some(TIMEOUT)))
         .map_err(|e| no_answer("cannot set a timeout", e))?;
     write!(
         tcp,

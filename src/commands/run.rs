@@ -32,6 +32,7 @@ use crate::cluster::server_time::ServerTime;
 use crate::cluster::server_time::SystemClock;
 use crate::cluster::watch::{self, WatchStats};
 use crate::cluster::writer::Writer;
+use crate::commands::output;
 use crate::error::{Error, Result};
 use crate::serve::health::ProcessHealth;
 use crate::serve::history::History;
@@ -271,15 +272,12 @@ fn observe(
     shared: &Shared,
     trace_config: Option<trace::config::TraceConfig>,
 ) -> Option<JoinHandle<()>> {
-    let (traces, task) = match trace_config {
-        Some(config) => {
+    let (traces, task) = trace_config
+        .map(|config| {
             tracing::info!(url = %config.url, "exporting each gate as an OpenTelemetry trace");
-            let (sink, task) =
-                trace::export::start(config, shared.metrics.traces.clone(), shared.stop.clone());
-            (Some(sink), Some(task))
-        }
-        None => (None, None),
-    };
+            trace::export::start(config, shared.metrics.traces.clone(), shared.stop.clone())
+        })
+        .unzip();
     shared.router.set_observer(Arc::new(Observers {
         metrics: Arc::clone(&shared.metrics),
         history: Arc::clone(&shared.history),
@@ -421,13 +419,9 @@ async fn forget(params: &AdmissionParams) {
 /// parameters its Pod wrote in an earlier run are deleted all the same,
 /// when `--admission-params` itself reads.
 pub async fn forget_on_refusal(args: &RunArgs) {
-    let Some(given) = args.flags.admission_params.as_deref() else {
-        return;
-    };
-    let Ok(at) = crate::settings::config::admission_params_ref(given) else {
-        return;
-    };
-    let Some(owner) = OwnPod::from_env() else {
+    let given = args.flags.admission_params.as_deref();
+    let at = given.map(crate::settings::config::admission_params_ref);
+    let (Some(Ok(at)), Some(owner)) = (at, OwnPod::from_env()) else {
         return;
     };
     let Ok(Ok(client)) = tokio::time::timeout(Duration::from_secs(10), client()).await else {
@@ -484,7 +478,7 @@ fn log_start(settings: &RunSettings) {
         })
     };
     tracing::info!(
-        taints = %settings.gate.placement.managed_taints.iter().map(|t| format!("{}:{}", t.key, t.effect)).collect::<Vec<_>>().join(","),
+        taints = %output::joined(settings.gate.placement.managed_taints.iter().map(|t| format!("{}:{}", t.key, t.effect)), ","),
         timeout = %duration(settings.timeout),
         on_timeout = %settings.on_timeout,
         dry_run = settings.dry_run,
@@ -539,30 +533,29 @@ impl Running {
     /// the deciders; the trace export last, when the traces of the gates
     /// that stopped are queued.
     async fn stop(self, settings: &RunSettings) {
-        let short = Duration::from_secs(2);
-        if let Some(task) = self.elector {
-            let wait = settings.leader_election.renew_deadline + Duration::from_secs(1);
-            let _ = tokio::time::timeout(wait, task).await;
-        }
-        if let Some(task) = self.admission_params {
-            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
-        }
+        let (short, long) = (Duration::from_secs(2), Duration::from_secs(5));
+        let renewal = settings.leader_election.renew_deadline + Duration::from_secs(1);
+        wait(renewal, self.elector).await;
+        wait(long, self.admission_params).await;
         self.supervisor.stop(Some("shutdown".into()));
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.supervisor_task).await;
-        let _ = tokio::time::timeout(short, self.http).await;
-        if let Some(task) = self.debug {
-            let _ = tokio::time::timeout(short, task).await;
-        }
-        let _ = tokio::time::timeout(short, self.reload).await;
+        wait(long, Some(self.supervisor_task)).await;
+        wait(short, Some(self.http)).await;
+        wait(short, self.debug).await;
+        wait(short, Some(self.reload)).await;
         for task in self.deciders {
-            let _ = tokio::time::timeout(short, task).await;
+            wait(short, Some(task)).await;
         }
         if let Some(w) = self.webhook {
             w.stopped(short).await;
         }
-        if let Some(task) = self.traces {
-            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
-        }
+        wait(long, self.traces).await;
+    }
+}
+
+/// Waits for `task`, if there is one, at most `within`.
+async fn wait(within: Duration, task: Option<impl std::future::Future>) {
+    if let Some(task) = task {
+        let _ = tokio::time::timeout(within, task).await;
     }
 }
 

@@ -117,13 +117,10 @@ pub async fn main(args: StatusArgs) -> Result<ExitCode> {
                     // Back to the first line of the previous table, then
                     // clear to the end of the screen: an update in place,
                     // scrollback intact.
-                    let up = if drawn_lines > 0 {
-                        format!("\x1b[{drawn_lines}F\x1b[J")
-                    } else {
-                        String::new()
-                    };
+                    if drawn_lines > 0 {
+                        text.insert_str(0, &format!("\x1b[{drawn_lines}F\x1b[J"));
+                    }
                     drawn_lines = text.lines().count();
-                    text = up + &text;
                 } else if format == OutputFormat::Yaml {
                     text.insert_str(0, "---\n");
                 } else {
@@ -312,50 +309,31 @@ pub fn render(rows: &[Row], wide: bool) -> String {
     if rows.is_empty() {
         return "No gated nodes.\n".to_string();
     }
-    let header = ["NODE", "GATE", "AGE", "READY", "BLOCKED BY", "DEADLINE"];
-    let blocked: Vec<String> = rows
-        .iter()
-        .map(|r| match wide && !r.blockers.is_empty() {
+    let header = ["NODE", "GATE", "AGE", "READY", "BLOCKED BY", "DEADLINE"].map(String::from);
+    let cells = rows.iter().map(|r| {
+        let blocked = match wide && !r.blockers.is_empty() {
             true => r.blockers.join(", "),
             false => r.blocked_by.clone(),
-        })
-        .collect();
-    let cells: Vec<[&str; 6]> = rows
-        .iter()
-        .zip(&blocked)
-        .map(|(r, blocked)| {
-            [
-                r.node.as_str(),
-                r.gate.as_str(),
-                r.age.as_str(),
-                r.ready.as_str(),
-                blocked.as_str(),
-                r.deadline.as_str(),
-            ]
-        })
-        .collect();
-    let mut widths = header.map(str::len);
-    for c in &cells {
+        };
+        let r = r.clone();
+        [r.node, r.gate, r.age, r.ready, blocked, r.deadline]
+    });
+    let lines: Vec<[String; 6]> = std::iter::once(header).chain(cells).collect();
+    let mut widths = [0; 6];
+    for c in &lines {
         for (w, cell) in widths.iter_mut().zip(c) {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let line = |c: &[&str; 6]| {
-        let mut l = String::new();
-        for (i, cell) in c.iter().enumerate() {
-            if i + 1 == c.len() {
-                l.push_str(cell);
-            } else {
-                l.push_str(&format!("{cell:<w$}   ", w = widths[i]));
-            }
-        }
-        l.trim_end().to_string() + "\n"
+    let line = |c: &[String; 6]| {
+        let padded: Vec<String> = c
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        padded.join("   ").trim_end().to_string() + "\n"
     };
-    let mut out = line(&header);
-    for c in &cells {
-        out.push_str(&line(c));
-    }
-    out
+    lines.iter().map(line).collect()
 }
 
 #[cfg(test)]

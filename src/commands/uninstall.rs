@@ -69,14 +69,13 @@ fn settings(args: &UninstallArgs) -> Result<Settings, ConfigError> {
         scope: gate.scope,
         owned: Owned {
             managed: gate.placement.managed_taints,
-            rule_taints: match args.keep_rule_taints {
-                true => Vec::new(),
-                false => gate
-                    .condition_taints
-                    .into_iter()
-                    .map(|r| (r.name.to_string(), r.taint))
-                    .collect(),
-            },
+            // With --keep-rule-taints, no rule's taint is nodegate's to take off.
+            rule_taints: gate
+                .condition_taints
+                .into_iter()
+                .filter(|_| !args.keep_rule_taints)
+                .map(|r| (r.name.to_string(), r.taint))
+                .collect(),
         },
         dry_run: args.dry_run,
         ignore_leader: args.ignore_leader,
@@ -88,14 +87,8 @@ pub async fn main(args: UninstallArgs) -> Result<ExitCode> {
     let s = settings(&args)?;
     let connection = output::connection(&args.cluster)?;
     let client = output::connect(&connection).await?;
-    if let Some(why) = lease_held(
-        &client,
-        &args.lease.namespace,
-        &args.lease.lease_name,
-        s.fresh,
-    )
-    .await?
-    {
+    let lease = &args.lease;
+    if let Some(why) = lease_held(&client, &lease.namespace, &lease.lease_name, s.fresh).await? {
         if !s.dry_run && !s.ignore_leader {
             return Err(Error::Invalid {
                 what: "refusing to uninstall".into(),
@@ -208,15 +201,7 @@ async fn clean_one(
                 Err(e) => return Some(("failed", format!("reading it again: {e}"))),
             },
             PatchOutcome::NotFound => return None,
-            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
-                return Some(("failed", "not sent".into()));
-            }
-            // A replace write's own answers: this patch never gets one.
-            PatchOutcome::Failed(e)
-            | PatchOutcome::Ambiguous(e)
-            | PatchOutcome::OwnerDeleted(e)
-            | PatchOutcome::OwnerFailed(e)
-            | PatchOutcome::NoOwner(e) => return Some(("failed", e)),
+            failed => return Some(("failed", output::patch_failure(failed))),
         }
     }
     Some((

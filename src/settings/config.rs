@@ -234,10 +234,8 @@ pub struct StatusSettings {
 }
 
 pub fn load_file(args: &GateArgs) -> Result<FileConfig, ConfigError> {
-    match &args.config {
-        Some(path) => FileConfig::load(path),
-        None => Ok(FileConfig::default()),
-    }
+    let file = args.config.as_deref().map(FileConfig::load).transpose()?;
+    Ok(file.unwrap_or_default())
 }
 
 pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSettings, ConfigError> {
@@ -254,20 +252,11 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
         .iter()
         .map(|e| parse_exclude(e))
         .collect::<Result<BTreeSet<_>, _>>()?;
-    let exclude_selector = given
-        .exclude_selector
-        .as_ref()
-        .map(|s| s.resolve_nodes("--exclude-selector"))
-        .transpose()?
-        .flatten();
+    let exclude_selector =
+        FileSelector::nodes(given.exclude_selector.as_ref(), "--exclude-selector")?;
     let daemonset_namespaces = daemonset_namespaces(&given.daemonset_namespaces)?;
     let critical = critical_pods(file.critical_pods.take().unwrap_or_default())?;
-    let node_selector = given
-        .node_selector
-        .as_ref()
-        .map(|s| s.resolve_nodes("--node-selector"))
-        .transpose()?
-        .flatten();
+    let node_selector = FileSelector::nodes(given.node_selector.as_ref(), "--node-selector")?;
 
     let regate = regate_settings(&given, &managed)?;
     let reboots = reboot_settings(&given, regate.as_ref())?;
@@ -390,10 +379,22 @@ fn run_part(
         crate::trace::config::check_endpoint("--otlp-endpoint", url)?;
     }
     let webhook = webhook_settings(&given)?;
-    if let Some(w) = &webhook {
-        check_webhook_addr(w, http_addr, debug_addr)?;
+    // The webhook's address is neither of the other listeners'.
+    if let Some(w) = &webhook
+        && [Some(http_addr), debug_addr]
+            .into_iter()
+            .flatten()
+            .any(|a| a.port() != 0 && a == w.addr)
+    {
+        return Err(invalid(
+            format!("--webhook-addr {:?}", w.addr.to_string()),
+            "must differ from --http-addr and --debug-addr",
+        ));
     }
-    let net = net_settings(&given)?;
+    let net = NetSettings {
+        enabled: given.taint_new_nodes,
+        window: positive_duration("--new-node-window", &given.new_node_window)?,
+    };
     let replace = replace::replace_settings(&given)?;
     let admission_params = given
         .admission_params
@@ -471,12 +472,8 @@ const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
 pub fn log_level(s: &str) -> Result<String, ConfigError> {
     let bad = |why: String| invalid(format!("--log-level {s:?}"), why);
     let level = |word: &str| {
-        let w = word.trim().to_ascii_lowercase();
-        let w = if w == "warning" {
-            "warn".to_string()
-        } else {
-            w
-        };
+        // `warning` is `warn` (no other word becomes a level this way).
+        let w = word.trim().to_ascii_lowercase().replace("warning", "warn");
         LEVELS.contains(&w.as_str()).then_some(w)
     };
     let mut out = Vec::new();
@@ -538,40 +535,21 @@ fn client_settings(given: &RunGiven) -> Result<Duration, ConfigError> {
 
 /// `--http-addr` and `--debug-addr` (empty: no debug listener), apart.
 fn listeners(given: &RunGiven) -> Result<(SocketAddr, Option<SocketAddr>), ConfigError> {
-    let http_addr = parse_http_addr(&given.http_addr)?;
+    let http_addr = parse_addr("--http-addr", &given.http_addr)?;
     let debug_addr = match given.debug_addr.as_str() {
         s if s.trim().is_empty() => None,
         s => Some(parse_addr("--debug-addr", s)?),
     };
-    if debug_addr.is_some_and(|d| d.port() != 0 && d == http_addr) {
+    if let Some(d) = debug_addr
+        && d.port() != 0
+        && d == http_addr
+    {
         return Err(invalid(
-            format!(
-                "--debug-addr {:?}",
-                debug_addr.map(|d| d.to_string()).unwrap_or_default()
-            ),
+            format!("--debug-addr {:?}", d.to_string()),
             "must differ from --http-addr",
         ));
     }
     Ok((http_addr, debug_addr))
-}
-
-/// The webhook's address is neither of the other listeners'.
-fn check_webhook_addr(
-    webhook: &WebhookSettings,
-    http_addr: SocketAddr,
-    debug_addr: Option<SocketAddr>,
-) -> Result<(), ConfigError> {
-    let clash = [Some(http_addr), debug_addr]
-        .into_iter()
-        .flatten()
-        .any(|a| a.port() != 0 && a == webhook.addr);
-    if clash {
-        return Err(invalid(
-            format!("--webhook-addr {:?}", webhook.addr.to_string()),
-            "must differ from --http-addr and --debug-addr",
-        ));
-    }
-    Ok(())
 }
 
 /// A duration that must be more than 0.
@@ -616,8 +594,8 @@ mod members;
 use members::critical_pods;
 pub use members::{FileSelector, RawCriticalCondition, RawCriticalPod};
 mod entrances;
+use entrances::webhook_settings;
 pub use entrances::{NetSettings, WebhookCerts, WebhookSettings};
-use entrances::{net_settings, webhook_settings};
 mod leader;
 pub use leader::check_lease_timings;
 use leader::leader_election;
@@ -628,9 +606,7 @@ mod startup;
 pub use startup::{TaintFor, TaintForRule};
 mod values;
 use values::{budget, check_dns_label, check_dns_subdomain, parse_addr};
-pub use values::{
-    entries, parse_duration, parse_exclude, parse_http_addr, parse_managed_taint, parse_transient,
-};
+pub use values::{entries, parse_duration, parse_exclude, parse_managed_taint, parse_transient};
 
 #[cfg(test)]
 mod tests;

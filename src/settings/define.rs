@@ -105,12 +105,8 @@ pub fn arg(id: &'static str, s: &Setting, parser: ValueParser) -> Arg {
     let arg = Arg::new(id)
         .long(flag)
         .help(s.help.clone())
-        .required(false)
+        .value_name(s.value)
         .help_heading(super::table::heading(flag));
-    let arg = match s.value {
-        Some(v) => arg.value_name(v),
-        None => arg,
-    };
     match s.takes {
         Takes::One => arg.action(ArgAction::Set).value_parser(parser),
         Takes::Many => arg.action(ArgAction::Append).value_parser(parser),
@@ -119,12 +115,17 @@ pub fn arg(id: &'static str, s: &Setting, parser: ValueParser) -> Arg {
 }
 
 /// Flags win over the file; a list given on the command line replaces the
-/// file's list rather than adding to it.
-pub fn pick_list(flag: &[String], file: Option<Vec<String>>) -> Option<Vec<String>> {
-    if flag.is_empty() {
-        file
-    } else {
-        Some(flag.to_vec())
+/// file's list rather than adding to it. With neither, `default()`. Also
+/// whether a person gave the list.
+pub fn pick_list(
+    flag: &[String],
+    file: Option<Vec<String>>,
+    default: impl FnOnce() -> Vec<String>,
+) -> (Vec<String>, bool) {
+    match (flag, file) {
+        ([], None) => (default(), false),
+        ([], Some(file)) => (file, true),
+        (flag, _) => (flag.to_vec(), true),
     }
 }
 
@@ -175,8 +176,7 @@ macro_rules! settings {
 
     // --- the flag over the file over the default ----------------------------
     (@merge value $(($ty:ty))? [$($d:expr)?], $flag:expr, $file:expr) => {{
-        let v = $flag.clone().or($file.take());
-        let set = v.is_some();
+        let (v, set) = settings!(@merge option [], $flag, $file);
         (v.unwrap_or_else(|| settings!(@default value $(($ty))? [$($d)?])), set)
     }};
     (@merge option $(($ty:ty))? [], $flag:expr, $file:expr) => {{
@@ -188,18 +188,16 @@ macro_rules! settings {
         let v = $flag || $file.take().unwrap_or(false);
         (v, v)
     }};
-    (@merge list [$($d:expr)?], $flag:expr, $file:expr) => {{
-        let v = $crate::settings::define::pick_list(&$flag, $file.take());
-        let set = v.is_some();
-        (v.unwrap_or_else(|| settings!(@default list [$($d)?])), set)
-    }};
+    (@merge list [$($d:expr)?], $flag:expr, $file:expr) => {
+        $crate::settings::define::pick_list(&$flag, $file.take(), || {
+            settings!(@default list [$($d)?])
+        })
+    };
     // A list whose file entries have their own shape: each is written as
     // the flag's string form (`String: From<$ty>`).
     (@merge list ($ty:ty) [], $flag:expr, $file:expr) => {{
         let file = $file.take().map(|v| v.into_iter().map(String::from).collect());
-        let v = $crate::settings::define::pick_list(&$flag, file);
-        let set = v.is_some();
-        (v.unwrap_or_default(), set)
+        $crate::settings::define::pick_list(&$flag, file, Vec::new)
     }};
 
     (@reload live) => { $crate::settings::define::Reload::Live };

@@ -71,13 +71,10 @@ pub async fn check(
         Some(sel) => format!("nodeSelector {{{sel}}} matches"),
         None => "no nodeSelector: nodegate manages".to_string(),
     };
+    let (m, n) = (managed.len(), nodes.len());
     out.push(note(
         "nodeSelector",
-        format!(
-            "{scope} {} of the cluster's {} nodes",
-            managed.len(),
-            nodes.len()
-        ),
+        format!("{scope} {m} of the cluster's {n} nodes"),
     ));
     namespaces(client, s, &mut out).await?;
     excluded(client, s, &mut out).await?;
@@ -311,11 +308,8 @@ async fn dry_run_taint(
         "metadata": {"resourceVersion": node.metadata.resource_version},
         "spec": {"taints": list},
     });
-    let pp = PatchParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    match nodes.patch(name, &pp, &Patch::Merge(&patch)).await {
+    let dry_run = PatchParams::default().dry_run();
+    match nodes.patch(name, &dry_run, &Patch::Merge(&patch)).await {
         Ok(_) => Ok(note(
             key,
             format!("the API server lets {user} add taint {taint} (dry run on node {name})"),

@@ -83,21 +83,14 @@ pub fn of(s: &RunSettings, gate: &GateGiven) -> Value {
     put("autoscalers", split(&gate.autoscalers));
     put(
         "transientTaints",
-        json!(
-            p.transient_taints
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-        ),
+        p.transient_taints.iter().map(ToString::to_string).collect(),
     );
     put(
         "exclude",
-        json!(
-            p.excluded
-                .iter()
-                .map(|(ns, n)| format!("{ns}/{n}"))
-                .collect::<Vec<_>>()
-        ),
+        p.excluded
+            .iter()
+            .map(|(ns, n)| format!("{ns}/{n}"))
+            .collect(),
     );
     put("excludeSelector", selector(p.exclude_selector.as_ref()));
     put(
@@ -146,58 +139,58 @@ pub fn of(s: &RunSettings, gate: &GateGiven) -> Value {
     put("suspend", json!(g.suspend));
     put(
         "criticalPods",
-        json!(
-            g.critical
-                .iter()
-                .map(|c| json!({
+        g.critical
+            .iter()
+            .map(|c| {
+                json!({
                     "name": c.name,
                     "namespace": c.namespace,
                     "selector": c.selector.to_string(),
                     "nodeSelector": selector(c.node_selector.as_ref()),
-                }))
-                .collect::<Vec<_>>()
-        ),
+                })
+            })
+            .collect(),
     );
     put(
         "criticalConditions",
-        json!(
-            g.conditions
-                .iter()
-                .map(|c| json!({
+        g.conditions
+            .iter()
+            .map(|c| {
+                json!({
                     "type": c.type_,
                     "status": c.status,
                     "nodeSelector": selector(c.node_selector.as_ref()),
-                }))
-                .collect::<Vec<_>>()
-        ),
+                })
+            })
+            .collect(),
     );
     put(
         "conditionTaints",
-        json!(g.condition_taints.iter().map(rule).collect::<Vec<_>>()),
+        g.condition_taints.iter().map(rule).collect(),
     );
     put(
         "criticalResources",
-        json!(
-            g.resources
-                .iter()
-                .map(|r| json!({
+        g.resources
+            .iter()
+            .map(|r| {
+                json!({
                     "resource": r.resource,
                     "nodeSelector": selector(r.node_selector.as_ref()),
-                }))
-                .collect::<Vec<_>>()
-        ),
+                })
+            })
+            .collect(),
     );
     put(
         "draDrivers",
-        json!(
-            g.dra_drivers
-                .iter()
-                .map(|d| json!({
+        g.dra_drivers
+            .iter()
+            .map(|d| {
+                json!({
                     "driver": d.driver,
                     "nodeSelector": selector(d.node_selector.as_ref()),
-                }))
-                .collect::<Vec<_>>()
-        ),
+                })
+            })
+            .collect(),
     );
     put(
         "canary",

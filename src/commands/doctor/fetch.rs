@@ -349,10 +349,7 @@ pub async fn access(
             ..Default::default()
         };
         match api.create(&PostParams::default(), &review).await {
-            Ok(r) => {
-                let allowed = r.status.is_some_and(|s| s.allowed);
-                out.push((a, allowed));
-            }
+            Ok(r) => out.push((a, r.status.is_some_and(|s| s.allowed))),
             Err(kube::Error::Api(s)) if s.code == 403 => return Ok(None),
             Err(e) => return Err(Error::kube("creating a SubjectAccessReview")(e)),
         }

@@ -15,16 +15,6 @@ use crate::settings::cli::{Cli, Command, DoctorArgs, GateArgs, InstalledArgs, Ru
 use crate::settings::config::{self, ConfigError, FileConfig, RunSettings};
 use crate::settings::table::{GateGiven, GateSet, RunGiven, RunSet};
 
-/// nodegate's settings, where they came from, and its ServiceAccount.
-#[derive(Debug, Clone)]
-pub struct Source {
-    /// `flags`, or `deployment NAMESPACE/NAME`.
-    pub label: String,
-    pub settings: RunSettings,
-    /// NAMESPACE:NAME of the ServiceAccount nodegate runs as.
-    pub account: (String, String),
-}
-
 /// With `--from-cluster`, no setting may be given here too: which one
 /// would win is not obvious. Exit 2 naming the flag.
 pub fn refuse_settings_with_from_cluster(args: &DoctorArgs) -> Result<(), ConfigError> {
@@ -106,16 +96,22 @@ pub fn found<'a>(
     }
 }
 
-/// The words after `run` in a container's command and args: the flags
-/// `nodegate run` was given there.
-pub fn run_words(container: &Container) -> Option<Vec<String>> {
-    let words: Vec<String> = container
+/// A container's command and args, one word after another.
+pub fn command_line(container: &Container) -> Vec<String> {
+    let args = container.args.iter().flatten();
+    container
         .command
         .iter()
         .flatten()
-        .chain(container.args.iter().flatten())
+        .chain(args)
         .cloned()
-        .collect();
+        .collect()
+}
+
+/// The words after `run` in a container's command and args: the flags
+/// `nodegate run` was given there.
+pub fn run_words(container: &Container) -> Option<Vec<String>> {
+    let words = command_line(container);
     let at = words.iter().position(|w| w == "run")?;
     Some(words[at + 1..].to_vec())
 }
@@ -143,13 +139,10 @@ pub fn config_map_of(
     container: &Container,
     path: &str,
 ) -> Option<(String, String)> {
-    let mount = container.volume_mounts.iter().flatten().find(|m| {
-        path.strip_prefix(m.mount_path.trim_end_matches('/'))
-            .is_some_and(|rest| rest.starts_with('/'))
+    let (mount, rest) = container.volume_mounts.iter().flatten().find_map(|m| {
+        let rest = path.strip_prefix(m.mount_path.trim_end_matches('/'))?;
+        Some((m, rest.strip_prefix('/')?.trim_start_matches('/')))
     })?;
-    let rest = path
-        .strip_prefix(mount.mount_path.trim_end_matches('/'))?
-        .trim_start_matches('/');
     let rest = match &mount.sub_path {
         Some(sub) if !sub.is_empty() => format!("{sub}/{rest}").trim_end_matches('/').to_string(),
         _ => rest.to_string(),

@@ -210,26 +210,20 @@ fn member_table(
             Some(false) => "no",
             None => "-",
         };
+        // The row's columns before its first line, the indent before the others.
         let first = lead(name, expected, ready);
-        let mut lines: Vec<(String, bool)> = Vec::new();
-        for (i, text) in why_lines(row).iter().enumerate() {
+        let mut prefix = first.as_str();
+        for text in why_lines(row) {
             // An indented line (an affinity term) wraps with a hanging
             // indent so the next term stands out; plain text wraps flush.
             let extra = text.len() - text.trim_start().len();
             let hang = if extra > 0 { extra + 2 } else { 0 };
             let avail = why_width.saturating_sub(hang).max(MIN_WHY_WIDTH / 2);
             for (j, l) in wrap(text.trim_start(), avail).into_iter().enumerate() {
-                let pad = if j == 0 { extra } else { hang };
-                lines.push((format!("{}{l}", " ".repeat(pad)), i == 0 && j == 0));
+                let pad = " ".repeat(if j == 0 { extra } else { hang });
+                let _ = writeln!(out, "{}", format!("{prefix}{pad}{l}").trim_end());
+                prefix = indent.as_str();
             }
-        }
-        for (line, is_first) in lines {
-            let prefix = if is_first {
-                first.as_str()
-            } else {
-                indent.as_str()
-            };
-            let _ = writeln!(out, "{}", format!("{prefix}{line}").trim_end());
         }
     }
 }
@@ -265,12 +259,7 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = String::new();
     for word in text.split_whitespace() {
-        let needed = if line.is_empty() {
-            word.chars().count()
-        } else {
-            line.chars().count() + 1 + word.chars().count()
-        };
-        if needed > width && !line.is_empty() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
             lines.push(std::mem::take(&mut line));
         }
         if !line.is_empty() {

@@ -35,11 +35,9 @@ impl Reloader {
     pub fn catch_up(&self, poller: &FilePoller, origin: &str) {
         let Some(text) = poller.text() else { return };
         let current = self.router.config();
-        match decide(&self.args, text, origin, &self.started, &current) {
-            Ok(r) if r.config == *current => {}
-            _ => {
-                self.handle(Look::Changed(text.to_string()), origin);
-            }
+        let decided = decide(&self.args, text, origin, &self.started, &current);
+        if !matches!(decided, Ok(r) if r.config == *current) {
+            self.handle(Look::Changed(text.to_string()), origin);
         }
     }
 
@@ -130,8 +128,7 @@ pub fn spawn(
                     if force {
                         tracing::info!(file = origin, "SIGHUP: reading the config file again");
                     }
-                    let look = p.look(force);
-                    reloader.handle(look, &origin);
+                    reloader.handle(p.look(force), &origin);
                 }
                 None => tracing::info!("SIGHUP: no --config file to read again; nothing changes"),
             }

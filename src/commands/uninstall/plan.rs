@@ -110,8 +110,8 @@ impl Cleanup {
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         if !self.taints.is_empty() {
-            let t: Vec<String> = self.taints.iter().map(|(_, t)| t.to_string()).collect();
-            parts.push(format!("taints {}", t.join(", ")));
+            let t = crate::commands::output::joined(self.taints.iter().map(|(_, t)| t), ", ");
+            parts.push(format!("taints {t}"));
         }
         if !self.annotations.is_empty() {
             parts.push(format!("annotations {}", self.annotations.join(", ")));

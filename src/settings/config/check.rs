@@ -83,13 +83,8 @@ pub fn check_file_located(args: &RunArgs) -> Result<RunSettings, Vec<String>> {
     for e in &whole {
         add(locate(e, &shown, &text, 0));
     }
-    let alone = RunArgs {
-        gate: GateArgs {
-            config: None,
-            flags: args.gate.flags.clone(),
-        },
-        ..args.clone()
-    };
+    let mut alone = args.clone();
+    alone.gate.config = None;
     for (start, block) in top_level_blocks(&text) {
         let e = match FileConfig::parse(&block, &shown) {
             Ok(f) => match run_settings_from(&alone, f) {

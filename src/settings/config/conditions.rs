@@ -121,9 +121,7 @@ pub fn condition_taints(
                 match_absent: c.match_absent,
             });
         }
-        let node_selector = r.node_selector.as_ref();
-        let node_selector = node_selector.map(|s| s.resolve_nodes(&at("nodeSelector")));
-        let node_selector = node_selector.transpose()?.flatten();
+        let node_selector = FileSelector::nodes(r.node_selector.as_ref(), &at("nodeSelector"))?;
         let max_unavailable = match &r.max_unavailable {
             None => None,
             Some(v) => {

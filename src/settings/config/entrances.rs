@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::values::{check_dns_label, check_dns_subdomain, parse_addr, parse_duration};
-use super::{ConfigError, invalid, positive_duration};
+use super::{ConfigError, invalid};
 use crate::settings::table::RunGiven;
 
 /// `--webhook-addr` and where its certificate comes from.
@@ -47,25 +47,16 @@ pub(super) fn webhook_settings(given: &RunGiven) -> Result<Option<WebhookSetting
         .filter(|a| !a.trim().is_empty());
     let Some(addr) = addr else {
         let named = [
-            given
-                .webhook_cert_dir
-                .as_ref()
-                .map(|_| "--webhook-cert-dir"),
-            given
-                .webhook_cert_secret
-                .as_ref()
-                .map(|_| "--webhook-cert-secret"),
-            given
-                .webhook_configuration
-                .as_ref()
-                .map(|_| "--webhook-configuration"),
-            (!given.webhook_hosts.is_empty()).then_some("--webhook-host"),
-            given
-                .set
-                .webhook_cert_validity
-                .then_some("--webhook-cert-validity"),
+            (given.webhook_cert_dir.is_some(), "--webhook-cert-dir"),
+            (given.webhook_cert_secret.is_some(), "--webhook-cert-secret"),
+            (
+                given.webhook_configuration.is_some(),
+                "--webhook-configuration",
+            ),
+            (!given.webhook_hosts.is_empty(), "--webhook-host"),
+            (given.set.webhook_cert_validity, "--webhook-cert-validity"),
         ];
-        if let Some(first) = named.into_iter().flatten().next() {
+        if let Some((_, first)) = named.into_iter().find(|(set, _)| *set) {
             return Err(invalid(
                 first,
                 "configures the admission webhook, which is off: set --webhook-addr too",
@@ -169,12 +160,5 @@ fn managed_certs(secret: &str, given: &RunGiven) -> Result<WebhookCerts, ConfigE
         configuration: configuration.to_string(),
         hosts: hosts.clone(),
         validity: validity_d,
-    })
-}
-
-pub(super) fn net_settings(given: &RunGiven) -> Result<NetSettings, ConfigError> {
-    Ok(NetSettings {
-        enabled: given.taint_new_nodes,
-        window: positive_duration("--new-node-window", &given.new_node_window)?,
     })
 }

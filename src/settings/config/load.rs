@@ -81,11 +81,8 @@ pub fn explain_unknown_key(message: &str, text: &str) -> Option<String> {
         ),
         None => out.push_str(&format!("; the keys here are {}", valid.join(", "))),
     }
-    let located = message.contains(" at line ");
-    if located {
-        if let Some(at) = message.rfind(" at line ") {
-            out.push_str(&message[at..]);
-        }
+    if let Some(at) = message.rfind(" at line ") {
+        out.push_str(&message[at..]);
     } else if let Some(line) = line_of_key(text, key) {
         out.push_str(&format!(" at line {line}"));
     }

@@ -107,21 +107,22 @@ impl FileSelector {
         }
     }
 
-    /// [`resolve`](Self::resolve) for a node selector: empty means "every
-    /// node" (`None`).
-    pub fn resolve_nodes(&self, at: &str) -> Result<Option<LabelSelector>, ConfigError> {
-        let sel = self.resolve(at)?;
-        Ok((!sel.is_empty()).then_some(sel))
+    /// An optional node selector, [`resolve`](Self::resolve)d (`at` names
+    /// it): absent, like empty, is every node (`None`).
+    pub fn nodes(
+        sel: Option<&FileSelector>,
+        at: &str,
+    ) -> Result<Option<LabelSelector>, ConfigError> {
+        let sel = sel.map(|s| s.resolve(at)).transpose()?;
+        Ok(sel.filter(|s| !s.is_empty()))
     }
 
-    /// An entry's optional `nodeSelector` (`at` names the entry): absent,
-    /// like empty, is every node.
+    /// An entry's optional `nodeSelector` (`at` names the entry).
     pub fn entry_nodes(
         sel: Option<&FileSelector>,
         at: &str,
     ) -> Result<Option<LabelSelector>, ConfigError> {
-        let at = format!("{at}.nodeSelector");
-        Ok(sel.map(|s| s.resolve_nodes(&at)).transpose()?.flatten())
+        Self::nodes(sel, &format!("{at}.nodeSelector"))
     }
 }
 

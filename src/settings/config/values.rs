@@ -11,11 +11,6 @@ pub fn entries(given: &[String]) -> impl Iterator<Item = &str> {
     each.map(str::trim).filter(|e| !e.is_empty())
 }
 
-/// `HOST:PORT` with an IP host, or `:PORT` for every interface.
-pub fn parse_http_addr(s: &str) -> Result<SocketAddr, ConfigError> {
-    parse_addr("--http-addr", s)
-}
-
 /// `HOST:PORT` with an IP host, or `:PORT` for every interface, for `flag`.
 pub(super) fn parse_addr(flag: &str, s: &str) -> Result<SocketAddr, ConfigError> {
     let full = match s.strip_prefix(':') {

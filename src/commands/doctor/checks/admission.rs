@@ -5,7 +5,6 @@
 //! `--node-selector` selects; the webhook needs a Service with a ready
 //! endpoint and a caBundle.
 
-use nodegate_core::rules::placement::ManagedTaint;
 use nodegate_core::rules::selector::LabelSelector;
 
 use crate::commands::doctor::report::{Check, Name};
@@ -70,13 +69,12 @@ pub struct Admission {
 }
 
 /// The `--taint`s, as the parameters write them.
-fn taint_list(s: &RunSettings) -> Vec<&ManagedTaint> {
+fn taint_list(s: &RunSettings) -> Vec<String> {
     let regate = s.gate.regate.as_ref().map(|r| &r.taint);
-    s.gate
-        .placement
-        .managed_taints
-        .iter()
+    let taints = s.gate.placement.managed_taints.iter();
+    taints
         .filter(|t| Some(*t) != regate)
+        .map(ToString::to_string)
         .collect()
 }
 
@@ -126,7 +124,7 @@ pub fn answered(s: &RunSettings, probe: &Result<Vec<String>, String>) -> Check {
         Ok(t) => t,
         Err(why) => return CHECK.skipped(subject, format!("not checked: {why}")),
     };
-    let want: Vec<String> = taint_list(s).iter().map(|t| t.to_string()).collect();
+    let want = taint_list(s);
     match taints.iter().find(|t| want.contains(t)) {
         Some(t) => CHECK.ok(subject, format!("came back with {t}: admission answers")),
         None => CHECK.problem(
@@ -202,7 +200,7 @@ fn params_absent(s: &RunSettings, subject: String, at: &str) -> Check {
 /// One policy binding against nodegate's settings.
 pub fn binding(s: &RunSettings, b: &Binding) -> Check {
     let subject = format!("MutatingAdmissionPolicyBinding {}", b.name);
-    let want: Vec<String> = taint_list(s).iter().map(|t| t.to_string()).collect();
+    let want = taint_list(s);
     let first = want.first().cloned().unwrap_or_default();
     let Some(params) = &b.params else {
         let at = b.params_ref.as_deref().unwrap_or("(no spec.paramRef)");

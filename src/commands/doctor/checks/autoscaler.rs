@@ -15,6 +15,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use nodegate_core::rules::placement::ManagedTaint;
 
 use crate::commands::doctor::report::{Check, Name};
+use crate::commands::output::joined;
 use crate::settings::config::RunSettings;
 
 pub const CHECK: Name = Name("cluster-autoscaler");
@@ -79,13 +80,7 @@ pub fn found(deployments: &[Deployment]) -> Vec<Autoscaler> {
             let spec = d.spec.as_ref()?;
             let pod = spec.template.spec.as_ref()?;
             pod.containers.iter().find_map(|c| {
-                let words: Vec<String> = c
-                    .command
-                    .iter()
-                    .flatten()
-                    .chain(c.args.iter().flatten())
-                    .cloned()
-                    .collect();
+                let words = crate::commands::doctor::source::command_line(c);
                 Autoscaler::from_container(ns, name, spec.replicas, &words)
             })
         })
@@ -187,11 +182,7 @@ pub fn startup_taints(a: &Autoscaler, f: &Flags, taints: &[ManagedTaint]) -> Che
     let subject = a.subject();
     let missing: Vec<&ManagedTaint> = taints.iter().filter(|t| !f.covers(&t.key)).collect();
     let Some(first) = missing.first() else {
-        let keys = taints
-            .iter()
-            .map(|t| t.key.as_str())
-            .collect::<Vec<_>>()
-            .join(", ");
+        let keys = joined(taints.iter().map(|t| &t.key), ", ");
         return match keys.is_empty() {
             true => CHECK.ok(subject, "nodegate adds no taint to these nodes"),
             false => CHECK.ok(
@@ -200,16 +191,11 @@ pub fn startup_taints(a: &Autoscaler, f: &Flags, taints: &[ManagedTaint]) -> Che
             ),
         };
     };
-    let keys = missing
-        .iter()
-        .map(|t| t.key.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
-    let flags = missing
-        .iter()
-        .map(|t| format!("--startup-taint={}", t.key))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let keys = joined(missing.iter().map(|t| &t.key), ", ");
+    let flags = joined(
+        missing.iter().map(|t| format!("--startup-taint={}", t.key)),
+        " ",
+    );
     let with_effect = f
         .startup_taints
         .iter()

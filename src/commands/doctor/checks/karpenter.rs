@@ -12,6 +12,7 @@ use nodegate_core::vocab::model::{KARPENTER_NODEPOOL_LABEL, Labels};
 
 use crate::commands::doctor::keys::added_taints;
 use crate::commands::doctor::report::{Check, Name};
+use crate::commands::output::joined;
 use crate::settings::config::GateSettings;
 
 pub const CHECK: Name = Name("karpenter");
@@ -137,11 +138,7 @@ pub fn nodepool(gate: &GateSettings, pool: &NodePool, version: Option<&Version>)
         .filter(|t| !t.key.starts_with(READINESS_PREFIX) && !pool.lists(t))
         .collect();
     if let Some(first) = unknown.first() {
-        let names = unknown
-            .iter()
-            .map(|t| t.to_string())
-            .collect::<Vec<_>>()
-            .join(", ");
+        let names = joined(&unknown, ", ");
         return CHECK.problem(
             subject,
             format!(
@@ -197,11 +194,7 @@ fn passed(
         .filter(|t| pool.lists(t))
         .map(|t| t.to_string())
         .collect();
-    let keys = added
-        .iter()
-        .map(|t| t.to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
+    let keys = joined(added, ", ");
     let ok = CHECK.ok(
         subject,
         format!("Karpenter treats {keys} as a startup taint of its nodes"),

@@ -42,26 +42,18 @@ pub fn check(
          {namespace} logs deploy/nodegate), and that --lease-name/--lease-namespace here are the \
          controller's (or pass --from-cluster)"
     );
-    let Some(lease) = lease else {
-        return (
-            CHECK.problem(
-                subject,
-                "not found: no replica leads, so no gated node opens",
-                fix,
-            ),
-            Some(false),
-        );
+    let lease = match lease {
+        Some(l) if !l.holder.is_empty() => l,
+        gone => {
+            let why = if gone.is_none() {
+                "not found"
+            } else {
+                "released (no holder)"
+            };
+            let message = format!("{why}: no replica leads, so no gated node opens");
+            return (CHECK.problem(subject, message, fix), Some(false));
+        }
     };
-    if lease.holder.is_empty() {
-        return (
-            CHECK.problem(
-                subject,
-                "released (no holder): no replica leads, so no gated node opens",
-                fix,
-            ),
-            Some(false),
-        );
-    }
     let duration = lease.duration.unwrap_or(le.lease_duration);
     held(subject, fix, lease, duration, now)
 }
