@@ -36,7 +36,7 @@ use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
 pub(crate) mod rows;
 mod words;
 pub use rows::{EXPECTED, MemberRow, TermResult};
-use rows::{NOT_EVALUATED, empty_row, member_of, node_member_row, selector_match};
+use rows::{NOT_EVALUATED, empty_row, judged_by_selector, member_of, node_member_row};
 pub use words::{describe_waiting, expected_reason, verdict};
 
 /// One node's gate, as explain shows it. Its JSON form is the `-o json`
@@ -323,27 +323,17 @@ fn critical_row(
     let mut row = empty_row(&id, &entry.namespace, &entry.name);
     row.selector = Some(entry.selector.to_string());
     let member = member_of(state, &id);
-    match &member.expectation {
-        Expectation::NotExpected { reason, code } => {
-            row.reason = reason.clone();
-            row.reason_code = code.to_string();
-        }
-        Expectation::Expected => {
-            row.expected = true;
-            row.reason_code = EXPECTED.into();
-            row.reason = selector_match("entry", entry.node_selector.as_ref());
-            // Critical pods are static or mirror pods, never created
-            // unbound: there is no pending pod to look for, and no
-            // minReadySeconds.
-            let waits = Waits {
-                namespace: &entry.namespace,
-                owner_uid: None,
-                min_ready: Duration::ZERO,
-                pod: gate::waited_pod(&id, state, cfg, now),
-                readiness: member.readiness.as_ref(),
-            };
-            fill_readiness(&mut row, &waits, state, facts, now);
-        }
+    if judged_by_selector(&mut row, &member, "entry", entry.node_selector.as_ref()) {
+        // Critical pods are static or mirror pods, never created unbound:
+        // there is no pending pod to look for, and no minReadySeconds.
+        let waits = Waits {
+            namespace: &entry.namespace,
+            owner_uid: None,
+            min_ready: Duration::ZERO,
+            pod: gate::waited_pod(&id, state, cfg, now),
+            readiness: member.readiness.as_ref(),
+        };
+        fill_readiness(&mut row, &waits, state, facts, now);
     }
     row
 }

@@ -92,28 +92,43 @@ pub(crate) fn node_member_row(state: &GateState, m: &dyn NodeMember) -> MemberRo
     let mut row = empty_row(&id, "", m.name());
     row.selector = m.row_selector();
     let member = member_of(state, &id);
+    if judged_by_selector(&mut row, &member, m.what(), m.node_selector()) {
+        row.ready = Some(false);
+        match &member.readiness {
+            Some(Readiness::Ready { pod }) => {
+                row.ready = Some(true);
+                // A condition's selector already says what is Ready.
+                if row.selector.is_none() {
+                    row.detail.push(pod.clone());
+                }
+            }
+            Some(Readiness::Waiting { why, .. }) => row.waiting = Some(why.clone()),
+            None => row.waiting = Some(NOT_EVALUATED.into()),
+        }
+    }
+    row
+}
+
+/// A row's expectation, for a member placed by a node selector alone: the
+/// gate's reason when it is not expected, the selector that matches when it
+/// is. True when it is expected.
+pub(crate) fn judged_by_selector(
+    row: &mut MemberRow,
+    member: &Member,
+    what: &str,
+    selector: Option<&LabelSelector>,
+) -> bool {
     match &member.expectation {
         Expectation::NotExpected { reason, code } => {
             row.reason = reason.clone();
             row.reason_code = code.to_string();
+            false
         }
         Expectation::Expected => {
             row.expected = true;
             row.reason_code = EXPECTED.into();
-            row.reason = selector_match(m.what(), m.node_selector());
-            row.ready = Some(false);
-            match &member.readiness {
-                Some(Readiness::Ready { pod }) => {
-                    row.ready = Some(true);
-                    // A condition's selector already says what is Ready.
-                    if row.selector.is_none() {
-                        row.detail.push(pod.clone());
-                    }
-                }
-                Some(Readiness::Waiting { why, .. }) => row.waiting = Some(why.clone()),
-                None => row.waiting = Some(NOT_EVALUATED.into()),
-            }
+            row.reason = selector_match(what, selector);
+            true
         }
     }
-    row
 }
