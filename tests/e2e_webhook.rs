@@ -1098,3 +1098,51 @@ async fn with_both_the_admission_policy_and_the_webhook_a_node_gets_one_taint() 
         admissions_now(&ng, "unchanged").await - unchanged
     );
 }
+
+/// A replica told to stop keeps answering the webhook for a while: the
+/// Service of a Pod being deleted still routes the API server's calls to it
+/// until its endpoints move, and under `failurePolicy: Ignore` a refused
+/// call admits the node untainted. Here, under `Fail`, a node created after
+/// the replica began shutting down comes back from CREATE tainted, and the
+/// replica still exits by itself, cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_told_to_stop_still_answers_the_webhook_while_it_drains() {
+    let (env, mut ng, _, _) = one_webhook("webhook-drain").await;
+    ng.signal_term();
+    wait_for(
+        "nodegate to begin shutting down",
+        Duration::from_secs(10),
+        || {
+            let logs = ng.logs();
+            async move {
+                match logs.contains("shutting down") {
+                    true => Ok(()),
+                    false => Err("no `shutting down` in the log yet".to_string()),
+                }
+            }
+        },
+    )
+    .await;
+    let created = env
+        .nodes
+        .create(&PostParams::default(), &untainted("after-sigterm"))
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "a create after SIGTERM was not admitted: {e}\n{}",
+                ng.logs()
+            )
+        });
+    assert!(
+        has_gate_taint(&created),
+        "a node created while the replica drains comes back without the startup taint: {:?}\n{}",
+        taint_keys(&created),
+        ng.logs()
+    );
+    let status = ng.wait_exit(Duration::from_secs(30));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the replica did not exit cleanly by itself within 30 s after SIGTERM ({status:?})\n{}",
+        ng.logs()
+    );
+}

@@ -154,6 +154,11 @@ struct Shared {
     stop: signal::Receiver<bool>,
 }
 
+/// How long the webhook keeps serving after SIGTERM, while the Service
+/// still sends calls here (kube-proxy's endpoint update takes about a
+/// second; the Pod's grace period is 30 s).
+const WEBHOOK_DRAIN: Duration = Duration::from_secs(5);
+
 /// Every task `run` started, stopped in the one order [`Running::stop`]
 /// writes down.
 struct Running {
@@ -175,13 +180,15 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     let trace_config =
         trace::config::from_settings(settings.otlp_endpoint.as_deref(), &instance_name())?;
     let (shutdown, stop) = signal::channel(false);
+    // The webhook's own: it stops last, [`WEBHOOK_DRAIN`] after the signal.
+    let (webhook_shutdown, webhook_stop) = signal::channel(false);
     let shared = Shared::new(&settings, args.gate.config.as_deref(), stop).await?;
     // Before anything may lead: what an earlier run of this Pod wrote goes.
     let params = admission_params_of(&shared, &settings).await;
     let traces = observe(&shared, trace_config);
     // The HTTP server comes first, so that probes answer (and say "not
     // ready") while the initial lists load.
-    let (http, webhook, debug) = serve(&shared, &settings).await?;
+    let (http, webhook, debug) = serve(&shared, &settings, webhook_stop).await?;
     let (supervisor, supervisor_task, deciders) = start_writers(&shared, &settings).await?;
     let elector = start_elector(&shared, &settings);
     // A trial writes nothing: no parameters, so the policy taints nothing.
@@ -222,7 +229,7 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     }
     tracing::info!("shutting down");
     let _ = shutdown.send(true);
-    running.stop(&settings).await;
+    running.stop(&settings, webhook_shutdown).await;
     Ok(())
 }
 
@@ -292,6 +299,7 @@ fn observe(
 async fn serve(
     shared: &Shared,
     settings: &RunSettings,
+    webhook_stop: signal::Receiver<bool>,
 ) -> Result<(JoinHandle<()>, Option<Webhook>, Option<JoinHandle<()>>)> {
     let state = AppState {
         router: Arc::clone(&shared.router),
@@ -310,7 +318,7 @@ async fn serve(
             health: Arc::clone(&shared.health),
             server_time: Arc::clone(&shared.server_time),
         };
-        crate::serve::webhook::start(w, cx, shared.stop.clone())
+        crate::serve::webhook::start(w, cx, webhook_stop)
     });
     let debug = match settings.debug_addr {
         Some(addr) => {
@@ -532,7 +540,13 @@ impl Running {
     /// replica winds down; then the gates, the listeners, the reloader and
     /// the deciders; the trace export last, when the traces of the gates
     /// that stopped are queued.
-    async fn stop(self, settings: &RunSettings) {
+    ///
+    /// The webhook alone keeps serving until [`WEBHOOK_DRAIN`] after the
+    /// signal: the API server's calls reach a Pod being deleted until its
+    /// Service stops routing to it, and a call refused then admits the node
+    /// untainted (under `failurePolicy: Ignore`).
+    async fn stop(self, settings: &RunSettings, webhook_shutdown: signal::Sender<bool>) {
+        let drained = tokio::time::Instant::now() + WEBHOOK_DRAIN;
         let (short, long) = (Duration::from_secs(2), Duration::from_secs(5));
         let renewal = settings.leader_election.renew_deadline + Duration::from_secs(1);
         wait(renewal, self.elector).await;
@@ -546,6 +560,8 @@ impl Running {
             wait(short, Some(task)).await;
         }
         if let Some(w) = self.webhook {
+            tokio::time::sleep_until(drained).await;
+            let _ = webhook_shutdown.send(true);
             w.stopped(short).await;
         }
         wait(long, self.traces).await;

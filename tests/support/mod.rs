@@ -516,11 +516,17 @@ impl Nodegate {
     /// SIGTERM, then waits up to `timeout` for a clean exit; returns the exit
     /// status, or `None` if it had to be killed.
     pub fn terminate(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        self.signal_term();
+        self.wait_exit(timeout)
+    }
+
+    /// SIGTERM, without waiting (the child is not reaped yet, so its pid
+    /// is still its own).
+    pub fn signal_term(&self) {
         let _ = Command::new("kill")
             .arg("-TERM")
             .arg(self.pid().to_string())
             .status();
-        self.wait_exit(timeout)
     }
 
     /// Waits up to `timeout` for the process to exit by itself; its exit
