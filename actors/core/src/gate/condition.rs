@@ -8,7 +8,7 @@
 //! no change, no write). The shell writes it with a patch of the node's
 //! `status.conditions` that touches only this type. Pure: no I/O, no clock.
 
-use super::notes::truncate;
+use super::notes::{blocker_list, truncate};
 use super::state::{GateState, OpenedBy, Phase, StopReason, node_wait_reason};
 use crate::vocab::config::Config;
 use crate::vocab::member::Blocker;
@@ -112,16 +112,9 @@ pub fn condition_write(
 fn waiting(state: &GateState) -> String {
     let blockers: Vec<Blocker> = state.blockers();
     let members = (!blockers.is_empty()).then(|| {
-        let list: Vec<String> = blockers
-            .iter()
-            .map(|b| format!("{} ({})", b.member, b.why))
-            .collect();
+        let list = blocker_list(&blockers, ", ");
         let expected = state.expected().count();
-        format!(
-            "waiting for {} of {expected}: {}",
-            blockers.len(),
-            list.join(", ")
-        )
+        format!("waiting for {} of {expected}: {list}", blockers.len())
     });
     let node = state.node.as_deref().and_then(node_wait_reason);
     let parts: Vec<String> = members.into_iter().chain(node).collect();

@@ -78,7 +78,7 @@ pub(crate) fn derive_member(
             .find(|e| e.name == *name)
             .map(|entry| critical_member(node, entry, pods, now)),
         MemberId::Condition(_) | MemberId::Resource(_) | MemberId::Dra(_) => node_members(cfg)
-            .find(|m| m.is(id))
+            .find(|m| m.id() == *id)
             .map(|m| node_member(node, m)),
         MemberId::Canary => {
             (cfg.canary.as_ref()).map(|c| Member::expected(canary_readiness(node, c, pods)))
@@ -97,7 +97,7 @@ pub(super) fn derive_readiness(
     let pods = &state.pods;
     Some(match id {
         MemberId::Condition(_) | MemberId::Resource(_) | MemberId::Dra(_) => {
-            return node_member(node, node_members(cfg).find(|m| m.is(id))?).readiness;
+            return node_member(node, node_members(cfg).find(|m| m.id() == *id)?).readiness;
         }
         MemberId::Canary => canary_readiness(node, cfg.canary.as_ref()?, pods),
         MemberId::Critical(name) => {
@@ -276,8 +276,6 @@ fn csi_readiness(node: &NodeInfo, ds: &DaemonSetInfo, readiness: Readiness) -> R
 /// member.
 pub(crate) trait NodeMember {
     fn id(&self) -> MemberId;
-    /// Whether `id` is this entry's member id (without building one).
-    fn is(&self, id: &MemberId) -> bool;
     /// The member's name without its kind: its explain row's name.
     fn name(&self) -> &str;
     /// What explain shows as the member's selector, if anything.
@@ -294,9 +292,6 @@ pub(crate) trait NodeMember {
 impl NodeMember for CriticalCondition {
     fn id(&self) -> MemberId {
         MemberId::Condition(self.type_.clone())
-    }
-    fn is(&self, id: &MemberId) -> bool {
-        matches!(id, MemberId::Condition(t) if *t == self.type_)
     }
     fn name(&self) -> &str {
         &self.type_
@@ -323,9 +318,6 @@ impl NodeMember for CriticalResource {
     fn id(&self) -> MemberId {
         MemberId::Resource(self.resource.clone())
     }
-    fn is(&self, id: &MemberId) -> bool {
-        matches!(id, MemberId::Resource(r) if *r == self.resource)
-    }
     fn name(&self) -> &str {
         &self.resource
     }
@@ -343,9 +335,6 @@ impl NodeMember for CriticalResource {
 impl NodeMember for DraDriver {
     fn id(&self) -> MemberId {
         MemberId::Dra(self.driver.clone())
-    }
-    fn is(&self, id: &MemberId) -> bool {
-        matches!(id, MemberId::Dra(d) if *d == self.driver)
     }
     fn name(&self) -> &str {
         &self.driver

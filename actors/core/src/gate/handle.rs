@@ -84,36 +84,31 @@ impl Step<'_> {
         self.events.push(ev);
     }
 
+    /// Ends the gate without opening it.
+    fn stop(&mut self, reason: StopReason) {
+        self.emit(Event::Stopped { reason });
+    }
+
     /// Whether `name` is the gated node's (false before the first snapshot).
     fn is_this_node(&self, name: &str) -> bool {
         self.s.node.as_ref().is_some_and(|n| n.name == name)
     }
 
     fn input(&mut self, input: &Input) {
-        if let Input::Snapshot {
-            node,
-            daemonsets,
-            pods,
-        } = input
-        {
-            return self.snapshot(node, daemonsets, pods);
-        }
-        // Evidence of the server's clock is kept even before the snapshot,
-        // so that the first decision already has it.
-        if let Input::ServerTime(at) = input {
-            return self.server_time(*at);
-        }
-        // Nothing but a snapshot can start a gate: deciding on a partial view
-        // (say, a node without its DaemonSets) would open it at once.
-        if self.s.node.is_none() {
-            return;
-        }
         match input {
-            Input::Snapshot { .. } => {}
+            Input::Snapshot {
+                node,
+                daemonsets,
+                pods,
+            } => self.snapshot(node, daemonsets, pods),
+            // Evidence of the server's clock is kept even before the
+            // snapshot, so that the first decision already has it.
+            Input::ServerTime(at) => self.server_time(*at),
+            // Nothing but a snapshot can start a gate: deciding on a partial
+            // view (say, a node without its DaemonSets) would open it at once.
+            _ if self.s.node.is_none() => {}
             Input::NodeChanged(node) => self.node_changed(node),
-            Input::NodeDeleted => self.emit(Event::Stopped {
-                reason: StopReason::NodeDeleted,
-            }),
+            Input::NodeDeleted => self.stop(StopReason::NodeDeleted),
             Input::DaemonSetUpserted(ds) => self.daemonset_upserted(ds),
             Input::DaemonSetDeleted { uid } => self.daemonset_deleted(uid),
             Input::PodUpserted(pod) => self.pod_upserted(pod),
@@ -123,8 +118,6 @@ impl Step<'_> {
             Input::MarkResult(outcome) => self.mark_result(outcome),
             Input::NodeRefreshed(result) => self.refreshed(result),
             Input::LeadershipGained => self.reconcile(ReconcileCause::Leadership),
-            // Handled above, before the gate has started.
-            Input::ServerTime(_) => {}
             Input::Reexamine {
                 node,
                 daemonsets,

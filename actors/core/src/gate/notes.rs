@@ -87,12 +87,6 @@ word_enum! {
     }
 }
 
-impl PartialEq<str> for Reason {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
-    }
-}
-
 impl PartialEq<&str> for Reason {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other
@@ -214,7 +208,7 @@ pub(super) fn kept_closed(node: &NodeInfo, start: Timestamp, t: &TimeoutRecord) 
 pub(super) fn no_longer_all_ready(node_not_ready: Option<&str>, blockers: &[Blocker]) -> String {
     let mut parts: Vec<String> = node_not_ready.map(str::to_string).into_iter().collect();
     if !blockers.is_empty() {
-        parts.push(blocker_list(blockers));
+        parts.push(blocker_list(blockers, "; "));
     }
     format!("no longer all Ready: {}", parts.join("; "))
 }
@@ -264,7 +258,7 @@ fn not_ready_text(expected: usize, not_ready: &[Blocker], node_not_ready: Option
         format!(
             "{} of {expected} expected members not Ready: {}",
             not_ready.len(),
-            blocker_list(not_ready)
+            blocker_list(not_ready, "; ")
         )
     };
     match node_not_ready {
@@ -273,12 +267,13 @@ fn not_ready_text(expected: usize, not_ready: &[Blocker], node_not_ready: Option
     }
 }
 
-fn blocker_list(blockers: &[Blocker]) -> String {
+/// Each blocker as "MEMBER (why)", joined by `sep`.
+pub(super) fn blocker_list(blockers: &[Blocker], sep: &str) -> String {
     let parts: Vec<String> = blockers
         .iter()
         .map(|b| format!("{} ({})", b.member, b.why))
         .collect();
-    parts.join("; ")
+    parts.join(sep)
 }
 
 /// Cuts `s` to at most `max` bytes, on a character boundary, ending in

@@ -309,12 +309,7 @@ impl GateState {
     /// A node Karpenter is still registering is not Ready for this
     /// (semantics.md §6.0).
     pub fn may_open_by_ready(&self) -> bool {
-        self.all_ready()
-            && self.node.as_ref().is_some_and(|n| {
-                readiness::node_not_ready(n).is_none()
-                    && !crate::rules::startup::karpenter_registering(&n.labels)
-            })
-            && self.reboot_wait().is_none()
+        self.all_ready() && self.node.is_some() && self.node_wait_reason().is_none()
     }
 
     /// The expected members that are not Ready, and why.
@@ -340,7 +335,7 @@ impl GateState {
             .as_ref()
             .map(|n| match (n.gated_since, self.gated_since_clamp) {
                 (Some(since), Some(c)) if c.gated_since == since => c.to,
-                _ => gate_start(n),
+                _ => n.gated_since.unwrap_or(n.created),
             })
     }
 
@@ -357,8 +352,4 @@ impl GateState {
         self.server_time
             .map(|at| at.checked_add(SERVER_TIME_SLACK).unwrap_or(at))
     }
-}
-
-pub(super) fn gate_start(node: &NodeInfo) -> Timestamp {
-    node.gated_since.unwrap_or(node.created)
 }

@@ -21,9 +21,7 @@ impl Step<'_> {
         let first = self.s.node.is_none();
         self.observe_all(node, daemonsets, pods);
         if first && !self.has_managed_taint() {
-            return self.emit(Event::Stopped {
-                reason: StopReason::NotGated,
-            });
+            return self.stop(StopReason::NotGated);
         }
         self.reconcile(ReconcileCause::Observation);
     }

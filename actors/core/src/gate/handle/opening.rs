@@ -2,11 +2,15 @@
 //! what it derives up to date: the untaint write, its retries and
 //! withdrawal, the timeout and its mark, and the suspension of writes.
 
+use jiff::Timestamp;
+
 use super::{ReconcileCause, Step};
+use crate::closing::replacing;
 use crate::gate::event::{Event, IndexedTaint};
 use crate::gate::state::{GateWriteKind, OpenedBy, Phase, Write, WriteStatus};
 use crate::gate::{derive, notes};
 use crate::vocab::config::OnTimeout;
+use crate::vocab::model::Fallback;
 
 impl Step<'_> {
     pub(super) fn managed_taints(&self) -> Vec<IndexedTaint> {
@@ -62,14 +66,12 @@ impl Step<'_> {
     /// flight is withdrawn if the executor has not sent it yet (one already
     /// sent cannot be called back).
     fn drop_ready_opening(&mut self) {
-        let Some(w) = &self.s.write else { return };
-        if w.kind
-            != (GateWriteKind::Untaint {
-                opened_by: OpenedBy::Ready,
-            })
-        {
+        let ready = GateWriteKind::Untaint {
+            opened_by: OpenedBy::Ready,
+        };
+        let Some(w) = self.s.write.as_ref().filter(|w| w.kind == ready) else {
             return;
-        }
+        };
         let (in_flight, attempt) = (w.status == WriteStatus::InFlight, w.attempt);
         if in_flight && w.withdrawing {
             return;
@@ -85,79 +87,66 @@ impl Step<'_> {
 
     /// Times the gate out once its deadline has passed, by the local clock
     /// and by the server's, while it still waits (called only when not every
-    /// member is Ready); else at its schedule deadline.
+    /// member is Ready); else at its schedule deadline (`--schedule-timeout`)
+    /// if some expected member still has no pod on the node: those members
+    /// were never scheduled. Members with a pod, Ready or not, leave it to
+    /// the deadline (semantics.md §5.2).
     fn time_out_if_due(&mut self) {
         if self.s.timed_out.is_some() || self.s.phase != Phase::Waiting {
             return;
         }
-        if let Some(deadline) = self.s.timers.deadline
-            && self.now >= deadline
-            && self.s.server_reached(deadline)
-        {
-            let not_ready = self.s.blockers();
-            let expected = self.s.expected().count();
-            self.emit(Event::TimedOut {
-                deadline,
-                by_schedule: false,
-                action: self.cfg.on_timeout,
-                expected,
-                not_ready,
-                node_not_ready: self.s.node_wait_reason(),
-            });
-            return;
-        }
-        self.time_out_unscheduled_if_due();
-    }
-
-    /// Times the gate out at its schedule deadline (`--schedule-timeout`)
-    /// if some expected member still has no pod on the node: those members
-    /// were never scheduled. Members with a pod, Ready or not, leave it to
-    /// the deadline (semantics.md §5.2).
-    fn time_out_unscheduled_if_due(&mut self) {
-        let Some(at) = self.s.timers.schedule_deadline else {
-            return;
-        };
-        if self.now < at || !self.s.server_reached(at) {
-            return;
-        }
-        let never = derive::never_scheduled(self.s, self.cfg, self.now);
-        if never.is_empty() {
-            // Decided: a pod lost after this (one recreated) is the
-            // deadline's business, not this one's.
-            self.emit(Event::ScheduleDeadlinePassed { at });
-            return;
-        }
-        let expected = self.s.expected().count();
+        let due =
+            |at: Option<Timestamp>| at.filter(|&at| self.now >= at && self.s.server_reached(at));
+        let (deadline, by_schedule, not_ready, node_not_ready) =
+            if let Some(deadline) = due(self.s.timers.deadline) {
+                (
+                    deadline,
+                    false,
+                    self.s.blockers(),
+                    self.s.node_wait_reason(),
+                )
+            } else if let Some(at) = due(self.s.timers.schedule_deadline) {
+                let never = derive::never_scheduled(self.s, self.cfg, self.now);
+                if never.is_empty() {
+                    // Decided: a pod lost after this (one recreated) is the
+                    // deadline's business, not this one's.
+                    return self.emit(Event::ScheduleDeadlinePassed { at });
+                }
+                (at, true, never, None)
+            } else {
+                return;
+            };
         self.emit(Event::TimedOut {
-            deadline: at,
-            by_schedule: true,
+            deadline,
+            by_schedule,
             action: self.cfg.on_timeout,
-            expected,
-            not_ready: never,
-            node_not_ready: None,
+            expected: self.s.expected().count(),
+            not_ready,
+            node_not_ready,
         });
     }
 
     /// Why the gate would open now, if it would: a person asked, every
-    /// member is Ready, or the deadline passed with `--on-timeout=open`.
+    /// member is Ready, or the deadline passed with `--on-timeout=open`. Or
+    /// with `replace`, when the leader refused to replace the node because
+    /// its members are broken cluster-wide, with `--replace-fallback=open`:
+    /// the node carries `nodegate.dev/replace-fallback: open`, and opens as
+    /// by timeout.
     fn opening_cause(&self, may_open: bool) -> Option<OpenedBy> {
-        if self.s.node.as_ref().is_some_and(|n| n.open_requested) {
+        let node = self.s.node.as_deref();
+        let falls_back = node.is_some_and(|n| replacing::fallback(n) == Some(Fallback::Open));
+        let action = self.s.timed_out.as_ref().map(|t| t.action);
+        if node.is_some_and(|n| n.open_requested) {
             Some(OpenedBy::Manual)
         } else if may_open {
             Some(OpenedBy::Ready)
-        } else if self.timed_out_with(OnTimeout::Open) || self.replace_falls_back_to_open() {
+        } else if action == Some(OnTimeout::Open)
+            || (action == Some(OnTimeout::Replace) && falls_back)
+        {
             Some(OpenedBy::Timeout)
         } else {
             None
         }
-    }
-
-    /// Whether the gate timed out and `action` is what the timeout does.
-    fn timed_out_with(&self, action: OnTimeout) -> bool {
-        self.s
-            .timed_out
-            .as_ref()
-            .is_some_and(|t| t.action == action)
     }
 
     /// A timeout kept (`--on-timeout=keep` or `replace`) whose mark is not
@@ -165,17 +154,6 @@ impl Step<'_> {
     /// decider that the node is due (semantics.md §5.8).
     fn mark_owed(&self) -> bool {
         self.s.timed_out.as_ref().is_some_and(|t| t.action.keeps()) && !self.s.timeout_marked
-    }
-
-    /// `--on-timeout=replace`, and the leader refused to replace the node
-    /// because its members are broken cluster-wide, with
-    /// `--replace-fallback=open`: the node carries
-    /// `nodegate.dev/replace-fallback: open`, and opens as by timeout.
-    fn replace_falls_back_to_open(&self) -> bool {
-        self.timed_out_with(OnTimeout::Replace)
-            && self.s.node.as_ref().is_some_and(|n| {
-                crate::closing::replacing::fallback(n) == Some(crate::vocab::model::Fallback::Open)
-            })
     }
 
     /// Suspended: decide and journal, write nothing; an in-flight write is

@@ -7,7 +7,7 @@ use jiff::SignedDuration;
 use super::members::MemberScope;
 use super::{ReconcileCause, Step};
 use crate::gate::event::Event;
-use crate::gate::state::{GateWriteKind, Phase, StopReason, UnansweredUntaint, WriteStatus};
+use crate::gate::state::{GateWriteKind, Phase, StopReason, WriteStatus};
 use crate::vocab::member::Readiness;
 
 impl Step<'_> {
@@ -32,15 +32,15 @@ impl Step<'_> {
         // writer's.
         if !self.has_managed_taint() {
             if !untaint_in_flight {
-                match self.own_unanswered_opening() {
+                let shown = self.s.node.as_ref().and_then(|n| n.opened_at);
+                let mut unanswered = self.s.unanswered.iter();
+                match unanswered.rfind(|u| Some(u.opened_at) == shown).cloned() {
                     Some(u) => self.emit(Event::Opened {
                         opened_by: u.opened_by,
                         at: u.opened_at,
                         resource_version: u.resource_version,
                     }),
-                    None => self.emit(Event::Stopped {
-                        reason: StopReason::TaintRemovedElsewhere,
-                    }),
+                    None => self.stop(StopReason::TaintRemovedElsewhere),
                 }
             }
             // With our taint gone, DaemonSets that wait for it to go would
@@ -52,18 +52,6 @@ impl Step<'_> {
         self.recompute_schedule_deadline();
         self.recompute_recheck();
         self.decide_opening(cause);
-    }
-
-    /// The unanswered untaint whose `nodegate.dev/opened-at` the node shows,
-    /// if any: that patch was applied.
-    fn own_unanswered_opening(&self) -> Option<UnansweredUntaint> {
-        let shown = self.s.node.as_ref()?.opened_at?;
-        self.s
-            .unanswered
-            .iter()
-            .rev()
-            .find(|u| u.opened_at == shown)
-            .cloned()
     }
 
     pub(super) fn has_managed_taint(&self) -> bool {

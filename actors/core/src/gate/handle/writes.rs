@@ -29,11 +29,7 @@ impl Step<'_> {
                 });
             }
             PatchOutcome::Conflict => self.emit(Event::WriteConflict { attempt }),
-            PatchOutcome::NotFound => {
-                return self.emit(Event::Stopped {
-                    reason: StopReason::NodeNotFound,
-                });
-            }
+            PatchOutcome::NotFound => return self.stop(StopReason::NodeNotFound),
             // It may have been applied: look at the node before retrying
             // (a re-read that shows it opened ends the gate as opened, see
             // `reconcile_scoped`), as after a conflict.
@@ -62,11 +58,7 @@ impl Step<'_> {
         let attempt = w.attempt;
         match outcome {
             PatchOutcome::Applied => self.emit(Event::TimeoutMarked),
-            PatchOutcome::NotFound => {
-                return self.emit(Event::Stopped {
-                    reason: StopReason::NodeNotFound,
-                });
-            }
+            PatchOutcome::NotFound => return self.stop(StopReason::NodeNotFound),
             PatchOutcome::NotLeader => self.emit(Event::WriteDeferred { attempt }),
             // Only an untaint is ever withdrawn; a mark answered so was not
             // written, so it is sent again like a deferred one.
@@ -89,9 +81,7 @@ impl Step<'_> {
 
     pub(super) fn refreshed(&mut self, result: &Result<Option<NodeInfo>, String>) {
         match result {
-            Ok(None) => self.emit(Event::Stopped {
-                reason: StopReason::NodeNotFound,
-            }),
+            Ok(None) => self.stop(StopReason::NodeNotFound),
             Ok(Some(node)) => {
                 if self.is_this_node(&node.name) {
                     self.observe_node(&Arc::new(node.clone()));

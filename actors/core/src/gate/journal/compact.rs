@@ -79,33 +79,40 @@ impl Strings {
     }
 }
 
-/// A member by kind and name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Member {
-    kind: MemberKind,
-    name: Sym,
-}
-
-/// Its number is its bits in a member slot's kind byte (`stream`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum MemberKind {
-    DaemonSet = 0,
-    Critical = 1,
-    Condition = 2,
-    Resource = 3,
-    Dra = 4,
-    Canary = 5,
-}
-
 /// A time as nanoseconds since the Unix epoch; `NONE` for an absent one.
 type Nanos = i64;
 const NONE: Nanos = i64::MIN;
 
-/// [`Slot::PodStatus`]'s `ready`.
-const READY: u8 = 1;
-/// [`Slot::PodStatus`]'s `terminating`.
-const TERMINATING: u8 = 2;
+// The kind byte, as the stream writes it: the slot in the low three bits,
+// the rest per slot. Its number is also the slot's row in [`SYMS`].
+const POD_STATUS: u8 = 0;
+const MEMBER_EXPECTED: u8 = 1;
+const MEMBER_READY: u8 = 2;
+const MEMBER_WAITING: u8 = 3;
+const POD: u8 = 4;
+const WHOLE: u8 = 5;
+const SLOT_BITS: u8 = 0b111;
+/// A member's kind ([`MEMBER_KINDS`], then the canary), in bits 3–5 of a
+/// member slot's kind byte.
+const MEMBER_SHIFT: u8 = 3;
+/// [`Slot::Small`]'s `ready` and `terminating` of a pod status, in bits 3–4.
+const READY: u8 = 1 << 3;
+const TERMINATING: u8 = 2 << 3;
+/// The slot's optional time (`ready_since`, `available_at`) is present; set
+/// by the stream only.
+const HAS_TIME: u8 = 1 << 6;
+
+/// How many strings each kind of slot names, by its kind.
+const SYMS: [usize; 5] = [3, 1, 2, 2, 7];
+
+/// The member kinds by their number; the canary is the one after them.
+const MEMBER_KINDS: [fn(String) -> MemberId; 5] = [
+    MemberId::DaemonSet,
+    MemberId::Critical,
+    MemberId::Condition,
+    MemberId::Resource,
+    MemberId::Dra,
+];
 
 /// One stored entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,25 +123,14 @@ pub(super) struct Stored {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Slot {
-    PodStatus {
-        pod: Sym,
-        uid: Sym,
-        phase: Sym,
-        ready_since: Nanos,
-        /// [`READY`] and [`TERMINATING`]: one byte, so the slot fits 16.
-        flags: u8,
-    },
-    MemberExpected {
-        member: Member,
-    },
-    MemberReady {
-        member: Member,
-        pod: Sym,
-    },
-    MemberWaiting {
-        member: Member,
-        why: Sym,
-        available_at: Nanos,
+    /// A pod's status changed, or a member is expected, Ready or waiting:
+    /// its kind byte (without [`HAS_TIME`]), the first [`SYMS`] of `syms`
+    /// (the rest 0), and its optional time. One byte of kind, so the slot
+    /// fits 16.
+    Small {
+        kind: u8,
+        syms: [Sym; 3],
+        time: Nanos,
     },
     /// A pod seen for the first time: its strings interned rather than the
     /// version itself kept alive (the router and the gate hold the newest).
@@ -144,20 +140,12 @@ enum Slot {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Pod {
-    namespace: Sym,
-    name: Sym,
-    uid: Sym,
-    node_name: Sym,
-    /// `None` is written as `Sym::MAX`.
-    controller_uid: Sym,
-    phase: Sym,
+    /// Namespace, name, uid, node name, controller uid, phase and status
+    /// note, in the order the stream writes them; an absent one is `Sym::MAX`.
+    syms: [Sym; 7],
     ready_since: Nanos,
-    ready: bool,
-    terminating: bool,
-    ready_annotation: bool,
-    sandbox_ready: bool,
-    /// `None` is written as `Sym::MAX`.
-    status_note: Sym,
+    /// Ready, terminating, the ready annotation, sandbox ready: bits 0–3.
+    bits: u8,
     labels: Box<[(Sym, Sym)]>,
 }
 
@@ -179,31 +167,22 @@ fn time_opt(n: Nanos) -> Option<Timestamp> {
 }
 
 impl Strings {
-    fn member(&mut self, m: &MemberId) -> Option<Member> {
+    /// A member's kind bits and name.
+    fn member(&mut self, m: &MemberId) -> Option<(u8, Sym)> {
         let (kind, name) = match m {
-            MemberId::DaemonSet(n) => (MemberKind::DaemonSet, n),
-            MemberId::Critical(n) => (MemberKind::Critical, n),
-            MemberId::Condition(n) => (MemberKind::Condition, n),
-            MemberId::Resource(n) => (MemberKind::Resource, n),
-            MemberId::Dra(n) => (MemberKind::Dra, n),
-            MemberId::Canary => (MemberKind::Canary, &String::new()),
+            MemberId::DaemonSet(n) => (0, n.as_str()),
+            MemberId::Critical(n) => (1, n.as_str()),
+            MemberId::Condition(n) => (2, n.as_str()),
+            MemberId::Resource(n) => (3, n.as_str()),
+            MemberId::Dra(n) => (4, n.as_str()),
+            MemberId::Canary => (5, ""),
         };
-        Some(Member {
-            kind,
-            name: self.intern(name)?,
-        })
+        Some((kind << MEMBER_SHIFT, self.intern(name)?))
     }
 
-    fn member_id(&self, m: Member) -> MemberId {
-        let name = self.get(m.name).to_string();
-        match m.kind {
-            MemberKind::DaemonSet => MemberId::DaemonSet(name),
-            MemberKind::Critical => MemberId::Critical(name),
-            MemberKind::Condition => MemberId::Condition(name),
-            MemberKind::Resource => MemberId::Resource(name),
-            MemberKind::Dra => MemberId::Dra(name),
-            MemberKind::Canary => MemberId::Canary,
-        }
+    fn member_id(&self, kind: u8, name: Sym) -> MemberId {
+        let make = MEMBER_KINDS.get(usize::from((kind >> MEMBER_SHIFT) & 0b111));
+        make.map_or(MemberId::Canary, |make| make(self.get(name).into()))
     }
 
     fn pod(&mut self, p: &PodInfo) -> Option<Pod> {
@@ -211,19 +190,29 @@ impl Strings {
         for (k, v) in &p.labels {
             labels.push((self.intern(k)?, self.intern(v)?));
         }
+        let uid = p.uid.text();
+        let texts = [
+            Some(&*p.namespace),
+            Some(p.name.as_str()),
+            Some(&*uid),
+            Some(&*p.node_name),
+            p.controller_uid.as_deref(),
+            Some(&*p.phase),
+        ];
+        let mut syms = [Sym::MAX; 7];
+        for (sym, text) in syms.iter_mut().zip(texts) {
+            *sym = self.intern_opt(text)?;
+        }
+        // The time before the status note, as the strings were always met.
+        let ready_since = nanos_opt(p.ready_since.get())?;
+        syms[6] = self.intern_opt(p.status_note.as_deref())?;
         Some(Pod {
-            namespace: self.intern(&p.namespace)?,
-            name: self.intern(&p.name)?,
-            uid: self.intern(&p.uid.text())?,
-            node_name: self.intern(&p.node_name)?,
-            controller_uid: self.intern_opt(p.controller_uid.as_deref())?,
-            phase: self.intern(&p.phase)?,
-            ready_since: nanos_opt(p.ready_since.get())?,
-            ready: p.ready,
-            terminating: p.terminating,
-            ready_annotation: p.ready_annotation,
-            sandbox_ready: p.sandbox_ready,
-            status_note: self.intern_opt(p.status_note.as_deref())?,
+            syms,
+            ready_since,
+            bits: u8::from(p.ready)
+                | u8::from(p.terminating) << 1
+                | u8::from(p.ready_annotation) << 2
+                | u8::from(p.sandbox_ready) << 3,
             labels: labels.into_boxed_slice(),
         })
     }
@@ -233,26 +222,39 @@ impl Strings {
         s.map_or(Some(Sym::MAX), |s| self.intern(s))
     }
 
+    /// The string `s` names, `None` for `Sym::MAX`.
+    fn get_opt(&self, s: Sym) -> Option<&str> {
+        (s != Sym::MAX).then(|| self.get(s))
+    }
+
     fn pod_info(&self, p: &Pod) -> PodInfo {
+        let [
+            namespace,
+            name,
+            uid,
+            node_name,
+            controller_uid,
+            phase,
+            status_note,
+        ] = p.syms;
         PodInfo {
-            namespace: self.get(p.namespace).into(),
-            name: self.get(p.name).into(),
-            uid: self.get(p.uid).into(),
-            node_name: self.get(p.node_name).into(),
+            namespace: self.get(namespace).into(),
+            name: self.get(name).into(),
+            uid: self.get(uid).into(),
+            node_name: self.get(node_name).into(),
             labels: p
                 .labels
                 .iter()
                 .map(|&(k, v)| (self.get(k).into(), self.get(v).into()))
                 .collect(),
-            controller_uid: (p.controller_uid != Sym::MAX)
-                .then(|| self.get(p.controller_uid).into()),
-            terminating: p.terminating,
-            phase: self.get(p.phase).into(),
-            ready: p.ready,
+            controller_uid: self.get_opt(controller_uid).map(Into::into),
+            terminating: p.bits & 2 != 0,
+            phase: self.get(phase).into(),
+            ready: p.bits & 1 != 0,
             ready_since: time_opt(p.ready_since).into(),
-            ready_annotation: p.ready_annotation,
-            sandbox_ready: p.sandbox_ready,
-            status_note: (p.status_note != Sym::MAX).then(|| self.get(p.status_note).into()),
+            ready_annotation: p.bits & 4 != 0,
+            sandbox_ready: p.bits & 8 != 0,
+            status_note: self.get_opt(status_note).map(Into::into),
         }
     }
 
@@ -260,7 +262,8 @@ impl Strings {
     /// one. Strings interned before a later part fails stay in the table
     /// (harmless: a few bytes, and counted against the limit).
     fn slot(&mut self, entry: &Entry) -> Option<Slot> {
-        Some(match &entry.event {
+        let (kind, syms, time) = match &entry.event {
+            Event::PodUpdated { pod } => return Some(Slot::Pod(Box::new(self.pod(pod)?))),
             Event::PodStatusChanged {
                 pod,
                 uid,
@@ -268,32 +271,37 @@ impl Strings {
                 ready,
                 ready_since,
                 terminating,
-            } => Slot::PodStatus {
-                pod: self.intern(pod)?,
-                uid: self.intern(uid)?,
-                phase: self.intern(phase)?,
-                ready_since: nanos_opt(*ready_since)?,
-                flags: if *ready { READY } else { 0 } | if *terminating { TERMINATING } else { 0 },
-            },
-            Event::PodUpdated { pod } => Slot::Pod(Box::new(self.pod(pod)?)),
-            Event::MemberExpected { member } => Slot::MemberExpected {
-                member: self.member(member)?,
-            },
-            Event::MemberReady { member, pod } => Slot::MemberReady {
-                member: self.member(member)?,
-                pod: self.intern(pod)?,
-            },
+            } => (
+                POD_STATUS
+                    | if *ready { READY } else { 0 }
+                    | if *terminating { TERMINATING } else { 0 },
+                [self.intern(pod)?, self.intern(uid)?, self.intern(phase)?],
+                *ready_since,
+            ),
+            Event::MemberExpected { member } => {
+                let (kind, name) = self.member(member)?;
+                (MEMBER_EXPECTED | kind, [name, 0, 0], None)
+            }
+            Event::MemberReady { member, pod } => {
+                let (kind, name) = self.member(member)?;
+                (MEMBER_READY | kind, [name, self.intern(pod)?, 0], None)
+            }
             Event::MemberWaiting {
                 member,
                 why,
                 available_at,
-            } => Slot::MemberWaiting {
-                member: self.member(member)?,
-                why: self.intern(why)?,
-                available_at: nanos_opt(*available_at)?,
-            },
+            } => {
+                let (kind, name) = self.member(member)?;
+                (
+                    MEMBER_WAITING | kind,
+                    [name, self.intern(why)?, 0],
+                    *available_at,
+                )
+            }
             _ => return None,
-        })
+        };
+        let time = nanos_opt(time)?;
+        Some(Slot::Small { kind, syms, time })
     }
 
     pub(super) fn encode(&mut self, entry: Entry) -> Stored {
@@ -307,40 +315,36 @@ impl Strings {
     }
 
     pub(super) fn decode(&self, stored: &Stored) -> Entry {
-        let event = match &stored.slot {
-            Slot::Whole(entry) => return (**entry).clone(),
-            Slot::Pod(pod) => Event::PodUpdated {
+        let event = match stored.slot {
+            Slot::Whole(ref entry) => return (**entry).clone(),
+            Slot::Pod(ref pod) => Event::PodUpdated {
                 pod: Arc::new(self.pod_info(pod)),
             },
-            Slot::PodStatus {
-                pod,
-                uid,
-                phase,
-                ready_since,
-                flags,
-            } => Event::PodStatusChanged {
-                pod: self.get(*pod).into(),
-                uid: self.get(*uid).into(),
-                phase: self.get(*phase).into(),
-                ready: flags & READY != 0,
-                ready_since: time_opt(*ready_since),
-                terminating: flags & TERMINATING != 0,
-            },
-            Slot::MemberExpected { member } => Event::MemberExpected {
-                member: self.member_id(*member),
-            },
-            Slot::MemberReady { member, pod } => Event::MemberReady {
-                member: self.member_id(*member),
-                pod: self.get(*pod).to_string(),
-            },
-            Slot::MemberWaiting {
-                member,
-                why,
-                available_at,
-            } => Event::MemberWaiting {
-                member: self.member_id(*member),
-                why: self.get(*why).to_string(),
-                available_at: time_opt(*available_at),
+            Slot::Small {
+                kind,
+                syms: [a, b, c],
+                time,
+            } => match kind & SLOT_BITS {
+                POD_STATUS => Event::PodStatusChanged {
+                    pod: self.get(a).into(),
+                    uid: self.get(b).into(),
+                    phase: self.get(c).into(),
+                    ready: kind & READY != 0,
+                    ready_since: time_opt(time),
+                    terminating: kind & TERMINATING != 0,
+                },
+                MEMBER_EXPECTED => Event::MemberExpected {
+                    member: self.member_id(kind, a),
+                },
+                MEMBER_READY => Event::MemberReady {
+                    member: self.member_id(kind, a),
+                    pod: self.get(b).into(),
+                },
+                _ => Event::MemberWaiting {
+                    member: self.member_id(kind, a),
+                    why: self.get(b).into(),
+                    available_at: time_opt(time),
+                },
             },
         };
         Entry {

@@ -86,10 +86,6 @@ impl Journal {
         self.entries.len() == 0
     }
 
-    pub fn capacity(&self) -> usize {
-        self.cap
-    }
-
     /// How many entries were evicted (and folded into the checkpoint).
     pub fn dropped(&self) -> u64 {
         self.dropped

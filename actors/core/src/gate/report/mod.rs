@@ -193,6 +193,14 @@ pub fn build(state: &GateState, cfg: &Config, facts: &ReadFacts, now: Timestamp)
     Some(build_for(node, state, cfg, facts, now))
 }
 
+/// What every member's row is read from.
+struct Ctx<'a> {
+    state: &'a GateState,
+    cfg: &'a Config,
+    facts: &'a ReadFacts,
+    now: Timestamp,
+}
+
 fn build_for(
     node: &NodeInfo,
     state: &GateState,
@@ -200,17 +208,19 @@ fn build_for(
     facts: &ReadFacts,
     now: Timestamp,
 ) -> Report {
+    let cx = &Ctx {
+        state,
+        cfg,
+        facts,
+        now,
+    };
     let mut dss: Vec<&DaemonSetInfo> = state.daemonsets.values().map(AsRef::as_ref).collect();
     dss.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     let daemonsets: Vec<MemberRow> = dss
         .into_iter()
-        .map(|ds| daemonset_row(state, node, ds, cfg, facts, now))
+        .map(|ds| daemonset_row(cx, node, ds))
         .collect();
-    let critical_pods: Vec<MemberRow> = cfg
-        .critical
-        .iter()
-        .map(|entry| critical_row(state, entry, cfg, facts, now))
-        .collect();
+    let critical_pods: Vec<MemberRow> = cfg.critical.iter().map(|e| critical_row(cx, e)).collect();
     let conditions: Vec<MemberRow> = cfg
         .conditions
         .iter()
@@ -255,15 +265,7 @@ fn build_for(
     }
 }
 
-fn daemonset_row(
-    state: &GateState,
-    node: &NodeInfo,
-    ds: &DaemonSetInfo,
-    gate_cfg: &Config,
-    facts: &ReadFacts,
-    now: Timestamp,
-) -> MemberRow {
-    let cfg = &gate_cfg.placement;
+fn daemonset_row(cx: &Ctx<'_>, node: &NodeInfo, ds: &DaemonSetInfo) -> MemberRow {
     let id = MemberId::daemonset(ds);
     let mut row = empty_row(&id, &ds.namespace, &ds.name);
     row.node_affinity = ds.template.required_node_affinity.as_ref().map(|terms| {
@@ -277,7 +279,7 @@ fn daemonset_row(
             })
             .collect()
     });
-    let member = member_of(state, &id);
+    let member = member_of(cx.state, &id);
     match &member.expectation {
         Expectation::NotExpected { reason, code } => {
             row.reason = reason.clone();
@@ -296,116 +298,80 @@ fn daemonset_row(
         }
         Expectation::Expected => {
             row.expected = true;
-            row.reason = expected_reason(node, ds, cfg, row.node_affinity.as_deref());
+            let terms = row.node_affinity.as_deref();
+            row.reason = expected_reason(node, ds, &cx.cfg.placement, terms);
             row.reason_code = EXPECTED.into();
-            let min_ready = Duration::from_secs(u64::try_from(ds.min_ready_seconds).unwrap_or(0));
-            let waits = Waits {
-                namespace: &ds.namespace,
-                owner_uid: Some(&ds.uid),
-                min_ready,
-                pod: gate::waited_pod(&id, state, gate_cfg, now),
-                readiness: member.readiness.as_ref(),
-            };
-            fill_readiness(&mut row, &waits, state, facts, now);
+            fill_readiness(cx, &mut row, &id, Some(ds));
         }
     }
     row
 }
 
-fn critical_row(
-    state: &GateState,
-    entry: &CriticalPodEntry,
-    cfg: &Config,
-    facts: &ReadFacts,
-    now: Timestamp,
-) -> MemberRow {
+fn critical_row(cx: &Ctx<'_>, entry: &CriticalPodEntry) -> MemberRow {
     let id = MemberId::Critical(entry.name.clone());
     let mut row = empty_row(&id, &entry.namespace, &entry.name);
     row.selector = Some(entry.selector.to_string());
-    let member = member_of(state, &id);
+    let member = member_of(cx.state, &id);
     if judged_by_selector(&mut row, &member, "entry", entry.node_selector.as_ref()) {
         // Critical pods are static or mirror pods, never created unbound:
         // there is no pending pod to look for, and no minReadySeconds.
-        let waits = Waits {
-            namespace: &entry.namespace,
-            owner_uid: None,
-            min_ready: Duration::ZERO,
-            pod: gate::waited_pod(&id, state, cfg, now),
-            readiness: member.readiness.as_ref(),
-        };
-        fill_readiness(&mut row, &waits, state, facts, now);
+        fill_readiness(cx, &mut row, &id, None);
     }
     row
 }
 
-/// What an expected member's readiness is read against.
-struct Waits<'a> {
-    namespace: &'a str,
-    /// The DaemonSet's uid, to find its unbound pods; `None` for a critical
-    /// entry.
-    owner_uid: Option<&'a str>,
-    min_ready: Duration,
-    /// The pod it waits on (the gate's readiness rules); `None` when there
-    /// is no pod yet.
-    pod: Option<String>,
-    /// The gate's readiness of the member; `None`: not evaluated yet.
-    readiness: Option<&'a Readiness>,
-}
-
 /// Ready/pod/waiting of an expected member, from the gate's readiness. For
 /// "no pod yet", an unbound pod made for this node tells the real story:
-/// usually the scheduler's reason for not placing it.
-fn fill_readiness(
-    row: &mut MemberRow,
-    waits: &Waits<'_>,
-    state: &GateState,
-    facts: &ReadFacts,
-    now: Timestamp,
-) {
+/// usually the scheduler's reason for not placing it. `ds` is the member's
+/// DaemonSet (its unbound pods, its minReadySeconds); `None` for a critical
+/// entry.
+fn fill_readiness(cx: &Ctx<'_>, row: &mut MemberRow, id: &MemberId, ds: Option<&DaemonSetInfo>) {
+    let owner_uid = ds.map(|ds| ds.uid.as_str());
+    let min_ready = ds.map_or(0, |ds| u64::try_from(ds.min_ready_seconds).unwrap_or(0));
+    // The pod it waits on (the gate's readiness rules); `None` when there
+    // is no pod yet.
+    let waited = gate::waited_pod(id, cx.state, cx.cfg, cx.now);
     row.ready = Some(false);
-    match waits.readiness {
+    match &member_of(cx.state, id).readiness {
         Some(Readiness::Ready { pod }) => {
             row.ready = Some(true);
             row.pod = Some(pod.clone());
         }
         None => row.waiting = Some(NOT_EVALUATED.to_string()),
-        Some(Readiness::Waiting { why, .. }) if waits.pod.is_none() => {
-            let pending = facts
+        Some(Readiness::Waiting { why, .. }) if waited.is_none() => {
+            let pending = cx
+                .facts
                 .unscheduled
                 .iter()
-                .filter(|p| {
-                    waits.owner_uid.is_some() && p.controller_uid.as_deref() == waits.owner_uid
-                })
-                .min_by(|a, b| a.name.cmp(&b.name));
-            match pending {
-                Some(p) => {
-                    let why = match facts
-                        .details
-                        .get(&p.key())
-                        .and_then(|d| d.unschedulable.as_deref())
-                    {
-                        Some(msg) => format!("pod {} is Pending, not scheduled: {msg}", p.name),
-                        None => format!("pod {} is Pending, not scheduled yet", p.name),
-                    };
-                    row.pod = Some(p.name.to_string());
-                    row.waiting = Some(why);
-                }
-                None => row.waiting = Some(why.clone()),
+                .filter(|p| owner_uid.is_some() && p.controller_uid.as_deref() == owner_uid)
+                .min_by_key(|&p| &p.name);
+            row.waiting = Some(why.clone());
+            if let Some(p) = pending {
+                let detail = cx.facts.details.get(&p.key());
+                row.waiting = Some(match detail.and_then(|d| d.unschedulable.as_deref()) {
+                    Some(msg) => format!("pod {} is Pending, not scheduled: {msg}", p.name),
+                    None => format!("pod {} is Pending, not scheduled yet", p.name),
+                });
+                row.pod = Some(p.name.to_string());
             }
         }
         Some(Readiness::Waiting {
             why, available_at, ..
         }) => {
-            let pod = waits.pod.as_deref().unwrap_or_default();
-            row.pod = waits.pod.clone();
+            let pod = waited.as_deref().unwrap_or_default();
+            row.pod = waited.clone();
             row.waiting = Some(match available_at {
-                Some(at) => Readiness::not_available_text(pod, waits.min_ready, *at, Some(now)),
+                Some(at) => {
+                    let min_ready = Duration::from_secs(min_ready);
+                    Readiness::not_available_text(pod, min_ready, *at, Some(cx.now))
+                }
                 None => {
-                    let seen = state
+                    let seen = cx
+                        .state
                         .pods
                         .values()
-                        .find(|p| p.namespace == waits.namespace && *p.name == *pod);
-                    let detail = facts.details.get(&format!("{}/{pod}", waits.namespace));
+                        .find(|p| p.namespace == *row.namespace && *p.name == *pod);
+                    let detail = cx.facts.details.get(&format!("{}/{pod}", row.namespace));
                     describe_waiting(why, seen.map(AsRef::as_ref), detail)
                 }
             });

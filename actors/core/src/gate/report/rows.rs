@@ -55,15 +55,6 @@ pub struct TermResult {
     pub why: Option<String>,
 }
 
-/// Why an expected critical-pod entry or condition (`what`) is expected:
-/// its node selector matches, or it has none.
-pub(crate) fn selector_match(what: &str, selector: Option<&LabelSelector>) -> String {
-    match selector.map(ToString::to_string).filter(|s| !s.is_empty()) {
-        Some(s) => format!("the node matches the {what}'s node selector {s:?}"),
-        None => format!("the {what} has no node selector, so it applies to every node"),
-    }
-}
-
 pub(crate) fn empty_row(id: &MemberId, namespace: &str, name: &str) -> MemberRow {
     MemberRow {
         namespace: namespace.to_string(),
@@ -127,7 +118,10 @@ pub(crate) fn judged_by_selector(
         Expectation::Expected => {
             row.expected = true;
             row.reason_code = EXPECTED.into();
-            row.reason = selector_match(what, selector);
+            row.reason = match selector.map(ToString::to_string).filter(|s| !s.is_empty()) {
+                Some(s) => format!("the node matches the {what}'s node selector {s:?}"),
+                None => format!("the {what} has no node selector, so it applies to every node"),
+            };
             true
         }
     }

@@ -96,26 +96,21 @@ pub fn expected_reason(
         parts.push(format!("its node affinity term {} matches", m.term));
     }
     let tolerations = placement::with_default_tolerations(&t.tolerations, t.host_network);
-    let tolerated = |taint: &Taint| {
-        tolerations
-            .iter()
-            .any(|tol| placement::tolerates(tol, taint))
-    };
-    let blocking: Vec<&Taint> = node
+    let (mut kept, mut set_aside) = (Vec::new(), Vec::new());
+    for taint in node
         .taints
         .iter()
-        .filter(|taint| placement::taint_blocks_scheduling(taint))
-        .collect();
-    let kept: Vec<String> = blocking
-        .iter()
-        .filter(|taint| !cfg.is_transient(taint))
-        .map(|taint| taint.to_string())
-        .collect();
-    let set_aside: Vec<String> = blocking
-        .iter()
-        .filter(|taint| cfg.is_transient(taint) && !tolerated(taint))
-        .map(|taint| taint.to_string())
-        .collect();
+        .filter(|t| placement::taint_blocks_scheduling(t))
+    {
+        if !cfg.is_transient(taint) {
+            kept.push(taint.to_string());
+        } else if !tolerations
+            .iter()
+            .any(|tol| placement::tolerates(tol, taint))
+        {
+            set_aside.push(taint.to_string());
+        }
+    }
     if !kept.is_empty() {
         parts.push(format!("it tolerates {}", kept.join(", ")));
     }

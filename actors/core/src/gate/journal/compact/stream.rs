@@ -17,27 +17,12 @@ use std::collections::VecDeque;
 
 use integer_encoding::VarInt;
 
-use super::{Member, MemberKind, Nanos, Pod, Slot, Stored, Sym};
+use super::{HAS_TIME, NONE, Nanos, POD, Pod, SLOT_BITS, SYMS, Slot, Stored, Sym, WHOLE};
 use crate::gate::journal::Entry;
 
 /// Bytes the buffer grows by when full: a gate's journal is a few hundred
 /// bytes, so doubling would leave most of a thousand journals empty.
 const CHUNK: usize = 128;
-
-// The kind byte: the slot in the low three bits, the rest per slot.
-const POD_STATUS: u8 = 0;
-const MEMBER_EXPECTED: u8 = 1;
-const MEMBER_READY: u8 = 2;
-const MEMBER_WAITING: u8 = 3;
-const POD: u8 = 4;
-const WHOLE: u8 = 5;
-const SLOT_BITS: u8 = 0b111;
-/// A member's kind, in bits 3–5 of a member slot's kind byte.
-const MEMBER_SHIFT: u8 = 3;
-/// The slot's optional time (`ready_since`, `available_at`) is present.
-const HAS_TIME: u8 = 1 << 6;
-/// [`Slot::PodStatus`]'s flags, in bits 3–4 of its kind byte.
-const FLAGS_SHIFT: u8 = 3;
 
 /// A journal's retained entries, oldest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -71,18 +56,10 @@ impl Entries {
                 self.bytes.reserve_exact(need.max(CHUNK));
             }
         }
-        let mut w = Writer {
-            out: &mut self.bytes,
-        };
+        write(&mut self.bytes, &stored.slot, stored.at, self.last);
         match stored.slot {
-            Slot::Whole(entry) => {
-                w.byte(WHOLE);
-                self.whole.push_back(entry);
-            }
-            slot => {
-                w.write(&slot, stored.at, self.last);
-                self.last = stored.at;
-            }
+            Slot::Whole(entry) => self.whole.push_back(entry),
+            _ => self.last = stored.at,
         }
         self.len += 1;
     }
@@ -137,116 +114,45 @@ fn max_len(slot: &Slot) -> usize {
     }
 }
 
-struct Writer<'a> {
-    out: &'a mut Vec<u8>,
+fn var(out: &mut Vec<u8>, v: impl VarInt) {
+    let mut buf = [0u8; 10];
+    let n = v.encode_var(&mut buf);
+    out.extend_from_slice(&buf[..n]);
 }
 
-impl Writer<'_> {
-    fn byte(&mut self, b: u8) {
-        self.out.push(b);
+/// Writes the kind byte, the time as its difference from `prev`, the
+/// strings, the optional time as its difference from the entry's own; then
+/// a pod's flags and labels.
+fn write(out: &mut Vec<u8>, slot: &Slot, at: Nanos, prev: Nanos) {
+    let (kind, syms, time): (u8, &[Sym], Nanos) = match slot {
+        Slot::Small { kind, syms, time } => {
+            let n = SYMS[usize::from(kind & SLOT_BITS)];
+            (*kind, &syms[..n], *time)
+        }
+        Slot::Pod(p) => (POD, &p.syms, p.ready_since),
+        // Stored by the caller in the queue of whole entries.
+        Slot::Whole(_) => return out.push(WHOLE),
+    };
+    let has = time != NONE;
+    out.push(kind | if has { HAS_TIME } else { 0 });
+    var(out, at.wrapping_sub(prev));
+    for &s in syms {
+        var(out, u64::from(s));
     }
-
-    fn var(&mut self, v: impl VarInt) {
-        let mut buf = [0u8; 10];
-        let n = v.encode_var(&mut buf);
-        self.out.extend_from_slice(&buf[..n]);
+    if has {
+        var(out, time.wrapping_sub(at));
     }
-
-    fn sym(&mut self, s: Sym) {
-        self.var(u64::from(s));
-    }
-
-    /// `t` as its difference from `from`; `NONE` cannot occur here (the
-    /// caller sets [`HAS_TIME`] only for a present time).
-    fn time(&mut self, t: Nanos, from: Nanos) {
-        self.var(t.wrapping_sub(from));
-    }
-
-    fn member(&mut self, slot: u8, m: Member, extra: u8) {
-        self.byte(slot | ((m.kind as u8) << MEMBER_SHIFT) | extra);
-    }
-
-    fn write(&mut self, slot: &Slot, at: Nanos, prev: Nanos) {
-        match slot {
-            Slot::PodStatus {
-                pod,
-                uid,
-                phase,
-                ready_since,
-                flags,
-            } => {
-                let has = has_time(*ready_since);
-                self.byte(POD_STATUS | (flags << FLAGS_SHIFT) | has);
-                self.time(at, prev);
-                self.sym(*pod);
-                self.sym(*uid);
-                self.sym(*phase);
-                if has != 0 {
-                    self.time(*ready_since, at);
-                }
-            }
-            Slot::MemberExpected { member } => {
-                self.member(MEMBER_EXPECTED, *member, 0);
-                self.time(at, prev);
-                self.sym(member.name);
-            }
-            Slot::MemberReady { member, pod } => {
-                self.member(MEMBER_READY, *member, 0);
-                self.time(at, prev);
-                self.sym(member.name);
-                self.sym(*pod);
-            }
-            Slot::MemberWaiting {
-                member,
-                why,
-                available_at,
-            } => {
-                let has = has_time(*available_at);
-                self.member(MEMBER_WAITING, *member, has);
-                self.time(at, prev);
-                self.sym(member.name);
-                self.sym(*why);
-                if has != 0 {
-                    self.time(*available_at, at);
-                }
-            }
-            Slot::Pod(p) => {
-                let has = has_time(p.ready_since);
-                self.byte(POD | has);
-                self.time(at, prev);
-                for s in [
-                    p.namespace,
-                    p.name,
-                    p.uid,
-                    p.node_name,
-                    p.controller_uid,
-                    p.phase,
-                    p.status_note,
-                ] {
-                    self.sym(s);
-                }
-                if has != 0 {
-                    self.time(p.ready_since, at);
-                }
-                self.byte(
-                    u8::from(p.ready)
-                        | u8::from(p.terminating) << 1
-                        | u8::from(p.ready_annotation) << 2
-                        | u8::from(p.sandbox_ready) << 3,
-                );
-                self.var(p.labels.len() as u64);
-                for &(k, v) in p.labels.iter() {
-                    self.sym(k);
-                    self.sym(v);
-                }
-            }
-            // Stored by the caller in the queue of whole entries.
-            Slot::Whole(_) => self.byte(WHOLE),
+    if let Slot::Pod(p) = slot {
+        out.push(p.bits);
+        var(out, p.labels.len() as u64);
+        for &(k, v) in p.labels.iter() {
+            var(out, u64::from(k));
+            var(out, u64::from(v));
         }
     }
 }
 
-/// Reads what [`Writer`] wrote. The bytes are the journal's own, written
+/// Reads what [`write`] wrote. The bytes are the journal's own, written
 /// above, so every read succeeds; a short read gives zeros rather than
 /// panicking.
 struct Reader<'a> {
@@ -277,130 +183,50 @@ impl Reader<'_> {
         Sym::try_from(self.var::<u64>()).unwrap_or(Sym::MAX)
     }
 
-    fn time(&mut self, from: Nanos) -> Nanos {
-        from.wrapping_add(self.var::<i64>())
-    }
-
-    fn optional_time(&mut self, kind: u8, from: Nanos) -> Nanos {
-        if kind & HAS_TIME != 0 {
-            self.time(from)
-        } else {
-            super::NONE
-        }
-    }
-
-    fn at(&mut self) -> Nanos {
-        let at = self.time(self.prev);
-        self.prev = at;
-        at
-    }
-
-    fn member(&mut self, kind: u8) -> Member {
-        Member {
-            kind: member_kind((kind >> MEMBER_SHIFT) & 0b111),
-            name: self.sym(),
-        }
-    }
-
     fn read(&mut self, whole: &mut dyn FnMut() -> Option<Box<Entry>>) -> Stored {
         let kind = self.byte();
-        let (at, slot) = match kind & SLOT_BITS {
-            POD_STATUS => {
-                let at = self.at();
-                let (pod, uid, phase) = (self.sym(), self.sym(), self.sym());
-                let ready_since = self.optional_time(kind, at);
-                let flags = (kind >> FLAGS_SHIFT) & 0b11;
-                (
-                    at,
-                    Slot::PodStatus {
-                        pod,
-                        uid,
-                        phase,
-                        ready_since,
-                        flags,
-                    },
-                )
-            }
-            MEMBER_EXPECTED => {
-                let at = self.at();
-                let member = self.member(kind);
-                (at, Slot::MemberExpected { member })
-            }
-            MEMBER_READY => {
-                let at = self.at();
-                let member = self.member(kind);
-                let pod = self.sym();
-                (at, Slot::MemberReady { member, pod })
-            }
-            MEMBER_WAITING => {
-                let at = self.at();
-                let member = self.member(kind);
-                let why = self.sym();
-                let available_at = self.optional_time(kind, at);
-                (
-                    at,
-                    Slot::MemberWaiting {
-                        member,
-                        why,
-                        available_at,
-                    },
-                )
-            }
-            POD => {
-                let at = self.at();
-                let [
-                    namespace,
-                    name,
-                    uid,
-                    node_name,
-                    controller_uid,
-                    phase,
-                    status_note,
-                ] = std::array::from_fn(|_| self.sym());
-                let ready_since = self.optional_time(kind, at);
-                let bits = self.byte();
-                let count = self.var::<u64>();
-                let labels = (0..count).map(|_| (self.sym(), self.sym())).collect();
-                let pod = Pod {
-                    namespace,
-                    name,
-                    uid,
-                    node_name,
-                    controller_uid,
-                    phase,
-                    ready_since,
-                    ready: bits & 1 != 0,
-                    terminating: bits & 2 != 0,
-                    ready_annotation: bits & 4 != 0,
-                    sandbox_ready: bits & 8 != 0,
-                    status_note,
-                    labels,
-                };
-                (at, Slot::Pod(Box::new(pod)))
-            }
-            _ => {
-                let entry = whole().unwrap_or_else(|| {
-                    // Cannot happen: every WHOLE byte has its entry queued.
-                    Box::new(Entry {
-                        at: jiff::Timestamp::UNIX_EPOCH,
-                        event: crate::gate::Event::WritesResumed,
-                    })
-                });
-                (super::NONE, Slot::Whole(entry))
+        let Some(&n) = SYMS.get(usize::from(kind & SLOT_BITS)) else {
+            let entry = whole().unwrap_or_else(|| {
+                // Cannot happen: every WHOLE byte has its entry queued.
+                Box::new(Entry {
+                    at: jiff::Timestamp::UNIX_EPOCH,
+                    event: crate::gate::Event::WritesResumed,
+                })
+            });
+            return Stored {
+                at: NONE,
+                slot: Slot::Whole(entry),
+            };
+        };
+        let at = self.prev.wrapping_add(self.var::<i64>());
+        self.prev = at;
+        let mut syms = [0; 7];
+        for s in &mut syms[..n] {
+            *s = self.sym();
+        }
+        let time = if kind & HAS_TIME != 0 {
+            at.wrapping_add(self.var::<i64>())
+        } else {
+            NONE
+        };
+        let slot = if kind & SLOT_BITS == POD {
+            let bits = self.byte();
+            let count = self.var::<u64>();
+            let labels = (0..count).map(|_| (self.sym(), self.sym())).collect();
+            Slot::Pod(Box::new(Pod {
+                syms,
+                ready_since: time,
+                bits,
+                labels,
+            }))
+        } else {
+            let [a, b, c, ..] = syms;
+            Slot::Small {
+                kind: kind & !HAS_TIME,
+                syms: [a, b, c],
+                time,
             }
         };
         Stored { at, slot }
     }
-}
-
-/// [`HAS_TIME`] when the optional time `t` is present.
-fn has_time(t: Nanos) -> u8 {
-    if t != super::NONE { HAS_TIME } else { 0 }
-}
-
-/// The member kind whose number is `bits` (its `repr(u8)`).
-fn member_kind(bits: u8) -> MemberKind {
-    use MemberKind::*;
-    let kinds = [DaemonSet, Critical, Condition, Resource, Dra, Canary];
-    kinds.get(usize::from(bits)).copied().unwrap_or(DaemonSet)
 }
