@@ -218,13 +218,8 @@ fn nested_keys(message: &str, file: &str, text: &str) -> Option<String> {
     let mut out = Vec::new();
     for entry in message.split(canary::PROBLEMS_APART) {
         let (path, _) = entry.split_once(": ")?;
-        let nested = path.contains('.')
-            && path
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._[]".contains(c));
-        if !nested {
-            return None;
-        }
+        let plain = |c: char| c.is_ascii_alphanumeric() || "._[]".contains(c);
+        (path.contains('.') && path.chars().all(plain)).then_some(())?;
         let line = line_of_path(text, path);
         out.push((line, format!("{}: {entry}", place(file, line))));
     }

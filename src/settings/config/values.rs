@@ -26,10 +26,7 @@ pub(super) fn parse_addr(flag: &str, s: &str) -> Result<SocketAddr, ConfigError>
 }
 
 pub(super) fn check_dns_label(s: &str) -> Result<(), &'static str> {
-    if is_dns1123_label(s) {
-        return Ok(());
-    }
-    Err(
+    is_dns1123_label(s).then_some(()).ok_or(
         "must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
     )
 }
