@@ -268,21 +268,15 @@ fn cut_echoes(line: &str) -> String {
     let mut shown: Vec<&str> = Vec::new();
     let mut rest = line;
     while let Some(open) = rest.find(['"', '`']) {
+        // The closing quote; inside "…", a backslash escapes the next byte.
         let quote = &rest[open..=open];
-        let bytes = rest.as_bytes();
-        let mut i = open + 1;
-        let mut close = None;
-        while i < bytes.len() {
-            if bytes[i] == b'\\' && quote == "\"" {
-                i += 2;
-            } else if bytes[i] == quote.as_bytes()[0] {
-                close = Some(i);
-                break;
-            } else {
-                i += 1;
-            }
-        }
-        let Some(close) = close else { break };
+        let mut escaped = false;
+        let close = rest.bytes().enumerate().skip(open + 1).find(|&(_, b)| {
+            let end = b == quote.as_bytes()[0] && !escaped;
+            escaped = !escaped && quote == "\"" && b == b'\\';
+            end
+        });
+        let Some((close, _)) = close else { break };
         out.push_str(&words(&rest[..open]));
         let body = &rest[open + 1..close];
         if body.chars().count() <= ECHO_MAX {
