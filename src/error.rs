@@ -149,15 +149,8 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Config(_) => EXIT_USAGE,
-            Error::Credentials(_)
-            | Error::Kubeconfig { .. }
-            | Error::Client(_)
-            | Error::Kube { .. }
-            | Error::Io { .. }
-            | Error::Supervisor(_)
-            | Error::NodeNotFound(_)
-            | Error::Invalid { .. } => EXIT_FAILURE,
             Error::Context { source, .. } => source.exit_code(),
+            _ => EXIT_FAILURE,
         }
     }
 
@@ -188,14 +181,12 @@ impl fmt::Display for Report<'_> {
             _ => {}
         }
         let mut parts = vec![self.0.to_string()];
-        let mut cause = std::error::Error::source(self.0);
-        while let Some(e) = cause {
+        for e in std::iter::successors(std::error::Error::source(self.0), |e| e.source()) {
             if let Some(k) = e.downcast_ref::<kube::Error>() {
                 parts.push(kube_text(k));
                 break;
             }
             parts.push(e.to_string());
-            cause = e.source();
         }
         write!(f, "{}", join_causes(parts))
     }
@@ -229,21 +220,17 @@ fn io_text(e: &std::io::Error) -> String {
 
 /// The innermost cause of `e`: what actually went wrong, said once.
 fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut last = e;
-    while let Some(next) = last.source() {
-        last = next;
+    let last = std::iter::successors(Some(e), |e| e.source())
+        .last()
+        .unwrap_or(e);
+    if let Some(io) = last.downcast_ref::<std::io::Error>() {
+        return io_text(io);
     }
-    match last.downcast_ref::<std::io::Error>() {
-        Some(io) => io_text(io),
-        None => {
-            let text = last.to_string();
-            // hyper-util's "tcp connect error" without its cause, or a
-            // timeout's "deadline has elapsed".
-            match text.as_str() {
-                "deadline has elapsed" | "operation timed out" => "timed out".to_string(),
-                _ => text,
-            }
-        }
+    // hyper-util's "tcp connect error" without its cause, or a timeout's
+    // "deadline has elapsed".
+    match last.to_string().as_str() {
+        "deadline has elapsed" | "operation timed out" => "timed out".to_string(),
+        text => text.to_string(),
     }
 }
 
@@ -258,10 +245,9 @@ fn is_unreachable(e: &kube::Error) -> bool {
 pub fn kube_text(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(status) => {
-            let reason = if status.reason.is_empty() {
-                format!("HTTP {}", status.code)
-            } else {
-                status.reason.clone()
+            let reason = match status.reason.as_str() {
+                "" => format!("HTTP {}", status.code),
+                r => r.to_string(),
             };
             match status.message.trim() {
                 "" => reason,

@@ -31,12 +31,10 @@ pub mod trace;
 
 pub use error::{Error, Result};
 
-/// The commit this binary was built from (build.rs: `NODEGATE_REVISION`;
-/// else, in a release build, `git rev-parse HEAD` or `unknown`; `dev` in a
-/// debug build, so that a commit does not recompile the test binaries).
-pub const REVISION: &str = env!("NODEGATE_BUILD_REVISION");
-
-/// What `nodegate --version` prints after the name: `0.1.0 (<commit>)`.
+/// What `nodegate --version` prints after the name: `0.1.0 (<commit>)`, the
+/// commit this binary was built from (build.rs: `NODEGATE_REVISION`; else,
+/// in a release build, `git rev-parse HEAD` or `unknown`; `dev` in a debug
+/// build, so that a commit does not recompile the test binaries).
 pub const LONG_VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (",

@@ -52,15 +52,6 @@ fn init_tracing(format: LogFormat, filter: &str) {
     }
 }
 
-/// The name the usage lines show: `kubectl nodegate` when run as the
-/// kubectl plugin (`kubectl-nodegate` on the PATH), else `nodegate`.
-fn display_name(argv0: Option<&std::ffi::OsStr>) -> &'static str {
-    match file_stem(argv0) {
-        Some("kubectl-nodegate") => "kubectl nodegate",
-        _ => "nodegate",
-    }
-}
-
 /// The name of the binary as run, without its directory and extension.
 fn file_stem(argv0: Option<&std::ffi::OsStr>) -> Option<&str> {
     std::path::Path::new(argv0?).file_stem()?.to_str()
@@ -84,9 +75,13 @@ fn parse() -> Cli {
     // Dynamic completion (`COMPLETE=bash nodegate`): answers and exits;
     // without the variable it returns at once.
     clap_complete::CompleteEnv::with_factory(command).complete();
-    let matches = command()
-        .bin_name(display_name(argv0.as_deref()))
-        .get_matches();
+    // The usage lines say `kubectl nodegate` when run as the kubectl plugin
+    // (`kubectl-nodegate` on the PATH).
+    let name = match file_stem(argv0.as_deref()) {
+        Some("kubectl-nodegate") => "kubectl nodegate",
+        _ => "nodegate",
+    };
+    let matches = command().bin_name(name).get_matches();
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 

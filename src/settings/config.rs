@@ -14,11 +14,12 @@ use std::time::Duration;
 use nodegate_core::rules::conditions::CriticalCondition;
 use nodegate_core::rules::conditions::taints::ConditionTaintRule;
 use nodegate_core::rules::placement::{
-    ManagedTaint, PlacementConfig, TransientTaint, default_transient_taints,
+    EFFECT_NO_SCHEDULE, ManagedTaint, PlacementConfig, TransientTaint, default_transient_taints,
 };
-use nodegate_core::rules::readiness::CriticalPodEntry;
+use nodegate_core::rules::readiness::{CriticalPodEntry, is_dns1123_label};
 use nodegate_core::rules::selector::check_label_key;
 use nodegate_core::rules::startup::StartupTaints;
+use nodegate_core::vocab::budget::MaxUnavailable;
 use nodegate_core::vocab::config::{Config, OnTimeout, RegateConfig, Scope};
 use serde::Deserialize;
 
@@ -103,7 +104,7 @@ pub struct GateSettings {
     pub dra_drivers: Vec<nodegate_core::rules::devices::DraDriver>,
     /// `--max-unavailable`: the cap on the nodes re-gating and the rules
     /// keep closed together; `None` at 100%.
-    pub max_unavailable: Option<nodegate_core::vocab::budget::MaxUnavailable>,
+    pub max_unavailable: Option<MaxUnavailable>,
     /// `--reboot-announcements` and friends (semantics.md §6.10).
     pub reboots: nodegate_core::vocab::config::AnnouncedReboots,
     /// `canary` (semantics.md §6.9); `None`: off.
@@ -138,6 +139,15 @@ impl GateSettings {
             canary: self.canary.as_ref().map(|c| c.core.clone()),
         }
     }
+}
+
+/// The gate's two deadlines (semantics.md §5.2); `None`: off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Timeouts {
+    /// `--timeout`.
+    pub ready: Option<Duration>,
+    /// `--schedule-timeout`.
+    pub schedule: Option<Duration>,
 }
 
 /// `nodegate run`: the gate exactly as configured.
@@ -255,17 +265,21 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
     let exclude_selector =
         FileSelector::nodes(given.exclude_selector.as_ref(), "--exclude-selector")?;
     let daemonset_namespaces = daemonset_namespaces(&given.daemonset_namespaces)?;
-    let critical = critical_pods(file.critical_pods.take().unwrap_or_default())?;
+    let critical = members::critical_pods(file.critical_pods.take().unwrap_or_default())?;
     let node_selector = FileSelector::nodes(given.node_selector.as_ref(), "--node-selector")?;
 
-    let regate = regate_settings(&given, &managed)?;
-    let reboots = reboot_settings(&given, regate.as_ref())?;
+    let regate = regate::regate_settings(&given, &managed)?;
+    let reboots = regate::reboot_settings(&given, regate.as_ref())?;
     if let Some(rc) = &regate {
         managed.push(rc.taint.clone());
     }
     let conditions = conditions::critical_conditions(file.critical_conditions.take())?;
     let condition_taints = conditions::condition_taints(file.condition_taints.take(), &managed)?;
-    let max_unavailable = total_cap(&given.max_unavailable)?;
+    let cap = budget(
+        "--max-unavailable",
+        &given.max_unavailable,
+        "100% to leave only re-gating's and each rule's own budget",
+    )?;
     let resources = devices::critical_resources(file.critical_resources.take())?;
     let dra_drivers = devices::dra_drivers(file.dra_drivers.take())?;
     let canary = canary::canary_settings(
@@ -281,7 +295,8 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
         regate,
         conditions,
         condition_taints,
-        max_unavailable,
+        // `None` at 100%: no cap beyond each one's own.
+        max_unavailable: (cap != MaxUnavailable::Percent(100)).then_some(cap),
         reboots,
         canary,
         suspend: file.suspend.unwrap_or(false),
@@ -300,27 +315,13 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
 /// namespace name (DNS-1123 label). None given is every namespace.
 fn daemonset_namespaces(given: &[String]) -> Result<Option<BTreeSet<String>>, ConfigError> {
     let names: BTreeSet<String> = entries(given).map(str::to_string).collect();
-    if let Some(bad) = names
-        .iter()
-        .find(|n| !nodegate_core::rules::readiness::is_dns1123_label(n))
-    {
+    if let Some(bad) = names.iter().find(|n| !is_dns1123_label(n)) {
         return Err(invalid(
             format!("--daemonset-namespaces {bad:?}"),
             "not a namespace name (lower-case letters, digits and '-', at most 63)".to_string(),
         ));
     }
     Ok((!names.is_empty()).then_some(names))
-}
-
-/// `--max-unavailable`; `None` at 100% (no cap beyond each one's own).
-fn total_cap(s: &str) -> Result<Option<nodegate_core::vocab::budget::MaxUnavailable>, ConfigError> {
-    use nodegate_core::vocab::budget::MaxUnavailable;
-    let cap = values::budget(
-        "--max-unavailable",
-        s,
-        "100% to leave only re-gating's and each rule's own budget",
-    )?;
-    Ok((cap != MaxUnavailable::Percent(100)).then_some(cap))
 }
 
 /// `--taint`: each valid (that there is one, [`gate_settings`] checks).
@@ -367,18 +368,31 @@ fn run_part(
 ) -> Result<RunSettings, ConfigError> {
     let given = RunGiven::merge(&args.flags, &mut file);
 
-    let timeout = timeout_setting(&given.timeout)?;
-    let schedule_timeout =
-        schedule_timeout_setting(&given.schedule_timeout, &given.timeout, timeout)?;
+    // 0 means no deadline.
+    let timeout = optional_duration("--timeout", &given.timeout)?;
+    // 0 means off; shorter than --timeout when both are set.
+    let schedule_timeout = optional_duration("--schedule-timeout", &given.schedule_timeout)?;
+    if let Some(d) = schedule_timeout
+        && timeout.is_some_and(|t| d >= t)
+    {
+        return Err(invalid(
+            format!("--schedule-timeout {:?}", given.schedule_timeout),
+            format!(
+                "must be shorter than --timeout {:?}: shorten --schedule-timeout \
+                 (scheduleTimeout) or lengthen --timeout (timeout)",
+                given.timeout
+            ),
+        ));
+    }
     let kube_request_timeout = client_settings(&given)?;
     let log_level = log_level(&given.log_level)?;
-    let leader_election = leader_election(&given)?;
+    let leader_election = leader::leader_election(&given)?;
     let (http_addr, debug_addr) = listeners(&given)?;
     let otlp_endpoint = given.otlp_endpoint.clone().filter(|u| !u.trim().is_empty());
     if let Some(url) = &otlp_endpoint {
         crate::trace::config::check_endpoint("--otlp-endpoint", url)?;
     }
-    let webhook = webhook_settings(&given)?;
+    let webhook = entrances::webhook_settings(&given)?;
     // The webhook's address is neither of the other listeners'.
     if let Some(w) = &webhook
         && [Some(http_addr), debug_addr]
@@ -391,22 +405,19 @@ fn run_part(
             "must differ from --http-addr and --debug-addr",
         ));
     }
-    let net = NetSettings {
-        enabled: given.taint_new_nodes,
-        window: positive_duration("--new-node-window", &given.new_node_window)?,
-    };
-    let replace = replace::replace_settings(&given)?;
-    let admission_params = given
-        .admission_params
-        .as_deref()
-        .map(admission_params_ref)
-        .transpose()?;
-
+    // The rest checked in this order.
     Ok(RunSettings {
-        admission_params,
-        replace,
+        net: NetSettings {
+            enabled: given.taint_new_nodes,
+            window: positive_duration("--new-node-window", &given.new_node_window)?,
+        },
+        replace: replace::replace_settings(&given)?,
+        admission_params: given
+            .admission_params
+            .as_deref()
+            .map(admission_params_ref)
+            .transpose()?,
         webhook,
-        net,
         leader_election,
         http_addr,
         debug_addr,
@@ -447,7 +458,7 @@ pub fn admission_params_ref(s: &str) -> Result<AdmissionParamsRef, ConfigError> 
         None => (None, s.trim().to_string()),
     };
     if let Some(ns) = &namespace
-        && !nodegate_core::rules::readiness::is_dns1123_label(ns)
+        && !is_dns1123_label(ns)
     {
         return Err(bad(
             "the namespace must be a DNS-1123 label, e.g. nodegate-system/nodegate-admission",
@@ -565,7 +576,8 @@ pub fn status_settings(args: &StatusArgs) -> Result<StatusSettings, ConfigError>
     let mut file = load_file(&args.gate)?;
     let gate = gate_settings(&args.gate, &mut file)?;
     let timeout = args.timeout.clone().or(file.timeout.take());
-    let timeout = timeout_setting(&timeout.unwrap_or_else(|| RunGiven::defaults().timeout))?;
+    let timeout = timeout.unwrap_or_else(|| RunGiven::defaults().timeout);
+    let timeout = optional_duration("--timeout", &timeout)?;
     let interval = parse_duration("--interval", &args.interval)?;
     if interval < Duration::from_millis(100) {
         return Err(invalid(
@@ -591,25 +603,17 @@ pub use devices::{RawCriticalResource, RawDraDriver};
 pub mod check;
 pub mod load;
 mod members;
-use members::critical_pods;
 pub use members::{FileSelector, RawCriticalCondition, RawCriticalPod};
 mod entrances;
-use entrances::webhook_settings;
 pub use entrances::{NetSettings, WebhookCerts, WebhookSettings};
 mod leader;
-pub use leader::check_lease_timings;
-use leader::leader_election;
 mod regate;
-use regate::{reboot_settings, regate_settings};
 mod replace;
 mod startup;
 pub use startup::{TaintFor, TaintForRule};
 mod values;
-use values::{budget, check_dns_label, check_dns_subdomain, parse_addr};
+use values::{budget, check_dns_label, check_dns_subdomain, optional_duration, parse_addr};
 pub use values::{entries, parse_duration, parse_exclude, parse_managed_taint, parse_transient};
 
 #[cfg(test)]
 mod tests;
-mod timeouts;
-pub use timeouts::Timeouts;
-use timeouts::{schedule_timeout_setting, timeout_setting};

@@ -22,6 +22,8 @@
 
 use clap::builder::{Arg, ArgAction, ValueParser};
 
+use super::table::HEADINGS;
+
 /// How a setting takes effect when the config file is reloaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reload {
@@ -78,16 +80,6 @@ pub fn help(doc: &[&str], default: Option<&str>) -> String {
     text
 }
 
-/// The documentation's default column: the default in backticks, unless
-/// the definition words it itself.
-pub fn docs_default(words: Option<&str>, default: Option<&str>) -> String {
-    match (words, default) {
-        (Some(w), _) => w.to_string(),
-        (None, Some(d)) => format!("`{d}`"),
-        (None, None) => "none".to_string(),
-    }
-}
-
 /// How a flag takes its value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Takes {
@@ -99,14 +91,17 @@ pub enum Takes {
     Many,
 }
 
-/// The clap argument of one flag, defined by `s`.
-pub fn arg(id: &'static str, s: &Setting, parser: ValueParser) -> Arg {
+/// The clap argument of one flag, defined by `s`, under `heading`: the
+/// last of [`HEADINGS`] at or before it.
+pub fn arg(id: &'static str, s: &Setting, parser: ValueParser, heading: &mut &'static str) -> Arg {
     let flag = s.flag.unwrap_or(id);
+    let section = HEADINGS.iter().find(|(first, _)| *first == flag);
+    *heading = section.map_or(*heading, |&(_, h)| h);
     let arg = Arg::new(id)
         .long(flag)
         .help(s.help.clone())
         .value_name(s.value)
-        .help_heading(super::table::heading(flag));
+        .help_heading(*heading);
     match s.takes {
         Takes::One => arg.action(ArgAction::Set).value_parser(parser),
         Takes::Many => arg.action(ArgAction::Append).value_parser(parser),
@@ -200,10 +195,6 @@ macro_rules! settings {
         $crate::settings::define::pick_list(&$flag, file, Vec::new)
     }};
 
-    (@reload live) => { $crate::settings::define::Reload::Live };
-    (@reload restart) => { $crate::settings::define::Reload::Restart };
-    (@reload refuse) => { $crate::settings::define::Reload::Refuse };
-
     // --- one group of flags --------------------------------------------------
     (@group $flags:ident $given:ident $set:ident {
         $(
@@ -236,8 +227,9 @@ macro_rules! settings {
                 let parsers: [::clap::builder::ValueParser; _] =
                     [$(settings!(@parser [$($parser)?] $($ty)?)),*];
                 let args = $given::definitions().into_iter().zip(ids).zip(parsers);
+                let mut heading = "";
                 args.fold(cmd, |cmd, ((s, id), parser)| {
-                    cmd.arg($crate::settings::define::arg(id, &s, parser))
+                    cmd.arg($crate::settings::define::arg(id, &s, parser, &mut heading))
                 })
             }
 
@@ -299,11 +291,10 @@ macro_rules! settings {
 
             /// The keys read once at start whose value differs in `new`.
             pub fn restart_changes(&self, new: &$given) -> Vec<&'static str> {
+                use $crate::settings::define::Reload;
                 let mut changed = Vec::new();
                 $(
-                    if settings!(@reload $reload) == $crate::settings::define::Reload::Restart
-                        && self.$field != new.$field
-                    {
+                    if Reload::$reload == Reload::Restart && self.$field != new.$field {
                         changed.push($key);
                     }
                 )*
@@ -322,17 +313,19 @@ macro_rules! settings {
                 vec![$(
                     {
                         let default = settings!(@shown $kind $(($ty))? [$($default)?]);
+                        // The default in backticks, unless the entry words it itself.
+                        let docs_default = match None::<&str>$(.or(Some($docs)))? {
+                            Some(words) => words.to_string(),
+                            None => default.as_ref().map_or("none".into(), |d| format!("`{d}`")),
+                        };
                         $crate::settings::define::Setting {
                             flag: Some($flag),
                             key: $key,
                             help: $crate::settings::define::help(&[$($doc),*], default.as_deref()),
-                            docs_default: $crate::settings::define::docs_default(
-                                None$(.or(Some($docs)))?,
-                                default.as_deref(),
-                            ),
+                            docs_default,
                             default,
                             helm: Some($helm),
-                            reload: settings!(@reload $reload),
+                            reload: $crate::settings::define::Reload::$reload,
                             value: None$(.or(Some($vn)))?,
                             takes: settings!(@takes $kind),
                         }
@@ -373,7 +366,7 @@ macro_rules! settings {
                     default: None,
                     docs_default: $fdocs.to_string(),
                     helm: None$(.or(Some($fhelm)))?,
-                    reload: settings!(@reload $freload),
+                    reload: $crate::settings::define::Reload::$freload,
                     value: None,
                     takes: $crate::settings::define::Takes::One,
                 },

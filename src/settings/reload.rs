@@ -128,12 +128,10 @@ pub struct FilePoller {
 impl FilePoller {
     /// Starts from the file as it is now (as applied at start).
     pub fn new(path: &Path) -> FilePoller {
-        let mut poller = FilePoller {
+        FilePoller {
             path: path.to_path_buf(),
-            seen: None,
-        };
-        poller.seen = poller.read().ok();
-        poller
+            seen: read(path).ok(),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -145,33 +143,25 @@ impl FilePoller {
         self.seen.as_deref()
     }
 
-    fn read(&self) -> Result<String, String> {
-        // Capped like the first read: a reload never reads more.
-        crate::settings::config::load::read_capped(&self.path).map_err(|e| e.to_string())
-    }
-
     /// Reads the file; `force` (SIGHUP) reports it as changed even if its
     /// text is the same, and reports an unreadable file again.
     pub fn look(&mut self, force: bool) -> Look {
-        match self.read() {
+        match read(&self.path) {
+            Ok(text) if !force && self.seen.as_deref() == Some(text.as_str()) => Look::Unchanged,
             Ok(text) => {
-                if !force && self.seen.as_deref() == Some(text.as_str()) {
-                    return Look::Unchanged;
-                }
                 self.seen = Some(text.clone());
                 Look::Changed(text)
             }
-            Err(why) => {
-                // Reported once when it goes, not at every poll.
-                let was_readable = self.seen.take().is_some();
-                if was_readable || force {
-                    Look::Unreadable(why)
-                } else {
-                    Look::Unchanged
-                }
-            }
+            // Reported once when it goes, not at every poll.
+            Err(why) if self.seen.take().is_some() || force => Look::Unreadable(why),
+            Err(_) => Look::Unchanged,
         }
     }
+}
+
+/// The file's text, capped like the first read: a reload never reads more.
+fn read(path: &Path) -> Result<String, String> {
+    crate::settings::config::load::read_capped(path).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

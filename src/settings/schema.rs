@@ -109,10 +109,8 @@ fn by_value_name(s: &Setting, name: &str, enums: &[String]) -> Value {
             )
         }
         "SELECTOR=KEY[:EFFECT]" => {
-            let selector = selector_pattern();
-            let selector = selector.trim_start_matches('^').trim_end_matches('$');
-            let taint = taint_pattern();
-            let taint = taint.trim_start_matches('^').trim_end_matches('$');
+            let bare = |p: String| p.trim_start_matches('^').trim_end_matches('$').to_string();
+            let (selector, taint) = (bare(selector_pattern()), bare(taint_pattern()));
             string(
                 format!(r"^{selector}=\s*{taint}\s*$"),
                 "SELECTOR=KEY[:EFFECT]: a label selector in kubectl syntax (empty: every node), then the taint",
@@ -158,54 +156,33 @@ fn minimum(key: &str) -> u32 {
 fn possible_values(flag: &str) -> Vec<String> {
     let cmd = RunFlags::augment_args(GateFlags::augment_args(clap::Command::new("nodegate")));
     cmd.get_arguments()
-        .find(|a| a.get_long() == Some(flag))
-        .map(|a| {
-            a.get_possible_values()
-                .iter()
-                .map(|v| v.get_name().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
+        .filter(|a| a.get_long() == Some(flag))
+        .flat_map(|a| a.get_possible_values())
+        .map(|v| v.get_name().to_string())
+        .collect()
 }
 
 /// The schema of a setting's Helm value.
 fn setting_schema(s: &Setting) -> Value {
     match (s.takes, s.value) {
         (Takes::Switch, _) => json!({"type": "boolean"}),
-        (Takes::Many, Some(name)) => {
-            let mut item = by_value_name(s, name, &[]);
-            if let Some(o) = item.as_object_mut()
-                && let Some(Value::String(p)) = o.get("pattern")
-            {
-                let p = p.trim_start_matches("^$|").to_string();
-                o.insert("pattern".into(), Value::String(p));
-            }
-            json!({"type": "array", "items": item})
-        }
+        (Takes::Many, Some(name)) => json!({"type": "array", "items": by_value_name(s, name, &[])}),
         (_, Some(name)) => by_value_name(s, name, &possible_values(s.flag.unwrap_or(""))),
         (_, None) => file_only(s.key),
     }
 }
 
 fn label_selector() -> Value {
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "description": "a LabelSelector: matchLabels and matchExpressions",
-        "properties": {
-            "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
-            "matchExpressions": {"type": "array", "items": {
-                "type": "object",
-                "additionalProperties": false,
-                "required": ["key", "operator"],
-                "properties": {
-                    "key": {"type": "string", "pattern": format!("^{KEY}$")},
-                    "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
-                    "values": {"type": "array", "items": {"type": "string"}},
-                },
-            }},
-        },
-    })
+    let mut selector = closed(json!({
+        "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "matchExpressions": {"type": "array", "items": object(&["key", "operator"], json!({
+            "key": {"type": "string", "pattern": format!("^{KEY}$")},
+            "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
+            "values": {"type": "array", "items": {"type": "string"}},
+        }))},
+    }));
+    selector["description"] = json!("a LabelSelector: matchLabels and matchExpressions");
+    selector
 }
 
 /// A node selector as the config file takes it: a LabelSelector or a
@@ -215,12 +192,9 @@ fn node_selector() -> Value {
 }
 
 fn object(required: &[&str], properties: Value) -> Value {
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": required,
-        "properties": properties,
-    })
+    let mut object = closed(properties);
+    object["required"] = json!(required);
+    object
 }
 
 /// `canary`: one object; every value but `enabled` may be left empty (the
@@ -363,11 +337,7 @@ pub fn values_schema() -> Value {
 fn explain_patterns(v: &mut Value) {
     match v {
         Value::Object(o) => {
-            let described = o
-                .get("description")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            if let (Some(what), true) = (described, o.contains_key("pattern"))
+            if let Some(what) = o.get("description").filter(|d| d.is_string()).cloned()
                 && let Some(pattern) = o.remove("pattern")
             {
                 o.insert(

@@ -37,7 +37,7 @@ settings! {
         taints: list {
             flag: "taint", value: "KEY[:EFFECT]", key: "taints",
             default: [format!("{DEFAULT_MANAGED_TAINT_KEY}:{EFFECT_NO_SCHEDULE}")],
-            helm: "config.taints", reload: live,
+            helm: "config.taints", reload: Live,
         }
         /// Which autoscalers' nodes get a startup taint key that autoscaler
         /// understands: auto, karpenter, cluster-autoscaler, gke, aks, eks or
@@ -45,7 +45,7 @@ settings! {
         /// comma-separated.
         autoscalers: list {
             flag: "autoscaler", value: "NAME[,NAME]", key: "autoscalers",
-            default: ["auto"], helm: "config.autoscalers", reload: live,
+            default: ["auto"], helm: "config.autoscalers", reload: Live,
         }
         /// Nodes matching SELECTOR (kubectl syntax) get the startup taint
         /// KEY[:EFFECT] (EFFECT defaults to NoSchedule), before any preset
@@ -53,25 +53,25 @@ settings! {
         taint_for: list(TaintFor) {
             flag: "taint-for", value: "SELECTOR=KEY[:EFFECT]", key: "taintFor",
             docs: "none", parser: ::clap::builder::ValueParser::string(),
-            helm: "config.taintFor", reload: live,
+            helm: "config.taintFor", reload: Live,
         }
         /// A taint some other agent lifts during start-up, ignored when deciding
         /// which DaemonSets belong on a node: an exact key, or a key prefix ending
         /// in '*'. Repeatable; adds to the built-in list.
         transient_taints: list {
             flag: "transient-taint", value: "KEY|PREFIX*", key: "transientTaints",
-            docs: "see below", helm: "config.transientTaints", reload: live,
+            docs: "see below", helm: "config.transientTaints", reload: Live,
         }
         /// Never wait for this DaemonSet. Repeatable.
         excludes: list {
             flag: "exclude", value: "NAMESPACE/NAME", key: "exclude",
-            helm: "config.exclude", reload: live,
+            helm: "config.exclude", reload: Live,
         }
         /// Never wait for DaemonSets whose labels match this label selector
         /// (kubectl syntax, e.g. 'team=observability,tier notin (debug)').
         exclude_selector: option(FileSelector) {
             flag: "exclude-selector", value: "SELECTOR", key: "excludeSelector",
-            helm: "config.excludeSelector", reload: live,
+            helm: "config.excludeSelector", reload: Live,
         }
         /// The only namespaces whose DaemonSets a gate waits for (an
         /// allow-list, e.g. kube-system,infra); a DaemonSet elsewhere is never
@@ -79,45 +79,45 @@ settings! {
         /// every namespace. Repeatable, or comma-separated.
         daemonset_namespaces: list {
             flag: "daemonset-namespaces", value: "NAMESPACE[,NAMESPACE]", key: "daemonsetNamespaces",
-            docs: "every namespace", helm: "config.daemonsetNamespaces", reload: live,
+            docs: "every namespace", helm: "config.daemonsetNamespaces", reload: Live,
         }
         /// The nodes nodegate manages at all, a label selector (kubectl syntax):
         /// nodes outside it are never gated or tainted. Default: every node.
         node_selector: option(FileSelector) {
             flag: "node-selector", value: "SELECTOR", key: "nodeSelector",
-            docs: "every node", helm: "config.managedNodeSelector", reload: live,
+            docs: "every node", helm: "config.managedNodeSelector", reload: Live,
         }
         /// Re-gate an open node when a DaemonSet that belongs on it has had no
         /// Ready pod for this long (the grace a rolling update needs); 0 turns
         /// re-gating off.
         regate_after: value(String) {
             flag: "regate-after", value: "DURATION", key: "regateAfter",
-            default: "0", docs: "`0` (off)", helm: "config.regateAfter", reload: live,
+            default: "0", docs: "`0` (off)", helm: "config.regateAfter", reload: Live,
         }
         /// The taint a re-gated node gets, KEY[:EFFECT]; never a startup taint.
         regate_taint: value(String) {
             flag: "regate-taint", value: "KEY[:EFFECT]", key: "regateTaint",
             default: format!("{DEFAULT_REGATE_TAINT_KEY}:{EFFECT_NO_SCHEDULE}"),
-            helm: "config.regateTaint", reload: live,
+            helm: "config.regateTaint", reload: Live,
         }
         /// A re-gated node's deadline, counted from its re-gating; 0 keeps it
         /// closed until its DaemonSets are Ready.
         regate_timeout: value(String) {
             flag: "regate-timeout", value: "DURATION", key: "regateTimeout",
-            default: "0", docs: "`0` (none)", helm: "config.regateTimeout", reload: live,
+            default: "0", docs: "`0` (none)", helm: "config.regateTimeout", reload: Live,
         }
         /// Most managed nodes that may carry the re-gate taint at once, a count
         /// or a percentage (rounded down, at least 1).
         regate_max_unavailable: value(String) {
             flag: "regate-max-unavailable", value: "N|P%", key: "regateMaxUnavailable",
             default: MaxUnavailable::default().to_string(),
-            helm: "config.regateMaxUnavailable", reload: live,
+            helm: "config.regateMaxUnavailable", reload: Live,
         }
         /// Allow a NoExecute --regate-taint: each re-gate then evicts every pod
         /// on the node that does not tolerate the taint.
         regate_allow_no_execute: switch {
             flag: "regate-allow-no-execute", key: "regateAllowNoExecute",
-            docs: "off", helm: "config.regateAllowNoExecute", reload: live,
+            docs: "off", helm: "config.regateAllowNoExecute", reload: Live,
         }
         /// Most managed nodes nodegate keeps closed on its own initiative at once,
         /// re-gated or carrying a conditionTaints rule's taint: a count or a
@@ -125,13 +125,13 @@ settings! {
         /// budget.
         max_unavailable: value(String) {
             flag: "max-unavailable", value: "N|P%", key: "maxUnavailable",
-            default: "50%", helm: "config.maxUnavailable", reload: live,
+            default: "50%", helm: "config.maxUnavailable", reload: Live,
         }
         /// Also re-gate an open node at once when its boot id
         /// (status.nodeInfo.bootID) changes: it rebooted.
         regate_on_reboot: switch {
             flag: "regate-on-reboot", key: "regateOnReboot",
-            docs: "off", helm: "config.regateOnReboot", reload: live,
+            docs: "off", helm: "config.regateOnReboot", reload: Live,
         }
         /// Re-gate an open node before an announced reboot, from these sources
         /// (comma-separated or repeated): annotation (nodegate.dev/reboot-pending),
@@ -140,21 +140,21 @@ settings! {
         /// --regate-after.
         reboot_announcements: list {
             flag: "reboot-announcements", value: "SOURCE[,SOURCE]", key: "rebootAnnouncements",
-            docs: "none (off)", helm: "config.rebootAnnouncements", reload: live,
+            docs: "none (off)", helm: "config.rebootAnnouncements", reload: Live,
         }
         /// kured's DaemonSet, whose weave.works/kured-node-lock annotation is
         /// kured's reboot lock (--reboot-announcements kured-lock).
         kured_daemonset: value(String) {
             flag: "kured-daemonset", value: "NAMESPACE/NAME", key: "kuredDaemonset",
             default: DEFAULT_KURED_DAEMONSET.to_string(),
-            helm: "config.kuredDaemonset", reload: live,
+            helm: "config.kuredDaemonset", reload: Live,
         }
         /// Most nodes kured's lock may name at once that nodegate believes
         /// (the first ones; the lock's own maxOwners caps them too): whoever may
         /// annotate kured's DaemonSet cannot re-gate more. At least 1.
         kured_max_holders: value(u32) {
             flag: "kured-max-holders", value: "N", key: "kuredMaxHolders",
-            default: 1u32, helm: "config.kuredMaxHolders", reload: live,
+            default: 1u32, helm: "config.kuredMaxHolders", reload: Live,
         }
         /// The deadline of a node re-gated before an announced reboot, counted
         /// from the taint: the drain, the reboot and its agents starting again;
@@ -162,7 +162,7 @@ settings! {
         reboot_timeout: value(String) {
             flag: "reboot-timeout", value: "DURATION", key: "rebootTimeout",
             default: format!("{}m", DEFAULT_REBOOT_TIMEOUT.as_secs() / 60),
-            helm: "config.rebootTimeout", reload: live,
+            helm: "config.rebootTimeout", reload: Live,
         }
     }
     run RunFlags RunGiven RunSet {
@@ -171,43 +171,43 @@ settings! {
         timeout: value(String) {
             flag: "timeout", value: "DURATION", key: "timeout",
             default: format!("{}s", DEFAULT_TIMEOUT.as_secs()),
-            helm: "config.timeout", reload: live,
+            helm: "config.timeout", reload: Live,
         }
         /// An earlier deadline, also counted from the gate's start, for members
         /// that never got a pod on the node: past it with such a member,
         /// --on-timeout acts. Shorter than --timeout; 0 turns it off.
         schedule_timeout: value(String) {
             flag: "schedule-timeout", value: "DURATION", key: "scheduleTimeout",
-            default: "0", docs: "`0` (off)", helm: "config.scheduleTimeout", reload: live,
+            default: "0", docs: "`0` (off)", helm: "config.scheduleTimeout", reload: Live,
         }
         /// What to do when the deadline passes.
         on_timeout: value(OnTimeout) {
             flag: "on-timeout", value: "ACTION", key: "onTimeout",
             default: OnTimeout::default(), parser: super::cli::on_timeout_parser(),
-            helm: "config.onTimeout", reload: live,
+            helm: "config.onTimeout", reload: Live,
         }
         /// --on-timeout replace: most replace requests per --replace-interval,
         /// cluster-wide (0: none; the due nodes stay closed).
         replace_budget: value(u32) {
             flag: "replace-budget", value: "N", key: "replaceBudget",
-            default: 2u32, helm: "config.replaceBudget", reload: live,
+            default: 2u32, helm: "config.replaceBudget", reload: Live,
         }
         /// The window --replace-budget counts requests in.
         replace_interval: value(String) {
             flag: "replace-interval", value: "DURATION", key: "replaceInterval",
-            default: "10m", helm: "config.replaceInterval", reload: live,
+            default: "10m", helm: "config.replaceInterval", reload: Live,
         }
         /// --on-timeout replace: most nodes asked to be replaced that still
         /// exist, cluster-wide.
         replace_in_flight: value(u32) {
             flag: "replace-in-flight", value: "N", key: "replaceInFlight",
-            default: 2u32, helm: "config.replaceInFlight", reload: live,
+            default: 2u32, helm: "config.replaceInFlight", reload: Live,
         }
         /// --on-timeout replace: what a due node gets instead when a member it
         /// waits for is broken cluster-wide (open or keep).
         replace_fallback: value(String) {
             flag: "replace-fallback", value: "open|keep", key: "replaceFallback",
-            default: "keep", helm: "config.replaceFallback", reload: live,
+            default: "keep", helm: "config.replaceFallback", reload: Live,
         }
         /// --on-timeout replace: a member not Ready on at least two nodes and on
         /// more than this of the nodes it is judged on (a count or a
@@ -216,107 +216,107 @@ settings! {
         /// broken.
         replace_breakage: value(String) {
             flag: "replace-breakage", value: "N|P%", key: "replaceBreakage",
-            default: "20%", helm: "config.replaceBreakage", reload: live,
+            default: "20%", helm: "config.replaceBreakage", reload: Live,
         }
         /// Decide and record everything, write nothing to nodes: the webhook admits them unchanged,
         /// and the leader writes no admission policy parameters (--admission-params), so the
         /// policy taints no new node; a start deletes those an earlier run of its Pod wrote.
         dry_run: switch {
-            flag: "dry-run", key: "dryRun", docs: "off", helm: "config.dryRun", reload: restart,
+            flag: "dry-run", key: "dryRun", docs: "off", helm: "config.dryRun", reload: Restart,
         }
         /// The leader writes the nodegate.dev/Open condition on each node it gates
         /// (False while closed, True once opened), for other tools to read.
         node_condition: switch {
-            flag: "node-condition", key: "nodeCondition", docs: "off", helm: "config.nodeCondition", reload: restart,
+            flag: "node-condition", key: "nodeCondition", docs: "off", helm: "config.nodeCondition", reload: Restart,
         }
         /// Most untaint patches in flight at once.
         max_concurrent_patches: value(usize) {
             flag: "max-concurrent-patches", value: "N", key: "maxConcurrentPatches",
-            default: 16usize, helm: "config.maxConcurrentPatches", reload: restart,
+            default: 16usize, helm: "config.maxConcurrentPatches", reload: Restart,
         }
         /// Steady rate of nodegate's own API requests (patches, events, reads),
         /// per second.
         kube_qps: value(f64) {
             flag: "kube-qps", value: "QPS", key: "kubeQps",
-            default: 50.0, helm: "config.kubeQps", reload: restart,
+            default: 50.0, helm: "config.kubeQps", reload: Restart,
         }
         /// Burst above --kube-qps.
         kube_burst: value(u32) {
             flag: "kube-burst", value: "N", key: "kubeBurst",
-            default: 100u32, helm: "config.kubeBurst", reload: restart,
+            default: 100u32, helm: "config.kubeBurst", reload: Restart,
         }
         /// How long one of nodegate's own API requests (patch, re-read, Event)
         /// may go unanswered before it is given up; a write given up may have
         /// been applied.
         kube_request_timeout: value(String) {
             flag: "kube-request-timeout", value: "DURATION", key: "kubeRequestTimeout",
-            default: "10s", helm: "config.kubeRequestTimeout", reload: restart,
+            default: "10s", helm: "config.kubeRequestTimeout", reload: Restart,
         }
         /// Log format.
         log_format: value(LogFormat) {
             flag: "log-format", value: "FORMAT", key: "logFormat",
-            default: LogFormat::Text, helm: "config.logFormat", reload: restart,
+            default: LogFormat::Text, helm: "config.logFormat", reload: Restart,
         }
         /// Log level: off, error, warn (or warning), info, debug or trace; or
         /// comma-separated TARGET=LEVEL directives such as 'info,nodegate=debug'.
         log_level: value(String) {
             flag: "log-level", value: "LEVEL", key: "logLevel",
-            default: "info", helm: "config.logLevel", reload: restart,
+            default: "info", helm: "config.logLevel", reload: Restart,
         }
         /// Run as one of several replicas: only the holder of a
         /// coordination.k8s.io Lease writes; the others keep their watches and
         /// gates warm to take over.
         leader_elect: switch {
             flag: "leader-elect", key: "leaderElect",
-            docs: "off", helm: "leaderElection.enabled", reload: restart,
+            docs: "off", helm: "leaderElection.enabled", reload: Restart,
         }
         /// Name of the leader-election Lease.
         lease_name: value(String) {
             flag: "lease-name", value: "NAME", key: "leaseName",
-            default: "nodegate", helm: "leaderElection.leaseName", reload: restart,
+            default: "nodegate", helm: "leaderElection.leaseName", reload: Restart,
         }
         /// Namespace of the leader-election Lease. Default: $POD_NAMESPACE, else
         /// the kubeconfig's namespace, else 'default'.
         lease_namespace: option(String) {
             flag: "lease-namespace", value: "NAMESPACE", key: "leaseNamespace",
             docs: "`$POD_NAMESPACE`, else the kubeconfig's (or service account's) namespace, else `default`",
-            helm: "leaderElection.leaseNamespace", reload: restart,
+            helm: "leaderElection.leaseNamespace", reload: Restart,
         }
         /// How long a follower waits, after last seeing the lease renewed, before
         /// taking it over; whole seconds.
         lease_duration: value(String) {
             flag: "lease-duration", value: "DURATION", key: "leaseDuration",
-            default: "15s", helm: "leaderElection.leaseDuration", reload: restart,
+            default: "15s", helm: "leaderElection.leaseDuration", reload: Restart,
         }
         /// How long the leader keeps writing without a successful renewal; must
         /// be shorter than --lease-duration.
         renew_deadline: value(String) {
             flag: "renew-deadline", value: "DURATION", key: "renewDeadline",
-            default: "10s", helm: "leaderElection.renewDeadline", reload: restart,
+            default: "10s", helm: "leaderElection.renewDeadline", reload: Restart,
         }
         /// How often the leader renews and a follower tries to acquire; must be
         /// shorter than --renew-deadline.
         retry_period: value(String) {
             flag: "retry-period", value: "DURATION", key: "retryPeriod",
-            default: "2s", helm: "leaderElection.retryPeriod", reload: restart,
+            default: "2s", helm: "leaderElection.retryPeriod", reload: Restart,
         }
         /// Address of the HTTP server (/healthz, /readyz, /metrics); port 0
         /// picks a free port.
         http_addr: value(String) {
             flag: "http-addr", value: "HOST:PORT", key: "httpAddr",
-            default: "0.0.0.0:8080", helm: "http.bindAddress", reload: restart,
+            default: "0.0.0.0:8080", helm: "http.bindAddress", reload: Restart,
         }
         /// Address of the debug listener (/debug/nodes, /debug/nodes/NAME: node
         /// labels, taints, pod names), kept apart from --http-addr; empty turns
         /// it off.
         debug_addr: value(String) {
             flag: "debug-addr", value: "HOST:PORT", key: "debugAddr",
-            default: "127.0.0.1:8081", helm: "http.debugAddr", reload: restart,
+            default: "127.0.0.1:8081", helm: "http.debugAddr", reload: Restart,
         }
         /// How many recently finished gates /debug/nodes/NAME still shows.
         debug_history: value(usize) {
             flag: "debug-history", value: "N", key: "debugHistory",
-            default: 100usize, helm: "http.debugHistory", reload: restart,
+            default: 100usize, helm: "http.debugHistory", reload: Restart,
         }
         /// Leave out the per-node gauges nodegate_gate_age_seconds{node} and
         /// nodegate_regated_node_age_seconds{node}: no node names on /metrics
@@ -324,7 +324,7 @@ settings! {
         /// histograms stay).
         drop_node_metrics: switch {
             flag: "drop-node-metrics", key: "dropNodeMetrics",
-            docs: "off", helm: "http.dropNodeMetrics", reload: restart,
+            docs: "off", helm: "http.dropNodeMetrics", reload: Restart,
         }
         /// Send each gate as an OpenTelemetry trace to this OTLP/HTTP collector,
         /// a base URL (spans go to URL/v1/traces), e.g.
@@ -332,7 +332,7 @@ settings! {
         /// OTEL_EXPORTER_OTLP_ENDPOINT is set.
         otlp_endpoint: option(String) {
             flag: "otlp-endpoint", value: "URL", key: "otlpEndpoint",
-            docs: "off", helm: "tracing.otlpEndpoint", reload: restart,
+            docs: "off", helm: "tracing.otlpEndpoint", reload: Restart,
         }
         /// Keep the admission policy's parameters, this ConfigMap
         /// ([NAMESPACE/]NAME, the namespace defaulting to the Pod's), written
@@ -342,21 +342,21 @@ settings! {
         /// before. Without them the policy taints no node. Default: off.
         admission_params: option(String) {
             flag: "admission-params", value: "[NAMESPACE/]NAME", key: "admissionParams",
-            docs: "off", helm: "admission", reload: restart,
+            docs: "off", helm: "admission", reload: Restart,
         }
         /// Serve the mutating admission webhook that adds the startup taint at
         /// Node CREATE, over HTTPS on this address (path /mutate-node). Every
         /// replica serves it, followers too. Default: off.
         webhook_addr: option(String) {
             flag: "webhook-addr", value: "HOST:PORT", key: "webhookAddr",
-            docs: "off", helm: "admission", reload: restart,
+            docs: "off", helm: "admission", reload: Restart,
         }
         /// The webhook's serving certificate from a directory holding tls.crt
         /// and tls.key (e.g. a cert-manager Secret mounted there), re-read when
         /// the files change.
         webhook_cert_dir: option(String) {
             flag: "webhook-cert-dir", value: "DIR", key: "webhookCertDir",
-            helm: "webhook.certManager.enabled", reload: restart,
+            helm: "webhook.certManager.enabled", reload: Restart,
         }
         /// Let nodegate manage the webhook's certificate: a CA and a serving
         /// certificate kept in this Secret (created if absent, shared by every
@@ -364,116 +364,101 @@ settings! {
         /// --webhook-host.
         webhook_cert_secret: option(String) {
             flag: "webhook-cert-secret", value: "NAMESPACE/NAME", key: "webhookCertSecret",
-            helm: "webhook.certManager.enabled", reload: restart,
+            helm: "webhook.certManager.enabled", reload: Restart,
         }
         /// The MutatingWebhookConfiguration whose webhooks' caBundle nodegate
         /// keeps set to its CA (with --webhook-cert-secret).
         webhook_configuration: option(String) {
             flag: "webhook-configuration", value: "NAME", key: "webhookConfiguration",
-            helm: "webhook.certManager.enabled", reload: restart,
+            helm: "webhook.certManager.enabled", reload: Restart,
         }
         /// A DNS name or IP address the serving certificate is valid for (with
         /// --webhook-cert-secret), e.g. the Service's
         /// nodegate-webhook.nodegate.svc. Repeatable.
         webhook_hosts: list {
             flag: "webhook-host", value: "HOST", key: "webhookHosts",
-            helm: "webhook.extraHosts", reload: restart,
+            helm: "webhook.extraHosts", reload: Restart,
         }
         /// How long a certificate nodegate issues is valid (with
         /// --webhook-cert-secret); it is renewed when a third of that remains.
         webhook_cert_validity: value(String) {
             flag: "webhook-cert-validity", value: "DURATION", key: "webhookCertValidity",
-            default: "365d", helm: "webhook.certValidity", reload: restart,
+            default: "365d", helm: "webhook.certValidity", reload: Restart,
         }
         /// The late-taint net: put the startup taint on a new node seen without
         /// one (created less than --new-node-window ago, no workload pod bound
         /// to it yet), for the nodes the webhook missed.
         taint_new_nodes: switch {
             flag: "taint-new-nodes", key: "taintNewNodes",
-            docs: "off (on in the manifests)", helm: "config.taintNewNodes", reload: restart,
+            docs: "off (on in the manifests)", helm: "config.taintNewNodes", reload: Restart,
         }
         /// How new a node must be for --taint-new-nodes to taint it, counted
         /// from its creation.
         new_node_window: value(String) {
             flag: "new-node-window", value: "DURATION", key: "newNodeWindow",
-            default: "2m", helm: "config.newNodeWindow", reload: restart,
+            default: "2m", helm: "config.newNodeWindow", reload: Restart,
         }
     }
     file_only {
         /// Decide and journal, write nothing (semantics.md §6.6).
-        suspend: bool => "suspend" { docs: "off", helm: "config.suspend", reload: live }
+        suspend: bool => "suspend" { docs: "off", helm: "config.suspend", reload: Live }
         /// Pods other than DaemonSet pods that must be Ready on a gated node.
         critical_pods: Vec<RawCriticalPod> => "criticalPods" {
-            docs: "none", helm: "config.criticalPods", reload: refuse,
+            docs: "none", helm: "config.criticalPods", reload: Refuse,
         }
         /// Node conditions waited for like members (semantics.md §6.5).
         critical_conditions: Vec<RawCriticalCondition> => "criticalConditions" {
-            docs: "none", helm: "config.criticalConditions", reload: live,
+            docs: "none", helm: "config.criticalConditions", reload: Live,
         }
         /// Rules that put a taint on nodes matching conditions (semantics.md §6.5).
         condition_taints: Vec<RawRule> => "conditionTaints" {
-            docs: "none", helm: "config.conditionTaints", reload: live,
+            docs: "none", helm: "config.conditionTaints", reload: Live,
         }
         /// Extended resources a node must report allocatable, waited for
         /// like members (semantics.md §6.8).
         critical_resources: Vec<RawCriticalResource> => "criticalResources" {
-            docs: "none", helm: "config.criticalResources", reload: live,
+            docs: "none", helm: "config.criticalResources", reload: Live,
         }
         /// DRA drivers whose ResourceSlice pools for a node must be
         /// complete, waited for like members (semantics.md §6.8). The
         /// ResourceSlice watch runs only when this is set at start.
         dra_drivers: Vec<RawDraDriver> => "draDrivers" {
-            docs: "none", helm: "config.draDrivers", reload: live,
+            docs: "none", helm: "config.draDrivers", reload: Live,
         }
         /// A canary pod on each gated node, waited for like a member
         /// (semantics.md §6.9): image, readinessProbe, resources,
         /// maxInFlight, namespace, imagePullPolicy, priorityClassName.
         canary: RawCanary => "canary" {
-            docs: "off", helm: "config.canary", reload: restart,
+            docs: "off", helm: "config.canary", reload: Restart,
         }
     }
 }
 
-/// The `--help` heading a flag of the table is listed under: the gate's
-/// settings (shared by every command that reasons about placement) by
-/// topic, then `run`'s.
-pub fn heading(flag: &str) -> &'static str {
-    match flag {
-        "taint" | "autoscaler" | "taint-for" | "transient-taint" => "Gate settings: taints",
-        "exclude" | "exclude-selector" | "daemonset-namespaces" | "node-selector" => {
-            "Gate settings: which nodes and DaemonSets"
-        }
-        f if f.starts_with("regate") || f.starts_with("reboot") => {
-            "Gate settings: re-gating open nodes"
-        }
-        "max-unavailable" | "kured-daemonset" | "kured-max-holders" => {
-            "Gate settings: re-gating open nodes"
-        }
-        "timeout" | "schedule-timeout" | "on-timeout" => "Deadline",
-        f if f.starts_with("replace") => "Deadline",
-        "dry-run"
-        | "node-condition"
-        | "max-concurrent-patches"
-        | "kube-qps"
-        | "kube-burst"
-        | "kube-request-timeout" => "Writes and API requests",
-        "log-format" | "log-level" => "Logging",
-        "leader-elect" | "lease-name" | "lease-namespace" | "lease-duration" | "renew-deadline"
-        | "retry-period" => "Leader election",
-        "http-addr" | "debug-addr" | "debug-history" | "drop-node-metrics" | "otlp-endpoint" => {
-            "HTTP, metrics and traces"
-        }
-        _ => "Admission: the taint at node creation",
-    }
-}
+/// The `--help` headings of the table's flags, each from the flag named
+/// here to the next one named, in the table's order: the gate's settings
+/// (shared by every command that reasons about placement) by topic, then
+/// `run`'s.
+pub const HEADINGS: [(&str, &str); 9] = [
+    ("taint", "Gate settings: taints"),
+    ("exclude", "Gate settings: which nodes and DaemonSets"),
+    ("regate-after", "Gate settings: re-gating open nodes"),
+    ("timeout", "Deadline"),
+    ("dry-run", "Writes and API requests"),
+    ("log-format", "Logging"),
+    ("leader-elect", "Leader election"),
+    ("http-addr", "HTTP, metrics and traces"),
+    ("admission-params", "Admission: the taint at node creation"),
+];
 
 /// Every setting's definition: the flags of every command that reasons
 /// about placement, then `nodegate run`'s, then the config file's own keys.
 pub fn definitions() -> Vec<Setting> {
-    let mut all = GateGiven::definitions();
-    all.extend(RunGiven::definitions());
-    all.extend(file_only_definitions());
-    all
+    [
+        GateGiven::definitions(),
+        RunGiven::definitions(),
+        file_only_definitions(),
+    ]
+    .concat()
 }
 
 /// The definition of the setting whose config-file key is `key`.

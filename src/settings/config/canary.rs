@@ -17,47 +17,39 @@ pub const DEFAULT_IMAGE: &str = "registry.k8s.io/pause:3.10";
 /// (nodegate's own pod, by the downward API) names one.
 pub const DEFAULT_NAMESPACE: &str = "nodegate";
 
-/// `canary` as written.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(try_from = "GivenCanary")]
-pub struct RawCanary {
+/// `canary` as written, the readiness probe and the resources as `P` and
+/// `R`: as the parser reads them, untyped (`serde_json::Value`), both are
+/// then read strictly ([`strict`]; the Kubernetes types alone would drop a
+/// misspelt key such as `periodSecond` without a word), and the unknown
+/// keys of both are named together.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GivenCanary<P, R> {
     /// `false` turns canaries off with the key still written (as the Helm
     /// chart writes it); absent or `true`: on.
     pub enabled: Option<bool>,
     pub image: Option<String>,
     pub image_pull_policy: Option<String>,
     pub namespace: Option<String>,
-    pub readiness_probe: Option<Probe>,
-    pub resources: Option<ResourceRequirements>,
+    pub readiness_probe: Option<P>,
+    pub resources: Option<R>,
     pub max_in_flight: Option<usize>,
     pub priority_class_name: Option<String>,
 }
 
-/// `canary` as the parser reads it, the probe and the resources still
-/// untyped: both are then read strictly ([`strict`]; the Kubernetes types
-/// alone would drop a misspelt key such as `periodSecond` without a word),
-/// and the unknown keys of both are named together.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct GivenCanary {
-    enabled: Option<bool>,
-    image: Option<String>,
-    image_pull_policy: Option<String>,
-    namespace: Option<String>,
-    readiness_probe: Option<serde_json::Value>,
-    resources: Option<serde_json::Value>,
-    max_in_flight: Option<usize>,
-    priority_class_name: Option<String>,
-}
+/// `canary` as written, its probe and resources read strictly.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "GivenCanary<serde_json::Value, serde_json::Value>")]
+pub struct RawCanary(pub GivenCanary<Probe, ResourceRequirements>);
 
-impl TryFrom<GivenCanary> for RawCanary {
+impl TryFrom<GivenCanary<serde_json::Value, serde_json::Value>> for RawCanary {
     type Error = String;
 
-    fn try_from(g: GivenCanary) -> Result<Self, String> {
+    fn try_from(g: GivenCanary<serde_json::Value, serde_json::Value>) -> Result<Self, String> {
         let probe = strict::<Probe>(g.readiness_probe, "readinessProbe");
         let resources = strict::<ResourceRequirements>(g.resources, "resources");
         match (probe, resources) {
-            (Ok(readiness_probe), Ok(resources)) => Ok(RawCanary {
+            (Ok(readiness_probe), Ok(resources)) => Ok(RawCanary(GivenCanary {
                 enabled: g.enabled,
                 image: g.image,
                 image_pull_policy: g.image_pull_policy,
@@ -66,7 +58,7 @@ impl TryFrom<GivenCanary> for RawCanary {
                 resources,
                 max_in_flight: g.max_in_flight,
                 priority_class_name: g.priority_class_name,
-            }),
+            })),
             (probe, resources) => {
                 let problems: Vec<String> = [probe.err(), resources.err()]
                     .into_iter()
@@ -200,6 +192,13 @@ fn default_resources() -> ResourceRequirements {
     }
 }
 
+/// A value given, unless left empty, else `default`.
+fn or_default(given: Option<String>, default: &str) -> String {
+    given
+        .filter(|g| !g.is_empty())
+        .unwrap_or_else(|| default.to_string())
+}
+
 /// `canary`, checked; `None` when the key is absent. The namespace is the
 /// key's, else `$POD_NAMESPACE` (`pod_namespace`), else
 /// [`DEFAULT_NAMESPACE`].
@@ -207,15 +206,12 @@ pub fn canary_settings(
     raw: Option<RawCanary>,
     pod_namespace: Option<&str>,
 ) -> Result<Option<CanarySettings>, ConfigError> {
-    let Some(raw) = raw.filter(|r| r.enabled != Some(false)) else {
+    let Some(RawCanary(raw)) = raw.filter(|r| r.0.enabled != Some(false)) else {
         return Ok(None);
     };
-    let namespace = raw
-        .namespace
-        .clone()
-        .filter(|n| !n.is_empty())
-        .or(pod_namespace.filter(|n| !n.is_empty()).map(str::to_string))
-        .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+    let pod_namespace = pod_namespace.map(str::to_string);
+    let namespace = raw.namespace.filter(|n| !n.is_empty()).or(pod_namespace);
+    let namespace = or_default(namespace, DEFAULT_NAMESPACE);
     check_dns_label(&namespace)
         .map_err(|e| invalid(format!("canary.namespace {namespace:?}"), e))?;
     let max_in_flight = raw.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT);
@@ -225,20 +221,14 @@ pub fn canary_settings(
             "must be at least 1 (remove the canary key to turn canaries off)",
         ));
     }
-    let image = raw
-        .image
-        .filter(|i| !i.is_empty())
-        .unwrap_or_else(|| DEFAULT_IMAGE.to_string());
+    let image = or_default(raw.image, DEFAULT_IMAGE);
     if image.trim().is_empty() || image.chars().any(char::is_whitespace) {
         return Err(invalid(
             format!("canary.image {image:?}"),
             "must name an image, e.g. registry.k8s.io/pause:3.10",
         ));
     }
-    let image_pull_policy = raw
-        .image_pull_policy
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| "IfNotPresent".to_string());
+    let image_pull_policy = or_default(raw.image_pull_policy, "IfNotPresent");
     if !["Always", "IfNotPresent", "Never"].contains(&image_pull_policy.as_str()) {
         return Err(invalid(
             format!("canary.imagePullPolicy {image_pull_policy:?}"),

@@ -19,10 +19,8 @@ pub fn check_file(args: &RunArgs) -> Result<RunSettings, Vec<ConfigError>> {
     let mut problems = vec![first];
     // The file parsed once, so it parses again; each pass gets its own copy.
     let fresh = || load_file(&args.gate).ok();
+    // The whole gate's first problem, if it has one, is `first`.
     let mut more = Vec::new();
-    if let Some(mut f) = fresh() {
-        more.push(gate_settings(&args.gate, &mut f).err());
-    }
     if let Some(mut f) = fresh() {
         // The gate's keys without the lists checked apart below.
         (f.critical_pods, f.critical_conditions, f.condition_taints) = (None, None, None);
@@ -34,12 +32,11 @@ pub fn check_file(args: &RunArgs) -> Result<RunSettings, Vec<ConfigError>> {
         f.suspend = None;
         more.push(devices::critical_resources(f.critical_resources.take()).err());
         more.push(devices::dra_drivers(f.dra_drivers.take()).err());
-        more.push(critical_pods(f.critical_pods.take().unwrap_or_default()).err());
+        more.push(members::critical_pods(f.critical_pods.take().unwrap_or_default()).err());
         more.push(conditions::critical_conditions(f.critical_conditions.take()).err());
         let managed = managed_taints(&GateGiven::defaults().taints).unwrap_or_default();
         more.push(conditions::condition_taints(f.condition_taints.take(), &managed).err());
-        let defaults = gate_settings(&GateArgs::default(), &mut FileConfig::default());
-        if let Ok(gate) = defaults {
+        if let Ok(gate) = gate_settings(&GateArgs::default(), &mut FileConfig::default()) {
             more.push(run_part(args, gate, f).err());
         }
     }
@@ -61,10 +58,7 @@ pub fn check_file_located(args: &RunArgs) -> Result<RunSettings, Vec<String>> {
         return check_file(args).map_err(|v| v.iter().map(ToString::to_string).collect());
     };
     let shown = path.display().to_string();
-    let text = match load::read_capped(&path) {
-        Ok(t) => t,
-        Err(e) => return Err(vec![locate(&e, &shown, "", 0)]),
-    };
+    let text = load::read_capped(&path).map_err(|e| vec![locate(&e, &shown, "", 0)])?;
     let whole = match check_file(args) {
         Ok(settings) => return Ok(settings),
         Err(whole) => whole,
@@ -178,13 +172,9 @@ fn top_level_blocks(text: &str) -> Vec<(usize, String)> {
 /// can be named). A parser's position is moved by `offset` lines (the part
 /// of the file it read began there); a value's problem names the key it
 /// was given under, not the flag that has the same meaning.
+/// Every value is echoed through [`cut_echoes`].
 pub fn locate(e: &ConfigError, file: &str, text: &str, offset: usize) -> String {
-    cut_echoes(&located(e, file, text, offset))
-}
-
-/// [`locate`], with every value echoed whole.
-fn located(e: &ConfigError, file: &str, text: &str, offset: usize) -> String {
-    match e {
+    let whole = match e {
         ConfigError::Read { err, .. } => {
             let why = err.to_string();
             let why = why
@@ -197,7 +187,7 @@ fn located(e: &ConfigError, file: &str, text: &str, offset: usize) -> String {
         ConfigError::Parse { err, .. } => {
             let (message, line) = without_position(err);
             if let Some(each) = nested_keys(&message, file, text) {
-                return each;
+                return cut_echoes(&each);
             }
             let mut message = plain(&message);
             let line = line.map(|n| n + offset);
@@ -212,13 +202,11 @@ fn located(e: &ConfigError, file: &str, text: &str, offset: usize) -> String {
         ConfigError::Invalid { source_, message } => {
             let (key, value) = key_of(source_);
             let line = line_of_path(text, &key);
-            let what = match value {
-                Some(v) => format!("{key}: {v}: {message}"),
-                None => format!("{key}: {message}"),
-            };
-            format!("{}: {what}", place(file, line))
+            let value = value.map(|v| format!("{v}: ")).unwrap_or_default();
+            format!("{}: {key}: {value}{message}", place(file, line))
         }
-    }
+    };
+    cut_echoes(&whole)
 }
 
 /// A message that is one problem a line, each about a nested key by its
@@ -230,13 +218,8 @@ fn nested_keys(message: &str, file: &str, text: &str) -> Option<String> {
     let mut out = Vec::new();
     for entry in message.split(canary::PROBLEMS_APART) {
         let (path, _) = entry.split_once(": ")?;
-        let nested = path.contains('.')
-            && path
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._[]".contains(c));
-        if !nested {
-            return None;
-        }
+        let plain = |c: char| c.is_ascii_alphanumeric() || "._[]".contains(c);
+        (path.contains('.') && path.chars().all(plain)).then_some(())?;
         let line = line_of_path(text, path);
         out.push((line, format!("{}: {entry}", place(file, line))));
     }
@@ -285,21 +268,15 @@ fn cut_echoes(line: &str) -> String {
     let mut shown: Vec<&str> = Vec::new();
     let mut rest = line;
     while let Some(open) = rest.find(['"', '`']) {
+        // The closing quote; inside "…", a backslash escapes the next byte.
         let quote = &rest[open..=open];
-        let bytes = rest.as_bytes();
-        let mut i = open + 1;
-        let mut close = None;
-        while i < bytes.len() {
-            if bytes[i] == b'\\' && quote == "\"" {
-                i += 2;
-            } else if bytes[i] == quote.as_bytes()[0] {
-                close = Some(i);
-                break;
-            } else {
-                i += 1;
-            }
-        }
-        let Some(close) = close else { break };
+        let mut escaped = false;
+        let close = rest.bytes().enumerate().skip(open + 1).find(|&(_, b)| {
+            let end = b == quote.as_bytes()[0] && !escaped;
+            escaped = !escaped && quote == "\"" && b == b'\\';
+            end
+        });
+        let Some((close, _)) = close else { break };
         out.push_str(&words(&rest[..open]));
         let body = &rest[open + 1..close];
         if body.chars().count() <= ECHO_MAX {
@@ -338,12 +315,10 @@ fn without_position(err: &str) -> (String, Option<usize>) {
             after = r.trim_start_matches(|c: char| c.is_ascii_digit());
         }
     }
-    let after = after.trim();
-    let mut message = err[..at].trim().to_string();
-    if !after.is_empty() && !after.starts_with("(at `") {
-        message.push(' ');
-        message.push_str(after);
-    }
+    let message = match after.trim() {
+        a if a.is_empty() || a.starts_with("(at `") => err[..at].trim().to_string(),
+        a => format!("{} {a}", err[..at].trim()),
+    };
     (message, digits.parse().ok())
 }
 

@@ -65,8 +65,15 @@ pub fn critical_conditions(
         .unwrap_or_default()
         .iter()
         .enumerate()
-        .map(|(i, c)| c.condition(&format!("criticalConditions[{i}] ({})", c.type_)))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|(i, c)| {
+            let at = format!("criticalConditions[{i}] ({})", c.type_);
+            Ok(CriticalCondition {
+                type_: c.type_.clone(),
+                status: c.status.clone(),
+                node_selector: FileSelector::entry_nodes(c.node_selector.as_ref(), &at)?,
+            })
+        })
+        .collect::<Result<Vec<_>, ConfigError>>()?;
     validate_critical(&list).map_err(|e| match e {
         CriticalConditionError::NoType { index } => invalid(
             format!("criticalConditions[{index}].type"),
@@ -124,19 +131,12 @@ pub fn condition_taints(
         let node_selector = FileSelector::nodes(r.node_selector.as_ref(), &at("nodeSelector"))?;
         let max_unavailable = match &r.max_unavailable {
             None => None,
-            Some(v) => {
-                let text = match v {
-                    serde_json::Value::Number(n) => n.to_string(),
-                    serde_json::Value::String(s) => s.clone(),
-                    other => format!("{other:?}"),
-                };
-                Some(budget(
-                    &at("maxUnavailable"),
-                    &text,
-                    "remove the rule to stop it tainting",
-                )?)
-            }
+            Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+            Some(serde_json::Value::String(s)) => Some(s.clone()),
+            Some(other) => Some(format!("{other:?}")),
         };
+        let why = "remove the rule to stop it tainting";
+        let max_unavailable = max_unavailable.map(|t| budget(&at("maxUnavailable"), &t, why));
         rules.push(ConditionTaintRule {
             name: r.name.clone(),
             conditions,
@@ -144,7 +144,7 @@ pub fn condition_taints(
             node_selector,
             taint: Taint::new(&r.taint.key, &r.taint.value, &r.taint.effect),
             remove: r.remove,
-            max_unavailable,
+            max_unavailable: max_unavailable.transpose()?,
         });
     }
     let is_managed = |key: &str| managed.iter().any(|m| m.key == key);

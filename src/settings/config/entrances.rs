@@ -41,18 +41,12 @@ pub struct NetSettings {
 }
 
 pub(super) fn webhook_settings(given: &RunGiven) -> Result<Option<WebhookSettings>, ConfigError> {
-    let addr = given
-        .webhook_addr
-        .as_deref()
-        .filter(|a| !a.trim().is_empty());
-    let Some(addr) = addr else {
+    let addr = given.webhook_addr.as_deref();
+    let Some(addr) = addr.filter(|a| !a.trim().is_empty()) else {
         let named = [
             (given.webhook_cert_dir.is_some(), "--webhook-cert-dir"),
             (given.webhook_cert_secret.is_some(), "--webhook-cert-secret"),
-            (
-                given.webhook_configuration.is_some(),
-                "--webhook-configuration",
-            ),
+            (given.set.webhook_configuration, "--webhook-configuration"),
             (!given.webhook_hosts.is_empty(), "--webhook-host"),
             (given.set.webhook_cert_validity, "--webhook-cert-validity"),
         ];
@@ -88,20 +82,14 @@ pub(super) fn webhook_settings(given: &RunGiven) -> Result<Option<WebhookSetting
 
 /// `--webhook-cert-dir`: none of the managed certificates' settings.
 fn cert_dir(dir: &str, given: &RunGiven) -> Result<WebhookCerts, ConfigError> {
-    for (flag, set) in [
-        (
-            "--webhook-configuration",
-            given.webhook_configuration.is_some(),
-        ),
-        ("--webhook-host", !given.webhook_hosts.is_empty()),
-        ("--webhook-cert-validity", given.set.webhook_cert_validity),
-    ] {
-        if set {
-            return Err(invalid(
-                flag,
-                "only applies with --webhook-cert-secret (nodegate's own certificates)",
-            ));
-        }
+    let named = [
+        (given.set.webhook_configuration, "--webhook-configuration"),
+        (!given.webhook_hosts.is_empty(), "--webhook-host"),
+        (given.set.webhook_cert_validity, "--webhook-cert-validity"),
+    ];
+    if let Some((_, flag)) = named.into_iter().find(|(set, _)| *set) {
+        let why = "only applies with --webhook-cert-secret (nodegate's own certificates)";
+        return Err(invalid(flag, why));
     }
     if dir.trim().is_empty() {
         return Err(invalid("--webhook-cert-dir \"\"", "needs a directory"));
@@ -136,15 +124,13 @@ fn managed_certs(secret: &str, given: &RunGiven) -> Result<WebhookCerts, ConfigE
             "needs at least one --webhook-host (the Service's DNS name, or an IP)",
         ));
     }
-    for h in hosts {
-        if h.parse::<IpAddr>().is_err() {
-            check_dns_subdomain(h).map_err(|m| {
-                invalid(
-                    format!("--webhook-host {h:?}"),
-                    format!("neither an IP address nor a DNS name: {m}"),
-                )
-            })?;
-        }
+    for h in hosts.iter().filter(|h| h.parse::<IpAddr>().is_err()) {
+        check_dns_subdomain(h).map_err(|m| {
+            invalid(
+                format!("--webhook-host {h:?}"),
+                format!("neither an IP address nor a DNS name: {m}"),
+            )
+        })?;
     }
     let validity = &given.webhook_cert_validity;
     let validity_d = parse_duration("--webhook-cert-validity", validity)?;

@@ -48,7 +48,8 @@ pub fn read_capped(path: &Path) -> Result<String, ConfigError> {
 /// (which, at the top level, is over forty keys), and the line of `text`
 /// where the key is written when the parser gave none.
 pub fn explain_unknown_key(message: &str, text: &str) -> Option<String> {
-    let rest = message.split("unknown field `").nth(1)?;
+    let (prefix, rest) = message.split_once("unknown field `")?;
+    let rest = rest.split("unknown field `").next().unwrap_or(rest);
     let (key, rest) = rest.split_once('`')?;
     // serde writes "expected `a` or `b`", the parser "expected one of a, b".
     let list = rest.split_once("expected ").map_or("", |(_, l)| l);
@@ -61,17 +62,10 @@ pub fn explain_unknown_key(message: &str, text: &str) -> Option<String> {
         .filter(|k| !k.is_empty())
         .collect();
     // The parser's own prefix (e.g. "criticalPods[0]: ") names where.
-    let prefix = message
-        .split("unknown field `")
-        .next()
-        .unwrap_or_default()
-        .trim_end();
-    let mut out = String::new();
-    if !prefix.is_empty() {
-        out.push_str(prefix);
-        out.push(' ');
-    }
-    out.push_str(&format!("unknown key `{key}`"));
+    let mut out = match prefix.trim_end() {
+        "" => format!("unknown key `{key}`"),
+        prefix => format!("{prefix} unknown key `{key}`"),
+    };
     match nearest(key, &valid) {
         Some(best) => out.push_str(&format!("; did you mean `{best}`?")),
         None if valid.is_empty() => {}

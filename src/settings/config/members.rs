@@ -6,10 +6,7 @@
 //! keys, so a typo such as `matchLabel:` is an error rather than an empty
 //! selector that matches every node.
 
-use std::collections::BTreeMap;
-
-use nodegate_core::rules::conditions::CriticalCondition;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use nodegate_core::rules::readiness::{CriticalPodEntry, CriticalPodEntryError};
 use nodegate_core::rules::selector::{LabelSelector, LabelSelectorRequirement};
@@ -86,11 +83,9 @@ impl FileSelector {
     /// The selector, checked; `at` names the key for the error. An empty
     /// string or map is the empty selector (it matches everything).
     pub fn resolve(&self, at: &str) -> Result<LabelSelector, ConfigError> {
-        match self {
-            FileSelector::Text(s) if s.trim().is_empty() => Ok(LabelSelector::default()),
-            FileSelector::Text(s) => {
-                LabelSelector::parse(s).map_err(|e| invalid(at.to_string(), e.to_string()))
-            }
+        let sel = match self {
+            FileSelector::Text(s) if s.trim().is_empty() => return Ok(LabelSelector::default()),
+            FileSelector::Text(s) => LabelSelector::parse(s),
             FileSelector::Map(m) => {
                 let sel = LabelSelector {
                     match_labels: m.match_labels.clone(),
@@ -100,11 +95,10 @@ impl FileSelector {
                         .map(|r| LabelSelectorRequirement::new(&r.key, &r.operator, &r.values))
                         .collect(),
                 };
-                sel.validate()
-                    .map_err(|e| invalid(at.to_string(), e.to_string()))?;
-                Ok(sel)
+                sel.validate().map(|()| sel)
             }
-        }
+        };
+        sel.map_err(|e| invalid(at, e.to_string()))
     }
 
     /// An optional node selector, [`resolve`](Self::resolve)d (`at` names
@@ -149,33 +143,6 @@ pub struct RawCriticalCondition {
     pub node_selector: Option<FileSelector>,
 }
 
-impl RawCriticalPod {
-    /// The core's entry; `at` names the entry for errors.
-    pub fn entry(&self, at: &str) -> Result<CriticalPodEntry, ConfigError> {
-        let selector = match &self.selector {
-            Some(s) => s.resolve(&format!("{at}.selector"))?,
-            None => LabelSelector::default(),
-        };
-        Ok(CriticalPodEntry {
-            name: self.name.clone(),
-            namespace: self.namespace.clone(),
-            selector,
-            node_selector: FileSelector::entry_nodes(self.node_selector.as_ref(), at)?,
-        })
-    }
-}
-
-impl RawCriticalCondition {
-    /// The core's condition; `at` names the entry for errors.
-    pub fn condition(&self, at: &str) -> Result<CriticalCondition, ConfigError> {
-        Ok(CriticalCondition {
-            type_: self.type_.clone(),
-            status: self.status.clone(),
-            node_selector: FileSelector::entry_nodes(self.node_selector.as_ref(), at)?,
-        })
-    }
-}
-
 /// `criticalPods`: each named once, each valid.
 pub(super) fn critical_pods(
     raw: Vec<RawCriticalPod>,
@@ -187,7 +154,16 @@ pub(super) fn critical_pods(
         if r.name.is_empty() {
             return Err(invalid(format!("criticalPods[{i}]"), "needs a name"));
         }
-        let c = r.entry(&at)?;
+        let selector = r
+            .selector
+            .as_ref()
+            .map(|s| s.resolve(&format!("{at}.selector")));
+        let c = CriticalPodEntry {
+            name: r.name.clone(),
+            namespace: r.namespace.clone(),
+            selector: selector.transpose()?.unwrap_or_default(),
+            node_selector: FileSelector::entry_nodes(r.node_selector.as_ref(), &at)?,
+        };
         if !names.insert(c.name.clone()) {
             return Err(invalid(at, "the name is used twice"));
         }

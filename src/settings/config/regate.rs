@@ -3,11 +3,11 @@
 //! know the re-gate taint and a re-gated node's deadline, and a config
 //! reload changes them live. Each error names the flag and the value.
 
-use nodegate_core::rules::placement::{EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, ManagedTaint};
+use nodegate_core::rules::placement::{EFFECT_NO_EXECUTE, ManagedTaint};
 use nodegate_core::vocab::budget::MaxUnavailable;
 use nodegate_core::vocab::config::{AnnouncedReboots, RegateConfig, Source};
 
-use super::values::parse_duration;
+use super::values::{optional_duration, parse_duration};
 use super::{ConfigError, invalid};
 use crate::settings::table::GateGiven;
 
@@ -49,8 +49,7 @@ pub(super) fn regate_settings(
              or set --regate-allow-no-execute (regateAllowNoExecute) if that is meant",
         ));
     }
-    let timeout =
-        Some(parse_duration("--regate-timeout", &given.regate_timeout)?).filter(|d| !d.is_zero());
+    let timeout = optional_duration("--regate-timeout", &given.regate_timeout)?;
     let max_unavailable: MaxUnavailable = super::values::budget(
         "--regate-max-unavailable",
         &given.regate_max_unavailable,
@@ -67,12 +66,7 @@ pub(super) fn regate_settings(
 
 /// `--regate-taint` (EFFECT defaults to NoSchedule), never a startup taint.
 fn regate_taint(s: &str, startup: &[ManagedTaint]) -> Result<ManagedTaint, ConfigError> {
-    let spelled = if s.contains(':') {
-        s.to_string()
-    } else {
-        format!("{s}:{EFFECT_NO_SCHEDULE}")
-    };
-    let taint = ManagedTaint::parse(&spelled)
+    let taint = ManagedTaint::parse(&super::values::with_effect(s))
         .map_err(|e| invalid(format!("--regate-taint {s:?}"), e.problem))?;
     if let Some(t) = startup.iter().find(|t| t.key == taint.key) {
         return Err(invalid(
@@ -145,8 +139,7 @@ pub(super) fn reboot_settings(
              or leave kured-lock out of --reboot-announcements",
         ));
     }
-    let timeout =
-        Some(parse_duration("--reboot-timeout", &given.reboot_timeout)?).filter(|d| !d.is_zero());
+    let timeout = optional_duration("--reboot-timeout", &given.reboot_timeout)?;
     Ok(AnnouncedReboots {
         sources,
         kured_daemonset,

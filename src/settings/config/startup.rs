@@ -44,7 +44,19 @@ pub(super) fn startup_taints(
     taint_for: &[String],
     first: &ManagedTaint,
 ) -> Result<StartupTaints, ConfigError> {
-    let presets = presets(autoscalers)?;
+    let names: Vec<&str> = super::entries(autoscalers).collect();
+    let presets = names
+        .iter()
+        .map(|n| {
+            Autoscaler::parse(n).map_err(|e| invalid(format!("--autoscaler {n:?}"), e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if presets.contains(&Autoscaler::None) && presets.len() > 1 {
+        return Err(invalid(
+            format!("--autoscaler {:?}", names.join(",")),
+            "none means no preset and cannot be combined with another; give none alone",
+        ));
+    }
     let rules = taint_for
         .iter()
         .map(|s| {
@@ -60,21 +72,4 @@ pub(super) fn startup_taints(
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(StartupTaints::new(rules, &presets, first.clone()))
-}
-
-fn presets(given: &[String]) -> Result<Vec<Autoscaler>, ConfigError> {
-    let names: Vec<&str> = super::entries(given).collect();
-    let presets = names
-        .iter()
-        .map(|n| {
-            Autoscaler::parse(n).map_err(|e| invalid(format!("--autoscaler {n:?}"), e.to_string()))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    if presets.contains(&Autoscaler::None) && presets.len() > 1 {
-        return Err(invalid(
-            format!("--autoscaler {:?}", names.join(",")),
-            "none means no preset and cannot be combined with another; give none alone",
-        ));
-    }
-    Ok(presets)
 }

@@ -26,10 +26,7 @@ pub(super) fn parse_addr(flag: &str, s: &str) -> Result<SocketAddr, ConfigError>
 }
 
 pub(super) fn check_dns_label(s: &str) -> Result<(), &'static str> {
-    if nodegate_core::rules::readiness::is_dns1123_label(s) {
-        return Ok(());
-    }
-    Err(
+    is_dns1123_label(s).then_some(()).ok_or(
         "must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
     )
 }
@@ -51,15 +48,20 @@ pub fn parse_managed_taint(s: &str) -> Result<ManagedTaint, ConfigError> {
             "a managed taint is matched by key and effect; drop the '=VALUE'",
         ));
     }
-    // EFFECT is optional on the command line; the placement rules own what a
-    // valid managed taint is (PreferNoSchedule, for one, keeps nothing off a
-    // node and so cannot gate it).
-    let spelled = if s.contains(':') {
+    // The placement rules own what a valid managed taint is
+    // (PreferNoSchedule, for one, keeps nothing off a node and so cannot
+    // gate it).
+    ManagedTaint::parse(&with_effect(s)).map_err(|e| invalid(at(), e.problem))
+}
+
+/// `KEY[:EFFECT]` as a taint: EFFECT is optional on the command line,
+/// NoSchedule when left out.
+pub(super) fn with_effect(s: &str) -> String {
+    if s.contains(':') {
         s.to_string()
     } else {
-        format!("{s}:NoSchedule")
-    };
-    ManagedTaint::parse(&spelled).map_err(|e| invalid(at(), e.problem))
+        format!("{s}:{EFFECT_NO_SCHEDULE}")
+    }
 }
 
 pub fn parse_transient(s: &str) -> Result<TransientTaint, ConfigError> {
@@ -113,15 +115,15 @@ pub fn parse_duration(flag: &str, s: &str) -> Result<Duration, ConfigError> {
     })
 }
 
+/// A duration where 0 means none (no deadline, off).
+pub(super) fn optional_duration(flag: &str, s: &str) -> Result<Option<Duration>, ConfigError> {
+    Ok(Some(parse_duration(flag, s)?).filter(|d| !d.is_zero()))
+}
+
 /// A budget (`N` or `P%`) where 0 is refused: every budget lets at least
 /// one node through, so 0 (or 0%) would silently mean 1. `instead` says
 /// what to do when "none" is what a person meant.
-pub fn budget(
-    at: &str,
-    s: &str,
-    instead: &str,
-) -> Result<nodegate_core::vocab::budget::MaxUnavailable, ConfigError> {
-    use nodegate_core::vocab::budget::MaxUnavailable;
+pub fn budget(at: &str, s: &str, instead: &str) -> Result<MaxUnavailable, ConfigError> {
     let cap: MaxUnavailable = s
         .parse()
         .map_err(|e| invalid(format!("{at} {s:?}"), format!("{e}")))?;

@@ -54,18 +54,24 @@ fn tolerations() -> Value {
     }))})
 }
 
-/// Each chart value that is no flag, by its dotted path.
-pub fn chart_values() -> Vec<(&'static str, Value)> {
-    let mut all = install_values();
-    all.extend(pod_values());
-    all.extend(extra_objects());
-    all
+/// Where an optional object goes: a namespace, or empty for the release's.
+fn target_namespace(what: &str) -> Value {
+    json!({"type": "string", "pattern": "^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$",
+           "description": format!("{what}; empty: the release namespace")})
 }
 
-/// The chart's values about what it installs: the image, the admission
-/// mode and the webhook.
-fn install_values() -> Vec<(&'static str, Value)> {
+/// A map of labels or annotations added to an object's own.
+fn described_strings(what: &str) -> Value {
+    let mut s = strings();
+    s["description"] = json!(what);
+    s
+}
+
+/// Each chart value that is no flag, by its dotted path.
+pub fn chart_values() -> Vec<(&'static str, Value)> {
     vec![
+        // What the chart installs: the image, the admission mode and the
+        // webhook.
         // Helm's own, passed to every chart.
         ("global", json!({"type": "object"})),
         // With onTimeout: replace, the one namespace whose Cluster API
@@ -139,12 +145,7 @@ fn install_values() -> Vec<(&'static str, Value)> {
             "webhook.objectSelector",
             json!({"description": "retired: use admissionObjectSelector"}),
         ),
-    ]
-}
-
-/// The chart's values about the nodegate container and its pods.
-fn pod_values() -> Vec<(&'static str, Value)> {
-    vec![
+        // The nodegate container and its pods.
         (
             "extraArgs",
             json!({"type": "array", "items": {"type": ["string", "number", "boolean"]}}),
@@ -217,26 +218,8 @@ fn pod_values() -> Vec<(&'static str, Value)> {
                 "httpFrom": objects(),
             })),
         ),
-    ]
-}
-
-/// Where an optional object goes: a namespace, or empty for the release's.
-fn target_namespace(what: &str) -> Value {
-    json!({"type": "string", "pattern": "^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$",
-           "description": format!("{what}; empty: the release namespace")})
-}
-
-/// A map of labels or annotations added to an object's own.
-fn described_strings(what: &str) -> Value {
-    let mut s = strings();
-    s["description"] = json!(what);
-    s
-}
-
-/// The chart's optional objects beside nodegate: the alerts, the dashboard
-/// and the namespace.
-fn extra_objects() -> Vec<(&'static str, Value)> {
-    vec![
+        // The optional objects beside nodegate: the alerts, the dashboard
+        // and the namespace.
         (
             "prometheusRule",
             closed(json!({
