@@ -125,9 +125,7 @@ impl Decider for Canaries {
             }
             Input::CanariesListed(listed) => self.listed(listed, &cfg, cx, &mut out),
             Input::CanaryCreated { create, outcome } => self.created(create, outcome, cx, &mut out),
-            Input::CanaryDeleted { delete, outcome } => {
-                self.deleted(delete, outcome, now, &mut out)
-            }
+            Input::CanaryDeleted { delete, outcome } => self.deleted(delete, outcome, cx, &mut out),
             Input::Wrote { .. }
             | Input::PodsListed { .. }
             | Input::NodeRead { .. }
@@ -167,11 +165,8 @@ impl Canaries {
         let pods = match listed {
             Ok(pods) => pods,
             Err(error) => {
-                out.push(Effect::log(
-                    Level::Warn,
-                    "",
-                    format!("cannot list the canary pods (trying again shortly): {error}"),
-                ));
+                let log = format!("cannot list the canary pods (trying again shortly): {error}");
+                out.push(Effect::log(Level::Warn, "", log));
                 self.next_list = Some(retry_after(cx.now.local));
                 return;
             }
@@ -191,13 +186,8 @@ impl Canaries {
         }
         self.holders = self.listed.keys().chain(&self.creating).cloned().collect();
         let mut nodes = self.known();
-        nodes.extend(
-            cx.view
-                .nodes()
-                .iter()
-                .filter(|n| cx.config.gates(n))
-                .map(|n| n.name.clone()),
-        );
+        let gated = cx.view.nodes().into_iter().filter(|n| cx.config.gates(n));
+        nodes.extend(gated.map(|n| n.name.clone()));
         for node in nodes {
             self.reconcile(&node, cfg, cx, out);
         }
@@ -212,12 +202,8 @@ impl Canaries {
         cx: &Context<'_>,
         out: &mut Vec<Effect>,
     ) {
-        let indexed: Vec<Arc<PodInfo>> = cx
-            .view
-            .pods_on(node)
-            .into_iter()
-            .filter(|p| canary::is_canary_of(p, cfg, node))
-            .collect();
+        let mut indexed = cx.view.pods_on(node);
+        indexed.retain(|p| canary::is_canary_of(p, cfg, node));
         if !indexed.is_empty() {
             // The index caught up with the LIST and with our creates.
             self.listed.remove(node);
@@ -296,23 +282,22 @@ impl Canaries {
         out: &mut Vec<Effect>,
     ) {
         let now = cx.now.local;
-        let live: Vec<&Arc<PodInfo>> = indexed.iter().filter(|p| !p.terminating).collect();
-        if let Some(pod) = live.iter().find(|p| canary::has_ended(p)) {
-            self.holders.insert(node.to_string());
-            self.waiting.remove(node);
-            return self.replace_ended(node, pod, now, out);
-        }
+        let ended = indexed
+            .iter()
+            .find(|p| !p.terminating && canary::has_ended(p));
+        // Live, ended, being deleted (a new one follows), or not yet indexed.
         if !indexed.is_empty() || self.listed.contains_key(node) || self.creating.contains(node) {
-            // Live, being deleted (a new one follows), or not yet indexed.
             self.holders.insert(node.to_string());
             self.waiting.remove(node);
-            return;
+            if let Some(pod) = ended {
+                self.replace_ended(node, pod, now, out);
+            }
+        } else {
+            self.holders.remove(node);
+            if self.failed.get(node).is_none_or(|f| f.at <= now) {
+                self.waiting.insert(node.to_string());
+            }
         }
-        self.holders.remove(node);
-        if self.failed.get(node).is_some_and(|f| f.at > now) {
-            return;
-        }
-        self.waiting.insert(node.to_string());
     }
 
     /// A canary that ended: counted once, kept until its backoff is over
@@ -322,20 +307,13 @@ impl Canaries {
         if pod.uid != failure.uid {
             failure.again(pod.uid.to_string(), now);
             out.push(Effect::Count(Tally::CanaryFailed));
-            out.push(Effect::log(
-                Level::Warn,
-                node,
-                format!(
-                    "canary pod {} {}{}; replacing it at {}",
-                    pod.name,
-                    pod.phase.to_lowercase(),
-                    pod.status_note
-                        .as_deref()
-                        .map(|n| format!(": {n}"))
-                        .unwrap_or_default(),
-                    failure.at
-                ),
-            ));
+            let note = pod.status_note.as_deref().map(|n| format!(": {n}"));
+            let (name, phase, at) = (&pod.name, pod.phase.to_lowercase(), failure.at);
+            let log = format!(
+                "canary pod {name} {phase}{}; replacing it at {at}",
+                note.unwrap_or_default()
+            );
+            out.push(Effect::log(Level::Warn, node, log));
         }
         if failure.at <= now && self.deleting.insert(pod.name.to_string()) {
             out.push(Effect::DeleteCanary(CanaryDelete {
@@ -384,40 +362,32 @@ impl Canaries {
         out: &mut Vec<Effect>,
     ) {
         let node = create.node;
+        use crate::vocab::write::Outcome::*;
         match outcome {
-            PatchOutcome::Applied => out.push(Effect::Count(Tally::CanaryCreated)),
+            Applied => out.push(Effect::Count(Tally::CanaryCreated)),
             // A pod of that name exists (the index is behind, or the old
             // canary is still being deleted): look again shortly.
-            PatchOutcome::Conflict => {
+            Conflict => {
                 self.creating.remove(&node);
                 self.listed
                     .entry(node.clone())
                     .or_default()
                     .push((create.name, String::new()));
             }
-            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
+            NotLeader | Withdrawn => {
                 self.creating.remove(&node);
                 self.holders.remove(&node);
             }
             // A replace write's own answers: no canary create gets one.
-            PatchOutcome::NotFound
-            | PatchOutcome::Failed(_)
-            | PatchOutcome::Ambiguous(_)
-            | PatchOutcome::OwnerDeleted(_)
-            | PatchOutcome::OwnerFailed(_)
-            | PatchOutcome::NoOwner(_) => {
+            NotFound | Failed(_) | Ambiguous(_) | OwnerDeleted(_) | OwnerFailed(_) | NoOwner(_) => {
                 self.creating.remove(&node);
                 self.holders.remove(&node);
                 let failure = self.failed.entry(node.clone()).or_default();
                 failure.again(String::new(), cx.now.local);
-                out.push(Effect::log(
-                    Level::Warn,
-                    &node,
-                    format!(
-                        "cannot create canary pod {}: {outcome:?}; trying again at {}",
-                        create.name, failure.at
-                    ),
-                ));
+                let (name, at) = (&create.name, failure.at);
+                let log =
+                    format!("cannot create canary pod {name}: {outcome:?}; trying again at {at}");
+                out.push(Effect::log(Level::Warn, &node, log));
             }
         }
     }
@@ -426,7 +396,7 @@ impl Canaries {
         &mut self,
         delete: CanaryDelete,
         outcome: PatchOutcome,
-        now: Timestamp,
+        cx: &Context<'_>,
         out: &mut Vec<Effect>,
     ) {
         self.deleting.remove(&delete.name);
@@ -440,16 +410,12 @@ impl Canaries {
                 }
             }
             other => {
-                out.push(Effect::log(
-                    Level::Warn,
-                    &delete.node,
-                    format!(
-                        "cannot delete canary pod {}: {other:?}; trying again shortly",
-                        delete.name
-                    ),
-                ));
+                let name = &delete.name;
+                let log =
+                    format!("cannot delete canary pod {name}: {other:?}; trying again shortly");
+                out.push(Effect::log(Level::Warn, &delete.node, log));
                 // A LIST shortly, and a pass over every canary after it.
-                let soon = retry_after(now);
+                let soon = retry_after(cx.now.local);
                 self.next_list = Some(self.next_list.map_or(soon, |at| at.min(soon)));
             }
         }

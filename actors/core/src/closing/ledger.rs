@@ -14,6 +14,7 @@
 //! step, so the second sees the first's write. A rule's own `maxUnavailable`
 //! is counted by the rule tainter from its looks (`rules.rs`).
 
+use std::borrow::Borrow;
 use std::collections::{BTreeSet, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -161,14 +162,12 @@ impl Ledger {
             max_unavailable: cap,
             total: true,
         };
-        let sure = in_use(counts, own.sure.iter().chain(&other.sure));
+        let claimed_sure = own.sure.iter().chain(&other.sure);
+        let sure = in_use(counts, claimed_sure.clone());
         if cap.room(managed, sure) == 0 {
             return Room::Refused(exhausted(sure));
         }
-        let all = in_use(
-            counts,
-            (own.sure.iter().chain(&other.sure)).chain(own.maybe.iter().chain(&other.maybe)),
-        );
+        let all = in_use(counts, claimed_sure.chain(&own.maybe).chain(&other.maybe));
         if cap.room(managed, all) == 0 {
             return Room::Held(exhausted(all));
         }
@@ -262,10 +261,10 @@ impl Counts {
             .is_some_and(|(n, rc)| regating::carries(n, rc));
         let closed = managed.is_some_and(|n| closed_by_nodegate(n, cfg));
         let print = fingerprint(name);
-        flag(&mut self.managed, print, managed.is_some());
-        flag(&mut self.suspended, print, suspended);
-        flag(&mut self.closed, print, closed);
-        member(&mut self.regated, name, regated);
+        flag(&mut self.managed, &print, managed.is_some());
+        flag(&mut self.suspended, &print, suspended);
+        flag(&mut self.closed, &print, closed);
+        flag(&mut self.regated, name, regated);
     }
 }
 
@@ -278,18 +277,16 @@ pub(crate) fn fingerprint(name: &str) -> u64 {
     h.finish()
 }
 
-fn flag(set: &mut HashSet<u64>, print: u64, is: bool) {
-    if is {
-        set.insert(print);
-    } else {
-        set.remove(&print);
-    }
-}
-
-fn member(set: &mut HashSet<String>, name: &str, is: bool) {
-    if !is {
-        set.remove(name);
-    } else if !set.contains(name) {
-        set.insert(name.to_string());
+/// `key` in `set` or not, as `is` says (a key already in is not copied
+/// again).
+pub(crate) fn flag<K, Q>(set: &mut HashSet<K>, key: &Q, is: bool)
+where
+    K: Hash + Eq + Borrow<Q>,
+    Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+{
+    if is && !set.contains(key) {
+        set.insert(key.to_owned());
+    } else if !is && !set.is_empty() {
+        set.remove(key);
     }
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::gate::NodeEvent;
+use crate::gate::{EventType, NodeEvent, Reason};
 use crate::net::entrance::BoundPod;
 use crate::vocab::config::Config;
 use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, Taint};
@@ -294,6 +294,11 @@ impl Effect {
             origin: None,
         }
     }
+
+    /// A Warning Event about node `name` (of uid `uid`).
+    pub fn warning(name: &str, uid: &str, reason: Reason, note: String) -> Self {
+        Effect::RecordEvent(NodeEvent::new(name, uid, EventType::Warning, reason, note))
+    }
 }
 
 /// How long a decider waits before looking again at work it could not do
@@ -347,9 +352,7 @@ pub fn tell_refusal(
     told.insert(node.to_string(), now);
     let (log, event) = words();
     out.push(Effect::log(Level::Warn, node, log));
-    if let Some(event) = event {
-        out.push(Effect::RecordEvent(event));
-    }
+    out.extend(event.map(Effect::RecordEvent));
 }
 
 /// Whether `node` counts against `--max-unavailable`, the cap on the nodes
@@ -360,15 +363,9 @@ pub fn tell_refusal(
 /// by it.
 pub fn closed_by_nodegate(node: &NodeInfo, cfg: &Config) -> bool {
     use crate::closing::{condition_taints, regating};
-    let regated = cfg
-        .regate
-        .as_ref()
-        .is_some_and(|rc| regating::carries(node, rc));
-    regated
-        || cfg
-            .condition_taints
-            .iter()
-            .any(|r| condition_taints::carries(node, r))
+    let regated = cfg.regate.iter().any(|rc| regating::carries(node, rc));
+    let rules = &cfg.condition_taints;
+    regated || rules.iter().any(|r| condition_taints::carries(node, r))
 }
 
 // Test support only (cfg(test)), so it lives with the tests.

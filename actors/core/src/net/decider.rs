@@ -28,7 +28,7 @@ use crate::deciders::{
     Change, Context, Decider, Effect, Input, Level, Origin, TaintChange, TaintWrite, Tally,
     add_taint, retry_after, write_on,
 };
-use crate::gate::{EventType, NodeEvent, PatchOutcome, Reason};
+use crate::gate::{PatchOutcome, Reason};
 use crate::net::entrance::{self, BoundPod, Skip};
 use crate::vocab::model::NodeInfo;
 
@@ -72,16 +72,11 @@ impl Net {
     }
 
     fn candidate(&self, node: &NodeInfo, cx: &Context<'_>) -> bool {
-        let managed = &cx.config.placement.managed_taints;
-        entrance::late_taint(
-            &entrance::view(node),
-            &cx.config.scope,
-            managed,
-            cx.now.for_window(),
-            self.window,
-        )
-        .is_ok()
-            && !self.decided.contains_key(&node.uid)
+        let (view, cfg) = (entrance::view(node), cx.config);
+        let managed = &cfg.placement.managed_taints;
+        let late =
+            entrance::late_taint(&view, &cfg.scope, managed, cx.now.for_window(), self.window);
+        late.is_ok() && !self.decided.contains_key(&node.uid)
     }
 
     /// A node carrying a managed taint was gated by some entrance: it is
@@ -99,11 +94,8 @@ impl Net {
         }
         match node {
             Some(n) if self.candidate(n, cx) => {
-                if self
-                    .refused
-                    .get(name)
-                    .is_some_and(|v| *v != n.resource_version)
-                {
+                // Refused at another version: decided on this one.
+                if self.refused.get(name) != Some(&n.resource_version) {
                     self.refused.remove(name);
                 }
                 self.waiting.insert(name.to_string(), Arc::clone(n));
@@ -211,11 +203,8 @@ impl Net {
         let taint = cx.config.startup.for_node(&node.labels).to_taint();
         if cx.config.dry_run {
             self.settle(&node);
-            return vec![Effect::log(
-                Level::Info,
-                name,
-                format!("dry run: would put the startup taint {taint} on"),
-            )];
+            let log = format!("dry run: would put the startup taint {taint} on");
+            return vec![Effect::log(Level::Info, name, log)];
         }
         let change = add_taint(&node, taint, Vec::new(), cx.now.for_window());
         vec![Effect::Write(write_on(Origin::Net, &node, change))]
@@ -226,12 +215,9 @@ impl Net {
         let why = Skip::HasWorkload(workload).to_string();
         let age = age(node, cx);
         self.settle(node);
+        let log = format!("late taint skipped: {why}");
         let mut out = vec![
-            Effect::log(
-                Level::Info,
-                &node.name,
-                format!("late taint skipped: {why}"),
-            ),
+            Effect::log(Level::Info, &node.name, log),
             Effect::Count(Tally::LateTaint("skipped")),
         ];
         if !cx.config.dry_run {
@@ -239,7 +225,8 @@ impl Net {
                 "Node arrived without a managed taint ({age:.0}s after creation) and was left \
                  alone: it {why}"
             );
-            out.push(warning(node, Reason::LateTaintSkipped, note));
+            let reason = Reason::LateTaintSkipped;
+            out.push(Effect::warning(&node.name, &node.uid, reason, note));
         }
         out
     }
@@ -255,58 +242,46 @@ impl Net {
         let Some(node) = self.waiting.get(name).cloned() else {
             return Vec::new();
         };
+        use crate::vocab::write::Outcome::*;
         match outcome {
-            PatchOutcome::Applied => {
+            Applied => {
                 let TaintChange::Add { taint, .. } = &write.change else {
                     return Vec::new();
                 };
                 let age = age(&node, cx);
                 self.settle(&node);
+                let log = format!(
+                    "late taint: put the startup taint {taint} on {age:.1}s after creation"
+                );
+                let note = format!(
+                    "Node arrived without a managed taint; nodegate put {taint} on it \
+                     {age:.0}s after creation (the admission webhook did not)"
+                );
                 vec![
-                    Effect::log(
-                        Level::Info,
-                        name,
-                        format!(
-                            "late taint: put the startup taint {taint} on {age:.1}s after creation"
-                        ),
-                    ),
+                    Effect::log(Level::Info, name, log),
                     Effect::Count(Tally::LateTaint("tainted")),
-                    warning(
-                        &node,
-                        Reason::LateTaint,
-                        format!(
-                            "Node arrived without a managed taint; nodegate put {taint} on it \
-                             {age:.0}s after creation (the admission webhook did not)"
-                        ),
-                    ),
+                    Effect::warning(&node.name, &node.uid, Reason::LateTaint, note),
                 ]
             }
             // Changed since the index showed it: the index's newer view
             // replaces the candidate (or removes it), then it is decided
             // again.
-            PatchOutcome::Conflict => {
+            Conflict => {
                 self.refused
                     .insert(name.to_string(), write.resource_version.clone());
-                vec![Effect::log(
-                    Level::Debug,
-                    name,
-                    "late taint: the node changed; deciding again on its next version",
-                )]
+                let log = "late taint: the node changed; deciding again on its next version";
+                vec![Effect::log(Level::Debug, name, log)]
             }
-            PatchOutcome::NotFound => {
+            NotFound => {
                 self.forget(name);
                 Vec::new()
             }
-            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
+            NotLeader | Withdrawn => {
                 self.backoff.insert(name.to_string());
                 self.work(cx)
             }
             // A replace write's own answers: no taint write gets one.
-            PatchOutcome::Failed(e)
-            | PatchOutcome::Ambiguous(e)
-            | PatchOutcome::OwnerDeleted(e)
-            | PatchOutcome::OwnerFailed(e)
-            | PatchOutcome::NoOwner(e) => {
+            Failed(e) | Ambiguous(e) | OwnerDeleted(e) | OwnerFailed(e) | NoOwner(e) => {
                 let message = format!("late taint: the patch failed; trying again: {e}");
                 self.failed(name, message, cx)
             }
@@ -359,16 +334,6 @@ impl Decider for Net {
             | Input::CanariesListed(_) => Vec::new(),
         }
     }
-}
-
-fn warning(node: &NodeInfo, reason: Reason, note: String) -> Effect {
-    Effect::RecordEvent(NodeEvent::new(
-        &node.name,
-        &node.uid,
-        EventType::Warning,
-        reason,
-        note,
-    ))
 }
 
 #[cfg(test)]

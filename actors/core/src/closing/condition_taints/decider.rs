@@ -108,7 +108,7 @@ pub const REFUSED: Backoff = Backoff::new(Duration::from_secs(2), Duration::from
 type Judged = (Arc<NodeInfo>, Vec<RuleVerdict>);
 
 /// The condition-rule tainter's memory.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct RuleTainter {
     /// The first [`Change::Everything`] came: the index is complete.
     synced: bool,
@@ -130,24 +130,16 @@ pub struct RuleTainter {
     /// The earliest [`Effect::LookAgainAt`] asked for and not yet delivered.
     asked: Option<Timestamp>,
     /// The rules the API server refused, and how long they wait.
-    backoffs: Backoffs,
+    backoffs: Refusals,
 }
 
-impl Default for RuleTainter {
+/// The rules' [`Backoffs`], by [`REFUSED`].
+#[derive(Debug)]
+struct Refusals(Backoffs);
+
+impl Default for Refusals {
     fn default() -> Self {
-        RuleTainter {
-            synced: false,
-            rules: Vec::new(),
-            seen: HashMap::new(),
-            counts: HashMap::new(),
-            unseen: HashMap::new(),
-            in_flight: HashMap::new(),
-            held: HashMap::new(),
-            look_at: HashMap::new(),
-            deferred: BTreeSet::new(),
-            asked: None,
-            backoffs: Backoffs::new(REFUSED),
-        }
+        Refusals(Backoffs::new(REFUSED))
     }
 }
 
@@ -307,15 +299,13 @@ impl RuleTainter {
         let dry_run = cx.config.dry_run;
         for (rule, verdict) in cx.config.condition_taints.iter().zip(verdicts) {
             let key = (rule.name.clone(), node.name.clone());
-            // A write out, or one the index does not show yet (what
-            // `count` left of `unseen` is about this very version).
-            if self.in_flight.contains_key(&key) || self.unseen.contains_key(&key) {
-                self.held.remove(&key);
-                continue;
-            }
+            // Not with a write out, or one the index does not show yet
+            // (what `count` left of `unseen` is about this very version).
+            let idle = !self.in_flight.contains_key(&key) && !self.unseen.contains_key(&key);
             let tainted = self.counts.get(&rule.name).map_or(0, |c| c.tainted);
-            let Some(mut action) = super::decide(rule, node, verdict, tainted, self.seen.len())
-            else {
+            let decided =
+                idle.then(|| super::decide(rule, node, verdict, tainted, self.seen.len()));
+            let Some(mut action) = decided.flatten() else {
                 self.held.remove(&key);
                 continue;
             };
@@ -360,10 +350,9 @@ impl RuleTainter {
                     }
                 }
                 RuleAction::Add | RuleAction::Remove => {
-                    if self.refused(&key, cx, out) {
-                        continue;
-                    }
-                    if let Some(change) = change(action, rule, node, cx.now) {
+                    if !self.refused(&key, cx, out)
+                        && let Some(change) = change(action, rule, node, cx.now)
+                    {
                         out.push(self.send(key, node, &verdict.why, change));
                     }
                 }
@@ -387,14 +376,11 @@ impl RuleTainter {
             self.unseen.insert(key.clone(), unseen(version, Expect::On));
             let counted = self.seen.get(&node.name).and_then(|s| s.get(&key.0));
             let matching = counted.is_some_and(|s| s.matching);
-            self.set(
-                &node.name,
-                &key.0,
-                Seen {
-                    tainted: true,
-                    matching,
-                },
-            );
+            let seen = Seen {
+                tainted: true,
+                matching,
+            };
+            self.set(&node.name, &key.0, seen);
         }
         Effect::Write(TaintWrite {
             tag: Some(key.0),
@@ -423,61 +409,49 @@ impl RuleTainter {
         // lease's return, or to try again after a while.
         let (mut act, mut defer, mut retry) = (false, false, None);
         let now = cx.now.for_window();
+        let version = write.resource_version.as_str();
+        use crate::vocab::write::Outcome::*;
         match outcome {
-            PatchOutcome::Applied => {
-                self.backoffs.applied(&rule);
+            Applied => {
+                self.backoffs.0.applied(&rule);
                 if !adding {
-                    self.unseen
-                        .insert(key, unseen(&write.resource_version, Expect::Off));
+                    self.unseen.insert(key, unseen(version, Expect::Off));
                 }
                 out.extend(applied(write, &rule, &why, cx));
                 act = true;
             }
-            PatchOutcome::Conflict => {
-                self.unseen
-                    .insert(key, unseen(&write.resource_version, Expect::Refused));
-                out.push(Effect::log(
-                    Level::Debug,
-                    &name,
-                    format!("condition taint: the node changed; deciding again (rule {rule})"),
-                ));
+            Conflict => {
+                self.unseen.insert(key, unseen(version, Expect::Refused));
+                let log =
+                    format!("condition taint: the node changed; deciding again (rule {rule})");
+                out.push(Effect::log(Level::Debug, &name, log));
                 act = true;
             }
-            PatchOutcome::NotFound => {
-                self.unseen
-                    .insert(key, unseen(&write.resource_version, Expect::Refused));
+            NotFound => {
+                self.unseen.insert(key, unseen(version, Expect::Refused));
             }
-            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
+            NotLeader | Withdrawn => {
                 self.unseen.remove(&key);
                 defer = true;
             }
-            PatchOutcome::Failed(e) => {
+            Failed(e) => {
                 // Refused (a policy, an invalid taint) or never sent: the
                 // same write would fail again at once.
                 self.unseen.remove(&key);
-                let until = self.backoffs.refused(&rule, now);
-                out.push(Effect::log(
-                    Level::Warn,
-                    &name,
-                    format!(
-                        "condition taint: could not {what} the taint; rule {rule}'s writes wait until {until}: {e}"
-                    ),
-                ));
+                let until = self.backoffs.0.refused(&rule, now);
+                let log = format!(
+                    "condition taint: could not {what} the taint; rule {rule}'s writes wait until {until}: {e}"
+                );
+                out.push(Effect::log(Level::Warn, &name, log));
                 retry = Some(until);
             }
             // A replace write's own answers: no taint write gets one.
-            PatchOutcome::Ambiguous(e)
-            | PatchOutcome::OwnerDeleted(e)
-            | PatchOutcome::OwnerFailed(e)
-            | PatchOutcome::NoOwner(e) => {
+            Ambiguous(e) | OwnerDeleted(e) | OwnerFailed(e) | NoOwner(e) => {
                 self.unseen.remove(&key);
-                out.push(Effect::log(
-                    Level::Warn,
-                    &name,
-                    format!(
-                        "condition taint: could not {what} the taint; trying again (rule {rule}): {e}"
-                    ),
-                ));
+                let log = format!(
+                    "condition taint: could not {what} the taint; trying again (rule {rule}): {e}"
+                );
+                out.push(Effect::log(Level::Warn, &name, log));
                 retry = Some(retry_after(now));
             }
         }
@@ -512,7 +486,7 @@ impl RuleTainter {
         let known = |r: &str| rules.iter().any(|rule| rule.name == r);
         self.held.retain(|(r, _), _| known(r));
         self.unseen.retain(|(r, _), _| known(r));
-        self.backoffs.retain(known);
+        self.backoffs.0.retain(known);
         if rules.is_empty() {
             return Vec::new();
         }
@@ -590,21 +564,18 @@ impl RuleTainter {
         let now = cx.now.for_window();
         let (rule, node) = key;
         let sent = self.in_flight.keys().filter(|(r, _)| r == rule).count();
-        let at = match self.backoffs.may(rule, now, sent) {
+        let at = match self.backoffs.0.may(rule, now, sent) {
             May::Write => return false,
             May::WaitUntil(until) => until,
             May::WaitForProbe => retry_after(now),
         };
         self.schedule(node, at);
         if self.hold(key.clone(), Hold::Refused) {
-            out.push(Effect::log(
-                Level::Info,
-                node,
-                format!(
-                    "condition taint held back: the API server refused rule {rule}'s last write; \
-                     its writes wait until {at}"
-                ),
-            ));
+            let log = format!(
+                "condition taint held back: the API server refused rule {rule}'s last write; \
+                 its writes wait until {at}"
+            );
+            out.push(Effect::log(Level::Info, node, log));
         }
         true
     }
@@ -657,12 +628,8 @@ fn change(
         owners.push(rule.name.clone());
         owners.sort_unstable();
         let annotations = vec![(annotations::CONDITION_TAINTS, owners.join(","))];
-        return Some(add_taint(
-            node,
-            rule.taint.clone(),
-            annotations,
-            now.for_window(),
-        ));
+        let change = add_taint(node, rule.taint.clone(), annotations, now.for_window());
+        return Some(change);
     }
     let index = node
         .taints
@@ -679,11 +646,8 @@ fn change(
 }
 
 fn info(node: &str, what: &str, rule: &ConditionTaintRule, why: Option<&str>) -> Effect {
-    let mut message = format!("{what} (rule {}, taint {})", rule.name, rule.taint);
-    if let Some(why) = why {
-        message.push_str(": ");
-        message.push_str(why);
-    }
+    let why = why.map(|why| format!(": {why}")).unwrap_or_default();
+    let message = format!("{what} (rule {}, taint {}){why}", rule.name, rule.taint);
     Effect::log(Level::Info, node, message)
 }
 

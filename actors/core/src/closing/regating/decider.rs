@@ -244,11 +244,8 @@ impl Regater {
         }
         match health {
             Health::Regate(_) if cx.config.suspend || node.suspended => {
-                out.push(Effect::log(
-                    Level::Debug,
-                    name,
-                    "re-gating suspended: would re-gate",
-                ));
+                let log = "re-gating suspended: would re-gate";
+                out.push(Effect::log(Level::Debug, name, log));
                 self.look_at.insert(name.to_string(), retry_after(now));
                 None
             }
@@ -258,13 +255,10 @@ impl Regater {
                 // look (every heartbeat of the node would say it again).
                 if self.look_at.get(name) != Some(&regate_at) {
                     let members = regating::describe(&members, now);
-                    out.push(Effect::log(
-                        Level::Debug,
-                        name,
-                        format!(
-                            "member broken; re-gating at {regate_at} if still broken: {members}"
-                        ),
-                    ));
+                    let log = format!(
+                        "member broken; re-gating at {regate_at} if still broken: {members}"
+                    );
+                    out.push(Effect::log(Level::Debug, name, log));
                     self.look_at.insert(name.to_string(), regate_at);
                 }
                 None
@@ -305,12 +299,8 @@ impl Regater {
             // the node or its pods is looked at all the same.
             self.look_at.remove(name);
             if self.dry_logged.insert(name.to_string()) {
-                let why = words(&trigger, now);
-                out.push(Effect::log(
-                    Level::Info,
-                    name,
-                    format!("dry run: would re-gate: {why}"),
-                ));
+                let log = format!("dry run: would re-gate: {}", words(&trigger, now));
+                out.push(Effect::log(Level::Info, name, log));
             }
             return;
         }
@@ -324,7 +314,7 @@ impl Regater {
         // (semantics.md §6.10), never around `--max-unavailable`, the cap on
         // every node nodegate keeps closed.
         let room = if trigger.bypasses_budget() {
-            self.total_budget(cx, ledger)
+            ledger.room(cx.config, Origin::Regate, &self.claims(), None)
         } else {
             self.budget(rc, cx, ledger)
         };
@@ -335,19 +325,15 @@ impl Regater {
                 self.held.insert(name.to_string());
                 return;
             }
-            Room::Refused(exhausted) => {
-                return self.refused(name, &trigger, exhausted, cx, out);
-            }
+            Room::Refused(exhausted) => return self.refused(name, &trigger, exhausted, cx, out),
         }
         self.look_at.remove(name);
         self.follower.remove(name);
         self.held.remove(name);
         self.refused.remove(name);
-        self.reading
-            .insert(name.to_string(), Due { trigger, at: now });
-        out.push(Effect::ReadNode {
-            node: name.to_string(),
-        });
+        let node = name.to_string();
+        self.reading.insert(node.clone(), Due { trigger, at: now });
+        out.push(Effect::ReadNode { node });
     }
 
     /// The fresh read's answer: the write, if the node is still open and
@@ -355,7 +341,7 @@ impl Regater {
     fn read(
         &mut self,
         name: &str,
-        read: Result<Option<NodeInfo>, String>,
+        read: Result<Option<Box<NodeInfo>>, String>,
         cx: &Context<'_>,
     ) -> Vec<Effect> {
         let Some(due) = self.reading.remove(name) else {
@@ -416,8 +402,9 @@ impl Regater {
         };
         let now = cx.now.for_grace();
         let mut out = Vec::new();
+        use crate::vocab::write::Outcome::*;
         match outcome {
-            PatchOutcome::Applied => {
+            Applied => {
                 let TaintChange::Add { taint, .. } = &write.change else {
                     return out;
                 };
@@ -447,33 +434,19 @@ impl Regater {
                         "nodegate put {taint} on the node: {why}; it opens again when they are Ready"
                     ),
                 };
-                let event = NodeEvent::new(
-                    name,
-                    &write.uid,
-                    EventType::Warning,
-                    Reason::NodeRegated,
-                    note,
-                );
-                out.push(Effect::log(
-                    Level::Warn,
-                    name,
-                    format!("re-gated: put {taint} on: {why}"),
-                ));
+                let log = format!("re-gated: put {taint} on: {why}");
+                out.push(Effect::log(Level::Warn, name, log));
                 out.push(Effect::Count(Tally::Regated(due.trigger.kind())));
-                out.push(Effect::RecordEvent(event));
+                out.push(Effect::warning(name, &write.uid, Reason::NodeRegated, note));
             }
-            PatchOutcome::NotFound => self.forget(name),
+            NotFound => self.forget(name),
             // The node changed since the read (or this replica stopped
             // leading): decided again now.
-            PatchOutcome::Conflict | PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
+            Conflict | NotLeader | Withdrawn => {
                 self.looks([name], cx, ledger, &mut out);
             }
             // A replace write's own answers: no taint write gets one.
-            PatchOutcome::Failed(e)
-            | PatchOutcome::Ambiguous(e)
-            | PatchOutcome::OwnerDeleted(e)
-            | PatchOutcome::OwnerFailed(e)
-            | PatchOutcome::NoOwner(e) => {
+            Failed(e) | Ambiguous(e) | OwnerDeleted(e) | OwnerFailed(e) | NoOwner(e) => {
                 self.look_at.insert(name.to_string(), retry_after(now));
                 let message = format!("re-gate: the patch failed; trying again: {e}");
                 out.push(Effect::log(Level::Warn, name, message));
@@ -498,12 +471,9 @@ impl Regater {
                 // Another version than those before our write, in the same
                 // step as the counts see it: counted as it shows (with the
                 // taint, or without it if it was taken off since).
-                let moved = after.as_ref().is_none_or(|a| {
-                    self.pending
-                        .get(&name)
-                        .is_some_and(|b| !b.contains(&a.resource_version))
-                });
-                if moved {
+                if let Some(versions) = self.pending.get(&name)
+                    && after.is_none_or(|a| !versions.contains(&a.resource_version))
+                {
                     self.pending.remove(&name);
                 }
                 self.looks([name.as_str()], cx, ledger, out);
@@ -583,9 +553,7 @@ impl Regater {
                     .collect();
                 self.looks(waiting, cx, ledger, &mut out);
             }
-            Input::NodeRead { node, read } => {
-                out = self.read(&node, read.map(|n| n.map(|n| *n)), cx)
-            }
+            Input::NodeRead { node, read } => out = self.read(&node, read, cx),
             Input::Wrote { write, outcome } => out = self.wrote(&write, outcome, cx, ledger),
             Input::PodsListed { .. }
             | Input::Replaced { .. }
@@ -685,13 +653,10 @@ impl Regater {
     /// it, unless a removal tested against this version is out or applied.
     fn forget_awaiting(&mut self, node: &NodeInfo, cx: &Context<'_>, out: &mut Vec<Effect>) {
         let name = node.name.as_str();
-        match self.forgetting.get(name) {
-            Some(tested) if *tested == node.resource_version => return,
-            Some(_) => {
-                self.forgetting.remove(name);
-            }
-            None => {}
+        if self.forgetting.get(name) == Some(&node.resource_version) {
+            return;
         }
+        self.forgetting.remove(name);
         let cfg = cx.config;
         if cfg.dry_run || cfg.suspend || node.suspended {
             return;
@@ -716,30 +681,27 @@ impl Regater {
     ) -> Vec<Effect> {
         let name = write.node.as_str();
         let now = cx.now.for_grace();
+        use crate::vocab::write::Outcome::*;
         match outcome {
-            PatchOutcome::Applied => {
+            Applied => {
                 let message = "no reboot announcement stands any more: removed \
                                nodegate.dev/awaiting-reboot (its gate, if any, opens by readiness)";
                 vec![Effect::log(Level::Info, name, message)]
             }
             // The node changed since: decided again on the index's next
             // version of it (the entry holds back the version tested).
-            PatchOutcome::Conflict => Vec::new(),
-            PatchOutcome::NotFound => {
+            Conflict => Vec::new(),
+            NotFound => {
                 self.forget(name);
                 Vec::new()
             }
-            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {
+            NotLeader | Withdrawn => {
                 self.forgetting.remove(name);
                 self.forget_later.insert(name.to_string());
                 Vec::new()
             }
             // A replace write's own answers: no taint write gets one.
-            PatchOutcome::Failed(e)
-            | PatchOutcome::Ambiguous(e)
-            | PatchOutcome::OwnerDeleted(e)
-            | PatchOutcome::OwnerFailed(e)
-            | PatchOutcome::NoOwner(e) => {
+            Failed(e) | Ambiguous(e) | OwnerDeleted(e) | OwnerFailed(e) | NoOwner(e) => {
                 self.forgetting.remove(name);
                 self.look_at.insert(name.to_string(), retry_after(now));
                 let message =
@@ -747,12 +709,6 @@ impl Regater {
                 vec![Effect::log(Level::Warn, name, message)]
             }
         }
-    }
-
-    /// `--max-unavailable` alone: the ledger's answer, with this method's
-    /// reads and writes out as they are now.
-    fn total_budget(&self, cx: &Context<'_>, ledger: &Ledger) -> Room {
-        ledger.room(cx.config, Origin::Regate, &self.claims(), None)
     }
 
     /// Whether one more node may be re-gated: counted from the nodes in
@@ -771,7 +727,10 @@ impl Regater {
             return Room::Refused(exhausted);
         }
         let held = regating::budget_allows(rc, managed, in_use + out).err();
-        match (self.total_budget(cx, ledger), held) {
+        // `--max-unavailable`: the ledger's answer, with this method's reads
+        // and writes out as they are now.
+        let total = ledger.room(cx.config, Origin::Regate, &self.claims(), None);
+        match (total, held) {
             (Room::Allows, Some(exhausted)) if out > 0 => Room::Held(exhausted),
             (total, _) => total,
         }
@@ -839,11 +798,10 @@ pub fn words(trigger: &Trigger, now: Timestamp) -> String {
     }
 }
 
-// How one open node is doing, from what the index holds and the little the
-// decider remembers of it ([`Watched`]).
-/// The decision for one node at `now`. `memory` is updated: the boot id is
+/// How one open node is doing at `now`, from what the index holds and the
+/// little the decider remembers of it (`memory`, updated: the boot id is
 /// recorded the first time, and first-seen times are kept for broken members
-/// without a Ready condition and dropped for the others.
+/// without a Ready condition and dropped for the others).
 pub fn examine<'a>(
     node: &NodeInfo,
     daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,

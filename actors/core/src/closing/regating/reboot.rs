@@ -72,8 +72,8 @@ pub fn announced_given(
         return Some(Announcement {
             source: Source::KuredLock,
             detail: format!(
-                "kured's lock ({} on {}) names the node",
-                KURED_NODE_LOCK, cfg.kured_daemonset
+                "kured's lock ({KURED_NODE_LOCK} on {}) names the node",
+                cfg.kured_daemonset
             ),
         });
     }
@@ -91,7 +91,7 @@ pub fn announced_given(
     if cfg.listens_to(Source::KuredAnnotation) && node.kured_rebooting {
         return Some(Announcement {
             source: Source::KuredAnnotation,
-            detail: format!("kured's {}", KURED_REBOOT_IN_PROGRESS),
+            detail: format!("kured's {KURED_REBOOT_IN_PROGRESS}"),
         });
     }
     None
@@ -153,10 +153,7 @@ pub fn kured_lock_holders(
     max_holders: u32,
 ) -> Result<Vec<String>, String> {
     let lock: Lock = serde_json::from_str(raw).map_err(|e| {
-        format!(
-            "{} {raw:?} is not kured's lock JSON ({e}); the lock is ignored",
-            KURED_NODE_LOCK
-        )
+        format!("{KURED_NODE_LOCK} {raw:?} is not kured's lock JSON ({e}); the lock is ignored")
     })?;
     let (entries, max_owners) = match lock {
         Lock::Multi { locks, max_owners } => (locks.unwrap_or_default(), max_owners),

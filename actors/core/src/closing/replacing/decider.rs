@@ -32,12 +32,13 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
+use crate::closing::ledger::flag;
 use crate::closing::replacing::{self, Exhausted, Spread, Used};
 use crate::deciders::{
     BUDGET_RETRY, Change, Context, Decider, Effect, Input, Level, Origin, Outcome, ReplaceAction,
     ReplaceWrite, Tally, retry_after, tell_refusal,
 };
-use crate::gate::{self, EventType, NodeEvent, PatchOutcome, Reason};
+use crate::gate::{self, EventType, NodeEvent, Reason};
 use crate::vocab::backoff::{Backoff, Backoffs, May};
 use crate::vocab::config::{Config, OnTimeout, ReplaceConfig};
 use crate::vocab::member::{Member, MemberId, Readiness};
@@ -130,7 +131,7 @@ fn by_key(daemonsets: Vec<Arc<DaemonSetInfo>>) -> VecMap<String, Arc<DaemonSetIn
 pub const OWNER_RETRY: Backoff = Backoff::new(Duration::from_secs(20), Duration::from_secs(300));
 
 /// The replace decider's memory.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Replacer {
     /// Request times seen on nodes (or written by this replica), kept for
     /// the interval even after the node is gone.
@@ -169,27 +170,16 @@ pub struct Replacer {
     /// Per node, the failed owner lookups or deletes in a row and how long
     /// they make the next wait (issue 37 §6): [`OWNER_RETRY`], spread per
     /// node.
-    owner_backoff: Backoffs,
+    owner_backoff: OwnerBackoffs,
 }
 
-impl Default for Replacer {
+/// The owners' [`Backoffs`], by [`OWNER_RETRY`] spread per node.
+#[derive(Debug)]
+struct OwnerBackoffs(Backoffs);
+
+impl Default for OwnerBackoffs {
     fn default() -> Self {
-        Replacer {
-            seen: HashMap::new(),
-            pending: HashSet::new(),
-            writing: HashSet::new(),
-            requesting: HashSet::new(),
-            owner_done: HashSet::new(),
-            budget_event: HashMap::new(),
-            refused: BTreeSet::new(),
-            spreads: HashMap::new(),
-            counts: None,
-            refreshed: false,
-            marks: HashMap::new(),
-            in_flight: HashSet::new(),
-            tracked_for: None,
-            owner_backoff: Backoffs::spread(OWNER_RETRY),
-        }
+        OwnerBackoffs(Backoffs::spread(OWNER_RETRY))
     }
 }
 
@@ -215,28 +205,15 @@ impl Replacer {
         }
     }
 
-    fn prune(&mut self, rc: &ReplaceConfig, now: Timestamp) {
-        let interval = SignedDuration::try_from(rc.interval).unwrap_or(SignedDuration::MAX);
-        let since = now.checked_sub(interval).unwrap_or(Timestamp::MIN);
-        self.seen.retain(|_, at| *at > since);
-    }
-
     /// Keeps [`Self::marks`] and [`Self::in_flight`] for one node as it is
     /// now.
     fn track(&mut self, node: &NodeInfo, cfg: &Config) {
+        let name = node.name.as_str();
         match node.replace.requested {
-            Some(at) => {
-                self.marks.insert(node.name.clone(), at);
-            }
-            None => {
-                self.marks.remove(&node.name);
-            }
-        }
-        if outstanding(node, cfg) {
-            self.in_flight.insert(node.name.clone());
-        } else {
-            self.in_flight.remove(&node.name);
-        }
+            Some(at) => self.marks.insert(name.to_string(), at),
+            None => self.marks.remove(name),
+        };
+        flag(&mut self.in_flight, name, outstanding(node, cfg));
     }
 
     /// [`Self::marks`] and [`Self::in_flight`] built afresh from `nodes`
@@ -246,23 +223,24 @@ impl Replacer {
         self.in_flight.clear();
         for n in nodes {
             self.note(n);
-            if let Some(at) = n.replace.requested {
-                self.marks.insert(n.name.clone(), at);
-                if outstanding(n, cfg) {
-                    self.in_flight.insert(n.name.clone());
-                }
-            }
+            self.track(n, cfg);
         }
         if self.tracked_for.as_ref() != Some(cfg) {
             self.tracked_for = Some(cfg.clone());
         }
     }
 
-    /// The budget used now: from what the nodes carry (kept up to date by
+    /// The budget used now (the request times from before the interval
+    /// forgotten first): from what the nodes carry (kept up to date by
     /// [`Self::track`]) as well as what this replica remembers, so a new
     /// leader (or a restarted one) counts the requests already on the
     /// nodes.
-    fn used(&self, cx: &Context<'_>) -> Used {
+    fn used(&mut self, cx: &Context<'_>) -> Used {
+        let rc = &cx.config.replace;
+        let interval = SignedDuration::try_from(rc.interval).unwrap_or(SignedDuration::MAX);
+        let now = cx.now.for_grace();
+        let since = now.checked_sub(interval).unwrap_or(Timestamp::MIN);
+        self.seen.retain(|_, at| *at > since);
         let unseen = self
             .pending
             .iter()
@@ -270,10 +248,6 @@ impl Replacer {
             .filter(|n| !self.in_flight.contains(*n))
             .collect::<HashSet<_>>()
             .len();
-        let rc = &cx.config.replace;
-        let interval = SignedDuration::try_from(rc.interval).unwrap_or(SignedDuration::MAX);
-        let now = cx.now.for_grace();
-        let since = now.checked_sub(interval).unwrap_or(Timestamp::MIN);
         let on_nodes = self
             .marks
             .iter()
@@ -302,11 +276,10 @@ impl Replacer {
             .into_iter()
             .filter(|n| n.replace.timed_out.is_some() || n.replace.requested.is_some())
             .collect();
-        let names: HashSet<&str> = candidates.iter().map(|n| n.name.as_str()).collect();
-        self.refused.retain(|n| names.contains(n.as_str()));
-        drop(names);
         candidates
             .sort_by(|a, b| (a.replace.timed_out, &a.name).cmp(&(b.replace.timed_out, &b.name)));
+        let names: HashSet<&str> = candidates.iter().map(|n| n.name.as_str()).collect();
+        self.refused.retain(|n| names.contains(n.as_str()));
         for n in candidates {
             self.look(&n, cx, out);
         }
@@ -323,7 +296,7 @@ impl Replacer {
             && node.replace.owner != Owner::None
             && !self.owner_done.contains(name)
         {
-            if let May::WaitUntil(at) = self.owner_backoff.may(name, cx.now.for_grace(), 0) {
+            if let May::WaitUntil(at) = self.owner_backoff.0.may(name, cx.now.for_grace(), 0) {
                 out.push(Effect::LookAgainAt(at));
                 return;
             }
@@ -343,7 +316,7 @@ impl Replacer {
         }
         let rc = &cx.config.replace;
         let now = cx.now.for_grace();
-        if let May::WaitUntil(at) = self.owner_backoff.may(name, now, 0) {
+        if let May::WaitUntil(at) = self.owner_backoff.0.may(name, now, 0) {
             out.push(Effect::LookAgainAt(at));
             return;
         }
@@ -352,7 +325,6 @@ impl Replacer {
         // again for their spread) would cost work per look for nothing.
         // The judgement comes at the first look with room, before any
         // request, so a broken member still means no replacement.
-        self.prune(rc, now);
         if let Err(exhausted) = replacing::budget_allows(rc, self.used(cx)) {
             return self.refuse(node, exhausted, now, out);
         }
@@ -368,14 +340,13 @@ impl Replacer {
         };
         let pods = cx.view.pods_on(name);
         let blocking = blocking(node, daemonsets, &pods, cx.config, now);
+        self.refused.remove(name);
         for id in &blocking {
             let spread = self.spread(id, cx);
             if spread.broken(rc.breakage) {
-                self.refused.remove(name);
                 return self.fall_back(node, id, spread, rc, now, out);
             }
         }
-        self.refused.remove(name);
         let waiting: Vec<String> = blocking.iter().map(ToString::to_string).collect();
         let owner = node.replace.owner.clone();
         let reason = replacing::reason(&owner, &waiting);
@@ -444,25 +415,17 @@ impl Replacer {
         now: Timestamp,
         out: &mut Vec<Effect>,
     ) {
-        let fallback = rc.fallback;
         let why = if spread.due >= 2 {
             "shared by nodes past their deadline".to_string()
         } else {
             format!("more than --replace-breakage {}", rc.breakage)
         };
-        let note = format!(
-            "Not replaced: {member} is broken cluster-wide ({spread}, {why}); replacing nodes cannot fix it; {} (--replace-fallback={fallback})",
-            instead(fallback)
+        let why = format!(
+            "{member} is broken cluster-wide ({spread}, {why}); replacing nodes cannot fix it"
         );
         self.writing.insert(node.name.clone());
-        out.push(Effect::Replace(write_for(
-            node,
-            ReplaceAction::Fallback {
-                fallback,
-                at: crate::gate::annotation_time(now),
-                note,
-            },
-        )));
+        let action = fallback_action(rc.fallback, &why, now);
+        out.push(Effect::Replace(write_for(node, action)));
     }
 
     fn refuse(
@@ -509,7 +472,7 @@ impl Replacer {
                 ReplaceAction::Request { owner, at, .. },
                 outcome @ (Outcome::Applied | Outcome::OwnerDeleted(_)),
             ) => {
-                self.owner_backoff.applied(&name);
+                self.owner_backoff.0.applied(&name);
                 self.requested(&name, at);
                 self.owner_done.insert(name.clone());
                 let what = match outcome {
@@ -530,38 +493,25 @@ impl Replacer {
                 }));
                 let what = format!("marked, but deleting its owner failed ({e}); trying again");
                 self.replaced_event(&write.uid, &name, &what, out);
-                out.push(Effect::LookAgainAt(self.owner_backoff.refused(&name, now)));
+                let until = self.owner_backoff.0.refused(&name, now);
+                out.push(Effect::LookAgainAt(until));
             }
             (ReplaceAction::Request { .. }, Outcome::NoOwner(why)) => {
-                let rc = &cx.config.replace;
-                let fallback = rc.fallback;
-                let note = format!(
-                    "Not replaced: no owner could be proven to own the node ({why}); {} (--replace-fallback={fallback})",
-                    instead(fallback)
-                );
+                let why = format!("no owner could be proven to own the node ({why})");
+                let action = fallback_action(cx.config.replace.fallback, &why, now);
                 self.writing.insert(name);
-                out.push(Effect::Replace(ReplaceWrite {
-                    action: ReplaceAction::Fallback {
-                        fallback,
-                        at: crate::gate::annotation_time(now),
-                        note,
-                    },
-                    ..write
-                }));
+                out.push(Effect::Replace(ReplaceWrite { action, ..write }));
             }
             (ReplaceAction::DeleteOwner { .. }, Outcome::Applied | Outcome::OwnerDeleted(_)) => {
-                self.owner_backoff.applied(&name);
+                self.owner_backoff.0.applied(&name);
                 self.owner_done.insert(name);
             }
             (ReplaceAction::DeleteOwner { .. }, Outcome::OwnerFailed(e)) => {
-                let until = self.owner_backoff.refused(&name, now);
-                out.push(Effect::log(
-                    Level::Warn,
-                    &name,
-                    format!(
-                        "cannot delete the owner of a node asked to be replaced: {e}; trying again at {until}"
-                    ),
-                ));
+                let until = self.owner_backoff.0.refused(&name, now);
+                let log = format!(
+                    "cannot delete the owner of a node asked to be replaced: {e}; trying again at {until}"
+                );
+                out.push(Effect::log(Level::Warn, &name, log));
                 out.push(Effect::LookAgainAt(until));
             }
             (
@@ -570,24 +520,28 @@ impl Replacer {
             ) => {
                 out.push(Effect::Count(Tally::ReplaceSkipped(fallback.as_str())));
                 out.push(Effect::log(Level::Warn, &name, note.clone()));
-                out.push(Effect::RecordEvent(NodeEvent::new(
-                    &name,
-                    &write.uid,
-                    EventType::Warning,
-                    Reason::ReplaceSkipped,
-                    note,
-                )));
+                let reason = Reason::ReplaceSkipped;
+                out.push(Effect::warning(&name, &write.uid, reason, note));
             }
-            (
-                action,
-                outcome @ (Outcome::Conflict
-                | Outcome::NotFound
-                | Outcome::Failed(_)
-                | Outcome::Ambiguous(_)
-                | Outcome::NotLeader
-                | Outcome::Withdrawn),
-            ) => {
-                self.not_written(&name, &action, outcome, now, out);
+            // Looked at again when this replica leads (MayWrite), or gone.
+            (_, Outcome::NotLeader | Outcome::Withdrawn | Outcome::NotFound) => {}
+            (_, Outcome::Conflict) => out.push(Effect::LookAgainAt(retry_after(now))),
+            (action, Outcome::Failed(e) | Outcome::Ambiguous(e)) => {
+                let at = if let ReplaceAction::Request { owner, .. } = action {
+                    out.push(Effect::Count(Tally::Replaced {
+                        owner: owner.kind(),
+                        outcome: "failed",
+                    }));
+                    // A request fails here also when its owner cannot be
+                    // looked up (a LIST refused or failing): it backs off as
+                    // a failed delete does.
+                    self.owner_backoff.0.refused(&name, now)
+                } else {
+                    retry_after(now)
+                };
+                let log = format!("cannot write the replace mark: {e}; trying again at {at}");
+                out.push(Effect::log(Level::Warn, &name, log));
+                out.push(Effect::LookAgainAt(at));
             }
             // A fallback write never deletes an owner, and only a request
             // proves one first.
@@ -607,69 +561,19 @@ impl Replacer {
     fn replaced_event(&self, uid: &str, name: &str, what: &str, out: &mut Vec<Effect>) {
         let note = format!("Deadline passed with --on-timeout=replace: {what}");
         out.push(Effect::log(Level::Info, name, note.clone()));
-        out.push(Effect::RecordEvent(NodeEvent::new(
-            name,
-            uid,
-            EventType::Warning,
-            Reason::GateReplaced,
-            note,
-        )));
-    }
-
-    fn not_written(
-        &mut self,
-        name: &str,
-        action: &ReplaceAction,
-        outcome: PatchOutcome,
-        now: Timestamp,
-        out: &mut Vec<Effect>,
-    ) {
-        match outcome {
-            // Looked at again when this replica leads (MayWrite).
-            PatchOutcome::NotLeader | PatchOutcome::Withdrawn => {}
-            PatchOutcome::NotFound => {}
-            // Answered in `answered`: these never come here.
-            PatchOutcome::Applied
-            | PatchOutcome::OwnerDeleted(_)
-            | PatchOutcome::OwnerFailed(_)
-            | PatchOutcome::NoOwner(_) => {}
-            PatchOutcome::Conflict => out.push(Effect::LookAgainAt(retry_after(now))),
-            PatchOutcome::Failed(e) | PatchOutcome::Ambiguous(e) => {
-                if matches!(action, ReplaceAction::Request { .. }) {
-                    let owner = match action {
-                        ReplaceAction::Request { owner, .. } => owner.kind(),
-                        _ => "none",
-                    };
-                    out.push(Effect::Count(Tally::Replaced {
-                        owner,
-                        outcome: "failed",
-                    }));
-                }
-                // A request fails here also when its owner cannot be looked
-                // up (a LIST refused or failing): it backs off as a failed
-                // delete does.
-                let at = if matches!(action, ReplaceAction::Request { .. }) {
-                    self.owner_backoff.refused(name, now)
-                } else {
-                    retry_after(now)
-                };
-                out.push(Effect::log(
-                    Level::Warn,
-                    name,
-                    format!("cannot write the replace mark: {e}; trying again at {at}"),
-                ));
-                out.push(Effect::LookAgainAt(at));
-            }
-        }
+        out.push(Effect::warning(name, uid, Reason::GateReplaced, note));
     }
 }
 
-/// What a fallback does instead of the replacement, for its Event.
-fn instead(fallback: Fallback) -> &'static str {
-    match fallback {
+/// `fallback` instead of the replacement, for `why` (its Event's words).
+fn fallback_action(fallback: Fallback, why: &str, now: Timestamp) -> ReplaceAction {
+    let instead = match fallback {
         Fallback::Open => "opened as by --on-timeout=open",
         Fallback::Keep => "kept closed as by --on-timeout=keep",
-    }
+    };
+    let note = format!("Not replaced: {why}; {instead} (--replace-fallback={fallback})");
+    let at = crate::gate::annotation_time(now);
+    ReplaceAction::Fallback { fallback, at, note }
 }
 
 fn write_for(node: &NodeInfo, action: ReplaceAction) -> ReplaceWrite {
@@ -707,7 +611,8 @@ impl Decider for Replacer {
         }
         self.spreads.clear();
         self.refreshed = false;
-        if matches!(input, Input::Changed(ref c) if c.reaches_every_node()) {
+        let every = matches!(input, Input::Changed(ref c) if c.reaches_every_node());
+        if every {
             // A DaemonSet, the configuration or the initial lists: counted
             // afresh (the nodes a gate may still hold carried over).
             if let Some(before) = self.counts.take() {
@@ -716,12 +621,7 @@ impl Decider for Replacer {
             }
         }
         self.counts(cx);
-        let full_look = matches!(
-            input,
-            Input::Changed(Change::Everything | Change::DaemonSet { .. })
-                | Input::Tick
-                | Input::MayWrite
-        );
+        let full_look = every || matches!(input, Input::Tick | Input::MayWrite);
         if !full_look && self.tracked_for.as_ref() != Some(cx.config) {
             // The first input, or the first under another configuration:
             // what the budget counts comes from the whole index once.
@@ -740,7 +640,7 @@ impl Decider for Replacer {
                 self.recount(&name, cx);
                 self.marks.remove(&name);
                 self.in_flight.remove(&name);
-                self.owner_backoff.applied(&name);
+                self.owner_backoff.0.applied(&name);
                 self.pending.remove(&name);
                 self.owner_done.remove(&name);
                 self.budget_event.remove(&name);
@@ -751,9 +651,7 @@ impl Decider for Replacer {
             }
             Input::Changed(Change::Everything | Change::DaemonSet { .. })
             | Input::Tick
-            | Input::MayWrite => {
-                self.scan(cx, &mut out);
-            }
+            | Input::MayWrite => self.scan(cx, &mut out),
             Input::Changed(Change::Pods { node }) => self.recount(&node, cx),
             Input::Changed(Change::GateStopped { node }) => {
                 if let Some(counts) = self.counts.as_mut() {

@@ -27,6 +27,7 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use crate::closing::ledger::flag;
 use crate::closing::replacing::Spread;
 use crate::deciders::Context;
 use crate::gate;
@@ -76,7 +77,7 @@ type Names<V> = HashMap<Counted, V>;
 type NameSet = HashSet<String>;
 
 /// The spreads, as the index shows them after the inputs handled so far.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct Counts {
     /// The configuration and the DaemonSets counted under (by key, as the
     /// look keys them): the slots of [`Self::per_node`] and [`Self::totals`]
@@ -114,11 +115,8 @@ impl Counts {
             config: cx.config.clone(),
             totals: vec![Spread::default(); daemonsets.len()],
             daemonsets,
-            per_node: Names::default(),
-            flags: Vec::new(),
-            free: Vec::new(),
-            gated: NameSet::default(),
             unheard,
+            ..Counts::default()
         };
         let nodes = cx.view.nodes();
         counts.per_node.reserve(nodes.len());
@@ -261,16 +259,10 @@ impl Counts {
         }
         self.per_node.insert(Counted(Arc::clone(node)), slot);
         let gates = cfg.gates(node);
-        if gates && !self.unheard.contains(&node.name) {
-            self.unheard.insert(node.name.clone());
+        if gates {
+            flag(&mut self.unheard, node.name.as_str(), true);
         }
-        if gates && !node.ignored {
-            if !self.gated.contains(&node.name) {
-                self.gated.insert(node.name.clone());
-            }
-        } else if !self.gated.is_empty() {
-            self.gated.remove(&node.name);
-        }
+        flag(&mut self.gated, node.name.as_str(), gates && !node.ignored);
     }
 }
 
