@@ -76,41 +76,54 @@ impl LabelSelectorRequirement {
     /// Whether `labels` satisfy this requirement. A requirement that
     /// `validate` would reject matches nothing.
     pub fn matches(&self, labels: &Labels) -> bool {
-        if self.problem().is_some() {
-            return false;
-        }
         let value = labels.get(self.key.as_str());
-        let listed = |v: &Shared| self.values.iter().any(|x| *x == **v);
-        match self.operator.as_str() {
-            OP_IN => value.is_some_and(listed),
-            OP_NOT_IN => value.is_none_or(|v| !listed(v)),
-            OP_EXISTS => value.is_some(),
-            OP_DOES_NOT_EXIST => value.is_none(),
-            _ => false,
-        }
+        self.problem().is_none() && set_op_holds(&self.operator, value, &self.values) == Some(true)
     }
 
     /// The first rule this requirement breaks, if any.
     fn problem(&self) -> Option<String> {
+        let op = self.operator.as_str();
         if let Err(problem) = check_label_key(&self.key) {
             return Some(problem);
         }
-        let (op, values) = (self.operator.as_str(), &self.values);
-        match op {
-            OP_IN | OP_NOT_IN if values.is_empty() => {
-                Some(format!("{op} needs at least one value, got none"))
-            }
-            OP_EXISTS | OP_DOES_NOT_EXIST if !values.is_empty() => {
-                Some(format!("{op} takes no values, got {values:?}"))
-            }
-            OP_IN | OP_NOT_IN | OP_EXISTS | OP_DOES_NOT_EXIST => {
-                values.iter().find_map(|v| check_label_value(v).err())
-            }
-            other => Some(format!(
-                "operator {other:?} is not one of In, NotIn, Exists, DoesNotExist"
-            )),
+        if !SET_OPS.contains(&op) {
+            return Some(format!(
+                "operator {op:?} is not one of In, NotIn, Exists, DoesNotExist"
+            ));
         }
+        values_problem(op, &self.values)
     }
+}
+
+/// The operators of a label selector, which node affinity takes too.
+pub(crate) const SET_OPS: [&str; 4] = [OP_IN, OP_NOT_IN, OP_EXISTS, OP_DOES_NOT_EXIST];
+
+/// What is wrong with `values` under `op`: In and NotIn take at least one,
+/// Exists and DoesNotExist none, and each must be a label value.
+pub(crate) fn values_problem(op: &str, values: &[String]) -> Option<String> {
+    match op {
+        OP_IN | OP_NOT_IN if values.is_empty() => {
+            Some(format!("{op} needs at least one value, got none"))
+        }
+        OP_EXISTS | OP_DOES_NOT_EXIST if !values.is_empty() => {
+            Some(format!("{op} takes no values, got {values:?}"))
+        }
+        _ => values.iter().find_map(|v| check_label_value(v).err()),
+    }
+}
+
+/// Whether a label's `value` (`None`: absent) meets `op` over `values`, as
+/// apimachinery's `labels.Requirement` and node affinity both read In,
+/// NotIn, Exists and DoesNotExist; `None` for any other operator.
+pub(crate) fn set_op_holds(op: &str, value: Option<&Shared>, values: &[String]) -> Option<bool> {
+    let listed = |v: &Shared| values.iter().any(|x| *x == **v);
+    Some(match op {
+        OP_IN => value.is_some_and(listed),
+        OP_NOT_IN => value.is_none_or(|v| !listed(v)),
+        OP_EXISTS => value.is_some(),
+        OP_DOES_NOT_EXIST => value.is_none(),
+        _ => return None,
+    })
 }
 
 impl LabelSelector {
@@ -207,6 +220,10 @@ impl fmt::Display for LabelSelectorRequirement {
     }
 }
 
+/// What a label name and a label value must consist of.
+const TOKEN_RULE: &str =
+    "letters, digits, '-', '_' or '.', and start and end with a letter or digit";
+
 /// Checks a label key (a "qualified name"): an optional DNS-subdomain
 /// prefix of at most 253 characters and a `/`, then a name of 1 to 63
 /// letters, digits, `-`, `_` or `.` that starts and ends with a letter or
@@ -216,68 +233,52 @@ pub fn check_label_key(key: &str) -> Result<(), String> {
         return Err("key must not be empty".to_string());
     }
     let (prefix, name) = match key.split_once('/') {
-        None => (None, key),
-        Some((_, rest)) if rest.contains('/') => {
-            return Err(format!("invalid key {key:?}: a key has at most one \"/\""));
-        }
         Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
     };
-    if let Some(prefix) = prefix {
-        if prefix.is_empty() {
-            return Err(format!(
-                "invalid key {key:?}: the prefix before \"/\" must not be empty"
-            ));
-        }
-        if prefix.len() > DNS_SUBDOMAIN_MAX {
-            return Err(format!(
-                "invalid key {key:?}: the prefix must be at most {DNS_SUBDOMAIN_MAX} characters, got {}",
-                prefix.len()
-            ));
-        }
-        if !is_dns_subdomain(prefix) {
-            return Err(format!(
-                "invalid key {key:?}: the prefix {prefix:?} must be a DNS subdomain \
-                 (lowercase letters, digits, '-' and '.', each part starting and ending \
-                 with a letter or digit)"
-            ));
-        }
-    }
-    if name.is_empty() {
-        return Err(format!(
-            "invalid key {key:?}: the name after \"/\" must not be empty"
-        ));
-    }
-    if name.len() > LABEL_NAME_MAX {
-        return Err(format!(
-            "invalid key {key:?}: the name part must be at most {LABEL_NAME_MAX} characters, got {}",
+    let problem = if name.contains('/') {
+        "a key has at most one \"/\"".to_string()
+    } else if prefix == Some("") {
+        "the prefix before \"/\" must not be empty".to_string()
+    } else if let Some(prefix) = prefix.filter(|p| p.len() > DNS_SUBDOMAIN_MAX) {
+        format!(
+            "the prefix must be at most {DNS_SUBDOMAIN_MAX} characters, got {}",
+            prefix.len()
+        )
+    } else if let Some(prefix) = prefix.filter(|p| !is_dns_subdomain(p)) {
+        format!(
+            "the prefix {prefix:?} must be a DNS subdomain (lowercase letters, digits, '-' \
+             and '.', each part starting and ending with a letter or digit)"
+        )
+    } else if name.is_empty() {
+        "the name after \"/\" must not be empty".to_string()
+    } else if name.len() > LABEL_NAME_MAX {
+        format!(
+            "the name part must be at most {LABEL_NAME_MAX} characters, got {}",
             name.len()
-        ));
-    }
-    if !is_label_token(name) {
-        return Err(format!(
-            "invalid key {key:?}: the name part must consist of letters, digits, '-', '_' \
-             or '.', and start and end with a letter or digit"
-        ));
-    }
-    Ok(())
+        )
+    } else if !is_label_token(name) {
+        format!("the name part must consist of {TOKEN_RULE}")
+    } else {
+        return Ok(());
+    };
+    Err(format!("invalid key {key:?}: {problem}"))
 }
 
 /// Checks a label value: empty, or at most 63 letters, digits, `-`, `_` or
 /// `.` that start and end with a letter or digit.
 pub fn check_label_value(value: &str) -> Result<(), String> {
-    if value.len() > LABEL_VALUE_MAX {
-        return Err(format!(
-            "invalid value {value:?}: a label value must be at most {LABEL_VALUE_MAX} characters, got {}",
+    let problem = if value.len() > LABEL_VALUE_MAX {
+        format!(
+            "must be at most {LABEL_VALUE_MAX} characters, got {}",
             value.len()
-        ));
-    }
-    if !value.is_empty() && !is_label_token(value) {
-        return Err(format!(
-            "invalid value {value:?}: a label value must consist of letters, digits, '-', '_' \
-             or '.', and start and end with a letter or digit"
-        ));
-    }
-    Ok(())
+        )
+    } else if !value.is_empty() && !is_label_token(value) {
+        format!("must consist of {TOKEN_RULE}")
+    } else {
+        return Ok(());
+    };
+    Err(format!("invalid value {value:?}: a label value {problem}"))
 }
 
 fn is_label_token(s: &str) -> bool {

@@ -200,8 +200,10 @@ pub struct StartupRuleError {
 }
 
 impl StartupRule {
-    /// Reads `SELECTOR=KEY[:EFFECT]` (EFFECT defaults to NoSchedule): the
-    /// taint follows the last `=`, since a taint has none and a selector may.
+    /// Reads `SELECTOR=KEY[:EFFECT]` (EFFECT defaults to NoSchedule; an
+    /// empty selector is every node): the taint follows the last `=`, since
+    /// a taint has none and a selector may. The config file's `taintFor`
+    /// entries are written in this form too.
     pub fn parse(s: &str) -> Result<StartupRule, StartupRuleError> {
         let err = |problem: String| StartupRuleError {
             input: s.to_string(),
@@ -212,16 +214,6 @@ impl StartupRule {
                 "expected SELECTOR=KEY[:EFFECT], e.g. 'pool=gpu=example.com/gpu-init:NoSchedule'"
                     .into(),
             ));
-        };
-        Self::from_parts(selector, taint).map_err(|e| err(e.problem))
-    }
-
-    /// A rule from its selector (kubectl syntax; empty is every node) and
-    /// its taint `KEY[:EFFECT]`, as the config file's `taintFor` gives them.
-    pub fn from_parts(selector: &str, taint: &str) -> Result<StartupRule, StartupRuleError> {
-        let err = |problem: String| StartupRuleError {
-            input: format!("{selector}={taint}"),
-            problem,
         };
         let selector = LabelSelector::parse(selector).map_err(|e| err(e.to_string()))?;
         let taint = taint.trim();
@@ -289,16 +281,11 @@ impl StartupTaints {
         StartupTaints { rules, fallback }
     }
 
-    /// The rule that chooses `labels`' taint, if one does.
-    pub fn rule_for(&self, labels: &Labels) -> Option<&StartupRule> {
-        self.rules.iter().find(|r| r.selector.matches(labels))
-    }
-
-    /// The taint an entrance adds to a node with these labels.
+    /// The taint an entrance adds to a node with these labels: the first
+    /// matching rule's, else the fallback.
     pub fn for_node(&self, labels: &Labels) -> &ManagedTaint {
-        self.rule_for(labels)
-            .map(|r| &r.taint)
-            .unwrap_or(&self.fallback)
+        let rule = self.rules.iter().find(|r| r.selector.matches(labels));
+        rule.map_or(&self.fallback, |r| &r.taint)
     }
 
     pub fn rules(&self) -> &[StartupRule] {

@@ -37,25 +37,13 @@ word_enum! {
         /// and marks it): see [`crate::closing::replacing`] and semantics.md §5.8.
         Replace = "replace",
     }
+    else "an action: use open, keep or replace"
 }
 
 impl OnTimeout {
     /// Whether the taint stays at the deadline (`keep`, `replace`).
     pub fn keeps(self) -> bool {
         matches!(self, OnTimeout::Keep | OnTimeout::Replace)
-    }
-}
-
-/// An action that is not `open`, `keep` or `replace`, as written.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not an action: use open, keep or replace")]
-pub struct UnknownOnTimeout(pub String);
-
-impl std::str::FromStr for OnTimeout {
-    type Err = UnknownOnTimeout;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        OnTimeout::from_word(s).ok_or_else(|| UnknownOnTimeout(s.to_string()))
     }
 }
 
@@ -230,6 +218,7 @@ word_enum! {
         /// every node needing a reboot may carry it at once: within the budget.
         KuredAnnotation = "kured-annotation",
     }
+    else "a reboot announcement source: use annotation, kured-lock or kured-annotation"
 }
 
 impl Source {
@@ -238,21 +227,6 @@ impl Source {
     /// many nodes reboot at once.
     pub fn bypasses_budget(self) -> bool {
         matches!(self, Source::KuredLock)
-    }
-}
-
-/// A source name that is not one.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{0:?} is not a reboot announcement source: use annotation, kured-lock or kured-annotation"
-)]
-pub struct UnknownSource(pub String);
-
-impl std::str::FromStr for Source {
-    type Err = UnknownSource;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Source::from_word(s.trim()).ok_or_else(|| UnknownSource(s.to_string()))
     }
 }
 

@@ -7,10 +7,30 @@
 //! helpers treat it. This module holds data only; it must never do I/O.
 
 use std::collections::BTreeMap;
-use std::str::FromStr;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
+
+/// `==` between a string-like type and `str`, `&str`, `String`, both ways
+/// round: by `as_str`, or (`reversed`) only the texts' side, for a type that
+/// compares with them already.
+macro_rules! text_eq {
+    (reversed $t:ty: $($text:ty),+) => {
+        $(impl PartialEq<$t> for $text {
+            fn eq(&self, other: &$t) -> bool {
+                other == self
+            }
+        })+
+    };
+    ($t:ty: $($text:ty),+) => {
+        $(impl PartialEq<$text> for $t {
+            fn eq(&self, other: &$text) -> bool {
+                self.as_str() == AsRef::<str>::as_ref(other)
+            }
+        })+
+        text_eq!(reversed $t: $($text),+);
+    };
+}
 
 mod shared;
 mod time;
@@ -89,10 +109,10 @@ pub struct NodeSelectorRequirement {
     pub values: Vec<String>,
 }
 
-/// The operators a [`NodeSelectorRequirement`] may name, as upstream spells them.
+/// Operators a [`NodeSelectorRequirement`] may name, as upstream spells them
+/// (`Exists` is the label selector's `OP_EXISTS`).
 pub const NODE_OP_IN: &str = "In";
 pub const NODE_OP_NOT_IN: &str = "NotIn";
-pub const NODE_OP_EXISTS: &str = "Exists";
 pub const NODE_OP_DOES_NOT_EXIST: &str = "DoesNotExist";
 pub const NODE_OP_GT: &str = "Gt";
 pub const NODE_OP_LT: &str = "Lt";
@@ -473,19 +493,7 @@ word_enum! {
         #[default]
         Keep = "keep",
     }
-}
-
-/// A fallback that is not `open` or `keep`, as written.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a replace fallback: use open or keep")]
-pub struct UnknownFallback(pub String);
-
-impl FromStr for Fallback {
-    type Err = UnknownFallback;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Fallback::from_word(s.trim()).ok_or_else(|| UnknownFallback(s.to_string()))
-    }
+    else "a replace fallback: use open or keep"
 }
 
 #[cfg(test)]

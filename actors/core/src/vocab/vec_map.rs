@@ -148,15 +148,11 @@ pub struct Entry<'a, K, V> {
 
 impl<'a, K: Ord, V> Entry<'a, K, V> {
     pub fn or_insert(self, value: V) -> &'a mut V {
-        self.or_insert_with(|| value)
-    }
-
-    pub fn or_insert_with(self, value: impl FnOnce() -> V) -> &'a mut V {
         let i = match self.map.find(&self.key) {
             Ok(i) => i,
             Err(i) => {
                 self.map.grow();
-                self.map.entries.insert(i, (self.key, value()));
+                self.map.entries.insert(i, (self.key, value));
                 i
             }
         };

@@ -39,5 +39,33 @@ macro_rules! word_enum {
             }
         }
     };
+    // With `else "EXPECTED"` after the enum: also `FromStr`, which reads a
+    // word with the space around it trimmed, and names what it expected.
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident { $($body:tt)* }
+        else $expected:literal
+    ) => {
+        word_enum! { $(#[$meta])* $vis enum $name { $($body)* } }
+
+        impl ::std::str::FromStr for $name {
+            type Err = $crate::vocab::words::UnknownWord;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Self::from_word(s.trim()).ok_or_else(|| $crate::vocab::words::UnknownWord {
+                    word: s.to_string(),
+                    expected: $expected,
+                })
+            }
+        }
+    };
 }
 pub(crate) use word_enum;
+
+/// A word no variant stands for, as written, and what was expected instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{word:?} is not {expected}")]
+pub struct UnknownWord {
+    pub word: String,
+    pub expected: &'static str,
+}

@@ -102,13 +102,11 @@ impl DraDriver {
             .partition(|s| !s.owner_uid.is_empty() && s.owner_uid == node.uid);
         let pools = pools::pools(&owned, d);
         if pools.is_empty() {
-            let ignored = if foreign.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " ({} of its slices for the node ignored: not owned by the node, by name and UID)",
-                    foreign.len()
-                )
+            let ignored = match foreign.len() {
+                0 => String::new(),
+                n => format!(
+                    " ({n} of its slices for the node ignored: not owned by the node, by name and UID)"
+                ),
             };
             return Err(format!(
                 "DRA driver {d} has published no ResourceSlice for the node yet{ignored}"
@@ -180,10 +178,9 @@ pub fn validate_drivers(list: &[DraDriver]) -> Result<(), AtEntry> {
     validate(
         list.iter()
             .map(|d| (d.driver.as_str(), d.node_selector.as_ref())),
-        |name| {
-            let name = name.to_string();
-            let valid = crate::rules::readiness::is_csi_driver_name(&name);
-            valid.then_some(()).ok_or(DeviceError::Driver { name })
+        |name| match crate::rules::readiness::is_csi_driver_name(name) {
+            true => Ok(()),
+            false => Err(DeviceError::Driver { name: name.into() }),
         },
     )
 }

@@ -4,10 +4,10 @@
 //! never looks at taints or at nodegate's configuration.
 
 use super::reason::{NotExpectedReason, RequirementRef, TermFailure, TermList, TermMismatch};
-use crate::rules::selector::{check_label_key, check_label_value};
+use crate::rules::selector::{SET_OPS, check_label_key, set_op_holds, values_problem};
 use crate::vocab::model::{
-    Labels, NODE_OP_DOES_NOT_EXIST, NODE_OP_EXISTS, NODE_OP_GT, NODE_OP_IN, NODE_OP_LT,
-    NODE_OP_NOT_IN, NodeSelectorRequirement, NodeSelectorTerm, PodPlacement, Shared,
+    Labels, NODE_OP_GT, NODE_OP_IN, NODE_OP_LT, NODE_OP_NOT_IN, NodeSelectorRequirement,
+    NodeSelectorTerm, PodPlacement,
 };
 
 /// The only field `matchFields` can select on; every other field reads as "".
@@ -58,16 +58,9 @@ pub fn check_node_selector(
 /// an unknown operator (checked alone), then the key, the value count for
 /// the operator, and each value as a label value.
 fn expression_problem(r: &NodeSelectorRequirement) -> Option<String> {
-    let op = r.operator.as_str();
-    if !matches!(
-        op,
-        NODE_OP_IN
-            | NODE_OP_NOT_IN
-            | NODE_OP_EXISTS
-            | NODE_OP_DOES_NOT_EXIST
-            | NODE_OP_GT
-            | NODE_OP_LT
-    ) {
+    let (op, values) = (r.operator.as_str(), &r.values);
+    let gt_lt = op == NODE_OP_GT || op == NODE_OP_LT;
+    if !gt_lt && !SET_OPS.contains(&op) {
         return Some(format!(
             "operator {op:?} is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt"
         ));
@@ -75,44 +68,30 @@ fn expression_problem(r: &NodeSelectorRequirement) -> Option<String> {
     if let Err(problem) = check_label_key(&r.key) {
         return Some(problem);
     }
-    let values = &r.values;
-    match op {
-        NODE_OP_IN | NODE_OP_NOT_IN if values.is_empty() => {
-            Some(format!("{op} needs at least one value, got none"))
-        }
-        NODE_OP_EXISTS | NODE_OP_DOES_NOT_EXIST if !values.is_empty() => {
-            Some(format!("{op} takes no values, got {values:?}"))
-        }
-        NODE_OP_GT | NODE_OP_LT if values.len() != 1 || values[0].parse::<i64>().is_err() => Some(
-            format!("{op} needs exactly one integer value, got {values:?}"),
-        ),
-        // For Gt/Lt this also refuses a signed integer such as "-5": upstream
-        // checks every value as a label value, and a label value cannot
-        // start with a sign.
-        _ => values.iter().find_map(|v| check_label_value(v).err()),
+    if gt_lt && (values.len() != 1 || values[0].parse::<i64>().is_err()) {
+        return Some(format!(
+            "{op} needs exactly one integer value, got {values:?}"
+        ));
     }
+    // For Gt/Lt this also refuses a signed integer such as "-5": upstream
+    // checks every value as a label value, and a label value cannot
+    // start with a sign.
+    values_problem(op, values)
 }
 
 fn expression_holds(r: &NodeSelectorRequirement, labels: &Labels) -> bool {
     let value = labels.get(r.key.as_str());
-    let listed = |v: &Shared| r.values.iter().any(|x| *x == **v);
-    match r.operator.as_str() {
-        NODE_OP_IN => value.is_some_and(listed),
-        NODE_OP_NOT_IN => value.is_none_or(|v| !listed(v)),
-        NODE_OP_EXISTS => value.is_some(),
-        NODE_OP_DOES_NOT_EXIST => value.is_none(),
-        op @ (NODE_OP_GT | NODE_OP_LT) => {
-            // Go's ParseInt and Rust's i64 parser accept the same base-10
-            // forms (optional sign, leading zeros); an unparsable node value
-            // is simply false.
-            let node = value.and_then(|v| v.parse::<i64>().ok());
-            let wanted = r.values.first().and_then(|v| v.parse::<i64>().ok());
-            match (node, wanted) {
-                (Some(n), Some(w)) if op == NODE_OP_GT => n > w,
-                (Some(n), Some(w)) => n < w,
-                _ => false,
-            }
-        }
+    if let Some(holds) = set_op_holds(&r.operator, value, &r.values) {
+        return holds;
+    }
+    // Gt and Lt. Go's ParseInt and Rust's i64 parser accept the same
+    // base-10 forms (optional sign, leading zeros); an unparsable node value
+    // is simply false.
+    let node = value.and_then(|v| v.parse::<i64>().ok());
+    let wanted = r.values.first().and_then(|v| v.parse::<i64>().ok());
+    match (r.operator.as_str(), node, wanted) {
+        (NODE_OP_GT, Some(n), Some(w)) => n > w,
+        (NODE_OP_LT, Some(n), Some(w)) => n < w,
         _ => false,
     }
 }
@@ -164,17 +143,14 @@ pub fn match_term(
     if term.match_expressions.is_empty() && term.match_fields.is_empty() {
         return Err(TermFailure::Empty);
     }
-    let expressions = term
-        .match_expressions
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (TermList::MatchExpressions, i, r));
-    let fields = term
-        .match_fields
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (TermList::MatchFields, i, r));
-    for (list, i, r) in expressions.clone().chain(fields.clone()) {
+    let lists = [
+        (TermList::MatchExpressions, &term.match_expressions),
+        (TermList::MatchFields, &term.match_fields),
+    ];
+    let requirements = lists
+        .into_iter()
+        .flat_map(|(list, reqs)| reqs.iter().enumerate().map(move |(i, r)| (list, i, r)));
+    for (list, i, r) in requirements.clone() {
         let problem = match list {
             TermList::MatchExpressions => expression_problem(r),
             TermList::MatchFields => field_problem(r),
@@ -186,26 +162,19 @@ pub fn match_term(
             });
         }
     }
-    for (list, i, r) in expressions {
-        if !expression_holds(r, labels) {
-            return Err(TermFailure::Unmet {
-                requirement: RequirementRef::new(list, i, r),
-                node_value: labels.get(r.key.as_str()).map(|v| v.to_string()),
-            });
-        }
-    }
-    // Upstream skips field requirements for a node without a name (its field
-    // set is empty); a real node always has one.
-    if node_name.is_empty() {
-        return Ok(());
-    }
-    for (list, i, r) in fields {
-        if !field_holds(r, node_name) {
-            return Err(TermFailure::Unmet {
-                requirement: RequirementRef::new(list, i, r),
-                node_value: Some(field_value(&r.key, node_name).to_string()),
-            });
-        }
+    for (list, i, r) in requirements {
+        let node_value = match list {
+            TermList::MatchExpressions if expression_holds(r, labels) => continue,
+            TermList::MatchExpressions => labels.get(r.key.as_str()).map(|v| v.to_string()),
+            // Upstream skips field requirements for a node without a name
+            // (its field set is empty); a real node always has one.
+            TermList::MatchFields if node_name.is_empty() || field_holds(r, node_name) => continue,
+            TermList::MatchFields => Some(field_value(&r.key, node_name).to_string()),
+        };
+        return Err(TermFailure::Unmet {
+            requirement: RequirementRef::new(list, i, r),
+            node_value,
+        });
     }
     Ok(())
 }

@@ -57,29 +57,26 @@ fn canonical_int(s: &str) -> Option<i64> {
     s.parse().ok()
 }
 
-/// The tolerations the DaemonSet controller adds to every daemon pod.
+/// The tolerations the DaemonSet controller adds to every daemon pod (the
+/// last only to a pod on the host network).
 pub fn default_daemon_tolerations(host_network: bool) -> Vec<Toleration> {
-    let exists = |key: &str, effect: &str| Toleration {
+    let defaults = [
+        ("node.kubernetes.io/not-ready", EFFECT_NO_EXECUTE),
+        ("node.kubernetes.io/unreachable", EFFECT_NO_EXECUTE),
+        ("node.kubernetes.io/disk-pressure", EFFECT_NO_SCHEDULE),
+        ("node.kubernetes.io/memory-pressure", EFFECT_NO_SCHEDULE),
+        ("node.kubernetes.io/pid-pressure", EFFECT_NO_SCHEDULE),
+        ("node.kubernetes.io/unschedulable", EFFECT_NO_SCHEDULE),
+        ("node.kubernetes.io/network-unavailable", EFFECT_NO_SCHEDULE),
+    ];
+    let n = defaults.len() - usize::from(!host_network);
+    let exists = |(key, effect): &(&str, &str)| Toleration {
         key: key.to_string(),
         operator: TOLERATION_OP_EXISTS.to_string(),
         value: String::new(),
         effect: effect.to_string(),
     };
-    let mut out = vec![
-        exists("node.kubernetes.io/not-ready", EFFECT_NO_EXECUTE),
-        exists("node.kubernetes.io/unreachable", EFFECT_NO_EXECUTE),
-        exists("node.kubernetes.io/disk-pressure", EFFECT_NO_SCHEDULE),
-        exists("node.kubernetes.io/memory-pressure", EFFECT_NO_SCHEDULE),
-        exists("node.kubernetes.io/pid-pressure", EFFECT_NO_SCHEDULE),
-        exists("node.kubernetes.io/unschedulable", EFFECT_NO_SCHEDULE),
-    ];
-    if host_network {
-        out.push(exists(
-            "node.kubernetes.io/network-unavailable",
-            EFFECT_NO_SCHEDULE,
-        ));
-    }
-    out
+    defaults[..n].iter().map(exists).collect()
 }
 
 /// The template's tolerations plus the DaemonSet controller's defaults, as

@@ -10,38 +10,22 @@ enum Token {
     /// A key, a value, or the words `in` / `notin` (which are operators only
     /// where an operator may stand, as upstream).
     Word(String),
-    Bang,
-    Eq,
-    EqEq,
-    NotEq,
-    Gt,
-    Lt,
-    Open,
-    Close,
-    Comma,
+    /// One of [`PUNCTUATION`].
+    Punct(&'static str),
     End,
 }
+
+/// The punctuation, each two-character mark before the mark it starts with.
+const PUNCTUATION: [&str; 9] = ["!=", "!", "==", "=", ">", "<", "(", ")", ","];
 
 impl Token {
     fn describe(&self) -> String {
         match self {
             Token::Word(w) => format!("{w:?}"),
-            Token::Bang => "\"!\"".into(),
-            Token::Eq => "\"=\"".into(),
-            Token::EqEq => "\"==\"".into(),
-            Token::NotEq => "\"!=\"".into(),
-            Token::Gt => "\">\"".into(),
-            Token::Lt => "\"<\"".into(),
-            Token::Open => "\"(\"".into(),
-            Token::Close => "\")\"".into(),
-            Token::Comma => "\",\"".into(),
+            Token::Punct(p) => format!("{p:?}"),
             Token::End => "the end".into(),
         }
     }
-}
-
-fn is_special(c: char) -> bool {
-    matches!(c, '=' | '!' | '(' | ')' | ',' | '<' | '>')
 }
 
 fn is_space(c: char) -> bool {
@@ -51,21 +35,13 @@ fn is_space(c: char) -> bool {
 fn lex(s: &str) -> Vec<Token> {
     let mut tokens = Vec::new();
     let mut rest = s.trim_start_matches(is_space);
-    while let Some(c) = rest.chars().next() {
-        let (token, len) = match c {
-            '!' if rest.starts_with("!=") => (Token::NotEq, 2),
-            '!' => (Token::Bang, 1),
-            '=' if rest.starts_with("==") => (Token::EqEq, 2),
-            '=' => (Token::Eq, 1),
-            '>' => (Token::Gt, 1),
-            '<' => (Token::Lt, 1),
-            '(' => (Token::Open, 1),
-            ')' => (Token::Close, 1),
-            ',' => (Token::Comma, 1),
-            // A word runs to the next space or special character.
-            _ => {
+    while !rest.is_empty() {
+        let (token, len) = match PUNCTUATION.into_iter().find(|p| rest.starts_with(p)) {
+            Some(p) => (Token::Punct(p), p.len()),
+            // A word runs to the next space or punctuation.
+            None => {
                 let len = rest
-                    .find(|n| is_space(n) || is_special(n))
+                    .find(|n| is_space(n) || "=!(),<>".contains(n))
                     .unwrap_or(rest.len());
                 (Token::Word(rest[..len].to_string()), len)
             }
@@ -80,8 +56,6 @@ fn lex(s: &str) -> Vec<Token> {
 enum Parsed {
     Equals(String, String),
     Set(String, &'static str, Vec<String>),
-    Exists(String),
-    DoesNotExist(String),
 }
 
 pub(super) struct Parser {
@@ -119,7 +93,7 @@ impl Parser {
             add(&mut selector, requirement);
             match self.next() {
                 Token::End => return Ok(selector),
-                Token::Comma => {
+                Token::Punct(",") => {
                     if *self.peek() == Token::End {
                         return Err("expected a requirement after the last \",\"".to_string());
                     }
@@ -135,7 +109,7 @@ impl Parser {
     }
 
     fn requirement(&mut self) -> Result<Parsed, String> {
-        let negated = *self.peek() == Token::Bang;
+        let negated = *self.peek() == Token::Punct("!");
         if negated {
             self.next();
         }
@@ -150,34 +124,33 @@ impl Parser {
         check_label_key(&key)?;
         if negated {
             return match self.peek() {
-                Token::Comma | Token::End => Ok(Parsed::DoesNotExist(key)),
+                Token::Punct(",") | Token::End => {
+                    Ok(Parsed::Set(key, OP_DOES_NOT_EXIST, Vec::new()))
+                }
                 other => Err(format!(
                     "\"!{key}\" means the label is absent and takes no operator or value, found {}",
                     other.describe()
                 )),
             };
         }
-        if matches!(self.peek(), Token::Comma | Token::End) {
-            return Ok(Parsed::Exists(key));
+        if matches!(self.peek(), Token::Punct(",") | Token::End) {
+            return Ok(Parsed::Set(key, OP_EXISTS, Vec::new()));
         }
         match self.next() {
-            Token::Eq | Token::EqEq => {
+            Token::Punct("=" | "==") => {
                 let value = self.exact_value(&key, "=")?;
                 Ok(Parsed::Equals(key, value))
             }
-            Token::NotEq => {
+            Token::Punct("!=") => {
                 let value = self.exact_value(&key, "!=")?;
                 Ok(Parsed::Set(key, OP_NOT_IN, vec![value]))
             }
-            Token::Word(w) if w == "in" => {
-                let values = self.values(&key, "in")?;
-                Ok(Parsed::Set(key, OP_IN, values))
+            Token::Word(w) if w == "in" || w == "notin" => {
+                let op = if w == "in" { OP_IN } else { OP_NOT_IN };
+                let values = self.values(&key, &w)?;
+                Ok(Parsed::Set(key, op, values))
             }
-            Token::Word(w) if w == "notin" => {
-                let values = self.values(&key, "notin")?;
-                Ok(Parsed::Set(key, OP_NOT_IN, values))
-            }
-            Token::Gt | Token::Lt => Err(format!(
+            Token::Punct(">" | "<") => Err(format!(
                 "\"{key}\": > and < (Gt, Lt) are not supported in a label selector; \
                  use =, ==, !=, in, notin, a bare key or !key"
             )),
@@ -191,7 +164,7 @@ impl Parser {
     fn exact_value(&mut self, key: &str, op: &str) -> Result<String, String> {
         let value = match self.peek() {
             // `k=` is the empty value, as upstream.
-            Token::Comma | Token::End => String::new(),
+            Token::Punct(",") | Token::End => String::new(),
             Token::Word(w) => {
                 let w = w.clone();
                 self.next();
@@ -210,49 +183,38 @@ impl Parser {
 
     fn values(&mut self, key: &str, op: &str) -> Result<Vec<String>, String> {
         let open = self.next();
-        if open != Token::Open {
+        if open != Token::Punct("(") {
             let found = open.describe();
             return Err(format!(
                 "expected \"(\" after \"{key} {op}\", found {found}"
             ));
         }
         // Upstream reads `()` as the single empty value and lets empty items
-        // stand between commas (`(a,,b)`, `(,a)`, `(a,)`); so do we.
-        let mut values: Vec<String> = Vec::new();
-        let push = |values: &mut Vec<String>, v: String| {
-            if !values.contains(&v) {
-                values.push(v);
-            }
-        };
-        let mut expect_item = true;
+        // stand between commas (`(a,,b)`, `(,a)`, `(a,)`); so do we. `item`
+        // is the value since "(" or the last ",".
+        let (mut values, mut item) = (Vec::<String>::new(), None);
         loop {
-            match self.next() {
-                Token::Word(w) if expect_item => {
-                    push(&mut values, w);
-                    expect_item = false;
-                }
-                Token::Comma => {
-                    if expect_item {
-                        push(&mut values, String::new());
+            match (self.next(), item.is_some()) {
+                (Token::Word(w), false) => item = Some(w),
+                (end @ Token::Punct("," | ")"), _) => {
+                    let v = item.take().unwrap_or_default();
+                    if !values.contains(&v) {
+                        values.push(v);
                     }
-                    expect_item = true;
-                }
-                Token::Close => {
-                    if expect_item {
-                        push(&mut values, String::new());
+                    if end == Token::Punct(")") {
+                        break;
                     }
-                    break;
                 }
-                Token::End => {
+                (Token::End, _) => {
                     return Err(format!("missing \")\" after the values of {key:?}"));
                 }
-                other if expect_item => {
+                (other, false) => {
                     return Err(format!(
                         "expected a value, \",\" or \")\" in the values of {key:?}, found {}",
                         other.describe()
                     ));
                 }
-                other => {
+                (other, true) => {
                     return Err(format!(
                         "expected \",\" or \")\" between the values of {key:?}, found {}",
                         other.describe()
@@ -280,10 +242,6 @@ fn add(selector: &mut LabelSelector, parsed: Parsed) {
             Some(_) => LabelSelectorRequirement::new(key, OP_IN, [value]),
         },
         Parsed::Set(key, op, values) => LabelSelectorRequirement::new(key, op, values),
-        Parsed::Exists(key) => LabelSelectorRequirement::new(key, OP_EXISTS, Vec::<String>::new()),
-        Parsed::DoesNotExist(key) => {
-            LabelSelectorRequirement::new(key, OP_DOES_NOT_EXIST, Vec::<String>::new())
-        }
     };
     selector.match_expressions.push(expr);
 }

@@ -62,23 +62,17 @@ impl fmt::Debug for Shared {
     }
 }
 
-impl From<&str> for Shared {
-    fn from(s: &str) -> Self {
-        Shared(ArcStr::from(s))
-    }
+/// A [`Shared`] copy of each string type.
+macro_rules! from_text {
+    ($($t:ty),+) => {
+        $(impl From<$t> for Shared {
+            fn from(s: $t) -> Self {
+                Shared(ArcStr::from(s))
+            }
+        })+
+    };
 }
-
-impl From<String> for Shared {
-    fn from(s: String) -> Self {
-        Shared(ArcStr::from(s))
-    }
-}
-
-impl From<&String> for Shared {
-    fn from(s: &String) -> Self {
-        Shared(ArcStr::from(s.as_str()))
-    }
-}
+from_text!(&str, String, &String);
 
 impl From<Shared> for String {
     fn from(s: Shared) -> Self {
@@ -86,41 +80,7 @@ impl From<Shared> for String {
     }
 }
 
-impl PartialEq<str> for Shared {
-    fn eq(&self, other: &str) -> bool {
-        &*self.0 == other
-    }
-}
-
-impl PartialEq<&str> for Shared {
-    fn eq(&self, other: &&str) -> bool {
-        &*self.0 == *other
-    }
-}
-
-impl PartialEq<String> for Shared {
-    fn eq(&self, other: &String) -> bool {
-        *self.0 == **other
-    }
-}
-
-impl PartialEq<Shared> for String {
-    fn eq(&self, other: &Shared) -> bool {
-        **self == *other.0
-    }
-}
-
-impl PartialEq<Shared> for str {
-    fn eq(&self, other: &Shared) -> bool {
-        *self == *other.0
-    }
-}
-
-impl PartialEq<Shared> for &str {
-    fn eq(&self, other: &Shared) -> bool {
-        **self == *other.0
-    }
-}
+text_eq!(Shared: str, &str, String);
 
 impl Serialize for Shared {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -47,10 +47,6 @@ impl OptTime {
     pub fn is_some(self) -> bool {
         self.nanos != NONE
     }
-
-    pub fn is_none(self) -> bool {
-        self.nanos == NONE
-    }
 }
 
 impl Default for OptTime {

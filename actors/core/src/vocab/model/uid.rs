@@ -139,23 +139,7 @@ impl<T: AsRef<str> + ?Sized> PartialEq<T> for Uid {
     }
 }
 
-impl PartialEq<Uid> for str {
-    fn eq(&self, other: &Uid) -> bool {
-        other == self
-    }
-}
-
-impl PartialEq<Uid> for &str {
-    fn eq(&self, other: &Uid) -> bool {
-        other == *self
-    }
-}
-
-impl PartialEq<Uid> for String {
-    fn eq(&self, other: &Uid) -> bool {
-        other == self.as_str()
-    }
-}
+text_eq!(reversed Uid: str, &str, String);
 
 impl Serialize for Uid {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
