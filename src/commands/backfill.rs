@@ -82,18 +82,12 @@ pub async fn main(args: BackfillArgs) -> Result<ExitCode> {
     let client = output::connect(&connection).await?;
     let writer = Writer::for_command(client, connection.request_timeout);
     let lines = backfill(&writer, &b).await?;
-    let text = match output::encode(&lines, args.output, "the output")? {
-        Some(text) => text,
-        None => table(&lines),
-    };
+    let text = output::encode(&lines, args.output, "the output")?.unwrap_or_else(|| table(&lines));
     std::io::stdout()
         .write_all(text.as_bytes())
         .map_err(Error::io("writing to stdout"))?;
-    if lines.iter().any(|l| l.action == "failed") {
-        Ok(ExitCode::from(EXIT_FAILURE))
-    } else {
-        Ok(ExitCode::SUCCESS)
-    }
+    let failed = lines.iter().any(|l| l.action == "failed");
+    Ok(output::exit(failed, EXIT_FAILURE))
 }
 
 async fn backfill(writer: &Writer, b: &Backfill) -> Result<Vec<Line>> {
@@ -165,16 +159,10 @@ pub fn table(lines: &[Line]) -> String {
     if lines.is_empty() {
         return "no nodes\n".into();
     }
-    let w_node = lines.iter().map(|l| l.node.len()).fold(4, usize::max);
-    let w_action = lines.iter().map(|l| l.action.len()).fold(6, usize::max);
-    let mut out = format!("{:w_node$}  {:w_action$}  DETAIL\n", "NODE", "ACTION");
-    for l in lines {
-        out.push_str(&format!(
-            "{:w_node$}  {:w_action$}  {}\n",
-            l.node, l.action, l.detail
-        ));
-    }
-    out
+    let row = |l: &Line| vec![l.node.clone(), l.action.into(), l.detail.clone()];
+    let mut rows: Vec<Vec<String>> = vec![["NODE", "ACTION", "DETAIL"].map(String::from).into()];
+    rows.extend(lines.iter().map(row));
+    output::aligned(&rows, "  ")
 }
 
 #[cfg(test)]

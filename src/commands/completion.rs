@@ -101,10 +101,8 @@ pub fn kubectl_complete(mut command: clap::Command, args: &[OsString]) -> Result
     let mut out = String::new();
     for c in candidates.iter().filter(|c| !c.is_hide_set()) {
         out.push_str(&c.get_value().to_string_lossy());
-        if let Some(help) = c.get_help() {
-            let help = help.to_string();
-            out.push('\t');
-            out.push_str(help.lines().next().unwrap_or_default());
+        if let Some(help) = c.get_help().map(ToString::to_string) {
+            out.push_str(&format!("\t{}", help.lines().next().unwrap_or_default()));
         }
         out.push('\n');
     }

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use crate::commands::output::{connect, connection};
+use crate::commands::output::{connect, connection, encode, exit};
 use crate::error::{EXIT_PROBLEMS, EXIT_USAGE, Error, Result};
 use crate::settings::cli::{ConfigCheckArgs, OutputFormat, RunArgs};
 use crate::settings::config::check::check_file_located;
@@ -57,11 +57,7 @@ pub async fn main(args: ConfigCheckArgs) -> Result<ExitCode> {
         "cluster": findings,
     });
     print(&args, &report, || readable(&file, &report))?;
-    Ok(if failed {
-        ExitCode::from(EXIT_PROBLEMS)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(exit(failed, EXIT_PROBLEMS))
 }
 
 /// Every setting `nodegate run` would run with under these flags and
@@ -77,7 +73,7 @@ pub fn run_meaning(run: &RunArgs) -> std::result::Result<Value, String> {
 /// `-o json|yaml`: the report; the table formats: `text()` (on stdout; a
 /// refused file's text goes to stderr instead, by the caller).
 fn print(args: &ConfigCheckArgs, report: &Value, text: impl FnOnce() -> String) -> Result<()> {
-    let out = match crate::commands::output::encode(report, args.output, "the check's report")? {
+    let out = match encode(report, args.output, "the check's report")? {
         Some(encoded) => encoded,
         None if report["valid"] == json!(false) => return Ok(()),
         None => text(),

@@ -24,7 +24,7 @@ use crate::error::{EXIT_PROBLEMS, Error, Result};
 use crate::settings::cli::DoctorArgs;
 use crate::settings::config::{self, RunSettings};
 use checks::{admission, autoscaler, karpenter, leader, nodes, rbac};
-use nodegate_core::vocab::model::KARPENTER_NODEPOOL_LABEL;
+use nodegate_core::vocab::model::{KARPENTER_NODEPOOL_LABEL, Labels};
 use report::{Check, Report};
 
 pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
@@ -51,28 +51,19 @@ pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
     };
     let checks = gather(&client, &settings, ns, &account).await?;
     let report = Report::new(label, checks);
-    let text = match output::encode(&report, args.output, "the doctor's report")? {
-        Some(encoded) => encoded,
-        None => report.text(),
-    };
+    let text = output::encode(&report, args.output, "the doctor's report")?;
     std::io::stdout()
-        .write_all(text.as_bytes())
+        .write_all(text.unwrap_or_else(|| report.text()).as_bytes())
         .map_err(Error::io("cannot write to stdout"))?;
-    Ok(match report.problems {
-        0 => ExitCode::SUCCESS,
-        _ => ExitCode::from(EXIT_PROBLEMS),
-    })
+    Ok(output::exit(report.problems > 0, EXIT_PROBLEMS))
 }
 
 /// Labels for the admission probe's Node inside `--node-selector`: none
 /// when that takes every node, else those of a node it takes (without its
 /// hostname); `None` when no node is inside it.
-fn probe_labels(
-    s: &RunSettings,
-    seen: &[nodes::NodeSeen],
-) -> Option<nodegate_core::vocab::model::Labels> {
+fn probe_labels(s: &RunSettings, seen: &[nodes::NodeSeen]) -> Option<Labels> {
     let scope = &s.gate.scope;
-    let empty = nodegate_core::vocab::model::Labels::new();
+    let empty = Labels::new();
     if scope.includes(&empty) {
         return Some(empty);
     }

@@ -3,6 +3,7 @@
 //! patch of `backfill` or `uninstall` that failed.
 
 use std::io::Write;
+use std::process::ExitCode;
 
 use serde::Serialize;
 
@@ -55,6 +56,31 @@ pub fn encode<T: Serialize>(value: &T, format: OutputFormat, what: &str) -> Resu
         what: what.to_string(),
         why: format!("cannot be encoded as {format:?}: {why}"),
     })
+}
+
+/// Rows as columns aligned on their widest cell, `gap` between two; the
+/// last column is not padded.
+pub fn aligned(rows: &[Vec<String>], gap: &str) -> String {
+    let mut widths = vec![0; rows.first().map_or(0, Vec::len)];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |row: &Vec<String>| {
+        let (last, cells) = row.split_last()?;
+        let padded = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}{gap}"));
+        Some(padded.collect::<String>() + last + "\n")
+    };
+    rows.iter().filter_map(line).collect()
+}
+
+/// The exit status `code` when `failed`, else success.
+pub fn exit(failed: bool, code: u8) -> ExitCode {
+    ExitCode::from(if failed { code } else { 0 })
 }
 
 /// Each of `items` as it displays, `sep` between two.

@@ -320,11 +320,9 @@ async fn serve(
         };
         crate::serve::webhook::start(w, cx, webhook_stop)
     });
+    let state = DebugState::new(Arc::clone(&shared.router), Arc::clone(&shared.history));
     let debug = match settings.debug_addr {
-        Some(addr) => {
-            let state = DebugState::new(Arc::clone(&shared.router), Arc::clone(&shared.history));
-            Some(http::serve_debug(addr, state, shared.stop.clone()).await?.1)
-        }
+        Some(addr) => Some(http::serve_debug(addr, state, shared.stop.clone()).await?.1),
         None => None,
     };
     Ok((http, webhook, debug))
@@ -390,20 +388,17 @@ async fn start_writers(
 /// not keep the policy tainting nodes no one opens).
 async fn admission_params_of(shared: &Shared, settings: &RunSettings) -> Option<AdmissionParams> {
     let at = settings.admission_params.as_ref()?;
-    let namespace = params_namespace(shared.client.default_namespace());
+    let namespace = pod_namespace_or(None, shared.client.default_namespace());
     let params = AdmissionParams::new(shared.client.clone(), at, &namespace, OwnPod::from_env());
     forget(&params).await;
     Some(params)
 }
 
-/// The namespace of `--admission-params` when it names none: the Pod's
-/// own, else the kubeconfig's (or service account's).
-fn params_namespace(client_default: &str) -> String {
-    lease_namespace(
-        None,
-        std::env::var("POD_NAMESPACE").ok().as_deref(),
-        client_default,
-    )
+/// `flag`, else the Pod's own namespace, else the kubeconfig's (or service
+/// account's): the Lease's, and `--admission-params`' when it names none.
+fn pod_namespace_or(flag: Option<&str>, client_default: &str) -> String {
+    let pod = std::env::var("POD_NAMESPACE").ok();
+    lease_namespace(flag, pod.as_deref(), client_default)
 }
 
 /// [`AdmissionParams::forget_earlier_run`], bounded, its outcome logged.
@@ -435,7 +430,7 @@ pub async fn forget_on_refusal(args: &RunArgs) {
     let Ok(Ok(client)) = tokio::time::timeout(Duration::from_secs(10), client()).await else {
         return;
     };
-    let namespace = params_namespace(client.default_namespace());
+    let namespace = pod_namespace_or(None, client.default_namespace());
     let params = AdmissionParams::new(client, &at, &namespace, Some(owner));
     if let Ok(Ok(true)) =
         tokio::time::timeout(Duration::from_secs(10), params.forget_earlier_run()).await
@@ -455,11 +450,8 @@ fn start_elector(shared: &Shared, settings: &RunSettings) -> Option<JoinHandle<(
     if !election.enabled {
         return None;
     }
-    let namespace = lease_namespace(
-        election.lease_namespace.as_deref(),
-        std::env::var("POD_NAMESPACE").ok().as_deref(),
-        shared.client.default_namespace(),
-    );
+    let flag = election.lease_namespace.as_deref();
+    let namespace = pod_namespace_or(flag, shared.client.default_namespace());
     let elector = Elector::new(
         shared.client.clone(),
         &namespace,
@@ -577,9 +569,6 @@ async fn wait(within: Duration, task: Option<impl std::future::Future>) {
 
 /// Resolves on SIGTERM or SIGINT.
 pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
     #[cfg(unix)]
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -595,7 +584,7 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! {
-        _ = ctrl_c => {}
+        _ = tokio::signal::ctrl_c() => {}
         _ = term => {}
     }
 }

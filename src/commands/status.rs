@@ -27,6 +27,7 @@ use nodegate_core::vocab::member::Readiness;
 use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 use crate::cluster::{project, snapshot};
+use crate::commands::doctor::source;
 use crate::commands::output;
 use crate::error::{Error, Result};
 use crate::settings::cli::{OutputFormat, StatusArgs};
@@ -65,7 +66,7 @@ pub struct Row {
 }
 
 pub async fn main(args: StatusArgs) -> Result<ExitCode> {
-    crate::commands::doctor::source::refuse_gate_flags_with_from_cluster(
+    source::refuse_gate_flags_with_from_cluster(
         &args.installed,
         &args.gate,
         &[("--timeout", args.timeout.is_some())],
@@ -75,8 +76,7 @@ pub async fn main(args: StatusArgs) -> Result<ExitCode> {
     let client = output::connect(&output::connection(&args.cluster)?).await?;
     if args.installed.from_cluster {
         // The installed gate and its deadline, as the controller runs them.
-        let run =
-            crate::commands::doctor::source::installed_settings(&client, &args.installed).await?;
+        let run = source::installed_settings(&client, &args.installed).await?;
         settings.gate = run.gate;
         settings.timeout = run.timeout;
     }
@@ -166,10 +166,8 @@ async fn table_now(
     let snapshot = gather(client, settings).await?;
     let now = Timestamp::now();
     let rows = rows(&snapshot, &Config::from(settings), now);
-    Ok(match output::encode(&rows, format, "the status")? {
-        Some(text) => text,
-        None => render(&rows, format == OutputFormat::Wide),
-    })
+    let wide = format == OutputFormat::Wide;
+    Ok(output::encode(&rows, format, "the status")?.unwrap_or_else(|| render(&rows, wide)))
 }
 
 /// Reads what the table needs: every node (to find the gated ones), every
@@ -316,24 +314,10 @@ pub fn render(rows: &[Row], wide: bool) -> String {
             false => r.blocked_by.clone(),
         };
         let r = r.clone();
-        [r.node, r.gate, r.age, r.ready, blocked, r.deadline]
+        vec![r.node, r.gate, r.age, r.ready, blocked, r.deadline]
     });
-    let lines: Vec<[String; 6]> = std::iter::once(header).chain(cells).collect();
-    let mut widths = [0; 6];
-    for c in &lines {
-        for (w, cell) in widths.iter_mut().zip(c) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |c: &[String; 6]| {
-        let padded: Vec<String> = c
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        padded.join("   ").trim_end().to_string() + "\n"
-    };
-    lines.iter().map(line).collect()
+    let lines: Vec<Vec<String>> = std::iter::once(header.into()).chain(cells).collect();
+    output::aligned(&lines, "   ")
 }
 
 #[cfg(test)]

@@ -103,11 +103,7 @@ pub async fn main(args: UninstallArgs) -> Result<ExitCode> {
     }
     let writer = Writer::for_command(client, connection.request_timeout);
     let failed = clean_all(&writer, &s).await?;
-    Ok(if failed > 0 {
-        ExitCode::from(EXIT_FAILURE)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(output::exit(failed > 0, EXIT_FAILURE))
 }
 
 /// `Some(why)` when a replica holds the Lease and renewed it within

@@ -70,10 +70,9 @@ pub async fn main(args: VersionArgs) -> Result<ExitCode> {
             Err(e) => failure = Some(e),
         }
     }
-    let text = match output::encode(&versions, args.output, "the versions")? {
-        Some(text) => text,
-        None => render(&versions, args.output == OutputFormat::Wide),
-    };
+    let wide = args.output == OutputFormat::Wide;
+    let text = output::encode(&versions, args.output, "the versions")?;
+    let text = text.unwrap_or_else(|| render(&versions, wide));
     output::print(text.as_bytes(), "cannot write the versions")?;
     match failure {
         Some(e) => Err(e),
@@ -145,20 +144,15 @@ pub async fn controller(client: &kube::Client, namespace: &str, name: &str) -> R
         return Ok(c);
     };
     c.pod = Some(pod_name.clone());
-    match metrics_version(client, namespace, &pod_name, http_port(&pod)).await {
-        Ok(Some(v)) => {
-            c.version = Some(v);
-            c.source = Some("metrics");
-        }
-        Ok(None) | Err(_) => {
-            c.version = image_version(&pod);
-            c.source = c.version.as_ref().map(|_| "image");
-            if c.version.is_none() {
-                c.note = Some(format!(
-                    "cannot read pod {pod_name}'s /metrics nor an image tag"
-                ));
-            }
-        }
+    let metrics = metrics_version(client, namespace, &pod_name, http_port(&pod)).await;
+    (c.version, c.source) = match metrics.ok().flatten() {
+        Some(v) => (Some(v), Some("metrics")),
+        None => image_version(&pod).map(|v| (v, "image")).unzip(),
+    };
+    if c.version.is_none() {
+        c.note = Some(format!(
+            "cannot read pod {pod_name}'s /metrics nor an image tag"
+        ));
     }
     Ok(c)
 }

@@ -155,9 +155,9 @@ fn root_attributes(
     ready: i64,
 ) -> Attributes {
     let mut attributes: Attributes = vec![
-        ("k8s.node.name", node.name.to_string().into()),
-        ("k8s.node.uid", node.uid.to_string().into()),
-        ("nodegate.outcome", opened.opened_by.to_string().into()),
+        text("k8s.node.name", &node.name),
+        text("k8s.node.uid", &node.uid),
+        text("nodegate.outcome", opened.opened_by),
         ("nodegate.members.expected", (expected as i64).into()),
         ("nodegate.members.ready", ready.into()),
         (
@@ -171,7 +171,7 @@ fn root_attributes(
         ),
     ];
     if let Some(deadline) = state.timed_out.as_ref().map(|t| t.deadline) {
-        attributes.push(("nodegate.deadline", deadline.to_string().into()));
+        attributes.push(text("nodegate.deadline", deadline));
     }
     if journal.dropped() > 0 {
         // The oldest facts were folded away: their events are missing.
@@ -249,12 +249,12 @@ fn member_span(id: &MemberId, start: Timestamp, end: Timestamp, journal: &Journa
             Event::MemberWaiting { member, why, .. } if member == id => Some(SpanEvent {
                 name: "waiting",
                 at: e.at,
-                attributes: vec![("why", why.to_string().into())],
+                attributes: vec![text("why", why)],
             }),
             Event::MemberReady { member, pod } if member == id => Some(SpanEvent {
                 name: "ready",
                 at: e.at,
-                attributes: vec![("pod", pod.to_string().into())],
+                attributes: vec![text("pod", pod)],
             }),
             _ => None,
         })
@@ -264,7 +264,7 @@ fn member_span(id: &MemberId, start: Timestamp, end: Timestamp, journal: &Journa
         start,
         end: end.max(start),
         attributes: vec![
-            ("nodegate.member", id.to_string().into()),
+            text("nodegate.member", id),
             ("nodegate.member.kind", kind.into()),
         ],
         events,
@@ -279,10 +279,7 @@ fn gate_event(at: Timestamp, event: &Event) -> Option<SpanEvent> {
     let (name, attributes): (&'static str, Attributes) = match event {
         Event::GatedSinceClamped { gated_since, to } => (
             "gated-since clamped",
-            vec![
-                ("gated_since", gated_since.to_string().into()),
-                ("to", to.to_string().into()),
-            ],
+            vec![text("gated_since", gated_since), text("to", to)],
         ),
         Event::DeadlineHeld {
             deadline,
@@ -292,9 +289,9 @@ fn gate_event(at: Timestamp, event: &Event) -> Option<SpanEvent> {
         } => (
             "deadline held",
             vec![
-                ("deadline", deadline.to_string().into()),
-                ("server_time", server_time.to_string().into()),
-                ("reason", reason.to_string().into()),
+                text("deadline", deadline),
+                text("server_time", server_time),
+                text("reason", reason),
             ],
         ),
         Event::TimedOut {
@@ -305,14 +302,12 @@ fn gate_event(at: Timestamp, event: &Event) -> Option<SpanEvent> {
         } => (
             "timed out",
             vec![
-                ("deadline", deadline.to_string().into()),
-                ("action", format!("{action:?}").to_lowercase().into()),
+                text("deadline", deadline),
+                text("action", format!("{action:?}").to_lowercase()),
                 ("not_ready", (not_ready.len() as i64).into()),
             ],
         ),
-        Event::WritesSuspended { by, .. } => {
-            ("writes suspended", vec![("by", by.to_string().into())])
-        }
+        Event::WritesSuspended { by, .. } => ("writes suspended", vec![text("by", by)]),
         Event::WritesResumed => ("writes resumed", vec![]),
         Event::UntaintSent {
             attempt: n,
@@ -320,30 +315,22 @@ fn gate_event(at: Timestamp, event: &Event) -> Option<SpanEvent> {
             ..
         } => (
             "untaint sent",
-            vec![attempt(n), ("opened_by", opened_by.to_string().into())],
+            vec![attempt(n), text("opened_by", opened_by)],
         ),
         Event::WriteConflict { attempt: n } => ("conflict", vec![attempt(n)]),
-        Event::WriteFailed { attempt: n, error } => (
-            "write failed",
-            vec![attempt(n), ("error", error.to_string().into())],
-        ),
-        Event::WriteUnanswered { attempt: n, error } => (
-            "write unanswered",
-            vec![attempt(n), ("error", error.to_string().into())],
-        ),
-        Event::WriteDeferred { attempt: n } => ("leadership lost", vec![attempt(n)]),
-        Event::WithdrawRequested { attempt: n, reason } => (
-            "withdrawal",
-            vec![attempt(n), ("reason", reason.to_string().into())],
-        ),
-        Event::RetryScheduled { attempt: n } => ("retry", vec![attempt(n)]),
-        Event::WriteAbandoned { reason } => (
-            "write abandoned",
-            vec![("reason", reason.to_string().into())],
-        ),
-        Event::Opened { opened_by, .. } => {
-            ("opened", vec![("opened_by", opened_by.to_string().into())])
+        Event::WriteFailed { attempt: n, error } => {
+            ("write failed", vec![attempt(n), text("error", error)])
         }
+        Event::WriteUnanswered { attempt: n, error } => {
+            ("write unanswered", vec![attempt(n), text("error", error)])
+        }
+        Event::WriteDeferred { attempt: n } => ("leadership lost", vec![attempt(n)]),
+        Event::WithdrawRequested { attempt: n, reason } => {
+            ("withdrawal", vec![attempt(n), text("reason", reason)])
+        }
+        Event::RetryScheduled { attempt: n } => ("retry", vec![attempt(n)]),
+        Event::WriteAbandoned { reason } => ("write abandoned", vec![text("reason", reason)]),
+        Event::Opened { opened_by, .. } => ("opened", vec![text("opened_by", opened_by)]),
         _ => return None,
     };
     Some(SpanEvent {
@@ -351,6 +338,11 @@ fn gate_event(at: Timestamp, event: &Event) -> Option<SpanEvent> {
         at,
         attributes,
     })
+}
+
+/// An attribute whose value is `value` as it displays.
+fn text(key: &'static str, value: impl std::fmt::Display) -> (&'static str, Value) {
+    (key, value.to_string().into())
 }
 
 #[cfg(test)]

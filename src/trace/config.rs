@@ -68,13 +68,15 @@ pub fn resolve_url(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Option<String>, ConfigError> {
     let var = |name: &str| env(name).filter(|v| !v.trim().is_empty());
-    if let Some(proto) = var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        .map(|p| ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", p))
-        .or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL").map(|p| ("OTEL_EXPORTER_OTLP_PROTOCOL", p)))
-        && proto.1.trim() != "http/protobuf"
+    let protocols = [
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+    ];
+    if let Some((name, proto)) = protocols.into_iter().find_map(|n| Some((n, var(n)?)))
+        && proto.trim() != "http/protobuf"
     {
         return Err(invalid(
-            format!("{}={:?}", proto.0, proto.1),
+            format!("{name}={proto:?}"),
             "nodegate exports traces as OTLP over HTTP with protobuf only: unset it or set http/protobuf (port 4318 on a collector)",
         ));
     }
@@ -165,15 +167,15 @@ pub fn from_settings(
         return Ok(None);
     };
     let timeout = resolve_timeout(&env)?;
+    let refused = |why: String| invalid(format!("--otlp-endpoint {url:?}"), why);
     // TLS, and the system's root certificates, only for an https:// URL.
     let client: Arc<dyn HttpClient> = if url.starts_with("https://") {
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_native_roots()
             .map_err(|e| {
-                invalid(
-                    format!("--otlp-endpoint {url:?}"),
-                    format!("cannot load the system's root certificates for https: {e}"),
-                )
+                refused(format!(
+                    "cannot load the system's root certificates for https: {e}"
+                ))
             })?
             .https_only()
             .enable_http1()
@@ -189,12 +191,7 @@ pub fn from_settings(
         .with_endpoint(url.clone())
         .with_timeout(timeout)
         .build()
-        .map_err(|e| {
-            invalid(
-                format!("--otlp-endpoint {url:?}"),
-                format!("cannot set up the OTLP exporter: {e}"),
-            )
-        })?;
+        .map_err(|e| refused(format!("cannot set up the OTLP exporter: {e}")))?;
     Ok(Some(TraceConfig {
         exporter,
         resource: resource(instance),

@@ -82,14 +82,12 @@ async fn run(
             _ = shutdown.wait_for(|stop| *stop) => None,
         };
         let Some(first) = first else { break };
-        let batch = batch(first, &mut queue, &scope);
-        export(&exporter, batch, &metrics).await;
+        export(&exporter, batch(first, &mut queue, &scope), &metrics).await;
     }
     // Whatever is still queued gets one bounded chance.
     let drain = async {
         while let Ok(first) = queue.try_recv() {
-            let batch = batch(first, &mut queue, &scope);
-            export(&exporter, batch, &metrics).await;
+            export(&exporter, batch(first, &mut queue, &scope), &metrics).await;
         }
     };
     if tokio::time::timeout(DRAIN, drain).await.is_err() {

@@ -23,23 +23,19 @@ fn fnv(seed: u64, parts: &[&[u8]]) -> u64 {
     h
 }
 
-/// Never zero: an all-zero id is invalid in OTLP.
-fn nonzero(h: u64) -> u64 {
-    if h == 0 { 1 } else { h }
-}
-
 /// The trace of the gate of node `uid` that started at `start`.
 pub fn trace_id(uid: &str, start: Timestamp) -> u128 {
     let start = start.as_nanosecond().to_be_bytes();
     let hi = fnv(1, &[uid.as_bytes(), &start]);
     let lo = fnv(2, &[uid.as_bytes(), &start]);
-    (u128::from(hi) << 64) | u128::from(nonzero(lo))
+    // Never zero: an all-zero id is invalid in OTLP.
+    (u128::from(hi) << 64) | u128::from(lo.max(1))
 }
 
 /// A span of trace `trace`: the root is `span_id(trace, "")`, a member's
 /// span is named by the member.
 pub fn span_id(trace: u128, name: &str) -> u64 {
-    nonzero(fnv(3, &[&trace.to_be_bytes(), name.as_bytes()]))
+    fnv(3, &[&trace.to_be_bytes(), name.as_bytes()]).max(1)
 }
 
 #[cfg(test)]

@@ -22,6 +22,4 @@ pub mod export;
 pub mod ids;
 pub mod spans;
 
-pub use build::{GateTrace, SpanEvent, SpanPlan, Value, gate_trace};
-pub use config::TraceConfig;
 pub use export::TraceSink;

@@ -267,7 +267,10 @@ async fn try_taint(
     let mut attempt = 1;
     loop {
         match dry_run_taint(&nodes, user, &node, &name, key, taint).await {
-            Err(Error::Kube { source, .. }) if is_conflict(&source) && attempt < ATTEMPTS => {
+            Err(Error::Kube {
+                source: kube::Error::Api(s),
+                ..
+            }) if s.code == 409 && attempt < ATTEMPTS => {
                 attempt += 1;
                 node = nodes
                     .get(&name)
@@ -277,10 +280,6 @@ async fn try_taint(
             other => return other,
         }
     }
-}
-
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
 async fn dry_run_taint(

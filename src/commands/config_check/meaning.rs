@@ -16,30 +16,22 @@ use crate::settings::table::GateGiven;
 /// A duration as a person writes it (`2m`, `0s`); as given if it does not
 /// read as one (it was checked before this is called).
 fn duration(given: &str) -> Value {
-    match parse_duration("", given) {
-        Ok(d) => text(d),
-        Err(_) => Value::String(given.to_string()),
-    }
+    parse_duration("", given).map_or_else(|_| Value::String(given.to_string()), text)
 }
 
 /// In the largest unit that says it exactly (`365d`, `2m`, `90s`), as the
 /// flags take it back.
 fn text(d: std::time::Duration) -> Value {
+    if d.subsec_nanos() != 0 {
+        return Value::String(humantime::format_duration(d).to_string().replace(' ', ""));
+    }
     let secs = d.as_secs();
-    let shown = if d.subsec_nanos() != 0 {
-        humantime::format_duration(d).to_string().replace(' ', "")
-    } else if secs == 0 {
-        "0s".to_string()
-    } else if secs.is_multiple_of(86_400) {
-        format!("{}d", secs / 86_400)
-    } else if secs.is_multiple_of(3_600) {
-        format!("{}h", secs / 3_600)
-    } else if secs.is_multiple_of(60) {
-        format!("{}m", secs / 60)
-    } else {
-        format!("{secs}s")
-    };
-    Value::String(shown)
+    let units = [(86_400, "d"), (3_600, "h"), (60, "m")];
+    let largest = units
+        .into_iter()
+        .find(|(n, _)| secs > 0 && secs.is_multiple_of(*n));
+    let (n, unit) = largest.unwrap_or((1, "s"));
+    Value::String(format!("{}{unit}", secs / n))
 }
 
 /// `None`, or an empty string: `null`.

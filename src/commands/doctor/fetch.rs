@@ -52,14 +52,10 @@ pub async fn nodepools(client: &Client) -> Result<Readable<Option<Vec<NodePool>>
     match api.list(&ListParams::default()).await {
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(Ok(None)),
         r => Ok(readable("list karpenter.sh NodePools", r)?.map(|list| {
-            Some(
-                list.items
-                    .iter()
-                    .map(|o| {
-                        NodePool::from_json(o.metadata.name.as_deref().unwrap_or("?"), &o.data)
-                    })
-                    .collect(),
-            )
+            let pool = |o: &DynamicObject| {
+                NodePool::from_json(o.metadata.name.as_deref().unwrap_or("?"), &o.data)
+            };
+            Some(list.items.iter().map(pool).collect())
         })),
     }
 }

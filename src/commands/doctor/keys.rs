@@ -25,15 +25,12 @@ pub fn added_to_any<'a>(
     gate: &GateSettings,
     labels: impl IntoIterator<Item = &'a Labels>,
 ) -> Vec<ManagedTaint> {
+    let every = labels.into_iter().flat_map(|l| added_taints(gate, l));
     let mut out: Vec<ManagedTaint> = Vec::new();
-    let mut add = |l: &Labels| {
-        for t in added_taints(gate, l) {
-            if !out.contains(&t) {
-                out.push(t);
-            }
+    for t in added_taints(gate, &Labels::new()).into_iter().chain(every) {
+        if !out.contains(&t) {
+            out.push(t);
         }
-    };
-    add(&Labels::new());
-    labels.into_iter().for_each(add);
+    }
     out
 }

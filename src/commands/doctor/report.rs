@@ -93,10 +93,6 @@ impl Check {
         self.note = Some(note.into());
         self
     }
-
-    pub fn is_problem(&self) -> bool {
-        self.status == Status::Problem
-    }
 }
 
 /// The whole report (`-o json|yaml`).
@@ -114,7 +110,10 @@ impl Report {
     pub fn new(source: String, checks: Vec<Check>) -> Report {
         Report {
             source,
-            problems: checks.iter().filter(|c| c.is_problem()).count(),
+            problems: checks
+                .iter()
+                .filter(|c| c.status == Status::Problem)
+                .count(),
             checks,
         }
     }

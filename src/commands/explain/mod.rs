@@ -29,6 +29,7 @@ use nodegate_core::vocab::config::Config;
 use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 use crate::cluster::{project, snapshot};
+use crate::commands::doctor::source;
 use crate::commands::output;
 use crate::error::{Error, Result};
 use crate::settings::cli::{ExplainArgs, OutputFormat};
@@ -54,11 +55,7 @@ pub async fn main(args: ExplainArgs) -> Result<ExitCode> {
 }
 
 async fn explain(args: &ExplainArgs) -> Result<String> {
-    crate::commands::doctor::source::refuse_gate_flags_with_from_cluster(
-        &args.installed,
-        &args.gate,
-        &[],
-    )?;
+    source::refuse_gate_flags_with_from_cluster(&args.installed, &args.gate, &[])?;
     let given = match args.installed.from_cluster {
         true => None,
         false => {
@@ -70,7 +67,7 @@ async fn explain(args: &ExplainArgs) -> Result<String> {
     let settings = match given {
         Some(s) => s,
         None => {
-            crate::commands::doctor::source::installed_settings(&client, &args.installed)
+            source::installed_settings(&client, &args.installed)
                 .await?
                 .gate
         }
@@ -84,14 +81,12 @@ async fn explain(args: &ExplainArgs) -> Result<String> {
         eprintln!("warning: {w}");
     }
     let report = build_report(&view, &settings, now);
-    if let Some(text) = output::encode(&report, args.output, "the report")? {
-        return Ok(text);
-    }
     let width = match args.output {
         OutputFormat::Wide => WIDE_WIDTH,
         _ => TABLE_WIDTH,
     };
-    Ok(render_table(&report, width))
+    let text = output::encode(&report, args.output, "the report")?;
+    Ok(text.unwrap_or_else(|| render_table(&report, width)))
 }
 
 // ---------------------------------------------------------------------------
@@ -120,7 +115,7 @@ pub struct ClusterView {
 /// The one place explain turns settings into a `Config`.
 pub fn gate_config(settings: &GateSettings) -> Config {
     settings.gate_config(
-        crate::settings::config::Timeouts::default(),
+        config::Timeouts::default(),
         nodegate_core::vocab::config::OnTimeout::Open,
         true,
     )
@@ -239,8 +234,7 @@ pub fn pod_detail(p: &Pod) -> PodDetail {
                 (true, true) => "no reason given".to_string(),
             }
         });
-    let mut containers = Vec::new();
-    let all = status
+    let containers = status
         .into_iter()
         .flat_map(|s| {
             s.init_container_statuses
@@ -248,30 +242,26 @@ pub fn pod_detail(p: &Pod) -> PodDetail {
                 .flatten()
                 .chain(s.container_statuses.iter().flatten())
         })
-        .filter(|c| !c.ready);
-    for c in all {
-        let state = c.state.as_ref();
-        if let Some(w) = state.and_then(|s| s.waiting.as_ref()) {
-            let reason = w.reason.as_deref().unwrap_or("waiting");
-            match w.message.as_deref().filter(|m| !m.trim().is_empty()) {
-                Some(m) => {
-                    containers.push(format!("container {}: {reason}: {}", c.name, shorten(m)))
+        .filter(|c| !c.ready)
+        .filter_map(|c| {
+            let state = c.state.as_ref()?;
+            let what = if let Some(w) = &state.waiting {
+                let reason = w.reason.as_deref().unwrap_or("waiting");
+                match w.message.as_deref().filter(|m| !m.trim().is_empty()) {
+                    Some(m) => format!("{reason}: {}", shorten(m)),
+                    None => reason.to_string(),
                 }
-                None => containers.push(format!("container {}: {reason}", c.name)),
-            }
-        } else if state.is_some_and(|s| s.running.is_some()) {
-            // Names the container whose readiness probe holds the pod back.
-            containers.push(format!("container {}: running but not Ready", c.name));
-        } else if let Some(t) = state.and_then(|s| s.terminated.as_ref())
-            && t.exit_code != 0
-        {
-            let reason = t.reason.as_deref().unwrap_or("Error");
-            containers.push(format!(
-                "container {}: {reason}, exit code {}",
-                c.name, t.exit_code
-            ));
-        }
-    }
+            } else if state.running.is_some() {
+                // Names the container whose readiness probe holds the pod back.
+                "running but not Ready".to_string()
+            } else {
+                let t = state.terminated.as_ref().filter(|t| t.exit_code != 0)?;
+                let reason = t.reason.as_deref().unwrap_or("Error");
+                format!("{reason}, exit code {}", t.exit_code)
+            };
+            Some(format!("container {}: {what}", c.name))
+        })
+        .collect();
     PodDetail {
         unschedulable,
         containers,

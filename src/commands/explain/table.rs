@@ -188,12 +188,10 @@ fn member_table(
     name_width: usize,
     width: usize,
 ) {
-    const EXPECTED: &str = "EXPECTED";
-    const READY: &str = "READY";
     let lead = |name: &str, expected: &str, ready: &str| {
         format!("{name:<name_width$}{GAP}{expected:<8}{GAP}{ready:<5}{GAP}")
     };
-    let header = lead(title, EXPECTED, READY);
+    let header = lead(title, "EXPECTED", "READY");
     let indent = " ".repeat(header.chars().count());
     let why_width = width.saturating_sub(indent.len()).max(MIN_WHY_WIDTH);
     let _ = writeln!(out, "{header}WHY");
@@ -229,13 +227,9 @@ fn member_table(
 }
 
 fn why_lines(row: &MemberRow) -> Vec<String> {
-    if !row.expected {
-        if row.detail.is_empty() {
-            return vec![row.reason.clone()];
-        }
-        return row.detail.clone();
-    }
     match (&row.ready, &row.pod, &row.waiting) {
+        _ if !row.expected && row.detail.is_empty() => vec![row.reason.clone()],
+        _ if !row.expected => row.detail.clone(),
         (Some(true), Some(pod), _) => vec![format!("pod {pod} is Ready")],
         (_, _, Some(w)) => vec![w.clone()],
         _ => vec![String::new()],

@@ -51,14 +51,9 @@ pub fn foreign_keys(managed: &[ManagedTaint]) -> Vec<String> {
     let own = |key: &str| {
         key.starts_with(PREFIX) || key == KARPENTER_TAINT_KEY || key == CLUSTER_AUTOSCALER_TAINT_KEY
     };
-    let mut keys: Vec<String> = managed
-        .iter()
-        .filter(|m| !own(&m.key))
-        .map(ToString::to_string)
-        .collect();
-    keys.sort();
-    keys.dedup();
-    keys
+    let keys = managed.iter().filter(|m| !own(&m.key));
+    let keys: std::collections::BTreeSet<String> = keys.map(ToString::to_string).collect();
+    keys.into_iter().collect()
 }
 
 /// Which taints are nodegate's, beyond the `nodegate.dev/` prefix.

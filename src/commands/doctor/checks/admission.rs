@@ -80,12 +80,8 @@ fn taint_list(s: &RunSettings) -> Vec<String> {
 
 pub fn check(s: &RunSettings, a: &Admission) -> Vec<Check> {
     if a.policies.is_empty() && a.webhooks.is_empty() {
-        let net = match s.net.enabled {
-            true => {
-                "; the late-taint net (--taint-new-nodes) taints a node only after it is created"
-            }
-            false => "",
-        };
+        let net = "; the late-taint net (--taint-new-nodes) taints a node only after it is created";
+        let net = if s.net.enabled { net } else { "" };
         return vec![CHECK.problem(
             "Node CREATE",
             format!(

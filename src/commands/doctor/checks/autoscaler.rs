@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use humantime::format_duration as human;
 use k8s_openapi::api::apps::v1::Deployment;
 use nodegate_core::rules::placement::ManagedTaint;
 
@@ -102,10 +103,8 @@ pub struct Flags {
 /// value`; one leading dash also taken); each value once per flag given.
 pub fn flags(words: &[String]) -> Flags {
     let mut f = Flags::default();
-    let mut i = 0;
-    while i < words.len() {
-        let w = &words[i];
-        i += 1;
+    let mut words = words.iter().peekable();
+    while let Some(w) = words.next() {
         let Some(flag) = w.strip_prefix("--").or_else(|| w.strip_prefix('-')) else {
             continue;
         };
@@ -119,13 +118,8 @@ pub fn flags(words: &[String]) -> Flags {
         ) {
             continue;
         }
-        let value = match value {
-            Some(v) => v,
-            None if i < words.len() && !words[i].starts_with('-') => {
-                i += 1;
-                words[i - 1].clone()
-            }
-            None => continue,
+        let Some(value) = value.or_else(|| words.next_if(|w| !w.starts_with('-')).cloned()) else {
+            continue;
         };
         match name {
             "startup-taint-prefix" => f.prefixes.push(value),
@@ -159,22 +153,14 @@ pub fn check(s: &RunSettings, taints: &[ManagedTaint], found: &[Autoscaler]) -> 
         .iter()
         .flat_map(|a| {
             let f = flags(&a.words);
-            [
-                noting_replicas(a, startup_taints(a, &f, taints)),
-                deadline(s, a, &f),
-            ]
+            let mut startup = startup_taints(a, &f, taints);
+            if a.replicas == Some(0) {
+                let note = "replicas 0: not running now; judged by the flags it would run with";
+                startup = startup.with_note(note);
+            }
+            [startup, deadline(s, a, &f)]
         })
         .collect()
-}
-
-/// `check` with a note when the Deployment runs no replica.
-fn noting_replicas(a: &Autoscaler, check: Check) -> Check {
-    match a.replicas {
-        Some(0) => {
-            check.with_note("replicas 0: not running now; judged by the flags it would run with")
-        }
-        _ => check,
-    }
 }
 
 /// Whether every taint nodegate adds is a startup taint to this autoscaler.
@@ -236,29 +222,20 @@ pub fn deadline(s: &RunSettings, a: &Autoscaler, f: &Flags) -> Check {
             }
         },
     };
-    let shown = humantime::format_duration(max).to_string();
+    let shown = human(max).to_string();
     let mut late = Vec::new();
     match s.timeout {
         None => late.push("--timeout is 0 (no deadline)".to_string()),
-        Some(t) if t >= max => late.push(format!(
-            "--timeout {} is not below it",
-            humantime::format_duration(t)
-        )),
+        Some(t) if t >= max => late.push(format!("--timeout {} is not below it", human(t))),
         Some(_) => {}
     }
     if let Some(t) = s.gate.regate.as_ref().and_then(|r| r.timeout)
         && t >= max
     {
-        late.push(format!(
-            "--regate-timeout {} is not below it",
-            humantime::format_duration(t)
-        ));
+        late.push(format!("--regate-timeout {} is not below it", human(t)));
     }
     if late.is_empty() {
-        let ours = s
-            .timeout
-            .map(|t| humantime::format_duration(t).to_string())
-            .unwrap_or_default();
+        let ours = s.timeout.map(|t| human(t).to_string()).unwrap_or_default();
         return CHECK.ok(
             subject,
             format!("is {shown}: nodegate's deadline (--timeout {ours}) ends before it"),

@@ -35,31 +35,23 @@ impl NodePool {
     /// The NodePool from its JSON (a dynamic object).
     pub fn from_json(name: &str, obj: &serde_json::Value) -> NodePool {
         let template = &obj["spec"]["template"];
-        let mut labels: Labels = template["metadata"]["labels"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.as_str().into(), v.as_str()?.into())))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let labels = template["metadata"]["labels"].as_object().into_iter();
+        let mut labels: Labels = labels
+            .flatten()
+            .filter_map(|(k, v)| Some((k.as_str().into(), v.as_str()?.into())))
+            .collect();
         labels.insert(
             KARPENTER_NODEPOOL_LABEL.to_string().into(),
             name.to_string().into(),
         );
-        let startup_taints = template["spec"]["startupTaints"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|t| {
-                        Some((
-                            t["key"].as_str()?.to_string(),
-                            t["effect"].as_str().unwrap_or_default().to_string(),
-                        ))
-                    })
-                    .collect()
+        let taints = template["spec"]["startupTaints"].as_array().into_iter();
+        let startup_taints = taints
+            .flatten()
+            .filter_map(|t| {
+                let effect = t["effect"].as_str().unwrap_or_default().to_string();
+                Some((t["key"].as_str()?.to_string(), effect))
             })
-            .unwrap_or_default();
+            .collect();
         NodePool {
             name: name.to_string(),
             labels,
@@ -189,11 +181,7 @@ fn passed(
     added: &[ManagedTaint],
     version: Option<&Version>,
 ) -> Check {
-    let listed: Vec<String> = added
-        .iter()
-        .filter(|t| pool.lists(t))
-        .map(|t| t.to_string())
-        .collect();
+    let listed = joined(added.iter().filter(|t| pool.lists(t)), ", ");
     let keys = joined(added, ", ");
     let ok = CHECK.ok(
         subject,
@@ -212,10 +200,9 @@ fn passed(
         })
     } else {
         ok.with_note(format!(
-            "{} listed in spec.template.spec.startupTaints: Karpenter puts it back until the \
+            "{listed} listed in spec.template.spec.startupTaints: Karpenter puts it back until the \
              node is registered, so opening must wait for karpenter.sh/registered=true (an \
-             opening before it is undone)",
-            listed.join(", ")
+             opening before it is undone)"
         ))
     }
 }

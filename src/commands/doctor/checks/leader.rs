@@ -55,17 +55,6 @@ pub fn check(
         }
     };
     let duration = lease.duration.unwrap_or(le.lease_duration);
-    held(subject, fix, lease, duration, now)
-}
-
-/// A Lease with a holder: live while renewed within `duration`.
-fn held(
-    subject: String,
-    fix: String,
-    lease: &LeaseSeen,
-    duration: Duration,
-    now: Timestamp,
-) -> (Check, Option<bool>) {
     let age = lease
         .renewed
         .map(|r| Duration::try_from(now.duration_since(r)).unwrap_or(Duration::ZERO));

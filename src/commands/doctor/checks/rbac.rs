@@ -31,16 +31,6 @@ impl Access {
         }
     }
 
-    fn sub(mut self, subresource: &'static str) -> Access {
-        self.subresource = Some(subresource);
-        self
-    }
-
-    fn named(mut self, name: &str) -> Access {
-        self.name = Some(name.to_string());
-        self
-    }
-
     fn within(mut self, namespace: &str, name: Option<&str>) -> Access {
         self.namespace = Some(namespace.to_string());
         self.name = name.map(str::to_string);
@@ -74,51 +64,43 @@ pub const EVENTS_NAMESPACE: &str = "default";
 /// `--webhook-cert-secret`, its Secret and the webhook configuration's
 /// caBundle too).
 pub fn required(s: &RunSettings, lease_namespace: &str) -> Vec<Access> {
-    let mut out = vec![
-        Access::new("get", "", "nodes"),
-        Access::new("list", "", "nodes"),
-        Access::new("watch", "", "nodes"),
-        Access::new("patch", "", "nodes"),
-        Access::new("list", "", "pods"),
-        Access::new("watch", "", "pods"),
-        Access::new("list", "apps", "daemonsets"),
-        Access::new("watch", "apps", "daemonsets"),
-        Access::new("list", "storage.k8s.io", "csinodes"),
-        Access::new("watch", "storage.k8s.io", "csinodes"),
-        Access::new("create", "events.k8s.io", "events").within(EVENTS_NAMESPACE, None),
-    ];
+    let mut out: Vec<Access> = [
+        verbs("get list watch patch", "", "nodes"),
+        verbs("list watch", "", "pods"),
+        verbs("list watch", "apps", "daemonsets"),
+        verbs("list watch", "storage.k8s.io", "csinodes"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    out.push(Access::new("create", "events.k8s.io", "events").within(EVENTS_NAMESPACE, None));
     if !s.gate.dra_drivers.is_empty() {
         // draDrivers: the ResourceSlice watch, which runs only with it.
-        out.push(Access::new("list", "resource.k8s.io", "resourceslices"));
-        out.push(Access::new("watch", "resource.k8s.io", "resourceslices"));
+        out.extend(verbs("list watch", "resource.k8s.io", "resourceslices"));
     }
     if s.node_condition {
         // --node-condition: the nodegate.dev/Open condition.
-        out.push(Access::new("patch", "", "nodes").sub("status"));
+        out.push(Access {
+            subresource: Some("status"),
+            ..Access::new("patch", "", "nodes")
+        });
     }
     if let Some(c) = &s.gate.canary {
         // canary: nodegate's own pods, in their namespace only.
-        for verb in ["create", "delete", "list", "watch"] {
-            out.push(Access::new(verb, "", "pods").within(&c.core.namespace, None));
-        }
+        let pods = verbs("create delete list watch", "", "pods");
+        out.extend(pods.map(|a| a.within(&c.core.namespace, None)));
     }
     if s.on_timeout == nodegate_core::vocab::config::OnTimeout::Replace {
         // --on-timeout=replace: find and delete a node's owner.
-        out.push(Access::new("list", "karpenter.sh", "nodeclaims"));
-        out.push(Access::new("delete", "karpenter.sh", "nodeclaims"));
+        out.extend(verbs("list delete", "karpenter.sh", "nodeclaims"));
         out.push(Access::new("delete", "cluster.x-k8s.io", "machines"));
     }
     let le = &s.leader_election;
     if le.enabled {
-        let lease = Some(le.lease_name.as_str());
-        out.push(
-            Access::new("create", "coordination.k8s.io", "leases").within(lease_namespace, None),
-        );
-        for verb in ["get", "update", "list", "watch"] {
-            out.push(
-                Access::new(verb, "coordination.k8s.io", "leases").within(lease_namespace, lease),
-            );
-        }
+        let (group, lease) = ("coordination.k8s.io", Some(le.lease_name.as_str()));
+        out.push(Access::new("create", group, "leases").within(lease_namespace, None));
+        let named = verbs("get update list watch", group, "leases");
+        out.extend(named.map(|a| a.within(lease_namespace, lease)));
     }
     if let Some(WebhookCerts::Managed {
         secret_namespace,
@@ -127,21 +109,28 @@ pub fn required(s: &RunSettings, lease_namespace: &str) -> Vec<Access> {
         ..
     }) = s.webhook.as_ref().map(|w| &w.certs)
     {
-        for verb in ["get", "update"] {
-            out.push(Access::new(verb, "", "secrets").within(secret_namespace, Some(secret_name)));
-        }
-        for verb in ["get", "patch"] {
-            out.push(
-                Access::new(
-                    verb,
-                    "admissionregistration.k8s.io",
-                    "mutatingwebhookconfigurations",
-                )
-                .named(configuration),
-            );
-        }
+        let secret = verbs("get update", "", "secrets");
+        out.extend(secret.map(|a| a.within(secret_namespace, Some(secret_name))));
+        let hooks = "mutatingwebhookconfigurations";
+        out.extend(
+            verbs("get patch", "admissionregistration.k8s.io", hooks).map(|a| Access {
+                name: Some(configuration.clone()),
+                ..a
+            }),
+        );
     }
     out
+}
+
+/// `resource` of `group`, once for each of the space-separated `verbs`.
+fn verbs(
+    verbs: &'static str,
+    group: &'static str,
+    resource: &'static str,
+) -> impl Iterator<Item = Access> {
+    verbs
+        .split(' ')
+        .map(move |v| Access::new(v, group, resource))
 }
 
 /// `answers`: each access and whether the API server allows it to
