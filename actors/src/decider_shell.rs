@@ -38,6 +38,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use nodegate_core::deciders::{Context, Decider, Effect, Input, Level, Now};
+use nodegate_core::vocab::config::Config;
 use nodegate_core::vocab::write::{Outcome, Write};
 use tokio::sync::watch;
 use tokio::sync::{Semaphore, mpsc};
@@ -66,13 +67,11 @@ const BATCH: usize = 4096;
 /// Publishes a decider's gauges, at most once a [`WAKE`].
 pub type Publish<D> = Box<dyn Fn(&D, &Context<'_>) + Send + Sync>;
 
-/// The feed's side of a shell: queues and returns.
-struct Inbox(mpsc::UnboundedSender<Input>);
-
-impl Subscriber for Inbox {
+/// The feed's side of a shell, its inbox: queues and returns.
+impl Subscriber for mpsc::UnboundedSender<Input> {
     fn deliver(&self, input: &Input) {
         // A closed inbox means the shell stopped: nothing left to tell.
-        let _ = self.0.send(input.clone());
+        let _ = self.send(input.clone());
     }
 }
 
@@ -92,7 +91,7 @@ where
     C: Clock,
 {
     let (tx, rx) = mpsc::unbounded_channel();
-    router.subscribe(Arc::new(Inbox(tx.clone())));
+    router.subscribe(Arc::new(tx.clone()));
     let shell = Shell {
         catch_up: CatchUp::new(decider.budgeted()),
         inbox: tx,
@@ -128,10 +127,15 @@ struct Shell<D, E, C> {
 }
 
 impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
-    fn now(&self) -> Now {
-        Now {
-            local: self.clock.now(),
-            server: self.clock.server_now(),
+    /// What the decider reads now: `router`'s indexes, `config` (the one in
+    /// force), the clocks, whether it may write.
+    fn context<'a>(&self, router: &'a Router, config: &'a Config) -> Context<'a> {
+        let (local, server) = (self.clock.now(), self.clock.server_now());
+        Context {
+            view: router.index(),
+            config,
+            now: Now { local, server },
+            may_write: self.executor.may_write() && self.catch_up.allows(),
         }
     }
 
@@ -192,12 +196,9 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
             }
         }
         let index = self.router.index();
-        let caught = self.catch_up.check(
-            leading,
-            |name| index.node(name).map(|n| n.resource_version.clone()),
-            index.node_version_seen(),
-            std::time::Instant::now(),
-        );
+        let indexed = |name: &str| index.node(name).map(|n| n.resource_version.clone());
+        let (seen, now) = (index.node_version_seen(), std::time::Instant::now());
+        let caught = self.catch_up.check(leading, indexed, seen, now);
         let origin = self.decider.origin();
         match caught {
             None => return false,
@@ -217,17 +218,12 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
     /// How long to sleep: until the look asked for, at most [`WAKE`] (a
     /// tenth of it while waiting for the index to catch up).
     fn until_next(&self) -> Duration {
-        let wake = if self.catch_up.waiting() {
-            WAKE / 10
-        } else {
-            WAKE
-        };
+        let wake = WAKE / if self.catch_up.waiting() { 10 } else { 1 };
         let Some(at) = self.next else {
             return wake;
         };
-        Duration::try_from(at.duration_since(self.clock.now()))
-            .unwrap_or(Duration::ZERO)
-            .min(wake)
+        let left = Duration::try_from(at.duration_since(self.clock.now()));
+        left.unwrap_or(Duration::ZERO).min(wake)
     }
 
     fn due(&self) -> bool {
@@ -246,13 +242,8 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
     }
 
     fn decide(&mut self, input: Input) -> Vec<Effect> {
-        let config = self.router.config();
-        let cx = Context {
-            view: self.router.index(),
-            config: &config,
-            now: self.now(),
-            may_write: self.executor.may_write() && self.catch_up.allows(),
-        };
+        let (router, config) = (Arc::clone(&self.router), self.router.config());
+        let cx = self.context(&router, &config);
         // A pass over every node (a look, everything changed, leadership)
         // can take long on a large cluster: on a multi-threaded runtime the
         // worker hands its other tasks (the lease, the watches, the probes)
@@ -353,21 +344,13 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
             return;
         };
         let now = std::time::Instant::now();
-        if self
-            .published
-            .is_some_and(|at| now.duration_since(at) < WAKE)
-        {
+        let recent = |at: std::time::Instant| now.duration_since(at) < WAKE;
+        if self.published.is_some_and(recent) {
             return;
         }
         self.published = Some(now);
         let config = self.router.config();
-        let cx = Context {
-            view: self.router.index(),
-            config: &config,
-            now: self.now(),
-            may_write: self.executor.may_write() && self.catch_up.allows(),
-        };
-        publish(&self.decider, &cx);
+        publish(&self.decider, &self.context(&self.router, &config));
     }
 }
 

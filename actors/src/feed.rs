@@ -50,11 +50,3 @@ impl Feed {
         }
     }
 }
-
-impl std::fmt::Debug for Feed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Feed")
-            .field("subscribers", &self.subscribers.load().len())
-            .finish()
-    }
-}

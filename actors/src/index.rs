@@ -82,17 +82,14 @@ impl Index {
         let before = self.nodes.insert(name.clone(), Arc::new(node));
         // A CSINode or ResourceSlice seen between the reads above and the
         // insert.
-        self.sync_csi_drivers(&name);
-        self.sync_slices(&name);
+        self.sync_devices(&name);
         let after = self.node(&name);
         let change = Change::Node {
             name,
             before,
             after,
         };
-        if self.feed.is_heard() {
-            self.publish(change.clone());
-        }
+        self.publish_with(|| change.clone());
         change
     }
 
@@ -124,21 +121,24 @@ impl Index {
         } else {
             self.csi_drivers.remove(name);
         }
-        self.sync_csi_drivers(name)
+        self.sync_devices(name)
     }
 
-    /// Copies the CSI drivers held for `name` into its indexed node; the
-    /// change when that changed the node. Every writer of either map ends
-    /// with this, under the node's entry lock, so the two converge whatever
-    /// the interleaving of the node and CSINode watches.
-    fn sync_csi_drivers(&self, name: &str) -> Option<Change> {
+    /// Copies the CSI drivers and ResourceSlices held for `name` into its
+    /// indexed node; the change when that changed the node. Every writer of
+    /// the node or of either map ends with this, under the node's entry
+    /// lock, so they converge whatever the interleaving of the node,
+    /// CSINode and ResourceSlice watches.
+    fn sync_devices(&self, name: &str) -> Option<Change> {
         let mut node = self.nodes.get_mut(name)?;
-        let want = self.csi_drivers.get(name).map(|d| d.clone());
-        if node.csi_drivers == want {
+        let drivers = self.csi_drivers.get(name).map(|d| d.clone());
+        let slices = self.slices_of(name);
+        if node.csi_drivers == drivers && node.resource_slices == slices {
             return None;
         }
         let before = Arc::clone(&*node);
-        Arc::make_mut(&mut *node).csi_drivers = want;
+        let after = Arc::make_mut(&mut *node);
+        (after.csi_drivers, after.resource_slices) = (drivers, slices);
         Some(Change::Node {
             name: name.to_string(),
             before: Some(before),
@@ -154,7 +154,7 @@ impl Index {
             .entry(node.to_string())
             .or_default()
             .insert(slice.name.clone(), slice);
-        self.sync_slices(node)
+        self.sync_devices(node)
     }
 
     /// ResourceSlice `name`, local to node `node`, is gone; the change of
@@ -165,10 +165,9 @@ impl Index {
         }
         self.resource_slices
             .remove_if(node, |_, slices| slices.is_empty());
-        self.sync_slices(node)
+        self.sync_devices(node)
     }
 
-    /// The ResourceSlices held for `node`, by name.
     fn slices_of(&self, node: &str) -> Vec<SliceInfo> {
         self.resource_slices
             .get(node)
@@ -176,45 +175,22 @@ impl Index {
             .unwrap_or_default()
     }
 
-    /// Copies the ResourceSlices held for `name` into its indexed node, as
-    /// [`sync_csi_drivers`](Self::sync_csi_drivers) does the CSI drivers;
-    /// the change when that changed the node.
-    fn sync_slices(&self, name: &str) -> Option<Change> {
-        let mut node = self.nodes.get_mut(name)?;
-        let want = self.slices_of(name);
-        if node.resource_slices == want {
-            return None;
-        }
-        let before = Arc::clone(&*node);
-        Arc::make_mut(&mut *node).resource_slices = want;
-        Some(Change::Node {
-            name: name.to_string(),
-            before: Some(before),
-            after: Some(Arc::clone(&*node)),
-        })
-    }
-
     /// Indexes `ds`; false (and nothing published) when its projection did
     /// not change (a status update).
     pub(crate) fn upsert_daemonset(&self, ds: DaemonSetInfo) -> bool {
-        let unchanged = self
-            .daemonsets
-            .get(&ds.uid)
-            .is_some_and(|known| **known == ds);
-        if unchanged {
+        if self.daemonset(&ds.uid).is_some_and(|known| *known == ds) {
             return false;
         }
         let uid = ds.uid.clone();
-        self.daemonsets.insert(ds.uid.clone(), Arc::new(ds));
+        self.daemonsets.insert(uid.clone(), Arc::new(ds));
         self.publish(Change::DaemonSet { uid });
         true
     }
 
     pub(crate) fn delete_daemonset(&self, uid: &str) {
         self.daemonsets.remove(uid);
-        self.publish(Change::DaemonSet {
-            uid: uid.to_string(),
-        });
+        let uid = uid.to_string();
+        self.publish(Change::DaemonSet { uid });
     }
 
     /// Indexes a pod bound to a node (the caller leaves out unbound ones).
@@ -284,7 +260,6 @@ impl Index {
     }
 }
 
-/// The index as the deciders read it.
 impl ClusterView for Index {
     fn node(&self, name: &str) -> Option<Arc<NodeInfo>> {
         Index::node(self, name)

@@ -53,25 +53,22 @@ impl<T: Send + 'static> LatestWriter<T> {
         {
             let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             inner.next = Some(value);
-            if inner.writing {
+            if std::mem::replace(&mut inner.writing, true) {
                 return;
             }
-            inner.writing = true;
         }
         let slot = Arc::clone(&self.inner);
         tokio::spawn(
             async move {
-                loop {
-                    let value = {
-                        let mut inner = slot.lock().unwrap_or_else(PoisonError::into_inner);
-                        match inner.next.take() {
-                            Some(value) => value,
-                            None => {
-                                inner.writing = false;
-                                return;
-                            }
-                        }
-                    };
+                // The slot's value, if any; the task ends (under the same
+                // lock) when there is none.
+                let next = || {
+                    let mut inner = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                    let next = inner.next.take();
+                    inner.writing = next.is_some();
+                    next
+                };
+                while let Some(value) = next() {
                     write(value).await;
                 }
             }

@@ -33,9 +33,3 @@ impl LiveConfig {
         self.0.store(config);
     }
 }
-
-impl std::fmt::Debug for LiveConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("LiveConfig").field(&*self.0.load()).finish()
-    }
-}

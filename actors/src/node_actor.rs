@@ -55,15 +55,9 @@ pub struct GateContext<E, C> {
 }
 
 pub struct NodeActor<E, C> {
-    ctx: Arc<GateContext<E, C>>,
+    pub(crate) ctx: Arc<GateContext<E, C>>,
     /// Where this gate's timers wait (one for every gate of the process).
-    wheel: Arc<Wheel>,
-}
-
-impl<E, C> NodeActor<E, C> {
-    pub fn new(ctx: Arc<GateContext<E, C>>, wheel: Arc<Wheel>) -> Self {
-        NodeActor { ctx, wheel }
-    }
+    pub(crate) wheel: Arc<Wheel>,
 }
 
 pub struct NodeActorState {
@@ -177,10 +171,8 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
                 return Ok(());
             }
             NodeMsg::Reexamine | NodeMsg::Changed(Change::Everything) => {
-                let input = router
-                    .reexamination(&state.name)
-                    .unwrap_or(Input::NodeDeleted);
-                self.process(&myself, state, input, None);
+                let input = router.reexamination(&state.name);
+                self.process(&myself, state, input.unwrap_or(Input::NodeDeleted), None);
                 self.arm_reexamine(&myself, state);
                 return Ok(());
             }
@@ -205,20 +197,14 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
         myself: ActorRef<NodeMsg>,
         state: &mut NodeActorState,
     ) -> Result<(), ActorProcessingErr> {
-        for (_, timer) in state.timers.drain(..) {
-            self.wheel.cancel(timer);
-        }
-        if let Some(timer) = state.reexamine.take() {
+        let timers = state.timers.drain(..).map(|(_, timer)| timer);
+        for timer in timers.chain(state.reexamine.take()) {
             self.wheel.cancel(timer);
         }
         self.ctx.router.unregister(&state.name, myself.get_id());
         self.ctx.router.gate_stopped(&state.name);
-        self.ctx.router.observer().gate_stopped(
-            &state.name,
-            state.generation,
-            &state.gate,
-            &state.journal,
-        );
+        let observer = self.ctx.router.observer();
+        observer.gate_stopped(&state.name, state.generation, &state.gate, &state.journal);
         Ok(())
     }
 }
@@ -245,42 +231,32 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
                     ..
                 }
         );
-        if judges_time && let Some(server) = self.ctx.clock.server_now() {
-            self.process_one(myself, state, Input::ServerTime(server), None);
-        }
-        self.process_one(myself, state, input, seen);
-    }
-
-    fn process_one(
-        &self,
-        myself: &ActorRef<NodeMsg>,
-        state: &mut NodeActorState,
-        input: Input,
-        seen: Option<Instant>,
-    ) {
-        let now = self.ctx.clock.now();
-        let config = self.ctx.router.live().load();
-        let step = gate::step(&mut state.gate, &input, &config, now);
-        if !step.events.is_empty() {
-            self.ctx
-                .router
-                .observer()
-                .gate_step(&state.name, now, &step.events, &state.gate);
-        }
-        for event in step.events {
-            log_event(&state.span, &event, &state.gate);
-            state.journal.record(now, event);
-        }
-        // Before the step's effects, so that an opening's True goes out
-        // before its Stop ends the gate.
-        if let Some(write) = gate::condition_write(state.condition.as_ref(), &state.gate, &config)
-            && self.ctx.executor.may_write()
-        {
-            state.condition = Some(write.condition.clone());
-            self.run(myself, state, Effect::WriteCondition(write), now, None);
-        }
-        for effect in step.effects {
-            self.run(myself, state, effect, now, seen);
+        let server = judges_time.then(|| self.ctx.clock.server_now()).flatten();
+        let server = server.map(|at| (Input::ServerTime(at), None));
+        for (input, seen) in server.into_iter().chain([(input, seen)]) {
+            let now = self.ctx.clock.now();
+            let config = self.ctx.router.live().load();
+            let step = gate::step(&mut state.gate, &input, &config, now);
+            if !step.events.is_empty() {
+                let observer = self.ctx.router.observer();
+                observer.gate_step(&state.name, now, &step.events, &state.gate);
+            }
+            for event in step.events {
+                log_event(&state.span, &event, &state.gate);
+                state.journal.record(now, event);
+            }
+            // Before the step's effects, so that an opening's True goes out
+            // before its Stop ends the gate.
+            let condition = gate::condition_write(state.condition.as_ref(), &state.gate, &config);
+            if let Some(write) = condition
+                && self.ctx.executor.may_write()
+            {
+                state.condition = Some(write.condition.clone());
+                self.run(myself, state, Effect::WriteCondition(write), now, None);
+            }
+            for effect in step.effects {
+                self.run(myself, state, effect, now, seen);
+            }
         }
     }
 
@@ -352,7 +328,8 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
                 at,
                 generation,
             } => {
-                let delay = until(now, at);
+                // A timer due in the past fires at once.
+                let delay = Duration::try_from(at.duration_since(now)).unwrap_or(Duration::ZERO);
                 self.arm(myself, state, kind, delay, generation);
             }
             Effect::ScheduleRetry { attempt } => {
@@ -360,16 +337,15 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
                 self.arm(myself, state, TimerKind::Retry, delay, u64::from(attempt));
             }
             Effect::Stop(reason) => {
+                let router = &self.ctx.router;
                 if state.gate.phase == Phase::Opened
                     && let Some(opened) = &state.gate.opened
                 {
-                    self.ctx
-                        .router
-                        .remember_opened(&state.name, &opened.resource_version);
+                    router.remember_opened(&state.name, &opened.resource_version);
                 }
                 // Unregister now, not in post_stop, so no hint is routed to a
                 // gate that is on its way out.
-                self.ctx.router.unregister(&state.name, myself.get_id());
+                router.unregister(&state.name, myself.get_id());
                 myself.stop(Some(reason.to_string()));
             }
         }
@@ -396,9 +372,8 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
         delay: Duration,
         generation: u64,
     ) {
-        let key = self
-            .wheel
-            .schedule(delay, myself.clone(), Due::Timer { kind, generation });
+        let due = Due::Timer { kind, generation };
+        let key = self.wheel.schedule(delay, myself.clone(), due);
         match state.timers.iter_mut().find(|(k, _)| *k == kind) {
             Some((_, slot)) => self.wheel.cancel(std::mem::replace(slot, key)),
             None => {
@@ -409,12 +384,6 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
     }
 }
 
-/// A timer due in the past fires at once.
-fn until(now: Timestamp, at: Timestamp) -> Duration {
-    Duration::try_from(at.duration_since(now)).unwrap_or(Duration::ZERO)
-}
-
-/// Runs an effect's `task` on its own, in the gate's `span`.
 fn spawn_in(span: tracing::Span, task: impl Future<Output = ()> + Send + 'static) {
     tokio::spawn(task.instrument(span));
 }
@@ -428,20 +397,15 @@ fn log_event(span: &tracing::Span, event: &Event, state: &GateState) {
     // front (a snapshot carries every DaemonSet and pod) was a measurable share
     // of the gate's CPU at scale with debug logging off.
     tracing::debug!(parent: span, event = %AsJson(event), "gate");
-    let expected = || state.expected().count();
-    let since_start = |at: &Timestamp| {
-        state
-            .gate_start()
-            .map(|start| at.duration_since(start).as_secs_f64())
-            .unwrap_or_default()
-    };
     match event {
         Event::Opened { opened_by, at, .. } | Event::WouldOpen { opened_by, at, .. } => {
+            let start = state.gate_start();
+            let after = start.map_or(0.0, |s| at.duration_since(s).as_secs_f64());
             tracing::info!(
                 parent: span,
                 opened_by = %opened_by,
-                after_seconds = format_args!("{:.1}", since_start(at)),
-                expected = expected(),
+                after_seconds = format_args!("{after:.1}"),
+                expected = state.expected().count(),
                 "{}",
                 match event {
                     Event::Opened { .. } => "gate opened",
@@ -458,15 +422,10 @@ fn log_event(span: &tracing::Span, event: &Event, state: &GateState) {
             node_not_ready,
         } => {
             // The node first, when it was not Ready itself.
-            let blocked_by: Vec<String> = node_not_ready
+            let members = not_ready
                 .iter()
-                .cloned()
-                .chain(
-                    not_ready
-                        .iter()
-                        .map(|b| format!("{} ({})", b.member, b.why)),
-                )
-                .collect();
+                .map(|b| format!("{} ({})", b.member, b.why));
+            let blocked_by: Vec<String> = node_not_ready.iter().cloned().chain(members).collect();
             tracing::warn!(
                 parent: span,
                 %deadline,

@@ -22,15 +22,6 @@ pub(crate) struct Gate {
     pub(crate) pods: Arc<PendingPods>,
 }
 
-impl Gate {
-    pub(crate) fn new(actor: ActorRef<NodeMsg>) -> Self {
-        Gate {
-            actor,
-            pods: Arc::default(),
-        }
-    }
-}
-
 /// The uids of the pods that changed for one gate since it last looked, and
 /// when the first of them was added.
 #[derive(Default)]

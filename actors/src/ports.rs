@@ -8,8 +8,8 @@
 //! beside the write, in [`Sending`].
 //!
 //! The gate's retry backoff lives here, over the core's one [`Backoff`]
-//! policy: [`RETRY_BASE`], [`RETRY_MAX`], the ceiling ([`backoff_ceiling`],
-//! [`retry_ceiling`]) and the jitter's shape ([`jitter`], a point in
+//! policy: [`RETRY_BASE`], [`RETRY_MAX`], the ceiling ([`retry_ceiling`]) and
+//! the jitter's shape ([`jitter`], a point in
 //! [ceiling/2, ceiling]); so does the periodic re-examination's
 //! ([`REEXAMINE_PERIOD`], [`reexamine_jitter`]). The random number itself is drawn by whoever
 //! implements the executor and passed in: this crate never picks one, so
@@ -100,12 +100,8 @@ pub trait EffectExecutor: Send + Sync + 'static {
     /// One LIST of the pods bound to `node` (the late-taint net's "is there
     /// a workload yet").
     fn list_pods(&self, node: &str) -> impl Future<Output = Result<Vec<BoundPod>, String>> + Send {
-        let node = node.to_string();
-        async move {
-            Err(format!(
-                "this executor lists no pods (asked for node {node})"
-            ))
-        }
+        let error = format!("this executor lists no pods (asked for node {node})");
+        std::future::ready(Err(error))
     }
     /// Lists every canary pod in nodegate's namespace.
     fn list_canaries(&self) -> impl Future<Output = Result<Vec<PodInfo>, String>> + Send {
@@ -173,16 +169,9 @@ pub const RETRY: Backoff = Backoff::new(RETRY_BASE, RETRY_MAX);
 
 pub use nodegate_core::vocab::backoff::{Backoff, jitter};
 
-/// The un-jittered exponential part of a backoff: `base * 2^(attempt-2)` for
-/// the first retry onwards, capped at `max` ([`Backoff::ceiling`] after
-/// `attempt - 1` failures).
-pub fn backoff_ceiling(attempt: u32, base: Duration, max: Duration) -> Duration {
-    Backoff::new(base, max).ceiling(attempt.saturating_sub(1))
-}
-
-/// nodegate's retry ceiling for `attempt`: [`backoff_ceiling`] between
-/// [`RETRY_BASE`] and [`RETRY_MAX`], that is [`RETRY`] after `attempt - 1`
-/// failures.
+/// nodegate's retry ceiling for `attempt`, un-jittered: `RETRY_BASE *
+/// 2^(attempt-2)` for the first retry onwards, capped at [`RETRY_MAX`], that
+/// is [`RETRY`] after `attempt - 1` failures.
 pub fn retry_ceiling(attempt: u32) -> Duration {
     RETRY.ceiling(attempt.saturating_sub(1))
 }

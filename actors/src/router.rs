@@ -27,9 +27,10 @@
 //! router publishes it on the feed only for nodes without one.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use arc_swap::ArcSwapOption;
 use ractor::rpc::CallResult;
 use ractor::{ActorId, ActorRef, DerivedActorRef};
 
@@ -61,7 +62,7 @@ pub struct Router {
     /// Where gate requests go: the running supervisor's mailbox, seen only as
     /// a receiver of `SpawnRequest`s; `None` before it starts and after it
     /// stopped.
-    spawn_requests: RwLock<Option<DerivedActorRef<SpawnRequest>>>,
+    spawn_requests: ArcSwapOption<DerivedActorRef<SpawnRequest>>,
     synced: AtomicBool,
     /// Test seam ([`Router::lose_hints`]): hints are dropped, not sent.
     losing_hints: AtomicBool,
@@ -83,7 +84,7 @@ impl Router {
             gates: Map::default(),
             index: Index::default(),
             opened_at_version: Map::default(),
-            spawn_requests: RwLock::new(None),
+            spawn_requests: ArcSwapOption::empty(),
             synced: AtomicBool::new(false),
             losing_hints: AtomicBool::new(false),
             observer: OnceLock::new(),
@@ -104,10 +105,6 @@ impl Router {
         self.index.subscribe(s);
     }
 
-    fn publish(&self, change: Change) {
-        self.index.publish(change);
-    }
-
     /// The indexes, as the gates' snapshots and the deciders read them.
     pub fn index(&self) -> &Index {
         &self.index
@@ -115,10 +112,8 @@ impl Router {
 
     /// The installed observer, or one that ignores everything.
     pub fn observer(&self) -> &dyn GateObserver {
-        match self.observer.get() {
-            Some(o) => o.as_ref(),
-            None => &NoObserver,
-        }
+        let installed = self.observer.get();
+        installed.map(|o| o.as_ref()).unwrap_or(&NoObserver)
     }
 
     /// The configuration in force now.
@@ -143,7 +138,7 @@ impl Router {
         self.config.store(config);
         let live = self.fan_out(|| NodeMsg::Changed(Change::Everything));
         self.request_missing_gates();
-        self.publish(Change::Everything);
+        self.index.publish(Change::Everything);
         live
     }
 
@@ -154,7 +149,7 @@ impl Router {
         let version = node.resource_version.clone();
         let gated = self.carries_managed_taint(&node);
         let change = self.index.upsert_node(node);
-        let routed = self.hint(&name, NodeMsg::Changed(change));
+        let routed = self.hint(&name, |_| Some(NodeMsg::Changed(change)));
         self.observed(RouterEvent::NodeUpserted, routed);
         if routed {
             return;
@@ -170,7 +165,7 @@ impl Router {
     pub fn node_deleted(&self, name: &str) {
         let change = self.index.delete_node(name);
         self.opened_at_version.remove(name);
-        let routed = self.hint(name, NodeMsg::Changed(change));
+        let routed = self.hint(name, |_| Some(NodeMsg::Changed(change)));
         self.observed(RouterEvent::NodeDeleted, routed);
     }
 
@@ -179,19 +174,22 @@ impl Router {
     /// carries them from now on; its gate, if any, hears of it like of any
     /// change of its node.
     pub fn csinode(&self, name: &str, drivers: Option<Vec<String>>) {
-        self.hint_node(name, self.index.set_csi_drivers(name, drivers));
+        let change = self.index.set_csi_drivers(name, drivers);
+        self.hint(name, |_| change.map(NodeMsg::Changed));
     }
 
     /// ResourceSlice `slice`, local to node `node`, was added or changed
     /// (the ResourceSlice watch). The indexed node carries it from now on;
     /// its gate, if any, hears of it like of any change of its node.
     pub fn resource_slice_upserted(&self, node: &str, slice: SliceInfo) {
-        self.hint_node(node, self.index.upsert_slice(node, slice));
+        let change = self.index.upsert_slice(node, slice);
+        self.hint(node, |_| change.map(NodeMsg::Changed));
     }
 
     /// ResourceSlice `name`, local to node `node`, is gone.
     pub fn resource_slice_deleted(&self, node: &str, name: &str) {
-        self.hint_node(node, self.index.delete_slice(node, name));
+        let change = self.index.delete_slice(node, name);
+        self.hint(node, |_| change.map(NodeMsg::Changed));
     }
 
     /// A DaemonSet whose projection did not change (a status update: its
@@ -207,11 +205,7 @@ impl Router {
         // Outside --daemonset-namespaces no gate waits for it: indexed, not
         // fanned out (a reload that admits the namespace re-examines every
         // gate from the index).
-        let allowed = self
-            .config
-            .load()
-            .placement
-            .daemonset_allowed(&ds.namespace);
+        let allowed = self.config().placement.daemonset_allowed(&ds.namespace);
         let changed = self.index.upsert_daemonset(ds);
         if changed && let Some((daemonset, problem)) = csi_problem {
             tracing::warn!(%daemonset, "{problem}");
@@ -263,7 +257,7 @@ impl Router {
     pub fn mark_synced(&self) {
         self.synced.store(true, Ordering::SeqCst);
         self.request_missing_gates();
-        self.publish(Change::Everything);
+        self.index.publish(Change::Everything);
     }
 
     /// Requests a gate for every indexed node that is gated and has none
@@ -337,17 +331,9 @@ impl Router {
 
     /// Whether the indexes say this node needs a gate now.
     pub fn needs_gate(&self, name: &str) -> bool {
-        let Some((gated, version)) = self
-            .node(name)
-            .map(|n| (self.carries_managed_taint(&n), n.resource_version.clone()))
-        else {
-            return false;
-        };
-        gated
-            && self
-                .opened_at_version
-                .get(name)
-                .is_none_or(|v| *v != version)
+        self.node(name).is_some_and(|n| {
+            self.carries_managed_taint(&n) && !self.opened_at(name, &n.resource_version)
+        })
     }
 
     pub fn gate(&self, name: &str) -> Option<ActorRef<NodeMsg>> {
@@ -392,8 +378,11 @@ impl Router {
     /// Registers `gate` as `name`'s; returns the set in which the router
     /// leaves the pods that changed for it to look at.
     pub(crate) fn register(&self, name: &str, gate: ActorRef<NodeMsg>) -> Arc<PendingPods> {
-        let gate = Gate::new(gate);
-        let pods = Arc::clone(&gate.pods);
+        let pods = Arc::<PendingPods>::default();
+        let gate = Gate {
+            actor: gate,
+            pods: Arc::clone(&pods),
+        };
         self.gates.insert(name.to_string(), gate);
         pods
     }
@@ -408,9 +397,8 @@ impl Router {
     /// `name`'s gate stopped cleanly: the node is open now (or gone), which
     /// the deciders hear at once rather than at the node's next change.
     pub(crate) fn gate_stopped(&self, name: &str) {
-        self.publish(Change::GateStopped {
-            node: name.to_string(),
-        });
+        let node = name.to_string();
+        self.index.publish(Change::GateStopped { node });
     }
 
     pub(crate) fn remember_opened(&self, name: &str, resource_version: &str) {
@@ -427,10 +415,7 @@ impl Router {
     /// Installs (or, with `None`, removes) the receiver of this router's
     /// `SpawnRequest`s; the last call wins.
     pub(crate) fn set_spawn_requests(&self, receiver: Option<DerivedActorRef<SpawnRequest>>) {
-        *self
-            .spawn_requests
-            .write()
-            .unwrap_or_else(|p| p.into_inner()) = receiver;
+        self.spawn_requests.store(receiver.map(Arc::new));
     }
 
     /// Whether the node is gated: inside `--node-selector` and carrying a
@@ -439,24 +424,22 @@ impl Router {
         self.config.load().gates(node)
     }
 
-    fn request_gate(&self, name: &str, version: &str) {
-        if !self.is_synced() {
-            return;
-        }
-        if self
-            .opened_at_version
+    /// Whether nodegate opened node `name` at `version`.
+    fn opened_at(&self, name: &str, version: &str) -> bool {
+        self.opened_at_version
             .get(name)
             .is_some_and(|v| *v == version)
-        {
+    }
+
+    fn request_gate(&self, name: &str, version: &str) {
+        if !self.is_synced() || self.opened_at(name, version) {
             return;
         }
         self.opened_at_version.remove(name);
-        let receiver = self.spawn_requests.read().map(|r| r.clone());
-        if let Some(receiver) = receiver.unwrap_or_else(|p| p.into_inner().clone()) {
+        if let Some(receiver) = &*self.spawn_requests.load() {
             // A stopped receiver means shutdown: nothing to start.
-            let _ = receiver.send_message(SpawnRequest {
-                node: name.to_string(),
-            });
+            let node = name.to_string();
+            let _ = receiver.send_message(SpawnRequest { node });
         }
     }
 
@@ -469,64 +452,45 @@ impl Router {
         self.losing_hints.store(lose, Ordering::Relaxed);
     }
 
-    fn hints_lost(&self) -> bool {
-        self.losing_hints.load(Ordering::Relaxed)
-    }
-
-    /// Reports a watch event to the observer.
     fn observed(&self, event: RouterEvent, routed: bool) {
         self.observer().router_event(event, routed);
     }
 
-    /// Hints `change` of node `name`, if any, to its gate.
-    fn hint_node(&self, name: &str, change: Option<Change>) {
-        if let Some(change) = change {
-            self.hint(name, NodeMsg::Changed(change));
+    /// Sends what `msg` makes of `name`'s gate, if it has one, to it; true
+    /// when it has one. A gate that stopped a moment ago simply misses it.
+    fn hint(&self, name: &str, msg: impl FnOnce(&Gate) -> Option<NodeMsg>) -> bool {
+        let Some(gate) = self.gates.get(name) else {
+            return false;
+        };
+        if !self.losing_hints.load(Ordering::Relaxed)
+            && let Some(msg) = msg(gate.value())
+        {
+            let _ = gate.actor.cast(msg);
         }
-    }
-
-    /// Sends `msg` to `name`'s gate if it has one. A gate that stopped a
-    /// moment ago simply misses it.
-    fn hint(&self, name: &str, msg: NodeMsg) -> bool {
-        match self.gates.get(name) {
-            Some(_) if self.hints_lost() => true,
-            Some(gate) => {
-                let _ = gate.actor.cast(msg);
-                true
-            }
-            None => false,
-        }
+        true
     }
 
     /// Tells `name`'s gate that pod `uid` changed, through its pending set
     /// (see [`PendingPods`]): one wake however many versions come.
     fn pod_hint(&self, name: &str, uid: &Uid) -> bool {
-        match self.gates.get(name) {
-            Some(_) if self.hints_lost() => true,
-            Some(gate) => {
-                if gate.pods.add(&uid.text()) {
-                    let node = name.to_string();
-                    let _ = gate.actor.cast(NodeMsg::Changed(Change::Pods { node }));
-                }
-                true
-            }
-            None => false,
-        }
+        self.hint(name, |gate| {
+            let wake = gate.pods.add(&uid.text());
+            wake.then(|| NodeMsg::Changed(Change::Pods { node: name.into() }))
+        })
     }
 
     /// Whether pods of `namespace` may be canaries (`canary`): their
     /// changes go to the canary decider as well as to the node's gate (a
     /// routed pod is otherwise the gate's alone).
     fn is_canary_namespace(&self, namespace: &str) -> bool {
-        self.config()
-            .canary
-            .as_ref()
-            .is_some_and(|c| c.namespace == namespace)
+        let config = self.config();
+        let canary = config.canary.as_ref();
+        canary.is_some_and(|c| c.namespace == namespace)
     }
 
     /// Sends `msg` to every live gate; returns how many there were.
     fn fan_out(&self, msg: impl Fn() -> NodeMsg) -> usize {
-        let lost = self.hints_lost();
+        let lost = self.losing_hints.load(Ordering::Relaxed);
         let mut live = 0;
         for gate in self.gates.iter() {
             if !lost {

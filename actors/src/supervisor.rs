@@ -45,40 +45,13 @@ impl From<SpawnRequest> for SupervisorMsg {
 /// `Spawn` is the only message; a second variant would make this a `TryFrom`.
 impl From<SupervisorMsg> for SpawnRequest {
     fn from(msg: SupervisorMsg) -> Self {
-        match msg {
-            SupervisorMsg::Spawn(request) => request,
-        }
+        let SupervisorMsg::Spawn(request) = msg;
+        request
     }
 }
 
 pub struct Supervisor<E, C> {
     ctx: Arc<GateContext<E, C>>,
-}
-
-impl<E: EffectExecutor, C: Clock> Supervisor<E, C> {
-    pub fn new(ctx: Arc<GateContext<E, C>>) -> Self {
-        Supervisor { ctx }
-    }
-
-    async fn spawn_gate(
-        &self,
-        myself: &ActorRef<SupervisorMsg>,
-        state: &mut SupervisorState,
-        node: String,
-    ) {
-        let router = &self.ctx.router;
-        if router.gate(&node).is_some() || !router.needs_gate(&node) {
-            return;
-        }
-        let actor = NodeActor::new(Arc::clone(&self.ctx), Arc::clone(&state.wheel));
-        match Actor::spawn_linked(None, actor, node.clone(), myself.get_cell()).await {
-            Ok((gate, _)) => {
-                tracing::debug!(%node, "gate started");
-                state.children.insert(gate.get_id(), node);
-            }
-            Err(error) => tracing::error!(%node, %error, "could not start a gate"),
-        }
-    }
 }
 
 pub struct SupervisorState {
@@ -96,7 +69,7 @@ pub struct SupervisorState {
 pub async fn start<E: EffectExecutor, C: Clock>(
     ctx: Arc<GateContext<E, C>>,
 ) -> Result<(ActorRef<SupervisorMsg>, JoinHandle<()>), SpawnErr> {
-    Actor::spawn(None, Supervisor::new(ctx), ()).await
+    Actor::spawn(None, Supervisor { ctx }, ()).await
 }
 
 impl<E: EffectExecutor, C: Clock> Actor for Supervisor<E, C> {
@@ -109,9 +82,8 @@ impl<E: EffectExecutor, C: Clock> Actor for Supervisor<E, C> {
         myself: ActorRef<SupervisorMsg>,
         _: (),
     ) -> Result<SupervisorState, ActorProcessingErr> {
-        self.ctx
-            .router
-            .set_spawn_requests(Some(myself.get_derived()));
+        let requests = myself.get_derived();
+        self.ctx.router.set_spawn_requests(Some(requests));
         Ok(SupervisorState {
             children: HashMap::new(),
             wheel: Wheel::start(),
@@ -125,10 +97,19 @@ impl<E: EffectExecutor, C: Clock> Actor for Supervisor<E, C> {
         msg: SupervisorMsg,
         state: &mut SupervisorState,
     ) -> Result<(), ActorProcessingErr> {
-        match msg {
-            SupervisorMsg::Spawn(SpawnRequest { node }) => {
-                self.spawn_gate(&myself, state, node).await
+        let SupervisorMsg::Spawn(SpawnRequest { node }) = msg;
+        let router = &self.ctx.router;
+        if router.gate(&node).is_some() || !router.needs_gate(&node) {
+            return Ok(());
+        }
+        let (ctx, wheel) = (Arc::clone(&self.ctx), Arc::clone(&state.wheel));
+        let actor = NodeActor { ctx, wheel };
+        match Actor::spawn_linked(None, actor, node.clone(), myself.get_cell()).await {
+            Ok((gate, _)) => {
+                tracing::debug!(%node, "gate started");
+                state.children.insert(gate.get_id(), node);
             }
+            Err(error) => tracing::error!(%node, %error, "could not start a gate"),
         }
         Ok(())
     }

@@ -35,17 +35,6 @@ pub enum Due {
     Timer { kind: TimerKind, generation: u64 },
 }
 
-impl Due {
-    fn into_msg(self) -> NodeMsg {
-        match self {
-            Due::Reexamine => NodeMsg::Reexamine,
-            Due::Timer { kind, generation } => {
-                NodeMsg::input(Input::TimerFired { kind, generation })
-            }
-        }
-    }
-}
-
 /// One pending timer: when, and a number no other timer has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct TimerKey {
@@ -53,11 +42,13 @@ pub struct TimerKey {
     seq: u64,
 }
 
+#[derive(Default)]
 struct Queue {
     pending: BTreeMap<TimerKey, (ActorRef<NodeMsg>, Due)>,
     next_seq: u64,
 }
 
+#[derive(Default)]
 struct Shared {
     queue: Mutex<Queue>,
     /// An earlier timer than the task waits for was added.
@@ -81,13 +72,7 @@ pub struct Wheel {
 impl Wheel {
     /// Starts the wheel's task on the current tokio runtime.
     pub fn start() -> Arc<Wheel> {
-        let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue {
-                pending: BTreeMap::new(),
-                next_seq: 0,
-            }),
-            earlier: Notify::new(),
-        });
+        let shared = Arc::new(Shared::default());
         let task = tokio::spawn(run(Arc::clone(&shared)));
         Arc::new(Wheel { shared, task })
     }
@@ -96,10 +81,8 @@ impl Wheel {
     pub fn schedule(&self, delay: Duration, to: ActorRef<NodeMsg>, due: Due) -> TimerKey {
         let at = Instant::now() + delay;
         let mut queue = self.shared.lock();
-        let key = TimerKey {
-            at,
-            seq: queue.next_seq,
-        };
+        let seq = queue.next_seq;
+        let key = TimerKey { at, seq };
         queue.next_seq += 1;
         let first = queue
             .pending
@@ -152,7 +135,12 @@ async fn run(shared: Arc<Shared>) {
         };
         // Outside the lock: a gate that is gone just does not get it.
         for (to, due) in fired.drain(..) {
-            let _ = to.cast(due.into_msg());
+            let _ = to.cast(match due {
+                Due::Reexamine => NodeMsg::Reexamine,
+                Due::Timer { kind, generation } => {
+                    NodeMsg::input(Input::TimerFired { kind, generation })
+                }
+            });
         }
         match next {
             Some(at) => {

@@ -78,31 +78,22 @@ impl OwnPod {
 /// opened).
 pub fn params_data(config: &Config) -> BTreeMap<String, String> {
     let regate = config.regate.as_ref().map(|r| &r.taint);
-    let managed: Vec<String> = config
-        .placement
-        .managed_taints
-        .iter()
-        .filter(|t| Some(*t) != regate)
-        .map(ToString::to_string)
-        .collect();
-    BTreeMap::from([
-        ("startupRules".to_string(), config.startup.admission_rules()),
-        (
-            "startupTaint".to_string(),
-            config.startup.fallback().to_string(),
-        ),
-        ("managedTaints".to_string(), managed.join(",")),
-    ])
+    let taints = config.placement.managed_taints.iter();
+    let startup = taints.filter(|t| Some(*t) != regate);
+    let managed: Vec<String> = startup.map(ToString::to_string).collect();
+    let data = [
+        ("startupRules", config.startup.admission_rules()),
+        ("startupTaint", config.startup.fallback().to_string()),
+        ("managedTaints", managed.join(",")),
+    ];
+    data.map(|(k, v)| (k.to_string(), v)).into()
 }
 
 /// Whether `cm` was written by an earlier run of this process's Pod: one of
 /// its owners is the Pod with this uid.
 pub fn written_by_this_pod(cm: &ConfigMap, pod_uid: &str) -> bool {
-    cm.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "Pod" && o.uid == pod_uid)
+    let mut owners = cm.metadata.owner_references.iter().flatten();
+    owners.any(|o| o.kind == "Pod" && o.uid == pod_uid)
 }
 
 /// What the leader must do to `current` so that it holds `data` and is
@@ -112,15 +103,12 @@ pub fn wanted(
     data: &BTreeMap<String, String>,
     owner: Option<&OwnPod>,
 ) -> Option<Write> {
-    let owners = owner.map(|p| vec![p.owner_reference()]);
     let Some(cm) = current else {
         return Some(Write::Create);
     };
     let same_data = cm.data.as_ref() == Some(data);
-    let same_owner = match &owners {
-        Some(want) => cm.metadata.owner_references.as_ref() == Some(want),
-        None => true,
-    };
+    let owners = cm.metadata.owner_references.as_ref();
+    let same_owner = owner.is_none_or(|p| owners == Some(&vec![p.owner_reference()]));
     (!same_data || !same_owner).then_some(Write::Replace)
 }
 
@@ -148,13 +136,10 @@ impl AdmissionParams {
         default_namespace: &str,
         owner: Option<OwnPod>,
     ) -> Self {
-        let namespace = at
-            .namespace
-            .clone()
-            .unwrap_or_else(|| default_namespace.to_string());
+        let namespace = at.namespace.as_deref().unwrap_or(default_namespace);
         AdmissionParams {
-            api: Api::namespaced(client, &namespace),
-            namespace,
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.to_string(),
             name: at.name.clone(),
             owner,
         }
@@ -164,6 +149,11 @@ impl AdmissionParams {
         format!("ConfigMap {}/{}", self.namespace, self.name)
     }
 
+    async fn read(&self) -> Result<Option<ConfigMap>, String> {
+        let read = self.api.get_opt(&self.name).await;
+        read.map_err(|e| format!("reading {}: {e}", self.at()))
+    }
+
     /// Deletes the parameters if this Pod owns them: what an earlier run of
     /// this container wrote is no promise that anyone will open the nodes
     /// the policy taints. Returns whether it deleted them.
@@ -171,11 +161,7 @@ impl AdmissionParams {
         let Some(pod) = &self.owner else {
             return Ok(false);
         };
-        let current = self
-            .api
-            .get_opt(&self.name)
-            .await
-            .map_err(|e| format!("reading {}: {e}", self.at()))?;
+        let current = self.read().await?;
         let Some(cm) = current.filter(|cm| written_by_this_pod(cm, &pod.uid)) else {
             return Ok(false);
         };
@@ -198,11 +184,7 @@ impl AdmissionParams {
     /// One check: creates or replaces the parameters when they differ from
     /// `data` and this Pod as their one owner. Returns the write made.
     pub async fn ensure(&self, data: &BTreeMap<String, String>) -> Result<Option<Write>, String> {
-        let current = self
-            .api
-            .get_opt(&self.name)
-            .await
-            .map_err(|e| format!("reading {}: {e}", self.at()))?;
+        let current = self.read().await?;
         let Some(write) = wanted(current.as_ref(), data, self.owner.as_ref()) else {
             return Ok(None);
         };

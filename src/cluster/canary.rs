@@ -91,21 +91,15 @@ impl Canaries {
 /// The canary pod for `c`.
 pub fn build(c: &CanaryCreate, namespace: &str, t: &CanaryPod, tolerate: &[ManagedTaint]) -> Pod {
     let labels = [
-        (CANARY_LABEL.to_string(), c.label.clone()),
-        (
-            "app.kubernetes.io/managed-by".to_string(),
-            MANAGER.to_string(),
-        ),
-        (
-            "app.kubernetes.io/name".to_string(),
-            "nodegate-canary".to_string(),
-        ),
+        (CANARY_LABEL, c.label.as_str()),
+        ("app.kubernetes.io/managed-by", MANAGER),
+        ("app.kubernetes.io/name", "nodegate-canary"),
     ];
     Pod {
         metadata: ObjectMeta {
             name: Some(c.name.clone()),
             namespace: Some(namespace.to_string()),
-            labels: Some(labels.into()),
+            labels: Some(labels.map(|(k, v)| (k.to_string(), v.to_string())).into()),
             owner_references: Some(vec![OwnerReference {
                 api_version: "v1".into(),
                 kind: "Node".into(),
@@ -121,6 +115,12 @@ pub fn build(c: &CanaryCreate, namespace: &str, t: &CanaryPod, tolerate: &[Manag
 }
 
 fn spec(c: &CanaryCreate, t: &CanaryPod, tolerate: &[ManagedTaint]) -> PodSpec {
+    let tolerations = tolerate.iter().map(|m| Toleration {
+        key: Some(m.key.clone()),
+        operator: Some("Exists".into()),
+        effect: Some(m.effect.clone()).filter(|e| !e.is_empty()),
+        ..Default::default()
+    });
     PodSpec {
         node_name: Some(c.node.clone()),
         restart_policy: Some("Always".into()),
@@ -128,17 +128,7 @@ fn spec(c: &CanaryCreate, t: &CanaryPod, tolerate: &[ManagedTaint]) -> PodSpec {
         automount_service_account_token: Some(false),
         enable_service_links: Some(false),
         priority_class_name: t.priority_class_name.clone(),
-        tolerations: Some(
-            tolerate
-                .iter()
-                .map(|m| Toleration {
-                    key: Some(m.key.clone()),
-                    operator: Some("Exists".into()),
-                    effect: Some(m.effect.clone()).filter(|e| !e.is_empty()),
-                    ..Default::default()
-                })
-                .collect(),
-        ),
+        tolerations: Some(tolerations.collect()),
         security_context: Some(PodSecurityContext {
             run_as_non_root: Some(true),
             run_as_user: Some(CANARY_USER),

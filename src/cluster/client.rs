@@ -88,10 +88,9 @@ pub async fn client_impersonating(c: &Connection, user: Option<&str>) -> Result<
     if let Some(user) = user {
         config.auth_info.impersonate = Some(user.to_string());
     }
-    let agent = format!("nodegate/{}", env!("CARGO_PKG_VERSION"));
-    if let Ok(v) = ::http::HeaderValue::from_str(&agent) {
-        config.headers.push((::http::header::USER_AGENT, v));
-    }
+    let agent = concat!("nodegate/", env!("CARGO_PKG_VERSION"));
+    let agent = ::http::HeaderValue::from_static(agent);
+    config.headers.push((::http::header::USER_AGENT, agent));
     if let Some(t) = c.request_timeout {
         config.connect_timeout = Some(t);
         config.read_timeout = Some(t);
@@ -133,14 +132,9 @@ async fn config_for(c: &Connection) -> Result<kube::Config> {
             (config, Some(ctx.clone()))
         }
     };
-    set_target(Target {
-        server: config
-            .cluster_url
-            .to_string()
-            .trim_end_matches('/')
-            .to_string(),
-        context,
-    });
+    let url = config.cluster_url.to_string();
+    let server = url.trim_end_matches('/').to_string();
+    set_target(Target { server, context });
     Ok(config)
 }
 

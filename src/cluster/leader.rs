@@ -21,6 +21,7 @@
 //! a follower sleeps until the holder's lease runs out without looking at it,
 //! so a released lease is not taken over at once.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -60,7 +61,6 @@ pub struct Elector {
     server_time: Arc<ServerTime>,
 }
 
-/// The outcome of one attempt.
 enum Attempt {
     Holding,
     HeldByOther {
@@ -76,14 +76,10 @@ enum Attempt {
     Failed(String),
 }
 
-/// How a phase of [`Elector::run`] ends.
-enum Phase {
-    /// On to the other phase: leading after campaigning, campaigning again
-    /// after losing the lease.
-    Next,
-    /// `shutdown` changed (a leader has released the lease by then).
-    ShutDown,
-}
+/// How a phase of [`Elector::run`] ends: `Continue` on to the other phase
+/// (leading after campaigning, campaigning again after losing the lease),
+/// `Break` when `shutdown` changed (a leader has released the lease by then).
+type Phase = ControlFlow<()>;
 
 impl Elector {
     pub fn new(
@@ -124,21 +120,17 @@ impl Elector {
         mut shutdown: watch::Receiver<bool>,
     ) {
         let changed = Arc::new(Notify::new());
-        let lease_watch = tokio::spawn(watch_lease(
-            self.api.clone(),
-            self.name.clone(),
-            Arc::clone(&changed),
-        ));
+        let changes = watch_lease(self.api.clone(), self.name.clone(), Arc::clone(&changed));
+        let lease_watch = tokio::spawn(changes);
         leadership.watching(self.lease_ref(), self.lease_duration);
         tracing::info!(identity = %self.identity, lease = %self.lease_ref(), "campaigning for leadership");
         loop {
-            if let Phase::ShutDown = self
-                .campaign(&leadership, &on_gain, &mut shutdown, &changed)
-                .await
-            {
+            let campaign = self.campaign(&leadership, &on_gain, &mut shutdown, &changed);
+            if campaign.await.is_break() {
                 break;
             }
-            if let Phase::ShutDown = self.lead(&leadership, &on_gain, &mut shutdown).await {
+            let lead = self.lead(&leadership, &on_gain, &mut shutdown);
+            if lead.await.is_break() {
                 break;
             }
         }
@@ -147,7 +139,7 @@ impl Elector {
 
     /// Follower: tries now, then whenever the lease changes, the lease we saw
     /// would expire, or a (jittered) retry period passed, until this replica
-    /// holds the lease ([`Phase::Next`], `leadership` set and `on_gain` run)
+    /// holds the lease (`Continue`, `leadership` set and `on_gain` run)
     /// or `shutdown` changes.
     async fn campaign(
         &mut self,
@@ -164,7 +156,7 @@ impl Elector {
                     leadership.renewed(started, Instant::now(), started + self.renew_deadline);
                     tracing::info!(identity = %self.identity, lease = %self.lease_ref(), "became leader");
                     on_gain();
-                    return Phase::Next;
+                    return Phase::Continue(());
                 }
                 Attempt::HeldByOther {
                     holder,
@@ -194,7 +186,7 @@ impl Elector {
                 }
             };
             tokio::select! {
-                _ = shutdown.changed() => return Phase::ShutDown,
+                _ = shutdown.changed() => return Phase::Break(()),
                 _ = changed.notified(), if on_change => {}
                 _ = tokio::time::sleep(wait) => {}
             }
@@ -202,7 +194,7 @@ impl Elector {
     }
 
     /// Leader: renews every retry period until the lease is lost — another
-    /// holder, or no renewal within the renew deadline — ([`Phase::Next`],
+    /// holder, or no renewal within the renew deadline — (`Continue`,
     /// `leadership` stepped down) or `shutdown` changes: then it stops
     /// writing and releases the lease.
     async fn lead(
@@ -221,7 +213,7 @@ impl Elector {
                     // lease (and say so) before the release's answer lands.
                     tracing::info!(lease = %self.lease_ref(), "stopped leading (shutting down); releasing the lease");
                     self.release().await;
-                    return Phase::ShutDown;
+                    return Phase::Break(());
                 }
                 _ = tokio::time::sleep(self.retry_period) => {}
             }
@@ -242,7 +234,7 @@ impl Elector {
                 Attempt::HeldByOther { holder, .. } => {
                     leadership.step_down();
                     tracing::warn!(%holder, lease = %self.lease_ref(), "lost leadership: the lease has another holder");
-                    return Phase::Next;
+                    return Phase::Continue(());
                 }
                 Attempt::Raced(error) | Attempt::Failed(error) => {
                     if leadership.is_leader() {
@@ -255,7 +247,7 @@ impl Elector {
                             renew_deadline = ?self.renew_deadline,
                             "lost leadership: no renewal within the renew deadline"
                         );
-                        return Phase::Next;
+                        return Phase::Continue(());
                     }
                 }
             }
@@ -270,12 +262,8 @@ impl Elector {
             .retry_period
             .mul_f64(rand::rng().random_range(0.0..0.2));
         let retry = self.retry_period + jitter;
-        match expires {
-            Some(at) => {
-                retry.min(at.saturating_duration_since(Instant::now()) + Duration::from_millis(1))
-            }
-            None => retry,
-        }
+        let expiry = expires.map(|at| at.saturating_duration_since(Instant::now()));
+        expiry.map_or(retry, |e| retry.min(e + Duration::from_millis(1)))
     }
 
     /// One read and, when this replica may hold the lease, one conditional
@@ -290,11 +278,9 @@ impl Elector {
 
     async fn attempt(&mut self) -> Attempt {
         let lease = match self.api.get_opt(&self.name).await {
-            Ok(l) => l,
+            Ok(Some(l)) => l,
+            Ok(None) => return self.create().await,
             Err(e) => return Attempt::Failed(format!("reading {}: {e}", self.lease_ref())),
-        };
-        let Some(lease) = lease else {
-            return self.create().await;
         };
         // Only the Lease's creationTimestamp is evidence here (semantics.md
         // §5.3): its managedFields may have been written by anyone with
@@ -326,11 +312,8 @@ impl Elector {
         updated.spec = Some(self.record_now(Some(&record)));
         // `replace` sends the resourceVersion just read: a concurrent writer
         // makes this a 409, never a lost update.
-        match self
-            .api
-            .replace(&self.name, &PostParams::default(), &updated)
-            .await
-        {
+        let params = PostParams::default();
+        match self.api.replace(&self.name, &params, &updated).await {
             Ok(written) => self.holding(&written),
             Err(kube::Error::Api(e)) if e.code == 409 => Attempt::Raced(format!(
                 "{} changed while this replica was writing it",
@@ -405,9 +388,7 @@ impl Elector {
                 .map_err(|e| format!("updating {}: {e}", self.lease_ref()))
         };
         match tokio::time::timeout(self.renew_deadline, release).await {
-            Ok(Ok(())) => {
-                tracing::info!(lease = %self.lease_ref(), "released the lease");
-            }
+            Ok(Ok(())) => tracing::info!(lease = %self.lease_ref(), "released the lease"),
             Ok(Err(error)) => {
                 tracing::warn!(%error, "cannot release the lease; followers wait for it to expire");
             }

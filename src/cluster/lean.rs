@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    ManagedFieldsEntry, ObjectMeta, OwnerReference, Time,
+    FieldsV1, ManagedFieldsEntry, ObjectMeta, OwnerReference, Time,
 };
 use kube::Resource;
 use serde::de::{Deserialize, DeserializeOwned, Deserializer};
@@ -39,42 +39,33 @@ pub trait Parts: Sized {
     ) -> Self;
 }
 
-impl Parts for Node {
-    type Spec = NodeSpec;
-    type Status = NodeStatus;
-    fn assemble(metadata: ObjectMeta, spec: Option<NodeSpec>, status: Option<NodeStatus>) -> Self {
-        Node {
-            metadata,
-            spec,
-            status,
+/// [`Parts`] of each kind named, from its spec and status types.
+macro_rules! parts {
+    ($($kind:ident($spec:ident, $status:ident)),*) => {$(
+        impl Parts for $kind {
+            type Spec = $spec;
+            type Status = $status;
+            fn assemble(metadata: ObjectMeta, spec: Option<$spec>, status: Option<$status>) -> Self {
+                $kind { metadata, spec, status }
+            }
         }
-    }
+    )*};
 }
 
-impl Parts for Pod {
-    type Spec = PodSpec;
-    type Status = PodStatus;
-    fn assemble(metadata: ObjectMeta, spec: Option<PodSpec>, status: Option<PodStatus>) -> Self {
-        Pod {
-            metadata,
-            spec,
-            status,
-        }
-    }
-}
+parts!(Node(NodeSpec, NodeStatus), Pod(PodSpec, PodStatus));
 
 #[derive(serde::Deserialize)]
 #[serde(bound = "")]
 struct Wire<K: Parts> {
-    #[serde(default)]
-    metadata: Meta,
+    #[serde(default, with = "Meta")]
+    metadata: ObjectMeta,
     spec: Option<K::Spec>,
     status: Option<K::Status>,
 }
 
 /// `ObjectMeta`, field for field, with lean `managedFields`.
-#[derive(serde::Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+#[derive(serde::Deserialize)]
+#[serde(remote = "ObjectMeta", rename_all = "camelCase")]
 struct Meta {
     annotations: Option<BTreeMap<String, String>>,
     creation_timestamp: Option<Time>,
@@ -84,7 +75,8 @@ struct Meta {
     generate_name: Option<String>,
     generation: Option<i64>,
     labels: Option<BTreeMap<String, String>>,
-    managed_fields: Option<Vec<Managed>>,
+    #[serde(default, deserialize_with = "managed")]
+    managed_fields: Option<Vec<ManagedFieldsEntry>>,
     name: Option<String>,
     namespace: Option<String>,
     owner_references: Option<Vec<OwnerReference>>,
@@ -93,79 +85,49 @@ struct Meta {
     uid: Option<String>,
 }
 
-/// A `managedFields` entry; `fieldsV1`, not named here, is skipped unread.
+/// A `managedFields` entry; `fieldsV1` is skipped unread.
 #[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(remote = "ManagedFieldsEntry", rename_all = "camelCase")]
 struct Managed {
     api_version: Option<String>,
     fields_type: Option<String>,
+    #[serde(skip)]
+    fields_v1: Option<FieldsV1>,
     manager: Option<String>,
     operation: Option<String>,
     subresource: Option<String>,
     time: Option<Time>,
 }
 
-impl From<Meta> for ObjectMeta {
-    fn from(m: Meta) -> Self {
-        ObjectMeta {
-            annotations: m.annotations,
-            creation_timestamp: m.creation_timestamp,
-            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-            deletion_timestamp: m.deletion_timestamp,
-            finalizers: m.finalizers,
-            generate_name: m.generate_name,
-            generation: m.generation,
-            labels: m.labels,
-            managed_fields: m.managed_fields.map(|entries| {
-                entries
-                    .into_iter()
-                    .map(|e| ManagedFieldsEntry {
-                        api_version: e.api_version,
-                        fields_type: e.fields_type,
-                        fields_v1: None,
-                        manager: e.manager,
-                        operation: e.operation,
-                        subresource: e.subresource,
-                        time: e.time,
-                    })
-                    .collect()
-            }),
-            name: m.name,
-            namespace: m.namespace,
-            owner_references: m.owner_references,
-            resource_version: m.resource_version,
-            self_link: m.self_link,
-            uid: m.uid,
-        }
-    }
+/// `managedFields`, each entry as [`Managed`] reads it.
+fn managed<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<ManagedFieldsEntry>>, D::Error> {
+    #[derive(serde::Deserialize)]
+    struct Entry(#[serde(with = "Managed")] ManagedFieldsEntry);
+    let entries = Option::<Vec<Entry>>::deserialize(d)?;
+    Ok(entries.map(|e| e.into_iter().map(|Entry(e)| e).collect()))
 }
 
 impl<'de, K: Parts> Deserialize<'de> for Lean<K> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let w = Wire::<K>::deserialize(d)?;
-        Ok(Lean(K::assemble(w.metadata.into(), w.spec, w.status)))
+        Ok(Lean(K::assemble(w.metadata, w.spec, w.status)))
     }
+}
+
+/// [`Resource`]'s functions of the kind, each `K`'s.
+macro_rules! forward {
+    ($($name:ident),*) => {$(
+        fn $name(dt: &Self::DynamicType) -> Cow<'_, str> {
+            K::$name(dt)
+        }
+    )*};
 }
 
 impl<K: Resource> Resource for Lean<K> {
     type DynamicType = K::DynamicType;
     type Scope = K::Scope;
 
-    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::kind(dt)
-    }
-    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::group(dt)
-    }
-    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::version(dt)
-    }
-    fn api_version(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::api_version(dt)
-    }
-    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
-        K::plural(dt)
-    }
+    forward!(kind, group, version, api_version, plural);
     fn meta(&self) -> &ObjectMeta {
         self.0.meta()
     }

@@ -32,7 +32,6 @@ pub fn pointer_segment(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// The JSON Pointer of annotation `key`.
 fn annotation_path(key: &str) -> String {
     format!("/metadata/annotations/{}", pointer_segment(key))
 }
@@ -49,59 +48,44 @@ pub fn version_test(resource_version: &str) -> Value {
 /// removal also tests that the taint at its index is still the one meant.
 /// No other taint is ever touched.
 pub fn taint_write(w: &TaintWrite) -> json_patch::Patch {
-    let test = version_test(&w.resource_version);
-    match &w.change {
+    let mut ops = vec![version_test(&w.resource_version)];
+    let annotations = match &w.change {
         TaintChange::Add {
             taint,
             existing,
             annotations,
             annotations_present,
             at,
-        } => add_taint(
-            &w.resource_version,
-            taint,
-            *existing,
-            annotations,
-            *annotations_present,
-            *at,
-        ),
+        } => {
+            let present = *annotations_present;
+            let version = &w.resource_version;
+            return add_taint(version, taint, *existing, annotations, present, *at);
+        }
         TaintChange::Remove {
             index,
             taint,
             annotations,
         } => {
             let at = format!("/spec/taints/{index}");
-            let mut ops = vec![
-                test,
-                json!({"op": "test", "path": format!("{at}/key"), "value": taint.key}),
-                json!({"op": "test", "path": format!("{at}/effect"), "value": taint.effect}),
-                json!({"op": "remove", "path": at}),
-            ];
+            ops.push(json!({"op": "test", "path": format!("{at}/key"), "value": taint.key}));
+            ops.push(json!({"op": "test", "path": format!("{at}/effect"), "value": taint.effect}));
+            ops.push(json!({"op": "remove", "path": at}));
             // The node has each annotation the removal changes (its record
-            // of the taint): set in place, or removed.
-            ops.extend(annotation_ops(annotations));
-            build(ops)
+            // of the taint).
+            annotations
         }
-        TaintChange::Annotate { annotations } => {
-            let mut ops = vec![test];
-            ops.extend(annotation_ops(annotations));
-            build(ops)
-        }
-    }
-}
-
-/// Each annotation set in place (`Some`) or removed (`None`); the node has
-/// an annotations map, and each one removed.
-fn annotation_ops<'a>(
-    annotations: &'a [(&'static str, Option<String>)],
-) -> impl Iterator<Item = Value> + 'a {
-    annotations.iter().map(|(k, v)| {
+        TaintChange::Annotate { annotations } => annotations,
+    };
+    // Each annotation set in place (`Some`) or removed (`None`); the node
+    // has an annotations map, and each one removed.
+    for (k, v) in annotations {
         let path = annotation_path(k);
-        match v {
+        ops.push(match v {
             Some(v) => json!({"op": "add", "path": path, "value": v}),
             None => json!({"op": "remove", "path": path}),
-        }
-    })
+        });
+    }
+    build(ops)
 }
 
 /// Putting `taint` on a node read at `resource_version` with `existing`
@@ -116,28 +100,10 @@ pub fn add_taint(
     annotations_present: bool,
     at: Timestamp,
 ) -> json_patch::Patch {
-    let mut ops = vec![version_test(resource_version)];
-    ops.extend(add_ops(
-        taint,
-        existing,
-        annotations,
-        annotations_present,
-        at,
-    ));
-    build(ops)
-}
-
-/// The taint (its value only when it has one; a `NoExecute` taint stamped
-/// `timeAdded` in whole seconds, as the API server's own taint writers do),
-/// appended to the list or creating it, then the annotations, added to the
-/// map or creating it.
-fn add_ops(
-    taint: &Taint,
-    existing: usize,
-    annotations: &[(&'static str, String)],
-    annotations_present: bool,
-    at: Timestamp,
-) -> Vec<Value> {
+    // The taint (its value only when it has one; a `NoExecute` taint stamped
+    // `timeAdded` in whole seconds, as the API server's own taint writers
+    // do), appended to the list or creating it, then the annotations, added
+    // to the map or creating it.
     let mut t = json!({"key": taint.key, "effect": taint.effect});
     if !taint.value.is_empty() {
         t["value"] = json!(taint.value);
@@ -146,13 +112,14 @@ fn add_ops(
         let whole = Timestamp::from_second(at.as_second()).unwrap_or(at);
         t["timeAdded"] = json!(rfc3339(whole));
     }
-    let mut ops = vec![if existing == 0 {
+    let mut ops = vec![version_test(resource_version)];
+    ops.push(if existing == 0 {
         json!({"op": "add", "path": "/spec/taints", "value": [t]})
     } else {
         json!({"op": "add", "path": "/spec/taints/-", "value": t})
-    }];
+    });
     add_annotations(&mut ops, annotations, annotations_present);
-    ops
+    build(ops)
 }
 
 /// Adds each of `annotations` to a map the node has (`present`: JSON patch

@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::{self as core, Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use k8s_openapi::api::storage::v1::CSINode;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use nodegate_core::closing::regating::reboot::{KURED_NODE_LOCK, KURED_REBOOT_IN_PROGRESS};
 use nodegate_core::net::entrance::BoundPod;
 use nodegate_core::vocab::model::{
     CAPI_MACHINE_ANNOTATION, CAPI_NAMESPACE_ANNOTATION, DaemonSetInfo, Interner,
@@ -36,6 +37,11 @@ pub struct Oddity {
     pub what: String,
 }
 
+fn oddity(object: impl Into<String>, what: impl Into<String>) -> Oddity {
+    let (object, what) = (object.into(), what.into());
+    Oddity { object, what }
+}
+
 pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
     node_in(n, &mut Interner::default())
 }
@@ -46,13 +52,7 @@ pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
 pub fn node_in(n: &Node, interner: &mut Interner) -> (Option<NodeInfo>, Vec<Oddity>) {
     let mut odd = Vec::new();
     let Some(name) = n.metadata.name.clone() else {
-        return (
-            None,
-            vec![Oddity {
-                object: "node".into(),
-                what: "has no name".into(),
-            }],
-        );
+        return (None, vec![oddity("node", "has no name")]);
     };
     let created = match &n.metadata.creation_timestamp {
         Some(t) => t.0,
@@ -60,33 +60,22 @@ pub fn node_in(n: &Node, interner: &mut Interner) -> (Option<NodeInfo>, Vec<Oddi
             // The API server always sets it; an object without one cannot have a
             // meaningful deadline, so the epoch makes it "long past" and the
             // gate decides at once rather than waiting forever.
-            odd.push(Oddity {
-                object: format!("node/{name}"),
-                what: "has no creationTimestamp".into(),
-            });
+            odd.push(oddity(format!("node/{name}"), "has no creationTimestamp"));
             Timestamp::UNIX_EPOCH
         }
     };
     let found = n.metadata.annotations.as_ref();
-    let gated_since = time_annotation(
-        found,
-        annotations::GATED_SINCE,
-        "using creationTimestamp",
-        &name,
-        &mut odd,
-    );
+    let mut time = |key, otherwise| time_annotation(found, key, otherwise, &name, &mut odd);
+    let gated_since = time(annotations::GATED_SINCE, "using creationTimestamp");
+    let opened_at = time(annotations::OPENED_AT, "ignored");
     let get = |key: &str| found.and_then(|a| a.get(key));
     let flag = |key: &str| get(key).is_some_and(|v| v == "true");
     let text = |key: &str| get(key).map(|v| Box::<str>::from(v.as_str()));
-    let opened_at = time_annotation(found, annotations::OPENED_AT, "ignored", &name, &mut odd);
-    let taints = n
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .map(|ts| ts.iter().map(taint).collect())
-        .unwrap_or_default();
+    let taints = n.spec.iter().flat_map(|s| s.taints.iter().flatten());
     let (ready, conditions) = node_conditions(n, interner);
     let replace = replacement(n, &name, &mut odd);
+    let node_info = n.status.as_ref().and_then(|s| s.node_info.as_ref());
+    let boot_id = node_info.map(|i| &i.boot_id).filter(|b| !b.is_empty());
     let info = NodeInfo {
         replace,
         conditions,
@@ -96,7 +85,7 @@ pub fn node_in(n: &Node, interner: &mut Interner) -> (Option<NodeInfo>, Vec<Oddi
         uid: n.metadata.uid.clone().unwrap_or_default(),
         resource_version: n.metadata.resource_version.clone().unwrap_or_default(),
         labels: labels_in(n.metadata.labels.as_ref(), interner),
-        taints,
+        taints: taints.map(taint).collect(),
         created,
         gated_since,
         ready,
@@ -112,17 +101,9 @@ pub fn node_in(n: &Node, interner: &mut Interner) -> (Option<NodeInfo>, Vec<Oddi
         regated_for: text(annotations::REGATED_FOR),
         rule_taints: text(annotations::CONDITION_TAINTS),
         reboot_pending: text(annotations::REBOOT_PENDING),
-        kured_rebooting: found.is_some_and(|a| {
-            a.contains_key(nodegate_core::closing::regating::reboot::KURED_REBOOT_IN_PROGRESS)
-        }),
+        kured_rebooting: found.is_some_and(|a| a.contains_key(KURED_REBOOT_IN_PROGRESS)),
         awaiting_reboot: text(annotations::AWAITING_REBOOT),
-        boot_id: n
-            .status
-            .as_ref()
-            .and_then(|s| s.node_info.as_ref())
-            .map(|i| i.boot_id.as_str())
-            .filter(|b| !b.is_empty())
-            .map(Into::into),
+        boot_id: boot_id.map(|b| b.as_str().into()),
     };
     (Some(info), odd)
 }
@@ -131,16 +112,11 @@ pub fn node_in(n: &Node, interner: &mut Interner) -> (Option<NodeInfo>, Vec<Oddi
 /// such as `nvidia.com/gpu`; `cpu`, `memory`, `pods` and the like have
 /// none), each quantity as written: what `criticalResources` reads.
 fn extended_allocatable(n: &Node) -> BTreeMap<String, String> {
-    n.status
-        .as_ref()
-        .and_then(|s| s.allocatable.as_ref())
-        .map(|a| {
-            a.iter()
-                .filter(|(name, _)| name.contains('/'))
-                .map(|(name, q)| (name.clone(), q.0.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
+    let allocatable = n.status.iter().flat_map(|s| s.allocatable.iter().flatten());
+    allocatable
+        .filter(|(name, _)| name.contains('/'))
+        .map(|(name, q)| (name.clone(), q.0.clone()))
+        .collect()
 }
 
 /// A ResourceSlice local to one node (`spec.nodeName`): the node's name and
@@ -151,36 +127,26 @@ fn extended_allocatable(n: &Node) -> BTreeMap<String, String> {
 pub fn resource_slice(s: &ResourceSlice) -> Option<(String, SliceInfo)> {
     let node = s.spec.node_name.clone().filter(|n| !n.is_empty())?;
     let pool = &s.spec.pool;
-    let owner_uid = s
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.kind == "Node" && r.api_version == "v1" && r.name == node)
-        .map(|r| r.uid.clone())
-        .unwrap_or_default();
-    Some((
-        node,
-        SliceInfo {
-            name: s.metadata.name.clone()?,
-            driver: s.spec.driver.clone(),
-            pool: pool.name.clone(),
-            generation: pool.generation,
-            slice_count: pool.resource_slice_count,
-            owner_uid,
-        },
-    ))
+    let mut owners = s.metadata.owner_references.iter().flatten();
+    let owner = owners.find(|r| r.kind == "Node" && r.api_version == "v1" && r.name == node);
+    let owner_uid = owner.map(|r| r.uid.clone()).unwrap_or_default();
+    let slice = SliceInfo {
+        name: s.metadata.name.clone()?,
+        driver: s.spec.driver.clone(),
+        pool: pool.name.clone(),
+        generation: pool.generation,
+        slice_count: pool.resource_slice_count,
+        owner_uid,
+    };
+    Some((node, slice))
 }
 
 /// The node's owner and nodegate's replace marks (`--on-timeout=replace`).
 fn replacement(n: &Node, name: &str, odd: &mut Vec<Oddity>) -> Replacement {
     let found = n.metadata.annotations.as_ref();
     let get = |key: &str| found.and_then(|a| a.get(key)).filter(|v| !v.is_empty());
-    let karpenter = n
-        .metadata
-        .labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(KARPENTER_NODEPOOL_LABEL));
+    let labels = n.metadata.labels.as_ref();
+    let karpenter = labels.is_some_and(|l| l.contains_key(KARPENTER_NODEPOOL_LABEL));
     let owner = match (get(CAPI_MACHINE_ANNOTATION), get(CAPI_NAMESPACE_ANNOTATION)) {
         (Some(machine), Some(namespace)) => Owner::Machine {
             namespace: namespace.clone(),
@@ -190,6 +156,7 @@ fn replacement(n: &Node, name: &str, odd: &mut Vec<Oddity>) -> Replacement {
         _ => Owner::None,
     };
     let spec = n.spec.as_ref();
+    let provider_id = spec.and_then(|s| s.provider_id.as_deref());
     let mut time = |key: &str| time_annotation(found, key, "ignored", name, odd);
     let timed_out = time(annotations::TIMED_OUT);
     let requested = time(annotations::REPLACE_REQUESTED);
@@ -199,10 +166,7 @@ fn replacement(n: &Node, name: &str, odd: &mut Vec<Oddity>) -> Replacement {
         .zip(fallback_at);
     Replacement {
         owner,
-        provider_id: spec
-            .and_then(|s| s.provider_id.as_deref())
-            .filter(|p| !p.is_empty())
-            .map(Into::into),
+        provider_id: provider_id.filter(|p| !p.is_empty()).map(Into::into),
         timed_out,
         requested,
         fallback,
@@ -224,10 +188,8 @@ fn time_annotation(
     match v.parse::<Timestamp>() {
         Ok(t) => Some(t),
         Err(e) => {
-            odd.push(Oddity {
-                object: format!("node/{name}"),
-                what: format!("annotation {key}={v:?} is not an RFC 3339 time ({e}); {otherwise}"),
-            });
+            let what = format!("annotation {key}={v:?} is not an RFC 3339 time ({e}); {otherwise}");
+            odd.push(oddity(format!("node/{name}"), what));
             None
         }
     }
@@ -242,20 +204,14 @@ fn node_conditions(
     let ready = listed
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
         .map_or(NodeReady::Unknown, |c| NodeReady::from_status(&c.status));
-    let conditions = listed
-        .map(|cs| {
-            cs.iter()
-                .map(|c| {
-                    let cond = NodeCondition {
-                        status: interner.get(&c.status),
-                        since: c.last_transition_time.as_ref().map(|t| t.0),
-                    };
-                    (interner.get(&c.type_), cond)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    (ready, conditions)
+    let conditions = listed.into_iter().flatten().map(|c| {
+        let cond = NodeCondition {
+            status: interner.get(&c.status),
+            since: c.last_transition_time.as_ref().map(|t| t.0),
+        };
+        (interner.get(&c.type_), cond)
+    });
+    (ready, conditions.collect())
 }
 
 pub fn taint(t: &core::Taint) -> Taint {
@@ -270,31 +226,19 @@ pub fn daemonset(ds: &DaemonSet) -> Option<DaemonSetInfo> {
     let namespace = ds.metadata.namespace.clone()?;
     let name = ds.metadata.name.clone()?;
     let spec = ds.spec.as_ref();
-    let template = spec
-        .and_then(|s| s.template.spec.as_ref())
-        .map(placement)
-        .unwrap_or_default();
-    let kept = ds
-        .metadata
-        .annotations
-        .as_ref()
-        .map(|a| {
-            a.iter()
-                // kured's reboot lock too (semantics.md §6.10): only kured's
-                // own DaemonSet carries it.
-                .filter(|(k, _)| {
-                    k.starts_with(annotations::PREFIX)
-                        || *k == nodegate_core::closing::regating::reboot::KURED_NODE_LOCK
-                })
-                .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let template = spec.and_then(|s| s.template.spec.as_ref()).map(placement);
+    let found = ds.metadata.annotations.iter().flatten();
+    // nodegate's own, and kured's reboot lock (semantics.md §6.10): only
+    // kured's own DaemonSet carries it.
+    let kept = found
+        .filter(|(k, _)| k.starts_with(annotations::PREFIX) || *k == KURED_NODE_LOCK)
+        .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
+        .collect();
     Some(DaemonSetInfo {
         uid: ds.metadata.uid.clone().unwrap_or_default(),
         labels: labels(ds.metadata.labels.as_ref()),
         annotations: kept,
-        template,
+        template: template.unwrap_or_default(),
         min_ready_seconds: spec.and_then(|s| s.min_ready_seconds).unwrap_or(0),
         namespace,
         name,
@@ -315,11 +259,7 @@ pub fn placement(spec: &core::PodSpec) -> PodPlacement {
     PodPlacement {
         node_selector: labels(spec.node_selector.as_ref()),
         required_node_affinity: required,
-        tolerations: spec
-            .tolerations
-            .as_ref()
-            .map(|ts| ts.iter().map(toleration).collect())
-            .unwrap_or_default(),
+        tolerations: spec.tolerations.iter().flatten().map(toleration).collect(),
         node_name: spec.node_name.clone().unwrap_or_default(),
         host_network: spec.host_network.unwrap_or(false),
     }
@@ -327,17 +267,13 @@ pub fn placement(spec: &core::PodSpec) -> PodPlacement {
 
 fn term(t: &core::NodeSelectorTerm) -> NodeSelectorTerm {
     let reqs = |rs: &Option<Vec<core::NodeSelectorRequirement>>| {
-        rs.as_ref()
-            .map(|rs| {
-                rs.iter()
-                    .map(|r| NodeSelectorRequirement {
-                        key: r.key.clone(),
-                        operator: r.operator.clone(),
-                        values: r.values.clone().unwrap_or_default(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+        let rs = rs.iter().flatten();
+        rs.map(|r| NodeSelectorRequirement {
+            key: r.key.clone(),
+            operator: r.operator.clone(),
+            values: r.values.clone().unwrap_or_default(),
+        })
+        .collect()
     };
     NodeSelectorTerm {
         match_expressions: reqs(&t.match_expressions),
@@ -363,41 +299,29 @@ pub fn pod(p: &Pod) -> Option<PodInfo> {
 pub fn pod_in(p: &Pod, interner: &mut Interner) -> Option<PodInfo> {
     let namespace = interner.get(p.metadata.namespace.as_deref()?);
     let name = p.metadata.name.clone()?;
-    let controller_uid = p
-        .metadata
-        .owner_references
-        .as_ref()
-        .and_then(|refs| refs.iter().find(|r| r.controller == Some(true)))
-        .map(|r| interner.get(&r.uid));
+    let mut owners = p.metadata.owner_references.iter().flatten();
+    let controller = owners.find(|r| r.controller == Some(true));
+    let controller_uid = controller.map(|r| interner.get(&r.uid));
+    let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    let found = p.metadata.annotations.as_ref();
+    let flag = |key: &str| found.and_then(|a| a.get(key)).is_some_and(|v| v == "true");
     let status = p.status.as_ref();
     let condition = |type_: &str| {
         let conditions = status.and_then(|s| s.conditions.as_ref());
         conditions.and_then(|cs| cs.iter().find(|c| c.type_ == type_))
     };
     let ready_cond = condition("Ready");
+    let ready_since = ready_cond.and_then(|c| c.last_transition_time.as_ref());
     Some(PodInfo {
         uid: p.metadata.uid.as_deref().unwrap_or_default().into(),
-        node_name: interner.get(
-            p.spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .unwrap_or_default(),
-        ),
+        node_name: interner.get(node.unwrap_or_default()),
         labels: labels_in(p.metadata.labels.as_ref(), interner),
         controller_uid,
         terminating: p.metadata.deletion_timestamp.is_some(),
         phase: interner.get(status.and_then(|s| s.phase.as_deref()).unwrap_or_default()),
         ready: ready_cond.is_some_and(|c| c.status == "True"),
-        ready_since: ready_cond
-            .and_then(|c| c.last_transition_time.as_ref())
-            .map(|t| t.0)
-            .into(),
-        ready_annotation: p
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(annotations::POD_READY))
-            .is_some_and(|v| v == "true"),
+        ready_since: ready_since.map(|t| t.0).into(),
+        ready_annotation: flag(annotations::POD_READY),
         sandbox_ready: condition(SANDBOX_CONDITION).is_some_and(|c| c.status == "True"),
         status_note: status.and_then(pod_status_note).map(Shared::from),
         namespace,
@@ -410,18 +334,14 @@ const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// A pod's metadata as the "is there a workload" rule reads it.
 pub fn bound_pod(meta: &ObjectMeta) -> BoundPod {
+    let mut owners = meta.owner_references.iter().flatten();
+    let controller = owners.find(|o| o.controller == Some(true));
+    let found = meta.annotations.as_ref();
     BoundPod {
         namespace: meta.namespace.clone().unwrap_or_default(),
         name: meta.name.clone().unwrap_or_default(),
-        controller_kind: meta
-            .owner_references
-            .as_ref()
-            .and_then(|os| os.iter().find(|o| o.controller == Some(true)))
-            .map(|o| o.kind.clone()),
-        mirror: meta
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)),
+        controller_kind: controller.map(|o| o.kind.clone()),
+        mirror: found.is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)),
     }
 }
 
@@ -462,13 +382,10 @@ fn pod_status_note(s: &core::PodStatus) -> Option<String> {
         })
     };
     let mut note = own.or_else(container).or_else(condition)?;
-    if note.len() > NOTE_MAX {
-        let mut cut = NOTE_MAX;
-        while !note.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        note.truncate(cut);
-    }
+    // The last character boundary at or below NOTE_MAX (the length itself
+    // when it is shorter).
+    let cut = (0..=NOTE_MAX).rfind(|&i| note.is_char_boundary(i));
+    note.truncate(cut.unwrap_or(0));
     Some(note)
 }
 
@@ -479,10 +396,8 @@ pub const NOTE_MAX: usize = 256;
 /// names of the CSI drivers it lists.
 pub fn csinode(c: &CSINode) -> Option<(String, Vec<String>)> {
     let name = c.metadata.name.clone()?;
-    Some((
-        name,
-        c.spec.drivers.iter().map(|d| d.name.clone()).collect(),
-    ))
+    let drivers = c.spec.drivers.iter().map(|d| d.name.clone()).collect();
+    Some((name, drivers))
 }
 
 pub fn labels(l: Option<&BTreeMap<String, String>>) -> Labels {
@@ -491,12 +406,10 @@ pub fn labels(l: Option<&BTreeMap<String, String>>) -> Labels {
 
 /// [`labels`], keys and values shared through `interner`.
 pub fn labels_in(l: Option<&BTreeMap<String, String>>, interner: &mut Interner) -> Labels {
-    l.map(|m| {
-        m.iter()
-            .map(|(k, v)| (interner.get(k), interner.get(v)))
-            .collect()
-    })
-    .unwrap_or_default()
+    let pairs = l.into_iter().flatten();
+    pairs
+        .map(|(k, v)| (interner.get(k), interner.get(v)))
+        .collect()
 }
 
 #[cfg(test)]

@@ -125,14 +125,8 @@ impl<I: Clone + Eq + Hash, T> Listing<I, T> {
         }
         self.relisting = false;
         let epoch = self.epoch;
-        let mut ops = Vec::new();
-        self.known.retain(|id, seen| {
-            let listed = *seen == epoch;
-            if !listed {
-                ops.push(Op::Delete(id.clone()));
-            }
-            listed
-        });
+        let swept = self.known.extract_if(|_, seen| *seen != epoch);
+        let mut ops: Vec<_> = swept.map(|(id, _)| Op::Delete(id)).collect();
         ops.extend(std::mem::take(&mut self.held).into_iter().map(Op::Upsert));
         self.held.shrink_to_fit();
         ops

@@ -97,9 +97,7 @@ pub async fn carry_out(writer: &Writer, w: &ReplaceWrite, may_write: impl Fn() -
             Ok(Err(e)) if again => return Outcome::OwnerFailed(e),
             Ok(Err(e)) => return Outcome::Failed(e),
             Err(e) if again => return Outcome::OwnerFailed(e.to_string()),
-            Err(e) => {
-                return Outcome::Failed(format!("finding the node's owner: {e}"));
-            }
+            Err(e) => return Outcome::Failed(format!("finding the node's owner: {e}")),
         }
     };
     if let Some(body) = mark(w) {
@@ -135,7 +133,6 @@ fn machines() -> ApiResource {
     ApiResource::from_gvk_with_plural(&gvk, "machines")
 }
 
-/// What [`prove`] found.
 enum Found {
     /// The owner, proven from its own side.
     Proven(Box<Proven>),
@@ -202,11 +199,7 @@ async fn prove(
             let what = format!("machine/{namespace}/{name}");
             let api: Api<DynamicObject> =
                 Api::namespaced_with(client.clone(), namespace, &machines());
-            let found = api
-                .get_opt(name)
-                .await
-                .map_err(|e| format!("reading {what}: {e}"))?;
-            let Some(m) = found else {
+            let Some(m) = read(&api, name, &what).await? else {
                 return Ok(Found::NotProven(format!(
                     "{what}, named by the node's annotations, does not exist"
                 )));
@@ -223,29 +216,19 @@ async fn prove(
         }
         Owner::NodeClaim => {
             let nodes: Api<Node> = Api::all(client.clone());
-            let found = nodes
-                .get_opt(node)
-                .await
-                .map_err(|e| format!("reading node {node}: {e}"))?;
+            let found = read(&nodes, node, &format!("node {node}")).await?;
             let Some(n) = found.filter(|n| n.metadata.uid.as_deref() == Some(node_uid)) else {
                 return Ok(Found::NotProven(format!(
                     "node {node} (uid {node_uid}) is gone"
                 )));
             };
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &nodeclaims());
-            let reference = n
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
+            let mut owners = n.metadata.owner_references.iter().flatten();
+            let reference = owners
                 .find(|r| r.kind == "NodeClaim" && r.api_version.starts_with("karpenter.sh/"));
             let (claim, why) = if let Some(r) = reference {
                 let what = format!("nodeclaim/{}", r.name);
-                let found = api
-                    .get_opt(&r.name)
-                    .await
-                    .map_err(|e| format!("reading {what}: {e}"))?;
-                match found {
+                match read(&api, &r.name, &what).await? {
                     None => (
                         None,
                         format!("{what}, the node's owner reference, does not exist"),
@@ -284,7 +267,15 @@ async fn prove(
     }
 }
 
-/// One page of the NodeClaim LIST below.
+/// Object `name` of `api`, if it exists (`what` names it in the error).
+async fn read<K>(api: &Api<K>, name: &str, what: &str) -> Result<Option<K>, String>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let found = api.get_opt(name).await;
+    found.map_err(|e| format!("reading {what}: {e}"))
+}
+
 const NODECLAIM_PAGE: u32 = 500;
 
 /// [`owning_nodeclaim`] over every NodeClaim, read a page at a time and

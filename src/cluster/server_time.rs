@@ -93,14 +93,9 @@ impl ServerTime {
     /// stamped. Entries of other managers are ignored.
     pub fn saw_own_write(&self, meta: &ObjectMeta) {
         self.saw_object(meta);
-        let own = meta
-            .managed_fields
-            .iter()
-            .flatten()
-            .filter(|m| m.manager.as_deref() == Some(FIELD_MANAGER))
-            .filter_map(|m| m.time.as_ref().map(|t| t.0))
-            .max();
-        if let Some(at) = own {
+        let entries = meta.managed_fields.iter().flatten();
+        let own = entries.filter(|m| m.manager.as_deref() == Some(FIELD_MANAGER));
+        if let Some(at) = own.filter_map(|m| m.time.as_ref().map(|t| t.0)).max() {
             self.offer_at(at, Instant::now(), "own write's managedFields");
         }
     }
@@ -175,7 +170,6 @@ fn keep_newer(slot: &Mutex<Option<Reading>>, at: Timestamp, seen: Instant) {
 pub const PROBE_PERIOD: Duration = Duration::from_secs(60);
 /// The wait after a probe that got no usable answer.
 pub const PROBE_RETRY: Duration = Duration::from_secs(5);
-/// How long one probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Asks the API server for its clock, at once and then every
@@ -206,21 +200,17 @@ async fn server_date(client: &Client) -> Result<Timestamp, String> {
         .body(Body::from(Vec::new()))
         .map_err(|e| e.to_string())?;
     let response = client.send(request).await.map_err(|e| e.to_string())?;
-    let date = response
-        .headers()
-        .get(http::header::DATE)
-        .ok_or("the answer has no Date header")?
-        .to_str()
-        .map_err(|e| e.to_string())?;
+    let found = response.headers().get(http::header::DATE);
+    let header = found.ok_or("the answer has no Date header")?;
+    let date = header.to_str().map_err(|e| e.to_string())?;
     http_date(date).ok_or_else(|| format!("unreadable Date header {date:?}"))
 }
 
 /// An HTTP `Date` header (RFC 9110's IMF-fixdate, e.g. `Tue, 24 Nov 2026
 /// 01:44:41 GMT`).
 pub(crate) fn http_date(value: &str) -> Option<Timestamp> {
-    jiff::fmt::rfc2822::DateTimeParser::new()
-        .parse_timestamp(value)
-        .ok()
+    let parser = jiff::fmt::rfc2822::DateTimeParser::new();
+    parser.parse_timestamp(value).ok()
 }
 
 /// `(at, seen)` carried forward to `instant` on the monotonic clock.

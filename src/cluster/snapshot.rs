@@ -30,16 +30,11 @@ use crate::error::{Error, Result};
 /// Pod lists in flight at once, one per node ([`pods_on_each`]).
 const LIST_CONCURRENCY: usize = 8;
 
-// ---------------------------------------------------------------------------
-// Nodes
-
 /// Every node, as listed (one LIST): `doctor` and `config check` read what
 /// the model leaves out, so the objects are the caller's to project.
 pub async fn nodes(client: &kube::Client) -> Result<Vec<Node>, kube::Error> {
-    Ok(Api::<Node>::all(client.clone())
-        .list(&ListParams::default())
-        .await?
-        .items)
+    let api: Api<Node> = Api::all(client.clone());
+    Ok(api.list(&ListParams::default()).await?.items)
 }
 
 /// Node `name`, projected, with its CSI drivers and, when `with_slices`,
@@ -59,11 +54,9 @@ pub async fn node(
         .map_err(Error::kube(format!("cannot read node {name:?}")))?
         .ok_or_else(|| Error::NodeNotFound(name.to_string()))?;
     let (node, oddities) = project::node(&raw);
-    warnings.extend(
-        oddities
-            .into_iter()
-            .map(|o| format!("{}: {}", o.object, o.what)),
-    );
+    for o in oddities {
+        warnings.push(format!("{}: {}", o.object, o.what));
+    }
     let mut node = node.ok_or_else(|| Error::Invalid {
         what: format!("node {name:?}"),
         why: "the API server returned a node without a name".into(),
@@ -116,24 +109,14 @@ fn fill_devices(
 /// The drivers node `name`'s CSINode lists; `Ok(None)` when it has none.
 async fn drivers_of(client: &kube::Client, name: &str) -> Result<Option<Vec<String>>, kube::Error> {
     let api: Api<CSINode> = Api::all(client.clone());
-    Ok(api
-        .get_opt(name)
-        .await?
-        .as_ref()
-        .and_then(project::csinode)
-        .map(|(_, drivers)| drivers))
+    let csinode = api.get_opt(name).await?;
+    Ok(csinode.as_ref().and_then(project::csinode).map(|(_, d)| d))
 }
 
-/// Every CSINode's drivers, by node name.
 async fn all_drivers(client: &kube::Client) -> Result<HashMap<String, Vec<String>>, kube::Error> {
     let api: Api<CSINode> = Api::all(client.clone());
-    Ok(api
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .filter_map(project::csinode)
-        .collect())
+    let list = api.list(&ListParams::default()).await?;
+    Ok(list.items.iter().filter_map(project::csinode).collect())
 }
 
 /// The ResourceSlices local to node `name` (`spec.nodeName`, a field
@@ -142,14 +125,9 @@ async fn all_drivers(client: &kube::Client) -> Result<HashMap<String, Vec<String
 async fn slices_of(client: &kube::Client, name: &str) -> Result<Vec<SliceInfo>, kube::Error> {
     let api: Api<ResourceSlice> = Api::all(client.clone());
     let params = ListParams::default().fields(&format!("spec.nodeName={name}"));
-    let mut slices: Vec<SliceInfo> = api
-        .list(&params)
-        .await?
-        .items
-        .iter()
-        .filter_map(project::resource_slice)
-        .map(|(_, s)| s)
-        .collect();
+    let list = api.list(&params).await?;
+    let projected = list.items.iter().filter_map(project::resource_slice);
+    let mut slices: Vec<SliceInfo> = projected.map(|(_, s)| s).collect();
     slices.sort();
     Ok(slices)
 }
@@ -161,14 +139,9 @@ pub async fn all_slices(
     client: &kube::Client,
 ) -> Result<HashMap<String, Vec<SliceInfo>>, kube::Error> {
     let api: Api<ResourceSlice> = Api::all(client.clone());
+    let list = api.list(&ListParams::default()).await?;
     let mut by_node: HashMap<String, Vec<SliceInfo>> = HashMap::new();
-    for (node, slice) in api
-        .list(&ListParams::default())
-        .await?
-        .items
-        .iter()
-        .filter_map(project::resource_slice)
-    {
+    for (node, slice) in list.items.iter().filter_map(project::resource_slice) {
         by_node.entry(node).or_default().push(slice);
     }
     for slices in by_node.values_mut() {
@@ -177,18 +150,14 @@ pub async fn all_slices(
     Ok(by_node)
 }
 
-// ---------------------------------------------------------------------------
-// DaemonSets
-
 /// Every DaemonSet, projected; one without namespace or name is skipped
 /// with a warning.
 pub async fn daemonsets(
     client: &kube::Client,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<DaemonSetInfo>, kube::Error> {
-    let list = Api::<DaemonSet>::all(client.clone())
-        .list(&ListParams::default())
-        .await?;
+    let api: Api<DaemonSet> = Api::all(client.clone());
+    let list = api.list(&ListParams::default()).await?;
     let mut out = Vec::new();
     for ds in &list {
         match project::daemonset(ds) {
@@ -213,9 +182,6 @@ pub async fn daemonset_exists(
     }
 }
 
-// ---------------------------------------------------------------------------
-// Pods
-
 /// The pods bound to `node` (one LIST, every namespace), each as `keep`
 /// projects it; those it gives `None` for are left out.
 pub async fn pods_on<T>(
@@ -223,9 +189,8 @@ pub async fn pods_on<T>(
     node: &str,
     keep: impl Fn(&Pod) -> Option<T>,
 ) -> Result<Vec<T>, kube::Error> {
-    let list = Api::<Pod>::all(client.clone())
-        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
-        .await?;
+    let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let list = Api::<Pod>::all(client.clone()).list(&params).await?;
     Ok(list.items.iter().filter_map(keep).collect())
 }
 
@@ -266,39 +231,20 @@ pub async fn unscheduled_for<T>(
     node: &str,
     keep: impl Fn(&Pod) -> Option<T>,
 ) -> Result<Vec<T>, kube::Error> {
-    let pending = Api::<Pod>::all(client.clone())
-        .list(&ListParams::default().fields("spec.nodeName=,status.phase=Pending"))
-        .await?;
-    Ok(pending
-        .items
-        .iter()
-        .filter(|p| aimed_at(p, node))
-        .filter_map(keep)
-        .collect())
+    let params = ListParams::default().fields("spec.nodeName=,status.phase=Pending");
+    let pending = Api::<Pod>::all(client.clone()).list(&params).await?;
+    let aimed = pending.items.iter().filter(|p| aimed_at(p, node));
+    Ok(aimed.filter_map(keep).collect())
 }
 
 /// Whether an unbound pod was made for `node`: the DaemonSet controller pins
 /// each daemon pod with a required `matchFields` term on `metadata.name`.
 fn aimed_at(pod: &Pod, node: &str) -> bool {
-    let Some(terms) = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.affinity.as_ref())
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|na| {
-            na.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .map(|sel| &sel.node_selector_terms)
-    else {
-        return false;
-    };
-    terms.iter().any(|t| {
-        t.match_fields.iter().flatten().any(|r| {
-            r.key == NODE_NAME_FIELD
-                && r.operator == NODE_OP_IN
-                && r.values.iter().flatten().any(|v| v == node)
-        })
+    let placement = pod.spec.as_ref().map(project::placement);
+    let terms = placement.and_then(|p| p.required_node_affinity);
+    let mut pins = terms.iter().flatten().flat_map(|t| &t.match_fields);
+    pins.any(|r| {
+        r.key == NODE_NAME_FIELD && r.operator == NODE_OP_IN && r.values.iter().any(|v| v == node)
     })
 }
 

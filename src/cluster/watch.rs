@@ -60,10 +60,11 @@ pub struct WatchStats {
 impl WatchStats {
     /// The kinds whose watch loop has ended.
     pub fn stopped(&self) -> Vec<&'static str> {
-        self.stopped
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.stopped_kinds().clone()
+    }
+
+    fn stopped_kinds(&self) -> std::sync::MutexGuard<'_, Vec<&'static str>> {
+        self.stopped.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -77,11 +78,7 @@ struct StopGuard {
 
 impl Drop for StopGuard {
     fn drop(&mut self) {
-        let stopped = &self.stats.stopped;
-        stopped
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(self.kind);
+        self.stats.stopped_kinds().push(self.kind);
     }
 }
 
@@ -146,11 +143,8 @@ impl Sink<Lean<Node>> for NodeSink {
     /// Same name, same resourceVersion: the same object (the CSI drivers
     /// the index adds come from another watch).
     fn unchanged(&self, info: &Self::Item) -> bool {
-        !info.resource_version.is_empty()
-            && self
-                .router
-                .node(&info.name)
-                .is_some_and(|n| n.resource_version == info.resource_version)
+        let same = |n: Arc<NodeInfo>| n.resource_version == info.resource_version;
+        !info.resource_version.is_empty() && self.router.node(&info.name).is_some_and(same)
     }
     fn delete(&mut self, id: &Id) {
         self.router.node_deleted(&id.0);
@@ -238,9 +232,8 @@ impl Sink<Lean<Pod>> for PodSink {
         info.ready || info.ready_annotation
     }
     fn unchanged(&self, info: &Self::Item) -> bool {
-        self.router
-            .pod(&info.node_name, &info.uid)
-            .is_some_and(|p| *p == *info)
+        let indexed = self.router.pod(&info.node_name, &info.uid);
+        indexed.is_some_and(|p| *p == *info)
     }
 }
 
@@ -283,10 +276,8 @@ impl Sink<ResourceSlice> for ResourceSliceSink {
 
     fn project(&mut self, s: &ResourceSlice) -> Option<(Id, Self::Item)> {
         let (node, slice) = project::resource_slice(s)?;
-        Some((
-            (node.as_str().into(), slice.name.as_str().into()),
-            (node, slice),
-        ))
+        let id = (node.as_str().into(), slice.name.as_str().into());
+        Some((id, (node, slice)))
     }
     fn upsert(&mut self, (node, slice): Self::Item) {
         self.router.resource_slice_upserted(&node, slice);
@@ -297,16 +288,15 @@ impl Sink<ResourceSlice> for ResourceSliceSink {
         true
     }
     fn delete(&mut self, id: &Id) {
-        self.router
-            .resource_slice_deleted(id.0.as_str(), id.1.as_str());
+        let (node, name) = id;
+        self.router.resource_slice_deleted(node, name);
     }
 }
 
 fn slice_id(s: &ResourceSlice) -> Id {
-    (
-        s.spec.node_name.as_deref().unwrap_or_default().into(),
-        s.metadata.name.as_deref().unwrap_or_default().into(),
-    )
+    let node = s.spec.node_name.as_deref().unwrap_or_default();
+    let name = s.metadata.name.as_deref().unwrap_or_default();
+    (node.into(), name.into())
 }
 
 fn delete_id<K: Resource>(obj: &K, by_name: bool) -> Id {
@@ -332,11 +322,16 @@ struct Indexing<K, S: Sink<K>> {
 /// The handling of one watch's events, without the stream: what the memory
 /// example (`examples/open_memory.rs`) and the tests feed with events
 /// decoded from the API server's JSON.
-pub struct WatchFeed<K>(Box<dyn Handle<K>>);
+pub type WatchFeed<K> = Box<dyn Handle<K>>;
 
-trait Handle<K>: Send {
+/// A [`WatchFeed`]'s handling.
+pub trait Handle<K>: Send {
+    /// Handles one event as the watch loop does; true at the end of a
+    /// complete list.
     fn handle(&mut self, event: Event<K>) -> bool;
+    /// How many objects this watch has indexed.
     fn known(&self) -> usize;
+    /// How many projections a re-list in progress holds back.
     fn held(&self) -> usize;
 }
 
@@ -392,22 +387,6 @@ impl<K: Resource + Send + 'static, S: Sink<K>> Handle<K> for Indexing<K, S> {
     }
 }
 
-impl<K> WatchFeed<K> {
-    /// Handles one event as the watch loop does; true at the end of a
-    /// complete list.
-    pub fn handle(&mut self, event: Event<K>) -> bool {
-        self.0.handle(event)
-    }
-    /// How many objects this watch has indexed.
-    pub fn known(&self) -> usize {
-        self.0.known()
-    }
-    /// How many projections a re-list in progress holds back.
-    pub fn held(&self) -> usize {
-        self.0.held()
-    }
-}
-
 /// Spawns one watch, which runs until the process ends, counting into
 /// `stats`. Sends its `kind` on `synced` once, after the first complete list.
 fn spawn<K>(
@@ -422,14 +401,11 @@ fn spawn<K>(
     let synced = synced.clone();
     let stats = Arc::clone(stats);
     tokio::spawn(async move {
-        let _guard = StopGuard {
-            kind,
-            stats: Arc::clone(&stats),
-        };
+        let guard = StopGuard { kind, stats };
         let mut first_sync = true;
         let mut stream = watcher::watcher(api, config).default_backoff().boxed();
         while let Some(item) = stream.next().await {
-            stats.events.fetch_add(1, Ordering::Relaxed);
+            guard.stats.events.fetch_add(1, Ordering::Relaxed);
             match item {
                 Ok(event) => {
                     if feed.handle(event) && first_sync {
@@ -438,7 +414,7 @@ fn spawn<K>(
                     }
                 }
                 Err(e) => {
-                    stats.restarts.fetch_add(1, Ordering::Relaxed);
+                    guard.stats.restarts.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(kind, error = %e, "watch failed; retrying with backoff");
                 }
             }
@@ -447,14 +423,9 @@ fn spawn<K>(
 }
 
 fn pod_id(Lean(p): &Lean<Pod>) -> PodId {
-    (
-        p.spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .unwrap_or_default()
-            .into(),
-        p.metadata.uid.as_deref().unwrap_or_default().into(),
-    )
+    let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    let uid = p.metadata.uid.as_deref().unwrap_or_default();
+    (node.unwrap_or_default().into(), uid.into())
 }
 
 /// One watch's handling: `sink` indexes its objects, with its own re-list
@@ -464,12 +435,12 @@ fn feed<K: Resource + Send + 'static, S: Sink<K>>(
     server_time: Arc<ServerTime>,
     id_of_deleted: impl Fn(&K) -> S::Id + Send + 'static,
 ) -> WatchFeed<K> {
-    WatchFeed(Box::new(Indexing {
+    Box::new(Indexing {
         sink,
         listing: Listing::default(),
         server_time,
         id_of_deleted: Box::new(id_of_deleted),
-    }))
+    })
 }
 
 /// The node watch's handling.
@@ -481,9 +452,8 @@ pub fn node_feed(router: Arc<Router>, server_time: Arc<ServerTime>) -> WatchFeed
 
 /// The DaemonSet watch's handling.
 pub fn daemonset_feed(router: Arc<Router>, server_time: Arc<ServerTime>) -> WatchFeed<DaemonSet> {
-    feed(DaemonSetSink { router }, server_time, |d: &DaemonSet| {
-        delete_id(d, false)
-    })
+    let by_uid = |d: &DaemonSet| delete_id(d, false);
+    feed(DaemonSetSink { router }, server_time, by_uid)
 }
 
 /// The DaemonSet pod watch's handling (pods outside `critical_namespaces`
@@ -556,19 +526,13 @@ pub async fn start(
 
     let all = watcher::Config::default;
     spawn("nodes", Api::all(c()), all(), node_feed(r(), t()), to);
-    spawn(
-        "daemonsets",
-        Api::all(c()),
-        all(),
-        daemonset_feed(r(), t()),
-        to,
-    );
+    let daemonsets = daemonset_feed(r(), t());
+    spawn("daemonsets", Api::all(c()), all(), daemonsets, to);
     let pods = daemonset_pod_feed(r(), t(), critical_namespaces, canary_namespace.clone());
     let daemonset_pods = all().labels(DAEMONSET_POD_LABEL).fields(bound);
     spawn("daemonset pods", Api::all(c()), daemonset_pods, pods, to);
-    let csinodes = feed(CsiNodeSink { router: r() }, t(), |c: &CSINode| {
-        delete_id(c, true)
-    });
+    let by_name = |c: &CSINode| delete_id(c, true);
+    let csinodes = feed(CsiNodeSink { router: r() }, t(), by_name);
     spawn("csinodes", Api::all(c()), all(), csinodes, to);
     if resource_slices {
         // Only while draDrivers is configured: the kind (and the RBAC to

@@ -147,24 +147,17 @@ pub struct Writer {
 }
 
 /// Why a request through [`Writer::send`] has no answer of its own.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Unsent {
     /// Not sent: this replica may no longer write.
+    #[error("this replica lost the lease")]
     NotLeader,
     /// Not sent: the slots are closed.
+    #[error("writer is shutting down")]
     Closed,
     /// Sent, and not answered in time: it may have been applied.
+    #[error("{0}")]
     NoAnswer(String),
-}
-
-impl std::fmt::Display for Unsent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Unsent::NotLeader => "this replica lost the lease",
-            Unsent::Closed => "writer is shutting down",
-            Unsent::NoAnswer(e) => e,
-        })
-    }
 }
 
 impl Writer {
@@ -322,9 +315,8 @@ impl Writer {
     /// (`Err`: the error of one given up).
     async fn read<T>(&self, request: impl Future<Output = T>) -> Result<T, String> {
         self.limiter.acquire().await;
-        tokio::time::timeout(self.request_timeout, request)
-            .await
-            .map_err(|_| no_answer(self.request_timeout))
+        let answer = tokio::time::timeout(self.request_timeout, request).await;
+        answer.map_err(|_| no_answer(self.request_timeout))
     }
 
     /// Records an Event (events.k8s.io/v1) regarding a node. Failures are
@@ -373,7 +365,6 @@ impl Writer {
     }
 }
 
-/// The error of a request given up after `timeout`.
 fn no_answer(timeout: Duration) -> String {
     format!("no answer within {}", humantime::format_duration(timeout))
 }
@@ -393,15 +384,11 @@ fn action_for(reason: Reason) -> &'static str {
 /// the executor's `list_pods` sends it within the rate and the timeout, backfill
 /// as it is.
 pub async fn pods_on(client: &kube::Client, node: &str) -> Result<Vec<BoundPod>, kube::Error> {
+    let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
     let pods: Api<Pod> = Api::all(client.clone());
-    let list = pods
-        .list_metadata(&ListParams::default().fields(&format!("spec.nodeName={node}")))
-        .await?;
-    Ok(list
-        .items
-        .iter()
-        .map(|p| project::bound_pod(&p.metadata))
-        .collect())
+    let list = pods.list_metadata(&params).await?;
+    let pods = list.items.iter().map(|p| project::bound_pod(&p.metadata));
+    Ok(pods.collect())
 }
 
 /// 409 (resourceVersion moved) and a 422 whose JSON patch did not apply (a

@@ -68,9 +68,8 @@ impl CatchUp {
             return false;
         }
         if self.state == State::Idle {
-            self.state = State::Reading {
-                since: Instant::now(),
-            };
+            let since = Instant::now();
+            self.state = State::Reading { since };
         }
         matches!(self.state, State::Reading { .. })
     }

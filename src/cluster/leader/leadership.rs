@@ -23,7 +23,7 @@ pub struct Leadership {
     seen: Mutex<Seen>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Held {
     leader: bool,
     /// The leader stops writing at this instant unless a renewal moves it.
@@ -69,9 +69,7 @@ impl Leadership {
             elected,
             held: Mutex::new(Held {
                 leader: !elected,
-                until: None,
-                refused_at: None,
-                term: 0,
+                ..Held::default()
             }),
             seen: Mutex::new(Seen {
                 alive_at: Instant::now(),
@@ -95,11 +93,7 @@ impl Leadership {
     }
 
     pub(super) fn is_leader_at(&self, now: Instant) -> bool {
-        self.held().leads_at(now)
-    }
-
-    fn held(&self) -> Held {
-        *self.lock()
+        self.lock().leads_at(now)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
@@ -119,7 +113,7 @@ impl Leadership {
     /// included), and only then. Whatever was read in one term says
     /// nothing of the writes another leader made before the next.
     pub fn term(&self) -> u64 {
-        self.held().term
+        self.lock().term
     }
 
     pub(super) fn admits_write_at(&self, now: Instant) -> bool {
@@ -151,9 +145,7 @@ impl Leadership {
     pub(super) fn renewed(&self, started: Instant, answered: Instant, until: Instant) -> bool {
         let mut held = self.lock();
         let lapsed = !held.leads_at(answered);
-        if lapsed {
-            held.term += 1;
-        }
+        held.term += u64::from(lapsed);
         let refused = held.refused_at;
         if refused.is_some_and(|at| at < started) {
             held.refused_at = None;
@@ -216,11 +208,8 @@ impl Leadership {
             return Ok(());
         }
         let seen = self.seen().clone();
-        let Some(bound) = seen.bound else {
-            return Ok(());
-        };
         let quiet = now.saturating_duration_since(seen.alive_at);
-        if quiet <= bound {
+        if seen.bound.is_none_or(|bound| quiet <= bound) {
             return Ok(());
         }
         let trouble = seen.trouble.map(|t| format!(": {t}")).unwrap_or_default();

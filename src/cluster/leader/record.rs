@@ -25,10 +25,9 @@ pub struct LeaseRecord {
 impl LeaseRecord {
     pub(super) fn from_lease(lease: &Lease) -> LeaseRecord {
         let spec = lease.spec.as_ref();
+        let holder = spec.and_then(|s| s.holder_identity.clone());
         LeaseRecord {
-            holder: spec
-                .and_then(|s| s.holder_identity.clone())
-                .unwrap_or_default(),
+            holder: holder.unwrap_or_default(),
             duration_seconds: spec.and_then(|s| s.lease_duration_seconds).unwrap_or(0),
             transitions: spec.and_then(|s| s.lease_transitions).unwrap_or(0),
             acquire_time: spec.and_then(|s| s.acquire_time.as_ref()).map(|t| t.0),

@@ -105,11 +105,8 @@ impl EffectExecutor for Writer {
                 let at = annotation_time(Timestamp::now());
                 let body = Patch::Merge(patch::opened_externally(at, m.cordoned));
                 let outcome = self.patch_node((NodeWrite::Patch, true), &m.node, &body, may_write);
-                logged(
-                    outcome.await,
-                    &m.node,
-                    "could not record opened-by: external on the node (the late-taint net still leaves it alone while this process runs)",
-                )
+                let failed = "could not record opened-by: external on the node (the late-taint net still leaves it alone while this process runs)";
+                logged(outcome.await, &m.node, failed)
             }
             Write::Condition(w) => {
                 // `--node-condition`: a strategic merge patch of the node's
@@ -118,11 +115,8 @@ impl EffectExecutor for Writer {
                 let body = Patch::Strategic(patch::open_condition(&w, Timestamp::now()));
                 let lane = (NodeWrite::Patch, true);
                 let outcome = self.patch_node_at(lane, &w.node, &body, may_write, true);
-                logged(
-                    Self::classify(outcome.await),
-                    &w.node,
-                    "could not write the nodegate.dev/Open condition on the node",
-                )
+                let failed = "could not write the nodegate.dev/Open condition on the node";
+                logged(Self::classify(outcome.await), &w.node, failed)
             }
             Write::Taint(write) => {
                 // A decider's taint write (semantics.md §6). A condition
@@ -234,9 +228,7 @@ fn logged(outcome: PatchOutcome, node: &str, failed: &str) -> PatchOutcome {
     outcome
 }
 
-/// One page of the metadata LIST below.
 const VERSIONS_PAGE: u32 = 500;
-/// How long one page may take.
 const VERSIONS_PAGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Every node's name and resourceVersion, by a paginated metadata LIST
@@ -274,7 +266,7 @@ pub fn jittered(ceiling: Duration, rng: &mut impl Rng) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nodegate_actors::ports::{RETRY_BASE, RETRY_MAX, backoff_ceiling};
+    use nodegate_actors::ports::retry_ceiling;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
 
@@ -282,7 +274,7 @@ mod tests {
     fn jitter_stays_within_half_to_full_ceiling() {
         let mut rng = StdRng::seed_from_u64(7);
         for attempt in 2..12 {
-            let ceiling = backoff_ceiling(attempt, RETRY_BASE, RETRY_MAX);
+            let ceiling = retry_ceiling(attempt);
             for _ in 0..100 {
                 let d = jittered(ceiling, &mut rng);
                 assert!(
