@@ -370,7 +370,7 @@ impl Managed {
         match &sync {
             Ok(BundleSync::Written) => {
                 tracing::info!(configuration = %self.configuration, "webhook: caBundle set");
-                self.metrics.entrances.ca_bundle_repaired();
+                self.metrics.entrances.ca_bundle_repairs.inc();
             }
             Ok(BundleSync::Equal | BundleSync::Lost) => {}
             Err(why) => {

@@ -173,7 +173,7 @@ struct Status {
 impl Status {
     /// Serving (on `detail`'s address) or not (`detail` says why).
     fn set(&self, serving: bool, detail: String) {
-        self.metrics.entrances.serving(serving);
+        self.metrics.entrances.serving.set(i64::from(serving));
         self.health.webhook(WebhookState { serving, detail });
     }
 
