@@ -13,12 +13,16 @@
 //! handlers bound that themselves).
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::body::Body;
+use http::{Request, Response};
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioTimer;
 use tokio::net::{TcpListener, TcpStream};
@@ -120,14 +124,29 @@ fn take_place(
     Ok(Place { taken, peer })
 }
 
-/// An HTTP/1.1 connection builder with the timer and the head timeout of
-/// `limits`.
-pub fn http1(limits: &Limits) -> http1::Builder {
+/// Serves HTTP/1.1 on `io`, with hyper's timer and the head timeout of
+/// `limits`: `answer` to each request, or `late()` when that takes longer
+/// than the request timeout. The error that ended the connection, if any.
+pub async fn serve_http<I, A, F>(
+    io: I,
+    limits: Limits,
+    answer: A,
+    late: fn() -> Response<Body>,
+) -> hyper::Result<()>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    A: Fn(Request<Incoming>) -> F,
+    F: Future<Output = Response<Body>>,
+{
+    let service = hyper::service::service_fn(move |req| {
+        let answer = tokio::time::timeout(limits.request_timeout, answer(req));
+        async move { Ok::<_, Infallible>(answer.await.unwrap_or_else(|_| late())) }
+    });
     let mut b = http1::Builder::new();
     b.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .keep_alive(true);
-    b
+    b.serve_connection(io, service).await
 }
 
 /// Binds `addr` (`flag` names it in the error): the listener, and the

@@ -13,12 +13,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use jiff::Timestamp;
 
+use crate::serve::lock;
+
 /// What `/healthz` checks: the loops that must run for the process to be of
 /// any use; and the config file's story, which `/readyz?verbose` tells.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct ProcessHealth {
-    supervisor: AtomicBool,
-    elector: AtomicBool,
+    supervisor_stopped: AtomicBool,
+    elector_stopped: AtomicBool,
     config: Mutex<ConfigRecord>,
     /// The admission webhook, when configured: serving or why not.
     webhook: Mutex<Option<WebhookState>>,
@@ -46,17 +48,6 @@ struct ConfigRecord {
     needs_restart: Vec<&'static str>,
 }
 
-impl Default for ProcessHealth {
-    fn default() -> Self {
-        ProcessHealth {
-            supervisor: AtomicBool::new(true),
-            elector: AtomicBool::new(true),
-            config: Mutex::new(ConfigRecord::default()),
-            webhook: Mutex::new(None),
-        }
-    }
-}
-
 /// One line of `/readyz?verbose`: `[+]` for a check that passes, `[!]` for a
 /// warning that does not make the replica unready.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,38 +66,32 @@ impl std::fmt::Display for Check {
 
 impl ProcessHealth {
     pub fn supervisor_stopped(&self) {
-        self.supervisor.store(false, Ordering::SeqCst);
+        self.supervisor_stopped.store(true, Ordering::SeqCst);
     }
     pub fn elector_stopped(&self) {
-        self.elector.store(false, Ordering::SeqCst);
-    }
-    fn config(&self) -> std::sync::MutexGuard<'_, ConfigRecord> {
-        self.config.lock().unwrap_or_else(|p| p.into_inner())
+        self.elector_stopped.store(true, Ordering::SeqCst);
     }
 
     /// The webhook's state now (see `serve::webhook`).
     pub fn webhook(&self, state: WebhookState) {
-        *self.webhook.lock().unwrap_or_else(|p| p.into_inner()) = Some(state);
+        *lock(&self.webhook) = Some(state);
     }
 
     /// The webhook's line of `/readyz?verbose`; `None` without a webhook.
     pub fn webhook_state(&self) -> Option<WebhookState> {
-        self.webhook
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.webhook).clone()
     }
 
     /// The configuration read at start is in force (from `file`, if any).
     pub fn config_started(&self, file: Option<String>, at: Timestamp) {
-        let mut c = self.config();
+        let mut c = lock(&self.config);
         c.file = file;
         c.applied_at = Some(at);
     }
 
     /// A reload put a new configuration in force.
     pub fn config_applied(&self, at: Timestamp, needs_restart: Vec<&'static str>) {
-        let mut c = self.config();
+        let mut c = lock(&self.config);
         c.applied_at = Some(at);
         c.refused = None;
         c.needs_restart = needs_restart;
@@ -114,7 +99,7 @@ impl ProcessHealth {
 
     /// A reload was refused; the configuration in force stays.
     pub fn config_refused(&self, at: Timestamp, why: String) {
-        self.config().refused = Some((at, why));
+        lock(&self.config).refused = Some((at, why));
     }
 
     /// The config file's lines of `/readyz?verbose`. A refused reload or a
@@ -122,7 +107,7 @@ impl ProcessHealth {
     /// configuration in force still works, and the admission webhook (served
     /// to the API server through the readiness of these pods) must stay up.
     pub fn config_checks(&self) -> Vec<Check> {
-        let c = self.config();
+        let c = lock(&self.config);
         let from = c.file.as_deref().map_or_else(
             || " (flags only, no --config)".to_string(),
             |f| format!(" from {f}"),
@@ -160,10 +145,10 @@ impl ProcessHealth {
     /// What is wrong, one phrase per stopped loop; empty when healthy.
     pub fn problems(&self) -> Vec<&'static str> {
         let mut p = Vec::new();
-        if !self.supervisor.load(Ordering::SeqCst) {
+        if self.supervisor_stopped.load(Ordering::SeqCst) {
             p.push("the gate supervisor has stopped");
         }
-        if !self.elector.load(Ordering::SeqCst) {
+        if self.elector_stopped.load(Ordering::SeqCst) {
             p.push("the leader-election loop has stopped");
         }
         p

@@ -13,6 +13,8 @@ use nodegate_core::gate::journal::Journal;
 use nodegate_core::gate::{GateState, StopReason};
 use serde_json::{Value, json};
 
+use crate::serve::lock;
+
 /// The last N gates that finished (opened, or ended because the node or its
 /// taint went away), newest last, as `/debug/nodes/{name}` shows them after
 /// the actor is gone.
@@ -42,7 +44,7 @@ impl History {
             journal: journal.entries().collect(),
             journal_dropped: journal.dropped(),
         };
-        let mut views = self.views.lock().unwrap_or_else(|p| p.into_inner());
+        let mut views = lock(&self.views);
         views.retain(|v| v.node != node);
         views.push_back(view);
         while views.len() > self.capacity {
@@ -51,14 +53,14 @@ impl History {
     }
 
     pub fn get(&self, node: &str) -> Option<GateView> {
-        let views = self.views.lock().unwrap_or_else(|p| p.into_inner());
+        let views = lock(&self.views);
         views.iter().rev().find(|v| v.node == node).cloned()
     }
 
     /// The finished gates, newest first, one line each, as `/debug/nodes`
     /// lists them under `recently_finished`.
     pub fn recent(&self) -> Vec<Value> {
-        let views = self.views.lock().unwrap_or_else(|p| p.into_inner());
+        let views = lock(&self.views);
         views
             .iter()
             .rev()

@@ -27,7 +27,7 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use jiff::Timestamp;
 use nodegate_actors::messages::GateView;
 use nodegate_actors::router::Router;
@@ -81,22 +81,6 @@ pub struct AppState {
     pub health: Arc<ProcessHealth>,
 }
 
-pub fn app(state: AppState) -> axum::Router {
-    axum::Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_text))
-        .with_state(state)
-}
-
-/// The debug listener's routes.
-pub fn debug_app(state: DebugState) -> axum::Router {
-    axum::Router::new()
-        .route("/debug/nodes", get(debug_nodes))
-        .route("/debug/nodes/{name}", get(debug_node))
-        .with_state(state)
-}
-
 /// Binds `addr` and serves health, readiness and metrics until `shutdown`
 /// changes; returns once bound, with the address actually bound (port 0 → a
 /// free port).
@@ -105,7 +89,12 @@ pub async fn serve(
     state: AppState,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    listen(addr, "--http-addr", "listening on", app(state), shutdown).await
+    let app = axum::Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .with_state(state);
+    listen(addr, "--http-addr", "listening on", app, shutdown).await
 }
 
 /// Binds `addr` (`--debug-addr`) and serves the debug endpoints until
@@ -115,7 +104,10 @@ pub async fn serve_debug(
     state: DebugState,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let app = debug_app(state);
+    let app = axum::Router::new()
+        .route("/debug/nodes", get(debug_nodes))
+        .route("/debug/nodes/{name}", get(debug_node))
+        .with_state(state);
     listen(addr, "--debug-addr", "debug listener on", app, shutdown).await
 }
 
@@ -143,25 +135,14 @@ async fn listen(
 /// One connection of a plain HTTP listener, within `limits`: a request not
 /// answered within the request timeout gets 503.
 async fn serve_one(tcp: tokio::net::TcpStream, app: axum::Router, limits: Limits) {
-    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-        let app = app.clone();
-        async move {
-            let answer = tokio::time::timeout(limits.request_timeout, app.oneshot(req)).await;
-            Ok::<_, std::convert::Infallible>(match answer {
-                Ok(Ok(r)) => r,
-                Ok(Err(never)) => match never {},
-                Err(_) => (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the answer took too long\n",
-                )
-                    .into_response(),
-            })
-        }
-    });
-    if let Err(error) = conn::http1(&limits)
-        .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
-        .await
-    {
+    let late = || ok_or_503(false, "the answer took too long\n");
+    let answer = move |req: hyper::Request<hyper::body::Incoming>| {
+        app.clone()
+            .oneshot(req)
+            .map(|r| r.unwrap_or_else(|n| match n {}))
+    };
+    let io = hyper_util::rt::TokioIo::new(tcp);
+    if let Err(error) = conn::serve_http(io, limits, answer, late).await {
         tracing::debug!(%error, "HTTP connection ended with an error");
     }
 }
@@ -181,13 +162,9 @@ fn too_many_debug_requests() -> Response {
 }
 
 async fn healthz(State(s): State<AppState>) -> Response {
+    let watches = s.watch_stats.stopped().into_iter();
     let mut problems: Vec<String> = s.health.problems().into_iter().map(String::from).collect();
-    problems.extend(
-        s.watch_stats
-            .stopped()
-            .into_iter()
-            .map(|kind| format!("the {kind} watch has stopped")),
-    );
+    problems.extend(watches.map(|kind| format!("the {kind} watch has stopped")));
     let text = match problems.is_empty() {
         true => "ok\n".to_string(),
         false => format!("unhealthy: {}\n", problems.join("; ")),
@@ -237,8 +214,7 @@ async fn readyz(State(s): State<AppState>, uri: Uri) -> Response {
         };
         text.push_str(&format!("{mark}: {}\n", w.detail));
     }
-    text.push_str(&format!("{}\n", leader_check(&s.metrics)));
-    for check in s.health.config_checks() {
+    for check in std::iter::once(leader_check(&s.metrics)).chain(s.health.config_checks()) {
         text.push_str(&format!("{check}\n"));
     }
     text.push_str(match synced {
@@ -403,72 +379,58 @@ fn counts(state: &GateState) -> (usize, usize) {
     (expected, ready)
 }
 
-fn age_seconds(state: &GateState, now: Timestamp) -> Option<f64> {
-    state
-        .gate_start()
-        .map(|start| (now.duration_since(start).as_secs_f64() * 10.0).round() / 10.0)
+/// The fields `/debug/nodes` and `/debug/nodes/{name}` share, the age as of
+/// `now` (none for a finished gate), with `more`.
+fn view_json(view: &GateView, now: Option<Timestamp>, more: Value) -> Value {
+    let s = &view.state;
+    let age = |(now, start): (Timestamp, Timestamp)| now.duration_since(start).as_secs_f64();
+    // Only a gate still waiting has a deadline ahead of it; and
+    // `--schedule-timeout`'s earlier one for members that never got a pod
+    // only while it is still ahead of a waiting gate (it is cleared once it
+    // passed or is no earlier than the deadline).
+    let (waiting, opening) = (s.phase == Phase::Waiting, s.phase == Phase::Opening);
+    let mut v = json!({
+        "node": view.node,
+        "phase": s.phase,
+        "gate_start": s.gate_start(),
+        "age_seconds": now.zip(s.gate_start()).map(|t| (age(t) * 10.0).round() / 10.0),
+        "deadline": s.timers.deadline.filter(|_| waiting || opening),
+        "schedule_deadline": s.timers.schedule_deadline.filter(|_| waiting),
+        "node_not_ready": s.node_wait_reason(),
+    });
+    if let (Some(v), Value::Object(more)) = (v.as_object_mut(), more) {
+        v.extend(more);
+    }
+    v
 }
 
 /// One line of `/debug/nodes`.
 fn summary(view: &GateView, now: Timestamp) -> Value {
     let s = &view.state;
     let (expected, ready) = counts(s);
-    json!({
-        "node": view.node,
-        "phase": s.phase,
-        "expected": expected,
-        "ready": ready,
-        "blocked_by": s.blockers().iter().map(|b| b.member.to_string()).collect::<Vec<_>>(),
-        "node_not_ready": s.node_wait_reason(),
-        "gate_start": s.gate_start(),
-        "age_seconds": age_seconds(s, now),
-        "deadline": deadline(s),
-        "schedule_deadline": schedule_deadline(s),
-    })
-}
-
-fn deadline(s: &GateState) -> Option<Timestamp> {
-    // Only a gate still waiting has a deadline ahead of it.
-    match s.phase {
-        Phase::Waiting | Phase::Opening => s.timers.deadline,
-        _ => None,
-    }
-}
-
-/// `--schedule-timeout`'s earlier deadline for members that never got a
-/// pod, while it is still ahead of a waiting gate (it is cleared once it
-/// passed or is no earlier than the deadline).
-fn schedule_deadline(s: &GateState) -> Option<Timestamp> {
-    match s.phase {
-        Phase::Waiting => s.timers.schedule_deadline,
-        _ => None,
-    }
+    let blocked_by: Vec<_> = s.blockers().iter().map(|b| b.member.to_string()).collect();
+    let more = json!({"expected": expected, "ready": ready, "blocked_by": blocked_by});
+    view_json(view, Some(now), more)
 }
 
 /// `/debug/nodes/{name}`.
 fn detail(view: &GateView, live: bool, now: Timestamp) -> Value {
     let s = &view.state;
     let (expected, ready) = counts(s);
-    json!({
-        "node": view.node,
+    let more = json!({
         "live": live,
-        "phase": s.phase,
-        "gate_start": s.gate_start(),
-        "age_seconds": if live { age_seconds(s, now) } else { None },
-        "deadline": deadline(s),
-        "schedule_deadline": schedule_deadline(s),
         "expected_count": expected,
         "ready_count": ready,
         "expected": members(s),
         "blocked_by": s.blockers(),
-        "node_not_ready": s.node_wait_reason(),
         "write": s.write,
         "timed_out": s.timed_out,
         "opened": s.opened,
         "stopped": s.stopped.map(|r| r.to_string()),
         "journal": view.journal,
         "journal_dropped": view.journal_dropped,
-    })
+    });
+    view_json(view, live.then_some(now), more)
 }
 
 #[cfg(test)]

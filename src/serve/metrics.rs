@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
 use jiff::Timestamp;
@@ -33,6 +33,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
 
 use crate::cluster::leader::Leadership;
+use crate::serve::lock;
 
 /// A label's values from one table: the enum, every variant (`ALL`) and
 /// each one's value (`as_str`).
@@ -65,8 +66,6 @@ macro_rules! label_enum {
 mod canary;
 mod conditions;
 mod entrances;
-mod maps;
-mod outcomes;
 mod regate;
 mod reload;
 mod replace;
@@ -159,7 +158,13 @@ pub struct Metrics {
     /// by `cluster::server_time::ServerTime`.
     pub server_time_refused: Counter,
     watch_restarts: Counter,
-    maps: maps::MapMetrics,
+    /// Entries in each map that grows with the nodes (the router's, its
+    /// index's, the metrics' own per-node and per-DaemonSet records), set at
+    /// each refresh. A map that keeps an entry for a node that is gone shows
+    /// here as a count that does not come back down after nodes leave: the
+    /// scale benchmark's churn mode reads it before and after thousands of
+    /// node create/delete cycles.
+    map_entries: Family<Label, Gauge>,
     /// The watchers' own restart count at the last refresh.
     watch_restarts_seen: AtomicU64,
 
@@ -170,8 +175,6 @@ pub struct Metrics {
     daemonset_series: Mutex<BTreeMap<String, String>>,
     /// Nodes that have a `gate_age` series.
     age_series: Mutex<HashSet<String>>,
-    /// `--drop-node-metrics`: no `gate_age` (nor re-gate age) series.
-    drop_node_series: std::sync::atomic::AtomicBool,
     // The other families, each in its own file under `metrics/`.
     pub entrances: EntranceMetrics,
     pub config: ConfigMetrics,
@@ -188,12 +191,6 @@ pub struct Metrics {
 
 /// How long one `/metrics` page serves every scrape.
 pub const SCRAPE_REUSE: std::time::Duration = std::time::Duration::from_secs(1);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere while holding the lock leaves plain counters behind,
-    // still good to read.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn seconds_between(from: Timestamp, to: Timestamp) -> f64 {
     to.duration_since(from).as_secs_f64().max(0.0)
@@ -228,7 +225,11 @@ impl Metrics {
         let mut registry = Registry::with_prefix("nodegate");
         let r = &mut registry;
         let m = Metrics {
-            maps: maps::MapMetrics::register(r),
+            map_entries: reg(
+                r,
+                "map_entries",
+                "Entries in each of nodegate's maps that grow with the nodes, by map (router_gates, router_opened_at_version, index_nodes, index_daemonsets, index_pod_nodes, index_pods, index_csi_drivers, metrics_gates, metrics_gate_age_series, metrics_daemonset_series, metrics_regated_age_series)",
+            ),
             entrances: EntranceMetrics::register(r),
             config: ConfigMetrics::register(r),
             regate: RegateMetrics::register(r),
@@ -323,7 +324,6 @@ impl Metrics {
             gates: DashMap::new(),
             daemonset_series: Mutex::new(BTreeMap::new()),
             age_series: Mutex::new(HashSet::new()),
-            drop_node_series: std::sync::atomic::AtomicBool::new(false),
             scrape: tokio::sync::Mutex::new(None),
         };
         m.zero_known_series();
@@ -407,8 +407,7 @@ impl Metrics {
     /// `--drop-node-metrics`: from now on no per-node gauge
     /// (`gate_age_seconds{node}`, `regated_node_age_seconds{node}`).
     pub fn drop_node_series(&self) {
-        self.drop_node_series.store(true, Ordering::Relaxed);
-        self.regate.drop_node_series();
+        self.regate.dropped.store(true, Ordering::Relaxed);
     }
 
     /// The leadership this replica's metrics report.
@@ -419,8 +418,9 @@ impl Metrics {
     /// One node the late-taint net dealt with: `"tainted"`, `"skipped"` or
     /// `"failed"` (any other word counts as `"failed"`).
     pub fn late_taint(&self, result: &str) {
-        self.entrances
-            .late_taint(LateTaint::parse(result).unwrap_or(LateTaint::Failed));
+        let known = LateTaint::ALL.into_iter().find(|r| r.as_str() == result);
+        let labels = [("result", known.unwrap_or(LateTaint::Failed).as_str())];
+        self.entrances.late_taints.get_or_create(&labels).inc();
     }
 
     // --- fed by the router and the gates (see nodegate_actors::observe) ---
@@ -452,17 +452,51 @@ impl Metrics {
         track.regated = state.node.as_ref().is_some_and(|n| n.gated_since.is_some());
         for event in events {
             match event {
+                // A DaemonSet's time-to-Ready on this node, once per gate,
+                // from the gate start to its pod's Ready transition.
                 Event::MemberReady {
                     member: MemberId::DaemonSet(key),
                     pod,
                 } if leader && !track.regated => {
-                    self.record_member_ready(&mut track, key, pod, state, at);
+                    if let Some(start) = track.start
+                        && track.ready_recorded.insert(key.to_string())
+                        && let Some(labels) = self.daemonset_labels(key, state)
+                    {
+                        // The pod's own Ready transition is the truth (and
+                        // survives a restart of nodegate); when the snapshot
+                        // lacks it, when the gate saw it will do.
+                        let ready = state.pods.values().find(|p| *p.name == **pod && p.ready);
+                        let ready_at = ready.and_then(|p| p.ready_since.get()).unwrap_or(at);
+                        let seconds = seconds_between(start, ready_at);
+                        self.daemonset_ready.get_or_create(&labels).observe(seconds);
+                    }
                 }
+                // A timeout, by the action taken, and each member that was
+                // not Ready then.
                 Event::TimedOut {
                     action, not_ready, ..
-                } if leader => self.record_timeout(*action, not_ready, state),
+                } if leader => {
+                    let labels = [("action", action.as_str())];
+                    self.gates_timed_out.get_or_create(&labels).inc();
+                    for blocker in not_ready {
+                        if let Some(labels) = self.blocker_labels(&blocker.member, state) {
+                            self.timeout_blockers.get_or_create(&labels).inc();
+                        }
+                    }
+                }
+                // An opening: its duration by who opened it, and, opened by
+                // readiness, the reaction since every member was Ready.
                 Event::Opened { opened_by, at, .. } if leader => {
-                    self.record_opened(&track, *opened_by, *at);
+                    if let Some(start) = track.start {
+                        let labels = [("outcome", opened_by.as_str())];
+                        let seconds = seconds_between(start, *at);
+                        self.gate_duration.get_or_create(&labels).observe(seconds);
+                    }
+                    if *opened_by == OpenedBy::Ready
+                        && let Some(since) = track.all_ready_since
+                    {
+                        self.reaction.observe(seconds_between(since, *at));
+                    }
                 }
                 _ => {}
             }
@@ -479,6 +513,27 @@ impl Metrics {
         // run before the old one's post_stop).
         self.gates
             .remove_if(node, |_, t| t.generation == generation);
+    }
+
+    /// The labels of a member that blocked a gate until its timeout; `None`
+    /// for a DaemonSet key that is not `namespace/name`.
+    fn blocker_labels(&self, member: &MemberId, state: &GateState) -> Option<BlockerLabels> {
+        let (kind, namespace, name) = match member {
+            MemberId::DaemonSet(key) => {
+                let l = self.daemonset_labels(key, state)?;
+                ("daemonset", l.namespace, l.name)
+            }
+            MemberId::Critical(name) => ("critical", String::new(), name.clone()),
+            MemberId::Condition(type_) => ("condition", String::new(), type_.clone()),
+            MemberId::Resource(name) => ("resource", String::new(), name.clone()),
+            MemberId::Dra(driver) => ("dra_driver", String::new(), driver.clone()),
+            MemberId::Canary => ("canary", String::new(), String::new()),
+        };
+        Some(BlockerLabels {
+            kind,
+            namespace,
+            name,
+        })
     }
 
     /// The labels of DaemonSet `key`, remembering its uid so the series can
@@ -506,8 +561,19 @@ impl Metrics {
             watch_restarts,
             now,
         );
-        self.maps
-            .set(router.map_sizes().into_iter().chain(self.own_map_sizes()));
+        let own = [
+            ("metrics_gates", self.gates.len()),
+            ("metrics_gate_age_series", lock(&self.age_series).len()),
+            (
+                "metrics_daemonset_series",
+                lock(&self.daemonset_series).len(),
+            ),
+            ("metrics_regated_age_series", lock(&self.regate.aged).len()),
+        ];
+        for (map, entries) in router.map_sizes().into_iter().chain(own) {
+            let labels = [("map", map)];
+            self.map_entries.get_or_create(&labels).set(count(entries));
+        }
     }
     /// [`Self::refresh`] with the router's answers passed in.
     fn refresh_with(
@@ -545,7 +611,7 @@ impl Metrics {
             }
         }
         ages.retain(|node| closed.contains_key(node));
-        let per_node = !self.drop_node_series.load(Ordering::Relaxed);
+        let per_node = !self.regate.dropped.load(Ordering::Relaxed);
         for (node, start) in closed {
             // A gate that has not seen its node yet has no age to show.
             if let Some(start) = start

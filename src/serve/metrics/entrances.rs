@@ -53,13 +53,6 @@ label_enum! {
     }
 }
 
-impl LateTaint {
-    /// `"tainted"`, `"skipped"` or `"failed"`.
-    pub fn parse(s: &str) -> Option<LateTaint> {
-        LateTaint::ALL.into_iter().find(|r| r.as_str() == s)
-    }
-}
-
 label_enum! {
     /// Certificate trouble the webhook counts (`problem` label).
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,11 +71,14 @@ label_enum! {
 pub struct EntranceMetrics {
     admissions: Family<Label, Counter>,
     admission_duration: Histogram,
-    late_taints: Family<Label, Counter>,
+    pub(super) late_taints: Family<Label, Counter>,
     cert_expiry: Gauge,
-    serving: Gauge,
+    /// 1 while the webhook listener serves (it starts once it has a
+    /// certificate).
+    pub serving: Gauge,
     cert_errors: Family<Label, Counter>,
-    ca_bundle_repairs: Counter,
+    /// Writes of a webhook's caBundle by this replica.
+    pub ca_bundle_repairs: Counter,
 }
 
 impl EntranceMetrics {
@@ -146,12 +142,6 @@ impl EntranceMetrics {
         self.admission_duration.observe(seconds);
     }
 
-    pub fn late_taint(&self, result: LateTaint) {
-        self.late_taints
-            .get_or_create(&[("result", result.as_str())])
-            .inc();
-    }
-
     /// The expiry of the serving certificate now presented.
     pub fn certificate_expiry(&self, unix_seconds: i64) {
         self.cert_expiry.set(unix_seconds);
@@ -161,15 +151,5 @@ impl EntranceMetrics {
         self.cert_errors
             .get_or_create(&[("problem", problem.as_str())])
             .inc();
-    }
-
-    /// Whether the webhook listener serves (it starts once it has a
-    /// certificate).
-    pub fn serving(&self, serving: bool) {
-        self.serving.set(i64::from(serving));
-    }
-
-    pub fn ca_bundle_repaired(&self) {
-        self.ca_bundle_repairs.inc();
     }
 }

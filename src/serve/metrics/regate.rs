@@ -10,14 +10,15 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::{Label, count, reg};
+use super::{Label, count, lock, reg};
 
 pub struct RegateMetrics {
     regated_age: Family<Label<String>, Gauge<f64, AtomicU64>>,
     /// Nodes that have a `regated_age` series now.
-    aged: Mutex<HashSet<String>>,
-    /// `--drop-node-metrics`: no `regated_age` series.
-    dropped: AtomicBool,
+    pub(super) aged: Mutex<HashSet<String>>,
+    /// `--drop-node-metrics`: no `regated_age` series (nor `gate_age`:
+    /// `Metrics` reads it too).
+    pub(super) dropped: AtomicBool,
     regates: Family<Label, Counter>,
     budget_exhausted: Counter,
     regated: Gauge,
@@ -94,7 +95,7 @@ impl RegateMetrics {
         } else {
             ages
         };
-        let mut aged = self.aged.lock().unwrap_or_else(|p| p.into_inner());
+        let mut aged = lock(&self.aged);
         let now: HashSet<String> = ages.iter().map(|(n, _)| n.clone()).collect();
         for gone in aged.difference(&now) {
             self.regated_age.remove(&[("node", gone.clone())]);
@@ -105,16 +106,6 @@ impl RegateMetrics {
                 .set(*secs);
         }
         *aged = now;
-    }
-
-    /// Nodes with a `regated_age` series now.
-    pub(super) fn aged_len(&self) -> usize {
-        self.aged.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    /// `--drop-node-metrics`.
-    pub(super) fn drop_node_series(&self) {
-        self.dropped.store(true, Ordering::Relaxed);
     }
 
     pub fn gauges(&self, g: RegateGauges) {

@@ -267,51 +267,6 @@ impl Managed {
         Err(format!("{ATTEMPTS} conflicting writes in a row"))
     }
 
-    /// Sets every webhook's caBundle in the configuration to `bundle`, the
-    /// `ca.crt` of the Secret at resourceVersion `derived`.
-    pub async fn sync_bundle(
-        &self,
-        bundle: &str,
-        derived: Option<&str>,
-    ) -> Result<BundleSync, String> {
-        let config = self
-            .configs
-            .get_opt(&self.configuration)
-            .await
-            .map_err(|e| format!("reading it: {}", explain(&e, "get")))?
-            .ok_or("it does not exist (create it, nodegate only fills its caBundle)")?;
-        let Some(patch) = bundle_patch(&config, bundle.as_bytes()) else {
-            return Ok(BundleSync::Equal);
-        };
-        // Only from the Secret as it is now: a replica that read it before
-        // another one rewrote it must not put the older bundle back.
-        let current = self
-            .secrets
-            .get_opt(&self.name)
-            .await
-            .map_err(|e| format!("reading the Secret again: {}", explain(&e, "get")))?
-            .and_then(|s| s.metadata.resource_version);
-        if !may_write_bundle(derived, current.as_deref()) {
-            return Ok(BundleSync::Lost);
-        }
-        let patch: json_patch::Patch =
-            serde_json::from_value(patch).map_err(|e| format!("building the patch: {e}"))?;
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..PatchParams::default()
-        };
-        match self
-            .configs
-            .patch(&self.configuration, &params, &Patch::Json::<()>(patch))
-            .await
-        {
-            Ok(_) => Ok(BundleSync::Written),
-            // Changed meanwhile (another replica, an upgrade): next period.
-            Err(e) if is_code(&e, 422) || is_code(&e, 409) => Ok(BundleSync::Lost),
-            Err(e) => Err(format!("patching its caBundle: {}", explain(&e, "patch"))),
-        }
-    }
-
     /// One round of the loop: converge, sync the caBundle, then swap the
     /// serving certificate if it changed and the caBundle allows it
     /// ([`may_swap`]). Returns the `tls.crt` now served. `in_place` is the
@@ -323,6 +278,7 @@ impl Managed {
         served: &str,
         in_place: &mut Option<String>,
     ) -> String {
+        let entrances = &self.metrics.entrances;
         let c = match self.converge().await {
             Ok(c) => c,
             Err(why) => {
@@ -331,9 +287,7 @@ impl Managed {
                     self.namespace,
                     self.name
                 );
-                self.metrics
-                    .entrances
-                    .certificate_error(CertProblem::Secret);
+                entrances.certificate_error(CertProblem::Secret);
                 return served.to_string();
             }
         };
@@ -353,7 +307,7 @@ impl Managed {
         match certified_key(m.tls_crt.as_bytes(), m.tls_key.as_bytes()) {
             Ok((key, not_after)) => {
                 slot.set(key);
-                self.metrics.entrances.certificate_expiry(not_after);
+                entrances.certificate_expiry(not_after);
                 tracing::info!(
                     not_after,
                     "webhook: serving the certificate from the Secret"
@@ -364,23 +318,59 @@ impl Managed {
                 tracing::warn!(
                     "webhook: the Secret's tls.crt cannot be served ({why}); keeping the one served"
                 );
-                self.metrics
-                    .entrances
-                    .certificate_error(CertProblem::Secret);
+                entrances.certificate_error(CertProblem::Secret);
                 served.to_string()
             }
         }
     }
 
-    /// Syncs the caBundle with what `c` holds, logging and counting.
+    /// Sets every webhook's caBundle in the configuration to the `ca.crt`
+    /// `c` holds, while the Secret is still at `c`'s resourceVersion; logs
+    /// and counts what it found.
     pub async fn bundle(&self, c: &Converged) -> Result<BundleSync, String> {
-        let sync = self
-            .sync_bundle(&c.material.ca_crt, c.version.as_deref())
-            .await;
+        let sync = async {
+            let config = self
+                .configs
+                .get_opt(&self.configuration)
+                .await
+                .map_err(|e| format!("reading it: {}", explain(&e, "get")))?
+                .ok_or("it does not exist (create it, nodegate only fills its caBundle)")?;
+            let Some(patch) = bundle_patch(&config, c.material.ca_crt.as_bytes()) else {
+                return Ok(BundleSync::Equal);
+            };
+            // Only from the Secret as it is now: a replica that read it before
+            // another one rewrote it must not put the older bundle back.
+            let current = self
+                .secrets
+                .get_opt(&self.name)
+                .await
+                .map_err(|e| format!("reading the Secret again: {}", explain(&e, "get")))?
+                .and_then(|s| s.metadata.resource_version);
+            if !may_write_bundle(c.version.as_deref(), current.as_deref()) {
+                return Ok(BundleSync::Lost);
+            }
+            let patch: json_patch::Patch =
+                serde_json::from_value(patch).map_err(|e| format!("building the patch: {e}"))?;
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PatchParams::default()
+            };
+            match self
+                .configs
+                .patch(&self.configuration, &params, &Patch::Json::<()>(patch))
+                .await
+            {
+                Ok(_) => Ok(BundleSync::Written),
+                // Changed meanwhile (another replica, an upgrade): next period.
+                Err(e) if is_code(&e, 422) || is_code(&e, 409) => Ok(BundleSync::Lost),
+                Err(e) => Err(format!("patching its caBundle: {}", explain(&e, "patch"))),
+            }
+        }
+        .await;
         match &sync {
             Ok(BundleSync::Written) => {
                 tracing::info!(configuration = %self.configuration, "webhook: caBundle set");
-                self.metrics.entrances.ca_bundle_repaired();
+                self.metrics.entrances.ca_bundle_repairs.inc();
             }
             Ok(BundleSync::Equal | BundleSync::Lost) => {}
             Err(why) => {
@@ -406,11 +396,7 @@ impl Managed {
         tokio::spawn(async move {
             let every = period(self.validity);
             let mut in_place = None;
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(every) => {}
-                    _ = shutdown.changed() => return,
-                }
+            while super::back_off(every, &mut shutdown).await {
                 served = self.round(&slot, &served, &mut in_place).await;
             }
         })

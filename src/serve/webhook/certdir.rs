@@ -67,11 +67,7 @@ pub fn spawn_reload(
     mut shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(POLL) => {}
-                _ = shutdown.changed() => return,
-            }
+        while super::back_off(POLL, &mut shutdown).await {
             let now = match read(&dir) {
                 Ok(pair) => pair,
                 Err(e) => {

@@ -139,16 +139,11 @@ pub fn decide(
     if !s.cas.iter().any(|c| c.subject == serving.issuer) {
         return Decision::Reissue("the serving certificate's CA is not in the bundle".into());
     }
-    let why = if serving.not_after - now < v / 3 {
-        format!(
-            "the serving certificate expires in {}s",
-            serving.not_after - now
-        )
-    } else if &serving.sans != hosts {
-        format!(
-            "the serving certificate covers {:?}, not {:?}",
-            serving.sans, hosts
-        )
+    let (left, sans) = (serving.not_after - now, &serving.sans);
+    let why = if left < v / 3 {
+        format!("the serving certificate expires in {left}s")
+    } else if sans != hosts {
+        format!("the serving certificate covers {sans:?}, not {hosts:?}")
     } else {
         return Decision::Keep;
     };
@@ -247,30 +242,32 @@ pub fn host_set(hosts: &[String]) -> BTreeSet<String> {
         .collect()
 }
 
-fn at(unix: i64) -> Result<time::OffsetDateTime, String> {
-    time::OffsetDateTime::from_unix_timestamp(unix).map_err(|e| format!("time {unix}: {e}"))
-}
-
-fn ca_params(now: i64, validity: Duration) -> Result<CertificateParams, String> {
+/// Certificate parameters for the common name `cn`, valid from
+/// [`BACKDATE`] before `now` to `lifetime` seconds after it.
+fn params(cn: String, now: i64, lifetime: i64) -> Result<CertificateParams, String> {
+    let at = |unix: i64| {
+        time::OffsetDateTime::from_unix_timestamp(unix).map_err(|e| format!("time {unix}: {e}"))
+    };
     let mut p = CertificateParams::default();
     p.distinguished_name = rcgen::DistinguishedName::new();
-    p.distinguished_name
-        .push(DnType::CommonName, format!("nodegate webhook CA {now}"));
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
+    p.distinguished_name.push(DnType::CommonName, cn);
     p.not_before = at(now.saturating_sub(BACKDATE))?;
-    p.not_after = at(now.saturating_add(secs(validity).saturating_mul(i64::from(CA_LIFETIMES))))?;
+    p.not_after = at(now.saturating_add(lifetime))?;
     Ok(p)
 }
 
 /// A new CA: its certificate and key in PEM.
 pub fn new_ca(now: i64, validity: Duration) -> Result<(String, String), String> {
     let key = KeyPair::generate().map_err(|e| format!("generating the CA key: {e}"))?;
-    let cert = ca_params(now, validity)?
+    let lifetime = secs(validity).saturating_mul(i64::from(CA_LIFETIMES));
+    let mut p = params(format!("nodegate webhook CA {now}"), now, lifetime)?;
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let cert = p
         .self_signed(&key)
         .map_err(|e| format!("signing the CA: {e}"))?;
     Ok((cert.pem(), key.serialize_pem()))
@@ -291,12 +288,8 @@ pub fn new_serving(
         .ok_or("ca.crt holds no certificate")?;
     let issuer =
         Issuer::from_ca_cert_pem(&first, ca_key).map_err(|e| format!("reading ca.crt: {e}"))?;
-    let mut p = CertificateParams::default();
-    p.distinguished_name = rcgen::DistinguishedName::new();
-    p.distinguished_name.push(
-        DnType::CommonName,
-        hosts.first().cloned().unwrap_or_else(|| "nodegate".into()),
-    );
+    let cn = hosts.first().cloned().unwrap_or_else(|| "nodegate".into());
+    let mut p = params(cn, now, secs(validity))?;
     p.subject_alt_names = hosts
         .iter()
         .map(|h| match h.parse::<IpAddr>() {
@@ -314,8 +307,6 @@ pub fn new_serving(
     ];
     p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     p.use_authority_key_identifier_extension = true;
-    p.not_before = at(now.saturating_sub(BACKDATE))?;
-    p.not_after = at(now.saturating_add(secs(validity)))?;
     let key = KeyPair::generate().map_err(|e| format!("generating the serving key: {e}"))?;
     let cert = p
         .signed_by(&key, &issuer)
@@ -342,12 +333,8 @@ fn pem_blocks(bundle: &str) -> impl Iterator<Item = String> + '_ {
 fn unexpired(bundle: &str, now: i64, max: usize) -> String {
     pem_blocks(bundle)
         .filter(|block| {
-            parse_all(block.as_bytes())
-                .and_then(|v| {
-                    v.first()
-                        .map(|(f, _)| f.not_after > now && not_yet_valid(f, now).is_none())
-                })
-                .unwrap_or(false)
+            let first = parse_all(block.as_bytes()).and_then(|v| v.into_iter().next());
+            first.is_some_and(|(f, _)| f.not_after > now && not_yet_valid(&f, now).is_none())
         })
         .take(max)
         .collect()

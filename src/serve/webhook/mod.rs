@@ -25,7 +25,6 @@ pub mod certs;
 pub mod review;
 pub mod server;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,14 +72,10 @@ pub struct Context {
     pub server_time: Arc<ServerTime>,
 }
 
-/// Where the certificate comes from.
+/// Where the certificate comes from, with what serving keeps current after
+/// the first one: the pair last read from the directory, or the `tls.crt`
+/// served.
 enum Source {
-    Dir(PathBuf),
-    Managed(Box<cert_controller::Managed>),
-}
-
-/// What serving keeps current after the first certificate.
-enum Kept {
     Dir(PathBuf, Pair),
     Managed(Box<cert_controller::Managed>, String),
 }
@@ -89,25 +84,28 @@ enum Kept {
 /// the first certificate (retrying), binds the address, serves, and keeps
 /// the certificate current until `shutdown` changes.
 pub fn start(settings: &WebhookSettings, cx: Context, shutdown: watch::Receiver<bool>) -> Webhook {
-    let source = match &settings.certs {
-        WebhookCerts::Dir(dir) => Source::Dir(dir.clone()),
+    let mut source = match &settings.certs {
+        WebhookCerts::Dir(dir) => Source::Dir(dir.clone(), Pair::default()),
         WebhookCerts::Managed {
             secret_namespace,
             secret_name,
             configuration,
             hosts,
             validity,
-        } => Source::Managed(Box::new(cert_controller::Managed {
-            secrets: kube::Api::namespaced(cx.client.clone(), secret_namespace),
-            configs: kube::Api::all(cx.client.clone()),
-            namespace: secret_namespace.clone(),
-            name: secret_name.clone(),
-            configuration: configuration.clone(),
-            hosts: hosts.clone(),
-            validity: *validity,
-            metrics: Arc::clone(&cx.metrics),
-            server_time: Arc::clone(&cx.server_time),
-        })),
+        } => Source::Managed(
+            Box::new(cert_controller::Managed {
+                secrets: kube::Api::namespaced(cx.client.clone(), secret_namespace),
+                configs: kube::Api::all(cx.client.clone()),
+                namespace: secret_namespace.clone(),
+                name: secret_name.clone(),
+                configuration: configuration.clone(),
+                hosts: hosts.clone(),
+                validity: *validity,
+                metrics: Arc::clone(&cx.metrics),
+                server_time: Arc::clone(&cx.server_time),
+            }),
+            String::new(),
+        ),
     };
     let addr = settings.addr;
     let task = tokio::spawn(async move {
@@ -116,17 +114,49 @@ pub fn start(settings: &WebhookSettings, cx: Context, shutdown: watch::Receiver<
             health: Arc::clone(&cx.health),
         };
         status.set(false, "not serving: no certificate yet".into());
-        let Some((key, kept)) = first_certificate(source, &status, shutdown.clone()).await else {
-            return;
+        let mut stop = shutdown.clone();
+        let problem = match &source {
+            Source::Dir(..) => CertProblem::Reload,
+            Source::Managed(m, _) => {
+                clock_evidence(&m.server_time, &mut stop).await;
+                CertProblem::Secret
+            }
         };
+        let mut failures = 0u32;
+        let (key, not_after) = loop {
+            match source.first().await {
+                Ok(got) => break got,
+                Err(why) => {
+                    status.metrics.entrances.certificate_error(problem);
+                    let context = "not serving yet: ";
+                    if !status.failed(&mut failures, context, &why, &mut stop).await {
+                        return;
+                    }
+                }
+            }
+        };
+        status.metrics.entrances.certificate_expiry(not_after);
         let slot = Arc::new(CertSlot::new(key));
         let handler = Arc::new(Handler::new(cx.live, Arc::clone(&cx.metrics)));
-        let Some(server) = bind(addr, &slot, &handler, &status, shutdown.clone()).await else {
-            return;
+        let (mut failures, mut stop) = (0u32, shutdown.clone());
+        let server = loop {
+            let (slot, handler) = (Arc::clone(&slot), Arc::clone(&handler));
+            match server::serve(addr, slot, handler, shutdown.clone()).await {
+                Ok((bound, task)) => {
+                    status.set(true, format!("serving on {bound}"));
+                    break task;
+                }
+                Err(e) => {
+                    let why = e.report().to_string();
+                    if !status.failed(&mut failures, "", &why, &mut stop).await {
+                        return;
+                    }
+                }
+            }
         };
-        let keeper = match kept {
-            Kept::Dir(dir, seen) => certdir::spawn_reload(dir, slot, cx.metrics, seen, shutdown),
-            Kept::Managed(m, served) => (*m).spawn(slot, served, shutdown),
+        let keeper = match source {
+            Source::Dir(dir, seen) => certdir::spawn_reload(dir, slot, cx.metrics, seen, shutdown),
+            Source::Managed(m, served) => (*m).spawn(slot, served, shutdown),
         };
         let _ = keeper.await;
         let _ = server.await;
@@ -143,8 +173,25 @@ struct Status {
 impl Status {
     /// Serving (on `detail`'s address) or not (`detail` says why).
     fn set(&self, serving: bool, detail: String) {
-        self.metrics.entrances.serving(serving);
+        self.metrics.entrances.serving.set(i64::from(serving));
         self.health.webhook(WebhookState { serving, detail });
+    }
+
+    /// One more failure (`why`, logged after `context`), told, then the
+    /// wait ([`RETRY`]) before the next attempt; false when `shutdown`
+    /// changed first.
+    async fn failed(
+        &self,
+        failures: &mut u32,
+        context: &str,
+        why: &str,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> bool {
+        *failures = failures.saturating_add(1);
+        let wait = RETRY.ceiling(*failures);
+        tracing::warn!("webhook: {context}{why}; retrying in {wait:?}");
+        self.set(false, format!("not serving: {why}"));
+        back_off(wait, shutdown).await
     }
 }
 
@@ -156,48 +203,31 @@ async fn back_off(wait: Duration, shutdown: &mut watch::Receiver<bool>) -> bool 
     }
 }
 
-/// The first certificate, retried until it comes or `shutdown` changes
-/// (`None`).
-async fn first_certificate(
-    source: Source,
-    status: &Status,
-    mut shutdown: watch::Receiver<bool>,
-) -> Option<(CertifiedKey, Kept)> {
-    if let Source::Managed(m) = &source {
-        clock_evidence(&m.server_time, &mut shutdown).await;
-    }
-    let mut failures = 0u32;
-    loop {
-        let got = match &source {
-            Source::Dir(dir) => certdir::load(dir)
-                .map(|(key, not_after, seen)| (key, not_after, None, Some(seen)))
-                .map_err(|e| e.report().to_string()),
-            Source::Managed(m) => managed_first(m)
-                .await
-                .map(|(key, not_after, served)| (key, not_after, Some(served), None)),
-        };
-        match got {
-            Ok((key, not_after, served, seen)) => {
-                status.metrics.entrances.certificate_expiry(not_after);
-                let kept = match source {
-                    Source::Dir(dir) => Kept::Dir(dir, seen.unwrap_or_default()),
-                    Source::Managed(m) => Kept::Managed(m, served.unwrap_or_default()),
-                };
-                return Some((key, kept));
+impl Source {
+    /// One attempt at the first certificate: the key and its notAfter, and
+    /// what was read kept in `self`. Managed: the Secret converged, the
+    /// caBundle synced (whatever that finds: nothing is served yet), and its
+    /// certificate loaded.
+    async fn first(&mut self) -> Result<(CertifiedKey, i64), String> {
+        match self {
+            Source::Dir(dir, seen) => {
+                let (key, not_after, pair) =
+                    certdir::load(dir).map_err(|e| e.report().to_string())?;
+                *seen = pair;
+                Ok((key, not_after))
             }
-            Err(why) => {
-                failures = failures.saturating_add(1);
-                let wait = RETRY.ceiling(failures);
-                tracing::warn!("webhook: not serving yet: {why}; retrying in {wait:?}");
-                let problem = match &source {
-                    Source::Dir(_) => CertProblem::Reload,
-                    Source::Managed(_) => CertProblem::Secret,
-                };
-                status.metrics.entrances.certificate_error(problem);
-                status.set(false, format!("not serving: {why}"));
-                if !back_off(wait, &mut shutdown).await {
-                    return None;
-                }
+            Source::Managed(m, served) => {
+                let what = format!(
+                    "the webhook Secret {}/{} (--webhook-cert-secret)",
+                    m.namespace, m.name
+                );
+                let c = m.converge().await.map_err(|why| format!("{what}: {why}"))?;
+                let _ = m.bundle(&c).await;
+                let (crt, key) = (c.material.tls_crt, c.material.tls_key);
+                let (key, not_after) = server::certified_key(crt.as_bytes(), key.as_bytes())
+                    .map_err(|why| format!("{what}: tls.crt and tls.key: {why}"))?;
+                *served = crt;
+                Ok((key, not_after))
             }
         }
     }
@@ -209,63 +239,8 @@ async fn first_certificate(
 async fn clock_evidence(server_time: &ServerTime, shutdown: &mut watch::Receiver<bool>) {
     let deadline = tokio::time::Instant::now() + CLOCK_WAIT;
     while server_time.now().is_none() && tokio::time::Instant::now() < deadline {
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-            _ = shutdown.changed() => return,
-        }
-    }
-}
-
-/// The Secret converged, the caBundle synced (whatever that finds: nothing
-/// is served yet), and its certificate loaded: the key, its notAfter and
-/// the `tls.crt` served.
-async fn managed_first(
-    m: &cert_controller::Managed,
-) -> Result<(CertifiedKey, i64, String), String> {
-    let what = format!(
-        "the webhook Secret {}/{} (--webhook-cert-secret)",
-        m.namespace, m.name
-    );
-    let c = m.converge().await.map_err(|why| format!("{what}: {why}"))?;
-    let _ = m.bundle(&c).await;
-    let (key, not_after) =
-        server::certified_key(c.material.tls_crt.as_bytes(), c.material.tls_key.as_bytes())
-            .map_err(|why| format!("{what}: tls.crt and tls.key: {why}"))?;
-    Ok((key, not_after, c.material.tls_crt))
-}
-
-/// Binds `addr` and serves, retried until bound or `shutdown` changes.
-async fn bind(
-    addr: SocketAddr,
-    slot: &Arc<CertSlot>,
-    handler: &Arc<Handler>,
-    status: &Status,
-    mut shutdown: watch::Receiver<bool>,
-) -> Option<JoinHandle<()>> {
-    let mut failures = 0u32;
-    loop {
-        match server::serve(
-            addr,
-            Arc::clone(slot),
-            Arc::clone(handler),
-            shutdown.clone(),
-        )
-        .await
-        {
-            Ok((bound, task)) => {
-                status.set(true, format!("serving on {bound}"));
-                return Some(task);
-            }
-            Err(e) => {
-                let why = e.report().to_string();
-                failures = failures.saturating_add(1);
-                let wait = RETRY.ceiling(failures);
-                tracing::warn!("webhook: {why}; retrying in {wait:?}");
-                status.set(false, format!("not serving: {why}"));
-                if !back_off(wait, &mut shutdown).await {
-                    return None;
-                }
-            }
+        if !back_off(Duration::from_millis(100), shutdown).await {
+            return;
         }
     }
 }

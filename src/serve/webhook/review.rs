@@ -18,7 +18,6 @@ use nodegate_core::rules::placement::ManagedTaint;
 use nodegate_core::rules::startup::StartupTaints;
 use nodegate_core::vocab::annotations::PREFIX;
 use nodegate_core::vocab::config::Scope;
-use nodegate_core::vocab::model::Taint;
 use serde_json::{Value, json};
 
 use crate::cluster::patch::pointer_segment;
@@ -39,23 +38,6 @@ pub struct Answer {
     pub note: Option<String>,
     /// The node's name, when it could be read; control characters escaped.
     pub node: Option<String>,
-}
-
-/// The JSON patch operation that adds `taint` (key and effect, no value):
-/// a one-element list when the node has no `spec.taints`, else an append.
-pub fn taint_patch(taint: &Taint, create_list: bool) -> Value {
-    let t = json!({"key": taint.key, "effect": taint.effect});
-    if create_list {
-        json!({"op": "add", "path": "/spec/taints", "value": [t]})
-    } else {
-        json!({"op": "add", "path": "/spec/taints/-", "value": t})
-    }
-}
-
-/// The JSON patch operation that removes the annotation `key`.
-pub fn remove_annotation(key: &str) -> Value {
-    let escaped = pointer_segment(key);
-    json!({"op": "remove", "path": format!("/metadata/annotations/{escaped}")})
 }
 
 /// The answer to the request `body`. With `dry_run` (`--dry-run`) a node
@@ -106,7 +88,8 @@ pub fn answer_held(
     let Some(object) = request.object.as_ref() else {
         return refuse_to_judge(request.uid, "the request has no object".into());
     };
-    let from_node = request.user_info.is_node();
+    // A kubelet's own credentials carry the group `system:nodes`.
+    let from_node = request.user_info.groups.iter().any(|g| g == "system:nodes");
     let untrusted = if from_node {
         nodegate_annotations(object)
     } else {
@@ -129,36 +112,32 @@ pub fn answer_held(
 /// The review's request, if the body is a review of a Node CREATE;
 /// otherwise the answer that admits it unchanged, saying why.
 fn read_request(body: &[u8]) -> Result<Request, Answer> {
-    let review: Review = match serde_json::from_slice(body) {
-        Ok(r) => r,
-        Err(e) if e.is_syntax() || e.is_eof() => {
-            let why = format!("the body is not JSON: {e}");
-            return Err(refuse_to_judge(String::new(), why));
-        }
-        Err(e) => {
-            let why = format!("the body is not an AdmissionReview: {e}");
-            return Err(refuse_to_judge(parse::uid(body), why));
-        }
-    };
-    let Some(request) = review.request else {
-        let why = "the AdmissionReview has no request".to_string();
-        return Err(refuse_to_judge(String::new(), why));
-    };
-    if request.kind.kind != "Node" || !request.kind.group.is_empty() {
-        let why = format!(
+    let review: Review =
+        serde_json::from_slice(body).map_err(|e| match e.is_syntax() || e.is_eof() {
+            true => refuse_to_judge(String::new(), format!("the body is not JSON: {e}")),
+            false => {
+                let why = format!("the body is not an AdmissionReview: {e}");
+                refuse_to_judge(parse::uid(body), why)
+            }
+        })?;
+    let why = "the AdmissionReview has no request";
+    let request = review
+        .request
+        .ok_or_else(|| refuse_to_judge(String::new(), why.into()))?;
+    let why = if request.kind.kind != "Node" || !request.kind.group.is_empty() {
+        format!(
             "expected a Node, got {:?} (group {:?}): check the webhook's rules",
             request.kind.kind, request.kind.group
-        );
-        return Err(refuse_to_judge(request.uid, why));
-    }
-    if request.operation != "CREATE" {
-        let why = format!(
+        )
+    } else if request.operation != "CREATE" {
+        format!(
             "expected a CREATE, got {:?}: check the webhook's rules",
             request.operation
-        );
-        return Err(refuse_to_judge(request.uid, why));
-    }
-    Ok(request)
+        )
+    } else {
+        return Ok(request);
+    };
+    Err(refuse_to_judge(request.uid, why))
 }
 
 /// The `nodegate.dev/*` annotation keys on `object`, sorted.
@@ -183,20 +162,12 @@ fn node_of(object: &NodeObject, drop: &[String]) -> Node {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     });
-    let taints = object
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .map(|ts| {
-            ts.iter()
-                .map(|t| ApiTaint {
-                    key: t.key.clone(),
-                    value: t.value.clone(),
-                    effect: t.effect.clone(),
-                    time_added: None,
-                })
-                .collect()
-        });
+    let taint = |t: &parse::TaintIn| ApiTaint {
+        key: t.key.clone(),
+        value: t.value.clone(),
+        effect: t.effect.clone(),
+        time_added: None,
+    };
     Node {
         metadata: ObjectMeta {
             name: object.metadata.name.clone(),
@@ -204,8 +175,8 @@ fn node_of(object: &NodeObject, drop: &[String]) -> Node {
             annotations,
             ..Default::default()
         },
-        spec: object.spec.as_ref().map(|_| NodeSpec {
-            taints,
+        spec: object.spec.as_ref().map(|s| NodeSpec {
+            taints: s.taints.as_ref().map(|ts| ts.iter().map(taint).collect()),
             ..Default::default()
         }),
         status: None,
@@ -237,7 +208,11 @@ fn judge(
         if *hold == Hold::DryRun {
             d.note.push_str(&format!("; would remove {keys}"));
         } else {
-            d.ops.extend(strip.iter().map(|k| remove_annotation(k)));
+            let remove = |key: &String| {
+                let path = format!("/metadata/annotations/{}", pointer_segment(key));
+                json!({"op": "remove", "path": path})
+            };
+            d.ops.extend(strip.iter().map(remove));
             d.note.push_str(&format!("; removes {keys}"));
             d.warnings.push(format!(
                 "nodegate removed the annotations {keys}: a node may not set nodegate.dev/ annotations on itself"
@@ -245,19 +220,18 @@ fn judge(
         }
     }
     let mut response = allowed(uid);
-    if !d.warnings.is_empty() {
-        response.warnings = Some(d.warnings);
-    }
+    response.warnings = (!d.warnings.is_empty()).then_some(d.warnings);
     if !d.ops.is_empty() {
-        let patch: json_patch::Patch = match serde_json::from_value(Value::Array(d.ops)) {
-            Ok(p) => p,
-            Err(e) => return refuse_to_judge(uid.to_string(), format!("building the patch: {e}")),
-        };
-        response = match response.with_patch(patch) {
+        let patched = serde_json::from_value::<json_patch::Patch>(Value::Array(d.ops))
+            .map_err(|e| format!("building the patch: {e}"))
+            .and_then(|p| {
+                response
+                    .with_patch(p)
+                    .map_err(|e| format!("serializing the patch: {e}"))
+            });
+        response = match patched {
             Ok(r) => r,
-            Err(e) => {
-                return refuse_to_judge(uid.to_string(), format!("serializing the patch: {e}"));
-            }
+            Err(why) => return refuse_to_judge(uid.to_string(), why),
         };
     }
     Answer {
@@ -300,12 +274,21 @@ fn decide(admission: Admission, hold: &Hold) -> Decision {
                 "nodegate would have added the taint {taint}, but no replica leads ({why}): the node is admitted unchanged, since nothing would open it"
             ),
         ),
-        (Admission::AddTaint { taint, create_list }, Hold::No) => Decision {
-            ops: vec![taint_patch(&taint, create_list)],
-            result: AdmissionResult::Tainted,
-            note: format!("adds {taint}"),
-            warnings: vec![],
-        },
+        (Admission::AddTaint { taint, create_list }, Hold::No) => {
+            // Key and effect, no value: a one-element list when the node has
+            // no `spec.taints`, else an append.
+            let t = json!({"key": taint.key, "effect": taint.effect});
+            let op = match create_list {
+                true => json!({"op": "add", "path": "/spec/taints", "value": [t]}),
+                false => json!({"op": "add", "path": "/spec/taints/-", "value": t}),
+            };
+            Decision {
+                ops: vec![op],
+                result: AdmissionResult::Tainted,
+                note: format!("adds {taint}"),
+                warnings: vec![],
+            }
+        }
         (Admission::Unchanged(skip), _) => Decision {
             ops: vec![],
             result: AdmissionResult::Unchanged,

@@ -7,7 +7,6 @@
 //! bumps counters: it never talks to the cluster, so its latency is the
 //! JSON work alone.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -216,10 +215,8 @@ impl Handler {
         log(&answer);
         let text = serde_json::to_vec(&answer.body).unwrap_or_default();
         let mut response = Response::new(Body::from(text));
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            header::HeaderValue::from_static("application/json"),
-        );
+        let json = header::HeaderValue::from_static("application/json");
+        response.headers_mut().insert(header::CONTENT_TYPE, json);
         response
     }
 
@@ -227,14 +224,8 @@ impl Handler {
     /// waits up to [`JUDGE_WAIT`] for a place and judges it on a blocking
     /// thread, off the runtime's workers.
     async fn read_and_answer(&self, body: Incoming) -> review::Answer {
-        let read = read_capped(
-            Body::new(body),
-            MAX_BODY,
-            Arc::clone(&self.budget),
-            BODY_TIMEOUT,
-        )
-        .await;
-        let read = match read {
+        let budget = Arc::clone(&self.budget);
+        let read = match read_capped(Body::new(body), MAX_BODY, budget, BODY_TIMEOUT).await {
             Ok(r) => r,
             Err(Unread::TooLarge(prefix)) => {
                 let why = format!("the body is over {MAX_BODY} bytes, not a Node review");
@@ -342,22 +333,14 @@ async fn serve_one(
         }
         Err(_) => return,
     };
-    let service = hyper::service::service_fn(move |req| {
-        let handler = Arc::clone(&handler);
-        async move {
-            let answer = tokio::time::timeout(limits.request_timeout, handler.handle(req));
-            Ok::<_, Infallible>(answer.await.unwrap_or_else(|_| {
-                plain(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "the review was not sent whole in time\n",
-                )
-            }))
-        }
-    });
-    if let Err(error) = conn::http1(&limits)
-        .serve_connection(TokioIo::new(tls), service)
-        .await
-    {
+    let answer = move |req| Arc::clone(&handler).handle(req);
+    let late = || {
+        plain(
+            StatusCode::REQUEST_TIMEOUT,
+            "the review was not sent whole in time\n",
+        )
+    };
+    if let Err(error) = conn::serve_http(TokioIo::new(tls), limits, answer, late).await {
         tracing::debug!(%error, "webhook: connection ended with an error");
     }
 }

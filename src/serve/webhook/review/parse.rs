@@ -8,9 +8,6 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-/// The group every kubelet's credentials carry.
-pub const NODES_GROUP: &str = "system:nodes";
-
 /// A review; `apiVersion` and `kind` are not read (the API server sends
 /// what the webhook configuration asks for).
 #[derive(Debug, Deserialize)]
@@ -44,13 +41,6 @@ pub struct Kind {
 pub struct UserInfo {
     pub username: String,
     pub groups: Vec<String>,
-}
-
-impl UserInfo {
-    /// Whether the request came from a node's own credentials (a kubelet).
-    pub fn is_node(&self) -> bool {
-        self.groups.iter().any(|g| g == NODES_GROUP)
-    }
 }
 
 /// The Node being created: the fields the entrance decision reads.
