@@ -355,13 +355,6 @@ impl Canaries {
             }
         }
     }
-
-    /// The earliest time something is due: a LIST, a failed canary's
-    /// replacement.
-    fn next_look(&self, now: Timestamp) -> Option<Timestamp> {
-        let replacements = self.failed.values().map(|f| f.at).filter(|at| *at > now);
-        self.next_list.into_iter().chain(replacements).min()
-    }
 }
 
 impl Decider for Canaries {
@@ -416,9 +409,11 @@ impl Decider for Canaries {
             out.push(Effect::ListCanaries);
         }
         self.fill_slots(&cfg, cx, &mut out);
-        if let Some(at) = self.next_look(now) {
-            out.push(Effect::LookAgainAt(at));
-        }
+        // The earliest time something is due: a LIST, a failed canary's
+        // replacement.
+        let replacements = self.failed.values().map(|f| f.at).filter(|at| *at > now);
+        let next = self.next_list.into_iter().chain(replacements).min();
+        out.extend(next.map(Effect::LookAgainAt));
         out
     }
 }
