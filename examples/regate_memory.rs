@@ -105,7 +105,7 @@ fn main() {
             .serving(leadership, metrics, None),
         );
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let task = decider_shell::start(Closing::new(), &router, executor, clock, None, stopped);
+        let task = decider_shell::start(Closing::default(), &router, executor, clock, None, stopped);
         router.mark_synced();
 
         // Off: the re-gater looks at nothing and remembers nothing.

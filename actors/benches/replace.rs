@@ -140,7 +140,7 @@ fn look(router: &Router, cfg: &Config, replacer: &mut Replacer, input: Input) ->
 
 /// A replica's memory after the initial lists, as a follower hears them.
 fn synced(router: &Router, cfg: &Config) -> Replacer {
-    let mut replacer = Replacer::new();
+    let mut replacer = Replacer::default();
     let cx = Context {
         view: router.index(),
         config: cfg,
@@ -198,11 +198,11 @@ fn cold_look_with_room(bencher: Bencher) {
     let router = cluster(0);
     let cfg = config();
     bencher
-        .with_inputs(Replacer::new)
+        .with_inputs(Replacer::default)
         .bench_local_refs(|replacer| {
             black_box(look(&router, &cfg, replacer, Input::MayWrite));
         });
-    assert_every_due_node_falls_back(&router, &cfg, Replacer::new());
+    assert_every_due_node_falls_back(&router, &cfg, Replacer::default());
 }
 
 fn assert_every_due_node_falls_back(router: &Router, cfg: &Config, mut replacer: Replacer) {

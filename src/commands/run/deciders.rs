@@ -80,8 +80,8 @@ pub fn start(
         m.regate.regated_ages(&closing.regated_ages(cx));
         m.regate.gauges(closing.regate_gauges(cx));
     });
-    tasks.push(shells.start(Closing::new(), Some(gauges)));
-    tasks.push(shells.start(Replacer::new(), None));
+    tasks.push(shells.start(Closing::default(), Some(gauges)));
+    tasks.push(shells.start(Replacer::default(), None));
     if settings.gate.canary.is_some() {
         let m = Arc::clone(metrics);
         // A follower decides nothing about canaries: it reports none.
@@ -93,7 +93,7 @@ pub fn start(
             };
             m.canary.gauges(in_flight, waiting);
         });
-        tasks.push(shells.start(Canaries::new(), Some(gauges)));
+        tasks.push(shells.start(Canaries::default(), Some(gauges)));
     }
     tasks
 }

@@ -71,10 +71,6 @@ pub struct Canaries {
 }
 
 impl Canaries {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// The gated nodes waiting for a slot (for the gauges and tests).
     pub fn waiting(&self) -> impl Iterator<Item = &str> {
         self.waiting.iter().map(String::as_str)
@@ -84,68 +80,7 @@ impl Canaries {
     pub fn in_flight(&self) -> usize {
         self.holders.len()
     }
-}
 
-impl Decider for Canaries {
-    fn origin(&self) -> Origin {
-        Origin::Canary
-    }
-
-    fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect> {
-        let Some(cfg) = cx.config.canary.clone() else {
-            return Vec::new();
-        };
-        let now = cx.now.local;
-        let mut out = Vec::new();
-        // Decisions wait for a LIST answered while leading; asking for the
-        // LIST (below) does not.
-        let deciding = cx.may_write && self.synced;
-        match input {
-            // What the decisions rest on may have changed: a LIST, then a
-            // pass over every canary and gated node.
-            Input::Changed(Change::Everything | Change::DaemonSet { .. }) => self.next_list = None,
-            // Everything this replica believed, dropped: it just gained the
-            // lease, and a LIST follows.
-            Input::MayWrite => *self = Canaries::default(),
-            Input::Changed(
-                Change::Node { name: node, .. }
-                | Change::Pods { node }
-                | Change::GateStopped { node },
-            ) => {
-                if deciding {
-                    self.reconcile(&node, &cfg, cx, &mut out);
-                }
-            }
-            Input::Tick => {
-                if deciding && self.next_list.is_some_and(|at| at > now) {
-                    for node in self.known() {
-                        self.reconcile(&node, &cfg, cx, &mut out);
-                    }
-                }
-            }
-            Input::CanariesListed(listed) => self.listed(listed, &cfg, cx, &mut out),
-            Input::CanaryCreated { create, outcome } => self.created(create, outcome, cx, &mut out),
-            Input::CanaryDeleted { delete, outcome } => self.deleted(delete, outcome, cx, &mut out),
-            Input::Wrote { .. }
-            | Input::PodsListed { .. }
-            | Input::NodeRead { .. }
-            | Input::Replaced { .. } => {}
-        }
-        if cx.may_write && self.next_list.is_none_or(|at| at <= now) {
-            // Asked for once at a time: nothing else is decided until it
-            // answers (the shell answers before the next input).
-            self.next_list = Some(now.checked_add(RESYNC).unwrap_or(now));
-            out.push(Effect::ListCanaries);
-        }
-        self.fill_slots(&cfg, cx, &mut out);
-        if let Some(at) = self.next_look(now) {
-            out.push(Effect::LookAgainAt(at));
-        }
-        out
-    }
-}
-
-impl Canaries {
     /// Every node this decider has reason to look at again.
     fn known(&self) -> BTreeSet<String> {
         let waiting = self.holders.iter().chain(&self.waiting);
@@ -420,12 +355,66 @@ impl Canaries {
             }
         }
     }
+}
 
-    /// The earliest time something is due: a LIST, a failed canary's
-    /// replacement.
-    fn next_look(&self, now: Timestamp) -> Option<Timestamp> {
+impl Decider for Canaries {
+    fn origin(&self) -> Origin {
+        Origin::Canary
+    }
+
+    fn decide(&mut self, input: Input, cx: &Context<'_>) -> Vec<Effect> {
+        let Some(cfg) = cx.config.canary.clone() else {
+            return Vec::new();
+        };
+        let now = cx.now.local;
+        let mut out = Vec::new();
+        // Decisions wait for a LIST answered while leading; asking for the
+        // LIST (below) does not.
+        let deciding = cx.may_write && self.synced;
+        match input {
+            // What the decisions rest on may have changed: a LIST, then a
+            // pass over every canary and gated node.
+            Input::Changed(Change::Everything | Change::DaemonSet { .. }) => self.next_list = None,
+            // Everything this replica believed, dropped: it just gained the
+            // lease, and a LIST follows.
+            Input::MayWrite => *self = Canaries::default(),
+            Input::Changed(
+                Change::Node { name: node, .. }
+                | Change::Pods { node }
+                | Change::GateStopped { node },
+            ) => {
+                if deciding {
+                    self.reconcile(&node, &cfg, cx, &mut out);
+                }
+            }
+            Input::Tick => {
+                if deciding && self.next_list.is_some_and(|at| at > now) {
+                    for node in self.known() {
+                        self.reconcile(&node, &cfg, cx, &mut out);
+                    }
+                }
+            }
+            Input::CanariesListed(listed) => self.listed(listed, &cfg, cx, &mut out),
+            Input::CanaryCreated { create, outcome } => self.created(create, outcome, cx, &mut out),
+            Input::CanaryDeleted { delete, outcome } => self.deleted(delete, outcome, cx, &mut out),
+            Input::Wrote { .. }
+            | Input::PodsListed { .. }
+            | Input::NodeRead { .. }
+            | Input::Replaced { .. } => {}
+        }
+        if cx.may_write && self.next_list.is_none_or(|at| at <= now) {
+            // Asked for once at a time: nothing else is decided until it
+            // answers (the shell answers before the next input).
+            self.next_list = Some(now.checked_add(RESYNC).unwrap_or(now));
+            out.push(Effect::ListCanaries);
+        }
+        self.fill_slots(&cfg, cx, &mut out);
+        // The earliest time something is due: a LIST, a failed canary's
+        // replacement.
         let replacements = self.failed.values().map(|f| f.at).filter(|at| *at > now);
-        self.next_list.into_iter().chain(replacements).min()
+        let next = self.next_list.into_iter().chain(replacements).min();
+        out.extend(next.map(Effect::LookAgainAt));
+        out
     }
 }
 

@@ -25,10 +25,6 @@ pub struct Closing {
 }
 
 impl Closing {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// Re-gating's memory (explain, the debug views).
     pub fn regater(&self) -> &Regater {
         &self.regater
@@ -123,7 +119,7 @@ fn labelled(mut effect: Effect, origin: Origin) -> Effect {
 /// The shells `--max-unavailable` is counted in, as the binary starts them.
 #[cfg(test)]
 fn shells() -> Vec<Box<dyn Decider>> {
-    vec![Box::new(Closing::new())]
+    vec![Box::new(Closing::default())]
 }
 
 #[cfg(test)]

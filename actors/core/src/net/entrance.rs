@@ -75,11 +75,10 @@ impl std::fmt::Display for Skip {
             Skip::Ignored => write!(f, "annotated {IGNORE_ANNOTATION}=true"),
             Skip::AlreadyGated(t) => write!(f, "already carries {t}"),
             Skip::OpenedBefore(at) => write!(f, "opened before, at {at:.0}"),
-            Skip::TooOld { age } => write!(
-                f,
-                "created {}s ago, outside the new-node window",
-                age.as_secs()
-            ),
+            Skip::TooOld { age } => {
+                let age = age.as_secs();
+                write!(f, "created {age}s ago, outside the new-node window")
+            }
             Skip::HasWorkload(pods) => {
                 const SHOWN: usize = 3;
                 let shown: Vec<&str> = pods.iter().take(SHOWN).map(String::as_str).collect();
@@ -107,14 +106,14 @@ pub fn open_and_ours(
     if node.ignored {
         return Err(Skip::Ignored);
     }
-    if let Some(t) = node
+    match node
         .taints
         .iter()
         .find(|t| managed.iter().any(|m| m.matches(t)))
     {
-        return Err(Skip::AlreadyGated(t.clone()));
+        Some(t) => Err(Skip::AlreadyGated(t.clone())),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// What the webhook answers for a Node CREATE.
@@ -161,13 +160,10 @@ pub fn late_taint(
     window: SignedDuration,
 ) -> Result<(), Skip> {
     backfill(node, scope, managed)?;
-    if let Some(created) = node.created {
-        let age = now.duration_since(created);
-        if age >= window {
-            return Err(Skip::TooOld { age });
-        }
+    match node.created.map(|created| now.duration_since(created)) {
+        Some(age) if age >= window => Err(Skip::TooOld { age }),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// §6.3, before the pod LIST: the same as the net, with no window.

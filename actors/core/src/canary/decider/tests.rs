@@ -80,7 +80,7 @@ fn forced(effects: &[Effect]) -> Vec<bool> {
 
 /// A decider that has started and listed `listed`.
 fn started(run: &Run, listed: Vec<PodInfo>) -> (Canaries, Vec<Effect>) {
-    let mut c = Canaries::new();
+    let mut c = Canaries::default();
     let first = run.step(&mut c, Input::Changed(Change::Everything));
     assert_eq!(
         first,
@@ -110,7 +110,7 @@ fn answer_creates(run: &Run, c: &mut Canaries, effects: &[Effect]) -> Vec<Effect
 fn nothing_is_created_before_the_list_of_existing_canaries_answers() {
     let mut run = Run::new(config(10), ts(NOW));
     run.index.upsert(gated("n1"));
-    let mut c = Canaries::new();
+    let mut c = Canaries::default();
     let out = run.step(&mut c, Input::Changed(Change::Everything));
     assert!(creates(&out).is_empty());
     assert!(out.contains(&Effect::ListCanaries));
@@ -344,7 +344,7 @@ fn a_follower_decides_nothing_and_a_new_leader_starts_from_a_list() {
     let mut run = Run::new(config(10), ts(NOW));
     run.index.upsert(gated("n1"));
     run.may_write = false;
-    let mut c = Canaries::new();
+    let mut c = Canaries::default();
     assert!(
         run.step(&mut c, Input::Changed(Change::Everything))
             .is_empty()
@@ -378,7 +378,7 @@ fn suspend_creates_nothing_but_still_cleans_up() {
 fn without_the_canary_key_the_decider_does_nothing() {
     let mut run = Run::new(Config::default(), ts(NOW));
     run.index.upsert(gated("n1"));
-    let mut c = Canaries::new();
+    let mut c = Canaries::default();
     assert!(
         run.step(&mut c, Input::Changed(Change::Everything))
             .is_empty()
@@ -389,7 +389,7 @@ fn without_the_canary_key_the_decider_does_nothing() {
 fn a_failed_list_is_asked_again_shortly_and_nothing_is_decided_meanwhile() {
     let mut run = Run::new(config(10), ts(NOW));
     run.index.upsert(gated("n1"));
-    let mut c = Canaries::new();
+    let mut c = Canaries::default();
     run.step(&mut c, Input::Changed(Change::Everything));
     let out = run.step(
         &mut c,

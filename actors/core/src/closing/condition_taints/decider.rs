@@ -33,7 +33,6 @@ use jiff::Timestamp;
 
 use super::{RuleAction, RuleVerdict};
 use crate::closing::ledger::{Claims, Ledger, Room};
-use crate::closing::regating::Exhausted;
 use crate::deciders::{
     Change, Context, Effect, Input, Level, Now, Origin, TaintChange, TaintWrite, Tally, add_taint,
     retry_after, write_on,
@@ -309,9 +308,15 @@ impl RuleTainter {
                 self.held.remove(&key);
                 continue;
             };
-            let total = (action == RuleAction::Add)
-                .then(|| self.total_refuses(&node.name, cx, ledger))
-                .flatten();
+            // Whether adding would exceed `--max-unavailable`: a node already
+            // closed by nodegate (or being closed) closes no further node; a
+            // place held by a re-gate out counts as taken.
+            let room = (action == RuleAction::Add && cx.config.max_unavailable.is_some())
+                .then(|| ledger.room(cx.config, Origin::Rules, &self.claims(), Some(&node.name)));
+            let total = match room {
+                Some(Room::Held(exhausted) | Room::Refused(exhausted)) => Some(exhausted),
+                _ => None,
+            };
             if total.is_some() {
                 action = RuleAction::BudgetBlocked;
             }
@@ -591,17 +596,6 @@ impl RuleTainter {
                 .map(|((_, n), _)| n.clone())
                 .collect(),
             maybe: Default::default(),
-        }
-    }
-
-    /// Why adding a taint to `node` would exceed the cap, if it would: a
-    /// node already closed by nodegate (or being closed) closes no further
-    /// node; a place held by a re-gate out counts as taken.
-    fn total_refuses(&self, node: &str, cx: &Context<'_>, ledger: &Ledger) -> Option<Exhausted> {
-        cx.config.max_unavailable?;
-        match ledger.room(cx.config, Origin::Rules, &self.claims(), Some(node)) {
-            Room::Allows => None,
-            Room::Held(exhausted) | Room::Refused(exhausted) => Some(exhausted),
         }
     }
 }

@@ -174,11 +174,16 @@ impl Regater {
         self.pending.remove(name);
         self.dry_logged.remove(name);
         self.reading.remove(name);
+        self.unhold(name);
+        self.forgetting.remove(name);
+        self.forget_later.remove(name);
+    }
+
+    /// `name` no longer waits for the lease or the budget.
+    fn unhold(&mut self, name: &str) {
         self.follower.remove(name);
         self.held.remove(name);
         self.refused.remove(name);
-        self.forgetting.remove(name);
-        self.forget_later.remove(name);
     }
 
     /// Looks at each of `names`, and acts on those due.
@@ -238,9 +243,7 @@ impl Regater {
         if !matches!(health, Health::Regate(_)) || cx.config.suspend || node.suspended {
             // Not due (or not to be acted on): a read out is not written on.
             self.reading.remove(name);
-            self.follower.remove(name);
-            self.held.remove(name);
-            self.refused.remove(name);
+            self.unhold(name);
         }
         match health {
             Health::Regate(_) if cx.config.suspend || node.suspended => {
@@ -328,9 +331,7 @@ impl Regater {
             Room::Refused(exhausted) => return self.refused(name, &trigger, exhausted, cx, out),
         }
         self.look_at.remove(name);
-        self.follower.remove(name);
-        self.held.remove(name);
-        self.refused.remove(name);
+        self.unhold(name);
         let node = name.to_string();
         self.reading.insert(node.clone(), Due { trigger, at: now });
         out.push(Effect::ReadNode { node });

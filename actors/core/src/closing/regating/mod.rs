@@ -202,10 +202,9 @@ pub fn describe(members: &[Broken], now: Timestamp) -> String {
     members
         .iter()
         .map(|b| {
+            let (member, waiting) = (&b.member, &b.waiting);
             format!(
-                "{} ({}; for {}s)",
-                b.member,
-                b.waiting,
+                "{member} ({waiting}; for {}s)",
                 b.broken_for(now).as_secs().max(0)
             )
         })

@@ -184,10 +184,6 @@ impl Default for OwnerBackoffs {
 }
 
 impl Replacer {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// The request times this replica counts, for explain and tests.
     pub fn requests(&self) -> &HashMap<String, Timestamp> {
         &self.seen
@@ -479,18 +475,12 @@ impl Replacer {
                     Outcome::OwnerDeleted(obj) => format!("deleted its owner {obj}"),
                     _ => "no owner known: cordoned and marked nodegate.dev/replace-requested for the cluster-autoscaler or a person".to_string(),
                 };
-                out.push(Effect::Count(Tally::Replaced {
-                    owner: owner.kind(),
-                    outcome: "requested",
-                }));
+                out.push(replaced(&owner, "requested"));
                 self.replaced_event(&write.uid, &name, &what, out);
             }
             (ReplaceAction::Request { owner, at, .. }, Outcome::OwnerFailed(e)) => {
                 self.requested(&name, at);
-                out.push(Effect::Count(Tally::Replaced {
-                    owner: owner.kind(),
-                    outcome: "owner_failed",
-                }));
+                out.push(replaced(&owner, "owner_failed"));
                 let what = format!("marked, but deleting its owner failed ({e}); trying again");
                 self.replaced_event(&write.uid, &name, &what, out);
                 let until = self.owner_backoff.0.refused(&name, now);
@@ -528,10 +518,7 @@ impl Replacer {
             (_, Outcome::Conflict) => out.push(Effect::LookAgainAt(retry_after(now))),
             (action, Outcome::Failed(e) | Outcome::Ambiguous(e)) => {
                 let at = if let ReplaceAction::Request { owner, .. } = action {
-                    out.push(Effect::Count(Tally::Replaced {
-                        owner: owner.kind(),
-                        outcome: "failed",
-                    }));
+                    out.push(replaced(&owner, "failed"));
                     // A request fails here also when its owner cannot be
                     // looked up (a LIST refused or failing): it backs off as
                     // a failed delete does.
@@ -574,6 +561,12 @@ fn fallback_action(fallback: Fallback, why: &str, now: Timestamp) -> ReplaceActi
     let note = format!("Not replaced: {why}; {instead} (--replace-fallback={fallback})");
     let at = crate::gate::annotation_time(now);
     ReplaceAction::Fallback { fallback, at, note }
+}
+
+/// The count of a replace request's `outcome`.
+fn replaced(owner: &Owner, outcome: &'static str) -> Effect {
+    let owner = owner.kind();
+    Effect::Count(Tally::Replaced { owner, outcome })
 }
 
 fn write_for(node: &NodeInfo, action: ReplaceAction) -> ReplaceWrite {

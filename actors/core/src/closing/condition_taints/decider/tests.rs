@@ -113,7 +113,7 @@ fn one(rule: &str, n: usize) -> Vec<(String, usize)> {
 #[test]
 fn a_matching_node_gets_the_rules_taint_and_an_event() {
     let mut r = run(vec![oos()]);
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     let change = r.index.upsert(shut("n1", 1));
     assert!(
         r.step(&mut t, change).is_empty(),
@@ -166,7 +166,7 @@ fn a_matching_node_gets_the_rules_taint_and_an_event() {
 #[test]
 fn an_applied_write_counts_against_the_budget_until_the_index_shows_a_new_version() {
     let mut r = run(vec![limited()]);
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     r.index.upsert(shut("n1", 1));
     r.index.upsert(node("n2", 1, &[], vec![]));
     let out = r.step(&mut t, everything());
@@ -216,7 +216,7 @@ fn an_applied_write_counts_against_the_budget_until_the_index_shows_a_new_versio
 #[test]
 fn when_cleared_takes_the_rules_taint_off_at_its_index() {
     let mut r = run(vec![oos()]);
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     let other = taint("example.com/other", "NoSchedule");
     let ours = taint_v(OOS, "nodeshutdown", "NoExecute");
     let carried = vec![other.clone(), taint(OOS, "NoSchedule"), ours.clone()];
@@ -257,7 +257,7 @@ fn when_cleared_takes_the_rules_taint_off_at_its_index() {
     let mut never = oos();
     never.remove = RemovePolicy::Never;
     let mut r = run(vec![never]);
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     let tainted = vec![taint(OOS, "NoExecute")];
     r.index.upsert(node("n1", 1, &[], tainted));
     assert!(writes(&r.step(&mut t, everything())).is_empty());
@@ -266,7 +266,7 @@ fn when_cleared_takes_the_rules_taint_off_at_its_index() {
 #[test]
 fn a_removal_applied_makes_room_for_a_held_node() {
     let mut r = run(vec![limited()]);
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     let tainted = node("n1", 1, &[], vec![taint(OOS, "NoExecute")]);
     r.index.upsert(owned(tainted, "oos"));
     r.index.upsert(shut("n2", 1));
@@ -288,7 +288,7 @@ fn nodes_joining_or_leaving_make_room_for_a_held_node() {
     let mut half = oos();
     half.max_unavailable = Some(MaxUnavailable::Percent(50));
     let mut r = run(vec![half]);
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     r.index.upsert(shut_tainted("n1", 1));
     r.index.upsert(shut("n2", 1));
     let out = r.step(&mut t, everything());
@@ -301,7 +301,7 @@ fn nodes_joining_or_leaving_make_room_for_a_held_node() {
     assert_eq!(writes(&out)[0].node, "n2", "{out:?}");
     // A tainted node deleted makes room as well.
     let mut r = run(vec![limited()]);
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     r.index.upsert(shut_tainted("n1", 1));
     r.index.upsert(shut("n2", 1));
     assert!(writes(&r.step(&mut t, everything())).is_empty());
@@ -319,7 +319,7 @@ fn a_rule_with_for_writes_once_it_has_held_long_enough() {
     let mut waiting = oos();
     waiting.conditions[0].for_ = Some(Duration::from_secs(30));
     let mut r = run(vec![waiting]);
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     r.index
         .upsert(node("n1", 1, &[("Shutdown", "True", Some(90))], vec![]));
     let out = r.step(&mut t, everything());
@@ -361,7 +361,7 @@ fn nodes_outside_the_scope_or_the_rules_selector_are_left_alone() {
     r.config.scope = Scope {
         node_selector: Some(LabelSelector::parse("pool=a").unwrap()),
     };
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     let mut outside = shut("outside", 1);
     outside.labels.insert("pool".into(), "b".into());
     outside.labels.insert("zone".into(), "b".into());
@@ -390,7 +390,7 @@ fn a_dry_run_logs_each_write_once_and_writes_nothing() {
     let mut r = run(vec![oos()]);
     r.config.dry_run = true;
     r.may_write = false;
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     r.index.upsert(shut("n1", 1));
     let out = r.step(&mut t, everything());
     assert!(
@@ -429,7 +429,7 @@ fn a_dry_run_logs_each_write_once_and_writes_nothing() {
 fn a_follower_writes_and_logs_nothing_until_it_may_write() {
     let mut r = run(vec![limited()]);
     r.may_write = false;
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     r.index.upsert(shut("n1", 1));
     r.index.upsert(shut("n2", 1));
     assert!(r.step(&mut t, everything()).is_empty());
@@ -466,7 +466,7 @@ fn a_follower_writes_and_logs_nothing_until_it_may_write() {
 #[test]
 fn a_conflict_is_decided_again_on_the_indexs_next_view() {
     let mut r = run(vec![oos()]);
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     r.index.upsert(shut("n1", 1));
     let write = writes(&r.step(&mut t, everything()))[0].clone();
     let out = r.step(&mut t, answer(&write, PatchOutcome::Conflict));
@@ -498,7 +498,7 @@ fn a_conflict_is_decided_again_on_the_indexs_next_view() {
 #[test]
 fn an_unanswered_write_is_tried_again_a_moment_later() {
     let mut r = run(vec![oos()]);
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     r.index.upsert(shut("n1", 1));
     let write = writes(&r.step(&mut t, everything()))[0].clone();
     let out = r.step(
@@ -519,7 +519,7 @@ fn an_unanswered_write_is_tried_again_a_moment_later() {
 #[test]
 fn without_rules_nothing_happens() {
     let mut r = run(vec![]);
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     r.index.upsert(shut("n1", 1));
     assert!(r.step(&mut t, everything()).is_empty());
     let change = r.index.upsert(shut("n1", 2));
@@ -547,7 +547,7 @@ fn the_window_clock_stamps_and_the_local_clock_wakes() {
         ],
         vec![],
     ));
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     // The API server's clock is 5 s ahead of this machine's.
     let cx = Context {
         view: &index,

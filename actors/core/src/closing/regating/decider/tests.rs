@@ -163,7 +163,7 @@ fn due_and_read(r: &mut Run, g: &mut Closing, name: &str) -> TaintWrite {
 fn a_member_broken_past_the_grace_is_read_written_and_reported() {
     let mut r = run();
     r.now = ts(NOW) + SignedDuration::from_nanos(1_234_567);
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
     let out = upsert(&mut r, &mut g, node("n1"));
     assert_eq!(reads(&out), ["n1"]);
@@ -216,7 +216,7 @@ fn a_member_broken_past_the_grace_is_read_written_and_reported() {
 #[test]
 fn a_pending_write_counts_in_the_budget_until_the_index_shows_another_version() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     let write = due_and_read(&mut r, &mut g, "n1");
     r.step(&mut g, answer(&write, PatchOutcome::Applied));
     // The index still shows version 1, without the taint.
@@ -245,7 +245,7 @@ fn a_pending_write_counts_in_the_budget_until_the_index_shows_another_version() 
 #[test]
 fn a_pending_write_the_index_moved_past_stops_counting() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     let write = due_and_read(&mut r, &mut g, "n1");
     r.step(&mut g, answer(&write, PatchOutcome::Applied));
     assert_eq!(gauges(&r, &g).regated, 1);
@@ -257,7 +257,7 @@ fn a_pending_write_the_index_moved_past_stops_counting() {
 #[test]
 fn broken_within_the_grace_is_looked_at_again_when_it_ends() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     r.index.pods.push(broken_pod("n1", NOW - 10));
     let out = upsert(&mut r, &mut g, node("n1"));
     assert!(reads(&out).is_empty() && writes(&out).is_empty(), "{out:?}");
@@ -283,7 +283,7 @@ fn a_healthy_node_is_not_remembered_without_on_reboot() {
     if let Some(rc) = r.config.regate.as_mut() {
         rc.on_reboot = false;
     }
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     r.index.pods.push(ready_pod("n1"));
     let out = upsert(&mut r, &mut g, node("n1"));
     assert!(out.is_empty(), "{out:?}");
@@ -317,7 +317,7 @@ fn rebooted_and_read(r: &mut Run, g: &mut Closing) -> TaintWrite {
 #[test]
 fn a_reboot_re_gates() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     let write = rebooted_and_read(&mut r, &mut g);
     let TaintChange::Add { annotations, .. } = &write.change else {
         panic!("not an add: {write:?}");
@@ -337,7 +337,7 @@ fn a_reboot_re_gates() {
 #[test]
 fn a_reboot_acted_on_is_not_acted_on_again_when_the_taint_was_never_seen() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     let write = rebooted_and_read(&mut r, &mut g);
     let out = r.step(&mut g, answer(&write, PatchOutcome::Applied));
     assert_eq!(count(&out, &Tally::Regated("reboot")), 1);
@@ -362,7 +362,7 @@ fn suspended_by_config_or_annotation_writes_nothing() {
     for by_config in [true, false] {
         let mut r = run();
         r.config.suspend = by_config;
-        let mut g = Closing::new();
+        let mut g = Closing::default();
         r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
         let n = NodeInfo {
             suspended: !by_config,
@@ -385,7 +385,7 @@ fn suspended_by_config_or_annotation_writes_nothing() {
 fn a_dry_run_logs_once_and_writes_nothing() {
     let mut r = run();
     r.config.dry_run = true;
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
     let out = upsert(&mut r, &mut g, node("n1"));
     assert!(
@@ -409,7 +409,7 @@ fn a_dry_run_logs_once_and_writes_nothing() {
 fn a_follower_reads_nothing_until_it_may_write() {
     let mut r = run();
     r.may_write = false;
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
     let out = upsert(&mut r, &mut g, node("n1"));
     assert!(reads(&out).is_empty(), "{out:?}");
@@ -429,7 +429,7 @@ fn a_follower_reads_nothing_until_it_may_write() {
 #[test]
 fn a_node_gated_meanwhile_is_not_written() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
     upsert(&mut r, &mut g, node("n1"));
     let gated = NodeInfo {
@@ -444,7 +444,7 @@ fn a_node_gated_meanwhile_is_not_written() {
 #[test]
 fn a_conflict_decides_again_at_once() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     let write = due_and_read(&mut r, &mut g, "n1");
     let out = r.step(&mut g, answer(&write, PatchOutcome::Conflict));
     assert_eq!(reads(&out), ["n1"], "{out:?}");
@@ -459,7 +459,7 @@ fn a_conflict_decides_again_at_once() {
 #[test]
 fn a_failed_read_or_write_is_tried_again_after_a_moment() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     let write = due_and_read(&mut r, &mut g, "n1");
     let out = r.step(&mut g, answer(&write, PatchOutcome::Failed("boom".into())));
     assert!(reads(&out).is_empty(), "{out:?}");
@@ -480,7 +480,7 @@ fn a_failed_read_or_write_is_tried_again_after_a_moment() {
 #[test]
 fn a_deleted_node_is_forgotten() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     r.index.pods.push(broken_pod("n1", NOW - 10));
     let n = NodeInfo {
         boot_id: Some("a".into()),
@@ -516,7 +516,7 @@ fn a_deleted_node_is_forgotten() {
 #[test]
 fn with_re_gating_off_nothing_happens_and_nothing_is_kept() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     r.index.pods.push(broken_pod("n1", NOW - 10));
     let n1 = NodeInfo {
         boot_id: Some("a".into()),
@@ -557,7 +557,7 @@ fn look_again_times_follow_this_machines_clock() {
 #[test]
 fn a_node_healthy_again_while_its_read_is_out_is_not_written() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
     upsert(&mut r, &mut g, node("n1"));
     r.index.pods = vec![ready_pod("n1")];
@@ -569,7 +569,7 @@ fn a_node_healthy_again_while_its_read_is_out_is_not_written() {
 #[test]
 fn a_write_applied_after_re_gating_was_turned_off_is_still_reported() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     let write = due_and_read(&mut r, &mut g, "n1");
     r.config.regate = None;
     r.step(&mut g, Input::Changed(Change::Everything));

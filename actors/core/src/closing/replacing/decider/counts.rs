@@ -31,7 +31,7 @@ use crate::closing::ledger::flag;
 use crate::closing::replacing::Spread;
 use crate::deciders::Context;
 use crate::gate;
-use crate::rules::placement::{self, Verdict};
+use crate::rules::placement;
 use crate::vocab::config::Config;
 use crate::vocab::member::{Member, MemberId};
 use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
@@ -197,12 +197,13 @@ impl Counts {
         let now = cx.now.for_grace();
         let mut spread = Spread::default();
         for name in &self.gated {
-            let Some(n) = cx.view.node(name) else {
+            let Some(n) = cx
+                .view
+                .node(name)
+                .filter(|n| cx.config.gates(n) && !n.ignored)
+            else {
                 continue;
             };
-            if !cx.config.gates(&n) || n.ignored {
-                continue;
-            }
             let pods = cx.view.pods_on(name);
             let member =
                 gate::derive_member(id, &n, &self.daemonsets, &by_uid(&pods), cx.config, now);
@@ -274,23 +275,12 @@ impl Counts {
 fn flags(node: &NodeInfo, ds: &DaemonSetInfo, pods: &[Arc<PodInfo>], cfg: &Config) -> Flags {
     let mut s = Spread::default();
     s.count(ds, pods.iter().map(AsRef::as_ref));
-    if s == Spread::default()
-        && matches!(
-            placement::evaluate(node, ds, &cfg.placement),
-            Verdict::Expected
-        )
-    {
+    if s == Spread::default() && placement::evaluate(node, ds, &cfg.placement).is_expected() {
         s.missing();
     }
-    let mut f = 0;
-    if s.nodes > 0 {
-        f |= COUNTED;
-    }
-    if s.failing > 0 {
-        f |= FAILING;
-        if due(node, cfg) {
-            f |= DUE;
-        }
-    }
-    f
+    let failing = s.failing > 0;
+    // The bits are distinct: their sum is their union.
+    Flags::from(s.nodes > 0) * COUNTED
+        + Flags::from(failing) * FAILING
+        + Flags::from(failing && due(node, cfg)) * DUE
 }

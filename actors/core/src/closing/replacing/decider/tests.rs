@@ -125,7 +125,7 @@ fn marked(mut n: NodeInfo, at: i64) -> NodeInfo {
 #[test]
 fn a_karpenter_node_gets_its_nodeclaim_deleted_and_a_gate_replaced_event() {
     let mut r = run(config(2, 2, Fallback::Keep));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     let input = add_stuck(&mut r, karpenter("k1"));
     let out = r.step(&mut d, input);
     assert_eq!(requests(&out), [("k1", &Owner::NodeClaim)]);
@@ -157,7 +157,7 @@ fn a_karpenter_node_gets_its_nodeclaim_deleted_and_a_gate_replaced_event() {
 #[test]
 fn a_cluster_api_node_gets_its_machine_deleted() {
     let mut r = run(config(2, 2, Fallback::Keep));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     let mut n = stuck("m1");
     n.replace.owner = Owner::Machine {
         namespace: "capi".into(),
@@ -180,7 +180,7 @@ fn a_cluster_api_node_gets_its_machine_deleted() {
 #[test]
 fn a_node_with_no_owner_is_cordoned_and_marked() {
     let mut r = run(config(2, 2, Fallback::Keep));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     let input = add_stuck(&mut r, stuck("n1"));
     let out = r.step(&mut d, input);
     assert_eq!(requests(&out), [("n1", &Owner::None)]);
@@ -197,7 +197,7 @@ fn a_node_with_no_owner_is_cordoned_and_marked() {
 #[test]
 fn a_node_not_timed_out_by_this_gate_is_not_replaced() {
     let mut r = run(config(2, 2, Fallback::Keep));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     // The timed-out mark of an earlier gate: re-gated since.
     let mut n = stuck("n1");
     n.gated_since = Some(ts(CREATED + 500));
@@ -217,7 +217,7 @@ fn a_node_not_timed_out_by_this_gate_is_not_replaced() {
 #[test]
 fn the_rate_budget_refuses_with_replace_budget_exhausted_and_looks_again() {
     let mut r = run(config(1, 5, Fallback::Keep));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     let input = add_stuck(&mut r, karpenter("k1"));
     let out = r.step(&mut d, input);
     let w = replace_writes(&out)[0].clone();
@@ -242,7 +242,7 @@ fn the_rate_budget_refuses_with_replace_budget_exhausted_and_looks_again() {
 #[test]
 fn the_in_flight_limit_counts_marked_nodes_that_still_exist() {
     let mut r = run(config(10, 1, Fallback::Keep));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     // Marked by an earlier leader, long ago (out of the interval), still
     // there.
     r.index.upsert(marked(stuck("old"), NOW - 5_000));
@@ -266,7 +266,7 @@ fn the_in_flight_limit_counts_marked_nodes_that_still_exist() {
 #[test]
 fn a_refused_node_gets_one_budget_event_per_ten_minutes() {
     let mut r = run(config(0, 5, Fallback::Keep));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     let input = add_stuck(&mut r, stuck("n1"));
     assert_eq!(reasons(&r.step(&mut d, input)), ["ReplaceBudgetExhausted"]);
     r.now = ts(NOW + 10);
@@ -282,7 +282,7 @@ fn a_refused_node_gets_one_budget_event_per_ten_minutes() {
 /// more than 20 % (2 nodes): broken cluster-wide.
 fn broken_run(fallback: Fallback) -> (Run, Vec<Effect>) {
     let mut r = run(config(5, 5, fallback));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     for name in ["s1", "s2"] {
         let mut n = stuck(name);
         n.replace.timed_out = None; // still within their deadline
@@ -307,7 +307,7 @@ fn a_member_broken_cluster_wide_keeps_the_node_with_fallback_keep() {
         note.contains("infra/cni is broken cluster-wide (not Ready on 3 of the 13 nodes"),
         "{note}"
     );
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     let out = r.step(&mut d, done(w[0], None));
     assert_eq!(reasons(&out), ["ReplaceSkipped"]);
     assert!(out.contains(&Effect::Count(Tally::ReplaceSkipped("keep"))));
@@ -335,7 +335,7 @@ fn a_member_broken_cluster_wide_opens_the_node_with_fallback_open() {
 #[test]
 fn a_fallback_recorded_for_this_gate_is_not_decided_again() {
     let mut r = run(config(5, 5, Fallback::Keep));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     let mut n = stuck("n1");
     n.replace.fallback = Some((Fallback::Keep, ts(CREATED + 130)));
     let input = add_stuck(&mut r, n);
@@ -345,7 +345,7 @@ fn a_fallback_recorded_for_this_gate_is_not_decided_again() {
 #[test]
 fn a_node_already_being_replaced_is_not_asked_twice() {
     let mut r = run(config(5, 5, Fallback::Keep));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     let input = add_stuck(&mut r, stuck("n1"));
     let out = r.step(&mut d, input);
     assert_eq!(requests(&out).len(), 1);
@@ -372,7 +372,7 @@ fn a_new_leader_counts_the_marks_on_the_nodes_and_asks_no_node_twice() {
     r.index.upsert(marked(karpenter("k1"), NOW - 100));
     r.index.upsert(marked(karpenter("k2"), NOW - 50));
     add_stuck(&mut r, karpenter("k3"));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     let out = r.step(&mut d, Input::MayWrite);
     // No new request: the budget of 2 per interval is used.
     assert!(requests(&out).is_empty(), "{out:?}");
@@ -400,7 +400,7 @@ fn a_new_leader_counts_the_marks_on_the_nodes_and_asks_no_node_twice() {
 #[test]
 fn requests_seen_on_nodes_since_deleted_still_count_in_the_interval() {
     let mut r = run(config(1, 5, Fallback::Keep));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     // Another leader marked k1; this replica's watch saw it; then it went.
     let input = r.index.upsert(marked(karpenter("k1"), NOW - 100));
     r.may_write = false;
@@ -418,7 +418,7 @@ fn requests_seen_on_nodes_since_deleted_still_count_in_the_interval() {
 fn a_follower_asks_for_nothing_until_it_leads() {
     let mut r = run(config(2, 2, Fallback::Keep));
     r.may_write = false;
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     let input = add_stuck(&mut r, stuck("n1"));
     assert!(r.step(&mut d, input).is_empty());
     r.may_write = true;
@@ -428,7 +428,7 @@ fn a_follower_asks_for_nothing_until_it_leads() {
 #[test]
 fn a_failed_owner_delete_is_tried_again() {
     let mut r = run(config(2, 2, Fallback::Keep));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     let input = add_stuck(&mut r, karpenter("k1"));
     let out = r.step(&mut d, input);
     let w = replace_writes(&out)[0].clone();
@@ -461,7 +461,7 @@ fn a_failed_owner_delete_is_tried_again() {
 #[test]
 fn a_conflict_looks_again_and_nothing_counts() {
     let mut r = run(config(1, 1, Fallback::Keep));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     let input = add_stuck(&mut r, stuck("n1"));
     let out = r.step(&mut d, input);
     let w = replace_writes(&out)[0].clone();
@@ -515,7 +515,7 @@ fn a_node_is_due_only_for_a_timeout_of_its_current_gate_with_nothing_recorded() 
 #[test]
 fn an_owner_not_proven_is_a_fallback_and_counts_in_no_budget() {
     let mut r = run(config(1, 1, Fallback::Open));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     let input = add_stuck(&mut r, karpenter("k1"));
     let out = r.step(&mut d, input);
     let w = replace_writes(&out)[0].clone();
@@ -570,7 +570,7 @@ fn a_marked_node_opened_since_is_neither_in_flight_nor_deleted_again() {
     r.index.pods.push(pod("k1", true));
     let input = add_stuck(&mut r, karpenter("k2"));
     r.may_write = false;
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     r.step(&mut d, input);
     r.may_write = true;
     let out = r.step(&mut d, Input::MayWrite);
@@ -595,7 +595,7 @@ fn a_marked_node_opened_since_is_neither_in_flight_nor_deleted_again() {
 #[test]
 fn an_expected_member_with_no_pod_counts_as_failing() {
     let mut r = run(config(5, 5, Fallback::Keep));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     for name in ["s1", "s2"] {
         let mut n = stuck(name);
         n.replace.timed_out = None; // still within their deadline
@@ -626,7 +626,7 @@ fn the_rate_counts_marks_on_the_nodes_before_any_full_look() {
     // and the first input it gets is one node's change, not a full look.
     let mut r = run(config(1, 5, Fallback::Keep));
     r.index.upsert(marked(stuck("s1"), NOW - 100));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     let input = add_stuck(&mut r, stuck("s2"));
     let out = r.step(&mut d, input);
     assert!(requests(&out).is_empty(), "{out:?}");
@@ -649,7 +649,7 @@ fn a_marked_node_opened_since_stays_history_when_a_managed_taint_comes_back() {
     r.index.pods.push(pod("k1", true));
     let input = add_stuck(&mut r, karpenter("k2"));
     r.may_write = false;
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     r.step(&mut d, input);
     r.may_write = true;
     let out = r.step(&mut d, Input::MayWrite);
@@ -683,7 +683,7 @@ fn the_in_flight_count_follows_each_node_change() {
     let mut r = run(config(10, 1, Fallback::Keep));
     let input = r.index.upsert(marked(karpenter("k1"), NOW - 100));
     r.index.pods.push(pod("k1", true));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     r.step(&mut d, input);
     let input = add_stuck(&mut r, karpenter("k2"));
     let out = r.step(&mut d, input);
@@ -719,7 +719,7 @@ fn a_full_budget_refuses_before_judging_and_the_judgement_comes_with_room() {
     let mut r = run(config(5, 1, Fallback::Keep));
     let input = r.index.upsert(marked(stuck("m1"), NOW - 100));
     r.index.pods.push(pod("m1", true));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     r.step(&mut d, input);
     // s1 and s2 fail with k1 (three of thirteen): the agent is broken.
     // Their changes reach the decider as the feed publishes them.
@@ -777,7 +777,7 @@ fn the_canary_failing_on_every_gated_node_is_broken_and_nothing_is_replaced() {
         max_in_flight: 50,
     });
     let mut r = run(cfg);
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     // Two gated nodes within their deadline, no canary could start on
     // either (an image nobody can pull, no pod IP left).
     for name in ["s1", "s2"] {
@@ -806,7 +806,7 @@ fn a_critical_condition_failing_on_the_gated_nodes_is_broken() {
         node_selector: None,
     }];
     let mut r = run(cfg);
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     for name in ["s1", "s2"] {
         let mut n = stuck(name);
         n.replace.timed_out = None;
@@ -831,7 +831,7 @@ fn a_member_failing_on_one_gated_node_only_is_not_broken() {
         node_selector: None,
     }];
     let mut r = run(cfg);
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     // Two other gated nodes report the condition.
     for name in ["g1", "g2"] {
         let mut n = stuck(name);
@@ -855,7 +855,7 @@ fn due_nodes_sharing_a_blocker_fall_back_instead_of_being_replaced_one_by_one() 
     // 2 failing of 12 is within 20 %: by its share the agent is not broken,
     // but both failing nodes are due and wait for it.
     let mut r = run(config(5, 5, Fallback::Keep));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     r.may_write = false;
     let a = add_stuck(&mut r, stuck("n1"));
     r.step(&mut d, a);
@@ -886,7 +886,7 @@ fn due_nodes_sharing_a_blocker_fall_back_instead_of_being_replaced_one_by_one() 
 #[test]
 fn failing_owner_deletes_back_off_to_a_few_per_ten_minutes() {
     let mut r = run(config(5, 5, Fallback::Keep));
-    let mut d = Replacer::new();
+    let mut d = Replacer::default();
     // Marked by an earlier leader: every look would delete its owner again.
     r.index.upsert(marked(karpenter("k1"), NOW - 60));
     r.index.pods.push(pod("k1", false));

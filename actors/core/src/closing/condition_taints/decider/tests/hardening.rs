@@ -14,7 +14,7 @@ fn a_rule_the_api_server_refuses_backs_off() {
     let mut rule = rule("foreign", "Broken", "example.com/broken", "NoSchedule");
     rule.max_unavailable = None;
     let mut r = run(vec![rule]);
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     for n in ["n1", "n2", "n3"] {
         r.index
             .upsert(node(n, 1, &[("Broken", "True", Some(0))], vec![]));
@@ -87,7 +87,7 @@ fn when_cleared_leaves_a_taint_nodegate_did_not_put_on() {
     let mut rule = oos();
     rule.max_unavailable = Some(MaxUnavailable::Count(5));
     let mut r = run(vec![rule]);
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     let by_hand = vec![taint_v(OOS, "nodeshutdown", "NoExecute")];
     r.index.upsert(node("dead", 1, &[], by_hand.clone()));
     assert!(writes(&r.step(&mut t, everything())).is_empty());
@@ -140,7 +140,7 @@ fn the_total_cap_holds_a_rule_back_with_re_gated_nodes_counted() {
         on_reboot: false,
         max_unavailable: MaxUnavailable::Count(10),
     });
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     r.index
         .upsert(node("re", 1, &[], vec![degraded.to_taint()]));
     for n in ["n1", "n2", "n3"] {

@@ -41,7 +41,7 @@ fn incremental_counts_equal_a_full_recount() {
     let net = rule("net", "NetworkDown", "example.com/net", "NoSchedule");
     let mut r = run(vec![slow, net.clone()]);
     r.may_write = false;
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     assert!(r.step(&mut t, everything()).is_empty());
     let mut seed: u64 = 7;
     let mut next = |n: u64| {

@@ -7,7 +7,7 @@ use super::*;
 fn suspend_in_the_configuration_writes_nothing_until_it_is_lifted() {
     let mut r = run(vec![oos()]);
     r.config.suspend = true;
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     r.index.upsert(shut("n1", 1));
     let out = r.step(&mut t, everything());
     assert!(writes(&out).is_empty(), "{out:?}");
@@ -29,7 +29,7 @@ fn suspend_in_the_configuration_writes_nothing_until_it_is_lifted() {
 #[test]
 fn a_suspended_node_gets_no_condition_taint() {
     let mut r = run(vec![oos()]);
-    let mut t = Closing::new();
+    let mut t = Closing::default();
     let mut n = shut("n1", 1);
     n.suspended = true;
     r.index.upsert(n);

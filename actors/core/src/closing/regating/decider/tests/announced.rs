@@ -50,7 +50,7 @@ fn annotations_of(write: &TaintWrite) -> Vec<(&'static str, String)> {
 #[test]
 fn kureds_lock_regates_outside_the_budget_and_records_the_boot_id() {
     let mut r = announced_run(Some(LOCK_N1));
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     upsert(&mut r, &mut g, regated("n0", "1"));
     let n1 = booted(&mut r, "n1", "boot-1");
     let out = upsert(&mut r, &mut g, n1.clone());
@@ -87,7 +87,7 @@ fn kureds_lock_regates_outside_the_budget_and_records_the_boot_id() {
 fn kureds_lock_stays_within_max_unavailable() {
     let mut r = announced_run(Some(LOCK_N1));
     r.config.max_unavailable = Some(crate::vocab::budget::MaxUnavailable::Count(1));
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     upsert(&mut r, &mut g, regated("n0", "1"));
     let n1 = booted(&mut r, "n1", "boot-1");
     let out = upsert(&mut r, &mut g, n1);
@@ -100,7 +100,7 @@ fn kureds_lock_stays_within_max_unavailable() {
 #[test]
 fn a_persons_announcement_goes_through_the_budget() {
     let mut r = announced_run(None);
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     upsert(&mut r, &mut g, regated("n0", "1"));
     let mut n1 = booted(&mut r, "n1", "boot-1");
     n1.reboot_pending = Some("firmware".into());
@@ -114,7 +114,7 @@ fn a_persons_announcement_goes_through_the_budget() {
     assert_eq!(reads(&out), ["n1"], "{out:?}");
     // kured's node annotation counts the same way.
     let mut r = announced_run(None);
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     upsert(&mut r, &mut g, regated("n0", "1"));
     let mut n2 = booted(&mut r, "n2", "boot-1");
     n2.kured_rebooting = true;
@@ -126,7 +126,7 @@ fn a_persons_announcement_goes_through_the_budget() {
 fn announcements_are_nothing_unless_listened_to() {
     let mut r = announced_run(Some(LOCK_N1));
     r.config.reboots = AnnouncedReboots::default();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     let mut n1 = booted(&mut r, "n1", "boot-1");
     n1.reboot_pending = Some("x".into());
     n1.kured_rebooting = true;
@@ -140,7 +140,7 @@ fn announcements_are_nothing_unless_listened_to() {
 #[test]
 fn a_withdrawn_announcement_removes_the_record_once() {
     let mut r = announced_run(None);
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     let mut n1 = booted(&mut r, "n1", "boot-1");
     n1.taints.push(regate_taint());
     n1.awaiting_reboot = Some("boot-1".into());
@@ -182,7 +182,7 @@ fn a_withdrawn_announcement_removes_the_record_once() {
 fn a_new_leader_finds_the_announcement_acted_on_and_removes_a_withdrawn_one() {
     let mut r = announced_run(Some(LOCK_N1));
     r.may_write = false;
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     let mut n1 = booted(&mut r, "n1", "boot-1");
     n1.taints.push(regate_taint());
     n1.awaiting_reboot = Some("boot-1".into());
@@ -204,7 +204,7 @@ fn a_new_leader_finds_the_announcement_acted_on_and_removes_a_withdrawn_one() {
 #[test]
 fn an_unreadable_lock_announces_nothing_and_is_warned_about_once() {
     let mut r = announced_run(Some("k1"));
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     let n1 = booted(&mut r, "n1", "boot-1");
     let out = upsert(&mut r, &mut g, n1.clone());
     assert!(reads(&out).is_empty(), "{out:?}");

@@ -12,7 +12,7 @@ fn refused(effects: &[Effect]) -> usize {
 #[test]
 fn an_exhausted_budget_is_counted_each_time_and_announced_every_ten_minutes() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     upsert(&mut r, &mut g, regated("n0", "1"));
     r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
     let out = upsert(&mut r, &mut g, node("n1"));
@@ -53,7 +53,7 @@ fn an_exhausted_budget_is_counted_each_time_and_announced_every_ten_minutes() {
 #[test]
 fn two_nodes_due_at_once_take_one_place_in_the_budget() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     for name in ["n1", "n2"] {
         r.index.pods.push(broken_pod(name, NOW - GRACE - 5));
         r.index.upsert(node(name));
@@ -75,7 +75,7 @@ fn two_nodes_due_at_once_take_one_place_in_the_budget() {
 #[test]
 fn a_node_held_for_a_read_that_writes_nothing_is_read_at_once() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     for name in ["n1", "n2"] {
         r.index.pods.push(broken_pod(name, NOW - GRACE - 5));
         r.index.upsert(node(name));
@@ -135,7 +135,7 @@ fn scope(selector: &str) -> Scope {
 fn the_counts_kept_from_the_feed_equal_a_full_count() {
     let mut r = Run::new(config(MaxUnavailable::Percent(50)), ts(NOW));
     r.config.scope = scope("pool=a");
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     let mut seed: u64 = 42;
     let mut regated_seen = 0;
     for step in 0..400 {
@@ -183,7 +183,7 @@ fn the_counts_kept_from_the_feed_equal_a_full_count() {
 #[test]
 fn a_count_made_from_an_index_ahead_of_the_feed_counts_each_node_once() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     let late_n1 = r.index.upsert(regated("n1", "1"));
     let late_n2 = r.index.upsert(node("n2"));
     r.step(&mut g, Input::Changed(Change::Everything));
@@ -203,7 +203,7 @@ fn a_count_made_from_an_index_ahead_of_the_feed_counts_each_node_once() {
 #[test]
 fn a_write_counts_while_the_index_lags_behind_the_fresh_read() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
     let out = upsert(&mut r, &mut g, node("n1"));
     assert_eq!(reads(&out), ["n1"]);
@@ -235,7 +235,7 @@ fn a_write_counts_while_the_index_lags_behind_the_fresh_read() {
 #[test]
 fn a_write_counts_while_its_change_is_still_on_the_feed() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     let write = due_and_read(&mut r, &mut g, "n1");
     r.step(&mut g, answer(&write, PatchOutcome::Applied));
     // The index holds the tainted version; the feed has not delivered it.
@@ -257,7 +257,7 @@ fn a_write_counts_while_its_change_is_still_on_the_feed() {
 #[test]
 fn refused_nodes_wait_and_a_freed_place_wakes_one() {
     let mut r = run();
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     upsert(&mut r, &mut g, regated("n0", "1"));
     for n in ["n1", "n2", "n3"] {
         r.index.pods.push(broken_pod(n, NOW - GRACE - 5));
@@ -294,7 +294,7 @@ fn the_total_cap_counts_the_rules_taints() {
     )];
     let mut r = Run::new(cfg, ts(NOW));
     r.index.daemonsets.push(agent("cni"));
-    let mut g = Closing::new();
+    let mut g = Closing::default();
     let kaput = mk_node("k", &[], vec![taint("example.com/kaput", "NoSchedule")]);
     upsert(&mut r, &mut g, kaput);
     r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));

@@ -149,7 +149,7 @@ impl World {
         let mut w = World {
             run,
             gates: BTreeSet::new(),
-            decider: Replacer::new(),
+            decider: Replacer::default(),
             rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
         };
         w.feed(Input::Changed(Change::Everything));
