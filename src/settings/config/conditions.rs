@@ -117,24 +117,21 @@ pub fn condition_taints(
                     format!("{:?} is not a regular expression: {e}", c.status),
                 )
             })?;
-            let for_ = match &c.for_ {
-                Some(d) => Some(parse_duration(&at(&format!("conditions[{j}].for")), d)?),
-                None => None,
-            };
+            let for_at = at(&format!("conditions[{j}].for"));
+            let for_ = c.for_.as_ref().map(|d| parse_duration(&for_at, d));
             conditions.push(Requirement {
                 type_: c.type_.clone(),
                 status,
-                for_,
+                for_: for_.transpose()?,
                 match_absent: c.match_absent,
             });
         }
         let node_selector = FileSelector::nodes(r.node_selector.as_ref(), &at("nodeSelector"))?;
-        let max_unavailable = match &r.max_unavailable {
-            None => None,
-            Some(serde_json::Value::Number(n)) => Some(n.to_string()),
-            Some(serde_json::Value::String(s)) => Some(s.clone()),
-            Some(other) => Some(format!("{other:?}")),
-        };
+        let max_unavailable = r.max_unavailable.as_ref().map(|v| match v {
+            serde_json::Value::Number(n) => n.to_string(),
+            serde_json::Value::String(s) => s.clone(),
+            other => format!("{other:?}"),
+        });
         let why = "remove the rule to stop it tainting";
         let max_unavailable = max_unavailable.map(|t| budget(&at("maxUnavailable"), &t, why));
         rules.push(ConditionTaintRule {

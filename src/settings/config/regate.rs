@@ -21,23 +21,15 @@ pub(super) fn regate_settings(
     let after = parse_duration("--regate-after", &given.regate_after)?;
     if after.is_zero() {
         let set = &given.set;
-        let named: Vec<&str> = [
+        let named = [
             (set.regate_taint, "--regate-taint"),
             (set.regate_timeout, "--regate-timeout"),
             (set.regate_max_unavailable, "--regate-max-unavailable"),
             (set.regate_on_reboot, "--regate-on-reboot"),
             (set.regate_allow_no_execute, "--regate-allow-no-execute"),
-        ]
-        .into_iter()
-        .filter_map(|(set, flag)| set.then_some(flag))
-        .collect();
-        return match named.first() {
-            None => Ok(None),
-            Some(_) => Err(invalid(
-                named.join(", "),
-                "re-gating is off: set --regate-after (regateAfter) to a grace such as 2m to turn it on",
-            )),
-        };
+        ];
+        let why = "re-gating is off: set --regate-after (regateAfter) to a grace such as 2m to turn it on";
+        return refuse_given(&named, why).map(|()| None);
     }
 
     let taint = regate_taint(&given.regate_taint, startup)?;
@@ -81,6 +73,16 @@ fn regate_taint(s: &str, startup: &[ManagedTaint]) -> Result<ManagedTaint, Confi
     Ok(taint)
 }
 
+/// Refuses the flags of `named` that were given (each with whether it was),
+/// naming them all, with `why`: without what they need they do nothing.
+fn refuse_given(named: &[(bool, &str)], why: &str) -> Result<(), ConfigError> {
+    let given: Vec<&str> = named.iter().filter(|n| n.0).map(|n| n.1).collect();
+    if given.is_empty() {
+        return Ok(());
+    }
+    Err(invalid(given.join(", "), why))
+}
+
 /// `--reboot-announcements`, `--kured-daemonset`, `--kured-max-holders`,
 /// `--reboot-timeout` (semantics.md §6.10): off (no source) by default. A
 /// source needs re-gating on (its taint and budget); the other settings
@@ -99,22 +101,14 @@ pub(super) fn reboot_settings(
     sources.dedup();
     let set = &given.set;
     if sources.is_empty() {
-        let named: Vec<&str> = [
+        let named = [
             (set.kured_daemonset, "--kured-daemonset"),
             (set.kured_max_holders, "--kured-max-holders"),
             (set.reboot_timeout, "--reboot-timeout"),
-        ]
-        .into_iter()
-        .filter_map(|(set, flag)| set.then_some(flag))
-        .collect();
-        if !named.is_empty() {
-            return Err(invalid(
-                named.join(", "),
-                "no reboot announcement is listened to: set --reboot-announcements \
-                 (rebootAnnouncements), e.g. kured-lock",
-            ));
-        }
-        return Ok(AnnouncedReboots::default());
+        ];
+        let why = "no reboot announcement is listened to: set --reboot-announcements \
+                   (rebootAnnouncements), e.g. kured-lock";
+        return refuse_given(&named, why).map(|()| AnnouncedReboots::default());
     }
     if regate.is_none() {
         return Err(invalid(

@@ -32,12 +32,10 @@ pub(super) fn check_dns_label(s: &str) -> Result<(), &'static str> {
 }
 
 pub(super) fn check_dns_subdomain(s: &str) -> Result<(), &'static str> {
-    if s.is_empty() || s.len() > 253 || s.split('.').any(|p| check_dns_label(p).is_err()) {
-        return Err(
-            "must be a DNS subdomain: lowercase letters, digits, '-' and '.', at most 253 characters",
-        );
-    }
-    Ok(())
+    let ok = !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label);
+    ok.then_some(()).ok_or(
+        "must be a DNS subdomain: lowercase letters, digits, '-' and '.', at most 253 characters",
+    )
 }
 
 pub fn parse_managed_taint(s: &str) -> Result<ManagedTaint, ConfigError> {

@@ -6,7 +6,7 @@ use super::effect::annotation_time;
 use super::event::Event;
 use super::state::{
     GateState, GateWriteKind, GatedSinceClamp, MAX_UNANSWERED, OpenedRecord, Phase, TimeoutRecord,
-    UnansweredUntaint, Write, WriteStatus,
+    UNEVALUATED, UnansweredUntaint, Write, WriteStatus,
 };
 use crate::vocab::member::{Expectation, Member, Readiness};
 use crate::vocab::model::PodInfo;
@@ -60,11 +60,8 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         }
         // The members and their readiness.
         Event::MemberExpected { member } => {
-            let m = state.members.entry(member.clone()).or_insert(Member {
-                expectation: Expectation::Expected,
-                readiness: None,
-            });
-            m.expectation = Expectation::Expected;
+            let slot = state.members.entry(member.clone());
+            slot.or_insert(UNEVALUATED.clone()).expectation = Expectation::Expected;
         }
         Event::MemberNotExpected {
             member,
@@ -178,11 +175,9 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         Event::MarkSent { attempt } => {
             state.write = Some(Write::sent(GateWriteKind::MarkTimedOut, *attempt));
         }
-        Event::WriteConflict { .. } => set_write_status(state, WriteStatus::Refreshing),
+        Event::WriteConflict { .. } => with_write(state, |w| w.status = WriteStatus::Refreshing),
         Event::WriteFailed { error, .. } => {
-            if let Some(w) = &mut state.write {
-                w.last_error = Some(error.clone());
-            }
+            with_write(state, |w| w.last_error = Some(error.clone()))
         }
         Event::WriteUnanswered { error, .. } => {
             if let Some(w) = &mut state.write {
@@ -202,18 +197,14 @@ pub fn apply(state: &mut GateState, ev: &Event) {
                 }
             }
         }
-        Event::WriteDeferred { .. } => set_write_status(state, WriteStatus::AwaitingLeader),
-        Event::WithdrawRequested { .. } => {
-            if let Some(w) = &mut state.write {
-                w.withdrawing = true;
-            }
+        Event::WriteDeferred { .. } => {
+            with_write(state, |w| w.status = WriteStatus::AwaitingLeader)
         }
-        Event::RetryScheduled { attempt } => {
-            if let Some(w) = &mut state.write {
-                w.attempt = *attempt;
-                w.status = WriteStatus::Backoff;
-            }
-        }
+        Event::WithdrawRequested { .. } => with_write(state, |w| w.withdrawing = true),
+        Event::RetryScheduled { attempt } => with_write(state, |w| {
+            w.attempt = *attempt;
+            w.status = WriteStatus::Backoff;
+        }),
         // A write given up, and the ends of a gate: opened, marked, stopped.
         Event::WriteAbandoned { .. } => {
             state.write = None;
@@ -298,8 +289,9 @@ fn set_status(p: &mut PodInfo, ev: &Event) {
     }
 }
 
-fn set_write_status(state: &mut GateState, status: WriteStatus) {
+/// Changes the outstanding write, if there is one.
+fn with_write(state: &mut GateState, change: impl FnOnce(&mut Write)) {
     if let Some(w) = &mut state.write {
-        w.status = status;
+        change(w);
     }
 }

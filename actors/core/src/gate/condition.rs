@@ -37,16 +37,10 @@ pub fn open_condition(state: &GateState) -> Option<OpenCondition> {
             "every expected member is Ready; removing the managed taints".to_string(),
         ),
         Phase::TimedOutKept => {
-            let deadline = state
-                .timed_out
-                .as_ref()
-                .map(|t| format!("the deadline passed at {}; ", t.deadline))
-                .unwrap_or_default();
-            (
-                false,
-                ConditionReason::TimedOut,
-                format!("{deadline}{}", waiting(state)),
-            )
+            let deadline = state.timed_out.as_ref().map(|t| t.deadline);
+            let deadline = deadline.map(|d| format!("the deadline passed at {d}; "));
+            let message = format!("{}{}", deadline.unwrap_or_default(), waiting(state));
+            (false, ConditionReason::TimedOut, message)
         }
         Phase::Opened => {
             let by = state.opened.as_ref()?.opened_by;

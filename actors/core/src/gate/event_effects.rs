@@ -153,12 +153,9 @@ fn ending_effects(state: &GateState, node: &NodeInfo, ev: &Event, cfg: &Config) 
         } if state.reopening => {
             vec![Effect::Stop(Ending::Opened(*opened_by))]
         }
-        Event::TimedOut { .. } if cfg.dry_run => match &state.timed_out {
-            Some(t) => vec![Effect::RecordEvent(notes::dry_run_timed_out(
-                node, start, t,
-            ))],
-            None => Vec::new(),
-        },
+        Event::TimedOut { .. } if cfg.dry_run => (state.timed_out.iter())
+            .map(|t| Effect::RecordEvent(notes::dry_run_timed_out(node, start, t)))
+            .collect(),
         Event::WouldOpen {
             opened_by: OpenedBy::Ready,
             taints,
@@ -179,10 +176,9 @@ fn ending_effects(state: &GateState, node: &NodeInfo, ev: &Event, cfg: &Config) 
                 Effect::Stop(Ending::Opened(*opened_by)),
             ]
         }
-        Event::TimeoutMarked => match &state.timed_out {
-            Some(t) => vec![Effect::RecordEvent(notes::kept_closed(node, start, t))],
-            None => Vec::new(),
-        },
+        Event::TimeoutMarked => (state.timed_out.iter())
+            .map(|t| Effect::RecordEvent(notes::kept_closed(node, start, t)))
+            .collect(),
         // Someone else opened the node: recorded on it (not in a dry run,
         // nor while writes are suspended), so that no entrance puts the
         // taint back, also after a restart.

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::rules::readiness::{self, NodeNotReady};
 use crate::vocab::config::OnTimeout;
-use crate::vocab::member::{Blocker, Member, MemberId, Readiness};
+use crate::vocab::member::{Blocker, Expectation, Member, MemberId, Readiness};
 use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use crate::vocab::vec_map::VecMap;
 use crate::vocab::words::word_enum;
@@ -20,6 +20,12 @@ pub const NODE_NOT_READY: &str = "the node is not Ready";
 
 /// What an expected member the gate has not evaluated waits for.
 pub const NOT_EVALUATED: &str = "not evaluated yet";
+
+/// An expected member the gate has not evaluated yet: no readiness.
+pub(crate) static UNEVALUATED: Member = Member {
+    expectation: Expectation::Expected,
+    readiness: None,
+};
 
 /// Why the node keeps its gate closed although every member may be Ready, in
 /// words ([`NODE_NOT_READY`] and what says so); `None` when the node is Ready.

@@ -14,12 +14,8 @@ use crate::vocab::model::Fallback;
 
 impl Step<'_> {
     pub(super) fn managed_taints(&self) -> Vec<IndexedTaint> {
-        let Some(node) = &self.s.node else {
-            return Vec::new();
-        };
-        node.taints
-            .iter()
-            .enumerate()
+        let taints = self.s.node.iter().flat_map(|n| n.taints.iter().enumerate());
+        taints
             .filter(|(_, t)| self.cfg.placement.is_managed(t))
             .map(|(index, taint)| IndexedTaint {
                 index,

@@ -66,13 +66,9 @@ impl Step<'_> {
             return;
         };
         self.clamp_gated_since();
-        let Some(start) = self.s.gate_start() else {
-            return;
-        };
         // A timeout too large to add is no deadline at all.
-        let Some(at) = SignedDuration::try_from(timeout)
-            .ok()
-            .and_then(|d| start.checked_add(d).ok())
+        let timeout = SignedDuration::try_from(timeout).ok();
+        let Some(at) = (self.s.gate_start().zip(timeout)).and_then(|(s, d)| s.checked_add(d).ok())
         else {
             return;
         };
@@ -109,15 +105,9 @@ impl Step<'_> {
         let Some(since) = self.s.node.as_ref().and_then(|n| n.gated_since) else {
             return;
         };
-        if self
-            .s
-            .gated_since_clamp
-            .is_some_and(|c| c.gated_since == since)
-        {
-            return;
-        }
+        let clamp = self.s.gated_since_clamp;
         let now = self.s.server_now().unwrap_or(self.now);
-        if since > now {
+        if since > now && clamp.is_none_or(|c| c.gated_since != since) {
             self.emit(Event::GatedSinceClamped {
                 gated_since: since,
                 to: now,

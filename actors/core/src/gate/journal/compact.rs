@@ -186,10 +186,9 @@ impl Strings {
     }
 
     fn pod(&mut self, p: &PodInfo) -> Option<Pod> {
-        let mut labels = Vec::with_capacity(p.labels.len());
-        for (k, v) in &p.labels {
-            labels.push((self.intern(k)?, self.intern(v)?));
-        }
+        let labels = (p.labels.iter())
+            .map(|(k, v)| Some((self.intern(k)?, self.intern(v)?)))
+            .collect::<Option<Box<[_]>>>()?;
         let uid = p.uid.text();
         let texts = [
             Some(&*p.namespace),
@@ -213,7 +212,7 @@ impl Strings {
                 | u8::from(p.terminating) << 1
                 | u8::from(p.ready_annotation) << 2
                 | u8::from(p.sandbox_ready) << 3,
-            labels: labels.into_boxed_slice(),
+            labels,
         })
     }
 

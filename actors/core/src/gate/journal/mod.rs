@@ -64,12 +64,12 @@ impl Journal {
     pub fn record(&mut self, at: Timestamp, event: Event) {
         let stored = self.strings.encode(Entry { at, event });
         self.entries.push_back(stored);
-        while self.entries.len() > self.cap {
-            if let Some(old) = self.entries.pop_front() {
-                let old = self.strings.decode(&old);
-                apply(self.base.get_or_insert_default(), &old.event);
-                self.dropped += 1;
-            }
+        while self.entries.len() > self.cap
+            && let Some(old) = self.entries.pop_front()
+        {
+            let old = self.strings.decode(&old);
+            apply(self.base.get_or_insert_default(), &old.event);
+            self.dropped += 1;
         }
     }
 

@@ -312,7 +312,7 @@ fn critical_row(cx: &Ctx<'_>, entry: &CriticalPodEntry) -> MemberRow {
     let mut row = empty_row(&id, &entry.namespace, &entry.name);
     row.selector = Some(entry.selector.to_string());
     let member = member_of(cx.state, &id);
-    if judged_by_selector(&mut row, &member, "entry", entry.node_selector.as_ref()) {
+    if judged_by_selector(&mut row, member, "entry", entry.node_selector.as_ref()) {
         // Critical pods are static or mirror pods, never created unbound:
         // there is no pending pod to look for, and no minReadySeconds.
         fill_readiness(cx, &mut row, &id, None);

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::gate::GateState;
 use crate::gate::derive::NodeMember;
-pub(crate) use crate::gate::state::NOT_EVALUATED;
+pub(crate) use crate::gate::state::{NOT_EVALUATED, UNEVALUATED};
 use crate::rules::selector::LabelSelector;
 use crate::vocab::member::{Expectation, Member, MemberId, Readiness};
 
@@ -66,14 +66,8 @@ pub(crate) fn empty_row(id: &MemberId, namespace: &str, name: &str) -> MemberRow
 
 /// A member the state does not hold (never after a snapshot) reads as the
 /// gate reads a member with no readiness: expected, not evaluated yet.
-pub(crate) fn member_of<'a>(state: &'a GateState, id: &MemberId) -> std::borrow::Cow<'a, Member> {
-    match state.members.get(id) {
-        Some(m) => std::borrow::Cow::Borrowed(m),
-        None => std::borrow::Cow::Owned(Member {
-            expectation: Expectation::Expected,
-            readiness: None,
-        }),
-    }
+pub(crate) fn member_of<'a>(state: &'a GateState, id: &MemberId) -> &'a Member {
+    state.members.get(id).unwrap_or(&UNEVALUATED)
 }
 
 /// The row of a member judged from the node alone (a condition, resource or
@@ -83,7 +77,7 @@ pub(crate) fn node_member_row(state: &GateState, m: &dyn NodeMember) -> MemberRo
     let mut row = empty_row(&id, "", m.name());
     row.selector = m.row_selector();
     let member = member_of(state, &id);
-    if judged_by_selector(&mut row, &member, m.what(), m.node_selector()) {
+    if judged_by_selector(&mut row, member, m.what(), m.node_selector()) {
         row.ready = Some(false);
         match &member.readiness {
             Some(Readiness::Ready { pod }) => {

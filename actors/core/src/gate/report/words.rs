@@ -16,13 +16,8 @@ pub fn verdict(
     let waiting = || {
         let list: Vec<String> = blockers
             .iter()
-            .map(|r| {
-                format!(
-                    "{} ({})",
-                    r.label,
-                    r.waiting.as_deref().unwrap_or("not Ready")
-                )
-            })
+            .map(|r| (&r.label, r.waiting.as_deref().unwrap_or("not Ready")))
+            .map(|(label, why)| format!("{label} ({why})"))
             .collect();
         let members = format!(
             "waiting for {} of {expected}: {}",
