@@ -153,7 +153,7 @@ fn main() -> ExitCode {
             })
             .map_err(Error::from)
             .and_then(|settings| {
-                init_tracing(settings.log_format, &settings.log_level);
+                init_tracing(settings.given.log_format, &settings.log_level);
                 logging = true;
                 runtime.block_on(run::run(*args, settings))
             })

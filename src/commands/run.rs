@@ -192,7 +192,7 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     let (supervisor, supervisor_task, deciders) = start_writers(&shared, &settings).await?;
     let elector = start_elector(&shared, &settings);
     // A trial writes nothing: no parameters, so the policy taints nothing.
-    let admission_params = params.filter(|_| !settings.dry_run).map(|p| {
+    let admission_params = params.filter(|_| !settings.given.dry_run).map(|p| {
         p.spawn(
             Arc::clone(&shared.live),
             Arc::clone(&shared.leadership),
@@ -248,7 +248,7 @@ impl Shared {
             Leadership::always()
         });
         let metrics = Arc::new(Metrics::new(Arc::clone(&leadership)));
-        if settings.drop_node_metrics {
+        if settings.given.drop_node_metrics {
             metrics.drop_node_series();
         }
         let health = Arc::new(ProcessHealth::default());
@@ -264,7 +264,7 @@ impl Shared {
             live,
             leadership,
             metrics,
-            history: Arc::new(History::new(settings.debug_history)),
+            history: Arc::new(History::new(settings.given.debug_history)),
             health,
             server_time,
             stats: Arc::new(WatchStats::default()),
@@ -345,9 +345,9 @@ async fn start_writers(
     });
     let writer = Writer::new(
         shared.client.clone(),
-        settings.max_concurrent_patches,
-        settings.kube_qps,
-        settings.kube_burst,
+        settings.given.max_concurrent_patches,
+        settings.given.kube_qps,
+        settings.given.kube_burst,
         settings.kube_request_timeout,
         instance_name(),
     )
@@ -480,8 +480,8 @@ fn log_start(settings: &RunSettings) {
     tracing::info!(
         taints = %output::joined(settings.gate.placement.managed_taints.iter().map(|t| format!("{}:{}", t.key, t.effect)), ","),
         timeout = %duration(settings.timeout),
-        on_timeout = %settings.on_timeout,
-        dry_run = settings.dry_run,
+        on_timeout = %settings.given.on_timeout,
+        dry_run = settings.given.dry_run,
         leader_elect = settings.leader_election.enabled,
         webhook = %settings.webhook.as_ref().map_or("off".to_string(), |w| w.addr.to_string()),
         taint_new_nodes = settings.net.enabled,

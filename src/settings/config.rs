@@ -23,7 +23,7 @@ use nodegate_core::vocab::budget::MaxUnavailable;
 use nodegate_core::vocab::config::{Config, OnTimeout, RegateConfig, Scope};
 use serde::Deserialize;
 
-use crate::settings::cli::{GateArgs, LogFormat, RunArgs, StatusArgs};
+use crate::settings::cli::{GateArgs, RunArgs, StatusArgs};
 pub use crate::settings::table::FileConfig;
 use crate::settings::table::{GateGiven, RunGiven};
 
@@ -158,9 +158,10 @@ impl From<&RunSettings> for Config {
             schedule: s.schedule_timeout,
         };
         Config {
-            node_condition: s.node_condition,
+            node_condition: s.given.node_condition,
             replace: s.replace.clone(),
-            ..s.gate.gate_config(timeouts, s.on_timeout, s.dry_run)
+            ..s.gate
+                .gate_config(timeouts, s.given.on_timeout, s.given.dry_run)
         }
     }
 }
@@ -185,27 +186,15 @@ pub struct RunSettings {
     pub timeout: Option<Duration>,
     /// `--schedule-timeout`; `None`: off.
     pub schedule_timeout: Option<Duration>,
-    pub on_timeout: OnTimeout,
-    pub dry_run: bool,
-    /// `--node-condition`: write the `nodegate.dev/Open` Node condition.
-    pub node_condition: bool,
     /// `--replace-*` (semantics.md §5.8).
     pub replace: nodegate_core::vocab::config::ReplaceConfig,
-    pub max_concurrent_patches: usize,
-    pub kube_qps: f64,
-    pub kube_burst: u32,
     /// The longest nodegate waits for the answer to one of its own requests.
     pub kube_request_timeout: Duration,
-    pub log_format: LogFormat,
     pub log_level: String,
     pub leader_election: LeaderElection,
     pub http_addr: SocketAddr,
     /// `None`: no debug listener (`--debug-addr ""`).
     pub debug_addr: Option<SocketAddr>,
-    /// Finished gates kept for /debug/nodes/NAME.
-    pub debug_history: usize,
-    /// `--drop-node-metrics`: no per-node gauges.
-    pub drop_node_metrics: bool,
     /// `--otlp-endpoint`: the collector's base URL, checked; `None`: the
     /// `OTEL_*` variables decide (`crate::trace::config`).
     pub otlp_endpoint: Option<String>,
@@ -421,20 +410,11 @@ fn run_part(
         leader_election,
         http_addr,
         debug_addr,
-        debug_history: given.debug_history,
-        drop_node_metrics: given.drop_node_metrics,
         otlp_endpoint,
         gate,
         timeout,
         schedule_timeout,
-        on_timeout: given.on_timeout,
-        dry_run: given.dry_run,
-        node_condition: given.node_condition,
-        max_concurrent_patches: given.max_concurrent_patches,
-        kube_qps: given.kube_qps,
-        kube_burst: given.kube_burst,
         kube_request_timeout,
-        log_format: given.log_format,
         log_level,
         given,
     })

@@ -65,8 +65,8 @@ pub fn decide(
     let mut needs_restart = started.given.restart_changes(&new.given);
     let mut config = Config::from(&new);
     // Read once at start by the late-taint net too: kept as started.
-    config.dry_run = started.dry_run;
-    config.node_condition = started.node_condition;
+    config.dry_run = started.given.dry_run;
+    config.node_condition = started.given.node_condition;
     // The canary pods' watch and template are set up at start.
     if new.gate.canary != started.gate.canary {
         needs_restart.push("canary");

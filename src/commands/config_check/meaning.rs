@@ -103,7 +103,7 @@ pub fn of(s: &RunSettings, gate: &GateGiven) -> Value {
         s.schedule_timeout.map_or(json!("0s"), text),
     );
     put("replaceInterval", duration(&r.replace_interval));
-    put("kubeQps", number(s.kube_qps));
+    put("kubeQps", number(s.given.kube_qps));
     put("kubeRequestTimeout", text(s.kube_request_timeout));
     put("logLevel", json!(s.log_level));
     put("leaseDuration", text(s.leader_election.lease_duration));

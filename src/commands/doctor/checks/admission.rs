@@ -200,7 +200,7 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
     let first = want.first().cloned().unwrap_or_default();
     let Some(params) = &b.params else {
         let at = b.params_ref.as_deref().unwrap_or("(no spec.paramRef)");
-        if s.dry_run {
+        if s.given.dry_run {
             // A trial writes no parameters: the policy taints nothing, as
             // it must (a node tainted now would never be opened).
             return CHECK.ok(
@@ -215,7 +215,7 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
     };
     let at = b.params_ref.as_deref().unwrap_or_default();
     let trial = params.dry_run.as_deref().map(str::trim) == Some("true");
-    if s.dry_run && !trial {
+    if s.given.dry_run && !trial {
         return CHECK.problem(
             subject,
             format!(
@@ -230,7 +230,7 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
             ),
         );
     }
-    if !s.dry_run && trial {
+    if !s.given.dry_run && trial {
         return CHECK.problem(
             subject,
             format!(

@@ -78,7 +78,7 @@ pub fn required(s: &RunSettings, lease_namespace: &str) -> Vec<Access> {
         // draDrivers: the ResourceSlice watch, which runs only with it.
         out.extend(verbs("list watch", "resource.k8s.io", "resourceslices"));
     }
-    if s.node_condition {
+    if s.given.node_condition {
         // --node-condition: the nodegate.dev/Open condition.
         out.push(Access {
             subresource: Some("status"),
@@ -90,7 +90,7 @@ pub fn required(s: &RunSettings, lease_namespace: &str) -> Vec<Access> {
         let pods = verbs("create delete list watch", "", "pods");
         out.extend(pods.map(|a| a.within(&c.core.namespace, None)));
     }
-    if s.on_timeout == nodegate_core::vocab::config::OnTimeout::Replace {
+    if s.given.on_timeout == nodegate_core::vocab::config::OnTimeout::Replace {
         // --on-timeout=replace: find and delete a node's owner.
         out.extend(verbs("list delete", "karpenter.sh", "nodeclaims"));
         out.push(Access::new("delete", "cluster.x-k8s.io", "machines"));

@@ -26,8 +26,8 @@ fn err_of(extra: &[&str]) -> String {
 fn defaults_match_the_documentation() {
     let s = run_settings(&run_args(&[])).unwrap();
     assert_eq!(s.timeout, Some(Duration::from_secs(120)));
-    assert_eq!(s.on_timeout, OnTimeout::Open);
-    assert!(!s.dry_run);
+    assert_eq!(s.given.on_timeout, OnTimeout::Open);
+    assert!(!s.given.dry_run);
     // The first --taint, then the keys --autoscaler auto can choose.
     let managed: Vec<String> = s
         .gate
@@ -45,7 +45,7 @@ fn defaults_match_the_documentation() {
         ]
     );
     assert_eq!(s.gate.startup.rules().len(), 4);
-    assert_eq!(s.max_concurrent_patches, 16);
+    assert_eq!(s.given.max_concurrent_patches, 16);
     assert_eq!(s.kube_request_timeout, Duration::from_secs(10));
 }
 
@@ -151,7 +151,7 @@ fn flags_override_the_file_and_unknown_keys_are_rejected() {
     let p = path.to_str().unwrap();
     let s = run_settings(&run_args(&["--config", p, "--timeout", "45s"])).unwrap();
     assert_eq!(s.timeout, Some(Duration::from_secs(45)));
-    assert_eq!(s.on_timeout, OnTimeout::Keep);
+    assert_eq!(s.given.on_timeout, OnTimeout::Keep);
     assert!(
         s.gate
             .placement
@@ -198,7 +198,7 @@ fn operations_defaults_match_the_documentation() {
         s.debug_addr.map(|a| a.to_string()).as_deref(),
         Some("127.0.0.1:8081")
     );
-    assert_eq!(s.debug_history, 100);
+    assert_eq!(s.given.debug_history, 100);
 }
 
 #[test]
@@ -352,7 +352,7 @@ fn leader_election_can_come_from_the_file() {
     assert_eq!(s.leader_election.lease_duration, Duration::from_secs(20));
     assert_eq!(s.http_addr.to_string(), "127.0.0.1:9000");
     assert_eq!(s.debug_addr, None);
-    assert_eq!(s.debug_history, 5);
+    assert_eq!(s.given.debug_history, 5);
 }
 
 #[test]
