@@ -21,8 +21,8 @@ use k8s_openapi::api::resource::v1::ResourceSlice;
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::Api;
 use kube::api::ListParams;
-use nodegate_core::rules::placement::NODE_NAME_FIELD;
-use nodegate_core::vocab::model::{DaemonSetInfo, NODE_OP_IN, NodeInfo, SliceInfo};
+use nodegate_core::rules::{placement::NODE_NAME_FIELD, selector::OP_IN};
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, SliceInfo};
 
 use crate::cluster::project;
 use crate::error::{Error, Result};
@@ -244,7 +244,7 @@ fn aimed_at(pod: &Pod, node: &str) -> bool {
     let terms = placement.and_then(|p| p.required_node_affinity);
     let mut pins = terms.iter().flatten().flat_map(|t| &t.match_fields);
     pins.any(|r| {
-        r.key == NODE_NAME_FIELD && r.operator == NODE_OP_IN && r.values.iter().any(|v| v == node)
+        r.key == NODE_NAME_FIELD && r.operator == OP_IN && r.values.iter().any(|v| v == node)
     })
 }
 

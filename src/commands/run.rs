@@ -256,7 +256,7 @@ impl Shared {
             config_file.map(|p| p.display().to_string()),
             Timestamp::now(),
         );
-        metrics.config.started(Timestamp::now().as_second());
+        metrics.config.applied_at.set(Timestamp::now().as_second());
         let server_time = Arc::new(ServerTime::counting(metrics.server_time_refused.clone()));
         Ok(Shared {
             client,

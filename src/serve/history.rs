@@ -60,8 +60,7 @@ impl History {
     /// The finished gates, newest first, one line each, as `/debug/nodes`
     /// lists them under `recently_finished`.
     pub fn recent(&self) -> Vec<Value> {
-        let views = lock(&self.views);
-        views
+        lock(&self.views)
             .iter()
             .rev()
             .map(|v| {

@@ -228,7 +228,7 @@ async fn readyz(State(s): State<AppState>, uri: Uri) -> Response {
 /// must stay reachable (it answers "unchanged" while no leader is known), so
 /// this never makes the replica unready.
 fn leader_check(metrics: &Metrics) -> crate::serve::health::Check {
-    let leadership = metrics.leadership();
+    let leadership = &metrics.leadership;
     let (ok, detail) = match leadership.leader_known() {
         Ok(()) if !leadership.is_elected() => {
             (true, "no leader election: this replica writes".to_string())

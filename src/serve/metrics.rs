@@ -25,6 +25,7 @@ use nodegate_actors::router::Router;
 use nodegate_core::gate::{Event, GateState, OpenedBy, PatchOutcome, Phase};
 use nodegate_core::vocab::config::OnTimeout;
 use nodegate_core::vocab::member::MemberId;
+use nodegate_core::word_enum;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -34,34 +35,6 @@ use prometheus_client::registry::{Metric, Registry};
 
 use crate::cluster::leader::Leadership;
 use crate::serve::lock;
-
-/// A label's values from one table: the enum, every variant (`ALL`) and
-/// each one's value (`as_str`).
-macro_rules! label_enum {
-    (
-        $(#[$meta:meta])*
-        pub enum $name:ident {
-            $( $(#[$vmeta:meta])* $variant:ident = $word:literal, )+
-        }
-    ) => {
-        $(#[$meta])*
-        pub enum $name {
-            $( $(#[$vmeta])* $variant, )+
-        }
-
-        impl $name {
-            /// Every variant, in the order declared.
-            pub const ALL: [$name; [$($word),+].len()] = [$($name::$variant),+];
-
-            /// The label value.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$variant => $word,)+
-                }
-            }
-        }
-    };
-}
 
 mod canary;
 mod conditions;
@@ -140,7 +113,8 @@ struct GateTrack {
 
 pub struct Metrics {
     registry: Registry,
-    leadership: Arc<Leadership>,
+    /// The leadership this replica's metrics report.
+    pub leadership: Arc<Leadership>,
 
     gated_nodes: Gauge,
     live_actors: Gauge,
@@ -410,16 +384,11 @@ impl Metrics {
         self.regate.dropped.store(true, Ordering::Relaxed);
     }
 
-    /// The leadership this replica's metrics report.
-    pub fn leadership(&self) -> &Arc<Leadership> {
-        &self.leadership
-    }
-
     /// One node the late-taint net dealt with: `"tainted"`, `"skipped"` or
     /// `"failed"` (any other word counts as `"failed"`).
     pub fn late_taint(&self, result: &str) {
-        let known = LateTaint::ALL.into_iter().find(|r| r.as_str() == result);
-        let labels = [("result", known.unwrap_or(LateTaint::Failed).as_str())];
+        let known = LateTaint::from_word(result).unwrap_or(LateTaint::Failed);
+        let labels = [("result", known.as_str())];
         self.entrances.late_taints.get_or_create(&labels).inc();
     }
 

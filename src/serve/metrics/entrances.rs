@@ -9,7 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use super::{Label, reg, reg_with};
+use super::{Label, reg, reg_with, word_enum};
 
 /// Admission handling is sub-millisecond when healthy; the buckets are fine
 /// below 10 ms (the target is p99 ≤ 2 ms) and coarse above.
@@ -18,7 +18,7 @@ const ADMISSION_BUCKETS: [f64; 14] = [
     1.0,
 ];
 
-label_enum! {
+word_enum! {
     /// What the webhook answered for one AdmissionReview.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum AdmissionResult {
@@ -43,7 +43,7 @@ label_enum! {
     }
 }
 
-label_enum! {
+word_enum! {
     /// What the late-taint net did with a node it saw without the taint.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum LateTaint {
@@ -53,7 +53,7 @@ label_enum! {
     }
 }
 
-label_enum! {
+word_enum! {
     /// Certificate trouble the webhook counts (`problem` label).
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum CertProblem {
@@ -72,7 +72,8 @@ pub struct EntranceMetrics {
     admissions: Family<Label, Counter>,
     admission_duration: Histogram,
     pub(super) late_taints: Family<Label, Counter>,
-    cert_expiry: Gauge,
+    /// The expiry of the serving certificate now presented.
+    pub cert_expiry: Gauge,
     /// 1 while the webhook listener serves (it starts once it has a
     /// certificate).
     pub serving: Gauge,
@@ -140,11 +141,6 @@ impl EntranceMetrics {
             .get_or_create(&[("result", result.as_str())])
             .inc();
         self.admission_duration.observe(seconds);
-    }
-
-    /// The expiry of the serving certificate now presented.
-    pub fn certificate_expiry(&self, unix_seconds: i64) {
-        self.cert_expiry.set(unix_seconds);
     }
 
     pub fn certificate_error(&self, problem: CertProblem) {

@@ -11,7 +11,8 @@ pub struct ConfigMetrics {
     reloads: Counter,
     failures: Counter,
     last_successful: Gauge,
-    applied_at: Gauge,
+    /// When the configuration in force was applied (Unix seconds).
+    pub applied_at: Gauge,
 }
 
 impl ConfigMetrics {
@@ -40,11 +41,6 @@ impl ConfigMetrics {
         };
         m.last_successful.set(1);
         m
-    }
-
-    /// The configuration read at start is in force since `unix_seconds`.
-    pub fn started(&self, unix_seconds: i64) {
-        self.applied_at.set(unix_seconds);
     }
 
     /// A reload put a new configuration in force at `unix_seconds`.

@@ -375,7 +375,7 @@ fn the_entrances_export_zeros_then_count() {
     m.entrances.admission(AdmissionResult::Error, 0.002);
     m.late_taint("skipped");
     m.late_taint("what");
-    m.entrances.certificate_expiry(1_800_000_000);
+    m.entrances.cert_expiry.set(1_800_000_000);
     m.entrances.certificate_error(CertProblem::CaBundle);
     let t = text(&m);
     assert_eq!(

@@ -6,9 +6,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
-use super::{Label, reg};
+use super::{Label, reg, word_enum};
 
-label_enum! {
+word_enum! {
     /// Why spans were dropped.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum SpanDrop {

@@ -15,9 +15,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use super::{Label, reg_with};
+use super::{Label, reg_with, word_enum};
 
-label_enum! {
+word_enum! {
     /// What a node write is for, as the series label it: `untaint`,
     /// `mark_timed_out`, `add_taint` (an entrance or a re-gate) or `patch` (a
     /// condition rule's taint). The metrics' one name for a kind of node write:

@@ -307,7 +307,7 @@ impl Managed {
         match certified_key(m.tls_crt.as_bytes(), m.tls_key.as_bytes()) {
             Ok((key, not_after)) => {
                 slot.set(key);
-                entrances.certificate_expiry(not_after);
+                entrances.cert_expiry.set(not_after);
                 tracing::info!(
                     not_after,
                     "webhook: serving the certificate from the Secret"

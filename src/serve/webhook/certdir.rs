@@ -88,7 +88,7 @@ pub fn spawn_reload(
             match certified_key(&now.0, &now.1) {
                 Ok((key, not_after)) => {
                     slot.set(key);
-                    metrics.entrances.certificate_expiry(not_after);
+                    metrics.entrances.cert_expiry.set(not_after);
                     tracing::info!(dir = %dir.display(), not_after, "webhook: new certificate loaded");
                 }
                 Err(why) => {

@@ -135,7 +135,7 @@ pub fn start(settings: &WebhookSettings, cx: Context, shutdown: watch::Receiver<
                 }
             }
         };
-        status.metrics.entrances.certificate_expiry(not_after);
+        status.metrics.entrances.cert_expiry.set(not_after);
         let slot = Arc::new(CertSlot::new(key));
         let handler = Arc::new(Handler::new(cx.live, Arc::clone(&cx.metrics)));
         let (mut failures, mut stop) = (0u32, shutdown.clone());

@@ -244,7 +244,7 @@ impl Handler {
         };
         let bytes = read.bytes;
         let config = self.live.load();
-        let hold = match self.metrics.leadership().leader_known() {
+        let hold = match self.metrics.leadership.leader_known() {
             _ if config.dry_run => review::Hold::DryRun,
             Err(why) => review::Hold::NoLeader(why),
             Ok(()) => review::Hold::No,

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::vocab::model::{Labels, Shared};
 
+/// A requirement's operators, as upstream spells them (node affinity's too).
 pub const OP_IN: &str = "In";
 pub const OP_NOT_IN: &str = "NotIn";
 pub const OP_EXISTS: &str = "Exists";

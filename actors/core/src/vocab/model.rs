@@ -109,11 +109,8 @@ pub struct NodeSelectorRequirement {
     pub values: Vec<String>,
 }
 
-/// Operators a [`NodeSelectorRequirement`] may name, as upstream spells them
-/// (`Exists` is the label selector's `OP_EXISTS`).
-pub const NODE_OP_IN: &str = "In";
-pub const NODE_OP_NOT_IN: &str = "NotIn";
-pub const NODE_OP_DOES_NOT_EXIST: &str = "DoesNotExist";
+/// Operators a [`NodeSelectorRequirement`] may name besides the label
+/// selector's (`rules::selector::OP_*`), as upstream spells them.
 pub const NODE_OP_GT: &str = "Gt";
 pub const NODE_OP_LT: &str = "Lt";
 

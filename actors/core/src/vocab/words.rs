@@ -3,7 +3,9 @@
 /// Declares an enum whose every variant stands for one fixed word, from one
 /// list of `Variant = "word",` lines, with `ALL` (every variant, in order),
 /// `as_str` (its word), `from_word` and `Display` (the word): the table
-/// each such enum would otherwise write out three times.
+/// each such enum would otherwise write out three times. Exported: the
+/// metrics' label enums use it too.
+#[macro_export]
 macro_rules! word_enum {
     (
         $(#[$meta:meta])*
@@ -46,7 +48,7 @@ macro_rules! word_enum {
         $vis:vis enum $name:ident { $($body:tt)* }
         else $expected:literal
     ) => {
-        word_enum! { $(#[$meta])* $vis enum $name { $($body)* } }
+        $crate::word_enum! { $(#[$meta])* $vis enum $name { $($body)* } }
 
         impl ::std::str::FromStr for $name {
             type Err = $crate::vocab::words::UnknownWord;

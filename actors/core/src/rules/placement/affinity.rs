@@ -4,10 +4,11 @@
 //! never looks at taints or at nodegate's configuration.
 
 use super::reason::{NotExpectedReason, RequirementRef, TermFailure, TermList, TermMismatch};
-use crate::rules::selector::{SET_OPS, check_label_key, set_op_holds, values_problem};
+use crate::rules::selector::{
+    OP_IN, OP_NOT_IN, SET_OPS, check_label_key, set_op_holds, values_problem,
+};
 use crate::vocab::model::{
-    Labels, NODE_OP_GT, NODE_OP_IN, NODE_OP_LT, NODE_OP_NOT_IN, NodeSelectorRequirement,
-    NodeSelectorTerm, PodPlacement,
+    Labels, NODE_OP_GT, NODE_OP_LT, NodeSelectorRequirement, NodeSelectorTerm, PodPlacement,
 };
 
 /// The only field `matchFields` can select on; every other field reads as "".
@@ -98,7 +99,7 @@ fn expression_holds(r: &NodeSelectorRequirement, labels: &Labels) -> bool {
 
 fn field_problem(r: &NodeSelectorRequirement) -> Option<String> {
     let op = r.operator.as_str();
-    if op != NODE_OP_IN && op != NODE_OP_NOT_IN {
+    if op != OP_IN && op != OP_NOT_IN {
         return Some(format!(
             "matchFields supports only In and NotIn, got {op:?}"
         ));
@@ -126,8 +127,8 @@ fn field_holds(r: &NodeSelectorRequirement, node_name: &str) -> bool {
     let actual = field_value(&r.key, node_name);
     let wanted = r.values.first().map(String::as_str).unwrap_or("");
     match r.operator.as_str() {
-        NODE_OP_IN => actual == wanted,
-        NODE_OP_NOT_IN => actual != wanted,
+        OP_IN => actual == wanted,
+        OP_NOT_IN => actual != wanted,
         _ => false,
     }
 }

@@ -43,9 +43,9 @@ pub use reason::{
     NotExpectedReason, ReasonCode, RequirementRef, TermFailure, TermList, TermMismatch,
 };
 pub use taints::{
-    EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, EFFECT_PREFER_NO_SCHEDULE, TOLERATION_OP_EQUAL,
-    TOLERATION_OP_EXISTS, TOLERATION_OP_GT, TOLERATION_OP_LT, default_daemon_tolerations,
-    first_untolerated_taint, taint_blocks_scheduling, tolerates, with_default_tolerations,
+    EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, TOLERATION_OP_EQUAL, TOLERATION_OP_EXISTS,
+    TOLERATION_OP_GT, TOLERATION_OP_LT, default_daemon_tolerations, first_untolerated_taint,
+    taint_blocks_scheduling, tolerates, with_default_tolerations,
 };
 
 // ---------------------------------------------------------------------------

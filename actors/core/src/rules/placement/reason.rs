@@ -8,11 +8,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::rules::selector::{OP_DOES_NOT_EXIST, OP_IN, OP_NOT_IN};
 use crate::vocab::annotations::DAEMONSET_IGNORE;
-use crate::vocab::model::{
-    NODE_OP_DOES_NOT_EXIST, NODE_OP_GT, NODE_OP_IN, NODE_OP_LT, NODE_OP_NOT_IN,
-    NodeSelectorRequirement, Taint,
-};
+use crate::vocab::model::{NODE_OP_GT, NODE_OP_LT, NodeSelectorRequirement, Taint};
 use crate::vocab::words::word_enum;
 
 /// Why a DaemonSet is not waited for on a node.
@@ -240,7 +238,7 @@ impl fmt::Display for TermFailure {
                 if r.list == TermList::MatchFields {
                     let actual = node_value.as_deref().unwrap_or("");
                     return match op {
-                        NODE_OP_NOT_IN => {
+                        OP_NOT_IN => {
                             write!(
                                 f,
                                 "field {key} is {actual:?}, which NotIn {values:?} excludes"
@@ -251,13 +249,13 @@ impl fmt::Display for TermFailure {
                 }
                 match (op, node_value) {
                     (_, None) => write!(f, "label {key} is missing ({op} {values:?})"),
-                    (NODE_OP_IN, Some(v)) => {
+                    (OP_IN, Some(v)) => {
                         write!(f, "label {key}={v} is not In {values:?}")
                     }
-                    (NODE_OP_NOT_IN, Some(v)) => {
+                    (OP_NOT_IN, Some(v)) => {
                         write!(f, "label {key}={v} is excluded by NotIn {values:?}")
                     }
-                    (NODE_OP_DOES_NOT_EXIST, Some(v)) => {
+                    (OP_DOES_NOT_EXIST, Some(v)) => {
                         write!(f, "label {key}={v} is present (DoesNotExist)")
                     }
                     (NODE_OP_GT | NODE_OP_LT, Some(v)) if v.parse::<i64>().is_err() => {

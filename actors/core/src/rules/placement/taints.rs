@@ -8,7 +8,6 @@
 use crate::vocab::model::{Taint, Toleration};
 
 pub const EFFECT_NO_SCHEDULE: &str = "NoSchedule";
-pub const EFFECT_PREFER_NO_SCHEDULE: &str = "PreferNoSchedule";
 pub const EFFECT_NO_EXECUTE: &str = "NoExecute";
 
 pub const TOLERATION_OP_EXISTS: &str = "Exists";
