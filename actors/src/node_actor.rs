@@ -177,14 +177,13 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
                 return Ok(());
             }
             NodeMsg::View(reply) => {
-                let view = GateView {
+                // The caller may have given up waiting; nothing to do then.
+                let _ = reply.send(GateView {
                     node: state.name.clone(),
                     state: state.gate.clone(),
                     journal: state.journal.entries().collect(),
                     journal_dropped: state.journal.dropped(),
-                };
-                // The caller may have given up waiting; nothing to do then.
-                let _ = reply.send(view);
+                });
                 return Ok(());
             }
         };

@@ -151,7 +151,8 @@ impl ServerTime {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// Locks `m`; a poisoned lock is still used (no holder leaves its data half-changed).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -183,8 +184,7 @@ pub async fn probe(client: Client, server_time: Arc<ServerTime>) {
                 PROBE_PERIOD
             }
             Ok(Err(error)) => {
-                if !warned {
-                    warned = true;
+                if !std::mem::replace(&mut warned, true) {
                     tracing::warn!(%error, "cannot read the API server's clock (GET /version); relying on the objects' timestamps");
                 }
                 PROBE_RETRY
