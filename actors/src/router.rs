@@ -482,9 +482,7 @@ impl Router {
     /// changes go to the canary decider as well as to the node's gate (a
     /// routed pod is otherwise the gate's alone).
     fn is_canary_namespace(&self, namespace: &str) -> bool {
-        let config = self.config();
-        let canary = config.canary.as_ref();
-        canary.is_some_and(|c| c.namespace == namespace)
+        matches!(&self.config().canary, Some(c) if c.namespace == namespace)
     }
 
     /// Sends `msg` to every live gate; returns how many there were.
