@@ -146,8 +146,7 @@ impl ServerTime {
     }
 
     pub(crate) fn now_at(&self, instant: Instant) -> Option<Timestamp> {
-        let best = *lock(&self.best);
-        best.and_then(|b| carried(b, instant))
+        (*lock(&self.best)).and_then(|b| carried(b, instant))
     }
 }
 
