@@ -41,7 +41,7 @@ pub struct Index {
     /// ResourceSlice watch, while `draDrivers` is configured); copied into
     /// the indexed node as `NodeInfo::resource_slices`.
     resource_slices: Map<BTreeMap<String, SliceInfo>>,
-    feed: Feed,
+    pub(crate) feed: Feed,
     /// The newest node resourceVersion indexed (as a number; the API
     /// server's are etcd revisions, delivered in order by the watch).
     node_version: AtomicU64,
@@ -64,10 +64,6 @@ impl Index {
         if self.feed.is_heard() {
             self.publish(make());
         }
-    }
-
-    pub(crate) fn publish_input(&self, input: deciders::Input) {
-        self.feed.publish(input);
     }
 
     /// Indexes `node` (with the CSI drivers held for it), publishes the
@@ -189,8 +185,7 @@ impl Index {
 
     pub(crate) fn delete_daemonset(&self, uid: &str) {
         self.daemonsets.remove(uid);
-        let uid = uid.to_string();
-        self.publish(Change::DaemonSet { uid });
+        self.publish(Change::DaemonSet { uid: uid.into() });
     }
 
     /// Indexes a pod bound to a node (the caller leaves out unbound ones).

@@ -126,17 +126,14 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
         myself: ActorRef<NodeMsg>,
         state: &mut NodeActorState,
     ) -> Result<(), ActorProcessingErr> {
-        match self.ctx.router.snapshot(&state.name) {
-            Some(snapshot) => {
-                self.process(&myself, state, snapshot, None);
-                self.arm_reexamine(&myself, state);
-            }
-            None => {
-                tracing::debug!(parent: &state.span, "node left the index before its gate started");
-                self.ctx.router.unregister(&state.name, myself.get_id());
-                myself.stop(Some("node not in the index".to_string()));
-            }
-        }
+        let Some(snapshot) = self.ctx.router.snapshot(&state.name) else {
+            tracing::debug!(parent: &state.span, "node left the index before its gate started");
+            self.ctx.router.unregister(&state.name, myself.get_id());
+            myself.stop(Some("node not in the index".to_string()));
+            return Ok(());
+        };
+        self.process(&myself, state, snapshot, None);
+        self.arm_reexamine(&myself, state);
         Ok(())
     }
 
@@ -177,14 +174,13 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
                 return Ok(());
             }
             NodeMsg::View(reply) => {
-                let view = GateView {
+                // The caller may have given up waiting; nothing to do then.
+                let _ = reply.send(GateView {
                     node: state.name.clone(),
                     state: state.gate.clone(),
                     journal: state.journal.entries().collect(),
                     journal_dropped: state.journal.dropped(),
-                };
-                // The caller may have given up waiting; nothing to do then.
-                let _ = reply.send(view);
+                });
                 return Ok(());
             }
         };

@@ -282,7 +282,7 @@ impl Router {
     /// executor refused while it did not.
     pub fn leadership_gained(&self) {
         self.fan_out(|| NodeMsg::input(Input::LeadershipGained));
-        self.index.publish_input(deciders::Input::MayWrite);
+        self.index.feed.publish(deciders::Input::MayWrite);
     }
 
     // --- read by gates, the supervisor and the debug endpoints ---
@@ -397,8 +397,8 @@ impl Router {
     /// `name`'s gate stopped cleanly: the node is open now (or gone), which
     /// the deciders hear at once rather than at the node's next change.
     pub(crate) fn gate_stopped(&self, name: &str) {
-        let node = name.to_string();
-        self.index.publish(Change::GateStopped { node });
+        self.index
+            .publish(Change::GateStopped { node: name.into() });
     }
 
     pub(crate) fn remember_opened(&self, name: &str, resource_version: &str) {
@@ -438,8 +438,7 @@ impl Router {
         self.opened_at_version.remove(name);
         if let Some(receiver) = &*self.spawn_requests.load() {
             // A stopped receiver means shutdown: nothing to start.
-            let node = name.to_string();
-            let _ = receiver.send_message(SpawnRequest { node });
+            let _ = receiver.send_message(SpawnRequest { node: name.into() });
         }
     }
 
@@ -483,9 +482,7 @@ impl Router {
     /// changes go to the canary decider as well as to the node's gate (a
     /// routed pod is otherwise the gate's alone).
     fn is_canary_namespace(&self, namespace: &str) -> bool {
-        let config = self.config();
-        let canary = config.canary.as_ref();
-        canary.is_some_and(|c| c.namespace == namespace)
+        matches!(&self.config().canary, Some(c) if c.namespace == namespace)
     }
 
     /// Sends `msg` to every live gate; returns how many there were.

@@ -84,10 +84,7 @@ impl Wheel {
         let seq = queue.next_seq;
         let key = TimerKey { at, seq };
         queue.next_seq += 1;
-        let first = queue
-            .pending
-            .first_key_value()
-            .is_none_or(|(k, _)| key < *k);
+        let first = queue.pending.keys().next().is_none_or(|k| key < *k);
         queue.pending.insert(key, (to, due));
         drop(queue);
         if first {

@@ -258,9 +258,8 @@ impl AdmissionParams {
                         }
                         Err(error) => {
                             wait = Duration::from_secs(2);
-                            if !said_error {
+                            if !std::mem::replace(&mut said_error, true) {
                                 tracing::warn!(%error, "cannot write the admission policy's parameters; retrying");
-                                said_error = true;
                             }
                         }
                     }

@@ -88,8 +88,7 @@ pub async fn client_impersonating(c: &Connection, user: Option<&str>) -> Result<
     if let Some(user) = user {
         config.auth_info.impersonate = Some(user.to_string());
     }
-    let agent = concat!("nodegate/", env!("CARGO_PKG_VERSION"));
-    let agent = ::http::HeaderValue::from_static(agent);
+    let agent = ::http::HeaderValue::from_static(concat!("nodegate/", env!("CARGO_PKG_VERSION")));
     config.headers.push((::http::header::USER_AGENT, agent));
     if let Some(t) = c.request_timeout {
         config.connect_timeout = Some(t);

@@ -294,14 +294,13 @@ impl Elector {
             seen => (seen.is_some(), now),
         };
         self.observed = Some((record.clone(), version.clone(), observed_at));
-        let free = may_take(
+        if !may_take(
             &record,
             &self.identity,
             observed_at,
             self.lease_duration,
             now,
-        );
-        if !free {
+        ) {
             return Attempt::HeldByOther {
                 expires: observed_at + record_duration(&record, self.lease_duration),
                 holder: record.holder,
@@ -411,8 +410,7 @@ async fn watch_lease(api: Api<Lease>, name: String, changed: Arc<Notify>) {
         match event {
             Ok(_) => changed.notify_one(),
             Err(error) => {
-                if !warned {
-                    warned = true;
+                if !std::mem::replace(&mut warned, true) {
                     tracing::warn!(%error, "cannot watch the lease; relying on --retry-period polling");
                 }
                 tokio::time::sleep(Duration::from_secs(5)).await;

@@ -146,12 +146,12 @@ impl ServerTime {
     }
 
     pub(crate) fn now_at(&self, instant: Instant) -> Option<Timestamp> {
-        let best = *lock(&self.best);
-        best.and_then(|b| carried(b, instant))
+        (*lock(&self.best)).and_then(|b| carried(b, instant))
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// Locks `m`; a poisoned lock is still used (no holder leaves its data half-changed).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -183,8 +183,7 @@ pub async fn probe(client: Client, server_time: Arc<ServerTime>) {
                 PROBE_PERIOD
             }
             Ok(Err(error)) => {
-                if !warned {
-                    warned = true;
+                if !std::mem::replace(&mut warned, true) {
                     tracing::warn!(%error, "cannot read the API server's clock (GET /version); relying on the objects' timestamps");
                 }
                 PROBE_RETRY

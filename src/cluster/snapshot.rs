@@ -144,9 +144,7 @@ pub async fn all_slices(
     for (node, slice) in list.items.iter().filter_map(project::resource_slice) {
         by_node.entry(node).or_default().push(slice);
     }
-    for slices in by_node.values_mut() {
-        slices.sort();
-    }
+    by_node.values_mut().for_each(|slices| slices.sort());
     Ok(by_node)
 }
 

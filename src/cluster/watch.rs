@@ -40,7 +40,7 @@ use tokio::sync::mpsc;
 use crate::cluster::lean::Lean;
 use crate::cluster::project;
 use crate::cluster::relist::{Listing, Op};
-use crate::cluster::server_time::{self, ServerTime};
+use crate::cluster::server_time::{self, ServerTime, lock};
 
 /// The DaemonSet controller puts this label on every pod it creates; filtering
 /// on it server-side keeps every other pod in the cluster off the wire.
@@ -60,11 +60,7 @@ pub struct WatchStats {
 impl WatchStats {
     /// The kinds whose watch loop has ended.
     pub fn stopped(&self) -> Vec<&'static str> {
-        self.stopped_kinds().clone()
-    }
-
-    fn stopped_kinds(&self) -> std::sync::MutexGuard<'_, Vec<&'static str>> {
-        self.stopped.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.stopped).clone()
     }
 }
 
@@ -78,7 +74,7 @@ struct StopGuard {
 
 impl Drop for StopGuard {
     fn drop(&mut self) {
-        self.stats.stopped_kinds().push(self.kind);
+        lock(&self.stats.stopped).push(self.kind);
     }
 }
 
@@ -398,8 +394,7 @@ fn spawn<K>(
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    let synced = synced.clone();
-    let stats = Arc::clone(stats);
+    let (synced, stats) = (synced.clone(), Arc::clone(stats));
     tokio::spawn(async move {
         let guard = StopGuard { kind, stats };
         let mut first_sync = true;

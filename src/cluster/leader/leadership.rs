@@ -10,6 +10,8 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::cluster::server_time::lock;
+
 /// How many lease durations may pass without any replica renewing the
 /// Lease before the leader is taken as unknown ([`Leadership::leader_known`]).
 pub const LEADER_LOST_AFTER: u32 = 2;
@@ -93,11 +95,7 @@ impl Leadership {
     }
 
     pub(super) fn is_leader_at(&self, now: Instant) -> bool {
-        self.lock().leads_at(now)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
-        self.held.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.held).leads_at(now)
     }
 
     /// Whether a write may go out now: checked by the executor right
@@ -113,11 +111,11 @@ impl Leadership {
     /// included), and only then. Whatever was read in one term says
     /// nothing of the writes another leader made before the next.
     pub fn term(&self) -> u64 {
-        self.lock().term
+        lock(&self.held).term
     }
 
     pub(super) fn admits_write_at(&self, now: Instant) -> bool {
-        let mut held = self.lock();
+        let mut held = lock(&self.held);
         let admits = held.leads_at(now);
         if !admits {
             held.refused_at = Some(now);
@@ -128,7 +126,7 @@ impl Leadership {
     /// Leads until `until`.
     #[cfg(test)]
     pub(super) fn lead_until(&self, until: Instant) {
-        let mut held = self.lock();
+        let mut held = lock(&self.held);
         held.leader = true;
         held.until = Some(until);
     }
@@ -143,7 +141,7 @@ impl Leadership {
     /// renewal began is owed once more, at the next renewal: its `NotLeader`
     /// may reach the gate only after this announcement.
     pub(super) fn renewed(&self, started: Instant, answered: Instant, until: Instant) -> bool {
-        let mut held = self.lock();
+        let mut held = lock(&self.held);
         let lapsed = !held.leads_at(answered);
         held.term += u64::from(lapsed);
         let refused = held.refused_at;
@@ -158,20 +156,16 @@ impl Leadership {
     }
 
     pub(super) fn step_down(&self) {
-        let mut held = self.lock();
+        let mut held = lock(&self.held);
         held.leader = false;
         held.until = None;
-    }
-
-    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
-        self.seen.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The elector runs for `lease` (`namespace/name`): from now on a
     /// leader is known only while some holder renewed within
     /// `LEADER_LOST_AFTER × lease_duration`.
     pub(super) fn watching(&self, lease: String, lease_duration: Duration) {
-        let mut seen = self.seen();
+        let mut seen = lock(&self.seen);
         seen.lease = lease;
         seen.bound = Some(lease_duration * LEADER_LOST_AFTER);
     }
@@ -183,7 +177,7 @@ impl Leadership {
     }
 
     pub(super) fn saw_holder_alive_at(&self, now: Instant) {
-        let mut seen = self.seen();
+        let mut seen = lock(&self.seen);
         seen.alive_at = now;
         seen.trouble = None;
     }
@@ -191,7 +185,7 @@ impl Leadership {
     /// What kept this replica from leading, for the reason given once no
     /// leader is known.
     pub(super) fn saw_trouble(&self, why: String) {
-        self.seen().trouble = Some(why);
+        lock(&self.seen).trouble = Some(why);
     }
 
     /// `Ok` while some replica leads, as far as this one can tell: this one
@@ -207,7 +201,7 @@ impl Leadership {
         if !self.elected || self.is_leader_at(now) {
             return Ok(());
         }
-        let seen = self.seen().clone();
+        let seen = lock(&self.seen).clone();
         let quiet = now.saturating_duration_since(seen.alive_at);
         if seen.bound.is_none_or(|bound| quiet <= bound) {
             return Ok(());
