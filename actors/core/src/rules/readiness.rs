@@ -126,12 +126,15 @@ impl Waiting {
         }
     }
 
-    /// Less is closer to Ready: by rank, the earliest availability, the
-    /// pod's name, and last the structural order.
-    fn closeness(&self, other: &Waiting) -> Ordering {
-        (self.rank(), self.available_at(), self.pod())
-            .cmp(&(other.rank(), other.available_at(), other.pod()))
+    fn closer_than(&self, other: &Waiting) -> bool {
+        let by_rank = self.rank().cmp(&other.rank());
+        let by_time = self.available_at().cmp(&other.available_at());
+        let by_name = self.pod().cmp(&other.pod());
+        by_rank
+            .then(by_time)
+            .then(by_name)
             .then_with(|| self.cmp(other))
+            == Ordering::Less
     }
 }
 
@@ -178,14 +181,22 @@ fn human(d: Duration) -> String {
 /// so the answer does not depend on iteration order), else the waiting
 /// reason closest to Ready.
 fn best(states: impl Iterator<Item = MemberState>) -> MemberState {
-    use MemberState::{NotReady, Ready};
-    let best = states.min_by(|a, b| match (a, b) {
-        (Ready { pod: a }, Ready { pod: b }) => a.cmp(b),
-        (Ready { .. }, NotReady(_)) => Ordering::Less,
-        (NotReady(_), Ready { .. }) => Ordering::Greater,
-        (NotReady(a), NotReady(b)) => a.closeness(b),
-    });
-    best.unwrap_or(NotReady(Waiting::NoPod))
+    let (mut ready, mut waiting) = (None::<String>, None::<Waiting>);
+    for state in states {
+        match state {
+            MemberState::Ready { pod } if ready.as_ref().is_none_or(|r| pod < *r) => {
+                ready = Some(pod);
+            }
+            MemberState::NotReady(w) if waiting.as_ref().is_none_or(|b| w.closer_than(b)) => {
+                waiting = Some(w);
+            }
+            _ => {}
+        }
+    }
+    match (ready, waiting) {
+        (Some(pod), _) => MemberState::Ready { pod },
+        (None, waiting) => MemberState::NotReady(waiting.unwrap_or(Waiting::NoPod)),
+    }
 }
 
 /// The checks every member shares: not being deleted, `Running`, `Ready`.
@@ -292,9 +303,11 @@ pub fn csi_drivers(ds: &DaemonSetInfo) -> Vec<&str> {
 /// invalid names and those past [`MAX_CSI_DRIVERS`], which are not waited
 /// for; `None` when every name is used.
 pub fn csi_driver_problems(ds: &DaemonSetInfo) -> Option<String> {
-    let (valid, invalid): (Vec<&str>, Vec<&str>) =
-        csi_entries(ds).partition(|d| is_csi_driver_name(d));
-    let surplus = valid.get(MAX_CSI_DRIVERS..).unwrap_or_default();
+    let invalid: Vec<&str> = csi_entries(ds).filter(|d| !is_csi_driver_name(d)).collect();
+    let surplus: Vec<&str> = csi_entries(ds)
+        .filter(|d| is_csi_driver_name(d))
+        .skip(MAX_CSI_DRIVERS)
+        .collect();
     let mut parts = Vec::new();
     if !invalid.is_empty() {
         parts.push(format!(
