@@ -106,14 +106,11 @@ pub fn open_and_ours(
     if node.ignored {
         return Err(Skip::Ignored);
     }
-    match node
+    let gated = node
         .taints
         .iter()
-        .find(|t| managed.iter().any(|m| m.matches(t)))
-    {
-        Some(t) => Err(Skip::AlreadyGated(t.clone())),
-        None => Ok(()),
-    }
+        .find(|t| managed.iter().any(|m| m.matches(t)));
+    gated.map_or(Ok(()), |t| Err(Skip::AlreadyGated(t.clone())))
 }
 
 /// What the webhook answers for a Node CREATE.

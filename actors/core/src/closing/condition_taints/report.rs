@@ -31,11 +31,10 @@ pub(crate) fn rule_rows(node: &NodeInfo, cfg: &Config, now: Timestamp) -> Vec<Ru
             let verdict = evaluate(rule, node, now);
             // Budgets are the leader's business: counted over every managed
             // node, which one node's report does not see.
-            let action = match decide(rule, node, &verdict, 0, usize::MAX) {
-                Some(RuleAction::Add | RuleAction::BudgetBlocked) => Some("add"),
-                Some(RuleAction::Remove) => Some("remove"),
-                None => None,
-            };
+            let action = decide(rule, node, &verdict, 0, usize::MAX).map(|a| match a {
+                RuleAction::Add | RuleAction::BudgetBlocked => "add",
+                RuleAction::Remove => "remove",
+            });
             RuleRow {
                 rule: rule.name.clone(),
                 taint: rule.taint.to_string(),

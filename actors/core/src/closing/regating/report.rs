@@ -59,39 +59,28 @@ pub(crate) fn regate_report(
     let regated_for =
         carries(node, rc).then(|| node.regated_for.as_deref().unwrap_or("").to_string());
     let grace = humantime_secs(rc.after.as_secs());
-    let (verdict, broken) = match health {
-        Health::NotWatched(why) => (
-            not_watched_verdict(why, regated_for.as_deref())?,
-            Vec::new(),
+    let verdict = match &health {
+        Health::NotWatched(why) => not_watched_verdict(*why, regated_for.as_deref())?,
+        Health::Healthy => format!(
+            "every member that tolerates {} has a Ready pod: nothing to re-gate",
+            rc.taint.to_taint()
         ),
-        Health::Healthy => (
-            format!(
-                "every member that tolerates {} has a Ready pod: nothing to re-gate",
-                rc.taint.to_taint()
-            ),
-            Vec::new(),
+        Health::Broken { regate_at, .. } => format!(
+            "re-gated in {}s (at {regate_at:.0}) if still broken then (grace {grace})",
+            regate_at.duration_since(now).as_secs().max(0)
         ),
-        Health::Broken { members, regate_at } => (
-            format!(
-                "re-gated in {}s (at {regate_at:.0}) if still broken then (grace {grace})",
-                regate_at.duration_since(now).as_secs().max(0)
-            ),
-            members,
+        Health::Regate(Trigger::Members(_)) => format!(
+            "due for re-gating now (broken for the grace, {grace}): the controller re-gates it unless \
+             the budget is used up or writes are suspended"
         ),
-        Health::Regate(Trigger::Members(members)) => (
-            format!(
-                "due for re-gating now (broken for the grace, {grace}): the controller re-gates it unless \
-                 the budget is used up or writes are suspended"
-            ),
-            members,
-        ),
-        Health::Regate(Trigger::Reboot { .. }) => {
-            ("due for re-gating: it rebooted".to_string(), Vec::new())
+        Health::Regate(Trigger::Reboot { .. }) => "due for re-gating: it rebooted".to_string(),
+        Health::Regate(Trigger::Announced(a)) => {
+            format!("due for re-gating before an announced reboot: {}", a.detail)
         }
-        Health::Regate(Trigger::Announced(a)) => (
-            format!("due for re-gating before an announced reboot: {}", a.detail),
-            Vec::new(),
-        ),
+    };
+    let broken = match health {
+        Health::Broken { members, .. } | Health::Regate(Trigger::Members(members)) => members,
+        _ => Vec::new(),
     };
     Some(RegateReport {
         verdict,
