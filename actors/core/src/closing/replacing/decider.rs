@@ -169,21 +169,17 @@ pub struct Replacer {
     tracked_for: Option<Config>,
     /// Per node, the failed owner lookups or deletes in a row and how long
     /// they make the next wait (issue 37 §6): [`OWNER_RETRY`], spread per
-    /// node.
-    owner_backoff: OwnerBackoffs,
-}
-
-/// The owners' [`Backoffs`], by [`OWNER_RETRY`] spread per node.
-#[derive(Debug)]
-struct OwnerBackoffs(Backoffs);
-
-impl Default for OwnerBackoffs {
-    fn default() -> Self {
-        OwnerBackoffs(Backoffs::spread(OWNER_RETRY))
-    }
+    /// node (made at first use: [`Self::owner_backoff`]).
+    owner_backoff: Option<Backoffs>,
 }
 
 impl Replacer {
+    /// The owners' [`Backoffs`], by [`OWNER_RETRY`] spread per node.
+    fn owner_backoff(&mut self) -> &mut Backoffs {
+        self.owner_backoff
+            .get_or_insert_with(|| Backoffs::spread(OWNER_RETRY))
+    }
+
     /// The request times this replica counts, for explain and tests.
     pub fn requests(&self) -> &HashMap<String, Timestamp> {
         &self.seen
@@ -288,14 +284,19 @@ impl Replacer {
         if self.writing.contains(name) || !cx.may_write || cx.config.suspend || node.suspended {
             return;
         }
-        if outstanding(node, cx.config)
+        let delete_again = outstanding(node, cx.config)
             && node.replace.owner != Owner::None
-            && !self.owner_done.contains(name)
-        {
-            if let May::WaitUntil(at) = self.owner_backoff.0.may(name, cx.now.for_grace(), 0) {
-                out.push(Effect::LookAgainAt(at));
-                return;
-            }
+            && !self.owner_done.contains(name);
+        if !delete_again && !due(node, cx.config) {
+            self.refused.remove(name);
+            return;
+        }
+        let now = cx.now.for_grace();
+        if let May::WaitUntil(at) = self.owner_backoff().may(name, now, 0) {
+            out.push(Effect::LookAgainAt(at));
+            return;
+        }
+        if delete_again {
             self.writing.insert(name.to_string());
             out.push(Effect::Replace(write_for(
                 node,
@@ -306,16 +307,7 @@ impl Replacer {
             )));
             return;
         }
-        if !due(node, cx.config) {
-            self.refused.remove(name);
-            return;
-        }
         let rc = &cx.config.replace;
-        let now = cx.now.for_grace();
-        if let May::WaitUntil(at) = self.owner_backoff.0.may(name, now, 0) {
-            out.push(Effect::LookAgainAt(at));
-            return;
-        }
         // A full budget refuses before anything is judged: with thousands
         // of due nodes, judging each (its members; the gated nodes counted
         // again for their spread) would cost work per look for nothing.
@@ -434,9 +426,8 @@ impl Replacer {
         let name = node.name.as_str();
         self.refused.insert(name.to_string());
         out.push(Effect::Count(Tally::ReplaceBudgetExhausted));
-        out.push(Effect::LookAgainAt(
-            now.checked_add(BUDGET_RETRY).unwrap_or(now),
-        ));
+        let again = now.checked_add(BUDGET_RETRY).unwrap_or(now);
+        out.push(Effect::LookAgainAt(again));
         tell_refusal(
             &mut self.budget_event,
             name,
@@ -468,7 +459,7 @@ impl Replacer {
                 ReplaceAction::Request { owner, at, .. },
                 outcome @ (Outcome::Applied | Outcome::OwnerDeleted(_)),
             ) => {
-                self.owner_backoff.0.applied(&name);
+                self.owner_backoff().applied(&name);
                 self.requested(&name, at);
                 self.owner_done.insert(name.clone());
                 let what = match outcome {
@@ -483,7 +474,7 @@ impl Replacer {
                 out.push(replaced(&owner, "owner_failed"));
                 let what = format!("marked, but deleting its owner failed ({e}); trying again");
                 self.replaced_event(&write.uid, &name, &what, out);
-                let until = self.owner_backoff.0.refused(&name, now);
+                let until = self.owner_backoff().refused(&name, now);
                 out.push(Effect::LookAgainAt(until));
             }
             (ReplaceAction::Request { .. }, Outcome::NoOwner(why)) => {
@@ -493,11 +484,11 @@ impl Replacer {
                 out.push(Effect::Replace(ReplaceWrite { action, ..write }));
             }
             (ReplaceAction::DeleteOwner { .. }, Outcome::Applied | Outcome::OwnerDeleted(_)) => {
-                self.owner_backoff.0.applied(&name);
+                self.owner_backoff().applied(&name);
                 self.owner_done.insert(name);
             }
             (ReplaceAction::DeleteOwner { .. }, Outcome::OwnerFailed(e)) => {
-                let until = self.owner_backoff.0.refused(&name, now);
+                let until = self.owner_backoff().refused(&name, now);
                 let log = format!(
                     "cannot delete the owner of a node asked to be replaced: {e}; trying again at {until}"
                 );
@@ -522,7 +513,7 @@ impl Replacer {
                     // A request fails here also when its owner cannot be
                     // looked up (a LIST refused or failing): it backs off as
                     // a failed delete does.
-                    self.owner_backoff.0.refused(&name, now)
+                    self.owner_backoff().refused(&name, now)
                 } else {
                     retry_after(now)
                 };
@@ -633,7 +624,7 @@ impl Decider for Replacer {
                 self.recount(&name, cx);
                 self.marks.remove(&name);
                 self.in_flight.remove(&name);
-                self.owner_backoff.0.applied(&name);
+                self.owner_backoff().applied(&name);
                 self.pending.remove(&name);
                 self.owner_done.remove(&name);
                 self.budget_event.remove(&name);

@@ -161,11 +161,9 @@ pub fn budget_allows(rc: &ReplaceConfig, used: Used) -> Result<(), Exhausted> {
 /// The `nodegate.dev/replace-reason` of a request: the owner and what the
 /// node waits for.
 pub fn reason(owner: &Owner, waiting: &[String]) -> String {
-    let what = match owner {
-        Owner::None => {
-            "no owner known: cordoned for the cluster-autoscaler or a person".to_string()
-        }
-        Owner::NodeClaim => "its Karpenter NodeClaim deleted".to_string(),
+    let what: String = match owner {
+        Owner::None => "no owner known: cordoned for the cluster-autoscaler or a person".into(),
+        Owner::NodeClaim => "its Karpenter NodeClaim deleted".into(),
         Owner::Machine { namespace, name } => {
             format!("its Cluster API Machine {namespace}/{name} deleted")
         }

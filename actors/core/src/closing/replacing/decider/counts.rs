@@ -182,18 +182,10 @@ impl Counts {
     /// [`Replacer::spread`](super::Replacer)). A DaemonSet's from the kept
     /// counts; any other member's counted now over the gated nodes.
     pub(super) fn spread(&self, id: &MemberId, cx: &Context<'_>) -> Spread {
-        match id {
-            MemberId::DaemonSet(key) => self
-                .daemonsets
-                .iter()
-                .position(|(k, _)| k == key)
-                .map(|slot| self.totals[slot])
-                .unwrap_or_default(),
-            _ => self.spread_on_gated(id, cx),
+        if let MemberId::DaemonSet(key) = id {
+            let slot = self.daemonsets.iter().position(|(k, _)| k == key);
+            return slot.map(|slot| self.totals[slot]).unwrap_or_default();
         }
-    }
-
-    fn spread_on_gated(&self, id: &MemberId, cx: &Context<'_>) -> Spread {
         let now = cx.now.for_grace();
         let mut spread = Spread::default();
         for name in &self.gated {
