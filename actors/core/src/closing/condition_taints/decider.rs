@@ -128,21 +128,17 @@ pub struct RuleTainter {
     deferred: BTreeSet<String>,
     /// The earliest [`Effect::LookAgainAt`] asked for and not yet delivered.
     asked: Option<Timestamp>,
-    /// The rules the API server refused, and how long they wait.
-    backoffs: Refusals,
-}
-
-/// The rules' [`Backoffs`], by [`REFUSED`].
-#[derive(Debug)]
-struct Refusals(Backoffs);
-
-impl Default for Refusals {
-    fn default() -> Self {
-        Refusals(Backoffs::new(REFUSED))
-    }
+    /// The rules the API server refused, and how long they wait (made at
+    /// first use: [`Self::backoffs`]).
+    backoffs: Option<Backoffs>,
 }
 
 impl RuleTainter {
+    /// The rules' [`Backoffs`], by [`REFUSED`].
+    fn backoffs(&mut self) -> &mut Backoffs {
+        self.backoffs.get_or_insert_with(|| Backoffs::new(REFUSED))
+    }
+
     /// How many managed nodes match each rule now, by rule name in the
     /// rules' order (the `nodegate_condition_taint_matching` gauge).
     pub fn matching(&self) -> Vec<(String, usize)> {
@@ -418,7 +414,7 @@ impl RuleTainter {
         use crate::vocab::write::Outcome::*;
         match outcome {
             Applied => {
-                self.backoffs.0.applied(&rule);
+                self.backoffs().applied(&rule);
                 if !adding {
                     self.unseen.insert(key, unseen(version, Expect::Off));
                 }
@@ -443,7 +439,7 @@ impl RuleTainter {
                 // Refused (a policy, an invalid taint) or never sent: the
                 // same write would fail again at once.
                 self.unseen.remove(&key);
-                let until = self.backoffs.0.refused(&rule, now);
+                let until = self.backoffs().refused(&rule, now);
                 let log = format!(
                     "condition taint: could not {what} the taint; rule {rule}'s writes wait until {until}: {e}"
                 );
@@ -491,7 +487,7 @@ impl RuleTainter {
         let known = |r: &str| rules.iter().any(|rule| rule.name == r);
         self.held.retain(|(r, _), _| known(r));
         self.unseen.retain(|(r, _), _| known(r));
-        self.backoffs.0.retain(known);
+        self.backoffs().retain(known);
         if rules.is_empty() {
             return Vec::new();
         }
@@ -569,7 +565,7 @@ impl RuleTainter {
         let now = cx.now.for_window();
         let (rule, node) = key;
         let sent = self.in_flight.keys().filter(|(r, _)| r == rule).count();
-        let at = match self.backoffs.0.may(rule, now, sent) {
+        let at = match self.backoffs().may(rule, now, sent) {
             May::Write => return false,
             May::WaitUntil(until) => until,
             May::WaitForProbe => retry_after(now),
@@ -588,13 +584,9 @@ impl RuleTainter {
     /// This method's writes out that close a node, for the ledger: its
     /// adds the index does not show yet.
     pub(crate) fn claims(&self) -> Claims {
+        let adds = self.unseen.iter().filter(|(_, u)| u.expect == Expect::On);
         Claims {
-            sure: self
-                .unseen
-                .iter()
-                .filter(|(_, u)| u.expect == Expect::On)
-                .map(|((_, n), _)| n.clone())
-                .collect(),
+            sure: adds.map(|((_, n), _)| n.clone()).collect(),
             maybe: Default::default(),
         }
     }

@@ -160,9 +160,8 @@ impl Regater {
     /// answers are still reported (the ledger counts on: the `suspended`
     /// gauge counts all the same).
     fn reset(&mut self) {
-        let writing = std::mem::take(&mut self.writing);
         *self = Regater {
-            writing,
+            writing: std::mem::take(&mut self.writing),
             ..Regater::default()
         };
     }
@@ -538,12 +537,8 @@ impl Regater {
             Input::Changed(change) => self.changed(change, cx, ledger, &mut out),
             Input::Tick => {
                 let now = cx.now.for_grace();
-                let due: BTreeSet<String> = self
-                    .look_at
-                    .iter()
-                    .filter(|(_, at)| **at <= now)
-                    .map(|(name, _)| name.clone())
-                    .collect();
+                let due = self.look_at.iter().filter(|(_, at)| **at <= now);
+                let due: BTreeSet<String> = due.map(|(name, _)| name.clone()).collect();
                 self.looks(due, cx, ledger, &mut out);
             }
             Input::MayWrite => {
@@ -603,14 +598,10 @@ impl Regater {
     /// re-gates the index does not show yet, and its fresh reads and writes
     /// out (each may end in a re-gate).
     pub(crate) fn claims(&self) -> Claims {
+        let out = self.reading.keys().chain(self.writing.keys());
         Claims {
             sure: self.pending.keys().cloned().collect(),
-            maybe: self
-                .reading
-                .keys()
-                .chain(self.writing.keys())
-                .cloned()
-                .collect(),
+            maybe: out.cloned().collect(),
         }
     }
 
@@ -771,11 +762,9 @@ impl Regater {
 
 /// The write that re-gates `node` as the fresh read shows it.
 fn regate_write(node: &NodeInfo, rc: &RegateConfig, due: &Due) -> TaintWrite {
+    let since = annotation_time(due.at).to_string();
     let mut annotations = vec![
-        (
-            annotations::GATED_SINCE,
-            annotation_time(due.at).to_string(),
-        ),
+        (annotations::GATED_SINCE, since),
         (annotations::REGATED_FOR, due.trigger.annotation()),
     ];
     if let Trigger::Announced(_) = due.trigger {
