@@ -68,10 +68,7 @@ impl Ledger {
     pub fn begin(&mut self, input: &Input, cx: &Context<'_>) {
         self.freed = 0;
         self.was_regated = None;
-        let stale = self
-            .counts
-            .as_ref()
-            .is_none_or(|c| !c.key.is_for(cx.config));
+        let stale = self.counts().is_none_or(|c| !c.key.is_for(cx.config));
         if stale || matches!(input, Input::Changed(c) if c.reaches_every_node()) {
             let before = self.counts.as_ref().map_or(0, |c| c.closed.len());
             let counts = Counts::of(cx.config, &cx.view.nodes());
@@ -107,10 +104,7 @@ impl Ledger {
     pub fn was_regated(&self, name: &str) -> bool {
         match &self.was_regated {
             Some((n, was)) if n == name => *was,
-            _ => self
-                .counts
-                .as_ref()
-                .is_some_and(|c| c.regated.contains(name)),
+            _ => self.counts().is_some_and(|c| c.regated.contains(name)),
         }
     }
 

@@ -240,16 +240,12 @@ impl Replacer {
             .filter(|n| !self.in_flight.contains(*n))
             .collect::<HashSet<_>>()
             .len();
-        let on_nodes = self
-            .marks
-            .iter()
-            .filter(|(_, at)| **at > since)
-            .map(|(name, _)| name);
+        let on_nodes = self.marks.iter().filter(|(_, at)| **at > since);
         let recent = self
             .seen
             .keys()
             .chain(&self.requesting)
-            .chain(on_nodes)
+            .chain(on_nodes.map(|(name, _)| name))
             .collect::<HashSet<_>>()
             .len();
         Used {
