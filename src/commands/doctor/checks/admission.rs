@@ -241,14 +241,9 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
         );
     }
     let startup = params.startup_taint.as_deref().map(str::trim);
-    let mut managed: Vec<String> = params
-        .managed_taints
-        .as_deref()
-        .unwrap_or_default()
-        .split(',')
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty())
-        .collect();
+    let managed = params.managed_taints.as_deref().unwrap_or_default();
+    let managed = managed.split(',').map(str::trim).filter(|t| !t.is_empty());
+    let mut managed: Vec<String> = managed.map(str::to_string).collect();
     managed.sort();
     let mut want_sorted = want.clone();
     want_sorted.sort();

@@ -50,11 +50,8 @@ impl Autoscaler {
         replicas: Option<i32>,
         command_and_args: &[String],
     ) -> Option<Autoscaler> {
-        let words: Vec<String> = command_and_args
-            .iter()
-            .flat_map(|w| w.split_whitespace())
-            .map(str::to_string)
-            .collect();
+        let words = command_and_args.iter().flat_map(|w| w.split_whitespace());
+        let words: Vec<String> = words.map(str::to_string).collect();
         let runs = words
             .iter()
             .any(|w| !w.starts_with('-') && w.rsplit('/').next() == Some("cluster-autoscaler"));
