@@ -205,11 +205,8 @@ pub async fn gather(client: &kube::Client, settings: &StatusSettings) -> Result<
 /// The nodes `cfg` gates (those carrying a managed taint), projected; a
 /// node the projection cannot name is left out.
 pub fn gated(nodes: &[Node], cfg: &Config) -> Vec<NodeInfo> {
-    nodes
-        .iter()
-        .filter_map(|n| project::node(n).0)
-        .filter(|n| cfg.gates(n))
-        .collect()
+    let named = nodes.iter().filter_map(|n| project::node(n).0);
+    named.filter(|n| cfg.gates(n)).collect()
 }
 
 /// Runs each gated node through the gate, on the snapshot, at `now`.

@@ -74,10 +74,7 @@ pub async fn main(args: VersionArgs) -> Result<ExitCode> {
     let text = output::encode(&versions, args.output, "the versions")?;
     let text = text.unwrap_or_else(|| render(&versions, wide));
     output::print(text.as_bytes(), "cannot write the versions")?;
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(ExitCode::SUCCESS),
-    }
+    failure.map_or(Ok(ExitCode::SUCCESS), Err)
 }
 
 /// The text form: `Client: 0.1.0` and `Controller: …` lines.
