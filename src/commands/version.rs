@@ -84,10 +84,8 @@ pub fn render(v: &Versions, wide: bool) -> String {
         return out;
     };
     let version = c.version.as_deref().unwrap_or("unknown");
-    let source = c
-        .source
-        .map(|s| format!(" (from its {s})"))
-        .unwrap_or_default();
+    let source = c.source.map(|s| format!(" (from its {s})"));
+    let source = source.unwrap_or_default();
     out.push_str(&format!("Controller: {version}{source}\n"));
     if !c.holder.is_empty() {
         out.push_str(&format!("  Leader: {} (lease {})\n", c.holder, c.lease));

@@ -72,10 +72,8 @@ pub struct Admission {
 fn taint_list(s: &RunSettings) -> Vec<String> {
     let regate = s.gate.regate.as_ref().map(|r| &r.taint);
     let taints = s.gate.placement.managed_taints.iter();
-    taints
-        .filter(|t| Some(*t) != regate)
-        .map(ToString::to_string)
-        .collect()
+    let kept = taints.filter(|t| Some(*t) != regate);
+    kept.map(ToString::to_string).collect()
 }
 
 pub fn check(s: &RunSettings, a: &Admission) -> Vec<Check> {
