@@ -40,8 +40,7 @@ use jiff::Timestamp;
 use nodegate_core::deciders::{Context, Decider, Effect, Input, Level, Now};
 use nodegate_core::vocab::config::Config;
 use nodegate_core::vocab::write::{Outcome, Write};
-use tokio::sync::watch;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::feed::Subscriber;

@@ -165,8 +165,8 @@ impl Index {
     }
 
     fn slices_of(&self, node: &str) -> Vec<SliceInfo> {
-        self.resource_slices
-            .get(node)
+        let slices = self.resource_slices.get(node);
+        slices
             .map(|s| s.values().cloned().collect())
             .unwrap_or_default()
     }

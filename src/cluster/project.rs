@@ -22,13 +22,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodegate_core::closing::regating::reboot::{KURED_NODE_LOCK, KURED_REBOOT_IN_PROGRESS};
 use nodegate_core::net::entrance::BoundPod;
 use nodegate_core::vocab::model::{
-    CAPI_MACHINE_ANNOTATION, CAPI_NAMESPACE_ANNOTATION, DaemonSetInfo, Interner,
+    CAPI_MACHINE_ANNOTATION, CAPI_NAMESPACE_ANNOTATION, DaemonSetInfo, Fallback, Interner,
     KARPENTER_NODEPOOL_LABEL, Labels, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement,
-    NodeSelectorTerm, PodInfo, PodPlacement, Shared, SliceInfo, Taint, Toleration,
+    NodeSelectorTerm, Owner, PodInfo, PodPlacement, Replacement, Shared, SliceInfo, Taint,
+    Toleration,
 };
 
 use nodegate_core::vocab::annotations;
-use nodegate_core::vocab::model::{Fallback, Owner, Replacement};
 
 /// Something a projection had to ignore; the caller logs it once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -354,14 +354,12 @@ pub const SANDBOX_CONDITION: &str = "PodReadyToStartContainers";
 /// waiting or terminated with a reason, else a condition that is not True
 /// and says why. At most [`NOTE_MAX`] bytes.
 fn pod_status_note(s: &core::PodStatus) -> Option<String> {
-    let join = |reason: Option<&String>, message: Option<&String>| match (
-        reason.filter(|r| !r.is_empty()),
-        message.filter(|m| !m.is_empty()),
-    ) {
-        (Some(r), Some(m)) => Some(format!("{r}: {m}")),
-        (Some(r), None) => Some(r.clone()),
-        (None, Some(m)) => Some(m.clone()),
-        (None, None) => None,
+    let join = |reason: Option<&String>, message: Option<&String>| {
+        let reason = reason.filter(|r| !r.is_empty());
+        match (reason, message.filter(|m| !m.is_empty())) {
+            (Some(r), Some(m)) => Some(format!("{r}: {m}")),
+            (r, m) => r.or(m).cloned(),
+        }
     };
     let own = join(s.reason.as_ref(), s.message.as_ref());
     let container = || {

@@ -239,11 +239,8 @@ async fn prove(
                     },
                 }
             } else {
-                let provider_id = n
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.provider_id.as_deref())
-                    .filter(|p| !p.is_empty());
+                let provider_id = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+                let provider_id = provider_id.filter(|p| !p.is_empty());
                 let claim = find_nodeclaim(&api, node, provider_id).await?;
                 let why = format!(
                     "no NodeClaim names it in an ownerReference, and none has both status.nodeName {node} and status.providerID {}",

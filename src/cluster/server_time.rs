@@ -32,8 +32,7 @@
 //! the deciders, the webhook's certificates: [`ServerTime::now`]). It
 //! decides nothing.
 
-use std::sync::Arc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::Client;

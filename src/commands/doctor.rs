@@ -67,11 +67,8 @@ fn probe_labels(s: &RunSettings, seen: &[nodes::NodeSeen]) -> Option<Labels> {
     if scope.includes(&empty) {
         return Some(empty);
     }
-    let mut labels = seen
-        .iter()
-        .find(|n| scope.includes(&n.labels))?
-        .labels
-        .clone();
+    let inside = seen.iter().find(|n| scope.includes(&n.labels))?;
+    let mut labels = inside.labels.clone();
     labels.remove("kubernetes.io/hostname");
     Some(labels)
 }
@@ -87,10 +84,7 @@ async fn gather(
     let seen_nodes = fetch::nodes(client).await?;
     let mut out = Vec::new();
     let deployments = fetch::deployments(client).await?;
-    let version = deployments
-        .as_ref()
-        .ok()
-        .and_then(|d| karpenter::version(d));
+    let version = deployments.as_deref().ok().and_then(karpenter::version);
     match fetch::nodepools(client).await? {
         Ok(pools) => out.extend(karpenter::check(
             &s.gate,
@@ -115,19 +109,16 @@ async fn gather(
         Err(why) => out.push(admission::CHECK.skipped("Node CREATE", why)),
     }
     let le = &s.leader_election;
-    let lease_ns = le
-        .lease_namespace
-        .clone()
-        .unwrap_or_else(|| namespace.to_string());
-    let (line, live) = match fetch::lease(client, &lease_ns, &le.lease_name).await? {
-        Ok(lease) => leader::check(le, &lease_ns, lease.as_ref(), now),
+    let lease_ns = le.lease_namespace.as_deref().unwrap_or(namespace);
+    let (line, live) = match fetch::lease(client, lease_ns, &le.lease_name).await? {
+        Ok(lease) => leader::check(le, lease_ns, lease.as_ref(), now),
         Err(why) => (
             leader::CHECK.skipped(format!("Lease {lease_ns}/{}", le.lease_name), why),
             None,
         ),
     };
     out.push(line);
-    let answers = fetch::access(client, account, rbac::required(s, &lease_ns)).await?;
+    let answers = fetch::access(client, account, rbac::required(s, lease_ns)).await?;
     out.extend(rbac::check(
         &format!("{}/{}", account.0, account.1),
         answers.as_deref(),

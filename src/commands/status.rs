@@ -205,11 +205,8 @@ pub async fn gather(client: &kube::Client, settings: &StatusSettings) -> Result<
 /// The nodes `cfg` gates (those carrying a managed taint), projected; a
 /// node the projection cannot name is left out.
 pub fn gated(nodes: &[Node], cfg: &Config) -> Vec<NodeInfo> {
-    nodes
-        .iter()
-        .filter_map(|n| project::node(n).0)
-        .filter(|n| cfg.gates(n))
-        .collect()
+    let named = nodes.iter().filter_map(|n| project::node(n).0);
+    named.filter(|n| cfg.gates(n)).collect()
 }
 
 /// Runs each gated node through the gate, on the snapshot, at `now`.
@@ -235,10 +232,8 @@ pub fn rows(snapshot: &Snapshot, cfg: &Config, now: Timestamp) -> Vec<Row> {
 /// Why the node is closed: a new node's start-up, or a re-gate (and what
 /// for, as `nodegate.dev/regated-for` says).
 fn gate_kind(node: &NodeInfo, cfg: &Config) -> String {
-    let regated = cfg
-        .regate
-        .as_ref()
-        .is_some_and(|rc| node.taints.iter().any(|t| rc.taint.matches(t)));
+    let regate = cfg.regate.as_ref();
+    let regated = regate.is_some_and(|rc| node.taints.iter().any(|t| rc.taint.matches(t)));
     match (regated, node.regated_for.as_deref()) {
         (true, Some(why)) => format!("re-gated: {why}"),
         (true, None) => "re-gated".to_string(),

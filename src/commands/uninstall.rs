@@ -213,11 +213,8 @@ fn planned(node: &Node, s: &Settings) -> Option<Cleanup> {
         return None;
     }
     let keys = node.metadata.annotations.iter().flat_map(|a| a.keys());
-    let open = node
-        .status
-        .as_ref()
-        .and_then(|st| st.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == OPEN_CONDITION));
+    let conditions = node.status.as_ref().and_then(|st| st.conditions.as_ref());
+    let open = conditions.is_some_and(|cs| cs.iter().any(|c| c.type_ == OPEN_CONDITION));
     let cleanup = plan::plan(&info, keys, open, &s.owned);
     (!cleanup.is_empty()).then_some(cleanup)
 }

@@ -74,10 +74,7 @@ pub async fn main(args: VersionArgs) -> Result<ExitCode> {
     let text = output::encode(&versions, args.output, "the versions")?;
     let text = text.unwrap_or_else(|| render(&versions, wide));
     output::print(text.as_bytes(), "cannot write the versions")?;
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(ExitCode::SUCCESS),
-    }
+    failure.map_or(Ok(ExitCode::SUCCESS), Err)
 }
 
 /// The text form: `Client: 0.1.0` and `Controller: …` lines.
@@ -87,10 +84,8 @@ pub fn render(v: &Versions, wide: bool) -> String {
         return out;
     };
     let version = c.version.as_deref().unwrap_or("unknown");
-    let source = c
-        .source
-        .map(|s| format!(" (from its {s})"))
-        .unwrap_or_default();
+    let source = c.source.map(|s| format!(" (from its {s})"));
+    let source = source.unwrap_or_default();
     out.push_str(&format!("Controller: {version}{source}\n"));
     if !c.holder.is_empty() {
         out.push_str(&format!("  Leader: {} (lease {})\n", c.holder, c.lease));

@@ -214,10 +214,8 @@ async fn webhooks(client: &Client) -> Result<Readable<Vec<Webhook>>> {
             .filter(|w| w.name == WEBHOOK_NAME)
         {
             let cc = &w.client_config;
-            let service = cc
-                .service
-                .as_ref()
-                .map(|s| (s.namespace.clone(), s.name.clone()));
+            let service = cc.service.as_ref();
+            let service = service.map(|s| (s.namespace.clone(), s.name.clone()));
             let ready_endpoints = match &service {
                 Some((ns, name)) => ready_endpoints(client, ns, name).await?,
                 None => None,

@@ -25,9 +25,8 @@ pub fn added_to_any<'a>(
     gate: &GateSettings,
     labels: impl IntoIterator<Item = &'a Labels>,
 ) -> Vec<ManagedTaint> {
-    let every = labels.into_iter().flat_map(|l| added_taints(gate, l));
-    let mut out: Vec<ManagedTaint> = Vec::new();
-    for t in added_taints(gate, &Labels::new()).into_iter().chain(every) {
+    let mut out = added_taints(gate, &Labels::new());
+    for t in labels.into_iter().flat_map(|l| added_taints(gate, l)) {
         if !out.contains(&t) {
             out.push(t);
         }

@@ -99,13 +99,8 @@ pub fn found<'a>(
 /// A container's command and args, one word after another.
 pub fn command_line(container: &Container) -> Vec<String> {
     let args = container.args.iter().flatten();
-    container
-        .command
-        .iter()
-        .flatten()
-        .chain(args)
-        .cloned()
-        .collect()
+    let command = container.command.iter().flatten();
+    command.chain(args).cloned().collect()
 }
 
 /// The words after `run` in a container's command and args: the flags
@@ -119,10 +114,8 @@ pub fn run_words(container: &Container) -> Option<Vec<String>> {
 /// `nodegate run WORDS`, parsed as the binary parses it; the error names
 /// the bad flag or value.
 pub fn parse_run(words: &[String]) -> std::result::Result<RunArgs, String> {
-    let argv = ["nodegate", "run"]
-        .into_iter()
-        .map(str::to_string)
-        .chain(words.iter().cloned());
+    let mut argv = vec!["nodegate".to_string(), "run".to_string()];
+    argv.extend_from_slice(words);
     match Cli::try_parse_from(argv) {
         Ok(Cli {
             command: Command::Run(args),
@@ -147,11 +140,8 @@ pub fn config_map_of(
         Some(sub) if !sub.is_empty() => format!("{sub}/{rest}").trim_end_matches('/').to_string(),
         _ => rest.to_string(),
     };
-    let volume = spec
-        .volumes
-        .iter()
-        .flatten()
-        .find(|v| v.name == mount.name)?;
+    let mut volumes = spec.volumes.iter().flatten();
+    let volume = volumes.find(|v| v.name == mount.name)?;
     let cm = volume.config_map.as_ref()?;
     let key = match &cm.items {
         Some(items) => items.iter().find(|i| i.path == rest)?.key.clone(),
@@ -178,14 +168,10 @@ fn invalid(what: String, why: impl Into<String>) -> Error {
 
 /// The ServiceAccount of a Deployment's pods.
 pub fn account_of(namespace: &str, d: &Deployment) -> (String, String) {
-    let name = d
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
-        .and_then(|p| p.service_account_name.clone())
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| "default".to_string());
-    (namespace.to_string(), name)
+    let spec = d.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+    let name = spec.and_then(|p| p.service_account_name.as_deref());
+    let name = name.filter(|n| !n.is_empty()).unwrap_or("default");
+    (namespace.to_string(), name.to_string())
 }
 
 /// nodegate's settings from its Deployment `namespace/name`.
@@ -196,11 +182,8 @@ pub async fn from_deployment(
 ) -> Result<RunSettings> {
     let name = d.metadata.name.clone().unwrap_or_default();
     let what = format!("Deployment {namespace}/{name}");
-    let spec = d
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
-        .ok_or_else(|| invalid(what.clone(), "has no pod template"))?;
+    let spec = d.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+    let spec = spec.ok_or_else(|| invalid(what.clone(), "has no pod template"))?;
     let container = nodegate_container(spec)
         .ok_or_else(|| invalid(what.clone(), "has no container running `nodegate run`"))?;
     let words = run_words(container)

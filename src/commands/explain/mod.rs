@@ -212,10 +212,7 @@ fn shorten(s: &str) -> String {
 /// The scheduler's message is "0/4 nodes are available: 1 Insufficient cpu,
 /// ..." followed by what preemption tried; the first sentence is the answer.
 fn first_sentence(message: &str) -> &str {
-    match message.find(". ") {
-        Some(i) => &message[..=i],
-        None => message,
-    }
+    message.find(". ").map_or(message, |i| &message[..=i])
 }
 
 /// What a full Pod adds to the compact model: plain data for the report.

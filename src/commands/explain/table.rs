@@ -34,11 +34,8 @@ fn push_node_header(out: &mut String, report: &Report, width: usize) {
     } else {
         "not gated (no managed taint)".to_string()
     };
-    let age = report
-        .evaluated_at
-        .duration_since(report.created)
-        .as_secs()
-        .max(0);
+    let age = report.evaluated_at.duration_since(report.created);
+    let age = age.as_secs().max(0);
     let header = format!(
         "Node {}, created {} ({} ago): {gate}",
         report.node,
@@ -64,11 +61,8 @@ fn push_node_header(out: &mut String, report: &Report, width: usize) {
 /// member the node has ("DaemonSets, critical pods and node conditions").
 fn member_kinds(report: &Report) -> String {
     let mut kinds = vec!["DaemonSets"];
-    for (_, kind, rows) in other_members(report) {
-        if !rows.is_empty() {
-            kinds.push(kind);
-        }
-    }
+    let others = other_members(report).into_iter();
+    kinds.extend(others.filter_map(|(_, kind, rows)| (!rows.is_empty()).then_some(kind)));
     match kinds.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
         _ => kinds.join(""),

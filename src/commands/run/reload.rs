@@ -109,10 +109,8 @@ pub fn spawn(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut poller = path.as_deref().map(FilePoller::new);
-        let origin = path
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
+        let origin = path.as_ref().map(|p| p.display().to_string());
+        let origin = origin.unwrap_or_default();
         if let Some(p) = &poller {
             reloader.catch_up(p, &origin);
         }

@@ -132,13 +132,9 @@ pub fn plan<'a>(
     open_condition: bool,
     owned: &Owned,
 ) -> Cleanup {
-    let taints = node
-        .taints
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| owned.owns(node, t))
-        .map(|(i, t)| (i, t.clone()))
-        .collect();
+    let taints = node.taints.iter().enumerate();
+    let taints = taints.filter(|(_, t)| owned.owns(node, t));
+    let taints = taints.map(|(i, t)| (i, t.clone())).collect();
     let mut annotations: Vec<String> = annotation_keys
         .into_iter()
         .filter(|k| WRITTEN_ANNOTATIONS.contains(&k.as_str()))

@@ -72,10 +72,8 @@ pub struct Admission {
 fn taint_list(s: &RunSettings) -> Vec<String> {
     let regate = s.gate.regate.as_ref().map(|r| &r.taint);
     let taints = s.gate.placement.managed_taints.iter();
-    taints
-        .filter(|t| Some(*t) != regate)
-        .map(ToString::to_string)
-        .collect()
+    let kept = taints.filter(|t| Some(*t) != regate);
+    kept.map(ToString::to_string).collect()
 }
 
 pub fn check(s: &RunSettings, a: &Admission) -> Vec<Check> {
@@ -241,14 +239,9 @@ pub fn binding(s: &RunSettings, b: &Binding) -> Check {
         );
     }
     let startup = params.startup_taint.as_deref().map(str::trim);
-    let mut managed: Vec<String> = params
-        .managed_taints
-        .as_deref()
-        .unwrap_or_default()
-        .split(',')
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty())
-        .collect();
+    let managed = params.managed_taints.as_deref().unwrap_or_default();
+    let managed = managed.split(',').map(str::trim).filter(|t| !t.is_empty());
+    let mut managed: Vec<String> = managed.map(str::to_string).collect();
     managed.sort();
     let mut want_sorted = want.clone();
     want_sorted.sort();

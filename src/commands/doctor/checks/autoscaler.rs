@@ -50,11 +50,8 @@ impl Autoscaler {
         replicas: Option<i32>,
         command_and_args: &[String],
     ) -> Option<Autoscaler> {
-        let words: Vec<String> = command_and_args
-            .iter()
-            .flat_map(|w| w.split_whitespace())
-            .map(str::to_string)
-            .collect();
+        let words = command_and_args.iter().flat_map(|w| w.split_whitespace());
+        let words: Vec<String> = words.map(str::to_string).collect();
         let runs = words
             .iter()
             .any(|w| !w.starts_with('-') && w.rsplit('/').next() == Some("cluster-autoscaler"));
@@ -182,10 +179,8 @@ pub fn startup_taints(a: &Autoscaler, f: &Flags, taints: &[ManagedTaint]) -> Che
         missing.iter().map(|t| format!("--startup-taint={}", t.key)),
         " ",
     );
-    let with_effect = f
-        .startup_taints
-        .iter()
-        .find(|k| k.split_once(':').is_some_and(|(key, _)| key == first.key));
+    let mut listed = f.startup_taints.iter();
+    let with_effect = listed.find(|k| k.split_once(':').is_some_and(|(key, _)| key == first.key));
     let mut fix = format!("add {flags} to its container args");
     if let Some(bad) = with_effect {
         fix.push_str(&format!(

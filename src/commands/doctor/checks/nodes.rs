@@ -55,10 +55,8 @@ pub fn check(
             Some((n, t))
         })
         .collect();
-    let mut problems: Vec<Check> = gated
-        .iter()
-        .filter_map(|(n, t)| node(s, n, t, leader, now))
-        .collect();
+    let problems = gated.iter().filter_map(|(n, t)| node(s, n, t, leader, now));
+    let mut problems: Vec<Check> = problems.collect();
     if problems.is_empty() {
         return vec![CHECK.ok(
             "gated nodes",

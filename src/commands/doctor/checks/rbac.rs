@@ -143,11 +143,8 @@ pub fn check(account: &str, answers: Option<&[(Access, bool)]>) -> Vec<Check> {
             "not checked: these credentials may not create SubjectAccessReviews",
         )];
     };
-    let denied: Vec<String> = answers
-        .iter()
-        .filter(|(_, allowed)| !allowed)
-        .map(|(a, _)| a.describe())
-        .collect();
+    let denied = answers.iter().filter(|(_, allowed)| !allowed);
+    let denied: Vec<String> = denied.map(|(a, _)| a.describe()).collect();
     if denied.is_empty() {
         return vec![CHECK.ok(
             subject,
