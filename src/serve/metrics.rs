@@ -666,12 +666,6 @@ word_enum! {
     }
 }
 
-impl SpanDrop {
-    fn labels(self) -> Label {
-        [("reason", self.as_str())]
-    }
-}
-
 /// The trace exporter's series: spans exported, and spans dropped — the
 /// queue was full (the collector is slower than the gates) or the
 /// collector refused or never answered the export. Cheap to clone: the
@@ -697,7 +691,8 @@ impl TraceMetrics {
             ),
         };
         for reason in SpanDrop::ALL {
-            m.dropped.get_or_create_owned(&reason.labels());
+            m.dropped
+                .get_or_create_owned(&[("reason", reason.as_str())]);
         }
         m
     }
@@ -708,13 +703,15 @@ impl TraceMetrics {
 
     pub fn dropped(&self, reason: SpanDrop, spans: usize) {
         self.dropped
-            .get_or_create(&reason.labels())
+            .get_or_create(&[("reason", reason.as_str())])
             .inc_by(spans as u64);
     }
 
     /// Spans dropped for `reason` so far.
     pub fn dropped_count(&self, reason: SpanDrop) -> u64 {
-        self.dropped.get_or_create(&reason.labels()).get()
+        self.dropped
+            .get_or_create(&[("reason", reason.as_str())])
+            .get()
     }
 }
 

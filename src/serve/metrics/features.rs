@@ -210,11 +210,8 @@ impl RegateMetrics {
     /// The re-gated nodes now and how long each has been re-gated; series
     /// of nodes no longer re-gated go.
     pub fn regated_ages(&self, ages: &[(String, f64)]) {
-        let ages = if self.dropped.load(Ordering::Relaxed) {
-            &[]
-        } else {
-            ages
-        };
+        let dropped = self.dropped.load(Ordering::Relaxed);
+        let ages = if dropped { &[] } else { ages };
         let mut aged = lock(&self.aged);
         let now: HashSet<String> = ages.iter().map(|(n, _)| n.clone()).collect();
         for gone in aged.difference(&now) {
