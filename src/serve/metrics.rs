@@ -36,20 +36,11 @@ use prometheus_client::registry::{Metric, Registry};
 use crate::cluster::leader::Leadership;
 use crate::serve::lock;
 
-mod canary;
-mod conditions;
 mod entrances;
-mod regate;
-mod reload;
-mod replace;
-mod traces;
+mod features;
 mod writes;
-pub use canary::CanaryMetrics;
-pub use conditions::ConditionMetrics;
 pub use entrances::{AdmissionResult, CertProblem, EntranceMetrics, LateTaint};
-pub use regate::{RegateGauges, RegateMetrics};
-pub use reload::ConfigMetrics;
-pub use traces::{SpanDrop, TraceMetrics};
+pub use features::{CanaryMetrics, ConditionMetrics, RegateGauges, RegateMetrics, ReplaceMetrics};
 use writes::PATCH_RESULTS;
 pub use writes::{NodeWrite, WriteTimings, patch_result};
 
@@ -149,11 +140,11 @@ pub struct Metrics {
     daemonset_series: Mutex<BTreeMap<String, String>>,
     /// Nodes that have a `gate_age` series.
     age_series: Mutex<HashSet<String>>,
-    // The other families, each in its own file under `metrics/`.
+    // The other families, each type registering its own.
     pub entrances: EntranceMetrics,
     pub config: ConfigMetrics,
     pub regate: RegateMetrics,
-    pub replace: replace::ReplaceMetrics,
+    pub replace: ReplaceMetrics,
     pub traces: TraceMetrics,
     pub conditions: ConditionMetrics,
     pub canary: CanaryMetrics,
@@ -192,9 +183,8 @@ fn count(n: usize) -> i64 {
 }
 
 impl Metrics {
-    /// Registers every family, in the order they are exported: the
-    /// families of the files under `metrics/` first, then `Metrics`'s own,
-    /// then `build_info`.
+    /// Registers every family, in the order they are exported: the other
+    /// types' families first, then `Metrics`'s own, then `build_info`.
     pub fn new(leadership: Arc<Leadership>) -> Metrics {
         let mut registry = Registry::with_prefix("nodegate");
         let r = &mut registry;
@@ -207,7 +197,7 @@ impl Metrics {
             entrances: EntranceMetrics::register(r),
             config: ConfigMetrics::register(r),
             regate: RegateMetrics::register(r),
-            replace: replace::ReplaceMetrics::register(r),
+            replace: ReplaceMetrics::register(r),
             traces: TraceMetrics::register(r),
             conditions: ConditionMetrics::register(r),
             canary: CanaryMetrics::register(r),
@@ -310,7 +300,7 @@ impl Metrics {
     /// Zeros for every label value known up front, so that each series
     /// exists before its first event.
     fn zero_known_series(&self) {
-        for outcome in [OpenedBy::Ready, OpenedBy::Timeout, OpenedBy::Manual] {
+        for outcome in OpenedBy::ALL {
             self.gate_duration
                 .get_or_create_owned(&[("outcome", outcome.as_str())]);
         }
@@ -612,6 +602,116 @@ impl Metrics {
             }
             false
         });
+    }
+}
+
+/// The config reload's series: reloads applied and refused, whether the last
+/// one was applied, and when the configuration in force was applied.
+pub struct ConfigMetrics {
+    reloads: Counter,
+    failures: Counter,
+    last_successful: Gauge,
+    /// When the configuration in force was applied (Unix seconds).
+    pub applied_at: Gauge,
+}
+
+impl ConfigMetrics {
+    fn register(r: &mut Registry) -> ConfigMetrics {
+        let m = ConfigMetrics {
+            reloads: reg(
+                r,
+                "config_reloads",
+                "Config file reloads applied without a restart (file change or SIGHUP)",
+            ),
+            failures: reg(
+                r,
+                "config_reload_failures",
+                "Config file reloads refused (unreadable, invalid, or changing a key that needs a restart); the settings in force stayed",
+            ),
+            last_successful: reg(
+                r,
+                "config_last_reload_successful",
+                "1 unless the last config reload was refused (1 before any reload)",
+            ),
+            applied_at: reg(
+                r,
+                "config_applied_timestamp_seconds",
+                "When the gate configuration in force was applied (Unix seconds): start, or the last reload applied",
+            ),
+        };
+        m.last_successful.set(1);
+        m
+    }
+
+    /// A reload put a new configuration in force at `unix_seconds`.
+    pub fn reload_applied(&self, unix_seconds: i64) {
+        self.reloads.inc();
+        self.last_successful.set(1);
+        self.applied_at.set(unix_seconds);
+    }
+
+    /// A reload was refused; the configuration in force stays.
+    pub fn reload_refused(&self) {
+        self.failures.inc();
+        self.last_successful.set(0);
+    }
+}
+
+word_enum! {
+    /// Why spans were dropped.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum SpanDrop {
+        QueueFull = "queue_full",
+        ExportFailed = "export_failed",
+    }
+}
+
+/// The trace exporter's series: spans exported, and spans dropped — the
+/// queue was full (the collector is slower than the gates) or the
+/// collector refused or never answered the export. Cheap to clone: the
+/// counters are shared.
+#[derive(Clone)]
+pub struct TraceMetrics {
+    exported: Counter,
+    dropped: Family<Label, Counter>,
+}
+
+impl TraceMetrics {
+    fn register(r: &mut Registry) -> TraceMetrics {
+        let m = TraceMetrics {
+            exported: reg(
+                r,
+                "trace_spans_exported",
+                "Gate trace spans the OTLP collector accepted (--otlp-endpoint)",
+            ),
+            dropped: reg(
+                r,
+                "trace_spans_dropped",
+                "Gate trace spans not exported, by reason: queue_full (the exporter fell behind; gates never wait for it) or export_failed (the collector refused or did not answer)",
+            ),
+        };
+        for reason in SpanDrop::ALL {
+            m.dropped
+                .get_or_create_owned(&[("reason", reason.as_str())]);
+        }
+        m
+    }
+
+    pub fn exported(&self, spans: usize) {
+        self.exported.inc_by(spans as u64);
+    }
+
+    pub fn dropped(&self, reason: SpanDrop, spans: usize) {
+        self.dropped
+            .get_or_create(&[("reason", reason.as_str())])
+            .inc_by(spans as u64);
+    }
+
+    /// Spans dropped for `reason` so far.
+    pub fn dropped_count(&self, reason: SpanDrop) -> u64 {
+        self.dropped
+            .get_or_create(&[("reason", reason.as_str())])
+            .get()
     }
 }
 

@@ -32,12 +32,6 @@ word_enum! {
     }
 }
 
-impl NodeWrite {
-    fn labels(self) -> Label {
-        [("kind", self.as_str())]
-    }
-}
-
 /// The `result` label of a patch attempt; `None` for a write that was never
 /// sent (this replica is not the leader, or the gate withdrew it).
 pub fn patch_result(outcome: &PatchOutcome) -> Option<&'static str> {
@@ -96,8 +90,9 @@ impl WriteTimings {
             ),
         };
         for kind in NodeWrite::ALL {
-            m.wait.get_or_create_owned(&kind.labels());
-            m.request.get_or_create_owned(&kind.labels());
+            let labels = [("kind", kind.as_str())];
+            m.wait.get_or_create_owned(&labels);
+            m.request.get_or_create_owned(&labels);
         }
         m
     }
@@ -111,7 +106,7 @@ impl WriteTimings {
     /// One write: how long it waited before it was sent, and how long the
     /// request took once sent (`None` when it was never sent).
     pub fn observe(&self, kind: NodeWrite, waited: Duration, request: Option<Duration>) {
-        let labels = kind.labels();
+        let labels = [("kind", kind.as_str())];
         self.wait
             .get_or_create(&labels)
             .observe(waited.as_secs_f64());
