@@ -252,14 +252,13 @@ async fn try_taint(
     let name = node.metadata.name.clone().unwrap_or_default();
     let nodes = Api::<Node>::all(client.clone());
     let mut node = node.clone();
-    let mut attempt = 1;
-    loop {
+    // Each attempt but the last retried on a conflict; the last one's answer stands.
+    for _ in 1..ATTEMPTS {
         match dry_run_taint(&nodes, user, &node, &name, key, taint).await {
             Err(Error::Kube {
                 source: kube::Error::Api(s),
                 ..
-            }) if s.code == 409 && attempt < ATTEMPTS => {
-                attempt += 1;
+            }) if s.code == 409 => {
                 node = nodes
                     .get(&name)
                     .await
@@ -268,6 +267,7 @@ async fn try_taint(
             other => return other,
         }
     }
+    dry_run_taint(&nodes, user, &node, &name, key, taint).await
 }
 
 async fn dry_run_taint(
