@@ -149,6 +149,9 @@ macro_rules! settings {
     (@parser [$parser:expr] $($ty:ty)?) => { ::clap::builder::ValueParser::from($parser) };
     (@parser [] $ty:ty) => { ::clap::value_parser!($ty).into() };
     (@parser []) => { ::clap::builder::ValueParser::string() };
+    // The Helm value: `config.` and the key, unless the entry names another.
+    (@helm $key:literal) => { concat!("config.", $key) };
+    (@helm $key:literal $helm:literal) => { $helm };
 
     // --- reading a flag from clap's matches ---------------------------------
     (@get switch, $m:ident, $id:expr) => { $m.get_flag($id) };
@@ -206,7 +209,7 @@ macro_rules! settings {
                 $(default: $default:expr,)?
                 $(docs: $docs:literal,)?
                 $(parser: $parser:expr,)?
-                helm: $helm:literal,
+                $(helm: $helm:literal,)?
                 reload: $reload:ident $(,)?
             }
         )*
@@ -324,7 +327,7 @@ macro_rules! settings {
                             help: $crate::settings::define::help(&[$($doc),*], default.as_deref()),
                             docs_default,
                             default,
-                            helm: Some($helm),
+                            helm: Some(settings!(@helm $key $($helm)?)),
                             reload: $crate::settings::define::Reload::$reload,
                             value: None$(.or(Some($vn)))?,
                             takes: settings!(@takes $kind),
@@ -365,7 +368,7 @@ macro_rules! settings {
                     help: $crate::settings::define::help(&[$($fdoc),*], None),
                     default: None,
                     docs_default: $fdocs.to_string(),
-                    helm: None$(.or(Some($fhelm)))?,
+                    helm: Some(settings!(@helm $fkey $($fhelm)?)),
                     reload: $crate::settings::define::Reload::$freload,
                     value: None,
                     takes: $crate::settings::define::Takes::One,

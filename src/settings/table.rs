@@ -15,6 +15,8 @@
 //!   replace the file's list; else `default:` (a list) or empty;
 //!   `list(T)`: the same, the file's entries read as `T` and written in
 //!   the flag's form (`String: From<T>`); no default.
+//!
+//! An entry's Helm value is `config.` and its key unless `helm:` names another.
 
 use nodegate_core::closing::regating::DEFAULT_REGATE_TAINT_KEY;
 use nodegate_core::rules::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE};
@@ -36,8 +38,7 @@ settings! {
         /// Repeatable.
         taints: list {
             flag: "taint", value: "KEY[:EFFECT]", key: "taints",
-            default: [format!("{DEFAULT_MANAGED_TAINT_KEY}:{EFFECT_NO_SCHEDULE}")],
-            helm: "config.taints", reload: Live,
+            default: [format!("{DEFAULT_MANAGED_TAINT_KEY}:{EFFECT_NO_SCHEDULE}")], reload: Live,
         }
         /// Which autoscalers' nodes get a startup taint key that autoscaler
         /// understands: auto, karpenter, cluster-autoscaler, gke, aks, eks or
@@ -45,33 +46,30 @@ settings! {
         /// comma-separated.
         autoscalers: list {
             flag: "autoscaler", value: "NAME[,NAME]", key: "autoscalers",
-            default: ["auto"], helm: "config.autoscalers", reload: Live,
+            default: ["auto"], reload: Live,
         }
         /// Nodes matching SELECTOR (kubectl syntax) get the startup taint
         /// KEY[:EFFECT] (EFFECT defaults to NoSchedule), before any preset
         /// and the first --taint; the first matching rule wins. Repeatable.
         taint_for: list(TaintFor) {
             flag: "taint-for", value: "SELECTOR=KEY[:EFFECT]", key: "taintFor",
-            docs: "none", parser: ::clap::builder::ValueParser::string(),
-            helm: "config.taintFor", reload: Live,
+            docs: "none", parser: ::clap::builder::ValueParser::string(), reload: Live,
         }
         /// A taint some other agent lifts during start-up, ignored when deciding
         /// which DaemonSets belong on a node: an exact key, or a key prefix ending
         /// in '*'. Repeatable; adds to the built-in list.
         transient_taints: list {
             flag: "transient-taint", value: "KEY|PREFIX*", key: "transientTaints",
-            docs: "see below", helm: "config.transientTaints", reload: Live,
+            docs: "see below", reload: Live,
         }
         /// Never wait for this DaemonSet. Repeatable.
         excludes: list {
-            flag: "exclude", value: "NAMESPACE/NAME", key: "exclude",
-            helm: "config.exclude", reload: Live,
+            flag: "exclude", value: "NAMESPACE/NAME", key: "exclude", reload: Live,
         }
         /// Never wait for DaemonSets whose labels match this label selector
         /// (kubectl syntax, e.g. 'team=observability,tier notin (debug)').
         exclude_selector: option(FileSelector) {
-            flag: "exclude-selector", value: "SELECTOR", key: "excludeSelector",
-            helm: "config.excludeSelector", reload: Live,
+            flag: "exclude-selector", value: "SELECTOR", key: "excludeSelector", reload: Live,
         }
         /// The only namespaces whose DaemonSets a gate waits for (an
         /// allow-list, e.g. kube-system,infra); a DaemonSet elsewhere is never
@@ -79,7 +77,7 @@ settings! {
         /// every namespace. Repeatable, or comma-separated.
         daemonset_namespaces: list {
             flag: "daemonset-namespaces", value: "NAMESPACE[,NAMESPACE]", key: "daemonsetNamespaces",
-            docs: "every namespace", helm: "config.daemonsetNamespaces", reload: Live,
+            docs: "every namespace", reload: Live,
         }
         /// The nodes nodegate manages at all, a label selector (kubectl syntax):
         /// nodes outside it are never gated or tainted. Default: every node.
@@ -92,32 +90,29 @@ settings! {
         /// re-gating off.
         regate_after: value(String) {
             flag: "regate-after", value: "DURATION", key: "regateAfter",
-            default: "0", docs: "`0` (off)", helm: "config.regateAfter", reload: Live,
+            default: "0", docs: "`0` (off)", reload: Live,
         }
         /// The taint a re-gated node gets, KEY[:EFFECT]; never a startup taint.
         regate_taint: value(String) {
             flag: "regate-taint", value: "KEY[:EFFECT]", key: "regateTaint",
-            default: format!("{DEFAULT_REGATE_TAINT_KEY}:{EFFECT_NO_SCHEDULE}"),
-            helm: "config.regateTaint", reload: Live,
+            default: format!("{DEFAULT_REGATE_TAINT_KEY}:{EFFECT_NO_SCHEDULE}"), reload: Live,
         }
         /// A re-gated node's deadline, counted from its re-gating; 0 keeps it
         /// closed until its DaemonSets are Ready.
         regate_timeout: value(String) {
             flag: "regate-timeout", value: "DURATION", key: "regateTimeout",
-            default: "0", docs: "`0` (none)", helm: "config.regateTimeout", reload: Live,
+            default: "0", docs: "`0` (none)", reload: Live,
         }
         /// Most managed nodes that may carry the re-gate taint at once, a count
         /// or a percentage (rounded down, at least 1).
         regate_max_unavailable: value(String) {
             flag: "regate-max-unavailable", value: "N|P%", key: "regateMaxUnavailable",
-            default: MaxUnavailable::default().to_string(),
-            helm: "config.regateMaxUnavailable", reload: Live,
+            default: MaxUnavailable::default().to_string(), reload: Live,
         }
         /// Allow a NoExecute --regate-taint: each re-gate then evicts every pod
         /// on the node that does not tolerate the taint.
         regate_allow_no_execute: switch {
-            flag: "regate-allow-no-execute", key: "regateAllowNoExecute",
-            docs: "off", helm: "config.regateAllowNoExecute", reload: Live,
+            flag: "regate-allow-no-execute", key: "regateAllowNoExecute", docs: "off", reload: Live,
         }
         /// Most managed nodes nodegate keeps closed on its own initiative at once,
         /// re-gated or carrying a conditionTaints rule's taint: a count or a
@@ -125,13 +120,12 @@ settings! {
         /// budget.
         max_unavailable: value(String) {
             flag: "max-unavailable", value: "N|P%", key: "maxUnavailable",
-            default: "50%", helm: "config.maxUnavailable", reload: Live,
+            default: "50%", reload: Live,
         }
         /// Also re-gate an open node at once when its boot id
         /// (status.nodeInfo.bootID) changes: it rebooted.
         regate_on_reboot: switch {
-            flag: "regate-on-reboot", key: "regateOnReboot",
-            docs: "off", helm: "config.regateOnReboot", reload: Live,
+            flag: "regate-on-reboot", key: "regateOnReboot", docs: "off", reload: Live,
         }
         /// Re-gate an open node before an announced reboot, from these sources
         /// (comma-separated or repeated): annotation (nodegate.dev/reboot-pending),
@@ -140,29 +134,27 @@ settings! {
         /// --regate-after.
         reboot_announcements: list {
             flag: "reboot-announcements", value: "SOURCE[,SOURCE]", key: "rebootAnnouncements",
-            docs: "none (off)", helm: "config.rebootAnnouncements", reload: Live,
+            docs: "none (off)", reload: Live,
         }
         /// kured's DaemonSet, whose weave.works/kured-node-lock annotation is
         /// kured's reboot lock (--reboot-announcements kured-lock).
         kured_daemonset: value(String) {
             flag: "kured-daemonset", value: "NAMESPACE/NAME", key: "kuredDaemonset",
-            default: DEFAULT_KURED_DAEMONSET.to_string(),
-            helm: "config.kuredDaemonset", reload: Live,
+            default: DEFAULT_KURED_DAEMONSET.to_string(), reload: Live,
         }
         /// Most nodes kured's lock may name at once that nodegate believes
         /// (the first ones; the lock's own maxOwners caps them too): whoever may
         /// annotate kured's DaemonSet cannot re-gate more. At least 1.
         kured_max_holders: value(u32) {
             flag: "kured-max-holders", value: "N", key: "kuredMaxHolders",
-            default: 1u32, helm: "config.kuredMaxHolders", reload: Live,
+            default: 1u32, reload: Live,
         }
         /// The deadline of a node re-gated before an announced reboot, counted
         /// from the taint: the drain, the reboot and its agents starting again;
         /// 0 uses --regate-timeout's.
         reboot_timeout: value(String) {
             flag: "reboot-timeout", value: "DURATION", key: "rebootTimeout",
-            default: format!("{}m", DEFAULT_REBOOT_TIMEOUT.as_secs() / 60),
-            helm: "config.rebootTimeout", reload: Live,
+            default: format!("{}m", DEFAULT_REBOOT_TIMEOUT.as_secs() / 60), reload: Live,
         }
     }
     run RunFlags RunGiven RunSet {
@@ -170,44 +162,42 @@ settings! {
         /// nodegate.dev/gated-since); 0 means no deadline.
         timeout: value(String) {
             flag: "timeout", value: "DURATION", key: "timeout",
-            default: format!("{}s", DEFAULT_TIMEOUT.as_secs()),
-            helm: "config.timeout", reload: Live,
+            default: format!("{}s", DEFAULT_TIMEOUT.as_secs()), reload: Live,
         }
         /// An earlier deadline, also counted from the gate's start, for members
         /// that never got a pod on the node: past it with such a member,
         /// --on-timeout acts. Shorter than --timeout; 0 turns it off.
         schedule_timeout: value(String) {
             flag: "schedule-timeout", value: "DURATION", key: "scheduleTimeout",
-            default: "0", docs: "`0` (off)", helm: "config.scheduleTimeout", reload: Live,
+            default: "0", docs: "`0` (off)", reload: Live,
         }
         /// What to do when the deadline passes.
         on_timeout: value(OnTimeout) {
             flag: "on-timeout", value: "ACTION", key: "onTimeout",
-            default: OnTimeout::default(), parser: super::cli::on_timeout_parser(),
-            helm: "config.onTimeout", reload: Live,
+            default: OnTimeout::default(), parser: super::cli::on_timeout_parser(), reload: Live,
         }
         /// --on-timeout replace: most replace requests per --replace-interval,
         /// cluster-wide (0: none; the due nodes stay closed).
         replace_budget: value(u32) {
             flag: "replace-budget", value: "N", key: "replaceBudget",
-            default: 2u32, helm: "config.replaceBudget", reload: Live,
+            default: 2u32, reload: Live,
         }
         /// The window --replace-budget counts requests in.
         replace_interval: value(String) {
             flag: "replace-interval", value: "DURATION", key: "replaceInterval",
-            default: "10m", helm: "config.replaceInterval", reload: Live,
+            default: "10m", reload: Live,
         }
         /// --on-timeout replace: most nodes asked to be replaced that still
         /// exist, cluster-wide.
         replace_in_flight: value(u32) {
             flag: "replace-in-flight", value: "N", key: "replaceInFlight",
-            default: 2u32, helm: "config.replaceInFlight", reload: Live,
+            default: 2u32, reload: Live,
         }
         /// --on-timeout replace: what a due node gets instead when a member it
         /// waits for is broken cluster-wide (open or keep).
         replace_fallback: value(String) {
             flag: "replace-fallback", value: "open|keep", key: "replaceFallback",
-            default: "keep", helm: "config.replaceFallback", reload: Live,
+            default: "keep", reload: Live,
         }
         /// --on-timeout replace: a member not Ready on at least two nodes and on
         /// more than this of the nodes it is judged on (a count or a
@@ -216,52 +206,52 @@ settings! {
         /// broken.
         replace_breakage: value(String) {
             flag: "replace-breakage", value: "N|P%", key: "replaceBreakage",
-            default: "20%", helm: "config.replaceBreakage", reload: Live,
+            default: "20%", reload: Live,
         }
         /// Decide and record everything, write nothing to nodes: the webhook admits them unchanged,
         /// and the leader writes no admission policy parameters (--admission-params), so the
         /// policy taints no new node; a start deletes those an earlier run of its Pod wrote.
         dry_run: switch {
-            flag: "dry-run", key: "dryRun", docs: "off", helm: "config.dryRun", reload: Restart,
+            flag: "dry-run", key: "dryRun", docs: "off", reload: Restart,
         }
         /// The leader writes the nodegate.dev/Open condition on each node it gates
         /// (False while closed, True once opened), for other tools to read.
         node_condition: switch {
-            flag: "node-condition", key: "nodeCondition", docs: "off", helm: "config.nodeCondition", reload: Restart,
+            flag: "node-condition", key: "nodeCondition", docs: "off", reload: Restart,
         }
         /// Most untaint patches in flight at once.
         max_concurrent_patches: value(usize) {
             flag: "max-concurrent-patches", value: "N", key: "maxConcurrentPatches",
-            default: 16usize, helm: "config.maxConcurrentPatches", reload: Restart,
+            default: 16usize, reload: Restart,
         }
         /// Steady rate of nodegate's own API requests (patches, events, reads),
         /// per second.
         kube_qps: value(f64) {
             flag: "kube-qps", value: "QPS", key: "kubeQps",
-            default: 50.0, helm: "config.kubeQps", reload: Restart,
+            default: 50.0, reload: Restart,
         }
         /// Burst above --kube-qps.
         kube_burst: value(u32) {
             flag: "kube-burst", value: "N", key: "kubeBurst",
-            default: 100u32, helm: "config.kubeBurst", reload: Restart,
+            default: 100u32, reload: Restart,
         }
         /// How long one of nodegate's own API requests (patch, re-read, Event)
         /// may go unanswered before it is given up; a write given up may have
         /// been applied.
         kube_request_timeout: value(String) {
             flag: "kube-request-timeout", value: "DURATION", key: "kubeRequestTimeout",
-            default: "10s", helm: "config.kubeRequestTimeout", reload: Restart,
+            default: "10s", reload: Restart,
         }
         /// Log format.
         log_format: value(LogFormat) {
             flag: "log-format", value: "FORMAT", key: "logFormat",
-            default: LogFormat::Text, helm: "config.logFormat", reload: Restart,
+            default: LogFormat::Text, reload: Restart,
         }
         /// Log level: off, error, warn (or warning), info, debug or trace; or
         /// comma-separated TARGET=LEVEL directives such as 'info,nodegate=debug'.
         log_level: value(String) {
             flag: "log-level", value: "LEVEL", key: "logLevel",
-            default: "info", helm: "config.logLevel", reload: Restart,
+            default: "info", reload: Restart,
         }
         /// Run as one of several replicas: only the holder of a
         /// coordination.k8s.io Lease writes; the others keep their watches and
@@ -390,47 +380,39 @@ settings! {
         /// to it yet), for the nodes the webhook missed.
         taint_new_nodes: switch {
             flag: "taint-new-nodes", key: "taintNewNodes",
-            docs: "off (on in the manifests)", helm: "config.taintNewNodes", reload: Restart,
+            docs: "off (on in the manifests)", reload: Restart,
         }
         /// How new a node must be for --taint-new-nodes to taint it, counted
         /// from its creation.
         new_node_window: value(String) {
             flag: "new-node-window", value: "DURATION", key: "newNodeWindow",
-            default: "2m", helm: "config.newNodeWindow", reload: Restart,
+            default: "2m", reload: Restart,
         }
     }
     file_only {
         /// Decide and journal, write nothing (semantics.md §6.6).
-        suspend: bool => "suspend" { docs: "off", helm: "config.suspend", reload: Live }
+        suspend: bool => "suspend" { docs: "off", reload: Live }
         /// Pods other than DaemonSet pods that must be Ready on a gated node.
-        critical_pods: Vec<RawCriticalPod> => "criticalPods" {
-            docs: "none", helm: "config.criticalPods", reload: Refuse,
-        }
+        critical_pods: Vec<RawCriticalPod> => "criticalPods" { docs: "none", reload: Refuse }
         /// Node conditions waited for like members (semantics.md §6.5).
         critical_conditions: Vec<RawCriticalCondition> => "criticalConditions" {
-            docs: "none", helm: "config.criticalConditions", reload: Live,
+            docs: "none", reload: Live,
         }
         /// Rules that put a taint on nodes matching conditions (semantics.md §6.5).
-        condition_taints: Vec<RawRule> => "conditionTaints" {
-            docs: "none", helm: "config.conditionTaints", reload: Live,
-        }
+        condition_taints: Vec<RawRule> => "conditionTaints" { docs: "none", reload: Live }
         /// Extended resources a node must report allocatable, waited for
         /// like members (semantics.md §6.8).
         critical_resources: Vec<RawCriticalResource> => "criticalResources" {
-            docs: "none", helm: "config.criticalResources", reload: Live,
+            docs: "none", reload: Live,
         }
         /// DRA drivers whose ResourceSlice pools for a node must be
         /// complete, waited for like members (semantics.md §6.8). The
         /// ResourceSlice watch runs only when this is set at start.
-        dra_drivers: Vec<RawDraDriver> => "draDrivers" {
-            docs: "none", helm: "config.draDrivers", reload: Live,
-        }
+        dra_drivers: Vec<RawDraDriver> => "draDrivers" { docs: "none", reload: Live }
         /// A canary pod on each gated node, waited for like a member
         /// (semantics.md §6.9): image, readinessProbe, resources,
         /// maxInFlight, namespace, imagePullPolicy, priorityClassName.
-        canary: RawCanary => "canary" {
-            docs: "off", helm: "config.canary", reload: Restart,
-        }
+        canary: RawCanary => "canary" { docs: "off", reload: Restart }
     }
 }
 

@@ -36,8 +36,7 @@ pub struct Finding {
 fn problem(key: impl Into<String>, message: impl Into<String>) -> Finding {
     Finding {
         problem: true,
-        key: key.into(),
-        message: message.into(),
+        ..note(key, message)
     }
 }
 
@@ -102,11 +101,9 @@ async fn namespaces(client: &kube::Client, s: &RunSettings, out: &mut Vec<Findin
 }
 
 async fn namespace_exists(client: &kube::Client, ns: &str) -> Result<bool> {
-    match Api::<Namespace>::all(client.clone()).get(ns).await {
-        Ok(_) => Ok(true),
-        Err(e) if is_not_found(&e) => Ok(false),
-        Err(e) => Err(Error::kube(format!("reading namespace {ns}"))(e)),
-    }
+    let found = Api::<Namespace>::all(client.clone()).get_opt(ns).await;
+    let found = found.map_err(Error::kube(format!("reading namespace {ns}")))?;
+    Ok(found.is_some())
 }
 
 async fn excluded(client: &kube::Client, s: &RunSettings, out: &mut Vec<Finding>) -> Result<()> {
@@ -206,24 +203,15 @@ async fn taints(
         return Ok(());
     };
     let as_nodegate = client_impersonating(conn, Some(user)).await?;
-    let mut wanted: Vec<(String, Taint, Option<&LabelSelector>)> = s
-        .gate
-        .placement
-        .managed_taints
-        .iter()
-        .map(|t| ("taints".to_string(), t.to_taint(), None))
-        .collect();
-    if let Some(r) = &s.gate.regate {
-        wanted.push(("regateTaint".to_string(), r.taint.to_taint(), None));
-    }
-    for r in &s.gate.condition_taints {
-        wanted.push((
-            format!("conditionTaints ({})", r.name),
-            r.taint.clone(),
-            r.node_selector.as_ref(),
-        ));
-    }
-    for (key, taint, sel) in wanted {
+    let taints = s.gate.placement.managed_taints.iter();
+    let taints = taints.map(|t| ("taints".to_string(), t.to_taint(), None));
+    let regate = s.gate.regate.iter();
+    let regate = regate.map(|r| ("regateTaint".to_string(), r.taint.to_taint(), None));
+    let rules = s.gate.condition_taints.iter().map(|r| {
+        let key = format!("conditionTaints ({})", r.name);
+        (key, r.taint.clone(), r.node_selector.as_ref())
+    });
+    for (key, taint, sel) in taints.chain(regate).chain(rules) {
         let Some(node) = managed
             .iter()
             .find(|n| selects(sel, n) && !carries(n, &taint.key))
@@ -264,14 +252,13 @@ async fn try_taint(
     let name = node.metadata.name.clone().unwrap_or_default();
     let nodes = Api::<Node>::all(client.clone());
     let mut node = node.clone();
-    let mut attempt = 1;
-    loop {
+    // Each attempt but the last retried on a conflict; the last one's answer stands.
+    for _ in 1..ATTEMPTS {
         match dry_run_taint(&nodes, user, &node, &name, key, taint).await {
             Err(Error::Kube {
                 source: kube::Error::Api(s),
                 ..
-            }) if s.code == 409 && attempt < ATTEMPTS => {
-                attempt += 1;
+            }) if s.code == 409 => {
                 node = nodes
                     .get(&name)
                     .await
@@ -280,6 +267,7 @@ async fn try_taint(
             other => return other,
         }
     }
+    dry_run_taint(&nodes, user, &node, &name, key, taint).await
 }
 
 async fn dry_run_taint(

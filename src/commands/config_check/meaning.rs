@@ -36,8 +36,7 @@ fn text(d: std::time::Duration) -> Value {
 
 /// `None`, or an empty string: `null`.
 fn optional(s: Option<&str>) -> Value {
-    s.filter(|s| !s.trim().is_empty())
-        .map_or(Value::Null, |s| Value::String(s.to_string()))
+    json!(s.filter(|s| !s.trim().is_empty()))
 }
 
 /// A list given as repeated or comma-separated values, one entry each.
@@ -85,12 +84,7 @@ pub fn of(s: &RunSettings, gate: &GateGiven) -> Value {
             .collect(),
     );
     put("excludeSelector", selector(p.exclude_selector.as_ref()));
-    put(
-        "daemonsetNamespaces",
-        p.daemonset_namespaces
-            .as_ref()
-            .map_or(Value::Null, |n| json!(n)),
-    );
+    put("daemonsetNamespaces", json!(p.daemonset_namespaces));
     put("nodeSelector", selector(g.scope.node_selector.as_ref()));
     put("regateAfter", duration(&gate.regate_after));
     put("regateTimeout", duration(&gate.regate_timeout));
@@ -110,10 +104,7 @@ pub fn of(s: &RunSettings, gate: &GateGiven) -> Value {
     put("renewDeadline", text(s.leader_election.renew_deadline));
     put("retryPeriod", text(s.leader_election.retry_period));
     put("httpAddr", json!(s.http_addr.to_string()));
-    put(
-        "debugAddr",
-        s.debug_addr.map_or(Value::Null, |a| json!(a.to_string())),
-    );
+    put("debugAddr", json!(s.debug_addr.map(|a| a.to_string())));
     for (key, given) in [
         ("leaseNamespace", &s.leader_election.lease_namespace),
         ("otlpEndpoint", &s.otlp_endpoint),

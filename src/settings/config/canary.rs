@@ -60,11 +60,8 @@ impl TryFrom<GivenCanary<serde_json::Value, serde_json::Value>> for RawCanary {
                 priority_class_name: g.priority_class_name,
             })),
             (probe, resources) => {
-                let problems: Vec<String> = [probe.err(), resources.err()]
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                Err(problems.join(PROBLEMS_APART))
+                let problems = [probe.err(), resources.err()].into_iter().flatten();
+                Err(problems.collect::<Vec<_>>().join(PROBLEMS_APART))
             }
         }
     }
@@ -153,10 +150,9 @@ where
         .map(|(path, key)| {
             let map = path.rsplit('.').next().unwrap_or(name);
             let map = map.split('[').next().unwrap_or(map);
-            let hint = match load::nearest(key, known_keys(map)) {
-                Some(best) => format!("; did you mean `{best}`?"),
-                None => String::new(),
-            };
+            let hint = load::nearest(key, known_keys(map))
+                .map(|best| format!("; did you mean `{best}`?"))
+                .unwrap_or_default();
             format!("{path}.{key}: unknown key{hint}")
         })
         .collect();

@@ -12,11 +12,10 @@ use crate::settings::table::GateGiven;
 /// with, or every problem found, the one `run` reports first.
 pub fn check_file(args: &RunArgs) -> Result<RunSettings, Vec<ConfigError>> {
     let file = load_file(&args.gate).map_err(|e| vec![e])?;
-    let first = match run_settings_from(args, file) {
+    let mut problems = match run_settings_from(args, file) {
         Ok(settings) => return Ok(settings),
-        Err(e) => e,
+        Err(first) => vec![first],
     };
-    let mut problems = vec![first];
     // The file parsed once, so it parses again; each pass gets its own copy.
     let fresh = || load_file(&args.gate).ok();
     // The whole gate's first problem, if it has one, is `first`.
@@ -80,11 +79,9 @@ pub fn check_file_located(args: &RunArgs) -> Result<RunSettings, Vec<String>> {
     let mut alone = args.clone();
     alone.gate.config = None;
     for (start, block) in top_level_blocks(&text) {
-        let e = match FileConfig::parse(&block, &shown) {
-            Ok(f) => match run_settings_from(&alone, f) {
-                Ok(_) => continue,
-                Err(e) => e,
-            },
+        let e = match FileConfig::parse(&block, &shown).map(|f| run_settings_from(&alone, f)) {
+            Ok(Ok(_)) => continue,
+            Ok(Err(e)) => e,
             // When the whole file parsed, a part that does not parse alone
             // leans on another part (a YAML alias): not a problem.
             Err(_) if parsed => continue,
@@ -177,12 +174,8 @@ pub fn locate(e: &ConfigError, file: &str, text: &str, offset: usize) -> String 
     let whole = match e {
         ConfigError::Read { err, .. } => {
             let why = err.to_string();
-            let why = why
-                .split(" (os error")
-                .next()
-                .unwrap_or(&why)
-                .to_lowercase();
-            format!("{file}: cannot be read: {why}")
+            let why = &why[..why.find(" (os error").unwrap_or(why.len())];
+            format!("{file}: cannot be read: {}", why.to_lowercase())
         }
         ConfigError::Parse { err, .. } => {
             let (message, line) = without_position(err);

@@ -41,16 +41,19 @@ pub struct NetSettings {
 }
 
 pub(super) fn webhook_settings(given: &RunGiven) -> Result<Option<WebhookSettings>, ConfigError> {
+    // The managed certificates' settings, each with whether it was given.
+    let managed = [
+        (given.set.webhook_configuration, "--webhook-configuration"),
+        (!given.webhook_hosts.is_empty(), "--webhook-host"),
+        (given.set.webhook_cert_validity, "--webhook-cert-validity"),
+    ];
     let addr = given.webhook_addr.as_deref();
     let Some(addr) = addr.filter(|a| !a.trim().is_empty()) else {
         let named = [
             (given.webhook_cert_dir.is_some(), "--webhook-cert-dir"),
             (given.webhook_cert_secret.is_some(), "--webhook-cert-secret"),
-            (given.set.webhook_configuration, "--webhook-configuration"),
-            (!given.webhook_hosts.is_empty(), "--webhook-host"),
-            (given.set.webhook_cert_validity, "--webhook-cert-validity"),
         ];
-        if let Some((_, first)) = named.into_iter().find(|(set, _)| *set) {
+        if let Some((_, first)) = named.into_iter().chain(managed).find(|(set, _)| *set) {
             return Err(invalid(
                 first,
                 "configures the admission webhook, which is off: set --webhook-addr too",
@@ -74,20 +77,15 @@ pub(super) fn webhook_settings(given: &RunGiven) -> Result<Option<WebhookSetting
                  --webhook-host",
             ));
         }
-        (Some(dir), None) => cert_dir(dir, given)?,
+        (Some(dir), None) => cert_dir(dir, &managed)?,
         (None, Some(secret)) => managed_certs(secret, given)?,
     };
     Ok(Some(WebhookSettings { addr, certs }))
 }
 
-/// `--webhook-cert-dir`: none of the managed certificates' settings.
-fn cert_dir(dir: &str, given: &RunGiven) -> Result<WebhookCerts, ConfigError> {
-    let named = [
-        (given.set.webhook_configuration, "--webhook-configuration"),
-        (!given.webhook_hosts.is_empty(), "--webhook-host"),
-        (given.set.webhook_cert_validity, "--webhook-cert-validity"),
-    ];
-    if let Some((_, flag)) = named.into_iter().find(|(set, _)| *set) {
+/// `--webhook-cert-dir`: none of the managed certificates' settings given.
+fn cert_dir(dir: &str, managed: &[(bool, &str)]) -> Result<WebhookCerts, ConfigError> {
+    if let Some(&(_, flag)) = managed.iter().find(|(set, _)| *set) {
         let why = "only applies with --webhook-cert-secret (nodegate's own certificates)";
         return Err(invalid(flag, why));
     }

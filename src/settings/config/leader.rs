@@ -11,10 +11,8 @@ pub(super) fn leader_election(given: &RunGiven) -> Result<LeaderElection, Config
     // give up writing (renew deadline) before a follower may take the lease
     // over (lease duration), and must get more than one try (retry period)
     // at renewing before that.
-    let show = |d: Duration| humantime::format_duration(d).to_string();
-    let lease = show(lease_duration);
-    let renew = show(renew_deadline);
-    let retry = show(retry_period);
+    let [lease, renew, retry] = [lease_duration, renew_deadline, retry_period]
+        .map(|d| humantime::format_duration(d).to_string());
     let problem = if retry_period.is_zero() {
         "--retry-period must be longer than 0".to_string()
     } else if lease_duration.subsec_nanos() != 0 || lease_duration < Duration::from_secs(1) {
