@@ -135,10 +135,7 @@ impl Readiness {
                 why: Readiness::not_available_text(&pod, min_ready, available_at, None),
                 available_at: Some(available_at),
             },
-            MemberState::NotReady(waiting) => Readiness::Waiting {
-                why: waiting.to_string(),
-                available_at: None,
-            },
+            MemberState::NotReady(waiting) => Readiness::waiting(waiting.to_string()),
         }
     }
 
@@ -176,19 +173,24 @@ impl Readiness {
     /// for, since nothing owns the pod it waits on.
     pub(crate) fn of_critical(entry: &CriticalPodEntry, state: MemberState) -> Self {
         match state {
-            MemberState::NotReady(Waiting::NoPod) => Readiness::Waiting {
-                why: format!(
-                    "no pod matching {} in namespace {} on the node yet",
-                    entry.selector, entry.namespace
-                ),
-                available_at: None,
-            },
+            MemberState::NotReady(Waiting::NoPod) => Readiness::waiting(format!(
+                "no pod matching {} in namespace {} on the node yet",
+                entry.selector, entry.namespace
+            )),
             state => Readiness::from_member_state(state),
         }
     }
 
     pub fn is_ready(&self) -> bool {
         matches!(self, Readiness::Ready { .. })
+    }
+
+    /// Waiting for `why`, with no moment to look again.
+    pub fn waiting(why: String) -> Self {
+        Readiness::Waiting {
+            why,
+            available_at: None,
+        }
     }
 }
 
