@@ -26,6 +26,7 @@ use crate::canary::report::canary_row;
 use crate::closing::condition_taints::report::{RuleRow, rule_rows};
 use crate::closing::regating::report::{RegateReport, regate_report};
 use crate::closing::replacing::report::{ReplaceReport, replace_report};
+use crate::gate::derive::NodeMember;
 use crate::gate::{self, GateState, Input, StopReason};
 use crate::rules::placement::{self, PlacementConfig, ReasonCode};
 use crate::rules::readiness::CriticalPodEntry;
@@ -221,14 +222,11 @@ fn build_for(
         .map(|ds| daemonset_row(cx, node, ds))
         .collect();
     let critical_pods: Vec<MemberRow> = cfg.critical.iter().map(|e| critical_row(cx, e)).collect();
-    let conditions: Vec<MemberRow> = cfg
-        .conditions
-        .iter()
-        .map(|c| node_member_row(state, c))
-        .collect();
+    let node_row = |m: &dyn NodeMember| node_member_row(state, m);
+    let conditions: Vec<MemberRow> = cfg.conditions.iter().map(|c| node_row(c)).collect();
     // Resources first, each list in configuration order.
-    let resources = cfg.resources.iter().map(|r| node_member_row(state, r));
-    let drivers = cfg.dra_drivers.iter().map(|d| node_member_row(state, d));
+    let resources = cfg.resources.iter().map(|r| node_row(r));
+    let drivers = cfg.dra_drivers.iter().map(|d| node_row(d));
     let devices: Vec<MemberRow> = resources.chain(drivers).collect();
     let canary: Vec<MemberRow> = cfg.canary.iter().map(|c| canary_row(state, c)).collect();
 

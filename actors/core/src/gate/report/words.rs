@@ -16,8 +16,13 @@ pub fn verdict(
     let waiting = || {
         let list: Vec<String> = blockers
             .iter()
-            .map(|r| (&r.label, r.waiting.as_deref().unwrap_or("not Ready")))
-            .map(|(label, why)| format!("{label} ({why})"))
+            .map(|r| {
+                format!(
+                    "{} ({})",
+                    r.label,
+                    r.waiting.as_deref().unwrap_or("not Ready")
+                )
+            })
             .collect();
         let members = format!(
             "waiting for {} of {expected}: {}",
@@ -79,12 +84,9 @@ pub fn expected_reason(
     if !t.node_name.is_empty() {
         parts.push("its pod template's spec.nodeName names this node".to_string());
     }
-    if !t.node_selector.is_empty() {
-        let pairs: Vec<String> = t
-            .node_selector
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
+    let selector = &t.node_selector;
+    if !selector.is_empty() {
+        let pairs: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
         parts.push(format!("its nodeSelector {} matches", pairs.join(",")));
     }
     if let Some(m) = terms.and_then(|ts| ts.iter().find(|r| r.matches)) {
