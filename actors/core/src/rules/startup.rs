@@ -165,14 +165,10 @@ impl Autoscaler {
 /// that starts with what was typed.
 fn nearest(wanted: &str) -> Option<&'static str> {
     let names = Autoscaler::ALL.map(Autoscaler::as_str);
-    names
-        .into_iter()
-        .find(|n| strsim::levenshtein(n, wanted) <= 2)
-        .or_else(|| {
-            names
-                .into_iter()
-                .find(|n| !wanted.is_empty() && (n.starts_with(wanted) || wanted.starts_with(n)))
-        })
+    let close = |n: &&str| strsim::levenshtein(n, wanted) <= 2;
+    let prefix = |n: &&str| !wanted.is_empty() && (n.starts_with(wanted) || wanted.starts_with(n));
+    let by_prefix = || names.into_iter().find(prefix);
+    names.into_iter().find(close).or_else(by_prefix)
 }
 
 /// Where a rule came from, for explain and the docs.

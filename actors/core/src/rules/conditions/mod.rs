@@ -63,17 +63,13 @@ impl CriticalCondition {
         if now == self.status {
             return None;
         }
-        Some(if node.conditions.contains_key(self.type_.as_str()) {
-            format!(
-                "condition {} is {now}, waiting for {}",
-                self.type_, self.status
-            )
+        let (type_, wanted) = (&self.type_, &self.status);
+        let is = if node.conditions.contains_key(type_.as_str()) {
+            format!("condition {type_} is {now}")
         } else {
-            format!(
-                "the node does not report condition {} (read as {ABSENT_STATUS}), waiting for {}",
-                self.type_, self.status
-            )
-        })
+            format!("the node does not report condition {type_} (read as {ABSENT_STATUS})")
+        };
+        Some(format!("{is}, waiting for {wanted}"))
     }
 }
 
