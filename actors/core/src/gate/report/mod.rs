@@ -217,10 +217,7 @@ fn build_for(
     };
     let mut dss: Vec<&DaemonSetInfo> = state.daemonsets.values().map(AsRef::as_ref).collect();
     dss.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    let daemonsets: Vec<MemberRow> = dss
-        .into_iter()
-        .map(|ds| daemonset_row(cx, node, ds))
-        .collect();
+    let daemonsets: Vec<MemberRow> = dss.iter().map(|ds| daemonset_row(cx, node, ds)).collect();
     let critical_pods: Vec<MemberRow> = cfg.critical.iter().map(|e| critical_row(cx, e)).collect();
     let node_row = |m: &dyn NodeMember| node_member_row(state, m);
     let conditions: Vec<MemberRow> = cfg.conditions.iter().map(|c| node_row(c)).collect();

@@ -56,13 +56,11 @@ pub fn verdict(
 /// Ready has none to name.
 pub fn describe_waiting(why: &str, pod: Option<&PodInfo>, detail: Option<&PodDetail>) -> String {
     let base = why.to_string();
-    let (Some(p), Some(d)) = (pod, detail) else {
+    let (Some(p), Some(d)) = (pod.filter(|p| !p.terminating), detail) else {
         return base;
     };
     let running = p.phase == PHASE_RUNNING;
-    if p.terminating {
-        base
-    } else if let (false, Some(msg)) = (running, &d.unschedulable) {
+    if let (false, Some(msg)) = (running, &d.unschedulable) {
         format!("{base}, not scheduled: {msg}")
     } else if (!running || !p.ready) && !d.containers.is_empty() {
         format!("{base}, {}", d.containers.join("; "))
