@@ -21,7 +21,7 @@
 
 use std::fmt;
 
-use crate::rules::placement::{EFFECT_NO_SCHEDULE, ManagedTaint};
+use crate::rules::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE, ManagedTaint};
 use crate::rules::selector::{LabelSelector, LabelSelectorRequirement, OP_EXISTS};
 use crate::vocab::model::{KARPENTER_NODEPOOL_LABEL, Labels, NodeInfo};
 use crate::vocab::words::word_enum;
@@ -246,11 +246,8 @@ impl Default for StartupTaints {
     /// No rule: every node gets nodegate's default taint (`--autoscaler
     /// none`). The binary's default is `auto`, built by the settings.
     fn default() -> Self {
-        StartupTaints::new(
-            Vec::new(),
-            &[],
-            crate::rules::placement::PlacementConfig::default().managed_taints[0].clone(),
-        )
+        let fallback = ManagedTaint::new(DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE);
+        StartupTaints::new(Vec::new(), &[], fallback)
     }
 }
 
