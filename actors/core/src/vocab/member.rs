@@ -87,9 +87,8 @@ impl Serialize for MemberId {
 
 impl<'de> Deserialize<'de> for MemberId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Ok(s.parse()
-            .unwrap_or_else(|never: std::convert::Infallible| match never {}))
+        let Ok(id) = String::deserialize(d)?.parse::<MemberId>();
+        Ok(id)
     }
 }
 
