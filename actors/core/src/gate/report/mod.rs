@@ -322,7 +322,8 @@ fn critical_row(cx: &Ctx<'_>, entry: &CriticalPodEntry) -> MemberRow {
 /// entry.
 fn fill_readiness(cx: &Ctx<'_>, row: &mut MemberRow, id: &MemberId, ds: Option<&DaemonSetInfo>) {
     let owner_uid = ds.map(|ds| ds.uid.as_str());
-    let min_ready = ds.map_or(0, |ds| u64::try_from(ds.min_ready_seconds).unwrap_or(0));
+    let min_ready =
+        Duration::from_secs(ds.map_or(0, |ds| u64::try_from(ds.min_ready_seconds).unwrap_or(0)));
     // The pod it waits on (the gate's readiness rules); `None` when there
     // is no pod yet.
     let waited = gate::waited_pod(id, cx.state, cx.cfg, cx.now);
@@ -356,10 +357,7 @@ fn fill_readiness(cx: &Ctx<'_>, row: &mut MemberRow, id: &MemberId, ds: Option<&
             let pod = waited.as_deref().unwrap_or_default();
             row.pod = waited.clone();
             row.waiting = Some(match available_at {
-                Some(at) => {
-                    let min_ready = Duration::from_secs(min_ready);
-                    Readiness::not_available_text(pod, min_ready, *at, Some(cx.now))
-                }
+                Some(at) => Readiness::not_available_text(pod, min_ready, *at, Some(cx.now)),
                 None => {
                     let seen = cx
                         .state
