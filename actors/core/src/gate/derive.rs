@@ -260,13 +260,10 @@ fn csi_readiness(node: &NodeInfo, ds: &DaemonSetInfo, readiness: Readiness) -> R
     } else {
         "the node's CSINode does not list it yet"
     };
-    Readiness::Waiting {
-        why: format!(
-            "pod {pod} is Ready but CSI driver {} is not registered ({whose})",
-            missing.join(", ")
-        ),
-        available_at: None,
-    }
+    Readiness::waiting(format!(
+        "pod {pod} is Ready but CSI driver {} is not registered ({whose})",
+        missing.join(", ")
+    ))
 }
 
 /// A member judged from the node alone, like node conditions: a
@@ -314,41 +311,30 @@ impl NodeMember for CriticalCondition {
     }
 }
 
-impl NodeMember for CriticalResource {
-    fn id(&self) -> MemberId {
-        MemberId::Resource(self.resource.clone())
-    }
-    fn name(&self) -> &str {
-        &self.resource
-    }
-    fn what(&self) -> &'static str {
-        "resource"
-    }
-    fn node_selector(&self) -> Option<&LabelSelector> {
-        self.node_selector.as_ref()
-    }
-    fn judge(&self, node: &NodeInfo) -> Result<String, String> {
-        CriticalResource::judge(self, node)
-    }
+/// A device member: named by one field, judged by its own `judge`.
+macro_rules! device_member {
+    ($type:ident, $name:ident, $id:path, $what:literal) => {
+        impl NodeMember for $type {
+            fn id(&self) -> MemberId {
+                $id(self.$name.clone())
+            }
+            fn name(&self) -> &str {
+                &self.$name
+            }
+            fn what(&self) -> &'static str {
+                $what
+            }
+            fn node_selector(&self) -> Option<&LabelSelector> {
+                self.node_selector.as_ref()
+            }
+            fn judge(&self, node: &NodeInfo) -> Result<String, String> {
+                $type::judge(self, node)
+            }
+        }
+    };
 }
-
-impl NodeMember for DraDriver {
-    fn id(&self) -> MemberId {
-        MemberId::Dra(self.driver.clone())
-    }
-    fn name(&self) -> &str {
-        &self.driver
-    }
-    fn what(&self) -> &'static str {
-        "DRA driver"
-    }
-    fn node_selector(&self) -> Option<&LabelSelector> {
-        self.node_selector.as_ref()
-    }
-    fn judge(&self, node: &NodeInfo) -> Result<String, String> {
-        DraDriver::judge(self, node)
-    }
-}
+device_member!(CriticalResource, resource, MemberId::Resource, "resource");
+device_member!(DraDriver, driver, MemberId::Dra, "DRA driver");
 
 /// Every configured member judged from the node alone: conditions, then
 /// resources, then DRA drivers, each in configuration order.
@@ -368,9 +354,6 @@ fn node_member(node: &NodeInfo, m: &dyn NodeMember) -> Member {
     }
     Member::expected(match m.judge(node) {
         Ok(what) => Readiness::Ready { pod: what },
-        Err(why) => Readiness::Waiting {
-            why,
-            available_at: None,
-        },
+        Err(why) => Readiness::waiting(why),
     })
 }

@@ -156,6 +156,7 @@ pub(super) fn opened_by_timeout(
     timed_out: Option<&TimeoutRecord>,
     at: Timestamp,
 ) -> NodeEvent {
+    let took = since(start, at);
     let note = match timed_out {
         Some(t) => {
             let fallback = if t.action == OnTimeout::Replace {
@@ -163,16 +164,10 @@ pub(super) fn opened_by_timeout(
             } else {
                 ""
             };
-            let what = format!(
-                "opened anyway {} after the gate started{fallback}",
-                since(start, at)
-            );
+            let what = format!("opened anyway {took} after the gate started{fallback}");
             timed_out_note(start, t, &what)
         }
-        None => format!(
-            "opened by timeout {} after the gate started",
-            since(start, at)
-        ),
+        None => format!("opened by timeout {took} after the gate started"),
     };
     event(node, EventType::Warning, Reason::GateTimedOut, note)
 }
@@ -282,11 +277,9 @@ pub(super) fn truncate(mut s: String, max: usize) -> String {
     if s.len() <= max {
         return s;
     }
-    let mut cut = max - ELLIPSIS.len();
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    s.truncate(cut);
+    // 0 is always a boundary.
+    let cut = (0..=max - ELLIPSIS.len()).rfind(|&i| s.is_char_boundary(i));
+    s.truncate(cut.unwrap_or(0));
     s.push_str(ELLIPSIS);
     s
 }

@@ -303,11 +303,8 @@ pub fn csi_drivers(ds: &DaemonSetInfo) -> Vec<&str> {
 /// invalid names and those past [`MAX_CSI_DRIVERS`], which are not waited
 /// for; `None` when every name is used.
 pub fn csi_driver_problems(ds: &DaemonSetInfo) -> Option<String> {
-    let invalid: Vec<&str> = csi_entries(ds).filter(|d| !is_csi_driver_name(d)).collect();
-    let surplus: Vec<&str> = csi_entries(ds)
-        .filter(|d| is_csi_driver_name(d))
-        .skip(MAX_CSI_DRIVERS)
-        .collect();
+    let (valid, invalid): (Vec<_>, Vec<_>) = csi_entries(ds).partition(|d| is_csi_driver_name(d));
+    let surplus = valid.get(MAX_CSI_DRIVERS..).unwrap_or_default();
     let mut parts = Vec::new();
     if !invalid.is_empty() {
         parts.push(format!(

@@ -242,10 +242,7 @@ pub fn check_label_key(key: &str) -> Result<(), String> {
     } else if prefix == Some("") {
         "the prefix before \"/\" must not be empty".to_string()
     } else if let Some(prefix) = prefix.filter(|p| p.len() > DNS_SUBDOMAIN_MAX) {
-        format!(
-            "the prefix must be at most {DNS_SUBDOMAIN_MAX} characters, got {}",
-            prefix.len()
-        )
+        format!("the prefix {}", at_most(DNS_SUBDOMAIN_MAX, prefix.len()))
     } else if let Some(prefix) = prefix.filter(|p| !is_dns_subdomain(p)) {
         format!(
             "the prefix {prefix:?} must be a DNS subdomain (lowercase letters, digits, '-' \
@@ -254,10 +251,7 @@ pub fn check_label_key(key: &str) -> Result<(), String> {
     } else if name.is_empty() {
         "the name after \"/\" must not be empty".to_string()
     } else if name.len() > LABEL_NAME_MAX {
-        format!(
-            "the name part must be at most {LABEL_NAME_MAX} characters, got {}",
-            name.len()
-        )
+        format!("the name part {}", at_most(LABEL_NAME_MAX, name.len()))
     } else if !is_label_token(name) {
         format!("the name part must consist of {TOKEN_RULE}")
     } else {
@@ -270,16 +264,18 @@ pub fn check_label_key(key: &str) -> Result<(), String> {
 /// `.` that start and end with a letter or digit.
 pub fn check_label_value(value: &str) -> Result<(), String> {
     let problem = if value.len() > LABEL_VALUE_MAX {
-        format!(
-            "must be at most {LABEL_VALUE_MAX} characters, got {}",
-            value.len()
-        )
+        at_most(LABEL_VALUE_MAX, value.len())
     } else if !value.is_empty() && !is_label_token(value) {
         format!("must consist of {TOKEN_RULE}")
     } else {
         return Ok(());
     };
     Err(format!("invalid value {value:?}: a label value {problem}"))
+}
+
+/// "must be at most MAX characters, got LEN".
+fn at_most(max: usize, len: usize) -> String {
+    format!("must be at most {max} characters, got {len}")
 }
 
 fn is_label_token(s: &str) -> bool {

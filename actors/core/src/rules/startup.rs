@@ -21,7 +21,7 @@
 
 use std::fmt;
 
-use crate::rules::placement::{EFFECT_NO_SCHEDULE, ManagedTaint};
+use crate::rules::placement::{DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE, ManagedTaint};
 use crate::rules::selector::{LabelSelector, LabelSelectorRequirement, OP_EXISTS};
 use crate::vocab::model::{KARPENTER_NODEPOOL_LABEL, Labels, NodeInfo};
 use crate::vocab::words::word_enum;
@@ -165,14 +165,10 @@ impl Autoscaler {
 /// that starts with what was typed.
 fn nearest(wanted: &str) -> Option<&'static str> {
     let names = Autoscaler::ALL.map(Autoscaler::as_str);
-    names
-        .into_iter()
-        .find(|n| strsim::levenshtein(n, wanted) <= 2)
-        .or_else(|| {
-            names
-                .into_iter()
-                .find(|n| !wanted.is_empty() && (n.starts_with(wanted) || wanted.starts_with(n)))
-        })
+    let close = |n: &&str| strsim::levenshtein(n, wanted) <= 2;
+    let prefix = |n: &&str| !wanted.is_empty() && (n.starts_with(wanted) || wanted.starts_with(n));
+    let by_prefix = || names.into_iter().find(prefix);
+    names.into_iter().find(close).or_else(by_prefix)
 }
 
 /// Where a rule came from, for explain and the docs.
@@ -250,11 +246,8 @@ impl Default for StartupTaints {
     /// No rule: every node gets nodegate's default taint (`--autoscaler
     /// none`). The binary's default is `auto`, built by the settings.
     fn default() -> Self {
-        StartupTaints::new(
-            Vec::new(),
-            &[],
-            crate::rules::placement::PlacementConfig::default().managed_taints[0].clone(),
-        )
+        let fallback = ManagedTaint::new(DEFAULT_MANAGED_TAINT_KEY, EFFECT_NO_SCHEDULE);
+        StartupTaints::new(Vec::new(), &[], fallback)
     }
 }
 

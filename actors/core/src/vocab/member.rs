@@ -87,9 +87,8 @@ impl Serialize for MemberId {
 
 impl<'de> Deserialize<'de> for MemberId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Ok(s.parse()
-            .unwrap_or_else(|never: std::convert::Infallible| match never {}))
+        let Ok(id) = String::deserialize(d)?.parse::<MemberId>();
+        Ok(id)
     }
 }
 
@@ -135,10 +134,7 @@ impl Readiness {
                 why: Readiness::not_available_text(&pod, min_ready, available_at, None),
                 available_at: Some(available_at),
             },
-            MemberState::NotReady(waiting) => Readiness::Waiting {
-                why: waiting.to_string(),
-                available_at: None,
-            },
+            MemberState::NotReady(waiting) => Readiness::waiting(waiting.to_string()),
         }
     }
 
@@ -176,19 +172,24 @@ impl Readiness {
     /// for, since nothing owns the pod it waits on.
     pub(crate) fn of_critical(entry: &CriticalPodEntry, state: MemberState) -> Self {
         match state {
-            MemberState::NotReady(Waiting::NoPod) => Readiness::Waiting {
-                why: format!(
-                    "no pod matching {} in namespace {} on the node yet",
-                    entry.selector, entry.namespace
-                ),
-                available_at: None,
-            },
+            MemberState::NotReady(Waiting::NoPod) => Readiness::waiting(format!(
+                "no pod matching {} in namespace {} on the node yet",
+                entry.selector, entry.namespace
+            )),
             state => Readiness::from_member_state(state),
         }
     }
 
     pub fn is_ready(&self) -> bool {
         matches!(self, Readiness::Ready { .. })
+    }
+
+    /// Waiting for `why`, with no moment to look again.
+    pub fn waiting(why: String) -> Self {
+        Readiness::Waiting {
+            why,
+            available_at: None,
+        }
     }
 }
 

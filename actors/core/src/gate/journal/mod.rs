@@ -51,12 +51,11 @@ impl Default for Journal {
 impl Journal {
     /// A journal keeping at most `cap` entries (at least one).
     pub fn new(cap: usize) -> Self {
-        let cap = cap.max(1);
         Journal {
             base: None,
             entries: compact::Entries::default(),
             strings: compact::Strings::default(),
-            cap,
+            cap: cap.max(1),
             dropped: 0,
         }
     }

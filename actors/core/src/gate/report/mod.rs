@@ -26,6 +26,7 @@ use crate::canary::report::canary_row;
 use crate::closing::condition_taints::report::{RuleRow, rule_rows};
 use crate::closing::regating::report::{RegateReport, regate_report};
 use crate::closing::replacing::report::{ReplaceReport, replace_report};
+use crate::gate::derive::NodeMember;
 use crate::gate::{self, GateState, Input, StopReason};
 use crate::rules::placement::{self, PlacementConfig, ReasonCode};
 use crate::rules::readiness::CriticalPodEntry;
@@ -216,19 +217,13 @@ fn build_for(
     };
     let mut dss: Vec<&DaemonSetInfo> = state.daemonsets.values().map(AsRef::as_ref).collect();
     dss.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    let daemonsets: Vec<MemberRow> = dss
-        .into_iter()
-        .map(|ds| daemonset_row(cx, node, ds))
-        .collect();
+    let daemonsets: Vec<MemberRow> = dss.iter().map(|ds| daemonset_row(cx, node, ds)).collect();
     let critical_pods: Vec<MemberRow> = cfg.critical.iter().map(|e| critical_row(cx, e)).collect();
-    let conditions: Vec<MemberRow> = cfg
-        .conditions
-        .iter()
-        .map(|c| node_member_row(state, c))
-        .collect();
+    let node_row = |m: &dyn NodeMember| node_member_row(state, m);
+    let conditions: Vec<MemberRow> = cfg.conditions.iter().map(|c| node_row(c)).collect();
     // Resources first, each list in configuration order.
-    let resources = cfg.resources.iter().map(|r| node_member_row(state, r));
-    let drivers = cfg.dra_drivers.iter().map(|d| node_member_row(state, d));
+    let resources = cfg.resources.iter().map(|r| node_row(r));
+    let drivers = cfg.dra_drivers.iter().map(|d| node_row(d));
     let devices: Vec<MemberRow> = resources.chain(drivers).collect();
     let canary: Vec<MemberRow> = cfg.canary.iter().map(|c| canary_row(state, c)).collect();
 
@@ -327,7 +322,8 @@ fn critical_row(cx: &Ctx<'_>, entry: &CriticalPodEntry) -> MemberRow {
 /// entry.
 fn fill_readiness(cx: &Ctx<'_>, row: &mut MemberRow, id: &MemberId, ds: Option<&DaemonSetInfo>) {
     let owner_uid = ds.map(|ds| ds.uid.as_str());
-    let min_ready = ds.map_or(0, |ds| u64::try_from(ds.min_ready_seconds).unwrap_or(0));
+    let min_ready =
+        Duration::from_secs(ds.map_or(0, |ds| u64::try_from(ds.min_ready_seconds).unwrap_or(0)));
     // The pod it waits on (the gate's readiness rules); `None` when there
     // is no pod yet.
     let waited = gate::waited_pod(id, cx.state, cx.cfg, cx.now);
@@ -361,10 +357,7 @@ fn fill_readiness(cx: &Ctx<'_>, row: &mut MemberRow, id: &MemberId, ds: Option<&
             let pod = waited.as_deref().unwrap_or_default();
             row.pod = waited.clone();
             row.waiting = Some(match available_at {
-                Some(at) => {
-                    let min_ready = Duration::from_secs(min_ready);
-                    Readiness::not_available_text(pod, min_ready, *at, Some(cx.now))
-                }
+                Some(at) => Readiness::not_available_text(pod, min_ready, *at, Some(cx.now)),
                 None => {
                     let seen = cx
                         .state

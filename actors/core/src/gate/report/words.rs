@@ -16,8 +16,13 @@ pub fn verdict(
     let waiting = || {
         let list: Vec<String> = blockers
             .iter()
-            .map(|r| (&r.label, r.waiting.as_deref().unwrap_or("not Ready")))
-            .map(|(label, why)| format!("{label} ({why})"))
+            .map(|r| {
+                format!(
+                    "{} ({})",
+                    r.label,
+                    r.waiting.as_deref().unwrap_or("not Ready")
+                )
+            })
             .collect();
         let members = format!(
             "waiting for {} of {expected}: {}",
@@ -51,13 +56,11 @@ pub fn verdict(
 /// Ready has none to name.
 pub fn describe_waiting(why: &str, pod: Option<&PodInfo>, detail: Option<&PodDetail>) -> String {
     let base = why.to_string();
-    let (Some(p), Some(d)) = (pod, detail) else {
+    let (Some(p), Some(d)) = (pod.filter(|p| !p.terminating), detail) else {
         return base;
     };
     let running = p.phase == PHASE_RUNNING;
-    if p.terminating {
-        base
-    } else if let (false, Some(msg)) = (running, &d.unschedulable) {
+    if let (false, Some(msg)) = (running, &d.unschedulable) {
         format!("{base}, not scheduled: {msg}")
     } else if (!running || !p.ready) && !d.containers.is_empty() {
         format!("{base}, {}", d.containers.join("; "))
@@ -79,12 +82,9 @@ pub fn expected_reason(
     if !t.node_name.is_empty() {
         parts.push("its pod template's spec.nodeName names this node".to_string());
     }
-    if !t.node_selector.is_empty() {
-        let pairs: Vec<String> = t
-            .node_selector
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
+    let selector = &t.node_selector;
+    if !selector.is_empty() {
+        let pairs: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
         parts.push(format!("its nodeSelector {} matches", pairs.join(",")));
     }
     if let Some(m) = terms.and_then(|ts| ts.iter().find(|r| r.matches)) {

@@ -63,17 +63,13 @@ impl CriticalCondition {
         if now == self.status {
             return None;
         }
-        Some(if node.conditions.contains_key(self.type_.as_str()) {
-            format!(
-                "condition {} is {now}, waiting for {}",
-                self.type_, self.status
-            )
+        let (type_, wanted) = (&self.type_, &self.status);
+        let is = if node.conditions.contains_key(type_.as_str()) {
+            format!("condition {type_} is {now}")
         } else {
-            format!(
-                "the node does not report condition {} (read as {ABSENT_STATUS}), waiting for {}",
-                self.type_, self.status
-            )
-        })
+            format!("the node does not report condition {type_} (read as {ABSENT_STATUS})")
+        };
+        Some(format!("{is}, waiting for {wanted}"))
     }
 }
 
@@ -82,23 +78,20 @@ impl CriticalCondition {
 pub fn validate_critical(list: &[CriticalCondition]) -> Result<(), CriticalConditionError> {
     let mut seen = std::collections::BTreeSet::new();
     for (index, c) in list.iter().enumerate() {
+        let type_ = || c.type_.clone();
         if c.type_.is_empty() {
             return Err(CriticalConditionError::NoType { index });
         }
         if c.status.is_empty() {
-            return Err(CriticalConditionError::NoStatus {
-                type_: c.type_.clone(),
-            });
+            return Err(CriticalConditionError::NoStatus { type_: type_() });
         }
         if !seen.insert(c.type_.as_str()) {
-            return Err(CriticalConditionError::Duplicate {
-                type_: c.type_.clone(),
-            });
+            return Err(CriticalConditionError::Duplicate { type_: type_() });
         }
         if let Some(sel) = &c.node_selector {
             sel.validate()
                 .map_err(|source| CriticalConditionError::NodeSelector {
-                    type_: c.type_.clone(),
+                    type_: type_(),
                     source,
                 })?;
         }

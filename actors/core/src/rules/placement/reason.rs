@@ -249,9 +249,7 @@ impl fmt::Display for TermFailure {
                 }
                 match (op, node_value) {
                     (_, None) => write!(f, "label {key} is missing ({op} {values:?})"),
-                    (OP_IN, Some(v)) => {
-                        write!(f, "label {key}={v} is not In {values:?}")
-                    }
+                    (OP_IN, Some(v)) => write!(f, "label {key}={v} is not In {values:?}"),
                     (OP_NOT_IN, Some(v)) => {
                         write!(f, "label {key}={v} is excluded by NotIn {values:?}")
                     }

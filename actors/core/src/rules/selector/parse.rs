@@ -208,16 +208,14 @@ impl Parser {
                 (Token::End, _) => {
                     return Err(format!("missing \")\" after the values of {key:?}"));
                 }
-                (other, false) => {
+                (other, has_item) => {
+                    let expected = match has_item {
+                        false => "a value, \",\" or \")\" in",
+                        true => "\",\" or \")\" between",
+                    };
+                    let found = other.describe();
                     return Err(format!(
-                        "expected a value, \",\" or \")\" in the values of {key:?}, found {}",
-                        other.describe()
-                    ));
-                }
-                (other, true) => {
-                    return Err(format!(
-                        "expected \",\" or \")\" between the values of {key:?}, found {}",
-                        other.describe()
+                        "expected {expected} the values of {key:?}, found {found}"
                     ));
                 }
             }
