@@ -1,12 +1,9 @@
 //! `nodegate backfill`: at install, put the startup taint on the nodes that
 //! never had it and have no workload yet (semantics.md §6.3), with
 //! `nodegate.dev/gated-since` = now so their deadline counts from the
-//! backfill. Prints one line per node: what was done, or why not.
-//!
-//! The decisions are the core's (`entrance::backfill`, `workload_pods`); the
-//! write is the entrances' one conditional patch, sent through the writer. A
-//! node that changed between
-//! the read and the patch is read again and decided again.
+//! backfill. The decisions are the core's (`entrance::backfill`,
+//! `workload_pods`); a node that changed between the read and the patch is
+//! read again and decided again.
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -1,17 +1,10 @@
-//! `nodegate completion bash|zsh|fish`: the shell completion script for every
-//! subcommand and flag, generated from the command line's own definition
-//! (`settings::cli`), so it never falls behind a new flag. It prints on
-//! stdout and touches nothing else.
-//!
-//! Node names (`nodegate explain <TAB>`) need the cluster, so a static
-//! script cannot offer them: they come from the binary itself, asked at
-//! each TAB, in two ways. `source <(COMPLETE=bash nodegate)` (zsh, fish
-//! alike) registers clap_complete's dynamic completion; and for `kubectl
-//! nodegate <TAB>`, kubectl (1.26+) runs `kubectl_complete-nodegate
-//! __complete ARGS…` and reads cobra's answer (one candidate a line, then
-//! `:DIRECTIVE`), which [`kubectl_complete`] gives when the binary is
-//! linked under that name. Either way the node names come from one LIST of
-//! the current kubeconfig context, given up after a few seconds.
+//! `nodegate completion bash|zsh|fish`: the shell completion script,
+//! generated from the command line's own definition (`settings::cli`), so
+//! it never falls behind a new flag. Node names (`nodegate explain <TAB>`)
+//! need the cluster, so a static script cannot offer them: the binary itself
+//! answers each TAB ([`node_candidates`]), through clap_complete's dynamic
+//! completion (`COMPLETE=bash nodegate`) or, linked as
+//! `kubectl_complete-nodegate`, through [`kubectl_complete`].
 
 use std::process::ExitCode;
 

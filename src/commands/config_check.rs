@@ -1,10 +1,8 @@
-//! `nodegate config check FILE`: the config file checked exactly as
-//! `nodegate run --config FILE` checks it (the same code:
-//! `settings::config::check::check_file`), offline, and what it means
-//! printed; with `--cluster`, what the cluster says about it, read without
-//! writing (`cluster`). Exit 0 when valid, 2 when not (every problem
-//! found named), 3 when a check against the cluster found a problem, 1
-//! when the cluster cannot be read.
+//! `nodegate config check FILE`: the config file checked offline, by
+//! `settings::config::check`, and what it means printed; with `--cluster`,
+//! what the cluster says about it (`cluster`). Exit 0 when valid, 2 when
+//! not, 3 when a check against the cluster found a problem, 1 when the
+//! cluster cannot be read.
 
 mod cluster;
 mod meaning;

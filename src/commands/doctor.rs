@@ -1,11 +1,8 @@
-//! `nodegate doctor` (also `kubectl nodegate doctor`): reads the cluster
-//! around nodegate and says, for each problem, what to change. nodegate's
-//! settings come from the flags and `--config` given (parsed as `nodegate
-//! run` parses them) or, with `--from-cluster`, from nodegate's Deployment
-//! (`source`). Everything is read first (`fetch`), then judged by pure
-//! checks (`checks`), one line each (`report`). Exit 0 when no check found
-//! a problem, 3 when one did, 1 when the cluster could not be read, 2 for a
-//! bad flag or value. It never writes to the cluster.
+//! `nodegate doctor`: reads the cluster around nodegate and says, for each
+//! problem, what to change. Everything is read first ([`fetch`]), then
+//! judged by pure [`checks`]. Exit 0 when no check found a problem, 3 when
+//! one did, 1 when the cluster could not be read, 2 for a bad flag or value.
+//! It never writes to the cluster.
 
 pub mod checks;
 pub mod fetch;

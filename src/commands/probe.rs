@@ -1,9 +1,7 @@
 //! `nodegate probe`: the kubelet's liveness and readiness probes, run inside
 //! the container (an `exec` probe) against the controller's own
-//! `--http-addr` over loopback. A loopback connection always finds a place
-//! on that listener (see `serve::conn`), so no client elsewhere in the
-//! cluster can starve the probes, however many connections it holds. Needs
-//! no shell and no HTTP client in the image.
+//! `--http-addr` over loopback, which no remote client can starve
+//! (`serve::conn`). Needs no shell and no HTTP client in the image.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

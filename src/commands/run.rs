@@ -1,12 +1,7 @@
-//! `nodegate run`: wires the HTTP server, metrics, leader election,
-//! watchers, router, supervisor and executor together, then waits for
-//! SIGTERM / SIGINT and shuts down in order (lease released first). The
-//! config file is reloaded without a restart by [`reload`].
-//! Wiring only, in named phases (`Shared::new`, `observe`, `serve`,
-//! `start_writers`, `start_elector`, `watch_until_synced`) and one shutdown
-//! order (`Running::stop`). What fails before the watches start
-//! (credentials, the HTTP port, the supervisor) is returned as a
-//! [`crate::Error`] for `main` to log and exit on.
+//! `nodegate run`: wiring only, in named phases and one shutdown order
+//! (`Running::stop`); the config file is reloaded without a restart by
+//! [`reload`]. What fails before the watches start (credentials, the HTTP
+//! port, the supervisor) is a [`crate::Error`] for `main` to log and exit on.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,8 +48,8 @@ pub fn instance_name() -> String {
         .unwrap_or_else(|_| format!("nodegate-{}", std::process::id()))
 }
 
-/// Feeds what the router and the gates report to the metrics and to the
-/// debug history.
+/// Feeds what the router and the gates report to the metrics, the debug
+/// history and the traces.
 struct Observers {
     metrics: Arc<Metrics>,
     history: Arc<History>,
@@ -138,16 +133,14 @@ async fn wait_for_api_server(client: &kube::Client) -> Result<()> {
 /// starts.
 struct Shared {
     client: kube::Client,
-    /// The gate configuration in force: read by the router, every gate, the
-    /// deciders and the webhook; replaced whole by a config reload.
+    /// The gate configuration in force, replaced whole by a config reload.
     live: Arc<LiveConfig>,
     router: Arc<Router>,
     leadership: Arc<Leadership>,
     metrics: Arc<Metrics>,
     history: Arc<History>,
     health: Arc<ProcessHealth>,
-    /// Evidence of the API server's clock, gathered by the watches, the
-    /// election and a probe, read by every gate's deadline and every decider.
+    /// Evidence of the API server's clock, which every deadline is read by.
     server_time: Arc<ServerTime>,
     stats: Arc<WatchStats>,
     stop: signal::Receiver<bool>,
@@ -158,8 +151,7 @@ struct Shared {
 /// second; the Pod's grace period is 30 s).
 const WEBHOOK_DRAIN: Duration = Duration::from_secs(5);
 
-/// Every task `run` started, stopped in the one order [`Running::stop`]
-/// writes down.
+/// Every task `run` started, stopped in [`Running::stop`]'s order.
 struct Running {
     elector: Option<JoinHandle<()>>,
     admission_params: Option<JoinHandle<()>>,
@@ -272,8 +264,7 @@ impl Shared {
     }
 }
 
-/// The metrics, the debug history and (when a collector is named) the
-/// trace export watch the router and the gates; the export's task.
+/// Sets the router's observer; the trace export's task, when one is named.
 fn observe(
     shared: &Shared,
     trace_config: Option<trace::config::TraceConfig>,
@@ -293,8 +284,8 @@ fn observe(
 }
 
 /// The HTTP server (probes, metrics), the admission webhook (every replica,
-/// leader or not; started in the background, never failing the start) and
-/// the debug listener.
+/// leader or not; in the background, where its certificate is retried, so
+/// it never fails or holds up the start) and the debug listener.
 async fn serve(
     shared: &Shared,
     settings: &RunSettings,
@@ -307,8 +298,6 @@ async fn serve(
         health: Arc::clone(&shared.health),
     };
     let (_, http) = http::serve(settings.http_addr, state, shared.stop.clone()).await?;
-    // In the background: its certificate is retried there, and the gates,
-    // the watches and the elector start regardless (`serve::webhook`).
     let webhook = settings.webhook.as_ref().map(|w| {
         let cx = crate::serve::webhook::Context {
             client: shared.client.clone(),
@@ -327,8 +316,7 @@ async fn serve(
     Ok((http, webhook, debug))
 }
 
-/// The one node writer, the deciders on the
-/// router's change feed, and the supervisor of the gates.
+/// The one node writer, the deciders and the supervisor of the gates.
 async fn start_writers(
     shared: &Shared,
     settings: &RunSettings,
@@ -559,7 +547,6 @@ impl Running {
     }
 }
 
-/// Waits for `task`, if there is one, at most `within`.
 async fn wait(within: Duration, task: Option<impl std::future::Future>) {
     if let Some(task) = task {
         let _ = tokio::time::timeout(within, task).await;

@@ -1,18 +1,9 @@
 //! `nodegate status [--watch]`: the gated nodes of a cluster, as a table.
-//!
-//! This module owns the status command. It reads the cluster through the
-//! commands' one reader (`crate::cluster::snapshot`) — nodes that carry a
-//! managed taint, every DaemonSet, the pods bound to those nodes — and runs
-//! each node through the very gate the controller runs
-//! (`nodegate_core::gate`, in dry-run, on a snapshot), so the table cannot
-//! disagree with the controller about what is expected, what is Ready and
-//! when the deadline falls. It works whether or not nodegate is running, and
-//! it must never write to the cluster. With `--watch` it redraws the table in
-//! place on a terminal (like `kubectl get -w` progress, not scrolling) and
-//! prints one table per refresh otherwise. Reading the cluster and the clock
-//! happens only in [`main`], `table_now` and [`gather`]; building and
-//! rendering rows are pure. Errors are [`crate::Error`]s, returned to `main`,
-//! which prints them with their causes and exits with their status.
+//! Each node runs through the very gate the controller runs, on a snapshot,
+//! so the table cannot disagree with the controller about what is expected,
+//! what is Ready and when the deadline falls (docs/architecture.md,
+//! "explain and status"). It must never write to the cluster. Only [`main`],
+//! `table_now` and [`gather`] read the cluster or the clock.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -75,7 +66,6 @@ pub async fn main(args: StatusArgs) -> Result<ExitCode> {
     let format = args.output;
     let client = output::connect(&output::connection(&args.cluster)?).await?;
     if args.installed.from_cluster {
-        // The installed gate and its deadline, as the controller runs them.
         let run = source::installed_settings(&client, &args.installed).await?;
         settings.gate = run.gate;
         settings.timeout = run.timeout;
@@ -96,7 +86,6 @@ pub async fn main(args: StatusArgs) -> Result<ExitCode> {
     // While the cluster does not answer: said once, then asked less and
     // less often (doubling up to WATCH_BACKOFF_MAX), never a line a try.
     let mut failures = 0u32;
-    // After n failures in a row: the interval doubled n times.
     let backoff = Backoff::new(
         settings.interval.saturating_mul(2),
         WATCH_BACKOFF_MAX.max(settings.interval),
@@ -296,8 +285,7 @@ pub fn short_duration(d: jiff::SignedDuration) -> String {
     }
 }
 
-/// The table; `wide` (`-o wide`) lists every blocker instead of the first
-/// few.
+/// The table; `wide` (`-o wide`) lists every blocker, not the first few.
 pub fn render(rows: &[Row], wide: bool) -> String {
     if rows.is_empty() {
         return "No gated nodes.\n".to_string();

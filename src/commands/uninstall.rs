@@ -1,16 +1,10 @@
-//! `nodegate uninstall --dry-run | --yes`: takes nodegate's taints, the
-//! annotations it wrote and its `nodegate.dev/Open` condition off every
-//! node it manages (within `--node-selector`), keeping every other taint,
-//! and prints what it did to each node as it goes; a cordon of its replace
-//! request is reported, not lifted. A managed taint outside `nodegate.dev/`
-//! is removed only with `--remove-foreign-keys`.
-//!
-//! It refuses (with `--yes`) while a replica renewed nodegate's Lease within
-//! `--lease-fresh`: a running controller would put the taints back on new
-//! nodes and re-gate old ones. Each node is changed by one conditional JSON
-//! patch (`plan::patch`), as the controller changes nodes; a node that
-//! changed between the read and the patch is read again and planned again.
-//! The patches go through the writer, as the controller's do.
+//! `nodegate uninstall --dry-run | --yes`: takes nodegate's marks ([`plan`])
+//! off every node in scope, one conditional patch a node through the
+//! writer, as the controller changes nodes; a node that changed between the
+//! read and the patch is read and planned again. It refuses (with `--yes`)
+//! while a replica renewed nodegate's Lease within `--lease-fresh`: a
+//! running controller would put the taints back on new nodes and re-gate
+//! old ones.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -206,7 +200,6 @@ async fn clean_one(
     ))
 }
 
-/// What comes off `node`; `None` when nothing does or it is out of scope.
 fn planned(node: &Node, s: &Settings) -> Option<Cleanup> {
     let info = project::node(node).0?;
     if !s.scope.includes(&info.labels) {

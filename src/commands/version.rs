@@ -1,12 +1,8 @@
 //! `nodegate version`: this binary's version and, with a reachable cluster,
-//! the running controller's.
-//!
-//! The controller is found where it already says who it is: the holder of
-//! its Lease (`POD_NAME` plus a random suffix, see `cluster::leader`). Its
-//! version is then read from that pod's own `/metrics`
-//! (`nodegate_build_info{version=…}`, through the API server's pod proxy,
-//! which needs `get pods/proxy`), else from the tag of the pod's nodegate
-//! image. Nothing here writes.
+//! the running controller's, found where it already says who it is: its
+//! Lease holder's pod. Read from that pod's `/metrics` (through the API
+//! server's pod proxy, which needs `get pods/proxy`), else from its image
+//! tag. Nothing here writes.
 
 use std::process::ExitCode;
 

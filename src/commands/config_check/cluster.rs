@@ -1,10 +1,8 @@
 //! `nodegate config check --cluster`: what the cluster says about a valid
-//! config file, read without writing (nodes, DaemonSets and ResourceSlices
-//! through the commands' one reader, `crate::cluster::snapshot`). Every
-//! request is a GET or a LIST, except the taint checks: a server-side
-//! dry-run patch (`dryRun=All`, nothing is stored), sent as nodegate's own
-//! ServiceAccount (found from the ClusterRoleBindings its admission policy
-//! reads), so the API server answers exactly as it would answer nodegate.
+//! config file. Every request is a GET or a LIST, except the taint checks:
+//! a server-side dry-run patch (`dryRun=All`, nothing is stored), sent as
+//! nodegate's own ServiceAccount (found from the ClusterRoleBindings its
+//! admission policy reads), so the API server answers as it would nodegate.
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
@@ -24,7 +22,7 @@ mod devices;
 /// admission policy's parameters).
 const POLICY_SUBJECT_LABEL: &str = "nodegate.dev/policy-subject=true";
 
-/// One thing the cluster showed: a problem (exit 2) or a note.
+/// One thing the cluster showed: a problem (exit 3) or a note.
 #[derive(Debug, Clone, Serialize)]
 pub struct Finding {
     pub problem: bool,

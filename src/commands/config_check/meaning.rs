@@ -1,11 +1,7 @@
-//! What a config file means: every key of the file (every setting of the
-//! settings table, `settings::table::definitions`) with the value
-//! `nodegate run` would run with, keyed by the file's own keys and typed as
-//! the file writes them: durations as `2m`, selectors and taints as kubectl
-//! writes them, switches as booleans, counts as numbers, and `null` for a
-//! setting that is off or unset (an absent `nodeSelector` is every node, an
-//! absent `daemonsetNamespaces` every namespace; docs/configuration.md says
-//! what each means). No prose stands in for a value.
+//! What a config file means: every key of the file with the value `nodegate
+//! run` would run with, typed as the file writes it ([`of`]); `null` is off
+//! or unset, which docs/configuration.md explains per key. No prose stands
+//! in for a value.
 
 use nodegate_core::rules::conditions::taints::ConditionTaintRule;
 use serde_json::{Value, json};

@@ -1,9 +1,7 @@
 //! Everything the doctor reads from the cluster, read once and projected
-//! into the plain values the checks take (`super::checks`). Read only: every
-//! request is a GET or a LIST, except the SubjectAccessReviews (which the
-//! API server answers without storing anything). A read these credentials
-//! are forbidden is `Err(why)` for its check to show as not checked; any
-//! other failure is an [`Error`] (exit 1).
+//! into the plain values the checks take. Read only: every request is a GET
+//! or a LIST, except the SubjectAccessReviews and the admission probe's
+//! dry-run Node create, which the API server answers storing nothing.
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, MutatingWebhookConfiguration,
@@ -32,7 +30,8 @@ use crate::error::{Error, Result};
 /// A read that may be forbidden: `Err` says so, for a check to show.
 pub type Readable<T> = std::result::Result<T, String>;
 
-/// `Ok(Err(why))` for a forbidden read, `Err` for any other failure.
+/// `Ok(Err(why))` for a forbidden read (its check shows it as not
+/// checked), `Err` for any other failure (exit 1).
 fn readable<T>(what: &str, r: std::result::Result<T, kube::Error>) -> Result<Readable<T>> {
     match r {
         Ok(v) => Ok(Ok(v)),

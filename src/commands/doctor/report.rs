@@ -11,7 +11,7 @@ use serde::Serialize;
 pub enum Status {
     /// Nothing to change (`✓`).
     Ok,
-    /// Something to change (`✗`): the doctor exits 1.
+    /// Something to change (`✗`): the doctor exits 3.
     Problem,
     /// Not checked, or nothing there to check (`–`): not a failure.
     Skipped,
@@ -30,8 +30,8 @@ impl Status {
 /// One line of the report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
-    /// Which check: `configuration`, `karpenter`, `cluster-autoscaler`,
-    /// `admission`, `leader`, `rbac` or `nodes`.
+    /// Which check: `karpenter`, `cluster-autoscaler`, `admission`,
+    /// `leader`, `rbac` or `nodes`.
     pub check: &'static str,
     /// What it is about, e.g. `NodePool default` or `node n1`.
     pub subject: String,

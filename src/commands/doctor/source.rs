@@ -1,8 +1,7 @@
 //! Where the doctor gets nodegate's settings: the flags and `--config` given
-//! to it (parsed exactly as `nodegate run` parses them), or, with
-//! `--from-cluster`, the container args of nodegate's Deployment (and the
-//! config file they name, read from the ConfigMap mounted there). `explain`
-//! and `status` read the installed gate the same way (`installed_settings`).
+//! (parsed exactly as `nodegate run` parses them), or, with `--from-cluster`,
+//! the container args of nodegate's Deployment and the config file they
+//! name, from its ConfigMap (also for `explain` and `status`).
 
 use clap::Parser;
 use k8s_openapi::api::apps::v1::Deployment;

@@ -1,17 +1,9 @@
-//! `nodegate explain NODE`: one node's gate, explained to a person.
-//!
-//! This module owns the explain command's I/O: it reads the node, every
-//! DaemonSet and the pods bound to (or aimed at) the node once, through the
-//! commands' one reader (`crate::cluster::snapshot`), and prints
-//! the report as an aligned table (`table`) or as one JSON object. It must
+//! `nodegate explain NODE`: one node's gate, explained to a person. It must
 //! never write to the cluster, and it judges and words nothing itself: the
-//! report comes from `nodegate_core::gate::report`, which runs what was read
-//! through the controller's own gate (`nodegate_core::gate::step`, with the
-//! `Config` the controller builds from the same settings) and reads every
-//! member from the gate's state, so that explain and the gate cannot
-//! disagree. Only [`main`] (with its helper `explain`) and [`gather`] do
-//! I/O or read the clock; building and rendering the report are pure
-//! functions of their arguments.
+//! report is `nodegate_core::gate::report`'s, from what was read run through
+//! the controller's own gate, so that explain and the gate cannot disagree
+//! (docs/architecture.md, "explain and status"). Only [`main`] (with its
+//! helper `explain`) and [`gather`] do I/O or read the clock.
 
 mod table;
 #[cfg(test)]
@@ -42,12 +34,8 @@ pub const TABLE_WIDTH: usize = 100;
 /// `-o wide`: wide enough that no reason is wrapped in practice.
 pub const WIDE_WIDTH: usize = 1000;
 
-// ---------------------------------------------------------------------------
-// The command
-
-/// Runs `nodegate explain`: validates the settings (exit 2 before any cluster
-/// access), reads the cluster, prints the report on stdout. Warnings about odd
-/// objects go to stderr; errors go back to `main`, which prints them there.
+/// Runs `nodegate explain`: the settings are checked before any cluster
+/// access (exit 2); warnings about odd objects go to stderr.
 pub async fn main(args: ExplainArgs) -> Result<ExitCode> {
     let text = explain(&args).await?;
     output::print(text.as_bytes(), "cannot write the report")?;
@@ -88,9 +76,6 @@ async fn explain(args: &ExplainArgs) -> Result<String> {
     let text = output::encode(&report, args.output, "the report")?;
     Ok(text.unwrap_or_else(|| render_table(&report, width)))
 }
-
-// ---------------------------------------------------------------------------
-// Reading the cluster
 
 /// Everything the report is built from, already projected.
 #[derive(Debug, Clone)]
@@ -180,12 +165,10 @@ pub async fn gather(
     Ok(view)
 }
 
-/// A pod, projected, with the details shown for it.
 fn with_detail(p: &Pod) -> Option<(PodInfo, PodDetail)> {
     project::pod(p).map(|info| (info, pod_detail(p)))
 }
 
-/// The pods of `read`, their details put in `details` by `namespace/name`.
 fn keep_details(
     read: Vec<(PodInfo, PodDetail)>,
     details: &mut BTreeMap<String, PodDetail>,

@@ -1,6 +1,5 @@
-//! The human form of an explain report: an aligned table that fits a
-//! terminal. Pure: it lays out the report's words and adds none of its own
-//! about the gate.
+//! The human form of an explain report, for a terminal. Pure: it lays out
+//! the report's words and adds none of its own about the gate.
 
 use std::fmt::Write as _;
 
@@ -11,9 +10,7 @@ const MIN_WHY_WIDTH: usize = 30;
 /// Longer member names go on a line of their own so the columns stay narrow.
 const MAX_NAME_WIDTH: usize = 40;
 
-/// The human form: a header about the node, the DaemonSet table (and the
-/// critical-pod table when any are configured), the taints and the verdict,
-/// laid out for a terminal `width` columns wide.
+/// The report laid out for a terminal `width` columns wide.
 pub fn render_table(report: &Report, width: usize) -> String {
     let mut out = String::new();
     push_node_header(&mut out, report, width);
@@ -26,8 +23,6 @@ pub fn render_table(report: &Report, width: usize) -> String {
     out
 }
 
-/// The node, its age and whether it is gated; then how many members are
-/// expected here and how many of them are Ready.
 fn push_node_header(out: &mut String, report: &Report, width: usize) {
     let gate = if report.gated {
         format!("gated by {}", report.taints.managed.join(", "))
@@ -69,9 +64,8 @@ fn member_kinds(report: &Report) -> String {
     }
 }
 
-/// The DaemonSet table, then the critical-pod and condition tables when
-/// there are any, all with one name column as wide as the longest name that
-/// fits in [`MAX_NAME_WIDTH`].
+/// Every member table, all with one name column as wide as the longest
+/// name that fits in [`MAX_NAME_WIDTH`].
 fn push_member_tables(out: &mut String, report: &Report, width: usize) {
     let name_width = report
         .daemonsets
@@ -109,8 +103,6 @@ fn other_members(report: &Report) -> [(&'static str, &'static str, &[MemberRow])
     ]
 }
 
-/// Each condition taint rule, whether it matches and what it would do with
-/// its taint, and why; nothing when there are none.
 fn push_condition_taint_rules(out: &mut String, report: &Report, width: usize) {
     if report.condition_taints.is_empty() {
         return;
@@ -130,7 +122,6 @@ fn push_condition_taint_rules(out: &mut String, report: &Report, width: usize) {
     }
 }
 
-/// The node's taints: managed, transient and other.
 fn push_taints(out: &mut String, report: &Report, width: usize) {
     out.push_str("\nTAINTS\n");
     for (kind, list) in [
@@ -149,8 +140,6 @@ fn push_taints(out: &mut String, report: &Report, width: usize) {
     }
 }
 
-/// The gate's verdict, and the re-gate verdict with each broken member when
-/// the node is watched for re-gating.
 fn push_verdicts(out: &mut String, report: &Report, width: usize) {
     push_wrapped(out, "GATE  ", "      ", &report.verdict, width);
     if let Some(r) = &report.regate {
@@ -202,7 +191,6 @@ fn member_table(
             Some(false) => "no",
             None => "-",
         };
-        // The row's columns before its first line, the indent before the others.
         let first = lead(name, expected, ready);
         let mut prefix = first.as_str();
         for text in why_lines(row) {

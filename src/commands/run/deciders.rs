@@ -1,11 +1,8 @@
-//! The deciders beside the gates, started on the router's change feed: the
-//! late-taint net (with `--taint-new-nodes`), the closing decider
-//! (re-gating and the condition rules' taints, one budget for
-//! `--max-unavailable`) and `--on-timeout=replace` (these two always
-//! running: what they do follows the configuration in force, which a reload
-//! may change), and the canary pods (with `canary`, read at start). Each
-//! runs in its own decider shell and writes through the one executor; what
-//! they count and measure goes to the metrics.
+//! Starts the deciders beside the gates, each in its own decider shell. The
+//! closing and replace deciders always run: what they do follows the
+//! configuration in force, which a reload may change; the net
+//! (`--taint-new-nodes`) and the canary (`canary`) follow the settings read
+//! at start.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -37,7 +34,6 @@ struct Shells<'a> {
 }
 
 impl Shells<'_> {
-    /// `decider` in a shell of its own, publishing through `publish`.
     fn start<D: Decider>(&self, decider: D, publish: Option<Publish<D>>) -> Task {
         let handle = decider_shell::start(
             decider,

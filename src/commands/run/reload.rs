@@ -1,8 +1,7 @@
 //! The config reload of `nodegate run`: the `--config` file is read again
 //! every [`POLL`] (its contents compared, so a ConfigMap volume's symlink
 //! swap is seen) and at once on SIGHUP; what [`decide`] accepts is put in
-//! force through the router (every live gate re-examined under it, newly
-//! gated nodes given a gate), and what it refuses is logged, counted and
+//! force through the router, and what it refuses is logged, counted and
 //! shown on `/readyz?verbose` while the configuration in force stays.
 
 use std::path::PathBuf;

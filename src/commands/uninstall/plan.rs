@@ -1,17 +1,8 @@
-//! What `nodegate uninstall` takes off one node, and the conditional patch
-//! that does it. Pure: no I/O, times are not needed.
-//!
-//! nodegate's taints are those under `nodegate.dev/` (the prefix nodegate's
-//! own taints use, and the only one the shipped admission policy lets it
-//! write), the managed taints the settings name (a custom startup or re-gate
-//! key) and a condition rule's taint where the node records that the rule
-//! put it on (`nodegate.dev/condition-taints`; the same taint put on by
-//! someone else stays, as the rule itself would leave it). Its
-//! annotations are the ones it writes itself, its marks included; the ones
-//! a person writes to steer it (`suspend`, `open`, `ignore`,
-//! `reboot-pending`) are left for that person. Its `nodegate.dev/Open`
-//! condition goes too. A cordon its replace request made is reported, not
-//! lifted: whether the node should serve again is a person's call.
+//! What `nodegate uninstall` takes off one node ([`plan`]: nodegate's
+//! taints, the annotations it writes, its `nodegate.dev/Open` condition),
+//! and the conditional patch that does it. Pure. The annotations a person
+//! writes to steer nodegate (`suspend`, `open`, `ignore`, `reboot-pending`)
+//! are left for that person.
 
 use nodegate_core::rules::conditions::taints::same_taint;
 use nodegate_core::rules::placement::ManagedTaint;
@@ -25,8 +16,7 @@ use serde_json::{Value, json};
 
 use crate::cluster::patch::pointer_segment;
 
-/// The annotations nodegate writes on a node, all of which uninstall
-/// removes.
+/// The annotations nodegate writes on a node: uninstall removes them all.
 pub const WRITTEN_ANNOTATIONS: [&str; 11] = [
     OPENED_AT,
     OPENED_BY,
@@ -67,7 +57,8 @@ pub struct Owned {
 
 impl Owned {
     /// Whether `t` on `node` is nodegate's: a rule's taint only where the
-    /// node records the rule as having put it on.
+    /// node records the rule as having put it on (the same taint put on by
+    /// someone else stays, as the rule itself would leave it).
     pub fn owns(&self, node: &NodeInfo, t: &Taint) -> bool {
         t.key.starts_with(PREFIX)
             || self.managed.iter().any(|m| m.matches(t))
@@ -92,7 +83,8 @@ pub struct Cleanup {
     pub open_condition: bool,
     /// Cordoned by nodegate's replace request (`spec.unschedulable` with
     /// `nodegate.dev/replace-requested`, or with the `replace-reason` an
-    /// opening keeps on a cordoned node): reported, left cordoned.
+    /// opening keeps on a cordoned node): reported, left cordoned, as whether
+    /// the node should serve again is a person's call.
     pub cordoned: bool,
 }
 
@@ -101,7 +93,7 @@ impl Cleanup {
         self.taints.is_empty() && self.annotations.is_empty() && !self.open_condition
     }
 
-    /// `taints: a:NoSchedule, b:NoExecute; annotations: nodegate.dev/x`.
+    /// `taints a:NoSchedule, b:NoExecute; annotations nodegate.dev/x`.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         if !self.taints.is_empty() {
@@ -141,8 +133,6 @@ pub fn plan<'a>(
         .cloned()
         .collect();
     annotations.sort();
-    // A cordon of nodegate's replace: the request, or its reason, which an
-    // opening keeps on a cordoned node.
     let cordoned = node.replace.unschedulable
         && annotations
             .iter()

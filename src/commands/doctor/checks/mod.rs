@@ -1,6 +1,5 @@
 //! The doctor's checks, each a pure function of what was read from the
-//! cluster (`super::fetch`) and nodegate's settings: no I/O, no clock (the
-//! time is passed in). Each module documents what it checks and why.
+//! cluster and nodegate's settings: no I/O, no clock (the time is passed in).
 
 pub mod admission;
 pub mod autoscaler;
