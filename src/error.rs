@@ -1,26 +1,7 @@
-//! The binary's one error type, and the one place its exit statuses are
-//! defined.
-//!
-//! This module owns [`Error`] (what a fallible path of any command or of
-//! `main` reports: a bad setting, missing cluster credentials, a failed API
-//! request, local I/O, an actor that would not start), its exit status
-//! ([`Error::exit_code`]: [`EXIT_USAGE`] for a bad setting, [`EXIT_FAILURE`]
-//! for everything else; [`EXIT_PROBLEMS`] is what `doctor` and `config
-//! check --cluster` return themselves when they found problems) and how it
-//! reads ([`Error::report`]), the same for every command.
-//!
-//! A report is one line. The two commonest failures read as kubectl's do,
-//! naming the file, or the server and the context, once, the cause once and
-//! the fix: no kubeconfig (`cannot read the kubeconfig /x (KUBECONFIG): no
-//! such file or directory; …`) and an API server that does not answer
-//! (`cannot reach the API server https://… (context "c"): connection
-//! refused; …`). Any other error prints its message and its causes
-//! `: `-separated (as `anyhow`'s `{:#}`), a failed API request as the
-//! server's reason and message, never a Rust type's name, and a cause said
-//! twice in a row only once. The settings' own validation error,
-//! [`ConfigError`], stays in `settings::config` and is wrapped whole. This
-//! module decides nothing and prints nothing: every command returns its
-//! error to `main`, which prints it and exits with its status.
+//! The binary's one error type, the one place its exit statuses are
+//! defined, and how an error reads ([`Error::report`]): one line, the same
+//! for every command; the two commonest failures (no kubeconfig, an API
+//! server that does not answer) read as kubectl's do, with the fix.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -40,9 +21,7 @@ pub const EXIT_PROBLEMS: u8 = 3;
 
 /// The cluster a command talks to, as a person names it: the API server's
 /// URL and the kubeconfig context (none in a pod's in-cluster
-/// configuration). Set once, when the first client is built
-/// (`cluster::client`), so that an error can say which cluster did not
-/// answer.
+/// configuration), so that an error can say which cluster did not answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub server: String,

@@ -1,9 +1,6 @@
-//! The `nodegate` binary: parses the command line, validates `run`'s
-//! settings (exit status 2 on a bad value, before touching the cluster; the
-//! other commands validate their own) and hands over to the command. Every
-//! command returns its exit status or its error here, and [`exit`] prints
-//! the error. Wiring only; behaviour lives in the modules, exit statuses in
-//! `nodegate::error`.
+//! The `nodegate` binary, wiring only: parses the command line, validates
+//! `run`'s settings (exit status 2, before touching the cluster) and hands
+//! over to the command; [`exit`] prints the error a command returns.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -52,7 +49,6 @@ fn init_tracing(format: LogFormat, filter: &str) {
     }
 }
 
-/// The name of the binary as run, without its directory and extension.
 fn file_stem(argv0: Option<&std::ffi::OsStr>) -> Option<&str> {
     std::path::Path::new(argv0?).file_stem()?.to_str()
 }
@@ -119,8 +115,7 @@ fn given_on_the_command_line(flag: &str) -> bool {
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    // Run as `kubectl_complete-nodegate`, kubectl's completion helper for
-    // the plugin.
+    // kubectl's completion helper for the plugin.
     if file_stem(args.first().map(|a| a.as_os_str())) == Some("kubectl_complete-nodegate") {
         return exit(completion::kubectl_complete(command(), &args[1..]), false);
     }
@@ -173,7 +168,6 @@ fn main() -> ExitCode {
 
 /// The one place a command's error is printed: as a log line once `run` has
 /// set up logging (`logging`), else on stderr as `error: message: cause: …`.
-/// The exit status is the command's own, or the error's.
 fn exit(result: Result<ExitCode>, logging: bool) -> ExitCode {
     match result {
         Ok(code) => code,

@@ -1,23 +1,10 @@
 //! The admission policy's parameters (`--admission-params`), kept by the
-//! replica that leads.
-//!
-//! The MutatingAdmissionPolicy that taints a Node at CREATE runs inside the
-//! API server, whether nodegate runs or not; its binding says
-//! `parameterNotFoundAction: Allow`, so while its parameter ConfigMap is
-//! absent it taints nothing. nodegate therefore writes the ConfigMap itself,
-//! and only while someone is there to open the nodes it taints:
-//! - the leader writes it once its watches are synced, and keeps it equal to
-//!   its own taint flags (every [`CHECK_EVERY`]);
-//! - it is owned by the leader's Pod (`$POD_NAME`, `$POD_UID`): when that Pod
-//!   is deleted (a rollout, a scale to zero, an uninstall, an eviction), the
-//!   garbage collector deletes the parameters with it, and a new leader
-//!   makes them its own;
-//! - a container that starts in a Pod that already owns them (its earlier
-//!   run crashed, was OOM-killed or failed its liveness probe) deletes them
-//!   before anything else, so a crash loop leaves no parameters behind;
-//! - under `--dry-run` it writes none;
-//! - outside a Pod (no `$POD_UID`) nothing owns them, and the leader deletes
-//!   them when it stops.
+//! replica that leads (docs/operations.md, While nodegate is down). The
+//! policy taints nothing while they are absent, so they exist only while
+//! someone is there to open the nodes it taints: the leader writes them once
+//! its watches are synced; they are owned by the leader's Pod, so the garbage
+//! collector deletes them with it; a container that starts in a Pod that
+//! already owns them deletes them first, so a crash loop leaves none behind.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

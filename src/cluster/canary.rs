@@ -1,16 +1,12 @@
 //! The canary pods' requests (semantics.md §6.9): the pod nodegate makes on
-//! a gated node, its deletion, and the LIST of every canary. What to create
-//! or delete, and when, is the canary decider's
-//! (`nodegate_core::canary::decider`); this module only builds the pod and
-//! talks to the API server; the writer sends each request within its slots,
-//! rate and timeout.
+//! a gated node, its deletion, and the LIST of every canary. The canary
+//! decider decides; the writer sends each request.
 //!
 //! The pod is bound with `spec.nodeName` (no scheduler), tolerates exactly
 //! the managed taints (a NoExecute one would otherwise make the kubelet
-//! refuse it), runs as an unprivileged user with nothing it does not need
-//! (no service-account token, no capabilities, the runtime's seccomp
-//! profile, a read-only root), and is owned by its Node, so the garbage
-//! collector removes it with the node should nodegate not be running then.
+//! refuse it), runs with nothing it does not need, and is owned by its
+//! Node, so the garbage collector removes it with the node should nodegate
+//! not be running then.
 //! `restartPolicy: Always`: a container that exits is the kubelet's to
 //! restart; a canary that ends (`Failed`: refused at admission, evicted) is
 //! nodegate's to replace.

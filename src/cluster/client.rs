@@ -1,10 +1,7 @@
 //! The Kubernetes client every command uses: credentials from the pod's
 //! service account or the user's kubeconfig (kubectl's `--kubeconfig`,
 //! `--context` and `--request-timeout` when given), and nodegate's own
-//! User-Agent.
-//!
-//! This module owns how the client is built, and nothing else; it sends no
-//! request (building a client does not contact the API server).
+//! User-Agent. Building a client sends no request.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -55,9 +52,8 @@ pub fn parse_request_timeout(s: &str) -> Result<Option<Duration>, ConfigError> {
     Ok((!d.is_zero()).then_some(d))
 }
 
-/// The connection `main` set for this process (`--kubeconfig`, `--context`,
-/// `--request-timeout` given before the subcommand), for the commands that
-/// take no connection of their own (`run`).
+/// The connection `main` set for this process: `run`'s connection flags, or
+/// those given before the subcommand.
 static PROCESS_CONNECTION: OnceLock<Connection> = OnceLock::new();
 
 /// Sets the connection [`client`] uses; only the first call counts.
@@ -65,9 +61,8 @@ pub fn set_process_connection(c: Connection) {
     let _ = PROCESS_CONNECTION.set(c);
 }
 
-/// A client for the cluster the process was pointed at (see
-/// [`set_process_connection`]; else the in-cluster service account, else
-/// `KUBECONFIG` / `~/.kube/config`).
+/// A client for the cluster the process was pointed at
+/// ([`set_process_connection`]; else as [`client_for`] infers it).
 pub async fn client() -> Result<kube::Client> {
     let default = Connection::default();
     client_for(PROCESS_CONNECTION.get().unwrap_or(&default)).await

@@ -1,9 +1,5 @@
 //! Backfill's taint, sent with the same patch as every decider's
-//! (`patch::add_taint`). The pods it looks at are listed by
-//! `writer::pods_on`, as the late-taint net's are; nodes are read as
-//! `project::node` makes them, like everywhere else.
-//!
-//! The decisions are the core's (`nodegate_core::net::entrance`).
+//! (`patch::add_taint`); the decisions are `nodegate_core::net::entrance`'s.
 
 use jiff::Timestamp;
 use kube::api::Patch;

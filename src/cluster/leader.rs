@@ -1,19 +1,11 @@
 //! Leader election on a coordination.k8s.io/v1 Lease, with client-go's
-//! meaning of `--lease-duration`, `--renew-deadline` and `--retry-period`.
-//!
-//! This module owns the Lease and the [`Leadership`] flag that the executor
-//! checks right before every write. The leader renews every retry period and
-//! stops writing on its own once `--renew-deadline` has passed since the start
-//! of its last successful renewal — before any follower may take the lease
-//! (`--lease-duration` after the follower last saw it change), so two
-//! replicas never both believe they lead unless their clocks run at very
-//! different rates (and even then every write is conditional). A follower
-//! watches the Lease so that it tries at once when the lease is released, and
-//! otherwise wakes when the lease it last saw would expire. On shutdown the
-//! leader releases the lease (empty holder) so a follower takes over within
-//! moments. Every write to the Lease is conditional on the resourceVersion
-//! just read. This module never writes anything but its own Lease and never
-//! decides anything about a gate.
+//! meaning of `--lease-duration`, `--renew-deadline` and `--retry-period`
+//! (docs/operations.md, High availability). The leader stops writing once
+//! `--renew-deadline` has passed since the start of its last successful
+//! renewal, before any follower may take the lease (`--lease-duration` after
+//! it last saw it change): two replicas never both believe they lead unless
+//! their clocks run at very different rates, and even then every write is
+//! conditional. This module writes nothing but its own Lease.
 //!
 //! Why not the kube-lease-manager crate (0.13 supports kube 5): it counts
 //! whole seconds only, has no renew deadline (a leader cut off from the API
@@ -110,9 +102,7 @@ impl Elector {
     /// `shutdown` changes (or its sender is dropped); then, if leading,
     /// stops writing and releases the lease. `on_gain` runs each time this
     /// replica becomes leader, after `leadership` says so, and again after
-    /// any renewal that [`Leadership::renewed`] says the gates must hear of
-    /// (one that landed after the renew deadline, or that follows a refused
-    /// write).
+    /// any renewal that [`Leadership::renewed`] says the gates must hear of.
     pub async fn run(
         mut self,
         leadership: Arc<Leadership>,
@@ -346,7 +336,6 @@ impl Elector {
         }
     }
 
-    /// The record this replica writes now, over `old`.
     fn record_now(&self, old: Option<&LeaseRecord>) -> LeaseSpec {
         next_record(old, &self.identity, self.lease_duration, Timestamp::now())
     }

@@ -5,8 +5,7 @@
 //! those taints (highest index first), and records `nodegate.dev/opened-at` and
 //! `nodegate.dev/opened-by`. Any change to the node since nodegate last saw it
 //! makes a test fail, so the API server refuses the whole patch instead of
-//! nodegate clobbering another writer. This module only builds patches; it
-//! never sends them.
+//! nodegate clobbering another writer. This module only builds patches.
 
 use jiff::Timestamp;
 use nodegate_core::deciders::{TaintChange, TaintWrite};
@@ -42,11 +41,9 @@ pub fn version_test(resource_version: &str) -> Value {
     json!({"op": "test", "path": "/metadata/resourceVersion", "value": resource_version})
 }
 
-/// The conditional patch of a decider's taint write (the late-taint net,
-/// re-gating, a condition rule): it tests the resourceVersion the decider
-/// read, so any change since makes the API server refuse it whole, and a
-/// removal also tests that the taint at its index is still the one meant.
-/// No other taint is ever touched.
+/// The conditional patch of a decider's taint write: it tests the
+/// resourceVersion the decider read, and a removal also that the taint at
+/// its index is still the one meant. No other taint is ever touched.
 pub fn taint_write(w: &TaintWrite) -> json_patch::Patch {
     let mut ops = vec![version_test(&w.resource_version)];
     let annotations = match &w.change {
@@ -100,10 +97,8 @@ pub fn add_taint(
     annotations_present: bool,
     at: Timestamp,
 ) -> json_patch::Patch {
-    // The taint (its value only when it has one; a `NoExecute` taint stamped
-    // `timeAdded` in whole seconds, as the API server's own taint writers
-    // do), appended to the list or creating it, then the annotations, added
-    // to the map or creating it.
+    // A `NoExecute` taint is stamped `timeAdded` in whole seconds, as the
+    // API server's own taint writers do.
     let mut t = json!({"key": taint.key, "effect": taint.effect});
     if !taint.value.is_empty() {
         t["value"] = json!(taint.value);
@@ -149,9 +144,7 @@ fn build(ops: Vec<Value>) -> json_patch::Patch {
         .unwrap_or_else(|e| panic!("a node patch is malformed: {e}"))
 }
 
-/// The untaint patch. `p.annotations_present` says whether the node as last
-/// seen had a `metadata.annotations` map: JSON patch cannot add a key to a map
-/// that does not exist, and must not replace one that does.
+/// The conditional untaint patch that opens a gate.
 pub fn untaint(p: &UntaintPatch) -> json_patch::Patch {
     let mut ops = vec![version_test(&p.resource_version)];
     // The gate hands the taints sorted by descending index, so removing them in
@@ -206,16 +199,15 @@ pub fn untaint(p: &UntaintPatch) -> json_patch::Patch {
 }
 
 /// The merge patch that marks a node whose deadline passed with
-/// `--on-timeout=keep`. Additive only: it touches one annotation.
+/// `--on-timeout=keep` or `replace`. Additive only: one annotation.
 pub fn mark_timed_out(m: &TimeoutMark) -> Value {
     json!({"metadata": {"annotations": {TIMED_OUT: rfc3339(m.deadline)}}})
 }
 
 /// The merge patch that records on a node that someone else removed its
 /// managed taints: `opened-at` and `opened-by: external`; a replace
-/// request's marks, if any, are removed (an open node is no longer being
-/// replaced), except the reason on a cordoned node (`cordoned`), which says
-/// why it is cordoned.
+/// request's marks, if any, go as in [`untaint`] (the reason stays on a
+/// `cordoned` node).
 pub fn opened_externally(at: Timestamp, cordoned: bool) -> Value {
     let mut body = json!({"metadata": {"annotations": {
         OPENED_AT: rfc3339(at), OPENED_BY: OPENED_BY_EXTERNAL,

@@ -1,15 +1,9 @@
 //! Projections: whole Kubernetes objects in, the compact model of
-//! `nodegate_core::vocab::model` out.
-//!
-//! These are the projections every part reads (nodes — the gate, the
-//! deciders, the webhook and backfill alike —, DaemonSets, pods, CSINodes);
-//! only the workload check projects pods into a smaller fact of its own
-//! (`BoundPod`, [`bound_pod`]). Past the
-//! cluster adapters, the program sees only what the core reasons about.
-//! Projections never fail: a field the gate cannot use (an unparsable
-//! annotation, a missing timestamp) is reported to the caller and treated as
-//! absent, because a controller must keep working on the rest of the cluster
-//! while one object is odd.
+//! `nodegate_core::vocab::model` out, the same for every reader. Projections
+//! never fail: a field the gate cannot use (an unparsable annotation, a
+//! missing timestamp) is reported to the caller and treated as absent,
+//! because a controller must keep working on the rest of the cluster while
+//! one object is odd.
 
 use std::collections::BTreeMap;
 

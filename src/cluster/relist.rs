@@ -1,5 +1,6 @@
 //! Re-list bookkeeping for one watch: which objects it has indexed, and how a
-//! re-list is streamed into the index.
+//! re-list is streamed into the index. Pure: the watch loop in `watch`
+//! applies the operations this returns.
 //!
 //! A watch re-lists after a 410 Gone, an API server restart or an etcd
 //! compaction: kube-runtime's watcher then sends `Init`, one `InitApply` per
@@ -11,27 +12,13 @@
 //!
 //! So a re-list is streamed by *mark and sweep*, never as a second copy of
 //! the index: every indexed identity carries the epoch of the last list (or
-//! live event) that showed it; `Init` starts a new epoch, each listed object
-//! is marked with it as it arrives, and `InitDone` sweeps (deletes) every
-//! identity still marked with an older one. What is applied at once and
-//! what waits for the sweep follows one rule — every state a gate can see
-//! while a re-list is applied is *more closed* than the listed one:
-//!
-//! - A listed object that can only close a gate, or that the index already
-//!   shows as it is, is applied (or, unchanged, just marked) at once.
-//! - A listed object that may open a gate (for pods: one that is Ready or
-//!   declares itself done) is held as its compact projection until the sweep
-//!   is done, and applied right after it ([`Listing::listed`] with
-//!   `may_open`). A re-list after an API server restart, where nearly
-//!   everything is unchanged, holds next to nothing; after a long watch gap
-//!   it holds the projections of the objects that changed towards open.
-//! - For kinds where *more* objects can only close a gate (DaemonSets, each
-//!   of which may add an expected member) and for nodes (a node's deletion
-//!   opens no other node), every listed object is applied at once and the
-//!   sweep comes last, as the old batch did.
-//!
-//! Pure bookkeeping: no I/O, no clock; the watch loop in `watch` applies the
-//! operations this returns.
+//! live event) that showed it; `Init` starts a new epoch, and `InitDone`
+//! sweeps every identity still marked with an older one. Every state a gate
+//! can see meanwhile is *more closed* than the listed one: a listed object
+//! that may open a gate is held as its compact projection until the sweep
+//! (each kind's rule: `watch`'s `Sink::may_open`); one the index already
+//! shows as it is is only marked, so a re-list after an API server restart
+//! holds next to nothing.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -43,9 +30,8 @@ pub enum Op<I, T> {
     Delete(I),
 }
 
-/// The identities a watch has indexed, each with the epoch of the list (or
-/// live event) that last showed it, and the upserts a re-list in progress
-/// holds back until its sweep.
+/// The identities a watch has indexed, each with its epoch, and the upserts
+/// a re-list in progress holds back until its sweep.
 #[derive(Debug)]
 pub struct Listing<I, T> {
     known: HashMap<I, u32>,

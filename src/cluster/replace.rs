@@ -1,10 +1,6 @@
-//! `--on-timeout=replace`, the I/O (semantics.md §5.8): the replace
-//! decider's mark on the node, then the delete of its owner — a Karpenter
-//! NodeClaim or a Cluster API Machine, each proven to own the node from
-//! its own side before anything is written (see [`prove`]), and deleted
-//! with its UID as a precondition. With no owner known the mark cordons the
-//! node. Nothing here decides: the decider in
-//! `nodegate_core::closing::replacing::decider` did.
+//! `--on-timeout=replace`, the I/O of the replace decider's writes
+//! (semantics.md §5.8): the mark on the node, then the delete of its proven
+//! owner ([`carry_out`]).
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
@@ -68,14 +64,12 @@ pub fn mark(w: &ReplaceWrite) -> Option<json_patch::Patch> {
 /// [`prove`]): an owner that cannot be proven is answered
 /// [`Outcome::NoOwner`] with nothing written, and the decider falls
 /// back instead. Then the mark (if any), then the owner's delete, with the
-/// owner's UID as a precondition (for a request or a delete again). The
-/// proof and the delete each take a slot and a rate token of the writer's
-/// one path, as the mark does.
+/// owner's UID as a precondition (for a request or a delete again), each
+/// through the writer's one path.
 pub async fn carry_out(writer: &Writer, w: &ReplaceWrite, may_write: impl Fn() -> bool) -> Outcome {
     // The proof is several requests in a row (the node, then its owner or a
     // LIST of NodeClaims a page at a time), sent as one: it gets three
-    // requests' time. The delete keeps the same bound it had when it was
-    // sent together with its owner's look-up.
+    // requests' time, and so does the delete.
     let timeout = writer.request_timeout().saturating_mul(3);
     let owner_request = (None, false);
     let (owner, again) = match &w.action {
@@ -178,15 +172,9 @@ fn uid_of(o: &DynamicObject) -> &str {
     o.metadata.uid.as_deref().unwrap_or_default()
 }
 
-/// Proves the node's owner from the owner's side. The node's own labels
-/// and annotations (which its kubelet may write) only say where to look:
-/// - a Machine counts only when its `status.nodeRef` names this node by
-///   name and UID;
-/// - a NodeClaim counts when the Node's ownerReference names it (name and
-///   UID) and its `status.nodeName` is this node, or, with no such
-///   reference, when both its `status.nodeName` and its
-///   `status.providerID` are this node's;
-/// - never an owner already being deleted.
+/// Proves the node's owner from the owner's side ([`machine_owns`],
+/// [`claim_owns_by_reference`], [`owning_nodeclaim`]): the node's own labels
+/// and annotations (which its kubelet may write) only say where to look.
 async fn prove(
     client: &Client,
     owner: &Owner,

@@ -1,24 +1,18 @@
-//! Evidence of the API server's clock (semantics.md §5.3).
+//! Evidence of the API server's clock (semantics.md §5.3; docs/operations.md,
+//! Clocks), for every decision that wants "server now" ([`ServerTime::now`]).
 //!
-//! A gate's deadline is API-server time (a node's `creationTimestamp`, or its
-//! `gated-since`); the deadline timer fires on this process's clock. So that
-//! a clock ahead of the server's cannot open every new node at once, the
-//! gate also wants the deadline passed by the server's clock; re-gating, the
-//! late-taint net, the condition rules' `for` and certificate decisions read
-//! it too. This module keeps the evidence: the newest time the API server
-//! itself stamped, carried forward on the monotonic clock, which no
-//! wall-clock step moves. That is a lower bound of the server's now, late by
-//! the time the stamp took to reach us (and up to a second for the stamps'
-//! precision).
+//! A gate's deadline is API-server time; its timer fires on this process's
+//! clock. So that a clock ahead of the server's cannot open every new node at
+//! once, the deadline must also have passed by the server's clock. The
+//! evidence is the newest time the API server itself stamped, carried forward
+//! on the monotonic clock, which no wall-clock step moves: a lower bound of
+//! the server's now, late by the time the stamp took to reach us (and up to a
+//! second for the stamps' precision).
 //!
-//! Only stamps no other client can choose count:
-//! - a `creationTimestamp` (the server sets it on every create);
-//! - the `Date` header of an answer to a request this process made: the
-//!   [`probe`] asks `GET /version` (which every authenticated client may
-//!   read) at once and then every [`PROBE_PERIOD`];
-//! - the `managedFields` entry of nodegate's own field manager in the answer
-//!   to nodegate's own write (the leader's Lease renewal): the server stamps
-//!   the writer's entry with its own clock.
+//! Only stamps no other client can choose count: a `creationTimestamp`, the
+//! `Date` header of the answer to this process's own [`probe`], and the
+//! `managedFields` entry of nodegate's own field manager in the answer to its
+//! own write ([`ServerTime::saw_own_write`]).
 //!
 //! Every other `managedFields` time is ignored: a client may send entries
 //! with any time it likes, and the server keeps them, so one tenant's pod
@@ -26,11 +20,6 @@
 //! trusted stamp more than [`MAX_AHEAD`] past the latest `Date` reading
 //! (carried forward) is refused, logged and counted
 //! (`nodegate_server_time_evidence_refused_total`).
-//!
-//! `run` makes one [`ServerTime`] and hands it to the watches, the probe and
-//! the leader election, which feed it, and to its readers (the gates' clock,
-//! the deciders, the webhook's certificates: [`ServerTime::now`]). It
-//! decides nothing.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -100,8 +89,7 @@ impl ServerTime {
     }
 
     /// A time the API server's clock has certainly reached by now (as far
-    /// as the evidence goes); `None` before any evidence. The interface for
-    /// every decision that wants "server now".
+    /// as the evidence goes); `None` before any evidence.
     pub fn now(&self) -> Option<Timestamp> {
         self.now_at(Instant::now())
     }
@@ -171,8 +159,9 @@ pub const PROBE_PERIOD: Duration = Duration::from_secs(60);
 pub const PROBE_RETRY: Duration = Duration::from_secs(5);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Asks the API server for its clock, at once and then every
-/// [`PROBE_PERIOD`], for as long as the process runs.
+/// Asks the API server for its clock (`GET /version`, which every
+/// authenticated client may read), at once and then every [`PROBE_PERIOD`],
+/// for as long as the process runs.
 pub async fn probe(client: Client, server_time: Arc<ServerTime>) {
     let mut warned = false;
     loop {
@@ -217,8 +206,7 @@ fn carried((at, seen): (Timestamp, Instant), instant: Instant) -> Option<Timesta
     at.checked_add(elapsed).ok()
 }
 
-/// The system clock, and the evidence of the API server's clock that the
-/// watches and the election gather (above).
+/// The system clock, and the evidence of the API server's clock.
 pub struct SystemClock {
     pub server_time: Arc<ServerTime>,
 }
@@ -228,8 +216,6 @@ impl nodegate_actors::ports::Clock for SystemClock {
         Timestamp::now()
     }
 
-    /// The newest time the API server stamped on an object the watches or
-    /// the election saw, carried forward.
     fn server_now(&self) -> Option<Timestamp> {
         self.server_time.now()
     }

@@ -1,16 +1,11 @@
-//! The one reader of the cluster for the one-off commands (`explain`,
-//! `status`, `doctor`, `config check --cluster`): nodes, with their CSI
-//! drivers and ResourceSlices as the controller's watches see them
-//! (semantics.md §6.7, §6.8), DaemonSets, and the pods bound to or aimed at
-//! a node, each projected by `project` as the controller projects it.
+//! The one reader of the cluster for the one-off commands
+//! (docs/architecture.md, explain and status): GETs and LISTs only, each
+//! object projected as the controller projects it.
 //!
-//! Every read is a GET or a LIST: nothing here writes. A read fails with the
-//! API's `kube::Error` and the command says in its own words what it was
-//! reading, so that each keeps the message it always gave; only [`node`],
-//! which also fails when the node is not there, words its own errors.
-//! What a read had to work around (an odd object skipped, a CSINode that
-//! cannot be read) goes to the caller's `warnings`: explain prints them,
-//! the others read on without them.
+//! A read fails with the API's `kube::Error`, which the command words
+//! itself; only [`node`], which also fails when the node is not there,
+//! words its own errors. What a read had to work around (an odd object
+//! skipped, a CSINode that cannot be read) goes to the caller's `warnings`.
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -1,13 +1,10 @@
-//! One read per leadership term, shared by whoever asks for it.
-//!
-//! Each budgeted decider (condition rules, re-gating, replace) waits after
-//! this replica gains the lease until the index shows every node at least
-//! at the version a fresh LIST returns; each used to make that LIST itself,
-//! three LISTs of every node at each leader change. A read made in the term
-//! in force answers them all: they ask within moments of each other, and it
-//! already shows every write a previous leader made. A read made in an
-//! earlier term is never handed out, since another leader may have written
-//! in between; a failed read is not kept, so the next caller tries again.
+//! One read per leadership term, shared by whoever asks for it: each
+//! budgeted decider (closing, replace) waits after this replica gains the
+//! lease until the index shows every node at least at the version a fresh
+//! LIST returns, and they ask within moments of each other. A read made in
+//! an earlier term is never handed out, since another leader may have
+//! written in between; a failed read is not kept, so the next caller tries
+//! again.
 
 use std::future::Future;
 

@@ -1,18 +1,8 @@
-//! The shared watchers: one watch stream per kind for the whole process.
-//!
-//! Nodes (all), DaemonSets (all), DaemonSet pods (server-side filtered to pods
-//! that carry the DaemonSet controller's `pod-template-generation` label and
-//! are bound to a node), CSINodes, one watch per critical-pod entry,
-//! ResourceSlices while `draDrivers` is configured, and with `canary` one on
-//! nodegate's own canary pods (its namespace, its label). Each event is
-//! projected to the compact model at once and handed to the router; whole
-//! objects are never kept. A watch that fails restarts with backoff; a
-//! re-list is streamed into the index as its pages arrive and swept at its
-//! end (see `relist`), deleting the objects that vanished meanwhile. Every object's
-//! `creationTimestamp` is evidence of the API server's clock (`server_time`;
-//! its `managedFields` times are not: clients choose them), and `start` also
-//! starts that module's probe of the server's clock.
-//! This module decides nothing about gates.
+//! The shared watches, one stream per kind for the whole process
+//! (docs/architecture.md, From a watch to a gate). Each event is projected at
+//! once and handed to the router; whole objects are never kept. Every
+//! object's `creationTimestamp` is evidence of the API server's clock
+//! (`server_time`). This module decides nothing about gates.
 
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -85,10 +75,8 @@ trait Sink<K>: Send + 'static {
     type Item: Send;
     /// An indexed object's identity, as the re-list bookkeeping keys it.
     type Id: Clone + Eq + std::hash::Hash + Send;
-    /// Projects the object; returns its identity for re-list bookkeeping
-    /// with the projection, or `None` when the object is skipped.
+    /// The object's identity and projection, or `None` to skip it.
     fn project(&mut self, obj: &K) -> Option<(Self::Id, Self::Item)>;
-    /// Indexes a projection.
     fn upsert(&mut self, item: Self::Item);
     /// Removes an object by the identity `project` returned.
     fn delete(&mut self, id: &Self::Id);
@@ -115,7 +103,6 @@ type PodId = (Shared, Uid);
 
 struct NodeSink {
     router: Arc<Router>,
-    /// Shares label keys and values and condition types and statuses.
     interner: Interner,
 }
 
@@ -180,7 +167,6 @@ struct PodSink {
     /// every gate and every journal entry hold per pod (the scale benchmark's
     /// memory was mostly pod copies).
     keep_labels_in: Option<Arc<HashSet<String>>>,
-    /// Shares the values many pods have (see `project::pod_in`).
     interner: Interner,
     /// The canaries' namespace (`canary`): only its pods keep their
     /// sandbox condition and status note, which nothing else reads (and
@@ -304,12 +290,9 @@ fn delete_id<K: Resource>(obj: &K, by_name: bool) -> Id {
 /// How a watch names a deleted object it may no longer be able to project.
 type IdOfDeleted<K, I> = Box<dyn Fn(&K) -> I + Send>;
 
-/// One watch's handling of what its stream delivers: projection, the
-/// re-list's mark and sweep, and the index.
+/// One watch's handling: projection, the re-list's mark and sweep, the index.
 struct Indexing<K, S: Sink<K>> {
     sink: S,
-    /// The objects this watch has indexed, so a re-list can sweep the ones
-    /// that disappeared while the watch was down.
     listing: Listing<S::Id, S::Item>,
     server_time: Arc<ServerTime>,
     id_of_deleted: IdOfDeleted<K, S::Id>,
@@ -423,8 +406,6 @@ fn pod_id(Lean(p): &Lean<Pod>) -> PodId {
     (node.unwrap_or_default().into(), uid.into())
 }
 
-/// One watch's handling: `sink` indexes its objects, with its own re-list
-/// bookkeeping (`Listing`) and clock evidence.
 fn feed<K: Resource + Send + 'static, S: Sink<K>>(
     sink: S,
     server_time: Arc<ServerTime>,
@@ -451,9 +432,7 @@ pub fn daemonset_feed(router: Arc<Router>, server_time: Arc<ServerTime>) -> Watc
     feed(DaemonSetSink { router }, server_time, by_uid)
 }
 
-/// The DaemonSet pod watch's handling (pods outside `critical_namespaces`
-/// lose their labels; only pods in `canary_namespace` keep their sandbox
-/// condition).
+/// The DaemonSet pod watch's handling (see `PodSink`'s fields).
 pub fn daemonset_pod_feed(
     router: Arc<Router>,
     server_time: Arc<ServerTime>,
@@ -479,10 +458,8 @@ fn pod_feed(
     feed(sink, server_time, pod_id)
 }
 
-/// How many watch streams `start` opens, each of which reports its first
-/// complete list once: nodes, DaemonSets, DaemonSet pods, CSINodes, one
-/// per critical-pod entry, ResourceSlices when `resource_slices`, and the
-/// canaries' with `canary`.
+/// How many watch streams `start` opens (each reports its first complete
+/// list once).
 pub fn watch_count(
     critical: &[CriticalPodEntry],
     resource_slices: bool,
@@ -542,7 +519,6 @@ pub async fn start(
         spawn("critical pods", api, selected, pods, to);
     }
     if let Some(canary) = canary {
-        // nodegate's own canaries: its namespace, its label, bound pods.
         let canaries = all().labels(nodegate_core::canary::CANARY_LABEL);
         let pods = pod_feed(r(), t(), None, canary_namespace);
         let api = Api::namespaced(c(), &canary.namespace);

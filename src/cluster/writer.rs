@@ -1,22 +1,8 @@
 //! The one node writer: carries out the gates' and the deciders' effects
-//! against the API server, and the one-off commands' node patches.
-//!
-//! Every request a gate or a decider makes (untaint patches, timed-out
-//! marks, taint writes, a replace's owner proven and deleted, canary pods,
-//! node re-reads, pod LISTs, Events) goes through here — the lease, the
-//! webhook's Secret and the watches have their own clients' paths. Every
-//! write takes one path, [`Writer::send`]: one of `--max-concurrent-patches`
-//! slots, then a token of `--kube-qps` / `--kube-burst`, then leadership
-//! asked once more, then the request within its timeout. Reads take tokens
-//! only; Events only a token nobody else is waiting for, so a burst of
-//! openings is never held back by the Events that report them (the scale
-//! benchmark showed deadline openings of 950 nodes waiting ~20 s behind
-//! their own Events). Each request, once sent, gets `--kube-request-timeout`
-//! to answer: a hung connection must not hold a patch slot, or a gate's
-//! write, past its deadline. API errors are classified into the outcomes the
-//! gate reasons about (applied, conflict, not found, failed, and ambiguous:
-//! no answer or a 5xx, so perhaps applied); this module never decides
-//! anything about a gate itself. Its port, the `EffectExecutor`, is `port`.
+//! against the API server, and the one-off commands' node patches
+//! (docs/architecture.md, The node writer). Every write takes one path,
+//! [`Writer::send`]; only the lease, the webhook's Secret and the watches
+//! have their own. Its port, the `EffectExecutor`, is `port`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -39,8 +25,9 @@ use crate::cluster::project;
 use crate::cluster::term_read::TermRead;
 use crate::serve::metrics::{Metrics, NodeWrite};
 
-/// The controller's name in Events and as the field manager of its writes.
+/// The controller's name in Events (`reportingController`).
 pub const CONTROLLER_NAME: &str = nodegate_core::vocab::annotations::REPORTING_CONTROLLER;
+/// The field manager of nodegate's writes (as `server_time::FIELD_MANAGER`).
 pub const FIELD_MANAGER: &str = "nodegate";
 
 /// A token bucket: `qps` tokens a second, at most `burst` saved up, with
@@ -129,7 +116,9 @@ pub struct Writer {
     client: Client,
     slots: Semaphore,
     limiter: RateLimiter,
-    /// `--kube-request-timeout`: the longest one request may go unanswered.
+    /// `--kube-request-timeout`: the longest one request may go unanswered
+    /// (a hung connection must not hold a patch slot, or a gate's write,
+    /// past its deadline).
     request_timeout: Duration,
     /// `reportingInstance` of Events: this replica's identity.
     instance: String,
@@ -187,7 +176,7 @@ impl Writer {
     /// slot, the controller's default rate (`--kube-qps 50`, `--kube-burst
     /// 100`: a command asks no more of the API server than the controller
     /// does), and `--request-timeout` (which the client applies too; none
-    /// when not given or 0, as before).
+    /// when not given or 0).
     pub fn for_command(client: Client, request_timeout: Option<Duration>) -> Self {
         let timeout = request_timeout.unwrap_or(Duration::MAX);
         Writer::new(client, 1, 50.0, 100, timeout, CONTROLLER_NAME.into())
@@ -209,8 +198,7 @@ impl Writer {
         }
     }
 
-    /// The client this writer sends with (for the reads an entrance makes
-    /// before it writes).
+    /// The client this writer sends with.
     pub fn client(&self) -> &Client {
         &self.client
     }
@@ -255,7 +243,6 @@ impl Writer {
         answer.map_err(|_| Unsent::NoAnswer(no_answer(timeout)))
     }
 
-    /// A write's answer as the gate reads it.
     fn classify(answer: Result<Result<(), kube::Error>, Unsent>) -> PatchOutcome {
         match answer {
             Ok(answer) => outcome(answer),
@@ -319,7 +306,10 @@ impl Writer {
         answer.map_err(|_| no_answer(self.request_timeout))
     }
 
-    /// Records an Event (events.k8s.io/v1) regarding a node. Failures are
+    /// Records an Event (events.k8s.io/v1) regarding a node, with a token
+    /// nobody else waits for: a burst of openings is never held back by the
+    /// Events that report them (the scale benchmark showed deadline openings
+    /// of 950 nodes waiting ~20 s behind their own Events). Failures are
     /// logged, never retried: an Event is a courtesy, the journal is the record.
     ///
     /// Not kube-runtime's `events::Recorder`, although the object is the same:

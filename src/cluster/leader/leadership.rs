@@ -1,11 +1,7 @@
-//! [`Leadership`]: whether this replica may write now, and the term it
-//! leads in. The elector (`leader`) sets it; everything else only asks.
-//!
-//! It also says whether any replica leads, as far as this one can tell
-//! ([`Leadership::leader_known`]): a holder must have renewed the Lease
-//! within [`LEADER_LOST_AFTER`] lease durations. A replica that cannot
-//! read or take the Lease (RBAC, a wrong `--lease-namespace`) and a holder
-//! that stopped renewing both end in "no leader known", with the reason.
+//! [`Leadership`]: whether this replica may write now, the term it leads in,
+//! and whether any replica leads as far as this one can tell
+//! ([`Leadership::leader_known`]). The elector (`leader`) sets it; everything
+//! else only asks.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -16,8 +12,7 @@ use crate::cluster::server_time::lock;
 /// Lease before the leader is taken as unknown ([`Leadership::leader_known`]).
 pub const LEADER_LOST_AFTER: u32 = 2;
 
-/// Whether this replica may write now. Shared by the elector (which sets
-/// it), the executor (which checks it before each write) and the metrics.
+/// Whether this replica may write now.
 #[derive(Debug)]
 pub struct Leadership {
     elected: bool,
@@ -50,8 +45,8 @@ struct Seen {
     bound: Option<Duration>,
     /// The lease's name, for the reason.
     lease: String,
-    /// The last thing that went wrong (a refused read or write, a holder
-    /// that does not renew).
+    /// The last thing that went wrong (a refused read or write of the Lease:
+    /// RBAC, a wrong `--lease-namespace`; a holder that does not renew).
     trouble: Option<String>,
 }
 
@@ -88,8 +83,7 @@ impl Leadership {
     }
 
     /// True while this replica holds the lease and its last renewal is
-    /// recent enough. Asked before an Event is recorded, by the metrics and
-    /// by the elector; node writes ask [`admits_write`](Self::admits_write).
+    /// recent enough; node writes ask [`admits_write`](Self::admits_write).
     pub fn is_leader(&self) -> bool {
         self.is_leader_at(Instant::now())
     }
@@ -98,10 +92,9 @@ impl Leadership {
         lock(&self.held).leads_at(now)
     }
 
-    /// Whether a write may go out now: checked by the executor right
-    /// before each node write, which it refuses (`NotLeader`) otherwise. A
-    /// refusal is remembered, so that the gates are told when this replica
-    /// may write again ([`renewed`](Self::renewed)).
+    /// Whether a node write may go out now. A refusal is remembered, so
+    /// that the gates are told when this replica may write again
+    /// ([`renewed`](Self::renewed)).
     pub fn admits_write(&self) -> bool {
         self.admits_write_at(Instant::now())
     }
@@ -123,7 +116,6 @@ impl Leadership {
         admits
     }
 
-    /// Leads until `until`.
     #[cfg(test)]
     pub(super) fn lead_until(&self, until: Instant) {
         let mut held = lock(&self.held);

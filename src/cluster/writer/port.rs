@@ -1,18 +1,8 @@
 //! The writer's port: the `EffectExecutor` the gates and the deciders
-//! write through, carried out by the `Writer`.
-//!
-//! Leadership is enforced here, right before each write: a replica that does
-//! not hold the lease (or whose last renewal is older than the renew deadline)
-//! answers `NotLeader` and writes nothing, so its gates stay warm and re-send
-//! when it becomes leader; the writer asks again once the write has its slot
-//! and token. An untaint the gate withdrew before it went out
-//! answers `Withdrawn`. Every gate write actually sent is counted in
-//! `nodegate_patch_attempts_total` by its result; the deciders' writes are
-//! counted through the tallies they return (`tally`), and every node write's
-//! wait and request time by the writer. Retry delays follow the backoff policy of
-//! `nodegate_actors::ports` (base, max, ceiling, jitter's range), and so do
-//! the delays between a gate's periodic re-examinations; only the random
-//! draw is made here. Nothing here decides about a gate.
+//! write through. Leadership is enforced here, right before each write: a
+//! replica that does not lead answers `NotLeader` and writes nothing, so its
+//! gates stay warm and re-send when it becomes leader. Only the random draw
+//! of the delays is made here; their policy is `nodegate_actors::ports`'.
 
 use std::future::Future;
 use std::time::Duration;
@@ -82,8 +72,6 @@ impl Writer {
 impl EffectExecutor for Writer {
     async fn write(&self, write: Write, sending: Sending) -> Outcome {
         // Refused before it is queued; the writer asks again before it sends.
-        // A refusal is remembered, so the elector tells the gates when this
-        // replica leads again.
         if !self.leader.admits_write() {
             return Outcome::NotLeader;
         }
@@ -99,9 +87,7 @@ impl EffectExecutor for Writer {
                 outcome
             }
             Write::MarkOpenedExternally(m) => {
-                // Someone else opened the node (semantics.md §5.5): a merge
-                // patch of `opened-at` and `opened-by: external`, additive
-                // only.
+                // Someone else opened the node (semantics.md §5.5).
                 let at = annotation_time(Timestamp::now());
                 let body = Patch::Merge(patch::opened_externally(at, m.cordoned));
                 let outcome = self.patch_node((NodeWrite::Patch, true), &m.node, &body, may_write);
@@ -109,9 +95,7 @@ impl EffectExecutor for Writer {
                 logged(outcome.await, &m.node, failed)
             }
             Write::Condition(w) => {
-                // `--node-condition`: a strategic merge patch of the node's
-                // `status.conditions`, merged by `type`, so no other
-                // condition is touched.
+                // `--node-condition`, to the `status` subresource.
                 let body = Patch::Strategic(patch::open_condition(&w, Timestamp::now()));
                 let lane = (NodeWrite::Patch, true);
                 let outcome = self.patch_node_at(lane, &w.node, &body, may_write, true);
@@ -153,7 +137,6 @@ impl EffectExecutor for Writer {
         }
     }
 
-    /// A fresh read of a node after a conflict or an unanswered patch.
     async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
         let read = self.read(self.nodes().get_opt(name)).await;
         match read.and_then(|r| r.map_err(|e| e.to_string())) {
@@ -233,8 +216,7 @@ const VERSIONS_PAGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Every node's name and resourceVersion, by a paginated metadata LIST
 /// served from etcd (a quorum read: no `resourceVersion` parameter), for a
-/// budgeted decider's catch-up after gaining the lease. Only names and
-/// versions are kept.
+/// budgeted decider's catch-up after gaining the lease.
 async fn fresh_node_versions(client: &kube::Client) -> Result<Vec<(String, String)>, String> {
     use k8s_openapi::api::core::v1::Node;
     use kube::api::{Api, ListParams};
@@ -257,8 +239,7 @@ async fn fresh_node_versions(client: &kube::Client) -> Result<Vec<(String, Strin
     }
 }
 
-/// `ports::jitter` of `ceiling`, drawn from `rng`: a random point in
-/// [ceiling/2, ceiling].
+/// `ports::jitter` of `ceiling`, drawn from `rng`: in [ceiling/2, ceiling].
 pub fn jittered(ceiling: Duration, rng: &mut impl Rng) -> Duration {
     ports::jitter(ceiling, |spread| rng.random_range(0..=spread))
 }
