@@ -1,15 +1,11 @@
-//! The closing decider: every way nodegate closes an open node on its own
-//! initiative, as one decider in one shell — re-gating ([`Regater`],
-//! semantics.md §6.4) and the condition rules' taints ([`RuleTainter`],
-//! §6.5) — over one [`Ledger`] for `--max-unavailable`.
+//! The closing decider: re-gating ([`Regater`], semantics.md §6.4) and the
+//! condition rules' taints ([`RuleTainter`], §6.5) over one [`Ledger`] for
+//! `--max-unavailable`.
 //!
-//! Each input is taken in by the ledger first (the index's change), then
-//! goes to re-gating and to the rules in turn (an answer only to the
-//! method whose request it answers). After each method's turn the ledger
-//! takes in its writes out, so the other method, later in the same step or
-//! in the next, counts them: the two never take the same last place.
-//! Every write, log line, count and Event keeps the origin of the method
-//! that made it ([`Origin::Regate`], [`Origin::Rules`]).
+//! The ledger takes in the index's change first; after each method's turn
+//! it takes in that method's writes out, so the other method, later in the
+//! same step or in the next, counts them: the two never take the same last
+//! place. An answer goes only to the method whose request it answers.
 
 use super::condition_taints::decider::RuleTainter;
 use super::ledger::Ledger;

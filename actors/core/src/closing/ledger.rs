@@ -1,18 +1,9 @@
 //! The closing ledger: `--max-unavailable` counted once, in one place, for
-//! both ways nodegate closes an open node on its own initiative — re-gating
-//! (semantics.md §6.4) and a condition rule's taint (§6.5).
-//!
-//! It holds the [`Counts`] of the index both closing budgets read: the
-//! managed nodes, those carrying the re-gate taint (re-gating's own budget,
-//! `--regate-max-unavailable`) and those closed by nodegate
-//! ([`closed_by_nodegate`]: `--max-unavailable`), kept by the closing decider
-//! from the change feed (each [`Change::Node`], counted afresh at
-//! [`Change::Everything`] or when the configuration they depend on changed);
-//! and each method's writes out that close a node and that the index does
-//! not show yet ([`Claims`]). Both methods ask it before closing a node
-//! ([`Ledger::room`]); they run in one decider, one after the other in each
-//! step, so the second sees the first's write. A rule's own `maxUnavailable`
-//! is counted by the rule tainter from its looks (`rules.rs`).
+//! re-gating (semantics.md §6.4) and condition-rule taints (§6.5). It keeps
+//! the index's [`Counts`] from the change feed (counted afresh when a change
+//! reaches every node or the configuration they depend on changed)
+//! and each method's writes out that the index does not show yet
+//! ([`Claims`]); both methods ask [`Ledger::room`] before closing a node.
 
 use std::borrow::Borrow;
 use std::collections::{BTreeSet, HashSet};
@@ -85,7 +76,6 @@ impl Ledger {
         }
     }
 
-    /// The counts as of this step.
     pub(crate) fn counts(&self) -> Option<&Counts> {
         self.counts.as_ref()
     }

@@ -1,29 +1,11 @@
 //! Condition-rule taints (`conditionTaints`, semantics.md §6.5) as a
-//! decider: the leader puts a rule's taint on every managed node that
-//! matches the rule and, with `remove: whenCleared`, takes it off a node
-//! that stops matching.
+//! decider.
 //!
-//! Nothing polls the index. A node is looked at when the change feed shows
-//! it changed ([`Change::Node`]), every node when what they all depend on
-//! changed ([`Change::Everything`]: the rules or the scope may be others),
-//! and a node again when one of its rules' `for` runs out (the verdict's
-//! `recheck_at`, asked for with [`Effect::LookAgainAt`]). Each look judges
-//! the node against every rule with the core's [`rules::evaluate`] and
-//! [`rules::decide`], and keeps the per-rule counts the budgets need
-//! (`managed`, `tainted`, `matching`) up to date by replacing what the node
-//! counted before with what it counts now.
-//!
-//! A write of ours counts as done (the taint on, or off) from the moment it
-//! goes out (an add) or is applied (a removal) until the index shows the
-//! node at another resourceVersion than the one the write tested. A write
-//! the budget holds back is logged and counted once, and tried again when
-//! room may have appeared (a count went down, a node left or entered the
-//! scope) and at least every [`RETRY`](super::RETRY) while it is held.
-//! Nothing happens before the first [`Change::Everything`] (the initial
-//! lists are in): a budget counted on half a list would be wrong.
-//!
-//! Each rule's own `maxUnavailable` is counted here; `--max-unavailable` is
-//! the closing decider's [`Ledger`]'s: an add asks it.
+//! A write the budget holds back is logged and counted once, and tried
+//! again when room may have appeared (a count went down, a node left or
+//! entered the scope) and at least every
+//! [`RETRY`](crate::deciders::RETRY) while it is held. Each rule's own
+//! `maxUnavailable` is counted here; `--max-unavailable` is the [`Ledger`]'s.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -61,6 +43,7 @@ struct Counts {
 
 /// A write whose result the index does not show yet: it holds while the
 /// index shows the node at `version`, the resourceVersion the write tested.
+/// An add counts as done from when it goes out, a removal once applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Unseen {
     version: String,
@@ -92,14 +75,11 @@ enum Hold {
     Refused,
 }
 
-/// The wait of a rule the API server refuses: a policy that forbids its
-/// taint key (403), a taint the API server finds invalid (422 naming the
-/// field). Such a write fails the same way on every node and every second;
-/// retried at the tainter's usual pace it would spend the shared request
-/// rate on nothing. After a refusal the rule's writes wait, from 2 s
-/// doubling per refusal in a row up to 5 min; when the wait is over one
-/// write of the rule goes out alone, and only its success lets the others
-/// follow ([`Backoffs`]).
+/// The wait of a rule the API server refuses (a policy that forbids its
+/// taint key: 403; an invalid taint: 422). Such a write fails the same way
+/// on every node and every second: retried at the usual pace it would spend
+/// the shared request rate on nothing. After the wait one write of the rule
+/// goes out alone, and only its success lets the others follow ([`Backoffs`]).
 pub const REFUSED: Backoff = Backoff::new(Duration::from_secs(2), Duration::from_secs(300));
 
 /// A node as one look counted it: the node (when it is managed) with its
@@ -109,7 +89,8 @@ type Judged = (Arc<NodeInfo>, Vec<RuleVerdict>);
 /// The condition-rule tainter's memory.
 #[derive(Debug, Default)]
 pub struct RuleTainter {
-    /// The first [`Change::Everything`] came: the index is complete.
+    /// The first [`Change::Everything`] came: the index is complete (a
+    /// budget counted on half a list would be wrong).
     synced: bool,
     /// The rules' names at the last recount, in their order (the gauges').
     rules: Vec<String>,
@@ -128,8 +109,7 @@ pub struct RuleTainter {
     deferred: BTreeSet<String>,
     /// The earliest [`Effect::LookAgainAt`] asked for and not yet delivered.
     asked: Option<Timestamp>,
-    /// The rules the API server refused, and how long they wait (made at
-    /// first use: [`Self::backoffs`]).
+    /// The rules the API server refused, and how long they wait.
     backoffs: Option<Backoffs>,
 }
 
@@ -218,7 +198,6 @@ impl RuleTainter {
         let mut verdicts = Vec::with_capacity(cx.config.condition_taints.len());
         for rule in &cx.config.condition_taints {
             let verdict = super::evaluate(rule, &node, now);
-            // Our write the index does not show yet counts as done.
             let key = (rule.name.clone(), name.to_string());
             let tainted = match self.unseen.get(&key).map(|u| u.expect) {
                 Some(Expect::On) => true,
@@ -304,9 +283,6 @@ impl RuleTainter {
                 self.held.remove(&key);
                 continue;
             };
-            // Whether adding would exceed `--max-unavailable`: a node already
-            // closed by nodegate (or being closed) closes no further node; a
-            // place held by a re-gate out counts as taken.
             let room = (action == RuleAction::Add && cx.config.max_unavailable.is_some())
                 .then(|| ledger.room(cx.config, Origin::Rules, &self.claims(), Some(&node.name)));
             let total = match room {
@@ -389,7 +365,6 @@ impl RuleTainter {
         })
     }
 
-    /// The node writer's answer to one of our writes.
     fn wrote(
         &mut self,
         write: &TaintWrite,
@@ -581,8 +556,7 @@ impl RuleTainter {
         true
     }
 
-    /// This method's writes out that close a node, for the ledger: its
-    /// adds the index does not show yet.
+    /// For the ledger: its adds the index does not show yet.
     pub(crate) fn claims(&self) -> Claims {
         let adds = self.unseen.iter().filter(|(_, u)| u.expect == Expect::On);
         Claims {

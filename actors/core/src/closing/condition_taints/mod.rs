@@ -1,9 +1,7 @@
 //! Condition-rule taints (`conditionTaints`, semantics.md §6.5): how a node
 //! is judged against a rule ([`evaluate`]) and what is written then
-//! ([`decide`]), the decider that puts a rule's taint on and takes it off,
-//! and the rule rows of the explain report. What a rule is, and the check
-//! of the configured ones, is `rules::conditions::taints`: the
-//! configuration holds the rules, and the floor imports nothing above it.
+//! ([`decide`]). What a rule is lives in `rules::conditions::taints`: the
+//! configuration holds the rules, and that floor imports nothing above it.
 
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -119,10 +117,7 @@ pub enum RuleAction {
 
 /// The action for `rule` on `node`, given its verdict, how many managed
 /// nodes carry the rule's taint (`tainted`) and how many nodes nodegate
-/// manages (`managed`); `None` when the node is as it should be. The
-/// rule's [`budget`](ConditionTaintRule::budget) holds an add back; a
-/// removal is only of a taint the node's `nodegate.dev/condition-taints`
-/// says nodegate put on.
+/// manages (`managed`); `None` when the node is as it should be.
 pub fn decide(
     rule: &ConditionTaintRule,
     node: &NodeInfo,
@@ -135,9 +130,8 @@ pub fn decide(
             Some(budget) if budget.room(managed, tainted) == 0 => RuleAction::BudgetBlocked,
             _ => RuleAction::Add,
         }),
-        // Only a taint nodegate recorded putting on:
-        // one an operator or another agent put on under the same key and
-        // effect stays.
+        // Only a taint nodegate recorded putting on: one an operator or
+        // another agent put on under the same key and effect stays.
         (false, true)
             if rule.remove == RemovePolicy::WhenCleared && node.rule_added(&rule.name) =>
         {

@@ -1,24 +1,10 @@
 //! Re-gating (`--regate-after`, semantics.md §6.4) as a decider: open nodes
-//! are watched without a gate each, and one whose member stays broken for
-//! the grace (or that rebooted, with `--regate-on-reboot`) gets the re-gate
-//! taint; its gate then starts like any other.
-//!
-//! A node is looked at when the change feed says it (its node object or one
-//! of its pods) changed, when its gate stopped, when everything may have
-//! changed (every node), when a broken member's grace runs out or a node put
-//! off for a moment is due again ([`Input::Tick`]), and when this replica
-//! starts leading (the nodes that waited for it). A look is the core's
-//! [`examine`]; what is kept per open node is only what the index
-//! does not hold: a [`Watched`] (its boot id, first-seen times of members
-//! with no pod), and nothing at all for a healthy node without
-//! `--regate-on-reboot`.
-//!
-//! A due node is read afresh ([`Effect::ReadNode`]); if it is still open and
-//! nodegate's, the re-gate taint goes on with one conditional write. Only
-//! the leader writes. The budget (`--regate-max-unavailable`) is counted from
-//! the nodes the index shows carrying the re-gate taint (the closing
-//! decider's [`Ledger`] counts them), plus this replica's re-gates the index
-//! does not show yet, so it holds across restarts and leader changes.
+//! are watched without a gate each, keeping only what the index does not
+//! hold ([`Watched`]). A due node is read afresh and, if still open and
+//! nodegate's, gets the re-gate taint in one conditional write. The budget
+//! is counted from the index (through the [`Ledger`]) plus this replica's
+//! re-gates it does not show yet, so it holds across restarts and leader
+//! changes.
 //!
 //! Every time here is [`Now::for_grace`]: never ahead of the API server's
 //! clock, so a controller clock running ahead does not shorten the grace
@@ -59,7 +45,7 @@ pub enum BeforeReboot {
     Nothing,
 }
 
-/// The decision for one node: `announced` is [`announced`]'s answer.
+/// The decision for one node: `announced` is [`reboot::announced`]'s answer.
 ///
 /// An open node is re-gated for an announcement only if it carries no
 /// record of one: a record means nodegate acted on an announcement already
@@ -185,7 +171,6 @@ impl Regater {
         self.refused.remove(name);
     }
 
-    /// Looks at each of `names`, and acts on those due.
     fn looks<S: AsRef<str>>(
         &mut self,
         names: impl IntoIterator<Item = S>,
@@ -311,10 +296,9 @@ impl Regater {
             self.follower.insert(name.to_string());
             return;
         }
-        // An announcement from an orchestrator that bounds its own
-        // disruption (kured's lock) goes around `--regate-max-unavailable`
-        // (semantics.md §6.10), never around `--max-unavailable`, the cap on
-        // every node nodegate keeps closed.
+        // An announcement that bounds its own disruption (kured's lock) goes
+        // around `--regate-max-unavailable` (semantics.md §6.10), never around
+        // `--max-unavailable`, the cap on every node nodegate keeps closed.
         let room = if trigger.bypasses_budget() {
             ledger.room(cx.config, Origin::Regate, &self.claims(), None)
         } else {
@@ -382,7 +366,6 @@ impl Regater {
         vec![Effect::Write(write)]
     }
 
-    /// The write's answer.
     fn wrote(
         &mut self,
         write: &TaintWrite,
@@ -409,8 +392,6 @@ impl Regater {
                     return out;
                 };
                 let why = words(&due.trigger, due.at);
-                // The index may not even show the version the fresh read
-                // returned yet: both count as "before our write".
                 let indexed = cx
                     .view
                     .node(name)
@@ -584,9 +565,7 @@ impl Regater {
         })
     }
 
-    /// This replica's re-gates the counts do not show yet: each counts
-    /// until the change feed brings a version of its node other than those
-    /// from before the write (in the same step as the counts take it in).
+    /// This replica's re-gates the counts do not show yet (see `pending`).
     fn unseen(&self, counts: &Counts) -> usize {
         self.pending
             .keys()
@@ -594,9 +573,8 @@ impl Regater {
             .count()
     }
 
-    /// This method's writes out that close a node, for the ledger: its
-    /// re-gates the index does not show yet, and its fresh reads and writes
-    /// out (each may end in a re-gate).
+    /// For the ledger: re-gates the index does not show yet are sure; fresh
+    /// reads and writes out may each end in a re-gate.
     pub(crate) fn claims(&self) -> Claims {
         let out = self.reading.keys().chain(self.writing.keys());
         Claims {
@@ -619,7 +597,6 @@ impl Regater {
             return None;
         }
         let now = cx.now.for_grace();
-        // kured's lock, read once for this look.
         let lock = reboot::kured_lock_of(&cfg.reboots, daemonsets, now);
         // A kured lock that is not kured's JSON announces nothing: said once
         // per value.
@@ -692,7 +669,6 @@ impl Regater {
                 self.forget_later.insert(name.to_string());
                 Vec::new()
             }
-            // A replace write's own answers: no taint write gets one.
             Failed(e) | Ambiguous(e) | OwnerDeleted(e) | OwnerFailed(e) | NoOwner(e) => {
                 self.forgetting.remove(name);
                 self.look_at.insert(name.to_string(), retry_after(now));
@@ -703,11 +679,9 @@ impl Regater {
         }
     }
 
-    /// Whether one more node may be re-gated: counted from the nodes in
-    /// scope the index shows with the re-gate taint, plus this replica's
-    /// own re-gates the index does not show yet; the reads and writes out
-    /// hold a node the budget would refuse if they all ended in a re-gate.
-    /// Then `--max-unavailable`, from the ledger.
+    /// Whether one more node may be re-gated: re-gating's own budget, where
+    /// the reads and writes out hold a node the budget would refuse if they
+    /// all ended in a re-gate; then `--max-unavailable`, from the ledger.
     fn budget(&mut self, rc: &RegateConfig, cx: &Context<'_>, ledger: &Ledger) -> Room {
         let out = self.reading.len() + self.writing.len();
         let Some(counts) = ledger.counts() else {
@@ -719,8 +693,6 @@ impl Regater {
             return Room::Refused(exhausted);
         }
         let held = regating::budget_allows(rc, managed, in_use + out).err();
-        // `--max-unavailable`: the ledger's answer, with this method's reads
-        // and writes out as they are now.
         let total = ledger.room(cx.config, Origin::Regate, &self.claims(), None);
         match (total, held) {
             (Room::Allows, Some(exhausted)) if out > 0 => Room::Held(exhausted),
@@ -789,9 +761,7 @@ pub fn words(trigger: &Trigger, now: Timestamp) -> String {
 }
 
 /// How one open node is doing at `now`, from what the index holds and the
-/// little the decider remembers of it (`memory`, updated: the boot id is
-/// recorded the first time, and first-seen times are kept for broken members
-/// without a Ready condition and dropped for the others).
+/// little the decider remembers of it (`memory`, updated).
 pub fn examine<'a>(
     node: &NodeInfo,
     daemonsets: impl IntoIterator<Item = &'a Arc<DaemonSetInfo>>,
@@ -922,11 +892,10 @@ fn grace_verdict(broken: Vec<Broken>, rc: &RegateConfig, now: Timestamp) -> Heal
     }
 }
 
-/// A node opened by its deadline or by hand (`opened-by: timeout|manual`),
-/// or whose re-gate taint someone took off (see [`excused_opening`]): the
-/// members broken at the first look after that opening are excused until
-/// each has been Ready once, and left out of `broken`. (After a restart of
-/// nodegate, the first look is the first after the opening.)
+/// Leaves out of `broken` the members excused by [`excused_opening`]: those
+/// broken at the first look after that opening, until each has been Ready
+/// once. (After a restart of nodegate, the first look is the first after
+/// the opening.)
 fn excuse(node: &NodeInfo, memory: &mut Watched, broken: &mut Vec<Broken>) {
     let Some(opened) = excused_opening(node) else {
         memory.excused = None;
@@ -948,9 +917,7 @@ fn excuse(node: &NodeInfo, memory: &mut Watched, broken: &mut Vec<Broken>) {
 /// manual or external), or one nodegate did not make at all — the node was
 /// re-gated (`regated-for`, `gated-since`), it is open now, and nodegate
 /// wrote no `opened-at` since: an operator took the re-gate taint off by
-/// hand to put the node back in service. That
-/// removal is respected until the members broken then have been Ready once;
-/// it is known by its `gated-since`.
+/// hand to put the node back in service.
 fn excused_opening(node: &NodeInfo) -> Option<Timestamp> {
     if let (Some(opened), true) = (node.opened_at, node.opened_unready) {
         return Some(opened);

@@ -1,12 +1,6 @@
-//! Re-gating an open node (semantics.md §6.4): when an expected member has
-//! had no Ready pod for the grace, or the node rebooted, nodegate puts the
-//! re-gate taint back on and the gate runs as for a new node.
-//!
-//! This module holds re-gating's words: what is remembered of an open node
-//! between looks ([`Watched`]), why a node is re-gated ([`Trigger`]), how it
-//! is doing ([`Health`]), and its budget ([`budget_allows`]). The decision
-//! itself, `examine`, reads the whole configuration and lives beside the
-//! decider that runs it (`decider`). Pure: time is an argument.
+//! Re-gating's words (semantics.md §6.4): what is remembered of an open node
+//! ([`Watched`]), why it is re-gated ([`Trigger`]), how it is doing
+//! ([`Health`]) and its budget ([`budget_allows`]). Pure: time is an argument.
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -18,14 +12,14 @@ use crate::vocab::model::NodeInfo;
 /// taint (autoscalers treat a startup taint that comes back as permanent).
 pub const DEFAULT_REGATE_TAINT_KEY: &str = "nodegate.dev/degraded";
 
-/// What is remembered about one open node between looks: the boot id it
-/// was first seen with (`--regate-on-reboot`), and since when each broken
-/// member that has no Ready condition to count from was first seen broken.
-/// Empty for a healthy node, which is then not remembered at all.
+/// What is remembered about one open node between looks; empty for a
+/// healthy node, which is then not remembered at all.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Watched {
+    /// The boot id it was first seen with (`--regate-on-reboot`).
     pub boot_id: Option<Box<str>>,
-    /// (member, first seen broken), sorted by member.
+    /// (member, first seen broken) of broken members with no Ready condition
+    /// to count from, sorted by member.
     pub missing_since: Vec<(Box<str>, Timestamp)>,
     /// A reboot seen and not yet acted on, (from, to): it stays due until
     /// the re-gate write is applied (the write may be refused by the budget,
@@ -34,7 +28,6 @@ pub struct Watched {
     /// The opening (`opened-at`) whose broken members are excused, and those
     /// members: a node opened by its deadline or by hand was opened with
     /// them broken on purpose, and re-gating it for them would undo that.
-    /// Each is excused until it has been seen Ready once.
     pub excused: Option<(Timestamp, Vec<Box<str>>)>,
 }
 

@@ -1,17 +1,8 @@
 //! Re-gating before an announced reboot (`--reboot-announcements`,
-//! semantics.md §6.10).
-//!
-//! An orchestrator (kured) or a person announces that a node is about to
-//! reboot; re-gating puts the re-gate taint on it *before* the reboot,
-//! recording the boot id it had then (`nodegate.dev/awaiting-reboot`). The
-//! node's gate then holds, whatever its members show, until the node
-//! reports another boot id and every member whose pod was Ready from before
-//! has become Ready again since the taint went on — or until the
-//! announcement is withdrawn without a reboot, when re-gating removes the
-//! record and the gate opens by readiness as usual.
-//!
-//! Everything here is a plain function of the node, the DaemonSets (kured's
-//! lock is an annotation on its own DaemonSet), the pods and the time.
+//! semantics.md §6.10): who announces one, and when the gate of a node
+//! re-gated for one may open. Plain functions of the node, the DaemonSets
+//! (kured's lock is an annotation on its own DaemonSet), the pods and the
+//! time.
 
 use std::sync::Arc;
 
@@ -187,10 +178,11 @@ pub fn boot_of(node: &NodeInfo) -> &str {
 
 /// Why the gate of `node` must not open by readiness yet because of an
 /// announced reboot, if it must not (only for a node whose last re-gate
-/// was for one): the node still reports the boot id it was re-gated in, or a member's Ready pods all turned Ready before the
-/// taint went on (`gated-since`) — their status is from before the reboot
-/// until the restarted kubelet writes it again. `members` are the expected
-/// DaemonSets whose readiness the gate counts as Ready.
+/// was for one): the node still reports the boot id it was re-gated in, or
+/// a member's Ready pods all turned Ready before the taint went on
+/// (`gated-since`) — their status is from before the reboot until the
+/// restarted kubelet writes it again. `members` are the expected DaemonSets
+/// whose readiness the gate counts as Ready.
 ///
 /// Only positive evidence holds a member: every Ready condition of its
 /// pods with a `lastTransitionTime` no later than the taint. The kubelet

@@ -1,10 +1,6 @@
-//! The re-gating part of an explain report (semantics.md §6.4): for an open
-//! node, what re-gating makes of it now — each member without a Ready pod,
-//! how long it has been broken and when the grace runs out — and for a
-//! re-gated node, what it was re-gated for. Judged by the core's own
-//! [`examine`](crate::closing::regating::decider::examine), with nothing remembered (explain sees the node once,
-//! so a member with no pod counts from now, as for a controller that just
-//! started).
+//! The re-gating part of an explain report (semantics.md §6.4), judged by
+//! [`examine`] with nothing remembered: explain sees the node once, so a
+//! member with no pod counts from now, as for a controller that just started.
 
 use std::sync::Arc;
 

@@ -1,30 +1,16 @@
-//! `--on-timeout=replace` as a decider (semantics.md §5.8): a gated node
-//! whose gate timed out and kept it closed (`nodegate.dev/timed-out`, this
-//! gate's) is replaced by its owner, under a cluster-wide budget, unless a
-//! member it waits for is broken cluster-wide.
+//! `--on-timeout=replace` as a decider (semantics.md §5.8). Only the leader
+//! writes.
 //!
-//! A node is looked at when the change feed says it changed, and every
-//! node when everything may have changed, at a [`Input::Tick`] asked for,
-//! and when this replica starts leading. Only the leader writes.
-//!
-//! What the budget counts comes from the API: every node carrying
+//! The budget counts what the API shows: every node carrying
 //! `nodegate.dev/replace-requested` for its current gate and still held
-//! closed by it is in flight ([`outstanding`]), and every request time
-//! this replica has seen on a node (through its watch, or its own write)
-//! counts in the interval, also after that node is gone. A restarted or new
-//! leader therefore counts the requests made before it as long as it saw
-//! their nodes, and never asks twice for a node already marked: the mark is
-//! written before the owner is deleted. A leader that gains the lease deletes
-//! the owner of every outstanding node once more (never of one opened
-//! since, which may serve workloads; the executor skips an owner
-//! already being deleted), so a request cut off between the mark and the
-//! delete is finished. A request whose owner the executor cannot prove
-//! owns the node (`Outcome::NoOwner`) writes nothing and falls back
-//! as a cluster-wide breakage does.
-//!
-//! How each member fares across the cluster (its spread, which decides
-//! whether it is broken) is kept from the change feed too ([`counts`]), so
-//! that judging a due node costs no pass over every node and its pods.
+//! closed by it is in flight ([`outstanding`]), and every request time this
+//! replica has seen counts in the interval, also after its node is gone. So
+//! a restarted or new leader counts the requests made before it, and never
+//! asks twice for a node already marked: the mark is written before the
+//! owner is deleted. A leader that gains the lease deletes the owner of
+//! every outstanding node once more (never of one opened since, which may
+//! serve workloads; the executor skips an owner already being deleted), so a
+//! request cut off between the mark and the delete is finished.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -51,10 +37,9 @@ mod tests;
 
 use counts::Counts;
 
-/// Whether `node` waits for the leader to ask for its replacement: it is
-/// gated and in scope, not ignored, its current gate timed out and kept it
-/// (the `timed-out` mark is of this gate) and nobody opened it since,
-/// and neither a request nor a fallback is recorded for this gate.
+/// Whether `node` waits for the leader to ask for its replacement: its
+/// current gate timed out and kept it, nobody opened it since, and neither a
+/// request nor a fallback is recorded for this gate.
 pub fn due(node: &NodeInfo, cfg: &Config) -> bool {
     let start = replacing::gate_start(node);
     cfg.on_timeout == OnTimeout::Replace
@@ -71,11 +56,10 @@ pub fn due(node: &NodeInfo, cfg: &Config) -> bool {
 /// Whether `node`'s replacement is still outstanding: a request is
 /// recorded for its current gate, the gate still holds it closed (it
 /// carries a managed taint), and it has no `opened-at` since the request.
-/// A node opened since (by a person, `nodegate.dev/open` or its members;
-/// the opening also removes the mark) or re-gated afresh is no longer in
-/// flight, and its owner is never deleted again, even when a managed taint
-/// comes back (Karpenter's registration puts its startup taints back on a
-/// node opened before it registered): its mark is history.
+/// A node opened since or re-gated afresh is no longer in flight, and its
+/// owner is never deleted again, even when a managed taint comes back
+/// (Karpenter's registration puts its startup taints back on a node opened
+/// before it registered): its mark is history.
 pub fn outstanding(node: &NodeInfo, cfg: &Config) -> bool {
     cfg.gates(node)
         && node
@@ -84,7 +68,6 @@ pub fn outstanding(node: &NodeInfo, cfg: &Config) -> bool {
             .is_some_and(|t| t >= replacing::gate_start(node) && !opened_since(node, t))
 }
 
-/// Whether `node` carries an `opened-at` at or after `t`.
 fn opened_since(node: &NodeInfo, t: Timestamp) -> bool {
     node.opened_at.is_some_and(|o| o >= t)
 }
@@ -106,7 +89,6 @@ pub fn blocking(
         .collect()
 }
 
-/// Whether a member is expected and not Ready.
 fn failing(m: &Member) -> bool {
     m.is_expected() && !m.readiness.as_ref().is_some_and(Readiness::is_ready)
 }
@@ -123,11 +105,10 @@ fn by_key(daemonsets: Vec<Arc<DaemonSetInfo>>) -> VecMap<String, Arc<DaemonSetIn
     daemonsets.into_iter().map(|ds| (ds.key(), ds)).collect()
 }
 
-/// The wait after a node's owner could not be found or deleted: first
-/// 20 s (each wait is spread over its second half: 10–20 s here), at most
-/// 5 min: an owner lookup (a LIST of every NodeClaim when the node has no
-/// ownerReference) or delete that keeps failing — a verb not granted, an
-/// API answering errors — is tried about once in this, at most.
+/// The wait after a node's owner could not be found or deleted, each spread
+/// over its second half: an owner lookup (a LIST of every NodeClaim when the
+/// node has no ownerReference) or delete that keeps failing — a verb not
+/// granted, an API answering errors — is tried at most about once in 5 min.
 pub const OWNER_RETRY: Backoff = Backoff::new(Duration::from_secs(20), Duration::from_secs(300));
 
 /// The replace decider's memory.
@@ -150,26 +131,21 @@ pub struct Replacer {
     refused: BTreeSet<String>,
     /// Spreads of the members judged during one input.
     spreads: HashMap<MemberId, Spread>,
-    /// The spreads kept from the change feed ([`counts`]): built from the
-    /// whole index at the first input and at every
-    /// [`Change::Everything`], updated at each node, pod and gate change.
+    /// The spreads kept from the change feed ([`counts`]).
     counts: Option<Counts>,
     /// Whether this input's look counted the nodes whose pods may change
     /// unheard ([`Counts::refresh`]).
     refreshed: bool,
-    /// What the budget counts, kept up to date from the change feed so that
-    /// a look costs no pass over every node (issue 37 §6): the request time
-    /// on each indexed node that carries one, and the indexed nodes whose
-    /// request is [`outstanding`]. Built from the whole index at the first
-    /// input, at every full look, and whenever the configuration in force
-    /// (which decides what is outstanding) is not the one they were built
-    /// under (`tracked_for`).
+    /// What the budget counts, kept from the change feed so that a look
+    /// costs no pass over every node (issue 37 §6): the request time on each
+    /// indexed node that carries one, and the indexed nodes whose request is
+    /// [`outstanding`]. Rebuilt at every full look and whenever the
+    /// configuration (which decides what is outstanding) is not `tracked_for`.
     marks: HashMap<String, Timestamp>,
     in_flight: HashSet<String>,
     tracked_for: Option<Config>,
-    /// Per node, the failed owner lookups or deletes in a row and how long
-    /// they make the next wait (issue 37 §6): [`OWNER_RETRY`], spread per
-    /// node (made at first use: [`Self::owner_backoff`]).
+    /// Per node, the failed owner lookups or deletes in a row (issue 37 §6;
+    /// made at first use: [`Self::owner_backoff`]).
     owner_backoff: Option<Backoffs>,
 }
 
@@ -197,8 +173,7 @@ impl Replacer {
         }
     }
 
-    /// Keeps [`Self::marks`] and [`Self::in_flight`] for one node as it is
-    /// now.
+    /// Keeps [`Self::marks`] and [`Self::in_flight`] for one node.
     fn track(&mut self, node: &NodeInfo, cfg: &Config) {
         let name = node.name.as_str();
         match node.replace.requested {
@@ -223,10 +198,8 @@ impl Replacer {
     }
 
     /// The budget used now (the request times from before the interval
-    /// forgotten first): from what the nodes carry (kept up to date by
-    /// [`Self::track`]) as well as what this replica remembers, so a new
-    /// leader (or a restarted one) counts the requests already on the
-    /// nodes.
+    /// forgotten first): what the nodes carry and what this replica
+    /// remembers.
     fn used(&mut self, cx: &Context<'_>) -> Used {
         let rc = &cx.config.replace;
         let interval = SignedDuration::try_from(rc.interval).unwrap_or(SignedDuration::MAX);
@@ -347,15 +320,9 @@ impl Replacer {
         )));
     }
 
-    /// How member `id` fares across the cluster, judged once per input.
-    /// A DaemonSet over every node: where it has a pod, and where it is
-    /// expected but has none (none could be made: a quota, an admission
-    /// refusal, no pod IP), which counts as failing. Any other member over
-    /// the gated nodes that expect it, failing where not Ready (the canary
-    /// exists only there; a condition or critical pod is judged where the
-    /// gate waits for it). On every node, whether a due node waits for it.
-    /// From the counts kept from the change feed, the nodes whose pods may
-    /// have changed unheard counted again first.
+    /// How member `id` fares across the cluster ([`Spread`]), judged once
+    /// per input, the nodes whose pods may have changed unheard counted
+    /// again first.
     fn spread(&mut self, id: &MemberId, cx: &Context<'_>) -> Spread {
         if let Some(s) = self.spreads.get(id) {
             return *s;

@@ -1,19 +1,6 @@
 //! Replacing a node whose gate timed out (`--on-timeout=replace`,
-//! semantics.md §5.8): the rules the replace decider
-//! ([`crate::closing::replacing::decider`]) applies, as plain functions.
-//!
-//! The gate keeps such a node closed at its deadline and marks it
-//! `nodegate.dev/timed-out`, as with `keep`. The leader then asks the node's
-//! owner to replace it: it deletes the Karpenter NodeClaim or the Cluster
-//! API Machine that owns the node, or, with no owner known, cordons the node
-//! and marks it for the cluster-autoscaler and for a person. Every request
-//! is first recorded on the node (`nodegate.dev/replace-requested`), which
-//! is what the budget counts and what keeps a restarted or new leader from
-//! asking twice. A node whose members are broken cluster-wide is never
-//! replaced: `--replace-fallback` opens or keeps it instead, recorded as
-//! `nodegate.dev/replace-fallback` (which the gate reads).
-//!
-//! Everything here is pure: time is an argument.
+//! semantics.md §5.8): the rules the replace decider applies, as plain
+//! functions.
 
 use std::fmt;
 use std::time::Duration;

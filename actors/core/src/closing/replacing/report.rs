@@ -1,9 +1,6 @@
-//! The replace part of an explain report (`--on-timeout=replace`,
-//! semantics.md §5.8): the node's owner as nodegate sees it, and where the
-//! node stands — not due yet, due (waiting for the leader and its budget),
-//! replacement requested (when, why), or not replaced for a cluster-wide
-//! breakage (which fallback). Read from the node's marks only: the budget's
-//! state lives in the leader, whose `ReplaceBudgetExhausted` Events say it.
+//! The replace part of an explain report (semantics.md §5.8). Read from the
+//! node's marks only: the budget's state lives in the leader, whose
+//! `ReplaceBudgetExhausted` Events say it.
 
 use serde::Serialize;
 

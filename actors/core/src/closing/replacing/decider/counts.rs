@@ -1,26 +1,13 @@
 //! The members' spreads, kept from the change feed (issue 37 §6,
 //! "incremental counts"), so that judging a due node costs no pass over
-//! every node and its pods.
-//!
-//! A DaemonSet's spread is counted over every node, so it is kept per
-//! node: what each node adds to it ([`Flags`]) is recounted when that node
-//! or its pods change, and the totals follow. Everything is counted afresh
-//! from the whole index ([`Counts::build`]) at the first input, at every
-//! [`Change::Everything`](crate::deciders::Change::Everything) (a
-//! DaemonSet, the configuration or the initial lists), and whenever the
-//! configuration or the DaemonSets are not the ones counted under.
+//! every node and its pods: what each node adds to each DaemonSet's spread
+//! ([`Flags`]) is recounted when that node or its pods change.
 //!
 //! The router publishes a pod change only for a node with no live gate (a
 //! gate hears of its own pods): the pods of a gated node may change
 //! unheard. Such nodes ([`Counts::unheard`]) are recounted at every look
-//! that judges, from the moment one is seen gated until its gate stops
-//! ([`Change::GateStopped`](crate::deciders::Change::GateStopped)) or the
-//! node goes. They are the gated nodes, a few of the cluster's.
-//!
-//! Any other member (critical pods, conditions, devices, the canary) is
-//! judged on the gated nodes only, at the time of the look: its spread is
-//! counted at each look over the gated nodes, kept by name from the node
-//! changes ([`Counts::gated`]).
+//! that judges, from the moment one is seen gated until its gate stops or
+//! the node goes.
 
 use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
@@ -97,7 +84,7 @@ pub(super) struct Counts {
     /// member is judged.
     gated: NameSet,
     /// The nodes whose pod changes a live gate may take: seen gated since
-    /// their gate last stopped. Recounted at every look that judges.
+    /// their gate last stopped.
     unheard: NameSet,
 }
 
@@ -130,8 +117,6 @@ impl Counts {
         counts
     }
 
-    /// Whether these counts hold under the configuration and DaemonSets in
-    /// force.
     pub(super) fn holds(
         &self,
         cfg: &Config,
@@ -140,7 +125,6 @@ impl Counts {
         self.config == *cfg && self.daemonsets == *daemonsets
     }
 
-    /// The DaemonSets counted under, by key.
     pub(super) fn daemonsets(&self) -> &VecMap<String, Arc<DaemonSetInfo>> {
         &self.daemonsets
     }
@@ -178,9 +162,8 @@ impl Counts {
         }
     }
 
-    /// How member `id` fares across the cluster (see
-    /// [`Replacer::spread`](super::Replacer)). A DaemonSet's from the kept
-    /// counts; any other member's counted now over the gated nodes.
+    /// How member `id` fares across the cluster: a DaemonSet's from the kept
+    /// counts, any other member's counted now over the gated nodes.
     pub(super) fn spread(&self, id: &MemberId, cx: &Context<'_>) -> Spread {
         if let MemberId::DaemonSet(key) = id {
             let slot = self.daemonsets.iter().position(|(k, _)| k == key);
