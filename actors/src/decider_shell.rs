@@ -1,36 +1,9 @@
-//! The shell every decider runs in (the late-taint net, the closing
-//! decider — re-gating and condition-rule taints —, replace, the canary
-//! pods): one task per decider, like the node actor is the gate's shell.
-//!
-//! It subscribes to the router's change feed, and for each input builds the
-//! decider's [`Context`] — the router's indexes read-only, the configuration
-//! in force, the time from the [`Clock`], whether the executor would write —
-//! and runs the decider. The effects are carried out in order through the
-//! one [`EffectExecutor`] (writes, pod lists, node reads, Events, counters),
-//! and each answer goes back into the decider as an input before the next
-//! effect. [`Effect::LookAgainAt`] arms one timer (the earliest asked for,
-//! on this machine's clock). Inputs that arrive
-//! together are handled as one batch; nothing is decided before the initial
-//! lists are in (the feed's `Everything` at sync starts the work).
-//! The shell yields to the runtime every [`YIELD_EVERY`] inputs, so a burst
-//! never holds a worker from the watches, the gates and the lease. Pod
-//! LISTs run concurrently, at most [`LISTS_IN_FLIGHT`] at once, their
-//! answers coming back through the shell's inbox; Events are sent in the
-//! background, at most [`EVENTS_IN_FLIGHT`] at once: a slow API server
-//! holds neither the next candidate nor the next decision.
-//!
-//! A budgeted decider ([`Decider::budgeted`]: the closing decider, replace)
-//! counts its budget
-//! from the index, so after this replica gains the lease it must not write
-//! before the node watch has caught up with the cluster: the taints the old
-//! leader wrote last may not show yet. The shell then
-//! reads every node's resourceVersion afresh (a quorum read,
-//! [`EffectExecutor::fresh_node_versions`]) and tells the decider it may
-//! write only once the index shows each of those nodes at that version or
-//! newer ([`CatchUp`]), or after [`CATCH_UP_MAX`] with a warning; then it
-//! hands the decider [`Input::MayWrite`].
-//!
-//! The shell decides nothing itself and keeps no state of the decider's.
+//! The shell every decider runs in: one task per decider, fed by the
+//! router's change feed. For each input it builds the decider's
+//! [`Context`], runs [`Decider::decide`], and carries the effects out in
+//! order through the one [`EffectExecutor`], feeding each answer back (a pod
+//! LIST's later, through the inbox). See docs/development.md, "The decider
+//! shell"; a budgeted decider's wait after a lease gain is [`CatchUp`]'s.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -50,9 +23,12 @@ use crate::router::Router;
 mod catch_up;
 pub use catch_up::{CATCH_UP_MAX, CatchUp, Caught};
 
-/// The shell yields to the runtime after this many inputs of a batch.
+/// The shell yields to the runtime after this many inputs of a batch, so a
+/// burst never holds a worker from the watches, the gates and the lease.
 pub const YIELD_EVERY: usize = 64;
-/// Pod LISTs out at once (the late-taint net's candidates).
+/// Pod LISTs out at once (the late-taint net's candidates), their answers
+/// coming back through the inbox: a slow API server holds neither the next
+/// candidate nor the next decision (nor do Events, sent in the background).
 pub const LISTS_IN_FLIGHT: usize = 16;
 /// Events being sent at once; the shell waits for a slot beyond that.
 pub const EVENTS_IN_FLIGHT: usize = 64;
@@ -117,7 +93,6 @@ struct Shell<D, E, C> {
     /// machine's clock.
     next: Option<Timestamp>,
     published: Option<std::time::Instant>,
-    /// Whether the index has caught up since this replica gained the lease.
     catch_up: CatchUp,
     /// The shell's own inbox, for the answers of the LISTs it spawned.
     inbox: mpsc::UnboundedSender<Input>,
@@ -126,8 +101,6 @@ struct Shell<D, E, C> {
 }
 
 impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
-    /// What the decider reads now: `router`'s indexes, `config` (the one in
-    /// force), the clocks, whether it may write.
     fn context<'a>(&self, router: &'a Router, config: &'a Config) -> Context<'a> {
         let (local, server) = (self.clock.now(), self.clock.server_now());
         Context {
@@ -229,8 +202,6 @@ impl<D: Decider, E: EffectExecutor, C: Clock> Shell<D, E, C> {
         self.next.is_some_and(|at| self.clock.now() >= at)
     }
 
-    /// One input through the decider, and every effect that follows from
-    /// it, answers included.
     async fn step(&mut self, input: Input) {
         let mut effects: VecDeque<Effect> = self.decide(input).into();
         while let Some(effect) = effects.pop_front() {

@@ -1,11 +1,6 @@
 //! The index's change feed: every change of the router's indexes, published
-//! once to whoever subscribed — the decider shells (the late-taint net, the
-//! closing decider, replace, the canary). The gates hear of their own node's
-//! changes from the router, which delivers the same [`Change`](nodegate_core::deciders::Change) values by
-//! node name.
-//!
-//! A subscriber is called on the watchers' hot path, so it must only queue
-//! (a decider shell pushes the input into its unbounded channel and returns).
+//! once to whoever subscribed (the decider shells). A subscriber is called
+//! on the watchers' hot path, so it must only queue.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

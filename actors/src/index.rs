@@ -1,12 +1,6 @@
-//! The index: the compact projections the watchers deliver (nodes by name,
-//! DaemonSets by uid, pods by the node they are bound to, the CSI drivers
-//! each node's CSINode lists, the ResourceSlices local to each node) and the change [`Feed`] on which every change
-//! of them is published to the deciders.
-//!
-//! I/O-free and lock-free for readers (DashMaps; a guard is never held
-//! across an await). It decides nothing and routes nothing: the router
-//! ([`crate::router`]) writes here first, then hints the gates; gates,
-//! deciders ([`ClusterView`]) and the debug endpoints read here.
+//! The index: the compact projections the watchers deliver, and the change
+//! [`Feed`] on which every change of them is published. I/O-free and
+//! lock-free for readers (DashMaps; a guard is never held across an await).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -48,8 +42,7 @@ pub struct Index {
 }
 
 impl Index {
-    /// Adds `s` to the change feed: it hears of every change published from
-    /// now on.
+    /// Adds `s` to the change feed.
     pub fn subscribe(&self, s: Arc<dyn Subscriber>) {
         self.feed.subscribe(s);
     }
@@ -199,7 +192,6 @@ impl Index {
         }
     }
 
-    /// Removes a pod; the pod it removed, if it was indexed.
     pub(crate) fn delete_pod(&self, node_name: &str, uid: &Uid) -> Option<Arc<PodInfo>> {
         let removed = self.pods.get_mut(node_name).and_then(|mut bucket| {
             let at = bucket.iter().position(|p| p.uid == *uid)?;
@@ -210,8 +202,7 @@ impl Index {
         removed
     }
 
-    /// How many entries each of the index's maps holds, by name: the nodes,
-    /// the DaemonSets, the nodes with pods, the pods, the CSINodes. For the
+    /// How many entries each of the index's maps holds, by name, for the
     /// metrics (`nodegate_map_entries`), so that a leak under node churn
     /// shows; counting the pods visits every node's bucket.
     pub fn sizes(&self) -> [(&'static str, usize); 5] {

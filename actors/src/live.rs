@@ -1,9 +1,8 @@
 //! The gate configuration in force: one [`Config`] shared by the router,
 //! every gate and the entrances, replaced whole when the config file is
 //! reloaded. Readers take the current one with a lock-free load at each use
-//! (a gate at every step), so a reload reaches everyone without a message;
-//! what must *react* to a new configuration (live gates re-deriving their
-//! members) is the router's job ([`crate::router::Router::reconfigure`]).
+//! (a gate at every step), so a reload reaches everyone without a message
+//! (the live gates react through [`crate::router::Router::reconfigure`]).
 
 use std::sync::Arc;
 

@@ -1,24 +1,11 @@
-//! The NodeActor: the shell around one node's pure gate.
-//!
-//! It owns the node's [`GateState`] and [`Journal`], turns each message into
-//! an [`Input`], runs [`gate::step`], records the events, and carries out the
-//! effects: writes, Kubernetes Events and node re-reads go to the injected
-//! [`EffectExecutor`] on spawned tasks whose results come back as `Input`
-//! messages (so the mailbox keeps flowing while a patch is in flight), and
-//! timers become delayed self-messages, one per [`TimerKind`], the previous one
-//! cancelled. Every gate keeps its own timers; they wait in the process's one
-//! [`Wheel`] rather than in a task each. While the gate lives it also re-examines itself from the router's
-//! indexes on a period the executor jitters ([`NodeMsg::Reexamine`]), so that
-//! no lost message can hold its node closed. Time comes only from the
-//! injected [`Clock`]. It reads the objects
-//! the router's hints name back from the router's indexes, and registers and
-//! unregisters itself there. What the gate does is reported to the router's
-//! [`GateObserver`](crate::observe::GateObserver) (start, each step, stop) and
-//! logged in the gate's span. Its messages ([`NodeMsg`], [`GateView`]) are
-//! defined in `messages`, the outside world it reaches in `ports`. The actor
-//! never decides anything itself, never talks to the API server except
-//! through the executor, and never picks a random number (the executor
-//! chooses the jittered retry delays, by the policy in `ports`).
+//! The NodeActor: the shell around one node's pure gate. It owns the node's
+//! [`GateState`] and [`Journal`], runs [`gate::step`] on each input and
+//! carries out the effects. Writes, Events and re-reads go to the
+//! [`EffectExecutor`] on spawned tasks whose results come back as inputs,
+//! so the mailbox keeps flowing while a patch is in flight; timers, one per
+//! [`TimerKind`], wait in the process's one [`Wheel`] rather than in a task
+//! each. A periodic re-examination ([`NodeMsg::Reexamine`]) makes sure no
+//! lost message holds the node closed.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -40,11 +27,9 @@ use nodegate_core::gate::journal::Journal;
 use nodegate_core::gate::{self, Effect, Event, GateState, Input, Phase, TimerKind};
 use nodegate_core::vocab::write::Write;
 
-/// The handles every gate shares (kube-rs controller style `Context`).
-///
-/// The gate configuration is not here: it is the router's
-/// ([`Router::live`]), read afresh at every step so that a config reload
-/// reaches every gate.
+/// The handles every gate shares (kube-rs controller style `Context`); not
+/// the gate configuration, read afresh from [`Router::live`] at every step so
+/// that a config reload reaches every gate.
 pub struct GateContext<E, C> {
     pub router: Arc<Router>,
     pub executor: Arc<E>,
@@ -79,8 +64,6 @@ pub struct NodeActorState {
     /// The pods the router saw change since this gate last looked.
     pods: Arc<PendingPods>,
     span: tracing::Span,
-    /// This incarnation among all gates the process started (see
-    /// [`GATES_STARTED`]).
     generation: u64,
 }
 
@@ -292,8 +275,6 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
                 });
             }
             Effect::WriteCondition(write) => {
-                // Never two at once: an older write held for a slot could
-                // otherwise land after a newer one (`latest`).
                 state.condition_out.get_or_insert_default().send(
                     write,
                     move |w| {

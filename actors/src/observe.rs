@@ -1,15 +1,11 @@
 //! Observation hooks: how the binary learns what the router and the gates do
 //! (for metrics and the debug history) without this crate knowing about
-//! Prometheus, HTTP or any exporter.
-//!
-//! The router holds one [`GateObserver`] (set once, see
-//! `Router::set_observer`); the router calls it for each index change and the
-//! node actors call it as their gates start, step and stop. Every call happens
-//! on the hot path, inside an actor's turn or a watcher's loop, so an
-//! implementation must be quick and must never block or await: count, copy,
-//! and leave anything slow to whoever reads the results. Nothing here reads
-//! the clock or does I/O — times are the ones the gate itself used — and an
-//! observer can only watch: it has no way to change a gate's course.
+//! Prometheus, HTTP or any exporter. Every call happens on the hot path,
+//! inside an actor's turn or a watcher's loop, so an implementation must be
+//! quick and must never block or await: count, copy, and leave anything slow
+//! to whoever reads the results. Nothing here reads the clock or does I/O —
+//! times are the ones the gate itself used — and an observer can only
+//! watch: it has no way to change a gate's course.
 
 use jiff::Timestamp;
 

@@ -4,10 +4,9 @@
 //! many versions of its pods a burst brings, a gate's mailbox holds at most
 //! one such wake, and the gate reads each pod once, as the index has it then.
 //!
-//! The set also remembers when the first of its pods was added (the wake's
-//! start): the metrics' measure of how long nodegate itself took from a pod
-//! event to the untaint it caused (`nodegate_event_to_patch_seconds`). It is
-//! read only for that metric, never for a decision.
+//! The set also remembers when the first of its pods was added, for the
+//! metric of nodegate's own share of a pod event's reaction
+//! (`nodegate_event_to_patch_seconds`), never for a decision.
 
 use std::sync::Arc;
 use std::time::Instant;

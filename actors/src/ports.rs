@@ -1,22 +1,9 @@
-//! The ports: everything through which the gate actors reach the outside.
-//!
-//! A gate reads time from a [`Clock`] and hands its writes (each one
-//! [`Write`], answered by one [`Outcome`]), Events and node re-reads to an
-//! [`EffectExecutor`]; the binary implements both (system clock, kube),
-//! tests and benches pass their own. A [`Withdrawal`] is the handle by
-//! which a gate calls back an untaint it already handed over; it travels
-//! beside the write, in [`Sending`].
-//!
-//! The gate's retry backoff lives here, over the core's one [`Backoff`]
-//! policy: [`RETRY_BASE`], [`RETRY_MAX`], the ceiling ([`retry_ceiling`]) and
-//! the jitter's shape ([`jitter`], a point in
-//! [ceiling/2, ceiling]); so does the periodic re-examination's
-//! ([`REEXAMINE_PERIOD`], [`reexamine_jitter`]). The random number itself is drawn by whoever
-//! implements the executor and passed in: this crate never picks one, so
-//! every actor stays deterministic given its inputs and its executor.
-//!
-//! This module only defines; it holds no state, does no I/O, reads no clock
-//! and knows nothing of the router, the supervisor or the actors.
+//! The ports through which the gates and the deciders reach the outside: a
+//! [`Clock`] and an [`EffectExecutor`], which the binary implements (tests
+//! and benches pass their own), and the gate's retry and re-examination
+//! timing. The random numbers are drawn by whoever implements the executor
+//! and passed in: this crate never picks one, so every actor stays
+//! deterministic given its inputs and its executor.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -35,12 +22,9 @@ use nodegate_core::vocab::write::{Outcome, Write};
 pub trait Clock: Send + Sync + 'static {
     fn now(&self) -> Timestamp;
     /// Evidence of the API server's clock: a time the server's clock has
-    /// certainly reached (semantics.md §5.3), or `None` when
-    /// there is none. The node actor hands it to its gate
-    /// ([`gate::Input::ServerTime`](nodegate_core::gate::Input::ServerTime))
-    /// with the snapshot, each re-examination and each deadline timer. The
-    /// binary's answer is the newest time the API server stamped on an
-    /// object it saw, carried forward on the monotonic clock.
+    /// certainly reached (semantics.md §5.3), or `None` when there is none.
+    /// The binary's answer is the newest time the API server itself stamped,
+    /// carried forward on the monotonic clock (src/cluster/server_time.rs).
     fn server_now(&self) -> Option<Timestamp> {
         None
     }
@@ -52,48 +36,26 @@ pub trait Clock: Send + Sync + 'static {
 /// this replica does not hold the lease) and the concurrency and QPS
 /// limits.
 pub trait EffectExecutor: Send + Sync + 'static {
-    /// Every write nodegate makes, each answered by one [`Outcome`]:
-    ///
-    /// - [`Write::Untaint`]: the conditional JSON patch of semantics.md
-    ///   §5.4. Right before sending (after any wait for a patch slot or rate
-    ///   token) the executor checks `sending.withdrawal`, and answers
-    ///   [`Outcome::Withdrawn`] without writing if the gate asked for it.
-    /// - [`Write::MarkTimedOut`]: annotate `nodegate.dev/timed-out`.
-    /// - [`Write::MarkOpenedExternally`]: record `nodegate.dev/opened-by:
-    ///   external` and `opened-at` (now) on the node. Best effort, like an
-    ///   Event: the gate has ended, and nothing waits for the outcome.
-    /// - [`Write::Condition`]: set the `nodegate.dev/Open` Node condition
-    ///   (`--node-condition`). Best effort, like an Event; only the leader
-    ///   writes.
-    /// - [`Write::Taint`]: a decider's taint write (the late-taint net,
-    ///   re-gating, a condition rule): the conditional patch of the write,
-    ///   through the same slots, rate and leadership check as the gates'
-    ///   writes.
-    /// - [`Write::Replace`]: `--on-timeout=replace`: mark the node (and
-    ///   cordon it when no owner is known) with one conditional patch, then
-    ///   delete its owner; or record a fallback. Only the leader writes.
-    /// - [`Write::CreateCanary`], [`Write::DeleteCanary`]: a canary pod
-    ///   (`canary`); only the leader's are sent.
-    ///
-    /// `sending` matters to an untaint only (see [`Sending`]); every other
-    /// write is handed `Sending::default()`.
+    /// Every write nodegate makes (the gates' and the deciders' alike, through
+    /// the same slots, rate and leadership check), each answered by one
+    /// [`Outcome`]. For a [`Write::Untaint`], right before sending (after
+    /// any wait for a patch slot or rate token) the executor checks
+    /// `sending.withdrawal`, and answers [`Outcome::Withdrawn`] without
+    /// writing if the gate asked for it.
     fn write(&self, write: Write, sending: Sending) -> impl Future<Output = Outcome> + Send;
     /// Best effort: a lost Event is logged, never retried by the gate.
     fn record_event(&self, event: NodeEvent) -> impl Future<Output = ()> + Send;
     /// A fresh read of the node; `Ok(None)` for 404.
     fn get_node(&self, name: &str)
     -> impl Future<Output = Result<Option<NodeInfo>, String>> + Send;
-    /// The delay before write attempt `attempt` (2, 3, ...), or, with
-    /// `attempt` n+1, before a gate is restarted after its n-th failure in a
-    /// row (see `supervisor`). The binary answers with this
+    /// The delay before write attempt `attempt` (2, 3, ...), or before a
+    /// failed gate's restart (see `supervisor`). The binary answers with this
     /// module's policy, `jitter(retry_ceiling(attempt), ..)` over its own
     /// random numbers; tests may answer anything.
     fn retry_delay(&self, attempt: u32) -> Duration;
-    /// The wait before a gate's next periodic re-examination
-    /// ([`gate::Input::Reexamine`](nodegate_core::gate::Input::Reexamine)).
-    /// The binary answers `reexamine_jitter(REEXAMINE_PERIOD, ..)` over its
-    /// own random numbers, so that gates started together do not look again
-    /// together; the default is the bare period.
+    /// The wait before a gate's next periodic re-examination. The binary
+    /// answers `reexamine_jitter(REEXAMINE_PERIOD, ..)` over its own random
+    /// numbers; the default is the bare period.
     fn reexamine_delay(&self) -> Duration {
         REEXAMINE_PERIOD
     }

@@ -1,30 +1,14 @@
-//! The router: where the shared watchers hand over what they see, and the
-//! gates' dispatch.
+//! The router: writes each change the watchers deliver to the [`Index`]
+//! (which publishes it on the change feed), then hints the node's gate, if
+//! any, with the [`Change`]. The gate reads the object back from the index,
+//! so it always sees the newest version: a message carrying the object
+//! could arrive after a snapshot that already holds a newer one, and briefly
+//! regress the gate. A node that needs a new gate becomes a [`SpawnRequest`]
+//! (dropped while no supervisor listens). It never blocks: a DashMap guard
+//! is never held across an await.
 //!
-//! It writes each change to the [`Index`] (which publishes it on the change
-//! feed the deciders subscribe to) and keeps the map from node name to the
-//! live gate actor. A change is written to the index first and then, when
-//! the node it concerns
-//! is gated, the [`Change`] goes straight to that node's actor (a *hint*) —
-//! no global lock, no trip through the supervisor. The actor reads the object
-//! back from the index when it handles the hint, so it always sees the newest
-//! version even if hints and its start-up snapshot interleave (a message
-//! carrying the object could arrive after a snapshot that already holds a
-//! newer version, and briefly regress the gate). Only a node that needs a new
-//! gate becomes a [`SpawnRequest`], sent to whoever listens for them (the
-//! supervisor, which installs itself with `set_spawn_requests` while it runs;
-//! with no listener the request is dropped). The router knows only the
-//! message vocabulary (`messages`), not the actors or the supervisor. It never
-//! talks to the API server, never decides anything about a gate, and never
-//! blocks: a DashMap guard is never held across an await.
-//!
-//! It also holds the gate configuration in force ([`LiveConfig`]), which a
-//! config reload replaces through [`Router::reconfigure`]: every live gate is
-//! then re-examined under the new configuration, and nodes the new one gates
-//! get a gate.
-//!
-//! A pod change of a node that has a gate concerns only that gate: the
-//! router publishes it on the feed only for nodes without one.
+//! A pod change of a gated node concerns only its gate: it is published on
+//! the feed only for nodes without one (and for canary pods).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -49,19 +33,14 @@ use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo, SliceInfo, U
 const VIEW_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct Router {
-    /// The gate configuration in force, shared with every gate (read at each
-    /// step) and the entrances.
     config: Arc<LiveConfig>,
     gates: Map<Gate>,
-    /// What the watchers delivered, and the change feed.
     index: Index,
     /// The resourceVersion each node was at when nodegate opened it. The
     /// watch may still show that version (taint and all) after the gate
     /// stopped; it must not start a new gate.
     opened_at_version: Map<String>,
-    /// Where gate requests go: the running supervisor's mailbox, seen only as
-    /// a receiver of `SpawnRequest`s; `None` before it starts and after it
-    /// stopped.
+    /// The running supervisor's mailbox ([`Router::set_spawn_requests`]).
     spawn_requests: ArcSwapOption<DerivedActorRef<SpawnRequest>>,
     synced: AtomicBool,
     /// Test seam ([`Router::lose_hints`]): hints are dropped, not sent.
@@ -98,9 +77,7 @@ impl Router {
         self.observer.set(observer).is_ok()
     }
 
-    /// Adds `s` to the change feed: it hears of every change of the indexes
-    /// from now on, of this replica gaining the lease, and of gates that
-    /// stop.
+    /// Adds `s` to the change feed ([`crate::feed`]).
     pub fn subscribe(&self, s: Arc<dyn Subscriber>) {
         self.index.subscribe(s);
     }
@@ -126,13 +103,11 @@ impl Router {
         &self.config
     }
 
-    /// Puts a new gate configuration in force (a config reload). Every live
-    /// gate is re-examined under it at once — its members, deadline and
-    /// suspension re-derived, an opening it now allows sent — and every node
-    /// the new scope and taints gate that has no gate yet gets one. A gate
-    /// whose node the new configuration no longer gates is not stopped here:
-    /// its own re-examination decides (it stops once its node carries no
-    /// managed taint, and otherwise finishes as it would have). Returns the
+    /// Puts a new gate configuration in force (a config reload): every live
+    /// gate is re-examined under it at once, and every node it gates that has
+    /// no gate yet gets one. A gate whose node it no longer gates is not
+    /// stopped here: its own re-examination decides (it stops once its node
+    /// carries no managed taint, else finishes as it would have). Returns the
     /// number of live gates re-examined.
     pub fn reconfigure(&self, config: Arc<Config>) -> usize {
         self.config.store(config);
@@ -169,18 +144,14 @@ impl Router {
         self.observed(RouterEvent::NodeDeleted, routed);
     }
 
-    /// The CSINode of node `name` lists `drivers` (the CSINode watch), or
-    /// (`None`) is gone: no driver is registered there. The indexed node
-    /// carries them from now on; its gate, if any, hears of it like of any
-    /// change of its node.
+    /// The CSINode of node `name` lists `drivers`, or (`None`) is gone: no
+    /// driver is registered there.
     pub fn csinode(&self, name: &str, drivers: Option<Vec<String>>) {
         let change = self.index.set_csi_drivers(name, drivers);
         self.hint(name, |_| change.map(NodeMsg::Changed));
     }
 
-    /// ResourceSlice `slice`, local to node `node`, was added or changed
-    /// (the ResourceSlice watch). The indexed node carries it from now on;
-    /// its gate, if any, hears of it like of any change of its node.
+    /// ResourceSlice `slice`, local to node `node`, was added or changed.
     pub fn resource_slice_upserted(&self, node: &str, slice: SliceInfo) {
         let change = self.index.upsert_slice(node, slice);
         self.hint(node, |_| change.map(NodeMsg::Changed));
@@ -260,8 +231,7 @@ impl Router {
         self.index.publish(Change::Everything);
     }
 
-    /// Requests a gate for every indexed node that is gated and has none
-    /// (nothing before the initial lists are in).
+    /// Requests a gate for every indexed node that is gated and has none.
     fn request_missing_gates(&self) {
         if !self.is_synced() {
             return;
@@ -350,10 +320,9 @@ impl Router {
         self.gates.len()
     }
 
-    /// How many entries each of the router's and its index's maps holds, by
-    /// name (`nodegate_map_entries`): the live gates (the supervisor keeps
-    /// one entry per live gate too), the versions nodes were opened at, and
-    /// [`Index::sizes`].
+    /// How many entries each of the router's maps holds (the supervisor keeps
+    /// one per live gate too), then [`Index::sizes`], by name
+    /// (`nodegate_map_entries`).
     pub fn map_sizes(&self) -> Vec<(&'static str, usize)> {
         let mut sizes = vec![
             ("router_gates", self.gates.len()),
@@ -424,7 +393,6 @@ impl Router {
         self.config.load().gates(node)
     }
 
-    /// Whether nodegate opened node `name` at `version`.
     fn opened_at(&self, name: &str, version: &str) -> bool {
         self.opened_at_version
             .get(name)
@@ -444,8 +412,7 @@ impl Router {
 
     /// Test seam: while `lose` is true every hint and fan-out is dropped
     /// after the index is updated, as a lost message would be, so tests can
-    /// show that a gate does not depend on any one message. Never called
-    /// outside tests.
+    /// show that a gate does not depend on any one message.
     #[doc(hidden)]
     pub fn lose_hints(&self, lose: bool) {
         self.losing_hints.store(lose, Ordering::Relaxed);

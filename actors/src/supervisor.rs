@@ -1,21 +1,10 @@
-//! The supervisor: starts, links and restarts the per-node gate actors.
-//!
-//! The router asks for a gate, with a [`SpawnRequest`], when a node carries a
-//! managed taint and has none. While it runs, the supervisor is where those
-//! requests go: it installs its own mailbox in the router (seen there only as
-//! a receiver of `SpawnRequest`s) when it starts and removes it when it stops,
-//! so a request made before it started or after it stopped is dropped, and
-//! requests are handled one at a time in the order they arrive, its own
-//! delayed restarts included. For each it spawns a linked [`NodeActor`]
-//! (which seeds itself from the router's indexes) unless the node has a gate
-//! or no longer needs one, forgets it when it stops (opened, node gone), and
-//! restarts one that panicked or failed — from the cluster's current state as
-//! the indexes show it, after the executor's retry delay for attempt n+1 at
-//! the node's n-th failure in a row, so a crash loop backs off. ractor's
-//! default supervision would stop the supervisor when any child ends; that is
-//! overridden here. DaemonSet changes reach live gates through the router's
-//! fan-out, not through this mailbox. The supervisor never decides anything
-//! about a gate and never talks to the cluster.
+//! The supervisor: starts, links and restarts the per-node gate actors. Its
+//! mailbox is installed in the router only while it runs, so a
+//! [`SpawnRequest`] made before it started or after it stopped is dropped;
+//! requests are handled one at a time in arrival order, its own delayed
+//! restarts included. A [`NodeActor`] that panicked or failed restarts from
+//! the indexes after a backoff. ractor's default supervision would stop the
+//! supervisor when any child ends; that is overridden here.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -56,8 +45,7 @@ pub struct Supervisor<E, C> {
 
 pub struct SupervisorState {
     children: HashMap<ActorId, String>,
-    /// The timer task every gate's timers wait in; it ends when the
-    /// supervisor and every gate have dropped it.
+    /// The timer task every gate's timers wait in.
     wheel: Arc<Wheel>,
     /// Failures per node since its gate last ended cleanly.
     failures: HashMap<String, u32>,

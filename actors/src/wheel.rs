@@ -1,13 +1,9 @@
-//! One timer task for every gate: the [`Wheel`].
-//!
-//! Each gate has its own timers — its deadline, its schedule deadline, a
-//! member's availability, a write's backoff — and its periodic
-//! re-examination. Each of those is still the gate's own: its own time,
-//! armed, re-armed and cancelled by the gate alone, and delivered to its own
-//! mailbox as the message it always was. What is shared is only the task that
-//! waits: a timer task per gate and per timer (ractor's `send_after` spawns
-//! one) cost about 400 bytes each, at ten thousand gates two of them each;
-//! here a pending timer is one entry of an ordered map.
+//! One timer task for every gate: the [`Wheel`]. Each gate's timers are
+//! still its own, armed and cancelled by the gate alone and delivered to its
+//! mailbox; only the waiting is shared: a timer task per gate and per timer
+//! (ractor's `send_after` spawns one) cost about 400 bytes each, at ten
+//! thousand gates two of them each; here a pending timer is one entry of an
+//! ordered map.
 //!
 //! A [`TimerKey`] is never reused (it carries a sequence number), so a gate
 //! cancelling a timer that already fired removes nothing of anyone else's.

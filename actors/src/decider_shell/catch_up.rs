@@ -1,6 +1,10 @@
 //! Whether the index has caught up with the cluster since this replica
-//! gained the lease, for a budgeted decider (see the shell's docs). Pure:
-//! the shell does the read and hands in the index and the time.
+//! gained the lease, for a budgeted decider: it counts its budget from the
+//! index, so it must not write before the node watch shows the taints the
+//! old leader wrote last. The shell reads every node's resourceVersion
+//! afresh (a quorum read) and the decider may write once the index shows
+//! each at that version or newer, or after [`CATCH_UP_MAX`]. Pure: the
+//! shell does the read and hands in the index and the time.
 
 use std::time::{Duration, Instant};
 

@@ -3,19 +3,10 @@
 //! soon as its node is open, no longer gated, or gone.
 //!
 //! The index (fed by a watch on nodegate's namespace) shows each node's
-//! canary; a LIST of every canary ([`Effect::ListCanaries`]) when the work
-//! starts, when this replica gains the lease and every [`RESYNC`] finds
-//! the ones the index cannot point to: canaries of nodes that no longer
-//! exist, left by a replica that stopped. Only the leader decides: a
-//! follower keeps nothing but what it is told, and a new leader starts
-//! from a fresh LIST.
-//!
-//! A canary that ended (`Failed`, `Succeeded`: the kubelet refused it, it
-//! was evicted) stays for a backoff ([`canary::BACKOFF`], doubling per
-//! failure of that node) so that `explain` shows the kubelet's reason, and
-//! is then deleted and made again. A create the API server refuses backs
-//! off the same way. A gated node with no canary while the cap is reached
-//! waits, and is served as canaries go.
+//! canary; a LIST of every canary when the work starts, when this replica
+//! gains the lease and every [`RESYNC`] finds the ones the index cannot
+//! point to: canaries of nodes that no longer exist, left by a replica that
+//! stopped. Only the leader decides.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

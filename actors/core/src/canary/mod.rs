@@ -1,13 +1,9 @@
 //! The canary member (semantics.md §6.9): a tiny pod nodegate runs on each
 //! gated node, counted Ready once the kubelet made its sandbox and network
 //! (`PodReadyToStartContainers`) and, where a readiness probe is configured,
-//! the pod is Ready — the proof that a pod can really start there.
-//!
-//! This module owns what identifies a canary (its name, its label, its
-//! namespace), when one counts as Ready for a gate, and how long a failed one
-//! waits before it is made again. Which canaries to create and delete is the
-//! canary decider's ([`decider`]); the pod's spec is the shell's. It
-//! must never do I/O or read the clock.
+//! the pod is Ready — the proof that a pod can really start there. Here:
+//! what identifies a canary, when one counts as Ready, and the backoff of a
+//! failed one; which canaries to create and delete is [`decider`]'s.
 
 use std::time::Duration;
 
@@ -134,8 +130,7 @@ pub fn readiness<'a>(
 }
 
 /// How long to wait before replacing the `failures`-th failed canary of a
-/// node (`BACKOFF.ceiling(failures)`, 1 for the first): 5 s, doubling, at
-/// most 5 min.
+/// node (`BACKOFF.ceiling(failures)`, 1 for the first).
 pub const BACKOFF: Backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
 
 pub mod decider;

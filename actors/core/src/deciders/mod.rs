@@ -1,22 +1,8 @@
-//! The deciders are the controllers in nodegate that are not a node's own
-//! gate, each in its feature's folder: the late-taint net
-//! ([`crate::net::decider`]), the closing decider (re-gating and the
-//! condition rules, [`crate::closing::decider`]), `--on-timeout=replace`
-//! ([`crate::closing::replacing::decider`]) and the canary pods
-//! ([`crate::canary::decider`]).
-//!
-//! Each has the gate's shape. It is a plain value holding only what the
-//! index does not (candidates, writes not yet seen by the watch, budget
-//! counts, throttles); an [`Input`] goes in together with a [`Context`] (the
-//! index, read-only, the configuration in force and the time), and
-//! [`Effect`]s come out: the writes to make, the Events to record, the
-//! reads to do, when to be asked again. Nothing here does I/O or reads a
-//! clock; the actor crate's decider shell carries the effects out through
-//! the one node writer and feeds the answers back as inputs.
-//!
-//! What every decider shares lives here: the change feed's vocabulary
-//! ([`Change`]), the index as a decider reads it ([`ClusterView`]), the one
-//! definition of "now" ([`Now`]), and the effects.
+//! What every decider shares: the change feed's vocabulary ([`Change`]),
+//! the index as a decider reads it ([`ClusterView`]), the one definition of
+//! "now" ([`Now`]), the [`Input`]s, the [`Effect`]s and the [`Decider`]
+//! trait. See docs/architecture.md, "The change feed and the decider
+//! shells".
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -43,9 +29,7 @@ pub trait ClusterView {
     }
 }
 
-/// One change of the index: the change feed publishes it to the deciders,
-/// and the router delivers it by node name to the node's gate (a DaemonSet
-/// change and `Everything` to every gate).
+/// One change of the index, as the deciders and the gates hear of it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     /// A node was added, changed or deleted: the index held `before` and
@@ -76,11 +60,8 @@ impl Change {
 }
 
 /// The time a decision is made at, and the one definition of "now" every
-/// decider uses: the cluster's clock as far as trusted evidence goes.
-///
-/// `server` is the newest time the API server is known to have reached
-/// (times it stamped on objects, its Date header, nodegate's own writes,
-/// carried forward on the monotonic clock); `local` is this machine's.
+/// decider uses: `server` is the newest time the API server is known to
+/// have reached (semantics.md §5.3), `local` this machine's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Now {
     pub local: Timestamp,
@@ -368,7 +349,6 @@ pub fn closed_by_nodegate(node: &NodeInfo, cfg: &Config) -> bool {
     regated || rules.iter().any(|r| condition_taints::carries(node, r))
 }
 
-// Test support only (cfg(test)), so it lives with the tests.
 #[cfg(test)]
 #[path = "tests/fixture.rs"]
 pub(crate) mod fixture;

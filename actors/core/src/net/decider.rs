@@ -3,20 +3,17 @@
 //! admission webhook was down, not installed, or not asked — gets the
 //! startup taint, unless a workload pod is already bound to it.
 //!
-//! Every node change is offered ([`Net::decide`] with [`Change::Node`]):
-//! a node created within the window that [`entrance::late_taint`] would
-//! taint becomes a candidate. While this replica may write, each candidate
-//! has its pods listed once ([`Effect::ListPods`]); then it is either
-//! tainted with the conditional write every entrance uses (Warning
-//! `LateTaint`) or left alone (Warning `LateTaintSkipped`). A candidate
-//! stays until it is decided, leaves the window or the index shows it
-//! tainted, so a follower that becomes leader picks up what the old leader
-//! left. Each node (by uid) is decided once: a skipped node stays skipped,
-//! and a tainted node whose taint someone removes is not tainted again. A
-//! node the index ever showed with a managed taint (the webhook's, a
-//! gate's) is decided too: if that taint goes without nodegate's
-//! `opened-at`, an operator removed it, and the net does not put it back;
-//! the gate then records `opened-by: external` on the node, which keeps every replica's net off it after a restart.
+//! A node created within the window that [`entrance::late_taint`] would
+//! taint becomes a candidate; while this replica may write, its pods are
+//! listed once, then it is tainted (Warning `LateTaint`) or left alone
+//! (Warning `LateTaintSkipped`). A candidate stays until it is decided,
+//! leaves the window or the index shows it tainted, so a follower that
+//! becomes leader picks up what the old leader left. Each node (by uid) is
+//! decided once, and so is a node the index ever showed with a managed
+//! taint: if that taint goes without nodegate's `opened-at`, an operator
+//! removed it, and the net does not put it back (the gate then records
+//! `opened-by: external`, which keeps every replica's net off it after a
+//! restart).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -1,14 +1,8 @@
 //! The entrances: when nodegate puts its startup taint on a node that does
-//! not carry one (semantics.md §6.1–6.3). Each is a pure decision over what
-//! the caller has read; the binary does the reading and the writing.
-//!
-//! - [`admit`]: the admission webhook, at Node CREATE.
-//! - [`late_taint`]: the net behind it, for a node seen without the taint
-//!   shortly after it was created.
-//! - [`backfill`]: once, at install, for nodes that never had the taint.
-//!
-//! The net and backfill share one more rule, decided after a LIST of the
-//! node's pods: [`workload_pods`] must be empty.
+//! not carry one (semantics.md §6.1–6.3): [`admit`], [`late_taint`] and
+//! [`backfill`], each a pure decision over what the caller has read. The
+//! net and backfill also need [`workload_pods`] empty, after a LIST of the
+//! node's pods.
 
 use jiff::{SignedDuration, Timestamp};
 
