@@ -27,8 +27,7 @@ use crate::serve::metrics::{Metrics, NodeWrite};
 
 /// The controller's name in Events (`reportingController`).
 pub const CONTROLLER_NAME: &str = nodegate_core::vocab::annotations::REPORTING_CONTROLLER;
-/// The field manager of nodegate's writes (as `server_time::FIELD_MANAGER`).
-pub const FIELD_MANAGER: &str = "nodegate";
+pub use super::server_time::FIELD_MANAGER;
 
 /// A token bucket: `qps` tokens a second, at most `burst` saved up, with
 /// two priorities: [`acquire`](Self::acquire) for work on the critical path
