@@ -1,7 +1,5 @@
-//! Command-line interface: subcommands and their flags, nothing else.
-//!
-//! Parsing here is syntactic; `config` turns these raw values (merged with an
-//! optional config file) into validated settings and names any bad value.
+//! Command-line interface: subcommands and their flags, parsed syntactically
+//! only; `config` validates them, merged with the config file.
 
 use std::path::PathBuf;
 
@@ -28,8 +26,7 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// The exit statuses every command shares, for `--help`: one scheme for
-/// every command (`crate::error`'s EXIT_* constants).
+/// The exit statuses every command shares, for `--help` (`crate::error`'s EXIT_*).
 pub const EXIT_CODES_HELP: &str = "\
 Exit status:
   0  done

@@ -1,10 +1,7 @@
 //! Settings: the command line merged over an optional YAML file, validated
 //! before anything touches the cluster, and turned into the core's
-//! [`Config`] in one place ([`GateSettings::gate_config`]).
-//!
-//! Every error ([`ConfigError`]) names the bad value and where it came from,
-//! and the process exits with status 2 on any of them (see `crate::error`).
-//! Nothing here talks to the cluster.
+//! [`Config`] in one place ([`GateSettings::gate_config`]). Every error
+//! ([`ConfigError`]) names the bad value and where it came from.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -79,7 +76,7 @@ fn yaml_error(text: &str, e: &serde_saphyr::Error) -> String {
     }
 }
 
-/// What placement needs, shared by `run`, `explain` and `status`.
+/// What placement needs, shared by every command that takes [`GateArgs`].
 #[derive(Debug, Clone)]
 pub struct GateSettings {
     /// `--node-selector`: the nodes nodegate manages at all.
@@ -112,10 +109,9 @@ pub struct GateSettings {
 }
 
 impl GateSettings {
-    /// The core's gate configuration: these settings' placement and critical
-    /// pods, with the deadline and the write policy the command runs with.
-    /// The one place a [`Config`] is assembled from settings, so that a
-    /// new field is a compile error here and nowhere else.
+    /// The core's gate configuration, with the command's deadlines and write
+    /// policy: the one place a [`Config`] is assembled from settings, so that
+    /// a new field is a compile error here and nowhere else.
     pub fn gate_config(&self, timeouts: Timeouts, on_timeout: OnTimeout, dry_run: bool) -> Config {
         Config {
             scope: self.scope.clone(),
@@ -284,7 +280,6 @@ pub fn gate_settings(args: &GateArgs, file: &mut FileConfig) -> Result<GateSetti
         regate,
         conditions,
         condition_taints,
-        // `None` at 100%: no cap beyond each one's own.
         max_unavailable: (cap != MaxUnavailable::Percent(100)).then_some(cap),
         reboots,
         canary,
@@ -382,7 +377,6 @@ fn run_part(
         crate::trace::config::check_endpoint("--otlp-endpoint", url)?;
     }
     let webhook = entrances::webhook_settings(&given)?;
-    // The webhook's address is neither of the other listeners'.
     if let Some(w) = &webhook
         && [Some(http_addr), debug_addr]
             .into_iter()
@@ -543,7 +537,6 @@ fn listeners(given: &RunGiven) -> Result<(SocketAddr, Option<SocketAddr>), Confi
     Ok((http_addr, debug_addr))
 }
 
-/// A duration that must be more than 0.
 fn positive_duration(flag: &str, s: &str) -> Result<Duration, ConfigError> {
     let d = parse_duration(flag, s)?;
     if d.is_zero() {

@@ -1,16 +1,9 @@
 //! The machinery behind the settings table (`table.rs`): the `settings!`
-//! macro turns one entry per setting into everything a setting needs:
-//!
-//! - its command-line flag (a field of `GateFlags` or `RunFlags`, with its
-//!   help line, the default appended as `Default: X.`),
-//! - its config-file key (a field of [`FileConfig`](super::config::FileConfig),
-//!   whose unknown keys are refused),
-//! - its merged value, the flag over the file over the default (a field of
-//!   `GateGiven` or `RunGiven`), and whether a person gave it at all,
-//! - its reload class ([`Reload`]), which a reload reads to name the keys that
-//!   only a restart applies,
-//! - its row of the documentation's flag tables and its Helm value
-//!   ([`Setting`], checked by `tests/docs.rs`).
+//! macro makes of each entry its flag (in `GateFlags` or `RunFlags`), its
+//! config-file key (in [`FileConfig`](super::config::FileConfig)), its merged
+//! value, the flag over the file over the default (in `GateGiven` or
+//! `RunGiven`, with whether a person gave it), and its [`Setting`]: reload
+//! class, documentation row and Helm value, as `tests/docs.rs` checks them.
 //!
 //! A plain `macro_rules!` table rather than a crate: confique and
 //! clap-serde-derive layer a file under typed defaults but leave the clap
@@ -259,8 +252,7 @@ macro_rules! settings {
         #[derive(Debug, Clone, PartialEq)]
         pub struct $given {
             $(pub $field: settings!(@given_ty $kind $(($ty))?),)*
-            /// Which settings a person gave, on the command line or in the
-            /// file.
+            /// Which settings a person gave, by flag or in the file.
             pub set: $set,
         }
 
@@ -316,7 +308,6 @@ macro_rules! settings {
                 vec![$(
                     {
                         let default = settings!(@shown $kind $(($ty))? [$($default)?]);
-                        // The default in backticks, unless the entry words it itself.
                         let docs_default = match None::<&str>$(.or(Some($docs)))? {
                             Some(words) => words.to_string(),
                             None => default.as_ref().map_or("none".into(), |d| format!("`{d}`")),
@@ -359,7 +350,6 @@ macro_rules! settings {
             $( $(#[doc = $fdoc])* $ffield: $fty => $fkey, )*
         });
 
-        /// The config-file-only keys' definitions.
         fn file_only_definitions() -> Vec<$crate::settings::define::Setting> {
             vec![$(
                 $crate::settings::define::Setting {

@@ -1,7 +1,5 @@
-//! The command line (`cli`) and the config file (`config`), validated and
-//! merged into settings before anything touches the cluster, and what a
-//! reload of the config file would change (`reload`). Every setting is
-//! defined once, in `table` (the machinery is in `define`).
+//! The command line and the config file, merged into validated settings before
+//! anything touches the cluster. Every setting is defined once, in `table`.
 
 #[macro_use]
 pub mod define;

@@ -1,20 +1,9 @@
 //! Config reload: what a new `--config` file would put in force, decided
 //! without touching anything ([`decide`]), and the poller that notices the
-//! file changed ([`FilePoller`]). `nodegate run` carries the decision out
-//! (`commands::run::reload`).
-//!
-//! The new file goes through exactly what the file went through at start
-//! ([`run_settings_from`]: the same parser, the same validation, flags still
-//! winning over the file), so a file that would not start nodegate is never
-//! applied. Of the result only the gate configuration is put in force: every
-//! key of [`Config`] except `criticalPods` and `dryRun`. Keys read once
-//! at start (addresses, leader election, client limits, logging, the
-//! entrances' switches, `dryRun`) keep their start values; changing one is
-//! applied with a warning naming it ([`Reloaded::needs_restart`]).
-//! `criticalPods` needs watches set up at start: a file that changes it is
-//! refused whole; so is one that sets `draDrivers` when nodegate started
-//! without it (the ResourceSlice watch starts only with it). A managed taint the new file drops stays managed (removed,
-//! never added) until a restart ([`retire_dropped_taints`]).
+//! file changed ([`FilePoller`]). The new file goes through exactly what the
+//! file went through at start ([`run_settings_from`]), so a file that would
+//! not start nodegate is never applied. Which keys apply live:
+//! docs/configuration.md, "Reloading the file without a restart".
 
 use std::path::{Path, PathBuf};
 
@@ -80,15 +69,11 @@ pub fn decide(
     })
 }
 
-/// A managed taint (startup or re-gate) that the new file no longer names
-/// stays managed, after the new ones, until nodegate restarts: nodes
-/// carrying it are still gated and opening still removes it, but no
-/// entrance adds it (they add the first managed taint). Replicas read a
-/// changed ConfigMap up to about a minute apart, so a replica still on the
-/// old file keeps tainting new nodes with the dropped taint meanwhile; were
-/// it simply forgotten, those nodes would stay closed for ever. A restart
-/// reads the file afresh and forgets retired taints.
-/// Returns the retired ones (KEY:EFFECT), for the log.
+/// A managed taint (startup or re-gate) the new file no longer names stays
+/// managed, after the new ones, until a restart: nodes carrying it stay gated
+/// and opening removes it, but no entrance adds it (they add the first). Replicas
+/// read a changed ConfigMap up to about a minute apart, and one still on the old
+/// file keeps tainting new nodes with it: were it forgotten, they would never open.
 fn retire_dropped_taints(current: &Config, new: &mut Config) -> Vec<String> {
     let mut retired = Vec::new();
     for t in &current.placement.managed_taints {

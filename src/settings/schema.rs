@@ -1,11 +1,9 @@
 //! The Helm chart's values schema (deploy/helm/nodegate/values.schema.json),
 //! rendered from the settings table: each setting's Helm value gets the
-//! shape its flag's value name says (`DURATION`, `KEY[:EFFECT]`, `N|P%`,
-//! `SELECTOR`, ...) and the enums clap knows; the config file's structured
-//! keys (criticalPods, criticalConditions, conditionTaints, suspend) get
-//! their YAML shape; the chart's own values (those that are no flag) are
-//! listed here. Every object refuses unknown keys, so a typo such as
-//! `config.timout` fails `helm template`/`helm install` naming it.
+//! shape its flag's value name says (`DURATION`, `N|P%`, ...) and the enums
+//! clap knows, the config file's own keys their YAML shape, the chart's own
+//! values theirs (`chart`). Every object refuses unknown keys, so a typo such
+//! as `config.timout` fails `helm template`/`helm install` naming it.
 //!
 //! `cargo test settings::schema` fails when the file in the chart differs
 //! from what this renders; `NODEGATE_BLESS=1` rewrites it.
@@ -162,7 +160,6 @@ fn possible_values(flag: &str) -> Vec<String> {
         .collect()
 }
 
-/// The schema of a setting's Helm value.
 fn setting_schema(s: &Setting) -> Value {
     match (s.takes, s.value) {
         (Takes::Switch, _) => json!({"type": "boolean"}),

@@ -1,9 +1,5 @@
-//! Every setting, defined once: its flag and value name, its config-file
-//! key, its type, its default, its help line, the documentation's default
-//! column (when not just the default), its Helm value and its reload class.
-//! `define.rs` turns this table into the flags, the config file, the merged
-//! values and the definitions the documentation is checked against; adding
-//! a setting is one entry here.
+//! Every setting, defined once (adding one is one entry here); `define.rs`
+//! turns each entry into its flag, config-file key, merged value and definition.
 //!
 //! An entry is `field: KIND { ... }`, KIND one of
 //! - `value(T)`: `--flag VALUE` or the key, else `default:` (written as a
@@ -417,9 +413,7 @@ settings! {
 }
 
 /// The `--help` headings of the table's flags, each from the flag named
-/// here to the next one named, in the table's order: the gate's settings
-/// (shared by every command that reasons about placement) by topic, then
-/// `run`'s.
+/// here to the next one named, in the table's order.
 pub const HEADINGS: [(&str, &str); 9] = [
     ("taint", "Gate settings: taints"),
     ("exclude", "Gate settings: which nodes and DaemonSets"),
@@ -432,8 +426,7 @@ pub const HEADINGS: [(&str, &str); 9] = [
     ("admission-params", "Admission: the taint at node creation"),
 ];
 
-/// Every setting's definition: the flags of every command that reasons
-/// about placement, then `nodegate run`'s, then the config file's own keys.
+/// Every setting's definition, in the table's order.
 pub fn definitions() -> Vec<Setting> {
     [
         GateGiven::definitions(),

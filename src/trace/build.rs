@@ -1,15 +1,9 @@
 //! From a finished gate to the spans of its trace: a pure function of the
 //! gate's state and journal ([`gate_trace`]), no clock, no I/O, no exporter.
-//!
-//! Every time comes from what the gate itself knows, so that a nodegate
-//! restarted in the middle of a gate still draws it right: the start is the
-//! node's creation (or `nodegate.dev/gated-since`), the end the
-//! `nodegate.dev/opened-at` nodegate wrote, and a member's end the moment
-//! the pod that made it Ready became Ready (its Ready condition's
-//! `lastTransitionTime`, plus the DaemonSet's `minReadySeconds`) — all of it
-//! in the state a new incarnation rebuilds from the cluster. Only the
-//! journal's facts (conflicts, retries, …) before a restart are lost with
-//! the old process's journal.
+//! Every time comes from state a restarted nodegate rebuilds from the cluster
+//! (the node's creation or `gated-since`, the `opened-at` it wrote, each pod's
+//! Ready `lastTransitionTime`), so a gate in progress at a restart is still
+//! drawn right; only the old process's journal facts are lost.
 
 use jiff::{SignedDuration, Timestamp};
 use nodegate_core::gate::journal::Journal;
@@ -55,8 +49,7 @@ impl SpanPlan {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateTrace {
     pub node: String,
-    /// The node's uid: with the gate's start, it names the trace (see
-    /// `ids`), so a gate exported twice is one trace.
+    /// The node's uid: with the gate's start, it names the trace (`ids`).
     pub node_uid: String,
     pub root: SpanPlan,
     pub members: Vec<SpanPlan>,
@@ -143,9 +136,6 @@ fn member_spans(
     (members, ready)
 }
 
-/// The root span's attributes: the node, the outcome, the members expected
-/// and Ready, where the gate's start came from, the deadline when it timed
-/// out, and how many journal facts were folded away, if any.
 fn root_attributes(
     state: &GateState,
     journal: &Journal,
@@ -340,7 +330,6 @@ fn gate_event(at: Timestamp, event: &Event) -> Option<SpanEvent> {
     })
 }
 
-/// An attribute whose value is `value` as it displays.
 fn text(key: &'static str, value: impl std::fmt::Display) -> (&'static str, Value) {
     (key, value.to_string().into())
 }

@@ -1,13 +1,7 @@
 //! Where traces go and what they say about their source: `--otlp-endpoint`
-//! and the standard `OTEL_*` environment variables, read once at start.
-//!
-//! Tracing is on when `--otlp-endpoint` (config key `otlpEndpoint`) is set,
-//! or else when `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
-//! `OTEL_EXPORTER_OTLP_ENDPOINT` is; `OTEL_TRACES_EXPORTER=none` or
-//! `OTEL_SDK_DISABLED=true` turn the variables' endpoint off (never the
-//! flag's). The transport is OTLP over HTTP with protobuf bodies; any other
-//! `OTEL_EXPORTER_OTLP_PROTOCOL`, and any compression, is refused at start
-//! rather than ignored.
+//! and the standard `OTEL_*` variables, read once at start (docs/operations.md,
+//! "Resource and environment variables"). OTLP over HTTP with protobuf only:
+//! another protocol, or a compression, is refused at start rather than ignored.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -168,7 +162,6 @@ pub fn from_settings(
     };
     let timeout = resolve_timeout(&env)?;
     let refused = |why: String| invalid(format!("--otlp-endpoint {url:?}"), why);
-    // TLS, and the system's root certificates, only for an https:// URL.
     let client: Arc<dyn HttpClient> = if url.starts_with("https://") {
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_native_roots()

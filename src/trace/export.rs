@@ -1,14 +1,6 @@
 //! Sending the gates' traces to an OTLP collector without ever holding up a
-//! gate.
-//!
-//! A finished gate's trace is planned at once (`build`, cheap) and handed to
-//! a bounded queue with `try_send`: when the queue is full the trace is
-//! dropped and its spans counted (`nodegate_trace_spans_dropped_total`,
-//! reason `queue_full`), the gate goes on. One task drains the queue: it
-//! takes whatever is queued (up to [`MAX_BATCH`] spans) and exports it in one
-//! OTLP/HTTP request, then the next batch; spans the collector refuses or
-//! never answers are counted as dropped (reason `export_failed`). At
-//! shutdown the task exports what is still queued, for a bounded time.
+//! gate: a bounded queue fed with `try_send` (a full one drops and counts),
+//! drained by one task; see docs/development.md, "The export queue".
 
 use std::time::Duration;
 
@@ -29,7 +21,8 @@ use crate::serve::metrics::{SpanDrop, TraceMetrics};
 /// nodes opening while the collector is slow loses nothing.
 pub const QUEUE: usize = 4096;
 
-/// The most spans one export request carries.
+/// A batch takes no further trace once it has this many spans (a trace is
+/// never split, so one request may carry more).
 pub const MAX_BATCH: usize = 512;
 
 /// How long shutdown waits for the queue to drain.

@@ -1,6 +1,5 @@
 //! A [`GateTrace`] as OpenTelemetry spans ([`SpanData`]), ready for an
-//! exporter: ids from `ids`, times as planned, the root the parent of every
-//! member's span. Pure, like the plan it converts.
+//! exporter. Pure, like the plan it converts.
 
 use std::borrow::Cow;
 use std::time::SystemTime;

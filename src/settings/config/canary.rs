@@ -18,10 +18,7 @@ pub const DEFAULT_IMAGE: &str = "registry.k8s.io/pause:3.10";
 pub const DEFAULT_NAMESPACE: &str = "nodegate";
 
 /// `canary` as written, the readiness probe and the resources as `P` and
-/// `R`: as the parser reads them, untyped (`serde_json::Value`), both are
-/// then read strictly ([`strict`]; the Kubernetes types alone would drop a
-/// misspelt key such as `periodSecond` without a word), and the unknown
-/// keys of both are named together.
+/// `R`: first untyped (`serde_json::Value`), then each read by [`strict`].
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GivenCanary<P, R> {
@@ -126,10 +123,10 @@ fn dropped_keys(
 }
 
 /// A Kubernetes type read from the file with every key it does not know
-/// refused (naming the nearest known one), at every level: every unknown
-/// key, each as `canary.readinessProbe.periodSecond: unknown key; did you
-/// mean ...`, [`PROBLEMS_APART`], so that `config check` can name each at
-/// its own line (check::locate).
+/// refused, at every level (the type alone would drop a misspelt key such as
+/// `periodSecond` without a word): each as `canary.readinessProbe.periodSecond:
+/// unknown key; did you mean ...`, [`PROBLEMS_APART`], so that `config check`
+/// can name each at its own line (check::locate).
 fn strict<T>(given: Option<serde_json::Value>, name: &str) -> Result<Option<T>, String>
 where
     T: serde::de::DeserializeOwned + serde::Serialize,
@@ -188,16 +185,13 @@ fn default_resources() -> ResourceRequirements {
     }
 }
 
-/// A value given, unless left empty, else `default`.
 fn or_default(given: Option<String>, default: &str) -> String {
     given
         .filter(|g| !g.is_empty())
         .unwrap_or_else(|| default.to_string())
 }
 
-/// `canary`, checked; `None` when the key is absent. The namespace is the
-/// key's, else `$POD_NAMESPACE` (`pod_namespace`), else
-/// [`DEFAULT_NAMESPACE`].
+/// `canary`, checked; `None` when the key is absent or says `enabled: false`.
 pub fn canary_settings(
     raw: Option<RawCanary>,
     pod_namespace: Option<&str>,

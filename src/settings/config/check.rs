@@ -1,9 +1,7 @@
 //! `nodegate config check`: the config file validated exactly as `nodegate
 //! run --config FILE` validates it ([`run_settings_from`], the same code),
-//! and, when it is refused, every problem that can be found: the file's
-//! parts that do not depend on one another (the gate's keys, the run keys,
-//! each list of critical members and rules) are checked apart too, each
-//! naming its first problem. Nothing here talks to the cluster.
+//! and, when it is refused, every problem that can be found, each located in
+//! the file. Nothing here talks to the cluster.
 
 use super::*;
 use crate::settings::table::GateGiven;
@@ -222,14 +220,12 @@ fn nested_keys(message: &str, file: &str, text: &str) -> Option<String> {
     (!out.is_empty()).then(|| out.join("\n"))
 }
 
-/// `FILE:LINE`, or `FILE` when no line can be named.
 fn place(file: &str, line: Option<usize>) -> String {
     line.map_or(file.to_string(), |n| format!("{file}:{n}"))
 }
 
-/// The most characters of a value a problem repeats: a longer one (a
-/// selector pasted whole, the wrong file's contents) is cut to its first
-/// [`ECHO_MAX`] characters and its size, and said once.
+/// The most characters of a value a problem repeats (a selector pasted
+/// whole, the wrong file's contents: [`cut_echoes`]).
 const ECHO_MAX: usize = 40;
 
 /// The longest unquoted word kept whole (a key's full path is one word).

@@ -1,8 +1,7 @@
 //! The config file's node-condition keys (semantics.md §6.5):
 //! `criticalConditions` (conditions waited for like members) and
 //! `conditionTaints` (rules that put a taint on nodes matching conditions).
-//! Every error names the entry and the field to fix; both keys are reloaded
-//! with the rest of the gate configuration.
+//! Every error names the entry and the field to fix.
 
 use nodegate_core::rules::conditions::taints::{
     ConditionTaintRule, MatchMode, RemovePolicy, Requirement, StatusPattern, validate_rules,
@@ -57,7 +56,6 @@ pub struct RawTaint {
     pub effect: String,
 }
 
-/// `criticalConditions`, checked.
 pub fn critical_conditions(
     raw: Option<Vec<RawCriticalCondition>>,
 ) -> Result<Vec<CriticalCondition>, ConfigError> {

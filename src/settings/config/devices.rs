@@ -1,9 +1,6 @@
-//! The config file's device keys (semantics.md §6.8): `criticalResources`
-//! (an extended resource the node must report allocatable) and
-//! `draDrivers` (a DRA driver whose ResourceSlice pools for the node must
-//! be complete), each entry waited for like a member on the nodes its
-//! `nodeSelector` matches. Every error names the entry, the field and the
-//! bad value.
+//! The config file's device keys (semantics.md §6.8), `criticalResources`
+//! and `draDrivers`, each entry waited for like a member on the nodes its
+//! `nodeSelector` matches. Every error names the entry, field and value.
 
 use nodegate_core::rules::devices::{
     AtEntry, CriticalResource, DeviceError, DraDriver, validate_drivers, validate_resources,
@@ -31,7 +28,6 @@ pub struct RawDraDriver {
     pub node_selector: Option<FileSelector>,
 }
 
-/// `criticalResources`, checked.
 pub fn critical_resources(
     raw: Option<Vec<RawCriticalResource>>,
 ) -> Result<Vec<CriticalResource>, ConfigError> {
@@ -48,7 +44,6 @@ pub fn critical_resources(
     )
 }
 
-/// `draDrivers`, checked.
 pub fn dra_drivers(raw: Option<Vec<RawDraDriver>>) -> Result<Vec<DraDriver>, ConfigError> {
     entries(
         "draDrivers",

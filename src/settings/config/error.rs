@@ -1,9 +1,8 @@
-//! [`ConfigError`], a leaf: the settings, the trace exporter's
-//! configuration, the client's connection flags and the commands all
-//! return it, and it imports none of them.
+//! [`ConfigError`], a leaf importing none of the settings, the trace
+//! exporter's configuration, the client's flags and the commands that return it.
 
-/// A bad value in the settings, named with where it came from; the process
-/// exits with status 2 on any of them (see `crate::error`).
+/// A bad value in the settings, named with where it came from; met at start,
+/// the process exits with status 2 (see `crate::error`).
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{source_}: {message}")]

@@ -44,9 +44,8 @@ pub fn read_capped(path: &Path) -> Result<String, ConfigError> {
 }
 
 /// serde's "unknown field `x`, expected one of `a`, `b`" (or "expected `a`"),
-/// rewritten: the nearest valid key suggested instead of the whole list
-/// (which, at the top level, is over forty keys), and the line of `text`
-/// where the key is written when the parser gave none.
+/// rewritten: the nearest valid key suggested instead of the whole list, and
+/// the line of `text` where the key is written when the parser gave none.
 pub fn explain_unknown_key(message: &str, text: &str) -> Option<String> {
     let (prefix, rest) = message.split_once("unknown field `")?;
     let rest = rest.split("unknown field `").next().unwrap_or(rest);

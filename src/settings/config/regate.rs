@@ -1,7 +1,5 @@
-//! Re-gating's settings (`--regate-*`, semantics.md §6.4). Part of the gate
-//! configuration: `run` acts on them, `explain` and `status` need them to
-//! know the re-gate taint and a re-gated node's deadline, and a config
-//! reload changes them live. Each error names the flag and the value.
+//! Re-gating's settings (`--regate-*`, semantics.md §6.4) and the announced
+//! reboots' that lean on them. Each error names the flag and the value.
 
 use nodegate_core::rules::placement::{EFFECT_NO_EXECUTE, ManagedTaint};
 use nodegate_core::vocab::budget::MaxUnavailable;

@@ -131,7 +131,6 @@ pub fn chart_values() -> Vec<(&'static str, Value)> {
             closed(json!({
                 "enabled": {"type": "boolean"},
                 "from": objects(),
-                // Retired: validate.yaml names networkPolicy.httpFrom.
                 "httpFrom": {"description": "retired: use networkPolicy.httpFrom"},
             })),
         ),
