@@ -1,16 +1,9 @@
-//! The bounds every listener of `nodegate run` shares (`--http-addr` and
-//! the webhook): at most [`Limits::max_connections`] connections at once,
-//! and at most [`Limits::max_per_peer`] from one remote address, so that one
-//! pod cannot take every place (a connection beyond either is accepted and
-//! closed at once, so it costs nothing but the accept). Connections from
-//! loopback — the pod's own, such as `nodegate probe` — count against
-//! neither, and [`Limits::loopback_reserve`] places beyond the cap are kept
-//! for them: no remote client can starve the probes. hyper's timer, without
-//! which its timeouts do nothing: the request head must arrive within
-//! [`Limits::header_read_timeout`] of the connection being ready for it —
-//! which is also how long a kept-alive connection may sit idle — and a
-//! request is answered or dropped within [`Limits::request_timeout`] (the
-//! handlers bound that themselves).
+//! The bounds every listener of `nodegate run` shares. Besides the total
+//! cap, a cap per remote address keeps one pod from taking every place;
+//! loopback connections (the pod's own, such as `nodegate probe`) count
+//! against neither and have [`Limits::loopback_reserve`] places beyond them,
+//! so no remote client can starve the probes. A connection beyond a cap is
+//! accepted and closed at once: it costs nothing but the accept.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -47,9 +40,9 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The bounds of `--http-addr` and of the webhook. The head timeout is
-    /// short: the API server and the kubelet send a head at once, and a
-    /// client that trickles one holds a place only that long.
+    /// The bounds of every listener. The head timeout is short: the API
+    /// server and the kubelet send a head at once, and a client that trickles
+    /// one holds a place only that long.
     pub const DEFAULT: Limits = Limits {
         max_connections: 1024,
         max_per_peer: 64,
@@ -124,9 +117,10 @@ fn take_place(
     Ok(Place { taken, peer })
 }
 
-/// Serves HTTP/1.1 on `io`, with hyper's timer and the head timeout of
-/// `limits`: `answer` to each request, or `late()` when that takes longer
-/// than the request timeout. The error that ended the connection, if any.
+/// Serves HTTP/1.1 on `io`: `answer` to each request, or `late()` when that
+/// takes longer than the request timeout; the error that ended the
+/// connection, if any. hyper's timeouts do nothing without its timer; the
+/// head timeout is also how long a kept-alive connection may sit idle.
 pub async fn serve_http<I, A, F>(
     io: I,
     limits: Limits,
@@ -171,9 +165,8 @@ impl Refused {
     }
 }
 
-/// Accepts connections on `listener` until `shutdown` changes and runs
-/// `serve` on each, at most `limits.max_connections` at once; one beyond is
-/// closed at once and counted in `refused`.
+/// Accepts connections until `shutdown` changes and runs `serve` on each
+/// within `limits`; one beyond them is closed at once and counted in `refused`.
 pub async fn accept_loop<F, Fut>(
     listener: TcpListener,
     limits: Limits,

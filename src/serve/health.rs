@@ -1,12 +1,5 @@
-//! What the process knows about itself for the HTTP side:
-//! [`ProcessHealth`], the loops `/healthz` checks (the gate supervisor, the
-//! leader-election loop), and the config file's record (in force since when,
-//! the last reload refused) that `/readyz?verbose` shows.
-//!
-//! `run` and the reloader write it, the HTTP handlers read it. Every method
-//! takes an atomic or one short lock and never waits; nothing here routes
-//! requests, changes a gate or talks to the cluster. The finished gates
-//! `/debug/nodes` shows are `history`'s.
+//! What the process knows about itself for `/healthz` and `/readyz?verbose`.
+//! Every method takes an atomic or one short lock and never waits.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,9 +1,5 @@
 //! [`History`]: the bounded list of finished gates that `/debug/nodes` and
 //! `/debug/nodes/{name}` still show after their actors are gone.
-//!
-//! The gate observer writes it, the HTTP handlers read it. Every method takes
-//! one short lock and never waits; nothing here routes requests, changes a
-//! gate or talks to the cluster.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -16,8 +12,7 @@ use serde_json::{Value, json};
 use crate::serve::lock;
 
 /// The last N gates that finished (opened, or ended because the node or its
-/// taint went away), newest last, as `/debug/nodes/{name}` shows them after
-/// the actor is gone.
+/// taint went away), newest last.
 pub struct History {
     capacity: usize,
     views: Mutex<VecDeque<GateView>>,

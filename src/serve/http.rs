@@ -1,22 +1,10 @@
-//! The HTTP servers: routing and handlers for `/healthz`, `/readyz` (and
-//! `/readyz?verbose`, which also tells the config file's story) and
-//! `/metrics` on `--http-addr`, and for `/debug/nodes` and
-//! `/debug/nodes/{name}` on their own listener, `--debug-addr` (they show node
-//! labels, taints and pod names, so they are kept off the address that
-//! probes and Prometheus reach), and the JSON those debug endpoints show.
+//! The HTTP servers: probes and `/metrics` on `--http-addr`; `/debug/nodes`
+//! on its own listener, `--debug-addr`, since it shows node labels, taints
+//! and pod names and must stay off the address probes and Prometheus reach.
 //!
-//! The debug endpoints are bounded: at most [`DEBUG_CONCURRENCY`] debug
-//! requests are served at once; one more is answered at once with 503 and
-//! `Retry-After`, so a busy scraper or a loop of `curl` cannot keep every
-//! gate busy answering views.
-//!
-//! Handlers only read: the router's indexes and gate views, the metrics
-//! registry, the health record and the history of finished gates
-//! (`serve::health`). Nothing here can change a gate or write to the
-//! cluster, and no handler holds a lock across an await. The bound address is
-//! logged as `listening on HOST:PORT` (port 0 picks a free one), the debug
-//! listener's as `debug listener on HOST:PORT`; tests and scripts may parse
-//! both.
+//! Handlers only read: none changes a gate, writes to the cluster or holds a
+//! lock across an await. The bound addresses are logged as `listening on
+//! HOST:PORT` and `debug listener on HOST:PORT`; tests and scripts parse both.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -49,10 +37,9 @@ use crate::serve::metrics::{self, Metrics};
 /// round-trip.
 const VIEW_CONCURRENCY: usize = 32;
 
-/// Debug requests (`/debug/nodes` and `/debug/nodes/{name}`) served at once;
-/// one more is refused with 503. A listing visits every gate, so this bounds
-/// the actor round trips debug traffic can cost to
-/// `DEBUG_CONCURRENCY × VIEW_CONCURRENCY` in flight.
+/// Debug requests served at once; one more is refused with 503. A listing
+/// visits every gate, so this bounds the actor round trips a loop of `curl`
+/// can cost to `DEBUG_CONCURRENCY × VIEW_CONCURRENCY` in flight.
 pub const DEBUG_CONCURRENCY: usize = 2;
 
 /// What the debug listener's handlers read, and the permits that bound them.
@@ -82,8 +69,7 @@ pub struct AppState {
 }
 
 /// Binds `addr` and serves health, readiness and metrics until `shutdown`
-/// changes; returns once bound, with the address actually bound (port 0 → a
-/// free port).
+/// changes; returns once bound, with the address actually bound.
 pub async fn serve(
     addr: SocketAddr,
     state: AppState,
@@ -132,8 +118,7 @@ async fn listen(
     Ok((bound, task))
 }
 
-/// One connection of a plain HTTP listener, within `limits`: a request not
-/// answered within the request timeout gets 503.
+/// One connection of a plain HTTP listener, within `limits`.
 async fn serve_one(tcp: tokio::net::TcpStream, app: axum::Router, limits: Limits) {
     let late = || ok_or_503(false, "the answer took too long\n");
     let answer = move |req: hyper::Request<hyper::body::Incoming>| {
@@ -172,7 +157,6 @@ async fn healthz(State(s): State<AppState>) -> Response {
     ok_or_503(problems.is_empty(), text)
 }
 
-/// `text` with 200 when `ok`, else with 503.
 fn ok_or_503(ok: bool, text: impl IntoResponse) -> Response {
     let status = match ok {
         true => StatusCode::OK,
@@ -384,10 +368,9 @@ fn counts(state: &GateState) -> (usize, usize) {
 fn view_json(view: &GateView, now: Option<Timestamp>, more: Value) -> Value {
     let s = &view.state;
     let age = |(now, start): (Timestamp, Timestamp)| now.duration_since(start).as_secs_f64();
-    // Only a gate still waiting has a deadline ahead of it; and
-    // `--schedule-timeout`'s earlier one for members that never got a pod
-    // only while it is still ahead of a waiting gate (it is cleared once it
-    // passed or is no earlier than the deadline).
+    // The deadline shows while the gate waits or opens; `--schedule-timeout`'s
+    // earlier one only while it waits (the gate clears that one once passed,
+    // or when it is no earlier than the deadline).
     let (waiting, opening) = (s.phase == Phase::Waiting, s.phase == Phase::Opening);
     let mut v = json!({
         "node": view.node,

@@ -1,18 +1,8 @@
-//! Prometheus metrics: every series nodegate exports, and the bookkeeping
-//! that turns gate events into them.
-//!
-//! This module owns the registry (every name prefixed `nodegate_`) and the
-//! small per-gate records needed to compute durations; it is fed by the gate
-//! observer (`gate_started` / `gate_step` / `gate_stopped`), the router
-//! observer, the executor (patch attempts), and, right before each scrape,
-//! [`Metrics::refresh`], which reads the live state (actors, gate ages,
-//! leadership, watch restarts) and drops the series of DaemonSets and nodes
-//! that are gone. Outcome metrics (gate durations, reaction, time-to-Ready,
-//! timeouts) are recorded by the leader only, so summing them over replicas
-//! counts every node once; state gauges are reported by every replica. Label
-//! values that are known up front start at zero so that an idle controller
-//! exports zeros, not "no data". Never blocking a gate, every hook takes one
-//! short lock and does arithmetic; nothing here talks to the cluster.
+//! Prometheus metrics: every series nodegate exports (docs/operations.md,
+//! Metrics), and the per-gate records their durations need. Outcome metrics
+//! are recorded by the leader only, so that summing them over replicas counts
+//! every node once. Gate steps feed them: every hook takes short locks and
+//! does arithmetic, never waits, and never talks to the cluster.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,7 +58,8 @@ struct DaemonSetLabels {
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BlockerLabels {
-    /// `daemonset` or `critical` (a critical-pod entry).
+    /// The member's kind: `daemonset`, `critical` (a critical-pod entry),
+    /// `condition`, `resource`, `dra_driver` or `canary`.
     kind: &'static str,
     namespace: String,
     name: String,
@@ -123,12 +114,9 @@ pub struct Metrics {
     /// by `cluster::server_time::ServerTime`.
     pub server_time_refused: Counter,
     watch_restarts: Counter,
-    /// Entries in each map that grows with the nodes (the router's, its
-    /// index's, the metrics' own per-node and per-DaemonSet records), set at
-    /// each refresh. A map that keeps an entry for a node that is gone shows
-    /// here as a count that does not come back down after nodes leave: the
-    /// scale benchmark's churn mode reads it before and after thousands of
-    /// node create/delete cycles.
+    /// Entries in each map that grows with the nodes, set at each refresh: a
+    /// map that keeps entries of nodes that are gone shows as a count that
+    /// does not come back down (the scale benchmark's churn mode reads it).
     map_entries: Family<Label, Gauge>,
     /// The watchers' own restart count at the last refresh.
     watch_restarts_seen: AtomicU64,
@@ -140,7 +128,6 @@ pub struct Metrics {
     daemonset_series: Mutex<BTreeMap<String, String>>,
     /// Nodes that have a `gate_age` series.
     age_series: Mutex<HashSet<String>>,
-    // The other families, each type registering its own.
     pub entrances: EntranceMetrics,
     pub config: ConfigMetrics,
     pub regate: RegateMetrics,
@@ -149,8 +136,7 @@ pub struct Metrics {
     pub conditions: ConditionMetrics,
     pub canary: CanaryMetrics,
     pub writes: Arc<WriteTimings>,
-    /// The last `/metrics` page and when it was made: scrapes within
-    /// [`SCRAPE_REUSE`] get it again, and one scrape at a time does the work.
+    /// The last `/metrics` page and when it was made ([`Self::page`]).
     scrape: tokio::sync::Mutex<Option<(std::time::Instant, String)>>,
 }
 
@@ -334,8 +320,6 @@ impl Metrics {
         Ok(out)
     }
 
-    // --- fed by the executor ---
-
     /// One attempt of a gate's own write (`NodeWrite::Untaint` or
     /// `NodeWrite::MarkTimedOut`, the two kinds the series are made for).
     pub fn patch_attempt(&self, kind: NodeWrite, outcome: &PatchOutcome) {
@@ -348,8 +332,6 @@ impl Metrics {
                 .inc();
         }
     }
-
-    // --- fed by the entrances (the webhook, the late-taint net) ---
 
     /// The page for a scrape: the last one if it is younger than
     /// [`SCRAPE_REUSE`], else `make()` (one at a time; others wait for it).
@@ -382,8 +364,6 @@ impl Metrics {
         self.entrances.late_taints.get_or_create(&labels).inc();
     }
 
-    // --- fed by the router and the gates (see nodegate_actors::observe) ---
-
     pub fn router_event(&self, event: RouterEvent, routed: bool) {
         self.router_events
             .get_or_create(&RouterLabels {
@@ -411,8 +391,6 @@ impl Metrics {
         track.regated = state.node.as_ref().is_some_and(|n| n.gated_since.is_some());
         for event in events {
             match event {
-                // A DaemonSet's time-to-Ready on this node, once per gate,
-                // from the gate start to its pod's Ready transition.
                 Event::MemberReady {
                     member: MemberId::DaemonSet(key),
                     pod,
@@ -430,8 +408,6 @@ impl Metrics {
                         self.daemonset_ready.get_or_create(&labels).observe(seconds);
                     }
                 }
-                // A timeout, by the action taken, and each member that was
-                // not Ready then.
                 Event::TimedOut {
                     action, not_ready, ..
                 } if leader => {
@@ -443,8 +419,6 @@ impl Metrics {
                         }
                     }
                 }
-                // An opening: its duration by who opened it, and, opened by
-                // readiness, the reaction since every member was Ready.
                 Event::Opened { opened_by, at, .. } if leader => {
                     if let Some(start) = track.start {
                         let labels = [("outcome", opened_by.as_str())];
@@ -507,8 +481,6 @@ impl Metrics {
             name: name.to_string(),
         })
     }
-
-    // --- before each scrape ---
 
     /// Brings the state gauges up to date and drops the series of nodes and
     /// DaemonSets that are gone. `watch_restarts` is the watchers' own count.
@@ -605,8 +577,7 @@ impl Metrics {
     }
 }
 
-/// The config reload's series: reloads applied and refused, whether the last
-/// one was applied, and when the configuration in force was applied.
+/// The config reload's series.
 pub struct ConfigMetrics {
     reloads: Counter,
     failures: Counter,
@@ -666,10 +637,7 @@ word_enum! {
     }
 }
 
-/// The trace exporter's series: spans exported, and spans dropped — the
-/// queue was full (the collector is slower than the gates) or the
-/// collector refused or never answered the export. Cheap to clone: the
-/// counters are shared.
+/// The trace exporter's series. Cheap to clone: the counters are shared.
 #[derive(Clone)]
 pub struct TraceMetrics {
     exported: Counter,

@@ -1,7 +1,5 @@
-//! The HTTP side of `nodegate run`: the listeners' bounds (`conn`), routing (`http`), liveness and readiness
-//! (`health`), the finished gates' debug journals (`history`), Prometheus
-//! metrics (`metrics`), and the admission webhook with the controller of its
-//! certificates (`webhook`).
+//! The HTTP side of `nodegate run`: probes, metrics, `/debug/nodes` and the
+//! admission webhook.
 
 pub mod conn;
 pub mod health;

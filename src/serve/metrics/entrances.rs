@@ -1,7 +1,6 @@
-//! The entrances' metrics (semantics §6.1–6.2): admissions answered by the
-//! webhook, their server-side handling time, the webhook certificate's
-//! expiry and trouble, and the late-taint net's outcomes. Every replica
-//! reports its own admissions (followers answer the webhook too).
+//! The metrics of the webhook and the late-taint net (semantics §6.1–6.2).
+//! Every replica reports its own admissions (followers answer the webhook
+//! too).
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -26,19 +25,13 @@ word_enum! {
         Tainted = "tainted",
         /// Allowed as it was (out of scope, ignored, already gated).
         Unchanged = "unchanged",
-        /// Allowed as it was, with a warning, though it would have been
-        /// tainted: nodegate runs with `--dry-run`.
+        /// A node it would have tainted, admitted unchanged: `--dry-run`.
         WouldTaint = "would_taint",
-        /// The review could not be read or was not a Node CREATE: allowed as
-        /// it was, with a warning.
+        /// Unreadable, or not a Node CREATE: admitted unchanged.
         Error = "error",
-        /// Allowed as it was, with a warning, without being read: the
-        /// webhook was serving as many reviews as it may at once, or the
-        /// body was over the size bound.
+        /// Not judged (too large, too slow, no place in time): admitted unchanged.
         Busy = "busy",
-        /// Allowed as it was, with a warning, though it would have been
-        /// tainted: no replica has held the leader-election lease for a
-        /// while, so nothing would open the node.
+        /// A node it would have tainted, admitted unchanged: no leader known.
         NoLeader = "no_leader",
     }
 }

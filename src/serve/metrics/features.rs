@@ -1,6 +1,4 @@
-//! The series of the features the configuration turns on beside the gate:
-//! canary pods, the condition rules (`conditionTaints`), re-gating and
-//! `--on-timeout=replace` (the last three: `nodegate_core::closing`).
+//! The series of the features the configuration turns on beside the gate.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -15,9 +13,7 @@ use prometheus_client::registry::Registry;
 
 use super::{Label, count, lock, reg};
 
-/// The canary pods' series (`canary`, semantics.md §6.9): canaries created,
-/// deleted (by why), seen failed, and the gauges of the canaries in flight
-/// and the gated nodes waiting for a slot under `canary.maxInFlight`.
+/// The canary pods' series (`canary`, semantics.md §6.9).
 pub struct CanaryMetrics {
     created: Counter,
     deleted: Family<Label, Counter>,
@@ -72,10 +68,8 @@ impl CanaryMetrics {
 }
 
 /// The condition rules' series (`conditionTaints`, semantics.md §6.5), per
-/// rule: how many managed nodes match it now, the taints it added and
-/// removed, and the additions its `maxUnavailable` held back. Only the
-/// leader writes, so the counters move on the leader only; every replica
-/// reports the matching nodes it sees.
+/// rule. Only the leader writes, so the counters move on the leader only;
+/// every replica reports the matching nodes it sees.
 pub struct ConditionMetrics {
     matching: Family<Label<String>, Gauge>,
     added: Family<Label<String>, Counter>,
@@ -130,8 +124,7 @@ impl ConditionMetrics {
     }
 }
 
-/// Re-gating's series: nodes re-gated (by trigger), re-gates the budget
-/// refused, and the gauges of what the open nodes look like now.
+/// Re-gating's series.
 pub struct RegateMetrics {
     regated_age: Family<Label<String>, Gauge<f64, AtomicU64>>,
     /// Nodes that have a `regated_age` series now.
@@ -147,8 +140,6 @@ pub struct RegateMetrics {
     suspended: Gauge,
 }
 
-/// What the open nodes look like at one look (the gauges), as the
-/// re-gating decider counts them.
 pub use nodegate_core::closing::regating::decider::RegateGauges;
 
 impl RegateMetrics {
@@ -198,7 +189,7 @@ impl RegateMetrics {
         m
     }
 
-    /// A node re-gated: `trigger` is `members` or `reboot`.
+    /// A node re-gated: `trigger` is `members`, `reboot` or `announced`.
     pub fn regated(&self, trigger: &'static str) {
         self.regates.get_or_create(&[("trigger", trigger)]).inc();
     }
@@ -244,9 +235,7 @@ struct RequestLabels {
 /// written.
 const OUTCOMES: [&str; 3] = ["requested", "owner_failed", "failed"];
 
-/// `--on-timeout=replace`'s series: replace requests by owner kind and
-/// outcome, requests the budget refused, and nodes not replaced for a
-/// cluster-wide breakage, by fallback. Counted by the leader, which alone
+/// `--on-timeout=replace`'s series, counted by the leader, which alone
 /// decides.
 pub struct ReplaceMetrics {
     requests: Family<RequestLabels, Counter>,

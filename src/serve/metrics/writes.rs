@@ -2,11 +2,6 @@
 //! and a rate token before it is sent, and the API server's answer after.
 //! Read beside `nodegate_reaction_seconds`, they say how much of a reaction
 //! is nodegate queueing its own writes and how much the API server.
-//!
-//! `nodegate_event_to_patch_seconds` is nodegate's whole own share of a
-//! reaction, from the pod watch event that woke a gate (as it reached the
-//! router, decoded) to the untaint it caused going out, the wait for a slot
-//! and a token included: the part no API server or network is in.
 
 use std::time::Duration;
 
@@ -18,11 +13,9 @@ use prometheus_client::registry::Registry;
 use super::{Label, reg_with, word_enum};
 
 word_enum! {
-    /// What a node write is for, as the series label it: `untaint`,
-    /// `mark_timed_out`, `add_taint` (an entrance or a re-gate) or `patch` (a
-    /// condition rule's taint). The metrics' one name for a kind of node write:
-    /// the write timings use all four, `nodegate_patch_attempts_total` the
-    /// gate's own two (`untaint`, `mark_timed_out`).
+    /// What a node write is for, as the series label it: `add_taint` is an
+    /// entrance or a re-gate, `patch` a condition rule's taint. The write
+    /// timings use all four, `nodegate_patch_attempts_total` the gate's two.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum NodeWrite {
         Untaint = "untaint",

@@ -1,41 +1,15 @@
-//! The controller of the self-managed certificates: it writes their home,
-//! the Secret of `--webhook-cert-secret`, and the caBundle of
-//! `--webhook-configuration`. Every replica converges the one Secret, serves
-//! what it holds, and keeps the caBundle equal to its CA bundle.
+//! The controller of the self-managed certificates. Every replica, leader or
+//! not (so that repairs go on while no leader is elected), converges the one
+//! Secret of `--webhook-cert-secret`, serves what it holds, and keeps the
+//! caBundle of `--webhook-configuration` equal to its `ca.crt`.
 //!
-//! **Converging.** A replica reads the Secret; if it is absent it creates
-//! it (AlreadyExists: another replica was first, read again); if it is
-//! present but empty, unreadable or due for renewal (`certs::decide`) it
-//! replaces it with an update that carries the resourceVersion it read
-//! (Conflict: another replica wrote first, read again and use that). So two
-//! replicas starting at once end with one Secret, and only one of them
-//! issues each certificate. The deploy manifests ship the Secret empty, so
-//! nodegate needs no `create` on Secrets in a real install: get and update
-//! on that one name are enough.
-//!
-//! **Time.** Every decision is taken on the API server's clock as far as
-//! nodegate has evidence of it (`cluster::server_time`: the Date header of
-//! `GET /version` and the times the server stamped), never on this
-//! replica's own clock: a node whose clock runs ahead must not issue
-//! certificates the API server refuses as not yet valid. Before any
-//! evidence, a round waits.
-//!
-//! **Serving.** Every replica re-reads the Secret every [`period`] and
-//! swaps its serving certificate when `tls.crt` changed, but only once the
-//! caBundle has held its CA for a whole period: the caBundle is synced
-//! first, and the new certificate is served from the round after the one
-//! that found the bundle in place, when the API server has long reloaded
-//! the configuration.
-//!
-//! **caBundle.** Every replica, leader or not, compares each webhook's
-//! caBundle in the configuration with the Secret's `ca.crt` as it just read
-//! it, and patches those that differ (a blanked caBundle after a `helm
-//! upgrade` is repaired within one period). The patch tests the
-//! configuration's resourceVersion, and is sent only while the Secret is
-//! still at the version the bundle came from (read again just before), so
-//! a replica with an older view of the Secret does not write an older
-//! bundle back. Leaving it to every replica keeps the repair working while
-//! no leader is elected.
+//! A replica creates the Secret when it is absent, and replaces it when it is
+//! empty, unreadable or due (`certs::decide`) with an update that carries the
+//! resourceVersion it read; on AlreadyExists or Conflict another replica was
+//! first, and it reads again and uses that. So replicas starting at once end
+//! with one Secret, and only one of them issues each certificate. The deploy
+//! manifests ship the Secret empty, so nodegate needs no `create` on Secrets
+//! in a real install: get and update on that one name are enough.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -158,9 +132,8 @@ pub enum BundleSync {
     Lost,
 }
 
-/// Whether a replica that derived the bundle from the Secret at `derived`
-/// may write it, the Secret being at `current` now: only when both are
-/// known and equal.
+/// Whether a bundle derived from the Secret at version `derived` may be
+/// written, the Secret being at `current` now.
 pub fn may_write_bundle(derived: Option<&str>, current: Option<&str>) -> bool {
     matches!((derived, current), (Some(d), Some(c)) if d == c)
 }
@@ -267,11 +240,9 @@ impl Managed {
         Err(format!("{ATTEMPTS} conflicting writes in a row"))
     }
 
-    /// One round of the loop: converge, sync the caBundle, then swap the
-    /// serving certificate if it changed and the caBundle allows it
-    /// ([`may_swap`]). Returns the `tls.crt` now served. `in_place` is the
-    /// `ca.crt` found in every webhook's caBundle in the round before, kept
-    /// by the caller from round to round.
+    /// One round: converge, sync the caBundle, swap the serving certificate
+    /// if [`may_swap`]; returns the `tls.crt` now served. `in_place`: the
+    /// `ca.crt` every webhook's caBundle held in the round before.
     pub async fn round(
         &self,
         slot: &CertSlot,
@@ -324,9 +295,8 @@ impl Managed {
         }
     }
 
-    /// Sets every webhook's caBundle in the configuration to the `ca.crt`
-    /// `c` holds, while the Secret is still at `c`'s resourceVersion; logs
-    /// and counts what it found.
+    /// Sets every webhook's caBundle to the `ca.crt` `c` holds, while the
+    /// Secret is still at `c`'s resourceVersion.
     pub async fn bundle(&self, c: &Converged) -> Result<BundleSync, String> {
         let sync = async {
             let config = self

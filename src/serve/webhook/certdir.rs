@@ -1,13 +1,11 @@
 //! Certificates from a directory (`--webhook-cert-dir`): `tls.crt` and
 //! `tls.key`, e.g. a cert-manager Secret mounted as a volume.
 //!
-//! The files are re-read every [`POLL`] and the pair swapped in when their
-//! contents changed. Polling the contents (rather than watching inotify
-//! events) is deliberate: Kubernetes updates a mounted Secret by swapping a
-//! `..data` symlink, which file watches on `tls.crt` itself miss, and two
-//! reads a few seconds apart cost nothing. A new pair that does not load
-//! (half written, key and certificate not matching) is logged and counted,
-//! and the old one stays in service until a good pair appears.
+//! The contents are polled, not watched with inotify: Kubernetes updates a
+//! mounted Secret by swapping a `..data` symlink, which file watches on
+//! `tls.crt` itself miss, and two reads a few seconds apart cost nothing. A
+//! new pair that does not load (half written, key and certificate not
+//! matching) leaves the old one in service.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,7 +28,6 @@ fn files(dir: &Path) -> (PathBuf, PathBuf) {
     (dir.join("tls.crt"), dir.join("tls.key"))
 }
 
-/// The two files' bytes.
 fn read(dir: &Path) -> Result<Pair> {
     let (crt, key) = files(dir);
     let file = |path: &Path, what: &str| {

@@ -1,25 +1,12 @@
 //! The self-managed certificates: what nodegate issues (a CA and a serving
-//! certificate, with rcgen), what it reads back from its Secret, and when it
-//! renews them — the last as a pure function of what is stored and now.
+//! certificate), what it reads back from its Secret, and when it renews them,
+//! the last as a pure function of what is stored and `now`.
 //!
-//! Lifetimes: the serving certificate lives `--webhook-cert-validity` and is
-//! renewed when less than a third of that remains; the CA lives ten times as
-//! long and is renewed likewise. A renewed CA is put in front of the bundle
-//! (`ca.crt`) and the old one stays behind it until it expires, so the
-//! webhook configuration's caBundle trusts both. The serving certificate is
-//! only signed by a CA that has been in the bundle for [`settle`] already:
-//! every replica must have written the new bundle into the webhook
-//! configuration, and the API server must have reloaded it, before a
-//! certificate that needs it is served.
-//!
-//! Time: `now` is the API server's clock as far as nodegate has evidence of
-//! it (`cluster::server_time`), never this replica's own: the API server is
-//! the one that checks notBefore and notAfter. New certificates are dated
-//! [`BACKDATE`] back, and a stored certificate whose notBefore lies more
-//! than [`NOT_BEFORE_SLACK`] after `now` (issued by a replica whose clock
-//! ran ahead) is unusable and replaced. A new CA issued because nothing
-//! usable was stored (Fresh) keeps the old CAs still valid behind it, so
-//! the certificates other replicas serve stay trusted meanwhile.
+//! `now` is the API server's clock as far as nodegate has evidence of it
+//! (`cluster::server_time`), never this replica's own: the API server is the
+//! one that checks notBefore and notAfter. A renewed CA is put in front of
+//! the bundle (`ca.crt`) and the old one stays behind it until it expires,
+//! so the webhook configuration's caBundle trusts both.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -52,8 +39,11 @@ pub const MAX_OLD_CAS: usize = 4;
 /// How much longer than a serving certificate the CA lives.
 pub const CA_LIFETIMES: u32 = 10;
 
-/// How long a new CA must have been in the bundle before it signs the
-/// serving certificate: a sixth of the serving validity, 10 s to 1 h.
+/// How long a new CA must have been in the bundle before it signs a renewed
+/// serving certificate: a sixth of the serving validity, 10 s to 1 h. Every
+/// replica must have written the new bundle into the webhook configuration,
+/// and the API server reloaded it, before a certificate that needs it is
+/// served.
 pub fn settle(validity: Duration) -> Duration {
     (validity / 6).clamp(Duration::from_secs(10), Duration::from_secs(3600))
 }
@@ -96,7 +86,9 @@ pub enum Decision {
     Reissue(String),
 }
 
-/// The decision for `stored` at `now` (Unix seconds).
+/// The decision for `stored` at `now` (Unix seconds). The CA and the
+/// serving certificate are each renewed when less than a third of their
+/// lifetime remains.
 pub fn decide(
     stored: Option<&Stored>,
     now: i64,
@@ -179,7 +171,6 @@ pub fn read(ca_crt: &[u8], ca_key: &[u8], tls_crt: &[u8], tls_key: &[u8]) -> Opt
     let cas = parse_all(ca_crt)?;
     let ca_key = std::str::from_utf8(ca_key).ok()?;
     let serving = parse_all(tls_crt).and_then(|v| v.into_iter().next());
-    // The key parses and its public key is the certificate's.
     let matches = |key: Option<&str>, cert: Option<&(CertFacts, Vec<u8>)>| match (
         key.map(KeyPair::from_pem),
         cert,

@@ -1,23 +1,7 @@
 //! The admission webhook of `nodegate run` (semantics §6.1): HTTPS on
 //! `--webhook-addr`, path `/mutate-node`, served by every replica whatever
-//! its leadership.
-//!
-//! - `review`: the answer to one AdmissionReview, a pure function.
-//! - `server`: TLS (rustls, ring) with a swappable certificate, and HTTP.
-//! - `certdir`: the certificate from `--webhook-cert-dir`, re-read on change.
-//! - `certs`: the certificates nodegate issues itself, and when to renew.
-//! - `cert_controller`: the controller that keeps them in the Secret
-//!   (`--webhook-cert-secret`) and the caBundle of
-//!   `--webhook-configuration` equal to their CA.
-//!
-//! **Start-up.** The webhook is an entrance; gating is the core. So nothing
-//! about its certificate holds the rest of `nodegate run` back: [`start`]
-//! returns at once, and a task gets the first certificate (the directory's
-//! pair, or the Secret converged) with retries backing off from 1 s to
-//! 30 s, then binds `--webhook-addr` and serves. Until then the listener is
-//! closed, `nodegate_webhook_serving` is 0 and `/readyz?verbose` says why on
-//! its `webhook` line (the replica is not ready, so the Service sends the
-//! API server's calls only to replicas that answer).
+//! its leadership. The webhook is an entrance and gating is the core, so
+//! nothing about its certificate holds the rest of `nodegate run` back.
 
 pub mod cert_controller;
 pub mod certdir;
@@ -205,9 +189,7 @@ async fn back_off(wait: Duration, shutdown: &mut watch::Receiver<bool>) -> bool 
 
 impl Source {
     /// One attempt at the first certificate: the key and its notAfter, and
-    /// what was read kept in `self`. Managed: the Secret converged, the
-    /// caBundle synced (whatever that finds: nothing is served yet), and its
-    /// certificate loaded.
+    /// what was read kept in `self`.
     async fn first(&mut self) -> Result<(CertifiedKey, i64), String> {
         match self {
             Source::Dir(dir, seen) => {
@@ -222,6 +204,7 @@ impl Source {
                     m.namespace, m.name
                 );
                 let c = m.converge().await.map_err(|why| format!("{what}: {why}"))?;
+                // Whatever the sync finds, nothing is served yet to hold back.
                 let _ = m.bundle(&c).await;
                 let (crt, key) = (c.material.tls_crt, c.material.tls_key);
                 let (key, not_after) = server::certified_key(crt.as_bytes(), key.as_bytes())

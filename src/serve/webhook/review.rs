@@ -1,14 +1,8 @@
 //! One AdmissionReview in, one out: the webhook's answer as a pure function
-//! of the request body and the settings (semantics §6.1).
-//!
-//! The answer is always `allowed: true`. A Node CREATE that [`admit`] says
-//! to taint gets a JSONPatch adding the startup taint chosen for its labels; anything that
-//! cannot be read, or is not a Node CREATE, is admitted unchanged with a
-//! `warnings` entry saying what was wrong, and is counted as an error. The
-//! uid is copied from the request whenever it can be found, even in a body
-//! that is otherwise unusable; when it cannot, the answer carries an empty
-//! uid (the API server then rejects the answer itself and applies the
-//! webhook's failurePolicy — nothing better can be done with such a body).
+//! of the request body and the settings (semantics §6.1), always `allowed:
+//! true`. An answer without the request's uid is rejected by the API server,
+//! which then applies the webhook's failurePolicy: the best that can be done
+//! with a body whose uid cannot be found.
 
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Taint as ApiTaint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -88,7 +82,6 @@ pub fn answer_held(
     let Some(object) = request.object.as_ref() else {
         return refuse_to_judge(request.uid, "the request has no object".into());
     };
-    // A kubelet's own credentials carry the group `system:nodes`.
     let from_node = request.user_info.groups.iter().any(|g| g == "system:nodes");
     let untrusted = if from_node {
         nodegate_annotations(object)
@@ -244,7 +237,6 @@ fn judge(
 
 /// What an answer says before it is built.
 struct Decision {
-    /// JSON patch operations.
     ops: Vec<Value>,
     result: AdmissionResult,
     note: String,
@@ -275,8 +267,7 @@ fn decide(admission: Admission, hold: &Hold) -> Decision {
             ),
         ),
         (Admission::AddTaint { taint, create_list }, Hold::No) => {
-            // Key and effect, no value: a one-element list when the node has
-            // no `spec.taints`, else an append.
+            // Key and effect, no value.
             let t = json!({"key": taint.key, "effect": taint.effect});
             let op = match create_list {
                 true => json!({"op": "add", "path": "/spec/taints", "value": [t]}),
@@ -298,8 +289,7 @@ fn decide(admission: Admission, hold: &Hold) -> Decision {
     }
 }
 
-/// An empty "allowed" response to the review `uid`, in
-/// `admission.k8s.io/v1`.
+/// An empty "allowed" response to the review `uid`.
 fn allowed(uid: &str) -> AdmissionResponse {
     let mut response = AdmissionResponse::invalid("");
     response.uid = uid.to_string();

@@ -1,11 +1,6 @@
-//! The webhook's HTTPS server: TLS by rustls (ring) with a certificate that
-//! can be swapped while it serves ([`CertSlot`]), HTTP/1.1 by hyper, and one
-//! route, `POST /mutate-node`, answered by `review::answer`.
-//!
-//! Every review is answered with HTTP 200 and an AdmissionReview, whatever
-//! is wrong with it; other paths get 404. The handler reads settings and
-//! bumps counters: it never talks to the cluster, so its latency is the
-//! JSON work alone.
+//! The webhook's HTTPS server, one route: `POST /mutate-node`. Every review
+//! is answered with HTTP 200 and an AdmissionReview, whatever is wrong with
+//! it; the handler never talks to the cluster.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -71,8 +66,7 @@ impl ResolvesServerCert for CertSlot {
 }
 
 /// A PEM certificate chain and its PEM key as rustls serves them, with the
-/// first certificate's notAfter (Unix seconds). The error says what is
-/// wrong, for a person.
+/// first certificate's notAfter (Unix seconds).
 pub fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> Result<(CertifiedKey, i64), String> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
@@ -101,14 +95,11 @@ pub struct Handler {
     pub metrics: Arc<Metrics>,
     /// [`BODY_BUDGET`], shared by every connection.
     budget: Arc<Semaphore>,
-    /// The [`IN_FLIGHT`] places to judge a review in.
     places: Arc<Semaphore>,
 }
 
 /// Reviews judged at once (each on a blocking thread). A review is read
-/// first, without a place, so that slow clients cannot hold the places; one
-/// that finds them all taken waits [`JUDGE_WAIT`] for one, and only then is
-/// admitted unchanged (see [`busy`]).
+/// first, without a place, so that slow clients cannot hold the places.
 const IN_FLIGHT: usize = 16;
 
 /// The bytes of a body not read whole that are kept to find its uid in.
@@ -220,9 +211,7 @@ impl Handler {
         response
     }
 
-    /// Reads the body (at most [`MAX_BODY`], within [`BODY_TIMEOUT`]), then
-    /// waits up to [`JUDGE_WAIT`] for a place and judges it on a blocking
-    /// thread, off the runtime's workers.
+    /// The answer; judged on a blocking thread, off the runtime's workers.
     async fn read_and_answer(&self, body: Incoming) -> review::Answer {
         let budget = Arc::clone(&self.budget);
         let read = match read_capped(Body::new(body), MAX_BODY, budget, BODY_TIMEOUT).await {
@@ -283,9 +272,7 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
 }
 
 /// Binds `addr` and serves the webhook until `shutdown` changes; returns
-/// once bound, with the address actually bound (logged as `webhook
-/// listening on ADDR`). Bounded by [`Limits::DEFAULT`]: connections, the
-/// TLS handshake, the request head, idle keep-alive and the whole request.
+/// once bound, with the address actually bound.
 pub async fn serve(
     addr: SocketAddr,
     slot: Arc<CertSlot>,

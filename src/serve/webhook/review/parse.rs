@@ -1,8 +1,7 @@
 //! The AdmissionReview as the webhook reads it: only the fields a decision
-//! needs, deserialized straight from the body. Every other field — however
-//! large, an unknown array of a million numbers included — is skipped by
-//! serde without being kept (`IgnoredAny`), so one review costs its body's
-//! bytes and a few small strings, never a tree of JSON values.
+//! needs. Every other field, however large, is skipped by serde without being
+//! kept (`IgnoredAny`), so one review costs its body's bytes and a few small
+//! strings, never a tree of JSON values.
 
 use std::collections::BTreeMap;
 
@@ -91,8 +90,8 @@ pub fn uid(body: &[u8]) -> String {
         .unwrap_or_default()
 }
 
-/// The uid from the first bytes of a body that will not be read whole (too
-/// large, or the server is full): the API server writes `request.uid` first,
+/// The uid from the first bytes of a body that will not be judged (too
+/// large, too slow, or no place): the API server writes `request.uid` first,
 /// so it is within the first few hundred bytes. A plain scan for
 /// `"uid":"…"` after `"request"`, no JSON tree; empty when not found. A
 /// forged body can only name a uid the API server is not waiting for.
