@@ -14,10 +14,9 @@ use crate::vocab::model::PodInfo;
 /// Folds one fact into the state. Never fails and never consults anything but
 /// the event: an event that does not fit the state (e.g. a member update for a
 /// member that is not there) changes nothing. This match names every event,
-/// family by family, so a new one must be given a fold.
+/// so a new one must be given a fold.
 pub fn apply(state: &mut GateState, ev: &Event) {
     match ev {
-        // The objects the gate has seen: the node, its DaemonSets and pods.
         Event::Snapshot {
             node,
             daemonsets,
@@ -58,7 +57,6 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         Event::PodRemoved { uid, .. } => {
             state.pods.remove(uid);
         }
-        // The members and their readiness.
         Event::MemberExpected { member } => {
             let slot = state.members.entry(member.clone());
             slot.or_insert(UNEVALUATED.clone()).expectation = Expectation::Expected;
@@ -91,8 +89,6 @@ pub fn apply(state: &mut GateState, ev: &Event) {
                 });
             }
         }
-        // The deadline, the timers, the server's clock, the timeout, the
-        // suspension of writes and a dry run's "would open".
         Event::DeadlineSet { at, generation } => {
             state.timers.deadline = Some(*at);
             state.timers.deadline_generation = *generation;
@@ -154,7 +150,6 @@ pub fn apply(state: &mut GateState, ev: &Event) {
                     .unwrap_or_default(),
             });
         }
-        // The gate's one write: sent, answered, deferred, retried.
         Event::UntaintSent {
             attempt,
             opened_by,
@@ -205,7 +200,6 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             w.attempt = *attempt;
             w.status = WriteStatus::Backoff;
         }),
-        // A write given up, and the ends of a gate: opened, marked, stopped.
         Event::WriteAbandoned { .. } => {
             state.write = None;
             state.phase = match &state.timed_out {
@@ -242,14 +236,11 @@ pub fn apply(state: &mut GateState, ev: &Event) {
 /// holds, shared with the router's index — already embodies: a status-only
 /// change of that pod ([`Event::PodStatusChanged`]) makes the state hold
 /// `shared` itself, where [`apply`] would edit a copy of the old version into
-/// an equal value. Same state by value (the replay of a journal, which has
-/// only the event, rebuilds it exactly), but no copy of the pod per gate, and
-/// no copy made only to be thrown away. Any other event is applied as it is.
-///
-/// This lives here rather than as the decider overwriting the slot after
-/// `emit`, so that every change to the state stays in this module: an
-/// `apply` followed by an overwrite would clone the pod (the index holds
-/// another reference) for nothing on the most frequent input.
+/// an equal value. Same state by value (a replay, which has only the event,
+/// rebuilds it exactly), but no copy of the pod per gate. Here rather than
+/// an overwrite after `emit`, so that every change to the state stays in
+/// this module: `apply` then an overwrite would clone the pod (the index
+/// holds another reference) for nothing on the most frequent input.
 pub(super) fn apply_sharing(state: &mut GateState, ev: &Event, shared: &Arc<PodInfo>) {
     let Event::PodStatusChanged { uid, .. } = ev else {
         return apply(state, ev);

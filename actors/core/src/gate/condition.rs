@@ -1,12 +1,6 @@
-//! The Node condition other tools read (`--node-condition`): type
-//! [`OPEN_CONDITION`] on each gated node, `False` while the gate is closed
-//! and `True` once nodegate opened it, with a reason and a message taken
-//! from the gate's own state.
-//!
-//! This module only decides what the condition says ([`open_condition`])
-//! and whether that differs from what was last written ([`condition_change`]:
-//! no change, no write). The shell writes it with a patch of the node's
-//! `status.conditions` that touches only this type. Pure: no I/O, no clock.
+//! The Node condition `--node-condition` writes ([`OPEN_CONDITION`]): what
+//! it says for a gate ([`open_condition`]) and whether that differs from
+//! what was last written ([`condition_change`]: no change, no write).
 
 use super::notes::{blocker_list, truncate};
 use super::state::{GateState, OpenedBy, Phase, StopReason, node_wait_reason};
@@ -22,11 +16,11 @@ const MAX_MESSAGE_BYTES: usize = 1024;
 
 pub use crate::vocab::write::{ConditionReason, ConditionWrite, OpenCondition};
 
-/// What the condition should say for this gate, or `None` when nodegate
-/// has nothing to say: before the first snapshot, in dry-run (nodegate
-/// writes nothing then), and for a gate that ended without opening (the
-/// node is gone, or it was never gated). A node someone else opened says
-/// `True`, `OpenedExternally`.
+/// What the condition should say for this gate: `False` while it is
+/// closed, `True` once opened (by someone else too: `OpenedExternally`).
+/// `None` before the first snapshot, after a dry run's "would open", and
+/// for a gate that ended without opening (the node is gone, or it was never
+/// gated); a dry run writes nothing anyway ([`condition_write`]).
 pub fn open_condition(state: &GateState) -> Option<OpenCondition> {
     state.node.as_ref()?;
     let (open, reason, message) = match state.phase {
@@ -73,7 +67,7 @@ pub fn condition_change(last: Option<&OpenCondition>, state: &GateState) -> Opti
 
 /// The write for `--node-condition` after a step, when the condition
 /// changed from `last` (what this gate last handed over); `None` when the
-/// flag is off or nothing changed.
+/// flag is off, in a dry run, or nothing changed.
 pub fn condition_write(
     last: Option<&OpenCondition>,
     state: &GateState,

@@ -67,7 +67,6 @@ pub enum Ending {
 }
 
 impl Ending {
-    /// Every ending: each opening, then each stop.
     fn all() -> impl Iterator<Item = Ending> {
         let opened = OpenedBy::ALL.into_iter().map(Ending::Opened);
         opened.chain(StopReason::ALL.into_iter().map(Ending::Stopped))

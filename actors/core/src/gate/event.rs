@@ -21,8 +21,8 @@ pub use crate::vocab::write::IndexedTaint;
 #[serde(rename_all = "snake_case")]
 pub enum Event {
     // --- what the gate saw ---
-    /// The node is boxed here and below so that the frequent small events
-    /// do not each take a node's room (journal entries, moves).
+    /// The node is behind an `Arc` here and below so that the frequent small
+    /// events do not each take a node's room (journal entries, moves).
     Snapshot {
         node: Arc<NodeInfo>,
         daemonsets: Vec<Arc<DaemonSetInfo>>,

@@ -57,7 +57,6 @@ fn timer_effects(state: &GateState, ev: &Event) -> Vec<Effect> {
             generation,
             deadline_live && timers.deadline_generation == *generation,
         ),
-        // The schedule deadline: armed under the deadline's conditions.
         Event::ScheduleDeadlineSet {
             at: Some(at),
             generation,

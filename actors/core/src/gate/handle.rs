@@ -1,14 +1,5 @@
-//! The decider: turns one input into events. A small dispatcher hands each
-//! input family to its own module — `observations` (snapshot, node,
-//! DaemonSet and pod inputs, the periodic re-examination), `timers`,
-//! `writes` (patch and mark results, node re-reads) — and each of them ends
-//! in the `reconcile` module's `reconcile`, which brings the members in line
-//! with what the gate has seen (`members`) and then lets `opening` decide
-//! whether and how the gate opens.
-//!
-//! The decider works on a scratch copy of the state that every emitted event
-//! is applied to at once, so later decisions in the same step see earlier
-//! facts.
+//! The decider behind `decide`: one module per input family, each ending
+//! in `reconcile`.
 
 mod members;
 mod observations;
@@ -69,8 +60,8 @@ enum ReconcileCause {
 }
 
 impl Step<'_> {
-    /// Records a fact: applied to the state at once, then kept for the
-    /// caller. Every event of a step goes through here.
+    /// Records a fact: applied to the state at once, so later decisions in
+    /// the same step see it, then kept for the caller.
     fn emit(&mut self, ev: Event) {
         apply(self.s, &ev);
         self.events.push(ev);

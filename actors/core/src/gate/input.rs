@@ -57,12 +57,11 @@ pub enum Input {
     /// Result of [`Effect::RefreshNode`](super::Effect::RefreshNode): `Ok(None)` is a 404.
     NodeRefreshed(Result<Option<NodeInfo>, String>),
     LeadershipGained,
-    /// Evidence of the API server's clock (semantics.md §5.3):
-    /// the server's time was at least this when the shell last looked — a
-    /// lower bound the shell takes from timestamps the API server itself
-    /// wrote (creationTimestamp, managedFields times, the Lease's), carried
-    /// forward on its own monotonic clock. An opening by deadline needs the
-    /// deadline passed by this too, not by the local clock alone.
+    /// Evidence of the API server's clock (semantics.md §5.3): its time was
+    /// at least this, by stamps the server itself made, carried forward on
+    /// the shell's monotonic clock (which stamps: src/cluster/server_time.rs).
+    /// An opening by deadline needs the deadline passed by this too, not by
+    /// the local clock alone.
     ServerTime(jiff::Timestamp),
     /// The periodic re-examination (semantics.md §5.1): the cluster as the
     /// indexes show it now, fed to a live gate on a jittered period whether

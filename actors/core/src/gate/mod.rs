@@ -1,35 +1,10 @@
-//! The gate of one node: a pure, event-sourced state machine.
-//!
-//! This module owns every decision about one gated node — which DaemonSets and
-//! critical pods it waits for and why, whether each is Ready, when its deadline
-//! falls, and when and how its managed taints are removed — as three plain
-//! functions: [`decide`] turns an [`Input`] into [`Event`]s (facts),
-//! [`apply`](fn@apply) folds one event into the [`GateState`], and
-//! [`effects`](fn@effects) says what the shell must do because of an event.
-//! Events carry everything `apply` needs, so folding a node's journal from
-//! [`GateState::default`] rebuilds its live state exactly; `apply` never
-//! looks at the configuration, the clock or the input. This module must never
-//! do I/O, read the clock, use randomness or spawn anything: time comes in as
-//! `now`, and every write, timer and retry leaves as an [`Effect`] for the
-//! actor shell (`node_actor`) to carry out.
-//!
-//! The module is laid out by what each part owns:
-//!
-//! - the vocabulary: [`Config`] (`vocab::config`), members
-//!   (`vocab::member`), the [`GateState`] and its records (`state`),
-//!   [`Input`] (`input`), [`Event`] (`event`) and [`Effect`] (`effect`);
-//! - `apply` (folding an event into the state), `event_effects` (the
-//!   [`effects`](fn@effects) function: what an event asks of the shell) and
-//!   `derive` (members derived from scratch);
-//! - `handle`, the decider behind [`decide`]: a small dispatcher handing each
-//!   input family to `handle/observations.rs`, `handle/timers.rs` or
-//!   `handle/writes.rs`, all ending in `handle/reconcile.rs`'s `reconcile`,
-//!   which leaves the opening itself to `handle/opening.rs`;
-//! - `notes`: every Kubernetes Event the gate records — its [`Reason`] and
-//!   its note, cut to the API's limit in one place;
-//! - [`journal`]: the bounded list of a gate's events, which replays to its
-//!   state;
-//! - [`report`]: one gate explained to a person (`nodegate explain`).
+//! The gate of one node: a pure, event-sourced state machine. [`decide`]
+//! turns an [`Input`] into [`Event`]s (facts), [`apply`](fn@apply) folds one
+//! into the [`GateState`], and [`effects`](fn@effects) says what the shell
+//! must do because of it. Events carry everything `apply` needs (it never
+//! reads the configuration, the clock or the input), so folding a node's
+//! journal from [`GateState::default`] rebuilds its live state exactly. See
+//! docs/architecture.md, "The gate and its journal".
 
 mod apply;
 mod condition;

@@ -1,7 +1,5 @@
-//! Every Kubernetes Event the gate records, in words: the closed set of
-//! reasons ([`Reason`]) and every note, built here and cut here — in one
-//! place, with one ending — to the API's limit. The shell sends a
-//! [`NodeEvent`] as it is.
+//! Every Kubernetes Event the gate records, in words, and the one place a
+//! note is cut to the API's limit (for the deciders' Events too).
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -20,22 +18,18 @@ pub enum EventType {
     Warning,
 }
 
-/// A Kubernetes Event (events.k8s.io/v1) regarding the node. The gate
-/// records some; the late-taint net, the re-gating and the condition rules
-/// record the others through the same writer.
+/// A Kubernetes Event (events.k8s.io/v1) regarding the node, from the gate
+/// or a decider.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeEvent {
     pub node: String,
     pub node_uid: String,
     #[serde(rename = "type")]
     pub type_: EventType,
-    /// One of [`Reason::ALL`]: the gate's `GateOpened`, `GateTimedOut` and
-    /// `GateWouldOpen`; the net's `LateTaint` and `LateTaintSkipped`; the
-    /// re-gating's `NodeRegated` and `RegateBudgetExhausted`; the condition
-    /// rules' `ConditionTaintAdded` and `ConditionTaintRemoved`.
+    /// One of [`Reason::ALL`].
     pub reason: Reason,
-    /// At most 1024 bytes, as the API requires: cut by the core (`notes`),
-    /// so the shell sends it as it is.
+    /// At most 1024 bytes (the API's limit): cut here, so the shell sends it
+    /// as it is.
     pub note: String,
 }
 
@@ -46,7 +40,7 @@ const MAX_NOTE_BYTES: usize = 1024;
 const ELLIPSIS: &str = "…";
 
 word_enum! {
-    /// The `reason` of a Kubernetes Event the gate records. Serialized (and
+    /// The `reason` of every Kubernetes Event nodegate records. Serialized (and
     /// sent) as [`as_str`](Self::as_str), as the API shows it, e.g.
     /// `"GateOpened"`: each word is its variant's name.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -211,9 +205,8 @@ pub(super) fn no_longer_all_ready(node_not_ready: Option<&str>, blockers: &[Bloc
 // --- the pieces ------------------------------------------------------------
 
 impl NodeEvent {
-    /// The one constructor of a [`NodeEvent`], for the gates and for the
-    /// entrances, re-gating and condition rules alike: the note is cut here
-    /// to what the API accepts.
+    /// The one constructor of a [`NodeEvent`], for the gate and every
+    /// decider: the note is cut here to what the API accepts.
     pub fn new(node: &str, uid: &str, type_: EventType, reason: Reason, note: String) -> NodeEvent {
         NodeEvent {
             node: node.to_string(),

@@ -286,8 +286,8 @@ impl GateState {
     }
 
     /// Why the node itself keeps the gate closed although its members may
-    /// all be Ready (semantics.md §5.1), in the gate's words; `None` when the
-    /// node is Ready (or not seen yet).
+    /// all be Ready (semantics.md §5.1): [`node_wait_reason`], else
+    /// [`reboot_wait`](Self::reboot_wait); `None` when neither holds it.
     pub fn node_wait_reason(&self) -> Option<String> {
         self.node
             .as_deref()

@@ -166,10 +166,7 @@ impl Step<'_> {
     }
 
     /// Records a new version of a pod bound to the node: only its status
-    /// when nothing else changed. Either way the state then holds the
-    /// indexed version itself — for a status change through `emit_sharing`,
-    /// since it equals what applying the event gives (replay checks it) —
-    /// without a copy of the pod per gate.
+    /// when nothing else changed (then through `emit_sharing`).
     fn pod_changed(&mut self, pod: &Arc<PodInfo>, old: Option<&PodInfo>) {
         let status_only = old.is_some_and(|old| {
             old.namespace == pod.namespace

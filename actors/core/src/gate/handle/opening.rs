@@ -219,7 +219,6 @@ impl Step<'_> {
         }
     }
 
-    /// Sends `kind` again as attempt `attempt`.
     fn resend(&mut self, kind: &GateWriteKind, attempt: u32) {
         match *kind {
             GateWriteKind::Untaint { opened_by } => self.send_untaint(opened_by, attempt),

@@ -37,7 +37,7 @@ impl Step<'_> {
                 attempt,
                 error: error.clone(),
             }),
-            // A replace write's own answers: no untaint gets one.
+            // The last three are a replace write's own: no untaint gets one.
             PatchOutcome::Failed(error)
             | PatchOutcome::OwnerDeleted(error)
             | PatchOutcome::OwnerFailed(error)
@@ -69,7 +69,7 @@ impl Step<'_> {
             // failure worth retrying, and so is a lost answer (sending the
             // same annotation twice is harmless).
             PatchOutcome::Conflict => self.fail_and_retry(attempt, "conflict".to_string()),
-            // A replace write's own answers: no mark gets one.
+            // The last three are a replace write's own: no mark gets one.
             PatchOutcome::Failed(error)
             | PatchOutcome::Ambiguous(error)
             | PatchOutcome::OwnerDeleted(error)

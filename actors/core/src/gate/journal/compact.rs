@@ -10,7 +10,7 @@
 //! kind, and any entry that does not fit the slot (a time outside ±292 years
 //! of 1970, a journal that has met too many distinct strings), is stored
 //! whole, boxed. The slots are kept as variable-length integers in one byte
-//! buffer ([`stream`]): 8–12 bytes an entry where a fixed slot took 24.
+//! buffer ([`stream`]).
 //!
 //! Decoding gives back exactly the entry recorded: `decode(encode(e)) == e`
 //! for every entry (tested below and by every replay test), so the journal's

@@ -1,18 +1,11 @@
-//! A node's journal: the bounded, timestamped list of its gate's events.
+//! A node's journal: the bounded, timestamped list of its gate's events,
+//! which [`replay`] folds into a [`GateState`] that must equal the live one.
 //!
-//! The journal is what an operator reads (`/debug/nodes/NAME`, logs) and the
-//! test oracle: [`replay`] folds it into a [`GateState`] that must equal the
-//! live one. To stay bounded without breaking replay, the oldest entries are
-//! not simply dropped: each evicted event is first folded into a checkpoint
-//! state (`base`), and replay starts from that checkpoint instead of the empty
-//! state. The checkpoint costs one more `GateState` per node, which is small
-//! next to a journal, and keeps replay exact however long a gate lives — a
-//! pinned first event would not, because the events after it that were
-//! evicted matter as much. This module must never do I/O or read the clock:
-//! the time of each entry is handed in.
-//!
-//! In memory the entries are kept compactly ([`compact`]); [`Journal::entries`]
-//! gives them back as the [`Entry`] values that were recorded.
+//! Evicted entries are folded into a checkpoint state (`base`), not dropped,
+//! and replay starts from it: one more `GateState` per node, small next to a
+//! journal, keeps replay exact however long a gate lives (a pinned first
+//! event would not: the evicted events after it matter as much). In memory
+//! the entries are kept compactly ([`compact`]).
 
 mod compact;
 

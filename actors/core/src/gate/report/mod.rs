@@ -1,20 +1,11 @@
 //! One node's gate, explained to a person: the report `nodegate explain`
-//! prints, built from the gate's own state.
-//!
-//! This module puts the report together; a feature's own part is in that
-//! feature's folder (`canary::report`, `closing::regating::report`,
-//! `closing::condition_taints::report`, `closing::replacing::report`), and
-//! a member's row is `rows`. The report never judges a member itself:
-//! [`gate_state`] feeds what was read through the gate's own `step` (as a
-//! snapshot, with the controller's `Config`), and [`build`] reads expected,
-//! Ready, the reason a member is not expected and what it waits for from
-//! that state's members, so that explain and the controller cannot
-//! disagree. What only a full read of the cluster knows — a pod's container
-//! and scheduling messages, the unbound pods aimed at the node — comes in as
-//! plain data ([`ReadFacts`]) and only adds detail to the gate's words. The
-//! one judgement made here is none of the gate's business: why an expected
-//! member is expected (what matched, which taints it tolerates).
-//! Pure: no I/O, no clock (`now` is an argument).
+//! prints. It never judges a member itself: [`gate_state`] feeds what was
+//! read through the gate's own `step`, and [`build`] reads every member from
+//! that state, so that explain and the controller cannot disagree. What
+//! only a full read knows (a pod's container and scheduling messages, the
+//! unbound pods aimed at the node) comes in as [`ReadFacts`] and only adds
+//! detail. The one judgement made here is none of the gate's: why an
+//! expected member is expected (what matched, which taints it tolerates).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -51,16 +42,14 @@ pub struct Report {
     /// gated node would open. Also computed for a node that is not gated: it
     /// says whether it would open at once if it were.
     pub would_open: bool,
-    /// Why the node itself keeps its gate closed (its Ready condition is not
-    /// True, or it carries the not-ready or unreachable taint), in the gate's
-    /// words; null when the node is Ready.
+    /// Why the node itself keeps its gate closed, in the gate's words
+    /// ([`GateState::node_wait_reason`]); null when nothing does.
     pub node_not_ready: Option<String>,
     /// The gate's answer in one sentence.
     pub verdict: String,
     pub evaluated_at: Timestamp,
     pub created: Timestamp,
-    /// Expected members (DaemonSets and critical pods) and how many of them
-    /// are Ready.
+    /// Expected members of every kind, and how many of them are Ready.
     pub expected_members: usize,
     pub ready_members: usize,
     /// Sorted by namespace, then name.
@@ -221,7 +210,6 @@ fn build_for(
     let critical_pods: Vec<MemberRow> = cfg.critical.iter().map(|e| critical_row(cx, e)).collect();
     let node_row = |m: &dyn NodeMember| node_member_row(state, m);
     let conditions: Vec<MemberRow> = cfg.conditions.iter().map(|c| node_row(c)).collect();
-    // Resources first, each list in configuration order.
     let resources = cfg.resources.iter().map(|r| node_row(r));
     let drivers = cfg.dra_drivers.iter().map(|d| node_row(d));
     let devices: Vec<MemberRow> = resources.chain(drivers).collect();
@@ -324,8 +312,6 @@ fn fill_readiness(cx: &Ctx<'_>, row: &mut MemberRow, id: &MemberId, ds: Option<&
     let owner_uid = ds.map(|ds| ds.uid.as_str());
     let min_ready =
         Duration::from_secs(ds.map_or(0, |ds| u64::try_from(ds.min_ready_seconds).unwrap_or(0)));
-    // The pod it waits on (the gate's readiness rules); `None` when there
-    // is no pod yet.
     let waited = gate::waited_pod(id, cx.state, cx.cfg, cx.now);
     row.ready = Some(false);
     match &member_of(cx.state, id).readiness {

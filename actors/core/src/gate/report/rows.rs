@@ -1,6 +1,5 @@
-//! A member's row in an explain report: what every part of the report
-//! (the gate's own members here, the canary's in `canary::report`) fills
-//! in the same way.
+//! A member's row in an explain report, filled the same way for every kind
+//! of member.
 
 use serde::Serialize;
 
@@ -13,7 +12,7 @@ use crate::vocab::member::{Expectation, Member, MemberId, Readiness};
 /// The reason code of an expected member.
 pub const EXPECTED: &str = "expected";
 
-/// One DaemonSet or critical-pod entry on the node.
+/// One member of the node's gate, of any kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MemberRow {
     pub namespace: String,
@@ -34,7 +33,7 @@ pub struct MemberRow {
     /// a required node affinity only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_affinity: Option<Vec<TermResult>>,
-    /// The entry's pod selector (critical pods only).
+    /// A critical-pod entry's pod selector, or a condition's `TYPE=STATUS`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub selector: Option<String>,
     /// How the member is named in the table and the verdict: its gate

@@ -1,6 +1,5 @@
 //! The sentences of explain's report: the verdict, why an expected
-//! DaemonSet belongs on the node, and what a waiting member's full pod adds
-//! to the gate's own words. Pure functions of what they are given.
+//! DaemonSet belongs on the node, and what a full pod adds to the gate's.
 
 use super::*;
 use crate::rules::readiness::PHASE_RUNNING;

@@ -5,8 +5,8 @@
 //! flag or two. Written one after another as variable-length integers
 //! (LEB128; times as the zigzag difference from the entry before, other times
 //! as their difference from the entry's own), a typical entry takes 8–12
-//! bytes. Entries with no slot form ([`Slot::Whole`]) are boxed as before, in
-//! a queue of their own, and leave only their kind byte in the buffer.
+//! bytes. Entries with no slot form ([`Slot::Whole`]) are boxed in a queue
+//! of their own, and leave only their kind byte in the buffer.
 //!
 //! The buffer is read front to back only: [`Entries::iter`] decodes as it
 //! goes, and [`Entries::pop_front`] decodes the oldest entry to fold it into
