@@ -1,14 +1,6 @@
-//! Is an expected member Ready on the node?
-//!
-//! This module owns semantics.md section 4 (a DaemonSet's pod on the node is
-//! Ready, Running, not being deleted, owned by that DaemonSet, and available
-//! for the DaemonSet's `minReadySeconds`) and the critical-pod entries of
-//! section 3 (a Ready pod matching a namespace and label selector), and
-//! whether the node itself is Ready (section 5.1). When a
-//! member is not Ready it says what it is waiting for, precisely enough for an
-//! operator and for the gate to know when to look again. It is pure: time is
-//! an argument, it never reads a clock, never does I/O, never panics on
-//! cluster data.
+//! Is an expected member Ready on the node (semantics.md §4; critical pods,
+//! §3; the node itself, §5.1)? If not, what it waits for, precisely enough for
+//! an operator and for the gate to know when to look again.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -233,9 +225,7 @@ fn daemon_pod_state(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> Membe
         return MemberState::ready(pod);
     }
     let name = pod.name.to_string();
-    // Upstream counts a Ready pod with no transition time as never
-    // available; so do we. The gate waits for another pod, a pod update
-    // that carries the time, or its deadline.
+    // The gate waits for another pod, an update carrying the time, or its deadline.
     let Some(since) = pod.ready_since.get() else {
         return MemberState::NotReady(Waiting::ReadySinceUnknown {
             pod: name,
@@ -263,13 +253,11 @@ fn daemon_pod_state(pod: &PodInfo, min_ready: Duration, now: Timestamp) -> Membe
 }
 
 /// Where DaemonSet `ds` stands on a node, given the pods bound to that node.
-/// Only pods `ds` controls count (its UID as their controller owner, in its
-/// namespace: [`PodInfo::controlled_by`]); any one Ready,
-/// Running, undeleted and available pod satisfies the member. Otherwise the
-/// most promising reason is reported: not yet available (earliest first),
-/// then Ready with no transition time, not Ready, not Running, terminating,
-/// and finally no pod at all; ties go to the smaller pod name.
-/// A negative `minReadySeconds` (which the API refuses) counts as zero.
+/// Only pods `ds` controls count ([`PodInfo::controlled_by`]); any one Ready,
+/// Running, undeleted and available pod satisfies the member, else the reason
+/// closest to Ready is reported (by `Waiting::rank`, then the earliest
+/// available, then the smaller pod name). A negative `minReadySeconds` (which
+/// the API refuses) counts as zero.
 pub fn daemonset_member<'a>(
     ds: &DaemonSetInfo,
     pods_on_node: impl IntoIterator<Item = &'a PodInfo>,
@@ -286,12 +274,10 @@ pub fn daemonset_member<'a>(
 pub const MAX_CSI_DRIVERS: usize = 10;
 
 /// The CSI drivers `ds` names in its [`CSI_DRIVER`] annotation that a gate
-/// waits for: the first [`MAX_CSI_DRIVERS`] valid names (a CSI driver name
-/// is a DNS-1123 subdomain of at most 63 characters, as the API server
-/// requires of a CSIDriver); empty when it names none. Blank entries are
-/// skipped; invalid or surplus ones are left to [`csi_driver_problems`]:
-/// no CSINode can ever list them, so waiting on them would hold the node
-/// until its deadline, or for ever.
+/// waits for: the first [`MAX_CSI_DRIVERS`] valid names (as the API server
+/// requires of a CSIDriver). Invalid or surplus ones are left to
+/// [`csi_driver_problems`]: no CSINode can ever list them, so waiting on them
+/// would hold the node until its deadline, or for ever.
 pub fn csi_drivers(ds: &DaemonSetInfo) -> Vec<&str> {
     csi_entries(ds)
         .filter(|d| is_csi_driver_name(d))
@@ -333,14 +319,12 @@ fn csi_entries(ds: &DaemonSetInfo) -> impl Iterator<Item = &str> {
         .filter(|d| !d.is_empty())
 }
 
-/// A DNS-1123 subdomain of at most 63 characters: lower-case alphanumeric
-/// labels of '-' inside, joined by '.'.
+/// A DNS-1123 subdomain of at most 63 characters, as a CSI driver's name.
 pub fn is_csi_driver_name(s: &str) -> bool {
     s.len() <= 63 && s.split('.').all(is_dns1123_label)
 }
 
-/// A DNS-1123 label (a namespace name): 1 to 63 lower-case letters, digits
-/// and '-', starting and ending alphanumeric.
+/// A DNS-1123 label (a namespace name).
 pub fn is_dns1123_label(s: &str) -> bool {
     s.len() <= 63 && is_lower_token(s)
 }
@@ -377,9 +361,7 @@ pub enum CriticalPodEntryError {
 impl CriticalPodEntry {
     /// The rules an entry must meet; an invalid selector would otherwise
     /// match nothing and the entry would wait until the deadline, an empty
-    /// one would match every pod. The one place these rules live: the
-    /// binary's configuration loading (`settings::config::gate_settings`)
-    /// calls this and words each error for the config file.
+    /// one would match every pod. The binary's config loading words each error.
     pub fn validate(&self) -> Result<(), CriticalPodEntryError> {
         let name = || self.name.clone();
         if self.namespace.is_empty() {
@@ -413,11 +395,9 @@ pub fn critical_applies(entry: &CriticalPodEntry, node: &NodeInfo) -> bool {
         .is_none_or(|s| s.matches(&node.labels))
 }
 
-/// Where a critical-pod entry stands on a node, given the pods bound to it:
-/// satisfied by any pod in the entry's namespace matching its selector that
-/// is not being deleted, `Running` and `Ready`. There is no
-/// `minReadySeconds` for these; `now` is taken so that callers treat every
-/// member alike.
+/// Where a critical-pod entry stands on a node, given the pods bound to it.
+/// There is no `minReadySeconds` for these; `now` is taken so that callers
+/// treat every member alike.
 pub fn critical_member<'a>(
     entry: &CriticalPodEntry,
     pods_on_node: impl IntoIterator<Item = &'a PodInfo>,

@@ -1,13 +1,7 @@
-//! Kubernetes label selectors, as configuration uses them.
-//!
-//! This module owns `LabelSelector` (the `metav1.LabelSelector` shape, so a
-//! YAML config can say `{matchLabels: ..., matchExpressions: [...]}`), its
-//! kubectl string form (`tier=infra,zone in (a,b),!spot`), and the label key
-//! and value rules that placement also uses to judge node-affinity
-//! requirements. It follows upstream apimachinery: an empty selector matches
-//! everything, keys are qualified names, values are at most 63 characters.
-//! It is pure: no I/O, no clock, no panics on user input — every mistake in a
-//! selector comes back as a `SelectorError` that names the part that is wrong.
+//! Kubernetes label selectors as configuration uses them (the
+//! `metav1.LabelSelector` shape and its kubectl string form), and the label
+//! key and value rules placement also uses, as upstream apimachinery has them.
+//! Every mistake comes back as a `SelectorError` naming the part that is wrong.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -99,8 +93,7 @@ impl LabelSelectorRequirement {
 /// The operators of a label selector, which node affinity takes too.
 pub(crate) const SET_OPS: [&str; 4] = [OP_IN, OP_NOT_IN, OP_EXISTS, OP_DOES_NOT_EXIST];
 
-/// What is wrong with `values` under `op`: In and NotIn take at least one,
-/// Exists and DoesNotExist none, and each must be a label value.
+/// What is wrong with `values` under `op`, if anything.
 pub(crate) fn values_problem(op: &str, values: &[String]) -> Option<String> {
     match op {
         OP_IN | OP_NOT_IN if values.is_empty() => {
@@ -138,10 +131,8 @@ impl LabelSelector {
         self.match_labels.is_empty() && self.match_expressions.is_empty()
     }
 
-    /// Whether `labels` satisfy every constraint. A selector that `validate`
-    /// would reject matches nothing: configuration loading calls `validate`
-    /// and refuses such a selector, so this only guards callers that skipped
-    /// that step, and it errs towards selecting nothing.
+    /// Whether `labels` satisfy every constraint. A selector `validate` rejects
+    /// (configuration loading refuses it) matches nothing: this errs that way.
     pub fn matches(&self, labels: &Labels) -> bool {
         if self.validate().is_err() {
             return false;
@@ -177,11 +168,9 @@ impl LabelSelector {
     }
 
     /// Reads the kubectl form: comma-separated requirements, each one of
-    /// `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a)`, `k` or `!k`.
-    /// `k=v` lands in `match_labels` (or, when `k` is already there with
-    /// another value, as an `In` expression, so that both still must hold);
-    /// `k!=v` becomes `NotIn [v]`. As upstream, `k in ()` means the one
-    /// empty value, and an empty string is the empty selector.
+    /// `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a)`, `k` or `!k`. As
+    /// upstream, `k in ()` means the one empty value, and an empty string is
+    /// the empty selector.
     pub fn parse(s: &str) -> Result<LabelSelector, SelectorError> {
         Parser::new(s)
             .parse()
@@ -225,10 +214,8 @@ impl fmt::Display for LabelSelectorRequirement {
 const TOKEN_RULE: &str =
     "letters, digits, '-', '_' or '.', and start and end with a letter or digit";
 
-/// Checks a label key (a "qualified name"): an optional DNS-subdomain
-/// prefix of at most 253 characters and a `/`, then a name of 1 to 63
-/// letters, digits, `-`, `_` or `.` that starts and ends with a letter or
-/// digit. The error says which part is wrong.
+/// Checks a label key (a "qualified name": an optional DNS-subdomain prefix
+/// and a `/`, then a name); the error says which part is wrong.
 pub fn check_label_key(key: &str) -> Result<(), String> {
     if key.is_empty() {
         return Err("key must not be empty".to_string());
@@ -260,8 +247,7 @@ pub fn check_label_key(key: &str) -> Result<(), String> {
     Err(format!("invalid key {key:?}: {problem}"))
 }
 
-/// Checks a label value: empty, or at most 63 letters, digits, `-`, `_` or
-/// `.` that start and end with a letter or digit.
+/// Checks a label value: empty, or a name part's characters, at most 63.
 pub fn check_label_value(value: &str) -> Result<(), String> {
     let problem = if value.len() > LABEL_VALUE_MAX {
         at_most(LABEL_VALUE_MAX, value.len())
@@ -273,7 +259,6 @@ pub fn check_label_value(value: &str) -> Result<(), String> {
     Err(format!("invalid value {value:?}: a label value {problem}"))
 }
 
-/// "must be at most MAX characters, got LEN".
 fn at_most(max: usize, len: usize) -> String {
     format!("must be at most {max} characters, got {len}")
 }
@@ -297,8 +282,7 @@ fn is_dns_subdomain(s: &str) -> bool {
     s.split('.').all(is_lower_token)
 }
 
-/// Lower-case letters, digits and '-', starting and ending with a letter or
-/// digit: a DNS-1123 label without its length limit.
+/// A DNS-1123 label without its length limit.
 pub(crate) fn is_lower_token(s: &str) -> bool {
     let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     let b = s.as_bytes();

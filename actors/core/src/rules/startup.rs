@@ -1,23 +1,7 @@
-//! Which startup taint an entrance adds to a node (semantics.md §6.0): the
-//! first rule whose node selector matches the node's labels, else the first
-//! `--taint`. The rules are the explicit ones (`--taint-for
-//! SELECTOR=KEY[:EFFECT]`, in the order given), then the presets' rules
-//! (`--autoscaler NAME`), which put a key each autoscaler already treats as
-//! a startup taint on the nodes it manages:
-//!
-//! | preset | nodes | key |
-//! | --- | --- | --- |
-//! | `karpenter` | label `karpenter.sh/nodepool` | `readiness.k8s.io/nodegate` |
-//! | `gke` | label `cloud.google.com/gke-nodepool` | `startup-taint.cluster-autoscaler.kubernetes.io/nodegate` |
-//! | `aks` | label `kubernetes.azure.com/agentpool` | the same |
-//! | `eks` | label `eks.amazonaws.com/nodegroup` | the same |
-//! | `cluster-autoscaler` | every node (a catch-all, last) | the same |
-//!
-//! `auto` is karpenter, gke, aks and eks (no catch-all); `none` no preset.
-//! Every rule's taint is managed (a gate removes it) beside every `--taint`:
-//! [`StartupTaints::managed`]. Every entrance — the webhook, the late-taint
-//! net, `backfill`, and the admission policy's CEL from
-//! [`StartupTaints::admission_rules`] — chooses with [`StartupTaints::for_node`].
+//! Which startup taint an entrance adds to a node: the rules, the presets and
+//! their order of semantics.md §6.0. Every entrance chooses with
+//! [`StartupTaints::for_node`] (the admission policy's CEL, from
+//! [`StartupTaints::admission_rules`]).
 
 use std::fmt;
 
@@ -43,11 +27,10 @@ pub const KARPENTER_DO_NOT_SYNC_TAINTS_LABEL: &str = "karpenter.sh/do-not-sync-t
 /// Why a gate waits for Karpenter before it opens, in words.
 pub const KARPENTER_REGISTRATION: &str = "karpenter registration";
 
-/// Whether Karpenter may still put taints back on this node: it is
-/// Karpenter's (`karpenter.sh/nodepool`), not yet `karpenter.sh/registered=true`,
-/// and not `karpenter.sh/do-not-sync-taints=true`. A gate that opened such a
-/// node would see a NodePool's `startupTaints` key put back by the
-/// registration (karpenter#1772), so it waits (semantics.md §6.0).
+/// Whether Karpenter may still put taints back on this node (not yet
+/// registered, nor `do-not-sync-taints`): a gate that opened it would see a
+/// NodePool's `startupTaints` key put back by the registration
+/// (karpenter#1772), so it waits (semantics.md §6.0).
 pub fn karpenter_registering(labels: &Labels) -> bool {
     let is = |key: &str| labels.get(key).is_some_and(|v| v == "true");
     labels.contains_key(KARPENTER_NODEPOOL_LABEL)
@@ -55,13 +38,10 @@ pub fn karpenter_registering(labels: &Labels) -> bool {
         && !is(KARPENTER_DO_NOT_SYNC_TAINTS_LABEL)
 }
 
-/// A gate on a Karpenter node that nodegate opened before (it carries
-/// `nodegate.dev/opened-at`) and did not re-gate (no
-/// `nodegate.dev/gated-since`): the managed taint came back with Karpenter's
-/// registration sync after an opening before registration (by the deadline
-/// or by hand). Such a gate opens again as usual, with the same deadline
-/// (from the node's creation), but records no second Event: the node's
-/// opening was recorded once already.
+/// A gate on a Karpenter node that nodegate opened before and did not
+/// re-gate: the managed taint came back with Karpenter's registration sync
+/// after an opening before registration (by the deadline or by hand). It opens
+/// again as usual, with the same deadline, but records no second Event.
 pub fn karpenter_reopening(node: &NodeInfo) -> bool {
     node.labels.contains_key(KARPENTER_NODEPOOL_LABEL)
         && (node.opened_at.is_some() || node.opened_before)

@@ -1,8 +1,5 @@
-//! Every `nodegate.dev/*` name nodegate reads or writes, with what it means.
-//!
-//! The keys are part of nodegate's interface: people set some of them by
-//! hand, scripts read the others. Nothing here changes a key's spelling;
-//! the constants only give each meaning one name.
+//! Every `nodegate.dev/*` name nodegate reads or writes (docs/configuration.md,
+//! "Annotations"): interface, set by people or read by scripts.
 
 /// The prefix of every annotation nodegate reads and writes on its objects
 /// (a projection keeps only a DaemonSet's annotations under it).
@@ -10,16 +7,15 @@ pub const PREFIX: &str = "nodegate.dev/";
 
 // On a Node, set by nodegate.
 
-/// When nodegate's untaint patch opened the node (RFC 3339, milliseconds):
-/// how a gate recognises its own patch whose answer was lost, and why the
-/// late-taint net and backfill leave a node opened before alone.
+/// When nodegate's untaint patch opened the node (RFC 3339, milliseconds);
+/// the late-taint net and backfill leave a node opened before alone.
 pub const OPENED_AT: &str = "nodegate.dev/opened-at";
 
-/// Why nodegate opened the node: `ready`, `timeout` or `manual`.
+/// Why nodegate opened the node: `ready`, `timeout`, `manual` or `external`.
 pub const OPENED_BY: &str = "nodegate.dev/opened-by";
 
-/// The deadline a gate passed with `--on-timeout=keep`: the taint stays and
-/// this marks the node for a person to look at.
+/// The deadline a gate passed with `--on-timeout` keep or replace: the taint
+/// stays and this marks the node for a person to look at.
 pub const TIMED_OUT: &str = "nodegate.dev/timed-out";
 
 /// When the gate of a node that got its taint after creation started (an
@@ -37,17 +33,14 @@ pub const REGATED_FOR: &str = "nodegate.dev/regated-for";
 /// the rule's key is theirs).
 pub const CONDITION_TAINTS: &str = "nodegate.dev/condition-taints";
 
-/// The boot id (`status.nodeInfo.bootID`, empty if it reported none) the
-/// node had when nodegate put the re-gate taint on it because a reboot was
-/// announced (semantics.md §6.10): its gate holds until the node reports
-/// another one and its members are Ready after that. Removed by re-gating
-/// once no announcement stands and the node is open or did not reboot.
+/// The boot id (`status.nodeInfo.bootID`, empty if none) the node had when
+/// nodegate re-gated it for an announced reboot (semantics.md §6.10): its
+/// gate holds until the node reports another and its members are Ready since.
 pub const AWAITING_REBOOT: &str = "nodegate.dev/awaiting-reboot";
 
 /// `--on-timeout=replace` (semantics.md §5.8): when nodegate asked the
-/// node's owner to replace it (RFC 3339). Written before the owner is
-/// deleted; what the replace budget counts. With no owner known, nodegate
-/// also cordons the node, for the cluster-autoscaler or a person to remove.
+/// node's owner to replace it (RFC 3339), written before the owner is
+/// deleted; what the replace budget counts.
 pub const REPLACE_REQUESTED: &str = "nodegate.dev/replace-requested";
 
 /// Why nodegate asked for the replacement: what the node waited for, and
@@ -102,6 +95,5 @@ pub const POD_READY: &str = "nodegate.dev/ready";
 
 // Not an annotation, but of the same family.
 
-/// The controller named as `reportingController` in the Events nodegate
-/// writes.
+/// The `reportingController` of the Events nodegate writes.
 pub const REPORTING_CONTROLLER: &str = "nodegate.dev/nodegate";

@@ -1,15 +1,6 @@
-//! nodegate's one backoff policy: after `times` failures in a row, wait
-//! [`Backoff::ceiling`] (`first`, doubling per failure, at most `most`),
-//! or a point of its second half ([`jitter`], [`Backoff::jittered`]) so
-//! that retries that failed together do not come back together. Each user
-//! keeps its own `first` and `most`: the gate's write retry and restart
-//! (`nodegate_actors::ports::RETRY`), a failed canary's replacement
-//! (`canary::BACKOFF`), a refused condition rule and a refused owner
-//! (`closing`), and the binary's retry loops.
-//!
-//! The core reads no clock and draws no random number: the caller passes
-//! the draw in. [`Backoffs`] keeps the failures in a row per key (a rule's
-//! name, a node's) for a decider, spread by a hash of the key instead.
+//! nodegate's one backoff policy; each user keeps its own `first` and `most`.
+//! The core draws no random number: the caller passes the draw in, and
+//! [`Backoffs`] spreads a decider's waits by a hash of the key instead.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -73,8 +64,6 @@ struct Refused {
 pub struct Backoffs {
     refused: HashMap<String, Refused>,
     policy: Backoff,
-    /// Whether each wait is spread over its second half by the key, so
-    /// that keys refused together do not come back together.
     spread: bool,
 }
 

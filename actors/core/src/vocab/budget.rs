@@ -1,9 +1,7 @@
-//! A disruption budget: how many managed nodes nodegate may close at once on
-//! its own initiative (re-gating, a condition rule's `maxUnavailable`).
-//!
-//! Written `N` (a count) or `P%` (a share of the managed nodes). A share is
-//! rounded down, and a budget always allows at least one node, so a small
-//! cluster can still re-gate its one broken node.
+//! A disruption budget, `N` or `P%` of the managed nodes: how many nodegate
+//! may close at once on its own initiative. It always allows at least one
+//! ([`MaxUnavailable::allowed`]), so a small cluster can still re-gate its one
+//! broken node.
 
 use std::fmt;
 use std::str::FromStr;
@@ -17,7 +15,6 @@ pub enum MaxUnavailable {
 }
 
 impl Default for MaxUnavailable {
-    /// 10 % of the managed nodes.
     fn default() -> Self {
         MaxUnavailable::Percent(10)
     }

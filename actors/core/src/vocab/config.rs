@@ -1,7 +1,5 @@
-//! The configuration: [`Config`], built once by the binary from flags and the
-//! config file, with one sub-configuration per feature. It sits on the core's
-//! floor so that every feature can read its settings without importing the
-//! gate or another feature; nothing here imports a controller.
+//! The configuration, [`Config`], one part per feature: on the floor, so that
+//! every feature reads its settings without importing another.
 
 use std::time::Duration;
 
@@ -33,8 +31,7 @@ word_enum! {
         /// still opens if every member later becomes Ready.
         Keep = "keep",
         /// As `Keep`, and the leader asks the node's owner to replace it
-        /// (deletes its Karpenter NodeClaim or Cluster API Machine, or cordons
-        /// and marks it): see [`crate::closing::replacing`] and semantics.md §5.8.
+        /// (semantics.md §5.8, [`crate::closing::replacing`]).
         Replace = "replace",
     }
     else "an action: use open, keep or replace"
@@ -66,12 +63,10 @@ impl Scope {
 /// The default `--timeout`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The settings every gate shares. Built once by the binary from flags and the
-/// config file.
+/// The settings every gate shares, built once from flags and the config file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// Which nodes nodegate manages at all (`--node-selector`): a node
-    /// outside it is never gated, whatever its taints.
+    /// `--node-selector`: a node outside it is never gated, whatever its taints.
     pub scope: Scope,
     pub placement: PlacementConfig,
     /// Which startup taint an entrance adds to a node (`--taint-for`,
@@ -104,15 +99,12 @@ pub struct Config {
     pub suspend: bool,
     /// `--regate-after` and friends; `None`: open nodes are never re-gated.
     pub regate: Option<RegateConfig>,
-    /// `--max-unavailable`: the most managed nodes nodegate keeps closed on
-    /// its own initiative at once, re-gated or carrying a condition rule's
-    /// taint (see [`closed_by_nodegate`](crate::deciders::closed_by_nodegate)); `None`: no cap
-    /// beyond each one's own budget.
+    /// `--max-unavailable`: the most managed nodes nodegate keeps closed at
+    /// once on its own initiative ([`crate::deciders::closed_by_nodegate`]);
+    /// `None`: no cap beyond each one's own budget.
     pub max_unavailable: Option<MaxUnavailable>,
-    /// `--node-condition`: the leader writes the [`OPEN_CONDITION`]
-    /// condition on each node it gates ([`crate::gate::open_condition`]).
-    ///
-    /// [`OPEN_CONDITION`]: crate::gate::OPEN_CONDITION
+    /// `--node-condition`: the leader writes the `nodegate.dev/Open` condition
+    /// on each node it gates ([`crate::gate::open_condition`]).
     pub node_condition: bool,
     /// `--reboot-announcements` and friends: re-gating before an announced
     /// reboot (semantics.md §6.10). Off by default.
@@ -127,17 +119,15 @@ pub struct Config {
 
 impl Config {
     /// Whether `node` is gated: inside `--node-selector` and carrying at
-    /// least one managed taint. The one definition the router (which gates to
-    /// run) and `status` (which nodes to list) share.
+    /// least one managed taint. The one definition every user shares.
     pub fn gates(&self, node: &NodeInfo) -> bool {
         self.scope.includes(&node.labels)
             && node.taints.iter().any(|t| self.placement.is_managed(t))
     }
 
-    /// The deadline of `node`'s gate: `--regate-timeout` for a node that
-    /// carries only the re-gate taint (it was open and broke), or
-    /// `--reboot-timeout` when it was re-gated before an announced reboot
-    /// (`nodegate.dev/awaiting-reboot`), else `--timeout`.
+    /// The deadline of `node`'s gate: for a node that carries only the
+    /// re-gate taint (it was open and broke), `--regate-timeout` or, awaiting
+    /// an announced reboot, `--reboot-timeout`; else `--timeout`.
     pub fn timeout_for(&self, node: &NodeInfo) -> Option<Duration> {
         match &self.regate {
             Some(rc) if self.regated(node, rc) => match self.reboots.timeout {
@@ -157,8 +147,7 @@ impl Config {
 }
 
 impl Default for Config {
-    /// The defaults `nodegate run` documents: the default managed and
-    /// transient taints, 120 s, open on timeout, writes enabled.
+    /// The defaults `nodegate run` documents.
     fn default() -> Self {
         Config {
             scope: Scope::default(),

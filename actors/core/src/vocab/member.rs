@@ -13,8 +13,7 @@ use crate::vocab::model::DaemonSetInfo;
 
 /// Who a gate may wait for. DaemonSets are named `namespace/name` (a name is
 /// held by one live object at a time; a recreated DaemonSet replaces the old
-/// one under the same name), critical-pod entries `critical:NAME` — a colon can
-/// appear in neither a namespace nor a DaemonSet name, so the two never clash.
+/// one under the same name), the other kinds `KIND:NAME`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum MemberId {
     DaemonSet(String),
@@ -92,9 +91,8 @@ impl<'de> Deserialize<'de> for MemberId {
     }
 }
 
-/// Whether the gate waits for a member, and if not, why not (in words, as the
-/// placement rules put it, and as a stable code such as "node_selector" or
-/// "starts_after_gate": `NotExpectedReason::kind` for DaemonSets).
+/// Whether the gate waits for a member, and if not, why not: in words and as
+/// a stable code (`NotExpectedReason::kind` for DaemonSets).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Expectation {

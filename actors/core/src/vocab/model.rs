@@ -1,10 +1,6 @@
-//! Compact projections of the cluster objects the gate reasons about.
-//!
-//! The watchers in the binary translate Nodes, DaemonSets and Pods into these
-//! plain structs and keep nothing else, so the core never sees (or allocates
-//! for) a whole Kubernetes object. Field semantics follow the Kubernetes API:
-//! an empty string stands for an unset optional string, exactly as upstream
-//! helpers treat it. This module holds data only; it must never do I/O.
+//! Compact projections of the cluster objects the gate reasons about, so the
+//! core never holds a whole Kubernetes object. Fields follow the Kubernetes
+//! API: an empty string is an unset optional string, as upstream helpers read it.
 
 use std::collections::BTreeMap;
 
@@ -83,9 +79,8 @@ impl std::fmt::Display for Taint {
     }
 }
 
-/// A pod toleration. Empty strings mean "unset": an empty `operator` is
-/// `Equal`, an empty `effect` matches every effect, an empty `key` (with
-/// `Exists`) matches every key.
+/// A pod toleration; an empty string is unset, read as upstream reads it
+/// ([`tolerates`](crate::rules::placement::tolerates)).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Toleration {
     #[serde(default)]
@@ -142,8 +137,7 @@ pub struct PodPlacement {
 
 word_enum! {
     /// The status of a node's `Ready` condition, as the kubelet and the node
-    /// lifecycle controller set it. A node the gate has never seen Ready reads as
-    /// `Unknown`, as upstream treats a node without the condition.
+    /// lifecycle controller set it; upstream reads no condition as `Unknown`.
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
     pub enum NodeReady {
         True = "True",
@@ -171,25 +165,22 @@ pub struct NodeInfo {
     pub labels: Labels,
     pub taints: Vec<Taint>,
     pub created: Timestamp,
-    /// `nodegate.dev/gated-since`, when the node was re-gated; the deadline
-    /// counts from here instead of from `created`. An unparsable annotation
-    /// is reported by the adapter and treated as absent.
+    /// `nodegate.dev/gated-since`: the deadline counts from here instead of
+    /// from `created`; an unparsable annotation is reported and read as absent.
     pub gated_since: Option<Timestamp>,
     /// The status of the node's `Ready` condition (semantics.md §5.1: a node
     /// opens by readiness only while it is `True`).
     #[serde(default)]
     pub ready: NodeReady,
-    /// `nodegate.dev/opened-at`, the time nodegate's untaint patch wrote
-    /// (semantics.md §5.5): how a gate recognises its own patch whose answer
-    /// was lost. An unparsable annotation is reported and treated as absent.
+    /// `nodegate.dev/opened-at` (semantics.md §5.5): how a gate recognises its
+    /// own patch whose answer was lost; an unparsable one reads as absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opened_at: Option<Timestamp>,
     /// `nodegate.dev/opened-at` is there at all, readable or not: nodegate
     /// opened this node before, and no entrance puts the startup taint back.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub opened_before: bool,
-    /// Whether the object has `metadata.annotations` at all: a JSON patch
-    /// that sets an annotation must create the map when it does not.
+    /// Whether the object has `metadata.annotations` at all (for the patches).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub annotations_present: bool,
     /// `nodegate.dev/suspend: "true"`: the gate decides and journals, but
@@ -232,9 +223,8 @@ pub struct NodeInfo {
     /// `criticalResources` reads (semantics.md §6.8).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extended_allocatable: BTreeMap<String, String>,
-    /// The ResourceSlices published for this node (`spec.nodeName`), by
-    /// name, from the ResourceSlice watch that runs while `draDrivers` is
-    /// configured: what `draDrivers` reads (semantics.md §6.8).
+    /// The ResourceSlices local to this node (`spec.nodeName`), by name: what
+    /// `draDrivers` reads (semantics.md §6.8), watched only while it is set.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_slices: Vec<SliceInfo>,
     /// `nodegate.dev/reboot-pending`, as written: a person announced a
@@ -268,8 +258,7 @@ pub struct SliceInfo {
     /// this generation.
     pub slice_count: i64,
     /// The UID of the Node the slice's ownerReference names (kind Node, the
-    /// name in `spec.nodeName`), as a DRA driver's kubelet plugin sets it;
-    /// empty when it names none. Only a slice owned by the very node counts.
+    /// name in `spec.nodeName`), as a DRA driver's kubelet plugin sets it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub owner_uid: String,
 }
@@ -319,12 +308,10 @@ impl DaemonSetInfo {
     }
 }
 
-/// What the gate needs of a Pod. The values many pods share (namespace,
-/// node, owner, phase) are [`Shared`] strings; the uid, which the index and
-/// the watch's bookkeeping key the pod by, is a [`Uid`] (a UUID's 128 bits,
-/// no allocation). Every replica holds one per DaemonSet pod, so its size
-/// is a budget (docs/benchmarks.md, "65,000 open nodes"); each field
-/// serializes as the plain string (or time) it stands for.
+/// What the gate needs of a Pod. Every replica holds one per DaemonSet pod, so
+/// its size is a budget (docs/benchmarks.md, "65,000 open nodes"): shared
+/// values are [`Shared`], the uid a [`Uid`]; each field serializes as the
+/// plain string (or time) it stands for.
 #[derive(Debug, Clone, Eq, Serialize, Deserialize)]
 pub struct PodInfo {
     pub namespace: Shared,
@@ -343,8 +330,7 @@ pub struct PodInfo {
     pub phase: Shared,
     /// The `Ready` condition is `True`.
     pub ready: bool,
-    /// `lastTransitionTime` of the `Ready` condition, when present: an
-    /// `Option<Timestamp>` in 12 bytes (serialized as one).
+    /// `lastTransitionTime` of the `Ready` condition, when present.
     #[serde(default)]
     pub ready_since: OptTime,
     /// `nodegate.dev/ready: "true"`: the pod declares itself done (an init
@@ -452,8 +438,7 @@ pub const CAPI_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/machine";
 /// The annotation Cluster API puts on a node: its Machine's namespace.
 pub const CAPI_NAMESPACE_ANNOTATION: &str = "cluster.x-k8s.io/cluster-namespace";
 
-/// What a node carries about its replacement: its owner, and nodegate's
-/// marks. Projected from the Node by the binary.
+/// What a node carries about its replacement: its owner and nodegate's marks.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replacement {
     #[serde(default)]

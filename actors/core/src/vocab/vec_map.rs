@@ -1,17 +1,9 @@
-//! A map kept as one vector sorted by key: what a gate keeps its few
-//! DaemonSets, pods and members in.
-//!
-//! A gate's maps hold a handful of entries each (six DaemonSets, six pods,
-//! six members at D = 6) and there are ten thousand gates: a `BTreeMap`
-//! allocates a node of eleven slots for the first entry, so six entries
-//! cost a node of eleven and its allocation overhead, per map and per gate.
-//! [`VecMap`] stores exactly its entries, sorted, and finds a key by binary
-//! search; it iterates in key order and serializes as a map, exactly like the
-//! `BTreeMap` it replaced (the gate's state, its JSON and its replay do not
-//! tell them apart). Inserting into a large map is linear: it is meant for
-//! the small key sets of one gate. No crate in the tree offers a sorted
-//! vector map (`indexmap` keeps insertion order and a hash table beside the
-//! entries), hence this module.
+//! A map kept as one vector sorted by key, for a gate's few DaemonSets, pods
+//! and members: a `BTreeMap` allocates a node of eleven slots for its first
+//! entry, per map and per gate, and there are ten thousand gates. It iterates
+//! and serializes exactly like the `BTreeMap` it replaced; inserting is linear,
+//! so it is for small maps. No crate in the tree offers a sorted vector map
+//! (`indexmap` keeps insertion order and a hash table beside the entries).
 
 use std::borrow::Borrow;
 use std::fmt;

@@ -1,12 +1,5 @@
 //! Every write nodegate makes, as one [`Write`], and its one answer, an
-//! [`Outcome`]: the gates' untaint, timeout mark, external-opening mark and
-//! Node condition, the deciders' taint writes (a taint added or removed, or
-//! annotations alone), a replace request (a mark, a cordon, an owner's
-//! delete, or a fallback's mark), and a canary pod's create and delete. The
-//! actor crate's `EffectExecutor` carries out every one through a single
-//! `write`.
-//!
-//! Plain data, part of the floor: it imports nothing but the model.
+//! [`Outcome`]: plain data (docs/architecture.md, "The node writer").
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -19,7 +12,8 @@ use crate::vocab::words::word_enum;
 pub enum Write {
     /// A gate's opening: the conditional untaint patch.
     Untaint(UntaintPatch),
-    /// A gate's `nodegate.dev/timed-out` annotation (`--on-timeout=keep`).
+    /// A gate's `nodegate.dev/timed-out` annotation (`--on-timeout` keep or
+    /// replace).
     MarkTimedOut(TimeoutMark),
     /// `nodegate.dev/opened-by: external` after someone else opened the
     /// node. Best effort: nothing waits for its outcome.
@@ -32,17 +26,13 @@ pub enum Write {
     /// `--on-timeout=replace`: mark (and maybe cordon) the node and delete
     /// its owner, or record a fallback.
     Replace(ReplaceWrite),
-    /// Create a canary pod.
     CreateCanary(CanaryCreate),
-    /// Delete a canary pod.
     DeleteCanary(CanaryDelete),
 }
 
-/// What the executor reports for a [`Write`]: the one answer to every
-/// write. A [`Write::Replace`] that reached the owner answers
-/// [`Outcome::OwnerDeleted`] or [`Outcome::OwnerFailed`], and one that
-/// proved no owner [`Outcome::NoOwner`]; no other write gets those three,
-/// and a deciding arm that never sees them reads them as failures.
+/// The one answer to every [`Write`]. Only a [`Write::Replace`] gets
+/// `OwnerDeleted`, `OwnerFailed` or `NoOwner`; an arm that never sees them
+/// reads them as failures.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
@@ -111,9 +101,8 @@ pub struct UntaintPatch {
     pub cordoned: bool,
 }
 
-/// Record on the node that someone else opened it: `nodegate.dev/opened-at`
-/// (the shell's time when it writes) and `nodegate.dev/opened-by:
-/// external`. Best effort, after the gate has ended: nothing waits for it.
+/// Record on the node, after its gate ended, that someone else opened it:
+/// `nodegate.dev/opened-at` (the shell's time) and `opened-by: external`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExternalOpening {
     pub node: String,
@@ -123,7 +112,7 @@ pub struct ExternalOpening {
     pub cordoned: bool,
 }
 
-/// Set `nodegate.dev/timed-out` on the node (`--on-timeout=keep`).
+/// Set `nodegate.dev/timed-out` on the node (`--on-timeout` keep or replace).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimeoutMark {
     pub node: String,
@@ -150,8 +139,8 @@ word_enum! {
         Waiting = "Waiting",
         /// Every expected member is Ready; the untaint is being written.
         Opening = "Opening",
-        /// The deadline passed with `--on-timeout=keep`: still closed, and still
-        /// opens if everything becomes Ready.
+        /// The deadline passed with `--on-timeout` keep or replace: still closed,
+        /// and still opens if everything becomes Ready.
         TimedOut = "TimedOut",
         /// Opened: every expected member was Ready (`opened-by: ready`).
         OpenedByReady = "OpenedByReady",

@@ -1,10 +1,6 @@
 //! Node conditions (semantics.md §6.5): as gate members
 //! ([`CriticalCondition`], `criticalConditions` in the config) and as taints
 //! ([`taints`], `conditionTaints`).
-//!
-//! A condition the node does not report has status `Unknown`, as upstream
-//! reads a missing condition. Pure, like the rest of the core: time is an
-//! argument.
 
 pub mod taints;
 
@@ -13,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::rules::selector::{LabelSelector, SelectorError};
 use crate::vocab::model::NodeInfo;
 
-/// The status a condition the node does not report reads as.
+/// The status a condition the node does not report reads as, as upstream.
 pub const ABSENT_STATUS: &str = "Unknown";
 
 /// The status of condition `type_` on `node`; [`ABSENT_STATUS`] when the node
@@ -73,8 +69,7 @@ impl CriticalCondition {
     }
 }
 
-/// The rules a list of critical conditions must meet: a type and a status
-/// each, each type once, valid node selectors.
+/// The rules a list of critical conditions must meet.
 pub fn validate_critical(list: &[CriticalCondition]) -> Result<(), CriticalConditionError> {
     let mut seen = std::collections::BTreeSet::new();
     for (index, c) in list.iter().enumerate() {

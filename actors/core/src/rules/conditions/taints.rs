@@ -1,12 +1,6 @@
-//! Condition rules that put a taint on a node (`conditionTaints`,
-//! semantics.md §6.5): while a node matches a rule's conditions the rule's
-//! taint is on; with `remove: whenCleared` it comes off when the node stops
-//! matching, with `remove: never` it stays. A rule's taint is not a gate.
-//!
-//! This module says what a rule is and checks the configured ones
-//! ([`validate_rules`]); how a node is judged against a rule, and what is
-//! then written, is the condition-taint controller's
-//! ([`crate::closing::condition_taints`]).
+//! What a `conditionTaints` rule is (semantics.md §6.5), and the checks on the
+//! configured ones ([`validate_rules`]). Judging a node against a rule, and
+//! writing its taint, is [`crate::closing::condition_taints`]'s.
 
 use std::time::Duration;
 
@@ -107,9 +101,7 @@ pub struct ConditionTaintRule {
 pub const NO_EXECUTE_DEFAULT_BUDGET: MaxUnavailable = MaxUnavailable::Count(1);
 
 impl ConditionTaintRule {
-    /// The budget the rule is held to: its `maxUnavailable`, or for a
-    /// `NoExecute` rule without one [`NO_EXECUTE_DEFAULT_BUDGET`]; `None`
-    /// (no limit of its own) for the other effects.
+    /// The budget the rule is held to (`None`: no limit of its own).
     pub fn budget(&self) -> Option<MaxUnavailable> {
         self.max_unavailable.or_else(|| {
             (self.taint.effect == EFFECT_NO_EXECUTE).then_some(NO_EXECUTE_DEFAULT_BUDGET)

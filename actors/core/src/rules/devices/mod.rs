@@ -1,11 +1,6 @@
-//! Devices as gate members (semantics.md §6.8): an extended resource the
-//! node must report allocatable ([`CriticalResource`], `criticalResources`
-//! in the config) and a DRA driver whose ResourceSlice pools for the node
-//! must be complete ([`DraDriver`], `draDrivers`).
-//!
-//! Both are judged from the node's projection alone (its allocatable
-//! extended resources and the ResourceSlices local to it), like node
-//! conditions. Pure, like the rest of the core.
+//! Devices as gate members (semantics.md §6.8): [`CriticalResource`]
+//! (`criticalResources`) and [`DraDriver`] (`draDrivers`), each judged from
+//! the node's projection alone.
 
 pub mod pools;
 pub mod quantity;
@@ -55,9 +50,8 @@ impl CriticalResource {
         applies(self.node_selector.as_ref(), node)
     }
 
-    /// `Ok` with what satisfies it (the allocatable amount) when the node
-    /// reports more than zero; else why not, in words for the journal,
-    /// `explain` and `status`.
+    /// `Ok` with the allocatable amount when it is more than zero; else why
+    /// not, in words for the journal, `explain` and `status`.
     pub fn judge(&self, node: &NodeInfo) -> Result<String, String> {
         let r = &self.resource;
         let Some(amount) = node.extended_allocatable.get(r) else {
@@ -84,9 +78,8 @@ impl DraDriver {
         applies(self.node_selector.as_ref(), node)
     }
 
-    /// `Ok` with its complete pools when the driver has at least one pool
-    /// for the node and all are complete; else why not, naming each
-    /// incomplete pool and the slices it lacks.
+    /// `Ok` with its complete pools; else why not, naming each incomplete
+    /// pool and the slices it lacks.
     ///
     /// Only slices the node owns count (an ownerReference to the Node by
     /// name and UID, as a driver's kubelet plugin writes it): anyone who
@@ -162,8 +155,7 @@ pub fn check_resource_name(name: &str) -> Result<(), DeviceError> {
     Ok(())
 }
 
-/// The rules `criticalResources` must meet: valid names, each once, valid
-/// node selectors.
+/// The rules `criticalResources` must meet.
 pub fn validate_resources(list: &[CriticalResource]) -> Result<(), AtEntry> {
     validate(
         list.iter()
@@ -172,8 +164,7 @@ pub fn validate_resources(list: &[CriticalResource]) -> Result<(), AtEntry> {
     )
 }
 
-/// The rules `draDrivers` must meet: valid driver names, each once, valid
-/// node selectors.
+/// The rules `draDrivers` must meet.
 pub fn validate_drivers(list: &[DraDriver]) -> Result<(), AtEntry> {
     validate(
         list.iter()

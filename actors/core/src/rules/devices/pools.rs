@@ -1,10 +1,7 @@
 //! A DRA driver's resource pools on one node, and whether each is complete,
-//! as resource.k8s.io/v1 defines it: a driver publishes a pool as one or
-//! more ResourceSlices that all carry the pool's name, a generation and the
-//! number of slices the pool has at that generation. Consumers consider
-//! only the slices of a pool's highest generation (older ones are left over
-//! from before the driver's last change, and go away), and the pool is
-//! complete once as many of those as `resourceSliceCount` says are there.
+//! as resource.k8s.io/v1 defines it (semantics.md §6.8): only the slices of a
+//! pool's highest generation count (older ones are left over from before the
+//! driver's last change), and as many as their `resourceSliceCount` says.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,10 +1,6 @@
-//! The sign of a Kubernetes quantity (`resource.Quantity`'s text form),
-//! which is all `criticalResources` needs: whether an allocatable amount is
-//! more than zero.
-//!
-//! k8s-openapi's `Quantity` is the text as written, with no parser, and no
-//! crate in the lock file parses quantities; the grammar is small, so it is
-//! read here, exactly as the API documents it:
+//! The sign of a Kubernetes quantity's text, all `criticalResources` needs.
+//! k8s-openapi's `Quantity` is the text, and no crate in the lock file parses
+//! quantities; the grammar is small, so it is read here as the API has it:
 //!
 //! ```text
 //! quantity     ::= signedNumber suffix

@@ -1,7 +1,5 @@
 //! Where a pod template may go by the node itself: `spec.nodeName`,
-//! `nodeSelector` and required node affinity (`matchExpressions` and
-//! `matchFields`, validated and matched as upstream does, term by term). It
-//! never looks at taints or at nodegate's configuration.
+//! `nodeSelector` and required node affinity, validated and matched as upstream.
 
 use super::reason::{NotExpectedReason, RequirementRef, TermFailure, TermList, TermMismatch};
 use crate::rules::selector::{

@@ -1,8 +1,5 @@
-//! nodegate's placement configuration: its own managed taints, the taints
-//! that count as transient at start-up (semantics.md §2) and the exclusions,
-//! gathered in `PlacementConfig`, with the steady-state view of a node's
-//! taints it implies. It parses and holds configuration only; it never
-//! decides whether a DaemonSet runs on a node.
+//! nodegate's placement configuration, [`PlacementConfig`]: its managed
+//! taints, the transient ones (semantics.md §2) and the exclusions.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -17,7 +14,6 @@ use crate::vocab::model::Taint;
 pub const DEFAULT_MANAGED_TAINT_KEY: &str = "nodegate.dev/initializing";
 
 /// Start-up taints that some other agent is known to lift (semantics.md §2).
-/// A trailing `*` makes an entry a key prefix.
 pub const DEFAULT_TRANSIENT_TAINTS: &[&str] = &[
     "node.kubernetes.io/not-ready",
     "node.kubernetes.io/unreachable",
@@ -180,8 +176,7 @@ impl Default for PlacementConfig {
 }
 
 impl PlacementConfig {
-    /// Whether DaemonSets of `namespace` may be members at all
-    /// (`--daemonset-namespaces`; every namespace when unset).
+    /// Whether DaemonSets of `namespace` may be members at all.
     pub fn daemonset_allowed(&self, namespace: &str) -> bool {
         self.daemonset_namespaces
             .as_ref()

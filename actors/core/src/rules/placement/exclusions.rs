@@ -1,7 +1,4 @@
-//! The configured opt-outs: a DaemonSet outside the allowed namespaces
-//! (`--daemonset-namespaces`), named in the exclusions, matched by the
-//! exclude selector, or annotated `nodegate.dev/ignore: "true"` is never
-//! waited for, whatever the node. It never looks at the node.
+//! The configured opt-outs, which never look at the node.
 
 use super::config::PlacementConfig;
 use super::reason::NotExpectedReason;
@@ -9,9 +6,8 @@ use crate::vocab::annotations::DAEMONSET_IGNORE;
 use crate::vocab::model::DaemonSetInfo;
 use crate::vocab::model::Shared;
 
-/// Why a DaemonSet is left out whatever the node: named in the exclusions,
-/// matched by the exclude selector, or annotated `nodegate.dev/ignore:
-/// "true"` (exactly "true", as Kubernetes reads boolean annotations).
+/// Why a DaemonSet is left out whatever the node, if it is. Its ignore
+/// annotation counts only as exactly "true", as Kubernetes reads booleans.
 ///
 /// An empty exclude selector would match every DaemonSet and so open every
 /// gate at once; no one configures that on purpose, so it counts as unset.

@@ -1,21 +1,7 @@
-//! Would this DaemonSet place a pod on this node, once start-up is over?
-//!
-//! This module owns the placement rules of semantics.md sections 1 to 3: the
-//! DaemonSet controller's own predicate (`should_run`: default tolerations,
-//! `nodeName`, `nodeSelector`, required node affinity, NoSchedule/NoExecute
-//! taints), the steady-state view of a node's taints (transient start-up
-//! taints removed, nodegate's managed taints kept), and the configured
-//! exclusions (`evaluate`). Upstream Kubernetes 1.36 is the authority, down to
-//! its quirks; every "no" comes with a reason an operator can act on. It is
-//! pure: it never does I/O, never reads a clock and never panics on cluster
-//! data, however malformed.
-//!
-//! The rules are split by concern: `config` (managed and transient taints,
-//! `PlacementConfig`), `taints` (tolerations and the taint check), `affinity`
-//! (`nodeName`, `nodeSelector`, required node affinity), `exclusions` (the
-//! configured opt-outs) and `reason` (every "no" and how it reads). This file
-//! asks the two questions, `should_run` and `evaluate`, and re-exports the
-//! public items so that every path stays `nodegate_core::rules::placement::X`.
+//! Would this DaemonSet place a pod on this node, once start-up is over
+//! (semantics.md sections 1 to 3)? Upstream Kubernetes 1.36 is the authority,
+//! down to its quirks; every "no" comes with a reason an operator can act on,
+//! and no cluster data, however malformed, makes it panic.
 
 mod affinity;
 mod config;
@@ -48,9 +34,6 @@ pub use taints::{
     taint_blocks_scheduling, tolerates, with_default_tolerations,
 };
 
-// ---------------------------------------------------------------------------
-// Verdicts
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Verdict {
     Expected,
@@ -79,15 +62,9 @@ impl fmt::Display for Verdict {
     }
 }
 
-// ---------------------------------------------------------------------------
-// The two questions
-
 /// The DaemonSet controller's own predicate (`NodeShouldRunDaemonPod`'s
-/// "should run"): with the default daemon tolerations added, the node name,
-/// `nodeSelector`, required node affinity and every NoSchedule/NoExecute
-/// taint. No steady-state view and no exclusions: this is what the real
-/// controller decides for the node exactly as given, and the differential
-/// tests hold us to it.
+/// "should run") for the node exactly as given: no steady-state view and no
+/// exclusions. The differential tests hold us to it.
 pub fn should_run(
     node_name: &str,
     labels: &Labels,
@@ -105,11 +82,10 @@ pub fn should_run(
     }
 }
 
-/// Must the gate on `node` wait for `ds`? Exclusions first; then the
-/// controller's predicate against the node in steady state: transient taints
-/// removed, nodegate's managed taints kept. Other untolerated taints are
-/// checked before managed ones, so a DaemonSet that will never run here is
-/// reported as such rather than as "starts after the gate opens".
+/// Must the gate on `node` wait for `ds`? The exclusions, then the
+/// controller's predicate against the node in steady state. Other untolerated
+/// taints are checked before managed ones, so a DaemonSet that will never run
+/// here is reported as such rather than as "starts after the gate opens".
 pub fn evaluate(node: &NodeInfo, ds: &DaemonSetInfo, cfg: &PlacementConfig) -> Verdict {
     placement_problem(node, ds, cfg).map_or_else(Verdict::NotExpected, |()| Verdict::Expected)
 }

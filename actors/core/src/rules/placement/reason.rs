@@ -1,8 +1,5 @@
-//! Why a DaemonSet is not expected on a node, in words an operator can act
-//! on: `NotExpectedReason`, its stable `ReasonCode`, and how one node
-//! selector term failed (`TermList`, `RequirementRef`, `TermFailure`,
-//! `TermMismatch`). It only names and words the reasons; it never decides
-//! one.
+//! Why a DaemonSet is not expected on a node, in words an operator can act on
+//! and as a stable [`ReasonCode`]; it words reasons, it never decides one.
 
 use std::fmt;
 
@@ -52,8 +49,7 @@ pub enum NotExpectedReason {
 word_enum! {
     /// Why a member is not expected, as a stable name (the journal's
     /// `member_not_expected` events, explain's `reason_code`). One byte, so a
-    /// gate's members and journal carry it for free; serialized as its
-    /// snake_case name.
+    /// gate's members and journal carry it for free.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
     #[serde(rename_all = "snake_case")]
     pub enum ReasonCode {

@@ -1,9 +1,5 @@
-//! Taints and tolerations as the DaemonSet controller sees them: whether a
-//! toleration tolerates a taint (including the alpha `Lt`/`Gt` operators),
-//! the tolerations it adds to every daemon pod, and the first
-//! NoSchedule/NoExecute taint a pod does not tolerate. It knows nothing of
-//! nodegate's configuration: which taints are managed or transient is
-//! `config`'s business.
+//! Taints and tolerations as the DaemonSet controller sees them; which taints
+//! are managed or transient is `config`'s business.
 
 use crate::vocab::model::{Taint, Toleration};
 

@@ -1,7 +1,5 @@
-//! The kubectl string form of a label selector
-//! (`tier=infra,zone in (a,b),!spot`): a lexer and a recursive-descent parser
-//! that build a [`LabelSelector`] and name the part that is wrong in a
-//! [`SelectorError`]. Pure, and never panics on user input.
+//! The kubectl string form of a label selector (`tier=infra,zone in (a,b),!spot`):
+//! a lexer and a recursive-descent parser.
 
 use super::*;
 

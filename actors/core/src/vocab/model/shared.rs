@@ -1,16 +1,9 @@
-//! Shared strings: the model's most repeated values (a pod's namespace, its
-//! node's name, its DaemonSet's uid, its phase; a node's condition types
-//! and statuses) are held once and shared by every object that carries them.
-//!
-//! At 65,000 nodes the index holds 390,000 DaemonSet pods; as `String`s their
-//! namespace, node, owner and phase were four allocations a pod, about 150
-//! bytes, for a handful of distinct values (docs/benchmarks.md, "65,000 open
-//! nodes"). A [`Shared`] is a thin reference-counted string (`arcstr`'s
-//! `ArcStr`: one pointer, 8 bytes, its length in the allocation, where an
-//! `Arc<str>` takes 16): cloning it is a reference count, and it reads like a
-//! `&str` (`Deref`, `Borrow<str>`, `==` against strings).
-//! An [`Interner`] hands out one `Shared` per distinct value; it forgets the
-//! values nobody holds any more, so a cluster's churn does not grow it.
+//! Shared strings: the model's most repeated values (a pod's namespace, node,
+//! owner and phase; a node's condition types and statuses) held once. As
+//! `String`s they were four allocations a pod, about 150 bytes, for a handful
+//! of values (docs/benchmarks.md, "65,000 open nodes"). A [`Shared`] is
+//! `arcstr`'s `ArcStr`: 8 bytes, its length in the allocation (an `Arc<str>`
+//! takes 16).
 
 use std::borrow::Borrow;
 use std::collections::HashSet;

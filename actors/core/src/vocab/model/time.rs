@@ -1,11 +1,7 @@
-//! An optional time in 12 bytes, for [`PodInfo::ready_since`]
-//! (super::PodInfo).
-//!
-//! An `Option<Timestamp>` takes 24 bytes (a `Timestamp` is 16, with no spare
-//! value for `None`). An [`OptTime`] holds the same values exactly (every
-//! second jiff can represent, every nanosecond) in three 4-byte words, so
-//! the pod's four flags fill the last word and the pair takes 16 bytes
-//! instead of 32 (docs/benchmarks.md, "65,000 open nodes").
+//! An optional time in three 4-byte words, for `PodInfo::ready_since`: an
+//! `Option<Timestamp>` takes 24 bytes (a `Timestamp` has no spare value for
+//! `None`). Every time jiff can hold fits exactly, and with the pod's four
+//! flags the pair takes 16 bytes instead of 32 (docs/benchmarks.md, "65,000 open nodes").
 
 use std::fmt;
 

@@ -1,14 +1,8 @@
-//! A pod's uid in 16 bytes.
-//!
-//! Every replica holds every DaemonSet pod (390,000 at 65,000 nodes,
-//! docs/benchmarks.md, "65,000 open nodes"), and the index and the pod
-//! watch's bookkeeping key each by its uid. The API server makes every uid
-//! a random UUID, whose 36 characters took an allocation of their own (52
-//! bytes) a pod. A [`Uid`] holds a UUID written canonically (lowercase hex,
-//! hyphenated, as the API server writes it) as its 128 bits, and any other
-//! text exactly as written, in a shared string: nothing from outside is
-//! refused, rewritten or confused with another uid. Two uids are equal when
-//! their texts are.
+//! A pod's uid in 16 bytes: every replica holds every DaemonSet pod
+//! (docs/benchmarks.md, "65,000 open nodes"), and a UUID's 36 characters took
+//! an allocation (52 bytes) a pod. A canonical UUID (as the API server writes
+//! it) is held as its 128 bits, any other text exactly, in a shared string:
+//! nothing is refused, rewritten or confused with another uid.
 
 use std::fmt;
 use std::num::NonZeroU64;
