@@ -224,7 +224,7 @@ impl Metrics {
             timeout_blockers: reg(
                 r,
                 "timeout_blockers",
-                "Gate deadlines passed with this member not Ready (a DaemonSet or a critical-pod entry); leader only",
+                "Gate deadlines passed with this member not Ready, by member kind; leader only",
             ),
             gates_timed_out: reg(
                 r,

@@ -351,8 +351,7 @@ impl std::fmt::Display for LogFormat {
 
 #[derive(Debug, Clone, Args)]
 pub struct ExplainArgs {
-    /// The node to explain (completed to the cluster's node names: `main`
-    /// attaches `completion::node_candidates`).
+    /// The node to explain (completed to the cluster's node names).
     pub node: String,
 
     /// Output format: table (wrapped to 100 columns), wide (the table
