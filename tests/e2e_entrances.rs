@@ -364,7 +364,23 @@ async fn tenant_client(env: &Env) -> kube::Client {
             .await
             .expect("config");
     config.auth_info.impersonate = Some(TENANT_USER.into());
-    kube::Client::try_from(config).expect("tenant client")
+    let client = kube::Client::try_from(config).expect("tenant client");
+    // The API server's authorizer learns of a new RoleBinding through its
+    // own watch: until then the tenant is refused. A GET of a pod that does
+    // not exist answers 404 once the Role applies, 403 before.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), TENANT);
+    wait_for(
+        "the tenant's Role to apply",
+        Duration::from_secs(30),
+        || async {
+            match pods.get("no-such-pod").await {
+                Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    client
 }
 
 /// Hardening: as a tenant, a pod whose `managedFields` entry is

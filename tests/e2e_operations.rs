@@ -367,15 +367,23 @@ async fn probes_metrics_and_debug_endpoints_answer_as_documented() {
     env.wait_pod("cni", "node-held", true).await;
     env.wait_pod("csi", "node-held", false).await;
     let detail = wait_for(
-        "node-held's gate with cni Ready",
+        "node-held's gate with cni Ready and csi Running but not Ready",
         Duration::from_secs(20),
         || async {
             let (status, v) = json_at(&debug, "/debug/nodes/node-held").await;
-            let cni_ready = v["expected"].as_array().is_some_and(|ms| {
+            // Both pods are Running in the API by now; the gate may see the
+            // second one's update a moment later.
+            let seen = v["expected"].as_array().is_some_and(|ms| {
                 ms.iter()
                     .any(|m| m["member"] == "infra/cni" && m["ready"] == true)
+                    && ms.iter().any(|m| {
+                        m["member"] == "infra/csi"
+                            && m["waiting"]
+                                .as_str()
+                                .is_some_and(|w| w.contains("not Ready"))
+                    })
             });
-            if status == 200 && cni_ready {
+            if status == 200 && seen {
                 Ok(v)
             } else {
                 Err(v.to_string())

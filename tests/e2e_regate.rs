@@ -228,12 +228,22 @@ async fn broken_agent_and_reboot_regate_and_a_routine_rollout_does_not() {
         Some("infra/agent")
     );
     assert!(annotation(&n, "nodegate.dev/gated-since").is_some());
-    assert_eq!(
-        events(&env, "broken", "NodeRegated").await,
-        1,
-        "{}",
-        ng.logs()
-    );
+    // The Event is recorded after the taint lands: wait for it, then a
+    // moment more, and there is exactly one.
+    wait_for(
+        "broken's NodeRegated Event",
+        Duration::from_secs(30),
+        || async {
+            match events(&env, "broken", "NodeRegated").await {
+                0 => Err("no NodeRegated Event yet".to_string()),
+                _ => Ok(()),
+            }
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let count = events(&env, "broken", "NodeRegated").await;
+    assert_eq!(count, 1, "{count} NodeRegated Events\n{}", ng.logs());
 
     // Workloads are no longer scheduled there: a pod pinned to the node by
     // its hostname label stays Pending, refused for an untolerated taint

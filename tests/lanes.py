@@ -6,7 +6,7 @@
 BUILD_JSON is the `--message-format=json` output of that build. Every binary
 that is not an end-to-end test (its name does not start with `e2e_`) runs
 first, one after another (they take seconds). The end-to-end binaries then run
-LANES at a time (NODEGATE_E2E_LANES, default 2), each with NODEGATE_E2E_THREADS
+LANES at a time (NODEGATE_E2E_LANES, default 3), each with NODEGATE_E2E_THREADS
 tests at a time (default 2), the longest first (by the times of the last run,
 kept in TIMES_FILE; by LONGEST_FIRST before there are any): each end-to-end
 test starts its own cluster, and most of their time is spent waiting on one.
@@ -269,7 +269,7 @@ class ImageBuild:
 
 def main():
     build_json = sys.argv[1]
-    lanes = max(1, int(os.environ.get("NODEGATE_E2E_LANES", "2")))
+    lanes = max(1, int(os.environ.get("NODEGATE_E2E_LANES", "3")))
     threads = os.environ.get("NODEGATE_E2E_THREADS", "2")
     all_bins = binaries(build_json)
     if not all_bins:
