@@ -205,7 +205,7 @@ impl Index {
     /// How many entries each of the index's maps holds, by name, for the
     /// metrics (`nodegate_map_entries`), so that a leak under node churn
     /// shows; counting the pods visits every node's bucket.
-    pub fn sizes(&self) -> [(&'static str, usize); 5] {
+    pub fn sizes(&self) -> [(&'static str, usize); 6] {
         let pods = self.pods.iter().map(|bucket| bucket.len()).sum();
         [
             ("index_nodes", self.nodes.len()),
@@ -213,6 +213,7 @@ impl Index {
             ("index_pod_nodes", self.pods.len()),
             ("index_pods", pods),
             ("index_csi_drivers", self.csi_drivers.len()),
+            ("index_resource_slice_nodes", self.resource_slices.len()),
         ]
     }
 

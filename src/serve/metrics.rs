@@ -178,7 +178,7 @@ impl Metrics {
             map_entries: reg(
                 r,
                 "map_entries",
-                "Entries in each of nodegate's maps that grow with the nodes, by map (router_gates, router_opened_at_version, index_nodes, index_daemonsets, index_pod_nodes, index_pods, index_csi_drivers, metrics_gates, metrics_gate_age_series, metrics_daemonset_series, metrics_regated_age_series)",
+                "Entries in each of nodegate's maps that grow with the nodes, by map (router_gates, router_opened_at_version, index_nodes, index_daemonsets, index_pod_nodes, index_pods, index_csi_drivers, index_resource_slice_nodes, metrics_gates, metrics_gate_age_series, metrics_daemonset_series, metrics_regated_age_series)",
             ),
             entrances: EntranceMetrics::register(r),
             config: ConfigMetrics::register(r),

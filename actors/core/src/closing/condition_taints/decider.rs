@@ -453,7 +453,6 @@ impl RuleTainter {
     /// or the scope may have changed.
     fn everything(&mut self, cx: &Context<'_>, ledger: &Ledger) -> Vec<Effect> {
         let rules = &cx.config.condition_taints;
-        self.synced = true;
         self.rules = rules.iter().map(|r| r.name.clone()).collect();
         self.seen.clear();
         self.counts.clear();
@@ -506,11 +505,15 @@ impl RuleTainter {
         ledger: &Ledger,
     ) -> Vec<Effect> {
         let mut out = match input {
-            Input::Changed(Change::Everything | Change::DaemonSet { .. }) => {
+            // Only the initial lists being in (or a new configuration) makes
+            // the rules' view complete; nothing is decided before it.
+            Input::Changed(Change::Everything) => {
+                self.synced = true;
                 self.everything(cx, ledger)
             }
             Input::Wrote { write, outcome } => self.wrote(&write, outcome, cx, ledger),
             _ if !self.synced || cx.config.condition_taints.is_empty() => return Vec::new(),
+            Input::Changed(Change::DaemonSet { .. }) => self.everything(cx, ledger),
             Input::Changed(Change::Node { name, .. }) => self.looked(&[name], cx, ledger),
             Input::Tick => {
                 self.asked = None;

@@ -119,6 +119,11 @@ fn a_matching_node_gets_the_rules_taint_and_an_event() {
         r.step(&mut t, change).is_empty(),
         "nothing before the lists are in"
     );
+    let ds = Input::Changed(Change::DaemonSet { uid: "ds".into() });
+    assert!(
+        r.step(&mut t, ds).is_empty(),
+        "a DaemonSet seen before the lists are in is no sign that they are"
+    );
     let out = r.step(&mut t, everything());
     let w = writes(&out);
     assert_eq!(w.len(), 1, "{out:?}");
