@@ -17,6 +17,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tracing::Instrument;
 
+/// A value that may take the place of an older one not yet written: what
+/// of the older one must still reach the API server goes into the newer.
+pub trait Supersede {
+    fn supersede(self, older: Self) -> Self;
+}
+
 /// The slot and whether a writer task is running, under one lock.
 struct Inner<T> {
     next: Option<T>,
@@ -40,8 +46,8 @@ impl<T> Default for LatestWriter<T> {
     }
 }
 
-impl<T: Send + 'static> LatestWriter<T> {
-    /// Queue `value` (replacing any value still waiting), and start the
+impl<T: Supersede + Send + 'static> LatestWriter<T> {
+    /// Queue `value` (superseding any value still waiting), and start the
     /// writer task on `write` unless one is running. The task runs in
     /// `span` and outlives this handle, so the last value is written even
     /// when the gate has ended meanwhile.
@@ -52,7 +58,10 @@ impl<T: Send + 'static> LatestWriter<T> {
     {
         {
             let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            inner.next = Some(value);
+            inner.next = Some(match inner.next.take() {
+                Some(older) => value.supersede(older),
+                None => value,
+            });
             if std::mem::replace(&mut inner.writing, true) {
                 return;
             }
@@ -80,7 +89,75 @@ impl<T: Send + 'static> LatestWriter<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nodegate_core::gate::{ConditionReason, ConditionWrite, OpenCondition};
     use tokio::sync::{Semaphore, mpsc};
+
+    impl Supersede for u32 {
+        fn supersede(self, _older: u32) -> u32 {
+            self
+        }
+    }
+
+    fn condition(open: bool, message: &str, transition: bool) -> ConditionWrite {
+        ConditionWrite {
+            node: "n1".into(),
+            condition: OpenCondition {
+                open,
+                reason: ConditionReason::Waiting,
+                message: message.into(),
+            },
+            transition,
+        }
+    }
+
+    /// A gate's first condition (a transition: the node has none) waits
+    /// behind a held write and is superseded by a new message before its
+    /// turn: the write that goes out still sets `lastTransitionTime`
+    /// (before the fix the node got a condition without one).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_superseded_transition_is_still_written_as_one() {
+        let writer = LatestWriter::default();
+        let gate = Arc::new(Semaphore::new(0));
+        let (started_tx, mut started) = mpsc::unbounded_channel();
+        let (written_tx, mut written) = mpsc::unbounded_channel();
+        let write = {
+            let gate = Arc::clone(&gate);
+            move |w: ConditionWrite| {
+                let gate = Arc::clone(&gate);
+                let started = started_tx.clone();
+                let written = written_tx.clone();
+                async move {
+                    started.send(()).expect("receiver alive");
+                    let permit = gate.acquire().await.expect("semaphore open");
+                    permit.forget();
+                    written.send(w).expect("receiver alive");
+                }
+            }
+        };
+        writer.send(
+            condition(false, "held", false),
+            write.clone(),
+            tracing::Span::none(),
+        );
+        assert_eq!(started.recv().await, Some(()));
+        writer.send(
+            condition(false, "pending", true),
+            write.clone(),
+            tracing::Span::none(),
+        );
+        writer.send(
+            condition(false, "not ready", false),
+            write,
+            tracing::Span::none(),
+        );
+        gate.add_permits(10);
+        assert_eq!(written.recv().await, Some(condition(false, "held", false)));
+        assert_eq!(
+            written.recv().await,
+            Some(condition(false, "not ready", true)),
+            "the transition survives its message being replaced"
+        );
+    }
 
     /// The first write is held; two more are handed over meanwhile. The
     /// second is replaced by the third before its turn, and nothing is

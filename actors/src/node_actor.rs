@@ -16,7 +16,7 @@ use jiff::Timestamp;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tracing::Instrument;
 
-use crate::latest::LatestWriter;
+use crate::latest::{LatestWriter, Supersede};
 use crate::messages::{GateView, NodeMsg};
 use crate::pending::PendingPods;
 use crate::ports::{Clock, EffectExecutor, Sending, Withdrawal};
@@ -43,6 +43,19 @@ pub struct NodeActor<E, C> {
     pub(crate) ctx: Arc<GateContext<E, C>>,
     /// Where this gate's timers wait (one for every gate of the process).
     pub(crate) wheel: Arc<Wheel>,
+}
+
+/// A condition superseded before it was written may have been the one to
+/// set `lastTransitionTime` (the node had none, or another status): the
+/// newer one sets it then. If the two statuses differ the node may already
+/// say the newer one, and its time moves to now: the safe side, as a
+/// condition with no `lastTransitionTime` is what the API server would
+/// otherwise keep.
+impl Supersede for gate::ConditionWrite {
+    fn supersede(mut self, older: Self) -> Self {
+        self.transition |= older.transition;
+        self
+    }
 }
 
 pub struct NodeActorState {
