@@ -32,11 +32,26 @@ impl Step<'_> {
     /// [`derive_members`](crate::gate::derive_members) at `now`; the scope
     /// only saves the work that could not change anything.
     pub(super) fn recompute_members(&mut self, scope: &MemberScope<'_>) {
-        if self.s.node.is_none() {
+        let Some(node) = self.s.node.as_ref() else {
             return;
-        }
+        };
         if let MemberScope::All = scope {
-            return self.recompute_all_members();
+            // Every member derived from scratch; those no longer derived go.
+            let desired = derive_all(node, &self.s.daemonsets, &self.s.pods, self.cfg, self.now);
+            let gone: Vec<MemberId> = self
+                .s
+                .members
+                .keys()
+                .filter(|id| !desired.contains_key(*id))
+                .cloned()
+                .collect();
+            for member in gone {
+                self.emit(Event::MemberRemoved { member });
+            }
+            for (member, m) in desired {
+                self.sync_member(member, Some(m));
+            }
+            return;
         }
         let mut work = self.scoped_work(scope);
         self.add_timely_members(&mut work);
@@ -62,27 +77,6 @@ impl Step<'_> {
         }
     }
 
-    /// Every member derived from scratch; those no longer derived go.
-    fn recompute_all_members(&mut self) {
-        let Some(node) = self.s.node.as_ref() else {
-            return;
-        };
-        let desired = derive_all(node, &self.s.daemonsets, &self.s.pods, self.cfg, self.now);
-        let gone: Vec<MemberId> = self
-            .s
-            .members
-            .keys()
-            .filter(|id| !desired.contains_key(*id))
-            .cloned()
-            .collect();
-        for member in gone {
-            self.emit(Event::MemberRemoved { member });
-        }
-        for (member, m) in desired {
-            self.sync_member(member, Some(m));
-        }
-    }
-
     /// The members `scope` names, each with whether only its readiness is
     /// to be derived. Members whose pods alone changed keep their
     /// expectation (the node and the DaemonSet did not change).
@@ -102,12 +96,7 @@ impl Step<'_> {
                         work.push((MemberId::Critical(entry.name.clone()), true));
                     }
                 }
-                if self
-                    .cfg
-                    .canary
-                    .as_ref()
-                    .is_some_and(|c| c.namespace == **namespace)
-                {
+                if matches!(&self.cfg.canary, Some(c) if c.namespace == **namespace) {
                     work.push((MemberId::Canary, true));
                 }
             }

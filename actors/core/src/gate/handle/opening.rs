@@ -91,8 +91,12 @@ impl Step<'_> {
         if self.s.timed_out.is_some() || self.s.phase != Phase::Waiting {
             return;
         }
-        let due =
-            |at: Option<Timestamp>| at.filter(|&at| self.now >= at && self.s.server_reached(at));
+        // Passed by the server's clock too, as far as the evidence shows
+        // (within the slack); without any evidence, by ours (semantics.md §5.3).
+        let server = self.s.server_now();
+        let due = |at: Option<Timestamp>| {
+            at.filter(|&at| self.now >= at && server.is_none_or(|server| server >= at))
+        };
         let (deadline, by_schedule, not_ready, node_not_ready) =
             if let Some(deadline) = due(self.s.timers.deadline) {
                 (
@@ -162,11 +166,7 @@ impl Step<'_> {
         } else {
             return false;
         };
-        let in_flight = self
-            .s
-            .write
-            .as_ref()
-            .is_some_and(|w| w.status == WriteStatus::InFlight);
+        let in_flight = matches!(&self.s.write, Some(w) if w.status == WriteStatus::InFlight);
         let would_send = open_by.is_some() || self.mark_owed() || self.s.write.is_some();
         if would_send && !in_flight && !self.s.suspended {
             self.emit(Event::WritesSuspended {
