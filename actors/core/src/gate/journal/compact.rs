@@ -51,34 +51,6 @@ pub(super) struct Strings {
     ends: Vec<u32>,
 }
 
-impl Strings {
-    fn get(&self, sym: Sym) -> &str {
-        let i = sym as usize;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.text[start as usize..self.ends[i] as usize]
-    }
-
-    /// The number of `s`, added if new; `None` when the table is full.
-    fn intern(&mut self, s: &str) -> Option<Sym> {
-        if let Some(i) = (0..self.ends.len()).find(|&i| self.get(i as Sym) == s) {
-            return Some(i as Sym);
-        }
-        let end = u32::try_from(self.text.len() + s.len()).ok()?;
-        if self.ends.len() >= MAX_STRINGS {
-            return None;
-        }
-        // Both grown a little at a time: most journals meet a few dozen
-        // strings, a few hundred bytes.
-        self.text.reserve_exact(s.len() + 16);
-        self.text.push_str(s);
-        if self.ends.len() == self.ends.capacity() {
-            self.ends.reserve_exact(8);
-        }
-        self.ends.push(end);
-        Some(self.ends.len() as Sym - 1)
-    }
-}
-
 /// A time as nanoseconds since the Unix epoch; `NONE` for an absent one.
 type Nanos = i64;
 const NONE: Nanos = i64::MIN;
@@ -167,6 +139,32 @@ fn time_opt(n: Nanos) -> Option<Timestamp> {
 }
 
 impl Strings {
+    fn get(&self, sym: Sym) -> &str {
+        let i = sym as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[start as usize..self.ends[i] as usize]
+    }
+
+    /// The number of `s`, added if new; `None` when the table is full.
+    fn intern(&mut self, s: &str) -> Option<Sym> {
+        if let Some(i) = (0..self.ends.len()).find(|&i| self.get(i as Sym) == s) {
+            return Some(i as Sym);
+        }
+        let end = u32::try_from(self.text.len() + s.len()).ok()?;
+        if self.ends.len() >= MAX_STRINGS {
+            return None;
+        }
+        // Both grown a little at a time: most journals meet a few dozen
+        // strings, a few hundred bytes.
+        self.text.reserve_exact(s.len() + 16);
+        self.text.push_str(s);
+        if self.ends.len() == self.ends.capacity() {
+            self.ends.reserve_exact(8);
+        }
+        self.ends.push(end);
+        Some(self.ends.len() as Sym - 1)
+    }
+
     /// A member's kind bits and name.
     fn member(&mut self, m: &MemberId) -> Option<(u8, Sym)> {
         let (kind, name) = match m {
