@@ -240,11 +240,9 @@ impl StartupTaints {
         presets: &[Autoscaler],
         fallback: ManagedTaint,
     ) -> StartupTaints {
-        let mut seen = Vec::new();
         let mut rules = explicit;
         for p in presets.iter().flat_map(|p| p.expand()) {
-            if !seen.contains(&p) {
-                seen.push(p);
+            if !rules.iter().any(|r| r.source == RuleSource::Preset(p)) {
                 rules.extend(p.rule());
             }
         }

@@ -62,13 +62,6 @@ pub(super) struct Parser {
 }
 
 impl Parser {
-    pub(super) fn new(s: &str) -> Self {
-        Parser {
-            tokens: lex(s),
-            pos: 0,
-        }
-    }
-
     fn peek(&self) -> &Token {
         self.tokens.get(self.pos).unwrap_or(&Token::End)
     }
@@ -81,18 +74,22 @@ impl Parser {
         t
     }
 
-    pub(super) fn parse(mut self) -> Result<LabelSelector, String> {
+    pub(super) fn parse(s: &str) -> Result<LabelSelector, String> {
+        let mut p = Parser {
+            tokens: lex(s),
+            pos: 0,
+        };
         let mut selector = LabelSelector::default();
-        if *self.peek() == Token::End {
+        if *p.peek() == Token::End {
             return Ok(selector);
         }
         loop {
-            let requirement = self.requirement()?;
+            let requirement = p.requirement()?;
             add(&mut selector, requirement);
-            match self.next() {
+            match p.next() {
                 Token::End => return Ok(selector),
                 Token::Punct(",") => {
-                    if *self.peek() == Token::End {
+                    if *p.peek() == Token::End {
                         return Err("expected a requirement after the last \",\"".to_string());
                     }
                 }
