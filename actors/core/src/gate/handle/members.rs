@@ -53,34 +53,9 @@ impl Step<'_> {
             }
             return;
         }
-        let mut work = self.scoped_work(scope);
-        self.add_timely_members(&mut work);
-        for (id, readiness_only) in work {
-            let Some(node) = self.s.node.as_ref() else {
-                return;
-            };
-            let desired = match (readiness_only, self.s.members.get(&id)) {
-                (true, Some(current)) if !current.is_expected() => continue,
-                (true, Some(_)) => {
-                    derive_readiness(&id, self.s, self.cfg, self.now).map(Member::expected)
-                }
-                _ => derive_member(
-                    &id,
-                    node,
-                    &self.s.daemonsets,
-                    &self.s.pods,
-                    self.cfg,
-                    self.now,
-                ),
-            };
-            self.sync_member(id, desired);
-        }
-    }
-
-    /// The members `scope` names, each with whether only its readiness is
-    /// to be derived. Members whose pods alone changed keep their
-    /// expectation (the node and the DaemonSet did not change).
-    fn scoped_work(&self, scope: &MemberScope<'_>) -> Vec<(MemberId, bool)> {
+        // The members `scope` names, each with whether only its readiness is
+        // to be derived. Members whose pods alone changed keep their
+        // expectation (the node and the DaemonSet did not change).
         let mut work: Vec<(MemberId, bool)> = Vec::new();
         match scope {
             MemberScope::All | MemberScope::Nothing => {}
@@ -101,16 +76,12 @@ impl Step<'_> {
                 }
             }
         }
-        work
-    }
-
-    /// Adds to `work` (readiness only) the members time alone may have
-    /// changed. Time changes a member only through minReadySeconds: one
-    /// waiting for a pod that is available by now, or one Ready whose
-    /// DaemonSet counts availability (another pod may have become
-    /// available, and the member reports the first by name). Most
-    /// clusters have no such DaemonSet: then no Ready member is looked up.
-    fn add_timely_members(&self, work: &mut Vec<(MemberId, bool)>) {
+        // Adds to `work` (readiness only) the members time alone may have
+        // changed. Time changes a member only through minReadySeconds: one
+        // waiting for a pod that is available by now, or one Ready whose
+        // DaemonSet counts availability (another pod may have become
+        // available, and the member reports the first by name). Most
+        // clusters have no such DaemonSet: then no Ready member is looked up.
         let counts_availability = self
             .s
             .daemonsets
@@ -118,26 +89,39 @@ impl Step<'_> {
             .any(|ds| ds.min_ready_seconds > 0);
         for (id, m) in &self.s.members {
             let timely = match (&m.readiness, id) {
-                (
-                    Some(Readiness::Waiting {
-                        available_at: Some(at),
-                        ..
-                    }),
-                    _,
-                ) => *at <= self.now,
-                (Some(Readiness::Ready { .. }), MemberId::DaemonSet(key)) => {
-                    counts_availability
-                        && self
-                            .s
-                            .daemonsets
-                            .get(key)
-                            .is_some_and(|ds| ds.min_ready_seconds > 0)
+                (Some(Readiness::Waiting { available_at, .. }), _) => {
+                    available_at.is_some_and(|at| at <= self.now)
+                }
+                (Some(Readiness::Ready { .. }), MemberId::DaemonSet(key))
+                    if counts_availability =>
+                {
+                    matches!(self.s.daemonsets.get(key), Some(ds) if ds.min_ready_seconds > 0)
                 }
                 _ => false,
             };
             if timely && !work.iter().any(|(w, _)| w == id) {
                 work.push((id.clone(), true));
             }
+        }
+        for (id, readiness_only) in work {
+            let Some(node) = self.s.node.as_ref() else {
+                return;
+            };
+            let desired = match (readiness_only, self.s.members.get(&id)) {
+                (true, Some(current)) if !current.is_expected() => continue,
+                (true, Some(_)) => {
+                    derive_readiness(&id, self.s, self.cfg, self.now).map(Member::expected)
+                }
+                _ => derive_member(
+                    &id,
+                    node,
+                    &self.s.daemonsets,
+                    &self.s.pods,
+                    self.cfg,
+                    self.now,
+                ),
+            };
+            self.sync_member(id, desired);
         }
     }
 

@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use super::{ReconcileCause, Step};
 use crate::closing::replacing;
 use crate::gate::event::{Event, IndexedTaint};
-use crate::gate::state::{GateWriteKind, OpenedBy, Phase, Write, WriteStatus};
+use crate::gate::state::{GateWriteKind, OpenedBy, Phase, WriteStatus};
 use crate::gate::{derive, notes};
 use crate::vocab::config::OnTimeout;
 use crate::vocab::model::Fallback;
@@ -210,7 +210,27 @@ impl Step<'_> {
                     self.send_untaint(opened_by, 1);
                 }
             }
-            (_, Some(w)) => self.advance_write(&w, cause),
+            // An outstanding write moves on when `cause` is the one it waits for.
+            (_, Some(w)) => {
+                let next = match (w.status, cause) {
+                    (WriteStatus::Backoff, ReconcileCause::RetryDue) => w.attempt,
+                    // Not only on LeadershipGained: that one message may never come
+                    // (a lapse the elector did not see), so the periodic
+                    // re-examination and the deadline re-send too. A follower's
+                    // executor refuses again at no cost.
+                    (
+                        WriteStatus::AwaitingLeader,
+                        ReconcileCause::Leadership | ReconcileCause::Reexamine,
+                    ) => w.attempt.saturating_add(1),
+                    (WriteStatus::Refreshing, ReconcileCause::Refreshed) => {
+                        return self.emit(Event::RetryScheduled {
+                            attempt: w.attempt.saturating_add(1),
+                        });
+                    }
+                    _ => return,
+                };
+                self.resend(&w.kind, next);
+            }
             (None, None) => {
                 if self.mark_owed() {
                     self.emit(Event::MarkSent { attempt: 1 });
@@ -224,28 +244,6 @@ impl Step<'_> {
             GateWriteKind::Untaint { opened_by } => self.send_untaint(opened_by, attempt),
             GateWriteKind::MarkTimedOut => self.emit(Event::MarkSent { attempt }),
         }
-    }
-
-    /// Moves an outstanding write on when `cause` is the one it waits for.
-    pub(super) fn advance_write(&mut self, w: &Write, cause: ReconcileCause) {
-        let next = match (w.status, cause) {
-            (WriteStatus::Backoff, ReconcileCause::RetryDue) => w.attempt,
-            // Not only on LeadershipGained: that one message may never come
-            // (a lapse the elector did not see), so the periodic
-            // re-examination and the deadline re-send too. A follower's
-            // executor refuses again at no cost.
-            (
-                WriteStatus::AwaitingLeader,
-                ReconcileCause::Leadership | ReconcileCause::Reexamine,
-            ) => w.attempt.saturating_add(1),
-            (WriteStatus::Refreshing, ReconcileCause::Refreshed) => {
-                return self.emit(Event::RetryScheduled {
-                    attempt: w.attempt.saturating_add(1),
-                });
-            }
-            _ => return,
-        };
-        self.resend(&w.kind, next);
     }
 
     pub(super) fn send_untaint(&mut self, opened_by: OpenedBy, attempt: u32) {

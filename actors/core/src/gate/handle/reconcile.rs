@@ -118,10 +118,7 @@ impl Step<'_> {
             .s
             .expected()
             .filter_map(|(_, m)| match &m.readiness {
-                Some(Readiness::Waiting {
-                    available_at: Some(at),
-                    ..
-                }) => Some(*at),
+                Some(Readiness::Waiting { available_at, .. }) => *available_at,
                 _ => None,
             })
             .min();
