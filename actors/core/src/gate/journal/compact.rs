@@ -225,33 +225,25 @@ impl Strings {
     }
 
     fn pod_info(&self, p: &Pod) -> PodInfo {
-        let [
-            namespace,
-            name,
-            uid,
-            node_name,
-            controller_uid,
-            phase,
-            status_note,
-        ] = p.syms;
+        let [ns, name, uid, node, owner, phase, note] = p.syms;
         PodInfo {
-            namespace: self.get(namespace).into(),
+            namespace: self.get(ns).into(),
             name: self.get(name).into(),
             uid: self.get(uid).into(),
-            node_name: self.get(node_name).into(),
+            node_name: self.get(node).into(),
             labels: p
                 .labels
                 .iter()
                 .map(|&(k, v)| (self.get(k).into(), self.get(v).into()))
                 .collect(),
-            controller_uid: self.get_opt(controller_uid).map(Into::into),
+            controller_uid: self.get_opt(owner).map(Into::into),
             terminating: p.bits & 2 != 0,
             phase: self.get(phase).into(),
             ready: p.bits & 1 != 0,
             ready_since: time_opt(p.ready_since).into(),
             ready_annotation: p.bits & 4 != 0,
             sandbox_ready: p.bits & 8 != 0,
-            status_note: self.get_opt(status_note).map(Into::into),
+            status_note: self.get_opt(note).map(Into::into),
         }
     }
 

@@ -84,8 +84,22 @@ impl Parser {
             return Ok(selector);
         }
         loop {
-            let requirement = p.requirement()?;
-            add(&mut selector, requirement);
+            let expr = match p.requirement()? {
+                Parsed::Equals(key, value) => match selector.match_labels.get(&key) {
+                    None => {
+                        selector.match_labels.insert(key, value);
+                        None
+                    }
+                    Some(existing) if *existing == value => None,
+                    // `a=x,a=y` must keep both constraints (and so match nothing),
+                    // which a map cannot hold.
+                    Some(_) => Some(LabelSelectorRequirement::new(key, OP_IN, [value])),
+                },
+                Parsed::Set(key, op, values) => {
+                    Some(LabelSelectorRequirement::new(key, op, values))
+                }
+            };
+            selector.match_expressions.extend(expr);
             match p.next() {
                 Token::End => return Ok(selector),
                 Token::Punct(",") => {
@@ -220,23 +234,6 @@ impl Parser {
         }
         Ok(values)
     }
-}
-
-fn add(selector: &mut LabelSelector, parsed: Parsed) {
-    let expr = match parsed {
-        Parsed::Equals(key, value) => match selector.match_labels.get(&key) {
-            None => {
-                selector.match_labels.insert(key, value);
-                return;
-            }
-            Some(existing) if *existing == value => return,
-            // `a=x,a=y` must keep both constraints (and so match nothing),
-            // which a map cannot hold.
-            Some(_) => LabelSelectorRequirement::new(key, OP_IN, [value]),
-        },
-        Parsed::Set(key, op, values) => LabelSelectorRequirement::new(key, op, values),
-    };
-    selector.match_expressions.push(expr);
 }
 
 #[cfg(test)]
