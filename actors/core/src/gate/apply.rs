@@ -261,7 +261,6 @@ pub(super) fn apply_sharing(state: &mut GateState, ev: &Event, shared: &Arc<PodI
     }
 }
 
-/// Copies the status a [`Event::PodStatusChanged`] carries into `p`.
 fn set_status(p: &mut PodInfo, ev: &Event) {
     if let Event::PodStatusChanged {
         phase,
@@ -280,7 +279,6 @@ fn set_status(p: &mut PodInfo, ev: &Event) {
     }
 }
 
-/// Changes the outstanding write, if there is one.
 fn with_write(state: &mut GateState, change: impl FnOnce(&mut Write)) {
     if let Some(w) = &mut state.write {
         change(w);

@@ -125,11 +125,7 @@ fn write_effects(state: &GateState, node: &NodeInfo, ev: &Event) -> Vec<Effect> 
         },
         Event::WriteConflict { .. } => vec![Effect::RefreshNode],
         // Unless the same step found the node opened (the watch showed it).
-        Event::WriteUnanswered { .. }
-            if state
-                .write
-                .as_ref()
-                .is_some_and(|w| w.status == WriteStatus::Refreshing) =>
+        Event::WriteUnanswered { .. } if matches!(&state.write, Some(w) if w.status == WriteStatus::Refreshing) =>
         {
             vec![Effect::RefreshNode]
         }
@@ -153,7 +149,7 @@ fn ending_effects(state: &GateState, node: &NodeInfo, ev: &Event, cfg: &Config) 
             vec![Effect::Stop(Ending::Opened(*opened_by))]
         }
         Event::TimedOut { .. } if cfg.dry_run => (state.timed_out.iter())
-            .map(|t| Effect::RecordEvent(notes::dry_run_timed_out(node, start, t)))
+            .map(|t| Effect::RecordEvent(notes::timed_out(node, start, t, true)))
             .collect(),
         Event::WouldOpen {
             opened_by: OpenedBy::Ready,
@@ -162,21 +158,12 @@ fn ending_effects(state: &GateState, node: &NodeInfo, ev: &Event, cfg: &Config) 
         } => vec![Effect::RecordEvent(notes::would_open(
             node, state, taints, *at,
         ))],
-        Event::Opened { opened_by, at, .. } => {
-            let note = match opened_by {
-                OpenedBy::Ready => notes::opened(node, state, *at),
-                OpenedBy::Timeout => {
-                    notes::opened_by_timeout(node, start, state.timed_out.as_ref(), *at)
-                }
-                OpenedBy::Manual => notes::opened_manually(node, state, *at),
-            };
-            vec![
-                Effect::RecordEvent(note),
-                Effect::Stop(Ending::Opened(*opened_by)),
-            ]
-        }
+        Event::Opened { opened_by, at, .. } => vec![
+            Effect::RecordEvent(notes::opened(node, state, start, *opened_by, *at)),
+            Effect::Stop(Ending::Opened(*opened_by)),
+        ],
         Event::TimeoutMarked => (state.timed_out.iter())
-            .map(|t| Effect::RecordEvent(notes::kept_closed(node, start, t)))
+            .map(|t| Effect::RecordEvent(notes::timed_out(node, start, t, false)))
             .collect(),
         // Someone else opened the node: recorded on it (not in a dry run,
         // nor while writes are suspended), so that no entrance puts the

@@ -8,16 +8,13 @@ mod reconcile;
 mod timers;
 mod writes;
 
-use std::sync::Arc;
-
 use jiff::Timestamp;
 
-use super::apply::{apply, apply_sharing};
+use super::apply::apply;
 use super::event::Event;
 use super::input::Input;
 use super::state::{GateState, StopReason};
 use crate::vocab::config::Config;
-use crate::vocab::model::PodInfo;
 
 /// `decide` on the state itself: each event is applied as it is emitted, so
 /// afterwards `state` is what folding the returned events gives.
@@ -67,14 +64,6 @@ impl Step<'_> {
         self.events.push(ev);
     }
 
-    /// `emit` for an event that `shared`, a pod version the router's index
-    /// holds, already embodies: the state keeps `shared` rather than a copy
-    /// (see `apply_sharing`).
-    fn emit_sharing(&mut self, ev: Event, shared: &Arc<PodInfo>) {
-        apply_sharing(self.s, &ev, shared);
-        self.events.push(ev);
-    }
-
     /// Ends the gate without opening it.
     fn stop(&mut self, reason: StopReason) {
         self.emit(Event::Stopped { reason });
@@ -91,7 +80,7 @@ impl Step<'_> {
                 node,
                 daemonsets,
                 pods,
-            } => self.snapshot(node, daemonsets, pods),
+            } => self.snapshot(node, daemonsets, pods, ReconcileCause::Observation),
             // Evidence of the server's clock is kept even before the
             // snapshot, so that the first decision already has it.
             Input::ServerTime(at) => self.server_time(*at),
@@ -105,15 +94,15 @@ impl Step<'_> {
             Input::PodUpserted(pod) => self.pod_upserted(pod),
             Input::PodDeleted { uid } => self.pod_deleted(uid),
             Input::TimerFired { kind, generation } => self.timer(*kind, *generation),
-            Input::PatchResult(outcome) => self.patch_result(outcome),
-            Input::MarkResult(outcome) => self.mark_result(outcome),
+            Input::PatchResult(outcome) => self.write_result(outcome, true),
+            Input::MarkResult(outcome) => self.write_result(outcome, false),
             Input::NodeRefreshed(result) => self.refreshed(result),
             Input::LeadershipGained => self.reconcile(ReconcileCause::Leadership),
             Input::Reexamine {
                 node,
                 daemonsets,
                 pods,
-            } => self.reexamine(node, daemonsets, pods),
+            } => self.snapshot(node, daemonsets, pods, ReconcileCause::Reexamine),
         }
     }
 }

@@ -50,9 +50,6 @@ use crate::vocab::config::Config;
 /// Returns no events when the input changes nothing (duplicates, stale timers,
 /// results for a write that is no longer outstanding).
 pub fn decide(state: &GateState, input: &Input, cfg: &Config, now: Timestamp) -> Vec<Event> {
-    if state.is_finished() {
-        return Vec::new();
-    }
     let mut scratch = state.clone();
     decide_in_place(&mut scratch, input, cfg, now)
 }

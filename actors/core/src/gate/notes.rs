@@ -5,7 +5,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::event::IndexedTaint;
-use super::state::{GateState, TimeoutRecord};
+use super::state::{GateState, OpenedBy, TimeoutRecord};
 use crate::vocab::annotations;
 use crate::vocab::config::OnTimeout;
 use crate::vocab::member::Blocker;
@@ -89,14 +89,26 @@ impl PartialEq<&str> for Reason {
 
 // --- the Events ------------------------------------------------------------
 
-/// Dry-run: the deadline passed with members not Ready.
-pub(super) fn dry_run_timed_out(node: &NodeInfo, start: Timestamp, t: &TimeoutRecord) -> NodeEvent {
-    let what = match t.action {
-        OnTimeout::Open => "would open the node anyway",
-        OnTimeout::Keep => "would keep the node closed",
-        OnTimeout::Replace => "would keep the node closed and ask its owner to replace it",
+/// The deadline passed: the node is marked and kept closed
+/// (`--on-timeout=keep`, or `replace`), or — in a dry run, with members not
+/// Ready — what would have happened.
+pub(super) fn timed_out(
+    node: &NodeInfo,
+    start: Timestamp,
+    t: &TimeoutRecord,
+    dry_run: bool,
+) -> NodeEvent {
+    let what = match (dry_run, t.action) {
+        (true, OnTimeout::Open) => "would open the node anyway",
+        (true, OnTimeout::Keep) => "would keep the node closed",
+        (true, OnTimeout::Replace) => "would keep the node closed and ask its owner to replace it",
+        (false, OnTimeout::Replace) => {
+            "kept closed; the leader asks the node's owner to replace it (--on-timeout=replace)"
+        }
+        (false, _) => "kept closed (--on-timeout=keep)",
     };
-    let note = format!("dry-run: {}", timed_out_note(start, t, what));
+    let dry = if dry_run { "dry-run: " } else { "" };
+    let note = format!("{dry}{}", timed_out_note(start, t, what));
     event(node, EventType::Warning, Reason::GateTimedOut, note)
 }
 
@@ -133,26 +145,25 @@ pub(super) fn would_open(
     event(node, EventType::Normal, Reason::GateWouldOpen, note)
 }
 
-/// The gate opened because every expected member was Ready.
-pub(super) fn opened(node: &NodeInfo, state: &GateState, at: Timestamp) -> NodeEvent {
-    let note = format!(
-        "opened: {}, {} after the gate started",
-        all_ready_text(state.expected().count()),
-        since(state.gate_start().unwrap_or(node.created), at)
-    );
-    event(node, EventType::Normal, Reason::GateOpened, note)
-}
-
-/// The gate opened because its deadline passed (`--on-timeout=open`).
-pub(super) fn opened_by_timeout(
+/// The gate opened: because every expected member was Ready, because its
+/// deadline passed (`--on-timeout=open`), or because the node was annotated
+/// `nodegate.dev/open: "true"`.
+pub(super) fn opened(
     node: &NodeInfo,
+    state: &GateState,
     start: Timestamp,
-    timed_out: Option<&TimeoutRecord>,
+    by: OpenedBy,
     at: Timestamp,
 ) -> NodeEvent {
     let took = since(start, at);
-    let note = match timed_out {
-        Some(t) => {
+    let all_ready = all_ready_text(state.expected().count());
+    let note = match (by, &state.timed_out) {
+        (OpenedBy::Ready, _) => format!("opened: {all_ready}, {took} after the gate started"),
+        (OpenedBy::Manual, _) => format!(
+            "opened on request ({}=true), {took} after the gate started; {all_ready}",
+            annotations::OPEN,
+        ),
+        (OpenedBy::Timeout, Some(t)) => {
             let fallback = if t.action == OnTimeout::Replace {
                 " (not replaced: a member is broken cluster-wide; --replace-fallback=open)"
             } else {
@@ -161,33 +172,13 @@ pub(super) fn opened_by_timeout(
             let what = format!("opened anyway {took} after the gate started{fallback}");
             timed_out_note(start, t, &what)
         }
-        None => format!("opened by timeout {took} after the gate started"),
+        (OpenedBy::Timeout, None) => format!("opened by timeout {took} after the gate started"),
     };
-    event(node, EventType::Warning, Reason::GateTimedOut, note)
-}
-
-/// The node was opened because it was annotated `nodegate.dev/open: "true"`.
-pub(super) fn opened_manually(node: &NodeInfo, state: &GateState, at: Timestamp) -> NodeEvent {
-    let note = format!(
-        "opened on request ({}=true), {} after the gate started; {}",
-        annotations::OPEN,
-        since(state.gate_start().unwrap_or(node.created), at),
-        all_ready_text(state.expected().count())
-    );
-    event(node, EventType::Normal, Reason::GateOpened, note)
-}
-
-/// The deadline passed and the node is marked and kept closed
-/// (`--on-timeout=keep`).
-pub(super) fn kept_closed(node: &NodeInfo, start: Timestamp, t: &TimeoutRecord) -> NodeEvent {
-    let kept = match t.action {
-        OnTimeout::Replace => {
-            "kept closed; the leader asks the node's owner to replace it (--on-timeout=replace)"
-        }
-        _ => "kept closed (--on-timeout=keep)",
-    };
-    let note = timed_out_note(start, t, kept);
-    event(node, EventType::Warning, Reason::GateTimedOut, note)
+    if by == OpenedBy::Timeout {
+        event(node, EventType::Warning, Reason::GateTimedOut, note)
+    } else {
+        event(node, EventType::Normal, Reason::GateOpened, note)
+    }
 }
 
 /// Why an untaint decided because every member was Ready no longer stands

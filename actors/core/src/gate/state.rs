@@ -286,20 +286,15 @@ impl GateState {
     }
 
     /// Why the node itself keeps the gate closed although its members may
-    /// all be Ready (semantics.md §5.1): [`node_wait_reason`], else
-    /// [`reboot_wait`](Self::reboot_wait); `None` when neither holds it.
+    /// all be Ready (semantics.md §5.1): [`node_wait_reason`], else, for a
+    /// node re-gated before an announced reboot (semantics.md §6.10), that
+    /// it has not rebooted or that a Ready member's pod is Ready from before
+    /// the reboot; `None` when neither holds it.
     pub fn node_wait_reason(&self) -> Option<String> {
-        self.node
-            .as_deref()
-            .and_then(node_wait_reason)
-            .or_else(|| self.reboot_wait())
-    }
-
-    /// Why a node re-gated before an announced reboot may not open by
-    /// readiness yet (semantics.md §6.10): it has not rebooted, or a Ready
-    /// member's pod is Ready from before the reboot.
-    pub fn reboot_wait(&self) -> Option<String> {
         let node = self.node.as_deref()?;
+        if let Some(why) = node_wait_reason(node) {
+            return Some(why);
+        }
         node.awaiting_reboot.as_ref()?;
         let ready_members = self.expected().filter_map(|(id, m)| match id {
             MemberId::DaemonSet(key) if m.readiness.as_ref().is_some_and(Readiness::is_ready) => {
@@ -343,13 +338,6 @@ impl GateState {
                 (Some(since), Some(c)) if c.gated_since == since => c.to,
                 _ => n.gated_since.unwrap_or(n.created),
             })
-    }
-
-    /// Whether `deadline` has passed by the API server's clock, as far as
-    /// the evidence shows (within [`SERVER_TIME_SLACK`]); true without any
-    /// evidence (semantics.md §5.3).
-    pub fn server_reached(&self, deadline: Timestamp) -> bool {
-        self.server_now().is_none_or(|server| server >= deadline)
     }
 
     /// The API server's now as the gate judges it: the evidence plus

@@ -133,14 +133,14 @@ impl Waiting {
 impl fmt::Display for Waiting {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Waiting::NoPod => f.write_str("no pod yet"),
-            Waiting::NotRunning { pod, phase } if phase.is_empty() => {
+            Self::NoPod => f.write_str("no pod yet"),
+            Self::NotRunning { pod, phase } if phase.is_empty() => {
                 write!(f, "pod {pod} has no phase yet")
             }
-            Waiting::NotRunning { pod, phase } => write!(f, "pod {pod} is {phase}"),
-            Waiting::NotReady { pod } => write!(f, "pod {pod} is not Ready"),
-            Waiting::Terminating { pod } => write!(f, "pod {pod} is terminating"),
-            Waiting::NotAvailableYet {
+            Self::NotRunning { pod, phase } => write!(f, "pod {pod} is {phase}"),
+            Self::NotReady { pod } => write!(f, "pod {pod} is not Ready"),
+            Self::Terminating { pod } => write!(f, "pod {pod} is terminating"),
+            Self::NotAvailableYet {
                 pod,
                 ready_for,
                 min_ready,
@@ -151,7 +151,7 @@ impl fmt::Display for Waiting {
                 human(*ready_for),
                 human(*min_ready)
             ),
-            Waiting::ReadySinceUnknown { pod, min_ready } => write!(
+            Self::ReadySinceUnknown { pod, min_ready } => write!(
                 f,
                 "pod {pod} is Ready but its Ready condition has no lastTransitionTime, \
                  so minReadySeconds {} cannot be counted",

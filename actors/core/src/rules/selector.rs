@@ -172,12 +172,10 @@ impl LabelSelector {
     /// upstream, `k in ()` means the one empty value, and an empty string is
     /// the empty selector.
     pub fn parse(s: &str) -> Result<LabelSelector, SelectorError> {
-        Parser::new(s)
-            .parse()
-            .map_err(|problem| SelectorError::Parse {
-                input: s.to_string(),
-                problem,
-            })
+        Parser::parse(s).map_err(|problem| SelectorError::Parse {
+            input: s.to_string(),
+            problem,
+        })
     }
 }
 

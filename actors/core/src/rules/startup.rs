@@ -90,7 +90,7 @@ fn suggestion(nearest: &Option<&'static str>) -> String {
 impl Autoscaler {
     /// Every name, comma-separated, for errors and help.
     pub fn names() -> String {
-        Self::ALL.map(Autoscaler::as_str).join(", ")
+        Self::ALL.map(Self::as_str).join(", ")
     }
 
     /// Reads one name (case and surrounding space ignored).
@@ -105,13 +105,8 @@ impl Autoscaler {
     /// The presets this one stands for (`auto` is four).
     fn expand(self) -> Vec<Autoscaler> {
         match self {
-            Autoscaler::Auto => vec![
-                Autoscaler::Karpenter,
-                Autoscaler::Gke,
-                Autoscaler::Aks,
-                Autoscaler::Eks,
-            ],
-            Autoscaler::None => Vec::new(),
+            Self::Auto => vec![Self::Karpenter, Self::Gke, Self::Aks, Self::Eks],
+            Self::None => Vec::new(),
             preset => vec![preset],
         }
     }
@@ -119,12 +114,12 @@ impl Autoscaler {
     /// The one rule of a concrete preset (`None` for `auto` and `none`).
     fn rule(self) -> Option<StartupRule> {
         let (label, key) = match self {
-            Autoscaler::Karpenter => (Some(KARPENTER_NODEPOOL_LABEL), KARPENTER_TAINT_KEY),
-            Autoscaler::Gke => (Some(GKE_NODEPOOL_LABEL), CLUSTER_AUTOSCALER_TAINT_KEY),
-            Autoscaler::Aks => (Some(AKS_AGENTPOOL_LABEL), CLUSTER_AUTOSCALER_TAINT_KEY),
-            Autoscaler::Eks => (Some(EKS_NODEGROUP_LABEL), CLUSTER_AUTOSCALER_TAINT_KEY),
-            Autoscaler::ClusterAutoscaler => (None, CLUSTER_AUTOSCALER_TAINT_KEY),
-            Autoscaler::Auto | Autoscaler::None => return None,
+            Self::Karpenter => (Some(KARPENTER_NODEPOOL_LABEL), KARPENTER_TAINT_KEY),
+            Self::Gke => (Some(GKE_NODEPOOL_LABEL), CLUSTER_AUTOSCALER_TAINT_KEY),
+            Self::Aks => (Some(AKS_AGENTPOOL_LABEL), CLUSTER_AUTOSCALER_TAINT_KEY),
+            Self::Eks => (Some(EKS_NODEGROUP_LABEL), CLUSTER_AUTOSCALER_TAINT_KEY),
+            Self::ClusterAutoscaler => (None, CLUSTER_AUTOSCALER_TAINT_KEY),
+            Self::Auto | Self::None => return None,
         };
         let selector = LabelSelector {
             match_expressions: label
@@ -240,11 +235,9 @@ impl StartupTaints {
         presets: &[Autoscaler],
         fallback: ManagedTaint,
     ) -> StartupTaints {
-        let mut seen = Vec::new();
         let mut rules = explicit;
         for p in presets.iter().flat_map(|p| p.expand()) {
-            if !seen.contains(&p) {
-                seen.push(p);
+            if !rules.iter().any(|r| r.source == RuleSource::Preset(p)) {
                 rules.extend(p.rule());
             }
         }

@@ -32,14 +32,77 @@ impl Step<'_> {
     /// [`derive_members`](crate::gate::derive_members) at `now`; the scope
     /// only saves the work that could not change anything.
     pub(super) fn recompute_members(&mut self, scope: &MemberScope<'_>) {
-        if self.s.node.is_none() {
+        let Some(node) = self.s.node.as_ref() else {
+            return;
+        };
+        if let MemberScope::All = scope {
+            // Every member derived from scratch; those no longer derived go.
+            let desired = derive_all(node, &self.s.daemonsets, &self.s.pods, self.cfg, self.now);
+            let gone: Vec<MemberId> = self
+                .s
+                .members
+                .keys()
+                .filter(|id| !desired.contains_key(*id))
+                .cloned()
+                .collect();
+            for member in gone {
+                self.emit(Event::MemberRemoved { member });
+            }
+            for (member, m) in desired {
+                self.sync_member(member, Some(m));
+            }
             return;
         }
-        if let MemberScope::All = scope {
-            return self.recompute_all_members();
+        // The members `scope` names, each with whether only its readiness is
+        // to be derived. Members whose pods alone changed keep their
+        // expectation (the node and the DaemonSet did not change).
+        let mut work: Vec<(MemberId, bool)> = Vec::new();
+        match scope {
+            MemberScope::All | MemberScope::Nothing => {}
+            MemberScope::DaemonSet(key) => work.push((MemberId::DaemonSet(key.to_string()), false)),
+            MemberScope::Pods { owners, namespace } => {
+                for (key, ds) in &self.s.daemonsets {
+                    if owners.iter().flatten().any(|o| **o == *ds.uid) {
+                        work.push((MemberId::DaemonSet(key.clone()), true));
+                    }
+                }
+                for entry in &self.cfg.critical {
+                    if entry.namespace == **namespace {
+                        work.push((MemberId::Critical(entry.name.clone()), true));
+                    }
+                }
+                if matches!(&self.cfg.canary, Some(c) if c.namespace == **namespace) {
+                    work.push((MemberId::Canary, true));
+                }
+            }
         }
-        let mut work = self.scoped_work(scope);
-        self.add_timely_members(&mut work);
+        // Adds to `work` (readiness only) the members time alone may have
+        // changed. Time changes a member only through minReadySeconds: one
+        // waiting for a pod that is available by now, or one Ready whose
+        // DaemonSet counts availability (another pod may have become
+        // available, and the member reports the first by name). Most
+        // clusters have no such DaemonSet: then no Ready member is looked up.
+        let counts_availability = self
+            .s
+            .daemonsets
+            .values()
+            .any(|ds| ds.min_ready_seconds > 0);
+        for (id, m) in &self.s.members {
+            let timely = match (&m.readiness, id) {
+                (Some(Readiness::Waiting { available_at, .. }), _) => {
+                    available_at.is_some_and(|at| at <= self.now)
+                }
+                (Some(Readiness::Ready { .. }), MemberId::DaemonSet(key))
+                    if counts_availability =>
+                {
+                    matches!(self.s.daemonsets.get(key), Some(ds) if ds.min_ready_seconds > 0)
+                }
+                _ => false,
+            };
+            if timely && !work.iter().any(|(w, _)| w == id) {
+                work.push((id.clone(), true));
+            }
+        }
         for (id, readiness_only) in work {
             let Some(node) = self.s.node.as_ref() else {
                 return;
@@ -59,96 +122,6 @@ impl Step<'_> {
                 ),
             };
             self.sync_member(id, desired);
-        }
-    }
-
-    /// Every member derived from scratch; those no longer derived go.
-    fn recompute_all_members(&mut self) {
-        let Some(node) = self.s.node.as_ref() else {
-            return;
-        };
-        let desired = derive_all(node, &self.s.daemonsets, &self.s.pods, self.cfg, self.now);
-        let gone: Vec<MemberId> = self
-            .s
-            .members
-            .keys()
-            .filter(|id| !desired.contains_key(*id))
-            .cloned()
-            .collect();
-        for member in gone {
-            self.emit(Event::MemberRemoved { member });
-        }
-        for (member, m) in desired {
-            self.sync_member(member, Some(m));
-        }
-    }
-
-    /// The members `scope` names, each with whether only its readiness is
-    /// to be derived. Members whose pods alone changed keep their
-    /// expectation (the node and the DaemonSet did not change).
-    fn scoped_work(&self, scope: &MemberScope<'_>) -> Vec<(MemberId, bool)> {
-        let mut work: Vec<(MemberId, bool)> = Vec::new();
-        match scope {
-            MemberScope::All | MemberScope::Nothing => {}
-            MemberScope::DaemonSet(key) => work.push((MemberId::DaemonSet(key.to_string()), false)),
-            MemberScope::Pods { owners, namespace } => {
-                for (key, ds) in &self.s.daemonsets {
-                    if owners.iter().flatten().any(|o| **o == *ds.uid) {
-                        work.push((MemberId::DaemonSet(key.clone()), true));
-                    }
-                }
-                for entry in &self.cfg.critical {
-                    if entry.namespace == **namespace {
-                        work.push((MemberId::Critical(entry.name.clone()), true));
-                    }
-                }
-                if self
-                    .cfg
-                    .canary
-                    .as_ref()
-                    .is_some_and(|c| c.namespace == **namespace)
-                {
-                    work.push((MemberId::Canary, true));
-                }
-            }
-        }
-        work
-    }
-
-    /// Adds to `work` (readiness only) the members time alone may have
-    /// changed. Time changes a member only through minReadySeconds: one
-    /// waiting for a pod that is available by now, or one Ready whose
-    /// DaemonSet counts availability (another pod may have become
-    /// available, and the member reports the first by name). Most
-    /// clusters have no such DaemonSet: then no Ready member is looked up.
-    fn add_timely_members(&self, work: &mut Vec<(MemberId, bool)>) {
-        let counts_availability = self
-            .s
-            .daemonsets
-            .values()
-            .any(|ds| ds.min_ready_seconds > 0);
-        for (id, m) in &self.s.members {
-            let timely = match (&m.readiness, id) {
-                (
-                    Some(Readiness::Waiting {
-                        available_at: Some(at),
-                        ..
-                    }),
-                    _,
-                ) => *at <= self.now,
-                (Some(Readiness::Ready { .. }), MemberId::DaemonSet(key)) => {
-                    counts_availability
-                        && self
-                            .s
-                            .daemonsets
-                            .get(key)
-                            .is_some_and(|ds| ds.min_ready_seconds > 0)
-                }
-                _ => false,
-            };
-            if timely && !work.iter().any(|(w, _)| w == id) {
-                work.push((id.clone(), true));
-            }
         }
     }
 

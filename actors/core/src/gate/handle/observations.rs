@@ -7,49 +7,29 @@ use std::sync::Arc;
 
 use super::members::MemberScope;
 use super::{ReconcileCause, Step};
+use crate::gate::apply::apply_sharing;
 use crate::gate::event::Event;
 use crate::gate::state::StopReason;
 use crate::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 
 impl Step<'_> {
+    /// The snapshot that starts (or restarts) a gate, or (`cause`
+    /// `Reexamine`) the periodic re-examination: the whole view again, as a
+    /// snapshot would bring it, for a gate already started. Anything a lost
+    /// hint would have told shows up here; with nothing new it emits nothing.
+    /// The view is recorded (one `Snapshot` event) unless it is what the
+    /// gate already holds.
     pub(super) fn snapshot(
         &mut self,
         node: &Arc<NodeInfo>,
         daemonsets: &[Arc<DaemonSetInfo>],
         pods: &[Arc<PodInfo>],
+        cause: ReconcileCause,
     ) {
-        let first = self.s.node.is_none();
-        self.observe_all(node, daemonsets, pods);
-        if first && !self.has_managed_taint() {
-            return self.stop(StopReason::NotGated);
-        }
-        self.reconcile(ReconcileCause::Observation);
-    }
-
-    /// The periodic re-examination: the whole view again, as a snapshot
-    /// would bring it, for a gate already started. Anything a lost hint
-    /// would have told shows up here; with nothing new it emits nothing.
-    pub(super) fn reexamine(
-        &mut self,
-        node: &Arc<NodeInfo>,
-        daemonsets: &[Arc<DaemonSetInfo>],
-        pods: &[Arc<PodInfo>],
-    ) {
-        if !self.is_this_node(&node.name) {
+        if cause == ReconcileCause::Reexamine && !self.is_this_node(&node.name) {
             return;
         }
-        self.observe_all(node, daemonsets, pods);
-        self.reconcile(ReconcileCause::Reexamine);
-    }
-
-    /// Records the whole view (one `Snapshot` event) unless it is what the
-    /// gate already holds.
-    fn observe_all(
-        &mut self,
-        node: &Arc<NodeInfo>,
-        daemonsets: &[Arc<DaemonSetInfo>],
-        pods: &[Arc<PodInfo>],
-    ) {
+        let first = self.s.node.is_none();
         // Keyed as the state keys them (a list may repeat an object; the
         // last copy wins), so an unchanged cluster compares equal.
         let daemonsets: VecMap<String, Arc<DaemonSetInfo>> =
@@ -69,6 +49,10 @@ impl Step<'_> {
                 pods: pods.into_values().collect(),
             });
         }
+        if first && !self.has_managed_taint() {
+            return self.stop(StopReason::NotGated);
+        }
+        self.reconcile(cause);
     }
 
     pub(super) fn node_changed(&mut self, node: &Arc<NodeInfo>) {
@@ -166,7 +150,9 @@ impl Step<'_> {
     }
 
     /// Records a new version of a pod bound to the node: only its status
-    /// when nothing else changed (then through `emit_sharing`).
+    /// when nothing else changed, then `emit` for an event that `pod`, the
+    /// version the router's index holds, already embodies: the state keeps
+    /// `pod` rather than a copy (see `apply_sharing`).
     fn pod_changed(&mut self, pod: &Arc<PodInfo>, old: Option<&PodInfo>) {
         let status_only = old.is_some_and(|old| {
             old.namespace == pod.namespace
@@ -191,7 +177,8 @@ impl Step<'_> {
             ready_since: pod.ready_since.get(),
             terminating: pod.terminating,
         };
-        self.emit_sharing(ev, pod);
+        apply_sharing(self.s, &ev, pod);
+        self.events.push(ev);
     }
 
     pub(super) fn pod_deleted(&mut self, uid: &str) {

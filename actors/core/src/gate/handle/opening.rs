@@ -7,7 +7,7 @@ use jiff::Timestamp;
 use super::{ReconcileCause, Step};
 use crate::closing::replacing;
 use crate::gate::event::{Event, IndexedTaint};
-use crate::gate::state::{GateWriteKind, OpenedBy, Phase, Write, WriteStatus};
+use crate::gate::state::{GateWriteKind, OpenedBy, Phase, WriteStatus};
 use crate::gate::{derive, notes};
 use crate::vocab::config::OnTimeout;
 use crate::vocab::model::Fallback;
@@ -91,8 +91,12 @@ impl Step<'_> {
         if self.s.timed_out.is_some() || self.s.phase != Phase::Waiting {
             return;
         }
-        let due =
-            |at: Option<Timestamp>| at.filter(|&at| self.now >= at && self.s.server_reached(at));
+        // Passed by the server's clock too, as far as the evidence shows
+        // (within the slack); without any evidence, by ours (semantics.md §5.3).
+        let server = self.s.server_now();
+        let due = |at: Option<Timestamp>| {
+            at.filter(|&at| self.now >= at && server.is_none_or(|server| server >= at))
+        };
         let (deadline, by_schedule, not_ready, node_not_ready) =
             if let Some(deadline) = due(self.s.timers.deadline) {
                 (
@@ -162,11 +166,7 @@ impl Step<'_> {
         } else {
             return false;
         };
-        let in_flight = self
-            .s
-            .write
-            .as_ref()
-            .is_some_and(|w| w.status == WriteStatus::InFlight);
+        let in_flight = matches!(&self.s.write, Some(w) if w.status == WriteStatus::InFlight);
         let would_send = open_by.is_some() || self.mark_owed() || self.s.write.is_some();
         if would_send && !in_flight && !self.s.suspended {
             self.emit(Event::WritesSuspended {
@@ -210,7 +210,27 @@ impl Step<'_> {
                     self.send_untaint(opened_by, 1);
                 }
             }
-            (_, Some(w)) => self.advance_write(&w, cause),
+            // An outstanding write moves on when `cause` is the one it waits for.
+            (_, Some(w)) => {
+                let next = match (w.status, cause) {
+                    (WriteStatus::Backoff, ReconcileCause::RetryDue) => w.attempt,
+                    // Not only on LeadershipGained: that one message may never come
+                    // (a lapse the elector did not see), so the periodic
+                    // re-examination and the deadline re-send too. A follower's
+                    // executor refuses again at no cost.
+                    (
+                        WriteStatus::AwaitingLeader,
+                        ReconcileCause::Leadership | ReconcileCause::Reexamine,
+                    ) => w.attempt.saturating_add(1),
+                    (WriteStatus::Refreshing, ReconcileCause::Refreshed) => {
+                        return self.emit(Event::RetryScheduled {
+                            attempt: w.attempt.saturating_add(1),
+                        });
+                    }
+                    _ => return,
+                };
+                self.resend(&w.kind, next);
+            }
             (None, None) => {
                 if self.mark_owed() {
                     self.emit(Event::MarkSent { attempt: 1 });
@@ -224,28 +244,6 @@ impl Step<'_> {
             GateWriteKind::Untaint { opened_by } => self.send_untaint(opened_by, attempt),
             GateWriteKind::MarkTimedOut => self.emit(Event::MarkSent { attempt }),
         }
-    }
-
-    /// Moves an outstanding write on when `cause` is the one it waits for.
-    pub(super) fn advance_write(&mut self, w: &Write, cause: ReconcileCause) {
-        let next = match (w.status, cause) {
-            (WriteStatus::Backoff, ReconcileCause::RetryDue) => w.attempt,
-            // Not only on LeadershipGained: that one message may never come
-            // (a lapse the elector did not see), so the periodic
-            // re-examination and the deadline re-send too. A follower's
-            // executor refuses again at no cost.
-            (
-                WriteStatus::AwaitingLeader,
-                ReconcileCause::Leadership | ReconcileCause::Reexamine,
-            ) => w.attempt.saturating_add(1),
-            (WriteStatus::Refreshing, ReconcileCause::Refreshed) => {
-                return self.emit(Event::RetryScheduled {
-                    attempt: w.attempt.saturating_add(1),
-                });
-            }
-            _ => return,
-        };
-        self.resend(&w.kind, next);
     }
 
     pub(super) fn send_untaint(&mut self, opened_by: OpenedBy, attempt: u32) {

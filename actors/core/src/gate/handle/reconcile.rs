@@ -65,7 +65,19 @@ impl Step<'_> {
         let Some(timeout) = self.s.node.as_ref().and_then(|n| self.cfg.timeout_for(n)) else {
             return;
         };
-        self.clamp_gated_since();
+        // A `gated-since` later than the server's now (by the evidence, or by
+        // the local clock without any) is clamped to that now, once per value:
+        // an agent's clock ahead must not put the deadline off (semantics.md §5.3).
+        let now = self.s.server_now().unwrap_or(self.now);
+        let clamp = self.s.gated_since_clamp;
+        let since = self.s.node.as_ref().and_then(|n| n.gated_since);
+        if let Some(since) = since.filter(|&s| s > now && clamp.is_none_or(|c| c.gated_since != s))
+        {
+            self.emit(Event::GatedSinceClamped {
+                gated_since: since,
+                to: now,
+            });
+        }
         // A timeout too large to add is no deadline at all.
         let timeout = SignedDuration::try_from(timeout).ok();
         let Some(at) = (self.s.gate_start().zip(timeout)).and_then(|(s, d)| s.checked_add(d).ok())
@@ -98,23 +110,6 @@ impl Step<'_> {
         }
     }
 
-    /// A `gated-since` later than the server's now (by the evidence, or by
-    /// the local clock without any) is clamped to that now, once per value:
-    /// an agent's clock ahead must not put the deadline off (semantics.md §5.3).
-    fn clamp_gated_since(&mut self) {
-        let Some(since) = self.s.node.as_ref().and_then(|n| n.gated_since) else {
-            return;
-        };
-        let clamp = self.s.gated_since_clamp;
-        let now = self.s.server_now().unwrap_or(self.now);
-        if since > now && clamp.is_none_or(|c| c.gated_since != since) {
-            self.emit(Event::GatedSinceClamped {
-                gated_since: since,
-                to: now,
-            });
-        }
-    }
-
     pub(super) fn recompute_recheck(&mut self) {
         if !matches!(self.s.phase, Phase::Waiting | Phase::TimedOutKept) {
             return;
@@ -123,10 +118,7 @@ impl Step<'_> {
             .s
             .expected()
             .filter_map(|(_, m)| match &m.readiness {
-                Some(Readiness::Waiting {
-                    available_at: Some(at),
-                    ..
-                }) => Some(*at),
+                Some(Readiness::Waiting { available_at, .. }) => *available_at,
                 _ => None,
             })
             .min();

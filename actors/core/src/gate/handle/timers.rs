@@ -30,14 +30,29 @@ impl Step<'_> {
                     });
                 } else if self.s.timed_out.is_none()
                     && self.s.phase != Phase::WouldOpen
-                    && let Some(server) = self.s.server_now()
-                    && server < at
+                    && let Some(judged) = self.s.server_now()
+                    && judged < at
+                    && let Ok(until) = self.now.checked_add(at.duration_since(judged))
                 {
                     // Passed by the local clock but not by the server's, as
                     // far as the evidence shows: the controller's clock is
                     // ahead. Look again when the rest of the gap has passed
-                    // (the shell brings fresh evidence with the timer).
-                    self.hold_deadline(at, server, generation);
+                    // (the shell brings fresh evidence with the timer):
+                    // `judged` is the server's now as the gate judges it (the
+                    // evidence plus the slack).
+                    let server = self.s.server_time.unwrap_or(judged);
+                    let ahead = self.now.duration_since(server);
+                    self.emit(Event::DeadlineHeld {
+                        deadline: at,
+                        server_time: server,
+                        until,
+                        generation: generation + 1,
+                        reason: format!(
+                            "the deadline has not passed by the API server's clock (it read at least {server}): \
+                             the controller's clock is ahead of the API server's by {}s",
+                            ahead.as_secs()
+                        ),
+                    });
                 }
                 self.reconcile(ReconcileCause::Reexamine);
             }
@@ -75,28 +90,6 @@ impl Step<'_> {
                 }
             }
         }
-    }
-
-    /// Holds the deadline for the gap between it and `judged`, the server's
-    /// now as the gate judges it (the evidence plus the slack).
-    fn hold_deadline(&mut self, deadline: Timestamp, judged: Timestamp, generation: u64) {
-        let server = self.s.server_time.unwrap_or(judged);
-        let gap = deadline.duration_since(judged);
-        let ahead = self.now.duration_since(server);
-        let Ok(until) = self.now.checked_add(gap) else {
-            return;
-        };
-        self.emit(Event::DeadlineHeld {
-            deadline,
-            server_time: server,
-            until,
-            generation: generation + 1,
-            reason: format!(
-                "the deadline has not passed by the API server's clock (it read at least {server}): \
-                 the controller's clock is ahead of the API server's by {}s",
-                ahead.as_secs()
-            ),
-        });
     }
 
     /// New evidence of the API server's clock. Journalled only while it can

@@ -10,17 +10,20 @@ use crate::gate::state::{GateWriteKind, StopReason, WriteStatus};
 use crate::vocab::model::NodeInfo;
 
 impl Step<'_> {
-    pub(super) fn patch_result(&mut self, outcome: &PatchOutcome) {
+    /// The answer to the write in flight: an untaint's (`PatchResult`,
+    /// `untaint`) or a timed-out mark's (`MarkResult`).
+    pub(super) fn write_result(&mut self, outcome: &PatchOutcome, untaint: bool) {
         let Some(w) = &self.s.write else { return };
-        let GateWriteKind::Untaint { opened_by } = w.kind else {
-            return;
+        let opened_by = match w.kind {
+            GateWriteKind::Untaint { opened_by } => Some(opened_by),
+            GateWriteKind::MarkTimedOut => None,
         };
-        if w.status != WriteStatus::InFlight {
+        if opened_by.is_some() != untaint || w.status != WriteStatus::InFlight {
             return;
         }
         let attempt = w.attempt;
-        match outcome {
-            PatchOutcome::Applied => {
+        match (outcome, opened_by) {
+            (PatchOutcome::Applied, Some(opened_by)) => {
                 let resource_version = w.resource_version.clone().unwrap_or_default();
                 return self.emit(Event::Opened {
                     opened_by,
@@ -28,53 +31,39 @@ impl Step<'_> {
                     resource_version,
                 });
             }
-            PatchOutcome::Conflict => self.emit(Event::WriteConflict { attempt }),
-            PatchOutcome::NotFound => return self.stop(StopReason::NodeNotFound),
-            // It may have been applied: look at the node before retrying
-            // (a re-read that shows it opened ends the gate as opened, see
-            // `reconcile_scoped`), as after a conflict.
-            PatchOutcome::Ambiguous(error) => self.emit(Event::WriteUnanswered {
+            (PatchOutcome::Applied, None) => self.emit(Event::TimeoutMarked),
+            (PatchOutcome::NotFound, _) => return self.stop(StopReason::NodeNotFound),
+            (PatchOutcome::NotLeader, _) => self.emit(Event::WriteDeferred { attempt }),
+            (PatchOutcome::Conflict, Some(_)) => self.emit(Event::WriteConflict { attempt }),
+            // An untaint may have been applied: look at the node before
+            // retrying (a re-read that shows it opened ends the gate as
+            // opened, see `reconcile_scoped`), as after a conflict.
+            (PatchOutcome::Ambiguous(error), Some(_)) => self.emit(Event::WriteUnanswered {
                 attempt,
                 error: error.clone(),
             }),
-            // The last three are a replace write's own: no untaint gets one.
-            PatchOutcome::Failed(error)
-            | PatchOutcome::OwnerDeleted(error)
-            | PatchOutcome::OwnerFailed(error)
-            | PatchOutcome::NoOwner(error) => self.fail_and_retry(attempt, error.clone()),
-            PatchOutcome::NotLeader => self.emit(Event::WriteDeferred { attempt }),
-            PatchOutcome::Withdrawn => self.emit(Event::WriteAbandoned {
+            (PatchOutcome::Withdrawn, Some(_)) => self.emit(Event::WriteAbandoned {
                 reason: "withdrawn before it was sent".to_string(),
             }),
-        }
-        self.reconcile(ReconcileCause::Observation);
-    }
-
-    pub(super) fn mark_result(&mut self, outcome: &PatchOutcome) {
-        let Some(w) = &self.s.write else { return };
-        if w.kind != GateWriteKind::MarkTimedOut || w.status != WriteStatus::InFlight {
-            return;
-        }
-        let attempt = w.attempt;
-        match outcome {
-            PatchOutcome::Applied => self.emit(Event::TimeoutMarked),
-            PatchOutcome::NotFound => return self.stop(StopReason::NodeNotFound),
-            PatchOutcome::NotLeader => self.emit(Event::WriteDeferred { attempt }),
             // Only an untaint is ever withdrawn; a mark answered so was not
             // written, so it is sent again like a deferred one.
-            PatchOutcome::Withdrawn => self.emit(Event::RetryScheduled {
+            (PatchOutcome::Withdrawn, None) => self.emit(Event::RetryScheduled {
                 attempt: attempt.saturating_add(1),
             }),
             // The mark is an unconditional merge patch: a conflict is just a
             // failure worth retrying, and so is a lost answer (sending the
             // same annotation twice is harmless).
-            PatchOutcome::Conflict => self.fail_and_retry(attempt, "conflict".to_string()),
-            // The last three are a replace write's own: no mark gets one.
-            PatchOutcome::Failed(error)
-            | PatchOutcome::Ambiguous(error)
-            | PatchOutcome::OwnerDeleted(error)
-            | PatchOutcome::OwnerFailed(error)
-            | PatchOutcome::NoOwner(error) => self.fail_and_retry(attempt, error.clone()),
+            (PatchOutcome::Conflict, None) => self.fail_and_retry(attempt, "conflict".to_string()),
+            // The last three are a replace write's own: no untaint or mark
+            // gets one.
+            (
+                PatchOutcome::Failed(error)
+                | PatchOutcome::Ambiguous(error)
+                | PatchOutcome::OwnerDeleted(error)
+                | PatchOutcome::OwnerFailed(error)
+                | PatchOutcome::NoOwner(error),
+                _,
+            ) => self.fail_and_retry(attempt, error.clone()),
         }
         self.reconcile(ReconcileCause::Observation);
     }

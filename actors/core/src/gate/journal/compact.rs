@@ -51,34 +51,6 @@ pub(super) struct Strings {
     ends: Vec<u32>,
 }
 
-impl Strings {
-    fn get(&self, sym: Sym) -> &str {
-        let i = sym as usize;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.text[start as usize..self.ends[i] as usize]
-    }
-
-    /// The number of `s`, added if new; `None` when the table is full.
-    fn intern(&mut self, s: &str) -> Option<Sym> {
-        if let Some(i) = (0..self.ends.len()).find(|&i| self.get(i as Sym) == s) {
-            return Some(i as Sym);
-        }
-        let end = u32::try_from(self.text.len() + s.len()).ok()?;
-        if self.ends.len() >= MAX_STRINGS {
-            return None;
-        }
-        // Both grown a little at a time: most journals meet a few dozen
-        // strings, a few hundred bytes.
-        self.text.reserve_exact(s.len() + 16);
-        self.text.push_str(s);
-        if self.ends.len() == self.ends.capacity() {
-            self.ends.reserve_exact(8);
-        }
-        self.ends.push(end);
-        Some(self.ends.len() as Sym - 1)
-    }
-}
-
 /// A time as nanoseconds since the Unix epoch; `NONE` for an absent one.
 type Nanos = i64;
 const NONE: Nanos = i64::MIN;
@@ -167,6 +139,32 @@ fn time_opt(n: Nanos) -> Option<Timestamp> {
 }
 
 impl Strings {
+    fn get(&self, sym: Sym) -> &str {
+        let i = sym as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[start as usize..self.ends[i] as usize]
+    }
+
+    /// The number of `s`, added if new; `None` when the table is full.
+    fn intern(&mut self, s: &str) -> Option<Sym> {
+        if let Some(i) = (0..self.ends.len()).find(|&i| self.get(i as Sym) == s) {
+            return Some(i as Sym);
+        }
+        let end = u32::try_from(self.text.len() + s.len()).ok()?;
+        if self.ends.len() >= MAX_STRINGS {
+            return None;
+        }
+        // Both grown a little at a time: most journals meet a few dozen
+        // strings, a few hundred bytes.
+        self.text.reserve_exact(s.len() + 16);
+        self.text.push_str(s);
+        if self.ends.len() == self.ends.capacity() {
+            self.ends.reserve_exact(8);
+        }
+        self.ends.push(end);
+        Some(self.ends.len() as Sym - 1)
+    }
+
     /// A member's kind bits and name.
     fn member(&mut self, m: &MemberId) -> Option<(u8, Sym)> {
         let (kind, name) = match m {
@@ -227,33 +225,25 @@ impl Strings {
     }
 
     fn pod_info(&self, p: &Pod) -> PodInfo {
-        let [
-            namespace,
-            name,
-            uid,
-            node_name,
-            controller_uid,
-            phase,
-            status_note,
-        ] = p.syms;
+        let [ns, name, uid, node, owner, phase, note] = p.syms;
         PodInfo {
-            namespace: self.get(namespace).into(),
+            namespace: self.get(ns).into(),
             name: self.get(name).into(),
             uid: self.get(uid).into(),
-            node_name: self.get(node_name).into(),
+            node_name: self.get(node).into(),
             labels: p
                 .labels
                 .iter()
                 .map(|&(k, v)| (self.get(k).into(), self.get(v).into()))
                 .collect(),
-            controller_uid: self.get_opt(controller_uid).map(Into::into),
+            controller_uid: self.get_opt(owner).map(Into::into),
             terminating: p.bits & 2 != 0,
             phase: self.get(phase).into(),
             ready: p.bits & 1 != 0,
             ready_since: time_opt(p.ready_since).into(),
             ready_annotation: p.bits & 4 != 0,
             sandbox_ready: p.bits & 8 != 0,
-            status_note: self.get_opt(status_note).map(Into::into),
+            status_note: self.get_opt(note).map(Into::into),
         }
     }
 

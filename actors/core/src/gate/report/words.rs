@@ -16,11 +16,8 @@ pub fn verdict(
         let list: Vec<String> = blockers
             .iter()
             .map(|r| {
-                format!(
-                    "{} ({})",
-                    r.label,
-                    r.waiting.as_deref().unwrap_or("not Ready")
-                )
+                let why = r.waiting.as_deref().unwrap_or("not Ready");
+                format!("{} ({why})", r.label)
             })
             .collect();
         let members = format!(

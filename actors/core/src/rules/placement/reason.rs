@@ -104,28 +104,26 @@ impl NotExpectedReason {
 impl fmt::Display for NotExpectedReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            NotExpectedReason::OutsideDaemonSetNamespaces => {
+            Self::OutsideDaemonSetNamespaces => {
                 f.write_str("its namespace is not in nodegate's --daemonset-namespaces")
             }
-            NotExpectedReason::ExcludedByName => {
-                f.write_str("excluded by name in nodegate's configuration")
-            }
-            NotExpectedReason::ExcludedBySelector { selector } => write!(
+            Self::ExcludedByName => f.write_str("excluded by name in nodegate's configuration"),
+            Self::ExcludedBySelector { selector } => write!(
                 f,
                 "excluded because its labels match nodegate's exclude selector {selector:?}"
             ),
-            NotExpectedReason::IgnoreAnnotation => {
+            Self::IgnoreAnnotation => {
                 write!(f, "excluded by its annotation {DAEMONSET_IGNORE}: \"true\"")
             }
-            NotExpectedReason::NodeNameMismatch { wanted, node } => write!(
+            Self::NodeNameMismatch { wanted, node } => write!(
                 f,
                 "its pod template sets spec.nodeName {wanted:?}, so it never runs on node {node:?}"
             ),
-            NotExpectedReason::NodeSelectorKeyMissing { key, wanted } => write!(
+            Self::NodeSelectorKeyMissing { key, wanted } => write!(
                 f,
                 "its nodeSelector needs label {key}={wanted}, and the node has no label {key}"
             ),
-            NotExpectedReason::NodeSelectorValueDiffers {
+            Self::NodeSelectorValueDiffers {
                 key,
                 wanted,
                 actual,
@@ -133,11 +131,10 @@ impl fmt::Display for NotExpectedReason {
                 f,
                 "its nodeSelector needs label {key}={wanted}, and the node has {key}={actual}"
             ),
-            NotExpectedReason::NodeAffinityNoTermMatched { terms } if terms.is_empty() => f
-                .write_str(
-                    "its required node affinity has no nodeSelectorTerms, which matches no node",
-                ),
-            NotExpectedReason::NodeAffinityNoTermMatched { terms } => {
+            Self::NodeAffinityNoTermMatched { terms } if terms.is_empty() => f.write_str(
+                "its required node affinity has no nodeSelectorTerms, which matches no node",
+            ),
+            Self::NodeAffinityNoTermMatched { terms } => {
                 let terms: Vec<String> = terms.iter().map(ToString::to_string).collect();
                 let terms = terms.join("; ");
                 write!(
@@ -145,10 +142,10 @@ impl fmt::Display for NotExpectedReason {
                     "no term of its required node affinity matches the node: {terms}"
                 )
             }
-            NotExpectedReason::UntoleratedTaint { taint } => {
+            Self::UntoleratedTaint { taint } => {
                 write!(f, "it does not tolerate the node's taint {taint}")
             }
-            NotExpectedReason::StartsAfterGate { taint } => write!(
+            Self::StartsAfterGate { taint } => write!(
                 f,
                 "starts after the gate opens: it does not tolerate nodegate's own taint {taint}, \
                  so its pod cannot start until nodegate removes it"
@@ -215,10 +212,10 @@ pub enum TermFailure {
 impl fmt::Display for TermFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TermFailure::Empty => {
+            Self::Empty => {
                 f.write_str("has neither matchExpressions nor matchFields, which matches no node")
             }
-            TermFailure::Invalid {
+            Self::Invalid {
                 requirement: r,
                 problem,
             } => write!(
@@ -226,7 +223,7 @@ impl fmt::Display for TermFailure {
                 "{problem} ({}[{}], key {:?}; an invalid requirement makes its term match nothing)",
                 r.list, r.index, r.key
             ),
-            TermFailure::Unmet {
+            Self::Unmet {
                 requirement: r,
                 node_value,
             } => {

@@ -62,13 +62,6 @@ pub(super) struct Parser {
 }
 
 impl Parser {
-    pub(super) fn new(s: &str) -> Self {
-        Parser {
-            tokens: lex(s),
-            pos: 0,
-        }
-    }
-
     fn peek(&self) -> &Token {
         self.tokens.get(self.pos).unwrap_or(&Token::End)
     }
@@ -81,18 +74,36 @@ impl Parser {
         t
     }
 
-    pub(super) fn parse(mut self) -> Result<LabelSelector, String> {
+    pub(super) fn parse(s: &str) -> Result<LabelSelector, String> {
+        let mut p = Parser {
+            tokens: lex(s),
+            pos: 0,
+        };
         let mut selector = LabelSelector::default();
-        if *self.peek() == Token::End {
+        if *p.peek() == Token::End {
             return Ok(selector);
         }
         loop {
-            let requirement = self.requirement()?;
-            add(&mut selector, requirement);
-            match self.next() {
+            let expr = match p.requirement()? {
+                Parsed::Equals(key, value) => match selector.match_labels.get(&key) {
+                    None => {
+                        selector.match_labels.insert(key, value);
+                        None
+                    }
+                    Some(existing) if *existing == value => None,
+                    // `a=x,a=y` must keep both constraints (and so match nothing),
+                    // which a map cannot hold.
+                    Some(_) => Some(LabelSelectorRequirement::new(key, OP_IN, [value])),
+                },
+                Parsed::Set(key, op, values) => {
+                    Some(LabelSelectorRequirement::new(key, op, values))
+                }
+            };
+            selector.match_expressions.extend(expr);
+            match p.next() {
                 Token::End => return Ok(selector),
                 Token::Punct(",") => {
-                    if *self.peek() == Token::End {
+                    if *p.peek() == Token::End {
                         return Err("expected a requirement after the last \",\"".to_string());
                     }
                 }
@@ -223,23 +234,6 @@ impl Parser {
         }
         Ok(values)
     }
-}
-
-fn add(selector: &mut LabelSelector, parsed: Parsed) {
-    let expr = match parsed {
-        Parsed::Equals(key, value) => match selector.match_labels.get(&key) {
-            None => {
-                selector.match_labels.insert(key, value);
-                return;
-            }
-            Some(existing) if *existing == value => return,
-            // `a=x,a=y` must keep both constraints (and so match nothing),
-            // which a map cannot hold.
-            Some(_) => LabelSelectorRequirement::new(key, OP_IN, [value]),
-        },
-        Parsed::Set(key, op, values) => LabelSelectorRequirement::new(key, op, values),
-    };
-    selector.match_expressions.push(expr);
 }
 
 #[cfg(test)]

@@ -45,7 +45,14 @@ impl Entries {
     }
 
     pub(in crate::gate::journal) fn push_back(&mut self, stored: Stored) {
-        let need = max_len(&stored.slot);
+        // The most bytes the slot can take, room made before writing so that
+        // the buffer grows by [`CHUNK`]s rather than doubling: a kind byte,
+        // the time and an optional time, up to three strings.
+        const SMALL: usize = 1 + 10 + 10 + 3 * 3;
+        let need = match &stored.slot {
+            Slot::Pod(p) => SMALL + 7 * 3 + 1 + 10 + p.labels.len() * 2 * 3,
+            _ => SMALL,
+        };
         if self.bytes.capacity() - self.bytes.len() < need {
             // Reclaim what eviction left at the front before growing.
             if self.start > 0 {
@@ -100,17 +107,6 @@ impl Entries {
     #[cfg(test)]
     pub(in crate::gate::journal) fn encoded_len(&self) -> usize {
         self.bytes.len() - self.start
-    }
-}
-
-/// The most bytes `slot` can take: room made before writing, so that the
-/// buffer grows by [`CHUNK`]s rather than doubling.
-fn max_len(slot: &Slot) -> usize {
-    // A kind byte, the time and an optional time, up to three strings.
-    const SMALL: usize = 1 + 10 + 10 + 3 * 3;
-    match slot {
-        Slot::Pod(p) => SMALL + 7 * 3 + 1 + 10 + p.labels.len() * 2 * 3,
-        _ => SMALL,
     }
 }
 
