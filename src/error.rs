@@ -154,9 +154,12 @@ impl fmt::Display for Report<'_> {
         match inner {
             Error::Credentials(e) => return write!(f, "{}", credentials_line(e)),
             Error::Kubeconfig { .. } => return write!(f, "{inner}"),
-            Error::Kube { source, .. } if is_unreachable(source) => {
-                return write!(f, "{}", unreachable_line(source));
-            }
+            // A request that never reached the API server (connection
+            // refused, no route, name not resolved, TLS refused, timed out).
+            Error::Kube {
+                source: source @ (kube::Error::HyperError(_) | kube::Error::Service(_)),
+                ..
+            } => return write!(f, "{}", unreachable_line(source)),
             _ => {}
         }
         let mut parts = vec![self.0.to_string()];
@@ -211,12 +214,6 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
         "deadline has elapsed" | "operation timed out" => "timed out".to_string(),
         text => text.to_string(),
     }
-}
-
-/// Whether a failed request never reached the API server (connection
-/// refused, no route, name not resolved, TLS refused, timed out).
-fn is_unreachable(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::HyperError(_) | kube::Error::Service(_))
 }
 
 /// A failed API request as a person reads it: the server's answer (its

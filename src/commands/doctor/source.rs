@@ -149,15 +149,6 @@ pub fn config_map_of(
     Some((cm.name.clone(), key))
 }
 
-/// The container that runs nodegate: the one named `nodegate`, else the
-/// first whose command and args hold `run`.
-pub fn nodegate_container(spec: &PodSpec) -> Option<&Container> {
-    spec.containers
-        .iter()
-        .find(|c| c.name == "nodegate")
-        .or_else(|| spec.containers.iter().find(|c| run_words(c).is_some()))
-}
-
 fn invalid(what: String, why: impl Into<String>) -> Error {
     Error::Invalid {
         what,
@@ -183,7 +174,11 @@ pub async fn from_deployment(
     let what = format!("Deployment {namespace}/{name}");
     let spec = d.spec.as_ref().and_then(|s| s.template.spec.as_ref());
     let spec = spec.ok_or_else(|| invalid(what.clone(), "has no pod template"))?;
-    let container = nodegate_container(spec)
+    // The container that runs nodegate: the one named `nodegate`, else the
+    // first whose command and args hold `run`.
+    let container = spec.containers.iter().find(|c| c.name == "nodegate");
+    let container = container
+        .or_else(|| spec.containers.iter().find(|c| run_words(c).is_some()))
         .ok_or_else(|| invalid(what.clone(), "has no container running `nodegate run`"))?;
     let words = run_words(container)
         .ok_or_else(|| invalid(what.clone(), "its container does not run `nodegate run`"))?;
