@@ -118,6 +118,12 @@ impl Error {
         }
     }
 
+    /// Something that cannot be used as it is ([`Error::Invalid`]).
+    pub fn invalid(what: impl Into<String>, why: impl Into<String>) -> Error {
+        let (what, why) = (what.into(), why.into());
+        Error::Invalid { what, why }
+    }
+
     /// A failed local I/O operation, saying what it was.
     pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
         let what = what.into();

@@ -56,10 +56,8 @@ fn settings(args: &BackfillArgs) -> Result<Backfill, ConfigError> {
     let mut file = config::load_file(&args.gate)?;
     let gate = config::gate_settings(&args.gate, &mut file)?;
     let selector = args.selector.as_deref().map(|s| {
-        LabelSelector::parse(s).map_err(|e| ConfigError::Invalid {
-            source_: format!("--selector {s:?}"),
-            message: e.to_string(),
-        })
+        LabelSelector::parse(s)
+            .map_err(|e| config::invalid(format!("--selector {s:?}"), e.to_string()))
     });
     Ok(Backfill {
         scope: gate.scope,

@@ -50,14 +50,13 @@ fn settings(args: &UninstallArgs) -> Result<Settings, ConfigError> {
     let fresh = config::parse_duration("--lease-fresh", &args.lease_fresh)?;
     let foreign = plan::foreign_keys(&gate.placement.managed_taints);
     if !foreign.is_empty() && !args.remove_foreign_keys {
-        return Err(ConfigError::Invalid {
-            source_: format!("managed taint {}", foreign.join(", ")),
-            message: "outside nodegate.dev/: uninstall would take it off every node in scope, \
-                      also where its own owner put it on (a node whose agent is not ready). \
-                      Pass --remove-foreign-keys to remove it anyway, or leave it out of the \
-                      settings given to uninstall"
-                .into(),
-        });
+        return Err(config::invalid(
+            format!("managed taint {}", foreign.join(", ")),
+            "outside nodegate.dev/: uninstall would take it off every node in scope, also where \
+             its own owner put it on (a node whose agent is not ready). Pass \
+             --remove-foreign-keys to remove it anyway, or leave it out of the settings given to \
+             uninstall",
+        ));
     }
     Ok(Settings {
         scope: gate.scope,
@@ -84,14 +83,14 @@ pub async fn main(args: UninstallArgs) -> Result<ExitCode> {
     let lease = &args.lease;
     if let Some(why) = lease_held(&client, &lease.namespace, &lease.lease_name, s.fresh).await? {
         if !s.dry_run && !s.ignore_leader {
-            return Err(Error::Invalid {
-                what: "refusing to uninstall".into(),
-                why: format!(
+            return Err(Error::invalid(
+                "refusing to uninstall",
+                format!(
                     "{why}: a running controller would put its taints back. Stop it first \
                      (helm uninstall, or scale the Deployment to 0), wait until the lease is \
                      older than --lease-fresh, or pass --ignore-leader"
                 ),
-            });
+            ));
         }
         eprintln!("warning: {why}");
     }
@@ -179,7 +178,17 @@ async fn clean_one(
 ) -> Option<(&'static str, String)> {
     let mut node = first.clone();
     for _ in 0..ATTEMPTS {
-        let cleanup = planned(&node, s)?;
+        let info = project::node(&node).0?;
+        if !s.scope.includes(&info.labels) {
+            return None;
+        }
+        let keys = node.metadata.annotations.iter().flat_map(|a| a.keys());
+        let conditions = node.status.as_ref().and_then(|st| st.conditions.as_ref());
+        let open = conditions.is_some_and(|cs| cs.iter().any(|c| c.type_ == OPEN_CONDITION));
+        let cleanup = plan::plan(&info, keys, open, &s.owned);
+        if cleanup.is_empty() {
+            return None;
+        }
         if s.dry_run {
             return Some(("would-remove", cleanup.describe()));
         }
@@ -198,18 +207,6 @@ async fn clean_one(
         "failed",
         format!("it changed under each of {ATTEMPTS} attempts; run uninstall again"),
     ))
-}
-
-fn planned(node: &Node, s: &Settings) -> Option<Cleanup> {
-    let info = project::node(node).0?;
-    if !s.scope.includes(&info.labels) {
-        return None;
-    }
-    let keys = node.metadata.annotations.iter().flat_map(|a| a.keys());
-    let conditions = node.status.as_ref().and_then(|st| st.conditions.as_ref());
-    let open = conditions.is_some_and(|cs| cs.iter().any(|c| c.type_ == OPEN_CONDITION));
-    let cleanup = plan::plan(&info, keys, open, &s.owned);
-    (!cleanup.is_empty()).then_some(cleanup)
 }
 
 /// The cleanup through the writer (as nodegate's field manager).

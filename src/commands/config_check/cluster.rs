@@ -157,8 +157,16 @@ async fn critical_pods(
     Ok(())
 }
 
-/// The ServiceAccounts the admission policy treats as nodegate's.
-async fn nodegate_accounts(client: &kube::Client) -> Result<Vec<String>> {
+/// Every taint nodegate would add, dry-run onto a node it would add it to,
+/// as nodegate's ServiceAccount.
+async fn taints(
+    client: &kube::Client,
+    conn: &Connection,
+    s: &RunSettings,
+    managed: &[&Node],
+    out: &mut Vec<Finding>,
+) -> Result<()> {
+    // The ServiceAccounts the admission policy treats as nodegate's.
     let bindings = Api::<ClusterRoleBinding>::all(client.clone())
         .list(&ListParams::default().labels(POLICY_SUBJECT_LABEL))
         .await
@@ -177,20 +185,7 @@ async fn nodegate_accounts(client: &kube::Client) -> Result<Vec<String>> {
         })
         .collect();
     users.dedup();
-    Ok(users)
-}
-
-/// Every taint nodegate would add, dry-run onto a node it would add it to,
-/// as nodegate's ServiceAccount.
-async fn taints(
-    client: &kube::Client,
-    conn: &Connection,
-    s: &RunSettings,
-    managed: &[&Node],
-    out: &mut Vec<Finding>,
-) -> Result<()> {
-    let accounts = nodegate_accounts(client).await?;
-    let Some(user) = accounts.first() else {
+    let Some(user) = users.first() else {
         out.push(note(
             "taints",
             format!(

@@ -192,12 +192,6 @@ fn shorten(s: &str) -> String {
     }
 }
 
-/// The scheduler's message is "0/4 nodes are available: 1 Insufficient cpu,
-/// ..." followed by what preemption tried; the first sentence is the answer.
-fn first_sentence(message: &str) -> &str {
-    message.find(". ").map_or(message, |i| &message[..=i])
-}
-
 /// What a full Pod adds to the compact model: plain data for the report.
 pub fn pod_detail(p: &Pod) -> PodDetail {
     let status = p.status.as_ref();
@@ -208,8 +202,12 @@ pub fn pod_detail(p: &Pod) -> PodDetail {
         .map(|c| {
             let reason = c.reason.as_deref().unwrap_or("").trim();
             let message = c.message.as_deref().unwrap_or("").trim();
+            // The scheduler's message is "0/4 nodes are available: 1 Insufficient
+            // cpu, ..." followed by what preemption tried; the first sentence is
+            // the answer.
+            let first_sentence = message.find(". ").map_or(message, |i| &message[..=i]);
             match (reason.is_empty(), message.is_empty()) {
-                (_, false) => shorten(first_sentence(message)),
+                (_, false) => shorten(first_sentence),
                 (false, true) => reason.to_string(),
                 (true, true) => "no reason given".to_string(),
             }
