@@ -42,10 +42,16 @@ pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
             (format!("deployment {ns}/{}", args.deployment), s)
         }
     };
+    // The ServiceAccount of the Deployment's pods.
     let account = match &deployment {
-        Ok(Some(d)) => source::account_of(ns, d),
-        _ => (ns.to_string(), "nodegate".to_string()),
+        Ok(Some(d)) => {
+            let spec = d.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+            let name = spec.and_then(|p| p.service_account_name.as_deref());
+            name.filter(|n| !n.is_empty()).unwrap_or("default")
+        }
+        _ => "nodegate",
     };
+    let account = (ns.to_string(), account.to_string());
     let checks = gather(&client, &settings, ns, &account).await?;
     let report = Report::new(label, checks);
     let text = output::encode(&report, args.output, "the doctor's report")?;

@@ -95,7 +95,35 @@ pub async fn main(args: UninstallArgs) -> Result<ExitCode> {
         eprintln!("warning: {why}");
     }
     let writer = Writer::for_command(client, connection.request_timeout);
-    let failed = clean_all(&writer, &s).await?;
+    // Cleans every node in scope, printing a line per node changed (or to be
+    // changed) as it goes, and a summary.
+    let nodes: Api<Node> = Api::all(writer.client().clone());
+    let list = snapshot::nodes(writer.client())
+        .await
+        .map_err(Error::kube("listing nodes"))?;
+    let total = list.len();
+    let (mut changed, mut failed) = (0usize, 0usize);
+    let mut out = std::io::stdout().lock();
+    for (i, n) in list.iter().enumerate() {
+        if i > 0 && i % PROGRESS_EVERY == 0 {
+            eprintln!("checked {i}/{total} nodes");
+        }
+        let Some((action, detail)) = clean_one(&writer, &nodes, n, &s).await else {
+            continue;
+        };
+        match action {
+            "failed" => failed += 1,
+            _ => changed += 1,
+        }
+        let name = n.metadata.name.as_deref().unwrap_or("?");
+        writeln!(out, "{name}  {action}  {detail}").map_err(Error::io("writing to stdout"))?;
+    }
+    let verb = if s.dry_run { "would change" } else { "changed" };
+    writeln!(
+        out,
+        "{total} nodes checked, {changed} {verb}, {failed} failed"
+    )
+    .map_err(Error::io("writing to stdout"))?;
     Ok(output::exit(failed > 0, EXIT_FAILURE))
 }
 
@@ -132,39 +160,6 @@ pub fn held(holder: &str, renewed: Option<Timestamp>, now: Timestamp, fresh: Dur
     }
     let fresh = jiff::SignedDuration::try_from(fresh).unwrap_or(jiff::SignedDuration::MAX);
     renewed.is_none_or(|r| now.duration_since(r) < fresh)
-}
-
-/// Cleans every node in scope, printing a line per node changed (or to be
-/// changed) as it goes, and a summary. Returns how many nodes failed.
-async fn clean_all(writer: &Writer, s: &Settings) -> Result<usize> {
-    let nodes: Api<Node> = Api::all(writer.client().clone());
-    let list = snapshot::nodes(writer.client())
-        .await
-        .map_err(Error::kube("listing nodes"))?;
-    let total = list.len();
-    let (mut changed, mut failed) = (0usize, 0usize);
-    let mut out = std::io::stdout().lock();
-    for (i, n) in list.iter().enumerate() {
-        if i > 0 && i % PROGRESS_EVERY == 0 {
-            eprintln!("checked {i}/{total} nodes");
-        }
-        let Some((action, detail)) = clean_one(writer, &nodes, n, s).await else {
-            continue;
-        };
-        match action {
-            "failed" => failed += 1,
-            _ => changed += 1,
-        }
-        let name = n.metadata.name.as_deref().unwrap_or("?");
-        writeln!(out, "{name}  {action}  {detail}").map_err(Error::io("writing to stdout"))?;
-    }
-    let verb = if s.dry_run { "would change" } else { "changed" };
-    writeln!(
-        out,
-        "{total} nodes checked, {changed} {verb}, {failed} failed"
-    )
-    .map_err(Error::io("writing to stdout"))?;
-    Ok(failed)
 }
 
 /// One node: `None` when nothing of nodegate's is on it (or it is outside

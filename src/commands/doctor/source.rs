@@ -148,14 +148,6 @@ pub fn config_map_of(
     Some((cm.name.clone(), key))
 }
 
-/// The ServiceAccount of a Deployment's pods.
-pub fn account_of(namespace: &str, d: &Deployment) -> (String, String) {
-    let spec = d.spec.as_ref().and_then(|s| s.template.spec.as_ref());
-    let name = spec.and_then(|p| p.service_account_name.as_deref());
-    let name = name.filter(|n| !n.is_empty()).unwrap_or("default");
-    (namespace.to_string(), name.to_string())
-}
-
 /// nodegate's settings from its Deployment `namespace/name`.
 pub async fn from_deployment(
     client: &kube::Client,
