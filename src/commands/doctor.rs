@@ -61,21 +61,6 @@ pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
     Ok(output::exit(report.problems > 0, EXIT_PROBLEMS))
 }
 
-/// Labels for the admission probe's Node inside `--node-selector`: none
-/// when that takes every node, else those of a node it takes (without its
-/// hostname); `None` when no node is inside it.
-fn probe_labels(s: &RunSettings, seen: &[nodes::NodeSeen]) -> Option<Labels> {
-    let scope = &s.gate.scope;
-    let empty = Labels::new();
-    if scope.includes(&empty) {
-        return Some(empty);
-    }
-    let inside = seen.iter().find(|n| scope.includes(&n.labels))?;
-    let mut labels = inside.labels.clone();
-    labels.remove("kubernetes.io/hostname");
-    Some(labels)
-}
-
 /// Reads the cluster and runs every check, in the report's order.
 async fn gather(
     client: &Client,
@@ -106,7 +91,21 @@ async fn gather(
         Ok(d) => out.extend(autoscaler::check(s, &ca_taints, &autoscaler::found(d))),
         Err(why) => out.push(autoscaler::CHECK.skipped("Deployments", why)),
     }
-    let probe_labels = probe_labels(s, &seen_nodes);
+    // Labels for the admission probe's Node inside `--node-selector`: none
+    // when that takes every node, else those of a node it takes (without its
+    // hostname); `None` when no node is inside it.
+    let scope = &s.gate.scope;
+    let probe_labels = match scope.includes(&Labels::new()) {
+        true => Some(Labels::new()),
+        false => seen_nodes
+            .iter()
+            .find(|n| scope.includes(&n.labels))
+            .map(|n| {
+                let mut labels = n.labels.clone();
+                labels.remove("kubernetes.io/hostname");
+                labels
+            }),
+    };
     match fetch::admission(client, probe_labels.as_ref()).await? {
         Ok(a) => out.extend(admission::check(s, &a)),
         Err(why) => out.push(admission::CHECK.skipped("Node CREATE", why)),

@@ -205,10 +205,11 @@ async fn taints(
         (key, r.taint.clone(), r.node_selector.as_ref())
     });
     for (key, taint, sel) in taints.chain(regate).chain(rules) {
-        let Some(node) = managed
-            .iter()
-            .find(|n| selects(sel, n) && !carries(n, &taint.key))
-        else {
+        let carries = |n: &Node| {
+            let taints = n.spec.as_ref().and_then(|s| s.taints.as_ref());
+            taints.is_some_and(|t| t.iter().any(|t| t.key == taint.key))
+        };
+        let Some(node) = managed.iter().find(|n| selects(sel, n) && !carries(n)) else {
             out.push(note(
                 key,
                 format!("no node to try taint {taint} on (none matches, or all carry it)"),
@@ -218,13 +219,6 @@ async fn taints(
         out.push(try_taint(&as_nodegate, user, node, &key, &taint).await?);
     }
     Ok(())
-}
-
-fn carries(node: &Node, key: &str) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == key))
 }
 
 /// A server-side dry-run patch adding `taint` to `node`: what the API
