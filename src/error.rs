@@ -118,6 +118,12 @@ impl Error {
         }
     }
 
+    /// Something that cannot be used as it is ([`Error::Invalid`]).
+    pub fn invalid(what: impl Into<String>, why: impl Into<String>) -> Error {
+        let (what, why) = (what.into(), why.into());
+        Error::Invalid { what, why }
+    }
+
     /// A failed local I/O operation, saying what it was.
     pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
         let what = what.into();
@@ -154,9 +160,12 @@ impl fmt::Display for Report<'_> {
         match inner {
             Error::Credentials(e) => return write!(f, "{}", credentials_line(e)),
             Error::Kubeconfig { .. } => return write!(f, "{inner}"),
-            Error::Kube { source, .. } if is_unreachable(source) => {
-                return write!(f, "{}", unreachable_line(source));
-            }
+            // A request that never reached the API server (connection
+            // refused, no route, name not resolved, TLS refused, timed out).
+            Error::Kube {
+                source: source @ (kube::Error::HyperError(_) | kube::Error::Service(_)),
+                ..
+            } => return write!(f, "{}", unreachable_line(source)),
             _ => {}
         }
         let mut parts = vec![self.0.to_string()];
@@ -211,12 +220,6 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
         "deadline has elapsed" | "operation timed out" => "timed out".to_string(),
         text => text.to_string(),
     }
-}
-
-/// Whether a failed request never reached the API server (connection
-/// refused, no route, name not resolved, TLS refused, timed out).
-fn is_unreachable(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::HyperError(_) | kube::Error::Service(_))
 }
 
 /// A failed API request as a person reads it: the server's answer (its

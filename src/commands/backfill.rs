@@ -56,10 +56,8 @@ fn settings(args: &BackfillArgs) -> Result<Backfill, ConfigError> {
     let mut file = config::load_file(&args.gate)?;
     let gate = config::gate_settings(&args.gate, &mut file)?;
     let selector = args.selector.as_deref().map(|s| {
-        LabelSelector::parse(s).map_err(|e| ConfigError::Invalid {
-            source_: format!("--selector {s:?}"),
-            message: e.to_string(),
-        })
+        LabelSelector::parse(s)
+            .map_err(|e| config::invalid(format!("--selector {s:?}"), e.to_string()))
     });
     Ok(Backfill {
         scope: gate.scope,
@@ -78,16 +76,6 @@ pub async fn main(args: BackfillArgs) -> Result<ExitCode> {
     let connection = output::connection(&args.cluster)?;
     let client = output::connect(&connection).await?;
     let writer = Writer::for_command(client, connection.request_timeout);
-    let lines = backfill(&writer, &b).await?;
-    let text = output::encode(&lines, args.output, "the output")?.unwrap_or_else(|| table(&lines));
-    std::io::stdout()
-        .write_all(text.as_bytes())
-        .map_err(Error::io("writing to stdout"))?;
-    let failed = lines.iter().any(|l| l.action == "failed");
-    Ok(output::exit(failed, EXIT_FAILURE))
-}
-
-async fn backfill(writer: &Writer, b: &Backfill) -> Result<Vec<Line>> {
     let nodes: Api<Node> = Api::all(writer.client().clone());
     let list = snapshot::nodes(writer.client())
         .await
@@ -95,10 +83,15 @@ async fn backfill(writer: &Writer, b: &Backfill) -> Result<Vec<Line>> {
     let mut lines = Vec::new();
     // A Node without a name cannot be patched: there is nothing to backfill.
     for n in list.iter().filter_map(|n| project::node(n).0) {
-        lines.push(one(writer, &nodes, b, n).await);
+        lines.push(one(&writer, &nodes, &b, n).await);
     }
     lines.sort_by(|a, b| a.node.cmp(&b.node));
-    Ok(lines)
+    let text = output::encode(&lines, args.output, "the output")?.unwrap_or_else(|| table(&lines));
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .map_err(Error::io("writing to stdout"))?;
+    let failed = lines.iter().any(|l| l.action == "failed");
+    Ok(output::exit(failed, EXIT_FAILURE))
 }
 
 async fn one(writer: &Writer, nodes: &Api<Node>, b: &Backfill, first: NodeInfo) -> Line {

@@ -42,10 +42,16 @@ pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
             (format!("deployment {ns}/{}", args.deployment), s)
         }
     };
+    // The ServiceAccount of the Deployment's pods.
     let account = match &deployment {
-        Ok(Some(d)) => source::account_of(ns, d),
-        _ => (ns.to_string(), "nodegate".to_string()),
+        Ok(Some(d)) => {
+            let spec = d.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+            let name = spec.and_then(|p| p.service_account_name.as_deref());
+            name.filter(|n| !n.is_empty()).unwrap_or("default")
+        }
+        _ => "nodegate",
     };
+    let account = (ns.to_string(), account.to_string());
     let checks = gather(&client, &settings, ns, &account).await?;
     let report = Report::new(label, checks);
     let text = output::encode(&report, args.output, "the doctor's report")?;
@@ -53,21 +59,6 @@ pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
         .write_all(text.unwrap_or_else(|| report.text()).as_bytes())
         .map_err(Error::io("cannot write to stdout"))?;
     Ok(output::exit(report.problems > 0, EXIT_PROBLEMS))
-}
-
-/// Labels for the admission probe's Node inside `--node-selector`: none
-/// when that takes every node, else those of a node it takes (without its
-/// hostname); `None` when no node is inside it.
-fn probe_labels(s: &RunSettings, seen: &[nodes::NodeSeen]) -> Option<Labels> {
-    let scope = &s.gate.scope;
-    let empty = Labels::new();
-    if scope.includes(&empty) {
-        return Some(empty);
-    }
-    let inside = seen.iter().find(|n| scope.includes(&n.labels))?;
-    let mut labels = inside.labels.clone();
-    labels.remove("kubernetes.io/hostname");
-    Some(labels)
 }
 
 /// Reads the cluster and runs every check, in the report's order.
@@ -100,7 +91,21 @@ async fn gather(
         Ok(d) => out.extend(autoscaler::check(s, &ca_taints, &autoscaler::found(d))),
         Err(why) => out.push(autoscaler::CHECK.skipped("Deployments", why)),
     }
-    let probe_labels = probe_labels(s, &seen_nodes);
+    // Labels for the admission probe's Node inside `--node-selector`: none
+    // when that takes every node, else those of a node it takes (without its
+    // hostname); `None` when no node is inside it.
+    let scope = &s.gate.scope;
+    let probe_labels = match scope.includes(&Labels::new()) {
+        true => Some(Labels::new()),
+        false => seen_nodes
+            .iter()
+            .find(|n| scope.includes(&n.labels))
+            .map(|n| {
+                let mut labels = n.labels.clone();
+                labels.remove("kubernetes.io/hostname");
+                labels
+            }),
+    };
     match fetch::admission(client, probe_labels.as_ref()).await? {
         Ok(a) => out.extend(admission::check(s, &a)),
         Err(why) => out.push(admission::CHECK.skipped("Node CREATE", why)),

@@ -52,10 +52,8 @@ pub fn encode<T: Serialize>(value: &T, format: OutputFormat, what: &str) -> Resu
             .map_err(|e| e.to_string()),
         OutputFormat::Yaml => serde_saphyr::to_string(value).map_err(|e| e.to_string()),
     };
-    text.map(Some).map_err(|why| Error::Invalid {
-        what: what.to_string(),
-        why: format!("cannot be encoded as {format:?}: {why}"),
-    })
+    text.map(Some)
+        .map_err(|why| Error::invalid(what, format!("cannot be encoded as {format:?}: {why}")))
 }
 
 /// Rows as columns aligned on their widest cell, `gap` between two; the

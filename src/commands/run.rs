@@ -106,10 +106,7 @@ async fn wait_for_api_server(client: &kube::Client) -> Result<()> {
         let failure = match attempt.await {
             Ok(Ok(_)) | Ok(Err(kube::Error::Api(_))) => return Ok(()),
             Ok(Err(e)) => Error::kube("asking the API server its version")(e),
-            Err(_) => Error::Invalid {
-                what: "the API server".to_string(),
-                why: "did not answer within 10 s".to_string(),
-            },
+            Err(_) => Error::invalid("the API server", "did not answer within 10 s"),
         };
         if tokio::time::Instant::now() >= deadline {
             return Err(Error::context(format!(
@@ -191,7 +188,22 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
             shared.stop.clone(),
         )
     });
-    log_start(&settings);
+    let duration = |d: Option<Duration>| {
+        d.map_or("off".to_string(), |d| {
+            humantime::format_duration(d).to_string()
+        })
+    };
+    tracing::info!(
+        taints = %output::joined(settings.gate.placement.managed_taints.iter().map(|t| format!("{}:{}", t.key, t.effect)), ","),
+        timeout = %duration(settings.timeout),
+        on_timeout = %settings.given.on_timeout,
+        dry_run = settings.given.dry_run,
+        leader_elect = settings.leader_election.enabled,
+        webhook = %settings.webhook.as_ref().map_or("off".to_string(), |w| w.addr.to_string()),
+        taint_new_nodes = settings.net.enabled,
+        regate_after = %duration(settings.gate.regate.as_ref().map(|r| r.after)),
+        "nodegate starting"
+    );
     let reload = reload::spawn(
         reload::Reloader {
             args: args.clone(),
@@ -377,19 +389,7 @@ async fn admission_params_of(shared: &Shared, settings: &RunSettings) -> Option<
     let at = settings.admission_params.as_ref()?;
     let namespace = pod_namespace_or(None, shared.client.default_namespace());
     let params = AdmissionParams::new(shared.client.clone(), at, &namespace, OwnPod::from_env());
-    forget(&params).await;
-    Some(params)
-}
-
-/// `flag`, else the Pod's own namespace, else the kubeconfig's (or service
-/// account's): the Lease's, and `--admission-params`' when it names none.
-fn pod_namespace_or(flag: Option<&str>, client_default: &str) -> String {
-    let pod = std::env::var("POD_NAMESPACE").ok();
-    lease_namespace(flag, pod.as_deref(), client_default)
-}
-
-/// [`AdmissionParams::forget_earlier_run`], bounded, its outcome logged.
-async fn forget(params: &AdmissionParams) {
+    // Bounded, its outcome logged.
     match tokio::time::timeout(Duration::from_secs(10), params.forget_earlier_run()).await {
         Ok(Ok(true)) => tracing::warn!(
             "deleted the admission policy parameters an earlier run of this pod wrote (it exited or was killed); \
@@ -403,6 +403,14 @@ async fn forget(params: &AdmissionParams) {
             "no answer within 10 s checking the admission policy parameters an earlier run may have left"
         ),
     }
+    Some(params)
+}
+
+/// `flag`, else the Pod's own namespace, else the kubeconfig's (or service
+/// account's): the Lease's, and `--admission-params`' when it names none.
+fn pod_namespace_or(flag: Option<&str>, client_default: &str) -> String {
+    let pod = std::env::var("POD_NAMESPACE").ok();
+    lease_namespace(flag, pod.as_deref(), client_default)
 }
 
 /// For a `run` whose settings were refused (the pod will crash-loop): the
@@ -456,25 +464,6 @@ fn start_elector(shared: &Shared, settings: &RunSettings) -> Option<JoinHandle<(
             .await;
         health.elector_stopped();
     }))
-}
-
-fn log_start(settings: &RunSettings) {
-    let duration = |d: Option<Duration>| {
-        d.map_or("off".to_string(), |d| {
-            humantime::format_duration(d).to_string()
-        })
-    };
-    tracing::info!(
-        taints = %output::joined(settings.gate.placement.managed_taints.iter().map(|t| format!("{}:{}", t.key, t.effect)), ","),
-        timeout = %duration(settings.timeout),
-        on_timeout = %settings.given.on_timeout,
-        dry_run = settings.given.dry_run,
-        leader_elect = settings.leader_election.enabled,
-        webhook = %settings.webhook.as_ref().map_or("off".to_string(), |w| w.addr.to_string()),
-        taint_new_nodes = settings.net.enabled,
-        regate_after = %duration(settings.gate.regate.as_ref().map(|r| r.after)),
-        "nodegate starting"
-    );
 }
 
 /// Starts the watches and waits for every initial list, then lets the

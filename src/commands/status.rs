@@ -218,18 +218,6 @@ pub fn rows(snapshot: &Snapshot, cfg: &Config, now: Timestamp) -> Vec<Row> {
     rows
 }
 
-/// Why the node is closed: a new node's start-up, or a re-gate (and what
-/// for, as `nodegate.dev/regated-for` says).
-fn gate_kind(node: &NodeInfo, cfg: &Config) -> String {
-    let regate = cfg.regate.as_ref();
-    let regated = regate.is_some_and(|rc| node.taints.iter().any(|t| rc.taint.matches(t)));
-    match (regated, node.regated_for.as_deref()) {
-        (true, Some(why)) => format!("re-gated: {why}"),
-        (true, None) => "re-gated".to_string(),
-        (false, _) => "start-up".to_string(),
-    }
-}
-
 fn row(node: &NodeInfo, state: &GateState, cfg: &Config, now: Timestamp) -> Row {
     let expected = state.expected().count();
     let ready = state
@@ -257,9 +245,18 @@ fn row(node: &NodeInfo, state: &GateState, cfg: &Config, now: Timestamp) -> Row 
         Some(at) if at > now => short_duration(at.duration_since(now)),
         Some(at) => format!("passed {} ago", short_duration(now.duration_since(at))),
     };
+    // Why the node is closed: a new node's start-up, or a re-gate (and what
+    // for, as `nodegate.dev/regated-for` says).
+    let regate = cfg.regate.as_ref();
+    let regated = regate.is_some_and(|rc| node.taints.iter().any(|t| rc.taint.matches(t)));
+    let gate = match (regated, node.regated_for.as_deref()) {
+        (true, Some(why)) => format!("re-gated: {why}"),
+        (true, None) => "re-gated".to_string(),
+        (false, _) => "start-up".to_string(),
+    };
     Row {
         node: node.name.clone(),
-        gate: gate_kind(node, cfg),
+        gate,
         age: short_duration(now.duration_since(start)),
         ready: format!("{ready}/{expected} ready"),
         blocked_by: if blocked.is_empty() {

@@ -50,14 +50,13 @@ fn settings(args: &UninstallArgs) -> Result<Settings, ConfigError> {
     let fresh = config::parse_duration("--lease-fresh", &args.lease_fresh)?;
     let foreign = plan::foreign_keys(&gate.placement.managed_taints);
     if !foreign.is_empty() && !args.remove_foreign_keys {
-        return Err(ConfigError::Invalid {
-            source_: format!("managed taint {}", foreign.join(", ")),
-            message: "outside nodegate.dev/: uninstall would take it off every node in scope, \
-                      also where its own owner put it on (a node whose agent is not ready). \
-                      Pass --remove-foreign-keys to remove it anyway, or leave it out of the \
-                      settings given to uninstall"
-                .into(),
-        });
+        return Err(config::invalid(
+            format!("managed taint {}", foreign.join(", ")),
+            "outside nodegate.dev/: uninstall would take it off every node in scope, also where \
+             its own owner put it on (a node whose agent is not ready). Pass \
+             --remove-foreign-keys to remove it anyway, or leave it out of the settings given to \
+             uninstall",
+        ));
     }
     Ok(Settings {
         scope: gate.scope,
@@ -84,19 +83,47 @@ pub async fn main(args: UninstallArgs) -> Result<ExitCode> {
     let lease = &args.lease;
     if let Some(why) = lease_held(&client, &lease.namespace, &lease.lease_name, s.fresh).await? {
         if !s.dry_run && !s.ignore_leader {
-            return Err(Error::Invalid {
-                what: "refusing to uninstall".into(),
-                why: format!(
+            return Err(Error::invalid(
+                "refusing to uninstall",
+                format!(
                     "{why}: a running controller would put its taints back. Stop it first \
                      (helm uninstall, or scale the Deployment to 0), wait until the lease is \
                      older than --lease-fresh, or pass --ignore-leader"
                 ),
-            });
+            ));
         }
         eprintln!("warning: {why}");
     }
     let writer = Writer::for_command(client, connection.request_timeout);
-    let failed = clean_all(&writer, &s).await?;
+    // Cleans every node in scope, printing a line per node changed (or to be
+    // changed) as it goes, and a summary.
+    let nodes: Api<Node> = Api::all(writer.client().clone());
+    let list = snapshot::nodes(writer.client())
+        .await
+        .map_err(Error::kube("listing nodes"))?;
+    let total = list.len();
+    let (mut changed, mut failed) = (0usize, 0usize);
+    let mut out = std::io::stdout().lock();
+    for (i, n) in list.iter().enumerate() {
+        if i > 0 && i % PROGRESS_EVERY == 0 {
+            eprintln!("checked {i}/{total} nodes");
+        }
+        let Some((action, detail)) = clean_one(&writer, &nodes, n, &s).await else {
+            continue;
+        };
+        match action {
+            "failed" => failed += 1,
+            _ => changed += 1,
+        }
+        let name = n.metadata.name.as_deref().unwrap_or("?");
+        writeln!(out, "{name}  {action}  {detail}").map_err(Error::io("writing to stdout"))?;
+    }
+    let verb = if s.dry_run { "would change" } else { "changed" };
+    writeln!(
+        out,
+        "{total} nodes checked, {changed} {verb}, {failed} failed"
+    )
+    .map_err(Error::io("writing to stdout"))?;
     Ok(output::exit(failed > 0, EXIT_FAILURE))
 }
 
@@ -135,39 +162,6 @@ pub fn held(holder: &str, renewed: Option<Timestamp>, now: Timestamp, fresh: Dur
     renewed.is_none_or(|r| now.duration_since(r) < fresh)
 }
 
-/// Cleans every node in scope, printing a line per node changed (or to be
-/// changed) as it goes, and a summary. Returns how many nodes failed.
-async fn clean_all(writer: &Writer, s: &Settings) -> Result<usize> {
-    let nodes: Api<Node> = Api::all(writer.client().clone());
-    let list = snapshot::nodes(writer.client())
-        .await
-        .map_err(Error::kube("listing nodes"))?;
-    let total = list.len();
-    let (mut changed, mut failed) = (0usize, 0usize);
-    let mut out = std::io::stdout().lock();
-    for (i, n) in list.iter().enumerate() {
-        if i > 0 && i % PROGRESS_EVERY == 0 {
-            eprintln!("checked {i}/{total} nodes");
-        }
-        let Some((action, detail)) = clean_one(writer, &nodes, n, s).await else {
-            continue;
-        };
-        match action {
-            "failed" => failed += 1,
-            _ => changed += 1,
-        }
-        let name = n.metadata.name.as_deref().unwrap_or("?");
-        writeln!(out, "{name}  {action}  {detail}").map_err(Error::io("writing to stdout"))?;
-    }
-    let verb = if s.dry_run { "would change" } else { "changed" };
-    writeln!(
-        out,
-        "{total} nodes checked, {changed} {verb}, {failed} failed"
-    )
-    .map_err(Error::io("writing to stdout"))?;
-    Ok(failed)
-}
-
 /// One node: `None` when nothing of nodegate's is on it (or it is outside
 /// the scope), else the action (`removed`, `would-remove`, `failed`) and
 /// what.
@@ -179,7 +173,17 @@ async fn clean_one(
 ) -> Option<(&'static str, String)> {
     let mut node = first.clone();
     for _ in 0..ATTEMPTS {
-        let cleanup = planned(&node, s)?;
+        let info = project::node(&node).0?;
+        if !s.scope.includes(&info.labels) {
+            return None;
+        }
+        let keys = node.metadata.annotations.iter().flat_map(|a| a.keys());
+        let conditions = node.status.as_ref().and_then(|st| st.conditions.as_ref());
+        let open = conditions.is_some_and(|cs| cs.iter().any(|c| c.type_ == OPEN_CONDITION));
+        let cleanup = plan::plan(&info, keys, open, &s.owned);
+        if cleanup.is_empty() {
+            return None;
+        }
         if s.dry_run {
             return Some(("would-remove", cleanup.describe()));
         }
@@ -198,18 +202,6 @@ async fn clean_one(
         "failed",
         format!("it changed under each of {ATTEMPTS} attempts; run uninstall again"),
     ))
-}
-
-fn planned(node: &Node, s: &Settings) -> Option<Cleanup> {
-    let info = project::node(node).0?;
-    if !s.scope.includes(&info.labels) {
-        return None;
-    }
-    let keys = node.metadata.annotations.iter().flat_map(|a| a.keys());
-    let conditions = node.status.as_ref().and_then(|st| st.conditions.as_ref());
-    let open = conditions.is_some_and(|cs| cs.iter().any(|c| c.type_ == OPEN_CONDITION));
-    let cleanup = plan::plan(&info, keys, open, &s.owned);
-    (!cleanup.is_empty()).then_some(cleanup)
 }
 
 /// The cleanup through the writer (as nodegate's field manager).

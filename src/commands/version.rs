@@ -135,8 +135,25 @@ pub async fn controller(client: &kube::Client, namespace: &str, name: &str) -> R
         return Ok(c);
     };
     c.pod = Some(pod_name.clone());
-    let metrics = metrics_version(client, namespace, &pod_name, http_port(&pod)).await;
-    (c.version, c.source) = match metrics.ok().flatten() {
+    // The port named `http` (the shipped manifests' metrics port), else 8080.
+    let port = pod
+        .spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .flat_map(|c| c.ports.iter().flatten())
+        .find(|p| p.name.as_deref() == Some("http"))
+        .map_or(8080, |p| p.container_port);
+    let path = format!("/api/v1/namespaces/{namespace}/pods/{pod_name}:{port}/proxy/metrics");
+    // Neither a failed nor a slow /metrics is an error (a pod the API server
+    // cannot reach must not hold the answer up): the image tag is the next
+    // best thing.
+    let request = http::Request::get(path).body(Vec::new()).ok();
+    let asked = async {
+        let text = client.request_text(request?);
+        tokio::time::timeout(METRICS_WAIT, text).await.ok()?.ok()
+    };
+    let metrics = asked.await;
+    (c.version, c.source) = match metrics.as_deref().and_then(build_info_version) {
         Some(v) => (Some(v), Some("metrics")),
         None => image_version(&pod).map(|v| (v, "image")).unzip(),
     };
@@ -152,38 +169,6 @@ pub async fn controller(client: &kube::Client, namespace: &str, name: &str) -> R
 /// controller appends `_` and a random suffix).
 pub fn holder_pod(holder: &str) -> &str {
     holder.rsplit_once('_').map_or(holder, |(pod, _)| pod)
-}
-
-/// The port named `http` (the shipped manifests' metrics port), else 8080.
-fn http_port(pod: &Pod) -> i32 {
-    pod.spec
-        .iter()
-        .flat_map(|s| &s.containers)
-        .flat_map(|c| c.ports.iter().flatten())
-        .find(|p| p.name.as_deref() == Some("http"))
-        .map_or(8080, |p| p.container_port)
-}
-
-async fn metrics_version(
-    client: &kube::Client,
-    namespace: &str,
-    pod: &str,
-    port: i32,
-) -> Result<Option<String>> {
-    let path = format!("/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy/metrics");
-    let request = http::Request::get(path)
-        .body(Vec::new())
-        .map_err(|e| Error::Invalid {
-            what: format!("the metrics request for pod {pod}"),
-            why: e.to_string(),
-        })?;
-    // A pod the API server cannot reach must not hold the answer up: the
-    // image tag is the next best thing.
-    let text = match tokio::time::timeout(METRICS_WAIT, client.request_text(request)).await {
-        Ok(r) => r.map_err(Error::kube(format!("reading pod {pod}'s /metrics")))?,
-        Err(_) => return Ok(None),
-    };
-    Ok(build_info_version(&text))
 }
 
 /// `version` of `nodegate_build_info{…,version="X",…} 1`.

@@ -26,7 +26,8 @@ use crate::settings::table::{GateGiven, RunGiven};
 
 pub use error::ConfigError;
 
-fn invalid(source_: impl Into<String>, message: impl Into<String>) -> ConfigError {
+/// A bad value: `source_` names it (a flag, a key), `message` says why.
+pub fn invalid(source_: impl Into<String>, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         source_: source_.into(),
         message: message.into(),

@@ -9,7 +9,6 @@ use jiff::{SignedDuration, Timestamp};
 use nodegate_core::gate::journal::Journal;
 use nodegate_core::gate::{Event, GateState, OpenedRecord};
 use nodegate_core::vocab::member::{MemberId, Readiness};
-use nodegate_core::vocab::model::NodeInfo;
 
 /// An attribute's value: OpenTelemetry's own.
 pub use opentelemetry::Value;
@@ -74,41 +73,14 @@ pub fn gate_trace(state: &GateState, journal: &Journal) -> Option<GateTrace> {
     let start = state.gate_start()?;
     let end = opened_at(journal, opened).unwrap_or(opened.at);
     let end = end.max(start);
-    let (members, ready) = member_spans(state, journal, start, end);
-    let root = SpanPlan {
-        name: ROOT_SPAN.to_string(),
-        start,
-        end,
-        attributes: root_attributes(state, journal, node, opened, members.len(), ready),
-        events: journal
-            .entries()
-            .filter_map(|e| gate_event(e.at, &e.event))
-            .collect(),
-        error: None,
-    };
-    Some(GateTrace {
-        node: node.name.clone(),
-        node_uid: node.uid.clone(),
-        root,
-        members,
-    })
-}
-
-/// A span for each expected member, within the gate's `start..end`, and how
-/// many of them were Ready: a Ready member's span ends when its pod became
-/// Ready; one not Ready when the gate timed out waited until the deadline,
-/// one never Ready at a manual opening, until the opening.
-fn member_spans(
-    state: &GateState,
-    journal: &Journal,
-    start: Timestamp,
-    end: Timestamp,
-) -> (Vec<SpanPlan>, i64) {
+    // A span for each expected member, within the gate's `start..end`, and
+    // how many of them were Ready: a Ready member's span ends when its pod
+    // became Ready; one not Ready when the gate timed out waited until the
+    // deadline, one never Ready at a manual opening, until the opening.
     let deadline = state
         .timed_out
         .as_ref()
         .map(|t| t.deadline.clamp(start, end));
-
     let mut members = Vec::new();
     let mut ready = 0i64;
     for (id, member) in state.expected() {
@@ -128,27 +100,48 @@ fn member_spans(
                 (at, ("nodegate.member.waiting_for", why), error)
             }
         };
-        let mut span = member_span(id, start, at, journal);
-        span.attributes.push((attribute.0, attribute.1.into()));
-        span.error = error;
-        members.push(span);
+        let kind = match id {
+            MemberId::DaemonSet(_) => "daemonset",
+            MemberId::Critical(_) => "critical_pod",
+            MemberId::Condition(_) => "node_condition",
+            MemberId::Resource(_) => "extended_resource",
+            MemberId::Dra(_) => "dra_driver",
+            MemberId::Canary => "canary",
+        };
+        let events = journal
+            .entries()
+            .filter_map(|e| match &e.event {
+                Event::MemberWaiting { member, why, .. } if member == id => Some(SpanEvent {
+                    name: "waiting",
+                    at: e.at,
+                    attributes: vec![text("why", why)],
+                }),
+                Event::MemberReady { member, pod } if member == id => Some(SpanEvent {
+                    name: "ready",
+                    at: e.at,
+                    attributes: vec![text("pod", pod)],
+                }),
+                _ => None,
+            })
+            .collect();
+        members.push(SpanPlan {
+            name: id.to_string(),
+            start,
+            end: at.max(start),
+            attributes: vec![
+                text("nodegate.member", id),
+                ("nodegate.member.kind", kind.into()),
+                (attribute.0, attribute.1.into()),
+            ],
+            events,
+            error,
+        });
     }
-    (members, ready)
-}
-
-fn root_attributes(
-    state: &GateState,
-    journal: &Journal,
-    node: &NodeInfo,
-    opened: &OpenedRecord,
-    expected: usize,
-    ready: i64,
-) -> Attributes {
     let mut attributes: Attributes = vec![
         text("k8s.node.name", &node.name),
         text("k8s.node.uid", &node.uid),
         text("nodegate.outcome", opened.opened_by),
-        ("nodegate.members.expected", (expected as i64).into()),
+        ("nodegate.members.expected", (members.len() as i64).into()),
         ("nodegate.members.ready", ready.into()),
         (
             "nodegate.gate.start",
@@ -170,7 +163,23 @@ fn root_attributes(
             (journal.dropped() as i64).into(),
         ));
     }
-    attributes
+    let root = SpanPlan {
+        name: ROOT_SPAN.to_string(),
+        start,
+        end,
+        attributes,
+        events: journal
+            .entries()
+            .filter_map(|e| gate_event(e.at, &e.event))
+            .collect(),
+        error: None,
+    };
+    Some(GateTrace {
+        node: node.name.clone(),
+        node_uid: node.uid.clone(),
+        root,
+        members,
+    })
 }
 
 /// The `nodegate.dev/opened-at` of the untaint that opened the gate. A gate
@@ -222,44 +231,6 @@ fn ready_at(state: &GateState, journal: &Journal, id: &MemberId, pod: &str) -> T
         .or_else(seen)
         .or_else(first)
         .unwrap_or(Timestamp::UNIX_EPOCH)
-}
-
-fn member_span(id: &MemberId, start: Timestamp, end: Timestamp, journal: &Journal) -> SpanPlan {
-    let kind = match id {
-        MemberId::DaemonSet(_) => "daemonset",
-        MemberId::Critical(_) => "critical_pod",
-        MemberId::Condition(_) => "node_condition",
-        MemberId::Resource(_) => "extended_resource",
-        MemberId::Dra(_) => "dra_driver",
-        MemberId::Canary => "canary",
-    };
-    let events = journal
-        .entries()
-        .filter_map(|e| match &e.event {
-            Event::MemberWaiting { member, why, .. } if member == id => Some(SpanEvent {
-                name: "waiting",
-                at: e.at,
-                attributes: vec![text("why", why)],
-            }),
-            Event::MemberReady { member, pod } if member == id => Some(SpanEvent {
-                name: "ready",
-                at: e.at,
-                attributes: vec![text("pod", pod)],
-            }),
-            _ => None,
-        })
-        .collect();
-    SpanPlan {
-        name: id.to_string(),
-        start,
-        end: end.max(start),
-        attributes: vec![
-            text("nodegate.member", id),
-            ("nodegate.member.kind", kind.into()),
-        ],
-        events,
-        error: None,
-    }
 }
 
 /// The journal's facts that the root span shows as events; the others

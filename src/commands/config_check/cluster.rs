@@ -157,8 +157,16 @@ async fn critical_pods(
     Ok(())
 }
 
-/// The ServiceAccounts the admission policy treats as nodegate's.
-async fn nodegate_accounts(client: &kube::Client) -> Result<Vec<String>> {
+/// Every taint nodegate would add, dry-run onto a node it would add it to,
+/// as nodegate's ServiceAccount.
+async fn taints(
+    client: &kube::Client,
+    conn: &Connection,
+    s: &RunSettings,
+    managed: &[&Node],
+    out: &mut Vec<Finding>,
+) -> Result<()> {
+    // The ServiceAccounts the admission policy treats as nodegate's.
     let bindings = Api::<ClusterRoleBinding>::all(client.clone())
         .list(&ListParams::default().labels(POLICY_SUBJECT_LABEL))
         .await
@@ -177,20 +185,7 @@ async fn nodegate_accounts(client: &kube::Client) -> Result<Vec<String>> {
         })
         .collect();
     users.dedup();
-    Ok(users)
-}
-
-/// Every taint nodegate would add, dry-run onto a node it would add it to,
-/// as nodegate's ServiceAccount.
-async fn taints(
-    client: &kube::Client,
-    conn: &Connection,
-    s: &RunSettings,
-    managed: &[&Node],
-    out: &mut Vec<Finding>,
-) -> Result<()> {
-    let accounts = nodegate_accounts(client).await?;
-    let Some(user) = accounts.first() else {
+    let Some(user) = users.first() else {
         out.push(note(
             "taints",
             format!(
@@ -210,10 +205,11 @@ async fn taints(
         (key, r.taint.clone(), r.node_selector.as_ref())
     });
     for (key, taint, sel) in taints.chain(regate).chain(rules) {
-        let Some(node) = managed
-            .iter()
-            .find(|n| selects(sel, n) && !carries(n, &taint.key))
-        else {
+        let carries = |n: &Node| {
+            let taints = n.spec.as_ref().and_then(|s| s.taints.as_ref());
+            taints.is_some_and(|t| t.iter().any(|t| t.key == taint.key))
+        };
+        let Some(node) = managed.iter().find(|n| selects(sel, n) && !carries(n)) else {
             out.push(note(
                 key,
                 format!("no node to try taint {taint} on (none matches, or all carry it)"),
@@ -223,13 +219,6 @@ async fn taints(
         out.push(try_taint(&as_nodegate, user, node, &key, &taint).await?);
     }
     Ok(())
-}
-
-fn carries(node: &Node, key: &str) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == key))
 }
 
 /// A server-side dry-run patch adding `taint` to `node`: what the API

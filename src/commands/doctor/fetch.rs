@@ -104,15 +104,74 @@ pub async fn admission(
         for b in &list {
             let Some(spec) = &b.spec else { continue };
             let policy = spec.policy_name.clone().unwrap_or_default();
-            if policies.contains(&policy) {
-                bindings.push(binding(client, b, policy).await?);
+            if !policies.contains(&policy) {
+                continue;
             }
+            let param_ref = spec.param_ref.as_ref();
+            let at = param_ref.and_then(|p| Some((p.namespace.clone()?, p.name.clone()?)));
+            let params = match &at {
+                None => None,
+                Some((ns, name)) => Api::<ConfigMap>::namespaced(client.clone(), ns)
+                    .get_opt(name)
+                    .await
+                    .map_err(Error::kube(format!("reading ConfigMap {ns}/{name}")))?
+                    .map(|cm| {
+                        let data = cm.data.unwrap_or_default();
+                        Params {
+                            startup_rules: data.get("startupRules").cloned(),
+                            startup_taint: data.get("startupTaint").cloned(),
+                            managed_taints: data.get("managedTaints").cloned(),
+                            dry_run: data.get("dryRun").cloned(),
+                        }
+                    }),
+            };
+            let object_selector = spec
+                .match_resources
+                .as_ref()
+                .and_then(|m| m.object_selector.as_ref())
+                .and_then(|s| serde_json::to_value(s).ok())
+                .and_then(|v| serde_json::from_value::<LabelSelector>(v).ok())
+                .unwrap_or_default();
+            bindings.push(Binding {
+                name: b.metadata.name.clone().unwrap_or_default(),
+                policy,
+                params_ref: at.map(|(ns, name)| format!("{ns}/{name}")),
+                params,
+                object_selector,
+            });
         }
     }
-    let webhooks = match webhooks(client).await? {
-        Ok(w) => w,
+    let list = Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .list(&ListParams::default())
+        .await;
+    let list = match readable("list MutatingWebhookConfigurations", list)? {
+        Ok(l) => l.items,
         Err(why) => return Ok(Err(why)),
     };
+    let mut webhooks = Vec::new();
+    for c in &list {
+        for w in c
+            .webhooks
+            .iter()
+            .flatten()
+            .filter(|w| w.name == WEBHOOK_NAME)
+        {
+            let cc = &w.client_config;
+            let service = cc.service.as_ref();
+            let service = service.map(|s| (s.namespace.clone(), s.name.clone()));
+            let ready_endpoints = match &service {
+                Some((ns, name)) => ready_endpoints(client, ns, name).await?,
+                None => None,
+            };
+            webhooks.push(Webhook {
+                configuration: c.metadata.name.clone().unwrap_or_default(),
+                service: service.map(|(ns, name)| format!("{ns}/{name}")),
+                url: cc.url.clone(),
+                ca_bundle: cc.ca_bundle.as_ref().is_some_and(|b| !b.0.is_empty()),
+                ready_endpoints,
+            });
+        }
+    }
     let probe = match probe_labels {
         _ if policies.is_empty() && webhooks.is_empty() => None,
         Some(labels) => Some(probe(client, labels).await),
@@ -155,80 +214,6 @@ async fn probe(client: &Client, labels: &Labels) -> std::result::Result<Vec<Stri
         }
         Err(e) => Err(format!("the dry-run create failed: {e}")),
     }
-}
-
-async fn binding(
-    client: &Client,
-    b: &MutatingAdmissionPolicyBinding,
-    policy: String,
-) -> Result<Binding> {
-    let spec = b.spec.as_ref();
-    let param_ref = spec.and_then(|s| s.param_ref.as_ref());
-    let at = param_ref.and_then(|p| Some((p.namespace.clone()?, p.name.clone()?)));
-    let params = match &at {
-        None => None,
-        Some((ns, name)) => Api::<ConfigMap>::namespaced(client.clone(), ns)
-            .get_opt(name)
-            .await
-            .map_err(Error::kube(format!("reading ConfigMap {ns}/{name}")))?
-            .map(|cm| {
-                let data = cm.data.unwrap_or_default();
-                Params {
-                    startup_rules: data.get("startupRules").cloned(),
-                    startup_taint: data.get("startupTaint").cloned(),
-                    managed_taints: data.get("managedTaints").cloned(),
-                    dry_run: data.get("dryRun").cloned(),
-                }
-            }),
-    };
-    let object_selector = spec
-        .and_then(|s| s.match_resources.as_ref())
-        .and_then(|m| m.object_selector.as_ref())
-        .and_then(|s| serde_json::to_value(s).ok())
-        .and_then(|v| serde_json::from_value::<LabelSelector>(v).ok())
-        .unwrap_or_default();
-    Ok(Binding {
-        name: b.metadata.name.clone().unwrap_or_default(),
-        policy,
-        params_ref: at.map(|(ns, name)| format!("{ns}/{name}")),
-        params,
-        object_selector,
-    })
-}
-
-async fn webhooks(client: &Client) -> Result<Readable<Vec<Webhook>>> {
-    let list = Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .list(&ListParams::default())
-        .await;
-    let list = match readable("list MutatingWebhookConfigurations", list)? {
-        Ok(l) => l.items,
-        Err(why) => return Ok(Err(why)),
-    };
-    let mut out = Vec::new();
-    for c in &list {
-        for w in c
-            .webhooks
-            .iter()
-            .flatten()
-            .filter(|w| w.name == WEBHOOK_NAME)
-        {
-            let cc = &w.client_config;
-            let service = cc.service.as_ref();
-            let service = service.map(|s| (s.namespace.clone(), s.name.clone()));
-            let ready_endpoints = match &service {
-                Some((ns, name)) => ready_endpoints(client, ns, name).await?,
-                None => None,
-            };
-            out.push(Webhook {
-                configuration: c.metadata.name.clone().unwrap_or_default(),
-                service: service.map(|(ns, name)| format!("{ns}/{name}")),
-                url: cc.url.clone(),
-                ca_bundle: cc.ca_bundle.as_ref().is_some_and(|b| !b.0.is_empty()),
-                ready_endpoints,
-            });
-        }
-    }
-    Ok(Ok(out))
 }
 
 /// The ready endpoints behind a Service; `None` when it is not there.

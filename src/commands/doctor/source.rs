@@ -24,12 +24,11 @@ pub fn refuse_settings_with_from_cluster(args: &DoctorArgs) -> Result<(), Config
     let gate = GateGiven::merge(&args.run.gate.flags, &mut empty).set;
     let run = RunGiven::merge(&args.run.flags, &mut empty).set;
     if args.run.gate.config.is_some() || gate != GateSet::default() || run != RunSet::default() {
-        return Err(ConfigError::Invalid {
-            source_: "--from-cluster".to_string(),
-            message: "reads nodegate's settings from its Deployment: give either it or \
-                      nodegate's flags and --config, not both"
-                .to_string(),
-        });
+        return Err(config::invalid(
+            "--from-cluster",
+            "reads nodegate's settings from its Deployment: give either it or nodegate's flags \
+             and --config, not both",
+        ));
     }
     Ok(())
 }
@@ -50,12 +49,12 @@ pub fn refuse_gate_flags_with_from_cluster(
     let other = others.iter().find(|(_, given)| *given).map(|(f, _)| *f);
     if gate.config.is_some() || given != GateSet::default() || other.is_some() {
         let named = other.unwrap_or("gate flags and --config");
-        return Err(ConfigError::Invalid {
-            source_: "--from-cluster".to_string(),
-            message: format!(
+        return Err(config::invalid(
+            "--from-cluster",
+            format!(
                 "reads the gate settings from nodegate's Deployment: give either it or {named}, not both"
             ),
-        });
+        ));
     }
     Ok(())
 }
@@ -84,14 +83,14 @@ pub fn found<'a>(
     let what = format!("Deployment {namespace}/{name}");
     match got {
         Ok(Some(d)) => Ok(d),
-        Ok(None) => Err(invalid(
+        Ok(None) => Err(Error::invalid(
             what,
             format!(
                 "not found: pass --namespace and --deployment naming nodegate's, or give \
                  {instead} instead of --from-cluster"
             ),
         )),
-        Err(why) => Err(invalid(what, why.clone())),
+        Err(why) => Err(Error::invalid(what, why.clone())),
     }
 }
 
@@ -149,30 +148,6 @@ pub fn config_map_of(
     Some((cm.name.clone(), key))
 }
 
-/// The container that runs nodegate: the one named `nodegate`, else the
-/// first whose command and args hold `run`.
-pub fn nodegate_container(spec: &PodSpec) -> Option<&Container> {
-    spec.containers
-        .iter()
-        .find(|c| c.name == "nodegate")
-        .or_else(|| spec.containers.iter().find(|c| run_words(c).is_some()))
-}
-
-fn invalid(what: String, why: impl Into<String>) -> Error {
-    Error::Invalid {
-        what,
-        why: why.into(),
-    }
-}
-
-/// The ServiceAccount of a Deployment's pods.
-pub fn account_of(namespace: &str, d: &Deployment) -> (String, String) {
-    let spec = d.spec.as_ref().and_then(|s| s.template.spec.as_ref());
-    let name = spec.and_then(|p| p.service_account_name.as_deref());
-    let name = name.filter(|n| !n.is_empty()).unwrap_or("default");
-    (namespace.to_string(), name.to_string())
-}
-
 /// nodegate's settings from its Deployment `namespace/name`.
 pub async fn from_deployment(
     client: &kube::Client,
@@ -182,18 +157,22 @@ pub async fn from_deployment(
     let name = d.metadata.name.clone().unwrap_or_default();
     let what = format!("Deployment {namespace}/{name}");
     let spec = d.spec.as_ref().and_then(|s| s.template.spec.as_ref());
-    let spec = spec.ok_or_else(|| invalid(what.clone(), "has no pod template"))?;
-    let container = nodegate_container(spec)
-        .ok_or_else(|| invalid(what.clone(), "has no container running `nodegate run`"))?;
+    let spec = spec.ok_or_else(|| Error::invalid(what.clone(), "has no pod template"))?;
+    // The container that runs nodegate: the one named `nodegate`, else the
+    // first whose command and args hold `run`.
+    let container = spec.containers.iter().find(|c| c.name == "nodegate");
+    let container = container
+        .or_else(|| spec.containers.iter().find(|c| run_words(c).is_some()))
+        .ok_or_else(|| Error::invalid(what.clone(), "has no container running `nodegate run`"))?;
     let words = run_words(container)
-        .ok_or_else(|| invalid(what.clone(), "its container does not run `nodegate run`"))?;
-    let mut args = parse_run(&words).map_err(|e| invalid(format!("{what}'s args"), e))?;
+        .ok_or_else(|| Error::invalid(what.clone(), "its container does not run `nodegate run`"))?;
+    let mut args = parse_run(&words).map_err(|e| Error::invalid(format!("{what}'s args"), e))?;
     let file = match args.gate.config.take() {
         None => FileConfig::default(),
         Some(path) => {
             let path = path.display().to_string();
             let (cm, key) = config_map_of(spec, container, &path).ok_or_else(|| {
-                invalid(
+                Error::invalid(
                     format!("{what}'s --config {path}"),
                     "is not mounted from a ConfigMap: give nodegate's flags and --config here instead of --from-cluster",
                 )
@@ -206,15 +185,15 @@ pub async fn from_deployment(
                 .and_then(|c| c.data)
                 .and_then(|mut data| data.remove(&key))
                 .ok_or_else(|| {
-                    invalid(
+                    Error::invalid(
                         format!("{what}'s --config {path}"),
                         format!("ConfigMap {namespace}/{cm} has no key {key:?}"),
                     )
                 })?;
             FileConfig::parse(&text, &format!("ConfigMap {namespace}/{cm} key {key}"))
-                .map_err(|e| invalid(format!("{what}'s config file"), e.to_string()))?
+                .map_err(|e| Error::invalid(format!("{what}'s config file"), e.to_string()))?
         }
     };
     config::run_settings_from(&args, file)
-        .map_err(|e| invalid(format!("{what}'s settings"), e.to_string()))
+        .map_err(|e| Error::invalid(format!("{what}'s settings"), e.to_string()))
 }

@@ -2,8 +2,8 @@
 //! never write to the cluster, and it judges and words nothing itself: the
 //! report is `nodegate_core::gate::report`'s, from what was read run through
 //! the controller's own gate, so that explain and the gate cannot disagree
-//! (docs/architecture.md, "explain and status"). Only [`main`] (with its
-//! helper `explain`) and [`gather`] do I/O or read the clock.
+//! (docs/architecture.md, "explain and status"). Only [`main`] and
+//! [`gather`] do I/O or read the clock.
 
 mod table;
 #[cfg(test)]
@@ -37,12 +37,6 @@ pub const WIDE_WIDTH: usize = 1000;
 /// Runs `nodegate explain`: the settings are checked before any cluster
 /// access (exit 2); warnings about odd objects go to stderr.
 pub async fn main(args: ExplainArgs) -> Result<ExitCode> {
-    let text = explain(&args).await?;
-    output::print(text.as_bytes(), "cannot write the report")?;
-    Ok(ExitCode::SUCCESS)
-}
-
-async fn explain(args: &ExplainArgs) -> Result<String> {
     source::refuse_gate_flags_with_from_cluster(&args.installed, &args.gate, &[])?;
     let given = match args.installed.from_cluster {
         true => None,
@@ -74,7 +68,9 @@ async fn explain(args: &ExplainArgs) -> Result<String> {
         _ => TABLE_WIDTH,
     };
     let text = output::encode(&report, args.output, "the report")?;
-    Ok(text.unwrap_or_else(|| render_table(&report, width)))
+    let text = text.unwrap_or_else(|| render_table(&report, width));
+    output::print(text.as_bytes(), "cannot write the report")?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Everything the report is built from, already projected.
@@ -192,12 +188,6 @@ fn shorten(s: &str) -> String {
     }
 }
 
-/// The scheduler's message is "0/4 nodes are available: 1 Insufficient cpu,
-/// ..." followed by what preemption tried; the first sentence is the answer.
-fn first_sentence(message: &str) -> &str {
-    message.find(". ").map_or(message, |i| &message[..=i])
-}
-
 /// What a full Pod adds to the compact model: plain data for the report.
 pub fn pod_detail(p: &Pod) -> PodDetail {
     let status = p.status.as_ref();
@@ -208,8 +198,12 @@ pub fn pod_detail(p: &Pod) -> PodDetail {
         .map(|c| {
             let reason = c.reason.as_deref().unwrap_or("").trim();
             let message = c.message.as_deref().unwrap_or("").trim();
+            // The scheduler's message is "0/4 nodes are available: 1 Insufficient
+            // cpu, ..." followed by what preemption tried; the first sentence is
+            // the answer.
+            let first_sentence = message.find(". ").map_or(message, |i| &message[..=i]);
             match (reason.is_empty(), message.is_empty()) {
-                (_, false) => shorten(first_sentence(message)),
+                (_, false) => shorten(first_sentence),
                 (false, true) => reason.to_string(),
                 (true, true) => "no reason given".to_string(),
             }

@@ -13,17 +13,6 @@ const MAX_NAME_WIDTH: usize = 40;
 /// The report laid out for a terminal `width` columns wide.
 pub fn render_table(report: &Report, width: usize) -> String {
     let mut out = String::new();
-    push_node_header(&mut out, report, width);
-    out.push('\n');
-    push_member_tables(&mut out, report, width);
-    push_condition_taint_rules(&mut out, report, width);
-    push_taints(&mut out, report, width);
-    out.push('\n');
-    push_verdicts(&mut out, report, width);
-    out
-}
-
-fn push_node_header(out: &mut String, report: &Report, width: usize) {
     let gate = if report.gated {
         format!("gated by {}", report.taints.managed.join(", "))
     } else {
@@ -37,7 +26,7 @@ fn push_node_header(out: &mut String, report: &Report, width: usize) {
         report.created,
         human_age(age),
     );
-    push_wrapped(out, "", "", &header, width);
+    push_wrapped(&mut out, "", "", &header, width);
     let counts = format!(
         "{} of {} {} expected here, {} of them Ready",
         report.expected_members,
@@ -49,7 +38,86 @@ fn push_node_header(out: &mut String, report: &Report, width: usize) {
         member_kinds(report),
         report.ready_members,
     );
-    push_wrapped(out, "", "", &counts, width);
+    push_wrapped(&mut out, "", "", &counts, width);
+    out.push('\n');
+    // Every member table, all with one name column as wide as the longest
+    // name that fits in [`MAX_NAME_WIDTH`].
+    let name_width = report
+        .daemonsets
+        .iter()
+        .chain(
+            other_members(report)
+                .into_iter()
+                .flat_map(|(.., rows)| rows),
+        )
+        .map(|r| r.label.chars().count())
+        .chain(["DAEMONSET".len(), "CRITICAL POD".len()])
+        .filter(|w| *w <= MAX_NAME_WIDTH)
+        .max()
+        .unwrap_or(0);
+    member_table(&mut out, "DAEMONSET", &report.daemonsets, name_width, width);
+    if report.daemonsets.is_empty() {
+        out.push_str("(no DaemonSets in the cluster)\n");
+    }
+    for (title, _, rows) in other_members(report) {
+        if !rows.is_empty() {
+            out.push('\n');
+            member_table(&mut out, title, rows, name_width, width);
+        }
+    }
+    if !report.condition_taints.is_empty() {
+        out.push_str("\nCONDITION TAINT RULES\n");
+    }
+    for r in &report.condition_taints {
+        let state = match (r.matches, r.tainted, r.action) {
+            (_, _, Some(a)) => format!("matches={}, would {a} the taint", r.matches),
+            (true, true, None) => "matches, taint on".to_string(),
+            (false, false, None) => "does not match, no taint".to_string(),
+            (false, true, None) => "does not match, taint kept (remove: never)".to_string(),
+            (true, false, None) => "matches".to_string(),
+        };
+        let first = format!("  {} ({}): {state}", r.rule, r.taint);
+        push_wrapped(&mut out, "", "    ", &first, width);
+        push_wrapped(&mut out, "    ", "    ", &r.why, width);
+    }
+    out.push_str("\nTAINTS\n");
+    for (kind, list) in [
+        ("managed", &report.taints.managed),
+        ("transient", &report.taints.transient),
+        ("other", &report.taints.other),
+    ] {
+        let text = if list.is_empty() {
+            "none".to_string()
+        } else {
+            list.join(", ")
+        };
+        let first = format!("  {kind:<11}");
+        let rest = " ".repeat(first.len());
+        push_wrapped(&mut out, &first, &rest, &text, width);
+    }
+    out.push('\n');
+    push_wrapped(&mut out, "GATE  ", "      ", &report.verdict, width);
+    if let Some(r) = &report.regate {
+        push_wrapped(&mut out, "REGATE  ", "        ", &r.verdict, width);
+        for b in &r.broken {
+            let counted = match b.counted_from {
+                "pod_ready_condition" => "since its pod's Ready condition changed",
+                _ => "counted from now: no pod to count from",
+            };
+            let line = format!(
+                "{} broken for {} ({counted}): {}",
+                b.member,
+                human_age(b.broken_for_seconds),
+                b.waiting
+            );
+            push_wrapped(&mut out, "  ", "    ", &line, width);
+        }
+    }
+    if let Some(r) = &report.replace {
+        let line = format!("owner {}: {}", r.owner, r.verdict);
+        push_wrapped(&mut out, "REPLACE  ", "         ", &line, width);
+    }
+    out
 }
 
 /// What the header counts, in words: "DaemonSets", then each other kind of
@@ -64,34 +132,6 @@ fn member_kinds(report: &Report) -> String {
     }
 }
 
-/// Every member table, all with one name column as wide as the longest
-/// name that fits in [`MAX_NAME_WIDTH`].
-fn push_member_tables(out: &mut String, report: &Report, width: usize) {
-    let name_width = report
-        .daemonsets
-        .iter()
-        .chain(
-            other_members(report)
-                .into_iter()
-                .flat_map(|(.., rows)| rows),
-        )
-        .map(|r| r.label.chars().count())
-        .chain(["DAEMONSET".len(), "CRITICAL POD".len()])
-        .filter(|w| *w <= MAX_NAME_WIDTH)
-        .max()
-        .unwrap_or(0);
-    member_table(out, "DAEMONSET", &report.daemonsets, name_width, width);
-    if report.daemonsets.is_empty() {
-        out.push_str("(no DaemonSets in the cluster)\n");
-    }
-    for (title, _, rows) in other_members(report) {
-        if !rows.is_empty() {
-            out.push('\n');
-            member_table(out, title, rows, name_width, width);
-        }
-    }
-}
-
 /// The members other than DaemonSets, by kind: the table's title, the
 /// header's word for them, the rows.
 fn other_members(report: &Report) -> [(&'static str, &'static str, &[MemberRow]); 4] {
@@ -101,67 +141,6 @@ fn other_members(report: &Report) -> [(&'static str, &'static str, &[MemberRow])
         ("DEVICE", "devices", &report.devices),
         ("CANARY", "the canary", &report.canary),
     ]
-}
-
-fn push_condition_taint_rules(out: &mut String, report: &Report, width: usize) {
-    if report.condition_taints.is_empty() {
-        return;
-    }
-    out.push_str("\nCONDITION TAINT RULES\n");
-    for r in &report.condition_taints {
-        let state = match (r.matches, r.tainted, r.action) {
-            (_, _, Some(a)) => format!("matches={}, would {a} the taint", r.matches),
-            (true, true, None) => "matches, taint on".to_string(),
-            (false, false, None) => "does not match, no taint".to_string(),
-            (false, true, None) => "does not match, taint kept (remove: never)".to_string(),
-            (true, false, None) => "matches".to_string(),
-        };
-        let first = format!("  {} ({}): {state}", r.rule, r.taint);
-        push_wrapped(out, "", "    ", &first, width);
-        push_wrapped(out, "    ", "    ", &r.why, width);
-    }
-}
-
-fn push_taints(out: &mut String, report: &Report, width: usize) {
-    out.push_str("\nTAINTS\n");
-    for (kind, list) in [
-        ("managed", &report.taints.managed),
-        ("transient", &report.taints.transient),
-        ("other", &report.taints.other),
-    ] {
-        let text = if list.is_empty() {
-            "none".to_string()
-        } else {
-            list.join(", ")
-        };
-        let first = format!("  {kind:<11}");
-        let rest = " ".repeat(first.len());
-        push_wrapped(out, &first, &rest, &text, width);
-    }
-}
-
-fn push_verdicts(out: &mut String, report: &Report, width: usize) {
-    push_wrapped(out, "GATE  ", "      ", &report.verdict, width);
-    if let Some(r) = &report.regate {
-        push_wrapped(out, "REGATE  ", "        ", &r.verdict, width);
-        for b in &r.broken {
-            let counted = match b.counted_from {
-                "pod_ready_condition" => "since its pod's Ready condition changed",
-                _ => "counted from now: no pod to count from",
-            };
-            let line = format!(
-                "{} broken for {} ({counted}): {}",
-                b.member,
-                human_age(b.broken_for_seconds),
-                b.waiting
-            );
-            push_wrapped(out, "  ", "    ", &line, width);
-        }
-    }
-    if let Some(r) = &report.replace {
-        let line = format!("owner {}: {}", r.owner, r.verdict);
-        push_wrapped(out, "REPLACE  ", "         ", &line, width);
-    }
 }
 
 fn member_table(

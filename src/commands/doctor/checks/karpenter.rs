@@ -146,43 +146,29 @@ pub fn nodepool(gate: &GateSettings, pool: &NodePool, version: Option<&Version>)
             ),
         );
     }
-    if let Some(problem) = too_old(pool, &added, version) {
-        return problem;
+    // Karpenter known to be older than 1.13 and a taint nodegate adds not
+    // listed: it can then only be a `readiness.k8s.io/` one, which such a
+    // Karpenter does not ignore.
+    let old = version.filter(|(v, _)| *v < READINESS_SINCE);
+    let unlisted = added.iter().find(|t| !pool.lists(t));
+    if let Some((((major, minor), image), first)) = old.zip(unlisted) {
+        return CHECK.problem(
+            subject,
+            format!(
+                "nodegate adds {first} to its nodes, and Karpenter {major}.{minor} ({image}) \
+                 ignores {READINESS_PREFIX} taints only from 1.13 on: it will launch extra \
+                 NodeClaims and may consolidate gated nodes"
+            ),
+            format!(
+                "upgrade Karpenter to 1.13 or later, or add {{key: {}, effect: {}}} to NodePool \
+                 {}'s spec.template.spec.startupTaints",
+                first.key, first.effect, pool.name
+            ),
+        );
     }
-    passed(subject, pool, &added, version)
-}
-
-/// A problem when Karpenter is known to be older than 1.13 and a taint
-/// nodegate adds is not listed (it can then only be a `readiness.k8s.io/`
-/// one, which such a Karpenter does not ignore).
-fn too_old(pool: &NodePool, added: &[ManagedTaint], version: Option<&Version>) -> Option<Check> {
-    let ((major, minor), image) = version.filter(|(v, _)| *v < READINESS_SINCE)?;
-    let first = added.iter().find(|t| !pool.lists(t))?;
-    Some(CHECK.problem(
-        format!("NodePool {}", pool.name),
-        format!(
-            "nodegate adds {first} to its nodes, and Karpenter {major}.{minor} ({image}) \
-             ignores {READINESS_PREFIX} taints only from 1.13 on: it will launch extra \
-             NodeClaims and may consolidate gated nodes"
-        ),
-        format!(
-            "upgrade Karpenter to 1.13 or later, or add {{key: {}, effect: {}}} to NodePool \
-             {}'s spec.template.spec.startupTaints",
-            first.key, first.effect, pool.name
-        ),
-    ))
-}
-
-/// The line of a NodePool that recognises every taint nodegate adds, with
-/// what is worth knowing about how.
-fn passed(
-    subject: String,
-    pool: &NodePool,
-    added: &[ManagedTaint],
-    version: Option<&Version>,
-) -> Check {
+    // Every taint nodegate adds is recognised: what is worth knowing about how.
     let listed = joined(added.iter().filter(|t| pool.lists(t)), ", ");
-    let keys = joined(added, ", ");
+    let keys = joined(&added, ", ");
     let ok = CHECK.ok(
         subject,
         format!("Karpenter treats {keys} as a startup taint of its nodes"),

@@ -78,17 +78,6 @@ pub fn check(
     problems
 }
 
-/// The deadline of a node carrying `t`: `--regate-timeout` for the re-gate
-/// taint (counted from gated-since), else `--timeout`.
-fn deadline_of(s: &RunSettings, n: &NodeSeen, t: &ManagedTaint) -> Option<(Duration, Timestamp)> {
-    let regate = s.gate.regate.as_ref().filter(|r| r.taint == *t);
-    let timeout = match regate {
-        Some(r) => r.timeout?,
-        None => s.timeout?,
-    };
-    Some((timeout, n.gated_since.or(n.created)?))
-}
-
 /// A problem with this gated node, if any.
 fn node(
     s: &RunSettings,
@@ -131,7 +120,13 @@ fn node(
             ),
         ));
     }
-    let (timeout, since) = deadline_of(s, n, t)?;
+    // The deadline of a node carrying `t`: `--regate-timeout` for the re-gate
+    // taint (counted from gated-since), else `--timeout`.
+    let timeout = match s.gate.regate.as_ref().filter(|r| r.taint == *t) {
+        Some(r) => r.timeout?,
+        None => s.timeout?,
+    };
+    let since = n.gated_since.or(n.created)?;
     let age = Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO);
     (age > timeout + MARGIN).then(|| {
         CHECK.problem(
