@@ -59,8 +59,8 @@ impl Reloader {
             Ok(reloaded) => {
                 // Counted and marked healthy before the gates hear of it: a
                 // gate may act on the new settings at once, and whoever sees
-                // that act must find the reload already on /metrics and
-                // /readyz.
+                // that act must find the reload already on /readyz and on
+                // the next /metrics page (scrapes within a second share one).
                 self.metrics.config.reload_applied(now.as_second());
                 self.health
                     .config_applied(now, reloaded.needs_restart.clone());
