@@ -90,6 +90,7 @@ impl<T: Supersede + Send + 'static> LatestWriter<T> {
 mod tests {
     use super::*;
     use nodegate_core::gate::{ConditionReason, ConditionWrite, OpenCondition};
+    use std::pin::Pin;
     use tokio::sync::{Semaphore, mpsc};
 
     impl Supersede for u32 {
@@ -110,6 +111,53 @@ mod tests {
         }
     }
 
+    type Write<T> = Box<dyn Fn(T) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+    /// A write that reports each value on `started`, waits for a permit of
+    /// `gate` (none at first: the first write is held), then reports it on
+    /// `written`.
+    struct Held<T> {
+        gate: Arc<Semaphore>,
+        started: mpsc::UnboundedReceiver<T>,
+        written: mpsc::UnboundedReceiver<T>,
+        write: Arc<Write<T>>,
+    }
+
+    impl<T: Clone + Send + 'static> Held<T> {
+        fn new() -> Self {
+            let gate = Arc::new(Semaphore::new(0));
+            let (started_tx, started) = mpsc::unbounded_channel();
+            let (written_tx, written) = mpsc::unbounded_channel();
+            let permits = Arc::clone(&gate);
+            let write: Write<T> = Box::new(move |v: T| {
+                let gate = Arc::clone(&permits);
+                let started = started_tx.clone();
+                let written = written_tx.clone();
+                Box::pin(async move {
+                    started.send(v.clone()).expect("receiver alive");
+                    let permit = gate.acquire().await.expect("semaphore open");
+                    permit.forget();
+                    written.send(v).expect("receiver alive");
+                })
+            });
+            Held {
+                gate,
+                started,
+                written,
+                write: Arc::new(write),
+            }
+        }
+
+        /// Hands `value` to `writer`, to be written by this fixture.
+        fn send(&self, writer: &LatestWriter<T>, value: T)
+        where
+            T: Supersede,
+        {
+            let write = Arc::clone(&self.write);
+            writer.send(value, move |v| write(v), tracing::Span::none());
+        }
+    }
+
     /// A gate's first condition (a transition: the node has none) waits
     /// behind a held write and is superseded by a new message before its
     /// turn: the write that goes out still sets `lastTransitionTime`
@@ -117,43 +165,21 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_superseded_transition_is_still_written_as_one() {
         let writer = LatestWriter::default();
-        let gate = Arc::new(Semaphore::new(0));
-        let (started_tx, mut started) = mpsc::unbounded_channel();
-        let (written_tx, mut written) = mpsc::unbounded_channel();
-        let write = {
-            let gate = Arc::clone(&gate);
-            move |w: ConditionWrite| {
-                let gate = Arc::clone(&gate);
-                let started = started_tx.clone();
-                let written = written_tx.clone();
-                async move {
-                    started.send(()).expect("receiver alive");
-                    let permit = gate.acquire().await.expect("semaphore open");
-                    permit.forget();
-                    written.send(w).expect("receiver alive");
-                }
-            }
-        };
-        writer.send(
-            condition(false, "held", false),
-            write.clone(),
-            tracing::Span::none(),
-        );
-        assert_eq!(started.recv().await, Some(()));
-        writer.send(
-            condition(false, "pending", true),
-            write.clone(),
-            tracing::Span::none(),
-        );
-        writer.send(
-            condition(false, "not ready", false),
-            write,
-            tracing::Span::none(),
-        );
-        gate.add_permits(10);
-        assert_eq!(written.recv().await, Some(condition(false, "held", false)));
+        let mut held = Held::new();
+        held.send(&writer, condition(false, "held", false));
         assert_eq!(
-            written.recv().await,
+            held.started.recv().await,
+            Some(condition(false, "held", false))
+        );
+        held.send(&writer, condition(false, "pending", true));
+        held.send(&writer, condition(false, "not ready", false));
+        held.gate.add_permits(10);
+        assert_eq!(
+            held.written.recv().await,
+            Some(condition(false, "held", false))
+        );
+        assert_eq!(
+            held.written.recv().await,
             Some(condition(false, "not ready", true)),
             "the transition survives its message being replaced"
         );
@@ -165,35 +191,26 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_held_write_is_followed_only_by_the_latest_value() {
         let writer = LatestWriter::default();
-        let gate = Arc::new(Semaphore::new(0));
-        let (started_tx, mut started) = mpsc::unbounded_channel();
-        let (written_tx, mut written) = mpsc::unbounded_channel();
-        let write = {
-            let gate = Arc::clone(&gate);
-            move |v: u32| {
-                let gate = Arc::clone(&gate);
-                let started = started_tx.clone();
-                let written = written_tx.clone();
-                async move {
-                    started.send(v).expect("receiver alive");
-                    let permit = gate.acquire().await.expect("semaphore open");
-                    permit.forget();
-                    written.send(v).expect("receiver alive");
-                }
-            }
-        };
-        writer.send(1, write.clone(), tracing::Span::none());
-        assert_eq!(started.recv().await, Some(1));
-        writer.send(2, write.clone(), tracing::Span::none());
-        writer.send(3, write.clone(), tracing::Span::none());
-        gate.add_permits(10);
-        assert_eq!(written.recv().await, Some(1));
-        assert_eq!(written.recv().await, Some(3));
-        assert_eq!(started.recv().await, Some(3), "2 was never started");
+        let mut held = Held::new();
+        held.send(&writer, 1);
+        assert_eq!(held.started.recv().await, Some(1));
+        held.send(&writer, 2);
+        held.send(&writer, 3);
+        held.gate.add_permits(10);
+        assert_eq!(held.written.recv().await, Some(1));
+        assert_eq!(held.written.recv().await, Some(3));
+        assert_eq!(held.started.recv().await, Some(3), "2 was never started");
         // A value handed over later is written too.
-        writer.send(4, write, tracing::Span::none());
-        assert_eq!(written.recv().await, Some(4));
+        held.send(&writer, 4);
+        assert_eq!(held.written.recv().await, Some(4));
         drop(writer);
+        let Held {
+            mut started,
+            mut written,
+            write,
+            ..
+        } = held;
+        drop(write);
         assert_eq!(written.recv().await, None, "no write beyond the latest");
         assert_eq!(started.recv().await, Some(4));
         assert_eq!(started.recv().await, None);
