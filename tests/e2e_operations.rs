@@ -322,6 +322,16 @@ async fn probes_metrics_and_debug_endpoints_answer_as_documented() {
     let (status, _) = get(&addr, "/debug/nodes").await;
     assert_eq!(status, 404, "/debug/nodes must not be on --http-addr");
     wait_ready(&addr, &ng).await;
+    // The hot watches speak protobuf to a real API server; none fell back.
+    let logs = ng.logs();
+    for kind in ["nodes", "daemonsets", "daemonset pods"] {
+        let line = logs.lines().find(|l| {
+            l.contains("initial list complete") && l.contains(&format!("kind=\"{kind}\""))
+        });
+        let line = line.unwrap_or_else(|| panic!("no initial list of {kind}\n{logs}"));
+        assert!(line.contains("encoding=\"protobuf\""), "{line}");
+    }
+    assert!(!logs.contains("refused protobuf"), "{logs}");
 
     // Idle: zeros, not "no data"; every series named nodegate_*.
     let idle = metrics(&addr).await;

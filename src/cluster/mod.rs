@@ -10,6 +10,7 @@ pub mod leader;
 pub mod lean;
 pub mod patch;
 pub mod project;
+pub mod protobuf;
 pub mod relist;
 pub mod replace;
 pub mod server_time;

@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 
 use crate::cluster::lean::Lean;
 use crate::cluster::project;
+use crate::cluster::protobuf::{self, Proto};
 use crate::cluster::relist::{Listing, Op};
 use crate::cluster::server_time::{self, ServerTime, lock};
 
@@ -366,37 +367,106 @@ impl<K: Resource + Send + 'static, S: Sink<K>> Handle<K> for Indexing<K, S> {
     }
 }
 
+/// One watch's loop state: its handling, and whom it tells of its first
+/// complete list.
+struct Watching<K> {
+    kind: &'static str,
+    /// The encoding on the wire: "protobuf" or "json".
+    encoding: &'static str,
+    feed: WatchFeed<K>,
+    guard: StopGuard,
+    /// Until the first complete list: where to say so.
+    synced: Option<mpsc::Sender<&'static str>>,
+}
+
+impl<K> Watching<K> {
+    fn take(&mut self, item: Result<Event<K>, impl std::fmt::Display>) {
+        self.guard.stats.events.fetch_add(1, Ordering::Relaxed);
+        match item {
+            Ok(event) => {
+                if self.feed.handle(event)
+                    && let Some(synced) = self.synced.take()
+                {
+                    let (kind, encoding) = (self.kind, self.encoding);
+                    tracing::info!(kind, encoding, "initial list complete");
+                    // The channel has room for every watch's one message.
+                    let _ = synced.try_send(kind);
+                }
+            }
+            Err(e) => {
+                self.guard.stats.restarts.fetch_add(1, Ordering::Relaxed);
+                let kind = self.kind;
+                tracing::warn!(kind, error = %e, "watch failed; retrying with backoff");
+            }
+        }
+    }
+
+    /// Watches as JSON (kube's `watcher`) until the process ends.
+    async fn json(mut self, api: Api<K>, config: watcher::Config)
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    {
+        self.encoding = "json";
+        let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+        while let Some(item) = stream.next().await {
+            self.take(item);
+        }
+    }
+}
+
 /// Spawns one watch, which runs until the process ends, counting into
 /// `stats`. Sends its `kind` on `synced` once, after the first complete list.
 fn spawn<K>(
     kind: &'static str,
     api: Api<K>,
     config: watcher::Config,
-    mut feed: WatchFeed<K>,
-    (synced, stats): (&mpsc::Sender<&'static str>, &Arc<WatchStats>),
+    feed: WatchFeed<K>,
+    to: (&mpsc::Sender<&'static str>, &Arc<WatchStats>),
 ) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
-    let (synced, stats) = (synced.clone(), Arc::clone(stats));
+    let watching = watching(kind, feed, to);
+    tokio::spawn(watching.json(api, config));
+}
+
+fn watching<K>(
+    kind: &'static str,
+    feed: WatchFeed<K>,
+    (synced, stats): (&mpsc::Sender<&'static str>, &Arc<WatchStats>),
+) -> Watching<K> {
+    let guard = StopGuard {
+        kind,
+        stats: Arc::clone(stats),
+    };
+    let synced = Some(synced.clone());
+    let encoding = "protobuf";
+    Watching {
+        kind,
+        encoding,
+        feed,
+        guard,
+        synced,
+    }
+}
+
+/// [`spawn`] in protobuf (`protobuf`), and as JSON once the API server
+/// refuses protobuf for this kind.
+fn spawn_protobuf<K>(
+    kind: &'static str,
+    api: Api<K>,
+    config: watcher::Config,
+    feed: WatchFeed<K>,
+    to: (&mpsc::Sender<&'static str>, &Arc<WatchStats>),
+) where
+    K: Proto + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let mut watching = watching(kind, feed, to);
     tokio::spawn(async move {
-        let guard = StopGuard { kind, stats };
-        let mut first_sync = true;
-        let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-        while let Some(item) = stream.next().await {
-            guard.stats.events.fetch_add(1, Ordering::Relaxed);
-            match item {
-                Ok(event) => {
-                    if feed.handle(event) && first_sync {
-                        first_sync = false;
-                        let _ = synced.send(kind).await;
-                    }
-                }
-                Err(e) => {
-                    guard.stats.restarts.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(kind, error = %e, "watch failed; retrying with backoff");
-                }
-            }
-        }
+        let client = api.clone().into_client();
+        let path = api.resource_url().to_owned();
+        let why = protobuf::run(&client, &path, &config, &mut |item| watching.take(item)).await;
+        tracing::info!(kind, answer = %why, "the API server refused protobuf; watching as JSON");
+        watching.json(api, config).await;
     });
 }
 
@@ -497,12 +567,12 @@ pub async fn start(
     let to = (&tx, &stats);
 
     let all = watcher::Config::default;
-    spawn("nodes", Api::all(c()), all(), node_feed(r(), t()), to);
+    spawn_protobuf("nodes", Api::all(c()), all(), node_feed(r(), t()), to);
     let daemonsets = daemonset_feed(r(), t());
-    spawn("daemonsets", Api::all(c()), all(), daemonsets, to);
+    spawn_protobuf("daemonsets", Api::all(c()), all(), daemonsets, to);
     let pods = daemonset_pod_feed(r(), t(), critical_namespaces, canary_namespace.clone());
     let daemonset_pods = all().labels(DAEMONSET_POD_LABEL).fields(bound);
-    spawn("daemonset pods", Api::all(c()), daemonset_pods, pods, to);
+    spawn_protobuf("daemonset pods", Api::all(c()), daemonset_pods, pods, to);
     let by_name = |c: &CSINode| delete_id(c, true);
     let csinodes = feed(CsiNodeSink { router: r() }, t(), by_name);
     spawn("csinodes", Api::all(c()), all(), csinodes, to);
@@ -516,13 +586,13 @@ pub async fn start(
         let selected = all().labels(&entry.selector.to_string()).fields(bound);
         let pods = pod_feed(r(), t(), None, canary_namespace.clone());
         let api = Api::namespaced(c(), &entry.namespace);
-        spawn("critical pods", api, selected, pods, to);
+        spawn_protobuf("critical pods", api, selected, pods, to);
     }
     if let Some(canary) = canary {
         let canaries = all().labels(nodegate_core::canary::CANARY_LABEL);
         let pods = pod_feed(r(), t(), None, canary_namespace);
         let api = Api::namespaced(c(), &canary.namespace);
-        spawn("canary pods", api, canaries.fields(bound), pods, to);
+        spawn_protobuf("canary pods", api, canaries.fields(bound), pods, to);
     }
     rx
 }

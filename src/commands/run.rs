@@ -483,12 +483,11 @@ async fn watch_until_synced(shared: &Shared, settings: &RunSettings) -> bool {
     let watches = watch::watch_count(critical, !settings.gate.dra_drivers.is_empty(), canary);
     let sync = async {
         for _ in 0..watches {
-            match synced.recv().await {
-                Some(kind) => tracing::debug!(kind, "initial list complete"),
-                // Every watch ended before its first list: never report
-                // synced (no gate may start on a partial view); /healthz
-                // names the stopped watches.
-                None => std::future::pending::<()>().await,
+            // Each watch logs its own initial list. If every watch ended
+            // before its first list: never report synced (no gate may
+            // start on a partial view); /healthz names the stopped watches.
+            if synced.recv().await.is_none() {
+                std::future::pending::<()>().await;
             }
         }
     };

@@ -1,0 +1,533 @@
+//! The API server's protobuf messages, each declaring only the fields that
+//! `project` and `server_time` read, with the field numbers of k8s.io/api's
+//! `generated.proto` (v0.36). prost skips every other field without
+//! building it: managed fields, images, container specs, volumes.
+//!
+//! Decoded messages become the generated `k8s_openapi` types with only
+//! those fields set, so one projection serves both encodings. What Go's
+//! JSON leaves out when empty (`omitempty`), its protobuf still writes: an
+//! empty string, map or list, and the zero time, become `None` here as they
+//! are in JSON.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1 as apps;
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use prost::Message;
+
+/// `runtime.Unknown`: the envelope after the magic `k8s\0`.
+#[derive(Clone, PartialEq, Message)]
+pub struct Unknown {
+    #[prost(bytes = "vec", optional, tag = "2")]
+    pub raw: Option<Vec<u8>>,
+    #[prost(string, optional, tag = "3")]
+    pub content_encoding: Option<String>,
+}
+
+/// `metav1.WatchEvent` (a watch stream's frame; not enveloped).
+#[derive(Clone, PartialEq, Message)]
+pub struct WatchEvent {
+    #[prost(string, optional, tag = "1")]
+    pub type_: Option<String>,
+    #[prost(message, optional, tag = "2")]
+    pub object: Option<RawExtension>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct RawExtension {
+    #[prost(bytes = "vec", optional, tag = "1")]
+    pub raw: Option<Vec<u8>>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct ListMeta {
+    #[prost(string, optional, tag = "2")]
+    pub resource_version: Option<String>,
+    #[prost(string, optional, tag = "3")]
+    pub continue_: Option<String>,
+}
+
+/// `metav1.Status`: an error answer, or a watch's ERROR event.
+#[derive(Clone, PartialEq, Message)]
+pub struct Status {
+    #[prost(string, optional, tag = "3")]
+    pub message: Option<String>,
+    #[prost(string, optional, tag = "4")]
+    pub reason: Option<String>,
+    #[prost(int32, optional, tag = "6")]
+    pub code: Option<i32>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Time {
+    #[prost(int64, optional, tag = "1")]
+    seconds: Option<i64>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct OwnerReference {
+    #[prost(string, optional, tag = "1")]
+    kind: Option<String>,
+    #[prost(string, optional, tag = "3")]
+    name: Option<String>,
+    #[prost(string, optional, tag = "4")]
+    uid: Option<String>,
+    #[prost(string, optional, tag = "5")]
+    api_version: Option<String>,
+    #[prost(bool, optional, tag = "6")]
+    controller: Option<bool>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct ObjectMeta {
+    #[prost(string, optional, tag = "1")]
+    name: Option<String>,
+    #[prost(string, optional, tag = "3")]
+    namespace: Option<String>,
+    #[prost(string, optional, tag = "5")]
+    uid: Option<String>,
+    #[prost(string, optional, tag = "6")]
+    resource_version: Option<String>,
+    #[prost(message, optional, tag = "8")]
+    creation_timestamp: Option<Time>,
+    #[prost(message, optional, tag = "9")]
+    deletion_timestamp: Option<Time>,
+    #[prost(btree_map = "string, string", tag = "11")]
+    labels: BTreeMap<String, String>,
+    #[prost(btree_map = "string, string", tag = "12")]
+    annotations: BTreeMap<String, String>,
+    #[prost(message, repeated, tag = "13")]
+    owner_references: Vec<OwnerReference>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Taint {
+    #[prost(string, optional, tag = "1")]
+    key: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    value: Option<String>,
+    #[prost(string, optional, tag = "3")]
+    effect: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct NodeSpec {
+    #[prost(string, optional, tag = "3")]
+    provider_id: Option<String>,
+    #[prost(bool, optional, tag = "4")]
+    unschedulable: Option<bool>,
+    #[prost(message, repeated, tag = "5")]
+    taints: Vec<Taint>,
+}
+
+/// A node's or a pod's condition (the two share these field numbers).
+#[derive(Clone, PartialEq, Message)]
+struct Condition {
+    #[prost(string, optional, tag = "1")]
+    type_: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    status: Option<String>,
+    #[prost(message, optional, tag = "4")]
+    last_transition_time: Option<Time>,
+    #[prost(string, optional, tag = "5")]
+    reason: Option<String>,
+    #[prost(string, optional, tag = "6")]
+    message: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct QuantityMsg {
+    #[prost(string, optional, tag = "1")]
+    string: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct NodeSystemInfo {
+    #[prost(string, optional, tag = "3")]
+    boot_id: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct NodeStatus {
+    #[prost(btree_map = "string, message", tag = "2")]
+    allocatable: BTreeMap<String, QuantityMsg>,
+    #[prost(message, repeated, tag = "4")]
+    conditions: Vec<Condition>,
+    #[prost(message, optional, tag = "7")]
+    node_info: Option<NodeSystemInfo>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Node {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    spec: Option<NodeSpec>,
+    #[prost(message, optional, tag = "3")]
+    status: Option<NodeStatus>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Requirement {
+    #[prost(string, optional, tag = "1")]
+    key: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    operator: Option<String>,
+    #[prost(string, repeated, tag = "3")]
+    values: Vec<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct SelectorTerm {
+    #[prost(message, repeated, tag = "1")]
+    match_expressions: Vec<Requirement>,
+    #[prost(message, repeated, tag = "2")]
+    match_fields: Vec<Requirement>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct NodeSelector {
+    #[prost(message, repeated, tag = "1")]
+    terms: Vec<SelectorTerm>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct NodeAffinity {
+    #[prost(message, optional, tag = "1")]
+    required: Option<NodeSelector>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Affinity {
+    #[prost(message, optional, tag = "1")]
+    node_affinity: Option<NodeAffinity>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Toleration {
+    #[prost(string, optional, tag = "1")]
+    key: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    operator: Option<String>,
+    #[prost(string, optional, tag = "3")]
+    value: Option<String>,
+    #[prost(string, optional, tag = "4")]
+    effect: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct PodSpec {
+    #[prost(btree_map = "string, string", tag = "7")]
+    node_selector: BTreeMap<String, String>,
+    #[prost(string, optional, tag = "10")]
+    node_name: Option<String>,
+    #[prost(bool, optional, tag = "11")]
+    host_network: Option<bool>,
+    #[prost(message, optional, tag = "18")]
+    affinity: Option<Affinity>,
+    #[prost(message, repeated, tag = "22")]
+    tolerations: Vec<Toleration>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Waiting {
+    #[prost(string, optional, tag = "1")]
+    reason: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    message: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct Terminated {
+    #[prost(string, optional, tag = "3")]
+    reason: Option<String>,
+    #[prost(string, optional, tag = "4")]
+    message: Option<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ContainerState {
+    #[prost(message, optional, tag = "1")]
+    waiting: Option<Waiting>,
+    #[prost(message, optional, tag = "3")]
+    terminated: Option<Terminated>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ContainerStatus {
+    #[prost(string, optional, tag = "1")]
+    name: Option<String>,
+    #[prost(message, optional, tag = "2")]
+    state: Option<ContainerState>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct PodStatus {
+    #[prost(string, optional, tag = "1")]
+    phase: Option<String>,
+    #[prost(message, repeated, tag = "2")]
+    conditions: Vec<Condition>,
+    #[prost(string, optional, tag = "3")]
+    message: Option<String>,
+    #[prost(string, optional, tag = "4")]
+    reason: Option<String>,
+    #[prost(message, repeated, tag = "8")]
+    container_statuses: Vec<ContainerStatus>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Pod {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    spec: Option<PodSpec>,
+    #[prost(message, optional, tag = "3")]
+    status: Option<PodStatus>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct PodTemplateSpec {
+    #[prost(message, optional, tag = "2")]
+    spec: Option<PodSpec>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct DaemonSetSpec {
+    #[prost(message, optional, tag = "2")]
+    template: Option<PodTemplateSpec>,
+    #[prost(int32, optional, tag = "4")]
+    min_ready_seconds: Option<i32>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct DaemonSet {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    spec: Option<DaemonSetSpec>,
+}
+
+/// A list's page: `NodeList`, `PodList` and `DaemonSetList` share these
+/// field numbers.
+#[derive(Clone, PartialEq, Message)]
+pub struct List<M: Message + Default + std::fmt::Debug> {
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ListMeta>,
+    #[prost(message, repeated, tag = "2")]
+    pub items: Vec<M>,
+}
+
+/// Go writes the zero `time.Time` of a non-pointer field as this many
+/// seconds (0001-01-01); its JSON writes `null`.
+const ZERO_TIME: i64 = -62_135_596_800;
+
+fn time(t: Option<Time>) -> Option<meta::Time> {
+    let seconds = t?.seconds.unwrap_or(ZERO_TIME);
+    if seconds == ZERO_TIME {
+        return None;
+    }
+    // A time the generated type could not hold is treated as absent, as a
+    // projection treats any field it cannot use.
+    Timestamp::from_second(seconds).ok().map(meta::Time)
+}
+
+fn text(s: Option<String>) -> Option<String> {
+    s.filter(|s| !s.is_empty())
+}
+
+fn map(m: BTreeMap<String, String>) -> Option<BTreeMap<String, String>> {
+    (!m.is_empty()).then_some(m)
+}
+
+fn list<T, U>(v: Vec<T>, each: impl FnMut(T) -> U) -> Option<Vec<U>> {
+    (!v.is_empty()).then(|| v.into_iter().map(each).collect())
+}
+
+impl From<ObjectMeta> for meta::ObjectMeta {
+    fn from(m: ObjectMeta) -> Self {
+        let owner = |o: OwnerReference| meta::OwnerReference {
+            api_version: o.api_version.unwrap_or_default(),
+            kind: o.kind.unwrap_or_default(),
+            name: o.name.unwrap_or_default(),
+            uid: o.uid.unwrap_or_default(),
+            controller: o.controller,
+            block_owner_deletion: None,
+        };
+        meta::ObjectMeta {
+            name: text(m.name),
+            namespace: text(m.namespace),
+            uid: text(m.uid),
+            resource_version: text(m.resource_version),
+            creation_timestamp: time(m.creation_timestamp),
+            deletion_timestamp: time(m.deletion_timestamp),
+            labels: map(m.labels),
+            annotations: map(m.annotations),
+            owner_references: list(m.owner_references, owner),
+            ..Default::default()
+        }
+    }
+}
+
+fn node_condition(c: Condition) -> core::NodeCondition {
+    core::NodeCondition {
+        type_: c.type_.unwrap_or_default(),
+        status: c.status.unwrap_or_default(),
+        last_transition_time: time(c.last_transition_time),
+        reason: text(c.reason),
+        message: text(c.message),
+        last_heartbeat_time: None,
+    }
+}
+
+fn pod_condition(c: Condition) -> core::PodCondition {
+    core::PodCondition {
+        type_: c.type_.unwrap_or_default(),
+        status: c.status.unwrap_or_default(),
+        last_transition_time: time(c.last_transition_time),
+        reason: text(c.reason),
+        message: text(c.message),
+        ..Default::default()
+    }
+}
+
+impl From<Node> for core::Node {
+    fn from(n: Node) -> Self {
+        let taint = |t: Taint| core::Taint {
+            key: t.key.unwrap_or_default(),
+            value: text(t.value),
+            effect: t.effect.unwrap_or_default(),
+            time_added: None,
+        };
+        let spec = n.spec.map(|s| core::NodeSpec {
+            provider_id: text(s.provider_id),
+            unschedulable: s.unschedulable.filter(|u| *u),
+            taints: list(s.taints, taint),
+            ..Default::default()
+        });
+        let status = n.status.map(|s| {
+            let allocatable = s.allocatable.into_iter();
+            let allocatable: BTreeMap<_, _> = allocatable
+                .map(|(k, q)| (k, Quantity(q.string.unwrap_or_default())))
+                .collect();
+            let boot_id = s.node_info.and_then(|i| i.boot_id);
+            core::NodeStatus {
+                allocatable: (!allocatable.is_empty()).then_some(allocatable),
+                conditions: list(s.conditions, node_condition),
+                node_info: boot_id.map(|boot_id| core::NodeSystemInfo {
+                    boot_id,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }
+        });
+        core::Node {
+            metadata: n.metadata.map(Into::into).unwrap_or_default(),
+            spec,
+            status,
+        }
+    }
+}
+
+fn requirement(r: Requirement) -> core::NodeSelectorRequirement {
+    core::NodeSelectorRequirement {
+        key: r.key.unwrap_or_default(),
+        operator: r.operator.unwrap_or_default(),
+        values: list(r.values, |v| v),
+    }
+}
+
+fn pod_spec(s: PodSpec) -> core::PodSpec {
+    let term = |t: SelectorTerm| core::NodeSelectorTerm {
+        match_expressions: list(t.match_expressions, requirement),
+        match_fields: list(t.match_fields, requirement),
+    };
+    let required = s.affinity.and_then(|a| a.node_affinity).map(|na| {
+        let terms = na
+            .required
+            .map(|sel| sel.terms.into_iter().map(term).collect());
+        core::NodeAffinity {
+            required_during_scheduling_ignored_during_execution: terms.map(|node_selector_terms| {
+                core::NodeSelector {
+                    node_selector_terms,
+                }
+            }),
+            ..Default::default()
+        }
+    });
+    let toleration = |t: Toleration| core::Toleration {
+        key: text(t.key),
+        operator: text(t.operator),
+        value: text(t.value),
+        effect: text(t.effect),
+        toleration_seconds: None,
+    };
+    core::PodSpec {
+        node_selector: map(s.node_selector),
+        node_name: text(s.node_name),
+        host_network: s.host_network.filter(|h| *h),
+        affinity: required.map(|node_affinity| core::Affinity {
+            node_affinity: Some(node_affinity),
+            ..Default::default()
+        }),
+        tolerations: list(s.tolerations, toleration),
+        ..Default::default()
+    }
+}
+
+impl From<Pod> for core::Pod {
+    fn from(p: Pod) -> Self {
+        let container = |c: ContainerStatus| {
+            let state = c.state.map(|s| core::ContainerState {
+                waiting: s.waiting.map(|w| core::ContainerStateWaiting {
+                    reason: text(w.reason),
+                    message: text(w.message),
+                }),
+                terminated: s.terminated.map(|t| core::ContainerStateTerminated {
+                    reason: text(t.reason),
+                    message: text(t.message),
+                    ..Default::default()
+                }),
+                running: None,
+            });
+            core::ContainerStatus {
+                name: c.name.unwrap_or_default(),
+                state,
+                ..Default::default()
+            }
+        };
+        let status = p.status.map(|s| core::PodStatus {
+            phase: text(s.phase),
+            conditions: list(s.conditions, pod_condition),
+            message: text(s.message),
+            reason: text(s.reason),
+            container_statuses: list(s.container_statuses, container),
+            ..Default::default()
+        });
+        core::Pod {
+            metadata: p.metadata.map(Into::into).unwrap_or_default(),
+            spec: p.spec.map(pod_spec),
+            status,
+        }
+    }
+}
+
+impl From<DaemonSet> for apps::DaemonSet {
+    fn from(d: DaemonSet) -> Self {
+        let spec = d.spec.map(|s| apps::DaemonSetSpec {
+            template: core::PodTemplateSpec {
+                metadata: None,
+                spec: s.template.and_then(|t| t.spec).map(pod_spec),
+            },
+            min_ready_seconds: s.min_ready_seconds.filter(|m| *m != 0),
+            ..Default::default()
+        });
+        apps::DaemonSet {
+            metadata: d.metadata.map(Into::into).unwrap_or_default(),
+            spec,
+            status: None,
+        }
+    }
+}
