@@ -239,12 +239,7 @@ async fn watch<K: Proto>(
         while let Some(frame) = next_frame(&mut buffer)? {
             let event = WatchEvent::decode(frame).map_err(|e| decode_error("a watch event", e))?;
             let raw = event.object.and_then(|o| o.raw).unwrap_or_default();
-            let object = || -> Result<K, Error> {
-                let message = K::Message::decode(unwrap(&raw)?.as_slice());
-                Ok(K::from_message(
-                    message.map_err(|e| decode_error("an object", e))?,
-                ))
-            };
+            let object = || decode::<K>(&raw);
             let event = match event.type_.as_deref().unwrap_or_default() {
                 "ADDED" | "MODIFIED" => Event::Apply(object()?),
                 "DELETED" => Event::Delete(object()?),
@@ -279,6 +274,14 @@ async fn watch<K: Proto>(
             None => return Ok(()),
         }
     }
+}
+
+/// One enveloped object: a GET's answer, or a watch event's object.
+pub fn decode<K: Proto>(body: &[u8]) -> Result<K, Error> {
+    let message = K::Message::decode(unwrap(body)?.as_slice());
+    Ok(K::from_message(
+        message.map_err(|e| decode_error("an object", e))?,
+    ))
 }
 
 fn keep_version<K: Resource>(version: &mut String, object: &K) {

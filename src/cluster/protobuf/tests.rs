@@ -14,8 +14,7 @@ const POD_JSON: &str = include_str!("../../../tests/scale/benches/wire/pod.json"
 const POD_PB: &[u8] = include_bytes!("../../../tests/scale/benches/wire/pod.pb");
 
 fn decoded<K: Proto>(body: &[u8]) -> K {
-    let raw = unwrap(body).expect("the envelope");
-    K::from_message(K::Message::decode(raw.as_slice()).expect("the message"))
+    decode(body).expect("the fixture decodes")
 }
 
 #[test]
