@@ -1,6 +1,7 @@
 //! The local control plane itself: the real DaemonSet controller, scheduler
 //! and kwok together place DaemonSet pods exactly where Kubernetes says, and
-//! the kwok stages shipped in deploy/local behave as documented.
+//! the kwok stages shipped in deploy/local behave as documented; and what it
+//! sends in protobuf reads as its JSON does.
 
 mod support;
 
@@ -8,8 +9,11 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use nodegate::cluster::lean::Lean;
+use nodegate::cluster::{project, protobuf};
 use serde_json::json;
 use support::{TestCluster, fake_node, wait_for};
 
@@ -291,4 +295,163 @@ async fn kwok_stages_hold_delay_and_crash_pods_as_documented() {
         .map(|c| c.restart_count)
         .unwrap_or_default();
     assert!(restarts > 0, "a crashing container must show restarts");
+}
+
+/// One object as the API server sends it in protobuf.
+async fn get_protobuf(client: &kube::Client, path: &str) -> Vec<u8> {
+    use http_body_util::BodyExt;
+    let request = http::Request::get(path)
+        .header(http::header::ACCEPT, protobuf::MEDIA_TYPE)
+        .body(kube::client::Body::from(Vec::new()))
+        .expect("a GET request");
+    let response = client.send(request).await.expect("GET in protobuf");
+    let content_type = response.headers().get(http::header::CONTENT_TYPE).cloned();
+    assert_eq!(response.status(), 200, "GET {path}: {content_type:?}");
+    let body = response.into_body().collect().await.expect("the body");
+    body.to_bytes().to_vec()
+}
+
+/// Reads `path` in JSON (`json`) and in protobuf until both show the same
+/// resourceVersion (kwok's heartbeats and the controllers' status writes
+/// move it), and returns both.
+async fn both_encodings<K, J>(client: &kube::Client, path: &str, json: J) -> (K, K)
+where
+    K: protobuf::Proto,
+    J: AsyncFn() -> K,
+{
+    for _ in 0..20 {
+        let from_json = json().await;
+        let from_pb: K = protobuf::decode(get_protobuf(client, path).await)
+            .unwrap_or_else(|e| panic!("{path} in protobuf: {e}"));
+        if from_json.meta().resource_version == from_pb.meta().resource_version {
+            return (from_json, from_pb);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{path} kept changing between the two reads");
+}
+
+/// The hot watches read protobuf: what a real API server sends in that
+/// encoding projects exactly as its JSON does, for a DaemonSet with every
+/// placement field nodegate reads, its pod and its node. A kind the API
+/// server cannot send in protobuf (a custom resource) ends the protobuf
+/// watch as refused, which sends a watch back to JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protobuf_projects_as_json_does_and_a_custom_resource_is_refused() {
+    let cluster = TestCluster::start("protobuf").await;
+    cluster.namespace(NS).await;
+    let gpu = [("gpu", "true", "NoSchedule")];
+    cluster
+        .create_node(&fake_node("worker-a", &[("disk", "ssd")], &gpu))
+        .await;
+    let mut ds = daemonset(
+        "agent",
+        json!({
+            "nodeSelector": {"disk": "ssd"},
+            "hostNetwork": true,
+            "tolerations": [
+                {"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+                {"operator": "Exists", "effect": "NoExecute"},
+            ],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd", "nvme"]}]},
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["worker-a"]}]},
+                ],
+            }}},
+        }),
+    );
+    ds.metadata.annotations = Some([("nodegate.dev/csi-driver".into(), "x.csi".into())].into());
+    if let Some(spec) = ds.spec.as_mut() {
+        spec.min_ready_seconds = Some(5);
+    }
+    let client = cluster.client.clone();
+    let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), NS);
+    daemonsets
+        .create(&PostParams::default(), &ds)
+        .await
+        .expect("create daemonset");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let want = pairs(&[("agent", "worker-a")]);
+    wait_for("the agent's pod Ready", Duration::from_secs(90), || async {
+        let got = ready_placement(&pods).await?;
+        if got == want {
+            Ok(())
+        } else {
+            Err(format!("{got:?}"))
+        }
+    })
+    .await;
+
+    let path = format!("/apis/apps/v1/namespaces/{NS}/daemonsets/agent");
+    let get_ds = async || daemonsets.get("agent").await.expect("GET the DaemonSet");
+    let (json, pb) = both_encodings::<DaemonSet, _>(&client, &path, get_ds).await;
+    let from_pb = project::daemonset(&pb).expect("a projected DaemonSet");
+    assert_eq!(from_pb.template.tolerations.len(), 2, "{from_pb:?}");
+    assert_eq!(
+        from_pb
+            .template
+            .required_node_affinity
+            .as_ref()
+            .map(Vec::len),
+        Some(2)
+    );
+    assert!(
+        from_pb.template.host_network && from_pb.min_ready_seconds == 5,
+        "{from_pb:?}"
+    );
+    assert_eq!(from_pb.annotations.len(), 1, "{from_pb:?}");
+    assert_eq!(Some(from_pb), project::daemonset(&json));
+
+    let listed = pods.list(&ListParams::default()).await.expect("list pods");
+    let name = listed.items[0].metadata.name.clone().expect("a pod name");
+    let path = format!("/api/v1/namespaces/{NS}/pods/{name}");
+    let get_pod = async || Lean(pods.get(&name).await.expect("GET the pod"));
+    let (Lean(json), Lean(pb)) = both_encodings::<Lean<Pod>, _>(&client, &path, get_pod).await;
+    let from_pb = project::pod(&pb).expect("a projected pod");
+    assert!(
+        from_pb.ready && from_pb.controller_uid.is_some(),
+        "{from_pb:?}"
+    );
+    assert_eq!(Some(from_pb), project::pod(&json));
+    let placement = |p: &Pod| project::placement(p.spec.as_ref().expect("a pod spec"));
+    assert_eq!(placement(&pb), placement(&json));
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    let get_node = async || Lean(nodes.get("worker-a").await.expect("GET the node"));
+    let path = "/api/v1/nodes/worker-a";
+    let (Lean(json), Lean(pb)) = both_encodings::<Lean<Node>, _>(&client, path, get_node).await;
+    let (from_pb, odd) = project::node(&pb);
+    let from_pb = from_pb.expect("a projected node");
+    assert!(
+        !from_pb.taints.is_empty() && !from_pb.conditions.is_empty(),
+        "{from_pb:?}"
+    );
+    assert_eq!((Some(from_pb), odd), project::node(&json));
+
+    // A custom resource: the protobuf watch gives up, naming the answer.
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": {"name": "widgets.example.nodegate.dev"},
+        "spec": {
+            "group": "example.nodegate.dev",
+            "names": {"kind": "Widget", "plural": "widgets"},
+            "scope": "Cluster",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {
+                "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            }}],
+        },
+    }))
+    .expect("a CRD");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("create the CRD");
+    let mut failures = Vec::new();
+    let config = kube::runtime::watcher::Config::default();
+    let path = "/apis/example.nodegate.dev/v1/widgets";
+    let mut on = |e: Result<_, protobuf::Error>| failures.extend(e.err().map(|e| e.to_string()));
+    let run = protobuf::run::<DaemonSet>(&client, path, &config, &mut on);
+    let why = tokio::time::timeout(Duration::from_secs(60), run).await;
+    let why = why.unwrap_or_else(|_| panic!("not refused within 60 s: {failures:?}"));
+    assert!(why.contains("406") || why.contains("answer in"), "{why}");
 }

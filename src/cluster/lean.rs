@@ -1,5 +1,6 @@
 //! Watched objects decoded without what no projection reads: [`Lean<K>`],
-//! the type the node and pod watches ask for.
+//! the type the node and pod watches hand on. They decode it from JSON
+//! only where an API server refuses protobuf (`protobuf`).
 //!
 //! Every object a watch delivers carries `metadata.managedFields`, and each
 //! of its entries a `fieldsV1`: a tree of every field that manager set. The

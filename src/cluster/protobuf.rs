@@ -42,6 +42,9 @@ const MAGIC: &[u8] = b"k8s\0";
 /// own request limit for an object is 3 MiB; a list's page is not framed).
 const MAX_FRAME: usize = 64 << 20;
 
+/// A watch's `timeoutSeconds` when the config sets none (kube's default).
+const WATCH_TIMEOUT: u32 = 290;
+
 /// Waits between failed lists or watches, as kube's `watcher` waits.
 const RETRY: Backoff = Backoff::new(Duration::from_millis(800), Duration::from_secs(30));
 
@@ -146,10 +149,9 @@ pub async fn run<K: Proto>(
                 .map(|()| None),
         };
         match attempt {
-            Ok(Some(listed)) => {
-                failures = 0;
-                version = Some(listed);
-            }
+            // `failures` goes back to 0 only when a watch delivers: a list
+            // that succeeds before a watch that fails keeps backing off.
+            Ok(Some(listed)) => version = Some(listed),
             // The watch ended as watches do (its timeout): go on from
             // where it stopped.
             Ok(None) => {}
@@ -193,8 +195,8 @@ async fn list<K: Proto>(
         let request = request.map_err(|e| Error::Http(kube::Error::BuildRequest(e)))?;
         let response = send(client, request, MEDIA_TYPE).await?;
         let body = response.into_body().collect().await.map_err(Error::Http)?;
-        let raw = unwrap(&body.to_bytes())?;
-        let page = List::<K::Message>::decode(raw.as_slice());
+        let raw = unwrap(body.to_bytes())?;
+        let page = List::<K::Message>::decode(raw);
         let page = page.map_err(|e| decode_error("a list", e))?;
         if std::mem::take(&mut first) {
             on(Ok(Event::Init));
@@ -206,15 +208,22 @@ async fn list<K: Proto>(
         match meta.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params.continue_token = Some(token),
             None => {
+                // Without one no watch can follow the list (kube's watcher
+                // lists again too).
+                let version = meta.resource_version.filter(|v| !v.is_empty());
+                let version =
+                    version.ok_or_else(|| decode_error("a list", "no resourceVersion"))?;
                 on(Ok(Event::InitDone));
-                return Ok(meta.resource_version.unwrap_or_default());
+                return Ok(version);
             }
         }
     }
 }
 
 /// One watch from `version`, which follows every event and bookmark. Ends
-/// `Ok` when the API server closes the stream.
+/// `Ok` when the API server closes the stream, or when nothing, not even a
+/// bookmark, has come for longer than the watch's own timeout (a connection
+/// that died without a reset).
 async fn watch<K: Proto>(
     client: &Client,
     path: &str,
@@ -234,51 +243,55 @@ async fn watch<K: Proto>(
     let request = request.map_err(|e| Error::Http(kube::Error::BuildRequest(e)))?;
     let accept = "application/vnd.kubernetes.protobuf;stream=watch";
     let mut body = send(client, request, accept).await?.into_body();
+    let idle = Duration::from_secs(u64::from(config.timeout.unwrap_or(WATCH_TIMEOUT)) + 5);
     let mut buffer = BytesMut::new();
     loop {
         while let Some(frame) = next_frame(&mut buffer)? {
             let event = WatchEvent::decode(frame).map_err(|e| decode_error("a watch event", e))?;
             let raw = event.object.and_then(|o| o.raw).unwrap_or_default();
-            let object = || decode::<K>(&raw);
-            let event = match event.type_.as_deref().unwrap_or_default() {
-                "ADDED" | "MODIFIED" => Event::Apply(object()?),
-                "DELETED" => Event::Delete(object()?),
-                "BOOKMARK" => {
-                    keep_version(version, &object()?);
-                    *failures = 0;
+            let kind = event.type_.as_deref().unwrap_or_default();
+            if kind == "ERROR" {
+                let status = Status::decode(unwrap(raw)?);
+                let status = status.map_err(|e| decode_error("a Status", e))?;
+                return Err(Error::Status(status).into());
+            }
+            // An object that cannot be read is reported and skipped, as
+            // kube's watcher skips a JSON line it cannot read: the stream
+            // goes on.
+            let object = match decode::<K>(raw) {
+                Ok(object) => object,
+                Err(e) => {
+                    on(Err(e));
                     continue;
                 }
-                "ERROR" => {
-                    let status = Status::decode(unwrap(&raw)?.as_slice());
-                    return Err(
-                        Error::Status(status.map_err(|e| decode_error("a Status", e))?).into(),
-                    );
-                }
-                other => {
-                    return Err(decode_error("a watch event", format!("type {other:?}")).into());
-                }
             };
-            if let Event::Apply(o) | Event::Delete(o) = &event {
-                keep_version(version, o);
-            }
+            keep_version(version, &object);
             *failures = 0;
-            on(Ok(event));
+            match kind {
+                "ADDED" | "MODIFIED" => on(Ok(Event::Apply(object))),
+                "DELETED" => on(Ok(Event::Delete(object))),
+                "BOOKMARK" => {}
+                other => on(Err(decode_error(
+                    "a watch event",
+                    format!("type {other:?}"),
+                ))),
+            }
         }
-        match body.frame().await {
-            Some(Ok(frame)) => {
+        match tokio::time::timeout(idle, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
                 if let Ok(data) = frame.into_data() {
                     buffer.extend_from_slice(&data);
                 }
             }
-            Some(Err(e)) => return Err(Error::Http(e).into()),
-            None => return Ok(()),
+            Ok(Some(Err(e))) => return Err(Error::Http(e).into()),
+            Ok(None) | Err(_) => return Ok(()),
         }
     }
 }
 
 /// One enveloped object: a GET's answer, or a watch event's object.
-pub fn decode<K: Proto>(body: &[u8]) -> Result<K, Error> {
-    let message = K::Message::decode(unwrap(body)?.as_slice());
+pub fn decode<K: Proto>(body: impl Into<Bytes>) -> Result<K, Error> {
+    let message = K::Message::decode(unwrap(body.into())?);
     Ok(K::from_message(
         message.map_err(|e| decode_error("an object", e))?,
     ))
@@ -315,11 +328,12 @@ fn next_frame(buffer: &mut BytesMut) -> Result<Option<Bytes>, Error> {
 
 /// The object inside the envelope: `k8s\0`, then a `runtime.Unknown`
 /// holding it.
-fn unwrap(body: &[u8]) -> Result<Vec<u8>, Error> {
-    let inner = body
-        .strip_prefix(MAGIC)
-        .ok_or_else(|| decode_error("an answer", "it does not start with k8s\\0"))?;
-    let unknown = Unknown::decode(inner).map_err(|e| decode_error("the envelope", e))?;
+fn unwrap(body: Bytes) -> Result<Bytes, Error> {
+    if !body.starts_with(MAGIC) {
+        return Err(decode_error("an answer", "it does not start with k8s\\0"));
+    }
+    let unknown = Unknown::decode(body.slice(MAGIC.len()..));
+    let unknown = unknown.map_err(|e| decode_error("the envelope", e))?;
     if let Some(encoding) = unknown.content_encoding.filter(|e| !e.is_empty()) {
         return Err(decode_error(
             "the envelope",
@@ -358,9 +372,8 @@ async fn send(
     let body = response.into_body().collect().await.map_err(Error::Http)?;
     let body = body.to_bytes();
     let decoded = if protobuf {
-        unwrap(&body)
-            .ok()
-            .and_then(|raw| Status::decode(raw.as_slice()).ok())
+        let raw = unwrap(body.clone()).ok();
+        raw.and_then(|raw| Status::decode(raw).ok())
     } else {
         let json = serde_json::from_slice::<kube::core::Status>(&body).ok();
         json.map(|s| Status {

@@ -4,7 +4,9 @@
 //! building it: managed fields, images, container specs, volumes.
 //!
 //! Decoded messages become the generated `k8s_openapi` types with only
-//! those fields set, so one projection serves both encodings. What Go's
+//! those fields set, so one projection serves both encodings. Text is
+//! declared as bytes: prost refuses a string that is not UTF-8, which Go
+//! never checks (see `lossy`). What Go's
 //! JSON leaves out when empty (`omitempty`), its protobuf still writes: an
 //! empty string, map or list, and the zero time, become `None` here as they
 //! are in JSON.
@@ -21,8 +23,8 @@ use prost::Message;
 /// `runtime.Unknown`: the envelope after the magic `k8s\0`.
 #[derive(Clone, PartialEq, Message)]
 pub struct Unknown {
-    #[prost(bytes = "vec", optional, tag = "2")]
-    pub raw: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "2")]
+    pub raw: Option<bytes::Bytes>,
     #[prost(string, optional, tag = "3")]
     pub content_encoding: Option<String>,
 }
@@ -38,8 +40,8 @@ pub struct WatchEvent {
 
 #[derive(Clone, PartialEq, Message)]
 pub struct RawExtension {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    pub raw: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    pub raw: Option<bytes::Bytes>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -69,54 +71,54 @@ struct Time {
 
 #[derive(Clone, PartialEq, Message)]
 struct OwnerReference {
-    #[prost(string, optional, tag = "1")]
-    kind: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    name: Option<String>,
-    #[prost(string, optional, tag = "4")]
-    uid: Option<String>,
-    #[prost(string, optional, tag = "5")]
-    api_version: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "1")]
+    kind: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "3")]
+    name: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "4")]
+    uid: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "5")]
+    api_version: Option<Vec<u8>>,
     #[prost(bool, optional, tag = "6")]
     controller: Option<bool>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 pub struct ObjectMeta {
-    #[prost(string, optional, tag = "1")]
-    name: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    namespace: Option<String>,
-    #[prost(string, optional, tag = "5")]
-    uid: Option<String>,
-    #[prost(string, optional, tag = "6")]
-    resource_version: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "1")]
+    name: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "3")]
+    namespace: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "5")]
+    uid: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "6")]
+    resource_version: Option<Vec<u8>>,
     #[prost(message, optional, tag = "8")]
     creation_timestamp: Option<Time>,
     #[prost(message, optional, tag = "9")]
     deletion_timestamp: Option<Time>,
-    #[prost(btree_map = "string, string", tag = "11")]
-    labels: BTreeMap<String, String>,
-    #[prost(btree_map = "string, string", tag = "12")]
-    annotations: BTreeMap<String, String>,
+    #[prost(message, repeated, tag = "11")]
+    labels: Vec<Entry>,
+    #[prost(message, repeated, tag = "12")]
+    annotations: Vec<Entry>,
     #[prost(message, repeated, tag = "13")]
     owner_references: Vec<OwnerReference>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 struct Taint {
-    #[prost(string, optional, tag = "1")]
-    key: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    value: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    effect: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "1")]
+    key: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "2")]
+    value: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "3")]
+    effect: Option<Vec<u8>>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 struct NodeSpec {
-    #[prost(string, optional, tag = "3")]
-    provider_id: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "3")]
+    provider_id: Option<Vec<u8>>,
     #[prost(bool, optional, tag = "4")]
     unschedulable: Option<bool>,
     #[prost(message, repeated, tag = "5")]
@@ -126,34 +128,52 @@ struct NodeSpec {
 /// A node's or a pod's condition (the two share these field numbers).
 #[derive(Clone, PartialEq, Message)]
 struct Condition {
-    #[prost(string, optional, tag = "1")]
-    type_: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    status: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "1")]
+    type_: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "2")]
+    status: Option<Vec<u8>>,
     #[prost(message, optional, tag = "4")]
     last_transition_time: Option<Time>,
-    #[prost(string, optional, tag = "5")]
-    reason: Option<String>,
-    #[prost(string, optional, tag = "6")]
-    message: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "5")]
+    reason: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "6")]
+    message: Option<Vec<u8>>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 struct QuantityMsg {
-    #[prost(string, optional, tag = "1")]
-    string: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "1")]
+    string: Option<Vec<u8>>,
+}
+
+/// An entry of a `map<string, string>`.
+#[derive(Clone, PartialEq, Message)]
+struct Entry {
+    #[prost(bytes = "vec", optional, tag = "1")]
+    key: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "2")]
+    value: Option<Vec<u8>>,
+}
+
+/// An entry of `allocatable`, a `map<string, Quantity>`.
+#[derive(Clone, PartialEq, Message)]
+struct QuantityEntry {
+    #[prost(bytes = "vec", optional, tag = "1")]
+    key: Option<Vec<u8>>,
+    #[prost(message, optional, tag = "2")]
+    value: Option<QuantityMsg>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 struct NodeSystemInfo {
-    #[prost(string, optional, tag = "3")]
-    boot_id: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "3")]
+    boot_id: Option<Vec<u8>>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 struct NodeStatus {
-    #[prost(btree_map = "string, message", tag = "2")]
-    allocatable: BTreeMap<String, QuantityMsg>,
+    #[prost(message, repeated, tag = "2")]
+    allocatable: Vec<QuantityEntry>,
     #[prost(message, repeated, tag = "4")]
     conditions: Vec<Condition>,
     #[prost(message, optional, tag = "7")]
@@ -172,12 +192,12 @@ pub struct Node {
 
 #[derive(Clone, PartialEq, Message)]
 struct Requirement {
-    #[prost(string, optional, tag = "1")]
-    key: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    operator: Option<String>,
-    #[prost(string, repeated, tag = "3")]
-    values: Vec<String>,
+    #[prost(bytes = "vec", optional, tag = "1")]
+    key: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "2")]
+    operator: Option<Vec<u8>>,
+    #[prost(bytes = "vec", repeated, tag = "3")]
+    values: Vec<Vec<u8>>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -208,22 +228,22 @@ struct Affinity {
 
 #[derive(Clone, PartialEq, Message)]
 struct Toleration {
-    #[prost(string, optional, tag = "1")]
-    key: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    operator: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    value: Option<String>,
-    #[prost(string, optional, tag = "4")]
-    effect: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "1")]
+    key: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "2")]
+    operator: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "3")]
+    value: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "4")]
+    effect: Option<Vec<u8>>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 struct PodSpec {
-    #[prost(btree_map = "string, string", tag = "7")]
-    node_selector: BTreeMap<String, String>,
-    #[prost(string, optional, tag = "10")]
-    node_name: Option<String>,
+    #[prost(message, repeated, tag = "7")]
+    node_selector: Vec<Entry>,
+    #[prost(bytes = "vec", optional, tag = "10")]
+    node_name: Option<Vec<u8>>,
     #[prost(bool, optional, tag = "11")]
     host_network: Option<bool>,
     #[prost(message, optional, tag = "18")]
@@ -234,18 +254,18 @@ struct PodSpec {
 
 #[derive(Clone, PartialEq, Message)]
 struct Waiting {
-    #[prost(string, optional, tag = "1")]
-    reason: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    message: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "1")]
+    reason: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "2")]
+    message: Option<Vec<u8>>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 struct Terminated {
-    #[prost(string, optional, tag = "3")]
-    reason: Option<String>,
-    #[prost(string, optional, tag = "4")]
-    message: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "3")]
+    reason: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "4")]
+    message: Option<Vec<u8>>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -258,22 +278,22 @@ struct ContainerState {
 
 #[derive(Clone, PartialEq, Message)]
 struct ContainerStatus {
-    #[prost(string, optional, tag = "1")]
-    name: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "1")]
+    name: Option<Vec<u8>>,
     #[prost(message, optional, tag = "2")]
     state: Option<ContainerState>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 struct PodStatus {
-    #[prost(string, optional, tag = "1")]
-    phase: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "1")]
+    phase: Option<Vec<u8>>,
     #[prost(message, repeated, tag = "2")]
     conditions: Vec<Condition>,
-    #[prost(string, optional, tag = "3")]
-    message: Option<String>,
-    #[prost(string, optional, tag = "4")]
-    reason: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "3")]
+    message: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "4")]
+    reason: Option<Vec<u8>>,
     #[prost(message, repeated, tag = "8")]
     container_statuses: Vec<ContainerStatus>,
 }
@@ -320,8 +340,8 @@ pub struct List<M: Message + Default + std::fmt::Debug> {
     pub items: Vec<M>,
 }
 
-/// Go writes the zero `time.Time` of a non-pointer field as this many
-/// seconds (0001-01-01); its JSON writes `null`.
+/// The zero `time.Time` of a non-pointer field: Go writes it as an empty
+/// message (or as these seconds, 0001-01-01); its JSON writes `null`.
 const ZERO_TIME: i64 = -62_135_596_800;
 
 fn time(t: Option<Time>) -> Option<meta::Time> {
@@ -334,12 +354,26 @@ fn time(t: Option<Time>) -> Option<meta::Time> {
     Timestamp::from_second(seconds).ok().map(meta::Time)
 }
 
-fn text(s: Option<String>) -> Option<String> {
-    s.filter(|s| !s.is_empty())
+/// Text as Go holds it: any bytes. Invalid UTF-8 is replaced as Go's JSON
+/// encoder replaces it, so one odd annotation or termination message reads
+/// as it does in JSON instead of failing the whole watch.
+fn lossy(b: Vec<u8>) -> String {
+    String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-fn map(m: BTreeMap<String, String>) -> Option<BTreeMap<String, String>> {
-    (!m.is_empty()).then_some(m)
+fn string(b: Option<Vec<u8>>) -> String {
+    b.map(lossy).unwrap_or_default()
+}
+
+fn text(b: Option<Vec<u8>>) -> Option<String> {
+    b.filter(|b| !b.is_empty()).map(lossy)
+}
+
+/// A `map<string, string>`, read as its repeated entries (the same bytes
+/// on the wire) so that keys and values may be any bytes too.
+fn map(m: Vec<Entry>) -> Option<BTreeMap<String, String>> {
+    let pairs = |m: Vec<Entry>| m.into_iter().map(|e| (string(e.key), string(e.value)));
+    (!m.is_empty()).then(|| pairs(m).collect())
 }
 
 fn list<T, U>(v: Vec<T>, each: impl FnMut(T) -> U) -> Option<Vec<U>> {
@@ -349,10 +383,10 @@ fn list<T, U>(v: Vec<T>, each: impl FnMut(T) -> U) -> Option<Vec<U>> {
 impl From<ObjectMeta> for meta::ObjectMeta {
     fn from(m: ObjectMeta) -> Self {
         let owner = |o: OwnerReference| meta::OwnerReference {
-            api_version: o.api_version.unwrap_or_default(),
-            kind: o.kind.unwrap_or_default(),
-            name: o.name.unwrap_or_default(),
-            uid: o.uid.unwrap_or_default(),
+            api_version: string(o.api_version),
+            kind: string(o.kind),
+            name: string(o.name),
+            uid: string(o.uid),
             controller: o.controller,
             block_owner_deletion: None,
         };
@@ -373,8 +407,8 @@ impl From<ObjectMeta> for meta::ObjectMeta {
 
 fn node_condition(c: Condition) -> core::NodeCondition {
     core::NodeCondition {
-        type_: c.type_.unwrap_or_default(),
-        status: c.status.unwrap_or_default(),
+        type_: string(c.type_),
+        status: string(c.status),
         last_transition_time: time(c.last_transition_time),
         reason: text(c.reason),
         message: text(c.message),
@@ -384,8 +418,8 @@ fn node_condition(c: Condition) -> core::NodeCondition {
 
 fn pod_condition(c: Condition) -> core::PodCondition {
     core::PodCondition {
-        type_: c.type_.unwrap_or_default(),
-        status: c.status.unwrap_or_default(),
+        type_: string(c.type_),
+        status: string(c.status),
         last_transition_time: time(c.last_transition_time),
         reason: text(c.reason),
         message: text(c.message),
@@ -396,9 +430,9 @@ fn pod_condition(c: Condition) -> core::PodCondition {
 impl From<Node> for core::Node {
     fn from(n: Node) -> Self {
         let taint = |t: Taint| core::Taint {
-            key: t.key.unwrap_or_default(),
+            key: string(t.key),
             value: text(t.value),
-            effect: t.effect.unwrap_or_default(),
+            effect: string(t.effect),
             time_added: None,
         };
         let spec = n.spec.map(|s| core::NodeSpec {
@@ -410,9 +444,14 @@ impl From<Node> for core::Node {
         let status = n.status.map(|s| {
             let allocatable = s.allocatable.into_iter();
             let allocatable: BTreeMap<_, _> = allocatable
-                .map(|(k, q)| (k, Quantity(q.string.unwrap_or_default())))
+                .map(|e| {
+                    (
+                        string(e.key),
+                        Quantity(string(e.value.and_then(|q| q.string))),
+                    )
+                })
                 .collect();
-            let boot_id = s.node_info.and_then(|i| i.boot_id);
+            let boot_id = s.node_info.and_then(|i| i.boot_id).map(lossy);
             core::NodeStatus {
                 allocatable: (!allocatable.is_empty()).then_some(allocatable),
                 conditions: list(s.conditions, node_condition),
@@ -433,9 +472,9 @@ impl From<Node> for core::Node {
 
 fn requirement(r: Requirement) -> core::NodeSelectorRequirement {
     core::NodeSelectorRequirement {
-        key: r.key.unwrap_or_default(),
-        operator: r.operator.unwrap_or_default(),
-        values: list(r.values, |v| v),
+        key: string(r.key),
+        operator: string(r.operator),
+        values: list(r.values, lossy),
     }
 }
 
@@ -493,7 +532,7 @@ impl From<Pod> for core::Pod {
                 running: None,
             });
             core::ContainerStatus {
-                name: c.name.unwrap_or_default(),
+                name: string(c.name),
                 state,
                 ..Default::default()
             }

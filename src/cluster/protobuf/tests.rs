@@ -13,7 +13,7 @@ const NODE_PB: &[u8] = include_bytes!("../../../tests/scale/benches/wire/node.pb
 const POD_JSON: &str = include_str!("../../../tests/scale/benches/wire/pod.json");
 const POD_PB: &[u8] = include_bytes!("../../../tests/scale/benches/wire/pod.pb");
 
-fn decoded<K: Proto>(body: &[u8]) -> K {
+fn decoded<K: Proto>(body: &'static [u8]) -> K {
     decode(body).expect("the fixture decodes")
 }
 
@@ -71,6 +71,21 @@ fn go_s_empty_values_read_as_json_s_absent_ones() {
 }
 
 #[test]
+fn text_that_is_not_utf8_reads_as_go_s_json_writes_it() {
+    // An annotation whose value is the byte 0xff: Go stores any bytes, and
+    // its JSON encoder writes U+FFFD for them.
+    let mut entry = Vec::new();
+    prost::encoding::string::encode(1, &"note".to_owned(), &mut entry);
+    prost::encoding::bytes::encode(2, &vec![b'a', 0xff], &mut entry);
+    let mut bytes = Vec::new();
+    prost::encoding::bytes::encode(12, &entry, &mut bytes);
+    let meta = messages::ObjectMeta::decode(bytes.as_slice()).expect("not refused");
+    let meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta::from(meta);
+    let want = [("note".to_owned(), "a\u{fffd}".to_owned())].into();
+    assert_eq!(meta.annotations, Some(want));
+}
+
+#[test]
 fn frames_are_cut_by_their_length_and_wait_for_the_rest() {
     let mut buffer = BytesMut::new();
     buffer.extend_from_slice(&[0, 0, 0, 3, b'a', b'b', b'c', 0, 0, 0, 2, b'd']);
@@ -95,9 +110,8 @@ fn an_absurd_frame_length_is_an_error_that_names_it() {
 
 #[test]
 fn an_answer_without_the_envelope_is_an_error_that_says_so() {
-    let error = unwrap(br#"{"kind":"Node"}"#)
-        .expect_err("refused")
-        .to_string();
+    let json = Bytes::from_static(br#"{"kind":"Node"}"#);
+    let error = unwrap(json).expect_err("refused").to_string();
     assert!(error.contains("k8s\\0"), "{error}");
 }
 
