@@ -114,7 +114,15 @@ fn decode_error(what: &str, e: impl fmt::Display) -> Error {
     Error::Decode(format!("{what}: {e}"))
 }
 
-/// How one attempt ended.
+/// How one attempt that did not fail ended.
+enum Ended {
+    /// A complete list, at this resourceVersion.
+    Listed(String),
+    /// A watch the API server closed (or that went idle).
+    Watched { delivered: bool },
+}
+
+/// How one attempt failed.
 enum Failed {
     /// The API server does not serve this kind in protobuf; the text says
     /// what it answered instead.
@@ -143,30 +151,39 @@ pub async fn run<K: Proto>(
     let mut version: Option<String> = None;
     loop {
         let attempt = match &mut version {
-            None => list(client, path, config, on).await.map(Some),
+            None => list(client, path, config, on).await.map(Ended::Listed),
             Some(v) => watch(client, path, config, v, &mut failures, on)
                 .await
-                .map(|()| None),
+                .map(|delivered| Ended::Watched { delivered }),
         };
         match attempt {
             // `failures` goes back to 0 only when a watch delivers: a list
             // that succeeds before a watch that fails keeps backing off.
-            Ok(Some(listed)) => version = Some(listed),
+            Ok(Ended::Listed(listed)) => version = Some(listed),
             // The watch ended as watches do (its timeout): go on from
             // where it stopped.
-            Ok(None) => {}
+            Ok(Ended::Watched { delivered: true }) => {}
+            // It closed before anything came: wait as after a failure, so
+            // a server that closes every watch at once is not asked again
+            // in a tight loop.
+            Ok(Ended::Watched { delivered: false }) => back_off(&mut failures).await,
             Err(Failed::Refused(why)) => return why,
             Err(Failed::Error(e)) => {
                 if e.gone() {
                     version = None;
                 }
                 on(Err(e));
-                failures = failures.saturating_add(1);
-                let wait = RETRY.jittered(failures, |spread| rand::random_range(0..=spread));
-                tokio::time::sleep(wait).await;
+                back_off(&mut failures).await;
             }
         }
     }
+}
+
+/// Counts one more failure in a row and waits as [`RETRY`] says.
+async fn back_off(failures: &mut u32) {
+    *failures = failures.saturating_add(1);
+    let wait = RETRY.jittered(*failures, |spread| rand::random_range(0..=spread));
+    tokio::time::sleep(wait).await;
 }
 
 /// The whole list, page by page: `Init`, each object, `InitDone`. Returns
@@ -221,9 +238,9 @@ async fn list<K: Proto>(
 }
 
 /// One watch from `version`, which follows every event and bookmark. Ends
-/// `Ok` when the API server closes the stream, or when nothing, not even a
-/// bookmark, has come for longer than the watch's own timeout (a connection
-/// that died without a reset).
+/// `Ok(delivered)`, whether anything came, when the API server closes the
+/// stream, or when nothing, not even a bookmark, has come for longer than
+/// the watch's own timeout (a connection that died without a reset).
 async fn watch<K: Proto>(
     client: &Client,
     path: &str,
@@ -231,7 +248,7 @@ async fn watch<K: Proto>(
     version: &mut String,
     failures: &mut u32,
     on: &mut impl FnMut(Result<Event<K>, Error>),
-) -> Result<(), Failed> {
+) -> Result<bool, Failed> {
     let params = WatchParams {
         label_selector: config.label_selector.clone(),
         field_selector: config.field_selector.clone(),
@@ -245,6 +262,7 @@ async fn watch<K: Proto>(
     let mut body = send(client, request, accept).await?.into_body();
     let idle = Duration::from_secs(u64::from(config.timeout.unwrap_or(WATCH_TIMEOUT)) + 5);
     let mut buffer = BytesMut::new();
+    let mut delivered = false;
     loop {
         while let Some(frame) = next_frame(&mut buffer)? {
             let event = WatchEvent::decode(frame).map_err(|e| decode_error("a watch event", e))?;
@@ -266,7 +284,7 @@ async fn watch<K: Proto>(
                 }
             };
             keep_version(version, &object);
-            *failures = 0;
+            (*failures, delivered) = (0, true);
             match kind {
                 "ADDED" | "MODIFIED" => on(Ok(Event::Apply(object))),
                 "DELETED" => on(Ok(Event::Delete(object))),
@@ -284,7 +302,7 @@ async fn watch<K: Proto>(
                 }
             }
             Ok(Some(Err(e))) => return Err(Error::Http(e).into()),
-            Ok(None) | Err(_) => return Ok(()),
+            Ok(None) | Err(_) => return Ok(delivered),
         }
     }
 }
