@@ -231,6 +231,44 @@ async fn background_requests_yield_to_waiting_ones() {
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn background_requests_leave_half_the_burst_to_the_critical_path() {
+    let l = std::sync::Arc::new(RateLimiter::new(10.0, 4));
+    let start = Instant::now();
+    // Events drain the bucket down to its reserve of 2, and no further.
+    l.acquire_background().await;
+    l.acquire_background().await;
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "above the reserve: at once"
+    );
+    let third = {
+        let l = l.clone();
+        tokio::spawn(async move { l.acquire_background().await })
+    };
+    tokio::task::yield_now().await;
+    assert!(
+        !third.is_finished(),
+        "the third event must not take the reserve"
+    );
+    // A burst of openings then goes without waiting.
+    l.acquire().await;
+    l.acquire().await;
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "the critical path's burst must find its reserve"
+    );
+    // The event goes once the bucket holds a token over the reserve again.
+    third.await.unwrap();
+    assert!(
+        start.elapsed() >= Duration::from_millis(299),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
 /// Every request the recording API server below was sent, as `METHOD path`.
 type Seen = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
 
