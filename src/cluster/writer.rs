@@ -96,7 +96,7 @@ impl RateLimiter {
     /// background requests use only the capacity the critical path leaves
     /// over, and never its reserve. Without one, a steady stream of Events
     /// took every token as it came, so each burst of openings waited for
-    /// tokens one by one (own share p99 15–72 ms at N = 5000, see
+    /// tokens one by one (own share p99 14.6–71.7 ms at N = 5000, see
     /// docs/benchmarks.md); the same stream still gets every token the
     /// openings do not use.
     pub async fn acquire_background(&self) {
