@@ -278,6 +278,24 @@ fn config_check_prints_what_a_good_file_means_offline() {
     assert!(code == 0 && out.contains("Exit status:") && out.contains("the file is refused"));
 }
 
+/// A report read through `| head`, whose reader has gone: the closed pipe
+/// is the reader's choice, so the command succeeds and says nothing of it.
+#[test]
+fn a_report_into_a_closed_pipe_is_not_an_error() {
+    let (_dir, path) = config_file("timeout: 5m\n");
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let out = Command::new(bin())
+        .args(["config", "check", &path])
+        .env("KUBECONFIG", "/nonexistent/nodegate-test-kubeconfig")
+        .stdout(writer)
+        .output()
+        .expect("run nodegate");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("stdout"), "{err}");
+}
+
 /// Issue 25: `config check` on bad files: exit 2, every independent problem
 /// named, the typo with its suggestion; `-o json` lists them on stdout.
 #[test]

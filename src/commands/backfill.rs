@@ -5,7 +5,6 @@
 //! `workload_pods`); a node that changed between the read and the patch is
 //! read again and decided again.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use jiff::Timestamp;
@@ -87,9 +86,7 @@ pub async fn main(args: BackfillArgs) -> Result<ExitCode> {
     }
     lines.sort_by(|a, b| a.node.cmp(&b.node));
     let text = output::encode(&lines, args.output, "the output")?.unwrap_or_else(|| table(&lines));
-    std::io::stdout()
-        .write_all(text.as_bytes())
-        .map_err(Error::io("writing to stdout"))?;
+    output::print(text.as_bytes(), "writing to stdout")?;
     let failed = lines.iter().any(|l| l.action == "failed");
     Ok(output::exit(failed, EXIT_FAILURE))
 }

@@ -7,13 +7,12 @@
 mod cluster;
 mod meaning;
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use crate::commands::output::{connect, connection, encode, exit};
-use crate::error::{EXIT_PROBLEMS, EXIT_USAGE, Error, Result};
+use crate::commands::output::{connect, connection, encode, exit, print as print_out};
+use crate::error::{EXIT_PROBLEMS, EXIT_USAGE, Result};
 use crate::settings::cli::{ConfigCheckArgs, OutputFormat, RunArgs};
 use crate::settings::config::check::check_file_located;
 use crate::settings::config::load_file;
@@ -76,9 +75,7 @@ fn print(args: &ConfigCheckArgs, report: &Value, text: impl FnOnce() -> String) 
         None if report["valid"] == json!(false) => return Ok(()),
         None => text(),
     };
-    std::io::stdout()
-        .write_all(out.as_bytes())
-        .map_err(Error::io("cannot write to stdout"))
+    print_out(out.as_bytes(), "cannot write to stdout")
 }
 
 /// One line per problem, each `error: FILE:LINE: key: what is wrong`.

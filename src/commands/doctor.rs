@@ -10,14 +10,13 @@ pub mod keys;
 pub mod report;
 pub mod source;
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use jiff::Timestamp;
 use kube::Client;
 
 use crate::commands::output;
-use crate::error::{EXIT_PROBLEMS, Error, Result};
+use crate::error::{EXIT_PROBLEMS, Result};
 use crate::settings::cli::DoctorArgs;
 use crate::settings::config::{self, RunSettings};
 use checks::{admission, autoscaler, karpenter, leader, nodes, rbac};
@@ -55,9 +54,8 @@ pub async fn main(args: DoctorArgs) -> Result<ExitCode> {
     let checks = gather(&client, &settings, ns, &account).await?;
     let report = Report::new(label, checks);
     let text = output::encode(&report, args.output, "the doctor's report")?;
-    std::io::stdout()
-        .write_all(text.unwrap_or_else(|| report.text()).as_bytes())
-        .map_err(Error::io("cannot write to stdout"))?;
+    let text = text.unwrap_or_else(|| report.text());
+    output::print(text.as_bytes(), "cannot write to stdout")?;
     Ok(output::exit(report.problems > 0, EXIT_PROBLEMS))
 }
 

@@ -42,6 +42,15 @@ pub fn print(text: &[u8], what: &str) -> Result<()> {
     }
 }
 
+/// One line on `out`, as [`print`] treats a closed pipe: the work that
+/// writes it goes on (`uninstall … | head` must still clean every node).
+pub fn line(out: &mut impl Write, text: std::fmt::Arguments, what: &str) -> Result<()> {
+    match writeln!(out, "{text}") {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::io(what)(e)),
+        _ => Ok(()),
+    }
+}
+
 /// `value` as `-o json` (pretty) or `-o yaml`, ending in a newline; `None`
 /// for the table formats, which each command renders itself.
 pub fn encode<T: Serialize>(value: &T, format: OutputFormat, what: &str) -> Result<Option<String>> {

@@ -6,7 +6,6 @@
 //! running controller would put the taints back on new nodes and re-gate
 //! old ones.
 
-use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -116,14 +115,12 @@ pub async fn main(args: UninstallArgs) -> Result<ExitCode> {
             _ => changed += 1,
         }
         let name = n.metadata.name.as_deref().unwrap_or("?");
-        writeln!(out, "{name}  {action}  {detail}").map_err(Error::io("writing to stdout"))?;
+        let text = format_args!("{name}  {action}  {detail}");
+        output::line(&mut out, text, "writing to stdout")?;
     }
     let verb = if s.dry_run { "would change" } else { "changed" };
-    writeln!(
-        out,
-        "{total} nodes checked, {changed} {verb}, {failed} failed"
-    )
-    .map_err(Error::io("writing to stdout"))?;
+    let text = format_args!("{total} nodes checked, {changed} {verb}, {failed} failed");
+    output::line(&mut out, text, "writing to stdout")?;
     Ok(output::exit(failed > 0, EXIT_FAILURE))
 }
 
