@@ -147,8 +147,17 @@ impl Strings {
 
     /// The number of `s`, added if new; `None` when the table is full.
     fn intern(&mut self, s: &str) -> Option<Sym> {
-        if let Some(i) = (0..self.ends.len()).find(|&i| self.get(i as Sym) == s) {
-            return Some(i as Sym);
+        // Every record looks its strings up here, so the scan compares
+        // lengths (from the ends alone) before bytes: most strings differ in
+        // length and are passed over without reading them.
+        let mut start = 0;
+        for (i, &end) in self.ends.iter().enumerate() {
+            if (end - start) as usize == s.len()
+                && self.text.as_bytes().get(start as usize..end as usize) == Some(s.as_bytes())
+            {
+                return Some(i as Sym);
+            }
+            start = end;
         }
         let end = u32::try_from(self.text.len() + s.len()).ok()?;
         if self.ends.len() >= MAX_STRINGS {
