@@ -1,6 +1,9 @@
 //! Folding one event into the state.
 
+use std::borrow::Cow;
 use std::sync::Arc;
+
+use jiff::Timestamp;
 
 use super::effect::annotation_time;
 use super::event::Event;
@@ -8,7 +11,7 @@ use super::state::{
     GateState, GateWriteKind, GatedSinceClamp, MAX_UNANSWERED, OpenedRecord, Phase, TimeoutRecord,
     UNEVALUATED, UnansweredUntaint, Write, WriteStatus,
 };
-use crate::vocab::member::{Expectation, Member, Readiness};
+use crate::vocab::member::{Expectation, Member, MemberId, Readiness};
 use crate::vocab::model::PodInfo;
 
 /// Folds one fact into the state. Never fails and never consults anything but
@@ -42,11 +45,26 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         Event::DaemonSetRemoved { daemonset, .. } => {
             state.daemonsets.remove(daemonset);
         }
-        Event::PodStatusChanged { uid, .. } => {
-            if let Some(slot) = state.pods.get_mut(&**uid) {
-                set_status(Arc::make_mut(slot), ev);
-            }
-        }
+        Event::PodStatusChanged {
+            pod,
+            uid,
+            phase,
+            ready,
+            ready_since,
+            terminating,
+        } => fold(
+            state,
+            Fold::PodStatus {
+                pod,
+                uid,
+                status: Status {
+                    phase,
+                    ready: *ready,
+                    ready_since: *ready_since,
+                    terminating: *terminating,
+                },
+            },
+        ),
         Event::PodUpdated { pod } => match state.pods.get_mut(&*pod.uid.text()) {
             // A new version of a known pod: no new key to allocate.
             Some(slot) => *slot = Arc::clone(pod),
@@ -57,10 +75,12 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         Event::PodRemoved { uid, .. } => {
             state.pods.remove(uid);
         }
-        Event::MemberExpected { member } => {
-            let slot = state.members.entry(member.clone());
-            slot.or_insert(UNEVALUATED.clone()).expectation = Expectation::Expected;
-        }
+        Event::MemberExpected { member } => fold(
+            state,
+            Fold::MemberExpected {
+                member: Cow::Borrowed(member),
+            },
+        ),
         Event::MemberNotExpected {
             member,
             reason,
@@ -72,23 +92,25 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         Event::MemberRemoved { member } => {
             state.members.remove(member);
         }
-        Event::MemberReady { member, pod } => {
-            if let Some(m) = state.members.get_mut(member) {
-                m.readiness = Some(Readiness::Ready { pod: pod.clone() });
-            }
-        }
+        Event::MemberReady { member, pod } => fold(
+            state,
+            Fold::MemberReady {
+                member: Cow::Borrowed(member),
+                pod,
+            },
+        ),
         Event::MemberWaiting {
             member,
             why,
             available_at,
-        } => {
-            if let Some(m) = state.members.get_mut(member) {
-                m.readiness = Some(Readiness::Waiting {
-                    why: why.clone(),
-                    available_at: *available_at,
-                });
-            }
-        }
+        } => fold(
+            state,
+            Fold::MemberWaiting {
+                member: Cow::Borrowed(member),
+                why,
+                available_at: *available_at,
+            },
+        ),
         Event::DeadlineSet { at, generation } => {
             state.timers.deadline = Some(*at);
             state.timers.deadline_generation = *generation;
@@ -232,6 +254,106 @@ pub fn apply(state: &mut GateState, ev: &Event) {
     }
 }
 
+/// The four events a journal holds most (a pod's status, a member expected,
+/// Ready or waiting) with their strings borrowed. [`apply`] folds them through
+/// [`fold`], and so does a journal evicting one from its compact form, which
+/// then builds no owned strings only to drop them: one fold, whichever form
+/// the event comes in. The member is a `Cow` because the journal's form has
+/// no `MemberId` to lend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fold<'a> {
+    PodStatus {
+        pod: &'a str,
+        uid: &'a str,
+        status: Status<'a>,
+    },
+    MemberExpected {
+        member: Cow<'a, MemberId>,
+    },
+    MemberReady {
+        member: Cow<'a, MemberId>,
+        pod: &'a str,
+    },
+    MemberWaiting {
+        member: Cow<'a, MemberId>,
+        why: &'a str,
+        available_at: Option<Timestamp>,
+    },
+}
+
+/// A pod's status as [`Event::PodStatusChanged`] carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Status<'a> {
+    pub(crate) phase: &'a str,
+    pub(crate) ready: bool,
+    pub(crate) ready_since: Option<Timestamp>,
+    pub(crate) terminating: bool,
+}
+
+impl Fold<'_> {
+    /// The event this is the borrowed form of.
+    pub(crate) fn into_event(self) -> Event {
+        match self {
+            Fold::PodStatus { pod, uid, status } => Event::PodStatusChanged {
+                pod: pod.into(),
+                uid: uid.into(),
+                phase: status.phase.into(),
+                ready: status.ready,
+                ready_since: status.ready_since,
+                terminating: status.terminating,
+            },
+            Fold::MemberExpected { member } => Event::MemberExpected {
+                member: member.into_owned(),
+            },
+            Fold::MemberReady { member, pod } => Event::MemberReady {
+                member: member.into_owned(),
+                pod: pod.into(),
+            },
+            Fold::MemberWaiting {
+                member,
+                why,
+                available_at,
+            } => Event::MemberWaiting {
+                member: member.into_owned(),
+                why: why.into(),
+                available_at,
+            },
+        }
+    }
+}
+
+/// [`apply`] for the events [`Fold`] names.
+pub(crate) fn fold(state: &mut GateState, f: Fold<'_>) {
+    match f {
+        Fold::PodStatus { uid, status, .. } => {
+            if let Some(slot) = state.pods.get_mut(uid) {
+                set_status(Arc::make_mut(slot), status);
+            }
+        }
+        Fold::MemberExpected { member } => {
+            let slot = state.members.entry(member.into_owned());
+            slot.or_insert(UNEVALUATED.clone()).expectation = Expectation::Expected;
+        }
+        Fold::MemberReady { member, pod } => {
+            if let Some(m) = state.members.get_mut(&*member) {
+                m.readiness = Some(Readiness::Ready { pod: pod.into() });
+            }
+        }
+        Fold::MemberWaiting {
+            member,
+            why,
+            available_at,
+        } => {
+            if let Some(m) = state.members.get_mut(&*member) {
+                m.readiness = Some(Readiness::Waiting {
+                    why: why.into(),
+                    available_at,
+                });
+            }
+        }
+    }
+}
+
 /// `apply` for an event that `shared` — the version of a pod the caller
 /// holds, shared with the router's index — already embodies: a status-only
 /// change of that pod ([`Event::PodStatusChanged`]) makes the state hold
@@ -242,7 +364,15 @@ pub fn apply(state: &mut GateState, ev: &Event) {
 /// this module: `apply` then an overwrite would clone the pod (the index
 /// holds another reference) for nothing on the most frequent input.
 pub(super) fn apply_sharing(state: &mut GateState, ev: &Event, shared: &Arc<PodInfo>) {
-    let Event::PodStatusChanged { uid, .. } = ev else {
+    let Event::PodStatusChanged {
+        uid,
+        phase,
+        ready,
+        ready_since,
+        terminating,
+        ..
+    } = ev
+    else {
         return apply(state, ev);
     };
     match state.pods.get_mut(&**uid) {
@@ -250,7 +380,13 @@ pub(super) fn apply_sharing(state: &mut GateState, ev: &Event, shared: &Arc<PodI
             debug_assert!(
                 {
                     let mut folded = PodInfo::clone(slot);
-                    set_status(&mut folded, ev);
+                    let status = Status {
+                        phase,
+                        ready: *ready,
+                        ready_since: *ready_since,
+                        terminating: *terminating,
+                    };
+                    set_status(&mut folded, status);
                     folded == **shared
                 },
                 "the shared pod {uid} is not what applying the event gives"
@@ -261,22 +397,13 @@ pub(super) fn apply_sharing(state: &mut GateState, ev: &Event, shared: &Arc<PodI
     }
 }
 
-fn set_status(p: &mut PodInfo, ev: &Event) {
-    if let Event::PodStatusChanged {
-        phase,
-        ready,
-        ready_since,
-        terminating,
-        ..
-    } = ev
-    {
-        if *p.phase != **phase {
-            p.phase = (**phase).into();
-        }
-        p.ready = *ready;
-        p.ready_since = (*ready_since).into();
-        p.terminating = *terminating;
+fn set_status(p: &mut PodInfo, status: Status<'_>) {
+    if *p.phase != *status.phase {
+        p.phase = status.phase.into();
     }
+    p.ready = status.ready;
+    p.ready_since = status.ready_since.into();
+    p.terminating = status.terminating;
 }
 
 fn with_write(state: &mut GateState, change: impl FnOnce(&mut Write)) {

@@ -18,13 +18,15 @@
 
 mod stream;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use jiff::Timestamp;
 pub(super) use stream::Entries;
 
 use super::Entry;
-use crate::gate::Event;
+use crate::gate::apply::{Fold, Status, fold};
+use crate::gate::{Event, GateState, apply};
 use crate::vocab::member::MemberId;
 use crate::vocab::model::PodInfo;
 
@@ -318,36 +320,53 @@ impl Strings {
             Slot::Pod(ref pod) => Event::PodUpdated {
                 pod: Arc::new(self.pod_info(pod)),
             },
-            Slot::Small {
-                kind,
-                syms: [a, b, c],
-                time,
-            } => match kind & SLOT_BITS {
-                POD_STATUS => Event::PodStatusChanged {
-                    pod: self.get(a).into(),
-                    uid: self.get(b).into(),
-                    phase: self.get(c).into(),
-                    ready: kind & READY != 0,
-                    ready_since: time_opt(time),
-                    terminating: kind & TERMINATING != 0,
-                },
-                MEMBER_EXPECTED => Event::MemberExpected {
-                    member: self.member_id(kind, a),
-                },
-                MEMBER_READY => Event::MemberReady {
-                    member: self.member_id(kind, a),
-                    pod: self.get(b).into(),
-                },
-                _ => Event::MemberWaiting {
-                    member: self.member_id(kind, a),
-                    why: self.get(b).into(),
-                    available_at: time_opt(time),
-                },
-            },
+            Slot::Small { kind, syms, time } => self.small(kind, syms, time).into_event(),
         };
         Entry {
             at: time(stored.at),
             event,
+        }
+    }
+
+    /// Folds `stored` into `state` as [`apply`] folds its decoded entry. A
+    /// small slot, the kind a journal evicts on nearly every record once it
+    /// is full, goes to `apply`'s own [`fold`] with its strings borrowed from
+    /// the table: decoding it would build each string only to drop it.
+    pub(super) fn fold(&self, stored: &Stored, state: &mut GateState) {
+        match stored.slot {
+            Slot::Small { kind, syms, time } => fold(state, self.small(kind, syms, time)),
+            _ => apply(state, &self.decode(stored).event),
+        }
+    }
+
+    /// The event a small slot holds, its strings borrowed from the table;
+    /// the one reading of a small slot, for [`decode`](Self::decode) and
+    /// [`fold`](Self::fold) alike.
+    fn small(&self, kind: u8, [a, b, c]: [Sym; 3], time: Nanos) -> Fold<'_> {
+        if kind & SLOT_BITS == POD_STATUS {
+            return Fold::PodStatus {
+                pod: self.get(a),
+                uid: self.get(b),
+                status: Status {
+                    phase: self.get(c),
+                    ready: kind & READY != 0,
+                    ready_since: time_opt(time),
+                    terminating: kind & TERMINATING != 0,
+                },
+            };
+        }
+        let member = Cow::Owned(self.member_id(kind, a));
+        match kind & SLOT_BITS {
+            MEMBER_EXPECTED => Fold::MemberExpected { member },
+            MEMBER_READY => Fold::MemberReady {
+                member,
+                pod: self.get(b),
+            },
+            _ => Fold::MemberWaiting {
+                member,
+                why: self.get(b),
+                available_at: time_opt(time),
+            },
         }
     }
 }

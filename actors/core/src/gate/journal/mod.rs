@@ -59,8 +59,7 @@ impl Journal {
         while self.entries.len() > self.cap
             && let Some(old) = self.entries.pop_front()
         {
-            let old = self.strings.decode(&old);
-            apply(self.base.get_or_insert_default(), &old.event);
+            self.strings.fold(&old, self.base.get_or_insert_default());
             self.dropped += 1;
         }
     }

@@ -300,3 +300,104 @@ fn a_pods_usual_life_takes_at_most_twelve_bytes_an_entry() {
         entries.encoded_len()
     );
 }
+
+/// Eviction folds a small slot through `apply`'s own `fold` without decoding
+/// it. For every stored form and every member kind, from a state without the
+/// pod and members the entries name and from one with them, that must give
+/// the state `apply` gives the decoded entry.
+#[test]
+fn folding_a_stored_entry_equals_applying_it_decoded() {
+    use crate::gate::{GateState, apply};
+
+    let members = [
+        MemberId::DaemonSet("kube-system/cilium".into()),
+        MemberId::Critical("dns".into()),
+        MemberId::Condition("NetworkReady".into()),
+        MemberId::Resource("example.com/fpga".into()),
+        MemberId::Dra("gpu.example.com".into()),
+        MemberId::Canary,
+    ];
+    let mut pod = crate::testutil::mk_pod("cilium-x7f2k", "node-1", "ds-uid");
+    pod.phase = "Pending".into();
+    pod.ready = false;
+    let uid = pod.uid.to_string();
+    let mut events = vec![Event::PodUpdated {
+        pod: Arc::new(pod.clone()),
+    }];
+    for (phase, ready, terminating) in [("Running", true, false), ("Pending", false, true)] {
+        events.push(Event::PodStatusChanged {
+            pod: "cilium-x7f2k".into(),
+            uid: uid.as_str().into(),
+            phase: phase.into(),
+            ready,
+            ready_since: ready.then(|| at(1_795_000_000, 1)),
+            terminating,
+        });
+    }
+    for member in &members {
+        events.push(Event::MemberExpected {
+            member: member.clone(),
+        });
+        events.push(Event::MemberReady {
+            member: member.clone(),
+            pod: "cilium-x7f2k".into(),
+        });
+        for available_at in [None, Some(at(1_795_000_002, 0))] {
+            events.push(Event::MemberWaiting {
+                member: member.clone(),
+                why: "pod cilium-x7f2k is not Ready".into(),
+                available_at,
+            });
+        }
+    }
+    let mut entries: Vec<Entry> = (events.into_iter())
+        .map(|event| Entry {
+            at: at(1_795_000_000, 7),
+            event,
+        })
+        .collect();
+    entries.extend(mixed_entries());
+
+    // The same events set up the second state: the pod and every member
+    // known, so that each fold has something to change.
+    let empty = GateState::default();
+    let mut known = GateState::default();
+    apply(&mut known, &Event::PodUpdated { pod: Arc::new(pod) });
+    for member in members {
+        apply(&mut known, &Event::MemberExpected { member });
+    }
+
+    let mut s = Strings::default();
+    let mut kinds = std::collections::BTreeSet::new();
+    let mut changed = 0;
+    for entry in entries {
+        let stored = s.encode(entry.clone());
+        kinds.insert(match stored.slot {
+            Slot::Small { kind, .. } => kind & SLOT_BITS,
+            Slot::Pod(_) => POD,
+            Slot::Whole(_) => WHOLE,
+        });
+        for base in [&empty, &known] {
+            let mut folded = base.clone();
+            s.fold(&stored, &mut folded);
+            let mut applied = base.clone();
+            apply(&mut applied, &s.decode(&stored).event);
+            assert_eq!(folded, applied, "{entry:?} from {base:?}");
+            changed += usize::from(folded != *base);
+        }
+    }
+    let every = [
+        POD_STATUS,
+        MEMBER_EXPECTED,
+        MEMBER_READY,
+        MEMBER_WAITING,
+        POD,
+        WHOLE,
+    ];
+    assert_eq!(
+        kinds,
+        every.into_iter().collect(),
+        "a slot kind went untested"
+    );
+    assert!(changed > 20, "only {changed} folds changed their state");
+}
