@@ -110,10 +110,21 @@ impl Entries {
     }
 }
 
-fn var(out: &mut Vec<u8>, v: impl VarInt) {
-    let mut buf = [0u8; 10];
-    let n = v.encode_var(&mut buf);
-    out.extend_from_slice(&buf[..n]);
+/// `v` as `integer_encoding` writes it (LEB128; its reader reads it back),
+/// byte by byte: every record writes four or five of these, and going
+/// through its 10-byte buffer cost a `memcpy` call each.
+fn var(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A time difference as `integer_encoding` writes an `i64`: zigzagged, so
+/// that a small negative one stays short, then as [`var`].
+fn var_signed(out: &mut Vec<u8>, v: i64) {
+    var(out, ((v << 1) ^ (v >> 63)) as u64);
 }
 
 /// Writes the kind byte, the time as its difference from `prev`, the
@@ -131,12 +142,12 @@ fn write(out: &mut Vec<u8>, slot: &Slot, at: Nanos, prev: Nanos) {
     };
     let has = time != NONE;
     out.push(kind | if has { HAS_TIME } else { 0 });
-    var(out, at.wrapping_sub(prev));
+    var_signed(out, at.wrapping_sub(prev));
     for &s in syms {
         var(out, u64::from(s));
     }
     if has {
-        var(out, time.wrapping_sub(at));
+        var_signed(out, time.wrapping_sub(at));
     }
     if let Slot::Pod(p) = slot {
         out.push(p.bits);
@@ -224,5 +235,28 @@ impl Reader<'_> {
             }
         };
         Stored { at, slot }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use integer_encoding::VarInt;
+
+    /// The writer is the journal's own, the reader `integer_encoding`'s: the
+    /// bytes must be that crate's, at every length a value can take.
+    #[test]
+    fn var_writes_what_integer_encoding_writes() {
+        let mut values = vec![0, 1, 0x7f, 0x80, 0x3fff, 0x4000, u64::MAX];
+        values.extend((0..64).flat_map(|b| [1u64 << b, (1u64 << b) - 1]));
+        for v in values {
+            let mut out = Vec::new();
+            super::var(&mut out, v);
+            assert_eq!(out, v.encode_var_vec(), "{v}");
+            for s in [v as i64, (v as i64).wrapping_neg()] {
+                let mut out = Vec::new();
+                super::var_signed(&mut out, s);
+                assert_eq!(out, s.encode_var_vec(), "{s}");
+            }
+        }
     }
 }
