@@ -45,26 +45,14 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         Event::DaemonSetRemoved { daemonset, .. } => {
             state.daemonsets.remove(daemonset);
         }
-        Event::PodStatusChanged {
-            pod,
-            uid,
-            phase,
-            ready,
-            ready_since,
-            terminating,
-        } => fold(
-            state,
-            Fold::PodStatus {
-                pod,
-                uid,
-                status: Status {
-                    phase,
-                    ready: *ready,
-                    ready_since: *ready_since,
-                    terminating: *terminating,
-                },
-            },
-        ),
+        Event::PodStatusChanged { .. }
+        | Event::MemberExpected { .. }
+        | Event::MemberReady { .. }
+        | Event::MemberWaiting { .. } => {
+            if let Some(f) = Fold::of(ev) {
+                fold(state, f);
+            }
+        }
         Event::PodUpdated { pod } => match state.pods.get_mut(&*pod.uid.text()) {
             // A new version of a known pod: no new key to allocate.
             Some(slot) => *slot = Arc::clone(pod),
@@ -75,12 +63,6 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         Event::PodRemoved { uid, .. } => {
             state.pods.remove(uid);
         }
-        Event::MemberExpected { member } => fold(
-            state,
-            Fold::MemberExpected {
-                member: Cow::Borrowed(member),
-            },
-        ),
         Event::MemberNotExpected {
             member,
             reason,
@@ -92,25 +74,6 @@ pub fn apply(state: &mut GateState, ev: &Event) {
         Event::MemberRemoved { member } => {
             state.members.remove(member);
         }
-        Event::MemberReady { member, pod } => fold(
-            state,
-            Fold::MemberReady {
-                member: Cow::Borrowed(member),
-                pod,
-            },
-        ),
-        Event::MemberWaiting {
-            member,
-            why,
-            available_at,
-        } => fold(
-            state,
-            Fold::MemberWaiting {
-                member: Cow::Borrowed(member),
-                why,
-                available_at: *available_at,
-            },
-        ),
         Event::DeadlineSet { at, generation } => {
             state.timers.deadline = Some(*at);
             state.timers.deadline_generation = *generation;
@@ -290,7 +253,47 @@ pub(crate) struct Status<'a> {
     pub(crate) terminating: bool,
 }
 
-impl Fold<'_> {
+impl<'a> Fold<'a> {
+    /// The borrowed form of `ev`, if it is one of the four.
+    pub(crate) fn of(ev: &'a Event) -> Option<Self> {
+        Some(match ev {
+            Event::PodStatusChanged {
+                pod,
+                uid,
+                phase,
+                ready,
+                ready_since,
+                terminating,
+            } => Fold::PodStatus {
+                pod,
+                uid,
+                status: Status {
+                    phase,
+                    ready: *ready,
+                    ready_since: *ready_since,
+                    terminating: *terminating,
+                },
+            },
+            Event::MemberExpected { member } => Fold::MemberExpected {
+                member: Cow::Borrowed(member),
+            },
+            Event::MemberReady { member, pod } => Fold::MemberReady {
+                member: Cow::Borrowed(member),
+                pod,
+            },
+            Event::MemberWaiting {
+                member,
+                why,
+                available_at,
+            } => Fold::MemberWaiting {
+                member: Cow::Borrowed(member),
+                why,
+                available_at: *available_at,
+            },
+            _ => return None,
+        })
+    }
+
     /// The event this is the borrowed form of.
     pub(crate) fn into_event(self) -> Event {
         match self {
@@ -364,28 +367,14 @@ pub(crate) fn fold(state: &mut GateState, f: Fold<'_>) {
 /// this module: `apply` then an overwrite would clone the pod (the index
 /// holds another reference) for nothing on the most frequent input.
 pub(super) fn apply_sharing(state: &mut GateState, ev: &Event, shared: &Arc<PodInfo>) {
-    let Event::PodStatusChanged {
-        uid,
-        phase,
-        ready,
-        ready_since,
-        terminating,
-        ..
-    } = ev
-    else {
+    let Some(Fold::PodStatus { uid, status, .. }) = Fold::of(ev) else {
         return apply(state, ev);
     };
-    match state.pods.get_mut(&**uid) {
-        Some(slot) if **uid == shared.uid => {
+    match state.pods.get_mut(uid) {
+        Some(slot) if *uid == shared.uid => {
             debug_assert!(
                 {
                     let mut folded = PodInfo::clone(slot);
-                    let status = Status {
-                        phase,
-                        ready: *ready,
-                        ready_since: *ready_since,
-                        terminating: *terminating,
-                    };
                     set_status(&mut folded, status);
                     folded == **shared
                 },
