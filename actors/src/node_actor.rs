@@ -76,8 +76,37 @@ pub struct NodeActorState {
     withdrawal: Withdrawal,
     /// The pods the router saw change since this gate last looked.
     pods: Arc<PendingPods>,
-    span: tracing::Span,
     generation: u64,
+}
+
+impl NodeActorState {
+    /// This gate's log context (the node and the gate's incarnation), made
+    /// where a write starts or a line is written rather than kept: a span
+    /// held by every live gate took a slot of the log subscriber's each,
+    /// pooled at the most gates ever live and left scattered over the heap
+    /// after they stopped (docs/benchmarks.md, "Churn").
+    fn span(&self) -> tracing::Span {
+        gate_span(&self.name, self.generation)
+    }
+}
+
+fn gate_span(node: &str, generation: u64) -> tracing::Span {
+    tracing::info_span!("gate", node = %node, generation)
+}
+
+/// A gate's span made at the first line written in it: most steps write
+/// none at the default level.
+struct LazySpan<'a> {
+    node: &'a str,
+    generation: u64,
+    span: std::cell::OnceCell<tracing::Span>,
+}
+
+impl LazySpan<'_> {
+    fn get(&self) -> &tracing::Span {
+        self.span
+            .get_or_init(|| gate_span(self.node, self.generation))
+    }
 }
 
 /// Gate incarnations started by this process. A number, not a node-keyed
@@ -100,7 +129,6 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
         // indexed after that read also reaches this actor as a hint.
         let pods = self.ctx.router.register(&name, myself);
         let generation = GATES_STARTED.fetch_add(1, Ordering::Relaxed) + 1;
-        let span = tracing::info_span!("gate", node = %name, generation);
         self.ctx.router.observer().gate_started(&name, generation);
         Ok(NodeActorState {
             journal: Journal::new(self.ctx.journal_capacity),
@@ -112,7 +140,6 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
             withdrawal: Withdrawal::default(),
             pods,
             name,
-            span,
             generation,
         })
     }
@@ -123,7 +150,7 @@ impl<E: EffectExecutor, C: Clock> Actor for NodeActor<E, C> {
         state: &mut NodeActorState,
     ) -> Result<(), ActorProcessingErr> {
         let Some(snapshot) = self.ctx.router.snapshot(&state.name) else {
-            tracing::debug!(parent: &state.span, "node left the index before its gate started");
+            tracing::debug!(parent: &state.span(), "node left the index before its gate started");
             self.ctx.router.unregister(&state.name, myself.get_id());
             myself.stop(Some("node not in the index".to_string()));
             return Ok(());
@@ -233,8 +260,13 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
                 let observer = self.ctx.router.observer();
                 observer.gate_step(&state.name, now, &step.events, &state.gate);
             }
+            let span = LazySpan {
+                node: &state.name,
+                generation: state.generation,
+                span: std::cell::OnceCell::new(),
+            };
             for event in step.events {
-                log_event(&state.span, &event, &state.gate);
+                log_event(&span, &event, &state.gate);
                 state.journal.record(now, event);
             }
             // Before the step's effects, so that an opening's True goes out
@@ -262,32 +294,32 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
     ) {
         let executor = Arc::clone(&self.ctx.executor);
         let me = myself.clone();
-        let span = state.span.clone();
         match effect {
             Effect::RemoveTaints(patch) => {
                 let withdrawal = Withdrawal::default();
                 state.withdrawal = withdrawal.clone();
-                spawn_in(span, async move {
+                spawn_in(state.span(), async move {
                     let sending = Sending { withdrawal, seen };
                     let outcome = executor.write(Write::Untaint(patch), sending).await;
                     let _ = me.cast(NodeMsg::input(Input::PatchResult(outcome)));
                 });
             }
             Effect::MarkTimedOut(mark) => {
-                spawn_in(span, async move {
+                spawn_in(state.span(), async move {
                     let write = Write::MarkTimedOut(mark);
                     let outcome = executor.write(write, Sending::default()).await;
                     let _ = me.cast(NodeMsg::input(Input::MarkResult(outcome)));
                 });
             }
             Effect::MarkOpenedExternally(mark) => {
-                spawn_in(span, async move {
+                spawn_in(state.span(), async move {
                     // Best effort: the executor logs a failure.
                     let write = Write::MarkOpenedExternally(mark);
                     executor.write(write, Sending::default()).await;
                 });
             }
             Effect::WriteCondition(write) => {
+                let span = state.span();
                 state.condition_out.get_or_insert_default().send(
                     write,
                     move |w| {
@@ -303,12 +335,15 @@ impl<E: EffectExecutor, C: Clock> NodeActor<E, C> {
                 );
             }
             Effect::RecordEvent(event) => {
-                spawn_in(span, async move { executor.record_event(event).await });
+                spawn_in(
+                    state.span(),
+                    async move { executor.record_event(event).await },
+                );
             }
             Effect::WithdrawWrite => state.withdrawal.request(),
             Effect::RefreshNode => {
                 let name = state.name.clone();
-                spawn_in(span, async move {
+                spawn_in(state.span(), async move {
                     let result = executor.get_node(&name).await;
                     let _ = me.cast(NodeMsg::input(Input::NodeRefreshed(result)));
                 });
@@ -382,17 +417,17 @@ fn spawn_in(span: tracing::Span, task: impl Future<Output = ()> + Send + 'static
 /// the two moments an operator watches for get a line of their own at a
 /// higher level: an opening at info, a deadline at warn. A failed write is a
 /// warning too: it is an API error someone may need to act on.
-fn log_event(span: &tracing::Span, event: &Event, state: &GateState) {
+fn log_event(span: &LazySpan<'_>, event: &Event, state: &GateState) {
     // Rendered only if a debug subscriber asks: serializing every event up
     // front (a snapshot carries every DaemonSet and pod) was a measurable share
     // of the gate's CPU at scale with debug logging off.
-    tracing::debug!(parent: span, event = %AsJson(event), "gate");
+    tracing::debug!(parent: span.get(), event = %AsJson(event), "gate");
     match event {
         Event::Opened { opened_by, at, .. } | Event::WouldOpen { opened_by, at, .. } => {
             let start = state.gate_start();
             let after = start.map_or(0.0, |s| at.duration_since(s).as_secs_f64());
             tracing::info!(
-                parent: span,
+                parent: span.get(),
                 opened_by = %opened_by,
                 after_seconds = format_args!("{after:.1}"),
                 expected = state.expected().count(),
@@ -417,7 +452,7 @@ fn log_event(span: &tracing::Span, event: &Event, state: &GateState) {
                 .map(|b| format!("{} ({})", b.member, b.why));
             let blocked_by: Vec<String> = node_not_ready.iter().cloned().chain(members).collect();
             tracing::warn!(
-                parent: span,
+                parent: span.get(),
                 %deadline,
                 clock = if *by_schedule { "schedule" } else { "ready" },
                 action = ?action,
@@ -439,21 +474,21 @@ fn log_event(span: &tracing::Span, event: &Event, state: &GateState) {
             reason,
             ..
         } => tracing::warn!(
-            parent: span,
+            parent: span.get(),
             %deadline,
             %server_time,
             %until,
             "gate deadline held: {reason}"
         ),
         Event::GatedSinceClamped { gated_since, to } => tracing::warn!(
-            parent: span,
+            parent: span.get(),
             %gated_since,
             %to,
             "{} is later than the API server's clock; counting from its now",
             nodegate_core::vocab::annotations::GATED_SINCE
         ),
         Event::WriteFailed { attempt, error } => {
-            tracing::warn!(parent: span, attempt, %error, "gate write failed; retrying")
+            tracing::warn!(parent: span.get(), attempt, %error, "gate write failed; retrying")
         }
         _ => {}
     }

@@ -1,0 +1,137 @@
+//! A gate's log lines: each carries `gate{node=… generation=…}`, and a
+//! waiting gate holds no span open in the log subscriber (one per live gate
+//! was pooled at the most gates ever live, and outlived them on the heap).
+//!
+//! Its own test binary: the subscriber is the process's, and no other test
+//! may write into it.
+
+#[path = "../core/tests/gate_support/mod.rs"]
+mod gate_support;
+
+use std::io;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gate_support::*;
+use jiff::Timestamp;
+use nodegate_actors::node_actor::GateContext;
+use nodegate_actors::router::Router;
+use nodegate_actors::supervisor;
+use nodegate_actors::testing::{FakeClock, FakeExecutor};
+use nodegate_core::vocab::model::NodeInfo;
+use tracing::span::{Attributes, Id};
+use tracing::{Subscriber, level_filters::LevelFilter};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::{Layer, fmt};
+
+/// Counts the `gate` spans open in the subscriber.
+struct GateSpans(Arc<AtomicI64>);
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for GateSpans {
+    fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
+        if attrs.metadata().name() == "gate" {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        if ctx.metadata(&id).is_some_and(|m| m.name() == "gate") {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[derive(Clone, Default)]
+struct Lines(Arc<Mutex<Vec<u8>>>);
+
+impl Lines {
+    fn text(&self) -> String {
+        let bytes = self.0.lock().expect("log buffer").clone();
+        String::from_utf8(bytes).expect("log lines are UTF-8")
+    }
+}
+
+impl io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.lock().expect("log buffer").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+async fn eventually(what: &str, check: impl Fn() -> bool) {
+    for _ in 0..300 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_logs_in_its_span_and_holds_none_while_it_waits() {
+    let lines = Lines::default();
+    let open = Arc::new(AtomicI64::new(0));
+    let writer = lines.clone();
+    // The binary's default level: the journal's debug lines are off.
+    let subscriber = tracing_subscriber::registry()
+        .with(
+            fmt::layer()
+                .with_ansi(false)
+                .with_writer(move || writer.clone()),
+        )
+        .with(GateSpans(Arc::clone(&open)))
+        .with(LevelFilter::INFO);
+    tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+
+    let router = Arc::new(Router::new(Arc::new(cfg())));
+    let exec = Arc::new(FakeExecutor::recording());
+    let ctx = Arc::new(GateContext {
+        router: Arc::clone(&router),
+        executor: Arc::clone(&exec),
+        clock: Arc::new(FakeClock::default()),
+        journal_capacity: 256,
+    });
+    let (supervisor, _) = supervisor::start(ctx).await.expect("supervisor starts");
+
+    let cilium = tolerant_ds("cilium");
+    router.daemonset_upserted(cilium.clone());
+    router.node_upserted(NodeInfo {
+        created: Timestamp::now(),
+        ..gated_node()
+    });
+    router.pod_upserted(unready_pod("cilium-1", &cilium));
+    router.mark_synced();
+    eventually("the gate to start", || router.gate(NODE).is_some()).await;
+    // The gate has stepped through its snapshot and waits for cilium.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(router.gate(NODE).is_some(), "the gate stopped waiting");
+    assert_eq!(
+        open.load(Ordering::SeqCst),
+        0,
+        "a waiting gate holds a span open"
+    );
+
+    router.pod_upserted(ready_pod("cilium-1", &cilium));
+    eventually("the gate to stop", || router.gate(NODE).is_none()).await;
+    eventually("the opening's line", || {
+        lines.text().contains("gate opened")
+    })
+    .await;
+    let text = lines.text();
+    let opened = text
+        .lines()
+        .find(|l| l.contains("gate opened"))
+        .expect("an opening line");
+    assert!(
+        opened.contains(&format!("gate{{node={NODE} generation=")),
+        "the opening line is not in the gate's span: {opened}"
+    );
+    supervisor.stop(None);
+}
