@@ -22,15 +22,7 @@ use nodegate::{Error, Result};
 static GLOBAL: nodegate_alloc::Allocator = nodegate_alloc::Allocator;
 
 fn init_tracing(format: LogFormat, filter: &str) {
-    // kube's client logs every failed request at ERROR itself, and nodegate
-    // says the same failure in its own words: once is enough, unless the
-    // filter asks for kube's own lines.
-    let filter = if filter.contains("kube") {
-        filter.to_string()
-    } else {
-        format!("{filter},kube_client::client::builder=off")
-    };
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+    let filter = tracing_subscriber::EnvFilter::try_new(config::log_filter(filter))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colour only for a person at a terminal: a log file or a collector
     // would get escape codes in every line.

@@ -496,6 +496,26 @@ pub fn log_level(s: &str) -> Result<String, ConfigError> {
     Ok(joined)
 }
 
+/// The tracing filter `--log-level` (normalized by [`log_level`]) becomes:
+/// the directives given, then two of nodegate's own unless they name the
+/// target themselves.
+/// - `kube_client::client::builder=off`: kube's client logs every failed
+///   request at ERROR itself, and nodegate says the same failure in its own
+///   words.
+/// - `ractor=warn`: ractor opens an INFO span for each actor's life, one per
+///   gate, which held a slot of the subscriber's from the gate's start to
+///   its end; a gate's lines are in its own `gate` span.
+pub fn log_filter(level: &str) -> String {
+    let mut filter = level.to_string();
+    if !level.contains("kube") {
+        filter.push_str(",kube_client::client::builder=off");
+    }
+    if !level.contains("ractor") {
+        filter.push_str(",ractor=warn");
+    }
+    filter
+}
+
 /// The slowest `--kube-qps` accepted.
 pub const MIN_KUBE_QPS: f64 = 0.001;
 
