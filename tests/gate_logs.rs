@@ -20,7 +20,7 @@ use nodegate::settings::config::{log_filter, log_level};
 use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
-use nodegate_actors::testing::{FakeClock, FakeExecutor};
+use nodegate_actors::testing::{FakeClock, FakeExecutor, eventually};
 use nodegate_core::vocab::model::NodeInfo;
 use tracing::Subscriber;
 use tracing::span::{Attributes, Id};
@@ -66,16 +66,6 @@ impl io::Write for Lines {
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
-}
-
-async fn eventually(what: &str, check: impl Fn() -> bool) {
-    for _ in 0..300 {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,7 @@ use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::observe::{GateObserver, RouterEvent};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
-use nodegate_actors::testing::{FakeClock, FakeExecutor};
+use nodegate_actors::testing::{FakeClock, FakeExecutor, eventually};
 use nodegate_core::gate::journal::Journal;
 use nodegate_core::gate::{Event, GateState, Phase};
 use nodegate_core::vocab::model::NodeInfo;
@@ -52,16 +52,6 @@ impl GateObserver for Seen {
             journal.len(),
         ));
     }
-}
-
-async fn eventually(what: &str, check: impl Fn() -> bool) {
-    for _ in 0..300 {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

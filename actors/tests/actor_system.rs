@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor::{self, SupervisorMsg};
-use nodegate_actors::testing::{FakeClock, FakeExecutor};
+use nodegate_actors::testing::{FakeClock, FakeExecutor, eventually};
 use nodegate_core::gate::{EventType, OpenedBy, PatchOutcome, Phase};
 use nodegate_core::vocab::config::Config;
 use nodegate_core::vocab::model::NodeInfo;
@@ -61,16 +61,6 @@ fn fresh_node() -> NodeInfo {
         created: Timestamp::now(),
         ..gated_node()
     }
-}
-
-async fn eventually(what: &str, check: impl Fn() -> bool) {
-    for _ in 0..300 {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("timed out waiting for {what}");
 }
 
 /// Gives the actors time to do something they must not do.

@@ -302,3 +302,15 @@ impl GateObserver for StepCounter {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
 }
+
+/// Waits up to 3 s, in 10 ms steps, for `check` to hold; panics naming
+/// `what` if it never does. For tests that watch the actors from outside.
+pub async fn eventually(what: &str, check: impl Fn() -> bool) {
+    for _ in 0..300 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
