@@ -208,8 +208,6 @@ mod bounds;
 mod down;
 #[path = "e2e_deploy/grants.rs"]
 mod grants;
-#[path = "e2e_deploy/listeners.rs"]
-mod listeners;
 #[path = "e2e_deploy/manifests.rs"]
 mod manifests;
 #[path = "e2e_deploy/namespace.rs"]

@@ -69,7 +69,7 @@ fn import_image(cluster: &TestCluster, archive: &Path) {
 /// looks for them) that tolerates everything, as CNI agents do. Its real
 /// container turns Ready when its exec readiness probe finds `ready` in a
 /// host directory the test controls.
-pub(crate) fn agent_daemonset(host_dir: &Path) -> Value {
+fn agent_daemonset(host_dir: &Path) -> Value {
     json!({
         "apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"name": "node-agent", "namespace": "kube-system"},
