@@ -4,8 +4,10 @@
     tests/lanes.py BUILD_JSON
 
 BUILD_JSON is the `--message-format=json` output of that build. Every binary
-that is not an end-to-end test (its name does not start with `e2e_`) runs
-first, one after another (they take seconds). The end-to-end binaries then run
+that is not an end-to-end test (its name does not start with `e2e_`) runs in a
+lane of its own, one after another, beside the end-to-end lanes: together
+they take seconds of CPU, but `cli` waits half a minute on servers that do not
+answer, time the end-to-end lanes use. The end-to-end binaries run
 LANES at a time (NODEGATE_E2E_LANES, default 3), each with NODEGATE_E2E_THREADS
 tests at a time (default 2), the longest first (by the times of the last run,
 kept in TIMES_FILE; by LONGEST_FIRST before there are any): each end-to-end
@@ -312,8 +314,9 @@ def main():
                 failed.append(name)
             sys.stdout.flush()
 
-    for name, exe, pkg_dir in quick:
-        report(name, *run(name, exe, pkg_dir, threads, cpu_log))
+    def quick_lane():
+        for name, exe, pkg_dir in quick:
+            report(name, *run(name, exe, pkg_dir, threads, cpu_log))
 
     image = ImageBuild(t0)
     chaos = [b for b in e2e if b[0] == CHAOS]
@@ -353,7 +356,8 @@ def main():
                 print(f"lanes: {time.monotonic() - t0:.0f}s: {CHAOS} started", flush=True)
             report(name, *run(name, exe, pkg_dir, threads, cpu_log))
 
-    workers = [threading.Thread(target=lane) for _ in range(lanes)]
+    workers = [threading.Thread(target=quick_lane)]
+    workers += [threading.Thread(target=lane) for _ in range(lanes)]
     for w in workers:
         w.start()
     for w in workers:
