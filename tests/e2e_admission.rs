@@ -5,7 +5,7 @@
 //! policy's parameters as a leading nodegate with the default flags writes
 //! them (without them the policy taints nothing; tests/e2e_deploy/down.rs).
 
-mod support;
+use nodegate_e2e as support;
 
 use std::time::Duration;
 

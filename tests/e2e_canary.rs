@@ -11,7 +11,7 @@
 //! by a status patch, as the kubelet would. That also shows that Ready
 //! alone does not open the node.
 
-mod support;
+use nodegate_e2e as support;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -5,7 +5,7 @@
 //! cluster of a test running beside it in the same process was seen to
 //! stall (tests/e2e_canary.rs).
 
-mod support;
+use nodegate_e2e as support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -10,7 +10,7 @@
 //! - re-applying the Secret the kustomize base ships does not reset what
 //!   nodegate wrote into it.
 
-mod support;
+use nodegate_e2e as support;
 
 use std::time::{Duration, Instant};
 

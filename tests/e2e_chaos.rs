@@ -7,7 +7,7 @@
 //! plus a grace of 2 s; it opens `by ready` only at a revision where every
 //! expected member had a Ready pod on it.
 
-mod support;
+use nodegate_e2e as support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

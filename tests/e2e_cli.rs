@@ -7,7 +7,7 @@
 //! annotations off the nodes, keeps foreign taints, and refuses while a
 //! replica holds the Lease.
 
-mod support;
+use nodegate_e2e as support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

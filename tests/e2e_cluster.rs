@@ -3,7 +3,7 @@
 //! the kwok stages shipped in deploy/local behave as documented; and what it
 //! sends in protobuf reads as its JSON does.
 
-mod support;
+use nodegate_e2e as support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

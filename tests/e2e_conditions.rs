@@ -33,7 +33,7 @@
 //! kwok stages needed no change.
 
 mod explain_support;
-mod support;
+use nodegate_e2e as support;
 
 #[path = "e2e_conditions/fleet.rs"]
 mod fleet;

@@ -6,7 +6,7 @@
 //! refuses to nodegate's ServiceAccount, exits 2 naming each; the taint
 //! checks are server-side dry runs, so no node changes.
 
-mod support;
+use nodegate_e2e as support;
 
 use std::path::Path;
 use std::process::Command;

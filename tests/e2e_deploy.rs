@@ -10,7 +10,7 @@
 //! own taint and nodegate.dev/ annotations. The cert-manager variant is
 //! compared both ways and dry-run without its CRD kinds.
 
-mod support;
+use nodegate_e2e as support;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;

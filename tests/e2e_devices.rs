@@ -18,7 +18,7 @@
 //! the gate has judged the change, and the node must still carry its taint.
 
 mod explain_support;
-mod support;
+use nodegate_e2e as support;
 
 use std::path::PathBuf;
 use std::time::Duration;

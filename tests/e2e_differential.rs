@@ -9,7 +9,7 @@
 //! created a pod there. The seed is printed on failure; set
 //! NODEGATE_DIFF_SEED to replay one.
 
-mod support;
+use nodegate_e2e as support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

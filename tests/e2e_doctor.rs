@@ -17,7 +17,7 @@
 //! API server's SubjectAccessReview says); nodegate stopped and a node gated
 //! an hour ago (exit 1, naming the node).
 
-mod support;
+use nodegate_e2e as support;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -4,7 +4,7 @@
 //! and the ignore annotation keeping nodegate's hands off other nodes.
 //! (The webhook itself: tests/e2e_webhook.rs.)
 
-mod support;
+use nodegate_e2e as support;
 
 use std::collections::BTreeMap;
 use std::process::Command;

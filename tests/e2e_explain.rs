@@ -7,7 +7,7 @@
 //! running controller agree, member for member.
 
 mod explain_support;
-mod support;
+use nodegate_e2e as support;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! The gate end to end: the real `nodegate run` binary against the real local
 //! control plane (deploy/local), one cluster per scenario.
 
-mod support;
+use nodegate_e2e as support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

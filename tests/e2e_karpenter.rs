@@ -15,7 +15,7 @@
 //! Initialized while it is still gated — both tests below then fail (see the
 //! report in each).
 
-mod support;
+use nodegate_e2e as support;
 
 use std::time::Duration;
 

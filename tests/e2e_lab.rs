@@ -7,7 +7,7 @@
 //! same for every component, and etcd starts in about a second. The third
 //! needs a real node (root).
 
-mod support;
+use nodegate_e2e as support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

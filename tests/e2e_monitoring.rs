@@ -20,7 +20,7 @@
 //!   example queries of docs/operations.md must parse and read only
 //!   scraped metrics too (they need not return data).
 
-mod support;
+use nodegate_e2e as support;
 
 #[path = "e2e_monitoring/expressions.rs"]
 mod expressions;

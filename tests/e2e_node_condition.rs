@@ -3,7 +3,7 @@
 //! waits for while a DaemonSet is held, True once it opened — and nothing
 //! without the flag. Against the real local control plane (deploy/local).
 
-mod support;
+use nodegate_e2e as support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! leader fails over within a lease; SIGTERM hands over at once), the probes,
 //! the metrics, the per-node debug trace and `nodegate status`.
 
-mod support;
+use nodegate_e2e as support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -12,7 +12,7 @@
 //! `status.nodeInfo.bootID` (status subresource), and the agent's pod
 //! replaced (its status written again after the reboot).
 
-mod support;
+use nodegate_e2e as support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! grace re-gates nothing; a bad rollout re-gates no more nodes than the
 //! budget allows.
 
-mod support;
+use nodegate_e2e as support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -20,7 +20,7 @@
 //! its first call builds both images (a cross build for arm64) and the
 //! release tools when the caches lack them.
 
-mod support;
+use nodegate_e2e as support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -14,7 +14,7 @@
 //! And the node switches of the same family (`switches`, below):
 //! `nodegate.dev/open` and `nodegate.dev/suspend` on a node.
 
-mod support;
+use nodegate_e2e as support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

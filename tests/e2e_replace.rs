@@ -3,7 +3,7 @@
 //! holds the next back with `ReplaceBudgetExhausted`, and never opens
 //! either. The Karpenter owner is in tests/e2e_karpenter.rs.
 
-mod support;
+use nodegate_e2e as support;
 
 use std::time::Duration;
 

@@ -9,7 +9,7 @@
 //! is no member at all: a tenant's DaemonSet that never turns Ready holds no
 //! node closed.
 
-mod support;
+use nodegate_e2e as support;
 
 use std::time::Duration;
 

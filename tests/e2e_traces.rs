@@ -5,7 +5,7 @@
 //! what the cluster itself says: the node's creation and `opened-at`, the
 //! pods' Ready transitions.
 
-mod support;
+use nodegate_e2e as support;
 
 #[path = "e2e_traces/collector.rs"]
 mod collector;

@@ -7,7 +7,7 @@
 //! the create itself: "every create returns tainted" then means "no
 //! admission failed".
 
-mod support;
+use nodegate_e2e as support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -8,7 +8,6 @@
 //!
 //! There is no fallback: when no cluster can be had the test panics with the
 //! reason, so an e2e test can never pass without having run.
-#![allow(dead_code)]
 
 pub mod chaos;
 pub mod gate;
@@ -32,7 +31,31 @@ use serde_json::json;
 pub fn repo_root() -> PathBuf {
     std::env::var_os("CARGO_MANIFEST_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")))
+}
+
+/// The `nodegate` binary cargo built with the test binary running this:
+/// `target/PROFILE/nodegate`, beside `target/PROFILE/deps` where the test
+/// binaries are (cargo builds a package's binaries before its integration
+/// tests).
+pub fn nodegate_bin() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test binary's own path");
+        let bin = exe
+            .parent()
+            .and_then(Path::parent)
+            .map(|dir| dir.join("nodegate"))
+            .unwrap_or_else(|| panic!("{} has no grandparent directory", exe.display()));
+        assert!(
+            bin.is_file(),
+            "no nodegate binary at {} (beside the test binary {}): build it with `cargo test` or tests/run",
+            bin.display(),
+            exe.display()
+        );
+        bin
+    })
+    .clone()
 }
 
 pub fn local_script(name: &str) -> PathBuf {
@@ -481,7 +504,7 @@ impl Nodegate {
         if !args.contains(&"--debug-addr") {
             args.extend(["--debug-addr", "127.0.0.1:0"]);
         }
-        let child = Command::new(env!("CARGO_BIN_EXE_nodegate"))
+        let child = Command::new(nodegate_bin())
             .arg("run")
             .args(&args)
             .env("KUBECONFIG", kubeconfig)
