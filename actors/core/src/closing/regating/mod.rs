@@ -123,7 +123,7 @@ pub enum NotWatched {
     NodeNotReady,
 }
 
-/// [`examine`](crate::closing::regating::decider::examine)'s verdict for one node.
+/// [`examine`](crate::closing::regating::health::examine)'s verdict for one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Health {
     NotWatched(NotWatched),
@@ -206,6 +206,7 @@ pub fn describe(members: &[Broken], now: Timestamp) -> String {
 }
 
 pub mod decider;
+pub mod health;
 pub mod reboot;
 pub mod report;
 

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use serde::Serialize;
 
-use crate::closing::regating::decider::{BeforeReboot, before_reboot, examine};
+use crate::closing::regating::decider::{BeforeReboot, before_reboot};
+use crate::closing::regating::health::examine;
 use crate::closing::regating::{Health, NotWatched, Since, Trigger, Watched, carries, reboot};
 use crate::gate::GateState;
 use crate::vocab::annotations;

@@ -14,7 +14,6 @@ use crate::vocab::model::{PodInfo, Taint};
 
 mod announced;
 mod budget;
-mod examine;
 
 const GRACE: i64 = 60;
 const NOW: i64 = 1000;
