@@ -19,8 +19,7 @@ use jiff::Timestamp;
 use nodegate::settings::config::{log_filter, log_level};
 use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::router::Router;
-use nodegate_actors::supervisor;
-use nodegate_actors::testing::{FakeClock, FakeExecutor, eventually};
+use nodegate_actors::testing::{FakeClock, FakeExecutor, eventually, start_one_gate};
 use nodegate_core::vocab::model::NodeInfo;
 use tracing::Subscriber;
 use tracing::span::{Attributes, Id};
@@ -88,23 +87,19 @@ async fn a_gate_logs_in_its_span_and_holds_none_while_it_waits() {
 
     let router = Arc::new(Router::new(Arc::new(cfg())));
     let exec = Arc::new(FakeExecutor::recording());
-    let ctx = Arc::new(GateContext {
+    let ctx = GateContext {
         router: Arc::clone(&router),
         executor: Arc::clone(&exec),
         clock: Arc::new(FakeClock::default()),
         journal_capacity: 256,
-    });
-    let (supervisor, _) = supervisor::start(ctx).await.expect("supervisor starts");
-
+    };
     let cilium = tolerant_ds("cilium");
-    router.daemonset_upserted(cilium.clone());
-    router.node_upserted(NodeInfo {
+    let node = NodeInfo {
         created: Timestamp::now(),
         ..gated_node()
-    });
-    router.pod_upserted(unready_pod("cilium-1", &cilium));
-    router.mark_synced();
-    eventually("the gate to start", || router.gate(NODE).is_some()).await;
+    };
+    let supervisor =
+        start_one_gate(ctx, cilium.clone(), node, unready_pod("cilium-1", &cilium)).await;
     // The gate has stepped through its snapshot and waits for cilium.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(router.gate(NODE).is_some(), "the gate stopped waiting");

@@ -13,7 +13,7 @@ use nodegate_actors::node_actor::GateContext;
 use nodegate_actors::observe::{GateObserver, RouterEvent};
 use nodegate_actors::router::Router;
 use nodegate_actors::supervisor;
-use nodegate_actors::testing::{FakeClock, FakeExecutor, eventually};
+use nodegate_actors::testing::{FakeClock, FakeExecutor, eventually, start_one_gate};
 use nodegate_core::gate::journal::Journal;
 use nodegate_core::gate::{Event, GateState, Phase};
 use nodegate_core::vocab::model::NodeInfo;
@@ -64,23 +64,18 @@ async fn observer_sees_router_events_and_a_gate_from_start_to_stop() {
         !router.set_observer(Arc::new(Seen::default())),
         "only the first observer counts"
     );
-    let ctx = Arc::new(GateContext {
+    let ctx = GateContext {
         router: Arc::clone(&router),
         executor: Arc::new(applying()),
         clock: Arc::new(FakeClock::default()),
         journal_capacity: 64,
-    });
-    let (sup, _) = supervisor::start(ctx).await.expect("supervisor starts");
-
+    };
     let cilium = tolerant_ds("cilium");
-    router.daemonset_upserted(cilium.clone());
-    router.node_upserted(NodeInfo {
+    let node = NodeInfo {
         created: Timestamp::now(),
         ..gated_node()
-    });
-    router.pod_upserted(unready_pod("cilium-1", &cilium));
-    router.mark_synced();
-    eventually("the gate to start", || router.gate(NODE).is_some()).await;
+    };
+    let sup = start_one_gate(ctx, cilium.clone(), node, unready_pod("cilium-1", &cilium)).await;
     // Now the pod event is routed to the live gate.
     router.pod_upserted(ready_pod("cilium-1", &cilium));
     eventually("the gate to stop", || {

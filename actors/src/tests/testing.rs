@@ -16,12 +16,15 @@ use jiff::Timestamp;
 use nodegate_core::deciders::{TaintWrite, Tally};
 use nodegate_core::gate::{self, GateState, NodeEvent, UntaintPatch};
 use nodegate_core::net::entrance::BoundPod;
-use nodegate_core::vocab::model::NodeInfo;
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, PodInfo};
 use nodegate_core::vocab::write::{Outcome, Write};
+use ractor::ActorRef;
 use tokio::sync::Semaphore;
 
+use crate::node_actor::GateContext;
 use crate::observe::GateObserver;
 use crate::ports::{Clock, EffectExecutor, REEXAMINE_PERIOD, Sending};
+use crate::supervisor::{self, SupervisorMsg};
 
 /// Stands in for the binary's kube adapters. Every node write applies
 /// unless outcomes were scripted for the untaints
@@ -313,4 +316,28 @@ pub async fn eventually(what: &str, check: impl Fn() -> bool) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     panic!("timed out waiting for {what}");
+}
+
+/// A supervisor over `ctx.router` and one live gate: `ds`, `node` and
+/// `pod` (the DaemonSet's pod on the node) go into the router in that
+/// order, the router is marked synced, and this returns once the gate of
+/// `node` runs. For tests that watch one gate from outside (its logs, its
+/// observer); stop the supervisor returned when done.
+pub async fn start_one_gate<E: EffectExecutor, C: Clock>(
+    ctx: GateContext<E, C>,
+    ds: DaemonSetInfo,
+    node: NodeInfo,
+    pod: PodInfo,
+) -> ActorRef<SupervisorMsg> {
+    let router = Arc::clone(&ctx.router);
+    let (sup, _) = supervisor::start(Arc::new(ctx))
+        .await
+        .expect("supervisor starts");
+    let name = node.name.clone();
+    router.daemonset_upserted(ds);
+    router.node_upserted(node);
+    router.pod_upserted(pod);
+    router.mark_synced();
+    eventually("the gate to start", || router.gate(&name).is_some()).await;
+    sup
 }
