@@ -1,12 +1,21 @@
 //! [`History`]: the bounded list of finished gates that `/debug/nodes` and
 //! `/debug/nodes/{name}` still show after their actors are gone.
+//!
+//! Each finished gate is kept as one JSON-encoded block (and its node's
+//! name), not as a copy of its state and journal: a copy is dozens of small
+//! blocks, some of them shared with what the gate's node held, allocated
+//! when the gate stopped among the blocks of gates still running. After a
+//! wave of nodes comes and goes, those few kept blocks each hold a page of
+//! freed memory resident; one block a gate holds about one page at most.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
+use jiff::Timestamp;
 use nodegate_actors::messages::GateView;
-use nodegate_core::gate::journal::Journal;
-use nodegate_core::gate::{GateState, StopReason};
+use nodegate_core::gate::journal::{Entry, Journal};
+use nodegate_core::gate::{GateState, OpenedBy, Phase, StopReason};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::serve::lock;
@@ -15,14 +24,33 @@ use crate::serve::lock;
 /// taint went away), newest last.
 pub struct History {
     capacity: usize,
-    views: Mutex<VecDeque<GateView>>,
+    finished: Mutex<VecDeque<Finished>>,
+}
+
+/// One finished gate: what `/debug/nodes` lists of it, and its whole
+/// [`GateView`], decoded again only when `/debug/nodes/NAME` asks for it.
+struct Finished {
+    node: Box<str>,
+    phase: Phase,
+    opened: Option<(OpenedBy, Timestamp)>,
+    stopped: Option<StopReason>,
+    view: Box<str>,
+}
+
+/// A [`GateView`] made of borrowed parts, encoded as `GateView` decodes.
+#[derive(Serialize)]
+struct ViewOf<'a> {
+    node: &'a str,
+    state: &'a GateState,
+    journal: Vec<Entry>,
+    journal_dropped: u64,
 }
 
 impl History {
     pub fn new(capacity: usize) -> Self {
         History {
             capacity,
-            views: Mutex::new(VecDeque::with_capacity(capacity.min(1024))),
+            finished: Mutex::new(VecDeque::with_capacity(capacity.min(1024))),
         }
     }
 
@@ -33,38 +61,59 @@ impl History {
         {
             return;
         }
-        let view = GateView {
-            node: node.to_string(),
-            state: state.clone(),
+        let view = ViewOf {
+            node,
+            state,
             journal: journal.entries().collect(),
             journal_dropped: journal.dropped(),
         };
-        let mut views = lock(&self.views);
-        views.retain(|v| v.node != node);
-        views.push_back(view);
-        while views.len() > self.capacity {
-            views.pop_front();
+        let view = match serde_json::to_string(&view) {
+            Ok(v) => v.into_boxed_str(),
+            Err(e) => {
+                tracing::warn!(node, error = %e, "cannot keep the finished gate for /debug/nodes");
+                return;
+            }
+        };
+        let finished = Finished {
+            node: node.into(),
+            phase: state.phase,
+            opened: state.opened.as_ref().map(|o| (o.opened_by, o.at)),
+            stopped: state.stopped,
+            view,
+        };
+        let mut kept = lock(&self.finished);
+        kept.retain(|f| &*f.node != node);
+        kept.push_back(finished);
+        while kept.len() > self.capacity {
+            kept.pop_front();
         }
     }
 
     pub fn get(&self, node: &str) -> Option<GateView> {
-        let views = lock(&self.views);
-        views.iter().rev().find(|v| v.node == node).cloned()
+        let kept = lock(&self.finished);
+        let finished = kept.iter().rev().find(|f| &*f.node == node)?;
+        match serde_json::from_str(&finished.view) {
+            Ok(view) => Some(view),
+            Err(e) => {
+                tracing::warn!(node, error = %e, "cannot read back the finished gate");
+                None
+            }
+        }
     }
 
     /// The finished gates, newest first, one line each, as `/debug/nodes`
     /// lists them under `recently_finished`.
     pub fn recent(&self) -> Vec<Value> {
-        lock(&self.views)
+        lock(&self.finished)
             .iter()
             .rev()
-            .map(|v| {
+            .map(|f| {
                 json!({
-                    "node": v.node,
-                    "phase": v.state.phase,
-                    "opened_by": v.state.opened.as_ref().map(|o| o.opened_by),
-                    "opened_at": v.state.opened.as_ref().map(|o| o.at),
-                    "stopped": v.state.stopped.map(|s| s.to_string()),
+                    "node": &*f.node,
+                    "phase": f.phase,
+                    "opened_by": f.opened.map(|(by, _)| by),
+                    "opened_at": f.opened.map(|(_, at)| at),
+                    "stopped": f.stopped.map(|s| s.to_string()),
                 })
             })
             .collect()
@@ -121,9 +170,42 @@ pub(crate) mod tests {
         }
         assert!(h.get("a").is_none(), "the oldest is evicted");
         assert!(h.get("b").is_some() && h.get("c").is_some());
+        // Kept again, a node's newer gate replaces its older one.
+        let (state, journal) = opened_gate("b");
+        h.gate_stopped("b", &state, &journal);
+        assert!(h.get("c").is_some(), "one slot for b's two gates");
         // Shutdown stops unfinished gates: not kept.
         h.gate_stopped("d", &GateState::default(), &Journal::new(4));
         assert!(h.get("d").is_none());
         assert!(History::new(0).get("a").is_none());
+    }
+
+    /// What is kept is what was given: the view read back equals the gate's
+    /// state and journal, and the list shows the same phase and opening.
+    #[test]
+    fn a_finished_gate_reads_back_whole() {
+        let h = History::new(4);
+        let (state, journal) = opened_gate("n1");
+        h.gate_stopped("n1", &state, &journal);
+        let view = h.get("n1").expect("kept");
+        let wanted = GateView {
+            node: "n1".into(),
+            state: state.clone(),
+            journal: journal.entries().collect(),
+            journal_dropped: journal.dropped(),
+        };
+        assert_eq!(view, wanted);
+        assert!(!view.journal.is_empty() && !view.state.members.is_empty());
+        let opened = state.opened.as_ref().expect("the gate opened");
+        assert_eq!(
+            h.recent(),
+            vec![json!({
+                "node": "n1",
+                "phase": state.phase,
+                "opened_by": opened.opened_by,
+                "opened_at": opened.at,
+                "stopped": state.stopped.map(|s| s.to_string()),
+            })]
+        );
     }
 }
