@@ -725,3 +725,84 @@ fn status_watch_says_once_that_the_cluster_does_not_answer() {
     );
     assert!(err.contains(&server), "{err}");
 }
+
+/// The shipped allocator runs with glibc's per-thread cache of freed blocks
+/// off (docs/benchmarks.md, "The allocator"), which glibc reads only from
+/// the environment at load: the binary starts itself again with
+/// `GLIBC_TUNABLES` set. Seen from outside: the process that connects to
+/// the cluster (after the restart) has the tunable in its environment and
+/// is still named `nodegate`, and a user's own setting of it is kept.
+#[test]
+fn the_binary_runs_with_glibcs_thread_cache_off_and_keeps_a_users_setting() {
+    for (given, wanted) in [
+        (None, "glibc.malloc.tcache_count=0"),
+        (
+            Some("glibc.malloc.mxfast=0"),
+            "glibc.malloc.mxfast=0:glibc.malloc.tcache_count=0",
+        ),
+        (
+            Some("glibc.malloc.tcache_count=3"),
+            "glibc.malloc.tcache_count=3",
+        ),
+    ] {
+        // A "cluster" that takes the connection and never answers.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking listener");
+        let server = format!("https://{}", listener.local_addr().expect("addr"));
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut command = Command::new(bin());
+        command
+            .args(["version", "--request-timeout", "60s"])
+            .env("KUBECONFIG", kubeconfig_for(dir.path(), &server))
+            .env_remove("GLIBC_TUNABLES")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        if let Some(v) = given {
+            command.env("GLIBC_TUNABLES", v);
+        }
+        let mut child = command.spawn().expect("start nodegate");
+        // nodegate connects only after the allocator is set up.
+        let connection = loop {
+            match listener.accept() {
+                Ok((c, _)) => break c,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if let Some(status) = child.try_wait().expect("poll nodegate") {
+                        panic!("{given:?}: nodegate exited ({status}) before connecting");
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => panic!("accept: {e}"),
+            }
+        };
+        let environ =
+            std::fs::read(format!("/proc/{}/environ", child.id())).expect("read its environment");
+        // Still named after its file, as `ps` and `pgrep nodegate` show it.
+        let name =
+            std::fs::read_to_string(format!("/proc/{}/comm", child.id())).expect("read its name");
+        // Our own child, not yet waited for: its pid cannot have been reused.
+        child.kill().expect("stop nodegate");
+        child.wait().expect("reap nodegate");
+        drop(connection);
+        assert_eq!(tunables(&environ), wanted, "{given:?}");
+        assert_eq!(name.trim_end(), "nodegate", "{given:?}");
+    }
+}
+
+/// `GLIBC_TUNABLES` as a process's /proc/PID/environ shows it. glibc ends
+/// each tunable in place with a NUL as it reads them, so a list of them
+/// shows as one `GLIBC_TUNABLES=` entry followed by entries of their own.
+fn tunables(environ: &[u8]) -> String {
+    let mut entries = environ.split(|b| *b == 0).map(String::from_utf8_lossy);
+    let Some(first) = entries.find(|e| e.starts_with("GLIBC_TUNABLES=")) else {
+        return String::new();
+    };
+    let mut list = vec![first["GLIBC_TUNABLES=".len()..].to_string()];
+    list.extend(
+        entries
+            .take_while(|e| e.starts_with("glibc."))
+            .map(|e| e.into_owned()),
+    );
+    list.join(":")
+}

@@ -14,8 +14,9 @@
 //! - `system`: glibc's malloc as it comes (one arena per thread, up to eight
 //!   per core; freed memory mostly stays with its arena);
 //! - `glibc-tuned`: glibc's malloc with two arenas and a fixed 1 MiB trim
-//!   threshold, set at [`init`], and a thread that hands free pages back
-//!   (`malloc_trim`) every [`TRIM_PERIOD`];
+//!   threshold, set at [`init`], a thread that hands free pages back
+//!   (`malloc_trim`) every [`TRIM_PERIOD`], and no per-thread cache of freed
+//!   blocks ([`TUNABLES`]);
 //! - `mimalloc`: Microsoft's mimalloc (crate `mimalloc`), default options;
 //! - `jemalloc`: jemalloc (crate `tikv-jemallocator`) with a background
 //!   purging thread and 1 s dirty-page decay ([`JEMALLOC_CONF`]).
@@ -55,6 +56,14 @@ pub const SHIPPED: &str = "glibc-tuned";
 
 /// How often the `glibc-tuned` allocator's thread calls `malloc_trim`.
 pub const TRIM_PERIOD: Duration = Duration::from_secs(10);
+
+/// The glibc tunable `glibc-tuned` runs with: no per-thread cache of freed
+/// blocks (tcache). Up to seven freed blocks of each size stay in each
+/// thread's cache, where `malloc_trim` cannot reach them; spread over the
+/// heap after a burst, each keeps its page resident. glibc reads tunables
+/// only from the environment, when the program is loaded, so [`init`]
+/// starts the program again with them (see [`init`]).
+pub const TUNABLES: &str = "glibc.malloc.tcache_count=0";
 
 /// The `jemalloc` candidate's options: a background thread purges unused
 /// dirty pages after about a second, straight back to the kernel (no
@@ -97,16 +106,34 @@ fn glibc() -> bool {
 }
 
 /// Sets the allocator up; call it first in `main`, before any thread starts.
-/// Only `glibc-tuned` has anything to do: it caps glibc's arenas at two,
-/// fixes the trim threshold at 1 MiB (glibc otherwise raises it as the
-/// program frees large blocks) and starts the trimming thread. Calling it
-/// again does nothing more.
+/// Only `glibc-tuned` has anything to do:
+///
+/// - when `GLIBC_TUNABLES` does not set `glibc.malloc.tcache_count`, it
+///   executes the program again (its own file, the same arguments, the
+///   same process id) with [`TUNABLES`] added to that variable, since glibc
+///   reads it only at load; a value the user set for the tcache is kept, and
+///   if the program cannot be executed again it goes on, saying so, with the
+///   cache on;
+/// - it caps glibc's arenas at two, fixes the trim threshold at 1 MiB (glibc
+///   otherwise raises it as the program frees large blocks) and starts the
+///   trimming thread.
+///
+/// Calling it again does nothing more.
 pub fn init() {
     if NAME != "glibc-tuned" {
         return;
     }
     static DONE: std::sync::Once = std::sync::Once::new();
     DONE.call_once(|| {
+        let restarted = std::env::var_os(RESTARTED).is_some();
+        let current = std::env::var_os("GLIBC_TUNABLES");
+        if let Some(value) = tunables_to_add(current.as_deref()).filter(|_| !restarted) {
+            let err = start_again_with(&value);
+            eprintln!(
+                "nodegate: could not start again with GLIBC_TUNABLES={value} ({err}); \
+                 freed memory goes back to the system more slowly"
+            );
+        }
         // SAFETY: mallopt takes two integers and changes only malloc's own
         // settings; called before other threads allocate.
         unsafe {
@@ -127,6 +154,53 @@ pub fn init() {
             eprintln!("nodegate: could not start the malloc-trim thread: {e}");
         }
     });
+}
+
+/// The `GLIBC_TUNABLES` value to start again with, given the current one:
+/// `None` when it already sets the tcache (ours or the user's), or cannot be
+/// read as text (left alone rather than guessed at).
+fn tunables_to_add(current: Option<&std::ffi::OsStr>) -> Option<String> {
+    let current = match current {
+        None => "",
+        Some(v) => v.to_str()?,
+    };
+    if current
+        .split(':')
+        .any(|t| t.starts_with("glibc.malloc.tcache_count="))
+    {
+        return None;
+    }
+    Some(if current.is_empty() {
+        TUNABLES.to_string()
+    } else {
+        format!("{current}:{TUNABLES}")
+    })
+}
+
+/// Set in the environment of the program [`init`] starts again, so that it
+/// is started again at most once whatever glibc makes of the variable.
+const RESTARTED: &str = "NODEGATE_ALLOC_RESTARTED";
+
+/// Replaces this process's program with itself, `GLIBC_TUNABLES=value` and
+/// [`RESTARTED`] added to its environment; returns only when that fails.
+fn start_again_with(value: &str) -> std::io::Error {
+    use std::os::unix::process::CommandExt;
+    let mut args = std::env::args_os();
+    // The program's own path, not /proc/self/exe: the process is named
+    // after the file it runs (`ps`, `pgrep`, `top`), and that would be `exe`.
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return e,
+    };
+    let mut command = std::process::Command::new(exe);
+    if let Some(arg0) = args.next() {
+        command.arg0(arg0);
+    }
+    command
+        .args(args)
+        .env("GLIBC_TUNABLES", value)
+        .env(RESTARTED, "1")
+        .exec()
 }
 
 /// Hands free memory the allocator keeps back to the kernel, where the
@@ -250,6 +324,30 @@ mod tests {
             "{live} KiB live, {after} KiB after freeing 64 MiB and give_back"
         );
         drop(pin);
+    }
+
+    #[test]
+    fn the_tcache_tunable_is_added_once_and_a_users_setting_is_kept() {
+        use std::ffi::OsStr;
+        assert_eq!(tunables_to_add(None).as_deref(), Some(TUNABLES));
+        assert_eq!(
+            tunables_to_add(Some(OsStr::new(""))).as_deref(),
+            Some(TUNABLES)
+        );
+        let other = "glibc.malloc.mxfast=0";
+        assert_eq!(
+            tunables_to_add(Some(OsStr::new(other))),
+            Some(format!("{other}:{TUNABLES}"))
+        );
+        // Already there (after the restart) or set by the user: no restart.
+        assert_eq!(tunables_to_add(Some(OsStr::new(TUNABLES))), None);
+        let users = "glibc.malloc.mxfast=0:glibc.malloc.tcache_count=3";
+        assert_eq!(tunables_to_add(Some(OsStr::new(users))), None);
+        // A name that only begins like it is another tunable.
+        assert_eq!(
+            tunables_to_add(Some(OsStr::new("glibc.malloc.tcache_count_x=1"))),
+            Some(format!("glibc.malloc.tcache_count_x=1:{TUNABLES}"))
+        );
     }
 
     #[test]
