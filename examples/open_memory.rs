@@ -230,6 +230,7 @@ fn per_item(what: &str, count: usize, before: Mem, after: Mem) {
 }
 
 fn main() {
+    nodegate_alloc::restart_with_tunables();
     nodegate_alloc::init();
     println!("allocator: {}", nodegate_alloc::NAME);
     let nodes = arg(1, 65_000);

@@ -43,6 +43,7 @@ fn arg(i: usize, default: usize) -> usize {
 }
 
 fn main() {
+    nodegate_alloc::restart_with_tunables();
     nodegate_alloc::init();
     println!("allocator: {}", nodegate_alloc::NAME);
     let nodes = arg(1, 5000);

@@ -116,7 +116,11 @@ fn main() -> ExitCode {
     if let Command::Probe(args) = &cli.command {
         return probe::main(args.clone());
     }
-    // Before the runtime starts its threads.
+    // Before the runtime starts its threads. The controller, long-lived,
+    // runs with the allocator's tunables (it may start itself again here).
+    if matches!(cli.command, Command::Run(_)) {
+        nodegate_alloc::restart_with_tunables();
+    }
     nodegate_alloc::init();
     let mut logging = false;
     let command = match connect_flags(cli) {

@@ -220,6 +220,7 @@ async fn waves(
 }
 
 fn main() {
+    nodegate_alloc::restart_with_tunables();
     nodegate_alloc::init();
     println!("allocator: {}", nodegate_alloc::NAME);
     let mut args = std::env::args().skip(1);

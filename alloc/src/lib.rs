@@ -105,35 +105,41 @@ fn glibc() -> bool {
     NAME == "system" || NAME == "glibc-tuned"
 }
 
-/// Sets the allocator up; call it first in `main`, before any thread starts.
-/// Only `glibc-tuned` has anything to do:
-///
-/// - when `GLIBC_TUNABLES` does not set `glibc.malloc.tcache_count`, it
-///   executes the program again (its own file, the same arguments, the
-///   same process id) with [`TUNABLES`] added to that variable, since glibc
-///   reads it only at load; a value the user set for the tcache is kept, and
-///   if the program cannot be executed again it goes on, saying so, with the
-///   cache on;
-/// - it caps glibc's arenas at two, fixes the trim threshold at 1 MiB (glibc
-///   otherwise raises it as the program frees large blocks) and starts the
-///   trimming thread.
-///
-/// Calling it again does nothing more.
+/// For a long-lived process (the controller, the memory examples): call
+/// first in `main`, before [`init`] and before any thread starts. Only
+/// `glibc-tuned` has anything to do: when `GLIBC_TUNABLES` does not set
+/// `glibc.malloc.tcache_count`, it executes the program again (its own file,
+/// the same arguments, the same process id) with [`TUNABLES`] added to that
+/// variable, since glibc reads it only at load. A value the user set for the
+/// tcache is kept. If the program cannot be executed again (no `execve`
+/// fallback to a shell is tried), it says so and goes on with the cache on.
+/// Short commands skip it: they end before a cache could matter.
+pub fn restart_with_tunables() {
+    if NAME != "glibc-tuned" || std::env::var_os(RESTARTED).is_some() {
+        return;
+    }
+    let current = std::env::var_os("GLIBC_TUNABLES");
+    if let Some(value) = tunables_to_add(current.as_deref()) {
+        let err = start_again_with(&value);
+        eprintln!(
+            "nodegate: could not start again with GLIBC_TUNABLES={value} ({err}); \
+             freed memory goes back to the system more slowly"
+        );
+    }
+}
+
+/// Sets the allocator up; call it first in `main` (after
+/// [`restart_with_tunables`], where that is called), before any thread
+/// starts. Only `glibc-tuned` has anything to do: it caps glibc's arenas at
+/// two, fixes the trim threshold at 1 MiB (glibc otherwise raises it as the
+/// program frees large blocks) and starts the trimming thread. Calling it
+/// again does nothing more.
 pub fn init() {
     if NAME != "glibc-tuned" {
         return;
     }
     static DONE: std::sync::Once = std::sync::Once::new();
     DONE.call_once(|| {
-        let restarted = std::env::var_os(RESTARTED).is_some();
-        let current = std::env::var_os("GLIBC_TUNABLES");
-        if let Some(value) = tunables_to_add(current.as_deref()).filter(|_| !restarted) {
-            let err = start_again_with(&value);
-            eprintln!(
-                "nodegate: could not start again with GLIBC_TUNABLES={value} ({err}); \
-                 freed memory goes back to the system more slowly"
-            );
-        }
         // SAFETY: mallopt takes two integers and changes only malloc's own
         // settings; called before other threads allocate.
         unsafe {
@@ -183,24 +189,44 @@ const RESTARTED: &str = "NODEGATE_ALLOC_RESTARTED";
 
 /// Replaces this process's program with itself, `GLIBC_TUNABLES=value` and
 /// [`RESTARTED`] added to its environment; returns only when that fails.
+/// `execve` itself, not `Command::exec`: glibc's `execvp` behind the latter
+/// hands a file the kernel cannot run (`ENOEXEC`, as under qemu-user
+/// without binfmt) to `/bin/sh` as a script.
 fn start_again_with(value: &str) -> std::io::Error {
-    use std::os::unix::process::CommandExt;
-    let mut args = std::env::args_os();
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let cstring = |bytes: &[u8]| {
+        CString::new(bytes).map_err(|_| std::io::Error::other("a NUL byte in an argument"))
+    };
     // The program's own path, not /proc/self/exe: the process is named
     // after the file it runs (`ps`, `pgrep`, `top`), and that would be `exe`.
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
+    let prepared = (|| {
+        let exe = cstring(std::env::current_exe()?.as_os_str().as_bytes())?;
+        let args = std::env::args_os()
+            .map(|a| cstring(a.as_bytes()))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let mut env = Vec::new();
+        for (k, v) in std::env::vars_os() {
+            if k != "GLIBC_TUNABLES" && k != RESTARTED {
+                env.push(cstring(&[k.as_bytes(), b"=", v.as_bytes()].concat())?);
+            }
+        }
+        env.push(cstring(format!("GLIBC_TUNABLES={value}").as_bytes())?);
+        env.push(cstring(format!("{RESTARTED}=1").as_bytes())?);
+        Ok::<_, std::io::Error>((exe, args, env))
+    })();
+    let (exe, args, env) = match prepared {
+        Ok(p) => p,
         Err(e) => return e,
     };
-    let mut command = std::process::Command::new(exe);
-    if let Some(arg0) = args.next() {
-        command.arg0(arg0);
-    }
-    command
-        .args(args)
-        .env("GLIBC_TUNABLES", value)
-        .env(RESTARTED, "1")
-        .exec()
+    let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    // SAFETY: every pointer is to a NUL-terminated string that lives until
+    // the call returns, and both arrays end with a null pointer.
+    unsafe { libc::execve(exe.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+    std::io::Error::last_os_error()
 }
 
 /// Hands free memory the allocator keeps back to the kernel, where the
