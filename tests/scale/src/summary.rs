@@ -106,6 +106,14 @@ const METRICS: &[Metric] = &[
         get: |r| Some(r.controller_peak_rss_mib),
     },
     Metric {
+        name: "  of it anonymous, peak (MiB)",
+        get: |r| r.controller.peak_rss_anon_mib.map(round),
+    },
+    Metric {
+        name: "  of it file-backed, peak (MiB)",
+        get: |r| r.controller.peak_rss_file_mib.map(round),
+    },
+    Metric {
         name: "controller CPU (s)",
         get: |r| Some(r.controller_cpu_s),
     },
@@ -291,6 +299,8 @@ mod tests {
         let usage = crate::procstat::Usage {
             peak_rss_mib: 10.0,
             vm_hwm_mib: None,
+            peak_rss_anon_mib: None,
+            peak_rss_file_mib: None,
             cpu_s: 2.0,
             samples: 1,
         };

@@ -154,6 +154,14 @@ fn costs(r: &Result) -> String {
         s += &row("benchmark driver", peak(u), u.cpu_s);
     }
     s += &row("controller", r.controller_peak_rss_mib, r.controller_cpu_s);
+    if let (Some(anon), Some(file)) = (
+        r.controller.peak_rss_anon_mib,
+        r.controller.peak_rss_file_mib,
+    ) {
+        s += &format!(
+            "  of the controller's RSS, peaks: anonymous {anon:.1} MiB, file-backed {file:.1} MiB\n"
+        );
+    }
     s += &format!(
         "controller CPU per gated node: {:.2} ms ({:.2} s / {} nodes)\n",
         r.controller_cpu_ms_per_node, r.controller_cpu_s, r.config.nodes
