@@ -61,8 +61,8 @@ pub const TRIM_PERIOD: Duration = Duration::from_secs(10);
 /// blocks (tcache). Up to seven freed blocks of each size stay in each
 /// thread's cache, where `malloc_trim` cannot reach them; spread over the
 /// heap after a burst, each keeps its page resident. glibc reads tunables
-/// only from the environment, when the program is loaded, so [`init`]
-/// starts the program again with them (see [`init`]).
+/// only from the environment, when the program is loaded, so
+/// [`restart_with_tunables`] starts the program again with them.
 pub const TUNABLES: &str = "glibc.malloc.tcache_count=0";
 
 /// The `jemalloc` candidate's options: a background thread purges unused
@@ -183,8 +183,9 @@ fn tunables_to_add(current: Option<&std::ffi::OsStr>) -> Option<String> {
     })
 }
 
-/// Set in the environment of the program [`init`] starts again, so that it
-/// is started again at most once whatever glibc makes of the variable.
+/// Set in the environment of the program [`restart_with_tunables`] starts
+/// again, so that it is started again at most once whatever glibc makes of
+/// the variable.
 const RESTARTED: &str = "NODEGATE_ALLOC_RESTARTED";
 
 /// Replaces this process's program with itself, `GLIBC_TUNABLES=value` and

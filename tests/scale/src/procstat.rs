@@ -50,23 +50,31 @@ fn read_stat(pid: u32) -> Option<(u32, u64, u64)> {
     Some((ppid, utime + stime, rss))
 }
 
+/// A live process's /proc/PID/status.
+fn status(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).ok()
+}
+
+/// The value of a `Key:   123 kB` line of /proc/PID/status, in KiB.
+fn status_kib(status: &str, key: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
 /// VmHWM of a live process, in KiB.
 pub fn high_water_kib(pid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    status_kib(&status(pid)?, "VmHWM")
 }
 
 /// (RssAnon, RssFile) of a live process, in KiB (RssShmem is neither).
 fn rss_parts_kib(pid: u32) -> Option<(u64, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib = |key: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-    };
-    Some((kib("RssAnon:")?, kib("RssFile:")?))
+    let status = status(pid)?;
+    Some((
+        status_kib(&status, "RssAnon")?,
+        status_kib(&status, "RssFile")?,
+    ))
 }
 
 /// Every process and its parent, for finding descendants.
@@ -247,6 +255,17 @@ pub const INTERVAL: Duration = Duration::from_millis(100);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_lines_are_read_by_their_whole_key() {
+        let status = "Name:\tnodegate\nVmHWMx:\t 9 kB\nVmHWM:\t   41352 kB\n\
+                      RssAnon:\t   21564 kB\nRssFile:\t   19788 kB\n";
+        assert_eq!(status_kib(status, "VmHWM"), Some(41352));
+        assert_eq!(status_kib(status, "RssAnon"), Some(21564));
+        assert_eq!(status_kib(status, "RssFile"), Some(19788));
+        assert_eq!(status_kib(status, "RssShmem"), None);
+        assert_eq!(status_kib(status, "Name"), None, "not a number of kB");
+    }
 
     #[test]
     fn reads_this_process() {
