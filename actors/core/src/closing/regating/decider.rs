@@ -104,8 +104,9 @@ pub struct Regater {
     /// Nodes re-gated by this replica, with the resourceVersions from before
     /// the write: the one the write replaced (the fresh read's) and the one
     /// the index showed when the answer came, which may be older still.
-    /// While the index shows one of them, the node counts in the budget and
-    /// is not looked at.
+    /// While the index shows a version from before the write (see
+    /// [`before_write`]), the node counts in the budget and is not looked
+    /// at.
     pending: HashMap<String, [String; 2]>,
     /// Dry run: nodes already logged as "would re-gate".
     dry_logged: HashSet<String>,
@@ -205,7 +206,11 @@ impl Regater {
         // on, the feed's change of the node, in order with the counts, ends
         // the pending write: see `changed`.)
         let version = &node.resource_version;
-        if self.pending.get(name).is_some_and(|b| b.contains(version)) {
+        if self
+            .pending
+            .get(name)
+            .is_some_and(|b| before_write(b, version))
+        {
             return None;
         }
         let now = cx.now.for_grace();
@@ -450,7 +455,7 @@ impl Regater {
                 // step as the counts see it: counted as it shows (with the
                 // taint, or without it if it was taken off since).
                 if let Some(versions) = self.pending.get(&name)
-                    && after.is_none_or(|a| !versions.contains(&a.resource_version))
+                    && after.is_none_or(|a| !before_write(versions, &a.resource_version))
                 {
                     self.pending.remove(&name);
                 }
@@ -726,6 +731,25 @@ impl Regater {
             },
             out,
         );
+    }
+}
+
+/// Whether the index, showing a node at `version`, shows it from before
+/// this replica's write whose versions from before are `before` (the fresh
+/// read's, the index's when the answer came). A version between the two is
+/// from before as well: the index may lag the fresh read by several of the
+/// node's heartbeats, and counting the node as shown there would free its
+/// place in the budget for another node while the taint is on. The API
+/// server's resourceVersions are etcd revisions, rising for an object and
+/// delivered in order by the watch; one that is not a number is compared
+/// only for equality.
+fn before_write(before: &[String; 2], version: &str) -> bool {
+    if before.iter().any(|v| v == version) {
+        return true;
+    }
+    match (before[0].parse::<u64>(), version.parse::<u64>()) {
+        (Ok(read), Ok(shown)) => shown < read,
+        _ => false,
     }
 }
 

@@ -254,6 +254,33 @@ fn a_pending_write_the_index_moved_past_stops_counting() {
 }
 
 #[test]
+fn a_pending_write_counts_while_the_index_shows_versions_older_than_the_read() {
+    let mut r = run();
+    let mut g = Closing::default();
+    r.index.pods.push(broken_pod("n1", NOW - GRACE - 5));
+    let out = upsert(&mut r, &mut g, at_version(node("n1"), "10"));
+    assert_eq!(reads(&out), ["n1"], "{out:?}");
+    // The fresh read is five heartbeats ahead of the index.
+    let out = r.step(&mut g, fresh(at_version(node("n1"), "15")));
+    let write = writes(&out)[0].clone();
+    r.step(&mut g, answer(&write, PatchOutcome::Applied));
+    r.index.pods.push(broken_pod("n2", NOW - GRACE - 5));
+    let out = upsert(&mut r, &mut g, node("n2"));
+    assert_eq!(count(&out, &Tally::RegateBudgetExhausted), 1, "{out:?}");
+    // The index catches up through the heartbeats before the write: n1
+    // still holds the one place, and n2 is not read.
+    for version in ["12", "14"] {
+        let out = upsert(&mut r, &mut g, at_version(node("n1"), version));
+        assert!(reads(&out).is_empty(), "{version}: {out:?}");
+        assert_eq!(gauges(&r, &g).regated, 1, "{version}");
+    }
+    // The write itself: counted as shown, once.
+    let out = upsert(&mut r, &mut g, regated("n1", "16"));
+    assert!(reads(&out).is_empty(), "{out:?}");
+    assert_eq!(gauges(&r, &g).regated, 1);
+}
+
+#[test]
 fn broken_within_the_grace_is_looked_at_again_when_it_ends() {
     let mut r = run();
     let mut g = Closing::default();
