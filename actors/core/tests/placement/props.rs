@@ -3,8 +3,8 @@
 use std::collections::BTreeSet;
 
 use nodegate_core::rules::placement::{
-    ManagedTaint, NotExpectedReason, PlacementConfig, TransientTaint, Verdict, evaluate,
-    match_term, node_matches_terms, should_run, tolerates, with_default_tolerations,
+    DaemonTolerations, ManagedTaint, NotExpectedReason, PlacementConfig, TransientTaint, Verdict,
+    evaluate, match_term, node_matches_terms, should_run, tolerates, with_default_tolerations,
 };
 use nodegate_core::testutil::{mk_ds, mk_node};
 use nodegate_core::vocab::model::{
@@ -23,6 +23,8 @@ const KEYS: &[&str] = &[
     "example.com/role",
     "nodegate.dev/initializing",
     "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.kubernetes.io/disk-pressure",
     "node.kubernetes.io/network-unavailable",
     "node.kubernetes.io/unschedulable",
     "readiness.k8s.io/net",
@@ -246,6 +248,17 @@ proptest! {
             prop_assert!(once.contains(t));
         }
         prop_assert!(once.len() >= tols.len());
+    }
+
+    #[test]
+    fn daemon_tolerations_judge_a_taint_as_the_listed_defaults_do(
+        tols in vec(any_toleration(), 0..5), host in any::<bool>(), taint in any_taint()
+    ) {
+        let listed = with_default_tolerations(&tols, host);
+        prop_assert_eq!(
+            DaemonTolerations::new(&tols, host).tolerate(&taint),
+            listed.iter().any(|t| tolerates(t, &taint))
+        );
     }
 
     #[test]

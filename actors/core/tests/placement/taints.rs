@@ -5,9 +5,9 @@
 mod transient;
 
 use nodegate_core::rules::placement::{
-    ManagedTaint, NotExpectedReason, PlacementConfig, TransientTaint, default_daemon_tolerations,
-    default_transient_taints, first_untolerated_taint, should_run, tolerates,
-    with_default_tolerations,
+    DaemonTolerations, ManagedTaint, NotExpectedReason, PlacementConfig, TransientTaint,
+    default_daemon_tolerations, default_transient_taints, first_untolerated_taint, should_run,
+    tolerates, with_default_tolerations,
 };
 use nodegate_core::testutil::{labels, taint, taint_v, template_with_tolerations, toleration};
 use nodegate_core::vocab::model::{PodPlacement, Taint, Toleration};
@@ -431,7 +431,8 @@ fn every_taint_must_be_tolerated_and_the_first_untolerated_is_reported() {
         taint("d", "NoSchedule"),
     ];
     let tols = vec![exists("a", "")];
-    assert_eq!(first_untolerated_taint(&taints, &tols), Some(&taints[2]));
+    let judged = DaemonTolerations::new(&tols, false);
+    assert_eq!(first_untolerated_taint(&taints, judged), Some(&taints[2]));
     let tpl = template_with_tolerations(tols);
     assert_eq!(
         should_run("n", &labels(&[]), &taints, &tpl),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 
 use crate::closing::regating::{Broken, Health, NotWatched, Since, Trigger, Watched};
-use crate::rules::placement::{self, first_untolerated_taint, with_default_tolerations};
+use crate::rules::placement::{self, DaemonTolerations, first_untolerated_taint};
 use crate::rules::readiness::{self, MemberState};
 use crate::vocab::config::{Config, RegateConfig};
 use crate::vocab::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
@@ -101,8 +101,8 @@ fn broken_members<'a>(
             continue;
         }
         let tolerations =
-            with_default_tolerations(&ds.template.tolerations, ds.template.host_network);
-        if first_untolerated_taint([&regate_taint], &tolerations).is_some() {
+            DaemonTolerations::new(&ds.template.tolerations, ds.template.host_network);
+        if first_untolerated_taint([&regate_taint], tolerations).is_some() {
             continue;
         }
         let on_node = pods.iter().map(AsRef::as_ref);

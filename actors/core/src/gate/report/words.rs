@@ -86,7 +86,7 @@ pub fn expected_reason(
     if let Some(m) = terms.and_then(|ts| ts.iter().find(|r| r.matches)) {
         parts.push(format!("its node affinity term {} matches", m.term));
     }
-    let tolerations = placement::with_default_tolerations(&t.tolerations, t.host_network);
+    let tolerations = placement::DaemonTolerations::new(&t.tolerations, t.host_network);
     let (mut kept, mut set_aside) = (Vec::new(), Vec::new());
     for taint in node
         .taints
@@ -95,10 +95,7 @@ pub fn expected_reason(
     {
         if !cfg.is_transient(taint) {
             kept.push(taint.to_string());
-        } else if !tolerations
-            .iter()
-            .any(|tol| placement::tolerates(tol, taint))
-        {
+        } else if !tolerations.tolerate(taint) {
             set_aside.push(taint.to_string());
         }
     }

@@ -29,9 +29,9 @@ pub use reason::{
     NotExpectedReason, ReasonCode, RequirementRef, TermFailure, TermList, TermMismatch,
 };
 pub use taints::{
-    EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, TOLERATION_OP_EQUAL, TOLERATION_OP_EXISTS,
-    TOLERATION_OP_GT, TOLERATION_OP_LT, default_daemon_tolerations, first_untolerated_taint,
-    taint_blocks_scheduling, tolerates, with_default_tolerations,
+    DaemonTolerations, EFFECT_NO_EXECUTE, EFFECT_NO_SCHEDULE, TOLERATION_OP_EQUAL,
+    TOLERATION_OP_EXISTS, TOLERATION_OP_GT, TOLERATION_OP_LT, default_daemon_tolerations,
+    first_untolerated_taint, taint_blocks_scheduling, tolerates, with_default_tolerations,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,8 +73,8 @@ pub fn should_run(
 ) -> Result<(), NotExpectedReason> {
     check_node_name(template, node_name)?;
     check_node_affinity(template, node_name, labels)?;
-    let tolerations = with_default_tolerations(&template.tolerations, template.host_network);
-    match first_untolerated_taint(taints, &tolerations) {
+    let tolerations = DaemonTolerations::new(&template.tolerations, template.host_network);
+    match first_untolerated_taint(taints, tolerations) {
         Some(taint) => Err(NotExpectedReason::UntoleratedTaint {
             taint: taint.clone(),
         }),
@@ -101,18 +101,18 @@ fn placement_problem(
     let template = &ds.template;
     check_node_name(template, &node.name)?;
     check_node_affinity(template, &node.name, &node.labels)?;
-    let tolerations = with_default_tolerations(&template.tolerations, template.host_network);
-    let (managed, others): (Vec<&Taint>, Vec<&Taint>) = node
-        .taints
-        .iter()
-        .filter(|t| !cfg.is_transient(t))
-        .partition(|t| cfg.is_managed(t));
-    if let Some(taint) = first_untolerated_taint(others, &tolerations) {
+    let tolerations = DaemonTolerations::new(&template.tolerations, template.host_network);
+    // The node's lasting taints, the managed ones or the others.
+    let lasting = |managed: bool| {
+        let taints = node.taints.iter().filter(|t| !cfg.is_transient(t));
+        taints.filter(move |t| cfg.is_managed(t) == managed)
+    };
+    if let Some(taint) = first_untolerated_taint(lasting(false), tolerations) {
         return Err(NotExpectedReason::UntoleratedTaint {
             taint: taint.clone(),
         });
     }
-    match first_untolerated_taint(managed, &tolerations) {
+    match first_untolerated_taint(lasting(true), tolerations) {
         Some(taint) => Err(NotExpectedReason::StartsAfterGate {
             taint: taint.clone(),
         }),
