@@ -298,12 +298,22 @@ struct PodStatus {
     container_statuses: Vec<ContainerStatus>,
 }
 
+/// A pod's spec as the pod projections read it: only where it is bound.
+/// Its placement (a DaemonSet pod's tolerations and node affinity, a
+/// third of the pod's text) is the DaemonSet template's business, read
+/// from the DaemonSet; skipped here, it costs no allocation per version.
+#[derive(Clone, PartialEq, Message)]
+struct BoundSpec {
+    #[prost(bytes = "vec", optional, tag = "10")]
+    node_name: Option<Vec<u8>>,
+}
+
 #[derive(Clone, PartialEq, Message)]
 pub struct Pod {
     #[prost(message, optional, tag = "1")]
     metadata: Option<ObjectMeta>,
     #[prost(message, optional, tag = "2")]
-    spec: Option<PodSpec>,
+    spec: Option<BoundSpec>,
     #[prost(message, optional, tag = "3")]
     status: Option<PodStatus>,
 }
@@ -545,9 +555,13 @@ impl From<Pod> for core::Pod {
             container_statuses: list(s.container_statuses, container),
             ..Default::default()
         });
+        let spec = p.spec.map(|s| core::PodSpec {
+            node_name: text(s.node_name),
+            ..Default::default()
+        });
         core::Pod {
             metadata: p.metadata.map(Into::into).unwrap_or_default(),
-            spec: p.spec.map(pod_spec),
+            spec,
             status,
         }
     }

@@ -46,10 +46,42 @@ fn a_pod_projects_the_same_from_protobuf_as_from_json() {
         pb.metadata.creation_timestamp,
         json.metadata.creation_timestamp
     );
-    // A DaemonSet's pod carries the placement the template's conversion
-    // shares: node affinity by field, and tolerations.
-    let placement = |p: &Pod| project::placement(p.spec.as_ref().expect("a spec"));
-    let (from_pb, from_json) = (placement(&pb), placement(&json));
+    // The pod's placement is not decoded (the DaemonSet's template is what
+    // placement reads); where it is bound is.
+    let spec = pb.spec.as_ref().expect("a spec");
+    assert!(spec.node_name.is_some() && spec.tolerations.is_none() && spec.affinity.is_none());
+}
+
+#[test]
+fn a_daemonset_template_reads_placement_as_json_does() {
+    // The pod fixture's spec (node affinity by field, tolerations, a node
+    // selector) as a DaemonSet's template: a DaemonSet is `spec` (2) →
+    // `template` (2) → `spec` (2), and a pod is `spec` (2).
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Spec {
+        #[prost(bytes = "vec", optional, tag = "2")]
+        spec: Option<Vec<u8>>,
+    }
+    let raw = unwrap(Bytes::from_static(POD_PB)).expect("the envelope");
+    let pod_spec = Spec::decode(raw).expect("a pod").spec.expect("a spec");
+    let template = Spec {
+        spec: Some(pod_spec),
+    };
+    let ds_spec = Spec {
+        spec: Some(template.encode_to_vec()),
+    };
+    let ds = Spec {
+        spec: Some(ds_spec.encode_to_vec()),
+    };
+    let ds = messages::DaemonSet::decode(ds.encode_to_vec().as_slice()).expect("a DaemonSet");
+    let ds = k8s_openapi::api::apps::v1::DaemonSet::from(ds);
+    let template = ds
+        .spec
+        .and_then(|s| s.template.spec)
+        .expect("a template spec");
+    let json: Pod = serde_json::from_str(POD_JSON).expect("the JSON fixture");
+    let from_pb = project::placement(&template);
+    let from_json = project::placement(json.spec.as_ref().expect("a spec"));
     assert!(from_pb.required_node_affinity.is_some() && !from_pb.tolerations.is_empty());
     assert_eq!(from_pb, from_json);
 }
