@@ -36,7 +36,10 @@ pub(crate) fn derive_all(
     cfg: &Config,
     now: Timestamp,
 ) -> VecMap<MemberId, Member> {
-    let mut out = VecMap::new();
+    // One allocation for the usual members (growing one by one took two or
+    // three on every re-derivation).
+    let canary = usize::from(cfg.canary.is_some());
+    let mut out = VecMap::with_capacity(daemonsets.len() + cfg.critical.len() + canary);
     for ds in daemonsets.values() {
         out.insert(
             MemberId::daemonset(ds),

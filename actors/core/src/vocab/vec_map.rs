@@ -35,6 +35,13 @@ impl<K: Ord, V> VecMap<K, V> {
         VecMap::default()
     }
 
+    /// An empty map with room for `n` entries.
+    pub fn with_capacity(n: usize) -> Self {
+        VecMap {
+            entries: Vec::with_capacity(n),
+        }
+    }
+
     fn find<Q>(&self, key: &Q) -> Result<usize, usize>
     where
         K: Borrow<Q>,

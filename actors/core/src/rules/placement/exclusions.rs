@@ -15,10 +15,11 @@ pub fn exclusion_reason(ds: &DaemonSetInfo, cfg: &PlacementConfig) -> Option<Not
     if !cfg.daemonset_allowed(&ds.namespace) {
         return Some(NotExpectedReason::OutsideDaemonSetNamespaces);
     }
-    if cfg
-        .excluded
-        .contains(&(ds.namespace.clone(), ds.name.clone()))
-    {
+    // A walk, not a lookup: the set's keys are owned pairs, and a lookup
+    // would copy both names for every DaemonSet on every re-derivation.
+    let named =
+        |(namespace, name): &(String, String)| *namespace == ds.namespace && *name == ds.name;
+    if cfg.excluded.iter().any(named) {
         return Some(NotExpectedReason::ExcludedByName);
     }
     if let Some(selector) = cfg.exclude_selector.as_ref().filter(|s| !s.is_empty())
