@@ -125,7 +125,21 @@ struct NodeSpec {
     taints: Vec<Taint>,
 }
 
-/// A node's or a pod's condition (the two share these field numbers).
+/// A node's condition as the node projection reads it: no reason or
+/// message (a node's change every heartbeat carries both, and nothing
+/// about a node's gate reads them). The field numbers are a pod's too.
+#[derive(Clone, PartialEq, Message)]
+struct NodeCondition {
+    #[prost(bytes = "vec", optional, tag = "1")]
+    type_: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "2")]
+    status: Option<Vec<u8>>,
+    #[prost(message, optional, tag = "4")]
+    last_transition_time: Option<Time>,
+}
+
+/// A pod's condition: its reason and message say why a pod is not
+/// running (`project`'s status note).
 #[derive(Clone, PartialEq, Message)]
 struct Condition {
     #[prost(bytes = "vec", optional, tag = "1")]
@@ -155,11 +169,13 @@ struct Entry {
     value: Option<Vec<u8>>,
 }
 
-/// An entry of `allocatable`, a `map<string, Quantity>`.
+/// An entry of `allocatable`, a `map<string, Quantity>`. Its name is
+/// kept as a slice of the frame (no copy) until the conversion decides to
+/// keep it.
 #[derive(Clone, PartialEq, Message)]
 struct QuantityEntry {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    key: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    key: Option<bytes::Bytes>,
     #[prost(message, optional, tag = "2")]
     value: Option<QuantityMsg>,
 }
@@ -175,7 +191,7 @@ struct NodeStatus {
     #[prost(message, repeated, tag = "2")]
     allocatable: Vec<QuantityEntry>,
     #[prost(message, repeated, tag = "4")]
-    conditions: Vec<Condition>,
+    conditions: Vec<NodeCondition>,
     #[prost(message, optional, tag = "7")]
     node_info: Option<NodeSystemInfo>,
 }
@@ -415,14 +431,12 @@ impl From<ObjectMeta> for meta::ObjectMeta {
     }
 }
 
-fn node_condition(c: Condition) -> core::NodeCondition {
+fn node_condition(c: NodeCondition) -> core::NodeCondition {
     core::NodeCondition {
         type_: string(c.type_),
         status: string(c.status),
         last_transition_time: time(c.last_transition_time),
-        reason: text(c.reason),
-        message: text(c.message),
-        last_heartbeat_time: None,
+        ..Default::default()
     }
 }
 
@@ -452,11 +466,17 @@ impl From<Node> for core::Node {
             ..Default::default()
         });
         let status = n.status.map(|s| {
+            // Only the extended resources (a domain in the name, such as
+            // `nvidia.com/gpu`): the only ones `project` reads; `cpu`,
+            // `memory` and `pods` are not copied out of the frame.
             let allocatable = s.allocatable.into_iter();
-            let allocatable: BTreeMap<_, _> = allocatable
+            let extended =
+                allocatable.filter(|e| e.key.as_ref().is_some_and(|k| k.contains(&b'/')));
+            let allocatable: BTreeMap<_, _> = extended
                 .map(|e| {
+                    let name = e.key.map(|k| k.to_vec());
                     (
-                        string(e.key),
+                        string(name),
                         Quantity(string(e.value.and_then(|q| q.string))),
                     )
                 })
