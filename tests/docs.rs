@@ -1648,3 +1648,37 @@ fn every_config_file_a_doc_shows_is_accepted() {
         "config files in the docs nodegate refuses: {wrong:#?}"
     );
 }
+
+/// link/code-order.txt, which build.rs hands the linker as its symbol
+/// ordering file: written by link/code-order.py, one symbol name a line
+/// (a hand edit that leaves a space or a repeat makes the linker read a
+/// different list than the one recorded), and named by build.rs.
+#[test]
+fn the_code_order_lists_one_symbol_a_line() {
+    let text = read("link/code-order.txt");
+    let names: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .collect();
+    assert!(
+        names.len() >= 500,
+        "link/code-order.txt lists {} functions; a recorded run lists thousands \
+         (link/code-order.py record)",
+        names.len()
+    );
+    let mut seen = BTreeSet::new();
+    for name in &names {
+        let symbol = name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_$.".contains(c));
+        assert!(
+            symbol,
+            "link/code-order.txt: {name:?} is not one symbol name"
+        );
+        assert!(seen.insert(*name), "link/code-order.txt lists {name} twice");
+    }
+    assert!(
+        read("build.rs").contains("link/code-order.txt"),
+        "build.rs no longer hands link/code-order.txt to the linker"
+    );
+}
