@@ -132,7 +132,10 @@ def record(args):
             "--controller", controller,
         ]
         print(f"code-order: {' '.join(cmd[:5])} … (a scale run under callgrind, ~6 min)", file=sys.stderr)
-        if subprocess.run(cmd).returncode != 0:
+        # The run's {nodegate} must be the binary read below: a NODEGATE_BIN
+        # of the caller's (another build) would profile a different one.
+        env = {k: v for k, v in os.environ.items() if k != "NODEGATE_BIN"}
+        if subprocess.run(cmd, env=env).returncode != 0:
             die("the scale run failed (output above)")
         if not profile.exists():
             die(f"callgrind wrote no profile at {profile}")
@@ -191,7 +194,10 @@ def main():
     c = sub.add_parser("check", help="how much of link/code-order.txt a binary has")
     c.add_argument("binary", nargs="?")
     args = p.parse_args()
-    record(args) if args.command == "record" else check(args)
+    if args.command == "record":
+        record(args)
+    else:
+        check(args)
 
 
 if __name__ == "__main__":
