@@ -1,21 +1,25 @@
 //! [`History`]: the bounded list of finished gates that `/debug/nodes` and
 //! `/debug/nodes/{name}` still show after their actors are gone.
 //!
-//! Each finished gate is kept as one JSON-encoded block (and its node's
-//! name), not as a copy of its state and journal: a copy is dozens of small
-//! blocks, some of them shared with what the gate's node held, allocated
-//! when the gate stopped among the blocks of gates still running. After a
-//! wave of nodes comes and goes, those few kept blocks each hold a page of
-//! freed memory resident; one block a gate holds about one page at most.
+//! Each finished gate is kept as a copy of its journal in the journal's
+//! compact form (its byte stream, its strings and the entries stored whole)
+//! and nothing else: the state is the journal's replay, which equals the
+//! live state by construction (the core's property test holds every step to
+//! it), and both are built only when `/debug/nodes/NAME` asks. Stopping a
+//! gate costs that copy rather than a JSON encoding of its state and every
+//! entry, which was a seventh of the controller's instructions in a scale
+//! run. The entries stored whole (the snapshot, each version of the node)
+//! share their blocks with what the gate's node held, so after a wave of
+//! nodes has gone the kept copies hold some of its pages resident;
+//! `--debug-history 0` keeps none.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use jiff::Timestamp;
 use nodegate_actors::messages::GateView;
-use nodegate_core::gate::journal::{Entry, Journal};
+use nodegate_core::gate::journal::{Journal, replay};
 use nodegate_core::gate::{GateState, OpenedBy, Phase, StopReason};
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::serve::lock;
@@ -27,23 +31,14 @@ pub struct History {
     finished: Mutex<VecDeque<Finished>>,
 }
 
-/// One finished gate: what `/debug/nodes` lists of it, and its whole
-/// [`GateView`], decoded again only when `/debug/nodes/NAME` asks for it.
+/// One finished gate: what `/debug/nodes` lists of it, and its journal,
+/// from which `/debug/nodes/NAME` rebuilds its whole [`GateView`].
 struct Finished {
     node: Box<str>,
     phase: Phase,
     opened: Option<(OpenedBy, Timestamp)>,
     stopped: Option<StopReason>,
-    view: Box<str>,
-}
-
-/// A [`GateView`] made of borrowed parts, encoded as `GateView` decodes.
-#[derive(Serialize)]
-struct ViewOf<'a> {
-    node: &'a str,
-    state: &'a GateState,
-    journal: Vec<Entry>,
-    journal_dropped: u64,
+    journal: Journal,
 }
 
 impl History {
@@ -61,25 +56,12 @@ impl History {
         {
             return;
         }
-        let view = ViewOf {
-            node,
-            state,
-            journal: journal.entries().collect(),
-            journal_dropped: journal.dropped(),
-        };
-        let view = match serde_json::to_string(&view) {
-            Ok(v) => v.into_boxed_str(),
-            Err(e) => {
-                tracing::warn!(node, error = %e, "cannot keep the finished gate for /debug/nodes");
-                return;
-            }
-        };
         let finished = Finished {
             node: node.into(),
             phase: state.phase,
             opened: state.opened.as_ref().map(|o| (o.opened_by, o.at)),
             stopped: state.stopped,
-            view,
+            journal: journal.clone(),
         };
         let mut kept = lock(&self.finished);
         kept.retain(|f| &*f.node != node);
@@ -92,13 +74,13 @@ impl History {
     pub fn get(&self, node: &str) -> Option<GateView> {
         let kept = lock(&self.finished);
         let finished = kept.iter().rev().find(|f| &*f.node == node)?;
-        match serde_json::from_str(&finished.view) {
-            Ok(view) => Some(view),
-            Err(e) => {
-                tracing::warn!(node, error = %e, "cannot read back the finished gate");
-                None
-            }
-        }
+        let journal = &finished.journal;
+        Some(GateView {
+            node: node.to_string(),
+            state: replay(journal),
+            journal: journal.entries().collect(),
+            journal_dropped: journal.dropped(),
+        })
     }
 
     /// The finished gates, newest first, one line each, as `/debug/nodes`
@@ -132,6 +114,11 @@ pub(crate) mod tests {
     /// A gate that opened (its one DaemonSet Ready, the untaint applied),
     /// with its journal; shared with the HTTP tests.
     pub(crate) fn opened_gate(node: &str) -> (GateState, Journal) {
+        opened_gate_keeping(node, 64)
+    }
+
+    /// [`opened_gate`] with a journal of `capacity` entries.
+    fn opened_gate_keeping(node: &str, capacity: usize) -> (GateState, Journal) {
         let cfg = Config::default();
         let ds = mk_ds(
             "infra",
@@ -139,7 +126,7 @@ pub(crate) mod tests {
             template_with_tolerations(vec![toleration("", "Exists", "", "")]),
         );
         let mut state = GateState::default();
-        let mut journal = Journal::new(64);
+        let mut journal = Journal::new(capacity);
         let inputs = [
             Input::snapshot(
                 mk_node(
@@ -207,5 +194,19 @@ pub(crate) mod tests {
                 "stopped": state.stopped.map(|s| s.to_string()),
             })]
         );
+    }
+
+    /// A journal that evicted entries still reads back the gate's state:
+    /// the replay starts from its checkpoint.
+    #[test]
+    fn a_finished_gate_whose_journal_evicted_reads_back_its_state() {
+        let h = History::new(4);
+        let (state, journal) = opened_gate_keeping("n2", 2);
+        assert!(journal.dropped() > 0, "the journal must have evicted");
+        h.gate_stopped("n2", &state, &journal);
+        let view = h.get("n2").expect("kept");
+        assert_eq!(view.state, state);
+        assert_eq!(view.journal, journal.entries().collect::<Vec<_>>());
+        assert_eq!(view.journal_dropped, journal.dropped());
     }
 }
