@@ -71,13 +71,18 @@ impl History {
         }
     }
 
+    /// The finished gate's whole view, replayed from its journal: a copy is
+    /// taken under the lock, and the replay and decoding happen outside it,
+    /// so a slow reader never holds up a gate that is stopping.
     pub fn get(&self, node: &str) -> Option<GateView> {
-        let kept = lock(&self.finished);
-        let finished = kept.iter().rev().find(|f| &*f.node == node)?;
-        let journal = &finished.journal;
+        let journal = {
+            let kept = lock(&self.finished);
+            let finished = kept.iter().rev().find(|f| &*f.node == node)?;
+            finished.journal.clone()
+        };
         Some(GateView {
             node: node.to_string(),
-            state: replay(journal),
+            state: replay(&journal),
             journal: journal.entries().collect(),
             journal_dropped: journal.dropped(),
         })
