@@ -13,7 +13,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use nodegate::cluster::lean::Lean;
+use nodegate::cluster::protobuf::{Wire, WireNode, WirePod};
 use nodegate::cluster::{project, protobuf};
+use nodegate_core::vocab::model::Interner;
 use serde_json::json;
 use support::{TestCluster, fake_node, wait_for};
 
@@ -323,7 +325,7 @@ where
         let from_json = json().await;
         let from_pb: K = protobuf::decode(get_protobuf(client, path).await)
             .unwrap_or_else(|e| panic!("{path} in protobuf: {e}"));
-        if from_json.meta().resource_version == from_pb.meta().resource_version {
+        if from_json.resource_version() == from_pb.resource_version() {
             return (from_json, from_pb);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -406,9 +408,15 @@ async fn protobuf_projects_as_json_does_and_a_custom_resource_is_refused() {
     let listed = pods.list(&ListParams::default()).await.expect("list pods");
     let name = listed.items[0].metadata.name.clone().expect("a pod name");
     let path = format!("/api/v1/namespaces/{NS}/pods/{name}");
-    let get_pod = async || Lean(pods.get(&name).await.expect("GET the pod"));
-    let (Lean(json), Lean(pb)) = both_encodings::<Lean<Pod>, _>(&client, &path, get_pod).await;
-    let from_pb = project::pod(&pb).expect("a projected pod");
+    let get_pod = async || Wire::Json(Lean(pods.get(&name).await.expect("GET the pod")));
+    let (json, pb) = both_encodings::<WirePod, _>(&client, &path, get_pod).await;
+    let Wire::Json(Lean(json)) = json else {
+        unreachable!("read as JSON")
+    };
+    assert!(matches!(pb, Wire::Proto(_)), "{pb:?}");
+    let pb_view = pb.view();
+    let from_pb = project::pod_in(&pb_view, &mut Interner::default(), project::Keep::ALL)
+        .expect("a projected pod");
     assert!(
         from_pb.ready && from_pb.controller_uid.is_some(),
         "{from_pb:?}"
@@ -416,15 +424,19 @@ async fn protobuf_projects_as_json_does_and_a_custom_resource_is_refused() {
     assert_eq!(Some(from_pb), project::pod(&json));
     // A pod is read for where it is bound, not for its placement (the
     // DaemonSet's template above is what placement reads).
-    let bound = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
-    assert_eq!(bound(&pb), bound(&json));
-    assert!(bound(&pb).is_some(), "{pb:?}");
+    let bound = json.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    assert_eq!(pb_view.node_name.as_deref(), bound);
+    assert!(bound.is_some(), "{json:?}");
 
     let nodes: Api<Node> = Api::all(client.clone());
-    let get_node = async || Lean(nodes.get("worker-a").await.expect("GET the node"));
+    let get_node = async || Wire::Json(Lean(nodes.get("worker-a").await.expect("GET the node")));
     let path = "/api/v1/nodes/worker-a";
-    let (Lean(json), Lean(pb)) = both_encodings::<Lean<Node>, _>(&client, path, get_node).await;
-    let (from_pb, odd) = project::node(&pb);
+    let (json, pb) = both_encodings::<WireNode, _>(&client, path, get_node).await;
+    let Wire::Json(Lean(json)) = json else {
+        unreachable!("read as JSON")
+    };
+    assert!(matches!(pb, Wire::Proto(_)), "{pb:?}");
+    let (from_pb, odd) = project::node_in(&pb.view(), &mut Interner::default());
     let from_pb = from_pb.expect("a projected node");
     assert!(
         !from_pb.taints.is_empty() && !from_pb.conditions.is_empty(),

@@ -24,6 +24,11 @@ use nodegate_core::vocab::model::{
 
 use nodegate_core::vocab::annotations;
 
+pub mod view;
+
+pub use view::{NodeView, PodView};
+use view::{Pairs, Reasoned, TaintView};
+
 /// Something a projection had to ignore; the caller logs it once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Oddity {
@@ -37,19 +42,19 @@ fn oddity(object: impl Into<String>, what: impl Into<String>) -> Oddity {
 }
 
 pub fn node(n: &Node) -> (Option<NodeInfo>, Vec<Oddity>) {
-    node_in(n, &mut Interner::default())
+    node_in(&NodeView::of(n), &mut Interner::default())
 }
 
-/// [`node`], its label keys and values and its conditions' types and
-/// statuses shared through `interner` with every other node that has the
-/// same (the node watch's projection).
-pub fn node_in(n: &Node, interner: &mut Interner) -> (Option<NodeInfo>, Vec<Oddity>) {
+/// [`node`] of a node in either encoding, its label keys and values and
+/// its conditions' types and statuses shared through `interner` with every
+/// other node that has the same (the node watch's projection).
+pub fn node_in(n: &NodeView, interner: &mut Interner) -> (Option<NodeInfo>, Vec<Oddity>) {
     let mut odd = Vec::new();
-    let Some(name) = n.metadata.name.clone() else {
+    let Some(name) = n.name.as_deref().map(str::to_owned) else {
         return (None, vec![oddity("node", "has no name")]);
     };
-    let created = match &n.metadata.creation_timestamp {
-        Some(t) => t.0,
+    let created = match n.created {
+        Some(t) => t,
         None => {
             // The API server always sets it; an object without one cannot have a
             // meaningful deadline, so the epoch makes it "long past" and the
@@ -58,34 +63,33 @@ pub fn node_in(n: &Node, interner: &mut Interner) -> (Option<NodeInfo>, Vec<Oddi
             Timestamp::UNIX_EPOCH
         }
     };
-    let found = n.metadata.annotations.as_ref();
+    let found = n.annotations.as_ref();
     let mut time = |key, otherwise| time_annotation(found, key, otherwise, &name, &mut odd);
     let gated_since = time(annotations::GATED_SINCE, "using creationTimestamp");
     let opened_at = time(annotations::OPENED_AT, "ignored");
     let get = |key: &str| found.and_then(|a| a.get(key));
     let flag = |key: &str| get(key).is_some_and(|v| v == "true");
-    let text = |key: &str| get(key).map(|v| Box::<str>::from(v.as_str()));
-    let taints = n.spec.iter().flat_map(|s| s.taints.iter().flatten());
+    let text = |key: &str| get(key).map(|v| Box::<str>::from(v.as_ref()));
+    let has = |key: &str| found.is_some_and(|a| a.contains_key(key));
     let (ready, conditions) = node_conditions(n, interner);
     let replace = replacement(n, &name, &mut odd);
-    let node_info = n.status.as_ref().and_then(|s| s.node_info.as_ref());
-    let boot_id = node_info.map(|i| &i.boot_id).filter(|b| !b.is_empty());
+    let boot_id = n.boot_id.as_deref().filter(|b| !b.is_empty());
     let info = NodeInfo {
         replace,
         conditions,
         csi_drivers: None,
         extended_allocatable: extended_allocatable(n),
         resource_slices: Vec::new(),
-        uid: n.metadata.uid.clone().unwrap_or_default(),
-        resource_version: n.metadata.resource_version.clone().unwrap_or_default(),
-        labels: labels_in(n.metadata.labels.as_ref(), interner),
-        taints: taints.map(taint).collect(),
+        uid: n.uid.as_deref().unwrap_or_default().to_owned(),
+        resource_version: n.resource_version.as_deref().unwrap_or_default().to_owned(),
+        labels: labels_of(n.labels.as_ref(), interner),
+        taints: n.taints.iter().map(taint).collect(),
         created,
         gated_since,
         ready,
         opened_at,
         name,
-        opened_before: found.is_some_and(|a| a.contains_key(annotations::OPENED_AT)),
+        opened_before: has(annotations::OPENED_AT),
         annotations_present: found.is_some(),
         suspended: flag(annotations::SUSPEND),
         open_requested: flag(annotations::OPEN),
@@ -95,9 +99,9 @@ pub fn node_in(n: &Node, interner: &mut Interner) -> (Option<NodeInfo>, Vec<Oddi
         regated_for: text(annotations::REGATED_FOR),
         rule_taints: text(annotations::CONDITION_TAINTS),
         reboot_pending: text(annotations::REBOOT_PENDING),
-        kured_rebooting: found.is_some_and(|a| a.contains_key(KURED_REBOOT_IN_PROGRESS)),
+        kured_rebooting: has(KURED_REBOOT_IN_PROGRESS),
         awaiting_reboot: text(annotations::AWAITING_REBOOT),
-        boot_id: boot_id.map(|b| b.as_str().into()),
+        boot_id: boot_id.map(Into::into),
     };
     (Some(info), odd)
 }
@@ -105,11 +109,11 @@ pub fn node_in(n: &Node, interner: &mut Interner) -> (Option<NodeInfo>, Vec<Oddi
 /// The node's allocatable extended resources (names with a domain prefix,
 /// such as `nvidia.com/gpu`; `cpu`, `memory`, `pods` and the like have
 /// none), each quantity as written: what `criticalResources` reads.
-fn extended_allocatable(n: &Node) -> BTreeMap<String, String> {
-    let allocatable = n.status.iter().flat_map(|s| s.allocatable.iter().flatten());
+fn extended_allocatable(n: &NodeView) -> BTreeMap<String, String> {
+    let allocatable = n.allocatable.iter();
     allocatable
         .filter(|(name, _)| name.contains('/'))
-        .map(|(name, q)| (name.clone(), q.0.clone()))
+        .map(|(name, q)| (name.to_string(), q.to_string()))
         .collect()
 }
 
@@ -136,21 +140,19 @@ pub fn resource_slice(s: &ResourceSlice) -> Option<(String, SliceInfo)> {
 }
 
 /// The node's owner and nodegate's replace marks (`--on-timeout=replace`).
-fn replacement(n: &Node, name: &str, odd: &mut Vec<Oddity>) -> Replacement {
-    let found = n.metadata.annotations.as_ref();
+fn replacement(n: &NodeView, name: &str, odd: &mut Vec<Oddity>) -> Replacement {
+    let found = n.annotations.as_ref();
     let get = |key: &str| found.and_then(|a| a.get(key)).filter(|v| !v.is_empty());
-    let labels = n.metadata.labels.as_ref();
+    let labels = n.labels.as_ref();
     let karpenter = labels.is_some_and(|l| l.contains_key(KARPENTER_NODEPOOL_LABEL));
     let owner = match (get(CAPI_MACHINE_ANNOTATION), get(CAPI_NAMESPACE_ANNOTATION)) {
         (Some(machine), Some(namespace)) => Owner::Machine {
-            namespace: namespace.clone(),
-            name: machine.clone(),
+            namespace: namespace.into_owned(),
+            name: machine.into_owned(),
         },
         _ if karpenter => Owner::NodeClaim,
         _ => Owner::None,
     };
-    let spec = n.spec.as_ref();
-    let provider_id = spec.and_then(|s| s.provider_id.as_deref());
     let mut time = |key: &str| time_annotation(found, key, "ignored", name, odd);
     let timed_out = time(annotations::TIMED_OUT);
     let requested = time(annotations::REPLACE_REQUESTED);
@@ -158,13 +160,14 @@ fn replacement(n: &Node, name: &str, odd: &mut Vec<Oddity>) -> Replacement {
     let fallback = get(annotations::REPLACE_FALLBACK)
         .and_then(|v| v.parse::<Fallback>().ok())
         .zip(fallback_at);
+    let provider_id = n.provider_id.as_deref().filter(|p| !p.is_empty());
     Replacement {
         owner,
-        provider_id: provider_id.filter(|p| !p.is_empty()).map(Into::into),
+        provider_id: provider_id.map(Into::into),
         timed_out,
         requested,
         fallback,
-        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        unschedulable: n.unschedulable,
     }
 }
 
@@ -172,13 +175,14 @@ fn replacement(n: &Node, name: &str, odd: &mut Vec<Oddity>) -> Replacement {
 /// that does not is reported in `odd` (`otherwise` says what happens
 /// instead) and treated as absent.
 fn time_annotation(
-    found: Option<&BTreeMap<String, String>>,
+    found: Option<&Pairs>,
     key: &str,
     otherwise: &str,
     name: &str,
     odd: &mut Vec<Oddity>,
 ) -> Option<Timestamp> {
     let v = found?.get(key)?;
+    let v = v.as_ref();
     match v.parse::<Timestamp>() {
         Ok(t) => Some(t),
         Err(e) => {
@@ -191,28 +195,29 @@ fn time_annotation(
 
 /// The node's Ready condition, and every condition by type.
 fn node_conditions(
-    n: &Node,
+    n: &NodeView,
     interner: &mut Interner,
 ) -> (NodeReady, BTreeMap<Shared, NodeCondition>) {
-    let listed = n.status.as_ref().and_then(|s| s.conditions.as_ref());
+    let listed = &n.conditions;
     let ready = listed
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .iter()
+        .find(|c| c.type_ == "Ready")
         .map_or(NodeReady::Unknown, |c| NodeReady::from_status(&c.status));
-    let conditions = listed.into_iter().flatten().map(|c| {
+    let conditions = listed.iter().map(|c| {
         let cond = NodeCondition {
             status: interner.get(&c.status),
-            since: c.last_transition_time.as_ref().map(|t| t.0),
+            since: c.since,
         };
         (interner.get(&c.type_), cond)
     });
     (ready, conditions.collect())
 }
 
-pub fn taint(t: &core::Taint) -> Taint {
+fn taint(t: &TaintView) -> Taint {
     Taint {
-        key: t.key.clone(),
-        value: t.value.clone().unwrap_or_default(),
-        effect: t.effect.clone(),
+        key: t.key.to_string(),
+        value: t.value.as_deref().unwrap_or_default().to_owned(),
+        effect: t.effect.to_string(),
     }
 }
 
@@ -285,39 +290,57 @@ fn toleration(t: &core::Toleration) -> Toleration {
 }
 
 pub fn pod(p: &Pod) -> Option<PodInfo> {
-    pod_in(p, &mut Interner::default())
+    pod_in(&PodView::of(p), &mut Interner::default(), Keep::ALL)
 }
 
-/// [`pod`], its namespace, node, owner and phase shared through `interner`
-/// with every other pod that has the same (the watches' projection).
-pub fn pod_in(p: &Pod, interner: &mut Interner) -> Option<PodInfo> {
-    let namespace = interner.get(p.metadata.namespace.as_deref()?);
-    let name = p.metadata.name.clone()?;
-    let mut owners = p.metadata.owner_references.iter().flatten();
-    let controller = owners.find(|r| r.controller == Some(true));
-    let controller_uid = controller.map(|r| interner.get(&r.uid));
-    let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
-    let found = p.metadata.annotations.as_ref();
-    let flag = |key: &str| found.and_then(|a| a.get(key)).is_some_and(|v| v == "true");
-    let status = p.status.as_ref();
-    let condition = |type_: &str| {
-        let conditions = status.and_then(|s| s.conditions.as_ref());
-        conditions.and_then(|cs| cs.iter().find(|c| c.type_ == type_))
+/// What of a pod the projection keeps beyond what every gate reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Keep {
+    /// Its labels (critical pods and canaries are found by them).
+    pub labels: bool,
+    /// Its sandbox condition and status note (a canary's proof, and why it
+    /// is not running).
+    pub note: bool,
+}
+
+impl Keep {
+    pub const ALL: Keep = Keep {
+        labels: true,
+        note: true,
     };
+}
+
+/// [`pod`] of a pod in either encoding, its namespace, node, owner and
+/// phase shared through `interner` with every other pod that has the same
+/// (the watches' projection). What `keep` leaves out is left empty.
+pub fn pod_in(p: &PodView, interner: &mut Interner, keep: Keep) -> Option<PodInfo> {
+    let namespace = interner.get(p.namespace.as_deref()?);
+    let name = p.name.as_deref()?;
+    let controller_uid = p.controller_uid.as_deref().map(|uid| interner.get(uid));
+    let flag = |key: &str| {
+        let value = p.annotations.as_ref().and_then(|a| a.get(key));
+        value.is_some_and(|v| v == "true")
+    };
+    let condition = |type_: &str| p.conditions.iter().find(|c| c.type_ == type_);
     let ready_cond = condition("Ready");
-    let ready_since = ready_cond.and_then(|c| c.last_transition_time.as_ref());
+    let labels = match &p.labels {
+        Some(l) if keep.labels => labels_of(Some(l), interner),
+        _ => Labels::default(),
+    };
+    let sandbox = keep.note && condition(SANDBOX_CONDITION).is_some_and(|c| c.status == "True");
+    let note = keep.note.then(|| pod_status_note(p)).flatten();
     Some(PodInfo {
-        uid: p.metadata.uid.as_deref().unwrap_or_default().into(),
-        node_name: interner.get(node.unwrap_or_default()),
-        labels: labels_in(p.metadata.labels.as_ref(), interner),
+        uid: p.uid.as_deref().unwrap_or_default().into(),
+        node_name: interner.get(p.node_name.as_deref().unwrap_or_default()),
+        labels,
         controller_uid,
-        terminating: p.metadata.deletion_timestamp.is_some(),
-        phase: interner.get(status.and_then(|s| s.phase.as_deref()).unwrap_or_default()),
+        terminating: p.deleting,
+        phase: interner.get(p.phase.as_deref().unwrap_or_default()),
         ready: ready_cond.is_some_and(|c| c.status == "True"),
-        ready_since: ready_since.map(|t| t.0).into(),
+        ready_since: ready_cond.and_then(|c| c.since).into(),
         ready_annotation: flag(annotations::POD_READY),
-        sandbox_ready: condition(SANDBOX_CONDITION).is_some_and(|c| c.status == "True"),
-        status_note: status.and_then(pod_status_note).map(Shared::from),
+        sandbox_ready: sandbox,
+        status_note: note.map(Shared::from),
         namespace,
         name: name.into(),
     })
@@ -347,29 +370,28 @@ pub const SANDBOX_CONDITION: &str = "PodReadyToStartContainers";
 /// and message (a rejected or evicted pod), else the first container
 /// waiting or terminated with a reason, else a condition that is not True
 /// and says why. At most [`NOTE_MAX`] bytes.
-fn pod_status_note(s: &core::PodStatus) -> Option<String> {
-    let join = |reason: Option<&String>, message: Option<&String>| {
+fn pod_status_note(p: &PodView) -> Option<String> {
+    let join = |reason: Option<&str>, message: Option<&str>| {
         let reason = reason.filter(|r| !r.is_empty());
         match (reason, message.filter(|m| !m.is_empty())) {
             (Some(r), Some(m)) => Some(format!("{r}: {m}")),
-            (r, m) => r.or(m).cloned(),
+            (r, m) => r.or(m).map(str::to_owned),
         }
     };
-    let own = join(s.reason.as_ref(), s.message.as_ref());
+    let words = |r: &Reasoned| join(r.reason.as_deref(), r.message.as_deref());
+    let own = words(&p.reason);
     let container = || {
-        s.container_statuses.iter().flatten().find_map(|c| {
-            let state = c.state.as_ref()?;
-            if let Some(w) = &state.waiting {
-                return join(w.reason.as_ref(), w.message.as_ref());
-            }
-            let t = state.terminated.as_ref()?;
-            join(t.reason.as_ref(), t.message.as_ref())
-        })
+        p.containers
+            .iter()
+            .find_map(|c| match (&c.waiting, &c.terminated) {
+                (Some(waiting), _) => words(waiting),
+                (None, terminated) => words(terminated.as_ref()?),
+            })
     };
     let condition = || {
-        s.conditions.iter().flatten().find_map(|c| {
+        p.conditions.iter().find_map(|c| {
             (c.status != "True")
-                .then(|| join(c.reason.as_ref(), c.message.as_ref()))
+                .then(|| join(c.reason.as_deref(), c.message.as_deref()))
                 .flatten()
         })
     };
@@ -398,10 +420,16 @@ pub fn labels(l: Option<&BTreeMap<String, String>>) -> Labels {
 
 /// [`labels`], keys and values shared through `interner`.
 pub fn labels_in(l: Option<&BTreeMap<String, String>>, interner: &mut Interner) -> Labels {
-    let pairs = l.into_iter().flatten();
-    pairs
-        .map(|(k, v)| (interner.get(k), interner.get(v)))
-        .collect()
+    labels_of(l.map(Pairs::Map).as_ref(), interner)
+}
+
+fn labels_of(pairs: Option<&Pairs>, interner: &mut Interner) -> Labels {
+    let Some(pairs) = pairs else {
+        return Labels::default();
+    };
+    let mut labels = Vec::with_capacity(pairs.len());
+    pairs.for_each(|k, v| labels.push((interner.get(k), interner.get(v))));
+    labels.into_iter().collect()
 }
 
 #[cfg(test)]

@@ -12,21 +12,24 @@
 use std::fmt;
 use std::time::Duration;
 
+use jiff::Timestamp;
+
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{Response, StatusCode};
 use http_body_util::BodyExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Client;
 use kube::api::{ListParams, VersionMatch, WatchParams};
 use kube::client::Body;
 use kube::core::Request;
 use kube::runtime::watcher::{self, Event, ListSemantic};
-use kube::{Client, Resource};
 use nodegate_core::vocab::backoff::Backoff;
 use prost::Message;
 
 use crate::cluster::lean::Lean;
+use crate::cluster::project::view::{NodeView, PodView, Text};
 
 pub mod messages;
 
@@ -50,22 +53,106 @@ const RETRY: Backoff = Backoff::new(Duration::from_millis(800), Duration::from_s
 
 /// A kind watched in protobuf: its message and how it becomes the type the
 /// watch's projection reads.
-pub trait Proto: Resource + Sized {
+pub trait Proto: Sized {
     type Message: Message + Default + fmt::Debug;
     fn from_message(m: Self::Message) -> Self;
+    /// The object's resourceVersion (a watch goes on from the last one).
+    fn resource_version(&self) -> Option<&str>;
 }
 
-impl Proto for Lean<Node> {
-    type Message = messages::Node;
-    fn from_message(m: Self::Message) -> Self {
-        Lean(m.into())
+/// A node or a pod as its watch delivered it: the protobuf message, which
+/// the projection reads in place (nothing is copied out of the frame but
+/// what the projection keeps), or, where the API server refuses protobuf,
+/// the object decoded from JSON.
+#[derive(Debug, Clone)]
+pub enum Wire<K, M> {
+    Json(Lean<K>),
+    Proto(M),
+}
+
+/// JSON decodes as JSON: what the memory example and the tests feed.
+impl<'de, K, M> serde::Deserialize<'de> for Wire<K, M>
+where
+    Lean<K>: serde::Deserialize<'de>,
+{
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Lean::<K>::deserialize(d).map(Wire::Json)
     }
 }
 
-impl Proto for Lean<Pod> {
+pub type WireNode = Wire<Node, messages::Node>;
+pub type WirePod = Wire<Pod, messages::Pod>;
+
+impl WireNode {
+    pub fn view(&self) -> NodeView<'_> {
+        match self {
+            Wire::Json(Lean(n)) => NodeView::of(n),
+            Wire::Proto(m) => m.view(),
+        }
+    }
+
+    pub fn created(&self) -> Option<Timestamp> {
+        match self {
+            Wire::Json(Lean(n)) => n.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            Wire::Proto(m) => m.created(),
+        }
+    }
+}
+
+impl WirePod {
+    pub fn view(&self) -> PodView<'_> {
+        match self {
+            Wire::Json(Lean(p)) => PodView::of(p),
+            Wire::Proto(m) => m.view(),
+        }
+    }
+
+    pub fn created(&self) -> Option<Timestamp> {
+        match self {
+            Wire::Json(Lean(p)) => p.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            Wire::Proto(m) => m.created(),
+        }
+    }
+
+    /// The node it is bound to and its uid ("" for either it lacks).
+    pub fn bound_id(&self) -> (Text<'_>, Text<'_>) {
+        match self {
+            Wire::Json(Lean(p)) => {
+                let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+                let uid = p.metadata.uid.as_deref();
+                (
+                    node.unwrap_or_default().into(),
+                    uid.unwrap_or_default().into(),
+                )
+            }
+            Wire::Proto(m) => m.bound_id(),
+        }
+    }
+}
+
+impl Proto for WireNode {
+    type Message = messages::Node;
+    fn from_message(m: Self::Message) -> Self {
+        Wire::Proto(m)
+    }
+    fn resource_version(&self) -> Option<&str> {
+        match self {
+            Wire::Json(Lean(n)) => n.metadata.resource_version.as_deref(),
+            Wire::Proto(m) => m.resource_version(),
+        }
+    }
+}
+
+impl Proto for WirePod {
     type Message = messages::Pod;
     fn from_message(m: Self::Message) -> Self {
-        Lean(m.into())
+        Wire::Proto(m)
+    }
+    fn resource_version(&self) -> Option<&str> {
+        match self {
+            Wire::Json(Lean(p)) => p.metadata.resource_version.as_deref(),
+            Wire::Proto(m) => m.resource_version(),
+        }
     }
 }
 
@@ -73,6 +160,9 @@ impl Proto for DaemonSet {
     type Message = messages::DaemonSet;
     fn from_message(m: Self::Message) -> Self {
         m.into()
+    }
+    fn resource_version(&self) -> Option<&str> {
+        self.metadata.resource_version.as_deref()
     }
 }
 
@@ -315,13 +405,8 @@ pub fn decode<K: Proto>(body: impl Into<Bytes>) -> Result<K, Error> {
     ))
 }
 
-fn keep_version<K: Resource>(version: &mut String, object: &K) {
-    if let Some(v) = object
-        .meta()
-        .resource_version
-        .as_deref()
-        .filter(|v| !v.is_empty())
-    {
+fn keep_version<K: Proto>(version: &mut String, object: &K) {
+    if let Some(v) = object.resource_version().filter(|v| !v.is_empty()) {
         v.clone_into(version);
     }
 }

@@ -71,8 +71,13 @@ impl ServerTime {
     /// An object this process saw (watched or read): only its
     /// `creationTimestamp`, which the server sets on create, counts.
     pub fn saw_object(&self, meta: &ObjectMeta) {
-        if let Some(created) = &meta.creation_timestamp {
-            self.offer_at(created.0, Instant::now(), "creationTimestamp");
+        self.saw_created(meta.creation_timestamp.as_ref().map(|t| t.0));
+    }
+
+    /// [`Self::saw_object`] of an object whose `creationTimestamp` this is.
+    pub fn saw_created(&self, created: Option<Timestamp>) {
+        if let Some(created) = created {
+            self.offer_at(created, Instant::now(), "creationTimestamp");
         }
     }
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt;
+use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceSlice;
@@ -29,7 +30,7 @@ use tokio::sync::mpsc;
 
 use crate::cluster::lean::Lean;
 use crate::cluster::project;
-use crate::cluster::protobuf::{self, Proto};
+use crate::cluster::protobuf::{self, Proto, Wire, WireNode, WirePod};
 use crate::cluster::relist::{Listing, Op};
 use crate::cluster::server_time::{self, ServerTime, lock};
 
@@ -107,14 +108,14 @@ struct NodeSink {
     interner: Interner,
 }
 
-impl Sink<Lean<Node>> for NodeSink {
+impl Sink<WireNode> for NodeSink {
     /// Nodes stream: deleting a vanished node opens no other node, so
     /// every listed node is indexed at once and the sweep comes last.
     type Item = NodeInfo;
     type Id = Id;
 
-    fn project(&mut self, Lean(n): &Lean<Node>) -> Option<(Id, Self::Item)> {
-        let (info, oddities) = project::node_in(n, &mut self.interner);
+    fn project(&mut self, n: &WireNode) -> Option<(Id, Self::Item)> {
+        let (info, oddities) = project::node_in(&n.view(), &mut self.interner);
         for o in oddities {
             tracing::warn!(object = %o.object, "{}", o.what);
         }
@@ -175,26 +176,26 @@ struct PodSink {
     canary_namespace: Option<Arc<str>>,
 }
 
-impl Sink<Lean<Pod>> for PodSink {
+impl Sink<WirePod> for PodSink {
     /// Fewer pods can only keep a gate closed: a listed pod that is not
     /// Ready is indexed at once, a Ready one after the sweep.
     type Item = PodInfo;
     type Id = PodId;
 
-    fn project(&mut self, Lean(p): &Lean<Pod>) -> Option<(PodId, Self::Item)> {
-        let mut info = project::pod_in(p, &mut self.interner)?;
-        if info.node_name.is_empty() {
+    fn project(&mut self, p: &WirePod) -> Option<(PodId, Self::Item)> {
+        let view = p.view();
+        if view.node_name.as_deref().is_none_or(str::is_empty) {
             return None;
         }
-        if let Some(keep) = &self.keep_labels_in
-            && !keep.contains(info.namespace.as_str())
-        {
-            info.labels = Default::default();
-        }
-        if self.canary_namespace.as_deref() != Some(info.namespace.as_str()) {
-            info.sandbox_ready = false;
-            info.status_note = None;
-        }
+        let namespace = view.namespace.as_deref()?;
+        let keep = project::Keep {
+            labels: self
+                .keep_labels_in
+                .as_ref()
+                .is_none_or(|k| k.contains(namespace)),
+            note: self.canary_namespace.as_deref() == Some(namespace),
+        };
+        let mut info = project::pod_in(&view, &mut self.interner, keep)?;
         // A uid that is not a UUID is text: one copy a pod, not one a
         // version (the listing keeps the first version's as the pod's
         // identity, and later versions share it).
@@ -315,11 +316,41 @@ pub trait Handle<K>: Send {
     fn held(&self) -> usize;
 }
 
-impl<K: Resource + Send + 'static, S: Sink<K>> Handle<K> for Indexing<K, S> {
+/// What a watched object tells of the API server's clock.
+pub trait Stamped {
+    /// Its `creationTimestamp`.
+    fn created(&self) -> Option<Timestamp>;
+}
+
+macro_rules! stamped {
+    ($($kind:ty),*) => {$(
+        impl Stamped for $kind {
+            fn created(&self) -> Option<Timestamp> {
+                self.meta().creation_timestamp.as_ref().map(|t| t.0)
+            }
+        }
+    )*};
+}
+
+stamped!(DaemonSet, CSINode, ResourceSlice);
+
+impl Stamped for WireNode {
+    fn created(&self) -> Option<Timestamp> {
+        WireNode::created(self)
+    }
+}
+
+impl Stamped for WirePod {
+    fn created(&self) -> Option<Timestamp> {
+        WirePod::created(self)
+    }
+}
+
+impl<K: Stamped + Send + 'static, S: Sink<K>> Handle<K> for Indexing<K, S> {
     fn handle(&mut self, event: Event<K>) -> bool {
         match event {
             Event::Apply(obj) => {
-                self.server_time.saw_object(obj.meta());
+                self.server_time.saw_created(obj.created());
                 if let Some((id, item)) = self.sink.project(&obj) {
                     self.listing.applied(id);
                     self.sink.upsert(item);
@@ -335,7 +366,7 @@ impl<K: Resource + Send + 'static, S: Sink<K>> Handle<K> for Indexing<K, S> {
             }
             Event::Init => self.listing.begin(),
             Event::InitApply(obj) => {
-                self.server_time.saw_object(obj.meta());
+                self.server_time.saw_created(obj.created());
                 if let Some((id, item)) = self.sink.project(&obj) {
                     if self.sink.unchanged(&item) {
                         self.listing.listed_unchanged(id);
@@ -401,15 +432,16 @@ impl<K> Watching<K> {
         }
     }
 
-    /// Watches as JSON (kube's `watcher`) until the process ends.
-    async fn json(mut self, api: Api<K>, config: watcher::Config)
+    /// Watches as JSON (kube's `watcher`) until the process ends, each
+    /// object made a `K` by `into`.
+    async fn json<J>(mut self, api: Api<J>, config: watcher::Config, into: fn(J) -> K)
     where
-        K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+        J: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     {
         self.encoding = "json";
         let mut stream = watcher::watcher(api, config).default_backoff().boxed();
         while let Some(item) = stream.next().await {
-            self.take(item);
+            self.take(item.map(|event| map_event(event, into)));
         }
     }
 }
@@ -426,7 +458,18 @@ fn spawn<K>(
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
     let watching = watching(kind, feed, to);
-    tokio::spawn(watching.json(api, config));
+    tokio::spawn(watching.json(api, config, std::convert::identity));
+}
+
+/// A watch event with its object made another type.
+fn map_event<J, K>(event: Event<J>, into: fn(J) -> K) -> Event<K> {
+    match event {
+        Event::Apply(o) => Event::Apply(into(o)),
+        Event::Delete(o) => Event::Delete(into(o)),
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(into(o)),
+        Event::InitDone => Event::InitDone,
+    }
 }
 
 fn watching<K>(
@@ -449,16 +492,17 @@ fn watching<K>(
     }
 }
 
-/// [`spawn`] in protobuf (`protobuf`), and as JSON once the API server
-/// refuses protobuf for this kind.
-fn spawn_protobuf<K>(
+/// [`spawn`] in protobuf (`protobuf`), and as JSON (`J`, made a `K` by
+/// `into`) once the API server refuses protobuf for this kind.
+fn spawn_protobuf<J, K>(
     kind: &'static str,
-    api: Api<K>,
+    (api, into): (Api<J>, fn(J) -> K),
     config: watcher::Config,
     feed: WatchFeed<K>,
     to: (&mpsc::Sender<&'static str>, &Arc<WatchStats>),
 ) where
-    K: Proto + Clone + DeserializeOwned + Debug + Send + 'static,
+    J: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K: Proto + Send + 'static,
 {
     let mut watching = watching(kind, feed, to);
     tokio::spawn(async move {
@@ -466,17 +510,16 @@ fn spawn_protobuf<K>(
         let path = api.resource_url().to_owned();
         let why = protobuf::run(&client, &path, &config, &mut |item| watching.take(item)).await;
         tracing::info!(kind, answer = %why, "the API server refused protobuf; watching as JSON");
-        watching.json(api, config).await;
+        watching.json(api, config, into).await;
     });
 }
 
-fn pod_id(Lean(p): &Lean<Pod>) -> PodId {
-    let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
-    let uid = p.metadata.uid.as_deref().unwrap_or_default();
-    (node.unwrap_or_default().into(), uid.into())
+fn pod_id(p: &WirePod) -> PodId {
+    let (node, uid) = p.bound_id();
+    (node.as_ref().into(), uid.as_ref().into())
 }
 
-fn feed<K: Resource + Send + 'static, S: Sink<K>>(
+fn feed<K: Stamped + Send + 'static, S: Sink<K>>(
     sink: S,
     server_time: Arc<ServerTime>,
     id_of_deleted: impl Fn(&K) -> S::Id + Send + 'static,
@@ -490,10 +533,14 @@ fn feed<K: Resource + Send + 'static, S: Sink<K>>(
 }
 
 /// The node watch's handling.
-pub fn node_feed(router: Arc<Router>, server_time: Arc<ServerTime>) -> WatchFeed<Lean<Node>> {
+pub fn node_feed(router: Arc<Router>, server_time: Arc<ServerTime>) -> WatchFeed<WireNode> {
     let interner = Interner::default();
     let sink = NodeSink { router, interner };
-    feed(sink, server_time, |n: &Lean<Node>| delete_id(n, true))
+    let by_name = |n: &WireNode| {
+        let name = n.view().name.unwrap_or_default();
+        (name.as_ref().into(), Shared::default())
+    };
+    feed(sink, server_time, by_name)
 }
 
 /// The DaemonSet watch's handling.
@@ -508,7 +555,7 @@ pub fn daemonset_pod_feed(
     server_time: Arc<ServerTime>,
     critical_namespaces: Arc<HashSet<String>>,
     canary_namespace: Option<Arc<str>>,
-) -> WatchFeed<Lean<Pod>> {
+) -> WatchFeed<WirePod> {
     let keep_labels_in = Some(critical_namespaces);
     pod_feed(router, server_time, keep_labels_in, canary_namespace)
 }
@@ -518,7 +565,7 @@ fn pod_feed(
     server_time: Arc<ServerTime>,
     keep_labels_in: Option<Arc<HashSet<String>>>,
     canary_namespace: Option<Arc<str>>,
-) -> WatchFeed<Lean<Pod>> {
+) -> WatchFeed<WirePod> {
     let sink = PodSink {
         router,
         keep_labels_in,
@@ -567,12 +614,26 @@ pub async fn start(
     let to = (&tx, &stats);
 
     let all = watcher::Config::default;
-    spawn_protobuf("nodes", Api::all(c()), all(), node_feed(r(), t()), to);
-    let daemonsets = daemonset_feed(r(), t());
-    spawn_protobuf("daemonsets", Api::all(c()), all(), daemonsets, to);
+    // Where the API server refuses protobuf, the JSON objects.
+    let json_node: fn(Lean<Node>) -> WireNode = Wire::Json;
+    let json_pod: fn(Lean<Pod>) -> WirePod = Wire::Json;
+    let nodes = (Api::all(c()), json_node);
+    spawn_protobuf("nodes", nodes, all(), node_feed(r(), t()), to);
+    let daemonsets = (
+        Api::all(c()),
+        std::convert::identity as fn(DaemonSet) -> DaemonSet,
+    );
+    spawn_protobuf(
+        "daemonsets",
+        daemonsets,
+        all(),
+        daemonset_feed(r(), t()),
+        to,
+    );
     let pods = daemonset_pod_feed(r(), t(), critical_namespaces, canary_namespace.clone());
     let daemonset_pods = all().labels(DAEMONSET_POD_LABEL).fields(bound);
-    spawn_protobuf("daemonset pods", Api::all(c()), daemonset_pods, pods, to);
+    let api = (Api::all(c()), json_pod);
+    spawn_protobuf("daemonset pods", api, daemonset_pods, pods, to);
     let by_name = |c: &CSINode| delete_id(c, true);
     let csinodes = feed(CsiNodeSink { router: r() }, t(), by_name);
     spawn("csinodes", Api::all(c()), all(), csinodes, to);
@@ -585,13 +646,13 @@ pub async fn start(
     for entry in critical {
         let selected = all().labels(&entry.selector.to_string()).fields(bound);
         let pods = pod_feed(r(), t(), None, canary_namespace.clone());
-        let api = Api::namespaced(c(), &entry.namespace);
+        let api = (Api::namespaced(c(), &entry.namespace), json_pod);
         spawn_protobuf("critical pods", api, selected, pods, to);
     }
     if let Some(canary) = canary {
         let canaries = all().labels(nodegate_core::canary::CANARY_LABEL);
         let pods = pod_feed(r(), t(), None, canary_namespace);
-        let api = Api::namespaced(c(), &canary.namespace);
+        let api = (Api::namespaced(c(), &canary.namespace), json_pod);
         spawn_protobuf("canary pods", api, canaries.fields(bound), pods, to);
     }
     rx

@@ -3,28 +3,35 @@
 //! `generated.proto` (v0.36). prost skips every other field without
 //! building it: managed fields, images, container specs, volumes.
 //!
-//! Decoded messages become the generated `k8s_openapi` types with only
-//! those fields set, so one projection serves both encodings. Text is
-//! declared as bytes: prost refuses a string that is not UTF-8, which Go
-//! never checks (see `lossy`). What Go's
-//! JSON leaves out when empty (`omitempty`), its protobuf still writes: an
-//! empty string, map or list, and the zero time, become `None` here as they
-//! are in JSON.
+//! Text is declared as bytes, each a slice of the frame it came in (no
+//! copy): prost refuses a string that is not UTF-8, which Go never checks
+//! (see `read`). A node and a pod are read in place as the projection's
+//! view ([`Node::view`], [`Pod::view`]), so a watch event copies out only
+//! what the projection keeps; a DaemonSet (rare, and its template read
+//! whole) becomes the generated `k8s_openapi` type. What Go's JSON leaves
+//! out when empty (`omitempty`), its protobuf still writes: an empty
+//! string, map or list, and the zero time, read as absent here as they are
+//! in JSON.
 
 use std::collections::BTreeMap;
+
+use bytes::Bytes;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::core::v1 as core;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use prost::Message;
+
+use crate::cluster::project::view::{
+    ConditionView, ContainerView, NodeView, Pairs, PodView, Reasoned, TaintView, Text,
+};
 
 /// `runtime.Unknown`: the envelope after the magic `k8s\0`.
 #[derive(Clone, PartialEq, Message)]
 pub struct Unknown {
     #[prost(bytes = "bytes", optional, tag = "2")]
-    pub raw: Option<bytes::Bytes>,
+    pub raw: Option<Bytes>,
     #[prost(string, optional, tag = "3")]
     pub content_encoding: Option<String>,
 }
@@ -41,7 +48,7 @@ pub struct WatchEvent {
 #[derive(Clone, PartialEq, Message)]
 pub struct RawExtension {
     #[prost(bytes = "bytes", optional, tag = "1")]
-    pub raw: Option<bytes::Bytes>,
+    pub raw: Option<Bytes>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -71,28 +78,28 @@ struct Time {
 
 #[derive(Clone, PartialEq, Message)]
 struct OwnerReference {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    kind: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "3")]
-    name: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "4")]
-    uid: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "5")]
-    api_version: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    kind: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "3")]
+    name: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "4")]
+    uid: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "5")]
+    api_version: Option<Bytes>,
     #[prost(bool, optional, tag = "6")]
     controller: Option<bool>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 pub struct ObjectMeta {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    name: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "3")]
-    namespace: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "5")]
-    uid: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "6")]
-    resource_version: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    name: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "3")]
+    namespace: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "5")]
+    uid: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "6")]
+    resource_version: Option<Bytes>,
     #[prost(message, optional, tag = "8")]
     creation_timestamp: Option<Time>,
     #[prost(message, optional, tag = "9")]
@@ -107,18 +114,18 @@ pub struct ObjectMeta {
 
 #[derive(Clone, PartialEq, Message)]
 struct Taint {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    key: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "2")]
-    value: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "3")]
-    effect: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    key: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "2")]
+    value: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "3")]
+    effect: Option<Bytes>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 struct NodeSpec {
-    #[prost(bytes = "vec", optional, tag = "3")]
-    provider_id: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "3")]
+    provider_id: Option<Bytes>,
     #[prost(bool, optional, tag = "4")]
     unschedulable: Option<bool>,
     #[prost(message, repeated, tag = "5")]
@@ -130,10 +137,10 @@ struct NodeSpec {
 /// about a node's gate reads them). The field numbers are a pod's too.
 #[derive(Clone, PartialEq, Message)]
 struct NodeCondition {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    type_: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "2")]
-    status: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    type_: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "2")]
+    status: Option<Bytes>,
     #[prost(message, optional, tag = "4")]
     last_transition_time: Option<Time>,
 }
@@ -142,31 +149,31 @@ struct NodeCondition {
 /// running (`project`'s status note).
 #[derive(Clone, PartialEq, Message)]
 struct Condition {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    type_: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "2")]
-    status: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    type_: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "2")]
+    status: Option<Bytes>,
     #[prost(message, optional, tag = "4")]
     last_transition_time: Option<Time>,
-    #[prost(bytes = "vec", optional, tag = "5")]
-    reason: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "6")]
-    message: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "5")]
+    reason: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "6")]
+    message: Option<Bytes>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 struct QuantityMsg {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    string: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    string: Option<Bytes>,
 }
 
 /// An entry of a `map<string, string>`.
 #[derive(Clone, PartialEq, Message)]
-struct Entry {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    key: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "2")]
-    value: Option<Vec<u8>>,
+pub struct Entry {
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    key: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "2")]
+    value: Option<Bytes>,
 }
 
 /// An entry of `allocatable`, a `map<string, Quantity>`. Its name is
@@ -175,15 +182,15 @@ struct Entry {
 #[derive(Clone, PartialEq, Message)]
 struct QuantityEntry {
     #[prost(bytes = "bytes", optional, tag = "1")]
-    key: Option<bytes::Bytes>,
+    key: Option<Bytes>,
     #[prost(message, optional, tag = "2")]
     value: Option<QuantityMsg>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 struct NodeSystemInfo {
-    #[prost(bytes = "vec", optional, tag = "3")]
-    boot_id: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "3")]
+    boot_id: Option<Bytes>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -208,12 +215,12 @@ pub struct Node {
 
 #[derive(Clone, PartialEq, Message)]
 struct Requirement {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    key: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "2")]
-    operator: Option<Vec<u8>>,
-    #[prost(bytes = "vec", repeated, tag = "3")]
-    values: Vec<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    key: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "2")]
+    operator: Option<Bytes>,
+    #[prost(bytes = "bytes", repeated, tag = "3")]
+    values: Vec<Bytes>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -244,22 +251,22 @@ struct Affinity {
 
 #[derive(Clone, PartialEq, Message)]
 struct Toleration {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    key: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "2")]
-    operator: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "3")]
-    value: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "4")]
-    effect: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    key: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "2")]
+    operator: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "3")]
+    value: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "4")]
+    effect: Option<Bytes>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 struct PodSpec {
     #[prost(message, repeated, tag = "7")]
     node_selector: Vec<Entry>,
-    #[prost(bytes = "vec", optional, tag = "10")]
-    node_name: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "10")]
+    node_name: Option<Bytes>,
     #[prost(bool, optional, tag = "11")]
     host_network: Option<bool>,
     #[prost(message, optional, tag = "18")]
@@ -270,18 +277,18 @@ struct PodSpec {
 
 #[derive(Clone, PartialEq, Message)]
 struct Waiting {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    reason: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "2")]
-    message: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    reason: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "2")]
+    message: Option<Bytes>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 struct Terminated {
-    #[prost(bytes = "vec", optional, tag = "3")]
-    reason: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "4")]
-    message: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "3")]
+    reason: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "4")]
+    message: Option<Bytes>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -294,22 +301,22 @@ struct ContainerState {
 
 #[derive(Clone, PartialEq, Message)]
 struct ContainerStatus {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    name: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    name: Option<Bytes>,
     #[prost(message, optional, tag = "2")]
     state: Option<ContainerState>,
 }
 
 #[derive(Clone, PartialEq, Message)]
 struct PodStatus {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    phase: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "1")]
+    phase: Option<Bytes>,
     #[prost(message, repeated, tag = "2")]
     conditions: Vec<Condition>,
-    #[prost(bytes = "vec", optional, tag = "3")]
-    message: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "4")]
-    reason: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "3")]
+    message: Option<Bytes>,
+    #[prost(bytes = "bytes", optional, tag = "4")]
+    reason: Option<Bytes>,
     #[prost(message, repeated, tag = "8")]
     container_statuses: Vec<ContainerStatus>,
 }
@@ -320,8 +327,8 @@ struct PodStatus {
 /// from the DaemonSet; skipped here, it costs no allocation per version.
 #[derive(Clone, PartialEq, Message)]
 struct BoundSpec {
-    #[prost(bytes = "vec", optional, tag = "10")]
-    node_name: Option<Vec<u8>>,
+    #[prost(bytes = "bytes", optional, tag = "10")]
+    node_name: Option<Bytes>,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -371,28 +378,48 @@ pub struct List<M: Message + Default + std::fmt::Debug> {
 const ZERO_TIME: i64 = -62_135_596_800;
 
 fn time(t: Option<Time>) -> Option<meta::Time> {
+    seconds(t.as_ref()).map(meta::Time)
+}
+
+/// A time as the projections read it.
+fn seconds(t: Option<&Time>) -> Option<Timestamp> {
     let seconds = t?.seconds.unwrap_or(ZERO_TIME);
     if seconds == ZERO_TIME {
         return None;
     }
     // A time the generated type could not hold is treated as absent, as a
     // projection treats any field it cannot use.
-    Timestamp::from_second(seconds).ok().map(meta::Time)
+    Timestamp::from_second(seconds).ok()
 }
 
 /// Text as Go holds it: any bytes. Invalid UTF-8 is replaced as Go's JSON
 /// encoder replaces it, so one odd annotation or termination message reads
-/// as it does in JSON instead of failing the whole watch.
-fn lossy(b: Vec<u8>) -> String {
-    String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+/// as it does in JSON instead of failing the whole watch. Valid text (all
+/// of it, in practice) is read in place.
+fn read(b: &Bytes) -> Text<'_> {
+    String::from_utf8_lossy(b)
 }
 
-fn string(b: Option<Vec<u8>>) -> String {
+fn lossy(b: Bytes) -> String {
+    read(&b).into_owned()
+}
+
+fn string(b: Option<Bytes>) -> String {
     b.map(lossy).unwrap_or_default()
 }
 
-fn text(b: Option<Vec<u8>>) -> Option<String> {
+fn text(b: Option<Bytes>) -> Option<String> {
     b.filter(|b| !b.is_empty()).map(lossy)
+}
+
+/// [`text`], in place.
+fn some(b: &Option<Bytes>) -> Option<Text<'_>> {
+    b.as_ref().filter(|b| !b.is_empty()).map(read)
+}
+
+/// [`string`], in place.
+fn word(b: &Option<Bytes>) -> Text<'_> {
+    b.as_ref().map(read).unwrap_or_default()
 }
 
 /// A `map<string, string>`, read as its repeated entries (the same bytes
@@ -400,6 +427,27 @@ fn text(b: Option<Vec<u8>>) -> Option<String> {
 fn map(m: Vec<Entry>) -> Option<BTreeMap<String, String>> {
     let pairs = |m: Vec<Entry>| m.into_iter().map(|e| (string(e.key), string(e.value)));
     (!m.is_empty()).then(|| pairs(m).collect())
+}
+
+impl Entry {
+    /// Whether its key is `key` (bytes that are not UTF-8 are no key
+    /// nodegate looks for).
+    pub fn is(&self, key: &str) -> bool {
+        self.key.as_deref().unwrap_or_default() == key.as_bytes()
+    }
+
+    pub fn key_text(&self) -> Text<'_> {
+        word(&self.key)
+    }
+
+    pub fn value_text(&self) -> Text<'_> {
+        word(&self.value)
+    }
+}
+
+/// [`map`], in place.
+fn pairs(m: &[Entry]) -> Option<Pairs<'_>> {
+    (!m.is_empty()).then_some(Pairs::Entries(m))
 }
 
 fn list<T, U>(v: Vec<T>, each: impl FnMut(T) -> U) -> Option<Vec<U>> {
@@ -427,75 +475,6 @@ impl From<ObjectMeta> for meta::ObjectMeta {
             annotations: map(m.annotations),
             owner_references: list(m.owner_references, owner),
             ..Default::default()
-        }
-    }
-}
-
-fn node_condition(c: NodeCondition) -> core::NodeCondition {
-    core::NodeCondition {
-        type_: string(c.type_),
-        status: string(c.status),
-        last_transition_time: time(c.last_transition_time),
-        ..Default::default()
-    }
-}
-
-fn pod_condition(c: Condition) -> core::PodCondition {
-    core::PodCondition {
-        type_: string(c.type_),
-        status: string(c.status),
-        last_transition_time: time(c.last_transition_time),
-        reason: text(c.reason),
-        message: text(c.message),
-        ..Default::default()
-    }
-}
-
-impl From<Node> for core::Node {
-    fn from(n: Node) -> Self {
-        let taint = |t: Taint| core::Taint {
-            key: string(t.key),
-            value: text(t.value),
-            effect: string(t.effect),
-            time_added: None,
-        };
-        let spec = n.spec.map(|s| core::NodeSpec {
-            provider_id: text(s.provider_id),
-            unschedulable: s.unschedulable.filter(|u| *u),
-            taints: list(s.taints, taint),
-            ..Default::default()
-        });
-        let status = n.status.map(|s| {
-            // Only the extended resources (a domain in the name, such as
-            // `nvidia.com/gpu`): the only ones `project` reads; `cpu`,
-            // `memory` and `pods` are not copied out of the frame.
-            let allocatable = s.allocatable.into_iter();
-            let extended =
-                allocatable.filter(|e| e.key.as_ref().is_some_and(|k| k.contains(&b'/')));
-            let allocatable: BTreeMap<_, _> = extended
-                .map(|e| {
-                    let name = e.key.map(|k| k.to_vec());
-                    (
-                        string(name),
-                        Quantity(string(e.value.and_then(|q| q.string))),
-                    )
-                })
-                .collect();
-            let boot_id = s.node_info.and_then(|i| i.boot_id).map(lossy);
-            core::NodeStatus {
-                allocatable: (!allocatable.is_empty()).then_some(allocatable),
-                conditions: list(s.conditions, node_condition),
-                node_info: boot_id.map(|boot_id| core::NodeSystemInfo {
-                    boot_id,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }
-        });
-        core::Node {
-            metadata: n.metadata.map(Into::into).unwrap_or_default(),
-            spec,
-            status,
         }
     }
 }
@@ -546,47 +525,6 @@ fn pod_spec(s: PodSpec) -> core::PodSpec {
     }
 }
 
-impl From<Pod> for core::Pod {
-    fn from(p: Pod) -> Self {
-        let container = |c: ContainerStatus| {
-            let state = c.state.map(|s| core::ContainerState {
-                waiting: s.waiting.map(|w| core::ContainerStateWaiting {
-                    reason: text(w.reason),
-                    message: text(w.message),
-                }),
-                terminated: s.terminated.map(|t| core::ContainerStateTerminated {
-                    reason: text(t.reason),
-                    message: text(t.message),
-                    ..Default::default()
-                }),
-                running: None,
-            });
-            core::ContainerStatus {
-                name: string(c.name),
-                state,
-                ..Default::default()
-            }
-        };
-        let status = p.status.map(|s| core::PodStatus {
-            phase: text(s.phase),
-            conditions: list(s.conditions, pod_condition),
-            message: text(s.message),
-            reason: text(s.reason),
-            container_statuses: list(s.container_statuses, container),
-            ..Default::default()
-        });
-        let spec = p.spec.map(|s| core::PodSpec {
-            node_name: text(s.node_name),
-            ..Default::default()
-        });
-        core::Pod {
-            metadata: p.metadata.map(Into::into).unwrap_or_default(),
-            spec,
-            status,
-        }
-    }
-}
-
 impl From<DaemonSet> for apps::DaemonSet {
     fn from(d: DaemonSet) -> Self {
         let spec = d.spec.map(|s| apps::DaemonSetSpec {
@@ -602,5 +540,172 @@ impl From<DaemonSet> for apps::DaemonSet {
             spec,
             status: None,
         }
+    }
+}
+
+impl Node {
+    /// The node as the projection reads it, its text read in place.
+    pub fn view(&self) -> NodeView<'_> {
+        let meta = self.metadata.as_ref();
+        let spec = self.spec.as_ref();
+        let status = self.status.as_ref();
+        // Only the extended resources (a domain in the name, such as
+        // `nvidia.com/gpu`): the only ones the projection keeps.
+        let allocatable = status.into_iter().flat_map(|s| &s.allocatable);
+        let extended = allocatable.filter(|e| e.key.as_ref().is_some_and(|k| k.contains(&b'/')));
+        let mut view = meta.map(ObjectMeta::node_view).unwrap_or_default();
+        view.provider_id = spec.and_then(|s| some(&s.provider_id));
+        view.unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+        view.taints = spec
+            .into_iter()
+            .flat_map(|s| &s.taints)
+            .map(taint_view)
+            .collect();
+        let conditions = status.into_iter().flat_map(|s| &s.conditions);
+        view.conditions = conditions.map(node_condition_view).collect();
+        view.boot_id = status
+            .and_then(|s| s.node_info.as_ref())
+            .and_then(|i| i.boot_id.as_ref())
+            .map(read);
+        view.allocatable = extended
+            .map(|e| {
+                (
+                    word(&e.key),
+                    e.value
+                        .as_ref()
+                        .map(|q| word(&q.string))
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
+        view
+    }
+
+    /// Its resourceVersion (a watch goes on from the last one it saw).
+    pub fn resource_version(&self) -> Option<&str> {
+        self.metadata.as_ref()?.version()
+    }
+
+    /// Its creationTimestamp.
+    pub fn created(&self) -> Option<Timestamp> {
+        seconds(self.metadata.as_ref()?.creation_timestamp.as_ref())
+    }
+}
+
+impl ObjectMeta {
+    fn node_view(&self) -> NodeView<'_> {
+        NodeView {
+            name: some(&self.name),
+            uid: some(&self.uid),
+            resource_version: some(&self.resource_version),
+            created: seconds(self.creation_timestamp.as_ref()),
+            labels: pairs(&self.labels),
+            annotations: pairs(&self.annotations),
+            ..Default::default()
+        }
+    }
+
+    fn version(&self) -> Option<&str> {
+        let version = self.resource_version.as_deref()?;
+        std::str::from_utf8(version).ok().filter(|v| !v.is_empty())
+    }
+}
+
+impl Pod {
+    /// The pod as the projection reads it, its text read in place.
+    pub fn view(&self) -> PodView<'_> {
+        let meta = self.metadata.as_ref();
+        let status = self.status.as_ref();
+        let owners = meta.into_iter().flat_map(|m| &m.owner_references);
+        let mut owners = owners;
+        let controller = owners.find(|o| o.controller == Some(true));
+        PodView {
+            namespace: meta.and_then(|m| some(&m.namespace)),
+            name: meta.and_then(|m| some(&m.name)),
+            uid: meta.and_then(|m| some(&m.uid)),
+            controller_uid: controller.map(|o| word(&o.uid)),
+            node_name: self.spec.as_ref().and_then(|s| some(&s.node_name)),
+            labels: meta.and_then(|m| pairs(&m.labels)),
+            annotations: meta.and_then(|m| pairs(&m.annotations)),
+            deleting: meta
+                .and_then(|m| seconds(m.deletion_timestamp.as_ref()))
+                .is_some(),
+            phase: status.and_then(|s| some(&s.phase)),
+            reason: status.map_or_else(Reasoned::default, |s| reasoned(&s.reason, &s.message)),
+            conditions: status
+                .into_iter()
+                .flat_map(|s| &s.conditions)
+                .map(pod_condition_view)
+                .collect(),
+            containers: status
+                .into_iter()
+                .flat_map(|s| &s.container_statuses)
+                .map(container_view)
+                .collect(),
+        }
+    }
+
+    /// Its resourceVersion (a watch goes on from the last one it saw).
+    pub fn resource_version(&self) -> Option<&str> {
+        self.metadata.as_ref()?.version()
+    }
+
+    /// Its creationTimestamp.
+    pub fn created(&self) -> Option<Timestamp> {
+        seconds(self.metadata.as_ref()?.creation_timestamp.as_ref())
+    }
+
+    /// Where it is bound and its uid: its identity in the pod watch's
+    /// table, which a deleted pod still carries.
+    pub fn bound_id(&self) -> (Text<'_>, Text<'_>) {
+        let node = self.spec.as_ref().map(|s| word(&s.node_name));
+        let uid = self.metadata.as_ref().map(|m| word(&m.uid));
+        (node.unwrap_or_default(), uid.unwrap_or_default())
+    }
+}
+
+fn taint_view(t: &Taint) -> TaintView<'_> {
+    TaintView {
+        key: word(&t.key),
+        value: some(&t.value),
+        effect: word(&t.effect),
+    }
+}
+
+fn node_condition_view(c: &NodeCondition) -> ConditionView<'_> {
+    ConditionView {
+        type_: word(&c.type_),
+        status: word(&c.status),
+        since: seconds(c.last_transition_time.as_ref()),
+        ..Default::default()
+    }
+}
+
+fn pod_condition_view(c: &Condition) -> ConditionView<'_> {
+    ConditionView {
+        type_: word(&c.type_),
+        status: word(&c.status),
+        since: seconds(c.last_transition_time.as_ref()),
+        reason: some(&c.reason),
+        message: some(&c.message),
+    }
+}
+
+fn reasoned<'a>(reason: &'a Option<Bytes>, message: &'a Option<Bytes>) -> Reasoned<'a> {
+    Reasoned {
+        reason: some(reason),
+        message: some(message),
+    }
+}
+
+fn container_view(c: &ContainerStatus) -> ContainerView<'_> {
+    let state = c.state.as_ref();
+    ContainerView {
+        waiting: state
+            .and_then(|s| s.waiting.as_ref())
+            .map(|w| reasoned(&w.reason, &w.message)),
+        terminated: state
+            .and_then(|s| s.terminated.as_ref())
+            .map(|t| reasoned(&t.reason, &t.message)),
     }
 }

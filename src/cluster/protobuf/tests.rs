@@ -4,6 +4,9 @@
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
+use nodegate_core::vocab::model::Interner;
+use serde_json::json;
+
 use super::messages;
 use super::*;
 use crate::cluster::project;
@@ -20,36 +23,145 @@ fn decoded<K: Proto>(body: &'static [u8]) -> K {
 #[test]
 fn a_node_projects_the_same_from_protobuf_as_from_json() {
     let json: Node = serde_json::from_str(NODE_JSON).expect("the JSON fixture");
-    let Lean(pb) = decoded::<Lean<Node>>(NODE_PB);
+    let pb = decoded::<WireNode>(NODE_PB);
     let (from_json, odd_json) = project::node(&json);
-    let (from_pb, odd_pb) = project::node(&pb);
+    let (from_pb, odd_pb) = project::node_in(&pb.view(), &mut Interner::default());
     let from_pb = from_pb.expect("a projected node");
     assert!(!from_pb.labels.is_empty() && !from_pb.conditions.is_empty());
     assert_eq!(from_pb.taints.len(), 1, "the fixture's startup taint");
     assert!(from_pb.annotations_present);
     assert_eq!(Some(from_pb), from_json);
     assert_eq!(odd_pb, odd_json);
+    let created = json.metadata.creation_timestamp.map(|t| t.0);
+    assert!(created.is_some());
+    assert_eq!(pb.created(), created);
     assert_eq!(
-        pb.metadata.creation_timestamp,
-        json.metadata.creation_timestamp
+        pb.resource_version(),
+        json.metadata.resource_version.as_deref()
     );
 }
 
 #[test]
 fn a_pod_projects_the_same_from_protobuf_as_from_json() {
     let json: Pod = serde_json::from_str(POD_JSON).expect("the JSON fixture");
-    let Lean(pb) = decoded::<Lean<Pod>>(POD_PB);
-    let from_pb = project::pod(&pb).expect("a projected pod");
+    let pb = decoded::<WirePod>(POD_PB);
+    let from_pb = projected(&pb).expect("a projected pod");
     assert!(from_pb.ready && from_pb.controller_uid.is_some());
+    assert!(!from_pb.labels.is_empty());
     assert_eq!(Some(from_pb), project::pod(&json));
+    let created = json.metadata.creation_timestamp.map(|t| t.0);
+    assert_eq!(pb.created(), created);
+    let bound = json.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    assert!(bound.is_some());
+    assert_eq!(pb.bound_id().0, bound.unwrap_or_default());
     assert_eq!(
-        pb.metadata.creation_timestamp,
-        json.metadata.creation_timestamp
+        pb.bound_id().1,
+        json.metadata.uid.as_deref().unwrap_or_default()
     );
-    // The pod's placement is not decoded (the DaemonSet's template is what
-    // placement reads); where it is bound is.
-    let spec = pb.spec.as_ref().expect("a spec");
-    assert!(spec.node_name.is_some() && spec.tolerations.is_none() && spec.affinity.is_none());
+}
+
+fn projected(pod: &WirePod) -> Option<nodegate_core::vocab::model::PodInfo> {
+    project::pod_in(&pod.view(), &mut Interner::default(), project::Keep::ALL)
+}
+
+/// A pod that is not running, as the API server writes it in protobuf:
+/// its own words, a container waiting, a condition that says why.
+fn failing_pod(own: bool, waiting: bool) -> Vec<u8> {
+    use prost::encoding::{bytes as b, string as text};
+    let field = |tag, value: &str, out: &mut Vec<u8>| text::encode(tag, &value.to_owned(), out);
+    let nested = |tag, inner: Vec<u8>, out: &mut Vec<u8>| b::encode(tag, &inner, out);
+    let mut meta = Vec::new();
+    field(1, "agent-x", &mut meta);
+    field(3, "ns", &mut meta);
+    field(5, "u1", &mut meta);
+    let mut spec = Vec::new();
+    field(10, "n1", &mut spec);
+    let mut condition = Vec::new();
+    field(1, "Ready", &mut condition);
+    field(2, "False", &mut condition);
+    field(5, "ContainersNotReady", &mut condition);
+    field(6, "containers with unready status: [agent]", &mut condition);
+    let mut why = Vec::new();
+    field(1, "CrashLoopBackOff", &mut why);
+    field(2, "back-off 10s restarting failed container", &mut why);
+    let mut state = Vec::new();
+    if waiting {
+        nested(1, why, &mut state);
+    }
+    let mut container = Vec::new();
+    field(1, "agent", &mut container);
+    nested(2, state, &mut container);
+    let mut status = Vec::new();
+    field(1, "Pending", &mut status);
+    nested(2, condition, &mut status);
+    if own {
+        field(3, "The node was low on memory.", &mut status);
+        field(4, "Evicted", &mut status);
+    }
+    nested(8, container, &mut status);
+    let mut pod = Vec::new();
+    nested(1, meta, &mut pod);
+    nested(2, spec, &mut pod);
+    nested(3, status, &mut pod);
+    pod
+}
+
+#[test]
+fn a_failing_pod_s_note_reads_the_same_from_protobuf_as_from_json() {
+    let container = |waiting: bool| {
+        let state = waiting.then(|| {
+            json!({"waiting": {
+            "reason": "CrashLoopBackOff",
+            "message": "back-off 10s restarting failed container"}})
+        });
+        json!({"name": "agent", "state": state.unwrap_or(json!({}))})
+    };
+    let cases = [
+        (true, true, "Evicted: The node was low on memory."),
+        (
+            false,
+            true,
+            "CrashLoopBackOff: back-off 10s restarting failed container",
+        ),
+        (
+            false,
+            false,
+            "ContainersNotReady: containers with unready status: [agent]",
+        ),
+    ];
+    for (own, waiting, note) in cases {
+        let message = messages::Pod::decode(failing_pod(own, waiting).as_slice()).expect("a pod");
+        let pb = Wire::Proto(message);
+        let mut status = json!({
+            "phase": "Pending",
+            "conditions": [{"type": "Ready", "status": "False",
+                "reason": "ContainersNotReady",
+                "message": "containers with unready status: [agent]"}],
+            "containerStatuses": [container(waiting)],
+        });
+        if own {
+            status["reason"] = json!("Evicted");
+            status["message"] = json!("The node was low on memory.");
+        }
+        let json: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "agent-x", "namespace": "ns", "uid": "u1"},
+            "spec": {"nodeName": "n1", "containers": []},
+            "status": status,
+        }))
+        .expect("a pod");
+        let from_pb = projected(&pb).expect("a projected pod");
+        assert_eq!(from_pb.status_note.as_deref(), Some(note));
+        assert!(!from_pb.ready);
+        assert_eq!(Some(from_pb), project::pod(&json));
+        // What the pod watches leave out outside the canaries' namespace.
+        let keep = project::Keep {
+            labels: false,
+            note: false,
+        };
+        let lean = project::pod_in(&pb.view(), &mut Interner::default(), keep);
+        let lean = lean.expect("a projected pod");
+        assert_eq!((lean.status_note, lean.sandbox_ready), (None, false));
+    }
 }
 
 #[test]
@@ -158,4 +270,32 @@ fn a_410_needs_a_new_list_and_others_do_not() {
     assert!(status(410).gone());
     assert!(!status(500).gone());
     assert!(!Error::Decode(String::new()).gone());
+}
+
+#[test]
+fn a_pod_s_annotations_read_in_place_as_a_map_reads_them() {
+    // Three entries of `annotations` (12): a key twice (a map keeps the
+    // last), and a value that is not UTF-8 (Go's JSON writes U+FFFD).
+    let entry = |key: &str, value: &[u8]| {
+        let mut entry = Vec::new();
+        prost::encoding::string::encode(1, &key.to_owned(), &mut entry);
+        prost::encoding::bytes::encode(2, &value.to_vec(), &mut entry);
+        entry
+    };
+    let mut meta = Vec::new();
+    for (key, value) in [("k", &b"1"[..]), ("note", &[b'a', 0xff]), ("k", b"2")] {
+        prost::encoding::bytes::encode(12, &entry(key, value), &mut meta);
+    }
+    let mut pod = Vec::new();
+    prost::encoding::bytes::encode(1, &meta, &mut pod);
+    let pod = messages::Pod::decode(pod.as_slice()).expect("a pod");
+    let view = pod.view();
+    let found = view.annotations.expect("annotations");
+    assert_eq!(found.get("k").as_deref(), Some("2"));
+    assert_eq!(found.get("note").as_deref(), Some("a\u{fffd}"));
+    assert!(found.contains_key("note") && !found.contains_key("missing"));
+    let mut all = Vec::new();
+    found.for_each(|k, v| all.push(format!("{k}={v}")));
+    assert_eq!(all, ["k=1", "note=a\u{fffd}", "k=2"]);
+    assert!(messages::Pod::default().view().annotations.is_none());
 }

@@ -40,9 +40,10 @@ pub(crate) fn derive_all(
     // three on every re-derivation).
     let canary = usize::from(cfg.canary.is_some());
     let mut out = VecMap::with_capacity(daemonsets.len() + cfg.critical.len() + canary);
-    for ds in daemonsets.values() {
+    // Each DaemonSet's key is its member id's (no new text per derivation).
+    for (key, ds) in daemonsets.iter() {
         out.insert(
-            MemberId::daemonset(ds),
+            MemberId::DaemonSet(key.clone()),
             daemonset_member(node, ds, pods, cfg, now),
         );
     }
