@@ -12,18 +12,37 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{self as core, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::cluster::protobuf::messages::Entry;
-
 /// Text as an object holds it: borrowed from a JSON-decoded object, or
 /// protobuf bytes read as UTF-8 (lossily, as Go's JSON writes them).
 pub type Text<'a> = Cow<'a, str>;
 
 /// A `map<string, string>` as the object holds it: JSON's map, or
 /// protobuf's entries, each text read when it is looked at.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub enum Pairs<'a> {
     Map(&'a BTreeMap<String, String>),
-    Entries(&'a [Entry]),
+    Entries(&'a dyn Entries),
+}
+
+/// A protobuf map's entries as decoded (`protobuf::messages`), read in
+/// place: keys and values may be any bytes.
+pub trait Entries {
+    /// The value of `key`; the last one if a key came twice.
+    fn get(&self, key: &str) -> Option<Text<'_>>;
+    fn contains_key(&self, key: &str) -> bool;
+    fn for_each(&self, each: &mut dyn FnMut(&str, &str));
+    /// How many entries there are.
+    fn count(&self) -> usize;
+}
+
+impl std::fmt::Debug for Pairs<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut map = f.debug_map();
+        self.for_each(|k, v| {
+            map.entry(&k, &v);
+        });
+        map.finish()
+    }
 }
 
 impl<'a> Pairs<'a> {
@@ -32,14 +51,14 @@ impl<'a> Pairs<'a> {
     pub fn get(&self, key: &str) -> Option<Text<'a>> {
         match self {
             Pairs::Map(m) => m.get(key).map(|v| borrowed(v)),
-            Pairs::Entries(es) => es.iter().rev().find(|e| e.is(key)).map(Entry::value_text),
+            Pairs::Entries(es) => es.get(key),
         }
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
         match self {
             Pairs::Map(m) => m.contains_key(key),
-            Pairs::Entries(es) => es.iter().any(|e| e.is(key)),
+            Pairs::Entries(es) => es.contains_key(key),
         }
     }
 
@@ -48,14 +67,14 @@ impl<'a> Pairs<'a> {
     pub fn for_each(&self, mut each: impl FnMut(&str, &str)) {
         match self {
             Pairs::Map(m) => m.iter().for_each(|(k, v)| each(k, v)),
-            Pairs::Entries(es) => es.iter().for_each(|e| each(&e.key_text(), &e.value_text())),
+            Pairs::Entries(es) => es.for_each(&mut each),
         }
     }
 
     pub fn len(&self) -> usize {
         match self {
             Pairs::Map(m) => m.len(),
-            Pairs::Entries(es) => es.len(),
+            Pairs::Entries(es) => es.count(),
         }
     }
 

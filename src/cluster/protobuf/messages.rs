@@ -24,7 +24,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use prost::Message;
 
 use crate::cluster::project::view::{
-    ConditionView, ContainerView, NodeView, Pairs, PodView, Reasoned, TaintView, Text,
+    ConditionView, ContainerView, Entries, NodeView, Pairs, PodView, Reasoned, TaintView, Text,
 };
 
 /// `runtime.Unknown`: the envelope after the magic `k8s\0`.
@@ -169,7 +169,7 @@ struct QuantityMsg {
 
 /// An entry of a `map<string, string>`.
 #[derive(Clone, PartialEq, Message)]
-pub struct Entry {
+struct Entry {
     #[prost(bytes = "bytes", optional, tag = "1")]
     key: Option<Bytes>,
     #[prost(bytes = "bytes", optional, tag = "2")]
@@ -432,21 +432,35 @@ fn map(m: Vec<Entry>) -> Option<BTreeMap<String, String>> {
 impl Entry {
     /// Whether its key is `key` (bytes that are not UTF-8 are no key
     /// nodegate looks for).
-    pub fn is(&self, key: &str) -> bool {
+    fn is(&self, key: &str) -> bool {
         self.key.as_deref().unwrap_or_default() == key.as_bytes()
-    }
-
-    pub fn key_text(&self) -> Text<'_> {
-        word(&self.key)
-    }
-
-    pub fn value_text(&self) -> Text<'_> {
-        word(&self.value)
     }
 }
 
-/// [`map`], in place.
-fn pairs(m: &[Entry]) -> Option<Pairs<'_>> {
+impl Entries for Vec<Entry> {
+    fn get(&self, key: &str) -> Option<Text<'_>> {
+        let found = self.iter().rev().find(|e| e.is(key));
+        found.map(|e| word(&e.value))
+    }
+
+    fn contains_key(&self, key: &str) -> bool {
+        self.iter().any(|e| e.is(key))
+    }
+
+    fn for_each(&self, each: &mut dyn FnMut(&str, &str)) {
+        for e in self {
+            each(&word(&e.key), &word(&e.value));
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.len()
+    }
+}
+
+/// [`map`], in place (the `Vec` itself: a slice cannot be a trait object).
+#[allow(clippy::ptr_arg)]
+fn pairs(m: &Vec<Entry>) -> Option<Pairs<'_>> {
     (!m.is_empty()).then_some(Pairs::Entries(m))
 }
 
