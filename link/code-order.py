@@ -8,11 +8,12 @@ it links (18 MB), so running them maps in 11 MiB. build.rs hands the linker
 link/code-order.txt, the functions a benchmark run executes, hottest first,
 so they are laid out together at the front of the code.
 
-  link/code-order.py record [--nodes N] [--daemonsets D]
+  link/code-order.py record [--nodes N] [--daemonsets D] [--keep PROFILE]
       Runs tests/scale/run once with the release binary under valgrind's
       callgrind (N = 200, D = 6 by default: every path of a gate, from
       creation to the deadline), and writes link/code-order.txt: the binary's
-      functions that executed, by instructions spent in them.
+      functions that executed, by instructions spent in them. --keep also
+      leaves the profile at PROFILE, for callgrind_annotate.
   link/code-order.py check [BINARY]
       How many functions of link/code-order.txt BINARY has (default: the
       release binary in CARGO_TARGET_DIR), and how many bytes of code they
@@ -141,6 +142,9 @@ def record(args):
             die(f"callgrind wrote no profile at {profile}")
         syms = functions(binary)
         cost = executed(profile, binary, syms)
+        if args.keep:
+            shutil.copyfile(profile, args.keep)
+            print(f"code-order: the profile is at {args.keep}", file=sys.stderr)
     starts = [s[0] for s in syms]
     spent = collections.Counter()
     for addr, ir in cost.items():
@@ -191,6 +195,7 @@ def main():
     r = sub.add_parser("record", help="profile a scale run and write link/code-order.txt")
     r.add_argument("--nodes", type=int, default=200)
     r.add_argument("--daemonsets", type=int, default=6)
+    r.add_argument("--keep", metavar="PROFILE", help="also leave callgrind's profile here")
     c = sub.add_parser("check", help="how much of link/code-order.txt a binary has")
     c.add_argument("binary", nargs="?")
     args = p.parse_args()
