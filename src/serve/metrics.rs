@@ -385,7 +385,11 @@ impl Metrics {
 
     pub fn gate_step(&self, node: &str, at: Timestamp, events: &[Event], state: &GateState) {
         let leader = self.leadership.is_leader();
-        let mut track = self.gates.entry(node.to_string()).or_default();
+        // The node's name is copied only for its first step.
+        let mut track = match self.gates.get_mut(node) {
+            Some(track) => track,
+            None => self.gates.entry(node.to_string()).or_default(),
+        };
         track.start = state.gate_start();
         track.phase = state.phase;
         track.regated = state.node.as_ref().is_some_and(|n| n.gated_since.is_some());

@@ -395,9 +395,13 @@ fn seconds(t: Option<&Time>) -> Option<Timestamp> {
 /// Text as Go holds it: any bytes. Invalid UTF-8 is replaced as Go's JSON
 /// encoder replaces it, so one odd annotation or termination message reads
 /// as it does in JSON instead of failing the whole watch. Valid text (all
-/// of it, in practice) is read in place.
+/// of it, in practice) is read in place. The strict check first: it reads
+/// ASCII a word at a time, where the lossy one goes byte by byte.
 fn read(b: &Bytes) -> Text<'_> {
-    String::from_utf8_lossy(b)
+    match std::str::from_utf8(b) {
+        Ok(text) => Text::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(b),
+    }
 }
 
 fn lossy(b: Bytes) -> String {
