@@ -14,6 +14,9 @@ so they are laid out together at the front of the code.
       creation to the deadline), and writes link/code-order.txt: the binary's
       functions that executed, by instructions spent in them. --keep also
       leaves the profile at PROFILE, for callgrind_annotate.
+  link/code-order.py record --profile PROFILE [--binary BINARY]
+      The same from a profile already taken with those valgrind options, of
+      BINARY (default: the release binary).
   link/code-order.py check [BINARY]
       How many functions of link/code-order.txt BINARY has (default: the
       release binary in CARGO_TARGET_DIR), and how many bytes of code they
@@ -112,9 +115,17 @@ def executed(profile, binary, syms):
 
 
 def record(args):
+    binary = pathlib.Path(args.binary) if args.binary else target_dir() / "release" / "nodegate"
+    if args.profile:
+        if not pathlib.Path(args.profile).exists():
+            die(f"{args.profile} does not exist")
+        syms = functions(binary)
+        write_order(binary, syms, executed(args.profile, binary, syms))
+        return
+    if args.binary:
+        die("--binary names the binary a --profile profiled; a run profiles the release binary")
     if not shutil.which("valgrind"):
         die("valgrind not found: install it (Debian: apt-get install valgrind)")
-    binary = target_dir() / "release" / "nodegate"
     with tempfile.TemporaryDirectory(prefix="nodegate-code-order.") as tmp:
         profile = pathlib.Path(tmp) / "callgrind.out"
         # GLIBC_TUNABLES as nodegate would set it, so it does not start itself
@@ -145,6 +156,11 @@ def record(args):
         if args.keep:
             shutil.copyfile(profile, args.keep)
             print(f"code-order: the profile is at {args.keep}", file=sys.stderr)
+    write_order(binary, syms, cost)
+
+
+def write_order(binary, syms, cost):
+    """link/code-order.txt from the instructions spent at each address."""
     starts = [s[0] for s in syms]
     spent = collections.Counter()
     for addr, ir in cost.items():
@@ -196,6 +212,8 @@ def main():
     r.add_argument("--nodes", type=int, default=200)
     r.add_argument("--daemonsets", type=int, default=6)
     r.add_argument("--keep", metavar="PROFILE", help="also leave callgrind's profile here")
+    r.add_argument("--profile", help="read this callgrind profile instead of running")
+    r.add_argument("--binary", help="the binary --profile profiled (default: the release binary)")
     c = sub.add_parser("check", help="how much of link/code-order.txt a binary has")
     c.add_argument("binary", nargs="?")
     args = p.parse_args()
