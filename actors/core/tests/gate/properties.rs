@@ -12,11 +12,13 @@ use nodegate_core::gate::journal::{Journal, replay};
 use nodegate_core::gate::{
     Effect, GateState, Input, OpenedBy, PatchOutcome, Phase, TimerKind, WriteStatus, decide, step,
 };
+use nodegate_core::rules::conditions::CriticalCondition;
+use nodegate_core::rules::devices::CriticalResource;
 use nodegate_core::rules::readiness::CriticalPodEntry;
 use nodegate_core::rules::selector::LabelSelector;
 use nodegate_core::testutil::{mk_pod, taint, ts};
 use nodegate_core::vocab::config::OnTimeout;
-use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo, NodeReady, PodInfo};
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeCondition, NodeInfo, NodeReady, PodInfo};
 use proptest::prelude::*;
 
 fn daemonsets() -> Vec<DaemonSetInfo> {
@@ -59,8 +61,47 @@ fn node_variant(labels: u8, taints: u8, version: u8) -> NodeInfo {
         7 => n.ready = NodeReady::False,
         _ => {}
     }
+    // What the node reports of itself varies with the version too: the
+    // condition and resource members ([`node_member_entries`]) read it, the
+    // DaemonSets and critical entries do not.
+    match version % 3 {
+        0 => {}
+        v => {
+            let status = if v == 1 { "True" } else { "False" };
+            n.conditions.insert(
+                "NetworkReady".into(),
+                NodeCondition {
+                    status: status.into(),
+                    since: None,
+                },
+            );
+        }
+    }
+    if (version / 3) % 2 == 1 {
+        n.extended_allocatable
+            .insert("example.com/gpu".into(), "1".into());
+    }
     n.resource_version = version.to_string();
     n
+}
+
+/// A condition every node waits for, and a resource only GPU nodes do.
+fn node_member_entries() -> (Vec<CriticalCondition>, Vec<CriticalResource>) {
+    let gpu = LabelSelector {
+        match_labels: [("role".to_string(), "gpu".to_string())].into(),
+        ..Default::default()
+    };
+    (
+        vec![CriticalCondition {
+            type_: "NetworkReady".into(),
+            status: "True".into(),
+            node_selector: None,
+        }],
+        vec![CriticalResource {
+            resource: "example.com/gpu".into(),
+            node_selector: Some(gpu),
+        }],
+    )
 }
 
 /// Stands for "the `opened-at` of the gate's latest unanswered patch" in a
@@ -184,6 +225,8 @@ fn input() -> impl Strategy<Value = Input> {
 #[derive(Debug, Clone)]
 struct Scenario {
     dry_run: bool,
+    /// Whether a condition and a resource member are configured.
+    node_members: bool,
     keep: bool,
     timeout: Option<u64>,
     journal_cap: usize,
@@ -201,10 +244,21 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         any::<u8>(),
         prop::collection::vec((0usize..4, any::<u8>(), any::<u8>(), any::<u8>()), 0..5),
         prop::collection::vec((0u8..30, input()), 1..60),
+        any::<bool>(),
     )
         .prop_map(
-            |(dry_run, keep, timeout, journal_cap, start_labels, start_pods, inputs)| Scenario {
+            |(
                 dry_run,
+                keep,
+                timeout,
+                journal_cap,
+                start_labels,
+                start_pods,
+                inputs,
+                node_members,
+            )| Scenario {
+                dry_run,
+                node_members,
                 keep,
                 timeout,
                 journal_cap,
@@ -338,6 +392,9 @@ proptest! {
     fn random_histories_keep_every_invariant(s in scenario()) {
         let mut c = cfg();
         c.critical = critical_entries();
+        if s.node_members {
+            (c.conditions, c.resources) = node_member_entries();
+        }
         c.dry_run = s.dry_run;
         c.on_timeout = if s.keep { OnTimeout::Keep } else { OnTimeout::Open };
         c.timeout = s.timeout.map(Duration::from_secs);

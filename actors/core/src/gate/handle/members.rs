@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use super::Step;
-use crate::gate::derive::{derive_all, derive_member, derive_readiness};
+use crate::gate::derive::{derive_all, derive_member, derive_readiness, node_members};
 use crate::gate::event::Event;
 use crate::vocab::member::{Expectation, Member, MemberId, Readiness};
 
@@ -14,6 +14,11 @@ pub(super) enum MemberScope<'i> {
     All,
     /// Only the node's resourceVersion or nothing at all changed.
     Nothing,
+    /// Only what the node reports of itself changed (its conditions, its
+    /// devices, its start): the condition, resource and DRA members, whose
+    /// judgement reads them. No DaemonSet, critical or canary member reads
+    /// them.
+    NodeMembers,
     /// One DaemonSet (`namespace/name`) changed or went away.
     DaemonSet(Cow<'i, str>),
     /// A pod changed or went away: the members of its controller (before and
@@ -59,6 +64,9 @@ impl Step<'_> {
         let mut work: Vec<(MemberId, bool)> = Vec::new();
         match scope {
             MemberScope::All | MemberScope::Nothing => {}
+            MemberScope::NodeMembers => {
+                work.extend(node_members(self.cfg).map(|m| (m.id(), false)));
+            }
             MemberScope::DaemonSet(key) => work.push((MemberId::DaemonSet(key.to_string()), false)),
             MemberScope::Pods { owners, namespace } => {
                 for (key, ds) in &self.s.daemonsets {

@@ -57,31 +57,31 @@ impl Step<'_> {
 
     pub(super) fn node_changed(&mut self, node: &Arc<NodeInfo>) {
         if self.is_this_node(&node.name) {
-            let scope = if self.observe_node(node) {
-                MemberScope::All
-            } else {
-                MemberScope::Nothing
-            };
+            let scope = self.observe_node(node);
             self.reconcile_scoped(ReconcileCause::Observation, &scope);
         }
     }
 
-    /// Records a sighting of the node; true when its labels, taints or
-    /// start may have changed (what members and the deadline derive from).
-    /// A change of its Ready condition, its `opened-at` or its switches
-    /// (`suspend`, `open`) alone is recorded whole too — the gate opens by
-    /// readiness only on a Ready node, recognises its own lost patch by the
-    /// annotation (semantics.md §5.5) and obeys the switches (§6.6) — but
-    /// decides no member.
-    pub(super) fn observe_node(&mut self, node: &Arc<NodeInfo>) -> bool {
+    /// Records a sighting of the node and says which members the change can
+    /// have changed: every one when its name, uid, labels, taints or CSI
+    /// drivers changed (where DaemonSets and critical pods are placed, and
+    /// what a CSI DaemonSet waits for); only the condition, resource and
+    /// DRA members when only what those read changed (its conditions,
+    /// devices) or its start (which only the deadline reads). A change of
+    /// its Ready condition, its `opened-at` or its switches (`suspend`,
+    /// `open`) alone is recorded whole too — the gate opens by readiness
+    /// only on a Ready node, recognises its own lost patch by the annotation
+    /// (semantics.md §5.5) and obeys the switches (§6.6) — but decides no
+    /// member.
+    pub(super) fn observe_node(&mut self, node: &Arc<NodeInfo>) -> MemberScope<'static> {
         let Some(old) = &self.s.node else {
-            return false;
+            return MemberScope::Nothing;
         };
         if old == node {
-            return false;
+            return MemberScope::Nothing;
         }
-        let (same_members, same_switches) = compare_node(old, node);
-        if same_members && same_switches {
+        let (scope, same_switches) = compare_node(old, node);
+        if matches!(scope, MemberScope::Nothing) && same_switches {
             self.emit(Event::NodeVersionChanged {
                 resource_version: node.resource_version.clone(),
             });
@@ -90,7 +90,7 @@ impl Step<'_> {
                 node: Arc::clone(node),
             });
         }
-        !same_members
+        scope
     }
 
     pub(super) fn daemonset_upserted(&mut self, ds: &Arc<DaemonSetInfo>) {
@@ -205,7 +205,9 @@ impl Step<'_> {
 /// deadline derive from, and on what else the gate decides by (its Ready
 /// condition, `opened-at`, the switches). Every field is named, so a new
 /// one is a compile error here until someone says which side it is on.
-fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (bool, bool) {
+/// Which members a node change can have changed (see
+/// [`Step::observe_node`]), and whether its switches stayed the same.
+fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (MemberScope<'static>, bool) {
     let NodeInfo {
         name,
         uid,
@@ -237,16 +239,25 @@ fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (bool, bool) {
         opened_before: _,
         annotations_present: _,
     } = old;
-    let same_members = *name == new.name
+    // Read by every member's placement (DaemonSets, critical entries and
+    // the node members' selectors) or a CSI DaemonSet's readiness.
+    let same_placement = *name == new.name
         && *uid == new.uid
         && *labels == new.labels
         && *taints == new.taints
-        && *created == new.created
-        && *gated_since == new.gated_since
-        && *conditions == new.conditions
-        && *csi_drivers == new.csi_drivers
+        && *csi_drivers == new.csi_drivers;
+    // Read only by the condition, resource and DRA members; the start only
+    // by the deadline, which every reconcile recomputes.
+    let same_node_members = *conditions == new.conditions
         && *extended_allocatable == new.extended_allocatable
-        && *resource_slices == new.resource_slices;
+        && *resource_slices == new.resource_slices
+        && *created == new.created
+        && *gated_since == new.gated_since;
+    let scope = match (same_placement, same_node_members) {
+        (false, _) => MemberScope::All,
+        (true, false) => MemberScope::NodeMembers,
+        (true, true) => MemberScope::Nothing,
+    };
     let same_switches = *ready == new.ready
         && *opened_at == new.opened_at
         && *suspended == new.suspended
@@ -257,5 +268,5 @@ fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (bool, bool) {
         // request is not, but is journaled with the node (semantics.md §5.8).
         && replace.fallback == new.replace.fallback
         && replace.requested == new.replace.requested;
-    (same_members, same_switches)
+    (scope, same_switches)
 }
