@@ -34,7 +34,9 @@ pub enum Op<I, T> {
 /// a re-list in progress holds back until its sweep.
 #[derive(Debug)]
 pub struct Listing<I, T> {
-    known: HashMap<I, u32>,
+    /// Hashed with foldhash, seeded per process (as the router's maps):
+    /// every watch event looks its identity up here.
+    known: HashMap<I, u32, foldhash::fast::RandomState>,
     /// The current epoch; a re-list starts the next one.
     epoch: u32,
     /// Whether a re-list is in progress (between `Init` and `InitDone`).
@@ -46,7 +48,7 @@ pub struct Listing<I, T> {
 impl<I, T> Default for Listing<I, T> {
     fn default() -> Self {
         Listing {
-            known: HashMap::new(),
+            known: HashMap::default(),
             epoch: 0,
             relisting: false,
             held: Vec::new(),

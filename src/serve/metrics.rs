@@ -108,6 +108,10 @@ pub struct Metrics {
     gates_timed_out: Family<Label, Counter>,
     patch_attempts: Family<PatchLabels, Counter>,
     router_events: Family<RouterLabels, Counter>,
+    /// `router_events`' twelve series, looked up once: the router counts
+    /// every watch event, and the family's lookup hashes its labels each
+    /// time. Indexed by [`RouterEvent::ALL`]'s order, then routed.
+    router_counters: [[Counter; 2]; 6],
     leader: Gauge,
     leader_known: Gauge,
     /// Evidence of the API server's clock refused as implausible; counted
@@ -121,8 +125,9 @@ pub struct Metrics {
     /// The watchers' own restart count at the last refresh.
     watch_restarts_seen: AtomicU64,
 
-    /// Per live gate; sharded, because every gate step touches it.
-    gates: DashMap<String, GateTrack>,
+    /// Per live gate; sharded, because every gate step touches it. Hashed
+    /// with foldhash, seeded per process, as the router's maps are.
+    gates: DashMap<String, GateTrack, foldhash::fast::RandomState>,
     /// `namespace/name` → uid of every DaemonSet with a labelled series, so
     /// that a refresh can drop the series of one that is gone.
     daemonset_series: Mutex<BTreeMap<String, String>>,
@@ -174,7 +179,7 @@ impl Metrics {
     pub fn new(leadership: Arc<Leadership>) -> Metrics {
         let mut registry = Registry::with_prefix("nodegate");
         let r = &mut registry;
-        let m = Metrics {
+        let mut m = Metrics {
             map_entries: reg(
                 r,
                 "map_entries",
@@ -271,12 +276,23 @@ impl Metrics {
             },
             leadership,
             watch_restarts_seen: AtomicU64::new(0),
-            gates: DashMap::new(),
+            router_counters: Default::default(),
+            gates: DashMap::default(),
             daemonset_series: Mutex::new(BTreeMap::new()),
             age_series: Mutex::new(HashSet::new()),
             scrape: tokio::sync::Mutex::new(None),
         };
         m.zero_known_series();
+        // Every router series exists from the start, and the router counts
+        // into the family's own counters (a `Counter` clone shares its value).
+        for (i, event) in RouterEvent::ALL.into_iter().enumerate() {
+            for (j, routed) in ["false", "true"].into_iter().enumerate() {
+                m.router_counters[i][j] = m.router_events.get_or_create_owned(&RouterLabels {
+                    kind: event.as_str(),
+                    routed,
+                });
+            }
+        }
         m.leader.set(i64::from(m.leadership.is_leader()));
         m.leader_known
             .set(i64::from(m.leadership.leader_known().is_ok()));
@@ -299,14 +315,6 @@ impl Metrics {
                 self.patch_attempts.get_or_create_owned(&PatchLabels {
                     kind: kind.as_str(),
                     result,
-                });
-            }
-        }
-        for event in RouterEvent::ALL {
-            for routed in ["true", "false"] {
-                self.router_events.get_or_create_owned(&RouterLabels {
-                    kind: event.as_str(),
-                    routed,
                 });
             }
         }
@@ -365,12 +373,10 @@ impl Metrics {
     }
 
     pub fn router_event(&self, event: RouterEvent, routed: bool) {
-        self.router_events
-            .get_or_create(&RouterLabels {
-                kind: event.as_str(),
-                routed: if routed { "true" } else { "false" },
-            })
-            .inc();
+        let i = RouterEvent::ALL.iter().position(|e| *e == event);
+        if let Some(counters) = i.and_then(|i| self.router_counters.get(i)) {
+            counters[usize::from(routed)].inc();
+        }
     }
 
     pub fn gate_started(&self, node: &str, generation: u64) {

@@ -105,6 +105,31 @@ fn an_idle_controller_exports_zeros() {
     }
 }
 
+/// The router's counts land on the series of their own kind and routing:
+/// each event on one of twelve, none on another.
+#[test]
+fn router_events_count_on_their_own_series() {
+    let m = Metrics::new(Arc::new(Leadership::always()));
+    m.router_event(RouterEvent::PodUpserted, true);
+    m.router_event(RouterEvent::PodUpserted, true);
+    m.router_event(RouterEvent::NodeDeleted, false);
+    let t = text(&m);
+    for event in RouterEvent::ALL {
+        for routed in [false, true] {
+            let want = match (event, routed) {
+                (RouterEvent::PodUpserted, true) => 2.0,
+                (RouterEvent::NodeDeleted, false) => 1.0,
+                _ => 0.0,
+            };
+            let series = format!(
+                "nodegate_router_events_total{{kind=\"{}\",routed=\"{routed}\"}}",
+                event.as_str()
+            );
+            assert_eq!(sample(&t, &series), Some(want), "{series} in\n{t}");
+        }
+    }
+}
+
 #[test]
 fn an_opening_records_duration_reaction_and_time_to_ready() {
     let m = Metrics::new(Arc::new(Leadership::always()));
