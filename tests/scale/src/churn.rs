@@ -217,7 +217,10 @@ pub async fn run(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<ChurnResult> 
     workload::create_namespace(&admin, NAMESPACE).await?;
     let proxy = proxy::Proxy::start(client_for(&cluster.kubeconfig).await?).await?;
     let kubeconfig = spec.state_dir.join("controller.kubeconfig");
-    std::fs::write(&kubeconfig, proxy.kubeconfig())?;
+    std::fs::write(
+        &kubeconfig,
+        proxy.kubeconfig(proxy::cluster_ca(&cluster.kubeconfig)?.as_deref()),
+    )?;
     let observer = observe::start(cluster.kubeconfig.clone(), taint.clone())?;
     let http_addr = floor::free_addr()?;
     let command = expand(

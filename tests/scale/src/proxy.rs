@@ -105,13 +105,41 @@ impl Proxy {
     }
 
     /// A kubeconfig for the controller under test: this proxy, no credentials
-    /// (the proxy adds the admin's).
-    pub fn kubeconfig(&self) -> String {
+    /// (the proxy adds the admin's), and the cluster's CA (`ca_data`, base64)
+    /// as every real kubeconfig and service account carries one. The proxy
+    /// speaks plain HTTP, so no client uses it; but without any CA kube-rs
+    /// reads the host's whole trust store at start (about 145 roots here,
+    /// 17.6 M instructions and their memory), which nodegate never does in
+    /// a cluster.
+    pub fn kubeconfig(&self, ca_data: Option<&str>) -> String {
+        let ca = ca_data
+            .map(|ca| format!("    certificate-authority-data: {ca}\n"))
+            .unwrap_or_default();
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: bench\n  cluster:\n    server: http://{}\nusers:\n- name: bench\n  user: {{}}\ncontexts:\n- name: bench\n  context:\n    cluster: bench\n    user: bench\ncurrent-context: bench\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: bench\n  cluster:\n    server: http://{}\n{ca}users:\n- name: bench\n  user: {{}}\ncontexts:\n- name: bench\n  context:\n    cluster: bench\n    user: bench\ncurrent-context: bench\n",
             self.addr
         )
     }
+}
+
+/// The CA (base64, as a kubeconfig holds it) of the current context's cluster
+/// in `kubeconfig`; `None` when it names none by value.
+pub fn cluster_ca(kubeconfig: &std::path::Path) -> anyhow::Result<Option<String>> {
+    let config = kube::config::Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let current = config.current_context.as_deref();
+    let cluster = config
+        .contexts
+        .iter()
+        .find(|c| Some(c.name.as_str()) == current)
+        .and_then(|c| c.context.as_ref())
+        .map(|c| c.cluster.as_str());
+    Ok(config
+        .clusters
+        .iter()
+        .find(|c| Some(c.name.as_str()) == cluster)
+        .and_then(|c| c.cluster.as_ref())
+        .and_then(|c| c.certificate_authority_data.clone()))
 }
 
 /// Headers that describe one hop, not the request.
@@ -262,7 +290,47 @@ pub fn classify(method: &str, path_and_query: &str) -> (String, String, String) 
 
 #[cfg(test)]
 mod tests {
-    use super::classify;
+    use super::{classify, cluster_ca};
+
+    /// The CA is the current context's cluster's, and the proxy's kubeconfig
+    /// carries it to a client that reads it back.
+    #[test]
+    fn the_proxy_s_kubeconfig_carries_the_current_cluster_s_ca() {
+        let dir = std::env::temp_dir().join(format!("scale-proxy-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let upstream = dir.join("upstream.kubeconfig");
+        let cluster = |name: &str, ca: &str| {
+            format!(
+                "- name: {name}\n  cluster:\n    server: https://127.0.0.1:1\n    certificate-authority-data: {ca}\n"
+            )
+        };
+        let context =
+            |name: &str| format!("- name: {name}\n  context:\n    cluster: {name}\n    user: u\n");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n{}{}contexts:\n{}{}current-context: second\nusers:\n- name: u\n  user: {{}}\n",
+            cluster("first", "Rmlyc3Q="),
+            cluster("second", "U2Vjb25k"),
+            context("first"),
+            context("second"),
+        );
+        std::fs::write(&upstream, text).expect("write");
+        let ca = cluster_ca(&upstream).expect("reads");
+        assert_eq!(ca.as_deref(), Some("U2Vjb25k"));
+
+        let proxy = super::Proxy {
+            addr: "127.0.0.1:8001".parse().expect("addr"),
+            counts: Default::default(),
+        };
+        let ours = dir.join("proxy.kubeconfig");
+        std::fs::write(&ours, proxy.kubeconfig(ca.as_deref())).expect("write");
+        assert_eq!(
+            cluster_ca(&ours).expect("reads").as_deref(),
+            Some("U2Vjb25k")
+        );
+        std::fs::write(&ours, proxy.kubeconfig(None)).expect("write");
+        assert_eq!(cluster_ca(&ours).expect("reads"), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     fn c(m: &str, p: &str) -> (String, String, String) {
         classify(m, p)

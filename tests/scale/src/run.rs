@@ -125,9 +125,10 @@ pub async fn run_once(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<report::
     }
 
     // The controller talks to the API server through the counting proxy.
+    let ca = proxy::cluster_ca(&cluster.kubeconfig)?;
     let proxy = proxy::Proxy::start(client_for(&cluster.kubeconfig).await?).await?;
     let controller_kubeconfig = state_dir.join("controller.kubeconfig");
-    std::fs::write(&controller_kubeconfig, proxy.kubeconfig())
+    std::fs::write(&controller_kubeconfig, proxy.kubeconfig(ca.as_deref()))
         .with_context(|| format!("writing {}", controller_kubeconfig.display()))?;
 
     let sampler = Arc::new(Mutex::new(procstat::Sampler::new()));
@@ -203,7 +204,7 @@ pub async fn run_once(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<report::
     } else {
         let probe_proxy = proxy::Proxy::start(client_for(&cluster.kubeconfig).await?).await?;
         let probe_kubeconfig = state_dir.join("probe.kubeconfig");
-        std::fs::write(&probe_kubeconfig, probe_proxy.kubeconfig())
+        std::fs::write(&probe_kubeconfig, probe_proxy.kubeconfig(ca.as_deref()))
             .with_context(|| format!("writing {}", probe_kubeconfig.display()))?;
         Some(floor::start(
             client_for(&probe_kubeconfig).await?,
