@@ -111,7 +111,7 @@ pub struct Metrics {
     /// `router_events`' twelve series, looked up once: the router counts
     /// every watch event, and the family's lookup hashes its labels each
     /// time. Indexed by [`RouterEvent::ALL`]'s order, then routed.
-    router_counters: [[Counter; 2]; 6],
+    router_counters: [[Counter; 2]; RouterEvent::ALL.len()],
     leader: Gauge,
     leader_known: Gauge,
     /// Evidence of the API server's clock refused as implausible; counted

@@ -201,12 +201,11 @@ impl Step<'_> {
     }
 }
 
-/// Whether two versions of the node agree on what the members and the
-/// deadline derive from, and on what else the gate decides by (its Ready
-/// condition, `opened-at`, the switches). Every field is named, so a new
-/// one is a compile error here until someone says which side it is on.
-/// Which members a node change can have changed (see
-/// [`Step::observe_node`]), and whether its switches stayed the same.
+/// Which members a change between two versions of the node can have
+/// changed (see [`Step::observe_node`]), and whether they agree on what else
+/// the gate decides by (its Ready condition, `opened-at`, the switches).
+/// Every field is named, so a new one is a compile error here until someone
+/// says which side it is on.
 fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (MemberScope<'static>, bool) {
     let NodeInfo {
         name,
