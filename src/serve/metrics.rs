@@ -107,10 +107,10 @@ pub struct Metrics {
     timeout_blockers: Family<BlockerLabels, Counter>,
     gates_timed_out: Family<Label, Counter>,
     patch_attempts: Family<PatchLabels, Counter>,
-    router_events: Family<RouterLabels, Counter>,
-    /// `router_events`' twelve series, looked up once: the router counts
-    /// every watch event, and the family's lookup hashes its labels each
-    /// time. Indexed by [`RouterEvent::ALL`]'s order, then routed.
+    /// `router_events`' twelve series (the registry holds the family),
+    /// looked up once: the router counts every watch event, and the family's
+    /// lookup hashes its labels each time. Indexed by [`RouterEvent::ALL`]'s
+    /// order, then routed.
     router_counters: [[Counter; 2]; RouterEvent::ALL.len()],
     leader: Gauge,
     leader_known: Gauge,
@@ -179,7 +179,22 @@ impl Metrics {
     pub fn new(leadership: Arc<Leadership>) -> Metrics {
         let mut registry = Registry::with_prefix("nodegate");
         let r = &mut registry;
-        let mut m = Metrics {
+        // Every router series exists from the start, and the router counts
+        // into the family's own counters (a `Counter` clone shares its value).
+        let router_events: Family<RouterLabels, Counter> = reg(
+            r,
+            "router_events",
+            "Watch events handled by the router, by kind and whether they went on to a live gate",
+        );
+        let router_counters = RouterEvent::ALL.map(|event| {
+            ["false", "true"].map(|routed| {
+                router_events.get_or_create_owned(&RouterLabels {
+                    kind: event.as_str(),
+                    routed,
+                })
+            })
+        });
+        let m = Metrics {
             map_entries: reg(
                 r,
                 "map_entries",
@@ -241,11 +256,7 @@ impl Metrics {
                 "patch_attempts",
                 "Writes sent to the API server, by kind (untaint | mark_timed_out) and result (ok | conflict | not_found | error)",
             ),
-            router_events: reg(
-                r,
-                "router_events",
-                "Watch events handled by the router, by kind and whether they went on to a live gate",
-            ),
+            router_counters,
             leader: reg(
                 r,
                 "leader",
@@ -276,23 +287,12 @@ impl Metrics {
             },
             leadership,
             watch_restarts_seen: AtomicU64::new(0),
-            router_counters: Default::default(),
             gates: DashMap::default(),
             daemonset_series: Mutex::new(BTreeMap::new()),
             age_series: Mutex::new(HashSet::new()),
             scrape: tokio::sync::Mutex::new(None),
         };
         m.zero_known_series();
-        // Every router series exists from the start, and the router counts
-        // into the family's own counters (a `Counter` clone shares its value).
-        for (i, event) in RouterEvent::ALL.into_iter().enumerate() {
-            for (j, routed) in ["false", "true"].into_iter().enumerate() {
-                m.router_counters[i][j] = m.router_events.get_or_create_owned(&RouterLabels {
-                    kind: event.as_str(),
-                    routed,
-                });
-            }
-        }
         m.leader.set(i64::from(m.leadership.is_leader()));
         m.leader_known
             .set(i64::from(m.leadership.leader_known().is_ok()));
