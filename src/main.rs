@@ -12,7 +12,7 @@ use nodegate::commands::{
     backfill, completion, config_check, doctor, explain, output, probe, run, status, uninstall,
     version,
 };
-use nodegate::settings::cli::{Cli, ClusterArgs, Command, ConfigCommand, LogFormat};
+use nodegate::settings::cli::{Cli, ClusterArgs, Command, ConfigCommand, LogFormat, RunArgs};
 use nodegate::settings::config;
 use nodegate::{Error, Result};
 
@@ -122,44 +122,69 @@ fn main() -> ExitCode {
         nodegate_alloc::restart_with_tunables();
     }
     nodegate_alloc::init();
-    let mut logging = false;
     let command = match connect_flags(cli) {
         Ok(c) => c,
-        Err(e) => return exit(Err(e), logging),
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return exit(Err(Error::io("cannot start the async runtime")(e)), logging),
+        Err(e) => return exit(Err(e), false),
     };
     let result = match command {
-        Command::Run(args) => config::run_settings(&args)
-            .map_err(|e| {
-                // A refused start crash-loops the pod: what its earlier
-                // run wrote must not keep the admission policy tainting.
-                runtime.block_on(run::forget_on_refusal(&args));
-                config::check::said_of_the_file(&args, e, given_on_the_command_line)
-            })
-            .map_err(Error::from)
-            .and_then(|settings| {
-                init_tracing(settings.given.log_format, &settings.log_level);
-                logging = true;
-                runtime.block_on(run::run(*args, settings))
-            })
-            .map(|()| ExitCode::SUCCESS),
-        Command::Explain(args) => runtime.block_on(explain::main(args)),
-        Command::Status(args) => runtime.block_on(status::main(args)),
-        Command::Backfill(args) => runtime.block_on(backfill::main(args)),
-        Command::Uninstall(args) => runtime.block_on(uninstall::main(args)),
-        Command::Version(args) => runtime.block_on(version::main(args)),
+        Command::Run(args) => return run_command(*args),
+        Command::Explain(args) => block_on(explain::main(args)),
+        Command::Status(args) => block_on(status::main(args)),
+        Command::Backfill(args) => block_on(backfill::main(args)),
+        Command::Uninstall(args) => block_on(uninstall::main(args)),
+        Command::Version(args) => block_on(version::main(args)),
         Command::Completion(args) => completion::main(args),
         Command::Probe(args) => Ok(probe::main(args)),
-        Command::Config(ConfigCommand::Check(args)) => runtime.block_on(config_check::main(args)),
-        Command::Doctor(args) => runtime.block_on(doctor::main(*args)),
+        Command::Config(ConfigCommand::Check(args)) => block_on(config_check::main(args)),
+        Command::Doctor(args) => block_on(doctor::main(*args)),
     };
+    exit(result, false)
+}
+
+/// `nodegate run`: its settings first, since they size its runtime
+/// (`--worker-threads`); a refused start gets one worker, enough to forget
+/// what its earlier run wrote.
+fn run_command(args: RunArgs) -> ExitCode {
+    let settings = config::run_settings(&args);
+    let workers = settings.as_ref().map_or(1, |s| s.given.worker_threads);
+    let runtime = match runtime(workers) {
+        Ok(rt) => rt,
+        Err(e) => return exit(Err(e), false),
+    };
+    let mut logging = false;
+    let result = settings
+        .map_err(|e| {
+            // A refused start crash-loops the pod: what its earlier
+            // run wrote must not keep the admission policy tainting.
+            runtime.block_on(run::forget_on_refusal(&args));
+            config::check::said_of_the_file(&args, e, given_on_the_command_line)
+        })
+        .map_err(Error::from)
+        .and_then(|settings| {
+            init_tracing(settings.given.log_format, &settings.log_level);
+            logging = true;
+            runtime.block_on(run::run(args, settings))
+        })
+        .map(|()| ExitCode::SUCCESS);
     exit(result, logging)
+}
+
+/// A command other than `run`, on the default runtime.
+fn block_on<T>(command: impl Future<Output = Result<T>>) -> Result<T> {
+    runtime(0)?.block_on(command)
+}
+
+/// The async runtime, with `workers` worker threads (0: tokio's choice, one
+/// per CPU the process may use).
+fn runtime(workers: usize) -> Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if workers > 0 {
+        builder.worker_threads(workers);
+    }
+    builder
+        .enable_all()
+        .build()
+        .map_err(Error::io("cannot start the async runtime"))
 }
 
 /// The one place a command's error is printed: as a log line once `run` has
@@ -181,6 +206,20 @@ fn exit(result: Result<ExitCode>, logging: bool) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_runtime_has_the_workers_asked_for() {
+        for workers in [1, 3] {
+            let runtime = runtime(workers).expect("a runtime");
+            assert_eq!(runtime.metrics().num_workers(), workers);
+        }
+        // 0 is tokio's choice, which this variable would override.
+        if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let runtime = runtime(0).expect("a runtime");
+            assert_eq!(runtime.metrics().num_workers(), cpus);
+        }
+    }
 
     #[test]
     fn main_attaches_the_node_names_to_explain() {

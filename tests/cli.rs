@@ -29,6 +29,8 @@ fn invalid_run_settings_exit_2_naming_the_value() {
         (&["run", "--exclude-selector", "tier in (a"], "tier in (a"),
         (&["run", "--exclude", "no-namespace"], "no-namespace"),
         (&["run", "--on-timeout", "maybe"], "maybe"),
+        (&["run", "--worker-threads", "257"], "--worker-threads 257"),
+        (&["run", "--worker-threads", "-1"], "-1"),
         (
             &["run", "--config", "/nonexistent/nodegate.yaml"],
             "/nonexistent/nodegate.yaml",

@@ -202,6 +202,7 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
         webhook = %settings.webhook.as_ref().map_or("off".to_string(), |w| w.addr.to_string()),
         taint_new_nodes = settings.net.enabled,
         regate_after = %duration(settings.gate.regate.as_ref().map(|r| r.after)),
+        workers = tokio::runtime::Handle::current().metrics().num_workers(),
         "nodegate starting"
     );
     let reload = reload::spawn(

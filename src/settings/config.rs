@@ -516,12 +516,21 @@ pub fn log_filter(level: &str) -> String {
     filter
 }
 
+/// The most `--worker-threads` accepted (0 is one per CPU).
+pub const MAX_WORKER_THREADS: usize = 256;
+
 /// The slowest `--kube-qps` accepted.
 pub const MIN_KUBE_QPS: f64 = 0.001;
 
-/// nodegate's own API client: its write slots and rate, checked; its
-/// request timeout.
+/// nodegate's threads and own API client: the workers, its write slots
+/// and rate, checked; its request timeout.
 fn client_settings(given: &RunGiven) -> Result<Duration, ConfigError> {
+    if given.worker_threads > MAX_WORKER_THREADS {
+        return Err(invalid(
+            format!("--worker-threads {}", given.worker_threads),
+            format!("must be from 0 (one per CPU nodegate may use) to {MAX_WORKER_THREADS}"),
+        ));
+    }
     if given.max_concurrent_patches == 0 {
         return Err(invalid("--max-concurrent-patches 0", "must be at least 1"));
     }

@@ -17,7 +17,7 @@
 use clap::Args as _;
 use serde_json::{Value, json};
 
-use super::config::MIN_KUBE_QPS;
+use super::config::{MAX_WORKER_THREADS, MIN_KUBE_QPS};
 use super::define::{Setting, Takes};
 use super::table::{GateFlags, RunFlags, definitions};
 
@@ -121,6 +121,11 @@ fn by_value_name(s: &Setting, name: &str, enums: &[String]) -> Value {
         "NAMESPACE" | "NAMESPACE[,NAMESPACE]" => {
             string(empty_or(format!("^{LABEL}$")), "a namespace")
         }
+        "N" if s.key == "workerThreads" => json!({
+            "type": "integer",
+            "minimum": 0,
+            "maximum": MAX_WORKER_THREADS,
+        }),
         "N" => json!({"type": "integer", "minimum": minimum(s.key)}),
         // `helm --set` leaves a decimal a string: both, at least MIN_KUBE_QPS.
         "QPS" => json!({

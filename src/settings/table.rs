@@ -238,6 +238,12 @@ settings! {
             flag: "kube-request-timeout", value: "DURATION", key: "kubeRequestTimeout",
             default: "10s", reload: Restart,
         }
+        /// Threads that run the watches, every gate and the HTTP endpoints
+        /// (0: one per CPU nodegate may use).
+        worker_threads: value(usize) {
+            flag: "worker-threads", value: "N", key: "workerThreads",
+            default: 1usize, reload: Restart,
+        }
         /// Log format.
         log_format: value(LogFormat) {
             flag: "log-format", value: "FORMAT", key: "logFormat",

@@ -124,6 +124,7 @@ const BAD: &[(&str, &str, &str)] = &[
         "/dashboard/namespace",
     ),
     ("--set", "namespace.create=yes", "/namespace/create"),
+    ("--set", "config.workerThreads=257", "/config/workerThreads"),
 ];
 
 #[test]
@@ -372,6 +373,12 @@ fn the_schema_accepts_what_the_binary_accepts() {
             &["0.5", "50", "0.001", "0", "-1"],
         ),
         ("--set", "config.kubeBurst", "kube-burst", &["1", "0"]),
+        (
+            "--set",
+            "config.workerThreads",
+            "worker-threads",
+            &["0", "1", "256", "257", "-1"],
+        ),
     ];
     let mut disagree = Vec::new();
     for (how, path, flag, values) in samples {

@@ -104,6 +104,7 @@ toYaml, so values holding ': ', '#' or quotes stay one argument each. */}}
 {{- $a = append $a (printf "--kube-qps=%v" $c.kubeQps) -}}
 {{- $a = append $a (printf "--kube-burst=%v" $c.kubeBurst) -}}
 {{- $a = append $a (printf "--kube-request-timeout=%v" $c.kubeRequestTimeout) -}}
+{{- $a = append $a (printf "--worker-threads=%v" $c.workerThreads) -}}
 {{- $a = append $a (printf "--log-format=%v" $c.logFormat) -}}
 {{- $a = append $a (printf "--log-level=%v" $c.logLevel) -}}
 {{- with .Values.leaderElection -}}

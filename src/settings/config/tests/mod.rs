@@ -50,6 +50,24 @@ fn defaults_match_the_documentation() {
 }
 
 #[test]
+fn worker_threads_default_to_one_and_are_bounded() {
+    let s = run_settings(&run_args(&[])).unwrap();
+    assert_eq!(s.given.worker_threads, 1);
+    for n in ["0", "2", "256"] {
+        let s = run_settings(&run_args(&["--worker-threads", n])).unwrap();
+        assert_eq!(s.given.worker_threads.to_string(), n);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(&path, "workerThreads: 4\n").unwrap();
+    let s = run_settings(&run_args(&["--config", path.to_str().unwrap()])).unwrap();
+    assert_eq!(s.given.worker_threads, 4);
+    let e = run_settings(&run_args(&["--worker-threads", "257"])).unwrap_err();
+    assert!(e.to_string().contains("--worker-threads 257"), "{e}");
+    assert!(e.to_string().contains("0 (one per CPU"), "{e}");
+}
+
+#[test]
 fn the_request_timeout_is_a_positive_duration() {
     let s = run_settings(&run_args(&["--kube-request-timeout", "2500ms"])).unwrap();
     assert_eq!(s.kube_request_timeout, Duration::from_millis(2500));
