@@ -238,11 +238,11 @@ settings! {
             flag: "kube-request-timeout", value: "DURATION", key: "kubeRequestTimeout",
             default: "10s", reload: Restart,
         }
-        /// Threads that run the watches, every gate and the HTTP endpoints
-        /// (0: one per CPU nodegate may use).
+        /// Threads that run the watches, every gate, the webhook and the HTTP
+        /// endpoints (0: one per CPU nodegate may use).
         worker_threads: value(usize) {
             flag: "worker-threads", value: "N", key: "workerThreads",
-            default: 1usize, reload: Restart,
+            default: 0usize, docs: "`0` (one per CPU)", reload: Restart,
         }
         /// Log format.
         log_format: value(LogFormat) {
