@@ -369,6 +369,7 @@ fn run_part(
             ),
         ));
     }
+    worker_threads(&given)?;
     let kube_request_timeout = client_settings(&given)?;
     let log_level = log_level(&given.log_level)?;
     let leader_election = leader::leader_election(&given)?;
@@ -522,15 +523,20 @@ pub const MAX_WORKER_THREADS: usize = 256;
 /// The slowest `--kube-qps` accepted.
 pub const MIN_KUBE_QPS: f64 = 0.001;
 
-/// nodegate's threads and own API client: the workers, its write slots
-/// and rate, checked; its request timeout.
-fn client_settings(given: &RunGiven) -> Result<Duration, ConfigError> {
+/// `--worker-threads`, checked (the runtime is built from it in main).
+fn worker_threads(given: &RunGiven) -> Result<(), ConfigError> {
     if given.worker_threads > MAX_WORKER_THREADS {
         return Err(invalid(
             format!("--worker-threads {}", given.worker_threads),
             format!("must be from 0 (one per CPU nodegate may use) to {MAX_WORKER_THREADS}"),
         ));
     }
+    Ok(())
+}
+
+/// nodegate's own API client: its write slots and rate, checked; its
+/// request timeout.
+fn client_settings(given: &RunGiven) -> Result<Duration, ConfigError> {
     if given.max_concurrent_patches == 0 {
         return Err(invalid("--max-concurrent-patches 0", "must be at least 1"));
     }

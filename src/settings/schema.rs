@@ -121,12 +121,7 @@ fn by_value_name(s: &Setting, name: &str, enums: &[String]) -> Value {
         "NAMESPACE" | "NAMESPACE[,NAMESPACE]" => {
             string(empty_or(format!("^{LABEL}$")), "a namespace")
         }
-        "N" if s.key == "workerThreads" => json!({
-            "type": "integer",
-            "minimum": 0,
-            "maximum": MAX_WORKER_THREADS,
-        }),
-        "N" => json!({"type": "integer", "minimum": minimum(s.key)}),
+        "N" => count(s.key),
         // `helm --set` leaves a decimal a string: both, at least MIN_KUBE_QPS.
         "QPS" => json!({
             "type": ["number", "string"],
@@ -145,6 +140,15 @@ fn by_value_name(s: &Setting, name: &str, enums: &[String]) -> Value {
         "ACTION" | "FORMAT" if !enums.is_empty() => json!({"enum": enums}),
         _ => json!({"type": "string"}),
     }
+}
+
+/// A count's bounds, as the binary checks them.
+fn count(key: &str) -> Value {
+    let mut schema = json!({"type": "integer", "minimum": minimum(key)});
+    if key == "workerThreads" {
+        schema["maximum"] = json!(MAX_WORKER_THREADS);
+    }
+    schema
 }
 
 /// The least count a setting accepts (the binary refuses 0 for these).
