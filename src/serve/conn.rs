@@ -8,18 +8,23 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
+use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
-use hyper_util::rt::TokioTimer;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+use tokio::time::{Instant, Sleep};
 
 use crate::error::{Error, Result};
 
@@ -35,20 +40,29 @@ pub struct Limits {
     /// Whether loopback connections are exempt from the caps (always, but
     /// for tests that need two distinct peers on one machine).
     pub loopback_exempt: bool,
+    /// How long a request head may take, from a new connection's start or
+    /// from the first byte of the next head on a kept-alive one.
     pub header_read_timeout: Duration,
+    /// How long a kept-alive connection may sit between an answer and the
+    /// next request's first byte.
+    pub idle_timeout: Duration,
     pub request_timeout: Duration,
 }
 
 impl Limits {
     /// The bounds of every listener. The head timeout is short: the API
     /// server and the kubelet send a head at once, and a client that trickles
-    /// one holds a place only that long.
+    /// one holds a place only that long. The idle timeout is longer than the
+    /// API server keeps an idle connection to reuse (90 s, Go's default):
+    /// a listener that closed first could close a connection just as a
+    /// review is sent on it, and that review would fail.
     pub const DEFAULT: Limits = Limits {
         max_connections: 1024,
         max_per_peer: 64,
         loopback_reserve: 64,
         loopback_exempt: true,
         header_read_timeout: Duration::from_secs(3),
+        idle_timeout: Duration::from_secs(120),
         request_timeout: Duration::from_secs(10),
     };
 }
@@ -119,8 +133,9 @@ fn take_place(
 
 /// Serves HTTP/1.1 on `io`: `answer` to each request, or `late()` when that
 /// takes longer than the request timeout; the error that ended the
-/// connection, if any. hyper's timeouts do nothing without its timer; the
-/// head timeout is also how long a kept-alive connection may sit idle.
+/// connection, if any. The head and idle timeouts are kept by [`Clocked`]
+/// on `io`'s reads, not by hyper: hyper's head timeout starts as soon as it
+/// waits for the next head, so it would also be the idle limit.
 pub async fn serve_http<I, A, F>(
     io: I,
     limits: Limits,
@@ -128,19 +143,168 @@ pub async fn serve_http<I, A, F>(
     late: fn() -> Response<Body>,
 ) -> hyper::Result<()>
 where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    I: AsyncRead + AsyncWrite + Unpin,
     A: Fn(Request<Incoming>) -> F,
     F: Future<Output = Response<Body>>,
 {
+    let turns = Arc::new(Turns::default());
+    let seen = Arc::clone(&turns);
     let service = hyper::service::service_fn(move |req| {
+        seen.heads.fetch_add(1, Ordering::AcqRel);
         let answer = tokio::time::timeout(limits.request_timeout, answer(req));
-        async move { Ok::<_, Infallible>(answer.await.unwrap_or_else(|_| late())) }
+        let seen = Arc::clone(&seen);
+        async move {
+            let response = answer.await.unwrap_or_else(|_| late());
+            seen.answers.fetch_add(1, Ordering::AcqRel);
+            Ok::<_, Infallible>(response)
+        }
     });
-    let mut b = http1::Builder::new();
-    b.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        .keep_alive(true);
-    b.serve_connection(io, service).await
+    let io = TokioIo::new(Clocked::new(io, turns, limits));
+    http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(io, service)
+        .await
+}
+
+/// Requests of one connection whose head was read, and those answered.
+#[derive(Debug, Default)]
+struct Turns {
+    heads: AtomicU64,
+    answers: AtomicU64,
+}
+
+/// Where a connection is between requests, as its reads see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// A head is awaited and must be whole by the clock.
+    Head,
+    /// A request is being answered: the request timeout bounds it.
+    Answering,
+    /// Answered; the next head's first byte is awaited until the clock.
+    Idle,
+}
+
+/// A connection's stream with the listener's clocks on its reads: a head
+/// must be whole within the head timeout (from the connection's start, or
+/// from the first byte read after an answer), and a kept-alive connection
+/// may sit idle for the idle timeout. A read past either clock fails with
+/// `TimedOut`, which ends the connection.
+struct Clocked<I> {
+    io: I,
+    turns: Arc<Turns>,
+    heads_seen: u64,
+    phase: Phase,
+    clock: Pin<Box<Sleep>>,
+    limits: Limits,
+}
+
+impl<I> Clocked<I> {
+    fn new(io: I, turns: Arc<Turns>, limits: Limits) -> Self {
+        let clock = Box::pin(tokio::time::sleep(limits.header_read_timeout));
+        Clocked {
+            io,
+            turns,
+            heads_seen: 0,
+            phase: Phase::Head,
+            clock,
+            limits,
+        }
+    }
+
+    /// Follows the service: a head taken starts an answer; every answer
+    /// given makes the connection idle.
+    fn follow(&mut self) {
+        let heads = self.turns.heads.load(Ordering::Acquire);
+        if heads != self.heads_seen {
+            self.heads_seen = heads;
+            self.phase = Phase::Answering;
+        }
+        if self.phase == Phase::Answering && self.turns.answers.load(Ordering::Acquire) == heads {
+            self.phase = Phase::Idle;
+            let until = Instant::now() + self.limits.idle_timeout;
+            self.clock.as_mut().reset(until);
+        }
+    }
+}
+
+impl<I> Clocked<I> {
+    /// Follows the service and has the clock wake this connection's task
+    /// when it runs out (the next read then fails).
+    fn arm(&mut self, cx: &mut Context<'_>) {
+        self.follow();
+        if self.phase != Phase::Answering {
+            let _ = self.clock.as_mut().poll(cx);
+        }
+    }
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Clocked<I> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        this.follow();
+        let before = buf.filled().len();
+        match Pin::new(&mut this.io).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if this.phase == Phase::Idle && buf.filled().len() > before {
+                    this.phase = Phase::Head;
+                    let until = Instant::now() + this.limits.header_read_timeout;
+                    this.clock.as_mut().reset(until);
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
+            Poll::Pending => {
+                if this.phase != Phase::Answering && this.clock.as_mut().poll(cx).is_ready() {
+                    let why = match this.phase {
+                        Phase::Idle => "the connection was idle too long",
+                        _ => "no whole request head in time",
+                    };
+                    return Poll::Ready(Err(std::io::Error::new(ErrorKind::TimedOut, why)));
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// An answer is written with nothing read after it: hyper reads again only
+/// when woken, so the idle clock is started here, on the connection's task.
+impl<I: AsyncWrite + Unpin> AsyncWrite for Clocked<I> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        this.arm(cx);
+        Pin::new(&mut this.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        this.arm(cx);
+        Pin::new(&mut this.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
 }
 
 /// Binds `addr` (`flag` names it in the error): the listener, and the
@@ -222,7 +386,7 @@ pub async fn accept_loop<F, Fut>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::AsyncReadExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     fn ip(s: &str) -> IpAddr {
         s.parse().expect("an IP address")
@@ -267,6 +431,101 @@ mod tests {
         let t = taken.lock().expect("lock");
         assert_eq!((t.remote, t.loopback), (1, 0), "{t:?}");
         assert_eq!(t.by_peer.get(&ip("10.0.0.9")), Some(&1), "{t:?}");
+    }
+
+    /// One connection served in memory with the default limits; the
+    /// client's end.
+    fn served() -> tokio::io::DuplexStream {
+        let (client, server) = tokio::io::duplex(4096);
+        let answer = |_req| async { Response::new(Body::from("ok")) };
+        let late = || Response::new(Body::from("late"));
+        tokio::spawn(serve_http(server, Limits::DEFAULT, answer, late));
+        client
+    }
+
+    const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: nodegate\r\n\r\n";
+
+    /// Reads one answer (status line to the two-byte body) from `client`.
+    async fn answer(client: &mut tokio::io::DuplexStream) -> String {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 512];
+        while !got.ends_with(b"\r\n\r\nok") {
+            let n = client.read(&mut buf).await.expect("read an answer");
+            assert_ne!(n, 0, "closed before a whole answer: {got:?}");
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got).to_string()
+    }
+
+    /// Whether the server closed `client` within `within`.
+    async fn closed_within(client: &mut tokio::io::DuplexStream, within: Duration) -> bool {
+        let mut buf = [0u8; 64];
+        matches!(
+            tokio::time::timeout(within, client.read(&mut buf)).await,
+            Ok(Ok(0)) | Ok(Err(_))
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_kept_alive_connection_may_idle_past_the_head_timeout_but_not_for_ever() {
+        let idle = Limits::DEFAULT.idle_timeout;
+        let mut client = served();
+        client.write_all(GET).await.expect("write");
+        assert!(answer(&mut client).await.starts_with("HTTP/1.1 200"));
+        // The API server reuses an idle connection for up to 90 s: a review
+        // sent after longer than the head timeout is still answered.
+        tokio::time::sleep(Limits::DEFAULT.header_read_timeout * 3).await;
+        client
+            .write_all(GET)
+            .await
+            .expect("write after an idle spell");
+        assert!(answer(&mut client).await.starts_with("HTTP/1.1 200"));
+        tokio::time::sleep(Duration::from_secs(90)).await;
+        client.write_all(GET).await.expect("write after 90 s idle");
+        assert!(answer(&mut client).await.starts_with("HTTP/1.1 200"));
+        // Idle past the idle timeout: closed.
+        assert!(!closed_within(&mut client, idle - Duration::from_secs(1)).await);
+        assert!(closed_within(&mut client, Duration::from_secs(2)).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_head_must_be_whole_within_the_head_timeout_first_or_after_an_answer() {
+        let head = Limits::DEFAULT.header_read_timeout;
+        // A new connection that sends nothing.
+        let mut silent = served();
+        assert!(!closed_within(&mut silent, head - Duration::from_millis(100)).await);
+        assert!(closed_within(&mut silent, Duration::from_millis(200)).await);
+        // A new connection that trickles its first head.
+        let mut trickling = served();
+        let mut sent = 0;
+        while sent < GET.len() - 1 && trickling.write_all(&GET[sent..=sent]).await.is_ok() {
+            sent += 1;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        assert!(closed_within(&mut trickling, head).await);
+        assert!(
+            sent <= 7,
+            "{sent} bytes trickled, one each 500 ms, before the close"
+        );
+        // A kept-alive connection that trickles its next head after an idle
+        // spell: the head timeout counts from its first byte.
+        let mut kept = served();
+        kept.write_all(GET).await.expect("write");
+        answer(&mut kept).await;
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let mut closed = false;
+        for b in GET[..20].iter() {
+            if kept.write_all(&[*b]).await.is_err()
+                || closed_within(&mut kept, Duration::from_millis(500)).await
+            {
+                closed = true;
+                break;
+            }
+        }
+        assert!(
+            closed,
+            "a trickled head held a kept-alive connection past the head timeout"
+        );
     }
 
     #[tokio::test]

@@ -126,8 +126,7 @@ async fn serve_one(tcp: tokio::net::TcpStream, app: axum::Router, limits: Limits
             .oneshot(req)
             .map(|r| r.unwrap_or_else(|n| match n {}))
     };
-    let io = hyper_util::rt::TokioIo::new(tcp);
-    if let Err(error) = conn::serve_http(io, limits, answer, late).await {
+    if let Err(error) = conn::serve_http(tcp, limits, answer, late).await {
         tracing::debug!(%error, "HTTP connection ended with an error");
     }
 }

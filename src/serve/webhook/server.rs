@@ -10,7 +10,6 @@ use arc_swap::ArcSwap;
 use axum::body::Body;
 use http::{Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use nodegate_actors::live::LiveConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -327,7 +326,7 @@ async fn serve_one(
             "the review was not sent whole in time\n",
         )
     };
-    if let Err(error) = conn::serve_http(TokioIo::new(tls), limits, answer, late).await {
+    if let Err(error) = conn::serve_http(tls, limits, answer, late).await {
         tracing::debug!(%error, "webhook: connection ended with an error");
     }
 }
