@@ -162,9 +162,15 @@ where
     let io = TokioIo::new(Clocked::new(io, turns, limits));
     http1::Builder::new()
         .keep_alive(true)
+        .max_buf_size(READ_BUFFER)
         .serve_connection(io, service)
         .await
 }
+
+/// The most a connection's read buffer grows to (hyper's default is about
+/// 400 KiB): a head larger is refused, and a connection idle after a large
+/// body keeps at most this much, so 1,024 idle connections hold 64 MiB.
+pub const READ_BUFFER: usize = 64 << 10;
 
 /// Requests of one connection whose head was read, and those answered.
 #[derive(Debug, Default)]
@@ -486,6 +492,29 @@ mod tests {
         // Idle past the idle timeout: closed.
         assert!(!closed_within(&mut client, idle - Duration::from_secs(1)).await);
         assert!(closed_within(&mut client, Duration::from_secs(2)).await);
+    }
+
+    #[tokio::test]
+    async fn a_head_larger_than_the_read_buffer_is_refused() {
+        let mut client = served();
+        let big = format!(
+            "GET / HTTP/1.1\r\nHost: nodegate\r\nX-Pad: {}\r\n\r\n",
+            "a".repeat(READ_BUFFER)
+        );
+        // The server may close before the whole head is written.
+        let _ = client.write_all(big.as_bytes()).await;
+        let mut got = Vec::new();
+        let _ = client.read_to_end(&mut got).await;
+        let got = String::from_utf8_lossy(&got);
+        assert!(got.starts_with("HTTP/1.1 431"), "{got:?}");
+        // Within the buffer, answered.
+        let mut client = served();
+        let fits = format!(
+            "GET / HTTP/1.1\r\nHost: nodegate\r\nX-Pad: {}\r\n\r\n",
+            "a".repeat(READ_BUFFER / 2)
+        );
+        client.write_all(fits.as_bytes()).await.expect("write");
+        assert!(answer(&mut client).await.starts_with("HTTP/1.1 200"));
     }
 
     #[tokio::test(start_paused = true)]
