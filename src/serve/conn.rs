@@ -167,9 +167,9 @@ where
         .await
 }
 
-/// The most a connection's read buffer grows to (hyper's default is about
-/// 400 KiB): a head larger is refused, and a connection idle after a large
-/// body keeps at most this much, so 1,024 idle connections hold 64 MiB.
+/// The most a connection reads ahead of its handler (hyper's default is
+/// about 400 KiB): a head larger is refused, and a connection kept alive
+/// after a large body keeps a buffer of this order, not of that one.
 pub const READ_BUFFER: usize = 64 << 10;
 
 /// Requests of one connection whose head was read, and those answered.
