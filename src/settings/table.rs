@@ -242,7 +242,7 @@ settings! {
         /// endpoints (0: one per CPU nodegate may use).
         worker_threads: value(usize) {
             flag: "worker-threads", value: "N", key: "workerThreads",
-            default: 0usize, docs: "`0` (one per CPU)", reload: Restart,
+            default: 1usize, reload: Restart,
         }
         /// Log format.
         log_format: value(LogFormat) {

@@ -50,10 +50,10 @@ fn defaults_match_the_documentation() {
 }
 
 #[test]
-fn worker_threads_default_to_one_per_cpu_and_are_bounded() {
+fn worker_threads_default_to_one_and_are_bounded() {
     let s = run_settings(&run_args(&[])).unwrap();
-    assert_eq!(s.given.worker_threads, 0);
-    for n in ["1", "2", "256"] {
+    assert_eq!(s.given.worker_threads, 1);
+    for n in ["0", "2", "256"] {
         let s = run_settings(&run_args(&["--worker-threads", n])).unwrap();
         assert_eq!(s.given.worker_threads.to_string(), n);
     }
