@@ -231,9 +231,7 @@ impl<I> Clocked<I> {
             self.clock.as_mut().reset(until);
         }
     }
-}
 
-impl<I> Clocked<I> {
     /// Follows the service and has the clock wake this connection's task
     /// when it runs out (the next read then fails).
     fn arm(&mut self, cx: &mut Context<'_>) {
@@ -305,7 +303,9 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Clocked<I> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        this.arm(cx);
+        Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -452,7 +452,7 @@ mod tests {
     const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: nodegate\r\n\r\n";
 
     /// Reads one answer (status line to the two-byte body) from `client`.
-    async fn answer(client: &mut tokio::io::DuplexStream) -> String {
+    async fn answer<S: AsyncRead + Unpin>(client: &mut S) -> String {
         let mut got = Vec::new();
         let mut buf = [0u8; 512];
         while !got.ends_with(b"\r\n\r\nok") {
@@ -554,6 +554,41 @@ mod tests {
         assert!(
             closed,
             "a trickled head held a kept-alive connection past the head timeout"
+        );
+    }
+
+    /// The same clocks over TCP (writes vectored, as on every listener),
+    /// with short limits and the real clock.
+    #[tokio::test]
+    async fn over_tcp_an_idle_spell_is_allowed_and_a_long_one_closes() {
+        let limits = Limits {
+            header_read_timeout: Duration::from_millis(300),
+            idle_timeout: Duration::from_secs(2),
+            ..Limits::DEFAULT
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.expect("accept");
+            assert!(tcp.is_write_vectored());
+            let answer = |_req| async { Response::new(Body::from("ok")) };
+            let _ = serve_http(tcp, limits, answer, || Response::new(Body::from("late"))).await;
+        });
+        let mut client = TcpStream::connect(addr).await.expect("connect");
+        for spell in [Duration::ZERO, Duration::from_secs(1)] {
+            tokio::time::sleep(spell).await;
+            client.write_all(GET).await.expect("write");
+            let got = answer(&mut client).await;
+            assert!(
+                got.starts_with("HTTP/1.1 200"),
+                "after {spell:?} idle: {got:?}"
+            );
+        }
+        let mut buf = [0u8; 64];
+        let closed = tokio::time::timeout(Duration::from_secs(10), client.read(&mut buf)).await;
+        assert!(
+            matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+            "an idle connection was not closed: {closed:?}"
         );
     }
 
