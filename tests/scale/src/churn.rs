@@ -237,16 +237,16 @@ pub async fn run(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<ChurnResult> 
         spec.log_path.display()
     ));
     let log_file = std::fs::File::create(&spec.log_path)?;
-    let child = Command::new("bash")
-        .arg("-c")
-        .arg(format!("exec {command}"))
-        .env("KUBECONFIG", &kubeconfig)
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone()?)
-        .stderr(log_file)
-        .spawn()
-        .context("cannot start the controller")?;
-    let mut controller = Controller { child };
+    let mut controller = Controller::spawn(
+        Command::new("bash")
+            .arg("-c")
+            .arg(format!("exec {command}"))
+            .env("KUBECONFIG", &kubeconfig)
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone()?)
+            .stderr(log_file),
+    )
+    .context("cannot start the controller")?;
     let pid = controller.pid();
     let delay = ReadyDelay {
         after: args.ready_after,

@@ -29,42 +29,94 @@ pub struct RunSpec<'a> {
     pub repo: &'a Path,
 }
 
-/// The controller process; killed when dropped.
+/// The controller process, in a process group of its own, so that what it
+/// starts (a profiler's wrapper runs nodegate as its child) is stopped with
+/// it; killed when dropped. The group is signalled only while its leader is
+/// not reaped: until then no other process can have its id.
 pub struct Controller {
-    pub child: Child,
+    child: Child,
+    reaped: bool,
 }
 
 impl Controller {
+    /// Starts `command` as the leader of a new process group.
+    pub fn spawn(command: &mut Command) -> std::io::Result<Controller> {
+        use std::os::unix::process::CommandExt as _;
+        let child = command.process_group(0).spawn()?;
+        Ok(Controller {
+            child,
+            reaped: false,
+        })
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
+    /// Whether the leader still runs (reaping it if it exited).
     pub fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        match self.child.try_wait() {
+            Ok(None) => true,
+            _ => {
+                self.reaped = true;
+                false
+            }
+        }
     }
 
-    /// SIGTERM, then SIGKILL after `grace`.
-    pub fn stop(&mut self, grace: Duration) {
+    /// Sends `signal` to every process of the group, if its leader is not
+    /// reaped yet.
+    fn signal_group(&self, signal: &str) {
+        if self.reaped {
+            return;
+        }
         let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.pid().to_string())
+            .args([&format!("-{signal}"), "--", &format!("-{}", self.pid())])
+            .stderr(Stdio::null())
             .status();
+    }
+
+    /// Whether a process of the group other than a zombie still exists.
+    fn group_alive(&self) -> bool {
+        let pgid = self.pid().to_string();
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return false;
+        };
+        dir.flatten().any(|entry| {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                return false;
+            };
+            // After the command's name: state, ppid, pgrp.
+            let Some((_, rest)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            let mut fields = rest.split_whitespace();
+            let state = fields.next();
+            let pgrp = fields.nth(1);
+            state != Some("Z") && pgrp == Some(pgid.as_str())
+        })
+    }
+
+    /// SIGTERM to the group, then SIGKILL to what is left after `grace`.
+    pub fn stop(&mut self, grace: Duration) {
+        if self.reaped {
+            return;
+        }
+        self.signal_group("TERM");
         let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if !self.running() {
-                return;
-            }
+        while Instant::now() < deadline && self.group_alive() {
             std::thread::sleep(Duration::from_millis(50));
         }
-        let _ = self.child.kill();
+        self.signal_group("KILL");
         let _ = self.child.wait();
+        self.reaped = true;
     }
 }
 
 impl Drop for Controller {
     fn drop(&mut self) {
-        if self.running() {
-            let _ = self.child.kill();
+        if !self.reaped {
+            self.signal_group("KILL");
             let _ = self.child.wait();
         }
     }
@@ -159,17 +211,17 @@ pub async fn run_once(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<report::
     ));
     let log_file = std::fs::File::create(&log_path)
         .with_context(|| format!("creating {}", log_path.display()))?;
-    let child = Command::new("bash")
-        .arg("-c")
-        .arg(format!("exec {command}"))
-        .env("KUBECONFIG", &controller_kubeconfig)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone()?)
-        .stderr(log_file)
-        .spawn()
-        .context("cannot start the controller")?;
-    let mut controller = Controller { child };
+    let mut controller = Controller::spawn(
+        Command::new("bash")
+            .arg("-c")
+            .arg(format!("exec {command}"))
+            .env("KUBECONFIG", &controller_kubeconfig)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone()?)
+            .stderr(log_file),
+    )
+    .context("cannot start the controller")?;
     lock(&sampler).track("controller", controller.pid(), true);
     let sampling = {
         let sampler = Arc::clone(&sampler);
@@ -349,4 +401,67 @@ pub async fn run_once(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<report::
     drop(observer);
     drop(cluster);
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `/proc/PID/stat`'s state and start time, if the process exists.
+    fn state_and_start(pid: &str) -> Option<(String, String)> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (_, rest) = stat.rsplit_once(')')?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // state is field 3 of stat, starttime field 22: here 0 and 19.
+        Some((fields.first()?.to_string(), fields.get(19)?.to_string()))
+    }
+
+    #[test]
+    fn stopping_the_controller_stops_what_its_wrapper_started() {
+        let pid_file = std::env::temp_dir().join(format!(
+            "nodegate-scale-wrapper-{}-{}.pid",
+            std::process::id(),
+            jiff::Timestamp::now().as_nanosecond()
+        ));
+        // Like a profiler's wrapper: the program runs as the wrapper's child,
+        // and a SIGTERM to the wrapper alone would leave it running.
+        // The child sleeps 30 s at most, so that a failure leaves nothing
+        // for long; neither holds the test's output open.
+        let mut controller = Controller::spawn(
+            Command::new("bash")
+                .arg("-c")
+                .arg(format!("sleep 30 & echo $! > {}; wait", pid_file.display()))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )
+        .expect("start the wrapper");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let pid = loop {
+            let pid = std::fs::read_to_string(&pid_file).unwrap_or_default();
+            if pid.ends_with('\n') {
+                break pid.trim().to_string();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the wrapper never started its child"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let (_, started) = state_and_start(&pid).expect("the wrapper's child runs");
+        controller.stop(Duration::from_secs(5));
+        let _ = std::fs::remove_file(&pid_file);
+        // Ended: gone, a zombie until init reaps it, or its pid reused.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while let Some((state, start)) = state_and_start(&pid) {
+            if start != started || state == "Z" {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the wrapper's child {pid} still runs after stop (state {state})"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!controller.running());
+    }
 }
