@@ -980,7 +980,7 @@ async fn with_no_leader_the_webhook_admits_unchanged_and_readiness_says_why() {
 
 /// §19: idle connections to `--http-addr` cannot hold the probes' listener:
 /// with 800 of them open `/healthz` answers, and the server closes them
-/// (10 s head timeout) rather than keeping them for ever.
+/// (3 s for a first request head) rather than keeping them for ever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_to_the_http_listener_are_closed_and_healthz_answers() {
     let env = Env::new("http-idle").await;
