@@ -36,18 +36,51 @@ fn page_size() -> u64 {
         .unwrap_or(4096)
 }
 
+/// The fields of /proc/PID/stat from field 3 (state) on: the command's
+/// name before them is in parentheses and may hold spaces.
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = text.get(text.rfind(')')? + 2..)?;
+    Some(after.split_whitespace().map(str::to_string).collect())
+}
+
 /// (ppid, utime + stime in ticks, rss in pages) from /proc/PID/stat.
 fn read_stat(pid: u32) -> Option<(u32, u64, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may hold spaces: split after it.
-    let after = &text[text.rfind(')')? + 2..];
-    let f: Vec<&str> = after.split_whitespace().collect();
-    // Fields from 3 on (state is 3): ppid 4, utime 14, stime 15, rss 24.
+    let f = stat_fields(pid)?;
+    // ppid is field 4, utime 14, stime 15, rss 24.
     let ppid = f.get(1)?.parse().ok()?;
     let utime: u64 = f.get(11)?.parse().ok()?;
     let stime: u64 = f.get(12)?.parse().ok()?;
     let rss = f.get(21)?.parse().ok()?;
     Some((ppid, utime + stime, rss))
+}
+
+/// A process's state letter and start time (ticks after boot: with the pid,
+/// what tells it from a later process given the same pid).
+#[cfg(test)]
+pub fn state_and_start(pid: u32) -> Option<(String, u64)> {
+    let f = stat_fields(pid)?;
+    // state is field 3, starttime 22.
+    Some((f.first()?.clone(), f.get(19)?.parse().ok()?))
+}
+
+/// Every process's pid.
+fn pids() -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+}
+
+/// Whether a process of group `pgid`, other than a zombie, exists.
+pub fn group_alive(pgid: u32) -> bool {
+    let pgid = pgid.to_string();
+    pids().any(|pid| {
+        // state is field 3, pgrp 5.
+        stat_fields(pid)
+            .is_some_and(|f| f.first().is_some_and(|s| s != "Z") && f.get(2) == Some(&pgid))
+    })
 }
 
 /// A live process's /proc/PID/status.
@@ -79,17 +112,9 @@ fn rss_parts_kib(pid: u32) -> Option<(u64, u64)> {
 
 /// Every process and its parent, for finding descendants.
 fn all_parents() -> HashMap<u32, u32> {
-    let mut map = HashMap::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for entry in dir.flatten() {
-            if let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok())
-                && let Some((ppid, _, _)) = read_stat(pid)
-            {
-                map.insert(pid, ppid);
-            }
-        }
-    }
-    map
+    pids()
+        .filter_map(|pid| Some((pid, read_stat(pid)?.0)))
+        .collect()
 }
 
 fn tree(root: u32, parents: &HashMap<u32, u32>) -> Vec<u32> {

@@ -76,27 +76,6 @@ impl Controller {
             .status();
     }
 
-    /// Whether a process of the group other than a zombie still exists.
-    fn group_alive(&self) -> bool {
-        let pgid = self.pid().to_string();
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return false;
-        };
-        dir.flatten().any(|entry| {
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-                return false;
-            };
-            // After the command's name: state, ppid, pgrp.
-            let Some((_, rest)) = stat.rsplit_once(')') else {
-                return false;
-            };
-            let mut fields = rest.split_whitespace();
-            let state = fields.next();
-            let pgrp = fields.nth(1);
-            state != Some("Z") && pgrp == Some(pgid.as_str())
-        })
-    }
-
     /// SIGTERM to the group, then SIGKILL to what is left after `grace`.
     pub fn stop(&mut self, grace: Duration) {
         if self.reaped {
@@ -104,7 +83,7 @@ impl Controller {
         }
         self.signal_group("TERM");
         let deadline = Instant::now() + grace;
-        while Instant::now() < deadline && self.group_alive() {
+        while Instant::now() < deadline && procstat::group_alive(self.pid()) {
             std::thread::sleep(Duration::from_millis(50));
         }
         self.signal_group("KILL");
@@ -407,15 +386,6 @@ pub async fn run_once(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<report::
 mod tests {
     use super::*;
 
-    /// `/proc/PID/stat`'s state and start time, if the process exists.
-    fn state_and_start(pid: &str) -> Option<(String, String)> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let (_, rest) = stat.rsplit_once(')')?;
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        // state is field 3 of stat, starttime field 22: here 0 and 19.
-        Some((fields.first()?.to_string(), fields.get(19)?.to_string()))
-    }
-
     #[test]
     fn stopping_the_controller_stops_what_its_wrapper_started() {
         let pid_file = std::env::temp_dir().join(format!(
@@ -436,10 +406,10 @@ mod tests {
         )
         .expect("start the wrapper");
         let deadline = Instant::now() + Duration::from_secs(10);
-        let pid = loop {
+        let pid: u32 = loop {
             let pid = std::fs::read_to_string(&pid_file).unwrap_or_default();
-            if pid.ends_with('\n') {
-                break pid.trim().to_string();
+            if let Some(pid) = pid.strip_suffix('\n') {
+                break pid.parse().expect("the pid the wrapper wrote");
             }
             assert!(
                 Instant::now() < deadline,
@@ -447,12 +417,12 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(20));
         };
-        let (_, started) = state_and_start(&pid).expect("the wrapper's child runs");
+        let (_, started) = procstat::state_and_start(pid).expect("the wrapper's child runs");
         controller.stop(Duration::from_secs(5));
         let _ = std::fs::remove_file(&pid_file);
         // Ended: gone, a zombie until init reaps it, or its pid reused.
         let deadline = Instant::now() + Duration::from_secs(10);
-        while let Some((state, start)) = state_and_start(&pid) {
+        while let Some((state, start)) = procstat::state_and_start(pid) {
             if start != started || state == "Z" {
                 break;
             }
