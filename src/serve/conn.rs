@@ -2,8 +2,10 @@
 //! cap, a cap per remote address keeps one pod from taking every place;
 //! loopback connections (the pod's own, such as `nodegate probe`) count
 //! against neither and have [`Limits::loopback_reserve`] places beyond them,
-//! so no remote client can starve the probes. A connection beyond a cap is
-//! accepted and closed at once: it costs nothing but the accept.
+//! so no remote client can starve the probes. A remote connection beyond a
+//! cap takes the place of the one idle the longest between requests; when
+//! none is idle, it is accepted and closed at once: it costs nothing but
+//! the accept.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -11,12 +13,13 @@ use std::future::Future;
 use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
+use futures::task::AtomicWaker;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -67,77 +70,182 @@ impl Limits {
     };
 }
 
-/// The places taken, by remote address and in all.
+/// The places taken, by remote address and in all, and the connections
+/// holding them.
 #[derive(Debug, Default)]
 struct Taken {
     remote: usize,
     loopback: usize,
     by_peer: HashMap<IpAddr, usize>,
+    /// Every connection with a place, by its number.
+    held: HashMap<u64, Held>,
+    next: u64,
 }
 
-/// A place held by one connection, given back on drop.
-struct Place {
-    taken: Arc<Mutex<Taken>>,
+/// What the listener knows of one connection with a place.
+#[derive(Debug)]
+struct Held {
+    /// The remote address, `None` for loopback.
     peer: Option<IpAddr>,
+    /// Since when it has waited, answered, for its next request.
+    idle_since: Option<Instant>,
+    notice: Arc<Notice>,
 }
 
-impl Drop for Place {
-    fn drop(&mut self) {
-        let Ok(mut t) = self.taken.lock() else { return };
-        match self.peer {
-            None => t.loopback = t.loopback.saturating_sub(1),
+/// How a connection learns that it gave its place to another.
+#[derive(Debug, Default)]
+struct Notice {
+    given: AtomicBool,
+    waker: AtomicWaker,
+}
+
+/// An idle connection closed for a new one: its address, and since when it
+/// was idle.
+#[derive(Debug, PartialEq, Eq)]
+struct Displaced {
+    peer: IpAddr,
+    idle_since: Instant,
+}
+
+impl Taken {
+    /// Gives back the counts of a place that `peer` held.
+    fn release(&mut self, peer: Option<IpAddr>) {
+        match peer {
+            None => self.loopback = self.loopback.saturating_sub(1),
             Some(ip) => {
-                t.remote = t.remote.saturating_sub(1);
-                if let Some(n) = t.by_peer.get_mut(&ip) {
+                self.remote = self.remote.saturating_sub(1);
+                if let Some(n) = self.by_peer.get_mut(&ip) {
                     *n -= 1;
                     if *n == 0 {
-                        t.by_peer.remove(&ip);
+                        self.by_peer.remove(&ip);
                     }
                 }
             }
         }
     }
+
+    /// Closes the remote connection idle the longest among those whose
+    /// address `of` picks, and takes back its place, if there is one.
+    fn evict(&mut self, of: impl Fn(IpAddr) -> bool) -> Option<Displaced> {
+        let (id, peer, since) = self
+            .held
+            .iter()
+            .filter_map(|(&id, h)| Some((id, h.peer.filter(|p| of(*p))?, h.idle_since?)))
+            .min_by_key(|&(_, _, since)| since)?;
+        let held = self.held.remove(&id)?;
+        held.notice.given.store(true, Ordering::Release);
+        held.notice.waker.wake();
+        self.release(Some(peer));
+        Some(Displaced {
+            peer,
+            idle_since: since,
+        })
+    }
 }
 
-/// A place for a connection from `peer`, or why there is none.
+/// A place held by one connection, given back on drop (or taken back when
+/// the connection gives it to a newer one).
+pub struct Place {
+    taken: Arc<Mutex<Taken>>,
+    id: u64,
+    notice: Arc<Notice>,
+}
+
+impl Place {
+    /// A place on a listener of its own, for a connection served outside
+    /// [`accept_loop`] (tests).
+    #[cfg(test)]
+    fn alone() -> Place {
+        let taken = Arc::new(Mutex::new(Taken::default()));
+        take_place(&taken, &Limits::DEFAULT, IpAddr::from([127, 0, 0, 1]))
+            .map(|(place, _)| place)
+            .unwrap_or_else(|why| panic!("a place on an empty listener: {why}"))
+    }
+
+    /// Marks the connection idle since `since`, or busy (`None`).
+    fn idle(&self, since: Option<Instant>) {
+        let Ok(mut t) = self.taken.lock() else { return };
+        if let Some(held) = t.held.get_mut(&self.id) {
+            held.idle_since = since;
+        }
+    }
+
+    /// Whether the connection gave its place to a newer one; if not, `cx`
+    /// is woken when it does.
+    fn given(&self, cx: &Context<'_>) -> bool {
+        self.notice.waker.register(cx.waker());
+        self.notice.given.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let Ok(mut t) = self.taken.lock() else { return };
+        if let Some(held) = t.held.remove(&self.id) {
+            t.release(held.peer);
+        }
+    }
+}
+
+/// The words for a listener that is full.
+const FULL: &str = "too many connections at once";
+const PEER_FULL: &str = "too many connections from one address";
+
+/// A place for a connection from `peer`, or why there is none. A remote
+/// connection that finds the listener full takes the place of the remote
+/// connection idle the longest (its own address's, when that address is at
+/// its cap): a connection kept alive for reuse costs nothing to reopen, and
+/// a client that leaves many open cannot keep a new one out. What it
+/// displaced is returned, to be logged.
 fn take_place(
     taken: &Arc<Mutex<Taken>>,
     limits: &Limits,
     peer: IpAddr,
-) -> Result<Place, &'static str> {
+) -> Result<(Place, Option<Displaced>), &'static str> {
     let mut t = taken
         .lock()
         .map_err(|_| "the listener's count is poisoned")?;
     let loopback = limits.loopback_exempt && peer.to_canonical().is_loopback();
+    let mut displaced = None;
     let peer = if loopback {
         if t.loopback >= limits.loopback_reserve + limits.max_connections.saturating_sub(t.remote) {
-            return Err("too many connections at once");
+            return Err(FULL);
         }
         t.loopback += 1;
         None
     } else {
+        if t.by_peer.get(&peer).copied().unwrap_or(0) >= limits.max_per_peer {
+            displaced = Some(t.evict(|p| p == peer).ok_or(PEER_FULL)?);
+        }
         if t.remote + t.loopback.saturating_sub(limits.loopback_reserve) >= limits.max_connections {
-            return Err("too many connections at once");
+            displaced = Some(t.evict(|_| true).ok_or(FULL)?);
         }
-        let n = t.by_peer.entry(peer).or_insert(0);
-        if *n >= limits.max_per_peer {
-            return Err("too many connections from one address");
-        }
-        *n += 1;
+        *t.by_peer.entry(peer).or_insert(0) += 1;
         t.remote += 1;
         Some(peer)
     };
+    let id = t.next;
+    t.next += 1;
+    let notice = Arc::new(Notice::default());
+    let held = Held {
+        peer,
+        idle_since: None,
+        notice: Arc::clone(&notice),
+    };
+    t.held.insert(id, held);
     let taken = Arc::clone(taken);
-    Ok(Place { taken, peer })
+    Ok((Place { taken, id, notice }, displaced))
 }
 
-/// Serves HTTP/1.1 on `io`: `answer` to each request, or `late()` when that
-/// takes longer than the request timeout; the error that ended the
-/// connection, if any. The head and idle timeouts are kept by [`Clocked`]
-/// on `io`'s reads, not by hyper: hyper's head timeout starts as soon as it
-/// waits for the next head, so it would also be the idle limit.
+/// Serves HTTP/1.1 on `io`, which holds `place`: `answer` to each request,
+/// or `late()` when that takes longer than the request timeout; the error
+/// that ended the connection, if any. An idle connection that gives its
+/// place to a newer one is closed. The head and idle timeouts are kept by
+/// [`Clocked`] on `io`'s reads, not by hyper: hyper's head timeout starts as
+/// soon as it waits for the next head, so it would also be the idle limit.
 pub async fn serve_http<I, A, F>(
     io: I,
+    place: Place,
     limits: Limits,
     answer: A,
     late: fn() -> Response<Body>,
@@ -159,7 +267,7 @@ where
             Ok::<_, Infallible>(response)
         }
     });
-    let io = TokioIo::new(Clocked::new(io, turns, limits));
+    let io = TokioIo::new(Clocked::new(io, place, turns, limits));
     http1::Builder::new()
         .keep_alive(true)
         .max_buf_size(READ_BUFFER)
@@ -194,9 +302,11 @@ enum Phase {
 /// must be whole within the head timeout (from the connection's start, or
 /// from the first byte read after an answer), and a kept-alive connection
 /// may sit idle for the idle timeout. A read past either clock fails with
-/// `TimedOut`, which ends the connection.
+/// `TimedOut`, which ends the connection; an idle one whose place was given
+/// to another reads the end of the stream.
 struct Clocked<I> {
     io: I,
+    place: Place,
     turns: Arc<Turns>,
     heads_seen: u64,
     phase: Phase,
@@ -205,10 +315,11 @@ struct Clocked<I> {
 }
 
 impl<I> Clocked<I> {
-    fn new(io: I, turns: Arc<Turns>, limits: Limits) -> Self {
+    fn new(io: I, place: Place, turns: Arc<Turns>, limits: Limits) -> Self {
         let clock = Box::pin(tokio::time::sleep(limits.header_read_timeout));
         Clocked {
             io,
+            place,
             turns,
             heads_seen: 0,
             phase: Phase::Head,
@@ -227,17 +338,21 @@ impl<I> Clocked<I> {
         }
         if self.phase == Phase::Answering && self.turns.answers.load(Ordering::Acquire) == heads {
             self.phase = Phase::Idle;
-            let until = Instant::now() + self.limits.idle_timeout;
-            self.clock.as_mut().reset(until);
+            let now = Instant::now();
+            self.place.idle(Some(now));
+            self.clock.as_mut().reset(now + self.limits.idle_timeout);
         }
     }
 
-    /// Follows the service and has the clock wake this connection's task
-    /// when it runs out (the next read then fails).
+    /// Follows the service and has the clock, or the loss of the place
+    /// when idle, wake this connection's task (the next read then ends it).
     fn arm(&mut self, cx: &mut Context<'_>) {
         self.follow();
         if self.phase != Phase::Answering {
             let _ = self.clock.as_mut().poll(cx);
+        }
+        if self.phase == Phase::Idle {
+            self.place.given(cx);
         }
     }
 }
@@ -250,11 +365,17 @@ impl<I: AsyncRead + Unpin> AsyncRead for Clocked<I> {
     ) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
         this.follow();
+        if this.phase == Phase::Idle && this.place.given(cx) {
+            return Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         match Pin::new(&mut this.io).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if this.phase == Phase::Idle && buf.filled().len() > before {
+                    // A request begun just as the place was given is
+                    // answered; the connection ends when next idle.
                     this.phase = Phase::Head;
+                    this.place.idle(None);
                     let until = Instant::now() + this.limits.header_read_timeout;
                     this.clock.as_mut().reset(until);
                 }
@@ -336,7 +457,8 @@ impl Refused {
 }
 
 /// Accepts connections until `shutdown` changes and runs `serve` on each
-/// within `limits`; one beyond them is closed at once and counted in `refused`.
+/// within `limits`, with its place; one beyond them (when no idle connection
+/// gives it its place) is closed at once and counted in `refused`.
 pub async fn accept_loop<F, Fut>(
     listener: TcpListener,
     limits: Limits,
@@ -345,10 +467,11 @@ pub async fn accept_loop<F, Fut>(
     mut shutdown: watch::Receiver<bool>,
     serve: F,
 ) where
-    F: Fn(TcpStream) -> Fut,
+    F: Fn(TcpStream, Place) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     let taken = Arc::new(Mutex::new(Taken::default()));
+    let mut displaced = 0u64;
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -364,7 +487,28 @@ pub async fn accept_loop<F, Fut>(
             }
         };
         let place = match take_place(&taken, &limits, peer.ip()) {
-            Ok(place) => place,
+            Ok((place, None)) => place,
+            Ok((
+                place,
+                Some(Displaced {
+                    peer: from,
+                    idle_since,
+                }),
+            )) => {
+                if displaced.is_multiple_of(1000) {
+                    tracing::warn!(
+                        max = limits.max_connections,
+                        max_per_peer = limits.max_per_peer,
+                        %peer,
+                        %from,
+                        idle_s = idle_since.elapsed().as_secs(),
+                        displaced = displaced + 1,
+                        "{what}: full; closing the connection idle the longest for each new one"
+                    );
+                }
+                displaced += 1;
+                place
+            }
             Err(why) => {
                 let before = refused.0.fetch_add(1, Ordering::Relaxed);
                 if before.is_multiple_of(1000) {
@@ -381,11 +525,7 @@ pub async fn accept_loop<F, Fut>(
             }
         };
         let _ = tcp.set_nodelay(true);
-        let conn = serve(tcp);
-        tokio::spawn(async move {
-            conn.await;
-            drop(place);
-        });
+        tokio::spawn(serve(tcp, place));
     }
 }
 
@@ -439,13 +579,119 @@ mod tests {
         assert_eq!(t.by_peer.get(&ip("10.0.0.9")), Some(&1), "{t:?}");
     }
 
+    #[test]
+    fn a_full_listener_gives_the_place_idle_longest_to_a_new_connection() {
+        let limits = Limits {
+            max_connections: 3,
+            max_per_peer: 2,
+            loopback_reserve: 1,
+            ..Limits::DEFAULT
+        };
+        let taken = Arc::new(Mutex::new(Taken::default()));
+        let place = |peer: &str| take_place(&taken, &limits, ip(peer));
+        let given = |p: &Place| p.notice.given.load(Ordering::Acquire);
+        let (a1, _) = place("10.0.0.1").expect("a place");
+        let (a2, _) = place("10.0.0.1").expect("a place");
+        let (b, _) = place("10.0.0.2").expect("a place");
+        let (probe, _) = place("127.0.0.1").expect("the reserve");
+        // Every connection busy (a head or an answer under way): refused.
+        assert_eq!(place("10.0.0.3").err(), Some(FULL));
+        assert_eq!(place("10.0.0.1").err(), Some(PEER_FULL));
+        // Idle ones: the probe longest (never displaced: loopback has its
+        // own places), then b, then a1.
+        let t0 = Instant::now();
+        probe.idle(Some(t0));
+        b.idle(Some(t0 + Duration::from_secs(1)));
+        a1.idle(Some(t0 + Duration::from_secs(2)));
+        let (c, displaced) = place("10.0.0.3").expect("b's place");
+        let gone = |peer, after| Displaced {
+            peer: ip(peer),
+            idle_since: t0 + Duration::from_secs(after),
+        };
+        assert_eq!(displaced, Some(gone("10.0.0.2", 1)));
+        assert!(given(&b) && !given(&a1) && !given(&probe) && !given(&a2));
+        // An address at its own cap displaces its own idle connection, even
+        // when another address's has been idle longer.
+        c.idle(Some(t0));
+        let (_a3, displaced) = place("10.0.0.1").expect("a1's place");
+        assert_eq!(displaced, Some(gone("10.0.0.1", 2)));
+        assert!(given(&a1) && !given(&c));
+        // A connection busy again is not displaced; with none idle, refused.
+        c.idle(None);
+        assert_eq!(place("10.0.0.4").err(), Some(FULL));
+        // Places given away are not given back twice.
+        drop((a1, b));
+        {
+            let t = taken.lock().expect("lock");
+            assert_eq!((t.remote, t.loopback, t.held.len()), (3, 1, 4), "{t:?}");
+            assert_eq!(t.by_peer.get(&ip("10.0.0.1")), Some(&2), "{t:?}");
+            assert_eq!(t.by_peer.get(&ip("10.0.0.2")), None, "{t:?}");
+        }
+        drop((a2, c, probe));
+        let t = taken.lock().expect("lock");
+        assert_eq!((t.remote, t.loopback, t.held.len()), (1, 0, 1), "{t:?}");
+    }
+
+    /// Over TCP through the accept loop: the connection idle longest is
+    /// closed for a new one (it is woken from its idle wait to end), the
+    /// others serve on.
+    #[tokio::test]
+    async fn over_tcp_a_full_listener_closes_the_connection_idle_longest() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let limits = Limits {
+            max_connections: 2,
+            loopback_exempt: false,
+            ..Limits::DEFAULT
+        };
+        let refused = Arc::new(Refused::default());
+        let (_stop, shutdown) = watch::channel(false);
+        tokio::spawn(accept_loop(
+            listener,
+            limits,
+            "test",
+            Arc::clone(&refused),
+            shutdown,
+            move |tcp, place| async move {
+                let answer = |_req| async { Response::new(Body::from("ok")) };
+                let late = || Response::new(Body::from("late"));
+                let _ = serve_http(tcp, place, limits, answer, late).await;
+            },
+        ));
+        let mut kept = Vec::new();
+        for _ in 0..3 {
+            let mut client = TcpStream::connect(addr).await.expect("connect");
+            client.write_all(GET).await.expect("write");
+            assert!(answer(&mut client).await.starts_with("HTTP/1.1 200"));
+            kept.push(client);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut buf = [0u8; 64];
+        let first = tokio::time::timeout(Duration::from_secs(5), kept[0].read(&mut buf)).await;
+        assert!(
+            matches!(first, Ok(Ok(0)) | Ok(Err(_))),
+            "the connection idle longest was not closed: {first:?}"
+        );
+        for client in &mut kept[1..] {
+            client.write_all(GET).await.expect("write");
+            assert!(answer(client).await.starts_with("HTTP/1.1 200"));
+        }
+        assert_eq!(refused.get(), 0);
+    }
+
     /// One connection served in memory with the default limits; the
     /// client's end.
     fn served() -> tokio::io::DuplexStream {
         let (client, server) = tokio::io::duplex(4096);
         let answer = |_req| async { Response::new(Body::from("ok")) };
         let late = || Response::new(Body::from("late"));
-        tokio::spawn(serve_http(server, Limits::DEFAULT, answer, late));
+        tokio::spawn(serve_http(
+            server,
+            Place::alone(),
+            Limits::DEFAULT,
+            answer,
+            late,
+        ));
         client
     }
 
@@ -572,7 +818,8 @@ mod tests {
             let (tcp, _) = listener.accept().await.expect("accept");
             assert!(tcp.is_write_vectored());
             let answer = |_req| async { Response::new(Body::from("ok")) };
-            let _ = serve_http(tcp, limits, answer, || Response::new(Body::from("late"))).await;
+            let late = || Response::new(Body::from("late"));
+            let _ = serve_http(tcp, Place::alone(), limits, answer, late).await;
         });
         let mut client = TcpStream::connect(addr).await.expect("connect");
         for spell in [Duration::ZERO, Duration::from_secs(1)] {
@@ -611,11 +858,11 @@ mod tests {
             "test",
             Arc::clone(&refused),
             shutdown,
-            move |tcp| {
+            move |tcp, place| {
                 let release = Arc::clone(&release);
                 async move {
                     release.notified().await;
-                    drop(tcp);
+                    drop((tcp, place));
                 }
             },
         ));

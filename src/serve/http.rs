@@ -28,7 +28,7 @@ use tower::ServiceExt;
 
 use crate::cluster::watch::WatchStats;
 use crate::error::Result;
-use crate::serve::conn::{self, Limits, Refused};
+use crate::serve::conn::{self, Limits, Place, Refused};
 use crate::serve::health::ProcessHealth;
 use crate::serve::history::History;
 use crate::serve::metrics::{self, Metrics};
@@ -113,20 +113,20 @@ async fn listen(
         "HTTP listener",
         Arc::new(Refused::default()),
         shutdown,
-        move |tcp| serve_one(tcp, app.clone(), limits),
+        move |tcp, place| serve_one(tcp, place, app.clone(), limits),
     ));
     Ok((bound, task))
 }
 
 /// One connection of a plain HTTP listener, within `limits`.
-async fn serve_one(tcp: tokio::net::TcpStream, app: axum::Router, limits: Limits) {
+async fn serve_one(tcp: tokio::net::TcpStream, place: Place, app: axum::Router, limits: Limits) {
     let late = || ok_or_503(false, "the answer took too long\n");
     let answer = move |req: hyper::Request<hyper::body::Incoming>| {
         app.clone()
             .oneshot(req)
             .map(|r| r.unwrap_or_else(|n| match n {}))
     };
-    if let Err(error) = conn::serve_http(tcp, limits, answer, late).await {
+    if let Err(error) = conn::serve_http(tcp, place, limits, answer, late).await {
         tracing::debug!(%error, "HTTP connection ended with an error");
     }
 }

@@ -19,7 +19,7 @@ use tokio::sync::{Semaphore, watch};
 
 use super::review;
 use crate::error::{Error, Result};
-use crate::serve::conn::{self, Limits, Refused};
+use crate::serve::conn::{self, Limits, Place, Refused};
 use crate::serve::metrics::{AdmissionResult, Metrics};
 
 /// The one path the webhook serves.
@@ -299,7 +299,7 @@ pub async fn serve(
         "webhook",
         refused,
         shutdown,
-        move |tcp| serve_one(tcp, acceptor.clone(), Arc::clone(&handler), limits),
+        move |tcp, place| serve_one(tcp, place, acceptor.clone(), Arc::clone(&handler), limits),
     ));
     Ok((bound, task))
 }
@@ -307,6 +307,7 @@ pub async fn serve(
 /// One connection: the TLS handshake, then HTTP/1.1 within `limits`.
 async fn serve_one(
     tcp: tokio::net::TcpStream,
+    place: Place,
     acceptor: tokio_rustls::TlsAcceptor,
     handler: Arc<Handler>,
     limits: Limits,
@@ -326,7 +327,7 @@ async fn serve_one(
             "the review was not sent whole in time\n",
         )
     };
-    if let Err(error) = conn::serve_http(tls, limits, answer, late).await {
+    if let Err(error) = conn::serve_http(tls, place, limits, answer, late).await {
         tracing::debug!(%error, "webhook: connection ended with an error");
     }
 }
