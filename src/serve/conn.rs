@@ -351,8 +351,9 @@ impl<I> Clocked<I> {
         if self.phase != Phase::Answering {
             let _ = self.clock.as_mut().poll(cx);
         }
-        if self.phase == Phase::Idle {
-            self.place.given(cx);
+        if self.phase == Phase::Idle && self.place.given(cx) {
+            // Given away while a request was under way: read the end now.
+            cx.waker().wake_by_ref();
         }
     }
 }
