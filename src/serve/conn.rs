@@ -4,8 +4,8 @@
 //! against neither and have [`Limits::loopback_reserve`] places beyond them,
 //! so no remote client can starve the probes. A remote connection beyond a
 //! cap may take the place of one idle between requests, of its own address
-//! or of one holding more than its share; otherwise it is accepted and
-//! closed at once.
+//! or of one holding at least half the per-address cap; otherwise it is
+//! accepted and closed at once.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -126,18 +126,21 @@ impl Taken {
 
     /// Closes an idle remote connection so that `newcomer` can have its
     /// place, and takes the place back: one of the newcomer's own address,
-    /// or (unless `own_only`) of an address holding at least two places
-    /// more than the newcomer's, so that no address is pushed below the
-    /// newcomer's share. The address holding the most goes first, then the
+    /// or (with `heavy`) of an address holding at least `heavy` places and
+    /// two more than the newcomer's (so that it keeps at least the
+    /// newcomer's share). The address holding the most goes first, then the
     /// connection idle the longest.
-    fn evict(&mut self, newcomer: IpAddr, own_only: bool) -> Option<Displaced> {
+    fn evict(&mut self, newcomer: IpAddr, heavy: Option<usize>) -> Option<Displaced> {
         let have = self.by_peer.get(&newcomer).copied().unwrap_or(0);
         let places = |peer: &IpAddr| self.by_peer.get(peer).copied().unwrap_or(0);
+        let least = heavy.map(|heavy| heavy.max(have + 2));
         let (_, since, id, peer) = self
             .held
             .iter()
             .filter_map(|(&id, h)| Some((h.peer?, h.idle_since?, id)))
-            .filter(|(peer, _, _)| *peer == newcomer || (!own_only && places(peer) >= have + 2))
+            .filter(|(peer, _, _)| {
+                *peer == newcomer || least.is_some_and(|least| places(peer) >= least)
+            })
             .map(|(peer, since, id)| (places(&peer), since, id, peer))
             .min_by_key(|&(n, since, _, _)| (std::cmp::Reverse(n), since))?;
         let held = self.held.remove(&id)?;
@@ -201,10 +204,12 @@ const PEER_FULL: &str = "too many connections from one address";
 
 /// A place for a connection from `peer`, or why there is none. A remote
 /// connection that finds the listener full may take the place of an idle
-/// one ([`Taken::evict`]; only its own address's when that address is at
-/// its cap): clients that leave many connections open cannot keep a new one
-/// out, and one with a fair share keeps its connections. What it displaced
-/// is returned, to be logged.
+/// one ([`Taken::evict`]): of its own address, or, when the listener is
+/// full, of an address holding at least half the per-address cap. A few
+/// addresses holding many connections cannot keep a new one out, and a
+/// client holding fewer (the API server keeps up to 25 idle) keeps them.
+/// Many addresses holding a few each still can: only a NetworkPolicy stops
+/// those. What it displaced is returned, to be logged.
 fn take_place(
     taken: &Arc<Mutex<Taken>>,
     limits: &Limits,
@@ -223,10 +228,11 @@ fn take_place(
         None
     } else {
         if t.by_peer.get(&peer).copied().unwrap_or(0) >= limits.max_per_peer {
-            displaced = Some(t.evict(peer, true).ok_or(PEER_FULL)?);
+            displaced = Some(t.evict(peer, None).ok_or(PEER_FULL)?);
         }
         if t.remote + t.loopback.saturating_sub(limits.loopback_reserve) >= limits.max_connections {
-            displaced = Some(t.evict(peer, false).ok_or(FULL)?);
+            let heavy = limits.max_per_peer.div_ceil(2);
+            displaced = Some(t.evict(peer, Some(heavy)).ok_or(FULL)?);
         }
         *t.by_peer.entry(peer).or_insert(0) += 1;
         t.remote += 1;
@@ -264,15 +270,26 @@ where
     F: Future<Output = Response<Body>>,
 {
     let turns = Arc::new(Turns::default());
-    let seen = Arc::clone(&turns);
+    let place = Arc::new(place);
+    let (seen, held) = (Arc::clone(&turns), Arc::clone(&place));
     let service = hyper::service::service_fn(move |req| {
+        // Busy from here (hyper may take a request it read ahead, with no
+        // read of ours in between).
+        held.idle(None);
         seen.heads.fetch_add(1, Ordering::AcqRel);
         let answer = tokio::time::timeout(limits.request_timeout, answer(req));
-        let seen = Arc::clone(&seen);
+        let (seen, held) = (Arc::clone(&seen), Arc::clone(&held));
         async move {
-            let response = answer.await.unwrap_or_else(|_| late());
-            seen.answers.fetch_add(1, Ordering::AcqRel);
-            Ok::<_, Infallible>(response)
+            let mut response = answer.await.unwrap_or_else(|_| late());
+            if held.notice.given.load(Ordering::Acquire) {
+                // Its place was given away: this answer is its last.
+                let close = http::HeaderValue::from_static("close");
+                response
+                    .headers_mut()
+                    .insert(http::header::CONNECTION, close);
+            }
+            let answered = response.map(|body| Body::new(Answered { body, turns: seen }));
+            Ok::<_, Infallible>(answered)
         }
     });
     let io = TokioIo::new(Clocked::new(io, place, turns, limits));
@@ -292,7 +309,41 @@ pub const READ_BUFFER: usize = 64 << 10;
 #[derive(Debug, Default)]
 struct Turns {
     heads: AtomicU64,
+    /// Answers whose body hyper has written whole (or given up on).
     answers: AtomicU64,
+}
+
+/// An answer's body, counted in [`Turns::answers`] when hyper drops it:
+/// after its last byte, not when the handler returns.
+struct Answered {
+    body: Body,
+    turns: Arc<Turns>,
+}
+
+impl hyper::body::Body for Answered {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for Answered {
+    fn drop(&mut self) {
+        self.turns.answers.fetch_add(1, Ordering::AcqRel);
+    }
 }
 
 /// Where a connection is between requests, as its reads see it.
@@ -314,9 +365,7 @@ enum Phase {
 /// to another reads the end of the stream.
 struct Clocked<I> {
     io: I,
-    place: Place,
-    /// Answering the one request read after the place was given away.
-    last_call: bool,
+    place: Arc<Place>,
     turns: Arc<Turns>,
     heads_seen: u64,
     phase: Phase,
@@ -325,12 +374,11 @@ struct Clocked<I> {
 }
 
 impl<I> Clocked<I> {
-    fn new(io: I, place: Place, turns: Arc<Turns>, limits: Limits) -> Self {
+    fn new(io: I, place: Arc<Place>, turns: Arc<Turns>, limits: Limits) -> Self {
         let clock = Box::pin(tokio::time::sleep(limits.header_read_timeout));
         Clocked {
             io,
             place,
-            last_call: false,
             turns,
             heads_seen: 0,
             phase: Phase::Head,
@@ -339,26 +387,20 @@ impl<I> Clocked<I> {
         }
     }
 
-    /// Follows the service: a head taken starts an answer (hyper may take
-    /// one it had already read, with no read of ours in between).
+    /// Follows the service: a head taken starts an answer.
     fn follow(&mut self) {
         let heads = self.turns.heads.load(Ordering::Acquire);
         if heads != self.heads_seen {
             self.heads_seen = heads;
-            if self.phase == Phase::Idle {
-                self.place.idle(None);
-            }
             self.phase = Phase::Answering;
         }
     }
 
-    /// After a flush that wrote everything: when every request read has
-    /// its answer, the connection is idle. Only here: hyper reads (to see an
-    /// early end) while an answer is still being written, and the answer's
-    /// count rises before it is. Every body nodegate serves is whole, so
-    /// hyper flushes once a whole answer is in its buffer. hyper reads again
-    /// only when woken, so the clock, and the loss of the place, are set to
-    /// wake this task here.
+    /// After a flush that wrote everything: when every request taken has
+    /// its body written whole, the connection is idle. Only here: hyper
+    /// reads (to see an early end) while an answer is still being written.
+    /// hyper reads again only when woken, so the clock, and the loss of the
+    /// place, are set to wake this task here.
     fn flushed(&mut self, cx: &mut Context<'_>) {
         self.follow();
         if self.phase != Phase::Answering
@@ -372,7 +414,8 @@ impl<I> Clocked<I> {
         self.clock.as_mut().reset(now + self.limits.idle_timeout);
         let _ = self.clock.as_mut().poll(cx);
         if self.place.given(cx) {
-            // Given away while busy: read now whether a request follows.
+            // Given away as it turned idle: read now whether a request is
+            // there to answer (with the connection's last answer) or not.
             cx.waker().wake_by_ref();
         }
     }
@@ -387,17 +430,13 @@ impl<I: AsyncRead + Unpin> AsyncRead for Clocked<I> {
         let this = self.get_mut();
         this.follow();
         // An idle connection whose place was given away ends, unless a
-        // request is already there to read: that one is answered first
-        // (one only, so a client cannot keep an uncounted connection).
+        // request is already there to read: it is answered, and its answer
+        // closes the connection (`Connection: close`).
         let given = this.phase == Phase::Idle && this.place.given(cx);
-        if given && this.last_call {
-            return Poll::Ready(Ok(()));
-        }
         let before = buf.filled().len();
         match Pin::new(&mut this.io).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if this.phase == Phase::Idle && buf.filled().len() > before {
-                    this.last_call = given;
                     this.phase = Phase::Head;
                     this.place.idle(None);
                     let until = Instant::now() + this.limits.header_read_timeout;
@@ -526,7 +565,7 @@ pub async fn accept_loop<F, Fut>(
                         %from,
                         idle_s = idle_since.elapsed().as_secs(),
                         displaced = displaced + 1,
-                        "{what}: full; closing the connection idle the longest for each new one"
+                        "{what}: full; closing idle connections of the addresses holding the most for new ones"
                     );
                 }
                 displaced += 1;
@@ -602,17 +641,26 @@ mod tests {
         assert_eq!(t.by_peer.get(&ip("10.0.0.9")), Some(&1), "{t:?}");
     }
 
-    #[test]
-    fn a_full_listener_gives_an_idle_place_of_the_largest_holder_to_a_new_connection() {
+    /// A listener's book with these caps (and one place for loopback).
+    fn book(max_connections: usize, max_per_peer: usize) -> (Arc<Mutex<Taken>>, Limits) {
         let limits = Limits {
-            max_connections: 4,
-            max_per_peer: 2,
+            max_connections,
+            max_per_peer,
             loopback_reserve: 1,
             ..Limits::DEFAULT
         };
-        let taken = Arc::new(Mutex::new(Taken::default()));
+        (Arc::new(Mutex::new(Taken::default())), limits)
+    }
+
+    /// Whether the connection holding `place` was told to give it up.
+    fn given(place: &Place) -> bool {
+        place.notice.given.load(Ordering::Acquire)
+    }
+
+    #[test]
+    fn a_full_listener_gives_an_idle_place_of_the_largest_holder_to_a_new_connection() {
+        let (taken, limits) = book(4, 2);
         let place = |peer: &str| take_place(&taken, &limits, ip(peer));
-        let given = |p: &Place| p.notice.given.load(Ordering::Acquire);
         // A (10.0.0.1) holds two places, B and C one each: the cap.
         let (a1, _) = place("10.0.0.1").expect("a place");
         let (a2, _) = place("10.0.0.1").expect("a place");
@@ -664,14 +712,8 @@ mod tests {
 
     #[test]
     fn an_address_at_its_cap_gives_only_its_own_idle_place() {
-        let limits = Limits {
-            max_connections: 10,
-            max_per_peer: 2,
-            ..Limits::DEFAULT
-        };
-        let taken = Arc::new(Mutex::new(Taken::default()));
+        let (taken, limits) = book(10, 2);
         let place = |peer: &str| take_place(&taken, &limits, ip(peer));
-        let given = |p: &Place| p.notice.given.load(Ordering::Acquire);
         let (a1, _) = place("10.0.0.1").expect("a place");
         let (a2, _) = place("10.0.0.1").expect("a place");
         let (b, _) = place("10.0.0.2").expect("a place");
@@ -689,6 +731,36 @@ mod tests {
         assert!(given(&a2) && !given(&a1) && !given(&b));
     }
 
+    #[test]
+    fn a_full_listener_takes_idle_places_only_from_an_address_holding_half_its_cap() {
+        let (taken, limits) = book(7, 8);
+        let place = |peer: &str| take_place(&taken, &limits, ip(peer));
+        let t0 = Instant::now();
+        // A holds three places (like an API server keeping a few), B four
+        // (half the per-address cap); all idle, A's the longest.
+        let mut held = Vec::new();
+        for (i, peer) in [
+            "10.0.0.1", "10.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.2", "10.0.0.2", "10.0.0.2",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let (p, _) = place(peer).expect("within the caps");
+            p.idle(Some(t0 + Duration::from_secs(i as u64)));
+            held.push(p);
+        }
+        let (_c, displaced) = place("10.0.0.3").expect("a place of B's");
+        assert_eq!(displaced.map(|d| d.peer), Some(ip("10.0.0.2")));
+        assert!(
+            held[..3].iter().all(|p| !given(p)),
+            "A, below half the cap, lost a place"
+        );
+        assert_eq!(held.iter().filter(|p| given(p)).count(), 1);
+        // B now holds three: no address holds half the cap, none gives.
+        assert_eq!(place("10.0.0.4").err(), Some(FULL));
+        assert_eq!(held.iter().filter(|p| given(p)).count(), 1);
+    }
+
     /// A listener of one place, held by a connection from 10.0.0.1 served
     /// in memory (`body` answers each request); the client's end.
     fn one_place(
@@ -697,9 +769,23 @@ mod tests {
         buffer: usize,
         body: &'static str,
     ) -> tokio::io::DuplexStream {
+        let answer = move |_req| async move { Response::new(Body::from(body)) };
+        one_place_answering(taken, limits, buffer, answer)
+    }
+
+    /// The same, answering with `answer`.
+    fn one_place_answering<A, F>(
+        taken: &Arc<Mutex<Taken>>,
+        limits: Limits,
+        buffer: usize,
+        answer: A,
+    ) -> tokio::io::DuplexStream
+    where
+        A: Fn(Request<Incoming>) -> F + Send + 'static,
+        F: Future<Output = Response<Body>> + Send + 'static,
+    {
         let (place, _) = take_place(taken, &limits, ip("10.0.0.1")).expect("a place");
         let (client, server) = tokio::io::duplex(buffer);
-        let answer = move |_req| async move { Response::new(Body::from(body)) };
         let late = || Response::new(Body::from("late"));
         tokio::spawn(serve_http(server, place, limits, answer, late));
         client
@@ -717,14 +803,95 @@ mod tests {
         let mut client = one_place(&taken, ONE_PLACE, 4096, "ok");
         client.write_all(GET).await.expect("write");
         assert!(answer(&mut client).await.starts_with("HTTP/1.1 200"));
-        // The next request is on its way as a newcomer takes the place (the
-        // server's task has not run since: one thread).
-        client.write_all(GET).await.expect("write");
+        // The next requests (pipelined) are on their way as a newcomer takes
+        // the place (the server's task has not run since: one thread).
+        client.write_all(&GET.repeat(3)).await.expect("write");
         let (_newcomer, displaced) =
             take_place(&taken, &ONE_PLACE, ip("10.0.0.1")).expect("the idle place");
         assert!(displaced.is_some());
+        // One is answered, as the connection's last; then the end.
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), client.read_to_end(&mut rest));
+        assert!(matches!(read.await, Ok(Ok(_))), "not closed");
+        let rest = String::from_utf8_lossy(&rest);
+        assert_eq!(rest.matches("HTTP/1.1 200").count(), 1, "{rest}");
+        assert!(rest.contains("connection: close"), "{rest}");
+    }
+
+    #[tokio::test]
+    async fn a_streamed_answer_keeps_its_place_until_its_last_part() {
+        use futures::StreamExt;
+        let taken = Arc::new(Mutex::new(Taken::default()));
+        let rest = Arc::new(tokio::sync::Notify::new());
+        let release = Arc::clone(&rest);
+        let respond = move |_req| {
+            let release = Arc::clone(&release);
+            async move {
+                let first =
+                    futures::stream::iter([Ok::<_, std::io::Error>(bytes::Bytes::from("first "))]);
+                let last = futures::stream::once(async move {
+                    release.notified().await;
+                    Ok(bytes::Bytes::from("last"))
+                });
+                Response::new(Body::from_stream(first.chain(last)))
+            }
+        };
+        let mut client = one_place_answering(&taken, ONE_PLACE, 4096, respond);
+        client.write_all(GET).await.expect("write");
+        // The head and the first part are written and flushed.
+        let mut got = Vec::new();
+        let mut buf = [0u8; 512];
+        while !String::from_utf8_lossy(&got).contains("first ") {
+            let n = client.read(&mut buf).await.expect("read");
+            assert_ne!(n, 0, "closed: {got:?}");
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(
+            take_place(&taken, &ONE_PLACE, ip("10.0.0.1")).err(),
+            Some(FULL),
+            "the place of a connection still streaming its answer was given"
+        );
+        rest.notify_one();
+        while !got.ends_with(b"0\r\n\r\n") {
+            let n = client.read(&mut buf).await.expect("read");
+            assert_ne!(
+                n,
+                0,
+                "the answer was cut: {:?}",
+                String::from_utf8_lossy(&got)
+            );
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(String::from_utf8_lossy(&got).contains("last"));
+    }
+
+    #[tokio::test]
+    async fn a_request_read_ahead_keeps_its_place_while_it_is_answered() {
+        let taken = Arc::new(Mutex::new(Taken::default()));
+        let second = Arc::new(tokio::sync::Notify::new());
+        let (count, release) = (Arc::new(AtomicU64::new(0)), Arc::clone(&second));
+        let respond = move |_req| {
+            let (n, release) = (count.fetch_add(1, Ordering::AcqRel), Arc::clone(&release));
+            async move {
+                if n == 1 {
+                    release.notified().await;
+                }
+                Response::new(Body::from("ok"))
+            }
+        };
+        let mut client = one_place_answering(&taken, ONE_PLACE, 4096, respond);
+        // Two requests in one write: hyper reads both, answers the first and
+        // takes the second from its buffer, with no read in between.
+        client.write_all(&GET.repeat(2)).await.expect("write");
         assert!(answer(&mut client).await.starts_with("HTTP/1.1 200"));
-        assert!(closed_within(&mut client, Duration::from_secs(5)).await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            take_place(&taken, &ONE_PLACE, ip("10.0.0.1")).err(),
+            Some(FULL),
+            "the place of a connection answering a request was given"
+        );
+        second.notify_one();
+        assert!(answer(&mut client).await.starts_with("HTTP/1.1 200"));
     }
 
     #[tokio::test]
@@ -749,9 +916,9 @@ mod tests {
         }
     }
 
-    /// Over TCP through the accept loop: the connection idle longest is
-    /// closed for a new one (it is woken from its idle wait to end), the
-    /// others serve on.
+    /// Over TCP through the accept loop (every client from one address):
+    /// the connection idle longest is closed for a new one (it is woken
+    /// from its idle wait to end), the others serve on.
     #[tokio::test]
     async fn over_tcp_a_full_listener_closes_the_connection_idle_longest() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
