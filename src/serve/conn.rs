@@ -3,9 +3,10 @@
 //! loopback connections (the pod's own, such as `nodegate probe`) count
 //! against neither and have [`Limits::loopback_reserve`] places beyond them,
 //! so no remote client can starve the probes. A remote connection beyond a
-//! cap may take the place of one idle between requests, of its own address
-//! or of one holding at least half the per-address cap; otherwise it is
-//! accepted and closed at once.
+//! cap may take the place of one idle between requests: of its own address,
+//! or, beyond the total cap, of an address holding at least half the
+//! per-address cap and two more than its own. Otherwise it is accepted and
+//! closed at once.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -49,6 +50,7 @@ pub struct Limits {
     /// How long a kept-alive connection may sit between an answer and the
     /// next request's first byte.
     pub idle_timeout: Duration,
+    /// How long an answer may take, and a write of it wait on the client.
     pub request_timeout: Duration,
 }
 
@@ -205,7 +207,8 @@ const PEER_FULL: &str = "too many connections from one address";
 /// A place for a connection from `peer`, or why there is none. A remote
 /// connection that finds the listener full may take the place of an idle
 /// one ([`Taken::evict`]): of its own address, or, when the listener is
-/// full, of an address holding at least half the per-address cap. A few
+/// full, of an address holding at least half the per-address cap and two
+/// more than its own. A few
 /// addresses holding many connections cannot keep a new one out, and a
 /// client holding fewer (the API server keeps up to 25 idle) keeps them.
 /// Many addresses holding a few each still can: only a NetworkPolicy stops
@@ -254,7 +257,8 @@ fn take_place(
 /// Serves HTTP/1.1 on `io`, which holds `place`: `answer` to each request,
 /// or `late()` when that takes longer than the request timeout; the error
 /// that ended the connection, if any. An idle connection that gives its
-/// place to a newer one is closed. The head and idle timeouts are kept by
+/// place to a newer one closes, once it has answered a request already
+/// sent, if there is one. The head and idle timeouts are kept by
 /// [`Clocked`] on `io`'s reads, not by hyper: hyper's head timeout starts as
 /// soon as it waits for the next head, so it would also be the idle limit.
 pub async fn serve_http<I, A, F>(
@@ -309,12 +313,13 @@ pub const READ_BUFFER: usize = 64 << 10;
 #[derive(Debug, Default)]
 struct Turns {
     heads: AtomicU64,
-    /// Answers whose body hyper has written whole (or given up on).
+    /// Answers whose body hyper has taken to its end (or dropped).
     answers: AtomicU64,
 }
 
-/// An answer's body, counted in [`Turns::answers`] when hyper drops it:
-/// after its last byte, not when the handler returns.
+/// An answer's body, counted in [`Turns::answers`] when hyper drops it,
+/// having taken its last part (the flush that follows writes it out), not
+/// when the handler returns.
 struct Answered {
     body: Body,
     turns: Arc<Turns>,
@@ -369,6 +374,8 @@ struct Clocked<I> {
     turns: Arc<Turns>,
     heads_seen: u64,
     phase: Phase,
+    /// Whether a write waits on the client (see `write_clock`).
+    stalled: bool,
     clock: Pin<Box<Sleep>>,
     limits: Limits,
 }
@@ -382,6 +389,7 @@ impl<I> Clocked<I> {
             turns,
             heads_seen: 0,
             phase: Phase::Head,
+            stalled: false,
             clock,
             limits,
         }
@@ -396,11 +404,35 @@ impl<I> Clocked<I> {
         }
     }
 
+    /// Bounds a write that waits on the client: the first that waits, while
+    /// an answer is under way, sets the clock to the request timeout (the
+    /// head and idle clocks bound the other phases); any progress stops it.
+    fn write_clock<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        done: Poll<std::io::Result<T>>,
+    ) -> Poll<std::io::Result<T>> {
+        if done.is_ready() {
+            self.stalled = false;
+            return done;
+        }
+        if self.phase == Phase::Answering && !self.stalled {
+            self.stalled = true;
+            let until = Instant::now() + self.limits.request_timeout;
+            self.clock.as_mut().reset(until);
+        }
+        if self.clock.as_mut().poll(cx).is_ready() {
+            let why = "the client did not read its answer in time";
+            return Poll::Ready(Err(std::io::Error::new(ErrorKind::TimedOut, why)));
+        }
+        Poll::Pending
+    }
+
     /// After a flush that wrote everything: when every request taken has
     /// its body written whole, the connection is idle. Only here: hyper
     /// reads (to see an early end) while an answer is still being written.
-    /// hyper reads again only when woken, so the clock, and the loss of the
-    /// place, are set to wake this task here.
+    /// hyper may not read again until woken, so the clock, and the loss of
+    /// the place, are set to wake this task here.
     fn flushed(&mut self, cx: &mut Context<'_>) {
         self.follow();
         if self.phase != Phase::Answering
@@ -461,18 +493,23 @@ impl<I: AsyncRead + Unpin> AsyncRead for Clocked<I> {
 }
 
 /// A connection turns idle when its answer is flushed ([`Clocked::flushed`]).
+/// A write that makes no progress for the request timeout (a client that
+/// stopped reading its answer) fails with `TimedOut`, ending the connection.
 impl<I: AsyncWrite + Unpin> AsyncWrite for Clocked<I> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.write_clock(cx, written)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
         let flushed = Pin::new(&mut this.io).poll_flush(cx);
+        let flushed = this.write_clock(cx, flushed);
         if let Poll::Ready(Ok(())) = flushed {
             this.flushed(cx);
         }
@@ -488,7 +525,9 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Clocked<I> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.write_clock(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -816,6 +855,27 @@ mod tests {
         let rest = String::from_utf8_lossy(&rest);
         assert_eq!(rest.matches("HTTP/1.1 200").count(), 1, "{rest}");
         assert!(rest.contains("connection: close"), "{rest}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_stops_reading_its_answer_is_cut_after_the_request_timeout() {
+        const BIG: &str = concat!(include_str!("conn.rs"), include_str!("conn.rs"));
+        let taken = Arc::new(Mutex::new(Taken::default()));
+        let (place, _) = take_place(&taken, &ONE_PLACE, ip("10.0.0.1")).expect("a place");
+        let (mut client, server) = tokio::io::duplex(1024);
+        let answer = |_req| async { Response::new(Body::from(BIG)) };
+        let late = || Response::new(Body::from("late"));
+        let served = tokio::spawn(serve_http(server, place, ONE_PLACE, answer, late));
+        client.write_all(GET).await.expect("write");
+        // Never read: the answer fills the pipe and its write waits.
+        let timeout = ONE_PLACE.request_timeout;
+        let ended = tokio::time::timeout(timeout * 3, served).await;
+        assert!(
+            matches!(ended, Ok(Ok(Err(_)))),
+            "a connection whose client stopped reading was not ended: {ended:?}"
+        );
+        let t = taken.lock().expect("lock");
+        assert!(t.held.is_empty(), "its place was not given back: {t:?}");
     }
 
     #[tokio::test]
