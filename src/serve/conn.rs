@@ -976,32 +976,44 @@ mod tests {
         }
     }
 
+    /// Two places for remote connections, loopback counted as remote (the
+    /// tests' clients are all on loopback).
+    const TWO_PLACES: Limits = Limits {
+        max_connections: 2,
+        loopback_exempt: false,
+        ..Limits::DEFAULT
+    };
+
+    /// An accept loop within [`TWO_PLACES`] on a free loopback port,
+    /// running `serve` on each connection: its address, its refusal count,
+    /// and the sender that stops it when dropped.
+    async fn accepting<F, Fut>(serve: F) -> (SocketAddr, Arc<Refused>, watch::Sender<bool>)
+    where
+        F: Fn(TcpStream, Place) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let refused = Arc::new(Refused::default());
+        let (stop, shutdown) = watch::channel(false);
+        let counted = Arc::clone(&refused);
+        tokio::spawn(accept_loop(
+            listener, TWO_PLACES, "test", counted, shutdown, serve,
+        ));
+        (addr, refused, stop)
+    }
+
     /// Over TCP through the accept loop (every client from one address):
     /// the connection idle longest is closed for a new one (it is woken
     /// from its idle wait to end), the others serve on.
     #[tokio::test]
     async fn over_tcp_a_full_listener_closes_the_connection_idle_longest() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let limits = Limits {
-            max_connections: 2,
-            loopback_exempt: false,
-            ..Limits::DEFAULT
-        };
-        let refused = Arc::new(Refused::default());
-        let (_stop, shutdown) = watch::channel(false);
-        tokio::spawn(accept_loop(
-            listener,
-            limits,
-            "test",
-            Arc::clone(&refused),
-            shutdown,
-            move |tcp, place| async move {
-                let answer = |_req| async { Response::new(Body::from("ok")) };
-                let late = || Response::new(Body::from("late"));
-                let _ = serve_http(tcp, place, limits, answer, late).await;
-            },
-        ));
+        let (addr, refused, _stop) = accepting(|tcp, place| async move {
+            let answer = |_req| async { Response::new(Body::from("ok")) };
+            let late = || Response::new(Body::from("late"));
+            let _ = serve_http(tcp, place, TWO_PLACES, answer, late).await;
+        })
+        .await;
         let mut kept = Vec::new();
         for _ in 0..3 {
             let mut client = TcpStream::connect(addr).await.expect("connect");
@@ -1185,31 +1197,16 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_beyond_the_cap_is_closed_at_once() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let limits = Limits {
-            max_connections: 2,
-            loopback_exempt: false,
-            ..Limits::DEFAULT
-        };
-        let refused = Arc::new(Refused::default());
-        let (_stop, shutdown) = watch::channel(false);
         let held = Arc::new(tokio::sync::Notify::new());
         let release = Arc::clone(&held);
-        tokio::spawn(accept_loop(
-            listener,
-            limits,
-            "test",
-            Arc::clone(&refused),
-            shutdown,
-            move |tcp, place| {
-                let release = Arc::clone(&release);
-                async move {
-                    release.notified().await;
-                    drop((tcp, place));
-                }
-            },
-        ));
+        let (addr, refused, _stop) = accepting(move |tcp, place| {
+            let release = Arc::clone(&release);
+            async move {
+                release.notified().await;
+                drop((tcp, place));
+            }
+        })
+        .await;
         let mut within = Vec::new();
         for _ in 0..2 {
             within.push(TcpStream::connect(addr).await.expect("connect"));
