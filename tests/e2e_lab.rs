@@ -129,8 +129,14 @@ impl Decoy {
     /// `sleep` whose command line carries `tag` (a cluster's path, say), in
     /// a session of its own like a cluster's component.
     fn start(tag: &str) -> Decoy {
+        Decoy::start_with(tag, &[])
+    }
+
+    /// [`Decoy::start`] with `env` added to its environment.
+    fn start_with(tag: &str, env: &[(&str, &str)]) -> Decoy {
         let child = Command::new("setsid")
             .args(["bash", "-c", r#"exec -a "sleep $0" sleep 600"#, tag])
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -167,6 +173,11 @@ fn down_signals_no_process_it_cannot_prove_is_its_own() {
     let mut bare = Decoy::start(&tag);
     let mut forged = Decoy::start(&tag);
     let mut named = Decoy::start(&tag);
+    // The cluster's token on a line of its own inside another variable's
+    // value: only a whole `NODEGATE_LOCAL_ID=…` entry is the token.
+    let token = std::fs::read_to_string(dir.join("id")).expect("the cluster's token");
+    let smuggled_value = format!("x\nNODEGATE_LOCAL_ID={}\n", token.trim());
+    let mut smuggled = Decoy::start_with(&tag, &[("NODEGATE_E2E_NOTE", &smuggled_value)]);
     let pids = dir.join("pids");
     // A record as an old lab wrote it: the pid alone.
     std::fs::write(pids.join("kube-apiserver"), format!("{}\n", bare.pid())).unwrap();
@@ -179,9 +190,17 @@ fn down_signals_no_process_it_cannot_prove_is_its_own() {
         boot_id()
     );
     std::fs::write(pids.join("karpenter"), forged_line).unwrap();
+    let smuggled_line = format!(
+        "{} {} {}\n",
+        smuggled.pid(),
+        start_time(smuggled.pid()).expect("decoy's start time"),
+        boot_id()
+    );
+    std::fs::write(pids.join("kube-scheduler"), smuggled_line).unwrap();
     // The decoy `named` carries the cluster's path in its command line only.
     assert!(verified_pid(&dir, "kube-apiserver").is_none());
     assert!(verified_pid(&dir, "karpenter").is_none());
+    assert!(verified_pid(&dir, "kube-scheduler").is_none());
 
     down(&dir);
 
@@ -192,6 +211,10 @@ fn down_signals_no_process_it_cannot_prove_is_its_own() {
     assert!(
         forged.alive(),
         "down killed a process named by a forged record"
+    );
+    assert!(
+        smuggled.alive(),
+        "down killed a process whose environment holds the token inside another value"
     );
     assert!(
         named.alive(),

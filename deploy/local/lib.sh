@@ -6,14 +6,31 @@ GOMOD_DIR="$LOCAL_DIR/gomod"
 
 # The pinned versions are read from the wrapper modules, so go.mod is the one
 # place a version is written down.
-mod_version() { # module-dir module-path
-  awk -v m="$2" '$1 == "require" && $2 == m { print $3 } $1 == m && $2 ~ /^v/ { print $2; exit }' \
-    "$GOMOD_DIR/$1/go.mod" | head -n 1
+# Read by bash itself: every script sources this file, a cluster's start
+# several times, and a process per version was a tenth of a start's CPU.
+mod_version_to() { # var module-dir module-path
+  local _a _b _c _rest
+  while read -r _a _b _c _rest; do
+    if [ "$_a" = require ] && [ "$_b" = "$3" ]; then
+      printf -v "$1" '%s' "$_c"
+      return 0
+    fi
+    if [ "$_a" = "$3" ] && [[ "$_b" == v* ]]; then
+      printf -v "$1" '%s' "$_b"
+      return 0
+    fi
+  done <"$GOMOD_DIR/$2/go.mod"
+  printf -v "$1" '%s' ""
 }
-K8S_VERSION=$(mod_version kubernetes k8s.io/kubernetes)
-ETCD_VERSION=$(mod_version etcd go.etcd.io/etcd/server/v3)
-KWOK_VERSION=$(mod_version kwok sigs.k8s.io/kwok)
-HELM_VERSION=$(mod_version helm helm.sh/helm/v4)
+mod_version() { # module-dir module-path
+  local version
+  mod_version_to version "$1" "$2"
+  printf '%s\n' "$version"
+}
+mod_version_to K8S_VERSION kubernetes k8s.io/kubernetes
+mod_version_to ETCD_VERSION etcd go.etcd.io/etcd/server/v3
+mod_version_to KWOK_VERSION kwok sigs.k8s.io/kwok
+mod_version_to HELM_VERSION helm helm.sh/helm/v4
 
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/nodegate"
 # One token per component, joined by '_': `build` reuses a component's
@@ -30,9 +47,10 @@ BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwo
 # so that neither bumping it nor the control plane rebuilds the other. The
 # module is github.com/prometheus/prometheus v0.3MM.P, which is Prometheus
 # 3.MM.P.
-PROMETHEUS_MODULE_VERSION=$(mod_version prometheus github.com/prometheus/prometheus)
-PROMETHEUS_VERSION=$(printf '%s\n' "$PROMETHEUS_MODULE_VERSION" |
-  awk -F. '{ printf "%d.%d.%s", int($2 / 100), $2 % 100, $3 }')
+mod_version_to PROMETHEUS_MODULE_VERSION prometheus github.com/prometheus/prometheus
+IFS=. read -r _ prometheus_minor prometheus_patch <<<"$PROMETHEUS_MODULE_VERSION"
+[[ "${prometheus_minor:-}" =~ ^[0-9]+$ ]] || prometheus_minor=0
+PROMETHEUS_VERSION="$((10#$prometheus_minor / 100)).$((10#$prometheus_minor % 100)).${prometheus_patch:-}"
 PROMETHEUS_CACHE_BIN="$CACHE_ROOT/prometheus-$PROMETHEUS_MODULE_VERSION/bin"
 PROMETHEUS_BINARIES=(prometheus promtool)
 
@@ -77,7 +95,7 @@ helm_dir() {
 # The trace backend of the trace e2e test: a minimal OpenTelemetry Collector
 # (deploy/local/gomod/otelcol), built on demand by `build --otelcol` into its
 # own version-keyed directory, apart from the control plane's.
-OTELCOL_VERSION=$(mod_version otelcol go.opentelemetry.io/collector/otelcol)
+mod_version_to OTELCOL_VERSION otelcol go.opentelemetry.io/collector/otelcol
 OTELCOL_BIN="$CACHE_ROOT/otelcol-$OTELCOL_VERSION/bin"
 
 # The real node of `up --real-node`: kubelet and kube-proxy (from the
@@ -85,8 +103,8 @@ OTELCOL_BIN="$CACHE_ROOT/otelcol-$OTELCOL_VERSION/bin"
 # with its runc shim and ctr, and runc, built by `build --node` into their own
 # version-keyed directory. CNI plugins and iptables come from Debian's
 # packages (containernetworking-plugins, iptables).
-CONTAINERD_VERSION=$(mod_version containerd github.com/containerd/containerd/v2)
-RUNC_VERSION=$(mod_version runc github.com/opencontainers/runc)
+mod_version_to CONTAINERD_VERSION containerd github.com/containerd/containerd/v2
+mod_version_to RUNC_VERSION runc github.com/opencontainers/runc
 NODE_BIN="$CACHE_ROOT/node-k8s-${K8S_VERSION}_containerd-${CONTAINERD_VERSION}_runc-${RUNC_VERSION}/bin"
 NODE_BINARIES=(kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc)
 # Where Debian's containernetworking-plugins put the CNI plugins.
@@ -97,11 +115,11 @@ CNI_BIN_DIR="${NODEGATE_CNI_BIN_DIR:-/usr/lib/cni}"
 # (deploy/local/build-release-tools) from its wrapper module into a directory
 # keyed by its version: cosign and crane (go-containerregistry at the version
 # cosign resolves), syft, the reference registry (distribution), actionlint.
-COSIGN_VERSION=$(mod_version cosign github.com/sigstore/cosign/v2)
-CRANE_VERSION=$(mod_version cosign github.com/google/go-containerregistry)
-SYFT_VERSION=$(mod_version syft github.com/anchore/syft)
-REGISTRY_VERSION=$(mod_version registry github.com/distribution/distribution/v3)
-ACTIONLINT_VERSION=$(mod_version actionlint github.com/rhysd/actionlint)
+mod_version_to COSIGN_VERSION cosign github.com/sigstore/cosign/v2
+mod_version_to CRANE_VERSION cosign github.com/google/go-containerregistry
+mod_version_to SYFT_VERSION syft github.com/anchore/syft
+mod_version_to REGISTRY_VERSION registry github.com/distribution/distribution/v3
+mod_version_to ACTIONLINT_VERSION actionlint github.com/rhysd/actionlint
 COSIGN_BIN="$CACHE_ROOT/cosign-${COSIGN_VERSION}_crane-$CRANE_VERSION/bin"
 SYFT_BIN="$CACHE_ROOT/syft-$SYFT_VERSION/bin"
 REGISTRY_BIN="$CACHE_ROOT/registry-$REGISTRY_VERSION/bin"
@@ -126,7 +144,7 @@ REAL_NODE_TAINTS="${NODEGATE_REAL_NODE_TAINTS:-nodegate.dev/initializing:NoSched
 # Karpenter's go.mod needs a newer Go than the machine's: the wrapper's
 # `toolchain` line names the one to build with (fetched through the module
 # proxy as golang.org/toolchain).
-KARPENTER_VERSION=$(mod_version karpenter sigs.k8s.io/karpenter)
+mod_version_to KARPENTER_VERSION karpenter sigs.k8s.io/karpenter
 KARPENTER_TOOLCHAIN=$(awk '$1 == "toolchain" { print $2; exit }' "$GOMOD_DIR/karpenter/go.mod")
 KARPENTER_BIN="$CACHE_ROOT/karpenter-$KARPENTER_VERSION/bin"
 # The CRDs the kwok provider needs, as paths inside the module.
@@ -210,19 +228,34 @@ PY
 # and other children that made their own session included), then
 # `cgroup.kill` takes whatever is left.
 
-boot_id() { cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown; }
+# The reads below start no process (bash's own `read` and `mapfile`): a
+# cluster's start-up asks whether its components are alive dozens of times,
+# and a process for each read was most of the CPU `up` itself used.
 
-# Field N (1-based, as proc(5) counts) of /proc/PID/stat; the command name
-# (field 2) may hold spaces and parentheses, so counting starts after its
-# last ')'.
+# The kernel's id of this boot, in BOOT_ID, read once per script.
+BOOT_ID=""
+boot_id_load() {
+  [ -n "$BOOT_ID" ] || read -r BOOT_ID 2>/dev/null </proc/sys/kernel/random/boot_id || BOOT_ID=unknown
+}
+boot_id() { boot_id_load; printf '%s\n' "$BOOT_ID"; }
+
+# Sets the variable VAR to field N (1-based, as proc(5) counts) of
+# /proc/PID/stat; the command name (field 2) may hold spaces and
+# parentheses, so counting starts after its last ')'.
+proc_stat_field_to() { # var pid n
+  local _stat="" _rest
+  read -r -d '' _stat 2>/dev/null <"/proc/$2/stat"
+  [ -n "$_stat" ] || return 1
+  _rest=${_stat##*) }
+  local -a _f
+  read -r -a _f <<<"$_rest"
+  [ "$3" -ge 3 ] && [ -n "${_f[$(($3 - 3))]:-}" ] || return 1
+  printf -v "$1" '%s' "${_f[$(($3 - 3))]}"
+}
 proc_stat_field() { # pid n
-  local stat rest
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  rest=${stat##*) }
-  local -a f
-  read -r -a f <<<"$rest"
-  [ "$2" -ge 3 ] && [ -n "${f[$(($2 - 3))]:-}" ] || return 1
-  printf '%s\n' "${f[$(($2 - 3))]}"
+  local field
+  proc_stat_field_to field "$1" "$2" || return 1
+  printf '%s\n' "$field"
 }
 
 # The cgroup2 mount a cluster's cgroup goes under, when there is one.
@@ -245,10 +278,16 @@ cluster_identity_init() { # state-dir
   fi
 }
 
+# Sets the variable VAR to the cluster's token (DIR/id).
+cluster_id_to() { # var state-dir
+  local _id=""
+  read -r _id 2>/dev/null <"$2/id" || [ -n "$_id" ] || return 1
+  [[ "$_id" =~ ^[0-9a-f]{24}$ ]] || return 1
+  printf -v "$1" '%s' "$_id"
+}
 cluster_id() { # state-dir
   local id
-  id=$(cat "$1/id" 2>/dev/null) || return 1
-  [[ "$id" =~ ^[0-9a-f]{24}$ ]] || return 1
+  cluster_id_to id "$1" || return 1
   printf '%s\n' "$id"
 }
 
@@ -295,23 +334,31 @@ proc_launch() { # state-dir name [--append] command...
 # started (pid, start time, boot id and the token all match); otherwise
 # nothing, and a status of 1.
 proc_pid() { # state-dir name
-  local dir=$1 name=$2 pid start boot id
+  local dir=$1 name=$2 pid start boot id now
   [ -f "$dir/pids/$name" ] || return 1
   read -r pid start boot <"$dir/pids/$name" || true
-  [[ "$pid" =~ ^[0-9]+$ ]] && [[ "${start:-}" =~ ^[0-9]+$ ]] && [ "${boot:-}" = "$(boot_id)" ] || return 1
-  [ "$(proc_stat_field "$pid" 22 2>/dev/null)" = "$start" ] || return 1
-  id=$(cluster_id "$dir") || return 1
+  boot_id_load
+  [[ "$pid" =~ ^[0-9]+$ ]] && [[ "${start:-}" =~ ^[0-9]+$ ]] && [ "${boot:-}" = "$BOOT_ID" ] || return 1
+  proc_stat_field_to now "$pid" 22 && [ "$now" = "$start" ] || return 1
+  cluster_id_to id "$dir" || return 1
   # While a process execs (the launcher becomes env, env the component),
   # the kernel shows an empty environment for a moment: read again before
-  # calling it someone else's.
-  local env="" i
+  # calling it someone else's. Each entry is compared whole, so a value
+  # holding a newline cannot pass for the token.
+  local -a environ=()
+  local i entry
   for ((i = 0; i < 20; i++)); do
-    env=$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ") || return 1
-    [ -z "$env" ] || break
+    mapfile -d '' -t environ 2>/dev/null <"/proc/$pid/environ" || return 1
+    [ ${#environ[@]} -eq 0 ] || break
     sleep 0.05
   done
-  grep -qx "NODEGATE_LOCAL_ID=$id" <<<"$env" || return 1
-  printf '%s\n' "$pid"
+  for entry in "${environ[@]}"; do
+    if [ "$entry" = "NODEGATE_LOCAL_ID=$id" ]; then
+      printf '%s\n' "$pid"
+      return 0
+    fi
+  done
+  return 1
 }
 
 proc_alive() { proc_pid "$1" "$2" >/dev/null; }
