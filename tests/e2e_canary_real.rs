@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use support::gate::has_gate_taint;
-use support::{Nodegate, wait_for};
+use support::{Nodegate, wait_for, wait_for_or};
 
 const LABEL: &str = "nodegate.dev/canary";
 
@@ -73,19 +73,24 @@ async fn on_a_real_node_the_canary_gets_a_sandbox_and_an_ip_and_the_node_opens()
     let file = file.to_string_lossy().into_owned();
     let ng = Nodegate::start(&cluster, &["--timeout", "10m", "--config", &file]);
 
-    wait_for(
+    wait_for_or(
         "the real node to open",
         Duration::from_secs(120),
         || async {
             match nodes.get_opt(REAL_NODE).await {
                 Ok(Some(n)) if !has_gate_taint(&n) => Ok(()),
                 other => Err(format!(
-                    "{:?}\n{}\n{}",
-                    other.map(|n| n.and_then(|n| n.spec).and_then(|s| s.taints)),
-                    cluster.kubectl(&["get", "pods", "-A", "-o", "wide"]),
-                    ng.logs()
+                    "{:?}",
+                    other.map(|n| n.and_then(|n| n.spec).and_then(|s| s.taints))
                 )),
             }
+        },
+        || {
+            format!(
+                "{}\n{}",
+                cluster.kubectl(&["get", "pods", "-A", "-o", "wide"]),
+                ng.logs()
+            )
         },
     )
     .await;

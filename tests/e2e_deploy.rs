@@ -28,7 +28,7 @@ use nodegate::cluster::patch::add_taint;
 use nodegate::cluster::project;
 use nodegate_core::vocab::model::Taint;
 use serde_json::{Value, json};
-use support::{Nodegate, TestCluster, fake_node, repo_root, wait_for};
+use support::{Nodegate, TestCluster, fake_node, repo_root, wait_for, wait_for_or};
 
 const NS: &str = "nodegate-system";
 const SA: &str = "nodegate";

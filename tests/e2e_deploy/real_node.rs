@@ -219,7 +219,7 @@ async fn lease_holder(leases: &Api<Lease>) -> Option<String> {
 /// Waits for `node` to be opened; returns (opened-by, opened-at).
 async fn wait_opened(cluster: &TestCluster, node: &str, ns: &str) -> (String, Timestamp) {
     let nodes: Api<Node> = Api::all(cluster.client.clone());
-    wait_for(
+    wait_for_or(
         &format!("node {node} opened"),
         Duration::from_secs(90),
         || async {
@@ -234,19 +234,19 @@ async fn wait_opened(cluster: &TestCluster, node: &str, ns: &str) -> (String, Ti
                         .map_err(|e| format!("opened-at {at:?} does not parse: {e}"))?;
                     Ok((by, at))
                 }
-                _ => Err(format!(
-                    "taints {:?}; logs:\n{}",
-                    n.spec.and_then(|s| s.taints),
-                    cluster.kubectl(&[
-                        "-n",
-                        ns,
-                        "logs",
-                        "-l",
-                        "app.kubernetes.io/name=nodegate",
-                        "--tail=20"
-                    ])
-                )),
+                _ => Err(format!("taints {:?}", n.spec.and_then(|s| s.taints))),
             }
+        },
+        || {
+            let logs = cluster.kubectl(&[
+                "-n",
+                ns,
+                "logs",
+                "-l",
+                "app.kubernetes.io/name=nodegate",
+                "--tail=20",
+            ]);
+            format!("nodegate's logs:\n{logs}")
         },
     )
     .await

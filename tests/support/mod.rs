@@ -342,10 +342,22 @@ pub fn fake_node(name: &str, labels: &[(&str, &str)], taints: &[(&str, &str, &st
 /// Polls `check` until it returns `Ok`, or panics with `what` and the last
 /// state it reported after `timeout`. For the state of API objects, prefer
 /// [`watch_until`]: it sees each change as it happens instead of every 200 ms.
-pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, String>>,
+{
+    wait_for_or(what, timeout, check, String::new).await
+}
+
+/// [`wait_for`], with `detail` (logs, say) added to the panic: asked once,
+/// when the wait has failed, not on every poll (a `kubectl logs` a poll
+/// costs more than the wait it explains).
+pub async fn wait_for_or<T, F, Fut, D>(what: &str, timeout: Duration, mut check: F, detail: D) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+    D: FnOnce() -> String,
 {
     let started = Instant::now();
     let deadline = started + timeout;
@@ -358,7 +370,10 @@ where
             Err(state) => state,
         };
         if Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting for {what}; last seen: {last}");
+            panic!(
+                "timed out after {timeout:?} waiting for {what}; last seen: {last}\n{}",
+                detail()
+            );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
