@@ -5,9 +5,10 @@
 //! and the install are most of either test's time, and one real node runs
 //! on a machine at a time.
 //!
-//! The hold: 1,100 idle connections to each replica's :8080 for two
-//! minutes, from outside the pods as a pod in the cluster could, a new one
-//! opened for each the server closes. The probes are `nodegate probe`
+//! The hold: 1,100 idle connections to each replica's :8080 for a minute
+//! (twice the 30 s the liveness probe takes to restart a container), from
+//! outside the pods as a pod in the cluster could, a new one opened for
+//! each the server closes. The probes are `nodegate probe`
 //! inside the container. Neither container restarts, both stay Ready, and a
 //! node created meanwhile is tainted at CREATE by the shipped policy and
 //! opened by the gate.
@@ -19,8 +20,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Idle connections held to each replica's HTTP port.
 const HELD: usize = 1_100;
-/// How long they are held.
-const HOLD: Duration = Duration::from_secs(120);
+/// How long they are held: two of the liveness probe's windows (3 failures
+/// 10 s apart restart a container), six of the readiness probe's. Each
+/// second of it costs about half a core (the refused ones reconnect).
+const HOLD: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kustomize_base_on_a_real_node_gates_taints_by_policy_and_no_idle_client_starves_it() {
