@@ -1,26 +1,18 @@
-//! The bounds every listener of `nodegate run` shares. Besides the total
-//! cap, a cap per remote address keeps one pod from taking every place;
-//! loopback connections (the pod's own, such as `nodegate probe`) count
-//! against neither and have [`Limits::loopback_reserve`] places beyond them,
-//! so no remote client can starve the probes. A remote connection beyond a
-//! cap may take the place of one idle between requests: of its own address,
-//! or, beyond the total cap, of an address holding at least half the
-//! per-address cap and two more than its own. Otherwise it is accepted and
-//! closed at once.
+//! One connection of a listener of `nodegate run`, from its accept to its
+//! end: the listener's caps ([`places`](super::places)), then the clocks
+//! on its head, its answers, its writes and its idle spells.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io::ErrorKind;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use futures::task::AtomicWaker;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -31,19 +23,13 @@ use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
 use crate::error::{Error, Result};
+use crate::serve::places::{Book, Caps, Displaced, Place};
 
-/// How much one listener admits.
+/// How much one listener admits, and how long a connection may take.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Connections at once from remote addresses.
-    pub max_connections: usize,
-    /// Connections at once from one remote address.
-    pub max_per_peer: usize,
-    /// Places for loopback connections beyond `max_connections`.
-    pub loopback_reserve: usize,
-    /// Whether loopback connections are exempt from the caps (always, but
-    /// for tests that need two distinct peers on one machine).
-    pub loopback_exempt: bool,
+    /// How many connections at once.
+    pub caps: Caps,
     /// How long a request head may take, from a new connection's start or
     /// from the first byte of the next head on a kept-alive one.
     pub header_read_timeout: Duration,
@@ -62,196 +48,11 @@ impl Limits {
     /// a listener that closed first could close a connection just as a
     /// review is sent on it, and that review would fail.
     pub const DEFAULT: Limits = Limits {
-        max_connections: 1024,
-        max_per_peer: 64,
-        loopback_reserve: 64,
-        loopback_exempt: true,
+        caps: Caps::DEFAULT,
         header_read_timeout: Duration::from_secs(3),
         idle_timeout: Duration::from_secs(120),
         request_timeout: Duration::from_secs(10),
     };
-}
-
-/// The places taken, by remote address and in all, and the connections
-/// holding them.
-#[derive(Debug, Default)]
-struct Taken {
-    remote: usize,
-    loopback: usize,
-    by_peer: HashMap<IpAddr, usize>,
-    /// Every connection with a place, by its number.
-    held: HashMap<u64, Held>,
-    next: u64,
-}
-
-/// What the listener knows of one connection with a place.
-#[derive(Debug)]
-struct Held {
-    /// The remote address, `None` for loopback.
-    peer: Option<IpAddr>,
-    /// Since when it has waited, answered, for its next request.
-    idle_since: Option<Instant>,
-    notice: Arc<Notice>,
-}
-
-/// How a connection learns that it gave its place to another.
-#[derive(Debug, Default)]
-struct Notice {
-    given: AtomicBool,
-    waker: AtomicWaker,
-}
-
-/// An idle connection closed for a new one: its address, and since when it
-/// was idle.
-#[derive(Debug, PartialEq, Eq)]
-struct Displaced {
-    peer: IpAddr,
-    idle_since: Instant,
-}
-
-impl Taken {
-    /// Gives back the counts of a place that `peer` held.
-    fn release(&mut self, peer: Option<IpAddr>) {
-        match peer {
-            None => self.loopback = self.loopback.saturating_sub(1),
-            Some(ip) => {
-                self.remote = self.remote.saturating_sub(1);
-                if let Some(n) = self.by_peer.get_mut(&ip) {
-                    *n -= 1;
-                    if *n == 0 {
-                        self.by_peer.remove(&ip);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Closes an idle remote connection so that `newcomer` can have its
-    /// place, and takes the place back: one of the newcomer's own address,
-    /// or (with `heavy`) of an address holding at least `heavy` places and
-    /// two more than the newcomer's (so that it keeps at least the
-    /// newcomer's share). The address holding the most goes first, then the
-    /// connection idle the longest.
-    fn evict(&mut self, newcomer: IpAddr, heavy: Option<usize>) -> Option<Displaced> {
-        let have = self.by_peer.get(&newcomer).copied().unwrap_or(0);
-        let places = |peer: &IpAddr| self.by_peer.get(peer).copied().unwrap_or(0);
-        let least = heavy.map(|heavy| heavy.max(have + 2));
-        let (_, since, id, peer) = self
-            .held
-            .iter()
-            .filter_map(|(&id, h)| Some((h.peer?, h.idle_since?, id)))
-            .filter(|(peer, _, _)| {
-                *peer == newcomer || least.is_some_and(|least| places(peer) >= least)
-            })
-            .map(|(peer, since, id)| (places(&peer), since, id, peer))
-            .min_by_key(|&(n, since, _, _)| (std::cmp::Reverse(n), since))?;
-        let held = self.held.remove(&id)?;
-        held.notice.given.store(true, Ordering::Release);
-        held.notice.waker.wake();
-        self.release(Some(peer));
-        Some(Displaced {
-            peer,
-            idle_since: since,
-        })
-    }
-}
-
-/// A place held by one connection, given back on drop (or taken back when
-/// the connection gives it to a newer one).
-pub struct Place {
-    taken: Arc<Mutex<Taken>>,
-    id: u64,
-    notice: Arc<Notice>,
-}
-
-impl Place {
-    /// A place on a listener of its own, for a connection served outside
-    /// [`accept_loop`] (tests).
-    #[cfg(test)]
-    fn alone() -> Place {
-        let taken = Arc::new(Mutex::new(Taken::default()));
-        take_place(&taken, &Limits::DEFAULT, IpAddr::from([127, 0, 0, 1]))
-            .map(|(place, _)| place)
-            .unwrap_or_else(|why| panic!("a place on an empty listener: {why}"))
-    }
-
-    /// Marks the connection idle since `since`, or busy (`None`).
-    fn idle(&self, since: Option<Instant>) {
-        let Ok(mut t) = self.taken.lock() else { return };
-        if let Some(held) = t.held.get_mut(&self.id) {
-            held.idle_since = since;
-        }
-    }
-
-    /// Whether the connection gave its place to a newer one; if not, `cx`
-    /// is woken when it does.
-    fn given(&self, cx: &Context<'_>) -> bool {
-        self.notice.waker.register(cx.waker());
-        self.notice.given.load(Ordering::Acquire)
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        let Ok(mut t) = self.taken.lock() else { return };
-        if let Some(held) = t.held.remove(&self.id) {
-            t.release(held.peer);
-        }
-    }
-}
-
-/// The words for a listener that is full.
-const FULL: &str = "too many connections at once";
-const PEER_FULL: &str = "too many connections from one address";
-
-/// A place for a connection from `peer`, or why there is none. A remote
-/// connection that finds the listener full may take the place of an idle
-/// one ([`Taken::evict`]): of its own address, or, when the listener is
-/// full, of an address holding at least half the per-address cap and two
-/// more than its own. A few
-/// addresses holding many connections cannot keep a new one out, and a
-/// client holding fewer (the API server keeps up to 25 idle) keeps them.
-/// Many addresses holding a few each still can: only a NetworkPolicy stops
-/// those. What it displaced is returned, to be logged.
-fn take_place(
-    taken: &Arc<Mutex<Taken>>,
-    limits: &Limits,
-    peer: IpAddr,
-) -> Result<(Place, Option<Displaced>), &'static str> {
-    let mut t = taken
-        .lock()
-        .map_err(|_| "the listener's count is poisoned")?;
-    let loopback = limits.loopback_exempt && peer.to_canonical().is_loopback();
-    let mut displaced = None;
-    let peer = if loopback {
-        if t.loopback >= limits.loopback_reserve + limits.max_connections.saturating_sub(t.remote) {
-            return Err(FULL);
-        }
-        t.loopback += 1;
-        None
-    } else {
-        if t.by_peer.get(&peer).copied().unwrap_or(0) >= limits.max_per_peer {
-            displaced = Some(t.evict(peer, None).ok_or(PEER_FULL)?);
-        }
-        if t.remote + t.loopback.saturating_sub(limits.loopback_reserve) >= limits.max_connections {
-            let heavy = limits.max_per_peer.div_ceil(2);
-            displaced = Some(t.evict(peer, Some(heavy)).ok_or(FULL)?);
-        }
-        *t.by_peer.entry(peer).or_insert(0) += 1;
-        t.remote += 1;
-        Some(peer)
-    };
-    let id = t.next;
-    t.next += 1;
-    let notice = Arc::new(Notice::default());
-    let held = Held {
-        peer,
-        idle_since: None,
-        notice: Arc::clone(&notice),
-    };
-    t.held.insert(id, held);
-    let taken = Arc::clone(taken);
-    Ok((Place { taken, id, notice }, displaced))
 }
 
 /// Serves HTTP/1.1 on `io`, which holds `place`: `answer` to each request,
@@ -285,7 +86,7 @@ where
         let (seen, held) = (Arc::clone(&seen), Arc::clone(&held));
         async move {
             let mut response = answer.await.unwrap_or_else(|_| late());
-            if held.notice.given.load(Ordering::Acquire) {
+            if held.was_given() {
                 // Its place was given away: this answer is its last.
                 let close = http::HeaderValue::from_static("close");
                 response
@@ -571,7 +372,7 @@ pub async fn accept_loop<F, Fut>(
     F: Fn(TcpStream, Place) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let taken = Arc::new(Mutex::new(Taken::default()));
+    let book = Book::new(limits.caps);
     let mut displaced = 0u64;
     loop {
         let accepted = tokio::select! {
@@ -587,7 +388,7 @@ pub async fn accept_loop<F, Fut>(
                 continue;
             }
         };
-        let place = match take_place(&taken, &limits, peer.ip()) {
+        let place = match book.take(peer.ip()) {
             Ok((place, None)) => place,
             Ok((
                 place,
@@ -598,8 +399,8 @@ pub async fn accept_loop<F, Fut>(
             )) => {
                 if displaced.is_multiple_of(1000) {
                     tracing::warn!(
-                        max = limits.max_connections,
-                        max_per_peer = limits.max_per_peer,
+                        max = book.caps().max_connections,
+                        max_per_peer = book.caps().max_per_peer,
                         %peer,
                         %from,
                         idle_s = idle_since.elapsed().as_secs(),
@@ -614,8 +415,8 @@ pub async fn accept_loop<F, Fut>(
                 let before = refused.0.fetch_add(1, Ordering::Relaxed);
                 if before.is_multiple_of(1000) {
                     tracing::warn!(
-                        max = limits.max_connections,
-                        max_per_peer = limits.max_per_peer,
+                        max = book.caps().max_connections,
+                        max_per_peer = book.caps().max_per_peer,
                         %peer,
                         refused = refused.get(),
                         "{what}: {why}; closing new ones"
@@ -633,188 +434,29 @@ pub async fn accept_loop<F, Fut>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serve::places::FULL;
+    use std::net::IpAddr;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     fn ip(s: &str) -> IpAddr {
         s.parse().expect("an IP address")
     }
 
-    #[test]
-    fn one_peer_cannot_take_every_place_and_loopback_always_has_one() {
-        let limits = Limits {
-            max_connections: 6,
-            max_per_peer: 2,
-            loopback_reserve: 1,
-            ..Limits::DEFAULT
-        };
-        let taken = Arc::new(Mutex::new(Taken::default()));
-        let mut held = Vec::new();
-        // One pod: two places, then refused; others still get theirs.
-        for _ in 0..2 {
-            held.push(take_place(&taken, &limits, ip("10.0.0.9")).expect("within the peer cap"));
-        }
-        assert_eq!(
-            take_place(&taken, &limits, ip("10.0.0.9")).err(),
-            Some("too many connections from one address")
-        );
-        for peer in ["10.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.2"] {
-            held.push(take_place(&taken, &limits, ip(peer)).expect("within the caps"));
-        }
-        // Every remote place is taken: a new address is refused, the pod's
-        // own loopback (the probe) is not, up to the reserve.
-        assert_eq!(
-            take_place(&taken, &limits, ip("10.0.0.3")).err(),
-            Some("too many connections at once")
-        );
-        let probe = take_place(&taken, &limits, ip("127.0.0.1")).expect("the reserve");
-        assert!(
-            take_place(&taken, &limits, ip("::1")).is_err(),
-            "beyond the reserve"
-        );
-        // Places come back on drop.
-        drop(probe);
-        held.truncate(1);
-        assert!(take_place(&taken, &limits, ip("10.0.0.3")).is_ok());
-        let t = taken.lock().expect("lock");
-        assert_eq!((t.remote, t.loopback), (1, 0), "{t:?}");
-        assert_eq!(t.by_peer.get(&ip("10.0.0.9")), Some(&1), "{t:?}");
-    }
-
-    /// A listener's book with these caps (and one place for loopback).
-    fn book(max_connections: usize, max_per_peer: usize) -> (Arc<Mutex<Taken>>, Limits) {
-        let limits = Limits {
-            max_connections,
-            max_per_peer,
-            loopback_reserve: 1,
-            ..Limits::DEFAULT
-        };
-        (Arc::new(Mutex::new(Taken::default())), limits)
-    }
-
-    /// Whether the connection holding `place` was told to give it up.
-    fn given(place: &Place) -> bool {
-        place.notice.given.load(Ordering::Acquire)
-    }
-
-    #[test]
-    fn a_full_listener_gives_an_idle_place_of_the_largest_holder_to_a_new_connection() {
-        let (taken, limits) = book(4, 2);
-        let place = |peer: &str| take_place(&taken, &limits, ip(peer));
-        // A (10.0.0.1) holds two places, B and C one each: the cap.
-        let (a1, _) = place("10.0.0.1").expect("a place");
-        let (a2, _) = place("10.0.0.1").expect("a place");
-        let (b, _) = place("10.0.0.2").expect("a place");
-        let (c, _) = place("10.0.0.3").expect("a place");
-        let (probe, _) = place("127.0.0.1").expect("the reserve");
-        // Every connection busy (a head or an answer under way): refused.
-        assert_eq!(place("10.0.0.4").err(), Some(FULL));
-        assert_eq!(place("10.0.0.1").err(), Some(PEER_FULL));
-        // Idle: the probe longest (loopback has its own places and is never
-        // displaced), then b, c, a2, a1.
-        let t0 = Instant::now();
-        let at = |secs| t0 + Duration::from_secs(secs);
-        probe.idle(Some(t0));
-        b.idle(Some(at(1)));
-        c.idle(Some(at(2)));
-        a2.idle(Some(at(3)));
-        a1.idle(Some(at(4)));
-        let gone = |peer, secs| Displaced {
-            peer: ip(peer),
-            idle_since: at(secs),
-        };
-        // A newcomer takes a place of A, which holds two more than it, A's
-        // idle the longest; not b, idle longer, whose address holds one.
-        let (d, displaced) = place("10.0.0.4").expect("a place of A's");
-        assert_eq!(displaced, Some(gone("10.0.0.1", 3)));
-        assert!(given(&a2) && !given(&a1) && !given(&b) && !given(&c) && !given(&probe));
-        // Now every address holds one: the next newcomer takes no one's
-        // place, though three are idle.
-        assert_eq!(place("10.0.0.5").err(), Some(FULL));
-        assert!(!given(&a1) && !given(&b) && !given(&c));
-        // But an address may always give its own idle place to itself.
-        d.idle(Some(at(5)));
-        let (_d2, displaced) = place("10.0.0.4").expect("d's place");
-        assert_eq!(displaced, Some(gone("10.0.0.4", 5)));
-        assert!(given(&d) && !given(&b));
-        // Places given away are not given back twice.
-        drop((a2, d));
-        {
-            let t = taken.lock().expect("lock");
-            assert_eq!((t.remote, t.loopback, t.held.len()), (4, 1, 5), "{t:?}");
-            assert_eq!(t.by_peer.get(&ip("10.0.0.1")), Some(&1), "{t:?}");
-            assert_eq!(t.by_peer.get(&ip("10.0.0.4")), Some(&1), "{t:?}");
-        }
-        drop((a1, b, c, probe));
-        let t = taken.lock().expect("lock");
-        assert_eq!((t.remote, t.loopback, t.held.len()), (1, 0, 1), "{t:?}");
-    }
-
-    #[test]
-    fn an_address_at_its_cap_gives_only_its_own_idle_place() {
-        let (taken, limits) = book(10, 2);
-        let place = |peer: &str| take_place(&taken, &limits, ip(peer));
-        let (a1, _) = place("10.0.0.1").expect("a place");
-        let (a2, _) = place("10.0.0.1").expect("a place");
-        let (b, _) = place("10.0.0.2").expect("a place");
-        let t0 = Instant::now();
-        b.idle(Some(t0));
-        // A's own are busy: refused, b untouched.
-        assert_eq!(place("10.0.0.1").err(), Some(PEER_FULL));
-        a2.idle(Some(t0 + Duration::from_secs(1)));
-        let (_a3, displaced) = place("10.0.0.1").expect("a2's place");
-        let a2_gone = Displaced {
-            peer: ip("10.0.0.1"),
-            idle_since: t0 + Duration::from_secs(1),
-        };
-        assert_eq!(displaced, Some(a2_gone));
-        assert!(given(&a2) && !given(&a1) && !given(&b));
-    }
-
-    #[test]
-    fn a_full_listener_takes_idle_places_only_from_an_address_holding_half_its_cap() {
-        let (taken, limits) = book(7, 8);
-        let place = |peer: &str| take_place(&taken, &limits, ip(peer));
-        let t0 = Instant::now();
-        // A holds three places (like an API server keeping a few), B four
-        // (half the per-address cap); all idle, A's the longest.
-        let mut held = Vec::new();
-        for (i, peer) in [
-            "10.0.0.1", "10.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.2", "10.0.0.2", "10.0.0.2",
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let (p, _) = place(peer).expect("within the caps");
-            p.idle(Some(t0 + Duration::from_secs(i as u64)));
-            held.push(p);
-        }
-        let (_c, displaced) = place("10.0.0.3").expect("a place of B's");
-        assert_eq!(displaced.map(|d| d.peer), Some(ip("10.0.0.2")));
-        assert!(
-            held[..3].iter().all(|p| !given(p)),
-            "A, below half the cap, lost a place"
-        );
-        assert_eq!(held.iter().filter(|p| given(p)).count(), 1);
-        // B now holds three: no address holds half the cap, none gives.
-        assert_eq!(place("10.0.0.4").err(), Some(FULL));
-        assert_eq!(held.iter().filter(|p| given(p)).count(), 1);
-    }
-
     /// A listener of one place, held by a connection from 10.0.0.1 served
     /// in memory (`body` answers each request); the client's end.
     fn one_place(
-        taken: &Arc<Mutex<Taken>>,
+        book: &Book,
         limits: Limits,
         buffer: usize,
         body: &'static str,
     ) -> tokio::io::DuplexStream {
         let answer = move |_req| async move { Response::new(Body::from(body)) };
-        one_place_answering(taken, limits, buffer, answer)
+        one_place_answering(book, limits, buffer, answer)
     }
 
     /// The same, answering with `answer`.
     fn one_place_answering<A, F>(
-        taken: &Arc<Mutex<Taken>>,
+        book: &Book,
         limits: Limits,
         buffer: usize,
         answer: A,
@@ -823,7 +465,7 @@ mod tests {
         A: Fn(Request<Incoming>) -> F + Send + 'static,
         F: Future<Output = Response<Body>> + Send + 'static,
     {
-        let (place, _) = take_place(taken, &limits, ip("10.0.0.1")).expect("a place");
+        let (place, _) = book.take(ip("10.0.0.1")).expect("a place");
         let (client, server) = tokio::io::duplex(buffer);
         let late = || Response::new(Body::from("late"));
         tokio::spawn(serve_http(server, place, limits, answer, late));
@@ -831,22 +473,24 @@ mod tests {
     }
 
     const ONE_PLACE: Limits = Limits {
-        max_connections: 1,
-        loopback_exempt: false,
+        caps: Caps {
+            max_connections: 1,
+            loopback_exempt: false,
+            ..Caps::DEFAULT
+        },
         ..Limits::DEFAULT
     };
 
     #[tokio::test]
     async fn a_request_already_sent_when_the_place_is_given_is_answered_then_the_end() {
-        let taken = Arc::new(Mutex::new(Taken::default()));
-        let mut client = one_place(&taken, ONE_PLACE, 4096, "ok");
+        let book = Book::new(ONE_PLACE.caps);
+        let mut client = one_place(&book, ONE_PLACE, 4096, "ok");
         client.write_all(GET).await.expect("write");
         assert!(answer(&mut client).await.starts_with("HTTP/1.1 200"));
         // The next requests (pipelined) are on their way as a newcomer takes
         // the place (the server's task has not run since: one thread).
         client.write_all(&GET.repeat(3)).await.expect("write");
-        let (_newcomer, displaced) =
-            take_place(&taken, &ONE_PLACE, ip("10.0.0.1")).expect("the idle place");
+        let (_newcomer, displaced) = book.take(ip("10.0.0.1")).expect("the idle place");
         assert!(displaced.is_some());
         // One is answered, as the connection's last; then the end.
         let mut rest = Vec::new();
@@ -860,8 +504,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_client_that_stops_reading_its_answer_is_cut_after_the_request_timeout() {
         const BIG: &str = concat!(include_str!("conn.rs"), include_str!("conn.rs"));
-        let taken = Arc::new(Mutex::new(Taken::default()));
-        let (place, _) = take_place(&taken, &ONE_PLACE, ip("10.0.0.1")).expect("a place");
+        let book = Book::new(ONE_PLACE.caps);
+        let (place, _) = book.take(ip("10.0.0.1")).expect("a place");
         let (mut client, server) = tokio::io::duplex(1024);
         let answer = |_req| async { Response::new(Body::from(BIG)) };
         let late = || Response::new(Body::from("late"));
@@ -874,14 +518,13 @@ mod tests {
             matches!(ended, Ok(Ok(Err(_)))),
             "a connection whose client stopped reading was not ended: {ended:?}"
         );
-        let t = taken.lock().expect("lock");
-        assert!(t.held.is_empty(), "its place was not given back: {t:?}");
+        assert_eq!(book.held(), 0, "its place was not given back");
     }
 
     #[tokio::test]
     async fn a_streamed_answer_keeps_its_place_until_its_last_part() {
         use futures::StreamExt;
-        let taken = Arc::new(Mutex::new(Taken::default()));
+        let book = Book::new(ONE_PLACE.caps);
         let rest = Arc::new(tokio::sync::Notify::new());
         let release = Arc::clone(&rest);
         let respond = move |_req| {
@@ -896,7 +539,7 @@ mod tests {
                 Response::new(Body::from_stream(first.chain(last)))
             }
         };
-        let mut client = one_place_answering(&taken, ONE_PLACE, 4096, respond);
+        let mut client = one_place_answering(&book, ONE_PLACE, 4096, respond);
         client.write_all(GET).await.expect("write");
         // The head and the first part are written and flushed.
         let mut got = Vec::new();
@@ -907,7 +550,7 @@ mod tests {
             got.extend_from_slice(&buf[..n]);
         }
         assert_eq!(
-            take_place(&taken, &ONE_PLACE, ip("10.0.0.1")).err(),
+            book.take(ip("10.0.0.1")).err(),
             Some(FULL),
             "the place of a connection still streaming its answer was given"
         );
@@ -927,7 +570,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_read_ahead_keeps_its_place_while_it_is_answered() {
-        let taken = Arc::new(Mutex::new(Taken::default()));
+        let book = Book::new(ONE_PLACE.caps);
         let second = Arc::new(tokio::sync::Notify::new());
         let (count, release) = (Arc::new(AtomicU64::new(0)), Arc::clone(&second));
         let respond = move |_req| {
@@ -939,14 +582,14 @@ mod tests {
                 Response::new(Body::from("ok"))
             }
         };
-        let mut client = one_place_answering(&taken, ONE_PLACE, 4096, respond);
+        let mut client = one_place_answering(&book, ONE_PLACE, 4096, respond);
         // Two requests in one write: hyper reads both, answers the first and
         // takes the second from its buffer, with no read in between.
         client.write_all(&GET.repeat(2)).await.expect("write");
         assert!(answer(&mut client).await.starts_with("HTTP/1.1 200"));
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(
-            take_place(&taken, &ONE_PLACE, ip("10.0.0.1")).err(),
+            book.take(ip("10.0.0.1")).err(),
             Some(FULL),
             "the place of a connection answering a request was given"
         );
@@ -957,13 +600,13 @@ mod tests {
     #[tokio::test]
     async fn an_answer_still_being_written_keeps_its_place() {
         const BIG: &str = concat!("ok", include_str!("conn.rs"), include_str!("conn.rs"), "ok");
-        let taken = Arc::new(Mutex::new(Taken::default()));
+        let book = Book::new(ONE_PLACE.caps);
         // A client that reads slowly: the answer fills the 1 KiB pipe.
-        let mut client = one_place(&taken, ONE_PLACE, 1024, BIG);
+        let mut client = one_place(&book, ONE_PLACE, 1024, BIG);
         client.write_all(GET).await.expect("write");
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(
-            take_place(&taken, &ONE_PLACE, ip("10.0.0.1")).err(),
+            book.take(ip("10.0.0.1")).err(),
             Some(FULL),
             "the place of a connection still writing its answer was given"
         );
@@ -979,8 +622,11 @@ mod tests {
     /// Two places for remote connections, loopback counted as remote (the
     /// tests' clients are all on loopback).
     const TWO_PLACES: Limits = Limits {
-        max_connections: 2,
-        loopback_exempt: false,
+        caps: Caps {
+            max_connections: 2,
+            loopback_exempt: false,
+            ..Caps::DEFAULT
+        },
         ..Limits::DEFAULT
     };
 

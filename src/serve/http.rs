@@ -28,10 +28,11 @@ use tower::ServiceExt;
 
 use crate::cluster::watch::WatchStats;
 use crate::error::Result;
-use crate::serve::conn::{self, Limits, Place, Refused};
+use crate::serve::conn::{self, Limits, Refused};
 use crate::serve::health::ProcessHealth;
 use crate::serve::history::History;
 use crate::serve::metrics::{self, Metrics};
+use crate::serve::places::Place;
 
 /// Gate views asked for at once by `/debug/nodes`; each is one actor
 /// round-trip.

@@ -6,6 +6,7 @@ pub mod health;
 pub mod history;
 pub mod http;
 pub mod metrics;
+pub mod places;
 pub mod webhook;
 
 /// `m` locked, even if a panic elsewhere poisoned it: what the HTTP side

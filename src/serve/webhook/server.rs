@@ -19,8 +19,9 @@ use tokio::sync::{Semaphore, watch};
 
 use super::review;
 use crate::error::{Error, Result};
-use crate::serve::conn::{self, Limits, Place, Refused};
+use crate::serve::conn::{self, Limits, Refused};
 use crate::serve::metrics::{AdmissionResult, Metrics};
+use crate::serve::places::Place;
 
 /// The one path the webhook serves.
 pub const PATH: &str = "/mutate-node";
