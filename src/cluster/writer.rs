@@ -6,6 +6,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -40,13 +41,24 @@ pub struct RateLimiter {
     /// for the critical path's next burst.
     reserve: f64,
     state: Mutex<Bucket>,
+    /// `acquire` callers sleeping for a token they already took; counted
+    /// down when they stop waiting, also by being dropped mid-wait (a count
+    /// left behind would hold every background request back for good).
+    waiting: AtomicUsize,
 }
 
 struct Bucket {
     tokens: f64,
     at: Instant,
-    /// `acquire` callers sleeping for a token they already took.
-    waiting: usize,
+}
+
+/// One `acquire` caller's place in [`RateLimiter::waiting`].
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Bucket {
@@ -67,28 +79,30 @@ impl RateLimiter {
             state: Mutex::new(Bucket {
                 tokens: burst,
                 at: Instant::now(),
-                waiting: 0,
             }),
+            waiting: AtomicUsize::new(0),
         }
     }
 
     /// Waits until a request may go. Takes its token at once (the bucket may
     /// go negative), so callers are served in the order they came.
     pub async fn acquire(&self) {
-        let wait = {
+        let waiting = {
             let mut b = self.state.lock().await;
             b.refill(self.qps, self.burst);
             b.tokens -= 1.0;
             if b.tokens >= 0.0 {
-                Duration::ZERO
+                None
             } else {
-                b.waiting += 1;
-                Duration::from_secs_f64(-b.tokens / self.qps)
+                // Counted under the bucket's lock, as background requests
+                // read it; no await between here and the guard.
+                self.waiting.fetch_add(1, Ordering::AcqRel);
+                let wait = Duration::from_secs_f64(-b.tokens / self.qps);
+                Some((Waiting(&self.waiting), wait))
             }
         };
-        if !wait.is_zero() {
+        if let Some((_waiting, wait)) = waiting {
             tokio::time::sleep(wait).await;
-            self.state.lock().await.waiting -= 1;
         }
     }
 
@@ -105,7 +119,8 @@ impl RateLimiter {
             let wait = {
                 let mut b = self.state.lock().await;
                 b.refill(self.qps, self.burst);
-                if b.waiting == 0 && b.tokens >= 1.0 + self.reserve {
+                let waiting = self.waiting.load(Ordering::Acquire);
+                if waiting == 0 && b.tokens >= 1.0 + self.reserve {
                     b.tokens -= 1.0;
                     return;
                 }

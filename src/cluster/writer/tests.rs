@@ -476,3 +476,23 @@ async fn a_commands_writer_waits_as_its_request_timeout_says() {
     let waiting = tokio::time::timeout(PATIENCE, w.patch_node(write, "n1", &body(), || true)).await;
     assert!(waiting.is_err(), "{waiting:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_request_dropped_while_it_waits_for_a_token_holds_back_no_background_one() {
+    let l = std::sync::Arc::new(RateLimiter::new(10.0, 1));
+    l.acquire().await; // the burst is spent
+    // A write waiting for its token, given up (its task aborted) mid-wait.
+    let dropped = {
+        let l = l.clone();
+        tokio::spawn(async move { l.acquire().await })
+    };
+    tokio::task::yield_now().await;
+    dropped.abort();
+    assert!(dropped.await.is_err_and(|e| e.is_cancelled()));
+    // An Event still goes once the bucket refills above its reserve.
+    let event = tokio::time::timeout(Duration::from_secs(60), l.acquire_background()).await;
+    assert!(
+        event.is_ok(),
+        "a background request waited a minute behind a request that no longer waits"
+    );
+}
