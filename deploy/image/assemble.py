@@ -121,22 +121,34 @@ def foreign_apt(arch, apt_dir):
     open(stamp, "w").close()
 
 
-def candidate(name):
-    """The version apt would install now, and the .deb file name it has."""
-    out = run(["apt-cache", *APT_OPTIONS, "show", "--no-all-versions", name],
-              f"looking up package {name}").decode()
-    fields = dict(
-        line.split(": ", 1) for line in out.splitlines()
-        if ": " in line and not line.startswith(" "))
-    if "Version" not in fields or "Filename" not in fields:
-        die(f"apt knows no installable version of {name}: "
-            "run 'apt-get update' (or check /etc/apt/sources.list)")
-    if "SHA256" not in fields:
-        die(f"apt gives no SHA256 for {name} {fields['Version']}: the .deb "
-            "could not be checked; run 'apt-get update' against a signed "
-            "Debian mirror")
-    return (fields["Version"], posixpath.basename(fields["Filename"]),
-            fields["SHA256"].strip().lower())
+def candidates(names):
+    """For each package in `names`: the version apt would install now, the
+    .deb file name it has and its SHA256. One apt-cache call for all: where
+    apt keeps no binary cache (Debian's container images turn it off), each
+    call reads every package list again, most of a second of CPU."""
+    out = run(["apt-cache", *APT_OPTIONS, "show", "--no-all-versions", *names],
+              f"looking up packages {', '.join(names)}").decode()
+    records = {}
+    for record in out.split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) for line in record.splitlines()
+            if ": " in line and not line.startswith(" "))
+        name = fields.get("Package")
+        if name in names and name not in records:
+            records[name] = fields
+    found = {}
+    for name in names:
+        fields = records.get(name, {})
+        if "Version" not in fields or "Filename" not in fields:
+            die(f"apt knows no installable version of {name}: "
+                "run 'apt-get update' (or check /etc/apt/sources.list)")
+        if "SHA256" not in fields:
+            die(f"apt gives no SHA256 for {name} {fields['Version']}: the .deb "
+                "could not be checked; run 'apt-get update' against a signed "
+                "Debian mirror")
+        found[name] = (fields["Version"], posixpath.basename(fields["Filename"]),
+                       fields["SHA256"].strip().lower())
+    return found
 
 
 def sha256_of(path):
@@ -148,12 +160,17 @@ def sha256_of(path):
     return h.hexdigest()
 
 
-def fetch(name, cache):
+def fetch_all(names, cache):
+    """fetch() of each package in `names`, looked up together."""
+    found = candidates(names)
+    return [fetch(name, cache, *found[name]) for name in names]
+
+
+def fetch(name, cache, version, filename, sha256):
     """The package's .deb in the cache, downloaded once per version, and
     only ever used when its SHA256 is the one apt's (signed) package index
     gives: a cached file that differs is downloaded again, a download that
     differs stops the build."""
-    version, filename, sha256 = candidate(name)
     path = os.path.join(cache, filename)
     if os.path.exists(path) and sha256_of(path) != sha256:
         log(f"{path}: not the SHA256 apt gives for {name} {version}; "
@@ -524,11 +541,14 @@ def main():
     if elf_deps(binary, args.binary)[2] != machine:
         die(f"{args.binary} is not a {deb_arch} binary")
     os.makedirs(args.cache, exist_ok=True)
-    packages = [fetch(n, args.cache) for n in args.packages.split(",")]
-    for p in list(packages):
+    packages = fetch_all(args.packages.split(","), args.cache)
+    links = []
+    for p in packages:
         link = p.doc_link()
-        if link and link not in {q.name for q in packages}:
-            packages.append(fetch(link, args.cache))
+        if link and link not in {q.name for q in packages} and link not in links:
+            links.append(link)
+    if links:
+        packages.extend(fetch_all(links, args.cache))
     runtime, libs, certs = runtime_tree(packages, binary, triplet)
     layers = [layer(runtime, args.epoch), layer(binary_tree(binary), args.epoch)]
     config = image_config(args, arch, layers, packages, args.epoch)
