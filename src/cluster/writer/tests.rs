@@ -496,3 +496,52 @@ async fn a_request_dropped_while_it_waits_for_a_token_holds_back_no_background_o
         "a background request waited a minute behind a request that no longer waits"
     );
 }
+
+/// A client whose API server answers every request `201 {}` and counts
+/// the Events created.
+fn counting_client() -> (Client, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let created = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = std::sync::Arc::clone(&created);
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        if req.method() == http::Method::POST && req.uri().path().ends_with("/events") {
+            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        async {
+            let answer = http::Response::builder()
+                .status(201)
+                .body(kube::client::Body::from(b"{}".to_vec()))
+                .expect("a response");
+            Ok::<_, std::convert::Infallible>(answer)
+        }
+    });
+    (Client::new(service, "default"), created)
+}
+
+#[tokio::test]
+async fn a_replica_that_lost_the_lease_still_records_its_own_opening_and_no_dry_run_decision() {
+    let (client, created) = counting_client();
+    let leader = Arc::new(Leadership::follower());
+    let metrics = Arc::new(Metrics::new(Arc::clone(&leader)));
+    let w = Writer::new(
+        client,
+        1,
+        1000.0,
+        1000,
+        Duration::from_secs(10),
+        "test".into(),
+    )
+    .serving(leader, metrics, None);
+    let event = |reason| NodeEvent {
+        node: "n1".into(),
+        node_uid: "u1".into(),
+        type_: EventType::Normal,
+        reason,
+        note: "note".into(),
+    };
+    // A dry run's decision: every replica reaches it; only the leader says so.
+    EffectExecutor::record_event(&w, event(Reason::GateWouldOpen)).await;
+    assert_eq!(created.load(std::sync::atomic::Ordering::Relaxed), 0);
+    // Its own untaint, applied before the lease lapsed: nobody else records it.
+    EffectExecutor::record_event(&w, event(Reason::GateOpened)).await;
+    assert_eq!(created.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
