@@ -310,7 +310,7 @@ fn the_dockerfile_describes_the_same_image() {
     }
 }
 
-/// Runs deploy/image/assemble.py's `fetch` for one package against the
+/// Runs deploy/image/assemble.py's `fetch_all` for one package against the
 /// cache `cache`, with apt answered by stand-ins: apt's package index gives
 /// the SHA256 of `REAL`, and `apt-get download` writes `downloaded`.
 /// Returns (success, the bytes fetch handed on, stderr).
@@ -321,13 +321,14 @@ sys.path.insert(0, sys.argv[1])
 import assemble
 cache, downloaded = sys.argv[2], sys.argv[3]
 real = b"REAL"
-assemble.candidate = lambda name: ("1.0", "pkg_1.0_amd64.deb", hashlib.sha256(real).hexdigest())
+assemble.candidates = lambda names: {
+    name: ("1.0", "pkg_1.0_amd64.deb", hashlib.sha256(real).hexdigest()) for name in names}
 def download(cmd, cwd=None, check=False, stdout=None):
     with open(os.path.join(cwd, "pkg_1.0_amd64.deb"), "w") as f:
         f.write(downloaded)
 assemble.subprocess.run = download
 assemble.Package = lambda name, version, path: path
-with open(assemble.fetch("pkg", cache)) as f:
+with open(assemble.fetch_all(["pkg"], cache)[0]) as f:
     print(f.read(), end="")
 "#;
     let out = Command::new("python3")
