@@ -435,7 +435,8 @@ token_pids() { # state-dir
   local id p
   id=$(cluster_id "$1") || return 0
   for p in /proc/[0-9]*; do
-    tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "NODEGATE_LOCAL_ID=$id" && printf '%s\n' "${p#/proc/}"
+    # Entries compared whole (-z: NUL-separated), as in proc_pid.
+    grep -qzxF -- "NODEGATE_LOCAL_ID=$id" "$p/environ" 2>/dev/null && printf '%s\n' "${p#/proc/}"
   done
   return 0
 }
