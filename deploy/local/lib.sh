@@ -343,20 +343,28 @@ proc_pid() { # state-dir name
   cluster_id_to id "$dir" || return 1
   # While a process execs (the launcher becomes env, env the component),
   # the kernel shows an empty environment for a moment: read again before
-  # calling it someone else's. Each entry is compared whole, so a value
-  # holding a newline cannot pass for the token.
-  local -a environ=()
-  local i entry
+  # calling it someone else's.
+  local i carries=1
   for ((i = 0; i < 20; i++)); do
-    mapfile -d '' -t environ 2>/dev/null <"/proc/$pid/environ" || return 1
-    [ ${#environ[@]} -eq 0 ] || break
+    carries=0
+    environ_has_token "$pid" "$id" || carries=$?
+    [ "$carries" = 2 ] || break
     sleep 0.05
   done
+  [ "$carries" = 0 ] || return 1
+  printf '%s\n' "$pid"
+}
+
+# Whether PID's environment holds the entry NODEGATE_LOCAL_ID=ID, each entry
+# compared whole (a value holding a newline cannot pass for the token): 0
+# yes; 1 no, or no such process; 2 an empty environment (a process mid-exec).
+environ_has_token() { # pid id
+  local -a environ=()
+  local entry
+  mapfile -d '' -t environ 2>/dev/null <"/proc/$1/environ" || return 1
+  [ ${#environ[@]} -gt 0 ] || return 2
   for entry in "${environ[@]}"; do
-    if [ "$entry" = "NODEGATE_LOCAL_ID=$id" ]; then
-      printf '%s\n' "$pid"
-      return 0
-    fi
+    [ "$entry" != "NODEGATE_LOCAL_ID=$2" ] || return 0
   done
   return 1
 }
@@ -435,8 +443,7 @@ token_pids() { # state-dir
   local id p
   id=$(cluster_id "$1") || return 0
   for p in /proc/[0-9]*; do
-    # Entries compared whole (-z: NUL-separated), as in proc_pid.
-    grep -qzxF -- "NODEGATE_LOCAL_ID=$id" "$p/environ" 2>/dev/null && printf '%s\n' "${p#/proc/}"
+    if environ_has_token "${p#/proc/}" "$id"; then printf '%s\n' "${p#/proc/}"; fi
   done
   return 0
 }
