@@ -151,6 +151,13 @@ impl Decoy {
         self.0.id()
     }
 
+    /// A pid record for it as `up` writes one: its pid, its true start time
+    /// and the boot id.
+    fn record(&self) -> String {
+        let start = start_time(self.pid()).expect("decoy's start time");
+        format!("{} {start} {}\n", self.pid(), boot_id())
+    }
+
     fn alive(&mut self) -> bool {
         matches!(self.0.try_wait(), Ok(None))
     }
@@ -183,20 +190,8 @@ fn down_signals_no_process_it_cannot_prove_is_its_own() {
     std::fs::write(pids.join("kube-apiserver"), format!("{}\n", bare.pid())).unwrap();
     // A record forged with the decoy's true start time and boot id: only the
     // cluster's token in the environment is missing.
-    let forged_line = format!(
-        "{} {} {}\n",
-        forged.pid(),
-        start_time(forged.pid()).expect("decoy's start time"),
-        boot_id()
-    );
-    std::fs::write(pids.join("karpenter"), forged_line).unwrap();
-    let smuggled_line = format!(
-        "{} {} {}\n",
-        smuggled.pid(),
-        start_time(smuggled.pid()).expect("decoy's start time"),
-        boot_id()
-    );
-    std::fs::write(pids.join("kube-scheduler"), smuggled_line).unwrap();
+    std::fs::write(pids.join("karpenter"), forged.record()).unwrap();
+    std::fs::write(pids.join("kube-scheduler"), smuggled.record()).unwrap();
     // The decoy `named` carries the cluster's path in its command line only.
     assert!(verified_pid(&dir, "kube-apiserver").is_none());
     assert!(verified_pid(&dir, "karpenter").is_none());
