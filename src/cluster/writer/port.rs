@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use kube::api::Patch;
 use nodegate_actors::ports::{self, EffectExecutor, REEXAMINE_PERIOD, Sending, retry_ceiling};
 use nodegate_core::deciders::{Origin, Tally};
-use nodegate_core::gate::{NodeEvent, PatchOutcome, Reason, UntaintPatch, annotation_time};
+use nodegate_core::gate::{NodeEvent, PatchOutcome, UntaintPatch, annotation_time};
 use nodegate_core::net::entrance::BoundPod;
 use nodegate_core::vocab::model::{NodeInfo, PodInfo};
 use nodegate_core::vocab::write::{Outcome, Write};
@@ -131,13 +131,13 @@ impl EffectExecutor for Writer {
     }
 
     async fn record_event(&self, event: NodeEvent) {
-        // Followers stay silent: in a dry run every replica reaches the same
-        // decisions, and the leader records them. An opening is the answer
-        // to this replica's own untaint, applied (the core names no other
-        // `GateOpened`): no other replica records it, so it is recorded
-        // even when the lease lapsed since, as it can for a moment under
-        // load (a chaos run lost three openings' Events that way).
-        if self.leader.is_leader() || event.reason == Reason::GateOpened {
+        // Followers stay silent: every replica reaches the same decisions
+        // (a dry run's, a held budget), and the leader records them. An
+        // Event that tells of this replica's own applied write (an opening,
+        // a mark, a taint) has no other replica to record it, so it is
+        // recorded even when the lease lapsed since, as it can for a moment
+        // under load (a chaos run lost three openings' Events that way).
+        if self.leader.is_leader() || event.own_write {
             Writer::record_event(self, &event).await;
         }
     }

@@ -112,13 +112,13 @@ async fn a_read_left_unanswered_is_given_up() {
 #[tokio::test(start_paused = true)]
 async fn an_event_left_unanswered_is_given_up() {
     let w = writer(1);
-    let ev = NodeEvent {
-        node: "n1".into(),
-        node_uid: "u1".into(),
-        type_: EventType::Normal,
-        reason: Reason::GateOpened,
-        note: "opened".into(),
-    };
+    let ev = NodeEvent::new(
+        "n1",
+        "u1",
+        EventType::Normal,
+        Reason::GateOpened,
+        "opened".into(),
+    );
     tokio::time::timeout(PATIENCE, w.record_event(&ev))
         .await
         .expect("the Event was still waiting after 10 minutes");
@@ -518,7 +518,7 @@ fn counting_client() -> (Client, std::sync::Arc<std::sync::atomic::AtomicUsize>)
 }
 
 #[tokio::test]
-async fn a_replica_that_lost_the_lease_still_records_its_own_opening_and_no_dry_run_decision() {
+async fn a_replica_that_lost_the_lease_still_records_its_own_writes_and_no_decision() {
     let (client, created) = counting_client();
     let leader = Arc::new(Leadership::follower());
     let metrics = Arc::new(Metrics::new(Arc::clone(&leader)));
@@ -531,17 +531,26 @@ async fn a_replica_that_lost_the_lease_still_records_its_own_opening_and_no_dry_
         "test".into(),
     )
     .serving(leader, metrics, None);
-    let event = |reason| NodeEvent {
-        node: "n1".into(),
-        node_uid: "u1".into(),
-        type_: EventType::Normal,
-        reason,
-        note: "note".into(),
-    };
-    // A dry run's decision: every replica reaches it; only the leader says so.
-    EffectExecutor::record_event(&w, event(Reason::GateWouldOpen)).await;
-    assert_eq!(created.load(std::sync::atomic::Ordering::Relaxed), 0);
-    // Its own untaint, applied before the lease lapsed: nobody else records it.
-    EffectExecutor::record_event(&w, event(Reason::GateOpened)).await;
-    assert_eq!(created.load(std::sync::atomic::Ordering::Relaxed), 1);
+    let event = |reason| NodeEvent::new("n1", "u1", EventType::Warning, reason, "note".into());
+    let created = || created.load(std::sync::atomic::Ordering::Relaxed);
+    // Decisions every replica reaches (a dry run's, a held budget): only
+    // the leader says so, whatever their reason.
+    for reason in [
+        Reason::GateWouldOpen,
+        Reason::GateTimedOut,
+        Reason::RegateBudgetExhausted,
+    ] {
+        EffectExecutor::record_event(&w, event(reason)).await;
+    }
+    assert_eq!(created(), 0);
+    // Its own writes, applied before the lease lapsed (an opening, an
+    // opening by timeout, a re-gate): nobody else records them.
+    for reason in [
+        Reason::GateOpened,
+        Reason::GateTimedOut,
+        Reason::NodeRegated,
+    ] {
+        EffectExecutor::record_event(&w, event(reason).of_own_write()).await;
+    }
+    assert_eq!(created(), 3);
 }

@@ -276,9 +276,17 @@ impl Effect {
         }
     }
 
-    /// A Warning Event about node `name` (of uid `uid`).
+    /// A Warning Event about node `name` (of uid `uid`), telling of a
+    /// decision (recorded by the leader alone).
     pub fn warning(name: &str, uid: &str, reason: Reason, note: String) -> Self {
         Effect::RecordEvent(NodeEvent::new(name, uid, EventType::Warning, reason, note))
+    }
+
+    /// A Warning Event about node `name` (of uid `uid`), telling of a write
+    /// this replica applied ([`NodeEvent::own_write`]).
+    pub fn warning_of_own_write(name: &str, uid: &str, reason: Reason, note: String) -> Self {
+        let event = NodeEvent::new(name, uid, EventType::Warning, reason, note);
+        Effect::RecordEvent(event.of_own_write())
     }
 }
 

@@ -31,6 +31,12 @@ pub struct NodeEvent {
     /// At most 1024 bytes (the API's limit): cut here, so the shell sends it
     /// as it is.
     pub note: String,
+    /// The Event tells of a write this replica applied (an opening, a mark,
+    /// a taint put on or taken off): no other replica records it, so this
+    /// one does even when its lease lapsed since. Every other Event tells
+    /// of a decision every replica reaches, and only the leader records it.
+    #[serde(default)]
+    pub own_write: bool,
 }
 
 /// Kubernetes rejects an Event whose note is longer than this (events.k8s.io/v1).
@@ -109,7 +115,9 @@ pub(super) fn timed_out(
     };
     let dry = if dry_run { "dry-run: " } else { "" };
     let note = format!("{dry}{}", timed_out_note(start, t, what));
-    event(node, EventType::Warning, Reason::GateTimedOut, note)
+    let event = event(node, EventType::Warning, Reason::GateTimedOut, note);
+    // Out of a dry run, the answer to this replica's applied mark.
+    if dry_run { event } else { event.of_own_write() }
 }
 
 /// "DEADLINE passed T after the gate started; `what`; what was not Ready".
@@ -174,10 +182,11 @@ pub(super) fn opened(
         }
         (OpenedBy::Timeout, None) => format!("opened by timeout {took} after the gate started"),
     };
+    // The answer to this replica's applied untaint, whichever way it opened.
     if by == OpenedBy::Timeout {
-        event(node, EventType::Warning, Reason::GateTimedOut, note)
+        event(node, EventType::Warning, Reason::GateTimedOut, note).of_own_write()
     } else {
-        event(node, EventType::Normal, Reason::GateOpened, note)
+        event(node, EventType::Normal, Reason::GateOpened, note).of_own_write()
     }
 }
 
@@ -205,6 +214,17 @@ impl NodeEvent {
             type_,
             reason,
             note: truncate(note, MAX_NOTE_BYTES),
+            own_write: false,
+        }
+    }
+
+    /// This Event, telling of a write this replica applied
+    /// ([`own_write`](Self::own_write)).
+    #[must_use]
+    pub fn of_own_write(self) -> NodeEvent {
+        NodeEvent {
+            own_write: true,
+            ..self
         }
     }
 }

@@ -257,7 +257,7 @@ impl Net {
                 vec![
                     Effect::log(Level::Info, name, log),
                     Effect::Count(Tally::LateTaint("tainted")),
-                    Effect::warning(&node.name, &node.uid, Reason::LateTaint, note),
+                    Effect::warning_of_own_write(&node.name, &node.uid, Reason::LateTaint, note),
                 ]
             }
             // Changed since the index showed it: the index's newer view

@@ -46,7 +46,7 @@ fn deadline_is_creation_plus_timeout_and_fires_through_a_keyed_timer() {
     assert!(recorded(&step).is_empty(), "the Warning follows the write");
 
     let step = g.at(121).feed(Input::PatchResult(PatchOutcome::Applied));
-    assert_event(
+    let ev = assert_event(
         &step,
         EventType::Warning,
         "GateTimedOut",
@@ -55,6 +55,7 @@ fn deadline_is_creation_plus_timeout_and_fires_through_a_keyed_timer() {
             "1 of 2 expected members not Ready",
         ],
     );
+    assert!(ev.own_write, "the answer to this replica's untaint");
     assert_eq!(
         g.state.opened.as_ref().map(|o| o.opened_by),
         Some(OpenedBy::Timeout)
@@ -288,12 +289,13 @@ fn on_timeout_keep_marks_the_node_and_keeps_the_taint_until_members_are_ready() 
 
     let step = g.at(121).feed(Input::MarkResult(PatchOutcome::Applied));
     assert!(g.state.timeout_marked);
-    assert_event(
+    let ev = assert_event(
         &step,
         EventType::Warning,
         "GateTimedOut",
         &["kept closed", "kube-system/broken"],
     );
+    assert!(ev.own_write, "the answer to this replica's mark");
 
     let step = g
         .at(300)

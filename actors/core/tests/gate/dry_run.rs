@@ -30,6 +30,7 @@ fn dry_run_decides_and_records_but_writes_nothing() {
     assert_eq!(g.state.phase, Phase::WouldOpen);
     let ev = recorded(&step);
     assert_eq!(ev[0].reason, "GateWouldOpen");
+    assert!(!ev[0].own_write, "a decision every replica reaches");
     assert!(
         ev[0].note.starts_with("dry-run: would remove"),
         "{}",
@@ -60,5 +61,6 @@ fn dry_run_timeout_writes_nothing_either_way() {
         assert_eq!(writes(&step), 0, "{action:?}");
         let ev = assert_event(&step, EventType::Warning, "GateTimedOut", &[]);
         assert!(ev.note.starts_with("dry-run:"), "{}", ev.note);
+        assert!(!ev.own_write, "a decision every replica reaches");
     }
 }

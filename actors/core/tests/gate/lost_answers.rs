@@ -70,6 +70,7 @@ fn a_lost_answer_whose_result_shows_in_the_watch_first_ends_opened() {
         g.state.stopped
     );
     assert_eq!(recorded(&step)[0].reason, "GateOpened");
+    assert!(recorded(&step)[0].own_write, "its own lost untaint, found");
     // The re-read that was asked for finds a finished gate.
     let late = g.at(12).feed(Input::NodeRefreshed(Ok(Some(opened_node(
         "2",

@@ -51,7 +51,7 @@ fn opens_when_the_last_member_becomes_ready_and_not_before() {
 
     let step = g.at(6).feed(Input::PatchResult(PatchOutcome::Applied));
     assert_eq!(g.state.phase, Phase::Opened);
-    assert_event(
+    let ev = assert_event(
         &step,
         EventType::Normal,
         "GateOpened",
@@ -60,6 +60,7 @@ fn opens_when_the_last_member_becomes_ready_and_not_before() {
             "6.0s after the gate started",
         ],
     );
+    assert!(ev.own_write, "the answer to this replica's untaint");
     assert!(stops(&step));
     assert!(matches!(step.effects.last(), Some(Effect::Stop(_))));
 }

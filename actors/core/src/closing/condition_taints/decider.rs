@@ -643,6 +643,7 @@ fn applied(write: &TaintWrite, rule: &str, why: &str, cx: &Context<'_>) -> Vec<E
         }
     };
     let event = NodeEvent::new(&write.node, &write.uid, EventType::Normal, reason, note);
+    let event = event.of_own_write();
     vec![
         Effect::Count(tally),
         Effect::log(Level::Info, &write.node, format!("{what}: {why}")),

@@ -420,7 +420,12 @@ impl Regater {
                 let log = format!("re-gated: put {taint} on: {why}");
                 out.push(Effect::log(Level::Warn, name, log));
                 out.push(Effect::Count(Tally::Regated(due.trigger.kind())));
-                out.push(Effect::warning(name, &write.uid, Reason::NodeRegated, note));
+                out.push(Effect::warning_of_own_write(
+                    name,
+                    &write.uid,
+                    Reason::NodeRegated,
+                    note,
+                ));
             }
             NotFound => self.forget(name),
             // The node changed since the read (or this replica stopped

@@ -465,7 +465,9 @@ impl Replacer {
                 out.push(Effect::Count(Tally::ReplaceSkipped(fallback.as_str())));
                 out.push(Effect::log(Level::Warn, &name, note.clone()));
                 let reason = Reason::ReplaceSkipped;
-                out.push(Effect::warning(&name, &write.uid, reason, note));
+                out.push(Effect::warning_of_own_write(
+                    &name, &write.uid, reason, note,
+                ));
             }
             // Looked at again when this replica leads (MayWrite), or gone.
             (_, Outcome::NotLeader | Outcome::Withdrawn | Outcome::NotFound) => {}
@@ -502,7 +504,12 @@ impl Replacer {
     fn replaced_event(&self, uid: &str, name: &str, what: &str, out: &mut Vec<Effect>) {
         let note = format!("Deadline passed with --on-timeout=replace: {what}");
         out.push(Effect::log(Level::Info, name, note.clone()));
-        out.push(Effect::warning(name, uid, Reason::GateReplaced, note));
+        out.push(Effect::warning_of_own_write(
+            name,
+            uid,
+            Reason::GateReplaced,
+            note,
+        ));
     }
 }
 

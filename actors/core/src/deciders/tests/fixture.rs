@@ -107,6 +107,7 @@ pub fn reasons(effects: &[Effect]) -> Vec<String> {
     effects
         .iter()
         .filter_map(|e| match e {
+            Effect::RecordEvent(ev) if ev.own_write => Some(format!("{:?} (own write)", ev.reason)),
             Effect::RecordEvent(ev) => Some(format!("{:?}", ev.reason)),
             _ => None,
         })

@@ -80,7 +80,7 @@ fn a_young_untainted_node_is_listed_then_tainted_once() {
             outcome: PatchOutcome::Applied,
         },
     );
-    assert_eq!(reasons(&out), ["LateTaint"]);
+    assert_eq!(reasons(&out), ["LateTaint (own write)"]);
     assert!(out.contains(&Effect::Count(Tally::LateTaint("tainted"))));
     assert!(net.candidates().is_empty());
     // Someone takes the taint off again: the node was decided, and stays so.

@@ -146,7 +146,7 @@ fn a_matching_node_gets_the_rules_taint_and_an_event() {
     assert_eq!(t.rules().tainted(), one("oos", 1), "the write out counts");
     let out = r.step(&mut t, answer(&write, PatchOutcome::Applied));
     assert!(out.contains(&Effect::Count(Tally::RuleAdded("oos".into()))));
-    assert_eq!(reasons(&out), ["ConditionTaintAdded"]);
+    assert_eq!(reasons(&out), ["ConditionTaintAdded (own write)"]);
     let Some(Effect::RecordEvent(ev)) = out.iter().find(|e| matches!(e, Effect::RecordEvent(_)))
     else {
         panic!("no Event: {out:?}");
@@ -247,7 +247,7 @@ fn when_cleared_takes_the_rules_taint_off_at_its_index() {
     assert_eq!(write.resource_version, "4");
     let out = r.step(&mut t, answer(&write, PatchOutcome::Applied));
     assert!(out.contains(&Effect::Count(Tally::RuleRemoved("oos".into()))));
-    assert_eq!(reasons(&out), ["ConditionTaintRemoved"]);
+    assert_eq!(reasons(&out), ["ConditionTaintRemoved (own write)"]);
     assert_eq!(
         t.rules().tainted(),
         one("oos", 0),

@@ -200,7 +200,7 @@ fn a_member_broken_past_the_grace_is_read_written_and_reported() {
     ];
     assert_eq!(annotations[..], expected);
     let out = r.step(&mut g, answer(&write, PatchOutcome::Applied));
-    assert_eq!(reasons(&out), ["NodeRegated"]);
+    assert_eq!(reasons(&out), ["NodeRegated (own write)"]);
     assert_eq!(count(&out, &Tally::Regated("members")), 1);
     let note = notes(&out)[0];
     assert!(
@@ -600,6 +600,6 @@ fn a_write_applied_after_re_gating_was_turned_off_is_still_reported() {
     r.config.regate = None;
     r.step(&mut g, Input::Changed(Change::Everything));
     let out = r.step(&mut g, answer(&write, PatchOutcome::Applied));
-    assert_eq!(reasons(&out), ["NodeRegated"]);
+    assert_eq!(reasons(&out), ["NodeRegated (own write)"]);
     assert_eq!(count(&out, &Tally::Regated("members")), 1);
 }

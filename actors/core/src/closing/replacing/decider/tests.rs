@@ -149,7 +149,7 @@ fn a_karpenter_node_gets_its_nodeclaim_deleted_and_a_gate_replaced_event() {
     assert_eq!(*at, ts(NOW));
     assert_eq!(w.resource_version, "1");
     let out = r.step(&mut d, done(&w, Some("nodeclaim/k1")));
-    assert_eq!(reasons(&out), ["GateReplaced"]);
+    assert_eq!(reasons(&out), ["GateReplaced (own write)"]);
     assert!(out.contains(&Effect::Count(Tally::Replaced {
         owner: "nodeclaim",
         outcome: "requested"
@@ -188,7 +188,7 @@ fn a_node_with_no_owner_is_cordoned_and_marked() {
     assert_eq!(requests(&out), [("n1", &Owner::None)]);
     let w = replace_writes(&out)[0].clone();
     let out = r.step(&mut d, done(&w, None));
-    assert_eq!(reasons(&out), ["GateReplaced"]);
+    assert_eq!(reasons(&out), ["GateReplaced (own write)"]);
     let Some(Effect::RecordEvent(ev)) = out.iter().find(|e| matches!(e, Effect::RecordEvent(_)))
     else {
         panic!("{out:?}")

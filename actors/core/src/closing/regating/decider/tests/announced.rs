@@ -73,7 +73,7 @@ fn kureds_lock_regates_outside_the_budget_and_records_the_boot_id() {
         "{notes_written:?}"
     );
     let out = r.step(&mut g, answer(&write, PatchOutcome::Applied));
-    assert_eq!(reasons(&out), ["NodeRegated"]);
+    assert_eq!(reasons(&out), ["NodeRegated (own write)"]);
     assert_eq!(count(&out, &Tally::Regated("announced")), 1);
     let note = notes(&out)[0];
     assert!(note.contains("before its reboot"), "{note}");

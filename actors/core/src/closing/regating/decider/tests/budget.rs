@@ -67,7 +67,10 @@ fn two_nodes_due_at_once_take_one_place_in_the_budget() {
     let write = writes(&out)[0].clone();
     let out = r.step(&mut g, answer(&write, PatchOutcome::Applied));
     // n1 took the place: n2 is refused now.
-    assert_eq!(reasons(&out), ["NodeRegated", "RegateBudgetExhausted"]);
+    assert_eq!(
+        reasons(&out),
+        ["NodeRegated (own write)", "RegateBudgetExhausted"]
+    );
     assert_eq!(refused(&out), 1);
     assert!(reads(&out).is_empty());
 }

@@ -36,7 +36,7 @@ fn a_member_broken_cluster_wide_keeps_the_node_with_fallback_keep() {
     );
     let mut d = Replacer::default();
     let out = r.step(&mut d, done(w[0], None));
-    assert_eq!(reasons(&out), ["ReplaceSkipped"]);
+    assert_eq!(reasons(&out), ["ReplaceSkipped (own write)"]);
     assert!(out.contains(&Effect::Count(Tally::ReplaceSkipped("keep"))));
 }
 
