@@ -66,6 +66,18 @@ prometheus_dir() {
 }
 
 log() { printf '[deploy/local] %s\n' "$*" >&2; }
+# A script's --help: its leading comment block (after the #! line), without
+# the comment marks. Read from the file, so that it never falls behind it.
+script_help() { # file
+  local line
+  {
+    read -r _ || return 0
+    while IFS= read -r line && [ "${line:0:1}" = "#" ]; do
+      line=${line#\#}
+      printf '%s\n' "${line# }"
+    done
+  } <"$1"
+}
 die() { printf '[deploy/local] error: %s\n' "$*" >&2; exit 1; }
 
 # Where the binaries are: $NODEGATE_LOCAL_BIN when the user names a directory
