@@ -35,7 +35,7 @@ pub struct NodeEvent {
     /// a taint put on or taken off): no other replica records it, so this
     /// one does even when its lease lapsed since. Every other Event tells
     /// of a decision every replica reaches, and only the leader records it.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub own_write: bool,
 }
 

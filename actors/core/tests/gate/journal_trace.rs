@@ -4,7 +4,7 @@
 //! no sleeping; every step is replay-checked.)
 
 use crate::gate_support::*;
-use nodegate_core::gate::{Event, Input, PatchOutcome, decide};
+use nodegate_core::gate::{Event, Input, NodeEvent, PatchOutcome, decide};
 use nodegate_core::testutil::ts;
 use nodegate_core::vocab::member::MemberId;
 
@@ -39,6 +39,10 @@ fn kubernetes_events_carry_their_type_under_type() {
     let json = serde_json::to_value(recorded(&step)[0]).unwrap();
     assert_eq!(json["type"], "Normal");
     assert_eq!(json["reason"], "GateOpened");
+    // The answer to this replica's own write says so, and reads back so.
+    assert_eq!(json["own_write"], true);
+    let back: NodeEvent = serde_json::from_value(json).unwrap();
+    assert_eq!(&back, recorded(&step)[0]);
 }
 
 #[test]
