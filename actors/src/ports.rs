@@ -32,9 +32,10 @@ pub trait Clock: Send + Sync + 'static {
 
 /// Carries out the gates' and the deciders' writes and reads against the
 /// cluster. Implemented by the binary with kube; it also enforces
-/// leadership (answering [`Outcome::NotLeader`] and dropping Events when
-/// this replica does not hold the lease) and the concurrency and QPS
-/// limits.
+/// leadership (answering [`Outcome::NotLeader`], and dropping an Event
+/// when this replica does not hold the lease unless it tells of this
+/// replica's own applied write, [`NodeEvent::own_write`]) and the
+/// concurrency and QPS limits.
 pub trait EffectExecutor: Send + Sync + 'static {
     /// Every write nodegate makes (the gates' and the deciders' alike, through
     /// the same slots, rate and leadership check), each answered by one

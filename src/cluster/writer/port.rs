@@ -131,8 +131,9 @@ impl EffectExecutor for Writer {
     }
 
     async fn record_event(&self, event: NodeEvent) {
-        // Followers stay silent: every replica reaches the same decisions
-        // (a dry run's, a held budget), and the leader records them. An
+        // Followers stay silent about decisions (in a dry run every replica
+        // reaches the same ones; a held budget, a skipped late taint are
+        // the leader's own), and the leader records them. An
         // Event that tells of this replica's own applied write (an opening,
         // a mark, a taint) has no other replica to record it, so it is
         // recorded even when the lease lapsed since, as it can for a moment

@@ -539,6 +539,8 @@ async fn a_replica_that_lost_the_lease_still_records_its_own_writes_and_no_decis
         Reason::GateWouldOpen,
         Reason::GateTimedOut,
         Reason::RegateBudgetExhausted,
+        // Not said to be its own write: not recorded, whatever the reason.
+        Reason::GateOpened,
     ] {
         EffectExecutor::record_event(&w, event(reason)).await;
     }

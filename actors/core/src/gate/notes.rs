@@ -34,7 +34,8 @@ pub struct NodeEvent {
     /// The Event tells of a write this replica applied (an opening, a mark,
     /// a taint put on or taken off): no other replica records it, so this
     /// one does even when its lease lapsed since. Every other Event tells
-    /// of a decision every replica reaches, and only the leader records it.
+    /// of a decision (a dry run's, which every replica reaches; a held
+    /// budget, a skipped late taint), and only the leader records it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub own_write: bool,
 }

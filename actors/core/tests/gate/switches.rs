@@ -152,6 +152,10 @@ fn the_open_annotation_opens_at_once_whatever_the_members() {
         notes.iter().any(|n| n.starts_with("opened on request")),
         "{notes:?}"
     );
+    assert!(
+        recorded(&step).iter().all(|e| e.own_write),
+        "the answer to this replica's untaint"
+    );
     assert!(stops(&step));
 }
 

@@ -377,6 +377,8 @@ fn a_failed_owner_delete_is_tried_again() {
             outcome: Outcome::OwnerFailed("503".into()),
         },
     );
+    // The mark was applied: its Event is this replica's to record.
+    assert_eq!(reasons(&out), ["GateReplaced (own write)"]);
     let [at] = asked(&out)[..] else {
         panic!("one look again: {out:?}")
     };
