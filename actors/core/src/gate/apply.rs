@@ -205,7 +205,7 @@ pub fn apply(state: &mut GateState, ev: &Event) {
                 resource_version: resource_version.clone(),
             });
         }
-        Event::TimeoutMarked => {
+        Event::TimeoutMarked | Event::MarkFound => {
             state.timeout_marked = true;
             state.write = None;
         }

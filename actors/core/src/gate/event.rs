@@ -212,6 +212,11 @@ pub enum Event {
         resource_version: String,
     },
     TimeoutMarked,
+    /// The node already carries this gate's `timed-out` mark, for its
+    /// deadline: another replica wrote it (this one's write was refused for
+    /// leadership), or this replica did before it restarted. Marked, with
+    /// no write and no second Event.
+    MarkFound,
     Stopped {
         reason: StopReason,
     },

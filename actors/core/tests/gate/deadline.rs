@@ -333,3 +333,56 @@ fn on_timeout_keep_retries_a_failed_mark_and_waits_for_leadership() {
             .any(|e| matches!(e, Effect::MarkTimedOut(_)))
     );
 }
+
+/// A follower's mark waits for the lease while the leader writes the same
+/// mark. Once the node shows it, the mark is done: when this replica leads
+/// it writes no second mark and records no second `GateTimedOut`.
+#[test]
+fn on_timeout_keep_takes_the_mark_another_replica_wrote_as_done() {
+    let mut c = cfg();
+    c.on_timeout = OnTimeout::Keep;
+    let mut g = Gate::new(c);
+    g.at(200)
+        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    g.at(201).feed(Input::MarkResult(PatchOutcome::NotLeader));
+    assert!(!g.state.timeout_marked);
+    let mut marked = gated_node();
+    marked.replace.timed_out = Some(ts(120));
+    marked.resource_version = "2".into();
+    let step = g.at(202).feed(Input::NodeChanged(marked.into()));
+    assert!(
+        g.state.timeout_marked,
+        "{:?} {:?}",
+        step.events, g.state.write
+    );
+    assert!(has_event(&step, |e| matches!(e, Event::MarkFound)));
+    assert!(recorded(&step).is_empty(), "{:?}", recorded(&step));
+    let step = g.at(203).feed(Input::LeadershipGained);
+    assert_eq!(writes(&step), 0, "{:?}", step.effects);
+    assert!(recorded(&step).is_empty(), "{:?}", recorded(&step));
+    assert_eq!(g.state.phase, Phase::TimedOutKept);
+}
+
+/// A restarted replica's gate passes the deadline again and finds the node
+/// marked for it: no second mark, no second `GateTimedOut`. A mark of
+/// another deadline is not this gate's: the mark is written.
+#[test]
+fn a_restarted_gate_finds_its_own_mark_and_writes_no_second_one() {
+    for (on_node, owed) in [(ts(120), false), (ts(60), true)] {
+        let mut c = cfg();
+        c.on_timeout = OnTimeout::Keep;
+        let mut g = Gate::new(c);
+        let mut node = gated_node();
+        node.replace.timed_out = Some(on_node);
+        let step = g.at(200).start(node, vec![tolerant_ds("broken")], vec![]);
+        assert_eq!(g.state.phase, Phase::TimedOutKept, "{on_node}");
+        assert_eq!(
+            writes(&step),
+            usize::from(owed),
+            "{on_node}: {:?}",
+            step.effects
+        );
+        assert_eq!(g.state.timeout_marked, !owed, "{on_node}");
+        assert!(recorded(&step).is_empty(), "{:?}", recorded(&step));
+    }
+}

@@ -68,8 +68,8 @@ impl Step<'_> {
     /// what a CSI DaemonSet waits for); only the condition, resource and
     /// DRA members when only what those read changed (its conditions,
     /// devices) or its start (which only the deadline reads). A change of
-    /// its Ready condition, its `opened-at` or its switches (`suspend`,
-    /// `open`) alone is recorded whole too — the gate opens by readiness
+    /// its Ready condition, its `opened-at`, its `timed-out` mark or its
+    /// switches (`suspend`, `open`) alone is recorded whole too — the gate opens by readiness
     /// only on a Ready node, recognises its own lost patch by the annotation
     /// (semantics.md §5.5) and obeys the switches (§6.6) — but decides no
     /// member.
@@ -263,9 +263,12 @@ fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (MemberScope<'static>, bool) 
         && *open_requested == new.open_requested
         && *boot_id == new.boot_id
         && *awaiting_reboot == new.awaiting_reboot
-        // The fallback is read by the gate (`--replace-fallback=open`); the
-        // request is not, but is journaled with the node (semantics.md §5.8).
+        // The fallback is read by the gate (`--replace-fallback=open`), the
+        // timeout mark too (a mark another replica wrote is not written
+        // again); the request is not, but is journaled with the node
+        // (semantics.md §5.8).
         && replace.fallback == new.replace.fallback
+        && replace.timed_out == new.replace.timed_out
         && replace.requested == new.replace.requested;
     (scope, same_switches)
 }

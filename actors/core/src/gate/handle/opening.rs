@@ -6,6 +6,7 @@ use jiff::Timestamp;
 
 use super::{ReconcileCause, Step};
 use crate::closing::replacing;
+use crate::gate::effect::annotation_time;
 use crate::gate::event::{Event, IndexedTaint};
 use crate::gate::state::{GateWriteKind, OpenedBy, Phase, WriteStatus};
 use crate::gate::{derive, notes};
@@ -156,6 +157,15 @@ impl Step<'_> {
         self.s.timed_out.as_ref().is_some_and(|t| t.action.keeps()) && !self.s.timeout_marked
     }
 
+    /// The node carries the `timed-out` mark of this gate's deadline
+    /// already (as written: to the millisecond).
+    fn mark_on_node(&self) -> bool {
+        let (Some(t), Some(node)) = (&self.s.timed_out, &self.s.node) else {
+            return false;
+        };
+        node.replace.timed_out == Some(annotation_time(t.deadline))
+    }
+
     /// Suspended: decide and journal, write nothing; an in-flight write is
     /// let finish. Returns whether writes are suspended.
     fn hold_while_suspended(&mut self, open_by: Option<OpenedBy>) -> bool {
@@ -210,6 +220,14 @@ impl Step<'_> {
                     self.send_untaint(opened_by, 1);
                 }
             }
+            // A mark not in flight that someone else wrote meanwhile is done.
+            (None, Some(w))
+                if w.kind == GateWriteKind::MarkTimedOut
+                    && w.status != WriteStatus::InFlight
+                    && self.mark_on_node() =>
+            {
+                self.emit(Event::MarkFound)
+            }
             // An outstanding write moves on when `cause` is the one it waits for.
             (_, Some(w)) => {
                 let next = match (w.status, cause) {
@@ -231,11 +249,14 @@ impl Step<'_> {
                 };
                 self.resend(&w.kind, next);
             }
-            (None, None) => {
-                if self.mark_owed() {
+            (None, None) if self.mark_owed() => {
+                if self.mark_on_node() {
+                    self.emit(Event::MarkFound);
+                } else {
                     self.emit(Event::MarkSent { attempt: 1 });
                 }
             }
+            (None, None) => {}
         }
     }
 
