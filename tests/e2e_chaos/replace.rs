@@ -80,7 +80,8 @@ fn most_in_a_window(times: &[Timestamp]) -> (usize, Vec<Timestamp>) {
 /// alone (a watch on them): every request is a `replace-requested` time on
 /// a node, no node's time ever changes (no node asked twice), no 20 s
 /// window holds more than 3, never more than 5 in all; and in the end
-/// exactly 5, with the others refused (`ReplaceBudgetExhausted`).
+/// exactly 5, with the others refused (`ReplaceBudgetExhausted`). No node
+/// is reported timed out twice (the new leader's gates find the marks).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replace_budget_held_under_a_burst_of_stuck_nodes() {
     const N: usize = 12;
@@ -186,6 +187,17 @@ async fn replace_budget_held_under_a_burst_of_stuck_nodes() {
         report()
     );
     assert_eq!(first.len(), IN_FLIGHT, "{}", report());
+    // Every replica's gate owes each node its timeout mark; the one the
+    // killed leader wrote is not written (nor reported) again by the next.
+    for name in &names {
+        let timed_out = gate_events(&env.cluster.client, name, None).await;
+        assert!(
+            timed_out.len() <= 1,
+            "{name} reported timed out {} times: {timed_out:?}\n{}",
+            timed_out.len(),
+            report()
+        );
+    }
     for name in first.keys() {
         let n = env.node(name).await;
         assert!(has_gate_taint(&n), "{name} keeps its taint");
