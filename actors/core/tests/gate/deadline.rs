@@ -386,3 +386,58 @@ fn a_restarted_gate_finds_its_own_mark_and_writes_no_second_one() {
         assert!(recorded(&step).is_empty(), "{:?}", recorded(&step));
     }
 }
+
+/// This replica's mark was applied but its answer was lost; the node shows
+/// it before the retry. The mark is taken as written and reported (it may
+/// be this replica's own: no other replica would report it).
+#[test]
+fn a_mark_whose_answer_was_lost_is_reported_once_the_node_shows_it() {
+    let mut c = cfg();
+    c.on_timeout = OnTimeout::Keep;
+    let mut g = Gate::new(c);
+    g.at(200)
+        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    let lost = PatchOutcome::Ambiguous("no answer within 10s".into());
+    g.at(201).feed(Input::MarkResult(lost));
+    let mut marked = gated_node();
+    marked.replace.timed_out = Some(ts(120));
+    marked.resource_version = "2".into();
+    let step = g.at(202).feed(Input::NodeChanged(marked.into()));
+    assert!(g.state.timeout_marked);
+    assert_eq!(writes(&step), 0, "{:?}", step.effects);
+    let ev = assert_event(&step, EventType::Warning, "GateTimedOut", &["kept closed"]);
+    assert!(ev.own_write);
+}
+
+/// A follower's mark waits for the lease while writes are suspended on the
+/// node; the leader marks the node meanwhile. When the suspension is lifted
+/// the mark is found, not written again.
+#[test]
+fn a_suspension_lifted_finds_the_mark_another_replica_wrote() {
+    let mut c = cfg();
+    c.on_timeout = OnTimeout::Keep;
+    let mut g = Gate::new(c);
+    g.at(200)
+        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    g.at(201).feed(Input::MarkResult(PatchOutcome::NotLeader));
+    let node = |rv: &str, suspended: bool, marked: bool| {
+        let mut n = gated_node();
+        n.resource_version = rv.into();
+        n.suspended = suspended;
+        n.replace.timed_out = marked.then(|| ts(120));
+        n
+    };
+    g.at(202)
+        .feed(Input::NodeChanged(node("2", true, false).into()));
+    g.at(203)
+        .feed(Input::NodeChanged(node("3", true, true).into()));
+    assert!(!g.state.timeout_marked, "decided nothing while suspended");
+    let step = g
+        .at(204)
+        .feed(Input::NodeChanged(node("4", false, true).into()));
+    assert_eq!(writes(&step), 0, "{:?}", step.effects);
+    assert!(g.state.timeout_marked);
+    let step = g.at(205).feed(Input::LeadershipGained);
+    assert_eq!(writes(&step), 0, "{:?}", step.effects);
+    assert!(recorded(&step).is_empty(), "{:?}", recorded(&step));
+}

@@ -203,7 +203,8 @@ impl Step<'_> {
 
 /// Which members a change between two versions of the node can have
 /// changed (see [`Step::observe_node`]), and whether they agree on what else
-/// the gate decides by (its Ready condition, `opened-at`, the switches).
+/// the gate decides by (its Ready condition, `opened-at`, the `timed-out`
+/// mark, the switches).
 /// Every field is named, so a new one is a compile error here until someone
 /// says which side it is on.
 fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (MemberScope<'static>, bool) {

@@ -177,7 +177,8 @@ impl Step<'_> {
             return false;
         };
         let in_flight = matches!(&self.s.write, Some(w) if w.status == WriteStatus::InFlight);
-        let would_send = open_by.is_some() || self.mark_owed() || self.s.write.is_some();
+        let mark_owed = self.mark_owed() && !self.mark_on_node();
+        let would_send = open_by.is_some() || mark_owed || self.s.write.is_some();
         if would_send && !in_flight && !self.s.suspended {
             self.emit(Event::WritesSuspended {
                 opened_by: open_by,
@@ -201,13 +202,42 @@ impl Step<'_> {
         if w.status == WriteStatus::InFlight {
             return false;
         }
-        self.resend(&w.kind, w.attempt.saturating_add(1));
+        if !self.mark_shown() {
+            self.resend(&w.kind, w.attempt.saturating_add(1));
+        }
+        true
+    }
+
+    /// The gate's write, a mark not in flight, shows on the node already:
+    /// the mark is done. Refused for leadership, this replica never sent it (as far as
+    /// a watch that shows its own writes within the backoff can tell): the
+    /// mark is another replica's, which reports it. After a failure or a
+    /// lost answer it may be this replica's own, applied: reported here,
+    /// at worst a second time. Returns whether it was taken so.
+    fn mark_shown(&mut self) -> bool {
+        let Some(status) = (self.s.write.as_ref())
+            .filter(|w| w.kind == GateWriteKind::MarkTimedOut && w.status != WriteStatus::InFlight)
+            .map(|w| w.status)
+        else {
+            return false;
+        };
+        if !self.mark_on_node() {
+            return false;
+        }
+        self.emit(if status == WriteStatus::AwaitingLeader {
+            Event::MarkFound
+        } else {
+            Event::TimeoutMarked
+        });
         true
     }
 
     /// Starts, replaces or moves on the gate's one write, given why it would
     /// open (`open_by`) and why `reconcile` runs.
     fn write_for(&mut self, open_by: Option<OpenedBy>, cause: ReconcileCause) {
+        if open_by.is_none() && self.mark_shown() {
+            return;
+        }
         match (open_by, self.s.write.clone()) {
             (Some(opened_by), None) => self.send_untaint(opened_by, 1),
             (Some(opened_by), Some(w)) if w.kind == GateWriteKind::MarkTimedOut => {
@@ -219,14 +249,6 @@ impl Step<'_> {
                     });
                     self.send_untaint(opened_by, 1);
                 }
-            }
-            // A mark not in flight that someone else wrote meanwhile is done.
-            (None, Some(w))
-                if w.kind == GateWriteKind::MarkTimedOut
-                    && w.status != WriteStatus::InFlight
-                    && self.mark_on_node() =>
-            {
-                self.emit(Event::MarkFound)
             }
             // An outstanding write moves on when `cause` is the one it waits for.
             (_, Some(w)) => {
