@@ -490,6 +490,12 @@ fn log_event(span: &LazySpan<'_>, event: &Event, state: &GateState) {
         Event::WriteFailed { attempt, error } => {
             tracing::warn!(parent: span.get(), attempt, %error, "gate write failed; retrying")
         }
+        Event::MarkUnanswered { attempt, error } => tracing::warn!(
+            parent: span.get(),
+            attempt,
+            %error,
+            "timeout mark unanswered (it may have been applied); retrying"
+        ),
         _ => {}
     }
 }

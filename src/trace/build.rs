@@ -282,7 +282,8 @@ fn gate_event(at: Timestamp, event: &Event) -> Option<SpanEvent> {
         Event::WriteFailed { attempt: n, error } => {
             ("write failed", vec![attempt(n), text("error", error)])
         }
-        Event::WriteUnanswered { attempt: n, error } => {
+        Event::WriteUnanswered { attempt: n, error }
+        | Event::MarkUnanswered { attempt: n, error } => {
             ("write unanswered", vec![attempt(n), text("error", error)])
         }
         Event::WriteDeferred { attempt: n } => ("leadership lost", vec![attempt(n)]),

@@ -178,6 +178,12 @@ pub enum Event {
     MarkSent {
         attempt: u32,
     },
+    /// No answer to the mark (a timeout, a connection lost) or a 5xx: it may
+    /// have been applied. Retried like a failed one.
+    MarkUnanswered {
+        attempt: u32,
+        error: String,
+    },
     WriteConflict {
         attempt: u32,
     },

@@ -128,6 +128,11 @@ pub struct Write {
     /// member stopped being Ready: asked not to be sent if it has not been.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub withdrawing: bool,
+    /// For a mark: an attempt of it went unanswered, so it may have been
+    /// applied (kept across its re-sends). A mark the node then shows may be
+    /// this replica's own, and is reported.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub maybe_applied: bool,
 }
 
 impl Write {
@@ -141,6 +146,7 @@ impl Write {
             opened_at: None,
             last_error: None,
             withdrawing: false,
+            maybe_applied: false,
         }
     }
 }

@@ -437,7 +437,103 @@ fn a_suspension_lifted_finds_the_mark_another_replica_wrote() {
         .feed(Input::NodeChanged(node("4", false, true).into()));
     assert_eq!(writes(&step), 0, "{:?}", step.effects);
     assert!(g.state.timeout_marked);
+    assert!(has_event(&step, |e| matches!(e, Event::MarkFound)));
+    assert!(recorded(&step).is_empty(), "{:?}", recorded(&step));
     let step = g.at(205).feed(Input::LeadershipGained);
     assert_eq!(writes(&step), 0, "{:?}", step.effects);
     assert!(recorded(&step).is_empty(), "{:?}", recorded(&step));
+}
+
+/// A mark sent, its answer lost (it may have been applied); the retry is
+/// refused for leadership. The node then shows the mark: reported, since it
+/// may be this replica's own and no other replica reports it.
+#[test]
+fn a_mark_unanswered_once_is_reported_even_after_a_refused_retry() {
+    let mut c = cfg();
+    c.on_timeout = OnTimeout::Keep;
+    let mut g = Gate::new(c);
+    g.at(200)
+        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    let lost = PatchOutcome::Ambiguous("no answer within 10s".into());
+    g.at(201).feed(Input::MarkResult(lost));
+    let step = g.at(202).feed(Input::TimerFired {
+        kind: TimerKind::Retry,
+        generation: 2,
+    });
+    assert_eq!(writes(&step), 1, "the retry: {:?}", step.effects);
+    g.at(203).feed(Input::MarkResult(PatchOutcome::NotLeader));
+    let mut marked = gated_node();
+    marked.replace.timed_out = Some(ts(120));
+    marked.resource_version = "2".into();
+    let step = g.at(204).feed(Input::NodeChanged(marked.into()));
+    assert!(g.state.timeout_marked);
+    let ev = assert_event(&step, EventType::Warning, "GateTimedOut", &["kept closed"]);
+    assert!(ev.own_write);
+}
+
+/// A mark that failed outright (a 4xx) was not applied: the mark the node
+/// then shows is another replica's, which reports it. Found, not reported.
+#[test]
+fn a_mark_that_failed_outright_takes_the_mark_shown_as_another_replicas() {
+    let mut c = cfg();
+    c.on_timeout = OnTimeout::Keep;
+    let mut g = Gate::new(c);
+    g.at(200)
+        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    let refused = PatchOutcome::Failed("422 Unprocessable Entity".into());
+    g.at(201).feed(Input::MarkResult(refused));
+    let mut marked = gated_node();
+    marked.replace.timed_out = Some(ts(120));
+    marked.resource_version = "2".into();
+    let step = g.at(202).feed(Input::NodeChanged(marked.into()));
+    assert!(g.state.timeout_marked);
+    assert!(has_event(&step, |e| matches!(e, Event::MarkFound)));
+    assert!(recorded(&step).is_empty(), "{:?}", recorded(&step));
+}
+
+/// Writes are suspended on a node already marked for the gate's deadline:
+/// the mark is not a write the gate holds back, so no suspension is
+/// journaled for it.
+#[test]
+fn a_suspended_gate_holds_back_no_mark_the_node_shows() {
+    let mut c = cfg();
+    c.on_timeout = OnTimeout::Keep;
+    let mut g = Gate::new(c);
+    let mut node = gated_node();
+    node.suspended = true;
+    node.replace.timed_out = Some(ts(120));
+    let step = g.at(200).start(node, vec![tolerant_ds("broken")], vec![]);
+    assert_eq!(g.state.phase, Phase::TimedOutKept);
+    assert_eq!(writes(&step), 0, "{:?}", step.effects);
+    assert!(
+        !has_event(&step, |e| matches!(e, Event::WritesSuspended { .. })),
+        "{:?}",
+        step.events
+    );
+}
+
+/// A suspension lifted on a node that may open now, with a mark waiting
+/// that the node already shows: the untaint goes out in the same step.
+#[test]
+fn a_suspension_lifted_opens_at_once_past_a_mark_the_node_shows() {
+    let mut c = cfg();
+    c.on_timeout = OnTimeout::Keep;
+    let b = tolerant_ds("broken");
+    let mut g = Gate::new(c);
+    g.at(200).start(gated_node(), vec![b.clone()], vec![]);
+    g.at(201).feed(Input::MarkResult(PatchOutcome::NotLeader));
+    let node = |rv: &str, suspended: bool| {
+        let mut n = gated_node();
+        n.resource_version = rv.into();
+        n.suspended = suspended;
+        n.replace.timed_out = Some(ts(120));
+        n
+    };
+    g.at(202).feed(Input::NodeChanged(node("2", true).into()));
+    g.at(203)
+        .feed(Input::pod_upserted(ready_pod("broken-1", &b)));
+    let step = g.at(204).feed(Input::NodeChanged(node("3", false).into()));
+    let p = patches(&step);
+    assert_eq!(p.len(), 1, "{:?}", step.effects);
+    assert_eq!(p[0].opened_by, OpenedBy::Ready);
 }

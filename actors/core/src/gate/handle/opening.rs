@@ -177,8 +177,12 @@ impl Step<'_> {
             return false;
         };
         let in_flight = matches!(&self.s.write, Some(w) if w.status == WriteStatus::InFlight);
-        let mark_owed = self.mark_owed() && !self.mark_on_node();
-        let would_send = open_by.is_some() || mark_owed || self.s.write.is_some();
+        // A mark the node shows already is not one it would send.
+        let mark_done = self.mark_on_node();
+        let mark_owed = self.mark_owed() && !mark_done;
+        let write_held = (self.s.write.as_ref())
+            .is_some_and(|w| !(w.kind == GateWriteKind::MarkTimedOut && mark_done));
+        let would_send = open_by.is_some() || mark_owed || write_held;
         if would_send && !in_flight && !self.s.suspended {
             self.emit(Event::WritesSuspended {
                 opened_by: open_by,
@@ -202,32 +206,34 @@ impl Step<'_> {
         if w.status == WriteStatus::InFlight {
             return false;
         }
-        if !self.mark_shown() {
-            self.resend(&w.kind, w.attempt.saturating_add(1));
+        // A mark the node shows is done: the gate decides on (it may open).
+        if self.mark_shown() {
+            return false;
         }
+        self.resend(&w.kind, w.attempt.saturating_add(1));
         true
     }
 
     /// The gate's write, a mark not in flight, shows on the node already:
-    /// the mark is done. Refused for leadership, this replica never sent it (as far as
-    /// a watch that shows its own writes within the backoff can tell): the
-    /// mark is another replica's, which reports it. After a failure or a
-    /// lost answer it may be this replica's own, applied: reported here,
-    /// at worst a second time. Returns whether it was taken so.
+    /// the mark is done. If no attempt of it went unanswered, it was never
+    /// applied (refused for leadership, or failed): the mark is another
+    /// replica's, which reports it. Else it may be this replica's own, and
+    /// is reported here (at worst a second time). Returns whether it was
+    /// taken so.
     fn mark_shown(&mut self) -> bool {
-        let Some(status) = (self.s.write.as_ref())
+        let Some(maybe_applied) = (self.s.write.as_ref())
             .filter(|w| w.kind == GateWriteKind::MarkTimedOut && w.status != WriteStatus::InFlight)
-            .map(|w| w.status)
+            .map(|w| w.maybe_applied)
         else {
             return false;
         };
         if !self.mark_on_node() {
             return false;
         }
-        self.emit(if status == WriteStatus::AwaitingLeader {
-            Event::MarkFound
-        } else {
+        self.emit(if maybe_applied {
             Event::TimeoutMarked
+        } else {
+            Event::MarkFound
         });
         true
     }

@@ -52,13 +52,22 @@ impl Step<'_> {
             }),
             // The mark is an unconditional merge patch: a conflict is just a
             // failure worth retrying, and so is a lost answer (sending the
-            // same annotation twice is harmless).
+            // same annotation twice is harmless), remembered: the mark may
+            // have been applied.
             (PatchOutcome::Conflict, None) => self.fail_and_retry(attempt, "conflict".to_string()),
+            (PatchOutcome::Ambiguous(error), None) => {
+                self.emit(Event::MarkUnanswered {
+                    attempt,
+                    error: error.clone(),
+                });
+                self.emit(Event::RetryScheduled {
+                    attempt: attempt.saturating_add(1),
+                });
+            }
             // The last three are a replace write's own: no untaint or mark
             // gets one.
             (
                 PatchOutcome::Failed(error)
-                | PatchOutcome::Ambiguous(error)
                 | PatchOutcome::OwnerDeleted(error)
                 | PatchOutcome::OwnerFailed(error)
                 | PatchOutcome::NoOwner(error),
