@@ -487,15 +487,10 @@ fn log_event(span: &LazySpan<'_>, event: &Event, state: &GateState) {
             "{} is later than the API server's clock; counting from its now",
             nodegate_core::vocab::annotations::GATED_SINCE
         ),
-        Event::WriteFailed { attempt, error } => {
+        // A mark's lost answer too: the line operations.md lists.
+        Event::WriteFailed { attempt, error } | Event::MarkUnanswered { attempt, error } => {
             tracing::warn!(parent: span.get(), attempt, %error, "gate write failed; retrying")
         }
-        Event::MarkUnanswered { attempt, error } => tracing::warn!(
-            parent: span.get(),
-            attempt,
-            %error,
-            "timeout mark unanswered (it may have been applied); retrying"
-        ),
         _ => {}
     }
 }

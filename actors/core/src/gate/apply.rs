@@ -153,18 +153,12 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             });
         }
         Event::MarkSent { attempt } => {
-            let kind = GateWriteKind::MarkTimedOut;
-            let maybe_applied =
-                (state.write.as_ref()).is_some_and(|w| w.kind == kind && w.maybe_applied);
-            state.write = Some(Write {
-                maybe_applied,
-                ..Write::sent(kind, *attempt)
-            });
+            state.write = Some(Write::sent(GateWriteKind::MarkTimedOut, *attempt));
         }
-        Event::MarkUnanswered { error, .. } => with_write(state, |w| {
-            w.last_error = Some(error.clone());
-            w.maybe_applied = true;
-        }),
+        Event::MarkUnanswered { error, .. } => {
+            state.mark_unanswered = true;
+            with_write(state, |w| w.last_error = Some(error.clone()));
+        }
         Event::WriteConflict { .. } => with_write(state, |w| w.status = WriteStatus::Refreshing),
         Event::WriteFailed { error, .. } => {
             with_write(state, |w| w.last_error = Some(error.clone()))

@@ -219,9 +219,10 @@ pub enum Event {
     },
     TimeoutMarked,
     /// The node already carries this gate's `timed-out` mark, for its
-    /// deadline: another replica wrote it (this one's write was refused for
-    /// leadership), or this replica did before it restarted. Marked, with
-    /// no write and no second Event.
+    /// deadline, and no mark of this gate's was applied (each was refused
+    /// for leadership or failed outright): another replica wrote it, or
+    /// this replica did before it restarted. Marked, with no write and no
+    /// second Event.
     MarkFound,
     Stopped {
         reason: StopReason,

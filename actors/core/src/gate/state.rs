@@ -128,11 +128,6 @@ pub struct Write {
     /// member stopped being Ready: asked not to be sent if it has not been.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub withdrawing: bool,
-    /// For a mark: an attempt of it went unanswered, so it may have been
-    /// applied (kept across its re-sends). A mark the node then shows may be
-    /// this replica's own, and is reported.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub maybe_applied: bool,
 }
 
 impl Write {
@@ -146,7 +141,6 @@ impl Write {
             opened_at: None,
             last_error: None,
             withdrawing: false,
-            maybe_applied: false,
         }
     }
 }
@@ -253,6 +247,11 @@ pub struct GateState {
     pub unanswered: Vec<UnansweredUntaint>,
     pub timed_out: Option<TimeoutRecord>,
     pub timeout_marked: bool,
+    /// A timeout mark of this gate went unanswered (`MarkUnanswered`): it
+    /// may have been applied, so a mark the node shows may be this
+    /// replica's own, and is reported. Kept whatever becomes of that write.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mark_unanswered: bool,
     pub opened: Option<OpenedRecord>,
     pub stopped: Option<StopReason>,
     /// The newest evidence of the API server's clock the gate was given

@@ -9,6 +9,7 @@ use nodegate_core::gate::{
 };
 use nodegate_core::testutil::ts;
 use nodegate_core::vocab::config::OnTimeout;
+use nodegate_core::vocab::model::{DaemonSetInfo, NodeInfo};
 
 #[test]
 fn deadline_is_creation_plus_timeout_and_fires_through_a_keyed_timer() {
@@ -334,21 +335,34 @@ fn on_timeout_keep_retries_a_failed_mark_and_waits_for_leadership() {
     );
 }
 
+/// A gate with `--on-timeout keep` on a node whose one member never got a
+/// pod, started at 200 s, past its deadline (120 s): its mark is out.
+fn kept_gate(b: &DaemonSetInfo) -> Gate {
+    let mut c = cfg();
+    c.on_timeout = OnTimeout::Keep;
+    let mut g = Gate::new(c);
+    g.at(200).start(gated_node(), vec![b.clone()], vec![]);
+    g
+}
+
+/// The gated node at `rv`, carrying the timeout mark of the deadline at
+/// 120 s.
+fn marked(rv: &str) -> NodeInfo {
+    let mut n = gated_node();
+    n.replace.timed_out = Some(ts(120));
+    n.resource_version = rv.into();
+    n
+}
+
 /// A follower's mark waits for the lease while the leader writes the same
 /// mark. Once the node shows it, the mark is done: when this replica leads
 /// it writes no second mark and records no second `GateTimedOut`.
 #[test]
 fn on_timeout_keep_takes_the_mark_another_replica_wrote_as_done() {
-    let mut c = cfg();
-    c.on_timeout = OnTimeout::Keep;
-    let mut g = Gate::new(c);
-    g.at(200)
-        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    let mut g = kept_gate(&tolerant_ds("broken"));
     g.at(201).feed(Input::MarkResult(PatchOutcome::NotLeader));
     assert!(!g.state.timeout_marked);
-    let mut marked = gated_node();
-    marked.replace.timed_out = Some(ts(120));
-    marked.resource_version = "2".into();
+    let marked = marked("2");
     let step = g.at(202).feed(Input::NodeChanged(marked.into()));
     assert!(
         g.state.timeout_marked,
@@ -392,16 +406,10 @@ fn a_restarted_gate_finds_its_own_mark_and_writes_no_second_one() {
 /// be this replica's own: no other replica would report it).
 #[test]
 fn a_mark_whose_answer_was_lost_is_reported_once_the_node_shows_it() {
-    let mut c = cfg();
-    c.on_timeout = OnTimeout::Keep;
-    let mut g = Gate::new(c);
-    g.at(200)
-        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    let mut g = kept_gate(&tolerant_ds("broken"));
     let lost = PatchOutcome::Ambiguous("no answer within 10s".into());
     g.at(201).feed(Input::MarkResult(lost));
-    let mut marked = gated_node();
-    marked.replace.timed_out = Some(ts(120));
-    marked.resource_version = "2".into();
+    let marked = marked("2");
     let step = g.at(202).feed(Input::NodeChanged(marked.into()));
     assert!(g.state.timeout_marked);
     assert_eq!(writes(&step), 0, "{:?}", step.effects);
@@ -414,17 +422,12 @@ fn a_mark_whose_answer_was_lost_is_reported_once_the_node_shows_it() {
 /// the mark is found, not written again.
 #[test]
 fn a_suspension_lifted_finds_the_mark_another_replica_wrote() {
-    let mut c = cfg();
-    c.on_timeout = OnTimeout::Keep;
-    let mut g = Gate::new(c);
-    g.at(200)
-        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    let mut g = kept_gate(&tolerant_ds("broken"));
     g.at(201).feed(Input::MarkResult(PatchOutcome::NotLeader));
-    let node = |rv: &str, suspended: bool, marked: bool| {
-        let mut n = gated_node();
-        n.resource_version = rv.into();
+    let node = |rv: &str, suspended: bool, mark: bool| {
+        let mut n = marked(rv);
         n.suspended = suspended;
-        n.replace.timed_out = marked.then(|| ts(120));
+        n.replace.timed_out = n.replace.timed_out.filter(|_| mark);
         n
     };
     g.at(202)
@@ -449,11 +452,7 @@ fn a_suspension_lifted_finds_the_mark_another_replica_wrote() {
 /// may be this replica's own and no other replica reports it.
 #[test]
 fn a_mark_unanswered_once_is_reported_even_after_a_refused_retry() {
-    let mut c = cfg();
-    c.on_timeout = OnTimeout::Keep;
-    let mut g = Gate::new(c);
-    g.at(200)
-        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    let mut g = kept_gate(&tolerant_ds("broken"));
     let lost = PatchOutcome::Ambiguous("no answer within 10s".into());
     g.at(201).feed(Input::MarkResult(lost));
     let step = g.at(202).feed(Input::TimerFired {
@@ -462,9 +461,7 @@ fn a_mark_unanswered_once_is_reported_even_after_a_refused_retry() {
     });
     assert_eq!(writes(&step), 1, "the retry: {:?}", step.effects);
     g.at(203).feed(Input::MarkResult(PatchOutcome::NotLeader));
-    let mut marked = gated_node();
-    marked.replace.timed_out = Some(ts(120));
-    marked.resource_version = "2".into();
+    let marked = marked("2");
     let step = g.at(204).feed(Input::NodeChanged(marked.into()));
     assert!(g.state.timeout_marked);
     let ev = assert_event(&step, EventType::Warning, "GateTimedOut", &["kept closed"]);
@@ -475,16 +472,10 @@ fn a_mark_unanswered_once_is_reported_even_after_a_refused_retry() {
 /// then shows is another replica's, which reports it. Found, not reported.
 #[test]
 fn a_mark_that_failed_outright_takes_the_mark_shown_as_another_replicas() {
-    let mut c = cfg();
-    c.on_timeout = OnTimeout::Keep;
-    let mut g = Gate::new(c);
-    g.at(200)
-        .start(gated_node(), vec![tolerant_ds("broken")], vec![]);
+    let mut g = kept_gate(&tolerant_ds("broken"));
     let refused = PatchOutcome::Failed("422 Unprocessable Entity".into());
     g.at(201).feed(Input::MarkResult(refused));
-    let mut marked = gated_node();
-    marked.replace.timed_out = Some(ts(120));
-    marked.resource_version = "2".into();
+    let marked = marked("2");
     let step = g.at(202).feed(Input::NodeChanged(marked.into()));
     assert!(g.state.timeout_marked);
     assert!(has_event(&step, |e| matches!(e, Event::MarkFound)));
@@ -516,18 +507,12 @@ fn a_suspended_gate_holds_back_no_mark_the_node_shows() {
 /// that the node already shows: the untaint goes out in the same step.
 #[test]
 fn a_suspension_lifted_opens_at_once_past_a_mark_the_node_shows() {
-    let mut c = cfg();
-    c.on_timeout = OnTimeout::Keep;
     let b = tolerant_ds("broken");
-    let mut g = Gate::new(c);
-    g.at(200).start(gated_node(), vec![b.clone()], vec![]);
+    let mut g = kept_gate(&b);
     g.at(201).feed(Input::MarkResult(PatchOutcome::NotLeader));
-    let node = |rv: &str, suspended: bool| {
-        let mut n = gated_node();
-        n.resource_version = rv.into();
-        n.suspended = suspended;
-        n.replace.timed_out = Some(ts(120));
-        n
+    let node = |rv: &str, suspended: bool| NodeInfo {
+        suspended,
+        ..marked(rv)
     };
     g.at(202).feed(Input::NodeChanged(node("2", true).into()));
     g.at(203)
@@ -536,4 +521,58 @@ fn a_suspension_lifted_opens_at_once_past_a_mark_the_node_shows() {
     let p = patches(&step);
     assert_eq!(p.len(), 1, "{:?}", step.effects);
     assert_eq!(p[0].opened_by, OpenedBy::Ready);
+    assert!(has_event(&step, |e| matches!(e, Event::MarkFound)));
+    assert!(recorded(&step).is_empty(), "{:?}", recorded(&step));
+}
+
+/// Writes are suspended on the node in the same change that shows the mark
+/// the gate's refused write waits to send: nothing is held back.
+#[test]
+fn a_held_mark_the_node_shows_is_not_held_back_by_a_suspension() {
+    let mut g = kept_gate(&tolerant_ds("broken"));
+    g.at(201).feed(Input::MarkResult(PatchOutcome::NotLeader));
+    let node = NodeInfo {
+        suspended: true,
+        ..marked("2")
+    };
+    let step = g.at(202).feed(Input::NodeChanged(node.into()));
+    assert!(
+        !has_event(&step, |e| matches!(e, Event::WritesSuspended { .. })),
+        "{:?}",
+        step.events
+    );
+    assert_eq!(writes(&step), 0, "{:?}", step.effects);
+}
+
+/// A mark unanswered (it may have been applied) gives way to an opening;
+/// the untaint meets a conflict and, a member no longer Ready, is
+/// abandoned; the mark is owed again, and refused for leadership. The mark
+/// the node shows is still reported: it may be this gate's own, whatever
+/// became of that first write.
+#[test]
+fn a_mark_unanswered_then_given_up_for_an_opening_is_still_reported() {
+    let b = tolerant_ds("broken");
+    let mut g = kept_gate(&b);
+    let lost = PatchOutcome::Ambiguous("no answer within 10s".into());
+    g.at(201).feed(Input::MarkResult(lost));
+    let step = g
+        .at(202)
+        .feed(Input::pod_upserted(ready_pod("broken-1", &b)));
+    assert_eq!(
+        patches(&step).len(),
+        1,
+        "opening instead: {:?}",
+        step.effects
+    );
+    g.at(203).feed(Input::PatchResult(PatchOutcome::Conflict));
+    let step = g
+        .at(204)
+        .feed(Input::pod_upserted(unready_pod("broken-1", &b)));
+    assert_eq!(writes(&step), 1, "the mark again: {:?}", step.effects);
+    g.at(205).feed(Input::MarkResult(PatchOutcome::NotLeader));
+    let marked = marked("2");
+    let step = g.at(206).feed(Input::NodeRefreshed(Ok(Some(marked))));
+    assert!(g.state.timeout_marked, "{:?}", step.events);
+    let ev = assert_event(&step, EventType::Warning, "GateTimedOut", &["kept closed"]);
+    assert!(ev.own_write);
 }

@@ -2,7 +2,8 @@
 //! replays to the live state (also when bounded), writes are only ever the
 //! managed taints at their exact index and only when the gate may open,
 //! dry-run never writes, one write at a time, and observing the same thing
-//! twice changes nothing.
+//! twice changes nothing; a kept timeout is marked and reported once, and
+//! not over a mark another replica wrote.
 
 use std::time::Duration;
 
@@ -10,7 +11,8 @@ use crate::gate_support::*;
 use jiff::Timestamp;
 use nodegate_core::gate::journal::{Journal, replay};
 use nodegate_core::gate::{
-    Effect, GateState, Input, OpenedBy, PatchOutcome, Phase, TimerKind, WriteStatus, decide, step,
+    Effect, GateState, Input, OpenedBy, PatchOutcome, Phase, TimerKind, WriteStatus,
+    annotation_time, decide, step,
 };
 use nodegate_core::rules::conditions::CriticalCondition;
 use nodegate_core::rules::devices::CriticalResource;
@@ -81,6 +83,14 @@ fn node_variant(labels: u8, taints: u8, version: u8) -> NodeInfo {
         n.extended_allocatable
             .insert("example.com/gpu".into(), "1".into());
     }
+    // Some versions carry a timeout mark: one of another deadline, or
+    // (`THIS_MARK`, filled in by `as_left_by_lost_patch`) the gate's own
+    // deadline's, as another replica or this one before a restart wrote it.
+    n.replace.timed_out = match version % 7 {
+        5 => Some(ts(3)),
+        6 => Some(THIS_MARK),
+        _ => None,
+    };
     n.resource_version = version.to_string();
     n
 }
@@ -108,6 +118,10 @@ fn node_member_entries() -> (Vec<CriticalCondition>, Vec<CriticalResource>) {
 /// generated node; see [`as_left_by_lost_patch`].
 const LOST_PATCH: Timestamp = Timestamp::MIN;
 
+/// Stands for "the timeout mark of the gate's deadline" in a generated
+/// node; see [`as_left_by_lost_patch`].
+const THIS_MARK: Timestamp = Timestamp::MAX;
+
 /// `input` with a node carrying [`LOST_PATCH`] given the `opened-at` the
 /// gate's latest unanswered patch wrote (none if it has none): the node as
 /// that patch left it, had the API server applied it.
@@ -115,6 +129,12 @@ fn as_left_by_lost_patch(input: Input, state: &GateState) -> Input {
     let fill = |mut n: NodeInfo| {
         if n.opened_at == Some(LOST_PATCH) {
             n.opened_at = state.unanswered.last().map(|u| u.opened_at);
+        }
+        if n.replace.timed_out == Some(THIS_MARK) {
+            n.replace.timed_out = state
+                .timed_out
+                .as_ref()
+                .map(|t| annotation_time(t.deadline));
         }
         n
     };
@@ -422,6 +442,93 @@ proptest! {
                 let again = decide(&state, &input, &c, now);
                 prop_assert!(again.is_empty(), "repeating {:?} gave {:?}", input, again);
             }
+        }
+    }
+}
+
+/// One input of a kept timeout's life: the mark's answer, the node showing
+/// a mark (`Some(true)`: the gate's deadline's, `Some(false)`: another's)
+/// or none and suspended or not, the lease, a retry, the member's pod.
+fn mark_input() -> impl Strategy<Value = (Option<bool>, Input)> {
+    let b = tolerant_ds("broken");
+    prop_oneof![
+        3 => outcome().prop_map(|o| (None, Input::MarkResult(o))),
+        3 => (prop_oneof![Just(None), Just(Some(true)), Just(Some(false))], any::<bool>())
+            .prop_map(|(mark, suspended)| {
+                let mut n = gated_node();
+                n.suspended = suspended;
+                (mark, Input::NodeChanged(n.into()))
+            }),
+        1 => Just((None, Input::LeadershipGained)),
+        2 => (0u64..4).prop_map(|generation| (None, Input::TimerFired { kind: TimerKind::Retry, generation })),
+        1 => any::<bool>().prop_map(move |ready| {
+            let pod = if ready { ready_pod("broken-1", &b) } else { unready_pod("broken-1", &b) };
+            (None, Input::pod_upserted(pod))
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// With `--on-timeout keep`, whatever the answers, the lease and the
+    /// marks other replicas write: the journal replays to the state, no
+    /// mark is sent while the node shows the gate's own deadline's, and the
+    /// gate reports the timeout at most once, and only if a mark of its own
+    /// applied or went unanswered (it may have applied): a mark only
+    /// another replica wrote is that replica's to report.
+    #[test]
+    fn a_kept_timeout_is_marked_and_reported_once(
+        inputs in prop::collection::vec((0u8..5, mark_input()), 1..40)
+    ) {
+        let mut c = cfg();
+        c.on_timeout = OnTimeout::Keep;
+        let mut state = GateState::default();
+        let mut journal = Journal::new(64);
+        let mut now = ts(200);
+        let first = Input::snapshot(gated_node(), vec![tolerant_ds("broken")], vec![]);
+        let (mut reported, mut version) = (0usize, 1u32);
+        // A mark of the gate's own was answered as applied, or went
+        // unanswered (it may have applied).
+        let mut own = false;
+        let inputs = std::iter::once((0u8, (None, first))).chain(inputs);
+        for (advance, (mark, input)) in inputs {
+            now = now.checked_add(jiff::SignedDuration::from_secs(i64::from(advance))).unwrap();
+            // A node version: this gate's deadline's mark filled in, and
+            // another deadline's an hour before it.
+            let input = match input {
+                Input::NodeChanged(n) => {
+                    let mut n = std::sync::Arc::unwrap_or_clone(n);
+                    let deadline = state.timed_out.as_ref().map(|t| annotation_time(t.deadline));
+                    n.replace.timed_out = match mark {
+                        Some(true) => deadline,
+                        Some(false) => Some(ts(-3600)),
+                        None => None,
+                    };
+                    version += 1;
+                    n.resource_version = version.to_string();
+                    Input::NodeChanged(n.into())
+                }
+                other => other,
+            };
+            let st = step(&mut state, &input, &c, now);
+            for ev in &st.events {
+                journal.record(now, ev.clone());
+            }
+            prop_assert_eq!(&replay(&journal), &state, "replay diverged after {:?}", input);
+            let shown = match (&state.node, &state.timed_out) {
+                (Some(n), Some(t)) => n.replace.timed_out == Some(annotation_time(t.deadline)),
+                _ => false,
+            };
+            let marks = st.effects.iter().filter(|e| matches!(e, Effect::MarkTimedOut(_))).count();
+            prop_assert!(!(shown && marks > 0), "a mark sent while the node shows it, after {:?}", input);
+            own |= matches!(input, Input::MarkResult(PatchOutcome::Applied | PatchOutcome::Ambiguous(_)));
+            reported += recorded(&st).iter().filter(|e| e.reason == "GateTimedOut").count();
+            prop_assert!(reported <= 1, "reported {} times, after {:?}", reported, input);
+            prop_assert!(
+                reported == 0 || own,
+                "reported a mark no answer said was its own (another replica's), after {:?}", input
+            );
         }
     }
 }

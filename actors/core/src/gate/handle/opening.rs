@@ -215,27 +215,30 @@ impl Step<'_> {
     }
 
     /// The gate's write, a mark not in flight, shows on the node already:
-    /// the mark is done. If no attempt of it went unanswered, it was never
-    /// applied (refused for leadership, or failed): the mark is another
-    /// replica's, which reports it. Else it may be this replica's own, and
-    /// is reported here (at worst a second time). Returns whether it was
-    /// taken so.
+    /// the mark is done ([`Self::mark_done`]). Returns whether it was.
     fn mark_shown(&mut self) -> bool {
-        let Some(maybe_applied) = (self.s.write.as_ref())
-            .filter(|w| w.kind == GateWriteKind::MarkTimedOut && w.status != WriteStatus::InFlight)
-            .map(|w| w.maybe_applied)
-        else {
-            return false;
-        };
-        if !self.mark_on_node() {
+        let held = (self.s.write.as_ref()).is_some_and(|w| {
+            w.kind == GateWriteKind::MarkTimedOut && w.status != WriteStatus::InFlight
+        });
+        if !held || !self.mark_on_node() {
             return false;
         }
-        self.emit(if maybe_applied {
+        self.mark_done();
+        true
+    }
+
+    /// The mark the gate owes shows on the node. If no mark of this gate
+    /// went unanswered, none of its own was applied (each was refused for
+    /// leadership, or failed outright): the mark is another replica's, or
+    /// this replica's before a restart, and was reported by whoever wrote
+    /// it. Else it may be this gate's own, and is reported here (at worst a
+    /// second time).
+    fn mark_done(&mut self) {
+        self.emit(if self.s.mark_unanswered {
             Event::TimeoutMarked
         } else {
             Event::MarkFound
         });
-        true
     }
 
     /// Starts, replaces or moves on the gate's one write, given why it would
@@ -279,7 +282,7 @@ impl Step<'_> {
             }
             (None, None) if self.mark_owed() => {
                 if self.mark_on_node() {
-                    self.emit(Event::MarkFound);
+                    self.mark_done();
                 } else {
                     self.emit(Event::MarkSent { attempt: 1 });
                 }
