@@ -167,33 +167,17 @@ fn ending_effects(state: &GateState, node: &NodeInfo, ev: &Event, cfg: &Config) 
             .collect(),
         // Someone else opened the node: recorded on it (not in a dry run,
         // nor while writes are suspended), so that no entrance puts the
-        // taint back, also after a restart. Not when another replica did:
-        // its `opened-at` says so already (and a follower's mark, written
-        // were it to lead before its watch caught up, would overwrite how
-        // that replica opened it).
+        // taint back, also after a restart.
         Event::Stopped {
             reason: StopReason::TaintRemovedElsewhere,
-        } if !cfg.dry_run
-            && !cfg.suspend
-            && !state.suspended
-            && !opened_by_nodegate(state, node) =>
-        {
-            vec![
-                Effect::MarkOpenedExternally(ExternalOpening {
-                    node: node.name.clone(),
-                    cordoned: node.replace.unschedulable,
-                }),
-                Effect::Stop(Ending::Stopped(StopReason::TaintRemovedElsewhere)),
-            ]
-        }
+        } if !cfg.dry_run && !cfg.suspend && !state.suspended => vec![
+            Effect::MarkOpenedExternally(ExternalOpening {
+                node: node.name.clone(),
+                cordoned: node.replace.unschedulable,
+            }),
+            Effect::Stop(Ending::Stopped(StopReason::TaintRemovedElsewhere)),
+        ],
         Event::Stopped { reason } => vec![Effect::Stop(Ending::Stopped(*reason))],
         _ => Vec::new(),
     }
-}
-
-/// The node carries an `opened-at` from this gating (not before its start):
-/// a replica of nodegate opened it, not a person.
-fn opened_by_nodegate(state: &GateState, node: &NodeInfo) -> bool {
-    let start = state.gate_start().unwrap_or(node.created);
-    node.opened_at.is_some_and(|at| at >= start)
 }

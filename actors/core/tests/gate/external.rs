@@ -1,11 +1,10 @@
 //! A gate whose managed taints someone else removed: the gate ends and
 //! asks the shell to record `opened-by: external` on the node, so that no
 //! entrance puts the taint back — except in a dry run or while writes are
-//! suspended, when it writes nothing, and when another replica opened it.
+//! suspended, when it writes nothing.
 
 use crate::gate_support::*;
 use nodegate_core::gate::{Effect, ExternalOpening, Input, Step, StopReason};
-use nodegate_core::testutil::ts;
 
 fn external(step: &Step) -> Vec<&ExternalOpening> {
     step.effects
@@ -64,32 +63,4 @@ fn a_dry_run_or_a_suspended_gate_records_nothing() {
         ..cfg()
     });
     assert!(external(&step).is_empty(), "{:?}", step.effects);
-}
-
-/// The taint gone with an `opened-at` from this gating: another replica
-/// opened the node (a follower's gate sees the leader's opening so). Its
-/// annotation already keeps every entrance off the node; no mark is
-/// written over how that replica opened it. One from before the gate
-/// started (a re-gated node's first opening) is a person's doing: marked.
-#[test]
-fn an_opening_by_another_replica_is_not_marked_external() {
-    for (opened_at, marked) in [(ts(205), false), (ts(150), false), (ts(100), true)] {
-        let mut g = Gate::new(cfg());
-        let mut n = gated_node();
-        n.gated_since = Some(ts(150));
-        g.at(200)
-            .start(n.clone(), vec![tolerant_ds("broken")], vec![]);
-        n.taints.clear();
-        n.opened_at = Some(opened_at);
-        n.resource_version = "2".into();
-        let step = g.at(210).feed(Input::NodeChanged(std::sync::Arc::new(n)));
-        assert_eq!(g.state.stopped, Some(StopReason::TaintRemovedElsewhere));
-        assert_eq!(
-            external(&step).len(),
-            usize::from(marked),
-            "opened at {opened_at}: {:?}",
-            step.effects
-        );
-        assert!(stops(&step));
-    }
 }
