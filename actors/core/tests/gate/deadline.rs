@@ -354,6 +354,22 @@ fn marked(rv: &str) -> NodeInfo {
     n
 }
 
+/// The mark the node shows was taken as another replica's: marked, with
+/// no Event of this gate's.
+fn assert_found(g: &Gate, step: &Step) {
+    assert!(g.state.timeout_marked, "{:?}", step.events);
+    assert!(has_event(step, |e| matches!(e, Event::MarkFound)));
+    assert!(recorded(step).is_empty(), "{:?}", recorded(step));
+}
+
+/// The mark the node shows may be this gate's own: marked and reported,
+/// as this replica's write.
+fn assert_reported(g: &Gate, step: &Step) {
+    assert!(g.state.timeout_marked, "{:?}", step.events);
+    let ev = assert_event(step, EventType::Warning, "GateTimedOut", &["kept closed"]);
+    assert!(ev.own_write);
+}
+
 /// A follower's mark waits for the lease while the leader writes the same
 /// mark. Once the node shows it, the mark is done: when this replica leads
 /// it writes no second mark and records no second `GateTimedOut`.
@@ -364,13 +380,7 @@ fn on_timeout_keep_takes_the_mark_another_replica_wrote_as_done() {
     assert!(!g.state.timeout_marked);
     let marked = marked("2");
     let step = g.at(202).feed(Input::NodeChanged(marked.into()));
-    assert!(
-        g.state.timeout_marked,
-        "{:?} {:?}",
-        step.events, g.state.write
-    );
-    assert!(has_event(&step, |e| matches!(e, Event::MarkFound)));
-    assert!(recorded(&step).is_empty(), "{:?}", recorded(&step));
+    assert_found(&g, &step);
     let step = g.at(203).feed(Input::LeadershipGained);
     assert_eq!(writes(&step), 0, "{:?}", step.effects);
     assert!(recorded(&step).is_empty(), "{:?}", recorded(&step));
@@ -411,10 +421,8 @@ fn a_mark_whose_answer_was_lost_is_reported_once_the_node_shows_it() {
     g.at(201).feed(Input::MarkResult(lost));
     let marked = marked("2");
     let step = g.at(202).feed(Input::NodeChanged(marked.into()));
-    assert!(g.state.timeout_marked);
     assert_eq!(writes(&step), 0, "{:?}", step.effects);
-    let ev = assert_event(&step, EventType::Warning, "GateTimedOut", &["kept closed"]);
-    assert!(ev.own_write);
+    assert_reported(&g, &step);
 }
 
 /// A follower's mark waits for the lease while writes are suspended on the
@@ -439,9 +447,7 @@ fn a_suspension_lifted_finds_the_mark_another_replica_wrote() {
         .at(204)
         .feed(Input::NodeChanged(node("4", false, true).into()));
     assert_eq!(writes(&step), 0, "{:?}", step.effects);
-    assert!(g.state.timeout_marked);
-    assert!(has_event(&step, |e| matches!(e, Event::MarkFound)));
-    assert!(recorded(&step).is_empty(), "{:?}", recorded(&step));
+    assert_found(&g, &step);
     let step = g.at(205).feed(Input::LeadershipGained);
     assert_eq!(writes(&step), 0, "{:?}", step.effects);
     assert!(recorded(&step).is_empty(), "{:?}", recorded(&step));
@@ -463,9 +469,7 @@ fn a_mark_unanswered_once_is_reported_even_after_a_refused_retry() {
     g.at(203).feed(Input::MarkResult(PatchOutcome::NotLeader));
     let marked = marked("2");
     let step = g.at(204).feed(Input::NodeChanged(marked.into()));
-    assert!(g.state.timeout_marked);
-    let ev = assert_event(&step, EventType::Warning, "GateTimedOut", &["kept closed"]);
-    assert!(ev.own_write);
+    assert_reported(&g, &step);
 }
 
 /// A mark that failed outright (a 4xx) was not applied: the mark the node
@@ -477,9 +481,7 @@ fn a_mark_that_failed_outright_takes_the_mark_shown_as_another_replicas() {
     g.at(201).feed(Input::MarkResult(refused));
     let marked = marked("2");
     let step = g.at(202).feed(Input::NodeChanged(marked.into()));
-    assert!(g.state.timeout_marked);
-    assert!(has_event(&step, |e| matches!(e, Event::MarkFound)));
-    assert!(recorded(&step).is_empty(), "{:?}", recorded(&step));
+    assert_found(&g, &step);
 }
 
 /// Writes are suspended on a node already marked for the gate's deadline:
@@ -521,8 +523,7 @@ fn a_suspension_lifted_opens_at_once_past_a_mark_the_node_shows() {
     let p = patches(&step);
     assert_eq!(p.len(), 1, "{:?}", step.effects);
     assert_eq!(p[0].opened_by, OpenedBy::Ready);
-    assert!(has_event(&step, |e| matches!(e, Event::MarkFound)));
-    assert!(recorded(&step).is_empty(), "{:?}", recorded(&step));
+    assert_found(&g, &step);
 }
 
 /// Writes are suspended on the node in the same change that shows the mark
@@ -572,7 +573,5 @@ fn a_mark_unanswered_then_given_up_for_an_opening_is_still_reported() {
     g.at(205).feed(Input::MarkResult(PatchOutcome::NotLeader));
     let marked = marked("2");
     let step = g.at(206).feed(Input::NodeRefreshed(Ok(Some(marked))));
-    assert!(g.state.timeout_marked, "{:?}", step.events);
-    let ev = assert_event(&step, EventType::Warning, "GateTimedOut", &["kept closed"]);
-    assert!(ev.own_write);
+    assert_reported(&g, &step);
 }

@@ -56,13 +56,8 @@ impl Step<'_> {
             // have been applied.
             (PatchOutcome::Conflict, None) => self.fail_and_retry(attempt, "conflict".to_string()),
             (PatchOutcome::Ambiguous(error), None) => {
-                self.emit(Event::MarkUnanswered {
-                    attempt,
-                    error: error.clone(),
-                });
-                self.emit(Event::RetryScheduled {
-                    attempt: attempt.saturating_add(1),
-                });
+                let error = error.clone();
+                self.retry_after(Event::MarkUnanswered { attempt, error }, attempt);
             }
             // The last three are a replace write's own: no untaint or mark
             // gets one.
@@ -98,7 +93,13 @@ impl Step<'_> {
     }
     /// Attempt `attempt` failed with `error`: the next one after a backoff.
     fn fail_and_retry(&mut self, attempt: u32, error: String) {
-        self.emit(Event::WriteFailed { attempt, error });
+        self.retry_after(Event::WriteFailed { attempt, error }, attempt);
+    }
+
+    /// `outcome` (how attempt `attempt` ended), then the next attempt after
+    /// a backoff.
+    fn retry_after(&mut self, outcome: Event, attempt: u32) {
+        self.emit(outcome);
         self.emit(Event::RetryScheduled {
             attempt: attempt.saturating_add(1),
         });
