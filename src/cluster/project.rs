@@ -21,6 +21,7 @@ use nodegate_core::vocab::model::{
     NodeSelectorTerm, Owner, PodInfo, PodPlacement, Replacement, Shared, SliceInfo, Taint,
     Toleration,
 };
+use nodegate_core::vocab::write::OpenedBy;
 
 use nodegate_core::vocab::annotations;
 
@@ -96,6 +97,7 @@ pub fn node_in(n: &NodeView, interner: &mut Interner) -> (Option<NodeInfo>, Vec<
         ignored: flag(annotations::NODE_IGNORE),
         opened_unready: get(annotations::OPENED_BY)
             .is_some_and(|v| v == "timeout" || v == "manual" || v == "external"),
+        opened_by: get(annotations::OPENED_BY).and_then(|v| OpenedBy::from_word(&v)),
         regated_for: text(annotations::REGATED_FOR),
         rule_taints: text(annotations::CONDITION_TAINTS),
         reboot_pending: text(annotations::REBOOT_PENDING),

@@ -71,10 +71,25 @@ fn node_projection_reads_nodegates_opened_at() {
     .unwrap();
     let (info, odd) = node(&n);
     assert!(odd.is_empty());
+    let info = info.unwrap();
     assert_eq!(
-        info.unwrap().opened_at.map(|t| t.to_string()).as_deref(),
+        info.opened_at.map(|t| t.to_string()).as_deref(),
         Some("2026-01-02T03:05:00.123Z")
     );
+    assert_eq!(info.opened_by, Some(OpenedBy::Ready));
+    // Only nodegate's own openings are read as one.
+    for (by, read) in [
+        ("timeout", Some(OpenedBy::Timeout)),
+        ("manual", Some(OpenedBy::Manual)),
+        ("external", None),
+        ("Ready", None),
+    ] {
+        let n: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "annotations": {"nodegate.dev/opened-by": by}},
+        }))
+        .unwrap();
+        assert_eq!(node(&n).0.unwrap().opened_by, read, "{by}");
+    }
     let n: Node = serde_json::from_value(json!({
         "metadata": {"name": "n1", "creationTimestamp": "2026-01-02T03:04:05Z",
                      "annotations": {"nodegate.dev/opened-at": "soon"}},

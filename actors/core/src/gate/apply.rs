@@ -25,6 +25,9 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             daemonsets,
             pods,
         } => {
+            if state.node.is_none() {
+                state.start_opened_at = node.opened_at;
+            }
             state.node = Some(Arc::clone(node));
             state.reopening = crate::rules::startup::karpenter_reopening(node);
             state.daemonsets = daemonsets.iter().map(|ds| (ds.key(), ds.clone())).collect();

@@ -17,7 +17,7 @@ const MAX_MESSAGE_BYTES: usize = 1024;
 pub use crate::vocab::write::{ConditionReason, ConditionWrite, OpenCondition};
 
 /// What the condition should say for this gate: `False` while it is
-/// closed, `True` once opened (by someone else too: `OpenedExternally`).
+/// closed, `True` once opened (by another replica or someone else too).
 /// `None` before the first snapshot, after a dry run's "would open", and
 /// for a gate that ended without opening (the node is gone, or it was never
 /// gated); a dry run writes nothing anyway ([`condition_write`]).
@@ -36,14 +36,11 @@ pub fn open_condition(state: &GateState) -> Option<OpenCondition> {
             let message = format!("{}{}", deadline.unwrap_or_default(), waiting(state));
             (false, ConditionReason::TimedOut, message)
         }
-        Phase::Opened => {
-            let by = state.opened.as_ref()?.opened_by;
-            let message = match by {
-                OpenedBy::Ready => "opened: every expected member was Ready",
-                OpenedBy::Timeout => "opened by the deadline (--on-timeout=open)",
-                OpenedBy::Manual => "opened by the nodegate.dev/open annotation",
-            };
-            (true, ConditionReason::opened_by(by), message.to_string())
+        Phase::Opened => opened(state.opened.as_ref()?.opened_by),
+        // Another replica's opening says the same on every replica: one
+        // that led before its watch caught up writes no other reason.
+        Phase::Gone if state.stopped == Some(StopReason::OpenedByAnotherReplica) => {
+            opened(state.node.as_ref()?.opened_by?)
         }
         Phase::Gone if state.stopped == Some(StopReason::TaintRemovedElsewhere) => (
             true,
@@ -57,6 +54,16 @@ pub fn open_condition(state: &GateState) -> Option<OpenCondition> {
         reason,
         message: truncate(message, MAX_MESSAGE_BYTES),
     })
+}
+
+/// What the condition says of a node nodegate opened (`by`).
+fn opened(by: OpenedBy) -> (bool, ConditionReason, String) {
+    let message = match by {
+        OpenedBy::Ready => "opened: every expected member was Ready",
+        OpenedBy::Timeout => "opened by the deadline (--on-timeout=open)",
+        OpenedBy::Manual => "opened by the nodegate.dev/open annotation",
+    };
+    (true, ConditionReason::opened_by(by), message.to_string())
 }
 
 /// The condition to write when it differs from `last` (what this replica

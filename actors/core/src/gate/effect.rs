@@ -122,6 +122,7 @@ mod tests {
                 "node not found",
                 "managed taint removed by another writer",
                 "node carries no managed taint",
+                "opened by another nodegate replica",
             ]
         );
         for e in Ending::all() {

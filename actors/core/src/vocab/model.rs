@@ -155,6 +155,19 @@ impl NodeReady {
     }
 }
 
+word_enum! {
+    /// Why nodegate opened a node; its word is the value of the
+    /// `nodegate.dev/opened-by` annotation.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum OpenedBy {
+        Ready = "ready",
+        Timeout = "timeout",
+        /// The node was annotated `nodegate.dev/open: "true"`.
+        Manual = "manual",
+    }
+}
+
 /// What the gate needs of a Node.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeInfo {
@@ -209,6 +222,11 @@ pub struct NodeInfo {
     /// node was last opened with members not Ready, on purpose.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub opened_unready: bool,
+    /// `nodegate.dev/opened-by` when it names an opening of nodegate's own
+    /// (`ready`, `timeout`, `manual`); `None` for `external`, anything else
+    /// or none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opened_by: Option<OpenedBy>,
     /// The node's conditions by type (`Ready` included), as the kubelet,
     /// node-problem-detector or a readiness reporter write them: what
     /// `criticalConditions` and `conditionTaints` read (semantics.md §6.5).

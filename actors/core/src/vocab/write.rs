@@ -4,6 +4,7 @@
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+pub use crate::vocab::model::OpenedBy;
 use crate::vocab::model::{Fallback, Owner, Taint};
 use crate::vocab::words::word_enum;
 
@@ -154,7 +155,7 @@ word_enum! {
 }
 
 impl ConditionReason {
-    pub(crate) fn opened_by(by: OpenedBy) -> Self {
+    pub fn opened_by(by: OpenedBy) -> Self {
         match by {
             OpenedBy::Ready => ConditionReason::OpenedByReady,
             OpenedBy::Timeout => ConditionReason::OpenedByTimeout,
@@ -176,19 +177,6 @@ impl OpenCondition {
     /// The condition's `status` field.
     pub fn status(&self) -> &'static str {
         if self.open { "True" } else { "False" }
-    }
-}
-
-word_enum! {
-    /// Why nodegate opened a node; its word is the value of the
-    /// `nodegate.dev/opened-by` annotation.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-    #[serde(rename_all = "snake_case")]
-    pub enum OpenedBy {
-        Ready = "ready",
-        Timeout = "timeout",
-        /// The node was annotated `nodegate.dev/open: "true"`.
-        Manual = "manual",
     }
 }
 

@@ -11,7 +11,7 @@ use crate::gate_support::*;
 use jiff::Timestamp;
 use nodegate_core::gate::journal::{Journal, replay};
 use nodegate_core::gate::{
-    Effect, GateState, Input, OpenedBy, PatchOutcome, Phase, TimerKind, WriteStatus,
+    Effect, GateState, Input, OpenedBy, PatchOutcome, Phase, StopReason, TimerKind, WriteStatus,
     annotation_time, decide, step,
 };
 use nodegate_core::rules::conditions::CriticalCondition;
@@ -53,9 +53,19 @@ fn node_variant(labels: u8, taints: u8, version: u8) -> NodeInfo {
     if taints % 4 == 3 {
         n.opened_at = match version % 4 {
             0 => None,
+            // Some the opening at 1s left, before the taint came back.
+            1 if version.is_multiple_of(3) => Some(ts(1)),
             1 => Some(ts(i64::from(version))),
             _ => Some(LOST_PATCH),
         };
+    } else if version % 5 == 4 {
+        // Gated again after an opening at 1s (the taint came back).
+        n.opened_at = Some(ts(1));
+    }
+    // An `opened-by` of nodegate's with some: another replica's untaint
+    // when its `opened-at` is new to the gate, else an old opening's.
+    if n.opened_at.is_some() && version % 8 >= 4 {
+        n.opened_by = Some(OpenedBy::Ready);
     }
     // Some versions are of a node that is not Ready (semantics.md §5.1).
     match (labels / 2) % 8 {
@@ -382,6 +392,42 @@ fn check_step(
     if before.is_finished() {
         assert_eq!(before, after, "a finished gate moved");
     }
+    // Taints gone in an untaint not of this gate's: another replica's (a
+    // new `opened-at` and an `opened-by` of nodegate's), never marked, or
+    // another writer's, marked unless writes are off.
+    if after.stopped != before.stopped
+        && let Some(reason) = after.stopped
+        && matches!(
+            reason,
+            StopReason::OpenedByAnotherReplica | StopReason::TaintRemovedElsewhere
+        )
+    {
+        let node = after.node.as_ref().expect("a gate that saw its taints go");
+        assert!(!node.taints.iter().any(|t| cfg.placement.is_managed(t)));
+        let by_replica = node.opened_by.is_some()
+            && node.opened_at.is_some()
+            && node.opened_at != after.start_opened_at;
+        assert_eq!(
+            reason == StopReason::OpenedByAnotherReplica,
+            by_replica,
+            "{reason} after {input:?}"
+        );
+        assert!(
+            !after
+                .unanswered
+                .iter()
+                .any(|u| Some(u.opened_at) == node.opened_at),
+            "its own lost patch taken for another's: {input:?}"
+        );
+    }
+    let marks = effects
+        .iter()
+        .filter(|e| matches!(e, Effect::MarkOpenedExternally(_)))
+        .count();
+    if marks > 0 {
+        assert_eq!(after.stopped, Some(StopReason::TaintRemovedElsewhere));
+        assert!(!dry_run, "dry-run wrote: {input:?}");
+    }
     // Opened without the answer of a patch: only by finding on the node the
     // `opened-at` of one whose answer was lost, its taints gone.
     if after.phase == Phase::Opened
@@ -424,7 +470,9 @@ proptest! {
 
         let dss = daemonsets();
         let pods = s.start_pods.iter().map(|(d, w, st, r)| pod_variant(&dss[*d], *w, *st, *r)).collect();
-        let first = Input::snapshot(node_variant(s.start_labels, 0, 1), dss.clone(), pods);
+        // A third of the gates start on a node opened before (version 4).
+        let start_version = if s.start_labels.is_multiple_of(3) { 4 } else { 1 };
+        let first = Input::snapshot(node_variant(s.start_labels, 0, start_version), dss.clone(), pods);
         let inputs = std::iter::once((0u8, first)).chain(s.inputs.iter().cloned());
 
         for (advance, input) in inputs {

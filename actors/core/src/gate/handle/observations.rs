@@ -68,7 +68,7 @@ impl Step<'_> {
     /// what a CSI DaemonSet waits for); only the condition, resource and
     /// DRA members when only what those read changed (its conditions,
     /// devices) or its start (which only the deadline reads). A change of
-    /// its Ready condition, its `opened-at`, its `timed-out` mark or its
+    /// its Ready condition, its `opened-at` or `opened-by`, its `timed-out` mark or its
     /// switches (`suspend`, `open`) alone is recorded whole too — the gate opens by readiness
     /// only on a Ready node, recognises its own lost patch by the annotation
     /// (semantics.md §5.5) and obeys the switches (§6.6) — but decides no
@@ -203,7 +203,7 @@ impl Step<'_> {
 
 /// Which members a change between two versions of the node can have
 /// changed (see [`Step::observe_node`]), and whether they agree on what else
-/// the gate decides by (its Ready condition, `opened-at`, the `timed-out`
+/// the gate decides by (its Ready condition, `opened-at`, `opened-by`, the `timed-out`
 /// mark, the switches).
 /// Every field is named, so a new one is a compile error here until someone
 /// says which side it is on.
@@ -221,6 +221,7 @@ fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (MemberScope<'static>, bool) 
         resource_slices,
         ready,
         opened_at,
+        opened_by,
         suspended,
         open_requested,
         // An announced reboot's hold (semantics.md §6.10).
@@ -260,6 +261,7 @@ fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (MemberScope<'static>, bool) 
     };
     let same_switches = *ready == new.ready
         && *opened_at == new.opened_at
+        && *opened_by == new.opened_by
         && *suspended == new.suspended
         && *open_requested == new.open_requested
         && *boot_id == new.boot_id

@@ -28,11 +28,16 @@ impl Step<'_> {
         // Our own patch may already show in the watch before its response
         // arrives; while it is in flight the response decides. Once no patch
         // is in flight, the taints gone with an `opened-at` one of ours wrote
-        // whose answer was lost is our opening; anything else is another
-        // writer's.
+        // whose answer was lost is our opening; with a new `opened-at` and
+        // an `opened-by` of nodegate's, another replica's; anything else is
+        // another writer's.
         if !self.has_managed_taint() {
             if !untaint_in_flight {
-                let shown = self.s.node.as_ref().and_then(|n| n.opened_at);
+                let node = self.s.node.as_ref();
+                let shown = node.and_then(|n| n.opened_at);
+                let by_replica = node.is_some_and(|n| n.opened_by.is_some())
+                    && shown.is_some()
+                    && shown != self.s.start_opened_at;
                 let mut unanswered = self.s.unanswered.iter();
                 match unanswered.rfind(|u| Some(u.opened_at) == shown).cloned() {
                     Some(u) => self.emit(Event::Opened {
@@ -40,6 +45,7 @@ impl Step<'_> {
                         at: u.opened_at,
                         resource_version: u.resource_version,
                     }),
+                    None if by_replica => self.stop(StopReason::OpenedByAnotherReplica),
                     None => self.stop(StopReason::TaintRemovedElsewhere),
                 }
             }
