@@ -25,8 +25,9 @@ pub fn apply(state: &mut GateState, ev: &Event) {
             daemonsets,
             pods,
         } => {
+            // A gate starts on a node with a managed taint on (or stops).
             if state.node.is_none() {
-                state.start_opened_at = node.opened_at;
+                state.closed_opened_at = node.opened_at;
             }
             state.node = Some(Arc::clone(node));
             state.reopening = crate::rules::startup::karpenter_reopening(node);
@@ -37,6 +38,7 @@ pub fn apply(state: &mut GateState, ev: &Event) {
                 .collect();
         }
         Event::NodeUpdated { node } => state.node = Some(Arc::clone(node)),
+        Event::OpenedAtSeenClosed { opened_at } => state.closed_opened_at = *opened_at,
         Event::NodeVersionChanged { resource_version } => {
             if let Some(node) = &mut state.node {
                 Arc::make_mut(node).resource_version = resource_version.clone();

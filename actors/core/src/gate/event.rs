@@ -35,6 +35,14 @@ pub enum Event {
     NodeVersionChanged {
         resource_version: String,
     },
+    /// The node shows this `nodegate.dev/opened-at` with a managed taint on,
+    /// another than it showed when the gate started or last did so (the
+    /// taint came back after an opening the gate did not see): an untaint
+    /// that removes the taint with another one is nodegate's.
+    OpenedAtSeenClosed {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        opened_at: Option<Timestamp>,
+    },
     DaemonSetUpdated {
         daemonset: Arc<DaemonSetInfo>,
     },

@@ -85,9 +85,9 @@ word_enum! {
         TaintRemovedElsewhere = "managed taint removed by another writer",
         /// The node carried no managed taint when the gate started.
         NotGated = "node carries no managed taint",
-        /// Every managed taint disappeared in an untaint of another replica's
-        /// (a new `opened-at`, an `opened-by` of nodegate's): that replica
-        /// records the opening.
+        /// Every managed taint disappeared in an untaint this gate did not
+        /// send or no longer remembers (another `opened-at`, an `opened-by`
+        /// of nodegate's): as a rule another replica's, which records it.
         OpenedByAnotherReplica = "opened by another nodegate replica",
     }
 }
@@ -276,13 +276,13 @@ pub struct GateState {
     /// no second Event.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reopening: bool,
-    /// The node's `nodegate.dev/opened-at` when this gate started (its first
-    /// snapshot, the managed taint on). Every untaint writes a new one in the
-    /// patch that removes the taint; a person's `kubectl taint …-` does not:
-    /// taints gone with a new `opened-at` and an `opened-by` of nodegate's
-    /// are another replica's opening (semantics.md §5.5).
+    /// The node's `nodegate.dev/opened-at` as last seen with a managed taint
+    /// on (from its first snapshot, then `OpenedAtSeenClosed`). Every untaint
+    /// writes a new one in the patch that removes the taint; a person's
+    /// `kubectl taint …-` does not: taints gone with another `opened-at` and
+    /// an `opened-by` of nodegate's are an untaint (semantics.md §5.5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start_opened_at: Option<Timestamp>,
+    pub closed_opened_at: Option<Timestamp>,
 }
 
 impl GateState {

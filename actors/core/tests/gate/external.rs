@@ -182,3 +182,38 @@ fn another_replicas_opening_seen_while_an_untaint_of_ours_is_in_flight() {
         assert!(recorded(&step).is_empty());
     }
 }
+
+#[test]
+fn an_opening_the_gate_never_saw_open_moves_what_counts_as_new() {
+    // Started on a node opened at 0s; the taint came back after another
+    // opening (at 5s, by timeout) the gate saw only closed again. A person
+    // then takes the taint off: no untaint wrote that 5s, it is external.
+    let mut g = Gate::new(cfg());
+    g.at(1).start(
+        opened(true, ts(0), Some(OpenedBy::Ready)),
+        vec![tolerant_ds("broken")],
+        vec![],
+    );
+    g.at(6).feed(Input::NodeChanged(
+        opened(true, ts(5), Some(OpenedBy::Timeout)).into(),
+    ));
+    assert_eq!(g.state.closed_opened_at, Some(ts(5)));
+    let step = g.at(7).feed(Input::NodeChanged(
+        opened(false, ts(5), Some(OpenedBy::Timeout)).into(),
+    ));
+    assert_eq!(g.state.stopped, Some(StopReason::TaintRemovedElsewhere));
+    assert_eq!(external(&step).len(), 1, "{:?}", step.effects);
+}
+
+#[test]
+fn another_replicas_opening_seen_by_a_re_examination_after_one() {
+    let ds = tolerant_ds("broken");
+    let mut g = Gate::new(cfg());
+    g.at(1).start(gated_node(), vec![ds.clone()], vec![]);
+    g.at(30)
+        .feed(Input::reexamine(gated_node(), vec![ds.clone()], vec![]));
+    let theirs = opened(false, ts(40), Some(OpenedBy::Ready));
+    let step = g.at(60).feed(Input::reexamine(theirs, vec![ds], vec![]));
+    assert_eq!(g.state.stopped, Some(StopReason::OpenedByAnotherReplica));
+    assert!(external(&step).is_empty(), "{:?}", step.effects);
+}

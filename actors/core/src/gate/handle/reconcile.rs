@@ -37,7 +37,7 @@ impl Step<'_> {
                 let shown = node.and_then(|n| n.opened_at);
                 let by_replica = node.is_some_and(|n| n.opened_by.is_some())
                     && shown.is_some()
-                    && shown != self.s.start_opened_at;
+                    && shown != self.s.closed_opened_at;
                 let mut unanswered = self.s.unanswered.iter();
                 match unanswered.rfind(|u| Some(u.opened_at) == shown).cloned() {
                     Some(u) => self.emit(Event::Opened {
@@ -52,6 +52,10 @@ impl Step<'_> {
             // With our taint gone, DaemonSets that wait for it to go would
             // show up as expected: nothing worth recomputing.
             return;
+        }
+        let shown = self.s.node.as_ref().and_then(|n| n.opened_at);
+        if shown != self.s.closed_opened_at {
+            self.emit(Event::OpenedAtSeenClosed { opened_at: shown });
         }
         self.recompute_members(scope);
         self.recompute_deadline();
