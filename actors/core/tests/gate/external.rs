@@ -2,8 +2,9 @@
 //! asks the shell to record `opened-by: external` on the node, so that no
 //! entrance puts the taint back — except in a dry run or while writes are
 //! suspended, when it writes nothing. Taints gone in another replica's
-//! untaint (a new `opened-at`, an `opened-by` of nodegate's) are that
-//! replica's opening: nothing to mark, nothing to record.
+//! untaint (an `opened-at` other than the one the node last showed with the
+//! taint on, an `opened-by` of nodegate's) are that replica's opening:
+//! nothing to mark, nothing to record.
 
 use crate::gate_support::*;
 use jiff::Timestamp;
@@ -207,11 +208,19 @@ fn an_opening_the_gate_never_saw_open_moves_what_counts_as_new() {
 
 #[test]
 fn another_replicas_opening_seen_by_a_re_examination_after_one() {
+    // Re-examinations record the node whole (a snapshot): not one may take
+    // the opened-at it shows for one seen with the taint on.
     let ds = tolerant_ds("broken");
     let mut g = Gate::new(cfg());
-    g.at(1).start(gated_node(), vec![ds.clone()], vec![]);
-    g.at(30)
-        .feed(Input::reexamine(gated_node(), vec![ds.clone()], vec![]));
+    let start = opened(true, ts(0), Some(OpenedBy::Ready));
+    g.at(1).start(start.clone(), vec![ds.clone()], vec![]);
+    let mut relabelled = start;
+    relabelled.labels.insert("role".into(), "gpu".into());
+    let step = g
+        .at(30)
+        .feed(Input::reexamine(relabelled, vec![ds.clone()], vec![]));
+    assert_eq!(step.events.len(), 1, "{:?}", step.events);
+    assert_eq!(g.state.closed_opened_at, Some(ts(0)));
     let theirs = opened(false, ts(40), Some(OpenedBy::Ready));
     let step = g.at(60).feed(Input::reexamine(theirs, vec![ds], vec![]));
     assert_eq!(g.state.stopped, Some(StopReason::OpenedByAnotherReplica));

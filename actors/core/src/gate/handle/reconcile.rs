@@ -28,9 +28,9 @@ impl Step<'_> {
         // Our own patch may already show in the watch before its response
         // arrives; while it is in flight the response decides. Once no patch
         // is in flight, the taints gone with an `opened-at` one of ours wrote
-        // whose answer was lost is our opening; with a new `opened-at` and
-        // an `opened-by` of nodegate's, another replica's; anything else is
-        // another writer's.
+        // whose answer was lost is our opening; with an `opened-at` other than
+        // the one last seen with the taint on and an `opened-by` of
+        // nodegate's, another replica's; anything else is another writer's.
         if !self.has_managed_taint() {
             if !untaint_in_flight {
                 let node = self.s.node.as_ref();
