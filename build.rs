@@ -17,7 +17,7 @@
 //! below change (HEAD and the branch's ref), not on every edit, so a dirty
 //! flag computed here would go stale and claim a clean tree.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
@@ -45,8 +45,13 @@ fn main() {
 /// file lists that the binary does not have are skipped, silently: a stale
 /// list costs memory, never correctness.
 fn code_order() {
-    let order = Path::new(env!("CARGO_MANIFEST_DIR")).join("link/code-order.txt");
-    println!("cargo:rerun-if-changed={}", order.display());
+    // Named relative to the package: cargo resolves it against the checkout
+    // that builds, where a path fixed when this script was compiled would
+    // name the checkout that compiled it first (the target directory is
+    // shared between clones), missing in every other one, and a missing
+    // file reruns this script and rebuilds the crate on every build.
+    println!("cargo:rerun-if-changed={CODE_ORDER}");
+    let order = package_dir().join(CODE_ORDER);
     let optimised = std::env::var("OPT_LEVEL").is_ok_and(|o| o != "0");
     let target = std::env::var("TARGET").unwrap_or_default();
     let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
@@ -62,6 +67,15 @@ fn code_order() {
         order.display()
     );
     println!("cargo:rustc-link-arg-bin=nodegate=-Wl,--no-warn-symbol-ordering");
+}
+
+/// The link order's list, relative to the package.
+const CODE_ORDER: &str = "link/code-order.txt";
+
+/// The package being built, as cargo says when it runs this script (not
+/// `env!`: that is the checkout this script was compiled in).
+fn package_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| PathBuf::from("."), PathBuf::from)
 }
 
 /// rustc 1.90 and later link x86_64-unknown-linux-gnu programs with its own
@@ -98,11 +112,10 @@ fn from_git() -> Option<String> {
         watched.push(branch);
     }
     for name in watched {
-        if let Some(path) = git(&["rev-parse", "--git-path", &name]) {
-            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
-            if path.exists() {
-                println!("cargo:rerun-if-changed={}", path.display());
-            }
+        if let Some(path) = git(&["rev-parse", "--git-path", &name])
+            && package_dir().join(&path).exists()
+        {
+            println!("cargo:rerun-if-changed={path}");
         }
     }
     Some(head)
@@ -111,7 +124,7 @@ fn from_git() -> Option<String> {
 fn git(args: &[&str]) -> Option<String> {
     let out = Command::new("git")
         .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(package_dir())
         .output()
         .ok()?;
     let text = String::from_utf8(out.stdout).ok()?.trim().to_string();
