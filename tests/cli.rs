@@ -3,6 +3,15 @@
 
 use std::process::Command;
 
+/// This clone, read when the test runs (the build cache is shared between
+/// clones, so the compile-time path may name another one).
+fn repo() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(
+        || env!("CARGO_MANIFEST_DIR").into(),
+        std::path::PathBuf::from,
+    )
+}
+
 fn nodegate(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_nodegate"))
         .args(args)
@@ -221,7 +230,7 @@ fn version_flag_names_the_commit() {
         _ => {
             let head = Command::new("git")
                 .args(["rev-parse", "HEAD"])
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .current_dir(repo())
                 .output()
                 .expect("run git rev-parse HEAD");
             assert!(head.status.success(), "git rev-parse HEAD: {head:?}");
@@ -561,10 +570,8 @@ fn run_at_an_unreachable_cluster_logs_a_warning_and_exits_1() {
 /// table), and every key it prints is documented; typed values, no prose.
 #[test]
 fn config_check_of_an_empty_file_prints_every_documented_key() {
-    let docs = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md"),
-    )
-    .expect("read docs/configuration.md");
+    let docs = std::fs::read_to_string(repo().join("docs/configuration.md"))
+        .expect("read docs/configuration.md");
     let (_d, path) = config_file("");
     let (code, out, err) = run_as(bin(), &["config", "check", "-o", "json", &path]);
     assert_eq!(code, 0, "{err}");

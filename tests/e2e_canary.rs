@@ -336,7 +336,7 @@ fn helm_template(root: &str, extra: &[&str]) -> String {
 /// the ServiceAccount impersonated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_canary_grant_is_a_role_on_pods_in_nodegates_namespace_only() {
-    let root = env!("CARGO_MANIFEST_DIR");
+    let root = &*support::repo_root().display().to_string();
     let cluster = support::TestCluster::start("canary-rbac").await;
     cluster.namespace("nodegate-system").await;
     let component = format!("{root}/deploy/kustomize/components/canary/rbac.yaml");

@@ -8,7 +8,7 @@
 mod graph;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::PathBuf;
 
 use graph::{ModPath, circles, load, path, show};
 
@@ -20,8 +20,17 @@ use graph::{ModPath, circles, load, path, show};
 /// backfill's taint.
 const KNOWN: &[&[&str]] = &[&["settings::cli", "settings::define", "settings::table"]];
 
+/// This package's folder, read when the test runs (cargo and tests/lanes.py
+/// set it): the build cache is shared between clones, so the compile-time
+/// path may name another clone.
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
 fn edges() -> BTreeMap<ModPath, BTreeSet<ModPath>> {
-    load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src")).edges()
+    load(&manifest_dir().join("src")).edges()
 }
 
 fn described(c: &[ModPath]) -> String {

@@ -8,7 +8,10 @@ use serde_json::Value;
 use super::*;
 
 fn chart_file(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    // Read when the test runs: the build cache is shared between clones,
+    // so the compile-time path may name another clone.
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
         .join("deploy/helm/nodegate")
         .join(name)
 }
