@@ -10,10 +10,9 @@
 use jiff::Timestamp;
 use nodegate_core::deciders::{TaintChange, TaintWrite};
 use nodegate_core::gate::{
-    ConditionWrite, OPEN_CONDITION, OPENED_BY_EXTERNAL, OpenedBy, TimeoutMark, UntaintPatch,
-    annotation_time,
+    ConditionWrite, OPEN_CONDITION, OpenedBy, TimeoutMark, UntaintPatch, annotation_time,
 };
-use nodegate_core::vocab::model::Taint;
+use nodegate_core::vocab::model::{OpenedByMark, Taint};
 
 use nodegate_core::vocab::annotations::{
     OPEN, OPENED_AT, OPENED_BY, REPLACE_REASON, REPLACE_REQUESTED, TIMED_OUT,
@@ -210,7 +209,7 @@ pub fn mark_timed_out(m: &TimeoutMark) -> Value {
 /// `cordoned` node).
 pub fn opened_externally(at: Timestamp, cordoned: bool) -> Value {
     let mut body = json!({"metadata": {"annotations": {
-        OPENED_AT: rfc3339(at), OPENED_BY: OPENED_BY_EXTERNAL,
+        OPENED_AT: rfc3339(at), OPENED_BY: OpenedByMark::External.as_str(),
         REPLACE_REQUESTED: null, REPLACE_REASON: null,
     }}});
     if cordoned && let Some(a) = body["metadata"]["annotations"].as_object_mut() {

@@ -18,10 +18,9 @@ use nodegate_core::net::entrance::BoundPod;
 use nodegate_core::vocab::model::{
     CAPI_MACHINE_ANNOTATION, CAPI_NAMESPACE_ANNOTATION, DaemonSetInfo, Fallback, Interner,
     KARPENTER_NODEPOOL_LABEL, Labels, NodeCondition, NodeInfo, NodeReady, NodeSelectorRequirement,
-    NodeSelectorTerm, Owner, PodInfo, PodPlacement, Replacement, Shared, SliceInfo, Taint,
-    Toleration,
+    NodeSelectorTerm, OpenedByMark, Owner, PodInfo, PodPlacement, Replacement, Shared, SliceInfo,
+    Taint, Toleration,
 };
-use nodegate_core::vocab::write::OpenedBy;
 
 use nodegate_core::vocab::annotations;
 
@@ -95,9 +94,7 @@ pub fn node_in(n: &NodeView, interner: &mut Interner) -> (Option<NodeInfo>, Vec<
         suspended: flag(annotations::SUSPEND),
         open_requested: flag(annotations::OPEN),
         ignored: flag(annotations::NODE_IGNORE),
-        opened_unready: get(annotations::OPENED_BY)
-            .is_some_and(|v| v == "timeout" || v == "manual" || v == "external"),
-        opened_by: get(annotations::OPENED_BY).and_then(|v| OpenedBy::from_word(&v)),
+        opened_by: get(annotations::OPENED_BY).and_then(|v| OpenedByMark::from_word(&v)),
         regated_for: text(annotations::REGATED_FOR),
         rule_taints: text(annotations::CONDITION_TAINTS),
         reboot_pending: text(annotations::REBOOT_PENDING),

@@ -1,4 +1,5 @@
 use super::*;
+use nodegate_core::vocab::model::OpenedBy;
 use serde_json::json;
 
 #[test]
@@ -76,19 +77,24 @@ fn node_projection_reads_nodegates_opened_at() {
         info.opened_at.map(|t| t.to_string()).as_deref(),
         Some("2026-01-02T03:05:00.123Z")
     );
-    assert_eq!(info.opened_by, Some(OpenedBy::Ready));
-    // Only nodegate's own openings are read as one.
-    for (by, read) in [
-        ("timeout", Some(OpenedBy::Timeout)),
-        ("manual", Some(OpenedBy::Manual)),
-        ("external", None),
-        ("Ready", None),
+    assert_eq!(info.opened_by_nodegate(), Some(OpenedBy::Ready));
+    assert!(!info.opened_unready());
+    // Only nodegate's own openings are read as one; `timeout`, `manual`
+    // and `external` opened the node with members not Ready.
+    for (by, read, unready) in [
+        ("timeout", Some(OpenedBy::Timeout), true),
+        ("manual", Some(OpenedBy::Manual), true),
+        ("external", None, true),
+        ("Ready", None, false),
+        ("", None, false),
     ] {
         let n: Node = serde_json::from_value(json!({
             "metadata": {"name": "n1", "annotations": {"nodegate.dev/opened-by": by}},
         }))
         .unwrap();
-        assert_eq!(node(&n).0.unwrap().opened_by, read, "{by}");
+        let info = node(&n).0.unwrap();
+        assert_eq!(info.opened_by_nodegate(), read, "{by}");
+        assert_eq!(info.opened_unready(), unready, "{by}");
     }
     let n: Node = serde_json::from_value(json!({
         "metadata": {"name": "n1", "creationTimestamp": "2026-01-02T03:04:05Z",

@@ -40,7 +40,7 @@ pub fn open_condition(state: &GateState) -> Option<OpenCondition> {
         // Another replica's opening says the same on every replica: one
         // that led before its watch caught up writes no other reason.
         Phase::Gone if state.stopped == Some(StopReason::OpenedByAnotherReplica) => {
-            opened(state.node.as_ref()?.opened_by?)
+            opened(state.node.as_ref()?.opened_by_nodegate()?)
         }
         Phase::Gone if state.stopped == Some(StopReason::TaintRemovedElsewhere) => (
             true,

@@ -18,11 +18,6 @@ pub fn annotation_time(t: Timestamp) -> Timestamp {
     t.round(Unit::Millisecond).unwrap_or(t)
 }
 
-/// The value of `nodegate.dev/opened-by` on a node whose managed taints
-/// someone else removed while it was gated (semantics.md §5.5): the net,
-/// `backfill` and re-gating leave such a node alone.
-pub const OPENED_BY_EXTERNAL: &str = "external";
-
 pub use crate::vocab::write::{ExternalOpening, TimeoutMark, UntaintPatch};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -29,9 +29,7 @@ pub use condition::{
 };
 pub(crate) use derive::{derive_all, derive_member};
 pub use derive::{derive_members, waited_pod};
-pub use effect::{
-    Effect, Ending, ExternalOpening, OPENED_BY_EXTERNAL, TimeoutMark, UntaintPatch, annotation_time,
-};
+pub use effect::{Effect, Ending, ExternalOpening, TimeoutMark, UntaintPatch, annotation_time};
 pub use event::{Event, IndexedTaint};
 pub use event_effects::effects;
 pub use input::{Input, PatchOutcome, TimerKind};

@@ -168,6 +168,68 @@ word_enum! {
     }
 }
 
+/// `nodegate.dev/opened-by` as a node carries it (semantics.md §5.5): one
+/// of nodegate's own openings, or `external`. Serialized as its word; the
+/// node's projection reads any other value as none, deserializing refuses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenedByMark {
+    /// `ready`, `timeout` or `manual`: a nodegate replica opened the node.
+    Nodegate(OpenedBy),
+    /// `external`: someone else removed the managed taints while the node
+    /// was gated, and a gate recorded it. The net, `backfill` and re-gating
+    /// leave such a node alone.
+    External,
+}
+
+impl OpenedByMark {
+    const EXTERNAL: &str = "external";
+
+    /// The annotation's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpenedByMark::Nodegate(by) => by.as_str(),
+            OpenedByMark::External => Self::EXTERNAL,
+        }
+    }
+
+    /// The mark `word` stands for, if any (the words are case-sensitive).
+    pub fn from_word(word: &str) -> Option<Self> {
+        match word {
+            Self::EXTERNAL => Some(OpenedByMark::External),
+            _ => OpenedBy::from_word(word).map(OpenedByMark::Nodegate),
+        }
+    }
+
+    /// The node was opened with members not Ready, on purpose: at the
+    /// deadline, by request, or by someone else.
+    pub fn unready(self) -> bool {
+        self != OpenedByMark::Nodegate(OpenedBy::Ready)
+    }
+}
+
+impl std::fmt::Display for OpenedByMark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for OpenedByMark {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for OpenedByMark {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let word = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        OpenedByMark::from_word(&word).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "opened-by {word:?} is none of ready, timeout, manual, external"
+            ))
+        })
+    }
+}
+
 /// What the gate needs of a Node.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeInfo {
@@ -218,15 +280,11 @@ pub struct NodeInfo {
     /// on this node, comma separated (see [`NodeInfo::rule_added`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule_taints: Option<Box<str>>,
-    /// `nodegate.dev/opened-by` is `timeout`, `manual` or `external`: the
-    /// node was last opened with members not Ready, on purpose.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub opened_unready: bool,
-    /// `nodegate.dev/opened-by` when it names an opening of nodegate's own
-    /// (`ready`, `timeout`, `manual`); `None` for `external`, anything else
-    /// or none.
+    /// `nodegate.dev/opened-by`: who last opened the node, and why; `None`
+    /// when absent or not one of the words (see [`NodeInfo::opened_by_nodegate`]
+    /// and [`NodeInfo::opened_unready`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub opened_by: Option<OpenedBy>,
+    pub opened_by: Option<OpenedByMark>,
     /// The node's conditions by type (`Ready` included), as the kubelet,
     /// node-problem-detector or a readiness reporter write them: what
     /// `criticalConditions` and `conditionTaints` read (semantics.md §6.5).
@@ -286,6 +344,22 @@ fn is_default<T: Default + PartialEq>(v: &T) -> bool {
 }
 
 impl NodeInfo {
+    /// The opening `opened-by` names when it is one of nodegate's own
+    /// (`ready`, `timeout`, `manual`); `None` for `external`, anything else
+    /// or none.
+    pub fn opened_by_nodegate(&self) -> Option<OpenedBy> {
+        match self.opened_by? {
+            OpenedByMark::Nodegate(by) => Some(by),
+            OpenedByMark::External => None,
+        }
+    }
+
+    /// `opened-by` is `timeout`, `manual` or `external`: the node was last
+    /// opened with members not Ready, on purpose.
+    pub fn opened_unready(&self) -> bool {
+        self.opened_by.is_some_and(OpenedByMark::unready)
+    }
+
     /// Whether nodegate recorded putting rule `rule`'s taint on this node
     /// (`nodegate.dev/condition-taints`).
     pub fn rule_added(&self, rule: &str) -> bool {
@@ -504,5 +578,45 @@ mod tests {
     fn a_pod_info_stays_within_its_budget() {
         let size = std::mem::size_of::<super::PodInfo>();
         assert!(size <= 136, "PodInfo is {size} bytes, more than 136");
+    }
+
+    /// `opened-by` is read and written as the annotation's word; the
+    /// words are case-sensitive, and only `ready` is an opening with every
+    /// member Ready.
+    #[test]
+    fn opened_by_marks_are_their_words() {
+        use super::{OpenedBy, OpenedByMark};
+        let all = OpenedBy::ALL
+            .map(OpenedByMark::Nodegate)
+            .into_iter()
+            .chain([OpenedByMark::External]);
+        for mark in all {
+            let word = mark.as_str();
+            assert_eq!(OpenedByMark::from_word(word), Some(mark), "{word}");
+            let json = serde_json::to_string(&mark).unwrap();
+            assert_eq!(json, format!("{word:?}"));
+            assert_eq!(serde_json::from_str::<OpenedByMark>(&json).unwrap(), mark);
+            assert_eq!(mark.unready(), word != "ready", "{word}");
+        }
+        for word in ["External", "READY", "", " ready", "opened"] {
+            assert_eq!(OpenedByMark::from_word(word), None, "{word:?}");
+        }
+        let err = serde_json::from_str::<OpenedByMark>("\"later\"").unwrap_err();
+        assert!(err.to_string().contains("\"later\""), "{err}");
+        // In a node (the journal's and `/debug/nodes`' JSON): the word, and
+        // nothing without a mark.
+        let mut node = super::NodeInfo {
+            opened_by: Some(OpenedByMark::External),
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&node).unwrap();
+        assert_eq!(json["opened_by"], "external");
+        assert_eq!(
+            serde_json::from_value::<super::NodeInfo>(json).unwrap(),
+            node
+        );
+        node.opened_by = None;
+        let json = serde_json::to_value(&node).unwrap();
+        assert!(json.get("opened_by").is_none(), "{json}");
     }
 }

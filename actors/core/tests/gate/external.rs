@@ -13,7 +13,7 @@ use nodegate_core::gate::{
     StopReason, open_condition,
 };
 use nodegate_core::testutil::ts;
-use nodegate_core::vocab::model::NodeInfo;
+use nodegate_core::vocab::model::{NodeInfo, OpenedByMark};
 
 fn external(step: &Step) -> Vec<&ExternalOpening> {
     step.effects
@@ -80,7 +80,7 @@ fn opened(gated: bool, at: Timestamp, by: Option<OpenedBy>) -> NodeInfo {
     let mut n = if gated { gated_node() } else { node(vec![]) };
     n.opened_at = Some(at);
     n.opened_before = true;
-    n.opened_by = by;
+    n.opened_by = by.map(OpenedByMark::Nodegate);
     n
 }
 
@@ -146,15 +146,19 @@ fn a_removal_by_hand_of_a_taint_that_came_back_after_an_opening_is_external() {
 #[test]
 fn a_new_opened_at_without_an_opened_by_of_nodegates_is_external() {
     for by in [None, Some(OpenedBy::Ready)] {
-        // No opened-by (or `external`): not an untaint of nodegate's.
-        let then = opened(false, ts(5), None);
-        let start = match by {
-            Some(by) => opened(true, ts(0), Some(by)),
-            None => gated_node(),
-        };
-        let (g, step) = taints_gone(start, then);
-        assert_eq!(g.state.stopped, Some(StopReason::TaintRemovedElsewhere));
-        assert_eq!(external(&step).len(), 1, "{:?}", step.effects);
+        // No opened-by, or `external` (a gate recorded someone else's
+        // removal): not an untaint of nodegate's.
+        for mark in [None, Some(OpenedByMark::External)] {
+            let mut then = opened(false, ts(5), None);
+            then.opened_by = mark;
+            let start = match by {
+                Some(by) => opened(true, ts(0), Some(by)),
+                None => gated_node(),
+            };
+            let (g, step) = taints_gone(start, then);
+            assert_eq!(g.state.stopped, Some(StopReason::TaintRemovedElsewhere));
+            assert_eq!(external(&step).len(), 1, "{:?}", step.effects);
+        }
     }
 }
 

@@ -20,7 +20,9 @@ use nodegate_core::rules::readiness::CriticalPodEntry;
 use nodegate_core::rules::selector::LabelSelector;
 use nodegate_core::testutil::{mk_pod, taint, ts};
 use nodegate_core::vocab::config::OnTimeout;
-use nodegate_core::vocab::model::{DaemonSetInfo, NodeCondition, NodeInfo, NodeReady, PodInfo};
+use nodegate_core::vocab::model::{
+    DaemonSetInfo, NodeCondition, NodeInfo, NodeReady, OpenedByMark, PodInfo,
+};
 use proptest::prelude::*;
 
 fn daemonsets() -> Vec<DaemonSetInfo> {
@@ -63,9 +65,14 @@ fn node_variant(labels: u8, taints: u8, version: u8) -> NodeInfo {
         n.opened_at = Some(ts(1));
     }
     // An `opened-by` of nodegate's with some: another replica's untaint
-    // when its `opened-at` is new to the gate, else an old opening's.
-    if n.opened_at.is_some() && version % 8 >= 4 {
-        n.opened_by = Some(OpenedBy::Ready);
+    // when its `opened-at` is new to the gate, else an old opening's; an
+    // `external` mark with a few (someone else's removal a gate recorded).
+    if n.opened_at.is_some() {
+        n.opened_by = match version % 8 {
+            4.. => Some(OpenedByMark::Nodegate(OpenedBy::Ready)),
+            3 => Some(OpenedByMark::External),
+            _ => None,
+        };
     }
     // Some versions are of a node that is not Ready (semantics.md §5.1).
     match (labels / 2) % 8 {
@@ -406,7 +413,7 @@ fn check_step(
     {
         let node = after.node.as_ref().expect("a gate that saw its taints go");
         assert!(!node.taints.iter().any(|t| cfg.placement.is_managed(t)));
-        let by_replica = node.opened_by.is_some()
+        let by_replica = matches!(node.opened_by, Some(OpenedByMark::Nodegate(_)))
             && node.opened_at.is_some()
             && node.opened_at != closed_opened_at;
         assert_eq!(

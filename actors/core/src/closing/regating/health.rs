@@ -173,7 +173,7 @@ fn excuse(node: &NodeInfo, memory: &mut Watched, broken: &mut Vec<Broken>) {
 /// wrote no `opened-at` since: an operator took the re-gate taint off by
 /// hand to put the node back in service.
 fn excused_opening(node: &NodeInfo) -> Option<Timestamp> {
-    if let (Some(opened), true) = (node.opened_at, node.opened_unready) {
+    if let (Some(opened), true) = (node.opened_at, node.opened_unready()) {
         return Some(opened);
     }
     node.regated_for.as_ref()?;

@@ -236,7 +236,6 @@ fn compare_node(old: &NodeInfo, new: &NodeInfo) -> (MemberScope<'static>, bool) 
         ignored: _,
         regated_for: _,
         rule_taints: _,
-        opened_unready: _,
         opened_before: _,
         annotations_present: _,
     } = old;

@@ -35,7 +35,7 @@ impl Step<'_> {
             if !untaint_in_flight {
                 let node = self.s.node.as_ref();
                 let shown = node.and_then(|n| n.opened_at);
-                let by_replica = node.is_some_and(|n| n.opened_by.is_some())
+                let by_replica = node.is_some_and(|n| n.opened_by_nodegate().is_some())
                     && shown.is_some()
                     && shown != self.s.closed_opened_at;
                 let mut unanswered = self.s.unanswered.iter();

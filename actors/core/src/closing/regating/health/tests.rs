@@ -11,6 +11,7 @@ use crate::testutil::{
     mk_ds, mk_node, mk_pod, regate_config, taint, template_with_tolerations, toleration, ts,
 };
 use crate::vocab::budget::MaxUnavailable;
+use crate::vocab::model::{OpenedBy, OpenedByMark};
 
 const GRACE: u64 = 60;
 
@@ -442,7 +443,7 @@ fn members_broken_when_a_node_was_opened_by_its_deadline_are_excused_until_ready
     let both = [ds.clone(), other.clone()];
     let mut n = node();
     n.opened_at = Some(ts(1000));
-    n.opened_unready = true;
+    n.opened_by = Some(OpenedByMark::Nodegate(OpenedBy::Timeout));
     let mut m = Watched::default();
     // Opened by the deadline with cni broken since long before: not
     // re-gated for it, however long it stays broken.
@@ -471,17 +472,25 @@ fn members_broken_when_a_node_was_opened_by_its_deadline_are_excused_until_ready
         6001 + GRACE as i64,
     );
     assert_eq!(members(&again), BTreeSet::from(["infra/cni".to_string()]));
-    // Opened by readiness: nothing is excused.
-    n.opened_unready = false;
-    let mut fresh = Watched::default();
-    let h = look(
-        &n,
-        &both,
-        &[broken_pod(&ds, 0), ready_pod(&other)],
-        &mut fresh,
-        1001,
-    );
-    assert_eq!(members(&h), BTreeSet::from(["infra/cni".to_string()]));
+    // Opened by request or by someone else: excused the same way; by
+    // readiness, or with no `opened-by` nodegate reads: nothing is.
+    let broken_since_before = [broken_pod(&ds, 0), ready_pod(&other)];
+    for (by, excused) in [
+        (Some(OpenedByMark::Nodegate(OpenedBy::Manual)), true),
+        (Some(OpenedByMark::External), true),
+        (Some(OpenedByMark::Nodegate(OpenedBy::Ready)), false),
+        (None, false),
+    ] {
+        n.opened_by = by;
+        let mut fresh = Watched::default();
+        let h = look(&n, &both, &broken_since_before, &mut fresh, 1001);
+        let expected = if excused {
+            BTreeSet::new()
+        } else {
+            BTreeSet::from(["infra/cni".to_string()])
+        };
+        assert_eq!(members(&h), expected, "opened-by {by:?}");
+    }
 }
 
 /// Hardening: an operator takes `nodegate.dev/degraded` off a
