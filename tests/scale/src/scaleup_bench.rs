@@ -75,6 +75,14 @@ fn log(msg: impl AsRef<str>) {
 }
 
 fn repo_root() -> PathBuf {
+    // The repository as the script that runs the binary names it (it runs
+    // from there): the build cache is shared between checkouts, and a
+    // binary built in one may be run from another, where the compile-time
+    // path names the first one's files.
+    if let Some(repo) = std::env::var_os("NODEGATE_SCALE_REPO") {
+        return PathBuf::from(repo);
+    }
+    // tests/scale/ → the repository.
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
         .nth(2)
