@@ -102,6 +102,14 @@ pub fn table(r: &Result) -> String {
         k.retainted,
         k.watch_order_inversions
     );
+    if k.opened_at_deadline_not_stuck > 0 {
+        s += &format!(
+            "warning: {} nodes that are not stuck opened at their deadline with pods not Ready: \
+             the control plane was too slow for --timeout {}s, and this run measures it more than \
+             the controller; compare runs with a longer --timeout\n",
+            k.opened_at_deadline_not_stuck, c.timeout_s
+        );
+    }
     s += &format!(
         "node writes/node {:.3}   node GETs {}   conflicts {}   controller requests/node (non-watch) {:.3}\n",
         r.node_writes_per_node, r.node_gets, r.conflicts, r.controller_requests_per_node
