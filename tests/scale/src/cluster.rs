@@ -13,6 +13,23 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 
+/// The repository the benchmark runs in.
+pub fn repo_root() -> PathBuf {
+    // The repository as the script that runs the binary names it (it runs
+    // from there): the build cache is shared between checkouts, and a
+    // binary built in one may be run from another, where the compile-time
+    // path names the first one's files.
+    if let Some(repo) = std::env::var_os("NODEGATE_SCALE_REPO") {
+        return PathBuf::from(repo);
+    }
+    // tests/scale/ → the repository.
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
 /// The components `deploy/local/up` starts, in its pid file names.
 pub const COMPONENTS: [&str; 5] = [
     "etcd",

@@ -87,22 +87,6 @@ pub fn machine_facts() -> BTreeMap<String, String> {
     m
 }
 
-fn repo_root() -> PathBuf {
-    // The repository as the script that runs the binary names it (it runs
-    // from there): the build cache is shared between checkouts, and a
-    // binary built in one may be run from another, where the compile-time
-    // path names the first one's files.
-    if let Some(repo) = std::env::var_os("NODEGATE_SCALE_REPO") {
-        return PathBuf::from(repo);
-    }
-    // tests/scale/ → the repository.
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
-
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -168,7 +152,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let plan = args::plan(&args)?;
     let series = plan.is_series();
     let Plan { contenders, slots } = plan;
-    let repo = repo_root();
+    let repo = cluster::repo_root();
     let nodegate = args.nodegate.clone().unwrap_or_else(|| {
         std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)

@@ -74,22 +74,6 @@ fn log(msg: impl AsRef<str>) {
     );
 }
 
-fn repo_root() -> PathBuf {
-    // The repository as the script that runs the binary names it (it runs
-    // from there): the build cache is shared between checkouts, and a
-    // binary built in one may be run from another, where the compile-time
-    // path names the first one's files.
-    if let Some(repo) = std::env::var_os("NODEGATE_SCALE_REPO") {
-        return PathBuf::from(repo);
-    }
-    // tests/scale/ → the repository.
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -173,7 +157,7 @@ impl Drop for Controller {
 }
 
 async fn one_run(args: &Args, state_dir: &Path, gated: bool) -> anyhow::Result<RunResult> {
-    let repo = repo_root();
+    let repo = cluster::repo_root();
     if let Some(parent) = state_dir.parent() {
         std::fs::create_dir_all(parent)?;
     }

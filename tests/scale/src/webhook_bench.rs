@@ -160,22 +160,6 @@ fn log(msg: impl AsRef<str>) {
     );
 }
 
-fn repo_root() -> PathBuf {
-    // The repository as the script that runs the binary names it (it runs
-    // from there): the build cache is shared between checkouts, and a
-    // binary built in one may be run from another, where the compile-time
-    // path names the first one's files.
-    if let Some(repo) = std::env::var_os("NODEGATE_SCALE_REPO") {
-        return PathBuf::from(repo);
-    }
-    // tests/scale/ → the repository.
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
-
 fn free_port() -> anyhow::Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
     Ok(l.local_addr()?.port())
@@ -450,7 +434,7 @@ async fn start_policy(
             "the trivial admission policy",
         )
     } else {
-        admission_policy::apply_shipped(&repo_root(), &cluster.kubeconfig, (VIA, via))?;
+        admission_policy::apply_shipped(&cluster::repo_root(), &cluster.kubeconfig, (VIA, via))?;
         let params = format!("--admission-params={}", admission_policy::PARAMS);
         (
             start_nodegate(args, cluster, state_dir, &[&params]).await?,
@@ -513,7 +497,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     if args.chunk == 0 || args.concurrency == 0 || args.nodes == 0 {
         bail!("--nodes, --chunk and --concurrency must be at least 1");
     }
-    let repo = repo_root();
+    let repo = cluster::repo_root();
     let state_dir = args
         .state_dir
         .clone()
