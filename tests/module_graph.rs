@@ -7,10 +7,8 @@
 #[path = "../actors/core/tests/graph/mod.rs"]
 mod graph;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-
 use graph::{ModPath, circles, load, path, show};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The circle left, as its modules: the settings table's macro (its text
 /// in `define`, expanded in `table`, naming both, and `cli`'s types shown
@@ -20,17 +18,8 @@ use graph::{ModPath, circles, load, path, show};
 /// backfill's taint.
 const KNOWN: &[&[&str]] = &[&["settings::cli", "settings::define", "settings::table"]];
 
-/// This package's folder, read when the test runs (cargo and tests/lanes.py
-/// set it): the build cache is shared between clones, so the compile-time
-/// path may name another clone.
-fn manifest_dir() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
-}
-
 fn edges() -> BTreeMap<ModPath, BTreeSet<ModPath>> {
-    load(&manifest_dir().join("src")).edges()
+    load(&graph::manifest_dir().join("src")).edges()
 }
 
 fn described(c: &[ModPath]) -> String {

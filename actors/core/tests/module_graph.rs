@@ -6,10 +6,8 @@
 
 mod graph;
 
-use std::collections::BTreeSet;
-use std::path::PathBuf;
-
 use graph::{Crate, ModPath, circles, load, path, read_file, show};
+use std::collections::BTreeSet;
 
 /// The vocabulary every feature shares: the node's model with its marks,
 /// the annotation keys, a budget, the configuration with every feature's
@@ -33,17 +31,8 @@ const WORDS: &[&str] = &[
     "vocab::write",
 ];
 
-/// This package's folder, read when the test runs (cargo and tests/lanes.py
-/// set it): the build cache is shared between clones, so the compile-time
-/// path may name another clone.
-fn manifest_dir() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
-}
-
 fn core() -> Crate {
-    load(&manifest_dir().join("src"))
+    load(&graph::manifest_dir().join("src"))
 }
 
 #[test]

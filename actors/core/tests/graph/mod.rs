@@ -403,6 +403,14 @@ pub struct Crate {
     pub modules: BTreeMap<ModPath, FileFacts>,
 }
 
+/// The package under test (the one whose test includes this module), read
+/// when the test runs (cargo and tests/lanes.py set it): the build cache is
+/// shared between clones, so the compile-time path may name another clone.
+pub fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 pub fn load(src_dir: &Path) -> Crate {
     let mut modules = BTreeMap::new();
     // (module, its file, the directory its children live in)
