@@ -28,7 +28,7 @@ use serde::Serialize;
 use crate::args::{Args, expand, parse_taint};
 use crate::run::{Controller, RunSpec};
 use crate::workload::{self, DS_LABEL, NAMESPACE, ReadyDelay};
-use crate::{client_for, cluster, floor, lock, log, machine_facts, observe, proxy};
+use crate::{client_for, cluster, floor, lock, log, machine_facts, observe, procstat, proxy};
 
 /// One reading of the controller.
 #[derive(Debug, Clone, Serialize)]
@@ -38,6 +38,9 @@ pub struct Reading {
     pub at: String,
     pub seconds: f64,
     pub rss_mib: f64,
+    /// Of it anonymous (the heap) and file-backed (the binary's code).
+    pub anon_mib: f64,
+    pub file_mib: f64,
     /// Sample lines on the `/metrics` page (every series, histogram buckets
     /// included).
     pub series: usize,
@@ -61,18 +64,6 @@ pub struct ChurnResult {
     /// Maps whose end count differs from the baseline: (map, baseline, end).
     pub maps_not_back: Vec<(String, f64, f64)>,
     pub wall_s: f64,
-}
-
-/// RSS of a process (KiB → MiB), from /proc.
-fn rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        })
-        .map_or(0.0, |k| k / 1024.0)
 }
 
 /// The figures of one `/metrics` page.
@@ -99,17 +90,22 @@ async fn read(at: &str, started: Instant, pid: u32, http_addr: &str) -> Reading 
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let page = floor::scrape(http_addr).await.unwrap_or_default();
     let (series, node_series, maps) = read_page(&page);
+    // A process that is gone reads as 0: the wave's check names it.
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let resident = procstat::resident_kib(pid);
     let r = Reading {
         at: at.to_string(),
         seconds: started.elapsed().as_secs_f64(),
-        rss_mib: rss_mib(pid),
+        rss_mib: resident.map_or(0.0, |m| mib(m.total)),
+        anon_mib: resident.map_or(0.0, |m| mib(m.anon)),
+        file_mib: resident.map_or(0.0, |m| mib(m.file)),
         series,
         node_series,
         maps,
     };
     log(format!(
-        "{at}: RSS {:.1} MiB, {} series ({} per node), maps {:?}",
-        r.rss_mib, r.series, r.node_series, r.maps
+        "{at}: RSS {:.1} MiB ({:.1} anonymous, {:.1} file-backed), {} series ({} per node), maps {:?}",
+        r.rss_mib, r.anon_mib, r.file_mib, r.series, r.node_series, r.maps
     ));
     r
 }
@@ -355,23 +351,31 @@ pub fn table(r: &ChurnResult) -> String {
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    let mut s = "at,seconds,rss_mib,series,node_series".to_string();
+    let mut s = "at,seconds,rss_mib,anon_mib,file_mib,series,node_series".to_string();
     for n in &names {
         s += &format!(",{n}");
     }
     s += "\n";
     for x in &r.readings {
         s += &format!(
-            "{},{:.0},{:.1},{},{}",
-            x.at, x.seconds, x.rss_mib, x.series, x.node_series
+            "{},{:.0},{:.1},{:.1},{:.1},{},{}",
+            x.at, x.seconds, x.rss_mib, x.anon_mib, x.file_mib, x.series, x.node_series
         );
         for n in &names {
             s += &format!(",{}", x.maps.get(*n).copied().unwrap_or(0.0));
         }
         s += "\n";
     }
+    let parts = match (r.readings.first(), r.readings.last()) {
+        (Some(b), Some(e)) => format!(
+            " (anonymous {:.3}, file-backed {:.3})",
+            ratio(e.anon_mib, b.anon_mib),
+            ratio(e.file_mib, b.file_mib)
+        ),
+        _ => String::new(),
+    };
     s += &format!(
-        "\nend / baseline: RSS {:.3}, series {:.3}; maps not back to their baseline: {:?}\n",
+        "\nend / baseline: RSS {:.3}{parts}, series {:.3}; maps not back to their baseline: {:?}\n",
         r.rss_ratio, r.series_ratio, r.maps_not_back
     );
     s
@@ -388,7 +392,56 @@ pub fn write(path: &Path, r: &ChurnResult) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::read_page;
+    use std::collections::BTreeMap;
+
+    use super::{ChurnResult, Reading, read_page, table};
+
+    fn reading(at: &str, rss: f64, anon: f64, file: f64, gates: f64) -> Reading {
+        Reading {
+            at: at.to_string(),
+            seconds: 1.0,
+            rss_mib: rss,
+            anon_mib: anon,
+            file_mib: file,
+            series: 10,
+            node_series: 0,
+            maps: BTreeMap::from([("router_gates".to_string(), gates)]),
+        }
+    }
+
+    #[test]
+    fn the_table_splits_resident_memory_and_says_how_each_part_ended() {
+        let result = ChurnResult {
+            controller: "c".into(),
+            cycles: 2,
+            batch: 1,
+            daemonsets: 1,
+            machine: BTreeMap::new(),
+            readings: vec![
+                reading("baseline", 8.0, 4.0, 4.0, 0.0),
+                reading("wave 1: joined", 20.0, 12.0, 8.0, 1.0),
+                reading("end", 18.0, 10.0, 8.0, 0.0),
+            ],
+            rss_ratio: 2.25,
+            series_ratio: 1.0,
+            maps_not_back: vec![],
+            wall_s: 3.0,
+        };
+        let t = table(&result);
+        let mut lines = t.lines();
+        assert_eq!(
+            lines.next(),
+            Some("at,seconds,rss_mib,anon_mib,file_mib,series,node_series,router_gates")
+        );
+        assert_eq!(lines.next(), Some("baseline,1,8.0,4.0,4.0,10,0,0"));
+        assert_eq!(lines.next(), Some("wave 1: joined,1,20.0,12.0,8.0,10,0,1"));
+        assert!(
+            t.contains(
+                "end / baseline: RSS 2.250 (anonymous 2.500, file-backed 2.000), series 1.000"
+            ),
+            "{t}"
+        );
+    }
 
     #[test]
     fn a_page_is_counted_by_series_node_series_and_maps() {

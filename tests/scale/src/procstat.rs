@@ -101,13 +101,25 @@ pub fn high_water_kib(pid: u32) -> Option<u64> {
     status_kib(&status(pid)?, "VmHWM")
 }
 
-/// (RssAnon, RssFile) of a live process, in KiB (RssShmem is neither).
-fn rss_parts_kib(pid: u32) -> Option<(u64, u64)> {
+/// A live process's resident memory now, in KiB, read at one instant.
+#[derive(Debug, Clone, Copy)]
+pub struct Resident {
+    /// VmRSS.
+    pub total: u64,
+    /// RssAnon: the heap, stacks and other private memory.
+    pub anon: u64,
+    /// RssFile: pages of mapped files, the binary's code first.
+    pub file: u64,
+}
+
+/// [`Resident`] of a live process, from one read of its status.
+pub fn resident_kib(pid: u32) -> Option<Resident> {
     let status = status(pid)?;
-    Some((
-        status_kib(&status, "RssAnon")?,
-        status_kib(&status, "RssFile")?,
-    ))
+    Some(Resident {
+        total: status_kib(&status, "VmRSS")?,
+        anon: status_kib(&status, "RssAnon")?,
+        file: status_kib(&status, "RssFile")?,
+    })
 }
 
 /// Every process and its parent, for finding descendants.
@@ -216,9 +228,9 @@ impl Sampler {
                     t.cpu.insert(pid, cpu);
                     rss += pages;
                     seen = true;
-                    if let Some((a, f)) = rss_parts_kib(pid) {
-                        anon += a;
-                        file += f;
+                    if let Some(now) = resident_kib(pid) {
+                        anon += now.anon;
+                        file += now.file;
                     }
                 }
             }
@@ -305,8 +317,10 @@ mod tests {
         assert!(u[0].1.peak_rss_mib > 0.0);
         // The split: a running test has a heap and a mapped binary, and the
         // two parts are read from the same kernel counters as the whole.
-        let (anon, file) = rss_parts_kib(me).expect("own RssAnon and RssFile");
-        assert!(anon > 0 && file > 0, "anon {anon} KiB, file {file} KiB");
+        let now = resident_kib(me).expect("own VmRSS, RssAnon and RssFile");
+        assert!(now.anon > 0 && now.file > 0, "{now:?}");
+        // VmRSS is the sum of the three Rss lines (RssShmem the third).
+        assert!(now.anon + now.file <= now.total, "{now:?}");
         let (anon, file) = (
             u[0].1.peak_rss_anon_mib.expect("an anonymous peak"),
             u[0].1.peak_rss_file_mib.expect("a file-backed peak"),
