@@ -90,7 +90,8 @@ async fn read(at: &str, started: Instant, pid: u32, http_addr: &str) -> Reading 
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let page = floor::scrape(http_addr).await.unwrap_or_default();
     let (series, node_series, maps) = read_page(&page);
-    // A process that is gone reads as 0: the wave's check names it.
+    // A process that is gone reads as 0; the caller checks after each
+    // reading that it still runs.
     let mib = |kib: u64| kib as f64 / 1024.0;
     let resident = procstat::resident_kib(pid);
     let r = Reading {
@@ -306,6 +307,12 @@ pub async fn run(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<ChurnResult> 
     }
     tokio::time::sleep(Duration::from_secs(10)).await;
     readings.push(read("end", started, pid, &http_addr).await);
+    if !controller.running() {
+        bail!(
+            "the controller exited after the last wave, so the end reading is not its own; its log is {}",
+            spec.log_path.display()
+        );
+    }
     controller.stop(Duration::from_secs(5));
     let (base, end) = (&readings[0], &readings[readings.len() - 1]);
     let maps_not_back = base
@@ -366,11 +373,19 @@ pub fn table(r: &ChurnResult) -> String {
         }
         s += "\n";
     }
+    // A part the baseline could not read (0) has no ratio.
+    let part = |end: f64, base: f64| {
+        if base > 0.0 {
+            format!("{:.3}", ratio(end, base))
+        } else {
+            "n/a".to_string()
+        }
+    };
     let parts = match (r.readings.first(), r.readings.last()) {
         (Some(b), Some(e)) => format!(
-            " (anonymous {:.3}, file-backed {:.3})",
-            ratio(e.anon_mib, b.anon_mib),
-            ratio(e.file_mib, b.file_mib)
+            " (anonymous {}, file-backed {})",
+            part(e.anon_mib, b.anon_mib),
+            part(e.file_mib, b.file_mib)
         ),
         _ => String::new(),
     };
@@ -418,9 +433,9 @@ mod tests {
             daemonsets: 1,
             machine: BTreeMap::new(),
             readings: vec![
-                reading("baseline", 8.0, 4.0, 4.0, 0.0),
+                reading("baseline", 8.0, 5.0, 3.0, 0.0),
                 reading("wave 1: joined", 20.0, 12.0, 8.0, 1.0),
-                reading("end", 18.0, 10.0, 8.0, 0.0),
+                reading("end", 18.0, 11.0, 6.0, 0.0),
             ],
             rss_ratio: 2.25,
             series_ratio: 1.0,
@@ -433,14 +448,20 @@ mod tests {
             lines.next(),
             Some("at,seconds,rss_mib,anon_mib,file_mib,series,node_series,router_gates")
         );
-        assert_eq!(lines.next(), Some("baseline,1,8.0,4.0,4.0,10,0,0"));
+        assert_eq!(lines.next(), Some("baseline,1,8.0,5.0,3.0,10,0,0"));
         assert_eq!(lines.next(), Some("wave 1: joined,1,20.0,12.0,8.0,10,0,1"));
         assert!(
             t.contains(
-                "end / baseline: RSS 2.250 (anonymous 2.500, file-backed 2.000), series 1.000"
+                "end / baseline: RSS 2.250 (anonymous 2.200, file-backed 2.000), series 1.000"
             ),
             "{t}"
         );
+        // A part the baseline could not read has no ratio, not 0.
+        let mut unread = result.clone();
+        unread.readings[0].file_mib = 0.0;
+        unread.readings[2].anon_mib = 12.5;
+        let t = table(&unread);
+        assert!(t.contains("(anonymous 2.500, file-backed n/a)"), "{t}");
     }
 
     #[test]
