@@ -20,7 +20,10 @@ so they are laid out together at the front of the code.
   link/code-order.py check [BINARY]
       How many functions of link/code-order.txt BINARY has (default: the
       release binary in CARGO_TARGET_DIR), and how many bytes of code they
-      span in it. Exit 1 when fewer than 90 % are found.
+      span in it. Exit 1 when fewer than 98 % are found: each name not found
+      is most likely a function that still runs, renamed, outside the
+      ordered block (at 94 %, 179 functions that ran sat outside it, in 52
+      other 64 KiB blocks).
 
 The names carry the hashes rustc gives symbols: a new toolchain, a changed
 dependency or a new version of a nodegate crate renames many of them, and the
@@ -42,6 +45,8 @@ import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ORDER = ROOT / "link" / "code-order.txt"
+# The share of the list `check` must find in a binary.
+MIN_FOUND = 0.98
 HEADER = (
     "# Functions of nodegate's release binary, hottest first, that a\n"
     "# benchmark run executed: the linker lays them out first (build.rs).\n"
@@ -196,9 +201,9 @@ def check(args):
         hi = max(s[0] + s[1] for s in found)
         size = sum(s[1] for s in found)
         print(f"  {size / 1e6:.1f} MB of them, spread over {(hi - lo) / 1e6:.1f} MB of code")
-    if share < 0.9:
+    if share < MIN_FOUND:
         print(
-            "  fewer than 90 %: the toolchain, a dependency or a crate version changed the"
+            f"  fewer than {MIN_FOUND:.0%}: the toolchain, a dependency or a crate version changed the"
             " names; run link/code-order.py record",
             file=sys.stderr,
         )
