@@ -192,19 +192,21 @@ fn best(states: impl Iterator<Item = MemberState>) -> MemberState {
 }
 
 /// The checks every member shares: not being deleted, `Running`, `Ready`.
+/// The pod's name is copied only into a reason: a Ready pod, the common
+/// case on every re-derivation, costs no allocation here.
 fn running_and_ready(pod: &PodInfo) -> Result<(), Waiting> {
-    let name = pod.name.to_string();
+    let name = || pod.name.to_string();
     if pod.terminating {
-        return Err(Waiting::Terminating { pod: name });
+        return Err(Waiting::Terminating { pod: name() });
     }
     if pod.phase != PHASE_RUNNING {
         return Err(Waiting::NotRunning {
-            pod: name,
+            pod: name(),
             phase: pod.phase.to_string(),
         });
     }
     if !pod.ready {
-        return Err(Waiting::NotReady { pod: name });
+        return Err(Waiting::NotReady { pod: name() });
     }
     Ok(())
 }
