@@ -195,7 +195,7 @@ def check(args):
     by_name = {s[2]: s for s in syms}
     found = [by_name[n] for n in names if n in by_name]
     share = len(found) / len(names) if names else 0.0
-    print(f"{binary}: {len(found)} of {len(names)} functions of {ORDER.relative_to(ROOT)} ({share:.0%})")
+    print(f"{binary}: {len(found)} of {len(names)} functions of {ORDER.relative_to(ROOT)} ({share * 100:.1f} %)")
     if found:
         lo = min(s[0] for s in found)
         hi = max(s[0] + s[1] for s in found)
@@ -203,7 +203,7 @@ def check(args):
         print(f"  {size / 1e6:.1f} MB of them, spread over {(hi - lo) / 1e6:.1f} MB of code")
     if share < MIN_FOUND:
         print(
-            f"  fewer than {MIN_FOUND:.0%}: the toolchain, a dependency or a crate version changed the"
+            f"  fewer than {MIN_FOUND * 100:.0f} %: the toolchain, a dependency or a crate version changed the"
             " names; run link/code-order.py record",
             file=sys.stderr,
         )

@@ -192,8 +192,8 @@ fn best(states: impl Iterator<Item = MemberState>) -> MemberState {
 }
 
 /// The checks every member shares: not being deleted, `Running`, `Ready`.
-/// The pod's name is copied only into a reason: a Ready pod, the common
-/// case on every re-derivation, costs no allocation here.
+/// The pod's name is copied only into a reason: a Ready pod costs no
+/// allocation here.
 fn running_and_ready(pod: &PodInfo) -> Result<(), Waiting> {
     let name = || pod.name.to_string();
     if pod.terminating {
