@@ -36,6 +36,7 @@ Needs valgrind (Debian: `apt-get install valgrind`) and binutils' nm.
 import argparse
 import bisect
 import collections
+import math
 import os
 import pathlib
 import shutil
@@ -195,7 +196,7 @@ def check(args):
     by_name = {s[2]: s for s in syms}
     found = [by_name[n] for n in names if n in by_name]
     share = len(found) / len(names) if names else 0.0
-    print(f"{binary}: {len(found)} of {len(names)} functions of {ORDER.relative_to(ROOT)} ({share * 100:.1f} %)")
+    print(f"{binary}: {len(found)} of {len(names)} functions of {ORDER.relative_to(ROOT)} ({math.floor(share * 1000) / 10:.1f} %)")
     if found:
         lo = min(s[0] for s in found)
         hi = max(s[0] + s[1] for s in found)
