@@ -1,7 +1,8 @@
 //! The local control plane itself: the real DaemonSet controller, scheduler
 //! and kwok together place DaemonSet pods exactly where Kubernetes says, and
 //! the kwok stages shipped in deploy/local behave as documented; and what it
-//! sends in protobuf reads as its JSON does.
+//! sends in protobuf reads as its JSON does, the gates' re-read of their
+//! node included.
 
 use nodegate_e2e as support;
 
@@ -11,10 +12,12 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use nodegate::cluster::lean::Lean;
 use nodegate::cluster::protobuf::{Wire, WireNode, WirePod};
+use nodegate::cluster::writer::Writer;
 use nodegate::cluster::{project, protobuf};
+use nodegate_actors::ports::EffectExecutor;
 use nodegate_core::vocab::model::Interner;
 use serde_json::json;
 use support::{TestCluster, fake_node, wait_for};
@@ -299,38 +302,27 @@ async fn kwok_stages_hold_delay_and_crash_pods_as_documented() {
     assert!(restarts > 0, "a crashing container must show restarts");
 }
 
-/// One object as the API server sends it in protobuf.
-async fn get_protobuf(client: &kube::Client, path: &str) -> Vec<u8> {
-    use http_body_util::BodyExt;
-    let request = http::Request::get(path)
-        .header(http::header::ACCEPT, protobuf::MEDIA_TYPE)
-        .body(kube::client::Body::from(Vec::new()))
-        .expect("a GET request");
-    let response = client.send(request).await.expect("GET in protobuf");
-    let content_type = response.headers().get(http::header::CONTENT_TYPE).cloned();
-    assert_eq!(response.status(), 200, "GET {path}: {content_type:?}");
-    let body = response.into_body().collect().await.expect("the body");
-    body.to_bytes().to_vec()
-}
-
-/// Reads `path` in JSON (`json`) and in protobuf until both show the same
-/// resourceVersion (kwok's heartbeats and the controllers' status writes
-/// move it), and returns both.
-async fn both_encodings<K, J>(client: &kube::Client, path: &str, json: J) -> (K, K)
+/// Reads `name` at `path` in JSON (`json`) and in protobuf, as the gates
+/// re-read their node, until both show the same resourceVersion (kwok's
+/// heartbeats and the controllers' status writes move it), and returns
+/// both.
+async fn both_encodings<K, J>(client: &kube::Client, (path, name): (&str, &str), json: J) -> (K, K)
 where
     K: protobuf::Proto,
     J: AsyncFn() -> K,
 {
     for _ in 0..20 {
         let from_json = json().await;
-        let from_pb: K = protobuf::decode(get_protobuf(client, path).await)
-            .unwrap_or_else(|e| panic!("{path} in protobuf: {e}"));
+        let from_pb: K = protobuf::get(client, path, name)
+            .await
+            .unwrap_or_else(|e| panic!("{path}/{name} in protobuf: {e}"))
+            .unwrap_or_else(|| panic!("{path}/{name} not found in protobuf"));
         if from_json.resource_version() == from_pb.resource_version() {
             return (from_json, from_pb);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    panic!("{path} kept changing between the two reads");
+    panic!("{path}/{name} kept changing between the two reads");
 }
 
 /// The hot watches read protobuf: what a real API server sends in that
@@ -385,9 +377,9 @@ async fn protobuf_projects_as_json_does_and_a_custom_resource_is_refused() {
     })
     .await;
 
-    let path = format!("/apis/apps/v1/namespaces/{NS}/daemonsets/agent");
+    let path = daemonsets.resource_url();
     let get_ds = async || daemonsets.get("agent").await.expect("GET the DaemonSet");
-    let (json, pb) = both_encodings::<DaemonSet, _>(&client, &path, get_ds).await;
+    let (json, pb) = both_encodings::<DaemonSet, _>(&client, (path, "agent"), get_ds).await;
     let from_pb = project::daemonset(&pb).expect("a projected DaemonSet");
     assert_eq!(from_pb.template.tolerations.len(), 2, "{from_pb:?}");
     assert_eq!(
@@ -407,9 +399,9 @@ async fn protobuf_projects_as_json_does_and_a_custom_resource_is_refused() {
 
     let listed = pods.list(&ListParams::default()).await.expect("list pods");
     let name = listed.items[0].metadata.name.clone().expect("a pod name");
-    let path = format!("/api/v1/namespaces/{NS}/pods/{name}");
+    let path = pods.resource_url();
     let get_pod = async || Wire::Json(Lean(pods.get(&name).await.expect("GET the pod")));
-    let (json, pb) = both_encodings::<WirePod, _>(&client, &path, get_pod).await;
+    let (json, pb) = both_encodings::<WirePod, _>(&client, (path, &name), get_pod).await;
     let Wire::Json(Lean(json)) = json else {
         unreachable!("read as JSON")
     };
@@ -430,8 +422,8 @@ async fn protobuf_projects_as_json_does_and_a_custom_resource_is_refused() {
 
     let nodes: Api<Node> = Api::all(client.clone());
     let get_node = async || Wire::Json(Lean(nodes.get("worker-a").await.expect("GET the node")));
-    let path = "/api/v1/nodes/worker-a";
-    let (json, pb) = both_encodings::<WireNode, _>(&client, path, get_node).await;
+    let path = nodes.resource_url();
+    let (json, pb) = both_encodings::<WireNode, _>(&client, (path, "worker-a"), get_node).await;
     let Wire::Json(Lean(json)) = json else {
         unreachable!("read as JSON")
     };
@@ -443,6 +435,40 @@ async fn protobuf_projects_as_json_does_and_a_custom_resource_is_refused() {
         "{from_pb:?}"
     );
     assert_eq!((Some(from_pb), odd), project::node(&json));
+
+    // The gates' re-read of their node (after a rejected untaint) goes
+    // through the same protobuf read, and projects as the JSON does.
+    let writer = Writer::new(
+        client.clone(),
+        1,
+        100.0,
+        10,
+        Duration::from_secs(10),
+        "e2e".into(),
+    );
+    let reread = wait_for(
+        "the re-read at the JSON's version",
+        Duration::from_secs(30),
+        || async {
+            let json = nodes.get("worker-a").await.map_err(|e| e.to_string())?;
+            let reread = writer.get_node("worker-a").await?;
+            let want = project::node(&json).0;
+            if reread.as_ref().map(|n| &n.resource_version)
+                == want.as_ref().map(|n| &n.resource_version)
+            {
+                Ok((reread, want))
+            } else {
+                Err(format!("{reread:?} against {want:?}"))
+            }
+        },
+    )
+    .await;
+    assert!(reread.0.is_some(), "{reread:?}");
+    assert_eq!(reread.0, reread.1);
+    let missing = writer.get_node("no-such-node").await;
+    assert!(matches!(missing, Ok(None)), "{missing:?}");
+    let missing = protobuf::get::<WireNode>(&client, nodes.resource_url(), "no-such-node").await;
+    assert!(matches!(missing, Ok(None)), "{missing:?}");
 
     // A custom resource: the protobuf watch gives up, naming the answer.
     let crd: CustomResourceDefinition = serde_json::from_value(json!({
@@ -469,4 +495,27 @@ async fn protobuf_projects_as_json_does_and_a_custom_resource_is_refused() {
     let why = tokio::time::timeout(Duration::from_secs(60), run).await;
     let why = why.unwrap_or_else(|_| panic!("not refused within 60 s: {failures:?}"));
     assert!(why.contains("406") || why.contains("answer in"), "{why}");
+    // And a read of one such object is refused, not misread.
+    let widget = ApiResource {
+        group: "example.nodegate.dev".into(),
+        version: "v1".into(),
+        api_version: "example.nodegate.dev/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let widgets: Api<DynamicObject> = Api::all_with(client.clone(), &widget);
+    let one: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.nodegate.dev/v1", "kind": "Widget", "metadata": {"name": "w1"},
+    }))
+    .expect("a widget");
+    wait_for("a widget created", Duration::from_secs(30), || async {
+        let created = widgets.create(&PostParams::default(), &one).await;
+        created.map(drop).map_err(|e| e.to_string())
+    })
+    .await;
+    let read = protobuf::get::<DaemonSet>(&client, widgets.resource_url(), "w1").await;
+    assert!(
+        matches!(read, Err(protobuf::Failed::Refused(_))),
+        "{read:?}"
+    );
 }

@@ -7,7 +7,8 @@
 //!
 //! An API server that will not answer in protobuf (406, or an answer in
 //! another encoding) ends [`run`]; the caller then watches that kind as
-//! JSON for the rest of the process.
+//! JSON for the rest of the process. [`get`] reads one object the same way
+//! (the gates' re-read of their node), and says so when it is refused.
 
 use std::fmt;
 use std::time::Duration;
@@ -21,7 +22,7 @@ use http_body_util::BodyExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
-use kube::api::{ListParams, VersionMatch, WatchParams};
+use kube::api::{GetParams, ListParams, VersionMatch, WatchParams};
 use kube::client::Body;
 use kube::core::Request;
 use kube::runtime::watcher::{self, Event, ListSemantic};
@@ -198,6 +199,11 @@ impl Error {
     fn gone(&self) -> bool {
         matches!(self, Error::Status(s) if s.code == Some(410))
     }
+
+    /// 404 Not Found: no object of that name.
+    fn not_found(&self) -> bool {
+        matches!(self, Error::Status(s) if s.code == Some(404))
+    }
 }
 
 fn decode_error(what: &str, e: impl fmt::Display) -> Error {
@@ -212,8 +218,9 @@ enum Ended {
     Watched { delivered: bool },
 }
 
-/// How one attempt failed.
-enum Failed {
+/// How one request failed.
+#[derive(Debug)]
+pub enum Failed {
     /// The API server does not serve this kind in protobuf; the text says
     /// what it answered instead.
     Refused(String),
@@ -223,6 +230,15 @@ enum Failed {
 impl From<Error> for Failed {
     fn from(e: Error) -> Self {
         Failed::Error(e)
+    }
+}
+
+impl fmt::Display for Failed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failed::Refused(answer) => write!(f, "the API server refused protobuf: {answer}"),
+            Failed::Error(e) => write!(f, "{e}"),
+        }
     }
 }
 
@@ -267,6 +283,22 @@ pub async fn run<K: Proto>(
             }
         }
     }
+}
+
+/// The object `name` of the kind at `path` (a resource's URL, as
+/// `Api::resource_url` gives it), read in protobuf: `None` when the API
+/// server has none of that name. A refusal (406, or an answer in another
+/// encoding) is `Failed::Refused`: the caller reads that kind as JSON.
+pub async fn get<K: Proto>(client: &Client, path: &str, name: &str) -> Result<Option<K>, Failed> {
+    let request = Request::new(path).get(name, &GetParams::default());
+    let request = request.map_err(|e| Error::Http(kube::Error::BuildRequest(e)))?;
+    let response = match send(client, request, MEDIA_TYPE).await {
+        Ok(response) => response,
+        Err(Failed::Error(e)) if e.not_found() => return Ok(None),
+        Err(other) => return Err(other),
+    };
+    let body = response.into_body().collect().await.map_err(Error::Http)?;
+    Ok(Some(decode(body.to_bytes())?))
 }
 
 /// Counts one more failure in a row and waits as [`RETRY`] says.

@@ -6,7 +6,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -158,6 +158,9 @@ pub struct Writer {
     /// The fresh read of every node's version the budgeted deciders wait
     /// for after gaining the lease: one per leadership term, shared.
     fresh_versions: TermRead<Vec<(String, String)>>,
+    /// Set once the API server refused a node read in protobuf: the node
+    /// is read as JSON from then on.
+    nodes_as_json: AtomicBool,
 }
 
 /// Why a request through [`Writer::send`] has no answer of its own.
@@ -193,6 +196,7 @@ impl Writer {
             metrics: None,
             canaries: None,
             fresh_versions: TermRead::default(),
+            nodes_as_json: AtomicBool::new(false),
         }
     }
 

@@ -5,6 +5,7 @@
 //! of the delays is made here; their policy is `nodegate_actors::ports`'.
 
 use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -13,10 +14,11 @@ use nodegate_actors::ports::{self, EffectExecutor, REEXAMINE_PERIOD, Sending, re
 use nodegate_core::deciders::{Origin, Tally};
 use nodegate_core::gate::{NodeEvent, PatchOutcome, UntaintPatch, annotation_time};
 use nodegate_core::net::entrance::BoundPod;
-use nodegate_core::vocab::model::{NodeInfo, PodInfo};
+use nodegate_core::vocab::model::{Interner, NodeInfo, PodInfo};
 use nodegate_core::vocab::write::{Outcome, Write};
 use rand::Rng;
 
+use crate::cluster::protobuf::{self, Failed, WireNode};
 use crate::cluster::writer::{Writer, pods_on};
 use crate::cluster::{patch, project, replace};
 use crate::serve::metrics::NodeWrite;
@@ -144,6 +146,27 @@ impl EffectExecutor for Writer {
     }
 
     async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
+        // In protobuf, as the node watch reads: its decoder reads only what
+        // the projection keeps, and is already in memory (a whole Node
+        // decoded from JSON maps its own code, for good, on the first
+        // rejected untaint). JSON once the API server refuses.
+        if !self.nodes_as_json.load(Ordering::Relaxed) {
+            let path = self.nodes().resource_url().to_owned();
+            let read = self.read(protobuf::get::<WireNode>(&self.client, &path, name));
+            match read.await {
+                Ok(Ok(node)) => {
+                    let project =
+                        |n: WireNode| project::node_in(&n.view(), &mut Interner::default()).0;
+                    return Ok(node.and_then(project));
+                }
+                Ok(Err(Failed::Refused(answer))) => {
+                    tracing::info!(%answer, "the API server refused protobuf; reading nodes as JSON");
+                    self.nodes_as_json.store(true, Ordering::Relaxed);
+                }
+                Ok(Err(Failed::Error(e))) => return Err(format!("reading node {name}: {e}")),
+                Err(e) => return Err(format!("reading node {name}: {e}")),
+            }
+        }
         let read = self.read(self.nodes().get_opt(name)).await;
         match read.and_then(|r| r.map_err(|e| e.to_string())) {
             Ok(node) => Ok(node.and_then(|n| project::node(&n).0)),

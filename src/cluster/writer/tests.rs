@@ -556,3 +556,61 @@ async fn a_replica_that_lost_the_lease_still_records_its_own_writes_and_no_decis
     }
     assert_eq!(created(), 3);
 }
+
+/// A client whose API server refuses protobuf (406) and answers a GET for
+/// a node in JSON with `node`; it records each request's Accept header.
+fn json_only_client(node: serde_json::Value, seen: Seen) -> Client {
+    let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+        let accept = req.headers().get(http::header::ACCEPT);
+        let accept = accept.and_then(|a| a.to_str().ok()).unwrap_or_default();
+        seen.lock()
+            .unwrap()
+            .push(format!("{} {accept}", req.uri().path()));
+        let (status, body) = if accept.starts_with(crate::cluster::protobuf::MEDIA_TYPE) {
+            (406, b"{}".to_vec())
+        } else {
+            (200, serde_json::to_vec(&node).unwrap())
+        };
+        async move {
+            http::Response::builder()
+                .status(status)
+                .header("content-type", "application/json")
+                .body(kube::client::Body::from(body))
+                .map_err(|e| e.to_string())
+        }
+    });
+    Client::new(service, "default")
+}
+
+#[tokio::test]
+async fn a_node_read_refused_in_protobuf_is_read_as_json_from_then_on() {
+    let node: serde_json::Value =
+        serde_json::from_str(include_str!("../../../tests/scale/benches/wire/node.json"))
+            .expect("the node fixture");
+    let name = node["metadata"]["name"]
+        .as_str()
+        .expect("a name")
+        .to_owned();
+    let seen = Seen::default();
+    let client = json_only_client(node.clone(), seen.clone());
+    let w = Writer::new(
+        client,
+        1,
+        1000.0,
+        1000,
+        Duration::from_secs(10),
+        "test".into(),
+    );
+    let want = project::node(&serde_json::from_value(node).expect("a Node")).0;
+    assert!(want.is_some());
+    for _ in 0..2 {
+        let read = w.get_node(&name).await;
+        assert_eq!(read.as_ref().ok(), Some(&want), "{read:?}");
+    }
+    let seen = seen.lock().unwrap().clone();
+    let protobuf = seen.iter().filter(|r| r.contains("protobuf")).count();
+    assert_eq!(protobuf, 1, "asked in protobuf once, then JSON: {seen:?}");
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    let path = format!("/api/v1/nodes/{name} ");
+    assert!(seen.iter().all(|r| r.starts_with(&path)), "{seen:?}");
+}
