@@ -8,9 +8,10 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Parser;
 
-/// The controller command when --controller is not given.
-pub const DEFAULT_CONTROLLER: &str =
-    "{nodegate} run --timeout {timeout} --taint {taint} --http-addr {http_addr}";
+/// The controller command when --controller is not given: its debug
+/// listener on a port of its own, so that runs side by side never contend
+/// for the default one.
+pub const DEFAULT_CONTROLLER: &str = "{nodegate} run --timeout {timeout} --taint {taint} --http-addr {http_addr} --debug-addr 127.0.0.1:0";
 
 /// Scale benchmark: N tainted nodes join a fresh deploy/local cluster at once;
 /// measures, by watching the API server, how fast and how correctly the
@@ -32,7 +33,8 @@ pub struct Args {
     /// {taint} (KEY:EFFECT), {nodegate} (the nodegate binary), {nodegate_b}
     /// (the binary of --nodegate-b), {http_addr} (a free loopback address;
     /// the driver reads nodegate's own histograms from /metrics there).
-    /// Default: '{nodegate} run --timeout {timeout} --taint {taint} --http-addr {http_addr}'.
+    /// Default: '{nodegate} run --timeout {timeout} --taint {taint} --http-addr {http_addr}
+    /// --debug-addr 127.0.0.1:0'.
     #[arg(long, value_name = "CMD")]
     pub controller: Option<String>,
     /// A second controller (same placeholders) to compare with the first:

@@ -46,6 +46,10 @@ pub struct Reading {
     pub series: usize,
     /// Series with a `node` label.
     pub node_series: usize,
+    /// Untaints the API server rejected so far (`conflict` or `error` in
+    /// `nodegate_patch_attempts_total`): each makes the gate re-read its
+    /// node, a path that maps code of its own.
+    pub rejected_untaints: f64,
     /// `nodegate_map_entries` by map.
     pub maps: BTreeMap<String, f64>,
 }
@@ -67,31 +71,56 @@ pub struct ChurnResult {
 }
 
 /// The figures of one `/metrics` page.
-pub fn read_page(page: &str) -> (usize, usize, BTreeMap<String, f64>) {
+#[derive(Debug, Default)]
+pub struct Page {
+    pub series: usize,
+    pub node_series: usize,
+    pub rejected_untaints: f64,
+    pub maps: BTreeMap<String, f64>,
+}
+
+pub fn read_page(page: &str) -> Page {
     let samples: Vec<&str> = page
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .collect();
-    let node_series = samples.iter().filter(|l| l.contains("node=\"")).count();
-    let mut maps = BTreeMap::new();
+    let mut read = Page {
+        series: samples.len(),
+        node_series: samples.iter().filter(|l| l.contains("node=\"")).count(),
+        ..Page::default()
+    };
     for l in &samples {
-        if let Some(rest) = l.strip_prefix("nodegate_map_entries{map=\"")
-            && let Some((map, value)) = rest.split_once("\"} ")
-            && let Ok(v) = value.trim().parse::<f64>()
+        let Some((name, value)) = l.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(value) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        if let Some(map) = name.strip_prefix("nodegate_map_entries{map=\"") {
+            read.maps
+                .insert(map.trim_end_matches("\"}").to_string(), value);
+        } else if let Some(labels) = name.strip_prefix("nodegate_patch_attempts_total{")
+            && labels.contains("kind=\"untaint\"")
+            && (labels.contains("result=\"conflict\"") || labels.contains("result=\"error\""))
         {
-            maps.insert(map.to_string(), v);
+            read.rejected_untaints += value;
         }
     }
-    (samples.len(), node_series, maps)
+    read
 }
 
 async fn read(at: &str, started: Instant, pid: u32, http_addr: &str) -> Reading {
     // The page is made at most once a second; let the last change reach it.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let page = floor::scrape(http_addr).await.unwrap_or_default();
-    let (series, node_series, maps) = read_page(&page);
-    // A process that is gone reads as 0; the caller checks after each
-    // reading that it still runs.
+    let Page {
+        series,
+        node_series,
+        rejected_untaints,
+        maps,
+    } = read_page(&page);
+    // A process that is gone reads as 0; the caller checks that it still
+    // runs before the baseline, after each wave and after the end reading.
     let mib = |kib: u64| kib as f64 / 1024.0;
     let resident = procstat::resident_kib(pid);
     let r = Reading {
@@ -102,11 +131,12 @@ async fn read(at: &str, started: Instant, pid: u32, http_addr: &str) -> Reading 
         file_mib: resident.map_or(0.0, |m| mib(m.file)),
         series,
         node_series,
+        rejected_untaints,
         maps,
     };
     log(format!(
-        "{at}: RSS {:.1} MiB ({:.1} anonymous, {:.1} file-backed), {} series ({} per node), maps {:?}",
-        r.rss_mib, r.anon_mib, r.file_mib, r.series, r.node_series, r.maps
+        "{at}: RSS {:.1} MiB ({:.1} anonymous, {:.1} file-backed), {} series ({} per node), {} untaints rejected, maps {:?}",
+        r.rss_mib, r.anon_mib, r.file_mib, r.series, r.node_series, r.rejected_untaints, r.maps
     ));
     r
 }
@@ -358,15 +388,23 @@ pub fn table(r: &ChurnResult) -> String {
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    let mut s = "at,seconds,rss_mib,anon_mib,file_mib,series,node_series".to_string();
+    let mut s =
+        "at,seconds,rss_mib,anon_mib,file_mib,series,node_series,rejected_untaints".to_string();
     for n in &names {
         s += &format!(",{n}");
     }
     s += "\n";
     for x in &r.readings {
         s += &format!(
-            "{},{:.0},{:.1},{:.1},{:.1},{},{}",
-            x.at, x.seconds, x.rss_mib, x.anon_mib, x.file_mib, x.series, x.node_series
+            "{},{:.0},{:.1},{:.1},{:.1},{},{},{}",
+            x.at,
+            x.seconds,
+            x.rss_mib,
+            x.anon_mib,
+            x.file_mib,
+            x.series,
+            x.node_series,
+            x.rejected_untaints
         );
         for n in &names {
             s += &format!(",{}", x.maps.get(*n).copied().unwrap_or(0.0));
@@ -420,6 +458,7 @@ mod tests {
             file_mib: file,
             series: 10,
             node_series: 0,
+            rejected_untaints: 0.0,
             maps: BTreeMap::from([("router_gates".to_string(), gates)]),
         }
     }
@@ -446,10 +485,15 @@ mod tests {
         let mut lines = t.lines();
         assert_eq!(
             lines.next(),
-            Some("at,seconds,rss_mib,anon_mib,file_mib,series,node_series,router_gates")
+            Some(
+                "at,seconds,rss_mib,anon_mib,file_mib,series,node_series,rejected_untaints,router_gates"
+            )
         );
-        assert_eq!(lines.next(), Some("baseline,1,8.0,5.0,3.0,10,0,0"));
-        assert_eq!(lines.next(), Some("wave 1: joined,1,20.0,12.0,8.0,10,0,1"));
+        assert_eq!(lines.next(), Some("baseline,1,8.0,5.0,3.0,10,0,0,0"));
+        assert_eq!(
+            lines.next(),
+            Some("wave 1: joined,1,20.0,12.0,8.0,10,0,0,1")
+        );
         assert!(
             t.contains(
                 "end / baseline: RSS 2.250 (anonymous 2.200, file-backed 2.000), series 1.000"
@@ -465,14 +509,20 @@ mod tests {
     }
 
     #[test]
-    fn a_page_is_counted_by_series_node_series_and_maps() {
+    fn a_page_is_counted_by_series_node_series_maps_and_rejected_untaints() {
         let page = "# HELP x y\n# TYPE x gauge\nnodegate_gate_age_seconds{node=\"a\"} 3\n\
 nodegate_map_entries{map=\"router_gates\"} 2\nnodegate_map_entries{map=\"index_pods\"} 12\n\
+nodegate_patch_attempts_total{kind=\"untaint\",result=\"ok\"} 40\n\
+nodegate_patch_attempts_total{kind=\"untaint\",result=\"conflict\"} 2\n\
+nodegate_patch_attempts_total{kind=\"untaint\",result=\"error\"} 1\n\
+nodegate_patch_attempts_total{kind=\"mark_timed_out\",result=\"conflict\"} 5\n\
 nodegate_live_actors 2\n# EOF\n";
-        let (series, per_node, maps) = read_page(page);
-        assert_eq!(series, 4);
-        assert_eq!(per_node, 1);
-        assert_eq!(maps.get("router_gates"), Some(&2.0));
-        assert_eq!(maps.get("index_pods"), Some(&12.0));
+        let read = read_page(page);
+        assert_eq!(read.series, 8);
+        assert_eq!(read.node_series, 1);
+        assert_eq!(read.maps.get("router_gates"), Some(&2.0));
+        assert_eq!(read.maps.get("index_pods"), Some(&12.0));
+        assert_eq!(read.maps.len(), 2);
+        assert_eq!(read.rejected_untaints, 3.0);
     }
 }
