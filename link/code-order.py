@@ -140,7 +140,7 @@ def record(args):
             "env GLIBC_TUNABLES=glibc.malloc.tcache_count=0 valgrind --tool=callgrind"
             " --dump-instr=yes --compress-pos=no --compress-strings=no --demangle=no"
             f" --callgrind-out-file={profile} {{nodegate}} run --timeout {{timeout}}"
-            " --taint {taint} --http-addr {http_addr}"
+            " --taint {taint} --http-addr {http_addr} --debug-addr 127.0.0.1:0"
         )
         cmd = [
             str(ROOT / "tests" / "scale" / "run"),

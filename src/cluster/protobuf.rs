@@ -518,12 +518,16 @@ async fn send(
         })
     };
     let text = || String::from_utf8_lossy(&body).chars().take(200).collect();
-    Err(Error::Status(decoded.unwrap_or_else(|| Status {
+    let mut decoded = decoded.unwrap_or_else(|| Status {
         message: Some(text()),
         reason: None,
-        code: Some(i32::from(status.as_u16())),
-    }))
-    .into())
+        code: None,
+    });
+    // A Status without a code (a proxy's `{}`) takes the answer's own.
+    if decoded.code.is_none_or(|c| c == 0) {
+        decoded.code = Some(i32::from(status.as_u16()));
+    }
+    Err(Error::Status(decoded).into())
 }
 
 #[cfg(test)]

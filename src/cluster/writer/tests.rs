@@ -6,8 +6,8 @@ use kube::core::Status;
 use nodegate_actors::ports::{EffectExecutor, Sending};
 use nodegate_core::deciders::{CanaryCreate, CanaryDelete, ReplaceAction, ReplaceWrite};
 use nodegate_core::gate::{IndexedTaint, OpenedBy, TimeoutMark, UntaintPatch};
-use nodegate_core::vocab::model::Owner;
 use nodegate_core::vocab::model::Taint;
+use nodegate_core::vocab::model::{NodeInfo, Owner};
 use nodegate_core::vocab::write::Write;
 
 /// A client whose API server takes every request and never answers: a
@@ -557,24 +557,46 @@ async fn a_replica_that_lost_the_lease_still_records_its_own_writes_and_no_decis
     assert_eq!(created(), 3);
 }
 
-/// A client whose API server refuses protobuf (406) and answers a GET for
-/// a node in JSON with `node`; it records each request's Accept header.
-fn json_only_client(node: serde_json::Value, seen: Seen) -> Client {
+/// How the stand-in API server of [`node_client`] answers a GET of a node
+/// in protobuf.
+#[derive(Clone, Copy, Debug)]
+enum Answers {
+    /// In protobuf (the fixture's node; 404 with a protobuf-less `{}` for
+    /// any other name, as a proxy might).
+    Protobuf,
+    /// 406 Not Acceptable.
+    NotAcceptable,
+    /// 200 in JSON anyway.
+    Json,
+}
+
+const NODE_JSON: &str = include_str!("../../../tests/scale/benches/wire/node.json");
+const NODE_PB: &[u8] = include_bytes!("../../../tests/scale/benches/wire/node.pb");
+
+/// A client whose API server answers a GET of the fixture's node in JSON,
+/// and in protobuf as `answers` says; it records each request's path and
+/// Accept header.
+fn node_client(answers: Answers, seen: Seen) -> Client {
     let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
         let accept = req.headers().get(http::header::ACCEPT);
         let accept = accept.and_then(|a| a.to_str().ok()).unwrap_or_default();
-        seen.lock()
-            .unwrap()
-            .push(format!("{} {accept}", req.uri().path()));
-        let (status, body) = if accept.starts_with(crate::cluster::protobuf::MEDIA_TYPE) {
-            (406, b"{}".to_vec())
-        } else {
-            (200, serde_json::to_vec(&node).unwrap())
+        let path = req.uri().path().to_owned();
+        seen.lock().unwrap().push(format!("{path} {accept}"));
+        let json = "application/json";
+        let protobuf = crate::cluster::protobuf::MEDIA_TYPE;
+        let (status, kind, body) = match answers {
+            _ if !accept.starts_with(protobuf) => (200, json, NODE_JSON.as_bytes().to_vec()),
+            Answers::Protobuf if path.ends_with("/bench-00001") => {
+                (200, protobuf, NODE_PB.to_vec())
+            }
+            Answers::Protobuf => (404, json, b"{}".to_vec()),
+            Answers::NotAcceptable => (406, json, b"{}".to_vec()),
+            Answers::Json => (200, json, NODE_JSON.as_bytes().to_vec()),
         };
         async move {
             http::Response::builder()
                 .status(status)
-                .header("content-type", "application/json")
+                .header("content-type", kind)
                 .body(kube::client::Body::from(body))
                 .map_err(|e| e.to_string())
         }
@@ -582,35 +604,65 @@ fn json_only_client(node: serde_json::Value, seen: Seen) -> Client {
     Client::new(service, "default")
 }
 
-#[tokio::test]
-async fn a_node_read_refused_in_protobuf_is_read_as_json_from_then_on() {
-    let node: serde_json::Value =
-        serde_json::from_str(include_str!("../../../tests/scale/benches/wire/node.json"))
-            .expect("the node fixture");
-    let name = node["metadata"]["name"]
-        .as_str()
-        .expect("a name")
-        .to_owned();
-    let seen = Seen::default();
-    let client = json_only_client(node.clone(), seen.clone());
-    let w = Writer::new(
+/// The fixture's node as `project::node` reads its JSON.
+fn fixture_node() -> NodeInfo {
+    let node: Node = serde_json::from_str(NODE_JSON).expect("the node fixture");
+    let info = project::node(&node).0.expect("a projected node");
+    assert_eq!(info.name, "bench-00001", "the stand-in serves this name");
+    info
+}
+
+fn writer_over(client: Client) -> Writer {
+    Writer::new(
         client,
         1,
         1000.0,
         1000,
         Duration::from_secs(10),
         "test".into(),
-    );
-    let want = project::node(&serde_json::from_value(node).expect("a Node")).0;
-    assert!(want.is_some());
-    for _ in 0..2 {
-        let read = w.get_node(&name).await;
-        assert_eq!(read.as_ref().ok(), Some(&want), "{read:?}");
-    }
+    )
+}
+
+#[tokio::test]
+async fn a_node_is_re_read_in_protobuf_and_projects_as_its_json_does() {
+    let want = fixture_node();
+    let seen = Seen::default();
+    let w = writer_over(node_client(Answers::Protobuf, seen.clone()));
+    let read = w.get_node(&want.name).await;
+    assert_eq!(read.as_ref().ok(), Some(&Some(want)), "{read:?}");
+    // A 404 whose body carries no code is still "no such node".
+    let missing = w.get_node("gone").await;
+    assert!(matches!(missing, Ok(None)), "{missing:?}");
     let seen = seen.lock().unwrap().clone();
-    let protobuf = seen.iter().filter(|r| r.contains("protobuf")).count();
-    assert_eq!(protobuf, 1, "asked in protobuf once, then JSON: {seen:?}");
-    assert_eq!(seen.len(), 3, "{seen:?}");
-    let path = format!("/api/v1/nodes/{name} ");
-    assert!(seen.iter().all(|r| r.starts_with(&path)), "{seen:?}");
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        seen.iter().all(|r| r.contains("protobuf")),
+        "no JSON read: {seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_node_read_refused_in_protobuf_is_read_as_json_from_then_on() {
+    let want = fixture_node();
+    for answers in [Answers::NotAcceptable, Answers::Json] {
+        let seen = Seen::default();
+        let w = writer_over(node_client(answers, seen.clone()));
+        for _ in 0..2 {
+            let read = w.get_node(&want.name).await;
+            assert_eq!(
+                read.as_ref().ok(),
+                Some(&Some(want.clone())),
+                "{answers:?}: {read:?}"
+            );
+        }
+        let seen = seen.lock().unwrap().clone();
+        let protobuf = seen.iter().filter(|r| r.contains("protobuf")).count();
+        assert_eq!(
+            protobuf, 1,
+            "{answers:?}: protobuf once, then JSON: {seen:?}"
+        );
+        assert_eq!(seen.len(), 3, "{answers:?}: {seen:?}");
+        let path = format!("/api/v1/nodes/{} ", want.name);
+        assert!(seen.iter().all(|r| r.starts_with(&path)), "{seen:?}");
+    }
 }

@@ -46,9 +46,10 @@ pub struct Reading {
     pub series: usize,
     /// Series with a `node` label.
     pub node_series: usize,
-    /// Untaints the API server rejected so far (`conflict` or `error` in
-    /// `nodegate_patch_attempts_total`): each makes the gate re-read its
-    /// node, a path that maps code of its own.
+    /// Untaints answered `conflict` or `error` so far
+    /// (`nodegate_patch_attempts_total`): a conflict, or an answer that
+    /// never came (among the errors), makes the gate re-read its node, a
+    /// path with code of its own.
     pub rejected_untaints: f64,
     /// `nodegate_map_entries` by map.
     pub maps: BTreeMap<String, f64>,
