@@ -200,9 +200,11 @@ impl Error {
         matches!(self, Error::Status(s) if s.code == Some(410))
     }
 
-    /// 404 Not Found: no object of that name.
+    /// 404 with reason NotFound: no object of that name. A 404 without
+    /// that reason (a proxy's page, a path the server does not serve) says
+    /// nothing about the object, as kube's `get_opt` reads it too.
     fn not_found(&self) -> bool {
-        matches!(self, Error::Status(s) if s.code == Some(404))
+        matches!(self, Error::Status(s) if s.code == Some(404) && s.reason.as_deref() == Some("NotFound"))
     }
 }
 

@@ -160,8 +160,10 @@ impl EffectExecutor for Writer {
                     return Ok(node.and_then(project));
                 }
                 Ok(Err(Failed::Refused(answer))) => {
-                    tracing::info!(%answer, "the API server refused protobuf; reading nodes as JSON");
-                    self.nodes_as_json.store(true, Ordering::Relaxed);
+                    // Said once, by the first read refused.
+                    if !self.nodes_as_json.swap(true, Ordering::Relaxed) {
+                        tracing::info!(%answer, "the API server refused protobuf; reading nodes as JSON");
+                    }
                 }
                 Ok(Err(Failed::Error(e))) => return Err(format!("reading node {name}: {e}")),
                 Err(e) => return Err(format!("reading node {name}: {e}")),

@@ -561,8 +561,8 @@ async fn a_replica_that_lost_the_lease_still_records_its_own_writes_and_no_decis
 /// in protobuf.
 #[derive(Clone, Copy, Debug)]
 enum Answers {
-    /// In protobuf (the fixture's node; 404 with a protobuf-less `{}` for
-    /// any other name, as a proxy might).
+    /// In protobuf: the fixture's node; `gone`: 404 NotFound (a JSON
+    /// Status); any other name: 404 with a body of `{}`, as a proxy might.
     Protobuf,
     /// 406 Not Acceptable.
     NotAcceptable,
@@ -586,8 +586,12 @@ fn node_client(answers: Answers, seen: Seen) -> Client {
         let protobuf = crate::cluster::protobuf::MEDIA_TYPE;
         let (status, kind, body) = match answers {
             _ if !accept.starts_with(protobuf) => (200, json, NODE_JSON.as_bytes().to_vec()),
-            Answers::Protobuf if path.ends_with("/bench-00001") => {
+            Answers::Protobuf if path == "/api/v1/nodes/bench-00001" => {
                 (200, protobuf, NODE_PB.to_vec())
+            }
+            Answers::Protobuf if path == "/api/v1/nodes/gone" => {
+                let status = Status::failure("nodes \"gone\" not found", "NotFound").with_code(404);
+                (404, json, serde_json::to_vec(&status).unwrap())
             }
             Answers::Protobuf => (404, json, b"{}".to_vec()),
             Answers::NotAcceptable => (406, json, b"{}".to_vec()),
@@ -630,11 +634,20 @@ async fn a_node_is_re_read_in_protobuf_and_projects_as_its_json_does() {
     let w = writer_over(node_client(Answers::Protobuf, seen.clone()));
     let read = w.get_node(&want.name).await;
     assert_eq!(read.as_ref().ok(), Some(&Some(want)), "{read:?}");
-    // A 404 whose body carries no code is still "no such node".
+    // The API server's 404 NotFound: no such node.
     let missing = w.get_node("gone").await;
     assert!(matches!(missing, Ok(None)), "{missing:?}");
+    // A 404 that is not the API server's says nothing about the node: an
+    // error the gate retries, never "gone" (which would stop it).
+    let unknown = w.get_node("behind-a-proxy").await;
+    assert!(
+        unknown
+            .as_ref()
+            .is_err_and(|e| e.contains("behind-a-proxy") && e.contains("404")),
+        "{unknown:?}"
+    );
     let seen = seen.lock().unwrap().clone();
-    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen.len(), 3, "{seen:?}");
     assert!(
         seen.iter().all(|r| r.contains("protobuf")),
         "no JSON read: {seen:?}"

@@ -47,9 +47,9 @@ pub struct Reading {
     /// Series with a `node` label.
     pub node_series: usize,
     /// Untaints answered `conflict` or `error` so far
-    /// (`nodegate_patch_attempts_total`): a conflict, or an answer that
-    /// never came (among the errors), makes the gate re-read its node, a
-    /// path with code of its own.
+    /// (`nodegate_patch_attempts_total`). A conflict, and among the errors
+    /// a 5xx or an answer that never came, make the gate re-read its node
+    /// (a path with code of its own); another error (a 403, a 429) does not.
     pub rejected_untaints: f64,
     /// `nodegate_map_entries` by map.
     pub maps: BTreeMap<String, f64>,
