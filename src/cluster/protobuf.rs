@@ -195,9 +195,14 @@ impl fmt::Display for Error {
 
 impl Error {
     /// 410 Gone: the resourceVersion (or a list's continue token) is too
-    /// old, and only a new list can go on.
+    /// old, and only a new list can go on. A watch's ERROR event carries it
+    /// in its Status, which names it by reason too (`Expired`, `Gone`): a
+    /// Status without a code that says so would otherwise have the watch
+    /// ask for the same old version for ever.
     fn gone(&self) -> bool {
-        matches!(self, Error::Status(s) if s.code == Some(410))
+        matches!(self, Error::Status(s) if s.code == Some(410)
+            || (s.code.is_none_or(|c| c == 0)
+                && matches!(s.reason.as_deref(), Some("Expired" | "Gone"))))
     }
 
     /// 404 with reason NotFound: no object of that name. A 404 without

@@ -270,6 +270,35 @@ fn a_410_needs_a_new_list_and_others_do_not() {
     assert!(status(410).gone());
     assert!(!status(500).gone());
     assert!(!Error::Decode(String::new()).gone());
+    // A watch's ERROR event whose Status names it only by reason.
+    let reason = |code, reason: &str| {
+        Error::Status(Status {
+            code,
+            reason: Some(reason.into()),
+            ..Default::default()
+        })
+    };
+    assert!(reason(None, "Expired").gone());
+    assert!(reason(Some(0), "Gone").gone());
+    assert!(!reason(None, "InternalError").gone());
+    assert!(
+        !reason(Some(500), "Expired").gone(),
+        "a code says more than a reason"
+    );
+}
+
+#[test]
+fn only_the_api_server_s_not_found_means_no_such_object() {
+    let status = |code, reason: &str| {
+        Error::Status(Status {
+            code: Some(code),
+            reason: Some(reason.into()),
+            ..Default::default()
+        })
+    };
+    assert!(status(404, "NotFound").not_found());
+    assert!(!status(404, "").not_found(), "a proxy's 404");
+    assert!(!status(410, "NotFound").not_found());
 }
 
 #[test]
