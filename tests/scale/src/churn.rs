@@ -41,18 +41,9 @@ pub struct Reading {
     /// Of it anonymous (the heap) and file-backed (the binary's code).
     pub anon_mib: f64,
     pub file_mib: f64,
-    /// Sample lines on the `/metrics` page (every series, histogram buckets
-    /// included).
-    pub series: usize,
-    /// Series with a `node` label.
-    pub node_series: usize,
-    /// Untaints answered `conflict` or `error` so far
-    /// (`nodegate_patch_attempts_total`). A conflict, and among the errors
-    /// a 5xx or an answer that never came, make the gate re-read its node
-    /// (a path with code of its own); another error (a 403, a 429) does not.
-    pub rejected_untaints: f64,
-    /// `nodegate_map_entries` by map.
-    pub maps: BTreeMap<String, f64>,
+    /// What its `/metrics` page said (flattened into the JSON).
+    #[serde(flatten)]
+    pub page: Page,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -72,11 +63,18 @@ pub struct ChurnResult {
 }
 
 /// The figures of one `/metrics` page.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Page {
+    /// Sample lines (every series, histogram buckets included).
     pub series: usize,
+    /// Series with a `node` label.
     pub node_series: usize,
+    /// Untaints answered `conflict` or `error` so far
+    /// (`nodegate_patch_attempts_total`). A conflict, and among the errors
+    /// a 5xx or an answer that never came, make the gate re-read its node
+    /// (a path with code of its own); another error (a 403, a 429) does not.
     pub rejected_untaints: f64,
+    /// `nodegate_map_entries` by map.
     pub maps: BTreeMap<String, f64>,
 }
 
@@ -113,13 +111,7 @@ pub fn read_page(page: &str) -> Page {
 async fn read(at: &str, started: Instant, pid: u32, http_addr: &str) -> Reading {
     // The page is made at most once a second; let the last change reach it.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let page = floor::scrape(http_addr).await.unwrap_or_default();
-    let Page {
-        series,
-        node_series,
-        rejected_untaints,
-        maps,
-    } = read_page(&page);
+    let page = read_page(&floor::scrape(http_addr).await.unwrap_or_default());
     // A process that is gone reads as 0; the caller checks that it still
     // runs before the baseline, after each wave and after the end reading.
     let mib = |kib: u64| kib as f64 / 1024.0;
@@ -130,14 +122,12 @@ async fn read(at: &str, started: Instant, pid: u32, http_addr: &str) -> Reading 
         rss_mib: resident.map_or(0.0, |m| mib(m.total)),
         anon_mib: resident.map_or(0.0, |m| mib(m.anon)),
         file_mib: resident.map_or(0.0, |m| mib(m.file)),
-        series,
-        node_series,
-        rejected_untaints,
-        maps,
+        page,
     };
+    let p = &r.page;
     log(format!(
         "{at}: RSS {:.1} MiB ({:.1} anonymous, {:.1} file-backed), {} series ({} per node), {} untaints rejected, maps {:?}",
-        r.rss_mib, r.anon_mib, r.file_mib, r.series, r.node_series, r.rejected_untaints, r.maps
+        r.rss_mib, r.anon_mib, r.file_mib, p.series, p.node_series, p.rejected_untaints, p.maps
     ));
     r
 }
@@ -347,10 +337,11 @@ pub async fn run(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<ChurnResult> 
     controller.stop(Duration::from_secs(5));
     let (base, end) = (&readings[0], &readings[readings.len() - 1]);
     let maps_not_back = base
+        .page
         .maps
         .iter()
         .filter_map(|(m, b)| {
-            let e = end.maps.get(m).copied().unwrap_or(0.0);
+            let e = end.page.maps.get(m).copied().unwrap_or(0.0);
             (e != *b).then(|| (m.clone(), *b, e))
         })
         .collect();
@@ -361,7 +352,7 @@ pub async fn run(args: &Args, spec: RunSpec<'_>) -> anyhow::Result<ChurnResult> 
         daemonsets: args.daemonsets,
         machine,
         rss_ratio: ratio(end.rss_mib, base.rss_mib),
-        series_ratio: ratio(end.series as f64, base.series as f64),
+        series_ratio: ratio(end.page.series as f64, base.page.series as f64),
         maps_not_back,
         wall_s: started.elapsed().as_secs_f64(),
         readings,
@@ -385,7 +376,7 @@ pub fn table(r: &ChurnResult) -> String {
     let names: Vec<&String> = r
         .readings
         .iter()
-        .flat_map(|x| x.maps.keys())
+        .flat_map(|x| x.page.maps.keys())
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
@@ -403,12 +394,12 @@ pub fn table(r: &ChurnResult) -> String {
             x.rss_mib,
             x.anon_mib,
             x.file_mib,
-            x.series,
-            x.node_series,
-            x.rejected_untaints
+            x.page.series,
+            x.page.node_series,
+            x.page.rejected_untaints
         );
         for n in &names {
-            s += &format!(",{}", x.maps.get(*n).copied().unwrap_or(0.0));
+            s += &format!(",{}", x.page.maps.get(*n).copied().unwrap_or(0.0));
         }
         s += "\n";
     }
@@ -448,7 +439,7 @@ pub fn write(path: &Path, r: &ChurnResult) -> anyhow::Result<()> {
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::{ChurnResult, Reading, read_page, table};
+    use super::{ChurnResult, Page, Reading, read_page, table};
 
     fn reading(at: &str, rss: f64, anon: f64, file: f64, gates: f64) -> Reading {
         Reading {
@@ -457,11 +448,22 @@ mod tests {
             rss_mib: rss,
             anon_mib: anon,
             file_mib: file,
-            series: 10,
-            node_series: 0,
-            rejected_untaints: 0.0,
-            maps: BTreeMap::from([("router_gates".to_string(), gates)]),
+            page: Page {
+                series: 10,
+                node_series: 0,
+                rejected_untaints: 0.0,
+                maps: BTreeMap::from([("router_gates".to_string(), gates)]),
+            },
         }
+    }
+
+    #[test]
+    fn a_reading_s_page_is_flat_in_the_json() {
+        let json = serde_json::to_value(reading("end", 8.0, 5.0, 3.0, 1.0)).expect("JSON");
+        assert_eq!(json["series"], 10);
+        assert_eq!(json["rejected_untaints"], 0.0);
+        assert_eq!(json["maps"]["router_gates"], 1.0);
+        assert!(json.get("page").is_none(), "{json}");
     }
 
     #[test]
