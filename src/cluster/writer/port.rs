@@ -9,6 +9,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
+use kube::Resource;
 use kube::api::Patch;
 use nodegate_actors::ports::{self, EffectExecutor, REEXAMINE_PERIOD, Sending, retry_ceiling};
 use nodegate_core::deciders::{Origin, Tally};
@@ -68,6 +70,36 @@ impl Writer {
         let may_write = || self.leader.admits_write();
         let answer = self.send((None, false), self.request_timeout, may_write, request);
         Self::classify(answer.await)
+    }
+
+    /// A node read for the executor's `get_node`: in protobuf, as the node
+    /// watch reads it (only what the projection keeps is decoded, not the
+    /// whole Node with its managed fields and images); as JSON once the API
+    /// server refuses protobuf.
+    async fn read_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
+        if !self.nodes_as_json.load(Ordering::Relaxed) {
+            let path = Node::url_path(&(), None);
+            match self
+                .read(protobuf::get::<WireNode>(&self.client, &path, name))
+                .await?
+            {
+                Ok(node) => {
+                    let mut interner = Interner::default();
+                    return Ok(node.and_then(|n| project::node_in(&n.view(), &mut interner).0));
+                }
+                Err(Failed::Refused(answer)) => {
+                    // Said once, by the first read refused.
+                    if !self.nodes_as_json.swap(true, Ordering::Relaxed) {
+                        tracing::info!(%answer, "the API server refused protobuf; reading nodes as JSON");
+                    }
+                }
+                Err(Failed::Error(e)) => return Err(e.to_string()),
+            }
+        }
+        let node = self.read(self.nodes().get_opt(name)).await?;
+        Ok(node
+            .map_err(|e| e.to_string())?
+            .and_then(|n| project::node(&n).0))
     }
 }
 
@@ -146,34 +178,8 @@ impl EffectExecutor for Writer {
     }
 
     async fn get_node(&self, name: &str) -> Result<Option<NodeInfo>, String> {
-        // In protobuf, as the node watch reads: its decoder reads only what
-        // the projection keeps, and is already in memory (a whole Node
-        // decoded from JSON maps its own code, for good, on the first
-        // rejected untaint). JSON once the API server refuses.
-        if !self.nodes_as_json.load(Ordering::Relaxed) {
-            let path = self.nodes().resource_url().to_owned();
-            let read = self.read(protobuf::get::<WireNode>(&self.client, &path, name));
-            match read.await {
-                Ok(Ok(node)) => {
-                    let project =
-                        |n: WireNode| project::node_in(&n.view(), &mut Interner::default()).0;
-                    return Ok(node.and_then(project));
-                }
-                Ok(Err(Failed::Refused(answer))) => {
-                    // Said once, by the first read refused.
-                    if !self.nodes_as_json.swap(true, Ordering::Relaxed) {
-                        tracing::info!(%answer, "the API server refused protobuf; reading nodes as JSON");
-                    }
-                }
-                Ok(Err(Failed::Error(e))) => return Err(format!("reading node {name}: {e}")),
-                Err(e) => return Err(format!("reading node {name}: {e}")),
-            }
-        }
-        let read = self.read(self.nodes().get_opt(name)).await;
-        match read.and_then(|r| r.map_err(|e| e.to_string())) {
-            Ok(node) => Ok(node.and_then(|n| project::node(&n).0)),
-            Err(e) => Err(format!("reading node {name}: {e}")),
-        }
+        let read = self.read_node(name).await;
+        read.map_err(|e| format!("reading node {name}: {e}"))
     }
 
     async fn list_pods(&self, node: &str) -> Result<Vec<BoundPod>, String> {
