@@ -131,8 +131,11 @@ impl Sink<WireNode> for NodeSink {
         let same = |n: Arc<NodeInfo>| n.resource_version == info.resource_version;
         !info.resource_version.is_empty() && self.router.node(&info.name).is_some_and(same)
     }
+    /// The index lets go of the node first, so that its values are among
+    /// those the interner may forget.
     fn delete(&mut self, id: &Id) {
         self.router.node_deleted(&id.0);
+        self.interner.released();
     }
 }
 
@@ -211,6 +214,7 @@ impl Sink<WirePod> for PodSink {
     }
     fn delete(&mut self, id: &PodId) {
         self.router.pod_deleted(&id.0, &id.1);
+        self.interner.released();
     }
     fn may_open(info: &Self::Item) -> bool {
         info.ready || info.ready_annotation
