@@ -1,16 +1,17 @@
 //! [`History`]: the bounded list of finished gates that `/debug/nodes` and
 //! `/debug/nodes/{name}` still show after their actors are gone.
 //!
-//! Each finished gate is kept as a copy of its journal in the journal's
-//! compact form (its byte stream, its strings and the entries stored whole)
-//! and nothing else: the state is the journal's replay, which equals the
-//! live state by construction (the core's property test holds every step to
-//! it), and both are built only when `/debug/nodes/NAME` asks. Stopping a
-//! gate costs that copy rather than a JSON encoding of its state and every
-//! entry, which was a seventh of the controller's instructions in a scale
-//! run. The entries stored whole (the snapshot, each version of the node)
-//! share their blocks with what the gate's node held, so after a wave of
-//! nodes has gone the kept copies hold some of its pages resident;
+//! Each finished gate is kept as its journal frozen into one block of bytes
+//! ([`Frozen`]) and nothing else: the state is the journal's replay, which
+//! equals the live state by construction (the core's property test holds
+//! every step to it), and both are built only when `/debug/nodes/NAME`
+//! asks. Stopping a gate costs that copy: the journal's bytes, and its few
+//! whole entries (the node's versions and the pods it started with) as
+//! JSON, where JSON of its state and every entry was once a seventh of the
+//! controller's instructions in a scale run. A plain copy of the journal
+//! would be cheaper, but would share the node, its pods and their strings
+//! with what the gate held: after a wave of nodes had gone, each of those
+//! small blocks kept a page of the wave's memory resident.
 //! `--debug-history 0` keeps none.
 
 use std::collections::VecDeque;
@@ -18,7 +19,7 @@ use std::sync::Mutex;
 
 use jiff::Timestamp;
 use nodegate_actors::messages::GateView;
-use nodegate_core::gate::journal::{Journal, replay};
+use nodegate_core::gate::journal::{Frozen, Journal, ThawError, replay};
 use nodegate_core::gate::{GateState, OpenedBy, Phase, StopReason};
 use serde_json::{Value, json};
 
@@ -38,7 +39,7 @@ struct Finished {
     phase: Phase,
     opened: Option<(OpenedBy, Timestamp)>,
     stopped: Option<StopReason>,
-    journal: Journal,
+    journal: Frozen,
 }
 
 impl History {
@@ -56,12 +57,19 @@ impl History {
         {
             return;
         }
+        let journal = match journal.freeze() {
+            Ok(frozen) => frozen,
+            Err(e) => {
+                tracing::warn!(node, error = %e, "not keeping the finished gate for /debug/nodes: its journal does not write as JSON");
+                return;
+            }
+        };
         let finished = Finished {
             node: node.into(),
             phase: state.phase,
             opened: state.opened.as_ref().map(|o| (o.opened_by, o.at)),
             stopped: state.stopped,
-            journal: journal.clone(),
+            journal,
         };
         let mut kept = lock(&self.finished);
         kept.retain(|f| &*f.node != node);
@@ -71,21 +79,23 @@ impl History {
         }
     }
 
-    /// The finished gate's whole view, replayed from its journal: a copy is
-    /// taken under the lock, and the replay and decoding happen outside it,
-    /// so a slow reader never holds up a gate that is stopping.
-    pub fn get(&self, node: &str) -> Option<GateView> {
-        let journal = {
+    /// The finished gate's whole view, replayed from its journal: a copy of
+    /// the frozen journal is taken under the lock, and the thawing, replay
+    /// and decoding happen outside it, so a slow reader never holds up a
+    /// gate that is stopping. `Some(Err)` only if the journal does not read
+    /// back (a bug).
+    pub fn get(&self, node: &str) -> Option<Result<GateView, ThawError>> {
+        let frozen = {
             let kept = lock(&self.finished);
             let finished = kept.iter().rev().find(|f| &*f.node == node)?;
             finished.journal.clone()
         };
-        Some(GateView {
+        Some(frozen.thaw().map(|journal| GateView {
             node: node.to_string(),
             state: replay(&journal),
             journal: journal.entries().collect(),
             journal_dropped: journal.dropped(),
-        })
+        }))
     }
 
     /// The finished gates, newest first, one line each, as `/debug/nodes`
@@ -179,7 +189,7 @@ pub(crate) mod tests {
         let h = History::new(4);
         let (state, journal) = opened_gate("n1");
         h.gate_stopped("n1", &state, &journal);
-        let view = h.get("n1").expect("kept");
+        let view = h.get("n1").expect("kept").expect("reads back");
         let wanted = GateView {
             node: "n1".into(),
             state: state.clone(),
@@ -209,7 +219,7 @@ pub(crate) mod tests {
         let (state, journal) = opened_gate_keeping("n2", 2);
         assert!(journal.dropped() > 0, "the journal must have evicted");
         h.gate_stopped("n2", &state, &journal);
-        let view = h.get("n2").expect("kept");
+        let view = h.get("n2").expect("kept").expect("reads back");
         assert_eq!(view.state, state);
         assert_eq!(view.journal, journal.entries().collect::<Vec<_>>());
         assert_eq!(view.journal_dropped, journal.dropped());

@@ -295,8 +295,19 @@ async fn debug_node(State(s): State<DebugState>, Path(name): Path<String>) -> Re
     if let Some(view) = s.router.view(&name).await {
         return Json(detail(&view, true, now)).into_response();
     }
-    if let Some(view) = s.history.get(&name) {
-        return Json(detail(&view, false, now)).into_response();
+    match s.history.get(&name) {
+        Some(Ok(view)) => return Json(detail(&view, false, now)).into_response(),
+        Some(Err(e)) => {
+            tracing::error!(node = %name, error = %e, "a finished gate's kept journal does not read back");
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Json(json!({
+                    "error": format!("node {name:?} finished, but its kept journal does not read back: {e}")
+                })),
+            )
+                .into_response();
+        }
+        None => {}
     }
     (
         StatusCode::NOT_FOUND,

@@ -508,6 +508,14 @@ proptest! {
                 prop_assert!(again.is_empty(), "repeating {:?} gave {:?}", input, again);
             }
         }
+        // What `/debug/nodes` keeps of the finished gate reads back whole.
+        let thawed = journal.freeze().map_err(|e| e.to_string()).and_then(|f| f.thaw().map_err(|e| e.to_string()));
+        prop_assert!(thawed.is_ok(), "the journal did not freeze and thaw: {:?}", thawed.err());
+        if let Ok(thawed) = thawed {
+            prop_assert_eq!(thawed.entries().collect::<Vec<_>>(), journal.entries().collect::<Vec<_>>());
+            prop_assert_eq!(thawed.dropped(), journal.dropped());
+            prop_assert_eq!(&replay(&thawed), &state);
+        }
     }
 }
 

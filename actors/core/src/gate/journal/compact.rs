@@ -22,7 +22,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use jiff::Timestamp;
-pub(super) use stream::Entries;
+pub(super) use stream::{Entries, Thaw, json_into, var};
 
 use super::Entry;
 use crate::gate::apply::{Fold, Status, fold};
@@ -141,10 +141,54 @@ fn time_opt(n: Nanos) -> Option<Timestamp> {
 }
 
 impl Strings {
+    /// Appends the strings to `out` as [`Journal::freeze`] keeps them:
+    /// their count, where each ends, then the text (as long as the last end).
+    ///
+    /// [`Journal::freeze`]: super::Journal::freeze
+    pub(super) fn freeze_into(&self, out: &mut Vec<u8>) {
+        stream::var(out, self.ends.len() as u64);
+        for &end in &self.ends {
+            stream::var(out, u64::from(end));
+        }
+        out.extend_from_slice(self.text.as_bytes());
+    }
+
+    /// Reads back what [`Strings::freeze_into`] wrote: each string must end
+    /// where the one before it ends or later, on a character's boundary.
+    pub(super) fn thaw(t: &mut Thaw<'_>) -> Result<Strings, super::ThawError> {
+        let bad = || super::ThawError::Unreadable("the strings");
+        let n = t.count("the strings' count")?;
+        if n > MAX_STRINGS {
+            return Err(bad());
+        }
+        let mut ends = Vec::with_capacity(n);
+        for _ in 0..n {
+            ends.push(t.var::<u32>("where a string ends")?);
+        }
+        let len = ends.last().map_or(0, |&e| e as usize);
+        let text = std::str::from_utf8(t.take(len, "the strings")?).map_err(|_| bad())?;
+        let ordered = ends.windows(2).all(|w| w[0] <= w[1]);
+        if !ordered || !ends.iter().all(|&e| text.is_char_boundary(e as usize)) {
+            return Err(bad());
+        }
+        Ok(Strings {
+            text: text.to_owned(),
+            ends,
+        })
+    }
+
+    /// The string `sym`; "" for a number the table does not have (which
+    /// only damaged thawed bytes could hold: [`Strings::thaw`]).
     fn get(&self, sym: Sym) -> &str {
-        let i = sym as usize;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.text[start as usize..self.ends[i] as usize]
+        let i = usize::from(sym);
+        let start = match i {
+            0 => Some(0),
+            _ => self.ends.get(i - 1).copied(),
+        };
+        let range = start.zip(self.ends.get(i).copied());
+        range
+            .and_then(|(start, end)| self.text.get(start as usize..end as usize))
+            .unwrap_or_default()
     }
 
     /// The number of `s`, added if new; `None` when the table is full.

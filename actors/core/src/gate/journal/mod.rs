@@ -9,10 +9,13 @@
 
 mod compact;
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::gate::{Event, GateState, apply};
+use crate::vocab::model::DaemonSetInfo;
 
 /// How many events a node keeps unless told otherwise: a gate's whole life is
 /// typically a few dozen events.
@@ -85,6 +88,84 @@ impl Journal {
     /// The state before the first retained entry.
     pub fn base(&self) -> GateState {
         self.base.as_deref().cloned().unwrap_or_default()
+    }
+}
+
+/// A finished gate's journal as one block of bytes that shares nothing with
+/// the nodes and pods the router held: what `/debug/nodes` keeps of the
+/// gates that finished lately. A journal's whole entries hold the router's
+/// very nodes and pods, whose strings the watches share; kept after the
+/// gate ends, each of those small blocks would hold on to a page that a
+/// burst of nodes had otherwise given back. The DaemonSets of a snapshot
+/// stay shared: they are the cluster's few, not the burst's, and encoding
+/// them would cost the most. [`Frozen::thaw`] gives the journal back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frozen {
+    /// The capacity and the evicted count, the checkpoint as JSON, the
+    /// strings, the entry count and two times, the entries' bytes, then
+    /// each whole entry as JSON.
+    bytes: Box<[u8]>,
+    /// The snapshots' DaemonSets, in the order of the snapshots.
+    daemonsets: Box<[Arc<DaemonSetInfo>]>,
+}
+
+/// Why a [`Frozen`] journal did not read back. It reads back only what
+/// [`Journal::freeze`] wrote, so either is a bug (here or in a model
+/// type's JSON).
+#[derive(Debug, thiserror::Error)]
+pub enum ThawError {
+    #[error("cannot read {0} of a frozen journal")]
+    Unreadable(&'static str),
+    #[error("an entry or the checkpoint of a frozen journal did not read back: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl Journal {
+    /// The journal in one block ([`Frozen`]). Fails only if an entry or the
+    /// checkpoint cannot be written as JSON, as `/debug/nodes` could not
+    /// show it either.
+    pub fn freeze(&self) -> Result<Frozen, serde_json::Error> {
+        let mut out = Vec::new();
+        let mut daemonsets = Vec::new();
+        compact::var(&mut out, self.cap as u64);
+        compact::var(&mut out, self.dropped);
+        match &self.base {
+            None => out.push(0),
+            Some(base) => {
+                out.push(1);
+                compact::json_into(&mut out, base)?;
+            }
+        }
+        self.strings.freeze_into(&mut out);
+        self.entries.freeze_into(&mut out, &mut daemonsets)?;
+        Ok(Frozen {
+            bytes: out.into_boxed_slice(),
+            daemonsets: daemonsets.into_boxed_slice(),
+        })
+    }
+}
+
+impl Frozen {
+    /// The journal that was frozen: the same capacity, evicted count,
+    /// checkpoint and entries.
+    pub fn thaw(&self) -> Result<Journal, ThawError> {
+        let mut t = compact::Thaw::new(&self.bytes);
+        let cap = t.count("the capacity")?.max(1);
+        let dropped = t.var("the evicted count")?;
+        let base = match t.take(1, "the checkpoint")? {
+            [0] => None,
+            _ => Some(Box::new(t.json("the checkpoint")?)),
+        };
+        let strings = compact::Strings::thaw(&mut t)?;
+        let entries = compact::Entries::thaw(&mut t, &mut self.daemonsets.iter())?;
+        t.end()?;
+        Ok(Journal {
+            base,
+            entries,
+            strings,
+            cap,
+            dropped,
+        })
     }
 }
 

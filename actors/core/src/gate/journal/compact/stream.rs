@@ -14,11 +14,16 @@
 //! `i64` time round-trips exactly, the absent-time sentinel included.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use integer_encoding::VarInt;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use super::{HAS_TIME, NONE, Nanos, POD, Pod, SLOT_BITS, SYMS, Slot, Stored, Sym, WHOLE};
-use crate::gate::journal::Entry;
+use crate::gate::Event;
+use crate::gate::journal::{Entry, ThawError};
+use crate::vocab::model::DaemonSetInfo;
 
 /// Bytes the buffer grows by when full: a gate's journal is a few hundred
 /// bytes, so doubling would leave most of a thousand journals empty.
@@ -103,6 +108,117 @@ impl Entries {
         (0..self.len).map(move |_| r.read(&mut || whole.next().cloned()))
     }
 
+    /// Appends the retained entries to `out` as [`Journal::freeze`] keeps
+    /// them: the count and the two times, the retained bytes, then each whole
+    /// entry as JSON, so that nothing is shared with the nodes and pods the
+    /// router held. A snapshot's DaemonSets go to `daemonsets` instead, each
+    /// snapshot's count before its JSON.
+    ///
+    /// [`Journal::freeze`]: crate::gate::journal::Journal::freeze
+    pub(in crate::gate::journal) fn freeze_into(
+        &self,
+        out: &mut Vec<u8>,
+        daemonsets: &mut Vec<Arc<DaemonSetInfo>>,
+    ) -> Result<(), serde_json::Error> {
+        let bytes = &self.bytes[self.start..];
+        var(out, self.len as u64);
+        var_signed(out, self.base);
+        var_signed(out, self.last);
+        var(out, bytes.len() as u64);
+        out.extend_from_slice(bytes);
+        var(out, self.whole.len() as u64);
+        for entry in &self.whole {
+            let Event::Snapshot {
+                node,
+                daemonsets: shown,
+                pods,
+            } = &entry.event
+            else {
+                var(out, 0);
+                json_into(out, entry)?;
+                continue;
+            };
+            var(out, shown.len() as u64);
+            daemonsets.extend(shown.iter().cloned());
+            let without = Entry {
+                at: entry.at,
+                event: Event::Snapshot {
+                    node: Arc::clone(node),
+                    daemonsets: Vec::new(),
+                    pods: pods.clone(),
+                },
+            };
+            json_into(out, &without)?;
+        }
+        Ok(())
+    }
+
+    /// Reads back what [`Entries::freeze_into`] wrote, taking the snapshots'
+    /// DaemonSets from `daemonsets`.
+    pub(in crate::gate::journal) fn thaw<'d>(
+        t: &mut Thaw<'_>,
+        daemonsets: &mut impl Iterator<Item = &'d Arc<DaemonSetInfo>>,
+    ) -> Result<Entries, ThawError> {
+        let len = t.count("the entry count")?;
+        let base = t.var("the first time")?;
+        let last = t.var("the last time")?;
+        let n = t.count("the entries' length")?;
+        let bytes = t.take(n, "the entries")?.to_vec();
+        let wholes = t.count("the whole entries' count")?;
+        // Each whole entry takes at least five bytes.
+        let mut whole = VecDeque::with_capacity(wholes.min(t.left() / 5));
+        for _ in 0..wholes {
+            let shown = t.count("a snapshot's DaemonSet count")?;
+            let mut entry: Entry = t.json("a whole entry")?;
+            if shown > 0 {
+                let Event::Snapshot { daemonsets: d, .. } = &mut entry.event else {
+                    return Err(ThawError::Unreadable("a snapshot's DaemonSets"));
+                };
+                for _ in 0..shown {
+                    let ds = daemonsets.next();
+                    d.push(Arc::clone(
+                        ds.ok_or(ThawError::Unreadable("a snapshot's DaemonSets"))?,
+                    ));
+                }
+            }
+            whole.push_back(Box::new(entry));
+        }
+        let entries = Entries {
+            bytes,
+            start: 0,
+            base,
+            last,
+            whole,
+            len,
+        };
+        entries.check()?;
+        Ok(entries)
+    }
+
+    /// Whether the bytes hold exactly `len` entries, as many of them whole
+    /// as are queued: thawed bytes are read as the journal's own afterwards.
+    fn check(&self) -> Result<(), ThawError> {
+        let mut r = Reader {
+            bytes: &self.bytes[self.start..],
+            pos: 0,
+            prev: self.base,
+        };
+        let mut wholes = 0;
+        for _ in 0..self.len {
+            if r.pos >= r.bytes.len() {
+                return Err(ThawError::Unreadable("the entries (too few)"));
+            }
+            let stored = r.read(&mut || None);
+            wholes += usize::from(matches!(stored.slot, Slot::Whole(_)));
+        }
+        if r.pos != r.bytes.len() || wholes != self.whole.len() {
+            return Err(ThawError::Unreadable(
+                "the entries (a count does not match)",
+            ));
+        }
+        Ok(())
+    }
+
     /// Bytes the buffer holds (retained entries only), for tests.
     #[cfg(test)]
     pub(in crate::gate::journal) fn encoded_len(&self) -> usize {
@@ -110,10 +226,89 @@ impl Entries {
     }
 }
 
+/// A reader of a frozen journal's bytes ([`Entries::thaw`]): unlike
+/// [`Reader`], which reads bytes the journal has just written, it says
+/// what it could not read.
+pub(in crate::gate::journal) struct Thaw<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Thaw<'a> {
+    pub(in crate::gate::journal) fn new(bytes: &'a [u8]) -> Self {
+        Thaw { bytes }
+    }
+
+    pub(in crate::gate::journal) fn left(&self) -> usize {
+        self.bytes.len()
+    }
+
+    pub(in crate::gate::journal) fn take(
+        &mut self,
+        n: usize,
+        what: &'static str,
+    ) -> Result<&'a [u8], ThawError> {
+        if n > self.bytes.len() {
+            return Err(ThawError::Unreadable(what));
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Ok(head)
+    }
+
+    pub(in crate::gate::journal) fn var<T: VarInt>(
+        &mut self,
+        what: &'static str,
+    ) -> Result<T, ThawError> {
+        let (v, n) = T::decode_var(self.bytes).ok_or(ThawError::Unreadable(what))?;
+        self.take(n, what)?;
+        Ok(v)
+    }
+
+    pub(in crate::gate::journal) fn count(
+        &mut self,
+        what: &'static str,
+    ) -> Result<usize, ThawError> {
+        usize::try_from(self.var::<u64>(what)?).map_err(|_| ThawError::Unreadable(what))
+    }
+
+    /// A value [`json_into`] wrote.
+    pub(in crate::gate::journal) fn json<T: DeserializeOwned>(
+        &mut self,
+        what: &'static str,
+    ) -> Result<T, ThawError> {
+        let len = self.take(4, what)?;
+        let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]);
+        let len = usize::try_from(len).map_err(|_| ThawError::Unreadable(what))?;
+        Ok(serde_json::from_slice(self.take(len, what)?)?)
+    }
+
+    /// Nothing may be left over.
+    pub(in crate::gate::journal) fn end(&self) -> Result<(), ThawError> {
+        match self.bytes.len() {
+            0 => Ok(()),
+            _ => Err(ThawError::Unreadable("its end (bytes left over)")),
+        }
+    }
+}
+
+/// Appends `value` as JSON, its length first (four bytes): what
+/// [`Thaw::json`] reads.
+pub(in crate::gate::journal) fn json_into(
+    out: &mut Vec<u8>,
+    value: &impl Serialize,
+) -> Result<(), serde_json::Error> {
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    serde_json::to_writer(&mut *out, value)?;
+    let len = u32::try_from(out.len() - at - 4).map_err(serde::ser::Error::custom)?;
+    out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+    Ok(())
+}
+
 /// `v` as `integer_encoding` writes it (LEB128; its reader reads it back),
 /// byte by byte: every record writes four or five of these, and going
 /// through its 10-byte buffer cost a `memcpy` call each.
-fn var(out: &mut Vec<u8>, mut v: u64) {
+pub(in crate::gate::journal) fn var(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push(v as u8 | 0x80);
         v >>= 7;

@@ -401,3 +401,152 @@ fn folding_a_stored_entry_equals_applying_it_decoded() {
     );
     assert!(changed > 20, "only {changed} folds changed their state");
 }
+
+/// Whole entries that hold a node, a DaemonSet and pods (the router's own
+/// copies, behind `Arc`s), among the mixed entries.
+fn entries_with_a_node(node: &Arc<crate::vocab::model::NodeInfo>) -> Vec<Entry> {
+    let ds = crate::testutil::mk_ds(
+        "kube-system",
+        "cilium",
+        crate::testutil::template_with_tolerations(vec![]),
+    );
+    let pod = crate::testutil::ds_pod("cilium-x7f2k", "node-1", &ds);
+    let mut all = vec![Entry {
+        at: at(1_795_000_000, 1),
+        event: Event::Snapshot {
+            node: Arc::clone(node),
+            daemonsets: vec![Arc::new(ds)],
+            pods: vec![Arc::new(pod)],
+        },
+    }];
+    all.extend(mixed_entries());
+    all.push(Entry {
+        at: Timestamp::MAX,
+        event: Event::NodeUpdated {
+            node: Arc::clone(node),
+        },
+    });
+    all
+}
+
+/// What `/debug/nodes` keeps of a finished gate reads back as the journal
+/// it was, evicted entries, checkpoint and all, at every capacity.
+#[test]
+fn a_frozen_journal_thaws_to_the_journal_it_was_through_eviction() {
+    let node = Arc::new(crate::testutil::mk_node(
+        "node-1",
+        &[("kubernetes.io/hostname", "node-1"), ("pool", "gpu")],
+        vec![],
+    ));
+    let all = entries_with_a_node(&node);
+    for cap in [1, 2, 3, 5, 8, all.len(), all.len() + 1] {
+        let mut journal = crate::gate::journal::Journal::new(cap);
+        for e in &all {
+            journal.record(e.at, e.event.clone());
+        }
+        let frozen = journal.freeze().expect("every entry writes as JSON");
+        let thawed = frozen.thaw().expect("a frozen journal reads back");
+        let kept: Vec<Entry> = journal.entries().collect();
+        assert!(!kept.is_empty());
+        assert_eq!(thawed.entries().collect::<Vec<_>>(), kept, "cap {cap}");
+        assert_eq!(thawed.dropped(), journal.dropped(), "cap {cap}");
+        assert_eq!(thawed.base(), journal.base(), "cap {cap}");
+        assert_eq!(
+            crate::gate::journal::replay(&thawed),
+            crate::gate::journal::replay(&journal)
+        );
+        // It records on as the original would.
+        let (mut a, mut b) = (journal.clone(), thawed);
+        for e in &all[..3] {
+            a.record(e.at, e.event.clone());
+            b.record(e.at, e.event.clone());
+        }
+        assert_eq!(
+            b.entries().collect::<Vec<_>>(),
+            a.entries().collect::<Vec<_>>()
+        );
+    }
+}
+
+/// A frozen journal holds no reference to the node its entries showed, nor
+/// its checkpoint: once the gate's journal is gone, the node is the
+/// router's alone again.
+#[test]
+fn a_frozen_journal_shares_nothing_with_the_gate() {
+    for cap in [2, 64] {
+        let node = Arc::new(crate::testutil::mk_node(
+            "node-1",
+            &[("pool", "gpu")],
+            vec![],
+        ));
+        let mut journal = crate::gate::journal::Journal::new(cap);
+        for e in entries_with_a_node(&node) {
+            journal.record(e.at, e.event);
+        }
+        assert_eq!(
+            journal.dropped() > 0,
+            cap == 2,
+            "cap {cap}: a checkpoint or not"
+        );
+        assert!(Arc::strong_count(&node) > 1, "the journal holds the node");
+        let frozen = journal.freeze().expect("every entry writes as JSON");
+        drop(journal);
+        assert_eq!(
+            Arc::strong_count(&node),
+            1,
+            "cap {cap}: the frozen copy holds it"
+        );
+        let thawed = frozen.thaw().expect("a frozen journal reads back");
+        let shown = thawed.entries().find_map(|e| match e.event {
+            Event::NodeUpdated { node } => Some(node),
+            _ => None,
+        });
+        assert_eq!(shown.as_deref(), Some(&*node));
+        if cap == 2 {
+            assert_eq!(thawed.base().node.as_deref(), Some(&*node));
+        }
+    }
+}
+
+/// Bytes cut short, altered or extended are said, never read as another
+/// journal; and no damage makes reading the entries panic.
+#[test]
+fn a_damaged_frozen_journal_is_an_error() {
+    let node = Arc::new(crate::testutil::mk_node("node-1", &[], vec![]));
+    let mut journal = crate::gate::journal::Journal::new(4);
+    for e in entries_with_a_node(&node) {
+        journal.record(e.at, e.event);
+    }
+    let frozen = journal.freeze().expect("every entry writes as JSON");
+    let damaged = |bytes: Vec<u8>| crate::gate::journal::Frozen {
+        bytes: bytes.into(),
+        daemonsets: frozen.daemonsets.clone(),
+    };
+    let bytes = frozen.bytes.to_vec();
+    for cut in 0..bytes.len() {
+        let short = damaged(bytes[..cut].to_vec());
+        assert!(short.thaw().is_err(), "cut at {cut} of {}", bytes.len());
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(damaged(longer).thaw().is_err(), "a byte left over");
+    let mut altered = bytes.clone();
+    if let Some(last) = altered.last_mut() {
+        *last = b'!';
+    }
+    let err = damaged(altered).thaw().err().map(|e| e.to_string());
+    assert!(
+        err.as_deref()
+            .is_some_and(|e| e.contains("did not read back")),
+        "{err:?}"
+    );
+    // Every single byte flipped: an error, or a journal whose entries read.
+    for i in 0..bytes.len() {
+        let mut flipped = bytes.clone();
+        flipped[i] ^= 0xff;
+        if let Ok(j) = damaged(flipped).thaw() {
+            assert!(j.entries().count() <= j.len());
+            let _ = crate::gate::journal::replay(&j);
+        }
+    }
+}
