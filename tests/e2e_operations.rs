@@ -532,6 +532,16 @@ async fn probes_metrics_and_debug_endpoints_answer_as_documented() {
         "{}",
         done["journal"]
     );
+    // The kept journal's whole entries read back: the snapshot's node (kept
+    // as JSON) and its DaemonSets (kept shared).
+    let snapshot = &done["journal"][0]["event"]["snapshot"];
+    assert_eq!(snapshot["node"]["name"], "node-held", "{}", done["journal"]);
+    assert!(
+        snapshot["daemonsets"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|d| d["name"] == "csi")),
+        "{snapshot}"
+    );
     let (status, _) = json_at(&debug, "/debug/nodes/no-such-node").await;
     assert_eq!(status, 404);
 

@@ -171,6 +171,11 @@ pub async fn run(args: RunArgs, settings: RunSettings) -> Result<()> {
     // The webhook's own: it stops last, [`WEBHOOK_DRAIN`] after the signal.
     let (webhook_shutdown, webhook_stop) = signal::channel(false);
     let shared = Shared::new(&settings, args.gate.config.as_deref(), stop).await?;
+    let history = Arc::clone(&shared.history);
+    tokio::spawn(History::settle_every(
+        history,
+        crate::serve::history::SETTLE,
+    ));
     // Before anything may lead: what an earlier run of this Pod wrote goes.
     let params = admission_params_of(&shared, &settings).await;
     let traces = observe(&shared, trace_config);

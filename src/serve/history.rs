@@ -1,21 +1,24 @@
 //! [`History`]: the bounded list of finished gates that `/debug/nodes` and
 //! `/debug/nodes/{name}` still show after their actors are gone.
 //!
-//! Each finished gate is kept as its journal frozen into one block of bytes
-//! ([`Frozen`]) and nothing else: the state is the journal's replay, which
-//! equals the live state by construction (the core's property test holds
-//! every step to it), and both are built only when `/debug/nodes/NAME`
-//! asks. Stopping a gate costs that copy: the journal's bytes, and its few
-//! whole entries (the node's versions and the pods it started with) as
-//! JSON, where JSON of its state and every entry was once a seventh of the
-//! controller's instructions in a scale run. A plain copy of the journal
-//! would be cheaper, but would share the node, its pods and their strings
-//! with what the gate held: after a wave of nodes had gone, each of those
-//! small blocks kept a page of the wave's memory resident.
-//! `--debug-history 0` keeps none.
+//! Each finished gate is kept as its journal and nothing else: the state is
+//! the journal's replay, which equals the live state by construction (the
+//! core's property test holds every step to it), and both are built only
+//! when `/debug/nodes/NAME` asks. A gate that stops leaves a plain copy of
+//! its journal, which shares the node, its pods and their strings with what
+//! the gate held; every [`SETTLE`] the copies still kept are frozen into one
+//! block of bytes each ([`Frozen`]: the whole entries, the node's versions,
+//! as JSON), which shares nothing. Freezing at once would cost the JSON of
+//! every gate that stops (a tenth of the controller's instructions while
+//! gates stop in a burst, most of them pushed out again within seconds); a
+//! copy kept would hold, for each of its small blocks, a page of a burst's
+//! memory resident after the burst's nodes had gone. `--debug-history 0`
+//! keeps none.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use jiff::Timestamp;
 use nodegate_actors::messages::GateView;
@@ -25,21 +28,37 @@ use serde_json::{Value, json};
 
 use crate::serve::lock;
 
+/// How often the journals kept as plain copies are frozen.
+pub const SETTLE: Duration = Duration::from_secs(5);
+
 /// The last N gates that finished (opened, or ended because the node or its
 /// taint went away), newest last.
 pub struct History {
     capacity: usize,
     finished: Mutex<VecDeque<Finished>>,
+    /// The number the next finished gate is kept under.
+    next: AtomicU64,
 }
 
 /// One finished gate: what `/debug/nodes` lists of it, and its journal,
 /// from which `/debug/nodes/NAME` rebuilds its whole [`GateView`].
 struct Finished {
+    /// Which stop of a gate this is, so that [`History::settle`] freezes
+    /// the very copy it took.
+    id: u64,
     node: Box<str>,
     phase: Phase,
     opened: Option<(OpenedBy, Timestamp)>,
     stopped: Option<StopReason>,
-    journal: Frozen,
+    journal: Kept,
+}
+
+/// A finished gate's journal: as the gate left it until the next
+/// [`History::settle`], then frozen.
+#[derive(Clone)]
+enum Kept {
+    Copy(Journal),
+    Frozen(Frozen),
 }
 
 impl History {
@@ -47,6 +66,7 @@ impl History {
         History {
             capacity,
             finished: Mutex::new(VecDeque::with_capacity(capacity.min(1024))),
+            next: AtomicU64::new(0),
         }
     }
 
@@ -57,19 +77,13 @@ impl History {
         {
             return;
         }
-        let journal = match journal.freeze() {
-            Ok(frozen) => frozen,
-            Err(e) => {
-                tracing::warn!(node, error = %e, "not keeping the finished gate for /debug/nodes: its journal does not write as JSON");
-                return;
-            }
-        };
         let finished = Finished {
+            id: self.next.fetch_add(1, Ordering::Relaxed),
             node: node.into(),
             phase: state.phase,
             opened: state.opened.as_ref().map(|o| (o.opened_by, o.at)),
             stopped: state.stopped,
-            journal,
+            journal: Kept::Copy(journal.clone()),
         };
         let mut kept = lock(&self.finished);
         kept.retain(|f| &*f.node != node);
@@ -79,18 +93,70 @@ impl History {
         }
     }
 
+    /// Freezes every journal still kept as a copy: the copies are copied
+    /// again under the lock (cheap: they share what they hold), frozen
+    /// outside it, and put in place of the copy unless a newer gate of the
+    /// node replaced it meanwhile. A journal that does not write as JSON
+    /// (a bug) is said and its gate dropped. Returns how many it froze.
+    pub fn settle(&self) -> usize {
+        let copies: Vec<(u64, Journal)> = lock(&self.finished)
+            .iter()
+            .filter_map(|f| match &f.journal {
+                Kept::Copy(j) => Some((f.id, j.clone())),
+                Kept::Frozen(_) => None,
+            })
+            .collect();
+        let frozen: Vec<(u64, Result<Frozen, serde_json::Error>)> = (copies.into_iter())
+            .map(|(id, j)| (id, j.freeze()))
+            .collect();
+        let mut kept = lock(&self.finished);
+        let mut done = 0;
+        for (id, result) in frozen {
+            match result {
+                Ok(frozen) => {
+                    if let Some(f) = kept.iter_mut().find(|f| f.id == id) {
+                        f.journal = Kept::Frozen(frozen);
+                        done += 1;
+                    }
+                }
+                Err(e) => {
+                    if let Some(f) = kept.iter().find(|f| f.id == id) {
+                        tracing::warn!(node = &*f.node, error = %e, "not keeping the finished gate for /debug/nodes: its journal does not write as JSON");
+                    }
+                    kept.retain(|f| f.id != id);
+                }
+            }
+        }
+        done
+    }
+
+    /// Settles the history every [`SETTLE`], for as long as the process
+    /// runs (spawned once by `nodegate run`).
+    pub async fn settle_every(history: Arc<History>, every: Duration) {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            history.settle();
+        }
+    }
+
     /// The finished gate's whole view, replayed from its journal: a copy of
-    /// the frozen journal is taken under the lock, and the thawing, replay
+    /// the kept journal is taken under the lock, and the thawing, replay
     /// and decoding happen outside it, so a slow reader never holds up a
     /// gate that is stopping. `Some(Err)` only if the journal does not read
     /// back (a bug).
     pub fn get(&self, node: &str) -> Option<Result<GateView, ThawError>> {
-        let frozen = {
+        let journal = {
             let kept = lock(&self.finished);
             let finished = kept.iter().rev().find(|f| &*f.node == node)?;
             finished.journal.clone()
         };
-        Some(frozen.thaw().map(|journal| GateView {
+        let journal = match journal {
+            Kept::Copy(j) => Ok(j),
+            Kept::Frozen(f) => f.thaw(),
+        };
+        Some(journal.map(|journal| GateView {
             node: node.to_string(),
             state: replay(&journal),
             journal: journal.entries().collect(),
@@ -197,6 +263,10 @@ pub(crate) mod tests {
             journal_dropped: journal.dropped(),
         };
         assert_eq!(view, wanted);
+        assert_eq!(h.settle(), 1, "the copy is frozen");
+        assert_eq!(h.settle(), 0, "once");
+        let view = h.get("n1").expect("kept").expect("reads back");
+        assert_eq!(view, wanted, "frozen, it reads back the same");
         assert!(!view.journal.is_empty() && !view.state.members.is_empty());
         let opened = state.opened.as_ref().expect("the gate opened");
         assert_eq!(
@@ -219,9 +289,39 @@ pub(crate) mod tests {
         let (state, journal) = opened_gate_keeping("n2", 2);
         assert!(journal.dropped() > 0, "the journal must have evicted");
         h.gate_stopped("n2", &state, &journal);
+        assert_eq!(h.settle(), 1);
         let view = h.get("n2").expect("kept").expect("reads back");
         assert_eq!(view.state, state);
         assert_eq!(view.journal, journal.entries().collect::<Vec<_>>());
         assert_eq!(view.journal_dropped, journal.dropped());
+    }
+
+    /// Until it settles, the history holds the node the gate held; frozen,
+    /// it holds none of it. A newer gate of the node that stops meanwhile
+    /// is not replaced by the older one's frozen journal.
+    #[test]
+    fn settling_lets_go_of_the_node_the_gate_held() {
+        let h = History::new(4);
+        let (state, journal) = opened_gate("n3");
+        let node = journal
+            .entries()
+            .find_map(|e| match e.event {
+                gate::Event::Snapshot { node, .. } => Some(node),
+                _ => None,
+            })
+            .expect("the journal starts with a snapshot");
+        h.gate_stopped("n3", &state, &journal);
+        let entries: Vec<_> = journal.entries().collect();
+        drop((state, journal));
+        let held = Arc::strong_count(&node);
+        assert_eq!(h.settle(), 1);
+        assert_eq!(Arc::strong_count(&node), held - 1, "the copy let go of it");
+        let view = h.get("n3").expect("kept").expect("reads back");
+        assert_eq!(view.journal, entries);
+        // A newer gate of n3, kept after the older one was settled: a copy.
+        let (state, journal) = opened_gate("n3");
+        h.gate_stopped("n3", &state, &journal);
+        assert_eq!(lock(&h.finished).len(), 1, "one slot a node");
+        assert_eq!(h.settle(), 1);
     }
 }
