@@ -532,10 +532,20 @@ async fn probes_metrics_and_debug_endpoints_answer_as_documented() {
         "{}",
         done["journal"]
     );
-    // The kept journal's whole entries read back: the snapshot's node (kept
-    // as JSON) and its DaemonSets (kept shared).
-    let snapshot = &done["journal"][0]["event"]["snapshot"];
-    assert_eq!(snapshot["node"]["name"], "node-held", "{}", done["journal"]);
+    // The history keeps a copy of the journal at first, and freezes it
+    // within `SETTLE`: frozen, it reads back the same, down to the
+    // snapshot's node (kept as JSON) and DaemonSets (kept shared).
+    tokio::time::sleep(nodegate::serve::history::SETTLE + Duration::from_secs(1)).await;
+    let (status, frozen) = json_at(&debug, "/debug/nodes/node-held").await;
+    assert_eq!(status, 200, "{frozen}");
+    assert_eq!(frozen["journal"], done["journal"]);
+    assert_eq!(frozen["phase"], done["phase"]);
+    let snapshot = &frozen["journal"][0]["event"]["snapshot"];
+    assert_eq!(
+        snapshot["node"]["name"], "node-held",
+        "{}",
+        frozen["journal"]
+    );
     assert!(
         snapshot["daemonsets"]
             .as_array()

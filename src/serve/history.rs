@@ -7,15 +7,15 @@
 //! when `/debug/nodes/NAME` asks. A gate that stops leaves a plain copy of
 //! its journal, which shares the node, its pods and their strings with what
 //! the gate held; every [`SETTLE`] the copies still kept are frozen into one
-//! block of bytes each ([`Frozen`]: the whole entries, the node's versions,
-//! as JSON), which shares nothing. Freezing at once would cost the JSON of
-//! every gate that stops (a tenth of the controller's instructions while
-//! gates stop in a burst, most of them pushed out again within seconds); a
-//! copy kept would hold, for each of its small blocks, a page of a burst's
-//! memory resident after the burst's nodes had gone. `--debug-history 0`
-//! keeps none.
+//! block of bytes each ([`Frozen`]: the node's versions and the checkpoint
+//! as JSON, only the snapshot's DaemonSets still shared). Freezing every
+//! gate as it stops cost 3.8 % of a 200-node scale run's instructions
+//! (callgrind), though all but the last `--debug-history` of a burst are
+//! pushed out again; a copy kept for good would hold, for each of its small
+//! blocks, a page of the burst's memory resident after the burst's nodes
+//! had gone. `--debug-history 0` keeps none.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -94,45 +94,65 @@ impl History {
     }
 
     /// Freezes every journal still kept as a copy: the copies are copied
-    /// again under the lock (cheap: they share what they hold), frozen
-    /// outside it, and put in place of the copy unless a newer gate of the
-    /// node replaced it meanwhile. A journal that does not write as JSON
-    /// (a bug) is said and its gate dropped. Returns how many it froze.
+    /// again under the lock (their entries' bytes and strings; the nodes and
+    /// pods they hold are shared), frozen outside it, and each put in place
+    /// of its copy unless a newer gate of the node replaced it or it was
+    /// pushed out meanwhile. A journal that does not write as JSON (a bug)
+    /// is said and its gate dropped. Returns how many it froze.
     pub fn settle(&self) -> usize {
-        let copies: Vec<(u64, Journal)> = lock(&self.finished)
-            .iter()
+        let frozen = Self::freeze(self.copies());
+        self.put(frozen)
+    }
+
+    /// The journals still kept as copies, by the number of their stop.
+    fn copies(&self) -> Vec<(u64, Box<str>, Journal)> {
+        (lock(&self.finished).iter())
             .filter_map(|f| match &f.journal {
-                Kept::Copy(j) => Some((f.id, j.clone())),
+                Kept::Copy(j) => Some((f.id, f.node.clone(), j.clone())),
                 Kept::Frozen(_) => None,
             })
-            .collect();
-        let frozen: Vec<(u64, Result<Frozen, serde_json::Error>)> = (copies.into_iter())
-            .map(|(id, j)| (id, j.freeze()))
-            .collect();
-        let mut kept = lock(&self.finished);
-        let mut done = 0;
-        for (id, result) in frozen {
-            match result {
-                Ok(frozen) => {
-                    if let Some(f) = kept.iter_mut().find(|f| f.id == id) {
-                        f.journal = Kept::Frozen(frozen);
-                        done += 1;
-                    }
-                }
+            .collect()
+    }
+
+    fn freeze(copies: Vec<(u64, Box<str>, Journal)>) -> HashMap<u64, Option<Frozen>> {
+        (copies.into_iter())
+            .map(|(id, node, journal)| match journal.freeze() {
+                Ok(frozen) => (id, Some(frozen)),
                 Err(e) => {
-                    if let Some(f) = kept.iter().find(|f| f.id == id) {
-                        tracing::warn!(node = &*f.node, error = %e, "not keeping the finished gate for /debug/nodes: its journal does not write as JSON");
-                    }
-                    kept.retain(|f| f.id != id);
+                    tracing::warn!(node = &*node, error = %e, "not keeping the finished gate for /debug/nodes: its journal does not write as JSON");
+                    (id, None)
+                }
+            })
+            .collect()
+    }
+
+    /// Puts the frozen journals in place, in one pass; the copies they
+    /// replace are dropped after the lock is let go.
+    fn put(&self, mut frozen: HashMap<u64, Option<Frozen>>) -> usize {
+        let failed: Vec<u64> = (frozen.iter())
+            .filter_map(|(id, f)| f.is_none().then_some(*id))
+            .collect();
+        let mut replaced = Vec::with_capacity(frozen.len());
+        {
+            let mut kept = lock(&self.finished);
+            for f in kept.iter_mut() {
+                if let Some(Some(frozen)) = frozen.remove(&f.id) {
+                    replaced.push(std::mem::replace(&mut f.journal, Kept::Frozen(frozen)));
                 }
             }
+            if !failed.is_empty() {
+                kept.retain(|f| !failed.contains(&f.id));
+            }
         }
-        done
+        replaced.len()
     }
 
     /// Settles the history every [`SETTLE`], for as long as the process
-    /// runs (spawned once by `nodegate run`).
+    /// runs (spawned once by `nodegate run` when it keeps any).
     pub async fn settle_every(history: Arc<History>, every: Duration) {
+        if history.capacity == 0 {
+            return;
+        }
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -323,5 +343,31 @@ pub(crate) mod tests {
         h.gate_stopped("n3", &state, &journal);
         assert_eq!(lock(&h.finished).len(), 1, "one slot a node");
         assert_eq!(h.settle(), 1);
+    }
+
+    /// Gates that stop while the copies are being frozen win: a newer gate
+    /// of the node keeps its own journal, and a gate pushed out is not
+    /// brought back.
+    #[test]
+    fn a_gate_that_stops_during_settling_is_not_overwritten() {
+        let h = History::new(2);
+        for n in ["a", "b"] {
+            let (state, journal) = opened_gate(n);
+            h.gate_stopped(n, &state, &journal);
+        }
+        let frozen = History::freeze(h.copies());
+        assert_eq!(frozen.len(), 2);
+        // Meanwhile: a's newer gate (a longer journal), and c pushes b out.
+        let (state, newer) = opened_gate_keeping("a", 64);
+        let mut newer = newer;
+        newer.record(ts(9), gate::Event::RecheckFired { generation: 7 });
+        h.gate_stopped("a", &state, &newer);
+        let (state, journal) = opened_gate("c");
+        h.gate_stopped("c", &state, &journal);
+        assert_eq!(h.put(frozen), 0, "neither kept copy is the one frozen");
+        assert!(h.get("b").is_none(), "b stays pushed out");
+        let a = h.get("a").expect("kept").expect("reads back");
+        assert_eq!(a.journal, newer.entries().collect::<Vec<_>>());
+        assert_eq!(h.settle(), 2, "a's and c's copies");
     }
 }

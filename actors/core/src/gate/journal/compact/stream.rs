@@ -413,7 +413,10 @@ impl Reader<'_> {
         };
         let slot = if kind & SLOT_BITS == POD {
             let bits = self.byte();
-            let count = self.var::<u64>();
+            // Two bytes a label at least: a damaged count (thawed bytes,
+            // `Entries::check`) cannot make it allocate more.
+            let left = self.bytes.len().saturating_sub(self.pos) / 2;
+            let count = self.var::<u64>().min(left as u64);
             let labels = (0..count).map(|_| (self.sym(), self.sym())).collect();
             Slot::Pod(Box::new(Pod {
                 syms,
