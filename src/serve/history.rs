@@ -9,9 +9,11 @@
 //! the gate held; every [`SETTLE`] the copies still kept are frozen into one
 //! block of bytes each ([`Frozen`]: the node's versions and the checkpoint
 //! as JSON, only the snapshot's DaemonSets still shared). Freezing every
-//! gate as it stops cost 3.8 % of a 200-node scale run's instructions
+//! gate as it stops added 3.8 % to a 200-node scale run's instructions
 //! (callgrind), though all but the last `--debug-history` of a burst are
-//! pushed out again; a copy kept for good would hold, for each of its small
+//! pushed out again (settling freezes those only if they last until the
+//! next tick: at 200 nodes it cost about as much; where more gates stop
+//! within [`SETTLE`] than are kept, less); a copy kept for good would hold, for each of its small
 //! blocks, a page of the burst's memory resident after the burst's nodes
 //! had gone. `--debug-history 0` keeps none.
 

@@ -102,8 +102,9 @@ impl Journal {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frozen {
     /// The capacity and the evicted count, the checkpoint as JSON, the
-    /// strings, the entry count and two times, the entries' bytes, then
-    /// each whole entry as JSON.
+    /// strings, the entry count and two times, the entries' bytes, the
+    /// whole entries' count, then each whole entry: how many of the
+    /// DaemonSets it showed, and its JSON.
     bytes: Box<[u8]>,
     /// The snapshots' DaemonSets, in the order of the snapshots.
     daemonsets: Box<[Arc<DaemonSetInfo>]>,

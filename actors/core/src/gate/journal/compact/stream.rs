@@ -355,8 +355,8 @@ fn write(out: &mut Vec<u8>, slot: &Slot, at: Nanos, prev: Nanos) {
 }
 
 /// Reads what [`write`] wrote. The bytes are the journal's own, written
-/// above, so every read succeeds; a short read gives zeros rather than
-/// panicking.
+/// above, or thawed ones that [`Entries::check`] read through it first; a
+/// short read gives zeros rather than panicking.
 struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,

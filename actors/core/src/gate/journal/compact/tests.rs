@@ -540,12 +540,12 @@ fn a_damaged_frozen_journal_is_an_error() {
             .is_some_and(|e| e.contains("did not read back")),
         "{err:?}"
     );
-    // Every single byte flipped: an error, or a journal whose entries read.
+    // Every single byte flipped: an error, or a journal that reads and
+    // replays without a panic.
     for i in 0..bytes.len() {
         let mut flipped = bytes.clone();
         flipped[i] ^= 0xff;
         if let Ok(j) = damaged(flipped).thaw() {
-            assert!(j.entries().count() <= j.len());
             let _ = crate::gate::journal::replay(&j);
         }
     }
