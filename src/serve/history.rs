@@ -150,7 +150,9 @@ impl History {
     }
 
     /// Settles the history every [`SETTLE`], for as long as the process
-    /// runs (spawned once by `nodegate run` when it keeps any).
+    /// runs (spawned once by `nodegate run` when it keeps any). The JSON is
+    /// written on tokio's blocking pool: a burst's 100 journals take
+    /// milliseconds that the runtime's one worker owes the watches.
     pub async fn settle_every(history: Arc<History>, every: Duration) {
         if history.capacity == 0 {
             return;
@@ -159,7 +161,10 @@ impl History {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            history.settle();
+            let history = Arc::clone(&history);
+            if let Err(e) = tokio::task::spawn_blocking(move || history.settle()).await {
+                tracing::warn!(error = %e, "settling the /debug/nodes history failed");
+            }
         }
     }
 
