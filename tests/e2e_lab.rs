@@ -57,33 +57,35 @@ fn down(dir: &Path) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// A bad `NODEGATE_LOCAL_APF` is refused by name before anything starts:
-/// the state directory stays empty.
+/// A bad `NODEGATE_LOCAL_APF` or `NODEGATE_LOCAL_CONTROLLERS` is refused by
+/// name before anything starts: the state directory stays empty.
 #[test]
-fn a_bad_apf_setting_is_refused_before_anything_starts() {
-    let dir = state_dir("bad-apf");
-    let out = Command::new(local_script("up"))
-        .args(["--quiet", "--state-dir"])
-        .arg(&dir)
-        .env("NODEGATE_LOCAL_APF", "maybe")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run deploy/local/up: {e}"));
-    let err = String::from_utf8_lossy(&out.stderr);
-    let left: Vec<_> = std::fs::read_dir(&dir)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
-        .unwrap_or_default();
-    if left.is_empty() {
-        let _ = std::fs::remove_dir(&dir);
-    } else {
-        down(&dir); // what it started, before the test fails
+fn a_bad_cluster_setting_is_refused_before_anything_starts() {
+    for (var, bad) in [
+        ("NODEGATE_LOCAL_APF", "maybe"),
+        ("NODEGATE_LOCAL_CONTROLLERS", "some"),
+    ] {
+        let dir = state_dir(&format!("bad-{}", var.to_lowercase().replace('_', "-")));
+        let out = Command::new(local_script("up"))
+            .args(["--quiet", "--state-dir"])
+            .arg(&dir)
+            .env(var, bad)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run deploy/local/up: {e}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.file_name())).collect())
+            .unwrap_or_default();
+        if left.is_empty() {
+            let _ = std::fs::remove_dir(&dir);
+        } else {
+            down(&dir); // what it started, before the test fails
+        }
+        assert!(!out.status.success(), "up accepted {var}={bad}");
+        assert!(err.contains(&format!("{var}={bad}")), "{err}");
+        assert!(left.is_empty(), "up started something: {left:?}\n{err}");
     }
-    assert!(
-        !out.status.success(),
-        "up accepted NODEGATE_LOCAL_APF=maybe"
-    );
-    assert!(err.contains("NODEGATE_LOCAL_APF=maybe"), "{err}");
-    assert!(left.is_empty(), "up started something: {left:?}\n{err}");
 }
 
 /// The verified pid of `name` in the cluster of `dir`, if it runs.
