@@ -61,14 +61,17 @@ fn down(dir: &Path) -> String {
 /// name before anything starts: the state directory stays empty.
 #[test]
 fn a_bad_cluster_setting_is_refused_before_anything_starts() {
-    for (var, bad) in [
-        ("NODEGATE_LOCAL_APF", "maybe"),
-        ("NODEGATE_LOCAL_CONTROLLERS", "some"),
-    ] {
+    let settings = [
+        ("NODEGATE_LOCAL_APF", "maybe", "on"),
+        ("NODEGATE_LOCAL_CONTROLLERS", "some", "all"),
+    ];
+    for (var, bad, _) in settings {
         let dir = state_dir(&format!("bad-{}", var.to_lowercase().replace('_', "-")));
         let out = Command::new(local_script("up"))
             .args(["--quiet", "--state-dir"])
             .arg(&dir)
+            // The others valid, so that only `var` can be refused.
+            .envs(settings.iter().map(|(v, _, good)| (*v, *good)))
             .env(var, bad)
             .stdin(Stdio::null())
             .output()
