@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, DeleteParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::Value;
 use support::gate::{DsSpec, Env};
 use support::{Nodegate, http_get, metric, wait_for};
@@ -301,6 +302,175 @@ async fn sigterm_releases_the_lease_and_a_follower_takes_over_at_once() {
     assert!(holder.starts_with("nodegate-b_"), "holder {holder:?}");
     assert_eq!(spec.lease_duration_seconds, Some(4));
     assert!(spec.lease_transitions.unwrap_or(0) >= 1);
+}
+
+/// The API server's count of requests on Leases with `verb` (GET, PUT),
+/// every client's together. The lab's controller manager and scheduler
+/// elect no leader and the cluster has no node whose Lease a kubelet
+/// renews: the API server's own identity Lease (a write every 10 s) is
+/// the only other.
+fn lease_requests(kubeconfig: &std::path::Path, verb: &str) -> f64 {
+    let out = Command::new(support::local_bin("kubectl"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["get", "--raw", "/metrics"])
+        .output()
+        .expect("run kubectl get --raw /metrics");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("apiserver_request_total{"),
+        "the API server's /metrics: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let verb = format!("verb=\"{verb}\"");
+    text.lines()
+        .filter(|l| {
+            l.starts_with("apiserver_request_total{")
+                && l.contains("resource=\"leases\"")
+                && l.contains(&verb)
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The Lease and its renewTime, read by a LIST (the test's own reads must
+/// not count among the GETs [`lease_requests`] counts).
+async fn renewed_at(leases: &Api<Lease>) -> Result<(Timestamp, Lease), String> {
+    let one = ListParams::default().fields("metadata.name=nodegate-e2e");
+    let list = leases
+        .list(&one)
+        .await
+        .map_err(|e| format!("listing the Lease: {e}"))?;
+    let lease = list
+        .items
+        .into_iter()
+        .next()
+        .ok_or("no Lease nodegate-e2e")?;
+    let at = lease.spec.as_ref().and_then(|s| s.renew_time.as_ref());
+    let at = at.ok_or("the Lease has no renewTime")?.0;
+    Ok((at, lease))
+}
+
+fn holder(lease: &Lease) -> String {
+    let spec = lease.spec.as_ref();
+    spec.and_then(|s| s.holder_identity.clone())
+        .unwrap_or_default()
+}
+
+/// A leader renews with one conditional write on the Lease as it last
+/// wrote it, and reads the Lease only when the API server refuses that
+/// write: after another client's change (an annotation) it reads, keeps
+/// the change and keeps leading; after another holder's write it stops
+/// leading and leaves the Lease to that holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_renews_without_reading_until_another_client_writes_the_lease() {
+    let env = Env::new("ops-renewal").await;
+    let kubeconfig = &env.cluster.kubeconfig;
+    // On a cluster of NODEGATE_E2E_KUBECONFIG, other clients may read
+    // Leases: the requests are counted only on the test's own cluster.
+    let counted = env.cluster.state_dir().is_some();
+    let ng = Nodegate::start_as(kubeconfig, &[("POD_NAME", "nodegate-a")], ELECTION);
+    let addr = ng.http_addr(Duration::from_secs(30));
+    wait_leader(&addr, true, Duration::from_secs(30), &ng).await;
+    let leases: Api<Lease> = Api::namespaced(env.cluster.client.clone(), "default");
+    let poll = || async { renewed_at(&leases).await };
+
+    // Renewals, with nobody else writing: no reads. Six renewals are
+    // counted as the Lease's renewTime changes (a LIST every 100 ms; they
+    // come a retry period, 1 s, apart); a renewal that reads would make six
+    // reads or more. Up to two others are allowed: the API server's own
+    // identity Lease, should its controller read it again, and the read
+    // after a renewal that timed out once its write had landed.
+    let gets = counted.then(|| lease_requests(kubeconfig, "GET"));
+    let (mut last, _) = wait_for("the Lease", Duration::from_secs(10), poll).await;
+    let mut renewals = 0;
+    while renewals < 6 {
+        let at = wait_for("a renewal", Duration::from_secs(30), || async {
+            let (at, _) = renewed_at(&leases).await?;
+            (at > last).then_some(at).ok_or(format!("renewed at {at}"))
+        })
+        .await;
+        (last, renewals) = (at, renewals + 1);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if let Some(gets) = gets {
+        let read = lease_requests(kubeconfig, "GET") - gets;
+        assert!(
+            read <= 2.0,
+            "{read} reads of Leases over {renewals} renewals (a renewal reads only after a refused write)\n{}",
+            ng.logs()
+        );
+    }
+
+    // Another client's write: the next renewal is refused, reads, and
+    // writes on what it read.
+    let gets = counted.then(|| lease_requests(kubeconfig, "GET"));
+    let patch = serde_json::json!({"metadata": {"annotations": {"example.com/note": "kept"}}});
+    let patched = leases
+        .patch(
+            "nodegate-e2e",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .expect("annotate the Lease");
+    let patched_at = patched.spec.as_ref().and_then(|s| s.renew_time.as_ref());
+    let patched_at = patched_at.expect("the Lease's renewTime").0;
+    let after = wait_for(
+        "a renewal after the annotation",
+        Duration::from_secs(30),
+        || async {
+            let (at, lease) = renewed_at(&leases).await?;
+            (at > patched_at)
+                .then_some(lease)
+                .ok_or(format!("renewed at {at}"))
+        },
+    )
+    .await;
+    assert_eq!(holder(&after), holder(&patched), "the holder changed");
+    let note = after
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("example.com/note"));
+    assert_eq!(
+        note.map(String::as_str),
+        Some("kept"),
+        "the renewal dropped another client's change"
+    );
+    if let Some(gets) = gets {
+        assert!(
+            lease_requests(kubeconfig, "GET") - gets >= 1.0,
+            "a renewal after another client's write must read the Lease\n{}",
+            ng.logs()
+        );
+    }
+    assert_eq!(is_leader(&addr).await, Some(true), "{}", ng.logs());
+
+    // Another holder's write: the leader stops leading, and the Lease stays
+    // the other holder's (30 s, longer than this test waits).
+    let other = serde_json::json!({"spec": {
+        "holderIdentity": "someone-else",
+        "leaseDurationSeconds": 30,
+        "renewTime": MicroTime(Timestamp::now()),
+    }});
+    leases
+        .patch(
+            "nodegate-e2e",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&other),
+        )
+        .await
+        .expect("write another holder into the Lease");
+    wait_leader(&addr, false, Duration::from_secs(30), &ng).await;
+    let (_, lease) = renewed_at(&leases).await.expect("the Lease");
+    assert_eq!(holder(&lease), "someone-else", "{}", ng.logs());
+    assert!(
+        ng.logs()
+            .contains("lost leadership: the lease has another holder"),
+        "{}",
+        ng.logs()
+    );
 }
 
 /// /healthz, /readyz, /metrics and the debug endpoints answer as

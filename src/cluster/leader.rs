@@ -48,6 +48,10 @@ pub struct Elector {
     /// The record as last read, its resourceVersion, and when (locally) it
     /// last changed.
     observed: Option<(LeaseRecord, String, Instant)>,
+    /// The Lease as this replica last wrote it, while no answer since has
+    /// shown another write: the next renewal is written on its
+    /// resourceVersion without reading first (client-go's fast path).
+    written: Option<Lease>,
     /// Where the Lease's server-stamped times go as evidence of the API
     /// server's clock.
     server_time: Arc<ServerTime>,
@@ -90,6 +94,7 @@ impl Elector {
             renew_deadline: settings.renew_deadline,
             retry_period: settings.retry_period,
             observed: None,
+            written: None,
             server_time,
         }
     }
@@ -256,8 +261,10 @@ impl Elector {
         expiry.map_or(retry, |e| retry.min(e + Duration::from_millis(1)))
     }
 
-    /// One read and, when this replica may hold the lease, one conditional
-    /// write; bounded by the renew deadline.
+    /// One conditional write on the Lease this replica last wrote; or, when
+    /// it has none or the server refuses that write, one read and, when this
+    /// replica may hold the lease, one conditional write. Bounded by the
+    /// renew deadline.
     async fn try_acquire_or_renew(&mut self) -> Attempt {
         let deadline = self.renew_deadline;
         let attempt = tokio::time::timeout(deadline, self.attempt()).await;
@@ -267,6 +274,9 @@ impl Elector {
     }
 
     async fn attempt(&mut self) -> Attempt {
+        if let Some(renewal) = self.renew_written().await {
+            return renewal;
+        }
         let lease = match self.api.get_opt(&self.name).await {
             Ok(Some(l)) => l,
             Ok(None) => return self.create().await,
@@ -312,6 +322,45 @@ impl Elector {
         }
     }
 
+    /// The renewal without a read: the Lease as this replica last wrote it,
+    /// renewed, written on that resourceVersion. The server takes it only
+    /// if nobody wrote the Lease since, so it still names this replica, as
+    /// a read would have shown. Halves a renewal's requests: under a loaded
+    /// API server, a read and a write answered slowly one after the other
+    /// could outlast the renew deadline where one write does not.
+    ///
+    /// `None` when there is nothing to renew this way, or when the server
+    /// refused the write ([`read_after`]: 409, someone else wrote or
+    /// deleted the Lease — the object keeps its uid, which a re-created
+    /// Lease does not have —, or any other 4xx): the caller reads and
+    /// decides as a follower would, so a renewal after another client's
+    /// write is a write, a read and a write, all within the renew deadline.
+    /// When the server is overloaded or failing (429, 5xx) or did not answer
+    /// (a broken connection, the deadline), the attempt fails and the
+    /// written Lease is kept, adding no read to the load: if the write did
+    /// land, the next try is a 409 and reads.
+    async fn renew_written(&mut self) -> Option<Attempt> {
+        let mut renewed = self.written.clone()?;
+        let record = LeaseRecord::from_lease(&renewed);
+        renewed.spec = Some(self.record_now(Some(&record)));
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &renewed)
+            .await
+        {
+            Ok(written) => Some(self.holding(&written)),
+            Err(e) if read_after(&e) => {
+                tracing::debug!(lease = %self.lease_ref(), error = %e, "renewal without a read refused; reading the lease");
+                self.written = None;
+                None
+            }
+            Err(e) => Some(Attempt::Failed(format!(
+                "updating {}: {e}",
+                self.lease_ref()
+            ))),
+        }
+    }
+
     async fn create(&mut self) -> Attempt {
         let lease = Lease {
             metadata: ObjectMeta {
@@ -347,6 +396,7 @@ impl Elector {
         let version = written.metadata.resource_version.clone();
         let record = LeaseRecord::from_lease(written);
         self.observed = Some((record, version.unwrap_or_default(), Instant::now()));
+        self.written = Some(written.clone());
         Attempt::Holding
     }
 
@@ -354,6 +404,7 @@ impl Elector {
     /// the lease, so a follower may take it at once. Best effort, bounded:
     /// if it fails, the followers wait for the lease to expire.
     async fn release(&mut self) {
+        self.written = None;
         let release = async {
             let mut lease = match self.api.get_opt(&self.name).await {
                 Ok(Some(l)) => l,
@@ -386,6 +437,12 @@ impl Elector {
             ),
         }
     }
+}
+
+/// Whether a refused renewal without a read is followed by a read: the API
+/// server answered, and not because it is overloaded or failing (429, 5xx).
+fn read_after(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(s) if s.code != 429 && s.code < 500)
 }
 
 /// Wakes the campaign whenever the Lease changes, so a released lease is

@@ -169,3 +169,24 @@ fn the_term_changes_only_when_leading_begins_again() {
     l.renewed(t0 + s(30), t0 + s(30), t0 + s(40));
     assert_ne!(l.term(), after_lapse, "lost and taken again");
 }
+
+#[test]
+fn a_refused_renewal_reads_unless_the_server_is_overloaded_or_did_not_answer() {
+    use kube::core::Status;
+    let api =
+        |code: u16| kube::Error::Api(Status::failure("refused", "Reason").with_code(code).boxed());
+    for (code, reads) in [
+        (409, true),
+        (404, true),
+        (403, true),
+        (422, true),
+        (429, false),
+        (500, false),
+        (503, false),
+        (504, false),
+    ] {
+        assert_eq!(read_after(&api(code)), reads, "HTTP {code}");
+    }
+    let no_answer = kube::Error::ReadEvents(std::io::Error::other("connection reset"));
+    assert!(!read_after(&no_answer), "no answer: keep the written Lease");
+}
