@@ -86,6 +86,18 @@ def run(cmd, what):
 # machine's own architecture (apt as configured).
 APT_OPTIONS = []
 
+# apt's binary cache of the package lists for `apt-cache show`, kept under
+# --apt-dir (set by main). Debian's container images turn apt's own off, and
+# without one every call parses every list again: 0.9 s of CPU a call
+# against 0.3 s with it (measured on this project's lab machine; an image is
+# built some 17 times over a test run, two calls each). apt checks the cache
+# against the lists and the dpkg status it was built from and builds it
+# again when they changed, and writes it through a temporary file and a
+# rename, so concurrent builds never read half a cache. The source-only
+# half (srcpkgcache) is not kept: 37 MB more for a quicker rebuild after a
+# dpkg change.
+APT_CACHE = []
+
 
 def foreign_apt(arch, apt_dir):
     """Sets APT_OPTIONS for `arch` and fetches its package lists (the
@@ -123,10 +135,9 @@ def foreign_apt(arch, apt_dir):
 
 def candidates(names):
     """For each package in `names`: the version apt would install now, the
-    .deb file name it has and its SHA256. One apt-cache call for all: where
-    apt keeps no binary cache (Debian's container images turn it off), each
-    call reads every package list again, most of a second of CPU."""
-    out = run(["apt-cache", *APT_OPTIONS, "show", "--no-all-versions", *names],
+    .deb file name it has and its SHA256. One apt-cache call for all, on
+    apt's binary cache (APT_CACHE)."""
+    out = run(["apt-cache", *APT_OPTIONS, *APT_CACHE, "show", "--no-all-versions", *names],
               f"looking up packages {', '.join(names)}").decode()
     records = {}
     for record in out.split("\n\n"):
@@ -521,7 +532,8 @@ def main():
     ap.add_argument("--cache", required=True, help="where .debs are kept")
     ap.add_argument("--packages", required=True, help="comma-separated")
     ap.add_argument("--arch", help="Debian architecture (default: the machine's)")
-    ap.add_argument("--apt-dir", help="apt state of its own for another --arch")
+    ap.add_argument("--apt-dir", help="apt state of its own for another --arch; "
+                    "apt's binary cache of the package lists for any")
     ap.add_argument("--label", action="append", default=[], help="KEY=VALUE")
     args = ap.parse_args()
     tag_of(args.image)
@@ -535,6 +547,12 @@ def main():
             foreign_apt(deb_arch, args.apt_dir)
     if deb_arch not in ARCHES:
         die(f"architecture {deb_arch} is not supported (only {', '.join(ARCHES)})")
+    if args.apt_dir:
+        os.makedirs(args.apt_dir, exist_ok=True)
+        APT_CACHE[:] = [
+            "-o", f"Dir::Cache::pkgcache={os.path.join(os.path.abspath(args.apt_dir), 'pkgcache.bin')}",
+            "-o", "Dir::Cache::srcpkgcache=",
+        ]
     arch, machine, triplet = ARCHES[deb_arch]
     with open(args.binary, "rb") as f:
         binary = f.read()
