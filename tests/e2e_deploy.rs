@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -60,14 +61,21 @@ fn build_dir(flag: &str) -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
+/// The control plane's kubectl, its path asked of deploy/local/build once
+/// per test binary (a bash script; this binary runs kubectl hundreds of
+/// times).
 fn kubectl_bin() -> PathBuf {
-    build_dir("--print-dir").join("kubectl")
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| build_dir("--print-dir").join("kubectl"))
+        .clone()
 }
 
 /// Helm from the version-keyed cache (built on first use), or, with
 /// NODEGATE_LOCAL_BIN, from there or PATH; the test fails without one.
+/// Asked once per test binary, as kubectl is.
 fn helm_bin() -> PathBuf {
-    build_dir("--helm").join("helm")
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| build_dir("--helm").join("helm")).clone()
 }
 
 struct Output {
