@@ -1,7 +1,8 @@
 //! Operating nodegate end to end, against the real local control plane:
 //! two replicas under leader election (only the leader writes; a killed
-//! leader fails over within a lease; SIGTERM hands over at once), the probes,
-//! the metrics, the per-node debug trace and `nodegate status`.
+//! leader fails over within a lease; SIGTERM hands over at once; a renewal
+//! reads the Lease only after another client wrote it), the probes, the
+//! metrics, the per-node debug trace and `nodegate status`.
 
 use nodegate_e2e as support;
 
