@@ -352,6 +352,29 @@ async fn renewed_at(leases: &Api<Lease>) -> Result<(Timestamp, Lease), String> {
     Ok((at, lease))
 }
 
+/// The Lease once a renewal after `after` has landed.
+async fn renewal_after(leases: &Api<Lease>, after: Timestamp) -> (Timestamp, Lease) {
+    wait_for("a renewal", Duration::from_secs(30), || async {
+        let (at, lease) = renewed_at(leases).await?;
+        (at > after).then_some((at, lease)).ok_or(format!(
+            "last renewed at {at}, waiting for one after {after}"
+        ))
+    })
+    .await
+}
+
+/// Another client's merge patch of the Lease; the Lease it leaves.
+async fn patch_lease(leases: &Api<Lease>, patch: &Value, what: &str) -> Lease {
+    leases
+        .patch(
+            "nodegate-e2e",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
 fn holder(lease: &Lease) -> String {
     let spec = lease.spec.as_ref();
     spec.and_then(|s| s.holder_identity.clone())
@@ -374,25 +397,22 @@ async fn the_leader_renews_without_reading_until_another_client_writes_the_lease
     let addr = ng.http_addr(Duration::from_secs(30));
     wait_leader(&addr, true, Duration::from_secs(30), &ng).await;
     let leases: Api<Lease> = Api::namespaced(env.cluster.client.clone(), "default");
-    let poll = || async { renewed_at(&leases).await };
 
     // Renewals, with nobody else writing: no reads. Six renewals are
-    // counted as the Lease's renewTime changes (a LIST every 100 ms; they
+    // counted as the Lease's renewTime changes (a LIST every 200 ms; they
     // come a retry period, 1 s, apart); a renewal that reads would make six
     // reads or more. Up to two others are allowed: the API server's own
     // identity Lease, should its controller read it again, and the read
     // after a renewal that timed out once its write had landed.
     let gets = counted.then(|| lease_requests(kubeconfig, "GET"));
-    let (mut last, _) = wait_for("the Lease", Duration::from_secs(10), poll).await;
+    let (mut last, _) = wait_for("the Lease", Duration::from_secs(10), || async {
+        renewed_at(&leases).await
+    })
+    .await;
     let mut renewals = 0;
     while renewals < 6 {
-        let at = wait_for("a renewal", Duration::from_secs(30), || async {
-            let (at, _) = renewed_at(&leases).await?;
-            (at > last).then_some(at).ok_or(format!("renewed at {at}"))
-        })
-        .await;
-        (last, renewals) = (at, renewals + 1);
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        (last, _) = renewal_after(&leases, last).await;
+        renewals += 1;
     }
     if let Some(gets) = gets {
         let read = lease_requests(kubeconfig, "GET") - gets;
@@ -406,28 +426,11 @@ async fn the_leader_renews_without_reading_until_another_client_writes_the_lease
     // Another client's write: the next renewal is refused, reads, and
     // writes on what it read.
     let gets = counted.then(|| lease_requests(kubeconfig, "GET"));
-    let patch = serde_json::json!({"metadata": {"annotations": {"example.com/note": "kept"}}});
-    let patched = leases
-        .patch(
-            "nodegate-e2e",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&patch),
-        )
-        .await
-        .expect("annotate the Lease");
+    let note = serde_json::json!({"metadata": {"annotations": {"example.com/note": "kept"}}});
+    let patched = patch_lease(&leases, &note, "annotate the Lease").await;
     let patched_at = patched.spec.as_ref().and_then(|s| s.renew_time.as_ref());
     let patched_at = patched_at.expect("the Lease's renewTime").0;
-    let after = wait_for(
-        "a renewal after the annotation",
-        Duration::from_secs(30),
-        || async {
-            let (at, lease) = renewed_at(&leases).await?;
-            (at > patched_at)
-                .then_some(lease)
-                .ok_or(format!("renewed at {at}"))
-        },
-    )
-    .await;
+    let (_, after) = renewal_after(&leases, patched_at).await;
     assert_eq!(holder(&after), holder(&patched), "the holder changed");
     let note = after
         .metadata
@@ -455,14 +458,7 @@ async fn the_leader_renews_without_reading_until_another_client_writes_the_lease
         "leaseDurationSeconds": 30,
         "renewTime": MicroTime(Timestamp::now()),
     }});
-    leases
-        .patch(
-            "nodegate-e2e",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&other),
-        )
-        .await
-        .expect("write another holder into the Lease");
+    patch_lease(&leases, &other, "write another holder into the Lease").await;
     wait_leader(&addr, false, Duration::from_secs(30), &ng).await;
     let (_, lease) = renewed_at(&leases).await.expect("the Lease");
     assert_eq!(holder(&lease), "someone-else", "{}", ng.logs());
