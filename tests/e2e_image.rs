@@ -374,3 +374,69 @@ fn a_deb_is_used_only_with_the_sha256_apt_gives() {
     assert!(ok, "{err}");
     assert_eq!(used, "REAL", "a matching cached file is used, not fetched");
 }
+
+/// Starts deploy/image/assemble.py's `foreign_apt` for arm64 on the apt
+/// directory `apt_dir` as build `me`, with `apt-get update` answered by a
+/// stand-in that holds the lists as apt does (a second update at the same
+/// time fails with apt's "Unable to lock directory") until build `other`
+/// has started too, and a second more, then writes a package list.
+fn update_lists(apt_dir: &std::path::Path, me: &str, other: &str) -> std::process::Child {
+    const SCRIPT: &str = r#"
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+import assemble
+apt_dir, me, other = sys.argv[2], sys.argv[3], sys.argv[4]
+lists = os.path.join(apt_dir, "lists")
+def run(cmd, what):
+    if cmd[-1] != "update":
+        assemble.die(f"unexpected command {cmd}")
+    try:
+        os.mkdir(os.path.join(lists, "held"))
+    except FileExistsError:
+        assemble.die(f"E: Unable to lock directory {lists}/")
+    with open(os.path.join(apt_dir, "updates"), "a") as f:
+        f.write(me + "\n")
+    for _ in range(200):
+        if os.path.exists(os.path.join(apt_dir, other + ".started")):
+            break
+        time.sleep(0.1)
+    time.sleep(1)
+    open(os.path.join(lists, "deb.example_dists_stable_main_binary-arm64_Packages"), "w").close()
+    os.rmdir(os.path.join(lists, "held"))
+    return b""
+assemble.run = run
+open(os.path.join(apt_dir, me + ".started"), "w").close()
+assemble.foreign_apt("arm64", apt_dir)
+"#;
+    Command::new("python3")
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg(repo().join("deploy/image"))
+        .arg(apt_dir)
+        .arg(me)
+        .arg(other)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run python3")
+}
+
+/// Two image builds for another architecture at once on an empty apt
+/// directory (a cold test run builds images side by side): one fetches the
+/// package lists, the other waits for it and uses them, and neither fails on
+/// apt's lock. Needs python3 only, not the image.
+#[test]
+fn two_builds_at_once_fetch_the_package_lists_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let builds = [
+        update_lists(dir.path(), "first", "second"),
+        update_lists(dir.path(), "second", "first"),
+    ];
+    for build in builds {
+        let out = build.wait_with_output().expect("wait for python3");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "a build failed: {err}");
+    }
+    let updates = std::fs::read_to_string(dir.path().join("updates")).expect("read the updates");
+    assert_eq!(updates.lines().count(), 1, "updates by build: {updates:?}");
+}

@@ -21,6 +21,7 @@ Two layers:
 
 import argparse
 import datetime
+import fcntl
 import hashlib
 import io
 import json
@@ -119,18 +120,30 @@ def foreign_apt(arch, apt_dir):
     ]
     if os.geteuid() == 0:
         APT_OPTIONS[:0] = ["-o", "APT::Sandbox::User=root"]
-    fresh = [f for f in os.listdir(lists) if "_Packages" in f]
     stamp = os.path.join(apt_dir, "updated")
-    if fresh and os.path.exists(stamp) and \
-            os.path.getmtime(stamp) > datetime.datetime.now().timestamp() - 86400:
+
+    def fresh():
+        listed = any("_Packages" in f for f in os.listdir(lists))
+        return listed and os.path.exists(stamp) and \
+            os.path.getmtime(stamp) > datetime.datetime.now().timestamp() - 86400
+
+    if fresh():
         return
-    log(f"apt-get update for {arch} (lists in {lists})")
-    run(["apt-get", *APT_OPTIONS, "-q", "update"],
-        f"fetching the package lists of {arch} into {lists}")
-    if not [f for f in os.listdir(lists) if "_Packages" in f]:
-        die(f"apt-get update for {arch} fetched no package list into {lists}: "
-            f"do the machine's apt sources (/etc/apt) serve {arch}?")
-    open(stamp, "w").close()
+    # One update at a time: apt locks the lists directory, so a second
+    # build updating at once (the test suite builds images side by side)
+    # would fail with "Unable to lock directory". The second waits for the
+    # first here and then finds the lists fresh.
+    with open(os.path.join(apt_dir, "update.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if fresh():
+            return
+        log(f"apt-get update for {arch} (lists in {lists})")
+        run(["apt-get", *APT_OPTIONS, "-q", "update"],
+            f"fetching the package lists of {arch} into {lists}")
+        if not any("_Packages" in f for f in os.listdir(lists)):
+            die(f"apt-get update for {arch} fetched no package list into {lists}: "
+                f"do the machine's apt sources (/etc/apt) serve {arch}?")
+        open(stamp, "w").close()
 
 
 def candidates(names):
