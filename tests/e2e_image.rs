@@ -379,7 +379,9 @@ fn a_deb_is_used_only_with_the_sha256_apt_gives() {
 /// directory `apt_dir` as build `me`, with `apt-get update` answered by a
 /// stand-in that holds the lists as apt does (a second update at the same
 /// time fails with apt's "Unable to lock directory") until build `other`
-/// has started too, and a second more, then writes a package list.
+/// has looked at the lists (at most 20 s), and a second more, then writes a
+/// package list. `me` says it looked by a file written just after it listed
+/// the lists directory, so `other` cannot have seen the package list then.
 fn update_lists(apt_dir: &std::path::Path, me: &str, other: &str) -> std::process::Child {
     const SCRIPT: &str = r#"
 import os, sys, time
@@ -405,7 +407,12 @@ def run(cmd, what):
     os.rmdir(os.path.join(lists, "held"))
     return b""
 assemble.run = run
-open(os.path.join(apt_dir, me + ".started"), "w").close()
+listdir = os.listdir
+def looked(path):
+    names = listdir(path)
+    open(os.path.join(apt_dir, me + ".started"), "w").close()
+    return names
+os.listdir = looked
 assemble.foreign_apt("arm64", apt_dir)
 "#;
     Command::new("python3")

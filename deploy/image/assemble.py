@@ -110,7 +110,9 @@ def foreign_apt(arch, apt_dir):
                 exist_ok=True)
     status = os.path.join(apt_dir, "status")
     if not os.path.exists(status):
-        open(status, "w").close()
+        # "a": another build creating it at the same moment keeps its mtime
+        # (apt would take a changed one as a reason to rebuild its cache).
+        open(status, "a").close()
     APT_OPTIONS[:] = [
         "-o", f"APT::Architecture={arch}",
         "-o", f"APT::Architectures={arch}",
@@ -132,9 +134,15 @@ def foreign_apt(arch, apt_dir):
     # One update at a time: apt locks the lists directory, so a second
     # build updating at once (the test suite builds images side by side)
     # would fail with "Unable to lock directory". The second waits for the
-    # first here and then finds the lists fresh.
-    with open(os.path.join(apt_dir, "update.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    # first here and then finds the lists fresh (or, if the first failed,
+    # updates them itself). The lock file stays: removing it could let a
+    # third build lock a new file while the old one is held.
+    with open(os.path.join(apt_dir, "update.lock"), "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for another build's apt-get update for {arch}")
+            fcntl.flock(lock, fcntl.LOCK_EX)
         if fresh():
             return
         log(f"apt-get update for {arch} (lists in {lists})")
