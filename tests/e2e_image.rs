@@ -310,6 +310,17 @@ fn the_dockerfile_describes_the_same_image() {
     }
 }
 
+/// python3 running `script`, which finds deploy/image/assemble.py's
+/// directory as its first argument (arguments added after it follow).
+fn with_assemble(script: &str) -> Command {
+    let mut python = Command::new("python3");
+    python
+        .arg("-c")
+        .arg(script)
+        .arg(repo().join("deploy/image"));
+    python
+}
+
 /// Runs deploy/image/assemble.py's `fetch_all` for one package against the
 /// cache `cache`, with apt answered by stand-ins: apt's package index gives
 /// the SHA256 of `REAL`, and `apt-get download` writes `downloaded`.
@@ -331,10 +342,7 @@ assemble.Package = lambda name, version, path: path
 with open(assemble.fetch_all(["pkg"], cache)[0]) as f:
     print(f.read(), end="")
 "#;
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(SCRIPT)
-        .arg(repo().join("deploy/image"))
+    let out = with_assemble(SCRIPT)
         .arg(cache)
         .arg(downloaded)
         .output()
@@ -415,10 +423,7 @@ def looked(path):
 os.listdir = looked
 assemble.foreign_apt("arm64", apt_dir)
 "#;
-    Command::new("python3")
-        .arg("-c")
-        .arg(SCRIPT)
-        .arg(repo().join("deploy/image"))
+    with_assemble(SCRIPT)
         .arg(apt_dir)
         .arg(me)
         .arg(other)

@@ -124,9 +124,11 @@ def foreign_apt(arch, apt_dir):
         APT_OPTIONS[:0] = ["-o", "APT::Sandbox::User=root"]
     stamp = os.path.join(apt_dir, "updated")
 
+    def listed():
+        return any("_Packages" in f for f in os.listdir(lists))
+
     def fresh():
-        listed = any("_Packages" in f for f in os.listdir(lists))
-        return listed and os.path.exists(stamp) and \
+        return listed() and os.path.exists(stamp) and \
             os.path.getmtime(stamp) > datetime.datetime.now().timestamp() - 86400
 
     if fresh():
@@ -148,7 +150,7 @@ def foreign_apt(arch, apt_dir):
         log(f"apt-get update for {arch} (lists in {lists})")
         run(["apt-get", *APT_OPTIONS, "-q", "update"],
             f"fetching the package lists of {arch} into {lists}")
-        if not any("_Packages" in f for f in os.listdir(lists)):
+        if not listed():
             die(f"apt-get update for {arch} fetched no package list into {lists}: "
                 f"do the machine's apt sources (/etc/apt) serve {arch}?")
         open(stamp, "w").close()
