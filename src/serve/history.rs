@@ -6,16 +6,19 @@
 //! core's property test holds every step to it), and both are built only
 //! when `/debug/nodes/NAME` asks. A gate that stops leaves a plain copy of
 //! its journal, which shares the node, its pods and their strings with what
-//! the gate held; every [`SETTLE`] the copies still kept are frozen into one
-//! block of bytes each ([`Frozen`]: the node's versions and the checkpoint
-//! as JSON, only the snapshot's DaemonSets still shared). Freezing every
-//! gate as it stops added 3.8 % to a 200-node scale run's instructions
-//! (callgrind), though all but the last `--debug-history` of a burst are
-//! pushed out again (settling freezes those only if they last until the
-//! next tick: at 200 nodes it cost about as much; where more gates stop
-//! within [`SETTLE`] than are kept, less); a copy kept for good would hold, for each of its small
-//! blocks, a page of the burst's memory resident after the burst's nodes
-//! had gone. `--debug-history 0` keeps none.
+//! the gate held; every [`SETTLE`] the copies that were already kept at the
+//! tick before are frozen into one block of bytes each ([`Frozen`]: the
+//! node's versions and the checkpoint as JSON, only the snapshot's
+//! DaemonSets still shared), so each copy still kept then is frozen about
+//! [`FROZEN_WITHIN`] after its gate stopped. A copy kept for good would
+//! hold, for each of its small blocks, a page of a burst's memory resident
+//! after the burst's nodes had gone; freezing costs CPU (the JSON of every
+//! node version), so only the copies that last are frozen: in a burst where
+//! more gates stop within a tick or two than `--debug-history` keeps, most
+//! are pushed out before their second tick and never written. (A node whose
+//! gate stops again every few seconds keeps its latest journal as a copy
+//! while it does: each stop replaces it under a new number.)
+//! `--debug-history 0` keeps none.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,6 +36,11 @@ use crate::serve::lock;
 /// How often the journals kept as plain copies are frozen.
 pub const SETTLE: Duration = Duration::from_secs(5);
 
+/// About how long after its gate stopped a kept journal is frozen at the
+/// latest: it waits for the next [`SETTLE`] tick and is frozen at the one
+/// after, plus the time settling takes and any delay of its ticks.
+pub const FROZEN_WITHIN: Duration = SETTLE.saturating_mul(2);
+
 /// The last N gates that finished (opened, or ended because the node or its
 /// taint went away), newest last.
 pub struct History {
@@ -40,13 +48,17 @@ pub struct History {
     finished: Mutex<VecDeque<Finished>>,
     /// The number the next finished gate is kept under.
     next: AtomicU64,
+    /// `next` at the last [`History::settle`]: the copies kept under a
+    /// lower number were kept at that tick, and the next settle freezes
+    /// them.
+    lasted_below: AtomicU64,
 }
 
 /// One finished gate: what `/debug/nodes` lists of it, and its journal,
 /// from which `/debug/nodes/NAME` rebuilds its whole [`GateView`].
 struct Finished {
     /// Which stop of a gate this is, so that [`History::settle`] freezes
-    /// the very copy it took.
+    /// the very copy it took, and only once it was kept at the tick before.
     id: u64,
     node: Box<str>,
     phase: Phase,
@@ -55,8 +67,8 @@ struct Finished {
     journal: Kept,
 }
 
-/// A finished gate's journal: as the gate left it until the next
-/// [`History::settle`], then frozen.
+/// A finished gate's journal: as the gate left it until the second
+/// [`History::settle`] after its stop (if still kept then), then frozen.
 #[derive(Clone)]
 enum Kept {
     Copy(Journal),
@@ -69,6 +81,7 @@ impl History {
             capacity,
             finished: Mutex::new(VecDeque::with_capacity(capacity.min(1024))),
             next: AtomicU64::new(0),
+            lasted_below: AtomicU64::new(0),
         }
     }
 
@@ -95,23 +108,28 @@ impl History {
         }
     }
 
-    /// Freezes every journal still kept as a copy: the copies are copied
-    /// again under the lock (their entries' bytes and strings; the nodes and
-    /// pods they hold are shared), frozen outside it, and each put in place
-    /// of its copy unless a newer gate of the node replaced it or it was
-    /// pushed out meanwhile. A journal that does not write as JSON (a bug)
-    /// is said and its gate dropped. Returns how many it froze.
+    /// Freezes every journal still kept as a copy that was kept already at
+    /// the settle before: the copies are copied again under the lock (their
+    /// entries' bytes and strings; the nodes and pods they hold are
+    /// shared), frozen outside it, and each put in place of its copy unless
+    /// a newer gate of the node replaced it or it was pushed out meanwhile.
+    /// A journal that does not write as JSON (a bug) is said and its gate
+    /// dropped. Returns how many it froze.
     pub fn settle(&self) -> usize {
-        let frozen = Self::freeze(self.copies());
+        let now = self.next.load(Ordering::Relaxed);
+        // One task settles; should two, the mark never moves back.
+        let lasted_below = (self.lasted_below.fetch_max(now, Ordering::Relaxed)).min(now);
+        let frozen = Self::freeze(self.copies(lasted_below));
         self.put(frozen)
     }
 
-    /// The journals still kept as copies, by the number of their stop.
-    fn copies(&self) -> Vec<(u64, Box<str>, Journal)> {
+    /// The journals still kept as copies whose number is below
+    /// `lasted_below`, by that number.
+    fn copies(&self, lasted_below: u64) -> Vec<(u64, Box<str>, Journal)> {
         (lock(&self.finished).iter())
             .filter_map(|f| match &f.journal {
-                Kept::Copy(j) => Some((f.id, f.node.clone(), j.clone())),
-                Kept::Frozen(_) => None,
+                Kept::Copy(j) if f.id < lasted_below => Some((f.id, f.node.clone(), j.clone())),
+                _ => None,
             })
             .collect()
     }
@@ -290,7 +308,8 @@ pub(crate) mod tests {
             journal_dropped: journal.dropped(),
         };
         assert_eq!(view, wanted);
-        assert_eq!(h.settle(), 1, "the copy is frozen");
+        assert_eq!(h.settle(), 0, "kept since the last settle: not yet");
+        assert_eq!(h.settle(), 1, "the copy is frozen once it lasted a tick");
         assert_eq!(h.settle(), 0, "once");
         let view = h.get("n1").expect("kept").expect("reads back");
         assert_eq!(view, wanted, "frozen, it reads back the same");
@@ -316,7 +335,7 @@ pub(crate) mod tests {
         let (state, journal) = opened_gate_keeping("n2", 2);
         assert!(journal.dropped() > 0, "the journal must have evicted");
         h.gate_stopped("n2", &state, &journal);
-        assert_eq!(h.settle(), 1);
+        assert_eq!((h.settle(), h.settle()), (0, 1));
         let view = h.get("n2").expect("kept").expect("reads back");
         assert_eq!(view.state, state);
         assert_eq!(view.journal, journal.entries().collect::<Vec<_>>());
@@ -341,6 +360,12 @@ pub(crate) mod tests {
         let entries: Vec<_> = journal.entries().collect();
         drop((state, journal));
         let held = Arc::strong_count(&node);
+        assert_eq!(h.settle(), 0);
+        assert_eq!(
+            Arc::strong_count(&node),
+            held,
+            "a copy until it lasted a tick"
+        );
         assert_eq!(h.settle(), 1);
         assert_eq!(Arc::strong_count(&node), held - 1, "the copy let go of it");
         let view = h.get("n3").expect("kept").expect("reads back");
@@ -349,7 +374,7 @@ pub(crate) mod tests {
         let (state, journal) = opened_gate("n3");
         h.gate_stopped("n3", &state, &journal);
         assert_eq!(lock(&h.finished).len(), 1, "one slot a node");
-        assert_eq!(h.settle(), 1);
+        assert_eq!((h.settle(), h.settle()), (0, 1));
     }
 
     /// Gates that stop while the copies are being frozen win: a newer gate
@@ -362,7 +387,7 @@ pub(crate) mod tests {
             let (state, journal) = opened_gate(n);
             h.gate_stopped(n, &state, &journal);
         }
-        let frozen = History::freeze(h.copies());
+        let frozen = History::freeze(h.copies(u64::MAX));
         assert_eq!(frozen.len(), 2);
         // Meanwhile: a's newer gate (a longer journal), and c pushes b out.
         let (state, newer) = opened_gate_keeping("a", 64);
@@ -375,6 +400,41 @@ pub(crate) mod tests {
         assert!(h.get("b").is_none(), "b stays pushed out");
         let a = h.get("a").expect("kept").expect("reads back");
         assert_eq!(a.journal, newer.entries().collect::<Vec<_>>());
+        assert_eq!(h.settle(), 0, "none was kept at a settle before");
         assert_eq!(h.settle(), 2, "a's and c's copies");
+    }
+
+    /// Only the copies that lasted a whole tick are frozen: one kept since
+    /// the last settle waits for the next, and the copies a burst pushes
+    /// out before then are never written at all.
+    #[test]
+    fn only_the_copies_that_last_a_tick_are_frozen() {
+        let h = History::new(2);
+        let (state, journal) = opened_gate("a");
+        h.gate_stopped("a", &state, &journal);
+        assert_eq!(h.settle(), 0, "a was kept after the last settle");
+        // A burst before the next tick: b and c push a out.
+        for n in ["b", "c"] {
+            let (state, journal) = opened_gate(n);
+            h.gate_stopped(n, &state, &journal);
+        }
+        assert!(h.get("a").is_none());
+        assert_eq!(h.settle(), 0, "a is gone, b and c are new");
+        // d pushes b out before b's second tick: only c lasted.
+        let (state, journal) = opened_gate("d");
+        h.gate_stopped("d", &state, &journal);
+        assert_eq!(h.settle(), 1, "c");
+        assert_eq!(frozen_or_copy(&h, "c"), Some(true));
+        assert_eq!(frozen_or_copy(&h, "d"), Some(false));
+        assert_eq!(h.settle(), 1, "d, a tick later");
+        assert_eq!(frozen_or_copy(&h, "d"), Some(true));
+    }
+
+    /// Whether the history keeps `node`'s journal frozen (`Some(true)`) or
+    /// as a copy (`Some(false)`).
+    fn frozen_or_copy(h: &History, node: &str) -> Option<bool> {
+        (lock(&h.finished).iter())
+            .find(|f| &*f.node == node)
+            .map(|f| matches!(f.journal, Kept::Frozen(_)))
     }
 }
