@@ -699,11 +699,11 @@ async fn probes_metrics_and_debug_endpoints_answer_as_documented() {
         "{}",
         done["journal"]
     );
-    // The history keeps a copy of the journal at first, and freezes it
-    // about `FROZEN_WITHIN` later: frozen, it reads back the same, down to the
-    // snapshot's node (kept as JSON) and DaemonSets (kept shared). (That it
+    // The history keeps a copy of the journal at first and freezes it about
+    // `FROZEN_WITHIN` later. Frozen, it reads back the same, down to the
+    // snapshot's node (kept as JSON) and DaemonSets (kept shared). That it
     // was frozen by then is the history's unit tests' to show; this reads
-    // what a user would.)
+    // what a user would.
     tokio::time::sleep(nodegate::serve::history::FROZEN_WITHIN + Duration::from_secs(1)).await;
     let (status, frozen) = json_at(&debug, "/debug/nodes/node-held").await;
     assert_eq!(status, 200, "{frozen}");

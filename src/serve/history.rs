@@ -118,7 +118,7 @@ impl History {
     pub fn settle(&self) -> usize {
         let now = self.next.load(Ordering::Relaxed);
         // One task settles; should two, the mark never moves back.
-        let lasted_below = (self.lasted_below.fetch_max(now, Ordering::Relaxed)).min(now);
+        let lasted_below = self.lasted_below.fetch_max(now, Ordering::Relaxed).min(now);
         let frozen = Self::freeze(self.copies(lasted_below));
         self.put(frozen)
     }
